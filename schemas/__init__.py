@@ -1,0 +1,1 @@
+"""Generated JSON Schemas (see tools/); shipped as package data."""

@@ -1,0 +1,3 @@
+from zeroadvisor.cli import main
+
+main()
