@@ -1,0 +1,51 @@
+"""The committed DeepSpeed config schema (schemas/ds_config.schema.json), read at run time.
+
+The schema is generated from DeepSpeed's own pydantic models plus a maintained table for
+the sections DeepSpeed reads with ``dict.get`` (tools/gen_schema.py). It is the single
+source of truth for key names, types, ranges, defaults, aliases, deprecations and removals;
+the linter and the memory model read facts from here instead of repeating them.
+DeepSpeed is never imported at run time.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+SCHEMA_FILE = "ds_config.schema.json"
+
+
+@lru_cache(maxsize=None)
+def load(name: str = SCHEMA_FILE) -> dict[str, Any]:
+    """The parsed schema shipped as package data (``zeroadvisor.schemas``)."""
+    return json.loads(resources.files("zeroadvisor.schemas").joinpath(name).read_text("utf-8"))
+
+
+def node(*path: str) -> dict[str, Any] | None:
+    """The schema of the key at ``path`` (object keys from the root), or None if unknown."""
+    current: dict[str, Any] | None = load()
+    for key in path:
+        if current is None:
+            return None
+        current = _object_branch(current).get("properties", {}).get(key)
+    return current
+
+
+def default(*path: str) -> Any:
+    """DeepSpeed's default for the key at ``path`` (as its code has it, not its docs)."""
+    schema = node(*path)
+    if schema is None or "default" not in schema:
+        raise KeyError("/".join(path))
+    return schema["default"]
+
+
+def _object_branch(schema: dict[str, Any]) -> dict[str, Any]:
+    """The object alternative of a schema that also allows e.g. a legacy bool form."""
+    if "properties" in schema:
+        return schema
+    for alternative in schema.get("anyOf", ()):
+        if isinstance(alternative, dict) and "properties" in alternative:
+            return alternative
+    return schema
