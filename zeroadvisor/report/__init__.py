@@ -1,0 +1,3 @@
+"""Renderers: findings (and estimates) to text, json, sarif, github and markdown."""
+
+FORMATS = ("text", "json", "sarif", "github")

@@ -1,0 +1,98 @@
+"""Read effective settings from a parsed DeepSpeed config the way DeepSpeed 0.19 does.
+
+Shared by the lint rules and the memory model, so that "which ZeRO stage is this?" has one
+answer. Values that DeepSpeed would reject are returned as None; the rules report them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from zeroadvisor import schema
+
+AUTO = "auto"
+
+
+def section(data: Any, key: str) -> dict[str, Any]:
+    """A top-level section as a dict ({} when absent or not an object)."""
+    value = data.get(key) if isinstance(data, dict) else None
+    return value if isinstance(value, dict) else {}
+
+
+def zero_section(data: Any) -> dict[str, Any]:
+    return section(data, "zero_optimization")
+
+
+def zero_stage(data: Any) -> int | None:
+    """The ZeRO stage DeepSpeed runs; None when the value is invalid or "auto".
+
+    DeepSpeed: a legacy ``zero_optimization: true`` means stage 1 (runtime/zero/config.py
+    read_zero_config_deprecated); a missing section means stage 0; ``"stage": "auto"`` is
+    dropped by DeepSpeedConfigModel and silently means stage 0 (callers that care about
+    "auto" check for it first); ZeroStageEnum accepts 2, 2.0 and "2".
+    """
+    if not isinstance(data, dict) or "zero_optimization" not in data:
+        return 0
+    zero = data["zero_optimization"]
+    if isinstance(zero, bool):
+        return 1 if zero else 0
+    if not isinstance(zero, dict):
+        return None
+    if "stage" not in zero:
+        return schema.default("zero_optimization", "stage")
+    return stage_value(zero["stage"])
+
+
+def stage_value(value: Any) -> int | None:
+    if value == AUTO:
+        return None
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        value = value.strip()
+        if not value.isdigit():
+            return None
+        value = int(value)
+    if isinstance(value, float):
+        if not value.is_integer():
+            return None
+        value = int(value)
+    return value if isinstance(value, int) and 0 <= value <= 3 else None
+
+
+def is_enabled(block: Any) -> bool | None:
+    """``{"enabled": ...}``: True/False, or None when it is "auto" (an integration decides)."""
+    if not isinstance(block, dict):
+        return False
+    value = block.get("enabled", False)
+    if value == AUTO:
+        return None
+    return value is True or (isinstance(value, str) and value.lower() in ("true", "1", "yes", "on"))
+
+
+def bf16_block(data: Any) -> dict[str, Any]:
+    """``bf16``, or the legacy ``bfloat16`` that DeepSpeed reads only when bf16 is absent."""
+    if isinstance(data, dict) and isinstance(data.get("bf16"), dict):
+        return data["bf16"]
+    return section(data, "bfloat16")
+
+
+def offload_device(data: Any, which: str) -> str:
+    """Device of ``offload_optimizer``/``offload_param``: "none", "cpu", "nvme" (or "auto")."""
+    zero = zero_section(data)
+    block = zero.get(which)
+    if not isinstance(block, dict):
+        legacy = {"offload_optimizer": "cpu_offload", "offload_param": "cpu_offload_param"}[which]
+        return "cpu" if zero.get(legacy) is True else "none"
+    device = block.get("device", "none")
+    return device if isinstance(device, str) else "none"
+
+
+def optimizer_type(data: Any) -> str | None:
+    """``optimizer.type`` as DeepSpeed resolves it: its own names lower-cased, else as written."""
+    opt = section(data, "optimizer")
+    name = opt.get("type")
+    if not isinstance(name, str):
+        return None
+    native = schema.load().get("x-deepspeed-optimizers", [])
+    return name.lower() if name.lower() in native else name

@@ -1,0 +1,110 @@
+"""The library entry point: text or path in, findings out. The CLI is a thin layer on this."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+from zeroadvisor.findings import Finding
+from zeroadvisor.rules import registry
+from zeroadvisor.rules.base import Hit, Rule
+from zeroadvisor.rules.context import Context, LintOptions
+from zeroadvisor.source import MAX_BYTES, Document, ParseError, decode_bytes, parse
+
+
+class InputError(Exception):
+    """The input cannot be read at all (missing, a directory, permission): exit code 2."""
+
+
+@dataclass
+class FileResult:
+    path: str
+    findings: list[Finding] = field(default_factory=list)
+    document: Document | None = None
+
+
+def read_document(path: str | os.PathLike, display: str | None = None) -> Document:
+    """Read and parse a config file; ParseError for bad content, InputError if unreadable."""
+    name = display or str(path)
+    file = Path(path)
+    if file.is_dir():
+        raise InputError(f"{name}: is a directory, not a config file")
+    try:
+        with file.open("rb") as handle:
+            raw = handle.read(MAX_BYTES + 1)
+    except FileNotFoundError:
+        raise InputError(f"{name}: no such file") from None
+    except OSError as err:
+        raise InputError(f"{name}: cannot read: {err.strerror or err}") from None
+    if len(raw) > MAX_BYTES:
+        size = file.stat().st_size
+        raise ParseError(
+            f"file is {size / 1e6:.1f} MB; a DeepSpeed config is a few KB (limit {MAX_BYTES // 1024} KiB)",
+            line=1,
+            column=1,
+        )
+    text = decode_bytes(raw)
+    if file.suffix.lower() in (".yaml", ".yml"):
+        from zeroadvisor.source_yaml import parse_yaml
+
+        return parse_yaml(text, name)
+    return parse(text, name)
+
+
+def lint_file(path: str | os.PathLike, options: LintOptions | None = None, rules: Iterable[Rule] | None = None,
+              display: str | None = None) -> FileResult:
+    name = display or str(path)
+    try:
+        doc = read_document(path, name)
+    except ParseError as err:
+        return FileResult(name, _parse_error_findings(name, err, rules))
+    return FileResult(name, lint_document(doc, options, rules), doc)
+
+
+def lint_text(text: str, name: str = "<text>", options: LintOptions | None = None,
+              rules: Iterable[Rule] | None = None) -> list[Finding]:
+    try:
+        doc = parse(text, name)
+    except ParseError as err:
+        return _parse_error_findings(name, err, rules)
+    return lint_document(doc, options, rules)
+
+
+def lint_document(doc: Document, options: LintOptions | None = None, rules: Iterable[Rule] | None = None) -> list[Finding]:
+    ctx = Context(doc, options or LintOptions())
+    selected = list(registry.ALL if rules is None else rules)
+    findings: list[Finding] = []
+    for rule in selected:
+        if rule.needs_data and doc.data is None:
+            continue
+        findings.extend(_stamp(rule, hit, doc) for hit in rule.check(ctx))
+    return sorted(_drop_superseded(findings, selected), key=Finding.sort_key)
+
+
+def _parse_error_findings(name: str, err: ParseError, rules: Iterable[Rule] | None) -> list[Finding]:
+    rule = registry.INVALID_SYNTAX
+    if rules is not None and rule not in list(rules):
+        return []
+    return [Finding(name, rule.code, rule.name, rule.severity, "", err.line, err.column, err.message)]
+
+
+def _stamp(rule: Rule, hit: Hit, doc: Document) -> Finding:
+    if hit.position is not None:
+        line, column = hit.position
+    elif hit.offset is not None:
+        line, column = doc.position(hit.offset)
+    else:
+        line, column = doc.locate(hit.pointer, hit.at)
+    return Finding(doc.name, rule.code, rule.name, rule.severity, hit.pointer, line, column, hit.message, hit.fix)
+
+
+def _drop_superseded(findings: list[Finding], rules: list[Rule]) -> list[Finding]:
+    by_name = {rule.name: rule for rule in rules}
+    claimed = {
+        (f.file, f.pointer, generic)
+        for f in findings
+        for generic in by_name[f.name].supersedes
+    }
+    return [f for f in findings if (f.file, f.pointer, f.name) not in claimed]

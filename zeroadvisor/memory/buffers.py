@@ -1,0 +1,157 @@
+"""Communication buffers, stage-3 gathered parameters, offload staging buffers, and the overhead allowance."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from zeroadvisor.memory import bytes as B
+from zeroadvisor.memory.options import Option
+from zeroadvisor.memory.settings import Settings
+from zeroadvisor.memory.states import master_bytes, partition_stage3, uses_bf16_optimizer
+from zeroadvisor.memory.terms import Term, exact
+from zeroadvisor.model.spec import ModelSpec
+
+# engine.py MEMORY_OPT_ALLREDUCE_SIZE: a code constant (not a config key) - the element count of
+# the flat bucket buffered_allreduce_fallback builds when the engine itself reduces gradients.
+ENGINE_ALLREDUCE_ELEMENTS = 500_000_000
+
+# Overhead allowance (an assumption, not a DeepSpeed allocation): the CUDA context plus NCCL and
+# cuBLAS workspaces (≈ 0.3-2 GiB in field reports, memory-model.md §7.5), and fragmentation of the
+# caching allocator (the ZeRO paper saw OOM with > 30 % free; Megatron adds 5 %; memory-model.md §10
+# budgets 5-10 %). We take 1 GiB + 10 % of everything else on the GPU.
+CUDA_CONTEXT_BYTES = 2**30
+FRAGMENTATION = Fraction(1, 10)
+OVERHEAD_ASSUMPTION = ("overhead = 1 GiB (CUDA context, NCCL/cuBLAS workspaces) + 10% of the other GPU rows "
+                       "(allocator fragmentation): an allowance, not a DeepSpeed allocation")
+
+
+def largest_layer(spec: ModelSpec, notes: list[str]) -> int:
+    """Largest number of parameters owned by one module (ZeRO-3 gathers a module at a time)."""
+    if spec.largest_layer_parameters:
+        return spec.largest_layer_parameters
+    h, f, v = spec.hidden_size, spec.intermediate_size, spec.vocab_size
+    candidates = []
+    if h and v:
+        candidates.append(v * h)  # embedding / LM head
+    if h and f:
+        candidates.append(h * f)  # one MLP projection
+    if h:
+        candidates.append(h * h)
+    if candidates:
+        value = max(candidates)
+        notes.append(f"largest layer not given: taken as max(V·h, h·ffn, h²) = {value:,} parameters")
+        return value
+    notes.append("largest layer unknown (give largest_layer_parameters or an hf_config): stage-3 gathered "
+                 "parameters count only the prefetch bucket, and stage-1/2 offload staging buffers are omitted")
+    return 0
+
+
+def persistent_parameters(s: Settings, spec: ModelSpec, notes: list[str]) -> int:
+    """Parameters below stage3_param_persistence_threshold: never partitioned (parameter_offload.py
+    DeepSpeedZeRoOffload.mark_persistent_parameters). Estimated as the norm weights of a transformer."""
+    h, L = spec.hidden_size, spec.num_layers
+    if not h or not L:
+        notes.append("stage-3 persistent parameters not estimated (number of layers / hidden size unknown)")
+        return 0
+    if h > s.param_persistence_threshold:
+        return 0
+    return (2 * L + 1) * h  # two norms per layer + the final norm; biases, if any, are not counted
+
+
+def gathered_terms(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, notes: list[str]) -> list[Term]:
+    """Stage 3: full parameters gathered for compute, on the GPU, beyond the partition."""
+    if opt.stage != 3:
+        return []
+    w = B.nbytes(s.precision)
+    Lp = min(largest_layer(spec, notes), P)
+    # partitioned_param_coordinator.py PartitionedParameterCoordinator.fetch_sub_module: the current
+    # module is gathered whole; up to prefetch_bucket_size more elements are prefetched while
+    # the available (gathered) numel stays under max_live_parameters
+    live = max(Lp, min(s.max_live_parameters, Lp + s.prefetch_bucket_size, P))
+    persistent = min(persistent_parameters(s, spec, notes), P)
+    terms = [
+        Term("gathered_parameters", "gpu", w * live, "gathered", f"{s.precision} gathered parameters: largest layer "
+             f"{Lp:,} + prefetch (bucket {s.prefetch_bucket_size:,}, cap max_live_parameters {s.max_live_parameters:,})",
+             f"{w} B × max(L_p, min(max_live, L_p + prefetch))",
+             "zero/partitioned_param_coordinator.py fetch_sub_module"),
+        Term("gathered_parameters", "gpu", w * Lp, "gathered_grad",
+             f"{s.precision} full gradient of the largest layer before it is reduced",
+             f"{w} B × L_p", "zero/stage3.py reduce_partition_and_remove_grads (param.grad before the IPG copy)"),
+    ]
+    if persistent:
+        terms.append(Term("gathered_parameters", "gpu", exact(w * persistent * (1 - Fraction(1, N))), "persistent",
+                          f"{persistent:,} persistent parameters (numel ≤ {s.param_persistence_threshold:,}) kept whole",
+                          f"{w} B × persistent × (1 - 1/N)", "zero/parameter_offload.py mark_persistent_parameters"))
+    return terms
+
+
+def buffer_terms(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, notes: list[str]) -> list[Term]:
+    """Reduce buckets, staging and swap buffers (GPU and host)."""
+    w = B.nbytes(s.precision)
+    a = B.nbytes(s.grad_accum_dtype)
+    c = B.nbytes(s.communication_dtype)
+    rbs = s.reduce_bucket_size
+    overlap = s.overlap_comm_at(opt.stage)
+    terms: list[Term] = []
+
+    if opt.stage == 0 or uses_bf16_optimizer(s, opt):
+        g = a if uses_bf16_optimizer(s, opt) else w
+        n = min(P, ENGINE_ALLREDUCE_ELEMENTS)
+        terms.append(Term("buffers", "gpu", g * n, "allreduce_bucket",
+                          f"flat all-reduce bucket of min(P, {ENGINE_ALLREDUCE_ELEMENTS:,}) gradient elements",
+                          f"{g} B × min(P, MEMORY_OPT_ALLREDUCE_SIZE)",
+                          "engine.py buffered_allreduce_fallback -> allreduce_bucket (flatten)"))
+        return terms
+
+    if opt.stage in (1, 2):
+        offload = opt.offload_optimizer != "none"
+        if s.contiguous_gradients or offload:  # offload forces contiguous_gradients (stage_1_and_2.py __init__)
+            # _gradient_reduction_buffer_dtype: the grad-accum dtype at stage 1 with a separate accumulator
+            rd = a if (opt.stage == 1 and s.grad_accum_dtype != s.precision) else w
+            copies = 2 if overlap else 1
+            terms.append(Term("buffers", "gpu", copies * rd * rbs, "ipg_bucket",
+                              f"reduce bucket{'s' if copies > 1 else ''}: {copies} × reduce_bucket_size {rbs:,} "
+                              f"× {rd} B{' (overlap_comm double buffer)' if overlap else ''}",
+                              f"{copies} × {rd} B × reduce_bucket_size",
+                              "zero/stage_1_and_2.py DeepSpeedZeroOptimizer.setup_buckets"))
+        if offload:
+            Lp = min(largest_layer(spec, notes), P)
+            pinned = " (pinned)" if s.offload_optimizer_pin_memory else ""
+            terms += [
+                Term("buffers", "gpu", w * Lp, "offload_gpu_staging", "GPU gradient staging buffer (largest parameter)",
+                     f"{w} B × largest param", "zero/stage_1_and_2.py __init__ (temp_grad_buffer_for_gpu_offload)"),
+                Term("buffers", "cpu", w * Lp, "offload_cpu_staging", f"host gradient staging buffer{pinned}",
+                     f"{w} B × largest param", "zero/stage_1_and_2.py __init__ (temp_grad_buffer_for_cpu_offload)"),
+            ]
+        return terms
+
+    # stage 3
+    if s.contiguous_gradients:
+        terms.append(Term("buffers", "gpu", c * rbs, "ipg_bucket",
+                          f"IPG flat buffer: reduce_bucket_size {rbs:,} × {c} B, allocated at init (not doubled by "
+                          "overlap_comm at stage 3)", f"{c} B × reduce_bucket_size",
+                          "zero/stage3.py _setup_for_real_optimizer (ipg bucket.buffer)"))
+    if s.reduce_scatter:
+        terms.append(Term("buffers", "gpu", c * rbs, "reduce_scatter_copy",
+                          "reduce-scatter flat copy of a full bucket", f"{c} B × reduce_bucket_size",
+                          "comm/coalesced_collectives.py reduce_scatter_coalesced (torch.cat of the bucket)"))
+    if opt.offload_param == "nvme":
+        n = s.offload_param_buffer_count * s.offload_param_buffer_size
+        terms.append(Term("buffers", "cpu", w * n, "param_swap_buffers",
+                          f"pinned parameter swap buffers: buffer_count {s.offload_param_buffer_count} × buffer_size "
+                          f"{s.offload_param_buffer_size:,} × {w} B", f"{w} B × buffer_count × buffer_size",
+                          "swap_tensor/partitioned_param_swapper.py AsyncPartitionedParameterSwapper (buffers)"))
+    if opt.offload_optimizer == "nvme":
+        part = partition_stage3(P, N)
+        sub = min(s.sub_group_size, part) if s.sub_group_size > 0 else part
+        M = master_bytes(s)
+        n = s.offload_optimizer_buffer_count * sub
+        terms.append(Term("buffers", "cpu", M * n, "optimizer_swap_buffers",
+                          f"pinned optimizer swap buffers: buffer_count {s.offload_optimizer_buffer_count} × largest "
+                          f"sub-group {sub:,} × {M} B", f"{M} B × buffer_count × min(sub_group_size, P/N)",
+                          "swap_tensor/optimizer_utils.py OptimizerSwapper (SwapBufferManager)"))
+    return terms
+
+
+def overhead_bytes(other_gpu_bytes: int) -> int:
+    return CUDA_CONTEXT_BYTES + exact(FRAGMENTATION * other_gpu_bytes)

@@ -1,0 +1,114 @@
+"""The two byte tables of the memory model: dtype sizes and optimizer-state sizes.
+
+Single source of truth: every other module asks here how many bytes an element of a dtype
+takes and how many parameter-sized state tensors an optimizer keeps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+# Bytes per element. Names are DeepSpeed's DtypeEnum spellings (deepspeed/runtime/config_utils.py
+# and data_types.*); aliases map torch-ish names onto them.
+DTYPE_BYTES: dict[str, int] = {
+    "fp32": 4,
+    "fp16": 2,
+    "bf16": 2,
+    "fp8": 1,
+    "int8": 1,
+    "uint8": 1,  # dropout masks (1 byte per element, Korthikanti et al. 2022)
+    "int64": 8,
+}
+
+DTYPE_ALIASES: dict[str, str] = {
+    "fp32": "fp32",
+    "float32": "fp32",
+    "float": "fp32",
+    "torch.float32": "fp32",
+    "fp16": "fp16",
+    "float16": "fp16",
+    "half": "fp16",
+    "torch.float16": "fp16",
+    "bf16": "bf16",
+    "bfloat16": "bf16",
+    "torch.bfloat16": "bf16",
+    "fp8": "fp8",
+    "int8": "int8",
+}
+
+
+def dtype_name(name: str) -> str:
+    """Canonical dtype name ("fp32", "fp16", "bf16", ...) for a DeepSpeed/torch spelling."""
+    key = str(name).strip().lower()
+    if key not in DTYPE_ALIASES:
+        raise KeyError(name)
+    return DTYPE_ALIASES[key]
+
+
+def nbytes(dtype: str) -> int:
+    """Bytes per element of ``dtype`` (any spelling ``dtype_name`` accepts)."""
+    return DTYPE_BYTES[dtype_name(dtype)]
+
+
+@dataclass(frozen=True, slots=True)
+class OptimizerStates:
+    """How many parameter-sized state tensors an optimizer keeps (excluding master weights).
+
+    ``elements`` counts tensors of the parameter's size; their dtype is the master-weights
+    dtype on the GPU (torch/DeepSpeed optimizers create them as ``zeros_like(param)``) and
+    fp32 in DeepSpeedCPUAdam unless ``bf16_optimizer_states``.
+    """
+
+    name: str
+    elements: int
+    states: str  # what the tensors are
+    source: str
+
+
+# Keys are lower-case; DeepSpeed lower-cases its own names (adam, adamw, lamb, lion, adagrad,
+# muadam, muadamw, musgd, muon) and looks anything else up in torch.optim
+# (runtime/engine.py _configure_basic_optimizer). Reference memory-model.md §3.
+OPTIMIZERS: dict[str, OptimizerStates] = {
+    "adam": OptimizerStates("Adam", 2, "exp_avg, exp_avg_sq", "ops/adam/fused_adam.py; torch.optim.Adam"),
+    "adamw": OptimizerStates("AdamW", 2, "exp_avg, exp_avg_sq", "ops/adam/fused_adam.py; torch.optim.AdamW"),
+    "lamb": OptimizerStates("LAMB", 2, "exp_avg, exp_avg_sq", "ops/lamb/fused_lamb.py"),
+    "lion": OptimizerStates("Lion", 1, "exp_avg", "ops/lion/fused_lion.py"),
+    "adagrad": OptimizerStates("Adagrad", 1, "sum of squares", "ops/adagrad/cpu_adagrad.py; torch.optim.Adagrad"),
+    "sgd": OptimizerStates("SGD", 0, "none (momentum adds momentum_buffer)", "torch.optim.SGD"),
+    "muadam": OptimizerStates("MuAdam", 2, "exp_avg, exp_avg_sq", "runtime/engine.py (mup.MuAdam)"),
+    "muadamw": OptimizerStates("MuAdamW", 2, "exp_avg, exp_avg_sq", "runtime/engine.py (mup.MuAdamW)"),
+    "musgd": OptimizerStates("MuSGD", 0, "none (momentum adds momentum_buffer)", "runtime/engine.py (mup.MuSGD)"),
+    # Muon keeps one momentum buffer for hidden matrices; the rest (embeddings, head, 1-D
+    # params) use the auxiliary Adam (2). The split is applied in states.py.
+    "muon": OptimizerStates("Muon", 1, "momentum_buffer (matrices); Adam exp_avg, exp_avg_sq (others)",
+                            "runtime/zero/muon/muon_optimizer.py MuonWithAuxAdam"),
+    "rmsprop": OptimizerStates("RMSprop", 1, "square_avg (+momentum_buffer, +grad_avg if centered)",
+                               "torch.optim.RMSprop"),
+    "adamax": OptimizerStates("Adamax", 2, "exp_avg, exp_inf", "torch.optim.Adamax"),
+    "nadam": OptimizerStates("NAdam", 2, "exp_avg, exp_avg_sq", "torch.optim.NAdam"),
+    "radam": OptimizerStates("RAdam", 2, "exp_avg, exp_avg_sq", "torch.optim.RAdam"),
+    "adadelta": OptimizerStates("Adadelta", 2, "square_avg, acc_delta", "torch.optim.Adadelta"),
+    "rprop": OptimizerStates("Rprop", 2, "prev, step_size", "torch.optim.Rprop"),
+    "asgd": OptimizerStates("ASGD", 1, "ax", "torch.optim.ASGD"),
+}
+
+DEFAULT_OPTIMIZER = "adamw"  # costed when the type is missing or unknown (stated as an assumption)
+
+
+def optimizer_state_elements(kind: str, params: dict[str, Any] | None = None) -> int:
+    """Parameter-sized state tensors for optimizer ``kind`` with its ``params`` (variants)."""
+    params = params or {}
+    entry = OPTIMIZERS[kind]
+    elements = entry.elements
+    if kind in ("sgd", "musgd") and _positive(params.get("momentum")):
+        elements += 1  # momentum_buffer
+    if kind in ("adam", "adamw", "muadam", "muadamw") and params.get("amsgrad") is True:
+        elements += 1  # max_exp_avg_sq
+    if kind == "rmsprop":
+        elements += int(_positive(params.get("momentum"))) + int(params.get("centered") is True)
+    return elements
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0

@@ -1,0 +1,380 @@
+"""The effective DeepSpeed settings the memory model needs, read from a ds_config dict.
+
+Every DeepSpeed default comes from the committed schema (``zeroadvisor.schema.default``);
+nothing here repeats one. What the config leaves to someone else (``"auto"`` values filled by
+the Hugging Face integration, a missing micro batch) is resolved here and recorded as an
+assumption line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from zeroadvisor import schema
+from zeroadvisor.memory import bytes as B
+from zeroadvisor.model.spec import ModelSpec
+
+AUTO = "auto"
+ZERO = "zero_optimization"
+
+# Keys not yet present in the placeholder schema (schemas/ds_config.schema.json is being
+# generated from DeepSpeed's pydantic models). Used ONLY when schema.default raises KeyError
+# for the path; tests/test_memory_deepspeed.py::test_pending_defaults_agree_with_schema
+# checks every entry against the schema as soon as the schema has the key, so this table
+# cannot silently drift from DeepSpeed's code. Values: DS 0.19.8 runtime/precision_config.py
+# (DeepSpeedFP16Config / DeepSpeedBF16Config) and runtime/config.py (data_types, comm dtype).
+_PENDING_SCHEMA: dict[tuple[str, ...], Any] = {
+    ("fp16", "enabled"): False,
+    ("fp16", "fp16_master_weights_and_grads"): False,
+    ("bf16", "enabled"): False,
+    ("bf16", "immediate_grad_update"): False,
+    ("bf16", "bf16_master_weights_and_grads"): False,
+    ("bf16", "bf16_optimizer_states"): False,
+    ("data_types", "grad_accum_dtype"): None,
+    ("communication_data_type",): None,
+    ("train_micro_batch_size_per_gpu",): None,
+    ("train_batch_size",): None,
+    ("gradient_accumulation_steps",): None,
+}
+
+
+def ds_default(*path: str) -> Any:
+    """DeepSpeed's code default for ``path``, from the committed schema."""
+    try:
+        return schema.default(*path)
+    except KeyError:
+        if path in _PENDING_SCHEMA:
+            return _PENDING_SCHEMA[path]
+        raise
+
+
+@dataclass(slots=True)
+class Settings:
+    """Effective settings; ``stage``/offload are the configured ones (options vary them)."""
+
+    configured: bool
+    stage: int
+    precision: str  # "fp16" | "bf16" | "fp32": the model (low-precision) dtype
+    grad_accum_dtype: str
+    communication_dtype: str
+    immediate_grad_update: bool
+    bf16_master_weights_and_grads: bool
+    bf16_optimizer_states: bool
+    fp16_master_weights_and_grads: bool
+    optimizer: str  # key of bytes.OPTIMIZERS
+    optimizer_label: str
+    optimizer_elements: int
+    cpu_adam_fp32_states: bool  # DeepSpeedCPUAdam fp32_optimizer_states (engine.get_optimizer_configuration)
+    contiguous_gradients: bool
+    reduce_scatter: bool
+    reduce_bucket_size: int
+    allgather_bucket_size: int
+    overlap_comm: bool | None  # None: DeepSpeed decides by stage (True iff stage 3)
+    sub_group_size: int
+    prefetch_bucket_size: int
+    param_persistence_threshold: int
+    max_live_parameters: int
+    offload_optimizer: str  # "none" | "cpu" | "nvme"
+    offload_optimizer_pin_memory: bool
+    offload_optimizer_buffer_count: int
+    offload_optimizer_ratio: float
+    offload_param: str
+    offload_param_pin_memory: bool
+    offload_param_buffer_count: int
+    offload_param_buffer_size: int
+    offload_param_max_in_cpu: int
+    micro_batch: int
+    assumptions: list[str] = field(default_factory=list)
+
+    def overlap_comm_at(self, stage: int) -> bool:
+        """overlap_comm as DeepSpeed resolves it: None -> True iff stage 3 (runtime/zero/config.py)."""
+        if self.overlap_comm is None:
+            return stage == 3
+        return self.overlap_comm
+
+    @property
+    def mixed_precision(self) -> bool:
+        return self.precision != "fp32"
+
+
+def read_settings(config: dict[str, Any] | None, model: ModelSpec, gpus: int) -> Settings:
+    """The effective settings for ``config`` (None: no config, assume mixed-precision fp16 Adam)."""
+    notes: list[str] = []
+    cfg = config if isinstance(config, dict) else {}
+    zero = _zero_section(cfg, notes)
+    h = model.hidden_size
+
+    stage = _stage(zero, notes)
+    precision = _precision(cfg, config is not None, notes)
+    model_dtype = precision
+
+    grad_accum = _get(cfg, "data_types", "grad_accum_dtype")
+    if grad_accum in (None, AUTO):
+        grad_accum_dtype = model_dtype  # engine.get_data_types: None -> model dtype
+    else:
+        try:
+            grad_accum_dtype = B.dtype_name(grad_accum)
+        except KeyError:
+            notes.append(f"data_types.grad_accum_dtype={grad_accum!r} not understood; assumed the model dtype")
+            grad_accum_dtype = model_dtype
+
+    comm = _get(cfg, "communication_data_type")
+    if comm in (None, AUTO):
+        communication_dtype = model_dtype  # engine.communication_data_type: fp16 / bf16 / fp32 by precision
+    else:
+        try:
+            communication_dtype = B.dtype_name(comm)
+        except KeyError:
+            communication_dtype = model_dtype
+
+    bf16 = _bf16_section(cfg)
+    immediate = _flag(bf16, "bf16", "immediate_grad_update")
+    bf16_master = _flag(bf16, "bf16", "bf16_master_weights_and_grads") and precision == "bf16"
+    bf16_states = _flag(bf16, "bf16", "bf16_optimizer_states") and bf16_master
+    fp16_master = _flag(cfg.get("fp16"), "fp16", "fp16_master_weights_and_grads") and precision == "fp16"
+
+    optimizer, label, elements, opt_params = _optimizer(cfg, config is not None, notes)
+    fp32_states_param = opt_params.get("fp32_optimizer_states")
+    if bf16_states:
+        cpu_adam_fp32_states = False  # engine.get_optimizer_configuration forces it off
+    else:
+        cpu_adam_fp32_states = fp32_states_param is not False
+
+    def zget(key: str, *aliases: str) -> Any:
+        return _zero_value(zero, key, aliases, notes)
+
+    reduce_bucket_size = _auto_sized(zero, "reduce_bucket_size", (), h, lambda x: x * x, "h²", notes)
+    prefetch = _auto_sized(zero, "stage3_prefetch_bucket_size", ("prefetch_bucket_size",), h,
+                           lambda x: int(0.9 * x * x), "int(0.9·h²)", notes, default_key="prefetch_bucket_size")
+    persistence = _auto_sized(zero, "stage3_param_persistence_threshold", ("param_persistence_threshold",), h,
+                              lambda x: 10 * x, "10·h", notes, default_key="param_persistence_threshold")
+
+    oo = _offload_section(zero, "offload_optimizer", "cpu_offload")
+    op = _offload_section(zero, "offload_param", "cpu_offload_param")
+    oo_device = _device(oo, "offload_optimizer", notes)
+    op_device = _device(op, "offload_param", notes)
+
+    settings = Settings(
+        configured=config is not None,
+        stage=stage,
+        precision=precision,
+        grad_accum_dtype=grad_accum_dtype,
+        communication_dtype=communication_dtype,
+        immediate_grad_update=immediate,
+        bf16_master_weights_and_grads=bf16_master,
+        bf16_optimizer_states=bf16_states,
+        fp16_master_weights_and_grads=fp16_master,
+        optimizer=optimizer,
+        optimizer_label=label,
+        optimizer_elements=elements,
+        cpu_adam_fp32_states=cpu_adam_fp32_states,
+        contiguous_gradients=bool(zget("contiguous_gradients")),
+        reduce_scatter=bool(zget("reduce_scatter")),
+        reduce_bucket_size=reduce_bucket_size,
+        allgather_bucket_size=int(zget("allgather_bucket_size")),
+        overlap_comm=_optional_bool(zget("overlap_comm")),
+        sub_group_size=int(zget("sub_group_size")),
+        prefetch_bucket_size=prefetch,
+        param_persistence_threshold=persistence,
+        max_live_parameters=int(zget("stage3_max_live_parameters", "max_live_parameters")),
+        offload_optimizer=oo_device,
+        offload_optimizer_pin_memory=bool(_offload_value(oo, "offload_optimizer", "pin_memory")),
+        offload_optimizer_buffer_count=int(_offload_value(oo, "offload_optimizer", "buffer_count")),
+        offload_optimizer_ratio=float(_offload_value(oo, "offload_optimizer", "ratio")),
+        offload_param=op_device,
+        offload_param_pin_memory=bool(_offload_value(op, "offload_param", "pin_memory")),
+        offload_param_buffer_count=int(_offload_value(op, "offload_param", "buffer_count")),
+        offload_param_buffer_size=int(_offload_value(op, "offload_param", "buffer_size")),
+        offload_param_max_in_cpu=int(_offload_value(op, "offload_param", "max_in_cpu")),
+        micro_batch=_micro_batch(cfg, gpus, notes),
+        assumptions=notes,
+    )
+    return settings
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _get(cfg: dict[str, Any], *path: str) -> Any:
+    current: Any = cfg
+    for key in path:
+        if not isinstance(current, dict) or key not in current:
+            return ds_default(*path)
+        current = current[key]
+    return current
+
+
+def _zero_section(cfg: dict[str, Any], notes: list[str]) -> dict[str, Any]:
+    zero = cfg.get(ZERO)
+    if isinstance(zero, bool):
+        # legacy bool form: true -> stage 1 (runtime/zero/config.py read_zero_config_deprecated)
+        return {"stage": 1 if zero else 0}
+    return zero if isinstance(zero, dict) else {}
+
+
+def _stage(zero: dict[str, Any], notes: list[str]) -> int:
+    raw = zero.get("stage", ds_default(ZERO, "stage"))
+    if raw == AUTO:
+        notes.append("zero_optimization.stage is \"auto\" (Accelerate fills it from its own config; "
+                     f"DeepSpeed alone uses {ds_default(ZERO, 'stage')}): costed as stage {ds_default(ZERO, 'stage')}")
+        raw = ds_default(ZERO, "stage")
+    try:
+        stage = int(float(raw))
+    except (TypeError, ValueError):
+        notes.append(f"zero_optimization.stage={raw!r} is not a stage; costed as stage {ds_default(ZERO, 'stage')}")
+        stage = int(ds_default(ZERO, "stage"))
+    if stage not in (0, 1, 2, 3):
+        notes.append(f"zero_optimization.stage={raw!r} is outside 0-3 (DeepSpeed rejects it); costed as stage "
+                     f"{ds_default(ZERO, 'stage')}")
+        stage = int(ds_default(ZERO, "stage"))
+    return stage
+
+
+def _bf16_section(cfg: dict[str, Any]) -> Any:
+    # legacy alias section `bfloat16`, used only if `bf16` is absent (runtime/config.py)
+    if "bf16" in cfg:
+        return cfg["bf16"]
+    return cfg.get("bfloat16")
+
+
+def _flag(section: Any, name: str, key: str) -> bool:
+    if isinstance(section, dict) and key in section and section[key] != AUTO:
+        return section[key] is True
+    return bool(ds_default(name, key))
+
+
+def _precision(cfg: dict[str, Any], given: bool, notes: list[str]) -> str:
+    if not given:
+        notes.append("no DeepSpeed config: assumed mixed-precision fp16 training with Adam (the ZeRO paper's setting)")
+        return "fp16"
+    fp16 = cfg.get("fp16") if isinstance(cfg.get("fp16"), dict) else {}
+    bf16 = _bf16_section(cfg)
+    bf16 = bf16 if isinstance(bf16, dict) else {}
+    fp16_on = fp16.get("enabled", ds_default("fp16", "enabled"))
+    bf16_on = bf16.get("enabled", ds_default("bf16", "enabled"))
+    if fp16_on is True:
+        return "fp16"
+    if bf16_on is True:
+        return "bf16"
+    if fp16_on == AUTO or bf16_on == AUTO:
+        chosen = "bf16" if (bf16_on == AUTO and fp16_on != AUTO) else "fp16"
+        notes.append(f"fp16/bf16 \"enabled\" is \"auto\" (the HF integration fills it from --fp16/--bf16): "
+                     f"assumed {chosen} mixed precision; fp16 and bf16 cost the same bytes here")
+        return chosen
+    return "fp32"
+
+
+def _optimizer(cfg: dict[str, Any], given: bool, notes: list[str]) -> tuple[str, str, int, dict[str, Any]]:
+    section = cfg.get("optimizer")
+    if not isinstance(section, dict) or not section.get("type"):
+        if given:
+            notes.append("no optimizer section: assumed the client (e.g. HF Trainer) passes AdamW")
+        key = B.DEFAULT_OPTIMIZER
+        return key, B.OPTIMIZERS[key].name, B.optimizer_state_elements(key), {}
+    raw = str(section["type"])
+    params = section.get("params") if isinstance(section.get("params"), dict) else {}
+    key = raw.lower()
+    if key not in B.OPTIMIZERS:
+        notes.append(f"optimizer type {raw!r} is not in the optimizer-state table: costed as Adam "
+                     f"({B.OPTIMIZERS['adam'].elements} fp32 states per parameter)")
+        key = "adam"
+        return key, raw, B.optimizer_state_elements(key), params
+    return key, B.OPTIMIZERS[key].name, B.optimizer_state_elements(key, params), params
+
+
+def _zero_value(zero: dict[str, Any], key: str, aliases: tuple[str, ...], notes: list[str]) -> Any:
+    default_key = aliases[0] if aliases else key
+    for name in (key, *aliases):
+        if name in zero:
+            value = zero[name]
+            if value == AUTO:
+                notes.append(f"zero_optimization.{name} is \"auto\" and nobody fills it: DeepSpeed drops it and uses "
+                             f"its default {ds_default(ZERO, default_key)}")
+                return ds_default(ZERO, default_key)
+            return value
+    return ds_default(ZERO, default_key)
+
+
+def _auto_sized(zero: dict[str, Any], key: str, aliases: tuple[str, ...], h: int | None, fill, formula: str,
+                notes: list[str], default_key: str | None = None) -> int:
+    default_key = default_key or key
+    for name in (key, *aliases):
+        if name not in zero:
+            continue
+        value = zero[name]
+        if value != AUTO:
+            return int(value)
+        if name != key:
+            # HF/Accelerate auto-fill only the stage3_* spelling (deepspeed-config.md §5)
+            notes.append(f"zero_optimization.{name}=\"auto\": the HF integration fills only the {key} spelling, so "
+                         f"DeepSpeed uses its default {ds_default(ZERO, default_key)}")
+            return int(ds_default(ZERO, default_key))
+        if h:
+            value = int(fill(h))
+            notes.append(f"zero_optimization.{name}=\"auto\": filled as the HF integration does, {formula} = {value} "
+                         f"(hidden_size {h})")
+            return value
+        notes.append(f"zero_optimization.{name}=\"auto\" but the hidden size is unknown: assumed DeepSpeed's default "
+                     f"{ds_default(ZERO, default_key)} (HF would write {formula})")
+        return int(ds_default(ZERO, default_key))
+    return int(ds_default(ZERO, default_key))
+
+
+def _offload_section(zero: dict[str, Any], key: str, deprecated: str) -> dict[str, Any]:
+    section = zero.get(key)
+    if isinstance(section, dict):
+        return section
+    if zero.get(deprecated) is True:
+        # deprecated cpu_offload / cpu_offload_param migrate to {device: cpu} (runtime/zero/config.py)
+        return {"device": "cpu"}
+    return {}
+
+
+def _offload_value(section: dict[str, Any], name: str, key: str) -> Any:
+    value = section.get(key, AUTO)
+    if value == AUTO or value is None:
+        return ds_default(ZERO, name, key)
+    return value
+
+
+def _device(section: dict[str, Any], name: str, notes: list[str]) -> str:
+    value = section.get("device", ds_default(ZERO, name, "device"))
+    if value == AUTO or value is None:
+        value = ds_default(ZERO, name, "device")
+    value = str(value).lower()
+    if value not in ("none", "cpu", "nvme"):
+        notes.append(f"zero_optimization.{name}.device={value!r} is not none/cpu/nvme (DeepSpeed rejects it): "
+                     "costed as none")
+        return "none"
+    return value
+
+
+def _optional_bool(value: Any) -> bool | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "yes", "1", "on")
+    return bool(value)
+
+
+def _micro_batch(cfg: dict[str, Any], gpus: int, notes: list[str]) -> int:
+    mbs = cfg.get("train_micro_batch_size_per_gpu", ds_default("train_micro_batch_size_per_gpu"))
+    tbs = cfg.get("train_batch_size", ds_default("train_batch_size"))
+    gas = cfg.get("gradient_accumulation_steps", ds_default("gradient_accumulation_steps"))
+    if _is_count(mbs):
+        return int(mbs)
+    if _is_count(tbs):
+        steps = int(gas) if _is_count(gas) else 1
+        derived = int(tbs) // (steps * max(gpus, 1))
+        if derived >= 1:
+            notes.append(f"micro batch derived as train_batch_size / (gradient_accumulation_steps × gpus) = "
+                         f"{int(tbs)} / ({steps} × {gpus}) = {derived}")
+            return derived
+    why = "\"auto\"" if AUTO in (mbs, tbs) else "not given"
+    notes.append(f"micro batch per GPU {why}: assumed 1")
+    return 1
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 1 and float(value).is_integer()

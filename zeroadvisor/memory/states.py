@@ -1,0 +1,335 @@
+"""Model states (parameters, gradients, optimizer states) per GPU process, term by term.
+
+Two accountings:
+
+* ``deepspeed_terms``: what DeepSpeed 0.19.8 allocates, each term citing the file and
+  function that allocates it (paths relative to ``deepspeed/runtime/``).
+* ``paper_terms``: the ZeRO paper's 2 + 2 + K bytes per parameter (Rajbhandari et al., §3.1, §5),
+  K = fp32 master (mixed precision only) + the optimizer's states.
+
+Notation in formulas: P parameters, N data-parallel GPUs, part = this rank's partition
+(stage 1/2: ceil(P / 2N)·2 after DeepSpeed's alignment to 2·N elements; stage 3: ceil(P / N)).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from zeroadvisor.memory import bytes as B
+from zeroadvisor.memory.options import Option
+from zeroadvisor.memory.settings import Settings
+from zeroadvisor.memory.terms import Term, ceil_div, exact
+from zeroadvisor.model.spec import ModelSpec
+
+FP32 = B.DTYPE_BYTES["fp32"]
+
+
+def partition_stage12(P: int, N: int) -> int:
+    # stage_1_and_2.py DeepSpeedZeroOptimizer.__init__: aligned_numel = ceil(numel / (2·N))·(2·N),
+    # partition_size = aligned_numel // N (nccl_start_alignment_factor = 2)
+    return ceil_div(P, 2 * N) * 2
+
+
+def partition_stage3(P: int, N: int) -> int:
+    # partition_parameters.py _partition_param: each param keeps ceil(numel / N) elements
+    return ceil_div(P, N)
+
+
+def master_bytes(s: Settings) -> int:
+    """Bytes of the ZeRO master weights and fp32 gradient partition (base_optimizer.py _configure_master_weights)."""
+    if s.fp16_master_weights_and_grads:
+        return B.DTYPE_BYTES["fp16"]
+    if s.bf16_master_weights_and_grads:
+        return B.DTYPE_BYTES["bf16"]
+    return FP32
+
+
+def state_elements(s: Settings, spec: ModelSpec, notes: list[str]) -> Fraction:
+    """Average parameter-sized optimizer-state tensors per parameter."""
+    if s.optimizer != "muon":
+        return Fraction(s.optimizer_elements)
+    adam = B.optimizer_state_elements("adam")
+    muon = B.OPTIMIZERS["muon"].elements
+    aux = spec.embedding_parameters
+    if aux is not None and spec.tied_embeddings is False and spec.vocab_size and spec.hidden_size:
+        aux += spec.vocab_size * spec.hidden_size  # untied LM head also uses the auxiliary Adam
+    if aux is None or spec.parameters <= 0:
+        notes.append("Muon: embedding size unknown, so every parameter is costed with Muon's single momentum "
+                     "buffer (embeddings and the head really use Adam's two states)")
+        return Fraction(muon)
+    aux = min(aux, spec.parameters)
+    return Fraction(adam * aux + muon * (spec.parameters - aux), spec.parameters)
+
+
+def _state_bytes_gpu(s: Settings) -> int:
+    # GPU optimizers create states as zeros_like(master partition): master dtype
+    return master_bytes(s)
+
+
+def _state_bytes_cpu(s: Settings) -> int:
+    # DeepSpeedCPUAdam keeps fp32 moments unless fp32_optimizer_states is False, which the engine forces
+    # when bf16_optimizer_states is set (engine.py get_optimizer_configuration); other CPU optimizers use
+    # the master dtype
+    if s.optimizer in ("adam", "adamw") and s.cpu_adam_fp32_states:
+        return FP32
+    return master_bytes(s)
+
+
+def deepspeed_terms(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, notes: list[str]) -> list[Term]:
+    """Model-state terms DeepSpeed 0.19.8 allocates per GPU process for ``opt``."""
+    if opt.stage == 0:
+        return _stage0(s, P, spec, notes)
+    if opt.stage in (1, 2):
+        return _stage12(s, opt, P, N, spec, notes)
+    return _stage3(s, opt, P, N, spec, notes)
+
+
+def uses_bf16_optimizer(s: Settings, opt: Option) -> bool:
+    # engine.py _do_optimizer_sanity_check: bf16 model + fp32 grad accumulation + ZeRO stage 1 + no offload
+    return (opt.stage == 1 and s.precision == "bf16" and s.grad_accum_dtype == "fp32"
+            and opt.offload_optimizer == "none")
+
+
+def _stage0(s: Settings, P: int, spec: ModelSpec, notes: list[str]) -> list[Term]:
+    el = state_elements(s, spec, notes)
+    if not s.mixed_precision:
+        return [
+            Term("parameters", "gpu", FP32 * P, "lp_params", "fp32 parameters", "4 B/param",
+                 "engine.py: no ZeRO, fp32 -> the basic optimizer (_do_optimizer_sanity_check returns None)"),
+            Term("gradients", "gpu", FP32 * P, "lp_grads", "fp32 gradients", "4 B/param", "torch autograd (param.grad)"),
+            Term("optimizer_states", "gpu", exact(el * FP32 * P), "optimizer_state",
+                 f"{s.optimizer_label} states ({el} × fp32)", f"{el}×4 B/param", "torch/DeepSpeed optimizer state"),
+        ]
+    w = B.nbytes(s.precision)
+    return [
+        Term("parameters", "gpu", w * P, "lp_params", f"{s.precision} parameters (flat)", f"{w} B/param",
+             "fp16/fused_optimizer.py FP16_Optimizer.__init__ (fp16_groups_flat)"),
+        Term("gradients", "gpu", w * P, "lp_grads", f"{s.precision} gradients", f"{w} B/param",
+             "torch autograd (param.grad), reduced by engine.py buffered_allreduce_fallback"),
+        Term("gradients", "gpu", FP32 * P, "fp32_grads", "fp32 flat gradient copy built for the step", "4 B/param",
+             "fp16/fused_optimizer.py FP16_Optimizer.step (_flatten_dense_tensors of p.grad.to(fp32))"),
+        Term("optimizer_states", "gpu", FP32 * P, "master", "fp32 master weights", "4 B/param",
+             "fp16/fused_optimizer.py FP16_Optimizer.__init__ (fp32_groups_flat)"),
+        Term("optimizer_states", "gpu", exact(el * FP32 * P), "optimizer_state",
+             f"{s.optimizer_label} states ({el} × fp32)", f"{el}×4 B/param", "optimizer state on fp32_groups_flat"),
+    ]
+
+
+def _stage12(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, notes: list[str]) -> list[Term]:
+    w = B.nbytes(s.precision)
+    a = B.nbytes(s.grad_accum_dtype)
+    M = master_bytes(s)
+    part = partition_stage12(P, N)
+    flat = part * N  # bit16 flat buffer including alignment padding
+    el = state_elements(s, spec, notes)
+    src = "zero/stage_1_and_2.py DeepSpeedZeroOptimizer"
+    terms: list[Term] = []
+
+    if uses_bf16_optimizer(s, opt):
+        bsrc = "bf16_optimizer.py BF16_Optimizer._setup_for_real_optimizer"
+        terms += [
+            Term("parameters", "gpu", w * flat, "lp_params", "bf16 parameters (flat)", f"{w} B/param", bsrc),
+            Term("gradients", "gpu", a * flat, "fp32_grads",
+                 "full-size fp32 gradient buffer (not partitioned)", f"{a} B/param", bsrc + " (fp32_flat_buffer)"),
+        ]
+        if not s.immediate_grad_update:
+            terms.append(Term("gradients", "gpu", w * P, "lp_grads", "bf16 gradients until backward_epilogue",
+                              f"{w} B/param", "bf16_optimizer.py BF16_Optimizer.update_hp_grads (lp grads cleared "
+                              "after accumulation)"))
+        terms += [
+            Term("optimizer_states", "gpu", M * part, "master", "fp32 master partition", f"{M} B/param / N",
+                 bsrc + " (fp32_groups_flat_partition)"),
+            Term("optimizer_states", "gpu", exact(el * M * part), "optimizer_state",
+                 f"{s.optimizer_label} states ({el} × fp32) on the partition", f"{el}×{M} B/param / N",
+                 "optimizer state on fp32_groups_flat_partition"),
+        ]
+        return terms
+
+    offload = opt.offload_optimizer != "none"
+    terms.append(Term("parameters", "gpu", w * flat, "lp_params", f"{s.precision} parameters (flat)",
+                      f"{w} B/param", src + ".__init__ (bit16_groups_flat)"))
+    # _use_compact_grad_partition_buffer: fp32 accumulation with a 16-bit model keeps a compact fp32
+    # partition buffer on the accelerator that receives the reduced gradients
+    compact = s.grad_accum_dtype == "fp32" and s.precision != "fp32"
+    if opt.stage == 1:
+        g = a if s.grad_accum_dtype != s.precision else w
+        terms.append(Term("gradients", "gpu", g * P, "lp_grads",
+                          f"full-size {s.grad_accum_dtype if g == a else s.precision} gradients (stage 1 does not "
+                          "partition them)", f"{g} B/param",
+                          src + " (param.grad / grad_accum until reduce_gradients at the boundary)"))
+    elif not offload and not compact:
+        terms.append(Term("gradients", "gpu", w * part, "lp_grads",
+                          f"{s.precision} gradient partition", f"{w} B/param / N",
+                          src + ".copy_grads_in_partition (grads_in_partition)"))
+    if compact:
+        terms.append(Term("gradients", "gpu", a * part, "fp32_grads",
+                          "fp32 gradient partition (compact accumulation buffer)", f"{a} B/param / N",
+                          src + "._build_compact_grad_partition_buffer"))
+    if not offload:
+        if not compact or M != a:
+            terms.append(Term("gradients", "gpu", M * part, "fp32_grads" if not compact else "master_grads",
+                              f"{'fp32' if M == FP32 else 'low-precision'} gradient partition for the step",
+                              f"{M} B/param / N", src + ".step (single_grad_partition)"))
+        terms += [
+            Term("optimizer_states", "gpu", M * part, "master", f"{'fp32' if M == FP32 else '16-bit'} master partition",
+                 f"{M} B/param / N", src + ".__init__ (single_partition_of_fp32_groups)"),
+            Term("optimizer_states", "gpu", exact(el * _state_bytes_gpu(s) * part), "optimizer_state",
+                 f"{s.optimizer_label} states ({el} × {_state_bytes_gpu(s)} B) on the partition",
+                 f"{el}×{_state_bytes_gpu(s)} B/param / N", "optimizer state on single_partition_of_fp32_groups"),
+        ]
+        return terms
+
+    # offload_optimizer (cpu; nvme runs as cpu at stage 1/2): host-side partition
+    if opt.offload_optimizer == "nvme":
+        notes.append(f"stage {opt.stage}: offload_optimizer nvme runs as cpu (stage_1_and_2.py __init__: "
+                     "cpu_offload = device != none; only stage 3 swaps to NVMe)")
+    pinned = " (pinned)" if s.offload_optimizer_pin_memory else ""
+    Sc = _state_bytes_cpu(s)
+    terms += [
+        Term("gradients", "cpu", M * part, "fp32_grads", f"fp32 gradient partition on the host{pinned}",
+             f"{M} B/param / N", src + ".initialize_optimizer_states (single_grad_partition)"),
+        Term("optimizer_states", "cpu", M * part, "master", f"fp32 master partition on the host{pinned}",
+             f"{M} B/param / N", src + ".__init__ (single_partition_of_fp32_groups)"),
+        Term("optimizer_states", "cpu", exact(el * Sc * part), "optimizer_state",
+             f"{s.optimizer_label} states ({el} × {Sc} B) on the host", f"{el}×{Sc} B/param / N",
+             "ops/adam/cpu_adam.py DeepSpeedCPUAdam state"),
+        Term("parameters", "cpu", w * part, "lp_param_staging", f"{s.precision} copy of the partition for upload{pinned}",
+             f"{w} B/param / N", src + ".__init__ (param_buffer_of_bit16_for_cpu_offload_groups)"),
+    ]
+    return terms
+
+
+def _stage3(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, notes: list[str]) -> list[Term]:
+    w = B.nbytes(s.precision)
+    a = B.nbytes(s.grad_accum_dtype)
+    M = master_bytes(s)
+    part = partition_stage3(P, N)
+    el = state_elements(s, spec, notes)
+    src = "zero/stage3.py DeepSpeedZeroOptimizer_Stage3"
+    terms: list[Term] = []
+
+    # ---- 16-bit parameter partition
+    if opt.offload_param == "none":
+        terms.append(Term("parameters", "gpu", w * part, "lp_params", f"{s.precision} parameter partition",
+                          f"{w} B/param / N", src + "._create_fp16_partitions_with_defragmentation (lp_param_buffer)"))
+    else:
+        in_cpu = part if opt.offload_param == "cpu" else min(part, s.offload_param_max_in_cpu)
+        pinned = " (pinned)" if s.offload_param_pin_memory else ""
+        terms.append(Term("parameters", "cpu", w * in_cpu, "lp_params",
+                          f"{s.precision} parameter partition on the host{pinned}", f"{w} B/param / N",
+                          src + "._create_param_groups_fp16_flat_cpu_memory"))
+        if opt.offload_param == "nvme" and part > in_cpu:
+            terms.append(Term("parameters", "nvme", w * (part - in_cpu), "lp_params",
+                              f"{s.precision} parameters beyond offload_param.max_in_cpu on NVMe",
+                              f"{w} B/param / N", "swap_tensor/partitioned_param_swapper.py"))
+
+    # ---- sub-groups (the optimizer steps one sub-group of the partition at a time)
+    sub = min(s.sub_group_size, part) if s.sub_group_size > 0 else part
+    nsub = ceil_div(part, sub) if sub else 1
+    if opt.offload_optimizer == "cpu":
+        # stage3.py _create_fp32_partitions: sub-group i stays on the GPU iff i < int((1 - ratio)·nsub)
+        on_gpu = int((1 - s.offload_optimizer_ratio) * nsub)
+        gpu_share = Fraction(on_gpu, nsub)
+        if s.offload_optimizer_ratio < 1 and on_gpu == 0:
+            notes.append(f"offload_optimizer.ratio={s.offload_optimizer_ratio} keeps nothing on the GPU: the partition "
+                         f"has {nsub} sub-group(s) of sub_group_size={s.sub_group_size} and DeepSpeed keeps "
+                         f"int((1-ratio)·{nsub}) = 0 of them on the GPU")
+    elif opt.offload_optimizer == "none":
+        gpu_share = Fraction(1)
+    else:
+        gpu_share = Fraction(0)
+
+    # ---- gradients
+    grad_dev = "gpu" if opt.offload_optimizer == "none" else "cpu"
+    terms.append(Term("gradients", grad_dev, a * part, "lp_grads" if a == w else "fp32_grads",
+                      f"{s.grad_accum_dtype} gradient partition (flat buffer)", f"{a} B/param / N",
+                      src + "._setup_for_real_optimizer (grad_partitions_flat_buffer)"))
+    if opt.offload_optimizer == "none":
+        terms.append(Term("gradients", "gpu", M * sub, "fp32_grads",
+                          "fp32 gradient of one sub-group during the step", f"{M} B × min(sub_group_size, P/N)",
+                          src + "._prepare_fp32_grad_for_sub_group"))
+    elif opt.offload_optimizer == "cpu":
+        gpu_grad = exact(gpu_share * M * part)
+        if gpu_grad:
+            terms.append(Term("gradients", "gpu", gpu_grad, "fp32_grads", "fp32 gradients of GPU-resident sub-groups",
+                              f"{M} B/param / N × {gpu_share}", src + ".initialize_optimizer_states"))
+        pinned = " (pinned)" if s.offload_optimizer_pin_memory else ""
+        terms.append(Term("gradients", "cpu", M * part - gpu_grad, "master_grads",
+                          f"fp32 gradient buffer per sub-group on the host{pinned}", f"{M} B/param / N",
+                          src + ".initialize_optimizer_states (subgroup_gradient_buffer)"))
+    else:  # nvme
+        terms.append(Term("gradients", "cpu", M * sub, "master_grads", "fp32 gradient buffer (largest sub-group)",
+                          f"{M} B × min(sub_group_size, P/N)", src + ".initialize_optimizer_states (gradient_buffer)"))
+        terms.append(Term("gradients", "nvme", M * part, "master_grads", "fp32 gradients swapped to NVMe",
+                          f"{M} B/param / N", src + "._optimizer_states_and_gradient_swap_out"))
+
+    # ---- master weights and optimizer states
+    shares_params = (not s.mixed_precision and M == w and opt.offload_optimizer == "none"
+                     and opt.offload_param == "none")
+    if opt.offload_optimizer == "nvme":
+        Sn = _state_bytes_cpu(s)
+        terms += [
+            Term("optimizer_states", "nvme", M * part, "master", "fp32 master partition on NVMe",
+                 f"{M} B/param / N", src + "._create_fp32_partitions (swappable)"),
+            Term("optimizer_states", "nvme", exact(el * Sn * part), "optimizer_state",
+                 f"{s.optimizer_label} states ({el} × {Sn} B) on NVMe", f"{el}×{Sn} B/param / N",
+                 "swap_tensor/partitioned_optimizer_swapper.py"),
+        ]
+        return terms
+    gpu_master = exact(gpu_share * M * part)
+    cpu_master = M * part - gpu_master
+    if shares_params:
+        terms.append(Term("optimizer_states", "gpu", 0, "master",
+                          "master weights share the fp32 parameter partition", "0",
+                          src + "._create_fp32_partitions (same dtype and device: no copy)"))
+    elif gpu_master:
+        terms.append(Term("optimizer_states", "gpu", gpu_master, "master", "fp32 master partition",
+                          f"{M} B/param / N", src + "._create_fp32_partitions"))
+    if cpu_master:
+        terms.append(Term("optimizer_states", "cpu", cpu_master, "master", "fp32 master partition on the host",
+                          f"{M} B/param / N", src + "._create_fp32_partitions"))
+    Sg = _state_bytes_gpu(s)
+    Sc = _state_bytes_cpu(s)
+    gpu_states = exact(gpu_share * el * Sg * part)
+    cpu_states = exact((1 - gpu_share) * el * Sc * part)
+    if gpu_states or opt.offload_optimizer == "none":
+        terms.append(Term("optimizer_states", "gpu", gpu_states, "optimizer_state",
+                          f"{s.optimizer_label} states ({el} × {Sg} B)", f"{el}×{Sg} B/param / N",
+                          "optimizer state on fp32_partitioned_groups_flat"))
+    if cpu_states:
+        terms.append(Term("optimizer_states", "cpu", cpu_states, "optimizer_state",
+                          f"{s.optimizer_label} states ({el} × {Sc} B) on the host", f"{el}×{Sc} B/param / N",
+                          "ops/adam/cpu_adam.py DeepSpeedCPUAdam state"))
+    return terms
+
+
+# ------------------------------------------------------------------ the ZeRO paper
+
+
+def paper_terms(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, notes: list[str]) -> list[Term]:
+    """The paper's 2 + 2 + K bytes/param (K = 12 for mixed-precision Adam), partitioned by stage.
+
+    §5: P_os divides K by N, P_os+g also the gradients, P_os+g+p also the parameters.
+    Offload moves the optimizer states (and the partitioned gradients) to the host as
+    ZeRO-Offload does; offload_param moves the partitioned parameters.
+    """
+    w = B.nbytes(s.precision)
+    master = FP32 if s.mixed_precision else 0  # fp32 copy exists only in mixed precision (§3.1)
+    el = state_elements(s, spec, notes)
+    K = master + el * FP32
+    n = Fraction(1, N)
+    p_share = n if opt.stage >= 3 else Fraction(1)
+    g_share = n if opt.stage >= 2 else Fraction(1)
+    k_share = n if opt.stage >= 1 else Fraction(1)
+    p_dev = "cpu" if opt.offload_param != "none" and opt.stage == 3 else "gpu"
+    k_dev = "cpu" if opt.offload_optimizer != "none" and opt.stage >= 1 else "gpu"
+    g_dev = "cpu" if k_dev == "cpu" and opt.stage >= 2 else "gpu"
+    src = "ZeRO paper §3.1/§5"
+    return [
+        Term("parameters", p_dev, exact(w * P * p_share), "lp_params", f"{w}-byte parameters",
+             f"{w}Ψ{'/N' if p_share != 1 else ''}", src),
+        Term("gradients", g_dev, exact(w * P * g_share), "lp_grads", f"{w}-byte gradients",
+             f"{w}Ψ{'/N' if g_share != 1 else ''}", src),
+        Term("optimizer_states", k_dev, exact(K * P * k_share), "optimizer_state",
+             f"K = {K} (fp32 master {master} + {s.optimizer_label} {el}×4)", f"KΨ{'/N' if k_share != 1 else ''}", src),
+    ]

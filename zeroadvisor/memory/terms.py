@@ -1,0 +1,39 @@
+"""One allocation of the memory model: which row, which device, how many bytes, and why."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+ROWS = ("parameters", "gradients", "optimizer_states", "model_states", "gathered_parameters", "buffers",
+        "activations", "overhead", "total")
+STATE_ROWS = ("parameters", "gradients", "optimizer_states")
+DEVICES = ("gpu", "cpu", "nvme")  # cpu = host RAM of the process that drives one GPU
+
+
+@dataclass(frozen=True, slots=True)
+class Term:
+    """``nbytes`` on ``device`` counted in ``row``.
+
+    ``key`` names the allocation so the DeepSpeed and paper accountings can be compared term
+    by term; ``formula`` is the bytes in words (B/param, /N); ``source`` is where DeepSpeed
+    allocates it (file + function) or the paper section.
+    """
+
+    row: str
+    device: str
+    nbytes: int
+    key: str
+    what: str
+    formula: str
+    source: str
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def exact(value: Fraction | int) -> int:
+    """Round an exact byte count (Fraction) half-up to an integer."""
+    value = Fraction(value)
+    return int(value + Fraction(1, 2)) if value >= 0 else -int(-value + Fraction(1, 2))

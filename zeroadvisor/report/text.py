@@ -1,0 +1,33 @@
+"""``file:line:col: CODE [severity] message``, one line per finding (colour only on a terminal)."""
+
+from __future__ import annotations
+
+from zeroadvisor.findings import Finding, Severity
+
+_COLOURS = {Severity.ERROR: "\033[31m", Severity.WARNING: "\033[33m", Severity.INFO: "\033[36m"}
+_RESET = "\033[0m"
+
+
+def location(finding: Finding) -> str:
+    if finding.line is None:
+        return finding.file
+    return f"{finding.file}:{finding.line}:{finding.column}"
+
+
+def render(findings: list[Finding], colour: bool = False, files: int = 1) -> str:
+    lines = []
+    for f in findings:
+        severity = f"[{f.severity.value}]"
+        if colour:
+            severity = f"{_COLOURS[f.severity]}{severity}{_RESET}"
+        lines.append(f"{location(f)}: {f.code} {severity} {f.message}")
+    lines.append(summary(findings, files))
+    return "\n".join(lines) + "\n"
+
+
+def summary(findings: list[Finding], files: int) -> str:
+    counts = {s: sum(1 for f in findings if f.severity is s) for s in Severity}
+    if not findings:
+        return f"{files} file{'s' if files != 1 else ''} checked: no problems"
+    parts = [f"{n} {s.value}{'s' if n != 1 else ''}" for s, n in counts.items() if n]
+    return f"{files} file{'s' if files != 1 else ''} checked: " + ", ".join(parts)

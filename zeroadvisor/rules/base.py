@@ -1,0 +1,59 @@
+"""The rule contract: each rule is a small unit with a code, a name, a severity, docs
+(what DeepSpeed does, how to fix it, a failing and a passing example) and a check.
+
+As in yamllint, rules do not stamp their own identity: a check yields :class:`Hit`s and the
+engine turns them into :class:`~zeroadvisor.findings.Finding`s with the rule's code, name,
+severity and the key's position. The docs examples are executed by the test-suite, so the
+documentation cannot drift from the behaviour.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Iterable
+
+from zeroadvisor.findings import Severity
+
+if TYPE_CHECKING:
+    from zeroadvisor.rules.context import Context
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """A rule's report before the engine stamps identity and position on it."""
+
+    pointer: str
+    message: str
+    fix: dict[str, Any] | None = None
+    at: str = "key"  # locate the key or the value at ``pointer``
+    offset: int | None = None  # a position in the text, for problems not tied to a key
+    position: tuple[int, int] | None = None  # (line, column) when only that is known
+
+
+@dataclass(frozen=True, slots=True)
+class Example:
+    """A config (JSON text) and lint options; ``fails`` says whether the rule must fire."""
+
+    config: str
+    fails: bool
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    code: str
+    name: str
+    severity: Severity
+    summary: str  # one line: what is wrong
+    explanation: str  # what DeepSpeed does with it, and how to fix it
+    check: Callable[["Context"], Iterable[Hit]]
+    examples: tuple[Example, ...]
+    # Where this rule and a more generic one report the same key, keep only this one.
+    supersedes: tuple[str, ...] = ()
+    source: str = ""  # DeepSpeed file/function or issue that backs the rule
+    # Syntax rules also run on a file that did not parse; the others need its data.
+    needs_data: bool = True
+
+    @property
+    def docs_anchor(self) -> str:
+        return f"docs/rules.md#{self.code.lower()}-{self.name}"

@@ -1,0 +1,184 @@
+"""Batch-size rules: DeepSpeed's train_batch_size = micro x accumulation x world size."""
+
+from __future__ import annotations
+
+from zeroadvisor import patch
+from zeroadvisor.findings import Severity
+from zeroadvisor.rules.base import Example, Hit, Rule
+
+TBS, MBS, GAS = "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps"
+# Without --gpus, try every world size up to this many GPUs for a consistent reading.
+_MAX_WORLD = 1 << 16
+
+
+def _int(value):
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value if isinstance(value, int) else None
+
+
+def derive(tbs, mbs, gas, world):
+    """DeepSpeedConfig._configure_train_batch_size, step for step (runtime/config.py).
+
+    Any two of the three give the third, with floor division; one alone fills the rest.
+    Returns the (tbs, mbs, gas) DeepSpeed ends with, or None if it asserts for lack of both
+    train_batch_size and train_micro_batch_size_per_gpu.
+    """
+    if tbs is not None and mbs is not None and gas is not None:
+        return tbs, mbs, gas
+    if tbs is not None and mbs is not None:
+        return tbs, mbs, tbs // mbs // world if mbs else 0
+    if tbs is not None and gas is not None:
+        return tbs, (tbs // world) // gas if gas else 0, gas
+    if mbs is not None and gas is not None:
+        return mbs * gas * world, mbs, gas
+    if tbs is not None:
+        return tbs, tbs // world, 1
+    if mbs is not None:
+        return mbs * world, mbs, 1
+    return None
+
+
+def consistent(tbs, mbs, gas, world) -> bool:
+    """DeepSpeedConfig._batch_assertion: all positive and tbs == mbs * gas * world."""
+    derived = derive(tbs, mbs, gas, world)
+    if derived is None:
+        return False
+    t, m, g = derived
+    return t > 0 and m > 0 and g > 0 and t == m * g * world
+
+
+def world_size(ctx) -> float | None:
+    """The data-parallel size DeepSpeed divides by: --gpus over sequence_parallel_size."""
+    if ctx.options.gpus is None:
+        return None
+    sp = _int(ctx.get("/sequence_parallel_size"))
+    return ctx.options.gpus / sp if sp and sp > 0 else ctx.options.gpus
+
+
+def _triplet(ctx):
+    values = [_int(ctx.get("/" + key)) for key in (TBS, MBS, GAS)]
+    if any(v is not None and v <= 0 for v in values):
+        return None  # batch-size-not-positive reports it
+    return values
+
+
+def _mismatch(ctx):
+    triplet = _triplet(ctx)
+    if triplet is None or (triplet[0] is None and triplet[1] is None):
+        return
+    tbs, mbs, gas = triplet
+    where = "/" + next(k for k, v in zip((TBS, MBS, GAS), triplet) if v is not None)
+    world = world_size(ctx)
+    if world is not None:
+        if not consistent(tbs, mbs, gas, world):
+            t, m, g = derive(tbs, mbs, gas, world)
+            yield Hit(where,
+                      f"on {ctx.options.gpus} GPUs DeepSpeed asserts 'train_batch_size is not equal to "
+                      f"micro_batch_per_gpu * gradient_acc_step * world_size {t} != {m} * {g} * {_n(world)}'"
+                      f"{_implied(tbs, mbs, gas)}", fix=_fix(tbs, mbs, gas, world))
+        return
+    if tbs is not None and not any(consistent(tbs, mbs, gas, w) for w in range(1, min(tbs, _MAX_WORLD) + 1)):
+        product = " x ".join(str(v) for v in (mbs, gas) if v is not None)
+        yield Hit(where, f"train_batch_size {tbs} is not {product} times any number of GPUs: DeepSpeed's "
+                         "batch assertion fails on every cluster size; fix one of the three")
+
+
+def _n(value) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+def _implied(tbs, mbs, gas) -> str:
+    if tbs is None or mbs is None or gas is None or tbs % (mbs * gas):
+        return ""
+    return f" (the file implies {tbs // (mbs * gas)} GPUs)"
+
+
+def _fix(tbs, mbs, gas, world):
+    if not float(world).is_integer():
+        return None
+    world = int(world)
+    if tbs is not None and mbs is not None and tbs % (mbs * world) == 0:
+        return patch.at("/" + GAS, tbs // (mbs * world))
+    if mbs is not None and gas is not None:
+        return patch.at("/" + TBS, mbs * gas * world)
+    return None
+
+
+BATCH_SIZE_MISMATCH = Rule(
+    code="ZA401",
+    name="batch-size-mismatch",
+    severity=Severity.ERROR,
+    summary="train_batch_size is not micro batch x accumulation x world size.",
+    explanation=(
+        "DeepSpeed derives the missing member of (train_batch_size, micro batch, accumulation) with "
+        "floor division and asserts train_batch_size == micro * accumulation * world_size. Without "
+        "--gpus the linter reports only what no world size can satisfy; with --gpus N it checks "
+        "exactly and proposes the accumulation that keeps the global batch."
+    ),
+    check=_mismatch,
+    examples=(
+        Example('{"train_batch_size": 10, "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 1}',
+                fails=True),
+        Example('{"train_batch_size": 64, "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2}',
+                fails=True, options={"gpus": 4}),
+        Example('{"train_batch_size": 64, "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2}',
+                fails=False, options={"gpus": 8}),
+    ),
+    source="deepspeed/runtime/config.py _configure_train_batch_size, _batch_assertion; DS#6914",
+)
+
+
+def _not_positive(ctx):
+    for key in (TBS, MBS, GAS):
+        value = _int(ctx.get("/" + key))
+        if value is not None and value <= 0:
+            yield Hit("/" + key, f"{key} is {value}: DeepSpeed asserts it 'has to be greater than 0'", at="value")
+
+
+BATCH_SIZE_NOT_POSITIVE = Rule(
+    code="ZA402",
+    name="batch-size-not-positive",
+    severity=Severity.ERROR,
+    summary="A batch size or accumulation of 0 or less.",
+    explanation="DeepSpeed asserts that train_batch_size, the micro batch and the accumulation steps are > 0.",
+    check=_not_positive,
+    examples=(
+        Example('{"train_micro_batch_size_per_gpu": 0}', fails=True),
+        Example('{"train_micro_batch_size_per_gpu": 1}', fails=False),
+    ),
+    supersedes=("out-of-range",),
+    source="deepspeed/runtime/config.py _batch_assertion",
+)
+
+
+def _missing(ctx):
+    if not isinstance(ctx.data, dict) or not ctx.data:
+        return
+    if ctx.has("/" + TBS) or ctx.has("/" + MBS):
+        return
+    yield Hit("", "neither train_batch_size nor train_micro_batch_size_per_gpu is set: DeepSpeed asserts "
+                  "at launch unless your launcher injects one", position=(1, 1))
+
+
+NO_BATCH_SIZE = Rule(
+    code="ZA403",
+    name="no-batch-size",
+    severity=Severity.WARNING,
+    summary="Neither train_batch_size nor train_micro_batch_size_per_gpu is given.",
+    explanation=(
+        "DeepSpeedConfig asserts 'Either train_batch_size or train_micro_batch_size_per_gpu needs to "
+        "be provided'. Partial configs that a script completes (DeepSpeed's own autotuning templates) "
+        "are fine; anything launched as is fails."
+    ),
+    check=_missing,
+    examples=(
+        Example('{"zero_optimization": {"stage": 2}}', fails=True),
+        Example('{"train_micro_batch_size_per_gpu": 4, "zero_optimization": {"stage": 2}}', fails=False),
+    ),
+    source="deepspeed/runtime/config.py _configure_train_batch_size",
+)
+
+RULES = (BATCH_SIZE_MISMATCH, BATCH_SIZE_NOT_POSITIVE, NO_BATCH_SIZE)

@@ -1,0 +1,61 @@
+"""What a rule sees: the parsed document, lint options, and facts derived once per file."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from zeroadvisor import dsconfig
+from zeroadvisor.source import Document
+
+INTEGRATIONS = ("any", "deepspeed", "hf-trainer", "accelerate")
+
+
+@dataclass(frozen=True, slots=True)
+class LintOptions:
+    # "any": accept what either the HF Trainer or Accelerate fills (the default).
+    integration: str = "any"
+    gpus: int | None = None  # data-parallel world size, when known (--gpus)
+
+
+_MISSING = object()
+
+
+@dataclass
+class Context:
+    doc: Document
+    options: LintOptions = field(default_factory=LintOptions)
+
+    @property
+    def data(self) -> Any:
+        return self.doc.data
+
+    def get(self, pointer: str, default: Any = None) -> Any:
+        """The value at an RFC 6901 pointer, or ``default``."""
+        node = self.data
+        if pointer == "":
+            return node
+        for token in pointer[1:].split("/"):
+            token = token.replace("~1", "/").replace("~0", "~")
+            if isinstance(node, dict) and token in node:
+                node = node[token]
+            elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+                node = node[int(token)]
+            else:
+                return default
+        return node
+
+    def has(self, pointer: str) -> bool:
+        return self.get(pointer, _MISSING) is not _MISSING
+
+    @cached_property
+    def stage(self) -> int | None:
+        return dsconfig.zero_stage(self.data)
+
+    @cached_property
+    def schema_events(self):
+        """The schema walk, done once per file and shared by the key/type rules."""
+        from zeroadvisor.rules.schemawalk import walk
+
+        return walk(self)

@@ -1,0 +1,274 @@
+"""Optimizer and scheduler rules: what the engine checks when it builds them.
+
+The engine resolves ``optimizer.type`` (DeepSpeed's own names case-insensitively, else
+``torch.optim.<type>``) and calls the class with ``**params``; likewise the scheduler
+(runtime/engine.py _configure_basic_optimizer, _scheduler_from_config). The accepted
+parameters per type are generated into the schema from the constructors' signatures.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+from zeroadvisor import dsconfig, patch, schema
+from zeroadvisor.findings import Severity
+from zeroadvisor.rules.base import Example, Hit, Rule
+
+ONEBIT = ("onebitadam", "zerooneadam", "onebitlamb")
+
+
+def _defs(kind: str) -> dict:
+    return schema.load().get("$defs", {}).get(kind, {})
+
+
+def _kwargs_events(ctx, prefix: str):
+    for event in ctx.schema_events:
+        if event.kind == "unknown" and event.data["policy"] == "kwargs" and event.pointer.startswith(prefix):
+            yield event
+
+
+def _params_not_accepted(ctx):
+    for section, kind in (("optimizer", "optimizer_params"), ("scheduler", "scheduler_params")):
+        name = dsconfig.optimizer_type(ctx.data) if section == "optimizer" else ctx.get("/scheduler/type")
+        for event in _kwargs_events(ctx, f"/{section}/params/"):
+            accepted = sorted(_defs(kind).get(name, {}).get("properties", {}))
+            hint = f" (did you mean {event.data['suggestions'][0]!r}?)" if event.data["suggestions"] else ""
+            yield Hit(event.pointer,
+                      f"{name} does not take {event.data['key']!r}{hint}: DeepSpeed passes params as keyword "
+                      f"arguments and the constructor raises TypeError; it takes {', '.join(accepted) or 'no params'}",
+                      fix=patch.delete(event.pointer))
+
+
+PARAMS_NOT_ACCEPTED = Rule(
+    code="ZA701",
+    name="params-not-accepted",
+    severity=Severity.ERROR,
+    summary="An optimizer or scheduler param that the named type does not take.",
+    explanation=(
+        "DeepSpeed does not validate optimizer.params or scheduler.params: it passes them to the "
+        "constructor as keyword arguments, which raises TypeError at engine start, on the cluster."
+    ),
+    check=_params_not_accepted,
+    examples=(
+        Example('{"train_batch_size": 8, "optimizer": {"type": "AdamW", "params": {"lr": 1e-4, "momentum": 0.9}}}',
+                fails=True),
+        Example('{"train_batch_size": 8, "optimizer": {"type": "AdamW", "params": {"lr": 1e-4, "betas": [0.9, 0.95]}}}',
+                fails=False),
+    ),
+    source="deepspeed/runtime/engine.py _configure_basic_optimizer, _scheduler_from_config",
+)
+
+
+def _missing_params(ctx):
+    for section, kind in (("optimizer", "optimizer_params"), ("scheduler", "scheduler_params")):
+        name = dsconfig.optimizer_type(ctx.data) if section == "optimizer" else ctx.get("/scheduler/type")
+        spec = _defs(kind).get(name) if isinstance(name, str) else None
+        if spec is None or not isinstance(ctx.get(f"/{section}"), dict):
+            continue
+        params = ctx.get(f"/{section}/params", {})
+        params = params if isinstance(params, dict) else {}
+        missing = [p for p in spec.get("required", []) if p not in params]
+        if missing:
+            where = f"/{section}/params" if ctx.has(f"/{section}/params") else f"/{section}"
+            yield Hit(where, f"{name} requires {', '.join(repr(m) for m in missing)}: the constructor raises "
+                             "TypeError without it (Hugging Face fills it only when it is present as \"auto\")")
+
+
+MISSING_REQUIRED_PARAM = Rule(
+    code="ZA702",
+    name="missing-required-param",
+    severity=Severity.ERROR,
+    summary="A required optimizer or scheduler param is missing.",
+    explanation=(
+        "WarmupDecayLR and WarmupCosineLR need total_num_steps, OneCycle needs cycle_min_lr and "
+        "cycle_max_lr, torch's SGD needs lr. The engine constructs them with the given params and fails "
+        "with TypeError when one is missing."
+    ),
+    check=_missing_params,
+    examples=(
+        Example('{"train_batch_size": 8, "scheduler": {"type": "WarmupDecayLR", "params": {"warmup_num_steps": 100}}}',
+                fails=True),
+        Example('{"train_batch_size": 8, "scheduler": {"type": "WarmupDecayLR", "params": {"warmup_num_steps": 100, '
+                '"total_num_steps": 1000}}}', fails=False),
+    ),
+    source="deepspeed/runtime/lr_schedules.py (constructor signatures)",
+)
+
+
+def _max_grad_norm(ctx):
+    pointer = "/optimizer/params/max_grad_norm"
+    if ctx.has(pointer):
+        value = ctx.get(pointer)
+        fix = patch.delete(pointer)
+        if not ctx.has("/gradient_clipping") and isinstance(value, (int, float)):
+            fix = patch.merge(fix, patch.at("/gradient_clipping", value))
+        yield Hit(pointer, "max_grad_norm is not an optimizer parameter: DeepSpeed raises ValueError when it "
+                           "builds the optimizer; set the top-level 'gradient_clipping' instead", fix=fix)
+
+
+MAX_GRAD_NORM_IN_OPTIMIZER = Rule(
+    code="ZA703",
+    name="max-grad-norm-in-optimizer",
+    severity=Severity.ERROR,
+    summary="Gradient clipping set as optimizer.params.max_grad_norm.",
+    explanation=(
+        "DeepSpeed clips gradients itself from the top-level gradient_clipping. It warns at config "
+        "time and raises ValueError in _configure_basic_optimizer when max_grad_norm is in the "
+        "optimizer params."
+    ),
+    check=_max_grad_norm,
+    examples=(
+        Example('{"train_batch_size": 8, "optimizer": {"type": "Adam", "params": {"lr": 1e-4, "max_grad_norm": 1.0}}}',
+                fails=True),
+        Example('{"train_batch_size": 8, "gradient_clipping": 1.0, "optimizer": {"type": "Adam", "params": {"lr": 1e-4}}}',
+                fails=False),
+    ),
+    supersedes=("params-not-accepted",),
+    source="deepspeed/runtime/engine.py _configure_basic_optimizer",
+)
+
+
+def _type_pointer(section: str) -> str:
+    return f"/{section}/type"
+
+
+def _unknown_optimizer(ctx):
+    name = ctx.get("/optimizer/type")
+    if not isinstance(name, str) or name.lower() in ONEBIT:
+        return
+    native = schema.load().get("x-deepspeed-optimizers", [])
+    if name.lower() in native or name in _defs("optimizer_params"):
+        return
+    candidates = list(native) + list(_defs("optimizer_params"))
+    close = [c for c in candidates if c.lower() == name.lower()] or difflib.get_close_matches(name, candidates, n=2)
+    hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+    yield Hit(_type_pointer("optimizer"), f"optimizer type {name!r} is neither a DeepSpeed optimizer nor in "
+                                         f"torch.optim{hint}: the engine asserts it 'is not a supported DeepSpeed "
+                                         "Optimizer'", at="value")
+
+
+UNKNOWN_OPTIMIZER = Rule(
+    code="ZA704",
+    name="unknown-optimizer",
+    severity=Severity.ERROR,
+    summary="optimizer.type names no optimizer DeepSpeed can build.",
+    explanation=(
+        "DeepSpeed matches its own optimizers (adam, adamw, lamb, lion, adagrad, muon, ...) "
+        "case-insensitively and otherwise looks the name up in torch.optim, case-sensitively."
+    ),
+    check=_unknown_optimizer,
+    examples=(
+        Example('{"train_batch_size": 8, "optimizer": {"type": "sgd", "params": {"lr": 0.1}}}', fails=True),
+        Example('{"train_batch_size": 8, "optimizer": {"type": "SGD", "params": {"lr": 0.1}}}', fails=False),
+    ),
+    source="deepspeed/runtime/engine.py _configure_basic_optimizer",
+)
+
+
+def _onebit(ctx):
+    name = ctx.get("/optimizer/type")
+    if isinstance(name, str) and name.lower() in ONEBIT:
+        zero = f" and never worked with ZeRO (stage {ctx.stage} here)" if ctx.stage else ""
+        yield Hit(_type_pointer("optimizer"), f"{name} is a 1-bit optimizer: DeepSpeed 0.19 removed them{zero}; "
+                                             "use Adam/AdamW", at="value")
+
+
+ONEBIT_OPTIMIZER = Rule(
+    code="ZA705",
+    name="onebit-optimizer",
+    severity=Severity.ERROR,
+    summary="A 1-bit optimizer (OneBitAdam, ZeroOneAdam, OneBitLamb).",
+    explanation=(
+        "1-bit optimizers asserted that ZeRO was off, and DeepSpeed 0.19 removed them entirely "
+        "(runtime/fp16/onebit/ is gone), so the engine no longer knows the name."
+    ),
+    check=_onebit,
+    examples=(
+        Example('{"train_batch_size": 8, "optimizer": {"type": "OneBitAdam", "params": {"lr": 1e-4}}, '
+                '"zero_optimization": {"stage": 1}}', fails=True),
+        Example('{"train_batch_size": 8, "optimizer": {"type": "Adam", "params": {"lr": 1e-4}}, '
+                '"zero_optimization": {"stage": 1}}', fails=False),
+    ),
+    source="deepspeed 0.19 runtime/config.py DEEPSPEED_OPTIMIZERS; runtime/fp16/",
+)
+
+
+def zero_supported(name: str, offloaded: bool) -> bool:
+    supported = schema.load().get("x-zero-supported-optimizers", [])
+    if isinstance(supported, dict):
+        supported = supported.get("offload" if offloaded else "no_offload", [])
+    return name in supported
+
+
+def _untested(ctx):
+    name = dsconfig.optimizer_type(ctx.data)
+    if name is None or not ctx.stage or ctx.get("/zero_allow_untested_optimizer") is True:
+        return
+    if name.lower() in ONEBIT:
+        return
+    native = schema.load().get("x-deepspeed-optimizers", [])
+    if name not in native and name not in _defs("optimizer_params"):
+        return  # unknown-optimizer reports it
+    offloaded = dsconfig.offload_device(ctx.data, "offload_optimizer") in ("cpu", "nvme")
+    if not zero_supported(name, offloaded):
+        yield Hit(_type_pointer("optimizer"),
+                  f"{name} is not on ZeRO's list of tested optimizers: at stage {ctx.stage} DeepSpeed asserts "
+                  "'You are using an untested ZeRO Optimizer'; set top-level \"zero_allow_untested_optimizer\": true "
+                  "if you mean it", fix=patch.at("/zero_allow_untested_optimizer", True), at="value")
+
+
+UNTESTED_OPTIMIZER = Rule(
+    code="ZA706",
+    name="untested-optimizer",
+    severity=Severity.ERROR,
+    summary="An optimizer that ZeRO rejects without zero_allow_untested_optimizer.",
+    explanation=(
+        "With ZeRO enabled the engine checks the optimizer against ZERO_SUPPORTED_OPTIMIZERS (torch "
+        "Adam, AdamW, Adagrad, FusedAdam, FusedLion and the CPU variants); Lamb and torch's SGD are not "
+        "on it. The top-level zero_allow_untested_optimizer: true lets them through (not inside "
+        "zero_optimization)."
+    ),
+    check=_untested,
+    examples=(
+        Example('{"train_batch_size": 8, "optimizer": {"type": "Lamb", "params": {"lr": 1e-3}}, '
+                '"zero_optimization": {"stage": 2}}', fails=True),
+        Example('{"train_batch_size": 8, "zero_allow_untested_optimizer": true, "optimizer": {"type": "Lamb", '
+                '"params": {"lr": 1e-3}}, "zero_optimization": {"stage": 2}}', fails=False),
+    ),
+    source="deepspeed/runtime/engine.py _do_optimizer_sanity_check; runtime/zero/utils.py",
+)
+
+
+def _unknown_scheduler(ctx):
+    name = ctx.get("/scheduler/type")
+    if not isinstance(name, str) or name == dsconfig.AUTO:
+        return
+    known = list(_defs("scheduler_params"))
+    if name in known:
+        return
+    close = difflib.get_close_matches(name, known, n=2, cutoff=0.6)
+    hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+    yield Hit(_type_pointer("scheduler"), f"scheduler type {name!r} is neither a DeepSpeed scheduler nor in "
+                                          f"torch.optim.lr_scheduler{hint}: the engine asserts 'DeepSpeed does not "
+                                          "recognize LR scheduler'", at="value")
+
+
+UNKNOWN_SCHEDULER = Rule(
+    code="ZA707",
+    name="unknown-scheduler",
+    severity=Severity.ERROR,
+    summary="scheduler.type names no scheduler DeepSpeed can build.",
+    explanation=(
+        "DeepSpeed looks the name up in deepspeed.runtime.lr_schedules (WarmupLR, WarmupDecayLR, "
+        "WarmupCosineLR, OneCycle, LRRangeTest) and then torch.optim.lr_scheduler, both case-sensitively."
+    ),
+    check=_unknown_scheduler,
+    examples=(
+        Example('{"train_batch_size": 8, "scheduler": {"type": "WarmupCosine", "params": {}}}', fails=True),
+        Example('{"train_batch_size": 8, "scheduler": {"type": "WarmupLR", "params": {}}}', fails=False),
+    ),
+    source="deepspeed/runtime/engine.py _scheduler_from_config",
+)
+
+RULES = (PARAMS_NOT_ACCEPTED, MISSING_REQUIRED_PARAM, MAX_GRAD_NORM_IN_OPTIMIZER, UNKNOWN_OPTIMIZER,
+         ONEBIT_OPTIMIZER, UNTESTED_OPTIMIZER, UNKNOWN_SCHEDULER)

@@ -1,0 +1,127 @@
+"""Precision rules: fp16 and bf16 blocks and the master-weight options."""
+
+from __future__ import annotations
+
+from zeroadvisor import dsconfig, patch, schema
+from zeroadvisor.findings import Severity
+from zeroadvisor.rules.base import Example, Hit, Rule
+
+
+def _bf16_pointer(ctx) -> str | None:
+    if isinstance(ctx.get("/bf16"), dict):
+        return "/bf16"
+    if isinstance(ctx.get("/bfloat16"), dict):
+        return "/bfloat16"
+    return None
+
+
+def _both_enabled(ctx):
+    bf16 = _bf16_pointer(ctx)
+    if bf16 and dsconfig.is_enabled(ctx.get("/fp16")) and dsconfig.is_enabled(ctx.get(bf16)):
+        yield Hit(bf16 + "/enabled",
+                  "fp16 and bf16 are both enabled: DeepSpeed asserts 'bf16 and fp16 modes cannot be "
+                  "simultaneously enabled'; keep bf16 on Ampere or newer GPUs, else fp16")
+
+
+FP16_AND_BF16 = Rule(
+    code="ZA501",
+    name="fp16-and-bf16",
+    severity=Severity.ERROR,
+    summary="fp16 and bf16 are both enabled.",
+    explanation=(
+        "DeepSpeed trains in one 16-bit format and asserts when both blocks are enabled. \"auto\" in "
+        "both is fine: the Hugging Face integration enables at most one."
+    ),
+    check=_both_enabled,
+    examples=(
+        Example('{"train_batch_size": 8, "fp16": {"enabled": true}, "bf16": {"enabled": true}}', fails=True),
+        Example('{"train_batch_size": 8, "fp16": {"enabled": "auto"}, "bf16": {"enabled": "auto"}}', fails=False),
+    ),
+    source="deepspeed/runtime/config.py _do_error_check",
+)
+
+
+def fp16_only_keys() -> set[str]:
+    """Keys the fp16 model has and the bf16 model lacks (loss scaling, auto_cast)."""
+    fp16 = set((schema.node("fp16") or {}).get("properties", {}))
+    bf16 = set((schema.node("bf16") or {}).get("properties", {}))
+    return fp16 - bf16
+
+
+def _fp16_keys_in_bf16(ctx):
+    only = fp16_only_keys()
+    for pointer in ("/bf16", "/bfloat16"):
+        block = ctx.get(pointer)
+        if not isinstance(block, dict):
+            continue
+        for key in block:
+            if key in only:
+                yield Hit(f"{pointer}/{key}",
+                          f"{key!r} is an fp16 setting: bf16 needs no loss scaling, and DeepSpeed >= 0.17.1 "
+                          "rejects it in the bf16 block ('Extra inputs are not permitted'); delete it",
+                          fix=patch.delete(f"{pointer}/{key}"))
+
+
+FP16_KEY_IN_BF16 = Rule(
+    code="ZA502",
+    name="fp16-key-in-bf16",
+    severity=Severity.ERROR,
+    summary="Loss-scaling keys copied from the fp16 block into the bf16 block.",
+    explanation=(
+        "Since DeepSpeed 0.17.1 (PR #6976) bf16 is a pydantic model with extra='forbid' and has no "
+        "loss_scale, loss_scale_window, initial_scale_power, hysteresis, min_loss_scale or auto_cast; "
+        "configs that carried them over from fp16 stopped launching (FlagEmbedding#1487, "
+        "llm-rankers#2). Delete them: bf16 does not need loss scaling."
+    ),
+    check=_fp16_keys_in_bf16,
+    examples=(
+        Example('{"train_batch_size": 8, "bf16": {"enabled": true, "loss_scale": 0}}', fails=True),
+        Example('{"train_batch_size": 8, "bf16": {"enabled": true}}', fails=False),
+    ),
+    supersedes=("unknown-key",),
+    source="deepspeed/runtime/precision_config.py DeepSpeedBF16Config; DS PR #6976",
+)
+
+# (block, key): what DeepSpeed requires for it (runtime/config.py _do_error_check).
+_MASTER_OPTIONS = (("/fp16", "fp16_master_weights_and_grads"), ("bf16", "bf16_master_weights_and_grads"),
+                   ("bf16", "bf16_optimizer_states"))
+
+
+def _master_weights(ctx):
+    bf16 = _bf16_pointer(ctx) or "/bf16"
+    for block, key in _MASTER_OPTIONS:
+        pointer = f"{bf16 if block == 'bf16' else block}/{key}"
+        if ctx.get(pointer) is not True:
+            continue
+        if ctx.stage == 0:
+            yield Hit(pointer, f"{key} needs ZeRO stage 1, 2 or 3: DeepSpeed asserts '{key} is only supported "
+                               "with ZeRO Stage 1, 2, or 3'")
+        if key == "bf16_optimizer_states" and ctx.get(f"{bf16}/bf16_master_weights_and_grads") is not True:
+            yield Hit(pointer, "bf16_optimizer_states requires bf16_master_weights_and_grads: DeepSpeed asserts "
+                               "at launch", fix=patch.at(f"{bf16}/bf16_master_weights_and_grads", True))
+        if key == "fp16_master_weights_and_grads" and dsconfig.offload_device(ctx.data, "offload_optimizer") != "cpu":
+            yield Hit(pointer, "fp16_master_weights_and_grads works only with offload_optimizer on the CPU "
+                               "(DeepSpeedCPUAdam keeps the fp32 states there); DeepSpeed fails at engine start")
+
+
+MASTER_WEIGHTS_REQUIREMENTS = Rule(
+    code="ZA503",
+    name="master-weights-requirements",
+    severity=Severity.ERROR,
+    summary="16-bit master weights or optimizer states without what they require.",
+    explanation=(
+        "fp16_master_weights_and_grads, bf16_master_weights_and_grads and bf16_optimizer_states need "
+        "ZeRO stage 1-3; bf16_optimizer_states needs bf16_master_weights_and_grads; "
+        "fp16_master_weights_and_grads needs optimizer offload to the CPU."
+    ),
+    check=_master_weights,
+    examples=(
+        Example('{"train_batch_size": 8, "bf16": {"enabled": true, "bf16_optimizer_states": true}, '
+                '"zero_optimization": {"stage": 2}}', fails=True),
+        Example('{"train_batch_size": 8, "bf16": {"enabled": true, "bf16_master_weights_and_grads": true, '
+                '"bf16_optimizer_states": true}, "zero_optimization": {"stage": 2}}', fails=False),
+    ),
+    source="deepspeed/runtime/config.py _do_error_check; runtime/engine.py",
+)
+
+RULES = (FP16_AND_BF16, FP16_KEY_IN_BF16, MASTER_WEIGHTS_REQUIREMENTS)

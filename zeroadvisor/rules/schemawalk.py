@@ -1,0 +1,279 @@
+"""One walk of a config against the committed schema, shared by the key and value rules.
+
+The walk yields facts (:class:`Event`), not messages: each rule module turns the events it
+owns into findings. Why not plain ``jsonschema`` validation? It has no positions, no
+notion of DeepSpeed's lax pydantic coercion, of "auto", of quoteless template
+placeholders, or of sections DeepSpeed silently ignores; and importing it costs half of
+the linter's start-up budget. The committed schema stays the single source of truth;
+tests check that ``jsonschema`` and this walk agree on every corpus file.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+from zeroadvisor import coerce, dsconfig, schema
+from zeroadvisor.source import join_pointer
+
+if TYPE_CHECKING:
+    from zeroadvisor.rules.context import Context
+
+# An unquoted identifier where a value belongs: a shell/sed template placeholder such as
+# ZERO_STAGE (Megatron-DeepSpeed examples_deepspeed/**/ds_config_*TEMPLATE*.json).
+_PLACEHOLDER = re.compile(r"^[A-Za-z_$][A-Za-z0-9_${}.-]*,?$")
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    kind: str
+    pointer: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+def walk(ctx: "Context") -> list[Event]:
+    events: list[Event] = []
+    if isinstance(ctx.data, dict):
+        _Walker(ctx, events).object(ctx.data, schema.load(), "", "ignored")
+    return events
+
+
+class _Walker:
+    def __init__(self, ctx: "Context", events: list[Event]):
+        self.ctx = ctx
+        self.events = events
+
+    def emit(self, kind: str, pointer: str, **data: Any) -> None:
+        self.events.append(Event(kind, pointer, data))
+
+    # -- objects ----------------------------------------------------------------------------
+    def object(self, value: dict[str, Any], node: dict[str, Any], pointer: str, policy: str) -> None:
+        props: dict[str, Any] = node.get("properties", {})
+        policy = node.get("x-unknown-keys", policy)
+        for key, child in value.items():
+            child_pointer = join_pointer(pointer, key)
+            sub = props.get(key)
+            if sub is None:
+                self.unknown(key, child, child_pointer, props, policy)
+                continue
+            if "x-removed" in sub:
+                self.emit("removed", child_pointer, key=key, reason=sub["x-removed"])
+                continue
+            alias_of = sub.get("x-alias-of")
+            if alias_of is not None and alias_of in value:
+                self.emit("alias-conflict", child_pointer, key=key, other=alias_of)
+            if sub.get("deprecated"):
+                self.deprecated(key, sub, child_pointer, value, policy)
+            self.value(child, sub, child_pointer, policy)
+
+    def unknown(self, key: str, child: Any, pointer: str, props: dict[str, Any], policy: str) -> None:
+        if policy == "ignored" and key.startswith("_"):
+            return  # a comment key; DeepSpeed ignores it and so do we
+        typo = likely_typo(key, child, props)
+        suggestions = typo and [typo] or difflib.get_close_matches(key, list(props), n=3, cutoff=0.6)
+        self.emit(
+            "unknown",
+            pointer,
+            key=key,
+            policy=policy,
+            typo=typo,
+            suggestions=suggestions,
+            elsewhere=[p for p in known_elsewhere(key) if p != pointer],
+        )
+
+    def deprecated(self, key: str, sub: dict[str, Any], pointer: str, siblings: dict, policy: str) -> None:
+        replaced_by = sub.get("x-replaced-by")
+        replacement_present = replaced_by is not None and self.ctx.has(replaced_by)
+        kind = "deprecated-with-replacement" if replacement_present else "deprecated"
+        self.emit(kind, pointer, key=key, replaced_by=replaced_by, note=sub.get("x-deprecation", ""), policy=policy)
+
+    # -- values -------------------------------------------------------------------------------
+    def value(self, value: Any, node: dict[str, Any], pointer: str, policy: str) -> None:
+        if value == dsconfig.AUTO and not _admits_plain_auto(node):
+            self.emit("auto", pointer, filled_by=node.get("x-auto", []), policy=policy, node=node)
+            return
+        raw = self.ctx.doc.quoteless.get(pointer)
+        if raw is not None and _PLACEHOLDER.match(raw) and "string" not in _types(node):
+            self.emit("template", pointer, raw=raw.rstrip(","))
+            return
+        types = _types(node)
+        if isinstance(value, dict) and ("object" in types or "properties" in node):
+            self.object(value, self.object_schema(node, pointer), pointer, policy)
+            return
+        if not types or any(coerce.matches(value, t) for t in types):
+            self.constraints(value, node, pointer, policy)
+            if isinstance(value, list) and "items" in node:
+                for index, item in enumerate(value):
+                    self.value(item, node["items"], join_pointer(pointer, index), policy)
+            return
+        if "integer" in types and coerce.is_fractional(value):
+            self.emit("fractional", pointer, value=value, raw=self.ctx.doc.numbers.get(pointer))
+        elif node.get("x-unchecked") or policy == "kwargs":
+            self.emit("unchecked-type", pointer, value=value, types=types)
+        elif policy == "error" and any(coerce.lax_coercible(value, t) for t in types):
+            self.emit("loose-type", pointer, value=value, types=types)
+        else:
+            self.emit("wrong-type", pointer, value=value, types=types, policy=policy)
+
+    def object_schema(self, node: dict[str, Any], pointer: str) -> dict[str, Any]:
+        """The schema for an object; optimizer/scheduler params depend on the named type."""
+        defs = schema.load().get("$defs", {})
+        if pointer == "/optimizer/params":
+            by_type = defs.get("optimizer_params", {})
+            name = dsconfig.optimizer_type(self.ctx.data)
+            return by_type.get(name, {}) if name else {}
+        if pointer == "/scheduler/params":
+            by_type = defs.get("scheduler_params", {})
+            name = self.ctx.get("/scheduler/type")
+            return by_type.get(name, {}) if isinstance(name, str) else {}
+        return _object_branch(node)
+
+    def constraints(self, value: Any, node: dict[str, Any], pointer: str, policy: str) -> None:
+        problem = constraint_problem(value, node)
+        if problem is not None:
+            self.emit("range", pointer, value=value, problem=problem, unchecked=bool(node.get("x-unchecked")))
+
+
+def constraint_problem(value: Any, node: dict[str, Any]) -> str | None:
+    """Why ``value`` breaks the node's enum/range, or None."""
+    for branch in _branches(node):
+        if "enum" in branch and value not in branch["enum"]:
+            if isinstance(value, str) and any(isinstance(e, str) for e in branch["enum"]):
+                return "must be one of " + ", ".join(repr(e) for e in branch["enum"])
+            if value not in branch["enum"]:
+                return "must be one of " + ", ".join(_fmt(e) for e in branch["enum"])
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            for keyword, test, words in _BOUNDS:
+                if keyword in branch and not test(value, branch[keyword]):
+                    return f"must be {words} {_fmt(branch[keyword])}"
+    return None
+
+
+_BOUNDS = (
+    ("minimum", lambda v, b: v >= b, ">="),
+    ("exclusiveMinimum", lambda v, b: v > b, ">"),
+    ("maximum", lambda v, b: v <= b, "<="),
+    ("exclusiveMaximum", lambda v, b: v < b, "<"),
+)
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def _branches(node: dict[str, Any]) -> list[dict[str, Any]]:
+    """The non-"auto" alternatives of a node (anyOf with a const "auto" branch, or itself)."""
+    if "anyOf" in node:
+        return [b for b in node["anyOf"] if b.get("const") != dsconfig.AUTO]
+    return [node]
+
+
+def _types(node: dict[str, Any]) -> list[str]:
+    types: list[str] = []
+    for branch in _branches(node):
+        declared = branch.get("type")
+        if isinstance(declared, str):
+            types.append(declared)
+        elif isinstance(declared, list):
+            types.extend(declared)
+        elif "const" in branch:
+            types.append(coerce.json_type(branch["const"]))
+        elif "enum" in branch:
+            types.extend(coerce.json_type(e) for e in branch["enum"])
+    return types
+
+
+def _admits_plain_auto(node: dict[str, Any]) -> bool:
+    """True where DeepSpeed itself takes "auto" (pipeline.stages, keep_in_fp32_modules...)."""
+    if node.get("x-auto"):
+        return False
+    for branch in _branches(node):
+        if branch.get("const") == dsconfig.AUTO or dsconfig.AUTO in branch.get("enum", ()):
+            return True
+        if branch.get("type") == "string" and "enum" not in branch:
+            return True
+    return False
+
+
+def _object_branch(node: dict[str, Any]) -> dict[str, Any]:
+    if "properties" in node or "x-unknown-keys" in node:
+        return node
+    for branch in node.get("anyOf", ()):
+        if "properties" in branch:
+            return branch
+    return node
+
+
+# -- did-you-mean --------------------------------------------------------------------------------
+def likely_typo(key: str, value: Any, props: dict[str, Any]) -> str | None:
+    """A known key that ``key`` is a misspelling of, or None.
+
+    A typo is a small edit (Damerau-Levenshtein distance 1, or 2 for keys longer than 8
+    characters, ignoring case) whose value has the same shape: a foreign block such as
+    ``checkpointing: {save_steps: ...}`` is not a typo of ``checkpoint`` even though the
+    names are close, because none of its keys belong to ``checkpoint``.
+    """
+    best: tuple[int, str] | None = None
+    for known, node in props.items():
+        if "x-removed" in node:
+            continue
+        distance = _edit_distance(key.lower(), known.lower())
+        limit = 1 if len(known) <= 8 else 2
+        if distance <= limit and _same_shape(value, node) and (best is None or distance < best[0]):
+            best = (distance, known)
+    return best[1] if best else None
+
+
+def _same_shape(value: Any, node: dict[str, Any]) -> bool:
+    is_section = "properties" in _object_branch(node) or "object" in _types(node)
+    if isinstance(value, dict):
+        if not is_section:
+            return False
+        known = _object_branch(node).get("properties", {})
+        return not value or not known or any(k in known for k in value)
+    return not is_section or value is None or isinstance(value, bool)
+
+
+def _edit_distance(a: str, b: str) -> int:
+    """Optimal string alignment distance (adjacent transpositions count as one edit)."""
+    if abs(len(a) - len(b)) > 2:
+        return 3
+    previous2: list[int] = []
+    previous = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        current = [i] + [0] * len(b)
+        for j, cb in enumerate(b, 1):
+            cost = 0 if ca == cb else 1
+            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + cost)
+            if i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
+                current[j] = min(current[j], previous2[j - 2] + 1)
+        previous2, previous = previous, current
+    return previous[-1]
+
+
+@lru_cache(maxsize=1)
+def _key_index() -> dict[str, tuple[str, ...]]:
+    """Every key name in the schema -> the pointers of the sections that have it."""
+    index: dict[str, list[str]] = {}
+
+    def visit(node: dict[str, Any], pointer: str, depth: int) -> None:
+        if depth > 6:
+            return
+        for key, sub in _object_branch(node).get("properties", {}).items():
+            child = join_pointer(pointer, key)
+            if "x-removed" not in sub:
+                index.setdefault(key, []).append(child)
+            if isinstance(sub, dict):
+                visit(sub, child, depth + 1)
+
+    visit(schema.load(), "", 0)
+    return {k: tuple(v) for k, v in index.items()}
+
+
+def known_elsewhere(key: str) -> tuple[str, ...]:
+    return _key_index().get(key, ())

@@ -1,0 +1,162 @@
+"""Rules about the file itself: can DeepSpeed read it, and can the HF/Accelerate path?"""
+
+from __future__ import annotations
+
+from zeroadvisor.findings import Severity
+from zeroadvisor.rules.base import Example, Hit, Rule
+
+
+def _no_hits(ctx):
+    # Parse errors are raised by the loader and reported by the engine with this rule's
+    # identity (zeroadvisor.lint._parse_error_findings); there is nothing to walk.
+    return ()
+
+
+INVALID_SYNTAX = Rule(
+    code="ZA001",
+    name="invalid-syntax",
+    severity=Severity.ERROR,
+    summary="The file cannot be parsed by DeepSpeed's loader.",
+    explanation=(
+        "DeepSpeed reads a config path with hjson (runtime/config.py). Text that hjson cannot "
+        "read (a stray word, a Markdown fence after the closing brace, an unclosed string) stops "
+        "deepspeed.initialize before training. Not UTF-8, binary content, numbers beyond a 64-bit "
+        "float and files far larger than any config are reported here too. Fix the text at the "
+        "reported line and column."
+    ),
+    check=_no_hits,
+    examples=(
+        Example('{"train_batch_size": 8}\n```\n', fails=True),
+        Example('{"train_batch_size": 8}\n', fails=False),
+    ),
+    source="deepspeed/runtime/config.py DeepSpeedConfig.__init__ (hjson.load)",
+    needs_data=False,
+)
+
+
+def _strict_json(ctx):
+    for deviation in ctx.doc.deviations:
+        yield Hit(
+            "",
+            f"{deviation.detail}: DeepSpeed's hjson loader accepts it, but the Hugging Face "
+            "Trainer and Accelerate read this file with json.load and will fail; use strict JSON",
+            offset=deviation.offset,
+        )
+
+
+NOT_STRICT_JSON = Rule(
+    code="ZA002",
+    name="not-strict-json",
+    severity=Severity.WARNING,
+    summary="Comments, trailing commas, unquoted keys or values: fine for DeepSpeed, fatal for json.load.",
+    explanation=(
+        "DeepSpeed parses a config path with hjson, which accepts comments, trailing commas, "
+        "unquoted keys and quoteless values. The Hugging Face Trainer (HfDeepSpeedConfig) and "
+        "Accelerate read the same file with json.load, which raises on all of them. Write strict "
+        "JSON so the file works with every launcher."
+    ),
+    check=_strict_json,
+    examples=(
+        Example('{"train_batch_size": 8,}', fails=True),
+        Example('{"train_batch_size": 8}', fails=False),
+    ),
+    source="transformers integrations/deepspeed.py HfDeepSpeedConfig; accelerate utils/deepspeed.py",
+    needs_data=False,
+)
+
+
+def _duplicates(ctx):
+    for dup in ctx.doc.duplicates:
+        line, column = ctx.doc.position(dup.first.start)
+        key = dup.pointer.rsplit("/", 1)[-1]
+        yield Hit(
+            dup.pointer,
+            f"duplicate key {key!r} (first at line {line}, column {column}): DeepSpeed raises "
+            "'Duplicate keys in DeepSpeed config'; json.load (HF Trainer, Accelerate) silently keeps "
+            "the last value. Keep one",
+            offset=dup.second.start,
+        )
+
+
+DUPLICATE_KEY = Rule(
+    code="ZA003",
+    name="duplicate-key",
+    severity=Severity.ERROR,
+    summary="A key appears twice in the same object.",
+    explanation=(
+        "DeepSpeed loads config files with dict_raise_error_on_duplicate_keys and raises "
+        "ValueError at launch. The Hugging Face Trainer and Accelerate use json.load, which keeps "
+        "the last value without a word, so the same file behaves differently per launcher. Delete "
+        "one of the two."
+    ),
+    check=_duplicates,
+    examples=(
+        Example('{"train_batch_size": 8, "train_batch_size": 16}', fails=True),
+        Example('{"train_batch_size": 16}', fails=False),
+    ),
+    source="deepspeed/runtime/config_utils.py dict_raise_error_on_duplicate_keys",
+)
+
+
+def _not_an_object(ctx):
+    data = ctx.data
+    if isinstance(data, dict):
+        if not data and not ctx.doc.text.strip("\ufeff \t\r\n"):
+            yield Hit("", "the file is empty: DeepSpeed reads it as {} and fails on the missing batch size",
+                      position=(1, 1))
+        return
+    kind = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(type(data), "a number")
+    yield Hit("", f"the config is {kind}, not an object: DeepSpeed needs a JSON object of settings",
+              at="value", position=(1, 1) if not ctx.doc.values.get("") else None)
+
+
+NOT_AN_OBJECT = Rule(
+    code="ZA004",
+    name="not-an-object",
+    severity=Severity.ERROR,
+    summary="The file is empty or its top level is not a JSON object.",
+    explanation=(
+        "A DeepSpeed config is one JSON object. An empty file parses as {} under hjson and fails "
+        "later on the missing batch size; an array or a bare value fails when DeepSpeed calls "
+        ".get on it."
+    ),
+    check=_not_an_object,
+    examples=(
+        Example("[]", fails=True),
+        Example('{"train_batch_size": 8}', fails=False),
+    ),
+    source="deepspeed/runtime/config.py DeepSpeedConfig._initialize_params",
+)
+
+
+def _templates(ctx):
+    for event in ctx.schema_events:
+        if event.kind == "template":
+            yield Hit(
+                event.pointer,
+                f"unquoted placeholder {event.data['raw']!r}: this file is a template (substitute the "
+                "value before use); hjson would read the placeholder as a string",
+                at="value",
+            )
+
+
+TEMPLATE_PLACEHOLDER = Rule(
+    code="ZA005",
+    name="template-placeholder",
+    severity=Severity.ERROR,
+    summary="An unquoted placeholder such as ZERO_STAGE stands where a value belongs.",
+    explanation=(
+        "Shell/sed templates (Megatron-DeepSpeed examples_deepspeed/**/ds_config_*TEMPLATE*.json) "
+        "leave placeholders like CONFIG_BATCH_SIZE unquoted until a script substitutes them. hjson "
+        "reads such a placeholder as the string 'CONFIG_BATCH_SIZE', so the raw template fails with "
+        "a misleading type error. Lint the generated config, or substitute the value."
+    ),
+    check=_templates,
+    examples=(
+        Example('{"train_batch_size": 8, "zero_optimization": {"stage": ZERO_STAGE\n}}', fails=True),
+        Example('{"train_batch_size": 8, "zero_optimization": {"stage": 2}}', fails=False),
+    ),
+    source="corpus FINDINGS A10; hjson decoder scantfnns",
+)
+
+RULES = (INVALID_SYNTAX, NOT_STRICT_JSON, DUPLICATE_KEY, NOT_AN_OBJECT, TEMPLATE_PLACEHOLDER)

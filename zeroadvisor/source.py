@@ -1,0 +1,479 @@
+"""Config text to a document with positions, parsed the way DeepSpeed parses it.
+
+DeepSpeed reads a config path with ``hjson.load(..., object_pairs_hook=
+dict_raise_error_on_duplicate_keys)`` (deepspeed/runtime/config.py, config_utils.py), so
+comments, trailing commas, unquoted keys and quoteless values pass, and a duplicate key
+raises. The Hugging Face Trainer and Accelerate read the same file with ``json.load``,
+which rejects all of those. This module ports hjson 3.1's decoder (hjson/decoder.py, MIT)
+so the values are exactly what DeepSpeed sees, and records for every key and value its
+line and column, every place strict JSON would fail, and duplicate keys.
+
+Nothing here raises for bad input except :class:`ParseError`, which carries a position.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from dataclasses import dataclass, field
+from typing import Any
+
+# A DeepSpeed config is a few kilobytes (the largest of 284 real ones is under 10 KB).
+# Anything far larger is not a config; refusing it keeps hostile input fast.
+MAX_BYTES = 1 << 20
+# DeepSpeed's recursive hjson decoder dies with RecursionError a few hundred levels down;
+# real configs nest at most 6 levels.
+MAX_DEPTH = 200
+
+_WHITESPACE = " \t\n\r"
+_PUNCTUATOR = "{}[],:"
+# hjson's number grammar (hjson/decoder.py NUMBER_RE), which is JSON's.
+_NUMBER_RE = re.compile(r"[\t ]*(-?(?:0|[1-9]\d*))(\.\d+)?([eE][-+]?\d+)?[\t ]*")
+_STRINGCHUNK = re.compile(r"(.*?)(['\"\\\x00-\x1f])", re.DOTALL)
+_BACKSLASH = {'"': '"', "'": "'", "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+_SPACE_RUN = re.compile(r"[ \t\n\r]*")
+_EOL = re.compile(r"[\r\n]")
+# Python refuses to convert longer digit strings (sys.int_info.default_max_str_digits).
+_MAX_INT_DIGITS = 4300
+
+
+class ParseError(ValueError):
+    """The text cannot be read as DeepSpeed reads it; ``offset`` (or line/column) locates it."""
+
+    def __init__(self, message: str, offset: int | None = None, line: int | None = None, column: int | None = None):
+        super().__init__(message)
+        self.message = message
+        self.offset = offset
+        self.line = line
+        self.column = column
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    start: int  # offset of the first character
+    end: int  # offset after the last character
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    """One ``key: value`` of an object, with the offsets an editor needs."""
+
+    key: str
+    key_span: Span
+    value_span: Span
+    comma: int | None  # offset of the comma after the value, if any
+
+
+@dataclass(frozen=True, slots=True)
+class Deviation:
+    """Something DeepSpeed's hjson loader accepts and strict JSON (``json.load``) rejects."""
+
+    kind: str  # comment, trailing-comma, missing-comma, unquoted-key, single-quotes, ...
+    offset: int
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class Duplicate:
+    pointer: str  # JSON pointer of the key, as it would be without the duplicate
+    first: Span
+    second: Span
+
+
+@dataclass(slots=True)
+class Document:
+    """A parsed config: plain data plus positions indexed by RFC 6901 JSON pointer."""
+
+    name: str
+    text: str
+    data: Any = None
+    keys: dict[str, Span] = field(default_factory=dict)  # pointer -> key token
+    values: dict[str, Span] = field(default_factory=dict)  # pointer -> value token(s)
+    members: dict[str, list[Member]] = field(default_factory=dict)  # object pointer -> members
+    quoteless: dict[str, str] = field(default_factory=dict)  # pointer -> raw unquoted text
+    numbers: dict[str, str] = field(default_factory=dict)  # pointer -> number as written
+    deviations: list[Deviation] = field(default_factory=list)
+    duplicates: list[Duplicate] = field(default_factory=list)
+    _line_starts: list[int] = field(default_factory=list)
+
+    def position(self, offset: int) -> tuple[int, int]:
+        """1-based (line, column) of a character offset; columns count characters."""
+        if not self._line_starts:
+            self._line_starts = [0] + [m.end() for m in re.finditer(r"\r\n|\r|\n", self.text)]
+        line = bisect_right(self._line_starts, offset)
+        return line, offset - self._line_starts[line - 1] + 1
+
+    def locate(self, pointer: str, at: str = "key") -> tuple[int | None, int | None]:
+        """Line and column of the key (or the value) at ``pointer``; (None, None) if unknown."""
+        span = (self.keys if at == "key" else self.values).get(pointer)
+        if span is None:
+            span = self.values.get(pointer) or self.keys.get(pointer)
+        if span is None:
+            return None, None
+        return self.position(span.start)
+
+
+def escape_pointer_token(token: str) -> str:
+    """RFC 6901: '~' -> '~0', '/' -> '~1'."""
+    return token.replace("~", "~0").replace("/", "~1")
+
+
+def join_pointer(parent: str, token: str | int) -> str:
+    return f"{parent}/{escape_pointer_token(str(token))}"
+
+
+def decode_bytes(raw: bytes) -> str:
+    """UTF-8 text as DeepSpeed's ``open(path)`` reads it; a BOM is kept (hjson skips it)."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw.count(b"\n", 0, err.start) + 1
+        column = err.start - (raw.rfind(b"\n", 0, err.start) + 1) + 1
+        message = f"not UTF-8 text (byte 0x{raw[err.start]:02x} cannot be decoded)"
+        raise ParseError(message, line=line, column=column) from None
+
+
+def parse(text: str, name: str = "<text>") -> Document:
+    """Parse ``text`` the way hjson 3.1 (DeepSpeed's loader) does, recording positions."""
+    doc = Document(name=name, text=text)
+    try:
+        if "\x00" in text:
+            raise ParseError("binary data (a NUL byte): not a config file", text.index("\x00"))
+        _Parser(doc).run()
+    except ParseError as err:
+        if err.line is None and err.offset is not None:
+            err.line, err.column = doc.position(max(0, min(err.offset, len(text))))
+        raise
+    except RecursionError:
+        raise ParseError(f"nested too deeply to read", line=1, column=1) from None
+    return doc
+
+
+class _Parser:
+    def __init__(self, doc: Document):
+        self.doc = doc
+        self.s = doc.text
+
+    # -- whitespace and comments (hjson getNext) ---------------------------------------
+    def next_token(self, end: int) -> tuple[str, int]:
+        s = self.s
+        while True:
+            end = _SPACE_RUN.match(s, end).end()
+            ch = s[end : end + 1]
+            ch2 = s[end + 1 : end + 2]
+            if ch == "#" or (ch == "/" and ch2 == "/"):
+                self.deviate("comment", end, "a '#' or '//' comment")
+                end = self.end_of_line(end)
+            elif ch == "/" and ch2 == "*":
+                self.deviate("comment", end, "a '/* */' comment")
+                close = s.find("*/", end + 2)
+                end = len(s) if close < 0 else close + 2
+            else:
+                return ch, end
+
+    def end_of_line(self, end: int) -> int:
+        match = _EOL.search(self.s, end)
+        return match.start() if match else len(self.s)
+
+    def deviate(self, kind: str, offset: int, detail: str) -> None:
+        self.doc.deviations.append(Deviation(kind, offset, detail))
+
+    # -- document -------------------------------------------------------------------------
+    def run(self) -> None:
+        s, doc = self.s, self.doc
+        idx = 0
+        if s.startswith("\ufeff"):
+            self.deviate("bom", 0, "a UTF-8 byte order mark")
+            idx = 1
+        ch, idx = self.next_token(idx)
+        if ch == "":
+            doc.data = {}  # hjson returns {} for an empty or comment-only file
+            return
+        if ch in "{[":
+            doc.data, end = self.value(idx, "", 0)
+        else:
+            try:
+                doc.data, end = self.object(idx, "", 0, braces=False)
+                self.deviate("root-without-braces", idx, "an object without enclosing braces")
+            except ParseError as first_error:
+                # hjson then tries a single bare value (a number, true, a string...).
+                doc.deviations = [d for d in doc.deviations if d.offset < idx]
+                try:
+                    doc.data, end = self.value(idx, "", 0)
+                except ParseError:
+                    raise first_error from None
+        _, end = self.next_token(end)
+        if end != len(s):
+            raise ParseError(f"unexpected text after the end of the config: {_excerpt(s, end)}", end)
+        # The scanner may look at the same comment twice; report each place once.
+        unique = {(d.kind, d.offset): d for d in doc.deviations}
+        doc.deviations = sorted(unique.values(), key=lambda d: d.offset)
+
+    # -- values (hjson make_scanner._scan_once) ----------------------------------------------
+    def value(self, idx: int, pointer: str, depth: int) -> tuple[Any, int]:
+        s = self.s
+        ch = s[idx : idx + 1]
+        if ch == "":
+            raise ParseError("unexpected end of file: a value is missing", idx)
+        if ch in "\"'":
+            if s.startswith("'''", idx):
+                self.deviate("multiline-string", idx, "a ''' multi-line string")
+                value, end = self.multiline_string(idx)
+            else:
+                if ch == "'":
+                    self.deviate("single-quotes", idx, "a single-quoted string")
+                value, end = self.string(idx + 1)
+        elif ch == "{":
+            return self.object(idx + 1, pointer, depth + 1, braces=True, start=idx)
+        elif ch == "[":
+            return self.array(idx + 1, pointer, depth + 1, start=idx)
+        else:
+            value, end = self.quoteless(idx, pointer)
+            self.doc.values[pointer] = Span(idx, end)
+            return value, end
+        self.doc.values[pointer] = Span(idx, end)
+        return value, end
+
+    def object(self, idx: int, pointer: str, depth: int, braces: bool, start: int | None = None) -> tuple[dict, int]:
+        if depth > MAX_DEPTH:
+            raise ParseError(f"nested more than {MAX_DEPTH} levels deep", idx - 1)
+        doc, s = self.doc, self.s
+        result: dict[str, Any] = {}
+        members: list[Member] = []
+        doc.members[pointer] = members
+        ch, end = self.next_token(idx)
+        if braces and ch == "}":
+            doc.values[pointer] = Span(start, end + 1)
+            return result, end + 1
+        while True:
+            key_start = self.next_token(end)[1]
+            key, end = self.key_name(end)
+            key_span = Span(key_start, end)
+            ch, end = self.next_token(end)
+            if ch != ":":
+                raise ParseError(f"expected ':' after the key {key!r}", end)
+            ch, end = self.next_token(end + 1)
+            child = join_pointer(pointer, key)
+            if key in result:
+                first = doc.keys[child]
+                doc.duplicates.append(Duplicate(child, first, key_span))
+            doc.keys[child] = key_span
+            value, end = self.value(end, child, depth)
+            value_span = doc.values.get(child, Span(end, end))
+            result[key] = value  # hjson's pairs -> dict keeps the last value, as json.load does
+            ch, end = self.next_token(end)
+            comma = None
+            if ch == ",":
+                comma = end
+                ch, end = self.next_token(end + 1)
+                if (braces and ch == "}") or (not braces and ch == ""):
+                    self.deviate("trailing-comma", comma, "a comma after the last member")
+            elif (braces and ch not in ("}", "")) or (not braces and ch != ""):
+                self.deviate("missing-comma", end, "members separated by a newline without a comma")
+            members.append(Member(key, key_span, value_span, comma))
+            if not braces:
+                if ch == "":
+                    break
+            elif ch == "}":
+                end += 1
+                break
+            elif ch == "":
+                raise ParseError("unexpected end of file: an object is not closed with '}'", end)
+            ch, end = self.next_token(end)
+        doc.values[pointer] = Span(start if start is not None else idx, end)
+        return result, end
+
+    def array(self, idx: int, pointer: str, depth: int, start: int) -> tuple[list, int]:
+        if depth > MAX_DEPTH:
+            raise ParseError(f"nested more than {MAX_DEPTH} levels deep", idx - 1)
+        values: list[Any] = []
+        ch, end = self.next_token(idx)
+        if ch == "]":
+            self.doc.values[pointer] = Span(start, end + 1)
+            return values, end + 1
+        if ch == "":
+            raise ParseError("unexpected end of file: an array is not closed with ']'", end)
+        while True:
+            value, end = self.value(end, join_pointer(pointer, len(values)), depth)
+            values.append(value)
+            ch, end = self.next_token(end)
+            if ch == ",":
+                comma = end
+                ch, end = self.next_token(end + 1)
+                if ch == "]":
+                    self.deviate("trailing-comma", comma, "a comma after the last element")
+            elif ch not in ("]", ""):
+                self.deviate("missing-comma", end, "elements separated by a newline without a comma")
+            if ch == "]":
+                end += 1
+                break
+            if ch == "":
+                raise ParseError("unexpected end of file: an array is not closed with ']'", end)
+            ch, end = self.next_token(end)
+        self.doc.values[pointer] = Span(start, end)
+        return values, end
+
+    # -- keys (hjson scanKeyName) ------------------------------------------------------------
+    def key_name(self, end: int) -> tuple[str, int]:
+        s = self.s
+        ch, end = self.next_token(end)
+        if ch in "\"'":
+            if ch == "'":
+                self.deviate("single-quotes", end, "a single-quoted key")
+            return self.string(end + 1)
+        begin, space = end, -1
+        while True:
+            ch = s[end : end + 1]
+            if ch == "":
+                raise ParseError("unexpected end of file: a key or '}' is missing", end)
+            if ch == ":":
+                if begin == end:
+                    raise ParseError("found ':' but no key name", begin)
+                if space >= 0 and space != end - 1:
+                    raise ParseError("whitespace inside an unquoted key name", space)
+                self.deviate("unquoted-key", begin, "an unquoted key")
+                return s[begin:end].rstrip(), end
+            if ch in _WHITESPACE:
+                if space < 0 or space == end - 1:
+                    space = end
+            elif ch in "{}[],":
+                raise ParseError(
+                    f"found '{ch}' where a key was expected (near {_excerpt(s, begin)})", begin
+                )
+            end += 1
+
+    # -- strings (hjson scanstring, mlscanstring) ------------------------------------------------
+    def string(self, end: int) -> tuple[str, int]:
+        s = self.s
+        begin = end - 1
+        quote = s[begin]
+        chunks: list[str] = []
+        while True:
+            chunk = _STRINGCHUNK.match(s, end)
+            if chunk is None:
+                raise ParseError("unterminated string", begin)
+            end = chunk.end()
+            content, terminator = chunk.groups()
+            chunks.append(content)
+            if terminator == quote:
+                break
+            if terminator in "\"'":
+                chunks.append(terminator)
+                continue
+            if terminator != "\\":
+                raise ParseError(f"control character {terminator!r} inside a string", end - 1)
+            esc = s[end : end + 1]
+            if esc == "":
+                raise ParseError("unterminated string", begin)
+            if esc != "u":
+                if esc not in _BACKSLASH:
+                    raise ParseError(f"invalid escape '\\{esc}' in a string", end - 1)
+                if esc == "'":
+                    self.deviate("escape", end - 1, "the escape \\' (not JSON)")
+                chunks.append(_BACKSLASH[esc])
+                end += 1
+                continue
+            code, end = self.unicode_escape(end)
+            chunks.append(chr(code))
+        return "".join(chunks), end
+
+    def unicode_escape(self, end: int) -> tuple[int, int]:
+        s = self.s
+        digits = s[end + 1 : end + 5]
+        if len(digits) != 4 or not all(c in "0123456789abcdefABCDEF" for c in digits):
+            raise ParseError("invalid \\uXXXX escape in a string", end - 1)
+        code = int(digits, 16)
+        end += 5
+        if code & 0xFC00 == 0xD800 and s.startswith("\\u", end):
+            low = s[end + 2 : end + 6]
+            if len(low) == 4 and all(c in "0123456789abcdefABCDEF" for c in low):
+                low_code = int(low, 16)
+                if low_code & 0xFC00 == 0xDC00:
+                    return 0x10000 + (((code - 0xD800) << 10) | (low_code - 0xDC00)), end + 6
+        if 0xD800 <= code <= 0xDFFF:
+            raise ParseError("lone surrogate in a \\u escape", end - 6)
+        return code, end
+
+    def multiline_string(self, end: int) -> tuple[str, int]:
+        s = self.s
+        indent = 0
+        while end - indent - 1 >= 0 and s[end - indent - 1] != "\n":
+            indent += 1
+        end = _skip_indent(s, end + 3, -1)
+        if s[end : end + 1] == "\n":
+            end = _skip_indent(s, end + 1, indent)
+        out, triple = [], 0
+        while True:
+            ch = s[end : end + 1]
+            if ch == "":
+                raise ParseError("unterminated ''' string", end)
+            if ch == "'":
+                triple += 1
+                end += 1
+                if triple == 3:
+                    text = "".join(out)
+                    return (text[:-1] if text.endswith("\n") else text), end
+                continue
+            out.append("'" * triple)
+            triple = 0
+            if ch == "\n":
+                out.append(ch)
+                end = _skip_indent(s, end + 1, indent)
+            else:
+                if ch != "\r":
+                    out.append(ch)
+                end += 1
+
+    # -- true/false/null/number/quoteless string (hjson scantfnns) -------------------------------
+    def quoteless(self, idx: int, pointer: str) -> tuple[Any, int]:
+        s = self.s
+        first, begin = self.next_token(idx)
+        if first in _PUNCTUATOR:
+            raise ParseError(f"found '{first}' where a value was expected", begin)
+        end = begin
+        while True:
+            ch = s[end : end + 1]
+            eol = ch in ("\r", "\n", "")
+            if eol or ch in ",}]#" or (ch == "/" and s[end + 1 : end + 2] in ("/", "*")):
+                chunk = s[begin:end].strip()
+                if chunk in ("null", "true", "false") and chunk[0] == first:
+                    return {"null": None, "true": True, "false": False}[chunk], end
+                if first == "-" or "0" <= first <= "9":
+                    match = _NUMBER_RE.match(s, begin)
+                    if match is not None and match.end() == end:
+                        return self.number(match, pointer), end
+                if eol:
+                    raw = s[begin:end].strip()
+                    self.doc.quoteless[pointer] = raw
+                    self.deviate("quoteless-string", begin, f"the unquoted value {raw!r}")
+                    return raw, end
+            end += 1
+
+    def number(self, match: re.Match, pointer: str) -> int | float:
+        integer, frac, exp = match.groups()
+        raw = integer + (frac or "") + (exp or "")
+        self.doc.numbers[pointer] = raw
+        if not (frac or exp):
+            if len(integer) > _MAX_INT_DIGITS:
+                raise ParseError(f"an integer with {len(integer)} digits", match.start(1))
+            return int(integer)
+        value = float(raw)
+        if value in (float("inf"), float("-inf")):
+            # hjson calls int(inf) here and DeepSpeed dies with OverflowError.
+            raise ParseError(f"the number {raw} is too large for a 64-bit float", match.start(1))
+        # hjson turns integral floats below 1e10 into ints: 5e8 -> 500000000, 1.0 -> 1.
+        if value == int(value) and abs(value) < 1e10:
+            return int(value)
+        return value
+
+
+def _skip_indent(s: str, end: int, n: int) -> int:
+    while s[end : end + 1] not in ("",) and s[end] in " \t\r" and n != 0:
+        end += 1
+        n -= 1
+    return end
+
+
+def _excerpt(s: str, offset: int, width: int = 20) -> str:
+    text = s[offset : offset + width].split("\n", 1)[0]
+    return repr(text + ("..." if len(s) > offset + width and "\n" not in s[offset : offset + width] else ""))
