@@ -1,0 +1,161 @@
+"""The lint command end to end: formats, exit codes, selection, and hostile input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from zeroadvisor.rules import registry
+
+GOOD = '{"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2, "zero_optimization": {"stage": 2}}\n'
+TYPO = '{\n  "train_batch_size": 8,\n  "zero_optimisation": {"stage": 3}\n}\n'
+
+
+def run(*args: str, cwd: Path | None = None, stdin: str | None = None, timeout: float = 20):
+    env = dict(os.environ, NO_COLOR="1")
+    return subprocess.run([sys.executable, "-m", "zeroadvisor", *args], capture_output=True, text=True, cwd=cwd,
+                          input=stdin, timeout=timeout, env=env)
+
+
+@pytest.fixture
+def configs(tmp_path: Path) -> Path:
+    (tmp_path / "good.json").write_text(GOOD)
+    (tmp_path / "typo.json").write_text(TYPO)
+    return tmp_path
+
+
+def test_clean_file_exits_0(configs):
+    result = run("lint", str(configs / "good.json"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no problems" in result.stdout
+
+
+def test_text_format_line(configs):
+    result = run("lint", str(configs / "typo.json"))
+    assert result.returncode == 1
+    first = result.stdout.splitlines()[0]
+    assert first.startswith(f"{configs / 'typo.json'}:3:3: ZA102 [error] ")
+    assert "did you mean 'zero_optimization'" in first
+    assert "\033[" not in result.stdout  # no colour when not a terminal
+
+
+def test_json_contract(configs):
+    result = run("lint", "--format", "json", str(configs / "typo.json"), str(configs / "good.json"))
+    data = json.loads(result.stdout)
+    (finding,) = data["findings"]
+    assert set(finding) >= {"file", "code", "name", "severity", "pointer", "line", "column", "message"}
+    assert finding["pointer"] == "/zero_optimisation"
+    assert (finding["line"], finding["column"]) == (3, 3)
+    assert finding["severity"] == "error" and finding["name"] == "misspelled-key"
+    assert finding["fix"] == {"zero_optimisation": None, "zero_optimization": {"stage": 3}}
+
+
+def test_sarif_shape(configs):
+    result = run("lint", "--format", "sarif", str(configs / "typo.json"))
+    sarif = json.loads(result.stdout)
+    assert sarif["version"] == "2.1.0"
+    run0 = sarif["runs"][0]
+    ids = [r["id"] for r in run0["tool"]["driver"]["rules"]]
+    assert ids == [r.code for r in registry.ALL]
+    (res,) = run0["results"]
+    assert res["ruleId"] == "ZA102" and res["level"] == "error"
+    assert res["locations"][0]["physicalLocation"]["region"] == {"startLine": 3, "startColumn": 3}
+    assert res["partialFingerprints"]
+    assert ids[res["ruleIndex"]] == "ZA102"
+
+
+def test_github_format_escapes(configs):
+    result = run("lint", "--format", "github", str(configs / "typo.json"))
+    line = result.stdout.splitlines()[0]
+    assert line.startswith("::error file=")
+    assert ",line=3,col=3,title=ZA102 misspelled-key::" in line
+
+
+def test_fail_on_threshold(configs):
+    (configs / "warn.json").write_text('{"train_batch_size": 8, "moe": {}}')
+    assert run("lint", str(configs / "warn.json")).returncode == 0
+    assert run("lint", "--fail-on", "warning", str(configs / "warn.json")).returncode == 1
+    assert run("lint", "--fail-on", "never", str(configs / "typo.json")).returncode == 0
+
+
+def test_select_and_ignore(configs):
+    assert run("lint", "--ignore", "ZA102", str(configs / "typo.json")).returncode == 0
+    assert run("lint", "--ignore", "misspelled-key", str(configs / "typo.json")).returncode == 0
+    assert run("lint", "--select", "ZA1", str(configs / "typo.json")).returncode == 1
+    assert run("lint", "--select", "ZA4", str(configs / "typo.json")).returncode == 0
+    bad = run("lint", "--select", "ZA999", str(configs / "typo.json"))
+    assert bad.returncode == 2 and "unknown rule" in bad.stderr
+
+
+def test_directory_and_glob(configs):
+    result = run("lint", "--format", "json", str(configs))
+    assert json.loads(result.stdout)["files"] == 2
+    result = run("lint", "--format", "json", str(configs / "*.json"))
+    assert json.loads(result.stdout)["files"] == 2
+
+
+def test_gpus_checks_batch_exactly(configs):
+    (configs / "batch.json").write_text('{"train_batch_size": 64, "train_micro_batch_size_per_gpu": 4, '
+                                        '"gradient_accumulation_steps": 2}')
+    assert run("lint", str(configs / "batch.json")).returncode == 0
+    assert run("lint", "--gpus", "8", str(configs / "batch.json")).returncode == 0
+    result = run("lint", "--gpus", "4", "--format", "json", str(configs / "batch.json"))
+    (finding,) = json.loads(result.stdout)["findings"]
+    assert "64 != 4 * 4 * 4" in finding["message"]
+    assert finding["fix"] == {"gradient_accumulation_steps": 4}
+
+
+def test_rules_and_rule_commands():
+    listing = run("rules")
+    assert listing.returncode == 0 and "ZA102  misspelled-key" in listing.stdout
+    one = run("rule", "misspelled-key")
+    assert one.returncode == 0 and "Fails" in one.stdout and "Passes" in one.stdout
+    assert run("rule", "ZA102").stdout == one.stdout
+    assert run("rule", "nope").returncode == 2
+
+
+HOSTILE = {
+    "empty.json": b"",
+    "array.json": b"[1, 2, 3]",
+    "latin1.json": '{"name": "caf\u00e9"}'.encode("latin-1"),
+    "binary.json": bytes(range(256)) * 4,
+    "truncated.json": b'{"zero_optimization": {"stage": 3, "offload_param": {"dev',
+    "nan.json": b'{"train_batch_size": NaN}',
+    "inf.json": b'{"train_batch_size": 1e999}',
+    "hugeint.json": b'{"train_batch_size": ' + b"9" * 100_000 + b"}",
+    "deep.json": b"[" * 100_000 + b"]" * 100_000,
+    "big.json": b'{"a": [' + b"1, " * 4_000_000 + b"1]}",
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_hostile_input_is_one_line_and_fast(tmp_path, name):
+    path = tmp_path / name
+    path.write_bytes(HOSTILE[name])
+    start = time.monotonic()
+    result = run("lint", str(path))
+    elapsed = time.monotonic() - start
+    assert result.returncode in (1, 2), result.stdout + result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
+    problem_lines = [l for l in (result.stdout + result.stderr).splitlines() if name in l]
+    assert problem_lines, result.stdout + result.stderr
+    assert elapsed < 3.0, f"{name} took {elapsed:.2f}s"
+
+
+def test_missing_path_and_directory_exit_2(tmp_path):
+    missing = run("lint", str(tmp_path / "nope.json"))
+    assert missing.returncode == 2 and "nope.json: no such file" in missing.stderr
+    empty_dir = run("lint", str(tmp_path))
+    assert empty_dir.returncode == 2 and str(tmp_path) in empty_dir.stderr
+    assert "Traceback" not in missing.stderr + empty_dir.stderr
+
+
+def test_bad_option_is_usage_error(configs):
+    assert run("lint", "--format", "xml", str(configs / "good.json")).returncode == 2
+    assert run("lint", "--gpus", "0", str(configs / "good.json")).returncode == 2
