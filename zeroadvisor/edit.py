@@ -1,0 +1,156 @@
+"""Apply a JSON merge patch to config *text*, keeping everything else byte for byte.
+
+``--suggest`` shows the result as a unified diff and ``--fix`` writes it. Only the patched
+keys change: comments, key order, indentation and number spelling elsewhere stay as the
+user wrote them. Works from the positions the loader recorded (source.Document.members).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from typing import Any
+
+from zeroadvisor.patch import apply as apply_patch
+from zeroadvisor.source import Document, Member, join_pointer, parse
+
+
+class EditError(ValueError):
+    """The patch cannot be applied to this text (e.g. a YAML file, or a parse failure)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Edit:
+    start: int
+    end: int
+    text: str
+
+
+def patched_text(doc: Document, patch: dict[str, Any]) -> str:
+    """The config text with ``patch`` applied; the result parses to MergePatch(data, patch)."""
+    if not isinstance(doc.data, dict):
+        raise EditError("the config is not an object")
+    edits: list[_Edit] = []
+    _object(doc, "", doc.data, patch, edits)
+    text = doc.text
+    for edit in sorted(edits, key=lambda e: e.start, reverse=True):
+        text = text[: edit.start] + edit.text + text[edit.end :]
+    expected = apply_patch(doc.data, patch)
+    if parse(text, doc.name).data != expected:  # never write something that reads back differently
+        raise EditError("the edited text does not read back as the patched config")
+    return text
+
+
+def _object(doc: Document, pointer: str, data: dict[str, Any], patch: dict[str, Any], edits: list[_Edit]) -> None:
+    members = {m.key: m for m in doc.members.get(pointer, [])}
+    inserts: dict[str, Any] = {}
+    for key, value in patch.items():
+        child = join_pointer(pointer, key)
+        member = members.get(key)
+        if value is None:
+            if member is not None:
+                edits.append(_delete(doc, pointer, member))
+        elif member is None:
+            inserts[key] = apply_patch(None, value) if isinstance(value, dict) else value
+        elif isinstance(value, dict) and isinstance(data.get(key), dict):
+            _object(doc, child, data[key], value, edits)
+        else:
+            new_value = apply_patch(None, value) if isinstance(value, dict) else value
+            span = member.value_span
+            edits.append(_Edit(span.start, span.end, _dump(new_value, _indent_of(doc, member.key_span.start),
+                                                          _indent_unit(doc))))
+    if inserts:
+        edits.append(_insert(doc, pointer, inserts))
+
+
+def _delete(doc: Document, pointer: str, member: Member) -> _Edit:
+    members = doc.members[pointer]
+    index = members.index(member)
+    if len(members) == 1:
+        span = doc.values[pointer]
+        return _Edit(span.start + 1, span.end - 1, "")
+    if index + 1 < len(members):
+        # From this key to the next key: removes the member, its comma and the line break.
+        start = _line_start_if_blank_before(doc.text, member.key_span.start)
+        next_start = _line_start_if_blank_before(doc.text, members[index + 1].key_span.start)
+        return _Edit(start, next_start, "")
+    previous = members[index - 1]
+    end = member.comma + 1 if member.comma is not None else member.value_span.end
+    return _Edit(previous.value_span.end, end, "," if previous.comma is not None and member.comma is not None else "")
+
+
+def _insert(doc: Document, pointer: str, values: dict[str, Any]) -> _Edit:
+    members = doc.members.get(pointer, [])
+    unit = _indent_unit(doc)
+    if members:
+        last = members[-1]
+        indent = _indent_of(doc, last.key_span.start)
+        multiline = "\n" in doc.text[members[0].key_span.start - len(indent) - 1 : last.key_span.start] or \
+            _starts_line(doc.text, last.key_span.start)
+        sep = "\n" + indent if multiline else " "
+        body = ("," + sep).join(f"{json.dumps(k)}: {_dump(v, indent, unit)}" for k, v in values.items())
+        if last.comma is not None:  # hjson-style trailing comma: keep the style
+            return _Edit(last.comma + 1, last.comma + 1, sep + body + ",")
+        if join_pointer(pointer, last.key) in doc.quoteless:
+            # A quoteless value runs to the end of its line: a comma would join it.
+            return _Edit(last.value_span.end, last.value_span.end, "\n" + indent + body)
+        return _Edit(last.value_span.end, last.value_span.end, "," + sep + body)
+    span = doc.values[pointer]
+    outer = _indent_of(doc, span.start)
+    indent = outer + unit
+    body = (",\n" + indent).join(f"{json.dumps(k)}: {_dump(v, indent, unit)}" for k, v in values.items())
+    return _Edit(span.start + 1, span.end - 1, "\n" + indent + body + "\n" + outer)
+
+
+def _dump(value: Any, indent: str, unit: str) -> str:
+    if isinstance(value, dict) and value:
+        text = json.dumps(value, indent=len(unit) if unit.strip(" ") == "" else unit, ensure_ascii=False)
+        return text.replace("\n", "\n" + indent)
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _indent_of(doc: Document, offset: int) -> str:
+    line_start = doc.text.rfind("\n", 0, offset) + 1
+    prefix = doc.text[line_start:offset]
+    return prefix if prefix.strip() == "" else ""
+
+
+def _starts_line(text: str, offset: int) -> bool:
+    line_start = text.rfind("\n", 0, offset) + 1
+    return text[line_start:offset].strip() == ""
+
+
+def _line_start_if_blank_before(text: str, offset: int) -> int:
+    line_start = text.rfind("\n", 0, offset) + 1
+    return line_start if text[line_start:offset].strip() == "" else offset
+
+
+def _indent_unit(doc: Document) -> str:
+    """The file's indentation step (two spaces, four, a tab), from its first nested key."""
+    for pointer, span in doc.keys.items():
+        if pointer.count("/") == 1:
+            indent = _indent_of(doc, span.start)
+            if indent:
+                return indent
+    return "  "
+
+
+def write_atomically(path: str, text: str) -> None:
+    """Replace ``path`` with ``text`` via a temporary file in the same folder and a rename,
+    keeping the file's permissions; the original is never half-written."""
+    folder = os.path.dirname(os.path.abspath(path))
+    mode = os.stat(path).st_mode & 0o7777
+    fd, temp = tempfile.mkstemp(prefix=".zeroadvisor-", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(temp, mode)
+        os.replace(temp, path)
+    except BaseException:
+        if os.path.exists(temp):
+            os.unlink(temp)
+        raise
