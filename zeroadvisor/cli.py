@@ -57,14 +57,14 @@ def _split(values: Optional[List[str]]) -> list[str]:
     return [part.strip() for value in values or () for part in value.split(",") if part.strip()]
 
 
-def select_rules(select: Optional[List[str]], ignore: Optional[List[str]], registry_module=None):
+def select_rules(select: Optional[List[str]], ignore: Optional[List[str]], lint_only: bool = True):
     from zeroadvisor.rules import registry
 
     chosen, dropped = _split(select), _split(ignore)
     unknown = registry.unknown_references(chosen + dropped)
     if unknown:
         raise fail(f"unknown rule {unknown[0]!r}: see 'zeroadvisor rules'")
-    return registry.select(chosen, dropped)
+    return registry.select(chosen, dropped, among=registry.LINT if lint_only else registry.ALL)
 
 
 def exit_code(findings, fail_on: FailOn) -> int:
@@ -132,6 +132,214 @@ def lint(
     sys.stdout.write(render_findings(findings, rules, len(files) - len(unreadable), format))
     code = exit_code(findings, fail_on)
     raise typer.Exit(EXIT_USAGE if unreadable else code)
+
+
+class EstimateFormat(str, Enum):
+    text = "text"
+    json = "json"
+
+
+class CheckFormat(str, Enum):
+    text = "text"
+    json = "json"
+    sarif = "sarif"
+    github = "github"
+    markdown = "markdown"
+
+
+class Accounting(str, Enum):
+    deepspeed = "deepspeed"
+    paper = "paper"
+
+
+class Unit(str, Enum):
+    GB = "GB"
+    GiB = "GiB"
+
+
+class Checkpointing(str, Enum):
+    none = "none"
+    selective = "selective"
+    full = "full"
+
+
+def _load_config(path: str):
+    """A config document for estimate/check; InputError when it cannot be read at all."""
+    from zeroadvisor.inputs import InputError
+    from zeroadvisor.lint import InputError as UnreadableError
+    from zeroadvisor.lint import read_document
+    from zeroadvisor.source import ParseError
+
+    try:
+        return read_document(path)
+    except UnreadableError as err:
+        raise InputError(str(err)) from None
+    except ParseError as err:
+        where = f"{path}:{err.line}:{err.column}" if err.line else path
+        raise InputError(f"{where}: {err.message}") from None
+
+
+MODEL_HELP = "A model description (YAML/JSON) or a Hugging Face config.json."
+PARAMS_HELP = "Parameter count instead of --model, e.g. 7.5B."
+
+
+@app.command()
+def estimate(
+    config: Optional[str] = typer.Option(None, "--config", "-c", help="The DeepSpeed config (default: fp16 Adam)."),
+    model: Optional[str] = typer.Option(None, "--model", "-m", help=MODEL_HELP),
+    params: Optional[str] = typer.Option(None, "--params", help=PARAMS_HELP),
+    gpus: int = typer.Option(..., "--gpus", min=1, help="Number of GPUs (data-parallel degree)."),
+    gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node", min=1, help="GPUs per node (default 8)."),
+    gpu_memory: Optional[str] = typer.Option(None, "--gpu-memory", help="Memory per GPU, e.g. 80GiB."),
+    gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU name instead of --gpu-memory, e.g. H100."),
+    cpu_memory: Optional[str] = typer.Option(None, "--cpu-memory", help="Host RAM per node, e.g. 1TB."),
+    nvme: Optional[str] = typer.Option(None, "--nvme", help="NVMe space per node, e.g. 4TB."),
+    accounting: Accounting = typer.Option(Accounting.deepspeed, "--accounting",
+                                          help="deepspeed: what DeepSpeed allocates; paper: the ZeRO paper's 2+2+K."),
+    format: EstimateFormat = typer.Option(EstimateFormat.text, "--format", "-f"),
+    unit: Unit = typer.Option(Unit.GB, "--unit", help="GB (10^9 bytes) or GiB (2^30 bytes)."),
+    seq_len: Optional[int] = typer.Option(None, "--seq-len", help="Override the sequence length."),
+    activation_checkpointing: Optional[Checkpointing] = typer.Option(None, "--activation-checkpointing"),
+    flash_attention: Optional[bool] = typer.Option(None, "--flash-attention/--no-flash-attention"),
+) -> None:
+    """Estimate memory per GPU and per node for every ZeRO stage and offload option."""
+    import json
+
+    from zeroadvisor import inputs
+    from zeroadvisor.memory.estimate import Cluster
+    from zeroadvisor.memory.estimate import estimate as run_estimate
+    from zeroadvisor.report import estimate_text
+
+    try:
+        spec, shape = inputs.model_and_shape(model, params, seq_len,
+                                             activation_checkpointing.value if activation_checkpointing else None,
+                                             flash_attention)
+        memory = inputs.gpu_memory(gpu_memory, gpu, required=False)
+        cluster = Cluster(gpus=gpus, gpus_per_node=gpus_per_node, gpu_memory=memory,
+                          cpu_memory=inputs.size("--cpu-memory", cpu_memory), nvme=inputs.size("--nvme", nvme))
+        data = None
+        if config is not None:
+            doc = _load_config(config)
+            if not isinstance(doc.data, dict):
+                raise inputs.InputError(f"{config}: the config is not a JSON object")
+            data = doc.data
+        result = run_estimate(data, spec, shape, cluster, accounting.value)
+    except (inputs.InputError, ValueError) as err:
+        raise fail(str(err))
+    if format is EstimateFormat.json:
+        sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
+    else:
+        sys.stdout.write(estimate_text.render(result, unit.value, ascii_only=not _unicode_ok()))
+
+
+def _unicode_ok() -> bool:
+    encoding = (sys.stdout.encoding or "").lower()
+    return "utf" in encoding
+
+
+@app.command()
+def check(
+    config: str = typer.Argument(..., metavar="CONFIG", help="The DeepSpeed config to check."),
+    model: Optional[str] = typer.Option(None, "--model", "-m", help=MODEL_HELP),
+    params: Optional[str] = typer.Option(None, "--params", help=PARAMS_HELP),
+    gpus: int = typer.Option(..., "--gpus", min=1, help="Number of GPUs (data-parallel degree)."),
+    gpu_memory: Optional[str] = typer.Option(None, "--gpu-memory", help="Memory per GPU, e.g. 80GiB."),
+    gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU name instead of --gpu-memory, e.g. A100-80GB."),
+    gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node", min=1, help="GPUs per node (default 8)."),
+    cpu_memory: Optional[str] = typer.Option(None, "--cpu-memory", help="Host RAM per node, e.g. 1TB."),
+    nvme: Optional[str] = typer.Option(None, "--nvme", help="NVMe space per node, e.g. 4TB."),
+    headroom: str = typer.Option("10%", "--headroom", help="GPU memory to keep free, e.g. 10% or 0.1."),
+    format: CheckFormat = typer.Option(CheckFormat.text, "--format", "-f"),
+    fail_on: FailOn = typer.Option(FailOn.error, "--fail-on", help="Exit 1 on findings of this severity or worse."),
+    suggest: bool = typer.Option(False, "--suggest", help="Print the fixes as a unified diff of CONFIG."),
+    fix: bool = typer.Option(False, "--fix", help="Write the fixes into CONFIG (atomically)."),
+    integration: Integration = typer.Option(Integration.any, "--integration"),
+    select: Optional[List[str]] = typer.Option(None, "--select", help="Only these rules."),
+    ignore: Optional[List[str]] = typer.Option(None, "--ignore", help="Skip these rules."),
+    accounting: Accounting = typer.Option(Accounting.deepspeed, "--accounting"),
+    unit: Unit = typer.Option(Unit.GB, "--unit", help="GB (10^9 bytes) or GiB (2^30 bytes)."),
+    seq_len: Optional[int] = typer.Option(None, "--seq-len", help="Override the sequence length."),
+    activation_checkpointing: Optional[Checkpointing] = typer.Option(None, "--activation-checkpointing"),
+    flash_attention: Optional[bool] = typer.Option(None, "--flash-attention/--no-flash-attention"),
+) -> None:
+    """Pre-flight check: lint findings and memory advice, with fixes as a diff."""
+    from zeroadvisor import inputs
+    from zeroadvisor.check import CheckOptions
+    from zeroadvisor.fixes import FixError, combined_patch, unified_diff, write_fix
+
+    rules = select_rules(select, ignore, lint_only=False)
+    try:
+        spec, shape = inputs.model_and_shape(model, params, seq_len,
+                                             activation_checkpointing.value if activation_checkpointing else None,
+                                             flash_attention)
+        options = CheckOptions(
+            model=spec, shape=shape, gpus=gpus, gpu_memory=inputs.gpu_memory(gpu_memory, gpu, required=True),
+            gpus_per_node=gpus_per_node, cpu_memory=inputs.size("--cpu-memory", cpu_memory),
+            nvme=inputs.size("--nvme", nvme), headroom=inputs.headroom(headroom), accounting=accounting.value,
+            integration=integration.value, unit=unit.value)
+        result, document = _check_file(config, options, rules)
+    except (inputs.InputError, ValueError) as err:
+        raise fail(str(err))
+    diff = ""
+    patch = combined_patch(result.findings)
+    if document is not None and patch and (suggest or fix or format is CheckFormat.markdown):
+        try:
+            diff = unified_diff(document, patch, config)
+            if fix:
+                write_fix(config, document, patch)
+        except FixError as err:
+            raise fail(f"{config}: {err}")
+    _print_check(result, rules, format, diff if (suggest or format is CheckFormat.markdown) else "", config, unit.value)
+    if fix:
+        fixed = sum(1 for f in result.findings if f.fix)
+        typer.echo(f"zeroadvisor: applied {fixed} fix(es) to {config}" if patch
+                   else f"zeroadvisor: nothing to fix in {config}", err=True)
+    raise typer.Exit(exit_code(result.findings, fail_on))
+
+
+def _check_file(config: str, options, rules):
+    """Check CONFIG; a file that does not parse is reported as findings, not an estimate."""
+    from zeroadvisor.check import CheckResult, check_document
+    from zeroadvisor.inputs import InputError
+    from zeroadvisor.lint import InputError as UnreadableError
+    from zeroadvisor.lint import lint_file, read_document
+    from zeroadvisor.source import ParseError
+
+    try:
+        document = read_document(config)
+    except UnreadableError as err:
+        raise InputError(str(err)) from None
+    except ParseError:
+        lint_rules = [r for r in rules if not r.needs_advice]
+        return CheckResult(lint_file(config, None, lint_rules).findings, None, options), None
+    return check_document(document, options, rules), document
+
+
+def _print_check(result, rules, fmt, diff: str, config: str, unit: str) -> None:
+    if fmt is CheckFormat.json:
+        from zeroadvisor.report import json_report
+
+        extra = {"estimate": result.estimate_dict()}
+        sys.stdout.write(json_report.render(result.findings, 1, extra))
+        return
+    if fmt is CheckFormat.markdown:
+        from zeroadvisor.report import markdown
+
+        o = result.options
+        sys.stdout.write(markdown.render(config, result.findings, result.estimate, o.usable, o.gpu_memory,
+                                         o.headroom, diff, unit))
+        return
+    if fmt in (CheckFormat.sarif, CheckFormat.github):
+        sys.stdout.write(render_findings(result.findings, rules, 1, LintFormat(fmt.value)))
+        return
+    from zeroadvisor.report import estimate_text, text
+
+    out = text.render(result.findings, colour=use_colour(), files=1)
+    if result.estimate is not None:
+        out += "\n" + estimate_text.render(result.estimate, unit, ascii_only=not _unicode_ok())
+    if diff:
+        out += "\n" + diff
+    sys.stdout.write(out)
 
 
 @app.command("rules")

@@ -72,12 +72,13 @@ def lint_text(text: str, name: str = "<text>", options: LintOptions | None = Non
     return lint_document(doc, options, rules)
 
 
-def lint_document(doc: Document, options: LintOptions | None = None, rules: Iterable[Rule] | None = None) -> list[Finding]:
-    ctx = Context(doc, options or LintOptions())
-    selected = list(registry.ALL if rules is None else rules)
+def lint_document(doc: Document, options: LintOptions | None = None, rules: Iterable[Rule] | None = None,
+                  advice: object = None) -> list[Finding]:
+    ctx = Context(doc, options or LintOptions(), advice)
+    selected = list(registry.LINT if rules is None else rules)
     findings: list[Finding] = []
     for rule in selected:
-        if rule.needs_data and doc.data is None:
+        if (rule.needs_data and doc.data is None) or (rule.needs_advice and advice is None):
             continue
         findings.extend(_stamp(rule, hit, doc) for hit in rule.check(ctx))
     return sorted(_drop_superseded(findings, selected), key=Finding.sort_key)

@@ -53,6 +53,8 @@ class Rule:
     source: str = ""  # DeepSpeed file/function or issue that backs the rule
     # Syntax rules also run on a file that did not parse; the others need its data.
     needs_data: bool = True
+    # Advice rules need a memory estimate (``zeroadvisor check``); ``lint`` leaves them out.
+    needs_advice: bool = False
 
     @property
     def docs_anchor(self) -> str:

@@ -26,6 +26,7 @@ _MISSING = object()
 class Context:
     doc: Document
     options: LintOptions = field(default_factory=LintOptions)
+    advice: Any = None  # zeroadvisor.check.AdviceContext when running ``check``
 
     @property
     def data(self) -> Any:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from zeroadvisor.rules import auto, batch, keys, offload, optimizer, precision, syntax, values
+from zeroadvisor.rules import advice, auto, batch, keys, offload, optimizer, precision, syntax, values
 from zeroadvisor.rules.base import Rule
 
 ALL: tuple[Rule, ...] = (
@@ -14,7 +14,10 @@ ALL: tuple[Rule, ...] = (
     *precision.RULES,
     *offload.RULES,
     *optimizer.RULES,
+    *advice.RULES,
 )
+# What ``lint`` runs: everything that needs no memory estimate.
+LINT: tuple[Rule, ...] = tuple(rule for rule in ALL if not rule.needs_advice)
 INVALID_SYNTAX = syntax.INVALID_SYNTAX
 
 BY_CODE = {rule.code: rule for rule in ALL}
@@ -27,9 +30,10 @@ def find(reference: str) -> Rule | None:
     return BY_CODE.get(reference.upper()) or BY_NAME.get(reference.lower())
 
 
-def select(select: list[str] | None = None, ignore: list[str] | None = None) -> tuple[Rule, ...]:
+def select(select: list[str] | None = None, ignore: list[str] | None = None,
+           among: tuple[Rule, ...] = ALL) -> tuple[Rule, ...]:
     """Rules chosen by codes, names or code prefixes (ruff style: ``ZA1`` = every ZA1xx)."""
-    chosen = [r for r in ALL if not select or any(_matches(r, ref) for ref in select)]
+    chosen = [r for r in among if not select or any(_matches(r, ref) for ref in select)]
     return tuple(r for r in chosen if not ignore or not any(_matches(r, ref) for ref in ignore))
 
 
