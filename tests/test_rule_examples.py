@@ -6,22 +6,43 @@ docs (docs/rules.md is generated from the same examples) true.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from zeroadvisor import inputs
+from zeroadvisor.check import CheckOptions, check_document
 from zeroadvisor.lint import lint_text
 from zeroadvisor.rules import registry
 from zeroadvisor.rules.context import LintOptions
+from zeroadvisor.source import parse
 
 CASES = [(rule, i, ex) for rule in registry.ALL for i, ex in enumerate(rule.examples)]
 
 
+def run_check_example(config: str, options: dict, folder: Path):
+    """Advice examples carry a model description (an inline hf_config becomes a config.json)."""
+    description = dict(options["model"])
+    if isinstance(description.get("hf_config"), dict):
+        (folder / "config.json").write_text(json.dumps(description["hf_config"]))
+        description["hf_config"] = "config.json"
+    (folder / "model.json").write_text(json.dumps(description))
+    spec, shape = inputs.model_and_shape(str(folder / "model.json"), None)
+    check_options = CheckOptions(
+        model=spec, shape=shape, gpus=options["gpus"], gpu_memory=inputs.gpu_memory(None, options["gpu"], True),
+        cpu_memory=inputs.size("--cpu-memory", options.get("cpu_memory")))
+    return check_document(parse(config, "example.json"), check_options).findings
+
+
 @pytest.mark.parametrize("rule,index,example", CASES, ids=[f"{r.code}-{r.name}-{i}" for r, i, _ in CASES])
-def test_example(rule, index, example):
-    findings = lint_text(example.config, "example.json", LintOptions(**example.options))
+def test_example(rule, index, example, tmp_path):
+    if rule.needs_advice:
+        findings = run_check_example(example.config, example.options, tmp_path)
+    else:
+        findings = lint_text(example.config, "example.json", LintOptions(**example.options))
     fired = [f for f in findings if f.code == rule.code]
     if example.fails:
         assert fired, f"{rule.name} should fire on {example.config}; got {findings}"

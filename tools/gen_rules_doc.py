@@ -33,8 +33,9 @@ def render() -> str:
                 rule.summary, "", rule.explanation, ""]
         for example in rule.examples:
             label = "Fails" if example.fails else "Passes"
-            options = "".join(f" `--{k} {v}`" for k, v in example.options.items())
-            out += [f"{label}{' with' + options if options else ''}:", "", "```json", example.config.strip(), "```", ""]
+            options = example.describe_options()
+            out += [f"{label}{' with ' + options if options else ''}:", "", "```json", example.config.strip(), "```",
+                    ""]
         if rule.source:
             out += [f"Source: {rule.source}"]
     return "\n".join(out).rstrip() + "\n"

@@ -363,7 +363,7 @@ def explain_rule(name: str = typer.Argument(..., help="A rule code (ZA101) or na
     typer.echo(f"{rule.code} {rule.name} [{rule.severity.value}]\n\n{rule.summary}\n\n{rule.explanation}\n")
     for example in rule.examples:
         label = "Fails" if example.fails else "Passes"
-        options = f" (with {', '.join(f'--{k} {v}' for k, v in example.options.items())})" if example.options else ""
+        options = f" (with {example.describe_options()})" if example.options else ""
         typer.echo(f"{label}{options}:\n  {example.config}\n")
     if rule.source:
         typer.echo(f"Source: {rule.source}")

@@ -101,12 +101,13 @@ def _stage0(s: Settings, P: int, spec: ModelSpec, notes: list[str]) -> list[Term
                  f"{s.optimizer_label} states ({el} × fp32)", f"{el}×4 B/param", "torch/DeepSpeed optimizer state"),
         ]
     w = B.nbytes(s.precision)
+    # Gradient row = the larger of what is alive after backward (w-byte param.grad) and at the optimizer
+    # step, where FP16_Optimizer.step has replaced them by one fp32 flat copy (p.grad = None): max(w, 4) = 4.
     return [
         Term("parameters", "gpu", w * P, "lp_params", f"{s.precision} parameters (flat)", f"{w} B/param",
              "fp16/fused_optimizer.py FP16_Optimizer.__init__ (fp16_groups_flat)"),
-        Term("gradients", "gpu", w * P, "lp_grads", f"{s.precision} gradients", f"{w} B/param",
-             "torch autograd (param.grad), reduced by engine.py buffered_allreduce_fallback"),
-        Term("gradients", "gpu", FP32 * P, "fp32_grads", "fp32 flat gradient copy built for the step", "4 B/param",
+        Term("gradients", "gpu", max(w, FP32) * P, "fp32_grads",
+             f"fp32 flat gradients at the step (they replace the {w}-byte grads)", "4 B/param",
              "fp16/fused_optimizer.py FP16_Optimizer.step (_flatten_dense_tensors of p.grad.to(fp32))"),
         Term("optimizer_states", "gpu", FP32 * P, "master", "fp32 master weights", "4 B/param",
              "fp16/fused_optimizer.py FP16_Optimizer.__init__ (fp32_groups_flat)"),
@@ -133,9 +134,8 @@ def _stage12(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, notes: l
                  "full-size fp32 gradient buffer (not partitioned)", f"{a} B/param", bsrc + " (fp32_flat_buffer)"),
         ]
         if not s.immediate_grad_update:
-            terms.append(Term("gradients", "gpu", w * P, "lp_grads", "bf16 gradients until backward_epilogue",
-                              f"{w} B/param", "bf16_optimizer.py BF16_Optimizer.update_hp_grads (lp grads cleared "
-                              "after accumulation)"))
+            terms.append(Term("gradients", "gpu", w * P, "lp_grads", "bf16 gradients (kept; zeroed, not freed)",
+                              f"{w} B/param", "bf16_optimizer.py BF16_Optimizer.update_hp_grads / clear_lp_grads"))
         terms += [
             Term("optimizer_states", "gpu", M * part, "master", "fp32 master partition", f"{M} B/param / N",
                  bsrc + " (fp32_groups_flat_partition)"),
@@ -151,25 +151,8 @@ def _stage12(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, notes: l
     # _use_compact_grad_partition_buffer: fp32 accumulation with a 16-bit model keeps a compact fp32
     # partition buffer on the accelerator that receives the reduced gradients
     compact = s.grad_accum_dtype == "fp32" and s.precision != "fp32"
-    if opt.stage == 1:
-        g = a if s.grad_accum_dtype != s.precision else w
-        terms.append(Term("gradients", "gpu", g * P, "lp_grads",
-                          f"full-size {s.grad_accum_dtype if g == a else s.precision} gradients (stage 1 does not "
-                          "partition them)", f"{g} B/param",
-                          src + " (param.grad / grad_accum until reduce_gradients at the boundary)"))
-    elif not offload and not compact:
-        terms.append(Term("gradients", "gpu", w * part, "lp_grads",
-                          f"{s.precision} gradient partition", f"{w} B/param / N",
-                          src + ".copy_grads_in_partition (grads_in_partition)"))
-    if compact:
-        terms.append(Term("gradients", "gpu", a * part, "fp32_grads",
-                          "fp32 gradient partition (compact accumulation buffer)", f"{a} B/param / N",
-                          src + "._build_compact_grad_partition_buffer"))
+    terms += _stage12_gpu_grads(s, opt, P, part, compact, src)
     if not offload:
-        if not compact or M != a:
-            terms.append(Term("gradients", "gpu", M * part, "fp32_grads" if not compact else "master_grads",
-                              f"{'fp32' if M == FP32 else 'low-precision'} gradient partition for the step",
-                              f"{M} B/param / N", src + ".step (single_grad_partition)"))
         terms += [
             Term("optimizer_states", "gpu", M * part, "master", f"{'fp32' if M == FP32 else '16-bit'} master partition",
                  f"{M} B/param / N", src + ".__init__ (single_partition_of_fp32_groups)"),
@@ -197,6 +180,41 @@ def _stage12(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, notes: l
              f"{w} B/param / N", src + ".__init__ (param_buffer_of_bit16_for_cpu_offload_groups)"),
     ]
     return terms
+
+
+def _stage12_gpu_grads(s: Settings, opt: Option, P: int, part: int, compact: bool, src: str) -> list[Term]:
+    """GPU gradient row at stage 1/2: the larger of what is alive after backward and at the optimizer step."""
+    w = B.nbytes(s.precision)
+    a = B.nbytes(s.grad_accum_dtype)
+    M = master_bytes(s)
+    offload = opt.offload_optimizer != "none"
+    at_step: list[Term] = []
+    if compact:
+        at_step.append(Term("gradients", "gpu", a * part, "fp32_grads",
+                            "fp32 gradient partition (compact accumulation buffer)", f"{a} B/param / N",
+                            src + "._build_compact_grad_partition_buffer"))
+        if M != a and not offload:
+            at_step.append(Term("gradients", "gpu", M * part, "master_grads", "gradient partition in the master dtype",
+                                f"{M} B/param / N", src + ".step (single_grad_partition)"))
+    elif not offload:
+        # at the step: grads_in_partition (kept by the optimizer) + its flattened copy in the master dtype
+        at_step += [
+            Term("gradients", "gpu", w * part, "lp_grads", f"{s.precision} gradient partition", f"{w} B/param / N",
+                 src + ".copy_grads_in_partition (grads_in_partition)"),
+            Term("gradients", "gpu", M * part, "fp32_grads",
+                 f"{'fp32' if M == FP32 else 'low-precision'} gradient partition for the step", f"{M} B/param / N",
+                 src + ".step (single_grad_partition)"),
+        ]
+    if opt.stage == 1:
+        # After backward stage 1 still holds full-size grads (param.grad, or grad_accum in the accumulation
+        # dtype); step() frees them (free_grad_in_param_list) before the optimizer runs.
+        g = a if s.grad_accum_dtype != s.precision else w
+        if g * P > sum(term.nbytes for term in at_step):
+            return [Term("gradients", "gpu", g * P, "lp_grads",
+                         f"full-size {s.grad_accum_dtype if g == a else s.precision} gradients after backward "
+                         "(stage 1 does not partition them; larger than what the step holds)", f"{g} B/param",
+                         src + ".reduce_gradients (param.grad / grad_accum kept until step)")]
+    return at_step
 
 
 def _stage3(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, notes: list[str]) -> list[Term]:

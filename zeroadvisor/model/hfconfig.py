@@ -65,11 +65,20 @@ class Field:
 
 
 def fmt(value: Any) -> str:
-    """A config value as the user wrote it (JSON spelling: "4k", null, true)."""
+    """A config value as the user wrote it (JSON spelling: "4k", null, true), one line.
+
+    Containers are named, not printed: an error message stays one line, and a YAML alias
+    bomb is never expanded.
+    """
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, (list, tuple)):
+        return f"a list of {len(value)} item{'s' if len(value) != 1 else ''}"
     try:
-        return json.dumps(value, ensure_ascii=False)
+        text = json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError):
-        return repr(value)
+        text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _check(key: str, kind: str, value: Any) -> Any:
@@ -88,7 +97,7 @@ def _check(key: str, kind: str, value: Any) -> Any:
     else:  # pragma: no cover - a table bug
         raise AssertionError(kind)
     if not ok:
-        raise ModelError(f"`{key}` must be {_KIND_TEXT[kind]}, got {fmt(value)}", key=key)
+        raise ModelError(f"{key} must be {_KIND_TEXT[kind]}, got {fmt(value)}", key=key)
     return value
 
 
@@ -127,7 +136,7 @@ class Cfg:
         """A value that is only required in some configurations (e.g. the dense MLP width
         of an MoE model that has dense layers)."""
         if not self.given(name):
-            raise ModelError(f"missing key `{self.key(name)}` for model_type {self.model_type} ({why})")
+            raise ModelError(f"missing key {self.key(name)} for model_type {self.model_type} ({why})")
         return self._values[name]
 
     def fail(self, name: str, message: str) -> ModelError:
@@ -135,8 +144,14 @@ class Cfg:
         return ModelError(message, key=self.key(name))
 
 
-def resolve(model_type: str, fields: Mapping[str, Field], config: Mapping[str, Any]) -> Cfg:
-    values: dict[str, Any] = {}
+def resolve(
+    model_type: str,
+    fields: Mapping[str, Field],
+    config: Mapping[str, Any],
+    extra: Mapping[str, Any] | None = None,
+) -> Cfg:
+    """The values of ``fields`` in ``config``; ``extra`` adds values computed elsewhere."""
+    values: dict[str, Any] = dict(extra or {})
     spelled: dict[str, str] = {}
     for name, spec in fields.items():
         keys = spec.keys or (name,)
@@ -144,14 +159,14 @@ def resolve(model_type: str, fields: Mapping[str, Field], config: Mapping[str, A
         if len({fmt(v) for _, v in found}) > 1:
             (k1, v1), (k2, v2) = found[0], found[1]
             raise ModelError(
-                f"`{k1}` ({fmt(v1)}) and `{k2}` ({fmt(v2)}) set the same {model_type} "
-                f"field `{name}` to different values",
+                f"{k1} ({fmt(v1)}) and {k2} ({fmt(v2)}) set the same {model_type} "
+                f"field {name} to different values",
                 key=k2,
             )
         if not found:
             if spec.default is REQUIRED:
                 raise ModelError(
-                    f"missing required key `{keys[0]}`{_also(keys[1:])} for model_type "
+                    f"missing required key {keys[0]}{_also(keys[1:])} for model_type "
                     f"{model_type}: it sizes the weights, and transformers' default would be a guess"
                 )
             values[name] = None if spec.default is DERIVED else spec.default
@@ -169,4 +184,4 @@ def _also(aliases: Iterable[str]) -> str:
     aliases = list(aliases)
     if not aliases:
         return ""
-    return " (or " + ", ".join(f"`{a}`" for a in aliases) + ")"
+    return " (or " + ", ".join(aliases) + ")"

@@ -113,8 +113,8 @@ def _lower_stage_fits(ctx):
     current = _configured(ctx)
     # Stages 0-2 move the same volume per step (ZeRO paper §7), so only leaving ZeRO-3 saves
     # communication; moving among 0-2 is not advice worth a review comment.
-    if current is None or not current.fits or current.option.stage != 3:
-        return
+    if current is None or not current.fits or current.option.stage != 3 or _offloads(current.option):
+        return  # with offload configured, offload-not-needed gives the one combined fix
     a = ctx.advice
     found = a.searcher.lowest_fitting_lower_stage()
     if found is None:
@@ -146,7 +146,6 @@ LOWER_STAGE_FITS = Rule(
                 fails=False, options={"model": {**_MODEL_7B}, "gpus": 8, "gpu": "A100-80GB"}),
     ),
     needs_advice=True,
-    supersedes=("offload-not-needed",),
     source="ZeRO paper §7; DS#3734, DS#4305",
 )
 
@@ -217,9 +216,13 @@ ACTIVATIONS_DOMINATE = Rule(
 )
 
 
+def _offloads(option) -> bool:
+    return option.offload_optimizer != "none" or option.offload_param != "none"
+
+
 def _offload_not_needed(ctx):
     current = _configured(ctx)
-    if current is None or (current.option.offload_optimizer == "none" and current.option.offload_param == "none"):
+    if current is None or not _offloads(current.option):
         return
     a = ctx.advice
     try:
@@ -228,11 +231,18 @@ def _offload_not_needed(ctx):
         return
     if not plain.fits:
         return
-    change_patch = a.searcher.option_patch(plain.option)
+    target, also = plain, ""
+    if plain.option.stage == 3:  # leaving ZeRO-3 too saves its extra parameter all-gathers
+        lower = a.searcher.lowest_fitting_lower_stage()
+        if lower is not None:
+            target = lower.stage
+            also = (f"; ZeRO-{target.option.stage} fits as well ({a.fmt(target.per_gpu['total'])}) and moves 1x "
+                    "instead of 1.5x the data-parallel volume, so the fix uses it")
     yield Hit(_anchor(ctx),
               f"offload is configured but ZeRO-{plain.option.stage} without it fits ({a.fmt(plain.per_gpu['total'])} "
               f"per GPU of {_budget(ctx)}): offloading moves the optimizer step to the CPU and tensors over PCIe "
-              "every step (users report steps 10x-50x slower, DS#6834, DS#1635)", fix=change_patch)
+              f"every step (users report steps 10x-50x slower, DS#6834, DS#1635){also}",
+              fix=a.searcher.option_patch(target.option))
 
 
 OFFLOAD_NOT_NEEDED = Rule(
@@ -246,11 +256,11 @@ OFFLOAD_NOT_NEEDED = Rule(
     ),
     check=_offload_not_needed,
     examples=(
-        Example('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 3, '
-                '"offload_optimizer": {"device": "cpu"}, "offload_param": {"device": "cpu"}}}',
+        Example('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 2, '
+                '"offload_optimizer": {"device": "cpu"}}}',
                 fails=True, options={"model": {"parameters": "1.3B", "sequence_length": 2048}, "gpus": 8,
                                      "gpu": "A100-80GB"}),
-        Example('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 3}}',
+        Example('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 2}}',
                 fails=False, options={"model": {"parameters": "1.3B", "sequence_length": 2048}, "gpus": 8,
                                       "gpu": "A100-80GB"}),
     ),

@@ -38,6 +38,14 @@ class Example:
     fails: bool
     options: dict[str, Any] = field(default_factory=dict)
 
+    def describe_options(self) -> str:
+        """The options as a person would give them: ``--gpus 8 --gpu A10G, model {...}``."""
+        import json
+
+        flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in self.options.items() if k != "model")
+        model = f"model description {json.dumps(self.options['model'])}" if "model" in self.options else ""
+        return ", ".join(part for part in (flags, model) if part)
+
 
 @dataclass(frozen=True, slots=True)
 class Rule:

@@ -196,7 +196,7 @@ ONEBIT_OPTIMIZER = Rule(
 def zero_supported(name: str, offloaded: bool) -> bool:
     supported = schema.load().get("x-zero-supported-optimizers", [])
     if isinstance(supported, dict):
-        supported = supported.get("offload" if offloaded else "no_offload", [])
+        supported = supported.get("with_offload" if offloaded else "without_offload", [])
     return name in supported
 
 

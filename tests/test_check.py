@@ -1,0 +1,225 @@
+"""``check`` on realistic public models and clusters (issue #4's scenarios).
+
+Model shapes are the published Hugging Face config.json values of each checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from zeroadvisor import inputs
+from zeroadvisor.check import CheckOptions, check_document
+from zeroadvisor.source import parse
+
+# meta-llama/Llama-2-{7b,13b,70b}-hf, facebook/opt-1.3b, mistralai/Mixtral-8x7B-v0.1 config.json
+LLAMA2_7B = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
+             "intermediate_size": 11008, "num_hidden_layers": 32, "num_attention_heads": 32,
+             "num_key_value_heads": 32, "vocab_size": 32000, "tie_word_embeddings": False}
+LLAMA2_13B = {**LLAMA2_7B, "hidden_size": 5120, "intermediate_size": 13824, "num_hidden_layers": 40,
+              "num_attention_heads": 40, "num_key_value_heads": 40}
+LLAMA2_70B = {**LLAMA2_7B, "hidden_size": 8192, "intermediate_size": 28672, "num_hidden_layers": 80,
+              "num_attention_heads": 64, "num_key_value_heads": 8}
+OPT_1_3B = {"architectures": ["OPTForCausalLM"], "model_type": "opt", "hidden_size": 2048, "ffn_dim": 8192,
+            "num_hidden_layers": 24, "num_attention_heads": 32, "vocab_size": 50272, "max_position_embeddings": 2048,
+            "word_embed_proj_dim": 2048, "do_layer_norm_before": True, "enable_bias": True,
+            "tie_word_embeddings": True}
+MIXTRAL = {"architectures": ["MixtralForCausalLM"], "model_type": "mixtral", "hidden_size": 4096,
+           "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+           "vocab_size": 32000, "num_local_experts": 8, "num_experts_per_tok": 2, "tie_word_embeddings": False}
+
+GB = 10**9
+
+
+def model(tmp_path: Path, hf: dict, **shape) -> tuple:
+    (tmp_path / "config.json").write_text(json.dumps(hf))
+    (tmp_path / "model.json").write_text(json.dumps({"hf_config": "config.json", **shape}))
+    return inputs.model_and_shape(str(tmp_path / "model.json"), None)
+
+
+def check(config: dict, spec_shape, gpus=8, gpu="A100-80GB", **kw):
+    spec, shape = spec_shape
+    options = CheckOptions(model=spec, shape=shape, gpus=gpus, gpu_memory=inputs.gpu_memory(None, gpu, True), **kw)
+    return check_document(parse(json.dumps(config, indent=2), "ds_config.json"), options)
+
+
+def names(result) -> set[str]:
+    return {f.name for f in result.findings}
+
+
+def advice(result) -> list:
+    return [f for f in result.findings if f.code.startswith("ZA8")]
+
+
+BF16 = {"bf16": {"enabled": True}, "optimizer": {"type": "AdamW", "params": {"lr": 1e-5}}}
+
+
+def test_7b_at_stage3_on_8x80gb_a_lower_stage_fits(tmp_path):
+    m = model(tmp_path, LLAMA2_7B, sequence_length=4096, activation_checkpointing="full")
+    result = check({**BF16, "train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3}}, m)
+    (finding,) = [f for f in result.findings if f.name == "lower-stage-fits"]
+    assert finding.severity.value == "warning"
+    assert finding.fix["zero_optimization"]["stage"] in (0, 1, 2)
+    assert "1.5x" in finding.message and " GB" in finding.message
+    assert not [f for f in result.findings if f.severity.value == "error"]
+
+
+def test_long_sequence_without_checkpointing_activations_dominate(tmp_path):
+    m = model(tmp_path, LLAMA2_7B, sequence_length=16384, activation_checkpointing="none", flash_attention=True)
+    result = check({**BF16, "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 4,
+                    "zero_optimization": {"stage": 3}}, m)
+    (finding,) = [f for f in result.findings if f.name == "activations-dominate"]
+    configured = result.estimate.configured
+    assert configured.per_gpu["activations"] > configured.per_gpu["model_states"]
+    assert "largest micro batch" in finding.message or "micro batch 1 does not fit" in finding.message
+    assert "full checkpointing saves" in finding.message
+
+
+def test_70b_at_stage2_fits_only_at_stage3_with_cpu_optimizer_offload(tmp_path):
+    m = model(tmp_path, LLAMA2_70B, sequence_length=4096, activation_checkpointing="full")
+    result = check({**BF16, "train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 8,
+                    "zero_optimization": {"stage": 2}}, m, cpu_memory=2 * 10**12)
+    (finding,) = [f for f in result.findings if f.name == "does-not-fit"]
+    assert finding.severity.value == "error"
+    assert finding.fix == {"zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu", "pin_memory": True}}}
+    # and it really is the first option that fits: ZeRO-3 alone does not.
+    assert result.estimate.stage(3).fits is False
+    assert result.estimate.stage(3, "cpu").fits is True
+
+
+def test_small_model_with_full_offload_needs_none(tmp_path):
+    m = model(tmp_path, OPT_1_3B, sequence_length=2048, activation_checkpointing="full")
+    result = check({**BF16, "train_micro_batch_size_per_gpu": 4, "zero_optimization": {
+        "stage": 3, "offload_optimizer": {"device": "cpu"}, "offload_param": {"device": "cpu"}}}, m)
+    (finding,) = [f for f in result.findings if f.name == "offload-not-needed"]
+    zero = finding.fix["zero_optimization"]
+    assert zero["offload_optimizer"] is None and zero["offload_param"] is None
+    assert "lower-stage-fits" not in names(result)  # one finding, one combined fix
+
+
+def test_70b_offloaded_to_a_host_too_small(tmp_path):
+    m = model(tmp_path, LLAMA2_70B, sequence_length=4096, activation_checkpointing="full")
+    result = check({**BF16, "train_micro_batch_size_per_gpu": 1, "zero_optimization": {
+        "stage": 3, "offload_optimizer": {"device": "cpu"}, "offload_param": {"device": "cpu"}}}, m,
+        cpu_memory=512 * 10**9)
+    (finding,) = [f for f in result.findings if f.name == "host-memory-insufficient"]
+    assert finding.severity.value == "error"
+    # 70B params with fp32 master + Adam m, v on the host alone are 12 B/param = 827 GB > 512 GB.
+    assert result.estimate.configured.per_node_cpu > 827 * GB
+
+
+def test_correct_setup_gets_no_advice(tmp_path):
+    m = model(tmp_path, LLAMA2_13B, sequence_length=4096, activation_checkpointing="full")
+    config = {**BF16, "train_batch_size": 64, "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 4,
+              "gradient_clipping": 1.0, "zero_optimization": {"stage": 2, "reduce_bucket_size": 26214400,
+                                                              "allgather_bucket_size": 26214400}}
+    result = check(config, m, gpus=8, gpu="A100-80GB")
+    assert result.estimate.configured.fits
+    assert result.findings == []
+
+
+def test_mixtral_does_not_fit_on_a10g_and_nothing_fits(tmp_path):
+    m = model(tmp_path, MIXTRAL, sequence_length=4096, activation_checkpointing="full")
+    result = check({**BF16, "train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3}}, m,
+                   gpus=2, gpu="A10G", cpu_memory=128 * 10**9)
+    (finding,) = [f for f in result.findings if f.name == "does-not-fit"]
+    assert "Nothing fits" in finding.message and "more than usable" in finding.message
+
+
+def test_headroom_changes_the_verdict(tmp_path):
+    m = model(tmp_path, LLAMA2_7B, sequence_length=4096, activation_checkpointing="full")
+    config = {**BF16, "train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 2}}
+    total = check(config, m).estimate.configured.per_gpu["total"]
+    gpu = inputs.gpu_memory(None, "A100-80GB", True)
+    tight = (gpu - total) / gpu  # headroom that leaves exactly the estimate
+    assert check(config, m, headroom=max(tight - 0.01, 0)).estimate.configured.fits
+    assert not check(config, m, headroom=min(tight + 0.01, 0.99)).estimate.configured.fits
+
+
+def run(*args, cwd=None):
+    env = dict(os.environ, NO_COLOR="1")
+    return subprocess.run([sys.executable, "-m", "zeroadvisor", *args], capture_output=True, text=True, cwd=cwd,
+                          env=env, timeout=60)
+
+
+@pytest.fixture
+def files(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps(LLAMA2_7B))
+    (tmp_path / "model.yaml").write_text("hf_config: config.json\nsequence_length: 4096\n"
+                                         "activation_checkpointing: full\n")
+    text = ('{\n  // stage 3 everywhere, to be safe\n  "train_micro_batch_size_per_gpu": 1,\n'
+            '  "bf16": {"enabled": true},\n  "zero_optimization": {\n    "stage": 3,\n'
+            '    "overlap_comm": true\n  }\n}\n')
+    (tmp_path / "ds.json").write_text(text)
+    return tmp_path
+
+
+def test_cli_suggest_prints_a_diff_and_changes_nothing(files):
+    before = (files / "ds.json").read_text()
+    result = run("check", str(files / "ds.json"), "--model", str(files / "model.yaml"), "--gpus", "8",
+                 "--gpu", "A100-80GB", "--suggest", cwd=files)
+    assert result.returncode == 0, result.stderr  # warnings only
+    assert '-    "stage": 3,' in result.stdout and '+    "stage": ' in result.stdout
+    assert (files / "ds.json").read_text() == before
+
+
+def test_cli_fix_writes_atomically_and_keeps_comments(files):
+    result = run("check", "ds.json", "--model", "model.yaml", "--gpus", "8", "--gpu", "A100-80GB", "--fix",
+                 cwd=files)
+    assert result.returncode == 0, result.stderr
+    after = (files / "ds.json").read_text()
+    assert "// stage 3 everywhere, to be safe" in after and '"overlap_comm": true' in after
+    assert json.loads("\n".join(l for l in after.splitlines() if "//" not in l))["zero_optimization"]["stage"] < 3
+    assert not list(files.glob(".zeroadvisor-*"))  # no temporary left behind
+    again = run("check", "ds.json", "--model", "model.yaml", "--gpus", "8", "--gpu", "A100-80GB", "--format", "json",
+                cwd=files)
+    assert not [f for f in json.loads(again.stdout)["findings"] if f["name"] == "lower-stage-fits"]
+
+
+def test_cli_json_contract_has_findings_and_estimate(files):
+    result = run("check", "ds.json", "--model", "model.yaml", "--gpus", "8", "--gpu-memory", "80GiB",
+                 "--format", "json", cwd=files)
+    data = json.loads(result.stdout)
+    assert {"findings", "estimate"} <= set(data)
+    stages = data["estimate"]["stages"]
+    assert sum(s["configured"] for s in stages) == 1
+    for s in stages:
+        assert set(s["per_gpu"]) == {"parameters", "gradients", "optimizer_states", "model_states",
+                                     "gathered_parameters", "buffers", "activations", "overhead", "total"}
+        assert all(isinstance(v, int) for v in s["per_gpu"].values())
+        assert isinstance(s["fits"], bool)
+
+
+def test_cli_markdown_has_table_advice_and_diff(files):
+    result = run("check", "ds.json", "--model", "model.yaml", "--gpus", "8", "--gpu", "H100", "--format", "markdown",
+                 cwd=files)
+    out = result.stdout
+    assert out.startswith("### zeroadvisor: `ds.json`")
+    assert "| GB per GPU |" in out and "(configured)" in out
+    assert "ZA802 lower-stage-fits" in out and "```diff" in out
+
+
+def test_cli_usage_errors_exit_2(files):
+    base = ["check", "ds.json", "--gpus", "8"]
+    assert run(*base, "--gpu", "A100-80GB", cwd=files).returncode == 2  # no model
+    assert run(*base, "--model", "model.yaml", cwd=files).returncode == 2  # no GPU memory
+    bad_gpu = run(*base, "--model", "model.yaml", "--gpu", "Z9000", cwd=files)
+    assert bad_gpu.returncode == 2 and "unknown GPU" in bad_gpu.stderr
+    assert run(*base, "--model", "model.yaml", "--gpu", "H100", "--headroom", "150%", cwd=files).returncode == 2
+    assert run(*base, "--model", "model.yaml", "--gpu-memory", "80", cwd=files).returncode == 2
+    missing = run("check", "nope.json", "--params", "7B", "--gpus", "8", "--gpu", "H100", cwd=files)
+    assert missing.returncode == 2 and "nope.json" in missing.stderr
+    for r in (bad_gpu, missing):
+        assert "Traceback" not in r.stderr
+
+
+def test_gpu_names_have_driver_capacities():
+    # nvidia-smi memory.total: H100 SXM 81559 MiB, A100 80GB 81920 MiB, A10G 23028 MiB
+    assert inputs.gpu_memory(None, "H100", True) == 81559 * 2**20
+    assert inputs.gpu_memory(None, "a100-80gb", True) == 80 * 2**30
+    assert inputs.gpu_memory(None, "A10G", True) == 23028 * 2**20

@@ -1,0 +1,158 @@
+"""Exact ModelSpec from a Hugging Face ``config.json`` dict, without torch or transformers.
+
+The counts are those of the model transformers 5.24 builds from the config
+(``AutoModelForCausalLM.from_config`` or the class ``config["architectures"][0]`` names):
+``parameters`` = ``sum(p.numel() for p in model.parameters())`` (tied tensors once),
+``largest_layer_parameters`` = the most parameters one module owns directly, and
+``embedding_parameters`` = the input embedding tables. See families.py for the table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from zeroadvisor.model.errors import GIVE_PARAMETERS, ModelError
+from zeroadvisor.model.families import (
+    BASE,
+    CAUSAL_LM,
+    FAMILIES,
+    MLM,
+    PRETRAINING,
+    SEQ2SEQ_LM,
+    TRANSFORMERS_VERSION,
+    Family,
+)
+from zeroadvisor.model.hfconfig import fmt, resolve
+from zeroadvisor.model.layout import Layout, Module, totals
+from zeroadvisor.model.spec import ModelSpec
+
+SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(sorted(FAMILIES))
+
+_LM_HEADS = {CAUSAL_LM, MLM, PRETRAINING, SEQ2SEQ_LM}  # heads with an output embedding
+
+
+def layout_from_hf_config(config: Mapping[str, Any]) -> tuple[Family, str, list[Module], Any, list[str]]:
+    """The family, architecture class, module list, Arch and notes for ``config``
+    (the parts of :func:`spec_from_hf_config`, exposed for tests and debugging)."""
+    if not isinstance(config, Mapping):
+        raise ModelError("a Hugging Face config must be a JSON object")
+    model_type = config.get("model_type")
+    if not isinstance(model_type, str) or not model_type:
+        raise ModelError(
+            f"model_type must be a non-empty string, got {fmt(model_type)}", key="model_type"
+        )
+    family = FAMILIES.get(model_type)
+    if family is None:
+        raise ModelError(
+            f"model_type {model_type!r} is not supported (supported: "
+            f"{', '.join(SUPPORTED_MODEL_TYPES)}); {GIVE_PARAMETERS}",
+            key="model_type",
+        )
+    notes: list[str] = []
+    arch_class, head = _head(family, config, notes)
+    cfg = resolve(model_type, family.fields, config, {"num_labels": _num_labels(config)})
+    layout = Layout()
+    arch = family.build(cfg, layout, head)
+
+    if head in _LM_HEADS and "tie_word_embeddings" in family.fields and not cfg.given(
+        "tie_word_embeddings"
+    ):
+        notes.append(
+            f"tie_word_embeddings not set: the {model_type} default "
+            f"({str(cfg.tie_word_embeddings).lower()}) applies"
+        )
+    if "quantization_config" in config:
+        notes.append(
+            "quantization_config ignored: counted the unquantized model transformers "
+            "builds from this config"
+        )
+    if family.notes is not None:
+        notes.extend(family.notes(config, cfg))
+    notes.extend(arch.notes)
+    return family, arch_class, layout.modules, arch, notes
+
+
+def spec_from_hf_config(config: Mapping[str, Any], source: str = "") -> ModelSpec:
+    """The exact ModelSpec of the model ``config`` describes.
+
+    Raises ModelError (with ``key`` set when one config key is at fault) for an unsupported
+    model_type or architecture class, a missing required key, or a malformed value.
+    """
+    family, arch_class, modules, arch, notes = layout_from_hf_config(config)
+    t = totals(modules)
+    notes.insert(
+        0,
+        f"counted {arch_class} as transformers {TRANSFORMERS_VERSION} builds it "
+        f"({family.modeling}); largest module: {t.largest_name} ({t.largest:,} parameters)",
+    )
+    return ModelSpec(
+        parameters=t.total,
+        model_type=family.model_type,
+        num_layers=arch.num_layers,
+        hidden_size=arch.hidden_size,
+        num_attention_heads=arch.heads,
+        num_key_value_heads=arch.kv_heads,
+        head_dim=arch.head_dim,
+        intermediate_size=arch.intermediate,
+        vocab_size=arch.vocab,
+        gated_mlp=arch.gated,
+        num_experts=arch.experts,
+        experts_per_token=arch.top_k,
+        largest_layer_parameters=t.largest,
+        embedding_parameters=t.embedding,
+        tied_embeddings=arch.tied,
+        source=source,
+        notes=tuple(notes),
+    )
+
+
+def _head(family: Family, config: Mapping[str, Any], notes: list[str]) -> tuple[str, str]:
+    """The architecture class to count and its head kind."""
+    archs = config.get("architectures")
+    if archs is None or archs == []:
+        kind = family.heads[family.default_head]
+        notes.append(
+            f"config.json names no architectures: counted {family.default_head}"
+            + (" (the causal-LM head)" if kind == CAUSAL_LM else "")
+        )
+        return family.default_head, kind
+    if not isinstance(archs, list) or not all(isinstance(a, str) for a in archs):
+        raise ModelError(
+            f"architectures must be a list of class names, got {fmt(archs)}", key="architectures"
+        )
+    name = archs[0]
+    if len(archs) > 1:
+        notes.append(f"architectures lists {len(archs)} classes: counted the first, {name}")
+    if name in family.heads:
+        return name, family.heads[name]
+    # Remote-code class names differ in case only (MPT's "MPTForCausalLM"): same layout.
+    folded = {k.lower(): k for k in family.heads}
+    if name.lower() in folded:
+        known = folded[name.lower()]
+        notes.append(f"architectures[0] {name} counted as transformers' {known}")
+        return known, family.heads[known]
+    supported = ", ".join(sorted(family.heads))
+    raise ModelError(
+        f"architecture {name!r} is not supported for model_type {family.model_type} "
+        f"(supported: {supported}); {GIVE_PARAMETERS}",
+        key="architectures",
+    )
+
+
+def _num_labels(config: Mapping[str, Any]) -> int:
+    """PretrainedConfig's num_labels: len(id2label) if given, else num_labels, else 2."""
+    id2label = config.get("id2label")
+    if id2label is not None:
+        if not isinstance(id2label, Mapping) or not id2label:
+            raise ModelError(
+                f"id2label must be a non-empty mapping, got {fmt(id2label)}", key="id2label"
+            )
+        return len(id2label)
+    n = config.get("num_labels", 2)
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise ModelError(f"num_labels must be an integer > 0, got {fmt(n)}", key="num_labels")
+    return n
+
+
+__all__ = ["SUPPORTED_MODEL_TYPES", "layout_from_hf_config", "spec_from_hf_config"]

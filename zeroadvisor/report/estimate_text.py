@@ -1,0 +1,123 @@
+"""Plain-text rendering of a memory estimate: one column per stage/offload option."""
+
+from __future__ import annotations
+
+import textwrap
+
+from zeroadvisor.memory.estimate import Estimate, StageEstimate
+from zeroadvisor.memory.terms import ROWS
+from zeroadvisor.units import format_bytes, scale
+
+COLUMNS_PER_BLOCK = 6
+WIDTH = 100
+ROW_LABELS = {
+    "parameters": "parameters",
+    "gradients": "gradients",
+    "optimizer_states": "optimizer states",
+    "model_states": "= model states",
+    "gathered_parameters": "gathered params",
+    "buffers": "buffers",
+    "activations": "activations",
+    "overhead": "overhead",
+    "total": "TOTAL per GPU",
+}
+MARKS = {True: ("✓", "yes"), False: ("✗", "NO"), None: ("-", "-")}
+
+
+def render(estimate: Estimate, unit: str = "GB", ascii_only: bool = False) -> str:
+    """A table a person reads at a glance, then assumptions and the deepspeed-vs-paper notes."""
+    scale(1, unit)  # validates the unit
+    cluster = estimate.cluster
+    s = estimate.settings
+    m = estimate.model
+    lines: list[str] = []
+    nodes = f"{cluster.nodes} node{'s' if cluster.nodes > 1 else ''} × {cluster.gpus_on_a_node}"
+    lines.append(f"ZeRO memory estimate: {m.parameters:,} parameters, {cluster.gpus} GPU{'s' if cluster.gpus > 1 else ''}"
+                 f" ({nodes}), {s.precision}, {s.optimizer_label}, micro batch {s.micro_batch}"
+                 f"{', sequence ' + str(estimate.shape.sequence_length) if estimate.shape.sequence_length else ''}")
+    lines.append(f"Accounting: {estimate.accounting}"
+                 + (" (what DeepSpeed 0.19.8 allocates)" if estimate.accounting == "deepspeed"
+                    else " (ZeRO paper: model states only)"))
+    unit_words = "10^9 bytes" if unit == "GB" else "2^30 bytes"
+    lines.append(f"Unit: {unit} ({unit_words}); rows are per GPU, host RAM and NVMe per node.")
+    limits = []
+    if cluster.gpu_memory is not None:
+        limits.append(f"GPU {format_bytes(cluster.gpu_memory, unit)}")
+    if cluster.cpu_memory is not None:
+        limits.append(f"host RAM {format_bytes(cluster.cpu_memory, unit)}/node")
+    if cluster.nvme is not None:
+        limits.append(f"NVMe {format_bytes(cluster.nvme, unit)}/node")
+    i = 1 if ascii_only else 0
+    if limits:
+        lines.append(f"Fit against {', '.join(limits)}: {MARKS[True][i]} fits, {MARKS[False][i]} does not fit.")
+    else:
+        lines.append("Fit: not judged (no GPU memory given).")
+    if any(st.configured for st in estimate.stages):
+        lines.append("* = the configured option.")
+    lines.append("")
+
+    stages = estimate.stages
+    for start in range(0, len(stages), COLUMNS_PER_BLOCK):
+        lines += _block(stages[start:start + COLUMNS_PER_BLOCK], unit, i)
+        lines.append("")
+
+    if estimate.skipped:
+        lines.append("Not run by DeepSpeed with this config:")
+        for k in estimate.skipped:
+            lines += _wrap(f"{k.option.label}: {k.reason}")
+        lines.append("")
+    if estimate.assumptions:
+        lines.append("Assumptions:")
+        for note in estimate.assumptions:
+            lines += _wrap(note)
+        lines.append("")
+    noted = [st for st in stages if st.notes]
+    if noted:
+        lines.append("DeepSpeed vs the ZeRO paper, and option notes:")
+        grouped: dict[str, list[str]] = {}
+        for st in noted:
+            for note in st.notes:
+                grouped.setdefault(note, []).append(_header(st))
+        for note, columns in grouped.items():
+            lines += _wrap(f"{', '.join(columns)}: {note}")
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _header(st: StageEstimate) -> str:
+    return ("*" if st.configured else "") + st.option.label
+
+
+def _header_lines(st: StageEstimate) -> tuple[str, str]:
+    """Two header lines: "Z3 +opt:cpu" over "+par:nvme" (compact columns)."""
+    first = ("*" if st.configured else "") + f"Z{st.option.stage}"
+    if st.option.offload_optimizer != "none":
+        first += f" +opt:{st.option.offload_optimizer}"
+    second = f"+par:{st.option.offload_param}" if st.option.offload_param != "none" else ""
+    return first, second
+
+
+def _block(stages: list[StageEstimate], unit: str, mark_index: int) -> list[str]:
+    headers = [_header_lines(st) for st in stages]
+    width = max([9] + [len(part) for pair in headers for part in pair]) + 2
+    label_width = max(len(v) for v in ROW_LABELS.values()) + 2
+    out = ["".ljust(label_width) + "".join(h[0].rjust(width) for h in headers)]
+    if any(h[1] for h in headers):
+        out.append("".ljust(label_width) + "".join(h[1].rjust(width) for h in headers))
+    rule = "-" * (label_width + width * len(stages))
+    out.append(rule)
+    for row in ROWS:
+        if row == "total":
+            out.append(rule)
+        cells = [f"{scale(st.per_gpu[row], unit):.2f}" for st in stages]
+        out.append(ROW_LABELS[row].ljust(label_width) + "".join(c.rjust(width) for c in cells))
+    out.append("host RAM / node".ljust(label_width)
+               + "".join(f"{scale(st.per_node_cpu, unit):.2f}".rjust(width) for st in stages))
+    out.append("NVMe / node".ljust(label_width)
+               + "".join(f"{scale(st.per_node_nvme, unit):.2f}".rjust(width) for st in stages))
+    out.append("fits".ljust(label_width) + "".join(MARKS[st.fits][mark_index].rjust(width) for st in stages))
+    return out
+
+
+def _wrap(text: str) -> list[str]:
+    return textwrap.wrap(text, width=WIDTH, initial_indent="  - ", subsequent_indent="    ") or ["  -"]
