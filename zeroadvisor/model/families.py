@@ -19,7 +19,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from zeroadvisor.model.errors import ModelError
 from zeroadvisor.model.hfconfig import DERIVED, REQUIRED, Cfg
 from zeroadvisor.model.hfconfig import Field as F
 from zeroadvisor.model.layout import Layout
@@ -143,7 +142,7 @@ class Dec:
     attention: str = "separate"  # "separate" q/k/v/o | "fused" qkv + o | "falcon" | "mla"
     qkv_bias: Flag = False
     o_bias: Flag = False
-    qk_norm: str | None = None  # "rms": RMSNorm(head_dim) on q and k | "phi": see _PHI
+    qk_norm: str | None = None  # "rms": RMSNorm(head_dim) on q, k | "phi": LayerNorms if qk_layernorm
     sinks: bool = False  # gpt_oss: a learned logit per head, owned by the attention module
     mlp: str = "gated"  # "gated" | "gated_fused" | "plain"
     mlp_bias: Flag = False
@@ -327,6 +326,19 @@ def _decoder(d: Dec, c: Cfg, L: Layout, head: str) -> Arch:
         raise AssertionError(head)
 
     m = d.moe
+    notes: tuple[str, ...] = ()
+    if m is not None and n_moe:
+        shared = ""
+        if m.shared == "qwen2":
+            shared = f", a shared expert of width {c.shared_expert_intermediate_size} with its gate"
+        elif m.shared == "deepseek":
+            shared = f", shared experts of total width {c.moe_intermediate_size * c.n_shared_experts}"
+        top_k = _opt(c, "num_experts_per_tok")
+        dense = f"; dense MLP of width {width} on the other {N - n_moe}" if N - n_moe else ""
+        notes = (
+            f"MoE on {n_moe} of {N} layers: {getattr(c, m.experts)} routed experts of width "
+            f"{getattr(c, m.width)}" + (f", top-{top_k}" if top_k else "") + shared + dense,
+        )
     return Arch(
         num_layers=N,
         hidden_size=h,
@@ -339,6 +351,7 @@ def _decoder(d: Dec, c: Cfg, L: Layout, head: str) -> Arch:
         experts=getattr(c, m.experts) if m is not None and n_moe else None,
         top_k=_opt(c, "num_experts_per_tok") if m is not None and n_moe else None,
         tied=tied,
+        notes=notes,
     )
 
 
@@ -519,6 +532,10 @@ class Family:
     heads: Mapping[str, str]  # architectures[0] class name -> head kind
     default_head: str  # the class counted when config.json names none
     notes: Callable[[Mapping[str, Any], Cfg], list[str]] | None = None
+    # The config class's validate_architecture rejects hidden_size % num_attention_heads != 0
+    # even when head_dim is given (LlamaConfig, Gemma2Config, Gemma3TextConfig,
+    # GPTNeoXConfig, DeepseekV2Config): such a config.json cannot be loaded at all.
+    divisible_heads: bool = False
 
 
 def _fields(
@@ -645,6 +662,7 @@ _register(
         _dec(Dec(qkv_bias="attention_bias", o_bias="attention_bias", mlp_bias="mlp_bias")),
         _decoder_heads("Llama"),
         "LlamaForCausalLM",
+        divisible_heads=True,
     ),
     # mistral/modeling_mistral.py: Llama without biases; num_key_value_heads defaults to 8;
     # head_dim = config.head_dim or hidden // heads.
@@ -789,6 +807,7 @@ _register(
         _dec(Dec(qkv_bias="attention_bias", o_bias="attention_bias", norms=4)),
         _decoder_heads("Gemma2"),
         "Gemma2ForCausalLM",
+        divisible_heads=True,
     ),
     # gemma3/modeling_gemma3.py (text part, model_type gemma3_text): Gemma2 layout plus
     # RMSNorm(head_dim) q_norm/k_norm; classes Gemma3TextModel / Gemma3ForCausalLM.
@@ -808,6 +827,7 @@ _register(
             "Gemma3", base="Gemma3TextModel", seq="Gemma3TextForSequenceClassification"
         ),
         "Gemma3ForCausalLM",
+        divisible_heads=True,
     ),
     # phi/modeling_phi.py: q/k/v/dense with bias, optional q/k LayerNorms (qk_layernorm),
     # fc1/fc2 with bias, ONE LayerNorm per layer (parallel block), final_layernorm,
@@ -898,6 +918,7 @@ _register(
         ),
         _decoder_heads("GPTNeoX"),
         "GPTNeoXForCausalLM",
+        divisible_heads=True,
     ),
     # gptj/modeling_gptj.py: q/k/v/out_proj without bias, fc_in/fc_out with bias (n_inner,
     # 4h if null), ONE LayerNorm per layer, ln_f, lm_head WITH bias, untied.
@@ -1085,6 +1106,7 @@ _register(
         _decoder_heads("DeepseekV2"),
         "DeepseekV2ForCausalLM",
         _deepseek_notes,
+        divisible_heads=True,
     ),
     # deepseek_v3/modeling_deepseek_v3.py: as V2 with first_k_dense_replace default 3, no
     # MLP biases, and a router whose e_score_correction_bias is a buffer (not counted).

@@ -14,13 +14,13 @@ from typing import Any
 
 from zeroadvisor.model.errors import GIVE_PARAMETERS, ModelError
 from zeroadvisor.model.families import (
-    BASE,
     CAUSAL_LM,
     FAMILIES,
     MLM,
     PRETRAINING,
     SEQ2SEQ_LM,
     TRANSFORMERS_VERSION,
+    Arch,
     Family,
 )
 from zeroadvisor.model.hfconfig import fmt, resolve
@@ -32,7 +32,9 @@ SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(sorted(FAMILIES))
 _LM_HEADS = {CAUSAL_LM, MLM, PRETRAINING, SEQ2SEQ_LM}  # heads with an output embedding
 
 
-def layout_from_hf_config(config: Mapping[str, Any]) -> tuple[Family, str, list[Module], Any, list[str]]:
+def layout_from_hf_config(
+    config: Mapping[str, Any],
+) -> tuple[Family, str, list[Module], Arch, list[str]]:
     """The family, architecture class, module list, Arch and notes for ``config``
     (the parts of :func:`spec_from_hf_config`, exposed for tests and debugging)."""
     if not isinstance(config, Mapping):
@@ -44,14 +46,28 @@ def layout_from_hf_config(config: Mapping[str, Any]) -> tuple[Family, str, list[
         )
     family = FAMILIES.get(model_type)
     if family is None:
+        # Multimodal wrappers (gemma3, llava, ...) nest the language model in text_config.
+        text = config.get("text_config")
+        inner = text.get("model_type") if isinstance(text, Mapping) else None
+        hint = (
+            f" (its text_config is a {inner} config, which is supported on its own; the vision tower is not)"
+            if inner in FAMILIES
+            else ""
+        )
         raise ModelError(
-            f"model_type {model_type!r} is not supported (supported: "
+            f"model_type {model_type!r} is not supported{hint} (supported: "
             f"{', '.join(SUPPORTED_MODEL_TYPES)}); {GIVE_PARAMETERS}",
             key="model_type",
         )
     notes: list[str] = []
     arch_class, head = _head(family, config, notes)
     cfg = resolve(model_type, family.fields, config, {"num_labels": _num_labels(config)})
+    if family.divisible_heads and cfg.hidden_size % cfg.num_attention_heads:
+        raise cfg.fail(
+            "num_attention_heads",
+            f"hidden_size {cfg.hidden_size} is not a multiple of num_attention_heads "
+            f"{cfg.num_attention_heads} (transformers refuses this {model_type} config)",
+        )
     layout = Layout()
     arch = family.build(cfg, layout, head)
 
