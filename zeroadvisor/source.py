@@ -167,7 +167,9 @@ class _Parser:
             elif ch == "/" and ch2 == "*":
                 self.deviate("comment", end, "a '/* */' comment")
                 close = s.find("*/", end + 2)
-                end = len(s) if close < 0 else close + 2
+                if close < 0:  # hjson indexes past the end here: DeepSpeed fails with IndexError
+                    raise ParseError("a '/*' comment is never closed", end)
+                end = close + 2
             else:
                 return ch, end
 
@@ -185,9 +187,12 @@ class _Parser:
         if s.startswith("\ufeff"):
             self.deviate("bom", 0, "a UTF-8 byte order mark")
             idx = 1
+        start = idx
         ch, idx = self.next_token(idx)
         if ch == "":
-            doc.data = {}  # hjson returns {} for an empty or comment-only file
+            if start:  # hjson returns {} only when nothing, not even a BOM, precedes the blank
+                raise ParseError("unexpected end of file: a key or '}' is missing", idx)
+            doc.data = {}  # an empty or comment-only file
             return
         if ch in "{[":
             doc.data, end = self.value(idx, "", 0)
@@ -317,7 +322,7 @@ class _Parser:
     def key_name(self, end: int) -> tuple[str, int]:
         s = self.s
         ch, end = self.next_token(end)
-        if ch in "\"'":
+        if ch and ch in "\"'":
             if ch == "'":
                 self.deviate("single-quotes", end, "a single-quoted key")
             return self.string(end + 1)
@@ -397,8 +402,13 @@ class _Parser:
     def multiline_string(self, end: int) -> tuple[str, int]:
         s = self.s
         indent = 0
-        while end - indent - 1 >= 0 and s[end - indent - 1] != "\n":
-            indent += 1
+        # hjson scans backwards for the start of the line with Python indexing, so on the
+        # first line it wraps to the end of the text; ported as is (hjson mlscanstring).
+        try:
+            while s[end - indent - 1] != "\n":
+                indent += 1
+        except IndexError:
+            raise ParseError("a triple-quoted string on the first line (hjson cannot read it)", end) from None
         end = _skip_indent(s, end + 3, -1)
         if s[end : end + 1] == "\n":
             end = _skip_indent(s, end + 1, indent)

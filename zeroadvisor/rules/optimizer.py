@@ -270,5 +270,35 @@ UNKNOWN_SCHEDULER = Rule(
     source="deepspeed/runtime/engine.py _scheduler_from_config",
 )
 
+def _lamb_static_scale(ctx):
+    scale = ctx.get("/fp16/loss_scale")
+    if dsconfig.optimizer_type(ctx.data) != "lamb" or isinstance(scale, bool) or not isinstance(scale, (int, float)):
+        return
+    if scale != 0:
+        yield Hit("/fp16/loss_scale",
+                  f"a static fp16 loss_scale ({scale:g}) with the Lamb optimizer: the engine asserts 'DeepSpeed lamb "
+                  "optimizer requires dynamic loss scaling'; set loss_scale to 0 (dynamic)",
+                  fix=patch.at("/fp16/loss_scale", 0), at="value")
+
+
+LAMB_STATIC_LOSS_SCALE = Rule(
+    code="ZA708",
+    name="lamb-static-loss-scale",
+    severity=Severity.ERROR,
+    summary="Lamb with a static fp16 loss scale.",
+    explanation=(
+        "The engine requires dynamic loss scaling (fp16.loss_scale 0, the default) for DeepSpeed's "
+        "Lamb; it checks loss_scale == 0 whether or not fp16 is enabled."
+    ),
+    check=_lamb_static_scale,
+    examples=(
+        Example('{"train_batch_size": 8, "zero_allow_untested_optimizer": true, "fp16": {"enabled": true, '
+                '"loss_scale": 128}, "optimizer": {"type": "Lamb", "params": {"lr": 1e-3}}}', fails=True),
+        Example('{"train_batch_size": 8, "zero_allow_untested_optimizer": true, "fp16": {"enabled": true, '
+                '"loss_scale": 0}, "optimizer": {"type": "Lamb", "params": {"lr": 1e-3}}}', fails=False),
+    ),
+    source="deepspeed/runtime/engine.py _do_sanity_check; dynamic_loss_scale()",
+)
+
 RULES = (PARAMS_NOT_ACCEPTED, MISSING_REQUIRED_PARAM, MAX_GRAD_NORM_IN_OPTIMIZER, UNKNOWN_OPTIMIZER,
-         ONEBIT_OPTIMIZER, UNTESTED_OPTIMIZER, UNKNOWN_SCHEDULER)
+         ONEBIT_OPTIMIZER, UNTESTED_OPTIMIZER, UNKNOWN_SCHEDULER, LAMB_STATIC_LOSS_SCALE)

@@ -56,12 +56,17 @@ class _Walker:
         for key, child in value.items():
             child_pointer = join_pointer(pointer, key)
             sub = props.get(key)
+            if sub is None and policy == "map":  # user-chosen names (e.g. curriculum metrics)
+                self.value(child, node.get("additionalProperties") or {}, child_pointer, "ignored")
+                continue
             if sub is None:
                 self.unknown(key, child, child_pointer, props, policy)
                 continue
             if "x-removed" in sub:
                 self.emit("removed", child_pointer, key=key, reason=sub["x-removed"])
                 continue
+            if "x-rejected" in sub:
+                continue  # a key the engine refuses (optimizer max_grad_norm): its own rule words it
             alias_of = sub.get("x-alias-of")
             if alias_of is not None and alias_of in value:
                 self.emit("alias-conflict", child_pointer, key=key, other=alias_of)
@@ -138,8 +143,13 @@ class _Walker:
 
 
 def constraint_problem(value: Any, node: dict[str, Any]) -> str | None:
-    """Why ``value`` breaks the node's enum/range, or None."""
+    """Why ``value`` breaks the node's enum/range/pattern, or None."""
     for branch in _branches(node):
+        if isinstance(value, str) and "pattern" in branch and not _regex(branch["pattern"]).search(value):
+            choices = branch.get("x-enum-ci") or node.get("x-enum-ci")
+            if choices:
+                return "must be one of " + ", ".join(repr(c) for c in choices) + " (any case)"
+            return f"must match {branch['pattern']}"
         if "enum" in branch and value not in branch["enum"]:
             if isinstance(value, str) and any(isinstance(e, str) for e in branch["enum"]):
                 return "must be one of " + ", ".join(repr(e) for e in branch["enum"])
@@ -150,6 +160,11 @@ def constraint_problem(value: Any, node: dict[str, Any]) -> str | None:
                 if keyword in branch and not test(value, branch[keyword]):
                     return f"must be {words} {_fmt(branch[keyword])}"
     return None
+
+
+@lru_cache(maxsize=None)
+def _regex(pattern: str) -> re.Pattern:
+    return re.compile(pattern)
 
 
 _BOUNDS = (

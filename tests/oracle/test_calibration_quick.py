@@ -1,0 +1,43 @@
+"""Oracle: the memory model against real DeepSpeed ZeRO steps on CPU (benchmarks/calibrate.py --quick).
+
+Runs stages 0-3 at 1 and 2 ranks with a client torch AdamW (no JIT-compiled optimizer) and one
+ZeRO-2 CPU-offload case (DeepSpeedCPUAdam, compiled once with g++ and cached). Each model-state
+row must agree with the estimate within 2 %.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("deepspeed")
+pytest.importorskip("torch")
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _load_calibrate():
+    spec = importlib.util.spec_from_file_location("zeroadvisor_calibrate", ROOT / "benchmarks" / "calibrate.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.oracle
+def test_quick_calibration_within_two_percent(tmp_path):
+    calibrate = _load_calibrate()
+    prefix = tmp_path / "calibration"
+    calibrate.main(["--quick", "--out", str(prefix), "--timeout", "400"])
+    report = json.loads(prefix.with_suffix(".json").read_text())
+    assert not report["failures"], [f["case"]["name"] + ": " + f["error"] for f in report["failures"]]
+    assert len(report["cases"]) == len(calibrate.quick_cases())
+    for case in report["cases"]:
+        for row in ("parameters", "gradients", "optimizer_states", "model_states"):
+            gap = case["rows"][row]["gap"]
+            assert gap is not None and abs(gap) <= calibrate.MODEL_STATE_BOUND, (case["name"], case["ranks"], row, gap)
+    assert prefix.with_suffix(".md").read_text().startswith("# Calibration")

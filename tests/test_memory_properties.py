@@ -1,0 +1,113 @@
+"""Monotonicity properties of the memory model (hypothesis).
+
+Where DeepSpeed itself breaks a property the test says so and checks the exact exception:
+
+* alignment: stage 1/2 pad the flat 16-bit buffer to a multiple of 2·N elements
+  (stage_1_and_2.py __init__), so un-partitioned rows may grow by that padding with more GPUs;
+* fp32 training: DeepSpeed's ZeRO optimizer always clones an fp32 master partition and builds an
+  fp32 gradient partition (stage_1_and_2.py __init__/step), which plain stage 0 (the basic torch
+  optimizer) does not; so stage 1 can cost more than stage 0 in fp32 (measured on CPU: 12 -> 16
+  B/param at 1 rank, memory-model.md §8);
+* N = 1: higher stages partition nothing, and stage 1/2 hold grads_in_partition plus an fp32 copy at
+  the step where stage 0's FP16_Optimizer holds only the fp32 copy;
+* stage 1/2 offload allocates a GPU staging buffer of the largest parameter
+  (temp_grad_buffer_for_gpu_offload), which can exceed the offloaded P/N share on many GPUs.
+"""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from zeroadvisor.memory.estimate import Cluster, estimate
+from zeroadvisor.model.spec import ModelSpec, TrainingShape
+
+params = st.integers(min_value=1_000, max_value=2 * 10**12)
+gpus = st.integers(min_value=1, max_value=2048)
+precision = st.sampled_from(["fp16", "bf16", "fp32"])
+optimizer = st.sampled_from(["Adam", "AdamW", "Lion", "Adagrad", "SGD", "Lamb", "Muon"])
+accounting = st.sampled_from(["deepspeed", "paper"])
+STATE_ROWS = ("parameters", "gradients", "optimizer_states")
+
+
+def config_for(prec: str, opt: str) -> dict:
+    config: dict = {"optimizer": {"type": opt}, "zero_optimization": {"stage": 0}}
+    if prec != "fp32":
+        config[prec] = {"enabled": True}
+    return config
+
+
+def run(p, n, prec, opt, acc, largest=None):
+    spec = ModelSpec(parameters=p, largest_layer_parameters=largest, num_layers=24, hidden_size=1024,
+                     num_attention_heads=16, intermediate_size=4096, vocab_size=32000)
+    return estimate(config_for(prec, opt), spec, TrainingShape(sequence_length=1024), Cluster(gpus=n), acc)
+
+
+@settings(max_examples=150, deadline=None)
+@given(params, gpus, gpus, precision, optimizer, accounting)
+def test_model_states_never_grow_with_more_gpus(p, n1, n2, prec, opt, acc):
+    lo, hi = sorted((n1, n2))
+    small, large = run(p, lo, prec, opt, acc), run(p, hi, prec, opt, acc)
+    for st_small in small.stages:
+        if st_small.option.stage == 0:
+            continue
+        st_large = large.stage(st_small.option.stage, st_small.option.offload_optimizer, st_small.option.offload_param)
+        padding = 16 * hi if acc == "deepspeed" else 0  # ≤ 2·N elements × 4 B in params and grads
+        assert st_large.per_gpu["model_states"] <= st_small.per_gpu["model_states"] + padding
+
+
+@settings(max_examples=150, deadline=None)
+@given(params, gpus, precision, optimizer, accounting)
+def test_model_states_never_grow_with_a_higher_stage(p, n, prec, opt, acc):
+    if acc == "deepspeed" and (prec == "fp32" or n == 1):
+        return  # see the module docstring and test_fp32_zero_adds_a_master_copy
+    result = run(p, n, prec, opt, acc)
+    for oo in ("none", "cpu"):
+        states = [result.stage(stage, oo if stage else "none").per_gpu["model_states"] for stage in (0, 1, 2, 3)]
+        start = 1 if oo == "cpu" else 0
+        padding = 48 * n if acc == "deepspeed" else 0  # < 2·N padding elements × (2 + 2 + 4 + 4 + 8 + 4) B
+        assert all(a + padding >= b for a, b in zip(states[start:], states[start + 1:])), states
+
+
+@settings(max_examples=150, deadline=None)
+@given(params, gpus, precision, optimizer, accounting, st.integers(min_value=0, max_value=10**10))
+def test_offload_never_adds_gpu_memory(p, n, prec, opt, acc, largest):
+    result = run(p, n, prec, opt, acc, largest=min(largest, p) or None)
+    for st_ in result.stages:
+        o = st_.option
+        if o.offload_optimizer == "none" and o.offload_param == "none":
+            continue
+        base = result.stage(o.stage)
+        assert st_.per_gpu["model_states"] <= base.per_gpu["model_states"]
+        if acc == "paper":
+            assert st_.per_gpu["total"] <= base.per_gpu["total"]
+        elif o.stage == 3:
+            assert st_.per_gpu["total"] <= base.per_gpu["total"]
+        assert st_.per_gpu_cpu + st_.per_gpu_nvme >= base.per_gpu_cpu + base.per_gpu_nvme
+
+
+@settings(max_examples=100, deadline=None)
+@given(params, gpus, precision, optimizer)
+def test_rows_are_consistent(p, n, prec, opt):
+    result = run(p, n, prec, opt, "deepspeed")
+    for st_ in result.stages:
+        g = st_.per_gpu
+        assert g["model_states"] == sum(g[r] for r in STATE_ROWS)
+        assert g["total"] == g["model_states"] + g["gathered_parameters"] + g["buffers"] + g["activations"] + \
+            g["overhead"]
+        assert all(isinstance(v, int) and v >= 0 for v in g.values())
+        assert st_.per_node_cpu == st_.per_gpu_cpu * result.cluster.gpus_on_a_node
+
+
+@settings(max_examples=100, deadline=None)
+@given(params, st.integers(min_value=1, max_value=2048), st.sampled_from(["Adam", "Lion", "SGD", "Adagrad"]))
+def test_fp32_zero_adds_a_master_copy(p, n, opt):
+    """fp32: stage 0 = 4P params + 4P grads + S·P states; stage 1 = 4·flat params + 4P grads
+    + (4 fp32 grad partition + 4 master + S) per partition element (stage_1_and_2.py)."""
+    result = run(p, n, "fp32", opt, "deepspeed")
+    part = -(-p // (2 * n)) * 2
+    s0, s1 = result.stage(0).per_gpu, result.stage(1).per_gpu
+    S = s0["optimizer_states"] // p
+    assert s0["model_states"] == (8 + S) * p
+    # gradients: max(full 4P after backward, 4 + 4 B per partition element at the step)
+    assert s1["model_states"] == 4 * part * n + max(4 * p, 8 * part) + (4 + S) * part

@@ -1,0 +1,1439 @@
+#!/usr/bin/env python
+"""Generate schemas/ds_config.schema.json (JSON Schema 2020-12) from the installed DeepSpeed.
+
+    python tools/gen_schema.py           rewrite the committed schema
+    python tools/gen_schema.py --check   exit 1 with a diff summary if it is out of date
+
+Sources, in order of authority:
+
+1. DeepSpeed's pydantic models (``model_fields``: names, aliases, annotations, defaults,
+   ge/gt/le/lt metadata, enums/Literals, deprecations in ``json_schema_extra``, the
+   attribute docstrings as descriptions) for the sections DeepSpeed validates.
+2. tools/ds_dictget_keys.py, the maintained table of everything DeepSpeed reads with
+   ``dict.get``; its defaults are checked against DeepSpeed below (``verify_table_defaults``).
+3. ``inspect.signature`` of the optimizer and scheduler classes DeepSpeed constructs
+   (runtime/engine.py ``_configure_basic_optimizer``, ``_scheduler_from_config``), plus their
+   docstrings for descriptions. Nothing is instantiated, so no op is JIT-compiled.
+4. The tables at the top of this file: facts no model carries (which keys Hugging Face fills
+   for "auto", which keys only matter at ZeRO stage 3, cross-field checks DeepSpeed makes in
+   validators or at engine init, descriptions DeepSpeed does not document).
+
+The schema's own conventions are listed in its ``x-conventions`` object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import collections.abc
+import copy
+import difflib
+import enum
+import importlib
+import inspect
+import json
+import math
+import os
+import pathlib
+import re
+import sys
+import textwrap
+import types
+import typing
+import warnings
+from typing import Any
+
+TOOLS_DIR = pathlib.Path(__file__).resolve().parent
+REPO_ROOT = TOOLS_DIR.parent
+SCHEMA_PATH = REPO_ROOT / "schemas" / "ds_config.schema.json"
+TARGET_DEEPSPEED = "0.19.8"
+
+if str(TOOLS_DIR) not in sys.path:
+    sys.path.insert(0, str(TOOLS_DIR))
+
+import ds_dictget_keys as table  # noqa: E402  (needs TOOLS_DIR on sys.path)
+
+# DeepSpeed prints an accelerator warning on import unless told which one to use; the schema
+# does not depend on the accelerator (SEQ_PARALLEL_COMMUNICATION_DATA_TYPE_DEFAULT is forced to
+# "fp32" at the end of runtime/constants.py whatever the accelerator).
+os.environ.setdefault("DS_ACCELERATOR", "cpu")
+
+HF = ["hf-trainer", "accelerate"]
+ACCELERATE = ["accelerate"]
+
+# ---------------------------------------------------------------------------------------------
+# Facts the pydantic models do not carry
+# ---------------------------------------------------------------------------------------------
+
+# "auto" values filled by Hugging Face integrations (reference §5): transformers
+# integrations/deepspeed.py HfTrainerDeepSpeedConfig.trainer_config_process/_finalize and
+# accelerate utils/deepspeed.py. Both only look up the stage3_* spelling.
+HF_AUTO = {
+    "/train_batch_size": HF,
+    "/train_micro_batch_size_per_gpu": HF,
+    "/gradient_accumulation_steps": HF,
+    "/gradient_clipping": HF,
+    "/fp16/enabled": HF,
+    "/bf16/enabled": HF,
+    "/zero_optimization/stage": ACCELERATE,
+    "/zero_optimization/reduce_bucket_size": HF,
+    "/zero_optimization/stage3_prefetch_bucket_size": HF,
+    "/zero_optimization/stage3_param_persistence_threshold": HF,
+    "/zero_optimization/stage3_gather_16bit_weights_on_model_save": ACCELERATE,
+    "/zero_optimization/offload_optimizer/device": ACCELERATE,
+    "/zero_optimization/offload_optimizer/nvme_path": ACCELERATE,
+    "/zero_optimization/offload_param/device": ACCELERATE,
+    "/zero_optimization/offload_param/nvme_path": ACCELERATE,
+}
+# optimizer.params.* / scheduler.params.* filled by both, applied wherever the parameter exists.
+PARAMS_AUTO = {
+    "optimizer_params": ("lr", "betas", "eps", "weight_decay"),
+    "scheduler_params": ("warmup_min_lr", "warmup_max_lr", "warmup_num_steps", "total_num_steps"),
+}
+
+# Keys that only take effect at ZeRO stage 3. runtime/engine.py _configure_zero_optimizer passes
+# them only to the stage-3 optimizers (DeepSpeedZeroOptimizer_Stage3 / SuperOffloadOptimizer_Stage3
+# / DeepSpeedZeRoOffload), or they are read only by runtime/zero/stage3.py,
+# partition_parameters.py (zero.Init: memory_efficient_linear, override_module_apply,
+# use_all_reduce_for_fetch_params) or parameter_offload.py (leaf modules); pipeline_loading_checkpoint
+# asserts stage 3 in _load_zero_checkpoint; ratio < 1 is asserted by offload_ratio_check.
+STAGE3_ONLY = {
+    "DeepSpeedZeroConfig": (
+        "offload_param", "cpu_offload_param", "sub_group_size", "prefetch_bucket_size",
+        "param_persistence_threshold", "model_persistence_threshold", "max_live_parameters",
+        "max_reuse_distance", "gather_16bit_weights_on_model_save", "module_granularity_threshold",
+        "use_all_reduce_for_fetch_params", "allgather_sequential", "stage3_gather_fp16_weights_on_model_save",
+        "zero_hpz_partition_size", "zero_quantized_weights", "zero_quantized_nontrainable_weights",
+        "zero_quantized_gradients", "memory_efficient_linear", "pipeline_loading_checkpoint",
+        "override_module_apply", "log_trace_cache_warnings", "enable_sanity_checks",
+        "save_muon_momentum_buffer_in_memory", "leaf_module",
+    ),
+    "DeepSpeedZeroOffloadOptimizerConfig": ("ratio", "super_offload", "cpuadam_cores_perc"),
+}
+# Keys passed only to the stage 1/2 optimizer (DeepSpeedZeroOptimizer / ZenFlowZeroOptimizer) in
+# runtime/engine.py _configure_zero_optimizer; compute_grad_norm is enforced by its validator.
+STAGE12_ONLY = {
+    "DeepSpeedZeroConfig": ("use_multi_rank_bucket_allreduce", "ignore_unused_parameters",
+                            "round_robin_gradients", "parameter_alignment"),
+}
+
+# Extra schema keywords for model fields, for checks done in validators rather than in the
+# annotation (keyed by model class and field; applied to the field and its alias).
+FIELD_KEYWORDS = {
+    # precision_config.py DeepSpeedFP16Config._validate_loss_scale
+    ("DeepSpeedFP16Config", "loss_scale"): {"minimum": 0},
+    # zenflow/zenflow_config.py ZenFlowConfig.validate_fields
+    ("ZenFlowConfig", "select_strategy"): {"enum": ["auto", "step", "epoch"]},
+    ("ZenFlowConfig", "select_interval"): {"pattern": "^auto$"},
+    ("ZenFlowConfig", "update_interval"): {"pattern": "^auto$", "minimum": 1},
+    ("ZenFlowConfig", "steps_per_epoch"): {"x-internal": True},
+    # zero/leaf_module_config.py _coerce_container_types turns a string into a one-item list
+    ("DeepSpeedZeroLeafModuleConfig", "classes"): {"type": ["array", "string"]},
+    ("DeepSpeedZeroLeafModuleConfig", "names"): {"type": ["array", "string"]},
+    ("DeepSpeedZeroLeafModuleConfig", "name_suffixes"): {"type": ["array", "string"]},
+    # tensor_parallel/config.py: a torch.dtype field with arbitrary_types_allowed only accepts a
+    # torch.dtype instance (is_instance_of), which JSON cannot express.
+    ("TPTrainingConfig", "dtype"): {"not": {}, "x-not-settable": "pydantic requires a torch.dtype instance "
+                                                                 "(is_instance_of); any JSON value fails validation"},
+}
+# Section-level fixes: zero/leaf_module_config.py _coerce_container_types maps None to {}.
+NULLABLE_MODEL_FIELDS = {("DeepSpeedZeroConfig", "leaf_module")}
+
+# Descriptions where DeepSpeed has no docstring or its first sentence does not explain the key.
+FIELD_DESCRIPTIONS = {
+    ("DeepSpeedZeroConfig", "stage"): "ZeRO stage: 0 disables ZeRO, 1 partitions optimizer states, 2 also gradients, 3 "
+                                      "also parameters.",
+    ("DeepSpeedZeroConfig", "overlap_comm"): "Overlap gradient reduction with the backward pass; null (the default) "
+                                             "means true at stage 3 and false otherwise.",
+    ("DeepSpeedZeroConfig", "elastic_checkpoint"): "Legacy elastic checkpointing; not supported at stage 3 (warning), "
+                                                   "use Universal Checkpointing instead.",
+    ("DeepSpeedZeroConfig", "zenflow"): "ZenFlow: update the most important gradient columns on the GPU and the rest "
+                                        "asynchronously on the CPU (null disables it).",
+    ("DeepSpeedZeroConfig", "cpu_offload_param"): "Deprecated: true offloads parameters to CPU and is migrated to "
+                                                  "offload_param {\"device\": \"cpu\"}.",
+    ("DeepSpeedZeroConfig", "cpu_offload_use_pin_memory"): "Deprecated and without effect: set pin_memory in "
+                                                           "offload_param or offload_optimizer instead.",
+    ("DeepSpeedZeroConfig", "cpu_offload"): "Deprecated: true offloads optimizer state to CPU and is migrated to "
+                                            "offload_optimizer {\"device\": \"cpu\"}.",
+    ("DeepSpeedZeroConfig", "stage3_gather_fp16_weights_on_model_save"): "Deprecated spelling of "
+                                                                         "gather_16bit_weights_on_model_save, migrated "
+                                                                         "to it.",
+    ("DeepSpeedZeroConfig", "gather_16bit_weights_on_model_save"): "Gather the partitioned ZeRO-3 weights so "
+                                                                   "save_16bit_model() writes a full 16-bit model.",
+    ("DeepSpeedZeroConfig", "module_granularity_threshold"): "ZeRO-3 fetches modules whose parameter_count / (1 + "
+                                                             "descendant count) is below this as one unit (0 disables "
+                                                             "it).",
+    ("DeepSpeedZeroConfig", "ignore_unused_parameters"): "Let ZeRO stage 1/2 continue when some parameters get no "
+                                                         "gradient instead of stopping with an error.",
+    ("DeepSpeedZeroConfig", "legacy_stage1"): "Removed legacy ZeRO stage 1 implementation: true makes engine "
+                                              "initialisation raise.",
+    ("DeepSpeedZeroConfig", "zero_hpz_partition_size"): "ZeRO++ hierarchical partitioning (hpZ): size of the secondary "
+                                                        "parameter-partition group, usually GPUs per node (1 disables "
+                                                        "it).",
+    ("DeepSpeedZeroConfig", "zero_quantized_weights"): "ZeRO++ qwZ: quantize weights for the ZeRO-3 all-gather.",
+    ("DeepSpeedZeroConfig", "zero_quantized_nontrainable_weights"): "Store non-trainable ZeRO-3 weights quantized, "
+                                                                    "saving memory and communication (for LoRA).",
+    ("DeepSpeedZeroConfig", "zero_quantized_gradients"): "ZeRO++ qgZ: quantize gradients in an all-to-all based ZeRO-3 "
+                                                         "reduce-scatter.",
+    ("DeepSpeedZeroConfig", "pipeline_loading_checkpoint"): "Load ZeRO-3 checkpoints one local rank at a time (asserts "
+                                                            "stage 3).",
+    ("DeepSpeedZeroOffloadParamConfig", "device"): "Where parameters are offloaded: none, cpu or nvme.",
+    ("DeepSpeedZeroOffloadOptimizerConfig", "device"): "Where optimizer state is offloaded (the optimizer step then "
+                                                       "runs on the CPU): none, cpu or nvme.",
+    ("DeepSpeedZeroOffloadOptimizerConfig", "ratio"): "Fraction of optimizer states offloaded; below 1 (partial "
+                                                      "offload) is only accepted at ZeRO stage 3.",
+    ("ZenFlowConfig", "pt_reserved_cores_perc"): "Fraction of CPU cores reserved for PyTorch threads; the rest run "
+                                                 "ZenFlow optimizer workers.",
+    ("ZenFlowConfig", "steps_per_epoch"): "Set by DeepSpeed at run time; not meant to be configured.",
+    ("DeepSpeedZeroLeafModuleConfig", "classes"): "Fully qualified module classes treated as ZeRO-3 leaf modules "
+                                                  "(parameters fetched as one unit); a string counts as a one-item "
+                                                  "list.",
+    ("DeepSpeedZeroLeafModuleConfig", "names"): "Module names (as in named_modules()) treated as ZeRO-3 leaf modules.",
+    ("DeepSpeedZeroLeafModuleConfig", "name_suffixes"): "Module name suffixes treated as ZeRO-3 leaf modules.",
+    ("DeepSpeedFP16Config", "loss_scale"): "Static loss scale; 0 (the default) selects dynamic loss scaling.",
+    ("CommsLoggerConfig", "enabled"): "Enable the communication logger.",
+    ("CommsLoggerConfig", "prof_all"): "Profile all communication operations.",
+    ("CommsLoggerConfig", "prof_ops"): "Names of the communication operations to profile when prof_all is false.",
+    ("CommsLoggerConfig", "verbose"): "Print every logged communication operation immediately.",
+    ("CommsLoggerConfig", "debug"): "Include the calling function in logged operation names.",
+    ("CometConfig", "samples_log_interval"): "Submit metrics to Comet every this many samples.",
+    ("CometConfig", "online"): "Log to the Comet server (true) or to an offline experiment (false); null means true.",
+    ("CometConfig", "mode"): "How the Comet experiment is started: 'get', 'create' or 'get_or_create' (null means "
+                             "get_or_create).",
+    ("HybridEngineConfig", "enabled"): "Use the hybrid engine, which switches the model between training and fast "
+                                       "generation.",
+    ("HybridEngineConfig", "max_out_tokens"): "Maximum number of tokens generated, which sizes the inference KV cache.",
+    ("HybridEngineConfig", "inference_tp_size"): "Tensor-parallel degree used during generation.",
+    ("HybridEngineConfig", "release_inference_cache"): "Free the inference KV cache after each generation to save "
+                                                       "memory.",
+    ("HybridEngineConfig", "pin_parameters"): "Keep gathered inference parameters in pinned memory.",
+    ("HybridEngineConfig", "tp_gather_partition_size"): "Number of layers gathered at once when switching to "
+                                                        "tensor-parallel generation.",
+    ("HybridEngineConfig", "enable_cuda_graph"): "Capture generation in CUDA graphs.",
+    ("CompileConfig", "passes"): "Compiler passes DeepCompile composes (z1, z3, autosp, autotp); null uses its default "
+                                 "selection.",
+    ("TPTrainingConfig", "dtype"): "Model dtype for AutoTP training; the field takes a torch.dtype object, so only the "
+                                   "default torch.float16 is usable from JSON.",
+    ("TPTrainingConfig", "autotp_size"): "AutoTP tensor-parallel degree for training (0 disables AutoTP).",
+    ("TPTrainingConfig", "tensor_parallel"): "Tensor-parallel group settings.",
+    ("TPTrainingConfig", "keep_module_on_host"): "Keep loaded checkpoint weights on the host instead of moving them to "
+                                                 "the device, avoiding OOM for very large models.",
+    ("TPTrainingConfig", "injection_policy_tuple"): "AutoTP injection policy (module class and output-linear names), "
+                                                    "normally set from Python.",
+    ("TPTrainingConfig", "replace_with_kernel_inject"): "Inject DeepSpeed inference kernels instead of AutoTP layers.",
+    ("TPConfig", "tp_grain_size"): "Granularity of the MLP/lm_head tensor-parallel split (not yet used in training).",
+    ("TPConfig", "mpu"): "Model-parallel unit object, set from Python; a JSON value is meaningless.",
+    ("TPConfig", "tp_group"): "Tensor-parallel process group, set from Python; a JSON value is meaningless.",
+    ("WeightQuantConfig", "enabled"): "Enable weight quantization (the section is only read when present).",
+    ("WeightQuantConfig", "num_bits"): "Bits per quantized weight.",
+    ("WeightQuantConfig", "q_type"): "Symmetric or asymmetric quantization.",
+    ("WeightQuantConfig", "q_groups"): "Number of quantization groups.",
+    ("WeightQuantConfig", "quantized_initialization"): "Quantize weights while zero.Init builds the model with these "
+                                                       "options (e.g. num_bits, group_size); empty disables it.",
+    ("WeightQuantConfig", "post_init_quant"): "Per-module quantization options applied after model construction by "
+                                              "deepspeed.inference.quantization.",
+}
+
+# Cross-field checks DeepSpeed makes (validators, _do_error_check, engine init). Each entry is a
+# JSON Schema fragment added to the node's allOf; "$comment" cites the check.
+MODEL_RULES = {
+    "DeepSpeedZeroConfig": [
+        {"$comment": "runtime/zero/config.py compute_grad_norm_valid: 'compute_grad_norm=false is supported only with "
+                     "ZeRO Stage 1 or 2'",
+         "if": {"properties": {"compute_grad_norm": {"const": False}}, "required": ["compute_grad_norm"]},
+         "then": {"properties": {"stage": {"enum": [1, 2]}}, "required": ["stage"]}},
+        {"$comment": "runtime/zero/config.py offload_ratio_check: 'Partial offloading only supported for ZeRO "
+                     "Stage 3.'",
+         "if": {"properties": {"offload_optimizer": {"type": "object",
+                                                     "properties": {"ratio": {"type": "number", "exclusiveMaximum": 1}},
+                                                     "required": ["ratio"]}},
+                "required": ["offload_optimizer"]},
+         "then": {"properties": {"stage": {"const": 3}}, "required": ["stage"]}},
+    ],
+    "DeepSpeedZeroOffloadParamConfig": [
+        {"$comment": "runtime/zero/partition_parameters.py: '\"nvme_path\" in DeepSpeed Config cannot be None if "
+                     "remote device is OffloadDeviceEnum.nvme' (engine init)",
+         "if": {"properties": {"device": {"const": "nvme"}}, "required": ["device"]},
+         "then": {"properties": {"nvme_path": {"type": "string"}}, "required": ["nvme_path"]}},
+    ],
+    "DeepSpeedZeroOffloadOptimizerConfig": [
+        {"$comment": "runtime/zero/stage3.py: nvme without nvme_path fails at engine init with 'TypeError: expected "
+                     "str, bytes or os.PathLike object, not NoneType'",
+         "if": {"properties": {"device": {"const": "nvme"}}, "required": ["device"]},
+         "then": {"properties": {"nvme_path": {"type": "string"}}, "required": ["nvme_path"]}},
+    ],
+    "DeepSpeedFP16Config": [
+        {"$comment": "runtime/precision_config.py _validate_dynamic_loss_scale_params: loss_scale_window and "
+                     "min_loss_scale must be > 0 under dynamic loss scaling",
+         "if": {"properties": {"enabled": {"const": True}, "loss_scale": {"const": 0}}, "required": ["enabled"]},
+         "then": {"properties": {"loss_scale_window": {"exclusiveMinimum": 0},
+                                 "min_loss_scale": {"exclusiveMinimum": 0}}}},
+    ],
+    "DeepSpeedBF16Config": [
+        {"$comment": "runtime/config.py _do_error_check: 'bf16_optimizer_states requires bf16_master_weights_and_grads "
+                     "to be enabled.'",
+         "if": {"properties": {"bf16_optimizer_states": {"const": True}}, "required": ["bf16_optimizer_states"]},
+         "then": {"properties": {"bf16_master_weights_and_grads": {"const": True}},
+                  "required": ["bf16_master_weights_and_grads"]}},
+    ],
+}
+
+
+def _enabled(section: str, key: str = "enabled") -> dict:
+    return {"properties": {section: {"type": "object", "properties": {key: {"const": True}}, "required": [key]}},
+            "required": [section]}
+
+
+_ZERO_STAGE_1_TO_3 = {"properties": {"zero_optimization": {"anyOf": [
+    {"const": True}, {"type": "object", "properties": {"stage": {"enum": [1, 2, 3]}}, "required": ["stage"]}]}},
+    "required": ["zero_optimization"]}
+
+ROOT_RULES = [
+    {"$comment": "runtime/config.py _initialize_params: 'bfloat16 and fp16 modes cannot be simultaneously enabled'",
+     "not": {"allOf": [_enabled("fp16"), _enabled("bf16")]}},
+    {"$comment": "runtime/config.py _initialize_params: 'bfloat16 and fp16 modes cannot be simultaneously enabled' "
+                 "(legacy bfloat16, read when bf16 is absent)",
+     "not": {"allOf": [_enabled("fp16"), _enabled("bfloat16"), {"not": {"required": ["bf16"]}}]}},
+    {"$comment": "runtime/config.py _do_error_check: \"gradient_allreduce_op='sum' is not supported with ZeRO stage 3 "
+                 "/ ZenFlow / DeepCompile\"",
+     "if": {"properties": {"gradient_allreduce_op": {"type": "string", "pattern": "^[Ss][Uu][Mm]$"}},
+            "required": ["gradient_allreduce_op"]},
+     "then": {"properties": {
+         "zero_optimization": {"not": {"type": "object", "anyOf": [
+             {"properties": {"stage": {"const": 3}}, "required": ["stage"]},
+             {"properties": {"zenflow": {"type": "object"}}, "required": ["zenflow"]}]}},
+         "compile": {"not": {"type": "object", "properties": {"deepcompile": {"const": True}},
+                             "required": ["deepcompile"]}}}}},
+    {"$comment": "runtime/engine.py _do_sanity_check: 'DeepSpeed lamb optimizer requires dynamic loss scaling' "
+                 "(dynamic_loss_scale() is fp16.loss_scale == 0, whatever fp16.enabled says; engine init)",
+     "if": {"properties": {"optimizer": {"type": "object",
+                                         "properties": {"type": {"type": "string", "pattern": "^[Ll][Aa][Mm][Bb]$"}},
+                                         "required": ["type"]}},
+            "required": ["optimizer"]},
+     "then": {"properties": {"fp16": {"properties": {"loss_scale": {"not": {"type": "number", "not": {"const": 0}}}}}}}},
+    {"$comment": "runtime/config.py _do_error_check: 'Fp16_master_weights_and_grads is only supported with ZeRO Stage "
+                 "1, 2, or 3.'",
+     "if": _enabled("fp16", "fp16_master_weights_and_grads"), "then": _ZERO_STAGE_1_TO_3},
+    {"$comment": "runtime/config.py _do_error_check: 'Bf16_master_weights_and_grads is only supported with ZeRO Stage "
+                 "1, 2, or 3.'",
+     "if": _enabled("bf16", "bf16_master_weights_and_grads"), "then": _ZERO_STAGE_1_TO_3},
+    {"$comment": "runtime/config.py _do_error_check: 'bf16_optimizer_states is only supported with ZeRO Stage 1, 2, or "
+                 "3.'",
+     "if": _enabled("bf16", "bf16_optimizer_states"), "then": _ZERO_STAGE_1_TO_3},
+]
+
+# runtime/zero/config.py read_zero_config_deprecated: the legacy boolean zero_optimization form.
+ZERO_LEGACY_BOOL = {
+    "boolean": {
+        "deprecated": True,
+        "description": "true means ZeRO stage 1 (allgather_bucket_size from the top-level allgather_size), false means "
+                       "stage 0.",
+        "x-deprecation": "DeepSpeedConfig: this format of ZeRO optimization setup is deprecated. Please use the "
+                         "following format: "
+                         "\"zero_optimization\": {\"stage\": ...}",
+        "x-replaced-by": "/zero_optimization/stage",
+    }
+}
+
+# Top-level legacy bfloat16 section (runtime/precision_config.py get_bfloat16_config: read only
+# when bf16 is absent; constants.py: "keeping for backwards compatibility"; DeepSpeed does not warn).
+LEGACY_BFLOAT16 = {
+    "deprecated": True,
+    "x-replaced-by": "/bf16",
+    "x-deprecation": "Legacy spelling of 'bf16' kept for backwards compatibility (runtime/constants.py BFLOAT16_OLD); "
+                     "read only when 'bf16' is absent or null, without a warning.",
+}
+
+CONVENTIONS = {
+    "x-unknown-keys": "What DeepSpeed does with a key not listed in properties: 'error' (pydantic extra=forbid, "
+                      "also additionalProperties false), 'ignored' (read with dict.get), 'kwargs' (passed as keyword "
+                      "arguments: TypeError at engine init), 'map' (keys are user-chosen names, values follow "
+                      "additionalProperties).",
+    "x-unchecked": "DeepSpeed stores the value without checking its type; the schema states the intended type.",
+    "x-alias-of": "This key is an alias of the named sibling field; giving both raises (extra_forbidden).",
+    "x-replaced-by": "JSON pointer of the replacement of a deprecated key (null: none).",
+    "x-deprecation": "DeepSpeed's deprecation warning (or a faithful summary where it does not warn).",
+    "x-removed": "DeepSpeed's DeepSpeedConfigError message for a removed key; such keys also carry not: {}.",
+    "x-rejected": "DeepSpeed's error for a key the engine refuses (e.g. optimizer max_grad_norm); also not: {}.",
+    "x-auto": "Integrations that replace the string 'auto' in this key; plain DeepSpeed drops 'auto' in validated "
+              "sections (the default applies) and keeps it as a string elsewhere.",
+    "x-min-stage": "The key only takes effect at this ZeRO stage or above.",
+    "x-max-stage": "The key only takes effect at this ZeRO stage or below (ZeRO enabled).",
+    "x-enum-ci": "Allowed values, compared case-insensitively (DeepSpeed lower/upper-cases the value); 'pattern' "
+                 "enforces them.",
+    "x-legacy-forms": "Deprecated non-object forms of a section, keyed by JSON type.",
+    "x-no-default": "Why the key has no default (DeepSpeed indexes it directly when the feature is used).",
+    "x-unused": "Accepted and stored, but nothing in this DeepSpeed version reads it.",
+    "x-not-settable": "No JSON value passes DeepSpeed's validation for this key.",
+    "x-int-literal": "DeepSpeed checks isinstance(value, int): write an integer literal, not 1e3.",
+    "x-internal": "Set by DeepSpeed at run time; not meant to be configured.",
+    "x-deepspeed-class": "The pydantic model DeepSpeed validates this section with.",
+    "x-deepspeed-source": "DeepSpeed file and function that read this dict.get section.",
+    "x-params-defs": "Where the per-type keyword-argument schemas for this params object live ($defs key by type).",
+    "x-classes": "Classes the engine may construct for this optimizer type and when (runtime/engine.py).",
+    "x-accepted-by": "Only these of the x-classes accept this keyword argument.",
+    "lax-types": "pydantic lax mode also accepts numeric strings for int/float fields and 'true'/'yes'/'on'/1 for bool "
+                 "fields; the schema states the intended JSON types.",
+}
+
+JSON_TYPES = ["object", "array", "string", "number", "integer", "boolean", "null"]
+
+# ---------------------------------------------------------------------------------------------
+# Small helpers
+# ---------------------------------------------------------------------------------------------
+
+
+class SchemaError(RuntimeError):
+    """The generator found something it cannot express or a fact that disagrees with DeepSpeed."""
+
+
+class NotJsonConfigurable(SchemaError):
+    """A class has a required constructor argument that no JSON value can provide."""
+
+
+def resolve(path: str) -> Any:
+    """Import ``module:attribute`` or ``package.module.Class``."""
+    if ":" in path:
+        module, attr = path.split(":")
+    else:
+        module, attr = path.rsplit(".", 1)
+    obj = importlib.import_module(module)
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def to_json(value: Any) -> Any:
+    """A default exactly as DeepSpeed's code has it, as a JSON value."""
+    import torch
+
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, enum.Enum):
+        return to_json(value.value)
+    if isinstance(value, int):  # pp_int and int-valued enums included
+        return int(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise SchemaError(f"non-finite default {value!r} cannot be written as JSON")
+        return value
+    if isinstance(value, pathlib.PurePath):
+        return str(value)
+    if isinstance(value, (list, tuple)):
+        return [to_json(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): to_json(v) for k, v in value.items()}
+    if isinstance(value, torch.dtype):
+        return str(value)  # runtime/config_utils.py serialize_torch_dtype
+    raise SchemaError(f"cannot express default {value!r} ({type(value).__name__}) in JSON")
+
+
+def normalize_types(types_: list[str]) -> str | list[str]:
+    """Deduplicate, drop integer next to number (integer is a subset), unwrap a single type."""
+    seen = list(dict.fromkeys(types_))
+    if "number" in seen and "integer" in seen:
+        seen.remove("integer")
+    return seen[0] if len(seen) == 1 else seen
+
+
+def type_list(node: dict) -> list[str]:
+    t = node.get("type", [])
+    return [t] if isinstance(t, str) else list(t)
+
+
+def json_type_of(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def enum_schema(values: list) -> dict:
+    values = list(dict.fromkeys(to_json(v) for v in values))
+    return {"type": normalize_types([json_type_of(v) for v in values]), "enum": values}
+
+
+def ci_pattern(values: list[str]) -> str:
+    """A portable (ECMA-262 and Python) case-insensitive full-match pattern."""
+    def one(word: str) -> str:
+        return "".join(f"[{c.upper()}{c.lower()}]" if c.upper() != c.lower() else re.escape(c) for c in word)
+    return "^(?:" + "|".join(one(v) for v in values) + ")$"
+
+
+def snake_to_keyword(name: str) -> str:
+    if name.startswith("x_"):
+        return "x-" + name[2:].replace("_", "-")
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+_ABBREVIATIONS = {"e.g.", "i.e.", "etc.", "vs.", "cf.", "approx.", "no."}
+
+
+def first_sentence(text: str) -> str:
+    """Text up to the first '. ' that ends a sentence (not an abbreviation or a number)."""
+    for match in re.finditer(r"[.!?](?=\s+\S)", text):
+        word = text[:match.end()].rsplit(None, 1)[-1].lower()
+        if word in _ABBREVIATIONS or re.fullmatch(r"[\d.e+-]+\.", word) or len(word) <= 2:
+            continue
+        return text[:match.end()]
+    return text
+
+
+def sentence(text: str) -> str:
+    """The first sentence of a docstring, cleaned of reST markup."""
+    text = " ".join(text.split())
+    text = re.sub(r"``([^`]+)``", r"`\1`", text)
+    text = re.sub(r"`([^`<]+?)`_", r"\1", text)  # reST hyperlink references
+    text = re.sub(r":math:`([^`]+)`", r"\1", text)
+    text = re.sub(r":(?:any|class|meth|func|ref):`~?([^`<]+?)(?:\s*<[^>]+>)?`", r"\1", text)
+    text = text.replace("\u2019", "'").replace("\u2018", "'").replace("\u2013", "-").replace("\u2014", "-")
+    first = first_sentence(text).strip().rstrip(":;,")
+    if first and first[0].islower():
+        first = first[0].upper() + first[1:]
+    return first if first.endswith((".", "!", "?")) else first + "."
+
+
+def lower_first(text: str) -> str:
+    """Lower-case the first letter unless the word is an acronym (ZeRO-3, MiCS)."""
+    return text[0].lower() + text[1:] if text[1:2].islower() else text
+
+
+def strip_default_phrases(text: str) -> str:
+    """Remove '(default: ...)' groups (balanced) and trailing 'Default: ...' sentences."""
+    out, depth, i = [], 0, 0
+    while i < len(text):
+        if depth == 0 and text[i] == "(" and text[i + 1:i + 9].lower().startswith("default"):
+            depth, i = 1, i + 1
+            continue
+        if depth:
+            depth += {"(": 1, ")": -1}.get(text[i], 0)
+            i += 1
+            continue
+        out.append(text[i])
+        i += 1
+    text = "".join(out)
+    text = re.sub(r"\s*Default\s*:.*$", "", text, flags=re.S)
+    return re.sub(r"\s+([.,;])", r"\1", text).strip()
+
+
+# ---------------------------------------------------------------------------------------------
+# Pydantic models -> schema
+# ---------------------------------------------------------------------------------------------
+
+
+def field_docstrings(cls: type) -> dict[str, str]:
+    """Attribute docstrings (a string literal right after ``name: type = ...``) along the MRO."""
+    from pydantic import BaseModel
+
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if not (isinstance(klass, type) and issubclass(klass, BaseModel)) or klass is BaseModel:
+            continue
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
+        except (OSError, TypeError):
+            continue
+        body = tree.body[0].body
+        for stmt, nxt in zip(body, body[1:]):
+            if (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
+                    and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant)
+                    and isinstance(nxt.value.value, str)):
+                docs[stmt.target.id] = nxt.value.value
+    return docs
+
+
+def annotation_schema(ann: Any) -> dict | None:
+    """JSON Schema for a Python annotation; None when no JSON value can satisfy it."""
+    import torch
+    from pydantic import BaseModel
+
+    if ann is None or ann is type(None):
+        return {"type": "null"}
+    if ann is typing.Any or ann is object:
+        return {"type": normalize_types(JSON_TYPES)}
+    origin, args = typing.get_origin(ann), typing.get_args(ann)
+    if origin is typing.Annotated:
+        return annotation_schema(args[0])
+    if origin in (typing.Union, types.UnionType):
+        return merge_union([annotation_schema(a) for a in args])
+    if origin is typing.Literal:
+        return enum_schema(list(args))
+    if isinstance(ann, type) and issubclass(ann, enum.Enum):
+        return enum_schema([m.value for m in ann])
+    if ann is torch.dtype:
+        return {"type": "string"}
+    if isinstance(ann, type) and issubclass(ann, BaseModel):
+        return {"type": "object"}
+    scalars = ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"), (pathlib.PurePath, "string"))
+    for py_type, json_type in scalars:
+        if isinstance(ann, type) and issubclass(ann, py_type):
+            return {"type": json_type}
+    if ann is tuple or origin is tuple:
+        if not args:
+            return {"type": "array"}
+        if args[-1] is Ellipsis:
+            item = annotation_schema(args[0])
+            return {"type": "array", **({"items": item} if item else {})}
+        items = [annotation_schema(a) for a in args]
+        if any(i is None for i in items):
+            return None
+        return {"type": "array", "prefixItems": items, "minItems": len(items), "maxItems": len(items)}
+    if ann is list or origin in (list, collections.abc.Sequence, collections.abc.Iterable):
+        if not args:
+            return {"type": "array"}
+        item = annotation_schema(args[0])
+        return {"type": "array", "items": item} if item else None  # e.g. list[Callable]
+    if ann is dict or origin in (dict, collections.abc.Mapping):
+        return {"type": "object"}
+    return None  # callables, tensors, optimizers, arbitrary classes
+
+
+def merge_union(parts: list[dict | None]) -> dict | None:
+    parts = [p for p in parts if p is not None]
+    if not parts:
+        return None
+    merged: dict = {"type": normalize_types([t for p in parts for t in type_list(p)])}
+    enums = [p for p in parts if "enum" in p]
+    if enums and all("enum" in p or type_list(p) == ["null"] for p in parts):
+        values = [v for p in enums for v in p["enum"]]
+        if any(type_list(p) == ["null"] for p in parts):
+            values.append(None)
+        merged["enum"] = list(dict.fromkeys(values))
+    for key in ("items", "prefixItems", "minItems", "maxItems"):
+        for p in parts:
+            if key in p:
+                merged.setdefault(key, p[key])
+    return merged
+
+
+def model_of(annotation: Any) -> tuple[type | None, bool]:
+    """(pydantic model class, nullable) when the annotation is a model or Optional[model]."""
+    from pydantic import BaseModel
+
+    is_union = typing.get_origin(annotation) in (typing.Union, types.UnionType)
+    args = typing.get_args(annotation) if is_union else (annotation,)
+    models = [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
+    if len(models) == 1 and all(a is type(None) or a is models[0] for a in args):
+        return models[0], type(None) in args
+    return None, False
+
+
+def constraint_keywords(field) -> dict:
+    """ge/gt/le/lt from pydantic field metadata (annotated_types)."""
+    names = {"ge": "minimum", "gt": "exclusiveMinimum", "le": "maximum", "lt": "exclusiveMaximum"}
+    out = {}
+    for meta in field.metadata:
+        for attr, keyword in names.items():
+            value = getattr(meta, attr, None)
+            if value is not None:
+                out[keyword] = to_json(value)
+    return out
+
+
+def deprecation_keywords(cls: type, name: str, field, pointer: str) -> dict:
+    """runtime/config_utils.py DeepSpeedConfigModel._process_deprecated_field, as schema keywords."""
+    extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+    if not extra.get("deprecated"):
+        return {}
+    new_param = extra.get("new_param", "")
+    message = extra.get("deprecated_msg", "")
+    warning = (f"Config parameter {name} is deprecated" + (f" use {new_param} instead" if new_param else "")
+               + (f". {message}" if message else ""))
+    replaced = None
+    if new_param and extra.get("set_new_param", True) and new_param in cls.model_fields:
+        replaced = pointer.rsplit("/", 1)[0] + "/" + new_param
+    return {"deprecated": True, "x-replaced-by": replaced, "x-deprecation": warning}
+
+
+class ModelWalker:
+    """Turns a DeepSpeed pydantic model into a schema node, recursively."""
+
+    def section(self, cls: type, pointer: str, description: str, nullable: bool = False) -> dict:
+        docs = field_docstrings(cls)
+        node: dict = {
+            "type": ["object", "null"] if nullable else "object",
+            "description": description,
+            "x-deepspeed-class": f"{cls.__module__}.{cls.__qualname__}",
+            "x-unknown-keys": "error" if cls.model_config.get("extra") == "forbid" else "ignored",
+            "properties": {},
+        }
+        if node["x-unknown-keys"] == "error":
+            node["additionalProperties"] = False
+        for name, field in cls.model_fields.items():
+            prop = self.field(cls, name, field, f"{pointer}/{name}", docs.get(name))
+            node["properties"][name] = prop
+            if field.alias and field.alias != name:
+                alias = copy.deepcopy(prop)
+                alias["x-alias-of"] = name
+                alias["description"] = f"Alias of {name}: {lower_first(prop['description'])}"
+                node["properties"][field.alias] = alias
+        rules = self.conflict_rules(cls, pointer) + copy.deepcopy(MODEL_RULES.get(cls.__name__, []))
+        if rules:
+            node["allOf"] = rules
+        return node
+
+    def field(self, cls: type, name: str, field, pointer: str, doc: str | None) -> dict:
+        doc = doc or field.description
+        description = FIELD_DESCRIPTIONS.get((cls.__name__, name)) or (sentence(doc) if doc else None)
+        if not description:
+            raise SchemaError(f"{cls.__name__}.{name} has no docstring; add it to FIELD_DESCRIPTIONS")
+        sub_model, nullable = model_of(field.annotation)
+        if sub_model is not None:
+            nullable = nullable or (cls.__name__, name) in NULLABLE_MODEL_FIELDS
+            node = self.section(sub_model, pointer, description, nullable)
+            if field.default is None and not field.default_factory:
+                node = {**node, "default": None}
+        else:
+            schema = annotation_schema(field.annotation)
+            if schema is None:
+                raise SchemaError(f"{cls.__name__}.{name}: cannot express {field.annotation!r}")
+            node = {**schema, **constraint_keywords(field)}
+            node["default"] = to_json(field.get_default(call_default_factory=True))
+            node["description"] = description
+        node.update(deprecation_keywords(cls, name, field, pointer))
+        node.update(copy.deepcopy(FIELD_KEYWORDS.get((cls.__name__, name), {})))
+        if name in STAGE3_ONLY.get(cls.__name__, ()):
+            node["x-min-stage"] = 3
+        if name in STAGE12_ONLY.get(cls.__name__, ()):
+            node["x-max-stage"] = 2
+        return order_keys(node)
+
+    @staticmethod
+    def conflict_rules(cls: type, pointer: str) -> list[dict]:
+        """Field+alias together (extra_forbidden) and deprecated+replacement together (AssertionError)."""
+        rules = []
+        for name, field in cls.model_fields.items():
+            if field.alias and field.alias != name:
+                rules.append({"$comment": f"pydantic populate_by_name: giving both '{name}' and its alias "
+                                          f"'{field.alias}' raises extra_forbidden",
+                              "not": {"type": "object", "required": [name, field.alias]}})
+        for name, field in cls.model_fields.items():
+            extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+            new = extra.get("new_param")
+            if extra.get("deprecated") and extra.get("set_new_param", True) and new in cls.model_fields:
+                spellings = [new] + ([cls.model_fields[new].alias] if cls.model_fields[new].alias else [])
+                for spelling in spellings:
+                    message = f"Cannot provide deprecated parameter '{name}' and replacing parameter '{new}' together"
+                    rules.append({"$comment": f"runtime/config_utils.py _process_deprecated_field: \"{message}\"",
+                                  "not": {"type": "object", "required": [name, spelling]}})
+        return rules
+
+
+_KEY_ORDER = ["type", "description", "default", "x-no-default", "deprecated", "anyOf", "const", "enum", "x-enum-ci",
+              "pattern", "examples", "minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum", "minLength", "items",
+              "prefixItems", "minItems", "maxItems", "not"]
+
+
+def order_keys(node: dict) -> dict:
+    """Stable, readable key order: validation keywords first, then x-* annotations, then children."""
+    tail = ["properties", "additionalProperties", "required", "dependentRequired", "allOf"]
+    head = [k for k in _KEY_ORDER if k in node]
+    rest = [k for k in node if k not in head and k not in tail]
+    rest.sort(key=lambda k: (not k.startswith("x-"), k))
+    return {k: node[k] for k in head + rest + [k for k in tail if k in node]}
+
+
+# ---------------------------------------------------------------------------------------------
+# The dict.get table -> schema
+# ---------------------------------------------------------------------------------------------
+
+
+def enum_values_from(path: str) -> list:
+    """Allowed values held by a DeepSpeed object: DtypeEnum, a dict's keys, a set, a list."""
+    obj = resolve(path)
+    if isinstance(obj, type) and issubclass(obj, enum.Enum):
+        values = []
+        for member in obj:
+            values += [v for v in getattr(member, "_all_values", (member.value,)) if isinstance(v, str)]
+        return list(dict.fromkeys(values))
+    if isinstance(obj, dict):
+        return list(obj)
+    if isinstance(obj, (set, frozenset)):
+        return sorted(obj)
+    return list(obj)
+
+
+def leaf_node(spec: dict, generated: dict[str, dict] | None = None) -> dict:
+    """A table leaf as a schema node (see the ds_dictget_keys.py docstring for the keywords)."""
+    kw = dict(spec["keywords"])
+    node: dict = {"type": normalize_types([spec["type"]] if isinstance(spec["type"], str) else spec["type"]),
+                  "description": spec["description"]}
+    if "default" in spec:
+        node["default"] = to_json(spec["default"])
+    if "no_default" in kw:
+        node["x-no-default"] = kw.pop("no_default")
+    nullable = kw.pop("nullable_enum", False)
+    if "enum_from" in kw:
+        node["enum"] = enum_values_from(kw.pop("enum_from")) + ([None] if nullable else [])
+    ci_values = enum_values_from(kw.pop("ci_enum_from")) if "ci_enum_from" in kw else kw.pop("ci_enum", None)
+    if ci_values:
+        node.update({"pattern": ci_pattern(ci_values), "examples": list(ci_values), "x-enum-ci": list(ci_values)})
+    if "generated" in kw:  # keywords computed from DeepSpeed at generation time (optimizer/scheduler names)
+        node.update(copy.deepcopy((generated or {})[kw.pop("generated")]))
+    for keyword, value in kw.items():
+        node[snake_to_keyword(keyword)] = copy.deepcopy(value)
+    return order_keys(node)
+
+
+class TableBuilder:
+    """Turns the tools/ds_dictget_keys.py table into schema nodes."""
+
+    def __init__(self, walker: ModelWalker, generated: dict[str, dict]) -> None:
+        self.walker = walker
+        self.generated = generated
+
+    def node(self, spec: dict, pointer: str) -> dict:
+        builders = {"leaf": self.leaf, "section": self.section, "map": self.map, "model": self.model,
+                    "params": self.params}
+        if spec["kind"] not in builders:
+            raise SchemaError(f"unknown table kind {spec['kind']!r} at {pointer}")
+        return builders[spec["kind"]](spec, pointer)
+
+    def leaf(self, spec: dict, pointer: str) -> dict:
+        return leaf_node(spec, self.generated)
+
+    def section(self, spec: dict, pointer: str) -> dict:
+        types_ = ["object", *spec["extra_types"]] + (["null"] if spec["nullable"] else [])
+        node = {"type": normalize_types(types_), "description": spec["description"],
+                "x-deepspeed-source": spec["source"], "x-unknown-keys": spec["unknown"],
+                "properties": {key: self.node(sub, f"{pointer}/{key}") for key, sub in spec["keys"].items()}}
+        if "default" in spec:
+            node["default"] = spec["default"]
+        for keyword, value in spec["keywords"].items():
+            node[snake_to_keyword(keyword)] = copy.deepcopy(value)
+        if spec["required_if_enabled"]:
+            node["allOf"] = [{"$comment": f"{spec['source']}: required when enabled",
+                              "if": {"properties": {"enabled": {"const": True}}, "required": ["enabled"]},
+                              "then": {"required": list(spec["required_if_enabled"])}}]
+        return order_keys(node)
+
+    def map(self, spec: dict, pointer: str) -> dict:
+        return order_keys({"type": "object", "description": spec["description"], "x-unknown-keys": "map",
+                           "x-deepspeed-source": spec["source"],
+                           "additionalProperties": self.node(spec["value"], pointer + "/*")})
+
+    def model(self, spec: dict, pointer: str) -> dict:
+        return self.walker.section(resolve(spec["cls"]), pointer, spec["description"], spec["nullable"])
+
+    @staticmethod
+    def params(spec: dict, pointer: str) -> dict:
+        return order_keys({"type": "object", "description": spec["description"], "x-unknown-keys": "kwargs",
+                           "x-params-defs": f"#/$defs/{spec['defs']}"})
+
+
+# ---------------------------------------------------------------------------------------------
+# Optimizer and scheduler keyword arguments (inspect.signature)
+# ---------------------------------------------------------------------------------------------
+
+# "name (type): text", "name(type): text", "name {'a', 'b'}: text" or "name: text"
+_ARG_LINE = re.compile(r"^(\w+)\s*(?:\(([^)]*(?:\([^)]*\)[^)]*)*)\)|\{([^}]*)\})?\s*:\s*(.*)$")
+
+
+def docstring_args(cls: type) -> dict[str, tuple[str, str]]:
+    """{name: (type text, description)} from Google-style 'Args:'/'Arguments:' sections."""
+    found: dict[str, tuple[str, str]] = {}
+    for doc in (cls.__doc__, getattr(cls.__init__, "__doc__", None)):
+        lines = inspect.cleandoc(doc or "").splitlines()
+        for start, line in enumerate(lines):
+            if line.strip() not in ("Args:", "Arguments:"):
+                continue
+            indent, current = None, None
+            for raw in lines[start + 1:]:
+                if not raw.strip():
+                    continue
+                depth = len(raw) - len(raw.lstrip())
+                if indent is None:
+                    indent = depth
+                if depth < indent or (current is None and not _ARG_LINE.match(raw.strip())):
+                    break
+                match = _ARG_LINE.match(raw.strip()) if depth == indent else None
+                if match:
+                    current = match.group(1)
+                    found.setdefault(current, (match.group(2) or match.group(3) or "", match.group(4)))
+                elif current:  # continuation, possibly unindented as in OneCycle's docstring
+                    type_text, text = found[current]
+                    found[current] = (type_text, text + " " + raw.strip())
+    return found
+
+
+_DOC_TYPES = {"float": "number", "int": "integer", "bool": "boolean", "boolean": "boolean", "str": "string",
+              "string": "string", "list": "array", "tuple": "array"}
+
+
+def doc_type_schema(type_text: str, default: Any) -> dict | None:
+    """JSON types named in a docstring: '(float or list, optional)', '(Tuple[float, float])'."""
+    container = re.match(r"\s*(?:tuple|list)\[(.*)\]", type_text, flags=re.I)
+    if container:  # the bracketed names are item types, not alternatives
+        items = [_DOC_TYPES[w] for w in re.findall(r"[a-z]+", container.group(1).lower()) if w in _DOC_TYPES]
+        return {"type": "array", **({"items": {"type": normalize_types(items)}} if items else {})}
+    found = [_DOC_TYPES[w] for w in re.findall(r"[a-z]+", type_text.lower()) if w in _DOC_TYPES]
+    if not found:
+        return None
+    schema: dict = {"type": normalize_types(found + (["null"] if default is None else []))}
+    if "array" in found and isinstance(default, (tuple, list)) and default:
+        schema["items"] = {"type": normalize_types([json_type_of(to_json(v)) for v in default])}
+    return schema
+
+
+def default_schema(default: Any) -> dict | None:
+    if default is inspect.Parameter.empty:
+        return None
+    if isinstance(default, (tuple, list)):
+        items = [{"type": json_type_of(to_json(v))} for v in default]
+        return {"type": "array", "prefixItems": items, "minItems": len(items), "maxItems": len(items)}
+    # An unannotated integer default on a continuous hyper-parameter (weight_decay=0) is a number.
+    return {"type": "number" if isinstance(default, int) and not isinstance(default, bool) else json_type_of(default)}
+
+
+def init_parameters(cls: type) -> list[inspect.Parameter]:
+    """Keyword-settable __init__ parameters, following **kwargs into the parent class."""
+    params: list[inspect.Parameter] = []
+    for klass in cls.__mro__:
+        if "__init__" not in vars(klass):
+            continue
+        sig = inspect.signature(klass.__init__)
+        own = [p for p in list(sig.parameters.values())[1:]]  # drop self
+        names = {p.name for p in params}
+        params += [p for p in own if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and p.name not in names]
+        if not any(p.kind == p.VAR_KEYWORD for p in own):
+            break
+    return params
+
+
+def first_positional(cls: type) -> inspect.Parameter:
+    """The parameter DeepSpeed's positional argument (parameters or optimizer) binds to."""
+    return next(p for p in init_parameters(cls) if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+
+
+def type_hints(cls: type) -> dict[str, Any]:
+    """Evaluated __init__ annotations along the **kwargs chain, one parameter at a time.
+
+    typing.get_type_hints fails as a whole when one annotation names something imported only
+    under TYPE_CHECKING (torch/optim/lr_scheduler.py uses 'Optimizer'), so evaluate each alone.
+    """
+    hints: dict[str, Any] = {}
+    for klass in cls.__mro__:
+        if "__init__" not in vars(klass):
+            continue
+        init = vars(klass)["__init__"]
+        namespace = {**vars(typing), **vars(collections.abc), **getattr(init, "__globals__", {})}
+        for name, ann in getattr(init, "__annotations__", {}).items():
+            if name in hints or name == "return":
+                continue
+            try:
+                hints[name] = eval(ann, namespace) if isinstance(ann, str) else ann  # noqa: S307 (annotation strings)
+            except Exception:
+                continue
+        if not any(p.kind == p.VAR_KEYWORD for p in inspect.signature(init).parameters.values()):
+            break
+    return hints
+
+
+def class_kwargs(cls: type, skip: set[str], common_names: bool = False) -> tuple[dict[str, dict], list[str]]:
+    """(properties, required) for the keyword arguments of ``cls(first, **kwargs)``.
+
+    With ``common_names`` (optimizers) the shared PARAM_DESCRIPTIONS wording for lr, betas, eps...
+    wins over the class docstring, so one config key reads the same across optimizer types.
+    """
+    params = init_parameters(cls)
+    params.remove(first_positional(cls))  # that slot receives the model parameters / the optimizer
+    hints, docs = type_hints(cls), docstring_args(cls)
+    props: dict[str, dict] = {}
+    required: list[str] = []
+    for p in params:
+        if p.name in skip:
+            continue
+        type_text, doc = docs.get(p.name, ("", ""))
+        if p.name in hints:  # an annotation is authoritative, also when nothing in JSON satisfies it
+            schema = annotation_schema(hints[p.name])
+        else:
+            schema = doc_type_schema(type_text, p.default) or default_schema(p.default)
+        if schema is None:
+            if p.default is inspect.Parameter.empty:
+                raise NotJsonConfigurable(f"required parameter '{p.name}' ({p.annotation}) cannot be written in JSON")
+            continue  # optional and only settable from Python: leaving it out makes a JSON value an error
+        if p.default is None and "null" not in type_list(schema):
+            schema = {**schema, "type": normalize_types(type_list(schema) + ["null"])}
+        from_doc = sentence(strip_default_phrases(doc)) if doc else None
+        common = table.PARAM_DESCRIPTIONS.get(p.name)
+        description = (common or from_doc) if common_names else (from_doc or common)
+        if not description:
+            raise SchemaError(f"{cls.__qualname__}: no description for {p.name}; add it to PARAM_DESCRIPTIONS")
+        node = {**schema, "description": description}
+        if p.default is inspect.Parameter.empty:
+            required.append(p.name)
+        else:
+            node["default"] = to_json(p.default)
+        props[p.name] = order_keys(node)
+    return props, required
+
+
+def qualified(cls: type) -> str:
+    module = cls.__module__
+    """The public import path of an optimizer class (torch.optim.AdamW, deepspeed.ops.adam.FusedAdam)."""
+    for public in ("torch.optim", "deepspeed.ops.adam", "deepspeed.ops.adagrad", "deepspeed.ops.lamb",
+                   "deepspeed.ops.lion"):
+        if module.startswith(public + ".") and getattr(importlib.import_module(public), cls.__name__, None) is cls:
+            module = public
+    return f"{module}.{cls.__qualname__}"
+
+
+def rejected_params() -> dict:
+    return {name: {"description": "Rejected by the engine: use the top-level gradient_clipping instead.",
+                   "not": {}, "x-rejected": spec["message"], "x-replaced-by": spec["replaced_by"]}
+            for name, spec in table.REJECTED_OPTIMIZER_PARAMS.items()}
+
+
+def optimizer_entry(type_name: str, variants: list[dict]) -> dict:
+    """Union of the keyword arguments accepted by the classes the engine may build for a type."""
+    engine_keys = table.ENGINE_OPTIMIZER_KEYS.get(type_name, {})
+    props: dict[str, dict] = {k: leaf_node(v) for k, v in engine_keys.items()}
+    accepted: dict[str, list[str]] = {}
+    defaults: dict[str, dict[str, Any]] = {}
+    required_sets, classes = [], []
+    for variant in variants:
+        target = resolve(variant.get("kwargs_to", variant["class"]))
+        skip = set(variant.get("injected", [])) | set(engine_keys) | set(table.REJECTED_OPTIMIZER_PARAMS)
+        v_props, v_required = class_kwargs(target, skip, common_names=True)
+        label = variant["class"] if "kwargs_to" in variant else qualified(target)
+        forwards = {"kwargs_to": variant["kwargs_to"]} if "kwargs_to" in variant else {}
+        classes.append({"class": label, "when": variant["when"], **forwards})
+        required_sets.append(set(v_required) | set(variant.get("required", [])))
+        for name, node in v_props.items():
+            accepted.setdefault(name, []).append(label)
+            if "default" in node:
+                defaults.setdefault(name, {})[label] = node["default"]
+            if name not in props:
+                props[name] = node
+            else:
+                merged = merge_union([props[name], node])
+                props[name] = order_keys({**props[name], "type": merged["type"]})
+    for name, by_class in defaults.items():
+        values = list(by_class.values())
+        if any(v != values[0] for v in values):  # numeric comparison: 0 == 0.0
+            props[name]["x-defaults-by-class"] = by_class
+    labels = [c["class"] for c in classes]
+    for name, who in accepted.items():
+        if len(who) != len(labels) and name not in engine_keys:
+            props[name]["x-accepted-by"] = who
+    for (owner, name), note in table.PARAM_NOTES.items():
+        if owner == type_name and name in props:
+            props[name]["description"] = note
+    props.update(rejected_params())
+    required = sorted(set.intersection(*required_sets)) if required_sets else []
+    return {"type": "object", "description": f"Keyword arguments for optimizer type '{type_name}'.",
+            "x-unknown-keys": "kwargs", "x-classes": classes,
+            "properties": {k: order_keys(v) for k, v in props.items()}, "additionalProperties": False,
+            "required": required}
+
+
+def muon_entry() -> dict:
+    """Muon: runtime/engine.py _muon_param_groups copies only known keys into param groups."""
+    import deepspeed.runtime.engine as engine
+
+    ds_engine = engine.DeepSpeedEngine
+    known = set(ds_engine._MUON_HALF_KEYS) | set(ds_engine._ADAM_HALF_KEYS) | {"muon_lr", "adam_lr"}
+    if known != set(table.MUON_PARAMS):
+        raise SchemaError(f"MUON_PARAMS {sorted(table.MUON_PARAMS)} != keys read by _muon_param_groups {sorted(known)}")
+    props = {k: leaf_node(v) for k, v in {**table.ENGINE_OPTIMIZER_KEYS["muon"], **table.MUON_PARAMS}.items()}
+    props.update(rejected_params())
+    return {"type": "object", "description": "Param-group settings for optimizer type 'muon'; other keys are ignored.",
+            "x-unknown-keys": "ignored",
+            "x-classes": [{"class": v["class"], "when": v["when"]} for v in table.OPTIMIZER_VARIANTS["muon"]],
+            "properties": props, "required": []}
+
+
+def torch_optimizer_names() -> list[str]:
+    """torch.optim classes reachable by getattr (names that lower-case to a DeepSpeed name are not)."""
+    import torch
+    from deepspeed.runtime.config import DEEPSPEED_OPTIMIZERS
+
+    def is_optimizer(obj: Any) -> bool:
+        return isinstance(obj, type) and issubclass(obj, torch.optim.Optimizer) and obj is not torch.optim.Optimizer
+
+    return sorted(name for name in dir(torch.optim)
+                  if is_optimizer(getattr(torch.optim, name)) and name.lower() not in DEEPSPEED_OPTIMIZERS)
+
+
+def torch_variants(names: list[str]) -> dict[str, list[dict]]:
+    """OPTIMIZER_VARIANTS-style entries for types resolved by getattr(torch.optim, type)."""
+    return {name: [{"class": f"torch.optim.{name}", "offload": None, "default": True,
+                    "when": f"getattr(torch.optim, '{name}') in _configure_basic_optimizer"}] for name in names}
+
+
+def optimizer_defs() -> dict:
+    """$defs/optimizer_params: DeepSpeed's names (lower-case) and reachable torch.optim classes."""
+    from deepspeed.runtime.config import DEEPSPEED_OPTIMIZERS
+
+    defs = {}
+    for name in DEEPSPEED_OPTIMIZERS:
+        defs[name] = muon_entry() if name == "muon" else optimizer_entry(name, table.OPTIMIZER_VARIANTS[name])
+    for name, variants in torch_variants(torch_optimizer_names()).items():
+        defs[name] = optimizer_entry(name, variants)
+    unknown = set(table.OPTIMIZER_VARIANTS) - set(DEEPSPEED_OPTIMIZERS)
+    if unknown or set(DEEPSPEED_OPTIMIZERS) - set(table.OPTIMIZER_VARIANTS):
+        raise SchemaError(f"OPTIMIZER_VARIANTS and DEEPSPEED_OPTIMIZERS disagree: {sorted(unknown)}")
+    return defs
+
+
+# Argument checks the DeepSpeed schedulers make in __init__ (runtime/lr_schedules.py).
+SCHEDULER_PARAM_KEYWORDS = {
+    ("WarmupLR", "warmup_num_steps"): {"exclusiveMinimum": 0, "x-int-literal": True},
+    ("WarmupDecayLR", "warmup_num_steps"): {"exclusiveMinimum": 0, "x-int-literal": True},
+    ("WarmupCosineLR", "warmup_num_steps"): {"exclusiveMinimum": 0, "x-int-literal": True},
+    ("LRRangeTest", "lr_range_test_step_size"): {"exclusiveMinimum": 0, "x-int-literal": True},
+    ("OneCycle", "cycle_first_step_size"): {"exclusiveMinimum": 0},
+    ("OneCycle", "cycle_second_step_size"): {"minimum": 0},
+    # unknown values only warn and fall back to 'log'
+    ("WarmupLR", "warmup_type"): {"enum": ["log", "linear"]},
+    ("WarmupDecayLR", "warmup_type"): {"enum": ["log", "linear"]},
+    ("WarmupCosineLR", "warmup_type"): {"enum": ["log", "linear"]},
+}
+# "(float or list)" in the DeepSpeed docstrings: one value per param group is accepted too.
+_PER_GROUP_LISTS = {"warmup_min_lr", "warmup_max_lr", "cycle_min_lr", "cycle_max_lr", "lr_range_test_min_lr",
+                    "cycle_min_mom", "cycle_max_mom", "warmup_min_ratio"}
+
+
+def scheduler_defs() -> tuple[dict, dict]:
+    """({name: kwargs schema}, {name: why it cannot be configured from JSON})."""
+    import torch.optim.lr_scheduler as torch_sched
+    from deepspeed.runtime import lr_schedules
+
+    candidates = [(n, getattr(lr_schedules, n)) for n in lr_schedules.VALID_LR_SCHEDULES]
+    base = (torch_sched.LRScheduler, getattr(torch_sched, "_LRScheduler", torch_sched.LRScheduler))
+    candidates += [(n, getattr(torch_sched, n)) for n in sorted(dir(torch_sched))
+                   if isinstance(getattr(torch_sched, n), type) and getattr(torch_sched, n) not in base
+                   and (issubclass(getattr(torch_sched, n), torch_sched.LRScheduler) or n == "ReduceLROnPlateau")
+                   and not hasattr(lr_schedules, n)]  # lr_schedules wins in _scheduler_from_config
+    defs, unusable = {}, {}
+    for name, cls in candidates:
+        first = first_positional(cls).name
+        if first != "optimizer":
+            unusable[name] = f"its first parameter is '{first}', but DeepSpeed passes the optimizer there"
+            continue
+        try:
+            props, required = class_kwargs(cls, set())
+        except NotJsonConfigurable as err:
+            unusable[name] = str(err)
+            continue
+        for (owner, param), note in table.PARAM_NOTES.items():
+            if owner == name and param in props:
+                props[param]["description"] = note
+        for param, keywords in ((p, k) for (owner, p), k in SCHEDULER_PARAM_KEYWORDS.items() if owner == name):
+            props[param].update(keywords)
+        if name in lr_schedules.VALID_LR_SCHEDULES:
+            for param in sorted(_PER_GROUP_LISTS & set(props)):
+                props[param].update({"type": normalize_types(type_list(props[param]) + ["array"]),
+                                     "items": {"type": "number"}})
+        is_ds = name in lr_schedules.VALID_LR_SCHEDULES
+        source = "deepspeed.runtime.lr_schedules" if is_ds else "torch.optim.lr_scheduler"
+        defs[name] = {"type": "object",
+                      "description": f"Keyword arguments for {source}.{name} (scheduler(optimizer, **params)).",
+                      "x-unknown-keys": "kwargs", "properties": props, "additionalProperties": False,
+                      "required": required}
+    return defs, unusable
+
+
+def zero_supported_types(variants_by_type: dict[str, list[dict]]) -> dict:
+    """Config types whose optimizer class is in ZERO_SUPPORTED_OPTIMIZERS, without/with offload.
+
+    runtime/zero/utils.py is_zero_supported_optimizer checks type(optimizer) against the list
+    (and appends MuonWithAuxAdam when importable); the classes come from OPTIMIZER_VARIANTS,
+    i.e. runtime/engine.py _configure_basic_optimizer / get_optimizer_configuration.
+    """
+    from deepspeed.runtime.zero import utils as zero_utils
+
+    supported = list(zero_utils.ZERO_SUPPORTED_OPTIMIZERS)
+    try:
+        supported.append(resolve("deepspeed.runtime.zero.muon.muon_optimizer.MuonWithAuxAdam"))
+    except ImportError:
+        pass
+    out: dict[str, list[str]] = {"without_offload": [], "with_offload": []}
+    for type_name, variants in variants_by_type.items():
+        for mode, offload in (("without_offload", False), ("with_offload", True)):
+            chosen = [v for v in variants if v["default"] and v["offload"] in (offload, None)]
+            if chosen and resolve(chosen[0].get("kwargs_to", chosen[0]["class"])) in supported:
+                out[mode].append(type_name)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Assembly
+# ---------------------------------------------------------------------------------------------
+
+
+def pointer_get(root: dict, pointer: str) -> dict:
+    node = root
+    for part in pointer.strip("/").split("/"):
+        props = node.get("properties", {})
+        if part not in props:
+            raise SchemaError(f"pointer {pointer} does not resolve (missing {part!r})")
+        node = props[part]
+    return node
+
+
+VALIDATION_KEYWORDS = ("type", "enum", "const", "pattern", "minimum", "maximum", "exclusiveMinimum",
+                       "exclusiveMaximum", "minLength", "items", "prefixItems", "minItems", "maxItems")
+
+
+def admit_auto(node: dict, who: list[str]) -> dict:
+    """Wrap a leaf's constraints in anyOf [normal, {"const": "auto"}]; annotations stay outside."""
+    inner = {k: node[k] for k in VALIDATION_KEYWORDS if k in node}
+    outer = {k: v for k, v in node.items() if k not in inner}
+    outer["anyOf"] = [inner, {"const": "auto"}]
+    outer["x-auto"] = list(who)
+    return order_keys(outer)
+
+
+def apply_auto(root: dict) -> None:
+    for pointer, who in HF_AUTO.items():
+        parent_ptr, key = pointer.rsplit("/", 1)
+        parent = pointer_get(root, parent_ptr) if parent_ptr else root
+        if key not in parent.get("properties", {}):
+            raise SchemaError(f"HF_AUTO pointer {pointer} does not resolve")
+        parent["properties"][key] = admit_auto(parent["properties"][key], who)
+    for defs_name, keys in PARAMS_AUTO.items():
+        for entry in root["$defs"][defs_name].values():
+            for key in keys:
+                if key in entry["properties"] and "not" not in entry["properties"][key]:
+                    entry["properties"][key] = admit_auto(entry["properties"][key], HF)
+
+
+def add_removed_keys(root: dict) -> None:
+    """runtime/config.py _REMOVED_TOP_LEVEL_CONFIG_KEYS / _REMOVED_ZERO_CONFIG_KEYS."""
+    from deepspeed.runtime import config as ds_config
+
+    places = ((root, ds_config._REMOVED_TOP_LEVEL_CONFIG_KEYS),
+              (root["properties"]["zero_optimization"], ds_config._REMOVED_ZERO_CONFIG_KEYS))
+    for node, removed in places:
+        for key, message in removed.items():
+            if key in node["properties"]:
+                raise SchemaError(f"removed key {key} is also a live key")
+            node["properties"][key] = {"description": sentence(message), "not": {}, "x-removed": message}
+
+
+def optimizer_type_keywords(torch_names: list[str]) -> dict:
+    from deepspeed.runtime.config import DEEPSPEED_OPTIMIZERS
+
+    return {"pattern": ci_pattern(list(DEEPSPEED_OPTIMIZERS))[:-2] + "|" + "|".join(torch_names) + ")$",
+            "examples": list(DEEPSPEED_OPTIMIZERS) + torch_names,
+            "x-enum-ci": list(DEEPSPEED_OPTIMIZERS), "x-enum": torch_names}
+
+
+def type_dispatch(defs_name: str, defs: dict, case_insensitive: set[str]) -> list[dict]:
+    """allOf entries: when 'type' names an entry, 'params' must match its $defs schema."""
+    rules = []
+    for name in defs:
+        match = {"type": "string", "pattern": ci_pattern([name])} if name in case_insensitive else {"const": name}
+        rules.append({"if": {"properties": {"type": match}, "required": ["type"]},
+                      "then": {"properties": {"params": {"$ref": f"#/$defs/{defs_name}/{name}"}}}})
+    return rules
+
+
+def build_schema() -> dict:
+    """The whole schema; DeepSpeed's import-time DeprecationWarnings (torch.jit in Muon) are muted."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return _build_schema()
+
+
+def _build_schema() -> dict:
+    import deepspeed
+    import pydantic
+    import torch
+    from deepspeed.runtime import lr_schedules
+    from deepspeed.runtime.config import DEEPSPEED_OPTIMIZERS
+
+    if deepspeed.__version__ != TARGET_DEEPSPEED:
+        print(f"warning: generating from DeepSpeed {deepspeed.__version__}, the table targets {TARGET_DEEPSPEED}",
+              file=sys.stderr)
+
+    opt_defs = optimizer_defs()
+    sched_defs, unusable = scheduler_defs()
+    torch_names = torch_optimizer_names()
+
+    generated = {"optimizer_type": optimizer_type_keywords(torch_names),
+                 "scheduler_type": {"enum": list(sched_defs) + [None], "x-json-unconfigurable": unusable}}
+    builder = TableBuilder(ModelWalker(), generated)
+    properties = {key: builder.node(spec, f"/{key}") for key, spec in table.TOP_LEVEL.items()}
+
+    zero = properties["zero_optimization"]
+    zero["type"] = ["object", "boolean"]
+    zero["x-legacy-forms"] = ZERO_LEGACY_BOOL
+    properties["bfloat16"].update(LEGACY_BFLOAT16)
+    properties["bfloat16"] = order_keys(properties["bfloat16"])
+    properties["optimizer"]["allOf"] = type_dispatch("optimizer_params", opt_defs, set(DEEPSPEED_OPTIMIZERS))
+    properties["scheduler"]["allOf"] = type_dispatch("scheduler_params", sched_defs, set())
+
+    root = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": f"DeepSpeed ds_config (DeepSpeed {deepspeed.__version__})",
+        "description": "Keys DeepSpeed reads from ds_config.json, with DeepSpeed's own defaults, constraints, aliases, "
+                       "deprecations and removals. Generated by tools/gen_schema.py; do not edit by hand.",
+        "x-generator": "tools/gen_schema.py",
+        "x-deepspeed-version": deepspeed.__version__,
+        "x-pydantic-version": pydantic.VERSION,
+        "x-torch-version": torch.__version__.split("+")[0],  # CPU and CUDA builds have the same signatures
+        "x-conventions": CONVENTIONS,
+        "x-deepspeed-optimizers": list(DEEPSPEED_OPTIMIZERS),
+        "x-zero-supported-optimizers": {
+            "$comment": "Config types whose optimizer class is in runtime/zero/utils.py ZERO_SUPPORTED_OPTIMIZERS "
+                        "(others need zero_allow_untested_optimizer with ZeRO), from the class runtime/engine.py "
+                        "_configure_basic_optimizer builds by default without / with optimizer offload.",
+            **zero_supported_types({**table.OPTIMIZER_VARIANTS, **torch_variants(torch_names)}),
+        },
+        "x-deepspeed-schedulers": list(lr_schedules.VALID_LR_SCHEDULES),
+        "type": "object",
+        "x-unknown-keys": "ignored",
+        "properties": properties,
+        "allOf": copy.deepcopy(ROOT_RULES),
+        "$defs": {"optimizer_params": opt_defs, "scheduler_params": sched_defs},
+    }
+    add_removed_keys(root)
+    apply_auto(root)
+    verify_table_defaults(root)
+    reorder(root)
+    return root
+
+
+def reorder(node: dict) -> None:
+    """Apply order_keys to every schema node below the root (some were edited after creation)."""
+    children = list(node.get("properties", {}).items())
+    children += [(name, entry) for defs in node.get("$defs", {}).values() for name, entry in defs.items()]
+    for key, child in children:
+        if isinstance(child, dict):
+            reorder(child)
+    for container in [node.get("properties", {})] + list(node.get("$defs", {}).values()):
+        for key in list(container):
+            container[key] = order_keys(container[key])
+    if isinstance(node.get("additionalProperties"), dict):
+        reorder(node["additionalProperties"])
+        node["additionalProperties"] = order_keys(node["additionalProperties"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Cross-checks of the maintained table against DeepSpeed
+# ---------------------------------------------------------------------------------------------
+
+
+def constants_defaults(*modules: Any) -> dict[str, Any]:
+    """{key string: default} from NAME = "key" / NAME_DEFAULT pairs (ambiguous keys dropped)."""
+    found: dict[str, set[str]] = {}
+    for module in modules:
+        names = vars(module)
+        for name, value in names.items():
+            if isinstance(value, str) and f"{name}_DEFAULT" in names:
+                found.setdefault(value, set()).add(json.dumps(to_json(names[f"{name}_DEFAULT"])))
+    return {key: json.loads(next(iter(vals))) for key, vals in found.items() if len(vals) == 1}
+
+
+def default_probes() -> dict[str, tuple[dict, set[str]]]:
+    """Pointer -> (defaults DeepSpeed computes for an empty section, keys to ignore)."""
+    from deepspeed.autotuning.config import DeepSpeedAutotuningConfig
+    from deepspeed.autotuning import constants as at_constants
+    from deepspeed.module_inject.auto_ep_config import parse_autoep_config
+    from deepspeed.profiling.config import DeepSpeedFlopsProfilerConfig
+    from deepspeed.runtime import constants as rt_constants
+    from deepspeed.runtime import config as rt_config
+    from deepspeed.runtime.activation_checkpointing.config import ACT_CHKPT_DEFAULT
+    from deepspeed.runtime.data_pipeline.config import get_data_efficiency_config
+    from deepspeed.runtime.model_checkpointing.config import get_checkpoint_config, get_checkpoint_writer_config
+    from deepspeed.runtime.swap_tensor.aio_config import AIO_DEFAULT_DICT
+
+    top = constants_defaults(rt_constants)
+    return {
+        "": ({k: v for k, v in top.items() if k in table.TOP_LEVEL}, set()),
+        "/activation_checkpointing": (ACT_CHKPT_DEFAULT, set()),
+        "/flops_profiler": (vars(DeepSpeedFlopsProfilerConfig({})), set()),
+        "/autotuning": (vars(DeepSpeedAutotuningConfig({})), {"start_step", "end_step", "model_info"}),
+        "/autotuning/model_info": (at_constants.MODEL_INFO_KEY_DEFAULT_DICT, set()),
+        "/aio": (AIO_DEFAULT_DICT, set()),
+        "/pipeline": (rt_config.get_pipeline_config({}), set()),
+        "/checkpoint": ({**{k: v for k, v in top.items() if k in table.CHECKPOINT["keys"]},
+                         **get_checkpoint_config({"checkpoint": {}})}, {"writer"}),
+        "/checkpoint/writer": (get_checkpoint_writer_config({"writer": {}}), set()),
+        "/data_types": ({k: v for k, v in top.items() if k in table.DATA_TYPES["keys"]}, set()),
+        "/data_efficiency": (get_data_efficiency_config({}), set()),
+        "/expert_parallel": (vars(parse_autoep_config({"enabled": False})),
+                             {"_load_balance_coeff_explicit", "expert_w3"}),
+    }
+
+
+def verify_table_defaults(root: dict) -> None:
+    """Fail when a default in ds_dictget_keys.py differs from DeepSpeed, or DeepSpeed reads a key the table lacks."""
+    problems = []
+
+    def compare(node: dict, probe: dict, pointer: str, ignore: set[str]) -> None:
+        props = node.get("properties", {})
+        for key, value in probe.items():
+            if key in ignore:
+                continue
+            if key not in props:
+                problems.append(f"{pointer}/{key}: DeepSpeed reads it but the table does not list it")
+                continue
+            child = props[key]
+            if isinstance(value, dict) and "properties" in child:
+                compare(child, value, f"{pointer}/{key}", set())
+            elif "default" in child and to_json(value) != child["default"]:
+                problems.append(f"{pointer}/{key}: table default {child['default']!r} != DeepSpeed {to_json(value)!r}")
+
+    for pointer, (probe, ignore) in default_probes().items():
+        compare(pointer_get(root, pointer) if pointer else root, probe, pointer, ignore)
+    if problems:
+        raise SchemaError("tools/ds_dictget_keys.py disagrees with DeepSpeed:\n  " + "\n  ".join(problems))
+
+
+# ---------------------------------------------------------------------------------------------
+# Output and --check
+# ---------------------------------------------------------------------------------------------
+
+
+def render(schema: dict) -> str:
+    return json.dumps(schema, indent=2, ensure_ascii=False) + "\n"
+
+
+def check(path: pathlib.Path = SCHEMA_PATH) -> tuple[bool, str]:
+    """(up to date, summary with a unified diff) for the committed schema."""
+    expected = render(build_schema())
+    current = path.read_text(encoding="utf-8") if path.exists() else ""
+    shown_path = path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path
+    if current == expected:
+        return True, f"{shown_path} is up to date"
+    diff = list(difflib.unified_diff(current.splitlines(), expected.splitlines(),
+                                     f"{path.name} (committed)", f"{path.name} (generated)", lineterm="", n=1))
+    added = sum(1 for line in diff if line.startswith("+") and not line.startswith("+++"))
+    removed = sum(1 for line in diff if line.startswith("-") and not line.startswith("---"))
+    shown = diff[:80]
+    more = f"\n... {len(diff) - len(shown)} more diff lines" if len(diff) > len(shown) else ""
+    summary = (f"{shown_path} is out of date (+{added} -{removed} lines); "
+               f"run: python tools/gen_schema.py\n" + "\n".join(shown) + more)
+    return False, summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true",
+                        help="exit 1 if the committed schema differs from a fresh build")
+    parser.add_argument("--output", type=pathlib.Path, default=SCHEMA_PATH, help="schema file (default: %(default)s)")
+    args = parser.parse_args(argv)
+    if args.check:
+        ok, summary = check(args.output)
+        print(summary)
+        return 0 if ok else 1
+    args.output.write_text(render(build_schema()), encoding="utf-8")
+    print(f"wrote {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
