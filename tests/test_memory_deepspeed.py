@@ -420,3 +420,15 @@ def test_activations_unknown_without_shape():
     result = estimate(None, ModelSpec(parameters=P, **GPT), TrainingShape(), Cluster(gpus=1))
     assert result.stage(1).per_gpu["activations"] == 0
     assert any("no sequence length" in a for a in result.assumptions)
+
+
+def test_refused_configured_option_is_still_the_configured_entry():
+    # bf16 + fp32 grad accumulation without ZeRO: DeepSpeed raises NotImplementedError, but the
+    # configured entry is still estimated and says so
+    config = {"bf16": {"enabled": True}, "data_types": {"grad_accum_dtype": "fp32"}, "zero_optimization": {"stage": 0}}
+    result = run(config)
+    data = result.to_dict()
+    assert sum(st["configured"] for st in data["stages"]) == 1
+    assert result.configured.option.stage == 0
+    assert any("does not run" in n and "NotImplementedError" in n for n in result.configured.notes)
+    assert all(k["stage"] != 0 for k in data["skipped"])

@@ -33,7 +33,9 @@ def _who(ctx) -> str:
     readers = _READERS[ctx.options.integration]
     if not readers:
         return "plain DeepSpeed fills no \"auto\" value"
-    return " nor ".join(_NAMES[r] for r in readers) + " fills it" if len(readers) > 1 else f"{_NAMES[readers[0]]} does not fill it"
+    if len(readers) > 1:
+        return "neither " + " nor ".join(_NAMES[r] for r in readers) + " fills it"
+    return f"{_NAMES[readers[0]]} does not fill it"
 
 
 def _default_text(node) -> str:

@@ -14,9 +14,14 @@ from zeroadvisor.findings import Severity
 from zeroadvisor.rules.base import Example, Hit, Rule
 
 
+def dotted(pointer: str) -> str:
+    """/zero_optimization/offload_optimizer -> zero_optimization.offload_optimizer (as people write it)."""
+    return ".".join(patch.tokens(pointer))
+
+
 def _section(pointer: str) -> str:
     parent = pointer.rsplit("/", 1)[0]
-    return f"'{parent[1:]}'" if parent else "the top level"
+    return f"'{dotted(parent)}'" if parent else "the top level"
 
 
 def _did_you_mean(event) -> str:
@@ -26,7 +31,7 @@ def _did_you_mean(event) -> str:
         hint = " (did you mean " + " or ".join(repr(s) for s in suggestions) + "?)"
     elsewhere = event.data["elsewhere"]
     if elsewhere and not event.data["typo"]:
-        hint += f"; {event.data['key']!r} belongs under {' or '.join(repr(p) for p in elsewhere[:2])}"
+        hint += f"; {event.data['key']!r} belongs under {' or '.join(repr(dotted(p.rsplit('/', 1)[0]) or 'the top level') for p in elsewhere[:2])}"
     return hint
 
 
@@ -133,13 +138,13 @@ def _deprecated(ctx):
     for event in _events(ctx, "deprecated"):
         replaced_by = event.data["replaced_by"]
         note = event.data["note"].rstrip(".")
-        advice = f"; use {replaced_by!r} instead" if replaced_by else "; delete it"
+        advice = f"; use {dotted(replaced_by)!r} instead" if replaced_by else "; delete it"
         yield Hit(event.pointer, f"{event.data['key']!r} is deprecated{advice}" + (f" ({note})" if note else ""))
     for event in _events(ctx, "deprecated-with-replacement"):
         if event.data["policy"] != "error":
             yield Hit(
                 event.pointer,
-                f"{event.data['key']!r} is deprecated and ignored because {event.data['replaced_by']!r} is also "
+                f"{event.data['key']!r} is deprecated and ignored because {dotted(event.data['replaced_by'])!r} is also "
                 "given; delete it",
                 fix=patch.delete(event.pointer),
             )
@@ -149,7 +154,7 @@ def _deprecated_with_replacement(ctx):
     for event in _events(ctx, "deprecated-with-replacement", policy="error"):
         yield Hit(
             event.pointer,
-            f"{event.data['key']!r} is deprecated and {event.data['replaced_by']!r} is also given: DeepSpeed "
+            f"{event.data['key']!r} is deprecated and {dotted(event.data['replaced_by'])!r} is also given: DeepSpeed "
             "raises an AssertionError when both are set; delete the deprecated key",
             fix=patch.delete(event.pointer),
         )

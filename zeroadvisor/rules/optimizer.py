@@ -161,6 +161,7 @@ UNKNOWN_OPTIMIZER = Rule(
         Example('{"train_batch_size": 8, "optimizer": {"type": "sgd", "params": {"lr": 0.1}}}', fails=True),
         Example('{"train_batch_size": 8, "optimizer": {"type": "SGD", "params": {"lr": 0.1}}}', fails=False),
     ),
+    supersedes=("out-of-range",),
     source="deepspeed/runtime/engine.py _configure_basic_optimizer",
 )
 
@@ -189,6 +190,7 @@ ONEBIT_OPTIMIZER = Rule(
         Example('{"train_batch_size": 8, "optimizer": {"type": "Adam", "params": {"lr": 1e-4}}, '
                 '"zero_optimization": {"stage": 1}}', fails=False),
     ),
+    supersedes=("out-of-range",),
     source="deepspeed 0.19 runtime/config.py DEEPSPEED_OPTIMIZERS; runtime/fp16/",
 )
 
@@ -267,6 +269,7 @@ UNKNOWN_SCHEDULER = Rule(
         Example('{"train_batch_size": 8, "scheduler": {"type": "WarmupCosine", "params": {}}}', fails=True),
         Example('{"train_batch_size": 8, "scheduler": {"type": "WarmupLR", "params": {}}}', fails=False),
     ),
+    supersedes=("out-of-range",),
     source="deepspeed/runtime/engine.py _scheduler_from_config",
 )
 

@@ -106,7 +106,9 @@ class _Walker:
             return
         types = _types(node)
         if isinstance(value, dict) and ("object" in types or "properties" in node):
-            self.object(value, self.object_schema(node, pointer), pointer, policy)
+            schema_for_object = self.object_schema(node, pointer)
+            if schema_for_object is not None:  # None: params of a type the type rules report
+                self.object(value, schema_for_object, pointer, policy)
             return
         if not types or any(coerce.matches(value, t) for t in types):
             self.constraints(value, node, pointer, policy)
@@ -123,17 +125,16 @@ class _Walker:
         else:
             self.emit("wrong-type", pointer, value=value, types=types, policy=policy)
 
-    def object_schema(self, node: dict[str, Any], pointer: str) -> dict[str, Any]:
-        """The schema for an object; optimizer/scheduler params depend on the named type."""
+    def object_schema(self, node: dict[str, Any], pointer: str) -> dict[str, Any] | None:
+        """The schema for an object; optimizer/scheduler params depend on the named type
+        (None when the type is unknown: unknown-optimizer/unknown-scheduler report that)."""
         defs = schema.load().get("$defs", {})
         if pointer == "/optimizer/params":
-            by_type = defs.get("optimizer_params", {})
             name = dsconfig.optimizer_type(self.ctx.data)
-            return by_type.get(name, {}) if name else {}
+            return defs.get("optimizer_params", {}).get(name) if name else None
         if pointer == "/scheduler/params":
-            by_type = defs.get("scheduler_params", {})
             name = self.ctx.get("/scheduler/type")
-            return by_type.get(name, {}) if isinstance(name, str) else {}
+            return defs.get("scheduler_params", {}).get(name) if isinstance(name, str) else None
         return _object_branch(node)
 
     def constraints(self, value: Any, node: dict[str, Any], pointer: str, policy: str) -> None:
