@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Iterator
 
 from zeroadvisor import patch as mp
+from zeroadvisor import schema
 from zeroadvisor.memory.estimate import Cluster, Estimate, StageEstimate, estimate
 from zeroadvisor.memory.options import Option
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
@@ -57,6 +58,11 @@ class Change:
 class Outcome:
     change: Change
     stage: StageEstimate
+
+
+def _min_stage(key: str) -> int | None:
+    node = schema.node("zero_optimization", key) or {}
+    return node.get("x-min-stage")
 
 
 class Searcher:
@@ -128,6 +134,8 @@ class Searcher:
                     zero[legacy] = None
         if isinstance(self.config.get("zero_optimization"), bool):
             return {"zero_optimization": {k: v for k, v in zero.items() if v is not None}}
+        if option.stage < 3:  # stage-3-only settings would do nothing (stage3-key-below-stage3)
+            zero.update({key: None for key in current if key not in zero and _min_stage(key) == 3})
         return {"zero_optimization": zero}
 
     def micro_batch_patch(self, micro_batch: int) -> dict[str, Any] | None:

@@ -46,12 +46,13 @@ def patched_text(doc: Document, patch: dict[str, Any]) -> str:
 def _object(doc: Document, pointer: str, data: dict[str, Any], patch: dict[str, Any], edits: list[_Edit]) -> None:
     members = {m.key: m for m in doc.members.get(pointer, [])}
     inserts: dict[str, Any] = {}
+    deleted: set[str] = set()
     for key, value in patch.items():
         child = join_pointer(pointer, key)
         member = members.get(key)
         if value is None:
             if member is not None:
-                edits.append(_delete(doc, pointer, member))
+                deleted.add(key)
         elif member is None:
             inserts[key] = apply_patch(None, value) if isinstance(value, dict) else value
         elif isinstance(value, dict) and isinstance(data.get(key), dict):
@@ -61,44 +62,65 @@ def _object(doc: Document, pointer: str, data: dict[str, Any], patch: dict[str, 
             span = member.value_span
             edits.append(_Edit(span.start, span.end, _dump(new_value, _indent_of(doc, member.key_span.start),
                                                           _indent_unit(doc))))
-    if inserts:
-        edits.append(_insert(doc, pointer, inserts))
+    edits.extend(_membership(doc, pointer, deleted, inserts))
 
 
-def _delete(doc: Document, pointer: str, member: Member) -> _Edit:
-    members = doc.members[pointer]
-    index = members.index(member)
-    if len(members) == 1:
+def _membership(doc: Document, pointer: str, deleted: set[str], inserts: dict[str, Any]) -> list[_Edit]:
+    """Edits that delete members and append new ones, without overlapping ranges."""
+    members = doc.members.get(pointer, [])
+    kept = [m for m in members if m.key not in deleted]
+    if members and not kept:
         span = doc.values[pointer]
-        return _Edit(span.start + 1, span.end - 1, "")
-    if index + 1 < len(members):
+        edits = [_Edit(span.start + 1, span.end - 1, "")]
+        return edits + ([_insert_into_empty(doc, pointer, inserts)] if inserts else [])
+    edits: list[_Edit] = []
+    last_kept = kept[-1] if kept else None
+    trailing = members[members.index(last_kept) + 1:] if last_kept is not None else []
+    for index, member in enumerate(members):
+        if member.key not in deleted or member in trailing:
+            continue
         # From this key to the next key: removes the member, its comma and the line break.
         start = _line_start_if_blank_before(doc.text, member.key_span.start)
         next_start = _line_start_if_blank_before(doc.text, members[index + 1].key_span.start)
-        return _Edit(start, next_start, "")
-    previous = members[index - 1]
-    end = member.comma + 1 if member.comma is not None else member.value_span.end
-    return _Edit(previous.value_span.end, end, "," if previous.comma is not None and member.comma is not None else "")
+        edits.append(_Edit(start, next_start, ""))
+    if trailing:
+        # The last members go: cut from the end of the last kept value, keeping its comma
+        # only when the file uses trailing commas.
+        last = trailing[-1]
+        end = last.comma + 1 if last.comma is not None else last.value_span.end
+        keep_comma = "," if last_kept.comma is not None and last.comma is not None else ""
+        edits.append(_Edit(last_kept.value_span.end, end, keep_comma))
+        if inserts:
+            edits.append(_append_after(doc, pointer, last_kept, inserts, has_comma=bool(keep_comma)))
+    elif inserts:
+        if last_kept is None:
+            edits.append(_insert_into_empty(doc, pointer, inserts))
+        else:
+            edits.append(_append_after(doc, pointer, last_kept, inserts, has_comma=last_kept.comma is not None))
+    return edits
 
 
-def _insert(doc: Document, pointer: str, values: dict[str, Any]) -> _Edit:
-    members = doc.members.get(pointer, [])
+def _append_after(doc: Document, pointer: str, last: Member, values: dict[str, Any], has_comma: bool) -> _Edit:
+    members = doc.members[pointer]
     unit = _indent_unit(doc)
-    if members:
-        last = members[-1]
-        indent = _indent_of(doc, last.key_span.start)
-        multiline = "\n" in doc.text[members[0].key_span.start - len(indent) - 1 : last.key_span.start] or \
-            _starts_line(doc.text, last.key_span.start)
-        sep = "\n" + indent if multiline else " "
-        body = ("," + sep).join(f"{json.dumps(k)}: {_dump(v, indent, unit)}" for k, v in values.items())
-        if last.comma is not None:  # hjson-style trailing comma: keep the style
-            return _Edit(last.comma + 1, last.comma + 1, sep + body + ",")
-        if join_pointer(pointer, last.key) in doc.quoteless:
-            # A quoteless value runs to the end of its line: a comma would join it.
-            return _Edit(last.value_span.end, last.value_span.end, "\n" + indent + body)
-        return _Edit(last.value_span.end, last.value_span.end, "," + sep + body)
+    indent = _indent_of(doc, last.key_span.start)
+    multiline = _starts_line(doc.text, members[0].key_span.start) or _starts_line(doc.text, last.key_span.start)
+    sep = "\n" + indent if multiline else " "
+    body = ("," + sep).join(f"{json.dumps(k)}: {_dump(v, indent, unit)}" for k, v in values.items())
+    if has_comma:  # hjson-style trailing comma: keep the style
+        return _Edit(last.comma + 1, last.comma + 1, sep + body + ",")
+    if join_pointer(pointer, last.key) in doc.quoteless:
+        # A quoteless value runs to the end of its line: a comma would join it.
+        return _Edit(last.value_span.end, last.value_span.end, "\n" + indent + body)
+    return _Edit(last.value_span.end, last.value_span.end, "," + sep + body)
+
+
+def _insert_into_empty(doc: Document, pointer: str, values: dict[str, Any]) -> _Edit:
+    unit = _indent_unit(doc)
     span = doc.values[pointer]
     outer = _indent_of(doc, span.start)
+    if pointer and outer == "" and pointer in doc.keys:
+        outer = _indent_of(doc, doc.keys[pointer].start)
     indent = outer + unit
     body = (",\n" + indent).join(f"{json.dumps(k)}: {_dump(v, indent, unit)}" for k, v in values.items())
     return _Edit(span.start + 1, span.end - 1, "\n" + indent + body + "\n" + outer)

@@ -7,7 +7,7 @@ from typing import Any
 
 from zeroadvisor.memory.activations import activation_bytes
 from zeroadvisor.memory.buffers import OVERHEAD_ASSUMPTION, buffer_terms, gathered_terms, overhead_bytes
-from zeroadvisor.memory.options import Option, Skipped, configured_option, enumerate_options
+from zeroadvisor.memory.options import Option, Skipped, configured_option, enumerate_options, refusal
 from zeroadvisor.memory.settings import Settings, read_settings
 from zeroadvisor.memory.states import deepspeed_terms, paper_terms
 from zeroadvisor.memory.terms import ROWS, STATE_ROWS, Term, ceil_div
@@ -198,6 +198,9 @@ def estimate(config: dict | None, model: ModelSpec, shape: TrainingShape | None 
                 fits = fits and per_node_cpu <= cluster.cpu_memory
             if cluster.nvme is not None:
                 fits = fits and per_node_nvme <= cluster.nvme
+        refused = refusal(s, option)
+        if refused:
+            notes.insert(0, f"DeepSpeed 0.19.8 does not run this configuration: {refused}")
         option_notes = [n for n in dict.fromkeys(notes) if n not in seen_notes]
         stage_notes = option_notes + _differences(ds, paper, N)
         stages.append(StageEstimate(option, s.configured and option == configured, per_gpu, host, nvme,

@@ -66,8 +66,12 @@ def enumerate_options(s: Settings) -> tuple[list[Option], list[Skipped]]:
             runs.append(option)
         else:
             skipped.append(Skipped(option, reason))
-    if s.configured and configured not in runs and all(k.option != configured for k in skipped):
+    if s.configured and configured not in runs:
+        # the configured option is always estimated (the JSON contract marks exactly one entry), even
+        # when DeepSpeed would refuse it; estimate.py attaches the refusal to that entry
+        skipped = [k for k in skipped if k.option != configured]
         runs.append(configured)
+        runs.sort(key=lambda o: (o.stage, DEVICES.index(o.offload_optimizer), DEVICES.index(o.offload_param)))
     return runs, skipped
 
 

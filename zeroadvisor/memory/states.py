@@ -282,8 +282,10 @@ def _stage3(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, notes: li
                           f"{M} B/param / N", src + "._optimizer_states_and_gradient_swap_out"))
 
     # ---- master weights and optimizer states
-    shares_params = (not s.mixed_precision and M == w and opt.offload_optimizer == "none"
-                     and opt.offload_param == "none")
+    # _create_fp32_partitions has a no-copy branch for partitions already in the master dtype on
+    # self.device, but it compares a torch.device with the device *name* (a str), which is never
+    # equal: DeepSpeed 0.19.8 always clones the master partition, also in fp32 training
+    # (measured: benchmarks/calibration.md, stage 3 fp32).
     if opt.offload_optimizer == "nvme":
         Sn = _state_bytes_cpu(s)
         terms += [
@@ -296,11 +298,7 @@ def _stage3(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, notes: li
         return terms
     gpu_master = exact(gpu_share * M * part)
     cpu_master = M * part - gpu_master
-    if shares_params:
-        terms.append(Term("optimizer_states", "gpu", 0, "master",
-                          "master weights share the fp32 parameter partition", "0",
-                          src + "._create_fp32_partitions (same dtype and device: no copy)"))
-    elif gpu_master:
+    if gpu_master:
         terms.append(Term("optimizer_states", "gpu", gpu_master, "master", "fp32 master partition",
                           f"{M} B/param / N", src + "._create_fp32_partitions"))
     if cpu_master:

@@ -155,7 +155,7 @@ BATCH_SIZE_NOT_POSITIVE = Rule(
 
 
 def _missing(ctx):
-    if not isinstance(ctx.data, dict) or not ctx.data:
+    if not isinstance(ctx.data, dict) or not ctx.data or ctx.foreign:
         return
     if ctx.has("/" + TBS) or ctx.has("/" + MBS):
         return

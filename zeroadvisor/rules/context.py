@@ -55,6 +55,18 @@ class Context:
         return dsconfig.zero_stage(self.data)
 
     @cached_property
+    def foreign(self) -> list[str]:
+        """Top-level keys when none of them is a DeepSpeed key: the file is something else
+        (a Hugging Face model config, an Accelerate YAML); [] for a DeepSpeed config."""
+        from zeroadvisor import schema
+
+        if not isinstance(self.data, dict) or not self.data:
+            return []
+        known = schema.load().get("properties", {})
+        keys = [k for k in self.data if not str(k).startswith("_")]
+        return [] if not keys or any(k in known for k in keys) else keys
+
+    @cached_property
     def schema_events(self):
         """The schema walk, done once per file and shared by the key/type rules."""
         from zeroadvisor.rules.schemawalk import walk

@@ -65,6 +65,11 @@ def _missing_params(ctx):
         spec = _defs(kind).get(name) if isinstance(name, str) else None
         if spec is None or not isinstance(ctx.get(f"/{section}"), dict):
             continue
+        if section == "scheduler" and ctx.get("/scheduler/params") is None:
+            # engine._scheduler_from_config calls scheduler(optimizer, **params) with params None
+            yield Hit("/scheduler", f"scheduler {name} has no 'params': the engine calls it with **None and "
+                                    "raises TypeError; add \"params\": {}", fix=patch.at("/scheduler/params", {}))
+            continue
         params = ctx.get(f"/{section}/params", {})
         params = params if isinstance(params, dict) else {}
         missing = [p for p in spec.get("required", []) if p not in params]

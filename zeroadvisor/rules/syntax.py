@@ -164,4 +164,35 @@ TEMPLATE_PLACEHOLDER = Rule(
     source="corpus FINDINGS A10; hjson decoder scantfnns",
 )
 
-RULES = (INVALID_SYNTAX, NOT_STRICT_JSON, DUPLICATE_KEY, NOT_AN_OBJECT, TEMPLATE_PLACEHOLDER)
+# Keys that say what kind of file it is, for the message.
+_KINDS = (("model_type", "a Hugging Face model config"), ("compute_environment", "an Accelerate launcher config"),
+          ("distributed_type", "an Accelerate launcher config"))
+
+
+def _foreign(ctx):
+    if ctx.foreign:
+        kind = next((words for key, words in _KINDS if key in ctx.data), "not a DeepSpeed config")
+        shown = ", ".join(repr(k) for k in ctx.foreign[:4]) + (", ..." if len(ctx.foreign) > 4 else "")
+        yield Hit("", f"no DeepSpeed key at the top level ({shown}): this looks like {kind}; DeepSpeed would "
+                      "ignore every key here", position=(1, 1))
+
+
+NOT_A_DEEPSPEED_CONFIG = Rule(
+    code="ZA006",
+    name="not-a-deepspeed-config",
+    severity=Severity.WARNING,
+    summary="A JSON object without a single DeepSpeed key.",
+    explanation=(
+        "When none of the top-level keys is one DeepSpeed reads, the file is something else (a Hugging "
+        "Face config.json, an Accelerate YAML) or the whole config is nested one level too deep. The "
+        "per-key warnings are folded into this one finding."
+    ),
+    check=_foreign,
+    examples=(
+        Example('{"model_type": "llama", "hidden_size": 4096}', fails=True),
+        Example('{"train_batch_size": 8}', fails=False),
+    ),
+    source="deepspeed/runtime/config.py DeepSpeedConfig._initialize_params (dict.get)",
+)
+
+RULES = (INVALID_SYNTAX, NOT_STRICT_JSON, DUPLICATE_KEY, NOT_AN_OBJECT, TEMPLATE_PLACEHOLDER, NOT_A_DEEPSPEED_CONFIG)

@@ -1,0 +1,87 @@
+"""--fix on every valid corpus config changes nothing but the patched keys (issue #4)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from zeroadvisor import patch as mp
+from zeroadvisor.edit import patched_text, write_atomically
+from zeroadvisor.source import ParseError, join_pointer, parse
+
+from conftest import CORPUS, corpus_manifest
+
+PATCHES = [
+    {"zero_optimization": {"stage": 1}},  # change a value
+    {"zero_optimization": {"offload_optimizer": {"device": "cpu", "pin_memory": True}}},  # add a block
+    {"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 8},  # set top-level keys
+    {"zero_optimization": {"offload_param": None, "offload_optimizer": None, "stage": 2}},  # delete + change
+    {"zero_optimization": None},  # delete a whole section
+]
+
+
+def _configs():
+    if not (CORPUS / "MANIFEST.tsv").is_file():
+        return []
+    return sorted(row["file"] for row in corpus_manifest(CORPUS) if row["kind"] == "ds_json")
+
+
+def _patched_pointers(patch, data, pointer=""):
+    """Pointers of the keys a patch touches (its leaves, and objects it replaces or deletes)."""
+    for key, value in patch.items():
+        child = join_pointer(pointer, key)
+        if isinstance(value, dict) and isinstance(data, dict) and isinstance(data.get(key), dict):
+            yield from _patched_pointers(value, data[key], child)
+        else:
+            yield child
+
+
+def _outside(doc, pointers) -> str:
+    """The text with the patched members cut out, minus whitespace and commas."""
+    spans = sorted((doc.keys[p].start, doc.values[p].end) for p in pointers if p in doc.keys)
+    text, last, parts = doc.text, 0, []
+    for start, end in spans:
+        parts.append(text[last:start])
+        last = max(last, end)
+    parts.append(text[last:])
+    return re.sub(r"[\s,]", "", "".join(parts))
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("name", _configs())
+def test_fix_changes_only_patched_keys(corpus, name):
+    text = (corpus / name).read_text("utf-8")
+    try:
+        doc = parse(text, name)
+    except ParseError:
+        return  # not parseable (KtechB, abliao): invalid-syntax reports it, nothing to fix
+    if not isinstance(doc.data, dict) or doc.quoteless:
+        return  # templates are not valid configs; nothing to round-trip
+    for patch in PATCHES:
+        new_text = patched_text(doc, patch)  # raises if the result reads back differently
+        new_doc = parse(new_text, name)
+        assert new_doc.data == mp.apply(doc.data, patch)
+        pointers = set(_patched_pointers(patch, doc.data)) | set(_patched_pointers(patch, new_doc.data))
+        assert _outside(doc, pointers) == _outside(new_doc, pointers), f"{name}: text outside {patch} changed"
+        assert [d.kind for d in new_doc.deviations] == [d.kind for d in doc.deviations] or doc.deviations
+
+
+def test_corpus_has_configs_to_round_trip(corpus):
+    assert len(_configs()) > 200
+
+
+def test_atomic_write_keeps_mode_and_replaces(tmp_path):
+    path = tmp_path / "ds.json"
+    path.write_text('{"a": 1}')
+    path.chmod(0o640)
+    write_atomically(str(path), '{"a": 2}')
+    assert path.read_text() == '{"a": 2}'
+    assert path.stat().st_mode & 0o777 == 0o640
+    assert [p.name for p in tmp_path.iterdir()] == ["ds.json"]
+
+
+def test_edits_keep_comments_and_number_spelling():
+    text = '{\n  // why: 8 GPUs\n  "zero_optimization": {\n    "stage": 3, # hjson comment\n    "reduce_bucket_size": 5e8\n  }\n}\n'
+    new = patched_text(parse(text), {"zero_optimization": {"stage": 2, "stage3_max_live_parameters": None}})
+    assert new == text.replace('"stage": 3', '"stage": 2')
