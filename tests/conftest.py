@@ -7,6 +7,9 @@ from pathlib import Path
 
 import pytest
 
+# The oracle tests import DeepSpeed on machines without a GPU: its CPU accelerator, silently.
+os.environ.setdefault("DS_ACCELERATOR", "cpu")
+
 REPO = Path(__file__).resolve().parent.parent
 CORPUS = Path(os.environ.get("ZEROADVISOR_CORPUS", REPO.parent / "shared" / "corpus" / "real"))
 
