@@ -139,6 +139,8 @@ _BATCH_POINTERS = tuple(f"/{k}" for k in _BATCH_KEYS)
 _ERROR_KEYS: list[tuple[str, str, str, tuple[str, ...]]] = [
     # phase, exception, regex searched in "in <function>: <message>", pointers
     ("load", "*", r"", ("",)),
+    # a top level that is not an object: DeepSpeed calls .get on it
+    ("config", "AttributeError", r"object has no attribute 'get'", ("",)),
     ("config", "DeepSpeedConfigError", r"has been removed|is no longer supported", ("{removed}",)),
     ("config", "DeepSpeedConfigError", r"tag_validation", ("/checkpoint/tag_validation",)),
     ("config", "DeepSpeedConfigError", r"parallel_write::pipeline_stage", ("/checkpoint/parallel_write/pipeline_stage",)),

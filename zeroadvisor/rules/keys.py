@@ -207,7 +207,8 @@ def _alias_conflict(ctx):
         yield Hit(
             event.pointer,
             f"{event.data['key']!r} and {event.data['other']!r} are two names for one setting: DeepSpeed "
-            "rejects the pair ('Extra inputs are not permitted'); keep one",
+            f"rejects {event.data['key']!r} ('Extra inputs are not permitted'); keep {event.data['other']!r} (the "
+            "spelling Hugging Face and Accelerate fill for \"auto\")",
             fix=patch.delete(event.pointer),
         )
 

@@ -69,7 +69,8 @@ class _Walker:
                 continue  # a key the engine refuses (optimizer max_grad_norm): its own rule words it
             alias_of = sub.get("x-alias-of")
             if alias_of is not None and alias_of in value:
-                self.emit("alias-conflict", child_pointer, key=key, other=alias_of)
+                # pydantic reports extra_forbidden on the field name, not on the alias
+                self.emit("alias-conflict", join_pointer(pointer, alias_of), key=alias_of, other=key)
             if sub.get("deprecated"):
                 self.deprecated(key, sub, child_pointer, value, policy)
             self.value(child, sub, child_pointer, policy)
