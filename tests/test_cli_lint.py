@@ -159,3 +159,20 @@ def test_missing_path_and_directory_exit_2(tmp_path):
 def test_bad_option_is_usage_error(configs):
     assert run("lint", "--format", "xml", str(configs / "good.json")).returncode == 2
     assert run("lint", "--gpus", "0", str(configs / "good.json")).returncode == 2
+
+
+@pytest.mark.parametrize("args", [
+    ["lint"],
+    ["lint", "--format", "xml", "x.json"],
+    ["lint", "--gpus", "0", "x.json"],
+    ["estimate", "--params", "7B"],
+    ["estimate", "--params", "seven", "--gpus", "8"],
+    ["check", "x.json", "--params", "7B", "--gpus", "8"],
+    ["frobnicate"],
+])
+def test_usage_errors_are_one_line(args):
+    result = run(*args)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("zeroadvisor: "), result.stderr
+    assert "internal error" not in lines[0]

@@ -79,7 +79,12 @@ def check_document(doc: Document, options: CheckOptions, rules: Iterable[Rule] |
         return CheckResult(lint_document(doc, lint_options, selected), None, options)
     cluster = Cluster(gpus=options.gpus, gpus_per_node=options.gpus_per_node, gpu_memory=options.usable,
                       cpu_memory=options.cpu_memory, nvme=options.nvme)
-    result = estimate(doc.data, options.model, options.shape, cluster, options.accounting)
+    try:
+        result = estimate(doc.data, options.model, options.shape, cluster, options.accounting)
+    except (ValueError, TypeError) as err:
+        # A value the memory model needs is unusable; the lint findings say which.
+        findings = lint_document(doc, lint_options, [r for r in selected if not r.needs_advice])
+        return CheckResult(findings, None, options, {"estimate_error": str(err)})
     searcher = Searcher(doc.data, options.model, options.shape, cluster, options.accounting, result)
     advice = AdviceContext(result, searcher, options.gpu_memory, options.usable, options.headroom,
                            options.cpu_memory, options.nvme, options.unit)

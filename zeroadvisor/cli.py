@@ -100,7 +100,7 @@ def render_findings(findings, rules, files: int, fmt: LintFormat, extra=None) ->
 
 @app.command()
 def lint(
-    paths: List[str] = typer.Argument(..., metavar="PATH...", help="Config files, directories or glob patterns."),
+    paths: List[str] = typer.Argument(..., metavar="PATH", help="Config files, directories or glob patterns."),
     format: LintFormat = typer.Option(LintFormat.text, "--format", "-f", help="Output format."),
     fail_on: FailOn = typer.Option(FailOn.error, "--fail-on", help="Exit 1 on findings of this severity or worse."),
     gpus: Optional[int] = typer.Option(None, "--gpus", min=1, help="Data-parallel world size: check the batch exactly."),
@@ -223,7 +223,11 @@ def estimate(
             if not isinstance(doc.data, dict):
                 raise inputs.InputError(f"{config}: the config is not a JSON object")
             data = doc.data
-        result = run_estimate(data, spec, shape, cluster, accounting.value)
+        try:
+            result = run_estimate(data, spec, shape, cluster, accounting.value)
+        except (ValueError, TypeError) as err:
+            raise inputs.InputError(f"{config}: cannot estimate from this config ({err}); see "
+                                    f"'zeroadvisor lint {config}'") from None
     except (inputs.InputError, ValueError) as err:
         raise fail(str(err))
     if format is EstimateFormat.json:
@@ -289,6 +293,9 @@ def check(
                 write_fix(config, document, patch)
         except FixError as err:
             raise fail(f"{config}: {err}")
+    if "estimate_error" in result.extra:
+        typer.echo(f"zeroadvisor: {config}: no memory estimate ({result.extra['estimate_error']}): fix the errors "
+                   "reported first", err=True)
     _print_check(result, rules, format, diff if (suggest or format is CheckFormat.markdown) else "", config, unit.value)
     if fix:
         fixed = sum(1 for f in result.findings if f.fix)
@@ -383,9 +390,19 @@ def root(
 
 
 def main() -> None:
+    try:  # recent typer vendors click
+        from typer._click.exceptions import ClickException
+    except ImportError:  # pragma: no cover - older typer
+        from click.exceptions import ClickException
     try:
-        app()
-    except KeyboardInterrupt:
+        code = app(standalone_mode=False)
+    except ClickException as err:  # usage errors: one line, exit 2 (not click's three-line box)
+        commands = {c.name or c.callback.__name__ for c in app.registered_commands}
+        command = next((a for a in sys.argv[1:2] if a in commands), "")
+        hint = f" (see 'zeroadvisor {command} --help')" if command else " (see 'zeroadvisor --help')"
+        typer.echo(f"zeroadvisor: {err.format_message()}{hint}", err=True)
+        sys.exit(EXIT_USAGE if err.exit_code == 2 else err.exit_code)
+    except (KeyboardInterrupt, typer.Abort):
         sys.exit(130)
     except Exception as err:  # a bug: one line, not a traceback (ZEROADVISOR_DEBUG=1 shows it)
         if os.environ.get("ZEROADVISOR_DEBUG"):
@@ -393,3 +410,4 @@ def main() -> None:
         typer.echo(f"zeroadvisor: internal error: {type(err).__name__}: {err} (set ZEROADVISOR_DEBUG=1 for details)",
                    err=True)
         sys.exit(EXIT_USAGE)
+    sys.exit(code or EXIT_OK)
