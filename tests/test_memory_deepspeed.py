@@ -432,3 +432,21 @@ def test_refused_configured_option_is_still_the_configured_entry():
     assert result.configured.option.stage == 0
     assert any("does not run" in n and "NotImplementedError" in n for n in result.configured.notes)
     assert all(k["stage"] != 0 for k in data["skipped"])
+
+
+def test_legacy_and_deprecated_forms():
+    spec = ModelSpec(parameters=P)
+    assert read_settings({"zero_optimization": True}, spec, 8).stage == 1
+    s = read_settings({"zero_optimization": {"stage": 2, "cpu_offload": True}}, spec, 8)
+    assert s.offload_optimizer == "cpu"
+    s = read_settings({"zero_optimization": {"stage": 3, "cpu_offload_param": True}}, spec, 8)
+    assert s.offload_param == "cpu"
+    s = read_settings({"zero_optimization": {"stage": "auto"}}, spec, 8)
+    assert s.stage == schema.default("zero_optimization", "stage") and any("auto" in a for a in s.assumptions)
+    s = read_settings({"bfloat16": {"enabled": True}}, spec, 8)
+    assert s.precision == "bf16"
+    s = read_settings({"fp16": {"enabled": "auto"}, "bf16": {"enabled": "auto"}}, spec, 8)
+    assert s.precision in ("fp16", "bf16") and any("auto" in a for a in s.assumptions)
+    # offload sections written as null by a patch mean "no offload"
+    s = read_settings({"zero_optimization": {"stage": 3, "offload_optimizer": None}}, spec, 8)
+    assert s.offload_optimizer == "none"

@@ -102,8 +102,9 @@ def test_rows_are_consistent(p, n, prec, opt):
 @settings(max_examples=100, deadline=None)
 @given(params, st.integers(min_value=1, max_value=2048), st.sampled_from(["Adam", "Lion", "SGD", "Adagrad"]))
 def test_fp32_zero_adds_a_master_copy(p, n, opt):
-    """fp32: stage 0 = 4P params + 4P grads + S·P states; stage 1 = 4·flat params + 4P grads
-    + (4 fp32 grad partition + 4 master + S) per partition element (stage_1_and_2.py)."""
+    """fp32: stage 0 = 4P params + 4P grads + S·P states; stage 1 = 4·flat params + the gradient peak
+    max(4P full grads after backward, 4 + 4 B per partition element in step()) + (4 master + S) per
+    partition element (stage_1_and_2.py)."""
     result = run(p, n, "fp32", opt, "deepspeed")
     part = -(-p // (2 * n)) * 2
     s0, s1 = result.stage(0).per_gpu, result.stage(1).per_gpu

@@ -71,7 +71,8 @@ def gathered_terms(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, no
     persistent = min(persistent_parameters(s, spec, notes), P)
     terms = [
         Term("gathered_parameters", "gpu", w * live, "gathered", f"{s.precision} gathered parameters: largest layer "
-             f"{Lp:,} + prefetch (bucket {s.prefetch_bucket_size:,}, cap max_live_parameters {s.max_live_parameters:,})",
+             f"{Lp:,} + prefetch (bucket {s.prefetch_bucket_size:,}, "
+             f"cap max_live_parameters {s.max_live_parameters:,})",
              f"{w} B × max(L_p, min(max_live, L_p + prefetch))",
              "zero/partitioned_param_coordinator.py fetch_sub_module"),
         Term("gathered_parameters", "gpu", w * Lp, "gathered_grad",
@@ -80,7 +81,8 @@ def gathered_terms(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, no
     ]
     if persistent:
         terms.append(Term("gathered_parameters", "gpu", exact(w * persistent * (1 - Fraction(1, N))), "persistent",
-                          f"{persistent:,} persistent parameters (numel ≤ {s.param_persistence_threshold:,}) kept whole",
+                          f"{persistent:,} persistent parameters (numel ≤ {s.param_persistence_threshold:,}) "
+                          "kept whole",
                           f"{w} B × persistent × (1 - 1/N)", "zero/parameter_offload.py mark_persistent_parameters"))
     return terms
 

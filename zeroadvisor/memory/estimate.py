@@ -233,7 +233,7 @@ def _differences(ds: list[Term], paper: list[Term], N: int) -> list[str]:
         ds_keys = {t.key for t in ds_row if t.nbytes}
         for t in pp_row:
             if t.key not in ds_keys and t.nbytes:
-                parts.append(f"- the paper's {t.what} ({t.formula}) is not on the GPU in DeepSpeed")
+                parts.append(f"- the paper's {t.what} ({t.formula}) is not part of DeepSpeed's peak for this row")
         reason = "; ".join(parts) or "different placement of the same bytes"
         notes.append(f"{row}: DeepSpeed {format_bytes(ds_total)} vs paper {format_bytes(pp_total)} per GPU: {reason}")
     return notes

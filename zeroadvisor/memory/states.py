@@ -96,7 +96,8 @@ def _stage0(s: Settings, P: int, spec: ModelSpec, notes: list[str]) -> list[Term
         return [
             Term("parameters", "gpu", FP32 * P, "lp_params", "fp32 parameters", "4 B/param",
                  "engine.py: no ZeRO, fp32 -> the basic optimizer (_do_optimizer_sanity_check returns None)"),
-            Term("gradients", "gpu", FP32 * P, "lp_grads", "fp32 gradients", "4 B/param", "torch autograd (param.grad)"),
+            Term("gradients", "gpu", FP32 * P, "lp_grads", "fp32 gradients", "4 B/param",
+                 "torch autograd (param.grad)"),
             Term("optimizer_states", "gpu", exact(el * FP32 * P), "optimizer_state",
                  f"{s.optimizer_label} states ({el} × fp32)", f"{el}×4 B/param", "torch/DeepSpeed optimizer state"),
         ]
@@ -176,7 +177,8 @@ def _stage12(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, notes: l
         Term("optimizer_states", "cpu", exact(el * Sc * part), "optimizer_state",
              f"{s.optimizer_label} states ({el} × {Sc} B) on the host", f"{el}×{Sc} B/param / N",
              "ops/adam/cpu_adam.py DeepSpeedCPUAdam state"),
-        Term("parameters", "cpu", w * part, "lp_param_staging", f"{s.precision} copy of the partition for upload{pinned}",
+        Term("parameters", "cpu", w * part, "lp_param_staging",
+             f"{s.precision} copy of the partition for upload{pinned}",
              f"{w} B/param / N", src + ".__init__ (param_buffer_of_bit16_for_cpu_offload_groups)"),
     ]
     return terms
@@ -347,5 +349,6 @@ def paper_terms(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, notes
         Term("gradients", g_dev, exact(w * P * g_share), "lp_grads", f"{w}-byte gradients",
              f"{w}Ψ{'/N' if g_share != 1 else ''}", src),
         Term("optimizer_states", k_dev, exact(K * P * k_share), "optimizer_state",
-             f"K = {K} (fp32 master {master} + {s.optimizer_label} {el}×4)", f"KΨ{'/N' if k_share != 1 else ''}", src),
+             f"K = {K} (fp32 master {master} + {s.optimizer_label} {el}×4)",
+             f"KΨ{'/N' if k_share != 1 else ''}", src),
     ]

@@ -32,7 +32,8 @@ def render(estimate: Estimate, unit: str = "GB", ascii_only: bool = False) -> st
     m = estimate.model
     lines: list[str] = []
     nodes = f"{cluster.nodes} node{'s' if cluster.nodes > 1 else ''} × {cluster.gpus_on_a_node}"
-    lines.append(f"ZeRO memory estimate: {m.parameters:,} parameters, {cluster.gpus} GPU{'s' if cluster.gpus > 1 else ''}"
+    plural = "s" if cluster.gpus > 1 else ""
+    lines.append(f"ZeRO memory estimate: {m.parameters:,} parameters, {cluster.gpus} GPU{plural}"
                  f" ({nodes}), {s.precision}, {s.optimizer_label}, micro batch {s.micro_batch}"
                  f"{', sequence ' + str(estimate.shape.sequence_length) if estimate.shape.sequence_length else ''}")
     lines.append(f"Accounting: {estimate.accounting}"
