@@ -96,3 +96,25 @@ def optimizer_type(data: Any) -> str | None:
         return None
     native = schema.load().get("x-deepspeed-optimizers", [])
     return name.lower() if name.lower() in native else name
+
+
+def derive_batch(tbs, mbs, gas, world):
+    """DeepSpeedConfig._configure_train_batch_size, step for step (runtime/config.py).
+
+    Any two of the three give the third, with floor division; one alone fills the rest.
+    Returns the (tbs, mbs, gas) DeepSpeed ends with, or None if it asserts for lack of both
+    train_batch_size and train_micro_batch_size_per_gpu.
+    """
+    if tbs is not None and mbs is not None and gas is not None:
+        return tbs, mbs, gas
+    if tbs is not None and mbs is not None:
+        return tbs, mbs, tbs // mbs // world if mbs else 0
+    if tbs is not None and gas is not None:
+        return tbs, (tbs // world) // gas if gas else 0, gas
+    if mbs is not None and gas is not None:
+        return mbs * gas * world, mbs, gas
+    if tbs is not None:
+        return tbs, tbs // world, 1
+    if mbs is not None:
+        return mbs * world, mbs, 1
+    return None

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from zeroadvisor import schema
+from zeroadvisor import dsconfig, schema
 from zeroadvisor.memory import bytes as B
 from zeroadvisor.model.spec import ModelSpec
 
@@ -105,7 +105,7 @@ def read_settings(config: dict[str, Any] | None, model: ModelSpec, gpus: int) ->
     zero = _zero_section(cfg, notes)
     h = model.hidden_size
 
-    stage = _stage(zero, notes)
+    stage = _stage(cfg, notes)
     precision = _precision(cfg, config is not None, notes)
     model_dtype = precision
 
@@ -206,36 +206,26 @@ def _get(cfg: dict[str, Any], *path: str) -> Any:
 
 
 def _zero_section(cfg: dict[str, Any], notes: list[str]) -> dict[str, Any]:
-    zero = cfg.get(ZERO)
-    if isinstance(zero, bool):
-        # legacy bool form: true -> stage 1 (runtime/zero/config.py read_zero_config_deprecated)
-        return {"stage": 1 if zero else 0}
-    return zero if isinstance(zero, dict) else {}
+    return dsconfig.zero_section(cfg)  # the legacy bool form is read by dsconfig.zero_stage
 
 
-def _stage(zero: dict[str, Any], notes: list[str]) -> int:
-    raw = zero.get("stage", ds_default(ZERO, "stage"))
+def _stage(cfg: dict[str, Any], notes: list[str]) -> int:
+    stage = dsconfig.zero_stage(cfg)
+    if stage is not None:
+        return stage
+    default = ds_default(ZERO, "stage")
+    raw = dsconfig.zero_section(cfg).get("stage")
     if raw == AUTO:
         notes.append("zero_optimization.stage is \"auto\" (Accelerate fills it from its own config; "
-                     f"DeepSpeed alone uses {ds_default(ZERO, 'stage')}): costed as stage {ds_default(ZERO, 'stage')}")
-        raw = ds_default(ZERO, "stage")
-    try:
-        stage = int(float(raw))
-    except (TypeError, ValueError):
-        notes.append(f"zero_optimization.stage={raw!r} is not a stage; costed as stage {ds_default(ZERO, 'stage')}")
-        stage = int(ds_default(ZERO, "stage"))
-    if stage not in (0, 1, 2, 3):
-        notes.append(f"zero_optimization.stage={raw!r} is outside 0-3 (DeepSpeed rejects it); costed as stage "
-                     f"{ds_default(ZERO, 'stage')}")
-        stage = int(ds_default(ZERO, "stage"))
-    return stage
+                     f"DeepSpeed alone uses {default}): costed as stage {default}")
+    else:
+        notes.append(f"zero_optimization.stage={raw!r} is not a stage 0-3 (DeepSpeed rejects it); costed as "
+                     f"stage {default}")
+    return int(default)
 
 
 def _bf16_section(cfg: dict[str, Any]) -> Any:
-    # legacy alias section `bfloat16`, used only if `bf16` is absent (runtime/config.py)
-    if "bf16" in cfg:
-        return cfg["bf16"]
-    return cfg.get("bfloat16")
+    return dsconfig.bf16_block(cfg)  # `bfloat16` is read only when `bf16` is absent
 
 
 def _flag(section: Any, name: str, key: str) -> bool:
@@ -359,18 +349,16 @@ def _optional_bool(value: Any) -> bool | None:
 
 
 def _micro_batch(cfg: dict[str, Any], gpus: int, notes: list[str]) -> int:
-    mbs = cfg.get("train_micro_batch_size_per_gpu", ds_default("train_micro_batch_size_per_gpu"))
-    tbs = cfg.get("train_batch_size", ds_default("train_batch_size"))
-    gas = cfg.get("gradient_accumulation_steps", ds_default("gradient_accumulation_steps"))
+    mbs, tbs, gas = (cfg.get(key) for key in ("train_micro_batch_size_per_gpu", "train_batch_size",
+                                              "gradient_accumulation_steps"))
     if _is_count(mbs):
         return int(mbs)
-    if _is_count(tbs):
-        steps = int(gas) if _is_count(gas) else 1
-        derived = int(tbs) // (steps * max(gpus, 1))
-        if derived >= 1:
-            notes.append(f"micro batch derived as train_batch_size / (gradient_accumulation_steps × gpus) = "
-                         f"{int(tbs)} / ({steps} × {gpus}) = {derived}")
-            return derived
+    counts = [int(v) if _is_count(v) else None for v in (tbs, mbs, gas)]
+    derived = dsconfig.derive_batch(*counts, max(gpus, 1)) if counts[0] is not None else None
+    if derived is not None and derived[1] >= 1:
+        notes.append(f"micro batch derived from train_batch_size as DeepSpeed does ({tbs} over "
+                     f"{gas if _is_count(gas) else 1} accumulation step(s) and {gpus} GPUs) = {derived[1]}")
+        return int(derived[1])
     why = "\"auto\"" if AUTO in (mbs, tbs) else "not given"
     notes.append(f"micro batch per GPU {why}: assumed 1")
     return 1

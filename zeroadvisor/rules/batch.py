@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from zeroadvisor import patch
+from zeroadvisor.dsconfig import derive_batch as derive
 from zeroadvisor.findings import Severity
 from zeroadvisor.rules.base import Example, Hit, Rule
 
@@ -17,28 +18,6 @@ def _int(value):
     if isinstance(value, float) and value.is_integer():
         return int(value)
     return value if isinstance(value, int) else None
-
-
-def derive(tbs, mbs, gas, world):
-    """DeepSpeedConfig._configure_train_batch_size, step for step (runtime/config.py).
-
-    Any two of the three give the third, with floor division; one alone fills the rest.
-    Returns the (tbs, mbs, gas) DeepSpeed ends with, or None if it asserts for lack of both
-    train_batch_size and train_micro_batch_size_per_gpu.
-    """
-    if tbs is not None and mbs is not None and gas is not None:
-        return tbs, mbs, gas
-    if tbs is not None and mbs is not None:
-        return tbs, mbs, tbs // mbs // world if mbs else 0
-    if tbs is not None and gas is not None:
-        return tbs, (tbs // world) // gas if gas else 0, gas
-    if mbs is not None and gas is not None:
-        return mbs * gas * world, mbs, gas
-    if tbs is not None:
-        return tbs, tbs // world, 1
-    if mbs is not None:
-        return mbs * world, mbs, 1
-    return None
 
 
 def consistent(tbs, mbs, gas, world) -> bool:
