@@ -22,8 +22,8 @@ def test_render_seed_paper_table():
     text = render(estimate(None, SPEC, cluster=Cluster(gpus=8), accounting="paper"))
     assert "Unit: GB (10^9 bytes)" in text and "Accounting: paper" in text
     cells = first_block(text, "= model states")
-    # ZeRO paper, Ψ = 7.5B on 8 GPUs: 120, 41.25, 28.125 (printed to 2 decimals), 15
-    assert (cells["Z0"], cells["Z1"], cells["Z2"], cells["Z3"]) == ("120.00", "41.25", "28.12", "15.00")
+    # ZeRO paper, Ψ = 7.5B on 8 GPUs: 120, 41.25, 28.125 (shown exactly, not rounded to 28.12), 15
+    assert (cells["Z0"], cells["Z1"], cells["Z2"], cells["Z3"]) == ("120.00", "41.25", "28.125", "15.00")
     assert "Fit: not judged (no GPU memory given)." in text
     assert "configured option" not in text  # no config: no column is marked
     assert "Assumptions:" in text and "paper accounting" in text

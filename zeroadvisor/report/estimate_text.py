@@ -110,14 +110,21 @@ def _block(stages: list[StageEstimate], unit: str, mark_index: int) -> list[str]
     for row in ROWS:
         if row == "total":
             out.append(rule)
-        cells = [f"{scale(st.per_gpu[row], unit):.2f}" for st in stages]
+        cells = [_number(scale(st.per_gpu[row], unit)) for st in stages]
         out.append(ROW_LABELS[row].ljust(label_width) + "".join(c.rjust(width) for c in cells))
     out.append("host RAM / node".ljust(label_width)
-               + "".join(f"{scale(st.per_node_cpu, unit):.2f}".rjust(width) for st in stages))
+               + "".join(_number(scale(st.per_node_cpu, unit)).rjust(width) for st in stages))
     out.append("NVMe / node".ljust(label_width)
-               + "".join(f"{scale(st.per_node_nvme, unit):.2f}".rjust(width) for st in stages))
+               + "".join(_number(scale(st.per_node_nvme, unit)).rjust(width) for st in stages))
     out.append("fits".ljust(label_width) + "".join(MARKS[st.fits][mark_index].rjust(width) for st in stages))
     return out
+
+
+def _number(value: float) -> str:
+    """Two decimals, or three when that is the exact value (the paper's 28.125 GB stays 28.125)."""
+    if round(value, 2) != value and abs(round(value, 3) - value) < 1e-9:
+        return f"{value:.3f}"
+    return f"{value:.2f}"
 
 
 def _wrap(text: str) -> list[str]:
