@@ -14,6 +14,7 @@ from typing import List, Optional
 import typer
 
 from zeroadvisor import __version__
+from zeroadvisor.gpus import GPUS as GPU_NAMES
 
 app = typer.Typer(
     name="zeroadvisor",
@@ -27,25 +28,19 @@ app = typer.Typer(
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
 
-class LintFormat(str, Enum):
-    text = "text"
-    json = "json"
-    sarif = "sarif"
-    github = "github"
+def _choices(name: str, values: tuple[str, ...]) -> type[Enum]:
+    """A str Enum for typer from the values the library defines (one list per fact)."""
+    return Enum(name, {value.replace("-", "_"): value for value in values}, type=str)
 
 
-class FailOn(str, Enum):
-    error = "error"
-    warning = "warning"
-    info = "info"
-    never = "never"
-
-
-class Integration(str, Enum):
-    any = "any"
-    deepspeed = "deepspeed"
-    hf_trainer = "hf-trainer"
-    accelerate = "accelerate"
+LintFormat = _choices("LintFormat", ("text", "json", "sarif", "github"))
+CheckFormat = _choices("CheckFormat", ("text", "json", "sarif", "github", "markdown"))
+EstimateFormat = _choices("EstimateFormat", ("text", "json"))
+FailOn = _choices("FailOn", ("error", "warning", "info", "never"))
+Integration = _choices("Integration", ("any", "deepspeed", "hf-trainer", "accelerate"))
+Accounting = _choices("Accounting", ("deepspeed", "paper"))
+Unit = _choices("Unit", ("GB", "GiB"))
+Checkpointing = _choices("Checkpointing", ("none", "selective", "full"))
 
 
 def fail(message: str) -> "typer.Exit":
@@ -134,35 +129,6 @@ def lint(
     raise typer.Exit(EXIT_USAGE if unreadable else code)
 
 
-class EstimateFormat(str, Enum):
-    text = "text"
-    json = "json"
-
-
-class CheckFormat(str, Enum):
-    text = "text"
-    json = "json"
-    sarif = "sarif"
-    github = "github"
-    markdown = "markdown"
-
-
-class Accounting(str, Enum):
-    deepspeed = "deepspeed"
-    paper = "paper"
-
-
-class Unit(str, Enum):
-    GB = "GB"
-    GiB = "GiB"
-
-
-class Checkpointing(str, Enum):
-    none = "none"
-    selective = "selective"
-    full = "full"
-
-
 def _load_config(path: str):
     """A config document for estimate/check; InputError when it cannot be read at all."""
     from zeroadvisor.inputs import InputError
@@ -179,28 +145,41 @@ def _load_config(path: str):
         raise InputError(f"{where}: {err.message}") from None
 
 
-MODEL_HELP = "A model description (YAML/JSON) or a Hugging Face config.json."
-PARAMS_HELP = "Parameter count instead of --model, e.g. 7.5B."
+# Options shared by estimate and check (typer reads these as the parameters' defaults).
+MODEL = typer.Option(None, "--model", "-m", help="A model description (YAML/JSON) or a Hugging Face config.json.")
+PARAMS = typer.Option(None, "--params", help="Parameter count instead of --model, e.g. 7.5B.")
+GPUS = typer.Option(..., "--gpus", min=1, help="Number of GPUs (data-parallel degree).")
+GPUS_PER_NODE = typer.Option(None, "--gpus-per-node", min=1, help="GPUs per node (default 8).")
+GPU_MEMORY = typer.Option(None, "--gpu-memory", help="Memory per GPU, e.g. 80GiB.")
+GPU = typer.Option(None, "--gpu", help="GPU name instead of --gpu-memory (memory as the driver reports it): "
+                   + ", ".join(GPU_NAMES) + ".")
+CPU_MEMORY = typer.Option(None, "--cpu-memory", help="Host RAM per node, e.g. 1TB.")
+NVME = typer.Option(None, "--nvme", help="NVMe space per node, e.g. 4TB.")
+ACCOUNTING = typer.Option(Accounting.deepspeed, "--accounting",
+                          help="deepspeed: what DeepSpeed allocates; paper: the ZeRO paper's 2 + 2 + K bytes.")
+UNIT = typer.Option(Unit.GB, "--unit", help="GB (10^9 bytes) or GiB (2^30 bytes).")
+SEQ_LEN = typer.Option(None, "--seq-len", help="Override the sequence length.")
+CHECKPOINTING = typer.Option(None, "--activation-checkpointing", help="Override: none, selective or full.")
+FLASH = typer.Option(None, "--flash-attention/--no-flash-attention", help="Override FlashAttention.")
 
 
 @app.command()
 def estimate(
     config: Optional[str] = typer.Option(None, "--config", "-c", help="The DeepSpeed config (default: fp16 Adam)."),
-    model: Optional[str] = typer.Option(None, "--model", "-m", help=MODEL_HELP),
-    params: Optional[str] = typer.Option(None, "--params", help=PARAMS_HELP),
-    gpus: int = typer.Option(..., "--gpus", min=1, help="Number of GPUs (data-parallel degree)."),
-    gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node", min=1, help="GPUs per node (default 8)."),
-    gpu_memory: Optional[str] = typer.Option(None, "--gpu-memory", help="Memory per GPU, e.g. 80GiB."),
-    gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU name instead of --gpu-memory, e.g. H100."),
-    cpu_memory: Optional[str] = typer.Option(None, "--cpu-memory", help="Host RAM per node, e.g. 1TB."),
-    nvme: Optional[str] = typer.Option(None, "--nvme", help="NVMe space per node, e.g. 4TB."),
-    accounting: Accounting = typer.Option(Accounting.deepspeed, "--accounting",
-                                          help="deepspeed: what DeepSpeed allocates; paper: the ZeRO paper's 2+2+K."),
+    model: Optional[str] = MODEL,
+    params: Optional[str] = PARAMS,
+    gpus: int = GPUS,
+    gpus_per_node: Optional[int] = GPUS_PER_NODE,
+    gpu_memory: Optional[str] = GPU_MEMORY,
+    gpu: Optional[str] = GPU,
+    cpu_memory: Optional[str] = CPU_MEMORY,
+    nvme: Optional[str] = NVME,
+    accounting: Accounting = ACCOUNTING,
     format: EstimateFormat = typer.Option(EstimateFormat.text, "--format", "-f"),
-    unit: Unit = typer.Option(Unit.GB, "--unit", help="GB (10^9 bytes) or GiB (2^30 bytes)."),
-    seq_len: Optional[int] = typer.Option(None, "--seq-len", help="Override the sequence length."),
-    activation_checkpointing: Optional[Checkpointing] = typer.Option(None, "--activation-checkpointing"),
-    flash_attention: Optional[bool] = typer.Option(None, "--flash-attention/--no-flash-attention"),
+    unit: Unit = UNIT,
+    seq_len: Optional[int] = SEQ_LEN,
+    activation_checkpointing: Optional[Checkpointing] = CHECKPOINTING,
+    flash_attention: Optional[bool] = FLASH,
 ) -> None:
     """Estimate memory per GPU and per node for every ZeRO stage and offload option."""
     import json
@@ -244,14 +223,14 @@ def _unicode_ok() -> bool:
 @app.command()
 def check(
     config: str = typer.Argument(..., metavar="CONFIG", help="The DeepSpeed config to check."),
-    model: Optional[str] = typer.Option(None, "--model", "-m", help=MODEL_HELP),
-    params: Optional[str] = typer.Option(None, "--params", help=PARAMS_HELP),
-    gpus: int = typer.Option(..., "--gpus", min=1, help="Number of GPUs (data-parallel degree)."),
-    gpu_memory: Optional[str] = typer.Option(None, "--gpu-memory", help="Memory per GPU, e.g. 80GiB."),
-    gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU name instead of --gpu-memory, e.g. A100-80GB."),
-    gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node", min=1, help="GPUs per node (default 8)."),
-    cpu_memory: Optional[str] = typer.Option(None, "--cpu-memory", help="Host RAM per node, e.g. 1TB."),
-    nvme: Optional[str] = typer.Option(None, "--nvme", help="NVMe space per node, e.g. 4TB."),
+    model: Optional[str] = MODEL,
+    params: Optional[str] = PARAMS,
+    gpus: int = GPUS,
+    gpu_memory: Optional[str] = GPU_MEMORY,
+    gpu: Optional[str] = GPU,
+    gpus_per_node: Optional[int] = GPUS_PER_NODE,
+    cpu_memory: Optional[str] = CPU_MEMORY,
+    nvme: Optional[str] = NVME,
     headroom: str = typer.Option("10%", "--headroom", help="GPU memory to keep free, e.g. 10% or 0.1."),
     format: CheckFormat = typer.Option(CheckFormat.text, "--format", "-f"),
     fail_on: FailOn = typer.Option(FailOn.error, "--fail-on", help="Exit 1 on findings of this severity or worse."),
@@ -260,11 +239,11 @@ def check(
     integration: Integration = typer.Option(Integration.any, "--integration"),
     select: Optional[List[str]] = typer.Option(None, "--select", help="Only these rules."),
     ignore: Optional[List[str]] = typer.Option(None, "--ignore", help="Skip these rules."),
-    accounting: Accounting = typer.Option(Accounting.deepspeed, "--accounting"),
-    unit: Unit = typer.Option(Unit.GB, "--unit", help="GB (10^9 bytes) or GiB (2^30 bytes)."),
-    seq_len: Optional[int] = typer.Option(None, "--seq-len", help="Override the sequence length."),
-    activation_checkpointing: Optional[Checkpointing] = typer.Option(None, "--activation-checkpointing"),
-    flash_attention: Optional[bool] = typer.Option(None, "--flash-attention/--no-flash-attention"),
+    accounting: Accounting = ACCOUNTING,
+    unit: Unit = UNIT,
+    seq_len: Optional[int] = SEQ_LEN,
+    activation_checkpointing: Optional[Checkpointing] = CHECKPOINTING,
+    flash_attention: Optional[bool] = FLASH,
 ) -> None:
     """Pre-flight check: lint findings and memory advice, with fixes as a diff."""
     from zeroadvisor import inputs

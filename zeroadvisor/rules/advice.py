@@ -47,7 +47,7 @@ def _breakdown(ctx, stage) -> str:
 
 def _budget(ctx) -> str:
     a = ctx.advice
-    return f"{a.fmt(a.usable)} usable of {a.fmt(a.gpu_memory)} per GPU ({a.headroom:.0%} headroom)"
+    return f"{a.fmt(a.usable)} usable ({a.fmt(a.gpu_memory)} per GPU less {a.headroom:.0%} headroom)"
 
 
 def _does_not_fit(ctx):
