@@ -17,6 +17,7 @@ from fractions import Fraction
 
 from zeroadvisor.memory import bytes as B
 from zeroadvisor.memory.options import Option
+from zeroadvisor.memory.partition import Layout, layout_stage12, step_gradient_elements
 from zeroadvisor.memory.settings import Settings
 from zeroadvisor.memory.terms import Term, ceil_div, exact
 from zeroadvisor.model.spec import ModelSpec
@@ -152,7 +153,7 @@ def _stage12(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, notes: l
     # _use_compact_grad_partition_buffer: fp32 accumulation with a 16-bit model keeps a compact fp32
     # partition buffer on the accelerator that receives the reduced gradients
     compact = s.grad_accum_dtype == "fp32" and s.precision != "fp32"
-    terms += _stage12_gpu_grads(s, opt, P, part, compact, src)
+    terms += _stage12_gpu_grads(s, opt, P, part, compact, src, _layout12(s, opt, P, N, spec, compact, notes))
     if not offload:
         terms += [
             Term("optimizer_states", "gpu", M * part, "master", f"{'fp32' if M == FP32 else '16-bit'} master partition",
@@ -184,8 +185,42 @@ def _stage12(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, notes: l
     return terms
 
 
-def _stage12_gpu_grads(s: Settings, opt: Option, P: int, part: int, compact: bool, src: str) -> list[Term]:
-    """GPU gradient row at stage 1/2: the larger of what is alive after backward and at the optimizer step."""
+LAYOUT_NOT_MODELLED = (
+    "stage 1/2: the parameter layout is unknown, so the gradient partition is costed as P/N; DeepSpeed sizes a "
+    "rank's 16-bit gradient partition (grads_in_partition) by the parameters touching it, counted whole, and in "
+    "fp32 a partition inside one parameter needs no flattened copy: the partition boundary effect is not modelled "
+    "(bounded by 2 × the largest parameter per GPU)")
+
+
+def _layout12(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, compact: bool,
+              notes: list[str]) -> Layout | None:
+    """Stage 1/2 per-rank partition layout when the parameter sizes are known and the layout matters.
+
+    Only the path through copy_grads_in_partition depends on it (no CPU offload, no compact fp32
+    accumulation buffer); None otherwise or without ``spec.parameter_numels``.
+    """
+    if compact or opt.offload_optimizer != "none":
+        return None
+    numels = spec.parameter_numels
+    if numels is None:
+        if N > 1:  # one rank: the partition is the whole group (up to the 2-element alignment)
+            notes.append(LAYOUT_NOT_MODELLED)
+        return None
+    if sum(numels) != P:
+        notes.append(f"stage 1/2: parameter_numels sum to {sum(numels):,}, not the {P:,} parameters costed; "
+                     "layout ignored. " + LAYOUT_NOT_MODELLED)
+        return None
+    return layout_stage12(numels, N, element_size=B.nbytes(s.precision))
+
+
+def _stage12_gpu_grads(s: Settings, opt: Option, P: int, part: int, compact: bool, src: str,
+                       layout: Layout | None = None) -> list[Term]:
+    """GPU gradient row at stage 1/2: the larger of what is alive after backward and at the optimizer step.
+
+    With ``layout`` (known parameter sizes) the step's terms are those of the worst rank: the largest
+    grads_in_partition + flattened copy over the ranks (parameters and optimizer states are equal on
+    every rank at stage 1/2, so this rank also has the most model-state bytes).
+    """
     w = B.nbytes(s.precision)
     a = B.nbytes(s.grad_accum_dtype)
     M = master_bytes(s)
@@ -198,6 +233,21 @@ def _stage12_gpu_grads(s: Settings, opt: Option, P: int, part: int, compact: boo
         if M != a and not offload:
             at_step.append(Term("gradients", "gpu", M * part, "master_grads", "gradient partition in the master dtype",
                                 f"{M} B/param / N", src + ".step (single_grad_partition)"))
+    elif not offload and layout is not None:
+        # partition.py: grads_in_partition = touching parameters whole; step()'s flatten a view or a copy
+        per_rank = [step_gradient_elements(r, w, M) for r in layout.ranks]
+        worst = max(range(len(per_rank)), key=lambda i: w * per_rank[i][0] + M * per_rank[i][1])
+        lp, master = per_rank[worst]
+        r = layout.ranks[worst]
+        at_step.append(Term("gradients", "gpu", w * lp, "lp_grads",
+                            f"{s.precision} gradients of the {r.params} parameter(s) touching the partition of rank "
+                            f"{worst} (worst rank; whole parameters)", f"{w} B × touched elements",
+                            src + ".copy_grads_in_partition (grads_in_partition)"))
+        at_step.append(Term("gradients", "gpu", M * master, "fp32_grads",
+                            (f"{'fp32' if M == FP32 else 'low-precision'} gradient partition for the step"
+                             if master else "gradient partition for the step: a view (partition inside one "
+                             "parameter, no copy)"), f"{M} B/param / N" if master else "0",
+                            src + ".step (single_grad_partition = flatten(averaged_gradients).to(...))"))
     elif not offload:
         # at the step: grads_in_partition (kept by the optimizer) + its flattened copy in the master dtype
         at_step += [

@@ -35,6 +35,9 @@ class ModelSpec:
     tied_embeddings: bool | None = None
     source: str = ""  # where the description came from, for the report
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # Element counts of the trainable parameters in model.parameters() order (what DeepSpeed flattens
+    # into its stage-1/2 bit16 group; one param group assumed). None: layout unknown, partitions costed as P/N.
+    parameter_numels: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

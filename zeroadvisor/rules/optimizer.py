@@ -174,7 +174,7 @@ UNKNOWN_OPTIMIZER = Rule(
 def _onebit(ctx):
     name = ctx.get("/optimizer/type")
     if isinstance(name, str) and name.lower() in ONEBIT:
-        zero = f" and never worked with ZeRO (stage {ctx.stage} here)" if ctx.stage else ""
+        zero = f", and they never worked with ZeRO (stage {ctx.stage} here)" if ctx.stage else ""
         yield Hit(_type_pointer("optimizer"), f"{name} is a 1-bit optimizer: DeepSpeed 0.19 removed them{zero}; "
                                              "use Adam/AdamW", at="value")
 
