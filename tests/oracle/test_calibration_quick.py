@@ -40,7 +40,12 @@ def test_quick_calibration_within_two_percent(tmp_path):
     for case in report["cases"]:
         for row in ("parameters", "gradients", "optimizer_states", "model_states"):
             entry = case["rows"][row]
-            # stage 1/2 parameter-layout bytes are measured and itemised separately (see calibration.md)
-            gap = entry.get("gap_without_layout", entry["gap"])
+            # estimate (the most loaded GPU; stage 1/2 with the live model's parameter layout) vs the most
+            # loaded rank, and where the layout gives per-rank bytes, every rank against its own
+            gap = entry["gap"]
             assert gap is not None and abs(gap) <= calibrate.MODEL_STATE_BOUND, (case["name"], case["ranks"], row, gap)
+            for rank, g in enumerate(entry.get("gap_per_rank", ())):
+                assert abs(g) <= calibrate.MODEL_STATE_BOUND, (case["name"], case["ranks"], row, rank, g)
+        if case["case"]["stage"] in (1, 2) and "layout_matches_deepspeed" in case["rows"]["gradients"]:
+            assert case["rows"]["gradients"]["layout_matches_deepspeed"], case["name"]
     assert prefix.with_suffix(".md").read_text().startswith("# Calibration")

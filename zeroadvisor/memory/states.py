@@ -189,7 +189,7 @@ LAYOUT_NOT_MODELLED = (
     "stage 1/2: the parameter layout is unknown, so the gradient partition is costed as P/N; DeepSpeed sizes a "
     "rank's 16-bit gradient partition (grads_in_partition) by the parameters touching it, counted whole, and in "
     "fp32 a partition inside one parameter needs no flattened copy: the partition boundary effect is not modelled "
-    "(bounded by 2 × the largest parameter per GPU)")
+    "(the estimate can be short by at most 2 × the largest parameter's 16-bit gradient per GPU)")
 
 
 def _layout12(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, compact: bool,
