@@ -18,35 +18,9 @@ from zeroadvisor.model.spec import ModelSpec
 AUTO = "auto"
 ZERO = "zero_optimization"
 
-# Keys not yet present in the placeholder schema (schemas/ds_config.schema.json is being
-# generated from DeepSpeed's pydantic models). Used ONLY when schema.default raises KeyError
-# for the path; tests/test_memory_deepspeed.py::test_pending_defaults_agree_with_schema
-# checks every entry against the schema as soon as the schema has the key, so this table
-# cannot silently drift from DeepSpeed's code. Values: DS 0.19.8 runtime/precision_config.py
-# (DeepSpeedFP16Config / DeepSpeedBF16Config) and runtime/config.py (data_types, comm dtype).
-_PENDING_SCHEMA: dict[tuple[str, ...], Any] = {
-    ("fp16", "enabled"): False,
-    ("fp16", "fp16_master_weights_and_grads"): False,
-    ("bf16", "enabled"): False,
-    ("bf16", "immediate_grad_update"): False,
-    ("bf16", "bf16_master_weights_and_grads"): False,
-    ("bf16", "bf16_optimizer_states"): False,
-    ("data_types", "grad_accum_dtype"): None,
-    ("communication_data_type",): None,
-    ("train_micro_batch_size_per_gpu",): None,
-    ("train_batch_size",): None,
-    ("gradient_accumulation_steps",): None,
-}
-
-
 def ds_default(*path: str) -> Any:
-    """DeepSpeed's code default for ``path``, from the committed schema."""
-    try:
-        return schema.default(*path)
-    except KeyError:
-        if path in _PENDING_SCHEMA:
-            return _PENDING_SCHEMA[path]
-        raise
+    """DeepSpeed's code default for ``path``, from the committed schema (the one source)."""
+    return schema.default(*path)
 
 
 @dataclass(slots=True)
