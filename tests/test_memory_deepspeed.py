@@ -12,7 +12,6 @@ import json
 import pytest
 
 from zeroadvisor import schema
-from zeroadvisor.memory import settings as settings_module
 from zeroadvisor.memory.estimate import Cluster, estimate
 from zeroadvisor.memory.settings import read_settings
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
