@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Iterator
 
 from zeroadvisor import patch as mp
-from zeroadvisor import schema
+from zeroadvisor import dsconfig, schema
 from zeroadvisor.memory.estimate import Cluster, Estimate, StageEstimate, estimate
 from zeroadvisor.memory.options import Option
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
@@ -118,7 +118,7 @@ class Searcher:
         current = current if isinstance(current, dict) else {}
         for which, device in (("offload_optimizer", option.offload_optimizer), ("offload_param", option.offload_param)):
             block = current.get(which)
-            legacy = {"offload_optimizer": "cpu_offload", "offload_param": "cpu_offload_param"}[which]
+            legacy = dsconfig.LEGACY_OFFLOAD[which]
             if device == "none":
                 if block is not None:
                     zero[which] = None

@@ -77,14 +77,22 @@ def bf16_block(data: Any) -> dict[str, Any]:
     return section(data, "bfloat16")
 
 
-def offload_device(data: Any, which: str) -> str:
-    """Device of ``offload_optimizer``/``offload_param``: "none", "cpu", "nvme" (or "auto")."""
+# The deprecated booleans DeepSpeed migrates to {device: cpu} (runtime/zero/config.py).
+LEGACY_OFFLOAD = {"offload_optimizer": "cpu_offload", "offload_param": "cpu_offload_param"}
+
+
+def offload_block(data: Any, which: str) -> dict[str, Any]:
+    """``offload_optimizer``/``offload_param`` as DeepSpeed reads it, legacy booleans included."""
     zero = zero_section(data)
     block = zero.get(which)
-    if not isinstance(block, dict):
-        legacy = {"offload_optimizer": "cpu_offload", "offload_param": "cpu_offload_param"}[which]
-        return "cpu" if zero.get(legacy) is True else "none"
-    device = block.get("device", "none")
+    if isinstance(block, dict):
+        return block
+    return {"device": "cpu"} if zero.get(LEGACY_OFFLOAD[which]) is True else {}
+
+
+def offload_device(data: Any, which: str) -> str:
+    """Device of ``offload_optimizer``/``offload_param``: "none", "cpu", "nvme" (or "auto")."""
+    device = offload_block(data, which).get("device", "none")
     return device if isinstance(device, str) else "none"
 
 

@@ -124,8 +124,8 @@ def read_settings(config: dict[str, Any] | None, model: ModelSpec, gpus: int) ->
     persistence = _auto_sized(zero, "stage3_param_persistence_threshold", ("param_persistence_threshold",), h,
                               lambda x: 10 * x, "10·h", notes, default_key="param_persistence_threshold")
 
-    oo = _offload_section(zero, "offload_optimizer", "cpu_offload")
-    op = _offload_section(zero, "offload_param", "cpu_offload_param")
+    oo = dsconfig.offload_block(cfg, "offload_optimizer")
+    op = dsconfig.offload_block(cfg, "offload_param")
     oo_device = _device(oo, "offload_optimizer", notes)
     op_device = _device(op, "offload_param", notes)
 
@@ -283,16 +283,6 @@ def _auto_sized(zero: dict[str, Any], key: str, aliases: tuple[str, ...], h: int
                      f"{ds_default(ZERO, default_key)} (HF would write {formula})")
         return int(ds_default(ZERO, default_key))
     return int(ds_default(ZERO, default_key))
-
-
-def _offload_section(zero: dict[str, Any], key: str, deprecated: str) -> dict[str, Any]:
-    section = zero.get(key)
-    if isinstance(section, dict):
-        return section
-    if zero.get(deprecated) is True:
-        # deprecated cpu_offload / cpu_offload_param migrate to {device: cpu} (runtime/zero/config.py)
-        return {"device": "cpu"}
-    return {}
 
 
 def _offload_value(section: dict[str, Any], name: str, key: str) -> Any:

@@ -1,3 +1,1 @@
 """Renderers: findings (and estimates) to text, json, sarif, github and markdown."""
-
-FORMATS = ("text", "json", "sarif", "github")

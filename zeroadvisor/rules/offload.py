@@ -13,7 +13,8 @@ def _offload_ignored(ctx):
     stage = ctx.stage
     if stage is None:
         return
-    for which, legacy, needs in (("offload_param", "cpu_offload_param", 3), ("offload_optimizer", "cpu_offload", 1)):
+    for which, needs in (("offload_param", 3), ("offload_optimizer", 1)):
+        legacy = dsconfig.LEGACY_OFFLOAD[which]
         if stage >= needs or dsconfig.offload_device(ctx.data, which) in ("none", dsconfig.AUTO):
             continue
         pointer = f"{_ZERO}/{which}" if ctx.has(f"{_ZERO}/{which}") else f"{_ZERO}/{legacy}"

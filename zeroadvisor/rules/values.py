@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from zeroadvisor import patch
 from zeroadvisor.findings import Severity
 from zeroadvisor.rules.base import Example, Hit, Rule
 
@@ -94,13 +95,7 @@ def _fractional(ctx):
         yield Hit(event.pointer,
                   f"{_key(event.pointer)!r} must be an integer, got {raw}: DeepSpeed raises 'Input should be a "
                   f"valid integer, got a number with a fractional part'{hint}",
-                  fix=_patch_at(event.pointer, fixed), at="value")
-
-
-def _patch_at(pointer, value):
-    from zeroadvisor import patch
-
-    return patch.at(pointer, value)
+                  fix=patch.at(event.pointer, fixed), at="value")
 
 
 FRACTIONAL_INTEGER = Rule(
