@@ -69,10 +69,11 @@ def _membership(doc: Document, pointer: str, deleted: set[str], inserts: dict[st
     """Edits that delete members and append new ones, without overlapping ranges."""
     members = doc.members.get(pointer, [])
     kept = [m for m in members if m.key not in deleted]
-    if members and not kept:
+    if members and not kept:  # every member goes: rewrite the interior once
+        if inserts:
+            return [_insert_into_empty(doc, pointer, inserts)]
         span = doc.values[pointer]
-        edits = [_Edit(span.start + 1, span.end - 1, "")]
-        return edits + ([_insert_into_empty(doc, pointer, inserts)] if inserts else [])
+        return [_Edit(span.start + 1, span.end - 1, "")]
     edits: list[_Edit] = []
     last_kept = kept[-1] if kept else None
     trailing = members[members.index(last_kept) + 1:] if last_kept is not None else []
