@@ -15,10 +15,12 @@ def render(path: str, findings: list[Finding], estimate, usable: int | None, gpu
            headroom: float, diff: str, unit: str = "GB") -> str:
     out: list[str] = []
     configured = estimate.configured if estimate is not None else None
-    verdict = "config problems" if any(f.severity is Severity.ERROR for f in findings) else "looks good"
+    # Config errors, as opposed to the memory verdict (advice rules, ZA8xx, carry that).
+    config_errors = sum(1 for f in findings if f.severity is Severity.ERROR and not f.code.startswith("ZA8"))
+    verdict = f"{config_errors} config error(s)" if config_errors else "looks good"
     if configured is not None and configured.fits is not None:
         verdict = ("✅ fits" if configured.fits else "❌ does not fit") + \
-            ("" if not any(f.severity is Severity.ERROR for f in findings) else ", with errors")
+            (f", {config_errors} config error(s)" if config_errors else "")
     out.append(f"### zeroadvisor: `{path}` — {verdict}")
     out.append("")
     if estimate is not None:
