@@ -154,7 +154,7 @@ class Searcher:
             yield self._option_change("lower-stage", Option(stage))
         for stage in range(cfg.stage + 1, 4):
             yield self._option_change("higher-stage", Option(stage))
-        yield from self._checkpointing(cfg)
+        yield from self.checkpointing_changes(cfg)
         yield from self._smaller_micro_batches(cfg, shape)
         for stage in range(max(cfg.stage, 1), 4):
             yield self._option_change("offload-optimizer", Option(stage, "cpu"))
@@ -179,7 +179,7 @@ class Searcher:
             words.append(f"{shape.activation_checkpointing} activation checkpointing")
         return Change(kind, option, shape or self.shape, micro_batch, patch, ", ".join(words))
 
-    def _checkpointing(self, cfg: Option) -> Iterator[Change]:
+    def checkpointing_changes(self, cfg: Option) -> Iterator[Change]:
         levels = {"none": ("selective", "full"), "selective": ("full",), "full": ()}
         for level in levels[self.shape.activation_checkpointing]:
             shape = replace(self.shape, activation_checkpointing=level)

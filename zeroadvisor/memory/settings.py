@@ -76,7 +76,7 @@ def read_settings(config: dict[str, Any] | None, model: ModelSpec, gpus: int) ->
     """The effective settings for ``config`` (None: no config, assume mixed-precision fp16 Adam)."""
     notes: list[str] = []
     cfg = config if isinstance(config, dict) else {}
-    zero = _zero_section(cfg, notes)
+    zero = dsconfig.zero_section(cfg)  # the legacy bool form: dsconfig.zero_stage
     h = model.hidden_size
 
     stage = _stage(cfg, notes)
@@ -177,10 +177,6 @@ def _get(cfg: dict[str, Any], *path: str) -> Any:
             return ds_default(*path)
         current = current[key]
     return current
-
-
-def _zero_section(cfg: dict[str, Any], notes: list[str]) -> dict[str, Any]:
-    return dsconfig.zero_section(cfg)  # the legacy bool form is read by dsconfig.zero_stage
 
 
 def _stage(cfg: dict[str, Any], notes: list[str]) -> int:

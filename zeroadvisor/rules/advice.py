@@ -56,12 +56,10 @@ def _does_not_fit(ctx):
         return
     a = ctx.advice
     need = current.per_gpu["total"]
-    over_gpu = need > a.usable
+    if need <= a.usable:
+        return  # fits the GPU but not the host: host-memory-insufficient reports that
     what = (f"{_label(current.option)} (configured) needs {a.fmt(need)} per GPU ({_breakdown(ctx, current)}), "
-            f"more than the {_budget(ctx)}") if over_gpu else (
-        f"{_label(current.option)} (configured) fits the GPU but not the host: see host-memory-insufficient")
-    if not over_gpu:
-        return
+            f"more than the {_budget(ctx)}")
     found = a.searcher.first_fit(a.searcher.changes_that_fit())
     if found is not None:
         change, stage = found.change, found.stage
@@ -169,7 +167,7 @@ def _activations_dominate(ctx):
     mb = (f"the largest micro batch that fits is {largest} (now {micro})" if largest is not None
           else f"even micro batch 1 does not fit (now {micro})")
     savings = []
-    for change in a.searcher._checkpointing(a.searcher.configured):
+    for change in a.searcher.checkpointing_changes(a.searcher.configured):
         result = a.searcher.evaluate(change)
         if result is not None:
             saved = acts - result.per_gpu["activations"]

@@ -24,8 +24,8 @@ _NAMES = {"hf-trainer": "the Hugging Face Trainer", "accelerate": "Accelerate"}
 def unfilled_auto(ctx):
     """"auto" events that the chosen integration does not fill."""
     readers = _READERS[ctx.options.integration]
-    for event in ctx.schema_events:
-        if event.kind == "auto" and not set(event.data["filled_by"]) & set(readers):
+    for event in ctx.events("auto"):
+        if not set(event.data["filled_by"]) & set(readers):
             yield event
 
 

@@ -72,3 +72,7 @@ class Context:
         from zeroadvisor.rules.schemawalk import walk
 
         return walk(self)
+
+    def events(self, kind: str, **match: Any):
+        """Schema-walk events of one kind whose data has the given values."""
+        return [e for e in self.schema_events if e.kind == kind and all(e.data.get(k) == v for k, v in match.items())]

@@ -40,14 +40,8 @@ def _rename_fix(ctx, event) -> dict | None:
     return patch.rename(event.pointer, typo, ctx.get(event.pointer)) if typo else None
 
 
-def _events(ctx, kind, **match):
-    for event in ctx.schema_events:
-        if event.kind == kind and all(event.data.get(k) == v for k, v in match.items()):
-            yield event
-
-
 def _unknown(ctx):
-    for event in _events(ctx, "unknown", policy="error"):
+    for event in ctx.events("unknown", policy="error"):
         yield Hit(
             event.pointer,
             f"unknown key {event.data['key']!r} in {_section(event.pointer)}{_did_you_mean(event)}: "
@@ -57,7 +51,7 @@ def _unknown(ctx):
 
 
 def _misspelled(ctx):
-    for event in _events(ctx, "unknown", policy="ignored"):
+    for event in ctx.events("unknown", policy="ignored"):
         if event.data["typo"]:
             yield Hit(
                 event.pointer,
@@ -70,7 +64,7 @@ def _misspelled(ctx):
 def _ignored(ctx):
     if ctx.foreign:
         return  # not-a-deepspeed-config says it once for the whole file
-    for event in _events(ctx, "unknown", policy="ignored"):
+    for event in ctx.events("unknown", policy="ignored"):
         if not event.data["typo"]:
             yield Hit(
                 event.pointer,
@@ -137,12 +131,12 @@ IGNORED_KEY = Rule(
 
 
 def _deprecated(ctx):
-    for event in _events(ctx, "deprecated"):
+    for event in ctx.events("deprecated"):
         replaced_by = event.data["replaced_by"]
         note = event.data["note"].rstrip(".")
         advice = f"; use {dotted(replaced_by)!r} instead" if replaced_by else "; delete it"
         yield Hit(event.pointer, f"{event.data['key']!r} is deprecated{advice}" + (f" ({note})" if note else ""))
-    for event in _events(ctx, "deprecated-with-replacement"):
+    for event in ctx.events("deprecated-with-replacement"):
         if event.data["policy"] != "error":
             yield Hit(
                 event.pointer,
@@ -153,7 +147,7 @@ def _deprecated(ctx):
 
 
 def _deprecated_with_replacement(ctx):
-    for event in _events(ctx, "deprecated-with-replacement", policy="error"):
+    for event in ctx.events("deprecated-with-replacement", policy="error"):
         yield Hit(
             event.pointer,
             f"{event.data['key']!r} is deprecated and {dotted(event.data['replaced_by'])!r} is also given: DeepSpeed "
@@ -203,7 +197,7 @@ DEPRECATED_WITH_REPLACEMENT = Rule(
 
 
 def _alias_conflict(ctx):
-    for event in _events(ctx, "alias-conflict"):
+    for event in ctx.events("alias-conflict"):
         yield Hit(
             event.pointer,
             f"{event.data['key']!r} and {event.data['other']!r} are two names for one setting: DeepSpeed "
@@ -236,7 +230,7 @@ ALIAS_CONFLICT = Rule(
 
 
 def _removed(ctx):
-    for event in _events(ctx, "removed"):
+    for event in ctx.events("removed"):
         yield Hit(
             event.pointer,
             f"{event.data['key']!r} was removed from DeepSpeed; it raises DeepSpeedConfigError: {event.data['reason']}",

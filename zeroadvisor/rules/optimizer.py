@@ -22,9 +22,7 @@ def _defs(kind: str) -> dict:
 
 
 def _kwargs_events(ctx, prefix: str):
-    for event in ctx.schema_events:
-        if event.kind == "unknown" and event.data["policy"] == "kwargs" and event.pointer.startswith(prefix):
-            yield event
+    return [e for e in ctx.events("unknown", policy="kwargs") if e.pointer.startswith(prefix)]
 
 
 def _params_not_accepted(ctx):

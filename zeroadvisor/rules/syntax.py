@@ -36,8 +36,8 @@ INVALID_SYNTAX = Rule(
 
 def _strict_json(ctx):
     # A template placeholder is reported once, by template-placeholder, not again here.
-    placeholders = {ctx.doc.values[e.pointer].start for e in ctx.schema_events
-                    if e.kind == "template" and e.pointer in ctx.doc.values} if isinstance(ctx.data, dict) else set()
+    placeholders = {ctx.doc.values[e.pointer].start for e in ctx.events("template")
+                    if e.pointer in ctx.doc.values} if isinstance(ctx.data, dict) else set()
     for deviation in ctx.doc.deviations:
         if deviation.kind == "quoteless-string" and deviation.offset in placeholders:
             continue
@@ -135,14 +135,13 @@ NOT_AN_OBJECT = Rule(
 
 
 def _templates(ctx):
-    for event in ctx.schema_events:
-        if event.kind == "template":
-            yield Hit(
-                event.pointer,
-                f"unquoted placeholder {event.data['raw']!r}: this file is a template (substitute the "
-                "value before use); hjson would read the placeholder as a string",
-                at="value",
-            )
+    for event in ctx.events("template"):
+        yield Hit(
+            event.pointer,
+            f"unquoted placeholder {event.data['raw']!r}: this file is a template (substitute the "
+            "value before use); hjson would read the placeholder as a string",
+            at="value",
+        )
 
 
 TEMPLATE_PLACEHOLDER = Rule(

@@ -26,12 +26,8 @@ def _key(pointer: str) -> str:
     return pointer.rsplit("/", 1)[-1]
 
 
-def _events(ctx, kind):
-    return (e for e in ctx.schema_events if e.kind == kind)
-
-
 def _wrong_type(ctx):
-    for event in _events(ctx, "wrong-type"):
+    for event in ctx.events("wrong-type"):
         consequence = ("DeepSpeed raises a ValidationError at launch" if event.data["policy"] == "error"
                        else "DeepSpeed fails when it uses it")
         yield Hit(event.pointer,
@@ -58,7 +54,7 @@ WRONG_TYPE = Rule(
 
 
 def _loose_type(ctx):
-    for event in _events(ctx, "loose-type"):
+    for event in ctx.events("loose-type"):
         yield Hit(event.pointer,
                   f"{_key(event.pointer)!r} should be {_expected(event.data['types'])}, got "
                   f"{_shown(event.data['value'])}: DeepSpeed coerces it, but other readers may not",
@@ -85,7 +81,7 @@ LOOSE_TYPE = Rule(
 
 
 def _fractional(ctx):
-    for event in _events(ctx, "fractional"):
+    for event in ctx.events("fractional"):
         raw = event.data["raw"] or repr(event.data["value"])
         hint = ""
         if _key(event.pointer) in ("stage3_prefetch_bucket_size", "prefetch_bucket_size"):
@@ -121,7 +117,7 @@ FRACTIONAL_INTEGER = Rule(
 
 
 def _out_of_range(ctx):
-    for event in _events(ctx, "range"):
+    for event in ctx.events("range"):
         if not event.data["unchecked"]:
             yield Hit(event.pointer,
                       f"{_key(event.pointer)!r} {event.data['problem']}, got {_shown(event.data['value'])}: "
@@ -148,12 +144,12 @@ OUT_OF_RANGE = Rule(
 
 
 def _unchecked(ctx):
-    for event in _events(ctx, "unchecked-type"):
+    for event in ctx.events("unchecked-type"):
         yield Hit(event.pointer,
                   f"{_key(event.pointer)!r} should be {_expected(event.data['types'])}, got "
                   f"{_shown(event.data['value'])}: DeepSpeed does not check it and uses the value as "
                   "written, which fails or misbehaves at run time", at="value")
-    for event in _events(ctx, "range"):
+    for event in ctx.events("range"):
         if event.data["unchecked"]:
             yield Hit(event.pointer,
                       f"{_key(event.pointer)!r} {event.data['problem']}, got {_shown(event.data['value'])}: DeepSpeed "
