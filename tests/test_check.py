@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from zeroadvisor import inputs
-from zeroadvisor.check import CheckOptions, check_document
-from zeroadvisor.source import parse
+from zeroadvisor.cli import inputs
+from zeroadvisor.advisor.check import CheckOptions, check_document
+from zeroadvisor.config.source import parse
 
 # meta-llama/Llama-2-{7b,13b,70b}-hf, facebook/opt-1.3b, mistralai/Mixtral-8x7B-v0.1 config.json
 LLAMA2_7B = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,

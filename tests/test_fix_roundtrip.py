@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from zeroadvisor import patch as mp
-from zeroadvisor.edit import patched_text, write_atomically
-from zeroadvisor.source import ParseError, join_pointer, parse
+from zeroadvisor.fix import merge_patch as mp
+from zeroadvisor.fix.editor import patched_text, write_atomically
+from zeroadvisor.config.source import ParseError, join_pointer, parse
 
 from conftest import CORPUS, corpus_manifest
 

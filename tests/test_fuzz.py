@@ -7,12 +7,12 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from zeroadvisor import schema
-from zeroadvisor.check import CheckOptions, check_document
-from zeroadvisor.edit import EditError, patched_text
-from zeroadvisor.fixes import combined_patch
+from zeroadvisor.deepspeed import schema
+from zeroadvisor.advisor.check import CheckOptions, check_document
+from zeroadvisor.fix.editor import EditError, patched_text
+from zeroadvisor.fix.apply import combined_patch
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
-from zeroadvisor.source import parse
+from zeroadvisor.config.source import parse
 
 TOP = list(schema.load()["properties"])
 ZERO = list(schema.node("zero_optimization")["properties"])

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from zeroadvisor import schema
+from zeroadvisor.deepspeed import schema
 from zeroadvisor.memory.estimate import Cluster, estimate
 from zeroadvisor.memory.settings import read_settings
 from zeroadvisor.model.spec import ModelSpec, TrainingShape

@@ -345,7 +345,7 @@ def _generator():
 
 
 def test_committed_schema_matches_the_generator():
-    committed = (REPO / "schemas" / "model.schema.json").read_text("utf-8")
+    committed = (REPO / "zeroadvisor" / "schemas" / "model.schema.json").read_text("utf-8")
     assert committed == _generator().render(), "run python tools/gen_model_schema.py"
 
 

@@ -26,7 +26,7 @@ def test_core_never_imports_torch_or_deepspeed(tmp_path):
     config.write_text('{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3}}')
     code = (
         "import sys\n"
-        "from zeroadvisor.cli import app\n"
+        "from zeroadvisor.cli.app import app\n"
         "from typer.testing import CliRunner\n"
         f"r = CliRunner().invoke(app, ['lint', {str(config)!r}])\n"
         f"r2 = CliRunner().invoke(app, ['check', {str(config)!r}, '--params', '7B', '--gpus', '8', '--gpu', 'H100'])\n"

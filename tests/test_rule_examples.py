@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from zeroadvisor import inputs
-from zeroadvisor.check import CheckOptions, check_document
-from zeroadvisor.lint import lint_text
+from zeroadvisor.cli import inputs
+from zeroadvisor.advisor.check import CheckOptions, check_document
+from zeroadvisor.lint.engine import lint_text
 from zeroadvisor.rules import registry
-from zeroadvisor.rules.context import LintOptions
-from zeroadvisor.source import parse
+from zeroadvisor.lint.context import LintOptions
+from zeroadvisor.config.source import parse
 
 CASES = [(rule, i, ex) for rule in registry.ALL for i, ex in enumerate(rule.examples)]
 

@@ -1,4 +1,4 @@
-"""The committed DeepSpeed config schema (schemas/ds_config.schema.json), without DeepSpeed.
+"""The committed DeepSpeed config schema (zeroadvisor/schemas/ds_config.schema.json), without DeepSpeed.
 
 Checks that the generated file is a valid 2020-12 schema, follows the conventions the linter
 walks by (x-unknown-keys, x-alias-of, x-replaced-by, x-removed, x-auto, x-min-stage), carries
@@ -20,7 +20,7 @@ import pytest
 
 import zeroadvisor
 
-SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "ds_config.schema.json"
+SCHEMA_PATH = Path(__file__).resolve().parent.parent / "zeroadvisor" / "schemas" / "ds_config.schema.json"
 
 # Reference §9.1: every top-level name DeepSpeed 0.19.8 reads (60, including the 11 removed),
 # plus the two read by deepspeed.initialize for the device mesh.

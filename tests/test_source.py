@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from zeroadvisor.source import ParseError, parse
+from zeroadvisor.config.source import ParseError, parse
 
 
 def test_values_are_what_hjson_gives():

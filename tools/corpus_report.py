@@ -24,10 +24,10 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from zeroadvisor.findings import Finding, Severity
-from zeroadvisor.lint import lint_file
+from zeroadvisor.lint.findings import Finding, Severity
+from zeroadvisor.lint.engine import lint_file
 from zeroadvisor.rules import registry
-from zeroadvisor.rules.context import LintOptions
+from zeroadvisor.lint.context import LintOptions
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_CORPUS = Path(os.environ.get("ZEROADVISOR_CORPUS", REPO.parent / "shared" / "corpus" / "real"))

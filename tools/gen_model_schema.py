@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Write schemas/model.schema.json from zeroadvisor.model.description.FIELDS.
+"""Write zeroadvisor/schemas/model.schema.json from zeroadvisor.model.description.FIELDS.
 
 The model-description schema is generated from the same table the loader checks against,
 so the two cannot drift: `python tools/gen_model_schema.py` rewrites the file, and
@@ -21,7 +21,7 @@ sys.path.insert(0, str(REPO))
 
 from zeroadvisor.model.description import SCHEMA_FILE, json_schema  # noqa: E402
 
-TARGET = REPO / "schemas" / SCHEMA_FILE
+TARGET = REPO / "zeroadvisor" / "schemas" / SCHEMA_FILE
 
 
 def render() -> str:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Generate schemas/ds_config.schema.json (JSON Schema 2020-12) from the installed DeepSpeed.
+"""Generate zeroadvisor/schemas/ds_config.schema.json (JSON Schema 2020-12) from the installed DeepSpeed.
 
     python tools/gen_schema.py           rewrite the committed schema
     python tools/gen_schema.py --check   exit 1 with a diff summary if it is out of date
@@ -45,7 +45,7 @@ from typing import Any
 
 TOOLS_DIR = pathlib.Path(__file__).resolve().parent
 REPO_ROOT = TOOLS_DIR.parent
-SCHEMA_PATH = REPO_ROOT / "schemas" / "ds_config.schema.json"
+SCHEMA_PATH = REPO_ROOT / "zeroadvisor" / "schemas" / "ds_config.schema.json"
 TARGET_DEEPSPEED = "0.19.8"
 
 if str(TOOLS_DIR) not in sys.path:

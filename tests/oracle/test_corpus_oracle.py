@@ -702,9 +702,9 @@ def _basic_optimizer_class(ds: _Ds, engine: Any) -> type:
 # --------------------------------------------------------------------------------------------
 
 def linter_errors(path: Path) -> list[Any]:
-    from zeroadvisor.findings import Severity
-    from zeroadvisor.lint import lint_file
-    from zeroadvisor.rules.context import LintOptions
+    from zeroadvisor.lint.findings import Severity
+    from zeroadvisor.lint.engine import lint_file
+    from zeroadvisor.lint.context import LintOptions
 
     result = lint_file(path, LintOptions(integration="any", gpus=None))
     return [f for f in result.findings if f.severity == Severity.ERROR]

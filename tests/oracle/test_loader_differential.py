@@ -1,4 +1,4 @@
-"""zeroadvisor.source.parse against hjson 3.1 itself (DeepSpeed's loader): same data, same failures.
+"""zeroadvisor.config.source.parse against hjson 3.1 itself (DeepSpeed's loader): same data, same failures.
 
 source.py ports hjson's decoder with positions; these tests check the port differentially:
 
@@ -30,7 +30,7 @@ hjson = pytest.importorskip("hjson")
 from hypothesis import HealthCheck, example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from zeroadvisor.source import ParseError, parse  # noqa: E402
+from zeroadvisor.config.source import ParseError, parse  # noqa: E402
 
 pytestmark = pytest.mark.oracle
 
@@ -62,7 +62,7 @@ def assert_agree(text: str) -> None:
     ours, theirs = _outcome_port(text), _outcome_hjson(text)
     if ours[0] == theirs[0] == "error":
         return
-    assert ours == theirs, f"input {text!r}\n  zeroadvisor.source.parse: {ours[1]}\n  hjson.loads:              {theirs[1]}"
+    assert ours == theirs, f"input {text!r}\n  zeroadvisor.config.source.parse: {ours[1]}\n  hjson.loads:              {theirs[1]}"
 
 
 # --------------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from zeroadvisor.findings import Severity
+from zeroadvisor.lint.findings import Severity
 from zeroadvisor.rules import registry
 
 from test_corpus_oracle import _ds, check_file, deepspeed_verdict, linter_errors

@@ -1,6 +1,6 @@
 """The committed schema against the installed DeepSpeed (the oracle).
 
-1. Regenerating schemas/ds_config.schema.json with tools/gen_schema.py from the installed
+1. Regenerating zeroadvisor/schemas/ds_config.schema.json with tools/gen_schema.py from the installed
    DeepSpeed must give the committed file byte for byte (run ``python tools/gen_schema.py``
    after a deliberate change).
 2. The hand-written configs of tests/test_schema_file.py get the same verdict from

@@ -1,6 +1,6 @@
 """The effective DeepSpeed settings the memory model needs, read from a ds_config dict.
 
-Every DeepSpeed default comes from the committed schema (``zeroadvisor.schema.default``);
+Every DeepSpeed default comes from the committed schema (``zeroadvisor.deepspeed.schema.default``);
 nothing here repeats one. What the config leaves to someone else (``"auto"`` values filled by
 the Hugging Face integration, a missing micro batch) is resolved here and recorded as an
 assumption line.
@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from zeroadvisor import dsconfig, schema
+from zeroadvisor.deepspeed import effective as dsconfig
+from zeroadvisor.deepspeed import schema
 from zeroadvisor.memory import bytes as B
 from zeroadvisor.model.spec import ModelSpec
 

@@ -10,7 +10,7 @@ A description is one of
   ``activation_checkpointing``, ``flash_attention``).
 
 :data:`FIELDS` is the single source of truth for the description keys: the loader checks
-against it and ``tools/gen_model_schema.py`` writes ``schemas/model.schema.json`` from it.
+against it and ``tools/gen_model_schema.py`` writes ``zeroadvisor/schemas/model.schema.json`` from it.
 
 Every problem is a one-line :class:`~zeroadvisor.model.errors.ModelError` naming the file,
 line and column (1-based) of the offending key, or of its value when the value is wrong.
@@ -420,11 +420,11 @@ def load_description(path: str | Path) -> tuple[ModelSpec, TrainingShape]:
 
 
 def _validate(doc: _Document) -> None:
-    """Check the description against schemas/model.schema.json, one error at a time, in
+    """Check the description against zeroadvisor/schemas/model.schema.json, one error at a time, in
     file order; the message is the field's own wording, located at its value."""
     import jsonschema
 
-    from zeroadvisor.schema import load
+    from zeroadvisor.deepspeed.schema import load
 
     validator = jsonschema.Draft202012Validator(load(SCHEMA_FILE))
     errors = list(validator.iter_errors(doc.data))

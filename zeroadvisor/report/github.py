@@ -6,7 +6,7 @@ Escaping follows actions/toolkit packages/core/src/command.ts: the message escap
 
 from __future__ import annotations
 
-from zeroadvisor.findings import Finding, Severity
+from zeroadvisor.lint.findings import Finding, Severity
 
 _COMMAND = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
 

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from zeroadvisor import DEEPSPEED_TARGET, __version__
-from zeroadvisor.findings import Finding
+from zeroadvisor.lint.findings import Finding
 
 
 def document(findings: list[Finding], files: int, extra: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -3,7 +3,7 @@ advice and the suggested diff."""
 
 from __future__ import annotations
 
-from zeroadvisor.findings import Finding, Severity
+from zeroadvisor.lint.findings import Finding, Severity
 from zeroadvisor.units import scale
 
 _ICON = {Severity.ERROR: "🔴", Severity.WARNING: "🟡", Severity.INFO: "🔵"}

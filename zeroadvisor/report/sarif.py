@@ -10,8 +10,8 @@ from pathlib import PurePath
 from typing import Any, Iterable
 
 from zeroadvisor import __version__
-from zeroadvisor.findings import Finding, Severity
-from zeroadvisor.rules.base import Rule
+from zeroadvisor.lint.findings import Finding, Severity
+from zeroadvisor.lint.rule import Rule
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 INFO_URI = "https://github.com/zeroadvisor/zeroadvisor"

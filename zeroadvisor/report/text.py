@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from zeroadvisor.findings import Finding, Severity
+from zeroadvisor.lint.findings import Finding, Severity
 
 _COLOURS = {Severity.ERROR: "\033[31m", Severity.WARNING: "\033[33m", Severity.INFO: "\033[36m"}
 _RESET = "\033[0m"

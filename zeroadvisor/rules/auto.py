@@ -9,8 +9,8 @@ and fails when it is used.
 
 from __future__ import annotations
 
-from zeroadvisor.findings import Severity
-from zeroadvisor.rules.base import Example, Hit, Rule
+from zeroadvisor.lint.findings import Severity
+from zeroadvisor.lint.rule import Example, Hit, Rule
 
 _READERS = {
     "any": ("hf-trainer", "accelerate"),

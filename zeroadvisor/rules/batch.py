@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from zeroadvisor import patch
-from zeroadvisor.dsconfig import derive_batch as derive
-from zeroadvisor.findings import Severity
-from zeroadvisor.rules.base import Example, Hit, Rule
+from zeroadvisor.fix import merge_patch as patch
+from zeroadvisor.deepspeed.effective import derive_batch as derive
+from zeroadvisor.lint.findings import Severity
+from zeroadvisor.lint.rule import Example, Hit, Rule
 
 TBS, MBS, GAS = "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps"
 # Without --gpus, try every world size up to this many GPUs for a consistent reading.

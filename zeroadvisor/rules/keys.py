@@ -9,9 +9,9 @@ TypeError. The facts come from the schema walk (schemawalk.py); these rules word
 
 from __future__ import annotations
 
-from zeroadvisor import patch
-from zeroadvisor.findings import Severity
-from zeroadvisor.rules.base import Example, Hit, Rule
+from zeroadvisor.fix import merge_patch as patch
+from zeroadvisor.lint.findings import Severity
+from zeroadvisor.lint.rule import Example, Hit, Rule
 
 
 def dotted(pointer: str) -> str:

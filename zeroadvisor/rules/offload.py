@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from zeroadvisor import dsconfig, patch, schema
-from zeroadvisor.findings import Severity
-from zeroadvisor.rules.base import Example, Hit, Rule
+from zeroadvisor.deepspeed import effective as dsconfig
+from zeroadvisor.fix import merge_patch as patch
+from zeroadvisor.deepspeed import schema
+from zeroadvisor.lint.findings import Severity
+from zeroadvisor.lint.rule import Example, Hit, Rule
 
 _ZERO = "/zero_optimization"
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from zeroadvisor.rules import advice, auto, batch, keys, offload, optimizer, precision, syntax, values
-from zeroadvisor.rules.base import Rule
+from zeroadvisor.rules import auto, batch, keys, memory, offload, optimizer, precision, syntax, values
+from zeroadvisor.lint.rule import Rule
 
 ALL: tuple[Rule, ...] = (
     *syntax.RULES,
@@ -14,7 +14,7 @@ ALL: tuple[Rule, ...] = (
     *precision.RULES,
     *offload.RULES,
     *optimizer.RULES,
-    *advice.RULES,
+    *memory.RULES,
 )
 # What ``lint`` runs: everything that needs no memory estimate.
 LINT: tuple[Rule, ...] = tuple(rule for rule in ALL if not rule.needs_advice)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from zeroadvisor.findings import Severity
-from zeroadvisor.rules.base import Example, Hit, Rule
+from zeroadvisor.lint.findings import Severity
+from zeroadvisor.lint.rule import Example, Hit, Rule
 
 
 def _no_hits(ctx):
     # Parse errors are raised by the loader and reported by the engine with this rule's
-    # identity (zeroadvisor.lint._parse_error_findings); there is nothing to walk.
+    # identity (zeroadvisor.lint.engine._parse_error_findings); there is nothing to walk.
     return ()
 
 

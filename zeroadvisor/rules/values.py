@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from zeroadvisor import patch
-from zeroadvisor.findings import Severity
-from zeroadvisor.rules.base import Example, Hit, Rule
+from zeroadvisor.fix import merge_patch as patch
+from zeroadvisor.lint.findings import Severity
+from zeroadvisor.lint.rule import Example, Hit, Rule
 
 _TYPE_WORDS = {"integer": "an integer", "number": "a number", "boolean": "true or false", "string": "a string",
                "object": "an object", "array": "an array", "null": "null"}

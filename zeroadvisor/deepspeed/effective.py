@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from zeroadvisor import schema
+from zeroadvisor.deepspeed import schema
 
 AUTO = "auto"
 

@@ -2,7 +2,7 @@
 (what DeepSpeed does, how to fix it, a failing and a passing example) and a check.
 
 As in yamllint, rules do not stamp their own identity: a check yields :class:`Hit`s and the
-engine turns them into :class:`~zeroadvisor.findings.Finding`s with the rule's code, name,
+engine turns them into :class:`~zeroadvisor.lint.findings.Finding`s with the rule's code, name,
 severity and the key's position. The docs examples are executed by the test-suite, so the
 documentation cannot drift from the behaviour.
 """
@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
-from zeroadvisor.findings import Severity
+from zeroadvisor.lint.findings import Severity
 
 if TYPE_CHECKING:
-    from zeroadvisor.rules.context import Context
+    from zeroadvisor.lint.context import Context
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,8 +13,8 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any
 
-from zeroadvisor.patch import apply as apply_patch
-from zeroadvisor.source import Document, Member, join_pointer, parse
+from zeroadvisor.fix.merge_patch import apply as apply_patch
+from zeroadvisor.config.source import Document, Member, join_pointer, parse
 
 
 class EditError(ValueError):

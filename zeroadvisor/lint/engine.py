@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-from zeroadvisor.findings import Finding
+from zeroadvisor.lint.findings import Finding
 from zeroadvisor.rules import registry
-from zeroadvisor.rules.base import Hit, Rule
-from zeroadvisor.rules.context import Context, LintOptions
-from zeroadvisor.source import MAX_BYTES, Document, ParseError, decode_bytes, parse
+from zeroadvisor.lint.rule import Hit, Rule
+from zeroadvisor.lint.context import Context, LintOptions
+from zeroadvisor.config.source import MAX_BYTES, Document, ParseError, decode_bytes, parse
 
 
 class InputError(Exception):
@@ -47,7 +47,7 @@ def read_document(path: str | os.PathLike, display: str | None = None) -> Docume
         )
     text = decode_bytes(raw)
     if file.suffix.lower() in (".yaml", ".yml"):
-        from zeroadvisor.source_yaml import parse_yaml
+        from zeroadvisor.config.yaml_source import parse_yaml
 
         return parse_yaml(text, name)
     return parse(text, name)

@@ -13,8 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Iterator
 
-from zeroadvisor import patch as mp
-from zeroadvisor import dsconfig, schema
+from zeroadvisor.fix import merge_patch as mp
+from zeroadvisor.deepspeed import effective as dsconfig
+from zeroadvisor.deepspeed import schema
 from zeroadvisor.memory.estimate import Cluster, Estimate, StageEstimate, estimate
 from zeroadvisor.memory.options import Option
 from zeroadvisor.model.spec import ModelSpec, TrainingShape

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from zeroadvisor.source import MAX_DEPTH, Document, Duplicate, Member, ParseError, Span, join_pointer
+from zeroadvisor.config.source import MAX_DEPTH, Document, Duplicate, Member, ParseError, Span, join_pointer
 
 
 def parse_yaml(text: str, name: str = "<text>") -> Document:

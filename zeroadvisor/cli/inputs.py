@@ -45,7 +45,7 @@ def size(option: str, text: str | None) -> int | None:
 
 def gpu_memory(gpu_memory_text: str | None, gpu: str | None, required: bool) -> int | None:
     """``--gpu-memory 80GiB`` or ``--gpu H100`` (one of them; both is a usage error)."""
-    from zeroadvisor.gpus import gpu_memory as by_name
+    from zeroadvisor.memory.gpus import gpu_memory as by_name
 
     if gpu_memory_text is not None and gpu is not None:
         raise InputError("give --gpu-memory or --gpu, not both")

@@ -1,6 +1,6 @@
 """Advice rules: memory findings for ``zeroadvisor check`` (they need a model and a cluster).
 
-Each works from ``ctx.advice`` (zeroadvisor.check.AdviceContext): the estimate of every
+Each works from ``ctx.advice`` (zeroadvisor.advisor.check.AdviceContext): the estimate of every
 stage/offload option against the usable GPU memory (memory less the headroom), and the
 searcher that tries changes cheapest first (zeroadvisor/advice.py). Numbers in messages
 are decimal GB unless --unit GiB is given; the unit is always printed.
@@ -8,8 +8,8 @@ are decimal GB unless --unit GiB is given; the unit is always printed.
 
 from __future__ import annotations
 
-from zeroadvisor.findings import Severity
-from zeroadvisor.rules.base import Example, Hit, Rule
+from zeroadvisor.lint.findings import Severity
+from zeroadvisor.lint.rule import Example, Hit, Rule
 
 _MODEL_7B = {"hf_config": {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008,
                            "num_hidden_layers": 32, "num_attention_heads": 32, "vocab_size": 32000},
@@ -175,7 +175,7 @@ def _activations_dominate(ctx):
     if not shape.flash_attention:
         from dataclasses import replace
 
-        from zeroadvisor.advice import Change
+        from zeroadvisor.advisor.search import Change
 
         flash = Change("checkpointing", a.searcher.configured, replace(shape, flash_attention=True), None, None, "")
         result = a.searcher.evaluate(flash)

@@ -14,7 +14,7 @@ from typing import List, Optional
 import typer
 
 from zeroadvisor import __version__
-from zeroadvisor.gpus import GPUS as GPU_NAMES
+from zeroadvisor.memory.gpus import GPUS as GPU_NAMES
 
 app = typer.Typer(
     name="zeroadvisor",
@@ -65,7 +65,7 @@ def select_rules(select: Optional[List[str]], ignore: Optional[List[str]], lint_
 def exit_code(findings, fail_on: FailOn) -> int:
     if fail_on is FailOn.never:
         return EXIT_OK
-    from zeroadvisor.findings import Severity
+    from zeroadvisor.lint.findings import Severity
 
     threshold = Severity(fail_on.value).rank
     return EXIT_FINDINGS if any(f.severity.rank >= threshold for f in findings) else EXIT_OK
@@ -106,9 +106,9 @@ def lint(
     ignore: Optional[List[str]] = typer.Option(None, "--ignore", help="Skip these rules (codes, names or code prefixes)."),
 ) -> None:
     """Lint DeepSpeed config files."""
-    from zeroadvisor.lint import InputError, lint_file
-    from zeroadvisor.paths import PathError, expand
-    from zeroadvisor.rules.context import LintOptions
+    from zeroadvisor.lint.engine import InputError, lint_file
+    from zeroadvisor.config.paths import PathError, expand
+    from zeroadvisor.lint.context import LintOptions
 
     rules = select_rules(select, ignore)
     try:
@@ -131,10 +131,10 @@ def lint(
 
 def _load_config(path: str):
     """A config document for estimate/check; InputError when it cannot be read at all."""
-    from zeroadvisor.inputs import InputError
-    from zeroadvisor.lint import InputError as UnreadableError
-    from zeroadvisor.lint import read_document
-    from zeroadvisor.source import ParseError
+    from zeroadvisor.cli.inputs import InputError
+    from zeroadvisor.lint.engine import InputError as UnreadableError
+    from zeroadvisor.lint.engine import read_document
+    from zeroadvisor.config.source import ParseError
 
     try:
         return read_document(path)
@@ -184,7 +184,7 @@ def estimate(
     """Estimate memory per GPU and per node for every ZeRO stage and offload option."""
     import json
 
-    from zeroadvisor import inputs
+    from zeroadvisor.cli import inputs
     from zeroadvisor.memory.estimate import Cluster
     from zeroadvisor.memory.estimate import estimate as run_estimate
     from zeroadvisor.report import estimate_text
@@ -246,9 +246,9 @@ def check(
     flash_attention: Optional[bool] = FLASH,
 ) -> None:
     """Pre-flight check: lint findings and memory advice, with fixes as a diff."""
-    from zeroadvisor import inputs
-    from zeroadvisor.check import CheckOptions
-    from zeroadvisor.fixes import FixError, combined_patch, unified_diff, write_fix
+    from zeroadvisor.cli import inputs
+    from zeroadvisor.advisor.check import CheckOptions
+    from zeroadvisor.fix.apply import FixError, combined_patch, unified_diff, write_fix
 
     rules = select_rules(select, ignore, lint_only=False)
     try:
@@ -285,11 +285,11 @@ def check(
 
 def _check_file(config: str, options, rules):
     """Check CONFIG; a file that does not parse is reported as findings, not an estimate."""
-    from zeroadvisor.check import CheckResult, check_document
-    from zeroadvisor.inputs import InputError
-    from zeroadvisor.lint import InputError as UnreadableError
-    from zeroadvisor.lint import lint_file, read_document
-    from zeroadvisor.source import ParseError
+    from zeroadvisor.advisor.check import CheckResult, check_document
+    from zeroadvisor.cli.inputs import InputError
+    from zeroadvisor.lint.engine import InputError as UnreadableError
+    from zeroadvisor.lint.engine import lint_file, read_document
+    from zeroadvisor.config.source import ParseError
 
     try:
         document = read_document(config)

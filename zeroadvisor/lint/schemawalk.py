@@ -16,11 +16,13 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from zeroadvisor import coerce, dsconfig, schema
-from zeroadvisor.source import join_pointer
+from zeroadvisor.deepspeed import coerce
+from zeroadvisor.deepspeed import effective as dsconfig
+from zeroadvisor.deepspeed import schema
+from zeroadvisor.config.source import join_pointer
 
 if TYPE_CHECKING:
-    from zeroadvisor.rules.context import Context
+    from zeroadvisor.lint.context import Context
 
 # An unquoted identifier where a value belongs: a shell/sed template placeholder such as
 # ZERO_STAGE (Megatron-DeepSpeed examples_deepspeed/**/ds_config_*TEMPLATE*.json).

@@ -5,14 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from zeroadvisor.findings import Finding
-from zeroadvisor.lint import lint_document
+from zeroadvisor.lint.findings import Finding
+from zeroadvisor.lint.engine import lint_document
 from zeroadvisor.memory.estimate import Cluster, Estimate, estimate
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
 from zeroadvisor.rules import registry
-from zeroadvisor.rules.base import Rule
-from zeroadvisor.rules.context import LintOptions
-from zeroadvisor.source import Document
+from zeroadvisor.lint.rule import Rule
+from zeroadvisor.lint.context import LintOptions
+from zeroadvisor.config.source import Document
 from zeroadvisor.units import format_bytes
 
 DEFAULT_HEADROOM = 0.10
@@ -42,7 +42,7 @@ class AdviceContext:
     """What advice rules see (Context.advice)."""
 
     estimate: Estimate
-    searcher: Any  # zeroadvisor.advice.Searcher
+    searcher: Any  # zeroadvisor.advisor.search.Searcher
     gpu_memory: int
     usable: int
     headroom: float
@@ -71,7 +71,7 @@ class CheckResult:
 
 
 def check_document(doc: Document, options: CheckOptions, rules: Iterable[Rule] | None = None) -> CheckResult:
-    from zeroadvisor.advice import Searcher
+    from zeroadvisor.advisor.search import Searcher
 
     lint_options = LintOptions(integration=options.integration, gpus=options.gpus)
     selected = list(registry.ALL if rules is None else rules)

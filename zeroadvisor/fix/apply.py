@@ -5,10 +5,10 @@ from __future__ import annotations
 import difflib
 import os
 
-from zeroadvisor import patch as mp
-from zeroadvisor.edit import EditError, patched_text, write_atomically
-from zeroadvisor.findings import Finding
-from zeroadvisor.source import Document
+from zeroadvisor.fix import merge_patch as mp
+from zeroadvisor.fix.editor import EditError, patched_text, write_atomically
+from zeroadvisor.lint.findings import Finding
+from zeroadvisor.config.source import Document
 
 
 class FixError(ValueError):

@@ -1,4 +1,4 @@
-"""The committed DeepSpeed config schema (schemas/ds_config.schema.json), read at run time.
+"""The committed DeepSpeed config schema (zeroadvisor/schemas/ds_config.schema.json), read at run time.
 
 The schema is generated from DeepSpeed's own pydantic models plus a maintained table for
 the sections DeepSpeed reads with ``dict.get`` (tools/gen_schema.py). It is the single

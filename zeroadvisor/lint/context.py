@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from zeroadvisor import dsconfig
-from zeroadvisor.source import Document
+from zeroadvisor.deepspeed import effective as dsconfig
+from zeroadvisor.config.source import Document
 
 INTEGRATIONS = ("any", "deepspeed", "hf-trainer", "accelerate")
 
@@ -26,7 +26,7 @@ _MISSING = object()
 class Context:
     doc: Document
     options: LintOptions = field(default_factory=LintOptions)
-    advice: Any = None  # zeroadvisor.check.AdviceContext when running ``check``
+    advice: Any = None  # zeroadvisor.advisor.check.AdviceContext when running ``check``
 
     @property
     def data(self) -> Any:
@@ -58,7 +58,7 @@ class Context:
     def foreign(self) -> list[str]:
         """Top-level keys when none of them is a DeepSpeed key: the file is something else
         (a Hugging Face model config, an Accelerate YAML); [] for a DeepSpeed config."""
-        from zeroadvisor import schema
+        from zeroadvisor.deepspeed import schema
 
         if not isinstance(self.data, dict) or not self.data:
             return []
@@ -69,7 +69,7 @@ class Context:
     @cached_property
     def schema_events(self):
         """The schema walk, done once per file and shared by the key/type rules."""
-        from zeroadvisor.rules.schemawalk import walk
+        from zeroadvisor.lint.schemawalk import walk
 
         return walk(self)
 

@@ -1,1 +1,0 @@
-"""Generated JSON Schemas (see tools/); shipped as package data."""

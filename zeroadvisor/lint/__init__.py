@@ -1,0 +1,1 @@
+"""The lint engine: rule contract, context, schema walk, findings."""
