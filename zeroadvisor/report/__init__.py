@@ -1,1 +1,50 @@
-"""Renderers: findings (and estimates) to text, json, sarif, github and markdown."""
+"""Renderers: one ``Report`` in, the text of one output format out.
+
+``REPORTERS`` maps each ``--format`` name to the module that renders it; modules are imported
+on use so ``lint`` does not pay for the markdown or estimate renderers at start-up.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Sequence
+
+if TYPE_CHECKING:
+    from zeroadvisor.advisor.check import CheckResult
+    from zeroadvisor.lint.findings import Finding
+    from zeroadvisor.lint.rule import Rule
+    from zeroadvisor.memory.estimate import Estimate
+
+
+@dataclass
+class Report:
+    """Everything a renderer may show; each format shows what it can."""
+
+    findings: list["Finding"]
+    files: int = 1
+    rules: Sequence["Rule"] = ()
+    check: "CheckResult | None" = None  # check: options, estimate, extras
+    estimate: "Estimate | None" = None  # estimate alone (the estimate command)
+    path: str = ""  # the config checked (check) — display name
+    diff: str = ""  # the suggested change as a unified diff
+    unit: str = "GB"
+    colour: bool = False
+    ascii_only: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+# --format name -> module with ``render_report(report) -> str``
+REPORTERS: dict[str, str] = {
+    "text": "zeroadvisor.report.text",
+    "json": "zeroadvisor.report.json_report",
+    "sarif": "zeroadvisor.report.sarif",
+    "github": "zeroadvisor.report.github",
+    "markdown": "zeroadvisor.report.markdown",
+}
+LINT_FORMATS = ("text", "json", "sarif", "github")
+CHECK_FORMATS = (*LINT_FORMATS, "markdown")
+
+
+def render(fmt: str, report: Report) -> str:
+    return importlib.import_module(REPORTERS[fmt]).render_report(report)

@@ -28,3 +28,7 @@ def render(findings: list[Finding], files: int = 1) -> str:
         props.append(f"title={escape_property(f'{f.code} {f.name}')}")
         lines.append(f"::{_COMMAND[f.severity]} {','.join(props)}::{escape_data(f.message)}")
     return "".join(line + "\n" for line in lines)
+
+
+def render_report(report) -> str:
+    return render(report.findings, report.files)

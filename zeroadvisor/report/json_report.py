@@ -23,3 +23,12 @@ def document(findings: list[Finding], files: int, extra: dict[str, Any] | None =
 
 def render(findings: list[Finding], files: int = 1, extra: dict[str, Any] | None = None) -> str:
     return json.dumps(document(findings, files, extra), indent=2, ensure_ascii=False) + "\n"
+
+
+def render_report(report) -> str:
+    if report.check is None and report.estimate is not None:  # the estimate command: the estimate alone
+        return json.dumps(report.estimate.to_dict(), indent=2) + "\n"
+    extra = dict(report.extra)
+    if report.check is not None:
+        extra["estimate"] = report.check.estimate_dict()
+    return render(report.findings, report.files, extra)

@@ -63,3 +63,10 @@ def render(path: str, findings: list[Finding], estimate, usable: int | None, gpu
         out.append("</details>")
         out.append("")
     return "\n".join(out)
+
+
+def render_report(report) -> str:
+    check = report.check
+    o = check.options
+    return render(report.path, report.findings, check.estimate, o.usable, o.gpu_memory, o.headroom, report.diff,
+                  report.unit)

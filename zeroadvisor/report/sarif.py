@@ -78,3 +78,7 @@ def document(findings: list[Finding], rules: Iterable[Rule]) -> dict[str, Any]:
 
 def render(findings: list[Finding], rules: Iterable[Rule]) -> str:
     return json.dumps(document(findings, rules), indent=2, ensure_ascii=False) + "\n"
+
+
+def render_report(report) -> str:
+    return render(report.findings, report.rules)

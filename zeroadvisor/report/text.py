@@ -31,3 +31,19 @@ def summary(findings: list[Finding], files: int) -> str:
         return f"{files} file{'s' if files != 1 else ''} checked: no problems"
     parts = [f"{n} {s.value}{'s' if n != 1 else ''}" for s, n in counts.items() if n]
     return f"{files} file{'s' if files != 1 else ''} checked: " + ", ".join(parts)
+
+
+def render_report(report) -> str:
+    """Findings, then (check) the estimate table and the suggested diff."""
+    if report.check is None and report.estimate is not None:  # the estimate command: the table alone
+        from zeroadvisor.report import estimate_text
+
+        return estimate_text.render(report.estimate, report.unit, ascii_only=report.ascii_only)
+    out = render(report.findings, colour=report.colour, files=report.files)
+    if report.check is not None and report.check.estimate is not None:
+        from zeroadvisor.report import estimate_text
+
+        out += "\n" + estimate_text.render(report.check.estimate, report.unit, ascii_only=report.ascii_only)
+    if report.diff:
+        out += "\n" + report.diff
+    return out
