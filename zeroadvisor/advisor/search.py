@@ -47,6 +47,7 @@ COSTS = {
                     "slightly less with compute)",
     "no-offload": "none: the optimizer step stays on the GPU, nothing crosses PCIe",
     "lower-stage": "less communication than ZeRO-3 (1x instead of 1.5x the data-parallel volume)",
+    "other-stage": "the same communication volume: ZeRO-0, 1 and 2 all move 2Ψ per step (ZeRO paper §7)",
     "higher-stage": "ZeRO-3 moves 1.5x the data-parallel volume per step (ZeRO paper §7)",
     "checkpointing": "recomputes activations in the backward pass (full: about +33% compute; selective: a few %)",
     "micro-batch": "the same global batch in more, smaller steps (lower GPU efficiency)",
@@ -147,11 +148,13 @@ class Searcher:
             config = fixed
         return config
 
-    def bucket_tuning(self, config: dict, stage: StageEstimate | None, rewritten: bool = False) -> BucketTuning | None:
+    def bucket_tuning(self, config: dict, stage: StageEstimate | None, rewritten: bool = False,
+                      needed: bool = False) -> BucketTuning | None:
         """The bucket sizes large-buckets proposes for ``stage`` of ``config`` (None: nothing to tune).
 
         ``rewritten``: the option patch writes the zero_optimization object anew (another stage), so a
-        legacy boolean form there does not stop the tuning."""
+        legacy boolean form there does not stop the tuning. ``needed``: the buckets are what keeps the
+        stage from fitting, so they are tuned below BUCKET_SHARE too."""
         zero = config.get("zero_optimization", {}) if isinstance(config, dict) else None
         if isinstance(zero, bool) and rewritten:
             zero = {}
@@ -159,7 +162,7 @@ class Searcher:
             return None
         budget = self.cluster.gpu_memory
         buffers = stage.per_gpu["buffers"]
-        if budget is None or buffers < BUCKET_SHARE * budget:
+        if budget is None or (buffers < BUCKET_SHARE * budget and not needed):
             return None
         target = self.bucket_target
         patch = {key: target for key in BUCKET_KEYS if zero.get(key) != AUTO and not _at_most(zero.get(key), target)}
@@ -182,12 +185,25 @@ class Searcher:
         stage = _stage_of(self._estimate(config, change.shape), change.option)
         if stage is None:
             return None
-        tuning = self.bucket_tuning(config, stage, rewritten=change.option != self.configured)
+        rewritten = change.option != self.configured
+        tuning = self.bucket_tuning(config, stage, rewritten)
+        if tuning is None and not stage.fits:
+            # Smaller buckets are part of a change they make fit (a second check would find it otherwise).
+            tuning = self.bucket_tuning(config, stage, rewritten, needed=True)
+            tuned = self._tuned(config, tuning, change)
+            if tuned is None or not tuned.fits:
+                return stage, None
+            return tuned, tuning
         if tuning is not None:
-            stage = _stage_of(self._estimate(mp.apply(config, tuning.patch), change.shape), change.option)
+            stage = self._tuned(config, tuning, change)
             if stage is None:
                 return None
         return stage, tuning
+
+    def _tuned(self, config: dict, tuning: BucketTuning | None, change: Change) -> StageEstimate | None:
+        if tuning is None:
+            return None
+        return _stage_of(self._estimate(mp.apply(config, tuning.patch), change.shape), change.option)
 
     def _fits(self, change: Change) -> bool:
         stage = self.evaluate(change)
@@ -209,6 +225,9 @@ class Searcher:
         if checked is None or not checked.fits:
             return None  # a lint fix the change needs costs memory after all
         patch = _diff(self.base, final)
+        if tuning is not None:
+            change = replace(change, description=f"{change.description}, reduce/allgather buckets of "
+                                                 f"{tuning.target:,} elements")
         return Outcome(change, checked, patch or None)
 
     # -- the search --------------------------------------------------------------------------------
@@ -292,11 +311,11 @@ class Searcher:
     def _kind(self, option: Option) -> str:
         if option == self.configured:
             return "config-fixes"
-        if option.stage < self.configured.stage:
-            return "lower-stage"
-        if option.stage > self.configured.stage:
+        if option.stage == self.configured.stage:
+            return "no-offload"
+        if option.stage == 3:
             return "higher-stage"
-        return "no-offload"
+        return "lower-stage" if self.configured.stage == 3 else "other-stage"
 
     def _stage_changes(self) -> Iterator[Change]:
         """Each stage without offload, the lowest first, then the configured option as the fixes leave it."""
@@ -348,8 +367,8 @@ class Searcher:
         if option.offload_param != "none":
             words.append(f"parameter offload to {option.offload_param.upper()}")
         if micro_batch is not None:
-            words.append(f"micro batch {micro_batch} with {self.current_micro_batch // micro_batch}x the gradient "
-                         "accumulation")
+            patch = self.micro_batch_patch(micro_batch)
+            words.append(f"micro batch {micro_batch}" + (f" with gradient accumulation {patch[GAS]}" if patch else ""))
         if shape is not None and shape.activation_checkpointing != self.shape.activation_checkpointing:
             words.append(f"{shape.activation_checkpointing} activation checkpointing (in the training script)")
         if kind == "config-fixes" and micro_batch is None:
