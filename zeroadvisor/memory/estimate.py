@@ -69,7 +69,8 @@ def check_memory(name: str, nbytes: int | None) -> None:
     if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 1:
         raise EstimateError(f"{name} must be a positive number of bytes, got {nbytes!r}")
     if nbytes > MAX_MEMORY_BYTES:
-        raise EstimateError(f"{name} of {nbytes:.3g} bytes is more than any machine has (at most 1 EB)")
+        raise EstimateError(f"{name} of about 10^{len(str(nbytes)) - 1} bytes is more than any machine has "
+                            "(at most 1 EB)")
 
 
 @dataclass(slots=True)
