@@ -361,11 +361,7 @@ class Searcher:
 
     def _change(self, kind: str, option: Option, shape: TrainingShape | None = None,
                 micro_batch: int | None = None) -> Change:
-        words = [f"ZeRO stage {option.stage}"]
-        if option.offload_optimizer != "none":
-            words.append(f"optimizer offload to {option.offload_optimizer.upper()}")
-        if option.offload_param != "none":
-            words.append(f"parameter offload to {option.offload_param.upper()}")
+        words = [option.words]
         if micro_batch is not None:
             patch = self.micro_batch_patch(micro_batch)
             words.append(f"micro batch {micro_batch}" + (f" with gradient accumulation {patch[GAS]}" if patch else ""))

@@ -30,13 +30,7 @@ def _configured(ctx):
 
 
 def _label(option) -> str:
-    words = f"ZeRO-{option.stage}"
-    if option.offload_optimizer != "none":
-        words += f" with optimizer offload to {option.offload_optimizer.upper()}"
-    if option.offload_param != "none":
-        words += (" and" if option.offload_optimizer != "none" else " with") + \
-            f" parameter offload to {option.offload_param.upper()}"
-    return words
+    return option.words
 
 
 def _breakdown(ctx, stage) -> str:
