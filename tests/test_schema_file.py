@@ -323,8 +323,10 @@ def test_stage3_only_keys_are_marked(schema):
     stage3 += ["offload_param", "sub_group_size", "zero_quantized_weights", "zero_hpz_partition_size", "leaf_module"]
     for key in stage3:
         assert zero[key].get("x-min-stage") == 3, key
-    for key in ("stage", "offload_optimizer", "reduce_bucket_size", "overlap_comm", "contiguous_gradients"):
+    for key in ("stage", "reduce_bucket_size", "overlap_comm", "contiguous_gradients"):
         assert "x-min-stage" not in zero[key], key
+    # ZeRO-Offload is built only by the ZeRO optimizers (engine._configure_zero_optimizer): stage 1 and up
+    assert zero["offload_optimizer"]["x-min-stage"] == 1 and zero["cpu_offload"]["x-min-stage"] == 1
 
 
 def test_fp16_only_keys_are_absent_from_bf16(schema):

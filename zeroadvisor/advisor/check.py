@@ -5,15 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from zeroadvisor.advisor.context import AdviceContext, Budget
 from zeroadvisor.lint.findings import Finding
 from zeroadvisor.lint.engine import lint_document
-from zeroadvisor.memory.estimate import Cluster, Estimate, estimate
+from zeroadvisor.memory.errors import EstimateError
+from zeroadvisor.memory.estimate import Cluster, Estimate, check_memory, estimate
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
 from zeroadvisor.rules import registry
 from zeroadvisor.lint.rule import Rule
 from zeroadvisor.lint.context import LintOptions
 from zeroadvisor.config.source import Document
-from zeroadvisor.units import format_bytes
 
 DEFAULT_HEADROOM = 0.10
 
@@ -32,26 +33,14 @@ class CheckOptions:
     integration: str = "any"
     unit: str = "GB"
 
+    def __post_init__(self) -> None:
+        check_memory("gpu_memory", self.gpu_memory)
+        if not 0 <= self.headroom < 1:
+            raise EstimateError(f"headroom must be at least 0 and below 1, got {self.headroom!r}")
+
     @property
     def usable(self) -> int:
         return int(self.gpu_memory * (1 - self.headroom))
-
-
-@dataclass
-class AdviceContext:
-    """What advice rules see (Context.advice)."""
-
-    estimate: Estimate
-    searcher: Any  # zeroadvisor.advisor.search.Searcher
-    gpu_memory: int
-    usable: int
-    headroom: float
-    cpu_memory: int | None
-    nvme: int | None
-    unit: str = "GB"
-
-    def fmt(self, nbytes: int) -> str:
-        return format_bytes(nbytes, self.unit)
 
 
 @dataclass
@@ -72,20 +61,33 @@ class CheckResult:
 
 def check_document(doc: Document, options: CheckOptions, rules: Iterable[Rule] | None = None) -> CheckResult:
     from zeroadvisor.advisor.search import Searcher
+    from zeroadvisor.fix.apply import combined_patch
 
     lint_options = LintOptions(integration=options.integration, gpus=options.gpus)
     selected = list(registry.ALL if rules is None else rules)
+    lint_rules = [r for r in selected if not r.needs_advice]
     if not isinstance(doc.data, dict):
         return CheckResult(lint_document(doc, lint_options, selected), None, options)
     cluster = Cluster(gpus=options.gpus, gpus_per_node=options.gpus_per_node, gpu_memory=options.usable,
                       cpu_memory=options.cpu_memory, nvme=options.nvme)
     try:
         result = estimate(doc.data, options.model, options.shape, cluster, options.accounting)
-    except (ValueError, TypeError) as err:
+    except EstimateError as err:
         # A value the memory model needs is unusable; the lint findings say which.
-        findings = lint_document(doc, lint_options, [r for r in selected if not r.needs_advice])
-        return CheckResult(findings, None, options, {"estimate_error": str(err)})
-    searcher = Searcher(doc.data, options.model, options.shape, cluster, options.accounting, result)
-    advice = AdviceContext(result, searcher, options.gpu_memory, options.usable, options.headroom,
-                           options.cpu_memory, options.nvme, options.unit)
+        return CheckResult(lint_document(doc, lint_options, lint_rules), None, options, {"estimate_error": str(err)})
+
+    def lint_fixes(data: dict) -> dict:
+        """The fixes the selected lint rules propose for ``data`` (the file, or the file as a change leaves
+        it): the advice is estimated and written with them."""
+        document = doc if data is doc.data else Document(doc.name, "", data)
+        return combined_patch(lint_document(document, lint_options, lint_rules))
+
+    try:
+        searcher = Searcher(doc.data, options.model, options.shape, cluster, options.accounting, result, lint_fixes,
+                            tune_buckets=any(r.name == "large-buckets" for r in selected))
+    except EstimateError as err:  # a lint fix left a value the memory model cannot use
+        return CheckResult(lint_document(doc, lint_options, lint_rules), None, options, {"estimate_error": str(err)})
+    budget = Budget(options.gpu_memory, options.usable, options.headroom, options.cpu_memory, options.nvme,
+                    options.unit)
+    advice = AdviceContext(result, budget, searcher)
     return CheckResult(lint_document(doc, lint_options, selected, advice), result, options)

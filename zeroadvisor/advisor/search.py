@@ -1,34 +1,53 @@
 """Search the changes that make a run fit, cheapest first, and express each as a merge patch.
 
 The order is the expected throughput cost (ZeRO paper §7, field reports in DS#1635,
-DS#6834): a lower stage (ZeRO-0/1/2 move the data-parallel volume, 2Ψ per step), a higher
-stage (ZeRO-3 moves 1.5x that), activation checkpointing (recompute), a smaller micro batch
-with more accumulation (same global batch, smaller kernels), optimizer offload to the CPU,
+DS#6834): a ZeRO stage without offload, the lowest first (ZeRO-0/1/2 move the data-parallel
+volume, 2Ψ per step; ZeRO-3 1.5x that), activation checkpointing (recompute), a smaller micro
+batch with more accumulation (same global batch, smaller kernels), optimizer offload to the CPU,
 parameter offload to the CPU, and NVMe (steps 10x-50x slower in user reports). The first
 candidate whose estimate fits the usable GPU memory (and host RAM / NVMe, when given) wins.
+
+Every candidate is estimated as it will be written: on the config with the lint fixes and the
+bucket tuning of large-buckets applied (``base``), and with that tuning again for the candidate's
+own stage when its buffers call for it; the winner's patch also carries the lint fixes its change
+makes necessary (e.g. zero_allow_untested_optimizer when ZeRO is switched on). So a second
+``check --fix`` finds nothing more to change.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
-from zeroadvisor.fix import merge_patch as mp
 from zeroadvisor.deepspeed import effective as dsconfig
 from zeroadvisor.deepspeed import schema
+from zeroadvisor.deepspeed.effective import AUTO, GAS, MBS, TBS
+from zeroadvisor.fix import merge_patch as mp
 from zeroadvisor.memory.estimate import Cluster, Estimate, StageEstimate, estimate
 from zeroadvisor.memory.options import Option
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
 
-MBS, GAS, TBS = "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "train_batch_size"
 NVME_PATH_PLACEHOLDER = "/local_nvme"
 
-# Relative communication volume per step (ZeRO paper §7.2-7.3): stages 0-2 all-reduce or
-# reduce-scatter + all-gather 2Ψ; stage 3 gathers parameters in forward and backward, 3Ψ.
-COMM_VOLUME = {0: 1.0, 1: 1.0, 2: 1.0, 3: 1.5}
+# Buffers above this share of the usable memory are worth tuning (DS#1302: 5e8 buckets made
+# ZeRO-2 larger than ZeRO-1 on BERT-large; DS#3338: smaller buckets, larger batch).
+BUCKET_SHARE = 0.05
+BUCKET_KEYS = ("reduce_bucket_size", "allgather_bucket_size")
+# Bucket size when the hidden size is unknown: 2e8 elements, the value of DeepSpeed's own ZeRO
+# tutorial configs (docs/_tutorials/zero.md), 2.5x below the 5e8 default.
+BUCKET_FALLBACK = 200_000_000
+# The largest micro batch largest_fitting_micro_batch tries (memory grows with it; beyond a few
+# thousand samples per GPU the answer is "all of them").
+MICRO_BATCH_SEARCH_LIMIT = 4096
+# Lint fixes can enable others (a rename, then a value fix); a few rounds settle every real config.
+LINT_ROUNDS = 3
 
 COSTS = {
+    "config-fixes": "none beyond the other fixes reported for this file (smaller communication buckets overlap "
+                    "slightly less with compute)",
+    "no-offload": "none: the optimizer step stays on the GPU, nothing crosses PCIe",
     "lower-stage": "less communication than ZeRO-3 (1x instead of 1.5x the data-parallel volume)",
+    "other-stage": "the same communication volume: ZeRO-0, 1 and 2 all move 2Ψ per step (ZeRO paper §7)",
     "higher-stage": "ZeRO-3 moves 1.5x the data-parallel volume per step (ZeRO paper §7)",
     "checkpointing": "recomputes activations in the backward pass (full: about +33% compute; selective: a few %)",
     "micro-batch": "the same global batch in more, smaller steps (lower GPU efficiency)",
@@ -38,84 +57,325 @@ COSTS = {
     "nvme": "optimizer state and parameters stream from NVMe every step (the slowest option)",
 }
 
+LintFixes = Callable[[dict], dict]
+
 
 @dataclass(frozen=True, slots=True)
 class Change:
-    """One candidate change: the option and shape to run with, and how to get there."""
+    """One candidate: the option, shape and micro batch to run with (None: the micro batch stays)."""
 
     kind: str  # key of COSTS
     option: Option
     shape: TrainingShape
-    micro_batch: int | None  # None: unchanged
-    patch: dict[str, Any] | None  # merge patch for the config; None when the change is outside it
+    micro_batch: int | None
     description: str
 
     @property
     def cost(self) -> str:
         return COSTS[self.kind]
 
+    @property
+    def in_training_script(self) -> bool:
+        """Checkpointing and FlashAttention are set in the training script, not in ds_config."""
+        return self.kind == "checkpointing"
+
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
     change: Change
     stage: StageEstimate
+    # Merge patch of the config as written, on top of the other findings' fixes; None: nothing to write.
+    patch: dict[str, Any] | None
 
 
-def _min_stage(key: str) -> int | None:
-    node = schema.node("zero_optimization", key) or {}
-    return node.get("x-min-stage")
+@dataclass(frozen=True, slots=True)
+class BucketTuning:
+    """Smaller reduce/allgather buckets for a stage whose buffers take a large share of the budget."""
+
+    patch: dict[str, Any]
+    buffers: int  # bytes per GPU before tuning
+    target: int  # elements per bucket
+
+
+def divisors(n: int) -> list[int]:
+    """The divisors of ``n`` in ascending order, in O(sqrt n) steps."""
+    small, large = [], []
+    d = 1
+    while d * d <= n:
+        if n % d == 0:
+            small.append(d)
+            if d * d != n:
+                large.append(n // d)
+        d += 1
+    return small + large[::-1]
+
+
+def offloads(option: Option) -> bool:
+    return option.offload_optimizer != "none" or option.offload_param != "none"
 
 
 class Searcher:
-    """Estimates candidate changes of one config, re-estimating only when the shape changes."""
+    """Estimates candidate changes of one config as they will be written, cheapest first."""
 
     def __init__(self, config: dict | None, model: ModelSpec, shape: TrainingShape, cluster: Cluster,
-                 accounting: str, base: Estimate):
-        self.config = config if isinstance(config, dict) else {}
+                 accounting: str, written: Estimate, lint_fixes: LintFixes | None = None,
+                 tune_buckets: bool = True):
+        self.original = config if isinstance(config, dict) else {}
         self.model, self.shape, self.cluster, self.accounting = model, shape, cluster, accounting
-        self.base = base
-        self._cache: dict[tuple, Estimate] = {}
+        self.written = written
+        self._lint_fixes = lint_fixes or (lambda data: {})
+        self._tune = tune_buckets
+        self._estimates: dict[tuple[str, TrainingShape], Estimate] = {}
+        self.tuning = self.bucket_tuning(self.original, written.configured)
+        fixed = self._lint_closure(self.original)
+        self.base = mp.apply(fixed, self.tuning.patch) if self.tuning else fixed
+        self.base_estimate = self._estimate(self.base, shape)
+        current = self.base_estimate.configured
+        self.configured = current.option if current is not None else Option(0)
+
+    # -- estimating ------------------------------------------------------------------------------
+    def _estimate(self, config: dict, shape: TrainingShape) -> Estimate:
+        key = (repr(config), shape)
+        if key not in self._estimates:
+            self._estimates[key] = estimate(config, self.model, shape, self.cluster, self.accounting)
+        return self._estimates[key]
+
+    def _lint_closure(self, config: dict) -> dict:
+        for _ in range(LINT_ROUNDS):
+            fixed = mp.apply(config, self._lint_fixes(config))
+            if _same(fixed, config):
+                break
+            config = fixed
+        return config
+
+    def bucket_tuning(self, config: dict, stage: StageEstimate | None, rewritten: bool = False,
+                      needed: bool = False) -> BucketTuning | None:
+        """The bucket sizes large-buckets proposes for ``stage`` of ``config`` (None: nothing to tune).
+
+        ``rewritten``: the option patch writes the zero_optimization object anew (another stage), so a
+        legacy boolean form there does not stop the tuning. ``needed``: the buckets are what keeps the
+        stage from fitting, so they are tuned below BUCKET_SHARE too."""
+        zero = config.get("zero_optimization", {}) if isinstance(config, dict) else None
+        if isinstance(zero, bool) and rewritten:
+            zero = {}
+        if not self._tune or stage is None or stage.option.stage == 0 or not isinstance(zero, dict):
+            return None
+        budget = self.cluster.gpu_memory
+        buffers = stage.per_gpu["buffers"]
+        if budget is None or (buffers < BUCKET_SHARE * budget and not needed):
+            return None
+        target = self.bucket_target
+        patch = {key: target for key in BUCKET_KEYS if zero.get(key) != AUTO and not _at_most(zero.get(key), target)}
+        return BucketTuning({"zero_optimization": patch}, buffers, target) if patch else None
+
+    @property
+    def bucket_target(self) -> int:
+        """What the Hugging Face integration writes for reduce_bucket_size "auto" (schema x-auto-fill)."""
+        fill = schema.auto_fill("zero_optimization", "reduce_bucket_size")
+        h = self.model.hidden_size
+        return fill.value(h) if fill is not None and h else BUCKET_FALLBACK
 
     def evaluate(self, change: Change) -> StageEstimate | None:
-        key = (change.shape, change.micro_batch)
-        if key not in self._cache:
-            config = self.config
-            if change.micro_batch is not None:
-                config = mp.apply(config, self.micro_batch_patch(change.micro_batch) or {})
-                config = {**config, MBS: change.micro_batch}
-            self._cache[key] = estimate(config, self.model, change.shape, self.cluster, self.accounting)
-        try:
-            return self._cache[key].stage(change.option.stage, change.option.offload_optimizer,
-                                          change.option.offload_param)
-        except KeyError:
-            return None
+        """The estimate of ``change`` with its bucket tuning; None where DeepSpeed does not run the option."""
+        result = self._evaluate(change)
+        return result[0] if result is not None else None
 
-    def first_fit(self, changes: Iterator[Change]) -> Outcome | None:
-        for change in changes:
-            result = self.evaluate(change)
-            if result is not None and result.fits:
-                return Outcome(change, result)
+    def _evaluate(self, change: Change) -> tuple[StageEstimate, BucketTuning | None] | None:
+        config = self.base if change.micro_batch is None else mp.apply(self.base, {MBS: change.micro_batch})
+        stage = _stage_of(self._estimate(config, change.shape), change.option)
+        if stage is None:
+            return None
+        rewritten = change.option != self.configured
+        tuning = self.bucket_tuning(config, stage, rewritten)
+        if tuning is None and not stage.fits:
+            # Smaller buckets are part of a change they make fit (a second check would find it otherwise).
+            tuning = self.bucket_tuning(config, stage, rewritten, needed=True)
+            tuned = self._tuned(config, tuning, change)
+            if tuned is None or not tuned.fits:
+                return stage, None
+            return tuned, tuning
+        if tuning is not None:
+            stage = self._tuned(config, tuning, change)
+            if stage is None:
+                return None
+        return stage, tuning
+
+    def _tuned(self, config: dict, tuning: BucketTuning | None, change: Change) -> StageEstimate | None:
+        if tuning is None:
+            return None
+        return _stage_of(self._estimate(mp.apply(config, tuning.patch), change.shape), change.option)
+
+    def _fits(self, change: Change) -> bool:
+        stage = self.evaluate(change)
+        return bool(stage is not None and stage.fits)
+
+    def outcome(self, change: Change) -> Outcome | None:
+        """``change`` as it will be written, if it fits: the config with every fix applied is estimated again."""
+        evaluated = self._evaluate(change)
+        if evaluated is None or not evaluated[0].fits:
+            return None
+        stage, tuning = evaluated
+        if change.in_training_script:
+            return Outcome(change, stage, None)
+        delta = mp.merge(self.option_patch(change.option) if change.option != self.configured else None,
+                         self.micro_batch_patch(change.micro_batch) if change.micro_batch is not None else None,
+                         tuning.patch if tuning is not None else None)
+        final = self._lint_closure(mp.apply(self.base, delta))
+        checked = _stage_of(self._estimate(final, change.shape), change.option)
+        if checked is None or not checked.fits:
+            return None  # a lint fix the change needs costs memory after all
+        patch = _diff(self.base, final)
+        if tuning is not None:
+            change = replace(change, description=f"{change.description}, reduce/allgather buckets of "
+                                                 f"{tuning.target:,} elements")
+        return Outcome(change, checked, patch or None)
+
+    # -- the search --------------------------------------------------------------------------------
+    def cheapest_fit(self) -> Outcome | None:
+        """The first change that fits, in order of expected throughput cost."""
+        for change in self._stage_changes():
+            found = self.outcome(change)
+            if found is not None:
+                return found
+        for change in self.checkpointing_changes():
+            found = self.outcome(change)
+            if found is not None:
+                return found
+        found = self._smaller_micro_batch()
+        if found is not None:
+            return found
+        for change in (*self._offload_changes(), *self._last_resort()):
+            found = self.outcome(change)
+            if found is not None:
+                return found
         return None
 
-    def closest(self, changes: Iterator[Change]) -> Outcome | None:
+    def closest(self) -> tuple[Change, StageEstimate] | None:
         """The candidate with the smallest GPU total, for "what is missing and by how much"."""
-        best: Outcome | None = None
-        for change in changes:
-            result = self.evaluate(change)
-            if result is not None and (best is None or result.per_gpu["total"] < best.stage.per_gpu["total"]):
-                best = Outcome(change, result)
+        best: tuple[Change, StageEstimate] | None = None
+        smallest = [self._change("micro-batch", option, micro_batch=1)
+                    for option in self._micro_batch_options()] if self.current_micro_batch > 1 else []
+        for change in (*self._stage_changes(), *self.checkpointing_changes(), *smallest, *self._offload_changes(),
+                       *self._last_resort()):
+            stage = self.evaluate(change)
+            if stage is not None and (best is None or stage.per_gpu["total"] < best[1].per_gpu["total"]):
+                best = (change, stage)
         return best
 
-    # -- candidate changes, cheapest first ---------------------------------------------------
-    @property
-    def configured(self) -> Option:
-        current = self.base.configured
-        return current.option if current is not None else Option(0)
+    def lowest_fitting_lower_stage(self) -> Outcome | None:
+        """The lowest stage below the configured one that fits without offload."""
+        for stage in range(0, self.configured.stage):
+            found = self.outcome(self._change("lower-stage", Option(stage)))
+            if found is not None:
+                return found
+        return None
 
+    def without_offload(self) -> Outcome | None:
+        """The configured stage without offload, if it fits."""
+        return self.outcome(self._change("no-offload", Option(self.configured.stage)))
+
+    def largest_fitting_micro_batch(self, limit: int = MICRO_BATCH_SEARCH_LIMIT) -> int | None:
+        """The largest micro batch up to ``limit`` at the configured option that fits (memory grows with it)."""
+        def fits(micro_batch: int) -> bool:
+            return self._fits(self._change("micro-batch", self.configured, micro_batch=micro_batch))
+
+        if not fits(1):
+            return None
+        low, high = 1, 2
+        while high <= limit and fits(high):
+            low, high = high, high * 2
+        high = min(high, limit + 1)
+        while high - low > 1:  # invariant: low fits, high does not (or is past the limit)
+            middle = (low + high) // 2
+            low, high = (middle, high) if fits(middle) else (low, middle)
+        return low
+
+    def checkpointing_outcomes(self) -> list[tuple[Change, StageEstimate]]:
+        """The configured option with each stronger activation checkpointing level, fitting or not."""
+        pairs = [(change, self.evaluate(change)) for change in self.checkpointing_changes()]
+        return [(change, stage) for change, stage in pairs if stage is not None]
+
+    def flash_attention_outcome(self) -> StageEstimate | None:
+        """The configured option with FlashAttention (None when it is already on)."""
+        if self.shape.flash_attention:
+            return None
+        change = Change("checkpointing", self.configured, replace(self.shape, flash_attention=True), None,
+                        "FlashAttention (in the training script, e.g. attn_implementation=\"flash_attention_2\")")
+        return self.evaluate(change)
+
+    # -- candidates ------------------------------------------------------------------------------
+    @property
+    def current_micro_batch(self) -> int:
+        return self.base_estimate.settings.micro_batch
+
+    def _kind(self, option: Option) -> str:
+        if option == self.configured:
+            return "config-fixes"
+        if option.stage == self.configured.stage:
+            return "no-offload"
+        if option.stage == 3:
+            return "higher-stage"
+        return "lower-stage" if self.configured.stage == 3 else "other-stage"
+
+    def _stage_changes(self) -> Iterator[Change]:
+        """Each stage without offload, the lowest first, then the configured option as the fixes leave it."""
+        for stage in range(4):
+            yield self._change(self._kind(Option(stage)), Option(stage))
+        if offloads(self.configured):
+            yield self._change("config-fixes", self.configured)
+
+    def checkpointing_changes(self) -> Iterator[Change]:
+        levels = {"none": ("selective", "full"), "selective": ("full",), "full": ()}
+        for level in levels[self.shape.activation_checkpointing]:
+            yield Change("checkpointing", self.configured, replace(self.shape, activation_checkpointing=level), None,
+                         f"{level} activation checkpointing (in the training script, e.g. "
+                         "model.gradient_checkpointing_enable(); not a ds_config setting)")
+
+    def _micro_batch_options(self) -> list[Option]:
+        return [Option(stage) for stage in range(4)] + ([self.configured] if offloads(self.configured) else [])
+
+    def _smaller_micro_batch(self) -> Outcome | None:
+        """The largest smaller micro batch that fits at some option (the lowest stage at it first)."""
+        current = self.current_micro_batch
+        sizes = [m for m in divisors(current) if m < current and self.micro_batch_patch(m) is not None]
+        best: tuple[int, Option] | None = None
+        for option in self._micro_batch_options():
+            fitting = _largest_true(sizes, lambda m: self._fits(self._change("micro-batch", option, micro_batch=m)))
+            if fitting is not None and (best is None or fitting > best[0]):
+                best = (fitting, option)
+        return self.outcome(self._change("micro-batch", best[1], micro_batch=best[0])) if best else None
+
+    def _offload_changes(self) -> Iterator[Change]:
+        for stage in range(max(self.configured.stage, 1), 4):
+            yield self._change("offload-optimizer", Option(stage, "cpu"))
+        yield self._change("offload-param", Option(3, "cpu", "cpu"))
+        yield self._change("nvme", Option(3, "nvme", "cpu"))
+        yield self._change("nvme", Option(3, "nvme", "nvme"))
+
+    def _last_resort(self) -> Iterator[Change]:
+        full = replace(self.shape, activation_checkpointing="full")
+        micro_batch = 1 if self.current_micro_batch > 1 and self.micro_batch_patch(1) is not None else None
+        for option in (Option(3, "cpu"), Option(3, "cpu", "cpu"), Option(3, "nvme", "nvme")):
+            kind = "nvme" if option.offload_optimizer == "nvme" else "offload-param"
+            yield self._change(kind, option, full, micro_batch)
+
+    def _change(self, kind: str, option: Option, shape: TrainingShape | None = None,
+                micro_batch: int | None = None) -> Change:
+        words = [option.words]
+        if micro_batch is not None:
+            patch = self.micro_batch_patch(micro_batch)
+            words.append(f"micro batch {micro_batch}" + (f" with gradient accumulation {patch[GAS]}" if patch else ""))
+        if shape is not None and shape.activation_checkpointing != self.shape.activation_checkpointing:
+            words.append(f"{shape.activation_checkpointing} activation checkpointing (in the training script)")
+        if kind == "config-fixes" and micro_batch is None:
+            words = [f"the configured {', '.join(words)} with the other fixes reported for this file"]
+        return Change(kind, option, shape or self.shape, micro_batch, ", ".join(words))
+
+    # -- patches -----------------------------------------------------------------------------------
     def option_patch(self, option: Option) -> dict[str, Any]:
-        """Merge patch that makes the config run ``option`` (stage and offload devices)."""
+        """Merge patch that makes the base config run ``option`` (stage and offload devices)."""
         zero: dict[str, Any] = {"stage": option.stage}
-        current = self.config.get("zero_optimization")
+        current = self.base.get("zero_optimization")
         current = current if isinstance(current, dict) else {}
         for which, device in (("offload_optimizer", option.offload_optimizer), ("offload_param", option.offload_param)):
             block = current.get(which)
@@ -133,91 +393,80 @@ class Searcher:
                         zero[which]["nvme_path"] = NVME_PATH_PLACEHOLDER
                 if legacy in current:
                     zero[legacy] = None
-        if isinstance(self.config.get("zero_optimization"), bool):
+        if isinstance(self.base.get("zero_optimization"), bool):
             return {"zero_optimization": {k: v for k, v in zero.items() if v is not None}}
         if option.stage < 3:  # stage-3-only settings would do nothing (stage3-key-below-stage3)
-            zero.update({key: None for key in current if key not in zero and _min_stage(key) == 3})
+            zero.update({key: None for key in current if key not in zero and schema.min_stage(key) == 3})
         return {"zero_optimization": zero}
 
     def micro_batch_patch(self, micro_batch: int) -> dict[str, Any] | None:
-        """Smaller micro batch, same global batch: accumulation rises by the same factor."""
-        current = self.base.settings.micro_batch
-        mbs, gas = self.config.get(MBS), self.config.get(GAS, 1)
-        if not isinstance(mbs, int) or isinstance(mbs, bool) or current % micro_batch:
-            return None
-        if not isinstance(gas, int) or isinstance(gas, bool):
-            return None
-        return {MBS: micro_batch, GAS: gas * (current // micro_batch)}
+        """Smaller micro batch, same global batch: DeepSpeed asserts tbs == micro · accumulation · world
+        (runtime/config.py _batch_assertion), so accumulation rises by the factor the micro batch falls."""
+        tbs, mbs, gas = (_count(self.base.get(key)) for key in (TBS, MBS, GAS))
+        world = dsconfig.data_parallel_size(self.base, self.cluster.gpus)
+        if tbs is not None:
+            if not float(world).is_integer() or tbs % (micro_batch * int(world)):
+                return None
+            return {MBS: micro_batch, GAS: tbs // (micro_batch * int(world))}
+        current = self.current_micro_batch
+        if mbs is None or current % micro_batch or (GAS in self.base and gas is None):
+            return None  # "auto" or absent: an integration sets them and would contradict a written value
+        return {MBS: micro_batch, GAS: (gas or 1) * (current // micro_batch)}
 
-    def changes_that_fit(self) -> Iterator[Change]:
-        cfg, shape = self.configured, self.shape
-        for stage in range(0, cfg.stage):  # the lowest stage that fits first
-            yield self._option_change("lower-stage", Option(stage))
-        for stage in range(cfg.stage + 1, 4):
-            yield self._option_change("higher-stage", Option(stage))
-        yield from self.checkpointing_changes(cfg)
-        yield from self._smaller_micro_batches(cfg, shape)
-        for stage in range(max(cfg.stage, 1), 4):
-            yield self._option_change("offload-optimizer", Option(stage, "cpu"))
-        yield self._option_change("offload-param", Option(3, "cpu", "cpu"))
-        yield self._option_change("nvme", Option(3, "nvme", "cpu"))
-        yield self._option_change("nvme", Option(3, "nvme", "nvme"))
-        yield from self._last_resort()
 
-    def _option_change(self, kind: str, option: Option, shape: TrainingShape | None = None,
-                       micro_batch: int | None = None) -> Change:
-        patch = self.option_patch(option)
-        words = [f"ZeRO stage {option.stage}"]
-        if option.offload_optimizer != "none":
-            words.append(f"optimizer offload to {option.offload_optimizer.upper()}")
-        if option.offload_param != "none":
-            words.append(f"parameter offload to {option.offload_param.upper()}")
-        if micro_batch is not None:
-            mb_patch = self.micro_batch_patch(micro_batch)
-            patch = mp.merge(patch, mb_patch) if mb_patch is not None else None
-            words.append(f"micro batch {micro_batch}")
-        if shape is not None and shape.activation_checkpointing != self.shape.activation_checkpointing:
-            words.append(f"{shape.activation_checkpointing} activation checkpointing")
-        return Change(kind, option, shape or self.shape, micro_batch, patch, ", ".join(words))
+# --------------------------------------------------------------------------- helpers
 
-    def checkpointing_changes(self, cfg: Option) -> Iterator[Change]:
-        levels = {"none": ("selective", "full"), "selective": ("full",), "full": ()}
-        for level in levels[self.shape.activation_checkpointing]:
-            shape = replace(self.shape, activation_checkpointing=level)
-            yield Change("checkpointing", cfg, shape, None, None,
-                         f"{level} activation checkpointing (in the training script, e.g. "
-                         "model.gradient_checkpointing_enable(); not a ds_config setting)")
 
-    def _smaller_micro_batches(self, cfg: Option, shape: TrainingShape) -> Iterator[Change]:
-        current = self.base.settings.micro_batch
-        for micro_batch in sorted((m for m in range(1, current) if current % m == 0), reverse=True):
-            patch = self.micro_batch_patch(micro_batch)
-            yield Change("micro-batch", cfg, shape, micro_batch, patch,
-                         f"micro batch {micro_batch} with {current // micro_batch}x the gradient accumulation")
+def _stage_of(result: Estimate, option: Option) -> StageEstimate | None:
+    try:
+        return result.stage(option.stage, option.offload_optimizer, option.offload_param)
+    except KeyError:
+        return None
 
-    def _last_resort(self) -> Iterator[Change]:
-        full = replace(self.shape, activation_checkpointing="full")
-        for option in (Option(3, "cpu"), Option(3, "cpu", "cpu"), Option(3, "nvme", "nvme")):
-            yield self._option_change("nvme" if option.offload_optimizer == "nvme" else "offload-param",
-                                      option, full, 1 if self.base.settings.micro_batch > 1 else None)
 
-    def lowest_fitting_lower_stage(self) -> Outcome | None:
-        """The lowest stage below the configured one that fits without offload."""
-        return self.first_fit(self._option_change("lower-stage", Option(stage)) for stage in range(0, self.configured.stage))
+def _largest_true(values: list[int], test: Callable[[int], bool]) -> int | None:
+    """The largest of ascending ``values`` for which the monotone ``test`` holds (true, then false)."""
+    if not values or not test(values[0]):
+        return None
+    low, high = 0, len(values)  # values[low] passes; values[high] fails or is past the end
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if test(values[middle]) else (low, middle)
+    return values[low]
 
-    def fits_with_micro_batch(self, micro_batch: int) -> bool:
-        result = self.evaluate(Change("micro-batch", self.configured, self.shape, micro_batch, None, ""))
-        return bool(result is not None and result.fits)
 
-    def largest_fitting_micro_batch(self, limit: int = 4096) -> int | None:
-        """The largest micro batch at the configured option that fits (memory grows with it)."""
-        if not self.fits_with_micro_batch(1):
-            return None
-        low, high = 1, 2
-        while high <= limit and self.fits_with_micro_batch(high):
-            low, high = high, high * 2
-        high = min(high, limit + 1)
-        while high - low > 1:  # invariant: low fits, high does not (or is past the limit)
-            middle = (low + high) // 2
-            low, high = (middle, high) if self.fits_with_micro_batch(middle) else (low, middle)
-        return low
+def _count(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return value if isinstance(value, int) and value > 0 else None
+
+
+def _at_most(value: Any, target: int) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value <= target
+
+
+def _same(a: Any, b: Any) -> bool:
+    """JSON equality: 1, 1.0 and true are different values in a config file."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def _diff(source: dict, target: dict) -> dict[str, Any]:
+    """The merge patch that turns ``source`` into ``target`` (RFC 7396)."""
+    patch: dict[str, Any] = {key: None for key in source if key not in target}
+    for key, value in target.items():
+        old = source.get(key, _diff)
+        if old is not _diff and _same(old, value):
+            continue
+        if isinstance(value, dict) and isinstance(old, dict):
+            patch[key] = _diff(old, value)
+        else:
+            patch[key] = value
+    return patch

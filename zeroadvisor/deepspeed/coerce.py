@@ -6,6 +6,10 @@ rather than rejected: ``"5"`` and ``true`` for an int, ``1`` and ``"yes"`` for a
 ``5e8`` for an int. The table below mirrors pydantic 2's lax-mode rules (measured with
 pydantic 2.14: int accepts bool, integral floats and numeric strings; bool accepts 0/1,
 1.0 and the strings below; float accepts ints, bools and numeric strings).
+
+Only the pydantic sections coerce. The sections DeepSpeed reads with ``dict.get`` take the
+JSON value as it is: there a string ``"false"`` is truthy (Python ``if``), so ``LAX_TRUE`` does
+not describe them.
 """
 
 from __future__ import annotations
@@ -13,8 +17,23 @@ from __future__ import annotations
 import math
 from typing import Any
 
-_TRUE_STRINGS = {"1", "on", "t", "true", "y", "yes"}
-_FALSE_STRINGS = {"0", "off", "f", "false", "n", "no"}
+# The strings pydantic 2's lax bool validator accepts, compared case-insensitively and without
+# stripping whitespace (pydantic-core src/input/shared.rs str_as_bool; measured with pydantic
+# 2.14: "T", "YES", "On" pass, " true " fails).
+LAX_TRUE = frozenset({"1", "on", "t", "true", "y", "yes"})
+LAX_FALSE = frozenset({"0", "off", "f", "false", "n", "no"})
+
+
+def lax_bool(value: Any) -> bool | None:
+    """The bool a pydantic section makes of ``value`` in lax mode; None where it rejects it."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)):
+        return bool(value) if value in (0, 1) else None
+    if isinstance(value, str):
+        text = value.lower()
+        return True if text in LAX_TRUE else False if text in LAX_FALSE else None
+    return None
 
 
 def json_type(value: Any) -> str:
@@ -65,11 +84,7 @@ def lax_coercible(value: Any, expected: str) -> bool:
             return True
         return False
     if expected == "boolean":
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return value in (0, 1)
-        if isinstance(value, str):
-            return value.strip().lower() in _TRUE_STRINGS | _FALSE_STRINGS
-        return False
+        return lax_bool(value) is not None
     return False
 
 

@@ -8,9 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from zeroadvisor.deepspeed import schema
+from zeroadvisor.deepspeed import coerce, schema
 
+# The placeholder the Hugging Face integrations replace; DeepSpeedConfigModel drops it (config_utils.py).
 AUTO = "auto"
+
+# The batch triple DeepSpeedConfig._configure_train_batch_size derives (runtime/constants.py names).
+TBS, MBS, GAS = "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps"
+BATCH_KEYS = (TBS, MBS, GAS)
 
 
 def section(data: Any, key: str) -> dict[str, Any]:
@@ -61,13 +66,14 @@ def stage_value(value: Any) -> int | None:
 
 
 def is_enabled(block: Any) -> bool | None:
-    """``{"enabled": ...}``: True/False, or None when it is "auto" (an integration decides)."""
+    """``{"enabled": ...}`` of a pydantic section (fp16, bf16): True/False as pydantic's lax bool reads
+    it, or None when it is "auto" (an integration decides)."""
     if not isinstance(block, dict):
         return False
     value = block.get("enabled", False)
     if value == AUTO:
         return None
-    return value is True or (isinstance(value, str) and value.lower() in ("true", "1", "yes", "on"))
+    return coerce.lax_bool(value) is True
 
 
 def bf16_block(data: Any) -> dict[str, Any]:
@@ -104,6 +110,18 @@ def optimizer_type(data: Any) -> str | None:
         return None
     native = schema.load().get("x-deepspeed-optimizers", [])
     return name.lower() if name.lower() in native else name
+
+
+def data_parallel_size(data: Any, gpus: int) -> float:
+    """The world size DeepSpeed's batch assertion divides by: the GPUs over sequence_parallel_size
+    (runtime/config.py DeepSpeedConfig.__init__: get_world_size() / config["sequence_parallel_size"]);
+    not integral when they do not divide."""
+    sp = data.get("sequence_parallel_size") if isinstance(data, dict) else None
+    if isinstance(sp, float) and sp.is_integer():
+        sp = int(sp)
+    if isinstance(sp, int) and not isinstance(sp, bool) and sp > 0:
+        return gpus / sp
+    return gpus
 
 
 def derive_batch(tbs, mbs, gas, world):

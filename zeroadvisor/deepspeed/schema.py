@@ -10,6 +10,7 @@ DeepSpeed is never imported at run time.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -39,6 +40,39 @@ def default(*path: str) -> Any:
     if schema is None or "default" not in schema:
         raise KeyError("/".join(path))
     return schema["default"]
+
+
+def min_stage(key: str) -> int | None:
+    """The lowest ZeRO stage at which ``zero_optimization.<key>`` takes effect (schema x-min-stage)."""
+    return (node("zero_optimization", key) or {}).get("x-min-stage")
+
+
+@dataclass(frozen=True, slots=True)
+class AutoFill:
+    """What the Hugging Face integration writes for "auto" in a hidden-size-based key: int(factor·h^power),
+    multiplied left to right as transformers does (``int(0.9 * hidden_size * hidden_size)``)."""
+
+    factor: int | float
+    power: int
+
+    def value(self, hidden_size: int) -> int:
+        result: int | float = self.factor
+        for _ in range(self.power):
+            result = result * hidden_size
+        return int(result)
+
+    @property
+    def formula(self) -> str:
+        factor = "" if self.factor == 1 else f"{self.factor}·"
+        power = {1: "h", 2: "h²"}.get(self.power, f"h^{self.power}")
+        text = factor + power
+        return f"int({text})" if isinstance(self.factor, float) else text
+
+
+def auto_fill(*path: str) -> AutoFill | None:
+    """The schema's ``x-auto-fill`` of the key at ``path``: how HF fills "auto" there (None: not hidden-size based)."""
+    fill = (node(*path) or {}).get("x-auto-fill")
+    return AutoFill(fill["factor"], fill["power"]) if fill else None
 
 
 def _object_branch(schema: dict[str, Any]) -> dict[str, Any]:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zeroadvisor.deepspeed import effective as dsconfig
 from zeroadvisor.config.source import Document
+
+if TYPE_CHECKING:
+    from zeroadvisor.advisor.context import AdviceContext
 
 INTEGRATIONS = ("any", "deepspeed", "hf-trainer", "accelerate")
 
@@ -26,7 +29,7 @@ _MISSING = object()
 class Context:
     doc: Document
     options: LintOptions = field(default_factory=LintOptions)
-    advice: Any = None  # zeroadvisor.advisor.check.AdviceContext when running ``check``
+    advice: AdviceContext | None = None  # set by ``check``; the advice rules need it
 
     @property
     def data(self) -> Any:

@@ -211,10 +211,13 @@ def _admits_plain_auto(node: dict[str, Any]) -> bool:
     """True where DeepSpeed itself takes "auto" (pipeline.stages, keep_in_fp32_modules...)."""
     if node.get("x-auto"):
         return False
+    if node.get("default") == dsconfig.AUTO:  # DeepSpeed's own default (pipeline.stages, zenflow intervals)
+        return True
     for branch in _branches(node):
         if branch.get("const") == dsconfig.AUTO or dsconfig.AUTO in branch.get("enum", ()):
             return True
-        if branch.get("type") == "string" and "enum" not in branch:
+        declared = branch.get("type")
+        if "string" in ([declared] if isinstance(declared, str) else declared or []) and "enum" not in branch:
             return True
     return False
 

@@ -5,3 +5,7 @@ One job per module: bytes (dtype and optimizer-state tables), settings (effectiv
 from a config), options (which stage/offload combinations DeepSpeed runs), states (model states),
 buffers (buckets, gathered parameters, staging, overhead), activations, estimate (assembly and JSON).
 """
+
+from zeroadvisor.memory.errors import EstimateError
+
+__all__ = ["EstimateError"]

@@ -64,7 +64,7 @@ def activation_bytes(spec: ModelSpec, shape: TrainingShape, micro_batch: int, pr
         notes.append("activations not estimated: no sequence length given")
         return Activations(0, 0, 0, tuple(notes))
     b = micro_batch
-    e = B.nbytes(precision) if precision != "fp32" else FP32
+    e = B.nbytes(precision)  # 2 for fp16/bf16, 4 in fp32
     heads = spec.num_attention_heads
     head_dim = spec.head_dim or (h // heads if heads else None)
     q = heads * head_dim if heads and head_dim else h

@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from zeroadvisor import DEEPSPEED_TARGET
 from zeroadvisor.memory.activations import activation_bytes
+from zeroadvisor.memory.errors import EstimateError
 from zeroadvisor.memory.buffers import OVERHEAD_ASSUMPTION, buffer_terms, gathered_terms, overhead_bytes
 from zeroadvisor.memory.options import Option, Skipped, configured_option, enumerate_options, refusal
 from zeroadvisor.memory.settings import Settings, read_settings
@@ -15,6 +17,12 @@ from zeroadvisor.model.spec import ModelSpec, TrainingShape
 from zeroadvisor.units import format_bytes
 
 ACCOUNTINGS = ("deepspeed", "paper")
+
+# Bounds on the cluster, far beyond any real one, so that a typo ("1e308GB", "--gpus 10**30") is a
+# one-line error and not float overflow in a report. The largest GPU has 288 GB and the largest
+# training clusters ~10**5 GPUs; an exabyte per GPU, host or NVMe and 2**24 GPUs are not plans.
+MAX_MEMORY_BYTES = 10**18
+MAX_GPUS = 2**24
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,12 +36,18 @@ class Cluster:
     nvme: int | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.gpus, int) or self.gpus < 1:
-            raise ValueError(f"gpus must be a positive integer, got {self.gpus!r}")
+        for name in ("gpus", "gpus_per_node"):
+            value = getattr(self, name)
+            if value is None and name == "gpus_per_node":
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise EstimateError(f"{name} must be a positive integer, got {value!r}")
+            if value > MAX_GPUS:
+                raise EstimateError(f"{name} = {value:,} is more than any cluster has (at most {MAX_GPUS:,})")
         if self.gpus_per_node is None:
             object.__setattr__(self, "gpus_per_node", min(self.gpus, 8))
-        elif not isinstance(self.gpus_per_node, int) or self.gpus_per_node < 1:
-            raise ValueError(f"gpus_per_node must be a positive integer, got {self.gpus_per_node!r}")
+        for name in ("gpu_memory", "cpu_memory", "nvme"):
+            check_memory(name, getattr(self, name))
 
     @property
     def nodes(self) -> int:
@@ -46,6 +60,17 @@ class Cluster:
     def to_dict(self) -> dict[str, Any]:
         return {"gpus": self.gpus, "gpus_per_node": self.gpus_per_node, "nodes": self.nodes,
                 "gpu_memory": self.gpu_memory, "cpu_memory": self.cpu_memory, "nvme": self.nvme}
+
+
+def check_memory(name: str, nbytes: int | None) -> None:
+    """EstimateError unless ``nbytes`` is None or a byte count from 1 to MAX_MEMORY_BYTES."""
+    if nbytes is None:
+        return
+    if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 1:
+        raise EstimateError(f"{name} must be a positive number of bytes, got {nbytes!r}")
+    if nbytes > MAX_MEMORY_BYTES:
+        raise EstimateError(f"{name} of about 10^{len(str(nbytes)) - 1} bytes is more than any machine has "
+                            "(at most 1 EB)")
 
 
 @dataclass(slots=True)
@@ -200,7 +225,7 @@ def estimate(config: dict | None, model: ModelSpec, shape: TrainingShape | None 
                 fits = fits and per_node_nvme <= cluster.nvme
         refused = refusal(s, option)
         if refused:
-            notes.insert(0, f"DeepSpeed 0.19.8 does not run this configuration: {refused}")
+            notes.insert(0, f"DeepSpeed {DEEPSPEED_TARGET} does not run this configuration: {refused}")
         option_notes = [n for n in dict.fromkeys(notes) if n not in seen_notes]
         stage_notes = option_notes + _differences(ds, paper, N)
         stages.append(StageEstimate(option, s.configured and option == configured, per_gpu, host, nvme,

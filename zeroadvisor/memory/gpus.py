@@ -50,7 +50,3 @@ def gpu_memory(name: str) -> int:
         known = ", ".join(GPUS)
         raise ValueError(f"unknown GPU {name!r}: use --gpu-memory SIZE, or one of {known}")
     return GPUS[canonical][0] * MIB
-
-
-def canonical_name(name: str) -> str:
-    return _LOOKUP[_normalise(name)]

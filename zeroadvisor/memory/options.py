@@ -25,6 +25,17 @@ class Option:
             text += f" +par:{self.offload_param}"
         return text
 
+    @property
+    def words(self) -> str:
+        """For sentences: ZeRO-3 with optimizer offload to CPU and parameter offload to NVMe."""
+        text = f"ZeRO-{self.stage}"
+        if self.offload_optimizer != "none":
+            text += f" with optimizer offload to {self.offload_optimizer.upper()}"
+        if self.offload_param != "none":
+            text += (" and" if self.offload_optimizer != "none" else " with") + \
+                f" parameter offload to {self.offload_param.upper()}"
+        return text
+
 
 @dataclass(frozen=True, slots=True)
 class Skipped:

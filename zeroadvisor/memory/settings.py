@@ -11,12 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from zeroadvisor.deepspeed import coerce
 from zeroadvisor.deepspeed import effective as dsconfig
 from zeroadvisor.deepspeed import schema
+from zeroadvisor.deepspeed.effective import AUTO, GAS, MBS, TBS
 from zeroadvisor.memory import bytes as B
-from zeroadvisor.model.spec import ModelSpec
+from zeroadvisor.memory.errors import EstimateError
+from zeroadvisor.model.spec import MAX_DIMENSION, ModelSpec
 
-AUTO = "auto"
 ZERO = "zero_optimization"
 
 def ds_default(*path: str) -> Any:
@@ -119,11 +121,17 @@ def read_settings(config: dict[str, Any] | None, model: ModelSpec, gpus: int) ->
     def zget(key: str, *aliases: str) -> Any:
         return _zero_value(zero, key, aliases, notes)
 
-    reduce_bucket_size = _auto_sized(zero, "reduce_bucket_size", (), h, lambda x: x * x, "h²", notes)
-    prefetch = _auto_sized(zero, "stage3_prefetch_bucket_size", ("prefetch_bucket_size",), h,
-                           lambda x: int(0.9 * x * x), "int(0.9·h²)", notes, default_key="prefetch_bucket_size")
+    def zint(key: str, *aliases: str) -> int:
+        return _int(zget(key, *aliases), f"{ZERO}.{key}")
+
+    def zbool(key: str) -> bool:
+        return _bool(zget(key), f"{ZERO}.{key}")
+
+    reduce_bucket_size = _auto_sized(zero, "reduce_bucket_size", (), h, notes)
+    prefetch = _auto_sized(zero, "stage3_prefetch_bucket_size", ("prefetch_bucket_size",), h, notes,
+                           default_key="prefetch_bucket_size")
     persistence = _auto_sized(zero, "stage3_param_persistence_threshold", ("param_persistence_threshold",), h,
-                              lambda x: 10 * x, "10·h", notes, default_key="param_persistence_threshold")
+                              notes, default_key="param_persistence_threshold")
 
     oo = dsconfig.offload_block(cfg, "offload_optimizer")
     op = dsconfig.offload_block(cfg, "offload_param")
@@ -144,24 +152,25 @@ def read_settings(config: dict[str, Any] | None, model: ModelSpec, gpus: int) ->
         optimizer_label=label,
         optimizer_elements=elements,
         cpu_adam_fp32_states=cpu_adam_fp32_states,
-        contiguous_gradients=bool(zget("contiguous_gradients")),
-        reduce_scatter=bool(zget("reduce_scatter")),
+        contiguous_gradients=zbool("contiguous_gradients"),
+        reduce_scatter=zbool("reduce_scatter"),
         reduce_bucket_size=reduce_bucket_size,
-        allgather_bucket_size=int(zget("allgather_bucket_size")),
-        overlap_comm=_optional_bool(zget("overlap_comm")),
-        sub_group_size=int(zget("sub_group_size")),
+        allgather_bucket_size=zint("allgather_bucket_size"),
+        overlap_comm=_optional_bool(zget("overlap_comm"), f"{ZERO}.overlap_comm"),
+        sub_group_size=zint("sub_group_size"),
         prefetch_bucket_size=prefetch,
         param_persistence_threshold=persistence,
-        max_live_parameters=int(zget("stage3_max_live_parameters", "max_live_parameters")),
+        max_live_parameters=zint("stage3_max_live_parameters", "max_live_parameters"),
         offload_optimizer=oo_device,
-        offload_optimizer_pin_memory=bool(_offload_value(oo, "offload_optimizer", "pin_memory")),
-        offload_optimizer_buffer_count=int(_offload_value(oo, "offload_optimizer", "buffer_count")),
-        offload_optimizer_ratio=float(_offload_value(oo, "offload_optimizer", "ratio")),
+        offload_optimizer_pin_memory=_offload_bool(oo, "offload_optimizer", "pin_memory"),
+        offload_optimizer_buffer_count=_offload_int(oo, "offload_optimizer", "buffer_count"),
+        offload_optimizer_ratio=_float(_offload_value(oo, "offload_optimizer", "ratio"),
+                                       f"{ZERO}.offload_optimizer.ratio"),
         offload_param=op_device,
-        offload_param_pin_memory=bool(_offload_value(op, "offload_param", "pin_memory")),
-        offload_param_buffer_count=int(_offload_value(op, "offload_param", "buffer_count")),
-        offload_param_buffer_size=int(_offload_value(op, "offload_param", "buffer_size")),
-        offload_param_max_in_cpu=int(_offload_value(op, "offload_param", "max_in_cpu")),
+        offload_param_pin_memory=_offload_bool(op, "offload_param", "pin_memory"),
+        offload_param_buffer_count=_offload_int(op, "offload_param", "buffer_count"),
+        offload_param_buffer_size=_offload_int(op, "offload_param", "buffer_size"),
+        offload_param_max_in_cpu=_offload_int(op, "offload_param", "max_in_cpu"),
         micro_batch=_micro_batch(cfg, gpus, notes),
         assumptions=notes,
     )
@@ -257,27 +266,28 @@ def _zero_value(zero: dict[str, Any], key: str, aliases: tuple[str, ...], notes:
     return ds_default(ZERO, default_key)
 
 
-def _auto_sized(zero: dict[str, Any], key: str, aliases: tuple[str, ...], h: int | None, fill, formula: str,
-                notes: list[str], default_key: str | None = None) -> int:
+def _auto_sized(zero: dict[str, Any], key: str, aliases: tuple[str, ...], h: int | None, notes: list[str],
+                default_key: str | None = None) -> int:
     default_key = default_key or key
     for name in (key, *aliases):
         if name not in zero:
             continue
         value = zero[name]
         if value != AUTO:
-            return int(value)
-        if name != key:
+            return _int(value, f"{ZERO}.{name}")
+        fill = schema.auto_fill(ZERO, key)
+        if name != key or fill is None:
             # HF/Accelerate auto-fill only the stage3_* spelling (deepspeed-config.md §5)
             notes.append(f"zero_optimization.{name}=\"auto\": the HF integration fills only the {key} spelling, so "
                          f"DeepSpeed uses its default {ds_default(ZERO, default_key)}")
             return int(ds_default(ZERO, default_key))
         if h:
-            value = int(fill(h))
-            notes.append(f"zero_optimization.{name}=\"auto\": filled as the HF integration does, {formula} = {value} "
-                         f"(hidden_size {h})")
+            value = fill.value(h)
+            notes.append(f"zero_optimization.{name}=\"auto\": filled as the HF integration does, {fill.formula} = "
+                         f"{value} (hidden_size {h})")
             return value
         notes.append(f"zero_optimization.{name}=\"auto\" but the hidden size is unknown: assumed DeepSpeed's default "
-                     f"{ds_default(ZERO, default_key)} (HF would write {formula})")
+                     f"{ds_default(ZERO, default_key)} (HF would write {fill.formula})")
         return int(ds_default(ZERO, default_key))
     return int(ds_default(ZERO, default_key))
 
@@ -301,28 +311,81 @@ def _device(section: dict[str, Any], name: str, notes: list[str]) -> str:
     return value
 
 
-def _optional_bool(value: Any) -> bool | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return value.strip().lower() in ("true", "yes", "1", "on")
-    return bool(value)
+def _offload_int(section: dict[str, Any], name: str, key: str) -> int:
+    return _int(_offload_value(section, name, key), f"{ZERO}.{name}.{key}")
+
+
+def _offload_bool(section: dict[str, Any], name: str, key: str) -> bool:
+    return _bool(_offload_value(section, name, key), f"{ZERO}.{name}.{key}")
+
+
+# DeepSpeed hands these counts to torch, whose sizes and numels are int64: a larger value fails there.
+MAX_INT64 = 2**63 - 1
+
+
+def _int(value: Any, where: str) -> int:
+    """An int field of a pydantic section as lax mode reads it (a fraction is truncated, as the
+    memory model always has; the value rules report it). EstimateError where DeepSpeed rejects it."""
+    result: int | None = None
+    if isinstance(value, bool):
+        result = int(value)
+    elif isinstance(value, int):
+        result = value
+    elif isinstance(value, float) and value == value and abs(value) != float("inf"):
+        result = int(value)
+    elif isinstance(value, str) and coerce.lax_coercible(value, "integer"):
+        result = int(float(value.strip()))
+    if result is None:
+        raise EstimateError(f"{where} = {_shown(value)} is not an integer DeepSpeed accepts")
+    if abs(result) > MAX_INT64:
+        raise EstimateError(f"{where} = {_shown(value)} does not fit torch's int64 sizes")
+    return result
+
+
+def _float(value: Any, where: str) -> float:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value:
+        return float(value)
+    if isinstance(value, str) and coerce.lax_coercible(value, "number"):
+        return float(value.strip())
+    raise EstimateError(f"{where} = {_shown(value)} is not a number DeepSpeed accepts")
+
+
+def _bool(value: Any, where: str) -> bool:
+    result = coerce.lax_bool(value)
+    if result is None:
+        raise EstimateError(f"{where} = {_shown(value)} is not a boolean DeepSpeed accepts")
+    return result
+
+
+def _optional_bool(value: Any, where: str) -> bool | None:
+    return None if value is None else _bool(value, where)
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _micro_batch(cfg: dict[str, Any], gpus: int, notes: list[str]) -> int:
-    mbs, tbs, gas = (cfg.get(key) for key in ("train_micro_batch_size_per_gpu", "train_batch_size",
-                                              "gradient_accumulation_steps"))
+    mbs, tbs, gas = cfg.get(MBS), cfg.get(TBS), cfg.get(GAS)
     if _is_count(mbs):
-        return int(mbs)
+        return _bounded_micro_batch(int(mbs))
     counts = [int(v) if _is_count(v) else None for v in (tbs, mbs, gas)]
     derived = dsconfig.derive_batch(*counts, max(gpus, 1)) if counts[0] is not None else None
     if derived is not None and derived[1] >= 1:
         notes.append(f"micro batch derived from train_batch_size as DeepSpeed does ({tbs} over "
                      f"{gas if _is_count(gas) else 1} accumulation step(s) and {gpus} GPUs) = {derived[1]}")
-        return int(derived[1])
+        return _bounded_micro_batch(int(derived[1]))
     why = "\"auto\"" if AUTO in (mbs, tbs) else "not given"
     notes.append(f"micro batch per GPU {why}: assumed 1")
     return 1
+
+
+def _bounded_micro_batch(micro_batch: int) -> int:
+    if micro_batch > MAX_DIMENSION:
+        raise EstimateError(f"a micro batch of {micro_batch:,} samples per GPU is beyond what the memory model "
+                            f"estimates (at most {MAX_DIMENSION:,})")
+    return micro_batch
 
 
 def _is_count(value: Any) -> bool:

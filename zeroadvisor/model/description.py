@@ -30,7 +30,7 @@ from typing import Any, get_args
 
 from zeroadvisor.model.errors import ModelError
 from zeroadvisor.model.hf import spec_from_hf_config
-from zeroadvisor.model.hfconfig import fmt
+from zeroadvisor.model.hfconfig import check_dimension, fmt
 from zeroadvisor.model.spec import Checkpointing, ModelSpec, TrainingShape
 
 SCHEMA_FILE = "model.schema.json"
@@ -49,7 +49,9 @@ _COUNT = re.compile(
     rf"^(?P<mantissa>{_INT}{_FRACTION})(?:[eE](?P<exp>[+-]?[0-9]+))?\s*(?P<suffix>[{_SUFFIXES}]?)$"
 )
 _SUFFIX = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9, "t": 10**12}
-_MAX_EXACT_FLOAT = 2**53  # above this a YAML/JSON float no longer names one integer
+_MAX_EXACT_FLOAT = 2**53
+# 1e30 parameters is not a model (the largest have ~1e12); the bound keeps byte counts in float range.
+MAX_PARAMETERS = 10**30  # above this a YAML/JSON float no longer names one integer
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,6 +191,8 @@ def parse_count(value: Any, what: str = "parameters") -> int:
         raise ModelError(f"{what} must be > 0, got {fmt(value)}")
     if count.denominator != 1:
         raise ModelError(f"{what} {fmt(value)} is not a whole number of parameters")
+    if count > MAX_PARAMETERS:
+        raise ModelError(f"{what} {fmt(value)} is out of range (at most 1e30)")
     return int(count)
 
 
@@ -227,6 +231,7 @@ def apply_overrides(
     if seq_len is not None:
         if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len <= 0:
             raise ModelError(f"--seq-len must be an integer > 0, got {fmt(seq_len)}")
+        check_dimension("--seq-len", seq_len)
         changes["sequence_length"] = seq_len
     if checkpointing is not None:
         if checkpointing not in CHECKPOINTING:
@@ -394,6 +399,12 @@ def load_description(path: str | Path) -> tuple[ModelSpec, TrainingShape]:
                     at_value=False,
                 )
     _validate(doc)
+    for field in FIELDS:
+        if field.schema is _POSITIVE and field.name in data:
+            try:
+                check_dimension(field.name, data[field.name])
+            except ModelError as err:
+                raise doc.error(err.message, field.name) from None
 
     if "hf_config" in data:
         target = path.parent / str(data["hf_config"])

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from zeroadvisor.model.errors import ModelError
+from zeroadvisor.model.spec import MAX_DIMENSION
 
 
 class _Marker:
@@ -98,7 +99,15 @@ def _check(key: str, kind: str, value: Any) -> Any:
         raise AssertionError(kind)
     if not ok:
         raise ModelError(f"{key} must be {_KIND_TEXT[kind]}, got {fmt(value)}", key=key)
+    if kind in ("pos", "nonneg", "ints"):
+        check_dimension(key, max(value) if kind == "ints" and value else value if kind != "ints" else 0)
     return value
+
+
+def check_dimension(key: str, value: int) -> None:
+    """ModelError for a size beyond MAX_DIMENSION (no model has one; see model/spec.py)."""
+    if value > MAX_DIMENSION:
+        raise ModelError(f"{key} {fmt(value)} is larger than any model has (at most {MAX_DIMENSION:,})", key=key)
 
 
 class Cfg:

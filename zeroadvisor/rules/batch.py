@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from zeroadvisor.fix import merge_patch as patch
+from zeroadvisor.deepspeed.effective import GAS, MBS, TBS, data_parallel_size
 from zeroadvisor.deepspeed.effective import derive_batch as derive
 from zeroadvisor.lint.findings import Severity
 from zeroadvisor.lint.rule import Example, Hit, Rule
 
-TBS, MBS, GAS = "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps"
 # Without --gpus, try every world size up to this many GPUs for a consistent reading.
 _MAX_WORLD = 1 << 16
 
@@ -33,8 +33,7 @@ def world_size(ctx) -> float | None:
     """The data-parallel size DeepSpeed divides by: --gpus over sequence_parallel_size."""
     if ctx.options.gpus is None:
         return None
-    sp = _int(ctx.get("/sequence_parallel_size"))
-    return ctx.options.gpus / sp if sp and sp > 0 else ctx.options.gpus
+    return data_parallel_size(ctx.data, ctx.options.gpus)
 
 
 def _triplet(ctx):

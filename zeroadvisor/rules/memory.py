@@ -1,13 +1,15 @@
 """Advice rules: memory findings for ``zeroadvisor check`` (they need a model and a cluster).
 
-Each works from ``ctx.advice`` (zeroadvisor.advisor.check.AdviceContext): the estimate of every
-stage/offload option against the usable GPU memory (memory less the headroom), and the
-searcher that tries changes cheapest first (zeroadvisor/advice.py). Numbers in messages
-are decimal GB unless --unit GiB is given; the unit is always printed.
+Each works from ``ctx.advice`` (zeroadvisor.advisor.context.AdviceContext): the estimate of every
+stage/offload option of the config as written, the budget (GPU memory less the headroom), and
+the searcher (zeroadvisor/advisor/search.py) that tries changes cheapest first on the config as
+the fixes will write it. Rules only word the answers; they build no candidates. Numbers in
+messages are decimal GB unless --unit GiB is given; the unit is always printed.
 """
 
 from __future__ import annotations
 
+from zeroadvisor.deepspeed import schema
 from zeroadvisor.lint.findings import Severity
 from zeroadvisor.lint.rule import Example, Hit, Rule
 
@@ -24,17 +26,11 @@ def _anchor(ctx) -> str:
 
 
 def _configured(ctx):
-    return ctx.advice.estimate.configured
+    return ctx.advice.configured
 
 
 def _label(option) -> str:
-    words = f"ZeRO-{option.stage}"
-    if option.offload_optimizer != "none":
-        words += f" with optimizer offload to {option.offload_optimizer.upper()}"
-    if option.offload_param != "none":
-        words += (" and" if option.offload_optimizer != "none" else " with") + \
-            f" parameter offload to {option.offload_param.upper()}"
-    return words
+    return option.words
 
 
 def _breakdown(ctx, stage) -> str:
@@ -46,38 +42,43 @@ def _breakdown(ctx, stage) -> str:
 
 
 def _budget(ctx) -> str:
-    a = ctx.advice
-    return f"{a.fmt(a.usable)} usable ({a.fmt(a.gpu_memory)} per GPU less {a.headroom:.0%} headroom)"
+    b = ctx.advice.budget
+    return f"{b.fmt(b.usable)} usable ({b.fmt(b.gpu_memory)} per GPU less {b.headroom:.0%} headroom)"
 
 
 def _does_not_fit(ctx):
     current = _configured(ctx)
     if current is None or current.fits is not False:
         return
-    a = ctx.advice
+    a, budget = ctx.advice, ctx.advice.budget
     need = current.per_gpu["total"]
-    if need <= a.usable:
+    if need <= budget.usable:
         return  # fits the GPU but not the host: host-memory-insufficient reports that
     what = (f"{_label(current.option)} (configured) needs {a.fmt(need)} per GPU ({_breakdown(ctx, current)}), "
             f"more than the {_budget(ctx)}")
-    found = a.searcher.first_fit(a.searcher.changes_that_fit())
+    found = a.search.cheapest_fit()
     if found is not None:
         change, stage = found.change, found.stage
         host = f", {a.fmt(stage.per_node_cpu)} host RAM per node" if stage.per_node_cpu else ""
-        fix_note = "" if change.patch is not None else " (no config change: do it in the training script)"
+        note = ""
+        if change.in_training_script:
+            note = " (no config change: do it in the training script)"
+        elif found.patch is None:
+            note = " (no further config change)"
         yield Hit(_anchor(ctx), f"{what}. Cheapest change that fits: {change.description}: "
-                                f"{a.fmt(stage.per_gpu['total'])} per GPU{host}; cost: {change.cost}{fix_note}",
-                  fix=change.patch)
+                                f"{a.fmt(stage.per_gpu['total'])} per GPU{host}; cost: {change.cost}{note}",
+                  fix=found.patch)
         return
-    closest = a.searcher.closest(a.searcher.changes_that_fit())
+    closest = a.search.closest()
     missing = ""
     if closest is not None:
-        best = closest.stage
-        short = best.per_gpu["total"] - a.usable
-        missing = (f"; even {closest.change.description} needs {a.fmt(best.per_gpu['total'])} per GPU, "
+        change, best = closest
+        short = best.per_gpu["total"] - budget.usable
+        missing = (f"; even {change.description} needs {a.fmt(best.per_gpu['total'])} per GPU, "
                    f"{a.fmt(max(short, 0))} more than usable")
-        if a.cpu_memory is not None and best.per_node_cpu > a.cpu_memory:
-            missing += f", and {a.fmt(best.per_node_cpu)} host RAM per node against {a.fmt(a.cpu_memory)} given"
+        if budget.cpu_memory is not None and best.per_node_cpu > budget.cpu_memory:
+            missing += (f", and {a.fmt(best.per_node_cpu)} host RAM per node against {a.fmt(budget.cpu_memory)} "
+                        "given")
     yield Hit(_anchor(ctx), f"{what}. Nothing fits: no stage, offload, checkpointing or micro batch change "
                             f"brings it under the budget{missing}. Add GPUs or use larger ones")
 
@@ -114,7 +115,7 @@ def _lower_stage_fits(ctx):
     if current is None or not current.fits or current.option.stage != 3 or _offloads(current.option):
         return  # with offload configured, offload-not-needed gives the one combined fix
     a = ctx.advice
-    found = a.searcher.lowest_fitting_lower_stage()
+    found = a.search.lowest_fitting_lower_stage()
     if found is None:
         return
     stage = found.stage
@@ -122,7 +123,7 @@ def _lower_stage_fits(ctx):
               f"ZeRO-{stage.option.stage} fits ({a.fmt(stage.per_gpu['total'])} per GPU of {_budget(ctx)}) where the "
               f"configured {_label(current.option)} uses {a.fmt(current.per_gpu['total'])}: it moves 1x instead of "
               "1.5x the data-parallel volume per step (no parameter all-gathers in forward and backward)",
-              fix=found.change.patch)
+              fix=found.patch)
 
 
 LOWER_STAGE_FITS = Rule(
@@ -159,35 +160,22 @@ def _activations_dominate(ctx):
     acts, states = current.per_gpu["activations"], current.per_gpu["model_states"]
     # Below a tenth of the budget there is nothing to act on (with full offload model
     # states are ~0, so "activations exceed them" alone would always be true).
-    if not acts or acts <= states or acts < ACTIVATION_SHARE * a.usable:
+    if not acts or acts <= states or acts < ACTIVATION_SHARE * a.budget.usable:
         return
-    shape = a.estimate.shape
-    largest = a.searcher.largest_fitting_micro_batch()
+    largest = a.search.largest_fitting_micro_batch()
     micro = a.estimate.settings.micro_batch
     mb = (f"the largest micro batch that fits is {largest} (now {micro})" if largest is not None
           else f"even micro batch 1 does not fit (now {micro})")
-    savings = []
-    for change in a.searcher.checkpointing_changes(a.searcher.configured):
-        result = a.searcher.evaluate(change)
-        if result is not None:
-            saved = acts - result.per_gpu["activations"]
-            savings.append(f"{change.shape.activation_checkpointing} checkpointing saves {a.fmt(saved)}")
-    if not shape.flash_attention:
-        from dataclasses import replace
-
-        from zeroadvisor.advisor.search import Change
-
-        flash = Change("checkpointing", a.searcher.configured, replace(shape, flash_attention=True), None, None, "")
-        result = a.searcher.evaluate(flash)
-        if result is not None:
-            savings.append(f"FlashAttention saves {a.fmt(acts - result.per_gpu['activations'])}")
-    fix = None
-    if largest is not None and largest < micro:
-        fix = a.searcher.micro_batch_patch(largest)
+    savings = [f"{change.shape.activation_checkpointing} checkpointing saves {a.fmt(acts - result.per_gpu['activations'])}"
+               for change, result in a.search.checkpointing_outcomes()]
+    flash = a.search.flash_attention_outcome()
+    if flash is not None:
+        savings.append(f"FlashAttention saves {a.fmt(acts - flash.per_gpu['activations'])}")
+    # No fix: when the micro batch must shrink, the configured run does not fit and does-not-fit
+    # proposes the cheapest change, a smaller micro batch among them.
     yield Hit(_anchor(ctx),
               f"activations ({a.fmt(acts)} per GPU) exceed model states ({a.fmt(states)}): no ZeRO stage shrinks "
-              f"activations, so a higher stage will not help; {mb}" + ("; " + ", ".join(savings) if savings else ""),
-              fix=fix)
+              f"activations, so a higher stage will not help; {mb}" + ("; " + ", ".join(savings) if savings else ""))
 
 
 ACTIVATIONS_DOMINATE = Rule(
@@ -199,7 +187,8 @@ ACTIVATIONS_DOMINATE = Rule(
         "ZeRO partitions model states (parameters, gradients, optimizer states), not activations "
         "(DS#2302: 'ZeRO is designed to solve model states, not activations'). Long sequences without "
         "checkpointing are dominated by activations (Korthikanti et al. 2022). The message names the "
-        "largest micro batch that fits and what checkpointing or FlashAttention would save."
+        "largest micro batch that fits and what checkpointing or FlashAttention would save; the fix, when "
+        "the run does not fit, is does-not-fit's."
     ),
     check=_activations_dominate,
     examples=(
@@ -223,24 +212,21 @@ def _offload_not_needed(ctx):
     if current is None or not _offloads(current.option):
         return
     a = ctx.advice
-    try:
-        plain = a.estimate.stage(current.option.stage)
-    except KeyError:
-        return
-    if not plain.fits:
+    plain = a.search.without_offload()
+    if plain is None:
         return
     target, also = plain, ""
-    if plain.option.stage == 3:  # leaving ZeRO-3 too saves its extra parameter all-gathers
-        lower = a.searcher.lowest_fitting_lower_stage()
+    if plain.stage.option.stage == 3:  # leaving ZeRO-3 too saves its extra parameter all-gathers
+        lower = a.search.lowest_fitting_lower_stage()
         if lower is not None:
-            target = lower.stage
-            also = (f"; ZeRO-{target.option.stage} fits as well ({a.fmt(target.per_gpu['total'])}) and moves 1x "
-                    "instead of 1.5x the data-parallel volume, so the fix uses it")
+            target = lower
+            also = (f"; ZeRO-{lower.stage.option.stage} fits as well ({a.fmt(lower.stage.per_gpu['total'])}) and "
+                    "moves 1x instead of 1.5x the data-parallel volume, so the fix uses it")
     yield Hit(_anchor(ctx),
-              f"offload is configured but ZeRO-{plain.option.stage} without it fits ({a.fmt(plain.per_gpu['total'])} "
-              f"per GPU of {_budget(ctx)}): offloading moves the optimizer step to the CPU and tensors over PCIe "
-              f"every step (users report steps 10x-50x slower, DS#6834, DS#1635){also}",
-              fix=a.searcher.option_patch(target.option))
+              f"offload is configured but ZeRO-{plain.stage.option.stage} without it fits "
+              f"({a.fmt(plain.stage.per_gpu['total'])} per GPU of {_budget(ctx)}): offloading moves the optimizer step "
+              f"to the CPU and tensors over PCIe every step (users report steps 10x-50x slower, DS#6834, DS#1635)"
+              f"{also}", fix=target.patch)
 
 
 OFFLOAD_NOT_NEEDED = Rule(
@@ -272,14 +258,15 @@ def _host_insufficient(ctx):
     a = ctx.advice
     if current is None:
         return
-    if a.cpu_memory is not None and current.per_node_cpu > a.cpu_memory:
+    cpu_memory, nvme = a.budget.cpu_memory, a.budget.nvme
+    if cpu_memory is not None and current.per_node_cpu > cpu_memory:
         yield Hit(_anchor(ctx), f"{_label(current.option)} needs {a.fmt(current.per_node_cpu)} of host RAM per node "
                                 f"({a.estimate.cluster.gpus_on_a_node} GPUs' offloaded state and pinned buffers), "
-                                f"more than the {a.fmt(a.cpu_memory)} given: the job is killed by the OOM killer or "
+                                f"more than the {a.fmt(cpu_memory)} given: the job is killed by the OOM killer or "
                                 "fails to pin memory; offload less, use NVMe, or add nodes")
-    if a.nvme is not None and current.per_node_nvme > a.nvme:
+    if nvme is not None and current.per_node_nvme > nvme:
         yield Hit(_anchor(ctx), f"{_label(current.option)} needs {a.fmt(current.per_node_nvme)} of NVMe per node, "
-                                f"more than the {a.fmt(a.nvme)} given")
+                                f"more than the {a.fmt(nvme)} given")
 
 
 HOST_MEMORY_INSUFFICIENT = Rule(
@@ -307,37 +294,17 @@ HOST_MEMORY_INSUFFICIENT = Rule(
     source="deepspeed/runtime/zero/stage3.py, stage_1_and_2.py (CPU offload); DS#3000",
 )
 
-# Buffers above this share of the usable memory are worth a review comment (DS#1302: 5e8
-# buckets made ZeRO-2 larger than ZeRO-1 on BERT-large; DS#3338: smaller buckets, larger batch).
-BUCKET_SHARE = 0.05
-
-
 def _large_buckets(ctx):
-    current = _configured(ctx)
     a = ctx.advice
-    if current is None or current.option.stage == 0:
+    tuning = a.search.tuning  # decided on the configured stage's buffers (BUCKET_SHARE of the budget)
+    if tuning is None:
         return
-    buffers = current.per_gpu["buffers"]
-    if buffers < BUCKET_SHARE * a.usable:
-        return
-    h = a.estimate.model.hidden_size
-    target = h * h if h else 200_000_000
-    zero = ctx.get("/zero_optimization")
-    zero = zero if isinstance(zero, dict) else {}
-    patch = {}
-    for key in ("reduce_bucket_size", "allgather_bucket_size"):
-        value = zero.get(key)
-        if value == "auto":
-            continue
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or value > target:
-            patch[key] = target
-    if not patch:
-        return
+    fill = schema.auto_fill("zero_optimization", "reduce_bucket_size")
     yield Hit(_anchor(ctx),
-              f"communication buffers take {a.fmt(buffers)} per GPU ({buffers / a.usable:.0%} of usable memory): "
-              f"reduce/allgather buckets of up to 5e8 elements are GBs by default; {target:,} elements "
-              "(hidden_size², what the Hugging Face integration uses for \"auto\") cost far less with little "
-              "speed loss", fix={"zero_optimization": patch})
+              f"communication buffers take {a.fmt(tuning.buffers)} per GPU "
+              f"({tuning.buffers / a.budget.usable:.0%} of usable memory): reduce/allgather buckets of up to 5e8 "
+              f"elements are GBs by default; {tuning.target:,} elements ({fill.formula} of the hidden size, what the "
+              "Hugging Face integration uses for \"auto\") cost far less with little speed loss", fix=tuning.patch)
 
 
 LARGE_BUCKETS = Rule(
@@ -371,7 +338,8 @@ def _pinned(ctx):
     a = ctx.advice
     if current is None or not current.per_node_cpu:
         return
-    share = f" ({current.per_node_cpu / a.cpu_memory:.0%} of the {a.fmt(a.cpu_memory)} given)" if a.cpu_memory else ""
+    cpu_memory = a.budget.cpu_memory
+    share = f" ({current.per_node_cpu / cpu_memory:.0%} of the {a.fmt(cpu_memory)} given)" if cpu_memory else ""
     yield Hit(_anchor(ctx),
               f"offload keeps {a.fmt(current.per_node_cpu)} per node in host RAM{share}, pinned (page-locked) while "
               "pin_memory is true: the OS cannot swap it and containers need a large enough locked-memory limit "

@@ -15,9 +15,9 @@ def _offload_ignored(ctx):
     stage = ctx.stage
     if stage is None:
         return
-    for which, needs in (("offload_param", 3), ("offload_optimizer", 1)):
+    for which in ("offload_param", "offload_optimizer"):
         legacy = dsconfig.LEGACY_OFFLOAD[which]
-        if stage >= needs or dsconfig.offload_device(ctx.data, which) in ("none", dsconfig.AUTO):
+        if stage >= schema.min_stage(which) or dsconfig.offload_device(ctx.data, which) in ("none", dsconfig.AUTO):
             continue
         pointer = f"{_ZERO}/{which}" if ctx.has(f"{_ZERO}/{which}") else f"{_ZERO}/{legacy}"
         what = "parameter offload exists only in ZeRO-3" if which == "offload_param" else \
@@ -110,9 +110,8 @@ def _stage3_keys(ctx):
     zero = ctx.get(_ZERO)
     if ctx.stage is None or ctx.stage >= 3 or not isinstance(zero, dict):
         return
-    props = (schema.node("zero_optimization") or {}).get("properties", {})
     for key in zero:
-        if props.get(key, {}).get("x-min-stage") == 3:
+        if schema.min_stage(key) == 3:
             yield Hit(f"{_ZERO}/{key}", f"{key} only takes effect at ZeRO stage 3; at stage {ctx.stage} it does nothing")
 
 
