@@ -232,3 +232,7 @@ def test_for_encoding_words_then_escapes():
     assert escape.for_encoding("zéro ✓", "latin-1") == "zéro yes"
     assert escape.for_encoding("🙂", "ascii") == "\\U0001f642"
     assert escape.for_encoding("plain", "ascii") == "plain"
+
+
+def test_log_safe_splits_lines_as_the_runner_does():
+    assert escape.log_safe("a\r::add-mask::x\r\n ::error::y") == "a\r\\x3a:add-mask::x\r\n \\x3a:error::y"

@@ -31,6 +31,7 @@ from pathlib import PurePath, PureWindowsPath
 from typing import Any
 
 # --- terminals and CI logs -----------------------------------------------------------------
+# Patterns are strings that ``re`` compiles on first use and caches: ``lint`` starts fast.
 
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 _SURROGATE_BYTES = range(0xDC80, 0xDD00)  # os.fsdecode's surrogateescape: byte 0xNN -> U+DCNN
@@ -66,13 +67,16 @@ def terminal(text: str) -> str:
     return _printable(str(text)).replace("##[", "##\\x5b")
 
 
-_LONE_CR = re.compile(r"\r(?!\n)")
+_LONE_CR = r"\r(?!\n)"
 
 
 def terminal_block(text: str) -> str:
     """Verbatim lines (a diff) for a terminal: keeps line ends (LF, CRLF) and tabs, escapes the rest."""
-    text = _LONE_CR.sub("\\\\r", str(text))
+    text = re.sub(_LONE_CR, "\\\\r", str(text))
     return _printable(text, keep="\n\r\t").replace("##[", "##\\x5b")
+
+
+_LINE_BREAK = r"(\r\n|\r|\n)"  # how the runner splits output (StreamReader.ReadLine)
 
 
 def log_safe(text: str) -> str:
@@ -82,14 +86,15 @@ def log_safe(text: str) -> str:
     (TryParseV2), and ``##[`` anywhere in a line (TryParse). Our own lines never do; data wrapped
     to the start of a line, or a diff line of the config, could.
     """
-    lines = text.split("\n")
-    for i, line in enumerate(lines):
-        stripped = line.lstrip()
+    parts = re.split(_LINE_BREAK, text)  # lines at even indices, their breaks between
+    for i in range(0, len(parts), 2):
+        line = parts[i]
+        stripped = line.lstrip()  # Python's blanks include every one .NET's TrimStart removes
         if stripped.startswith("::"):
             at = len(line) - len(stripped)
             line = line[:at] + "\\x3a" + line[at + 1:]
-        lines[i] = line.replace("##[", "##\\x5b")
-    return "\n".join(lines)
+        parts[i] = line.replace("##[", "##\\x5b")
+    return "".join(parts)
 
 
 # --- GitHub workflow commands --------------------------------------------------------------
@@ -114,7 +119,7 @@ _MD_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 _MD_PUNCTUATION = frozenset("\\`*_[]()!|~${}")
 _ZWSP = "&#8203;"  # GitHub links @user and #123 after rendering, so \@ does not stop a mention
 # (github/markup#1168, github/cmark-gfm#181); a zero-width space after the sign does.
-_MD_REFERENCE = re.compile(r"([@#])(?=[0-9A-Za-z])")
+_MD_REFERENCE = r"([@#])(?=[0-9A-Za-z])"
 
 
 def markdown_inline(text: str) -> str:
@@ -122,7 +127,7 @@ def markdown_inline(text: str) -> str:
     no HTML (``<img>``), links, images, emphasis, pipes, mentions or issue references."""
     text = terminal(text)  # control characters visible; a newline cannot start a block
     out = "".join(_MD_ENTITIES.get(ch) or ("\\" + ch if ch in _MD_PUNCTUATION else ch) for ch in text)
-    return _MD_REFERENCE.sub(lambda m: m.group(1) + _ZWSP, out)
+    return re.sub(_MD_REFERENCE, lambda m: m.group(1) + _ZWSP, out)
 
 
 def _fence(content: str, mark: str, least: int) -> str:
@@ -151,13 +156,13 @@ def markdown_fence(content: str, info: str = "") -> str:
 
 # --- JSON and SARIF ------------------------------------------------------------------------
 
-_SURROGATES = re.compile("[\ud800-\udfff]")
+_SURROGATES = "[\ud800-\udfff]"
 
 
 def _scalar_values(text: str) -> str:
     """Lone surrogates (undecodable file-name bytes, or a ``\\ud800`` escape hjson accepts) are not
     Unicode scalar values: UTF-8 cannot hold them and JSON parsers disagree on them."""
-    return _SURROGATES.sub(lambda m: _visible(m.group()), text)
+    return re.sub(_SURROGATES, lambda m: _visible(m.group()), text)
 
 
 def json_safe(value: Any) -> Any:
@@ -221,13 +226,13 @@ def sarif_uri(path: str) -> str:
     return "file://" + encoded
 
 
-_SARIF_LINK = re.compile(r"([\\\[\]])")
+_SARIF_LINK = r"([\\\[\]])"
 
 
 def sarif_message(text: str) -> str:
     """``message.text``: SARIF 2.1.0 section 3.11.6 reads ``[text](target)`` in a plain-text message as
     an embedded link; literal brackets (and the backslash that escapes them) are backslash-escaped."""
-    return _SARIF_LINK.sub(r"\\\1", _scalar_values(str(text)))
+    return re.sub(_SARIF_LINK, r"\\\1", _scalar_values(str(text)))
 
 
 # --- encodings -----------------------------------------------------------------------------
