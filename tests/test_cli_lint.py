@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from sarif_validate import validate_sarif
 from zeroadvisor.rules import registry
 
 GOOD = '{"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2, "zero_optimization": {"stage": 2}}\n'
@@ -58,7 +59,7 @@ def test_json_contract(configs):
 
 def test_sarif_shape(configs):
     result = run("lint", "--format", "sarif", str(configs / "typo.json"))
-    sarif = json.loads(result.stdout)
+    sarif = validate_sarif(result.stdout)
     assert sarif["version"] == "2.1.0"
     run0 = sarif["runs"][0]
     ids = [r["id"] for r in run0["tool"]["driver"]["rules"]]

@@ -2,6 +2,10 @@
 
 ``REPORTERS`` maps each ``--format`` name to the module that renders it; modules are imported
 on use so ``lint`` does not pay for the markdown or estimate renderers at start-up.
+
+Text from configs and file names is escaped by each renderer for its medium (``escape``); the
+words for memory rows and options are in ``labels``. A renderer returns text the caller can write
+as is: set ``ascii_only`` (``escape.wants_ascii(stream)``) when the stream cannot encode Unicode.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ class Report:
     diff: str = ""  # the suggested change as a unified diff
     unit: str = "GB"
     colour: bool = False
-    ascii_only: bool = False
+    ascii_only: bool = False  # only ASCII out: symbols in words, other characters as \x/\u escapes
     extra: dict[str, Any] = field(default_factory=dict)
 
 

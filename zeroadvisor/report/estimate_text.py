@@ -1,4 +1,8 @@
-"""Plain-text rendering of a memory estimate: one column per stage/offload option."""
+"""Plain-text rendering of a memory estimate: one column per stage/offload option.
+
+The optimizer name and the notes can hold text from the config: they go through
+``escape.terminal``, and the whole table through ``escape.output`` (CI logs, ASCII streams).
+"""
 
 from __future__ import annotations
 
@@ -6,21 +10,12 @@ import textwrap
 
 from zeroadvisor.memory.estimate import Estimate, StageEstimate
 from zeroadvisor.memory.terms import ROWS
+from zeroadvisor.report import escape, labels
 from zeroadvisor.units import format_bytes, scale
 
 COLUMNS_PER_BLOCK = 6
 WIDTH = 100
-ROW_LABELS = {
-    "parameters": "parameters",
-    "gradients": "gradients",
-    "optimizer_states": "optimizer states",
-    "model_states": "= model states",
-    "gathered_parameters": "gathered params",
-    "buffers": "buffers",
-    "activations": "activations",
-    "overhead": "overhead",
-    "total": "TOTAL per GPU",
-}
+ROW_LABELS = {row: labels.table_label(row) for row in ROWS}
 MARKS = {True: ("✓", "yes"), False: ("✗", "NO"), None: ("-", "-")}
 
 
@@ -34,7 +29,7 @@ def render(estimate: Estimate, unit: str = "GB", ascii_only: bool = False) -> st
     nodes = f"{cluster.nodes} node{'s' if cluster.nodes > 1 else ''} × {cluster.gpus_on_a_node}"
     plural = "s" if cluster.gpus > 1 else ""
     lines.append(f"ZeRO memory estimate: {m.parameters:,} parameters, {cluster.gpus} GPU{plural}"
-                 f" ({nodes}), {s.precision}, {s.optimizer_label}, micro batch {s.micro_batch}"
+                 f" ({nodes}), {s.precision}, {escape.terminal(s.optimizer_label)}, micro batch {s.micro_batch}"
                  f"{', sequence ' + str(estimate.shape.sequence_length) if estimate.shape.sequence_length else ''}")
     lines.append(f"Accounting: {estimate.accounting}"
                  + (" (what DeepSpeed 0.19.8 allocates)" if estimate.accounting == "deepspeed"
@@ -65,7 +60,7 @@ def render(estimate: Estimate, unit: str = "GB", ascii_only: bool = False) -> st
     if estimate.skipped:
         lines.append("Not run by DeepSpeed with this config:")
         for k in estimate.skipped:
-            lines += _wrap(f"{k.option.label}: {k.reason}")
+            lines += _wrap(f"{labels.option_header(k.option)}: {k.reason}")
         lines.append("")
     if estimate.assumptions:
         lines.append("Assumptions:")
@@ -82,20 +77,17 @@ def render(estimate: Estimate, unit: str = "GB", ascii_only: bool = False) -> st
         for note, columns in grouped.items():
             lines += _wrap(f"{', '.join(columns)}: {note}")
         lines.append("")
-    return "\n".join(lines).rstrip() + "\n"
+    return escape.output("\n".join(lines).rstrip() + "\n", ascii_only)
 
 
 def _header(st: StageEstimate) -> str:
-    return ("*" if st.configured else "") + st.option.label
+    return ("*" if st.configured else "") + labels.option_header(st.option)
 
 
 def _header_lines(st: StageEstimate) -> tuple[str, str]:
-    """Two header lines: "Z3 +opt:cpu" over "+par:nvme" (compact columns)."""
-    first = ("*" if st.configured else "") + f"Z{st.option.stage}"
-    if st.option.offload_optimizer != "none":
-        first += f" +opt:{st.option.offload_optimizer}"
-    second = f"+par:{st.option.offload_param}" if st.option.offload_param != "none" else ""
-    return first, second
+    """Two header lines: "Z3 +opt:cpu" over "+par:nvme" (compact columns); * marks the configured."""
+    first, second = labels.option_header_lines(st.option)
+    return ("*" if st.configured else "") + first, second
 
 
 def _block(stages: list[StageEstimate], unit: str, mark_index: int) -> list[str]:
@@ -112,11 +104,11 @@ def _block(stages: list[StageEstimate], unit: str, mark_index: int) -> list[str]
             out.append(rule)
         cells = [_number(scale(st.per_gpu[row], unit)) for st in stages]
         out.append(ROW_LABELS[row].ljust(label_width) + "".join(c.rjust(width) for c in cells))
-    out.append("host RAM / node".ljust(label_width)
+    out.append(labels.HOST_RAM_PER_NODE.ljust(label_width)
                + "".join(_number(scale(st.per_node_cpu, unit)).rjust(width) for st in stages))
-    out.append("NVMe / node".ljust(label_width)
+    out.append(labels.NVME_PER_NODE.ljust(label_width)
                + "".join(_number(scale(st.per_node_nvme, unit)).rjust(width) for st in stages))
-    out.append("fits".ljust(label_width) + "".join(MARKS[st.fits][mark_index].rjust(width) for st in stages))
+    out.append(labels.FITS.ljust(label_width) + "".join(MARKS[st.fits][mark_index].rjust(width) for st in stages))
     return out
 
 
@@ -128,4 +120,5 @@ def _number(value: float) -> str:
 
 
 def _wrap(text: str) -> list[str]:
-    return textwrap.wrap(text, width=WIDTH, initial_indent="  - ", subsequent_indent="    ") or ["  -"]
+    """A note as a bullet; notes can quote the config, so they are escaped before wrapping."""
+    return textwrap.wrap(escape.terminal(text), width=WIDTH, initial_indent="  - ", subsequent_indent="    ") or ["  -"]

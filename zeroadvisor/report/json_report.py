@@ -1,12 +1,16 @@
-"""The JSON contract: ``{"findings": [...]}`` plus tool metadata. Scripts rely on the keys."""
+"""The JSON contract: ``{"findings": [...]}`` plus tool metadata. Scripts rely on the keys.
+
+Written by ``escape.json_dumps``: always valid UTF-8; a file name's undecodable bytes read
+``\\xNN`` (Python's backslashreplace) and a lone surrogate from the config ``\\uDXXX``, as text.
+"""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from zeroadvisor import DEEPSPEED_TARGET, __version__
 from zeroadvisor.lint.findings import Finding
+from zeroadvisor.report import escape
 
 
 def document(findings: list[Finding], files: int, extra: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -21,14 +25,15 @@ def document(findings: list[Finding], files: int, extra: dict[str, Any] | None =
     return out
 
 
-def render(findings: list[Finding], files: int = 1, extra: dict[str, Any] | None = None) -> str:
-    return json.dumps(document(findings, files, extra), indent=2, ensure_ascii=False) + "\n"
+def render(findings: list[Finding], files: int = 1, extra: dict[str, Any] | None = None,
+           ascii_only: bool = False) -> str:
+    return escape.json_dumps(document(findings, files, extra), ascii_only=ascii_only)
 
 
 def render_report(report) -> str:
     if report.check is None and report.estimate is not None:  # the estimate command: the estimate alone
-        return json.dumps(report.estimate.to_dict(), indent=2) + "\n"
+        return escape.json_dumps(report.estimate.to_dict(), ascii_only=report.ascii_only)
     extra = dict(report.extra)
     if report.check is not None:
         extra["estimate"] = report.check.estimate_dict()
-    return render(report.findings, report.files, extra)
+    return render(report.findings, report.files, extra, ascii_only=report.ascii_only)

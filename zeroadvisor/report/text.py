@@ -1,28 +1,34 @@
-"""``file:line:col: CODE [severity] message``, one line per finding (colour only on a terminal)."""
+"""``file:line:col: CODE [severity] message``, one line per finding (colour only on a terminal).
+
+File names and messages carry text from the user's files: each goes through ``escape.terminal``,
+so a finding is one line and nothing in it reaches the terminal or a CI runner as a command.
+"""
 
 from __future__ import annotations
 
 from zeroadvisor.lint.findings import Finding, Severity
+from zeroadvisor.report import escape
 
 _COLOURS = {Severity.ERROR: "\033[31m", Severity.WARNING: "\033[33m", Severity.INFO: "\033[36m"}
 _RESET = "\033[0m"
 
 
 def location(finding: Finding) -> str:
+    name = escape.terminal(finding.file)
     if finding.line is None:
-        return finding.file
-    return f"{finding.file}:{finding.line}:{finding.column}"
+        return name
+    return f"{name}:{finding.line}:{finding.column}"
 
 
-def render(findings: list[Finding], colour: bool = False, files: int = 1) -> str:
+def render(findings: list[Finding], colour: bool = False, files: int = 1, ascii_only: bool = False) -> str:
     lines = []
     for f in findings:
         severity = f"[{f.severity.value}]"
         if colour:
             severity = f"{_COLOURS[f.severity]}{severity}{_RESET}"
-        lines.append(f"{location(f)}: {f.code} {severity} {f.message}")
+        lines.append(f"{location(f)}: {escape.terminal(f.code)} {severity} {escape.terminal(f.message)}")
     lines.append(summary(findings, files))
-    return "\n".join(lines) + "\n"
+    return escape.output("\n".join(lines) + "\n", ascii_only)
 
 
 def summary(findings: list[Finding], files: int) -> str:
@@ -35,15 +41,14 @@ def summary(findings: list[Finding], files: int) -> str:
 
 def render_report(report) -> str:
     """Findings, then (check) the estimate table and the suggested diff."""
-    if report.check is None and report.estimate is not None:  # the estimate command: the table alone
-        from zeroadvisor.report import estimate_text
-
-        return estimate_text.render(report.estimate, report.unit, ascii_only=report.ascii_only)
-    out = render(report.findings, colour=report.colour, files=report.files)
-    if report.check is not None and report.check.estimate is not None:
-        from zeroadvisor.report import estimate_text
-
-        out += "\n" + estimate_text.render(report.check.estimate, report.unit, ascii_only=report.ascii_only)
+    estimate = report.estimate if report.check is None else report.check.estimate
+    if estimate is not None:
+        from zeroadvisor.report import estimate_text  # not imported by lint: start-up time
+    if report.check is None and estimate is not None:  # the estimate command: the table alone
+        return estimate_text.render(estimate, report.unit, ascii_only=report.ascii_only)
+    out = render(report.findings, colour=report.colour, files=report.files, ascii_only=report.ascii_only)
+    if estimate is not None:
+        out += "\n" + estimate_text.render(estimate, report.unit, ascii_only=report.ascii_only)
     if report.diff:
-        out += "\n" + report.diff
-    return out
+        out += "\n" + escape.terminal_block(report.diff)
+    return escape.output(out, report.ascii_only)

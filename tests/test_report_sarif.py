@@ -1,0 +1,47 @@
+"""SARIF output against the OASIS SARIF 2.1.0 schema (tests/data, draft-07), on the real corpus too."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sarif_validate import validate_sarif
+from zeroadvisor.lint.engine import lint_file
+from zeroadvisor.report import Report, render, sarif
+from zeroadvisor.rules import registry
+
+
+def test_every_rule_entry_is_schema_valid_without_invented_urls():
+    doc = validate_sarif(sarif.render([], registry.ALL))
+    driver = doc["runs"][0]["tool"]["driver"]
+    assert "informationalUri" not in driver and "informationUri" not in driver  # no project URL exists
+    assert [r["id"] for r in driver["rules"]] == [r.code for r in registry.ALL]
+    for entry in driver["rules"]:
+        assert "helpUri" not in entry and entry["help"]["text"]
+    assert doc["runs"][0]["columnKind"] == "unicodeCodePoints"
+
+
+@pytest.mark.parametrize("name, text, key", [
+    ("wide.json", '{"🙂é": 1, "zero_optimisation": {"stage": 3}}\n', '"zero_optimisation"'),
+    ("wide.yaml", 'train_batch_size: 8\nzero_optimization: {"🙂é": 1, stagee: 1}\n', "stagee"),
+])
+def test_columns_are_unicode_code_points(tmp_path, name, text, key):
+    # 🙂 is one code point, two UTF-16 code units and four UTF-8 bytes: only code points give this column
+    (tmp_path / name).write_text(text, "utf-8")
+    findings = [f for f in lint_file(tmp_path / name).findings if f.pointer.endswith(key.strip('"'))]
+    assert len(findings) == 1, "one finding at the key after the wide characters"
+    line = text.splitlines()[findings[0].line - 1]
+    assert findings[0].column == line.index(key) + 1
+    doc = validate_sarif(render("sarif", Report(findings=findings, rules=registry.LINT)))
+    region = doc["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["region"]
+    assert region == {"startLine": findings[0].line, "startColumn": line.index(key) + 1}
+
+
+@pytest.mark.corpus
+def test_sarif_over_the_whole_corpus_is_valid(corpus: Path):
+    files = sorted(p for p in corpus.rglob("*") if p.is_file() and p.name != "MANIFEST.tsv")
+    findings = [f for path in files for f in lint_file(path).findings]
+    assert len(files) > 250 and findings
+    doc = validate_sarif(render("sarif", Report(findings=findings, files=len(files), rules=registry.LINT)))
+    assert len(doc["runs"][0]["results"]) == len(findings)

@@ -1,0 +1,78 @@
+"""The words for memory rows and stage/offload options, once for every report and message.
+
+Rows are the keys of ``memory/terms.py`` ROWS. Options are anything with ``stage``,
+``offload_optimizer`` and ``offload_param`` (``memory.options.Option``); this module imports
+nothing from the memory model, so ``Option`` itself can use it.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+ROW_LABELS = {
+    "parameters": "parameters",
+    "gradients": "gradients",
+    "optimizer_states": "optimizer states",
+    "model_states": "model states",
+    "gathered_parameters": "gathered parameters",
+    "buffers": "buffers",
+    "activations": "activations",
+    "overhead": "overhead",
+    "total": "total per GPU",
+}
+SUBTOTAL_ROW = "model_states"  # parameters + gradients + optimizer states
+TOTAL_ROW = "total"
+# The rows a short breakdown names (the markdown table, the does-not-fit message): the subtotal
+# and what comes on top of it.
+BREAKDOWN_ROWS = ("model_states", "gathered_parameters", "buffers", "activations", "overhead")
+HOST_RAM_PER_NODE = "host RAM / node"
+NVME_PER_NODE = "NVMe / node"
+FITS = "fits"
+
+DEVICE_NAMES = {"cpu": "CPU", "nvme": "NVMe"}
+
+
+class OptionLike(Protocol):
+    stage: int
+    offload_optimizer: str
+    offload_param: str
+
+
+def table_label(row: str) -> str:
+    """A row as the text table shows it: the subtotal marked with "=", the total in capitals."""
+    label = ROW_LABELS[row]
+    if row == SUBTOTAL_ROW:
+        return f"= {label}"
+    if row == TOTAL_ROW:
+        first, _, rest = label.partition(" ")
+        return f"{first.upper()} {rest}"
+    return label
+
+
+def option_header_lines(option: OptionLike) -> tuple[str, str]:
+    """A compact column header on two lines: "Z3 +opt:cpu" over "+par:nvme" ("" when no second)."""
+    first = f"Z{option.stage}"
+    if option.offload_optimizer != "none":
+        first += f" +opt:{option.offload_optimizer}"
+    second = f"+par:{option.offload_param}" if option.offload_param != "none" else ""
+    return first, second
+
+
+def option_header(option: OptionLike) -> str:
+    """The compact label: Z2, Z2 +opt:cpu, Z3 +opt:cpu +par:nvme (``Option.label``, the JSON "label")."""
+    return " ".join(part for part in option_header_lines(option) if part)
+
+
+def option_words(option: OptionLike) -> str:
+    """The option in a sentence: "ZeRO-3 with optimizer offload to CPU and parameter offload to NVMe"."""
+    offloads = []
+    if option.offload_optimizer != "none":
+        offloads.append(f"optimizer offload to {_device(option.offload_optimizer)}")
+    if option.offload_param != "none":
+        offloads.append(f"parameter offload to {_device(option.offload_param)}")
+    words = f"ZeRO-{option.stage}"
+    return f"{words} with {' and '.join(offloads)}" if offloads else words
+
+
+def _device(device: str) -> str:
+    return DEVICE_NAMES.get(device, device)
