@@ -49,10 +49,8 @@ def _typer_parameter(param: options.Param) -> inspect.Parameter:
 
 
 def _register(command: options.Command) -> None:
-    run = commands.RUNNERS[command.name]
-
     def callback(**values: Any) -> int:
-        return commands.guarded(run, values)
+        return commands.guarded(commands.RUNNERS[command.name], values)
 
     parameters = [_typer_parameter(p) for p in command.params]
     callback.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
