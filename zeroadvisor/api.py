@@ -33,8 +33,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CheckRun", "EXPECTED_ERRORS", "ESTIMATE_FORMATS", "FAIL_ON", "LintRun", "STDIN", "UnreadableInput",
-    "UnusableConfig", "UsageError", "check_config", "estimate_config", "fails", "lint_paths", "read_text_document",
-    "select_rules",
+    "UnusableConfig", "UsageError", "check_config", "estimate_config", "fails", "find_rule", "lint_paths",
+    "read_text_document", "select_rules",
 ]
 
 

@@ -49,8 +49,9 @@ def _typer_parameter(param: options.Param) -> inspect.Parameter:
 
 
 def _register(command: options.Command) -> None:
-    def callback(**values: Any) -> int:
-        return commands.guarded(commands.RUNNERS[command.name], values)
+    def callback(**values: Any) -> None:
+        # typer.Exit carries the code whether or not typer runs in standalone mode
+        raise typer.Exit(commands.guarded(commands.RUNNERS[command.name], values))
 
     parameters = [_typer_parameter(p) for p in command.params]
     callback.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
