@@ -52,8 +52,8 @@ def lint(v: Values) -> ExitCode:
     run = api.lint_paths(v["paths"], LintOptions(integration=v["integration"], gpus=v["gpus"]), rules)
     for message in run.unreadable:
         error(message)
-    _show(v["format"], run.findings, files=run.files, rules=rules, extra={"unreadable": run.unreadable}
-          if run.unreadable else {})
+    extra = {"unreadable": run.unreadable} if run.unreadable else {}  # json lists them, text counts them
+    _show(v["format"], run.findings, files=run.files, rules=rules, extra=extra)
     if run.unreadable:
         return ExitCode.USAGE
     return ExitCode.FINDINGS if api.fails(run.findings, v["fail_on"]) else ExitCode.OK
