@@ -113,7 +113,8 @@ def test_an_estimate_failure_on_a_clean_config_is_a_bug_not_bad_input(tmp_path, 
 
 # -- check -------------------------------------------------------------------------------
 
-STAGE3 = '{\n  "train_micro_batch_size_per_gpu": 1,\n  "bf16": {"enabled": true},\n  "zero_optimisation": {"stage": 3}\n}\n'
+STAGE3 = ('{\n  "train_micro_batch_size_per_gpu": 1,\n  "bf16": {"enabled": true},\n'
+          '  "zero_optimisation": {"stage": 3}\n}\n')
 
 
 def test_check_config_of_a_file_that_does_not_parse_is_findings(tmp_path):

@@ -10,7 +10,8 @@ import pytest
 
 from cli_run import cli  # noqa: F401 - the fixture
 
-STAGE3 = '{\n  "train_micro_batch_size_per_gpu": 1,\n  "bf16": {"enabled": true},\n  "zero_optimisation": {"stage": 3}\n}\n'
+STAGE3 = ('{\n  "train_micro_batch_size_per_gpu": 1,\n  "bf16": {"enabled": true},\n'
+          '  "zero_optimisation": {"stage": 3}\n}\n')
 YAML = "train_micro_batch_size_per_gpu: 1\nzero_optimisation:\n  stage: 3\n"
 CLUSTER = ("--params", "7B", "--gpus", "8", "--gpu", "H100")
 
