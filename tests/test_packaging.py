@@ -46,3 +46,21 @@ def test_schemas_ship_as_package_data():
 
     names = {p.name for p in resources.files("zeroadvisor.schemas").iterdir()}
     assert {"ds_config.schema.json", "model.schema.json"} <= names
+
+
+def test_lint_starts_without_typer_or_the_memory_model(tmp_path):
+    """Start-up (benchmarks/latency.py times it): plain `lint` needs neither the typer app (typer
+    and pydantic are most of its start) nor the modules only check/estimate use."""
+    config = tmp_path / "ds.json"
+    config.write_text('{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3}}')
+    code = (
+        "import sys\n"
+        "from zeroadvisor.cli import run\n"
+        f"assert run(['lint', '--format', 'json', '--fail-on', 'never', {str(config)!r}]) == 0\n"
+        "heavy = ('typer', 'click', 'pydantic', 'yaml', 'jsonschema', 'zeroadvisor.memory', 'zeroadvisor.advisor',\n"
+        "         'zeroadvisor.model.description', 'zeroadvisor.fix.apply', 'zeroadvisor.cli.app')\n"
+        "print(sorted(m for m in sys.modules if m.startswith(heavy)))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "[]", result.stdout

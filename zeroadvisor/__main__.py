@@ -1,3 +1,3 @@
-from zeroadvisor.cli.app import main
+from zeroadvisor.cli import main
 
 main()

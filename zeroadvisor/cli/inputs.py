@@ -1,32 +1,28 @@
-"""Command-line inputs to library values, each error a one-line ``InputError`` (exit 2)."""
+"""Command-line values to library values; each bad value is a one-line ``UsageError`` (exit 2)."""
 
 from __future__ import annotations
 
 from fractions import Fraction
 
+from zeroadvisor.api import UsageError
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
 
-
-class InputError(ValueError):
-    """A bad command-line value or unreadable model/config file: exit code 2."""
+# Larger than any memory a machine has (16 EiB): a bigger size is a typo, and would overflow float arithmetic.
+MAX_SIZE = 1 << 64
 
 
 def model_and_shape(model: str | None, params: str | None, seq_len: int | None = None,
                     checkpointing: str | None = None, flash: bool | None = None) -> tuple[ModelSpec, TrainingShape]:
-    """``--model PATH`` or ``--params N``, with the training-shape overrides applied."""
+    """``--model PATH`` or ``--params N``, with the training-shape overrides applied (ModelError if unusable)."""
     from zeroadvisor.model.description import apply_overrides, load_description, spec_from_params
-    from zeroadvisor.model.errors import ModelError
 
     if (model is None) == (params is None):
-        raise InputError("give exactly one of --model PATH or --params N")
-    try:
-        if model is not None:
-            spec, shape = load_description(model)
-        else:
-            spec, shape = spec_from_params(params), TrainingShape()
-        return spec, apply_overrides(shape, seq_len, checkpointing, flash)
-    except ModelError as err:
-        raise InputError(str(err)) from None
+        raise UsageError("give exactly one of --model PATH or --params N")
+    if model is not None:
+        spec, shape = load_description(model)
+    else:
+        spec, shape = spec_from_params(params), TrainingShape()
+    return spec, apply_overrides(shape, seq_len, checkpointing, flash)
 
 
 def size(option: str, text: str | None) -> int | None:
@@ -37,9 +33,13 @@ def size(option: str, text: str | None) -> int | None:
     try:
         value = parse_size(text)
     except ValueError as err:
-        raise InputError(f"{option}: {err}") from None
+        raise UsageError(f"{option}: {err}") from None
+    except ArithmeticError:  # an exponent past what Decimal holds
+        raise UsageError(f"{option}: {text!r} is more than 16 EiB") from None
     if value <= 0:
-        raise InputError(f"{option}: must be more than 0 bytes, got {text!r}")
+        raise UsageError(f"{option}: must be more than 0 bytes, got {text!r}")
+    if value > MAX_SIZE:
+        raise UsageError(f"{option}: {text!r} is more than 16 EiB")
     return value
 
 
@@ -48,14 +48,14 @@ def gpu_memory(gpu_memory_text: str | None, gpu: str | None, required: bool) -> 
     from zeroadvisor.memory.gpus import gpu_memory as by_name
 
     if gpu_memory_text is not None and gpu is not None:
-        raise InputError("give --gpu-memory or --gpu, not both")
+        raise UsageError("give --gpu-memory or --gpu, not both")
     if gpu is not None:
         try:
             return by_name(gpu)
         except ValueError as err:
-            raise InputError(f"--gpu: {err}") from None
+            raise UsageError(f"--gpu: {err}") from None
     if gpu_memory_text is None and required:
-        raise InputError("give the memory per GPU: --gpu-memory 80GiB or --gpu A100-80GB")
+        raise UsageError("give the memory per GPU: --gpu-memory 80GiB or --gpu A100-80GB")
     return size("--gpu-memory", gpu_memory_text)
 
 
@@ -65,7 +65,7 @@ def headroom(text: str) -> float:
     try:
         value = Fraction(raw[:-1]) / 100 if raw.endswith("%") else Fraction(raw)
     except (ValueError, ZeroDivisionError):
-        raise InputError(f"--headroom: expected a share like 10% or 0.1, got {text!r}") from None
+        raise UsageError(f"--headroom: expected a share like 10% or 0.1, got {text!r}") from None
     if not 0 <= value < 1:
-        raise InputError(f"--headroom: must be at least 0% and below 100%, got {text!r}")
+        raise UsageError(f"--headroom: must be at least 0% and below 100%, got {text!r}")
     return float(value)

@@ -27,7 +27,7 @@ def lint_file(path: str | os.PathLike, options: LintOptions | None = None, rules
     try:
         doc = read_document(path, name)
     except ParseError as err:
-        return FileResult(name, _parse_error_findings(name, err, rules))
+        return FileResult(name, parse_error_findings(name, err, rules))
     return FileResult(name, lint_document(doc, options, rules), doc)
 
 
@@ -36,7 +36,7 @@ def lint_text(text: str, name: str = "<text>", options: LintOptions | None = Non
     try:
         doc = parse(text, name)
     except ParseError as err:
-        return _parse_error_findings(name, err, rules)
+        return parse_error_findings(name, err, rules)
     return lint_document(doc, options, rules)
 
 
@@ -52,7 +52,7 @@ def lint_document(doc: Document, options: LintOptions | None = None, rules: Iter
     return sorted(_drop_superseded(findings, selected), key=Finding.sort_key)
 
 
-def _parse_error_findings(name: str, err: ParseError, rules: Iterable[Rule] | None) -> list[Finding]:
+def parse_error_findings(name: str, err: ParseError, rules: Iterable[Rule] | None) -> list[Finding]:
     rule = registry.INVALID_SYNTAX
     if rules is not None and rule not in list(rules):
         return []

@@ -20,23 +20,27 @@ def location(finding: Finding) -> str:
     return f"{name}:{finding.line}:{finding.column}"
 
 
-def render(findings: list[Finding], colour: bool = False, files: int = 1, ascii_only: bool = False) -> str:
+def render(findings: list[Finding], colour: bool = False, files: int = 1, ascii_only: bool = False,
+           unreadable: int = 0) -> str:
     lines = []
     for f in findings:
         severity = f"[{f.severity.value}]"
         if colour:
             severity = f"{_COLOURS[f.severity]}{severity}{_RESET}"
         lines.append(f"{location(f)}: {escape.terminal(f.code)} {severity} {escape.terminal(f.message)}")
-    lines.append(summary(findings, files))
+    lines.append(summary(findings, files, unreadable))
     return escape.output("\n".join(lines) + "\n", ascii_only)
 
 
-def summary(findings: list[Finding], files: int) -> str:
+def summary(findings: list[Finding], files: int, unreadable: int = 0) -> str:
     counts = {s: sum(1 for f in findings if f.severity is s) for s in Severity}
-    if not findings:
-        return f"{files} file{'s' if files != 1 else ''} checked: no problems"
     parts = [f"{n} {s.value}{'s' if n != 1 else ''}" for s, n in counts.items() if n]
-    return f"{files} file{'s' if files != 1 else ''} checked: " + ", ".join(parts)
+    checked = f"{files} file{'s' if files != 1 else ''} checked: " + (", ".join(parts) or "no problems")
+    if not unreadable:
+        return checked
+    # Never "0 files checked: no problems" about a file that was not read.
+    unread = f"{unreadable} file{'s' if unreadable != 1 else ''} could not be read"
+    return f"{checked}; {unread}" if files else unread
 
 
 def render_report(report) -> str:
@@ -46,7 +50,8 @@ def render_report(report) -> str:
         from zeroadvisor.report import estimate_text  # not imported by lint: start-up time
     if report.check is None and estimate is not None:  # the estimate command: the table alone
         return estimate_text.render(estimate, report.unit, ascii_only=report.ascii_only)
-    out = render(report.findings, colour=report.colour, files=report.files, ascii_only=report.ascii_only)
+    out = render(report.findings, colour=report.colour, files=report.files, ascii_only=report.ascii_only,
+                 unreadable=len(report.extra.get("unreadable", ())))
     if estimate is not None:
         out += "\n" + estimate_text.render(estimate, report.unit, ascii_only=report.ascii_only)
     if report.diff:

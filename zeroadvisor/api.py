@@ -1,0 +1,250 @@
+"""The library's flows, one function per command: lint paths, estimate a config, check a config.
+
+The command line (zeroadvisor.cli) parses flags, calls these, renders the result with
+``zeroadvisor.report.render`` and maps it to an exit code; nothing here prints or exits.
+
+Errors a caller should expect from bad input are typed and carry one line each
+(``EXPECTED_ERRORS``); any other exception is a bug. Modules only ``check`` and ``estimate``
+need (the memory model, the advisor, the fix writer) are imported inside those functions so
+that ``lint`` starts fast.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, BinaryIO, Iterable, Sequence
+
+from zeroadvisor.config.paths import PathError, expand
+from zeroadvisor.config.reader import InputError as UnreadableInput
+from zeroadvisor.config.reader import read_document
+from zeroadvisor.config.source import MAX_BYTES, Document, ParseError, decode_bytes, parse
+from zeroadvisor.lint.context import LintOptions
+from zeroadvisor.lint.engine import lint_document, lint_file, parse_error_findings
+from zeroadvisor.lint.findings import Finding, Severity
+from zeroadvisor.lint.rule import Rule
+from zeroadvisor.model.errors import ModelError
+from zeroadvisor.rules import registry
+
+if TYPE_CHECKING:
+    from zeroadvisor.advisor.check import CheckOptions, CheckResult
+    from zeroadvisor.memory.estimate import Cluster, Estimate
+    from zeroadvisor.model.spec import ModelSpec, TrainingShape
+
+__all__ = [
+    "CheckRun", "EXPECTED_ERRORS", "ESTIMATE_FORMATS", "FAIL_ON", "LintRun", "STDIN", "UnreadableInput",
+    "UnusableConfig", "UsageError", "check_config", "estimate_config", "fails", "find_rule", "lint_paths",
+    "read_text_document", "select_rules",
+]
+
+
+class UsageError(ValueError):
+    """A bad option value (an unknown rule, a size that is not a size, two options that exclude each other)."""
+
+
+class UnusableConfig(ValueError):
+    """A config that was read but cannot serve this flow (``estimate`` of a file that does not parse)."""
+
+
+# The errors bad input raises, each ``str(err)`` one line; anything else is a bug.
+EXPECTED_ERRORS: tuple[type[Exception], ...] = (UsageError, UnreadableInput, UnusableConfig, ModelError)
+
+# ``--fail-on``: a severity, or never.
+FAIL_ON: tuple[str, ...] = (*(severity.value for severity in Severity), "never")
+# The formats that can show an estimate on its own (the estimate command).
+ESTIMATE_FORMATS: tuple[str, ...] = ("text", "json")
+
+# The path that means standard input, and the name its findings carry.
+STDIN, STDIN_NAME = "-", "<stdin>"
+
+
+def select_rules(select: Sequence[str] | None = None, ignore: Sequence[str] | None = None,
+                 lint_only: bool = True) -> tuple[Rule, ...]:
+    """Rules by codes, names or code prefixes; each argument may hold a comma-separated list."""
+    chosen, dropped = _split(select), _split(ignore)
+    unknown = registry.unknown_references(chosen + dropped)
+    if unknown:
+        raise UsageError(f"unknown rule {unknown[0]!r}: see 'zeroadvisor rules'")
+    return registry.select(chosen, dropped, among=registry.LINT if lint_only else registry.ALL)
+
+
+def find_rule(reference: str) -> Rule:
+    rule = registry.find(reference)
+    if rule is None:
+        raise UsageError(f"unknown rule {reference!r}: see 'zeroadvisor rules'")
+    return rule
+
+
+def fails(findings: Iterable[Finding], fail_on: str) -> bool:
+    """Whether any finding is at or above the ``--fail-on`` severity."""
+    if fail_on not in FAIL_ON:
+        raise UsageError(f"--fail-on must be one of {', '.join(FAIL_ON)}, got {fail_on!r}")
+    if fail_on == "never":
+        return False
+    threshold = Severity(fail_on).rank
+    return any(f.severity.rank >= threshold for f in findings)
+
+
+# -- lint ---------------------------------------------------------------------------------
+
+@dataclass
+class LintRun:
+    findings: list[Finding]
+    files: int  # inputs read and linted
+    unreadable: list[str] = field(default_factory=list)  # one line each: an input that could not be read
+    rules: tuple[Rule, ...] = ()
+
+
+def lint_paths(paths: Sequence[str], options: LintOptions | None = None, rules: Sequence[Rule] | None = None,
+               stdin: BinaryIO | None = None) -> LintRun:
+    """Lint files, directories and glob patterns (``-`` reads ``stdin``, standard input by default).
+
+    An input that cannot be read at all is listed in ``unreadable`` and the others are still linted;
+    a path that names nothing (an empty directory, a pattern without matches) is a UsageError.
+    """
+    selected = tuple(registry.LINT if rules is None else rules)
+    try:
+        inputs = expand(list(paths))
+    except PathError as err:
+        raise UsageError(str(err)) from None
+    run = LintRun([], 0, [], selected)
+    for path in inputs:
+        try:
+            if path == STDIN:
+                stream = stdin if stdin is not None else sys.stdin.buffer
+                found = _lint_stdin(stream, options, selected)
+            else:
+                found = lint_file(path, options, selected).findings
+        except UnreadableInput as err:
+            run.unreadable.append(str(err))
+            continue
+        run.findings.extend(found)
+        run.files += 1
+    return run
+
+
+def read_text_document(raw: bytes, name: str) -> Document:
+    """A document from bytes that are not a named file (standard input), under the file reader's limits.
+
+    hjson/JSON only: without a file name there is no ``.yaml`` suffix to choose YAML by.
+    ParseError for bad content; UnreadableInput when it is too large to be a config.
+    """
+    if len(raw) > MAX_BYTES:
+        raise UnreadableInput(f"{name}: more than {MAX_BYTES // 1024} KiB: not a DeepSpeed config")
+    return parse(decode_bytes(raw), name)
+
+
+def _lint_stdin(stream: BinaryIO, options: LintOptions | None, rules: Sequence[Rule]) -> list[Finding]:
+    try:
+        document = read_text_document(stream.read(MAX_BYTES + 1), STDIN_NAME)
+    except ParseError as err:
+        return parse_error_findings(STDIN_NAME, err, rules)
+    except OSError as err:
+        raise UnreadableInput(f"{STDIN_NAME}: cannot read: {err.strerror or err}") from None
+    return lint_document(document, options, rules)
+
+
+# -- estimate -----------------------------------------------------------------------------
+
+def estimate_config(config: str | None, model: "ModelSpec", shape: "TrainingShape", cluster: "Cluster",
+                    accounting: str = "deepspeed") -> "Estimate":
+    """Memory per GPU and node for every stage; ``config`` None means DeepSpeed's defaults (fp16 Adam).
+
+    A config that does not parse, is not an object, or holds a value the memory model cannot
+    use (which the linter reports as an error) is an UnusableConfig.
+    """
+    from zeroadvisor.memory.estimate import estimate
+
+    data = None
+    document = None
+    if config is not None:
+        document = _read_config(config)
+        if not isinstance(document.data, dict):
+            raise UnusableConfig(f"{config}: the config is not a JSON object")
+        data = document.data
+    try:
+        return estimate(data, model, shape, cluster, accounting)
+    except (ValueError, TypeError) as err:
+        # Bad input only when the linter agrees the config is wrong; otherwise a bug to report.
+        errors = _lint_errors(document) if document is not None else []
+        if not errors:
+            raise
+        first = errors[0]
+        raise UnusableConfig(f"{config}:{first.line}:{first.column}: cannot estimate from this config: "
+                             f"{first.message} ({len(errors)} error(s); see 'zeroadvisor lint {config}')") from err
+
+
+def _read_config(path: str) -> Document:
+    try:
+        return read_document(path)
+    except ParseError as err:
+        where = f"{path}:{err.line}:{err.column}" if err.line else path
+        raise UnusableConfig(f"{where}: {err.message}") from None
+
+
+def _lint_errors(document: Document) -> list[Finding]:
+    return [f for f in lint_document(document) if f.severity is Severity.ERROR]
+
+
+# -- check --------------------------------------------------------------------------------
+
+@dataclass
+class CheckRun:
+    result: "CheckResult"
+    path: str
+    diff: str = ""  # the fixes as a unified diff of the file (when asked for and there are fixes)
+    fixed: int | None = None  # fixes written into the file (``fix=True`` and no error)
+    notes: list[str] = field(default_factory=list)  # one line each, for the user beside the report
+    error: str | None = None  # why the asked-for fixes could not be written (one line)
+
+
+def check_config(path: str, options: "CheckOptions", rules: Sequence[Rule] | None = None, *, diff: bool = False,
+                 fix: bool = False) -> CheckRun:
+    """Lint findings and memory advice for one config; optionally its fixes as a diff, or written.
+
+    A file that does not parse is reported as findings (no estimate). A fix that cannot be made
+    (a YAML config, a read-only folder, a full disk) does not lose the result: it comes back with
+    ``error`` (``fix=True``) or a note (a diff only).
+    """
+    from zeroadvisor.advisor.check import CheckResult, check_document
+    from zeroadvisor.fix.apply import FixError, combined_patch, unified_diff, write_fix
+
+    selected = tuple(registry.ALL if rules is None else rules)
+    try:
+        document = read_document(path)
+    except ParseError:
+        lint_rules = [r for r in selected if not r.needs_advice]
+        return CheckRun(CheckResult(lint_file(path, None, lint_rules).findings, None, options), path)
+    result = check_document(document, options, selected)
+    run = CheckRun(result, path)
+    if "estimate_error" in result.extra:
+        run.notes.append(f"{path}: no memory estimate ({result.extra['estimate_error']}): fix the errors reported "
+                         "first")
+    if not (diff or fix):
+        return run
+    patch = combined_patch(result.findings)
+    if not patch:
+        run.fixed = 0 if fix else None
+        return run
+    try:
+        run.diff = unified_diff(document, patch, path)
+    except FixError as err:  # e.g. a YAML config: the report stands, without the diff
+        if fix:
+            run.error = f"{path}: {err}"
+        else:
+            run.notes.append(f"{path}: {err}")
+        return run
+    if fix:
+        try:
+            write_fix(path, document, patch)
+        except FixError as err:
+            run.error = f"{path}: {err}"
+        except OSError as err:
+            run.error = f"{path}: cannot write the fixes: {err.strerror or err}"
+        else:
+            run.fixed = sum(1 for f in result.findings if f.fix)
+    return run
+
+
+def _split(values: Sequence[str] | None) -> list[str]:
+    return [part.strip() for value in values or () for part in value.split(",") if part.strip()]

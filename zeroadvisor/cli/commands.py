@@ -1,0 +1,150 @@
+"""What each command does with its parsed values: call the library, render, choose the exit code.
+
+Typer-free, so that ``lint`` can run without building the typer app (see cli/__init__.py).
+Each function takes the keyword values described in cli/options.py and returns an ExitCode.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Callable
+
+from zeroadvisor.cli.exits import ExitCode
+
+Values = dict[str, Any]
+
+# Characters the text reports draw with; a stream that cannot encode them gets the ASCII drawing.
+_DRAWING = "✓✗×"
+
+
+def guarded(command: Callable[[Values], ExitCode], values: Values) -> int:
+    """Run a command; the library's expected errors (bad input) become one line and exit 2."""
+    from zeroadvisor.api import EXPECTED_ERRORS
+
+    try:
+        return int(command(values))
+    except EXPECTED_ERRORS as err:
+        error(str(err))
+        return ExitCode.USAGE
+    except BrokenPipeError:  # here, not in typer: typer would turn it into exit 1
+        return stdout_closed()
+
+
+def stdout_closed() -> ExitCode:
+    """The reader of stdout went away (``| head``): end quietly, without Python's report at exit."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):  # pragma: no cover - stdout without a descriptor (in-process tests)
+        pass
+    return ExitCode.BROKEN_PIPE
+
+
+def error(message: str) -> None:
+    sys.stderr.write(f"zeroadvisor: {message}\n")
+
+
+def lint(v: Values) -> ExitCode:
+    from zeroadvisor import api
+    from zeroadvisor.lint.context import LintOptions
+
+    rules = api.select_rules(v["select"], v["ignore"], lint_only=True)
+    run = api.lint_paths(v["paths"], LintOptions(integration=v["integration"], gpus=v["gpus"]), rules)
+    for message in run.unreadable:
+        error(message)
+    extra = {"unreadable": run.unreadable} if run.unreadable else {}  # json lists them, text counts them
+    _show(v["format"], run.findings, files=run.files, rules=rules, extra=extra)
+    if run.unreadable:
+        return ExitCode.USAGE
+    return ExitCode.FINDINGS if api.fails(run.findings, v["fail_on"]) else ExitCode.OK
+
+
+def estimate(v: Values) -> ExitCode:
+    from zeroadvisor import api
+    from zeroadvisor.cli import inputs
+    from zeroadvisor.memory.estimate import Cluster
+
+    spec, shape = inputs.model_and_shape(v["model"], v["params"], v["seq_len"], v["activation_checkpointing"],
+                                         v["flash_attention"])
+    cluster = Cluster(gpus=v["gpus"], gpus_per_node=v["gpus_per_node"],
+                      gpu_memory=inputs.gpu_memory(v["gpu_memory"], v["gpu"], required=False),
+                      cpu_memory=inputs.size("--cpu-memory", v["cpu_memory"]), nvme=inputs.size("--nvme", v["nvme"]))
+    result = api.estimate_config(v["config"], spec, shape, cluster, v["accounting"])
+    _show(v["format"], [], estimate=result, unit=v["unit"])
+    return ExitCode.OK
+
+
+def check(v: Values) -> ExitCode:
+    from zeroadvisor import api
+    from zeroadvisor.advisor.check import CheckOptions
+    from zeroadvisor.cli import inputs
+
+    rules = api.select_rules(v["select"], v["ignore"], lint_only=False)
+    spec, shape = inputs.model_and_shape(v["model"], v["params"], v["seq_len"], v["activation_checkpointing"],
+                                         v["flash_attention"])
+    options = CheckOptions(
+        model=spec, shape=shape, gpus=v["gpus"], gpu_memory=inputs.gpu_memory(v["gpu_memory"], v["gpu"], True),
+        gpus_per_node=v["gpus_per_node"], cpu_memory=inputs.size("--cpu-memory", v["cpu_memory"]),
+        nvme=inputs.size("--nvme", v["nvme"]), headroom=inputs.headroom(v["headroom"]), accounting=v["accounting"],
+        integration=v["integration"], unit=v["unit"])
+    show_diff = v["suggest"] or v["format"] == "markdown"
+    run = api.check_config(v["config"], options, rules, diff=show_diff, fix=v["fix"])
+    for note in run.notes:
+        error(note)
+    _show(v["format"], run.result.findings, rules=rules, check=run.result, path=v["config"],
+          diff=run.diff if show_diff else "", unit=v["unit"])
+    if run.error is not None:  # after the report: the findings are never lost to a failed write
+        error(run.error)
+        return ExitCode.USAGE
+    if v["fix"]:
+        error(f"applied {run.fixed} fix(es) to {v['config']}" if run.fixed else f"nothing to fix in {v['config']}")
+    return ExitCode.FINDINGS if api.fails(run.result.findings, v["fail_on"]) else ExitCode.OK
+
+
+def list_rules(v: Values) -> ExitCode:
+    from zeroadvisor.rules import registry
+
+    width = max(len(r.name) for r in registry.ALL)
+    sys.stdout.write("".join(f"{r.code}  {r.name:<{width}}  {r.severity.value:<7}  {r.summary}\n"
+                             for r in registry.ALL))
+    return ExitCode.OK
+
+
+def explain_rule(v: Values) -> ExitCode:
+    from zeroadvisor import api
+
+    rule = api.find_rule(v["name"])
+    out = [f"{rule.code} {rule.name} [{rule.severity.value}]\n\n{rule.summary}\n\n{rule.explanation}\n"]
+    for example in rule.examples:
+        label = "Fails" if example.fails else "Passes"
+        options = f" (with {example.describe_options()})" if example.options else ""
+        out.append(f"{label}{options}:\n  {example.config}\n")
+    if rule.source:
+        out.append(f"Source: {rule.source}")
+    sys.stdout.write("".join(line + "\n" for line in out))
+    return ExitCode.OK
+
+
+# command name (cli/options.py) -> what runs it
+RUNNERS: dict[str, Callable[[Values], ExitCode]] = {
+    "lint": lint, "estimate": estimate, "check": check, "rules": list_rules, "rule": explain_rule,
+}
+
+
+def _show(fmt: str, findings, **fields) -> None:
+    from zeroadvisor.report import Report, render
+
+    report = Report(findings, colour=use_colour(), ascii_only=not can_encode(sys.stdout, _DRAWING), **fields)
+    sys.stdout.write(render(fmt, report))
+
+
+def use_colour() -> bool:
+    return sys.stdout.isatty() and "NO_COLOR" not in os.environ
+
+
+def can_encode(stream, text: str) -> bool:
+    try:
+        text.encode(getattr(stream, "encoding", None) or "ascii")
+    except (UnicodeEncodeError, LookupError):
+        return False
+    return True

@@ -1,0 +1,14 @@
+"""Exit codes, defined once: what a script or CI step can rely on."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    OK = 0  # no finding at or above --fail-on
+    FINDINGS = 1  # findings at or above --fail-on
+    USAGE = 2  # a bad flag, or an input that cannot be read or used
+    INTERNAL = 3  # a bug in zeroadvisor: please report it
+    INTERRUPTED = 130  # Ctrl-C: 128 + SIGINT, as a shell reports it
+    BROKEN_PIPE = 141  # stdout closed early (`| head`): 128 + SIGPIPE, as `cat` or `grep` end there

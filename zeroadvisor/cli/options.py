@@ -1,0 +1,202 @@
+"""Every command's parameters, as data: the typer app is built from these tables (app.py), and
+``lint`` parses its argv from the same table without typer when it can (``parse_simple``).
+
+Choices are the library's own tuples, named as ``"module:NAME"`` and imported on use, so that
+``lint`` does not import the memory model to learn the ``--accounting`` choices.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+import typing
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str  # the keyword the command receives
+    flags: tuple[str, ...] = ()  # () for a positional argument; "--x/--no-x" for an on/off pair
+    help: str = ""
+    default: Any = None
+    kind: type = str  # str, int or bool
+    choices: str | None = None  # "module:NAME" of a tuple (or Literal) the library defines
+    minimum: int | None = None
+    multiple: bool = False  # a positional taking many values, or an option given more than once
+    required: bool = False
+    metavar: str | None = None
+    help_values: str | None = None  # "module:NAME" whose keys or values end the help text
+
+    @property
+    def positional(self) -> bool:
+        return not self.flags
+
+    def choice_values(self) -> tuple[str, ...] | None:
+        return None if self.choices is None else tuple(_values(self.choices))
+
+    def full_help(self) -> str:
+        if self.help_values is None:
+            return self.help
+        return f"{self.help}: {', '.join(_values(self.help_values))}."
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    help: str
+    params: tuple[Param, ...] = ()
+
+
+def _values(reference: str) -> list[str]:
+    module, _, name = reference.partition(":")
+    value = getattr(importlib.import_module(module), name)
+    if typing.get_origin(value) is typing.Literal:
+        return list(typing.get_args(value))
+    return [str(v) for v in value]
+
+
+# -- parameters shared by commands (one definition each) -----------------------------------
+
+FAIL_ON = Param("fail_on", ("--fail-on",), "Exit 1 on findings of this severity or worse.", default="error",
+                choices="zeroadvisor.api:FAIL_ON")
+INTEGRATION = Param("integration", ("--integration",),
+                    "Who reads the file: deepspeed, hf-trainer, accelerate, or any (accept what either integration "
+                    "fills).", default="any", choices="zeroadvisor.lint.context:INTEGRATIONS")
+SELECT = Param("select", ("--select",), "Only these rules (codes, names or code prefixes).", multiple=True)
+IGNORE = Param("ignore", ("--ignore",), "Skip these rules (codes, names or code prefixes).", multiple=True)
+MODEL = Param("model", ("--model", "-m"), "A model description (YAML/JSON) or a Hugging Face config.json.")
+PARAMS = Param("params", ("--params",), "Parameter count instead of --model, e.g. 7.5B.")
+GPUS = Param("gpus", ("--gpus",), "Number of GPUs (data-parallel degree).", kind=int, minimum=1, required=True)
+GPUS_PER_NODE = Param("gpus_per_node", ("--gpus-per-node",), "GPUs per node (default 8).", kind=int, minimum=1)
+GPU_MEMORY = Param("gpu_memory", ("--gpu-memory",), "Memory per GPU, e.g. 80GiB.")
+GPU = Param("gpu", ("--gpu",), "GPU name instead of --gpu-memory (memory as the driver reports it)",
+            help_values="zeroadvisor.memory.gpus:GPUS")
+CPU_MEMORY = Param("cpu_memory", ("--cpu-memory",), "Host RAM per node, e.g. 1TB.")
+NVME = Param("nvme", ("--nvme",), "NVMe space per node, e.g. 4TB.")
+ACCOUNTING = Param("accounting", ("--accounting",),
+                   "deepspeed: what DeepSpeed allocates; paper: the ZeRO paper's 2 + 2 + K bytes.",
+                   default="deepspeed", choices="zeroadvisor.memory.estimate:ACCOUNTINGS")
+UNIT = Param("unit", ("--unit",), "GB (10^9 bytes) or GiB (2^30 bytes).", default="GB",
+             choices="zeroadvisor.units:FORMAT_UNITS")
+SEQ_LEN = Param("seq_len", ("--seq-len",), "Override the sequence length.", kind=int)
+CHECKPOINTING = Param("activation_checkpointing", ("--activation-checkpointing",), "Override activation "
+                      "checkpointing.", choices="zeroadvisor.model.spec:Checkpointing")
+FLASH = Param("flash_attention", ("--flash-attention/--no-flash-attention",), "Override FlashAttention.", kind=bool)
+
+
+def _format(choices: str) -> Param:
+    return Param("format", ("--format", "-f"), "Output format.", default="text", choices=choices)
+
+
+LINT = Command("lint", "Lint DeepSpeed config files.", (
+    Param("paths", help="Config files, directories or glob patterns; - reads standard input.", multiple=True,
+          required=True, metavar="PATH"),
+    _format("zeroadvisor.report:LINT_FORMATS"),
+    FAIL_ON,
+    Param("gpus", ("--gpus",), "Data-parallel world size: check the batch exactly.", kind=int, minimum=1),
+    INTEGRATION, SELECT, IGNORE,
+))
+
+ESTIMATE = Command("estimate", "Estimate memory per GPU and per node for every ZeRO stage and offload option.", (
+    Param("config", ("--config", "-c"), "The DeepSpeed config (default: fp16 Adam)."),
+    MODEL, PARAMS, GPUS, GPUS_PER_NODE, GPU_MEMORY, GPU, CPU_MEMORY, NVME, ACCOUNTING,
+    _format("zeroadvisor.api:ESTIMATE_FORMATS"),
+    UNIT, SEQ_LEN, CHECKPOINTING, FLASH,
+))
+
+CHECK = Command("check", "Pre-flight check: lint findings and memory advice, with fixes as a diff.", (
+    Param("config", help="The DeepSpeed config to check.", required=True, metavar="CONFIG"),
+    MODEL, PARAMS, GPUS, GPU_MEMORY, GPU, GPUS_PER_NODE, CPU_MEMORY, NVME,
+    Param("headroom", ("--headroom",), "GPU memory to keep free, e.g. 10% or 0.1.", default="10%"),
+    _format("zeroadvisor.report:CHECK_FORMATS"),
+    FAIL_ON,
+    Param("suggest", ("--suggest",), "Print the fixes as a unified diff of CONFIG.", default=False, kind=bool),
+    Param("fix", ("--fix",), "Write the fixes into CONFIG (atomically).", default=False, kind=bool),
+    INTEGRATION, SELECT, IGNORE, ACCOUNTING, UNIT, SEQ_LEN, CHECKPOINTING, FLASH,
+))
+
+RULES = Command("rules", "List every rule: code, name, default severity and summary.")
+
+RULE = Command("rule", "Explain one rule, with a failing and a passing example.", (
+    Param("name", help="A rule code (ZA101) or name (unknown-key).", required=True, metavar="RULE"),
+))
+
+COMMANDS: tuple[Command, ...] = (LINT, RULES, RULE, ESTIMATE, CHECK)
+
+
+# -- the fast path ---------------------------------------------------------------------------
+
+_DIGITS = re.compile(r"[0-9]+")
+
+
+def parse_simple(command: Command, argv: list[str]) -> dict[str, Any] | None:
+    """The keyword values typer would pass for ``argv``, or None when ``argv`` is anything but plain.
+
+    Plain: known long or short flags, each value as the next word or after ``=``, valid choices and
+    numbers, every required parameter given. Anything else (--help, a typo, a bad value, bundled short
+    flags) returns None and typer parses it, so help and error messages come from one place.
+    """
+    by_flag: dict[str, tuple[Param, Any]] = {}
+    for param in command.params:
+        for flag in param.flags:
+            on, _, off = flag.partition("/")
+            by_flag[on] = (param, True)
+            if off:
+                by_flag[off] = (param, False)
+    values: dict[str, Any] = {p.name: ([] if p.multiple and p.positional else p.default) for p in command.params}
+    positionals: list[str] = []
+    words = iter(argv)
+    for word in words:
+        if word == "--":
+            positionals.extend(words)
+            break
+        if word == "-" or not word.startswith("-"):
+            positionals.append(word)
+            continue
+        flag, equals, attached = word.partition("=")
+        if flag not in by_flag:
+            return None
+        param, switch = by_flag[flag]
+        if param.kind is bool:
+            if equals:
+                return None
+            values[param.name] = switch
+            continue
+        text = attached if equals else next(words, None)
+        value = _value(param, text)
+        if value is None:
+            return None
+        if param.multiple:
+            values[param.name] = [*(values[param.name] or ()), value]
+        else:
+            values[param.name] = value
+    if not _place(command, positionals, values):
+        return None
+    if any(p.required and values[p.name] in (None, []) for p in command.params):
+        return None
+    return values
+
+
+def _value(param: Param, text: str | None) -> Any:
+    if text is None or (text.startswith("-") and text != "-"):
+        return None  # typer decides what a flag-looking value means
+    if param.kind is int:
+        if not _DIGITS.fullmatch(text):
+            return None
+        number = int(text)
+        return None if param.minimum is not None and number < param.minimum else number
+    choices = param.choice_values()
+    if choices is not None and text not in choices:
+        return None
+    return text
+
+
+def _place(command: Command, positionals: list[str], values: dict[str, Any]) -> bool:
+    slots = [p for p in command.params if p.positional]
+    for param in slots:
+        if param.multiple:
+            values[param.name], positionals = positionals, []
+        elif positionals:
+            values[param.name], positionals = positionals[0], positionals[1:]
+    return not positionals
