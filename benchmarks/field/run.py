@@ -1,0 +1,342 @@
+"""Run zeroadvisor's pre-flight verdict on public reports of real DeepSpeed runs.
+
+Every ``cases/*.yaml`` is one report (source link, quoted outcome, model, ds_config, cluster,
+training shape, measured memory where given; see README.md). For each case this script
+
+1. writes the model as a Hugging Face ``config.json`` (or, for a model given by parameter count,
+   a zeroadvisor model description) plus a description YAML with the training shape;
+2. writes the ds_config with the ``"auto"`` values filled the way the integration that ran the
+   report fills them before ``deepspeed.initialize`` (:func:`fill_auto`), so that the tool sees
+   the micro batch, precision and buckets the run really used;
+3. runs ``zeroadvisor check ... --format json`` (:func:`run_check`: the one place that knows the
+   command line) and reads the configured option's verdict;
+4. prints a table (case, outcome, predicted verdict, agreement, predicted vs measured memory) and
+   the totals; ``--markdown`` prints the same table as markdown for the README.
+
+Usage: ``PYTHONPATH=. python benchmarks/field/run.py [--markdown] [--only ID ...]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+CASES = HERE / "cases"
+
+# GPU names in the cases that zeroadvisor's --gpu table knows (driver-reported capacity); any
+# other card is passed as --gpu-memory with the capacity the case states.
+KNOWN_GPUS = {
+    "H200", "H100", "H100-NVL", "B200", "A100-80GB", "A100-40GB", "L40S", "L40", "L4", "A10G",
+    "A10", "A6000", "V100-32GB", "V100-16GB", "T4", "RTX-4090", "RTX-3090", "MI300X",
+}
+OUTCOMES = ("fits", "does-not-fit")
+
+
+class CaseLoader(yaml.SafeLoader):
+    """YAML 1.1 reads ``2e8`` and ``1e-6`` as strings (its float needs a dot); the ds_configs in
+    the cases are JSON, where they are numbers. Resolve floats with YAML 1.2's core-schema
+    pattern, which is JSON's."""
+
+
+CaseLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?$|^[-+]?\.(?:inf|Inf|INF)$|^\.(?:nan|NaN|NAN)$"),
+    list("-+0123456789."),
+)
+
+
+def load_case(path: Path) -> dict[str, Any]:
+    return yaml.load(path.read_text(encoding="utf-8"), Loader=CaseLoader)  # noqa: S506 - SafeLoader subclass
+
+
+# ----------------------------------------------------------------------------- inputs
+
+
+def hidden_size(model: dict[str, Any]) -> int:
+    cfg = model.get("config") or model.get("architecture") or {}
+    for key in ("hidden_size", "d_model", "n_embd"):
+        if key in cfg:
+            return int(cfg[key])
+    raise KeyError(f"model {model.get('hf_id')} has no hidden size")
+
+
+def fill_auto(ds: dict[str, Any], case: dict[str, Any]) -> dict[str, Any]:
+    """The ds_config as the integration hands it to ``deepspeed.initialize``.
+
+    Hugging Face Trainer (transformers integrations/deepspeed.py,
+    HfTrainerDeepSpeedConfig.trainer_config_process / trainer_config_finalize) and accelerate
+    (accelerator.py _prepare_deepspeed) replace ``"auto"`` with: the per-device batch, the
+    accumulation steps, world x micro x accumulation, max_grad_norm, fp16/bf16 from the mixed
+    precision flag, and from the model's hidden size h: reduce_bucket_size = h*h,
+    stage3_prefetch_bucket_size = int(0.9*h*h), stage3_param_persistence_threshold = 10*h.
+    Optimizer/scheduler hyper-parameters do not change memory; they are left as they are.
+    """
+    ds = copy.deepcopy(ds)
+    t, c = case["training"], case["cluster"]
+    micro = int(t["micro_batch"])
+    gas = ds.get("gradient_accumulation_steps")
+    gas = 1 if gas in (None, "auto") else int(gas)
+    fills = {
+        "train_micro_batch_size_per_gpu": micro,
+        "gradient_accumulation_steps": gas,
+        "train_batch_size": micro * gas * int(c["gpus"]),
+        "gradient_clipping": 1.0,
+    }
+    for key, value in fills.items():
+        if ds.get(key) == "auto" or (key.startswith("train_micro") and key not in ds):
+            ds[key] = value
+    precision = t["precision"]
+    for key, on in (("fp16", precision == "fp16"), ("bf16", precision == "bf16")):
+        if isinstance(ds.get(key), dict) and ds[key].get("enabled") == "auto":
+            ds[key]["enabled"] = on
+    zero = ds.get("zero_optimization") or {}
+    h = hidden_size(case["model"])
+    buckets = {
+        "reduce_bucket_size": h * h,
+        "stage3_prefetch_bucket_size": int(0.9 * h * h),
+        "stage3_param_persistence_threshold": 10 * h,
+    }
+    for key, value in buckets.items():
+        if zero.get(key) == "auto":
+            zero[key] = value
+    return ds
+
+
+def write_model(case: dict[str, Any], workdir: Path) -> Path:
+    """A model description YAML (training shape) pointing at a config.json, or a count."""
+    model, t = case["model"], case["training"]
+    desc: dict[str, Any] = {}
+    if "config" in model:
+        (workdir / "config.json").write_text(json.dumps(model["config"], indent=2))
+        desc["hf_config"] = "config.json"
+    else:
+        desc["parameters"] = model["parameters"]
+        desc.update(model.get("architecture") or {})
+    desc["sequence_length"] = int(t["sequence_length"])
+    desc["activation_checkpointing"] = t.get("activation_checkpointing", "none")
+    desc["flash_attention"] = bool(t.get("flash_attention", False))
+    path = workdir / "model.yaml"
+    path.write_text(yaml.safe_dump(desc, sort_keys=False))
+    return path
+
+
+# ----------------------------------------------------------------------------- the tool
+
+
+_HELP_CACHE: dict[str, str] = {}
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "200"}
+    return subprocess.run(
+        [sys.executable, "-m", "zeroadvisor", *args], capture_output=True, text=True, env=env,
+        cwd=REPO, timeout=120,
+    )
+
+
+def supports(flag: str) -> bool:
+    """Whether ``zeroadvisor check`` takes ``flag`` (the interface is growing; issue 8)."""
+    if "check" not in _HELP_CACHE:
+        _HELP_CACHE["check"] = _cli("check", "--help").stdout
+    return re.search(rf"{re.escape(flag)}\b", _HELP_CACHE["check"]) is not None
+
+
+def run_check(case: dict[str, Any], ds_path: Path, model_path: Path) -> dict[str, Any]:
+    """Run ``zeroadvisor check`` on one case; the parsed JSON report.
+
+    The only function that knows the command line: adapt here when the CLI changes.
+    """
+    c, t = case["cluster"], case["training"]
+    args = ["check", str(ds_path), "--model", str(model_path), "--gpus", str(c["gpus"]),
+            "--gpus-per-node", str(c.get("gpus_per_node", c["gpus"])), "--format", "json",
+            "--fail-on", "never"]
+    if c["gpu"] in KNOWN_GPUS:
+        args += ["--gpu", c["gpu"]]
+    else:
+        args += ["--gpu-memory", str(c["gpu_memory"])]
+    if c.get("host_ram_per_node"):
+        args += ["--cpu-memory", str(c["host_ram_per_node"])]
+    if c.get("nvme"):
+        args += ["--nvme", str(c["nvme"])]
+    if t.get("integration") in ("deepspeed", "hf-trainer", "accelerate"):
+        args += ["--integration", t["integration"]]
+    # Inputs issue 8 adds as flags; passed when this version of the CLI has them.
+    optional = {
+        "--micro-batch": t.get("micro_batch"),
+        "--precision": t.get("precision"),
+        "--target-len": t.get("target_length"),
+    }
+    for flag, value in optional.items():
+        if value is not None and supports(flag):
+            args += [flag, str(value)]
+    if t.get("zero_init") is not None and supports("--zero-init"):
+        args += ["--zero-init" if t["zero_init"] else "--no-zero-init"]
+    proc = _cli(*args)
+    try:
+        return json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        err = (proc.stderr or proc.stdout).strip().splitlines()
+        raise RuntimeError(err[-1] if err else f"exit {proc.returncode}, no output") from None
+
+
+# ----------------------------------------------------------------------------- results
+
+
+@dataclass
+class Result:
+    id: str
+    outcome: str
+    well_documented: bool
+    stage: str
+    verdict: str = "error"
+    peak_gpu: int | None = None
+    host: int | None = None
+    measured_gpu: str | None = None
+    measured_host: str | None = None
+    error: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def agrees(self) -> bool:
+        # "tight" is a warning that the run is inside the headroom: it counts as fits.
+        predicted = {"fits": "fits", "tight": "fits", "does-not-fit": "does-not-fit"}.get(self.verdict)
+        return predicted == self.outcome
+
+
+def configured_option(report: dict[str, Any]) -> dict[str, Any]:
+    estimate = report.get("estimate") or {}
+    for option in estimate.get("stages", []):
+        if option.get("configured"):
+            return option
+    raise RuntimeError("the report has no configured option (estimate missing?)")
+
+
+def verdict_of(option: dict[str, Any]) -> str:
+    """``verdict`` when the tool gives one (issue 8), else the configured option's ``fits``."""
+    if option.get("verdict"):
+        return str(option["verdict"])
+    fits = option.get("fits")
+    return "unknown" if fits is None else ("fits" if fits else "does-not-fit")
+
+
+def stage_label(ds: dict[str, Any]) -> str:
+    zero = ds.get("zero_optimization") or {}
+    label = f"Z{zero.get('stage', 0)}"
+    for key, short in (("offload_optimizer", "opt"), ("offload_param", "par")):
+        device = (zero.get(key) or {}).get("device", "none")
+        if device not in ("none", None):
+            label += f"+{short}:{device}"
+    return label
+
+
+def evaluate(path: Path) -> Result:
+    case = load_case(path)
+    if case["outcome"] not in OUTCOMES:
+        raise ValueError(f"{path.name}: outcome must be one of {OUTCOMES}")
+    measured = case.get("measured") or {}
+    result = Result(
+        id=case["id"], outcome=case["outcome"], well_documented=bool(case["well_documented"]),
+        stage=stage_label(case["ds_config"]),
+        measured_gpu=(measured.get("gpu_memory_per_gpu") or {}).get("value"),
+        measured_host=(measured.get("host_ram_per_node") or {}).get("value"),
+    )
+    with tempfile.TemporaryDirectory(prefix="field-") as tmp:
+        work = Path(tmp)
+        ds_path = work / "ds_config.json"
+        ds_path.write_text(json.dumps(fill_auto(case["ds_config"], case), indent=2))
+        model_path = write_model(case, work)
+        try:
+            option = configured_option(run_check(case, ds_path, model_path))
+        except (RuntimeError, subprocess.TimeoutExpired) as exc:
+            result.error = str(exc)
+            return result
+    result.verdict = verdict_of(option)
+    result.peak_gpu = option.get("peak_gpu", (option.get("per_gpu") or {}).get("total"))
+    result.host = option.get("peak_host_per_node", option.get("per_node_cpu"))
+    return result
+
+
+# ----------------------------------------------------------------------------- output
+
+
+def gb(n: int | None) -> str:
+    return "" if n is None else f"{n / 1e9:.1f} GB"
+
+
+COLUMNS = ("case", "config", "outcome", "predicted", "agree", "pred. GPU peak", "measured GPU",
+           "pred. host/node", "measured host")
+
+
+def rows(results: list[Result]) -> list[tuple[str, ...]]:
+    out = []
+    for r in results:
+        name = r.id + (" *" if r.well_documented else "")
+        verdict = r.verdict if not r.error else f"error: {r.error[:60]}"
+        out.append((name, r.stage, r.outcome, verdict, "yes" if r.agrees else "NO",
+                    gb(r.peak_gpu), r.measured_gpu or "", gb(r.host) if r.host else "",
+                    r.measured_host or ""))
+    return out
+
+
+def totals(results: list[Result]) -> list[str]:
+    def line(label: str, group: list[Result]) -> str:
+        ok = sum(r.agrees for r in group)
+        return f"{label}: {ok} of {len(group)} agree"
+
+    documented = [r for r in results if r.well_documented]
+    lines = [
+        line("all cases", results),
+        line("well-documented cases (*)", documented),
+        line("reported fits", [r for r in results if r.outcome == "fits"]),
+        line("reported does-not-fit", [r for r in results if r.outcome == "does-not-fit"]),
+    ]
+    errors = [r for r in results if r.error]
+    if errors:
+        lines.append(f"errors: {len(errors)} ({', '.join(r.id for r in errors)})")
+    return lines
+
+
+def render_text(results: list[Result]) -> str:
+    table = [COLUMNS, *rows(results)]
+    widths = [max(len(row[i]) for row in table) for i in range(len(COLUMNS))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in table]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join([*lines, "", *totals(results)])
+
+
+def render_markdown(results: list[Result]) -> str:
+    def md(row: tuple[str, ...]) -> str:
+        return "| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |"
+
+    lines = [md(COLUMNS), "|" + "---|" * len(COLUMNS), *(md(row) for row in rows(results))]
+    return "\n".join([*lines, "", *(f"- {t}" for t in totals(results))])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--markdown", action="store_true", help="print the table as markdown")
+    parser.add_argument("--only", nargs="*", help="case ids to run")
+    args = parser.parse_args(argv)
+    paths = sorted(CASES.glob("*.yaml"))
+    if args.only:
+        paths = [p for p in paths if p.stem in set(args.only)]
+    results = [evaluate(p) for p in paths]
+    print(render_markdown(results) if args.markdown else render_text(results))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
