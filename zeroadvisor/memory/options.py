@@ -17,24 +17,17 @@ class Option:
 
     @property
     def label(self) -> str:
-        """Compact column header: Z2, Z2 +opt:cpu, Z3 +opt:cpu +par:nvme."""
-        text = f"Z{self.stage}"
-        if self.offload_optimizer != "none":
-            text += f" +opt:{self.offload_optimizer}"
-        if self.offload_param != "none":
-            text += f" +par:{self.offload_param}"
-        return text
+        """Compact column header: Z2, Z2 +opt:cpu, Z3 +opt:cpu +par:nvme (worded in report/labels.py)."""
+        from zeroadvisor.report.labels import option_header
+
+        return option_header(self)
 
     @property
     def words(self) -> str:
         """For sentences: ZeRO-3 with optimizer offload to CPU and parameter offload to NVMe."""
-        text = f"ZeRO-{self.stage}"
-        if self.offload_optimizer != "none":
-            text += f" with optimizer offload to {self.offload_optimizer.upper()}"
-        if self.offload_param != "none":
-            text += (" and" if self.offload_optimizer != "none" else " with") + \
-                f" parameter offload to {self.offload_param.upper()}"
-        return text
+        from zeroadvisor.report.labels import option_words
+
+        return option_words(self)
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import textwrap
 
+from zeroadvisor import DEEPSPEED_TARGET
 from zeroadvisor.memory.estimate import Estimate, StageEstimate
 from zeroadvisor.memory.terms import ROWS
 from zeroadvisor.report import escape, labels
@@ -32,7 +33,7 @@ def render(estimate: Estimate, unit: str = "GB", ascii_only: bool = False) -> st
                  f" ({nodes}), {s.precision}, {escape.terminal(s.optimizer_label)}, micro batch {s.micro_batch}"
                  f"{', sequence ' + str(estimate.shape.sequence_length) if estimate.shape.sequence_length else ''}")
     lines.append(f"Accounting: {estimate.accounting}"
-                 + (" (what DeepSpeed 0.19.8 allocates)" if estimate.accounting == "deepspeed"
+                 + (f" (what DeepSpeed {DEEPSPEED_TARGET} allocates)" if estimate.accounting == "deepspeed"
                     else " (ZeRO paper: model states only)"))
     unit_words = "10^9 bytes" if unit == "GB" else "2^30 bytes"
     lines.append(f"Unit: {unit} ({unit_words}); rows are per GPU, host RAM and NVMe per node.")

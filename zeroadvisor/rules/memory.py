@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from zeroadvisor.deepspeed import schema
 from zeroadvisor.lint.findings import Severity
+from zeroadvisor.report.labels import BREAKDOWN_ROWS, ROW_LABELS
 from zeroadvisor.lint.rule import Example, Hit, Rule
 
 _MODEL_7B = {"hf_config": {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008,
@@ -35,9 +36,7 @@ def _label(option) -> str:
 
 def _breakdown(ctx, stage) -> str:
     fmt = ctx.advice.fmt
-    rows = [("model states", "model_states"), ("gathered parameters", "gathered_parameters"),
-            ("buffers", "buffers"), ("activations", "activations"), ("overhead", "overhead")]
-    parts = [f"{name} {fmt(stage.per_gpu[key])}" for name, key in rows if stage.per_gpu[key]]
+    parts = [f"{ROW_LABELS[key]} {fmt(stage.per_gpu[key])}" for key in BREAKDOWN_ROWS if stage.per_gpu[key]]
     return ", ".join(parts)
 
 
