@@ -43,7 +43,7 @@ def run(p, n, prec, opt, acc, largest=None):
     return estimate(config_for(prec, opt), spec, TrainingShape(sequence_length=1024), Cluster(gpus=n), acc)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(params, gpus, gpus, precision, optimizer, accounting)
 def test_model_states_never_grow_with_more_gpus(p, n1, n2, prec, opt, acc):
     lo, hi = sorted((n1, n2))
@@ -56,7 +56,7 @@ def test_model_states_never_grow_with_more_gpus(p, n1, n2, prec, opt, acc):
         assert st_large.per_gpu["model_states"] <= st_small.per_gpu["model_states"] + padding
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(params, gpus, precision, optimizer, accounting)
 def test_model_states_never_grow_with_a_higher_stage(p, n, prec, opt, acc):
     if acc == "deepspeed" and (prec == "fp32" or n == 1):
@@ -69,7 +69,7 @@ def test_model_states_never_grow_with_a_higher_stage(p, n, prec, opt, acc):
         assert all(a + padding >= b for a, b in zip(states[start:], states[start + 1:])), states
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(params, gpus, precision, optimizer, accounting, st.integers(min_value=0, max_value=10**10))
 def test_offload_never_adds_gpu_memory(p, n, prec, opt, acc, largest):
     result = run(p, n, prec, opt, acc, largest=min(largest, p) or None)
@@ -86,7 +86,7 @@ def test_offload_never_adds_gpu_memory(p, n, prec, opt, acc, largest):
         assert st_.per_gpu_cpu + st_.per_gpu_nvme >= base.per_gpu_cpu + base.per_gpu_nvme
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100)
 @given(params, gpus, precision, optimizer)
 def test_rows_are_consistent(p, n, prec, opt):
     result = run(p, n, prec, opt, "deepspeed")
@@ -99,7 +99,7 @@ def test_rows_are_consistent(p, n, prec, opt):
         assert st_.per_node_cpu == st_.per_gpu_cpu * result.cluster.gpus_on_a_node
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100)
 @given(params, st.integers(min_value=1, max_value=2048), st.sampled_from(["Adam", "Lion", "SGD", "Adagrad"]))
 def test_fp32_zero_adds_a_master_copy(p, n, opt):
     """fp32: stage 0 = 4P params + 4P grads + S·P states; stage 1 = 4·flat params + the gradient peak

@@ -141,6 +141,10 @@ _ERROR_KEYS: list[tuple[str, str, str, tuple[str, ...]]] = [
     ("load", "*", r"", ("",)),
     # a top level that is not an object: DeepSpeed calls .get on it
     ("config", "AttributeError", r"object has no attribute 'get'", ("",)),
+    # a number or null: `key in param_dict` fails first
+    ("config", "TypeError", r"^in _reject_removed_config_keys: argument of type '\w+' is not iterable", ("",)),
+    # wall_clock_breakdown is or-ed with the flops profiler's enabled flag: a string fails there
+    ("config", "TypeError", r"^in _initialize_params: unsupported operand type\(s\) for \|", ("/wall_clock_breakdown",)),
     ("config", "DeepSpeedConfigError", r"has been removed|is no longer supported", ("{removed}",)),
     ("config", "DeepSpeedConfigError", r"tag_validation", ("/checkpoint/tag_validation",)),
     ("config", "DeepSpeedConfigError", r"parallel_write::pipeline_stage", ("/checkpoint/parallel_write/pipeline_stage",)),
@@ -156,6 +160,8 @@ _ERROR_KEYS: list[tuple[str, str, str, tuple[str, ...]]] = [
     ("config", "ValueError", r"communication_data_type", ("/communication_data_type", "/seq_parallel_communication_data_type")),
     ("config", "ValueError", r"dtype|DtypeEnum", ("/torch_autocast/dtype", "/data_types")),
     ("config", "TypeError", r"argument after \*\* must be a mapping", ("/zero_optimization", "/fp16", "{bf16}", "/compile", "/weight_quantization")),
+    # _do_warning_check compares optimizer.params.max_grad_norm > 0 (a string fails)
+    ("config", "TypeError", r"^in _do_warning_check: '>' not supported", ("/optimizer/params/max_grad_norm",)),
     ("engine:sanity", "AssertionError", r"not a supported DeepSpeed Optimizer", ("/optimizer/type",)),
     ("engine:sanity", "AssertionError", r"requires dynamic loss scaling", ("/optimizer/type", "/fp16/loss_scale")),
     ("engine:sanity", "AssertionError", r"param_dtype", ("/data_types/param_dtype",)),
@@ -328,7 +334,7 @@ class _Ds:
 
 
 _DS: _Ds | None = None
-_VERDICTS: dict[str, Verdict] = {}
+_VERDICTS: dict[tuple[str, Any], Verdict] = {}
 
 
 def _ds() -> _Ds:
@@ -410,19 +416,43 @@ def _world_size(data: dict) -> int:
     return 1
 
 
-def _prepare(data: Any, notes: list[str]) -> tuple[Any, int]:
+@dataclass(frozen=True)
+class Judging:
+    """How the oracle stands in for the launcher around DeepSpeedConfig.
+
+    The corpus default: the world size the file implies, "auto" filled as the HF Trainer plus
+    Accelerate's plugin defaults do, and a micro batch injected into partial templates. The
+    per-rule fixtures pin what their lint options say instead: ``world_size`` from --gpus,
+    ``fill`` from --integration ("deepspeed": nothing filled; "hf-trainer": the Trainer without
+    Accelerate's plugin defaults), and no injected batch (DeepSpeed then asserts, as it does).
+    """
+
+    world_size: int | None = None  # None: train_batch_size / (micro x accumulation) when integral
+    fill: str = "any"  # "any" (HF Trainer + Accelerate defaults), "hf-trainer" or "deepspeed"
+    inject_batch: bool = True
+
+    def __post_init__(self):
+        if self.fill not in ("any", "hf-trainer", "deepspeed"):
+            raise OracleBug(f"the oracle cannot fill \"auto\" as {self.fill!r} (Accelerate alone is not ported)")
+
+
+CORPUS_JUDGING = Judging()
+
+
+def _prepare(data: Any, notes: list[str], judging: Judging = CORPUS_JUDGING) -> tuple[Any, int]:
     """Steps 2 and 3: resolve "auto" as HF/Accelerate do, inject a micro batch, pick the world size."""
     if not isinstance(data, dict):
-        return data, 1
-    world_size = _world_size(data)
-    if _contains_auto(data):
+        return data, judging.world_size or 1
+    world_size = judging.world_size or _world_size(data)
+    if _contains_auto(data) and judging.fill != "deepspeed":
         try:
-            data = _resolve_auto(data, world_size, notes)
+            data = _resolve_auto(data, world_size, notes, accelerate=judging.fill == "any")
         except OracleBug:
             raise
         except Exception as err:  # HF itself cannot process the file: DeepSpeed judges it as written
             notes.append(f"HF auto-fill failed ({type(err).__name__}: {err}); file passed as written")
-    if data.get("train_batch_size") is None and data.get("train_micro_batch_size_per_gpu") is None:
+    if judging.inject_batch and data.get("train_batch_size") is None \
+            and data.get("train_micro_batch_size_per_gpu") is None:
         data = dict(data, train_micro_batch_size_per_gpu=1)
         notes.append("injected train_micro_batch_size_per_gpu=1 (FINDINGS A6)")
     if world_size != 1:
@@ -430,7 +460,7 @@ def _prepare(data: Any, notes: list[str]) -> tuple[Any, int]:
     return data, world_size
 
 
-def _resolve_auto(data: dict, world_size: int, notes: list[str]) -> dict:
+def _resolve_auto(data: dict, world_size: int, notes: list[str], accelerate: bool = True) -> dict:
     ds = _ds()
     tbs, mbs, gas = (_int_like(data.get(k)) for k in _BATCH_KEYS)
     gas_arg = gas if gas and gas > 0 else 1
@@ -479,7 +509,7 @@ def _resolve_auto(data: dict, world_size: int, notes: list[str]) -> dict:
 
     hf = ds.HfConfig(data)
     hf.trainer_config_process(args)  # TrainingArguments.__post_init__
-    for key, value in _ACCELERATE_PLUGIN_DEFAULTS.items():  # DeepSpeedPlugin.__post_init__
+    for key, value in _ACCELERATE_PLUGIN_DEFAULTS.items() if accelerate else ():  # DeepSpeedPlugin.__post_init__
         node, leaf = hf.find_config_node(key)
         if node is not None and node.get(leaf) == "auto":
             node[leaf] = value
@@ -491,7 +521,7 @@ def _resolve_auto(data: dict, world_size: int, notes: list[str]) -> dict:
         if "mismatch TrainingArguments" not in str(err):
             raise
         # every fill is done before this raise; the mismatch is HF's complaint, not DeepSpeed's
-    notes.append("auto resolved (HF Trainer + Accelerate defaults)")
+    notes.append("auto resolved (HF Trainer + Accelerate defaults)" if accelerate else "auto resolved (HF Trainer)")
     return hf.config
 
 
@@ -499,15 +529,15 @@ def _resolve_auto(data: dict, world_size: int, notes: list[str]) -> dict:
 # Steps 1, 3, 4: DeepSpeedConfig and the engine-time replays
 # --------------------------------------------------------------------------------------------
 
-def deepspeed_verdict(path: Path) -> Verdict:
-    """DeepSpeed 0.19's verdict on one config file (cached per path)."""
-    key = str(path)
+def deepspeed_verdict(path: Path, judging: Judging = CORPUS_JUDGING) -> Verdict:
+    """DeepSpeed 0.19's verdict on one config file (cached per path and judging)."""
+    key = (str(path), judging)
     if key not in _VERDICTS:
-        _VERDICTS[key] = _judge(Path(path))
+        _VERDICTS[key] = _judge(Path(path), judging)
     return _VERDICTS[key]
 
 
-def _judge(path: Path) -> Verdict:
+def _judge(path: Path, judging: Judging = CORPUS_JUDGING) -> Verdict:
     ds = _ds()
     notes: list[str] = []
     state: dict[str, Any] = {"world_size": 1, "data": None, "loaded": False}
@@ -517,7 +547,7 @@ def _judge(path: Path) -> Verdict:
         state["loaded"] = True
         state["raw"] = data
         try:
-            data, state["world_size"] = _prepare(data, notes)
+            data, state["world_size"] = _prepare(data, notes, judging)
         except OracleBug:
             raise
         except Exception as err:
@@ -652,7 +682,7 @@ def _engine_replay(ds: _Ds, config: Any, data: Any) -> None:
             else:
                 assert hasattr(torch.optim.lr_scheduler, name), f"DeepSpeed does not recognize LR scheduler {name}"
                 scheduler = getattr(torch.optim.lr_scheduler, name)
-            params = engine.scheduler_params() or {}
+            params = engine.scheduler_params()  # None without "params": the engine's **None raises TypeError
             inspect.signature(scheduler).bind(None, **params)
             lr = _number(_dig(data, "optimizer", "params", "lr")) or 1e-3
             stand_in = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=lr)

@@ -1,0 +1,80 @@
+"""Every rule's fixtures in tests/rules/ (ruff style): the findings of that rule, exactly.
+
+Each case is a config as users write it, lint options (or a model and cluster for the advice
+rules) and the reviewed findings: code, pointer, line, column, message and fix; plus the codes
+of the other rules that fire. ``tools/update_rule_fixtures.py`` rewrites the expectations for
+review in the diff; a case whose current output is believed wrong carries ``xfail: reason``
+with the hand-written expectation (strict: it fails once the tool is fixed, to drop the mark).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from zeroadvisor.lint.findings import Severity
+from zeroadvisor.rules import registry
+
+_TOOL = Path(__file__).resolve().parent.parent / "tools" / "update_rule_fixtures.py"
+_spec = importlib.util.spec_from_file_location("update_rule_fixtures", _TOOL)
+fixtures = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(fixtures)
+
+
+def _cases():
+    out = []
+    for path in fixtures.fixture_files():
+        data = fixtures.load(path)
+        for case in data["cases"]:
+            marks = [pytest.mark.xfail(reason=case["xfail"], strict=True)] if "xfail" in case else []
+            out.append(pytest.param(data["rule"], case, marks=marks, id=f"{path.stem}::{case['name']}"))
+    return out
+
+
+CASES = _cases()
+
+
+@pytest.mark.parametrize("code,case", CASES)
+def test_rule_fixture(code, case):
+    mine, also = fixtures.outcome(code, fixtures.run_case(case))
+    expected = case.get("expected")
+    assert expected is not None and "also" in case, \
+        "the case has no expectation yet: run tools/update_rule_fixtures.py and review the diff"
+    assert mine == expected, (
+        f"findings of {code} differ from the reviewed fixture (if the change is intended, run "
+        f"tools/update_rule_fixtures.py {code} and review the diff):\n"
+        + fixtures.dump({"expected": expected}) + "--- got ---\n" + fixtures.dump({"expected": mine}))
+    assert also == case["also"], f"other rules firing changed: expected {case['also']}, got {also}"
+
+
+@pytest.mark.parametrize("rule", registry.ALL, ids=lambda r: f"{r.code}-{r.name}")
+def test_every_rule_has_fixtures(rule):
+    path = fixtures.fixture_path(rule)
+    assert path.is_file(), f"{rule.code} {rule.name} has no fixture file {path.name} in tests/rules/"
+    data = fixtures.load(path)
+    assert (data["rule"], data["name"]) == (rule.code, rule.name)
+    reviewed = [c for c in data["cases"] if "xfail" not in c]
+    firing = [c for c in reviewed if c.get("expected")]
+    silent = [c for c in reviewed if c.get("expected") == []]
+    assert len(firing) >= 2, f"{path.name}: at least two cases where the rule fires"
+    assert len(silent) >= 2, f"{path.name}: at least two cases where it does not (passing cases, near misses)"
+    if rule.severity is Severity.ERROR and not rule.needs_advice and rule.needs_data:
+        # an error rule is proved against DeepSpeed by tests/oracle/test_rule_fixes_oracle.py
+        assert any(not c.get("also") for c in firing), f"{path.name}: one firing case with no other finding"
+
+
+def test_no_fixture_for_an_unknown_rule():
+    expected = {fixtures.fixture_path(rule).name for rule in registry.ALL}
+    stray = [p.name for p in fixtures.fixture_files() if p.name not in expected]
+    assert not stray, f"fixture files that match no rule: {stray}"
+    assert not [p.name for p in fixtures.FIXTURES.iterdir() if p.suffix != ".yaml"], "tests/rules/ holds *.yaml only"
+
+
+def test_fixture_files_are_as_the_tool_writes_them():
+    """Hand edits keep the tool's layout, so the next update's diff shows only real changes."""
+    for path in fixtures.fixture_files():
+        data = fixtures.load(path)
+        assert fixtures.dump(data) == path.read_text("utf-8"), \
+            f"{path.name} is not in the tool's layout: run tools/update_rule_fixtures.py"
