@@ -122,13 +122,13 @@ def run_case(case: dict[str, Any]) -> list:
         raise FixtureError(f"{case['name']}: lint options are {LINT_OPTIONS}, got {sorted(unknown)}")
     from zeroadvisor.config.source import ParseError
     from zeroadvisor.lint.context import LintOptions
-    from zeroadvisor.lint.engine import _parse_error_findings, lint_document
+    from zeroadvisor.lint.engine import parse_error_findings, lint_document
 
     lint_options = LintOptions(**options)
     try:
         doc = parse_case(case)
     except ParseError as err:
-        return _parse_error_findings(doc_name(case), err, None)
+        return parse_error_findings(doc_name(case), err, None)
     return lint_document(doc, lint_options)
 
 

@@ -41,7 +41,10 @@ def stdout_closed() -> ExitCode:
 
 
 def error(message: str) -> None:
-    sys.stderr.write(f"zeroadvisor: {message}\n")
+    """One line on stderr; file names and values in it are data (escaped for the terminal)."""
+    from zeroadvisor.report.escape import terminal
+
+    sys.stderr.write(f"zeroadvisor: {terminal(message)}\n")
 
 
 def lint(v: Values) -> ExitCode:

@@ -8,7 +8,7 @@ from zeroadvisor.lint.rule import Example, Hit, Rule
 
 def _no_hits(ctx):
     # Parse errors are raised by the loader and reported by the engine with this rule's
-    # identity (zeroadvisor.lint.engine._parse_error_findings); there is nothing to walk.
+    # identity (zeroadvisor.lint.engine.parse_error_findings); there is nothing to walk.
     return ()
 
 
