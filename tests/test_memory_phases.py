@@ -71,8 +71,11 @@ def test_stage3_zero_init_is_the_hf_default_and_reads_the_checkpoint_on_rank0_on
     # host: rank 0's state dict only (transformers 5 loads the other ranks' to meta)
     assert phase.peak_host_per_node == BF16_7B
     part = P7B // 8
-    # GPU: never the whole model; the largest is what initialize leaves (see the test above)
-    assert phase.peak_gpu == 8 * part + 2 * 500_000_000
+    # GPU: never the whole model; the largest moment is _create_fp32_partitions: the bf16 partition, its fp32
+    # conversion (one sub-group: sub_group_size 1e9 > P/8) and the fp32 clone = 2 + 4 + 4 B per partition element,
+    # above what initialize leaves (8 B per element + the 1e9-byte bucket)
+    assert phase.peak_gpu == (2 + 4 + 4) * part > 8 * part + 2 * 500_000_000
+    assert phase.binding_moment("gpu").name == "fp32_partitions"
     loading = next(m for m in phase.moments if m.name == "loading")
     assert loading.rank_bytes() == 2 * part + 2 * EMB + 0  # rank 0's checkpoint is host memory
 

@@ -224,11 +224,36 @@ def load_moments(spec: ModelSpec, s: Settings, option: Option, cluster: Any, loa
                       f"{w} B/param", eng + " (cast params, then self.module.to(self.device))", EXACT)
         moments.append(Moment("moved", (moved,)))
         if option.stage in (1, 2):
-            moments += _stage12_flatten(s, cluster, P, N, w, moved, notes)
+            moments += _stage12_flatten(option, cluster, P, N, w, moved, notes)
         elif option.stage == 3:
             moments += _stage3_defragment(option, P, N, w, notes)
+    if option.stage == 3:
+        moments.append(_stage3_fp32_partitions(s, option, P, N, w))
     moments.append(Moment("initialized", tuple(_initialized_terms(s, option, P, N, w, L))))
     return moments
+
+
+def _stage3_fp32_partitions(s: Settings, option: Option, P: int, N: int, w: int) -> Moment:
+    """stage3.py _create_fp32_partitions: converted = partition.to(dtype=master); append(converted.clone()).
+
+    ``.to`` makes a copy unless the partition already is in the master dtype, and the clone is always a
+    copy (see states.py: the no-copy branch is never taken), so a 16-bit model briefly holds the partition,
+    its fp32 conversion and the fp32 clone of one sub-group (the whole partition with one sub-group).
+    """
+    part = partition_stage3(P, N)
+    M = master_bytes(s)
+    sub = min(s.sub_group_size, part) if s.sub_group_size > 0 else part
+    dev = "gpu" if option.offload_optimizer == "none" else "cpu"
+    src = "runtime/zero/stage3.py DeepSpeedZeroOptimizer_Stage3._create_fp32_partitions"
+    param_dev = "gpu" if option.offload_param == "none" else "cpu"
+    terms = [_term("parameters", param_dev, w * part, "lp_params", "parameter partition (flat)", f"{w} B/param / N",
+                   src, EXACT),
+             _term("optimizer_states", dev, M * part, "master", "fp32 master partition (clone)", f"{M} B/param / N",
+                   src + " (converted.clone())", EXACT)]
+    if M != w:
+        terms.append(_term("optimizer_states", dev, M * sub, "master_conversion", "fp32 conversion of one sub-group "
+                           "before it is cloned", f"{M} B × min(sub_group_size, P/N)", src + " (.to(dtype))", EXACT))
+    return Moment("fp32_partitions", tuple(terms))
 
 
 def _zero_init_moments(spec: ModelSpec, s: Settings, option: Option, P: int, N: int, w: int, load_dtype: str,
@@ -262,7 +287,7 @@ def _zero_init_moments(spec: ModelSpec, s: Settings, option: Option, P: int, N: 
             Moment("moved", (partitions,))]
 
 
-def _stage12_flatten(s: Settings, cluster: Any, P: int, N: int, w: int, moved: Term, notes: list[str]) -> list[Moment]:
+def _stage12_flatten(option: Option, cluster: Any, P: int, N: int, w: int, moved: Term, notes: list[str]) -> list[Moment]:
     flat = partition_stage12(P, N) * N  # aligned to 2·N elements (nccl_start_alignment_factor = 2)
     src = "runtime/zero/stage_1_and_2.py DeepSpeedZeroOptimizer.__init__"
     copy_gpu = _term("parameters", "gpu", w * flat, "flat_copy", "flat bit16 copy of the parameters next to them",
@@ -272,7 +297,7 @@ def _stage12_flatten(s: Settings, cluster: Any, P: int, N: int, w: int, moved: T
         # flatten_on_accelerator when available_memory >= flat buffer bytes: params + flat copy on the GPU
         return [Moment("flatten", (moved, copy_gpu))]
     # not enough room: every parameter is moved to the host (param.cpu_data), flattened there, moved back
-    notes.append(f"stage {1 if s.stage == 1 else 2}: the GPU has no room for a second copy of the model, so "
+    notes.append(f"stage {option.stage}: the GPU has no room for a second copy of the model, so "
                  "DeepSpeed flattens the parameters on the host (stage_1_and_2.py: 'Flattening param group on CPU')")
     host = (_term("parameters", "cpu", w * P, "cpu_data", "parameters moved to the host to be flattened",
                   f"{w} B/param", src + " (param.cpu_data = param.data.cpu())", EXACT),
