@@ -1,6 +1,6 @@
 """Oracle: the load-phase model against real DeepSpeed 0.19.8 ``deepspeed.initialize`` on CPU.
 
-Runs benchmarks/calibrate_load.py --quick: the runtime case (a Linear(8, 8)), ZeRO-2 bf16 on 1 rank
+Runs benchmarks/calibrate_load.py --quick: ZeRO-2 bf16 on 1 rank
 (fp32 model cast to bf16, flat copy) and ZeRO-3 bf16 under zero.Init on 2 ranks, with a client torch
 AdamW (nothing is JIT-compiled). Every measured moment's live tensor bytes per rank must agree with the
 prediction within 10 %.
