@@ -9,6 +9,8 @@ ROWS = ("parameters", "gradients", "optimizer_states", "model_states", "gathered
         "activations", "overhead", "total")
 STATE_ROWS = ("parameters", "gradients", "optimizer_states")
 DEVICES = ("gpu", "cpu", "nvme")  # cpu = host RAM of the process that drives one GPU
+PHASES = ("load", "train", "save")
+KINDS = ("exact", "bound", "allowance")  # computed from the code / an upper bound / a stated allowance
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,7 +19,9 @@ class Term:
 
     ``key`` names the allocation so the DeepSpeed and paper accountings can be compared term
     by term; ``formula`` is the bytes in words (B/param, /N); ``source`` is where DeepSpeed
-    allocates it (file + function) or the paper section.
+    allocates it (file + function) or the paper section. ``phase`` is the phase the bytes belong
+    to; ``kind`` says whether they are exact, a bound or an allowance (the defaults describe the
+    train-phase terms written before phases existed).
     """
 
     row: str
@@ -27,6 +31,8 @@ class Term:
     what: str
     formula: str
     source: str
+    phase: str = "train"
+    kind: str = "exact"
 
 
 def ceil_div(a: int, b: int) -> int:
