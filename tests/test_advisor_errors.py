@@ -16,11 +16,13 @@ import sys
 import pytest
 
 from zeroadvisor.advisor.check import CheckOptions, check_document
+from zeroadvisor.api import UsageError
 from zeroadvisor.cli import inputs
 from zeroadvisor.config.source import parse
 from zeroadvisor.memory import EstimateError
 from zeroadvisor.memory.estimate import MAX_MEMORY_BYTES, Cluster, estimate
 from zeroadvisor.model.description import spec_from_params
+from zeroadvisor.model.errors import ModelError
 from zeroadvisor.model.spec import MAX_DIMENSION, ModelSpec, TrainingShape
 
 HUGE = "9" * 300
@@ -34,9 +36,11 @@ def _options(**kw) -> CheckOptions:
 
 
 def test_gpu_memory_beyond_any_machine_is_one_line():
-    nbytes = inputs.gpu_memory("1e308GB", None, True)
+    with pytest.raises(UsageError) as usage:
+        inputs.gpu_memory("1e308GB", None, True)
+    assert "\n" not in str(usage.value) and "more than any machine" in str(usage.value)
     with pytest.raises(EstimateError) as err:
-        _options(gpu_memory=nbytes)
+        _options(gpu_memory=10**308)
     assert "\n" not in str(err.value) and "more than any machine" in str(err.value)
     with pytest.raises(EstimateError):
         Cluster(gpus=8, cpu_memory=MAX_MEMORY_BYTES + 1)
@@ -56,7 +60,7 @@ def test_cli_refuses_gpu_memory_beyond_any_machine(tmp_path):
 @pytest.mark.parametrize("text", [f"hidden_size: {HUGE}\n", f"hidden_size: {MAX_DIMENSION + 1}\n"])
 def test_model_description_size_beyond_any_model(tmp_path, text):
     (tmp_path / "model.yaml").write_text("parameters: 7B\n" + text)
-    with pytest.raises(inputs.InputError) as err:
+    with pytest.raises(ModelError) as err:
         inputs.model_and_shape(str(tmp_path / "model.yaml"), None)
     message = str(err.value)
     assert "\n" not in message and "model.yaml:2:" in message and "larger than any model" in message
@@ -64,13 +68,13 @@ def test_model_description_size_beyond_any_model(tmp_path, text):
 
 def test_hf_config_size_beyond_any_model(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({**LLAMA, "hidden_size": 32 * int(HUGE)}))
-    with pytest.raises(inputs.InputError) as err:
+    with pytest.raises(ModelError) as err:
         inputs.model_and_shape(str(tmp_path / "config.json"), None)
     assert "\n" not in str(err.value) and "hidden_size" in str(err.value) and "larger than any model" in str(err.value)
 
 
 def test_params_beyond_any_model():
-    with pytest.raises(inputs.InputError):
+    with pytest.raises(ModelError):
         inputs.model_and_shape(None, HUGE)
 
 

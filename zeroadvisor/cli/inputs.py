@@ -7,10 +7,6 @@ from fractions import Fraction
 from zeroadvisor.api import UsageError
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
 
-# Larger than any memory a machine has (16 EiB): a bigger size is a typo, and would overflow float arithmetic.
-MAX_SIZE = 1 << 64
-
-
 def model_and_shape(model: str | None, params: str | None, seq_len: int | None = None,
                     checkpointing: str | None = None, flash: bool | None = None) -> tuple[ModelSpec, TrainingShape]:
     """``--model PATH`` or ``--params N``, with the training-shape overrides applied (ModelError if unusable)."""
@@ -26,6 +22,8 @@ def model_and_shape(model: str | None, params: str | None, seq_len: int | None =
 
 
 def size(option: str, text: str | None) -> int | None:
+    from zeroadvisor.memory import EstimateError
+    from zeroadvisor.memory.estimate import check_memory
     from zeroadvisor.units import parse_size
 
     if text is None:
@@ -35,11 +33,11 @@ def size(option: str, text: str | None) -> int | None:
     except ValueError as err:
         raise UsageError(f"{option}: {err}") from None
     except ArithmeticError:  # an exponent past what Decimal holds
-        raise UsageError(f"{option}: {text!r} is more than 16 EiB") from None
-    if value <= 0:
-        raise UsageError(f"{option}: must be more than 0 bytes, got {text!r}")
-    if value > MAX_SIZE:
-        raise UsageError(f"{option}: {text!r} is more than 16 EiB")
+        value = None
+    try:  # the memory model's bound, one definition (memory/estimate.py MAX_MEMORY_BYTES)
+        check_memory(option, value if value is not None else 10**400)
+    except EstimateError as err:
+        raise UsageError(str(err)) from None
     return value
 
 
