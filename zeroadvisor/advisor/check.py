@@ -10,14 +10,12 @@ from zeroadvisor.lint.findings import Finding
 from zeroadvisor.lint.engine import lint_document
 from zeroadvisor.memory.errors import EstimateError
 from zeroadvisor.memory.estimate import Cluster, Estimate, check_memory, estimate
+from zeroadvisor.memory.verdict import DEFAULT_HEADROOM
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
 from zeroadvisor.rules import registry
 from zeroadvisor.lint.rule import Rule
 from zeroadvisor.lint.context import LintOptions
 from zeroadvisor.config.source import Document
-
-DEFAULT_HEADROOM = 0.10
-
 
 @dataclass(frozen=True, slots=True)
 class CheckOptions:
@@ -39,8 +37,14 @@ class CheckOptions:
             raise EstimateError(f"headroom must be at least 0 and below 1, got {self.headroom!r}")
 
     @property
+    def cluster(self) -> Cluster:
+        """The hardware as the estimate sees it: the card's capacity and the one headroom."""
+        return Cluster(gpus=self.gpus, gpus_per_node=self.gpus_per_node, gpu_memory=self.gpu_memory,
+                       cpu_memory=self.cpu_memory, nvme=self.nvme, headroom=self.headroom)
+
+    @property
     def usable(self) -> int:
-        return int(self.gpu_memory * (1 - self.headroom))
+        return self.cluster.usable_gpu_memory
 
 
 @dataclass
@@ -53,10 +57,7 @@ class CheckResult:
     def estimate_dict(self) -> dict[str, Any] | None:
         if self.estimate is None:
             return None
-        data = self.estimate.to_dict()
-        data["cluster"].update({"gpu_memory": self.options.gpu_memory, "headroom": self.options.headroom,
-                                "usable_gpu_memory": self.options.usable})
-        return data
+        return self.estimate.to_dict()
 
 
 def check_document(doc: Document, options: CheckOptions, rules: Iterable[Rule] | None = None) -> CheckResult:
@@ -68,8 +69,7 @@ def check_document(doc: Document, options: CheckOptions, rules: Iterable[Rule] |
     lint_rules = [r for r in selected if not r.needs_advice]
     if not isinstance(doc.data, dict):
         return CheckResult(lint_document(doc, lint_options, selected), None, options)
-    cluster = Cluster(gpus=options.gpus, gpus_per_node=options.gpus_per_node, gpu_memory=options.usable,
-                      cpu_memory=options.cpu_memory, nvme=options.nvme)
+    cluster = options.cluster
     try:
         result = estimate(doc.data, options.model, options.shape, cluster, options.accounting)
     except EstimateError as err:

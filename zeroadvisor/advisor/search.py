@@ -5,7 +5,7 @@ DS#6834): a ZeRO stage without offload, the lowest first (ZeRO-0/1/2 move the da
 volume, 2Ψ per step; ZeRO-3 1.5x that), activation checkpointing (recompute), a smaller micro
 batch with more accumulation (same global batch, smaller kernels), optimizer offload to the CPU,
 parameter offload to the CPU, and NVMe (steps 10x-50x slower in user reports). The first
-candidate whose estimate fits the usable GPU memory (and host RAM / NVMe, when given) wins.
+candidate whose every phase fits with the headroom left free (GPU, and host RAM / NVMe when given) wins.
 
 Every candidate is estimated as it will be written: on the config with the lint fixes and the
 bucket tuning of large-buckets applied (``base``), and with that tuning again for the candidate's
@@ -160,7 +160,7 @@ class Searcher:
             zero = {}
         if not self._tune or stage is None or stage.option.stage == 0 or not isinstance(zero, dict):
             return None
-        budget = self.cluster.gpu_memory
+        budget = self.cluster.usable_gpu_memory
         buffers = stage.per_gpu["buffers"]
         if budget is None or (buffers < BUCKET_SHARE * budget and not needed):
             return None
@@ -187,11 +187,11 @@ class Searcher:
             return None
         rewritten = change.option != self.configured
         tuning = self.bucket_tuning(config, stage, rewritten)
-        if tuning is None and not stage.fits:
+        if tuning is None and not stage.comfortable:
             # Smaller buckets are part of a change they make fit (a second check would find it otherwise).
             tuning = self.bucket_tuning(config, stage, rewritten, needed=True)
             tuned = self._tuned(config, tuning, change)
-            if tuned is None or not tuned.fits:
+            if tuned is None or not tuned.comfortable:
                 return stage, None
             return tuned, tuning
         if tuning is not None:
@@ -207,12 +207,12 @@ class Searcher:
 
     def _fits(self, change: Change) -> bool:
         stage = self.evaluate(change)
-        return bool(stage is not None and stage.fits)
+        return bool(stage is not None and stage.comfortable)
 
     def outcome(self, change: Change) -> Outcome | None:
         """``change`` as it will be written, if it fits: the config with every fix applied is estimated again."""
         evaluated = self._evaluate(change)
-        if evaluated is None or not evaluated[0].fits:
+        if evaluated is None or not evaluated[0].comfortable:
             return None
         stage, tuning = evaluated
         if change.in_training_script:
@@ -222,7 +222,7 @@ class Searcher:
                          tuning.patch if tuning is not None else None)
         final = self._lint_closure(mp.apply(self.base, delta))
         checked = _stage_of(self._estimate(final, change.shape), change.option)
-        if checked is None or not checked.fits:
+        if checked is None or not checked.comfortable:
             return None  # a lint fix the change needs costs memory after all
         patch = _diff(self.base, final)
         if tuning is not None:

@@ -71,9 +71,10 @@ def estimate(v: Values) -> ExitCode:
                                          v["flash_attention"])
     cluster = Cluster(gpus=v["gpus"], gpus_per_node=v["gpus_per_node"],
                       gpu_memory=inputs.gpu_memory(v["gpu_memory"], v["gpu"], required=False),
-                      cpu_memory=inputs.size("--cpu-memory", v["cpu_memory"]), nvme=inputs.size("--nvme", v["nvme"]))
+                      cpu_memory=inputs.size("--cpu-memory", v["cpu_memory"]), nvme=inputs.size("--nvme", v["nvme"]),
+                      headroom=inputs.headroom(v["headroom"]))
     result = api.estimate_config(v["config"], spec, shape, cluster, v["accounting"])
-    _show(v["format"], [], estimate=result, unit=v["unit"])
+    _show(v["format"], [], estimate=result, unit=v["unit"], explain=v["explain"])
     return ExitCode.OK
 
 
@@ -95,7 +96,7 @@ def check(v: Values) -> ExitCode:
     for note in run.notes:
         error(note)
     _show(v["format"], run.result.findings, rules=rules, check=run.result, path=v["config"],
-          diff=run.diff if show_diff else "", unit=v["unit"])
+          diff=run.diff if show_diff else "", unit=v["unit"], explain=v["explain"])
     if run.error is not None:  # after the report: the findings are never lost to a failed write
         error(run.error)
         return ExitCode.USAGE

@@ -89,6 +89,13 @@ def _format(choices: str) -> Param:
     return Param("format", ("--format", "-f"), "Output format.", default="text", choices=choices)
 
 
+# One margin for every capacity (memory/verdict.py): "fits" leaves it free, inside it is "tight".
+HEADROOM = Param("headroom", ("--headroom",), "Share of each capacity a \"fits\" leaves free (inside it: "
+                 "\"tight\"), e.g. 10% or 0.1.", default="10%")
+
+EXPLAIN = Param("explain", ("--explain",), "Show every term of the configured option (phase, bytes, formula, "
+                "source, kind) and the DeepSpeed-vs-paper notes.", default=False, kind=bool)
+
 LINT = Command("lint", "Lint DeepSpeed config files.", (
     Param("paths", help="Config files, directories or glob patterns; - reads standard input.", multiple=True,
           required=True, metavar="PATH"),
@@ -100,20 +107,20 @@ LINT = Command("lint", "Lint DeepSpeed config files.", (
 
 ESTIMATE = Command("estimate", "Estimate memory per GPU and per node for every ZeRO stage and offload option.", (
     Param("config", ("--config", "-c"), "The DeepSpeed config (default: fp16 Adam)."),
-    MODEL, PARAMS, GPUS, GPUS_PER_NODE, GPU_MEMORY, GPU, CPU_MEMORY, NVME, ACCOUNTING,
+    MODEL, PARAMS, GPUS, GPUS_PER_NODE, GPU_MEMORY, GPU, CPU_MEMORY, NVME, HEADROOM, ACCOUNTING,
     _format("zeroadvisor.api:ESTIMATE_FORMATS"),
-    UNIT, SEQ_LEN, CHECKPOINTING, FLASH,
+    UNIT, SEQ_LEN, CHECKPOINTING, FLASH, EXPLAIN,
 ))
 
 CHECK = Command("check", "Pre-flight check: lint findings and memory advice, with fixes as a diff.", (
     Param("config", help="The DeepSpeed config to check.", required=True, metavar="CONFIG"),
     MODEL, PARAMS, GPUS, GPU_MEMORY, GPU, GPUS_PER_NODE, CPU_MEMORY, NVME,
-    Param("headroom", ("--headroom",), "GPU memory to keep free, e.g. 10% or 0.1.", default="10%"),
+    HEADROOM,
     _format("zeroadvisor.report:CHECK_FORMATS"),
     FAIL_ON,
     Param("suggest", ("--suggest",), "Print the fixes as a unified diff of CONFIG.", default=False, kind=bool),
     Param("fix", ("--fix",), "Write the fixes into CONFIG (atomically).", default=False, kind=bool),
-    INTEGRATION, SELECT, IGNORE, ACCOUNTING, UNIT, SEQ_LEN, CHECKPOINTING, FLASH,
+    INTEGRATION, SELECT, IGNORE, ACCOUNTING, UNIT, SEQ_LEN, CHECKPOINTING, FLASH, EXPLAIN,
 ))
 
 RULES = Command("rules", "List every rule: code, name, default severity and summary.")

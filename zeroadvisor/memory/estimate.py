@@ -8,11 +8,15 @@ from typing import Any
 from zeroadvisor import DEEPSPEED_TARGET
 from zeroadvisor.memory.activations import activation_bytes
 from zeroadvisor.memory.errors import EstimateError
-from zeroadvisor.memory.buffers import OVERHEAD_ASSUMPTION, buffer_terms, gathered_terms, overhead_bytes
+from zeroadvisor.memory.buffers import (CUDA_CONTEXT_BYTES, FRAGMENTATION, OVERHEAD_ASSUMPTION, buffer_terms,
+                                        gathered_terms)
+from zeroadvisor.memory import host as host_memory
+from zeroadvisor.memory.phases import LoadInputs, SaveInputs, largest_param, load_phase, save_phase
+from zeroadvisor.memory.verdict import DEFAULT_HEADROOM, DOES_NOT_FIT, FITS, PhasePeak, judge
 from zeroadvisor.memory.options import Option, Skipped, configured_option, enumerate_options, refusal
 from zeroadvisor.memory.settings import Settings, read_settings
 from zeroadvisor.memory.states import deepspeed_terms, paper_terms
-from zeroadvisor.memory.terms import ROWS, STATE_ROWS, Term, ceil_div
+from zeroadvisor.memory.terms import ROWS, STATE_ROWS, Term, ceil_div, exact
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
 from zeroadvisor.units import format_bytes
 
@@ -31,11 +35,15 @@ class Cluster:
 
     gpus: int = 1
     gpus_per_node: int | None = None  # default min(gpus, 8)
-    gpu_memory: int | None = None
+    gpu_memory: int | None = None  # the card's memory as the driver reports it (not less the headroom)
     cpu_memory: int | None = None
     nvme: int | None = None
+    headroom: float = DEFAULT_HEADROOM  # share of each capacity a "fits" leaves free (memory/verdict.py)
 
     def __post_init__(self) -> None:
+        if isinstance(self.headroom, bool) or not isinstance(self.headroom, (int, float)) \
+                or not 0 <= self.headroom < 1:
+            raise EstimateError(f"headroom must be at least 0 and below 1, got {self.headroom!r}")
         for name in ("gpus", "gpus_per_node"):
             value = getattr(self, name)
             if value is None and name == "gpus_per_node":
@@ -57,9 +65,18 @@ class Cluster:
     def gpus_on_a_node(self) -> int:
         return min(self.gpus, self.gpus_per_node)
 
+    @property
+    def usable_gpu_memory(self) -> int | None:
+        """GPU memory less the headroom: what a "fits" may use."""
+        return None if self.gpu_memory is None else int(self.gpu_memory * (1 - self.headroom))
+
+    def capacities(self) -> dict[str, int | None]:
+        return {"gpu": self.gpu_memory, "host": self.cpu_memory, "nvme": self.nvme}
+
     def to_dict(self) -> dict[str, Any]:
         return {"gpus": self.gpus, "gpus_per_node": self.gpus_per_node, "nodes": self.nodes,
-                "gpu_memory": self.gpu_memory, "cpu_memory": self.cpu_memory, "nvme": self.nvme}
+                "gpu_memory": self.gpu_memory, "cpu_memory": self.cpu_memory, "nvme": self.nvme,
+                "headroom": self.headroom, "usable_gpu_memory": self.usable_gpu_memory}
 
 
 def check_memory(name: str, nbytes: int | None) -> None:
@@ -75,16 +92,46 @@ def check_memory(name: str, nbytes: int | None) -> None:
 
 @dataclass(slots=True)
 class StageEstimate:
+    """One stage/offload option: the train-phase rows per GPU, every phase's peaks, and the verdict."""
+
     option: Option
     configured: bool
-    per_gpu: dict[str, int]
-    per_gpu_cpu: int  # host RAM one GPU's process needs
+    per_gpu: dict[str, int]  # the train phase (the step's peak), by row
+    per_gpu_cpu: int  # host RAM one GPU's process needs while training
     per_gpu_nvme: int
-    per_node_cpu: int
+    per_node_cpu: int  # train phase, host RAM per node
     per_node_nvme: int
-    fits: bool | None
-    terms: list[Term]
+    verdict: str | None  # fits | tight | does-not-fit (memory/verdict.py); None: no capacity given
+    terms: list[Term]  # every phase's terms (Term.phase says which)
     notes: list[str] = field(default_factory=list)
+    phases: dict[str, PhasePeak] = field(default_factory=dict)  # load / train / save
+    binding_phase: str = "train"
+    binding_resource: str = "gpu"
+    # What the verdict does not cover (e.g. activations without a sequence length): a "fits" with
+    # anything here is qualified, never plain.
+    uncounted: tuple[str, ...] = ()
+
+    @property
+    def fits(self) -> bool | None:
+        """True unless the verdict is does-not-fit ("tight" fits, inside the headroom)."""
+        return None if self.verdict is None else self.verdict != DOES_NOT_FIT
+
+    @property
+    def comfortable(self) -> bool:
+        """Fits with the headroom left free: what advice may recommend."""
+        return self.verdict == FITS
+
+    @property
+    def peak_gpu(self) -> int:
+        return max(p.gpu for p in self.phases.values()) if self.phases else self.per_gpu["total"]
+
+    @property
+    def peak_host_per_node(self) -> int:
+        return max(p.host_per_node for p in self.phases.values()) if self.phases else self.per_node_cpu
+
+    @property
+    def peak_nvme_per_node(self) -> int:
+        return max(p.nvme_per_node for p in self.phases.values()) if self.phases else self.per_node_nvme
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -93,12 +140,27 @@ class StageEstimate:
             "offload_param": self.option.offload_param,
             "configured": self.configured,
             "label": self.option.label,
+            "verdict": self.verdict,
+            "fits": self.fits,
+            "uncounted": list(self.uncounted),
+            "peak_gpu": int(self.peak_gpu),
+            "peak_host_per_node": int(self.peak_host_per_node),
+            "peak_nvme_per_node": int(self.peak_nvme_per_node),
+            "binding_phase": self.binding_phase,
+            "binding_resource": self.binding_resource,
+            "phases": {name: peak.to_dict() for name, peak in self.phases.items()},
             "per_gpu": {row: int(self.per_gpu[row]) for row in ROWS},
             "per_node_cpu": int(self.per_node_cpu),
             "per_node_nvme": int(self.per_node_nvme),
-            "fits": self.fits,
+            "terms": [term_dict(t) for t in self.terms],
             "notes": list(self.notes),
         }
+
+
+def term_dict(t: Term) -> dict[str, Any]:
+    """A term as JSON: phase, row, device, bytes, key, what, formula, source, kind."""
+    return {"phase": t.phase, "row": t.row, "device": t.device, "bytes": int(t.nbytes), "key": t.key,
+            "what": t.what, "formula": t.formula, "source": t.source, "kind": t.kind}
 
 
 @dataclass(slots=True)
@@ -155,7 +217,8 @@ class Estimate:
 
 
 def estimate(config: dict | None, model: ModelSpec, shape: TrainingShape | None = None,
-             cluster: Cluster | None = None, accounting: str = "deepspeed") -> Estimate:
+             cluster: Cluster | None = None, accounting: str = "deepspeed", load: LoadInputs | None = None
+             ) -> Estimate:
     """Memory per GPU, host RAM and NVMe per node for every stage/offload option of ``config``.
 
     ``accounting="deepspeed"``: what DeepSpeed 0.19.8 allocates, plus buffers, gathered
@@ -176,11 +239,14 @@ def estimate(config: dict | None, model: ModelSpec, shape: TrainingShape | None 
     options, skipped = enumerate_options(s)
 
     act = activation_bytes(model, shape, s.micro_batch, s.precision)
+    # A verdict that leaves a row out says so (no unqualified "fits" while activations are unknown).
+    uncounted = ("activations",) if accounting == "deepspeed" and not act.nbytes else ()
     if accounting == "deepspeed":
         assumptions += list(act.notes)
         assumptions.append(OVERHEAD_ASSUMPTION)
-        assumptions.append("host RAM is steady state during training: the transient load of the model at "
-                           "initialisation (DeepSpeed's estimator budgets 4·P·gpus_per_node·1.5) is not included")
+        assumptions.append("host RAM includes a runtime allowance per GPU process (Python, torch, DeepSpeed and the "
+                           "CUDA runtime: memory/host.py) and pinned buffers as torch's CachingHostAllocator sizes "
+                           "them (a power of two)")
     else:
         assumptions.append("paper accounting: model states only (ZeRO paper §5, Table 1); gathered parameters, "
                            "buffers, activations and overhead are 0")
@@ -200,6 +266,11 @@ def estimate(config: dict | None, model: ModelSpec, shape: TrainingShape | None 
                                   "memory/activations.py"))
         else:
             terms = paper
+        if accounting == "deepspeed":
+            terms += _allowance_terms(terms)
+            terms += host_memory.runtime_baseline_terms("train")
+            terms += host_memory.pinned_rounding_terms(host_memory.deepspeed_pinned_buffers(
+                s, option, P, N, largest_param(model)))
         per_gpu = {row: 0 for row in ROWS}
         host = nvme = 0
         for term in terms:
@@ -210,27 +281,67 @@ def estimate(config: dict | None, model: ModelSpec, shape: TrainingShape | None 
             else:
                 nvme += term.nbytes
         per_gpu["model_states"] = sum(per_gpu[row] for row in STATE_ROWS)
-        other = sum(per_gpu[row] for row in ("model_states", "gathered_parameters", "buffers", "activations"))
-        if accounting == "deepspeed":
-            per_gpu["overhead"] = overhead_bytes(other)
-        per_gpu["total"] = other + per_gpu["overhead"]
+        per_gpu["total"] = sum(per_gpu[row] for row in ("model_states", "gathered_parameters", "buffers",
+                                                        "activations", "overhead"))
         per_node_cpu = host * cluster.gpus_on_a_node
         per_node_nvme = nvme * cluster.gpus_on_a_node
-        fits = None
-        if cluster.gpu_memory is not None:
-            fits = per_gpu["total"] <= cluster.gpu_memory
-            if cluster.cpu_memory is not None:
-                fits = fits and per_node_cpu <= cluster.cpu_memory
-            if cluster.nvme is not None:
-                fits = fits and per_node_nvme <= cluster.nvme
+        peaks = [PhasePeak("train", per_gpu["total"], per_node_cpu, per_node_nvme)]
+        if accounting == "deepspeed":
+            phase_peaks, phase_terms = _around_training(model, s, option, cluster, load, per_gpu, per_node_cpu,
+                                                        per_node_nvme, config, notes)
+            peaks = [phase_peaks[0], *peaks, phase_peaks[1]]
+            terms = terms + phase_terms
+        judgement = judge(peaks, cluster.capacities(), cluster.headroom)
         refused = refusal(s, option)
         if refused:
             notes.insert(0, f"DeepSpeed {DEEPSPEED_TARGET} does not run this configuration: {refused}")
         option_notes = [n for n in dict.fromkeys(notes) if n not in seen_notes]
         stage_notes = option_notes + _differences(ds, paper, N)
         stages.append(StageEstimate(option, s.configured and option == configured, per_gpu, host, nvme,
-                                    per_node_cpu, per_node_nvme, fits, terms, stage_notes))
+                                    per_node_cpu, per_node_nvme, judgement.verdict, terms, stage_notes,
+                                    {p.phase: p for p in peaks}, judgement.phase, judgement.resource, uncounted))
     return Estimate(model, shape, accounting, cluster, s, stages, skipped, assumptions)
+
+
+def _allowance_terms(terms: list[Term]) -> list[Term]:
+    """The GPU memory no allocation in DeepSpeed's code accounts for: allowances, not measurements."""
+    counted = sum(t.nbytes for t in terms if t.device == "gpu")
+    return [
+        Term("overhead", "gpu", CUDA_CONTEXT_BYTES, "cuda_context",
+             "CUDA context, NCCL and cuBLAS workspaces", "1 GiB per process",
+             "memory/buffers.py CUDA_CONTEXT_BYTES", kind="allowance"),
+        Term("overhead", "gpu", exact(FRAGMENTATION * counted), "fragmentation",
+             "caching-allocator fragmentation", "10% of the other GPU rows",
+             "memory/buffers.py FRAGMENTATION", kind="allowance"),
+    ]
+
+
+def _around_training(model: ModelSpec, s: Settings, option: Option, cluster: Cluster, load: LoadInputs | None,
+                     per_gpu: dict[str, int], per_node_cpu: int, per_node_nvme: int, config: dict | None,
+                     notes: list[str]) -> tuple[tuple[PhasePeak, PhasePeak], list[Term]]:
+    """The load and save phases' peaks and terms (memory/phases.py), with the same allowances as training.
+
+    Load: the model handed to deepspeed.initialize, with the CUDA context and each process's runtime.
+    Save: checkpointing between steps, on top of the training state less the activations (freed
+    after the step).
+    """
+    loaded = load_phase(model, s, option, cluster, load)
+    saved = save_phase(model, s, option, cluster, SaveInputs.from_config(config))
+    notes += loaded.notes + saved.notes
+    g = cluster.gpus_on_a_node
+    runtime = host_memory.runtime_baseline_terms("load")
+    runtime_host = sum(t.nbytes for t in runtime) * g
+    load_gpu = loaded.peak_gpu + CUDA_CONTEXT_BYTES
+    load_peak = PhasePeak("load", load_gpu, loaded.peak_host_per_node + runtime_host, loaded.peak_nvme_per_node)
+    between_steps = per_gpu["total"] - per_gpu["activations"]
+    save_peak = PhasePeak("save", between_steps + saved.peak_gpu, per_node_cpu + saved.peak_host_per_node,
+                          per_node_nvme + saved.peak_nvme_per_node)
+    context = Term("overhead", "gpu", CUDA_CONTEXT_BYTES, "cuda_context", "CUDA context, NCCL and cuBLAS "
+                   "workspaces", "1 GiB per process", "memory/buffers.py CUDA_CONTEXT_BYTES", phase="load",
+                   kind="allowance")
+    node_runtime = [Term(t.row, t.device, t.nbytes * g, t.key, f"{t.what} (× {g} local ranks)",
+                         f"{t.formula} × {g}", t.source, phase="load", kind=t.kind) for t in runtime]
+    return (load_peak, save_peak), [*loaded.terms(), context, *node_runtime, *saved.terms()]
 
 
 def _differences(ds: list[Term], paper: list[Term], N: int) -> list[str]:

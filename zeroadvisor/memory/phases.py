@@ -154,7 +154,8 @@ def _term(row: str, device: str, nbytes: int, key: str, what: str, formula: str,
     return Term(row, device, int(nbytes), key, what, formula, source, phase=phase, kind=kind)
 
 
-def _largest_param(spec: ModelSpec) -> int | None:
+def largest_param(spec: ModelSpec) -> int | None:
+    """The largest single parameter's element count (exact from the parameter list, else a bound)."""
     if spec.parameter_numels:
         return max(spec.parameter_numels)
     return spec.largest_layer_parameters  # a module's own parameters: at least its largest parameter
@@ -198,7 +199,7 @@ def load_moments(spec: ModelSpec, s: Settings, option: Option, cluster: Any, loa
     # engine.py _mixed_precision_dtypes: param dtype fp16/bf16 when enabled; otherwise no cast (the
     # params keep the dtype they were loaded in; __check_params is a no-op in 0.19.8)
     w = B.nbytes(s.precision) if s.mixed_precision else wl
-    L = _largest_param(spec)
+    L = largest_param(spec)
     eng = "runtime/engine.py DeepSpeedEngine._configure_distributed_model"
     moments: list[Moment] = []
 

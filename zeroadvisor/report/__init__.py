@@ -35,6 +35,7 @@ class Report:
     unit: str = "GB"
     colour: bool = False
     ascii_only: bool = False  # only ASCII out: symbols in words, other characters as \x/\u escapes
+    explain: bool = False  # text: the configured option's terms and the source notes (--explain)
     extra: dict[str, Any] = field(default_factory=dict)
 
 

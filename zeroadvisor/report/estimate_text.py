@@ -9,6 +9,7 @@ from __future__ import annotations
 import textwrap
 
 from zeroadvisor import DEEPSPEED_TARGET
+from zeroadvisor.memory import verdict as verdict_words
 from zeroadvisor.memory.estimate import Estimate, StageEstimate
 from zeroadvisor.memory.terms import ROWS
 from zeroadvisor.report import escape, labels
@@ -17,11 +18,12 @@ from zeroadvisor.units import format_bytes, scale
 COLUMNS_PER_BLOCK = 6
 WIDTH = 100
 ROW_LABELS = {row: labels.table_label(row) for row in ROWS}
-MARKS = {True: ("✓", "yes"), False: ("✗", "NO"), None: ("-", "-")}
+MARKS = labels.VERDICT_MARKS
 
 
-def render(estimate: Estimate, unit: str = "GB", ascii_only: bool = False) -> str:
-    """A table a person reads at a glance, then assumptions and the deepspeed-vs-paper notes."""
+def render(estimate: Estimate, unit: str = "GB", ascii_only: bool = False, explain: bool = False) -> str:
+    """The verdict line, a table a person reads at a glance, the assumptions; with ``explain`` the
+    configured option's terms and the DeepSpeed-vs-paper notes."""
     scale(1, unit)  # validates the unit
     cluster = estimate.cluster
     s = estimate.settings
@@ -46,11 +48,14 @@ def render(estimate: Estimate, unit: str = "GB", ascii_only: bool = False) -> st
         limits.append(f"NVMe {format_bytes(cluster.nvme, unit)}/node")
     i = 1 if ascii_only else 0
     if limits:
-        lines.append(f"Fit against {', '.join(limits)}: {MARKS[True][i]} fits, {MARKS[False][i]} does not fit.")
+        lines.append(f"Verdict against {', '.join(limits)}, each less {cluster.headroom:.0%} headroom: "
+                     f"{MARKS['fits'][i]} fits, {MARKS['tight'][i]} tight (inside the headroom), "
+                     f"{MARKS['does-not-fit'][i]} does not fit; peaks are over the load, train and save phases.")
     else:
         lines.append("Fit: not judged (no GPU memory given).")
     if any(st.configured for st in estimate.stages):
         lines.append("* = the configured option.")
+    lines.insert(0, verdict_line(estimate, unit))
     lines.append("")
 
     stages = estimate.stages
@@ -69,7 +74,9 @@ def render(estimate: Estimate, unit: str = "GB", ascii_only: bool = False) -> st
             lines += _wrap(note)
         lines.append("")
     noted = [st for st in stages if st.notes]
-    if noted:
+    if explain and estimate.configured is not None:
+        lines += explain_lines(estimate.configured, unit)
+    if noted and explain:
         lines.append("DeepSpeed vs the ZeRO paper, and option notes:")
         grouped: dict[str, list[str]] = {}
         for st in noted:
@@ -109,7 +116,47 @@ def _block(stages: list[StageEstimate], unit: str, mark_index: int) -> list[str]
                + "".join(_number(scale(st.per_node_cpu, unit)).rjust(width) for st in stages))
     out.append(labels.NVME_PER_NODE.ljust(label_width)
                + "".join(_number(scale(st.per_node_nvme, unit)).rjust(width) for st in stages))
-    out.append(labels.FITS.ljust(label_width) + "".join(MARKS[st.fits][mark_index].rjust(width) for st in stages))
+    if any(st.phases for st in stages):
+        out.append(labels.PEAK_GPU.ljust(label_width)
+                   + "".join(_number(scale(st.peak_gpu, unit)).rjust(width) for st in stages))
+        out.append(labels.PEAK_HOST.ljust(label_width)
+                   + "".join(_number(scale(st.peak_host_per_node, unit)).rjust(width) for st in stages))
+        out.append(labels.BINDING_PHASE.ljust(label_width) + "".join(st.binding_phase.rjust(width) for st in stages))
+    out.append(labels.FITS.ljust(label_width) + "".join(MARKS[st.verdict][mark_index].rjust(width) for st in stages))
+    return out
+
+
+def verdict_line(estimate: Estimate, unit: str) -> str:
+    """The configured option's verdict in one line: verdict, peak against capacity, binding phase and resource."""
+    st = estimate.configured
+    if st is None:
+        return "Verdict: no configured option (no config given); every option is in the table."
+    cluster = estimate.cluster
+    capacity = cluster.capacities()[st.binding_resource]
+    peak = {"gpu": st.peak_gpu, "host": st.peak_host_per_node, "nvme": st.peak_nvme_per_node}[st.binding_resource]
+    where = f"{verdict_words.RESOURCE_WORDS[st.binding_resource]} {labels.PHASE_WORDS[st.binding_phase]}"
+    against = f" of {format_bytes(capacity, unit)}" if capacity is not None else ""
+    text = (f"Verdict ({labels.option_header(st.option)}): {labels.VERDICT_WORDS[st.verdict]}; peak "
+            f"{format_bytes(peak, unit)}{against} {where}")
+    for row in st.uncounted:
+        text += f"; {labels.UNCOUNTED_WORDS[row]}"
+    return text
+
+
+def explain_lines(st: StageEstimate, unit: str) -> list[str]:
+    """Every term of the configured option, by phase: bytes, what, formula, kind and source."""
+    out = [f"Terms of the configured option ({labels.option_header(st.option)}), per GPU process unless they say "
+           "per node; kind: exact (DeepSpeed/transformers/torch allocate it), bound, allowance:"]
+    for phase in ("load", "train", "save"):
+        terms = [t for t in st.terms if t.phase == phase and t.nbytes]
+        if not terms:
+            continue
+        out.append(f"  {phase}:")
+        for t in terms:
+            out += textwrap.wrap(escape.terminal(f"{t.device:4} {format_bytes(t.nbytes, unit):>12}  {t.what} "
+                                                 f"[{t.kind}; {t.formula}; {t.source}]"),
+                                 width=WIDTH, initial_indent="    ", subsequent_indent="      ")
+    out.append("")
     return out
 
 

@@ -29,6 +29,23 @@ HOST_RAM_PER_NODE = "host RAM / node"
 NVME_PER_NODE = "NVMe / node"
 FITS = "fits"
 
+# The verdict marks (memory/verdict.py), Unicode and ASCII.
+VERDICT_MARKS = {"fits": ("✓", "yes"), "tight": ("~", "tight"), "does-not-fit": ("✗", "NO"), None: ("-", "-")}
+VERDICT_WORDS = {"fits": "fits", "tight": "tight (fits, inside the headroom)", "does-not-fit": "does not fit",
+                 None: "not judged (no capacity given)"}
+PEAK_GPU = "peak per GPU"
+PEAK_HOST = "peak host / node"
+BINDING_PHASE = "binding phase"
+UNCOUNTED_WORDS = {"activations": "activations not counted (no sequence length or architecture: --seq-len, "
+                                  "--model with an hf_config)"}
+
+# Where a phase's peak happens, for sentences (memory/phases.py, memory/verdict.py).
+PHASE_WORDS = {
+    "load": "at load (the model handed to deepspeed.initialize)",
+    "train": "while training",
+    "save": "while saving a checkpoint",
+}
+
 DEVICE_NAMES = {"cpu": "CPU", "nvme": "NVMe"}
 
 

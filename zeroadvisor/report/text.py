@@ -49,11 +49,12 @@ def render_report(report) -> str:
     if estimate is not None:
         from zeroadvisor.report import estimate_text  # not imported by lint: start-up time
     if report.check is None and estimate is not None:  # the estimate command: the table alone
-        return estimate_text.render(estimate, report.unit, ascii_only=report.ascii_only)
+        return estimate_text.render(estimate, report.unit, ascii_only=report.ascii_only, explain=report.explain)
     out = render(report.findings, colour=report.colour, files=report.files, ascii_only=report.ascii_only,
                  unreadable=len(report.extra.get("unreadable", ())))
     if estimate is not None:
-        out += "\n" + estimate_text.render(estimate, report.unit, ascii_only=report.ascii_only)
+        out += "\n" + estimate_text.render(estimate, report.unit, ascii_only=report.ascii_only,
+                                           explain=report.explain)
     if report.diff:
         out += "\n" + escape.terminal_block(report.diff)
     return escape.output(out, report.ascii_only)

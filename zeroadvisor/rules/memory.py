@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from zeroadvisor.deepspeed import schema
 from zeroadvisor.lint.findings import Severity
-from zeroadvisor.report.labels import BREAKDOWN_ROWS, ROW_LABELS
+from zeroadvisor.memory import verdict
+from zeroadvisor.memory.terms import STATE_ROWS
+from zeroadvisor.report.labels import BREAKDOWN_ROWS, PHASE_WORDS, ROW_LABELS
 from zeroadvisor.lint.rule import Example, Hit, Rule
 
 _MODEL_7B = {"hf_config": {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008,
@@ -45,39 +47,48 @@ def _budget(ctx) -> str:
     return f"{b.fmt(b.usable)} usable ({b.fmt(b.gpu_memory)} per GPU less {b.headroom:.0%} headroom)"
 
 
+def _phase_words(stage) -> str:
+    """Where the peak is: "while training", "at load (model handed to deepspeed.initialize)", ..."""
+    return PHASE_WORDS[stage.binding_phase]
+
+
 def _does_not_fit(ctx):
     current = _configured(ctx)
-    if current is None or current.fits is not False:
+    if current is None or current.verdict != verdict.DOES_NOT_FIT:
         return
     a, budget = ctx.advice, ctx.advice.budget
-    need = current.per_gpu["total"]
-    if need <= budget.usable:
-        return  # fits the GPU but not the host: host-memory-insufficient reports that
-    what = (f"{_label(current.option)} (configured) needs {a.fmt(need)} per GPU ({_breakdown(ctx, current)}), "
-            f"more than the {_budget(ctx)}")
+    if current.peak_gpu <= budget.gpu_memory:
+        return  # the GPU holds it; the host or NVMe does not: host-memory-insufficient reports that
+    gpu_phase = max(current.phases.values(), key=lambda p: p.gpu).phase if current.phases else "train"
+    if gpu_phase == "train":
+        needs = f"needs {a.fmt(current.peak_gpu)} per GPU while training ({_breakdown(ctx, current)})"
+    else:
+        needs = (f"needs {a.fmt(current.peak_gpu)} per GPU {PHASE_WORDS[gpu_phase]} "
+                 f"({a.fmt(current.per_gpu['total'])} while training)")
+    what = f"{_label(current.option)} (configured) {needs}, more than the {a.fmt(budget.gpu_memory)} the GPU has"
     found = a.search.cheapest_fit()
     if found is not None:
         change, stage = found.change, found.stage
-        host = f", {a.fmt(stage.per_node_cpu)} host RAM per node" if stage.per_node_cpu else ""
+        host = f", {a.fmt(stage.peak_host_per_node)} host RAM per node" if stage.per_node_cpu else ""
         note = ""
         if change.in_training_script:
             note = " (no config change: do it in the training script)"
         elif found.patch is None:
             note = " (no further config change)"
         yield Hit(_anchor(ctx), f"{what}. Cheapest change that fits: {change.description}: "
-                                f"{a.fmt(stage.per_gpu['total'])} per GPU{host}; cost: {change.cost}{note}",
+                                f"{a.fmt(stage.peak_gpu)} per GPU at peak{host}; cost: {change.cost}{note}",
                   fix=found.patch)
         return
     closest = a.search.closest()
     missing = ""
     if closest is not None:
         change, best = closest
-        short = best.per_gpu["total"] - budget.usable
-        missing = (f"; even {change.description} needs {a.fmt(best.per_gpu['total'])} per GPU, "
-                   f"{a.fmt(max(short, 0))} more than usable")
-        if budget.cpu_memory is not None and best.per_node_cpu > budget.cpu_memory:
-            missing += (f", and {a.fmt(best.per_node_cpu)} host RAM per node against {a.fmt(budget.cpu_memory)} "
-                        "given")
+        short = best.peak_gpu - budget.usable
+        missing = (f"; even {change.description} needs {a.fmt(best.peak_gpu)} per GPU at peak, "
+                   f"{a.fmt(max(short, 0))} more than {_budget(ctx)}")
+        if budget.cpu_memory is not None and best.peak_host_per_node > budget.cpu_memory:
+            missing += (f", and {a.fmt(best.peak_host_per_node)} host RAM per node against "
+                        f"{a.fmt(budget.cpu_memory)} given")
     yield Hit(_anchor(ctx), f"{what}. Nothing fits: no stage, offload, checkpointing or micro batch change "
                             f"brings it under the budget{missing}. Add GPUs or use larger ones")
 
@@ -86,10 +97,11 @@ DOES_NOT_FIT = Rule(
     code="ZA801",
     name="does-not-fit",
     severity=Severity.ERROR,
-    summary="The configured setup needs more GPU memory than given.",
+    summary="The configured setup needs more GPU memory than the GPU has, in some phase.",
     explanation=(
-        "The estimate of the configured stage and offload (model states, gathered parameters, buffers, "
-        "activations and overhead) exceeds the usable memory per GPU (memory less --headroom). The fix "
+        "The peak of the configured stage and offload over the load, train and save phases (model "
+        "states, gathered parameters, buffers, activations and the allowances) exceeds the GPU's memory "
+        "as the driver reports it. The fix "
         "is the cheapest change that fits, searched in order of expected throughput cost: a lower "
         "stage, a higher stage, activation checkpointing, a smaller micro batch with more gradient "
         "accumulation, optimizer offload to the CPU, parameter offload to the CPU, NVMe. When nothing "
@@ -111,7 +123,7 @@ def _lower_stage_fits(ctx):
     current = _configured(ctx)
     # Stages 0-2 move the same volume per step (ZeRO paper §7), so only leaving ZeRO-3 saves
     # communication; moving among 0-2 is not advice worth a review comment.
-    if current is None or not current.fits or current.option.stage != 3 or _offloads(current.option):
+    if current is None or not current.comfortable or current.option.stage != 3 or _offloads(current.option):
         return  # with offload configured, offload-not-needed gives the one combined fix
     a = ctx.advice
     found = a.search.lowest_fitting_lower_stage()
@@ -258,14 +270,16 @@ def _host_insufficient(ctx):
     if current is None:
         return
     cpu_memory, nvme = a.budget.cpu_memory, a.budget.nvme
-    if cpu_memory is not None and current.per_node_cpu > cpu_memory:
-        yield Hit(_anchor(ctx), f"{_label(current.option)} needs {a.fmt(current.per_node_cpu)} of host RAM per node "
-                                f"({a.estimate.cluster.gpus_on_a_node} GPUs' offloaded state and pinned buffers), "
+    if cpu_memory is not None and current.peak_host_per_node > cpu_memory:
+        phase = max(current.phases.values(), key=lambda p: p.host_per_node).phase
+        yield Hit(_anchor(ctx), f"{_label(current.option)} needs {a.fmt(current.peak_host_per_node)} of host RAM per "
+                                f"node {PHASE_WORDS[phase]} ({a.estimate.cluster.gpus_on_a_node} GPU processes: "
+                                "their runtime, offloaded state and pinned buffers, and any host copy of the model), "
                                 f"more than the {a.fmt(cpu_memory)} given: the job is killed by the OOM killer or "
-                                "fails to pin memory; offload less, use NVMe, or add nodes")
-    if nvme is not None and current.per_node_nvme > nvme:
-        yield Hit(_anchor(ctx), f"{_label(current.option)} needs {a.fmt(current.per_node_nvme)} of NVMe per node, "
-                                f"more than the {a.fmt(nvme)} given")
+                                "fails to pin memory; offload less, use NVMe, load under zero.Init, or add nodes")
+    if nvme is not None and current.peak_nvme_per_node > nvme:
+        yield Hit(_anchor(ctx), f"{_label(current.option)} needs {a.fmt(current.peak_nvme_per_node)} of NVMe per "
+                                f"node, more than the {a.fmt(nvme)} given")
 
 
 HOST_MEMORY_INSUFFICIENT = Rule(
@@ -335,14 +349,25 @@ LARGE_BUCKETS = Rule(
 def _pinned(ctx):
     current = _configured(ctx)
     a = ctx.advice
-    if current is None or not current.per_node_cpu:
+    if current is None:
         return
+    s = a.estimate.settings
+    pinning = [which for which, device, pin in (
+        ("offload_optimizer", current.option.offload_optimizer, s.offload_optimizer_pin_memory),
+        ("offload_param", current.option.offload_param, s.offload_param_pin_memory)) if device == "cpu" and pin]
+    # the offloaded model states (and their allocator rounding), not the runtime's own host memory
+    offloaded = sum(t.nbytes for t in current.terms if t.phase == "train" and t.device == "cpu"
+                    and (t.row in STATE_ROWS or t.key.startswith("pinned_rounding")))
+    if not pinning or not offloaded:
+        return
+    per_node = offloaded * a.estimate.cluster.gpus_on_a_node
     cpu_memory = a.budget.cpu_memory
-    share = f" ({current.per_node_cpu / cpu_memory:.0%} of the {a.fmt(cpu_memory)} given)" if cpu_memory else ""
+    share = f" ({per_node / cpu_memory:.0%} of the {a.fmt(cpu_memory)} given)" if cpu_memory else ""
     yield Hit(_anchor(ctx),
-              f"offload keeps {a.fmt(current.per_node_cpu)} per node in host RAM{share}, pinned (page-locked) while "
-              "pin_memory is true: the OS cannot swap it and containers need a large enough locked-memory limit "
-              "(ulimit -l); set pin_memory: false to trade speed for flexibility")
+              f"offload keeps {a.fmt(per_node)} per node in host RAM{share}, pinned (page-locked) because "
+              f"{' and '.join(pinning)} pin_memory is true (DeepSpeed's default): the OS cannot swap it and "
+              "containers need a large enough locked-memory limit (ulimit -l); set pin_memory: false to trade "
+              "speed for flexibility")
 
 
 PINNED_MEMORY = Rule(
@@ -367,5 +392,43 @@ PINNED_MEMORY = Rule(
     source="deepspeed/runtime/zero/offload_config.py pin_memory; runtime/swap_tensor/",
 )
 
-RULES = (DOES_NOT_FIT, LOWER_STAGE_FITS, ACTIVATIONS_DOMINATE, OFFLOAD_NOT_NEEDED, HOST_MEMORY_INSUFFICIENT,
-         LARGE_BUCKETS, PINNED_MEMORY)
+def _tight_fit(ctx):
+    current = _configured(ctx)
+    if current is None or current.verdict != verdict.TIGHT:
+        return
+    a, b = ctx.advice, ctx.advice.budget
+    resource, capacity = current.binding_resource, {"gpu": b.gpu_memory, "host": b.cpu_memory, "nvme": b.nvme}
+    peak = {"gpu": current.peak_gpu, "host": current.peak_host_per_node, "nvme": current.peak_nvme_per_node}
+    yield Hit(_anchor(ctx), f"{_label(current.option)} peaks at {a.fmt(peak[resource])} of "
+                            f"{verdict.RESOURCE_WORDS[resource]} {_phase_words(current)}: within the "
+                            f"{a.fmt(capacity[resource])} there is, but inside the {b.headroom:.0%} headroom "
+                            "(--headroom), where allocator fragmentation and library workspaces decide; real "
+                            "runs that close to the limit OOM intermittently")
+
+
+TIGHT_FIT = Rule(
+    code="ZA809",
+    name="tight-fit",
+    severity=Severity.WARNING,
+    summary="The configured setup fits, but only inside the headroom.",
+    explanation=(
+        "The peak over the load, train and save phases is within the GPU's memory (or the host RAM / "
+        "NVMe given) but above it less --headroom (default 10%). The estimate already includes "
+        "allowances for the CUDA context and fragmentation; the headroom is the one margin for what "
+        "varies between runs. Lower the micro batch, checkpoint activations or pick a stage that "
+        "leaves room (does-not-fit's search lists the options)."
+    ),
+    check=_tight_fit,
+    examples=(
+        Example('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 2}}',
+                fails=True, options={"model": {**_MODEL_7B}, "gpus": 8, "gpu_memory": "38GB"}),
+        Example('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 2}}',
+                fails=False, options={"model": {**_MODEL_7B}, "gpus": 8, "gpu": "A100-80GB"}),
+    ),
+    needs_advice=True,
+    source="zeroadvisor/memory/verdict.py; PyTorch CUDA caching allocator (fragmentation)",
+)
+
+
+RULES = (DOES_NOT_FIT, TIGHT_FIT, LOWER_STAGE_FITS, ACTIVATIONS_DOMINATE, OFFLOAD_NOT_NEEDED,
+         HOST_MEMORY_INSUFFICIENT, LARGE_BUCKETS, PINNED_MEMORY)

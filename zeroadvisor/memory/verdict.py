@@ -1,0 +1,88 @@
+"""One margin, three verdicts: a phase's peak against what the hardware has.
+
+The estimate is a best estimate: the allocations DeepSpeed, transformers and torch make, plus
+itemized allowances for what cannot be computed (CUDA context and library workspaces, allocator
+fragmentation, the runtime's host memory). It is compared with the capacity as the driver
+reports it (``--gpu``/``--gpu-memory``) and with the host RAM and NVMe given, once:
+
+    fits           peak <= capacity · (1 − headroom)
+    tight          capacity · (1 − headroom) < peak <= capacity     (a warning: rule tight-fit)
+    does-not-fit   peak > capacity
+
+The headroom is the one margin (default 10%): it does not shrink the card, it only separates
+"fits" from "tight". ``estimate`` and ``check`` share this function, so they cannot disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+FITS, TIGHT, DOES_NOT_FIT = "fits", "tight", "does-not-fit"
+VERDICTS = (FITS, TIGHT, DOES_NOT_FIT)  # best to worst
+DEFAULT_HEADROOM = 0.10  # the share of each capacity a "fits" leaves free
+RESOURCES = ("gpu", "host", "nvme")
+RESOURCE_WORDS = {"gpu": "GPU memory", "host": "host RAM per node", "nvme": "NVMe per node"}
+
+
+@dataclass(frozen=True, slots=True)
+class PhasePeak:
+    """A phase's peak per resource (bytes): one GPU (the most loaded rank), host RAM and NVMe per node."""
+
+    phase: str
+    gpu: int
+    host_per_node: int
+    nvme_per_node: int
+
+    def of(self, resource: str) -> int:
+        return {"gpu": self.gpu, "host": self.host_per_node, "nvme": self.nvme_per_node}[resource]
+
+    def to_dict(self) -> dict[str, int]:
+        return {"gpu": int(self.gpu), "host_per_node": int(self.host_per_node),
+                "nvme_per_node": int(self.nvme_per_node)}
+
+
+@dataclass(frozen=True, slots=True)
+class Judgement:
+    """The verdict, and which phase and resource decide it (the largest share of its capacity)."""
+
+    verdict: str | None  # None: no capacity known for any resource
+    phase: str  # the binding phase
+    resource: str  # the binding resource
+    peak: int  # the binding peak (bytes)
+    capacity: int | None
+
+
+def judge_one(peak: int, capacity: int, headroom: float) -> str:
+    """The verdict of one peak against one capacity (exact arithmetic: no float rounding at the edge)."""
+    if peak > capacity:
+        return DOES_NOT_FIT
+    if peak > capacity * (1 - Fraction(headroom)):
+        return TIGHT
+    return FITS
+
+
+def judge(peaks: list[PhasePeak], capacities: dict[str, int | None], headroom: float) -> Judgement:
+    """The worst verdict over every phase and every resource whose capacity is known.
+
+    The binding phase and resource are the pair with the largest peak-to-capacity share; with no
+    capacity known, the phase with the largest GPU peak.
+    """
+    known = [(r, c) for r, c in capacities.items() if c is not None]
+    if not known:
+        top = max(peaks, key=lambda p: p.gpu)
+        return Judgement(None, top.phase, "gpu", top.gpu, None)
+    worst = FITS
+    binding: tuple[Fraction, PhasePeak, str, int] | None = None
+    for peak in peaks:
+        for resource, capacity in known:
+            value = peak.of(resource)
+            verdict = judge_one(value, capacity, headroom)
+            if VERDICTS.index(verdict) > VERDICTS.index(worst):
+                worst = verdict
+            share = Fraction(value, capacity)
+            if binding is None or share > binding[0]:
+                binding = (share, peak, resource, capacity)
+    assert binding is not None
+    _, peak, resource, capacity = binding
+    return Judgement(worst, peak.phase, resource, peak.of(resource), capacity)
