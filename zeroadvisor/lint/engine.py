@@ -60,7 +60,9 @@ def parse_error_findings(name: str, err: ParseError, rules: Iterable[Rule] | Non
 
 
 def _stamp(rule: Rule, hit: Hit, doc: Document) -> Finding:
-    if hit.position is not None:
+    if hit.at == "file":
+        line, column = None, None
+    elif hit.position is not None:
         line, column = hit.position
     elif hit.offset is not None:
         line, column = doc.position(hit.offset)

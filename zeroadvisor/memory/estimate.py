@@ -7,6 +7,7 @@ from typing import Any
 
 from zeroadvisor import DEEPSPEED_TARGET
 from zeroadvisor.memory.activations import activation_bytes
+from zeroadvisor.memory.assumed import AssumedInput, shape_assumptions
 from zeroadvisor.memory.errors import EstimateError
 from zeroadvisor.memory.buffers import OVERHEAD_ASSUMPTION, buffer_terms, gathered_terms, overhead_bytes
 from zeroadvisor.memory.options import Option, Skipped, configured_option, enumerate_options, refusal
@@ -111,6 +112,7 @@ class Estimate:
     stages: list[StageEstimate]
     skipped: list[Skipped]
     assumptions: list[str]
+    assumed: list[AssumedInput] = field(default_factory=list)  # inputs nobody gave (memory/assumed.py)
 
     @property
     def configured(self) -> StageEstimate | None:
@@ -149,6 +151,7 @@ class Estimate:
             "accounting": self.accounting,
             "cluster": self.cluster.to_dict(),
             "stages": [st.to_dict() for st in self.stages],
+            "assumed": [a.to_dict() for a in self.assumed],
             "skipped": [{"stage": k.option.stage, "offload_optimizer": k.option.offload_optimizer,
                          "offload_param": k.option.offload_param, "reason": k.reason} for k in self.skipped],
         }
@@ -168,11 +171,14 @@ def estimate(config: dict | None, model: ModelSpec, shape: TrainingShape | None 
         raise ValueError(f"model.parameters must be a positive integer, got {model.parameters!r}")
     shape = shape or TrainingShape()
     cluster = cluster or Cluster()
-    s = read_settings(config, model, cluster.gpus)
+    s = read_settings(config, model, cluster.gpus, shape)
     P, N = model.parameters, cluster.gpus
     assumptions = list(s.assumptions)
     configured, config_notes = configured_option(s)
     assumptions += config_notes
+    assumed = list(s.assumed)
+    if accounting == "deepspeed":  # the paper's accounting counts model states alone
+        assumed += shape_assumptions(model, shape, configured.stage if s.configured else None)
     options, skipped = enumerate_options(s)
 
     act = activation_bytes(model, shape, s.micro_batch, s.precision)
@@ -230,7 +236,7 @@ def estimate(config: dict | None, model: ModelSpec, shape: TrainingShape | None 
         stage_notes = option_notes + _differences(ds, paper, N)
         stages.append(StageEstimate(option, s.configured and option == configured, per_gpu, host, nvme,
                                     per_node_cpu, per_node_nvme, fits, terms, stage_notes))
-    return Estimate(model, shape, accounting, cluster, s, stages, skipped, assumptions)
+    return Estimate(model, shape, accounting, cluster, s, stages, skipped, assumptions, assumed)
 
 
 def _differences(ds: list[Term], paper: list[Term], N: int) -> list[str]:

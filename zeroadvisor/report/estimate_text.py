@@ -20,8 +20,11 @@ ROW_LABELS = {row: labels.table_label(row) for row in ROWS}
 MARKS = {True: ("✓", "yes"), False: ("✗", "NO"), None: ("-", "-")}
 
 
-def render(estimate: Estimate, unit: str = "GB", ascii_only: bool = False) -> str:
-    """A table a person reads at a glance, then assumptions and the deepspeed-vs-paper notes."""
+def render(estimate: Estimate, unit: str = "GB", ascii_only: bool = False, assumed: bool = True) -> str:
+    """A table a person reads at a glance, then assumptions and the deepspeed-vs-paper notes.
+
+    ``assumed``: list the assumed inputs above the table (``check`` reports them as findings instead).
+    """
     scale(1, unit)  # validates the unit
     cluster = estimate.cluster
     s = estimate.settings
@@ -52,6 +55,11 @@ def render(estimate: Estimate, unit: str = "GB", ascii_only: bool = False) -> st
     if any(st.configured for st in estimate.stages):
         lines.append("* = the configured option.")
     lines.append("")
+    if assumed and estimate.assumed:
+        lines.append("Assumed inputs (not given; read the table with them):")
+        for item in estimate.assumed:
+            lines += _wrap(item.message())
+        lines.append("")
 
     stages = estimate.stages
     for start in range(0, len(stages), COLUMNS_PER_BLOCK):

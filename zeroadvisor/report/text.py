@@ -53,7 +53,8 @@ def render_report(report) -> str:
     out = render(report.findings, colour=report.colour, files=report.files, ascii_only=report.ascii_only,
                  unreadable=len(report.extra.get("unreadable", ())))
     if estimate is not None:
-        out += "\n" + estimate_text.render(estimate, report.unit, ascii_only=report.ascii_only)
+        # check: the assumed inputs are findings (assumed-input), listed first above
+        out += "\n" + estimate_text.render(estimate, report.unit, ascii_only=report.ascii_only, assumed=False)
     if report.diff:
         out += "\n" + escape.terminal_block(report.diff)
     return escape.output(out, report.ascii_only)
