@@ -7,6 +7,7 @@ from fractions import Fraction
 from zeroadvisor.api import UsageError
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
 
+
 def run_inputs(values: dict) -> dict:
     """The run-input flags (options.RUN_INPUTS) from a command's parsed values, as apply_overrides
     keywords; --stage's choice text becomes its int."""

@@ -56,14 +56,28 @@ class ModelSpec:
 
 @dataclass(frozen=True, slots=True)
 class LoadInputs:
-    """How the model reaches ``deepspeed.initialize`` (the load phase). None: not given; the memory
-    model then takes the Hugging Face Trainer's behaviour and reports it as an assumed input
-    (zeroadvisor.memory.assumed), each default citing the code it follows there.
+    """How the model reaches ``deepspeed.initialize`` (the load phase, memory/phases.py). None: not
+    given; the memory model then takes the Hugging Face Trainer's behaviour (transformers 5.24) and
+    reports it as an assumed input (memory/assumed.py):
+
+    ``load_dtype``: the dtype the weights are materialised in (``from_pretrained(dtype=...)``). Default
+    ``dtype="auto"`` (modeling_utils.py from_pretrained -> _get_dtype): the checkpoint's dtype from
+    config.json (``ModelSpec.checkpoint_dtype``); fp32 when that is unknown (torch's default dtype).
+    ``zero_init``: the parameters are created under ``deepspeed.zero.Init`` (stage 3 only). Default on at
+    stage 3: modeling_utils.py get_init_context enters zero.Init when integrations/deepspeed.py
+    is_deepspeed_zero3_enabled(), i.e. the TrainingArguments with the stage-3 config exist before
+    from_pretrained.
+    ``meta_device``: the model is built on the meta device and its weights are materialised straight on
+    the GPU (e.g. ``from_pretrained(device_map={"": local_rank})``): no host copy. Default off: without
+    a device_map the weights are materialised on the CPU, in every local rank.
+    ``script_moves_to_gpu``: the script calls ``model.cuda()``/``.to(device)`` itself before
+    ``deepspeed.initialize``, so the cast to 16 bits happens on the GPU.
     """
 
     load_dtype: Precision | None = None  # from_pretrained(dtype=...)
     zero_init: bool | None = None  # parameters created under deepspeed.zero.Init (stage 3 only)
     meta_device: bool | None = None  # built on the meta device, weights materialised on the GPU (no host copy)
+    script_moves_to_gpu: bool = False  # the script calls model.cuda() itself before deepspeed.initialize
 
 
 @dataclass(frozen=True, slots=True)
