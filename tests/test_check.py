@@ -114,7 +114,9 @@ def test_70b_offloaded_to_a_host_too_small(tmp_path):
 
 
 def test_correct_setup_gets_no_advice(tmp_path):
-    m = model(tmp_path, LLAMA2_13B, sequence_length=4096, activation_checkpointing="full")
+    # every input given (the load inputs too): nothing assumed, so no assumed-input finding either
+    m = model(tmp_path, LLAMA2_13B, sequence_length=4096, activation_checkpointing="full", load_dtype="bf16",
+              meta_load=False)
     config = {**BF16, "train_batch_size": 64, "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 4,
               "gradient_clipping": 1.0, "zero_optimization": {"stage": 2, "reduce_bucket_size": 26214400,
                                                               "allgather_bucket_size": 26214400}}

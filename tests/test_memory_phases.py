@@ -7,6 +7,8 @@ head, 32000 × 4096 = 131,072,000 parameters.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from zeroadvisor.memory.estimate import Cluster
@@ -65,7 +67,7 @@ def test_stage3_without_zero_init_holds_the_whole_model_on_every_gpu():
 
 def test_stage3_zero_init_is_the_hf_default_and_reads_the_checkpoint_on_rank0_only():
     s, option, cluster = setup(3)
-    phase = load_phase(LLAMA7B, s, option, cluster, LoadInputs(checkpoint_dtype="bf16"))
+    phase = load_phase(replace(LLAMA7B, checkpoint_dtype="bf16"), s, option, cluster, LoadInputs())
     assert any("Hugging Face Trainer" in n for n in phase.notes)
     assert any("checkpoint's bf16" in n for n in phase.notes)
     # host: rank 0's state dict only (transformers 5 loads the other ranks' to meta)

@@ -162,6 +162,7 @@ def estimate_config(config: str | None, model: "ModelSpec", shape: "TrainingShap
         if not isinstance(document.data, dict):
             raise UnusableConfig(f"{config}: the config is not a JSON object")
         data = document.data
+        _refuse_conflicts(config, data, model, cluster.gpus, shape)
     try:
         return estimate(data, model, shape, cluster, accounting)
     except (ValueError, TypeError) as err:
@@ -172,6 +173,16 @@ def estimate_config(config: str | None, model: "ModelSpec", shape: "TrainingShap
         first = errors[0]
         raise UnusableConfig(f"{config}:{first.line}:{first.column}: cannot estimate from this config: "
                              f"{first.message} ({len(errors)} error(s); see 'zeroadvisor lint {config}')") from err
+
+
+def _refuse_conflicts(path: str, data: dict, model: "ModelSpec", gpus: int, shape: "TrainingShape") -> None:
+    """A flag or model-description value the config contradicts is a UsageError (exit 2): DeepSpeed
+    runs the config's value, so estimating either one would answer a question nobody asked."""
+    from zeroadvisor.memory.settings import given_conflicts
+
+    conflicts = given_conflicts(data, model, gpus, shape)
+    if conflicts:
+        raise UsageError(f"{path}: {conflicts[0]}")
 
 
 def _read_config(path: str) -> Document:
@@ -215,6 +226,8 @@ def check_config(path: str, options: "CheckOptions", rules: Sequence[Rule] | Non
     except ParseError:
         lint_rules = [r for r in selected if not r.needs_advice]
         return CheckRun(CheckResult(lint_file(path, None, lint_rules).findings, None, options), path)
+    if isinstance(document.data, dict):
+        _refuse_conflicts(path, document.data, options.model, options.gpus, options.shape)
     result = check_document(document, options, selected)
     run = CheckRun(result, path)
     if "estimate_error" in result.extra:

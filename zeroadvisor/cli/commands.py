@@ -68,7 +68,7 @@ def estimate(v: Values) -> ExitCode:
     from zeroadvisor.memory.estimate import Cluster
 
     spec, shape = inputs.model_and_shape(v["model"], v["params"], v["seq_len"], v["activation_checkpointing"],
-                                         v["flash_attention"])
+                                         v["flash_attention"], **inputs.run_inputs(v))
     cluster = Cluster(gpus=v["gpus"], gpus_per_node=v["gpus_per_node"],
                       gpu_memory=inputs.gpu_memory(v["gpu_memory"], v["gpu"], required=False),
                       cpu_memory=inputs.size("--cpu-memory", v["cpu_memory"]), nvme=inputs.size("--nvme", v["nvme"]),
@@ -85,7 +85,7 @@ def check(v: Values) -> ExitCode:
 
     rules = api.select_rules(v["select"], v["ignore"], lint_only=False)
     spec, shape = inputs.model_and_shape(v["model"], v["params"], v["seq_len"], v["activation_checkpointing"],
-                                         v["flash_attention"])
+                                         v["flash_attention"], **inputs.run_inputs(v))
     options = CheckOptions(
         model=spec, shape=shape, gpus=v["gpus"], gpu_memory=inputs.gpu_memory(v["gpu_memory"], v["gpu"], True),
         gpus_per_node=v["gpus_per_node"], cpu_memory=inputs.size("--cpu-memory", v["cpu_memory"]),

@@ -7,9 +7,23 @@ from fractions import Fraction
 from zeroadvisor.api import UsageError
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
 
+
+def run_inputs(values: dict) -> dict:
+    """The run-input flags (options.RUN_INPUTS) from a command's parsed values, as apply_overrides
+    keywords; --stage's choice text becomes its int."""
+    from zeroadvisor.cli.options import RUN_INPUTS
+
+    out = {param.name: values.get(param.name) for param in RUN_INPUTS}
+    if out["stage"] is not None:
+        out["stage"] = int(out["stage"])
+    return out
+
+
 def model_and_shape(model: str | None, params: str | None, seq_len: int | None = None,
-                    checkpointing: str | None = None, flash: bool | None = None) -> tuple[ModelSpec, TrainingShape]:
-    """``--model PATH`` or ``--params N``, with the training-shape overrides applied (ModelError if unusable)."""
+                    checkpointing: str | None = None, flash: bool | None = None,
+                    **inputs) -> tuple[ModelSpec, TrainingShape]:
+    """``--model PATH`` or ``--params N``, with the training-shape overrides applied (ModelError if unusable);
+    ``inputs``: apply_overrides' keywords (--target-len, --micro-batch, --precision, --stage, load inputs)."""
     from zeroadvisor.model.description import apply_overrides, load_description, spec_from_params
 
     if (model is None) == (params is None):
@@ -18,7 +32,7 @@ def model_and_shape(model: str | None, params: str | None, seq_len: int | None =
         spec, shape = load_description(model)
     else:
         spec, shape = spec_from_params(params), TrainingShape()
-    return spec, apply_overrides(shape, seq_len, checkpointing, flash)
+    return spec, apply_overrides(shape, seq_len, checkpointing, flash, **inputs)
 
 
 def size(option: str, text: str | None) -> int | None:

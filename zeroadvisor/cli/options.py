@@ -83,6 +83,23 @@ SEQ_LEN = Param("seq_len", ("--seq-len",), "Override the sequence length.", kind
 CHECKPOINTING = Param("activation_checkpointing", ("--activation-checkpointing",), "Override activation "
                       "checkpointing.", choices="zeroadvisor.model.spec:Checkpointing")
 FLASH = Param("flash_attention", ("--flash-attention/--no-flash-attention",), "Override FlashAttention.", kind=bool)
+# Inputs the DeepSpeed config may leave open ("auto", or no config): each fills only that, and the
+# model description has the same field (model/description.py FIELDS; memory/assumed.py INPUTS).
+TARGET_LEN = Param("target_len", ("--target-len",), "Encoder-decoder models: the target (decoder) length "
+                   "(default: the sequence length).", kind=int, minimum=1)
+MICRO_BATCH = Param("micro_batch", ("--micro-batch",), "Micro batch per GPU where the config says \"auto\" or "
+                    "leaves it out.", kind=int, minimum=1)
+PRECISION = Param("precision", ("--precision",), "Training precision where fp16/bf16 \"enabled\" is \"auto\" "
+                  "(or there is no config).", choices="zeroadvisor.model.description:PRECISIONS")
+STAGE = Param("stage", ("--stage",), "ZeRO stage where zero_optimization.stage is \"auto\".",
+              choices="zeroadvisor.model.spec:ZERO_STAGES")
+LOAD_DTYPE = Param("load_dtype", ("--load-dtype",), "The dtype the script loads the weights in "
+                   "(default: the checkpoint's, else fp32).", choices="zeroadvisor.model.description:PRECISIONS")
+ZERO_INIT = Param("zero_init", ("--zero-init/--no-zero-init",), "Stage 3: whether the model is created under "
+                  "deepspeed.zero.Init (default: yes, as the HF Trainer).", kind=bool)
+META_LOAD = Param("meta_load", ("--meta-load/--no-meta-load",), "Whether the model is built on the meta device "
+                  "and loaded straight to the GPU (default: no).", kind=bool)
+RUN_INPUTS = (TARGET_LEN, MICRO_BATCH, PRECISION, STAGE, LOAD_DTYPE, ZERO_INIT, META_LOAD)
 
 
 def _format(choices: str) -> Param:
@@ -109,7 +126,7 @@ ESTIMATE = Command("estimate", "Estimate memory per GPU and per node for every Z
     Param("config", ("--config", "-c"), "The DeepSpeed config (default: fp16 Adam)."),
     MODEL, PARAMS, GPUS, GPUS_PER_NODE, GPU_MEMORY, GPU, CPU_MEMORY, NVME, HEADROOM, ACCOUNTING,
     _format("zeroadvisor.api:ESTIMATE_FORMATS"),
-    UNIT, SEQ_LEN, CHECKPOINTING, FLASH, EXPLAIN,
+    UNIT, SEQ_LEN, CHECKPOINTING, FLASH, EXPLAIN, *RUN_INPUTS,
 ))
 
 CHECK = Command("check", "Pre-flight check: lint findings and memory advice, with fixes as a diff.", (
@@ -120,7 +137,7 @@ CHECK = Command("check", "Pre-flight check: lint findings and memory advice, wit
     FAIL_ON,
     Param("suggest", ("--suggest",), "Print the fixes as a unified diff of CONFIG.", default=False, kind=bool),
     Param("fix", ("--fix",), "Write the fixes into CONFIG (atomically).", default=False, kind=bool),
-    INTEGRATION, SELECT, IGNORE, ACCOUNTING, UNIT, SEQ_LEN, CHECKPOINTING, FLASH, EXPLAIN,
+    INTEGRATION, SELECT, IGNORE, ACCOUNTING, UNIT, SEQ_LEN, CHECKPOINTING, FLASH, EXPLAIN, *RUN_INPUTS,
 ))
 
 RULES = Command("rules", "List every rule: code, name, default severity and summary.")

@@ -10,7 +10,7 @@ from zeroadvisor.lint.findings import Finding
 from zeroadvisor.rules import registry
 from zeroadvisor.lint.rule import Hit, Rule
 from zeroadvisor.lint.context import Context, LintOptions
-from zeroadvisor.config.reader import InputError, read_document
+from zeroadvisor.config.reader import read_document
 from zeroadvisor.config.source import Document, ParseError, parse
 
 
@@ -60,7 +60,9 @@ def parse_error_findings(name: str, err: ParseError, rules: Iterable[Rule] | Non
 
 
 def _stamp(rule: Rule, hit: Hit, doc: Document) -> Finding:
-    if hit.position is not None:
+    if hit.at == "file":
+        line, column = None, None
+    elif hit.position is not None:
         line, column = hit.position
     elif hit.offset is not None:
         line, column = doc.position(hit.offset)

@@ -25,7 +25,9 @@ class Hit:
     pointer: str
     message: str
     fix: dict[str, Any] | None = None
-    at: str = "key"  # locate the key or the value at ``pointer``
+    # locate the key or the value at ``pointer``; "file": about the whole run, reported without a line
+    # (findings without a line sort first in every format) while ``pointer`` still names the key
+    at: str = "key"
     offset: int | None = None  # a position in the text, for problems not tied to a key
     position: tuple[int, int] | None = None  # (line, column) when only that is known
 

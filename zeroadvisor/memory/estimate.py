@@ -7,6 +7,7 @@ from typing import Any
 
 from zeroadvisor import DEEPSPEED_TARGET
 from zeroadvisor.memory.activations import activation_bytes
+from zeroadvisor.memory.assumed import AssumedInput, shape_assumptions
 from zeroadvisor.memory.errors import EstimateError
 from zeroadvisor.memory.buffers import (CUDA_CONTEXT_BYTES, FRAGMENTATION, OVERHEAD_ASSUMPTION, buffer_terms,
                                         gathered_terms)
@@ -173,6 +174,7 @@ class Estimate:
     stages: list[StageEstimate]
     skipped: list[Skipped]
     assumptions: list[str]
+    assumed: list[AssumedInput] = field(default_factory=list)  # inputs nobody gave (memory/assumed.py)
 
     @property
     def configured(self) -> StageEstimate | None:
@@ -211,14 +213,14 @@ class Estimate:
             "accounting": self.accounting,
             "cluster": self.cluster.to_dict(),
             "stages": [st.to_dict() for st in self.stages],
+            "assumed": [a.to_dict() for a in self.assumed],
             "skipped": [{"stage": k.option.stage, "offload_optimizer": k.option.offload_optimizer,
                          "offload_param": k.option.offload_param, "reason": k.reason} for k in self.skipped],
         }
 
 
 def estimate(config: dict | None, model: ModelSpec, shape: TrainingShape | None = None,
-             cluster: Cluster | None = None, accounting: str = "deepspeed", load: LoadInputs | None = None
-             ) -> Estimate:
+             cluster: Cluster | None = None, accounting: str = "deepspeed") -> Estimate:
     """Memory per GPU, host RAM and NVMe per node for every stage/offload option of ``config``.
 
     ``accounting="deepspeed"``: what DeepSpeed 0.19.8 allocates, plus buffers, gathered
@@ -231,11 +233,14 @@ def estimate(config: dict | None, model: ModelSpec, shape: TrainingShape | None 
         raise ValueError(f"model.parameters must be a positive integer, got {model.parameters!r}")
     shape = shape or TrainingShape()
     cluster = cluster or Cluster()
-    s = read_settings(config, model, cluster.gpus)
+    s = read_settings(config, model, cluster.gpus, shape)
     P, N = model.parameters, cluster.gpus
     assumptions = list(s.assumptions)
     configured, config_notes = configured_option(s)
     assumptions += config_notes
+    assumed = list(s.assumed)
+    if accounting == "deepspeed":  # the paper's accounting counts model states alone
+        assumed += shape_assumptions(model, shape, configured.stage if s.configured else None)
     options, skipped = enumerate_options(s)
 
     act = activation_bytes(model, shape, s.micro_batch, s.precision)
@@ -287,8 +292,8 @@ def estimate(config: dict | None, model: ModelSpec, shape: TrainingShape | None 
         per_node_nvme = nvme * cluster.gpus_on_a_node
         peaks = [PhasePeak("train", per_gpu["total"], per_node_cpu, per_node_nvme)]
         if accounting == "deepspeed":
-            phase_peaks, phase_terms = _around_training(model, s, option, cluster, load, per_gpu, per_node_cpu,
-                                                        per_node_nvme, config, notes)
+            phase_peaks, phase_terms = _around_training(model, s, option, cluster, shape.load, per_gpu,
+                                                        per_node_cpu, per_node_nvme, config, notes)
             peaks = [phase_peaks[0], *peaks, phase_peaks[1]]
             terms = terms + phase_terms
         judgement = judge(peaks, cluster.capacities(), cluster.headroom)
@@ -300,7 +305,7 @@ def estimate(config: dict | None, model: ModelSpec, shape: TrainingShape | None 
         stages.append(StageEstimate(option, s.configured and option == configured, per_gpu, host, nvme,
                                     per_node_cpu, per_node_nvme, judgement.verdict, terms, stage_notes,
                                     {p.phase: p for p in peaks}, judgement.phase, judgement.resource, uncounted))
-    return Estimate(model, shape, accounting, cluster, s, stages, skipped, assumptions)
+    return Estimate(model, shape, accounting, cluster, s, stages, skipped, assumptions, assumed)
 
 
 def _allowance_terms(terms: list[Term]) -> list[Term]:
@@ -316,7 +321,7 @@ def _allowance_terms(terms: list[Term]) -> list[Term]:
     ]
 
 
-def _around_training(model: ModelSpec, s: Settings, option: Option, cluster: Cluster, load: LoadInputs | None,
+def _around_training(model: ModelSpec, s: Settings, option: Option, cluster: Cluster, load: LoadInputs,
                      per_gpu: dict[str, int], per_node_cpu: int, per_node_nvme: int, config: dict | None,
                      notes: list[str]) -> tuple[tuple[PhasePeak, PhasePeak], list[Term]]:
     """The load and save phases' peaks and terms (memory/phases.py), with the same allowances as training.

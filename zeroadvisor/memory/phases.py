@@ -28,36 +28,12 @@ from zeroadvisor.memory import bytes as B
 from zeroadvisor.memory.options import Option
 from zeroadvisor.memory.settings import Settings
 from zeroadvisor.memory.states import master_bytes, partition_stage3, partition_stage12
-from zeroadvisor.memory.terms import Term, ceil_div
-from zeroadvisor.model.spec import ModelSpec
+from zeroadvisor.memory.terms import Term
+from zeroadvisor.model.spec import LoadInputs, ModelSpec  # LoadInputs: the one definition, with the CLI's and
+# the model description's inputs; the checkpoint's dtype is a model fact (ModelSpec.checkpoint_dtype)
 
 LOAD, SAVE = "load", "save"
 EXACT, BOUND, ALLOWANCE = "exact", "bound", "allowance"
-
-
-@dataclass(frozen=True, slots=True)
-class LoadInputs:
-    """How the model reaches ``deepspeed.initialize``.
-
-    ``load_dtype``: the dtype the weights are materialised in (``from_pretrained(dtype=...)``).
-    None: transformers 5's default ``dtype="auto"`` (modeling_utils.py from_pretrained -> _get_dtype):
-    the checkpoint's ``dtype`` from config.json, given here as ``checkpoint_dtype``; fp32 when that is
-    unknown too (torch's default dtype, and transformers 4's default).
-    ``zero_init``: the parameters are created under ``deepspeed.zero.Init`` (stage 3 only). None: the
-    Hugging Face Trainer's behaviour, True at stage 3 (modeling_utils.py get_init_context enters
-    zero.Init when integrations/deepspeed.py is_deepspeed_zero3_enabled(), i.e. when the
-    TrainingArguments with the stage-3 config exist before from_pretrained).
-    ``meta_device``: the model is built on the meta device and its weights are materialised straight
-    on the GPU (e.g. ``from_pretrained(device_map={"": local_rank})``): no host copy.
-    ``script_moves_to_gpu``: the script calls ``model.cuda()``/``.to(device)`` itself before
-    ``deepspeed.initialize``, so the cast to 16 bits happens on the GPU.
-    """
-
-    load_dtype: str | None = None
-    checkpoint_dtype: str | None = None
-    zero_init: bool | None = None
-    meta_device: bool = False
-    script_moves_to_gpu: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,13 +137,14 @@ def largest_param(spec: ModelSpec) -> int | None:
     return spec.largest_layer_parameters  # a module's own parameters: at least its largest parameter
 
 
-def resolve_load(load: LoadInputs, s: Settings, option: Option) -> tuple[str, bool, list[str]]:
-    """(load dtype, zero.Init in effect, notes on the defaults taken)."""
+def resolve_load(load: LoadInputs, s: Settings, option: Option,
+                 checkpoint_dtype: str | None = None) -> tuple[str, bool, list[str]]:
+    """(load dtype, zero.Init in effect, notes on the defaults taken); ``checkpoint_dtype``: ModelSpec's."""
     notes: list[str] = []
     if load.load_dtype is not None:
         load_dtype = B.dtype_name(load.load_dtype)
-    elif load.checkpoint_dtype is not None:
-        load_dtype = B.dtype_name(load.checkpoint_dtype)
+    elif checkpoint_dtype is not None:
+        load_dtype = B.dtype_name(checkpoint_dtype)
         notes.append(f"load dtype not given: assumed the checkpoint's {load_dtype} (transformers 5 from_pretrained "
                      "dtype=\"auto\"); set it with the load dtype input")
     else:
@@ -192,7 +169,7 @@ def load_moments(spec: ModelSpec, s: Settings, option: Option, cluster: Any, loa
                  notes: list[str] | None = None) -> list[Moment]:
     """The load phase's moments for ``option``, in order. ``cluster``: estimate.Cluster (gpus, gpu_memory)."""
     notes = notes if notes is not None else []
-    load_dtype, zero_init, resolved = resolve_load(load, s, option)
+    load_dtype, zero_init, resolved = resolve_load(load, s, option, spec.checkpoint_dtype)
     notes += resolved
     P, N = spec.parameters, cluster.gpus
     wl = B.nbytes(load_dtype)

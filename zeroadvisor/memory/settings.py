@@ -2,8 +2,10 @@
 
 Every DeepSpeed default comes from the committed schema (``zeroadvisor.deepspeed.schema.default``);
 nothing here repeats one. What the config leaves to someone else (``"auto"`` values filled by
-the Hugging Face integration, a missing micro batch) is resolved here and recorded as an
-assumption line.
+the Hugging Face integration, a missing micro batch) is resolved here: from the value a flag or
+the model description gave (``TrainingShape``) where there is one, else by an assumption recorded
+as an ``AssumedInput``. A given value fills only what the config leaves open; where the config
+decides, the config wins (DeepSpeed reads it) and ``given_conflicts`` reports the contradiction.
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ from zeroadvisor.deepspeed import effective as dsconfig
 from zeroadvisor.deepspeed import schema
 from zeroadvisor.deepspeed.effective import AUTO, GAS, MBS, TBS
 from zeroadvisor.memory import bytes as B
+from zeroadvisor.memory.assumed import AssumedInput
 from zeroadvisor.memory.errors import EstimateError
-from zeroadvisor.model.spec import MAX_DIMENSION, ModelSpec
+from zeroadvisor.model.spec import MAX_DIMENSION, ModelSpec, TrainingShape
 
 ZERO = "zero_optimization"
 
@@ -63,6 +66,7 @@ class Settings:
     offload_param_max_in_cpu: int
     micro_batch: int
     assumptions: list[str] = field(default_factory=list)
+    assumed: list[AssumedInput] = field(default_factory=list)  # inputs nobody gave (memory/assumed.py)
 
     def overlap_comm_at(self, stage: int) -> bool:
         """overlap_comm as DeepSpeed resolves it: None -> True iff stage 3 (runtime/zero/config.py)."""
@@ -75,15 +79,22 @@ class Settings:
         return self.precision != "fp32"
 
 
-def read_settings(config: dict[str, Any] | None, model: ModelSpec, gpus: int) -> Settings:
-    """The effective settings for ``config`` (None: no config, assume mixed-precision fp16 Adam)."""
+def read_settings(config: dict[str, Any] | None, model: ModelSpec, gpus: int,
+                  given: TrainingShape | None = None) -> Settings:
+    """The effective settings for ``config`` (None: no config, assume mixed-precision fp16 Adam).
+
+    ``given``: the micro batch, precision and stage a flag or the model description gave; each fills
+    only what the config leaves open ("auto", or no config).
+    """
     notes: list[str] = []
+    assumed: list[AssumedInput] = []
+    given = given or TrainingShape()
     cfg = config if isinstance(config, dict) else {}
     zero = dsconfig.zero_section(cfg)  # the legacy bool form: dsconfig.zero_stage
     h = model.hidden_size
 
-    stage = _stage(cfg, notes)
-    precision = _precision(cfg, config is not None, notes)
+    stage = _stage(cfg, given.zero_stage, notes, assumed)
+    precision = _precision(cfg, config is not None, given.precision, assumed)
     model_dtype = precision
 
     grad_accum = _get(cfg, "data_types", "grad_accum_dtype")
@@ -111,7 +122,7 @@ def read_settings(config: dict[str, Any] | None, model: ModelSpec, gpus: int) ->
     bf16_states = _flag(bf16, "bf16", "bf16_optimizer_states") and bf16_master
     fp16_master = _flag(cfg.get("fp16"), "fp16", "fp16_master_weights_and_grads") and precision == "fp16"
 
-    optimizer, label, elements, opt_params = _optimizer(cfg, config is not None, notes)
+    optimizer, label, elements, opt_params = _optimizer(cfg, config is not None, assumed)
     fp32_states_param = opt_params.get("fp32_optimizer_states")
     if bf16_states:
         cpu_adam_fp32_states = False  # engine.get_optimizer_configuration forces it off
@@ -171,8 +182,9 @@ def read_settings(config: dict[str, Any] | None, model: ModelSpec, gpus: int) ->
         offload_param_buffer_count=_offload_int(op, "offload_param", "buffer_count"),
         offload_param_buffer_size=_offload_int(op, "offload_param", "buffer_size"),
         offload_param_max_in_cpu=_offload_int(op, "offload_param", "max_in_cpu"),
-        micro_batch=_micro_batch(cfg, gpus, notes),
+        micro_batch=_micro_batch(cfg, gpus, given.micro_batch_size, notes, assumed),
         assumptions=notes,
+        assumed=assumed,
     )
     return settings
 
@@ -189,15 +201,21 @@ def _get(cfg: dict[str, Any], *path: str) -> Any:
     return current
 
 
-def _stage(cfg: dict[str, Any], notes: list[str]) -> int:
+def _stage(cfg: dict[str, Any], wanted: int | None, notes: list[str], assumed: list[AssumedInput]) -> int:
     stage = dsconfig.zero_stage(cfg)
     if stage is not None:
         return stage
     default = ds_default(ZERO, "stage")
     raw = dsconfig.zero_section(cfg).get("stage")
     if raw == AUTO:
-        notes.append("zero_optimization.stage is \"auto\" (Accelerate fills it from its own config; "
-                     f"DeepSpeed alone uses {default}): costed as stage {default}")
+        if wanted is not None:
+            return wanted
+        # DeepSpeed 0.19.8 reads "auto" as its default, stage 0 (DeepSpeedZeroConfig(stage="auto").stage == 0;
+        # deepspeed-config.md §zero), and the HF Trainer passes it through; Accelerate fills it from its
+        # own zero_stage.
+        assumed.append(AssumedInput.of("zero_stage", int(default), f"DeepSpeed and the HF Trainer run \"auto\" as "
+                                       f"stage {default}; Accelerate fills it from its zero_stage",
+                                       f"/{ZERO}/stage"))
     else:
         notes.append(f"zero_optimization.stage={raw!r} is not a stage 0-3 (DeepSpeed rejects it); costed as "
                      f"stage {default}")
@@ -214,40 +232,58 @@ def _flag(section: Any, name: str, key: str) -> bool:
     return bool(ds_default(name, key))
 
 
-def _precision(cfg: dict[str, Any], given: bool, notes: list[str]) -> str:
-    if not given:
-        notes.append("no DeepSpeed config: assumed mixed-precision fp16 training with Adam (the ZeRO paper's setting)")
+def _precision(cfg: dict[str, Any], configured: bool, wanted: str | None, assumed: list[AssumedInput]) -> str:
+    """The model dtype. ``"enabled"`` is read as pydantic's lax bool reads it ("true" is True,
+    coerce.lax_bool); "auto" is left to the HF integration, which fills it from --fp16/--bf16, and
+    so is filled here by ``wanted`` (--precision) when that is one of the values it can reach."""
+    if not configured:
+        if wanted is not None:
+            return wanted
+        assumed.append(AssumedInput.of("precision", "fp16", "no DeepSpeed config: mixed-precision fp16 training, "
+                                       "the ZeRO paper's setting"))
         return "fp16"
-    fp16 = cfg.get("fp16") if isinstance(cfg.get("fp16"), dict) else {}
-    bf16 = _bf16_section(cfg)
-    bf16 = bf16 if isinstance(bf16, dict) else {}
-    fp16_on = fp16.get("enabled", ds_default("fp16", "enabled"))
-    bf16_on = bf16.get("enabled", ds_default("bf16", "enabled"))
-    if fp16_on is True:
+    enabled: dict[str, Any] = {}
+    keys: dict[str, str] = {}
+    for name, section in (("fp16", cfg.get("fp16")), ("bf16", _bf16_section(cfg))):
+        keys[name] = "bfloat16" if name == "bf16" and "bf16" not in cfg else name
+        raw = section.get("enabled", ds_default(name, "enabled")) if isinstance(section, dict) else \
+            ds_default(name, "enabled")
+        enabled[name] = AUTO if raw == AUTO else coerce.lax_bool(raw)
+    if enabled["fp16"] is True:  # DeepSpeed asserts against both; fp16 is checked first (engine)
         return "fp16"
-    if bf16_on is True:
+    if enabled["bf16"] is True:
         return "bf16"
-    if fp16_on == AUTO or bf16_on == AUTO:
-        chosen = "bf16" if (bf16_on == AUTO and fp16_on != AUTO) else "fp16"
-        notes.append(f"fp16/bf16 \"enabled\" is \"auto\" (the HF integration fills it from --fp16/--bf16): "
-                     f"assumed {chosen} mixed precision; fp16 and bf16 cost the same bytes here")
-        return chosen
-    return "fp32"
+    open_ = [name for name in ("fp16", "bf16") if enabled[name] == AUTO]
+    if not open_:
+        return "fp32"
+    if wanted is not None and (wanted == "fp32" or wanted in open_):
+        return wanted
+    chosen = "bf16" if open_ == ["bf16"] else "fp16"
+    assumed.append(AssumedInput.of("precision", chosen, "the HF integration fills \"auto\" from --fp16/--bf16; "
+                                   f"costed as {chosen} mixed precision (fp16 and bf16 cost the same bytes, fp32 "
+                                   "more)", f"/{keys[chosen]}/enabled"))
+    return chosen
 
 
-def _optimizer(cfg: dict[str, Any], given: bool, notes: list[str]) -> tuple[str, str, int, dict[str, Any]]:
+def _optimizer(cfg: dict[str, Any], configured: bool,
+               assumed: list[AssumedInput]) -> tuple[str, str, int, dict[str, Any]]:
     section = cfg.get("optimizer")
+    default = B.DEFAULT_OPTIMIZER
     if not isinstance(section, dict) or not section.get("type"):
-        if given:
-            notes.append("no optimizer section: assumed the client (e.g. HF Trainer) passes AdamW")
-        key = B.DEFAULT_OPTIMIZER
-        return key, B.OPTIMIZERS[key].name, B.optimizer_state_elements(key), {}
+        pointer = "/optimizer" if isinstance(section, dict) else ""
+        why = "no DeepSpeed config" if not configured else "no optimizer type in the config"
+        assumed.append(AssumedInput.of("optimizer", B.OPTIMIZERS[default].name,
+                                       f"{why}: costed as the client's (e.g. the HF Trainer's) default "
+                                       f"{B.OPTIMIZERS[default].name}", pointer))
+        return default, B.OPTIMIZERS[default].name, B.optimizer_state_elements(default), {}
     raw = str(section["type"])
     params = section.get("params") if isinstance(section.get("params"), dict) else {}
     key = raw.lower()
     if key not in B.OPTIMIZERS:
-        notes.append(f"optimizer type {raw!r} is not in the optimizer-state table: costed as Adam "
-                     f"({B.OPTIMIZERS['adam'].elements} fp32 states per parameter)")
+        assumed.append(AssumedInput.of("optimizer", B.OPTIMIZERS["adam"].name,
+                                       f"optimizer type {raw!r} is not in the optimizer-state table: costed as "
+                                       f"Adam ({B.OPTIMIZERS['adam'].elements} fp32 states per parameter)",
+                                       "/optimizer/type"))
         key = "adam"
         return key, raw, B.optimizer_state_elements(key), params
     return key, B.OPTIMIZERS[key].name, B.optimizer_state_elements(key, params), params
@@ -366,19 +402,28 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _micro_batch(cfg: dict[str, Any], gpus: int, notes: list[str]) -> int:
+def _micro_batch(cfg: dict[str, Any], gpus: int, wanted: int | None, notes: list[str],
+                 assumed: list[AssumedInput]) -> int:
     mbs, tbs, gas = cfg.get(MBS), cfg.get(TBS), cfg.get(GAS)
     if _is_count(mbs):
         return _bounded_micro_batch(int(mbs))
     counts = [int(v) if _is_count(v) else None for v in (tbs, mbs, gas)]
     derived = dsconfig.derive_batch(*counts, max(gpus, 1)) if counts[0] is not None else None
-    if derived is not None and derived[1] >= 1:
+    derivable = derived is not None and derived[1] >= 1
+    auto = next((key for key in (MBS, TBS, GAS) if cfg.get(key) == AUTO), None)
+    if derivable and auto is None:  # the config decides it: DeepSpeed's arithmetic on given counts
         notes.append(f"micro batch derived from train_batch_size as DeepSpeed does ({tbs} over "
                      f"{gas if _is_count(gas) else 1} accumulation step(s) and {gpus} GPUs) = {derived[1]}")
         return _bounded_micro_batch(int(derived[1]))
-    why = "\"auto\"" if AUTO in (mbs, tbs) else "not given"
-    notes.append(f"micro batch per GPU {why}: assumed 1")
-    return 1
+    if wanted is not None:
+        return _bounded_micro_batch(wanted)
+    value = int(derived[1]) if derivable else 1
+    how = (f"derived from train_batch_size {tbs} as DeepSpeed would with the \"auto\" values unfilled" if derivable
+           else "no micro batch in the config" if auto is None
+           else "the HF integration fills \"auto\" from --per_device_train_batch_size")
+    assumed.append(AssumedInput.of("micro_batch_size", value, f"{how}; activations and the batch-sized buffers "
+                                   "scale with it", f"/{auto}" if auto else ""))
+    return _bounded_micro_batch(value)
 
 
 def _bounded_micro_batch(micro_batch: int) -> int:
@@ -390,3 +435,31 @@ def _bounded_micro_batch(micro_batch: int) -> int:
 
 def _is_count(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 1 and float(value).is_integer()
+
+
+def given_conflicts(config: dict[str, Any] | None, model: ModelSpec, gpus: int, given: TrainingShape) -> list[str]:
+    """One line per value a flag or the model description gave that the config contradicts.
+
+    A given micro batch, precision or stage fills only what the config leaves open; where the
+    config decides (an explicit value, or DeepSpeed's default for a key left out), DeepSpeed runs
+    the config's value, so a different given value is a mistake in one of them.
+    """
+    if not isinstance(config, dict):
+        return []
+    try:
+        s = read_settings(config, model, gpus, given)
+    except EstimateError:
+        return []  # the estimate reports the unusable value
+    from zeroadvisor.memory.assumed import INPUTS
+
+    out = []
+    for name, wanted, runs in (("micro_batch_size", given.micro_batch_size, s.micro_batch),
+                               ("precision", given.precision, s.precision),
+                               ("zero_stage", given.zero_stage, s.stage)):
+        if wanted is None or wanted == runs:
+            continue
+        source = INPUTS[name]
+        by = " / ".join(part for part in (source.flag, source.field) if part)
+        out.append(f"{by} gives {source.words} {wanted}, but the DeepSpeed config runs {runs}: a given value only "
+                   "fills what the config leaves \"auto\" or out; change the config or drop the value")
+    return out

@@ -31,12 +31,13 @@ from typing import Any, get_args
 from zeroadvisor.model.errors import ModelError
 from zeroadvisor.model.hf import spec_from_hf_config
 from zeroadvisor.model.hfconfig import check_dimension, fmt
-from zeroadvisor.model.spec import Checkpointing, ModelSpec, TrainingShape
+from zeroadvisor.model.spec import ZERO_STAGES, Checkpointing, LoadInputs, ModelSpec, Precision, TrainingShape
 
 SCHEMA_FILE = "model.schema.json"
 MAX_BYTES = 16 * 1024 * 1024  # a description or config.json is a few kB; refuse anything absurd
 
 CHECKPOINTING: tuple[str, ...] = get_args(Checkpointing)  # ("none", "selective", "full")
+PRECISIONS: tuple[str, ...] = get_args(Precision)  # ("fp32", "fp16", "bf16")
 
 # A parameter count as text: an integer part (digits with _ separators, or commas between
 # groups of exactly three digits, so that "1,5B" cannot silently read as 15B), an optional
@@ -137,6 +138,52 @@ FIELDS: tuple[DescriptionField, ...] = (
         "Whether attention runs a fused (flash / memory-efficient) kernel that does not "
         "materialise the score matrix.",
     ),
+    DescriptionField(
+        "target_length",
+        "training",
+        _POSITIVE,
+        "an integer > 0",
+        "Encoder-decoder models: target (decoder) sequence length in tokens; default the sequence length.",
+    ),
+    DescriptionField(
+        "micro_batch_size",
+        "training",
+        _POSITIVE,
+        "an integer > 0",
+        "Samples per GPU per step; fills train_micro_batch_size_per_gpu where the DeepSpeed config "
+        "leaves it \"auto\" or out (a different explicit value there is an error).",
+    ),
+    DescriptionField(
+        "precision",
+        "training",
+        {"enum": list(PRECISIONS)},
+        "one of " + ", ".join(PRECISIONS),
+        "Training precision; fills fp16/bf16 \"enabled\": \"auto\" (or stands in for a missing config).",
+    ),
+    DescriptionField(
+        "load_dtype",
+        "training",
+        {"enum": list(PRECISIONS)},
+        "one of " + ", ".join(PRECISIONS),
+        "The dtype the script loads the weights in (from_pretrained dtype=); default the checkpoint's "
+        "dtype from config.json, else fp32.",
+    ),
+    DescriptionField(
+        "zero_init",
+        "training",
+        {"type": "boolean"},
+        "true or false",
+        "Stage 3: whether the model is created under deepspeed.zero.Init (default true, as the Hugging "
+        "Face Trainer does when the DeepSpeed config is known before from_pretrained).",
+    ),
+    DescriptionField(
+        "meta_load",
+        "training",
+        {"type": "boolean"},
+        "true or false",
+        "Whether the model is built on the meta device and its weights materialised straight on the "
+        "GPU (e.g. device_map), with no copy in host RAM per rank (default false).",
+    ),
 )
 _BY_NAME = {f.name: f for f in FIELDS}
 ARCHITECTURE_FIELDS = tuple(f.name for f in FIELDS if f.group == "architecture")
@@ -224,15 +271,46 @@ def apply_overrides(
     seq_len: int | None = None,
     checkpointing: str | None = None,
     flash: bool | None = None,
+    *,
+    target_len: int | None = None,
+    micro_batch: int | None = None,
+    precision: str | None = None,
+    stage: int | None = None,
+    load_dtype: str | None = None,
+    zero_init: bool | None = None,
+    meta_load: bool | None = None,
 ) -> TrainingShape:
     """``shape`` with the CLI's --seq-len / --activation-checkpointing /
-    --flash-attention|--no-flash-attention applied (None leaves a value as it is)."""
+    --flash-attention|--no-flash-attention / --target-len / --micro-batch / --precision / --stage /
+    --load-dtype / --zero-init / --meta-load applied (None leaves a value as it is)."""
     changes: dict[str, Any] = {}
-    if seq_len is not None:
-        if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len <= 0:
-            raise ModelError(f"--seq-len must be an integer > 0, got {fmt(seq_len)}")
-        check_dimension("--seq-len", seq_len)
-        changes["sequence_length"] = seq_len
+    for flag, name, value in (("--seq-len", "sequence_length", seq_len), ("--target-len", "target_length", target_len),
+                              ("--micro-batch", "micro_batch_size", micro_batch)):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ModelError(f"{flag} must be an integer > 0, got {fmt(value)}")
+        check_dimension(flag, value)
+        changes[name] = value
+    for flag, name, value in (("--precision", "precision", precision), ("--load-dtype", "load_dtype", load_dtype)):
+        if value is not None and value not in PRECISIONS:
+            raise ModelError(f"{flag} must be one of {', '.join(PRECISIONS)}, got {fmt(value)}")
+    if precision is not None:
+        changes["precision"] = precision
+    if stage is not None:
+        if isinstance(stage, bool) or stage not in ZERO_STAGES:
+            raise ModelError(f"--stage must be one of {', '.join(map(str, ZERO_STAGES))}, got {fmt(stage)}")
+        changes["zero_stage"] = stage
+    load: dict[str, Any] = {}
+    if load_dtype is not None:
+        load["load_dtype"] = load_dtype
+    for flag, name, value in (("--zero-init", "zero_init", zero_init), ("--meta-load", "meta_device", meta_load)):
+        if value is not None:
+            if not isinstance(value, bool):
+                raise ModelError(f"{flag} must be true or false, got {fmt(value)}")
+            load[name] = value
+    if load:
+        changes["load"] = dataclasses.replace(shape.load, **load)
     if checkpointing is not None:
         if checkpointing not in CHECKPOINTING:
             raise ModelError(
@@ -426,6 +504,11 @@ def load_description(path: str | Path) -> tuple[ModelSpec, TrainingShape]:
         sequence_length=data.get("sequence_length"),
         activation_checkpointing=data.get("activation_checkpointing", "none"),
         flash_attention=data.get("flash_attention", True),
+        target_length=data.get("target_length"),
+        micro_batch_size=data.get("micro_batch_size"),
+        precision=data.get("precision"),
+        load=LoadInputs(load_dtype=data.get("load_dtype"), zero_init=data.get("zero_init"),
+                        meta_device=data.get("meta_load")),
     )
     return spec, shape
 
@@ -458,6 +541,7 @@ def _validate(doc: _Document) -> None:
 __all__ = [
     "ARCHITECTURE_FIELDS",
     "CHECKPOINTING",
+    "PRECISIONS",
     "COUNT_PATTERN",
     "FIELDS",
     "apply_overrides",

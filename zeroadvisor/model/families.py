@@ -58,6 +58,7 @@ class Arch:
     # the counted class has no output embedding (a base model, a classifier).
     tied: bool | None = None
     notes: tuple[str, ...] = ()
+    encoder_decoder: bool = False  # a decoder stack that runs on the target sequence
 
 
 # --------------------------------------------------------------------------- helpers
@@ -517,7 +518,7 @@ def _t5(c: Cfg, L: Layout, head: str) -> Arch:
         raise AssertionError(head)
     layers = enc_n + dec_n if has_decoder else enc_n
     notes = (f"num_layers counts {enc_n} encoder + {dec_n} decoder blocks",) if has_decoder else ()
-    return Arch(layers, d, n, n, dkv, ff, V, gated=gated, tied=tied, notes=notes)
+    return Arch(layers, d, n, n, dkv, ff, V, gated=gated, tied=tied, notes=notes, encoder_decoder=has_decoder)
 
 
 # --------------------------------------------------------------------------- the table

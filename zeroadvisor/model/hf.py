@@ -118,9 +118,24 @@ def spec_from_hf_config(config: Mapping[str, Any], source: str = "") -> ModelSpe
         largest_layer_parameters=t.largest,
         embedding_parameters=t.embedding,
         tied_embeddings=arch.tied,
+        checkpoint_dtype=checkpoint_dtype(config),
+        encoder_decoder=arch.encoder_decoder,
         source=source,
         notes=tuple(notes),
     )
+
+
+# config.json dtype names -> the memory model's names (other dtypes: None, not one of these)
+_CHECKPOINT_DTYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
+
+
+def checkpoint_dtype(config: Mapping[str, Any]) -> str | None:
+    """The dtype config.json saves the weights in: ``dtype``, else the older ``torch_dtype``
+    (transformers configuration_utils.py: ``self.dtype if self.dtype is not None else torch_dtype``)."""
+    value = config.get("dtype")
+    if value is None:
+        value = config.get("torch_dtype")
+    return _CHECKPOINT_DTYPES.get(value) if isinstance(value, str) else None
 
 
 def _head(family: Family, config: Mapping[str, Any], notes: list[str]) -> tuple[str, str]:

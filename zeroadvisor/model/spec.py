@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 Checkpointing = Literal["none", "selective", "full"]
+Precision = Literal["fp32", "fp16", "bf16"]  # the training (model) dtype, and the dtypes a model is loaded in
+ZERO_STAGES = (0, 1, 2, 3)
 
 # The largest size the memory model multiplies (a model dimension, a sequence length, a micro
 # batch). Real values stay far below it (hidden sizes of ~30k, 256k vocabularies, 10M-token
@@ -44,12 +46,50 @@ class ModelSpec:
     # Element counts of the trainable parameters in model.parameters() order (what DeepSpeed flattens
     # into its stage-1/2 bit16 group; one param group assumed). None: layout unknown, partitions costed as P/N.
     parameter_numels: tuple[int, ...] | None = None
+    # The dtype config.json stores the weights in ("dtype", formerly "torch_dtype"), as fp32/fp16/bf16;
+    # None when not given or another dtype. transformers 5 loads in it by default (see LoadInputs).
+    checkpoint_dtype: str | None = None
+    # An encoder and a decoder stack (T5ForConditionalGeneration): the decoder runs on the target
+    # sequence, whose length is TrainingShape.target_length.
+    encoder_decoder: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class LoadInputs:
+    """How the model reaches ``deepspeed.initialize`` (the load phase, memory/phases.py). None: not
+    given; the memory model then takes the Hugging Face Trainer's behaviour (transformers 5.24) and
+    reports it as an assumed input (memory/assumed.py):
+
+    ``load_dtype``: the dtype the weights are materialised in (``from_pretrained(dtype=...)``). Default
+    ``dtype="auto"`` (modeling_utils.py from_pretrained -> _get_dtype): the checkpoint's dtype from
+    config.json (``ModelSpec.checkpoint_dtype``); fp32 when that is unknown (torch's default dtype).
+    ``zero_init``: the parameters are created under ``deepspeed.zero.Init`` (stage 3 only). Default on at
+    stage 3: modeling_utils.py get_init_context enters zero.Init when integrations/deepspeed.py
+    is_deepspeed_zero3_enabled(), i.e. the TrainingArguments with the stage-3 config exist before
+    from_pretrained.
+    ``meta_device``: the model is built on the meta device and its weights are materialised straight on
+    the GPU (e.g. ``from_pretrained(device_map={"": local_rank})``): no host copy. Default off: without
+    a device_map the weights are materialised on the CPU, in every local rank.
+    ``script_moves_to_gpu``: the script calls ``model.cuda()``/``.to(device)`` itself before
+    ``deepspeed.initialize``, so the cast to 16 bits happens on the GPU.
+    """
+
+    load_dtype: Precision | None = None  # from_pretrained(dtype=...)
+    zero_init: bool | None = None  # parameters created under deepspeed.zero.Init (stage 3 only)
+    meta_device: bool | None = None  # built on the meta device, weights materialised on the GPU (no host copy)
+    script_moves_to_gpu: bool = False  # the script calls model.cuda() itself before deepspeed.initialize
 
 
 @dataclass(frozen=True, slots=True)
 class TrainingShape:
-    """How the model is run: the inputs to the activation estimate."""
+    """How the model is run: the inputs to the activation estimate, and the values a flag or the
+    model description gives where the DeepSpeed config leaves them open (None: not given)."""
 
     sequence_length: int | None = None
     activation_checkpointing: Checkpointing = "none"
     flash_attention: bool = True
+    target_length: int | None = None  # encoder-decoder: decoder tokens per sample (None: sequence_length)
+    micro_batch_size: int | None = None  # fills train_micro_batch_size_per_gpu "auto" / absent
+    precision: Precision | None = None  # fills fp16/bf16 "enabled": "auto" (or no config)
+    zero_stage: int | None = None  # fills zero_optimization.stage "auto" (Accelerate's zero_stage)
+    load: LoadInputs = field(default_factory=LoadInputs)

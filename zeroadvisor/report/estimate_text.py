@@ -21,9 +21,13 @@ ROW_LABELS = {row: labels.table_label(row) for row in ROWS}
 MARKS = labels.VERDICT_MARKS
 
 
-def render(estimate: Estimate, unit: str = "GB", ascii_only: bool = False, explain: bool = False) -> str:
+def render(estimate: Estimate, unit: str = "GB", ascii_only: bool = False, explain: bool = False,
+           assumed: bool = True) -> str:
     """The verdict line, a table a person reads at a glance, the assumptions; with ``explain`` the
-    configured option's terms and the DeepSpeed-vs-paper notes."""
+    configured option's terms and the DeepSpeed-vs-paper notes.
+
+    ``assumed``: list the assumed inputs above the table (``check`` reports them as findings instead).
+    """
     scale(1, unit)  # validates the unit
     cluster = estimate.cluster
     s = estimate.settings
@@ -57,6 +61,11 @@ def render(estimate: Estimate, unit: str = "GB", ascii_only: bool = False, expla
         lines.append("* = the configured option.")
     lines.insert(0, verdict_line(estimate, unit))
     lines.append("")
+    if assumed and estimate.assumed:
+        lines.append("Assumed inputs (not given; read the table with them):")
+        for item in estimate.assumed:
+            lines += _wrap(item.message())
+        lines.append("")
 
     stages = estimate.stages
     for start in range(0, len(stages), COLUMNS_PER_BLOCK):

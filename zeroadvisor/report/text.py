@@ -53,8 +53,9 @@ def render_report(report) -> str:
     out = render(report.findings, colour=report.colour, files=report.files, ascii_only=report.ascii_only,
                  unreadable=len(report.extra.get("unreadable", ())))
     if estimate is not None:
+        # check: the assumed inputs are findings (assumed-input), listed first above
         out += "\n" + estimate_text.render(estimate, report.unit, ascii_only=report.ascii_only,
-                                           explain=report.explain)
+                                           explain=report.explain, assumed=False)
     if report.diff:
         out += "\n" + escape.terminal_block(report.diff)
     return escape.output(out, report.ascii_only)

@@ -430,5 +430,44 @@ TIGHT_FIT = Rule(
 )
 
 
+
+def _assumed_inputs(ctx):
+    for assumed in ctx.advice.estimate.assumed:
+        yield Hit(assumed.pointer, assumed.message(), at="file")
+
+
+ASSUMED_INPUT = Rule(
+    code="ZA808",
+    name="assumed-input",
+    severity=Severity.WARNING,
+    summary="An input that changes the verdict was not given: the estimate assumed it.",
+    explanation=(
+        "The verdict depends on inputs the DeepSpeed config may leave open: the sequence length (without "
+        "it activations are not counted at all and the verdict covers model states only), the micro batch "
+        "and precision when the config says \"auto\" (the Hugging Face integration fills them from its "
+        "own arguments), the stage when it is \"auto\" (DeepSpeed runs stage 0; Accelerate fills it), the "
+        "optimizer when the config has none, the target length of encoder-decoder models, and how the "
+        "model is loaded (load dtype, zero.Init, meta-device loading: the Hugging Face Trainer's behaviour "
+        "by default). Each finding names the value assumed and the flag or model-description field that "
+        "sets it; a given value fills only what the config leaves open, and one the config contradicts is "
+        "a usage error. The findings come first in every format: read the verdict with them."
+    ),
+    check=_assumed_inputs,
+    examples=(
+        Example('{"train_micro_batch_size_per_gpu": "auto", "bf16": {"enabled": true}, "optimizer": {"type": '
+                '"AdamW"}, "zero_optimization": {"stage": 2}}',
+                fails=True, options={"model": {**_MODEL_7B, "load_dtype": "bf16", "meta_load": False},
+                                     "gpus": 8, "gpu": "A100-80GB"}),
+        Example('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, "optimizer": {"type": '
+                '"AdamW"}, "zero_optimization": {"stage": 2}}',
+                fails=False, options={"model": {**_MODEL_7B, "load_dtype": "bf16", "meta_load": False},
+                                      "gpus": 8, "gpu": "A100-80GB"}),
+    ),
+    needs_advice=True,
+    source="transformers integrations/deepspeed.py (\"auto\" filling), modeling_utils.py (from_pretrained dtype, "
+           "zero.Init); deepspeed/runtime/zero/config.py (stage)",
+)
+
+
 RULES = (DOES_NOT_FIT, TIGHT_FIT, LOWER_STAGE_FITS, ACTIVATIONS_DOMINATE, OFFLOAD_NOT_NEEDED,
-         HOST_MEMORY_INSUFFICIENT, LARGE_BUCKETS, PINNED_MEMORY)
+         HOST_MEMORY_INSUFFICIENT, LARGE_BUCKETS, PINNED_MEMORY, ASSUMED_INPUT)

@@ -1,0 +1,150 @@
+"""Assumed inputs: the values the estimate took because nobody gave them, each naming how to give it.
+
+Every input that changes the verdict and that neither the DeepSpeed config decides nor a flag or
+the model description gave becomes one :class:`AssumedInput`. ``estimate`` carries them as
+``Estimate.assumed`` (JSON ``assumed``), the ``assumed-input`` rule (ZA808) reports each as a
+warning, and verdict code asks :func:`activations_unknown`.
+
+:data:`INPUTS` is the one table of what sets each input: the flag (cli/options.py) and the model
+description field (model/description.py FIELDS); tests check both exist.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from zeroadvisor.model.spec import LoadInputs, ModelSpec, TrainingShape
+
+
+@dataclass(frozen=True, slots=True)
+class Input:
+    """How a user gives one input: a flag and a model-description field ("" where there is none)."""
+
+    words: str  # what it is, for messages
+    flag: str
+    field: str
+
+
+INPUTS: dict[str, Input] = {
+    "sequence_length": Input("sequence length", "--seq-len", "sequence_length"),
+    "architecture": Input("layer count and hidden size", "--model", "num_layers, hidden_size"),
+    "target_length": Input("target (decoder) length", "--target-len", "target_length"),
+    "micro_batch_size": Input("micro batch per GPU", "--micro-batch", "micro_batch_size"),
+    "precision": Input("training precision", "--precision", "precision"),
+    "zero_stage": Input("ZeRO stage", "--stage", ""),
+    "optimizer": Input("optimizer", "", ""),  # only the config sets it: optimizer.type
+    "load_dtype": Input("load dtype", "--load-dtype", "load_dtype"),
+    "zero_init": Input("zero.Init at load", "--zero-init/--no-zero-init", "zero_init"),
+    "meta_device": Input("meta-device load", "--meta-load/--no-meta-load", "meta_load"),
+}
+
+# The inputs without which the activation term is 0: the verdict then covers everything but activations.
+ACTIVATION_INPUTS = ("sequence_length", "architecture")
+
+
+@dataclass(frozen=True, slots=True)
+class AssumedInput:
+    """One input the estimate assumed. ``value`` is what it used (None: the term it feeds is not
+    counted); ``pointer`` is the config key whose "auto" it fills ("" when none); ``effect`` says in
+    one line what the assumption does to the estimate."""
+
+    name: str  # a key of INPUTS
+    value: Any
+    flag: str
+    field: str
+    pointer: str
+    effect: str
+
+    @classmethod
+    def of(cls, name: str, value: Any, effect: str, pointer: str = "") -> AssumedInput:
+        source = INPUTS[name]
+        return cls(name, value, source.flag, source.field, pointer, effect)
+
+    @property
+    def words(self) -> str:
+        return INPUTS[self.name].words
+
+    def how_to_set(self) -> str:
+        ways = [f"flag {self.flag}" if self.flag else "",
+                f"model-description field {self.field}" if self.field else ""]
+        ways = [w for w in ways if w]
+        if not ways:
+            return "set it in the DeepSpeed config"
+        return "set it with " + " or ".join(ways)
+
+    def shown_value(self) -> str:
+        if self.value is None:
+            return "unknown"
+        if isinstance(self.value, bool):
+            return "on" if self.value else "off"
+        return str(self.value)
+
+    def message(self) -> str:
+        """One line for reports: what was assumed, what it does, how to give it."""
+        where = f" for {self.pointer.lstrip('/').replace('/', '.')}" if self.pointer else ""
+        if self.value is None:
+            return f"{self.words} not given{where}: {self.effect}; {self.how_to_set()}"
+        return f"assumed {self.words} {self.shown_value()}{where}: {self.effect}; {self.how_to_set()}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "value": self.value, "flag": self.flag, "field": self.field,
+                "pointer": self.pointer, "effect": self.effect}
+
+
+def activations_unknown(assumed: list[AssumedInput]) -> bool:
+    """Whether the activation term is missing from the estimate for lack of an input."""
+    return any(a.name in ACTIVATION_INPUTS for a in assumed)
+
+
+NOT_COUNTED = ("activations are NOT counted, so the verdict is only about model states, gathered parameters, "
+               "buffers and overhead")
+
+
+def shape_assumptions(model: ModelSpec, shape: TrainingShape, configured_stage: int | None) -> list[AssumedInput]:
+    """The inputs of the training shape and the load phase that were not given (deepspeed accounting).
+
+    ``configured_stage``: the stage the config runs (None without a config); zero.Init is only an
+    input at stage 3.
+    """
+    out: list[AssumedInput] = []
+    if not shape.sequence_length:
+        out.append(AssumedInput.of("sequence_length", None, NOT_COUNTED))
+    elif not (model.num_layers and model.hidden_size):
+        out.append(AssumedInput.of("architecture", None, NOT_COUNTED + " (give an hf_config or the architecture "
+                                   "fields)"))
+    if model.encoder_decoder and shape.target_length is None:
+        out.append(AssumedInput.of("target_length", shape.sequence_length,
+                                   "the decoder stack is costed at the sequence length (the encoder's)"))
+    out += load_assumptions(model, shape.load, configured_stage)
+    return out
+
+
+def load_assumptions(model: ModelSpec, load: LoadInputs, configured_stage: int | None) -> list[AssumedInput]:
+    """Defaults for the load inputs not given: the Hugging Face Trainer with transformers 5.24."""
+    out: list[AssumedInput] = []
+    if load.load_dtype is None:
+        if model.checkpoint_dtype is not None:
+            # from_pretrained(dtype=None) becomes "auto", which reads config.dtype
+            # (transformers/modeling_utils.py from_pretrained and _get_dtype).
+            out.append(AssumedInput.of("load_dtype", model.checkpoint_dtype,
+                                       "from_pretrained loads in the checkpoint's dtype from config.json "
+                                       "(transformers 5 dtype=\"auto\")"))
+        else:
+            # Without a dtype in config.json, torch.get_default_dtype() (fp32) is transformers 4's default
+            # and the widest a checkpoint is saved in: a bound.
+            out.append(AssumedInput.of("load_dtype", "fp32", "the checkpoint's dtype is unknown: loaded in fp32, "
+                                       "torch's default dtype (a bound: a 16-bit checkpoint loads in half)"))
+    zero_init = configured_stage == 3 and load.zero_init is not False
+    if load.zero_init is None and configured_stage == 3:
+        # modeling_utils.py get_init_context enters deepspeed.zero.Init when
+        # integrations/deepspeed.py is_deepspeed_zero3_enabled(): the Trainer's TrainingArguments with
+        # the stage-3 config exist before from_pretrained.
+        out.append(AssumedInput.of("zero_init", True, "parameters are created partitioned under deepspeed.zero.Init "
+                                   "(the HF Trainer with the config known before from_pretrained)"))
+    if load.meta_device is None and not zero_init:  # under zero.Init no rank builds the whole model
+        # Without a device_map, from_pretrained builds on the meta device and materialises the weights in
+        # host RAM (modeling_utils.py get_init_context, torch.device("meta")); every local rank does so.
+        out.append(AssumedInput.of("meta_device", False, "every local rank materialises the weights in host RAM "
+                                   "(from_pretrained without a device_map)"))
+    return out
