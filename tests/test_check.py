@@ -44,7 +44,8 @@ def model(tmp_path: Path, hf: dict, **shape) -> tuple:
 
 def check(config: dict, spec_shape, gpus=8, gpu="A100-80GB", **kw):
     spec, shape = spec_shape
-    options = CheckOptions(model=spec, shape=shape, gpus=gpus, gpu_memory=inputs.gpu_memory(None, gpu, True), **kw)
+    kw.setdefault("gpu_memory", inputs.gpu_memory(None, gpu, True))
+    options = CheckOptions(model=spec, shape=shape, gpus=gpus, **kw)
     return check_document(parse(json.dumps(config, indent=2), "ds_config.json"), options)
 
 
@@ -130,17 +131,23 @@ def test_mixtral_does_not_fit_on_a10g_and_nothing_fits(tmp_path):
     result = check({**BF16, "train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3}}, m,
                    gpus=2, gpu="A10G", cpu_memory=128 * 10**9)
     (finding,) = [f for f in result.findings if f.name == "does-not-fit"]
-    assert "Nothing fits" in finding.message and "more than usable" in finding.message
+    assert "Nothing fits" in finding.message and "less 10% headroom" in finding.message
 
 
 def test_headroom_changes_the_verdict(tmp_path):
     m = model(tmp_path, LLAMA2_7B, sequence_length=4096, activation_checkpointing="full")
     config = {**BF16, "train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 2}}
-    total = check(config, m).estimate.configured.per_gpu["total"]
+    peak = check(config, m).estimate.configured.peak_gpu
     gpu = inputs.gpu_memory(None, "A100-80GB", True)
-    tight = (gpu - total) / gpu  # headroom that leaves exactly the estimate
-    assert check(config, m, headroom=max(tight - 0.01, 0)).estimate.configured.fits
-    assert not check(config, m, headroom=min(tight + 0.01, 0.99)).estimate.configured.fits
+    edge = (gpu - peak) / gpu  # headroom that leaves exactly the estimate
+    # the headroom is the one margin: it turns "fits" into "tight", never into "does not fit"
+    assert check(config, m, headroom=max(edge - 0.01, 0)).estimate.configured.verdict == "fits"
+    tight = check(config, m, headroom=min(edge + 0.01, 0.99))
+    assert tight.estimate.configured.verdict == "tight" and tight.estimate.configured.fits
+    assert [f.name for f in tight.findings if f.name in ("tight-fit", "does-not-fit")] == ["tight-fit"]
+    # a card smaller than the peak does not fit whatever the headroom
+    small = check(config, m, gpu_memory=peak - 1, headroom=0)
+    assert small.estimate.configured.verdict == "does-not-fit"
 
 
 def run(*args, cwd=None):

@@ -37,9 +37,17 @@ def test_render_marks_configured_and_fit():
     assert "*Z2 +opt:cpu" in header and header.count("*") == 1
     fits = [line for line in text.splitlines() if line.startswith("fits")]
     assert "✓" in fits[0] and "✗" in fits[0]  # Z0 does not fit 40 GB, Z2 +opt:cpu does
-    assert "✓ fits, ✗ does not fit" in text
+    assert "✓ fits, ~ tight (inside the headroom), ✗ does not fit" in text
     assert "GPU 40.00 GB" in text and "host RAM 549.76 GB/node" in text
-    assert "DeepSpeed vs the ZeRO paper" in text and "stage_1_and_2.py" in text
+    assert text.startswith("Verdict (Z2 +opt:cpu): fits; peak ")  # the verdict first
+    # the source notes and the terms only under --explain
+    assert "DeepSpeed vs the ZeRO paper" not in text and "stage_1_and_2.py" not in text
+    explained = render(result, explain=True)
+    assert "DeepSpeed vs the ZeRO paper" in explained and "stage_1_and_2.py" in explained
+    terms = explained.split("Terms of the configured option", 1)[1]
+    for phase in ("load:", "train:", "save:"):
+        assert phase in terms
+    assert "[allowance;" in terms and "[exact;" in terms
     assert "TOTAL per GPU" in text and "host RAM / node" in text and "NVMe / node" in text
     for line in text.splitlines():
         assert len(line) <= 120, line

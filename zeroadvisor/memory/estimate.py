@@ -98,9 +98,9 @@ class StageEstimate:
     option: Option
     configured: bool
     per_gpu: dict[str, int]  # the train phase (the step's peak), by row
-    per_gpu_cpu: int  # host RAM one GPU's process needs while training
+    per_gpu_cpu: int  # host RAM DeepSpeed keeps for one GPU's process while training (offloaded state, buffers)
     per_gpu_nvme: int
-    per_node_cpu: int  # train phase, host RAM per node
+    per_node_cpu: int  # that, per node (the runtime allowance and pinned rounding are in the phase peaks)
     per_node_nvme: int
     verdict: str | None  # fits | tight | does-not-fit (memory/verdict.py); None: no capacity given
     terms: list[Term]  # every phase's terms (Term.phase says which)
@@ -277,10 +277,12 @@ def estimate(config: dict | None, model: ModelSpec, shape: TrainingShape | None 
             terms += host_memory.pinned_rounding_terms(host_memory.deepspeed_pinned_buffers(
                 s, option, P, N, largest_param(model)))
         per_gpu = {row: 0 for row in ROWS}
-        host = nvme = 0
+        host = nvme = host_overhead = 0  # host: what DeepSpeed keeps there; overhead: runtime, pinned rounding
         for term in terms:
             if term.device == "gpu":
                 per_gpu[term.row] += term.nbytes
+            elif term.device == "cpu" and term.row == "overhead":
+                host_overhead += term.nbytes
             elif term.device == "cpu":
                 host += term.nbytes
             else:
@@ -290,10 +292,11 @@ def estimate(config: dict | None, model: ModelSpec, shape: TrainingShape | None 
                                                         "activations", "overhead"))
         per_node_cpu = host * cluster.gpus_on_a_node
         per_node_nvme = nvme * cluster.gpus_on_a_node
-        peaks = [PhasePeak("train", per_gpu["total"], per_node_cpu, per_node_nvme)]
+        train_host = (host + host_overhead) * cluster.gpus_on_a_node
+        peaks = [PhasePeak("train", per_gpu["total"], train_host, per_node_nvme)]
         if accounting == "deepspeed":
             phase_peaks, phase_terms = _around_training(model, s, option, cluster, shape.load, per_gpu,
-                                                        per_node_cpu, per_node_nvme, config, notes)
+                                                        train_host, per_node_nvme, config, notes)
             peaks = [phase_peaks[0], *peaks, phase_peaks[1]]
             terms = terms + phase_terms
         judgement = judge(peaks, cluster.capacities(), cluster.headroom)
@@ -322,7 +325,7 @@ def _allowance_terms(terms: list[Term]) -> list[Term]:
 
 
 def _around_training(model: ModelSpec, s: Settings, option: Option, cluster: Cluster, load: LoadInputs,
-                     per_gpu: dict[str, int], per_node_cpu: int, per_node_nvme: int, config: dict | None,
+                     per_gpu: dict[str, int], train_host: int, per_node_nvme: int, config: dict | None,
                      notes: list[str]) -> tuple[tuple[PhasePeak, PhasePeak], list[Term]]:
     """The load and save phases' peaks and terms (memory/phases.py), with the same allowances as training.
 
@@ -339,7 +342,7 @@ def _around_training(model: ModelSpec, s: Settings, option: Option, cluster: Clu
     load_gpu = loaded.peak_gpu + CUDA_CONTEXT_BYTES
     load_peak = PhasePeak("load", load_gpu, loaded.peak_host_per_node + runtime_host, loaded.peak_nvme_per_node)
     between_steps = per_gpu["total"] - per_gpu["activations"]
-    save_peak = PhasePeak("save", between_steps + saved.peak_gpu, per_node_cpu + saved.peak_host_per_node,
+    save_peak = PhasePeak("save", between_steps + saved.peak_gpu, train_host + saved.peak_host_per_node,
                           per_node_nvme + saved.peak_nvme_per_node)
     context = Term("overhead", "gpu", CUDA_CONTEXT_BYTES, "cuda_context", "CUDA context, NCCL and cuBLAS "
                    "workspaces", "1 GiB per process", "memory/buffers.py CUDA_CONTEXT_BYTES", phase="load",

@@ -139,7 +139,7 @@ def verdict_line(estimate: Estimate, unit: str) -> str:
     """The configured option's verdict in one line: verdict, peak against capacity, binding phase and resource."""
     st = estimate.configured
     if st is None:
-        return "Verdict: no configured option (no config given); every option is in the table."
+        return "Verdict: per option, in the table below (no config given)."
     cluster = estimate.cluster
     capacity = cluster.capacities()[st.binding_resource]
     peak = {"gpu": st.peak_gpu, "host": st.peak_host_per_node, "nvme": st.peak_nvme_per_node}[st.binding_resource]

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from zeroadvisor.deepspeed import schema
 from zeroadvisor.lint.findings import Severity
-from zeroadvisor.memory import verdict
-from zeroadvisor.memory.terms import STATE_ROWS
 from zeroadvisor.report.labels import BREAKDOWN_ROWS, PHASE_WORDS, ROW_LABELS
 from zeroadvisor.lint.rule import Example, Hit, Rule
 
@@ -53,8 +51,10 @@ def _phase_words(stage) -> str:
 
 
 def _does_not_fit(ctx):
+    from zeroadvisor.memory.verdict import DOES_NOT_FIT as verdict  # here: lint never loads the memory model
+
     current = _configured(ctx)
-    if current is None or current.verdict != verdict.DOES_NOT_FIT:
+    if current is None or current.verdict != verdict:
         return
     a, budget = ctx.advice, ctx.advice.budget
     if current.peak_gpu <= budget.gpu_memory:
@@ -347,6 +347,8 @@ LARGE_BUCKETS = Rule(
 
 
 def _pinned(ctx):
+    from zeroadvisor.memory.terms import STATE_ROWS
+
     current = _configured(ctx)
     a = ctx.advice
     if current is None:
@@ -393,14 +395,16 @@ PINNED_MEMORY = Rule(
 )
 
 def _tight_fit(ctx):
+    from zeroadvisor.memory.verdict import RESOURCE_WORDS, TIGHT
+
     current = _configured(ctx)
-    if current is None or current.verdict != verdict.TIGHT:
+    if current is None or current.verdict != TIGHT:
         return
     a, b = ctx.advice, ctx.advice.budget
     resource, capacity = current.binding_resource, {"gpu": b.gpu_memory, "host": b.cpu_memory, "nvme": b.nvme}
     peak = {"gpu": current.peak_gpu, "host": current.peak_host_per_node, "nvme": current.peak_nvme_per_node}
     yield Hit(_anchor(ctx), f"{_label(current.option)} peaks at {a.fmt(peak[resource])} of "
-                            f"{verdict.RESOURCE_WORDS[resource]} {_phase_words(current)}: within the "
+                            f"{RESOURCE_WORDS[resource]} {_phase_words(current)}: within the "
                             f"{a.fmt(capacity[resource])} there is, but inside the {b.headroom:.0%} headroom "
                             "(--headroom), where allocator fragmentation and library workspaces decide; real "
                             "runs that close to the limit OOM intermittently")
