@@ -113,8 +113,9 @@ _C_ESCAPES = {"\"": "\\\"", "\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"}
 
 def _diff_path(name: str) -> str:
     """A path as git writes it in a diff header: in C quotes if it holds a quote, a backslash or
-    a control character (git quote_c_style), so a file name cannot break the diff."""
+    a control character (git quote_c_style), so a file name cannot break the diff; a name with a
+    space ends with a tab, where GNU patch stops reading it (git diff.c does the same)."""
     if not any(c in _C_ESCAPES or ord(c) < 0x20 or ord(c) == 0x7F for c in name):
-        return name
+        return name + "\t" if " " in name else name
     return '"' + "".join(_C_ESCAPES.get(c) or (f"\\{ord(c):03o}" if ord(c) < 0x20 or ord(c) == 0x7F else c)
                          for c in name) + '"'
