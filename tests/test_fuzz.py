@@ -32,7 +32,7 @@ OPTIONS = CheckOptions(model=ModelSpec(parameters=7_000_000_000, num_layers=32, 
                        cpu_memory=512 * 10**9)
 
 
-@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(configs, zero_blocks)
 def test_check_never_raises_and_fixes_apply(config, zero):
     config = {**config, "zero_optimization": zero} if zero else config
