@@ -26,22 +26,21 @@ PATCHES = [
 ]
 
 
+def _run(command: list[str], cwd) -> subprocess.CompletedProcess:
+    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=60)
+
+
 def _apply_everywhere(folder, diff: str) -> None:
     """git apply --check, then git apply and patch -p1 for real, each on its own copy."""
+    diff_file = str(folder / "fix.diff")
     (folder / "fix.diff").write_text(diff, newline="")
-    check = subprocess.run(["git", "apply", "--check", "-v", str(folder / "fix.diff")], cwd=folder / "git", capture_output=True,
-                           text=True, timeout=60)
-    assert check.returncode == 0, check.stderr[-2000:]
-    applied = subprocess.run(["git", "apply", str(folder / "fix.diff")], cwd=folder / "git", capture_output=True, text=True,
-                             timeout=60)
-    assert applied.returncode == 0, applied.stderr[-2000:]
+    for command in (["git", "apply", "--check", "-v", diff_file], ["git", "apply", diff_file]):
+        result = _run(command, folder / "git")
+        assert result.returncode == 0, result.stderr[-2000:]
     if shutil.which("patch"):
-        dry = subprocess.run(["patch", "-p1", "--dry-run", "-i", str(folder / "fix.diff")], cwd=folder / "patch",
-                             capture_output=True, text=True, timeout=60)
-        assert dry.returncode == 0, dry.stdout[-2000:]
-        real = subprocess.run(["patch", "-p1", "-s", "-i", str(folder / "fix.diff")], cwd=folder / "patch", capture_output=True,
-                              text=True, timeout=60)
-        assert real.returncode == 0, real.stdout[-2000:]
+        for command in (["patch", "-p1", "--dry-run", "-i", diff_file], ["patch", "-p1", "-s", "-i", diff_file]):
+            result = _run(command, folder / "patch")
+            assert result.returncode == 0, result.stdout[-2000:]
 
 
 def _setup(folder, files: dict[str, str]) -> None:

@@ -202,3 +202,17 @@ def test_cli_fix_when_the_disk_takes_no_more_is_one_line_and_changes_nothing(pro
     assert "cannot write the fix" in result.stderr and result.stderr.strip().count("\n") == 0
     assert "Traceback" not in result.stderr
     assert (project / "ds.json").read_bytes() == DS.encode() and leftovers(project) == []
+
+
+@pytest.mark.parametrize("text", ["", "// filled in later\n"])
+@pytest.mark.parametrize("mode", [["--suggest"], ["--format", "markdown"], ["--fix"]])
+def test_cli_empty_or_comment_only_config_is_reported_not_an_internal_error(project, text, mode):
+    (project / "ds.json").write_text(text)
+    result = cli(*CHECK, *mode, cwd=project)
+    assert result.returncode in (0, 1), result.stderr
+    assert "internal error" not in result.stderr and "Traceback" not in result.stderr
+    if mode == ["--fix"]:
+        after = (project / "ds.json").read_text()
+        assert after.startswith(text) and after != text
+    else:
+        assert "+{" in result.stdout and (project / "ds.json").read_text() == text

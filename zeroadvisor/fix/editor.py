@@ -44,7 +44,7 @@ class WriteError(FixError):
     """The new text cannot be written to the file (permissions, changed on disk, disk full)."""
 
 
-# Why an edit is refused. "readback" and "overlap" mean a defect in this module, never a bad input.
+# Why an edit is refused. "readback", "overlap" and "layout" mean a defect in this module, never a bad input.
 REFUSALS = {
     "not-an-object": "the config is not a JSON object",
     "placeholder": "the edit would overwrite or delete a template placeholder",
@@ -52,6 +52,7 @@ REFUSALS = {
     "unencodable": "a fix holds text that cannot be written as UTF-8",
     "readback": "the edited text does not read back as the patched config",
     "overlap": "two edits of the config overlap",
+    "layout": "the text between two members is not what the loader reported",
 }
 # Strings a template engine substitutes: `${VAR}` (envsubst, shell heredocs) inside quotes.
 _QUOTED_PLACEHOLDER = "${"
@@ -209,7 +210,7 @@ def _gap_tokens(text: str, start: int, end: int) -> list[_Token]:
             tokens.append(_Token("comma", i, i + 1))
             i += 1
         else:  # the loader's spans disagree with this scan: refuse rather than guess
-            raise _refuse("overlap", f"unexpected {ch!r} between members at offset {i}")
+            raise _refuse("layout", f"unexpected {ch!r} at offset {i}")
     return tokens
 
 
@@ -281,7 +282,8 @@ class _Editor:
         text = self.text
         members = self.doc.members.get(pointer, [])
         interior_start, interior_end = self._interior(pointer)
-        value_ends = [m.value_span.start + len(text[m.value_span.start : m.value_span.end].rstrip()) for m in members]
+        value_ends = [m.value_span.start + len(text[m.value_span.start : m.value_span.end].rstrip(" \t"))
+                      for m in members]
         out = []
         for index, member in enumerate(members):
             gap_start = value_ends[index - 1] if index else interior_start
