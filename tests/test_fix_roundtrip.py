@@ -7,8 +7,9 @@ import re
 import pytest
 
 from zeroadvisor.fix import merge_patch as mp
-from zeroadvisor.fix.editor import patched_text, write_atomically
+from zeroadvisor.fix.editor import EditError, patched_text, write_atomically
 from zeroadvisor.config.source import ParseError, join_pointer, parse
+from zeroadvisor.lint.schemawalk import _PLACEHOLDER
 
 from conftest import CORPUS, corpus_manifest
 
@@ -25,6 +26,20 @@ def _configs():
     if not (CORPUS / "MANIFEST.tsv").is_file():
         return []
     return sorted(row["file"] for row in corpus_manifest(CORPUS) if row["kind"] == "ds_json")
+
+
+def _unparseable(corpus) -> list[str]:
+    out = []
+    for name in _configs():
+        try:
+            parse((corpus / name).read_bytes().decode("utf-8"), name)
+        except ParseError:
+            out.append(name)
+    return out
+
+
+# Configs DeepSpeed cannot read either: invalid-syntax reports them and there is nothing to fix.
+UNPARSEABLE = ("KtechB", "abliao")
 
 
 def _patched_pointers(patch, data, pointer=""):
@@ -51,24 +66,53 @@ def _outside(doc, pointers) -> str:
 @pytest.mark.corpus
 @pytest.mark.parametrize("name", _configs())
 def test_fix_changes_only_patched_keys(corpus, name):
-    text = (corpus / name).read_text("utf-8")
+    text = (corpus / name).read_bytes().decode("utf-8")  # as written: CRLF stays CRLF
     try:
         doc = parse(text, name)
     except ParseError:
-        return  # not parseable (KtechB, abliao): invalid-syntax reports it, nothing to fix
-    if not isinstance(doc.data, dict) or doc.quoteless:
-        return  # templates are not valid configs; nothing to round-trip
+        assert name.startswith(UNPARSEABLE)  # checked apart in test_only_known_configs_do_not_parse
+        return
+    assert isinstance(doc.data, dict)
+    placeholders = [p for p, raw in doc.quoteless.items() if _PLACEHOLDER.match(raw)]
     for patch in PATCHES:
+        pointers = set(_patched_pointers(patch, doc.data))
+        touched = [p for p in placeholders if any(p == q or p.startswith(q + "/") for q in pointers)]
+        if touched:  # a template: the edit would overwrite or delete a placeholder
+            with pytest.raises(EditError) as err:
+                patched_text(doc, patch)
+            assert err.value.reason == "placeholder"
+            continue
         new_text = patched_text(doc, patch)  # raises if the result reads back differently
         new_doc = parse(new_text, name)
         assert new_doc.data == mp.apply(doc.data, patch)
-        pointers = set(_patched_pointers(patch, doc.data)) | set(_patched_pointers(patch, new_doc.data))
+        assert patched_text(new_doc, patch) == new_text  # the same patch again changes nothing
+        pointers |= set(_patched_pointers(patch, new_doc.data))
         assert _outside(doc, pointers) == _outside(new_doc, pointers), f"{name}: text outside {patch} changed"
-        assert [d.kind for d in new_doc.deviations] == [d.kind for d in doc.deviations] or doc.deviations
+        # Edits bring no new way of deviating from strict JSON: a JSON file stays JSON.
+        assert {d.kind for d in new_doc.deviations} <= {d.kind for d in doc.deviations}
+        assert new_text.endswith("\n") == text.endswith("\n")
+        if "\r\n" in text:
+            assert new_text.count("\n") == new_text.count("\r\n")
 
 
 def test_corpus_has_configs_to_round_trip(corpus):
     assert len(_configs()) > 200
+
+
+@pytest.mark.corpus
+def test_only_known_configs_do_not_parse(corpus):
+    assert sorted(name.split("__")[0] for name in _unparseable(corpus)) == sorted(UNPARSEABLE)
+
+
+@pytest.mark.corpus
+def test_corpus_templates_are_round_tripped_too(corpus):
+    """The placeholders of Megatron-DeepSpeed templates stay; patches beside them apply."""
+    templates = [n for n in _configs() if (corpus / n).is_file() and "ZERO_STAGE" in (corpus / n).read_text("utf-8")]
+    assert templates
+    for name in templates:
+        doc = parse((corpus / name).read_text("utf-8"), name)
+        new = patched_text(doc, {"zero_optimization": {"offload_optimizer": {"device": "cpu"}}})
+        assert "ZERO_STAGE" in new and parse(new).data["zero_optimization"]["offload_optimizer"] == {"device": "cpu"}
 
 
 def test_atomic_write_keeps_mode_and_replaces(tmp_path):

@@ -1,18 +1,30 @@
-"""Findings' fixes to one patch, a unified diff, and an atomic write (``--suggest``/``--fix``)."""
+"""Findings' fixes to one patch, a unified diff, and an atomic write (``--suggest``/``--fix``).
+
+The CLI's flow, so the findings are always shown before any error:
+
+    plan = plan_fixes(path, document, findings)   # never raises for a bad file; plan.error says why
+    ...print the findings, and plan.diff for --suggest...
+    write_fixes(plan)                              # raises FixError (one line), never OSError
+
+Every error is a :class:`FixError` whose message is one line without the file name.
+"""
 
 from __future__ import annotations
 
 import difflib
 import os
+from dataclasses import dataclass
+from typing import Any
 
-from zeroadvisor.fix import merge_patch as mp
-from zeroadvisor.fix.editor import EditError, patched_text, write_atomically
-from zeroadvisor.lint.findings import Finding
 from zeroadvisor.config.source import Document
+from zeroadvisor.fix import merge_patch as mp
+from zeroadvisor.fix.editor import EditError, FixError, WriteError, patched_text, write_atomically
+from zeroadvisor.lint.findings import Finding
 
+__all__ = ["FixError", "EditError", "WriteError", "FixPlan", "combined_patch", "plan_fixes", "write_fixes",
+           "unified_diff", "write_fix"]
 
-class FixError(ValueError):
-    """The fixes cannot be written into this file."""
+NO_NEWLINE = "\\ No newline at end of file\n"  # diff's marker; git apply and patch need it
 
 
 def combined_patch(findings: list[Finding]) -> dict:
@@ -22,22 +34,88 @@ def combined_patch(findings: list[Finding]) -> dict:
     return mp.merge(*lint, *advice)
 
 
-def _new_text(document: Document, patch: dict) -> str:
-    if document.name.lower().endswith((".yaml", ".yml")):
-        raise FixError("fixes are written into JSON configs only; apply the suggested change by hand")
+@dataclass(frozen=True, slots=True)
+class FixPlan:
+    """What ``--suggest``/``--fix`` would do to one file."""
+
+    path: str
+    document: Document
+    patch: dict[str, Any]
+    new_text: str | None  # None when the fixes cannot be written (see error)
+    diff: str  # "" when nothing changes or the fixes cannot be written
+    error: FixError | None  # why the fixes cannot be written into this file
+
+    @property
+    def changes(self) -> bool:
+        return self.new_text is not None and self.new_text != self.document.text
+
+
+def plan_fixes(path: str, document: Document, findings: list[Finding]) -> FixPlan:
+    """The combined fix of ``findings`` as new text and a diff; a refusal is kept in ``error``."""
+    patch = combined_patch(findings)
+    if not patch:
+        return FixPlan(path, document, patch, document.text, "", None)
     try:
-        return patched_text(document, patch)
-    except EditError as err:
-        raise FixError(str(err)) from None
+        new_text = _new_text(document, patch)
+    except FixError as err:
+        return FixPlan(path, document, patch, None, "", err)
+    return FixPlan(path, document, patch, new_text, _diff(document.text, new_text, path), None)
+
+
+def write_fixes(plan: FixPlan) -> bool:
+    """Write the plan into its file, atomically; True if the file changed. Raises FixError."""
+    if plan.error is not None:
+        raise plan.error
+    if not plan.changes:
+        return False
+    write_atomically(plan.path, plan.new_text, original=plan.document.text)
+    return True
 
 
 def unified_diff(document: Document, patch: dict, path: str) -> str:
-    new = _new_text(document, patch)
-    shown = os.path.relpath(path) if not os.path.relpath(path).startswith("..") else path.lstrip("/")
-    lines = difflib.unified_diff(document.text.splitlines(keepends=True), new.splitlines(keepends=True),
-                                 fromfile=f"a/{shown}", tofile=f"b/{shown}")
-    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+    """The patched file as a unified diff against ``path`` (git apply / patch -p1). Raises FixError."""
+    return _diff(document.text, _new_text(document, patch), path)
 
 
 def write_fix(path: str, document: Document, patch: dict) -> None:
-    write_atomically(path, _new_text(document, patch))
+    """Write ``patch`` into the file read as ``document``. Raises FixError."""
+    new_text = _new_text(document, patch)
+    if new_text != document.text:
+        write_atomically(path, new_text, original=document.text)
+
+
+def _new_text(document: Document, patch: dict) -> str:
+    if document.name.lower().endswith((".yaml", ".yml")):
+        raise FixError("fixes are written into JSON configs only; apply the suggested change by hand")
+    return patched_text(document, patch)
+
+
+def _diff(old: str, new: str, path: str) -> str:
+    if old == new:
+        return ""
+    relative = os.path.relpath(path)
+    shown = path.lstrip("/") if relative.startswith("..") else relative
+    lines = difflib.unified_diff(_lines(old), _lines(new), fromfile=_diff_path("a/" + shown),
+                                 tofile=_diff_path("b/" + shown))
+    # A last line without a line break is marked, as diff -u and git diff do.
+    return "".join(line if line.endswith("\n") else line + "\n" + NO_NEWLINE for line in lines)
+
+
+def _lines(text: str) -> list[str]:
+    """Lines as diff and git count them: ended by LF only (str.splitlines also splits at \\r, \\f,
+    U+2028..., which would make hunks that git apply cannot place)."""
+    lines = text.split("\n")
+    return [line + "\n" for line in lines[:-1]] + ([lines[-1]] if lines[-1] else [])
+
+
+_C_ESCAPES = {"\"": "\\\"", "\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"}
+
+
+def _diff_path(name: str) -> str:
+    """A path as git writes it in a diff header: in C quotes if it holds a quote, a backslash or
+    a control character (git quote_c_style), so a file name cannot break the diff; a name with a
+    space ends with a tab, where GNU patch stops reading it (git diff.c does the same)."""
+    if not any(c in _C_ESCAPES or ord(c) < 0x20 or ord(c) == 0x7F for c in name):
+        return name + "\t" if " " in name else name
+    return '"' + "".join(_C_ESCAPES.get(c) or (f"\\{ord(c):03o}" if ord(c) < 0x20 or ord(c) == 0x7F else c)
+                         for c in name) + '"'
