@@ -81,7 +81,7 @@ def test_ascii_stream_does_not_crash(tmp_path):
     assert "caf\\xe9.json:3:3: ZA102" in lint.stdout
     estimate = run("estimate", "--params", "7B", "--gpus", "8", "--gpu", "H100", env={"PYTHONIOENCODING": "ascii"})
     assert estimate.returncode == 0, estimate.stderr
-    assert "yes fits, tight tight (inside the headroom), NO does not fit" in estimate.stdout  # the ASCII marks, not backslash escapes of
+    assert "yes fits, tight tight" in estimate.stdout and "NO does not fit" in estimate.stdout  # the ASCII marks, not backslash escapes of
     assert estimate.stdout.isascii()
 
 

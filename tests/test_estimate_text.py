@@ -37,7 +37,7 @@ def test_render_marks_configured_and_fit():
     assert "*Z2 +opt:cpu" in header and header.count("*") == 1
     fits = [line for line in text.splitlines() if line.startswith("fits")]
     assert "✓" in fits[0] and "✗" in fits[0]  # Z0 does not fit 40 GB, Z2 +opt:cpu does
-    assert "✓ fits, ~ tight (inside the headroom), ✗ does not fit" in text
+    assert "✓ fits, ~ tight (inside the headroom), ✗ does not fit" in " ".join(text.split())
     assert "GPU 40.00 GB" in text and "host RAM 549.76 GB/node" in text
     assert text.startswith("Verdict (Z2 +opt:cpu): fits; peak ")  # the verdict first
     # the source notes and the terms only under --explain

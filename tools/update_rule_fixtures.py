@@ -137,7 +137,8 @@ def doc_name(case: dict[str, Any]) -> str:
 
 
 def _run_check(case: dict[str, Any], options: dict[str, Any]) -> list:
-    from zeroadvisor.advisor.check import DEFAULT_HEADROOM, CheckOptions, check_document
+    from zeroadvisor.advisor.check import CheckOptions, check_document
+    from zeroadvisor.memory.verdict import DEFAULT_HEADROOM
     from zeroadvisor.cli import inputs
 
     unknown = set(options) - set(CHECK_OPTIONS)

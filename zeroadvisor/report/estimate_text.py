@@ -52,14 +52,15 @@ def render(estimate: Estimate, unit: str = "GB", ascii_only: bool = False, expla
         limits.append(f"NVMe {format_bytes(cluster.nvme, unit)}/node")
     i = 1 if ascii_only else 0
     if limits:
-        lines.append(f"Verdict against {', '.join(limits)}, each less {cluster.headroom:.0%} headroom: "
-                     f"{MARKS['fits'][i]} fits, {MARKS['tight'][i]} tight (inside the headroom), "
-                     f"{MARKS['does-not-fit'][i]} does not fit; peaks are over the load, train and save phases.")
+        lines += textwrap.wrap(f"Verdict against {', '.join(limits)}, each less {cluster.headroom:.0%} headroom: "
+                               f"{MARKS['fits'][i]} fits, {MARKS['tight'][i]} tight (inside the headroom), "
+                               f"{MARKS['does-not-fit'][i]} does not fit; peaks are over the load, train and "
+                               "save phases.", width=WIDTH, subsequent_indent="  ")
     else:
         lines.append("Fit: not judged (no GPU memory given).")
     if any(st.configured for st in estimate.stages):
         lines.append("* = the configured option.")
-    lines.insert(0, verdict_line(estimate, unit))
+    lines[0:0] = textwrap.wrap(verdict_line(estimate, unit), width=WIDTH, subsequent_indent="  ")
     lines.append("")
     if assumed and estimate.assumed:
         lines.append("Assumed inputs (not given; read the table with them):")

@@ -84,11 +84,16 @@ def _does_not_fit(ctx):
     if closest is not None:
         change, best = closest
         short = best.peak_gpu - budget.usable
-        missing = (f"; even {change.description} needs {a.fmt(best.peak_gpu)} per GPU at peak, "
-                   f"{a.fmt(max(short, 0))} more than {_budget(ctx)}")
+        shortfalls = []  # only what binds: a GPU shortfall of 0 is no reason
+        if short > 0:
+            shortfalls.append(f"{a.fmt(best.peak_gpu)} per GPU at peak, {a.fmt(short)} more than {_budget(ctx)}")
         if budget.cpu_memory is not None and best.peak_host_per_node > budget.cpu_memory:
-            missing += (f", and {a.fmt(best.peak_host_per_node)} host RAM per node against "
-                        f"{a.fmt(budget.cpu_memory)} given")
+            shortfalls.append(f"{a.fmt(best.peak_host_per_node)} host RAM per node against "
+                              f"{a.fmt(budget.cpu_memory)} given")
+        if budget.nvme is not None and best.peak_nvme_per_node > budget.nvme:
+            shortfalls.append(f"{a.fmt(best.peak_nvme_per_node)} NVMe per node against {a.fmt(budget.nvme)} given")
+        if shortfalls:
+            missing = f"; even {change.description} needs " + ", and ".join(shortfalls)
     yield Hit(_anchor(ctx), f"{what}. Nothing fits: no stage, offload, checkpointing or micro batch change "
                             f"brings it under the budget{missing}. Add GPUs or use larger ones")
 
