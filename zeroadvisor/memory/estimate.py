@@ -7,7 +7,7 @@ from typing import Any
 
 from zeroadvisor import DEEPSPEED_TARGET
 from zeroadvisor.memory.activations import activation_bytes
-from zeroadvisor.memory.assumed import AssumedInput, shape_assumptions
+from zeroadvisor.memory.assumed import AssumedInput, activations_unknown, shape_assumptions
 from zeroadvisor.memory.errors import EstimateError
 from zeroadvisor.memory.buffers import (CUDA_CONTEXT_BYTES, FRAGMENTATION, OVERHEAD_ASSUMPTION, buffer_terms,
                                         gathered_terms)
@@ -245,7 +245,7 @@ def estimate(config: dict | None, model: ModelSpec, shape: TrainingShape | None 
 
     act = activation_bytes(model, shape, s.micro_batch, s.precision)
     # A verdict that leaves a row out says so (no unqualified "fits" while activations are unknown).
-    uncounted = ("activations",) if accounting == "deepspeed" and not act.nbytes else ()
+    uncounted = ("activations",) if accounting == "deepspeed" and activations_unknown(assumed) else ()
     if accounting == "deepspeed":
         assumptions += list(act.notes)
         assumptions.append(OVERHEAD_ASSUMPTION)

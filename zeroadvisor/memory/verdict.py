@@ -57,7 +57,8 @@ def judge_one(peak: int, capacity: int, headroom: float) -> str:
     """The verdict of one peak against one capacity (exact arithmetic: no float rounding at the edge)."""
     if peak > capacity:
         return DOES_NOT_FIT
-    if peak > capacity * (1 - Fraction(headroom)):
+    # the share as the person wrote it (10% is 1/10, not the binary float nearest 0.1)
+    if peak > capacity * (1 - Fraction(headroom).limit_denominator(1_000_000)):
         return TIGHT
     return FITS
 

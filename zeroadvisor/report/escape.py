@@ -239,7 +239,7 @@ def sarif_message(text: str) -> str:
 
 # Symbols the reports use, in words for a stream that cannot encode them.
 _ASCII_WORDS = {
-    "✓": "yes", "✗": "NO", "✅": "yes", "❌": "NO", "–": "-", "—": "-", "×": "x", "·": "*",
+    "✓": "yes", "✗": "NO", "✅": "yes", "❌": "NO", "⚠️": "tight", "⚠": "tight", "–": "-", "—": "-", "×": "x", "·": "*",
     "²": "^2", "→": "->", "≤": "<=", "≥": ">=", "…": "...", "Ψ": "Psi",
     "🔴": "[error]", "🟡": "[warning]", "🔵": "[info]",
 }

@@ -13,7 +13,7 @@ from zeroadvisor.report import escape, labels
 from zeroadvisor.units import scale
 
 _ICON = {Severity.ERROR: "🔴", Severity.WARNING: "🟡", Severity.INFO: "🔵"}
-_FITS = {True: "✅", False: "❌", None: "–"}
+_VERDICT = {"fits": "✅", "tight": "⚠️", "does-not-fit": "❌", None: "–"}
 
 
 def _row_label(row: str) -> str:
@@ -29,9 +29,11 @@ def render(path: str, findings: list[Finding], estimate, usable: int | None, gpu
     # Config errors, as opposed to the memory verdict (advice rules, ZA8xx, carry that).
     config_errors = sum(1 for f in findings if f.severity is Severity.ERROR and not f.code.startswith("ZA8"))
     verdict = f"{config_errors} config error(s)" if config_errors else "looks good"
-    if configured is not None and configured.fits is not None:
-        verdict = ("✅ fits" if configured.fits else "❌ does not fit") + \
-            (f", {config_errors} config error(s)" if config_errors else "")
+    if configured is not None and configured.verdict is not None:
+        verdict = f"{_VERDICT[configured.verdict]} {labels.VERDICT_WORDS[configured.verdict]}"
+        if configured.uncounted:  # never a plain "fits" while a row is missing
+            verdict += " (" + "; ".join(labels.UNCOUNTED_SHORT[row] for row in configured.uncounted) + ")"
+        verdict += f", {config_errors} config error(s)" if config_errors else ""
     out.append(f"### zeroadvisor: {escape.markdown_code(path)} — {verdict}")
     out.append("")
     if estimate is not None:
@@ -54,7 +56,10 @@ def render(path: str, findings: list[Finding], estimate, usable: int | None, gpu
             out.append(f"| {_row_label(row)} | " + " | ".join(cells) + " |")
         out.append(f"| {labels.HOST_RAM_PER_NODE} | "
                    + " | ".join(f"{scale(st.per_node_cpu, unit):.0f}" for st in stages) + " |")
-        out.append(f"| {labels.FITS} | " + " | ".join(_FITS[st.fits] for st in stages) + " |")
+        out.append(f"| {labels.PEAK_GPU} | " + " | ".join(f"{scale(st.peak_gpu, unit):.1f}" for st in stages) + " |")
+        out.append(f"| {labels.PEAK_HOST} | "
+                   + " | ".join(f"{scale(st.peak_host_per_node, unit):.0f}" for st in stages) + " |")
+        out.append(f"| {labels.FITS} | " + " | ".join(_VERDICT[st.verdict] for st in stages) + " |")
         out.append("")
     if findings:
         out.append("**Findings**")
