@@ -431,7 +431,10 @@ def compare(result: dict) -> dict:
                      parameter_numels=tuple(numels) if numels is not None else None)
     est = estimate(config, spec, TrainingShape(), Cluster(gpus=c["ranks"]))
     st = est.configured
-    estimated = {row: sum(t.nbytes for t in st.terms if t.row == row and t.device != "nvme") for row in ROWS}
+    # the step's tensors: the train phase without the allowances (CUDA context, fragmentation, the runtime),
+    # which no live-tensor count on CPU can see
+    terms = [t for t in st.terms if t.phase == "train" and t.kind != "allowance"]
+    estimated = {row: sum(t.nbytes for t in terms if t.row == row and t.device != "nvme") for row in ROWS}
     # The estimate is per GPU: the most loaded rank (stage 1/2 with a known layout: the rank with the most
     # gradient bytes). The measurement is therefore the largest value over the ranks, row by row.
     rows = {}
@@ -451,12 +454,12 @@ def compare(result: dict) -> dict:
     # Parameter layout (stage 1/2, gradients through copy_grads_in_partition): the estimate's gradient term
     # at the step is the worst rank's; zeroadvisor/memory/partition.py gives every rank's, so each rank is
     # also compared with its own modelled bytes (and the model's rank layout with the optimizer's own).
-    step_terms = [t for t in st.terms if t.row == "gradients" and "copy_grads_in_partition" in t.source]
+    step_terms = [t for t in terms if t.row == "gradients" and "copy_grads_in_partition" in t.source]
     if numels is not None and step_terms and c["stage"] in (1, 2):
         w = 2 if c["precision"] == "bf16" else 4
         layout = layout_stage12(numels, c["ranks"], element_size=w)
         at_rank = [w * lp + 4 * m for lp, m in (step_gradient_elements(r, w, 4) for r in layout.ranks)]
-        at_worst = sum(t.nbytes for t in st.terms if t.row == "gradients" and t.device != "nvme"
+        at_worst = sum(t.nbytes for t in terms if t.row == "gradients" and t.device != "nvme"
                        and ("copy_grads_in_partition" in t.source or "single_grad_partition" in t.source))
         grads_rank = [estimated["gradients"] - at_worst + a for a in at_rank]
         grads = rows["gradients"]
@@ -475,7 +478,7 @@ def compare(result: dict) -> dict:
             "optimizer": r0["optimizer"], "base_optimizer": r0["base_optimizer"], "parameters": r0["parameters"],
             "losses": r0["losses"], "estimate_terms": [
                 {"row": t.row, "device": t.device, "bytes": t.nbytes, "what": t.what, "source": t.source}
-                for t in st.terms]}
+                for t in terms]}
 
 
 def fmt_mb(n: int) -> str:
