@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+from collections import deque
 
 # Extensions collected when a directory is given (explicit files may have any extension).
 CONFIG_SUFFIXES = (".json", ".hjson")
@@ -64,40 +65,44 @@ def _glob(pattern: str, include_hidden: bool = False) -> list[str]:
     found: list[str] = []
     done: set[tuple[int, int, int]] = set()  # (device, inode, pattern position) already walked
 
-    def walk(directory: str, index: int) -> None:
+    # Breadth first, so that each real directory is first reached by its shortest path.
+    queue: deque[tuple[str, int]] = deque([(os.sep if absolute else "", 0)] if parts else [])
+    while queue:
+        directory, index = queue.popleft()
         try:
             info = os.stat(directory or ".")
         except OSError:
-            return
+            continue
         key = (info.st_dev, info.st_ino, index)
         if key in done:
-            return
+            continue
         done.add(key)
         part, last = parts[index], index == len(parts) - 1
         if part == "**":
-            if last:
-                for name, is_dir in _entries(directory, "*", include_hidden):
-                    if is_dir:
-                        walk(os.path.join(directory, name), index)
-                    else:
-                        found.append(os.path.join(directory, name))
-                return
-            walk(directory, index + 1)  # "**" as no directory at all
+            if not last:
+                queue.appendleft((directory, index + 1))  # "**" as no directory at all
             for name, is_dir in _entries(directory, "*", include_hidden):
                 if is_dir:
-                    walk(os.path.join(directory, name), index)
-            return
+                    queue.append((os.path.join(directory, name), index))
+                elif last:
+                    found.append(os.path.join(directory, name))
+            continue
         for name, is_dir in _entries(directory, part, include_hidden):
             path = os.path.join(directory, name)
             if last:
                 if not is_dir:
                     found.append(path)
             elif is_dir:
-                walk(path, index + 1)
+                queue.append((path, index + 1))
 
-    if parts:
-        walk(os.sep if absolute else "", 0)
-    return [path for path in found if os.path.isfile(path)]
+    # One name per real file: the shortest way to it (not a detour through a symlink loop).
+    best: dict[str, str] = {}
+    for path in found:
+        if os.path.isfile(path):
+            real = os.path.realpath(path)
+            if real not in best or (path.count(os.sep), path) < (best[real].count(os.sep), best[real]):
+                best[real] = path
+    return list(best.values())
 
 
 def _entries(directory: str, part: str, include_hidden: bool) -> list[tuple[str, bool]]:

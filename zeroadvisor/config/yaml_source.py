@@ -61,9 +61,10 @@ def load_yaml(text: str, doc: Document | None = None, syntax: str = "YAML") -> t
     import yaml
 
     doc = doc if doc is not None else Document(name="<text>", text=text)
-    loader = yaml.SafeLoader(text)
+    loader = None
     try:
         try:
+            loader = yaml.SafeLoader(text)  # the reader refuses control characters right here
             node = loader.get_single_node()
             data = _Converter(loader, doc, syntax).value(node, "", 0) if node is not None else {}
         except yaml.MarkedYAMLError as err:
@@ -71,15 +72,15 @@ def load_yaml(text: str, doc: Document | None = None, syntax: str = "YAML") -> t
             problem = err.problem or err.context or "syntax error"
             raise _error(doc, f"invalid {syntax}: {problem}", mark.index if mark else None) from None
         except yaml.reader.ReaderError as err:
-            raise _error(doc, f"invalid {syntax}: {err.reason} (character {ord(err.character):#x})"
-                         if isinstance(err.character, str) else f"invalid {syntax}: {err.reason}",
-                         err.position) from None
+            code = ord(err.character) if isinstance(err.character, str) else err.character
+            raise _error(doc, f"invalid {syntax}: {err.reason} (character {code:#x})", err.position) from None
         except yaml.YAMLError as err:
             raise _error(doc, f"invalid {syntax}: {err}", None) from None
         except RecursionError:
             raise _error(doc, "nested too deeply to read", None) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     doc.data = data
     return node, data
 
