@@ -109,8 +109,9 @@ def read_stream_document(stream: BinaryIO, name: str = STDIN_NAME, syntax: str |
 
 def read_text_document(text: str, name: str = STDIN_NAME, syntax: str | None = None) -> Document:
     """A config from text already in memory, with the same limits as a file."""
-    if len(text) > MAX_CONFIG_BYTES:  # characters: at least as many bytes
-        raise _too_large(len(text.encode("utf-8", "surrogatepass")))
+    size = len(text.encode("utf-8", "surrogatepass"))  # the limit is on bytes, as for a file
+    if size > MAX_CONFIG_BYTES:
+        raise _too_large(size)
     return _parse_text(text, name, syntax or syntax_of(name))
 
 
