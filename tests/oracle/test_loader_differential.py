@@ -301,6 +301,14 @@ _EDGE_CASES = {
     "null-then-formfeed": "a: null\x0c\n",
     "true-then-nbsp-comma": "[true\xa0, 1]",
     "number-then-nbsp": "[1\xa0]",
+    # hjson's root-without-braces fallback catches only HjsonDecodeError: where it fails with
+    # IndexError, OverflowError or ValueError the text is an error, not one quoteless string
+    "root-negative-escape": 'stage:"\\u0041stage\\u-041"',
+    "root-huge-float": "a: 1e999",
+    "root-nested-huge-float": "a: {b: 1e999}",
+    "root-long-integer": "a: 1" + "0" * 5000,
+    "root-unclosed-block-comment": "a: 1 /* x",
+    "root-triple-quote-at-end": "x: \'\'\'  ",
 }
 
 

@@ -53,6 +53,13 @@ class ParseError(ValueError):
         self.column = column
 
 
+class _Abort(ParseError):
+    """Where hjson fails with IndexError, OverflowError, ValueError or RecursionError rather
+    than HjsonDecodeError. Its root-without-braces fallback (raw_decode: try an object, else
+    one bare value) catches only HjsonDecodeError, so these end the parse: "a: 1e999" is an
+    error, not the quoteless string "a: 1e999"."""
+
+
 @dataclass(frozen=True, slots=True)
 class Span:
     start: int  # offset of the first character
@@ -190,7 +197,7 @@ class _Parser:
     def child(self, parent: str, token: str | int, offset: int) -> str:
         pointer = self._pointers.child(parent, token)
         if pointer is None:
-            raise ParseError(PointerBudget.MESSAGE, offset)
+            raise _Abort(PointerBudget.MESSAGE, offset)
         return pointer
 
     # -- whitespace and comments (hjson getNext) ---------------------------------------
@@ -207,7 +214,7 @@ class _Parser:
                 self.deviate("comment", end, "a '/* */' comment")
                 close = s.find("*/", end + 2)
                 if close < 0:  # hjson indexes past the end here: DeepSpeed fails with IndexError
-                    raise ParseError("a '/*' comment is never closed", end)
+                    raise _Abort("a '/*' comment is never closed", end)
                 end = close + 2
             else:
                 return ch, end
@@ -243,6 +250,8 @@ class _Parser:
                 doc.data, end = self.object(idx, "", 0, braces=False)
                 self.deviate("root-without-braces", idx, "an object without enclosing braces")
             except ParseError as first_error:
+                if isinstance(first_error, _Abort):
+                    raise
                 # hjson then tries a single bare value (a number, true, a string...).
                 doc.deviations = [d for d in doc.deviations if d.offset < idx]
                 try:
@@ -283,7 +292,7 @@ class _Parser:
 
     def object(self, idx: int, pointer: str, depth: int, braces: bool, start: int | None = None) -> tuple[dict, int]:
         if depth > MAX_DEPTH:
-            raise ParseError(f"nested more than {MAX_DEPTH} levels deep", idx - 1)
+            raise _Abort(f"nested more than {MAX_DEPTH} levels deep", idx - 1)
         doc, s = self.doc, self.s
         result: dict[str, Any] = {}
         members: list[Member] = []
@@ -332,7 +341,7 @@ class _Parser:
 
     def array(self, idx: int, pointer: str, depth: int, start: int) -> tuple[list, int]:
         if depth > MAX_DEPTH:
-            raise ParseError(f"nested more than {MAX_DEPTH} levels deep", idx - 1)
+            raise _Abort(f"nested more than {MAX_DEPTH} levels deep", idx - 1)
         values: list[Any] = []
         ch, end = self.next_token(idx)
         if ch == "]":
@@ -449,7 +458,7 @@ class _Parser:
                     code = 0x10000 + (((code - 0xD800) << 10) | (low_code - 0xDC00))
                     end += 6
         if code < 0:  # "-041": hjson's unichr() raises ValueError, and DeepSpeed stops
-            raise ParseError(f"invalid escape {_shorten(chr(92) + 'u' + esc)} in a string (a negative code point)",
+            raise _Abort(f"invalid escape {_shorten(chr(92) + 'u' + esc)} in a string (a negative code point)",
                              end - 6)
         return chr(code), end
 
@@ -475,13 +484,15 @@ class _Parser:
         if before:
             return end - newlines[before - 1] - 1
         if not newlines:
-            raise ParseError("a triple-quoted string on the first line (hjson cannot read it)", end)
+            raise _Abort("a triple-quoted string on the first line (hjson cannot read it)", end)
         return len(self.s) + end - 1 - newlines[-1]
 
     def multiline_string(self, end: int) -> tuple[str, int]:
         s = self.s
         indent = self._indent(end)
         end = _skip_indent(s, end + 3, -1)
+        if end >= len(s):  # hjson reads s[end] here: IndexError
+            raise _Abort("unterminated \'\'\' string", end)
         if s[end : end + 1] == "\n":
             end = _skip_indent(s, end + 1, indent)
         out, triple = [], 0
@@ -546,12 +557,12 @@ class _Parser:
         self.doc.numbers[pointer] = raw
         if not (frac or exp):
             if len(integer) > _MAX_INT_DIGITS:
-                raise ParseError(f"an integer with {len(integer)} digits", match.start(1))
+                raise _Abort(f"an integer with {len(integer)} digits", match.start(1))
             return int(integer)
         value = float(raw)
         if value in (float("inf"), float("-inf")):
             # hjson calls int(inf) here and DeepSpeed dies with OverflowError.
-            raise ParseError(f"the number {raw} is too large for a 64-bit float", match.start(1))
+            raise _Abort(f"the number {raw} is too large for a 64-bit float", match.start(1))
         # hjson turns integral floats below 1e10 into ints: 5e8 -> 500000000, 1.0 -> 1.
         if value == int(value) and abs(value) < 1e10:
             return int(value)
