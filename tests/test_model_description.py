@@ -229,7 +229,22 @@ def test_alias_bomb_is_reported_not_expanded(here):
         for i in range(20)
     )
     name = write(here / "model.yaml", "parameters: 7B\n" + bomb)
-    assert "unknown key a" in error_of(name)
+    # Refused while reading (config/yaml_source.py), at the key whose aliases pass the bound:
+    # a..f hold 9, 36, 144, 576, 2304, 9216 repeated values; f (line 7) passes 10,000.
+    assert error_of(name) == ("model.yaml:7:1: YAML aliases here expand to more than 10000 values "
+                              "(an alias bomb?): write the values out")
+
+
+def test_alias_bomb_in_a_config_json_is_refused(here):
+    # The 553-byte shape from issue 7 (nine levels of nine aliases: 387 million values) under
+    # a key a Hugging Face config may carry: refused while reading, before any code walks it.
+    lines = ['l0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    lines += [f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 9) + "]" for i in range(1, 9)]
+    hf = ("model_type: llama\nhidden_size: 4096\nintermediate_size: 11008\nnum_hidden_layers: 32\n"
+          "num_attention_heads: 32\nvocab_size: 32000\nbomb:\n")
+    name = write(here / "model.yaml", hf + "".join(f"  {line}\n" for line in lines))
+    assert error_of(name) == ("model.yaml:12:3: YAML aliases here expand to more than 10000 values "
+                              "(an alias bomb?): write the values out")
 
 
 # --------------------------------------------------------------------------- counts

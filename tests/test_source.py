@@ -95,3 +95,72 @@ def test_binary_is_an_error():
 def test_empty_and_comment_only_parse_as_empty_object():
     assert parse("").data == {}
     assert parse("// nothing\n").data == {}
+
+
+# -- issue 7: where Python's whitespace and int() differ from JSON's, the port follows hjson 3.1 --
+
+@pytest.mark.parametrize(("text", "key"), [
+    # hjson strips an unquoted key only when " \t\n\r" ends it, so DeepSpeed sees "stage\xa0"
+    # (and runs at stage 0) where str.rstrip() made it "stage"
+    ("{zero_optimization: {stage\xa0: 3}}", "stage\xa0"),
+    ("{zero_optimization: {stage\x0c: 3}}", "stage\x0c"),
+    ("{zero_optimization: {stage\x85: 3}}", "stage\x85"),
+    ("{zero_optimization: {stage\u2028: 3}}", "stage\u2028"),
+    # a space after the NBSP: hjson's rstrip() then takes both
+    ("{zero_optimization: {stage\xa0 : 3}}", "stage"),
+    ("{zero_optimization: {\xa0stage: 3}}", "\xa0stage"),
+])
+def test_unquoted_key_whitespace_is_hjsons(text, key):
+    assert parse(text).data == {"zero_optimization": {key: 3}}
+
+
+def test_nbsp_key_is_reported_as_unknown_through_lint():
+    from zeroadvisor.lint.engine import lint_text
+
+    findings = lint_text('{"train_batch_size": 8, zero_optimization: {stage\xa0: 3}}', "ds.hjson")
+    (unknown,) = [f for f in findings if f.pointer == "/zero_optimization/stage\xa0"]
+    assert unknown.severity.value == "error" and "'stage'" in unknown.message
+
+
+@pytest.mark.parametrize(("escape", "char"), [
+    ("\\u0041", "A"), ("\\u+041", "A"), ("\\u 041", "A"), ("\\u041 ", "A"), ("\\u0_41", "A"),
+    ("\\u\u0664\u0661\u0664\u0661", "\u4141"),  # int() reads Arabic-Indic digits
+    ("\\ud800", "\ud800"), ("\\udc00", "\udc00"),  # lone surrogates pass through
+    ("\\ud83d\\ude00", "\U0001f600"), ("\\ud83d\\u+041", "\ud83dA"),
+])
+def test_unicode_escapes_are_read_as_hjson_reads_them(escape, char):
+    assert parse('{"a": "' + escape + '"}').data == {"a": char}
+
+
+@pytest.mark.parametrize("escape", ["\\u0x41", "\\u0X41", "\\u-041", "\\uzzzz", "\\u12", "\\ud800\\uzzzz"])
+def test_unicode_escapes_hjson_refuses(escape):
+    with pytest.raises(ParseError):
+        parse('{"a": "' + escape + '"}')
+
+
+def test_non_json_escape_is_a_deviation():
+    kinds = {d.kind for d in parse('{"a": "\\u+041"}').deviations}
+    assert "escape" in kinds
+    assert parse('{"a": "\\u0041\\ud800"}').deviations == []
+
+
+def test_mojibake_bom_is_skipped_as_hjson_does():
+    doc = parse('\xef\xbb\xbf{"a": 1}')
+    assert doc.data == {"a": 1}
+    assert [d.kind for d in doc.deviations] == ["bom"]
+
+
+@pytest.mark.parametrize("text", ["\ufeff", "\xef\xbb\xbf"])
+def test_bom_only_is_an_error_as_in_hjson(text):
+    with pytest.raises(ParseError):
+        parse(text)
+
+
+def test_columns_on_line_one_count_from_after_the_bom():
+    doc = parse('\ufeff{"zero_optimization": {"stage": 3}}')
+    assert doc.locate("/zero_optimization") == (1, 2)
+    assert doc.locate("/zero_optimization/stage", "value") == (1, 33)
+    assert doc.position(0) == (1, 1)  # the BOM itself
+    with pytest.raises(ParseError) as info:
+        parse('\ufeff{"a": 1}}')
+    assert (info.value.line, info.value.column) == (1, 9)

@@ -1,14 +1,22 @@
-"""Expand the PATH arguments of ``lint``: files, directories and glob patterns."""
+"""Expand the PATH arguments of ``lint``: files, directories and glob patterns.
+
+Directories and ``**`` patterns are walked here rather than by ``glob``/``rglob``: those
+follow symlinked directories without noticing loops, so a link back to its parent made one
+file appear 41 times (until the OS refused the path), and two such links make the walk
+exponential. Here every real directory is entered at most once per position in the
+pattern, and every file is listed once, by its real path.
+"""
 
 from __future__ import annotations
 
-import glob
+import fnmatch
 import os
-from pathlib import Path
+from collections import deque
 
 # Extensions collected when a directory is given (explicit files may have any extension).
 CONFIG_SUFFIXES = (".json", ".hjson")
 _GLOB_CHARS = set("*?[")
+STDIN = "-"  # the argument that means "read standard input"
 
 
 class PathError(Exception):
@@ -16,20 +24,104 @@ class PathError(Exception):
 
 
 def expand(arguments: list[str]) -> list[str]:
-    """Every file to lint, in argument order, each once."""
+    """Every file to lint, in argument order, each once (by real path); ``-`` is kept as is."""
     out: list[str] = []
     for argument in arguments:
-        if os.path.isdir(argument):
-            found = sorted(str(p) for p in Path(argument).rglob("*")
-                           if p.suffix.lower() in CONFIG_SUFFIXES and p.is_file())
+        if argument != STDIN and os.path.isdir(argument):
+            found = [p for p in _files_under(argument) if os.path.splitext(p)[1].lower() in CONFIG_SUFFIXES]
             if not found:
                 raise PathError(f"{argument}: directory has no {'/'.join(CONFIG_SUFFIXES)} files")
-            out.extend(found)
+            out.extend(sorted(found))
         elif _GLOB_CHARS & set(argument) and not os.path.exists(argument):
-            found = sorted(p for p in glob.glob(argument, recursive=True) if os.path.isfile(p))
+            found = sorted(_glob(argument))
             if not found:
                 raise PathError(f"{argument}: pattern matches no files")
             out.extend(found)
         else:
             out.append(argument)  # missing files are reported per file by the linter
-    return list(dict.fromkeys(out))
+    return _unique(out)
+
+
+def _unique(paths: list[str]) -> list[str]:
+    seen: set[str] = set()
+    out = []
+    for path in paths:
+        key = path if path == STDIN else os.path.realpath(path)
+        if key not in seen:
+            seen.add(key)
+            out.append(path)
+    return out
+
+
+def _files_under(root: str) -> list[str]:
+    return _glob(os.path.join(root, "**", "*"), include_hidden=True)
+
+
+def _glob(pattern: str, include_hidden: bool = False) -> list[str]:
+    """Regular files matching ``pattern`` (``glob`` syntax with ``**``; hidden names only
+    when the pattern component starts with '.', as ``glob.glob`` does)."""
+    absolute = pattern.startswith(os.sep)
+    parts = [part for part in pattern.split(os.sep) if part]
+    found: list[str] = []
+    done: set[tuple[int, int, int]] = set()  # (device, inode, pattern position) already walked
+
+    # Breadth first, so that each real directory is first reached by its shortest path.
+    queue: deque[tuple[str, int]] = deque([(os.sep if absolute else "", 0)] if parts else [])
+    while queue:
+        directory, index = queue.popleft()
+        try:
+            info = os.stat(directory or ".")
+        except OSError:
+            continue
+        key = (info.st_dev, info.st_ino, index)
+        if key in done:
+            continue
+        done.add(key)
+        part, last = parts[index], index == len(parts) - 1
+        if part == "**":
+            if not last:
+                queue.appendleft((directory, index + 1))  # "**" as no directory at all
+            for name, is_dir in _entries(directory, "*", include_hidden):
+                if is_dir:
+                    queue.append((os.path.join(directory, name), index))
+                elif last:
+                    found.append(os.path.join(directory, name))
+            continue
+        for name, is_dir in _entries(directory, part, include_hidden):
+            path = os.path.join(directory, name)
+            if last:
+                if not is_dir:
+                    found.append(path)
+            elif is_dir:
+                queue.append((path, index + 1))
+
+    # One name per real file: the shortest way to it (not a detour through a symlink loop).
+    best: dict[str, str] = {}
+    for path in found:
+        if os.path.isfile(path):
+            real = os.path.realpath(path)
+            if real not in best or (path.count(os.sep), path) < (best[real].count(os.sep), best[real]):
+                best[real] = path
+    return list(best.values())
+
+
+def _entries(directory: str, part: str, include_hidden: bool) -> list[tuple[str, bool]]:
+    """(name, is a directory) of the entries of ``directory`` matching one pattern component."""
+    if not _GLOB_CHARS & set(part):
+        path = os.path.join(directory, part)
+        return [(part, os.path.isdir(path))] if os.path.lexists(path) else []
+    try:
+        with os.scandir(directory or ".") as scan:
+            entries = [(entry.name, _is_dir(entry)) for entry in scan]
+    except OSError:
+        return []
+    hidden_ok = include_hidden or part.startswith(".")
+    return sorted((name, is_dir) for name, is_dir in entries
+                  if (hidden_ok or not name.startswith(".")) and fnmatch.fnmatchcase(name, part))
+
+
+def _is_dir(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_dir()  # follows symlinks; loops are cut by the (device, inode) memo
+    except OSError:
+        return False

@@ -18,13 +18,11 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Any
 
-# A DeepSpeed config is a few kilobytes (the largest of 284 real ones is under 10 KB).
-# Anything far larger is not a config; refusing it keeps hostile input fast.
-MAX_BYTES = 1 << 20
-# DeepSpeed's recursive hjson decoder dies with RecursionError a few hundred levels down;
-# real configs nest at most 6 levels.
-MAX_DEPTH = 200
+from zeroadvisor.config.limits import MAX_DEPTH, MAX_POINTER_CHARS
 
+# hjson's own whitespace (decoder.py WHITESPACE): only these four separate tokens. Python's
+# str.strip()/isspace() also take NBSP, \x0c, \x85, U+2028 and the rest; where hjson calls
+# strip() the port calls it at the same place, nowhere else.
 _WHITESPACE = " \t\n\r"
 _PUNCTUATOR = "{}[],:"
 # hjson's number grammar (hjson/decoder.py NUMBER_RE), which is JSON's.
@@ -32,9 +30,16 @@ _NUMBER_RE = re.compile(r"[\t ]*(-?(?:0|[1-9]\d*))(\.\d+)?([eE][-+]?\d+)?[\t ]*"
 _STRINGCHUNK = re.compile(r"(.*?)(['\"\\\x00-\x1f])", re.DOTALL)
 _BACKSLASH = {'"': '"', "'": "'", "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 _SPACE_RUN = re.compile(r"[ \t\n\r]*")
+# What str.strip() strips: re's \s is Py_UNICODE_ISSPACE for str patterns, as strip() is.
+_UNICODE_SPACE_RUN = re.compile(r"\s*")
 _EOL = re.compile(r"[\r\n]")
 # Python refuses to convert longer digit strings (sys.int_info.default_max_str_digits).
 _MAX_INT_DIGITS = 4300
+# hjson skips a BOM read as text (U+FEFF) and one decoded as Latin-1 ("\xef\xbb\xbf", which is
+# what a UTF-8 file saved again through a Latin-1 editor holds): decoder.py raw_decode.
+_BOM, _MOJIBAKE_BOM = "\ufeff", "\xef\xbb\xbf"
+# An excerpt of the text in a message stays short however long the value is.
+_EXCERPT_CHARS = 40
 
 
 class ParseError(ValueError):
@@ -46,6 +51,13 @@ class ParseError(ValueError):
         self.offset = offset
         self.line = line
         self.column = column
+
+
+class _Abort(ParseError):
+    """Where hjson fails with IndexError, OverflowError, ValueError or RecursionError rather
+    than HjsonDecodeError. Its root-without-braces fallback (raw_decode: try an object, else
+    one bare value) catches only HjsonDecodeError, so these end the parse: "a: 1e999" is an
+    error, not the quoteless string "a: 1e999"."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,11 +109,15 @@ class Document:
     _line_starts: list[int] = field(default_factory=list)
 
     def position(self, offset: int) -> tuple[int, int]:
-        """1-based (line, column) of a character offset; columns count characters."""
+        """1-based (line, column) of a character offset; columns count characters.
+
+        A leading byte order mark is invisible in every editor, so line 1 counts from after it.
+        """
         if not self._line_starts:
-            self._line_starts = [0] + [m.end() for m in re.finditer(r"\r\n|\r|\n", self.text)]
-        line = bisect_right(self._line_starts, offset)
-        return line, offset - self._line_starts[line - 1] + 1
+            first = 1 if self.text.startswith(_BOM) else 0
+            self._line_starts = [first] + [m.end() for m in re.finditer(r"\r\n|\r|\n", self.text)]
+        line = max(1, bisect_right(self._line_starts, offset))
+        return line, max(1, offset - self._line_starts[line - 1] + 1)
 
     def locate(self, pointer: str, at: str = "key") -> tuple[int | None, int | None]:
         """Line and column of the key (or the value) at ``pointer``; (None, None) if unknown."""
@@ -122,8 +138,30 @@ def join_pointer(parent: str, token: str | int) -> str:
     return f"{parent}/{escape_pointer_token(str(token))}"
 
 
+class PointerBudget:
+    """Counts the characters of every pointer a document stores (limits.MAX_POINTER_CHARS):
+    a long key over many values would otherwise cost memory quadratic in the file size."""
+
+    __slots__ = ("used",)
+
+    def __init__(self) -> None:
+        self.used = 0
+
+    def child(self, parent: str, token: str | int) -> str | None:
+        """The child pointer, or None once the budget is spent."""
+        pointer = join_pointer(parent, token)
+        self.used += len(pointer)
+        return pointer if self.used <= MAX_POINTER_CHARS else None
+
+    MESSAGE = (f"the key paths of this file's values add up to more than {MAX_POINTER_CHARS >> 20}M characters "
+               "(very long keys over many values): not a DeepSpeed config")
+
+
 def decode_bytes(raw: bytes) -> str:
     """UTF-8 text as DeepSpeed's ``open(path)`` reads it; a BOM is kept (hjson skips it)."""
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise ParseError("the file is UTF-16 (it starts with a UTF-16 byte order mark): save it as UTF-8",
+                         line=1, column=1)
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -145,7 +183,7 @@ def parse(text: str, name: str = "<text>") -> Document:
             err.line, err.column = doc.position(max(0, min(err.offset, len(text))))
         raise
     except RecursionError:
-        raise ParseError(f"nested too deeply to read", line=1, column=1) from None
+        raise ParseError("nested too deeply to read", line=1, column=1) from None
     return doc
 
 
@@ -153,6 +191,14 @@ class _Parser:
     def __init__(self, doc: Document):
         self.doc = doc
         self.s = doc.text
+        self._newlines: list[int] | None = None  # offsets of every "\n", built on first need
+        self._pointers = PointerBudget()
+
+    def child(self, parent: str, token: str | int, offset: int) -> str:
+        pointer = self._pointers.child(parent, token)
+        if pointer is None:
+            raise _Abort(PointerBudget.MESSAGE, offset)
+        return pointer
 
     # -- whitespace and comments (hjson getNext) ---------------------------------------
     def next_token(self, end: int) -> tuple[str, int]:
@@ -168,7 +214,7 @@ class _Parser:
                 self.deviate("comment", end, "a '/* */' comment")
                 close = s.find("*/", end + 2)
                 if close < 0:  # hjson indexes past the end here: DeepSpeed fails with IndexError
-                    raise ParseError("a '/*' comment is never closed", end)
+                    raise _Abort("a '/*' comment is never closed", end)
                 end = close + 2
             else:
                 return ch, end
@@ -184,9 +230,12 @@ class _Parser:
     def run(self) -> None:
         s, doc = self.s, self.doc
         idx = 0
-        if s.startswith("\ufeff"):
+        if s.startswith(_BOM):
             self.deviate("bom", 0, "a UTF-8 byte order mark")
             idx = 1
+        elif s.startswith(_MOJIBAKE_BOM):
+            self.deviate("bom", 0, "a byte order mark saved twice (the characters \xef\xbb\xbf)")
+            idx = 3
         start = idx
         ch, idx = self.next_token(idx)
         if ch == "":
@@ -201,6 +250,8 @@ class _Parser:
                 doc.data, end = self.object(idx, "", 0, braces=False)
                 self.deviate("root-without-braces", idx, "an object without enclosing braces")
             except ParseError as first_error:
+                if isinstance(first_error, _Abort):
+                    raise
                 # hjson then tries a single bare value (a number, true, a string...).
                 doc.deviations = [d for d in doc.deviations if d.offset < idx]
                 try:
@@ -241,7 +292,7 @@ class _Parser:
 
     def object(self, idx: int, pointer: str, depth: int, braces: bool, start: int | None = None) -> tuple[dict, int]:
         if depth > MAX_DEPTH:
-            raise ParseError(f"nested more than {MAX_DEPTH} levels deep", idx - 1)
+            raise _Abort(f"nested more than {MAX_DEPTH} levels deep", idx - 1)
         doc, s = self.doc, self.s
         result: dict[str, Any] = {}
         members: list[Member] = []
@@ -258,7 +309,7 @@ class _Parser:
             if ch != ":":
                 raise ParseError(f"expected ':' after the key {key!r}", end)
             ch, end = self.next_token(end + 1)
-            child = join_pointer(pointer, key)
+            child = self.child(pointer, key, key_start)
             if key in result:
                 first = doc.keys[child]
                 doc.duplicates.append(Duplicate(child, first, key_span))
@@ -290,7 +341,7 @@ class _Parser:
 
     def array(self, idx: int, pointer: str, depth: int, start: int) -> tuple[list, int]:
         if depth > MAX_DEPTH:
-            raise ParseError(f"nested more than {MAX_DEPTH} levels deep", idx - 1)
+            raise _Abort(f"nested more than {MAX_DEPTH} levels deep", idx - 1)
         values: list[Any] = []
         ch, end = self.next_token(idx)
         if ch == "]":
@@ -299,7 +350,7 @@ class _Parser:
         if ch == "":
             raise ParseError("unexpected end of file: an array is not closed with ']'", end)
         while True:
-            value, end = self.value(end, join_pointer(pointer, len(values)), depth)
+            value, end = self.value(end, self.child(pointer, len(values), end), depth)
             values.append(value)
             ch, end = self.next_token(end)
             if ch == ",":
@@ -337,7 +388,10 @@ class _Parser:
                 if space >= 0 and space != end - 1:
                     raise ParseError("whitespace inside an unquoted key name", space)
                 self.deviate("unquoted-key", begin, "an unquoted key")
-                return s[begin:end].rstrip(), end
+                # hjson strips only when one of its own whitespace characters ends the name,
+                # and then with str.rstrip(): "stage\xa0:" keeps its NBSP (DeepSpeed then
+                # never sees "stage"), "stage\xa0 :" loses both.
+                return (s[begin:end].rstrip() if space >= 0 else s[begin:end]), end
             if ch in _WHITESPACE:
                 if space < 0 or space == end - 1:
                     space = end
@@ -378,38 +432,67 @@ class _Parser:
                 chunks.append(_BACKSLASH[esc])
                 end += 1
                 continue
-            code, end = self.unicode_escape(end)
-            chunks.append(chr(code))
+            char, end = self.unicode_escape(end)
+            chunks.append(char)
         return "".join(chunks), end
 
-    def unicode_escape(self, end: int) -> tuple[int, int]:
+    def unicode_escape(self, end: int) -> tuple[str, int]:
+        """The character of the ``\\u`` escape at ``end`` (the "u"), as hjson scanstring reads it.
+
+        hjson converts the four characters with ``int(esc, 16)``, refusing only an "x" second
+        (so "0x41" fails) and what int() refuses: "+041", " 041", "0_41" and non-ASCII digits
+        all pass, as json.load's C scanner would not. A high surrogate joins a following low
+        one; a lone surrogate passes through as the character itself.
+        """
         s = self.s
-        digits = s[end + 1 : end + 5]
-        if len(digits) != 4 or not all(c in "0123456789abcdefABCDEF" for c in digits):
-            raise ParseError("invalid \\uXXXX escape in a string", end - 1)
-        code = int(digits, 16)
+        esc = s[end + 1 : end + 5]
+        code = self._hex4(esc, end - 1)
+        if not all(c in "0123456789abcdefABCDEF" for c in esc):
+            self.deviate("escape", end - 1, f"the escape {_shorten(chr(92) + 'u' + esc)} (json.load takes four hex digits)")
         end += 5
-        if code & 0xFC00 == 0xD800 and s.startswith("\\u", end):
+        if code & 0xFC00 == 0xD800 and s[end : end + 2] == "\\u":
             low = s[end + 2 : end + 6]
-            if len(low) == 4 and all(c in "0123456789abcdefABCDEF" for c in low):
-                low_code = int(low, 16)
+            if len(low) == 4 and low[1:2] not in ("x", "X"):
+                low_code = self._hex4(low, end)
                 if low_code & 0xFC00 == 0xDC00:
-                    return 0x10000 + (((code - 0xD800) << 10) | (low_code - 0xDC00)), end + 6
-        if 0xD800 <= code <= 0xDFFF:
-            raise ParseError("lone surrogate in a \\u escape", end - 6)
-        return code, end
+                    code = 0x10000 + (((code - 0xD800) << 10) | (low_code - 0xDC00))
+                    end += 6
+        if code < 0:  # "-041": hjson's unichr() raises ValueError, and DeepSpeed stops
+            raise _Abort(f"invalid escape {_shorten(chr(92) + 'u' + esc)} in a string (a negative code point)",
+                             end - 6)
+        return chr(code), end
+
+    @staticmethod
+    def _hex4(esc: str, offset: int) -> int:
+        if len(esc) != 4 or esc[1:2] in ("x", "X"):
+            raise ParseError("invalid \\uXXXX escape in a string", offset)
+        try:
+            return int(esc, 16)
+        except ValueError:
+            raise ParseError("invalid \\uXXXX escape in a string", offset) from None
+
+    def _indent(self, end: int) -> int:
+        """hjson mlscanstring's indent: it steps back from ``end`` one character at a time to
+        the previous "\n", and on the first line Python's negative indexing wraps it round to
+        the end of the text (IndexError when there is no "\n" at all). Found by bisection in
+        the newline offsets: stepping back costs the line's length per string, quadratic for
+        many triple-quoted strings on one long line."""
+        if self._newlines is None:
+            self._newlines = [m.start() for m in re.finditer("\n", self.s)]
+        newlines = self._newlines
+        before = bisect_right(newlines, end - 1)
+        if before:
+            return end - newlines[before - 1] - 1
+        if not newlines:
+            raise _Abort("a triple-quoted string on the first line (hjson cannot read it)", end)
+        return len(self.s) + end - 1 - newlines[-1]
 
     def multiline_string(self, end: int) -> tuple[str, int]:
         s = self.s
-        indent = 0
-        # hjson scans backwards for the start of the line with Python indexing, so on the
-        # first line it wraps to the end of the text; ported as is (hjson mlscanstring).
-        try:
-            while s[end - indent - 1] != "\n":
-                indent += 1
-        except IndexError:
-            raise ParseError("a triple-quoted string on the first line (hjson cannot read it)", end) from None
+        indent = self._indent(end)
         end = _skip_indent(s, end + 3, -1)
+        if end >= len(s):  # hjson reads s[end] here: IndexError
+            raise _Abort("unterminated \'\'\' string", end)
         if s[end : end + 1] == "\n":
             end = _skip_indent(s, end + 1, indent)
         out, triple = [], 0
@@ -440,22 +523,31 @@ class _Parser:
         first, begin = self.next_token(idx)
         if first in _PUNCTUATOR:
             raise ParseError(f"found '{first}' where a value was expected", begin)
+        # hjson re-strips the whole value and re-matches the number at every ",", "}", "]",
+        # "#" and "/" it passes (quadratic: 500,000 commas took 14 s). Both answers depend on
+        # where the value starts, not on where this stop is, so they are worked out once: a
+        # keyword matches while the stop lies within the whitespace str.strip() would remove
+        # after it; a number only at the one stop where its match ends.
+        literal, literal_end = None, -1
+        for word, value in (("null", None), ("true", True), ("false", False)):
+            if first == word[0] and s.startswith(word, begin):
+                literal = value
+                literal_end = _UNICODE_SPACE_RUN.match(s, begin + len(word)).end()
+                break
+        number = _NUMBER_RE.match(s, begin) if first == "-" or "0" <= first <= "9" else None
         end = begin
         while True:
             ch = s[end : end + 1]
             eol = ch in ("\r", "\n", "")
             if eol or ch in ",}]#" or (ch == "/" and s[end + 1 : end + 2] in ("/", "*")):
-                chunk = s[begin:end].strip()
-                if chunk in ("null", "true", "false") and chunk[0] == first:
-                    return {"null": None, "true": True, "false": False}[chunk], end
-                if first == "-" or "0" <= first <= "9":
-                    match = _NUMBER_RE.match(s, begin)
-                    if match is not None and match.end() == end:
-                        return self.number(match, pointer), end
+                if literal_end >= end:
+                    return literal, end
+                if number is not None and number.end() == end:
+                    return self.number(number, pointer), end
                 if eol:
                     raw = s[begin:end].strip()
                     self.doc.quoteless[pointer] = raw
-                    self.deviate("quoteless-string", begin, f"the unquoted value {raw!r}")
+                    self.deviate("quoteless-string", begin, f"the unquoted value {_shorten(raw)}")
                     return raw, end
             end += 1
 
@@ -465,12 +557,12 @@ class _Parser:
         self.doc.numbers[pointer] = raw
         if not (frac or exp):
             if len(integer) > _MAX_INT_DIGITS:
-                raise ParseError(f"an integer with {len(integer)} digits", match.start(1))
+                raise _Abort(f"an integer with {len(integer)} digits", match.start(1))
             return int(integer)
         value = float(raw)
         if value in (float("inf"), float("-inf")):
             # hjson calls int(inf) here and DeepSpeed dies with OverflowError.
-            raise ParseError(f"the number {raw} is too large for a 64-bit float", match.start(1))
+            raise _Abort(f"the number {raw} is too large for a 64-bit float", match.start(1))
         # hjson turns integral floats below 1e10 into ints: 5e8 -> 500000000, 1.0 -> 1.
         if value == int(value) and abs(value) < 1e10:
             return int(value)
@@ -482,6 +574,11 @@ def _skip_indent(s: str, end: int, n: int) -> int:
         end += 1
         n -= 1
     return end
+
+
+def _shorten(text: str) -> str:
+    """``repr`` of ``text``, cut to _EXCERPT_CHARS characters."""
+    return repr(text) if len(text) <= _EXCERPT_CHARS else repr(text[:_EXCERPT_CHARS]) + "..."
 
 
 def _excerpt(s: str, offset: int, width: int = 20) -> str:

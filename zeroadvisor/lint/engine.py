@@ -13,6 +13,11 @@ from zeroadvisor.lint.context import Context, LintOptions
 from zeroadvisor.config.reader import read_document
 from zeroadvisor.config.source import Document, ParseError, parse
 
+# A hostile file can make one rule fire per key or per character (150,000 duplicate keys
+# printed 58 MB). Past this many findings of one rule in one file a reader learns nothing
+# new: the rest are counted in one summary finding of that rule.
+MAX_FINDINGS_PER_RULE = 100
+
 
 @dataclass
 class FileResult:
@@ -48,8 +53,24 @@ def lint_document(doc: Document, options: LintOptions | None = None, rules: Iter
     for rule in selected:
         if (rule.needs_data and doc.data is None) or (rule.needs_advice and advice is None):
             continue
-        findings.extend(_stamp(rule, hit, doc) for hit in rule.check(ctx))
+        findings.extend(_capped(rule, rule.check(ctx), doc))
     return sorted(_drop_superseded(findings, selected), key=Finding.sort_key)
+
+
+def _capped(rule: Rule, hits: Iterable[Hit], doc: Document) -> list[Finding]:
+    """The rule's findings, the first MAX_FINDINGS_PER_RULE of them and a count of the rest."""
+    out: list[Finding] = []
+    hits = iter(hits)
+    for hit in hits:
+        finding = _stamp(rule, hit, doc)
+        if len(out) == MAX_FINDINGS_PER_RULE:
+            rest = 1 + sum(1 for _ in hits)
+            out.append(Finding(doc.name, rule.code, rule.name, rule.severity, "", finding.line, finding.column,
+                               f"{rest} more {rule.name} findings from here on are not shown "
+                               f"(the first {MAX_FINDINGS_PER_RULE} are)"))
+            break
+        out.append(finding)
+    return out
 
 
 def parse_error_findings(name: str, err: ParseError, rules: Iterable[Rule] | None) -> list[Finding]:

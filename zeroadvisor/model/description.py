@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -28,13 +29,13 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, get_args
 
+from zeroadvisor.config.limits import MAX_MODEL_BYTES
 from zeroadvisor.model.errors import ModelError
 from zeroadvisor.model.hf import spec_from_hf_config
 from zeroadvisor.model.hfconfig import check_dimension, fmt
 from zeroadvisor.model.spec import ZERO_STAGES, Checkpointing, LoadInputs, ModelSpec, Precision, TrainingShape
 
 SCHEMA_FILE = "model.schema.json"
-MAX_BYTES = 16 * 1024 * 1024  # a description or config.json is a few kB; refuse anything absurd
 
 CHECKPOINTING: tuple[str, ...] = get_args(Checkpointing)  # ("none", "selective", "full")
 PRECISIONS: tuple[str, ...] = get_args(Precision)  # ("fp32", "fp16", "bf16")
@@ -354,22 +355,22 @@ class _Document:
 
 def _read(path: Path) -> _Document:
     """Parse a YAML or JSON file, keeping where each top-level key sits."""
-    import yaml
+    from zeroadvisor.config import reader
+    from zeroadvisor.config.source import ParseError
+    from zeroadvisor.config.yaml_source import load_yaml
 
     file = str(path)
-    try:
-        with open(path, "rb") as handle:
-            raw = handle.read(MAX_BYTES + 1)
-    except FileNotFoundError:
-        raise ModelError("no such file", file=file) from None
-    except IsADirectoryError:
-        raise ModelError("is a directory, not a model description", file=file) from None
-    except OSError as err:
-        raise ModelError(f"cannot read: {err.strerror or err}", file=file) from None
+    try:  # the same reading as for configs: never blocks on a FIFO, refuses non-files
+        raw = reader.read_bytes(path, file, limit=MAX_MODEL_BYTES)
+    except reader.NotAFile as err:
+        reason = "is a directory, not a model description" if os.path.isdir(path) else err.reason
+        raise ModelError(reason, file=file) from None
+    except reader.InputError as err:
+        raise ModelError(err.reason, file=file) from None
     if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
         raise ModelError("is UTF-16 (it starts with a UTF-16 byte-order mark): save it as UTF-8", file=file)
-    if len(raw) > MAX_BYTES:
-        raise ModelError(f"larger than {MAX_BYTES // (1024 * 1024)} MiB: not a model description", file=file)
+    if len(raw) > MAX_MODEL_BYTES:
+        raise ModelError(f"larger than {MAX_MODEL_BYTES // (1024 * 1024)} MiB: not a model description", file=file)
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as err:
@@ -380,24 +381,12 @@ def _read(path: Path) -> _Document:
     if not text.strip():
         raise ModelError("is empty: expected hf_config or parameters", file=file)
 
-    loader = yaml.SafeLoader(text)
+    # One YAML reading for configs and descriptions: aliases bounded, JSON-view values.
     try:
-        node = loader.get_single_node()
-        data = loader.construct_document(node) if node is not None else None
-    except yaml.MarkedYAMLError as err:
-        mark = err.problem_mark or err.context_mark
-        problem = err.problem or err.context or "syntax error"
-        raise ModelError(
-            f"invalid YAML/JSON: {problem}",
-            file=file,
-            line=mark.line + 1 if mark else None,
-            column=mark.column + 1 if mark else None,
-        ) from None
-    except (yaml.YAMLError, RecursionError, ValueError) as err:
-        raise ModelError(f"invalid YAML/JSON: {err}", file=file) from None
-    finally:
-        loader.dispose()
-    if data is None:
+        node, data = load_yaml(text, syntax="YAML/JSON")
+    except ParseError as err:
+        raise ModelError(err.message, file=file, line=err.line, column=err.column) from None
+    if node is None or data is None:
         raise ModelError("is empty: expected hf_config or parameters", file=file)
     if not isinstance(data, dict):
         kind = "a list" if isinstance(data, list) else f"a {type(data).__name__}"
