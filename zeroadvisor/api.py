@@ -16,9 +16,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, BinaryIO, Iterable, Sequence
 
 from zeroadvisor.config.paths import PathError, expand
+from zeroadvisor.config.paths import STDIN
+from zeroadvisor.config.reader import STDIN_NAME, read_stream_document
 from zeroadvisor.config.reader import InputError as UnreadableInput
 from zeroadvisor.config.reader import read_document
-from zeroadvisor.config.source import MAX_BYTES, Document, ParseError, decode_bytes, parse
+from zeroadvisor.config.source import Document, ParseError
 from zeroadvisor.lint.context import LintOptions
 from zeroadvisor.lint.engine import lint_document, lint_file, parse_error_findings
 from zeroadvisor.lint.findings import Finding, Severity
@@ -34,7 +36,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CheckRun", "EXPECTED_ERRORS", "ESTIMATE_FORMATS", "FAIL_ON", "LintRun", "STDIN", "UnreadableInput",
     "UnusableConfig", "UsageError", "check_config", "estimate_config", "fails", "find_rule", "lint_paths",
-    "read_text_document", "select_rules",
+    "select_rules",
 ]
 
 
@@ -55,7 +57,6 @@ FAIL_ON: tuple[str, ...] = (*(severity.value for severity in Severity), "never")
 ESTIMATE_FORMATS: tuple[str, ...] = ("text", "json")
 
 # The path that means standard input, and the name its findings carry.
-STDIN, STDIN_NAME = "-", "<stdin>"
 
 
 def select_rules(select: Sequence[str] | None = None, ignore: Sequence[str] | None = None,
@@ -123,24 +124,12 @@ def lint_paths(paths: Sequence[str], options: LintOptions | None = None, rules: 
     return run
 
 
-def read_text_document(raw: bytes, name: str) -> Document:
-    """A document from bytes that are not a named file (standard input), under the file reader's limits.
-
-    hjson/JSON only: without a file name there is no ``.yaml`` suffix to choose YAML by.
-    ParseError for bad content; UnreadableInput when it is too large to be a config.
-    """
-    if len(raw) > MAX_BYTES:
-        raise UnreadableInput(f"{name}: more than {MAX_BYTES // 1024} KiB: not a DeepSpeed config")
-    return parse(decode_bytes(raw), name)
-
-
 def _lint_stdin(stream: BinaryIO, options: LintOptions | None, rules: Sequence[Rule]) -> list[Finding]:
+    """Standard input, under the same limits as a file (config/reader.py)."""
     try:
-        document = read_text_document(stream.read(MAX_BYTES + 1), STDIN_NAME)
+        document = read_stream_document(stream, STDIN_NAME)
     except ParseError as err:
         return parse_error_findings(STDIN_NAME, err, rules)
-    except OSError as err:
-        raise UnreadableInput(f"{STDIN_NAME}: cannot read: {err.strerror or err}") from None
     return lint_document(document, options, rules)
 
 
