@@ -327,10 +327,13 @@ def test_a_flag_the_config_contradicts_is_a_usage_error(cli, tmp_path, command):
 
 def test_simple_parse_and_typer_agree_on_the_new_flags():
     argv = ["ds.json", "--params", "1B", "--gpus", "8", "--gpu", "H100", "--micro-batch", "2", "--precision", "bf16",
-            "--stage", "3", "--target-len", "64", "--load-dtype", "fp16", "--zero-init", "--meta-load"]
+            "--stage", "3", "--target-len", "64", "--load-dtype", "fp16", "--zero-init", "--meta-load",
+            "--tensor-parallel", "2", "--pipeline-parallel", "1", "--sequence-parallel", "4"]
     values = options.parse_simple(options.CHECK, argv)
     assert inputs.run_inputs(values) == {"target_len": 64, "micro_batch": 2, "precision": "bf16", "stage": 3,
-                                         "load_dtype": "fp16", "zero_init": True, "meta_load": True}
+                                         "load_dtype": "fp16", "zero_init": True, "meta_load": True,
+                                         "tensor_parallel": 2, "pipeline_parallel": 1, "sequence_parallel": 4,
+                                         "expert_parallel": None}
 
 
 # -- assumed-input findings first in every format --------------------------------------------------

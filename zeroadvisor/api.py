@@ -152,6 +152,7 @@ def estimate_config(config: str | None, model: "ModelSpec", shape: "TrainingShap
             raise UnusableConfig(f"{config}: the config is not a JSON object")
         data = document.data
         _refuse_conflicts(config, data, model, cluster.gpus, shape)
+    _refuse_layout(config, data, cluster.gpus, shape)
     try:
         return estimate(data, model, shape, cluster, accounting)
     except (ValueError, TypeError) as err:
@@ -172,6 +173,17 @@ def _refuse_conflicts(path: str, data: dict, model: "ModelSpec", gpus: int, shap
     conflicts = given_conflicts(data, model, gpus, shape)
     if conflicts:
         raise UsageError(f"{path}: {conflicts[0]}")
+
+
+def _refuse_layout(path: str | None, data: dict | None, gpus: int, shape: "TrainingShape") -> None:
+    """Parallel degrees that do not divide the GPUs are a UsageError (exit 2): no run has that layout."""
+    from zeroadvisor.memory.errors import EstimateError
+    from zeroadvisor.memory.parallel import read_parallel
+
+    try:
+        read_parallel(data, gpus, shape)
+    except EstimateError as err:
+        raise UsageError(f"{path}: {err}" if path else str(err)) from None
 
 
 def _read_config(path: str) -> Document:

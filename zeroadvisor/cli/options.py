@@ -99,7 +99,18 @@ ZERO_INIT = Param("zero_init", ("--zero-init/--no-zero-init",), "Stage 3: whethe
                   "deepspeed.zero.Init (default: yes, as the HF Trainer).", kind=bool)
 META_LOAD = Param("meta_load", ("--meta-load/--no-meta-load",), "Whether the model is built on the meta device "
                   "and loaded straight to the GPU (default: no).", kind=bool)
-RUN_INPUTS = (TARGET_LEN, MICRO_BATCH, PRECISION, STAGE, LOAD_DTYPE, ZERO_INIT, META_LOAD)
+# Parallel degrees (memory/parallel.py): tensor and sequence fill what the config leaves out
+# (tensor_parallel.autotp_size, sequence_parallel_size); pipeline and expert are set in code only.
+TENSOR_PARALLEL = Param("tensor_parallel", ("--tensor-parallel",), "Tensor-parallel (AutoTP) degree where the "
+                        "config has no tensor_parallel.autotp_size.", kind=int, minimum=1)
+PIPELINE_PARALLEL = Param("pipeline_parallel", ("--pipeline-parallel",), "Pipeline stages (PipelineModule "
+                          "num_stages, set in code).", kind=int, minimum=1)
+SEQUENCE_PARALLEL = Param("sequence_parallel", ("--sequence-parallel",), "Sequence-parallel (Ulysses) degree "
+                          "where the config has no sequence_parallel_size.", kind=int, minimum=1)
+EXPERT_PARALLEL = Param("expert_parallel", ("--expert-parallel",), "Expert-parallel degree (MoE ep_size, set "
+                        "in code).", kind=int, minimum=1)
+RUN_INPUTS = (TARGET_LEN, MICRO_BATCH, PRECISION, STAGE, LOAD_DTYPE, ZERO_INIT, META_LOAD,
+              TENSOR_PARALLEL, PIPELINE_PARALLEL, SEQUENCE_PARALLEL, EXPERT_PARALLEL)
 
 
 def _format(choices: str) -> Param:

@@ -37,6 +37,10 @@ INPUTS: dict[str, Input] = {
     "load_dtype": Input("load dtype", "--load-dtype", "load_dtype"),
     "zero_init": Input("zero.Init at load", "--zero-init/--no-zero-init", "zero_init"),
     "meta_device": Input("meta-device load", "--meta-load/--no-meta-load", "meta_load"),
+    "tensor_parallel": Input("tensor-parallel degree", "--tensor-parallel", "tensor_parallel"),
+    "pipeline_parallel": Input("pipeline-parallel degree", "--pipeline-parallel", "pipeline_parallel"),
+    "sequence_parallel": Input("sequence-parallel degree", "--sequence-parallel", "sequence_parallel"),
+    "expert_parallel": Input("expert-parallel degree", "--expert-parallel", "expert_parallel"),
 }
 
 # The inputs without which the activation term is 0: the verdict then covers everything but activations.

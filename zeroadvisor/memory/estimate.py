@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
 from zeroadvisor import DEEPSPEED_TARGET
-from zeroadvisor.memory.activations import activation_bytes
 from zeroadvisor.memory.assumed import AssumedInput, activations_unknown, shape_assumptions
 from zeroadvisor.memory.errors import EstimateError
 from zeroadvisor.memory.buffers import (CUDA_CONTEXT_BYTES, FRAGMENTATION, OVERHEAD_ASSUMPTION, buffer_terms,
@@ -15,6 +15,8 @@ from zeroadvisor.memory import host as host_memory
 from zeroadvisor.memory.phases import LoadInputs, SaveInputs, largest_param, load_phase, save_phase
 from zeroadvisor.memory.verdict import DEFAULT_HEADROOM, DOES_NOT_FIT, FITS, PhasePeak, judge
 from zeroadvisor.memory.options import Option, Skipped, configured_option, enumerate_options, refusal
+from zeroadvisor.memory.parallel import (Parallel, hpz_terms, local_parameters, parallel_activations,
+                                         parallel_notes, read_parallel)
 from zeroadvisor.memory.settings import Settings, read_settings
 from zeroadvisor.memory.states import deepspeed_terms, paper_terms
 from zeroadvisor.memory.terms import ROWS, STATE_ROWS, Term, ceil_div, exact
@@ -175,6 +177,7 @@ class Estimate:
     skipped: list[Skipped]
     assumptions: list[str]
     assumed: list[AssumedInput] = field(default_factory=list)  # inputs nobody gave (memory/assumed.py)
+    parallel: Parallel = field(default_factory=Parallel)  # the layout (memory/parallel.py)
 
     @property
     def configured(self) -> StageEstimate | None:
@@ -211,7 +214,7 @@ class Estimate:
         return {
             "model": model,
             "accounting": self.accounting,
-            "cluster": self.cluster.to_dict(),
+            "cluster": {**self.cluster.to_dict(), "parallel": self.parallel.to_dict()},
             "stages": [st.to_dict() for st in self.stages],
             "assumed": [a.to_dict() for a in self.assumed],
             "skipped": [{"stage": k.option.stage, "offload_optimizer": k.option.offload_optimizer,
@@ -233,9 +236,14 @@ def estimate(config: dict | None, model: ModelSpec, shape: TrainingShape | None 
         raise ValueError(f"model.parameters must be a positive integer, got {model.parameters!r}")
     shape = shape or TrainingShape()
     cluster = cluster or Cluster()
-    s = read_settings(config, model, cluster.gpus, shape)
-    P, N = model.parameters, cluster.gpus
-    assumptions = list(s.assumptions)
+    layout = read_parallel(config, cluster.gpus, shape)
+    s = read_settings(config, model, layout.batch_world(), shape)
+    # ZeRO partitions over the data (x sequence) group the parameters this GPU holds after the tensor,
+    # pipeline and expert splits (memory/parallel.py); the stage-1/2 parameter layout no longer applies.
+    local = local_parameters(model, layout)
+    P, N = local.total, layout.data
+    spec = model if layout.trivial else dataclasses.replace(model, parameter_numels=None)
+    assumptions = list(s.assumptions) + list(local.notes) + parallel_notes(config, layout)
     configured, config_notes = configured_option(s)
     assumptions += config_notes
     assumed = list(s.assumed)
@@ -243,7 +251,7 @@ def estimate(config: dict | None, model: ModelSpec, shape: TrainingShape | None 
         assumed += shape_assumptions(model, shape, configured.stage if s.configured else None)
     options, skipped = enumerate_options(s)
 
-    act = activation_bytes(model, shape, s.micro_batch, s.precision)
+    act = parallel_activations(model, shape, s.micro_batch, s.precision, layout)
     # A verdict that leaves a row out says so (no unqualified "fits" while activations are unknown).
     uncounted = ("activations",) if accounting == "deepspeed" and activations_unknown(assumed) else ()
     if accounting == "deepspeed":
@@ -256,16 +264,21 @@ def estimate(config: dict | None, model: ModelSpec, shape: TrainingShape | None 
         assumptions.append("paper accounting: model states only (ZeRO paper §5, Table 1); gathered parameters, "
                            "buffers, activations and overhead are 0")
     if N == 1:
-        assumptions.append("1 GPU: ZeRO partitions over the data-parallel degree, so stages 1-3 partition nothing")
+        assumptions.append(f"{'1 GPU' if cluster.gpus == 1 else 'data-parallel degree 1'}: ZeRO partitions over the "
+                           "data-parallel degree, so stages 1-3 partition nothing")
 
     stages: list[StageEstimate] = []
     seen_notes: set[str] = set(assumptions)
     for option in options:
         notes: list[str] = []
-        ds = deepspeed_terms(s, option, P, N, model, notes)
-        paper = paper_terms(s, option, P, N, model, notes)
+        ds = deepspeed_terms(s, option, local.dense, N, spec, notes)
+        paper = paper_terms(s, option, local.dense, N, spec, notes)
+        if local.experts:  # a separate param group, partitioned over the expert-data-parallel group
+            ds += deepspeed_terms(s, option, local.experts, layout.expert_data, spec, notes)
+            paper += paper_terms(s, option, local.experts, layout.expert_data, spec, notes)
+        ds += hpz_terms(s.precision, option.stage, option.offload_param, P, N, layout.hpz)
         if accounting == "deepspeed":
-            terms = ds + gathered_terms(s, option, P, N, model, notes) + buffer_terms(s, option, P, N, model, notes)
+            terms = ds + gathered_terms(s, option, P, N, spec, notes) + buffer_terms(s, option, P, N, spec, notes)
             if act.nbytes:
                 terms.append(Term("activations", "gpu", act.nbytes, "activations", "activations", "Korthikanti",
                                   "memory/activations.py"))
@@ -308,7 +321,7 @@ def estimate(config: dict | None, model: ModelSpec, shape: TrainingShape | None 
         stages.append(StageEstimate(option, s.configured and option == configured, per_gpu, host, nvme,
                                     per_node_cpu, per_node_nvme, judgement.verdict, terms, stage_notes,
                                     {p.phase: p for p in peaks}, judgement.phase, judgement.resource, uncounted))
-    return Estimate(model, shape, accounting, cluster, s, stages, skipped, assumptions, assumed)
+    return Estimate(model, shape, accounting, cluster, s, stages, skipped, assumptions, assumed, layout)
 
 
 def _allowance_terms(terms: list[Term]) -> list[Term]:

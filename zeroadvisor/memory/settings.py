@@ -446,13 +446,15 @@ def given_conflicts(config: dict[str, Any] | None, model: ModelSpec, gpus: int, 
     """
     if not isinstance(config, dict):
         return []
-    try:
-        s = read_settings(config, model, gpus, given)
+    from zeroadvisor.memory.assumed import INPUTS
+    from zeroadvisor.memory.parallel import parallel_conflicts, read_parallel
+
+    try:  # the batch arithmetic runs on DeepSpeed's world size for the layout (memory/parallel.py)
+        s = read_settings(config, model, read_parallel(config, gpus, given).batch_world(), given)
     except EstimateError:
         return []  # the estimate reports the unusable value
-    from zeroadvisor.memory.assumed import INPUTS
 
-    out = []
+    out = parallel_conflicts(config, given)
     for name, wanted, runs in (("micro_batch_size", given.micro_batch_size, s.micro_batch),
                                ("precision", given.precision, s.precision),
                                ("zero_stage", given.zero_stage, s.stage)):

@@ -185,6 +185,36 @@ FIELDS: tuple[DescriptionField, ...] = (
         "Whether the model is built on the meta device and its weights materialised straight on the "
         "GPU (e.g. device_map), with no copy in host RAM per rank (default false).",
     ),
+    DescriptionField(
+        "tensor_parallel",
+        "training",
+        _POSITIVE,
+        "an integer > 0",
+        "Tensor-parallel (AutoTP) degree; fills tensor_parallel.autotp_size where the DeepSpeed config leaves "
+        "it out (a different value there is an error).",
+    ),
+    DescriptionField(
+        "pipeline_parallel",
+        "training",
+        _POSITIVE,
+        "an integer > 0",
+        "Pipeline stages (PipelineModule num_stages, set in code).",
+    ),
+    DescriptionField(
+        "sequence_parallel",
+        "training",
+        _POSITIVE,
+        "an integer > 0",
+        "Sequence-parallel (Ulysses) degree; fills sequence_parallel_size where the DeepSpeed config leaves it "
+        "out (a different value there is an error).",
+    ),
+    DescriptionField(
+        "expert_parallel",
+        "training",
+        _POSITIVE,
+        "an integer > 0",
+        "Expert-parallel degree of the MoE layers (ep_size, set in code).",
+    ),
 )
 _BY_NAME = {f.name: f for f in FIELDS}
 ARCHITECTURE_FIELDS = tuple(f.name for f in FIELDS if f.group == "architecture")
@@ -280,13 +310,21 @@ def apply_overrides(
     load_dtype: str | None = None,
     zero_init: bool | None = None,
     meta_load: bool | None = None,
+    tensor_parallel: int | None = None,
+    pipeline_parallel: int | None = None,
+    sequence_parallel: int | None = None,
+    expert_parallel: int | None = None,
 ) -> TrainingShape:
     """``shape`` with the CLI's --seq-len / --activation-checkpointing /
     --flash-attention|--no-flash-attention / --target-len / --micro-batch / --precision / --stage /
     --load-dtype / --zero-init / --meta-load applied (None leaves a value as it is)."""
     changes: dict[str, Any] = {}
     for flag, name, value in (("--seq-len", "sequence_length", seq_len), ("--target-len", "target_length", target_len),
-                              ("--micro-batch", "micro_batch_size", micro_batch)):
+                              ("--micro-batch", "micro_batch_size", micro_batch),
+                              ("--tensor-parallel", "tensor_parallel", tensor_parallel),
+                              ("--pipeline-parallel", "pipeline_parallel", pipeline_parallel),
+                              ("--sequence-parallel", "sequence_parallel", sequence_parallel),
+                              ("--expert-parallel", "expert_parallel", expert_parallel)):
         if value is None:
             continue
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
@@ -498,6 +536,10 @@ def load_description(path: str | Path) -> tuple[ModelSpec, TrainingShape]:
         precision=data.get("precision"),
         load=LoadInputs(load_dtype=data.get("load_dtype"), zero_init=data.get("zero_init"),
                         meta_device=data.get("meta_load")),
+        tensor_parallel=data.get("tensor_parallel"),
+        pipeline_parallel=data.get("pipeline_parallel"),
+        sequence_parallel=data.get("sequence_parallel"),
+        expert_parallel=data.get("expert_parallel"),
     )
     return spec, shape
 

@@ -92,4 +92,10 @@ class TrainingShape:
     micro_batch_size: int | None = None  # fills train_micro_batch_size_per_gpu "auto" / absent
     precision: Precision | None = None  # fills fp16/bf16 "enabled": "auto" (or no config)
     zero_stage: int | None = None  # fills zero_optimization.stage "auto" (Accelerate's zero_stage)
+    # Parallel degrees (memory/parallel.py): tensor and sequence fill what the config leaves out
+    # (tensor_parallel.autotp_size, sequence_parallel_size); pipeline and expert are set in code only.
+    tensor_parallel: int | None = None
+    pipeline_parallel: int | None = None
+    sequence_parallel: int | None = None
+    expert_parallel: int | None = None
     load: LoadInputs = field(default_factory=LoadInputs)

@@ -1,0 +1,333 @@
+"""The parallel layout: which group ZeRO partitions over, which tensors each degree splits, how
+activations divide. Paths are relative to ``deepspeed/`` (DeepSpeed 0.19.8).
+
+World size = data x tensor x pipeline. ``data`` is the group ZeRO partitions over, which holds
+the sequence-parallel ranks too: DeepSpeed partitions over ``groups._get_sequence_data_parallel_group()``
+(runtime/engine.py _configure_zero_optimizer: ``dp_process_group=self.seq_data_parallel_group``),
+the data x sequence group that runtime/sequence_parallel/parallel_state_sp.py
+initialize_sequence_parallel builds (``sequence_data_parallel_size = sequence_parallel_size *
+data_parallel_size``). Samples are split over data / sequence ranks: DeepSpeedConfig's batch
+arithmetic divides the world by ``sequence_parallel_size`` (runtime/config.py DeepSpeedConfig.__init__).
+
+* tensor (AutoTP, ``tensor_parallel.autotp_size``): utils/groups.py _init_tp_mesh_device makes a
+  (world / tp, tp) mesh; module_inject/auto_tp.py replaces the Linear layers of the transformer blocks
+  by LinearLayer / LinearAllreduce shards (1/tp of each weight); embeddings and norms stay whole.
+* pipeline (PipelineModule(num_stages=...), set in code): runtime/pipe/module.py puts the layers on
+  stages; the embedding on the first, the head on the last (a tied embedding on both: TiedLayerSpec).
+* expert (MoE ep_size, set in code): utils/groups.py _create_expert_and_data_parallel splits the
+  data group into expert-parallel groups of ep ranks; each holds num_experts / ep experts, whose
+  states ZeRO partitions over the expert-data-parallel group (data / ep ranks).
+* ZeRO++ hpZ (``zero_hpz_partition_size``): runtime/zero/partition_parameters.py
+  _partition_param_sec keeps a secondary 16-bit copy of 1/hpz of each parameter (stage 3).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from zeroadvisor.memory import bytes as B
+from zeroadvisor.memory.activations import Activations, activation_bytes
+from zeroadvisor.memory.errors import EstimateError
+from zeroadvisor.memory.terms import Term, ceil_div
+from zeroadvisor.model.spec import ModelSpec, TrainingShape
+
+# degree -> (the config key DeepSpeed reads it from, or None where it is set in code; TrainingShape field)
+DEGREES: dict[str, tuple[tuple[str, ...] | None, str]] = {
+    "tensor": (("tensor_parallel", "autotp_size"), "tensor_parallel"),  # runtime/tensor_parallel/config.py
+    "pipeline": (None, "pipeline_parallel"),  # PipelineModule(num_stages=...)
+    "sequence": (("sequence_parallel_size",), "sequence_parallel"),  # runtime/config.py world_size division
+    "expert": (None, "expert_parallel"),  # deepspeed.moe.layer.MoE(ep_size=...)
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Parallel:
+    """Parallel degrees of one run. ``data`` = world / (tensor x pipeline): ZeRO's partition group."""
+
+    data: int = 1
+    tensor: int = 1
+    pipeline: int = 1
+    sequence: int = 1
+    expert: int = 1
+    hpz: int = 1  # zero_optimization.zero_hpz_partition_size
+
+    @property
+    def world(self) -> int:
+        return self.data * self.tensor * self.pipeline
+
+    @property
+    def trivial(self) -> bool:
+        return self.tensor == self.pipeline == self.sequence == self.expert == 1
+
+    @property
+    def expert_data(self) -> int:
+        """Ranks ZeRO partitions the expert parameters over (groups._create_expert_and_data_parallel)."""
+        return self.data // self.expert
+
+    def batch_world(self) -> int:
+        """The world size DeepSpeed's batch arithmetic divides by (train_batch = micro x accumulation x this):
+        a pipeline's data-parallel size (runtime/pipe/topology.py, the PipelineModule mpu), else the world over
+        the sequence-parallel size (runtime/config.py DeepSpeedConfig.__init__: world / sequence_parallel_size,
+        or the Ulysses mpu's world / sp); AutoTP leaves it the world (DeepSpeedConfig is built without an mpu)."""
+        if self.pipeline > 1:
+            return self.data
+        return self.world // self.sequence
+
+    def to_dict(self) -> dict[str, int]:
+        return {"data": self.data, "tensor": self.tensor, "pipeline": self.pipeline, "sequence": self.sequence,
+                "expert": self.expert}
+
+
+def _config_value(config: dict[str, Any], path: tuple[str, ...]) -> Any:
+    current: Any = config
+    for key in path:
+        if not isinstance(current, dict) or key not in current:
+            return None
+        current = current[key]
+    return current
+
+
+def _config_degree(config: dict[str, Any] | None, name: str) -> int | None:
+    """The degree the config sets (None: not set there). AutoTP is off at autotp_size 0 or 1
+    (runtime/tensor_parallel/config.py: autotp_size default 0; __init__.py initialize: > 0 enables)."""
+    path = DEGREES[name][0]
+    if path is None or not isinstance(config, dict):
+        return None
+    value = _config_value(config, path)
+    if value is None or value == "auto":
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) or value < 0:
+        raise EstimateError(f"{'.'.join(path)} = {value!r} is not a parallel degree DeepSpeed accepts")
+    return max(int(value), 1)
+
+
+def _given(shape: TrainingShape, name: str) -> int | None:
+    return getattr(shape, DEGREES[name][1])
+
+
+def _hpz(config: dict[str, Any] | None) -> int:
+    value = _config_value(config, ("zero_optimization", "zero_hpz_partition_size")) if isinstance(config, dict) \
+        else None
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 1 and value == int(value):
+        return int(value)
+    return 1  # runtime/zero/config.py default 1 (the value rules report a bad one)
+
+
+def read_parallel(config: dict[str, Any] | None, gpus: int, shape: TrainingShape | None = None) -> Parallel:
+    """The layout of ``gpus`` GPUs: degrees from the config where DeepSpeed reads them, else from the
+    flag / model description, else 1. EstimateError where the degrees do not divide the world."""
+    shape = shape or TrainingShape()
+    degrees = {}
+    for name in DEGREES:
+        from_config = _config_degree(config, name)
+        degrees[name] = from_config if from_config is not None else (_given(shape, name) or 1)
+    t, p, sp, ep = degrees["tensor"], degrees["pipeline"], degrees["sequence"], degrees["expert"]
+    if gpus % (t * p):
+        raise EstimateError(f"{gpus} GPUs do not split into tensor-parallel {t} x pipeline-parallel {p} "
+                            "(groups._init_tp_mesh_device / PipelineModule need the product to divide the world)")
+    data = gpus // (t * p)
+    for name, degree in (("sequence", sp), ("expert", ep)):
+        if data % degree:
+            raise EstimateError(f"{name}-parallel degree {degree} does not divide the data-parallel degree {data} "
+                                f"({gpus} GPUs / tensor {t} / pipeline {p})")
+    return Parallel(data, t, p, sp, ep, _hpz(config))
+
+
+def parallel_conflicts(config: dict[str, Any] | None, shape: TrainingShape) -> list[str]:
+    """One line per degree a flag / model description gives that the config sets differently."""
+    from zeroadvisor.memory.assumed import INPUTS
+
+    out = []
+    for name, (path, field) in DEGREES.items():
+        wanted = getattr(shape, field)
+        try:
+            runs = _config_degree(config, name)
+        except EstimateError:
+            continue  # the estimate reports the unusable value
+        if wanted is None or runs is None or wanted == runs:
+            continue
+        source = INPUTS[field]
+        out.append(f"{source.flag} / {source.field} gives {source.words} {wanted}, but the DeepSpeed config sets "
+                   f"{'.'.join(path or ())} = {runs}: change the config or drop the value")
+    return out
+
+
+# ------------------------------------------------------------------ parameters per GPU
+
+
+@dataclass(frozen=True, slots=True)
+class LocalParameters:
+    """Parameters one GPU holds before ZeRO: ``dense`` (partitioned over ``Parallel.data``) and
+    ``experts`` (partitioned over ``Parallel.expert_data``), on the most loaded pipeline stage."""
+
+    dense: int
+    experts: int = 0
+    notes: tuple[str, ...] = ()
+
+    @property
+    def total(self) -> int:
+        return self.dense + self.experts
+
+
+def _layer_linears(spec: ModelSpec) -> tuple[int, int] | None:
+    """(attention, MLP per expert) weight elements of one transformer block, biases left out; None if unknown."""
+    L, h, heads, f = spec.num_layers, spec.hidden_size, spec.num_attention_heads, spec.intermediate_size
+    if not (L and h and heads and f):
+        return None
+    hd = spec.head_dim or h // heads
+    q, kv = heads * hd, (spec.num_key_value_heads or heads) * hd
+    attention = h * q + 2 * h * kv + q * h  # q, k, v, o projections
+    mlp = (3 if spec.gated_mlp else 2) * h * f  # gate/up/down or fc1/fc2
+    return attention, mlp
+
+
+def local_parameters(spec: ModelSpec, layout: Parallel) -> LocalParameters:
+    P = spec.parameters
+    if layout.trivial:
+        return LocalParameters(P)
+    t, p, ep = layout.tensor, layout.pipeline, layout.expert
+    notes: list[str] = []
+    linears = _layer_linears(spec)
+    if linears is None:
+        split = ceil_div(P, t * p)
+        notes.append(f"parallel layout: the architecture is unknown, so every parameter is costed as split by tensor "
+                     f"{t} x pipeline {p} (a lower bound: embeddings, norms and the head stay whole on each GPU); "
+                     "give num_layers/hidden_size/num_attention_heads/intermediate_size or an hf_config")
+        if ep > 1:
+            notes.append("expert parallel: the expert parameters are unknown without the architecture; not split")
+        return LocalParameters(split, 0, tuple(notes))
+    attention, mlp = linears
+    L = spec.num_layers
+    E = spec.num_experts or 0
+    experts_total = L * E * mlp if E else 0
+    in_blocks = L * (attention + (0 if E else mlp)) + experts_total
+    if in_blocks > P:
+        notes.append("parallel layout: the block linears the architecture gives exceed the parameter count; "
+                     "costed as all parameters in the blocks")
+        in_blocks = P
+    rest = P - in_blocks  # embeddings, norms, head, routers, biases: whole on every tensor rank
+    layers = ceil_div(L, p)  # the most loaded stage holds ceil(L / p) blocks (uniform split)
+    dense_block = attention + (0 if E else mlp)
+    if p == 1:
+        rest_stage = rest
+    else:
+        embed = spec.embedding_parameters or (spec.vocab_size * spec.hidden_size if spec.vocab_size and
+                                              spec.hidden_size else None)
+        head = 0 if spec.tied_embeddings or not spec.vocab_size or not spec.hidden_size else \
+            spec.vocab_size * spec.hidden_size
+        rest_stage = min(rest, max(embed, head)) if embed is not None else rest
+        notes.append(f"pipeline {p}: the most loaded stage holds ceil({L}/{p}) = {layers} blocks and the larger of the "
+                     "embedding (first stage) and the head (last stage; a tied embedding sits on both, TiedLayerSpec); "
+                     "DeepSpeed's default partition_method='parameters' balances stages by parameters "
+                     "(runtime/pipe/module.py _partition_layers), so this is a bound; final norm and biases left out")
+    dense = ceil_div(layers * dense_block, t) + rest_stage
+    if spec.gated_mlp is None and (t > 1 or p > 1):
+        notes.append("parallel layout: MLP gating unknown, so the blocks are costed with a two-matrix MLP and the "
+                     "rest counted whole (a bound)")
+    if t > 1:
+        notes.append(f"tensor parallel {t} (AutoTP): the q/k/v/o and MLP Linear weights of each block are split by "
+                     f"{t} (module_inject/auto_tp.py LinearLayer/LinearAllreduce; biases not counted); embeddings, "
+                     "norms and the LM head are counted whole (AutoTP training may shard an lm_head column-parallel, "
+                     "auto_tp.py training_column_lm_head: then this is a bound)")
+    experts = ceil_div(layers * E * mlp, t * ep) if E else 0
+    if ep > 1:
+        if E:
+            notes.append(f"expert parallel {ep}: each rank holds {E}/{ep} experts of every MoE layer "
+                         "(moe/layer.py MoE num_local_experts); their ZeRO states are partitioned over the "
+                         f"expert-data-parallel group of {layout.expert_data} ranks "
+                         "(utils/groups.py _create_expert_and_data_parallel); every layer is costed as MoE")
+        else:
+            notes.append(f"expert parallel {ep} given but the model has no experts: nothing to split")
+    return LocalParameters(dense, experts, tuple(notes))
+
+
+def hpz_terms(precision: str, stage: int, offload_param: str, P: int, N: int, hpz: int) -> list[Term]:
+    """ZeRO++ hpZ's secondary partition (stage 3, hpz > 1): a 16-bit copy of 1/hpz of every parameter."""
+    if stage != 3 or hpz <= 1:
+        return []
+    w = B.nbytes(precision)
+    # partition_parameters.py _partition_param_sec: secondary_partition_size = aligned numel // hpz,
+    # aligned to a multiple of the data-parallel size (_aligned_size); on the remote device (the host
+    # under offload_param). Per-parameter alignment is left out: exact up to N elements per parameter.
+    elements = ceil_div(ceil_div(P, N) * N, hpz)
+    device = "cpu" if offload_param != "none" else "gpu"
+    return [Term("parameters", device, w * elements, "hpz_secondary",
+                 f"ZeRO++ hpZ secondary partition ({precision}, 1/{hpz} of every parameter)", f"{w} B/param / {hpz}",
+                 "zero/partition_parameters.py Init._partition_param_sec (ds_secondary_tensor)")]
+
+
+def parallel_notes(config: dict[str, Any] | None, layout: Parallel) -> list[str]:
+    """What the layout changes that the estimate does not model, in words."""
+    notes = []
+    zero = config.get("zero_optimization") if isinstance(config, dict) else None
+    if isinstance(zero, dict):
+        for key, what in (("zero_quantized_weights", "int8 weight all-gather buffers"),
+                          ("zero_quantized_gradients", "int8 gradient all-to-all buffers")):
+            if zero.get(key) is True:
+                notes.append(f"ZeRO++ {key}: its {what} are transient communication buffers and not counted")
+    if layout.sequence > 1:
+        notes.append(f"sequence parallel {layout.sequence} (Ulysses): the all-to-all outputs are the attention "
+                     "inputs already counted; DeepSpeed's separate send/receive buffers are not")
+    if not layout.trivial:
+        notes.append("load and save phases costed without the parallel split (AutoTP shards the model after it is "
+                     "loaded; engine.py _configure_tensor_parallel)")
+    if isinstance(config, dict) and "sequence_parallel_size" in config and "data_parallel_size" in config:
+        notes.append("data_parallel_size with sequence_parallel_size builds a (data, sequence) device mesh "
+                     "(__init__.py initialize); ZeRO is costed over data x sequence ranks")
+    return notes
+
+
+# ------------------------------------------------------------------ activations
+
+
+def parallel_activations(spec: ModelSpec, shape: TrainingShape, micro_batch: int, precision: str,
+                         layout: Parallel) -> Activations:
+    """Activations of the most loaded GPU under ``layout`` (memory/activations.py on a transformed shape).
+
+    * tensor t without sequence-parallel activations (AutoTP has none): Korthikanti et al. 2022 eq. 2,
+      sbh(10 + 24/t + 5as/(ht)): the projections' and MLP's activations and the scores split by t, the
+      block inputs, norms and dropout masks whole. Done by costing one rank's heads/t, kv-heads/t and
+      MLP width f/t: exact for the formula.
+    * sequence sp (Ulysses): every token-wise activation holds s/sp tokens; inside attention each rank holds
+      heads/sp over the whole sequence, so explicit scores are (a/sp)s²b = (a·sp)(s/sp)²b: costed as
+      a·sp heads of head_dim/sp on s/sp tokens (the same q/kv widths). FlashAttention's log-sum-exp is
+      (a/sp)·s·b = a·(s/sp)·b.
+    * pipeline p, 1F1B: the first stage keeps p micro batches of L/p layers in flight = L layers' worth
+      (Korthikanti et al. §4.2.3, eq. 5 with the pipeline factor); the last stage one micro batch of
+      L/p layers plus the logits. The larger is costed.
+    """
+    t, sp, p = layout.tensor, layout.sequence, layout.pipeline
+    changes: dict[str, Any] = {}
+    heads, h = spec.num_attention_heads, spec.hidden_size
+    hd = spec.head_dim or (h // heads if heads and h else None)
+    kvh = spec.num_key_value_heads or heads
+    if t > 1 and heads and hd:
+        changes.update(num_attention_heads=max(heads // t, 1), num_key_value_heads=max((kvh or heads) // t, 1),
+                       head_dim=hd)
+        heads, kvh = changes["num_attention_heads"], changes["num_key_value_heads"]
+    if t > 1 and spec.intermediate_size:
+        changes["intermediate_size"] = ceil_div(spec.intermediate_size, t)
+    seq_shape = shape
+    if sp > 1 and shape.sequence_length:
+        seq_shape = dataclasses.replace(shape, sequence_length=ceil_div(shape.sequence_length, sp))
+        if not shape.flash_attention and heads and hd and hd % sp == 0:
+            changes.update(num_attention_heads=heads * sp, num_key_value_heads=(kvh or heads) * sp, head_dim=hd // sp)
+    local = dataclasses.replace(spec, **changes) if changes else spec
+    whole = activation_bytes(local, seq_shape, micro_batch, precision)
+    notes = list(whole.notes)
+    if t > 1 and whole.nbytes:
+        notes.append(f"activations: tensor parallel {t} without sequence-parallel activations (Korthikanti et al. "
+                     "2022 eq. 2: 10 + 24/t per sbh)")
+    if sp > 1 and whole.nbytes:
+        notes.append(f"activations: Ulysses sequence parallel {sp}: tokens / {sp}, attention heads / {sp}")
+    if p == 1 or not whole.nbytes:
+        return Activations(whole.nbytes, whole.per_layer, whole.logits, tuple(notes))
+    first = whole.nbytes - whole.logits  # p micro batches x L/p layers in flight = L layers; no head
+    last_spec = dataclasses.replace(local, num_layers=ceil_div(spec.num_layers, p))
+    last = activation_bytes(last_spec, seq_shape, micro_batch, precision).nbytes
+    notes.append(f"activations: pipeline {p} with 1F1B: the first stage keeps {p} micro batches of its layers in "
+                 "flight (= all layers' worth, Korthikanti et al. 2022 §4.2.3), the last stage one micro batch and "
+                 "the logits; the larger is costed")
+    return Activations(max(first, last), whole.per_layer, whole.logits if last > first else 0, tuple(notes))
