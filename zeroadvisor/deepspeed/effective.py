@@ -144,3 +144,20 @@ def derive_batch(tbs, mbs, gas, world):
     if mbs is not None:
         return mbs * world, mbs, 1
     return None
+
+
+def positive_int(value: Any) -> int | None:
+    """An integer setting as DeepSpeed's int fields take it (2 or 2.0); None for anything else or < 1."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else None
+
+
+def autotp_size(data: Any) -> int | None:
+    """``tensor_parallel.autotp_size`` (TPTrainingConfig; 0 = AutoTP off, so None here)."""
+    return positive_int(section(data, "tensor_parallel").get("autotp_size"))
+
+
+def sequence_parallel_size(data: Any) -> int | None:
+    """Top-level ``sequence_parallel_size`` (Ulysses degree; read raw by DeepSpeedConfig.__init__)."""
+    return positive_int(data.get("sequence_parallel_size")) if isinstance(data, dict) else None

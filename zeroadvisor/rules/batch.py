@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from zeroadvisor.fix import merge_patch as patch
-from zeroadvisor.deepspeed.effective import GAS, MBS, TBS, data_parallel_size
+from zeroadvisor.deepspeed.effective import GAS, MBS, TBS, autotp_size, data_parallel_size
 from zeroadvisor.deepspeed.effective import derive_batch as derive
 from zeroadvisor.lint.findings import Severity
 from zeroadvisor.lint.rule import Example, Hit, Rule
@@ -30,7 +30,12 @@ def consistent(tbs, mbs, gas, world) -> bool:
 
 
 def world_size(ctx) -> float | None:
-    """The data-parallel size DeepSpeed divides by: --gpus over sequence_parallel_size."""
+    """The world size DeepSpeed's batch assertion divides by: --gpus over sequence_parallel_size.
+
+    Not over tensor_parallel.autotp_size: deepspeed.initialize builds DeepSpeedConfig with the caller's
+    mpu (None for AutoTP) before the engine creates the tensor-parallel groups (deepspeed/__init__.py
+    initialize; runtime/engine.py _configure_tensor_parallel_states), so config.py divides by the whole
+    world even though each tensor-parallel group shares one micro batch."""
     if ctx.options.gpus is None:
         return None
     return data_parallel_size(ctx.data, ctx.options.gpus)
@@ -56,12 +61,21 @@ def _mismatch(ctx):
             yield Hit(where,
                       f"on {ctx.options.gpus} GPUs DeepSpeed asserts 'train_batch_size is not equal to "
                       f"micro_batch_per_gpu * gradient_acc_step * world_size {t} != {m} * {g} * {_n(world)}'"
-                      f"{_implied(tbs, mbs, gas)}", fix=_fix(tbs, mbs, gas, world))
+                      f"{_implied(tbs, mbs, gas)}{_autotp_note(ctx, tbs, mbs, gas, world)}",
+                      fix=_fix(tbs, mbs, gas, world))
         return
     if tbs is not None and not any(consistent(tbs, mbs, gas, w) for w in range(1, min(tbs, _MAX_WORLD) + 1)):
         product = " x ".join(str(v) for v in (mbs, gas) if v is not None)
         yield Hit(where, f"train_batch_size {tbs} is not {product} times any number of GPUs: DeepSpeed's "
                          "batch assertion fails on every cluster size; fix one of the three")
+
+
+def _autotp_note(ctx, tbs, mbs, gas, world) -> str:
+    tp = autotp_size(ctx.data)
+    if tp is None or tp < 2 or not consistent(tbs, mbs, gas, world / tp):
+        return ""
+    return (f"; the file counts the {_n(world / tp)} data-parallel groups of AutoTP, but DeepSpeed 0.19.8 "
+            "checks the batch before it forms the tensor-parallel groups and divides by every GPU")
 
 
 def _n(value) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from zeroadvisor.rules import auto, batch, keys, memory, offload, optimizer, precision, syntax, values
+from zeroadvisor.rules import auto, batch, keys, memory, offload, optimizer, parallel, precision, syntax, values
 from zeroadvisor.lint.rule import Rule
 
 ALL: tuple[Rule, ...] = (
@@ -14,6 +14,7 @@ ALL: tuple[Rule, ...] = (
     *precision.RULES,
     *offload.RULES,
     *optimizer.RULES,
+    *parallel.RULES,
     *memory.RULES,
 )
 # What ``lint`` runs: everything that needs no memory estimate.
