@@ -16,7 +16,7 @@ from zeroadvisor.memory.phases import LoadInputs, SaveInputs, largest_param, loa
 from zeroadvisor.memory.verdict import DEFAULT_HEADROOM, DOES_NOT_FIT, FITS, PhasePeak, judge
 from zeroadvisor.memory.options import Option, Skipped, configured_option, enumerate_options, refusal
 from zeroadvisor.memory.settings import Settings, read_settings
-from zeroadvisor.memory.states import deepspeed_terms, paper_terms
+from zeroadvisor.memory.states import deepspeed_terms, paper_terms, trainable
 from zeroadvisor.memory.terms import ROWS, STATE_ROWS, Term, ceil_div, exact
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
 from zeroadvisor.units import format_bytes
@@ -199,6 +199,8 @@ class Estimate:
             "intermediate_size": m.intermediate_size,
             "vocab_size": m.vocab_size,
             "largest_layer_parameters": m.largest_layer_parameters,
+            "trainable_parameters": trainable(m),
+            "peft": m.peft,
             "source": m.source,
             "precision": self.settings.precision,
             "optimizer": self.settings.optimizer_label,
@@ -262,8 +264,8 @@ def estimate(config: dict | None, model: ModelSpec, shape: TrainingShape | None 
     seen_notes: set[str] = set(assumptions)
     for option in options:
         notes: list[str] = []
-        ds = deepspeed_terms(s, option, P, N, model, notes)
-        paper = paper_terms(s, option, P, N, model, notes)
+        ds = deepspeed_terms(s, option, trainable(model), N, model, notes)  # PEFT: adapters only
+        paper = paper_terms(s, option, trainable(model), N, model, notes)
         if accounting == "deepspeed":
             terms = ds + gathered_terms(s, option, P, N, model, notes) + buffer_terms(s, option, P, N, model, notes)
             if act.nbytes:

@@ -30,6 +30,7 @@ head stay floating point; biases stay floating point. Bytes per quantized weight
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -275,3 +276,34 @@ def count(modules: Sequence[Module], settings: PeftSettings, spec: ModelSpec) ->
 
 __all__ = ["ALL_LINEAR", "PEFT_METHODS", "QUANTIZATIONS", "PeftCount", "PeftSettings", "count", "quantized_bytes",
            "real_name"]
+
+
+def describe(settings: PeftSettings) -> str:
+    targets = ALL_LINEAR if settings.target_modules is None else ", ".join(settings.target_modules)
+    method = "QLoRA" if settings.method == "qlora" else "LoRA"
+    quant = f" ({settings.quant}{' double-quant' if settings.double_quant else ''} base)" if settings.quant else ""
+    saved = f"; modules_to_save {', '.join(settings.modules_to_save)}" if settings.modules_to_save else ""
+    return f"{method} r={settings.r} on {targets}{quant}{saved}"
+
+
+def apply(spec: ModelSpec, modules: Sequence[Module], settings: PeftSettings) -> ModelSpec:
+    """``spec`` trained with ``settings``: trainable counts and the quantized base filled in."""
+    c = count(modules, settings, spec)
+    largest_q = 0
+    if settings.quant is not None:
+        largest_q = max((m.linear[0] * m.linear[1] for m in modules
+                         if m.linear is not None and m.name not in OUTPUT_HEADS), default=0)
+    note = (f"{describe(settings)}: {c.trainable:,} trainable of {c.all:,} parameters as peft counts them "
+            f"({c.adapted_modules:,} adapted Linear modules); the {spec.parameters:,} base parameters are frozen")
+    return dataclasses.replace(
+        spec,
+        trainable_parameters=c.trainable,
+        quantized_parameters=c.quantized_elements,
+        quantized_bytes=c.quantized_bytes,
+        largest_quantized_parameters=largest_q,
+        peft=describe(settings),
+        notes=(*spec.notes, note),
+    )
+
+
+__all__ += ["apply", "describe"]
