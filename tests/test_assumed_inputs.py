@@ -330,7 +330,9 @@ def test_simple_parse_and_typer_agree_on_the_new_flags():
             "--stage", "3", "--target-len", "64", "--load-dtype", "fp16", "--zero-init", "--meta-load"]
     values = options.parse_simple(options.CHECK, argv)
     assert inputs.run_inputs(values) == {"target_len": 64, "micro_batch": 2, "precision": "bf16", "stage": 3,
-                                         "load_dtype": "fp16", "zero_init": True, "meta_load": True}
+                                         "load_dtype": "fp16", "zero_init": True, "meta_load": True,
+                                         "peft": None, "lora_r": None, "lora_target_modules": None,
+                                         "quantization": None}
 
 
 # -- assumed-input findings first in every format --------------------------------------------------
