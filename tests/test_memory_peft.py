@@ -66,3 +66,22 @@ def test_gradients_follow_the_trainable_parameters():
     assert sum(g_lora.values()) * (BASE // T) < sum(g_full.values()) * 2  # scales with T, not BASE
     # compact fp32 accumulation buffer for bf16: fp32 T / 2
     assert g_lora["fp32_grads"] == 4 * T // 2
+
+
+def test_load_phase_flattens_only_the_adapters():
+    # stage 2 without zero.Init: the engine moves base + adapters in bf16 to the GPU ("moved"), then
+    # DeepSpeed flattens the trainable group only; the full-model fp32 master never exists.
+    _, est = row(lora(), 2, 4, "parameters")
+    st = next(s for s in est.stages if s.option.stage == 2 and s.option.offload_optimizer == "none")
+    load = {t.key: t.nbytes for t in st.terms if t.phase == "load" and t.device == "gpu"}
+    assert load["module_on_device"] == 2 * (BASE + T)
+    assert all(n < 2 * (BASE + T) for k, n in load.items() if k != "module_on_device" and k != "frozen_params")
+
+
+def test_stage3_offload_param_moves_the_frozen_partition():
+    config = {**BF16_ADAM, "zero_optimization": {"stage": 3, "offload_param": {"device": "cpu"}}}
+    est = estimate(config, lora(), TrainingShape(), Cluster(gpus=4))
+    st = next(s for s in est.stages if s.option.stage == 3 and s.option.offload_param == "cpu"
+              and s.option.offload_optimizer == "none")
+    frozen = [t for t in st.terms if t.phase == "train" and t.key == "frozen_params"]
+    assert [(t.device, t.nbytes) for t in frozen] == [("cpu", 2 * BASE // 4)]

@@ -104,7 +104,7 @@ def frozen_terms(s: Settings, opt: Option, N: int, spec: ModelSpec, notes: list[
     float types, so bitsandbytes' uint8/int8 weights stay as they are). Stages 0-2 keep the frozen
     weights whole on every GPU; at stage 3 zero.Init partitions every parameter created under it,
     frozen ones too (runtime/zero/partition_parameters.py Init._post_init_method -> _partition), so
-    each rank keeps 1/N of them (and offload_param moves that share to the host).
+    each rank keeps 1/N of them (and offload_param moves that share to the host or NVMe).
     """
     if spec.trainable_parameters is None:
         return []
@@ -112,7 +112,8 @@ def frozen_terms(s: Settings, opt: Option, N: int, spec: ModelSpec, notes: list[
     floating = spec.parameters - spec.quantized_parameters
     stage3 = opt.stage == 3
     share = (lambda n: ceil_div(n, N)) if stage3 else (lambda n: n)
-    device = "cpu" if stage3 and opt.offload_param != "none" else "gpu"
+    # offload_param moves every partitioned parameter (frozen ones too) to its device
+    device = opt.offload_param if stage3 and opt.offload_param != "none" else "gpu"
     per = " / N" if stage3 else ""
     src = ("runtime/zero/partition_parameters.py Init (frozen parameters partitioned too)" if stage3
            else "engine.py _cast_module_mixed_precision (frozen parameters stay whole on every GPU)")
