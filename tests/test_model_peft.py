@@ -147,3 +147,11 @@ def test_peft_flags_with_params_are_a_usage_error(cli):  # noqa: F811
     result = cli("estimate", "--params", "7B", "--gpus", "2", "--lora-r", "16")
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.count("\n") == 1 and "--model" in result.stderr
+
+
+def test_text_report_names_the_trainable_parameters(cli, tmp_path):  # noqa: F811
+    (tmp_path / "config.json").write_text(json.dumps(LLAMA_2_7B))
+    result = cli("estimate", "--model", tmp_path / "config.json", "--gpus", "2", "--peft", "qlora", "--lora-r", "16",
+                 "--lora-target-modules", "q_proj,v_proj")
+    assert result.returncode == 0, result.stderr
+    assert "6,738,415,616 parameters (8,388,608 trainable: QLoRA r=16 on q_proj, v_proj (4bit base))" in result.stdout
