@@ -333,7 +333,9 @@ def test_simple_parse_and_typer_agree_on_the_new_flags():
     assert inputs.run_inputs(values) == {"target_len": 64, "micro_batch": 2, "precision": "bf16", "stage": 3,
                                          "load_dtype": "fp16", "zero_init": True, "meta_load": True,
                                          "tensor_parallel": 2, "pipeline_parallel": 1, "sequence_parallel": 4,
-                                         "expert_parallel": None}
+                                         "expert_parallel": None,
+                                         "peft": None, "lora_r": None, "lora_target_modules": None,
+                                         "quantization": None}
 
 
 # -- assumed-input findings first in every format --------------------------------------------------

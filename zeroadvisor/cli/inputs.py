@@ -11,12 +11,24 @@ from zeroadvisor.model.spec import ModelSpec, TrainingShape
 def run_inputs(values: dict) -> dict:
     """The run-input flags (options.RUN_INPUTS) from a command's parsed values, as apply_overrides
     keywords; --stage's choice text becomes its int."""
-    from zeroadvisor.cli.options import RUN_INPUTS
+    from zeroadvisor.cli.options import PEFT_INPUTS, RUN_INPUTS
 
-    out = {param.name: values.get(param.name) for param in RUN_INPUTS}
+    out = {param.name: values.get(param.name) for param in RUN_INPUTS + PEFT_INPUTS}
     if out["stage"] is not None:
         out["stage"] = int(out["stage"])
     return out
+
+
+def peft_flags(inputs: dict) -> dict:
+    """Pops the PEFT flags from ``inputs`` as the description's peft: keys (None: not given)."""
+    targets = inputs.pop("lora_target_modules", None) or None
+    if targets is not None:
+        names = [name.strip() for text in targets for name in text.split(",")]
+        if not all(names):
+            raise UsageError("--lora-target-modules: empty module name")
+        targets = names[0] if names == ["all-linear"] else names
+    return {"method": inputs.pop("peft", None), "r": inputs.pop("lora_r", None), "target_modules": targets,
+            "quantization": inputs.pop("quantization", None)}
 
 
 def model_and_shape(model: str | None, params: str | None, seq_len: int | None = None,
@@ -28,9 +40,13 @@ def model_and_shape(model: str | None, params: str | None, seq_len: int | None =
 
     if (model is None) == (params is None):
         raise UsageError("give exactly one of --model PATH or --params N")
+    peft = peft_flags(inputs)
     if model is not None:
-        spec, shape = load_description(model)
+        spec, shape = load_description(model, peft)
     else:
+        if any(v is not None for v in peft.values()):
+            raise UsageError("LoRA/QLoRA flags need --model with a Hugging Face config.json (the trainable "
+                             "parameters are counted from its layout), not --params")
         spec, shape = spec_from_params(params), TrainingShape()
     return spec, apply_overrides(shape, seq_len, checkpointing, flash, **inputs)
 

@@ -111,6 +111,16 @@ EXPERT_PARALLEL = Param("expert_parallel", ("--expert-parallel",), "Expert-paral
                         "in code).", kind=int, minimum=1)
 RUN_INPUTS = (TARGET_LEN, MICRO_BATCH, PRECISION, STAGE, LOAD_DTYPE, ZERO_INIT, META_LOAD,
               TENSOR_PARALLEL, PIPELINE_PARALLEL, SEQUENCE_PARALLEL, EXPERT_PARALLEL)
+# LoRA/QLoRA (model/peft.py): the same keys as the model description's peft: block, which they override.
+PEFT_INPUTS = (
+    Param("peft", ("--peft",), "Train LoRA adapters on a frozen base (qlora: on a bitsandbytes-quantized base); "
+          "needs a config.json.", choices="zeroadvisor.model.peft:PEFT_METHODS"),
+    Param("lora_r", ("--lora-r",), "LoRA rank r (default 8).", kind=int, minimum=1),
+    Param("lora_target_modules", ("--lora-target-modules",), "Modules LoRA adapts, matched as peft does "
+          "(comma-separated or repeated), or all-linear (the default).", multiple=True),
+    Param("quantization", ("--quantization",), "QLoRA base quantization (default 4bit).",
+          choices="zeroadvisor.model.peft:QUANTIZATIONS"),
+)
 
 
 def _format(choices: str) -> Param:
@@ -137,7 +147,7 @@ ESTIMATE = Command("estimate", "Estimate memory per GPU and per node for every Z
     Param("config", ("--config", "-c"), "The DeepSpeed config (default: fp16 Adam)."),
     MODEL, PARAMS, GPUS, GPUS_PER_NODE, GPU_MEMORY, GPU, CPU_MEMORY, NVME, HEADROOM, ACCOUNTING,
     _format("zeroadvisor.api:ESTIMATE_FORMATS"),
-    UNIT, SEQ_LEN, CHECKPOINTING, FLASH, EXPLAIN, *RUN_INPUTS,
+    UNIT, SEQ_LEN, CHECKPOINTING, FLASH, EXPLAIN, *RUN_INPUTS, *PEFT_INPUTS,
 ))
 
 CHECK = Command("check", "Pre-flight check: lint findings and memory advice, with fixes as a diff.", (
@@ -148,7 +158,7 @@ CHECK = Command("check", "Pre-flight check: lint findings and memory advice, wit
     FAIL_ON,
     Param("suggest", ("--suggest",), "Print the fixes as a unified diff of CONFIG.", default=False, kind=bool),
     Param("fix", ("--fix",), "Write the fixes into CONFIG (atomically).", default=False, kind=bool),
-    INTEGRATION, SELECT, IGNORE, ACCOUNTING, UNIT, SEQ_LEN, CHECKPOINTING, FLASH, EXPLAIN, *RUN_INPUTS,
+    INTEGRATION, SELECT, IGNORE, ACCOUNTING, UNIT, SEQ_LEN, CHECKPOINTING, FLASH, EXPLAIN, *RUN_INPUTS, *PEFT_INPUTS,
 ))
 
 RULES = Command("rules", "List every rule: code, name, default severity and summary.")

@@ -18,7 +18,7 @@ from zeroadvisor.memory.options import Option, Skipped, configured_option, enume
 from zeroadvisor.memory.parallel import (Parallel, hpz_terms, local_parameters, parallel_activations,
                                          parallel_notes, read_parallel)
 from zeroadvisor.memory.settings import Settings, read_settings
-from zeroadvisor.memory.states import deepspeed_terms, paper_terms
+from zeroadvisor.memory.states import deepspeed_terms, paper_terms, trainable
 from zeroadvisor.memory.terms import ROWS, STATE_ROWS, Term, ceil_div, exact
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
 from zeroadvisor.units import format_bytes
@@ -202,6 +202,8 @@ class Estimate:
             "intermediate_size": m.intermediate_size,
             "vocab_size": m.vocab_size,
             "largest_layer_parameters": m.largest_layer_parameters,
+            "trainable_parameters": trainable(m),
+            "peft": m.peft,
             "source": m.source,
             "precision": self.settings.precision,
             "optimizer": self.settings.optimizer_label,
@@ -271,8 +273,10 @@ def estimate(config: dict | None, model: ModelSpec, shape: TrainingShape | None 
     seen_notes: set[str] = set(assumptions)
     for option in options:
         notes: list[str] = []
-        ds = deepspeed_terms(s, option, local.dense, N, spec, notes)
-        paper = paper_terms(s, option, local.dense, N, spec, notes)
+        # the optimizer's parameters on this GPU: the PEFT adapters (model/peft.py), else the dense share
+        dense = trainable(model) if model.trainable_parameters is not None else local.dense
+        ds = deepspeed_terms(s, option, dense, N, spec, notes)
+        paper = paper_terms(s, option, dense, N, spec, notes)
         if local.experts:  # a separate param group, partitioned over the expert-data-parallel group
             ds += deepspeed_terms(s, option, local.experts, layout.expert_data, spec, notes)
             paper += paper_terms(s, option, local.experts, layout.expert_data, spec, notes)

@@ -19,6 +19,7 @@ defaults are the Hugging Face Trainer's behaviour, and each default taken is ret
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +28,7 @@ from zeroadvisor.deepspeed import schema
 from zeroadvisor.memory import bytes as B
 from zeroadvisor.memory.options import Option
 from zeroadvisor.memory.settings import Settings
-from zeroadvisor.memory.states import master_bytes, partition_stage3, partition_stage12
+from zeroadvisor.memory.states import frozen_terms, master_bytes, partition_stage3, partition_stage12, trainable
 from zeroadvisor.memory.terms import Term
 from zeroadvisor.model.spec import LoadInputs, ModelSpec  # LoadInputs: the one definition, with the CLI's and
 # the model description's inputs; the checkpoint's dtype is a model fact (ModelSpec.checkpoint_dtype)
@@ -172,6 +173,7 @@ def load_moments(spec: ModelSpec, s: Settings, option: Option, cluster: Any, loa
     load_dtype, zero_init, resolved = resolve_load(load, s, option, spec.checkpoint_dtype)
     notes += resolved
     P, N = spec.parameters, cluster.gpus
+    T = trainable(spec)  # what the optimizer gets (PEFT: the adapters)
     wl = B.nbytes(load_dtype)
     # engine.py _mixed_precision_dtypes: param dtype fp16/bf16 when enabled; otherwise no cast (the
     # params keep the dtype they were loaded in; __check_params is a no-op in 0.19.8)
@@ -197,17 +199,26 @@ def load_moments(spec: ModelSpec, s: Settings, option: Option, cluster: Any, loa
             moments.append(Moment("cast", (built, _term(
                 "parameters", built_dev, w * L, "cast_copy", "16-bit copy of the parameter being cast",
                 f"{w} B × largest parameter", "runtime/engine.py _cast_module_mixed_precision", BOUND))))
-        moved = _term("parameters", "gpu", w * P, "module_on_device",
+        # PEFT: the adapters join the base; bitsandbytes weights keep their quantized bytes (not cast)
+        moved_bytes = w * P
+        if spec.trainable_parameters is not None:
+            moved_bytes = w * (P - spec.quantized_parameters) + spec.quantized_bytes + w * T
+        moved = _term("parameters", "gpu", moved_bytes, "module_on_device",
                       f"whole model on every GPU in {'fp32' if w == 4 else str(w * 8) + '-bit'}",
                       f"{w} B/param", eng + " (cast params, then self.module.to(self.device))", EXACT)
         moments.append(Moment("moved", (moved,)))
         if option.stage in (1, 2):
-            moments += _stage12_flatten(option, cluster, P, N, w, moved, notes)
+            moments += _stage12_flatten(option, cluster, T, N, w, moved, notes)
         elif option.stage == 3:
-            moments += _stage3_defragment(option, P, N, w, notes)
+            moments += _stage3_defragment(option, T, N, w, notes)
+    # PEFT: DeepSpeed flattens and partitions the optimizer's (trainable) parameters only; the frozen
+    # base stays beside them (states.py frozen_terms)
+    frozen = tuple(dataclasses.replace(t, phase=LOAD) for t in frozen_terms(s, option, N, spec, notes)
+                   if t.row == "parameters")
     if option.stage == 3:
-        moments.append(_stage3_fp32_partitions(s, option, P, N, w))
-    moments.append(Moment("initialized", tuple(_initialized_terms(s, option, P, N, w, L))))
+        fp32 = _stage3_fp32_partitions(s, option, T, N, w)
+        moments.append(dataclasses.replace(fp32, every_rank=fp32.every_rank + frozen))
+    moments.append(Moment("initialized", tuple(_initialized_terms(s, option, T, N, w, L)) + frozen))
     return moments
 
 

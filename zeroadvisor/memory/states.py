@@ -76,13 +76,63 @@ def _state_bytes_cpu(s: Settings) -> int:
     return master_bytes(s)
 
 
+def trainable(spec: ModelSpec) -> int:
+    """The parameters the optimizer gets: all of them, or the PEFT adapters (model/peft.py)."""
+    return spec.parameters if spec.trainable_parameters is None else spec.trainable_parameters
+
+
 def deepspeed_terms(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, notes: list[str]) -> list[Term]:
-    """Model-state terms DeepSpeed 0.19.8 allocates per GPU process for ``opt``."""
+    """Model-state terms DeepSpeed 0.19.8 allocates per GPU process for ``opt`` (``P``: the trainable
+    parameters; a PEFT model's frozen base is added by :func:`frozen_terms`)."""
     if opt.stage == 0:
-        return _stage0(s, P, spec, notes)
-    if opt.stage in (1, 2):
-        return _stage12(s, opt, P, N, spec, notes)
-    return _stage3(s, opt, P, N, spec, notes)
+        terms = _stage0(s, P, spec, notes)
+    elif opt.stage in (1, 2):
+        terms = _stage12(s, opt, P, N, spec, notes)
+    else:
+        terms = _stage3(s, opt, P, N, spec, notes)
+    return terms + frozen_terms(s, opt, N, spec, notes)
+
+
+def frozen_terms(s: Settings, opt: Option, N: int, spec: ModelSpec, notes: list[str]) -> list[Term]:
+    """The frozen base of a LoRA/QLoRA model (none without PEFT).
+
+    DeepSpeed builds its optimizer groups, gradient partitions and master weights from the parameters
+    that require grad only (stage_1_and_2.py __init__: is_optimized_parameter; stage3.py
+    _create_fp16_sub_groups over the optimizer's param groups), so frozen weights get no gradient,
+    master copy or optimizer state. The engine casts every floating-point parameter, frozen ones
+    included, to the training dtype (engine.py _cast_module_mixed_precision: CASTABLE_DTYPES are the
+    float types, so bitsandbytes' uint8/int8 weights stay as they are). Stages 0-2 keep the frozen
+    weights whole on every GPU; at stage 3 zero.Init partitions every parameter created under it,
+    frozen ones too (runtime/zero/partition_parameters.py Init._post_init_method -> _partition), so
+    each rank keeps 1/N of them (and offload_param moves that share to the host or NVMe).
+    """
+    if spec.trainable_parameters is None:
+        return []
+    w = B.nbytes(s.precision)
+    floating = spec.parameters - spec.quantized_parameters
+    stage3 = opt.stage == 3
+    share = (lambda n: ceil_div(n, N)) if stage3 else (lambda n: n)
+    # offload_param moves every partitioned parameter (frozen ones too) to its device
+    device = opt.offload_param if stage3 and opt.offload_param != "none" else "gpu"
+    per = " / N" if stage3 else ""
+    src = ("runtime/zero/partition_parameters.py Init (frozen parameters partitioned too)" if stage3
+           else "engine.py _cast_module_mixed_precision (frozen parameters stay whole on every GPU)")
+    terms = [Term("parameters", device, w * share(floating), "frozen_params",
+                  f"frozen base in {s.precision} ({spec.peft})", f"{w} B/frozen param{per}", src)]
+    if spec.quantized_parameters:
+        terms.append(Term("parameters", device, share(spec.quantized_bytes), "quantized_params",
+                          "bitsandbytes-quantized base Linear weights with their quantization constants",
+                          f"quantized bytes{per}", "bitsandbytes functional.py quantize_4bit / int8_vectorwise_quant "
+                          "(model/peft.py quantized_bytes)"))
+        # bnb matmul_4bit / MatMul8bitLt dequantize one weight to the compute dtype for each matmul
+        terms.append(Term("buffers", "gpu", w * spec.largest_quantized_parameters, "dequantized_weight",
+                          "the largest quantized weight dequantized for its matmul", f"{w} B × largest Linear",
+                          "bitsandbytes autograd/_functions.py matmul_4bit (dequantize_4bit)", kind="allowance"))
+        if stage3:
+            notes.append("QLoRA with ZeRO-3 needs bnb_4bit_quant_storage set to the training dtype so that "
+                         "zero.Init can partition the packed weights (transformers' DeepSpeed/QLoRA guide); "
+                         "counted as partitioned like the other frozen weights")
+    return terms
 
 
 def uses_bf16_optimizer(s: Settings, opt: Option) -> bool:
@@ -393,7 +443,8 @@ def paper_terms(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, notes
     k_dev = "cpu" if opt.offload_optimizer != "none" and opt.stage >= 1 else "gpu"
     g_dev = "cpu" if k_dev == "cpu" and opt.stage >= 2 else "gpu"
     src = "ZeRO paper §3.1/§5"
-    return [
+    frozen = [t for t in frozen_terms(s, opt, N, spec, notes) if t.row != "buffers"]
+    return frozen + [
         Term("parameters", p_dev, exact(w * P * p_share), "lp_params", f"{w}-byte parameters",
              f"{w}Ψ{'/N' if p_share != 1 else ''}", src),
         Term("gradients", g_dev, exact(w * P * g_share), "lp_grads", f"{w}-byte gradients",

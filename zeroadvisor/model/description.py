@@ -31,7 +31,8 @@ from typing import Any, get_args
 
 from zeroadvisor.config.limits import MAX_MODEL_BYTES
 from zeroadvisor.model.errors import ModelError
-from zeroadvisor.model.hf import spec_from_hf_config
+from zeroadvisor.model.hf import layout_from_hf_config, spec_from_hf_config
+from zeroadvisor.model.peft import ALL_LINEAR, PEFT_METHODS, QUANTIZATIONS, PeftSettings, apply as apply_peft
 from zeroadvisor.model.hfconfig import check_dimension, fmt
 from zeroadvisor.model.spec import ZERO_STAGES, Checkpointing, LoadInputs, ModelSpec, Precision, TrainingShape
 
@@ -214,6 +215,35 @@ FIELDS: tuple[DescriptionField, ...] = (
         _POSITIVE,
         "an integer > 0",
         "Expert-parallel degree of the MoE layers (ep_size, set in code).",
+    ),
+    DescriptionField(
+        "peft",
+        "training",
+        {
+            "type": "object",
+            "properties": {
+                "method": {"enum": list(PEFT_METHODS)},
+                "r": {"type": "integer", "minimum": 1},
+                "target_modules": {
+                    "anyOf": [
+                        {"const": ALL_LINEAR},
+                        {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1},
+                    ]
+                },
+                "modules_to_save": {"type": "array", "items": {"type": "string", "minLength": 1}},
+                "quantization": {"enum": list(QUANTIZATIONS)},
+                "double_quant": {"type": "boolean"},
+            },
+            "required": ["method"],
+            "additionalProperties": False,
+        },
+        "a mapping with method (lora or qlora), r (an integer > 0), target_modules (a list of module names "
+        "or all-linear), modules_to_save (a list of module names), quantization (4bit or 8bit, qlora only) "
+        "and double_quant (true or false)",
+        "LoRA/QLoRA (peft LoraConfig): method lora|qlora, r (default 8), target_modules (names matched as peft "
+        "does, or all-linear, the default), modules_to_save, quantization 4bit|8bit for qlora (default 4bit, "
+        "bitsandbytes) and double_quant (bnb_4bit_use_double_quant, default false). Needs hf_config: the "
+        "trainable parameters are counted exactly from its layout.",
     ),
 )
 _BY_NAME = {f.name: f for f in FIELDS}
@@ -467,16 +497,35 @@ def load_hf_config(path: str | Path) -> tuple[dict[str, Any], ModelSpec]:
         raise doc.locate(err) from None
 
 
-def load_description(path: str | Path) -> tuple[ModelSpec, TrainingShape]:
-    """The ModelSpec and TrainingShape a model description (or a config.json) gives."""
+def _merged_peft(block: Any, overrides: Mapping[str, Any] | None) -> Any:
+    """The description's ``peft:`` block with the CLI's PEFT flags (None values: not given) on top."""
+    given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    if not given:
+        return block
+    merged = dict(block) if isinstance(block, Mapping) else {}
+    merged.update(given)
+    merged.setdefault("method", "qlora" if merged.get("quantization") else "lora")
+    return merged
+
+
+def load_description(path: str | Path, peft: Mapping[str, Any] | None = None) -> tuple[ModelSpec, TrainingShape]:
+    """The ModelSpec and TrainingShape a model description (or a config.json) gives; ``peft``: the CLI's
+    PEFT flags as ``peft:`` keys (method, r, target_modules, quantization), overriding the description."""
     path = Path(path)
     doc = _read(path)
     data: dict[Any, Any] = doc.data
     if "model_type" in data:  # a Hugging Face config.json given directly
         try:
-            return spec_from_hf_config(data, source=doc.file), TrainingShape()
+            spec = spec_from_hf_config(data, source=doc.file)
         except ModelError as err:
             raise doc.locate(err) from None
+        block = _merged_peft(None, peft)
+        if block is not None:
+            spec = apply_peft(spec, layout_from_hf_config(data)[2], peft_settings(block))
+        return spec, TrainingShape()
+    if peft and any(v is not None for v in peft.values()):
+        data = {**data, "peft": _merged_peft(data.get("peft"), peft)}
+        doc = _Document(doc.file, data, doc.where)
 
     for key in data:
         if str(key) not in _BY_NAME:
@@ -515,9 +564,17 @@ def load_description(path: str | Path) -> tuple[ModelSpec, TrainingShape]:
         target = path.parent / str(data["hf_config"])
         if not target.is_file():
             raise doc.error(f"hf_config {target} does not exist", "hf_config")
-        _, spec = load_hf_config(target)
+        hf, spec = load_hf_config(target)
         spec = dataclasses.replace(spec, source=f"{doc.file} -> {target}")
+        if "peft" in data:
+            try:
+                spec = apply_peft(spec, layout_from_hf_config(hf)[2], peft_settings(data["peft"]))
+            except ModelError as err:
+                raise doc.error(err.message, "peft") from None
     else:
+        if "peft" in data:
+            raise doc.error("peft needs hf_config: the trainable parameters are counted from the model's layout "
+                            "(a parameter count alone does not say which Linear layers exist)", "peft", at_value=False)
         try:
             count = parse_count(data["parameters"])
         except ModelError as err:
@@ -542,6 +599,24 @@ def load_description(path: str | Path) -> tuple[ModelSpec, TrainingShape]:
         expert_parallel=data.get("expert_parallel"),
     )
     return spec, shape
+
+
+def peft_settings(block: Mapping[str, Any]) -> PeftSettings:
+    """PeftSettings from a schema-valid ``peft:`` block (or the CLI's equivalent)."""
+    targets = block.get("target_modules", ALL_LINEAR)
+    method = block["method"]
+    if block.get("quantization") is not None and method != "qlora":
+        raise ModelError("peft.quantization applies to method qlora only (lora trains on the unquantized base)")
+    if block.get("double_quant") and (method != "qlora" or block.get("quantization", "4bit") != "4bit"):
+        raise ModelError("peft.double_quant applies to qlora with 4bit quantization only")
+    return PeftSettings(
+        method=method,
+        r=block.get("r", 8),
+        target_modules=None if targets == ALL_LINEAR else tuple(targets),
+        modules_to_save=tuple(block.get("modules_to_save", ())),
+        quantization=block.get("quantization"),
+        double_quant=bool(block.get("double_quant", False)),
+    )
 
 
 def _validate(doc: _Document) -> None:
@@ -580,5 +655,6 @@ __all__ = [
     "load_description",
     "load_hf_config",
     "parse_count",
+    "peft_settings",
     "spec_from_params",
 ]

@@ -448,7 +448,7 @@ def _bert(c: Cfg, L: Layout, head: str, *, roberta: bool) -> Arch:
         L.linear("classifier.dense", h, h, True)
         L.linear("classifier.out_proj", h, _num_labels(c), True)
     elif head in (SEQ_CLS, TOKEN_CLS, QA):  # classifier / qa_outputs: Linear(h, num_labels)
-        L.linear("classifier", h, _num_labels(c), True)
+        L.linear("qa_outputs" if head == QA else "classifier", h, _num_labels(c), True)
     elif head == MULTIPLE_CHOICE:
         L.linear("classifier", h, 1, True)
     elif head != BASE:  # pragma: no cover - a table bug
@@ -513,7 +513,7 @@ def _t5(c: Cfg, L: Layout, head: str) -> Arch:
         L.linear("classification_head.dense", d, d, True)
         L.linear("classification_head.out_proj", d, _num_labels(c), True)
     elif head in (TOKEN_CLS, QA):  # classifier / qa_outputs: Linear(d, num_labels)
-        L.linear("classifier", d, _num_labels(c), True)
+        L.linear("qa_outputs" if head == QA else "classifier", d, _num_labels(c), True)
     elif head not in (BASE, ENCODER):  # pragma: no cover - a table bug
         raise AssertionError(head)
     layers = enc_n + dec_n if has_decoder else enc_n

@@ -34,6 +34,9 @@ class Module:
     params: tuple[Param, ...]
     count: int = 1
     embedding: bool = False  # an input embedding table
+    # (fan_in, fan_out) when the module is an ``nn.Linear`` (or transformers' ``Conv1D``): what a
+    # LoRA adapter wraps (model/peft.py); None for every other module.
+    linear: tuple[int, int] | None = None
 
     @property
     def own(self) -> int:
@@ -64,14 +67,20 @@ class Layout:
     def _name(self, name: str) -> str:
         return f"{self.prefix}.{name}" if self.prefix and name else (self.prefix or name)
 
-    def add(self, name: str, *params: Param | int, embedding: bool = False) -> None:
+    def add(
+        self,
+        name: str,
+        *params: Param | int,
+        embedding: bool = False,
+        linear: tuple[int, int] | None = None,
+    ) -> None:
         """A module owning ``params`` directly (ints are plain, unshared parameters)."""
         if self.mult <= 0:
             return  # e.g. no dense layers in an all-MoE model: nothing to add
         ps = tuple(p if isinstance(p, Param) else Param(p) for p in params)
         if any(p.numel < 0 for p in ps):  # a builder bug, never a user error
             raise AssertionError(f"negative parameter size in {self._name(name)}")
-        self.modules.append(Module(self._name(name), ps, self.mult, embedding))
+        self.modules.append(Module(self._name(name), ps, self.mult, embedding, linear))
 
     # The torch.nn building blocks, with the parameters torch gives them.
     def linear(
@@ -89,7 +98,7 @@ class Layout:
         params = [Param(fan_in * fan_out, tied_weight)]
         if bias:
             params.append(Param(fan_out, tied_bias))
-        self.add(name, *params)
+        self.add(name, *params, linear=(fan_in, fan_out))
 
     def embedding(self, name: str, num: int, dim: int, *, shared: bool = False) -> None:
         """``nn.Embedding(num, dim)``: one ``num x dim`` weight."""

@@ -52,6 +52,16 @@ class ModelSpec:
     # An encoder and a decoder stack (T5ForConditionalGeneration): the decoder runs on the target
     # sequence, whose length is TrainingShape.target_length.
     encoder_decoder: bool = False
+    # LoRA/QLoRA (model/peft.py): the parameters the optimizer gets (adapters + modules_to_save copies),
+    # exactly as peft's print_trainable_parameters counts them; None: every parameter trains. With PEFT
+    # every one of ``parameters`` is frozen.
+    trainable_parameters: int | None = None
+    # QLoRA: base Linear weight elements stored by bitsandbytes, their bytes with the quantization
+    # constants, and the largest such weight (dequantized to 16 bits per matmul).
+    quantized_parameters: int = 0
+    quantized_bytes: int = 0
+    largest_quantized_parameters: int = 0
+    peft: str | None = None  # e.g. "LoRA r=16 on q_proj, v_proj", for the report
 
 
 @dataclass(frozen=True, slots=True)

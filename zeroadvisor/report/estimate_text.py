@@ -35,7 +35,8 @@ def render(estimate: Estimate, unit: str = "GB", ascii_only: bool = False, expla
     lines: list[str] = []
     nodes = f"{cluster.nodes} node{'s' if cluster.nodes > 1 else ''} × {cluster.gpus_on_a_node}"
     plural = "s" if cluster.gpus > 1 else ""
-    lines.append(f"ZeRO memory estimate: {m.parameters:,} parameters, {cluster.gpus} GPU{plural}"
+    peft = f" ({m.trainable_parameters:,} trainable: {escape.terminal(m.peft)})" if m.peft else ""
+    lines.append(f"ZeRO memory estimate: {m.parameters:,} parameters{peft}, {cluster.gpus} GPU{plural}"
                  f" ({nodes}), {s.precision}, {escape.terminal(s.optimizer_label)}, micro batch {s.micro_batch}"
                  f"{', sequence ' + str(estimate.shape.sequence_length) if estimate.shape.sequence_length else ''}")
     lines.append(f"Accounting: {estimate.accounting}"

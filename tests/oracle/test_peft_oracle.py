@@ -1,0 +1,114 @@
+"""zeroadvisor.model.peft against the ``peft`` package itself.
+
+Each model is built by transformers on the meta device (no memory, no download), wrapped by
+``peft.get_peft_model`` with a ``LoraConfig``, and ``get_nb_trainable_parameters()`` (the two numbers
+``print_trainable_parameters`` prints) is compared EXACTLY with :func:`zeroadvisor.model.peft.count`.
+Every supported model_type (the parameter-count oracle's cases) is checked with ``all-linear``, which
+also checks that the layout marks exactly transformers' Linear/Conv1D modules, with their shapes and
+names.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.oracle
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+peft = pytest.importorskip("peft")
+
+from test_param_counts_oracle import CASES, _build, _llama, _small  # noqa: E402
+from zeroadvisor.model.hf import layout_from_hf_config, spec_from_hf_config  # noqa: E402
+from zeroadvisor.model.peft import PeftSettings, count, real_name  # noqa: E402
+
+Conv1D = transformers.pytorch_utils.Conv1D
+
+
+def _peft_numbers(config: dict[str, Any], **lora: Any) -> tuple[int, int]:
+    model = _build(config)
+    wrapped = peft.get_peft_model(model, peft.LoraConfig(**lora))
+    return wrapped.get_nb_trainable_parameters()
+
+
+def _ours(config: dict[str, Any], settings: PeftSettings) -> tuple[int, int]:
+    spec = spec_from_hf_config(config)
+    _, _, modules, _, _ = layout_from_hf_config(config)
+    c = count(modules, settings, spec)
+    return c.trainable, c.all
+
+
+def _linear_census(model: Any) -> Counter[tuple[str, int, int]]:
+    found: Counter[tuple[str, int, int]] = Counter()
+    for name, m in model.named_modules():
+        if isinstance(m, torch.nn.Linear):
+            found[(name.rpartition(".")[2], m.in_features, m.out_features)] += 1
+        elif isinstance(m, Conv1D):  # weight (nx, nf): in nx, out nf
+            found[(name.rpartition(".")[2], m.weight.shape[0], m.nf)] += 1
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_linear_modules_match_transformers(name: str) -> None:
+    config = CASES[name]
+    model = _build(config)
+    _, _, modules, _, _ = layout_from_hf_config(config)
+    ours: Counter[tuple[str, int, int]] = Counter()
+    for m in modules:
+        if m.linear is not None:
+            ours[(real_name(config["model_type"], m.name).rpartition(".")[2], *m.linear)] += m.count
+    assert ours == _linear_census(model)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_all_linear_matches_peft(name: str) -> None:
+    config = CASES[name]
+    assert _ours(config, PeftSettings(r=4)) == _peft_numbers(config, r=4, target_modules="all-linear")
+
+
+# (config, LoraConfig kwargs): named targets, modules_to_save, ranks
+NAMED = {
+    "llama-qv": (_llama(), dict(r=8, target_modules=["q_proj", "v_proj"])),
+    "llama-gqa-all-proj": (_llama(num_key_value_heads=2),
+                           dict(r=16, target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
+                                                      "down_proj"])),
+    "llama-save-lm-head": (_llama(), dict(r=4, target_modules=["q_proj"], modules_to_save=["lm_head"])),
+    "llama-tied-save-embed": (_llama(tie_word_embeddings=True),
+                              dict(r=4, target_modules=["v_proj"], modules_to_save=["embed_tokens"])),
+    "mistral-qkvo": (_small("mistral", num_key_value_heads=4),
+                     dict(r=32, target_modules=["q_proj", "k_proj", "v_proj", "o_proj"])),
+    "qwen2-dotted": (_small("qwen2", num_key_value_heads=2),
+                     dict(r=8, target_modules=["self_attn.q_proj", "mlp.up_proj"])),
+    "gpt2-c-attn": (dict(model_type="gpt2", vocab_size=1000, n_embd=64, n_layer=2, n_head=4, n_positions=64),
+                    dict(r=8, target_modules=["c_attn"])),
+    "gpt2-c-proj": (dict(model_type="gpt2", vocab_size=1000, n_embd=64, n_layer=2, n_head=4, n_positions=64),
+                    dict(r=8, target_modules=["c_proj", "c_fc"])),
+    "mixtral-attn-experts": (CASES["mixtral-small"], dict(r=4, target_modules=["q_proj", "w1", "w3", "w2", "gate"])),
+    "qwen3moe-mlp": (CASES["qwen3moe-mixed"], dict(r=8, target_modules=["gate_proj", "up_proj", "down_proj"])),
+    "dsv3-attn-only": (CASES["dsv3-default-dense"], dict(r=4, target_modules=["q_a_proj", "kv_b_proj", "o_proj"])),
+    "qwen2moe-shared": (CASES["qwen2moe-sparse-step"], dict(r=4, target_modules=["up_proj", "shared_expert_gate"])),
+    "t5-qv": (dict(model_type="t5", vocab_size=1000, d_model=64, d_kv=8, d_ff=128, num_layers=2, num_heads=8),
+              dict(r=8, target_modules=["q", "v"])),
+    "t5-wo-save-lm-head": (dict(model_type="t5", vocab_size=1000, d_model=64, d_kv=8, d_ff=128, num_layers=2,
+                                num_decoder_layers=3, num_heads=8, feed_forward_proj="gated-gelu"),
+                           dict(r=4, target_modules=["wi_0", "wo"], modules_to_save=["lm_head"])),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NAMED))
+def test_named_targets_match_peft(name: str) -> None:
+    config, lora = NAMED[name]
+    settings = PeftSettings(r=lora["r"], target_modules=tuple(lora["target_modules"]),
+                            modules_to_save=tuple(lora.get("modules_to_save", ())))
+    assert _ours(config, settings) == _peft_numbers(config, **lora)
+
+
+def test_llama_2_7b_lora_r16_q_v_is_what_peft_prints() -> None:
+    """The issue's example: peft prints trainable 8,388,608 || all 6,746,804,224."""
+    config = CASES["llama-2-7b"]
+    numbers = _peft_numbers(config, r=16, target_modules=["q_proj", "v_proj"])
+    assert numbers == (8_388_608, 6_746_804_224)
+    assert _ours(config, PeftSettings(r=16, target_modules=("q_proj", "v_proj"))) == numbers

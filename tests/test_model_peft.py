@@ -1,0 +1,157 @@
+"""LoRA/QLoRA counts (zeroadvisor.model.peft) against hand calculations.
+
+The formulas: peft's LoRA adds lora_A (r x fan_in) and lora_B (fan_out x r) to each targeted Linear
+(tuners/lora/layer.py update_layer); bitsandbytes 4-bit stores (n + 1) // 2 bytes of packed data and
+one fp32 absmax per 64 elements (functional.py quantize_4bit) plus the 16-entry fp32 code; LLM.int8
+stores 1 byte per element and one fp32 scale per output row. tests/oracle/test_peft_oracle.py checks
+the counts against peft itself.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from zeroadvisor.model.description import load_description
+from zeroadvisor.model.errors import ModelError
+from zeroadvisor.model.hf import layout_from_hf_config, spec_from_hf_config
+from zeroadvisor.model.peft import PeftSettings, apply, count, quantized_bytes
+
+LLAMA_2_7B = {
+    "model_type": "llama", "architectures": ["LlamaForCausalLM"], "vocab_size": 32000, "hidden_size": 4096,
+    "intermediate_size": 11008, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32,
+}
+BASE_7B = 6_738_415_616  # Llama-2-7B's parameter count (transformers' sum of numel)
+
+
+def _count(config, settings):
+    spec = spec_from_hf_config(config)
+    return count(layout_from_hf_config(config)[2], settings, spec)
+
+
+def test_issue_example_llama_2_7b_r16_q_v():
+    c = _count(LLAMA_2_7B, PeftSettings(r=16, target_modules=("q_proj", "v_proj")))
+    # 32 layers x 2 modules x (4096 x 16 + 16 x 4096)
+    assert c.trainable == 32 * 2 * (4096 * 16 + 16 * 4096) == 8_388_608
+    assert c.all == BASE_7B + 8_388_608 == 6_746_804_224  # what peft prints as "all params"
+    assert c.adapted_modules == 64
+    assert sum(c.trainable_numels) == c.trainable
+
+
+def test_all_linear_skips_the_output_head():
+    c = _count(LLAMA_2_7B, PeftSettings(r=8))
+    # per layer: q,k,v,o (4096 -> 4096) and gate, up (4096 -> 11008), down (11008 -> 4096); lm_head skipped
+    per_layer = 4 * 8 * (4096 + 4096) + 3 * 8 * (4096 + 11008)
+    assert c.trainable == 32 * per_layer == 19_988_480
+
+
+def test_modules_to_save_counts_a_trainable_copy():
+    c = _count(LLAMA_2_7B, PeftSettings(r=16, target_modules=("q_proj", "v_proj"), modules_to_save=("lm_head",)))
+    head = 32000 * 4096  # the copy of lm_head (4096 -> 32000, no bias)
+    assert c.trainable == 8_388_608 + head
+    assert c.all == BASE_7B + 8_388_608 + head  # the original stays, frozen
+
+
+def test_qlora_4bit_base_bytes():
+    spec = spec_from_hf_config(LLAMA_2_7B)
+    q = apply(spec, layout_from_hf_config(LLAMA_2_7B)[2],
+              PeftSettings(method="qlora", r=16, target_modules=("q_proj", "v_proj")))
+    attn, mlp = 4096 * 4096, 4096 * 11008
+    assert q.quantized_parameters == 32 * (4 * attn + 3 * mlp) == 6_476_005_376  # embeddings, norms, lm_head stay
+    # 4-bit: n/2 bytes + fp32 absmax per 64 + 64 B code, per weight
+    per_attn = attn // 2 + 4 * (attn // 64) + 64  # 8,388,608 + 1,048,576 + 64
+    per_mlp = mlp // 2 + 4 * (mlp // 64) + 64  # 22,544,384 + 2,818,048 + 64
+    assert q.quantized_bytes == 32 * (4 * per_attn + 3 * per_mlp) == 3_642_767_360
+    assert q.trainable_parameters == 8_388_608
+    assert q.largest_quantized_parameters == mlp
+
+
+def test_quantized_bytes_double_quant_and_int8():
+    n = 4096 * 11008  # 704,512 blocks of 64
+    # double quant: uint8 absmax per block + fp32 per 256 blocks (2,752) + fp32 offset + 64 B code
+    assert quantized_bytes(4096, 11008, "4bit", True) == n // 2 + 704_512 + 4 * 2_752 + 4 + 64
+    # LLM.int8: 1 B/element + fp32 scale per output row
+    assert quantized_bytes(4096, 11008, "8bit", False) == n + 4 * 11008
+    # odd element count: (n + 1) // 2 packed bytes, ceil(n / 64) blocks
+    assert quantized_bytes(3, 5, "4bit", False) == 8 + 4 * 1 + 64
+
+
+def test_unknown_target_is_an_error():
+    with pytest.raises(ModelError, match="matches no module"):
+        _count(LLAMA_2_7B, PeftSettings(target_modules=("query",)))
+    with pytest.raises(ModelError, match="not a Linear"):
+        _count(LLAMA_2_7B, PeftSettings(target_modules=("embed_tokens",)))
+
+
+def _write(tmp_path: Path, peft: str, hf=True) -> Path:
+    (tmp_path / "config.json").write_text(json.dumps(LLAMA_2_7B))
+    head = "hf_config: config.json\n" if hf else "parameters: 7B\n"
+    path = tmp_path / "model.yaml"
+    path.write_text(head + peft)
+    return path
+
+
+def test_description_peft_block(tmp_path):
+    path = _write(tmp_path, "peft:\n  method: qlora\n  r: 16\n  target_modules: [q_proj, v_proj]\n")
+    spec, _ = load_description(path)
+    assert spec.trainable_parameters == 8_388_608
+    assert spec.quantized_parameters == 6_476_005_376
+    assert spec.parameters == BASE_7B
+
+
+def test_flags_override_the_description(tmp_path):
+    path = _write(tmp_path, "peft:\n  method: lora\n  r: 8\n  target_modules: [q_proj]\n")
+    spec, _ = load_description(path, {"r": 16, "target_modules": ["q_proj", "v_proj"]})
+    assert spec.trainable_parameters == 8_388_608 and spec.quantized_parameters == 0
+
+
+@pytest.mark.parametrize("text, message", [
+    ("peft:\n  method: dora\n", "peft must be a mapping"),
+    ("peft:\n  method: lora\n  r: 0\n", "peft must be a mapping"),
+    ("peft:\n  method: lora\n  quantization: 4bit\n", "qlora only"),
+    ("peft:\n  method: lora\n  target_modules: [nope]\n", "matches no module"),
+])
+def test_bad_peft_block_is_one_located_error(tmp_path, text, message):
+    with pytest.raises(ModelError, match=message) as err:
+        load_description(_write(tmp_path, text))
+    assert err.value.line == 3  # the peft: block (its value starts on line 3)
+
+
+def test_peft_needs_hf_config(tmp_path):
+    with pytest.raises(ModelError, match="peft needs hf_config"):
+        load_description(_write(tmp_path, "peft:\n  method: lora\n", hf=False))
+
+
+# ------------------------------------------------------------------ the flags
+
+from cli_run import cli  # noqa: E402,F401 - the fixture
+
+
+@pytest.mark.parametrize("command", ["estimate", "check"])
+def test_flags_give_the_issue_example(cli, tmp_path, command):  # noqa: F811
+    (tmp_path / "config.json").write_text(json.dumps(LLAMA_2_7B))
+    (tmp_path / "ds.json").write_text('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}}')
+    config = ["-c", tmp_path / "ds.json"] if command == "estimate" else [tmp_path / "ds.json", "--fail-on", "never"]
+    result = cli(command, *config, "--model", tmp_path / "config.json", "--gpus", "2", "--gpu", "H100",
+                 "--peft", "lora", "--lora-r", "16", "--lora-target-modules", "q_proj",
+                 "--lora-target-modules", "v_proj", "-f", "json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    model = data["model"] if command == "estimate" else data["estimate"]["model"]
+    assert model["trainable_parameters"] == 8_388_608 and model["parameters"] == BASE_7B
+
+
+def test_peft_flags_with_params_are_a_usage_error(cli):  # noqa: F811
+    result = cli("estimate", "--params", "7B", "--gpus", "2", "--lora-r", "16")
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.count("\n") == 1 and "--model" in result.stderr
+
+
+def test_text_report_names_the_trainable_parameters(cli, tmp_path):  # noqa: F811
+    (tmp_path / "config.json").write_text(json.dumps(LLAMA_2_7B))
+    result = cli("estimate", "--model", tmp_path / "config.json", "--gpus", "2", "--peft", "qlora", "--lora-r", "16",
+                 "--lora-target-modules", "q_proj,v_proj")
+    assert result.returncode == 0, result.stderr
+    assert "6,738,415,616 parameters (8,388,608 trainable: QLoRA r=16 on q_proj, v_proj (4bit base))" in result.stdout

@@ -1,0 +1,309 @@
+"""LoRA / QLoRA on a parameter layout: trainable parameters exactly as the ``peft`` package counts
+them, and the bytes of the frozen base as it is stored.
+
+Trainable parameters (peft 0.21, ``tuners/lora/layer.py`` ``LoraLayer.update_layer``): every targeted
+``nn.Linear``/``Conv1D`` (fan_in -> fan_out) gets ``lora_A = Linear(fan_in, r, bias=False)`` and
+``lora_B = Linear(r, fan_out, bias=False)``: ``r * (fan_in + fan_out)`` parameters. Which modules are
+targeted (``tuners/tuners_utils.py`` ``check_target_module_exists``): a module whose full name equals a
+target or ends with ``"." + target``; ``"all-linear"`` (``_maybe_include_all_linear_layers``) = every
+Linear/Conv1D except the output embedding (``model.get_output_embeddings()``); a module matched by
+``modules_to_save`` is never adapted. ``modules_to_save`` (``utils/other.py`` ``_set_trainable``: a
+module whose name ends with the entry, plain suffix) wraps the module in ``ModulesToSaveWrapper``: the
+original stays (frozen) and a deep copy is trainable, so both count in ``all``.
+``print_trainable_parameters`` (``peft_model.py`` ``get_nb_trainable_parameters``) sums
+``named_parameters()``, tied tensors once: ``all`` = base parameters + adapters + copies.
+
+The frozen base (QLoRA): transformers' bitsandbytes integration (``integrations/bitsandbytes.py``
+``replace_with_bnb_linear``) swaps every Linear/Conv1D except the output embedding (and the modules
+tied to it: ``get_keys_to_not_convert``) for ``Linear4bit``/``Linear8bitLt``; embeddings, norms and the
+head stay floating point; biases stay floating point. Bytes per quantized weight of n elements:
+
+* 4-bit (bitsandbytes ``functional.py`` ``quantize_4bit``, ``blocksize=64``): packed data
+  ``(n + 1) // 2`` uint8; absmax one fp32 per 64-element block; the 16-entry fp32 NF4/FP4 code
+  (``get_4bit_type``) per weight. With double quantization (``compress_statistics``, transformers'
+  ``BitsAndBytesConfig.bnb_4bit_use_double_quant``, default False): the absmax becomes uint8 per block
+  plus ``quantize_blockwise(blocksize=256)``'s fp32 absmax per 256 blocks and one fp32 offset (the
+  256-entry dynamic code is shared: ``name2qmap["dynamic"]``, not counted per weight).
+* 8-bit LLM.int8 (``Int8Params``/``int8_vectorwise_quant``): int8 data (1 B/element) + one fp32 scale
+  per output row (``SCB``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from zeroadvisor.model.errors import ModelError
+from zeroadvisor.model.layout import Module
+from zeroadvisor.model.spec import ModelSpec
+
+PeftMethod = Literal["lora", "qlora"]
+Quantization = Literal["4bit", "8bit"]
+PEFT_METHODS: tuple[str, ...] = ("lora", "qlora")
+QUANTIZATIONS: tuple[str, ...] = ("4bit", "8bit")
+ALL_LINEAR = "all-linear"  # peft's INCLUDE_LINEAR_LAYERS_SHORTHAND
+
+FP32 = 4
+BNB_4BIT_BLOCKSIZE = 64  # bitsandbytes Params4bit / quantize_4bit default blocksize
+BNB_NESTED_BLOCKSIZE = 256  # quantize_4bit(compress_statistics=True): quantize_blockwise(absmax, blocksize=256)
+BNB_4BIT_CODE_ENTRIES = 16  # get_4bit_type("nf4"/"fp4"): a 16-entry fp32 table per QuantState
+
+# The layout (families.py) names a few modules generically; transformers 5.24's own names, per
+# model_type, so that peft's name matching sees what it sees in the real model (last name component).
+REAL_NAMES: dict[str, dict[str, str]] = {
+    # gpt2/modeling_gpt2.py GPT2Attention.c_attn/c_proj, GPT2MLP.c_fc/c_proj
+    "gpt2": {"qkv_proj": "c_attn", "o_proj": "c_proj", "fc_in": "c_fc", "fc_out": "c_proj"},
+    # gpt_neox/modeling_gpt_neox.py: query_key_value, dense, dense_h_to_4h, dense_4h_to_h (the head is lm_head in 5.24)
+    "gpt_neox": {"qkv_proj": "query_key_value", "o_proj": "dense", "fc_in": "dense_h_to_4h",
+                 "fc_out": "dense_4h_to_h"},
+    "gptj": {"o_proj": "out_proj"},  # gptj/modeling_gptj.py GPTJAttention.out_proj (MLP fc_in/fc_out)
+    "falcon": {"fc_in": "dense_h_to_4h", "fc_out": "dense_4h_to_h"},  # falcon/modeling_falcon.py FalconMLP
+    "bloom": {"qkv_proj": "query_key_value", "o_proj": "dense", "fc_in": "dense_h_to_4h",
+              "fc_out": "dense_4h_to_h"},  # bloom/modeling_bloom.py
+    "opt": {"o_proj": "out_proj", "fc_in": "fc1", "fc_out": "fc2"},  # opt/modeling_opt.py
+    "mpt": {"qkv_proj": "Wqkv", "o_proj": "out_proj", "fc_in": "up_proj", "fc_out": "down_proj"},
+    "starcoder2": {"fc_in": "c_fc", "fc_out": "c_proj"},  # starcoder2/modeling_starcoder2.py Starcoder2MLP
+    "phi": {"o_proj": "dense", "fc_in": "fc1", "fc_out": "fc2"},  # phi/modeling_phi.py
+}
+# MoE families whose transformers-5 experts are one module of 3-D parameters and whose router is a
+# custom module (no nn.Linear): peft 0.21 (utils/transformers_weight_conversion.py
+# _convert_peft_config_moe, for the model types transformers' conversion_mapping lists) maps the v4
+# Linear names onto LoRA on those parameters ("target_parameters"): each v4 name -> the v5 parameter.
+# The v4 names are removed from target_modules, so a dense MLP or shared expert with the same leaf name
+# is NOT adapted; "all-linear" resolves to the Linear leaf names plus every v4 name.
+_MOE_V4_NAMES: dict[str, dict[str, str]] = {
+    "mixtral": {"gate": "router", "w1": "gate_up_proj", "w3": "gate_up_proj", "w2": "down_proj"},
+    "qwen2_moe": {"gate": "router", "gate_proj": "gate_up_proj", "up_proj": "gate_up_proj",
+                  "down_proj": "down_proj"},
+}
+# model_type -> the conversion pattern (transformers conversion_mapping._MODEL_TO_CONVERSION_PATTERN as
+# peft extends it); qwen2_moe itself is not listed there, so its experts take no LoRA.
+_MOE_CONVERSION = {"mixtral": "mixtral", "qwen3_moe": "qwen2_moe", "deepseek_v2": "qwen2_moe",
+                   "deepseek_v3": "qwen2_moe"}
+
+# The output embedding (get_output_embeddings()) by its layout name: all-linear skips it and
+# bitsandbytes keeps it in floating point.
+OUTPUT_HEADS = frozenset({"lm_head", "cls.predictions.decoder", "lm_head.decoder"})
+
+
+@dataclass(frozen=True, slots=True)
+class PeftSettings:
+    """A LoRA/QLoRA setup as the description's ``peft:`` block or the flags give it."""
+
+    method: PeftMethod = "lora"
+    r: int = 8  # LoraConfig.r default
+    target_modules: tuple[str, ...] | None = None  # None: all-linear
+    modules_to_save: tuple[str, ...] = ()
+    quantization: Quantization | None = None  # qlora: default 4bit
+    double_quant: bool = False  # BitsAndBytesConfig.bnb_4bit_use_double_quant default
+
+    @property
+    def quant(self) -> Quantization | None:
+        if self.method != "qlora":
+            return None
+        return self.quantization or "4bit"
+
+
+@dataclass(frozen=True, slots=True)
+class PeftCount:
+    trainable: int  # what print_trainable_parameters calls "trainable params"
+    all: int  # ... and "all params"
+    adapted_modules: int  # Linear modules with a LoRA adapter (counting repeats)
+    trainable_numels: tuple[int, ...]  # each trainable tensor's element count
+    quantized_elements: int  # base Linear weight elements stored quantized (QLoRA), else 0
+    quantized_bytes: int  # their bytes with quantization constants
+
+
+def real_name(model_type: str | None, name: str) -> str:
+    head, _, last = name.rpartition(".")
+    renamed = REAL_NAMES.get(model_type or "", {}).get(last, last)
+    return f"{head}.{renamed}" if head else renamed
+
+
+def _targets(key: str, targets: Iterable[str]) -> bool:
+    # peft check_target_module_exists: exact full name, or a dotted suffix
+    return any(key == t or key.endswith(f".{t}") for t in targets)
+
+
+def _saved(key: str, modules_to_save: Sequence[str]) -> bool:
+    # peft _set_trainable matches any module (containers too) whose name ends with the entry: a module
+    # is inside a trainable copy when its name or one of its parent names ends with an entry.
+    parts = key.split(".")
+    prefixes = (".".join(parts[:i]) for i in range(1, len(parts) + 1))
+    return any(p.endswith(m) for p in prefixes for m in modules_to_save)
+
+
+def quantized_bytes(fan_in: int, fan_out: int, quant: Quantization, double_quant: bool) -> int:
+    """Bytes of one bitsandbytes-quantized Linear weight (fan_out x fan_in), constants included."""
+    n = fan_in * fan_out
+    if quant == "8bit":
+        return n + FP32 * fan_out  # int8 CB + fp32 SCB per row
+    blocks = -(-n // BNB_4BIT_BLOCKSIZE)
+    data = (n + 1) // 2
+    code = FP32 * BNB_4BIT_CODE_ENTRIES
+    if not double_quant:
+        return data + FP32 * blocks + code
+    nested = -(-blocks // BNB_NESTED_BLOCKSIZE)
+    return data + blocks + FP32 * nested + FP32 + code  # uint8 absmax, fp32 nested absmax, fp32 offset
+
+
+def _moe_conversion(
+    named: Sequence[tuple[str, Module]], targets: tuple[str, ...] | None, v4: dict[str, str], saved: Sequence[str]
+) -> tuple[tuple[str, ...], dict[str, int]]:
+    """peft's _convert_peft_config_moe: the remaining target_modules, and the v5 parameters targeted with
+    their rank multiplier (gate_up_proj fuses two v4 projections: rank r * 2 when both are targeted)."""
+    if targets is None:  # all-linear: the Linear leaf names (output head excluded) plus every v4 name
+        leaves = {key.rpartition(".")[2] for key, m in named
+                  if m.linear is not None and m.name not in OUTPUT_HEADS and not (saved and _saved(key, saved))}
+        targets = tuple(sorted(leaves | set(v4)))
+    remaining: list[str] = []
+    fused: dict[str, set[str]] = {}
+    for t in targets:
+        hit = next((old for old in v4 if t == old or t.endswith(f".{old}")), None)
+        if hit is None:
+            remaining.append(t)
+        else:
+            fused.setdefault(v4[hit], set()).add(hit)
+    required = {new: {old for old, n in v4.items() if n == new} for new in fused}
+    for new, present in fused.items():
+        if len(present) < len(required[new]):
+            missing = ", ".join(sorted(required[new] - present))
+            raise ModelError(f"peft cannot target {', '.join(sorted(present))} without {missing}: they are fused "
+                             f"into {new} in transformers 5 (peft raises ValueError)", key="peft")
+    return tuple(remaining), {new: len(present) for new, present in fused.items()}
+
+
+def _moe_adapter(named: Sequence[tuple[str, Module]], params: dict[str, int], r: int, experts: int, hidden: int,
+                 width: int) -> tuple[int, list[int]]:
+    """LoRA on the MoE parameters (peft tuners/lora/layer.py ParamWrapper): a parameter (E, out, in) gets
+    lora_A (r*E, in) and lora_B (out, r*E); the router weight (E, h) is one (out=E, in=h) matrix."""
+    total, numels = 0, []
+    for key, m in named:
+        leaf = key.rpartition(".")[2]
+        shapes: list[tuple[int, int, int]] = []  # (rank multiplier x E, in, out)
+        if leaf == "gate" and "router" in params:
+            shapes.append((r, hidden, experts))
+        if leaf == "experts":
+            if "gate_up_proj" in params:  # (E, 2w, h)
+                shapes.append((r * params["gate_up_proj"] * experts, hidden, 2 * width))
+            if "down_proj" in params:  # (E, h, w)
+                shapes.append((r * experts, width, hidden))
+        for rank, fan_in, fan_out in shapes:
+            total += m.count * rank * (fan_in + fan_out)
+            numels += [rank * fan_in, fan_out * rank] * m.count
+    return total, numels
+
+
+def count(modules: Sequence[Module], settings: PeftSettings, spec: ModelSpec) -> PeftCount:
+    """The exact trainable/all counts peft prints for ``settings`` on the model ``modules`` describe."""
+    if settings.r < 1:
+        raise ModelError(f"peft.r must be an integer > 0, got {settings.r}", key="peft")
+    model_type = spec.model_type
+    base_parameters = spec.parameters
+    named = [(real_name(model_type, m.name), m) for m in modules]
+    saved = settings.modules_to_save
+    targets = settings.target_modules
+    moe_params: dict[str, int] = {}
+    v4 = _MOE_V4_NAMES.get(_MOE_CONVERSION.get(model_type or "", ""), {})
+    if v4 and spec.num_experts:
+        checked = targets
+        targets, moe_params = _moe_conversion(named, targets, v4, saved)
+        if checked is not None:  # the names peft maps are not looked up among the modules
+            checked = tuple(t for t in checked if t in targets)
+    else:
+        checked = targets
+    adapted: list[tuple[str, Module]] = []
+    for key, m in named:
+        if m.linear is None or (saved and _saved(key, saved)):
+            continue
+        if targets is None:
+            if m.name not in OUTPUT_HEADS:
+                adapted.append((key, m))
+        elif _targets(key, targets):
+            adapted.append((key, m))
+    if checked is not None:
+        for t in checked:
+            hits = [key for key, m in named if _targets(key, [t])]
+            if not hits:
+                raise ModelError(f"peft target module {t!r} matches no module of this {model_type or ''} model "
+                                 "(peft raises 'Target modules ... not found in the base model')", key="peft")
+            if not any(m.linear is not None for key, m in named if _targets(key, [t])):
+                raise ModelError(f"peft target module {t!r} matches {hits[0]}, which is not a Linear layer: only "
+                                 "LoRA on Linear layers is modelled", key="peft")
+    copies = [(key, m) for key, m in named if saved and _saved(key, saved)]
+    for entry in saved:
+        if not any(_saved(key, [entry]) for key, _ in named):
+            raise ModelError(f"peft modules_to_save entry {entry!r} matches no parameter-owning module of this "
+                             f"{model_type or ''} model", key="peft")
+    r = settings.r
+    numels: list[int] = []
+    adapter = 0
+    for _, m in adapted:
+        fan_in, fan_out = m.linear  # type: ignore[misc]
+        adapter += m.count * r * (fan_in + fan_out)
+        numels += [r * fan_in, fan_out * r] * m.count
+    if moe_params:
+        assert spec.hidden_size is not None and spec.intermediate_size is not None
+        extra, extra_numels = _moe_adapter(named, moe_params, r, spec.num_experts or 0, spec.hidden_size,
+                                           spec.intermediate_size)
+        adapter += extra
+        numels += extra_numels
+    copy = 0
+    for _, m in copies:
+        copy += m.count * m.own  # a deep copy owns every tensor, tied ones included
+        numels += [p.numel for p in m.params] * m.count
+    q_elements = q_bytes = 0
+    quant = settings.quant
+    if quant is not None:
+        for _, m in named:
+            if m.linear is None or m.name in OUTPUT_HEADS:
+                continue
+            fan_in, fan_out = m.linear
+            q_elements += m.count * fan_in * fan_out
+            q_bytes += m.count * quantized_bytes(fan_in, fan_out, quant, settings.double_quant)
+    trainable = adapter + copy
+    return PeftCount(
+        trainable=trainable,
+        all=base_parameters + trainable,
+        adapted_modules=sum(m.count for _, m in adapted),  # Linear modules (MoE parameters not included)
+        trainable_numels=tuple(numels),
+        quantized_elements=q_elements,
+        quantized_bytes=q_bytes,
+    )
+
+
+__all__ = ["ALL_LINEAR", "PEFT_METHODS", "QUANTIZATIONS", "PeftCount", "PeftSettings", "count", "quantized_bytes",
+           "real_name"]
+
+
+def describe(settings: PeftSettings) -> str:
+    targets = ALL_LINEAR if settings.target_modules is None else ", ".join(settings.target_modules)
+    method = "QLoRA" if settings.method == "qlora" else "LoRA"
+    quant = f" ({settings.quant}{' double-quant' if settings.double_quant else ''} base)" if settings.quant else ""
+    saved = f"; modules_to_save {', '.join(settings.modules_to_save)}" if settings.modules_to_save else ""
+    return f"{method} r={settings.r} on {targets}{quant}{saved}"
+
+
+def apply(spec: ModelSpec, modules: Sequence[Module], settings: PeftSettings) -> ModelSpec:
+    """``spec`` trained with ``settings``: trainable counts and the quantized base filled in."""
+    c = count(modules, settings, spec)
+    largest_q = 0
+    if settings.quant is not None:
+        largest_q = max((m.linear[0] * m.linear[1] for m in modules
+                         if m.linear is not None and m.name not in OUTPUT_HEADS), default=0)
+    note = (f"{describe(settings)}: {c.trainable:,} trainable of {c.all:,} parameters as peft counts them "
+            f"({c.adapted_modules:,} adapted Linear modules); the {spec.parameters:,} base parameters are frozen")
+    return dataclasses.replace(
+        spec,
+        trainable_parameters=c.trainable,
+        quantized_parameters=c.quantized_elements,
+        quantized_bytes=c.quantized_bytes,
+        largest_quantized_parameters=largest_q,
+        peft=describe(settings),
+        notes=(*spec.notes, note),
+    )
+
+
+__all__ += ["apply", "describe"]
