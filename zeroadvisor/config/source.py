@@ -293,7 +293,7 @@ class _Parser:
     def object(self, idx: int, pointer: str, depth: int, braces: bool, start: int | None = None) -> tuple[dict, int]:
         if depth > MAX_DEPTH:
             raise _Abort(f"nested more than {MAX_DEPTH} levels deep", idx - 1)
-        doc, s = self.doc, self.s
+        doc = self.doc
         result: dict[str, Any] = {}
         members: list[Member] = []
         doc.members[pointer] = members
