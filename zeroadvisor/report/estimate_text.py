@@ -39,6 +39,11 @@ def render(estimate: Estimate, unit: str = "GB", ascii_only: bool = False, expla
     lines.append(f"ZeRO memory estimate: {m.parameters:,} parameters{peft}, {cluster.gpus} GPU{plural}"
                  f" ({nodes}), {s.precision}, {escape.terminal(s.optimizer_label)}, micro batch {s.micro_batch}"
                  f"{', sequence ' + str(estimate.shape.sequence_length) if estimate.shape.sequence_length else ''}")
+    layout = estimate.parallel
+    if not layout.trivial:
+        lines.append(f"Parallel layout: data {layout.data} × tensor {layout.tensor} × pipeline {layout.pipeline} "
+                     f"(sequence {layout.sequence}, expert {layout.expert}); ZeRO partitions over the "
+                     f"{layout.data} data-parallel ranks")
     lines.append(f"Accounting: {estimate.accounting}"
                  + (f" (what DeepSpeed {DEEPSPEED_TARGET} allocates)" if estimate.accounting == "deepspeed"
                     else " (ZeRO paper: model states only)"))
