@@ -107,3 +107,12 @@ def test_a_huge_micro_batch_is_an_estimate_error_not_a_hang():
     config = {"train_batch_size": 10**12}  # micro batch 1.25e11 on 8 GPUs
     result = check_document(parse(json.dumps(config), "ds.json"), _options())
     assert "micro batch" in result.extra["estimate_error"]
+
+
+@pytest.mark.parametrize("text", [
+    '{"train_micro_batch_size_per_gpu": 1' + "0" * 400 + '}',  # an int no float holds (found by benchmarks/fuzz.py)
+    '{"train_batch_size": 1' + "0" * 400 + ', "gradient_accumulation_steps": 1}',  # the derived micro batch
+])
+def test_a_count_beyond_any_float_is_an_estimate_error_not_an_overflow(text):
+    result = check_document(parse(text, "ds.json"), _options())
+    assert "micro batch" in result.extra["estimate_error"]

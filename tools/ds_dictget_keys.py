@@ -113,7 +113,9 @@ FLOPS_PROFILER = section(
     "FLOPS profiler settings; enabling it also enables wall_clock_breakdown; unknown keys are ignored.",
     "profiling/config.py DeepSpeedFlopsProfilerConfig._initialize",
     {
-        "enabled": leaf("boolean", "Run the FLOPS profiler once at profile_step.", False, x_unchecked=True),
+        # runtime/config.py DeepSpeedConfig._initialize_params: wall_clock_breakdown | enabled
+        "enabled": leaf("boolean", "Run the FLOPS profiler once at profile_step.", False, x_unchecked=True,
+                        x_operand_types=["boolean", "integer"]),
         "recompute_fwd_factor": leaf("number",
                                      "Fraction of the forward pass recomputed in backward (activation checkpointing) "
                                      "counted in the FLOPS estimate.",
@@ -796,9 +798,10 @@ TOP_LEVEL = {
                                         True, x_unchecked=True),
     "scheduler": SCHEDULER,
     "flops_profiler": FLOPS_PROFILER,
+    # runtime/config.py DeepSpeedConfig._initialize_params: get_wall_clock_breakdown(...) | flops_profiler.enabled
     "wall_clock_breakdown": leaf("boolean",
                                  "Time forward, backward and step and print the breakdown every steps_per_print steps.",
-                                 False, x_unchecked=True),
+                                 False, x_unchecked=True, x_operand_types=["boolean", "integer"]),
     "memory_breakdown": leaf("boolean", "Print device memory usage at key points of each step.",
                              False, x_unchecked=True),
     "autotuning": AUTOTUNING,

@@ -87,6 +87,8 @@ CONVENTIONS = {
                       "arguments: TypeError at engine init), 'map' (keys are user-chosen names, values follow "
                       "additionalProperties).",
     "x-unchecked": "DeepSpeed stores the value without checking its type; the schema states the intended type.",
+    "x-operand-types": "On an x-unchecked key: the JSON types DeepSpeed's own arithmetic on the value accepts at "
+                       "launch (e.g. bool | value); any other type raises TypeError there.",
     "x-alias-of": "This key is an alias of the named sibling field; giving both raises (extra_forbidden).",
     "x-replaced-by": "JSON pointer of the replacement of a deprecated key (null: none).",
     "x-deprecation": "DeepSpeed's deprecation warning (or a faithful summary where it does not warn).",

@@ -143,8 +143,9 @@ _ERROR_KEYS: list[tuple[str, str, str, tuple[str, ...]]] = [
     ("config", "AttributeError", r"object has no attribute 'get'", ("",)),
     # a number or null: `key in param_dict` fails first
     ("config", "TypeError", r"^in _reject_removed_config_keys: argument of type '\w+' is not iterable", ("",)),
-    # wall_clock_breakdown is or-ed with the flops profiler's enabled flag: a string fails there
-    ("config", "TypeError", r"^in _initialize_params: unsupported operand type\(s\) for \|", ("/wall_clock_breakdown",)),
+    # wall_clock_breakdown is or-ed with the flops profiler's enabled flag: a string in either fails there
+    ("config", "TypeError", r"^in _initialize_params: unsupported operand type\(s\) for \|",
+     ("/wall_clock_breakdown", "/flops_profiler/enabled")),
     ("config", "DeepSpeedConfigError", r"has been removed|is no longer supported", ("{removed}",)),
     ("config", "DeepSpeedConfigError", r"tag_validation", ("/checkpoint/tag_validation",)),
     ("config", "DeepSpeedConfigError", r"parallel_write::pipeline_stage", ("/checkpoint/parallel_write/pipeline_stage",)),

@@ -47,6 +47,23 @@ def walk(ctx: "Context") -> list[Event]:
     return events
 
 
+def _is_operand(value: Any, types: list[str]) -> bool:
+    """Whether Python arithmetic takes ``value`` as one of the JSON ``types``: unlike JSON Schema, an
+    integral float is no integer to ``bool | value``."""
+    return any(coerce.matches(value, t) and not (t == "integer" and isinstance(value, float)) for t in types)
+
+
+def spellings(pointer: str) -> list[str]:
+    """The pointer of a field and of each alias of it: pydantic (populate_by_name) records the field
+    as set under either name, so _process_deprecated_field's 'Cannot provide deprecated parameter ...
+    and replacing parameter ... together' fires for both (runtime/config_utils.py)."""
+    parent, _, name = pointer.rpartition("/")
+    tokens = [t.replace("~1", "/").replace("~0", "~") for t in parent.split("/")[1:]]
+    props = (schema.node(*tokens) or {}).get("properties", {})
+    aliases = [key for key, sub in props.items() if sub.get("x-alias-of") == name]
+    return [pointer] + [join_pointer(parent, alias) for alias in aliases]
+
+
 class _Walker:
     def __init__(self, ctx: "Context", events: list[Event]):
         self.ctx = ctx
@@ -102,7 +119,7 @@ class _Walker:
 
     def deprecated(self, key: str, sub: dict[str, Any], pointer: str, siblings: dict, policy: str) -> None:
         replaced_by = sub.get("x-replaced-by")
-        replacement_present = replaced_by is not None and self.ctx.has(replaced_by)
+        replacement_present = replaced_by is not None and any(self.ctx.has(p) for p in spellings(replaced_by))
         kind = "deprecated-with-replacement" if replacement_present else "deprecated"
         self.emit(kind, pointer, key=key, replaced_by=replaced_by, note=sub.get("x-deprecation", ""), policy=policy)
 
@@ -129,6 +146,8 @@ class _Walker:
             return
         if "integer" in types and coerce.is_fractional(value):
             self.emit("fractional", pointer, value=value, raw=self.ctx.doc.numbers.get(pointer))
+        elif "x-operand-types" in node and not _is_operand(value, node["x-operand-types"]):
+            self.emit("wrong-type", pointer, value=value, types=types, policy=policy)  # DeepSpeed computes with it
         elif node.get("x-unchecked") or policy == "kwargs":
             self.emit("unchecked-type", pointer, value=value, types=types)
         elif policy == "error" and any(coerce.lax_coercible(value, t) for t in types):

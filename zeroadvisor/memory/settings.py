@@ -434,7 +434,13 @@ def _bounded_micro_batch(micro_batch: int) -> int:
 
 
 def _is_count(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 1 and float(value).is_integer()
+    # No float() of an int: a 400-digit count is a count (too large for the model, which says so),
+    # not an OverflowError.
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return value >= 1
+    return isinstance(value, float) and value >= 1 and value.is_integer()
 
 
 def given_conflicts(config: dict[str, Any] | None, model: ModelSpec, gpus: int, given: TrainingShape) -> list[str]:

@@ -9,6 +9,7 @@ parameters per type are generated into the schema from the constructors' signatu
 from __future__ import annotations
 
 import difflib
+import math
 
 from zeroadvisor.deepspeed import effective as dsconfig
 from zeroadvisor.fix import merge_patch as patch
@@ -100,12 +101,19 @@ MISSING_REQUIRED_PARAM = Rule(
 )
 
 
+def _finite_number(value) -> bool:
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))
+
+
 def _max_grad_norm(ctx):
     pointer = "/optimizer/params/max_grad_norm"
     if ctx.has(pointer):
         value = ctx.get(pointer)
         fix = patch.delete(pointer)
-        if not ctx.has("/gradient_clipping") and isinstance(value, (int, float)):
+        # A non-finite value (YAML .nan/.inf) would make the fix invalid JSON; only the deletion is safe.
+        if not ctx.has("/gradient_clipping") and _finite_number(value):
             fix = patch.merge(fix, patch.at("/gradient_clipping", value))
         yield Hit(pointer, "max_grad_norm is not an optimizer parameter: DeepSpeed raises ValueError when it "
                            "builds the optimizer; set the top-level 'gradient_clipping' instead", fix=fix)
@@ -144,8 +152,13 @@ def _unknown_optimizer(ctx):
     native = schema.load().get("x-deepspeed-optimizers", [])
     if name.lower() in native or name in _defs("optimizer_params"):
         return
-    candidates = list(native) + list(_defs("optimizer_params"))
-    close = [c for c in candidates if c.lower() == name.lower()] or difflib.get_close_matches(name, candidates, n=2)
+    # Compared case-folded (DeepSpeed's own names are matched case-insensitively, and a torch.optim name
+    # typed in the wrong case is the likeliest slip), suggested as spelled; a DeepSpeed name wins a tie.
+    spelled = {}
+    for candidate in [*native, *_defs("optimizer_params")]:
+        spelled.setdefault(candidate.lower(), candidate)
+    folded = [name.lower()] if name.lower() in spelled else difflib.get_close_matches(name.lower(), list(spelled), n=2)
+    close = [spelled[c] for c in folded]
     hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
     yield Hit(_type_pointer("optimizer"), f"optimizer type {name!r} is neither a DeepSpeed optimizer nor in "
                                          f"torch.optim{hint}: the engine asserts it 'is not a supported DeepSpeed "

@@ -106,7 +106,8 @@ DUPLICATE_KEY = Rule(
 def _not_an_object(ctx):
     data = ctx.data
     if isinstance(data, dict):
-        if not data and not ctx.doc.text.strip("\ufeff \t\r\n"):
+        # No root value in the text (blank, or only comments): hjson returns {} for it.
+        if not data and "" not in ctx.doc.values:
             yield Hit("", "the file is empty: DeepSpeed reads it as {} and fails on the missing batch size",
                       position=(1, 1))
         return
@@ -131,6 +132,7 @@ NOT_AN_OBJECT = Rule(
         Example('{"train_batch_size": 8}', fails=False),
     ),
     source="deepspeed/runtime/config.py DeepSpeedConfig._initialize_params",
+    supersedes=("no-batch-size",),  # "the file is empty" already says the batch size is missing
     needs_data=False,  # a top-level null parses to None, which is exactly what this rule reports
 )
 
