@@ -136,6 +136,7 @@ class Estimate:
             "vocab_size": m.vocab_size,
             "largest_layer_parameters": m.largest_layer_parameters,
             "source": m.source,
+            "notes": list(m.notes),  # what the model description says about its own counts (ModelSpec.notes)
             "precision": self.settings.precision,
             "optimizer": self.settings.optimizer_label,
             "micro_batch_size": self.settings.micro_batch,

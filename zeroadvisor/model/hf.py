@@ -24,7 +24,7 @@ from zeroadvisor.model.families import (
     Family,
 )
 from zeroadvisor.model.hfconfig import fmt, resolve
-from zeroadvisor.model.layout import Layout, Module, totals
+from zeroadvisor.model.layout import Layout, Module, parameter_sizes, totals
 from zeroadvisor.model.spec import ModelSpec
 
 SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(sorted(FAMILIES))
@@ -120,6 +120,7 @@ def spec_from_hf_config(config: Mapping[str, Any], source: str = "") -> ModelSpe
         tied_embeddings=arch.tied,
         source=source,
         notes=tuple(notes),
+        parameter_sizes=parameter_sizes(modules),
     )
 
 

@@ -44,6 +44,10 @@ class ModelSpec:
     # Element counts of the trainable parameters in model.parameters() order (what DeepSpeed flattens
     # into its stage-1/2 bit16 group; one param group assumed). None: layout unknown, partitions costed as P/N.
     parameter_numels: tuple[int, ...] | None = None
+    # Every parameter's element count once (tied tensors once), as (numel, how many parameters of that size),
+    # order unknown: the multiset of model.parameters() sizes, exact from a Hugging Face config. What the
+    # stage-3 persistence threshold selects from (zero/parameter_offload.py mark_persistent_parameters).
+    parameter_sizes: tuple[tuple[int, int], ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -56,6 +56,11 @@ def render(path: str, findings: list[Finding], estimate, usable: int | None, gpu
                    + " | ".join(f"{scale(st.per_node_cpu, unit):.0f}" for st in stages) + " |")
         out.append(f"| {labels.FITS} | " + " | ".join(_FITS[st.fits] for st in stages) + " |")
         out.append("")
+        if m.notes:  # from the model description (a config.json can put any text here): escaped
+            out.append("**Model notes**")
+            out.append("")
+            out += [f"- {inline(note)}" for note in m.notes]
+            out.append("")
     if findings:
         out.append("**Findings**")
         out.append("")
