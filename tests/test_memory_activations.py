@@ -143,3 +143,17 @@ def test_estimate_counts_the_activation_term():
     spec = ModelSpec(parameters=P, **GPT)
     result = estimate({"fp16": {"enabled": True}}, spec, TrainingShape(sequence_length=2048), Cluster(gpus=1))
     assert result.stage(1).per_gpu["activations"] == act(GPT, flash=True).nbytes
+
+
+def test_t5_under_sdpa_keeps_a_position_bias_per_attention():
+    # sdpa_attention.py create_position_bias_mask: torch.where(padding mask, position_bias, min) is a new
+    # (b, a, q, k) tensor per attention; the fused kernel keeps it for the bias gradient (a bound). Per encoder
+    # layer a·s²·b·e, per decoder layer a·t²·b·e (self) + a·t·s·b·e (cross); 2 + 2 layers, 4 heads, bf16
+    spec = spec_from_hf_config(T5)
+    fused = activation_bytes(spec, TrainingShape(sequence_length=64, target_length=32), 4, "bf16")
+    enc, dec = dict(fused.parts)["encoder layer"], dict(fused.parts)["decoder layer"]
+    no_bias = dict(activation_bytes(spec_from_hf_config({**T5, "model_type": "t5"}),
+                                    TrainingShape(sequence_length=64, target_length=32,
+                                                  activation_checkpointing="selective"), 4, "bf16").parts)
+    assert enc - no_bias["encoder layer"] == 4 * 64 * 64 * 4 * 2
+    assert dec - no_bias["decoder layer"] == 4 * 32 * 32 * 4 * 2 + 4 * 32 * 64 * 4 * 2

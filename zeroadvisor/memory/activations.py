@@ -25,10 +25,10 @@ Per layer (a stack of self-attention + MLP; an encoder-decoder's decoder layer a
     eager_attention_forward takes softmax in fp32, else e), the probabilities the value matmul keeps
     (e' = e when a cast or a dropout makes a new tensor, else 0: the softmax output itself) and the
     dropout mask (m = 1 when attention dropout > 0).
-  - fused (SDPA / FlashAttention): no scores; the kernel keeps its output e·q (transformers'
-    sdpa_attention_forward then makes the transposed contiguous copy that is the out-projection input)
-    and the fp32 log-sum-exp 4·a. FlashAttention-2's output is already (b, s, a, d): one tensor, so
-    for it the extra e·q is a bound.
+  - fused (SDPA / FlashAttention): no scores; the kernel keeps its output, laid out (b, s, a, d), which
+    is also the out-projection input after the transpose, and the fp32 log-sum-exp 4·a. T5's relative
+    position bias with a padding mask is a (b, a, q, k) tensor per attention the kernel keeps (a bound:
+    without padding it is one shared tensor).
 * MLP (k experts per token on the f-wide terms): input e·h; plain: the activation input and the down
   projection input, 2·e·f (ReLU keeps its output, which is the down-projection input: e·f); gated
   (SwiGLU/GeGLU): gate output, activation output, up output, product = 4·e·f (ReLU-gated 3·e·f);
@@ -119,6 +119,12 @@ def attention_bytes(d: _Dims, facts: LayerFacts, sq: int, sk: int, b: int, fused
             # the kernel keeps its output, whose (b, s, a, d) storage the transposed view reshapes into the
             # out-projection input (one tensor, counted above), and the fp32 log-sum-exp per head and token
             linear += tq * FP32 * d.heads
+            if facts.relative_position_buckets:
+                # T5 under SDPA: sdpa_attention.py create_position_bias_mask folds the padding mask into the
+                # position bias, a new (b, a, q, k) tensor per attention that the memory-efficient kernel keeps
+                # for its backward (the bias gets a gradient). A bound: without padding the bias is one shared
+                # (1, a, q, k) tensor.
+                scores = d.heads * sq * sk * b * e
     elif d.heads:
         sm = FP32 if facts.softmax_fp32 else e
         mask = _dropout(facts.attention_dropout)
