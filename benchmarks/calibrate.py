@@ -725,7 +725,9 @@ def merge(old: dict, comparisons: list[dict], failures: list[dict], cases: list[
     ran = {(c["name"], c["ranks"]) for c in cases}
     by_key = {(c["name"], c["ranks"]): c for c in old["cases"] if (c["name"], c["ranks"]) not in ran}
     by_key.update({(c["name"], c["ranks"]): c for c in comparisons})
-    order = {(c["name"], c["ranks"]): i for i, c in enumerate(full_cases() + quick_cases())}
+    order: dict[tuple[str, int], int] = {}
+    for i, c in enumerate(full_cases() + quick_cases()):
+        order.setdefault((c["name"], c["ranks"]), i)
     merged = sorted(by_key.values(), key=lambda c: order.get((c["name"], c["ranks"]), len(order)))
     kept = [f for f in old["failures"] if (f["case"]["name"], f["case"]["ranks"]) not in ran]
     return merged, kept + failures
