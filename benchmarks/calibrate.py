@@ -54,10 +54,10 @@ REDUCE_BUCKET = 5_000_000  # keep the buckets small next to the model (default 5
 
 
 def case(name, stage, ranks, precision="fp32", offload_optimizer="none", offload_param="none", model="mlp",
-         grad_accum=None, optimizer="client-adamw"):
+         grad_accum=None, optimizer="client-adamw", zero=None):
     return {"name": name, "stage": stage, "ranks": ranks, "precision": precision,
             "offload_optimizer": offload_optimizer, "offload_param": offload_param, "model": model,
-            "grad_accum": grad_accum, "optimizer": optimizer}
+            "grad_accum": grad_accum, "optimizer": optimizer, "zero": zero or {}}
 
 
 def full_cases() -> list[dict]:
@@ -75,6 +75,13 @@ def full_cases() -> list[dict]:
         cases.append(case("mlp bf16 z1 fp32-accum (BF16_Optimizer)", 1, ranks, precision="bf16", grad_accum="fp32"))
         cases.append(case("llama bf16 z3", 3, ranks, precision="bf16", model="llama"))
         cases.append(case("llama fp32 z2", 2, ranks, model="llama"))
+        # stage-3 persistent parameters (numel <= stage3_param_persistence_threshold stay whole on every rank):
+        # hidden 256 keeps q/k/v/o and the norms whole, hidden 512 only k/v (512 x 128) and the norms; a
+        # model_persistence_threshold cap makes the selection depend on the parameter order
+        cases.append(case("llama fp32 z3", 3, ranks, model="llama"))
+        cases.append(case("llama512 fp32 z3", 3, ranks, model="llama512"))
+        cases.append(case("llama fp32 z3 model_persistence 300000", 3, ranks, model="llama",
+                          zero={"model_persistence_threshold": 300_000}))
     return cases
 
 
@@ -86,11 +93,13 @@ def quick_cases() -> list[dict]:
         case("mlp fp32 z3", 3, 2),
         # torch AdamW on the host partition (zero_force_ds_cpu_optimizer false): no g++ build of cpu_adam
         case("mlp fp32 z2 +opt:cpu (torch AdamW)", 2, 1, offload_optimizer="cpu"),
+        # stage-3 persistent parameters: the llama's q/k/v/o (< 1e5 elements) stay whole on both ranks
+        case("llama fp32 z3", 3, 2, model="llama"),
     ]
 
 
 def ds_config(c: dict) -> dict:
-    zero: dict = {"stage": c["stage"], "reduce_bucket_size": REDUCE_BUCKET}
+    zero: dict = {"stage": c["stage"], "reduce_bucket_size": REDUCE_BUCKET, **c.get("zero", {})}
     if c["offload_optimizer"] != "none":
         zero["offload_optimizer"] = {"device": c["offload_optimizer"]}
     if c["offload_param"] != "none":
@@ -123,9 +132,16 @@ def build_model(kind: str):
         return torch.nn.Sequential(*layers), {"d": d}
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    cfg = LlamaConfig(hidden_size=256, intermediate_size=688, num_hidden_layers=4, num_attention_heads=8,
-                      num_key_value_heads=4, vocab_size=8000, max_position_embeddings=256, tie_word_embeddings=False)
-    return LlamaForCausalLM(cfg), {"vocab": 8000, "seq": 64}
+    cfg = LlamaConfig(**LLAMAS[kind], max_position_embeddings=256, tie_word_embeddings=False)
+    return LlamaForCausalLM(cfg), {"vocab": cfg.vocab_size, "seq": 64}
+
+
+LLAMAS = {
+    "llama": dict(hidden_size=256, intermediate_size=688, num_hidden_layers=4, num_attention_heads=8,
+                  num_key_value_heads=4, vocab_size=8000),
+    "llama512": dict(hidden_size=512, intermediate_size=1376, num_hidden_layers=2, num_attention_heads=8,
+                     num_key_value_heads=2, vocab_size=4000),
+}
 
 
 def storage_key(t):
@@ -174,7 +190,9 @@ def classify(engine, sizes: dict[int, int]) -> dict[str, set[int]]:
         if hasattr(p, "ds_tensor"):
             add("parameters", p.ds_tensor)
             if p.data.numel() > 0 and storage_key(p.data) != storage_key(p.ds_tensor):
-                add("gathered_parameters", p.data)
+                # a persistent parameter's full copy is never released (partitioned_param_coordinator.py
+                # __params_to_release skips ds_persist): part of the parameters, not of the transient gather
+                add("parameters" if getattr(p, "ds_persist", False) else "gathered_parameters", p.data)
         else:
             add("parameters", p.data)
     for name in ("bit16_groups_flat", "fp16_groups_flat", "bf16_groups_flat", "lp_param_buffer",
@@ -510,7 +528,8 @@ parameters, `ds_tensor` partitions, bit16 flat groups, offload upload staging), 
 gradient staging, the transient flat buckets), `gathered_parameters` (stage 3: full `param.data`
 and full-size `param.grad` not yet copied into the bucket), `gradients` (everything reached from
 `.grad`, `grad_accum`, `grads_in_partition`, `averaged_gradients`, `grad_partitions_flat_buffer`,
-BF16_Optimizer's fp32 gradient buffer). When a storage is claimed twice the order is parameters,
+BF16_Optimizer's fp32 gradient buffer). A stage-3 persistent parameter's full `param.data`
+(`ds_persist`: never released) counts as parameters, not as a transient gather. When a storage is claimed twice the order is parameters,
 optimizer_states, buffers, gathered_parameters, gradients (e.g. a `param.grad` that is a view into
 the reduce bucket counts as the bucket).
 
@@ -555,6 +574,16 @@ On CPU "GPU" and host memory are the same RAM, so each estimate row is its GPU +
   them until the reduction) and, in `step()`, the reduced partition plus its flattened copy in
   the master dtype (`averaged_gradients` + `single_grad_partition`). With 4 ranks stage 1's
   full-size gradients are the larger.
+* Stage 3 keeps every parameter with at most `stage3_param_persistence_threshold` elements (1e5)
+  whole on every rank, next to its partition (`parameter_offload.py mark_persistent_parameters`;
+  `stage3.py _post_step` gathers them again after each step into ceil(numel/N)·N-element buffers);
+  their gradients and optimizer states stay partitioned. The llama (hidden 256) keeps q, k, v, o
+  and the norms whole: 788,736 elements, 23 % of its 3,499,136-element partition at 2 ranks; the
+  llama512 only k, v (512 × 128) and the norms; with `model_persistence_threshold` 300,000 the
+  selection follows the parameter order (the estimate replays the loop on `parameter_numels`). With
+  one rank the full tensor is the partition (no copy); with an offloaded partition the GPU copy
+  `NoGatherHandle` makes is a no-op on CPU (same device), so the 1-rank `+par:cpu` case shows the
+  estimate's GPU copy of the MLP's biases (+0.1 %).
 * Stage 3 always clones the fp32 master partition, also when the model is fp32: the no-copy
   branch of `_create_fp32_partitions` compares a `torch.device` with a device-name string and is
   never taken.
@@ -584,7 +613,8 @@ def write_reports(comparisons: list[dict], failures: list[dict], prefix: Path, q
              "(DS_ACCELERATOR=cpu, gloo). Bytes in MiB (2^20); gap = (estimate - measured) / measured, "
              "measured = the most loaded rank per row (the estimate is per GPU: the most loaded rank). Model: `mlp` = 2 × [Linear(1024→4096), ReLU, Linear(4096→1024)] "
              "(16,787,456 params); `llama` = LlamaForCausalLM(hidden 256, 4 layers, 8 heads / 4 KV, "
-             "ffn 688, vocab 8000, untied). Optimizer: client torch AdamW, or DeepSpeedCPUAdam for offload. "
+             "ffn 688, vocab 8000, untied; 6,998,272 params); `llama512` = LlamaForCausalLM(hidden 512, 2 layers, "
+             "8 heads / 2 KV, ffn 1376, vocab 4000, untied). Optimizer: client torch AdamW, or DeepSpeedCPUAdam for offload. "
              f"reduce_bucket_size = {REDUCE_BUCKET:,}. {STEPS} steps, micro batch 2.", ""]
     worst = max_state_gap(comparisons)
     worst_rank = max_state_gap(comparisons, per_rank=True)
@@ -646,6 +676,8 @@ def main(argv=None) -> int:
     parser.add_argument("--ranks", default=None, help="comma-separated rank counts to keep")
     parser.add_argument("--timeout", type=int, default=600, help="seconds per case")
     parser.add_argument("--report", default=None, metavar="JSON", help="rewrite the .md from an existing .json")
+    parser.add_argument("--update", action="store_true",
+                        help="merge the cases run into the existing --out .json (same name and ranks replaced)")
     parser.add_argument("--worker", nargs=2, metavar=("CASE_JSON", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.report:
@@ -680,12 +712,28 @@ def main(argv=None) -> int:
               f"meas {fmt_mb(ms['measured'])} MiB ({fmt_gap(ms['gap'])})  "
               + "  ".join(f"{row[:5]} {fmt_gap(comp['rows'][row]['gap'])}" for row in STATE_ROWS)
               + f"  [{time.time() - t0:.0f}s]", flush=True)
+    if args.update and Path(args.out).with_suffix(".json").is_file():
+        comparisons, failures = merge(json.loads(Path(args.out).with_suffix(".json").read_text()), comparisons,
+                                      failures, cases)
     write_reports(comparisons, failures, Path(args.out), args.quick)
     worst = max_state_gap(comparisons)
     worst_rank = max_state_gap(comparisons, per_rank=True)
     print(f"max model-state gap {100 * worst:.2f}% (rank by rank {100 * worst_rank:.2f}%) over "
           f"{len(comparisons)} case(s); {len(failures)} failed")
     return 0 if not failures and max(worst, worst_rank) <= MODEL_STATE_BOUND else 1
+
+
+def merge(old: dict, comparisons: list[dict], failures: list[dict], cases: list[dict]) -> tuple[list, list]:
+    """The old report's cases with those just run (same name and ranks) replaced, in the full matrix's order."""
+    ran = {(c["name"], c["ranks"]) for c in cases}
+    by_key = {(c["name"], c["ranks"]): c for c in old["cases"] if (c["name"], c["ranks"]) not in ran}
+    by_key.update({(c["name"], c["ranks"]): c for c in comparisons})
+    order: dict[tuple[str, int], int] = {}
+    for i, c in enumerate(full_cases() + quick_cases()):
+        order.setdefault((c["name"], c["ranks"]), i)
+    merged = sorted(by_key.values(), key=lambda c: order.get((c["name"], c["ranks"]), len(order)))
+    kept = [f for f in old["failures"] if (f["case"]["name"], f["case"]["ranks"]) not in ran]
+    return merged, kept + failures
 
 
 def max_state_gap(comparisons: list[dict], per_rank: bool = False) -> float:

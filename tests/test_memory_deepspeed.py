@@ -355,59 +355,9 @@ def test_invalid_inputs():
     assert Cluster(gpus=16).gpus_per_node == 8 and Cluster(gpus=4).gpus_per_node == 4
 
 
-# ------------------------------------------------------------------ activations (Korthikanti et al. 2022)
+# ------------------------------------------------------------------ activations: tests/test_memory_activations.py
 
 GPT = dict(num_layers=1, hidden_size=4096, num_attention_heads=32, intermediate_size=4 * 4096, gated_mlp=False)
-
-
-def act(spec_kw, seq=2048, ckpt="none", flash=False, mbs=1, precision="fp16"):
-    spec = ModelSpec(parameters=P, **spec_kw)
-    config = {precision: {"enabled": True}, "train_micro_batch_size_per_gpu": mbs} if precision != "fp32" else {
-        "train_micro_batch_size_per_gpu": mbs}
-    shape = TrainingShape(sequence_length=seq, activation_checkpointing=ckpt, flash_attention=flash)
-    return estimate(config, spec, shape, Cluster(gpus=1)).stage(1).per_gpu["activations"]
-
-
-def test_korthikanti_eq1_per_layer():
-    s, b, h, a = 2048, 1, 4096, 32
-    tail = 4 * s * b * h  # final norm input + LM-head input, 2 B each (Korthikanti's extra 4sbh)
-    # Eq. 1: sbh(34 + 5as/h) per layer, no vocabulary given (logits not counted)
-    assert act(GPT) == s * b * h * 34 + 5 * a * s * s * b + tail
-    # FlashAttention: the 5as²b score term goes; fp32 log-sum-exp 4·asb is kept
-    assert act(GPT, flash=True) == 34 * s * b * h + 4 * a * s * b + tail
-    # selective recomputation (no flash): 34sbh
-    assert act(GPT, ckpt="selective") == 34 * s * b * h + tail
-    # micro batch scales linearly
-    assert act(GPT, flash=True, mbs=4) == 4 * act(GPT, flash=True)
-
-
-def test_full_recompute_and_logits():
-    s, b, h, a, L, V = 2048, 1, 4096, 32, 24, 50_000
-    kw = {**GPT, "num_layers": L, "vocab_size": V}
-    # full: 2sbh per layer input + one layer (34sbh + 5as²b) during its recompute; fp32 logits 4sbV and the
-    # loss's fp32 softmax gradient 4sbV
-    expected = L * 2 * s * b * h + (34 * s * b * h + 5 * a * s * s * b) + 4 * s * b * h + 8 * s * b * V
-    assert act(kw, ckpt="full") == expected
-
-
-def test_gqa_and_gated_mlp_constants():
-    s, b, h, a = 1024, 2, 4096, 32
-    kv_heads, d, f = 8, 128, 14336  # Llama-3-8B-like
-    kw = dict(num_layers=1, hidden_size=h, num_attention_heads=a, num_key_value_heads=kv_heads, head_dim=d,
-              intermediate_size=f, gated_mlp=True)
-    kv = kv_heads * d
-    # attention 11sbh with K and V at width kv instead of h: 11sbh - 2·2sb(h - kv);
-    # gated MLP: input 2sbh + gate, up, act, product 4 × 2sbf + mask sbh = 3sbh + 8sbf; norms 4sbh
-    attention = 11 * s * b * h - 4 * s * b * (h - kv)
-    mlp = 3 * s * b * h + 8 * s * b * f
-    expected = attention + mlp + 4 * s * b * h + 4 * a * s * b + 4 * s * b * h  # + LSE + tail
-    assert act(kw, seq=s, mbs=b, flash=True) == expected
-
-
-def test_fp32_activations_double_but_masks_do_not():
-    s, b, h = 2048, 1, 4096
-    # e = 4: every 2-byte term doubles (32sbh → 64sbh), the two 1-byte dropout masks stay (2sbh): 66sbh
-    assert act(GPT, flash=True, precision="fp32") == 66 * s * b * h + 4 * 32 * s * b + 8 * s * b * h
 
 
 def test_activations_unknown_without_shape():

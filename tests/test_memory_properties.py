@@ -11,7 +11,13 @@ Where DeepSpeed itself breaks a property the test says so and checks the exact e
 * N = 1: higher stages partition nothing, and stage 1/2 hold grads_in_partition plus an fp32 copy at
   the step where stage 0's FP16_Optimizer holds only the fp32 copy;
 * stage 1/2 offload allocates a GPU staging buffer of the largest parameter
-  (temp_grad_buffer_for_gpu_offload), which can exceed the offloaded P/N share on many GPUs.
+  (temp_grad_buffer_for_gpu_offload), which can exceed the offloaded P/N share on many GPUs;
+* stage 3 keeps a full copy of every persistent parameter (numel <= stage3_param_persistence_threshold)
+  next to its partition when N > 1 (zero/stage3.py _post_step all_gather; measured in
+  benchmarks/calibration.md), and none with one rank, where the partition is the whole tensor; each
+  copy is ceil(numel/N)·N elements. A model made mostly of small tensors can therefore cost more at
+  stage 3 than at stage 2, and more on 2 GPUs than on 1. The monotonicity tests leave that term out
+  (``persistent`` key) and test_persistent_copies checks it on its own.
 """
 
 from __future__ import annotations
@@ -28,6 +34,11 @@ precision = st.sampled_from(["fp16", "bf16", "fp32"])
 optimizer = st.sampled_from(["Adam", "AdamW", "Lion", "Adagrad", "SGD", "Lamb", "Muon"])
 accounting = st.sampled_from(["deepspeed", "paper"])
 STATE_ROWS = ("parameters", "gradients", "optimizer_states")
+
+
+def states(st_) -> int:
+    """Model states per GPU without the stage-3 persistent copies (see the module docstring)."""
+    return st_.per_gpu["model_states"] - sum(t.nbytes for t in st_.terms if t.key == "persistent" and t.device == "gpu")
 
 
 def config_for(prec: str, opt: str) -> dict:
@@ -53,7 +64,7 @@ def test_model_states_never_grow_with_more_gpus(p, n1, n2, prec, opt, acc):
             continue
         st_large = large.stage(st_small.option.stage, st_small.option.offload_optimizer, st_small.option.offload_param)
         padding = 16 * hi if acc == "deepspeed" else 0  # ≤ 2·N elements × 4 B in params and grads
-        assert st_large.per_gpu["model_states"] <= st_small.per_gpu["model_states"] + padding
+        assert states(st_large) <= states(st_small) + padding
 
 
 @settings(max_examples=150)
@@ -63,10 +74,10 @@ def test_model_states_never_grow_with_a_higher_stage(p, n, prec, opt, acc):
         return  # see the module docstring and test_fp32_zero_adds_a_master_copy
     result = run(p, n, prec, opt, acc)
     for oo in ("none", "cpu"):
-        states = [result.stage(stage, oo if stage else "none").per_gpu["model_states"] for stage in (0, 1, 2, 3)]
+        per_stage = [states(result.stage(stage, oo if stage else "none")) for stage in (0, 1, 2, 3)]
         start = 1 if oo == "cpu" else 0
         padding = 48 * n if acc == "deepspeed" else 0  # < 2·N padding elements × (2 + 2 + 4 + 4 + 8 + 4) B
-        assert all(a + padding >= b for a, b in zip(states[start:], states[start + 1:])), states
+        assert all(a + padding >= b for a, b in zip(per_stage[start:], per_stage[start + 1:])), per_stage
 
 
 @settings(max_examples=150)

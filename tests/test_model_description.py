@@ -91,6 +91,20 @@ def test_parameters_with_architecture_fields(here):
     assert shape.activation_checkpointing == "full" and shape.flash_attention is False
 
 
+def test_encoder_decoder_and_head_fields(here):
+    # BlenderBot-400M-distill's config.json: 2 encoder + 12 decoder layers; a classifier has no LM head
+    name = write(here / "model.yaml", "parameters: 400M\nencoder_layers: 2\ndecoder_layers: 12\nhidden_size: 1280\n"
+                 "lm_head: true\n")
+    spec, _ = load_description(name)
+    assert (spec.encoder_layers, spec.decoder_layers, spec.num_layers, spec.lm_head) == (2, 12, 14, True)
+    name = write(here / "cls.yaml", "parameters: 900M\nnum_layers: 24\nlm_head: false\n")
+    assert load_description(name)[0].lm_head is False
+    message = error_of(write(here / "bad.yaml", "parameters: 400M\nnum_layers: 13\nencoder_layers: 2\n"
+                          "decoder_layers: 12\n"))
+    assert "num_layers 13 is not encoder_layers + decoder_layers (14)" in message and message.startswith("bad.yaml:2:13:")
+    assert "lm_head must be true or false" in error_of(write(here / "h.yaml", "parameters: 1B\nlm_head: maybe\n"))
+
+
 def test_json_description_reads_by_the_same_path(here):
     name = write(here / "model.json", json.dumps({"parameters": "1.3e9", "sequence_length": 2048}))
     spec, shape = load_description(name)

@@ -1,35 +1,52 @@
-"""Activation memory per GPU (no tensor/sequence parallelism), after Korthikanti et al. 2022.
+"""Activation memory per GPU (no tensor/sequence parallelism): what autograd keeps for backward.
 
-Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models" (§4.1),
-count per transformer layer, with 2-byte activations and 1-byte dropout masks:
+Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models" (§4.1) count per
+layer, with 2-byte activations and 1-byte dropout masks, sbh·(34 + 5·as/h): attention 11·sbh + 5·as²b,
+MLP 19·sbh, two LayerNorms 4·sbh. Here the same count is made term by term from what transformers
+5.24 / torch keep, so that it holds for other norms, activations, dropout settings, attention kernels
+and encoder-decoder stacks. Checked against real transformers on CPU with
+``torch.autograd.graph.saved_tensors_hooks`` (benchmarks/calibrate_activations.py; tables in
+benchmarks/activations.md). Notation: e = bytes per activation element (2 in fp16/bf16, 4 in fp32),
+h hidden, q = heads·head_dim, kv = kv_heads·head_dim, f MLP width, a heads, k experts per token; per
+token unless said. Every term is exact for the code it cites unless it says bound.
 
-    attention  11·sbh + 5·as²b   (QKV input 2, Q 2, K 2, V 2, out-proj input 2, dropout mask 1;
-                                  softmax 2·as²b, its dropout mask as²b, dropout output 2·as²b)
-    MLP        19·sbh            (fc1 input 2, GeLU input 8, fc2 input 8, dropout mask 1; ffn = 4h)
-    2 norms     4·sbh
-    total      sbh·(34 + 5·as/h)
+Per layer (a stack of self-attention + MLP; an encoder-decoder's decoder layer adds cross-attention):
 
-Generalised here (derivation) with e = bytes per activation element (2 for fp16/bf16, 4 in fp32),
-q = heads·head_dim (query/out-proj width), kv = kv_heads·head_dim (GQA: K and V are narrower),
-f = MLP width, k = experts per token (1 for dense):
+* norms (per norm; its output is counted as the input of the next op):
+  LayerNorm   e·h + 8     torch native_layer_norm saves its input and fp32 mean/rstd (CUDA)
+  RMSNorm     4h + e·h + 4  LlamaRMSNorm: hidden.to(float32) (saved by pow and mul), rsqrt, and the
+                          normalized tensor cast back (saved by weight *) - in fp32 the copy is the input
+  T5LayerNorm 2e·h + 4 (+ 4h when e != 4)  the input is multiplied un-upcast (saved), plus the fp32 copy
+                          pow saves, rsqrt, and the normalized tensor (saved by weight *)
+* attention: its input e·h, Q e·q, K and V e·kv each (eager GQA: repeat_kv expands them to e·q), the
+  out-projection input e·q; a dropout mask (1 byte, CUDA native_dropout) on its output when
+  hidden dropout > 0.
+  - eager: the scores a·s_q·s_k·b·(sm + e' + m): softmax output in sm bytes (4 where the family's
+    eager_attention_forward takes softmax in fp32, else e), the probabilities the value matmul keeps
+    (e' = e when a cast or a dropout makes a new tensor, else 0: the softmax output itself) and the
+    dropout mask (m = 1 when attention dropout > 0).
+  - fused (SDPA / FlashAttention): no scores; the kernel keeps its output, laid out (b, s, a, d), which
+    is also the out-projection input after the transpose, and the fp32 log-sum-exp 4·a. T5's relative
+    position bias with a padding mask is a (b, a, q, k) tensor per attention the kernel keeps (a bound:
+    without padding it is one shared tensor).
+* MLP (k experts per token on the f-wide terms): input e·h; plain: the activation input and the down
+  projection input, 2·e·f (ReLU keeps its output, which is the down-projection input: e·f); gated
+  (SwiGLU/GeGLU): gate output, activation output, up output, product = 4·e·f (ReLU-gated 3·e·f);
+  T5's dropout between activation and down projection adds its mask f and its output (then 2·e·f for
+  ReLU); a dropout mask h on the MLP output when hidden dropout > 0.
 
-    attention  sb·[e·(h + q + kv + kv + q) + h]          QKV input h, Q q, K kv, V kv, out-proj input q,
-                                                         dropout mask h (1 byte)
-    scores     as²b·(2e + 1)                             softmax, its mask, dropout output
-    MLP        sb·[e·h + k·c·e·f + h]                    c = 2 (GeLU: act input f + fc2 input f) or
-                                                         c = 4 (gated SwiGLU/GeGLU: gate out, up out,
-                                                         act out, product = down-proj input)
-    norms      sb·2·e·h
-    layer      sb·[e·(4h + 2q + 2kv + k·c·f) + 2h] + as²b·(2e + 1)
+Outside the layers, per stack: the embedding dropout mask (hidden dropout > 0) and one norm (the
+embedding LayerNorm of post-LN models or the final norm of pre-norm ones); an encoder-decoder keeps
+the encoder output e·h per source token for every cross-attention's K/V projections (one tensor); the
+LM head input e·h per output token; and the loss peak over tokens × V: log_softmax saves its output,
+and in backward NllLossBackward's dense gradient and LogSoftmaxBackward's input gradient exist next to
+it: 3 tensors, fp32 where the loss upcasts the logits (transformers loss_utils ForCausalLMLoss /
+ForMaskedLMLoss: logits.float()), else in the model dtype (nn.CrossEntropyLoss on the logits:
+T5ForConditionalGeneration, BertForMaskedLM): 12·V or 3e·V bytes per token. A classifier head has no
+vocabulary-wide logits.
 
-Check: e = 2, q = kv = h, f = 4h, c = 2, k = 1 gives sbh·(8 + 4 + 4 + 16 + 2) = 34·sbh and 5·as²b.
-
-* FlashAttention (and selective recomputation) never keep the s×s scores: the as²b term goes.
-  FlashAttention keeps fp32 log-sum-exp statistics per head and token instead: 4·asb bytes.
-* Full recomputation keeps each layer's input (e·sbh per layer) and, during backward, one
-  layer's activations while it is recomputed.
-* Outside the layers: final-norm and LM-head inputs 2·e·sbh, fp32 logits 4·sbV (Korthikanti's
-  4sbv term) and the fp32 softmax/gradient of the cross-entropy loss, another 4·sbV.
+Checkpointing: selective recomputation drops the scores; full recomputation keeps each layer's input
+(e·h per token and layer) plus one layer's activations while it is recomputed in backward.
 """
 
 from __future__ import annotations
@@ -37,18 +54,106 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from zeroadvisor.memory import bytes as B
-from zeroadvisor.model.spec import ModelSpec, TrainingShape
+from zeroadvisor.model.spec import LayerFacts, ModelSpec, TrainingShape
 
-MASK = B.DTYPE_BYTES["uint8"]
+MASK = B.DTYPE_BYTES["uint8"]  # torch native_dropout's bool mask (at::dropout on CUDA: is_fused_kernel_acceptable)
 FP32 = B.DTYPE_BYTES["fp32"]
+IDS = 8  # int64 token ids and labels
+LN_STATS = 2 * FP32  # native_layer_norm: mean and rstd per token, fp32 for 16-bit inputs on CUDA
+RMS_STATS = FP32  # rsqrt(variance) per token, fp32
+UPCAST_LOSS_COPIES = 3 * FP32  # log-probs + their gradient + the logits' gradient, fp32
+LOSS_COPIES = 3  # the same three in the logits' dtype (× e)
+DEFAULT_FACTS = LayerFacts()  # Korthikanti's assumptions; every dropout mask counted
 
 
 @dataclass(frozen=True, slots=True)
 class Activations:
     nbytes: int
-    per_layer: int
+    per_layer: int  # the largest layer (a decoder layer of an encoder-decoder)
     logits: int
     notes: tuple[str, ...]
+    parts: tuple[tuple[str, int], ...] = ()  # the breakdown, for reports and the calibration
+
+
+def _dropout(p: float | None) -> int:
+    """Bytes of a dropout mask per element: none when the probability is 0 (torch dropout is the
+    identity: at::dropout returns the input), 1 otherwise or when unknown."""
+    return 0 if p is not None and p <= 0 else MASK
+
+
+def norm_bytes(kind: str, e: int, h: int) -> int:
+    """Per token, one norm (its output excluded: the next op keeps it as its input)."""
+    if kind == "rmsnorm":  # llama/modeling_llama.py LlamaRMSNorm.forward
+        return FP32 * h + e * h + RMS_STATS
+    if kind == "gemma":  # gemma/modeling_gemma.py GemmaRMSNorm: normalised and scaled in fp32, then cast
+        return 2 * FP32 * h + RMS_STATS
+    if kind == "t5":  # t5/modeling_t5.py T5LayerNorm.forward
+        return (FP32 * h if e != FP32 else 0) + 2 * e * h + RMS_STATS
+    return e * h + LN_STATS  # torch.nn.LayerNorm (native_layer_norm saves input, mean, rstd)
+
+
+@dataclass(frozen=True, slots=True)
+class _Dims:
+    e: int
+    h: int
+    q: int
+    kv: int
+    heads: int | None
+    f: int
+    k: int
+    gated: bool
+
+
+def attention_bytes(d: _Dims, facts: LayerFacts, sq: int, sk: int, b: int, fused: bool) -> tuple[int, int]:
+    """(bytes linear in the tokens, score bytes) of one attention block over sq queries and sk keys.
+
+    Cross-attention's key/value input is the encoder output, counted once for all layers by the caller.
+    """
+    e, tq, tk = d.e, sq * b, sk * b
+    kv = d.kv if fused else d.q  # eager: repeat_kv expands K/V to every query head; SDPA: enable_gqa
+    linear = tq * e * d.h + tq * e * d.q + 2 * tk * e * kv + tq * e * d.q  # input, Q, K, V, out-proj input
+    linear += tq * d.h * _dropout(facts.hidden_dropout)  # dropout on the attention output
+    scores = 0
+    if fused:
+        if d.heads:
+            # the kernel keeps its output, whose (b, s, a, d) storage the transposed view reshapes into the
+            # out-projection input (one tensor, counted above), and the fp32 log-sum-exp per head and token
+            linear += tq * FP32 * d.heads
+            if facts.relative_position_buckets:
+                # T5 under SDPA: sdpa_attention.py create_position_bias_mask folds the padding mask into the
+                # position bias, a new (b, a, q, k) tensor per attention that the memory-efficient kernel keeps
+                # for its backward (the bias gets a gradient). A bound: without padding the bias is one shared
+                # (1, a, q, k) tensor.
+                scores = d.heads * sq * sk * b * e
+    elif d.heads:
+        sm = FP32 if facts.softmax_fp32 else e
+        mask = _dropout(facts.attention_dropout)
+        probs = e if (sm != e or mask) else 0  # a new tensor the value matmul keeps
+        scores = d.heads * sq * sk * b * (sm + probs + mask)
+    return linear, scores
+
+
+# f-wide tensors an activation keeps of its input side (transformers activations.py ACT2FN): a torch op keeps
+# its input (GELU, SiLU, GELUTanh); NewGELUActivation ("gelu_new") is written out in Python and keeps its
+# input, 0.5·input, the tanh output and 1 + tanh; QuickGELU keeps its input and the sigmoid. ReLU keeps
+# its output instead, which is the tensor the next op keeps anyway.
+ACTIVATION_TENSORS = {"gelu_new": 4, "quick_gelu": 2, "relu": 0}
+
+
+def mlp_bytes(d: _Dims, facts: LayerFacts, tokens: int) -> int:
+    """One MLP over ``tokens``: input, the f-wide tensors, the output dropout mask."""
+    act = ACTIVATION_TENSORS.get(facts.activation, 1)
+    relu = act == 0
+    inner = facts.mlp_dropout > 0  # T5DenseActDense/T5DenseGatedActDense: dropout before wo
+    if d.gated:  # act(gate) * up -> down: activation tensors + its output + up + the down input
+        wide = (3 if relu else act + 3) * d.e * d.f
+    elif relu:  # ReLU's output is the down input; with inner dropout the dropped tensor is a new one
+        wide = (2 if inner else 1) * d.e * d.f
+    else:  # activation tensors + the down input (the activation output, or the dropped tensor)
+        wide = (act + 1) * d.e * d.f
+    if inner:
+        wide += MASK * d.f
+    return tokens * (d.e * d.h + d.k * wide + d.h * _dropout(facts.hidden_dropout))
 
 
 def activation_bytes(spec: ModelSpec, shape: TrainingShape, micro_batch: int, precision: str) -> Activations:
@@ -64,7 +169,11 @@ def activation_bytes(spec: ModelSpec, shape: TrainingShape, micro_batch: int, pr
         notes.append("activations not estimated: no sequence length given")
         return Activations(0, 0, 0, tuple(notes))
     b = micro_batch
-    e = B.nbytes(precision)  # 2 for fp16/bf16, 4 in fp32
+    e = B.nbytes(precision)  # 2 for fp16/bf16, 4 in fp32 (DeepSpeed casts the module to the training dtype)
+    facts = spec.layer_facts or DEFAULT_FACTS
+    if spec.layer_facts is None:
+        notes.append("activations: layer details unknown (give an hf_config): LayerNorm, GeLU and dropout masks "
+                     "on attention probabilities and outputs assumed (Korthikanti et al.)")
     heads = spec.num_attention_heads
     head_dim = spec.head_dim or (h // heads if heads else None)
     q = heads * head_dim if heads and head_dim else h
@@ -74,40 +183,92 @@ def activation_bytes(spec: ModelSpec, shape: TrainingShape, micro_batch: int, pr
     if not f:
         f = 4 * h
         notes.append("MLP width unknown: assumed 4·hidden_size")
-    gated = bool(spec.gated_mlp)
     if spec.gated_mlp is None and spec.intermediate_size:
         notes.append("MLP gating unknown: costed as a two-matrix (GeLU) MLP")
-    c = 4 if gated else 2
     k = (spec.experts_per_token or 1) if spec.num_experts else 1  # each token runs k experts' MLPs
+    d = _Dims(e, h, q, kv, heads, f, k, bool(spec.gated_mlp))
+    fused = shape.flash_attention
+    if not heads and not fused and shape.activation_checkpointing != "selective":
+        notes.append("attention heads unknown: the a·s²·b score terms are not counted")
 
-    linear = s * b * (e * (4 * h + 2 * q + 2 * kv + k * c * f) + 2 * h)
-    scores = 0
-    if shape.flash_attention:
-        if heads:
-            linear += FP32 * heads * s * b  # FlashAttention softmax log-sum-exp, fp32 per head and token
-    elif heads:
-        scores = heads * s * s * b * (2 * e + MASK)
-    elif shape.activation_checkpointing != "selective":
-        notes.append("attention heads unknown: the 5·as²b score term is not counted")
-    kept_scores = scores if shape.activation_checkpointing == "none" else 0  # selective recomputes them
-    per_layer = linear + kept_scores
+    # ---- stacks: (name, layers, query length, key length of cross-attention or None)
+    enc, dec = spec.encoder_layers, spec.decoder_layers
+    if enc is not None or dec is not None:
+        t = shape.target_length or s
+        if shape.target_length is None and dec:
+            notes.append(f"encoder-decoder: target (decoder) length not given: assumed the source length {s}")
+        stacks = [("encoder layer", enc or 0, s, None), ("decoder layer", dec or 0, t, s)]
+        out_tokens = t * b
+    else:
+        t = s
+        stacks = [("layer", L, s, None)]
+        out_tokens = s * b
 
+    parts: list[tuple[str, int]] = []
+    body = 0
+    largest_linear = largest_scores = per_layer = 0
+    inputs = 0  # full recomputation: each layer's input, e·h per token
+    for name, layers, sq, sk in stacks:
+        if not layers:
+            continue
+        norms = facts.norms_per_layer + (1 if sk is not None else 0)
+        linear, scores = attention_bytes(d, facts, sq, sq, b, fused)
+        if sk is not None:
+            # cross-attention: queries over the target, K/V over the source; their input (the encoder
+            # output) is counted once outside the layers
+            cl, cs = attention_bytes(d, facts, sq, sk, b, fused)
+            linear += cl
+            scores += cs
+        linear += mlp_bytes(d, facts, sq * b) + norms * sq * b * norm_bytes(facts.norm, e, h)
+        kept = scores if shape.activation_checkpointing == "none" else 0  # selective/full recompute them
+        layer = linear + kept
+        parts.append((name, layer))
+        body += layers * layer
+        inputs += layers * e * sq * b * h
+        if linear + scores > largest_linear + largest_scores:
+            largest_linear, largest_scores = linear, scores
+        per_layer = max(per_layer, layer)
     if shape.activation_checkpointing == "full":
-        # checkpointed layer inputs + one layer's full activations while it is recomputed in backward
-        body = L * e * s * b * h + linear + scores
+        body = inputs + largest_linear + largest_scores  # layer inputs + one layer during its recompute
         ckpt = "full recomputation: layer inputs + one layer's activations during its recompute"
     else:
-        body = L * per_layer
         ckpt = {"none": "no recomputation", "selective": "selective recomputation (scores recomputed)"}[
             shape.activation_checkpointing]
-    attn = "FlashAttention (no s×s scores)" if shape.flash_attention else "explicit attention scores"
-    notes.append(f"activations: Korthikanti et al. 2022 per layer, adjusted for GQA/MLP width, {attn}, {ckpt}, "
-                 f"micro batch {b}, sequence {s}, {e}-byte activations")
 
-    tail = 2 * e * s * b * h  # final norm input + LM head input
+    # ---- outside the layers
+    outside = 0
+    for name, layers, sq, sk in stacks:
+        if not layers:
+            continue
+        # int64 token ids (the embedding backward keeps its indices), the embedding dropout mask and the
+        # embedding LayerNorm (post-LN) or the final norm (pre-norm)
+        outside += sq * b * (IDS + h * _dropout(facts.hidden_dropout) + norm_bytes(facts.norm, e, h))
+        if facts.final_dropout:  # T5Stack: dropout after final_layer_norm
+            outside += sq * b * h * _dropout(facts.hidden_dropout)
+        if facts.relative_position_buckets:  # T5Attention.compute_bias: int64 (q, k) buckets, once per stack
+            outside += IDS * sq * sq
+    if enc:
+        outside += e * s * b * h  # encoder output: the K/V input of every cross-attention
+    outside += e * out_tokens * h  # LM head (or classifier) input
+    if facts.head_transform and spec.lm_head is not False:
+        # BertLMPredictionHead.transform: dense input, GeLU input, LayerNorm (the decoder input is above)
+        outside += out_tokens * (2 * e * h + norm_bytes("layernorm", e, h))
+    parts.append(("outside the layers", outside))
+
     logits = 0
-    if spec.vocab_size:
-        logits = 2 * FP32 * s * b * spec.vocab_size  # fp32 logits + fp32 softmax/grad of the loss
+    if spec.lm_head is False:
+        notes.append("no vocabulary-wide logits: the model's head is not a language-model head")
+    elif spec.vocab_size:
+        per = UPCAST_LOSS_COPIES if facts.loss_in_fp32 else LOSS_COPIES * e
+        logits = per * out_tokens * spec.vocab_size + IDS * out_tokens  # + the int64 labels nll_loss keeps
+        if spec.lm_head is None:
+            notes.append("head unknown: a language-model head over the vocabulary assumed (its loss peak counted)")
     else:
-        notes.append("vocabulary size unknown: the fp32 logits and loss (8·s·b·V bytes) are not counted")
-    return Activations(body + tail + logits, per_layer, logits, tuple(notes))
+        notes.append("vocabulary size unknown: the logits and loss (12·tokens·V bytes) are not counted")
+    parts.append(("logits and loss", logits))
+
+    attn = "fused attention (SDPA/FlashAttention: no s×s scores)" if fused else "eager attention (s×s scores kept)"
+    lengths = f"sequence {s}" if t == s else f"source {s}, target {t}"
+    notes.append(f"activations: what transformers keeps for backward per layer (Korthikanti et al. 2022, term by "
+                 f"term), {attn}, {ckpt}, micro batch {b}, {lengths}, {e}-byte activations")
+    return Activations(body + outside + logits, per_layer, logits, tuple(notes), tuple(parts))

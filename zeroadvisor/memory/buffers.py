@@ -46,18 +46,6 @@ def largest_layer(spec: ModelSpec, notes: list[str]) -> int:
     return 0
 
 
-def persistent_parameters(s: Settings, spec: ModelSpec, notes: list[str]) -> int:
-    """Parameters below stage3_param_persistence_threshold: never partitioned (parameter_offload.py
-    DeepSpeedZeRoOffload.mark_persistent_parameters). Estimated as the norm weights of a transformer."""
-    h, L = spec.hidden_size, spec.num_layers
-    if not h or not L:
-        notes.append("stage-3 persistent parameters not estimated (number of layers / hidden size unknown)")
-        return 0
-    if h > s.param_persistence_threshold:
-        return 0
-    return (2 * L + 1) * h  # two norms per layer + the final norm; biases, if any, are not counted
-
-
 def gathered_terms(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, notes: list[str]) -> list[Term]:
     """Stage 3: full parameters gathered for compute, on the GPU, beyond the partition."""
     if opt.stage != 3:
@@ -68,8 +56,7 @@ def gathered_terms(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, no
     # module is gathered whole; up to prefetch_bucket_size more elements are prefetched while
     # the available (gathered) numel stays under max_live_parameters
     live = max(Lp, min(s.max_live_parameters, Lp + s.prefetch_bucket_size, P))
-    persistent = min(persistent_parameters(s, spec, notes), P)
-    terms = [
+    return [
         Term("gathered_parameters", "gpu", w * live, "gathered", f"{s.precision} gathered parameters: largest layer "
              f"{Lp:,} + prefetch (bucket {s.prefetch_bucket_size:,}, "
              f"cap max_live_parameters {s.max_live_parameters:,})",
@@ -79,12 +66,6 @@ def gathered_terms(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, no
              f"{s.precision} full gradient of the largest layer before it is reduced",
              f"{w} B × L_p", "zero/stage3.py reduce_partition_and_remove_grads (param.grad before the IPG copy)"),
     ]
-    if persistent:
-        terms.append(Term("gathered_parameters", "gpu", exact(w * persistent * (1 - Fraction(1, N))), "persistent",
-                          f"{persistent:,} persistent parameters (numel ≤ {s.param_persistence_threshold:,}) "
-                          "kept whole",
-                          f"{w} B × persistent × (1 - 1/N)", "zero/parameter_offload.py mark_persistent_parameters"))
-    return terms
 
 
 def buffer_terms(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, notes: list[str]) -> list[Term]:

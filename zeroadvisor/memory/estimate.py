@@ -205,6 +205,7 @@ class Estimate:
             "trainable_parameters": trainable(m),
             "peft": m.peft,
             "source": m.source,
+            "notes": list(m.notes),  # what the model description says about its own counts (ModelSpec.notes)
             "precision": self.settings.precision,
             "optimizer": self.settings.optimizer_label,
             "micro_batch_size": self.settings.micro_batch,

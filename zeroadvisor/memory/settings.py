@@ -54,6 +54,7 @@ class Settings:
     sub_group_size: int
     prefetch_bucket_size: int
     param_persistence_threshold: int
+    model_persistence_threshold: int  # cap on the persistent parameters' total numel (default sys.maxsize)
     max_live_parameters: int
     offload_optimizer: str  # "none" | "cpu" | "nvme"
     offload_optimizer_pin_memory: bool
@@ -171,6 +172,7 @@ def read_settings(config: dict[str, Any] | None, model: ModelSpec, gpus: int,
         sub_group_size=zint("sub_group_size"),
         prefetch_bucket_size=prefetch,
         param_persistence_threshold=persistence,
+        model_persistence_threshold=zint("stage3_model_persistence_threshold", "model_persistence_threshold"),
         max_live_parameters=zint("stage3_max_live_parameters", "max_live_parameters"),
         offload_optimizer=oo_device,
         offload_optimizer_pin_memory=_offload_bool(oo, "offload_optimizer", "pin_memory"),

@@ -17,6 +17,8 @@ from fractions import Fraction
 
 from zeroadvisor.memory import bytes as B
 from zeroadvisor.memory.options import Option
+from zeroadvisor.memory.persistence import full_copy_elements, persistent
+from zeroadvisor.memory import persistence
 from zeroadvisor.memory.partition import Layout, layout_stage12, step_gradient_elements
 from zeroadvisor.memory.settings import Settings
 from zeroadvisor.memory.terms import Term, ceil_div, exact
@@ -342,6 +344,16 @@ def _stage3(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, notes: li
             terms.append(Term("parameters", "nvme", w * (part - in_cpu), "lp_params",
                               f"{s.precision} parameters beyond offload_param.max_in_cpu on NVMe",
                               f"{w} B/param / N", "swap_tensor/partitioned_param_swapper.py"))
+
+    # ---- persistent parameters: whole on every rank next to their partition (memory/persistence.py)
+    keep = persistent(spec, s.param_persistence_threshold, s.model_persistence_threshold, N, notes)
+    full = full_copy_elements(keep, N, opt.offload_param != "none")
+    if full:
+        terms.append(Term("parameters", "gpu", w * full, "persistent",
+                          f"{s.precision} full copies of {keep.count:,} persistent parameters "
+                          f"(numel ≤ stage3_param_persistence_threshold {s.param_persistence_threshold:,}; "
+                          f"{keep.elements:,} elements, {keep.how}; {keep.kind})",
+                          f"{w} B × Σ ceil(numel/N)·N" if N > 1 else f"{w} B × numel", persistence.SOURCE))
 
     # ---- sub-groups (the optimizer steps one sub-group of the partition at a time)
     sub = min(s.sub_group_size, part) if s.sub_group_size > 0 else part

@@ -118,6 +118,29 @@ FIELDS: tuple[DescriptionField, ...] = (
     ),
     DescriptionField("vocab_size", "architecture", _POSITIVE, "an integer > 0", "Vocabulary size."),
     DescriptionField(
+        "encoder_layers",
+        "architecture",
+        _POSITIVE,
+        "an integer > 0",
+        "Encoder-decoder models: layers of the encoder stack (run over the source sequence).",
+    ),
+    DescriptionField(
+        "decoder_layers",
+        "architecture",
+        _POSITIVE,
+        "an integer > 0",
+        "Encoder-decoder models: layers of the decoder stack (run over the target sequence, with "
+        "cross-attention to the source).",
+    ),
+    DescriptionField(
+        "lm_head",
+        "architecture",
+        {"type": "boolean"},
+        "true or false",
+        "Whether the model computes vocabulary-wide logits (a language-model head, as *ForCausalLM, "
+        "*ForMaskedLM, *ForConditionalGeneration); false for classifiers. Unknown: assumed true.",
+    ),
+    DescriptionField(
         "sequence_length",
         "training",
         _POSITIVE,
@@ -579,11 +602,19 @@ def load_description(path: str | Path, peft: Mapping[str, Any] | None = None) ->
             count = parse_count(data["parameters"])
         except ModelError as err:
             raise doc.error(err.message, "parameters") from None
+        stacks = [data[name] for name in ("encoder_layers", "decoder_layers") if name in data]
+        if stacks and "num_layers" in data and data["num_layers"] != sum(stacks):
+            raise doc.error(
+                f"num_layers {data['num_layers']} is not encoder_layers + decoder_layers ({sum(stacks)})",
+                "num_layers",
+            )
         spec = ModelSpec(
             parameters=count,
             source=doc.file,
             **{name: data[name] for name in ARCHITECTURE_FIELDS if name in data},
         )
+        if stacks and spec.num_layers is None:
+            spec = dataclasses.replace(spec, num_layers=sum(stacks))
     shape = TrainingShape(
         sequence_length=data.get("sequence_length"),
         activation_checkpointing=data.get("activation_checkpointing", "none"),

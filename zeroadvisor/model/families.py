@@ -58,7 +58,8 @@ class Arch:
     # the counted class has no output embedding (a base model, a classifier).
     tied: bool | None = None
     notes: tuple[str, ...] = ()
-    encoder_decoder: bool = False  # a decoder stack that runs on the target sequence
+    encoder_layers: int | None = None  # encoder-decoder stacks (T5); num_layers is their sum
+    decoder_layers: int | None = None
 
 
 # --------------------------------------------------------------------------- helpers
@@ -518,7 +519,8 @@ def _t5(c: Cfg, L: Layout, head: str) -> Arch:
         raise AssertionError(head)
     layers = enc_n + dec_n if has_decoder else enc_n
     notes = (f"num_layers counts {enc_n} encoder + {dec_n} decoder blocks",) if has_decoder else ()
-    return Arch(layers, d, n, n, dkv, ff, V, gated=gated, tied=tied, notes=notes, encoder_decoder=has_decoder)
+    return Arch(layers, d, n, n, dkv, ff, V, gated=gated, tied=tied, notes=notes,
+                encoder_layers=enc_n if has_decoder else None, decoder_layers=dec_n if has_decoder else None)
 
 
 # --------------------------------------------------------------------------- the table

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from zeroadvisor.model.activation_facts import LM_HEADS, layer_facts
 from zeroadvisor.model.errors import GIVE_PARAMETERS, ModelError
 from zeroadvisor.model.families import (
     CAUSAL_LM,
@@ -24,7 +25,7 @@ from zeroadvisor.model.families import (
     Family,
 )
 from zeroadvisor.model.hfconfig import fmt, resolve
-from zeroadvisor.model.layout import Layout, Module, totals
+from zeroadvisor.model.layout import Layout, Module, parameter_sizes, totals
 from zeroadvisor.model.spec import ModelSpec
 
 SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(sorted(FAMILIES))
@@ -96,6 +97,7 @@ def spec_from_hf_config(config: Mapping[str, Any], source: str = "") -> ModelSpe
     model_type or architecture class, a missing required key, or a malformed value.
     """
     family, arch_class, modules, arch, notes = layout_from_hf_config(config)
+    head = family.heads[arch_class]
     t = totals(modules)
     notes.insert(
         0,
@@ -119,9 +121,13 @@ def spec_from_hf_config(config: Mapping[str, Any], source: str = "") -> ModelSpe
         embedding_parameters=t.embedding,
         tied_embeddings=arch.tied,
         checkpoint_dtype=checkpoint_dtype(config),
-        encoder_decoder=arch.encoder_decoder,
         source=source,
         notes=tuple(notes),
+        parameter_sizes=parameter_sizes(modules),
+        encoder_layers=arch.encoder_layers,
+        decoder_layers=arch.decoder_layers,
+        lm_head=head in LM_HEADS,
+        layer_facts=layer_facts(family.model_type, config, head),
     )
 
 

@@ -137,6 +137,17 @@ def totals(modules: list[Module]) -> Totals:
     )
 
 
+def parameter_sizes(modules: list[Module]) -> tuple[tuple[int, int], ...]:
+    """(numel, count) of every parameter tensor once (a tied copy is the tensor listed elsewhere),
+    smallest first: the multiset of ``p.numel() for p in model.parameters()``."""
+    counts: Counter[int] = Counter()
+    for m in modules:
+        for p in m.params:
+            if not p.shared:
+                counts[p.numel] += m.count
+    return tuple(sorted(counts.items()))
+
+
 def census(modules: list[Module]) -> Counter[int]:
     """How many modules own how many parameters directly (modules owning none left out):
     the oracle test compares this with the real model, module by module."""

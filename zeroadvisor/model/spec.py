@@ -17,6 +17,26 @@ MAX_DIMENSION = 2**30
 
 
 @dataclass(frozen=True, slots=True)
+class LayerFacts:
+    """What transformers' modelling code of a family keeps for backward, beyond the shapes
+    (memory/activations.py). Each value cites the transformers/torch code it follows where it is set
+    (model/activation_facts.py); a ModelSpec without them is costed with Korthikanti et al.'s
+    assumptions (LayerNorm, GeLU, dropout masks everywhere)."""
+
+    norm: str = "layernorm"  # "layernorm" | "rmsnorm" (LlamaRMSNorm: fp32 upcast) | "t5" (T5LayerNorm)
+    activation: str = "gelu"  # MLP activation; "relu" keeps its output (shared with the next linear)
+    attention_dropout: float | None = None  # on the attention probabilities; None: unknown (a mask counted)
+    hidden_dropout: float | None = None  # on the embeddings, the attention output and the MLP output
+    mlp_dropout: float = 0.0  # between the activation and the down projection (T5DenseActDense)
+    softmax_fp32: bool = False  # eager attention keeps its softmax output in fp32 (Llama-family eager)
+    loss_in_fp32: bool = True  # the loss upcasts the logits (transformers loss_utils ForCausalLMLoss)
+    norms_per_layer: int = 2  # decoder layers of an encoder-decoder add one for cross-attention
+    final_dropout: bool = False  # a dropout after each stack's final norm (T5Stack)
+    relative_position_buckets: bool = False  # int64 (s, s) bucket indices per stack (T5Attention.compute_bias)
+    head_transform: bool = False  # dense + activation + LayerNorm before the LM decoder (BertLMPredictionHead)
+
+
+@dataclass(frozen=True, slots=True)
 class ModelSpec:
     """Architecture facts; counts are exact when derived from a Hugging Face config.
 
@@ -49,9 +69,6 @@ class ModelSpec:
     # The dtype config.json stores the weights in ("dtype", formerly "torch_dtype"), as fp32/fp16/bf16;
     # None when not given or another dtype. transformers 5 loads in it by default (see LoadInputs).
     checkpoint_dtype: str | None = None
-    # An encoder and a decoder stack (T5ForConditionalGeneration): the decoder runs on the target
-    # sequence, whose length is TrainingShape.target_length.
-    encoder_decoder: bool = False
     # LoRA/QLoRA (model/peft.py): the parameters the optimizer gets (adapters + modules_to_save copies),
     # exactly as peft's print_trainable_parameters counts them; None: every parameter trains. With PEFT
     # every one of ``parameters`` is frozen.
@@ -88,6 +105,23 @@ class LoadInputs:
     zero_init: bool | None = None  # parameters created under deepspeed.zero.Init (stage 3 only)
     meta_device: bool | None = None  # built on the meta device, weights materialised on the GPU (no host copy)
     script_moves_to_gpu: bool = False  # the script calls model.cuda() itself before deepspeed.initialize
+    # Every parameter's element count once (tied tensors once), as (numel, how many parameters of that size),
+    # order unknown: the multiset of model.parameters() sizes, exact from a Hugging Face config. What the
+    # stage-3 persistence threshold selects from (zero/parameter_offload.py mark_persistent_parameters).
+    parameter_sizes: tuple[tuple[int, int], ...] | None = None
+    # Encoder-decoder models (T5, BART): the layers of each stack (num_layers is their sum). The encoder runs
+    # over the source sequence, the decoder over the target with cross-attention to the source.
+    encoder_layers: int | None = None
+    decoder_layers: int | None = None
+    # Whether the counted class computes vocabulary-wide logits (an LM head: *ForCausalLM, *ForMaskedLM,
+    # *ForConditionalGeneration); False for classifiers and base models; None: unknown (an LM head assumed).
+    lm_head: bool | None = None
+    layer_facts: LayerFacts | None = None
+
+    @property
+    def encoder_decoder(self) -> bool:
+        """An encoder and a decoder stack: the decoder runs on TrainingShape.target_length."""
+        return self.decoder_layers is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +129,7 @@ class TrainingShape:
     """How the model is run: the inputs to the activation estimate, and the values a flag or the
     model description gives where the DeepSpeed config leaves them open (None: not given)."""
 
-    sequence_length: int | None = None
+    sequence_length: int | None = None  # encoder-decoder: the source (encoder) length
     activation_checkpointing: Checkpointing = "none"
     flash_attention: bool = True
     target_length: int | None = None  # encoder-decoder: decoder tokens per sample (None: sequence_length)

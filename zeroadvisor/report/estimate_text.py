@@ -84,6 +84,11 @@ def render(estimate: Estimate, unit: str = "GB", ascii_only: bool = False, expla
         for k in estimate.skipped:
             lines += _wrap(f"{labels.option_header(k.option)}: {k.reason}")
         lines.append("")
+    if m.notes:  # from the model description (e.g. a config.json): data, escaped by _wrap
+        lines.append("Model notes:")
+        for note in m.notes:
+            lines += _wrap(note)
+        lines.append("")
     if estimate.assumptions:
         lines.append("Assumptions:")
         for note in estimate.assumptions:

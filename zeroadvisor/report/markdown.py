@@ -61,6 +61,11 @@ def render(path: str, findings: list[Finding], estimate, usable: int | None, gpu
                    + " | ".join(f"{scale(st.peak_host_per_node, unit):.0f}" for st in stages) + " |")
         out.append(f"| {labels.FITS} | " + " | ".join(_VERDICT[st.verdict] for st in stages) + " |")
         out.append("")
+        if m.notes:  # from the model description (a config.json can put any text here): escaped
+            out.append("**Model notes**")
+            out.append("")
+            out += [f"- {inline(note)}" for note in m.notes]
+            out.append("")
     if findings:
         out.append("**Findings**")
         out.append("")

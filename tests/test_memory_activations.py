@@ -1,0 +1,159 @@
+"""Activations (memory/activations.py): hand calculations, and the real transformers measurement.
+
+Without layer details (no hf_config) the estimate keeps Korthikanti et al.'s assumptions (LayerNorm,
+GeLU, 1-byte dropout masks, 2-byte activations): per layer sbh·34 + 5·as²b (Eq. 1), plus the two
+LayerNorms' fp32 mean and rstd (8 bytes per token each, torch native_layer_norm on CUDA). Outside the
+layers, per token: int64 ids 8, embedding dropout mask h, final norm 2h + 8, LM-head input 2h.
+"""
+
+from __future__ import annotations
+
+from zeroadvisor.memory.activations import activation_bytes
+from zeroadvisor.memory.estimate import Cluster, estimate
+from zeroadvisor.model.hf import spec_from_hf_config
+from zeroadvisor.model.spec import ModelSpec, TrainingShape
+
+P = 7_000_000_000
+GPT = dict(num_layers=1, hidden_size=4096, num_attention_heads=32, intermediate_size=4 * 4096, gated_mlp=False)
+
+
+def act(spec_kw, seq=2048, ckpt="none", flash=False, mbs=1, precision="fp16", target=None):
+    spec = ModelSpec(parameters=P, **spec_kw)
+    shape = TrainingShape(sequence_length=seq, activation_checkpointing=ckpt, flash_attention=flash,
+                          target_length=target)
+    return activation_bytes(spec, shape, mbs, precision)
+
+
+def outside(s, b, h, e=2):
+    return s * b * (8 + h + (e * h + 8) + e * h)
+
+
+def test_korthikanti_eq1_per_layer():
+    s, b, h, a = 2048, 1, 4096, 32
+    # Eq. 1: sbh(34 + 5as/h) per layer + 2 LayerNorms × 8 B of statistics per token; no vocabulary: no logits
+    assert act(GPT).nbytes == s * b * (34 * h + 16) + 5 * a * s * s * b + outside(s, b, h)
+    assert act(GPT).per_layer == s * b * (34 * h + 16) + 5 * a * s * s * b
+    # fused attention: the 5as²b score term goes; fp32 log-sum-exp 4·asb is kept
+    assert act(GPT, flash=True).nbytes == s * b * (34 * h + 16 + 4 * a) + outside(s, b, h)
+    # selective recomputation (eager): the scores are recomputed
+    assert act(GPT, ckpt="selective").nbytes == s * b * (34 * h + 16) + outside(s, b, h)
+    # micro batch scales linearly
+    assert act(GPT, flash=True, mbs=4).nbytes == 4 * act(GPT, flash=True).nbytes
+
+
+def test_full_recompute_and_the_loss_peak():
+    s, b, h, a, L, V = 2048, 1, 4096, 32, 24, 50_000
+    kw = {**GPT, "num_layers": L, "vocab_size": V}
+    # full: 2sbh per layer input + one layer (34sbh + 16sb + 5as²b) during its recompute. Loss (an LM head
+    # assumed, upcast to fp32 as transformers' ForCausalLMLoss does): fp32 log-probs, their gradient and the
+    # logits' gradient, 3 × 4 B × sbV, + the int64 labels 8sb
+    layer = s * b * (34 * h + 16) + 5 * a * s * s * b
+    expected = L * 2 * s * b * h + layer + outside(s, b, h) + 12 * s * b * V + 8 * s * b
+    result = act(kw, ckpt="full")
+    assert result.nbytes == expected
+    assert result.logits == 12 * s * b * V + 8 * s * b
+    assert any("head unknown" in n for n in result.notes)
+
+
+def test_gqa_and_gated_mlp_constants():
+    s, b, h, a = 1024, 2, 4096, 32
+    kv_heads, d, f = 8, 128, 14336  # Llama-3-8B-like
+    kw = dict(num_layers=1, hidden_size=h, num_attention_heads=a, num_key_value_heads=kv_heads, head_dim=d,
+              intermediate_size=f, gated_mlp=True)
+    kv = kv_heads * d
+    # fused attention: input 2h, Q 2h, K and V 2kv each, out-proj input 2h, output dropout mask h, LSE 4a;
+    # gated MLP: input 2h + (GeLU input, its output, up, product) 4 × 2f + mask h; 2 LayerNorms 2 × (2h + 8)
+    attention = 2 * h + 2 * h + 4 * kv + 2 * h + h + 4 * a
+    mlp = 2 * h + 8 * f + h
+    expected = s * b * (attention + mlp + 2 * (2 * h + 8)) + outside(s, b, h)
+    assert act(kw, seq=s, mbs=b, flash=True).nbytes == expected
+
+
+def test_fp32_activations_double_but_masks_do_not():
+    s, b, h, a = 2048, 1, 4096, 32
+    # e = 4: attention 5 × 4h + mask h, MLP 4h + 2 × 4 × 4h + mask h, LayerNorms 2 × (4h + 8), LSE 4a
+    per_layer = 21 * h + 37 * h + 8 * h + 16 + 4 * a
+    assert act(GPT, flash=True, precision="fp32").nbytes == s * b * per_layer + outside(s, b, h, e=4)
+
+
+# tiny T5 (d_model 128, d_ff 512, 4 heads of 32, 2 + 2 layers, vocab 1000, ReLU, dropout 0.1) as
+# benchmarks/calibrate_activations.py builds it
+T5 = {"model_type": "t5", "architectures": ["T5ForConditionalGeneration"], "d_model": 128, "d_ff": 512,
+      "d_kv": 32, "num_heads": 4, "num_layers": 2, "num_decoder_layers": 2, "vocab_size": 1000}
+
+
+def t5(precision="bf16", target=32, **extra):
+    spec = spec_from_hf_config({**T5, **extra})
+    return activation_bytes(spec, TrainingShape(sequence_length=64, target_length=target, flash_attention=False),
+                            4, precision)
+
+
+def test_t5_layers_match_real_transformers():
+    # bytes autograd saved per layer in transformers 5.24 (saved_tensors_hooks, b 4, source 64, target 32, bf16,
+    # eager; benchmarks/activations.md): encoder layer 1,968,128, decoder layer 1,443,328. By hand, per
+    # encoder token (e 2, h 128, f 512): 2 T5LayerNorms 2 × (4h + 2·2h + 4) = 2056; attention input, Q, K, V,
+    # out-proj input 5 × 2h + output mask h = 1408; MLP input 2h + ReLU output 2f + dropout mask f + dropped 2f
+    # + output mask h = 2944; × 256 tokens, + scores 4 heads × 64² × 4 × (2 + 2 + 1) = 327,680
+    parts = dict(t5().parts)
+    assert parts["encoder layer"] == 256 * (2056 + 1408 + 2944) + 327_680 == 1_968_128
+    assert parts["decoder layer"] == 1_443_328
+
+
+def test_t5_loss_stays_in_the_model_dtype_and_target_length_is_used():
+    # T5ForConditionalGeneration: nn.CrossEntropyLoss on bf16 logits: 3 × 2 B × target tokens × V + labels
+    result = t5()
+    assert result.logits == 3 * 2 * 4 * 32 * 1000 + 8 * 4 * 32
+    same = t5(target=None)  # target unknown: the source length, said
+    assert any("target (decoder) length not given" in n for n in same.notes)
+    assert same.logits == 3 * 2 * 4 * 64 * 1000 + 8 * 4 * 64
+
+
+def test_classifier_has_no_vocabulary_logits():
+    spec = spec_from_hf_config({"model_type": "bert", "architectures": ["BertForSequenceClassification"],
+                                "hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+                                "intermediate_size": 512, "vocab_size": 30522, "max_position_embeddings": 512,
+                                "type_vocab_size": 2})
+    assert spec.lm_head is False
+    result = activation_bytes(spec, TrainingShape(sequence_length=128), 8, "fp16")
+    assert result.logits == 0
+    mlm = spec_from_hf_config({**{"model_type": "bert", "architectures": ["BertForMaskedLM"]},
+                               "hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+                               "intermediate_size": 512, "vocab_size": 30522, "max_position_embeddings": 512,
+                               "type_vocab_size": 2})
+    # BertForMaskedLM: nn.CrossEntropyLoss on fp16 logits, 3 × 2 B
+    assert activation_bytes(mlm, TrainingShape(sequence_length=128), 8, "fp16").logits == \
+        3 * 2 * 8 * 128 * 30522 + 8 * 8 * 128
+    described = ModelSpec(parameters=P, **GPT, vocab_size=1000, lm_head=False)
+    assert activation_bytes(described, TrainingShape(sequence_length=128), 1, "fp16").logits == 0
+
+
+def test_no_dropout_no_masks():
+    # Llama: attention_dropout 0.0 and no residual dropout: no masks; RMSNorm keeps an fp32 copy
+    llama = spec_from_hf_config({"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 128,
+                                 "intermediate_size": 344, "num_hidden_layers": 2, "num_attention_heads": 4,
+                                 "num_key_value_heads": 2, "vocab_size": 1000})
+    s, b, h, f, kv, a = 64, 4, 128, 344, 64, 4
+    # SDPA, bf16: 2 RMSNorms 2 × (4h + 2h + 4); input, Q, K, V (kv), out-proj input; LSE 4a; MLP input 2h +
+    # 4 × 2f (SiLU input, its output, up, product)
+    per_token = 2 * (6 * h + 4) + (2 * h + 2 * h + 4 * kv + 2 * h + 4 * a) + (2 * h + 8 * f)
+    assert activation_bytes(llama, TrainingShape(sequence_length=s), b, "bf16").per_layer == s * b * per_token
+
+
+def test_estimate_counts_the_activation_term():
+    spec = ModelSpec(parameters=P, **GPT)
+    result = estimate({"fp16": {"enabled": True}}, spec, TrainingShape(sequence_length=2048), Cluster(gpus=1))
+    assert result.stage(1).per_gpu["activations"] == act(GPT, flash=True).nbytes
+
+
+def test_t5_under_sdpa_keeps_a_position_bias_per_attention():
+    # sdpa_attention.py create_position_bias_mask: torch.where(padding mask, position_bias, min) is a new
+    # (b, a, q, k) tensor per attention; the fused kernel keeps it for the bias gradient (a bound). Per encoder
+    # layer a·s²·b·e, per decoder layer a·t²·b·e (self) + a·t·s·b·e (cross); 2 + 2 layers, 4 heads, bf16
+    spec = spec_from_hf_config(T5)
+    fused = activation_bytes(spec, TrainingShape(sequence_length=64, target_length=32), 4, "bf16")
+    enc, dec = dict(fused.parts)["encoder layer"], dict(fused.parts)["decoder layer"]
+    no_bias = dict(activation_bytes(spec_from_hf_config({**T5, "model_type": "t5"}),
+                                    TrainingShape(sequence_length=64, target_length=32,
+                                                  activation_checkpointing="selective"), 4, "bf16").parts)
+    assert enc - no_bias["encoder layer"] == 4 * 64 * 64 * 4 * 2
+    assert dec - no_bias["decoder layer"] == 4 * 32 * 32 * 4 * 2 + 4 * 32 * 64 * 4 * 2

@@ -1,0 +1,117 @@
+"""What a family's modelling code keeps for backward (ModelSpec.layer_facts), from its config.json.
+
+One row per model_type, read from transformers 5.24 ``models/<type>/configuration_<type>.py`` (the
+dropout and activation keys and their defaults) and ``modeling_<type>.py`` (the norm class, whether the
+eager attention takes its softmax in fp32, how the loss treats the logits). memory/activations.py
+turns the facts into bytes; benchmarks/calibrate_activations.py checks them on real models.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from zeroadvisor.model.families import CAUSAL_LM, MLM, PRETRAINING, SEQ2SEQ_LM
+from zeroadvisor.model.spec import LayerFacts
+
+LM_HEADS = frozenset({CAUSAL_LM, MLM, PRETRAINING, SEQ2SEQ_LM})  # heads with vocabulary-wide logits
+# Heads whose loss upcasts the logits: self.loss_function -> loss/loss_utils.py ForCausalLMLoss
+# (logits.float()). BertForMaskedLM/BertForPreTraining/RobertaForMaskedLM and T5ForConditionalGeneration call
+# nn.CrossEntropyLoss on the model-dtype logits.
+UPCAST_LOSS_HEADS = frozenset({CAUSAL_LM})
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    norm: str  # "layernorm" | "rmsnorm" | "gemma" | "t5"
+    attention_dropout: tuple[tuple[str, ...], float] | None  # config keys (first present wins), class default
+    hidden_dropout: tuple[tuple[str, ...], float] | None
+    activation: tuple[tuple[str, ...], str]
+    softmax_fp32: bool = False  # eager_attention_forward: softmax(..., dtype=torch.float32)
+    mlp_dropout: tuple[tuple[str, ...], float] | None = None
+    final_dropout: bool = False
+    relative_position_buckets: bool = False
+    lm_head_transform: bool = False  # BertLMPredictionHead / RobertaLMHead: dense + act + LayerNorm
+
+
+def _llama(act: str = "silu", norm: str = "rmsnorm") -> Row:
+    # LlamaConfig & co.: attention_dropout 0.0, no residual/embedding dropout; eager softmax in fp32
+    return Row(norm, (("attention_dropout",), 0.0), ((), 0.0), (("hidden_act",), act), softmax_fp32=True)
+
+
+ROWS: dict[str, Row] = {
+    **{t: _llama() for t in ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe",
+                              "deepseek_v2", "deepseek_v3")},
+    "gpt_oss": Row("rmsnorm", (("attention_dropout",), 0.0), ((), 0.0), (("hidden_act",), "silu")),
+    # GemmaRMSNorm: x.float() normalised and scaled in fp32, then cast (gemma/modeling_gemma.py)
+    "gemma": _llama("gelu_pytorch_tanh", "gemma"),
+    "gemma2": _llama("gelu_pytorch_tanh", "gemma"),
+    "gemma3_text": _llama("gelu_pytorch_tanh", "gemma"),
+    "phi": Row("layernorm", (("attention_dropout",), 0.0), (("resid_pdrop",), 0.0), (("hidden_act",), "gelu_new"),
+               softmax_fp32=True),
+    "phi3": Row("rmsnorm", (("attention_dropout",), 0.0), (("resid_pdrop",), 0.0), (("hidden_act",), "silu"),
+                softmax_fp32=True),
+    "gpt2": Row("layernorm", (("attn_pdrop",), 0.1), (("resid_pdrop",), 0.1), (("activation_function",), "gelu_new")),
+    "gpt_neox": Row("layernorm", (("attention_dropout",), 0.0), (("hidden_dropout",), 0.0), (("hidden_act",), "gelu"),
+                    softmax_fp32=True),
+    "gptj": Row("layernorm", (("attn_pdrop",), 0.0), (("resid_pdrop",), 0.0), (("activation_function",), "gelu_new")),
+    "falcon": Row("layernorm", (("attention_dropout",), 0.0), (("hidden_dropout",), 0.0), (("activation",), "gelu")),
+    "bloom": Row("layernorm", (("attention_dropout",), 0.0), (("hidden_dropout",), 0.0), ((), "gelu"),
+                 softmax_fp32=True),
+    "opt": Row("layernorm", (("attention_dropout",), 0.0), (("dropout",), 0.1), (("activation_function",), "relu"),
+               softmax_fp32=True),
+    "mpt": Row("layernorm", ((), 0.0), (("resid_pdrop",), 0.0), ((), "gelu")),
+    "starcoder2": Row("layernorm", (("attention_dropout",), 0.0), (("residual_dropout",), 0.0),
+                      (("hidden_act",), "gelu_pytorch_tanh"), softmax_fp32=True),
+    # BertConfig/RobertaConfig: attention_probs_dropout_prob 0.1, hidden_dropout_prob 0.1; eager softmax in the
+    # model dtype (measured: benchmarks/activations.md)
+    "bert": Row("layernorm", (("attention_probs_dropout_prob",), 0.1), (("hidden_dropout_prob",), 0.1),
+                (("hidden_act",), "gelu"), lm_head_transform=True),
+    "roberta": Row("layernorm", (("attention_probs_dropout_prob",), 0.1), (("hidden_dropout_prob",), 0.1),
+                   (("hidden_act",), "gelu"), lm_head_transform=True),
+    # T5Config: one dropout_rate for attention probabilities, outputs and T5DenseActDense's inner dropout;
+    # feed_forward_proj "relu" | "gated-gelu" (T5Config: dense_act_fn "gelu_new"); T5Stack drops out after its
+    # final norm; block 0's relative_attention_bias looks up int64 (q, k) buckets
+    "t5": Row("t5", (("dropout_rate",), 0.1), (("dropout_rate",), 0.1), (("feed_forward_proj",), "relu"),
+              mlp_dropout=(("dropout_rate",), 0.1), final_dropout=True, relative_position_buckets=True),
+}
+
+
+def _value(config: Mapping[str, Any], spec: tuple[tuple[str, ...], Any] | None) -> Any:
+    if spec is None:
+        return None
+    keys, default = spec
+    for key in keys:
+        value = config.get(key)
+        if value is not None:
+            return value
+    return default
+
+
+def _probability(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None  # not a number: unknown, a mask is counted
+    return float(value)
+
+
+def layer_facts(model_type: str, config: Mapping[str, Any], head: str) -> LayerFacts | None:
+    """The facts for a supported family (None for a model_type without a row)."""
+    row = ROWS.get(model_type)
+    if row is None:
+        return None
+    act = str(_value(config, row.activation))
+    if model_type == "t5":  # T5Config.__init__: "gated-gelu" runs dense_act_fn "gelu_new", else the named act
+        act = "gelu_new" if act == "gated-gelu" else act.split("-")[-1]
+    return LayerFacts(
+        norm=row.norm,
+        activation=act,
+        attention_dropout=_probability(_value(config, row.attention_dropout)),
+        hidden_dropout=_probability(_value(config, row.hidden_dropout)),
+        mlp_dropout=_probability(_value(config, row.mlp_dropout)) or 0.0,
+        softmax_fp32=row.softmax_fp32,
+        loss_in_fp32=head in UPCAST_LOSS_HEADS,
+        final_dropout=row.final_dropout,
+        relative_position_buckets=row.relative_position_buckets,
+        head_transform=row.lm_head_transform and head in LM_HEADS,
+    )
