@@ -80,6 +80,24 @@ class ModelSpec:
     largest_quantized_parameters: int = 0
     peft: str | None = None  # e.g. "LoRA r=16 on q_proj, v_proj", for the report
 
+    # Every parameter's element count once (tied tensors once), as (numel, how many parameters of that size),
+    # order unknown: the multiset of model.parameters() sizes, exact from a Hugging Face config. What the
+    # stage-3 persistence threshold selects from (zero/parameter_offload.py mark_persistent_parameters).
+    parameter_sizes: tuple[tuple[int, int], ...] | None = None
+    # Encoder-decoder models (T5, BART): the layers of each stack (num_layers is their sum). The encoder runs
+    # over the source sequence, the decoder over the target with cross-attention to the source.
+    encoder_layers: int | None = None
+    decoder_layers: int | None = None
+    # Whether the counted class computes vocabulary-wide logits (an LM head: *ForCausalLM, *ForMaskedLM,
+    # *ForConditionalGeneration); False for classifiers and base models; None: unknown (an LM head assumed).
+    lm_head: bool | None = None
+    layer_facts: LayerFacts | None = None
+
+    @property
+    def encoder_decoder(self) -> bool:
+        """An encoder and a decoder stack: the decoder runs on TrainingShape.target_length."""
+        return self.decoder_layers is not None
+
 
 @dataclass(frozen=True, slots=True)
 class LoadInputs:
@@ -105,23 +123,6 @@ class LoadInputs:
     zero_init: bool | None = None  # parameters created under deepspeed.zero.Init (stage 3 only)
     meta_device: bool | None = None  # built on the meta device, weights materialised on the GPU (no host copy)
     script_moves_to_gpu: bool = False  # the script calls model.cuda() itself before deepspeed.initialize
-    # Every parameter's element count once (tied tensors once), as (numel, how many parameters of that size),
-    # order unknown: the multiset of model.parameters() sizes, exact from a Hugging Face config. What the
-    # stage-3 persistence threshold selects from (zero/parameter_offload.py mark_persistent_parameters).
-    parameter_sizes: tuple[tuple[int, int], ...] | None = None
-    # Encoder-decoder models (T5, BART): the layers of each stack (num_layers is their sum). The encoder runs
-    # over the source sequence, the decoder over the target with cross-attention to the source.
-    encoder_layers: int | None = None
-    decoder_layers: int | None = None
-    # Whether the counted class computes vocabulary-wide logits (an LM head: *ForCausalLM, *ForMaskedLM,
-    # *ForConditionalGeneration); False for classifiers and base models; None: unknown (an LM head assumed).
-    lm_head: bool | None = None
-    layer_facts: LayerFacts | None = None
-
-    @property
-    def encoder_decoder(self) -> bool:
-        """An encoder and a decoder stack: the decoder runs on TrainingShape.target_length."""
-        return self.decoder_layers is not None
 
 
 @dataclass(frozen=True, slots=True)
