@@ -166,27 +166,41 @@ def test_hpz_secondary_partition_stage3():
 def test_tensor_parallel_activations_follow_korthikanti_eq2():
     # q = kv = h, f = 4h, GeLU MLP, 2-byte activations, explicit scores: per layer
     # sbh (10 + 24 / t) + 5 a s^2 b / t. h 1024, a 16, s 512, b 1, t 2:
-    # 512 x 1024 x 22 + 5 x 16 x 512^2 / 2 = 11,534,336 + 10,485,760
+    # 512 x 1024 x 22 + 5 x 16 x 512^2 / 2 = 11,534,336 + 10,485,760, plus the fp32 mean and rstd of the
+    # two LayerNorms per token (torch native_layer_norm, 8 B; not split by t): 2 x 8 x 512
     spec = ModelSpec(parameters=10**8, num_layers=1, hidden_size=1024, num_attention_heads=16,
                      intermediate_size=4096, gated_mlp=False)
     shape = TrainingShape(sequence_length=512, flash_attention=False)
     act = parallel_activations(spec, shape, 1, "fp16", Parallel(data=1, tensor=2))
-    assert act.per_layer == 512 * 1024 * 22 + 5 * 16 * 512**2 // 2 == 22_020_096
+    assert act.per_layer == 512 * 1024 * 22 + 5 * 16 * 512**2 // 2 + 2 * 8 * 512 == 22_028_288
 
 
 def llama_layer(s: int, b: int, heads: int, scores_heads: int | None = None, seq_for_scores: int = 0) -> int:
-    """Korthikanti per layer generalised (memory/activations.py), bf16: s b [2 (4h + 2q + 2kv + 4f) + 2h]."""
-    linear = s * b * (2 * (4 * H + 2 * H + 2 * H + 4 * F) + 2 * H)
+    """Korthikanti per layer generalised (memory/activations.py), bf16: s b [2 (4h + 2q + 2kv + 4f) + 2h],
+    plus the fp32 mean and rstd of the layer's two LayerNorms, 8 B per token each (native_layer_norm)."""
+    linear = s * b * (2 * (4 * H + 2 * H + 2 * H + 4 * F) + 2 * H + 2 * 8)
     if scores_heads is None:
         return linear + 4 * heads * s * b  # FlashAttention log-sum-exp
     return linear + scores_heads * seq_for_scores**2 * b * (2 * 2 + 1)
 
 
+def outside(s: int) -> int:
+    """Outside the layers, per token: int64 token ids (8), the embedding dropout mask (h), the final LayerNorm
+    (input 2h + stats 8) and the LM-head input (2h)."""
+    return s * (8 + H + 2 * H + 8) + 2 * s * H
+
+
+def loss(s: int) -> int:
+    """The loss peak (ForCausalLMLoss upcasts): fp32 log-probs, their gradient, the logits' gradient, 12 s V,
+    plus the int64 labels."""
+    return 12 * s * V + 8 * s
+
+
 def test_ulysses_sp4_divides_activations_by_4_with_flash():
     s = 4096
     shard = s // 4
-    expected = L * llama_layer(shard, 1, A) + 2 * 2 * shard * H + 2 * 4 * shard * V
-    assert expected == 5_584_715_776
+    expected = L * llama_layer(shard, 1, A) + outside(shard) + loss(shard)
+    assert expected == 5_720_530_944
     act = parallel_activations(LLAMA, TrainingShape(sequence_length=s), 1, "bf16", Parallel(data=8, sequence=4))
     assert act.nbytes == expected
 
@@ -196,21 +210,21 @@ def test_ulysses_scores_hold_heads_over_sp_on_the_whole_sequence():
     s = 4096
     shard = s // 4
     per_layer = llama_layer(shard, 1, A, scores_heads=A // 4, seq_for_scores=s)
-    expected = L * per_layer + 2 * 2 * shard * H + 2 * 4 * shard * V
+    expected = L * per_layer + outside(shard) + loss(shard)
     act = parallel_activations(LLAMA, TrainingShape(sequence_length=s, flash_attention=False), 1, "bf16",
                                Parallel(data=8, sequence=4))
-    assert act.nbytes == expected == 27_055_357_952
+    assert act.nbytes == expected == 27_191_173_120
 
 
 def test_pipeline_first_stage_keeps_all_layers_worth_in_flight():
     # 1F1B: first stage p micro batches x L/p layers = L layers (+ the final norm/head input, a bound);
     # last stage: L/p layers of one micro batch + the fp32 logits and loss. The larger is costed.
     s = 4096
-    first = L * llama_layer(s, 1, A) + 2 * 2 * s * H
-    last = (L // 2) * llama_layer(s, 1, A) + 2 * 2 * s * H + 2 * 4 * s * V
+    first = L * llama_layer(s, 1, A) + outside(s)
+    last = (L // 2) * llama_layer(s, 1, A) + outside(s) + loss(s)
     assert first > last
     act = parallel_activations(LLAMA, TrainingShape(sequence_length=s), 1, "bf16", Parallel(data=4, pipeline=2))
-    assert act.nbytes == first == 21_290_287_104
+    assert act.nbytes == first == 21_309_227_008
 
 
 # ------------------------------------------------------------------ inputs: flags, description, JSON
