@@ -3,7 +3,8 @@
 The order is the expected throughput cost (ZeRO paper §7, field reports in DS#1635,
 DS#6834): a ZeRO stage without offload, the lowest first (ZeRO-0/1/2 move the data-parallel
 volume, 2Ψ per step; ZeRO-3 1.5x that), activation checkpointing (recompute), a smaller micro
-batch with more accumulation (same global batch, smaller kernels), optimizer offload to the CPU,
+batch with more accumulation (same global batch, smaller kernels), Ulysses sequence parallelism
+when even one sample's activations do not fit (an all-to-all per attention layer), optimizer offload to the CPU,
 parameter offload to the CPU, and NVMe (steps 10x-50x slower in user reports). The first
 candidate whose every phase fits with the headroom left free (GPU, and host RAM / NVMe when given) wins.
 
@@ -39,6 +40,15 @@ BUCKET_FALLBACK = 200_000_000
 # The largest micro batch largest_fitting_micro_batch tries (memory grows with it; beyond a few
 # thousand samples per GPU the answer is "all of them").
 MICRO_BATCH_SEARCH_LIMIT = 4096
+# Ulysses degrees the search tries, the smallest (least communication) first.
+SEQUENCE_PARALLEL_DEGREES = (2, 4, 8)
+SP_KEY = "sequence_parallel_size"
+# What the config key alone does not do: DeepSpeed's batch arithmetic reads it (runtime/config.py), but the
+# tokens are split only by an attention the training script wraps.
+SP_SCRIPT_ACTION = ("and in the training script the attention wrapped in deepspeed.sequence.layer."
+                    "DistributedAttention, or with the HF Trainer accelerate's ParallelismConfig(sp_backend="
+                    "\"deepspeed\", sp_size={sp}) (DeepSpeed's UlyssesSPAttentionHF); the config key alone "
+                    "splits nothing")
 # Lint fixes can enable others (a rename, then a value fix); a few rounds settle every real config.
 LINT_ROUNDS = 3
 
@@ -51,6 +61,9 @@ COSTS = {
     "higher-stage": "ZeRO-3 moves 1.5x the data-parallel volume per step (ZeRO paper §7)",
     "checkpointing": "recomputes activations in the backward pass (full: about +33% compute; selective: a few %)",
     "micro-batch": "the same global batch in more, smaller steps (lower GPU efficiency)",
+    "sequence-parallel": "all-to-alls of q, k, v and the attention output in every attention layer, 4Nh/P per link: "
+                         "O(N/P) per GPU, constant when the sequence and the GPUs grow together (DeepSpeed-Ulysses, "
+                         "arXiv:2309.14509); the same global batch in more accumulation steps",
     "offload-optimizer": "the optimizer step runs on the CPU and gradients/parameters cross PCIe every step "
                          "(users report steps several times slower)",
     "offload-param": "parameters cross PCIe in every forward and backward (steps 10x-50x slower in user reports)",
@@ -69,10 +82,17 @@ class Change:
     shape: TrainingShape
     micro_batch: int | None
     description: str
+    # Merge patch of other config keys the change needs (sequence_parallel_size), estimated with it.
+    config_patch: dict[str, Any] | None = None
 
     @property
     def cost(self) -> str:
         return COSTS[self.kind]
+
+    @property
+    def sequence_parallel(self) -> int | None:
+        """The Ulysses degree the change sets (None: it leaves the layout)."""
+        return (self.config_patch or {}).get(SP_KEY)
 
     @property
     def in_training_script(self) -> bool:
@@ -182,6 +202,8 @@ class Searcher:
 
     def _evaluate(self, change: Change) -> tuple[StageEstimate, BucketTuning | None] | None:
         config = self.base if change.micro_batch is None else mp.apply(self.base, {MBS: change.micro_batch})
+        if change.config_patch is not None:
+            config = mp.apply(config, change.config_patch)
         stage = _stage_of(self._estimate(config, change.shape), change.option)
         if stage is None:
             return None
@@ -219,6 +241,7 @@ class Searcher:
             return Outcome(change, stage, None)
         delta = mp.merge(self.option_patch(change.option) if change.option != self.configured else None,
                          self.micro_batch_patch(change.micro_batch) if change.micro_batch is not None else None,
+                         change.config_patch,
                          tuning.patch if tuning is not None else None)
         final = self._lint_closure(mp.apply(self.base, delta))
         checked = _stage_of(self._estimate(final, change.shape), change.option)
@@ -244,7 +267,7 @@ class Searcher:
         found = self._smaller_micro_batch()
         if found is not None:
             return found
-        for change in (*self._offload_changes(), *self._last_resort()):
+        for change in (*self.sequence_parallel_changes(), *self._offload_changes(), *self._last_resort()):
             found = self.outcome(change)
             if found is not None:
                 return found
@@ -345,6 +368,37 @@ class Searcher:
                 best = (fitting, option)
         return self.outcome(self._change("micro-batch", best[1], micro_batch=best[0])) if best else None
 
+    def sequence_parallel_changes(self) -> Iterator[Change]:
+        """Ulysses at each degree of SEQUENCE_PARALLEL_DEGREES, configured option and shape, when one sample's
+        activations are what does not fit (micro batch 1 does not fit: below that a smaller micro batch splits
+        activations without communication). The degree divides the data-parallel ranks (the Ulysses groups are
+        carved from them, runtime/sequence_parallel/parallel_state_sp.py) and the attention and kv heads (the
+        all-to-all scatters heads, sequence/layer.py _SeqAllToAll); no pipeline, whose batch world differs."""
+        layout = self.base_estimate.parallel
+        heads = self.model.num_attention_heads
+        kv_heads = self.model.num_key_value_heads or heads
+        if layout.sequence > 1 or layout.pipeline > 1 or not heads or not self.shape.sequence_length:
+            return
+        if self._fits(self._change("micro-batch", self.configured, micro_batch=1)):
+            return
+        for sp in SEQUENCE_PARALLEL_DEGREES:
+            if layout.data % sp or heads % sp or kv_heads % sp or self.shape.sequence_length % sp:
+                continue
+            patch = self.sequence_parallel_patch(sp)
+            if patch is None:
+                continue
+            yield Change("sequence-parallel", self.configured, self.shape, None,
+                         f"Ulysses sequence parallel {sp} (sequence_parallel_size {sp} in ds_config, "
+                         f"{SP_SCRIPT_ACTION.format(sp=sp)})", patch)
+
+    def sequence_parallel_outcome(self) -> Outcome | None:
+        """The smallest Ulysses degree that fits at the configured option (None: none offered or fits)."""
+        for change in self.sequence_parallel_changes():
+            found = self.outcome(change)
+            if found is not None:
+                return found
+        return None
+
     def _offload_changes(self) -> Iterator[Change]:
         for stage in range(max(self.configured.stage, 1), 4):
             yield self._change("offload-optimizer", Option(stage, "cpu"))
@@ -372,6 +426,23 @@ class Searcher:
         return Change(kind, option, shape or self.shape, micro_batch, ", ".join(words))
 
     # -- patches -----------------------------------------------------------------------------------
+    def sequence_parallel_patch(self, sp: int) -> dict[str, Any] | None:
+        """``sequence_parallel_size`` sp with the batch keys DeepSpeed's assertion then accepts. Its batch world is
+        the GPUs / sp (runtime/config.py DeepSpeedConfig.__init__), so a written train_batch_size keeps the global
+        batch with sp times the accumulation, and the micro batch is written so DeepSpeed does not derive a larger
+        one. None where a batch key is "auto" (the integration fills it from its own world size)."""
+        patch: dict[str, Any] = {SP_KEY: sp}
+        if any(self.base.get(key) == AUTO for key in (TBS, MBS, GAS)):
+            return None
+        tbs = _count(self.base.get(TBS))
+        if TBS not in self.base:
+            return patch  # DeepSpeed derives train_batch_size from micro batch x accumulation x GPUs / sp
+        world = dsconfig.data_parallel_size(mp.apply(self.base, patch), self.cluster.gpus)
+        micro = self.current_micro_batch
+        if tbs is None or not float(world).is_integer() or tbs % (micro * int(world)):
+            return None
+        return {**patch, MBS: micro, GAS: tbs // (micro * int(world))}
+
     def option_patch(self, option: Option) -> dict[str, Any]:
         """Merge patch that makes the base config run ``option`` (stage and offload devices)."""
         zero: dict[str, Any] = {"stage": option.stage}

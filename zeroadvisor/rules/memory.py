@@ -109,7 +109,8 @@ DOES_NOT_FIT = Rule(
         "as the driver reports it. The fix "
         "is the cheapest change that fits, searched in order of expected throughput cost: a lower "
         "stage, a higher stage, activation checkpointing, a smaller micro batch with more gradient "
-        "accumulation, optimizer offload to the CPU, parameter offload to the CPU, NVMe. When nothing "
+        "accumulation, Ulysses sequence parallelism (when even micro batch 1 does not fit), optimizer "
+        "offload to the CPU, parameter offload to the CPU, NVMe. When nothing "
         "fits the message says what is missing and by how much."
     ),
     check=_does_not_fit,
@@ -187,6 +188,11 @@ def _activations_dominate(ctx):
     flash = a.search.flash_attention_outcome()
     if flash is not None:
         savings.append(f"FlashAttention saves {a.fmt(acts - flash.per_gpu['activations'])}")
+    if largest is None:  # one sample's activations do not fit: Ulysses splits its tokens
+        ulysses = a.search.sequence_parallel_outcome()
+        if ulysses is not None:
+            savings.append(f"Ulysses sequence parallel {ulysses.change.sequence_parallel} fits "
+                           f"({a.fmt(ulysses.stage.peak_gpu)} per GPU at peak)")
     # No fix: when the micro batch must shrink, the configured run does not fit and does-not-fit
     # proposes the cheapest change, a smaller micro batch among them.
     yield Hit(_anchor(ctx),
@@ -203,7 +209,8 @@ ACTIVATIONS_DOMINATE = Rule(
         "ZeRO partitions model states (parameters, gradients, optimizer states), not activations "
         "(DS#2302: 'ZeRO is designed to solve model states, not activations'). Long sequences without "
         "checkpointing are dominated by activations (Korthikanti et al. 2022). The message names the "
-        "largest micro batch that fits and what checkpointing or FlashAttention would save; the fix, when "
+        "largest micro batch that fits, what checkpointing or FlashAttention would save and, when even one "
+        "sample does not fit, the smallest Ulysses sequence-parallel degree that fits; the fix, when "
         "the run does not fit, is does-not-fit's."
     ),
     check=_activations_dominate,

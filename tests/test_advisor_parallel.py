@@ -1,0 +1,132 @@
+"""Advice on parallel layouts: Ulysses sequence parallelism when one sample's activations do not fit, and
+offload advice on AutoTP configs costed over the data-parallel degree (GPUs / tensor).
+
+Hand arithmetic (Llama-2-7B, h 4096, f 11008, 32 layers, 32 heads, vocab 32000, 6,738,415,616 parameters):
+one block's linears are 4·4096² = 67,108,864 (q, k, v, o) + 3·4096·11008 = 135,266,304 (gate, up, down);
+AutoTP 2 keeps half of them, 32·202,375,168 / 2 = 3,238,002,688, plus the 262,410,240 it leaves whole
+(embeddings, head, norms) = 3,500,412,928 parameters per GPU. ZeRO partitions them over the data-parallel
+degree 8 / 2 = 4 (runtime/engine.py: the data-parallel group of the (world/tp, tp) mesh).
+DeepSpeed's batch assertion divides the world by sequence_parallel_size (runtime/config.py
+DeepSpeedConfig.__init__): train_batch_size 16 at micro batch 1 on 8 GPUs with sp 4 needs 16 / (1·8/4) = 8
+accumulation steps.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from zeroadvisor.advisor.check import CheckOptions, check_document
+from zeroadvisor.advisor.search import Searcher
+from zeroadvisor.config.source import parse
+from zeroadvisor.fix import merge_patch as mp
+from zeroadvisor.memory.estimate import Cluster, estimate
+from zeroadvisor.model.hf import spec_from_hf_config
+from zeroadvisor.model.spec import TrainingShape
+
+LLAMA2_7B = {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+             "num_attention_heads": 32, "num_key_value_heads": 32, "vocab_size": 32000}
+GB = 10**9
+HEADS = 32
+GPUS = 8
+ZERO3 = {"train_batch_size": 16, "train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 2,
+         "bf16": {"enabled": True}, "zero_optimization": {"stage": 3}}
+
+
+def _options(shape: TrainingShape, gpu_memory: int = 80 * GB, model: dict = LLAMA2_7B) -> CheckOptions:
+    return CheckOptions(model=spec_from_hf_config(model), shape=shape, gpus=GPUS, gpu_memory=gpu_memory)
+
+
+def _check(config: dict, options: CheckOptions):
+    return check_document(parse(json.dumps(config), "ds.json"), options)
+
+
+def _codes(result, code: str):
+    return [f for f in result.findings if f.code == code]
+
+
+def _sp_degree(message: str) -> int:
+    words = message.split("Ulysses sequence parallel ", 1)[1].split()
+    return int(words[0])
+
+
+def test_long_sequence_without_checkpointing_names_sequence_parallel():
+    """seq 32768, micro batch 1, no checkpointing: activations dominate and even one sample does not fit."""
+    result = _check(ZERO3, _options(TrainingShape(32768, "none")))
+    [dominate] = _codes(result, "ZA803")
+    assert "even micro batch 1 does not fit" in dominate.message
+    sp = _sp_degree(dominate.message)
+    assert sp in (2, 4, 8) and HEADS % sp == 0 and GPUS % sp == 0
+    assert _codes(result, "ZA801")  # it does not fit as configured
+
+
+@pytest.mark.parametrize("sequence, degree", [(65536, 2), (131072, 4), (262144, 8)])
+def test_sequence_parallel_is_the_cheapest_fit_once_checkpointing_is_on(sequence, degree):
+    """With full checkpointing already on, one sample's activations grow with the sequence: Ulysses splits them.
+    Doubling the sequence doubles the smallest degree that fits (activations are linear in s with
+    FlashAttention and checkpointing)."""
+    options = _options(TrainingShape(sequence, "full"))
+    result = _check(ZERO3, options)
+    [does_not_fit] = _codes(result, "ZA801")
+    assert "Cheapest change that fits: Ulysses sequence parallel" in does_not_fit.message
+    assert "DistributedAttention" in does_not_fit.message  # the training-script action is stated
+    assert does_not_fit.fix == {"sequence_parallel_size": degree,
+                                "gradient_accumulation_steps": 16 // (GPUS // degree)}
+    fixed = mp.apply(ZERO3, does_not_fit.fix)
+    again = _check(fixed, options)
+    assert not _codes(again, "ZA801") and not _codes(again, "ZA401")
+    assert estimate(fixed, options.model, options.shape, options.cluster).parallel.sequence == degree
+
+
+def test_sequence_parallel_patch_without_train_batch_size_adds_nothing_else():
+    config = {k: v for k, v in ZERO3.items() if k != "train_batch_size"}
+    options = _options(TrainingShape(131072, "full"))
+    [does_not_fit] = _codes(_check(config, options), "ZA801")
+    assert does_not_fit.fix == {"sequence_parallel_size": 4}
+    assert not _codes(_check(mp.apply(config, does_not_fit.fix), options), "ZA401")
+
+
+def test_no_sequence_parallel_when_the_batch_keys_are_auto():
+    """The HF integration fills "auto" from its own world size; a written sp would break its arithmetic."""
+    config = {**ZERO3, "train_batch_size": "auto", "gradient_accumulation_steps": "auto"}
+    [does_not_fit] = _codes(_check(config, _options(TrainingShape(131072, "full"))), "ZA801")
+    assert "sequence parallel" not in does_not_fit.message
+
+
+def test_degree_divides_the_kv_heads():
+    """A model with 2 kv heads (grouped-query attention) can only be split 2 ways by Ulysses."""
+    gqa = {**LLAMA2_7B, "num_key_value_heads": 2}
+    options = _options(TrainingShape(262144, "full"), model=gqa)
+    spec, shape, cluster = options.model, options.shape, options.cluster
+    searcher = Searcher(ZERO3, spec, shape, cluster, "deepspeed", estimate(ZERO3, spec, shape, cluster))
+    assert [change.sequence_parallel for change in searcher.sequence_parallel_changes()] == [2]
+
+
+def test_short_sequence_gets_no_sequence_parallel():
+    """seq 4096: micro batch 4 without checkpointing lets activations dominate, but one sample fits, so a smaller
+    micro batch (no communication) is the answer, not Ulysses."""
+    config = {"train_micro_batch_size_per_gpu": 4, "bf16": {"enabled": True}, "zero_optimization": {"stage": 3}}
+    result = _check(config, _options(TrainingShape(4096, "none")))
+    [dominate] = _codes(result, "ZA803")
+    assert "sequence parallel" not in dominate.message
+    assert all("sequence parallel" not in f.message and "sequence_parallel_size" not in json.dumps(f.fix)
+               for f in result.findings)
+
+
+def test_offload_advice_on_autotp_uses_the_data_parallel_degree():
+    """ZeRO-2 on AutoTP 2 does not fit 24 GB; the optimizer offload that fits keeps a master partition of
+    4 B x 3,500,412,928 / 4 (data degree 8 / 2), not / 8."""
+    config = {"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True}, "zero_optimization": {"stage": 2},
+              "tensor_parallel": {"autotp_size": 2}}
+    spec, shape, cluster = spec_from_hf_config(LLAMA2_7B), TrainingShape(4096, "full"), Cluster(gpus=GPUS, gpu_memory=24 * GB)
+    written = estimate(config, spec, shape, cluster)
+    assert written.parallel.data == 4
+    found = Searcher(config, spec, shape, cluster, "deepspeed", written).cheapest_fit()
+    assert found is not None and found.change.option.offload_optimizer == "cpu"
+    local = 32 * (4 * 4096**2 + 3 * 4096 * 11008) // 2 + (6_738_415_616 - 32 * (4 * 4096**2 + 3 * 4096 * 11008))
+    assert local == 3_500_412_928
+    terms = {t.key: t.nbytes for t in found.stage.terms if t.phase == "train"}
+    assert terms["master"] == 4 * local // 4
+    assert terms["optimizer_state"] == 8 * local // 4
+    assert found.stage.per_gpu["parameters"] == 2 * local  # bf16 parameters, not partitioned below stage 3
