@@ -31,10 +31,7 @@ import argparse
 import gc
 import json
 import os
-import socket
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -42,6 +39,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE))  # benchmarks/: the shared launcher (cpu_ranks.py)
+from cpu_ranks import run_ranks  # noqa: E402
 
 STATE_ROWS = ("parameters", "gradients", "optimizer_states")
 ROWS = ("parameters", "gradients", "optimizer_states", "gathered_parameters", "buffers")
@@ -397,42 +396,8 @@ def worker(spec: dict, out_path: str) -> None:
 # ----------------------------------------------------------------------------- orchestration
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def run_case(c: dict, timeout: int) -> dict:
-    port = free_port()
-    with tempfile.TemporaryDirectory() as tmp:
-        procs = []
-        for rank in range(c["ranks"]):
-            env = dict(os.environ, DS_ACCELERATOR="cpu", RANK=str(rank), LOCAL_RANK=str(rank),
-                       WORLD_SIZE=str(c["ranks"]), LOCAL_WORLD_SIZE=str(c["ranks"]), MASTER_ADDR="127.0.0.1",
-                       MASTER_PORT=str(port), OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
-            out = os.path.join(tmp, f"rank{rank}.json")
-            log = open(os.path.join(tmp, f"rank{rank}.log"), "w")
-            procs.append((subprocess.Popen([sys.executable, __file__, "--worker", json.dumps(c), out], env=env,
-                                           stdout=log, stderr=subprocess.STDOUT), out, log))
-        deadline = time.time() + timeout
-        failed = None
-        for proc, out, log in procs:
-            try:
-                proc.wait(timeout=max(1, deadline - time.time()))
-            except subprocess.TimeoutExpired:
-                failed = "timeout"
-            log.close()
-            if proc.returncode not in (0, None) and failed is None and not Path(out).is_file():
-                failed = f"rank exited {proc.returncode}"
-        if failed:
-            for proc, _, _ in procs:
-                if proc.poll() is None:
-                    proc.kill()
-            tail = Path(tmp, "rank0.log").read_text(errors="replace")[-3000:]
-            return {"case": c, "error": failed, "log": tail}
-        ranks = [json.loads(Path(out).read_text()) for _, out, _ in procs]
-    return {"case": c, "ranks": ranks}
+    return run_ranks(__file__, c, timeout)
 
 
 def compare(result: dict) -> dict:
