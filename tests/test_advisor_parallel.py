@@ -130,3 +130,64 @@ def test_offload_advice_on_autotp_uses_the_data_parallel_degree():
     assert terms["master"] == 4 * local // 4
     assert terms["optimizer_state"] == 8 * local // 4
     assert found.stage.per_gpu["parameters"] == 2 * local  # bf16 parameters, not partitioned below stage 3
+
+
+# One block of h 4096 and a 64x MLP (f 262144): each MLP projection is h·f = 1,073,741,824 parameters, which
+# ZeRO-3 gathers whole (2 B each) and whose full gradient it holds before the reduce: 4.29 GB at t = 1 whatever
+# the offload, against 8 GB GPUs. AutoTP t shards it to h·f/t (module_inject/auto_tp.py LinearLayer).
+WIDE_MLP = {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 4096 * 64, "num_hidden_layers": 1,
+            "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 32000}
+WIDE_GPUS = 64
+WIDE_ZERO3 = {"train_batch_size": 128, "train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 2,
+              "bf16": {"enabled": True}, "zero_optimization": {"stage": 3}}
+
+
+def _tp_degree(message: str) -> int:
+    return int(message.split("AutoTP tensor parallel ", 1)[1].split()[0])
+
+
+def test_tensor_parallel_is_the_only_fit_when_one_layer_does_not_fit():
+    """At micro batch 1 with full checkpointing, no stage, sequence parallel degree or offload fits (the gathered
+    MLP projection stays on the GPU under every offload); AutoTP does."""
+    options = CheckOptions(model=spec_from_hf_config(WIDE_MLP), shape=TrainingShape(512, "full"), gpus=WIDE_GPUS,
+                           gpu_memory=8 * GB)
+    spec, shape, cluster = options.model, options.shape, options.cluster
+    written = estimate(WIDE_ZERO3, spec, shape, cluster)
+    searcher = Searcher(WIDE_ZERO3, spec, shape, cluster, "deepspeed", written)
+    assert not any(searcher.outcome(c) for c in (*searcher.sequence_parallel_changes(), *searcher._offload_changes(),
+                                                 *searcher._last_resort()))
+    assert spec.largest_layer_parameters == 4096 * 262144
+    result = _check(WIDE_ZERO3, options)
+    [does_not_fit] = _codes(result, "ZA801")
+    assert "Cheapest change that fits: AutoTP tensor parallel" in does_not_fit.message
+    assert "deepspeed.tp_model_init" in does_not_fit.message  # the training-script action is stated
+    assert "arXiv:1909.08053" in does_not_fit.message
+    tp = _tp_degree(does_not_fit.message)
+    assert does_not_fit.fix["tensor_parallel"] == {"autotp_size": tp}
+    assert 32 % tp == 0 and 8 % tp == 0 and cluster.gpus_per_node % tp == 0 and 262144 % tp == 0
+    fixed = mp.apply(WIDE_ZERO3, does_not_fit.fix)
+    again = _check(fixed, options)
+    assert not _codes(again, "ZA801") and not _codes(again, "ZA401")
+    layout = estimate(fixed, spec, shape, cluster).parallel
+    assert (layout.tensor, layout.data) == (tp, WIDE_GPUS // tp)
+    terms = {t.key: t.nbytes for t in estimate(fixed, spec, shape, cluster).stage(3, "none", "none").terms
+             if t.phase == "train"}
+    assert terms["gathered_grad"] == 2 * 4096 * 262144 // tp  # the tensor rank's shard of the projection
+
+
+def test_no_tensor_parallel_for_7b_on_a100_80gb():
+    """Llama-2-7B fits 8 x A100-80GB at ZeRO-3 with room: no AutoTP candidate, no TP in any finding."""
+    options = _options(TrainingShape(4096, "full"))
+    spec, shape, cluster = options.model, options.shape, options.cluster
+    searcher = Searcher(ZERO3, spec, shape, cluster, "deepspeed", estimate(ZERO3, spec, shape, cluster))
+    assert list(searcher.tensor_parallel_changes()) == []
+    result = _check(ZERO3, options)
+    assert all("tensor_parallel" not in json.dumps(f.fix) and "AutoTP" not in f.message for f in result.findings)
+
+
+def test_no_tensor_parallel_when_a_smaller_micro_batch_fits():
+    """Micro batch 4 at seq 4096 without checkpointing does not fit 80 GB; checkpointing or a smaller micro batch
+    does, with no communication: AutoTP is not offered."""
+    config = {"train_micro_batch_size_per_gpu": 4, "bf16": {"enabled": True}, "zero_optimization": {"stage": 3}}
+    result = _check(config, _options(TrainingShape(4096, "none")))
+    assert all("tensor_parallel" not in json.dumps(f.fix) and "AutoTP" not in f.message for f in result.findings)

@@ -4,7 +4,9 @@ The order is the expected throughput cost (ZeRO paper §7, field reports in DS#1
 DS#6834): a ZeRO stage without offload, the lowest first (ZeRO-0/1/2 move the data-parallel
 volume, 2Ψ per step; ZeRO-3 1.5x that), activation checkpointing (recompute), a smaller micro
 batch with more accumulation (same global batch, smaller kernels), Ulysses sequence parallelism
-when even one sample's activations do not fit (an all-to-all per attention layer), optimizer offload to the CPU,
+when even one sample's activations do not fit (an all-to-all per attention layer), AutoTP tensor parallelism
+when even ZeRO-3 at that micro batch does not fit for one layer's working set (all-reduces in every sharded
+layer, within a node), optimizer offload to the CPU,
 parameter offload to the CPU, and NVMe (steps 10x-50x slower in user reports). The first
 candidate whose every phase fits with the headroom left free (GPU, and host RAM / NVMe when given) wins.
 
@@ -49,6 +51,16 @@ SP_SCRIPT_ACTION = ("and in the training script the attention wrapped in deepspe
                     "DistributedAttention, or with the HF Trainer accelerate's ParallelismConfig(sp_backend="
                     "\"deepspeed\", sp_size={sp}) (DeepSpeed's UlyssesSPAttentionHF); the config key alone "
                     "splits nothing")
+# AutoTP degrees the search tries, the smallest (fewest all-reduce participants, largest data degree) first.
+TENSOR_PARALLEL_DEGREES = (2, 4, 8)
+TP_KEY = "tensor_parallel"
+# deepspeed/__init__.py initialize reads tensor_parallel.autotp_size (set_autotp_mode(training=True)), but the
+# model is sharded only on DeepSpeed's AutoTP training path: transformers' deepspeed_init (integrations/
+# deepspeed.py) calls deepspeed.tp_model_init when autotp_size > 1, and accelerate's Accelerator reads the key.
+TP_SCRIPT_ACTION = ("and the training script on DeepSpeed's AutoTP training path: deepspeed.initialize with this "
+                    "config (or deepspeed.tp_model_init first), or the HF Trainer / accelerate, which call "
+                    "deepspeed.tp_model_init when tensor_parallel.autotp_size > 1; each group of {tp} GPUs shares "
+                    "one micro batch, so the distinct samples per step become train_batch_size / {tp}")
 # Lint fixes can enable others (a rename, then a value fix); a few rounds settle every real config.
 LINT_ROUNDS = 3
 
@@ -64,6 +76,9 @@ COSTS = {
     "sequence-parallel": "all-to-alls of q, k, v and the attention output in every attention layer, 4Nh/P per link: "
                          "O(N/P) per GPU, constant when the sequence and the GPUs grow together (DeepSpeed-Ulysses, "
                          "arXiv:2309.14509); the same global batch in more accumulation steps",
+    "tensor-parallel": "AutoTP all-reduces the activations of every sharded layer: 2 all-reduces per layer in forward "
+                       "and 2 in backward over the intra-node link (Megatron-LM, arXiv:1909.08053 §3), so the "
+                       "degree stays within a node; the data-parallel degree shrinks by the tensor degree",
     "offload-optimizer": "the optimizer step runs on the CPU and gradients/parameters cross PCIe every step "
                          "(users report steps several times slower)",
     "offload-param": "parameters cross PCIe in every forward and backward (steps 10x-50x slower in user reports)",
@@ -93,6 +108,12 @@ class Change:
     def sequence_parallel(self) -> int | None:
         """The Ulysses degree the change sets (None: it leaves the layout)."""
         return (self.config_patch or {}).get(SP_KEY)
+
+    @property
+    def tensor_parallel(self) -> int | None:
+        """The AutoTP degree the change sets (None: it leaves the layout)."""
+        block = (self.config_patch or {}).get(TP_KEY)
+        return block.get("autotp_size") if isinstance(block, dict) else None
 
     @property
     def in_training_script(self) -> bool:
@@ -267,7 +288,8 @@ class Searcher:
         found = self._smaller_micro_batch()
         if found is not None:
             return found
-        for change in (*self.sequence_parallel_changes(), *self._offload_changes(), *self._last_resort()):
+        for change in (*self.sequence_parallel_changes(), *self.tensor_parallel_changes(), *self._offload_changes(),
+                       *self._last_resort()):
             found = self.outcome(change)
             if found is not None:
                 return found
@@ -394,6 +416,42 @@ class Searcher:
     def sequence_parallel_outcome(self) -> Outcome | None:
         """The smallest Ulysses degree that fits at the configured option (None: none offered or fits)."""
         for change in self.sequence_parallel_changes():
+            found = self.outcome(change)
+            if found is not None:
+                return found
+        return None
+
+    def tensor_parallel_changes(self) -> Iterator[Change]:
+        """AutoTP at each degree of TENSOR_PARALLEL_DEGREES, each stage without offload (the lowest first), when even
+        ZeRO-3 without offload at the micro batch the search reaches (1 where the batch keys allow it) does not fit:
+        then what is left is one layer's working set (the gathered parameters of the largest layer and that
+        layer's activations), which only a split of the layers shrinks. The degree divides the GPUs per node (the
+        all-reduces stay on NVLink), the attention and kv heads and the MLP width (auto_tp.py shards heads and
+        columns evenly); no other parallel degree is set (their groups would have to be re-formed)."""
+        layout = self.base_estimate.parallel
+        heads = self.model.num_attention_heads
+        kv_heads = self.model.num_key_value_heads or heads
+        width = self.model.intermediate_size
+        if not layout.trivial or not heads or not width or (isinstance(self.base.get(TP_KEY), dict)
+                                                             and self.base[TP_KEY].get("autotp_size") == AUTO):
+            return
+        micro_batch = 1 if self.current_micro_batch > 1 and self.micro_batch_patch(1) is not None else None
+        if self._fits(self._change("higher-stage", Option(3), micro_batch=micro_batch)):
+            return
+        per_node = self.cluster.gpus_per_node or self.cluster.gpus
+        for tp in TENSOR_PARALLEL_DEGREES:
+            if per_node % tp or self.cluster.gpus % tp or heads % tp or kv_heads % tp or width % tp:
+                continue
+            for stage in range(4):
+                change = self._change("tensor-parallel", Option(stage), micro_batch=micro_batch)
+                yield replace(change, description=f"AutoTP tensor parallel {tp} (tensor_parallel.autotp_size {tp} "
+                                                  f"in ds_config, {TP_SCRIPT_ACTION.format(tp=tp)}), "
+                                                  f"{change.description}",
+                              config_patch={TP_KEY: {"autotp_size": tp}})
+
+    def tensor_parallel_outcome(self) -> Outcome | None:
+        """The smallest AutoTP degree (lowest stage) that fits (None: none offered or fits)."""
+        for change in self.tensor_parallel_changes():
             found = self.outcome(change)
             if found is not None:
                 return found

@@ -16,7 +16,7 @@ from zeroadvisor.memory.phases import LoadInputs, SaveInputs, largest_param, loa
 from zeroadvisor.memory.verdict import DEFAULT_HEADROOM, DOES_NOT_FIT, FITS, PhasePeak, judge
 from zeroadvisor.memory.options import Option, Skipped, configured_option, enumerate_options, refusal
 from zeroadvisor.memory.parallel import (Parallel, hpz_terms, local_parameters, parallel_activations,
-                                         parallel_notes, read_parallel)
+                                         parallel_notes, read_parallel, tensor_parallel_largest_layer)
 from zeroadvisor.memory.settings import Settings, read_settings
 from zeroadvisor.memory.states import deepspeed_terms, paper_terms, trainable
 from zeroadvisor.memory.terms import ROWS, STATE_ROWS, Term, ceil_div, exact
@@ -246,7 +246,14 @@ def estimate(config: dict | None, model: ModelSpec, shape: TrainingShape | None 
     local = local_parameters(model, layout)
     P, N = local.total, layout.data
     spec = model if layout.trivial else dataclasses.replace(model, parameter_numels=None)
+    tp_largest = tensor_parallel_largest_layer(model, layout)
+    if tp_largest is not None:  # stage-3 gathers the tensor rank's shard of a block Linear, the embedding whole
+        spec = dataclasses.replace(spec, largest_layer_parameters=tp_largest)
     assumptions = list(s.assumptions) + list(local.notes) + parallel_notes(config, layout)
+    if tp_largest is not None:
+        assumptions.append(f"largest layer under tensor parallel {layout.tensor}: max(V·h, h·ffn/{layout.tensor}, "
+                           f"h·q/{layout.tensor}) = {tp_largest:,} parameters (AutoTP shards the block Linears; the "
+                           "embedding and LM head counted whole)")
     configured, config_notes = configured_option(s)
     assumptions += config_notes
     assumed = list(s.assumed)

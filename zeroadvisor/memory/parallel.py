@@ -243,6 +243,26 @@ def local_parameters(spec: ModelSpec, layout: Parallel) -> LocalParameters:
     return LocalParameters(dense, experts, tuple(notes))
 
 
+def tensor_parallel_largest_layer(spec: ModelSpec, layout: Parallel) -> int | None:
+    """The largest module ZeRO-3 gathers on one GPU under AutoTP (None: no tensor split, the architecture is
+    unknown, or the largest module is not a block Linear and stays whole). AutoTP shards each block Linear to
+    1/t (module_inject/auto_tp.py LinearLayer / LinearAllreduce): one MLP projection is h·f/t, one attention
+    projection h·q/t; the embedding stays whole (V·h) and the LM head is counted whole too (a bound:
+    auto_tp.py training_column_lm_head may shard it). A given largest module no larger than a block Linear
+    (weight and bias) is one of them or smaller, so the sharded value (capped by it) replaces it."""
+    t, h, heads = layout.tensor, spec.hidden_size, spec.num_attention_heads
+    if t <= 1 or not h or not heads:
+        return None
+    f, v = spec.intermediate_size or 0, spec.vocab_size or 0
+    q = heads * (spec.head_dim or h // heads)
+    block = max(h * f, h * q)
+    sharded = max(ceil_div(h * f, t), ceil_div(h * q, t), v * h)
+    given = spec.largest_layer_parameters
+    if not given:
+        return sharded
+    return min(given, sharded) if given <= block + max(f, q) else None
+
+
 def hpz_terms(precision: str, stage: int, offload_param: str, P: int, N: int, hpz: int) -> list[Term]:
     """ZeRO++ hpZ's secondary partition (stage 3, hpz > 1): a 16-bit copy of 1/hpz of every parameter."""
     if stage != 3 or hpz <= 1:

@@ -109,7 +109,8 @@ DOES_NOT_FIT = Rule(
         "as the driver reports it. The fix "
         "is the cheapest change that fits, searched in order of expected throughput cost: a lower "
         "stage, a higher stage, activation checkpointing, a smaller micro batch with more gradient "
-        "accumulation, Ulysses sequence parallelism (when even micro batch 1 does not fit), optimizer "
+        "accumulation, Ulysses sequence parallelism (when even micro batch 1 does not fit), AutoTP tensor "
+        "parallelism within a node (when even ZeRO-3 does not fit for one layer's working set), optimizer "
         "offload to the CPU, parameter offload to the CPU, NVMe. When nothing "
         "fits the message says what is missing and by how much."
     ),
