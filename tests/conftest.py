@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import signal
+import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -50,3 +53,22 @@ def pytest_runtest_makereport(item, call):
         report.outcome = "failed"
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         report.longrepr = f"skipped under ZEROADVISOR_NO_SKIPS=1 (CI requires oracle and corpus tests): {reason}"
+
+
+@contextmanager
+def must_finish(seconds: int, why: str = "a hang"):
+    """Fail instead of hanging CI: a guard against a hang, not a speed target (those live in benchmarks/)."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGALRM"):
+        yield  # no alarm available: the test still checks the result
+        return
+
+    def expire(signum, frame):
+        raise TimeoutError(f"did not finish within {seconds} s: {why}?")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)

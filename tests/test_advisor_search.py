@@ -8,10 +8,10 @@ _batch_assertion), so 64 samples on 8 GPUs at micro batch 2 need 4 accumulation 
 from __future__ import annotations
 
 import json
-import signal
-from contextlib import contextmanager
 
 import pytest
+
+from conftest import must_finish
 
 from zeroadvisor.advisor.check import CheckOptions, check_document
 from zeroadvisor.advisor.search import Searcher, divisors
@@ -25,19 +25,9 @@ LLAMA2_7B = {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11
 GB = 10**9
 
 
-@contextmanager
 def deadline(seconds: int):
-    """Fail instead of hanging CI (the old search listed every divisor with range(1, micro_batch))."""
-    def expired(signum, frame):
-        raise TimeoutError(f"did not return within {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
+    """The old search listed every divisor with range(1, micro_batch)."""
+    return must_finish(seconds, "every divisor listed again")
 
 
 def _check(config: dict, gpu_memory: int = 24 * GB, shape=TrainingShape(4096, "none")):

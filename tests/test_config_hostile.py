@@ -7,12 +7,11 @@ behaviour, with a limit far above the linear time on a slow, shared machine.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import signal
-import threading
 
 import pytest
+
+from conftest import must_finish as hang_guard
 
 from zeroadvisor.config.limits import MAX_CONFIG_BYTES, MAX_POINTER_CHARS
 from zeroadvisor.config.source import ParseError, parse
@@ -24,22 +23,8 @@ from zeroadvisor.lint.schemawalk import MAX_GUESSED_UNKNOWN_KEYS
 FINISH_WITHIN_S = 60
 
 
-@contextlib.contextmanager
 def must_finish(seconds: int = FINISH_WITHIN_S):
-    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGALRM"):
-        yield  # no alarm available: the test still checks the result
-        return
-
-    def expire(signum, frame):
-        raise TimeoutError(f"did not finish within {seconds} s: quadratic again?")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
+    return hang_guard(seconds, "quadratic again")
 
 
 def _codes(findings) -> list[str]:
