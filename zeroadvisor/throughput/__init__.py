@@ -27,3 +27,21 @@ def step_time_of(estimate, stage, hw: Hardware, config: dict | None = None,
     zeropp = ZeroPlusPlus.from_config(config)
     return step_time(estimate.model, estimate.shape, estimate.cluster, stage.option, estimate.settings, hw,
                      layout=layout, global_batch=global_batch, zeropp=zeropp)
+
+
+def per_option(estimate, hw: Hardware, config: dict | None = None) -> dict:
+    """Every option of ``estimate``: its Throughput, or the NoThroughput saying why there is none."""
+    out: dict = {}
+    for stage in estimate.stages:
+        try:
+            out[stage.option] = step_time_of(estimate, stage, hw, config)
+        except NoThroughput as err:
+            out[stage.option] = err
+    return out
+
+
+def json_fields(result) -> dict:
+    """JSON per option: ``throughput`` {step_time_s, tokens_per_s, bound} or null with the reason."""
+    if isinstance(result, Throughput):
+        return {"throughput": result.to_dict()}
+    return {"throughput": None, "throughput_unavailable": str(result)}
