@@ -72,7 +72,7 @@ def estimate(v: Values) -> ExitCode:
     cluster = Cluster(gpus=v["gpus"], gpus_per_node=v["gpus_per_node"],
                       gpu_memory=inputs.gpu_memory(v["gpu_memory"], v["gpu"], required=False),
                       cpu_memory=inputs.size("--cpu-memory", v["cpu_memory"]), nvme=inputs.size("--nvme", v["nvme"]),
-                      headroom=inputs.headroom(v["headroom"]))
+                      headroom=inputs.headroom(v["headroom"]), gpu=inputs.gpu(v["gpu"]))
     result = api.estimate_config(v["config"], spec, shape, cluster, v["accounting"])
     _show(v["format"], [], estimate=result, unit=v["unit"], explain=v["explain"],
           throughput=_throughput(v, result))
@@ -101,7 +101,7 @@ def check(v: Values) -> ExitCode:
         model=spec, shape=shape, gpus=v["gpus"], gpu_memory=inputs.gpu_memory(v["gpu_memory"], v["gpu"], True),
         gpus_per_node=v["gpus_per_node"], cpu_memory=inputs.size("--cpu-memory", v["cpu_memory"]),
         nvme=inputs.size("--nvme", v["nvme"]), headroom=inputs.headroom(v["headroom"]), accounting=v["accounting"],
-        integration=v["integration"], unit=v["unit"])
+        integration=v["integration"], unit=v["unit"], gpu=inputs.gpu(v["gpu"]))
     show_diff = v["suggest"] or v["format"] == "markdown"
     run = api.check_config(v["config"], options, rules, diff=show_diff, fix=v["fix"])
     for note in run.notes:

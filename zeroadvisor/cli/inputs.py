@@ -71,19 +71,27 @@ def size(option: str, text: str | None) -> int | None:
     return value
 
 
-def gpu_memory(gpu_memory_text: str | None, gpu: str | None, required: bool) -> int | None:
-    """``--gpu-memory 80GiB`` or ``--gpu H100`` (one of them; both is a usage error)."""
-    from zeroadvisor.memory.gpus import gpu_memory as by_name
+def gpu(name: str | None):
+    """``--gpu NAME`` as the table's card (memory/gpus.py), None when not given; an unknown or ambiguous
+    name is a usage error listing the cards it could mean."""
+    from zeroadvisor.memory.gpus import resolve_gpu
 
-    if gpu_memory_text is not None and gpu is not None:
+    if name is None:
+        return None
+    try:
+        return resolve_gpu(name)
+    except ValueError as err:
+        raise UsageError(f"--gpu: {err}") from None
+
+
+def gpu_memory(gpu_memory_text: str | None, gpu_name: str | None, required: bool) -> int | None:
+    """``--gpu-memory 80GiB`` or ``--gpu H100-SXM5-80GB`` (one of them; both is a usage error)."""
+    if gpu_memory_text is not None and gpu_name is not None:
         raise UsageError("give --gpu-memory or --gpu, not both")
-    if gpu is not None:
-        try:
-            return by_name(gpu)
-        except ValueError as err:
-            raise UsageError(f"--gpu: {err}") from None
+    if gpu_name is not None:
+        return gpu(gpu_name).memory_bytes
     if gpu_memory_text is None and required:
-        raise UsageError("give the memory per GPU: --gpu-memory 80GiB or --gpu A100-80GB")
+        raise UsageError("give the memory per GPU: --gpu-memory 80GiB or --gpu A100-SXM4-80GB")
     return size("--gpu-memory", gpu_memory_text)
 
 
