@@ -140,17 +140,7 @@ def hardware(values: dict):
     stated default and is listed in ``defaulted`` (throughput/hardware.py DEFAULTS)."""
     from zeroadvisor.throughput import DEFAULTS, Hardware
 
-    gpu = None
-    if values.get("gpu"):
-        try:
-            from zeroadvisor.memory.gpus import resolve_gpu
-        except ImportError:  # the GPU table without link facts: no step time
-            resolve_gpu = None
-        if resolve_gpu is not None:
-            try:
-                gpu = resolve_gpu(values["gpu"])
-            except ValueError as err:
-                raise UsageError(f"--gpu: {err}") from None
+    card = gpu(values.get("gpu"))
     parse = {"--inter-node-bandwidth": lambda t: _bandwidth("--inter-node-bandwidth", t),
              "--nvme-bandwidth": lambda t: _bandwidth("--nvme-bandwidth", t),
              "--efficiency": _efficiency, "--cpu-cores": int}
@@ -162,4 +152,4 @@ def hardware(values: dict):
             defaulted.append(flag)
         else:
             given[field] = parse[flag](text)
-    return Hardware(gpu, defaulted=tuple(defaulted), **given)
+    return Hardware(card, defaulted=tuple(defaulted), **given)

@@ -16,7 +16,7 @@ and the efficiency loss of small micro batches (efficiency is one number per run
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from zeroadvisor.deepspeed import effective as dsconfig
@@ -105,9 +105,12 @@ def step_time(model: ModelSpec, shape: TrainingShape, cluster: Cluster, option: 
     ``settings.micro_batch`` is the micro batch; the accumulation is the global batch over the micro
     batch times the data-parallel world. NoThroughput when the GPU or the sequence length is unknown.
     """
+    gpu = hw.gpu or cluster.gpu
+    if gpu is None:
+        raise NoThroughput("no GPU named (--gpu): --gpu-memory gives its memory but not its peak TFLOPS and link "
+                           "bandwidths, so there is no step time")
     if hw.gpu is None:
-        raise NoThroughput("no GPU model named (--gpu): with --gpu-memory alone its peak TFLOPS and link "
-                           "bandwidths are unknown")
+        hw = replace(hw, gpu=gpu)
     if not shape.sequence_length:
         raise NoThroughput("no sequence length (--seq-len): the tokens per step are unknown")
     layout = layout or Parallel(data=cluster.gpus)
