@@ -134,7 +134,7 @@ def step_time(model: ModelSpec, shape: TrainingShape, cluster: Cluster, option: 
     gpu_tokens = per_micro_step * tokens_per_sample / layout.world  # tensor/pipeline/sequence ranks share a sample
     forward = _Pass(gpu_tokens * flops.forward / peak)
     backward = _Pass(gpu_tokens * (flops.backward + flops.recompute) / peak)
-    recompute = {"full": " + recompute 2N+..", "selective": " + attention recompute"}.get(
+    recompute = {"full": ", + one forward recomputed", "selective": ", + attention core recomputed"}.get(
         shape.activation_checkpointing, "")
     terms.append(StepTerm("compute", "forward and backward" + (" with recomputation" if flops.recompute else ""),
                           k * (forward.compute + backward.compute),
