@@ -74,8 +74,19 @@ def estimate(v: Values) -> ExitCode:
                       cpu_memory=inputs.size("--cpu-memory", v["cpu_memory"]), nvme=inputs.size("--nvme", v["nvme"]),
                       headroom=inputs.headroom(v["headroom"]), gpu=inputs.gpu(v["gpu"]))
     result = api.estimate_config(v["config"], spec, shape, cluster, v["accounting"])
-    _show(v["format"], [], estimate=result, unit=v["unit"], explain=v["explain"])
+    _show(v["format"], [], estimate=result, unit=v["unit"], explain=v["explain"],
+          throughput=_throughput(v, result))
     return ExitCode.OK
+
+
+def _throughput(v: Values, result) -> dict:
+    """Step time per option (throughput/): the config is read again for its batch and ZeRO++ keys."""
+    from zeroadvisor.cli import inputs
+    from zeroadvisor.lint.engine import read_document
+    from zeroadvisor.throughput import per_option
+
+    data = read_document(v["config"]).data if v["config"] is not None else None
+    return per_option(result, inputs.hardware(v), data if isinstance(data, dict) else None)
 
 
 def check(v: Values) -> ExitCode:

@@ -105,3 +105,51 @@ def headroom(text: str) -> float:
     if not 0 <= value < 1:
         raise UsageError(f"--headroom: must be at least 0% and below 100%, got {text!r}")
     return float(value)
+
+
+def _bandwidth(flag: str, text: str) -> float:
+    """``25``, ``25GB/s`` or ``200Gb/s`` (bits) as GB/s."""
+    raw = text.strip()
+    scale = 1.0
+    for suffix, factor in (("GB/s", 1.0), ("Gb/s", 1 / 8), ("Gbps", 1 / 8)):
+        if raw.endswith(suffix):
+            raw, scale = raw[: -len(suffix)].strip(), factor
+            break
+    try:
+        value = float(Fraction(raw)) * scale
+    except (ValueError, ZeroDivisionError):
+        raise UsageError(f"{flag}: expected a bandwidth like 25GB/s or 200Gb/s, got {text!r}") from None
+    if not 0 < value <= 1e6:
+        raise UsageError(f"{flag}: must be above 0 and at most 1,000,000 GB/s, got {text!r}")
+    return value
+
+
+def _efficiency(text: str) -> float:
+    raw = text.strip()
+    try:
+        value = Fraction(raw[:-1]) / 100 if raw.endswith("%") else Fraction(raw)
+    except (ValueError, ZeroDivisionError):
+        raise UsageError(f"--efficiency: expected a share like 0.4 or 40%, got {text!r}") from None
+    if not 0 < value <= 1:
+        raise UsageError(f"--efficiency: must be above 0 and at most 1 (100%), got {text!r}")
+    return float(value)
+
+
+def hardware(values: dict):
+    """The step-time model's Hardware from --gpu and the throughput flags; each flag not given keeps its
+    stated default and is listed in ``defaulted`` (throughput/hardware.py DEFAULTS)."""
+    from zeroadvisor.throughput import DEFAULTS, Hardware
+
+    card = gpu(values.get("gpu"))
+    parse = {"--inter-node-bandwidth": lambda t: _bandwidth("--inter-node-bandwidth", t),
+             "--nvme-bandwidth": lambda t: _bandwidth("--nvme-bandwidth", t),
+             "--efficiency": _efficiency, "--cpu-cores": int}
+    given: dict = {}
+    defaulted: list[str] = []
+    for flag, (field, _default, _why) in DEFAULTS.items():
+        text = values.get(flag.lstrip("-").replace("-", "_"))
+        if text is None:
+            defaulted.append(flag)
+        else:
+            given[field] = parse[flag](text)
+    return Hardware(card, defaulted=tuple(defaulted), **given)
