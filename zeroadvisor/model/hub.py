@@ -69,11 +69,11 @@ def hub_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
     def expand(text: str) -> str:
         return os.path.expandvars(os.path.expanduser(text))
 
-    home = env.get("HF_HOME") or os.path.join(
-        env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "huggingface"
-    )
-    default = os.path.join(expand(home), "hub")
-    return Path(expand(env.get("HF_HUB_CACHE") or env.get("HUGGINGFACE_HUB_CACHE") or default))
+    # os.getenv(name, default) there: a variable set to "" is used as given, as huggingface_hub does.
+    home = env.get("HF_HOME", os.path.join(env.get("XDG_CACHE_HOME", os.path.join(os.path.expanduser("~"), ".cache")),
+                                           "huggingface"))
+    legacy = env.get("HUGGINGFACE_HUB_CACHE", os.path.join(expand(home), "hub"))
+    return Path(expand(env.get("HF_HUB_CACHE", legacy)))
 
 
 def repo_folder(repo_id: str) -> str:
