@@ -36,13 +36,14 @@ def model_and_shape(model: str | None, params: str | None, seq_len: int | None =
                     **inputs) -> tuple[ModelSpec, TrainingShape]:
     """``--model PATH`` or ``--params N``, with the training-shape overrides applied (ModelError if unusable);
     ``inputs``: apply_overrides' keywords (--target-len, --micro-batch, --precision, --stage, load inputs)."""
-    from zeroadvisor.model.description import apply_overrides, load_description, spec_from_params
+    from zeroadvisor.model.description import apply_overrides, spec_from_params
+    from zeroadvisor.model.hub import load_model
 
     if (model is None) == (params is None):
         raise UsageError("give exactly one of --model PATH or --params N")
     peft = peft_flags(inputs)
     if model is not None:
-        spec, shape = load_description(model, peft)
+        spec, shape = load_model(model, peft)  # a path, a model directory or a Hub id (model/hub.py)
     else:
         if any(v is not None for v in peft.values()):
             raise UsageError("LoRA/QLoRA flags need --model with a Hugging Face config.json (the trainable "

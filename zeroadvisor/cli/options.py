@@ -65,7 +65,8 @@ INTEGRATION = Param("integration", ("--integration",),
                     "fills).", default="any", choices="zeroadvisor.lint.context:INTEGRATIONS")
 SELECT = Param("select", ("--select",), "Only these rules (codes, names or code prefixes).", multiple=True)
 IGNORE = Param("ignore", ("--ignore",), "Skip these rules (codes, names or code prefixes).", multiple=True)
-MODEL = Param("model", ("--model", "-m"), "A model description (YAML/JSON) or a Hugging Face config.json.")
+MODEL = Param("model", ("--model", "-m"), "A model description (YAML/JSON), a Hugging Face config.json or model "
+              "directory, or a Hub id (ORG/NAME: the local HF cache, then the shipped catalog; offline).")
 PARAMS = Param("params", ("--params",), "Parameter count instead of --model, e.g. 7.5B.")
 GPUS = Param("gpus", ("--gpus",), "Number of GPUs (data-parallel degree).", kind=int, minimum=1, required=True)
 GPUS_PER_NODE = Param("gpus_per_node", ("--gpus-per-node",), "GPUs per node (default 8).", kind=int, minimum=1)
