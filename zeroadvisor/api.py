@@ -15,6 +15,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, BinaryIO, Iterable, Sequence
 
+from zeroadvisor.config.accelerate import is_accelerate_config
 from zeroadvisor.config.paths import PathError, expand
 from zeroadvisor.config.paths import STDIN
 from zeroadvisor.config.reader import STDIN_NAME, read_stream_document
@@ -151,6 +152,8 @@ def estimate_config(config: str | None, model: "ModelSpec", shape: "TrainingShap
         if not isinstance(document.data, dict):
             raise UnusableConfig(f"{config}: the config is not a JSON object")
         data = document.data
+        if is_accelerate_config(data):  # the DeepSpeed config it makes Accelerate build, on its world
+            data, shape, cluster = _accelerate_estimate_inputs(config, document, shape, cluster)
         _refuse_conflicts(config, data, model, cluster.gpus, shape)
     _refuse_layout(config, data, cluster.gpus, shape)
     try:
@@ -163,6 +166,19 @@ def estimate_config(config: str | None, model: "ModelSpec", shape: "TrainingShap
         first = errors[0]
         raise UnusableConfig(f"{config}:{first.line}:{first.column}: cannot estimate from this config: "
                              f"{first.message} ({len(errors)} error(s); see 'zeroadvisor lint {config}')") from err
+
+
+def _accelerate_estimate_inputs(path: str, document: Document, shape: "TrainingShape",
+                                cluster: "Cluster") -> tuple[dict, "TrainingShape", "Cluster"]:
+    from zeroadvisor.advisor.accelerate import AccelerateConflict, estimate_inputs
+
+    try:
+        data, shape, cluster, why = estimate_inputs(path, document, shape, cluster)
+    except AccelerateConflict as err:
+        raise UsageError(str(err)) from None
+    if data is None:
+        raise UnusableConfig(f"{path}: cannot estimate: {why}")
+    return data, shape, cluster
 
 
 def _refuse_conflicts(path: str, data: dict, model: "ModelSpec", gpus: int, shape: "TrainingShape") -> None:
@@ -227,9 +243,12 @@ def check_config(path: str, options: "CheckOptions", rules: Sequence[Rule] | Non
     except ParseError:
         lint_rules = [r for r in selected if not r.needs_advice]
         return CheckRun(CheckResult(lint_file(path, None, lint_rules).findings, None, options), path)
-    if isinstance(document.data, dict):
-        _refuse_conflicts(path, document.data, options.model, options.gpus, options.shape)
-    result = check_document(document, options, selected)
+    if is_accelerate_config(document.data):
+        result = _check_accelerate(path, document, options, selected)
+    else:
+        if isinstance(document.data, dict):
+            _refuse_conflicts(path, document.data, options.model, options.gpus, options.shape)
+        result = check_document(document, options, selected)
     run = CheckRun(result, path)
     if "estimate_error" in result.extra:
         run.notes.append(f"{path}: no memory estimate ({result.extra['estimate_error']}): fix the errors reported "
@@ -258,6 +277,19 @@ def check_config(path: str, options: "CheckOptions", rules: Sequence[Rule] | Non
         else:
             run.fixed = sum(1 for f in result.findings if f.fix)
     return run
+
+
+def _check_accelerate(path: str, document: Document, options: "CheckOptions", rules: Sequence[Rule]) -> "CheckResult":
+    """An Accelerate launcher config: checked as the DeepSpeed config Accelerate builds from it."""
+    from zeroadvisor.advisor.accelerate import AccelerateConflict, check_accelerate
+
+    def refuse(where: str, data: dict, run: "CheckOptions") -> None:
+        _refuse_conflicts(where, data, run.model, run.gpus, run.shape)
+
+    try:
+        return check_accelerate(path, document, options, list(rules), refuse)
+    except AccelerateConflict as err:
+        raise UsageError(str(err)) from None
 
 
 def _split(values: Sequence[str] | None) -> list[str]:

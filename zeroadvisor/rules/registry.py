@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from zeroadvisor.rules import auto, batch, keys, memory, offload, optimizer, parallel, precision, syntax, values
+from zeroadvisor.rules import accelerate, auto, batch, keys, memory, offload, optimizer, parallel, precision, syntax, values
 from zeroadvisor.lint.rule import Rule
 
 ALL: tuple[Rule, ...] = (
@@ -16,6 +16,7 @@ ALL: tuple[Rule, ...] = (
     *optimizer.RULES,
     *parallel.RULES,
     *memory.RULES,
+    *accelerate.RULES,
 )
 # What ``lint`` runs: everything that needs no memory estimate.
 LINT: tuple[Rule, ...] = tuple(rule for rule in ALL if not rule.needs_advice)
