@@ -284,3 +284,18 @@ def _typed(name: str, value: Any, where: str) -> Any:
         return float(str(value).strip())
     except ValueError:
         raise TrainerInputError(f"{where}: expected a number, got {value!r}") from None
+
+
+def merge(base: TrainingArgs, over: TrainingArgs) -> TrainingArgs:
+    """``base`` (a --training-args file) with what ``over`` (the launch command) gives on top."""
+    from dataclasses import replace
+
+    return replace(
+        base, values={**base.values, **over.values}, origin={**base.origin, **over.origin},
+        sequence_length=over.sequence_length if over.sequence_key else base.sequence_length,
+        sequence_key=over.sequence_key or base.sequence_key,
+        checkpointing=over.checkpointing if any(k in over.values for k in ("gradient_checkpointing",
+                                                                           "activation_checkpointing"))
+        else base.checkpointing,
+        model=over.model or base.model, deepspeed=over.deepspeed or base.deepspeed,
+        notes=base.notes + over.notes)

@@ -196,3 +196,17 @@ def _differs(ds_value: Any, hf_value: Any) -> bool:
         return bool(ds_value != hf_value)
     except Exception:  # pragma: no cover - JSON values always compare
         return True
+
+
+def accelerate_precision(config: dict[str, Any], args: TrainingArgs) -> dict[str, Any]:
+    """The config after Accelerate's DeepSpeedPlugin.set_mixed_precision, which the Trainer's Accelerator
+    calls with its mixed precision (accelerate state.py AcceleratorState; utils/dataclasses.py): --fp16 adds
+    ``fp16: {enabled: true, auto_cast: true}`` and --bf16 adds ``bf16: {enabled: true}`` where the config has
+    no such section. (Runs after :func:`fill`; not part of transformers' own fill.)"""
+    # TrainingArguments.__post_init__: mixed_precision "fp16" if fp16, elif bf16 "bf16"
+    precision = "fp16" if args.get("fp16") else "bf16" if args.get("bf16") else None
+    if precision is None or precision in config:
+        return config
+    out = dict(config)
+    out[precision] = {"enabled": True, "auto_cast": True} if precision == "fp16" else {"enabled": True}
+    return out
