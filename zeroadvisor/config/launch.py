@@ -10,7 +10,7 @@ parse_yaml_file/parse_json_file as LLaMA-Factory and axolotl scripts call them),
 overrides after it (LLaMA-Factory's OmegaConf.from_cli).
 
 Each launcher's options that take NO value are listed (:data:`LAUNCHERS`); every other option takes one.
-tests/oracle/test_launch_oracle... compares these lists with the launchers' own argparse parsers.
+tests/oracle/test_hf_fill_oracle.py compares these lists with the launchers' own argparse parsers.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from zeroadvisor.config.training_args import (
