@@ -161,7 +161,7 @@ def test_cli_lint_exit_codes(tmp_path, cli):
 
 # -- check and estimate: the same verdict as the equivalent ds_config ------------------------------
 
-def _options(gpus: int, gpu: str = "A100-80GB", gpus_per_node: int | None = None, **overrides) -> CheckOptions:
+def _options(gpus: int, gpu: str = "A100-SXM4-80GB", gpus_per_node: int | None = None, **overrides) -> CheckOptions:
     spec, shape = inputs.model_and_shape(None, "7B", 2048, "full", True, **overrides)
     return CheckOptions(model=spec, shape=shape, gpus=gpus, gpu_memory=inputs.gpu_memory(None, gpu, True),
                         gpus_per_node=gpus_per_node, cpu_memory=inputs.size("--cpu-memory", "1TB"))
@@ -240,7 +240,7 @@ def test_gpus_that_contradict_num_processes_are_a_usage_error(tmp_path, cli):
     yaml_path.write_text("distributed_type: DEEPSPEED\nnum_processes: 8\ndeepspeed_config:\n  zero_stage: 3\n")
     with pytest.raises(api.UsageError, match="launches 8 processes.*--gpus gives 4"):
         api.check_config(str(yaml_path), _options(4))
-    result = cli("check", str(yaml_path), "--params", "7B", "--gpus", "4", "--gpu", "A100-80GB")
+    result = cli("check", str(yaml_path), "--params", "7B", "--gpus", "4", "--gpu", "A100-SXM4-80GB")
     assert result.returncode == 2 and "give --gpus 8" in result.stderr
 
 

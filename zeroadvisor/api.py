@@ -12,7 +12,7 @@ that ``lint`` starts fast.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, BinaryIO, Iterable, Sequence
 
 from zeroadvisor.config.accelerate import is_accelerate_config
@@ -22,6 +22,7 @@ from zeroadvisor.config.reader import STDIN_NAME, read_stream_document
 from zeroadvisor.config.reader import InputError as UnreadableInput
 from zeroadvisor.config.reader import read_document
 from zeroadvisor.config.source import Document, ParseError
+from zeroadvisor.config.training_args import TrainerInputError
 from zeroadvisor.lint.context import LintOptions
 from zeroadvisor.lint.engine import lint_document, lint_file, parse_error_findings
 from zeroadvisor.lint.findings import Finding, Severity
@@ -50,7 +51,8 @@ class UnusableConfig(ValueError):
 
 
 # The errors bad input raises, each ``str(err)`` one line; anything else is a bug.
-EXPECTED_ERRORS: tuple[type[Exception], ...] = (UsageError, UnreadableInput, UnusableConfig, ModelError)
+EXPECTED_ERRORS: tuple[type[Exception], ...] = (UsageError, UnreadableInput, UnusableConfig, ModelError,
+                                                TrainerInputError)
 
 # ``--fail-on``: a severity, or never.
 FAIL_ON: tuple[str, ...] = (*(severity.value for severity in Severity), "never")
@@ -137,7 +139,7 @@ def _lint_stdin(stream: BinaryIO, options: LintOptions | None, rules: Sequence[R
 # -- estimate -----------------------------------------------------------------------------
 
 def estimate_config(config: str | None, model: "ModelSpec", shape: "TrainingShape", cluster: "Cluster",
-                    accounting: str = "deepspeed") -> "Estimate":
+                    accounting: str = "deepspeed", training=None) -> "Estimate":
     """Memory per GPU and node for every stage; ``config`` None means DeepSpeed's defaults (fp16 Adam).
 
     A config that does not parse, is not an object, or holds a value the memory model cannot
@@ -151,6 +153,9 @@ def estimate_config(config: str | None, model: "ModelSpec", shape: "TrainingShap
         document = _read_config(config)
         if not isinstance(document.data, dict):
             raise UnusableConfig(f"{config}: the config is not a JSON object")
+        if training is not None:  # "auto" filled as the Hugging Face Trainer fills it
+            document = trainer_filled(document, training, cluster.gpus, model.hidden_size)
+            shape = trainer_shape(document.data, shape, training)
         data = document.data
         if is_accelerate_config(data):  # the DeepSpeed config it makes Accelerate build, on its world
             data, shape, cluster = _accelerate_estimate_inputs(config, document, shape, cluster)
@@ -243,6 +248,10 @@ def check_config(path: str, options: "CheckOptions", rules: Sequence[Rule] | Non
     except ParseError:
         lint_rules = [r for r in selected if not r.needs_advice]
         return CheckRun(CheckResult(lint_file(path, None, lint_rules).findings, None, options), path)
+    if isinstance(document.data, dict) and options.training is not None:
+        # DeepSpeed gets the config with "auto" filled from the Trainer's arguments
+        document = trainer_filled(document, options.training, options.gpus, options.model.hidden_size)
+        options = replace(options, shape=trainer_shape(document.data, options.shape, options.training))
     if is_accelerate_config(document.data):
         result = _check_accelerate(path, document, options, selected)
     else:
@@ -294,3 +303,25 @@ def _check_accelerate(path: str, document: Document, options: "CheckOptions", ru
 
 def _split(values: Sequence[str] | None) -> list[str]:
     return [part.strip() for value in values or () for part in value.split(",") if part.strip()]
+
+
+# -- the Hugging Face Trainer -------------------------------------------------------------
+
+def trainer_filled(document: Document, training, world_size: int | None, hidden_size: int | None) -> Document:
+    """``document`` with the data DeepSpeed gets under the Trainer: "auto" filled from ``training`` as
+    transformers' HfTrainerDeepSpeedConfig does, then the precision section Accelerate adds for --fp16/--bf16
+    (deepspeed/hf_fill.py). Positions stay those of the file; mismatches are left for rule ZA310."""
+    from zeroadvisor.deepspeed import hf_fill
+
+    filled = hf_fill.fill(document.data, training, world_size, hidden_size)
+    return replace(document, data=hf_fill.accelerate_precision(filled.config, training))
+
+
+def trainer_shape(data: dict, shape: "TrainingShape", training) -> "TrainingShape":
+    """The micro batch the Trainer's dataloader feeds (per_device_train_batch_size) where the config names
+    no batch size (where it does, the filled config decides and ZA310 reports a difference)."""
+    from zeroadvisor.deepspeed.effective import MBS, TBS
+
+    if shape.micro_batch_size is not None or MBS in data or TBS in data:
+        return shape
+    return replace(shape, micro_batch_size=training.get("per_device_train_batch_size"))

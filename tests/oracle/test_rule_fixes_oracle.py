@@ -34,6 +34,8 @@ _spec.loader.exec_module(fixtures)
 # test asserts that DeepSpeed really accepts such a case (completed with a micro batch), so an
 # exemption cannot outlive its reason.
 SILENT_IN_DEEPSPEED = {
+    "ZA310": "transformers raises the mismatch (HfTrainerDeepSpeedConfig.trainer_config_finalize), not DeepSpeed; "
+             "tests/oracle/test_hf_fill_oracle.py proves each case against transformers",
     "ZA102": "DeepSpeed reads the top level and dict.get sections without checking keys: the misspelled key is "
              "dropped and the default used (the linter errs on purpose: the job runs, wrongly)",
     "ZA602": "the NVMe swapper is built by the engine with a model (partitioned_param_swapper.py), which the "

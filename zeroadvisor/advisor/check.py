@@ -32,6 +32,7 @@ class CheckOptions:
     integration: str = "any"
     unit: str = "GB"
     gpu: GpuSpec | None = None  # the named card (--gpu), when one was named; gpu_memory is its memory
+    training: Any = None  # the Hugging Face Trainer's arguments (config/training_args.TrainingArgs), when given
 
     def __post_init__(self) -> None:
         check_memory("gpu_memory", self.gpu_memory)
@@ -66,7 +67,7 @@ def check_document(doc: Document, options: CheckOptions, rules: Iterable[Rule] |
     from zeroadvisor.advisor.search import Searcher
     from zeroadvisor.fix.apply import combined_patch
 
-    lint_options = LintOptions(integration=options.integration, gpus=options.gpus)
+    lint_options = LintOptions(integration=options.integration, gpus=options.gpus, training=options.training)
     selected = list(registry.ALL if rules is None else rules)
     lint_rules = [r for r in selected if not r.needs_advice]
     if not isinstance(doc.data, dict):

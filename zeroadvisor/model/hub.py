@@ -50,6 +50,10 @@ class Resolved:
     note: str | None = None  # a fact the user should know (a snapshot picked without refs/main)
 
 
+# a name with one of these endings is a file the user means, not a Hub id (ids never end so)
+FILE_SUFFIXES = frozenset({".json", ".yaml", ".yml"})
+
+
 def is_repo_id(name: str) -> bool:
     """Whether ``name`` is a valid Hub model id (``gpt2``, ``meta-llama/Llama-2-7b-hf``)."""
     return (
@@ -198,7 +202,7 @@ def resolve(name: str, environ: Mapping[str, str] | None = None) -> Resolved:
             f"save_pretrained wrote, or the path of a config.json or model description",
             file=name,
         )
-    if path.exists() or not is_repo_id(name):
+    if path.exists() or not is_repo_id(name) or path.suffix.lower() in FILE_SUFFIXES:
         return Resolved(path, "path", name)  # the reader reports a missing or unreadable file
     searched = [f"no file or directory {name}"]
     cache = hub_cache_dir(environ)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from zeroadvisor.rules import accelerate, auto, batch, keys, memory, offload, optimizer, parallel, precision, syntax, values
+from zeroadvisor.rules import trainer
 from zeroadvisor.lint.rule import Rule
 
 ALL: tuple[Rule, ...] = (
@@ -10,6 +11,7 @@ ALL: tuple[Rule, ...] = (
     *keys.RULES,
     *values.RULES,
     *auto.RULES,
+    *trainer.RULES,
     *batch.RULES,
     *precision.RULES,
     *offload.RULES,
