@@ -16,6 +16,7 @@ def resolve(command: Command, values: Values) -> Values:
     a NEEDED value that nobody gives, or a configured value this command does not accept, is a usage error."""
     from zeroadvisor.api import UsageError
 
+    project.forget()
     out = dict(values)
     params = {p.name: p for p in command.params}
     given = {name for name, value in values.items() if value not in (None, [], ())}

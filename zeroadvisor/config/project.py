@@ -162,6 +162,11 @@ def find_for_run() -> ProjectConfig | None:
     return _find_from(os.path.abspath(os.curdir))
 
 
+def forget() -> None:
+    """Drop what earlier lookups found (each command run starts fresh; files may have changed)."""
+    _find_from.cache_clear()
+
+
 @lru_cache(maxsize=256)
 def _find_from(folder: str) -> ProjectConfig | None:
     for name in FILE_NAMES:
