@@ -14,9 +14,10 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_pre_commit_hook_runs_a_real_command():
     (hook,) = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
     assert hook["id"] == "zeroadvisor" and hook["language"] == "python"
-    program, command = hook["entry"].split()
+    program, command, *flags = hook["entry"].split()
     assert program == "zeroadvisor"
-    result = subprocess.run([sys.executable, "-m", "zeroadvisor", command, "--help"], capture_output=True, text=True)
+    result = subprocess.run([sys.executable, "-m", "zeroadvisor", command, *flags, "--help"], capture_output=True,
+                            text=True)
     assert result.returncode == 0
 
 

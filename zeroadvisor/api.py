@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, BinaryIO, Iterable, Sequence
+from typing import TYPE_CHECKING, BinaryIO, Callable, Iterable, Sequence
 
 from zeroadvisor.config.accelerate import is_accelerate_config
-from zeroadvisor.config.paths import PathError, expand
+from zeroadvisor.config.paths import PathError, expand_inputs
+from zeroadvisor.config.project import ProjectConfigError
 from zeroadvisor.config.paths import STDIN
 from zeroadvisor.config.reader import STDIN_NAME, read_stream_document
 from zeroadvisor.config.reader import InputError as UnreadableInput
@@ -52,7 +53,7 @@ class UnusableConfig(ValueError):
 
 # The errors bad input raises, each ``str(err)`` one line; anything else is a bug.
 EXPECTED_ERRORS: tuple[type[Exception], ...] = (UsageError, UnreadableInput, UnusableConfig, ModelError,
-                                                TrainerInputError)
+                                                TrainerInputError, ProjectConfigError)
 
 # ``--fail-on``: a severity, or never.
 FAIL_ON: tuple[str, ...] = (*(severity.value for severity in Severity), "never")
@@ -97,33 +98,50 @@ class LintRun:
     files: int  # inputs read and linted
     unreadable: list[str] = field(default_factory=list)  # one line each: an input that could not be read
     rules: tuple[Rule, ...] = ()
+    skipped: list[str] = field(default_factory=list)  # files found in a folder that are not configs (by content)
 
 
 def lint_paths(paths: Sequence[str], options: LintOptions | None = None, rules: Sequence[Rule] | None = None,
-               stdin: BinaryIO | None = None) -> LintRun:
+               stdin: BinaryIO | None = None, *, only_configs: bool = False,
+               rules_for: Callable[[str], Sequence[Rule]] | None = None) -> LintRun:
     """Lint files, directories and glob patterns (``-`` reads ``stdin``, standard input by default).
 
+    Files found in a directory (.json, .hjson, .conf, .yaml, .yml) are linted when their content is a
+    DeepSpeed or Accelerate config (config/kind.py) and listed in ``skipped`` otherwise;
+    ``only_configs`` judges named files the same way (the pre-commit hook). ``rules_for(path)``
+    chooses the rules per file (the project configuration's per-file ignores); ``rules`` otherwise.
     An input that cannot be read at all is listed in ``unreadable`` and the others are still linted;
     a path that names nothing (an empty directory, a pattern without matches) is a UsageError.
     """
+    from zeroadvisor.config.kind import kind_of_file
+
     selected = tuple(registry.LINT if rules is None else rules)
     try:
-        inputs = expand(list(paths))
+        inputs = expand_inputs(list(paths))
     except PathError as err:
         raise UsageError(str(err)) from None
     run = LintRun([], 0, [], selected)
-    for path in inputs:
+    used: set[str] = set()  # codes of the rules some file was linted with
+    for item in inputs:
+        path = item.path
+        if path != STDIN and (item.found or only_configs) and kind_of_file(path) is None:
+            run.skipped.append(path)
+            continue
+        chosen = selected if rules_for is None else tuple(rules_for(path))
+        used.update(r.code for r in chosen)
         try:
             if path == STDIN:
                 stream = stdin if stdin is not None else sys.stdin.buffer
-                found = _lint_stdin(stream, options, selected)
+                found = _lint_stdin(stream, options, chosen)
             else:
-                found = lint_file(path, options, selected).findings
+                found = lint_file(path, options, chosen).findings
         except UnreadableInput as err:
             run.unreadable.append(str(err))
             continue
         run.findings.extend(found)
         run.files += 1
+    if rules_for is not None:  # every rule some file was linted with, in the registry's order
+        run.rules = tuple(r for r in registry.ALL if r.code in used) or selected
     return run
 
 

@@ -49,16 +49,21 @@ def error(message: str) -> None:
 
 def lint(v: Values) -> ExitCode:
     from zeroadvisor import api
+    from zeroadvisor.cli import defaults, options
     from zeroadvisor.lint.context import LintOptions
 
+    v = defaults.resolve(options.LINT, v)
     rules = api.select_rules(v["select"], v["ignore"], lint_only=True)
     training = _trainer(v).get("training")
     run = api.lint_paths(v["paths"], LintOptions(integration=v["integration"], gpus=v["gpus"], training=training),
-                         rules)
+                         rules, only_configs=v["only_configs"],
+                         rules_for=defaults.rules_for(v["select"], v["ignore"], True))
     for message in run.unreadable:
         error(message)
-    extra = {"unreadable": run.unreadable} if run.unreadable else {}  # json lists them, text counts them
-    _show(v["format"], run.findings, files=run.files, rules=rules, extra=extra)
+    extra: dict = {"unreadable": run.unreadable} if run.unreadable else {}  # json lists them, text counts them
+    if run.skipped:
+        extra["skipped"] = run.skipped
+    _show(v["format"], run.findings, files=run.files, rules=run.rules, extra=extra)
     if run.unreadable:
         return ExitCode.USAGE
     return ExitCode.FINDINGS if api.fails(run.findings, v["fail_on"]) else ExitCode.OK
@@ -66,9 +71,10 @@ def lint(v: Values) -> ExitCode:
 
 def estimate(v: Values) -> ExitCode:
     from zeroadvisor import api
-    from zeroadvisor.cli import inputs
+    from zeroadvisor.cli import defaults, inputs, options
     from zeroadvisor.memory.estimate import Cluster
 
+    v = defaults.resolve(options.ESTIMATE, v)
     trainer = _trainer(v)
     v = {**v, **{k: val for k, val in trainer.items() if k in v}}
     spec, shape = inputs.model_and_shape(v["model"], v["params"], v["seq_len"], v["activation_checkpointing"],
@@ -94,14 +100,18 @@ def _throughput(v: Values, result) -> dict:
 
 
 def check(v: Values) -> ExitCode:
+    """Each config against the same model and cluster: text and markdown reports one after another, json
+    one document per config (a JSON array when there are several), sarif and github one report of all."""
     from zeroadvisor import api
     from zeroadvisor.advisor.check import CheckOptions
-    from zeroadvisor.cli import inputs
+    from zeroadvisor.cli import defaults, inputs, options
 
-    rules = api.select_rules(v["select"], v["ignore"], lint_only=False)
-    trainer = _trainer(v)
+    from_trainer = ("gpus",) if v.get("launch") is not None or v.get("training_args") is not None else ()
+    v = defaults.resolve(options.CHECK, v, defer=from_trainer)
+    rules_for = defaults.rules_for(v["select"], v["ignore"], lint_only=False)
+    trainer = _trainer({**v, "config": v["config"] or None})
     v = {**v, **{k: val for k, val in trainer.items() if k in v}}
-    if v["config"] is None:
+    if not v["config"]:
         raise api.UsageError("give CONFIG, or the launch command after -- (its --deepspeed names the config)")
     if v["gpus"] is None:
         why = f": {trainer['world_from']}" if trainer.get("world_from") else ""
@@ -118,17 +128,34 @@ def check(v: Values) -> ExitCode:
     for note in trainer.get("notes", ()):
         error(f"note: {note}")
     show_diff = v["suggest"] or v["format"] == "markdown"
-    run = api.check_config(v["config"], options, rules, diff=show_diff, fix=v["fix"])
-    for note in run.notes:
-        error(note)
-    _show(v["format"], run.result.findings, rules=rules, check=run.result, path=v["config"],
-          diff=run.diff if show_diff else "", unit=v["unit"], explain=v["explain"])
-    if run.error is not None:  # after the report: the findings are never lost to a failed write
-        error(run.error)
-        return ExitCode.USAGE
-    if v["fix"]:
-        error(f"applied {run.fixed} fix(es) to {v['config']}" if run.fixed else f"nothing to fix in {v['config']}")
-    return ExitCode.FINDINGS if api.fails(run.result.findings, v["fail_on"]) else ExitCode.OK
+    configs = [v["config"]] if isinstance(v["config"], str) else list(v["config"])
+    combined = v["format"] in ("sarif", "github")  # one report of every config's findings
+    documents, findings, used, failed, code = [], [], {}, False, ExitCode.OK
+    for path in configs:
+        rules = rules_for(path)
+        run = api.check_config(path, options, rules, diff=show_diff, fix=v["fix"])
+        for note in run.notes:
+            error(note)
+        findings.extend(run.result.findings)
+        used.update((r.code, r) for r in rules)
+        if not combined:
+            documents.append(_text(v["format"], run.result.findings, rules=rules, check=run.result, path=path,
+                                   diff=run.diff if show_diff else "", unit=v["unit"], explain=v["explain"]))
+        if run.error is not None:  # after the report: the findings are never lost to a failed write
+            error(run.error)
+            code = ExitCode.USAGE
+        elif v["fix"]:
+            error(f"applied {run.fixed} fix(es) to {path}" if run.fixed else f"nothing to fix in {path}")
+        failed = failed or api.fails(run.result.findings, v["fail_on"])
+    if combined:
+        documents.append(_text(v["format"], findings, files=len(configs), rules=tuple(used.values())))
+    if v["format"] == "json" and len(documents) > 1:
+        sys.stdout.write("[\n" + ",\n".join(d.rstrip("\n") for d in documents) + "\n]\n")
+    else:
+        sys.stdout.write("\n".join(documents))
+    if code != ExitCode.OK:
+        return code
+    return ExitCode.FINDINGS if failed else ExitCode.OK
 
 
 def list_rules(v: Values) -> ExitCode:
@@ -162,10 +189,14 @@ RUNNERS: dict[str, Callable[[Values], ExitCode]] = {
 
 
 def _show(fmt: str, findings, **fields) -> None:
+    sys.stdout.write(_text(fmt, findings, **fields))
+
+
+def _text(fmt: str, findings, **fields) -> str:
     from zeroadvisor.report import Report, render
 
     report = Report(findings, colour=use_colour(), ascii_only=not can_encode(sys.stdout, _DRAWING), **fields)
-    sys.stdout.write(render(fmt, report))
+    return render(fmt, report)
 
 
 def use_colour() -> bool:

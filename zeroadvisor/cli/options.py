@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 
+NEEDED = "<needed>"  # Param.fallback: the flag or the project configuration must give it
+
+
 @dataclass(frozen=True)
 class Param:
     name: str  # the keyword the command receives
@@ -27,6 +30,9 @@ class Param:
     required: bool = False
     metavar: str | None = None
     help_values: str | None = None  # "module:NAME" whose keys or values end the help text
+    # The value when neither the flag nor the project configuration (config/project.py) gives one;
+    # NEEDED: one of them must. Such a parameter has default None, so a given flag can be told apart.
+    fallback: Any = None
 
     @property
     def positional(self) -> bool:
@@ -36,9 +42,14 @@ class Param:
         return None if self.choices is None else tuple(_values(self.choices))
 
     def full_help(self) -> str:
+        text = self.help
+        if self.fallback is NEEDED:
+            text += " (or set it in the project configuration)"
+        elif self.fallback is not None:
+            text += f" (default: {self.fallback}, or the project configuration's)"
         if self.help_values is None:
-            return self.help
-        return f"{self.help}: {', '.join(_values(self.help_values))}."
+            return text
+        return f"{text}: {', '.join(_values(self.help_values))}."
 
 
 @dataclass(frozen=True)
@@ -58,17 +69,17 @@ def _values(reference: str) -> list[str]:
 
 # -- parameters shared by commands (one definition each) -----------------------------------
 
-FAIL_ON = Param("fail_on", ("--fail-on",), "Exit 1 on findings of this severity or worse.", default="error",
+FAIL_ON = Param("fail_on", ("--fail-on",), "Exit 1 on findings of this severity or worse.", fallback="error",
                 choices="zeroadvisor.api:FAIL_ON")
 INTEGRATION = Param("integration", ("--integration",),
                     "Who reads the file: deepspeed, hf-trainer, accelerate, or any (accept what either integration "
-                    "fills).", default="any", choices="zeroadvisor.lint.context:INTEGRATIONS")
+                    "fills).", fallback="any", choices="zeroadvisor.lint.context:INTEGRATIONS")
 SELECT = Param("select", ("--select",), "Only these rules (codes, names or code prefixes).", multiple=True)
 IGNORE = Param("ignore", ("--ignore",), "Skip these rules (codes, names or code prefixes).", multiple=True)
 MODEL = Param("model", ("--model", "-m"), "A model description (YAML/JSON), a Hugging Face config.json or model "
               "directory, or a Hub id (ORG/NAME: the local HF cache, then the shipped catalog; offline).")
 PARAMS = Param("params", ("--params",), "Parameter count instead of --model, e.g. 7.5B.")
-GPUS = Param("gpus", ("--gpus",), "Number of GPUs (data-parallel degree).", kind=int, minimum=1, required=True)
+GPUS = Param("gpus", ("--gpus",), "Number of GPUs (data-parallel degree).", kind=int, minimum=1, fallback=NEEDED)
 GPUS_PER_NODE = Param("gpus_per_node", ("--gpus-per-node",), "GPUs per node (default 8).", kind=int, minimum=1)
 GPU_MEMORY = Param("gpu_memory", ("--gpu-memory",), "Memory per GPU, e.g. 80GiB.")
 GPU = Param("gpu", ("--gpu",), "GPU name instead of --gpu-memory (memory as the driver reports it)",
@@ -138,12 +149,12 @@ THROUGHPUT_INPUTS = (
 
 
 def _format(choices: str) -> Param:
-    return Param("format", ("--format", "-f"), "Output format.", default="text", choices=choices)
+    return Param("format", ("--format", "-f"), "Output format.", fallback="text", choices=choices)
 
 
 # One margin for every capacity (memory/verdict.py): "fits" leaves it free, inside it is "tight".
 HEADROOM = Param("headroom", ("--headroom",), "Share of each capacity a \"fits\" leaves free (inside it: "
-                 "\"tight\"), e.g. 10% or 0.1.", default="10%")
+                 "\"tight\"), e.g. 10% or 0.1.", fallback="10%")
 
 EXPLAIN = Param("explain", ("--explain",), "Show every term of the configured option (phase, bytes, formula, "
                 "source, kind) and the DeepSpeed-vs-paper notes.", default=False, kind=bool)
@@ -155,6 +166,8 @@ LINT = Command("lint", "Lint DeepSpeed config files.", (
     FAIL_ON,
     Param("gpus", ("--gpus",), "Data-parallel world size: check the batch exactly.", kind=int, minimum=1),
     INTEGRATION, SELECT, IGNORE,
+    Param("only_configs", ("--only-configs",), "Skip named files whose content is not a DeepSpeed or Accelerate "
+          "config, as files found in a directory are (for pre-commit hooks).", default=False, kind=bool),
 ))
 
 ESTIMATE = Command("estimate", "Estimate memory per GPU and per node for every ZeRO stage and offload option.", (
@@ -165,13 +178,14 @@ ESTIMATE = Command("estimate", "Estimate memory per GPU and per node for every Z
 ))
 
 CHECK = Command("check", "Pre-flight check: lint findings and memory advice, with fixes as a diff.", (
-    Param("config", help="The DeepSpeed config to check.", required=True, metavar="CONFIG"),
+    Param("config", help="The DeepSpeed configs to check (each one against the same model and cluster).",
+          required=True, multiple=True, metavar="CONFIG"),
     MODEL, PARAMS, GPUS, GPU_MEMORY, GPU, GPUS_PER_NODE, CPU_MEMORY, NVME,
     HEADROOM,
     _format("zeroadvisor.report:CHECK_FORMATS"),
     FAIL_ON,
-    Param("suggest", ("--suggest",), "Print the fixes as a unified diff of CONFIG.", default=False, kind=bool),
-    Param("fix", ("--fix",), "Write the fixes into CONFIG (atomically).", default=False, kind=bool),
+    Param("suggest", ("--suggest",), "Print the fixes as a unified diff of each CONFIG.", default=False, kind=bool),
+    Param("fix", ("--fix",), "Write the fixes into each CONFIG (atomically).", default=False, kind=bool),
     INTEGRATION, SELECT, IGNORE, ACCOUNTING, UNIT, SEQ_LEN, CHECKPOINTING, FLASH, EXPLAIN, *RUN_INPUTS, *PEFT_INPUTS,
     *THROUGHPUT_INPUTS,
 ))

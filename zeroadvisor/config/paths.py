@@ -12,9 +12,12 @@ from __future__ import annotations
 import fnmatch
 import os
 from collections import deque
+from dataclasses import dataclass
 
-# Extensions collected when a directory is given (explicit files may have any extension).
-CONFIG_SUFFIXES = (".json", ".hjson")
+# Extensions collected when a directory is given (explicit files may have any extension); each file
+# found is then judged by its content (config/kind.py): DeepSpeed reads .json, .conf and hjson
+# (deepspeed/runtime/config.py loads any path with hjson), Accelerate writes YAML.
+CONFIG_SUFFIXES = (".json", ".hjson", ".conf", ".yaml", ".yml")
 _GLOB_CHARS = set("*?[")
 STDIN = "-"  # the argument that means "read standard input"
 
@@ -23,33 +26,47 @@ class PathError(Exception):
     """A PATH that names nothing: exit code 2."""
 
 
+@dataclass(frozen=True)
+class Input:
+    path: str
+    found: bool = False  # listed from a directory: its content decides whether it is a config
+
+
 def expand(arguments: list[str]) -> list[str]:
     """Every file to lint, in argument order, each once (by real path); ``-`` is kept as is."""
-    out: list[str] = []
+    return [item.path for item in expand_inputs(arguments)]
+
+
+def expand_inputs(arguments: list[str]) -> list[Input]:
+    """``expand``, saying of each file whether it was found in a directory or named (by path or pattern)."""
+    out: list[Input] = []
     for argument in arguments:
         if argument != STDIN and os.path.isdir(argument):
             found = [p for p in _files_under(argument) if os.path.splitext(p)[1].lower() in CONFIG_SUFFIXES]
             if not found:
                 raise PathError(f"{argument}: directory has no {'/'.join(CONFIG_SUFFIXES)} files")
-            out.extend(sorted(found))
+            out.extend(Input(path, found=True) for path in sorted(found))
         elif _GLOB_CHARS & set(argument) and not os.path.exists(argument):
             found = sorted(_glob(argument))
             if not found:
                 raise PathError(f"{argument}: pattern matches no files")
-            out.extend(found)
+            out.extend(Input(path) for path in found)
         else:
-            out.append(argument)  # missing files are reported per file by the linter
+            out.append(Input(argument))  # missing files are reported per file by the linter
     return _unique(out)
 
 
-def _unique(paths: list[str]) -> list[str]:
-    seen: set[str] = set()
-    out = []
-    for path in paths:
-        key = path if path == STDIN else os.path.realpath(path)
-        if key not in seen:
-            seen.add(key)
-            out.append(path)
+def _unique(inputs: list[Input]) -> list[Input]:
+    """The first mention of each file, counted as named when any mention names it."""
+    first: dict[str, int] = {}
+    out: list[Input] = []
+    for item in inputs:
+        key = item.path if item.path == STDIN else os.path.realpath(item.path)
+        if key not in first:
+            first[key] = len(out)
+            out.append(item)
+        elif not item.found and out[first[key]].found:
+            out[first[key]] = Input(out[first[key]].path, found=False)
     return out
 
 

@@ -21,21 +21,24 @@ def location(finding: Finding) -> str:
 
 
 def render(findings: list[Finding], colour: bool = False, files: int = 1, ascii_only: bool = False,
-           unreadable: int = 0) -> str:
+           unreadable: int = 0, skipped: int = 0) -> str:
     lines = []
     for f in findings:
         severity = f"[{f.severity.value}]"
         if colour:
             severity = f"{_COLOURS[f.severity]}{severity}{_RESET}"
         lines.append(f"{location(f)}: {escape.terminal(f.code)} {severity} {escape.terminal(f.message)}")
-    lines.append(summary(findings, files, unreadable))
+    lines.append(summary(findings, files, unreadable, skipped))
     return escape.output("\n".join(lines) + "\n", ascii_only)
 
 
-def summary(findings: list[Finding], files: int, unreadable: int = 0) -> str:
+def summary(findings: list[Finding], files: int, unreadable: int = 0, skipped: int = 0) -> str:
+    from zeroadvisor.config.kind import NOT_A_CONFIG
+
     counts = {s: sum(1 for f in findings if f.severity is s) for s in Severity}
     parts = [f"{n} {s.value}{'s' if n != 1 else ''}" for s, n in counts.items() if n]
-    checked = f"{files} file{'s' if files != 1 else ''} checked: " + (", ".join(parts) or "no problems")
+    skip = f" ({skipped} skipped: {NOT_A_CONFIG})" if skipped else ""
+    checked = f"{files} file{'s' if files != 1 else ''} checked{skip}: " + (", ".join(parts) or "no problems")
     if not unreadable:
         return checked
     # Never "0 files checked: no problems" about a file that was not read.
@@ -51,7 +54,7 @@ def render_report(report) -> str:
     if report.check is None and estimate is not None:  # the estimate command: the table alone
         return estimate_text.render(estimate, report.unit, ascii_only=report.ascii_only, explain=report.explain)
     out = render(report.findings, colour=report.colour, files=report.files, ascii_only=report.ascii_only,
-                 unreadable=len(report.extra.get("unreadable", ())))
+                 unreadable=len(report.extra.get("unreadable", ())), skipped=len(report.extra.get("skipped", ())))
     if estimate is not None:
         # check: the assumed inputs are findings (assumed-input), listed first above
         out += "\n" + estimate_text.render(estimate, report.unit, ascii_only=report.ascii_only,

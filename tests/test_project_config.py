@@ -1,0 +1,102 @@
+"""Project configuration ([tool.zeroadvisor] / .zeroadvisor.toml): found by walking up, nearest wins,
+flags override it, bad keys are one-line usage errors naming the file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cli_run import cli  # noqa: F401 - the fixture
+from zeroadvisor.config import project
+
+TYPO = '{\n  "train_batch_size": 8,\n  "zero_optimisation": {"stage": 3}\n}\n'
+NO_OPTIMIZER = '{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3}}\n'
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    (tmp_path / "configs" / "legacy").mkdir(parents=True)
+    (tmp_path / "configs" / "typo.json").write_text(TYPO)
+    (tmp_path / "configs" / "legacy" / "old.json").write_text(TYPO)
+    project.forget()
+    return tmp_path
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    project.forget()
+    return path
+
+
+def test_nearest_configuration_wins_and_dedicated_file_wins_in_one_folder(repo):
+    write(repo / "pyproject.toml", '[tool.zeroadvisor]\nignore = ["ZA101"]\n')
+    assert project.find_for(str(repo / "configs" / "typo.json")).ignore == ("ZA101",)
+    write(repo / "configs" / "pyproject.toml", '[project]\nname = "x"\n')  # no table: the walk goes on
+    assert project.find_for(str(repo / "configs" / "typo.json")).path == str(repo / "pyproject.toml")
+    write(repo / "configs" / ".zeroadvisor.toml", 'ignore = ["ZA102"]\n')
+    assert project.find_for(str(repo / "configs" / "typo.json")).ignore == ("ZA102",)
+    write(repo / "pyproject.toml", '[tool.zeroadvisor]\nignore = ["ZA006"]\n')
+    write(repo / ".zeroadvisor.toml", '[tool.zeroadvisor]\nignore = ["ZA103"]\n')  # the table form is read too
+    assert project.find_for(str(repo / "x.json")).ignore == ("ZA103",)
+
+
+@pytest.mark.parametrize("text, message", [
+    ('[tool.zeroadvisor]\nselct = ["ZA1"]\n', "pyproject.toml:2: unknown key 'tool.zeroadvisor.selct'"),
+    ('[tool.zeroadvisor.cluster]\ngpu_count = 8\n',
+     "pyproject.toml:2: unknown key 'tool.zeroadvisor.cluster.gpu_count'"),
+    ('[tool.zeroadvisor]\nfail-on = "fatal"\n', "'tool.zeroadvisor.fail-on': expected one of error"),
+    ('[tool.zeroadvisor]\nignore = ["ZA999"]\n', "ignore: unknown rule 'ZA999'"),
+    ('[tool.zeroadvisor.cluster]\ncpu-memory = "1T"\n', "unknown size unit"),
+    ('[tool.zeroadvisor.cluster]\ngpus = 0\n', "at least 1"),
+    ('[tool.zeroadvisor\n', "invalid TOML"),
+])
+def test_bad_configuration_is_a_usage_error_naming_file_and_key(repo, cli, text, message):
+    write(repo / "pyproject.toml", text)
+    result = cli("lint", "configs/typo.json", cwd=repo)
+    assert result.returncode == 2 and result.stdout == ""
+    assert message in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_rule_keys_apply_per_file_and_flags_override(repo, cli):
+    write(repo / "pyproject.toml", '[tool.zeroadvisor]\nfail-on = "never"\n'
+                                   '[tool.zeroadvisor.per-file-ignores]\n"legacy/*.json" = ["ZA102"]\n')
+    write(repo / "configs" / ".zeroadvisor.toml", '[per-file-ignores]\n"legacy/*.json" = ["ZA102"]\n')
+    result = cli("lint", "--format", "json", "configs", cwd=repo)
+    files = {f["file"] for f in json.loads(result.stdout)["findings"]}
+    assert files == {"configs/typo.json"}  # legacy/old.json: its nearest configuration ignores ZA102
+    assert result.returncode == 0  # fail-on = never from the configuration nearest the current folder
+    assert cli("lint", "--fail-on", "error", "configs", cwd=repo).returncode == 1  # the flag wins
+    # --ignore replaces the configuration's ignore list; its per-file-ignores still apply
+    result = cli("lint", "--format", "json", "--ignore", "ZA006", "configs", cwd=repo)
+    assert len(json.loads(result.stdout)["findings"]) == 1  # per-file-ignores still apply
+
+
+def test_cluster_defaults_feed_check_and_flags_override(repo, cli):
+    (repo / "ds.json").write_text(NO_OPTIMIZER)
+    assert "give --gpus" in cli("check", "ds.json", "--params", "7B", "--gpu", "A100-SXM4-80GB", cwd=repo).stderr
+    write(repo / "pyproject.toml", '[tool.zeroadvisor]\nformat = "json"\n'
+                                   '[tool.zeroadvisor.cluster]\ngpus = 16\ngpu-memory = "40GiB"\n')
+    result = cli("check", "ds.json", "--params", "7B", "--fail-on", "never", cwd=repo)
+    cluster = json.loads(result.stdout)["estimate"]["cluster"]
+    assert (cluster["gpus"], cluster["gpu_memory"]) == (16, 40 << 30)
+    # --gpu replaces the configured gpu-memory (the two exclude each other); --gpus replaces gpus
+    result = cli("check", "ds.json", "--params", "7B", "--gpus", "4", "--gpu", "A100-SXM4-80GB", "--fail-on", "never",
+                 cwd=repo)
+    cluster = json.loads(result.stdout)["estimate"]["cluster"]
+    assert cluster["gpus"] == 4 and cluster["gpu_memory"] > 80 * 10**9
+
+
+def test_a_format_the_command_lacks_is_a_usage_error(repo, cli):
+    write(repo / "pyproject.toml", '[tool.zeroadvisor]\nformat = "markdown"\n')
+    result = cli("lint", "configs/typo.json", cwd=repo)
+    assert result.returncode == 2 and "pyproject.toml: format 'markdown' is not one of lint's" in result.stderr
+
+
+@pytest.mark.parametrize("relative, pattern, matches", [
+    ("a/b.json", "a/*.json", True), ("a/b.json", "*.json", True), ("x/a/b.json", "a/*.json", False),
+    ("a/b/c.json", "a/**/*.json", True), ("a/c.json", "a/**/*.json", True), ("b.yaml", "*.json", False),
+])
+def test_per_file_ignore_globs(relative, pattern, matches):
+    assert project._glob_match(relative, pattern) is matches

@@ -1,0 +1,96 @@
+"""The Python API (zeroadvisor.lint / estimate / check): typed results over the same flows as the CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+import zeroadvisor
+from zeroadvisor.api import UsageError
+from conftest import REPO
+
+TYPO = {"train_batch_size": 8, "zero_optimisation": {"stage": 3}}
+GIB = 1 << 30
+# 7e9 parameters, bf16 + Adam: 2 + 2 + 12 bytes per parameter (ZeRO paper §3.1, K = 12)
+STAGE0 = {"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True}, "zero_optimization": {"stage": 0},
+          "optimizer": {"type": "AdamW", "params": {"lr": 1e-5}}}
+STAGE3 = {**STAGE0, "zero_optimization": {"stage": 3}}
+
+
+def test_lint_a_dict_finds_the_typo_at_its_line():
+    result = zeroadvisor.lint(config=TYPO)
+    # json.dumps(indent=2): "{", "train_batch_size", then the typo on line 3, column 3
+    assert [(f.code, f.line, f.column) for f in result.findings] == [("ZA102", 3, 3)]
+    assert result.errors == 1 and not result.ok and result.fails("error") and not result.fails("never")
+    assert json.loads(result.report("json"))["findings"][0]["code"] == "ZA102"
+
+
+def test_lint_text_yaml_and_paths(tmp_path):
+    yaml_text = "train_batch_size: 8\nzero_optimisation:\n  stage: 3\n"
+    assert [f.line for f in zeroadvisor.lint(text=yaml_text, name="ds.yaml").findings] == [2]
+    (tmp_path / "ds.json").write_text(json.dumps(TYPO))
+    (tmp_path / "package.json").write_text('{"name": "x", "version": "1.0.0"}')
+    result = zeroadvisor.lint(tmp_path)
+    assert result.files == 1 and result.skipped == [str(tmp_path / "package.json")]
+    assert "1 file checked (1 skipped: not DeepSpeed or Accelerate configs): 1 error" in result.report()
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"text": "{}", "config": {}}])
+def test_lint_needs_exactly_one_input(kwargs):
+    with pytest.raises(UsageError, match="exactly one"):
+        zeroadvisor.lint(**kwargs)
+
+
+def test_lint_is_callable_after_the_lint_package_is_imported():
+    # importing zeroadvisor.lint.* binds the name to the package: the package itself must call lint
+    code = ("import zeroadvisor.lint.engine, zeroadvisor.preflight, zeroadvisor, sys; "
+            "print(zeroadvisor.lint(config={'fp16': {'enabled': True}}).ok); "
+            "print(callable(zeroadvisor.preflight)); print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True,
+                         env={"PYTHONPATH": str(REPO), "PATH": ""}).stdout.split()
+    assert out == ["True", "True", "False"]  # and no torch: the core never imports it
+
+
+def test_estimate_counts_model_states_by_hand():
+    # ZeRO stage 1 (paper §5.1, P_os): 2 + 2 + K/N_d bytes per parameter, K = 12 for mixed-precision Adam
+    stage1 = {**STAGE0, "zero_optimization": {"stage": 1}}
+    result = zeroadvisor.estimate(stage1, params=7_000_000_000, gpus=8, gpu="A100-SXM4-80GB")
+    rows = result.configured.per_gpu
+    assert rows["parameters"] == 2 * 7_000_000_000  # bf16 weights
+    assert rows["gradients"] == 2 * 7_000_000_000
+    assert rows["optimizer_states"] == 12 * 7_000_000_000 // 8  # fp32 master, momentum, variance, split 8 ways
+    assert result.verdict in ("fits", "tight")  # 38.5 GB of states on an 80 GiB card
+    assert json.loads(result.report("json"))["stages"]
+
+
+def test_check_verdicts_follow_the_arithmetic():
+    # stage 0: at least 16 bytes x 7e9 = 112 GB per GPU > 80 GiB; stage 3 over 8 GPUs: 14 GB of states
+    bad = zeroadvisor.check(STAGE0, params="7B", gpus=8, gpu_memory=80 * GIB)
+    assert bad.verdict == "does-not-fit" and bad.fits is False
+    assert "ZA801" in {f.code for f in bad.findings}
+    good = zeroadvisor.check(STAGE3, params="7B", gpus=8, gpu_memory="80GiB")
+    assert good.fits and "ZA801" not in {f.code for f in good.findings}
+    assert "zeroadvisor" in good.report("markdown")
+
+
+def test_check_a_file_with_a_diff(tmp_path):
+    path = tmp_path / "ds.json"
+    path.write_text(json.dumps(STAGE0, indent=2))
+    report = zeroadvisor.check(path, params="7B", gpus=8, gpu="A100-SXM4-80GB", diff=True)
+    assert report.path == str(path) and report.diff.startswith("---")
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"gpu_memory": "80"}, "no unit"),
+    ({"gpu_memory": -1}, "byte count"),
+    ({"gpu_memory": "80GiB", "gpu": "A100-SXM4-80GB"}, "not both"),
+    ({"gpu_memory": "80GiB", "sequence": 4096}, "unknown keyword 'sequence'"),
+    ({"gpu_memory": "80GiB", "gpus": 0}, "at least 1"),
+])
+def test_bad_values_are_one_line_usage_errors(kwargs, message):
+    arguments = {"params": "7B", "gpus": 8, **kwargs}
+    with pytest.raises(zeroadvisor.EXPECTED_ERRORS, match=message):
+        zeroadvisor.check(STAGE3, **arguments)

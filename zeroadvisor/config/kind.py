@@ -1,0 +1,84 @@
+"""What a file found on disk holds, judged by its content: a DeepSpeed config, an Accelerate config, or
+something else (a model's config.json, package.json, a CI workflow).
+
+Used where files are *found* rather than named: ``lint DIR`` and the pre-commit hook
+(``lint --only-configs``), whose file pattern admits every config extension and leaves the
+decision to this module. A file named on the command line is always linted.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from functools import lru_cache
+from typing import Any
+
+DEEPSPEED = "deepspeed"
+ACCELERATE = "accelerate"
+
+# Top-level keys of the YAML `accelerate config` writes that name its launcher setup
+# (accelerate/commands/config/config_args.py, ClusterConfig.distributed_type / deepspeed_config).
+ACCELERATE_KEYS = frozenset({"distributed_type", "deepspeed_config"})
+
+# What the skipped files are called in the summary line ("3 skipped: not DeepSpeed configs").
+NOT_A_CONFIG = "not DeepSpeed or Accelerate configs"
+
+
+@lru_cache(maxsize=1)
+def deepspeed_keys() -> frozenset[str]:
+    """The top-level keys DeepSpeed 0.19.8 reads: the generated schema's properties (one source of truth
+    with the not-a-deepspeed-config rule, lint/context.py ``foreign``)."""
+    from zeroadvisor.deepspeed import schema
+
+    return frozenset(schema.load().get("properties", {}))
+
+
+def kind_of_data(data: Any) -> str | None:
+    """DEEPSPEED, ACCELERATE or None for a parsed config.
+
+    An object with any DeepSpeed top-level key is a DeepSpeed config, and so is an empty object
+    (DeepSpeed runs on its defaults; the corpus has one). Keys starting with ``_`` are comments.
+    """
+    if not isinstance(data, dict):
+        return None
+    keys = {str(key) for key in data if not str(key).startswith("_")}
+    if keys & ACCELERATE_KEYS:
+        return ACCELERATE
+    if not data or keys & deepspeed_keys():
+        return DEEPSPEED
+    return None
+
+
+@lru_cache(maxsize=1)
+def _key_pattern() -> re.Pattern[str]:
+    """A top-level-looking ``key:`` (quoted or not) at the start of a line, for text that does not parse
+    (templates with placeholders, a stray comma): the lint then reports the syntax error."""
+    names = "|".join(sorted(re.escape(k) for k in deepspeed_keys() | ACCELERATE_KEYS))
+    return re.compile(rf"""(?m)^[ \t{{]*["']?({names})["']?[ \t]*:""")
+
+
+def kind_of_text(text: str) -> str | None:
+    """The kind of a config that does not parse, from its key names."""
+    match = _key_pattern().search(text)
+    if match is None:
+        return None
+    return ACCELERATE if match.group(1) in ACCELERATE_KEYS else DEEPSPEED
+
+
+def kind_of_file(path: str | os.PathLike) -> str | None:
+    """DEEPSPEED, ACCELERATE or None for a file; a file that cannot be read counts as a config, so that
+    the lint says why it could not be read rather than skipping it without a word."""
+    from zeroadvisor.config.reader import InputError, read_bytes, read_document
+    from zeroadvisor.config.source import ParseError
+
+    try:
+        return kind_of_data(read_document(path).data)
+    except InputError:
+        return DEEPSPEED
+    except ParseError:
+        pass
+    try:
+        raw = read_bytes(path)
+    except InputError:
+        return DEEPSPEED
+    return kind_of_text(raw.decode("utf-8", "replace"))

@@ -1,0 +1,270 @@
+"""Project configuration: ``[tool.zeroadvisor]`` in ``pyproject.toml``, or ``.zeroadvisor.toml``.
+
+Found by walking up from a file's folder; the nearest wins, and in one folder ``.zeroadvisor.toml``
+wins over ``pyproject.toml`` (a ``pyproject.toml`` without a ``[tool.zeroadvisor]`` table does not
+count, and the walk goes on). ``.zeroadvisor.toml`` holds the same keys at its top level (a
+``[tool.zeroadvisor]`` table there is read too)::
+
+    select = ["ZA1", "ZA8"]          # rules by code, name or code prefix (default: all)
+    ignore = ["ZA006"]
+    fail-on = "warning"              # error | warning | info | never
+    format = "text"                  # any --format the command accepts
+    integration = "hf-trainer"       # deepspeed | hf-trainer | accelerate | any
+
+    [per-file-ignores]               # globs relative to this file's folder
+    "legacy/**/*.json" = ["ZA101"]
+
+    [cluster]                        # defaults for check/estimate (lint uses gpus for the batch)
+    gpus = 16
+    gpus-per-node = 8
+    gpu = "H100-SXM5-80GB"                # or gpu-memory = "80GiB"
+    cpu-memory = "1TB"
+    nvme = "4TB"
+    headroom = "10%"
+
+A flag on the command line overrides the key it names. The rule keys (select, ignore,
+per-file-ignores) apply per file, from that file's nearest configuration; the others (fail-on,
+format, integration, cluster) apply to the whole run, from the configuration nearest the current
+folder, as ruff does. Unknown keys and bad values are a usage error naming the file and key.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Callable
+
+PYPROJECT = "pyproject.toml"
+DEDICATED = ".zeroadvisor.toml"
+# In one folder the dedicated file wins (it exists only for zeroadvisor).
+FILE_NAMES = (DEDICATED, PYPROJECT)
+
+
+class ProjectConfigError(ValueError):
+    """A project configuration that cannot be used; ``str()`` names the file (and key)."""
+
+
+def _strings(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise TypeError("expected a string or a list of strings")
+
+
+def _choice(reference: str) -> Callable[[Any], str]:
+    def read(value: Any) -> str:
+        from zeroadvisor.cli.options import _values
+
+        choices = _values(reference)
+        if value not in choices:
+            raise TypeError(f"expected one of {', '.join(choices)}")
+        return value
+    return read
+
+
+def _positive_int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise TypeError("expected a whole number of at least 1")
+    return value
+
+
+def _size(value: Any) -> str:
+    from zeroadvisor.units import parse_size
+
+    parse_size(value)  # ValueError with the reason
+    return value
+
+
+def _share(value: Any) -> str:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str):
+        raise TypeError("expected a share such as \"10%\" or 0.1")
+    return value
+
+
+def _gpu(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError("expected a GPU name such as \"H100-SXM5-80GB\"")
+    return value
+
+
+# Run-wide keys: config key -> (the command's parameter name, value reader). One table for what
+# the file may hold and which flag each key stands in for (cli/options.py names the flags).
+RUN_KEYS: dict[str, tuple[str, Callable[[Any], Any]]] = {
+    "fail-on": ("fail_on", _choice("zeroadvisor.api:FAIL_ON")),
+    "format": ("format", _choice("zeroadvisor.report:CHECK_FORMATS")),
+    "integration": ("integration", _choice("zeroadvisor.lint.context:INTEGRATIONS")),
+}
+CLUSTER_KEYS: dict[str, tuple[str, Callable[[Any], Any]]] = {
+    "gpus": ("gpus", _positive_int),
+    "gpus-per-node": ("gpus_per_node", _positive_int),
+    "gpu": ("gpu", _gpu),
+    "gpu-memory": ("gpu_memory", _size),
+    "cpu-memory": ("cpu_memory", _size),
+    "nvme": ("nvme", _size),
+    "headroom": ("headroom", _share),
+}
+RULE_KEYS = ("select", "ignore", "per-file-ignores")
+# Flags that exclude each other: a flag given for one drops the configuration's value for all.
+EXCLUSIVE = (("gpu", "gpu_memory"),)
+
+
+@dataclass(frozen=True)
+class ProjectConfig:
+    path: str  # the file it came from
+    select: tuple[str, ...] | None = None  # None: every rule
+    ignore: tuple[str, ...] = ()
+    per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (glob, rules), globs relative to root
+    values: dict[str, Any] = field(default_factory=dict)  # run-wide: parameter name -> value as a flag gives it
+
+    @property
+    def root(self) -> str:
+        return os.path.dirname(self.path)
+
+    def ignored_for(self, path: str) -> tuple[str, ...]:
+        """The rules per-file-ignores drops for ``path`` (its path relative to this file's folder)."""
+        relative = os.path.relpath(os.path.abspath(path), self.root).replace(os.sep, "/")
+        out: list[str] = []
+        for pattern, rules in self.per_file_ignores:
+            if _glob_match(relative, pattern):
+                out.extend(rules)
+        return tuple(out)
+
+
+def _glob_match(relative: str, pattern: str) -> bool:
+    """``fnmatch`` where ``**/`` also matches no folder, and a pattern without ``/`` matches the name in any
+    folder (as .gitignore and ruff's per-file-ignores do)."""
+    if "/" not in pattern:
+        return fnmatch.fnmatchcase(relative.rsplit("/", 1)[-1], pattern)
+    return fnmatch.fnmatchcase(relative, pattern) or ("**/" in pattern and
+                                                       fnmatch.fnmatchcase(relative, pattern.replace("**/", "")))
+
+
+# -- finding and reading ----------------------------------------------------------------------
+
+def find_for(path: str) -> ProjectConfig | None:
+    """The configuration nearest to ``path`` (a file, or "-" / a folder: from the current folder)."""
+    if path == "-" or os.path.isdir(path):
+        start = os.path.abspath(path if path != "-" else os.curdir)
+    else:
+        start = os.path.dirname(os.path.abspath(path))
+    return _find_from(start)
+
+
+def find_for_run() -> ProjectConfig | None:
+    """The configuration for run-wide settings: the one nearest the current folder."""
+    return _find_from(os.path.abspath(os.curdir))
+
+
+def forget() -> None:
+    """Drop what earlier lookups found (each command run starts fresh; files may have changed)."""
+    _find_from.cache_clear()
+
+
+@lru_cache(maxsize=256)
+def _find_from(folder: str) -> ProjectConfig | None:
+    for name in FILE_NAMES:
+        candidate = os.path.join(folder, name)
+        if os.path.isfile(candidate):
+            found = load(candidate)
+            if found is not None:
+                return found
+    parent = os.path.dirname(folder)
+    return None if parent == folder else _find_from(parent)
+
+
+def load(path: str) -> ProjectConfig | None:
+    """The configuration in one file; None for a pyproject.toml without ``[tool.zeroadvisor]``."""
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read()
+    except OSError as err:
+        raise ProjectConfigError(f"{path}: cannot read: {err.strerror or err}") from None
+    try:
+        document = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ProjectConfigError(f"{path}: not UTF-8 text") from None
+    except tomllib.TOMLDecodeError as err:
+        raise ProjectConfigError(f"{path}: invalid TOML: {err}") from None
+    text = raw.decode("utf-8")
+    tool = document.get("tool") if isinstance(document.get("tool"), dict) else {}
+    if os.path.basename(path) == PYPROJECT:
+        if "zeroadvisor" not in tool:
+            return None
+        return _parse(tool["zeroadvisor"], path, text, "tool.zeroadvisor")
+    if set(document) == {"tool"} and "zeroadvisor" in tool:
+        return _parse(tool["zeroadvisor"], path, text, "tool.zeroadvisor")
+    return _parse(document, path, text, "")
+
+
+def _parse(table: Any, path: str, text: str, prefix: str) -> ProjectConfig:
+    def where(key: str) -> str:
+        return f"{path}:{_line_of(text, key)}" if _line_of(text, key) else path
+
+    def dotted(key: str) -> str:
+        return f"{prefix}.{key}" if prefix else key
+
+    if not isinstance(table, dict):
+        raise ProjectConfigError(f"{path}: [{prefix}] must be a table")
+    values: dict[str, Any] = {}
+    select: tuple[str, ...] | None = None
+    ignore: tuple[str, ...] = ()
+    per_file: list[tuple[str, tuple[str, ...]]] = []
+    for key, value in table.items():
+        try:
+            if key == "select":
+                select = _strings(value)
+            elif key == "ignore":
+                ignore = _strings(value)
+            elif key == "per-file-ignores":
+                if not isinstance(value, dict):
+                    raise TypeError("expected a table of glob = [rules]")
+                per_file = [(pattern, _strings(rules)) for pattern, rules in value.items()]
+            elif key in RUN_KEYS:
+                name, read = RUN_KEYS[key]
+                values[name] = read(value)
+            elif key == "cluster":
+                if not isinstance(value, dict):
+                    raise TypeError("expected a table")
+                for sub, sub_value in value.items():
+                    if sub not in CLUSTER_KEYS:
+                        raise ProjectConfigError(f"{where(sub)}: unknown key '{dotted('cluster.' + sub)}' "
+                                                 f"(known: {', '.join(CLUSTER_KEYS)})")
+                    name, read = CLUSTER_KEYS[sub]
+                    try:
+                        values[name] = read(sub_value)
+                    except (TypeError, ValueError) as err:
+                        raise ProjectConfigError(f"{where(sub)}: '{dotted('cluster.' + sub)}': {err}") from None
+            else:
+                known = ", ".join((*RULE_KEYS, *RUN_KEYS, "cluster"))
+                raise ProjectConfigError(f"{where(key)}: unknown key '{dotted(key)}' (known: {known})")
+        except (TypeError, ValueError) as err:
+            if isinstance(err, ProjectConfigError):
+                raise
+            raise ProjectConfigError(f"{where(key)}: '{dotted(key)}': {err}") from None
+    if "gpu" in values and "gpu_memory" in values:
+        raise ProjectConfigError(f"{path}: give cluster.gpu or cluster.gpu-memory, not both")
+    _check_rules(path, select, ignore, per_file)
+    return ProjectConfig(os.path.abspath(path), select, ignore, tuple(per_file), values)
+
+
+def _check_rules(path: str, select, ignore, per_file) -> None:
+    from zeroadvisor.rules import registry
+
+    for key, references in (("select", select or ()), ("ignore", ignore),
+                            *((f"per-file-ignores '{p}'", rules) for p, rules in per_file)):
+        unknown = registry.unknown_references(list(references))
+        if unknown:
+            raise ProjectConfigError(f"{path}: {key}: unknown rule {unknown[0]!r} (see 'zeroadvisor rules')")
+
+
+def _line_of(text: str, key: str) -> int | None:
+    """The line where ``key`` is first set (tomllib gives no positions for keys)."""
+    match = re.search(rf"""(?m)^[ \t]*["']?{re.escape(key)}["']?[ \t]*=""", text)
+    return None if match is None else text.count("\n", 0, match.start()) + 1
