@@ -74,7 +74,7 @@ def estimate(v: Values) -> ExitCode:
                       cpu_memory=inputs.size("--cpu-memory", v["cpu_memory"]), nvme=inputs.size("--nvme", v["nvme"]),
                       headroom=inputs.headroom(v["headroom"]))
     result = api.estimate_config(v["config"], spec, shape, cluster, v["accounting"])
-    _show(v["format"], [], estimate=result, unit=v["unit"], explain=v["explain"])
+    _show(v["format"], [], estimate=result, unit=v["unit"], explain=v["explain"], all_options=v["all_options"])
     return ExitCode.OK
 
 
@@ -91,12 +91,12 @@ def check(v: Values) -> ExitCode:
         gpus_per_node=v["gpus_per_node"], cpu_memory=inputs.size("--cpu-memory", v["cpu_memory"]),
         nvme=inputs.size("--nvme", v["nvme"]), headroom=inputs.headroom(v["headroom"]), accounting=v["accounting"],
         integration=v["integration"], unit=v["unit"])
-    show_diff = v["suggest"] or v["format"] == "markdown"
+    show_diff = v["suggest"] or v["format"] in ("markdown", "html")
     run = api.check_config(v["config"], options, rules, diff=show_diff, fix=v["fix"])
     for note in run.notes:
         error(note)
     _show(v["format"], run.result.findings, rules=rules, check=run.result, path=v["config"],
-          diff=run.diff if show_diff else "", unit=v["unit"], explain=v["explain"])
+          diff=run.diff if show_diff else "", unit=v["unit"], explain=v["explain"], all_options=v["all_options"])
     if run.error is not None:  # after the report: the findings are never lost to a failed write
         error(run.error)
         return ExitCode.USAGE
@@ -138,12 +138,20 @@ RUNNERS: dict[str, Callable[[Values], ExitCode]] = {
 def _show(fmt: str, findings, **fields) -> None:
     from zeroadvisor.report import Report, render
 
-    report = Report(findings, colour=use_colour(), ascii_only=not can_encode(sys.stdout, _DRAWING), **fields)
+    import shutil
+
+    report = Report(findings, colour=use_colour(), ascii_only=not can_encode(sys.stdout, _DRAWING),
+                    width=shutil.get_terminal_size().columns, **fields)  # COLUMNS, the terminal, else 80
     sys.stdout.write(render(fmt, report))
 
 
 def use_colour() -> bool:
-    return sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    """ANSI colour on a terminal; NO_COLOR (no-color.org: set and not empty) turns it off, FORCE_COLOR on."""
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    return sys.stdout.isatty()
 
 
 def can_encode(stream, text: str) -> bool:
