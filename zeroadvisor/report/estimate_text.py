@@ -86,8 +86,8 @@ def verdict_lines(estimate: Estimate | None, rec: overview.Recommendation | None
     text = escape.terminal(overview.verdict_sentence(estimate, rec, unit))
     sgr = _SGR.get(st.verdict) if st is not None and st.verdict else None
     out = [style.paint(line, sgr) for line in style.wrap(text)]
-    gpu = overview.gpu_words(estimate, unit) if estimate is not None else None
-    if gpu:
+    gpu = overview.gpu_words(estimate, unit) if estimate is not None and overview.gpu_name(estimate) else None
+    if gpu:  # the card --gpu resolved to (the capacity alone is in the verdict)
         out += style.wrap(escape.terminal(f"GPU: {gpu}"))
     return out
 

@@ -202,13 +202,18 @@ def bar_rows(st: "StageEstimate") -> list[tuple[str, int]]:
     return [(row, int(st.per_gpu[row])) for row in BAR_ROWS if st.per_gpu.get(row)]
 
 
+def gpu_name(estimate: "Estimate") -> str | None:
+    """The GPU ``--gpu`` resolved to (memory/gpus.py GpuSpec.name), when the cluster names one."""
+    spec = getattr(estimate.cluster, "gpu", None)
+    return getattr(spec, "name", spec if isinstance(spec, str) else None)
+
+
 def gpu_words(estimate: "Estimate", unit: str) -> str | None:
-    """The resolved GPU and its capacity ("A100-SXM4-80GB, 85.90 GB"), when the cluster names one."""
+    """The resolved GPU and its capacity ("A100-SXM4-80GB, 85.90 GB per GPU"), or the capacity alone."""
     from zeroadvisor.units import format_bytes
 
     cluster = estimate.cluster
-    spec = getattr(cluster, "gpu", None)  # memory/gpus.py GpuSpec, when --gpu named one
-    name = getattr(spec, "name", spec if isinstance(spec, str) else None)
+    name = gpu_name(estimate)
     if cluster.gpu_memory is None:
         return None
     capacity = format_bytes(cluster.gpu_memory, unit)
