@@ -150,6 +150,8 @@ def test_ascii_only_output_encodes_as_ascii(fmt):
     out.encode("ascii")
     if fmt in ("json", "sarif"):  # the same document, \\u-escaped
         assert json.loads(out) == json.loads(check_report(fmt, name="zéro 🙂.hjson"))
+    if fmt == "sarif":
+        validate_sarif(out)
     if fmt == "text":
         assert "zéro" not in out and "z\\xe9ro \\U0001f642.hjson" in out
 

@@ -105,10 +105,10 @@ def body(estimate: Estimate, unit: str, style: Style, explain: bool = False, ass
     nodes = f"{cluster.nodes} node{'s' if cluster.nodes > 1 else ''} × {cluster.gpus_on_a_node}"
     plural = "s" if cluster.gpus > 1 else ""
     peft = f" ({m.trainable_parameters:,} trainable: {escape.terminal(m.peft)})" if m.peft else ""
+    sequence = f", sequence {estimate.shape.sequence_length}" if estimate.shape.sequence_length else ""
     lines += style.wrap(f"ZeRO memory estimate: {m.parameters:,} parameters{peft}, {cluster.gpus} GPU{plural}"
                         f" ({nodes}), {s.precision}, {escape.terminal(s.optimizer_label)}, micro batch "
-                        f"{s.micro_batch}"
-                        f"{', sequence ' + str(estimate.shape.sequence_length) if estimate.shape.sequence_length else ''}")
+                        f"{s.micro_batch}{sequence}")
     layout = estimate.parallel
     if not layout.trivial:
         lines += style.wrap(f"Parallel layout: data {layout.data} × tensor {layout.tensor} × pipeline "

@@ -94,12 +94,12 @@ def chart(stages, estimate, unit: str, rec) -> str:
         parts.append(f'<text x="{cx:.1f}" y="{TOP - 18}" text-anchor="middle" fill="#cf222e">'
                      f'{_e("GPU " + format_bytes(capacity, unit))}</text>')
     legend_y = TOP + ROW_HEIGHT * len(stages) + 16
-    lx = LABEL_WIDTH
+    lx = 10
     for row in overview.BAR_ROWS:
         name = labels.ROW_LABELS[row]
         parts.append(f'<rect x="{lx}" y="{legend_y}" width="12" height="12" fill="{ROW_COLOURS[row]}"/>'
                      f'<text x="{lx + 16}" y="{legend_y + 11}">{_e(name)}</text>')
-        lx += 24 + 7 * len(name)
+        lx += 30 + 7 * len(name)
     parts.append("</svg>")
     return "\n".join(parts)
 
@@ -152,7 +152,8 @@ def render(path: str, findings: list[Finding], estimate, diff: str = "", unit: s
     else:
         out.append("<p>No findings.</p>")
     if estimate is not None:
-        notes = overview.assumption_lines(estimate) + [f"model: {note}" for note in estimate.model.notes]
+        notes = overview.assumption_lines(estimate, with_assumed=not overview.assumed_in(findings))
+        notes += [f"model: {note}" for note in estimate.model.notes]
         if notes:
             out += ["<h2>Assumptions</h2>", '<ul id="assumptions">'] + [f"<li>{_e(n)}</li>" for n in notes] + ["</ul>"]
     if diff:

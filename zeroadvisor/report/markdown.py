@@ -93,7 +93,8 @@ def render(path: str, findings: list[Finding], estimate, usable: int | None, gpu
                           + (f", sequence {estimate.shape.sequence_length}" if estimate.shape.sequence_length
                              else "")))
         out.append("")
-        notes = overview.assumption_lines(estimate) + [f"model: {note}" for note in m.notes]
+        notes = overview.assumption_lines(estimate, with_assumed=not overview.assumed_in(findings))
+        notes += [f"model: {note}" for note in m.notes]
         if notes:  # the caveats of the verdict, open: a "fits" is never shown without them
             out += ["**Assumptions**", ""] + [f"- {inline(note)}" for note in notes] + [""]
         out += options_table(estimate, rec, unit) + [""]

@@ -220,6 +220,14 @@ def gpu_words(estimate: "Estimate", unit: str) -> str | None:
     return f"{name}, {capacity} per GPU" if name else f"{capacity} per GPU"
 
 
+ASSUMED_INPUT = "ZA808"  # check reports each assumed input as this finding
+
+
+def assumed_in(findings: Iterable["Finding"]) -> bool:
+    """Whether the findings already list the assumed inputs (check), so a report need not repeat them."""
+    return any(f.code == ASSUMED_INPUT for f in findings)
+
+
 def assumption_lines(estimate: "Estimate", with_assumed: bool = True) -> list[str]:
     """Everything the verdict rests on that nobody measured: uncounted rows, assumed inputs, the
     estimate's assumptions."""
