@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import textwrap
 from dataclasses import dataclass
+from typing import Any, Mapping
 
 from zeroadvisor import DEEPSPEED_TARGET
 from zeroadvisor.memory.estimate import Estimate, StageEstimate
@@ -72,10 +73,12 @@ class Style:
 
 def render(estimate: Estimate, unit: str = "GB", ascii_only: bool = False, explain: bool = False,
            assumed: bool = True, width: int | None = None, colour: bool = False, all_options: bool = False,
-           rec: overview.Recommendation | None = None) -> str:
-    """The estimate command's report: the verdict line, then ``body``."""
+           rec: overview.Recommendation | None = None, steps: Mapping[Any, Any] | None = None) -> str:
+    """The estimate command's report: the verdict line, then ``body``. ``steps``: the step-time
+    estimate per option (zeroadvisor.throughput.per_option), shown as a row relative to the configured."""
     style = Style(max(width or DEFAULT_WIDTH, MIN_WIDTH), colour, ascii_only)
-    lines = verdict_lines(estimate, rec, unit, style) + body(estimate, unit, style, explain, assumed, all_options, rec)
+    lines = verdict_lines(estimate, rec, unit, style) + body(estimate, unit, style, explain, assumed, all_options, rec,
+                                                            steps)
     return escape.output("\n".join(lines).rstrip() + "\n", ascii_only)
 
 
@@ -93,7 +96,8 @@ def verdict_lines(estimate: Estimate | None, rec: overview.Recommendation | None
 
 
 def body(estimate: Estimate, unit: str, style: Style, explain: bool = False, assumed: bool = True,
-         all_options: bool = False, rec: overview.Recommendation | None = None) -> list[str]:
+         all_options: bool = False, rec: overview.Recommendation | None = None,
+         steps: Mapping[Any, Any] | None = None) -> list[str]:
     """Everything after the verdict: the inputs, the table, the bars, the assumptions (and with
     ``explain`` the configured option's terms and the source notes).
 
@@ -121,7 +125,8 @@ def body(estimate: Estimate, unit: str, style: Style, explain: bool = False, ass
     lines += style.wrap(f"Unit: {unit} ({unit_words}); rows are per GPU, host RAM and NVMe per node.")
     limits = []
     if cluster.gpu_memory is not None:
-        limits.append(f"GPU {format_bytes(cluster.gpu_memory, unit)}")
+        card = overview.gpu_name(estimate)
+        limits.append(f"GPU {format_bytes(cluster.gpu_memory, unit)}" + (f" ({escape.terminal(card)})" if card else ""))
     if cluster.cpu_memory is not None:
         limits.append(f"host RAM {format_bytes(cluster.cpu_memory, unit)}/node")
     if cluster.nvme is not None:
@@ -152,7 +157,7 @@ def body(estimate: Estimate, unit: str, style: Style, explain: bool = False, ass
             lines += style.bullet(item.message())
         lines.append("")
 
-    lines += table(stages, estimate, unit, style, rec)
+    lines += table(stages, estimate, unit, style, rec, steps)
     lines.append("")
     lines += bars(stages, estimate, unit, style, rec)
     lines.append("")
@@ -210,7 +215,7 @@ def _compact_header(st: StageEstimate, rec: overview.Recommendation | None) -> l
 
 
 def _cells(st: StageEstimate, estimate: Estimate, unit: str, style: Style,
-           with_phases: bool, with_steps: bool) -> list[tuple[str, str | None]]:
+           with_phases: bool, steps: Mapping[Any, Any] | None) -> list[tuple[str, str | None]]:
     """The column of one option, top to bottom, each cell with its colour."""
     cells: list[tuple[str, str | None]] = [(_number(scale(st.per_gpu[row], unit)), None) for row in ROWS]
     cells.append((_number(scale(st.per_node_cpu, unit)), None))
@@ -219,8 +224,8 @@ def _cells(st: StageEstimate, estimate: Estimate, unit: str, style: Style,
         cells.append((_number(scale(st.peak_gpu, unit)), None))
         cells.append((_number(scale(st.peak_host_per_node, unit)), None))
         cells.append((st.binding_phase, None))
-    if with_steps:
-        ratio = overview.relative_step_time(st, estimate.configured)
+    if steps:
+        ratio = overview.relative_step_time(st, estimate.configured, steps)
         cells.append((f"{ratio:.2f}x" if ratio is not None else "-", None))
     cells.append((MARKS[st.verdict][style.mark_index], _SGR.get(st.verdict or "")))
     return cells
@@ -236,12 +241,13 @@ def _row_labels(with_phases: bool, with_steps: bool) -> list[str]:
 
 
 def table(stages: list[StageEstimate], estimate: Estimate, unit: str, style: Style,
-          rec: overview.Recommendation | None = None) -> list[str]:
+          rec: overview.Recommendation | None = None, steps: Mapping[Any, Any] | None = None) -> list[str]:
     """One column per option, in as few blocks as the width allows."""
     if not stages:
         return []
     with_phases = any(st.phases for st in stages)
-    with_steps = any(overview.throughput(st) is not None for st in stages)
+    with_steps = overview.throughput(estimate.configured, steps) is not None  # the row is relative to it
+    steps = steps if with_steps else None
     names = _row_labels(with_phases, with_steps)
     label_width = max(len(n) for n in names) + 1
     wide = [[_header(st, rec)] for st in stages]
@@ -266,7 +272,7 @@ def table(stages: list[StageEstimate], estimate: Estimate, unit: str, style: Sty
                 style.paint(p.rjust(width), _column_sgr(st, rec)) for p, st in zip(parts, block)))
         rule = "-" * (label_width + width * len(block))
         out.append(rule)
-        columns = [_cells(st, estimate, unit, style, with_phases, with_steps) for st in block]
+        columns = [_cells(st, estimate, unit, style, with_phases, steps) for st in block]
         for r, name in enumerate(names):
             if name == ROW_LABELS["total"]:
                 out.append(rule)

@@ -120,8 +120,8 @@ def _options_table(stages, unit: str, rec) -> str:
     return "\n".join(rows)
 
 
-def render(path: str, findings: list[Finding], estimate, diff: str = "", unit: str = "GB") -> str:
-    rec = overview.recommendation(findings, estimate)
+def render(path: str, findings: list[Finding], estimate, diff: str = "", unit: str = "GB", steps=None) -> str:
+    rec = overview.recommendation(findings, estimate, steps)
     configured = estimate.configured if estimate is not None else None
     colour = VERDICT_COLOURS[configured.verdict if configured is not None else None]
     title = f"zeroadvisor: {path}" if path else "zeroadvisor"
@@ -165,6 +165,6 @@ def render(path: str, findings: list[Finding], estimate, diff: str = "", unit: s
 
 def render_report(report) -> str:
     estimate = report.estimate if report.check is None else report.check.estimate
-    out = render(report.path, report.findings, estimate, report.diff, report.unit)
+    out = render(report.path, report.findings, estimate, report.diff, report.unit, getattr(report, "throughput", None))
     # a stream that takes ASCII only gets character references: the same page
     return out.encode("ascii", "xmlcharrefreplace").decode("ascii") if report.ascii_only else out

@@ -75,9 +75,9 @@ def breakdown_table(estimate, rec, unit: str) -> list[str]:
 
 
 def render(path: str, findings: list[Finding], estimate, usable: int | None, gpu_memory: int | None,
-           headroom: float, diff: str, unit: str = "GB", ascii_only: bool = False) -> str:
+           headroom: float, diff: str, unit: str = "GB", ascii_only: bool = False, steps=None) -> str:
     inline = escape.markdown_inline
-    rec = overview.recommendation(findings, estimate)
+    rec = overview.recommendation(findings, estimate, steps)
     out: list[str] = [_heading(path, findings, estimate), ""]
     out.append(inline(overview.verdict_sentence(estimate, rec, unit)))
     out.append("")
@@ -120,4 +120,4 @@ def render_report(report) -> str:
     check = report.check
     o = check.options
     return render(report.path, report.findings, check.estimate, o.usable, o.gpu_memory, o.headroom, report.diff,
-                  report.unit, ascii_only=report.ascii_only)
+                  report.unit, ascii_only=report.ascii_only, steps=getattr(report, "throughput", None))

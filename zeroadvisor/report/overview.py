@@ -4,14 +4,14 @@ by row for the bar charts (text bars, the HTML report's SVG).
 
 The recommendation is read from the advice findings (ZA8xx): the first one, by priority, that
 carries a fix; its merge patch says which stage/offload the fix runs. Its cost is the estimated
-step time against the configured option when the estimate has one (``throughput`` on an option),
+step time against the configured option when there is one (zeroadvisor.throughput, per option),
 else the cost clause the advice rule wrote.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from zeroadvisor.report import labels
 
@@ -44,8 +44,10 @@ class Recommendation:
         return self.stage is not None and not self.stage.configured
 
 
-def recommendation(findings: Iterable["Finding"], estimate: "Estimate | None") -> Recommendation | None:
-    """The change the advice recommends first, or None when no advice carries one."""
+def recommendation(findings: Iterable["Finding"], estimate: "Estimate | None",
+                   steps: Mapping[Any, Any] | None = None) -> Recommendation | None:
+    """The change the advice recommends first, or None when no advice carries one. ``steps``: the
+    step-time estimate per option (zeroadvisor.throughput.per_option), when there is one."""
     advice = [f for f in findings if f.code in ADVICE_PRIORITY and f.fix is not None]
     if not advice:
         return None
@@ -53,7 +55,7 @@ def recommendation(findings: Iterable["Finding"], estimate: "Estimate | None") -
     stage = None
     if estimate is not None and estimate.configured is not None:
         stage = _stage_of(estimate, _patched_option(estimate.configured.option, finding.fix))
-    return Recommendation(finding, stage, _cost(finding, estimate, stage))
+    return Recommendation(finding, stage, _cost(finding, estimate, stage, steps))
 
 
 def _patched_option(option: Any, patch: dict[str, Any]) -> tuple[int, str, str]:
@@ -87,22 +89,28 @@ def _stage_of(estimate: "Estimate", key: tuple[int, str, str]) -> "StageEstimate
     return None
 
 
-def throughput(st: "StageEstimate | None") -> Any:
-    """The option's step-time estimate (zeroadvisor.throughput), when the estimate has one."""
-    return getattr(st, "throughput", None) if st is not None else None
+def throughput(st: "StageEstimate | None", steps: Mapping[Any, Any] | None) -> Any:
+    """The option's step-time estimate (a Throughput with ``step_time_s``), or None where there is none
+    (no table, or the model could not time this option)."""
+    if st is None or not steps:
+        return None
+    result = steps.get(st.option)
+    return result if getattr(result, "step_time_s", None) else None
 
 
-def relative_step_time(st: "StageEstimate", configured: "StageEstimate | None") -> float | None:
+def relative_step_time(st: "StageEstimate", configured: "StageEstimate | None",
+                       steps: Mapping[Any, Any] | None) -> float | None:
     """The option's step time over the configured option's, when both are estimated."""
-    mine, theirs = throughput(st), throughput(configured)
-    if mine is None or theirs is None or not getattr(theirs, "step_time_s", 0):
+    mine, theirs = throughput(st, steps), throughput(configured, steps)
+    if mine is None or theirs is None:
         return None
     return mine.step_time_s / theirs.step_time_s
 
 
-def _cost(finding: "Finding", estimate: "Estimate | None", stage: "StageEstimate | None") -> str | None:
+def _cost(finding: "Finding", estimate: "Estimate | None", stage: "StageEstimate | None",
+          steps: Mapping[Any, Any] | None) -> str | None:
     if stage is not None and estimate is not None and not stage.configured:
-        ratio = relative_step_time(stage, estimate.configured)
+        ratio = relative_step_time(stage, estimate.configured, steps)
         if ratio is not None:
             return f"estimated step time {ratio:.2f}x the configured option's"
     if COST_MARK in finding.message:

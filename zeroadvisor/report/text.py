@@ -68,13 +68,15 @@ def render_report(report) -> str:
         from zeroadvisor.report import estimate_text, overview  # not imported by lint: start-up time
     if report.check is None and estimate is not None:  # the estimate command: the table alone
         return estimate_text.render(estimate, report.unit, ascii_only=report.ascii_only, explain=report.explain,
-                                    width=report.width, colour=report.colour, all_options=report.all_options)
+                                    width=report.width, colour=report.colour, all_options=report.all_options,
+                                    steps=getattr(report, "throughput", None))
     if report.check is None:  # lint
         return render(report.findings, colour=report.colour, files=report.files, ascii_only=report.ascii_only,
                       unreadable=len(report.extra.get("unreadable", ())))
     style = estimate_text.Style(max(report.width or estimate_text.DEFAULT_WIDTH, estimate_text.MIN_WIDTH),
                                 report.colour, report.ascii_only)
-    rec = overview.recommendation(report.findings, estimate)
+    steps = getattr(report, "throughput", None)  # Option -> step time (zeroadvisor.throughput), when timed
+    rec = overview.recommendation(report.findings, estimate, steps)
     lines = estimate_text.verdict_lines(estimate, rec, report.unit, style)
     lines.append("")
     lines += wrapped(report.findings, style.width, report.colour)
@@ -82,7 +84,7 @@ def render_report(report) -> str:
     if estimate is not None:
         # check: the assumed inputs are findings (assumed-input), listed above
         lines += estimate_text.body(estimate, report.unit, style, explain=report.explain, assumed=False,
-                                    all_options=report.all_options, rec=rec)
+                                    all_options=report.all_options, rec=rec, steps=steps)
     out = "\n".join(lines).rstrip() + "\n"
     if report.diff:
         out += "\n" + escape.terminal_block(report.diff)
