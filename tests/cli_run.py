@@ -26,6 +26,8 @@ class Result:
 def cli(capsys, monkeypatch):
     """``cli(*args, stdin=b"...", cwd=path)`` -> Result."""
     monkeypatch.setenv("NO_COLOR", "1")
+    # a wide terminal: the tests read whole lines (tests/test_report_text.py checks the 80-column layout)
+    monkeypatch.setenv("COLUMNS", "250")
     monkeypatch.delenv("ZEROADVISOR_DEBUG", raising=False)
 
     def run(*args: str, stdin: bytes | None = None, cwd: Path | None = None) -> Result:

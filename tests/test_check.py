@@ -211,7 +211,7 @@ def test_cli_markdown_has_table_advice_and_diff(files):
                  cwd=files)
     out = result.stdout
     assert out.startswith("### zeroadvisor: `ds.json`")
-    assert "| GB per GPU |" in out and "(configured)" in out
+    assert "| Option | Peak per GPU (GB) |" in out and "(configured)" in out
     assert "ZA802 lower-stage-fits" in out and "```diff" in out
 
 

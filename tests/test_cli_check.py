@@ -23,7 +23,8 @@ def files(tmp_path):
     return tmp_path
 
 
-def test_check_reports_findings_and_the_estimate(cli, files):
+def test_check_reports_findings_and_the_estimate(cli, files, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "250")  # the long temporary path stays on one line
     result = cli("check", files / "ds.json", *CLUSTER)
     assert result.returncode == 1, result.stderr  # ZA102 is an error
     assert f"{files / 'ds.json'}:4:3: ZA102 [error]" in result.stdout

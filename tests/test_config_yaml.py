@@ -146,3 +146,7 @@ def test_the_cli_reports_odd_yaml_without_raising(tmp_path, name, command):
     assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
     assert result.exit_code in (0, 1, 2), result.output
     assert "internal error" not in result.output
+    if "sarif" in command:  # every SARIF the tests produce is validated
+        from sarif_validate import validate_sarif
+
+        validate_sarif(result.stdout)

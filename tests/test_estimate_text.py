@@ -2,24 +2,32 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from zeroadvisor.memory.estimate import Cluster, estimate
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
-from zeroadvisor.report.estimate_text import render
+from zeroadvisor.report import overview
+from zeroadvisor.report.estimate_text import Style, bars, render
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
 
 def first_block(text: str, row_label: str) -> dict[str, str]:
-    """Cells of ``row_label`` in the first table block, keyed by column header (columns are right-aligned)."""
+    """Cells of ``row_label`` in the first table block, keyed by column header (one-line headers, as a wide
+    terminal shows them; columns are right-aligned)."""
     lines = text.splitlines()
-    header = next(line for line in lines if "Z0" in line)
+    header = next(line for line in lines if re.search(r"\bZ0\b", line) and not line.startswith("Z0"))
     row = next(line for line in lines if line.startswith(row_label))
-    ends = {m.end(): m.group() for m in re.finditer(r"\*?Z\d(?: \+\S+)*", header)}
+    ends = {m.end(): m.group() for m in re.finditer(r"[*>]?Z\d(?: \+\S+)*", header)}
     return {ends[m.end()]: m.group() for m in re.finditer(r"\S+", row) if m.end() in ends}
 
 
 SPEC = ModelSpec(parameters=7_500_000_000, largest_layer_parameters=200_000_000)
+OFFLOAD = {"fp16": {"enabled": True}, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}
 
 
 def test_render_seed_paper_table():
-    text = render(estimate(None, SPEC, cluster=Cluster(gpus=8), accounting="paper"))
+    text = render(estimate(None, SPEC, cluster=Cluster(gpus=8), accounting="paper"), width=200)
     assert "Unit: GB (10^9 bytes)" in text and "Accounting: paper" in text
     cells = first_block(text, "= model states")
     # ZeRO paper, Ψ = 7.5B on 8 GPUs: 120, 41.25, 28.125 (shown exactly, not rounded to 28.12), 15
@@ -30,10 +38,9 @@ def test_render_seed_paper_table():
 
 
 def test_render_marks_configured_and_fit():
-    config = {"fp16": {"enabled": True}, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}
-    result = estimate(config, SPEC, TrainingShape(), Cluster(gpus=8, gpu_memory=40 * 10**9, cpu_memory=512 * 2**30))
-    text = render(result)
-    header = [line for line in text.splitlines() if "Z0" in line][0]
+    result = estimate(OFFLOAD, SPEC, TrainingShape(), Cluster(gpus=8, gpu_memory=40 * 10**9, cpu_memory=512 * 2**30))
+    text = render(result, width=200)
+    header = next(line for line in text.splitlines() if re.search(r"\bZ0\b", line))
     assert "*Z2 +opt:cpu" in header and header.count("*") == 1
     fits = [line for line in text.splitlines() if line.startswith("fits")]
     assert "✓" in fits[0] and "✗" in fits[0]  # Z0 does not fit 40 GB, Z2 +opt:cpu does
@@ -42,7 +49,7 @@ def test_render_marks_configured_and_fit():
     assert text.startswith("Verdict (Z2 +opt:cpu): fits; peak ")  # the verdict first
     # the source notes and the terms only under --explain
     assert "DeepSpeed vs the ZeRO paper" not in text and "stage_1_and_2.py" not in text
-    explained = render(result, explain=True)
+    explained = render(result, explain=True, width=200)
     assert "DeepSpeed vs the ZeRO paper" in explained and "stage_1_and_2.py" in explained
     terms = explained.split("Terms of the configured option", 1)[1]
     for phase in ("load:", "train:", "save:"):
@@ -50,14 +57,14 @@ def test_render_marks_configured_and_fit():
     assert "[allowance;" in terms and "[exact;" in terms
     assert "TOTAL per GPU" in text and "host RAM / node" in text and "NVMe / node" in text
     for line in text.splitlines():
-        assert len(line) <= 120, line
+        assert len(line) <= 200, line
 
 
 def test_render_gib_and_ascii():
     result = estimate(None, SPEC, cluster=Cluster(gpus=8, gpu_memory=80 * 2**30))
     text = render(result, unit="GiB", ascii_only=True)
     assert "Unit: GiB (2^30 bytes)" in text
-    assert "✓" not in text and "✗" not in text and ("yes" in text or "NO" in text)
+    assert text.isascii() and "✓" not in text and "✗" not in text and ("yes" in text or "NO" in text)
     # the deepspeed ZeRO-2 model states, 31875000000 B = 29.69 GiB (DeepSpeed's estimator prints 29.69GB)
     row = next(line for line in text.splitlines() if line.startswith("= model states"))
     assert "29.69" in row
@@ -67,3 +74,78 @@ def test_render_lists_skipped_options():
     config = {"bf16": {"enabled": True}, "data_types": {"grad_accum_dtype": "fp32"}, "zero_optimization": {"stage": 1}}
     text = render(estimate(config, SPEC, cluster=Cluster(gpus=8)))
     assert "Not run by DeepSpeed with this config:" in text and "NotImplementedError" in text
+
+
+def test_default_shows_the_configured_and_the_stages_without_offload():
+    result = estimate(OFFLOAD, SPEC, TrainingShape(), Cluster(gpus=8, gpu_memory=40 * 10**9))
+    short, everything = render(result, width=200), render(result, width=200, all_options=True)
+    header = next(line for line in short.splitlines() if re.search(r"\bZ0\b", line))
+    assert re.findall(r"[*>]?Z\d(?: \+\S+)*", header) == ["Z0", "Z1", "Z2", "*Z2 +opt:cpu", "Z3"]
+    hidden = len(result.stages) - 5
+    assert f"{hidden} options with offload not shown (--all shows them)" in " ".join(short.split())
+    assert "not shown" not in everything
+    assert "Z3 +opt:nvme +par:nvme" in everything and "Z3 +opt:nvme +par:nvme" not in short
+
+
+@pytest.mark.parametrize("width", [60, 80, 100, 132])
+def test_every_line_fits_the_width(width):
+    for config in (None, OFFLOAD, {"bf16": {"enabled": True}, "zero_optimization": {"stage": 3}}):
+        result = estimate(config, SPEC, TrainingShape(), Cluster(gpus=16, gpu_memory=24 * 10**9, cpu_memory=10**12,
+                                                                  nvme=4 * 10**12))
+        for all_options in (False, True):
+            for line in render(result, width=width, all_options=all_options).splitlines():
+                assert len(line) <= width, line
+
+
+def test_a_wide_terminal_gets_one_line_headers_and_one_block():
+    result = estimate(OFFLOAD, SPEC, TrainingShape(), Cluster(gpus=8, gpu_memory=40 * 10**9))
+    narrow, wide = render(result, width=80, all_options=True), render(result, width=200, all_options=True)
+    assert max(map(len, wide.splitlines())) > 120  # the room is used
+    assert len([line for line in wide.splitlines() if line.startswith("TOTAL per GPU")]) == 1
+    assert len([line for line in narrow.splitlines() if line.startswith("TOTAL per GPU")]) > 1
+    assert "+opt:cpu" in narrow and "*Z2 +opt:cpu" not in narrow.split("Memory per GPU by row")[0]
+
+
+def test_colour_changes_no_width():
+    result = estimate(OFFLOAD, SPEC, TrainingShape(), Cluster(gpus=8, gpu_memory=40 * 10**9))
+    plain, coloured = render(result), render(result, colour=True)
+    assert "\x1b[" not in plain and "\x1b[" in coloured
+    assert ANSI.sub("", coloured) == plain
+
+
+def test_bars_are_proportional_to_the_rows_and_mark_the_card():
+    capacity = 80 * 10**9
+    result = estimate(None, SPEC, cluster=Cluster(gpus=8, gpu_memory=capacity), accounting="paper")
+    stages = overview.shown_stages(result, None, all_options=False)
+    drawn = [line for line in bars(stages, result, "GB", Style(100)) if re.match(r"Z\d", line)]
+    assert len(drawn) == len(stages) and len({len(line) for line in drawn}) == 1
+    # label column, the bar, " peak", " mark": the bar's cells are what lies between
+    label_width = max(len(st.option.label) for st in stages) + 1
+    peak_width = max(len(f"{st.peak_gpu / 1e9:.2f}") for st in stages)
+    mark_width = max(len(line.rsplit(" ", 1)[1]) for line in drawn)
+    width = len(drawn[0]) - label_width - peak_width - mark_width - 2
+    top = max([capacity] + [st.peak_gpu for st in stages])
+    for st, line in zip(stages, drawn):
+        cells = line[label_width:label_width + width]
+        assert cells.count("|") == 1 and cells.index("|") == int(capacity / top * width)  # the card, once
+        for row, letter in overview.BAR_LETTERS.items():  # each row's share of the width, within rounding
+            share = st.per_gpu.get(row, 0) / top * width
+            assert abs(cells.count(letter) - share) <= 1.5, (st.option, row, cells)
+        total = st.per_gpu["total"] / top * width
+        drawn_cells = len(cells.replace("|", " ").rstrip())  # the card's line may stand inside the bar
+        assert abs(drawn_cells - max(total, st.peak_gpu / top * width)) <= 1.5
+
+
+def test_patched_option_follows_merge_patch_semantics():
+    from zeroadvisor.memory.options import Option
+    from zeroadvisor.report.overview import _patched_option
+
+    configured = Option(3, "cpu", "cpu")
+    assert _patched_option(configured, {"zero_optimization": {"stage": 1}}) == (1, "cpu", "none")
+    assert _patched_option(configured, {"zero_optimization": {"stage": 1, "offload_optimizer": None,
+                                                              "offload_param": None}}) == (1, "none", "none")
+    assert _patched_option(configured, {"zero_optimization": {"offload_param": None}}) == (3, "cpu", "none")
+    assert _patched_option(Option(2), {"zero_optimization": {"stage": 3, "offload_optimizer": {
+        "device": "nvme", "nvme_path": "/x"}}}) == (3, "nvme", "none")
+    assert _patched_option(Option(2), {"train_micro_batch_size_per_gpu": 1}) == (2, "none", "none")
+    assert _patched_option(Option(2, "cpu"), {"zero_optimization": {"stage": 0}}) == (0, "none", "none")

@@ -75,7 +75,7 @@ def check_report(fmt: str, name: str = "ds.hjson", ascii_only: bool = False) -> 
 # --- markdown: what GitHub would render -----------------------------------------------------
 
 MD = MarkdownIt("commonmark").enable(["table", "strikethrough"])
-OUR_HTML = {"<details><summary>Suggested change</summary>\n", "</details>\n"}
+OUR_HTML = {"<details><summary>Suggested change</summary>\n", "</details>\n", "<!-- zeroadvisor -->\n"}
 
 
 def assert_markdown_shows_data_as_text(out: str) -> None:
@@ -91,7 +91,7 @@ def assert_markdown_shows_data_as_text(out: str) -> None:
     assert "\x1b" not in out and "\u202e" not in out
     if fences:  # the whole diff is inside the one fence, and everything after it is outside
         assert fences[0].content.rstrip("\n").endswith("}")
-        assert tokens[-1].type == "html_block" and tokens[-1].content == "</details>\n"
+        assert [t.content for t in tokens[-2:]] == ["</details>\n", "<!-- zeroadvisor -->\n"]
     for line in runner_lines(out):
         assert runner_command(line) is None, line
 
@@ -118,8 +118,11 @@ def test_markdown_path_is_a_code_span():
 def test_text_hostile_config():
     out = check_report("text")
     assert_inert(out)
-    header = next(line for line in out.splitlines() if line.startswith("ZeRO memory estimate"))
-    assert escape.terminal(EVIL_OPTIMIZER) in header  # one line, the name visible
+    lines = out.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("ZeRO memory estimate"))
+    end = next(i for i in range(at + 1, len(lines)) if not lines[i].startswith("  "))
+    header = " ".join(line.strip() for line in lines[at:end])  # one paragraph, wrapped to the width
+    assert escape.terminal(EVIL_OPTIMIZER) in header  # the name visible
     assert "```" in out  # the diff itself is kept
 
 
@@ -147,6 +150,8 @@ def test_ascii_only_output_encodes_as_ascii(fmt):
     out.encode("ascii")
     if fmt in ("json", "sarif"):  # the same document, \\u-escaped
         assert json.loads(out) == json.loads(check_report(fmt, name="zéro 🙂.hjson"))
+    if fmt == "sarif":
+        validate_sarif(out)
     if fmt == "text":
         assert "zéro" not in out and "z\\xe9ro \\U0001f642.hjson" in out
 
@@ -192,7 +197,7 @@ CHECK = ("check", "ds.hjson", "--params", "1B", "--gpus", "8", "--gpu", "H100-SX
 
 
 def test_cli_check_text(hostile):
-    result = run(*CHECK, cwd=hostile)
+    result = run(*CHECK, cwd=hostile, env={"COLUMNS": "250"})  # the escaped name on one line
     out = result.stdout.decode("utf-8")
     assert result.returncode in (0, 1) and "ZeRO memory estimate" in out, result.stderr
     assert_inert(out)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -45,3 +46,21 @@ def test_sarif_over_the_whole_corpus_is_valid(corpus: Path):
     assert len(files) > 250 and findings
     doc = validate_sarif(render("sarif", Report(findings=findings, files=len(files), rules=registry.LINT)))
     assert len(doc["runs"][0]["results"]) == len(findings)
+
+
+def test_rule_help_points_to_the_rule_docs_in_this_repository():
+    import re
+
+    from conftest import REPO
+
+    doc = validate_sarif(sarif.render([], registry.ALL))
+    headings = (REPO / "docs" / "rules.md").read_text("utf-8")
+    # GitHub's anchor of a heading: lower case, spaces to "-", punctuation other than "-" and "_" dropped
+    anchors = {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-")
+               for h in re.findall(r"^## (.+)$", headings, re.M)}
+    for entry in doc["runs"][0]["tool"]["driver"]["rules"]:
+        target = re.search(r"\]\((docs/rules\.md)#([^)]+)\)", entry["help"]["markdown"])
+        assert target and (REPO / target.group(1)).is_file() and target.group(2) in anchors, entry["id"]
+        assert f"docs/rules.md#{target.group(2)}" in entry["help"]["text"]
+    without_schema = {k: v for k, v in doc.items() if k != "$schema"}
+    assert not re.search(r"https?://", json.dumps(without_schema))  # no invented URL anywhere

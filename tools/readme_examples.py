@@ -53,10 +53,18 @@ def run(example: Example) -> str:
     from zeroadvisor import cli
 
     os.environ["NO_COLOR"] = "1"
+    columns = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = "80"  # the text report wraps to the terminal: the README shows an 80-column one
     # UTF-8 streams, as on a terminal (a StringIO has no encoding: the report would draw in ASCII)
     stdout, stderr = (io.TextIOWrapper(io.BytesIO(), encoding="utf-8") for _ in range(2))
-    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
-        cli.run(example.args)
+    try:
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            cli.run(example.args)
+    finally:
+        if columns is None:
+            del os.environ["COLUMNS"]
+        else:
+            os.environ["COLUMNS"] = columns
     stdout.flush(), stderr.flush()
     lines = (stdout.buffer.getvalue() + stderr.buffer.getvalue()).decode("utf-8").splitlines()
     if example.pattern is not None:

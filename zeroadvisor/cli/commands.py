@@ -85,7 +85,7 @@ def estimate(v: Values) -> ExitCode:
                       headroom=inputs.headroom(v["headroom"]), gpu=inputs.gpu(v["gpu"]))
     result = api.estimate_config(v["config"], spec, shape, cluster, v["accounting"], trainer.get("training"))
     _show(v["format"], [], estimate=result, unit=v["unit"], explain=v["explain"],
-          throughput=_throughput(v, result))
+          all_options=v["all_options"], throughput=_throughput(v, result))
     return ExitCode.OK
 
 
@@ -127,7 +127,7 @@ def check(v: Values) -> ExitCode:
         integration=v["integration"], unit=v["unit"], gpu=inputs.gpu(v["gpu"]), training=trainer.get("training"))
     for note in trainer.get("notes", ()):
         error(f"note: {note}")
-    show_diff = v["suggest"] or v["format"] == "markdown"
+    show_diff = v["suggest"] or v["format"] in ("markdown", "html")
     configs = [v["config"]] if isinstance(v["config"], str) else list(v["config"])
     combined = v["format"] in ("sarif", "github")  # one report of every config's findings
     documents, findings, used, failed, code = [], [], {}, False, ExitCode.OK
@@ -140,7 +140,8 @@ def check(v: Values) -> ExitCode:
         used.update((r.code, r) for r in rules)
         if not combined:
             documents.append(_text(v["format"], run.result.findings, rules=rules, check=run.result, path=path,
-                                   diff=run.diff if show_diff else "", unit=v["unit"], explain=v["explain"]))
+                                   diff=run.diff if show_diff else "", unit=v["unit"], explain=v["explain"],
+                                   all_options=v["all_options"]))
         if run.error is not None:  # after the report: the findings are never lost to a failed write
             error(run.error)
             code = ExitCode.USAGE
@@ -195,12 +196,20 @@ def _show(fmt: str, findings, **fields) -> None:
 def _text(fmt: str, findings, **fields) -> str:
     from zeroadvisor.report import Report, render
 
-    report = Report(findings, colour=use_colour(), ascii_only=not can_encode(sys.stdout, _DRAWING), **fields)
+    import shutil
+
+    report = Report(findings, colour=use_colour(), ascii_only=not can_encode(sys.stdout, _DRAWING),
+                    width=shutil.get_terminal_size().columns, **fields)  # COLUMNS, the terminal, else 80
     return render(fmt, report)
 
 
 def use_colour() -> bool:
-    return sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    """ANSI colour on a terminal; NO_COLOR (no-color.org: set and not empty) turns it off, FORCE_COLOR on."""
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    return sys.stdout.isatty()
 
 
 def can_encode(stream, text: str) -> bool:

@@ -159,6 +159,9 @@ HEADROOM = Param("headroom", ("--headroom",), "Share of each capacity a \"fits\"
 EXPLAIN = Param("explain", ("--explain",), "Show every term of the configured option (phase, bytes, formula, "
                 "source, kind) and the DeepSpeed-vs-paper notes.", default=False, kind=bool)
 
+ALL_OPTIONS = Param("all_options", ("--all",), "Text: show every stage/offload option (default: the configured, the "
+                    "recommended and the stages without offload).", default=False, kind=bool)
+
 LINT = Command("lint", "Lint DeepSpeed config files.", (
     Param("paths", help="Config files, directories or glob patterns; - reads standard input.", multiple=True,
           required=True, metavar="PATH"),
@@ -174,7 +177,7 @@ ESTIMATE = Command("estimate", "Estimate memory per GPU and per node for every Z
     Param("config", ("--config", "-c"), "The DeepSpeed config (default: fp16 Adam)."),
     MODEL, PARAMS, GPUS, GPUS_PER_NODE, GPU_MEMORY, GPU, CPU_MEMORY, NVME, HEADROOM, ACCOUNTING,
     _format("zeroadvisor.api:ESTIMATE_FORMATS"),
-    UNIT, SEQ_LEN, CHECKPOINTING, FLASH, EXPLAIN, *RUN_INPUTS, *PEFT_INPUTS, *THROUGHPUT_INPUTS,
+    UNIT, SEQ_LEN, CHECKPOINTING, FLASH, EXPLAIN, *RUN_INPUTS, *PEFT_INPUTS, *THROUGHPUT_INPUTS, ALL_OPTIONS,
 ))
 
 CHECK = Command("check", "Pre-flight check: lint findings and memory advice, with fixes as a diff.", (
@@ -187,7 +190,7 @@ CHECK = Command("check", "Pre-flight check: lint findings and memory advice, wit
     Param("suggest", ("--suggest",), "Print the fixes as a unified diff of each CONFIG.", default=False, kind=bool),
     Param("fix", ("--fix",), "Write the fixes into each CONFIG (atomically).", default=False, kind=bool),
     INTEGRATION, SELECT, IGNORE, ACCOUNTING, UNIT, SEQ_LEN, CHECKPOINTING, FLASH, EXPLAIN, *RUN_INPUTS, *PEFT_INPUTS,
-    *THROUGHPUT_INPUTS,
+    *THROUGHPUT_INPUTS, ALL_OPTIONS,
 ))
 
 RULES = Command("rules", "List every rule: code, name, default severity and summary.")

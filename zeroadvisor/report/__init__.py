@@ -36,6 +36,8 @@ class Report:
     colour: bool = False
     ascii_only: bool = False  # only ASCII out: symbols in words, other characters as \x/\u escapes
     explain: bool = False  # text: the configured option's terms and the source notes (--explain)
+    all_options: bool = False  # text: every option (--all); by default the configured, the recommended, no offload
+    width: int | None = None  # text: the terminal's columns (None: 80)
     extra: dict[str, Any] = field(default_factory=dict)
     throughput: dict[Any, Any] | None = None  # Option -> Throughput | NoThroughput (throughput.per_option)
 
@@ -47,9 +49,10 @@ REPORTERS: dict[str, str] = {
     "sarif": "zeroadvisor.report.sarif",
     "github": "zeroadvisor.report.github",
     "markdown": "zeroadvisor.report.markdown",
+    "html": "zeroadvisor.report.html",
 }
 LINT_FORMATS = ("text", "json", "sarif", "github")
-CHECK_FORMATS = (*LINT_FORMATS, "markdown")
+CHECK_FORMATS = (*LINT_FORMATS, "markdown", "html")
 
 
 def render(fmt: str, report: Report) -> str:

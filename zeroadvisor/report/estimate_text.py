@@ -1,174 +1,356 @@
-"""Plain-text rendering of a memory estimate: one column per stage/offload option.
+"""Plain-text rendering of a memory estimate for a terminal of a given width.
 
-The optimizer name and the notes can hold text from the config: they go through
-``escape.terminal``, and the whole table through ``escape.output`` (CI logs, ASCII streams).
+The verdict first, then a table with one column per stage/offload option that fits the width (one-line
+headers when there is room, else compact three-line headers and as many blocks as needed), a bar per
+option (its memory by row against the card), and the assumptions; the terms and the source notes only
+with ``explain``. Colour (ANSI) only when asked, and added after the padding, so it never changes widths.
+
+The optimizer name and the notes can hold text from the config: they go through ``escape.terminal``,
+and the whole text through ``escape.output`` (CI logs, ASCII streams).
 """
 
 from __future__ import annotations
 
 import textwrap
+from dataclasses import dataclass
+from typing import Any, Mapping
 
 from zeroadvisor import DEEPSPEED_TARGET
-from zeroadvisor.memory import verdict as verdict_words
 from zeroadvisor.memory.estimate import Estimate, StageEstimate
 from zeroadvisor.memory.terms import ROWS
-from zeroadvisor.report import escape, labels
+from zeroadvisor.report import escape, labels, overview
 from zeroadvisor.units import format_bytes, scale
 
-COLUMNS_PER_BLOCK = 6
-WIDTH = 100
+DEFAULT_WIDTH = 80
+MIN_WIDTH = 60  # narrower terminals wrap; below this no table is readable anyway
 ROW_LABELS = {row: labels.table_label(row) for row in ROWS}
 MARKS = labels.VERDICT_MARKS
+CONFIGURED_MARK = "*"
+RECOMMENDED_MARK = ">"
+NUMBER_WIDTH = 7  # "1234.56"
+
+# ANSI SGR codes: verdicts, the marked columns, and one background per bar row.
+_SGR = {"fits": "32", "tight": "33", "does-not-fit": "31;1", "configured": "1", "recommended": "32;1",
+        "dim": "2"}
+_BAR_SGR = {"parameters": "44", "gradients": "46", "optimizer_states": "45", "gathered_parameters": "104",
+            "buffers": "43", "activations": "42", "overhead": "100"}
+
+
+@dataclass(frozen=True)
+class Style:
+    """How to draw: the width, colour on or off, ASCII symbols only."""
+
+    width: int = DEFAULT_WIDTH
+    colour: bool = False
+    ascii_only: bool = False
+
+    @property
+    def mark_index(self) -> int:
+        return 1 if self.ascii_only else 0
+
+    def paint(self, text: str, sgr: str | None) -> str:
+        return f"\033[{sgr}m{text}\033[0m" if self.colour and sgr else text
+
+    def wrap(self, text: str, first: str = "", rest: str = "  ") -> list[str]:
+        """``text`` (already escaped) wrapped to the width; long words (file names) are broken, not
+        left to overflow."""
+        return textwrap.wrap(text, width=self.width, initial_indent=first, subsequent_indent=rest,
+                             break_on_hyphens=False) or [first.rstrip()]
+
+    def items(self, items: list[str], indent: str) -> list[str]:
+        """Short items side by side, two spaces apart, none split across lines."""
+        lines = [indent]
+        for item in items:
+            if lines[-1].strip() and len(lines[-1]) + 2 + len(item) > self.width:
+                lines.append(indent)
+            lines[-1] += ("  " if lines[-1].strip() else "") + item
+        return lines
+
+    def bullet(self, text: str) -> list[str]:
+        """A note as a bullet; notes can quote the config, so they are escaped before wrapping."""
+        return self.wrap(escape.terminal(text), "  - ", "    ")
 
 
 def render(estimate: Estimate, unit: str = "GB", ascii_only: bool = False, explain: bool = False,
-           assumed: bool = True) -> str:
-    """The verdict line, a table a person reads at a glance, the assumptions; with ``explain`` the
-    configured option's terms and the DeepSpeed-vs-paper notes.
+           assumed: bool = True, width: int | None = None, colour: bool = False, all_options: bool = False,
+           rec: overview.Recommendation | None = None, steps: Mapping[Any, Any] | None = None) -> str:
+    """The estimate command's report: the verdict line, then ``body``. ``steps``: the step-time
+    estimate per option (zeroadvisor.throughput.per_option), shown as a row relative to the configured."""
+    style = Style(max(width or DEFAULT_WIDTH, MIN_WIDTH), colour, ascii_only)
+    lines = verdict_lines(estimate, rec, unit, style) + body(estimate, unit, style, explain, assumed, all_options, rec,
+                                                            steps)
+    return escape.output("\n".join(lines).rstrip() + "\n", ascii_only)
 
-    ``assumed``: list the assumed inputs above the table (``check`` reports them as findings instead).
+
+def verdict_lines(estimate: Estimate | None, rec: overview.Recommendation | None, unit: str,
+                  style: Style) -> list[str]:
+    """The verdict sentence, wrapped; coloured by the verdict; the resolved GPU under it."""
+    st = estimate.configured if estimate is not None else None
+    text = escape.terminal(overview.verdict_sentence(estimate, rec, unit))
+    sgr = _SGR.get(st.verdict) if st is not None and st.verdict else None
+    out = [style.paint(line, sgr) for line in style.wrap(text)]
+    gpu = overview.gpu_words(estimate, unit) if estimate is not None and overview.gpu_name(estimate) else None
+    if gpu:  # the card --gpu resolved to (the capacity alone is in the verdict)
+        out += style.wrap(escape.terminal(f"GPU: {gpu}"))
+    return out
+
+
+def body(estimate: Estimate, unit: str, style: Style, explain: bool = False, assumed: bool = True,
+         all_options: bool = False, rec: overview.Recommendation | None = None,
+         steps: Mapping[Any, Any] | None = None) -> list[str]:
+    """Everything after the verdict: the inputs, the table, the bars, the assumptions (and with
+    ``explain`` the configured option's terms and the source notes).
+
+    ``assumed``: list the assumed inputs (``check`` reports them as findings instead).
     """
     scale(1, unit)  # validates the unit
-    cluster = estimate.cluster
-    s = estimate.settings
-    m = estimate.model
-    lines: list[str] = []
+    cluster, s, m = estimate.cluster, estimate.settings, estimate.model
+    lines: list[str] = [""]
     nodes = f"{cluster.nodes} node{'s' if cluster.nodes > 1 else ''} × {cluster.gpus_on_a_node}"
     plural = "s" if cluster.gpus > 1 else ""
     peft = f" ({m.trainable_parameters:,} trainable: {escape.terminal(m.peft)})" if m.peft else ""
-    lines.append(f"ZeRO memory estimate: {m.parameters:,} parameters{peft}, {cluster.gpus} GPU{plural}"
-                 f" ({nodes}), {s.precision}, {escape.terminal(s.optimizer_label)}, micro batch {s.micro_batch}"
-                 f"{', sequence ' + str(estimate.shape.sequence_length) if estimate.shape.sequence_length else ''}")
+    sequence = f", sequence {estimate.shape.sequence_length}" if estimate.shape.sequence_length else ""
+    lines += style.wrap(f"ZeRO memory estimate: {m.parameters:,} parameters{peft}, {cluster.gpus} GPU{plural}"
+                        f" ({nodes}), {s.precision}, {escape.terminal(s.optimizer_label)}, micro batch "
+                        f"{s.micro_batch}{sequence}")
     layout = estimate.parallel
     if not layout.trivial:
-        lines.append(f"Parallel layout: data {layout.data} × tensor {layout.tensor} × pipeline {layout.pipeline} "
-                     f"(sequence {layout.sequence}, expert {layout.expert}); ZeRO partitions over the "
-                     f"{layout.data} data-parallel ranks")
-    lines.append(f"Accounting: {estimate.accounting}"
-                 + (f" (what DeepSpeed {DEEPSPEED_TARGET} allocates)" if estimate.accounting == "deepspeed"
-                    else " (ZeRO paper: model states only)"))
+        lines += style.wrap(f"Parallel layout: data {layout.data} × tensor {layout.tensor} × pipeline "
+                            f"{layout.pipeline} (sequence {layout.sequence}, expert {layout.expert}); ZeRO "
+                            f"partitions over the {layout.data} data-parallel ranks")
+    lines += style.wrap(f"Accounting: {estimate.accounting}"
+                        + (f" (what DeepSpeed {DEEPSPEED_TARGET} allocates)" if estimate.accounting == "deepspeed"
+                           else " (ZeRO paper: model states only)"))
     unit_words = "10^9 bytes" if unit == "GB" else "2^30 bytes"
-    lines.append(f"Unit: {unit} ({unit_words}); rows are per GPU, host RAM and NVMe per node.")
+    lines += style.wrap(f"Unit: {unit} ({unit_words}); rows are per GPU, host RAM and NVMe per node.")
     limits = []
     if cluster.gpu_memory is not None:
-        card = f" ({cluster.gpu.name})" if cluster.gpu is not None else ""
-        limits.append(f"GPU {format_bytes(cluster.gpu_memory, unit)}{card}")
+        card = overview.gpu_name(estimate)
+        limits.append(f"GPU {format_bytes(cluster.gpu_memory, unit)}" + (f" ({escape.terminal(card)})" if card else ""))
     if cluster.cpu_memory is not None:
         limits.append(f"host RAM {format_bytes(cluster.cpu_memory, unit)}/node")
     if cluster.nvme is not None:
         limits.append(f"NVMe {format_bytes(cluster.nvme, unit)}/node")
-    i = 1 if ascii_only else 0
+    i = style.mark_index
     if limits:
-        lines += textwrap.wrap(f"Verdict against {', '.join(limits)}, each less {cluster.headroom:.0%} headroom: "
-                               f"{MARKS['fits'][i]} fits, {MARKS['tight'][i]} tight (inside the headroom), "
-                               f"{MARKS['does-not-fit'][i]} does not fit; peaks are over the load, train and "
-                               "save phases.", width=WIDTH, subsequent_indent="  ")
+        lines += style.wrap(f"Verdict against {', '.join(limits)}, each less {cluster.headroom:.0%} headroom: "
+                            f"{MARKS['fits'][i]} fits, {MARKS['tight'][i]} tight (inside the headroom), "
+                            f"{MARKS['does-not-fit'][i]} does not fit; peaks are over the load, train and "
+                            "save phases.")
     else:
         lines.append("Fit: not judged (no GPU memory given).")
-    if any(st.configured for st in estimate.stages):
-        lines.append("* = the configured option.")
-    lines[0:0] = textwrap.wrap(verdict_line(estimate, unit), width=WIDTH, subsequent_indent="  ")
+    stages = overview.shown_stages(estimate, rec, all_options)
+    legend = []
+    if any(st.configured for st in stages):
+        legend.append(f"{CONFIGURED_MARK} = the configured option")
+    if any(overview.is_recommended(st, rec) for st in stages):
+        legend.append(f"{RECOMMENDED_MARK} = the recommended option")
+    hidden = len(estimate.stages) - len(stages)
+    if hidden:
+        legend.append(f"{hidden} option{'s' if hidden != 1 else ''} with offload not shown (--all shows them)")
+    if legend:
+        lines += style.wrap("; ".join(legend) + ".")
     lines.append("")
     if assumed and estimate.assumed:
         lines.append("Assumed inputs (not given; read the table with them):")
         for item in estimate.assumed:
-            lines += _wrap(item.message())
+            lines += style.bullet(item.message())
         lines.append("")
 
-    stages = estimate.stages
-    for start in range(0, len(stages), COLUMNS_PER_BLOCK):
-        lines += _block(stages[start:start + COLUMNS_PER_BLOCK], unit, i)
-        lines.append("")
+    lines += table(stages, estimate, unit, style, rec, steps)
+    lines.append("")
+    lines += bars(stages, estimate, unit, style, rec)
+    lines.append("")
 
     if estimate.skipped:
         lines.append("Not run by DeepSpeed with this config:")
         for k in estimate.skipped:
-            lines += _wrap(f"{labels.option_header(k.option)}: {k.reason}")
+            lines += style.bullet(f"{labels.option_header(k.option)}: {k.reason}")
         lines.append("")
-    if m.notes:  # from the model description (e.g. a config.json): data, escaped by _wrap
+    if m.notes:  # from the model description (e.g. a config.json): data, escaped by bullet
         lines.append("Model notes:")
         for note in m.notes:
-            lines += _wrap(note)
+            lines += style.bullet(note)
         lines.append("")
-    if estimate.assumptions:
+    notes = overview.assumption_lines(estimate, with_assumed=False)
+    if notes:
         lines.append("Assumptions:")
-        for note in estimate.assumptions:
-            lines += _wrap(note)
+        for note in notes:
+            lines += style.bullet(note)
         lines.append("")
-    noted = [st for st in stages if st.notes]
     if explain and estimate.configured is not None:
-        lines += explain_lines(estimate.configured, unit)
+        lines += explain_lines(estimate.configured, unit, style.width)
+    noted = [st for st in estimate.stages if st.notes]
     if noted and explain:
         lines.append("DeepSpeed vs the ZeRO paper, and option notes:")
         grouped: dict[str, list[str]] = {}
         for st in noted:
             for note in st.notes:
-                grouped.setdefault(note, []).append(_header(st))
+                grouped.setdefault(note, []).append(_header(st, None))
         for note, columns in grouped.items():
-            lines += _wrap(f"{', '.join(columns)}: {note}")
+            lines += style.bullet(f"{', '.join(columns)}: {note}")
         lines.append("")
-    return escape.output("\n".join(lines).rstrip() + "\n", ascii_only)
+    return lines
 
 
-def _header(st: StageEstimate) -> str:
-    return ("*" if st.configured else "") + labels.option_header(st.option)
+# --- the table ---------------------------------------------------------------------------------
+
+def _marker(st: StageEstimate, rec: overview.Recommendation | None) -> str:
+    if st.configured:
+        return CONFIGURED_MARK
+    return RECOMMENDED_MARK if overview.is_recommended(st, rec) else ""
 
 
-def _header_lines(st: StageEstimate) -> tuple[str, str]:
-    """Two header lines: "Z3 +opt:cpu" over "+par:nvme" (compact columns); * marks the configured."""
-    first, second = labels.option_header_lines(st.option)
-    return ("*" if st.configured else "") + first, second
+def _header(st: StageEstimate, rec: overview.Recommendation | None) -> str:
+    return _marker(st, rec) + labels.option_header(st.option)
 
 
-def _block(stages: list[StageEstimate], unit: str, mark_index: int) -> list[str]:
-    headers = [_header_lines(st) for st in stages]
-    width = max([9] + [len(part) for pair in headers for part in pair]) + 2
-    label_width = max(len(v) for v in ROW_LABELS.values()) + 2
-    out = ["".ljust(label_width) + "".join(h[0].rjust(width) for h in headers)]
-    if any(h[1] for h in headers):
-        out.append("".ljust(label_width) + "".join(h[1].rjust(width) for h in headers))
-    rule = "-" * (label_width + width * len(stages))
-    out.append(rule)
-    for row in ROWS:
-        if row == "total":
-            out.append(rule)
-        cells = [_number(scale(st.per_gpu[row], unit)) for st in stages]
-        out.append(ROW_LABELS[row].ljust(label_width) + "".join(c.rjust(width) for c in cells))
-    out.append(labels.HOST_RAM_PER_NODE.ljust(label_width)
-               + "".join(_number(scale(st.per_node_cpu, unit)).rjust(width) for st in stages))
-    out.append(labels.NVME_PER_NODE.ljust(label_width)
-               + "".join(_number(scale(st.per_node_nvme, unit)).rjust(width) for st in stages))
-    if any(st.phases for st in stages):
-        out.append(labels.PEAK_GPU.ljust(label_width)
-                   + "".join(_number(scale(st.peak_gpu, unit)).rjust(width) for st in stages))
-        out.append(labels.PEAK_HOST.ljust(label_width)
-                   + "".join(_number(scale(st.peak_host_per_node, unit)).rjust(width) for st in stages))
-        out.append(labels.BINDING_PHASE.ljust(label_width) + "".join(st.binding_phase.rjust(width) for st in stages))
-    out.append(labels.FITS.ljust(label_width) + "".join(MARKS[st.verdict][mark_index].rjust(width) for st in stages))
+def _compact_header(st: StageEstimate, rec: overview.Recommendation | None) -> list[str]:
+    """Three short lines, "*Z3" over "+opt:cpu" over "+par:nvme", for narrow terminals."""
+    o = st.option
+    parts = [f"{_marker(st, rec)}Z{o.stage}"]
+    parts.append(f"+opt:{o.offload_optimizer}" if o.offload_optimizer != "none" else "")
+    parts.append(f"+par:{o.offload_param}" if o.offload_param != "none" else "")
+    return parts
+
+
+def _cells(st: StageEstimate, estimate: Estimate, unit: str, style: Style,
+           with_phases: bool, steps: Mapping[Any, Any] | None) -> list[tuple[str, str | None]]:
+    """The column of one option, top to bottom, each cell with its colour."""
+    cells: list[tuple[str, str | None]] = [(_number(scale(st.per_gpu[row], unit)), None) for row in ROWS]
+    cells.append((_number(scale(st.per_node_cpu, unit)), None))
+    cells.append((_number(scale(st.per_node_nvme, unit)), None))
+    if with_phases:
+        cells.append((_number(scale(st.peak_gpu, unit)), None))
+        cells.append((_number(scale(st.peak_host_per_node, unit)), None))
+        cells.append((st.binding_phase, None))
+    if steps:
+        ratio = overview.relative_step_time(st, estimate.configured, steps)
+        cells.append((f"{ratio:.2f}x" if ratio is not None else "-", None))
+    cells.append((MARKS[st.verdict][style.mark_index], _SGR.get(st.verdict or "")))
+    return cells
+
+
+def _row_labels(with_phases: bool, with_steps: bool) -> list[str]:
+    names = [ROW_LABELS[row] for row in ROWS] + [labels.HOST_RAM_PER_NODE, labels.NVME_PER_NODE]
+    if with_phases:
+        names += [labels.PEAK_GPU, labels.PEAK_HOST, labels.BINDING_PHASE]
+    if with_steps:
+        names.append(labels.STEP_TIME)
+    return names + [labels.FITS]
+
+
+def table(stages: list[StageEstimate], estimate: Estimate, unit: str, style: Style,
+          rec: overview.Recommendation | None = None, steps: Mapping[Any, Any] | None = None) -> list[str]:
+    """One column per option, in as few blocks as the width allows."""
+    if not stages:
+        return []
+    with_phases = any(st.phases for st in stages)
+    with_steps = overview.throughput(estimate.configured, steps) is not None  # the row is relative to it
+    steps = steps if with_steps else None
+    names = _row_labels(with_phases, with_steps)
+    label_width = max(len(n) for n in names) + 1
+    wide = [[_header(st, rec)] for st in stages]
+    width = max(NUMBER_WIDTH, *(len(h[0]) for h in wide)) + 2
+    if label_width + width * len(stages) <= style.width:
+        headers, per_block = wide, len(stages)
+    else:
+        headers = [_compact_header(st, rec) for st in stages]
+        width = max(NUMBER_WIDTH, *(len(p) for h in headers for p in h)) + 2
+        per_block = max(1, (style.width - label_width) // width)
+    out: list[str] = []
+    for start in range(0, len(stages), per_block):
+        block = stages[start:start + per_block]
+        block_headers = headers[start:start + per_block]
+        if out:
+            out.append("")
+        for level in range(max(len(h) for h in block_headers)):
+            parts = [h[level] for h in block_headers]
+            if level and not any(parts):
+                continue
+            out.append("".ljust(label_width) + "".join(
+                style.paint(p.rjust(width), _column_sgr(st, rec)) for p, st in zip(parts, block)))
+        rule = "-" * (label_width + width * len(block))
+        out.append(rule)
+        columns = [_cells(st, estimate, unit, style, with_phases, steps) for st in block]
+        for r, name in enumerate(names):
+            if name == ROW_LABELS["total"]:
+                out.append(rule)
+            out.append(name.ljust(label_width) + "".join(
+                style.paint(col[r][0].rjust(width), col[r][1]) for col in columns))
     return out
 
 
+def _column_sgr(st: StageEstimate, rec: overview.Recommendation | None) -> str | None:
+    if st.configured:
+        return _SGR["configured"]
+    return _SGR["recommended"] if overview.is_recommended(st, rec) else None
+
+
+# --- the bars ----------------------------------------------------------------------------------
+
+def bars(stages: list[StageEstimate], estimate: Estimate, unit: str, style: Style,
+         rec: overview.Recommendation | None = None) -> list[str]:
+    """A bar per option: its memory per GPU while training, one letter per row, against the card
+    ("|"); dots up to a higher peak at load or save."""
+    if not stages:
+        return []
+    capacity = estimate.cluster.gpu_memory
+    label_width = max(len(_header(st, rec)) for st in stages) + 1
+    peaks = [_number(scale(st.peak_gpu, unit)) for st in stages]
+    marks = [MARKS[st.verdict][style.mark_index] for st in stages]
+    peak_width, mark_width = max(len(p) for p in peaks), max(len(m) for m in marks)
+    bar_width = max(10, style.width - label_width - peak_width - mark_width - 2)
+    top = max([capacity or 0] + [st.peak_gpu for st in stages]) or 1
+    legend = [f"{letter} {labels.ROW_LABELS[row]}" for row, letter in overview.BAR_LETTERS.items()]
+    against = f", | = the card's {format_bytes(capacity, unit)}" if capacity is not None else ""
+    out = style.wrap(f"Memory per GPU by row while training (. = a higher peak at load or save{against}); "
+                     f"right: the peak per GPU ({unit}):")
+    out += style.items(legend, "  ")
+    for st, peak, mark in zip(stages, peaks, marks):
+        cells = _bar_cells(st, top, bar_width, capacity)
+        drawn = "".join(style.paint(ch, _BAR_SGR.get(row) if row else None) for ch, row in cells)
+        out.append(style.paint(_header(st, rec).ljust(label_width), _column_sgr(st, rec)) + drawn + " "
+                   + peak.rjust(peak_width) + " " + style.paint(mark.ljust(mark_width), _SGR.get(st.verdict or "")))
+    return out
+
+
+def _bar_cells(st: StageEstimate, top: int, width: int, capacity: int | None) -> list[tuple[str, str | None]]:
+    """``width`` cells, each (character, row): the row at the cell's middle, "." between the train
+    total and a higher peak, "|" at the capacity."""
+    bounds: list[tuple[int, str]] = []
+    total = 0
+    for row, nbytes in overview.bar_rows(st):
+        total += nbytes
+        bounds.append((total, row))
+    cap_at = min(width - 1, int(capacity / top * width)) if capacity is not None else None
+    cells: list[tuple[str, str | None]] = []
+    for i in range(width):
+        middle = (i + 0.5) * top / width
+        row = next((r for bound, r in bounds if middle < bound), None)
+        if i == cap_at:
+            cells.append(("|", None))
+        elif row is not None:
+            cells.append((overview.BAR_LETTERS[row], row))
+        elif middle < st.peak_gpu:
+            cells.append((".", None))
+        else:
+            cells.append((" ", None))
+    return cells
+
+
+# --- explain -----------------------------------------------------------------------------------
+
 def verdict_line(estimate: Estimate, unit: str) -> str:
-    """The configured option's verdict in one line: verdict, peak against capacity, binding phase and resource."""
-    st = estimate.configured
-    if st is None:
-        return "Verdict: per option, in the table below (no config given)."
-    cluster = estimate.cluster
-    capacity = cluster.capacities()[st.binding_resource]
-    peak = {"gpu": st.peak_gpu, "host": st.peak_host_per_node, "nvme": st.peak_nvme_per_node}[st.binding_resource]
-    where = f"{verdict_words.RESOURCE_WORDS[st.binding_resource]} {labels.PHASE_WORDS[st.binding_phase]}"
-    against = f" of {format_bytes(capacity, unit)}" if capacity is not None else ""
-    text = (f"Verdict ({labels.option_header(st.option)}): {labels.VERDICT_WORDS[st.verdict]}; peak "
-            f"{format_bytes(peak, unit)}{against} {where}")
-    for row in st.uncounted:
-        text += f"; {labels.UNCOUNTED_WORDS[row]}"
-    return text
+    """The configured option's verdict in one line (without a recommendation)."""
+    return overview.verdict_sentence(estimate, None, unit)
 
 
-def explain_lines(st: StageEstimate, unit: str) -> list[str]:
+def explain_lines(st: StageEstimate, unit: str, width: int = DEFAULT_WIDTH) -> list[str]:
     """Every term of the configured option, by phase: bytes, what, formula, kind and source."""
-    out = [f"Terms of the configured option ({labels.option_header(st.option)}), per GPU process unless they say "
-           "per node; kind: exact (DeepSpeed/transformers/torch allocate it), bound, allowance:"]
+    out = textwrap.wrap(f"Terms of the configured option ({labels.option_header(st.option)}), per GPU process unless "
+                        "they say per node; kind: exact (DeepSpeed/transformers/torch allocate it), bound, allowance:",
+                        width=width, subsequent_indent="  ")
     for phase in ("load", "train", "save"):
         terms = [t for t in st.terms if t.phase == phase and t.nbytes]
         if not terms:
@@ -177,7 +359,8 @@ def explain_lines(st: StageEstimate, unit: str) -> list[str]:
         for t in terms:
             out += textwrap.wrap(escape.terminal(f"{t.device:4} {format_bytes(t.nbytes, unit):>12}  {t.what} "
                                                  f"[{t.kind}; {t.formula}; {t.source}]"),
-                                 width=WIDTH, initial_indent="    ", subsequent_indent="      ")
+                                 width=width, initial_indent="    ", subsequent_indent="      ",
+                                 break_on_hyphens=False)
     out.append("")
     return out
 
@@ -187,8 +370,3 @@ def _number(value: float) -> str:
     if round(value, 2) != value and abs(round(value, 3) - value) < 1e-9:
         return f"{value:.3f}"
     return f"{value:.2f}"
-
-
-def _wrap(text: str) -> list[str]:
-    """A note as a bullet; notes can quote the config, so they are escaped before wrapping."""
-    return textwrap.wrap(escape.terminal(text), width=WIDTH, initial_indent="  - ", subsequent_indent="    ") or ["  -"]

@@ -36,6 +36,7 @@ VERDICT_WORDS = {"fits": "fits", "tight": "tight (fits, inside the headroom)", "
 PEAK_GPU = "peak per GPU"
 PEAK_HOST = "peak host / node"
 BINDING_PHASE = "binding phase"
+STEP_TIME = "step time vs *"  # estimated step time over the configured option's
 UNCOUNTED_SHORT = {"activations": "activations not counted: give --seq-len"}
 UNCOUNTED_WORDS = {"activations": "activations not counted (no sequence length or architecture: --seq-len, "
                                   "--model with an hf_config)"}

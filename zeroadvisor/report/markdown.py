@@ -1,5 +1,7 @@
-"""A compact Markdown report to paste as a pull-request comment: verdict, options table,
-advice and the suggested diff.
+"""The pull-request comment: verdict heading, assumptions, the options as rows (at most six columns
+however many options there are), the configured and recommended options by memory row with the host
+RAM and NVMe rows, the findings, the suggested diff, and a hidden marker a bot finds to update its
+comment instead of adding one.
 
 Everything from the config or its name is escaped for GitHub-flavoured markdown: the path is an
 inline code span, messages and the optimizer name are ``escape.markdown_inline`` (no HTML, links,
@@ -9,22 +11,16 @@ emphasis, @mentions), and the diff sits in a fence longer than any backtick run 
 from __future__ import annotations
 
 from zeroadvisor.lint.findings import Finding, Severity
-from zeroadvisor.report import escape, labels
+from zeroadvisor.report import escape, labels, overview
 from zeroadvisor.units import scale
 
+MARKER = "<!-- zeroadvisor -->"  # the comment's identity: a bot edits the comment that holds it
 _ICON = {Severity.ERROR: "🔴", Severity.WARNING: "🟡", Severity.INFO: "🔵"}
 _VERDICT = {"fits": "✅", "tight": "⚠️", "does-not-fit": "❌", None: "–"}
+MAX_COLUMNS = 6
 
 
-def _row_label(row: str) -> str:
-    label = labels.ROW_LABELS[row]
-    return f"**{label}**" if row == labels.TOTAL_ROW else label
-
-
-def render(path: str, findings: list[Finding], estimate, usable: int | None, gpu_memory: int | None,
-           headroom: float, diff: str, unit: str = "GB", ascii_only: bool = False) -> str:
-    out: list[str] = []
-    inline = escape.markdown_inline
+def _heading(path: str, findings: list[Finding], estimate) -> str:
     configured = estimate.configured if estimate is not None else None
     # Config errors, as opposed to the memory verdict (advice rules, ZA8xx, carry that).
     config_errors = sum(1 for f in findings if f.severity is Severity.ERROR and not f.code.startswith("ZA8"))
@@ -34,55 +30,90 @@ def render(path: str, findings: list[Finding], estimate, usable: int | None, gpu
         if configured.uncounted:  # never a plain "fits" while a row is missing
             verdict += " (" + "; ".join(labels.UNCOUNTED_SHORT[row] for row in configured.uncounted) + ")"
         verdict += f", {config_errors} config error(s)" if config_errors else ""
-    out.append(f"### zeroadvisor: {escape.markdown_code(path)} — {verdict}")
+    return f"### zeroadvisor: {escape.markdown_code(path)} — {verdict}"
+
+
+def _gb(nbytes: int, unit: str, digits: int = 1) -> str:
+    return f"{scale(nbytes, unit):.{digits}f}"
+
+
+def _option_cell(st, rec) -> str:
+    label = escape.markdown_inline(labels.option_header(st.option))
+    if st.configured:
+        return f"**{label}** (configured)"
+    return f"**{label}** (recommended)" if overview.is_recommended(st, rec) else label
+
+
+def options_table(estimate, rec, unit: str) -> list[str]:
+    """One row per option: peak per GPU, peak host RAM and NVMe per node, binding phase, verdict."""
+    out = [f"| Option | Peak per GPU ({unit}) | Host RAM / node ({unit}) | NVMe / node ({unit}) | Binding phase "
+           "| Fits |",
+           "|---|---:|---:|---:|---|:---:|"]
+    for st in estimate.stages:
+        out.append(f"| {_option_cell(st, rec)} | {_gb(st.peak_gpu, unit)} | {_gb(st.peak_host_per_node, unit, 0)} | "
+                   f"{_gb(st.peak_nvme_per_node, unit, 0)} | {st.binding_phase} | {_VERDICT[st.verdict]} |")
+    return out
+
+
+def breakdown_table(estimate, rec, unit: str) -> list[str]:
+    """The configured (and the recommended) option by memory row, with the host RAM and NVMe rows."""
+    columns = [st for st in (estimate.configured, rec.stage if rec is not None and rec.changes_option else None)
+               if st is not None]
+    if not columns:
+        return []
+    out = [f"| {unit} | " + " | ".join(_option_cell(st, rec) for st in columns) + " |",
+           "|---|" + "---:|" * len(columns)]
+    for row in (*overview.BAR_ROWS, labels.TOTAL_ROW):
+        label = labels.ROW_LABELS[row]
+        label = f"**{label}**" if row == labels.TOTAL_ROW else label
+        out.append(f"| {label} | " + " | ".join(_gb(st.per_gpu[row], unit, 2) for st in columns) + " |")
+    out.append(f"| {labels.HOST_RAM_PER_NODE} | " + " | ".join(_gb(st.per_node_cpu, unit, 2) for st in columns) + " |")
+    out.append(f"| {labels.NVME_PER_NODE} | " + " | ".join(_gb(st.per_node_nvme, unit, 2) for st in columns) + " |")
+    out.append(f"| {labels.PEAK_GPU} | " + " | ".join(_gb(st.peak_gpu, unit, 2) for st in columns) + " |")
+    out.append(f"| {labels.PEAK_HOST} | " + " | ".join(_gb(st.peak_host_per_node, unit, 2) for st in columns) + " |")
+    return out
+
+
+def render(path: str, findings: list[Finding], estimate, usable: int | None, gpu_memory: int | None,
+           headroom: float, diff: str, unit: str = "GB", ascii_only: bool = False, steps=None) -> str:
+    inline = escape.markdown_inline
+    rec = overview.recommendation(findings, estimate, steps)
+    out: list[str] = [_heading(path, findings, estimate), ""]
+    out.append(inline(overview.verdict_sentence(estimate, rec, unit)))
     out.append("")
     if estimate is not None:
         m, s, c = estimate.model, estimate.settings, estimate.cluster
+        gpu = overview.gpu_words(estimate, unit)
         budget = ""
         if usable is not None and gpu_memory is not None:
-            budget = (f", {scale(usable, unit):.1f} of {scale(gpu_memory, unit):.1f} {unit} per GPU usable "
-                      f"({headroom:.0%} headroom)")
-        out.append(f"{m.parameters / 1e9:.2f}B parameters, {c.gpus} GPUs ({c.nodes}×{c.gpus_on_a_node}){budget}; "
-                   f"{s.precision}, {inline(s.optimizer_label)}, micro batch {s.micro_batch}"
-                   + (f", sequence {estimate.shape.sequence_length}" if estimate.shape.sequence_length else ""))
+            budget = f", {scale(usable, unit):.1f} {unit} usable ({headroom:.0%} headroom)"
+        out.append(inline(f"{m.parameters / 1e9:.2f}B parameters, {c.gpus} GPUs ({c.nodes}×{c.gpus_on_a_node})"
+                          + (f", {gpu}" if gpu else "") + f"{budget}; {s.precision}, {s.optimizer_label}, "
+                          f"micro batch {s.micro_batch}"
+                          + (f", sequence {estimate.shape.sequence_length}" if estimate.shape.sequence_length
+                             else "")))
         out.append("")
-        stages = estimate.stages
-        headers = [inline(labels.option_header(st.option)) for st in stages]
-        out.append(f"| {unit} per GPU | " + " | ".join(f"**{h}** (configured)" if st.configured else h
-                                                        for h, st in zip(headers, stages)) + " |")
-        out.append("|---|" + "---:|" * len(stages))
-        for row in (*labels.BREAKDOWN_ROWS, labels.TOTAL_ROW):
-            cells = [f"{scale(st.per_gpu[row], unit):.1f}" for st in stages]
-            out.append(f"| {_row_label(row)} | " + " | ".join(cells) + " |")
-        out.append(f"| {labels.HOST_RAM_PER_NODE} | "
-                   + " | ".join(f"{scale(st.per_node_cpu, unit):.0f}" for st in stages) + " |")
-        out.append(f"| {labels.PEAK_GPU} | " + " | ".join(f"{scale(st.peak_gpu, unit):.1f}" for st in stages) + " |")
-        out.append(f"| {labels.PEAK_HOST} | "
-                   + " | ".join(f"{scale(st.peak_host_per_node, unit):.0f}" for st in stages) + " |")
-        out.append(f"| {labels.FITS} | " + " | ".join(_VERDICT[st.verdict] for st in stages) + " |")
-        out.append("")
-        if m.notes:  # from the model description (a config.json can put any text here): escaped
-            out.append("**Model notes**")
-            out.append("")
-            out += [f"- {inline(note)}" for note in m.notes]
-            out.append("")
+        notes = overview.assumption_lines(estimate, with_assumed=not overview.assumed_in(findings))
+        if notes:  # the caveats of the verdict, open: a "fits" is never shown without them
+            out += ["**Assumptions**", ""] + [f"- {inline(note)}" for note in notes] + [""]
+        if m.notes:  # what the model description says about its own counts
+            out += ["**Model notes**", ""] + [f"- {inline(note)}" for note in m.notes] + [""]
+        out += options_table(estimate, rec, unit) + [""]
+        breakdown = breakdown_table(estimate, rec, unit)
+        if breakdown:
+            out += ["**By memory row** (per GPU while training; host RAM and NVMe per node)", ""] + breakdown + [""]
     if findings:
-        out.append("**Findings**")
-        out.append("")
+        out += ["**Findings**", ""]
         for f in findings:
             where = f" (line {f.line})" if f.line else ""
             out.append(f"- {_ICON[f.severity]} **{inline(f.code)} {inline(f.name)}**{where}: {inline(f.message)}")
         out.append("")
     else:
-        out.append("No findings.")
-        out.append("")
+        out += ["No findings.", ""]
     if diff:
-        out.append("<details><summary>Suggested change</summary>")
-        out.append("")
-        out.append(escape.markdown_fence(diff, "diff"))
-        out.append("")
-        out.append("</details>")
-        out.append("")
+        out += ["<details><summary>Suggested change</summary>", "", escape.markdown_fence(diff, "diff"), "",
+                "</details>", ""]
+    out += [MARKER, ""]
     return escape.output("\n".join(out), ascii_only)
 
 
@@ -90,4 +121,4 @@ def render_report(report) -> str:
     check = report.check
     o = check.options
     return render(report.path, report.findings, check.estimate, o.usable, o.gpu_memory, o.headroom, report.diff,
-                  report.unit, ascii_only=report.ascii_only)
+                  report.unit, ascii_only=report.ascii_only, steps=getattr(report, "throughput", None))

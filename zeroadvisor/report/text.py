@@ -46,19 +46,49 @@ def summary(findings: list[Finding], files: int, unreadable: int = 0, skipped: i
     return f"{checked}; {unread}" if files else unread
 
 
+def wrapped(findings: list[Finding], width: int, colour: bool = False) -> list[str]:
+    """Findings for a person at a terminal: ``file:line:col: CODE [severity]`` then the message,
+    wrapped to ``width`` with the continuation indented (a long file name is broken, never left to wrap)."""
+    from zeroadvisor.report.estimate_text import Style
+
+    style = Style(width)
+    lines = []
+    for f in findings:
+        severity = f"[{f.severity.value}]"
+        text = f"{location(f)}: {escape.terminal(f.code)} {severity} {escape.terminal(f.message)}"
+        block = style.wrap(text, "", "    ")
+        if colour:  # after wrapping: the escape codes take no columns
+            block[0] = block[0].replace(severity, f"{_COLOURS[f.severity]}{severity}{_RESET}", 1)
+        lines += block
+    return lines
+
+
 def render_report(report) -> str:
-    """Findings, then (check) the estimate table and the suggested diff."""
+    """check: the verdict first, the findings, then the estimate and the suggested diff.
+    estimate: the estimate alone. Wrapped to ``report.width`` (the terminal's)."""
     estimate = report.estimate if report.check is None else report.check.estimate
-    if estimate is not None:
-        from zeroadvisor.report import estimate_text  # not imported by lint: start-up time
+    if estimate is not None or report.check is not None:
+        from zeroadvisor.report import estimate_text, overview  # not imported by lint: start-up time
     if report.check is None and estimate is not None:  # the estimate command: the table alone
-        return estimate_text.render(estimate, report.unit, ascii_only=report.ascii_only, explain=report.explain)
-    out = render(report.findings, colour=report.colour, files=report.files, ascii_only=report.ascii_only,
-                 unreadable=len(report.extra.get("unreadable", ())), skipped=len(report.extra.get("skipped", ())))
+        return estimate_text.render(estimate, report.unit, ascii_only=report.ascii_only, explain=report.explain,
+                                    width=report.width, colour=report.colour, all_options=report.all_options,
+                                    steps=getattr(report, "throughput", None))
+    if report.check is None:  # lint
+        return render(report.findings, colour=report.colour, files=report.files, ascii_only=report.ascii_only,
+                      unreadable=len(report.extra.get("unreadable", ())), skipped=len(report.extra.get("skipped", ())))
+    style = estimate_text.Style(max(report.width or estimate_text.DEFAULT_WIDTH, estimate_text.MIN_WIDTH),
+                                report.colour, report.ascii_only)
+    steps = getattr(report, "throughput", None)  # Option -> step time (zeroadvisor.throughput), when timed
+    rec = overview.recommendation(report.findings, estimate, steps)
+    lines = estimate_text.verdict_lines(estimate, rec, report.unit, style)
+    lines.append("")
+    lines += wrapped(report.findings, style.width, report.colour)
+    lines += style.wrap(summary(report.findings, report.files, len(report.extra.get("unreadable", ()))))
     if estimate is not None:
-        # check: the assumed inputs are findings (assumed-input), listed first above
-        out += "\n" + estimate_text.render(estimate, report.unit, ascii_only=report.ascii_only,
-                                           explain=report.explain, assumed=False)
+        # check: the assumed inputs are findings (assumed-input), listed above
+        lines += estimate_text.body(estimate, report.unit, style, explain=report.explain, assumed=False,
+                                    all_options=report.all_options, rec=rec, steps=steps)
+    out = "\n".join(lines).rstrip() + "\n"
     if report.diff:
         out += "\n" + escape.terminal_block(report.diff)
     return escape.output(out, report.ascii_only)

@@ -1,0 +1,137 @@
+"""The check report a person reads at a terminal: the verdict first, nothing wider than the terminal,
+colour only where asked, and ASCII when the stream takes nothing else."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cli_run import cli  # noqa: F401 - the fixture
+from zeroadvisor.report import labels
+
+REPO = Path(__file__).resolve().parent.parent
+MODEL = REPO / "sample_configs" / "models" / "llama-2-7b.yaml"
+HF_CONFIG = REPO / "sample_configs" / "models" / "llama-2-7b" / "config.json"
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+# Real configs and models with clusters that fit, are tight, do not fit, and offload.
+CASES = [
+    ("zero3_offload.json", ["--model", MODEL, "--gpus", "8", "--gpu-memory", "80GiB", "--cpu-memory", "1TB"]),
+    ("zero2_bf16.json", ["--model", MODEL, "--gpus", "8", "--gpu-memory", "24GB", "--cpu-memory", "512GB"]),
+    ("zero2_bf16.json", ["--model", HF_CONFIG, "--gpus", "16", "--gpu-memory", "40GB", "--seq-len", "2048"]),
+    ("hf_trainer_auto.json", ["--params", "13B", "--gpus", "4", "--gpu-memory", "48GB", "--cpu-memory", "256GB",
+                              "--nvme", "2TB"]),
+]
+
+
+def copy_with_long_name(tmp_path: Path, name: str) -> Path:
+    """The sample config under a directory and file name longer than the terminal is wide."""
+    folder = tmp_path / ("experiments-" + "x" * 40) / "runs_2024_with_a_rather_long_folder_name"
+    folder.mkdir(parents=True)
+    target = folder / f"deepspeed_config_for_the_llama_finetune_{name}"
+    shutil.copy(REPO / "sample_configs" / name, target)
+    return target
+
+
+@pytest.mark.parametrize("name, args", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
+@pytest.mark.parametrize("long_name", [False, True], ids=["short-name", "long-name"])
+def test_no_line_of_the_default_report_is_wider_than_80(cli, monkeypatch, tmp_path, name, args, long_name):
+    monkeypatch.setenv("COLUMNS", "80")
+    path = copy_with_long_name(tmp_path, name) if long_name else REPO / "sample_configs" / name
+    result = cli("check", path, *args)
+    assert result.returncode in (0, 1), result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("Verdict (")  # the verdict is the first line
+    for line in lines:
+        assert len(line) <= 80, line
+    if long_name:  # the file name is broken across lines, not lost
+        assert str(path).replace("\n", "") in "".join(line.strip() for line in lines)
+
+
+def test_the_report_uses_a_wide_terminal(cli, monkeypatch):
+    name, args = CASES[1]
+    monkeypatch.setenv("COLUMNS", "200")
+    wide = cli("check", REPO / "sample_configs" / name, *args, "--all").stdout
+    monkeypatch.setenv("COLUMNS", "80")
+    narrow = cli("check", REPO / "sample_configs" / name, *args, "--all").stdout
+    assert max(map(len, wide.splitlines())) > 150 and max(map(len, narrow.splitlines())) <= 80
+    assert len(wide.splitlines()) < len(narrow.splitlines())
+    assert sum(line.startswith("TOTAL per GPU") for line in wide.splitlines()) == 1
+
+
+def test_verdict_names_the_fix_the_advice_recommends(cli, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "100")
+    name, args = CASES[1]  # Llama-2-7B at ZeRO-2 on 24 GB cards: does not fit
+    out = cli("check", REPO / "sample_configs" / name, *args).stdout
+    verdict = " ".join(out.split("\n\n", 1)[0].split())
+    assert verdict.startswith("Verdict (Z2): does not fit; peak ")
+    rest = " ".join(out.split("ZA801 [error]", 1)[1].split("\n1 file checked", 1)[0].split())
+    words = re.search(r"Recommended \(ZA801 does-not-fit\): (.+?) \((Z\d[^)]*)\)", verdict)
+    assert words, verdict
+    assert f"Cheapest change that fits: {words.group(1)}:" in rest  # the option the finding names
+    cost = rest.split("; cost: ", 1)[1]
+    assert verdict.endswith(f"cost: {cost}")
+    # the recommended option's column is marked and shown by default, next to the configured one
+    header = next(line for line in out.splitlines() if re.search(r"\*Z2\b", line))
+    assert ">Z" in header
+
+
+def test_explain_adds_the_source_notes(cli, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    name, args = CASES[0]
+    plain = cli("check", REPO / "sample_configs" / name, *args).stdout
+    explained = cli("check", REPO / "sample_configs" / name, *args, "--explain").stdout
+    assert "stage3.py" not in plain and "stage3.py" in explained
+    for line in explained.splitlines():
+        assert len(line) <= 80, line
+
+
+def run(*args, env: dict[str, str]) -> subprocess.CompletedProcess:
+    environment = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR")}
+    environment.update({"PYTHONPATH": str(REPO), "COLUMNS": "80", **env})
+    return subprocess.run([sys.executable, "-m", "zeroadvisor", *map(str, args)], capture_output=True, env=environment,
+                          timeout=120, cwd=REPO)
+
+
+def test_ascii_stream_gets_ascii_and_no_crash():
+    name, args = CASES[0]
+    for command in (["check", REPO / "sample_configs" / name, *args, "--suggest"],
+                    ["estimate", "--config", REPO / "sample_configs" / name, *args]):
+        result = run(*command, env={"PYTHONIOENCODING": "ascii"})
+        assert result.returncode in (0, 1), result.stderr
+        text = result.stdout.decode("ascii")  # strict: nothing else came out
+        assert "Traceback" not in result.stderr.decode()
+        assert text.startswith("Verdict (") and "yes" in text
+        assert all(len(line) <= 80 for line in text.splitlines()[:-1] if not line.startswith(("+", "-", " ", "@")))
+
+
+@pytest.mark.parametrize("env, coloured", [
+    ({}, False),  # a pipe: no colour
+    ({"FORCE_COLOR": "1"}, True),
+    ({"FORCE_COLOR": "1", "NO_COLOR": "1"}, False),  # NO_COLOR wins (no-color.org)
+    ({"FORCE_COLOR": "1", "NO_COLOR": ""}, True),  # an empty NO_COLOR is not set
+])
+def test_colour_only_where_asked(env, coloured):
+    name, args = CASES[1]
+    result = run("check", REPO / "sample_configs" / name, *args, env=env)
+    text = result.stdout.decode()
+    assert ("\x1b[" in text) is coloured
+    for line in ANSI.sub("", text).splitlines():
+        assert len(line) <= 80, line
+
+
+def test_lint_lines_are_unchanged_one_per_finding(cli, monkeypatch):
+    # lint keeps file:line:col: CODE [severity] message, one line each (editors and problem matchers parse it)
+    monkeypatch.setenv("COLUMNS", "40")
+    result = cli("lint", REPO / "sample_configs" / "zero3_offload.json", "--select", "ZA604,ZA103")
+    assert all(not line.startswith(" ") for line in result.stdout.splitlines())
+
+
+def test_verdict_words_come_from_one_table():
+    assert set(labels.VERDICT_WORDS) == set(labels.VERDICT_MARKS)
