@@ -100,7 +100,10 @@ def test_small_model_with_full_offload_needs_none(tmp_path):
     (finding,) = [f for f in result.findings if f.name == "offload-not-needed"]
     zero = finding.fix["zero_optimization"]
     assert zero["offload_optimizer"] is None and zero["offload_param"] is None
-    assert "lower-stage-fits" not in names(result)  # one finding, one combined fix
+    # every rule that applies is named (issue 10 item 5): ZeRO-0/1/2 fit too; one combined fix serves both
+    (lower,) = [f for f in result.findings if f.name == "lower-stage-fits"]
+    assert lower.code == "ZA802" and lower.fix == finding.fix
+    assert finding.fix["zero_optimization"]["stage"] in (0, 1, 2)
 
 
 def test_70b_offloaded_to_a_host_too_small(tmp_path):
@@ -132,8 +135,17 @@ def test_mixtral_does_not_fit_on_a10g_and_nothing_fits(tmp_path):
                    gpus=2, gpu="A10G", cpu_memory=128 * 10**9)
     (finding,) = [f for f in result.findings if f.name == "does-not-fit"]
     # the closest option fits the GPU; what binds is the host RAM, and the message says so (not "0.00 GB more")
-    assert "Nothing fits" in finding.message and "host RAM per node against 128.00 GB given" in finding.message
-    assert "0.00 GB more" not in finding.message
+    assert "Nothing fits" in finding.message and "host RAM per node binds" in finding.message
+    assert "GPU memory binds" not in finding.message and "0.00 GB more" not in finding.message
+    # the smallest cluster change that fits: more host RAM per node (usable = given less the 10% headroom)
+    [cluster] = [a for a in finding.actions if a["kind"] == "cluster"]
+    assert cluster["cpu_memory"] > 128 * GB and finding.fix is not None
+    grown = check({**BF16, "train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3}}, m, gpus=2,
+                  gpu="A10G", cpu_memory=cluster["cpu_memory"])
+    from zeroadvisor.fix import merge_patch as mp
+    fixed = check(mp.apply({**BF16, "train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3}},
+                           finding.fix), m, gpus=2, gpu="A10G", cpu_memory=cluster["cpu_memory"])
+    assert "does-not-fit" in names(grown) and not {"does-not-fit", "host-memory-insufficient"} & names(fixed)
 
 
 def test_headroom_changes_the_verdict(tmp_path):

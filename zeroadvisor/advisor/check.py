@@ -76,11 +76,12 @@ def check_document(doc: Document, options: CheckOptions, rules: Iterable[Rule] |
         # A value the memory model needs is unusable; the lint findings say which.
         return CheckResult(lint_document(doc, lint_options, lint_rules), None, options, {"estimate_error": str(err)})
 
-    def lint_fixes(data: dict) -> dict:
-        """The fixes the selected lint rules propose for ``data`` (the file, or the file as a change leaves
-        it): the advice is estimated and written with them."""
+    def lint_fixes(data: dict, gpus: int) -> dict:
+        """The fixes the selected lint rules propose for ``data`` on ``gpus`` GPUs (the file, or the file as a
+        change leaves it, on the cluster as given or grown): the advice is estimated and written with them."""
         document = doc if data is doc.data else Document(doc.name, "", data)
-        return combined_patch(lint_document(document, lint_options, lint_rules))
+        on = lint_options if gpus == options.gpus else LintOptions(integration=options.integration, gpus=gpus)
+        return combined_patch(lint_document(document, on, lint_rules))
 
     try:
         searcher = Searcher(doc.data, options.model, options.shape, cluster, options.accounting, result, lint_fixes,

@@ -34,6 +34,8 @@ class Finding:
     column: int | None
     message: str
     fix: dict[str, Any] | None = None  # RFC 7396 JSON merge patch that repairs it
+    # what the fix needs outside the config (training script, NVMe mount, cluster): {"kind", "text", ...}
+    actions: tuple[dict[str, Any], ...] = ()
 
     def sort_key(self) -> tuple:
         return (self.file, self.line or 0, self.column or 0, self.code, self.pointer)
@@ -52,4 +54,6 @@ class Finding:
         }
         if self.fix is not None:
             out["fix"] = self.fix
+        if self.actions:
+            out["actions"] = list(self.actions)
         return out

@@ -30,6 +30,8 @@ class Hit:
     at: str = "key"
     offset: int | None = None  # a position in the text, for problems not tied to a key
     position: tuple[int, int] | None = None  # (line, column) when only that is known
+    # what the fix needs outside the config (advisor/change.py Action.to_dict): the JSON "actions" of a finding
+    actions: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
