@@ -158,7 +158,7 @@ class Change:
 
     @property
     def description(self) -> str:
-        words = [self.option.words if self.option != self.was_option else f"the configured {self.option.words}"]
+        words = [self.option.words] if self.option != self.was_option else []
         if self.micro_batch != self.was_micro_batch:
             words.append(f"micro batch {self.micro_batch}"
                          + (f" with gradient accumulation {self.accumulation}" if self.accumulation else ""))
@@ -174,6 +174,8 @@ class Change:
             words.append(f"reduce/allgather buckets of {self.buckets:,} elements")
         if self.cluster is not None:
             words.append(cluster_words(self.cluster))
+        if not words:
+            words.append(f"the configured {self.option.words}")
         if not self.parts and self.buckets is None:
             words.append("with the other fixes reported for this file")
         return ", ".join(words)

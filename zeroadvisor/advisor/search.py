@@ -348,12 +348,12 @@ class Searcher:
         return self.evaluate(self._change(self.configured, replace(self.shape, flash_attention=True)))
 
     def sequence_parallel_outcome(self) -> Outcome | None:
-        """The best fitting candidate that uses Ulysses (None: none offered or fits)."""
-        for change, _ in self.ranked():
-            if change.sequence_parallel:
-                found = self.outcome(change)
-                if found is not None:
-                    return found
+        """The smallest Ulysses degree that fits at the configured option, shape and micro batch (None: none
+        offered or fits): what splits one sample's activations without any other change."""
+        for change in self.sequence_parallel_changes():
+            found = self.outcome(change)
+            if found is not None:
+                return found
         return None
 
     # -- when nothing fits -----------------------------------------------------------------------
