@@ -10,6 +10,7 @@ from zeroadvisor.lint.findings import Finding
 from zeroadvisor.lint.engine import lint_document
 from zeroadvisor.memory.errors import EstimateError
 from zeroadvisor.memory.estimate import Cluster, Estimate, check_memory, estimate
+from zeroadvisor.memory.gpu_table import GpuSpec
 from zeroadvisor.memory.verdict import DEFAULT_HEADROOM
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
 from zeroadvisor.rules import registry
@@ -30,6 +31,7 @@ class CheckOptions:
     accounting: str = "deepspeed"
     integration: str = "any"
     unit: str = "GB"
+    gpu: GpuSpec | None = None  # the named card (--gpu), when one was named; gpu_memory is its memory
 
     def __post_init__(self) -> None:
         check_memory("gpu_memory", self.gpu_memory)
@@ -40,7 +42,7 @@ class CheckOptions:
     def cluster(self) -> Cluster:
         """The hardware as the estimate sees it: the card's capacity and the one headroom."""
         return Cluster(gpus=self.gpus, gpus_per_node=self.gpus_per_node, gpu_memory=self.gpu_memory,
-                       cpu_memory=self.cpu_memory, nvme=self.nvme, headroom=self.headroom)
+                       cpu_memory=self.cpu_memory, nvme=self.nvme, headroom=self.headroom, gpu=self.gpu)
 
     @property
     def usable(self) -> int:

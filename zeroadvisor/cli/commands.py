@@ -72,10 +72,21 @@ def estimate(v: Values) -> ExitCode:
     cluster = Cluster(gpus=v["gpus"], gpus_per_node=v["gpus_per_node"],
                       gpu_memory=inputs.gpu_memory(v["gpu_memory"], v["gpu"], required=False),
                       cpu_memory=inputs.size("--cpu-memory", v["cpu_memory"]), nvme=inputs.size("--nvme", v["nvme"]),
-                      headroom=inputs.headroom(v["headroom"]))
+                      headroom=inputs.headroom(v["headroom"]), gpu=inputs.gpu(v["gpu"]))
     result = api.estimate_config(v["config"], spec, shape, cluster, v["accounting"])
-    _show(v["format"], [], estimate=result, unit=v["unit"], explain=v["explain"])
+    _show(v["format"], [], estimate=result, unit=v["unit"], explain=v["explain"],
+          throughput=_throughput(v, result))
     return ExitCode.OK
+
+
+def _throughput(v: Values, result) -> dict:
+    """Step time per option (throughput/): the config is read again for its batch and ZeRO++ keys."""
+    from zeroadvisor.cli import inputs
+    from zeroadvisor.lint.engine import read_document
+    from zeroadvisor.throughput import per_option
+
+    data = read_document(v["config"]).data if v["config"] is not None else None
+    return per_option(result, inputs.hardware(v), data if isinstance(data, dict) else None)
 
 
 def check(v: Values) -> ExitCode:
@@ -90,7 +101,7 @@ def check(v: Values) -> ExitCode:
         model=spec, shape=shape, gpus=v["gpus"], gpu_memory=inputs.gpu_memory(v["gpu_memory"], v["gpu"], True),
         gpus_per_node=v["gpus_per_node"], cpu_memory=inputs.size("--cpu-memory", v["cpu_memory"]),
         nvme=inputs.size("--nvme", v["nvme"]), headroom=inputs.headroom(v["headroom"]), accounting=v["accounting"],
-        integration=v["integration"], unit=v["unit"])
+        integration=v["integration"], unit=v["unit"], gpu=inputs.gpu(v["gpu"]))
     show_diff = v["suggest"] or v["format"] == "markdown"
     run = api.check_config(v["config"], options, rules, diff=show_diff, fix=v["fix"])
     for note in run.notes:

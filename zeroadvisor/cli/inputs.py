@@ -71,19 +71,27 @@ def size(option: str, text: str | None) -> int | None:
     return value
 
 
-def gpu_memory(gpu_memory_text: str | None, gpu: str | None, required: bool) -> int | None:
-    """``--gpu-memory 80GiB`` or ``--gpu H100`` (one of them; both is a usage error)."""
-    from zeroadvisor.memory.gpus import gpu_memory as by_name
+def gpu(name: str | None):
+    """``--gpu NAME`` as the table's card (memory/gpus.py), None when not given; an unknown or ambiguous
+    name is a usage error listing the cards it could mean."""
+    from zeroadvisor.memory.gpus import resolve_gpu
 
-    if gpu_memory_text is not None and gpu is not None:
+    if name is None:
+        return None
+    try:
+        return resolve_gpu(name)
+    except ValueError as err:
+        raise UsageError(f"--gpu: {err}") from None
+
+
+def gpu_memory(gpu_memory_text: str | None, gpu_name: str | None, required: bool) -> int | None:
+    """``--gpu-memory 80GiB`` or ``--gpu H100-SXM5-80GB`` (one of them; both is a usage error)."""
+    if gpu_memory_text is not None and gpu_name is not None:
         raise UsageError("give --gpu-memory or --gpu, not both")
-    if gpu is not None:
-        try:
-            return by_name(gpu)
-        except ValueError as err:
-            raise UsageError(f"--gpu: {err}") from None
+    if gpu_name is not None:
+        return gpu(gpu_name).memory_bytes
     if gpu_memory_text is None and required:
-        raise UsageError("give the memory per GPU: --gpu-memory 80GiB or --gpu A100-80GB")
+        raise UsageError("give the memory per GPU: --gpu-memory 80GiB or --gpu A100-SXM4-80GB")
     return size("--gpu-memory", gpu_memory_text)
 
 
@@ -97,3 +105,51 @@ def headroom(text: str) -> float:
     if not 0 <= value < 1:
         raise UsageError(f"--headroom: must be at least 0% and below 100%, got {text!r}")
     return float(value)
+
+
+def _bandwidth(flag: str, text: str) -> float:
+    """``25``, ``25GB/s`` or ``200Gb/s`` (bits) as GB/s."""
+    raw = text.strip()
+    scale = 1.0
+    for suffix, factor in (("GB/s", 1.0), ("Gb/s", 1 / 8), ("Gbps", 1 / 8)):
+        if raw.endswith(suffix):
+            raw, scale = raw[: -len(suffix)].strip(), factor
+            break
+    try:
+        value = float(Fraction(raw)) * scale
+    except (ValueError, ZeroDivisionError):
+        raise UsageError(f"{flag}: expected a bandwidth like 25GB/s or 200Gb/s, got {text!r}") from None
+    if not 0 < value <= 1e6:
+        raise UsageError(f"{flag}: must be above 0 and at most 1,000,000 GB/s, got {text!r}")
+    return value
+
+
+def _efficiency(text: str) -> float:
+    raw = text.strip()
+    try:
+        value = Fraction(raw[:-1]) / 100 if raw.endswith("%") else Fraction(raw)
+    except (ValueError, ZeroDivisionError):
+        raise UsageError(f"--efficiency: expected a share like 0.4 or 40%, got {text!r}") from None
+    if not 0 < value <= 1:
+        raise UsageError(f"--efficiency: must be above 0 and at most 1 (100%), got {text!r}")
+    return float(value)
+
+
+def hardware(values: dict):
+    """The step-time model's Hardware from --gpu and the throughput flags; each flag not given keeps its
+    stated default and is listed in ``defaulted`` (throughput/hardware.py DEFAULTS)."""
+    from zeroadvisor.throughput import DEFAULTS, Hardware
+
+    card = gpu(values.get("gpu"))
+    parse = {"--inter-node-bandwidth": lambda t: _bandwidth("--inter-node-bandwidth", t),
+             "--nvme-bandwidth": lambda t: _bandwidth("--nvme-bandwidth", t),
+             "--efficiency": _efficiency, "--cpu-cores": int}
+    given: dict = {}
+    defaulted: list[str] = []
+    for flag, (field, _default, _why) in DEFAULTS.items():
+        text = values.get(flag.lstrip("-").replace("-", "_"))
+        if text is None:
+            defaulted.append(flag)
+        else:
+            given[field] = parse[flag](text)
+    return Hardware(card, defaulted=tuple(defaulted), **given)

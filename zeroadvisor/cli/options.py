@@ -123,6 +123,19 @@ PEFT_INPUTS = (
 )
 
 
+# The step-time model's machine facts (throughput/hardware.py DEFAULTS states each default and why).
+THROUGHPUT_INPUTS = (
+    Param("inter_node_bandwidth", ("--inter-node-bandwidth",), "Network bandwidth per node, one direction, e.g. "
+          "25GB/s or 200Gb/s (default 25GB/s: one 200 Gb/s NIC)."),
+    Param("cpu_cores", ("--cpu-cores",), "CPU cores per node for the offloaded optimizer step (default 48).",
+          kind=int, minimum=1),
+    Param("nvme_bandwidth", ("--nvme-bandwidth",), "NVMe bandwidth per node, e.g. 3GB/s (default 3GB/s: one "
+          "PCIe gen3 x4 drive)."),
+    Param("efficiency", ("--efficiency",), "Share of the GPU's dense peak the training kernels reach, e.g. 0.4 "
+          "or 40% (default 0.4)."),
+)
+
+
 def _format(choices: str) -> Param:
     return Param("format", ("--format", "-f"), "Output format.", default="text", choices=choices)
 
@@ -147,7 +160,7 @@ ESTIMATE = Command("estimate", "Estimate memory per GPU and per node for every Z
     Param("config", ("--config", "-c"), "The DeepSpeed config (default: fp16 Adam)."),
     MODEL, PARAMS, GPUS, GPUS_PER_NODE, GPU_MEMORY, GPU, CPU_MEMORY, NVME, HEADROOM, ACCOUNTING,
     _format("zeroadvisor.api:ESTIMATE_FORMATS"),
-    UNIT, SEQ_LEN, CHECKPOINTING, FLASH, EXPLAIN, *RUN_INPUTS, *PEFT_INPUTS,
+    UNIT, SEQ_LEN, CHECKPOINTING, FLASH, EXPLAIN, *RUN_INPUTS, *PEFT_INPUTS, *THROUGHPUT_INPUTS,
 ))
 
 CHECK = Command("check", "Pre-flight check: lint findings and memory advice, with fixes as a diff.", (
@@ -159,6 +172,7 @@ CHECK = Command("check", "Pre-flight check: lint findings and memory advice, wit
     Param("suggest", ("--suggest",), "Print the fixes as a unified diff of CONFIG.", default=False, kind=bool),
     Param("fix", ("--fix",), "Write the fixes into CONFIG (atomically).", default=False, kind=bool),
     INTEGRATION, SELECT, IGNORE, ACCOUNTING, UNIT, SEQ_LEN, CHECKPOINTING, FLASH, EXPLAIN, *RUN_INPUTS, *PEFT_INPUTS,
+    *THROUGHPUT_INPUTS,
 ))
 
 RULES = Command("rules", "List every rule: code, name, default severity and summary.")

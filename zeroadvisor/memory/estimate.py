@@ -9,6 +9,7 @@ from typing import Any
 from zeroadvisor import DEEPSPEED_TARGET
 from zeroadvisor.memory.assumed import AssumedInput, activations_unknown, shape_assumptions
 from zeroadvisor.memory.errors import EstimateError
+from zeroadvisor.memory.gpu_table import GpuSpec
 from zeroadvisor.memory.buffers import (CUDA_CONTEXT_BYTES, FRAGMENTATION, OVERHEAD_ASSUMPTION, buffer_terms,
                                         gathered_terms)
 from zeroadvisor.memory import host as host_memory
@@ -42,8 +43,15 @@ class Cluster:
     cpu_memory: int | None = None
     nvme: int | None = None
     headroom: float = DEFAULT_HEADROOM  # share of each capacity a "fits" leaves free (memory/verdict.py)
+    gpu: GpuSpec | None = None  # the named card (--gpu); its memory is gpu_memory when that is not given
 
     def __post_init__(self) -> None:
+        if self.gpu is not None:
+            if self.gpu_memory is None:
+                object.__setattr__(self, "gpu_memory", self.gpu.memory_bytes)
+            elif self.gpu_memory != self.gpu.memory_bytes:
+                raise EstimateError(f"gpu_memory {self.gpu_memory:,} bytes is not the {self.gpu.name}'s "
+                                    f"{self.gpu.memory_bytes:,}: give the card or the memory, not both")
         if isinstance(self.headroom, bool) or not isinstance(self.headroom, (int, float)) \
                 or not 0 <= self.headroom < 1:
             raise EstimateError(f"headroom must be at least 0 and below 1, got {self.headroom!r}")
@@ -78,7 +86,7 @@ class Cluster:
 
     def to_dict(self) -> dict[str, Any]:
         return {"gpus": self.gpus, "gpus_per_node": self.gpus_per_node, "nodes": self.nodes,
-                "gpu_memory": self.gpu_memory, "cpu_memory": self.cpu_memory, "nvme": self.nvme,
+                "gpu": None if self.gpu is None else self.gpu.to_dict(), "gpu_memory": self.gpu_memory, "cpu_memory": self.cpu_memory, "nvme": self.nvme,
                 "headroom": self.headroom, "usable_gpu_memory": self.usable_gpu_memory}
 
 

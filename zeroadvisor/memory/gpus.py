@@ -1,52 +1,80 @@
-"""GPU names to usable memory: ``--gpu H100`` instead of ``--gpu-memory 79.6GiB``.
+"""GPU names to cards: ``--gpu H100-SXM5-80GB`` instead of ``--gpu-memory 79.6GiB``.
 
-Capacities are the total device memory the driver reports (``nvidia-smi
---query-gpu=memory.total``, in MiB; ``rocm-smi`` for AMD), which is less than the
-marketing figure: an "80 GB" H100 reports 81559 MiB = 79.6 GiB, a "141 GB" H200
-143771 MiB = 140.4 GiB. The CUDA context and the allocator's fragmentation come on top and
-are accounted for by the estimate's overhead row, not here.
+The facts live in memory/gpu_table.py (one row per card, with its source); this module turns what a
+user types into one row. Names are compared without case, spaces, hyphens, underscores or dots,
+without a vendor word (NVIDIA, Tesla, GeForce, AMD, Instinct...) and with "GB" and "G" alike, so
+``RTX4090``, ``rtx-4090``, ``NVIDIA GeForce RTX 4090`` and ``4090`` are one card, and the name
+``nvidia-smi --query-gpu=name`` prints resolves where the table lists it.
+
+A name that fits several cards (``A100``: 40 or 80 GB, SXM4 or PCIe) is an error listing them: the
+cards differ in memory or in speed, and picking one silently is how "A100" came to mean 40 GB.
 """
 
 from __future__ import annotations
 
+import difflib
 import re
+from functools import cache
 
-MIB = 1 << 20
+from zeroadvisor.memory.gpu_table import GPUS, MIB, ROWS, GpuSpec
 
-# name -> (MiB reported by the driver, aliases)
-GPUS: dict[str, tuple[int, tuple[str, ...]]] = {
-    "H200": (143771, ("H200-141GB", "H200-SXM")),
-    "H100": (81559, ("H100-80GB", "H100-SXM", "H100-PCIE")),
-    "H100-NVL": (95830, ("H100-94GB",)),
-    "B200": (183359, ("B200-180GB",)),
-    "A100-80GB": (81920, ("A100-80G", "A100-SXM4-80GB", "A100-PCIE-80GB")),
-    "A100-40GB": (40960, ("A100", "A100-40G", "A100-SXM4-40GB", "A100-PCIE-40GB")),
-    "L40S": (46068, ("L40S-48GB",)),
-    "L40": (46068, ("L40-48GB",)),
-    "L4": (23034, ("L4-24GB",)),
-    "A10G": (23028, ("A10G-24GB",)),
-    "A10": (23028, ("A10-24GB",)),
-    "A6000": (49140, ("RTX-A6000",)),
-    "V100-32GB": (32768, ("V100-32G", "V100-SXM2-32GB")),
-    "V100-16GB": (16384, ("V100", "V100-16G", "V100-SXM2-16GB")),
-    "T4": (15360, ("T4-16GB",)),
-    "RTX-4090": (24564, ("4090",)),
-    "RTX-3090": (24576, ("3090",)),
-    "MI300X": (196288, ("MI300X-192GB",)),
-}
+__all__ = ["GPUS", "MIB", "AmbiguousGpu", "GpuSpec", "UnknownGpu", "gpu_memory", "normalise", "resolve_gpu"]
+
+# Words nvidia-smi / rocm-smi and shops put around a card's name that do not tell cards apart.
+_VENDOR_WORDS = ("NVIDIA", "TESLA", "GEFORCE", "QUADRO", "AMD", "INSTINCT", "RADEON")
 
 
-def _normalise(name: str) -> str:
-    return re.sub(r"[\s_]+", "-", name.strip().upper())
+class UnknownGpu(ValueError):
+    """No card in the table has this name."""
 
 
-_LOOKUP = {_normalise(alias): name for name, (_, aliases) in GPUS.items() for alias in (name, *aliases)}
+class AmbiguousGpu(ValueError):
+    """Several cards have this name; ``variants`` are their canonical names."""
+
+    def __init__(self, message: str, variants: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.variants = variants
+
+
+def normalise(name: str) -> str:
+    """The comparison key of a GPU name: upper case, letters and digits only, no vendor words,
+    "80GB" as "80G"."""
+    key = re.sub(r"[^0-9A-Z]", "", name.upper())
+    stripped = True
+    while stripped:
+        stripped = False
+        for word in _VENDOR_WORDS:
+            if key.startswith(word) and len(key) > len(word):
+                key, stripped = key[len(word):], True
+    return re.sub(r"(\d)GB", r"\1G", key)
+
+
+@cache
+def _lookup() -> dict[str, tuple[str, ...]]:
+    """Normalised name -> the canonical names of every card it names (one: resolved; more: ambiguous)."""
+    table: dict[str, list[str]] = {}
+    for spec, names in ROWS:
+        for name in (spec.name, *names):
+            cards = table.setdefault(normalise(name), [])
+            if spec.name not in cards:
+                cards.append(spec.name)
+    return {key: tuple(cards) for key, cards in table.items()}
+
+
+def resolve_gpu(name: str) -> GpuSpec:
+    """The card named ``name``; UnknownGpu or AmbiguousGpu (both ValueError, one line) otherwise."""
+    key = normalise(name)
+    cards = _lookup().get(key, ())
+    if len(cards) == 1:
+        return GPUS[cards[0]]
+    if cards:
+        raise AmbiguousGpu(f"{name!r} names {len(cards)} cards, give one: {', '.join(cards)}", cards)
+    close = difflib.get_close_matches(key, [normalise(n) for n in GPUS], n=4, cutoff=0.6)
+    by_key = {normalise(n): n for n in GPUS}
+    hint = f"did you mean {', '.join(by_key[k] for k in close)}?" if close else f"known: {', '.join(GPUS)}"
+    raise UnknownGpu(f"unknown GPU {name!r} ({hint}); or give the memory per GPU with --gpu-memory SIZE")
 
 
 def gpu_memory(name: str) -> int:
-    """Bytes of memory on the named GPU; ValueError with the known names otherwise."""
-    canonical = _LOOKUP.get(_normalise(name))
-    if canonical is None:
-        known = ", ".join(GPUS)
-        raise ValueError(f"unknown GPU {name!r}: use --gpu-memory SIZE, or one of {known}")
-    return GPUS[canonical][0] * MIB
+    """Bytes of memory on the named GPU, as the driver reports it; ValueError as ``resolve_gpu``."""
+    return resolve_gpu(name).memory_bytes

@@ -37,6 +37,7 @@ class Report:
     ascii_only: bool = False  # only ASCII out: symbols in words, other characters as \x/\u escapes
     explain: bool = False  # text: the configured option's terms and the source notes (--explain)
     extra: dict[str, Any] = field(default_factory=dict)
+    throughput: dict[Any, Any] | None = None  # Option -> Throughput | NoThroughput (throughput.per_option)
 
 
 # --format name -> module with ``render_report(report) -> str``

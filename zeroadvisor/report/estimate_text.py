@@ -51,7 +51,8 @@ def render(estimate: Estimate, unit: str = "GB", ascii_only: bool = False, expla
     lines.append(f"Unit: {unit} ({unit_words}); rows are per GPU, host RAM and NVMe per node.")
     limits = []
     if cluster.gpu_memory is not None:
-        limits.append(f"GPU {format_bytes(cluster.gpu_memory, unit)}")
+        card = f" ({cluster.gpu.name})" if cluster.gpu is not None else ""
+        limits.append(f"GPU {format_bytes(cluster.gpu_memory, unit)}{card}")
     if cluster.cpu_memory is not None:
         limits.append(f"host RAM {format_bytes(cluster.cpu_memory, unit)}/node")
     if cluster.nvme is not None:

@@ -32,7 +32,13 @@ def render(findings: list[Finding], files: int = 1, extra: dict[str, Any] | None
 
 def render_report(report) -> str:
     if report.check is None and report.estimate is not None:  # the estimate command: the estimate alone
-        return escape.json_dumps(report.estimate.to_dict(), ascii_only=report.ascii_only)
+        data = report.estimate.to_dict()
+        if report.throughput is not None:
+            from zeroadvisor.throughput import json_fields
+
+            for stage, entry in zip(report.estimate.stages, data["stages"]):
+                entry.update(json_fields(report.throughput[stage.option]))
+        return escape.json_dumps(data, ascii_only=report.ascii_only)
     extra = dict(report.extra)
     if report.check is not None:
         extra["estimate"] = report.check.estimate_dict()

@@ -1,0 +1,124 @@
+"""The step-time model beside public same-hardware measurements (comparisons.yaml).
+
+For each comparison the tool estimates the time per sample of options A and B and prints: whether it
+orders them as measured, the estimated and the measured ratio B/A, and whether they agree within 2x;
+then the share of pairs ordered as measured and within 2x, and a markdown table (``--markdown``).
+
+    PYTHONPATH=. python benchmarks/throughput/compare.py [--markdown]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from zeroadvisor.memory.estimate import Cluster
+from zeroadvisor.memory.gpu_table import GpuSpec
+from zeroadvisor.memory.gpus import resolve_gpu
+from zeroadvisor.memory.options import Option
+from zeroadvisor.memory.settings import read_settings
+from zeroadvisor.model.spec import ModelSpec, TrainingShape
+from zeroadvisor.throughput import Hardware, step_time
+
+DATA = Path(__file__).with_name("comparisons.yaml")
+MODEL_KEYS = ("parameters", "num_layers", "hidden_size", "num_attention_heads", "head_dim", "intermediate_size",
+              "vocab_size", "encoder_layers", "decoder_layers", "embedding_parameters", "gated_mlp")
+
+
+@dataclass(frozen=True)
+class Row:
+    id: str
+    source: str
+    hardware: str
+    a: str
+    b: str
+    measured_ratio: float  # time per sample B / A
+    estimated_ratio: float
+
+    @property
+    def ordered(self) -> bool:
+        return (self.measured_ratio > 1) == (self.estimated_ratio > 1) and self.estimated_ratio != 1
+
+    @property
+    def within_2x(self) -> bool:
+        return 0.5 <= self.estimated_ratio / self.measured_ratio <= 2
+
+
+def _gpu(entry: dict) -> GpuSpec:
+    if "gpu" in entry:
+        return resolve_gpu(entry["gpu"])
+    f = entry["gpu_facts"]
+    return GpuSpec(f["name"], 0, f["dense_tflops"], f["intra_node_gb_s"], f["host_link_gb_s"], f["source"])
+
+
+def seconds_per_sample(entry: dict, side: dict) -> float:
+    model = ModelSpec(**{k: v for k, v in entry["model"].items() if k in MODEL_KEYS})
+    micro = side.get("micro_batch", entry.get("micro_batch"))
+    shape = TrainingShape(sequence_length=entry["sequence_length"], target_length=entry.get("target_length"),
+                          activation_checkpointing=entry.get("checkpointing", "none"))
+    zero: dict = {"stage": side["stage"]}
+    for which in ("offload_optimizer", "offload_param"):
+        if side.get(which):
+            zero[which] = {"device": side[which]}
+    zero.update(side.get("zero", {}))
+    config = {"train_micro_batch_size_per_gpu": micro, "gradient_accumulation_steps": entry.get("accumulation", 1),
+              entry["precision"]: {"enabled": True}, "optimizer": {"type": "AdamW"}, "zero_optimization": zero}
+    cluster = Cluster(gpus=entry["gpus"], gpus_per_node=entry["gpus_per_node"])
+    settings = read_settings(config, model, entry["gpus"])
+    hw_args = {k: entry[k] for k in ("inter_node_gb_s", "cpu_cores", "nvme_gb_s", "efficiency") if k in entry}
+    option = Option(side["stage"], side.get("offload_optimizer", "none"), side.get("offload_param", "none"))
+    samples = micro * entry.get("accumulation", 1) * entry["gpus"]
+    t = step_time(model, shape, cluster, option, settings, Hardware(_gpu(entry), **hw_args),
+                  global_batch=samples)
+    return t.step_time_s / samples
+
+
+def evaluate(path: Path = DATA) -> list[Row]:
+    rows = []
+    for entry in yaml.safe_load(path.read_text("utf-8"))["comparisons"]:
+        m = entry["measured"]
+        measured = m["a"] / m["b"] if m["unit"] == "samples_per_s" else m["b"] / m["a"]
+        estimated = seconds_per_sample(entry, entry["b"]) / seconds_per_sample(entry, entry["a"])
+        rows.append(Row(entry["id"], entry["source"], entry["hardware"], entry["a"]["label"], entry["b"]["label"],
+                        measured, estimated))
+    return rows
+
+
+def summary(rows: list[Row]) -> tuple[float, float]:
+    """(share ordered as measured, share within 2x), in percent."""
+    return (100 * sum(r.ordered for r in rows) / len(rows), 100 * sum(r.within_2x for r in rows) / len(rows))
+
+
+def markdown(rows: list[Row]) -> str:
+    lines = ["| comparison | hardware | A | B | measured B/A | estimated B/A | order | within 2x |",
+             "|---|---|---|---|---:|---:|:---:|:---:|"]
+    for r in rows:
+        lines.append(f"| [{r.id}]({r.source}) | {r.hardware} | {r.a} | {r.b} | {r.measured_ratio:.2f} | "
+                     f"{r.estimated_ratio:.2f} | {'✓' if r.ordered else '✗'} | {'✓' if r.within_2x else '✗'} |")
+    order, within = summary(rows)
+    lines.append(f"\n{len(rows)} pairs: ordered as measured {order:.0f}%, ratio within 2x {within:.0f}%.")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--markdown", action="store_true")
+    args = parser.parse_args(argv)
+    rows = evaluate()
+    if args.markdown:
+        sys.stdout.write(markdown(rows))
+        return 0
+    for r in rows:
+        print(f"{r.id}: {r.a} -> {r.b}: measured {r.measured_ratio:.2f}x, estimated {r.estimated_ratio:.2f}x "
+              f"({'ordered' if r.ordered else 'MISORDERED'}, {'within' if r.within_2x else 'OUTSIDE'} 2x)")
+    order, within = summary(rows)
+    print(f"{len(rows)} pairs: ordered as measured {order:.0f}%, ratio within 2x {within:.0f}%")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

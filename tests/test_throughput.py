@@ -1,0 +1,182 @@
+"""The step-time model (zeroadvisor/throughput): each term by hand from its cited formula, and the
+properties the options must keep (more efficiency is faster, offload is slower at equal batch,
+ZeRO-3 moves more than ZeRO-2)."""
+
+from __future__ import annotations
+
+import pytest
+
+from zeroadvisor.memory.estimate import Cluster
+from zeroadvisor.memory.gpu_table import GpuSpec
+from zeroadvisor.memory.options import Option
+from zeroadvisor.memory.settings import read_settings
+from zeroadvisor.model.spec import ModelSpec, TrainingShape
+from zeroadvisor.throughput import Hardware, NoThroughput, ZeroPlusPlus, step_time
+from zeroadvisor.throughput.flops import token_flops
+from zeroadvisor.throughput.offload import cpu_adam_seconds
+
+# A100-SXM4-80GB from NVIDIA's datasheet: 312 dense bf16 TFLOPS, NVLink 600 GB/s bidirectional = 300 one way,
+# PCIe gen4 x16 32 GB/s (written out here, not read from the table, so the arithmetic below is checkable).
+A100 = GpuSpec("A100-SXM4-80GB", 81920, 312.0, 300.0, 32.0, "datasheet")
+P = 7_000_000_000
+MODEL = ModelSpec(parameters=P)  # 6N only: no layer sizes, so no attention term
+SHAPE = TrainingShape(sequence_length=2048)
+CLUSTER = Cluster(gpus=8)
+
+
+def _settings(stage: int, overlap: bool | None = None, micro: int = 1):
+    zero = {"stage": stage} if overlap is None else {"stage": stage, "overlap_comm": overlap}
+    config = {"train_micro_batch_size_per_gpu": micro, "gradient_accumulation_steps": 1, "bf16": {"enabled": True},
+              "optimizer": {"type": "AdamW"}, "zero_optimization": zero}
+    return read_settings(config, MODEL, 8)
+
+
+def _run(option: Option, overlap: bool | None = None, hw: Hardware | None = None, global_batch: int | None = None,
+         shape: TrainingShape = SHAPE, **kwargs):
+    return step_time(MODEL, shape, CLUSTER, option, _settings(option.stage, overlap), hw or Hardware(A100),
+                     global_batch=global_batch, **kwargs)
+
+
+def test_compute_and_stage2_communication_by_hand():
+    # compute: 2048 tokens per GPU x 6 x 7e9 FLOPs (Kaplan §2.1) / (312e12 x 0.4) = 8.6016e13 / 1.248e14 s
+    compute = 2048 * 6 * 7e9 / (312e12 * 0.4)
+    assert compute == pytest.approx(0.689231, rel=1e-5)
+    # ZeRO-2, overlap_comm off: reduce-scatter and all-gather of 7e9 bf16 elements, each moving 7/8 of 14 GB per
+    # rank over 300 GB/s (ZeRO paper §7; ring (n-1)/n), after and beside nothing: 2 x 0.0408333 s
+    collective = 7e9 * 2 * 7 / 8 / 300e9
+    t = _run(Option(2), overlap=False)
+    assert t.seconds("compute") == pytest.approx(compute)
+    assert t.seconds("communication") == pytest.approx(2 * collective)
+    assert t.step_time_s == pytest.approx(compute + 2 * collective)
+    assert t.tokens_per_s == pytest.approx(8 * 2048 / (compute + 2 * collective))
+    assert t.bound == "compute"
+
+
+def test_stage3_overlaps_its_three_collectives_with_compute():
+    # ZeRO-3: forward all-gather beside the forward (1/3 of compute), backward all-gather + reduce-scatter beside
+    # the backward (2/3): each pass is the longer of the two, here compute (0.23 s vs 0.041 s; 0.46 s vs 0.082 s)
+    collective = 7e9 * 2 * 7 / 8 / 300e9
+    t = _run(Option(3))  # overlap_comm defaults to on at stage 3 (runtime/zero/config.py)
+    assert t.seconds("communication") == pytest.approx(3 * collective)
+    assert t.step_time_s == pytest.approx(t.seconds("compute"))
+    off = _run(Option(3), overlap=False)
+    assert off.step_time_s == pytest.approx(off.seconds("compute") + 3 * collective)
+
+
+def test_full_checkpointing_costs_a_third_more_compute():
+    # Narayanan et al. 2021 §5.1: 4 passes instead of 3 (8N instead of 6N per token)
+    base = _run(Option(2), overlap=True)
+    full = _run(Option(2), overlap=True, shape=TrainingShape(sequence_length=2048, activation_checkpointing="full"))
+    assert full.seconds("compute") / base.seconds("compute") == pytest.approx(4 / 3)
+
+
+def test_token_flops_counts_attention_and_skips_the_input_embedding():
+    # PaLM appendix B: 6N + 12·L·q·s; N without the (untied) input embedding lookup
+    spec = ModelSpec(parameters=1000, num_layers=2, hidden_size=8, num_attention_heads=2, embedding_parameters=100,
+                     tied_embeddings=False)
+    f = token_flops(spec, 16)
+    assert f.matmul_weights == 900
+    assert f.model == 6 * 900 + 12 * 2 * 8 * 16
+    assert token_flops(spec, 16, "selective").recompute == 4 * 2 * 8 * 16
+
+
+def test_mixture_of_experts_counts_active_parameters():
+    spec = ModelSpec(parameters=10_000_000, num_layers=2, hidden_size=64, intermediate_size=128, gated_mlp=False,
+                     num_experts=8, experts_per_token=2)
+    experts = 2 * 8 * 2 * 64 * 128  # layers x experts x (fc1 + fc2)
+    active = 2 * 2 * 2 * 64 * 128
+    assert token_flops(spec, 4).matmul_weights == 10_000_000 - experts + active
+
+
+def test_cpu_adam_by_hand():
+    # 7e9 / 8 = 8.75e8 parameters per process; 48 cores / 8 processes = 6 cores at 0.8e9/s: 0.182 s; the node's
+    # 8 processes move 8.75e8 x 8 x 28 B = 196 GB through 200 GB/s of host memory: 0.98 s, the bound
+    hw = Hardware(A100)
+    assert cpu_adam_seconds(8.75e8, 8, hw) == pytest.approx(8.75e8 * 8 * 28 / 200e9)
+    assert cpu_adam_seconds(8.75e8, 8, Hardware(A100, host_memory_gb_s=2000.0)) == pytest.approx(8.75e8 / (0.8e9 * 6))
+
+
+def test_optimizer_offload_adds_the_cpu_step_and_pcie():
+    base = _run(Option(2, "cpu"), overlap=False)
+    none = _run(Option(2), overlap=False)
+    part = 7e9 / 8
+    # ZeRO-Offload §4.1: bf16 gradients of the partition to the host (in backward; exposed with overlap_comm
+    # off), the CPU step, the updated bf16 partition back over PCIe gen4 (32 GB/s each way)
+    down = upload = part * 2 / 32e9
+    adam = part * 8 * 28 / 200e9
+    assert base.step_time_s == pytest.approx(none.step_time_s + down + adam + upload)
+    overlapped = _run(Option(2, "cpu"), overlap=True)
+    assert overlapped.step_time_s < base.step_time_s
+
+
+def test_no_gpu_no_step_time():
+    with pytest.raises(NoThroughput, match="--gpu"):
+        _run(Option(2), hw=Hardware(None))
+    with pytest.raises(NoThroughput, match="sequence length"):
+        _run(Option(2), shape=TrainingShape())
+
+
+def test_cluster_gpu_is_used_when_hardware_names_none():
+    cluster = Cluster(gpus=8, gpu=A100)
+    t = step_time(MODEL, SHAPE, cluster, Option(2), _settings(2), Hardware(None))
+    assert t.step_time_s == pytest.approx(_run(Option(2)).step_time_s)
+
+
+@pytest.mark.parametrize("option", [Option(0), Option(1), Option(2), Option(3), Option(2, "cpu"),
+                                    Option(3, "cpu", "cpu"), Option(3, "nvme", "nvme")])
+def test_more_efficiency_is_faster(option):
+    slow = _run(option, hw=Hardware(A100, efficiency=0.3), global_batch=64)
+    fast = _run(option, hw=Hardware(A100, efficiency=0.6), global_batch=64)
+    assert fast.step_time_s <= slow.step_time_s
+    if fast.bound == "compute":
+        assert fast.step_time_s < slow.step_time_s
+
+
+@pytest.mark.parametrize("stage", [1, 2, 3])
+def test_offload_is_slower_at_equal_batch(stage):
+    for gb in (8, 64):
+        assert _run(Option(stage, "cpu"), global_batch=gb).step_time_s > _run(Option(stage), global_batch=gb).step_time_s
+
+
+def test_parameter_offload_and_nvme():
+    # parameter offload moves the partition over PCIe before every forward and backward (prefetched beside the
+    # compute) instead of once after the step: more PCIe traffic, not always a longer step
+    assert _run(Option(3, "cpu", "cpu")).seconds("offload") > _run(Option(3, "cpu")).seconds("offload")
+    assert _run(Option(3, "nvme")).step_time_s > _run(Option(3, "cpu")).step_time_s
+
+
+def test_stage3_moves_more_than_stage2_and_accumulation_multiplies_it():
+    assert _run(Option(3)).seconds("communication") > _run(Option(2)).seconds("communication")
+    # ZeRO-2 reduces in every micro step (stage_1_and_2.py partition_gradients), ZeRO-1 only at the boundary
+    z1, z2 = _run(Option(1), global_batch=64), _run(Option(2), global_batch=64)
+    assert z1.accumulation == z2.accumulation == 8
+    assert z2.seconds("communication") > z1.seconds("communication")
+
+
+def test_multi_node_uses_the_node_network():
+    cluster = Cluster(gpus=16, gpus_per_node=8)
+    t = step_time(MODEL, SHAPE, cluster, Option(2), read_settings(
+        {"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True}, "zero_optimization": {"stage": 2}},
+        MODEL, 16), Hardware(A100, inter_node_gb_s=25.0))
+    # 14 GB x 15/16 over the node's 25 GB/s, twice (reduce-scatter + all-gather)
+    assert t.seconds("communication") == pytest.approx(2 * 14e9 * 15 / 16 / 25e9)
+    assert t.bound == "communication"
+
+
+def test_zeropp_quantizes_and_keeps_the_backward_gather_in_the_node():
+    cluster = Cluster(gpus=16, gpus_per_node=8)
+    s = read_settings({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True},
+                       "zero_optimization": {"stage": 3}}, MODEL, 16)
+    hw = Hardware(A100, inter_node_gb_s=25.0)
+    plain = step_time(MODEL, SHAPE, cluster, Option(3), s, hw)
+    zpp = step_time(MODEL, SHAPE, cluster, Option(3), s, hw, zeropp=ZeroPlusPlus(True, True, 8))
+    network = 14e9 * 15 / 16 / 25e9
+    assert plain.seconds("communication") == pytest.approx(3 * network)
+    # qwZ: int8 forward gather (half); hpZ: backward gather of 8 ranks over NVLink; qgZ: int4 gradients (a quarter)
+    assert zpp.seconds("communication") == pytest.approx(0.5 * network + 0.5 * 14e9 * 7 / 8 / 300e9 + 0.25 * network)
+
+
+def test_hardware_rejects_bad_values():
+    for kwargs in ({"efficiency": 0}, {"efficiency": 1.5}, {"cpu_cores": 0}, {"nvme_gb_s": -1.0}):
+        with pytest.raises(ValueError):
+            Hardware(A100, **kwargs)

@@ -1,0 +1,47 @@
+"""The step-time model: seconds per training step for each ZeRO stage/offload option.
+
+Pipeline position: after memory/ (which options fit) and before advisor/ (which fitting option is
+fastest). ``step_time`` takes what the memory model has per option; ``step_time_of`` takes an
+estimate's option directly.
+"""
+
+from __future__ import annotations
+
+from zeroadvisor.throughput.comm import ZeroPlusPlus
+from zeroadvisor.throughput.hardware import DEFAULTS, Hardware
+from zeroadvisor.throughput.step import NoThroughput, StepTerm, Throughput, global_batch_of, step_time
+
+__all__ = ["DEFAULTS", "Hardware", "NoThroughput", "StepTerm", "Throughput", "ZeroPlusPlus", "global_batch_of",
+           "step_time", "step_time_of"]
+
+
+def step_time_of(estimate, stage, hw: Hardware, config: dict | None = None,
+                 global_batch: int | None = None) -> Throughput:
+    """``step_time`` for one option of a memory estimate (memory/estimate.py Estimate, StageEstimate).
+
+    ``global_batch`` None: derived from ``config`` as DeepSpeed does (train_batch_size, micro batch,
+    accumulation); ZeRO++ switches are read from ``config``."""
+    layout = estimate.parallel
+    if global_batch is None:
+        global_batch = global_batch_of(config, layout.batch_world())
+    zeropp = ZeroPlusPlus.from_config(config)
+    return step_time(estimate.model, estimate.shape, estimate.cluster, stage.option, estimate.settings, hw,
+                     layout=layout, global_batch=global_batch, zeropp=zeropp)
+
+
+def per_option(estimate, hw: Hardware, config: dict | None = None) -> dict:
+    """Every option of ``estimate``: its Throughput, or the NoThroughput saying why there is none."""
+    out: dict = {}
+    for stage in estimate.stages:
+        try:
+            out[stage.option] = step_time_of(estimate, stage, hw, config)
+        except NoThroughput as err:
+            out[stage.option] = err
+    return out
+
+
+def json_fields(result) -> dict:
+    """JSON per option: ``throughput`` {step_time_s, tokens_per_s, bound} or null with the reason."""
+    if isinstance(result, Throughput):
+        return {"throughput": result.to_dict()}
+    return {"throughput": None, "throughput_unavailable": str(result)}

@@ -1,0 +1,80 @@
+"""The hardware a step runs on: the GPU's facts (memory/gpus.py GpuSpec) and the machine facts the user
+gives by flag, each with a stated default.
+
+Defaults (used when the flag is not given; each one used is reported as an assumption):
+
+- ``--efficiency`` 0.4: the share of the GPU's dense peak that training kernels reach on the FLOPs
+  they execute (recomputation included). Public large-scale runs reach 0.46-0.58 (PaLM 540B: 46.2%
+  MFU / 57.8% HFU, Chowdhery et al. 2022 Table 3; Megatron-LM 1T on A100: 52% of peak, Narayanan et
+  al. 2021 §5.1; BLOOM 176B: 150 of 312 TFLOPS, HF blog "The Technology Behind BLOOM Training");
+  ZeRO data-parallel runs without model-parallel kernels report less (ZeRO-Offload: 40 of 125 TFLOPS
+  on V100, arXiv:2101.06840 §6). 0.4 sits between.
+- ``--inter-node-bandwidth`` 25 GB/s per node, one direction: one 200 Gb/s NIC (HDR InfiniBand or
+  200 GbE), the common cloud/HPC node; a DGX with one NIC per GPU has 8x that.
+- ``--cpu-cores`` 48 per node: the ZeRO-Offload paper's DGX-2 (2x Xeon Platinum 8168, 24 cores each)
+  and an AWS p4d.24xlarge (96 vCPUs = 48 cores).
+- ``--nvme-bandwidth`` 3 GB/s per node: one PCIe gen3 x4 NVMe drive's sequential read (ZeRO-Infinity,
+  arXiv:2104.07857 §8, aggregates several drives per node; give their sum).
+- CPU Adam throughput 0.8e9 parameters/s per core: DeepSpeedCPUAdam measured by benchmarks/cpu_adam.py
+  (0.79-0.84e9 on an AVX2 AMD EPYC core; AVX512 cores are faster, so a floor for servers).
+- Host memory bandwidth 200 GB/s per node: a two-socket server's STREAM triad (6-8 DDR4 channels per
+  socket); the CPU Adam step reads and writes 28 bytes per parameter (fp32 parameter, gradient,
+  exp_avg, exp_avg_sq read; parameter and both moments written: csrc/adam/cpu_adam_impl.cpp), so it
+  is capped by this when all cores run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # Interface 1 (memory/gpus.py): name, dense_tflops, intra_node_gb_s, host_link_gb_s
+    from zeroadvisor.memory.gpus import GpuSpec
+
+DEFAULT_EFFICIENCY = 0.4
+DEFAULT_INTER_NODE_GB_S = 25.0
+DEFAULT_CPU_CORES = 48
+DEFAULT_NVME_GB_S = 3.0
+CPU_ADAM_PARAMS_PER_CORE_S = 0.8e9
+HOST_MEMORY_GB_S = 200.0
+CPU_ADAM_BYTES_PER_PARAM = 28  # 4 fp32 arrays read, 3 written
+
+# flag -> (Hardware field, default, why): the one table the CLI and the assumption notes read.
+DEFAULTS: dict[str, tuple[str, Any, str]] = {
+    "--efficiency": ("efficiency", DEFAULT_EFFICIENCY,
+                     "share of the GPU's dense peak reached on executed FLOPs (large public runs reach 0.46-0.58; "
+                     "ZeRO data-parallel runs less)"),
+    "--inter-node-bandwidth": ("inter_node_gb_s", DEFAULT_INTER_NODE_GB_S,
+                               "GB/s per node, one 200 Gb/s NIC (HDR InfiniBand / 200 GbE)"),
+    "--cpu-cores": ("cpu_cores", DEFAULT_CPU_CORES, "CPU cores per node (DGX-2, AWS p4d.24xlarge)"),
+    "--nvme-bandwidth": ("nvme_gb_s", DEFAULT_NVME_GB_S, "GB/s per node, one PCIe gen3 x4 NVMe drive"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Hardware:
+    """What a step runs on. ``gpu`` None: only a memory size is known, so no step time."""
+
+    gpu: GpuSpec | None
+    inter_node_gb_s: float = DEFAULT_INTER_NODE_GB_S
+    cpu_cores: int = DEFAULT_CPU_CORES
+    nvme_gb_s: float = DEFAULT_NVME_GB_S
+    efficiency: float = DEFAULT_EFFICIENCY
+    cpu_adam_params_per_core_s: float = CPU_ADAM_PARAMS_PER_CORE_S
+    host_memory_gb_s: float = HOST_MEMORY_GB_S
+    defaulted: tuple[str, ...] = ()  # the flags (keys of DEFAULTS) not given: their defaults are assumptions
+
+    def __post_init__(self) -> None:
+        if not 0 < self.efficiency <= 1:
+            raise ValueError(f"efficiency must be above 0 and at most 1, got {self.efficiency!r}")
+        for name in ("inter_node_gb_s", "nvme_gb_s", "cpu_adam_params_per_core_s", "host_memory_gb_s"):
+            value = getattr(self, name)
+            if not value > 0:
+                raise ValueError(f"{name} must be positive, got {value!r}")
+        if isinstance(self.cpu_cores, bool) or not isinstance(self.cpu_cores, int) or self.cpu_cores < 1:
+            raise ValueError(f"cpu_cores must be a positive integer, got {self.cpu_cores!r}")
+
+    def assumptions(self) -> list[str]:
+        """One line per default the step time used."""
+        return [f"assumed {flag.lstrip('-').replace('-', ' ')} {getattr(self, DEFAULTS[flag][0])}: "
+                f"{DEFAULTS[flag][2]}; set it with flag {flag}" for flag in self.defaulted]
