@@ -32,6 +32,8 @@ class CheckOptions:
     integration: str = "any"
     unit: str = "GB"
     gpu: GpuSpec | None = None  # the named card (--gpu), when one was named; gpu_memory is its memory
+    # the step-time model's machine (throughput.Hardware); None: the stated defaults on ``gpu``
+    hardware: Any = None
 
     def __post_init__(self) -> None:
         check_memory("gpu_memory", self.gpu_memory)
@@ -87,10 +89,23 @@ def check_document(doc: Document, options: CheckOptions, rules: Iterable[Rule] |
 
     try:
         searcher = Searcher(doc.data, options.model, options.shape, cluster, options.accounting, result, lint_fixes,
-                            tune_buckets=any(r.name == "large-buckets" for r in selected))
+                            tune_buckets=any(r.name == "large-buckets" for r in selected),
+                            hardware=_hardware(options))
     except EstimateError as err:  # a lint fix left a value the memory model cannot use
         return CheckResult(lint_document(doc, lint_options, lint_rules), None, options, {"estimate_error": str(err)})
     budget = Budget(options.gpu_memory, options.usable, options.headroom, options.cpu_memory, options.nvme,
                     options.unit)
     advice = AdviceContext(result, budget, searcher)
     return CheckResult(lint_document(doc, lint_options, selected, advice), result, options)
+
+
+def _hardware(options: CheckOptions):
+    """What advice ranks step times on: the given Hardware, else the named GPU with the stated defaults (None
+    without a GPU name: only its memory is known, so candidates keep the fixed order)."""
+    if options.hardware is not None:
+        return options.hardware
+    if options.gpu is None:
+        return None
+    from zeroadvisor.throughput import DEFAULTS, Hardware
+
+    return Hardware(options.gpu, defaulted=tuple(DEFAULTS))

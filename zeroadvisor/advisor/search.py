@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterator
 
 from zeroadvisor.advisor.change import (CHECKPOINTING_LEVELS, NVME_PATH_PLACEHOLDER, SP_KEY, TP_KEY, Change,
                                         ClusterChange)
-from zeroadvisor.advisor.ranking import cost_key
+from zeroadvisor.advisor.ranking import rank
 from zeroadvisor.deepspeed import effective as dsconfig
 from zeroadvisor.deepspeed import schema
 from zeroadvisor.deepspeed.effective import AUTO, GAS, MBS, TBS
@@ -115,12 +115,13 @@ class Searcher:
 
     def __init__(self, config: dict | None, model: ModelSpec, shape: TrainingShape, cluster: Cluster,
                  accounting: str, written: Estimate, lint_fixes: LintFixes | None = None,
-                 tune_buckets: bool = True):
+                 tune_buckets: bool = True, hardware=None):
         self.original = config if isinstance(config, dict) else {}
         self.model, self.shape, self.cluster, self.accounting = model, shape, cluster, accounting
         self.written = written
         self._lint_fixes = lint_fixes or (lambda data, gpus: {})
         self._tune = tune_buckets
+        self.hardware = hardware  # throughput.Hardware: candidates are ranked by step time (None: fixed order)
         self._estimates: dict[tuple[str, TrainingShape], Estimate] = {}
         self._candidates: list[tuple[Change, StageEstimate]] | None = None
         self._best: tuple[Outcome | None] | None = None
@@ -130,6 +131,7 @@ class Searcher:
         self.base_estimate = self._estimate(self.base, shape)
         current = self.base_estimate.configured
         self.configured = current.option if current is not None else Option(0)
+        self.global_batch = _global_batch(self.base, self.base_estimate)
 
     # -- estimating ------------------------------------------------------------------------------
     def _estimate(self, config: dict, shape: TrainingShape) -> Estimate:
@@ -252,8 +254,31 @@ class Searcher:
         return self._candidates
 
     def ranked(self) -> list[tuple[Change, StageEstimate]]:
-        """The fitting candidates, best first (``ranking.cost_key``)."""
-        return sorted(self.candidates(), key=lambda pair: cost_key(*pair))
+        """The fitting candidates, best first (``ranking.rank``: by step time where there is one)."""
+        return rank([(change, stage, self.seconds(change, stage)) for change, stage in self.candidates()])
+
+    def step_time(self, change: Change, stage: StageEstimate):
+        """The step time of ``change`` (throughput.Throughput) at the configured global batch; None: no model."""
+        from zeroadvisor.throughput import NoThroughput, step_time_of
+
+        if self.hardware is None:
+            return None
+        config = self._config(change)
+        try:
+            return step_time_of(self._estimate(config, change.shape), stage, self.hardware, config,
+                                self.global_batch)
+        except (NoThroughput, EstimateError, ValueError, ZeroDivisionError):
+            return None
+
+    def configured_seconds(self) -> float | None:
+        """The step time of the configured run as the fixes write it (None: no model, or DeepSpeed refuses it)."""
+        change = self._change(self.configured)
+        stage = self.evaluate(change)
+        return self.seconds(change, stage) if stage is not None else None
+
+    def seconds(self, change: Change, stage: StageEstimate) -> float | None:
+        found = self.step_time(change, stage)
+        return found.step_time_s if found is not None else None
 
     def best(self) -> Outcome | None:
         """The best fitting change as it will be written (the configured run when nothing beats it)."""
@@ -309,6 +334,10 @@ class Searcher:
             if found is not None and found.comfortable:
                 return found
         return None
+
+    def stage_change(self, option: Option) -> Change:
+        """``option`` with everything else as configured."""
+        return self._change(option)
 
     def without_offload(self) -> StageEstimate | None:
         """The configured stage without offload, as configured otherwise, if it fits."""
@@ -470,7 +499,7 @@ class Searcher:
         try:
             other = Searcher(config, self.model, self.shape, cluster, self.accounting,
                              estimate(config, self.model, self.shape, cluster, self.accounting),
-                             self._lint_fixes, self._tune)
+                             self._lint_fixes, self._tune, self.hardware)
         except EstimateError:
             return None
         found = other.best()
@@ -593,6 +622,13 @@ class Searcher:
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def _global_batch(config: dict, result: Estimate) -> int | None:
+    """train_batch_size as DeepSpeed derives it (None: the config leaves it to an integration)."""
+    from zeroadvisor.throughput import global_batch_of
+
+    return global_batch_of(config, result.parallel.batch_world())
 
 
 def _peak(stage: StageEstimate, resource: str) -> int:

@@ -101,7 +101,7 @@ def check(v: Values) -> ExitCode:
         model=spec, shape=shape, gpus=v["gpus"], gpu_memory=inputs.gpu_memory(v["gpu_memory"], v["gpu"], True),
         gpus_per_node=v["gpus_per_node"], cpu_memory=inputs.size("--cpu-memory", v["cpu_memory"]),
         nvme=inputs.size("--nvme", v["nvme"]), headroom=inputs.headroom(v["headroom"]), accounting=v["accounting"],
-        integration=v["integration"], unit=v["unit"], gpu=inputs.gpu(v["gpu"]))
+        integration=v["integration"], unit=v["unit"], gpu=inputs.gpu(v["gpu"]), hardware=inputs.hardware(v))
     show_diff = v["suggest"] or v["format"] == "markdown"
     run = api.check_config(v["config"], options, rules, diff=show_diff, fix=v["fix"])
     for note in run.notes:

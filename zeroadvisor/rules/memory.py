@@ -54,7 +54,7 @@ def _actions(outcome) -> tuple[dict, ...]:
     return tuple(action.to_dict() for action in outcome.change.actions())
 
 
-def _fit_sentence(ctx, lead: str, found) -> str:
+def _fit_sentence(ctx, lead: str, found, named: bool = True) -> str:
     """``lead``: the change, its peaks, its cost and what it needs outside the config, all from one Change."""
     from zeroadvisor.advisor.change import actions_sentence
 
@@ -65,8 +65,20 @@ def _fit_sentence(ctx, lead: str, found) -> str:
     note = ""
     if found.patch is None:
         note = " (no config change: it is all outside the config)" if actions else " (no further config change)"
-    return (f"{lead}: {change.description}: {a.fmt(stage.peak_gpu)} per GPU at peak{host}; cost: {change.cost}"
-            f"{note}{actions_sentence(actions)}")
+    what = f"{lead}: {change.description}: " if named else f"{lead}: "
+    return (f"{what}{a.fmt(stage.peak_gpu)} per GPU at peak{host}{_speed(ctx, found)}; "
+            f"cost: {change.cost}{note}{actions_sentence(actions)}")
+
+
+def _speed(ctx, found) -> str:
+    """", estimated 1.23 s per step (0.6x the configured run's 2.05 s)" where the step-time model applies."""
+    a = ctx.advice
+    seconds = a.search.seconds(found.change, found.stage)
+    if seconds is None:
+        return ""
+    before = a.search.configured_seconds()
+    versus = f" against {before:.3g} s configured" if before else ""
+    return f", estimated {seconds:.3g} s per step{versus}"
 
 
 def _shortfall_words(ctx, short) -> str:
@@ -163,9 +175,13 @@ def _lower_stage_fits(ctx):
     if lower is None:
         return
     best = a.search.best()  # one combined fix serves this finding and offload-not-needed / does-not-fit
+    if best is None or best.change.option.stage == 3:  # the step times tie: the lower stage is the fix
+        best = a.search.outcome(a.search.stage_change(lower.option))
     uses = ""
     if best is not None and best.change.option != lower.option:
         uses = f"; the fix: {best.change.description}"
+    elif best is not None:
+        uses = _speed(ctx, best)
     yield Hit(_anchor(ctx),
               f"ZeRO-{lower.option.stage} fits ({a.fmt(lower.per_gpu['total'])} per GPU of {_budget(ctx)}) where the "
               f"configured {_label(current.option)} uses {a.fmt(current.per_gpu['total'])}: it moves 1x instead of "
@@ -481,6 +497,52 @@ TIGHT_FIT = Rule(
 
 
 
+FASTER_SHARE = 1.2  # ZeRO-0/1/2 run within about 20% of each other (issue 10): below that, no advice
+
+
+def _faster_option_fits(ctx):
+    current = _configured(ctx)
+    if current is None or not current.comfortable:
+        return
+    a = ctx.advice
+    best = a.search.best()
+    before = a.search.configured_seconds()
+    if best is None or not best.change.parts or before is None:
+        return
+    seconds = a.search.seconds(best.change, best.stage)
+    if seconds is None or before < FASTER_SHARE * seconds:
+        return
+    yield Hit(_anchor(ctx), f"{best.change.description} would run about {before / seconds:.1f}x faster than the "
+                            f"configured {_label(current.option)} and fits"
+                            + _fit_sentence(ctx, "", best, named=False), fix=best.patch, actions=_actions(best))
+
+
+FASTER_OPTION_FITS = Rule(
+    code="ZA810",
+    name="faster-option-fits",
+    severity=Severity.INFO,
+    summary="The configured setup fits, but another that fits is estimated at least 1.2x faster.",
+    explanation=(
+        "Every fitting combination of stage, offload devices, checkpointing, micro batch (at the same global "
+        "batch) and parallel layout is ranked by its estimated step time (compute at the GPU's dense peak and "
+        "the stated efficiency, ZeRO communication over the GPU's links, offload traffic and the CPU optimizer "
+        "step; see the throughput model). When the best is at least 1.2x faster than the configured run, it is "
+        "advice: ZeRO-0/1/2 run within about 20% of each other, so smaller gains are below the model's error. "
+        "Needs a named GPU (--gpu) and a sequence length."
+    ),
+    check=_faster_option_fits,
+    examples=(
+        Example('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 2, '
+                '"offload_optimizer": {"device": "cpu"}}}',
+                fails=True, options={"model": {**_MODEL_7B}, "gpus": 8, "gpu": "A100-80GB"}),
+        Example('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 2}}',
+                fails=False, options={"model": {**_MODEL_7B}, "gpus": 8, "gpu": "A100-80GB"}),
+    ),
+    needs_advice=True,
+    source="issue 10; zeroadvisor/throughput (step-time model)",
+)
+
+
 def _assumed_inputs(ctx):
     for assumed in ctx.advice.estimate.assumed:
         yield Hit(assumed.pointer, assumed.message(), at="file")
@@ -520,4 +582,4 @@ ASSUMED_INPUT = Rule(
 
 
 RULES = (DOES_NOT_FIT, TIGHT_FIT, LOWER_STAGE_FITS, ACTIVATIONS_DOMINATE, OFFLOAD_NOT_NEEDED,
-         HOST_MEMORY_INSUFFICIENT, LARGE_BUCKETS, PINNED_MEMORY, ASSUMED_INPUT)
+         HOST_MEMORY_INSUFFICIENT, LARGE_BUCKETS, PINNED_MEMORY, ASSUMED_INPUT, FASTER_OPTION_FITS)
