@@ -175,10 +175,15 @@ def _lower_stage_fits(ctx):
     if lower is None:
         return
     best = a.search.best()  # one combined fix serves this finding and offload-not-needed / does-not-fit
-    if best is None or best.change.option.stage == 3:  # the step times tie: the lower stage is the fix
-        best = a.search.outcome(a.search.stage_change(lower.option))
     uses = ""
-    if best is not None and best.change.option != lower.option:
+    if best is not None and best.change.option.stage == 3:
+        # the step-time estimate ranks a ZeRO-3 run first: named, but no fix against the ranking
+        lower_run = a.search.outcome(a.search.stage_change(lower.option))
+        if lower_run is not None:
+            uses = (f"; yet the step-time estimate ranks {best.change.description} first"
+                    f"{_speed(ctx, best)}, ZeRO-{lower.option.stage}{_speed(ctx, lower_run)}, so no fix")
+        best = None
+    elif best is not None and best.change.option != lower.option:
         uses = f"; the fix: {best.change.description}"
     elif best is not None:
         uses = _speed(ctx, best)
