@@ -36,8 +36,8 @@ OPT_1_3B = {"model_type": "opt", "hidden_size": 2048, "ffn_dim": 8192, "num_hidd
 # (model, shape, GPUs, GPU): nothing-fits-as-is, fits-after-changes and lower-stage-fits situations.
 SETUPS = {
     "7b-8xA10G": (LLAMA2_7B, TrainingShape(4096, "none"), 8, "A10G"),
-    "70b-8xA100": (LLAMA2_70B, TrainingShape(4096, "full"), 8, "A100-80GB"),
-    "opt-1.3b-8xA100": (OPT_1_3B, TrainingShape(2048, "none"), 8, "A100-80GB"),
+    "70b-8xA100": (LLAMA2_70B, TrainingShape(4096, "full"), 8, "A100-SXM4-80GB"),
+    "opt-1.3b-8xA100": (OPT_1_3B, TrainingShape(2048, "none"), 8, "A100-SXM4-80GB"),
 }
 # Every STRIDE-th DeepSpeed JSON config (sorted by name), plus the files that showed each root cause.
 STRIDE = 4

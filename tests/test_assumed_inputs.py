@@ -325,17 +325,17 @@ def test_a_flag_the_config_contradicts_is_a_usage_error(cli, tmp_path, command):
     (tmp_path / "ds.json").write_text('{"train_micro_batch_size_per_gpu": 4, "bf16": {"enabled": true}}')
     config = ["-c", tmp_path / "ds.json"] if command == "estimate" else [tmp_path / "ds.json"]
     for flag in (["--micro-batch", "2"], ["--precision", "fp16"]):
-        result = cli(command, *config, "--params", "1B", "--gpus", "8", "--gpu", "A100-80GB", *flag)
+        result = cli(command, *config, "--params", "1B", "--gpus", "8", "--gpu", "A100-SXM4-80GB", *flag)
         assert result.returncode == 2 and result.stdout == ""
         assert result.stderr.count("\n") == 1 and flag[0] in result.stderr
-    agreeing = cli(command, *config, "--params", "1B", "--gpus", "8", "--gpu", "A100-80GB", "--micro-batch", "4",
+    agreeing = cli(command, *config, "--params", "1B", "--gpus", "8", "--gpu", "A100-SXM4-80GB", "--micro-batch", "4",
                    "--precision", "bf16", "--fail-on", "never") if command == "check" else \
         cli(command, *config, "--params", "1B", "--gpus", "8", "--micro-batch", "4", "--precision", "bf16")
     assert agreeing.returncode == 0, agreeing.stderr
 
 
 def test_simple_parse_and_typer_agree_on_the_new_flags():
-    argv = ["ds.json", "--params", "1B", "--gpus", "8", "--gpu", "H100", "--micro-batch", "2", "--precision", "bf16",
+    argv = ["ds.json", "--params", "1B", "--gpus", "8", "--gpu", "H100-SXM5-80GB", "--micro-batch", "2", "--precision", "bf16",
             "--stage", "3", "--target-len", "64", "--load-dtype", "fp16", "--zero-init", "--meta-load",
             "--tensor-parallel", "2", "--pipeline-parallel", "1", "--sequence-parallel", "4"]
     values = options.parse_simple(options.CHECK, argv)
@@ -365,7 +365,7 @@ def _codes_in_order(fmt: str, out: str) -> list[str]:
 @pytest.mark.parametrize("fmt", ["text", "json", "sarif", "markdown", "github"])
 def test_assumed_input_findings_come_first_in_every_format(cli, tmp_path, fmt):
     (tmp_path / "ds.json").write_text(BROKEN)
-    result = cli("check", tmp_path / "ds.json", "--params", "1B", "--gpus", "8", "--gpu", "A100-80GB", "-f", fmt)
+    result = cli("check", tmp_path / "ds.json", "--params", "1B", "--gpus", "8", "--gpu", "A100-SXM4-80GB", "-f", fmt)
     assert result.returncode == 1, result.stderr
     codes = _codes_in_order(fmt, result.stdout)
     assumed = codes.count("ZA808")

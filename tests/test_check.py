@@ -42,7 +42,7 @@ def model(tmp_path: Path, hf: dict, **shape) -> tuple:
     return inputs.model_and_shape(str(tmp_path / "model.json"), None)
 
 
-def check(config: dict, spec_shape, gpus=8, gpu="A100-80GB", **kw):
+def check(config: dict, spec_shape, gpus=8, gpu="A100-SXM4-80GB", **kw):
     spec, shape = spec_shape
     kw.setdefault("gpu_memory", inputs.gpu_memory(None, gpu, True))
     options = CheckOptions(model=spec, shape=shape, gpus=gpus, **kw)
@@ -124,7 +124,7 @@ def test_correct_setup_gets_no_advice(tmp_path):
     config = {**BF16, "train_batch_size": 64, "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 4,
               "gradient_clipping": 1.0, "zero_optimization": {"stage": 2, "reduce_bucket_size": 26214400,
                                                               "allgather_bucket_size": 26214400}}
-    result = check(config, m, gpus=8, gpu="A100-80GB")
+    result = check(config, m, gpus=8, gpu="A100-SXM4-80GB")
     assert result.estimate.configured.fits
     assert result.findings == []
 
@@ -152,7 +152,7 @@ def test_headroom_changes_the_verdict(tmp_path):
     m = model(tmp_path, LLAMA2_7B, sequence_length=4096, activation_checkpointing="full")
     config = {**BF16, "train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 2}}
     peak = check(config, m).estimate.configured.peak_gpu
-    gpu = inputs.gpu_memory(None, "A100-80GB", True)
+    gpu = inputs.gpu_memory(None, "A100-SXM4-80GB", True)
     edge = (gpu - peak) / gpu  # headroom that leaves exactly the estimate
     # the headroom is the one margin: it turns "fits" into "tight", never into "does not fit"
     assert check(config, m, headroom=max(edge - 0.01, 0)).estimate.configured.verdict == "fits"
@@ -185,21 +185,21 @@ def files(tmp_path):
 def test_cli_suggest_prints_a_diff_and_changes_nothing(files):
     before = (files / "ds.json").read_text()
     result = run("check", str(files / "ds.json"), "--model", str(files / "model.yaml"), "--gpus", "8",
-                 "--gpu", "A100-80GB", "--suggest", cwd=files)
+                 "--gpu", "A100-SXM4-80GB", "--suggest", cwd=files)
     assert result.returncode == 0, result.stderr  # warnings only
     assert '-    "stage": 3,' in result.stdout and '+    "stage": ' in result.stdout
     assert (files / "ds.json").read_text() == before
 
 
 def test_cli_fix_writes_atomically_and_keeps_comments(files):
-    result = run("check", "ds.json", "--model", "model.yaml", "--gpus", "8", "--gpu", "A100-80GB", "--fix",
+    result = run("check", "ds.json", "--model", "model.yaml", "--gpus", "8", "--gpu", "A100-SXM4-80GB", "--fix",
                  cwd=files)
     assert result.returncode == 0, result.stderr
     after = (files / "ds.json").read_text()
     assert "// stage 3 everywhere, to be safe" in after and '"overlap_comm": true' in after
     assert json.loads("\n".join(l for l in after.splitlines() if "//" not in l))["zero_optimization"]["stage"] < 3
     assert not list(files.glob(".zeroadvisor-*"))  # no temporary left behind
-    again = run("check", "ds.json", "--model", "model.yaml", "--gpus", "8", "--gpu", "A100-80GB", "--format", "json",
+    again = run("check", "ds.json", "--model", "model.yaml", "--gpus", "8", "--gpu", "A100-SXM4-80GB", "--format", "json",
                 cwd=files)
     assert not [f for f in json.loads(again.stdout)["findings"] if f["name"] == "lower-stage-fits"]
 
@@ -219,7 +219,7 @@ def test_cli_json_contract_has_findings_and_estimate(files):
 
 
 def test_cli_markdown_has_table_advice_and_diff(files):
-    result = run("check", "ds.json", "--model", "model.yaml", "--gpus", "8", "--gpu", "H100", "--format", "markdown",
+    result = run("check", "ds.json", "--model", "model.yaml", "--gpus", "8", "--gpu", "H100-SXM5-80GB", "--format", "markdown",
                  cwd=files)
     out = result.stdout
     assert out.startswith("### zeroadvisor: `ds.json`")
@@ -229,13 +229,13 @@ def test_cli_markdown_has_table_advice_and_diff(files):
 
 def test_cli_usage_errors_exit_2(files):
     base = ["check", "ds.json", "--gpus", "8"]
-    assert run(*base, "--gpu", "A100-80GB", cwd=files).returncode == 2  # no model
+    assert run(*base, "--gpu", "A100-SXM4-80GB", cwd=files).returncode == 2  # no model
     assert run(*base, "--model", "model.yaml", cwd=files).returncode == 2  # no GPU memory
     bad_gpu = run(*base, "--model", "model.yaml", "--gpu", "Z9000", cwd=files)
     assert bad_gpu.returncode == 2 and "unknown GPU" in bad_gpu.stderr
-    assert run(*base, "--model", "model.yaml", "--gpu", "H100", "--headroom", "150%", cwd=files).returncode == 2
+    assert run(*base, "--model", "model.yaml", "--gpu", "H100-SXM5-80GB", "--headroom", "150%", cwd=files).returncode == 2
     assert run(*base, "--model", "model.yaml", "--gpu-memory", "80", cwd=files).returncode == 2
-    missing = run("check", "nope.json", "--params", "7B", "--gpus", "8", "--gpu", "H100", cwd=files)
+    missing = run("check", "nope.json", "--params", "7B", "--gpus", "8", "--gpu", "H100-SXM5-80GB", cwd=files)
     assert missing.returncode == 2 and "nope.json" in missing.stderr
     for r in (bad_gpu, missing):
         assert "Traceback" not in r.stderr
@@ -243,6 +243,6 @@ def test_cli_usage_errors_exit_2(files):
 
 def test_gpu_names_have_driver_capacities():
     # nvidia-smi memory.total: H100 SXM 81559 MiB, A100 80GB 81920 MiB, A10G 23028 MiB
-    assert inputs.gpu_memory(None, "H100", True) == 81559 * 2**20
-    assert inputs.gpu_memory(None, "a100-80gb", True) == 80 * 2**30
+    assert inputs.gpu_memory(None, "h100 sxm", True) == 81559 * 2**20
+    assert inputs.gpu_memory(None, "a100-sxm4-80gb", True) == 80 * 2**30
     assert inputs.gpu_memory(None, "A10G", True) == 23028 * 2**20

@@ -13,7 +13,7 @@ from cli_run import cli  # noqa: F401 - the fixture
 STAGE3 = ('{\n  "train_micro_batch_size_per_gpu": 1,\n  "bf16": {"enabled": true},\n'
           '  "zero_optimisation": {"stage": 3}\n}\n')
 YAML = "train_micro_batch_size_per_gpu: 1\nzero_optimisation:\n  stage: 3\n"
-CLUSTER = ("--params", "7B", "--gpus", "8", "--gpu", "H100")
+CLUSTER = ("--params", "7B", "--gpus", "8", "--gpu", "H100-SXM5-80GB")
 
 
 @pytest.fixture
@@ -95,7 +95,7 @@ def test_estimate_text_and_json(cli, files):
     (("estimate", "--params", "7B", "--gpus", "8", "--config", "nope.json"), "nope.json: no such file"),
     (("estimate", "--gpus", "8", "--model", "nope.yaml"), "nope.yaml: no such file"),
     (("check", "ds.json", "--params", "7B", "--gpus", "8"), "give the memory per GPU"),
-    (("check", "ds.json", "--gpus", "8", "--gpu", "H100"), "give exactly one of --model PATH or --params N"),
+    (("check", "ds.json", "--gpus", "8", "--gpu", "H100-SXM5-80GB"), "give exactly one of --model PATH or --params N"),
     (("check", "ds.json", *CLUSTER, "--select", "ZA999"), "unknown rule 'ZA999'"),
     (("rule", "no-such-rule"), "unknown rule 'no-such-rule'"),
 ])

@@ -79,7 +79,7 @@ def test_ascii_stream_does_not_crash(tmp_path):
     lint = run("lint", str(name), env={"PYTHONIOENCODING": "ascii"})
     assert lint.returncode == 1, lint.stderr
     assert "caf\\xe9.json:3:3: ZA102" in lint.stdout
-    estimate = run("estimate", "--params", "7B", "--gpus", "8", "--gpu", "H100", env={"PYTHONIOENCODING": "ascii"})
+    estimate = run("estimate", "--params", "7B", "--gpus", "8", "--gpu", "H100-SXM5-80GB", env={"PYTHONIOENCODING": "ascii"})
     assert estimate.returncode == 0, estimate.stderr
     assert "yes fits, tight tight" in estimate.stdout and "NO does not fit" in estimate.stdout  # the ASCII marks, not backslash escapes of
     assert estimate.stdout.isascii()

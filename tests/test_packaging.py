@@ -29,7 +29,7 @@ def test_core_never_imports_torch_or_deepspeed(tmp_path):
         "from zeroadvisor.cli.app import app\n"
         "from typer.testing import CliRunner\n"
         f"r = CliRunner().invoke(app, ['lint', {str(config)!r}])\n"
-        f"r2 = CliRunner().invoke(app, ['check', {str(config)!r}, '--params', '7B', '--gpus', '8', '--gpu', 'H100'])\n"
+        f"r2 = CliRunner().invoke(app, ['check', {str(config)!r}, '--params', '7B', '--gpus', '8', '--gpu', 'H100-SXM5-80GB'])\n"
         f"r3 = CliRunner().invoke(app, ['estimate', '--params', '7B', '--gpus', '8'])\n"
         "assert r.exit_code in (0, 1) and r2.exit_code in (0, 1) and r3.exit_code == 0, (r.output, r2.output)\n"
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'deepspeed', 'transformers', "

@@ -188,7 +188,7 @@ def hostile(tmp_path_factory) -> Path:
     return root
 
 
-CHECK = ("check", "ds.hjson", "--params", "1B", "--gpus", "8", "--gpu", "H100")
+CHECK = ("check", "ds.hjson", "--params", "1B", "--gpus", "8", "--gpu", "H100-SXM5-80GB")
 
 
 def test_cli_check_text(hostile):

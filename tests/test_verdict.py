@@ -38,7 +38,7 @@ def _verdicts(data: dict) -> dict[str, tuple]:
     return {st["label"]: (st["verdict"], st["fits"], st["peak_gpu"], st["binding_phase"]) for st in data["stages"]}
 
 
-@pytest.mark.parametrize("gpu,headroom", [("A100-80GB", "10%"), ("A10G", "10%"), ("A100-40GB", "30%")])
+@pytest.mark.parametrize("gpu,headroom", [("A100-SXM4-80GB", "10%"), ("A10G", "10%"), ("A100-SXM4-40GB", "30%")])
 def test_estimate_and_check_give_the_same_verdict(cli, tmp_path, gpu, headroom):
     config = tmp_path / "ds.json"
     config.write_text('{"train_micro_batch_size_per_gpu": 2, "bf16": {"enabled": true}, '
@@ -58,11 +58,11 @@ def test_estimate_and_check_give_the_same_verdict(cli, tmp_path, gpu, headroom):
     assert ("tight-fit" in names) == (configured["verdict"] == TIGHT)
 
 
-PARAMS_ONLY = ["--params", "7B", "--gpus", "8", "--gpu", "A100-80GB"]
+PARAMS_ONLY = ["--params", "7B", "--gpus", "8", "--gpu", "A100-SXM4-80GB"]
 
 
 @pytest.mark.parametrize("model", [PARAMS_ONLY, ["--model", "sample_configs/models/llama-2-7b/config.json",
-                                                 "--gpus", "8", "--gpu", "A100-80GB"]])
+                                                 "--gpus", "8", "--gpu", "A100-SXM4-80GB"]])
 def test_no_plain_fits_while_activations_are_unknown(cli, tmp_path, model):
     """Without a sequence length (or an architecture) activations are not counted: every format
     qualifies the verdict and an assumed-input finding says which flag sets it."""
@@ -89,7 +89,7 @@ def test_with_a_sequence_length_the_verdict_is_plain(cli, tmp_path):
     config.write_text('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, '
                       '"zero_optimization": {"stage": 3}}')
     data = json.loads(cli("check", str(config), "--model", "sample_configs/models/llama-2-7b.yaml", "--gpus", "8",
-                          "--gpu", "A100-80GB", "--format", "json").stdout)
+                          "--gpu", "A100-SXM4-80GB", "--format", "json").stdout)
     configured = [st for st in data["estimate"]["stages"] if st["configured"]][0]
     assert configured["uncounted"] == [] and configured["per_gpu"]["activations"] > 0
     assert configured["verdict"] == FITS

@@ -55,7 +55,7 @@ FIXTURES = REPO / "tests" / "rules"
 CASE_KEYS = ("name", "note", "xfail", "format", "options", "config", "expected", "also")
 INPUT_KEYS = ("name", "note", "xfail", "format", "options", "config")
 FINDING_KEYS = ("code", "pointer", "line", "column", "message", "fix")
-LINT_OPTIONS = ("integration", "gpus")
+LINT_OPTIONS = ("integration", "gpus", "training")
 CHECK_OPTIONS = ("model", "gpus", "gpu", "gpu_memory", "cpu_memory", "nvme", "gpus_per_node", "headroom",
                  "integration")
 

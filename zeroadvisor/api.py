@@ -12,15 +12,17 @@ that ``lint`` starts fast.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, BinaryIO, Iterable, Sequence
 
+from zeroadvisor.config.accelerate import is_accelerate_config
 from zeroadvisor.config.paths import PathError, expand
 from zeroadvisor.config.paths import STDIN
 from zeroadvisor.config.reader import STDIN_NAME, read_stream_document
 from zeroadvisor.config.reader import InputError as UnreadableInput
 from zeroadvisor.config.reader import read_document
 from zeroadvisor.config.source import Document, ParseError
+from zeroadvisor.config.training_args import TrainerInputError
 from zeroadvisor.lint.context import LintOptions
 from zeroadvisor.lint.engine import lint_document, lint_file, parse_error_findings
 from zeroadvisor.lint.findings import Finding, Severity
@@ -49,7 +51,8 @@ class UnusableConfig(ValueError):
 
 
 # The errors bad input raises, each ``str(err)`` one line; anything else is a bug.
-EXPECTED_ERRORS: tuple[type[Exception], ...] = (UsageError, UnreadableInput, UnusableConfig, ModelError)
+EXPECTED_ERRORS: tuple[type[Exception], ...] = (UsageError, UnreadableInput, UnusableConfig, ModelError,
+                                                TrainerInputError)
 
 # ``--fail-on``: a severity, or never.
 FAIL_ON: tuple[str, ...] = (*(severity.value for severity in Severity), "never")
@@ -136,7 +139,7 @@ def _lint_stdin(stream: BinaryIO, options: LintOptions | None, rules: Sequence[R
 # -- estimate -----------------------------------------------------------------------------
 
 def estimate_config(config: str | None, model: "ModelSpec", shape: "TrainingShape", cluster: "Cluster",
-                    accounting: str = "deepspeed") -> "Estimate":
+                    accounting: str = "deepspeed", training=None) -> "Estimate":
     """Memory per GPU and node for every stage; ``config`` None means DeepSpeed's defaults (fp16 Adam).
 
     A config that does not parse, is not an object, or holds a value the memory model cannot
@@ -150,7 +153,12 @@ def estimate_config(config: str | None, model: "ModelSpec", shape: "TrainingShap
         document = _read_config(config)
         if not isinstance(document.data, dict):
             raise UnusableConfig(f"{config}: the config is not a JSON object")
+        if training is not None:  # "auto" filled as the Hugging Face Trainer fills it
+            document = trainer_filled(document, training, cluster.gpus, model.hidden_size)
+            shape = trainer_shape(document.data, shape, training)
         data = document.data
+        if is_accelerate_config(data):  # the DeepSpeed config it makes Accelerate build, on its world
+            data, shape, cluster = _accelerate_estimate_inputs(config, document, shape, cluster)
         _refuse_conflicts(config, data, model, cluster.gpus, shape)
     _refuse_layout(config, data, cluster.gpus, shape)
     try:
@@ -163,6 +171,19 @@ def estimate_config(config: str | None, model: "ModelSpec", shape: "TrainingShap
         first = errors[0]
         raise UnusableConfig(f"{config}:{first.line}:{first.column}: cannot estimate from this config: "
                              f"{first.message} ({len(errors)} error(s); see 'zeroadvisor lint {config}')") from err
+
+
+def _accelerate_estimate_inputs(path: str, document: Document, shape: "TrainingShape",
+                                cluster: "Cluster") -> tuple[dict, "TrainingShape", "Cluster"]:
+    from zeroadvisor.advisor.accelerate import AccelerateConflict, estimate_inputs
+
+    try:
+        data, shape, cluster, why = estimate_inputs(path, document, shape, cluster)
+    except AccelerateConflict as err:
+        raise UsageError(str(err)) from None
+    if data is None:
+        raise UnusableConfig(f"{path}: cannot estimate: {why}")
+    return data, shape, cluster
 
 
 def _refuse_conflicts(path: str, data: dict, model: "ModelSpec", gpus: int, shape: "TrainingShape") -> None:
@@ -227,9 +248,16 @@ def check_config(path: str, options: "CheckOptions", rules: Sequence[Rule] | Non
     except ParseError:
         lint_rules = [r for r in selected if not r.needs_advice]
         return CheckRun(CheckResult(lint_file(path, None, lint_rules).findings, None, options), path)
-    if isinstance(document.data, dict):
-        _refuse_conflicts(path, document.data, options.model, options.gpus, options.shape)
-    result = check_document(document, options, selected)
+    if isinstance(document.data, dict) and options.training is not None:
+        # DeepSpeed gets the config with "auto" filled from the Trainer's arguments
+        document = trainer_filled(document, options.training, options.gpus, options.model.hidden_size)
+        options = replace(options, shape=trainer_shape(document.data, options.shape, options.training))
+    if is_accelerate_config(document.data):
+        result = _check_accelerate(path, document, options, selected)
+    else:
+        if isinstance(document.data, dict):
+            _refuse_conflicts(path, document.data, options.model, options.gpus, options.shape)
+        result = check_document(document, options, selected)
     run = CheckRun(result, path)
     if "estimate_error" in result.extra:
         run.notes.append(f"{path}: no memory estimate ({result.extra['estimate_error']}): fix the errors reported "
@@ -260,5 +288,40 @@ def check_config(path: str, options: "CheckOptions", rules: Sequence[Rule] | Non
     return run
 
 
+def _check_accelerate(path: str, document: Document, options: "CheckOptions", rules: Sequence[Rule]) -> "CheckResult":
+    """An Accelerate launcher config: checked as the DeepSpeed config Accelerate builds from it."""
+    from zeroadvisor.advisor.accelerate import AccelerateConflict, check_accelerate
+
+    def refuse(where: str, data: dict, run: "CheckOptions") -> None:
+        _refuse_conflicts(where, data, run.model, run.gpus, run.shape)
+
+    try:
+        return check_accelerate(path, document, options, list(rules), refuse)
+    except AccelerateConflict as err:
+        raise UsageError(str(err)) from None
+
+
 def _split(values: Sequence[str] | None) -> list[str]:
     return [part.strip() for value in values or () for part in value.split(",") if part.strip()]
+
+
+# -- the Hugging Face Trainer -------------------------------------------------------------
+
+def trainer_filled(document: Document, training, world_size: int | None, hidden_size: int | None) -> Document:
+    """``document`` with the data DeepSpeed gets under the Trainer: "auto" filled from ``training`` as
+    transformers' HfTrainerDeepSpeedConfig does, then the precision section Accelerate adds for --fp16/--bf16
+    (deepspeed/hf_fill.py). Positions stay those of the file; mismatches are left for rule ZA310."""
+    from zeroadvisor.deepspeed import hf_fill
+
+    filled = hf_fill.fill(document.data, training, world_size, hidden_size)
+    return replace(document, data=hf_fill.accelerate_precision(filled.config, training))
+
+
+def trainer_shape(data: dict, shape: "TrainingShape", training) -> "TrainingShape":
+    """The micro batch the Trainer's dataloader feeds (per_device_train_batch_size) where the config names
+    no batch size (where it does, the filled config decides and ZA310 reports a difference)."""
+    from zeroadvisor.deepspeed.effective import MBS, TBS
+
+    if shape.micro_batch_size is not None or MBS in data or TBS in data:
+        return shape
+    return replace(shape, micro_batch_size=training.get("per_device_train_batch_size"))

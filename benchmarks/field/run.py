@@ -36,13 +36,26 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 CASES = HERE / "cases"
 
-# GPU names in the cases that zeroadvisor's --gpu table knows (driver-reported capacity); any
-# other card is passed as --gpu-memory with the capacity the case states.
-KNOWN_GPUS = {
-    "H200", "H100", "H100-NVL", "B200", "A100-80GB", "A100-40GB", "L40S", "L40", "L4", "A10G",
-    "A10", "A6000", "V100-32GB", "V100-16GB", "T4", "RTX-4090", "RTX-3090", "MI300X",
-}
 OUTCOMES = ("fits", "does-not-fit")
+
+
+def _gpu_args(case_cluster: dict) -> list[str]:
+    """``--gpu NAME`` for a card zeroadvisor's table names (driver-reported capacity); for a name the
+    table finds ambiguous whose cards all have the same memory (``A100-40GB``: SXM4 or PCIe), that
+    memory; otherwise ``--gpu-memory`` with the capacity the case states."""
+    from zeroadvisor.memory.gpus import GPUS, AmbiguousGpu, resolve_gpu
+
+    name = case_cluster["gpu"]
+    try:
+        resolve_gpu(name)
+        return ["--gpu", name]
+    except AmbiguousGpu as err:
+        sizes = {GPUS[card].memory_mib for card in err.variants}
+        if len(sizes) == 1:
+            return ["--gpu-memory", f"{sizes.pop()}MiB"]
+    except ValueError:
+        pass
+    return ["--gpu-memory", str(case_cluster["gpu_memory"])]
 
 
 class CaseLoader(yaml.SafeLoader):
@@ -163,10 +176,7 @@ def run_check(case: dict[str, Any], ds_path: Path, model_path: Path) -> dict[str
     args = ["check", str(ds_path), "--model", str(model_path), "--gpus", str(c["gpus"]),
             "--gpus-per-node", str(c.get("gpus_per_node", c["gpus"])), "--format", "json",
             "--fail-on", "never"]
-    if c["gpu"] in KNOWN_GPUS:
-        args += ["--gpu", c["gpu"]]
-    else:
-        args += ["--gpu-memory", str(c["gpu_memory"])]
+    args += _gpu_args(c)
     if c.get("host_ram_per_node"):
         args += ["--cpu-memory", str(c["host_ram_per_node"])]
     if c.get("nvme"):

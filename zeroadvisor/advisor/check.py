@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
 from zeroadvisor.advisor.context import AdviceContext, Budget
@@ -32,6 +32,7 @@ class CheckOptions:
     integration: str = "any"
     unit: str = "GB"
     gpu: GpuSpec | None = None  # the named card (--gpu), when one was named; gpu_memory is its memory
+    training: Any = None  # the Hugging Face Trainer's arguments (config/training_args.TrainingArgs), when given
     # the step-time model's machine (throughput.Hardware); None: the stated defaults on ``gpu``
     hardware: Any = None
 
@@ -68,7 +69,7 @@ def check_document(doc: Document, options: CheckOptions, rules: Iterable[Rule] |
     from zeroadvisor.advisor.search import Searcher
     from zeroadvisor.fix.apply import combined_patch
 
-    lint_options = LintOptions(integration=options.integration, gpus=options.gpus)
+    lint_options = LintOptions(integration=options.integration, gpus=options.gpus, training=options.training)
     selected = list(registry.ALL if rules is None else rules)
     lint_rules = [r for r in selected if not r.needs_advice]
     if not isinstance(doc.data, dict):
@@ -84,7 +85,7 @@ def check_document(doc: Document, options: CheckOptions, rules: Iterable[Rule] |
         """The fixes the selected lint rules propose for ``data`` on ``gpus`` GPUs (the file, or the file as a
         change leaves it, on the cluster as given or grown): the advice is estimated and written with them."""
         document = doc if data is doc.data else Document(doc.name, "", data)
-        on = lint_options if gpus == options.gpus else LintOptions(integration=options.integration, gpus=gpus)
+        on = lint_options if gpus == options.gpus else replace(lint_options, gpus=gpus)
         return combined_patch(lint_document(document, on, lint_rules))
 
     try:

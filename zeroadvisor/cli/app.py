@@ -80,6 +80,7 @@ def root(
 
 def run(argv: list[str]) -> int:
     """Parse ``argv`` with typer and run the command; a usage error is one line and exit 2."""
+    argv = options.launch_words_to_flag(argv)  # check -- <launch command>
     try:
         return int(app(args=argv, prog_name="zeroadvisor", standalone_mode=False) or ExitCode.OK)
     except ClickException as err:  # one line, not click's three-line box

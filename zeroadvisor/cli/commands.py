@@ -52,7 +52,9 @@ def lint(v: Values) -> ExitCode:
     from zeroadvisor.lint.context import LintOptions
 
     rules = api.select_rules(v["select"], v["ignore"], lint_only=True)
-    run = api.lint_paths(v["paths"], LintOptions(integration=v["integration"], gpus=v["gpus"]), rules)
+    training = _trainer(v).get("training")
+    run = api.lint_paths(v["paths"], LintOptions(integration=v["integration"], gpus=v["gpus"], training=training),
+                         rules)
     for message in run.unreadable:
         error(message)
     extra = {"unreadable": run.unreadable} if run.unreadable else {}  # json lists them, text counts them
@@ -67,13 +69,15 @@ def estimate(v: Values) -> ExitCode:
     from zeroadvisor.cli import inputs
     from zeroadvisor.memory.estimate import Cluster
 
+    trainer = _trainer(v)
+    v = {**v, **{k: val for k, val in trainer.items() if k in v}}
     spec, shape = inputs.model_and_shape(v["model"], v["params"], v["seq_len"], v["activation_checkpointing"],
                                          v["flash_attention"], **inputs.run_inputs(v))
     cluster = Cluster(gpus=v["gpus"], gpus_per_node=v["gpus_per_node"],
                       gpu_memory=inputs.gpu_memory(v["gpu_memory"], v["gpu"], required=False),
                       cpu_memory=inputs.size("--cpu-memory", v["cpu_memory"]), nvme=inputs.size("--nvme", v["nvme"]),
                       headroom=inputs.headroom(v["headroom"]), gpu=inputs.gpu(v["gpu"]))
-    result = api.estimate_config(v["config"], spec, shape, cluster, v["accounting"])
+    result = api.estimate_config(v["config"], spec, shape, cluster, v["accounting"], trainer.get("training"))
     _show(v["format"], [], estimate=result, unit=v["unit"], explain=v["explain"],
           throughput=_throughput(v, result))
     return ExitCode.OK
@@ -95,13 +99,25 @@ def check(v: Values) -> ExitCode:
     from zeroadvisor.cli import inputs
 
     rules = api.select_rules(v["select"], v["ignore"], lint_only=False)
+    trainer = _trainer(v)
+    v = {**v, **{k: val for k, val in trainer.items() if k in v}}
+    if v["config"] is None:
+        raise api.UsageError("give CONFIG, or the launch command after -- (its --deepspeed names the config)")
+    if v["gpus"] is None:
+        why = f": {trainer['world_from']}" if trainer.get("world_from") else ""
+        raise api.UsageError(f"give --gpus N (or the launch command after --){why}")
+    if trainer and v["integration"] == "any":
+        v["integration"] = "hf-trainer"  # the Trainer reads the config
     spec, shape = inputs.model_and_shape(v["model"], v["params"], v["seq_len"], v["activation_checkpointing"],
                                          v["flash_attention"], **inputs.run_inputs(v))
     options = CheckOptions(
         model=spec, shape=shape, gpus=v["gpus"], gpu_memory=inputs.gpu_memory(v["gpu_memory"], v["gpu"], True),
         gpus_per_node=v["gpus_per_node"], cpu_memory=inputs.size("--cpu-memory", v["cpu_memory"]),
         nvme=inputs.size("--nvme", v["nvme"]), headroom=inputs.headroom(v["headroom"]), accounting=v["accounting"],
-        integration=v["integration"], unit=v["unit"], gpu=inputs.gpu(v["gpu"]), hardware=inputs.hardware(v))
+        integration=v["integration"], unit=v["unit"], gpu=inputs.gpu(v["gpu"]), training=trainer.get("training"),
+        hardware=inputs.hardware(v))
+    for note in trainer.get("notes", ()):
+        error(f"note: {note}")
     show_diff = v["suggest"] or v["format"] == "markdown"
     run = api.check_config(v["config"], options, rules, diff=show_diff, fix=v["fix"])
     for note in run.notes:
@@ -163,3 +179,10 @@ def can_encode(stream, text: str) -> bool:
     except (UnicodeEncodeError, LookupError):
         return False
     return True
+
+
+def _trainer(v: Values) -> dict:
+    """The Trainer's inputs (--training-args, --launch) as command values (cli/inputs.trainer_inputs)."""
+    from zeroadvisor.cli import inputs
+
+    return inputs.trainer_inputs(v)

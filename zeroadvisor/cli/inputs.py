@@ -36,13 +36,14 @@ def model_and_shape(model: str | None, params: str | None, seq_len: int | None =
                     **inputs) -> tuple[ModelSpec, TrainingShape]:
     """``--model PATH`` or ``--params N``, with the training-shape overrides applied (ModelError if unusable);
     ``inputs``: apply_overrides' keywords (--target-len, --micro-batch, --precision, --stage, load inputs)."""
-    from zeroadvisor.model.description import apply_overrides, load_description, spec_from_params
+    from zeroadvisor.model.description import apply_overrides, spec_from_params
+    from zeroadvisor.model.hub import load_model
 
     if (model is None) == (params is None):
         raise UsageError("give exactly one of --model PATH or --params N")
     peft = peft_flags(inputs)
     if model is not None:
-        spec, shape = load_description(model, peft)
+        spec, shape = load_model(model, peft)  # a path, a model directory or a Hub id (model/hub.py)
     else:
         if any(v is not None for v in peft.values()):
             raise UsageError("LoRA/QLoRA flags need --model with a Hugging Face config.json (the trainable "
@@ -153,3 +154,46 @@ def hardware(values: dict):
         else:
             given[field] = parse[flag](text)
     return Hardware(card, defaulted=tuple(defaulted), **given)
+
+
+# -- the Hugging Face Trainer's inputs -----------------------------------------------------------
+
+def trainer_inputs(values: dict) -> dict:
+    """--training-args FILE and --launch / ``-- COMMAND``: the Trainer's arguments (``training``), and the
+    config path, GPU count, model and shape flags they give where the flags leave them out. Flags given
+    explicitly win; ``notes`` lists what was read and assumed, one line each. {} when neither is given."""
+    from zeroadvisor.config.launch import parse_launch
+    from zeroadvisor.config.training_args import merge, read_training_args
+
+    file_text, launch_text = values.get("training_args"), values.get("launch")
+    if file_text is None and launch_text is None:
+        return {}
+    notes: list[str] = []
+    training = read_training_args(file_text) if file_text is not None else None
+    world, world_from = None, ""
+    if launch_text is not None:
+        launch = parse_launch(launch_text)
+        notes += launch.notes
+        world, world_from = launch.world_size, launch.world_from
+        training = merge(training, launch.training) if training is not None else launch.training
+    notes += training.notes
+    out: dict = {"training": training, "notes": notes, "world_from": world_from}
+    if "config" in values and values["config"] is None:
+        if isinstance(training.deepspeed, dict):
+            raise UsageError(f"{training.source}: the DeepSpeed config is given inline; save it as a file and give "
+                             "its path")
+        if training.deepspeed is not None:
+            out["config"] = training.deepspeed
+    if "gpus" in values and values["gpus"] is None and world is not None:
+        out["gpus"] = world
+        notes.append(f"world size {world} from the launch command ({world_from})")
+    elif world is not None and values.get("gpus") not in (None, world):
+        notes.append(f"--gpus {values['gpus']} used; the launch command runs {world} process(es) ({world_from})")
+    if values.get("model") is None and values.get("params") is None and training.model:
+        out["model"] = training.model
+    if values.get("seq_len") is None and training.sequence_length:
+        out["seq_len"] = training.sequence_length
+        notes.append(f"sequence length {training.sequence_length} from {training.sequence_key}")
+    if values.get("activation_checkpointing") is None and training.checkpointing is not None:
+        out["activation_checkpointing"] = "full" if training.checkpointing else "none"
+    return out

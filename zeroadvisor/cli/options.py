@@ -65,7 +65,8 @@ INTEGRATION = Param("integration", ("--integration",),
                     "fills).", default="any", choices="zeroadvisor.lint.context:INTEGRATIONS")
 SELECT = Param("select", ("--select",), "Only these rules (codes, names or code prefixes).", multiple=True)
 IGNORE = Param("ignore", ("--ignore",), "Skip these rules (codes, names or code prefixes).", multiple=True)
-MODEL = Param("model", ("--model", "-m"), "A model description (YAML/JSON) or a Hugging Face config.json.")
+MODEL = Param("model", ("--model", "-m"), "A model description (YAML/JSON), a Hugging Face config.json or model "
+              "directory, or a Hub id (ORG/NAME: the local HF cache, then the shipped catalog; offline).")
 PARAMS = Param("params", ("--params",), "Parameter count instead of --model, e.g. 7.5B.")
 GPUS = Param("gpus", ("--gpus",), "Number of GPUs (data-parallel degree).", kind=int, minimum=1, required=True)
 GPUS_PER_NODE = Param("gpus_per_node", ("--gpus-per-node",), "GPUs per node (default 8).", kind=int, minimum=1)
@@ -180,6 +181,37 @@ RULES = Command("rules", "List every rule: code, name, default severity and summ
 RULE = Command("rule", "Explain one rule, with a failing and a passing example.", (
     Param("name", help="A rule code (ZA101) or name (unknown-key).", required=True, metavar="RULE"),
 ))
+
+# -- the Hugging Face Trainer's inputs (config/training_args.py, config/launch.py) ----------------
+TRAINING_ARGS = Param("training_args", ("--training-args",), "The Hugging Face Trainer's arguments: a "
+                      "TrainingArguments JSON/YAML, or a LLaMA-Factory or axolotl training YAML (fills \"auto\" as "
+                      "the Trainer does, reports the values it rejects, gives the training shape).")
+LAUNCH = Param("launch", ("--launch",), "The launch command (deepspeed, torchrun, accelerate launch or python "
+               "running a Trainer script) as one quoted string; or give its words after --.")
+_TRAINER_INPUTS = {"lint": (TRAINING_ARGS,), "estimate": (TRAINING_ARGS,), "check": (TRAINING_ARGS, LAUNCH)}
+
+
+def _with_trainer_inputs(command: Command) -> Command:
+    """``command`` taking the Trainer's inputs; for check, CONFIG and --gpus may come from the launch command."""
+    from dataclasses import replace
+
+    params = tuple(replace(p, required=False) if command.name == "check" and p.name in ("config", "gpus") else p
+                   for p in command.params)
+    return replace(command, params=params + _TRAINER_INPUTS[command.name])
+
+
+LINT, ESTIMATE, CHECK = (_with_trainer_inputs(c) for c in (LINT, ESTIMATE, CHECK))
+
+
+def launch_words_to_flag(argv: list[str]) -> list[str]:
+    """``check ... -- deepspeed ...``: the words after ``--`` become ``--launch 'deepspeed ...'``."""
+    import shlex
+
+    if argv[:1] != ["check"] or "--" not in argv:
+        return argv
+    split = argv.index("--")
+    return [*argv[:split], "--launch", shlex.join(argv[split + 1:])]
+
 
 COMMANDS: tuple[Command, ...] = (LINT, RULES, RULE, ESTIMATE, CHECK)
 

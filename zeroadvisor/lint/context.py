@@ -20,6 +20,9 @@ class LintOptions:
     # "any": accept what either the HF Trainer or Accelerate fills (the default).
     integration: str = "any"
     gpus: int | None = None  # data-parallel world size, when known (--gpus)
+    # the Hugging Face Trainer's arguments (config/training_args.TrainingArgs, or a mapping of
+    # TrainingArguments fields), when given: --training-args or a launch command (rules/trainer.py)
+    training: Any = None
 
 
 _MISSING = object()

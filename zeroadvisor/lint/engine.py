@@ -10,6 +10,7 @@ from zeroadvisor.lint.findings import Finding
 from zeroadvisor.rules import registry
 from zeroadvisor.lint.rule import Hit, Rule
 from zeroadvisor.lint.context import Context, LintOptions
+from zeroadvisor.config.accelerate import is_accelerate_config
 from zeroadvisor.config.reader import read_document
 from zeroadvisor.config.source import Document, ParseError, parse
 
@@ -47,8 +48,12 @@ def lint_text(text: str, name: str = "<text>", options: LintOptions | None = Non
 
 def lint_document(doc: Document, options: LintOptions | None = None, rules: Iterable[Rule] | None = None,
                   advice: object = None) -> list[Finding]:
-    ctx = Context(doc, options or LintOptions(), advice)
     selected = list(registry.LINT if rules is None else rules)
+    if advice is None and is_accelerate_config(doc.data):  # an Accelerate launcher config (rules/accelerate.py)
+        from zeroadvisor.rules.accelerate import lint_accelerate
+
+        return sorted(lint_accelerate(doc, options or LintOptions(), selected, _capped), key=Finding.sort_key)
+    ctx = Context(doc, options or LintOptions(), advice)
     findings: list[Finding] = []
     for rule in selected:
         if (rule.needs_data and doc.data is None) or (rule.needs_advice and advice is None):

@@ -8,7 +8,7 @@ from zeroadvisor.memory import bytes as B
 from zeroadvisor.memory.options import Option
 from zeroadvisor.memory.settings import Settings
 from zeroadvisor.memory.states import master_bytes, partition_stage3, uses_bf16_optimizer
-from zeroadvisor.memory.terms import Term, exact
+from zeroadvisor.memory.terms import Term, ceil_div, exact
 from zeroadvisor.model.spec import ModelSpec
 
 # engine.py MEMORY_OPT_ALLREDUCE_SIZE: a code constant (not a config key) - the element count of
@@ -56,7 +56,7 @@ def gathered_terms(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, no
     # module is gathered whole; up to prefetch_bucket_size more elements are prefetched while
     # the available (gathered) numel stays under max_live_parameters
     live = max(Lp, min(s.max_live_parameters, Lp + s.prefetch_bucket_size, P))
-    return [
+    terms = [
         Term("gathered_parameters", "gpu", w * live, "gathered", f"{s.precision} gathered parameters: largest layer "
              f"{Lp:,} + prefetch (bucket {s.prefetch_bucket_size:,}, "
              f"cap max_live_parameters {s.max_live_parameters:,})",
@@ -66,10 +66,28 @@ def gathered_terms(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, no
              f"{s.precision} full gradient of the largest layer before it is reduced",
              f"{w} B × L_p", "zero/stage3.py reduce_partition_and_remove_grads (param.grad before the IPG copy)"),
     ]
+    frozen_int8 = s.quantized_nontrainable_weights and spec.trainable_parameters is not None
+    if s.quantized_weights or frozen_int8:
+        # ZeRO++ qwZ: the partitions are quantized to int8 and all-gathered into a flat int8 buffer of the
+        # gathered numel (partition_parameters.py _all_gather_coalesced: torch.empty(partition_sz * world_size,
+        # dtype=torch.int8)), dequantized into the 16-bit parameters above; one fp32 scale per quantization
+        # group (CUDAQuantizer.target_group_size 8000 elements; the adaptive grouping may pick smaller groups).
+        which = "every" if s.quantized_weights else "every frozen"
+        terms += [
+            Term("buffers", "gpu", live, "qwz_allgather", f"ZeRO++ int8 all-gather buffer ({which} parameter "
+                 "gathered quantized)", "1 B × gathered elements",
+                 "zero/partition_parameters.py _all_gather_coalesced (quantized flat_tensor)", kind="bound"),
+            Term("buffers", "gpu", 4 * ceil_div(live, B.ZEROPP_QUANT_GROUP), "qwz_scales", "ZeRO++ fp32 quantization scales "
+                 "of the gathered parameters", f"4 B per {B.ZEROPP_QUANT_GROUP:,} elements",
+                 "zero/partition_parameters.py CUDAQuantizer.quantize (quant_scale_buffer)", kind="allowance"),
+        ]
+    return terms
 
 
-def buffer_terms(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, notes: list[str]) -> list[Term]:
-    """Reduce buckets, staging and swap buffers (GPU and host)."""
+def buffer_terms(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, notes: list[str],
+                 gpus_per_node: int = 1) -> list[Term]:
+    """Reduce buckets, staging and swap buffers (GPU and host). ``gpus_per_node``: the local world of
+    ZeRO++ qgZ's two-level all-to-all (1 gives its bound)."""
     w = B.nbytes(s.precision)
     a = B.nbytes(s.grad_accum_dtype)
     c = B.nbytes(s.communication_dtype)
@@ -118,6 +136,8 @@ def buffer_terms(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, note
         terms.append(Term("buffers", "gpu", c * rbs, "reduce_scatter_copy",
                           "reduce-scatter flat copy of a full bucket", f"{c} B × reduce_bucket_size",
                           "comm/coalesced_collectives.py reduce_scatter_coalesced (torch.cat of the bucket)"))
+    if s.quantized_gradients:
+        terms.append(qgz_term(min(largest_layer(spec, notes), P) or min(rbs, P), gpus_per_node))
     if opt.offload_param == "nvme":
         n = s.offload_param_buffer_count * s.offload_param_buffer_size
         terms.append(Term("buffers", "cpu", w * n, "param_swap_buffers",
@@ -134,6 +154,19 @@ def buffer_terms(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, note
                           f"sub-group {sub:,} × {M} B", f"{M} B × buffer_count × min(sub_group_size, P/N)",
                           "swap_tensor/optimizer_utils.py OptimizerSwapper (SwapBufferManager)"))
     return terms
+
+
+def qgz_term(largest: int, gpus_per_node: int) -> Term:
+    """ZeRO++ qgZ (stage3.py __avg_scatter_grads -> comm/coalesced_collectives.py all_to_all_quant_reduce), per
+    gradient tensor of the bucket: int4 swizzled copy and its all-to-all receive buffer (n/2 B each), then the
+    intra-node reduced int4 pair (n/(2g) B each) and its fp16 dequantization (2n/g B; dequantize<__half>). One
+    tensor at a time, the largest bounding it; the reduced partition is the gradient partition counted already."""
+    g = max(gpus_per_node, 1)
+    nbytes = largest + ceil_div(largest, g) + 2 * ceil_div(largest, g)
+    return Term("buffers", "gpu", nbytes, "qgz_all_to_all",
+                f"ZeRO++ int4 gradient all-to-all buffers of the largest gradient ({largest:,} elements, "
+                f"{g} GPUs per node)", "n/2 + n/2 B (intra-node) + n/2g + n/2g + 2n/g B (inter-node, fp16)",
+                "comm/coalesced_collectives.py all_to_all_quant_reduce", kind="bound")
 
 
 def overhead_bytes(other_gpu_bytes: int) -> int:

@@ -112,3 +112,8 @@ def optimizer_state_elements(kind: str, params: dict[str, Any] | None = None) ->
 
 def _positive(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+
+
+# runtime/zero/partition_parameters.py CUDAQuantizer.target_group_size: elements per ZeRO++ int8 quantization
+# group, each with one fp32 scale
+ZEROPP_QUANT_GROUP = 8000

@@ -13,10 +13,11 @@ from zeroadvisor.memory.gpu_table import GpuSpec
 from zeroadvisor.memory.buffers import (CUDA_CONTEXT_BYTES, FRAGMENTATION, OVERHEAD_ASSUMPTION, buffer_terms,
                                         gathered_terms)
 from zeroadvisor.memory import host as host_memory
-from zeroadvisor.memory.phases import LoadInputs, SaveInputs, largest_param, load_phase, save_phase
+from zeroadvisor.memory.layout_buffers import layout_buffer_terms
+from zeroadvisor.memory.phases import LoadInputs, PhaseSplit, SaveInputs, largest_param, load_phase, save_phase
 from zeroadvisor.memory.verdict import DEFAULT_HEADROOM, DOES_NOT_FIT, FITS, PhasePeak, judge
 from zeroadvisor.memory.options import Option, Skipped, configured_option, enumerate_options, refusal
-from zeroadvisor.memory.parallel import (Parallel, hpz_terms, local_parameters, parallel_activations,
+from zeroadvisor.memory.parallel import (LocalParameters, Parallel, hpz_terms, local_parameters, parallel_activations,
                                          parallel_notes, read_parallel, tensor_parallel_largest_layer)
 from zeroadvisor.memory.settings import Settings, read_settings
 from zeroadvisor.memory.states import deepspeed_terms, paper_terms, trainable
@@ -285,6 +286,7 @@ def estimate(config: dict | None, model: ModelSpec, shape: TrainingShape | None 
         assumptions.append(f"{'1 GPU' if cluster.gpus == 1 else 'data-parallel degree 1'}: ZeRO partitions over the "
                            "data-parallel degree, so stages 1-3 partition nothing")
 
+    split = phase_split(model, layout, local, cluster)
     stages: list[StageEstimate] = []
     seen_notes: set[str] = set(assumptions)
     for option in options:
@@ -298,7 +300,9 @@ def estimate(config: dict | None, model: ModelSpec, shape: TrainingShape | None 
             paper += paper_terms(s, option, local.experts, layout.expert_data, spec, notes)
         ds += hpz_terms(s.precision, option.stage, option.offload_param, P, N, layout.hpz)
         if accounting == "deepspeed":
-            terms = ds + gathered_terms(s, option, P, N, spec, notes) + buffer_terms(s, option, P, N, spec, notes)
+            terms = (ds + gathered_terms(s, option, P, N, spec, notes)
+                     + buffer_terms(s, option, P, N, spec, notes, cluster.gpus_on_a_node)
+                     + layout_buffer_terms(model, shape, s.micro_batch, s.precision, layout))
             if act.nbytes:
                 terms.append(Term("activations", "gpu", act.nbytes, "activations", "activations", "Korthikanti",
                                   "memory/activations.py"))
@@ -329,7 +333,7 @@ def estimate(config: dict | None, model: ModelSpec, shape: TrainingShape | None 
         peaks = [PhasePeak("train", per_gpu["total"], train_host, per_node_nvme)]
         if accounting == "deepspeed":
             phase_peaks, phase_terms = _around_training(model, s, option, cluster, shape.load, per_gpu,
-                                                        train_host, per_node_nvme, config, notes)
+                                                        train_host, per_node_nvme, config, notes, split)
             peaks = [phase_peaks[0], *peaks, phase_peaks[1]]
             terms = terms + phase_terms
         judgement = judge(peaks, cluster.capacities(), cluster.headroom)
@@ -357,17 +361,27 @@ def _allowance_terms(terms: list[Term]) -> list[Term]:
     ]
 
 
+def phase_split(model: ModelSpec, layout: Parallel, local: LocalParameters, cluster: Cluster) -> PhaseSplit | None:
+    """The rank's share around training (memory/phases.py PhaseSplit); None for the whole model on all GPUs.
+    A PEFT model's frozen base is costed whole on every rank (states.py frozen_terms), so it is not split."""
+    if layout.trivial or model.trainable_parameters is not None:
+        return None
+    built = local_parameters(model, dataclasses.replace(layout, tensor=1)).total  # AutoTP shards after loading
+    return PhaseSplit(local.total, built, layout.data, min(layout.tensor, cluster.gpus_on_a_node))
+
+
 def _around_training(model: ModelSpec, s: Settings, option: Option, cluster: Cluster, load: LoadInputs,
                      per_gpu: dict[str, int], train_host: int, per_node_nvme: int, config: dict | None,
-                     notes: list[str]) -> tuple[tuple[PhasePeak, PhasePeak], list[Term]]:
+                     notes: list[str], split: PhaseSplit | None = None
+                     ) -> tuple[tuple[PhasePeak, PhasePeak], list[Term]]:
     """The load and save phases' peaks and terms (memory/phases.py), with the same allowances as training.
 
     Load: the model handed to deepspeed.initialize, with the CUDA context and each process's runtime.
     Save: checkpointing between steps, on top of the training state less the activations (freed
     after the step).
     """
-    loaded = load_phase(model, s, option, cluster, load)
-    saved = save_phase(model, s, option, cluster, SaveInputs.from_config(config))
+    loaded = load_phase(model, s, option, cluster, load, split)
+    saved = save_phase(model, s, option, cluster, SaveInputs.from_config(config), split)
     notes += loaded.notes + saved.notes
     g = cluster.gpus_on_a_node
     runtime = host_memory.runtime_baseline_terms("load")

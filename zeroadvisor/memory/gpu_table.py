@@ -171,12 +171,17 @@ ROWS: tuple[tuple[GpuSpec, tuple[str, ...]], ...] = (
     # https://github.com/noonghunna/club-3090/issues/617
     (GpuSpec("RTX-5090", 32607, 209.5, PCIE5, PCIE5, _BLACKWELL_RTX), ("5090", "GeForce RTX 5090")),
     # --- NVIDIA Volta (fp16 only, no sparsity), Turing. NVLink 2: 300 GB/s bidirectional per SXM2 GPU ---
-    # memory: nvidia-smi 32480 MiB, https://github.com/godweiyang/GrabGPU/issues/5
-    (GpuSpec("V100-SXM2-32GB", 32480, 125.0, 150.0, PCIE3, _V100),
+    # memory: current drivers report the full HBM2 (V100-SXM2-16GB: 16384 MiB on driver 570,
+    # https://github.com/1CatAI/1Cat-vLLM/issues/85; driver 440 showed 16160), so the 32 GB card's 32768
+    # MiB (driver 418 showed 32480, https://github.com/godweiyang/GrabGPU/issues/5)
+    (GpuSpec("V100-SXM2-32GB", 32768, 125.0, 150.0, PCIE3, _V100),
      ("V100", "V100-32GB", "V100-SXM2", "V100-SXM")),
-    # memory: nvidia-smi 16160 MiB, https://github.com/4paradigm/k8s-vgpu-scheduler/issues/7
-    (GpuSpec("V100-SXM2-16GB", 16160, 125.0, 150.0, PCIE3, _V100),
+    (GpuSpec("V100-SXM2-16GB", 16384, 125.0, 150.0, PCIE3, _V100),
      ("V100", "V100-16GB", "V100-SXM2", "V100-SXM")),
+    # V100-SXM3 (DGX-2: 16 GPUs on NVSwitch, 2 PFLOPS tensor = 125 each); memory as the SXM2 32 GB card
+    (GpuSpec("V100-SXM3-32GB", 32768, 125.0, 150.0, PCIE3,
+             "https://www.nvidia.com/content/dam/en-zz/es_em/Solutions/Data-Center/dgx-2/dgx-2h-datasheet-us-nvidia-841283-r6-web.pdf"),
+     ("V100", "V100-32GB", "V100-SXM3")),
     # memory: datasheet 32 / 16 GB
     (GpuSpec("V100-PCIE-32GB", _gb(32), 112.0, PCIE3, PCIE3, _V100), ("V100", "V100-32GB", "V100-PCIE")),
     (GpuSpec("V100-PCIE-16GB", _gb(16), 112.0, PCIE3, PCIE3, _V100), ("V100", "V100-16GB", "V100-PCIE")),

@@ -281,18 +281,10 @@ def hpz_terms(precision: str, stage: int, offload_param: str, P: int, N: int, hp
 def parallel_notes(config: dict[str, Any] | None, layout: Parallel) -> list[str]:
     """What the layout changes that the estimate does not model, in words."""
     notes = []
-    zero = config.get("zero_optimization") if isinstance(config, dict) else None
-    if isinstance(zero, dict):
-        for key, what in (("zero_quantized_weights", "int8 weight all-gather buffers"),
-                          ("zero_quantized_gradients", "int8 gradient all-to-all buffers")):
-            if zero.get(key) is True:
-                notes.append(f"ZeRO++ {key}: its {what} are transient communication buffers and not counted")
-    if layout.sequence > 1:
-        notes.append(f"sequence parallel {layout.sequence} (Ulysses): the all-to-all outputs are the attention "
-                     "inputs already counted; DeepSpeed's separate send/receive buffers are not")
     if not layout.trivial:
-        notes.append("load and save phases costed without the parallel split (AutoTP shards the model after it is "
-                     "loaded; engine.py _configure_tensor_parallel)")
+        notes.append("load and save phases split by the layout: pipeline stages and experts are built where they "
+                     "run, AutoTP shards a model loaded whole (engine.py _configure_tensor_parallel before "
+                     "_configure_distributed_model); a PEFT model's frozen base is costed whole")
     if isinstance(config, dict) and "sequence_parallel_size" in config and "data_parallel_size" in config:
         notes.append("data_parallel_size with sequence_parallel_size builds a (data, sequence) device mesh "
                      "(__init__.py initialize); ZeRO is costed over data x sequence ranks")

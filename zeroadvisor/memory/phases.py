@@ -61,6 +61,29 @@ class SaveInputs:
 
 
 @dataclass(frozen=True, slots=True)
+class PhaseSplit:
+    """What one rank holds around training under a parallel layout (memory/parallel.py).
+
+    ``parameters``: the rank's parameters after the tensor, pipeline and expert splits; ``built``: what it
+    builds before deepspeed.initialize: PipelineModule and MoE build only the local layers / experts
+    (runtime/pipe/module.py _build, moe/layer.py num_local_experts) but AutoTP shards a model that was loaded
+    whole (engine.py: _configure_tensor_parallel runs before _configure_distributed_model moves it);
+    ``data``: the ZeRO partition degree; ``writers_on_node``: the processes on rank 0's node that write
+    model states (data-parallel rank 0 of each tensor rank: groups._init_tp_mesh_device puts the tensor
+    ranks innermost, so on one node; pipeline stages are the outer axis of PipeDataParallelTopology).
+    """
+
+    parameters: int
+    built: int
+    data: int
+    writers_on_node: int = 1
+
+    @classmethod
+    def whole(cls, spec: ModelSpec, cluster: Any) -> PhaseSplit:
+        return cls(spec.parameters, spec.parameters, cluster.gpus)
+
+
+@dataclass(frozen=True, slots=True)
 class Moment:
     """Allocations that coexist at one point of a phase, per process."""
 
@@ -167,13 +190,15 @@ def resolve_load(load: LoadInputs, s: Settings, option: Option,
 
 
 def load_moments(spec: ModelSpec, s: Settings, option: Option, cluster: Any, load: LoadInputs,
-                 notes: list[str] | None = None) -> list[Moment]:
-    """The load phase's moments for ``option``, in order. ``cluster``: estimate.Cluster (gpus, gpu_memory)."""
+                 notes: list[str] | None = None, split: PhaseSplit | None = None) -> list[Moment]:
+    """The load phase's moments for ``option``, in order. ``cluster``: estimate.Cluster (gpus, gpu_memory);
+    ``split``: the rank's share under a parallel layout (whole model over all GPUs when None)."""
     notes = notes if notes is not None else []
     load_dtype, zero_init, resolved = resolve_load(load, s, option, spec.checkpoint_dtype)
     notes += resolved
-    P, N = spec.parameters, cluster.gpus
-    T = trainable(spec)  # what the optimizer gets (PEFT: the adapters)
+    split = split or PhaseSplit.whole(spec, cluster)
+    P, N = split.parameters, split.data
+    T = trainable(spec) if spec.trainable_parameters is not None else P  # what the optimizer gets (PEFT: adapters)
     wl = B.nbytes(load_dtype)
     # engine.py _mixed_precision_dtypes: param dtype fp16/bf16 when enabled; otherwise no cast (the
     # params keep the dtype they were loaded in; __check_params is a no-op in 0.19.8)
@@ -185,13 +210,21 @@ def load_moments(spec: ModelSpec, s: Settings, option: Option, cluster: Any, loa
     if zero_init:
         moments += _zero_init_moments(spec, s, option, P, N, w, load_dtype, notes)
     else:
-        on_gpu = load.meta_device or load.script_moves_to_gpu
+        # bitsandbytes (QLoRA): from_pretrained with a BitsAndBytesConfig and no device_map loads onto the
+        # current GPU (quantizers/quantizer_bnb_4bit.py update_device_map: {"": current_device}) and the quantized
+        # Linear weights are stored packed as they are loaded
+        quantized = spec.quantized_parameters
+        on_gpu = load.meta_device or load.script_moves_to_gpu or bool(quantized)
         built_dev = "gpu" if on_gpu else "cpu"
-        how = ("materialised on the GPU (meta-device build)" if load.meta_device else
+        how = ("quantized by bitsandbytes on the GPU (device_map {\"\": current device})" if quantized else
+               "materialised on the GPU (meta-device build)" if load.meta_device else
                "moved to the GPU by the script" if load.script_moves_to_gpu else "materialised in host RAM")
-        built = _term("parameters", built_dev, wl * P, "loaded_model", f"whole model in {load_dtype}, {how}",
-                      f"{wl} B/param", "transformers core_model_loading.py _materialize_copy (each tensor read "
-                      "into memory in the load dtype; device_map=None -> cpu), on every local rank", EXACT)
+        what = "whole model" if split.built == spec.parameters else "the layers this rank builds"
+        built_bytes = wl * (split.built - quantized) + spec.quantized_bytes
+        built = _term("parameters", built_dev, built_bytes, "loaded_model", f"{what} in {load_dtype}, {how}",
+                      f"{wl} B/param" + (" (quantized Linear weights: their packed bytes)" if quantized else ""),
+                      "transformers core_model_loading.py _materialize_copy (each tensor read into memory in the "
+                      "load dtype; device_map=None -> cpu), on every local rank", EXACT)
         moments.append(Moment("built", (built,)))
         if w != wl and L:
             # _cast_module_mixed_precision: p.data = p.data.to(param_dtype), one parameter at a time, on
@@ -203,8 +236,9 @@ def load_moments(spec: ModelSpec, s: Settings, option: Option, cluster: Any, loa
         moved_bytes = w * P
         if spec.trainable_parameters is not None:
             moved_bytes = w * (P - spec.quantized_parameters) + spec.quantized_bytes + w * T
+        whose = "whole model" if P == spec.parameters else "the rank's share of the model"
         moved = _term("parameters", "gpu", moved_bytes, "module_on_device",
-                      f"whole model on every GPU in {'fp32' if w == 4 else str(w * 8) + '-bit'}",
+                      f"{whose} on every GPU in {'fp32' if w == 4 else str(w * 8) + '-bit'}",
                       f"{w} B/param", eng + " (cast params, then self.module.to(self.device))", EXACT)
         moments.append(Moment("moved", (moved,)))
         if option.stage in (1, 2):
@@ -373,11 +407,11 @@ def _initialized_terms(s: Settings, option: Option, P: int, N: int, w: int, L: i
     return terms
 
 
-def load_phase(spec: ModelSpec, s: Settings, option: Option, cluster: Any, load: LoadInputs | None = None
-               ) -> PhaseMemory:
+def load_phase(spec: ModelSpec, s: Settings, option: Option, cluster: Any, load: LoadInputs | None = None,
+               split: PhaseSplit | None = None) -> PhaseMemory:
     """The load phase: the model created and handed to ``deepspeed.initialize``."""
     notes: list[str] = []
-    moments = load_moments(spec, s, option, cluster, load or LoadInputs(), notes)
+    moments = load_moments(spec, s, option, cluster, load or LoadInputs(), notes, split)
     return PhaseMemory(LOAD, tuple(moments), cluster.gpus_on_a_node, tuple(dict.fromkeys(notes)))
 
 
@@ -392,18 +426,20 @@ def _largest_optimizer_storage(s: Settings, option: Option, P: int, N: int) -> i
     return 4 * sub  # one fp32 sub-group (master or a moment)
 
 
-def save_phase(spec: ModelSpec, s: Settings, option: Option, cluster: Any, save: SaveInputs | None = None
-               ) -> PhaseMemory:
+def save_phase(spec: ModelSpec, s: Settings, option: Option, cluster: Any, save: SaveInputs | None = None,
+               split: PhaseSplit | None = None) -> PhaseMemory:
     """The save phase: ``save_checkpoint`` and/or the consolidated 16-bit model, as configured."""
     notes: list[str] = []
-    moments = save_moments(spec, s, option, cluster, save or SaveInputs(), notes)
+    moments = save_moments(spec, s, option, cluster, save or SaveInputs(), notes, split)
     return PhaseMemory(SAVE, tuple(moments), cluster.gpus_on_a_node, tuple(dict.fromkeys(notes)))
 
 
 def save_moments(spec: ModelSpec, s: Settings, option: Option, cluster: Any, save: SaveInputs,
-                 notes: list[str] | None = None) -> list[Moment]:
+                 notes: list[str] | None = None, split: PhaseSplit | None = None) -> list[Moment]:
     """The save phase's moments (on top of the training state, which stays allocated meanwhile)."""
-    P, N = spec.parameters, cluster.gpus
+    split = split or PhaseSplit.whole(spec, cluster)
+    P, N = split.parameters, split.data
+    writers = split.writers_on_node
     w = B.nbytes(s.precision)
     eng = "runtime/engine.py DeepSpeedEngine"
     moments: list[Moment] = []
@@ -414,15 +450,18 @@ def save_moments(spec: ModelSpec, s: Settings, option: Option, cluster: Any, sav
             every = (_term("gathered_parameters", "gpu", w * L, "save_gathered", "one module gathered",
                            f"{w} B × largest layer", eng + "._zero3_consolidated_16bit_state_dict "
                            "(GatheredParameters per module)", BOUND, SAVE),)
+        # the consolidated model is whole: engine.py gathers across the data and the tensor dimensions
         moments.append(Moment("consolidate_16bit", every, (
-            _term("parameters", "cpu", w * P, "consolidated_16bit", "whole 16-bit model on rank 0",
+            _term("parameters", "cpu", w * spec.parameters, "consolidated_16bit", "whole 16-bit model on rank 0",
                   f"{w} B/param, rank 0", eng + "._zero3_consolidated_16bit_state_dict "
                   "(state_dict[key] = param.detach().cpu() on rank 0)", EXACT, SAVE),)))
     if save.checkpoint:
         if option.stage < 3:
             moments.append(Moment("model_states", (), (
-                _term("parameters", "cpu", w * P, "model_states_copy", "model state dict copied to the host",
-                      f"{w} B/param, rank 0", eng + "._save_checkpoint (checkpoint/utils.py "
+                _term("parameters", "cpu", w * P * writers, "model_states_copy",
+                      "model state dict copied to the host" + (f" by each of the {writers} tensor ranks on the node"
+                                                               if writers > 1 else ""),
+                      f"{w} B/param, data-parallel rank 0" + (f" × {writers}" if writers > 1 else ""), eng + "._save_checkpoint (checkpoint/utils.py "
                       "clone_tensors_for_torch_save to cpu, data-parallel rank 0 only)", EXACT, SAVE),)))
         largest = _largest_optimizer_storage(s, option, P, N)
         if largest:

@@ -66,6 +66,10 @@ class Settings:
     offload_param_buffer_size: int
     offload_param_max_in_cpu: int
     micro_batch: int
+    # ZeRO++ (runtime/zero/config.py; the ZeRO++ paper, arXiv 2306.10209): qwZ, qgZ, and frozen weights in int8
+    quantized_weights: bool = False
+    quantized_gradients: bool = False
+    quantized_nontrainable_weights: bool = False
     assumptions: list[str] = field(default_factory=list)
     assumed: list[AssumedInput] = field(default_factory=list)  # inputs nobody gave (memory/assumed.py)
 
@@ -164,6 +168,9 @@ def read_settings(config: dict[str, Any] | None, model: ModelSpec, gpus: int,
         optimizer_label=label,
         optimizer_elements=elements,
         cpu_adam_fp32_states=cpu_adam_fp32_states,
+        quantized_weights=zbool("zero_quantized_weights"),
+        quantized_gradients=zbool("zero_quantized_gradients"),
+        quantized_nontrainable_weights=zbool("zero_quantized_nontrainable_weights"),
         contiguous_gradients=zbool("contiguous_gradients"),
         reduce_scatter=zbool("reduce_scatter"),
         reduce_bucket_size=reduce_bucket_size,

@@ -119,8 +119,19 @@ def frozen_terms(s: Settings, opt: Option, N: int, spec: ModelSpec, notes: list[
     per = " / N" if stage3 else ""
     src = ("runtime/zero/partition_parameters.py Init (frozen parameters partitioned too)" if stage3
            else "engine.py _cast_module_mixed_precision (frozen parameters stay whole on every GPU)")
-    terms = [Term("parameters", device, w * share(floating), "frozen_params",
-                  f"frozen base in {s.precision} ({spec.peft})", f"{w} B/frozen param{per}", src)]
+    if stage3 and s.quantized_nontrainable_weights:
+        # ZeRO++ zero_quantized_nontrainable_weights: each frozen partition is stored int8 with fp32 scales
+        # (partition_parameters.py _partition_param: quantizer_module.quantize(partitioned_tensor) when
+        # not param.requires_grad)
+        part = share(floating)
+        terms = [Term("parameters", device, part, "frozen_params", f"frozen base in int8 ({spec.peft}, ZeRO++ "
+                      "zero_quantized_nontrainable_weights)", f"1 B/frozen param{per}", src),
+                 Term("parameters", device, 4 * ceil_div(part, B.ZEROPP_QUANT_GROUP), "frozen_scales", "fp32 quantization "
+                      "scales of the frozen base", f"4 B per {B.ZEROPP_QUANT_GROUP:,} elements",
+                      "zero/partition_parameters.py CUDAQuantizer.quantize", kind="allowance")]
+    else:
+        terms = [Term("parameters", device, w * share(floating), "frozen_params",
+                      f"frozen base in {s.precision} ({spec.peft})", f"{w} B/frozen param{per}", src)]
     if spec.quantized_parameters:
         terms.append(Term("parameters", device, share(spec.quantized_bytes), "quantized_params",
                           "bitsandbytes-quantized base Linear weights with their quantization constants",

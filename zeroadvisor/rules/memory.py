@@ -157,7 +157,7 @@ DOES_NOT_FIT = Rule(
         Example('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 2}}',
                 fails=True, options={"model": {**_MODEL_7B}, "gpus": 8, "gpu": "A10G"}),
         Example('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 2}}',
-                fails=False, options={"model": {**_MODEL_7B}, "gpus": 8, "gpu": "A100-80GB"}),
+                fails=False, options={"model": {**_MODEL_7B}, "gpus": 8, "gpu": "A100-SXM4-80GB"}),
     ),
     needs_advice=True,
     source="ZeRO paper (arXiv:1910.02054) §5, §7; deepspeed/runtime/zero/",
@@ -209,9 +209,9 @@ LOWER_STAGE_FITS = Rule(
     check=_lower_stage_fits,
     examples=(
         Example('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 3}}',
-                fails=True, options={"model": {**_MODEL_7B}, "gpus": 8, "gpu": "A100-80GB"}),
+                fails=True, options={"model": {**_MODEL_7B}, "gpus": 8, "gpu": "A100-SXM4-80GB"}),
         Example('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 2}}',
-                fails=False, options={"model": {**_MODEL_7B}, "gpus": 8, "gpu": "A100-80GB"}),
+                fails=False, options={"model": {**_MODEL_7B}, "gpus": 8, "gpu": "A100-SXM4-80GB"}),
     ),
     needs_advice=True,
     source="ZeRO paper §7; DS#3734, DS#4305",
@@ -269,9 +269,9 @@ ACTIVATIONS_DOMINATE = Rule(
     examples=(
         Example('{"train_micro_batch_size_per_gpu": 4, "bf16": {"enabled": true}, "zero_optimization": {"stage": 3}}',
                 fails=True, options={"model": {**_MODEL_7B, "activation_checkpointing": "none"}, "gpus": 8,
-                                     "gpu": "A100-80GB"}),
+                                     "gpu": "A100-SXM4-80GB"}),
         Example('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 2}}',
-                fails=False, options={"model": {**_MODEL_7B}, "gpus": 8, "gpu": "A100-80GB"}),
+                fails=False, options={"model": {**_MODEL_7B}, "gpus": 8, "gpu": "A100-SXM4-80GB"}),
     ),
     needs_advice=True,
     source="Korthikanti et al. 2022 (arXiv:2205.05198); DS#2302, DS#2797",
@@ -316,10 +316,10 @@ OFFLOAD_NOT_NEEDED = Rule(
         Example('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 2, '
                 '"offload_optimizer": {"device": "cpu"}}}',
                 fails=True, options={"model": {"parameters": "1.3B", "sequence_length": 2048}, "gpus": 8,
-                                     "gpu": "A100-80GB"}),
+                                     "gpu": "A100-SXM4-80GB"}),
         Example('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 2}}',
                 fails=False, options={"model": {"parameters": "1.3B", "sequence_length": 2048}, "gpus": 8,
-                                      "gpu": "A100-80GB"}),
+                                      "gpu": "A100-SXM4-80GB"}),
     ),
     needs_advice=True,
     source="DS#1635, DS#6834, DS#3717",
@@ -363,11 +363,11 @@ HOST_MEMORY_INSUFFICIENT = Rule(
     examples=(
         Example('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 3, '
                 '"offload_optimizer": {"device": "cpu"}}}',
-                fails=True, options={"model": {"parameters": "70B"}, "gpus": 8, "gpu": "A100-80GB",
+                fails=True, options={"model": {"parameters": "70B"}, "gpus": 8, "gpu": "A100-SXM4-80GB",
                                      "cpu_memory": "256GB"}),
         Example('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 3, '
                 '"offload_optimizer": {"device": "cpu"}}}',
-                fails=False, options={"model": {"parameters": "70B"}, "gpus": 8, "gpu": "A100-80GB",
+                fails=False, options={"model": {"parameters": "70B"}, "gpus": 8, "gpu": "A100-SXM4-80GB",
                                       "cpu_memory": "2TB"}),
     ),
     needs_advice=True,
@@ -453,9 +453,9 @@ PINNED_MEMORY = Rule(
     examples=(
         Example('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 3, '
                 '"offload_optimizer": {"device": "cpu"}}}',
-                fails=True, options={"model": {"parameters": "13B"}, "gpus": 8, "gpu": "A100-80GB"}),
+                fails=True, options={"model": {"parameters": "13B"}, "gpus": 8, "gpu": "A100-SXM4-80GB"}),
         Example('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 3}}',
-                fails=False, options={"model": {"parameters": "13B"}, "gpus": 8, "gpu": "A100-80GB"}),
+                fails=False, options={"model": {"parameters": "13B"}, "gpus": 8, "gpu": "A100-SXM4-80GB"}),
     ),
     needs_advice=True,
     source="deepspeed/runtime/zero/offload_config.py pin_memory; runtime/swap_tensor/",
@@ -494,7 +494,7 @@ TIGHT_FIT = Rule(
         Example('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 2}}',
                 fails=True, options={"model": {**_MODEL_7B}, "gpus": 8, "gpu_memory": "38GB"}),
         Example('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 2}}',
-                fails=False, options={"model": {**_MODEL_7B}, "gpus": 8, "gpu": "A100-80GB"}),
+                fails=False, options={"model": {**_MODEL_7B}, "gpus": 8, "gpu": "A100-SXM4-80GB"}),
     ),
     needs_advice=True,
     source="zeroadvisor/memory/verdict.py; PyTorch CUDA caching allocator (fragmentation)",
@@ -574,11 +574,11 @@ ASSUMED_INPUT = Rule(
         Example('{"train_micro_batch_size_per_gpu": "auto", "bf16": {"enabled": true}, "optimizer": {"type": '
                 '"AdamW"}, "zero_optimization": {"stage": 2}}',
                 fails=True, options={"model": {**_MODEL_7B, "load_dtype": "bf16", "meta_load": False},
-                                     "gpus": 8, "gpu": "A100-80GB"}),
+                                     "gpus": 8, "gpu": "A100-SXM4-80GB"}),
         Example('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, "optimizer": {"type": '
                 '"AdamW"}, "zero_optimization": {"stage": 2}}',
                 fails=False, options={"model": {**_MODEL_7B, "load_dtype": "bf16", "meta_load": False},
-                                      "gpus": 8, "gpu": "A100-80GB"}),
+                                      "gpus": 8, "gpu": "A100-SXM4-80GB"}),
     ),
     needs_advice=True,
     source="transformers integrations/deepspeed.py (\"auto\" filling), modeling_utils.py (from_pretrained dtype, "

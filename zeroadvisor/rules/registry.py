@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from zeroadvisor.rules import auto, batch, keys, memory, offload, optimizer, parallel, precision, syntax, values
+from zeroadvisor.rules import accelerate, auto, batch, keys, memory, offload, optimizer, parallel, precision, syntax, values
+from zeroadvisor.rules import trainer
 from zeroadvisor.lint.rule import Rule
 
 ALL: tuple[Rule, ...] = (
@@ -10,12 +11,14 @@ ALL: tuple[Rule, ...] = (
     *keys.RULES,
     *values.RULES,
     *auto.RULES,
+    *trainer.RULES,
     *batch.RULES,
     *precision.RULES,
     *offload.RULES,
     *optimizer.RULES,
     *parallel.RULES,
     *memory.RULES,
+    *accelerate.RULES,
 )
 # What ``lint`` runs: everything that needs no memory estimate.
 LINT: tuple[Rule, ...] = tuple(rule for rule in ALL if not rule.needs_advice)

@@ -1,0 +1,184 @@
+"""The GPU table (memory/gpu_table.py) and name resolution (memory/gpus.py): names normalised, ambiguous
+names refused with their variants, every row sourced, figures as the driver reports them."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from zeroadvisor.memory.estimate import Cluster
+from zeroadvisor.memory.errors import EstimateError
+from zeroadvisor.memory.gpu_table import ROWS
+from zeroadvisor.memory.gpus import GPUS, AmbiguousGpu, UnknownGpu, gpu_memory, normalise, resolve_gpu
+
+REPO = Path(__file__).resolve().parents[1]
+MIB = 2**20
+
+
+@pytest.mark.parametrize("typed", ["RTX4090", "rtx-4090", "RTX 4090", "rtx_4090", "4090", "NVIDIA GeForce RTX 4090",
+                                   "  Rtx-4090 "])
+def test_rtx_4090_spellings_resolve(typed):
+    assert resolve_gpu(typed).name == "RTX-4090"
+
+
+@pytest.mark.parametrize("typed", ["H100 SXM5", "h100-sxm", "H100_SXM5_80GB", "h100-sxm-80g",
+                                   "NVIDIA H100 80GB HBM3"])  # the last: what nvidia-smi --query-gpu=name prints
+def test_h100_sxm_spellings_resolve(typed):
+    assert resolve_gpu(typed).name == "H100-SXM5-80GB"
+
+
+@pytest.mark.parametrize("typed, card", [
+    ("NVIDIA A100-SXM4-80GB", "A100-SXM4-80GB"),  # nvidia-smi names (see the issues cited in the table)
+    ("NVIDIA A100 80GB PCIe", "A100-PCIE-80GB"),
+    ("Tesla V100-SXM2-16GB", "V100-SXM2-16GB"),
+    ("Tesla T4", "T4"),
+    ("NVIDIA A800-SXM4-80GB", "A800-SXM4-80GB"),
+    ("NVIDIA H100 NVL", "H100-NVL-94GB"),
+    ("NVIDIA GeForce RTX 5090", "RTX-5090"),
+    ("RTX 6000 Ada Generation", "RTX-6000-ADA"),
+    ("AMD Instinct MI300X", "MI300X"),
+    ("a10g", "A10G"),
+    ("A10", "A10"),  # a prefix of A100 and A10G, still its own card
+])
+def test_driver_and_marketing_names_resolve(typed, card):
+    assert resolve_gpu(typed).name == card
+
+
+@pytest.mark.parametrize("typed, variants", [
+    ("A100", {"A100-SXM4-80GB", "A100-PCIE-80GB", "A100-SXM4-40GB", "A100-PCIE-40GB"}),
+    ("A100-PCIe", {"A100-PCIE-80GB", "A100-PCIE-40GB"}),
+    ("A100-80GB", {"A100-SXM4-80GB", "A100-PCIE-80GB"}),  # same memory, different links
+    ("H100", {"H100-SXM5-80GB", "H100-PCIE-80GB", "H100-NVL-94GB"}),
+    ("v100", {"V100-SXM2-32GB", "V100-SXM2-16GB", "V100-SXM3-32GB", "V100-PCIE-32GB", "V100-PCIE-16GB"}),
+    ("GH200", {"GH200-96GB", "GH200-144GB"}),
+])
+def test_ambiguous_names_list_their_variants(typed, variants):
+    with pytest.raises(AmbiguousGpu) as caught:
+        resolve_gpu(typed)
+    assert set(caught.value.variants) == variants
+    message = str(caught.value)
+    assert "\n" not in message and all(v in message for v in variants)
+    assert isinstance(caught.value, ValueError)
+
+
+def test_unknown_name_is_one_line_with_suggestions():
+    with pytest.raises(UnknownGpu) as caught:
+        resolve_gpu("H10O")
+    assert "\n" not in str(caught.value) and "--gpu-memory" in str(caught.value)
+    with pytest.raises(UnknownGpu):
+        resolve_gpu("")
+
+
+def test_every_card_resolves_by_its_canonical_name_and_every_name_is_reachable():
+    for spec, names in ROWS:
+        assert resolve_gpu(spec.name) is spec
+        assert resolve_gpu(spec.name.lower().replace("-", " ")) is spec
+        for name in names:  # a name either resolves to this row or is ambiguous including it
+            try:
+                assert resolve_gpu(name) is spec
+            except AmbiguousGpu as err:
+                assert spec.name in err.variants
+    assert len(GPUS) == len(ROWS)  # canonical names are unique
+
+
+def test_ambiguity_only_where_cards_differ():
+    """A name shared by rows is refused only where picking one would change a figure a model uses."""
+    for spec, names in ROWS:
+        for name in names:
+            try:
+                resolve_gpu(name)
+            except AmbiguousGpu as err:
+                figures = {(GPUS[v].memory_mib, GPUS[v].dense_tflops, GPUS[v].intra_node_gb_s,
+                            GPUS[v].host_link_gb_s) for v in err.variants}
+                assert len(figures) > 1, (name, err.variants)
+
+
+def test_every_row_has_a_source_and_positive_figures():
+    for spec, _ in ROWS:
+        assert spec.source and all(re.fullmatch(r"https://\S+", url) for url in spec.source.split()), spec.name
+        assert spec.memory_mib > 0 and spec.dense_tflops > 0 and spec.intra_node_gb_s > 0 and spec.host_link_gb_s > 0
+        assert isinstance(spec.memory_mib, int)
+        assert spec.memory_bytes == spec.memory_mib * MIB
+        # sanity bounds: 8 GiB to 512 GiB, 10 to 10,000 dense TFLOPS, links PCIe Gen3 and up
+        assert 8 * 1024 <= spec.memory_mib <= 512 * 1024 and 10 <= spec.dense_tflops <= 10_000
+        assert spec.host_link_gb_s >= 16 and spec.intra_node_gb_s >= 16
+
+
+def test_memory_is_what_the_driver_reports():
+    # nvidia-smi memory.total, read from public outputs (the table's comments link each):
+    assert gpu_memory("H100-SXM5-80GB") == 81559 * MIB  # modal-labs/modal-client#2797, google/gvisor#10413
+    assert gpu_memory("A100-SXM4-80GB") == 81920 * MIB  # modal-labs/modal-client#2797, NVIDIA/mig-parted#31
+    assert gpu_memory("A100-SXM4-40GB") == 40960 * MIB  # modal-labs/modal-client#2797 (driver 580: 40960)
+    assert gpu_memory("L40S") == 46068 * MIB and gpu_memory("L4") == 23034 * MIB and gpu_memory("T4") == 15360 * MIB
+    assert gpu_memory("RTX 4090") == 24564 * MIB  # RLinf/RLinf#255
+    assert gpu_memory("RTX 3090") == 24576 * MIB  # noonghunna/club-3090#1128
+    assert gpu_memory("RTX 5090") == 32607 * MIB  # noonghunna/club-3090#617
+    assert gpu_memory("H100 NVL") == 95830 * MIB  # NVIDIA/gpu-admin-tools#4
+    assert gpu_memory("B200") == 183359 * MIB  # NVIDIA/TensorRT-LLM#10278
+    assert gpu_memory("A10G") == 23028 * MIB  # NVIDIA/DCGM#232
+    # where no driver figure was found, the datasheet's GB: H20 96 GB = 96e9 bytes, rounded down to MiB
+    assert gpu_memory("H20") == (96 * 10**9 // MIB) * MIB
+
+
+def test_dense_tflops_are_half_the_sparse_headline():
+    # datasheets: H100 SXM bf16 1,979 TFLOPS with sparsity; A100 bf16 312 dense (624 sparse); L4 242 sparse
+    assert resolve_gpu("H100-SXM5-80GB").dense_tflops == 989.5
+    assert resolve_gpu("A100-SXM4-40GB").dense_tflops == 312
+    assert resolve_gpu("L4").dense_tflops == 121
+    # NVLink 4 is 900 GB/s bidirectional: 450 each way; H800's is cut to 400 bidirectional
+    assert resolve_gpu("H100 SXM").intra_node_gb_s == 450 and resolve_gpu("H800 SXM").intra_node_gb_s == 200
+
+
+def test_normalise_is_idempotent_and_ignores_vendor_words():
+    for spec, names in ROWS:
+        for name in (spec.name, *names):
+            assert normalise(normalise(name)) == normalise(name)
+    assert normalise("NVIDIA Tesla V100-SXM2-16GB") == normalise("v100 sxm2 16g")
+
+
+def test_cluster_carries_the_card():
+    card = resolve_gpu("A100-SXM4-80GB")
+    cluster = Cluster(gpus=8, gpu=card)
+    assert cluster.gpu_memory == 81920 * MIB
+    assert cluster.to_dict()["gpu"]["name"] == "A100-SXM4-80GB"
+    assert Cluster(gpus=8, gpu_memory=80 * 10**9).to_dict()["gpu"] is None
+    with pytest.raises(EstimateError):
+        Cluster(gpus=8, gpu=card, gpu_memory=80 * 10**9)
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "zeroadvisor", *map(str, args)], capture_output=True, text=True,
+                          cwd=REPO, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, timeout=120)
+
+
+@pytest.fixture
+def ds(tmp_path):
+    path = tmp_path / "ds.json"
+    path.write_text('{"zero_optimization": {"stage": 2}, "bf16": {"enabled": true}}')
+    return path
+
+
+@pytest.mark.parametrize("command", ["estimate", "check"])
+def test_cli_ambiguous_gpu_exits_2_listing_variants(ds, command):
+    config = ["-c", ds] if command == "estimate" else [ds]
+    result = _cli(command, *config, "--params", "7B", "--gpus", "8", "--gpu", "A100")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--gpu" in lines[0]
+    assert all(v in lines[0] for v in ("A100-SXM4-80GB", "A100-PCIE-80GB", "A100-SXM4-40GB", "A100-PCIE-40GB"))
+
+
+def test_cli_json_and_text_name_the_card(ds):
+    result = _cli("estimate", "-c", ds, "--params", "7B", "--gpus", "8", "--gpu", "rtx_4090", "-f", "json")
+    assert result.returncode == 0, result.stderr
+    gpu = json.loads(result.stdout)["cluster"]["gpu"]
+    assert gpu["name"] == "RTX-4090" and gpu["memory_bytes"] == 24564 * MIB and gpu["dense_tflops"] == 165.2
+    text = _cli("estimate", "-c", ds, "--params", "7B", "--gpus", "8", "--gpu", "rtx_4090").stdout
+    assert "RTX-4090" in text
+    bare = _cli("estimate", "-c", ds, "--params", "7B", "--gpus", "8", "--gpu-memory", "24GB", "-f", "json")
+    assert json.loads(bare.stdout)["cluster"]["gpu"] is None

@@ -1,0 +1,199 @@
+"""--training-args: TrainingArguments JSON/YAML, LLaMA-Factory and axolotl YAMLs; the Trainer's fill; the CLI.
+
+Expected values come from the projects' own defaults (cited in config/training_args.py) and hand
+arithmetic; transformers itself judges the fill in tests/oracle/test_hf_fill_oracle.py.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cli_run import cli  # noqa: F401 - the fixture
+from zeroadvisor.config.training_args import TrainerInputError, coerce, from_mapping, read_training_args
+from zeroadvisor.deepspeed import hf_fill
+from zeroadvisor.lint.context import LintOptions
+from zeroadvisor.lint.engine import lint_text
+
+LLAMA_FACTORY = """\
+### model
+model_name_or_path: meta-llama/Llama-3.1-8B-Instruct
+### method
+stage: sft
+finetuning_type: full
+deepspeed: ds_z3_config.json
+### dataset
+template: llama3
+cutoff_len: 2304
+### train
+per_device_train_batch_size: 1
+gradient_accumulation_steps: 2
+learning_rate: 1.0e-5
+bf16: true
+"""
+AXOLOTL = """\
+base_model: mistralai/Mistral-7B-v0.1
+sequence_len: 4096
+micro_batch_size: 2
+gradient_accumulation_steps: 4
+gradient_checkpointing: true
+learning_rate: 0.000005
+deepspeed: deepspeed_configs/zero3_bf16.json
+"""
+
+
+def _write(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_training_arguments_json_as_to_json_string_writes_it(tmp_path):
+    data = {"output_dir": "out", "per_device_train_batch_size": 4, "gradient_accumulation_steps": 8,
+            "bf16": True, "fp16": False, "gradient_checkpointing": True, "learning_rate": 2e-5,
+            "deepspeed": "ds.json", "report_to": ["none"], "lr_scheduler_kwargs": {}}
+    args = read_training_args(_write(tmp_path, "args.json", json.dumps(data, indent=2)))
+    assert args.project == "transformers"
+    assert (args.get("per_device_train_batch_size"), args.get("gradient_accumulation_steps")) == (4, 8)
+    assert args.get("bf16") is True and args.checkpointing is True
+    assert args.get("max_grad_norm") == 1.0  # not given: TrainingArguments' default
+    assert args.deepspeed == "ds.json" and args.sequence_length is None
+
+
+def test_llama_factory_yaml(tmp_path):
+    args = read_training_args(_write(tmp_path, "llama3_full_sft.yaml", LLAMA_FACTORY))
+    assert args.project == "llama-factory"
+    assert args.get("per_device_train_batch_size") == 1 and args.get("learning_rate") == 1e-5
+    assert (args.sequence_length, args.sequence_key) == (2304, "cutoff_len")
+    assert args.checkpointing is True  # LLaMA-Factory checkpoints unless disable_gradient_checkpointing
+    assert args.model == "meta-llama/Llama-3.1-8B-Instruct" and args.deepspeed == "ds_z3_config.json"
+
+
+def test_llama_factory_defaults_and_disabled_checkpointing(tmp_path):
+    args = read_training_args(_write(tmp_path, "a.yaml", "stage: sft\ndisable_gradient_checkpointing: true\n"))
+    assert args.checkpointing is False
+    assert (args.sequence_length, args.sequence_key) == (2048, "cutoff_len")  # data_args.py default
+    assert args.get("per_device_train_batch_size") == 8  # Seq2SeqTrainingArguments' default
+
+
+def test_axolotl_yaml(tmp_path):
+    args = read_training_args(_write(tmp_path, "axolotl.yml", AXOLOTL))
+    assert args.project == "axolotl"
+    assert args.get("per_device_train_batch_size") == 2 and args.get("gradient_accumulation_steps") == 4
+    assert args.get("bf16") is True  # bf16 defaults to "auto": bf16 on an Ampere-or-newer GPU
+    assert any("bf16" in note for note in args.notes)
+    assert (args.sequence_length, args.checkpointing, args.model) == (4096, True, "mistralai/Mistral-7B-v0.1")
+    assert args.label("per_device_train_batch_size").startswith("micro_batch_size in ")
+
+
+def test_axolotl_defaults_and_batch_size(tmp_path):
+    args = from_mapping({"base_model": "m", "batch_size": 32, "micro_batch_size": 4, "fp16": True, "bf16": False},
+                        "a.yml")
+    assert args.get("gradient_accumulation_steps") == 8  # batch_size // micro_batch_size
+    assert (args.get("fp16"), args.get("bf16")) == (True, False)
+    assert from_mapping({"base_model": "m"}, "a.yml").get("per_device_train_batch_size") == 1
+    assert from_mapping({"base_model": "m"}, "a.yml").sequence_length == 512
+
+
+@pytest.mark.parametrize("text,message", [
+    ("per_device_train_batch_size: four\n", "expected an integer, got 'four'"),
+    ("bf16: maybe\n", "expected true or false"),
+    ("learning_rate: [1]\n", "expected a number"),
+    ("- 1\n- 2\n", "must be a mapping"),
+    ("cutoff_len: -5\nstage: sft\n", "expected a positive integer"),
+    ("a: [\n", "a.yaml:"),
+])
+def test_bad_training_arguments_are_one_line_errors(tmp_path, text, message):
+    with pytest.raises(TrainerInputError) as err:
+        read_training_args(_write(tmp_path, "a.yaml", text))
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_yaml_number_written_as_text_is_read_as_the_parser_converts_it():
+    # PyYAML reads 5e-5 (no dot) as a string; HfArgumentParser's float() reads it as 5e-05
+    assert from_mapping({"learning_rate": "5e-5"}, "a.yaml").get("learning_rate") == 5e-5
+
+
+def test_fill_by_hand():
+    """Hand arithmetic of trainer_config_process/finalize for 16 GPUs, micro 2, accumulation 4, h = 4096."""
+    config = {"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto",
+              "gradient_accumulation_steps": "auto", "bf16": {"enabled": "auto"}, "fp16": {"enabled": "auto"},
+              "scheduler": {"params": {"total_num_steps": "auto", "warmup_num_steps": "auto"}},
+              "zero_optimization": {"stage": 3, "reduce_bucket_size": "auto",
+                                    "stage3_prefetch_bucket_size": "auto",
+                                    "stage3_param_persistence_threshold": "auto"}}
+    args = coerce({"per_device_train_batch_size": 2, "gradient_accumulation_steps": 4, "bf16": True,
+                   "max_steps": 1000, "warmup_steps": 0.05})
+    out = hf_fill.fill(config, args, 16, 4096).config
+    assert (out["train_batch_size"], out["train_micro_batch_size_per_gpu"], out["gradient_accumulation_steps"]) \
+        == (16 * 2 * 4, 2, 4)
+    assert out["bf16"]["enabled"] is True and out["fp16"]["enabled"] is False
+    assert out["scheduler"]["params"] == {"total_num_steps": 1000, "warmup_num_steps": 50}  # ceil(1000 x 0.05)
+    zero = out["zero_optimization"]
+    assert zero["reduce_bucket_size"] == 4096 * 4096
+    assert zero["stage3_prefetch_bucket_size"] == int(0.9 * 4096 * 4096)
+    assert zero["stage3_param_persistence_threshold"] == 40960
+    assert config["train_batch_size"] == "auto"  # the caller's config is not changed
+
+
+def test_stage2_does_not_fill_the_stage3_buckets():
+    out = hf_fill.fill({"zero_optimization": {"stage": 2, "reduce_bucket_size": "auto",
+                                              "stage3_prefetch_bucket_size": "auto"}}, coerce({}), 1, 1024).config
+    assert out["zero_optimization"] == {"stage": 2, "reduce_bucket_size": 1024 * 1024,
+                                        "stage3_prefetch_bucket_size": "auto"}
+
+
+def test_mismatch_errors_at_the_key_with_a_fix():
+    text = '{\n  "gradient_accumulation_steps": 4,\n  "gradient_clipping": 0.5\n}\n'
+    findings = [f for f in lint_text(text, "ds.json", LintOptions(training={"gradient_accumulation_steps": 8}))
+                if f.code == "ZA310"]
+    assert [(f.pointer, f.line, f.column) for f in findings] == [("/gradient_accumulation_steps", 2, 3),
+                                                                  ("/gradient_clipping", 3, 3)]
+    assert findings[0].fix == {"gradient_accumulation_steps": "auto"}
+    assert "max_grad_norm (default)" in findings[1].message and "is 1.0" in findings[1].message
+
+
+def test_train_batch_size_needs_the_world_size():
+    text = '{"train_batch_size": 100, "train_micro_batch_size_per_gpu": "auto"}'
+    options = {"per_device_train_batch_size": 4}
+    assert not [f for f in lint_text(text, "d.json", LintOptions(training=options)) if f.code == "ZA310"]
+    fired = [f for f in lint_text(text, "d.json", LintOptions(gpus=8, training=options)) if f.code == "ZA310"]
+    assert [f.pointer for f in fired] == ["/train_batch_size"] and "is 32 on 8 GPU(s)" in fired[0].message
+
+
+# -- the command line -----------------------------------------------------------------------------
+
+DS = '{\n  "train_micro_batch_size_per_gpu": 4,\n  "bf16": {"enabled": "auto"},\n  "zero_optimization": {"stage": 2}\n}\n'
+
+
+def test_lint_with_training_args_reports_the_mismatch(cli, tmp_path):
+    ds = _write(tmp_path, "ds.json", DS)
+    args = _write(tmp_path, "args.yaml", "per_device_train_batch_size: 2\nbf16: true\n")
+    result = cli("lint", ds, "--training-args", args)
+    assert result.returncode == 1
+    assert f"{ds}:2:3: ZA310 [error]" in result.stdout
+    assert cli("lint", ds, "--training-args", _write(tmp_path, "ok.yaml", "per_device_train_batch_size: 4\n")) \
+        .returncode == 0
+
+
+def test_estimate_takes_the_shape_from_training_args(cli, tmp_path):
+    ds = _write(tmp_path, "ds.json", '{"train_micro_batch_size_per_gpu": "auto", "bf16": {"enabled": "auto"}, '
+                                     '"zero_optimization": {"stage": 2}}')
+    args = _write(tmp_path, "args.json", json.dumps({"per_device_train_batch_size": 3, "bf16": True}))
+    result = cli("estimate", "--config", ds, "--params", "7B", "--gpus", "8", "--training-args", args)
+    assert result.returncode == 0, result.stderr
+    assert "bf16" in result.stdout and "micro batch 3" in result.stdout
+
+
+@pytest.mark.parametrize("name,text,message", [
+    ("missing.yaml", None, "missing.yaml"),
+    ("bad.yaml", "per_device_train_batch_size: x\n", "expected an integer"),
+    ("list.json", "[1, 2]", "must be a mapping"),
+])
+def test_bad_training_args_exit_2_with_one_line(cli, tmp_path, name, text, message):
+    ds = _write(tmp_path, "ds.json", DS)
+    path = _write(tmp_path, name, text) if text is not None else tmp_path / name
+    result = cli("lint", ds, "--training-args", path)
+    assert result.returncode == 2
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1

@@ -1,0 +1,301 @@
+"""The Hugging Face Trainer's arguments: what the DeepSpeed integration fills "auto" from, and the training shape.
+
+Three spellings of the same run are read into one :class:`TrainingArgs`:
+
+* ``transformers``: ``TrainingArguments`` fields as ``TrainingArguments.to_json_string()`` writes them
+  (JSON or YAML), or as a script's ``--flag value`` words (config/launch.py);
+* ``llama-factory``: LLaMA-Factory's training YAML, which HfArgumentParser splits into ModelArguments
+  (``model_name_or_path``, ``disable_gradient_checkpointing``), DataArguments (``cutoff_len``, default 2048:
+  src/llamafactory/hparams/data_args.py) and its ``Seq2SeqTrainingArguments`` subclass (every
+  TrainingArguments field under its own name); gradient checkpointing is ON unless disabled
+  (src/llamafactory/model/model_utils/checkpointing.py ``if not model_args.disable_gradient_checkpointing``);
+* ``axolotl``: axolotl's YAML (src/axolotl/utils/schemas/config.py and training.py): ``micro_batch_size``
+  (default 1) for per_device_train_batch_size, ``sequence_len`` (default 512), ``base_model``,
+  ``bf16`` (default "auto": bf16 where the GPU supports it, utils/config normalize_config), ``num_epochs``;
+  ``gradient_accumulation_steps`` defaults to ``batch_size // micro_batch_size`` (normalize_config).
+
+Only the fields the integration and the estimate read are kept (:data:`DEFAULTS`); the rest of a file is
+ignored. Every value says where it came from (``origin``) so messages can name the flag or key.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+# TrainingArguments (transformers 5.24 training_args.py) defaults of the fields
+# HfTrainerDeepSpeedConfig.trainer_config_process/_finalize and the estimate read; the oracle test
+# (tests/oracle/test_hf_fill_oracle.py) compares them with the dataclass.
+DEFAULTS: dict[str, Any] = {
+    "per_device_train_batch_size": 8,
+    "gradient_accumulation_steps": 1,
+    "max_grad_norm": 1.0,
+    "learning_rate": 5e-5,
+    "adam_beta1": 0.9,
+    "adam_beta2": 0.999,
+    "adam_epsilon": 1e-8,
+    "weight_decay": 0.0,
+    "fp16": False,
+    "bf16": False,
+    "fp16_full_eval": False,
+    "bf16_full_eval": False,
+    "save_on_each_node": False,
+    "warmup_steps": 0,
+    "max_steps": -1,
+    "auto_find_batch_size": False,
+    "gradient_checkpointing": None,  # deprecated alias of activation_checkpointing
+    "activation_checkpointing": None,
+}
+# The type HfArgumentParser converts each field's command-line text to (bool: string_to_bool).
+TYPES: dict[str, type] = {name: (float if isinstance(value, float) or name == "warmup_steps" else
+                                 bool if value is None or isinstance(value, bool) else int)
+                          for name, value in DEFAULTS.items()}
+
+# transformers.hf_argparser.string_to_bool: the words a bool field accepts.
+TRUE_WORDS = ("yes", "true", "t", "y", "1")
+FALSE_WORDS = ("no", "false", "f", "n", "0")
+
+# Keys that give the sequence length, by the project that reads them (the first one present wins).
+SEQUENCE_KEYS: dict[str, str] = {
+    "cutoff_len": "LLaMA-Factory DataArguments",
+    "sequence_len": "axolotl",
+    "max_seq_length": "TRL SFTConfig / transformers examples",
+    "max_length": "TRL SFTConfig",
+    "model_max_length": "FastChat / Stanford Alpaca train.py",
+    "block_size": "transformers examples run_clm.py",
+}
+MODEL_KEYS = ("model_name_or_path", "base_model")
+DEEPSPEED_KEY = "deepspeed"
+
+# Per project: its own key -> the TrainingArguments field it sets.
+RENAMES: dict[str, dict[str, str]] = {
+    "transformers": {},
+    "llama-factory": {},
+    "axolotl": {"micro_batch_size": "per_device_train_batch_size", "num_epochs": "num_train_epochs",
+                "warmup_ratio": "warmup_steps"},
+}
+# Per project: defaults that differ from TrainingArguments' (the value the project passes when the key is absent).
+PROJECT_DEFAULTS: dict[str, dict[str, Any]] = {
+    "transformers": {},
+    "llama-factory": {"cutoff_len": 2048, "gradient_checkpointing": True},
+    "axolotl": {"per_device_train_batch_size": 1, "sequence_len": 512, "bf16": "auto",
+                "gradient_checkpointing": False},
+}
+# Keys only one project writes: how a file's project is recognised.
+MARKERS: dict[str, tuple[str, ...]] = {
+    "axolotl": ("base_model", "micro_batch_size", "sequence_len", "num_epochs", "adapter", "datasets"),
+    "llama-factory": ("cutoff_len", "finetuning_type", "stage", "template", "disable_gradient_checkpointing",
+                      "dataset_dir"),
+}
+
+
+class TrainerInputError(ValueError):
+    """Training arguments or a launch command that cannot be read; ``str()`` is one line."""
+
+
+@dataclass(frozen=True)
+class TrainingArgs:
+    """TrainingArguments values as the Trainer would hold them, plus the shape the estimate needs.
+
+    ``values``: the fields given (TrainingArguments names, converted to their types); ``get`` falls back to
+    the project's default, then to TrainingArguments'. ``origin``: field -> the key or flag that gave it.
+    """
+
+    values: Mapping[str, Any] = field(default_factory=dict)
+    origin: Mapping[str, str] = field(default_factory=dict)
+    project: str = "transformers"
+    sequence_length: int | None = None
+    sequence_key: str = ""  # the key that gave sequence_length ("" when none)
+    checkpointing: bool | None = None
+    model: str | None = None
+    deepspeed: Any = None  # the config path (str) or an inline dict, as given
+    notes: tuple[str, ...] = ()
+    source: str = ""  # the file or "the launch command"
+
+    def get(self, name: str) -> Any:
+        if name in self.values:
+            return self.values[name]
+        return PROJECT_DEFAULTS[self.project].get(name, DEFAULTS.get(name))
+
+    def given(self, name: str) -> bool:
+        return name in self.values
+
+    def label(self, name: str) -> str:
+        """How the user gave ``name`` (e.g. ``--bf16`` or ``micro_batch_size in train.yaml``), for messages."""
+        return self.origin.get(name, f"{name} (default)")
+
+
+def coerce(value: Any) -> TrainingArgs | None:
+    """A TrainingArgs from itself or from a mapping of TrainingArguments fields (rule fixtures, the API)."""
+    if value is None or isinstance(value, TrainingArgs):
+        return value
+    if isinstance(value, Mapping):
+        return from_mapping(value, "training arguments")
+    raise TrainerInputError(f"training arguments must be a mapping, got {type(value).__name__}")
+
+
+def read_training_args(path: str | os.PathLike) -> TrainingArgs:
+    """A TrainingArguments JSON/YAML, a LLaMA-Factory or an axolotl training YAML (--training-args FILE)."""
+    name = os.fspath(path)
+    return from_mapping(read_mapping(path, name), name)
+
+
+def read_mapping(path: str | os.PathLike, name: str) -> dict[str, Any]:
+    """The file's top-level mapping (JSON or YAML by its suffix, under the config reader's limits)."""
+    from zeroadvisor.config.reader import read_document
+    from zeroadvisor.config.source import ParseError
+
+    try:
+        document = read_document(path, name)
+    except ParseError as err:
+        where = f"{name}:{err.line}:{err.column}" if err.line else name
+        raise TrainerInputError(f"{where}: {err.message}") from None
+    if not isinstance(document.data, dict):
+        raise TrainerInputError(f"{name}: training arguments must be a mapping of names to values")
+    return dict(document.data)
+
+
+def project_of(data: Mapping[str, Any]) -> str:
+    """Which project's keys ``data`` uses (axolotl, llama-factory, or plain transformers)."""
+    for project, markers in MARKERS.items():
+        if any(key in data for key in markers):
+            return project
+    return "transformers"
+
+
+def from_mapping(data: Mapping[str, Any], source: str, project: str | None = None,
+                 origin_of=None, notes: tuple[str, ...] = ()) -> TrainingArgs:
+    """TrainingArgs from ``data`` (keys as the project spells them). ``origin_of(key)`` names where a key
+    came from (default: ``key in <source>``)."""
+    project = project or project_of(data)
+    where = origin_of or (lambda key: f"{key} in {source}")
+    renames = RENAMES[project]
+    values: dict[str, Any] = {}
+    origin: dict[str, str] = {}
+    for key, value in data.items():
+        name = renames.get(str(key), str(key))
+        if name not in DEFAULTS or value is None:
+            continue
+        values[name] = _typed(name, value, where(key))
+        origin[name] = where(key)
+    out_notes = list(notes)
+    if project == "axolotl":
+        _axolotl(data, values, origin, where, out_notes)
+    sequence_length, sequence_key = _sequence(data, project, where)
+    if sequence_key and sequence_key not in data:
+        out_notes.append(f"sequence length {sequence_length}: {project}'s default {sequence_key}")
+    model = next((str(data[k]) for k in MODEL_KEYS if isinstance(data.get(k), str) and data[k]), None)
+    deepspeed = data.get(DEEPSPEED_KEY)
+    if deepspeed is not None and not isinstance(deepspeed, (str, dict)):
+        raise TrainerInputError(f"{where(DEEPSPEED_KEY)}: expected a DeepSpeed config path or mapping, got "
+                                f"{deepspeed!r}")
+    args = TrainingArgs(values, origin, project, sequence_length, sequence_key, None, model, deepspeed or None,
+                        tuple(out_notes), source)
+    return _with_checkpointing(args, data, where)
+
+
+def _axolotl(data: Mapping[str, Any], values: dict, origin: dict, where, notes: list[str]) -> None:
+    """axolotl's normalize_config: accumulation from batch_size, bf16 "auto" resolved on the GPU."""
+    if "gradient_accumulation_steps" not in values and isinstance(data.get("batch_size"), int):
+        micro = values.get("per_device_train_batch_size", PROJECT_DEFAULTS["axolotl"]["per_device_train_batch_size"])
+        values["gradient_accumulation_steps"] = data["batch_size"] // micro
+        origin["gradient_accumulation_steps"] = f"{where('batch_size')} // micro_batch_size"
+    bf16 = data.get("bf16", "auto")
+    if bf16 == "auto":
+        # resolve_dtype: bf16 where is_torch_bf16_gpu_available(), else fp16 (if fp16 is unset)
+        values["bf16"] = True
+        origin["bf16"] = f"{where('bf16')} \"auto\" (bf16 on a GPU that supports it)" if "bf16" in data else \
+            "axolotl's default bf16: auto (bf16 on a GPU that supports it)"
+        notes.append("axolotl bf16 \"auto\": taken as bf16, what axolotl chooses on a bf16-capable GPU (Ampere or "
+                     "newer); on older GPUs it trains fp16")
+    if values.get("bf16") is True and values.get("fp16") is True:
+        values["fp16"] = False  # normalize_config: ``if cfg.bf16: cfg.fp16 = False``
+        origin["fp16"] = "axolotl: fp16 is dropped when bf16 is on"
+
+
+def _sequence(data: Mapping[str, Any], project: str, where) -> tuple[int | None, str]:
+    for key in SEQUENCE_KEYS:
+        if key in data and data[key] is not None:
+            value = data[key]
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                try:
+                    value = int(str(value))
+                except ValueError:
+                    raise TrainerInputError(f"{where(key)}: expected a positive integer, got {value!r}") from None
+                if value <= 0:
+                    raise TrainerInputError(f"{where(key)}: expected a positive integer, got {value!r}")
+            return value, key
+    for key in SEQUENCE_KEYS:
+        if key in PROJECT_DEFAULTS[project]:
+            return PROJECT_DEFAULTS[project][key], key
+    return None, ""
+
+
+def _with_checkpointing(args: TrainingArgs, data: Mapping[str, Any], where) -> TrainingArgs:
+    """Activation checkpointing: TrainingArguments' activation_checkpointing or its alias
+    gradient_checkpointing, LLaMA-Factory's disable_gradient_checkpointing, axolotl's gradient_checkpointing
+    (``offload``/``offload_disk`` also recompute)."""
+    from dataclasses import replace
+
+    if args.project == "llama-factory":
+        disabled = data.get("disable_gradient_checkpointing", False)
+        on = not _typed("gradient_checkpointing", disabled, where("disable_gradient_checkpointing"))
+        return replace(args, checkpointing=on)
+    raw = data.get("gradient_checkpointing")
+    if args.project == "axolotl" and raw in ("offload", "offload_disk"):
+        return replace(args, checkpointing=True)
+    flags = [args.values.get(name) for name in ("activation_checkpointing", "gradient_checkpointing")]
+    if any(flag is True for flag in flags):
+        return replace(args, checkpointing=True)
+    if any(flag is False for flag in flags):
+        return replace(args, checkpointing=False)
+    default = PROJECT_DEFAULTS[args.project].get("gradient_checkpointing")
+    return replace(args, checkpointing=default if default is not None else False)
+
+
+def _typed(name: str, value: Any, where: str) -> Any:
+    """``value`` as the field's type, as HfArgumentParser converts command-line text (YAML may also hold
+    a number as text: PyYAML reads ``5e-5`` as a string)."""
+    kind = TYPES.get(name, str)
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in TRUE_WORDS:
+            return True
+        if text in FALSE_WORDS:
+            return False
+        raise TrainerInputError(f"{where}: expected true or false, got {value!r}")
+    if isinstance(value, bool):
+        raise TrainerInputError(f"{where}: expected a number, got {value!r}")
+    if kind is int:
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        try:
+            return int(str(value).strip())
+        except ValueError:
+            raise TrainerInputError(f"{where}: expected an integer, got {value!r}") from None
+    if isinstance(value, (int, float)):
+        return value
+    try:
+        return float(str(value).strip())
+    except ValueError:
+        raise TrainerInputError(f"{where}: expected a number, got {value!r}") from None
+
+
+def merge(base: TrainingArgs, over: TrainingArgs) -> TrainingArgs:
+    """``base`` (a --training-args file) with what ``over`` (the launch command) gives on top."""
+    from dataclasses import replace
+
+    return replace(
+        base, values={**base.values, **over.values}, origin={**base.origin, **over.origin},
+        sequence_length=over.sequence_length if over.sequence_key else base.sequence_length,
+        sequence_key=over.sequence_key or base.sequence_key,
+        checkpointing=over.checkpointing if any(k in over.values for k in ("gradient_checkpointing",
+                                                                           "activation_checkpointing"))
+        else base.checkpointing,
+        model=over.model or base.model, deepspeed=over.deepspeed or base.deepspeed,
+        notes=base.notes + over.notes)

@@ -1,0 +1,370 @@
+"""Rules for the Accelerate launcher config (ZA05x), and how such a file is linted.
+
+An Accelerate YAML is linted in two parts (``lint_accelerate``, called by the engine for a file
+that config/accelerate.py recognises): these rules read the YAML as ``accelerate launch`` does
+(config_args.py, launch.py, DeepSpeedPlugin), and the DeepSpeed rules read the DeepSpeed config
+Accelerate builds from it (deepspeed/accelerate_map.py), their findings placed on the YAML key
+each value comes from, or left in the deepspeed_config_file they are in.
+
+No finding on an Accelerate YAML carries a fix: the fix writer edits JSON text only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from typing import Iterable
+
+from zeroadvisor.config import accelerate as A
+from zeroadvisor.deepspeed import accelerate_map
+from zeroadvisor.lint.findings import Finding, Severity
+from zeroadvisor.lint.rule import Example, Hit, Rule
+
+_LAUNCH = "_accelerate_launch"  # where a Context keeps the launch built for it
+
+
+def launch_of(ctx) -> accelerate_map.Launch:
+    """The launch of the Context's document, built once per lint."""
+    launch = ctx.__dict__.get(_LAUNCH)
+    if launch is None:
+        launch = accelerate_map.build(ctx.doc)
+        ctx.__dict__[_LAUNCH] = launch
+    return launch
+
+
+def _problems(kind: str):
+    def check(ctx) -> Iterable[Hit]:
+        if not A.is_accelerate_config(ctx.data):
+            return
+        for problem in launch_of(ctx).problems:
+            if problem.kind == kind:
+                yield Hit(problem.pointer, problem.message, position=(1, 1) if problem.pointer == "" else None)
+    return check
+
+
+def _close(key: str, known: Iterable[str]) -> str:
+    close = difflib.get_close_matches(key, list(known), n=2, cutoff=0.75)
+    return " (did you mean " + " or ".join(repr(c) for c in close) + "?)" if close else ""
+
+
+def _unknown_top_level(ctx) -> Iterable[Hit]:
+    if not A.is_accelerate_config(ctx.data):
+        return
+    known = A.known_top_level(ctx.data)
+    for key in ctx.data:
+        if key not in known and key not in A.LEGACY_KEYS:
+            yield Hit(f"/{_escape(key)}", f"unknown key {key!r}{_close(key, known)}: 'accelerate launch' raises "
+                      "'The config file ... had unknown keys' and does not start")
+
+
+def _escape(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+UNKNOWN_KEY = Rule(
+    code="ZA050",
+    name="accelerate-unknown-key",
+    severity=Severity.ERROR,
+    summary="A top-level key the Accelerate config does not have.",
+    explanation=(
+        "accelerate launch loads the file into ClusterConfig (SageMakerConfig for AMAZON_SAGEMAKER) and raises "
+        "ValueError 'had unknown keys' for any key that is not one of its fields, after converting the old fp16 and "
+        "dynamo_backend keys. Rename or delete the key (DeepSpeed settings go under deepspeed_config, or in the "
+        "JSON file deepspeed_config_file names)."
+    ),
+    check=_unknown_top_level,
+    examples=(
+        Example('{"distributed_type": "DEEPSPEED", "num_procesess": 8}', fails=True),
+        Example('{"distributed_type": "DEEPSPEED", "num_processes": 8}', fails=False),
+    ),
+    source="accelerate commands/config/config_args.py BaseConfig.from_yaml_file",
+)
+
+
+def _ignored(ctx) -> Iterable[Hit]:
+    if not A.is_accelerate_config(ctx.data) or not A.uses_deepspeed(ctx.data):
+        return
+    from zeroadvisor.deepspeed import schema
+
+    deepspeed_keys = schema.load().get("properties", {})
+    for key in A.deepspeed_section(ctx.data):
+        if key in A.DEEPSPEED_KEYS:
+            continue
+        if key in deepspeed_keys:
+            why = (f"{key!r} is a DeepSpeed config key: Accelerate builds the DeepSpeed config from its own keys "
+                   "only and ignores it; put DeepSpeed settings in a JSON file named by deepspeed_config_file")
+        else:
+            why = (f"unknown key {key!r} in deepspeed_config{_close(key, A.DEEPSPEED_KEYS)}: 'accelerate launch' "
+                   "ignores it")
+        yield Hit(f"{A.DEEPSPEED_SECTION}/{_escape(key)}", why)
+
+
+IGNORED_KEY = Rule(
+    code="ZA051",
+    name="accelerate-ignored-key",
+    severity=Severity.WARNING,
+    summary="A deepspeed_config key that accelerate launch never reads.",
+    explanation=(
+        "accelerate launch copies every deepspeed_config key onto its arguments but passes only its DeepSpeed "
+        "arguments (zero_stage, offload_*_device, gradient_accumulation_steps, gradient_clipping, zero3_*, "
+        "deepspeed_config_file, the multinode keys) to the training processes; any other key, a misspelling or a "
+        "DeepSpeed block such as zero_optimization, is dropped without a word and the default runs. Fix the "
+        "spelling, or move DeepSpeed settings into a JSON file named by deepspeed_config_file."
+    ),
+    check=_ignored,
+    examples=(
+        Example('{"distributed_type": "DEEPSPEED", "deepspeed_config": {"zero_stge": 3}}', fails=True),
+        Example('{"distributed_type": "DEEPSPEED", "deepspeed_config": {"zero_stage": 3}}', fails=False),
+    ),
+    source="accelerate commands/launch.py _validate_launch_command; utils/launch.py prepare_deepspeed_cmd_env",
+)
+
+
+def _invalid(ctx) -> Iterable[Hit]:
+    if not A.is_accelerate_config(ctx.data):
+        return
+    data = ctx.data
+    if "distributed_type" not in data:
+        yield Hit("", "no distributed_type: Accelerate raises 'A `distributed_type` must be specified in the config "
+                      "file'", position=(1, 1))
+    environment = data.get("compute_environment", "LOCAL_MACHINE")
+    if environment not in A.COMPUTE_ENVIRONMENTS:
+        yield Hit("/compute_environment", f"compute_environment {environment!r}: Accelerate accepts "
+                  f"{' or '.join(A.COMPUTE_ENVIRONMENTS)} (ComputeEnvironment) and raises on others", at="value")
+    kinds = A.SAGEMAKER_DISTRIBUTED_TYPES if environment == "AMAZON_SAGEMAKER" else A.DISTRIBUTED_TYPES
+    kind = data.get("distributed_type")
+    if "distributed_type" in data and kind not in kinds:
+        close = difflib.get_close_matches(str(kind).upper(), list(kinds), n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        yield Hit("/distributed_type", f"distributed_type {kind!r}{hint}: Accelerate raises ValueError; it accepts "
+                  f"{', '.join(kinds)}", at="value")
+    yield from _problems("invalid-value")(ctx)
+
+
+INVALID_VALUE = Rule(
+    code="ZA052",
+    name="accelerate-invalid-value",
+    severity=Severity.ERROR,
+    summary="A value accelerate launch or the DeepSpeed it starts refuses.",
+    explanation=(
+        "Accelerate checks compute_environment, distributed_type and mixed_precision against its enums, passes "
+        "each DeepSpeed key to the training processes as text and reads it back with int(), float() or "
+        "str_to_bool (a zero_stage of 2.0 or true raises), and DeepSpeed then refuses a stage outside 0-3 or an "
+        "offload device other than none, cpu or nvme. An unquoted no in YAML is the boolean false, which "
+        "mixed_precision cannot take. Give a value from the list in the message."
+    ),
+    check=_invalid,
+    examples=(
+        Example('{"distributed_type": "DEEPSPEED", "num_processes": 8, "deepspeed_config": {"zero_stage": 4}}',
+                fails=True),
+        Example('{"distributed_type": "DEEPSPEED", "num_processes": 8, "deepspeed_config": {"zero_stage": 3}}',
+                fails=False),
+    ),
+    source="accelerate utils/dataclasses.py DeepSpeedPlugin.__post_init__; utils/launch.py prepare_deepspeed_cmd_env; "
+           "deepspeed/runtime/zero/config.py",
+)
+
+CONFIG_FILE_CONFLICT = Rule(
+    code="ZA053",
+    name="accelerate-config-file-conflict",
+    severity=Severity.ERROR,
+    summary="Accelerate DeepSpeed keys or mixed_precision next to a deepspeed_config_file.",
+    explanation=(
+        "With a deepspeed_config_file, DeepSpeedPlugin._deepspeed_config_checks raises ValueError when the "
+        "Accelerate config also sets gradient_accumulation_steps, gradient_clipping, zero_stage, "
+        "offload_*_device, offload_*_nvme_path, zero3_save_16bit_model or mixed_precision (the key's presence is "
+        "enough), and set_mixed_precision raises when the precision asked for contradicts the file. Set these in "
+        "the DeepSpeed config file and delete them from the YAML; zero3_init_flag may stay."
+    ),
+    check=_problems("config-file-conflict"),
+    examples=(
+        Example('{"distributed_type": "DEEPSPEED", "num_processes": 2, "mixed_precision": "bf16", '
+                '"deepspeed_config": {"deepspeed_config_file": "{\\"zero_optimization\\": {\\"stage\\": 2}}"}}',
+                fails=True),
+        Example('{"distributed_type": "DEEPSPEED", "num_processes": 2, '
+                '"deepspeed_config": {"deepspeed_config_file": "{\\"zero_optimization\\": {\\"stage\\": 2}}"}}',
+                fails=False),
+    ),
+    source="accelerate utils/dataclasses.py DeepSpeedPlugin._deepspeed_config_checks, set_mixed_precision",
+)
+
+CONFIG_FILE_UNUSABLE = Rule(
+    code="ZA054",
+    name="accelerate-config-file-unusable",
+    severity=Severity.ERROR,
+    summary="The deepspeed_config_file is one Accelerate cannot use.",
+    explanation=(
+        "Accelerate opens deepspeed_config_file with json.load (HfDeepSpeedConfig), so comments and trailing "
+        "commas that DeepSpeed's hjson reader accepts fail here, and DeepSpeedPlugin raises 'Please specify the "
+        "ZeRO optimization config' when the file has no zero_optimization block. Write strict JSON with a "
+        "zero_optimization block."
+    ),
+    check=_problems("config-file-unusable"),
+    examples=(
+        Example('{"distributed_type": "DEEPSPEED", "num_processes": 2, '
+                '"deepspeed_config": {"deepspeed_config_file": "{\\"train_batch_size\\": 8}"}}', fails=True),
+        Example('{"distributed_type": "DEEPSPEED", "num_processes": 2, '
+                '"deepspeed_config": {"deepspeed_config_file": "{\\"zero_optimization\\": {\\"stage\\": 2}}"}}',
+                fails=False),
+    ),
+    source="accelerate utils/deepspeed.py HfDeepSpeedConfig.__init__; utils/dataclasses.py DeepSpeedPlugin",
+)
+
+CONFIG_FILE_MISSING = Rule(
+    code="ZA055",
+    name="accelerate-config-file-missing",
+    severity=Severity.WARNING,
+    summary="The deepspeed_config_file is not found, so its DeepSpeed settings are not checked.",
+    explanation=(
+        "Accelerate opens deepspeed_config_file relative to the folder the job starts in and raises when it is "
+        "not there. It is looked up here beside the YAML, then in the current folder; a path that exists only on "
+        "the training machine is a warning, not an error. Lint the DeepSpeed config file itself, or run from the "
+        "folder the job starts in."
+    ),
+    check=_problems("config-file-missing"),
+    examples=(
+        Example('{"distributed_type": "DEEPSPEED", "num_processes": 2, '
+                '"deepspeed_config": {"deepspeed_config_file": "/nonexistent/ds_config.json"}}', fails=True),
+        Example('{"distributed_type": "DEEPSPEED", "num_processes": 2, "deepspeed_config": {"zero_stage": 2}}',
+                fails=False),
+    ),
+    source="accelerate utils/deepspeed.py HfDeepSpeedConfig.__init__ (os.path.exists)",
+)
+
+
+def _unused(ctx) -> Iterable[Hit]:
+    if not A.is_accelerate_config(ctx.data) or A.uses_deepspeed(ctx.data) or "distributed_type" not in ctx.data:
+        return
+    if A.deepspeed_section(ctx.data):
+        yield Hit(A.DEEPSPEED_SECTION, f"distributed_type is {ctx.data['distributed_type']!r}, not 'DEEPSPEED': "
+                  "'accelerate launch' does not start DeepSpeed and ignores deepspeed_config")
+
+
+DEEPSPEED_UNUSED = Rule(
+    code="ZA056",
+    name="accelerate-deepspeed-unused",
+    severity=Severity.WARNING,
+    summary="A deepspeed_config block in a config whose distributed_type is not DEEPSPEED.",
+    explanation=(
+        "accelerate launch uses DeepSpeed only when distributed_type is DEEPSPEED; with MULTI_GPU, FSDP or any "
+        "other type the deepspeed_config block is read and ignored, and the job runs without ZeRO. Set "
+        "distributed_type: DEEPSPEED, or delete the block."
+    ),
+    check=_unused,
+    examples=(
+        Example('{"distributed_type": "MULTI_GPU", "deepspeed_config": {"zero_stage": 3}}', fails=True),
+        Example('{"distributed_type": "DEEPSPEED", "deepspeed_config": {"zero_stage": 3}}', fails=False),
+    ),
+    source="accelerate commands/launch.py _validate_launch_command (args.use_deepspeed)",
+)
+
+NVME_PATH_DROPPED = Rule(
+    code="ZA057",
+    name="accelerate-nvme-path-dropped",
+    severity=Severity.WARNING,
+    summary="offload_*_nvme_path in the Accelerate YAML never reaches DeepSpeed.",
+    explanation=(
+        "accelerate 1.15's prepare_deepspeed_cmd_env passes zero_stage, the offload devices, the accumulation "
+        "steps, clipping and the zero3 flags to the training processes, but sets no "
+        "ACCELERATE_DEEPSPEED_OFFLOAD_*_NVME_PATH variable, so DeepSpeedPlugin falls back to the text 'none' and "
+        "DeepSpeed swaps to a folder named none in the working directory. Give NVMe offload in a JSON file named by "
+        "deepspeed_config_file (zero_optimization.offload_*.nvme_path)."
+    ),
+    check=_problems("nvme-path-dropped"),
+    examples=(
+        Example('{"distributed_type": "DEEPSPEED", "num_processes": 8, "deepspeed_config": {"zero_stage": 3, '
+                '"offload_param_device": "nvme", "offload_param_nvme_path": "/local_nvme"}}', fails=True),
+        Example('{"distributed_type": "DEEPSPEED", "num_processes": 8, "deepspeed_config": {"zero_stage": 3, '
+                '"offload_param_device": "cpu"}}', fails=False),
+    ),
+    source="accelerate utils/launch.py prepare_deepspeed_cmd_env; utils/dataclasses.py DeepSpeedPlugin.__post_init__",
+)
+
+PROCESSES = Rule(
+    code="ZA058",
+    name="accelerate-processes",
+    severity=Severity.WARNING,
+    summary="num_processes is missing, or does not divide by num_machines.",
+    explanation=(
+        "num_processes is the total across machines: each machine starts num_processes // num_machines "
+        "processes, so a total that does not divide loses the remainder. Without num_processes, accelerate "
+        "launch raises unless the command gives --num_processes. Give the total, a multiple of num_machines."
+    ),
+    check=_problems("processes"),
+    examples=(
+        Example('{"distributed_type": "DEEPSPEED", "num_machines": 2, "num_processes": 9}', fails=True),
+        Example('{"distributed_type": "DEEPSPEED", "num_machines": 2, "num_processes": 16}', fails=False),
+    ),
+    source="accelerate commands/launch.py _validate_launch_command; utils/launch.py prepare_deepspeed_cmd_env",
+)
+
+RULES = (UNKNOWN_KEY, IGNORED_KEY, INVALID_VALUE, CONFIG_FILE_CONFLICT, CONFIG_FILE_UNUSABLE, CONFIG_FILE_MISSING,
+         DEEPSPEED_UNUSED, NVME_PATH_DROPPED, PROCESSES)
+CODES = frozenset(rule.code for rule in RULES)
+
+
+# -- linting an Accelerate config -----------------------------------------------------------------
+
+def lint_accelerate(doc, options, selected: list[Rule], stamp) -> list[Finding]:
+    """The findings for an Accelerate config: these rules on the YAML, the DeepSpeed rules on the
+    DeepSpeed config it makes Accelerate build. ``stamp(rule, hits, doc)`` is the engine's."""
+    from zeroadvisor.lint.context import Context
+
+    ctx = Context(doc, options)
+    findings: list[Finding] = []
+    for rule in selected:
+        if rule.code in CODES:
+            findings.extend(stamp(rule, rule.check(ctx), doc))
+    deepspeed_rules = [rule for rule in selected if rule.code not in CODES and not rule.needs_advice]
+    findings.extend(deepspeed_findings(doc, launch_of(ctx), deepspeed_rules, options, findings))
+    return [dataclasses.replace(f, fix=None) if f.fix is not None else f for f in findings]
+
+
+def deepspeed_document(doc, launch: accelerate_map.Launch):
+    """The built DeepSpeed config as a Document: the deepspeed_config_file's text and positions
+    where there is one, else a document without text (its findings are placed on the YAML)."""
+    from zeroadvisor.config.source import Document
+
+    if launch.ds_config is None:
+        return None
+    if launch.config_document is not None:
+        return dataclasses.replace(launch.config_document, data=launch.ds_config)
+    return Document(doc.name, "", launch.ds_config)
+
+
+def deepspeed_findings(doc, launch: accelerate_map.Launch, rules: list[Rule], options,
+                       already: list[Finding]) -> list[Finding]:
+    from zeroadvisor.lint.context import LintOptions
+    from zeroadvisor.lint.engine import lint_document
+
+    built = deepspeed_document(doc, launch)
+    if built is None or not rules:
+        return []
+    lint_options = LintOptions(integration="accelerate", gpus=launch.world_size or options.gpus)
+    found = lint_document(built, lint_options, rules)
+    return place_on_yaml(doc, launch, found, already)
+
+
+def place_on_yaml(doc, launch: accelerate_map.Launch, found: list[Finding], already: list[Finding]) -> list[Finding]:
+    """Findings about the built DeepSpeed config, placed on the YAML key each value comes from (findings in
+    a deepspeed_config_file stay in that file); one already reported at that YAML key is left out."""
+    from zeroadvisor.rules import registry
+
+    if launch.config_document is not None:
+        return list(found)
+    taken = {(f.pointer, f.code) for f in already} | {f.pointer for f in already if f.severity is Severity.ERROR}
+    out = []
+    for finding in found:
+        rule = registry.BY_CODE.get(finding.code)
+        if finding.severity is Severity.INFO and rule is not None and not rule.needs_advice:
+            continue  # notes on the keys Accelerate writes itself (offload_param "none" at stage 2, ...)
+        pointer = accelerate_map.yaml_pointer(launch, doc, finding.pointer)
+        if pointer in taken or (pointer, finding.code) in taken:
+            continue
+        line, column = doc.locate(pointer) if pointer else (None, None)
+        where = ".".join(finding.pointer.split("/")[1:])
+        message = f"{finding.message} (in the DeepSpeed config Accelerate builds, at {where})" if where \
+            else finding.message
+        out.append(dataclasses.replace(finding, file=doc.name, pointer=pointer, line=line, column=column, fix=None,
+                                       message=message))
+    return out
