@@ -177,7 +177,7 @@ def files(tmp_path):
                                          "activation_checkpointing: full\n")
     text = ('{\n  // stage 3 everywhere, to be safe\n  "train_micro_batch_size_per_gpu": 1,\n'
             '  "bf16": {"enabled": true},\n  "zero_optimization": {\n    "stage": 3,\n'
-            '    "overlap_comm": true\n  }\n}\n')
+            '    "offload_optimizer": {"device": "cpu"},\n    "overlap_comm": true\n  }\n}\n')
     (tmp_path / "ds.json").write_text(text)
     return tmp_path
 
@@ -187,7 +187,8 @@ def test_cli_suggest_prints_a_diff_and_changes_nothing(files):
     result = run("check", str(files / "ds.json"), "--model", str(files / "model.yaml"), "--gpus", "8",
                  "--gpu", "A100-SXM4-80GB", "--suggest", cwd=files)
     assert result.returncode == 0, result.stderr  # warnings only
-    assert '-    "stage": 3,' in result.stdout and '+    "stage": ' in result.stdout
+    # the optimizer offload is not needed (ZeRO-0/1/2 and ZeRO-3 fit without it): the diff drops it
+    assert '-    "offload_optimizer": {"device": "cpu"},' in result.stdout
     assert (files / "ds.json").read_text() == before
 
 
@@ -197,11 +198,12 @@ def test_cli_fix_writes_atomically_and_keeps_comments(files):
     assert result.returncode == 0, result.stderr
     after = (files / "ds.json").read_text()
     assert "// stage 3 everywhere, to be safe" in after and '"overlap_comm": true' in after
-    assert json.loads("\n".join(l for l in after.splitlines() if "//" not in l))["zero_optimization"]["stage"] < 3
+    assert "offload_optimizer" not in json.loads("\n".join(l for l in after.splitlines() if "//" not in l))[
+        "zero_optimization"]
     assert not list(files.glob(".zeroadvisor-*"))  # no temporary left behind
     again = run("check", "ds.json", "--model", "model.yaml", "--gpus", "8", "--gpu", "A100-SXM4-80GB", "--format", "json",
                 cwd=files)
-    assert not [f for f in json.loads(again.stdout)["findings"] if f["name"] == "lower-stage-fits"]
+    assert not [f for f in json.loads(again.stdout)["findings"] if f["name"] == "offload-not-needed" or f.get("fix")]
 
 
 def test_cli_json_contract_has_findings_and_estimate(files):
@@ -224,7 +226,7 @@ def test_cli_markdown_has_table_advice_and_diff(files):
     out = result.stdout
     assert out.startswith("### zeroadvisor: `ds.json`")
     assert "| GB per GPU |" in out and "(configured)" in out
-    assert "ZA802 lower-stage-fits" in out and "```diff" in out
+    assert "ZA802 lower-stage-fits" in out and "ZA804 offload-not-needed" in out and "```diff" in out
 
 
 def test_cli_usage_errors_exit_2(files):

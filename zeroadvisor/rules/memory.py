@@ -539,9 +539,9 @@ FASTER_OPTION_FITS = Rule(
     examples=(
         Example('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 2, '
                 '"offload_optimizer": {"device": "cpu"}}}',
-                fails=True, options={"model": {**_MODEL_7B}, "gpus": 8, "gpu": "A100-80GB"}),
+                fails=True, options={"model": {**_MODEL_7B}, "gpus": 8, "gpu": "A100-SXM4-80GB"}),
         Example('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 2}}',
-                fails=False, options={"model": {**_MODEL_7B}, "gpus": 8, "gpu": "A100-80GB"}),
+                fails=False, options={"model": {**_MODEL_7B}, "gpus": 8, "gpu": "A100-SXM4-80GB"}),
     ),
     needs_advice=True,
     source="issue 10; zeroadvisor/throughput (step-time model)",
