@@ -180,7 +180,8 @@ def _lower_stage_fits(ctx):
         # the step-time estimate ranks a ZeRO-3 run first: named, but no fix against the ranking
         lower_run = a.search.outcome(a.search.stage_change(lower.option))
         if lower_run is not None:
-            uses = (f"; yet the step-time estimate ranks {best.change.description} first"
+            first = best.change.description if best.change.parts else f"the configured {_label(best.change.option)}"
+            uses = (f"; yet the step-time estimate ranks {first} first"
                     f"{_speed(ctx, best)}, ZeRO-{lower.option.stage}{_speed(ctx, lower_run)}, so no fix")
         best = None
     elif best is not None and best.change.option != lower.option:
