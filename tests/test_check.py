@@ -100,7 +100,10 @@ def test_small_model_with_full_offload_needs_none(tmp_path):
     (finding,) = [f for f in result.findings if f.name == "offload-not-needed"]
     zero = finding.fix["zero_optimization"]
     assert zero["offload_optimizer"] is None and zero["offload_param"] is None
-    assert "lower-stage-fits" not in names(result)  # one finding, one combined fix
+    # every rule that applies is named (issue 10 item 5): ZeRO-0/1/2 fit too; one combined fix serves both
+    (lower,) = [f for f in result.findings if f.name == "lower-stage-fits"]
+    assert lower.code == "ZA802" and lower.fix == finding.fix
+    assert finding.fix["zero_optimization"]["stage"] in (0, 1, 2)
 
 
 def test_70b_offloaded_to_a_host_too_small(tmp_path):
@@ -132,8 +135,17 @@ def test_mixtral_does_not_fit_on_a10g_and_nothing_fits(tmp_path):
                    gpus=2, gpu="A10G", cpu_memory=128 * 10**9)
     (finding,) = [f for f in result.findings if f.name == "does-not-fit"]
     # the closest option fits the GPU; what binds is the host RAM, and the message says so (not "0.00 GB more")
-    assert "Nothing fits" in finding.message and "host RAM per node against 128.00 GB given" in finding.message
-    assert "0.00 GB more" not in finding.message
+    assert "Nothing fits" in finding.message and "host RAM per node binds" in finding.message
+    assert "GPU memory binds" not in finding.message and "0.00 GB more" not in finding.message
+    # the smallest cluster change that fits: more host RAM per node (usable = given less the 10% headroom)
+    [cluster] = [a for a in finding.actions if a["kind"] == "cluster"]
+    assert cluster["cpu_memory"] > 128 * GB and finding.fix is not None
+    grown = check({**BF16, "train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3}}, m, gpus=2,
+                  gpu="A10G", cpu_memory=cluster["cpu_memory"])
+    from zeroadvisor.fix import merge_patch as mp
+    fixed = check(mp.apply({**BF16, "train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3}},
+                           finding.fix), m, gpus=2, gpu="A10G", cpu_memory=cluster["cpu_memory"])
+    assert "does-not-fit" in names(grown) and not {"does-not-fit", "host-memory-insufficient"} & names(fixed)
 
 
 def test_headroom_changes_the_verdict(tmp_path):
@@ -165,7 +177,7 @@ def files(tmp_path):
                                          "activation_checkpointing: full\n")
     text = ('{\n  // stage 3 everywhere, to be safe\n  "train_micro_batch_size_per_gpu": 1,\n'
             '  "bf16": {"enabled": true},\n  "zero_optimization": {\n    "stage": 3,\n'
-            '    "overlap_comm": true\n  }\n}\n')
+            '    "offload_optimizer": {"device": "cpu"},\n    "overlap_comm": true\n  }\n}\n')
     (tmp_path / "ds.json").write_text(text)
     return tmp_path
 
@@ -175,7 +187,8 @@ def test_cli_suggest_prints_a_diff_and_changes_nothing(files):
     result = run("check", str(files / "ds.json"), "--model", str(files / "model.yaml"), "--gpus", "8",
                  "--gpu", "A100-SXM4-80GB", "--suggest", cwd=files)
     assert result.returncode == 0, result.stderr  # warnings only
-    assert '-    "stage": 3,' in result.stdout and '+    "stage": ' in result.stdout
+    # the optimizer offload is not needed (ZeRO-0/1/2 and ZeRO-3 fit without it): the diff drops it
+    assert '-    "offload_optimizer": {"device": "cpu"},' in result.stdout
     assert (files / "ds.json").read_text() == before
 
 
@@ -185,11 +198,12 @@ def test_cli_fix_writes_atomically_and_keeps_comments(files):
     assert result.returncode == 0, result.stderr
     after = (files / "ds.json").read_text()
     assert "// stage 3 everywhere, to be safe" in after and '"overlap_comm": true' in after
-    assert json.loads("\n".join(l for l in after.splitlines() if "//" not in l))["zero_optimization"]["stage"] < 3
+    assert "offload_optimizer" not in json.loads("\n".join(l for l in after.splitlines() if "//" not in l))[
+        "zero_optimization"]
     assert not list(files.glob(".zeroadvisor-*"))  # no temporary left behind
     again = run("check", "ds.json", "--model", "model.yaml", "--gpus", "8", "--gpu", "A100-SXM4-80GB", "--format", "json",
                 cwd=files)
-    assert not [f for f in json.loads(again.stdout)["findings"] if f["name"] == "lower-stage-fits"]
+    assert not [f for f in json.loads(again.stdout)["findings"] if f["name"] == "offload-not-needed" or f.get("fix")]
 
 
 def test_cli_json_contract_has_findings_and_estimate(files):
@@ -212,7 +226,7 @@ def test_cli_markdown_has_table_advice_and_diff(files):
     out = result.stdout
     assert out.startswith("### zeroadvisor: `ds.json`")
     assert "| Option | Peak per GPU (GB) |" in out and "(configured)" in out
-    assert "ZA802 lower-stage-fits" in out and "```diff" in out
+    assert "ZA802 lower-stage-fits" in out and "ZA804 offload-not-needed" in out and "```diff" in out
 
 
 def test_cli_usage_errors_exit_2(files):

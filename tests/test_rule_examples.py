@@ -33,7 +33,7 @@ def run_check_example(config: str, options: dict, folder: Path):
     spec, shape = inputs.model_and_shape(str(folder / "model.json"), None)
     check_options = CheckOptions(
         model=spec, shape=shape, gpus=options["gpus"], gpu_memory=inputs.gpu_memory(options.get("gpu_memory"), options.get("gpu"), True),
-        cpu_memory=inputs.size("--cpu-memory", options.get("cpu_memory")))
+        cpu_memory=inputs.size("--cpu-memory", options.get("cpu_memory")), gpu=inputs.gpu(options.get("gpu")))
     return check_document(parse(config, "example.json"), check_options).findings
 
 

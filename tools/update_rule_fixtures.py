@@ -158,7 +158,7 @@ def _run_check(case: dict[str, Any], options: dict[str, Any]) -> list:
         cpu_memory=inputs.size("--cpu-memory", options.get("cpu_memory")),
         nvme=inputs.size("--nvme", options.get("nvme")),
         headroom=inputs.headroom(str(options["headroom"])) if "headroom" in options else DEFAULT_HEADROOM,
-        integration=options.get("integration", "any"))
+        integration=options.get("integration", "any"), gpu=inputs.gpu(options.get("gpu")))
     return check_document(parse_case(case, doc_name(case)), check_options).findings
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
 from zeroadvisor.advisor.context import AdviceContext, Budget
@@ -33,6 +33,8 @@ class CheckOptions:
     unit: str = "GB"
     gpu: GpuSpec | None = None  # the named card (--gpu), when one was named; gpu_memory is its memory
     training: Any = None  # the Hugging Face Trainer's arguments (config/training_args.TrainingArgs), when given
+    # the step-time model's machine (throughput.Hardware); None: the stated defaults on ``gpu``
+    hardware: Any = None
 
     def __post_init__(self) -> None:
         check_memory("gpu_memory", self.gpu_memory)
@@ -79,18 +81,32 @@ def check_document(doc: Document, options: CheckOptions, rules: Iterable[Rule] |
         # A value the memory model needs is unusable; the lint findings say which.
         return CheckResult(lint_document(doc, lint_options, lint_rules), None, options, {"estimate_error": str(err)})
 
-    def lint_fixes(data: dict) -> dict:
-        """The fixes the selected lint rules propose for ``data`` (the file, or the file as a change leaves
-        it): the advice is estimated and written with them."""
+    def lint_fixes(data: dict, gpus: int) -> dict:
+        """The fixes the selected lint rules propose for ``data`` on ``gpus`` GPUs (the file, or the file as a
+        change leaves it, on the cluster as given or grown): the advice is estimated and written with them."""
         document = doc if data is doc.data else Document(doc.name, "", data)
-        return combined_patch(lint_document(document, lint_options, lint_rules))
+        on = lint_options if gpus == options.gpus else replace(lint_options, gpus=gpus)
+        return combined_patch(lint_document(document, on, lint_rules))
 
     try:
         searcher = Searcher(doc.data, options.model, options.shape, cluster, options.accounting, result, lint_fixes,
-                            tune_buckets=any(r.name == "large-buckets" for r in selected))
+                            tune_buckets=any(r.name == "large-buckets" for r in selected),
+                            hardware=_hardware(options))
     except EstimateError as err:  # a lint fix left a value the memory model cannot use
         return CheckResult(lint_document(doc, lint_options, lint_rules), None, options, {"estimate_error": str(err)})
     budget = Budget(options.gpu_memory, options.usable, options.headroom, options.cpu_memory, options.nvme,
                     options.unit)
     advice = AdviceContext(result, budget, searcher)
     return CheckResult(lint_document(doc, lint_options, selected, advice), result, options)
+
+
+def _hardware(options: CheckOptions):
+    """What advice ranks step times on: the given Hardware, else the named GPU with the stated defaults (None
+    without a GPU name: only its memory is known, so candidates keep the fixed order)."""
+    if options.hardware is not None:
+        return options.hardware
+    if options.gpu is None:
+        return None
+    from zeroadvisor.throughput import DEFAULTS, Hardware
+
+    return Hardware(options.gpu, defaulted=tuple(DEFAULTS))

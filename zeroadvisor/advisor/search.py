@@ -1,36 +1,41 @@
-"""Search the changes that make a run fit, cheapest first, and express each as a merge patch.
+"""Search every change that makes a run fit and pick the best by one ranking key; express it as a merge patch.
 
-The order is the expected throughput cost (ZeRO paper §7, field reports in DS#1635,
-DS#6834): a ZeRO stage without offload, the lowest first (ZeRO-0/1/2 move the data-parallel
-volume, 2Ψ per step; ZeRO-3 1.5x that), activation checkpointing (recompute), a smaller micro
-batch with more accumulation (same global batch, smaller kernels), Ulysses sequence parallelism
-when even one sample's activations do not fit (an all-to-all per attention layer), AutoTP tensor parallelism
-when even ZeRO-3 at that micro batch does not fit for one layer's working set (all-reduces in every sharded
-layer, within a node), optimizer offload to the CPU,
-parameter offload to the CPU, and NVMe (steps 10x-50x slower in user reports). The first
-candidate whose every phase fits with the headroom left free (GPU, and host RAM / NVMe when given) wins.
+The candidates are every combination of ZeRO stage x optimizer offload device x parameter offload device
+(what DeepSpeed runs for the config, memory/options.py) x activation checkpointing level (the configured one
+or stronger) x micro batch at the same global batch (the largest that fits: memory grows with it) x parallel
+layout (none; Ulysses sequence parallel and AutoTP tensor parallel at each degree the model and cluster allow,
+searched when no layout-free run without offload fits: a layout change only adds communication). Of those
+that fit in every phase with the headroom left free (GPU, and host RAM / NVMe when given), the one with the
+smallest ``ranking.cost_key`` wins (ties: fewer changes). The configured run is ranked among them.
 
-Every candidate is estimated as it will be written: on the config with the lint fixes and the
-bucket tuning of large-buckets applied (``base``), and with that tuning again for the candidate's
-own stage when its buffers call for it; the winner's patch also carries the lint fixes its change
-makes necessary (e.g. zero_allow_untested_optimizer when ZeRO is switched on). So a second
-``check --fix`` finds nothing more to change.
+Every candidate is estimated as it will be written: on the config with the lint fixes and the bucket tuning
+of large-buckets applied (``base``), and with that tuning again for the candidate's own stage when its
+buffers call for it; the winner's patch also carries the lint fixes its change makes necessary (e.g.
+zero_allow_untested_optimizer when ZeRO is switched on). So a second ``check --fix`` finds nothing more to
+change. What a change needs outside the config is an action (advisor/change.py).
+
+When nothing fits, ``shortfalls`` says which resource binds in which phase and by how much, and
+``cluster_changes`` the smallest cluster that fits: more GPUs (ZeRO-3 partitions over them), more host RAM
+or more NVMe per node.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator
 
+from zeroadvisor.advisor.change import (CHECKPOINTING_LEVELS, NVME_PATH_PLACEHOLDER, SP_KEY, TP_KEY, Change,
+                                        ClusterChange)
+from zeroadvisor.advisor.ranking import rank
 from zeroadvisor.deepspeed import effective as dsconfig
 from zeroadvisor.deepspeed import schema
 from zeroadvisor.deepspeed.effective import AUTO, GAS, MBS, TBS
 from zeroadvisor.fix import merge_patch as mp
-from zeroadvisor.memory.estimate import Cluster, Estimate, StageEstimate, estimate
-from zeroadvisor.memory.options import Option
+from zeroadvisor.memory.errors import EstimateError
+from zeroadvisor.memory.estimate import MAX_GPUS, Cluster, Estimate, StageEstimate, estimate
+from zeroadvisor.memory.options import Option, refusal
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
-
-NVME_PATH_PLACEHOLDER = "/local_nvme"
 
 # Buffers above this share of the usable memory are worth tuning (DS#1302: 5e8 buckets made
 # ZeRO-2 larger than ZeRO-1 on BERT-large; DS#3338: smaller buckets, larger batch).
@@ -42,83 +47,18 @@ BUCKET_FALLBACK = 200_000_000
 # The largest micro batch largest_fitting_micro_batch tries (memory grows with it; beyond a few
 # thousand samples per GPU the answer is "all of them").
 MICRO_BATCH_SEARCH_LIMIT = 4096
-# Ulysses degrees the search tries, the smallest (least communication) first.
+# Ulysses and AutoTP degrees the search tries, the smallest (least communication) first.
 SEQUENCE_PARALLEL_DEGREES = (2, 4, 8)
-SP_KEY = "sequence_parallel_size"
-# What the config key alone does not do: DeepSpeed's batch arithmetic reads it (runtime/config.py), but the
-# tokens are split only by an attention the training script wraps.
-SP_SCRIPT_ACTION = ("and in the training script the attention wrapped in deepspeed.sequence.layer."
-                    "DistributedAttention, or with the HF Trainer accelerate's ParallelismConfig(sp_backend="
-                    "\"deepspeed\", sp_size={sp}) (DeepSpeed's UlyssesSPAttentionHF); the config key alone "
-                    "splits nothing")
-# AutoTP degrees the search tries, the smallest (fewest all-reduce participants, largest data degree) first.
 TENSOR_PARALLEL_DEGREES = (2, 4, 8)
-TP_KEY = "tensor_parallel"
-# deepspeed/__init__.py initialize reads tensor_parallel.autotp_size (set_autotp_mode(training=True)), but the
-# model is sharded only on DeepSpeed's AutoTP training path: transformers' deepspeed_init (integrations/
-# deepspeed.py) calls deepspeed.tp_model_init when autotp_size > 1, and accelerate's Accelerator reads the key.
-TP_SCRIPT_ACTION = ("and the training script on DeepSpeed's AutoTP training path: deepspeed.initialize with this "
-                    "config (or deepspeed.tp_model_init first), or the HF Trainer / accelerate, which call "
-                    "deepspeed.tp_model_init when tensor_parallel.autotp_size > 1; each group of {tp} GPUs shares "
-                    "one micro batch, so the distinct samples per step become train_batch_size / {tp}")
 # Lint fixes can enable others (a rename, then a value fix); a few rounds settle every real config.
 LINT_ROUNDS = 3
+# The most GPUs the cluster search proposes (a few hundred nodes); beyond it "add GPUs" is no answer.
+CLUSTER_SEARCH_LIMIT = 4096
+# GPUs per node when the cluster did not say (Cluster's default: min(gpus, 8)).
+DEFAULT_GPUS_PER_NODE = 8
 
-COSTS = {
-    "config-fixes": "none beyond the other fixes reported for this file (smaller communication buckets overlap "
-                    "slightly less with compute)",
-    "no-offload": "none: the optimizer step stays on the GPU, nothing crosses PCIe",
-    "lower-stage": "less communication than ZeRO-3 (1x instead of 1.5x the data-parallel volume)",
-    "other-stage": "the same communication volume: ZeRO-0, 1 and 2 all move 2Ψ per step (ZeRO paper §7)",
-    "higher-stage": "ZeRO-3 moves 1.5x the data-parallel volume per step (ZeRO paper §7)",
-    "checkpointing": "recomputes activations in the backward pass (full: about +33% compute; selective: a few %)",
-    "micro-batch": "the same global batch in more, smaller steps (lower GPU efficiency)",
-    "sequence-parallel": "all-to-alls of q, k, v and the attention output in every attention layer, 4Nh/P per link: "
-                         "O(N/P) per GPU, constant when the sequence and the GPUs grow together (DeepSpeed-Ulysses, "
-                         "arXiv:2309.14509); the same global batch in more accumulation steps",
-    "tensor-parallel": "AutoTP all-reduces the activations of every sharded layer: 2 all-reduces per layer in forward "
-                       "and 2 in backward over the intra-node link (Megatron-LM, arXiv:1909.08053 §3), so the "
-                       "degree stays within a node; the data-parallel degree shrinks by the tensor degree",
-    "offload-optimizer": "the optimizer step runs on the CPU and gradients/parameters cross PCIe every step "
-                         "(users report steps several times slower)",
-    "offload-param": "parameters cross PCIe in every forward and backward (steps 10x-50x slower in user reports)",
-    "nvme": "optimizer state and parameters stream from NVMe every step (the slowest option)",
-}
-
-LintFixes = Callable[[dict], dict]
-
-
-@dataclass(frozen=True, slots=True)
-class Change:
-    """One candidate: the option, shape and micro batch to run with (None: the micro batch stays)."""
-
-    kind: str  # key of COSTS
-    option: Option
-    shape: TrainingShape
-    micro_batch: int | None
-    description: str
-    # Merge patch of other config keys the change needs (sequence_parallel_size), estimated with it.
-    config_patch: dict[str, Any] | None = None
-
-    @property
-    def cost(self) -> str:
-        return COSTS[self.kind]
-
-    @property
-    def sequence_parallel(self) -> int | None:
-        """The Ulysses degree the change sets (None: it leaves the layout)."""
-        return (self.config_patch or {}).get(SP_KEY)
-
-    @property
-    def tensor_parallel(self) -> int | None:
-        """The AutoTP degree the change sets (None: it leaves the layout)."""
-        block = (self.config_patch or {}).get(TP_KEY)
-        return block.get("autotp_size") if isinstance(block, dict) else None
-
-    @property
-    def in_training_script(self) -> bool:
-        """Checkpointing and FlashAttention are set in the training script, not in ds_config."""
-        return self.kind == "checkpointing"
+# (data as it would be written, GPUs) -> the lint fixes proposed for it
+LintFixes = Callable[[dict, int], dict]
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +76,21 @@ class BucketTuning:
     patch: dict[str, Any]
     buffers: int  # bytes per GPU before tuning
     target: int  # elements per bucket
+
+
+@dataclass(frozen=True, slots=True)
+class Shortfall:
+    """A resource that binds for the candidate closest to fitting on it: what it needs, and in which phase."""
+
+    resource: str  # gpu | host | nvme
+    phase: str
+    need: int
+    usable: int  # the capacity less the headroom
+    change: Change
+
+    @property
+    def missing(self) -> int:
+        return self.need - self.usable
 
 
 def divisors(n: int) -> list[int]:
@@ -156,23 +111,27 @@ def offloads(option: Option) -> bool:
 
 
 class Searcher:
-    """Estimates candidate changes of one config as they will be written, cheapest first."""
+    """Estimates candidate changes of one config as they will be written, and ranks those that fit."""
 
     def __init__(self, config: dict | None, model: ModelSpec, shape: TrainingShape, cluster: Cluster,
                  accounting: str, written: Estimate, lint_fixes: LintFixes | None = None,
-                 tune_buckets: bool = True):
+                 tune_buckets: bool = True, hardware=None):
         self.original = config if isinstance(config, dict) else {}
         self.model, self.shape, self.cluster, self.accounting = model, shape, cluster, accounting
         self.written = written
-        self._lint_fixes = lint_fixes or (lambda data: {})
+        self._lint_fixes = lint_fixes or (lambda data, gpus: {})
         self._tune = tune_buckets
+        self.hardware = hardware  # throughput.Hardware: candidates are ranked by step time (None: fixed order)
         self._estimates: dict[tuple[str, TrainingShape], Estimate] = {}
+        self._candidates: list[tuple[Change, StageEstimate]] | None = None
+        self._best: tuple[Outcome | None] | None = None
         self.tuning = self.bucket_tuning(self.original, written.configured)
         fixed = self._lint_closure(self.original)
         self.base = mp.apply(fixed, self.tuning.patch) if self.tuning else fixed
         self.base_estimate = self._estimate(self.base, shape)
         current = self.base_estimate.configured
         self.configured = current.option if current is not None else Option(0)
+        self.global_batch = _global_batch(self.base, self.base_estimate)
 
     # -- estimating ------------------------------------------------------------------------------
     def _estimate(self, config: dict, shape: TrainingShape) -> Estimate:
@@ -183,7 +142,7 @@ class Searcher:
 
     def _lint_closure(self, config: dict) -> dict:
         for _ in range(LINT_ROUNDS):
-            fixed = mp.apply(config, self._lint_fixes(config))
+            fixed = mp.apply(config, self._lint_fixes(config, self.cluster.gpus))
             if _same(fixed, config):
                 break
             config = fixed
@@ -216,15 +175,18 @@ class Searcher:
         h = self.model.hidden_size
         return fill.value(h) if fill is not None and h else BUCKET_FALLBACK
 
+    def _config(self, change: Change) -> dict:
+        """The base config with the change's batch keys and layout keys (not yet its option)."""
+        delta = mp.merge(self.batch_patch(change.micro_batch, change.config_patch) or None, change.config_patch)
+        return mp.apply(self.base, delta) if delta else self.base
+
     def evaluate(self, change: Change) -> StageEstimate | None:
         """The estimate of ``change`` with its bucket tuning; None where DeepSpeed does not run the option."""
         result = self._evaluate(change)
         return result[0] if result is not None else None
 
     def _evaluate(self, change: Change) -> tuple[StageEstimate, BucketTuning | None] | None:
-        config = self.base if change.micro_batch is None else mp.apply(self.base, {MBS: change.micro_batch})
-        if change.config_patch is not None:
-            config = mp.apply(config, change.config_patch)
+        config = self._config(change)
         stage = _stage_of(self._estimate(config, change.shape), change.option)
         if stage is None:
             return None
@@ -258,71 +220,134 @@ class Searcher:
         if evaluated is None or not evaluated[0].comfortable:
             return None
         stage, tuning = evaluated
-        if change.in_training_script:
-            return Outcome(change, stage, None)
+        batch = self.batch_patch(change.micro_batch, change.config_patch)
+        if batch is None:
+            return None
         delta = mp.merge(self.option_patch(change.option) if change.option != self.configured else None,
-                         self.micro_batch_patch(change.micro_batch) if change.micro_batch is not None else None,
-                         change.config_patch,
-                         tuning.patch if tuning is not None else None)
-        final = self._lint_closure(mp.apply(self.base, delta))
+                         batch or None, change.config_patch, tuning.patch if tuning is not None else None)
+        final = self._lint_closure(mp.apply(self.base, delta)) if delta else self.base
         checked = _stage_of(self._estimate(final, change.shape), change.option)
         if checked is None or not checked.comfortable:
             return None  # a lint fix the change needs costs memory after all
         patch = _diff(self.base, final)
-        if tuning is not None:
-            change = replace(change, description=f"{change.description}, reduce/allgather buckets of "
-                                                 f"{tuning.target:,} elements")
+        change = replace(change, buckets=tuning.target if tuning is not None else None,
+                         nvme_path=_nvme_path(final), nvme_space=checked.peak_nvme_per_node or None)
         return Outcome(change, checked, patch or None)
 
     # -- the search --------------------------------------------------------------------------------
+    def candidates(self) -> list[tuple[Change, StageEstimate]]:
+        """Every fitting combination on the frontier: per layout, checkpointing level and option, the largest
+        micro batch that fits. Layout changes are searched only when no layout-free run without offload fits."""
+        if self._candidates is None:
+            found = self._frontier(None)
+            plain = any(not offloads(c.option) for c, _ in found)
+            done: set[str] = set()  # a larger degree of a layout that fits without offload only costs more
+            for layout in self.layouts() if not plain else ():
+                kind = next(iter(layout))
+                if kind in done:
+                    continue
+                more = self._frontier(layout)
+                found += more
+                if any(not offloads(c.option) for c, _ in more):
+                    done.add(kind)
+            self._candidates = found
+        return self._candidates
+
+    def ranked(self) -> list[tuple[Change, StageEstimate]]:
+        """The fitting candidates, best first (``ranking.rank``: by step time where there is one)."""
+        return rank([(change, stage, self.seconds(change, stage)) for change, stage in self.candidates()])
+
+    def step_time(self, change: Change, stage: StageEstimate):
+        """The step time of ``change`` (throughput.Throughput) at the configured global batch; None: no model."""
+        from zeroadvisor.throughput import NoThroughput, step_time_of
+
+        if self.hardware is None:
+            return None
+        config = self._config(change)
+        try:
+            return step_time_of(self._estimate(config, change.shape), stage, self.hardware, config,
+                                self.global_batch)
+        except (NoThroughput, EstimateError, ValueError, ZeroDivisionError):
+            return None
+
+    def configured_seconds(self) -> float | None:
+        """The step time of the configured run as the fixes write it (None: no model, or DeepSpeed refuses it)."""
+        change = self._change(self.configured)
+        stage = self.evaluate(change)
+        return self.seconds(change, stage) if stage is not None else None
+
+    def seconds(self, change: Change, stage: StageEstimate) -> float | None:
+        found = self.step_time(change, stage)
+        return found.step_time_s if found is not None else None
+
+    def best(self) -> Outcome | None:
+        """The best fitting change as it will be written (the configured run when nothing beats it)."""
+        if self._best is None:
+            found = None
+            for change, _ in self.ranked():
+                found = self.outcome(change)
+                if found is not None:
+                    break
+            self._best = (found,)
+        return self._best[0]
+
     def cheapest_fit(self) -> Outcome | None:
-        """The first change that fits, in order of expected throughput cost."""
-        for change in self._stage_changes():
-            found = self.outcome(change)
-            if found is not None:
-                return found
-        for change in self.checkpointing_changes():
-            found = self.outcome(change)
-            if found is not None:
-                return found
-        found = self._smaller_micro_batch()
-        if found is not None:
-            return found
-        for change in (*self.sequence_parallel_changes(), *self.tensor_parallel_changes(), *self._offload_changes(),
-                       *self._last_resort()):
-            found = self.outcome(change)
-            if found is not None:
-                return found
-        return None
+        return self.best()
 
-    def closest(self) -> tuple[Change, StageEstimate] | None:
-        """The candidate with the smallest GPU total, for "what is missing and by how much"."""
-        best: tuple[Change, StageEstimate] | None = None
-        smallest = [self._change("micro-batch", option, micro_batch=1)
-                    for option in self._micro_batch_options()] if self.current_micro_batch > 1 else []
-        for change in (*self._stage_changes(), *self.checkpointing_changes(), *smallest, *self._offload_changes(),
-                       *self._last_resort()):
-            stage = self.evaluate(change)
-            if stage is not None and (best is None or stage.per_gpu["total"] < best[1].per_gpu["total"]):
-                best = (change, stage)
-        return best
+    def _frontier(self, layout: dict[str, Any] | None) -> list[tuple[Change, StageEstimate]]:
+        current = self.current_micro_batch
+        sizes = [m for m in divisors(current) if self.batch_patch(m, layout) is not None]
+        if not sizes:
+            return []
+        out: list[tuple[Change, StageEstimate]] = []
+        settled: set[Option] = set()  # fits at the largest micro batch: a stronger level only costs
+        for level in CHECKPOINTING_LEVELS[CHECKPOINTING_LEVELS.index(self.shape.activation_checkpointing):]:
+            shape = replace(self.shape, activation_checkpointing=level)
+            for option in self._options(shape, layout, sizes[-1]):
+                if option in settled:
+                    continue
+                largest = _largest_true(sizes, lambda m: self._fits(self._change(option, shape, m, layout)))
+                if largest is None:
+                    continue
+                change = self._change(option, shape, largest, layout)
+                out.append((change, self.evaluate(change)))
+                if largest == sizes[-1]:
+                    settled.add(option)
+        return out
 
-    def lowest_fitting_lower_stage(self) -> Outcome | None:
-        """The lowest stage below the configured one that fits without offload."""
+    def _options(self, shape: TrainingShape, layout: dict[str, Any] | None, micro_batch: int) -> list[Option]:
+        """The stage/offload options DeepSpeed runs for the config (the configured one even when refused)."""
+        result = self._estimate(self._config(self._change(self.configured, shape, micro_batch, layout)), shape)
+        return [s.option for s in result.stages
+                if s.option == self.configured or refusal(result.settings, s.option) is None]
+
+    def layouts(self) -> list[dict[str, Any]]:
+        """The layout patches the search may add: Ulysses, then AutoTP, each smallest degree first."""
+        return [*(c.config_patch for c in self.sequence_parallel_changes()),
+                *(c.config_patch for c in self.tensor_parallel_changes())]
+
+    # -- what the rules ask ------------------------------------------------------------------------
+    def lowest_fitting_lower_stage(self) -> StageEstimate | None:
+        """The lowest stage below the configured one that fits without offload, as configured otherwise."""
         for stage in range(0, self.configured.stage):
-            found = self.outcome(self._change("lower-stage", Option(stage)))
-            if found is not None:
+            found = self.evaluate(self._change(Option(stage)))
+            if found is not None and found.comfortable:
                 return found
         return None
 
-    def without_offload(self) -> Outcome | None:
-        """The configured stage without offload, if it fits."""
-        return self.outcome(self._change("no-offload", Option(self.configured.stage)))
+    def stage_change(self, option: Option) -> Change:
+        """``option`` with everything else as configured."""
+        return self._change(option)
+
+    def without_offload(self) -> StageEstimate | None:
+        """The configured stage without offload, as configured otherwise, if it fits."""
+        found = self.evaluate(self._change(Option(self.configured.stage)))
+        return found if found is not None and found.comfortable else None
 
     def largest_fitting_micro_batch(self, limit: int = MICRO_BATCH_SEARCH_LIMIT) -> int | None:
         """The largest micro batch up to ``limit`` at the configured option that fits (memory grows with it)."""
         def fits(micro_batch: int) -> bool:
-            return self._fits(self._change("micro-batch", self.configured, micro_batch=micro_batch))
+            return self._fits(self._change(self.configured, micro_batch=micro_batch, free_batch=True))
 
         if not fits(1):
             return None
@@ -340,92 +365,185 @@ class Searcher:
         pairs = [(change, self.evaluate(change)) for change in self.checkpointing_changes()]
         return [(change, stage) for change, stage in pairs if stage is not None]
 
+    def checkpointing_changes(self) -> Iterator[Change]:
+        levels = CHECKPOINTING_LEVELS[CHECKPOINTING_LEVELS.index(self.shape.activation_checkpointing) + 1:]
+        for level in levels:
+            yield self._change(self.configured, replace(self.shape, activation_checkpointing=level))
+
     def flash_attention_outcome(self) -> StageEstimate | None:
         """The configured option with FlashAttention (None when it is already on)."""
         if self.shape.flash_attention:
             return None
-        change = Change("checkpointing", self.configured, replace(self.shape, flash_attention=True), None,
-                        "FlashAttention (in the training script, e.g. attn_implementation=\"flash_attention_2\")")
-        return self.evaluate(change)
-
-    # -- candidates ------------------------------------------------------------------------------
-    @property
-    def current_micro_batch(self) -> int:
-        return self.base_estimate.settings.micro_batch
-
-    def _kind(self, option: Option) -> str:
-        if option == self.configured:
-            return "config-fixes"
-        if option.stage == self.configured.stage:
-            return "no-offload"
-        if option.stage == 3:
-            return "higher-stage"
-        return "lower-stage" if self.configured.stage == 3 else "other-stage"
-
-    def _stage_changes(self) -> Iterator[Change]:
-        """Each stage without offload, the lowest first, then the configured option as the fixes leave it."""
-        for stage in range(4):
-            yield self._change(self._kind(Option(stage)), Option(stage))
-        if offloads(self.configured):
-            yield self._change("config-fixes", self.configured)
-
-    def checkpointing_changes(self) -> Iterator[Change]:
-        levels = {"none": ("selective", "full"), "selective": ("full",), "full": ()}
-        for level in levels[self.shape.activation_checkpointing]:
-            yield Change("checkpointing", self.configured, replace(self.shape, activation_checkpointing=level), None,
-                         f"{level} activation checkpointing (in the training script, e.g. "
-                         "model.gradient_checkpointing_enable(); not a ds_config setting)")
-
-    def _micro_batch_options(self) -> list[Option]:
-        return [Option(stage) for stage in range(4)] + ([self.configured] if offloads(self.configured) else [])
-
-    def _smaller_micro_batch(self) -> Outcome | None:
-        """The largest smaller micro batch that fits at some option (the lowest stage at it first)."""
-        current = self.current_micro_batch
-        sizes = [m for m in divisors(current) if m < current and self.micro_batch_patch(m) is not None]
-        best: tuple[int, Option] | None = None
-        for option in self._micro_batch_options():
-            fitting = _largest_true(sizes, lambda m: self._fits(self._change("micro-batch", option, micro_batch=m)))
-            if fitting is not None and (best is None or fitting > best[0]):
-                best = (fitting, option)
-        return self.outcome(self._change("micro-batch", best[1], micro_batch=best[0])) if best else None
-
-    def sequence_parallel_changes(self) -> Iterator[Change]:
-        """Ulysses at each degree of SEQUENCE_PARALLEL_DEGREES, configured option and shape, when one sample's
-        activations are what does not fit (micro batch 1 does not fit: below that a smaller micro batch splits
-        activations without communication). The degree divides the data-parallel ranks (the Ulysses groups are
-        carved from them, runtime/sequence_parallel/parallel_state_sp.py) and the attention and kv heads (the
-        all-to-all scatters heads, sequence/layer.py _SeqAllToAll); no pipeline, whose batch world differs."""
-        layout = self.base_estimate.parallel
-        heads = self.model.num_attention_heads
-        kv_heads = self.model.num_key_value_heads or heads
-        if layout.sequence > 1 or layout.pipeline > 1 or not heads or not self.shape.sequence_length:
-            return
-        if self._fits(self._change("micro-batch", self.configured, micro_batch=1)):
-            return
-        for sp in SEQUENCE_PARALLEL_DEGREES:
-            if layout.data % sp or heads % sp or kv_heads % sp or self.shape.sequence_length % sp:
-                continue
-            patch = self.sequence_parallel_patch(sp)
-            if patch is None:
-                continue
-            yield Change("sequence-parallel", self.configured, self.shape, None,
-                         f"Ulysses sequence parallel {sp} (sequence_parallel_size {sp} in ds_config, "
-                         f"{SP_SCRIPT_ACTION.format(sp=sp)})", patch)
+        return self.evaluate(self._change(self.configured, replace(self.shape, flash_attention=True)))
 
     def sequence_parallel_outcome(self) -> Outcome | None:
-        """The smallest Ulysses degree that fits at the configured option (None: none offered or fits)."""
+        """The smallest Ulysses degree that fits at the configured option, shape and micro batch (None: none
+        offered or fits): what splits one sample's activations without any other change."""
         for change in self.sequence_parallel_changes():
             found = self.outcome(change)
             if found is not None:
                 return found
         return None
 
+    # -- when nothing fits -----------------------------------------------------------------------
+    def _extremes(self) -> list[tuple[Change, StageEstimate]]:
+        """Every option and layout at the least memory the run allows: full checkpointing, the smallest
+        micro batch the batch keys allow."""
+        full = replace(self.shape, activation_checkpointing="full")
+        out = []
+        for layout in (None, *self.layouts()):
+            sizes = [m for m in divisors(self.current_micro_batch) if self.batch_patch(m, layout) is not None]
+            if not sizes:
+                continue
+            for option in self._options(full, layout, sizes[0]):
+                change = self._change(option, full, sizes[0], layout)
+                stage = self.evaluate(change)
+                if stage is not None:
+                    out.append((change, stage))
+        return out
+
+    def shortfalls(self) -> list[Shortfall]:
+        """What binds, resource by resource: the GPU for the candidate with the smallest GPU peak; host RAM for the
+        one with the smallest host peak among those the GPU holds; NVMe likewise among those GPU and host hold."""
+        usable = self._usable()
+        pool = self._extremes()
+        out: list[Shortfall] = []
+        for resource in ("gpu", "host", "nvme"):
+            if usable[resource] is None or not pool:
+                continue
+            change, stage = min(pool, key=lambda pair: _peak(pair[1], resource))
+            need = _peak(stage, resource)
+            if need > usable[resource]:
+                phase = max(stage.phases.values(), key=lambda p: p.of(resource)).phase if stage.phases else "train"
+                out.append(Shortfall(resource, phase, need, usable[resource], change))
+            pool = [pair for pair in pool if _peak(pair[1], resource) <= usable[resource]]
+        return out
+
+    def _usable(self) -> dict[str, int | None]:
+        keep = 1 - self.cluster.headroom
+        return {"gpu": self.cluster.usable_gpu_memory,
+                "host": None if self.cluster.cpu_memory is None else int(self.cluster.cpu_memory * keep),
+                "nvme": None if self.cluster.nvme is None else int(self.cluster.nvme * keep)}
+
+    def cluster_changes(self) -> list[Outcome]:
+        """The smallest cluster changes that make something fit, each with the best change there: more host RAM
+        or NVMe per node (the GPUs already hold a candidate), or more GPUs (ZeRO-3 partitions over them)."""
+        out: list[Outcome] = []
+        keep = 1 - self.cluster.headroom
+        binding = {s.resource: s for s in self.shortfalls()}
+        if "gpu" not in binding:
+            grown = {}
+            for resource, key in (("host", "cpu_memory"), ("nvme", "nvme")):
+                if resource in binding:
+                    grown[key] = _round_up_gb(binding[resource].need / keep)
+            if grown:
+                found = self._on_cluster(replace(self.cluster, **grown), ClusterChange(**grown))
+                if found is not None:
+                    out.append(found)
+        gpus = self._gpus_that_fit()
+        if gpus is not None:
+            per_node = self._per_node(gpus)
+            found = self._on_cluster(replace(self.cluster, gpus=gpus, gpus_per_node=per_node),
+                                     ClusterChange(gpus=gpus, gpus_per_node=per_node))
+            if found is not None:
+                out.append(found)
+        return out
+
+    def _per_node(self, gpus: int) -> int:
+        given = self.cluster.gpus_per_node
+        return min(gpus, DEFAULT_GPUS_PER_NODE) if given == min(self.cluster.gpus, DEFAULT_GPUS_PER_NODE) else given
+
+    def _gpu_counts(self) -> list[int]:
+        """More GPUs: filling the node, then whole nodes, up to CLUSTER_SEARCH_LIMIT."""
+        gpus, node = self.cluster.gpus, max(self._per_node(self.cluster.gpus), DEFAULT_GPUS_PER_NODE)
+        counts = list(range(gpus + 1, min(node, CLUSTER_SEARCH_LIMIT) + 1))
+        start = max(gpus, node) // node + 1
+        counts += [n * node for n in range(start, min(CLUSTER_SEARCH_LIMIT, MAX_GPUS) // node + 1)]
+        return counts
+
+    def _probe(self, gpus: int) -> bool:
+        """Whether some ZeRO-3 option fits on ``gpus`` GPUs at the least memory the run allows (full
+        checkpointing, micro batch 1 where the keys allow it); the batch keys that only set the global batch are
+        left out (memory does not depend on them)."""
+        cluster = replace(self.cluster, gpus=gpus, gpus_per_node=self._per_node(gpus))
+        micro = 1 if _count(self.base.get(MBS)) is not None or TBS in self.base else self.current_micro_batch
+        config = {k: v for k, v in self.base.items() if k not in (TBS, GAS)}
+        if MBS in config and config[MBS] != AUTO:
+            config[MBS] = micro
+        full = replace(self.shape, activation_checkpointing="full")
+        try:
+            result = estimate(config, self.model, full, cluster, self.accounting)
+        except EstimateError:
+            return False
+        return any(s.option.stage == 3 and s.comfortable for s in result.stages)
+
+    def _gpus_that_fit(self) -> int | None:
+        counts = self._gpu_counts()
+        found = _largest_true(counts[::-1], lambda n: not self._probe(n))  # the largest count that does not fit
+        index = 0 if found is None else counts.index(found) + 1
+        for gpus in counts[index:index + 8]:  # the batch keys may rule out a count: the next ones
+            if self._on_cluster(replace(self.cluster, gpus=gpus, gpus_per_node=self._per_node(gpus)), None):
+                return gpus
+        return None
+
+    def _on_cluster(self, cluster: Cluster, grown: ClusterChange | None) -> Outcome | None:
+        """The best change on ``cluster``, with the batch keys kept at the global batch (None: nothing fits, or
+        the global batch cannot be kept there). Its patch is against this searcher's base."""
+        config = self.base
+        tbs, mbs = _count(self.base.get(TBS)), self.current_micro_batch
+        if tbs is not None and cluster.gpus != self.cluster.gpus:
+            world = dsconfig.data_parallel_size(self.base, cluster.gpus)
+            if not float(world).is_integer() or tbs % (mbs * int(world)):
+                return None
+            config = mp.apply(self.base, {MBS: mbs, GAS: tbs // (mbs * int(world))})
+        try:
+            other = Searcher(config, self.model, self.shape, cluster, self.accounting,
+                             estimate(config, self.model, self.shape, cluster, self.accounting),
+                             self._lint_fixes, self._tune, self.hardware)
+        except EstimateError:
+            return None
+        found = other.best()
+        if found is None or grown is None:
+            return found
+        final = mp.apply(other.base, found.patch) if found.patch else other.base
+        return Outcome(replace(found.change, cluster=grown), found.stage, _diff(self.base, final) or None)
+
+    # -- candidates ------------------------------------------------------------------------------
+    @property
+    def current_micro_batch(self) -> int:
+        return self.base_estimate.settings.micro_batch
+
+    def _change(self, option: Option, shape: TrainingShape | None = None, micro_batch: int | None = None,
+                layout: dict[str, Any] | None = None, free_batch: bool = False) -> Change:
+        """A candidate; ``free_batch``: a micro batch estimated without keeping the global batch (limits)."""
+        micro_batch = self.current_micro_batch if micro_batch is None else micro_batch
+        batch = self.batch_patch(micro_batch, layout)
+        if free_batch and micro_batch != self.current_micro_batch:
+            layout = mp.merge(layout, {MBS: micro_batch, GAS: None, TBS: None})
+            batch = {}
+        return Change(option, shape or self.shape, micro_batch, (batch or {}).get(GAS), self.configured, self.shape,
+                      self.current_micro_batch, layout)
+
+    def sequence_parallel_changes(self) -> Iterator[Change]:
+        """Ulysses at each degree of SEQUENCE_PARALLEL_DEGREES at the configured option. The degree divides the
+        data-parallel ranks (the Ulysses groups are carved from them, runtime/sequence_parallel/
+        parallel_state_sp.py) and the attention and kv heads (the all-to-all scatters heads, sequence/layer.py
+        _SeqAllToAll); no pipeline, whose batch world differs; not with "auto" batch keys (the integration fills
+        them from its own world size)."""
+        layout = self.base_estimate.parallel
+        heads = self.model.num_attention_heads
+        kv_heads = self.model.num_key_value_heads or heads
+        if layout.sequence > 1 or layout.pipeline > 1 or not heads or not self.shape.sequence_length:
+            return
+        if any(self.base.get(key) == AUTO for key in (TBS, MBS, GAS)):
+            return
+        for sp in SEQUENCE_PARALLEL_DEGREES:
+            if layout.data % sp or heads % sp or kv_heads % sp or self.shape.sequence_length % sp:
+                continue
+            yield self._change(self.configured, layout={SP_KEY: sp})
+
     def tensor_parallel_changes(self) -> Iterator[Change]:
-        """AutoTP at each degree of TENSOR_PARALLEL_DEGREES, each stage without offload (the lowest first), when even
-        ZeRO-3 without offload at the micro batch the search reaches (1 where the batch keys allow it) does not fit:
-        then what is left is one layer's working set (the gathered parameters of the largest layer and that
-        layer's activations), which only a split of the layers shrinks. The degree divides the GPUs per node (the
+        """AutoTP at each degree of TENSOR_PARALLEL_DEGREES. The degree divides the GPUs per node (the
         all-reduces stay on NVLink), the attention and kv heads and the MLP width (auto_tp.py shards heads and
         columns evenly); no other parallel degree is set (their groups would have to be re-formed)."""
         layout = self.base_estimate.parallel
@@ -435,77 +553,50 @@ class Searcher:
         if not layout.trivial or not heads or not width or (isinstance(self.base.get(TP_KEY), dict)
                                                              and self.base[TP_KEY].get("autotp_size") == AUTO):
             return
-        micro_batch = 1 if self.current_micro_batch > 1 and self.micro_batch_patch(1) is not None else None
-        if self._fits(self._change("higher-stage", Option(3), micro_batch=micro_batch)):
-            return
         per_node = self.cluster.gpus_per_node or self.cluster.gpus
         for tp in TENSOR_PARALLEL_DEGREES:
             if per_node % tp or self.cluster.gpus % tp or heads % tp or kv_heads % tp or width % tp:
                 continue
-            for stage in range(4):
-                change = self._change("tensor-parallel", Option(stage), micro_batch=micro_batch)
-                yield replace(change, description=f"AutoTP tensor parallel {tp} (tensor_parallel.autotp_size {tp} "
-                                                  f"in ds_config, {TP_SCRIPT_ACTION.format(tp=tp)}), "
-                                                  f"{change.description}",
-                              config_patch={TP_KEY: {"autotp_size": tp}})
-
-    def tensor_parallel_outcome(self) -> Outcome | None:
-        """The smallest AutoTP degree (lowest stage) that fits (None: none offered or fits)."""
-        for change in self.tensor_parallel_changes():
-            found = self.outcome(change)
-            if found is not None:
-                return found
-        return None
-
-    def _offload_changes(self) -> Iterator[Change]:
-        for stage in range(max(self.configured.stage, 1), 4):
-            yield self._change("offload-optimizer", Option(stage, "cpu"))
-        yield self._change("offload-param", Option(3, "cpu", "cpu"))
-        yield self._change("nvme", Option(3, "nvme", "cpu"))
-        yield self._change("nvme", Option(3, "nvme", "nvme"))
-
-    def _last_resort(self) -> Iterator[Change]:
-        full = replace(self.shape, activation_checkpointing="full")
-        micro_batch = 1 if self.current_micro_batch > 1 and self.micro_batch_patch(1) is not None else None
-        for option in (Option(3, "cpu"), Option(3, "cpu", "cpu"), Option(3, "nvme", "nvme")):
-            kind = "nvme" if option.offload_optimizer == "nvme" else "offload-param"
-            yield self._change(kind, option, full, micro_batch)
-
-    def _change(self, kind: str, option: Option, shape: TrainingShape | None = None,
-                micro_batch: int | None = None) -> Change:
-        words = [option.words]
-        if micro_batch is not None:
-            patch = self.micro_batch_patch(micro_batch)
-            words.append(f"micro batch {micro_batch}" + (f" with gradient accumulation {patch[GAS]}" if patch else ""))
-        if shape is not None and shape.activation_checkpointing != self.shape.activation_checkpointing:
-            words.append(f"{shape.activation_checkpointing} activation checkpointing (in the training script)")
-        if kind == "config-fixes" and micro_batch is None:
-            words = [f"the configured {', '.join(words)} with the other fixes reported for this file"]
-        return Change(kind, option, shape or self.shape, micro_batch, ", ".join(words))
+            yield self._change(self.configured, layout={TP_KEY: {"autotp_size": tp}})
 
     # -- patches -----------------------------------------------------------------------------------
-    def sequence_parallel_patch(self, sp: int) -> dict[str, Any] | None:
-        """``sequence_parallel_size`` sp with the batch keys DeepSpeed's assertion then accepts. Its batch world is
-        the GPUs / sp (runtime/config.py DeepSpeedConfig.__init__), so a written train_batch_size keeps the global
-        batch with sp times the accumulation, and the micro batch is written so DeepSpeed does not derive a larger
-        one. None where a batch key is "auto" (the integration fills it from its own world size)."""
-        patch: dict[str, Any] = {SP_KEY: sp}
-        if any(self.base.get(key) == AUTO for key in (TBS, MBS, GAS)):
+    def batch_patch(self, micro_batch: int, layout: dict[str, Any] | None = None) -> dict[str, Any] | None:
+        """The batch keys for ``micro_batch`` under ``layout`` at the same global batch ({}: none to write; None:
+        not possible). DeepSpeed asserts tbs == micro · accumulation · world (runtime/config.py
+        _batch_assertion), its world the GPUs / sequence_parallel_size (DeepSpeedConfig.__init__), so accumulation
+        rises by the factor the micro batch or the world falls. Without train_batch_size DeepSpeed derives it
+        from the micro batch, accumulation and world, so the same factors keep it."""
+        sp = (layout or {}).get(SP_KEY)
+        current = self.current_micro_batch
+        if micro_batch == current and not sp:
+            return {}
+        tbs, mbs, gas = (_count(self.base.get(key)) for key in (TBS, MBS, GAS))
+        if sp and any(self.base.get(key) == AUTO for key in (TBS, MBS, GAS)):
             return None
-        tbs = _count(self.base.get(TBS))
-        if TBS not in self.base:
-            return patch  # DeepSpeed derives train_batch_size from micro batch x accumulation x GPUs / sp
-        world = dsconfig.data_parallel_size(mp.apply(self.base, patch), self.cluster.gpus)
-        micro = self.current_micro_batch
-        if tbs is None or not float(world).is_integer() or tbs % (micro * int(world)):
-            return None
-        return {**patch, MBS: micro, GAS: tbs // (micro * int(world))}
+        if tbs is not None:
+            world = dsconfig.data_parallel_size(mp.apply(self.base, layout) if layout else self.base,
+                                                self.cluster.gpus)
+            if not float(world).is_integer() or tbs % (micro_batch * int(world)):
+                return None
+            return {MBS: micro_batch, GAS: tbs // (micro_batch * int(world))}
+        if mbs is None or current % micro_batch or (GAS in self.base and gas is None):
+            return None  # "auto" or absent: an integration sets them and would contradict a written value
+        # sp GPUs share one sample's tokens: sp times the accumulation keeps the samples per step
+        return {MBS: micro_batch, GAS: (gas or 1) * (current // micro_batch) * (sp or 1)}
+
+    def micro_batch_patch(self, micro_batch: int) -> dict[str, Any] | None:
+        """The batch keys for a smaller micro batch at the same global batch (None: not possible)."""
+        found = self.batch_patch(micro_batch)
+        return found if found != {} else None
 
     def option_patch(self, option: Option) -> dict[str, Any]:
-        """Merge patch that makes the base config run ``option`` (stage and offload devices)."""
+        """Merge patch that makes the base config run ``option`` (stage and offload devices). An NVMe offload
+        keeps an nvme_path the config has (in either block), else writes NVME_PATH_PLACEHOLDER, which an action
+        asks to point at a local NVMe mount."""
         zero: dict[str, Any] = {"stage": option.stage}
         current = self.base.get("zero_optimization")
         current = current if isinstance(current, dict) else {}
+        known = _nvme_path(self.base, any_device=True)
         for which, device in (("offload_optimizer", option.offload_optimizer), ("offload_param", option.offload_param)):
             block = current.get(which)
             legacy = dsconfig.LEGACY_OFFLOAD[which]
@@ -518,8 +609,9 @@ class Searcher:
                 existing = block.get("device") if isinstance(block, dict) else None
                 if existing != device:
                     zero[which] = {"device": device, "pin_memory": True}
-                    if device == "nvme":
-                        zero[which]["nvme_path"] = NVME_PATH_PLACEHOLDER
+                    has_path = isinstance(block, dict) and isinstance(block.get("nvme_path"), str)
+                    if device == "nvme" and not has_path:
+                        zero[which]["nvme_path"] = known or NVME_PATH_PLACEHOLDER
                 if legacy in current:
                     zero[legacy] = None
         if isinstance(self.base.get("zero_optimization"), bool):
@@ -528,22 +620,37 @@ class Searcher:
             zero.update({key: None for key in current if key not in zero and schema.min_stage(key) == 3})
         return {"zero_optimization": zero}
 
-    def micro_batch_patch(self, micro_batch: int) -> dict[str, Any] | None:
-        """Smaller micro batch, same global batch: DeepSpeed asserts tbs == micro · accumulation · world
-        (runtime/config.py _batch_assertion), so accumulation rises by the factor the micro batch falls."""
-        tbs, mbs, gas = (_count(self.base.get(key)) for key in (TBS, MBS, GAS))
-        world = dsconfig.data_parallel_size(self.base, self.cluster.gpus)
-        if tbs is not None:
-            if not float(world).is_integer() or tbs % (micro_batch * int(world)):
-                return None
-            return {MBS: micro_batch, GAS: tbs // (micro_batch * int(world))}
-        current = self.current_micro_batch
-        if mbs is None or current % micro_batch or (GAS in self.base and gas is None):
-            return None  # "auto" or absent: an integration sets them and would contradict a written value
-        return {MBS: micro_batch, GAS: (gas or 1) * (current // micro_batch)}
-
 
 # --------------------------------------------------------------------------- helpers
+
+
+def _global_batch(config: dict, result: Estimate) -> int | None:
+    """train_batch_size as DeepSpeed derives it (None: the config leaves it to an integration)."""
+    from zeroadvisor.throughput import global_batch_of
+
+    return global_batch_of(config, result.parallel.batch_world())
+
+
+def _peak(stage: StageEstimate, resource: str) -> int:
+    return {"gpu": stage.peak_gpu, "host": stage.peak_host_per_node, "nvme": stage.peak_nvme_per_node}[resource]
+
+
+def _round_up_gb(nbytes: float) -> int:
+    """Up to whole decimal GB: what a person provisions."""
+    return math.ceil(nbytes / 10**9) * 10**9
+
+
+def _nvme_path(config: dict, any_device: bool = False) -> str | None:
+    """The nvme_path of an offload block on NVMe (``any_device``: of any block), None when there is none."""
+    zero = config.get("zero_optimization") if isinstance(config, dict) else None
+    if not isinstance(zero, dict):
+        return None
+    for which in ("offload_optimizer", "offload_param"):
+        block = zero.get(which)
+        if isinstance(block, dict) and (any_device or block.get("device") == "nvme") \
+                and isinstance(block.get("nvme_path"), str):
+            return block["nvme_path"]
+    return None
 
 
 def _stage_of(result: Estimate, option: Option) -> StageEstimate | None:

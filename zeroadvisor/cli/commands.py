@@ -124,7 +124,8 @@ def check(v: Values) -> ExitCode:
         model=spec, shape=shape, gpus=v["gpus"], gpu_memory=inputs.gpu_memory(v["gpu_memory"], v["gpu"], True),
         gpus_per_node=v["gpus_per_node"], cpu_memory=inputs.size("--cpu-memory", v["cpu_memory"]),
         nvme=inputs.size("--nvme", v["nvme"]), headroom=inputs.headroom(v["headroom"]), accounting=v["accounting"],
-        integration=v["integration"], unit=v["unit"], gpu=inputs.gpu(v["gpu"]), training=trainer.get("training"))
+        integration=v["integration"], unit=v["unit"], gpu=inputs.gpu(v["gpu"]), training=trainer.get("training"),
+        hardware=inputs.hardware(v))
     for note in trainer.get("notes", ()):
         error(f"note: {note}")
     show_diff = v["suggest"] or v["format"] in ("markdown", "html")

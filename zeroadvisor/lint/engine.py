@@ -94,7 +94,8 @@ def _stamp(rule: Rule, hit: Hit, doc: Document) -> Finding:
         line, column = doc.position(hit.offset)
     else:
         line, column = doc.locate(hit.pointer, hit.at)
-    return Finding(doc.name, rule.code, rule.name, rule.severity, hit.pointer, line, column, hit.message, hit.fix)
+    return Finding(doc.name, rule.code, rule.name, rule.severity, hit.pointer, line, column, hit.message, hit.fix,
+                   hit.actions, hit.recommends)
 
 
 def _drop_superseded(findings: list[Finding], rules: list[Rule]) -> list[Finding]:

@@ -34,6 +34,11 @@ class Finding:
     column: int | None
     message: str
     fix: dict[str, Any] | None = None  # RFC 7396 JSON merge patch that repairs it
+    # what the fix needs outside the config (training script, NVMe mount, cluster): {"kind", "text", ...}
+    actions: tuple[dict[str, Any], ...] = ()
+    # the change an advice finding recommends, as the search found it (rules/memory.py _recommends):
+    # {"change", "option", "peak_gpu", "peak_host_per_node", "cost", "step_time_s", "configured_step_time_s"}
+    recommends: dict[str, Any] | None = None
 
     def sort_key(self) -> tuple:
         return (self.file, self.line or 0, self.column or 0, self.code, self.pointer)
@@ -52,4 +57,8 @@ class Finding:
         }
         if self.fix is not None:
             out["fix"] = self.fix
+        if self.actions:
+            out["actions"] = list(self.actions)
+        if self.recommends is not None:
+            out["recommends"] = dict(self.recommends)
         return out

@@ -30,6 +30,9 @@ class Hit:
     at: str = "key"
     offset: int | None = None  # a position in the text, for problems not tied to a key
     position: tuple[int, int] | None = None  # (line, column) when only that is known
+    # what the fix needs outside the config (advisor/change.py Action.to_dict): the JSON "actions" of a finding
+    actions: tuple[dict[str, Any], ...] = ()
+    recommends: dict[str, Any] | None = None  # the recommended change in numbers (Finding.recommends)
 
 
 @dataclass(frozen=True, slots=True)

@@ -55,6 +55,9 @@ def recommendation(findings: Iterable["Finding"], estimate: "Estimate | None",
     stage = None
     if estimate is not None and estimate.configured is not None:
         stage = _stage_of(estimate, _patched_option(estimate.configured.option, finding.fix))
+    numbers = finding.recommends
+    if numbers is not None and stage is not None and stage.peak_gpu != numbers["peak_gpu"]:
+        stage = None  # the change also moves the micro batch, layout or buckets: no column of the table is it
     return Recommendation(finding, stage, _cost(finding, estimate, stage, steps))
 
 
@@ -109,6 +112,12 @@ def relative_step_time(st: "StageEstimate", configured: "StageEstimate | None",
 
 def _cost(finding: "Finding", estimate: "Estimate | None", stage: "StageEstimate | None",
           steps: Mapping[Any, Any] | None) -> str | None:
+    numbers = finding.recommends
+    if numbers is not None:  # the search's own numbers for the whole change
+        before, after = numbers.get("configured_step_time_s"), numbers.get("step_time_s")
+        if before and after:
+            return f"estimated step time {after / before:.2f}x the configured run's; {numbers['cost']}"
+        return numbers["cost"]
     if stage is not None and estimate is not None and not stage.configured:
         ratio = relative_step_time(stage, estimate.configured, steps)
         if ratio is not None:
@@ -169,7 +178,11 @@ def recommendation_words(rec: Recommendation, unit: str) -> str:
     from zeroadvisor.units import format_bytes
 
     code = f"{rec.finding.code} {rec.finding.name}"
-    if rec.changes_option:
+    numbers = rec.finding.recommends
+    if numbers is not None:
+        text = (f"Recommended ({code}): {numbers['change']} ({numbers['option']}), peak "
+                f"{format_bytes(numbers['peak_gpu'], unit)} per GPU")
+    elif rec.changes_option:
         st = rec.stage
         text = (f"Recommended ({code}): {labels.option_words(st.option)} ({labels.option_header(st.option)}), "
                 f"peak {format_bytes(st.peak_gpu, unit)} per GPU")

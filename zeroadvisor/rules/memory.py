@@ -50,6 +50,84 @@ def _phase_words(stage) -> str:
     return PHASE_WORDS[stage.binding_phase]
 
 
+def _actions(outcome) -> tuple[dict, ...]:
+    return tuple(action.to_dict() for action in outcome.change.actions())
+
+
+def _recommends(ctx, outcome) -> dict | None:
+    """The recommended change in numbers, from the same Outcome as the message (Finding.recommends): what the
+    verdict line of every report names, so it never re-derives the change from the patch."""
+    if outcome is None:
+        return None
+    from zeroadvisor.report import labels
+
+    stage = outcome.stage
+    return {"change": outcome.change.description, "option": labels.option_header(stage.option),
+            "peak_gpu": int(stage.peak_gpu), "peak_host_per_node": int(stage.peak_host_per_node),
+            "cost": outcome.change.cost, "step_time_s": ctx.advice.search.seconds(outcome.change, stage),
+            "configured_step_time_s": ctx.advice.search.configured_seconds()}
+
+
+def _fit_sentence(ctx, lead: str, found, named: bool = True) -> str:
+    """``lead``: the change, its peaks, its cost and what it needs outside the config, all from one Change."""
+    from zeroadvisor.advisor.change import actions_sentence
+
+    a = ctx.advice
+    change, stage = found.change, found.stage
+    actions = change.actions(a.budget.unit)
+    host = f", {a.fmt(stage.peak_host_per_node)} host RAM per node" if stage.per_node_cpu else ""
+    note = ""
+    if found.patch is None:
+        note = " (no config change: it is all outside the config)" if actions else " (no further config change)"
+    what = f"{lead}: {change.description}: " if named else f"{lead}: "
+    return (f"{what}{a.fmt(stage.peak_gpu)} per GPU at peak{host}{_speed(ctx, found)}; "
+            f"cost: {change.cost}{note}{actions_sentence(actions)}")
+
+
+def _speed(ctx, found) -> str:
+    """", estimated 1.23 s per step (0.6x the configured run's 2.05 s)" where the step-time model applies."""
+    a = ctx.advice
+    seconds = a.search.seconds(found.change, found.stage)
+    if seconds is None:
+        return ""
+    before = a.search.configured_seconds()
+    versus = f" against {before:.3g} s configured" if before else ""
+    return f", estimated {seconds:.3g} s per step{versus}"
+
+
+def _shortfall_words(ctx, short) -> str:
+    from zeroadvisor.memory.verdict import RESOURCE_WORDS
+
+    a = ctx.advice
+    return (f"{RESOURCE_WORDS[short.resource]} binds {PHASE_WORDS[short.phase]}: even {short.change.description} "
+            f"needs {a.fmt(short.need)}, {a.fmt(short.missing)} more than the {a.fmt(short.usable)} usable")
+
+
+def _advice(ctx) -> tuple[str, dict | None, tuple[dict, ...], dict | None]:
+    """The best change that fits (sentence, patch, actions, recommends); when none does, which resource binds in which phase,
+    by how much, and the smallest cluster change that fits (its patch and actions)."""
+    from zeroadvisor.advisor.search import CLUSTER_SEARCH_LIMIT
+
+    a = ctx.advice
+    found = a.search.best()
+    if found is not None:
+        return (". " + _fit_sentence(ctx, "Cheapest change that fits", found), found.patch, _actions(found),
+                _recommends(ctx, found))
+    shortfalls = a.search.shortfalls()
+    text = (". Nothing fits: no stage, offload, checkpointing, micro batch or parallel layout change brings it "
+            "under the budget")
+    if shortfalls:
+        text += "; " + "; ".join(_shortfall_words(ctx, short) for short in shortfalls)
+    grown = a.search.cluster_changes()
+    if not grown:
+        return text + f". No cluster of up to {CLUSTER_SEARCH_LIMIT} GPUs fits either", None, (), None
+    alternatives = " Or: ".join(_fit_sentence(ctx, "", other).lstrip(": ") for other in grown[1:])
+    text += ". " + _fit_sentence(ctx, "Smallest cluster change that fits", grown[0])
+    if alternatives:
+        text += f". Or: {alternatives}"
+    return text, grown[0].patch, _actions(grown[0]), _recommends(ctx, grown[0])
+
+
 def _does_not_fit(ctx):
     from zeroadvisor.memory.verdict import DOES_NOT_FIT as verdict  # here: lint never loads the memory model
 
@@ -66,36 +144,8 @@ def _does_not_fit(ctx):
         needs = (f"needs {a.fmt(current.peak_gpu)} per GPU {PHASE_WORDS[gpu_phase]} "
                  f"({a.fmt(current.per_gpu['total'])} while training)")
     what = f"{_label(current.option)} (configured) {needs}, more than the {a.fmt(budget.gpu_memory)} the GPU has"
-    found = a.search.cheapest_fit()
-    if found is not None:
-        change, stage = found.change, found.stage
-        host = f", {a.fmt(stage.peak_host_per_node)} host RAM per node" if stage.per_node_cpu else ""
-        note = ""
-        if change.in_training_script:
-            note = " (no config change: do it in the training script)"
-        elif found.patch is None:
-            note = " (no further config change)"
-        yield Hit(_anchor(ctx), f"{what}. Cheapest change that fits: {change.description}: "
-                                f"{a.fmt(stage.peak_gpu)} per GPU at peak{host}; cost: {change.cost}{note}",
-                  fix=found.patch)
-        return
-    closest = a.search.closest()
-    missing = ""
-    if closest is not None:
-        change, best = closest
-        short = best.peak_gpu - budget.usable
-        shortfalls = []  # only what binds: a GPU shortfall of 0 is no reason
-        if short > 0:
-            shortfalls.append(f"{a.fmt(best.peak_gpu)} per GPU at peak, {a.fmt(short)} more than {_budget(ctx)}")
-        if budget.cpu_memory is not None and best.peak_host_per_node > budget.cpu_memory:
-            shortfalls.append(f"{a.fmt(best.peak_host_per_node)} host RAM per node against "
-                              f"{a.fmt(budget.cpu_memory)} given")
-        if budget.nvme is not None and best.peak_nvme_per_node > budget.nvme:
-            shortfalls.append(f"{a.fmt(best.peak_nvme_per_node)} NVMe per node against {a.fmt(budget.nvme)} given")
-        if shortfalls:
-            missing = f"; even {change.description} needs " + ", and ".join(shortfalls)
-    yield Hit(_anchor(ctx), f"{what}. Nothing fits: no stage, offload, checkpointing or micro batch change "
-                            f"brings it under the budget{missing}. Add GPUs or use larger ones")
+    advice, fix, actions, recommends = _advice(ctx)
+    yield Hit(_anchor(ctx), what + advice, fix=fix, actions=actions, recommends=recommends)
 
 
 DOES_NOT_FIT = Rule(
@@ -111,8 +161,11 @@ DOES_NOT_FIT = Rule(
         "stage, a higher stage, activation checkpointing, a smaller micro batch with more gradient "
         "accumulation, Ulysses sequence parallelism (when even micro batch 1 does not fit), AutoTP tensor "
         "parallelism within a node (when even ZeRO-3 does not fit for one layer's working set), optimizer "
-        "offload to the CPU, parameter offload to the CPU, NVMe. When nothing "
-        "fits the message says what is missing and by how much."
+        "offload to the CPU, parameter offload to the CPU, NVMe; every combination of them is searched and "
+        "the cheapest that fits in every phase wins. The fix is a merge patch plus the actions outside the "
+        "config it relies on (checkpointing in the training script, an NVMe mount, the attention wrapped for "
+        "Ulysses). When nothing fits the message says which resource binds (GPU, host RAM, NVMe) in which phase "
+        "and by how much, and the smallest cluster that fits (more GPUs, host RAM or NVMe)."
     ),
     check=_does_not_fit,
     examples=(
@@ -130,18 +183,32 @@ def _lower_stage_fits(ctx):
     current = _configured(ctx)
     # Stages 0-2 move the same volume per step (ZeRO paper §7), so only leaving ZeRO-3 saves
     # communication; moving among 0-2 is not advice worth a review comment.
-    if current is None or not current.comfortable or current.option.stage != 3 or _offloads(current.option):
-        return  # with offload configured, offload-not-needed gives the one combined fix
-    a = ctx.advice
-    found = a.search.lowest_fitting_lower_stage()
-    if found is None:
+    if current is None or current.option.stage != 3:
         return
-    stage = found.stage
+    a = ctx.advice
+    lower = a.search.lowest_fitting_lower_stage()
+    if lower is None:
+        return
+    best = a.search.best()  # one combined fix serves this finding and offload-not-needed / does-not-fit
+    uses = ""
+    if best is not None and best.change.option.stage == 3:
+        # the step-time estimate ranks a ZeRO-3 run first: named, but no fix against the ranking
+        lower_run = a.search.outcome(a.search.stage_change(lower.option))
+        if lower_run is not None:
+            first = best.change.description if best.change.parts else f"the configured {_label(best.change.option)}"
+            uses = (f"; yet the step-time estimate ranks {first} first"
+                    f"{_speed(ctx, best)}, ZeRO-{lower.option.stage}{_speed(ctx, lower_run)}, so no fix")
+        best = None
+    elif best is not None and best.change.option != lower.option:
+        uses = f"; the fix: {best.change.description}"
+    elif best is not None:
+        uses = _speed(ctx, best)
     yield Hit(_anchor(ctx),
-              f"ZeRO-{stage.option.stage} fits ({a.fmt(stage.per_gpu['total'])} per GPU of {_budget(ctx)}) where the "
+              f"ZeRO-{lower.option.stage} fits ({a.fmt(lower.per_gpu['total'])} per GPU of {_budget(ctx)}) where the "
               f"configured {_label(current.option)} uses {a.fmt(current.per_gpu['total'])}: it moves 1x instead of "
-              "1.5x the data-parallel volume per step (no parameter all-gathers in forward and backward)",
-              fix=found.patch)
+              f"1.5x the data-parallel volume per step (no parameter all-gathers in forward and backward){uses}",
+              fix=best.patch if best is not None else None, actions=_actions(best) if best is not None else (),
+              recommends=_recommends(ctx, best))
 
 
 LOWER_STAGE_FITS = Rule(
@@ -153,7 +220,8 @@ LOWER_STAGE_FITS = Rule(
         "ZeRO-3 shards parameters and gathers them again for every forward and backward pass, about "
         "1.5x the communication of data parallelism, ZeRO-1 or ZeRO-2 (ZeRO paper §7). It is also "
         "often larger than ZeRO-2 on small models because of its buffers (DS#3734, DS#4305). When a "
-        "lower stage fits, use the lowest one that does."
+        "lower stage fits without offload, the fix is the best change that fits (shared with offload-not-needed "
+        "when offload is configured too)."
     ),
     check=_lower_stage_fits,
     examples=(
@@ -239,18 +307,17 @@ def _offload_not_needed(ctx):
     plain = a.search.without_offload()
     if plain is None:
         return
-    target, also = plain, ""
-    if plain.stage.option.stage == 3:  # leaving ZeRO-3 too saves its extra parameter all-gathers
-        lower = a.search.lowest_fitting_lower_stage()
-        if lower is not None:
-            target = lower
-            also = (f"; ZeRO-{lower.stage.option.stage} fits as well ({a.fmt(lower.stage.per_gpu['total'])}) and "
-                    "moves 1x instead of 1.5x the data-parallel volume, so the fix uses it")
+    best = a.search.best()  # one combined fix: lower-stage-fits names a lower stage that fits as well
+    uses = ""
+    if best is not None and best.change.option != plain.option:
+        uses = f"; the fix: {best.change.description}"
     yield Hit(_anchor(ctx),
-              f"offload is configured but ZeRO-{plain.stage.option.stage} without it fits "
-              f"({a.fmt(plain.stage.per_gpu['total'])} per GPU of {_budget(ctx)}): offloading moves the optimizer step "
+              f"offload is configured but ZeRO-{plain.option.stage} without it fits "
+              f"({a.fmt(plain.per_gpu['total'])} per GPU of {_budget(ctx)}): offloading moves the optimizer step "
               f"to the CPU and tensors over PCIe every step (users report steps 10x-50x slower, DS#6834, DS#1635)"
-              f"{also}", fix=target.patch)
+              f"{uses}", fix=best.patch if best is not None else None,
+              actions=_actions(best) if best is not None else (),
+              recommends=_recommends(ctx, best))
 
 
 OFFLOAD_NOT_NEEDED = Rule(
@@ -283,16 +350,21 @@ def _host_insufficient(ctx):
     if current is None:
         return
     cpu_memory, nvme = a.budget.cpu_memory, a.budget.nvme
+    problems = []
     if cpu_memory is not None and current.peak_host_per_node > cpu_memory:
         phase = max(current.phases.values(), key=lambda p: p.host_per_node).phase
-        yield Hit(_anchor(ctx), f"{_label(current.option)} needs {a.fmt(current.peak_host_per_node)} of host RAM per "
-                                f"node {PHASE_WORDS[phase]} ({a.estimate.cluster.gpus_on_a_node} GPU processes: "
-                                "their runtime, offloaded state and pinned buffers, and any host copy of the model), "
-                                f"more than the {a.fmt(cpu_memory)} given: the job is killed by the OOM killer or "
-                                "fails to pin memory; offload less, use NVMe, load under zero.Init, or add nodes")
+        problems.append(f"{_label(current.option)} needs {a.fmt(current.peak_host_per_node)} of host RAM per node "
+                        f"{PHASE_WORDS[phase]} ({a.estimate.cluster.gpus_on_a_node} GPU processes: their runtime, "
+                        "offloaded state and pinned buffers, and any host copy of the model), more than the "
+                        f"{a.fmt(cpu_memory)} given: the job is killed by the OOM killer or fails to pin memory")
     if nvme is not None and current.peak_nvme_per_node > nvme:
-        yield Hit(_anchor(ctx), f"{_label(current.option)} needs {a.fmt(current.peak_nvme_per_node)} of NVMe per "
-                                f"node, more than the {a.fmt(nvme)} given")
+        problems.append(f"{_label(current.option)} needs {a.fmt(current.peak_nvme_per_node)} of NVMe per node, "
+                        f"more than the {a.fmt(nvme)} given")
+    if not problems:
+        return
+    advice, fix, actions, recommends = _advice(ctx)
+    yield Hit(_anchor(ctx), "; ".join(problems) + advice, fix=fix, actions=actions,
+              recommends=recommends)
 
 
 HOST_MEMORY_INSUFFICIENT = Rule(
@@ -303,7 +375,8 @@ HOST_MEMORY_INSUFFICIENT = Rule(
     explanation=(
         "With offload_optimizer/offload_param on the CPU, every GPU's process keeps its partition of "
         "the fp32 master weights, optimizer states (and parameters) in host RAM, pinned by default; "
-        "all GPUs of a node share that RAM. Give --cpu-memory (and --nvme) to check it."
+        "all GPUs of a node share that RAM. Give --cpu-memory (and --nvme) to check it. The fix is the "
+        "best change that fits every resource (an NVMe offload, less offload, more nodes), as does-not-fit's."
     ),
     check=_host_insufficient,
     examples=(
@@ -448,6 +521,53 @@ TIGHT_FIT = Rule(
 
 
 
+FASTER_SHARE = 1.2  # ZeRO-0/1/2 run within about 20% of each other (issue 10): below that, no advice
+
+
+def _faster_option_fits(ctx):
+    current = _configured(ctx)
+    if current is None or not current.comfortable:
+        return
+    a = ctx.advice
+    best = a.search.best()
+    before = a.search.configured_seconds()
+    if best is None or not best.change.parts or before is None:
+        return
+    seconds = a.search.seconds(best.change, best.stage)
+    if seconds is None or before < FASTER_SHARE * seconds:
+        return
+    yield Hit(_anchor(ctx), f"{best.change.description} would run about {before / seconds:.1f}x faster than the "
+                            f"configured {_label(current.option)} and fits"
+                            + _fit_sentence(ctx, "", best, named=False), fix=best.patch, actions=_actions(best),
+                recommends=_recommends(ctx, best))
+
+
+FASTER_OPTION_FITS = Rule(
+    code="ZA810",
+    name="faster-option-fits",
+    severity=Severity.INFO,
+    summary="The configured setup fits, but another that fits is estimated at least 1.2x faster.",
+    explanation=(
+        "Every fitting combination of stage, offload devices, checkpointing, micro batch (at the same global "
+        "batch) and parallel layout is ranked by its estimated step time (compute at the GPU's dense peak and "
+        "the stated efficiency, ZeRO communication over the GPU's links, offload traffic and the CPU optimizer "
+        "step; see the throughput model). When the best is at least 1.2x faster than the configured run, it is "
+        "advice: ZeRO-0/1/2 run within about 20% of each other, so smaller gains are below the model's error. "
+        "Needs a named GPU (--gpu) and a sequence length."
+    ),
+    check=_faster_option_fits,
+    examples=(
+        Example('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 2, '
+                '"offload_optimizer": {"device": "cpu"}}}',
+                fails=True, options={"model": {**_MODEL_7B}, "gpus": 8, "gpu": "A100-SXM4-80GB"}),
+        Example('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 2}}',
+                fails=False, options={"model": {**_MODEL_7B}, "gpus": 8, "gpu": "A100-SXM4-80GB"}),
+    ),
+    needs_advice=True,
+    source="issue 10; zeroadvisor/throughput (step-time model)",
+)
+
+
 def _assumed_inputs(ctx):
     for assumed in ctx.advice.estimate.assumed:
         yield Hit(assumed.pointer, assumed.message(), at="file")
@@ -487,4 +607,4 @@ ASSUMED_INPUT = Rule(
 
 
 RULES = (DOES_NOT_FIT, TIGHT_FIT, LOWER_STAGE_FITS, ACTIVATIONS_DOMINATE, OFFLOAD_NOT_NEEDED,
-         HOST_MEMORY_INSUFFICIENT, LARGE_BUCKETS, PINNED_MEMORY, ASSUMED_INPUT)
+         HOST_MEMORY_INSUFFICIENT, LARGE_BUCKETS, PINNED_MEMORY, ASSUMED_INPUT, FASTER_OPTION_FITS)

@@ -1,0 +1,238 @@
+"""A candidate change of a run, worded from what it changes: its description, its cost and its actions.
+
+A change is compared part by part with the configured run (stage, each offload device, checkpointing,
+micro batch, Ulysses and AutoTP degrees, bucket sizes, the cluster), and every sentence about it is
+built from those parts: the cost sentence of a move to ZeRO-1 is ZeRO-1's, an optimizer offload is never
+worded as a parameter offload. What the change needs outside the DeepSpeed config (the training script,
+an NVMe mount, more GPUs) is an :class:`Action`; the fix's merge patch covers only the config.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from zeroadvisor.memory.options import Option
+from zeroadvisor.model.spec import TrainingShape
+from zeroadvisor.units import format_bytes
+
+SP_KEY = "sequence_parallel_size"
+TP_KEY = "tensor_parallel"
+# What DeepSpeed needs but a fix cannot know: where the local NVMe drive is mounted. It is written (DeepSpeed
+# asserts on an NVMe offload without nvme_path, offload_config.py) and an action says to point it at the mount.
+NVME_PATH_PLACEHOLDER = "/local_nvme"
+CHECKPOINTING_LEVELS = ("none", "selective", "full")
+
+# The cost of each part of a change, in words (ZeRO paper §7 for the volumes; field reports DS#1635, DS#6834).
+COSTS = {
+    "nothing": "none beyond the other fixes reported for this file",
+    "buckets": "smaller communication buckets overlap slightly less with compute",
+    "stage-down-from-3": "less communication than ZeRO-3 (1x instead of 1.5x the data-parallel volume: no "
+                         "parameter all-gathers in forward and backward)",
+    "stage-among-0-2": "the same communication volume: ZeRO-0, 1 and 2 all move 2Ψ per step (ZeRO paper §7)",
+    "stage-up-to-3": "ZeRO-3 moves 1.5x the data-parallel volume per step: parameters are all-gathered in "
+                     "forward and backward (ZeRO paper §7)",
+    "offload_optimizer:none": "none for the optimizer: its step stays on the GPU, nothing crosses PCIe for it",
+    "offload_optimizer:cpu": "the optimizer step runs on the CPU and gradients and updated parameters cross "
+                             "PCIe every step (users report steps several times slower, DS#1635)",
+    "offload_optimizer:nvme": "the optimizer state streams between NVMe and host RAM every step and the step "
+                              "runs on the CPU (slower than CPU offload: NVMe bandwidth binds)",
+    "offload_param:none": "none for the parameters: they stay on the GPU",
+    "offload_param:cpu": "parameters cross PCIe in every forward and backward (steps 10x-50x slower in user "
+                         "reports, DS#6834)",
+    "offload_param:nvme": "parameters stream from NVMe in every forward and backward (the slowest option)",
+    "checkpointing:selective": "recomputes the attention core in the backward pass (a few % more compute)",
+    "checkpointing:full": "recomputes activations in the backward pass (full: about +33% compute)",
+    "checkpointing:none": "no recomputation (faster; more activation memory)",
+    "micro-batch": "the same global batch in more, smaller steps (lower GPU efficiency)",
+    "sequence-parallel": "all-to-alls of q, k, v and the attention output in every attention layer, 4Nh/P per "
+                         "link: O(N/P) per GPU, constant when the sequence and the GPUs grow together "
+                         "(DeepSpeed-Ulysses, arXiv:2309.14509)",
+    "tensor-parallel": "AutoTP all-reduces the activations of every sharded layer: 2 all-reduces per layer in "
+                       "forward and 2 in backward over the intra-node link (Megatron-LM, arXiv:1909.08053 §3), so "
+                       "the degree stays within a node; the data-parallel degree shrinks by the tensor degree",
+    "cluster": "more GPUs (or host RAM, NVMe) to provision",
+}
+
+# The training-script side of each part that the config alone does not do.
+CHECKPOINTING_ACTION = ("enable {level} activation checkpointing in the training script: "
+                        "model.gradient_checkpointing_enable() (HF Trainer: gradient_checkpointing=True){selective}; "
+                        "not a ds_config setting: DeepSpeed's activation_checkpointing section configures only "
+                        "deepspeed.checkpointing.checkpoint, which Hugging Face models do not call")
+SELECTIVE_NOTE = (", checkpointing only the attention core (e.g. Megatron's --recompute-granularity selective); "
+                  "without a selective mode, full checkpointing")
+NO_CHECKPOINTING_ACTION = "turn activation checkpointing off in the training script"
+SP_ACTION = ("wrap the attention for Ulysses in the training script: deepspeed.sequence.layer.DistributedAttention, "
+             "or with the HF Trainer accelerate's ParallelismConfig(sp_backend=\"deepspeed\", sp_size={degree}) "
+             "(DeepSpeed's UlyssesSPAttentionHF); sequence_parallel_size alone splits nothing")
+# deepspeed/__init__.py initialize reads tensor_parallel.autotp_size (set_autotp_mode(training=True)), but the
+# model is sharded only on DeepSpeed's AutoTP training path: transformers' deepspeed_init (integrations/
+# deepspeed.py) calls deepspeed.tp_model_init when autotp_size > 1, and accelerate's Accelerator reads the key.
+TP_ACTION = ("run the training script on DeepSpeed's AutoTP training path: deepspeed.initialize with this config "
+             "(or deepspeed.tp_model_init first), or the HF Trainer / accelerate, which call deepspeed.tp_model_init "
+             "when tensor_parallel.autotp_size > 1; each group of {degree} GPUs shares one micro batch, so the "
+             "distinct samples per step become train_batch_size / {degree}")
+NVME_ACTION = ("point nvme_path at a local NVMe mount with {space} free per node (the fix writes the placeholder "
+               "\"{path}\")")
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """Something the change needs outside the DeepSpeed config. ``values``: the numbers a script can act on."""
+
+    kind: str  # gradient-checkpointing | nvme-path | sequence-parallel | tensor-parallel | cluster
+    text: str
+    values: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "text": self.text, **self.values}
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterChange:
+    """A larger cluster: more GPUs, or more host RAM / NVMe per node (None: as given)."""
+
+    gpus: int | None = None
+    gpus_per_node: int | None = None
+    cpu_memory: int | None = None
+    nvme: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One candidate: the option, shape, micro batch and layout to run with, compared with the configured run."""
+
+    option: Option
+    shape: TrainingShape
+    micro_batch: int  # the micro batch it runs with
+    accumulation: int | None  # the gradient accumulation written with it (None: not written)
+    was_option: Option
+    was_shape: TrainingShape
+    was_micro_batch: int
+    # Merge patch of the layout keys (sequence_parallel_size, tensor_parallel), estimated with it.
+    config_patch: dict[str, Any] | None = None
+    buckets: int | None = None  # reduce/allgather bucket elements written with it
+    cluster: ClusterChange | None = None
+    nvme_path: str | None = None  # the nvme_path the config will hold (NVMe offload)
+    nvme_space: int | None = None  # NVMe per node the option needs
+
+    @property
+    def sequence_parallel(self) -> int | None:
+        return (self.config_patch or {}).get(SP_KEY)
+
+    @property
+    def tensor_parallel(self) -> int | None:
+        block = (self.config_patch or {}).get(TP_KEY)
+        return block.get("autotp_size") if isinstance(block, dict) else None
+
+    @property
+    def parts(self) -> list[str]:
+        """What differs from the configured run, one COSTS key each (bucket tuning aside)."""
+        out: list[str] = []
+        if self.option.stage != self.was_option.stage:
+            if self.was_option.stage == 3:
+                out.append("stage-down-from-3")
+            elif self.option.stage == 3:
+                out.append("stage-up-to-3")
+            else:
+                out.append("stage-among-0-2")
+        for which in ("offload_optimizer", "offload_param"):
+            if getattr(self.option, which) != getattr(self.was_option, which):
+                out.append(f"{which}:{getattr(self.option, which)}")
+        if self.shape.activation_checkpointing != self.was_shape.activation_checkpointing:
+            out.append(f"checkpointing:{self.shape.activation_checkpointing}")
+        if self.micro_batch != self.was_micro_batch:
+            out.append("micro-batch")
+        if self.sequence_parallel:
+            out.append("sequence-parallel")
+        if self.tensor_parallel:
+            out.append("tensor-parallel")
+        if self.cluster is not None:
+            out.append("cluster")
+        return out
+
+    @property
+    def changes(self) -> int:
+        """How many things change (ties in cost go to fewer)."""
+        return len(self.parts)
+
+    @property
+    def description(self) -> str:
+        words = [self.option.words] if self.option != self.was_option else []
+        if self.micro_batch != self.was_micro_batch:
+            words.append(f"micro batch {self.micro_batch}"
+                         + (f" with gradient accumulation {self.accumulation}" if self.accumulation else ""))
+        if self.shape.activation_checkpointing != self.was_shape.activation_checkpointing:
+            words.append(f"{self.shape.activation_checkpointing} activation checkpointing (in the training script)")
+        if self.sequence_parallel:
+            words.append(f"Ulysses sequence parallel {self.sequence_parallel} (sequence_parallel_size "
+                         f"{self.sequence_parallel} in ds_config)")
+        if self.tensor_parallel:
+            words.append(f"AutoTP tensor parallel {self.tensor_parallel} (tensor_parallel.autotp_size "
+                         f"{self.tensor_parallel} in ds_config)")
+        if self.buckets is not None:
+            words.append(f"reduce/allgather buckets of {self.buckets:,} elements")
+        if self.cluster is not None:
+            words.append(cluster_words(self.cluster))
+        if not words:
+            words.append(f"the configured {self.option.words}")
+        if not self.parts and self.buckets is None:
+            words.append("with the other fixes reported for this file")
+        return ", ".join(words)
+
+    @property
+    def cost(self) -> str:
+        keys = self.parts or ["nothing"]
+        if self.buckets is not None:
+            keys = [*self.parts, "buckets"]
+        return "; ".join(COSTS[key] for key in keys)
+
+    def actions(self, unit: str = "GB") -> list[Action]:
+        out: list[Action] = []
+        level = self.shape.activation_checkpointing
+        if level != self.was_shape.activation_checkpointing:
+            if level == "none":
+                out.append(Action("gradient-checkpointing", NO_CHECKPOINTING_ACTION, {"level": level}))
+            else:
+                out.append(Action("gradient-checkpointing", CHECKPOINTING_ACTION.format(
+                    level=level, selective=SELECTIVE_NOTE if level == "selective" else ""), {"level": level}))
+        if self.nvme_path == NVME_PATH_PLACEHOLDER:
+            space = format_bytes(self.nvme_space or 0, unit)
+            out.append(Action("nvme-path", NVME_ACTION.format(space=space, path=NVME_PATH_PLACEHOLDER),
+                              {"path": NVME_PATH_PLACEHOLDER, "nvme_per_node": self.nvme_space}))
+        if self.sequence_parallel:
+            out.append(Action("sequence-parallel", SP_ACTION.format(degree=self.sequence_parallel),
+                              {"degree": self.sequence_parallel}))
+        if self.tensor_parallel:
+            out.append(Action("tensor-parallel", TP_ACTION.format(degree=self.tensor_parallel),
+                              {"degree": self.tensor_parallel}))
+        if self.cluster is not None:
+            values = {k: v for k, v in (("gpus", self.cluster.gpus), ("gpus_per_node", self.cluster.gpus_per_node),
+                                        ("cpu_memory", self.cluster.cpu_memory), ("nvme", self.cluster.nvme))
+                      if v is not None}
+            out.append(Action("cluster", cluster_words(self.cluster, unit), values))
+        return out
+
+    def in_training_script_only(self) -> bool:
+        """Nothing in the config changes: the whole change is an action."""
+        return self.parts == [f"checkpointing:{self.shape.activation_checkpointing}"] and self.buckets is None
+
+
+def cluster_words(cluster: ClusterChange, unit: str = "GB") -> str:
+    words = []
+    if cluster.gpus is not None:
+        per_node = cluster.gpus_per_node or cluster.gpus
+        nodes = -(-cluster.gpus // per_node)
+        words.append(f"run on {cluster.gpus} GPUs" + (f" ({nodes} nodes of {per_node})" if nodes > 1 else ""))
+    if cluster.cpu_memory is not None:
+        words.append(f"give {format_bytes(cluster.cpu_memory, unit)} of host RAM per node")
+    if cluster.nvme is not None:
+        words.append(f"give {format_bytes(cluster.nvme, unit)} of NVMe per node")
+    return " and ".join(words)
+
+
+def actions_sentence(actions: list[Action]) -> str:
+    """The actions as one clause of a finding's message (every format shows the message)."""
+    if not actions:
+        return ""
+    return "; outside the config: " + "; ".join(f"({i}) {a.text}" for i, a in enumerate(actions, 1))
