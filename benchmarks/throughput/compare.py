@@ -82,9 +82,13 @@ def seconds_per_sample(entry: dict, side: dict) -> float:
     return t.step_time_s / samples
 
 
+def load(path: Path = DATA) -> list[dict]:
+    return yaml.safe_load(path.read_text("utf-8"))["comparisons"]
+
+
 def evaluate(path: Path = DATA) -> list[Row]:
     rows = []
-    for entry in yaml.safe_load(path.read_text("utf-8"))["comparisons"]:
+    for entry in load(path):
         m = entry["measured"]
         measured = m["a"] / m["b"] if m["unit"] == "samples_per_s" else m["b"] / m["a"]
         estimated = seconds_per_sample(entry, entry["b"]) / seconds_per_sample(entry, entry["a"])
