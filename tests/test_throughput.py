@@ -180,3 +180,30 @@ def test_hardware_rejects_bad_values():
     for kwargs in ({"efficiency": 0}, {"efficiency": 1.5}, {"cpu_cores": 0}, {"nvme_gb_s": -1.0}):
         with pytest.raises(ValueError):
             Hardware(A100, **kwargs)
+
+
+def test_hardware_defaults_become_assumed_inputs_naming_their_flags():
+    from zeroadvisor.memory.assumed import hardware_assumptions
+    from zeroadvisor.throughput.hardware import DEFAULTS
+
+    hw = Hardware(None, cpu_cores=64, defaulted=("--efficiency", "--nvme-bandwidth"))
+    assumed = hardware_assumptions(hw)
+    assert [a.flag for a in assumed] == ["--efficiency", "--nvme-bandwidth"]
+    assert [a.value for a in assumed] == [DEFAULTS["--efficiency"][1], DEFAULTS["--nvme-bandwidth"][1]]
+    assert all("set it with flag --" in a.message() for a in assumed)
+    assert hardware_assumptions(Hardware(None)) == []
+
+
+def test_offloaded_gradients_to_pageable_memory_do_not_overlap_the_backward_pass():
+    # CUDA Runtime API, "API synchronization behavior": a device-to-pageable-host copy returns when done, so with
+    # pin_memory off (DeepSpeed's default) the partition's gradients (P/8 x 2 B over PCIe 32 GB/s) add to the pass.
+    def run(pin: bool):
+        config = {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1, "bf16": {"enabled": True},
+                  "optimizer": {"type": "AdamW"},
+                  "zero_optimization": {"stage": 2, "overlap_comm": True,
+                                        "offload_optimizer": {"device": "cpu", "pin_memory": pin}}}
+        return step_time(MODEL, SHAPE, CLUSTER, Option(2, "cpu", "none"), read_settings(config, MODEL, 8),
+                         Hardware(A100), global_batch=8)
+
+    copy = P / 8 * 2 / 32e9
+    assert run(False).step_time_s - run(True).step_time_s == pytest.approx(copy, rel=1e-6)

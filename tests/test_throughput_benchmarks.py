@@ -29,10 +29,24 @@ def test_the_markdown_table_lists_every_pair():
     assert all(f"[{r.id}]" in table for r in rows)
 
 
-@pytest.mark.xfail(strict=True, reason="12 comparisons not collected yet and ZeRO-3's losses not modelled "
+def test_at_least_14_comparisons_each_saying_what_it_assumed():
+    entries = compare.load()
+    assert len(entries) >= 14
+    for entry in entries:
+        assert entry["assumed"].strip(), entry["id"]
+        assert {"a", "b", "measured", "hardware"} <= entry.keys(), entry["id"]
+
+
+def test_readme_tables_are_compare_py_output():
+    table = compare.markdown(compare.evaluate())
+    for readme in (REPO / "README.md", REPO / "benchmarks" / "throughput" / "README.md"):
+        assert table in readme.read_text("utf-8"), f"{readme}: run compare.py --markdown and paste the table"
+
+
+@pytest.mark.xfail(strict=True, reason="targets not met: offload and single-node ZeRO-3 costs underestimated "
                                        "(benchmarks/throughput/README.md Status)")
 def test_issue_targets():
     rows = compare.evaluate()
     order, within = compare.summary(rows)
-    assert len(rows) >= 12
+    assert len(rows) >= 14
     assert order >= 80 and within >= 70

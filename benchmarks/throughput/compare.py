@@ -20,13 +20,14 @@ from zeroadvisor.memory.estimate import Cluster
 from zeroadvisor.memory.gpu_table import GpuSpec
 from zeroadvisor.memory.gpus import resolve_gpu
 from zeroadvisor.memory.options import Option
+from zeroadvisor.memory.parallel import Parallel
 from zeroadvisor.memory.settings import read_settings
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
-from zeroadvisor.throughput import Hardware, step_time
+from zeroadvisor.throughput import Hardware, ZeroPlusPlus, step_time
 
 DATA = Path(__file__).with_name("comparisons.yaml")
 MODEL_KEYS = ("parameters", "num_layers", "hidden_size", "num_attention_heads", "head_dim", "intermediate_size",
-              "vocab_size", "encoder_layers", "decoder_layers", "embedding_parameters", "gated_mlp")
+              "vocab_size", "encoder_layers", "decoder_layers", "embedding_parameters", "gated_mlp", "tied_embeddings")
 
 
 @dataclass(frozen=True)
@@ -56,30 +57,38 @@ def _gpu(entry: dict) -> GpuSpec:
 
 
 def seconds_per_sample(entry: dict, side: dict) -> float:
+    """Estimated seconds per sample of one side (its stage, offload, micro batch, checkpointing)."""
     model = ModelSpec(**{k: v for k, v in entry["model"].items() if k in MODEL_KEYS})
     micro = side.get("micro_batch", entry.get("micro_batch"))
+    layout = Parallel(data=entry["gpus"] // (entry.get("tensor_parallel", 1) * entry.get("pipeline_parallel", 1)),
+                      tensor=entry.get("tensor_parallel", 1), pipeline=entry.get("pipeline_parallel", 1))
+    samples = entry.get("global_batch") or micro * entry.get("accumulation", 1) * layout.batch_world()
+    accumulation = samples // (micro * layout.batch_world())
     shape = TrainingShape(sequence_length=entry["sequence_length"], target_length=entry.get("target_length"),
-                          activation_checkpointing=entry.get("checkpointing", "none"))
+                          activation_checkpointing=side.get("checkpointing", entry.get("checkpointing", "none")))
     zero: dict = {"stage": side["stage"]}
     for which in ("offload_optimizer", "offload_param"):
         if side.get(which):
             zero[which] = {"device": side[which]}
     zero.update(side.get("zero", {}))
-    config = {"train_micro_batch_size_per_gpu": micro, "gradient_accumulation_steps": entry.get("accumulation", 1),
+    config = {"train_micro_batch_size_per_gpu": micro, "gradient_accumulation_steps": accumulation,
               entry["precision"]: {"enabled": True}, "optimizer": {"type": "AdamW"}, "zero_optimization": zero}
     cluster = Cluster(gpus=entry["gpus"], gpus_per_node=entry["gpus_per_node"])
     settings = read_settings(config, model, entry["gpus"])
     hw_args = {k: entry[k] for k in ("inter_node_gb_s", "cpu_cores", "nvme_gb_s", "efficiency") if k in entry}
     option = Option(side["stage"], side.get("offload_optimizer", "none"), side.get("offload_param", "none"))
-    samples = micro * entry.get("accumulation", 1) * entry["gpus"]
-    t = step_time(model, shape, cluster, option, settings, Hardware(_gpu(entry), **hw_args),
-                  global_batch=samples)
+    t = step_time(model, shape, cluster, option, settings, Hardware(_gpu(entry), **hw_args), layout=layout,
+                  global_batch=samples, zeropp=ZeroPlusPlus.from_config(config))
     return t.step_time_s / samples
+
+
+def load(path: Path = DATA) -> list[dict]:
+    return yaml.safe_load(path.read_text("utf-8"))["comparisons"]
 
 
 def evaluate(path: Path = DATA) -> list[Row]:
     rows = []
-    for entry in yaml.safe_load(path.read_text("utf-8"))["comparisons"]:
+    for entry in load(path):
         m = entry["measured"]
         measured = m["a"] / m["b"] if m["unit"] == "samples_per_s" else m["b"] / m["a"]
         estimated = seconds_per_sample(entry, entry["b"]) / seconds_per_sample(entry, entry["a"])

@@ -41,7 +41,16 @@ INPUTS: dict[str, Input] = {
     "pipeline_parallel": Input("pipeline-parallel degree", "--pipeline-parallel", "pipeline_parallel"),
     "sequence_parallel": Input("sequence-parallel degree", "--sequence-parallel", "sequence_parallel"),
     "expert_parallel": Input("expert-parallel degree", "--expert-parallel", "expert_parallel"),
+    # the machine facts of the step time (throughput/hardware.py DEFAULTS names the same flags)
+    "efficiency": Input("GPU efficiency (share of dense peak)", "--efficiency", ""),
+    "inter_node_bandwidth": Input("inter-node bandwidth (GB/s per node)", "--inter-node-bandwidth", ""),
+    "cpu_cores": Input("CPU cores per node", "--cpu-cores", ""),
+    "nvme_bandwidth": Input("NVMe bandwidth (GB/s per node)", "--nvme-bandwidth", ""),
 }
+
+# Hardware field -> INPUTS key, for the step-time defaults (throughput/hardware.py Hardware.defaulted).
+HARDWARE_INPUTS = {"efficiency": "efficiency", "inter_node_gb_s": "inter_node_bandwidth", "cpu_cores": "cpu_cores",
+                   "nvme_gb_s": "nvme_bandwidth"}
 
 # The inputs without which the activation term is 0: the verdict then covers everything but activations.
 ACTIVATION_INPUTS = ("sequence_length", "architecture")
@@ -151,4 +160,18 @@ def load_assumptions(model: ModelSpec, load: LoadInputs, configured_stage: int |
         # host RAM (modeling_utils.py get_init_context, torch.device("meta")); every local rank does so.
         out.append(AssumedInput.of("meta_device", False, "every local rank materialises the weights in host RAM "
                                    "(from_pretrained without a device_map)"))
+    return out
+
+
+def hardware_assumptions(hw) -> list[AssumedInput]:
+    """The step-time defaults ``hw`` (throughput/hardware.py Hardware) used because no flag gave them.
+
+    Call it only where a step time was computed: without one, these inputs change nothing."""
+    from zeroadvisor.throughput.hardware import DEFAULTS  # the one table of flags, defaults and reasons
+
+    out = []
+    for flag in hw.defaulted:
+        field_name, _default, why = DEFAULTS[flag]
+        out.append(AssumedInput.of(HARDWARE_INPUTS[field_name], getattr(hw, field_name),
+                                   f"the step time uses it ({why})"))
     return out

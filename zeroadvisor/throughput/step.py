@@ -10,7 +10,8 @@ seconds in the step (compute, communication, offload = PCIe + CPU optimizer, nvm
 
 Not modelled (stated, not hidden): the GPU optimizer step (HBM-bound, milliseconds), tensor- and
 pipeline-parallel communication and the pipeline bubble, kernel launch latency, data loading,
-and the efficiency loss of small micro batches (efficiency is one number per run).
+and the efficiency loss of small micro batches (efficiency is one number per run), DeepSpeed's host-side
+work per ZeRO-3 module fetch and per offloaded parameter (benchmarks/throughput/README.md Status).
 """
 
 from __future__ import annotations
@@ -176,12 +177,16 @@ def step_time(model: ModelSpec, shape: TrainingShape, cluster: Cluster, option: 
     grad_bytes = B.DTYPE_BYTES[settings.precision]
     part = psi_grads / n
     param_part = psi_params / n
+    # A copy into pageable host memory returns only when it is done (CUDA Runtime API, "API synchronization
+    # behavior"): with pin_memory off (DeepSpeed's default) the host waits and launches no kernels meanwhile, so
+    # the copies add to the pass instead of running beside it.
+    grads_overlap = overlap and settings.offload_optimizer_pin_memory
     if opt_device != "none":
         reducing = k if option.stage >= 2 else 1
         down = pcie_seconds(part * grad_bytes, hw)
-        (backward if option.stage >= 2 else boundary).add("offload", down, overlap)
+        (backward if option.stage >= 2 else boundary).add("offload", down, grads_overlap)
         accumulate = pcie_seconds(part * grad_bytes, hw) if option.stage >= 2 and k > 1 else 0.0
-        backward.add("offload", accumulate * (k - 1) / k, overlap)  # not in the first micro step
+        backward.add("offload", accumulate * (k - 1) / k, grads_overlap)  # not in the first micro step
         terms.append(StepTerm("offload", f"gradients to the host x {reducing}", reducing * down + (k - 1) * accumulate,
                               f"{part:,.0f} x {grad_bytes} B over PCIe {hw.gpu.host_link_gb_s} GB/s"
                               + (" (+ accumulated partition back per micro step)" if accumulate else ""),
@@ -204,8 +209,9 @@ def step_time(model: ModelSpec, shape: TrainingShape, cluster: Cluster, option: 
                                   "ZeRO-Infinity §5; partitioned_optimizer_swapper.py; offload.py"))
     if option.stage == 3 and option.offload_param != "none":
         fetch = pcie_seconds(param_part * grad_bytes, hw)
-        forward.add("offload", fetch, overlap)
-        backward.add("offload", fetch, overlap)
+        params_overlap = overlap and settings.offload_param_pin_memory  # pageable: see grads_overlap
+        forward.add("offload", fetch, params_overlap)
+        backward.add("offload", fetch, params_overlap)
         terms.append(StepTerm("offload", f"parameters to the GPU x {2 * k}", 2 * k * fetch,
                               f"{param_part:,.0f} x {grad_bytes} B over PCIe, before each forward and backward",
                               "ZeRO-Infinity §5; offload.py"))
