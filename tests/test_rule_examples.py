@@ -6,6 +6,7 @@ docs (docs/rules.md is generated from the same examples) true.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -17,6 +18,12 @@ from zeroadvisor.cli import inputs
 from zeroadvisor.advisor.check import CheckOptions, check_document
 from zeroadvisor.lint.engine import lint_text
 from zeroadvisor.rules import registry
+
+# the fixture tool builds CheckOptions the way the CLI does (tools/update_rule_fixtures.py hardware)
+_TOOL = Path(__file__).resolve().parent.parent / "tools" / "update_rule_fixtures.py"
+_spec = importlib.util.spec_from_file_location("update_rule_fixtures", _TOOL)
+fixtures = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(fixtures)
 from zeroadvisor.lint.context import LintOptions
 from zeroadvisor.config.source import parse
 
@@ -33,7 +40,8 @@ def run_check_example(config: str, options: dict, folder: Path):
     spec, shape = inputs.model_and_shape(str(folder / "model.json"), None)
     check_options = CheckOptions(
         model=spec, shape=shape, gpus=options["gpus"], gpu_memory=inputs.gpu_memory(options.get("gpu_memory"), options.get("gpu"), True),
-        cpu_memory=inputs.size("--cpu-memory", options.get("cpu_memory")), gpu=inputs.gpu(options.get("gpu")))
+        cpu_memory=inputs.size("--cpu-memory", options.get("cpu_memory")), gpu=inputs.gpu(options.get("gpu")),
+        hardware=fixtures.hardware(options))
     return check_document(parse(config, "example.json"), check_options).findings
 
 

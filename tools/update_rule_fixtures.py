@@ -24,7 +24,8 @@ A fixture file is ``tests/rules/<CODE>-<name>.yaml``::
       format: yaml                        # optional: read with the YAML reader instead
       options: {integration: deepspeed, gpus: 8}
       # advice rules (run through ``check``): options model, gpus, gpu | gpu_memory, cpu_memory, nvme,
-      # gpus_per_node, headroom, integration; the model is a model description (an inline
+      # gpus_per_node, headroom, integration, and the machine of the step time (efficiency,
+      # inter_node_bandwidth, cpu_cores, nvme_bandwidth); the model is a model description (an inline
       # hf_config object becomes a config.json beside it)
       xfail: reason the current output is wrong (expected is then hand-kept)
       expected:                           # the findings of this rule, in report order
@@ -56,8 +57,20 @@ CASE_KEYS = ("name", "note", "xfail", "format", "options", "config", "expected",
 INPUT_KEYS = ("name", "note", "xfail", "format", "options", "config")
 FINDING_KEYS = ("code", "pointer", "line", "column", "message", "fix")
 LINT_OPTIONS = ("integration", "gpus", "training")
+# the step-time model's machine (throughput/hardware.py DEFAULTS; the flags of the same names)
+HARDWARE_OPTIONS = ("efficiency", "inter_node_bandwidth", "cpu_cores", "nvme_bandwidth")
 CHECK_OPTIONS = ("model", "gpus", "gpu", "gpu_memory", "cpu_memory", "nvme", "gpus_per_node", "headroom",
-                 "integration")
+                 "integration", *HARDWARE_OPTIONS)
+
+
+def hardware(options: dict):
+    """The Hardware a check with ``options`` ranks on, as the CLI builds it from --gpu and the machine flags
+    (None without a GPU name)."""
+    from zeroadvisor.cli import inputs
+
+    if options.get("gpu") is None:
+        return None
+    return inputs.hardware({"gpu": options["gpu"], **{k: str(options[k]) for k in HARDWARE_OPTIONS if k in options}})
 
 
 class FixtureError(Exception):
@@ -158,7 +171,8 @@ def _run_check(case: dict[str, Any], options: dict[str, Any]) -> list:
         cpu_memory=inputs.size("--cpu-memory", options.get("cpu_memory")),
         nvme=inputs.size("--nvme", options.get("nvme")),
         headroom=inputs.headroom(str(options["headroom"])) if "headroom" in options else DEFAULT_HEADROOM,
-        integration=options.get("integration", "any"), gpu=inputs.gpu(options.get("gpu")))
+        integration=options.get("integration", "any"), gpu=inputs.gpu(options.get("gpu")),
+        hardware=hardware(options))
     return check_document(parse_case(case, doc_name(case)), check_options).findings
 
 

@@ -35,11 +35,12 @@ if TYPE_CHECKING:
     from zeroadvisor.advisor.check import CheckOptions, CheckResult
     from zeroadvisor.memory.estimate import Cluster, Estimate
     from zeroadvisor.model.spec import ModelSpec, TrainingShape
+    from zeroadvisor.throughput import Hardware
 
 __all__ = [
     "CheckRun", "EXPECTED_ERRORS", "ESTIMATE_FORMATS", "FAIL_ON", "LintRun", "STDIN", "UnreadableInput",
-    "UnusableConfig", "UsageError", "check_config", "estimate_config", "fails", "find_rule", "lint_paths",
-    "select_rules",
+    "UnusableConfig", "UsageError", "check_config", "estimate_config", "estimate_throughput", "fails", "find_rule",
+    "lint_paths", "select_rules",
 ]
 
 
@@ -202,6 +203,20 @@ def _accelerate_estimate_inputs(path: str, document: Document, shape: "TrainingS
     if data is None:
         raise UnusableConfig(f"{path}: cannot estimate: {why}")
     return data, shape, cluster
+
+
+def estimate_throughput(config: str | None, result: "Estimate", hardware: "Hardware") -> dict:
+    """Step time per option of ``result`` (zeroadvisor.throughput.per_option; the config is read again for its
+    batch and ZeRO++ keys). Where a step time was computed, the machine facts the flags left to their defaults
+    join the estimate's assumed inputs."""
+    from zeroadvisor.memory.assumed import hardware_assumptions
+    from zeroadvisor.throughput import per_option
+
+    data = _read_config(config).data if config is not None else None
+    steps = per_option(result, hardware, data if isinstance(data, dict) else None)
+    if any(getattr(step, "step_time_s", None) for step in steps.values()):
+        result.assumed = [*result.assumed, *hardware_assumptions(hardware)]
+    return steps
 
 
 def _refuse_conflicts(path: str, data: dict, model: "ModelSpec", gpus: int, shape: "TrainingShape") -> None:

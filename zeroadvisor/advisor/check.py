@@ -94,6 +94,12 @@ def check_document(doc: Document, options: CheckOptions, rules: Iterable[Rule] |
                             hardware=_hardware(options))
     except EstimateError as err:  # a lint fix left a value the memory model cannot use
         return CheckResult(lint_document(doc, lint_options, lint_rules), None, options, {"estimate_error": str(err)})
+    hardware = searcher.hardware
+    if hardware is not None and searcher.configured_seconds() is not None:
+        # the ranking used step times: the machine facts nobody gave are assumed inputs too (ZA808)
+        from zeroadvisor.memory.assumed import hardware_assumptions
+
+        result.assumed = [*result.assumed, *hardware_assumptions(hardware)]
     budget = Budget(options.gpu_memory, options.usable, options.headroom, options.cpu_memory, options.nvme,
                     options.unit)
     advice = AdviceContext(result, budget, searcher)

@@ -90,13 +90,11 @@ def estimate(v: Values) -> ExitCode:
 
 
 def _throughput(v: Values, result) -> dict:
-    """Step time per option (throughput/): the config is read again for its batch and ZeRO++ keys."""
+    """Step time per option (throughput/), on the machine the flags describe."""
+    from zeroadvisor import api
     from zeroadvisor.cli import inputs
-    from zeroadvisor.lint.engine import read_document
-    from zeroadvisor.throughput import per_option
 
-    data = read_document(v["config"]).data if v["config"] is not None else None
-    return per_option(result, inputs.hardware(v), data if isinstance(data, dict) else None)
+    return api.estimate_throughput(v["config"], result, inputs.hardware(v))
 
 
 def check(v: Values) -> ExitCode:

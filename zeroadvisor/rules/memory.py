@@ -598,7 +598,8 @@ ASSUMED_INPUT = Rule(
         Example('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, "optimizer": {"type": '
                 '"AdamW"}, "zero_optimization": {"stage": 2}}',
                 fails=False, options={"model": {**_MODEL_7B, "load_dtype": "bf16", "meta_load": False},
-                                      "gpus": 8, "gpu": "A100-SXM4-80GB"}),
+                                      "gpus": 8, "gpu": "A100-SXM4-80GB", "efficiency": 0.4,
+                                      "inter_node_bandwidth": 25, "cpu_cores": 48, "nvme_bandwidth": 3}),
     ),
     needs_advice=True,
     source="transformers integrations/deepspeed.py (\"auto\" filling), modeling_utils.py (from_pretrained dtype, "
