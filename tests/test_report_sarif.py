@@ -64,3 +64,25 @@ def test_rule_help_points_to_the_rule_docs_in_this_repository():
         assert f"docs/rules.md#{target.group(2)}" in entry["help"]["text"]
     without_schema = {k: v for k, v in doc.items() if k != "$schema"}
     assert not re.search(r"https?://", json.dumps(without_schema))  # no invented URL anywhere
+
+
+def test_a_checks_sarif_and_github_output_carry_its_verdict_and_gpu(tmp_path):
+    """check --format sarif|github on one config: the run's property bag holds the verdict sentence and the
+    cluster with the resolved card (schema-valid: a run may carry properties, SARIF §3.14.27), and the GitHub
+    log opens with the verdict as a notice naming the card."""
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parent.parent
+    args = [sys.executable, "-m", "zeroadvisor", "check", "sample_configs/zero2_bf16.json", "--model",
+            "sample_configs/models/llama-2-7b.yaml", "--gpus", "8", "--gpu", "H100-SXM5-80GB", "--format"]
+    out = subprocess.run([*args, "sarif"], capture_output=True, text=True, cwd=repo, timeout=120)
+    doc = json.loads(out.stdout)
+    validate_sarif(doc)
+    run = doc["runs"][0]["properties"]
+    assert run["cluster"]["gpu"]["name"] == "H100-SXM5-80GB"
+    assert run["verdict"].startswith("Verdict (Z2): ")
+    log = subprocess.run([*args, "github"], capture_output=True, text=True, cwd=repo, timeout=120).stdout
+    first = log.splitlines()[0]
+    assert first.startswith("::notice file=sample_configs/zero2_bf16.json,title=zeroadvisor verdict on "
+                            "H100-SXM5-80GB::Verdict (Z2): ")

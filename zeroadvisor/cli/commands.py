@@ -148,7 +148,9 @@ def check(v: Values) -> ExitCode:
             error(f"applied {run.fixed} fix(es) to {path}" if run.fixed else f"nothing to fix in {path}")
         failed = failed or api.fails(run.result.findings, v["fail_on"])
     if combined:
-        documents.append(_text(v["format"], findings, files=len(configs), rules=tuple(used.values())))
+        # one config: its verdict and cluster go with the findings (SARIF run properties, a GitHub notice)
+        single = {"check": run.result, "unit": v["unit"], "path": configs[0]} if len(configs) == 1 else {}
+        documents.append(_text(v["format"], findings, files=len(configs), rules=tuple(used.values()), **single))
     if v["format"] == "json" and len(documents) > 1:
         sys.stdout.write("[\n" + ",\n".join(d.rstrip("\n") for d in documents) + "\n]\n")
     else:

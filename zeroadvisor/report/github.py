@@ -30,4 +30,16 @@ def render(findings: list[Finding], files: int = 1, ascii_only: bool = False) ->
 
 
 def render_report(report) -> str:
-    return render(report.findings, report.files, ascii_only=report.ascii_only)
+    """The findings as annotations; a check's verdict (with the resolved GPU) first, as a notice."""
+    from zeroadvisor.report.sarif import run_properties
+
+    out = render(report.findings, report.files, ascii_only=report.ascii_only)
+    run = run_properties(report)
+    if run is None:
+        return out
+    gpu = run["cluster"].get("gpu")
+    card = f" on {gpu['name']}" if gpu else ""
+    where = f"file={escape.workflow_property(report.path)}," if getattr(report, "path", None) else ""
+    notice = (f"::notice {where}title={escape.workflow_property('zeroadvisor verdict' + card)}::"
+              f"{escape.workflow_data(run['verdict'])}\n")
+    return (escape.for_encoding(notice, "ascii") if report.ascii_only else notice) + out

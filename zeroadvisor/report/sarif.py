@@ -74,24 +74,38 @@ def _result(f: Finding, index: dict[str, int]) -> dict[str, Any]:
     return result
 
 
-def document(findings: list[Finding], rules: Iterable[Rule]) -> dict[str, Any]:
+def document(findings: list[Finding], rules: Iterable[Rule], properties: dict[str, Any] | None = None
+             ) -> dict[str, Any]:
+    """``properties``: the run's property bag (SARIF §3.8), e.g. a check's verdict and cluster."""
     rules = list(rules)
     index = {rule.code: i for i, rule in enumerate(rules)}
-    return {
-        "version": "2.1.0",
-        "$schema": SARIF_SCHEMA,
-        "runs": [{
-            "tool": {"driver": {"name": "zeroadvisor", "version": __version__,
-                                "rules": [_rule_entry(r) for r in rules]}},
-            "columnKind": COLUMN_KIND,
-            "results": [_result(f, index) for f in findings],
-        }],
+    run: dict[str, Any] = {
+        "tool": {"driver": {"name": "zeroadvisor", "version": __version__,
+                            "rules": [_rule_entry(r) for r in rules]}},
+        "columnKind": COLUMN_KIND,
+        "results": [_result(f, index) for f in findings],
     }
+    if properties:
+        run["properties"] = properties
+    return {"version": "2.1.0", "$schema": SARIF_SCHEMA, "runs": [run]}
 
 
-def render(findings: list[Finding], rules: Iterable[Rule], ascii_only: bool = False) -> str:
-    return escape.json_dumps(document(findings, rules), ascii_only=ascii_only)
+def render(findings: list[Finding], rules: Iterable[Rule], ascii_only: bool = False,
+           properties: dict[str, Any] | None = None) -> str:
+    return escape.json_dumps(document(findings, rules, properties), ascii_only=ascii_only)
+
+
+def run_properties(report) -> dict[str, Any] | None:
+    """A check's verdict sentence and its cluster (the resolved GPU, its capacity, the parallel layout)."""
+    estimate = report.check.estimate if report.check is not None else report.estimate
+    if estimate is None:
+        return None
+    from zeroadvisor.report import overview
+
+    rec = overview.recommendation(report.findings, estimate, getattr(report, "throughput", None))
+    return {"verdict": overview.verdict_sentence(estimate, rec, report.unit),
+            "cluster": estimate.to_dict()["cluster"]}
 
 
 def render_report(report) -> str:
-    return render(report.findings, report.rules, ascii_only=report.ascii_only)
+    return render(report.findings, report.rules, ascii_only=report.ascii_only, properties=run_properties(report))
