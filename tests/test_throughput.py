@@ -263,3 +263,18 @@ def test_fetch_cost_is_the_measured_one():
 
     measured = json.loads((REPO / "benchmarks" / "zero3_fetch_overhead.json").read_text())
     assert ZERO3_FETCH_HOST_S == pytest.approx(measured["by_ranks"]["1"]["per_module_fetch_s"], rel=0.05)
+
+
+@pytest.mark.parametrize(("command", "launcher"), [
+    ("torchrun --nproc_per_node 8 train.py --deepspeed ds.json", "torchrun"),
+    ("accelerate launch --num_processes 8 train.py --deepspeed ds.json", "accelerate"),
+    ("deepspeed --num_gpus 8 train.py --deepspeed ds.json", "deepspeed"),
+])
+def test_the_launch_command_names_the_launcher(command, launcher):
+    from zeroadvisor.cli.inputs import hardware, trainer_inputs
+
+    out = trainer_inputs({"training_args": None, "launch": command, "launcher": None})
+    assert out["launcher"] == launcher
+    assert "launcher" not in trainer_inputs({"training_args": None, "launch": command, "launcher": "deepspeed"})
+    hw = hardware({"gpu": None, "launcher": out["launcher"]})
+    assert hw.launcher == launcher and "--launcher" not in hw.defaulted
