@@ -89,11 +89,26 @@ def test_mixture_of_experts_counts_active_parameters():
 
 
 def test_cpu_adam_by_hand():
-    # 7e9 / 8 = 8.75e8 parameters per process; 48 cores / 8 processes = 6 cores at 0.8e9/s: 0.182 s; the node's
-    # 8 processes move 8.75e8 x 8 x 28 B = 196 GB through 200 GB/s of host memory: 0.98 s, the bound
-    hw = Hardware(A100)
+    # 7e9 / 8 = 8.75e8 parameters per process. deepspeed launcher: 48 cores / 8 processes = 6 threads at 0.8e9/s:
+    # 0.182 s; the node's 8 processes move 8.75e8 x 8 x 28 B = 196 GB through 200 GB/s of host memory: 0.98 s,
+    # the bound. torchrun (the default): OMP_NUM_THREADS=1, one thread: 8.75e8 / 0.8e9 = 1.094 s, the bound.
+    hw = Hardware(A100, launcher="deepspeed")
     assert cpu_adam_seconds(8.75e8, 8, hw) == pytest.approx(8.75e8 * 8 * 28 / 200e9)
-    assert cpu_adam_seconds(8.75e8, 8, Hardware(A100, host_memory_gb_s=2000.0)) == pytest.approx(8.75e8 / (0.8e9 * 6))
+    assert cpu_adam_seconds(8.75e8, 8, Hardware(A100, host_memory_gb_s=2000.0, launcher="deepspeed")) == \
+        pytest.approx(8.75e8 / (0.8e9 * 6))
+    assert cpu_adam_seconds(8.75e8, 8, Hardware(A100)) == pytest.approx(1.09375)
+
+
+@pytest.mark.parametrize(("launcher", "ranks", "threads"), [
+    ("torchrun", 8, 1),  # torch/distributed/run.py: OMP_NUM_THREADS=1 when unset and nproc_per_node > 1
+    ("torchrun", 1, 64),  # one process: left unset, OpenMP takes every core
+    ("accelerate", 8, 1), ("accelerate", 1, 1),  # num_cpu_threads_per_process defaults to 1
+    ("deepspeed", 8, 8),  # --bind_cores_to_rank: 64 / 8; unbound: oversubscribed, at best the same share
+])
+def test_cpu_optimizer_threads_per_process_by_launcher(launcher, ranks, threads):
+    from zeroadvisor.throughput.hardware import cpu_threads_per_rank
+
+    assert cpu_threads_per_rank(launcher, 64, ranks) == threads
 
 
 def test_optimizer_offload_adds_the_cpu_step_and_pcie():
@@ -103,7 +118,7 @@ def test_optimizer_offload_adds_the_cpu_step_and_pcie():
     # ZeRO-Offload §4.1: bf16 gradients of the partition to the host (in backward; exposed with overlap_comm
     # off), the CPU step, the updated bf16 partition back over PCIe gen4 (32 GB/s each way)
     down = upload = part * 2 / 32e9
-    adam = part * 8 * 28 / 200e9
+    adam = part / 0.8e9  # torchrun: one thread per process (above the 0.98 s memory bound)
     assert base.step_time_s == pytest.approx(none.step_time_s + down + adam + upload)
     overlapped = _run(Option(2, "cpu"), overlap=True)
     assert overlapped.step_time_s < base.step_time_s
@@ -177,7 +192,8 @@ def test_zeropp_quantizes_and_keeps_the_backward_gather_in_the_node():
 
 
 def test_hardware_rejects_bad_values():
-    for kwargs in ({"efficiency": 0}, {"efficiency": 1.5}, {"cpu_cores": 0}, {"nvme_gb_s": -1.0}):
+    for kwargs in ({"efficiency": 0}, {"efficiency": 1.5}, {"cpu_cores": 0}, {"nvme_gb_s": -1.0},
+                   {"launcher": "mpirun"}):
         with pytest.raises(ValueError):
             Hardware(A100, **kwargs)
 
@@ -196,7 +212,7 @@ def test_hardware_defaults_become_assumed_inputs_naming_their_flags():
 
 def test_offloaded_gradients_to_pageable_memory_do_not_overlap_the_backward_pass():
     # CUDA Runtime API, "API synchronization behavior": a device-to-pageable-host copy returns when done, so with
-    # pin_memory off (DeepSpeed's default) the partition's gradients (P/8 x 2 B over PCIe 32 GB/s) add to the pass.
+    # pin_memory off (the default before DeepSpeed PR 8207) the partition's gradients (P/8 x 2 B over PCIe 32 GB/s) add to the pass.
     def run(pin: bool):
         config = {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1, "bf16": {"enabled": True},
                   "optimizer": {"type": "AdamW"},
@@ -207,3 +223,58 @@ def test_offloaded_gradients_to_pageable_memory_do_not_overlap_the_backward_pass
 
     copy = P / 8 * 2 / 32e9
     assert run(False).step_time_s - run(True).step_time_s == pytest.approx(copy, rel=1e-6)
+
+
+# -- ZeRO-3 host work per module fetch (throughput/host.py) ------------------------------------------------------
+
+def test_module_count_of_a_llama_layout_by_hand():
+    from zeroadvisor.throughput.host import modules_with_parameters
+
+    # LlamaDecoderLayer: q, k, v, o, gate, up, down projections + 2 RMSNorms = 9; x 32 + embed_tokens, norm, lm_head
+    llama = ModelSpec(parameters=P, num_layers=32, hidden_size=4096, intermediate_size=11008, gated_mlp=True)
+    assert modules_with_parameters(llama)[0] == 32 * 9 + 3
+    assert modules_with_parameters(ModelSpec(parameters=P, modules_with_parameters=148))[0] == 148
+    assert modules_with_parameters(MODEL)[0] is None
+
+
+def test_zero3_module_fetches_run_on_the_host_beside_the_compute():
+    from zeroadvisor.throughput.host import ZERO3_FETCH_HOST_S
+
+    # 10,000 modules x the measured seconds per fetch, once in forward and once in backward; full checkpointing
+    # fetches again in the recomputed forward (3 per micro step)
+    many = ModelSpec(parameters=P, modules_with_parameters=10_000)
+    for checkpointing, passes in (("none", 2), ("full", 3)):
+        shape = TrainingShape(sequence_length=2048, activation_checkpointing=checkpointing)
+        t = step_time(many, shape, CLUSTER, Option(3), _settings(3), Hardware(A100))
+        assert t.seconds("host") == pytest.approx(passes * 10_000 * ZERO3_FETCH_HOST_S)
+    # a pass takes the longer of compute and host work: with 1e6 modules the host binds (forward: 1 fetch each)
+    huge = ModelSpec(parameters=P, modules_with_parameters=1_000_000)
+    t = step_time(huge, SHAPE, CLUSTER, Option(3), _settings(3), Hardware(A100))
+    assert t.bound == "host"
+    assert t.step_time_s == pytest.approx(2 * 1_000_000 * ZERO3_FETCH_HOST_S)
+    assert _run(Option(2)).seconds("host") == 0
+
+
+def test_fetch_cost_is_the_measured_one():
+    import json
+
+    from conftest import REPO
+    from zeroadvisor.throughput.host import ZERO3_FETCH_HOST_S
+
+    measured = json.loads((REPO / "benchmarks" / "zero3_fetch_overhead.json").read_text())
+    assert ZERO3_FETCH_HOST_S == pytest.approx(measured["by_ranks"]["1"]["per_module_fetch_s"], rel=0.05)
+
+
+@pytest.mark.parametrize(("command", "launcher"), [
+    ("torchrun --nproc_per_node 8 train.py --deepspeed ds.json", "torchrun"),
+    ("accelerate launch --num_processes 8 train.py --deepspeed ds.json", "accelerate"),
+    ("deepspeed --num_gpus 8 train.py --deepspeed ds.json", "deepspeed"),
+])
+def test_the_launch_command_names_the_launcher(command, launcher):
+    from zeroadvisor.cli.inputs import hardware, trainer_inputs
+
+    out = trainer_inputs({"training_args": None, "launch": command, "launcher": None})
+    assert out["launcher"] == launcher
+    assert "launcher" not in trainer_inputs({"training_args": None, "launch": command, "launcher": "deepspeed"})
+    hw = hardware({"gpu": None, "launcher": out["launcher"]})
+    assert hw.launcher == launcher and "--launcher" not in hw.defaulted

@@ -27,7 +27,8 @@ from zeroadvisor.throughput import Hardware, ZeroPlusPlus, step_time
 
 DATA = Path(__file__).with_name("comparisons.yaml")
 MODEL_KEYS = ("parameters", "num_layers", "hidden_size", "num_attention_heads", "head_dim", "intermediate_size",
-              "vocab_size", "encoder_layers", "decoder_layers", "embedding_parameters", "gated_mlp", "tied_embeddings")
+              "vocab_size", "encoder_layers", "decoder_layers", "embedding_parameters", "gated_mlp", "tied_embeddings",
+              "modules_with_parameters")
 
 
 @dataclass(frozen=True)
@@ -70,12 +71,14 @@ def seconds_per_sample(entry: dict, side: dict) -> float:
     for which in ("offload_optimizer", "offload_param"):
         if side.get(which):
             zero[which] = {"device": side[which]}
+            if "offload_pin_memory" in entry:  # the run's DeepSpeed default (True only since PR 8207)
+                zero[which]["pin_memory"] = entry["offload_pin_memory"]
     zero.update(side.get("zero", {}))
     config = {"train_micro_batch_size_per_gpu": micro, "gradient_accumulation_steps": accumulation,
               entry["precision"]: {"enabled": True}, "optimizer": {"type": "AdamW"}, "zero_optimization": zero}
     cluster = Cluster(gpus=entry["gpus"], gpus_per_node=entry["gpus_per_node"])
     settings = read_settings(config, model, entry["gpus"])
-    hw_args = {k: entry[k] for k in ("inter_node_gb_s", "cpu_cores", "nvme_gb_s", "efficiency") if k in entry}
+    hw_args = {k: entry[k] for k in ("inter_node_gb_s", "cpu_cores", "nvme_gb_s", "efficiency", "launcher") if k in entry}
     option = Option(side["stage"], side.get("offload_optimizer", "none"), side.get("offload_param", "none"))
     t = step_time(model, shape, cluster, option, settings, Hardware(_gpu(entry), **hw_args), layout=layout,
                   global_batch=samples, zeropp=ZeroPlusPlus.from_config(config))

@@ -144,7 +144,7 @@ def hardware(values: dict):
     card = gpu(values.get("gpu"))
     parse = {"--inter-node-bandwidth": lambda t: _bandwidth("--inter-node-bandwidth", t),
              "--nvme-bandwidth": lambda t: _bandwidth("--nvme-bandwidth", t),
-             "--efficiency": _efficiency, "--cpu-cores": int}
+             "--efficiency": _efficiency, "--cpu-cores": int, "--launcher": str}
     given: dict = {}
     defaulted: list[str] = []
     for flag, (field, _default, _why) in DEFAULTS.items():
@@ -157,6 +157,10 @@ def hardware(values: dict):
 
 
 # -- the Hugging Face Trainer's inputs -----------------------------------------------------------
+
+# config/launch.py Launch.launcher -> throughput/hardware.py LAUNCHERS (python: one process, no launcher to read)
+LAUNCHER_OF_COMMAND = {"torchrun": "torchrun", "accelerate launch": "accelerate", "deepspeed": "deepspeed"}
+
 
 def trainer_inputs(values: dict) -> dict:
     """--training-args FILE and --launch / ``-- COMMAND``: the Trainer's arguments (``training``), and the
@@ -171,13 +175,19 @@ def trainer_inputs(values: dict) -> dict:
     notes: list[str] = []
     training = read_training_args(file_text) if file_text is not None else None
     world, world_from = None, ""
+    launcher_from_command = None
     if launch_text is not None:
         launch = parse_launch(launch_text)
         notes += launch.notes
         world, world_from = launch.world_size, launch.world_from
+        launcher = LAUNCHER_OF_COMMAND.get(launch.launcher)
+        if values.get("launcher") is None and launcher is not None:
+            launcher_from_command = launcher
         training = merge(training, launch.training) if training is not None else launch.training
     notes += training.notes
     out: dict = {"training": training, "notes": notes, "world_from": world_from}
+    if launcher_from_command is not None:
+        out["launcher"] = launcher_from_command  # the step time's CPU optimizer threads (throughput/hardware.py)
     if "config" in values and values["config"] is None:
         if isinstance(training.deepspeed, dict):
             raise UsageError(f"{training.source}: the DeepSpeed config is given inline; save it as a file and give "

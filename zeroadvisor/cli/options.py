@@ -145,6 +145,9 @@ THROUGHPUT_INPUTS = (
           "PCIe gen3 x4 drive)."),
     Param("efficiency", ("--efficiency",), "Share of the GPU's dense peak the training kernels reach, e.g. 0.4 "
           "or 40% (default 0.4)."),
+    Param("launcher", ("--launcher",), "What starts the GPU processes, for the CPU optimizer's threads per process "
+          "(default torchrun: one thread each, as accelerate launch; deepspeed shares the node's cores).",
+          choices="zeroadvisor.throughput.hardware:LAUNCHERS"),
 )
 
 

@@ -46,11 +46,12 @@ INPUTS: dict[str, Input] = {
     "inter_node_bandwidth": Input("inter-node bandwidth (GB/s per node)", "--inter-node-bandwidth", ""),
     "cpu_cores": Input("CPU cores per node", "--cpu-cores", ""),
     "nvme_bandwidth": Input("NVMe bandwidth (GB/s per node)", "--nvme-bandwidth", ""),
+    "launcher": Input("launcher (CPU optimizer threads per GPU process)", "--launcher", ""),
 }
 
 # Hardware field -> INPUTS key, for the step-time defaults (throughput/hardware.py Hardware.defaulted).
 HARDWARE_INPUTS = {"efficiency": "efficiency", "inter_node_gb_s": "inter_node_bandwidth", "cpu_cores": "cpu_cores",
-                   "nvme_gb_s": "nvme_bandwidth"}
+                   "nvme_gb_s": "nvme_bandwidth", "launcher": "launcher"}
 
 # The inputs without which the activation term is 0: the verdict then covers everything but activations.
 ACTIVATION_INPUTS = ("sequence_length", "architecture")

@@ -127,6 +127,7 @@ def spec_from_hf_config(config: Mapping[str, Any], source: str = "") -> ModelSpe
         encoder_layers=arch.encoder_layers,
         decoder_layers=arch.decoder_layers,
         lm_head=head in LM_HEADS,
+        modules_with_parameters=sum(m.count for m in modules if m.own),
         layer_facts=layer_facts(family.model_type, config, head),
     )
 

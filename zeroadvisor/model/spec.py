@@ -91,6 +91,9 @@ class ModelSpec:
     # Whether the counted class computes vocabulary-wide logits (an LM head: *ForCausalLM, *ForMaskedLM,
     # *ForConditionalGeneration); False for classifiers and base models; None: unknown (an LM head assumed).
     lm_head: bool | None = None
+    # Modules that own parameters (model/layout.py census; a tied LM head counts): what ZeRO-3 fetches one by
+    # one (throughput/host.py). None: not counted (estimated from the layer count).
+    modules_with_parameters: int | None = None
     layer_facts: LayerFacts | None = None
 
     @property

@@ -17,6 +17,15 @@ Defaults (used when the flag is not given; each one used is reported as an assum
   arXiv:2104.07857 §8, aggregates several drives per node; give their sum).
 - CPU Adam throughput 0.8e9 parameters/s per core: DeepSpeedCPUAdam measured by benchmarks/cpu_adam.py
   (0.79-0.84e9 on an AVX2 AMD EPYC core; AVX512 cores are faster, so a floor for servers).
+- ``--launcher`` torchrun: how many OpenMP threads DeepSpeedCPUAdam gets per GPU process (its step
+  is one ``#pragma omp parallel for``, csrc/adam/cpu_adam_impl.cpp). torch/distributed/run.py
+  (torch 2.13, main) sets OMP_NUM_THREADS=1 for every process when it is unset and nproc_per_node > 1;
+  ``accelerate launch`` exports OMP_NUM_THREADS = --num_cpu_threads_per_process, whose default is
+  OMP_NUM_THREADS or 1 (accelerate/commands/launch.py _validate_launch_command, utils/launch.py);
+  the ``deepspeed`` launcher sets it only with --bind_cores_to_rank, to cores / ranks
+  (deepspeed/launcher/launch.py main), and otherwise leaves every rank's OpenMP on all cores at
+  once: oversubscribed, so at best each rank gets its share (cores / ranks). torchrun is the default
+  because it and accelerate launch, the launchers of the Hugging Face examples, both give one thread.
 - Host memory bandwidth 200 GB/s per node: a two-socket server's STREAM triad (6-8 DDR4 channels per
   socket); the CPU Adam step reads and writes 28 bytes per parameter (fp32 parameter, gradient,
   exp_avg, exp_avg_sq read; parameter and both moments written: csrc/adam/cpu_adam_impl.cpp), so it
@@ -38,6 +47,8 @@ DEFAULT_NVME_GB_S = 3.0
 CPU_ADAM_PARAMS_PER_CORE_S = 0.8e9
 HOST_MEMORY_GB_S = 200.0
 CPU_ADAM_BYTES_PER_PARAM = 28  # 4 fp32 arrays read, 3 written
+LAUNCHERS = ("torchrun", "accelerate", "deepspeed")
+DEFAULT_LAUNCHER = "torchrun"
 
 # flag -> (Hardware field, default, why): the one table the CLI and the assumption notes read.
 DEFAULTS: dict[str, tuple[str, Any, str]] = {
@@ -48,7 +59,20 @@ DEFAULTS: dict[str, tuple[str, Any, str]] = {
                                "GB/s per node, one 200 Gb/s NIC (HDR InfiniBand / 200 GbE)"),
     "--cpu-cores": ("cpu_cores", DEFAULT_CPU_CORES, "CPU cores per node (DGX-2, AWS p4d.24xlarge)"),
     "--nvme-bandwidth": ("nvme_gb_s", DEFAULT_NVME_GB_S, "GB/s per node, one PCIe gen3 x4 NVMe drive"),
+    "--launcher": ("launcher", DEFAULT_LAUNCHER,
+                   "torchrun and accelerate launch start each GPU process with OMP_NUM_THREADS=1, so the CPU "
+                   "optimizer step runs on one core per process; the deepspeed launcher shares the node's cores"),
 }
+
+
+def cpu_threads_per_rank(launcher: str, cores: int, ranks_per_node: int) -> float:
+    """OpenMP threads DeepSpeedCPUAdam runs on in each of a node's GPU processes (module docstring)."""
+    share = cores / max(1, ranks_per_node)
+    if launcher == "accelerate":
+        return min(1.0, share)  # num_cpu_threads_per_process defaults to 1 whatever the process count
+    if launcher == "torchrun" and ranks_per_node > 1:
+        return min(1.0, share)  # OMP_NUM_THREADS=1 when unset and nproc_per_node > 1
+    return share  # deepspeed (bound to cores / ranks, or oversubscribed: at best that), or one process
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +86,7 @@ class Hardware:
     efficiency: float = DEFAULT_EFFICIENCY
     cpu_adam_params_per_core_s: float = CPU_ADAM_PARAMS_PER_CORE_S
     host_memory_gb_s: float = HOST_MEMORY_GB_S
+    launcher: str = DEFAULT_LAUNCHER
     defaulted: tuple[str, ...] = ()  # the flags (keys of DEFAULTS) not given: their defaults are assumptions
 
     def __post_init__(self) -> None:
@@ -71,6 +96,8 @@ class Hardware:
             value = getattr(self, name)
             if not value > 0:
                 raise ValueError(f"{name} must be positive, got {value!r}")
+        if self.launcher not in LAUNCHERS:
+            raise ValueError(f"launcher must be one of {', '.join(LAUNCHERS)}, got {self.launcher!r}")
         if isinstance(self.cpu_cores, bool) or not isinstance(self.cpu_cores, int) or self.cpu_cores < 1:
             raise ValueError(f"cpu_cores must be a positive integer, got {self.cpu_cores!r}")
 

@@ -19,22 +19,22 @@ DeepSpeed 0.19.8:
   sub group's step; pipeline_read/pipeline_write default off, so in series with the CPU step);
   parameters on NVMe are read before each forward and backward and written once per step.
   The node's NVMe bandwidth is shared by its GPU processes.
-- the CPU Adam step: parameters / (rate per core x the node's cores shared by its GPU processes),
-  and not faster than the node's memory bandwidth moves 28 bytes per parameter
-  (hardware.CPU_ADAM_BYTES_PER_PARAM).
+- the CPU Adam step: parameters / (rate per core x the OpenMP threads each GPU process runs it on:
+  hardware.cpu_threads_per_rank, by launcher), and not faster than the node's memory bandwidth moves
+  28 bytes per parameter for all its processes at once (hardware.CPU_ADAM_BYTES_PER_PARAM).
 """
 
 from __future__ import annotations
 
-from zeroadvisor.throughput.hardware import CPU_ADAM_BYTES_PER_PARAM, Hardware
+from zeroadvisor.throughput.hardware import CPU_ADAM_BYTES_PER_PARAM, Hardware, cpu_threads_per_rank
 
 OPTIMIZER_STATE_BYTES = 12  # fp32 master parameter + exp_avg + exp_avg_sq (Adam)
 
 
 def cpu_adam_seconds(partition: float, processes_per_node: int, hw: Hardware) -> float:
-    """The CPU optimizer step of one process's partition, the node's cores and memory shared."""
-    cores = hw.cpu_cores / processes_per_node
-    by_cores = partition / (hw.cpu_adam_params_per_core_s * cores)
+    """The CPU optimizer step of one process's partition on its threads, the node's memory bandwidth shared."""
+    threads = cpu_threads_per_rank(hw.launcher, hw.cpu_cores, processes_per_node)
+    by_cores = partition / (hw.cpu_adam_params_per_core_s * threads)
     by_memory = partition * processes_per_node * CPU_ADAM_BYTES_PER_PARAM / (hw.host_memory_gb_s * 1e9)
     return max(by_cores, by_memory)
 

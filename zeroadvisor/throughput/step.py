@@ -3,15 +3,16 @@
 A step is ``accumulation`` micro steps (forward + backward) and the optimizer step. Each pass runs
 its compute (flops.py) beside the transfers that DeepSpeed overlaps with it (comm.py, offload.py):
 with ``overlap_comm`` the pass takes as long as the slowest of compute, network, PCIe and NVMe
-(they are separate hardware and run concurrently); without it they add up. What cannot overlap
+(they are separate hardware and run concurrently); without it they add up. ZeRO-3's host-side work per
+module fetch (host.py) runs beside the compute too: the host is one more resource of the pass. What cannot overlap
 (ZeRO-0's all-reduce after backward, ZeRO-1/2's all-gather after the step, the CPU optimizer step
 and the upload of its result) adds to the step. ``bound`` names the component with the most
-seconds in the step (compute, communication, offload = PCIe + CPU optimizer, nvme).
+seconds in the step (compute, communication, offload = PCIe + CPU optimizer, nvme, host = ZeRO-3 hooks).
 
 Not modelled (stated, not hidden): the GPU optimizer step (HBM-bound, milliseconds), tensor- and
 pipeline-parallel communication and the pipeline bubble, kernel launch latency, data loading,
 and the efficiency loss of small micro batches (efficiency is one number per run), DeepSpeed's host-side
-work per ZeRO-3 module fetch and per offloaded parameter (benchmarks/throughput/README.md Status).
+work per offloaded parameter (benchmarks/throughput/README.md Status).
 """
 
 from __future__ import annotations
@@ -30,10 +31,11 @@ from zeroadvisor.memory.states import trainable
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
 from zeroadvisor.throughput.comm import ZeroPlusPlus, collectives, ring_seconds
 from zeroadvisor.throughput.flops import token_flops
-from zeroadvisor.throughput.hardware import Hardware
+from zeroadvisor.throughput.hardware import Hardware, cpu_threads_per_rank
+from zeroadvisor.throughput.host import ZERO3_FETCH_HOST_S, fetches_per_micro_step, modules_with_parameters
 from zeroadvisor.throughput.offload import OPTIMIZER_STATE_BYTES, cpu_adam_seconds, nvme_seconds, pcie_seconds
 
-COMPONENTS = ("compute", "communication", "offload", "nvme")
+COMPONENTS = ("compute", "communication", "offload", "nvme", "host")
 # fp32 training runs on TF32 tensor cores at half the 16-bit dense rate (A100/H100 datasheets).
 FP32_PEAK_SHARE = 0.5
 
@@ -57,7 +59,7 @@ class StepTerm:
 class Throughput:
     step_time_s: float
     tokens_per_s: float
-    bound: str  # compute | communication | offload | nvme
+    bound: str  # compute | communication | offload | nvme | host
     terms: tuple[StepTerm, ...]
     accumulation: int  # micro steps per step
     tokens_per_step: int
@@ -75,7 +77,7 @@ class _Pass:
     """One pass's compute and what each other resource moves during it (seconds)."""
 
     compute: float
-    loads: dict[str, float] = field(default_factory=lambda: {"communication": 0.0, "offload": 0.0, "nvme": 0.0})
+    loads: dict[str, float] = field(default_factory=lambda: {c: 0.0 for c in COMPONENTS if c != "compute"})
     exposed: float = 0.0  # transfers that do not overlap (overlap_comm off)
 
     def add(self, component: str, seconds: float, overlapped: bool) -> None:
@@ -171,6 +173,21 @@ def step_time(model: ModelSpec, shape: TrainingShape, cluster: Cluster, option: 
                               f"{_link(c.intra_node or n <= ranks_per_node, hw)}, n = {n}",
                               "ZeRO paper §7; ZeRO++ §3; DeepSpeed stage_1_and_2.py / stage3.py; comm.py"))
 
+    # -- ZeRO-3 host work per module fetch (host.py) -------------------------------------------------
+    if option.stage == 3:
+        modules, counted = modules_with_parameters(model)
+        if modules is None:
+            notes.append(f"ZeRO-3 host work per module fetch not counted: {counted}")
+        else:
+            modules = math.ceil(modules / layout.pipeline)  # a pipeline stage holds its share of the layers
+            fetches = fetches_per_micro_step(shape.activation_checkpointing)
+            per_pass = modules * ZERO3_FETCH_HOST_S
+            forward.add("host", per_pass, True)
+            backward.add("host", per_pass * (fetches - 1), True)  # backward (+ the recomputed forward)
+            terms.append(StepTerm("host", f"ZeRO-3 module fetches x {fetches * k}", k * fetches * per_pass,
+                                  f"{modules} modules ({counted}) x {fetches} passes x {ZERO3_FETCH_HOST_S * 1e6:.0f} "
+                                  f"us per fetch, beside the compute", "benchmarks/zero3_fetch_overhead.py; host.py"))
+
     # -- offload (offload.py) ------------------------------------------------------------------------
     g = cluster.gpus_on_a_node
     opt_device = option.offload_optimizer if option.stage == 3 or option.offload_optimizer == "none" else "cpu"
@@ -178,7 +195,7 @@ def step_time(model: ModelSpec, shape: TrainingShape, cluster: Cluster, option: 
     part = psi_grads / n
     param_part = psi_params / n
     # A copy into pageable host memory returns only when it is done (CUDA Runtime API, "API synchronization
-    # behavior"): with pin_memory off (DeepSpeed's default) the host waits and launches no kernels meanwhile, so
+    # behavior"): with pin_memory off (the default before DeepSpeed PR 8207) the host waits, launching nothing, so
     # the copies add to the pass instead of running beside it.
     grads_overlap = overlap and settings.offload_optimizer_pin_memory
     if opt_device != "none":
@@ -194,8 +211,10 @@ def step_time(model: ModelSpec, shape: TrainingShape, cluster: Cluster, option: 
         adam = cpu_adam_seconds(part, g, hw)
         after_step += adam
         terms.append(StepTerm("offload", "CPU Adam step", adam,
-                              f"{part:,.0f} params / ({hw.cpu_adam_params_per_core_s:.2g}/s/core x {hw.cpu_cores}/{g} "
-                              f"cores), at most {hw.host_memory_gb_s} GB/s host memory", "benchmarks/cpu_adam.py"))
+                              f"{part:,.0f} params / ({hw.cpu_adam_params_per_core_s:.2g}/s/core x "
+                              f"{cpu_threads_per_rank(hw.launcher, hw.cpu_cores, g):g} threads ({hw.launcher}, "
+                              f"{hw.cpu_cores} cores, {g} processes)), at most {hw.host_memory_gb_s} GB/s host memory",
+                              "benchmarks/cpu_adam.py; hardware.cpu_threads_per_rank"))
         if option.offload_param == "none":
             up = pcie_seconds(part * grad_bytes, hw)
             after_step += up
