@@ -78,3 +78,10 @@ def test_fixture_files_are_as_the_tool_writes_them():
         data = fixtures.load(path)
         assert fixtures.dump(data) == path.read_text("utf-8"), \
             f"{path.name} is not in the tool's layout: run tools/update_rule_fixtures.py"
+
+
+def test_fixture_hardware_options_are_the_step_time_flags():
+    """The machine a fixture may give is exactly the step-time model's flags (one table: DEFAULTS)."""
+    from zeroadvisor.throughput.hardware import DEFAULTS
+
+    assert set(fixtures.HARDWARE_OPTIONS) == {flag.lstrip("-").replace("-", "_") for flag in DEFAULTS}

@@ -57,8 +57,8 @@ CASE_KEYS = ("name", "note", "xfail", "format", "options", "config", "expected",
 INPUT_KEYS = ("name", "note", "xfail", "format", "options", "config")
 FINDING_KEYS = ("code", "pointer", "line", "column", "message", "fix")
 LINT_OPTIONS = ("integration", "gpus", "training")
-# the step-time model's machine (throughput/hardware.py DEFAULTS; the flags of the same names)
-HARDWARE_OPTIONS = ("efficiency", "inter_node_bandwidth", "cpu_cores", "nvme_bandwidth")
+# the step-time model's machine: the flags of throughput/hardware.py DEFAULTS, as option names
+HARDWARE_OPTIONS = ("efficiency", "inter_node_bandwidth", "cpu_cores", "nvme_bandwidth", "launcher")
 CHECK_OPTIONS = ("model", "gpus", "gpu", "gpu_memory", "cpu_memory", "nvme", "gpus_per_node", "headroom",
                  "integration", *HARDWARE_OPTIONS)
 

@@ -162,6 +162,24 @@ def test_deepspeed_agrees_with_the_fixture(deepspeed, tmp_path, code, case):
                                 f"at {list(completed.pointers)} {completed.notes}")
 
 
+def _actions_done(options: dict | None, findings) -> dict | None:
+    """The case's options once the fixes' cluster actions are done (more GPUs, host RAM or NVMe per node:
+    advisor/change.py Action "cluster"); the other actions are in the training script or the machine."""
+    if options is None:
+        return None
+    grown = dict(options)
+    for finding in findings:
+        for action in finding.actions:
+            if action["kind"] == "cluster":
+                for key in ("gpus", "gpus_per_node"):
+                    if key in action:
+                        grown[key] = action[key]
+                for key in ("cpu_memory", "nvme"):
+                    if key in action:
+                        grown[key] = f"{action[key]}B"  # bytes, as the size flags read them
+    return grown
+
+
 @pytest.mark.parametrize("code,case", _FIX_CASES)
 def test_fix_makes_deepspeed_accept(deepspeed, tmp_path, code, case):
     """Apply every fix of the rule (RFC 7396 on the parsed data): an error rule no longer fires, no
@@ -174,14 +192,15 @@ def test_fix_makes_deepspeed_accept(deepspeed, tmp_path, code, case):
     for finding in findings:
         if finding.fix is not None:
             fixed = merge_patch.apply(fixed, finding.fix)
-    after = fixtures.run_case(dict(case, config=json.dumps(fixed, indent=2), format="json"))
+    done = _actions_done(case.get("options"), findings)
+    after = fixtures.run_case(dict(case, config=json.dumps(fixed, indent=2), format="json", options=done))
     if rule.severity is Severity.ERROR:
         assert not [f for f in after if f.code == code], f"{code} still fires after its fix: {after}"
     new = {(f.code, f.pointer) for f in _errors(after)} - {(f.code, f.pointer) for f in _errors(before)}
     assert not new, f"the fix brings new errors: {new}"
     if _errors(after):
         return  # the case keeps another error on purpose (asserted by test_deepspeed_agrees_with_the_fixture)
-    judging = Judging(world_size=(case.get("options") or {}).get("gpus"), fill=_judging(case).fill,
+    judging = Judging(world_size=(done or {}).get("gpus"), fill=_judging(case).fill,
                       inject_batch=True)
     verdict = deepspeed_verdict(_write(case, tmp_path, data=fixed), judging)
     assert verdict.accepted, f"DeepSpeed rejects the fixed config {fixed}: {verdict.error} at {list(verdict.pointers)}"
