@@ -278,3 +278,52 @@ def test_the_launch_command_names_the_launcher(command, launcher):
     assert "launcher" not in trainer_inputs({"training_args": None, "launch": command, "launcher": "deepspeed"})
     hw = hardware({"gpu": None, "launcher": out["launcher"]})
     assert hw.launcher == launcher and "--launcher" not in hw.defaulted
+
+
+# -- the optimizer step on the GPU (gpu_step.py) ----------------------------------------------------------------
+
+def test_gpu_step_bytes_per_parameter_by_hand():
+    from zeroadvisor.throughput.gpu_step import gpu_step_bytes
+
+    # bf16 + AdamW (2 fp32 states): bf16 grad read + fp32 written (2 + 4); Adam reads p, g, m, v and writes p, m, v
+    # (7 x 4 = 28, multi_tensor_adam.cu); fp32 master read + bf16 written (4 + 2): 40 B
+    assert gpu_step_bytes("bf16", 2, 0.0).total == 6 + 28 + 6
+    # gradient_clipping 1.0 adds the norm's read of the bf16 grads (2) and the clip's mul_ on fp32 grads (4 + 4)
+    assert gpu_step_bytes("bf16", 2, 1.0).overflow_and_clip == 2 + 8
+    # fp16: the overflow check reads the grads (2) and unscaling by the loss scale reads+writes them in fp32 (8)
+    assert gpu_step_bytes("fp16", 2, 0.0).total == 6 + 28 + 6 + 2 + 8
+    assert gpu_step_bytes("fp16", 2, 1.0).overflow_and_clip == 2 + 2 + 8  # the clip shares the unscale's mul_
+    # fp32: no conversions; Adam 28; clipping reads the fp32 grads (4) and rescales them (8)
+    assert gpu_step_bytes("fp32", 2, 1.0).total == 28 + 4 + 8
+    # SGD without momentum: p, g read, p written (12) between the two conversions
+    assert gpu_step_bytes("bf16", 0, 0.0).total == 6 + 12 + 6
+
+
+A100_HBM = GpuSpec("A100-SXM4-80GB", 81920, 312.0, 300.0, 32.0, "datasheet", memory_gb_s=2039.0)
+
+
+@pytest.mark.parametrize("stage, stepped", [(0, P), (1, P / 8), (2, P / 8), (3, P / 8)])
+def test_gpu_optimizer_step_adds_its_bytes_over_hbm_after_the_backward(stage, stepped):
+    # ZeRO-0 steps all 7e9 parameters, ZeRO-1/2/3 their 1/8: x 40 B (bf16 AdamW) / 2039 GB/s (A100 datasheet)
+    with_hbm = _run(Option(stage), hw=Hardware(A100_HBM))
+    without = _run(Option(stage), hw=Hardware(A100))
+    expected = stepped * 40 / 2039e9
+    assert with_hbm.step_time_s - without.step_time_s == pytest.approx(expected)
+    term = next(t for t in with_hbm.terms if t.what == "optimizer step on the GPU")
+    assert term.seconds == pytest.approx(expected)
+    assert any("no memory bandwidth" in n for n in without.notes)
+
+
+def test_offloaded_optimizer_has_no_gpu_step():
+    t = _run(Option(2, "cpu"), hw=Hardware(A100_HBM))
+    assert not any(t.what == "optimizer step on the GPU" for t in t.terms)
+
+
+def test_gradient_clipping_reaches_the_gpu_step():
+    config = {"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True}, "gradient_clipping": 1.0,
+              "zero_optimization": {"stage": 2}}
+    clipped = step_time(MODEL, SHAPE, CLUSTER, Option(2), read_settings(config, MODEL, 8), Hardware(A100_HBM))
+    plain = _run(Option(2), hw=Hardware(A100_HBM))
+    assert clipped.step_time_s - plain.step_time_s == pytest.approx(P / 8 * (2 + 8) / 2039e9)
+    assert read_settings({**config, "gradient_clipping": "auto"}, MODEL, 8).gradient_clipping == 1.0
+    assert read_settings({"zero_optimization": {"stage": 2}}, MODEL, 8).gradient_clipping == 0.0

@@ -9,7 +9,8 @@ module fetch (host.py) runs beside the compute too: the host is one more resourc
 and the upload of its result) adds to the step. ``bound`` names the component with the most
 seconds in the step (compute, communication, offload = PCIe + CPU optimizer, nvme, host = ZeRO-3 hooks).
 
-Not modelled (stated, not hidden): the GPU optimizer step (HBM-bound, milliseconds), tensor- and
+The optimizer step on the GPU (without optimizer offload) is its passes' bytes over the GPU's memory
+bandwidth (gpu_step.py), after the last backward. Not modelled (stated, not hidden): tensor- and
 pipeline-parallel communication and the pipeline bubble, kernel launch latency, data loading,
 and the efficiency loss of small micro batches (efficiency is one number per run), DeepSpeed's host-side
 work per offloaded parameter (benchmarks/throughput/README.md Status).
@@ -31,6 +32,7 @@ from zeroadvisor.memory.states import trainable
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
 from zeroadvisor.throughput.comm import ZeroPlusPlus, collectives, ring_seconds
 from zeroadvisor.throughput.flops import token_flops
+from zeroadvisor.throughput.gpu_step import gpu_step_bytes, gpu_step_seconds
 from zeroadvisor.throughput.hardware import Hardware, cpu_threads_per_rank
 from zeroadvisor.throughput.host import ZERO3_FETCH_HOST_S, fetches_per_micro_step, modules_with_parameters
 from zeroadvisor.throughput.offload import OPTIMIZER_STATE_BYTES, cpu_adam_seconds, nvme_seconds, pcie_seconds
@@ -243,6 +245,24 @@ def step_time(model: ModelSpec, shape: TrainingShape, cluster: Cluster, option: 
             terms.append(StepTerm("nvme", f"parameters read x {2 * k} and written", 2 * k * read + write,
                                   f"{param_part:,.0f} x {grad_bytes} B x {g} processes / {hw.nvme_gb_s} GB/s",
                                   "ZeRO-Infinity §5; offload.py"))
+
+    # -- the optimizer step on the GPU (gpu_step.py) ----------------------------------------------------
+    if opt_device == "none":
+        stepped = psi_grads if option.stage == 0 else part  # ZeRO-0 steps all its parameters, ZeRO-1/2/3 1/N
+        per_param = gpu_step_bytes(settings.precision, settings.optimizer_elements, settings.gradient_clipping,
+                                   master_bytes=2 if settings.bf16_master_weights_and_grads
+                                   or settings.fp16_master_weights_and_grads else 4,
+                                   state_bytes=2 if settings.bf16_optimizer_states else 4)
+        if hw.gpu.memory_gb_s is None:
+            notes.append(f"the optimizer step on the GPU not counted: no memory bandwidth for {hw.gpu.name}")
+        else:
+            gpu_opt = gpu_step_seconds(stepped, per_param, hw.gpu.memory_gb_s)
+            after_step += gpu_opt
+            terms.append(StepTerm("compute", "optimizer step on the GPU", gpu_opt,
+                                  f"{stepped:,.0f} params x {per_param.total} B (master {per_param.to_master} + "
+                                  f"{settings.optimizer_label} {per_param.optimizer} + 16-bit copy {per_param.to_model}"
+                                  f" + overflow/clip {per_param.overflow_and_clip}) / {hw.gpu.memory_gb_s:g} GB/s",
+                                  "stage_1_and_2.py / stage3.py step; multi_tensor_adam.cu; gpu_step.py"))
 
     # -- the step ------------------------------------------------------------------------------------
     last_backward = _Pass(backward.compute, {c: backward.loads[c] + boundary.loads[c] for c in backward.loads},
