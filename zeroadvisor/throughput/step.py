@@ -35,7 +35,15 @@ from zeroadvisor.throughput.flops import token_flops
 from zeroadvisor.throughput.gpu_step import gpu_step_bytes, gpu_step_seconds
 from zeroadvisor.throughput.hardware import Hardware, cpu_threads_per_rank
 from zeroadvisor.throughput.host import ZERO3_FETCH_HOST_S, fetches_per_micro_step, modules_with_parameters
-from zeroadvisor.throughput.offload import OPTIMIZER_STATE_BYTES, cpu_adam_seconds, nvme_seconds, pcie_seconds
+from zeroadvisor.throughput.offload import (
+    HOST_PASS_S_PER_PARAM_THREAD,
+    OPTIMIZER_STATE_BYTES,
+    cpu_adam_seconds,
+    host_passes,
+    host_passes_seconds,
+    nvme_seconds,
+    pcie_seconds,
+)
 
 COMPONENTS = ("compute", "communication", "offload", "nvme", "host")
 # fp32 training runs on TF32 tensor cores at half the 16-bit dense rate (A100/H100 datasheets).
@@ -217,6 +225,13 @@ def step_time(model: ModelSpec, shape: TrainingShape, cluster: Cluster, option: 
                               f"{cpu_threads_per_rank(hw.launcher, hw.cpu_cores, g):g} threads ({hw.launcher}, "
                               f"{hw.cpu_cores} cores, {g} processes)), at most {hw.host_memory_gb_s} GB/s host memory",
                               "benchmarks/cpu_adam.py; hardware.cpu_threads_per_rank"))
+        passes = host_passes(option.stage, settings.precision, settings.gradient_clipping)
+        rest = host_passes_seconds(part, passes, g, hw)
+        after_step += rest
+        terms.append(StepTerm("offload", "the offloaded step's other host passes", rest,
+                              f"{part:,.0f} params x ({' + '.join(f'{p} {HOST_PASS_S_PER_PARAM_THREAD[p] * 1e9:.2f}' for p in passes)}"
+                              f" ns per thread) / {cpu_threads_per_rank(hw.launcher, hw.cpu_cores, g):g} threads",
+                              "stage_1_and_2.py / stage3.py step; benchmarks/offload_step.py; offload.py"))
         if option.offload_param == "none":
             up = pcie_seconds(part * grad_bytes, hw)
             after_step += up
