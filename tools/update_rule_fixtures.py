@@ -25,7 +25,7 @@ A fixture file is ``tests/rules/<CODE>-<name>.yaml``::
       options: {integration: deepspeed, gpus: 8}
       # advice rules (run through ``check``): options model, gpus, gpu | gpu_memory, cpu_memory, nvme,
       # gpus_per_node, headroom, integration, and the machine of the step time (efficiency,
-      # inter_node_bandwidth, cpu_cores, nvme_bandwidth); the model is a model description (an inline
+      # inter_node_bandwidth, cpu_cores, nvme_bandwidth, launcher); the model is a model description (an inline
       # hf_config object becomes a config.json beside it)
       xfail: reason the current output is wrong (expected is then hand-kept)
       expected:                           # the findings of this rule, in report order
@@ -58,7 +58,7 @@ INPUT_KEYS = ("name", "note", "xfail", "format", "options", "config")
 FINDING_KEYS = ("code", "pointer", "line", "column", "message", "fix")
 LINT_OPTIONS = ("integration", "gpus", "training")
 # the step-time model's machine (throughput/hardware.py DEFAULTS; the flags of the same names)
-HARDWARE_OPTIONS = ("efficiency", "inter_node_bandwidth", "cpu_cores", "nvme_bandwidth")
+HARDWARE_OPTIONS = ("efficiency", "inter_node_bandwidth", "cpu_cores", "nvme_bandwidth", "launcher")
 CHECK_OPTIONS = ("model", "gpus", "gpu", "gpu_memory", "cpu_memory", "nvme", "gpus_per_node", "headroom",
                  "integration", *HARDWARE_OPTIONS)
 

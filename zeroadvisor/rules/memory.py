@@ -599,7 +599,8 @@ ASSUMED_INPUT = Rule(
                 '"AdamW"}, "zero_optimization": {"stage": 2}}',
                 fails=False, options={"model": {**_MODEL_7B, "load_dtype": "bf16", "meta_load": False},
                                       "gpus": 8, "gpu": "A100-SXM4-80GB", "efficiency": 0.4,
-                                      "inter_node_bandwidth": 25, "cpu_cores": 48, "nvme_bandwidth": 3}),
+                                      "inter_node_bandwidth": 25, "cpu_cores": 48, "nvme_bandwidth": 3,
+                                      "launcher": "torchrun"}),
     ),
     needs_advice=True,
     source="transformers integrations/deepspeed.py (\"auto\" filling), modeling_utils.py (from_pretrained dtype, "
