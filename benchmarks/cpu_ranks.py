@@ -31,7 +31,7 @@ def run_ranks(script: str, c: dict, timeout: int) -> dict:
         for rank in range(c["ranks"]):
             env = dict(os.environ, DS_ACCELERATOR="cpu", RANK=str(rank), LOCAL_RANK=str(rank),
                        WORLD_SIZE=str(c["ranks"]), LOCAL_WORLD_SIZE=str(c["ranks"]), MASTER_ADDR="127.0.0.1",
-                       MASTER_PORT=str(port), OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
+                       MASTER_PORT=str(port), OMP_NUM_THREADS=str(c.get("threads", 1)), PYTHONWARNINGS="ignore")
             out = os.path.join(tmp, f"rank{rank}.json")
             log = open(os.path.join(tmp, f"rank{rank}.log"), "w")
             procs.append((subprocess.Popen([sys.executable, script, "--worker", json.dumps(c), out], env=env,

@@ -94,7 +94,7 @@ def test_ambiguity_only_where_cards_differ():
                 resolve_gpu(name)
             except AmbiguousGpu as err:
                 figures = {(GPUS[v].memory_mib, GPUS[v].dense_tflops, GPUS[v].intra_node_gb_s,
-                            GPUS[v].host_link_gb_s) for v in err.variants}
+                            GPUS[v].host_link_gb_s, GPUS[v].memory_gb_s) for v in err.variants}
                 assert len(figures) > 1, (name, err.variants)
 
 
@@ -107,6 +107,18 @@ def test_every_row_has_a_source_and_positive_figures():
         # sanity bounds: 8 GiB to 512 GiB, 10 to 10,000 dense TFLOPS, links PCIe Gen3 and up
         assert 8 * 1024 <= spec.memory_mib <= 512 * 1024 and 10 <= spec.dense_tflops <= 10_000
         assert spec.host_link_gb_s >= 16 and spec.intra_node_gb_s >= 16
+
+
+def test_every_row_has_its_memory_bandwidth():
+    # GDDR6 T4 (320 GB/s) to HBM3e B200 (8 TB/s); every figure a datasheet's, in GB/s
+    for spec, _ in ROWS:
+        assert spec.memory_gb_s is not None and 300 <= spec.memory_gb_s <= 8000, spec.name
+    # datasheet figures, read off the sources: A100 80GB SXM 2,039 GB/s, PCIe 1,935 GB/s; H100 SXM 3.35 TB/s;
+    # H200 4.8 TB/s; V100 900 GB/s; MI300X 5.3 TB/s
+    assert GPUS["A100-SXM4-80GB"].memory_gb_s == 2039 and GPUS["A100-PCIE-80GB"].memory_gb_s == 1935
+    assert GPUS["H100-SXM5-80GB"].memory_gb_s == 3350 and GPUS["H200-SXM-141GB"].memory_gb_s == 4800
+    assert GPUS["V100-SXM2-32GB"].memory_gb_s == 900 and GPUS["MI300X"].memory_gb_s == 5300
+    assert GPUS["A100-SXM4-80GB"].to_dict()["memory_gb_s"] == 2039
 
 
 def test_memory_is_what_the_driver_reports():

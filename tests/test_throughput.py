@@ -119,7 +119,10 @@ def test_optimizer_offload_adds_the_cpu_step_and_pcie():
     # off), the CPU step, the updated bf16 partition back over PCIe gen4 (32 GB/s each way)
     down = upload = part * 2 / 32e9
     adam = part / 0.8e9  # torchrun: one thread per process (above the 0.98 s memory bound)
-    assert base.step_time_s == pytest.approx(none.step_time_s + down + adam + upload)
+    # stage 2, bf16, no clipping: the fp32 -> bf16 copy of the partition on the host, 0.430 ns per parameter
+    # (benchmarks/offload_step.json; above its 8 x 6 B x 8.75e8 / 200 GB/s = 0.21 s memory bound)
+    to_16bit = part * 0.430e-9
+    assert base.step_time_s == pytest.approx(none.step_time_s + down + adam + to_16bit + upload)
     overlapped = _run(Option(2, "cpu"), overlap=True)
     assert overlapped.step_time_s < base.step_time_s
 
@@ -278,3 +281,87 @@ def test_the_launch_command_names_the_launcher(command, launcher):
     assert "launcher" not in trainer_inputs({"training_args": None, "launch": command, "launcher": "deepspeed"})
     hw = hardware({"gpu": None, "launcher": out["launcher"]})
     assert hw.launcher == launcher and "--launcher" not in hw.defaulted
+
+
+# -- the optimizer step on the GPU (gpu_step.py) ----------------------------------------------------------------
+
+def test_gpu_step_bytes_per_parameter_by_hand():
+    from zeroadvisor.throughput.gpu_step import gpu_step_bytes
+
+    # bf16 + AdamW (2 fp32 states): bf16 grad read + fp32 written (2 + 4); Adam reads p, g, m, v and writes p, m, v
+    # (7 x 4 = 28, multi_tensor_adam.cu); fp32 master read + bf16 written (4 + 2): 40 B
+    assert gpu_step_bytes("bf16", 2, 0.0).total == 6 + 28 + 6
+    # gradient_clipping 1.0 adds the norm's read of the bf16 grads (2) and the clip's mul_ on fp32 grads (4 + 4)
+    assert gpu_step_bytes("bf16", 2, 1.0).overflow_and_clip == 2 + 8
+    # fp16: the overflow check reads the grads (2) and unscaling by the loss scale reads+writes them in fp32 (8)
+    assert gpu_step_bytes("fp16", 2, 0.0).total == 6 + 28 + 6 + 2 + 8
+    assert gpu_step_bytes("fp16", 2, 1.0).overflow_and_clip == 2 + 2 + 8  # the clip shares the unscale's mul_
+    # fp32: no conversions; Adam 28; clipping reads the fp32 grads (4) and rescales them (8)
+    assert gpu_step_bytes("fp32", 2, 1.0).total == 28 + 4 + 8
+    # SGD without momentum: p, g read, p written (12) between the two conversions
+    assert gpu_step_bytes("bf16", 0, 0.0).total == 6 + 12 + 6
+
+
+A100_HBM = GpuSpec("A100-SXM4-80GB", 81920, 312.0, 300.0, 32.0, "datasheet", memory_gb_s=2039.0)
+
+
+@pytest.mark.parametrize("stage, stepped", [(0, P), (1, P / 8), (2, P / 8), (3, P / 8)])
+def test_gpu_optimizer_step_adds_its_bytes_over_hbm_after_the_backward(stage, stepped):
+    # ZeRO-0 steps all 7e9 parameters, ZeRO-1/2/3 their 1/8: x 40 B (bf16 AdamW) / 2039 GB/s (A100 datasheet)
+    with_hbm = _run(Option(stage), hw=Hardware(A100_HBM))
+    without = _run(Option(stage), hw=Hardware(A100))
+    expected = stepped * 40 / 2039e9
+    assert with_hbm.step_time_s - without.step_time_s == pytest.approx(expected)
+    term = next(t for t in with_hbm.terms if t.what == "optimizer step on the GPU")
+    assert term.seconds == pytest.approx(expected)
+    assert any("no memory bandwidth" in n for n in without.notes)
+
+
+def test_offloaded_optimizer_has_no_gpu_step():
+    t = _run(Option(2, "cpu"), hw=Hardware(A100_HBM))
+    assert not any(t.what == "optimizer step on the GPU" for t in t.terms)
+
+
+def test_gradient_clipping_reaches_the_gpu_step():
+    config = {"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True}, "gradient_clipping": 1.0,
+              "zero_optimization": {"stage": 2}}
+    clipped = step_time(MODEL, SHAPE, CLUSTER, Option(2), read_settings(config, MODEL, 8), Hardware(A100_HBM))
+    plain = _run(Option(2), hw=Hardware(A100_HBM))
+    assert clipped.step_time_s - plain.step_time_s == pytest.approx(P / 8 * (2 + 8) / 2039e9)
+    assert read_settings({**config, "gradient_clipping": "auto"}, MODEL, 8).gradient_clipping == 1.0
+    assert read_settings({"zero_optimization": {"stage": 2}}, MODEL, 8).gradient_clipping == 0.0
+
+
+# -- the offloaded step's host passes beside the Adam kernel (offload.py, benchmarks/offload_step.py) -------------
+
+def test_offloaded_host_passes_by_hand():
+    from zeroadvisor.throughput.offload import host_passes, host_passes_seconds
+
+    # stage 1/2 unscale only with clipping or fp16's loss scale; stage 3's unscale_and_clip_grads always mul_s
+    assert host_passes(2, "bf16", 0.0) == ("to_16bit",)
+    assert host_passes(2, "bf16", 1.0) == host_passes(2, "fp16", 0.0) == host_passes(3, "bf16", 0.0) == (
+        "unscale", "to_16bit")
+    # 7e9 / 8 parameters, one thread (torchrun, 8 processes): (0.295 + 0.430) ns each = 0.634 s; the memory cap
+    # (8 processes x 14 B x 8.75e8 / 200 GB/s = 0.49 s) is lower
+    hw = Hardware(A100)
+    assert host_passes_seconds(P / 8, ("unscale", "to_16bit"), 8, hw) == pytest.approx(P / 8 * 0.725e-9)
+    # the deepspeed launcher shares 48 cores: 6 threads each -> 0.106 s, now under the memory cap 0.49 s
+    hw6 = Hardware(A100, launcher="deepspeed")
+    assert host_passes_seconds(P / 8, ("unscale", "to_16bit"), 8, hw6) == pytest.approx(8 * 14 * P / 8 / 200e9)
+
+
+def test_offloaded_step_adds_its_host_passes():
+    t = _run(Option(3, "cpu"))
+    term = next(t for t in t.terms if t.what == "the offloaded step's other host passes")
+    assert term.seconds == pytest.approx(P / 8 * 0.725e-9)
+
+
+def test_host_pass_costs_are_the_measured_ones():
+    import json
+
+    from conftest import REPO
+    from zeroadvisor.throughput.offload import HOST_PASS_S_PER_PARAM_THREAD
+
+    measured = json.loads((REPO / "benchmarks" / "offload_step.json").read_text())["model_constants"]
+    for name in ("unscale", "to_16bit"):
+        assert HOST_PASS_S_PER_PARAM_THREAD[name] == pytest.approx(measured[f"{name}_s_per_param_thread"], rel=0.05)

@@ -25,7 +25,7 @@ A fixture file is ``tests/rules/<CODE>-<name>.yaml``::
       options: {integration: deepspeed, gpus: 8}
       # advice rules (run through ``check``): options model, gpus, gpu | gpu_memory, cpu_memory, nvme,
       # gpus_per_node, headroom, integration, and the machine of the step time (efficiency,
-      # inter_node_bandwidth, cpu_cores, nvme_bandwidth); the model is a model description (an inline
+      # inter_node_bandwidth, cpu_cores, nvme_bandwidth, launcher); the model is a model description (an inline
       # hf_config object becomes a config.json beside it)
       xfail: reason the current output is wrong (expected is then hand-kept)
       expected:                           # the findings of this rule, in report order

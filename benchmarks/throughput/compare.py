@@ -54,7 +54,8 @@ def _gpu(entry: dict) -> GpuSpec:
     if "gpu" in entry:
         return resolve_gpu(entry["gpu"])
     f = entry["gpu_facts"]
-    return GpuSpec(f["name"], 0, f["dense_tflops"], f["intra_node_gb_s"], f["host_link_gb_s"], f["source"])
+    return GpuSpec(f["name"], 0, f["dense_tflops"], f["intra_node_gb_s"], f["host_link_gb_s"], f["source"],
+                   memory_gb_s=f.get("memory_gb_s"))
 
 
 def seconds_per_sample(entry: dict, side: dict) -> float:

@@ -15,6 +15,10 @@ Columns (``GpuSpec``):
   the PCIe one.
 - ``host_link_gb_s``: per-GPU unidirectional host link: PCIe x16 (Gen3 16, Gen4 32, Gen5 64 GB/s) or
   NVLink-C2C for Grace superchips.
+- ``memory_gb_s``: the GPU memory's (HBM/GDDR) bandwidth, GB/s, as the row's source datasheet prints
+  it next to the TFLOPS (TB/s x 1000). It bounds the memory-bound optimizer step on the GPU
+  (throughput/gpu_step.py). Optional in the type so that a card described by hand may omit it; every
+  row of this table has it (tests/test_memory_gpus.py).
 - ``names``: what a user may type, besides the canonical name. A name listed on several rows (``A100``)
   is ambiguous by construction and resolves to none of them (memory/gpus.py).
 """
@@ -37,6 +41,7 @@ class GpuSpec:
     intra_node_gb_s: float  # per-GPU unidirectional bandwidth to the other GPUs of its node (NVLink/IF, or PCIe)
     host_link_gb_s: float  # per-GPU unidirectional host link (PCIe gen x16), GB/s
     source: str  # URL(s) of the datasheet(s)
+    memory_gb_s: float | None = None  # GPU memory bandwidth, GB/s (datasheet); None: not known
 
     @property
     def memory_bytes(self) -> int:
@@ -45,7 +50,7 @@ class GpuSpec:
     def to_dict(self) -> dict:
         return {"name": self.name, "memory_mib": self.memory_mib, "memory_bytes": self.memory_bytes,
                 "dense_tflops": self.dense_tflops, "intra_node_gb_s": self.intra_node_gb_s,
-                "host_link_gb_s": self.host_link_gb_s, "source": self.source}
+                "host_link_gb_s": self.host_link_gb_s, "memory_gb_s": self.memory_gb_s, "source": self.source}
 
 
 def _gb(gigabytes: float) -> int:
@@ -78,127 +83,129 @@ _BLACKWELL_RTX = "https://images.nvidia.com/aem-dam/Solutions/geforce/blackwell/
 # (spec, names a user may type). Grouped by family; the order is the order of --help and of errors.
 ROWS: tuple[tuple[GpuSpec, tuple[str, ...]], ...] = (
     # --- NVIDIA Hopper. NVLink 4: 900 GB/s bidirectional per GPU (H800, H20 as noted) ---
-    (GpuSpec("H100-SXM5-80GB", 81559, _sparse(1979), 450.0, PCIE5, f"{_H100} {_SMI_MODAL}"),
+    (GpuSpec("H100-SXM5-80GB", 81559, _sparse(1979), 450.0, PCIE5, f"{_H100} {_SMI_MODAL}", memory_gb_s=3350.0),
      ("H100", "H100-SXM", "H100-SXM5", "H100-80GB", "H100-SXM-80GB", "H100 80GB HBM3")),
     # memory: datasheet 80 GB (no published nvidia-smi figure found); NVLink bridge joins pairs only
-    (GpuSpec("H100-PCIE-80GB", _gb(80), _sparse(1513), PCIE5, PCIE5, _H100),
+    (GpuSpec("H100-PCIE-80GB", _gb(80), _sparse(1513), PCIE5, PCIE5, _H100, memory_gb_s=2000.0),
      ("H100", "H100-PCIE", "H100-80GB", "H100 PCIe")),
     # memory: nvidia-smi 95830 MiB, https://github.com/NVIDIA/gpu-admin-tools/issues/4; bridge pairs only
-    (GpuSpec("H100-NVL-94GB", 95830, _sparse(1671), PCIE5, PCIE5, _H100),
+    (GpuSpec("H100-NVL-94GB", 95830, _sparse(1671), PCIE5, PCIE5, _H100, memory_gb_s=3900.0),
      ("H100", "H100-NVL", "H100-94GB", "H100 NVL")),
     # memory: nvidia-smi 143771 MiB as the previous table had it (not re-found in a public output)
-    (GpuSpec("H200-SXM-141GB", 143771, _sparse(1979), 450.0, PCIE5, _H200),
+    (GpuSpec("H200-SXM-141GB", 143771, _sparse(1979), 450.0, PCIE5, _H200, memory_gb_s=4800.0),
      ("H200", "H200-SXM", "H200-SXM5", "H200-141GB")),
     # memory: as the SXM card (same 141 GB HBM3e); NVLink bridge joins 2 or 4 cards only
-    (GpuSpec("H200-NVL-141GB", 143771, _sparse(1671), PCIE5, PCIE5, _H200),
+    (GpuSpec("H200-NVL-141GB", 143771, _sparse(1671), PCIE5, PCIE5, _H200, memory_gb_s=4800.0),
      ("H200", "H200-NVL", "H200-141GB", "H200 NVL")),
     # H800: the H100 SXM5 with NVLink cut to 400 GB/s bidirectional; memory: datasheet 80 GB
-    (GpuSpec("H800-SXM5-80GB", _gb(80), _sparse(1979), 200.0, PCIE5, _H800),
+    (GpuSpec("H800-SXM5-80GB", _gb(80), _sparse(1979), 200.0, PCIE5, _H800, memory_gb_s=3350.0),
      ("H800", "H800-SXM", "H800-SXM5", "H800-80GB")),
-    (GpuSpec("H800-PCIE-80GB", _gb(80), _sparse(1513), PCIE5, PCIE5, _H800),
+    (GpuSpec("H800-PCIE-80GB", _gb(80), _sparse(1513), PCIE5, PCIE5, _H800, memory_gb_s=2000.0),
      ("H800", "H800-PCIE", "H800-80GB", "H800 PCIe")),
     # H20: 148 TFLOPS dense bf16, 96 GB HBM3, NVLink 900 GB/s; memory: datasheet 96 GB
-    (GpuSpec("H20-96GB", _gb(96), 148.0, 450.0, PCIE5, "https://www.nvidia.cn/data-center/h20/"),
+    (GpuSpec("H20-96GB", _gb(96), 148.0, 450.0, PCIE5, "https://www.nvidia.cn/data-center/h20/", memory_gb_s=4000.0),
      ("H20",)),
     # GH200: an H100-class GPU with NVLink-C2C (900 GB/s bidirectional) to its Grace CPU as host link
-    (GpuSpec("GH200-96GB", _gb(96), _sparse(1979), 450.0, 450.0, _GH200),
+    (GpuSpec("GH200-96GB", _gb(96), _sparse(1979), 450.0, 450.0, _GH200, memory_gb_s=4000.0),
      ("GH200", "GH200 480GB", "GH200-HBM3")),
-    (GpuSpec("GH200-144GB", _gb(144), _sparse(1979), 450.0, 450.0, _GH200),
+    (GpuSpec("GH200-144GB", _gb(144), _sparse(1979), 450.0, 450.0, _GH200, memory_gb_s=4900.0),
      ("GH200", "GH200 624GB", "GH200-HBM3E")),
     # --- NVIDIA Blackwell. NVLink 5: 1.8 TB/s bidirectional per GPU ---
     # memory: nvidia-smi 183359 MiB, https://github.com/NVIDIA/TensorRT-LLM/issues/10278
-    (GpuSpec("B200-180GB", 183359, _sparse(4500), 900.0, PCIE5, _HGX), ("B200", "B200-SXM", "B200-SXM6")),
+    (GpuSpec("B200-180GB", 183359, _sparse(4500), 900.0, PCIE5, _HGX, memory_gb_s=8000.0), ("B200", "B200-SXM", "B200-SXM6")),
     # B100: 700 W B200 (HGX B100: 3.5 PF sparse bf16 per GPU); memory: datasheet 192 GB
-    (GpuSpec("B100-192GB", _gb(192), _sparse(3500), 900.0, PCIE5, _HGX), ("B100", "B100-SXM")),
+    (GpuSpec("B100-192GB", _gb(192), _sparse(3500), 900.0, PCIE5, _HGX, memory_gb_s=8000.0), ("B100", "B100-SXM")),
     # GB200 NVL72: 360 PF sparse bf16 and 13.4 TB HBM3e over 72 GPUs; NVLink-C2C to Grace as host link
     (GpuSpec("GB200-186GB", _gb(186), _sparse(5000), 900.0, 450.0,
-             "https://www.nvidia.com/en-us/data-center/gb200-nvl72/"), ("GB200",)),
+             "https://www.nvidia.com/en-us/data-center/gb200-nvl72/", memory_gb_s=8000.0), ("GB200",)),
     # --- NVIDIA Ampere. NVLink 3: 600 GB/s bidirectional per SXM4 GPU (A800: 400) ---
-    (GpuSpec("A100-SXM4-80GB", 81920, _sparse(624), 300.0, PCIE4, f"{_A100} {_SMI_MODAL}"),
+    (GpuSpec("A100-SXM4-80GB", 81920, _sparse(624), 300.0, PCIE4, f"{_A100} {_SMI_MODAL}", memory_gb_s=2039.0),
      ("A100", "A100-SXM4", "A100-SXM", "A100-80GB", "A100-SXM-80GB")),
-    (GpuSpec("A100-PCIE-80GB", 81920, _sparse(624), PCIE4, PCIE4, f"{_A100} {_SMI_MODAL}"),
+    (GpuSpec("A100-PCIE-80GB", 81920, _sparse(624), PCIE4, PCIE4, f"{_A100} {_SMI_MODAL}", memory_gb_s=1935.0),
      ("A100", "A100-PCIE", "A100-80GB", "A100 80GB PCIe")),
     # memory: 40960 MiB on current drivers (older ones showed 40536), modal PR above
-    (GpuSpec("A100-SXM4-40GB", 40960, _sparse(624), 300.0, PCIE4, f"{_A100} {_SMI_MODAL}"),
+    (GpuSpec("A100-SXM4-40GB", 40960, _sparse(624), 300.0, PCIE4, f"{_A100} {_SMI_MODAL}", memory_gb_s=1555.0),
      ("A100", "A100-SXM4", "A100-SXM", "A100-40GB", "A100-SXM-40GB")),
-    (GpuSpec("A100-PCIE-40GB", 40960, _sparse(624), PCIE4, PCIE4, f"{_A100} {_SMI_MODAL}"),
+    (GpuSpec("A100-PCIE-40GB", 40960, _sparse(624), PCIE4, PCIE4, f"{_A100} {_SMI_MODAL}", memory_gb_s=1555.0),
      ("A100", "A100-PCIE", "A100-40GB")),
     # memory: nvidia-smi 81920 MiB, https://github.com/dexmal/dexbotic/issues/41 (SXM4),
     # https://github.com/vllm-project/vllm/issues/41519 (PCIe)
-    (GpuSpec("A800-SXM4-80GB", 81920, _sparse(624), 200.0, PCIE4, _A800),
+    (GpuSpec("A800-SXM4-80GB", 81920, _sparse(624), 200.0, PCIE4, _A800, memory_gb_s=2039.0),
      ("A800", "A800-SXM4", "A800-SXM", "A800-80GB")),
-    (GpuSpec("A800-PCIE-80GB", 81920, _sparse(624), PCIE4, PCIE4, _A800),
+    (GpuSpec("A800-PCIE-80GB", 81920, _sparse(624), PCIE4, PCIE4, _A800, memory_gb_s=1935.0),
      ("A800", "A800-PCIE", "A800-80GB", "A800 80GB PCIe")),
     # A40: NVLink bridge joins pairs only; memory: datasheet 48 GB
-    (GpuSpec("A40", _gb(48), _sparse(299.4), PCIE4, PCIE4, "https://www.nvidia.com/en-us/data-center/a40/"),
+    (GpuSpec("A40", _gb(48), _sparse(299.4), PCIE4, PCIE4, "https://www.nvidia.com/en-us/data-center/a40/", memory_gb_s=696.0),
      ("A40-48GB",)),
     # A30: 24 GB HBM2, NVLink bridge pairs only; memory: datasheet 24 GB
     (GpuSpec("A30", _gb(24), _sparse(330), PCIE4, PCIE4,
-             "https://www.nvidia.com/en-us/data-center/products/a30-gpu/"), ("A30-24GB",)),
+             "https://www.nvidia.com/en-us/data-center/products/a30-gpu/", memory_gb_s=933.0), ("A30-24GB",)),
     (GpuSpec("A10", 23028, _sparse(250), PCIE4, PCIE4,
-             f"https://www.nvidia.com/en-us/data-center/products/a10-gpu/ {_SMI_MODAL}"), ("A10-24GB",)),
+             f"https://www.nvidia.com/en-us/data-center/products/a10-gpu/ {_SMI_MODAL}", memory_gb_s=600.0), ("A10-24GB",)),
     # A10G (AWS G5): NVIDIA publishes no datasheet; tensor rate as measured/compared by Baseten;
     # memory: nvidia-smi 23028 MiB, https://github.com/NVIDIA/DCGM/issues/232
     (GpuSpec("A10G", 23028, 70.0, PCIE4, PCIE4,
              "https://aws.amazon.com/ec2/instance-types/g5/ "
-             "https://www.baseten.co/blog/nvidia-a10-vs-a10g-for-ml-model-inference/"), ("A10G-24GB",)),
+             "https://www.baseten.co/blog/nvidia-a10-vs-a10g-for-ml-model-inference/", memory_gb_s=600.0), ("A10G-24GB",)),
     # memory: nvidia-smi 49140 MiB as the previous table had it (not re-found in a public output)
     (GpuSpec("RTX-A6000", 49140, _sparse(309.7), PCIE4, PCIE4,
-             "https://www.nvidia.com/en-us/design-visualization/rtx-a6000/"), ("A6000", "RTX A6000")),
+             "https://www.nvidia.com/en-us/design-visualization/rtx-a6000/", memory_gb_s=768.0), ("A6000", "RTX A6000")),
     # GeForce: fp16/bf16 with fp32 accumulate (GA102 whitepaper, 71 dense); memory: nvidia-smi 24576 MiB,
     # https://github.com/noonghunna/club-3090/issues/1128
-    (GpuSpec("RTX-3090", 24576, 71.0, PCIE4, PCIE4, _AMPERE_GA102), ("3090", "GeForce RTX 3090")),
+    (GpuSpec("RTX-3090", 24576, 71.0, PCIE4, PCIE4, _AMPERE_GA102, memory_gb_s=936.0), ("3090", "GeForce RTX 3090")),
     # --- NVIDIA Ada ---
     (GpuSpec("L40S", 46068, 362.05, PCIE4, PCIE4,
-             f"https://www.nvidia.com/en-us/data-center/l40s/ {_SMI_MODAL}"), ("L40S-48GB",)),
+             f"https://www.nvidia.com/en-us/data-center/l40s/ {_SMI_MODAL}", memory_gb_s=864.0), ("L40S-48GB",)),
     # memory: as the L40S (same 48 GB GDDR6 board), the previous table's figure
-    (GpuSpec("L40", 46068, _sparse(362.1), PCIE4, PCIE4, "https://www.nvidia.com/en-us/data-center/l40/"),
+    (GpuSpec("L40", 46068, _sparse(362.1), PCIE4, PCIE4, "https://www.nvidia.com/en-us/data-center/l40/", memory_gb_s=864.0),
      ("L40-48GB",)),
     # L20: memory: datasheet 48 GB
-    (GpuSpec("L20", _gb(48), _sparse(239), PCIE4, PCIE4, "https://www.nvidia.cn/data-center/products/l20/"),
+    (GpuSpec("L20", _gb(48), _sparse(239), PCIE4, PCIE4, "https://www.nvidia.cn/data-center/products/l20/", memory_gb_s=864.0),
      ("L20-48GB",)),
-    (GpuSpec("L4", 23034, _sparse(242), PCIE4, PCIE4, f"https://www.nvidia.com/en-us/data-center/l4/ {_SMI_MODAL}"),
+    (GpuSpec("L4", 23034, _sparse(242), PCIE4, PCIE4, f"https://www.nvidia.com/en-us/data-center/l4/ {_SMI_MODAL}", memory_gb_s=300.0),
      ("L4-24GB",)),
     # RTX 6000 Ada: 1457 TFLOPS is fp8 sparse; fp16/bf16 (fp32 accumulate) dense is a quarter of it;
     # memory: datasheet 48 GB
     (GpuSpec("RTX-6000-ADA", _gb(48), 1457.0 / 4, PCIE4, PCIE4,
-             "https://www.nvidia.com/en-us/design-visualization/rtx-6000/"),
+             "https://www.nvidia.com/en-us/design-visualization/rtx-6000/", memory_gb_s=960.0),
      ("RTX 6000 Ada", "RTX 6000 Ada Generation", "6000 Ada")),
     # GeForce: fp32 accumulate rate (Ada whitepaper: 165.2 dense, 330.3 with fp16 accumulate);
     # memory: nvidia-smi 24564 MiB, https://github.com/RLinf/RLinf/issues/255
-    (GpuSpec("RTX-4090", 24564, 165.2, PCIE4, PCIE4, _ADA), ("4090", "GeForce RTX 4090")),
+    (GpuSpec("RTX-4090", 24564, 165.2, PCIE4, PCIE4, _ADA, memory_gb_s=1008.0), ("4090", "GeForce RTX 4090")),
     # --- NVIDIA Blackwell GeForce: fp32 accumulate rate; memory: nvidia-smi 32607 MiB,
     # https://github.com/noonghunna/club-3090/issues/617
-    (GpuSpec("RTX-5090", 32607, 209.5, PCIE5, PCIE5, _BLACKWELL_RTX), ("5090", "GeForce RTX 5090")),
+    (GpuSpec("RTX-5090", 32607, 209.5, PCIE5, PCIE5, _BLACKWELL_RTX, memory_gb_s=1792.0), ("5090", "GeForce RTX 5090")),
     # --- NVIDIA Volta (fp16 only, no sparsity), Turing. NVLink 2: 300 GB/s bidirectional per SXM2 GPU ---
     # memory: current drivers report the full HBM2 (V100-SXM2-16GB: 16384 MiB on driver 570,
     # https://github.com/1CatAI/1Cat-vLLM/issues/85; driver 440 showed 16160), so the 32 GB card's 32768
     # MiB (driver 418 showed 32480, https://github.com/godweiyang/GrabGPU/issues/5)
-    (GpuSpec("V100-SXM2-32GB", 32768, 125.0, 150.0, PCIE3, _V100),
+    (GpuSpec("V100-SXM2-32GB", 32768, 125.0, 150.0, PCIE3, _V100, memory_gb_s=900.0),
      ("V100", "V100-32GB", "V100-SXM2", "V100-SXM")),
-    (GpuSpec("V100-SXM2-16GB", 16384, 125.0, 150.0, PCIE3, _V100),
+    (GpuSpec("V100-SXM2-16GB", 16384, 125.0, 150.0, PCIE3, _V100, memory_gb_s=900.0),
      ("V100", "V100-16GB", "V100-SXM2", "V100-SXM")),
-    # V100-SXM3 (DGX-2: 16 GPUs on NVSwitch, 2 PFLOPS tensor = 125 each); memory as the SXM2 32 GB card
+    # V100-SXM3 (DGX-2: 16 GPUs on NVSwitch, 2 PFLOPS tensor = 125 each); memory as the SXM2 32 GB card;
+    # memory bandwidth: the DGX-2 datasheet prints none, so the V100 datasheet's 900 GB/s (same HBM2 stacks)
     (GpuSpec("V100-SXM3-32GB", 32768, 125.0, 150.0, PCIE3,
-             "https://www.nvidia.com/content/dam/en-zz/es_em/Solutions/Data-Center/dgx-2/dgx-2h-datasheet-us-nvidia-841283-r6-web.pdf"),
+             "https://www.nvidia.com/content/dam/en-zz/es_em/Solutions/Data-Center/dgx-2/dgx-2h-datasheet-us-nvidia-841283-r6-web.pdf "
+             + _V100, memory_gb_s=900.0),
      ("V100", "V100-32GB", "V100-SXM3")),
     # memory: datasheet 32 / 16 GB
-    (GpuSpec("V100-PCIE-32GB", _gb(32), 112.0, PCIE3, PCIE3, _V100), ("V100", "V100-32GB", "V100-PCIE")),
-    (GpuSpec("V100-PCIE-16GB", _gb(16), 112.0, PCIE3, PCIE3, _V100), ("V100", "V100-16GB", "V100-PCIE")),
+    (GpuSpec("V100-PCIE-32GB", _gb(32), 112.0, PCIE3, PCIE3, _V100, memory_gb_s=900.0), ("V100", "V100-32GB", "V100-PCIE")),
+    (GpuSpec("V100-PCIE-16GB", _gb(16), 112.0, PCIE3, PCIE3, _V100, memory_gb_s=900.0), ("V100", "V100-16GB", "V100-PCIE")),
     (GpuSpec("T4", 15360, 65.0, PCIE3, PCIE3,
              "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/tesla-t4/"
-             f"t4-tensor-core-datasheet-951643.pdf {_SMI_MODAL}"), ("T4-16GB",)),
+             f"t4-tensor-core-datasheet-951643.pdf {_SMI_MODAL}", memory_gb_s=320.0), ("T4-16GB",)),
     # --- AMD Instinct (rocm-smi). Infinity Fabric links: 128 GB/s bidirectional each, 7 per MI300-class GPU ---
     # memory: rocm-smi 196288 MiB as the previous table had it (not re-found in a public output)
     (GpuSpec("MI300X", 196288, 1307.4, 448.0, PCIE5,
-             "https://www.amd.com/en/products/accelerators/instinct/mi300/mi300x.html"), ("MI300X-192GB",)),
+             "https://www.amd.com/en/products/accelerators/instinct/mi300/mi300x.html", memory_gb_s=5300.0), ("MI300X-192GB",)),
     # memory: datasheet 256 GB
     (GpuSpec("MI325X", _gb(256), 1307.4, 448.0, PCIE5,
-             "https://www.amd.com/en/products/accelerators/instinct/mi300/mi325x.html"), ("MI325X-256GB",)),
+             "https://www.amd.com/en/products/accelerators/instinct/mi300/mi325x.html", memory_gb_s=6000.0), ("MI325X-256GB",)),
     # MI250X: two GCDs per package, each its own device (one rank): per GCD half the package's 383 TFLOPS
     # bf16 and 128 GB; 4 Infinity Fabric links (50 GB/s per direction) per GCD; memory: datasheet 64 GB
     (GpuSpec("MI250X-GCD-64GB", _gb(64), 383.0 / 2, 200.0 / 2, PCIE4,
-             "https://www.amd.com/en/products/accelerators/instinct/mi200/mi250x.html"), ("MI250X", "MI250X-GCD")),
+             "https://www.amd.com/en/products/accelerators/instinct/mi200/mi250x.html", memory_gb_s=1600.0), ("MI250X", "MI250X-GCD")),
 )
 
 GPUS: dict[str, GpuSpec] = {spec.name: spec for spec, _ in ROWS}

@@ -70,6 +70,8 @@ class Settings:
     quantized_weights: bool = False
     quantized_gradients: bool = False
     quantized_nontrainable_weights: bool = False
+    # gradient_clipping (runtime/config.py, default 0.0); "auto" is the HF Trainer's max_grad_norm, 1.0 by default
+    gradient_clipping: float = 0.0
     assumptions: list[str] = field(default_factory=list)
     assumed: list[AssumedInput] = field(default_factory=list)  # inputs nobody gave (memory/assumed.py)
 
@@ -192,6 +194,7 @@ def read_settings(config: dict[str, Any] | None, model: ModelSpec, gpus: int,
         offload_param_buffer_size=_offload_int(op, "offload_param", "buffer_size"),
         offload_param_max_in_cpu=_offload_int(op, "offload_param", "max_in_cpu"),
         micro_batch=_micro_batch(cfg, gpus, given.micro_batch_size, notes, assumed),
+        gradient_clipping=_clipping(cfg.get("gradient_clipping")),
         assumptions=notes,
         assumed=assumed,
     )
@@ -385,6 +388,18 @@ def _int(value: Any, where: str) -> int:
     if abs(result) > MAX_INT64:
         raise EstimateError(f"{where} = {_shown(value)} does not fit torch's int64 sizes")
     return result
+
+
+def _clipping(value: Any) -> float:
+    """gradient_clipping as the step time uses it: 0.0 when absent, 1.0 for "auto" (HF max_grad_norm)."""
+    if value is None:
+        return 0.0
+    if value == AUTO:
+        return 1.0
+    try:
+        return _float(value, "gradient_clipping")
+    except EstimateError:  # the lint reports it; the step time costs no clipping pass
+        return 0.0
 
 
 def _float(value: Any, where: str) -> float:

@@ -9,7 +9,8 @@ module fetch (host.py) runs beside the compute too: the host is one more resourc
 and the upload of its result) adds to the step. ``bound`` names the component with the most
 seconds in the step (compute, communication, offload = PCIe + CPU optimizer, nvme, host = ZeRO-3 hooks).
 
-Not modelled (stated, not hidden): the GPU optimizer step (HBM-bound, milliseconds), tensor- and
+The optimizer step on the GPU (without optimizer offload) is its passes' bytes over the GPU's memory
+bandwidth (gpu_step.py), after the last backward. Not modelled (stated, not hidden): tensor- and
 pipeline-parallel communication and the pipeline bubble, kernel launch latency, data loading,
 and the efficiency loss of small micro batches (efficiency is one number per run), DeepSpeed's host-side
 work per offloaded parameter (benchmarks/throughput/README.md Status).
@@ -31,9 +32,18 @@ from zeroadvisor.memory.states import trainable
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
 from zeroadvisor.throughput.comm import ZeroPlusPlus, collectives, ring_seconds
 from zeroadvisor.throughput.flops import token_flops
+from zeroadvisor.throughput.gpu_step import gpu_step_bytes, gpu_step_seconds
 from zeroadvisor.throughput.hardware import Hardware, cpu_threads_per_rank
 from zeroadvisor.throughput.host import ZERO3_FETCH_HOST_S, fetches_per_micro_step, modules_with_parameters
-from zeroadvisor.throughput.offload import OPTIMIZER_STATE_BYTES, cpu_adam_seconds, nvme_seconds, pcie_seconds
+from zeroadvisor.throughput.offload import (
+    HOST_PASS_S_PER_PARAM_THREAD,
+    OPTIMIZER_STATE_BYTES,
+    cpu_adam_seconds,
+    host_passes,
+    host_passes_seconds,
+    nvme_seconds,
+    pcie_seconds,
+)
 
 COMPONENTS = ("compute", "communication", "offload", "nvme", "host")
 # fp32 training runs on TF32 tensor cores at half the 16-bit dense rate (A100/H100 datasheets).
@@ -215,6 +225,13 @@ def step_time(model: ModelSpec, shape: TrainingShape, cluster: Cluster, option: 
                               f"{cpu_threads_per_rank(hw.launcher, hw.cpu_cores, g):g} threads ({hw.launcher}, "
                               f"{hw.cpu_cores} cores, {g} processes)), at most {hw.host_memory_gb_s} GB/s host memory",
                               "benchmarks/cpu_adam.py; hardware.cpu_threads_per_rank"))
+        passes = host_passes(option.stage, settings.precision, settings.gradient_clipping)
+        rest = host_passes_seconds(part, passes, g, hw)
+        after_step += rest
+        terms.append(StepTerm("offload", "the offloaded step's other host passes", rest,
+                              f"{part:,.0f} params x ({' + '.join(f'{p} {HOST_PASS_S_PER_PARAM_THREAD[p] * 1e9:.2f}' for p in passes)}"
+                              f" ns per thread) / {cpu_threads_per_rank(hw.launcher, hw.cpu_cores, g):g} threads",
+                              "stage_1_and_2.py / stage3.py step; benchmarks/offload_step.py; offload.py"))
         if option.offload_param == "none":
             up = pcie_seconds(part * grad_bytes, hw)
             after_step += up
@@ -243,6 +260,24 @@ def step_time(model: ModelSpec, shape: TrainingShape, cluster: Cluster, option: 
             terms.append(StepTerm("nvme", f"parameters read x {2 * k} and written", 2 * k * read + write,
                                   f"{param_part:,.0f} x {grad_bytes} B x {g} processes / {hw.nvme_gb_s} GB/s",
                                   "ZeRO-Infinity §5; offload.py"))
+
+    # -- the optimizer step on the GPU (gpu_step.py) ----------------------------------------------------
+    if opt_device == "none":
+        stepped = psi_grads if option.stage == 0 else part  # ZeRO-0 steps all its parameters, ZeRO-1/2/3 1/N
+        per_param = gpu_step_bytes(settings.precision, settings.optimizer_elements, settings.gradient_clipping,
+                                   master_bytes=2 if settings.bf16_master_weights_and_grads
+                                   or settings.fp16_master_weights_and_grads else 4,
+                                   state_bytes=2 if settings.bf16_optimizer_states else 4)
+        if hw.gpu.memory_gb_s is None:
+            notes.append(f"the optimizer step on the GPU not counted: no memory bandwidth for {hw.gpu.name}")
+        else:
+            gpu_opt = gpu_step_seconds(stepped, per_param, hw.gpu.memory_gb_s)
+            after_step += gpu_opt
+            terms.append(StepTerm("compute", "optimizer step on the GPU", gpu_opt,
+                                  f"{stepped:,.0f} params x {per_param.total} B (master {per_param.to_master} + "
+                                  f"{settings.optimizer_label} {per_param.optimizer} + 16-bit copy {per_param.to_model}"
+                                  f" + overflow/clip {per_param.overflow_and_clip}) / {hw.gpu.memory_gb_s:g} GB/s",
+                                  "stage_1_and_2.py / stage3.py step; multi_tensor_adam.cu; gpu_step.py"))
 
     # -- the step ------------------------------------------------------------------------------------
     last_backward = _Pass(backward.compute, {c: backward.loads[c] + boundary.loads[c] for c in backward.loads},
