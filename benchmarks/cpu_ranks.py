@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import socket
 import subprocess
 import sys
@@ -54,3 +55,19 @@ def run_ranks(script: str, c: dict, timeout: int) -> dict:
             return {"case": c, "error": failed, "log": tail}
         ranks = [json.loads(Path(out).read_text()) for _, out, _ in procs]
     return {"case": c, "ranks": ranks}
+
+
+def machine(**extra) -> dict:
+    """What a measurement ran on (written beside its numbers): CPU model, cores, Python, torch, DeepSpeed."""
+    import torch
+
+    import deepspeed
+
+    cpu = ""
+    try:
+        cpu = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                   if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return {"cpu": cpu or platform.processor(), "cores": os.cpu_count(), "python": platform.python_version(),
+            "torch": torch.__version__, "deepspeed": deepspeed.__version__, **extra}

@@ -39,8 +39,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import sys
 import time
@@ -48,7 +46,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # benchmarks/: the shared launcher (cpu_ranks.py)
-from cpu_ranks import run_ranks  # noqa: E402
+from cpu_ranks import machine, run_ranks  # noqa: E402
 
 OUT = HERE / "offload_step.json"
 WIDTH = 4096
@@ -185,21 +183,6 @@ def model_constants(results: list[dict]) -> dict:
                                                                  for r in one)}
 
 
-def machine() -> dict:
-    import torch
-
-    import deepspeed
-
-    cpu = ""
-    try:
-        cpu = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                   if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return {"cpu": cpu or platform.processor(), "cores": os.cpu_count(), "python": platform.python_version(),
-            "torch": torch.__version__, "deepspeed": deepspeed.__version__, "accelerator": "cpu (DS_ACCELERATOR)",
-            "backend": "gloo", "ranks": 1,
-            "note": "a 2-vCPU VM shared with other jobs: medians of repeated steps"}
 
 
 def main(argv=None) -> int:
@@ -235,7 +218,9 @@ def main(argv=None) -> int:
                 print(f"{threads} thread(s) stage {stage} clip {clip}: step {s['engine']['step_s'] * 1e3:.0f} ms, "
                       f"Adam in it {s['engine']['_optimizer_step'] * 1e3:.0f} ms ({s['step_over_adam']:.2f}x); per param "
                       f"per thread: {s['passes_s_per_param_thread']}", flush=True)
-    OUT.write_text(json.dumps({"machine": machine(), "width": WIDTH, "layers": LAYERS, "warmup_steps": WARMUP,
+    host = machine(accelerator="cpu (DS_ACCELERATOR)", backend="gloo", ranks=1,
+                   note="a 2-vCPU VM shared with other jobs: medians of repeated steps")
+    OUT.write_text(json.dumps({"machine": host, "width": WIDTH, "layers": LAYERS, "warmup_steps": WARMUP,
                                "timed_steps": STEPS, "results": results,
                                "model_constants": model_constants(results)}, indent=2) + "\n")
     return 0

@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import sys
 import time
@@ -31,7 +29,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # benchmarks/: the shared launcher (cpu_ranks.py)
-from cpu_ranks import run_ranks  # noqa: E402
+from cpu_ranks import machine, run_ranks  # noqa: E402
 
 OUT = HERE / "zero3_fetch_overhead.json"
 MODULES = (16, 64, 256)
@@ -112,20 +110,6 @@ def summarise(rows: list[dict]) -> dict:
             "hooks_only_per_fetch_s": per_fetch - allgather, "by_modules": diffs, "runs": rows}
 
 
-def machine() -> dict:
-    import torch
-
-    import deepspeed
-
-    cpu = ""
-    try:
-        cpu = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                   if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return {"cpu": cpu or platform.processor(), "cores": os.cpu_count(), "python": platform.python_version(),
-            "torch": torch.__version__, "deepspeed": deepspeed.__version__, "backend": "gloo", "threads_per_rank": 1,
-            "note": "a 2-vCPU VM shared with other jobs: timings are medians of repeated runs"}
 
 
 def main(argv=None) -> int:
@@ -141,7 +125,9 @@ def main(argv=None) -> int:
     result = measure(args.ranks, args.repeats, args.timeout)
     old = json.loads(OUT.read_text()) if OUT.is_file() else {}
     by_ranks = {**old.get("by_ranks", {}), str(args.ranks): result}
-    OUT.write_text(json.dumps({"machine": machine(), "width": WIDTH, "warmup_steps": WARMUP, "timed_steps": STEPS,
+    host = machine(backend="gloo", threads_per_rank=1,
+                   note="a 2-vCPU VM shared with other jobs: timings are medians of repeated runs")
+    OUT.write_text(json.dumps({"machine": host, "width": WIDTH, "warmup_steps": WARMUP, "timed_steps": STEPS,
                                "fetches_per_module_per_step": FETCHES_PER_MODULE, "by_ranks": by_ranks},
                               indent=2) + "\n")
     print(f"{args.ranks} rank(s): per module fetch {result['per_module_fetch_s'] * 1e6:.0f} us (gloo all-gather "

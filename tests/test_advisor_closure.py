@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from pathlib import Path
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -24,15 +22,8 @@ from zeroadvisor.fix.apply import combined_patch
 from zeroadvisor.memory.gpus import resolve_gpu
 from zeroadvisor.model.hf import spec_from_hf_config
 from zeroadvisor.model.spec import TrainingShape
+from catalog_models import LLAMA2_70B, LLAMA2_7B, OPT_1_3B
 
-REPO = Path(__file__).resolve().parent.parent
-LLAMA2_7B = json.loads((REPO / "sample_configs/models/llama-2-7b/config.json").read_text("utf-8"))
-LLAMA2_70B = {**LLAMA2_7B, "hidden_size": 8192, "intermediate_size": 28672, "num_hidden_layers": 80,
-              "num_attention_heads": 64, "num_key_value_heads": 8}
-OPT_1_3B = {"model_type": "opt", "hidden_size": 2048, "ffn_dim": 8192, "num_hidden_layers": 24,
-            "num_attention_heads": 32, "vocab_size": 50272, "max_position_embeddings": 2048,
-            "word_embed_proj_dim": 2048, "do_layer_norm_before": True, "enable_bias": True,
-            "tie_word_embeddings": True}
 MODELS = {"opt-1.3b": OPT_1_3B, "llama-2-7b": LLAMA2_7B, "llama-2-70b": LLAMA2_70B}
 GPUS = ("A10G", "A100-SXM4-40GB", "H100-SXM5-80GB")
 GB = 10**9

@@ -22,16 +22,9 @@ from zeroadvisor.fix.apply import combined_patch
 from zeroadvisor.memory.gpus import gpu_memory
 from zeroadvisor.model.hf import spec_from_hf_config
 from zeroadvisor.model.spec import TrainingShape
+from catalog_models import LLAMA2_70B, LLAMA2_7B, OPT_1_3B
 
-# meta-llama/Llama-2-7b-hf, Llama-2-70b-hf and facebook/opt-1.3b config.json
-LLAMA2_7B = {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
-             "num_attention_heads": 32, "num_key_value_heads": 32, "vocab_size": 32000}
-LLAMA2_70B = {**LLAMA2_7B, "hidden_size": 8192, "intermediate_size": 28672, "num_hidden_layers": 80,
-              "num_attention_heads": 64, "num_key_value_heads": 8}
-OPT_1_3B = {"model_type": "opt", "hidden_size": 2048, "ffn_dim": 8192, "num_hidden_layers": 24,
-            "num_attention_heads": 32, "vocab_size": 50272, "max_position_embeddings": 2048,
-            "word_embed_proj_dim": 2048, "do_layer_norm_before": True, "enable_bias": True,
-            "tie_word_embeddings": True}
+# meta-llama/Llama-2-7b-hf, Llama-2-70b-hf and facebook/opt-1.3b config.json (the shipped catalog)
 
 # (model, shape, GPUs, GPU): nothing-fits-as-is, fits-after-changes and lower-stage-fits situations.
 SETUPS = {
