@@ -205,15 +205,14 @@ def _accelerate_estimate_inputs(path: str, document: Document, shape: "TrainingS
     return data, shape, cluster
 
 
-def estimate_throughput(config: str | None, result: "Estimate", hardware: "Hardware") -> dict:
-    """Step time per option of ``result`` (zeroadvisor.throughput.per_option; the config is read again for its
-    batch and ZeRO++ keys). Where a step time was computed, the machine facts the flags left to their defaults
-    join the estimate's assumed inputs."""
+def estimate_throughput(result: "Estimate", hardware: "Hardware") -> dict:
+    """Step time per option of ``result`` (zeroadvisor.throughput.per_option, on the config the estimate was
+    made of). Where a step time was computed, the machine facts the flags left to their defaults join the
+    estimate's assumed inputs."""
     from zeroadvisor.memory.assumed import hardware_assumptions
     from zeroadvisor.throughput import per_option
 
-    data = _read_config(config).data if config is not None else None
-    steps = per_option(result, hardware, data if isinstance(data, dict) else None)
+    steps = per_option(result, hardware)
     if any(getattr(step, "step_time_s", None) for step in steps.values()):
         result.assumed = [*result.assumed, *hardware_assumptions(hardware)]
     return steps

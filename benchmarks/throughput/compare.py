@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import yaml
@@ -20,10 +20,10 @@ from zeroadvisor.memory.estimate import Cluster
 from zeroadvisor.memory.gpu_table import GpuSpec
 from zeroadvisor.memory.gpus import resolve_gpu
 from zeroadvisor.memory.options import Option
-from zeroadvisor.memory.parallel import Parallel
+from zeroadvisor.memory.parallel import Parallel, read_parallel
 from zeroadvisor.memory.settings import read_settings
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
-from zeroadvisor.throughput import Hardware, ZeroPlusPlus, step_time
+from zeroadvisor.throughput import Hardware, step_time
 
 DATA = Path(__file__).with_name("comparisons.yaml")
 MODEL_KEYS = ("parameters", "num_layers", "hidden_size", "num_attention_heads", "head_dim", "intermediate_size",
@@ -81,8 +81,11 @@ def seconds_per_sample(entry: dict, side: dict) -> float:
     settings = read_settings(config, model, entry["gpus"])
     hw_args = {k: entry[k] for k in ("inter_node_gb_s", "cpu_cores", "nvme_gb_s", "efficiency", "launcher") if k in entry}
     option = Option(side["stage"], side.get("offload_optimizer", "none"), side.get("offload_param", "none"))
+    # hpZ as DeepSpeed reads it (the other ZeRO++ switches are in the settings)
+    given = TrainingShape(tensor_parallel=layout.tensor, pipeline_parallel=layout.pipeline)
+    layout = replace(layout, hpz=read_parallel(config, entry["gpus"], given).hpz)
     t = step_time(model, shape, cluster, option, settings, Hardware(_gpu(entry), **hw_args), layout=layout,
-                  global_batch=samples, zeropp=ZeroPlusPlus.from_config(config))
+                  global_batch=samples)
     return t.step_time_s / samples
 
 

@@ -94,7 +94,7 @@ def _throughput(v: Values, result) -> dict:
     from zeroadvisor import api
     from zeroadvisor.cli import inputs
 
-    return api.estimate_throughput(v["config"], result, inputs.hardware(v))
+    return api.estimate_throughput(result, inputs.hardware(v))
 
 
 def check(v: Values) -> ExitCode:

@@ -77,8 +77,9 @@ def gathered_terms(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, no
             Term("buffers", "gpu", live, "qwz_allgather", f"ZeRO++ int8 all-gather buffer ({which} parameter "
                  "gathered quantized)", "1 B × gathered elements",
                  "zero/partition_parameters.py _all_gather_coalesced (quantized flat_tensor)", kind="bound"),
-            Term("buffers", "gpu", 4 * ceil_div(live, B.ZEROPP_QUANT_GROUP), "qwz_scales", "ZeRO++ fp32 quantization scales "
-                 "of the gathered parameters", f"4 B per {B.ZEROPP_QUANT_GROUP:,} elements",
+            Term("buffers", "gpu", B.DTYPE_BYTES["fp32"] * ceil_div(live, B.ZEROPP_QUANT_GROUP), "qwz_scales",
+                 "ZeRO++ fp32 quantization scales of the gathered parameters",
+                 f"{B.DTYPE_BYTES['fp32']} B per {B.ZEROPP_QUANT_GROUP:,} elements",
                  "zero/partition_parameters.py CUDAQuantizer.quantize (quant_scale_buffer)", kind="allowance"),
         ]
     return terms

@@ -187,6 +187,9 @@ class Estimate:
     assumptions: list[str]
     assumed: list[AssumedInput] = field(default_factory=list)  # inputs nobody gave (memory/assumed.py)
     parallel: Parallel = field(default_factory=Parallel)  # the layout (memory/parallel.py)
+    # the DeepSpeed config estimated, as DeepSpeed gets it (Trainer "auto" filled, or built from an Accelerate
+    # YAML): what the step-time model reads its global batch from, without reading the file again
+    config: dict | None = field(default=None, repr=False)
 
     @property
     def configured(self) -> StageEstimate | None:
@@ -345,7 +348,8 @@ def estimate(config: dict | None, model: ModelSpec, shape: TrainingShape | None 
         stages.append(StageEstimate(option, s.configured and option == configured, per_gpu, host, nvme,
                                     per_node_cpu, per_node_nvme, judgement.verdict, terms, stage_notes,
                                     {p.phase: p for p in peaks}, judgement.phase, judgement.resource, uncounted))
-    return Estimate(model, shape, accounting, cluster, s, stages, skipped, assumptions, assumed, layout)
+    return Estimate(model, shape, accounting, cluster, s, stages, skipped, assumptions, assumed, layout,
+                    config if isinstance(config, dict) else None)
 
 
 def _allowance_terms(terms: list[Term]) -> list[Term]:

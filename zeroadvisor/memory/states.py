@@ -64,7 +64,7 @@ def state_elements(s: Settings, spec: ModelSpec, notes: list[str]) -> Fraction:
     return Fraction(adam * aux + muon * (spec.parameters - aux), spec.parameters)
 
 
-def _state_bytes_gpu(s: Settings) -> int:
+def state_bytes_gpu(s: Settings) -> int:
     # GPU optimizers create states as zeros_like(master partition): master dtype
     return master_bytes(s)
 
@@ -126,8 +126,8 @@ def frozen_terms(s: Settings, opt: Option, N: int, spec: ModelSpec, notes: list[
         part = share(floating)
         terms = [Term("parameters", device, part, "frozen_params", f"frozen base in int8 ({spec.peft}, ZeRO++ "
                       "zero_quantized_nontrainable_weights)", f"1 B/frozen param{per}", src),
-                 Term("parameters", device, 4 * ceil_div(part, B.ZEROPP_QUANT_GROUP), "frozen_scales", "fp32 quantization "
-                      "scales of the frozen base", f"4 B per {B.ZEROPP_QUANT_GROUP:,} elements",
+                 Term("parameters", device, FP32 * ceil_div(part, B.ZEROPP_QUANT_GROUP), "frozen_scales",
+                      "fp32 quantization scales of the frozen base", f"{FP32} B per {B.ZEROPP_QUANT_GROUP:,} elements",
                       "zero/partition_parameters.py CUDAQuantizer.quantize", kind="allowance")]
     else:
         terms = [Term("parameters", device, w * share(floating), "frozen_params",
@@ -221,9 +221,9 @@ def _stage12(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, notes: l
         terms += [
             Term("optimizer_states", "gpu", M * part, "master", f"{'fp32' if M == FP32 else '16-bit'} master partition",
                  f"{M} B/param / N", src + ".__init__ (single_partition_of_fp32_groups)"),
-            Term("optimizer_states", "gpu", exact(el * _state_bytes_gpu(s) * part), "optimizer_state",
-                 f"{s.optimizer_label} states ({el} × {_state_bytes_gpu(s)} B) on the partition",
-                 f"{el}×{_state_bytes_gpu(s)} B/param / N", "optimizer state on single_partition_of_fp32_groups"),
+            Term("optimizer_states", "gpu", exact(el * state_bytes_gpu(s) * part), "optimizer_state",
+                 f"{s.optimizer_label} states ({el} × {state_bytes_gpu(s)} B) on the partition",
+                 f"{el}×{state_bytes_gpu(s)} B/param / N", "optimizer state on single_partition_of_fp32_groups"),
         ]
         return terms
 
@@ -429,7 +429,7 @@ def _stage3(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, notes: li
     if cpu_master:
         terms.append(Term("optimizer_states", "cpu", cpu_master, "master", "fp32 master partition on the host",
                           f"{M} B/param / N", src + "._create_fp32_partitions"))
-    Sg = _state_bytes_gpu(s)
+    Sg = state_bytes_gpu(s)
     Sc = _state_bytes_cpu(s)
     gpu_states = exact(gpu_share * el * Sg * part)
     cpu_states = exact((1 - gpu_share) * el * Sc * part)

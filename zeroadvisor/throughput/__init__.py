@@ -19,14 +19,13 @@ def step_time_of(estimate, stage, hw: Hardware, config: dict | None = None,
                  global_batch: int | None = None) -> Throughput:
     """``step_time`` for one option of a memory estimate (memory/estimate.py Estimate, StageEstimate).
 
-    ``global_batch`` None: derived from ``config`` as DeepSpeed does (train_batch_size, micro batch,
-    accumulation); ZeRO++ switches are read from ``config``."""
+    ``global_batch`` None: derived from ``config`` (None: the config the estimate was made of) as DeepSpeed does (train_batch_size, micro batch,
+    accumulation); the ZeRO++ switches are the estimate's own (Settings, Parallel.hpz)."""
     layout = estimate.parallel
     if global_batch is None:
-        global_batch = global_batch_of(config, layout.batch_world())
-    zeropp = ZeroPlusPlus.from_config(config)
+        global_batch = global_batch_of(estimate.config if config is None else config, layout.batch_world())
     return step_time(estimate.model, estimate.shape, estimate.cluster, stage.option, estimate.settings, hw,
-                     layout=layout, global_batch=global_batch, zeropp=zeropp)
+                     layout=layout, global_batch=global_batch)
 
 
 def per_option(estimate, hw: Hardware, config: dict | None = None) -> dict:

@@ -33,6 +33,7 @@ bytes that cross a node boundary are those of one rank at the node's total netwo
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from zeroadvisor.memory import bytes as B
 
@@ -50,13 +51,10 @@ class ZeroPlusPlus:
     hpz: int = 1
 
     @classmethod
-    def from_config(cls, config: dict | None) -> ZeroPlusPlus:
-        zero = config.get("zero_optimization") if isinstance(config, dict) else None
-        if not isinstance(zero, dict):
-            return cls()
-        hpz = zero.get("zero_hpz_partition_size", 1)
-        return cls(zero.get("zero_quantized_weights") is True, zero.get("zero_quantized_gradients") is True,
-                   int(hpz) if isinstance(hpz, (int, float)) and not isinstance(hpz, bool) and hpz >= 1 else 1)
+    def of(cls, settings: Any, hpz: int) -> ZeroPlusPlus:
+        """The switches as the memory model read them (memory/settings.py Settings, with pydantic's lax bools;
+        memory/parallel.py Parallel.hpz): one reading of the config for both models."""
+        return cls(settings.quantized_weights, settings.quantized_gradients, hpz)
 
 
 @dataclass(frozen=True, slots=True)

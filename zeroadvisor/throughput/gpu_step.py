@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from zeroadvisor.memory import bytes as B
 
-FP32 = 4
+FP32 = B.DTYPE_BYTES["fp32"]
 
 
 @dataclass(frozen=True, slots=True)

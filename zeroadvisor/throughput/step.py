@@ -28,7 +28,7 @@ from zeroadvisor.memory.estimate import Cluster
 from zeroadvisor.memory.options import Option
 from zeroadvisor.memory.parallel import Parallel, local_parameters
 from zeroadvisor.memory.settings import Settings
-from zeroadvisor.memory.states import trainable
+from zeroadvisor.memory.states import master_bytes, state_bytes_gpu, trainable
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
 from zeroadvisor.throughput.comm import ZeroPlusPlus, collectives, ring_seconds
 from zeroadvisor.throughput.flops import token_flops
@@ -127,7 +127,7 @@ def step_time(model: ModelSpec, shape: TrainingShape, cluster: Cluster, option: 
     if not shape.sequence_length:
         raise NoThroughput("no sequence length (--seq-len): the tokens per step are unknown")
     layout = layout or Parallel(data=cluster.gpus)
-    zeropp = zeropp or ZeroPlusPlus(hpz=layout.hpz)
+    zeropp = zeropp or ZeroPlusPlus.of(settings, layout.hpz)
     notes: list[str] = []
     terms: list[StepTerm] = []
 
@@ -265,9 +265,7 @@ def step_time(model: ModelSpec, shape: TrainingShape, cluster: Cluster, option: 
     if opt_device == "none":
         stepped = psi_grads if option.stage == 0 else part  # ZeRO-0 steps all its parameters, ZeRO-1/2/3 1/N
         per_param = gpu_step_bytes(settings.precision, settings.optimizer_elements, settings.gradient_clipping,
-                                   master_bytes=2 if settings.bf16_master_weights_and_grads
-                                   or settings.fp16_master_weights_and_grads else 4,
-                                   state_bytes=2 if settings.bf16_optimizer_states else 4)
+                                   master_bytes=master_bytes(settings), state_bytes=state_bytes_gpu(settings))
         if hw.gpu.memory_gb_s is None:
             notes.append(f"the optimizer step on the GPU not counted: no memory bandwidth for {hw.gpu.name}")
         else:
