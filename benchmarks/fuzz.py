@@ -42,7 +42,7 @@ from zeroadvisor.advisor.check import CheckOptions, check_document  # noqa: E402
 from zeroadvisor.config.source import ParseError, parse  # noqa: E402
 from zeroadvisor.deepspeed import schema  # noqa: E402
 from zeroadvisor.lint.context import INTEGRATIONS, LintOptions  # noqa: E402
-from zeroadvisor.lint.engine import lint_text  # noqa: E402
+from zeroadvisor.rules.linter import lint_text  # noqa: E402
 from zeroadvisor.model.spec import ModelSpec, TrainingShape  # noqa: E402
 from zeroadvisor.report import CHECK_FORMATS, LINT_FORMATS, Report, render  # noqa: E402
 

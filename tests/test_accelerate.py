@@ -20,7 +20,7 @@ from zeroadvisor.config.accelerate import is_accelerate_config
 from zeroadvisor.config.reader import read_document
 from zeroadvisor.config.yaml_source import parse_yaml
 from zeroadvisor.deepspeed.accelerate_map import build
-from zeroadvisor.lint.engine import lint_file
+from zeroadvisor.rules.linter import lint_file
 from zeroadvisor.lint.findings import Severity
 from zeroadvisor.memory.estimate import Cluster
 from zeroadvisor.rules import accelerate as accelerate_rules
@@ -118,7 +118,7 @@ def test_findings_from_the_built_config_land_on_the_yaml_key():
     text = ("distributed_type: DEEPSPEED\nmixed_precision: bf16\nnum_processes: 8\ndeepspeed_config:\n"
             "  zero_stage: 2\n  offload_param_device: cpu\n")
     doc = parse_yaml(text, "accelerate.yaml")
-    from zeroadvisor.lint.engine import lint_document
+    from zeroadvisor.rules.linter import lint_document
 
     findings = lint_document(doc)
     assert [(f.code, f.pointer, f.line, f.column) for f in findings] == \

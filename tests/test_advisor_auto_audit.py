@@ -20,7 +20,7 @@ import pytest
 
 from zeroadvisor.deepspeed import schema
 from zeroadvisor.lint.context import LintOptions
-from zeroadvisor.lint.engine import lint_text
+from zeroadvisor.rules.linter import lint_text
 
 AUTO_RULES = {"ZA301", "ZA302"}
 

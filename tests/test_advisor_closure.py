@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 from zeroadvisor.advisor.check import CheckOptions, check_document
 from zeroadvisor.advisor.search import CLUSTER_SEARCH_LIMIT
 from zeroadvisor.config.source import parse
-from zeroadvisor.fix import merge_patch as mp
-from zeroadvisor.fix.apply import combined_patch
-from zeroadvisor.memory.gpus import resolve_gpu
+from zeroadvisor.config import merge_patch as mp
+from zeroadvisor.advisor.check import combined_patch
+from zeroadvisor.hardware.gpus import resolve_gpu
 from zeroadvisor.model.hf import spec_from_hf_config
 from zeroadvisor.model.spec import TrainingShape
 from catalog_models import LLAMA2_70B, LLAMA2_7B, OPT_1_3B

@@ -13,7 +13,7 @@ import pytest
 
 import zeroadvisor
 from zeroadvisor.deepspeed import coerce, effective, schema
-from zeroadvisor.lint.engine import lint_text
+from zeroadvisor.rules.linter import lint_text
 from zeroadvisor.memory.estimate import Cluster, estimate
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
 

@@ -17,9 +17,9 @@ import pytest
 from conftest import corpus_manifest
 from zeroadvisor.advisor.check import CheckOptions, check_document
 from zeroadvisor.config.source import ParseError, parse
-from zeroadvisor.fix import merge_patch as mp
-from zeroadvisor.fix.apply import combined_patch
-from zeroadvisor.memory.gpus import gpu_memory
+from zeroadvisor.config import merge_patch as mp
+from zeroadvisor.advisor.check import combined_patch
+from zeroadvisor.hardware.gpus import gpu_memory
 from zeroadvisor.model.hf import spec_from_hf_config
 from zeroadvisor.model.spec import TrainingShape
 from catalog_models import LLAMA2_70B, LLAMA2_7B, OPT_1_3B

@@ -20,7 +20,7 @@ import pytest
 from zeroadvisor.advisor.check import CheckOptions, check_document
 from zeroadvisor.advisor.search import Searcher, offloads
 from zeroadvisor.config.source import parse
-from zeroadvisor.fix import merge_patch as mp
+from zeroadvisor.config import merge_patch as mp
 from zeroadvisor.memory.estimate import Cluster, estimate
 from zeroadvisor.model.hf import spec_from_hf_config
 from zeroadvisor.model.spec import TrainingShape

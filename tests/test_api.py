@@ -15,7 +15,7 @@ from zeroadvisor.lint.context import LintOptions
 from zeroadvisor.memory.estimate import Cluster
 from zeroadvisor.model.description import spec_from_params
 from zeroadvisor.model.spec import TrainingShape
-from zeroadvisor.rules import registry
+from zeroadvisor.advisor import registry
 
 TYPO = '{\n  "train_batch_size": 8,\n  "zero_optimisation": {"stage": 3}\n}\n'
 GIB = 1 << 30

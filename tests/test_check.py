@@ -142,7 +142,7 @@ def test_mixtral_does_not_fit_on_a10g_and_nothing_fits(tmp_path):
     assert cluster["cpu_memory"] > 128 * GB and finding.fix is not None
     grown = check({**BF16, "train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3}}, m, gpus=2,
                   gpu="A10G", cpu_memory=cluster["cpu_memory"])
-    from zeroadvisor.fix import merge_patch as mp
+    from zeroadvisor.config import merge_patch as mp
     fixed = check(mp.apply({**BF16, "train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3}},
                            finding.fix), m, gpus=2, gpu="A10G", cpu_memory=cluster["cpu_memory"])
     assert "does-not-fit" in names(grown) and not {"does-not-fit", "host-memory-insufficient"} & names(fixed)

@@ -9,7 +9,7 @@ import pytest
 
 from cli_run import cli  # noqa: F401 - the fixture
 from sarif_validate import validate_sarif
-from zeroadvisor.rules import registry
+from zeroadvisor.advisor import registry
 
 GOOD = '{"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2, "zero_optimization": {"stage": 2}}\n'
 TYPO = '{\n  "train_batch_size": 8,\n  "zero_optimisation": {"stage": 3}\n}\n'

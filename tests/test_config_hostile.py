@@ -15,7 +15,8 @@ from conftest import must_finish as hang_guard
 
 from zeroadvisor.config.limits import MAX_CONFIG_BYTES, MAX_POINTER_CHARS
 from zeroadvisor.config.source import ParseError, parse
-from zeroadvisor.lint.engine import MAX_FINDINGS_PER_RULE, lint_text
+from zeroadvisor.lint.engine import MAX_FINDINGS_PER_RULE
+from zeroadvisor.rules.linter import lint_text
 from zeroadvisor.lint.schemawalk import MAX_GUESSED_UNKNOWN_KEYS
 
 # Before the fix the smallest of these inputs took 14 s (500,000 commas) on the machine that

@@ -10,7 +10,7 @@ import pytest
 
 from cli_run import cli  # noqa: F401 - the fixture
 from conftest import corpus_manifest
-from zeroadvisor.config import kind
+from zeroadvisor.deepspeed import kind
 
 TYPO = '{\n  "train_batch_size": 8,\n  "zero_optimisation": {"stage": 3}\n}\n'
 NOT_CONFIGS = {

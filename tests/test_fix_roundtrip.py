@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from zeroadvisor.fix import merge_patch as mp
+from zeroadvisor.config import merge_patch as mp
 from zeroadvisor.fix.editor import EditError, patched_text, write_atomically
 from zeroadvisor.config.source import ParseError, join_pointer, parse
 from zeroadvisor.lint.schemawalk import _PLACEHOLDER

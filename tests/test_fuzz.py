@@ -9,9 +9,9 @@ from hypothesis import strategies as st
 
 from zeroadvisor.deepspeed import schema
 from zeroadvisor.advisor.check import CheckOptions, check_document
-from zeroadvisor.fix import merge_patch as mp
+from zeroadvisor.config import merge_patch as mp
 from zeroadvisor.fix.editor import patched_text
-from zeroadvisor.fix.apply import combined_patch
+from zeroadvisor.advisor.check import combined_patch
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
 from zeroadvisor.config.source import parse
 

@@ -1,4 +1,4 @@
-"""The GPU table (memory/gpu_table.py) and name resolution (memory/gpus.py): names normalised, ambiguous
+"""The GPU table (hardware/table.py) and name resolution (hardware/gpus.py): names normalised, ambiguous
 names refused with their variants, every row sourced, figures as the driver reports them."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 
 from zeroadvisor.memory.estimate import Cluster
 from zeroadvisor.memory.errors import EstimateError
-from zeroadvisor.memory.gpu_table import ROWS
-from zeroadvisor.memory.gpus import GPUS, AmbiguousGpu, UnknownGpu, gpu_memory, normalise, resolve_gpu
+from zeroadvisor.hardware.table import ROWS
+from zeroadvisor.hardware.gpus import GPUS, AmbiguousGpu, UnknownGpu, gpu_memory, normalise, resolve_gpu
 
 REPO = Path(__file__).resolve().parents[1]
 MIB = 2**20

@@ -20,11 +20,12 @@ from ci_runner import assert_inert, runner_command, runner_lines
 from sarif_validate import validate_sarif
 from zeroadvisor.advisor.check import CheckOptions, check_document
 from zeroadvisor.config.source import parse
-from zeroadvisor.fix.apply import combined_patch, unified_diff
-from zeroadvisor.lint.engine import lint_file
+from zeroadvisor.advisor.check import combined_patch
+from zeroadvisor.fix.apply import unified_diff
+from zeroadvisor.rules.linter import lint_file
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
 from zeroadvisor.report import REPORTERS, Report, escape, render
-from zeroadvisor.rules import registry
+from zeroadvisor.advisor import registry
 
 REPO = Path(__file__).resolve().parent.parent
 EVIL_OPTIMIZER = "Evil\n::add-mask::secret\x1b[31mRED\x1b]0;pwned\x07 ##[error]v1 \u202egnp\x9b2J"

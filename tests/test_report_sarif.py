@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from sarif_validate import validate_sarif
-from zeroadvisor.lint.engine import lint_file
+from zeroadvisor.rules.linter import lint_file
 from zeroadvisor.report import Report, render, sarif
-from zeroadvisor.rules import registry
+from zeroadvisor.advisor import registry
 
 
 def test_every_rule_entry_is_schema_valid_without_invented_urls():

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from cli_run import cli  # noqa: F401 - the fixture
-from zeroadvisor.report import labels
+from zeroadvisor import vocab as labels
 
 REPO = Path(__file__).resolve().parent.parent
 MODEL = REPO / "sample_configs" / "models" / "llama-2-7b.yaml"

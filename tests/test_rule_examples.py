@@ -16,8 +16,8 @@ import pytest
 
 from zeroadvisor.cli import inputs
 from zeroadvisor.advisor.check import CheckOptions, check_document
-from zeroadvisor.lint.engine import lint_text
-from zeroadvisor.rules import registry
+from zeroadvisor.rules.linter import lint_text
+from zeroadvisor.advisor import registry
 
 # the fixture tool builds CheckOptions the way the CLI does (tools/update_rule_fixtures.py hardware)
 _TOOL = Path(__file__).resolve().parent.parent / "tools" / "update_rule_fixtures.py"

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from zeroadvisor.lint.findings import Severity
-from zeroadvisor.rules import registry
+from zeroadvisor.advisor import registry
 
 _TOOL = Path(__file__).resolve().parent.parent / "tools" / "update_rule_fixtures.py"
 _spec = importlib.util.spec_from_file_location("update_rule_fixtures", _TOOL)
@@ -82,6 +82,9 @@ def test_fixture_files_are_as_the_tool_writes_them():
 
 def test_fixture_hardware_options_are_the_step_time_flags():
     """The machine a fixture may give is exactly the step-time model's flags (one table: DEFAULTS)."""
-    from zeroadvisor.throughput.hardware import DEFAULTS
+    from zeroadvisor.hardware.machine import DEFAULTS
+    from zeroadvisor.memory.assumed import HARDWARE_INPUTS, INPUTS
 
-    assert set(fixtures.HARDWARE_OPTIONS) == {flag.lstrip("-").replace("-", "_") for flag in DEFAULTS}
+    assert set(fixtures.HARDWARE_OPTIONS) == {HARDWARE_INPUTS[field] for field in DEFAULTS}
+    assert {INPUTS[HARDWARE_INPUTS[field]].flag for field in DEFAULTS} == {
+        f"--{option.replace('_', '-')}" for option in fixtures.HARDWARE_OPTIONS}

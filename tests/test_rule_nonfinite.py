@@ -8,7 +8,7 @@ import math
 import pytest
 
 from zeroadvisor.config.source import parse
-from zeroadvisor.lint.engine import lint_document
+from zeroadvisor.rules.linter import lint_document
 from zeroadvisor.rules.optimizer import MAX_GRAD_NORM_IN_OPTIMIZER
 
 TEXT = '{"train_batch_size": 8, "optimizer": {"type": "Adam", "params": {"lr": 0.001, "max_grad_norm": 1.0}}}'

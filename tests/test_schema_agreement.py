@@ -13,7 +13,7 @@ from jsonschema import Draft202012Validator
 
 from conftest import CORPUS, corpus_manifest
 from zeroadvisor.deepspeed import schema
-from zeroadvisor.lint.engine import lint_document, lint_file
+from zeroadvisor.rules.linter import lint_document, lint_file
 from zeroadvisor.config.source import ParseError, escape_pointer_token, parse
 
 # Checks that need the world size or the engine's optimizer mapping per stage.

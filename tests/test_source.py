@@ -115,7 +115,7 @@ def test_unquoted_key_whitespace_is_hjsons(text, key):
 
 
 def test_nbsp_key_is_reported_as_unknown_through_lint():
-    from zeroadvisor.lint.engine import lint_text
+    from zeroadvisor.rules.linter import lint_text
 
     findings = lint_text('{"train_batch_size": 8, zero_optimization: {stage\xa0: 3}}', "ds.hjson")
     (unknown,) = [f for f in findings if f.pointer == "/zero_optimization/stage\xa0"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from zeroadvisor.memory.estimate import Cluster
-from zeroadvisor.memory.gpu_table import GpuSpec
+from zeroadvisor.hardware.table import GpuSpec
 from zeroadvisor.memory.options import Option
 from zeroadvisor.memory.settings import read_settings
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
@@ -106,7 +106,7 @@ def test_cpu_adam_by_hand():
     ("deepspeed", 8, 8),  # --bind_cores_to_rank: 64 / 8; unbound: oversubscribed, at best the same share
 ])
 def test_cpu_optimizer_threads_per_process_by_launcher(launcher, ranks, threads):
-    from zeroadvisor.throughput.hardware import cpu_threads_per_rank
+    from zeroadvisor.hardware.machine import cpu_threads_per_rank
 
     assert cpu_threads_per_rank(launcher, 64, ranks) == threads
 
@@ -203,12 +203,12 @@ def test_hardware_rejects_bad_values():
 
 def test_hardware_defaults_become_assumed_inputs_naming_their_flags():
     from zeroadvisor.memory.assumed import hardware_assumptions
-    from zeroadvisor.throughput.hardware import DEFAULTS
+    from zeroadvisor.hardware.machine import DEFAULTS
 
-    hw = Hardware(None, cpu_cores=64, defaulted=("--efficiency", "--nvme-bandwidth"))
+    hw = Hardware(None, cpu_cores=64, defaulted=("efficiency", "nvme_gb_s"))
     assumed = hardware_assumptions(hw)
     assert [a.flag for a in assumed] == ["--efficiency", "--nvme-bandwidth"]
-    assert [a.value for a in assumed] == [DEFAULTS["--efficiency"][1], DEFAULTS["--nvme-bandwidth"][1]]
+    assert [a.value for a in assumed] == [DEFAULTS["efficiency"][0], DEFAULTS["nvme_gb_s"][0]]
     assert all("set it with flag --" in a.message() for a in assumed)
     assert hardware_assumptions(Hardware(None)) == []
 
@@ -280,7 +280,7 @@ def test_the_launch_command_names_the_launcher(command, launcher):
     assert out["launcher"] == launcher
     assert "launcher" not in trainer_inputs({"training_args": None, "launch": command, "launcher": "deepspeed"})
     hw = hardware({"gpu": None, "launcher": out["launcher"]})
-    assert hw.launcher == launcher and "--launcher" not in hw.defaulted
+    assert hw.launcher == launcher and "launcher" not in hw.defaulted
 
 
 # -- the optimizer step on the GPU (gpu_step.py) ----------------------------------------------------------------

@@ -14,7 +14,7 @@ from cli_run import cli  # noqa: F401 - the fixture
 from zeroadvisor.config.training_args import TrainerInputError, coerce, from_mapping, read_training_args
 from zeroadvisor.deepspeed import hf_fill
 from zeroadvisor.lint.context import LintOptions
-from zeroadvisor.lint.engine import lint_text
+from zeroadvisor.rules.linter import lint_text
 
 LLAMA_FACTORY = """\
 ### model

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from zeroadvisor.lint.findings import Finding, Severity
-from zeroadvisor.lint.engine import lint_file
-from zeroadvisor.rules import registry
+from zeroadvisor.rules.linter import lint_file
+from zeroadvisor.advisor import registry
 from zeroadvisor.lint.context import LintOptions
 
 REPO = Path(__file__).resolve().parent.parent

@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from zeroadvisor.rules import registry
+from zeroadvisor.advisor import registry
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "rules.md"
 

@@ -57,7 +57,7 @@ CASE_KEYS = ("name", "note", "xfail", "format", "options", "config", "expected",
 INPUT_KEYS = ("name", "note", "xfail", "format", "options", "config")
 FINDING_KEYS = ("code", "pointer", "line", "column", "message", "fix")
 LINT_OPTIONS = ("integration", "gpus", "training")
-# the step-time model's machine: the flags of throughput/hardware.py DEFAULTS, as option names
+# the step-time model's machine: the inputs of hardware/machine.py DEFAULTS (memory/assumed.py HARDWARE_INPUTS)
 HARDWARE_OPTIONS = ("efficiency", "inter_node_bandwidth", "cpu_cores", "nvme_bandwidth", "launcher")
 CHECK_OPTIONS = ("model", "gpus", "gpu", "gpu_memory", "cpu_memory", "nvme", "gpus_per_node", "headroom",
                  "integration", *HARDWARE_OPTIONS)
@@ -135,7 +135,7 @@ def run_case(case: dict[str, Any]) -> list:
         raise FixtureError(f"{case['name']}: lint options are {LINT_OPTIONS}, got {sorted(unknown)}")
     from zeroadvisor.config.source import ParseError
     from zeroadvisor.lint.context import LintOptions
-    from zeroadvisor.lint.engine import parse_error_findings, lint_document
+    from zeroadvisor.rules.linter import parse_error_findings, lint_document
 
     lint_options = LintOptions(**options)
     try:
@@ -227,7 +227,7 @@ def dump(data: dict[str, Any]) -> str:
 
 def updated(path: Path, report) -> str:
     """The new text of one fixture file."""
-    from zeroadvisor.rules import registry
+    from zeroadvisor.advisor import registry
 
     data = load(path)
     rule = registry.BY_CODE.get(data.get("rule"))
@@ -258,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if a file would change")
     args = parser.parse_args(argv)
 
-    from zeroadvisor.rules import registry
+    from zeroadvisor.advisor import registry
 
     missing = [rule for rule in registry.ALL if not fixture_path(rule).is_file()]
     for rule in missing:

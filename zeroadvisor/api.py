@@ -25,11 +25,11 @@ from zeroadvisor.config.reader import read_document
 from zeroadvisor.config.source import Document, ParseError
 from zeroadvisor.config.training_args import TrainerInputError
 from zeroadvisor.lint.context import LintOptions
-from zeroadvisor.lint.engine import lint_document, lint_file, parse_error_findings
+from zeroadvisor.rules.linter import lint_document, lint_file, parse_error_findings
 from zeroadvisor.lint.findings import Finding, Severity
 from zeroadvisor.lint.rule import Rule
 from zeroadvisor.model.errors import ModelError
-from zeroadvisor.rules import registry
+from zeroadvisor.advisor import registry
 
 if TYPE_CHECKING:
     from zeroadvisor.advisor.check import CheckOptions, CheckResult
@@ -108,13 +108,13 @@ def lint_paths(paths: Sequence[str], options: LintOptions | None = None, rules: 
     """Lint files, directories and glob patterns (``-`` reads ``stdin``, standard input by default).
 
     Files found in a directory (.json, .hjson, .conf, .yaml, .yml) are linted when their content is a
-    DeepSpeed or Accelerate config (config/kind.py) and listed in ``skipped`` otherwise;
+    DeepSpeed or Accelerate config (deepspeed/kind.py) and listed in ``skipped`` otherwise;
     ``only_configs`` judges named files the same way (the pre-commit hook). ``rules_for(path)``
     chooses the rules per file (the project configuration's per-file ignores); ``rules`` otherwise.
     An input that cannot be read at all is listed in ``unreadable`` and the others are still linted;
     a path that names nothing (an empty directory, a pattern without matches) is a UsageError.
     """
-    from zeroadvisor.config.kind import kind_of_file
+    from zeroadvisor.deepspeed.kind import kind_of_file
 
     selected = tuple(registry.LINT if rules is None else rules)
     try:
@@ -272,7 +272,8 @@ def check_config(path: str, options: "CheckOptions", rules: Sequence[Rule] | Non
     ``error`` (``fix=True``) or a note (a diff only).
     """
     from zeroadvisor.advisor.check import CheckResult, check_document
-    from zeroadvisor.fix.apply import FixError, combined_patch, unified_diff, write_fix
+    from zeroadvisor.advisor.check import combined_patch
+    from zeroadvisor.fix.apply import FixError, unified_diff, write_fix
 
     selected = tuple(registry.ALL if rules is None else rules)
     try:

@@ -112,7 +112,7 @@ def lint(*paths: str | os.PathLike[str], text: str | None = None, config: Mappin
         return LintResult(run.findings, run.files, run.unreadable, run.skipped)
     from zeroadvisor.config.reader import read_text_document
     from zeroadvisor.config.source import ParseError
-    from zeroadvisor.lint.engine import lint_document, parse_error_findings
+    from zeroadvisor.rules.linter import lint_document, parse_error_findings
 
     label, source = _as_text(text, config, name)
     try:
@@ -171,7 +171,7 @@ def _size(option: str, value: int | str | None) -> int | None:
 
 
 def _gpu(gpu: str | None):
-    """The named card (memory/gpus.py GpuSpec), None when no name is given."""
+    """The named card (hardware/gpus.py GpuSpec), None when no name is given."""
     from zeroadvisor.cli import inputs
 
     return inputs.gpu(gpu)
@@ -307,7 +307,7 @@ class CheckReport:
 
     def report(self, format: str = "text", explain: bool = False) -> str:
         """The report the command line prints: text, json, sarif, github or markdown."""
-        from zeroadvisor.rules import registry
+        from zeroadvisor.advisor import registry
 
         return _render(format, self.findings, rules=registry.ALL, check=self.result, path=self.path,
                        diff=self.diff, unit=self.result.options.unit, explain=explain)
@@ -348,7 +348,8 @@ def check(config: "str | os.PathLike[str] | Mapping[str, Any]", *, gpus: int, na
     rules = api.select_rules(select, ignore, lint_only=False)
     if isinstance(config, Mapping):
         from zeroadvisor.advisor.check import check_document
-        from zeroadvisor.fix.apply import combined_patch, unified_diff
+        from zeroadvisor.advisor.check import combined_patch
+        from zeroadvisor.fix.apply import unified_diff
 
         document = _read_config(dict(config), name)
         result = check_document(document, run_options, rules)

@@ -43,7 +43,7 @@ def _gpu_args(case_cluster: dict) -> list[str]:
     """``--gpu NAME`` for a card zeroadvisor's table names (driver-reported capacity); for a name the
     table finds ambiguous whose cards all have the same memory (``A100-40GB``: SXM4 or PCIe), that
     memory; otherwise ``--gpu-memory`` with the capacity the case states."""
-    from zeroadvisor.memory.gpus import GPUS, AmbiguousGpu, resolve_gpu
+    from zeroadvisor.hardware.gpus import GPUS, AmbiguousGpu, resolve_gpu
 
     name = case_cluster["gpu"]
     try:

@@ -17,8 +17,8 @@ from pathlib import Path
 import yaml
 
 from zeroadvisor.memory.estimate import Cluster
-from zeroadvisor.memory.gpu_table import GpuSpec
-from zeroadvisor.memory.gpus import resolve_gpu
+from zeroadvisor.hardware.table import GpuSpec
+from zeroadvisor.hardware.gpus import resolve_gpu
 from zeroadvisor.memory.options import Option
 from zeroadvisor.memory.parallel import Parallel, read_parallel
 from zeroadvisor.memory.settings import read_settings

@@ -25,7 +25,7 @@ import pytest
 from zeroadvisor.config import accelerate as A
 from zeroadvisor.config.reader import read_document
 from zeroadvisor.deepspeed.accelerate_map import build
-from zeroadvisor.lint.engine import lint_file
+from zeroadvisor.rules.linter import lint_file
 from zeroadvisor.lint.findings import Severity
 from zeroadvisor.rules import accelerate as accelerate_rules
 

@@ -734,7 +734,7 @@ def _basic_optimizer_class(ds: _Ds, engine: Any) -> type:
 
 def linter_errors(path: Path) -> list[Any]:
     from zeroadvisor.lint.findings import Severity
-    from zeroadvisor.lint.engine import lint_file
+    from zeroadvisor.rules.linter import lint_file
     from zeroadvisor.lint.context import LintOptions
 
     result = lint_file(path, LintOptions(integration="any", gpus=None))

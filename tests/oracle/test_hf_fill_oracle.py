@@ -37,7 +37,7 @@ from zeroadvisor.config import launch  # noqa: E402
 from zeroadvisor.config.training_args import DEFAULTS, from_mapping  # noqa: E402
 from zeroadvisor.deepspeed import hf_fill  # noqa: E402
 from zeroadvisor.lint.context import LintOptions  # noqa: E402
-from zeroadvisor.lint.engine import lint_text  # noqa: E402
+from zeroadvisor.rules.linter import lint_text  # noqa: E402
 
 HIDDEN = 4096
 STEPS = 1000

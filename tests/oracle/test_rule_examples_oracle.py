@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from zeroadvisor.lint.findings import Severity
-from zeroadvisor.rules import registry
+from zeroadvisor.advisor import registry
 from zeroadvisor.rules.accelerate import CODES as ACCELERATE_CODES
 
 from test_corpus_oracle import _ds, check_file, deepspeed_verdict, linter_errors

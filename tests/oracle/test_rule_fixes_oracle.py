@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from zeroadvisor.fix import merge_patch
+from zeroadvisor.config import merge_patch
 from zeroadvisor.lint.findings import Severity
-from zeroadvisor.rules import registry
+from zeroadvisor.advisor import registry
 from zeroadvisor.rules.accelerate import CODES as ACCELERATE_CODES
 
 from test_corpus_oracle import _BATCH_POINTERS, Judging, _ds, deepspeed_verdict, pointer_related

@@ -86,7 +86,7 @@ def check_accelerate(path: str, document: "Document", options: "CheckOptions",
     is the flow's check that the flags agree with the DeepSpeed config."""
     from zeroadvisor.advisor.check import CheckResult, check_document
     from zeroadvisor.lint.context import Context, LintOptions
-    from zeroadvisor.lint.engine import _capped
+    from zeroadvisor.lint.engine import capped
     from zeroadvisor.rules import accelerate as rules_accelerate
 
     launch = launch_for(document, options.shape)
@@ -98,7 +98,7 @@ def check_accelerate(path: str, document: "Document", options: "CheckOptions",
     yaml_findings: list[Finding] = []
     for rule in rules:
         if rule.code in rules_accelerate.CODES:
-            yaml_findings.extend(_capped(rule, rule.check(ctx), document))
+            yaml_findings.extend(capped(rule, rule.check(ctx), document))
     built = rules_accelerate.deepspeed_document(document, launch)
     if built is None:
         return CheckResult(_sorted(yaml_findings), None, options, {"estimate_error": why_no_config(launch,

@@ -6,14 +6,17 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
 from zeroadvisor.advisor.context import AdviceContext, Budget
+from zeroadvisor.advisor.rules import AdviceRuleContext
+from zeroadvisor.config import merge_patch as mp
+from zeroadvisor.lint.engine import run_rules
 from zeroadvisor.lint.findings import Finding
-from zeroadvisor.lint.engine import lint_document
+from zeroadvisor.rules.linter import lint_document
 from zeroadvisor.memory.errors import EstimateError
 from zeroadvisor.memory.estimate import Cluster, Estimate, check_memory, estimate
-from zeroadvisor.memory.gpu_table import GpuSpec
+from zeroadvisor.hardware.table import GpuSpec
 from zeroadvisor.memory.verdict import DEFAULT_HEADROOM
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
-from zeroadvisor.rules import registry
+from zeroadvisor.advisor import registry
 from zeroadvisor.lint.rule import Rule
 from zeroadvisor.lint.context import LintOptions
 from zeroadvisor.config.source import Document
@@ -65,9 +68,16 @@ class CheckResult:
         return self.estimate.to_dict()
 
 
+def combined_patch(findings: list[Finding]) -> dict[str, Any]:
+    """All fixes merged; config (lint) fixes first, memory advice last so it wins a conflict."""
+    advice = {rule.code for rule in registry.ADVICE}
+    lint = [f.fix for f in findings if f.fix is not None and f.code not in advice]
+    advised = [f.fix for f in findings if f.fix is not None and f.code in advice]
+    return mp.merge(*lint, *advised)
+
+
 def check_document(doc: Document, options: CheckOptions, rules: Iterable[Rule] | None = None) -> CheckResult:
     from zeroadvisor.advisor.search import Searcher
-    from zeroadvisor.fix.apply import combined_patch
 
     lint_options = LintOptions(integration=options.integration, gpus=options.gpus, training=options.training)
     selected = list(registry.ALL if rules is None else rules)
@@ -102,8 +112,8 @@ def check_document(doc: Document, options: CheckOptions, rules: Iterable[Rule] |
         result.assumed = [*result.assumed, *hardware_assumptions(hardware)]
     budget = Budget(options.gpu_memory, options.usable, options.headroom, options.cpu_memory, options.nvme,
                     options.unit)
-    advice = AdviceContext(result, budget, searcher)
-    return CheckResult(lint_document(doc, lint_options, selected, advice), result, options)
+    context = AdviceRuleContext(doc, lint_options, AdviceContext(result, budget, searcher))
+    return CheckResult(run_rules(context, selected), result, options)
 
 
 def _hardware(options: CheckOptions):

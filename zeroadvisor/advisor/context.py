@@ -1,4 +1,4 @@
-"""What the advice rules (rules/memory.py) see as ``ctx.advice``: the estimate, the budget, the search."""
+"""What the advice rules (advisor/rules.py) see as ``ctx.advice``: the estimate, the budget, the search."""
 
 from __future__ import annotations
 

@@ -31,7 +31,7 @@ from zeroadvisor.advisor.ranking import rank
 from zeroadvisor.deepspeed import effective as dsconfig
 from zeroadvisor.deepspeed import schema
 from zeroadvisor.deepspeed.effective import AUTO, GAS, MBS, TBS
-from zeroadvisor.fix import merge_patch as mp
+from zeroadvisor.config import merge_patch as mp
 from zeroadvisor.memory.errors import EstimateError
 from zeroadvisor.memory.estimate import MAX_GPUS, Cluster, Estimate, StageEstimate, estimate
 from zeroadvisor.memory.options import Option, refusal

@@ -161,7 +161,7 @@ def check(v: Values) -> ExitCode:
 
 
 def list_rules(v: Values) -> ExitCode:
-    from zeroadvisor.rules import registry
+    from zeroadvisor.advisor import registry
 
     width = max(len(r.name) for r in registry.ALL)
     sys.stdout.write("".join(f"{r.code}  {r.name:<{width}}  {r.severity.value:<7}  {r.summary}\n"

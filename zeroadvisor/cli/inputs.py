@@ -73,9 +73,9 @@ def size(option: str, text: str | None) -> int | None:
 
 
 def gpu(name: str | None):
-    """``--gpu NAME`` as the table's card (memory/gpus.py), None when not given; an unknown or ambiguous
+    """``--gpu NAME`` as the table's card (hardware/gpus.py), None when not given; an unknown or ambiguous
     name is a usage error listing the cards it could mean."""
-    from zeroadvisor.memory.gpus import resolve_gpu
+    from zeroadvisor.hardware.gpus import resolve_gpu
 
     if name is None:
         return None
@@ -138,27 +138,29 @@ def _efficiency(text: str) -> float:
 
 def hardware(values: dict):
     """The step-time model's Hardware from --gpu and the throughput flags; each flag not given keeps its
-    stated default and is listed in ``defaulted`` (throughput/hardware.py DEFAULTS)."""
+    stated default and is listed in ``defaulted`` (hardware/machine.py DEFAULTS)."""
     from zeroadvisor.throughput import DEFAULTS, Hardware
 
     card = gpu(values.get("gpu"))
-    parse = {"--inter-node-bandwidth": lambda t: _bandwidth("--inter-node-bandwidth", t),
-             "--nvme-bandwidth": lambda t: _bandwidth("--nvme-bandwidth", t),
-             "--efficiency": _efficiency, "--cpu-cores": int, "--launcher": str}
+    # Hardware field -> (the flag's value name, its parser)
+    parse = {"inter_node_gb_s": ("inter_node_bandwidth", lambda t: _bandwidth("--inter-node-bandwidth", t)),
+             "nvme_gb_s": ("nvme_bandwidth", lambda t: _bandwidth("--nvme-bandwidth", t)),
+             "efficiency": ("efficiency", _efficiency), "cpu_cores": ("cpu_cores", int), "launcher": ("launcher", str)}
     given: dict = {}
     defaulted: list[str] = []
-    for flag, (field, _default, _why) in DEFAULTS.items():
-        text = values.get(flag.lstrip("-").replace("-", "_"))
+    for field in DEFAULTS:
+        name, read = parse[field]
+        text = values.get(name)
         if text is None:
-            defaulted.append(flag)
+            defaulted.append(field)
         else:
-            given[field] = parse[flag](text)
+            given[field] = read(text)
     return Hardware(card, defaulted=tuple(defaulted), **given)
 
 
 # -- the Hugging Face Trainer's inputs -----------------------------------------------------------
 
-# config/launch.py Launch.launcher -> throughput/hardware.py LAUNCHERS (python: one process, no launcher to read)
+# config/launch.py Launch.launcher -> hardware/machine.py LAUNCHERS (python: one process, no launcher to read)
 LAUNCHER_OF_COMMAND = {"torchrun": "torchrun", "accelerate launch": "accelerate", "deepspeed": "deepspeed"}
 
 
@@ -187,7 +189,7 @@ def trainer_inputs(values: dict) -> dict:
     notes += training.notes
     out: dict = {"training": training, "notes": notes, "world_from": world_from}
     if launcher_from_command is not None:
-        out["launcher"] = launcher_from_command  # the step time's CPU optimizer threads (throughput/hardware.py)
+        out["launcher"] = launcher_from_command  # the step time's CPU optimizer threads (hardware/machine.py)
     if "config" in values and values["config"] is None:
         if isinstance(training.deepspeed, dict):
             raise UsageError(f"{training.source}: the DeepSpeed config is given inline; save it as a file and give "

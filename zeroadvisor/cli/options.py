@@ -83,7 +83,7 @@ GPUS = Param("gpus", ("--gpus",), "Number of GPUs (data-parallel degree).", kind
 GPUS_PER_NODE = Param("gpus_per_node", ("--gpus-per-node",), "GPUs per node (default 8).", kind=int, minimum=1)
 GPU_MEMORY = Param("gpu_memory", ("--gpu-memory",), "Memory per GPU, e.g. 80GiB.")
 GPU = Param("gpu", ("--gpu",), "GPU name instead of --gpu-memory (memory as the driver reports it)",
-            help_values="zeroadvisor.memory.gpus:GPUS")
+            help_values="zeroadvisor.hardware.gpus:GPUS")
 CPU_MEMORY = Param("cpu_memory", ("--cpu-memory",), "Host RAM per node, e.g. 1TB.")
 NVME = Param("nvme", ("--nvme",), "NVMe space per node, e.g. 4TB.")
 ACCOUNTING = Param("accounting", ("--accounting",),
@@ -135,7 +135,7 @@ PEFT_INPUTS = (
 )
 
 
-# The step-time model's machine facts (throughput/hardware.py DEFAULTS states each default and why).
+# The step-time model's machine facts (hardware/machine.py DEFAULTS states each default and why).
 THROUGHPUT_INPUTS = (
     Param("inter_node_bandwidth", ("--inter-node-bandwidth",), "Network bandwidth per node, one direction, e.g. "
           "25GB/s or 200Gb/s (default 25GB/s: one 200 Gb/s NIC)."),
@@ -147,7 +147,7 @@ THROUGHPUT_INPUTS = (
           "or 40% (default 0.4)."),
     Param("launcher", ("--launcher",), "What starts the GPU processes, for the CPU optimizer's threads per process "
           "(default torchrun: one thread each, as accelerate launch; deepspeed shares the node's cores).",
-          choices="zeroadvisor.throughput.hardware:LAUNCHERS"),
+          choices="zeroadvisor.hardware.machine:LAUNCHERS"),
 )
 
 

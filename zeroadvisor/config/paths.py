@@ -15,7 +15,7 @@ from collections import deque
 from dataclasses import dataclass
 
 # Extensions collected when a directory is given (explicit files may have any extension); each file
-# found is then judged by its content (config/kind.py): DeepSpeed reads .json, .conf and hjson
+# found is then judged by its content (deepspeed/kind.py): DeepSpeed reads .json, .conf and hjson
 # (deepspeed/runtime/config.py loads any path with hjson), Accelerate writes YAML.
 CONFIG_SUFFIXES = (".json", ".hjson", ".conf", ".yaml", ".yml")
 _GLOB_CHARS = set("*?[")

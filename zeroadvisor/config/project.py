@@ -255,7 +255,7 @@ def _parse(table: Any, path: str, text: str, prefix: str) -> ProjectConfig:
 
 
 def _check_rules(path: str, select, ignore, per_file) -> None:
-    from zeroadvisor.rules import registry
+    from zeroadvisor.advisor import registry
 
     for key, references in (("select", select or ()), ("ignore", ignore),
                             *((f"per-file-ignores '{p}'", rules) for p, rules in per_file)):

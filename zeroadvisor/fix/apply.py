@@ -16,22 +16,16 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from zeroadvisor.advisor.check import combined_patch
 from zeroadvisor.config.source import Document
-from zeroadvisor.fix import merge_patch as mp
+from zeroadvisor.config import merge_patch as mp
 from zeroadvisor.fix.editor import EditError, FixError, WriteError, patched_text, write_atomically
 from zeroadvisor.lint.findings import Finding
 
-__all__ = ["FixError", "EditError", "WriteError", "FixPlan", "combined_patch", "plan_fixes", "write_fixes",
+__all__ = ["FixError", "EditError", "WriteError", "FixPlan", "plan_fixes", "write_fixes",
            "unified_diff", "write_fix"]
 
 NO_NEWLINE = "\\ No newline at end of file\n"  # diff's marker; git apply and patch need it
-
-
-def combined_patch(findings: list[Finding]) -> dict:
-    """All fixes merged; config (lint) fixes first, memory advice last so it wins a conflict."""
-    lint = [f.fix for f in findings if f.fix is not None and not f.code.startswith("ZA8")]
-    advice = [f.fix for f in findings if f.fix is not None and f.code.startswith("ZA8")]
-    return mp.merge(*lint, *advice)
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from zeroadvisor.config.source import Document, Member, ParseError, join_pointer, parse
-from zeroadvisor.fix.merge_patch import apply as apply_patch
+from zeroadvisor.config.merge_patch import apply as apply_patch
 from zeroadvisor.lint.schemawalk import _PLACEHOLDER as PLACEHOLDER  # the template rule's (ZA005) notion
 
 

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import Any, ClassVar
 
 from zeroadvisor.deepspeed import effective as dsconfig
 from zeroadvisor.config.source import Document
-
-if TYPE_CHECKING:
-    from zeroadvisor.advisor.context import AdviceContext
 
 INTEGRATIONS = ("any", "deepspeed", "hf-trainer", "accelerate")
 
@@ -32,7 +29,9 @@ _MISSING = object()
 class Context:
     doc: Document
     options: LintOptions = field(default_factory=LintOptions)
-    advice: AdviceContext | None = None  # set by ``check``; the advice rules need it
+    # Whether this context carries a memory estimate for the advice rules: only the advisor's
+    # context does (advisor/rules.py AdviceRuleContext); the engine skips advice rules elsewhere.
+    advised: ClassVar[bool] = False
 
     @property
     def data(self) -> Any:

@@ -1,18 +1,17 @@
-"""The library entry point: text or path in, findings out. The CLI is a thin layer on this."""
+"""The lint engine: runs rules over a context and stamps their hits into findings.
+
+It knows the rule contract (lint/rule.py) and nothing of the rules themselves: which rules run, and on
+which kind of document, is decided above it (rules/linter.py for lint, advisor/check.py for check).
+"""
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Iterable, Sequence
 
+from zeroadvisor.config.source import Document
+from zeroadvisor.lint.context import Context
 from zeroadvisor.lint.findings import Finding
-from zeroadvisor.rules import registry
 from zeroadvisor.lint.rule import Hit, Rule
-from zeroadvisor.lint.context import Context, LintOptions
-from zeroadvisor.config.accelerate import is_accelerate_config
-from zeroadvisor.config.reader import read_document
-from zeroadvisor.config.source import Document, ParseError, parse
 
 # A hostile file can make one rule fire per key or per character (150,000 duplicate keys
 # printed 58 MB). Past this many findings of one rule in one file a reader learns nothing
@@ -20,54 +19,23 @@ from zeroadvisor.config.source import Document, ParseError, parse
 MAX_FINDINGS_PER_RULE = 100
 
 
-@dataclass
-class FileResult:
-    path: str
-    findings: list[Finding] = field(default_factory=list)
-    document: Document | None = None
-
-
-def lint_file(path: str | os.PathLike, options: LintOptions | None = None, rules: Iterable[Rule] | None = None,
-              display: str | None = None) -> FileResult:
-    name = display or str(path)
-    try:
-        doc = read_document(path, name)
-    except ParseError as err:
-        return FileResult(name, parse_error_findings(name, err, rules))
-    return FileResult(name, lint_document(doc, options, rules), doc)
-
-
-def lint_text(text: str, name: str = "<text>", options: LintOptions | None = None,
-              rules: Iterable[Rule] | None = None) -> list[Finding]:
-    try:
-        doc = parse(text, name)
-    except ParseError as err:
-        return parse_error_findings(name, err, rules)
-    return lint_document(doc, options, rules)
-
-
-def lint_document(doc: Document, options: LintOptions | None = None, rules: Iterable[Rule] | None = None,
-                  advice: object = None) -> list[Finding]:
-    selected = list(registry.LINT if rules is None else rules)
-    if advice is None and is_accelerate_config(doc.data):  # an Accelerate launcher config (rules/accelerate.py)
-        from zeroadvisor.rules.accelerate import lint_accelerate
-
-        return sorted(lint_accelerate(doc, options or LintOptions(), selected, _capped), key=Finding.sort_key)
-    ctx = Context(doc, options or LintOptions(), advice)
+def run_rules(ctx: Context, rules: Sequence[Rule]) -> list[Finding]:
+    """The findings of ``rules`` on ``ctx``, in file order. A rule that needs data skips a file without
+    any; an advice rule needs a context that carries the advice (``ctx.advised``)."""
     findings: list[Finding] = []
-    for rule in selected:
-        if (rule.needs_data and doc.data is None) or (rule.needs_advice and advice is None):
+    for rule in rules:
+        if (rule.needs_data and ctx.doc.data is None) or (rule.needs_advice and not ctx.advised):
             continue
-        findings.extend(_capped(rule, rule.check(ctx), doc))
-    return sorted(_drop_superseded(findings, selected), key=Finding.sort_key)
+        findings.extend(capped(rule, rule.check(ctx), ctx.doc))
+    return sorted(_drop_superseded(findings, rules), key=Finding.sort_key)
 
 
-def _capped(rule: Rule, hits: Iterable[Hit], doc: Document) -> list[Finding]:
+def capped(rule: Rule, hits: Iterable[Hit], doc: Document) -> list[Finding]:
     """The rule's findings, the first MAX_FINDINGS_PER_RULE of them and a count of the rest."""
     out: list[Finding] = []
     hits = iter(hits)
     for hit in hits:
-        finding = _stamp(rule, hit, doc)
+        finding = stamp(rule, hit, doc)
         if len(out) == MAX_FINDINGS_PER_RULE:
             rest = 1 + sum(1 for _ in hits)
             out.append(Finding(doc.name, rule.code, rule.name, rule.severity, "", finding.line, finding.column,
@@ -78,14 +46,8 @@ def _capped(rule: Rule, hits: Iterable[Hit], doc: Document) -> list[Finding]:
     return out
 
 
-def parse_error_findings(name: str, err: ParseError, rules: Iterable[Rule] | None) -> list[Finding]:
-    rule = registry.INVALID_SYNTAX
-    if rules is not None and rule not in list(rules):
-        return []
-    return [Finding(name, rule.code, rule.name, rule.severity, "", err.line, err.column, err.message)]
-
-
-def _stamp(rule: Rule, hit: Hit, doc: Document) -> Finding:
+def stamp(rule: Rule, hit: Hit, doc: Document) -> Finding:
+    """A hit with the rule's identity and the position of what it points at."""
     if hit.at == "file":
         line, column = None, None
     elif hit.position is not None:
@@ -98,7 +60,7 @@ def _stamp(rule: Rule, hit: Hit, doc: Document) -> Finding:
                    hit.actions, hit.recommends)
 
 
-def _drop_superseded(findings: list[Finding], rules: list[Rule]) -> list[Finding]:
+def _drop_superseded(findings: list[Finding], rules: Sequence[Rule]) -> list[Finding]:
     by_name = {rule.name: rule for rule in rules}
     claimed = {
         (f.file, f.pointer, generic)

@@ -36,7 +36,7 @@ class Finding:
     fix: dict[str, Any] | None = None  # RFC 7396 JSON merge patch that repairs it
     # what the fix needs outside the config (training script, NVMe mount, cluster): {"kind", "text", ...}
     actions: tuple[dict[str, Any], ...] = ()
-    # the change an advice finding recommends, as the search found it (rules/memory.py _recommends):
+    # the change an advice finding recommends, as the search found it (advisor/rules.py _recommends):
     # {"change", "option", "peak_gpu", "peak_host_per_node", "cost", "step_time_s", "configured_step_time_s"}
     recommends: dict[str, Any] | None = None
 

@@ -41,7 +41,7 @@ INPUTS: dict[str, Input] = {
     "pipeline_parallel": Input("pipeline-parallel degree", "--pipeline-parallel", "pipeline_parallel"),
     "sequence_parallel": Input("sequence-parallel degree", "--sequence-parallel", "sequence_parallel"),
     "expert_parallel": Input("expert-parallel degree", "--expert-parallel", "expert_parallel"),
-    # the machine facts of the step time (throughput/hardware.py DEFAULTS names the same flags)
+    # the machine facts of the step time (hardware/machine.py DEFAULTS names the same flags)
     "efficiency": Input("GPU efficiency (share of dense peak)", "--efficiency", ""),
     "inter_node_bandwidth": Input("inter-node bandwidth (GB/s per node)", "--inter-node-bandwidth", ""),
     "cpu_cores": Input("CPU cores per node", "--cpu-cores", ""),
@@ -49,7 +49,7 @@ INPUTS: dict[str, Input] = {
     "launcher": Input("launcher (CPU optimizer threads per GPU process)", "--launcher", ""),
 }
 
-# Hardware field -> INPUTS key, for the step-time defaults (throughput/hardware.py Hardware.defaulted).
+# Hardware field -> INPUTS key, for the step-time defaults (hardware/machine.py Hardware.defaulted).
 HARDWARE_INPUTS = {"efficiency": "efficiency", "inter_node_gb_s": "inter_node_bandwidth", "cpu_cores": "cpu_cores",
                    "nvme_gb_s": "nvme_bandwidth", "launcher": "launcher"}
 
@@ -164,15 +164,27 @@ def load_assumptions(model: ModelSpec, load: LoadInputs, configured_stage: int |
     return out
 
 
-def hardware_assumptions(hw) -> list[AssumedInput]:
-    """The step-time defaults ``hw`` (throughput/hardware.py Hardware) used because no flag gave them.
-
-    Call it only where a step time was computed: without one, these inputs change nothing."""
-    from zeroadvisor.throughput.hardware import DEFAULTS  # the one table of flags, defaults and reasons
+def hardware_notes(hw) -> list[str]:
+    """The same defaults as one note line each, for the step time's own notes."""
+    from zeroadvisor.hardware.machine import DEFAULTS
 
     out = []
-    for flag in hw.defaulted:
-        field_name, _default, why = DEFAULTS[flag]
+    for field_name in hw.defaulted:
+        given = INPUTS[HARDWARE_INPUTS[field_name]]
+        out.append(f"assumed {given.flag.lstrip('-').replace('-', ' ')} {getattr(hw, field_name)}: "
+                   f"{DEFAULTS[field_name][1]}; set it with flag {given.flag}")
+    return out
+
+
+def hardware_assumptions(hw) -> list[AssumedInput]:
+    """The step-time defaults ``hw`` (hardware/machine.py Hardware) used because no flag gave them.
+
+    Call it only where a step time was computed: without one, these inputs change nothing."""
+    from zeroadvisor.hardware.machine import DEFAULTS  # the one table of flags, defaults and reasons
+
+    out = []
+    for field_name in hw.defaulted:
+        _default, why = DEFAULTS[field_name]
         out.append(AssumedInput.of(HARDWARE_INPUTS[field_name], getattr(hw, field_name),
                                    f"the step time uses it ({why})"))
     return out

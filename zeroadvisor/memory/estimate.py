@@ -9,7 +9,7 @@ from typing import Any
 from zeroadvisor import DEEPSPEED_TARGET
 from zeroadvisor.memory.assumed import AssumedInput, activations_unknown, shape_assumptions
 from zeroadvisor.memory.errors import EstimateError
-from zeroadvisor.memory.gpu_table import GpuSpec
+from zeroadvisor.hardware.table import GpuSpec
 from zeroadvisor.memory.buffers import (CUDA_CONTEXT_BYTES, FRAGMENTATION, OVERHEAD_ASSUMPTION, buffer_terms,
                                         gathered_terms)
 from zeroadvisor.memory import host as host_memory

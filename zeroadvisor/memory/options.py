@@ -17,15 +17,15 @@ class Option:
 
     @property
     def label(self) -> str:
-        """Compact column header: Z2, Z2 +opt:cpu, Z3 +opt:cpu +par:nvme (worded in report/labels.py)."""
-        from zeroadvisor.report.labels import option_header
+        """Compact column header: Z2, Z2 +opt:cpu, Z3 +opt:cpu +par:nvme (worded in vocab.py)."""
+        from zeroadvisor.vocab import option_header
 
         return option_header(self)
 
     @property
     def words(self) -> str:
         """For sentences: ZeRO-3 with optimizer offload to CPU and parameter offload to NVMe."""
-        from zeroadvisor.report.labels import option_words
+        from zeroadvisor.vocab import option_words
 
         return option_words(self)
 

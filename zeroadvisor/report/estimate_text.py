@@ -18,7 +18,8 @@ from typing import Any, Mapping
 from zeroadvisor import DEEPSPEED_TARGET
 from zeroadvisor.memory.estimate import Estimate, StageEstimate
 from zeroadvisor.memory.terms import ROWS
-from zeroadvisor.report import escape, labels, overview
+from zeroadvisor import vocab as labels
+from zeroadvisor.report import escape, overview
 from zeroadvisor.units import format_bytes, scale
 
 DEFAULT_WIDTH = 80

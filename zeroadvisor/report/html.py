@@ -12,7 +12,8 @@ from __future__ import annotations
 import html as _html
 
 from zeroadvisor.lint.findings import Finding
-from zeroadvisor.report import escape, labels, overview
+from zeroadvisor import vocab as labels
+from zeroadvisor.report import escape, overview
 from zeroadvisor.units import format_bytes, scale
 
 # One colour per row (the chart's legend says which).

@@ -11,7 +11,8 @@ emphasis, @mentions), and the diff sits in a fence longer than any backtick run 
 from __future__ import annotations
 
 from zeroadvisor.lint.findings import Finding, Severity
-from zeroadvisor.report import escape, labels, overview
+from zeroadvisor import vocab as labels
+from zeroadvisor.report import escape, overview
 from zeroadvisor.units import scale
 
 MARKER = "<!-- zeroadvisor -->"  # the comment's identity: a bot edits the comment that holds it

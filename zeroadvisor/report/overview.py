@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
-from zeroadvisor.report import labels
+from zeroadvisor import vocab as labels
 
 if TYPE_CHECKING:
     from zeroadvisor.lint.findings import Finding
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 # Advice that carries the change a reader should make first: the configured setup failing comes
 # before a cheaper option that also fits.
 ADVICE_PRIORITY = ("ZA801", "ZA805", "ZA802", "ZA804", "ZA803", "ZA809", "ZA806")
-# The advice rules write "...; cost: <what the change costs>" (rules/memory.py, advisor/search.py COSTS).
+# The advice rules write "...; cost: <what the change costs>" (advisor/rules.py, advisor/search.py COSTS).
 COST_MARK = "; cost: "
 
 # The rows a bar stacks, bottom to top: the parts of "total per GPU" (model_states is their subtotal).
@@ -224,7 +224,7 @@ def bar_rows(st: "StageEstimate") -> list[tuple[str, int]]:
 
 
 def gpu_name(estimate: "Estimate") -> str | None:
-    """The GPU ``--gpu`` resolved to (memory/gpus.py GpuSpec.name), when the cluster names one."""
+    """The GPU ``--gpu`` resolved to (hardware/gpus.py GpuSpec.name), when the cluster names one."""
     spec = getattr(estimate.cluster, "gpu", None)
     return getattr(spec, "name", spec if isinstance(spec, str) else None)
 

@@ -33,7 +33,7 @@ def render(findings: list[Finding], colour: bool = False, files: int = 1, ascii_
 
 
 def summary(findings: list[Finding], files: int, unreadable: int = 0, skipped: int = 0) -> str:
-    from zeroadvisor.config.kind import NOT_A_CONFIG
+    from zeroadvisor.deepspeed.kind import NOT_A_CONFIG
 
     counts = {s: sum(1 for f in findings if f.severity is s) for s in Severity}
     parts = [f"{n} {s.value}{'s' if n != 1 else ''}" for s, n in counts.items() if n]

@@ -305,16 +305,17 @@ CODES = frozenset(rule.code for rule in RULES)
 
 # -- linting an Accelerate config -----------------------------------------------------------------
 
-def lint_accelerate(doc, options, selected: list[Rule], stamp) -> list[Finding]:
+def lint_accelerate(doc, options, selected: list[Rule]) -> list[Finding]:
     """The findings for an Accelerate config: these rules on the YAML, the DeepSpeed rules on the
-    DeepSpeed config it makes Accelerate build. ``stamp(rule, hits, doc)`` is the engine's."""
+    DeepSpeed config it makes Accelerate build."""
     from zeroadvisor.lint.context import Context
+    from zeroadvisor.lint.engine import capped
 
     ctx = Context(doc, options)
     findings: list[Finding] = []
     for rule in selected:
         if rule.code in CODES:
-            findings.extend(stamp(rule, rule.check(ctx), doc))
+            findings.extend(capped(rule, rule.check(ctx), doc))
     deepspeed_rules = [rule for rule in selected if rule.code not in CODES and not rule.needs_advice]
     findings.extend(deepspeed_findings(doc, launch_of(ctx), deepspeed_rules, options, findings))
     return [dataclasses.replace(f, fix=None) if f.fix is not None else f for f in findings]
@@ -335,7 +336,7 @@ def deepspeed_document(doc, launch: accelerate_map.Launch):
 def deepspeed_findings(doc, launch: accelerate_map.Launch, rules: list[Rule], options,
                        already: list[Finding]) -> list[Finding]:
     from zeroadvisor.lint.context import LintOptions
-    from zeroadvisor.lint.engine import lint_document
+    from zeroadvisor.rules.linter import lint_document
 
     built = deepspeed_document(doc, launch)
     if built is None or not rules:

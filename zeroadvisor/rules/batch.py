@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from zeroadvisor.fix import merge_patch as patch
+from zeroadvisor.config import merge_patch as patch
 from zeroadvisor.deepspeed.effective import GAS, MBS, TBS, autotp_size, data_parallel_size
 from zeroadvisor.deepspeed.effective import derive_batch as derive
 from zeroadvisor.lint.findings import Severity

@@ -9,7 +9,7 @@ TypeError. The facts come from the schema walk (schemawalk.py); these rules word
 
 from __future__ import annotations
 
-from zeroadvisor.fix import merge_patch as patch
+from zeroadvisor.config import merge_patch as patch
 from zeroadvisor.lint.findings import Severity
 from zeroadvisor.lint.rule import Example, Hit, Rule
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from zeroadvisor.deepspeed import effective as dsconfig
 from zeroadvisor.deepspeed import schema
-from zeroadvisor.fix import merge_patch as patch
+from zeroadvisor.config import merge_patch as patch
 from zeroadvisor.lint.findings import Severity
 from zeroadvisor.lint.rule import Example, Hit, Rule
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from zeroadvisor.deepspeed import effective as dsconfig
-from zeroadvisor.fix import merge_patch as patch
+from zeroadvisor.config import merge_patch as patch
 from zeroadvisor.deepspeed import schema
 from zeroadvisor.lint.findings import Severity
 from zeroadvisor.lint.rule import Example, Hit, Rule

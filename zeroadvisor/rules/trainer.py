@@ -12,7 +12,7 @@ import json
 
 from zeroadvisor.config.training_args import coerce
 from zeroadvisor.deepspeed import hf_fill
-from zeroadvisor.fix import merge_patch as patch
+from zeroadvisor.config import merge_patch as patch
 from zeroadvisor.lint.findings import Severity
 from zeroadvisor.lint.rule import Example, Hit, Rule
 

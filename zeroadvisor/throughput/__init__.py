@@ -8,7 +8,7 @@ estimate's option directly.
 from __future__ import annotations
 
 from zeroadvisor.throughput.comm import ZeroPlusPlus
-from zeroadvisor.throughput.hardware import DEFAULTS, Hardware
+from zeroadvisor.hardware.machine import DEFAULTS, Hardware
 from zeroadvisor.throughput.step import NoThroughput, StepTerm, Throughput, global_batch_of, step_time
 
 __all__ = ["DEFAULTS", "Hardware", "NoThroughput", "StepTerm", "Throughput", "ZeroPlusPlus", "global_batch_of",

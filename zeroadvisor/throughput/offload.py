@@ -36,7 +36,7 @@ DeepSpeed 0.19.8:
 
 from __future__ import annotations
 
-from zeroadvisor.throughput.hardware import CPU_ADAM_BYTES_PER_PARAM, Hardware, cpu_threads_per_rank
+from zeroadvisor.hardware.machine import CPU_ADAM_BYTES_PER_PARAM, Hardware, cpu_threads_per_rank
 
 OPTIMIZER_STATE_BYTES = 12  # fp32 master parameter + exp_avg + exp_avg_sq (Adam)
 

@@ -28,12 +28,13 @@ from zeroadvisor.memory.estimate import Cluster
 from zeroadvisor.memory.options import Option
 from zeroadvisor.memory.parallel import Parallel, local_parameters
 from zeroadvisor.memory.settings import Settings
+from zeroadvisor.memory.assumed import hardware_notes
 from zeroadvisor.memory.states import master_bytes, state_bytes_gpu, trainable
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
 from zeroadvisor.throughput.comm import ZeroPlusPlus, collectives, ring_seconds
 from zeroadvisor.throughput.flops import token_flops
 from zeroadvisor.throughput.gpu_step import gpu_step_bytes, gpu_step_seconds
-from zeroadvisor.throughput.hardware import Hardware, cpu_threads_per_rank
+from zeroadvisor.hardware.machine import Hardware, cpu_threads_per_rank
 from zeroadvisor.throughput.host import ZERO3_FETCH_HOST_S, fetches_per_micro_step, modules_with_parameters
 from zeroadvisor.throughput.offload import (
     HOST_PASS_S_PER_PARAM_THREAD,
@@ -284,7 +285,7 @@ def step_time(model: ModelSpec, shape: TrainingShape, cluster: Cluster, option: 
     step = (k - 1) * micro_step + forward.seconds + last_backward.seconds + after_backward + after_step
     totals = {c: sum(t.seconds for t in terms if t.component == c) for c in COMPONENTS}
     bound = max(COMPONENTS, key=lambda c: totals[c])
-    notes += hw.assumptions()
+    notes += hardware_notes(hw)
     return Throughput(step, tokens_per_step / step, bound, tuple(terms), k, tokens_per_step, tuple(notes))
 
 

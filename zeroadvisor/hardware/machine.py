@@ -1,9 +1,9 @@
-"""The hardware a step runs on: the GPU's facts (memory/gpus.py GpuSpec) and the machine facts the user
+"""The hardware a step runs on: the GPU's facts (hardware/gpus.py GpuSpec) and the machine facts the user
 gives by flag, each with a stated default.
 
 Defaults (used when the flag is not given; each one used is reported as an assumption):
 
-- ``--efficiency`` 0.4: the share of the GPU's dense peak that training kernels reach on the FLOPs
+- ``efficiency`` (``--efficiency``) 0.4: the share of the GPU's dense peak that training kernels reach on the FLOPs
   they execute (recomputation included). Public large-scale runs reach 0.46-0.58 (PaLM 540B: 46.2%
   MFU / 57.8% HFU, Chowdhery et al. 2022 Table 3; Megatron-LM 1T on A100: 52% of peak, Narayanan et
   al. 2021 §5.1; BLOOM 176B: 150 of 312 TFLOPS, HF blog "The Technology Behind BLOOM Training");
@@ -37,8 +37,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # Interface 1 (memory/gpus.py): name, dense_tflops, intra_node_gb_s, host_link_gb_s
-    from zeroadvisor.memory.gpus import GpuSpec
+if TYPE_CHECKING:  # Interface 1 (hardware/gpus.py): name, dense_tflops, intra_node_gb_s, host_link_gb_s
+    from zeroadvisor.hardware.gpus import GpuSpec
 
 DEFAULT_EFFICIENCY = 0.4
 DEFAULT_INTER_NODE_GB_S = 25.0
@@ -50,18 +50,18 @@ CPU_ADAM_BYTES_PER_PARAM = 28  # 4 fp32 arrays read, 3 written
 LAUNCHERS = ("torchrun", "accelerate", "deepspeed")
 DEFAULT_LAUNCHER = "torchrun"
 
-# flag -> (Hardware field, default, why): the one table the CLI and the assumption notes read.
-DEFAULTS: dict[str, tuple[str, Any, str]] = {
-    "--efficiency": ("efficiency", DEFAULT_EFFICIENCY,
-                     "share of the GPU's dense peak reached on executed FLOPs (large public runs reach 0.46-0.58; "
-                     "ZeRO data-parallel runs less)"),
-    "--inter-node-bandwidth": ("inter_node_gb_s", DEFAULT_INTER_NODE_GB_S,
-                               "GB/s per node, one 200 Gb/s NIC (HDR InfiniBand / 200 GbE)"),
-    "--cpu-cores": ("cpu_cores", DEFAULT_CPU_CORES, "CPU cores per node (DGX-2, AWS p4d.24xlarge)"),
-    "--nvme-bandwidth": ("nvme_gb_s", DEFAULT_NVME_GB_S, "GB/s per node, one PCIe gen3 x4 NVMe drive"),
-    "--launcher": ("launcher", DEFAULT_LAUNCHER,
-                   "torchrun and accelerate launch start each GPU process with OMP_NUM_THREADS=1, so the CPU "
-                   "optimizer step runs on one core per process; the deepspeed launcher shares the node's cores"),
+# Hardware field -> (default, why): the one table of the machine facts' defaults and reasons. The flags and
+# project-configuration keys that set them are named by the input table (memory/assumed.py INPUTS).
+DEFAULTS: dict[str, tuple[Any, str]] = {
+    "efficiency": (DEFAULT_EFFICIENCY,
+                   "share of the GPU's dense peak reached on executed FLOPs (large public runs reach 0.46-0.58; "
+                   "ZeRO data-parallel runs less)"),
+    "inter_node_gb_s": (DEFAULT_INTER_NODE_GB_S, "GB/s per node, one 200 Gb/s NIC (HDR InfiniBand / 200 GbE)"),
+    "cpu_cores": (DEFAULT_CPU_CORES, "CPU cores per node (DGX-2, AWS p4d.24xlarge)"),
+    "nvme_gb_s": (DEFAULT_NVME_GB_S, "GB/s per node, one PCIe gen3 x4 NVMe drive"),
+    "launcher": (DEFAULT_LAUNCHER,
+                 "torchrun and accelerate launch start each GPU process with OMP_NUM_THREADS=1, so the CPU "
+                 "optimizer step runs on one core per process; the deepspeed launcher shares the node's cores"),
 }
 
 
@@ -87,7 +87,7 @@ class Hardware:
     cpu_adam_params_per_core_s: float = CPU_ADAM_PARAMS_PER_CORE_S
     host_memory_gb_s: float = HOST_MEMORY_GB_S
     launcher: str = DEFAULT_LAUNCHER
-    defaulted: tuple[str, ...] = ()  # the flags (keys of DEFAULTS) not given: their defaults are assumptions
+    defaulted: tuple[str, ...] = ()  # the fields (keys of DEFAULTS) not given: their defaults are assumptions
 
     def __post_init__(self) -> None:
         if not 0 < self.efficiency <= 1:
@@ -100,8 +100,3 @@ class Hardware:
             raise ValueError(f"launcher must be one of {', '.join(LAUNCHERS)}, got {self.launcher!r}")
         if isinstance(self.cpu_cores, bool) or not isinstance(self.cpu_cores, int) or self.cpu_cores < 1:
             raise ValueError(f"cpu_cores must be a positive integer, got {self.cpu_cores!r}")
-
-    def assumptions(self) -> list[str]:
-        """One line per default the step time used."""
-        return [f"assumed {flag.lstrip('-').replace('-', ' ')} {getattr(self, DEFAULTS[flag][0])}: "
-                f"{DEFAULTS[flag][2]}; set it with flag {flag}" for flag in self.defaulted]

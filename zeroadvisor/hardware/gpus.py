@@ -1,6 +1,6 @@
 """GPU names to cards: ``--gpu H100-SXM5-80GB`` instead of ``--gpu-memory 79.6GiB``.
 
-The facts live in memory/gpu_table.py (one row per card, with its source); this module turns what a
+The facts live in hardware/table.py (one row per card, with its source); this module turns what a
 user types into one row. Names are compared without case, spaces, hyphens, underscores or dots,
 without a vendor word (NVIDIA, Tesla, GeForce, AMD, Instinct...) and with "GB" and "G" alike, so
 ``RTX4090``, ``rtx-4090``, ``NVIDIA GeForce RTX 4090`` and ``4090`` are one card, and the name
@@ -16,7 +16,7 @@ import difflib
 import re
 from functools import cache
 
-from zeroadvisor.memory.gpu_table import GPUS, MIB, ROWS, GpuSpec
+from zeroadvisor.hardware.table import GPUS, MIB, ROWS, GpuSpec
 
 __all__ = ["GPUS", "MIB", "AmbiguousGpu", "GpuSpec", "UnknownGpu", "gpu_memory", "normalise", "resolve_gpu"]
 

@@ -1,10 +1,11 @@
-"""report/labels.py: one word for each memory row and option, used by every report."""
+"""vocab.py: one word for each memory row and option, used by every report."""
 
 from __future__ import annotations
 
 from zeroadvisor.memory.options import DEVICES, Option
 from zeroadvisor.memory.terms import ROWS
-from zeroadvisor.report import estimate_text, labels
+from zeroadvisor import vocab as labels
+from zeroadvisor.report import estimate_text
 
 ALL_OPTIONS = [Option(0), Option(1), Option(1, "cpu"), Option(2, "nvme")] + \
     [Option(3, oo, op) for oo in DEVICES for op in DEVICES]

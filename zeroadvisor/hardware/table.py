@@ -20,7 +20,7 @@ Columns (``GpuSpec``):
   (throughput/gpu_step.py). Optional in the type so that a card described by hand may omit it; every
   row of this table has it (tests/test_memory_gpus.py).
 - ``names``: what a user may type, besides the canonical name. A name listed on several rows (``A100``)
-  is ambiguous by construction and resolves to none of them (memory/gpus.py).
+  is ambiguous by construction and resolves to none of them (hardware/gpus.py).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Advice rules: memory findings for ``zeroadvisor check`` (they need a model and a cluster).
 
-Each works from ``ctx.advice`` (zeroadvisor.advisor.context.AdviceContext): the estimate of every
+Each works from ``ctx.advice`` (advisor/context.py AdviceContext, carried by :class:`AdviceRuleContext`): the estimate of every
 stage/offload option of the config as written, the budget (GPU memory less the headroom), and
 the searcher (zeroadvisor/advisor/search.py) that tries changes cheapest first on the config as
 the fixes will write it. Rules only word the answers; they build no candidates. Numbers in
@@ -9,10 +9,29 @@ messages are decimal GB unless --unit GiB is given; the unit is always printed.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import ClassVar
+
+from zeroadvisor import vocab as labels
+from zeroadvisor.advisor.change import actions_sentence
+from zeroadvisor.advisor.context import AdviceContext
+from zeroadvisor.advisor.search import CLUSTER_SEARCH_LIMIT
 from zeroadvisor.deepspeed import schema
+from zeroadvisor.lint.context import Context
 from zeroadvisor.lint.findings import Severity
-from zeroadvisor.report.labels import BREAKDOWN_ROWS, PHASE_WORDS, ROW_LABELS
 from zeroadvisor.lint.rule import Example, Hit, Rule
+from zeroadvisor.memory.terms import STATE_ROWS
+from zeroadvisor.memory.verdict import DOES_NOT_FIT as DOES_NOT_FIT_VERDICT
+from zeroadvisor.memory.verdict import RESOURCE_WORDS, TIGHT
+from zeroadvisor.vocab import BREAKDOWN_ROWS, PHASE_WORDS, ROW_LABELS
+
+
+@dataclass
+class AdviceRuleContext(Context):
+    """A lint context that also carries the memory estimate, the budget and the search: what advice rules read."""
+
+    advice: AdviceContext | None = None
+    advised: ClassVar[bool] = True
 
 _MODEL_7B = {"hf_config": {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008,
                            "num_hidden_layers": 32, "num_attention_heads": 32, "vocab_size": 32000},
@@ -59,8 +78,6 @@ def _recommends(ctx, outcome) -> dict | None:
     verdict line of every report names, so it never re-derives the change from the patch."""
     if outcome is None:
         return None
-    from zeroadvisor.report import labels
-
     stage = outcome.stage
     return {"change": outcome.change.description, "option": labels.option_header(stage.option),
             "peak_gpu": int(stage.peak_gpu), "peak_host_per_node": int(stage.peak_host_per_node),
@@ -70,8 +87,6 @@ def _recommends(ctx, outcome) -> dict | None:
 
 def _fit_sentence(ctx, lead: str, found, named: bool = True) -> str:
     """``lead``: the change, its peaks, its cost and what it needs outside the config, all from one Change."""
-    from zeroadvisor.advisor.change import actions_sentence
-
     a = ctx.advice
     change, stage = found.change, found.stage
     actions = change.actions(a.budget.unit)
@@ -96,8 +111,6 @@ def _speed(ctx, found) -> str:
 
 
 def _shortfall_words(ctx, short) -> str:
-    from zeroadvisor.memory.verdict import RESOURCE_WORDS
-
     a = ctx.advice
     return (f"{RESOURCE_WORDS[short.resource]} binds {PHASE_WORDS[short.phase]}: even {short.change.description} "
             f"needs {a.fmt(short.need)}, {a.fmt(short.missing)} more than the {a.fmt(short.usable)} usable")
@@ -106,8 +119,6 @@ def _shortfall_words(ctx, short) -> str:
 def _advice(ctx) -> tuple[str, dict | None, tuple[dict, ...], dict | None]:
     """The best change that fits (sentence, patch, actions, recommends); when none does, which resource binds in which phase,
     by how much, and the smallest cluster change that fits (its patch and actions)."""
-    from zeroadvisor.advisor.search import CLUSTER_SEARCH_LIMIT
-
     a = ctx.advice
     found = a.search.best()
     if found is not None:
@@ -129,10 +140,8 @@ def _advice(ctx) -> tuple[str, dict | None, tuple[dict, ...], dict | None]:
 
 
 def _does_not_fit(ctx):
-    from zeroadvisor.memory.verdict import DOES_NOT_FIT as verdict  # here: lint never loads the memory model
-
     current = _configured(ctx)
-    if current is None or current.verdict != verdict:
+    if current is None or current.verdict != DOES_NOT_FIT_VERDICT:
         return
     a, budget = ctx.advice, ctx.advice.budget
     if current.peak_gpu <= budget.gpu_memory:
@@ -433,8 +442,6 @@ LARGE_BUCKETS = Rule(
 
 
 def _pinned(ctx):
-    from zeroadvisor.memory.terms import STATE_ROWS
-
     current = _configured(ctx)
     a = ctx.advice
     if current is None:
@@ -481,8 +488,6 @@ PINNED_MEMORY = Rule(
 )
 
 def _tight_fit(ctx):
-    from zeroadvisor.memory.verdict import RESOURCE_WORDS, TIGHT
-
     current = _configured(ctx)
     if current is None or current.verdict != TIGHT:
         return
