@@ -10,20 +10,20 @@ messages are decimal GB unless --unit GiB is given; the unit is always printed.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from zeroadvisor import vocab as labels
-from zeroadvisor.advisor.change import actions_sentence
-from zeroadvisor.advisor.context import AdviceContext
-from zeroadvisor.advisor.search import CLUSTER_SEARCH_LIMIT
 from zeroadvisor.deepspeed import schema
 from zeroadvisor.lint.context import Context
 from zeroadvisor.lint.findings import Severity
 from zeroadvisor.lint.rule import Example, Hit, Rule
-from zeroadvisor.memory.terms import STATE_ROWS
-from zeroadvisor.memory.verdict import DOES_NOT_FIT as DOES_NOT_FIT_VERDICT
-from zeroadvisor.memory.verdict import RESOURCE_WORDS, TIGHT
 from zeroadvisor.vocab import BREAKDOWN_ROWS, PHASE_WORDS, ROW_LABELS
+
+if TYPE_CHECKING:
+    from zeroadvisor.advisor.context import AdviceContext
+
+# The memory model and the search are imported inside the checks: `lint` loads this module (the rule
+# catalogue) but never runs an advice rule, and must not pay for the memory model at start-up.
 
 
 @dataclass
@@ -87,6 +87,8 @@ def _recommends(ctx, outcome) -> dict | None:
 
 def _fit_sentence(ctx, lead: str, found, named: bool = True) -> str:
     """``lead``: the change, its peaks, its cost and what it needs outside the config, all from one Change."""
+    from zeroadvisor.advisor.change import actions_sentence
+
     a = ctx.advice
     change, stage = found.change, found.stage
     actions = change.actions(a.budget.unit)
@@ -111,6 +113,8 @@ def _speed(ctx, found) -> str:
 
 
 def _shortfall_words(ctx, short) -> str:
+    from zeroadvisor.memory.verdict import RESOURCE_WORDS
+
     a = ctx.advice
     return (f"{RESOURCE_WORDS[short.resource]} binds {PHASE_WORDS[short.phase]}: even {short.change.description} "
             f"needs {a.fmt(short.need)}, {a.fmt(short.missing)} more than the {a.fmt(short.usable)} usable")
@@ -119,6 +123,8 @@ def _shortfall_words(ctx, short) -> str:
 def _advice(ctx) -> tuple[str, dict | None, tuple[dict, ...], dict | None]:
     """The best change that fits (sentence, patch, actions, recommends); when none does, which resource binds in which phase,
     by how much, and the smallest cluster change that fits (its patch and actions)."""
+    from zeroadvisor.advisor.search import CLUSTER_SEARCH_LIMIT
+
     a = ctx.advice
     found = a.search.best()
     if found is not None:
@@ -140,6 +146,8 @@ def _advice(ctx) -> tuple[str, dict | None, tuple[dict, ...], dict | None]:
 
 
 def _does_not_fit(ctx):
+    from zeroadvisor.memory.verdict import DOES_NOT_FIT as DOES_NOT_FIT_VERDICT
+
     current = _configured(ctx)
     if current is None or current.verdict != DOES_NOT_FIT_VERDICT:
         return
@@ -442,6 +450,8 @@ LARGE_BUCKETS = Rule(
 
 
 def _pinned(ctx):
+    from zeroadvisor.memory.terms import STATE_ROWS
+
     current = _configured(ctx)
     a = ctx.advice
     if current is None:
@@ -487,7 +497,10 @@ PINNED_MEMORY = Rule(
     source="deepspeed/runtime/zero/offload_config.py pin_memory; runtime/swap_tensor/",
 )
 
+
 def _tight_fit(ctx):
+    from zeroadvisor.memory.verdict import RESOURCE_WORDS, TIGHT
+
     current = _configured(ctx)
     if current is None or current.verdict != TIGHT:
         return
