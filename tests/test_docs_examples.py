@@ -295,7 +295,7 @@ def check_console(block: Block, tmp_path: Path) -> None:
 
 def check_rule_example(block: Block, tmp_path: Path) -> None:
     """docs/rules.md's blocks are the registry's examples (tests/test_rule_examples.py runs each)."""
-    from zeroadvisor.rules import registry
+    from zeroadvisor.advisor import registry
 
     examples = {example.config.strip() for rule in registry.ALL for example in rule.examples}
     assert block.content.rstrip("\n") in examples, f"{block}: not an example of the rule registry"
