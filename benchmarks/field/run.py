@@ -141,6 +141,8 @@ def write_model(case: dict[str, Any], workdir: Path) -> Path:
     desc["sequence_length"] = int(t["sequence_length"])
     desc["activation_checkpointing"] = t.get("activation_checkpointing", "none")
     desc["flash_attention"] = bool(t.get("flash_attention", False))
+    if isinstance(case.get("peft"), dict):  # LoRA/QLoRA: the description's peft block, as the case gives it
+        desc["peft"] = dict(case["peft"])
     path = workdir / "model.yaml"
     path.write_text(yaml.safe_dump(desc, sort_keys=False))
     return path
@@ -188,12 +190,14 @@ def run_check(case: dict[str, Any], ds_path: Path, model_path: Path) -> dict[str
         "--micro-batch": t.get("micro_batch"),
         "--precision": t.get("precision"),
         "--target-len": t.get("target_length"),
+        "--load-dtype": t.get("load_dtype"),
     }
     for flag, value in optional.items():
         if value is not None and supports(flag):
             args += [flag, str(value)]
-    if t.get("zero_init") is not None and supports("--zero-init"):
-        args += ["--zero-init" if t["zero_init"] else "--no-zero-init"]
+    for key, flag in (("zero_init", "--zero-init"), ("meta_load", "--meta-load")):
+        if t.get(key) is not None and supports(flag):
+            args += [flag if t[key] else flag.replace("--", "--no-", 1)]
     proc = _cli(*args)
     try:
         return json.loads(proc.stdout)
