@@ -3,8 +3,15 @@
 For each comparison the tool estimates the time per sample of options A and B and prints: whether it
 orders them as measured, the estimated and the measured ratio B/A, and whether they agree within 2x;
 then the share of pairs ordered as measured and within 2x, and a markdown table (``--markdown``).
+``--leave-one-source-out`` lists the publications (``source_group``) with their pairs and the totals
+without each one, so that no single source carries the result.
 
-    PYTHONPATH=. python benchmarks/throughput/compare.py [--markdown]
+Measured units: ``samples_per_s`` (the whole run), ``seconds_same_samples`` (time for the same samples),
+and the per-GPU rates ``tokens_per_s_per_gpu`` and ``model_tflops_per_gpu`` (model FLOPs of the same
+model and sequence, so proportional to samples per second per GPU). A side may give its own ``gpus`` and
+``gpus_per_node`` (the same run on fewer GPUs); everything else is the entry's.
+
+    PYTHONPATH=. python benchmarks/throughput/compare.py [--markdown | --leave-one-source-out]
 """
 
 from __future__ import annotations
@@ -26,14 +33,17 @@ from zeroadvisor.model.spec import ModelSpec, TrainingShape
 from zeroadvisor.throughput import Hardware, step_time
 
 DATA = Path(__file__).with_name("comparisons.yaml")
-MODEL_KEYS = ("parameters", "num_layers", "hidden_size", "num_attention_heads", "head_dim", "intermediate_size",
-              "vocab_size", "encoder_layers", "decoder_layers", "embedding_parameters", "gated_mlp", "tied_embeddings",
-              "modules_with_parameters")
+MODEL_KEYS = ("parameters", "num_layers", "hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim",
+              "intermediate_size", "vocab_size", "encoder_layers", "decoder_layers", "embedding_parameters", "gated_mlp",
+              "tied_embeddings", "modules_with_parameters")
+SIDE_CLUSTER_KEYS = ("gpus", "gpus_per_node")  # what a side may change of the entry's run
+PER_GPU_UNITS = ("tokens_per_s_per_gpu", "model_tflops_per_gpu")
 
 
 @dataclass(frozen=True)
 class Row:
     id: str
+    group: str  # the publication or thread (leave-one-source-out)
     source: str
     hardware: str
     a: str
@@ -59,7 +69,8 @@ def _gpu(entry: dict) -> GpuSpec:
 
 
 def seconds_per_sample(entry: dict, side: dict) -> float:
-    """Estimated seconds per sample of one side (its stage, offload, micro batch, checkpointing)."""
+    """Estimated seconds per sample of one side (its stage, offload, micro batch, checkpointing, GPUs)."""
+    entry = {**entry, **{k: side[k] for k in SIDE_CLUSTER_KEYS if k in side}}
     model = ModelSpec(**{k: v for k, v in entry["model"].items() if k in MODEL_KEYS})
     micro = side.get("micro_batch", entry.get("micro_batch"))
     layout = Parallel(data=entry["gpus"] // (entry.get("tensor_parallel", 1) * entry.get("pipeline_parallel", 1)),
@@ -93,20 +104,43 @@ def load(path: Path = DATA) -> list[dict]:
     return yaml.safe_load(path.read_text("utf-8"))["comparisons"]
 
 
+def measured_ratio(entry: dict) -> float:
+    """Measured time per sample of B over A, from the unit the source reports."""
+    m = entry["measured"]
+    if m["unit"] == "samples_per_s":
+        return m["a"] / m["b"]
+    if m["unit"] == "seconds_same_samples":
+        return m["b"] / m["a"]
+    if m["unit"] in PER_GPU_UNITS:
+        gpus_a, gpus_b = (entry[side].get("gpus", entry["gpus"]) for side in ("a", "b"))
+        return (m["a"] * gpus_a) / (m["b"] * gpus_b)
+    raise ValueError(f"{entry['id']}: unknown measured unit {m['unit']!r}")
+
+
 def evaluate(path: Path = DATA) -> list[Row]:
     rows = []
     for entry in load(path):
-        m = entry["measured"]
-        measured = m["a"] / m["b"] if m["unit"] == "samples_per_s" else m["b"] / m["a"]
         estimated = seconds_per_sample(entry, entry["b"]) / seconds_per_sample(entry, entry["a"])
-        rows.append(Row(entry["id"], entry["source"], entry["hardware"], entry["a"]["label"], entry["b"]["label"],
-                        measured, estimated))
+        rows.append(Row(entry["id"], entry["source_group"], entry["source"], entry["hardware"], entry["a"]["label"],
+                        entry["b"]["label"], measured_ratio(entry), estimated))
     return rows
 
 
 def summary(rows: list[Row]) -> tuple[float, float]:
     """(share ordered as measured, share within 2x), in percent."""
     return (100 * sum(r.ordered for r in rows) / len(rows), 100 * sum(r.within_2x for r in rows) / len(rows))
+
+
+def leave_one_source_out(rows: list[Row]) -> str:
+    """Each source group with its pairs, and the totals of the other groups' pairs without it."""
+    groups = sorted({r.group for r in rows})
+    lines = [f"{len(rows)} pairs from {len(groups)} source groups; totals without each group (ordered / within 2x):"]
+    for g in groups:
+        own = [r for r in rows if r.group == g]
+        rest = [r for r in rows if r.group != g]
+        order, within = summary(rest)
+        lines.append(f"  {g}: {len(own)} pairs; without it {order:.0f}% / {within:.0f}%")
+    return "\n".join(lines) + "\n"
 
 
 def markdown(rows: list[Row]) -> str:
@@ -122,17 +156,23 @@ def markdown(rows: list[Row]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--markdown", action="store_true")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--markdown", action="store_true")
+    mode.add_argument("--leave-one-source-out", action="store_true")
     args = parser.parse_args(argv)
     rows = evaluate()
     if args.markdown:
         sys.stdout.write(markdown(rows))
         return 0
+    if args.leave_one_source_out:
+        sys.stdout.write(leave_one_source_out(rows))
+        return 0
     for r in rows:
         print(f"{r.id}: {r.a} -> {r.b}: measured {r.measured_ratio:.2f}x, estimated {r.estimated_ratio:.2f}x "
               f"({'ordered' if r.ordered else 'MISORDERED'}, {'within' if r.within_2x else 'OUTSIDE'} 2x)")
     order, within = summary(rows)
-    print(f"{len(rows)} pairs: ordered as measured {order:.0f}%, ratio within 2x {within:.0f}%")
+    print(f"{len(rows)} pairs from {len({r.group for r in rows})} source groups: ordered as measured {order:.0f}%, "
+          f"ratio within 2x {within:.0f}%")
     return 0
 
 
