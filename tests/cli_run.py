@@ -1,11 +1,18 @@
-"""Run the command line in this process (``zeroadvisor.cli.run``): the exit code, stdout and stderr.
+"""The command line in tests: one in-process runner, one real-process runner.
 
-Most CLI tests use this; tests/test_cli_entry.py keeps a few real subprocesses for the entry point.
+``cli`` (a fixture) runs ``zeroadvisor.cli.run`` in this process: the exit code, stdout and stderr.
+Every CLI test uses it, except where a real process is the point of the test; those call
+``cli_process``: the entry point ``python -m zeroadvisor`` (or a console-script stand-in via
+``code=``), exit codes a process gets (141 on a closed stdout), what only a fresh interpreter shows
+(which modules a command imports), and the interpreter's own environment (``PYTHONIOENCODING``),
+resource limits (``preexec_fn``) and other programs (pre-commit, git apply) reading the output.
 """
 
 from __future__ import annotations
 
 import io
+import os
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +20,8 @@ from pathlib import Path
 import pytest
 
 from zeroadvisor import cli as command_line
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 @dataclass
@@ -22,22 +31,61 @@ class Result:
     stderr: str
 
 
+def _argument(value) -> str:
+    # a bytes file name reaches sys.argv as the interpreter decodes it (surrogateescape)
+    return os.fsdecode(value) if isinstance(value, bytes) else str(value)
+
+
 @pytest.fixture
 def cli(capsys, monkeypatch):
-    """``cli(*args, stdin=b"...", cwd=path)`` -> Result."""
+    """``cli(*args, stdin=b"...", cwd=path, env={"NAME": "value" or None}, columns=80)`` -> Result.
+
+    NO_COLOR is set and the terminal is 250 columns wide unless ``env``/``columns`` say otherwise
+    (the tests read whole lines; tests/test_report_text.py checks the 80-column layout); an ``env``
+    value of None unsets the variable.
+    """
     monkeypatch.setenv("NO_COLOR", "1")
-    # a wide terminal: the tests read whole lines (tests/test_report_text.py checks the 80-column layout)
     monkeypatch.setenv("COLUMNS", "250")
     monkeypatch.delenv("ZEROADVISOR_DEBUG", raising=False)
 
-    def run(*args: str, stdin: bytes | None = None, cwd: Path | None = None) -> Result:
+    def run(*args, stdin: bytes | None = None, cwd: Path | None = None, env: dict[str, str | None] | None = None,
+            columns: int | None = None) -> Result:
+        for name, value in {**(env or {}), **({"COLUMNS": str(columns)} if columns else {})}.items():
+            if value is None:
+                monkeypatch.delenv(name, raising=False)
+            else:
+                monkeypatch.setenv(name, value)
         if stdin is not None:
             monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8"))
         if cwd is not None:
             monkeypatch.chdir(cwd)
         capsys.readouterr()
-        code = command_line.run([str(a) for a in args])
+        code = command_line.run([_argument(a) for a in args])
         out, err = capsys.readouterr()
         return Result(int(code), out, err)
 
     return run
+
+
+def cli_process(*args, code: str | None = None, stdin: str | bytes | None = None,
+                env: dict[str, str | None] | None = None, cwd: Path | str | None = None, text: bool = True,
+                preexec_fn=None, stdout=subprocess.PIPE, timeout: float = 120) -> subprocess.CompletedProcess:
+    """``python -m zeroadvisor *args`` (or ``python -c code *args``) in a real process, importing this checkout.
+
+    NO_COLOR is set and ZEROADVISOR_DEBUG unset unless ``env`` says otherwise (None unsets a variable);
+    ``text=False`` gives the output as bytes, so that what the stream really carried shows; ``stdout``
+    another file descriptor (a pipe nobody reads).
+    """
+    environment = {k: v for k, v in os.environ.items() if k != "ZEROADVISOR_DEBUG"}
+    environment["NO_COLOR"] = "1"
+    environment["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])
+    for name, value in (env or {}).items():
+        if value is None:
+            environment.pop(name, None)
+        else:
+            environment[name] = value
+    command = [sys.executable, "-c", code] if code else [sys.executable, "-m", "zeroadvisor"]
+    if isinstance(stdin, str) and not text:
+        stdin = stdin.encode()
+    return subprocess.run([*command, *map(_argument, args)], stdout=stdout, stderr=subprocess.PIPE, text=text,
+                          input=stdin, env=environment, cwd=cwd, timeout=timeout, preexec_fn=preexec_fn)

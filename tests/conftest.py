@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
+import sys
 import threading
 from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -35,6 +38,22 @@ def corpus() -> Path:
     if not (CORPUS / "MANIFEST.tsv").is_file():
         pytest.skip(f"real-config corpus not found at {CORPUS}")
     return CORPUS
+
+
+def load_script(relative: str, name: str) -> ModuleType:
+    """A script of this repository (benchmarks/, tools/) as the module ``name``, executed once: registered in
+    sys.modules (dataclasses look their module up there), so every test file that loads it shares one copy."""
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, REPO / relative)
+        assert spec is not None and spec.loader is not None, relative
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[name]
+            raise
+    return sys.modules[name]
 
 
 def corpus_manifest(root: Path) -> list[dict[str, str]]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -54,6 +55,7 @@ configs = st.builds(
     st.booleans())
 
 
+@pytest.mark.slow  # a property test
 @settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(model=st.sampled_from(sorted(MODELS)), gpu=st.sampled_from(GPUS), gpus=st.sampled_from([1, 2, 8, 16]),
        cpu_memory=st.sampled_from([None, 256 * GB, 1024 * GB]), nvme=st.sampled_from([None, 2000 * GB]),

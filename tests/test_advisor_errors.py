@@ -10,11 +10,10 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
+from cli_run import cli  # noqa: F401 - the fixture
 from zeroadvisor.advisor.check import CheckOptions, check_document
 from zeroadvisor.api import UsageError
 from zeroadvisor.cli import inputs
@@ -47,11 +46,10 @@ def test_gpu_memory_beyond_any_machine_is_one_line():
     Cluster(gpus=8, gpu_memory=MAX_MEMORY_BYTES)  # the bound itself is accepted
 
 
-def test_cli_refuses_gpu_memory_beyond_any_machine(tmp_path):
+def test_cli_refuses_gpu_memory_beyond_any_machine(cli, tmp_path):
     config = tmp_path / "ds.json"
     config.write_text('{"train_micro_batch_size_per_gpu": 1}')
-    result = subprocess.run([sys.executable, "-m", "zeroadvisor", "check", str(config), "--params", "7B",
-                             "--gpus", "8", "--gpu-memory", "1e308GB"], capture_output=True, text=True, timeout=120)
+    result = cli("check", config, "--params", "7B", "--gpus", "8", "--gpu-memory", "1e308GB")
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "internal error" not in lines[0] and "more than any machine" in lines[0]

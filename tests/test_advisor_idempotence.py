@@ -53,6 +53,7 @@ def _check(data_or_doc, options):
     return check_document(doc, options)
 
 
+@pytest.mark.slow  # a check, a fix and a second check of a corpus sample, per setup
 @pytest.mark.parametrize("setup", sorted(SETUPS))
 def test_a_second_check_after_fix_proposes_nothing(corpus, setup):
     hf, shape, gpus, gpu = SETUPS[setup]

@@ -6,13 +6,11 @@ Model shapes are the published Hugging Face config.json values of each checkpoin
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from cli_run import cli  # noqa: F401 - the fixture
 from zeroadvisor.cli import inputs
 from zeroadvisor.advisor.check import CheckOptions, check_document
 from zeroadvisor.config.source import parse
@@ -164,12 +162,6 @@ def test_headroom_changes_the_verdict(tmp_path):
     assert small.estimate.configured.verdict == "does-not-fit"
 
 
-def run(*args, cwd=None):
-    env = dict(os.environ, NO_COLOR="1")
-    return subprocess.run([sys.executable, "-m", "zeroadvisor", *args], capture_output=True, text=True, cwd=cwd,
-                          env=env, timeout=60)
-
-
 @pytest.fixture
 def files(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(LLAMA2_7B))
@@ -182,9 +174,9 @@ def files(tmp_path):
     return tmp_path
 
 
-def test_cli_suggest_prints_a_diff_and_changes_nothing(files):
+def test_cli_suggest_prints_a_diff_and_changes_nothing(cli, files):
     before = (files / "ds.json").read_text()
-    result = run("check", str(files / "ds.json"), "--model", str(files / "model.yaml"), "--gpus", "8",
+    result = cli("check", str(files / "ds.json"), "--model", str(files / "model.yaml"), "--gpus", "8",
                  "--gpu", "A100-SXM4-80GB", "--suggest", cwd=files)
     assert result.returncode == 0, result.stderr  # warnings only
     # the optimizer offload is not needed (ZeRO-0/1/2 and ZeRO-3 fit without it): the diff drops it
@@ -192,8 +184,8 @@ def test_cli_suggest_prints_a_diff_and_changes_nothing(files):
     assert (files / "ds.json").read_text() == before
 
 
-def test_cli_fix_writes_atomically_and_keeps_comments(files):
-    result = run("check", "ds.json", "--model", "model.yaml", "--gpus", "8", "--gpu", "A100-SXM4-80GB", "--fix",
+def test_cli_fix_writes_atomically_and_keeps_comments(cli, files):
+    result = cli("check", "ds.json", "--model", "model.yaml", "--gpus", "8", "--gpu", "A100-SXM4-80GB", "--fix",
                  cwd=files)
     assert result.returncode == 0, result.stderr
     after = (files / "ds.json").read_text()
@@ -201,13 +193,13 @@ def test_cli_fix_writes_atomically_and_keeps_comments(files):
     assert "offload_optimizer" not in json.loads("\n".join(l for l in after.splitlines() if "//" not in l))[
         "zero_optimization"]
     assert not list(files.glob(".zeroadvisor-*"))  # no temporary left behind
-    again = run("check", "ds.json", "--model", "model.yaml", "--gpus", "8", "--gpu", "A100-SXM4-80GB", "--format", "json",
+    again = cli("check", "ds.json", "--model", "model.yaml", "--gpus", "8", "--gpu", "A100-SXM4-80GB", "--format", "json",
                 cwd=files)
     assert not [f for f in json.loads(again.stdout)["findings"] if f["name"] == "offload-not-needed" or f.get("fix")]
 
 
-def test_cli_json_contract_has_findings_and_estimate(files):
-    result = run("check", "ds.json", "--model", "model.yaml", "--gpus", "8", "--gpu-memory", "80GiB",
+def test_cli_json_contract_has_findings_and_estimate(cli, files):
+    result = cli("check", "ds.json", "--model", "model.yaml", "--gpus", "8", "--gpu-memory", "80GiB",
                  "--format", "json", cwd=files)
     data = json.loads(result.stdout)
     assert {"findings", "estimate"} <= set(data)
@@ -220,8 +212,8 @@ def test_cli_json_contract_has_findings_and_estimate(files):
         assert isinstance(s["fits"], bool)
 
 
-def test_cli_markdown_has_table_advice_and_diff(files):
-    result = run("check", "ds.json", "--model", "model.yaml", "--gpus", "8", "--gpu", "H100-SXM5-80GB", "--format", "markdown",
+def test_cli_markdown_has_table_advice_and_diff(cli, files):
+    result = cli("check", "ds.json", "--model", "model.yaml", "--gpus", "8", "--gpu", "H100-SXM5-80GB", "--format", "markdown",
                  cwd=files)
     out = result.stdout
     assert out.startswith("### zeroadvisor: `ds.json`")
@@ -229,22 +221,15 @@ def test_cli_markdown_has_table_advice_and_diff(files):
     assert "ZA802 lower-stage-fits" in out and "ZA804 offload-not-needed" in out and "```diff" in out
 
 
-def test_cli_usage_errors_exit_2(files):
+def test_cli_usage_errors_exit_2(cli, files):
     base = ["check", "ds.json", "--gpus", "8"]
-    assert run(*base, "--gpu", "A100-SXM4-80GB", cwd=files).returncode == 2  # no model
-    assert run(*base, "--model", "model.yaml", cwd=files).returncode == 2  # no GPU memory
-    bad_gpu = run(*base, "--model", "model.yaml", "--gpu", "Z9000", cwd=files)
+    assert cli(*base, "--gpu", "A100-SXM4-80GB", cwd=files).returncode == 2  # no model
+    assert cli(*base, "--model", "model.yaml", cwd=files).returncode == 2  # no GPU memory
+    bad_gpu = cli(*base, "--model", "model.yaml", "--gpu", "Z9000", cwd=files)
     assert bad_gpu.returncode == 2 and "unknown GPU" in bad_gpu.stderr
-    assert run(*base, "--model", "model.yaml", "--gpu", "H100-SXM5-80GB", "--headroom", "150%", cwd=files).returncode == 2
-    assert run(*base, "--model", "model.yaml", "--gpu-memory", "80", cwd=files).returncode == 2
-    missing = run("check", "nope.json", "--params", "7B", "--gpus", "8", "--gpu", "H100-SXM5-80GB", cwd=files)
+    assert cli(*base, "--model", "model.yaml", "--gpu", "H100-SXM5-80GB", "--headroom", "150%", cwd=files).returncode == 2
+    assert cli(*base, "--model", "model.yaml", "--gpu-memory", "80", cwd=files).returncode == 2
+    missing = cli("check", "nope.json", "--params", "7B", "--gpus", "8", "--gpu", "H100-SXM5-80GB", cwd=files)
     assert missing.returncode == 2 and "nope.json" in missing.stderr
     for r in (bad_gpu, missing):
         assert "Traceback" not in r.stderr
-
-
-def test_gpu_names_have_driver_capacities():
-    # nvidia-smi memory.total: H100 SXM 81559 MiB, A100 80GB 81920 MiB, A10G 23028 MiB
-    assert inputs.gpu_memory(None, "h100 sxm", True) == 81559 * 2**20
-    assert inputs.gpu_memory(None, "a100-sxm4-80gb", True) == 80 * 2**30
-    assert inputs.gpu_memory(None, "A10G", True) == 23028 * 2**20

@@ -4,20 +4,12 @@ terminal. (Everything else about the CLI is tested in this process: test_cli_*.p
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import pytest
 
+from cli_run import cli_process as run
+
 TYPO = '{\n  "train_batch_size": 8,\n  "zero_optimisation": {"stage": 3}\n}\n'
-
-
-def run(*args: str, stdin: str | None = None, env: dict | None = None, code: str | None = None, cwd=None):
-    command = [sys.executable, "-c", code, *args] if code else [sys.executable, "-m", "zeroadvisor", *args]
-    environment = {k: v for k, v in os.environ.items() if k != "ZEROADVISOR_DEBUG"}
-    environment.update(NO_COLOR="1", **(env or {}))
-    return subprocess.run(command, capture_output=True, text=True, input=stdin, env=environment, cwd=cwd,
-                          timeout=60)
 
 
 @pytest.fixture
@@ -64,10 +56,8 @@ def test_internal_error_is_one_line_exit_3(typo):
 def test_closed_stdout_exits_141_quietly(typo, args):
     read, write = os.pipe()
     os.close(read)  # nobody will read: the first write fails with EPIPE
-    environment = {k: v for k, v in os.environ.items() if k != "ZEROADVISOR_DEBUG"}
     argv = [*args, str(typo)] if args[0] == "lint" else args
-    process = subprocess.run([sys.executable, "-m", "zeroadvisor", *argv], stdout=write, stderr=subprocess.PIPE,
-                             env=environment, timeout=60)
+    process = run(*argv, stdout=write, text=False, env={"NO_COLOR": None})
     os.close(write)
     assert process.returncode == 141
     assert process.stderr == b""

@@ -52,6 +52,7 @@ def test_commas_after_a_number_and_after_a_keyword():
         assert doc.data[0] == start + " " * 100_000 + "x" + "," * 200_000
 
 
+@pytest.mark.slow  # 120,000 strings on one line
 def test_many_triple_quoted_strings_on_one_line():
     text = "\n[" + ",".join(["'''a'''"] * 120_000) + "]\n"
     with must_finish():
@@ -59,6 +60,7 @@ def test_many_triple_quoted_strings_on_one_line():
     assert doc.data == ["a"] * 120_000
 
 
+@pytest.mark.slow  # 150,000 duplicate keys, parsed and linted
 def test_duplicate_keys_are_capped():
     text = "{" + ",".join('"a":1' for _ in range(150_000)) + "}"
     assert len(text) < MAX_CONFIG_BYTES
@@ -72,6 +74,7 @@ def test_duplicate_keys_are_capped():
     assert sum(len(f.message) for f in findings) < 50_000  # was 58 MB of output
 
 
+@pytest.mark.slow  # 30,000 unknown keys, each a candidate for a guess
 def test_unknown_keys_are_capped_and_guessed_only_for_the_first():
     keys = {"train_batch_size": 8, **{f"zero_optimizatio{i}": 1 for i in range(30_000)}}
     with must_finish():

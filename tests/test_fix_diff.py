@@ -6,18 +6,18 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
-import sys
 
 import pytest
 
+from cli_run import cli  # noqa: F401 - the fixture
 from zeroadvisor.config.source import ParseError, parse
 from zeroadvisor.fix.apply import NO_NEWLINE, unified_diff
 from zeroadvisor.fix.editor import EditError, patched_text
 
 from conftest import corpus_manifest
+from test_fix_write import CHECK, project  # noqa: F401 - the fixture
 
 # Each touches the end of the root object, so the hunk holds the file's last line.
 PATCHES = [
@@ -108,21 +108,15 @@ def test_a_file_name_cannot_break_the_diff_header():
     assert headers == ['--- "a/ds\\n+++ b/evil.json\\t\\"x\\".json"', '+++ "b/ds\\n+++ b/evil.json\\t\\"x\\".json"']
 
 
-def test_cli_suggest_diff_of_a_file_without_final_newline_applies(tmp_path):
-    from test_fix_write import CHECK, DS, MODEL_CONFIG
-
-    (tmp_path / "config.json").write_text(MODEL_CONFIG)
-    (tmp_path / "model.yaml").write_text("hf_config: config.json\nsequence_length: 4096\n"
-                                         "activation_checkpointing: full\n")
-    (tmp_path / "ds.json").write_bytes(DS.encode())
-    result = subprocess.run([sys.executable, "-m", "zeroadvisor", *CHECK, "--suggest"], cwd=tmp_path,
-                            capture_output=True, timeout=120, env=dict(os.environ, NO_COLOR="1"))
+def test_cli_suggest_diff_of_a_file_without_final_newline_applies(cli, project):
+    # test_fix_write's project: a CRLF config without a final newline, its model and its description
+    result = cli(*CHECK, "--suggest", cwd=project)
     assert result.returncode == 0, result.stderr
-    out = result.stdout.decode()
+    out = result.stdout
     diff = out[out.index("--- a/ds.json"):]
-    (tmp_path / "fix.diff").write_text(diff, newline="")
-    check = subprocess.run(["git", "apply", "--check", "fix.diff"], cwd=tmp_path, capture_output=True, text=True)
+    (project / "fix.diff").write_text(diff, newline="")
+    check = subprocess.run(["git", "apply", "--check", "fix.diff"], cwd=project, capture_output=True, text=True)
     assert check.returncode == 0, check.stderr
-    subprocess.run(["git", "apply", "fix.diff"], cwd=tmp_path, check=True)
-    after = (tmp_path / "ds.json").read_bytes()
+    subprocess.run(["git", "apply", "fix.diff"], cwd=project, check=True)
+    after = (project / "ds.json").read_bytes()
     assert b'"stage": 3' not in after and not after.endswith(b"\n") and after.count(b"\n") == after.count(b"\r\n")

@@ -24,34 +24,26 @@ def edit(text: str, patch: dict) -> str:
 
 
 # -- comments belong to the member they precede, or trail on its line ----------------------------------
-def test_deleting_a_member_keeps_the_comment_above_the_next_key():
-    text = '{\n  "a": 1,\n  "b": 2,\n  // why c: measured on 8xA100\n  "c": 3\n}\n'
-    assert edit(text, {"b": None}) == '{\n  "a": 1,\n  // why c: measured on 8xA100\n  "c": 3\n}\n'
-
-
-def test_deleting_a_member_takes_its_own_comment_lines_and_trailing_comment():
-    text = '{\n  "a": 1, // A\n  // about b\n  // (two lines)\n  "b": 2, // B\n  "c": 3\n}\n'
-    assert edit(text, {"b": None}) == '{\n  "a": 1, // A\n  "c": 3\n}\n'
-
-
-def test_deleting_the_last_member_keeps_the_comment_on_the_kept_line():
-    text = '{\n  "a": 1, // keep me\n  "b": 2 // goes with b\n}\n'
-    assert edit(text, {"b": None}) == '{\n  "a": 1 // keep me\n}\n'
-
-
-def test_a_comment_after_a_blank_line_is_a_section_comment_and_stays():
-    text = '{\n  "a": 1,\n  // ---- optimizer ----\n\n  "b": 2,\n  "c": 3\n}\n'
-    assert edit(text, {"b": None}) == '{\n  "a": 1,\n  // ---- optimizer ----\n\n  "c": 3\n}\n'
-
-
-def test_comment_on_the_brace_line_and_block_comments_stay():
-    text = '{ // DeepSpeed config\n  /* first */ "a": 1,\n  "b": 2 /* b */\n}\n'
-    assert edit(text, {"b": None}) == '{ // DeepSpeed config\n  /* first */ "a": 1\n}\n'
-
-
-def test_comment_trailing_the_last_member_is_kept_when_members_are_added():
-    text = '{\n  "a": 1 // note\n}\n'
-    assert edit(text, {"b": 2}) == '{\n  "a": 1, // note\n  "b": 2\n}\n'
+@pytest.mark.parametrize("text, patch, expected", [
+    pytest.param('{\n  "a": 1,\n  "b": 2,\n  // why c: measured on 8xA100\n  "c": 3\n}\n', {"b": None},
+                 '{\n  "a": 1,\n  // why c: measured on 8xA100\n  "c": 3\n}\n',
+                 id="deleting a member keeps the comment above the next key"),
+    pytest.param('{\n  "a": 1, // A\n  // about b\n  // (two lines)\n  "b": 2, // B\n  "c": 3\n}\n', {"b": None},
+                 '{\n  "a": 1, // A\n  "c": 3\n}\n',
+                 id="deleting a member takes its own comment lines and trailing comment"),
+    pytest.param('{\n  "a": 1, // keep me\n  "b": 2 // goes with b\n}\n', {"b": None}, '{\n  "a": 1 // keep me\n}\n',
+                 id="deleting the last member keeps the comment on the kept line"),
+    pytest.param('{\n  "a": 1,\n  // ---- optimizer ----\n\n  "b": 2,\n  "c": 3\n}\n', {"b": None},
+                 '{\n  "a": 1,\n  // ---- optimizer ----\n\n  "c": 3\n}\n',
+                 id="a comment after a blank line is a section comment and stays"),
+    pytest.param('{ // DeepSpeed config\n  /* first */ "a": 1,\n  "b": 2 /* b */\n}\n', {"b": None},
+                 '{ // DeepSpeed config\n  /* first */ "a": 1\n}\n',
+                 id="a comment on the brace line and block comments stay"),
+    pytest.param('{\n  "a": 1 // note\n}\n', {"b": 2}, '{\n  "a": 1, // note\n  "b": 2\n}\n',
+                 id="a comment trailing the last member is kept when members are added"),
+])
+def test_comments_stay_with_what_they_describe(text, patch, expected):
+    assert edit(text, patch) == expected
 
 
 def test_comment_inside_a_block_comment_is_not_mistaken_for_a_line():
@@ -130,11 +122,6 @@ def test_edits_that_overlapped(text, patch, expected):
     assert edit(text, patch) == expected
 
 
-def test_hjson_trailing_comma_style_is_kept():
-    text = "{\n  a: 1,\n  b: 2,\n}\n"
-    assert edit(text, {"c": 3}) == '{\n  a: 1,\n  b: 2,\n  "c": 3,\n}\n'
-
-
 # -- values --------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf"), [1, float("nan")]])
 def test_non_finite_numbers_are_refused(bad):
@@ -143,19 +130,19 @@ def test_non_finite_numbers_are_refused(bad):
     assert err.value.reason == "non-finite"
 
 
-def test_a_value_is_replaced_by_its_type_not_just_by_equality():
-    # true == 1 in Python; the read-back must tell them apart.
-    assert edit('{"a": true}', {"a": 1}) == '{"a": 1}'
-    assert edit('{"a": 1}', {"a": True}) == '{"a": true}'
-
-
-def test_values_equal_to_the_patch_keep_their_spelling():
-    text = '{\n  "reduce_bucket_size": 5e8,\n  "stage": 2\n}\n'
-    assert edit(text, {"reduce_bucket_size": 500000000, "stage": 2}) == text
-
-
-def test_numbers_keep_the_blanks_before_a_comment():
-    assert edit('{\n  "stage": 3   # was 2\n}', {"stage": 1}) == '{\n  "stage": 1   # was 2\n}'
+@pytest.mark.parametrize("text, patch, expected", [
+    # true == 1 in Python; the read-back must tell them apart
+    pytest.param('{"a": true}', {"a": 1}, '{"a": 1}', id="true replaced by 1"),
+    pytest.param('{"a": 1}', {"a": True}, '{"a": true}', id="1 replaced by true"),
+    pytest.param('{\n  "reduce_bucket_size": 5e8,\n  "stage": 2\n}\n', {"reduce_bucket_size": 500000000, "stage": 2},
+                 '{\n  "reduce_bucket_size": 5e8,\n  "stage": 2\n}\n', id="values equal to the patch keep their spelling"),
+    pytest.param('{\n  "stage": 3   # was 2\n}', {"stage": 1}, '{\n  "stage": 1   # was 2\n}',
+                 id="a number keeps the blanks before a comment"),
+    pytest.param("{\n  a: 1,\n  b: 2,\n}\n", {"c": 3}, '{\n  a: 1,\n  b: 2,\n  "c": 3,\n}\n',
+                 id="the hjson trailing-comma style is kept"),
+])
+def test_values_are_replaced_by_type_and_keep_their_style(text, patch, expected):
+    assert edit(text, patch) == expected
 
 
 def test_non_object_config_is_refused():
@@ -178,6 +165,7 @@ DOCS = st.dictionaries(KEYS, VALUES.filter(lambda v: v is not None), max_size=4)
 STYLES = st.sampled_from([dict(indent=2), dict(indent=4), dict(), dict(indent="\t")])
 
 
+@pytest.mark.slow  # a property test
 @settings(max_examples=300, deadline=None, derandomize=True)
 @given(DOCS, PATCHES, STYLES, st.sampled_from(["\n", "\r\n"]), st.booleans())
 def test_patching_twice_is_patching_once(data, patch, style, eol, final_newline):

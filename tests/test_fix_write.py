@@ -8,13 +8,12 @@ from __future__ import annotations
 import os
 import resource
 import signal
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
+from cli_run import cli, cli_process  # noqa: F401 - the fixture
 from zeroadvisor.config.reader import read_document
 from zeroadvisor.fix.apply import FixError, plan_fixes, write_fix, write_fixes
 from zeroadvisor.fix.editor import WriteError, write_atomically
@@ -161,13 +160,7 @@ def project(tmp_path):
     return tmp_path
 
 
-def cli(*args, cwd, preexec_fn=None):
-    env = dict(os.environ, NO_COLOR="1", PYTHONDONTWRITEBYTECODE="1")
-    return subprocess.run([sys.executable, "-m", "zeroadvisor", *args], capture_output=True, text=True, cwd=cwd,
-                          env=env, timeout=120, preexec_fn=preexec_fn)
-
-
-def test_cli_fix_keeps_crlf_and_the_missing_final_newline(project):
+def test_cli_fix_keeps_crlf_and_the_missing_final_newline(cli, project):
     result = cli(*CHECK, "--fix", cwd=project)
     assert result.returncode == 0, result.stderr
     after = (project / "ds.json").read_bytes()
@@ -175,7 +168,7 @@ def test_cli_fix_keeps_crlf_and_the_missing_final_newline(project):
     assert after.count(b"\n") == after.count(b"\r\n") and not after.endswith(b"\n")
 
 
-def test_cli_fix_through_a_symlink_fixes_the_target(project):
+def test_cli_fix_through_a_symlink_fixes_the_target(cli, project):
     (project / "real").mkdir()
     (project / "ds.json").rename(project / "real" / "ds.json")
     (project / "ds.json").symlink_to("real/ds.json")
@@ -185,7 +178,7 @@ def test_cli_fix_through_a_symlink_fixes_the_target(project):
     assert b'"stage": 3' not in (project / "real" / "ds.json").read_bytes()
 
 
-def test_cli_fix_on_a_read_only_file_is_one_line_and_changes_nothing(project):
+def test_cli_fix_on_a_read_only_file_is_one_line_and_changes_nothing(cli, project):
     (project / "ds.json").chmod(0o444)
     result = cli(*CHECK, "--fix", cwd=project)
     assert result.returncode == 2
@@ -199,7 +192,8 @@ def _small_file_limit():
 
 
 def test_cli_fix_when_the_disk_takes_no_more_is_one_line_and_changes_nothing(project):
-    result = cli(*CHECK, "--fix", cwd=project, preexec_fn=_small_file_limit)
+    # a real process: the file-size limit is the process's own
+    result = cli_process(*CHECK, "--fix", cwd=project, preexec_fn=_small_file_limit)
     assert result.returncode == 2, result.stderr
     assert "cannot write the fix" in result.stderr and result.stderr.strip().count("\n") == 0
     assert "Traceback" not in result.stderr
@@ -208,7 +202,7 @@ def test_cli_fix_when_the_disk_takes_no_more_is_one_line_and_changes_nothing(pro
 
 @pytest.mark.parametrize("text", ["", "// filled in later\n"])
 @pytest.mark.parametrize("mode", [["--suggest"], ["--format", "markdown"], ["--fix"]])
-def test_cli_empty_or_comment_only_config_is_reported_not_an_internal_error(project, text, mode):
+def test_cli_empty_or_comment_only_config_is_reported_not_an_internal_error(cli, project, text, mode):
     (project / "ds.json").write_text(text)
     result = cli(*CHECK, *mode, cwd=project)
     assert result.returncode in (0, 1), result.stderr

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -32,6 +33,7 @@ OPTIONS = CheckOptions(model=ModelSpec(parameters=7_000_000_000, num_layers=32, 
                        cpu_memory=512 * 10**9)
 
 
+@pytest.mark.slow  # a property test
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(configs, zero_blocks)
 def test_check_never_raises_and_fixes_apply(config, zero):

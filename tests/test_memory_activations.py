@@ -96,7 +96,11 @@ def test_t5_layers_match_real_transformers():
     # + output mask h = 2944; × 256 tokens, + scores 4 heads × 64² × 4 × (2 + 2 + 1) = 327,680
     parts = dict(t5().parts)
     assert parts["encoder layer"] == 256 * (2056 + 1408 + 2944) + 327_680 == 1_968_128
-    assert parts["decoder layer"] == 1_443_328
+    # per decoder token: 3 T5LayerNorms 3 × 1028; self-attention 1408 as above; cross-attention input, Q and
+    # out-proj input 3 × 2h + mask h = 7h; MLP 2944; × 128 target tokens; + the cross-attention K and V inputs
+    # on the encoder's 256 tokens (2 × 2h each) + scores 4 heads × 32 × (32 self + 64 cross) × 4 × 5
+    assert parts["decoder layer"] == (128 * (3 * 1028 + 1408 + 7 * 128 + 2944) + 256 * 2 * 2 * 128
+                                      + 4 * 32 * (32 + 64) * 4 * 5) == 1_443_328
 
 
 def test_t5_loss_stays_in_the_model_dtype_and_target_length_is_used():

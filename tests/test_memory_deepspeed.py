@@ -38,17 +38,17 @@ def run(config, parameters=P, gpus=N, largest=LP, **kw):
 def test_zero2_estimator_no_offload():
     # estimate_zero2_model_states_mem_needs(7.5e9, 8 GPUs, cpu_offload=False): gpu 31875000000
     # = 2P + int(18P/G): 2 fp16 params + (2 grads16 + 4 grads32 + 4 params32 + 8 Adam) / G
-    assert run(cfg(2)).stage(2).per_gpu["model_states"] == 31_875_000_000
+    assert run(cfg(2)).stage(2).per_gpu["model_states"] == 2 * P + 18 * P // N == 31_875_000_000
 
 
 def test_zero2_estimator_offload():
     # cpu_offload=True: gpu 15000000000 = 2P (fp16 params only; grads stream to the host)
-    assert run(cfg(2)).stage(2, "cpu").per_gpu["model_states"] == 15_000_000_000
+    assert run(cfg(2)).stage(2, "cpu").per_gpu["model_states"] == 2 * P == 15_000_000_000
 
 
 def test_zero2_estimator_one_gpu():
     # 1 node x 1 GPU, no offload: 139.70 GiB = 150e9 B = 2P + 18P
-    assert run(cfg(2), gpus=1).stage(2).per_gpu["model_states"] == 150_000_000_000
+    assert run(cfg(2), gpus=1).stage(2).per_gpu["model_states"] == 2 * P + 18 * P == 150_000_000_000
     assert abs(150_000_000_000 / 2**30 - 139.70) < 0.005
 
 
@@ -60,13 +60,13 @@ def test_zero3_estimator_offload_params_and_optimizer():
     # With no prefetch bucket the gathered row is exactly the estimator's 4·L_p.
     st = run(cfg(3, **NO_PREFETCH)).stage(3, "cpu", "cpu")
     assert st.per_gpu["model_states"] == 0
-    assert st.per_gpu["gathered_parameters"] == 800_000_000
+    assert st.per_gpu["gathered_parameters"] == 4 * LP == 800_000_000
 
 
 def test_zero3_estimator_offload_optimizer():
     # offload_param=none, offload_optimizer=cpu: gpu 2675000000 = 4·L_p + 2P/G
     st = run(cfg(3, **NO_PREFETCH)).stage(3, "cpu")
-    assert st.per_gpu["model_states"] + st.per_gpu["gathered_parameters"] == 2_675_000_000
+    assert st.per_gpu["model_states"] + st.per_gpu["gathered_parameters"] == 4 * LP + 2 * P // N == 2_675_000_000
 
 
 def test_zero3_estimator_no_offload_plus_the_flat_gradient_buffer():
@@ -75,7 +75,8 @@ def test_zero3_estimator_no_offload_plus_the_flat_gradient_buffer():
     # gradient-accumulation dtype (= fp16 here): +2P/G, which the estimator omits. The "18"
     # (2 fp16 params + 4 fp32 params + 4 fp32 grads + 8 Adam) is otherwise the same.
     st = run(cfg(3, **NO_PREFETCH)).stage(3)
-    assert st.per_gpu["model_states"] + st.per_gpu["gathered_parameters"] == 17_675_000_000 + 2 * PART
+    assert st.per_gpu["model_states"] + st.per_gpu["gathered_parameters"] == 4 * LP + 18 * P // N + 2 * PART
+    assert 4 * LP + 18 * P // N == 17_675_000_000  # the estimator's number
 
 
 # ------------------------------------------------------------------ hand calculations per stage

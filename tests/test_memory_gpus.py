@@ -5,18 +5,15 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
+from cli_run import cli  # noqa: F401 - the fixture
 from zeroadvisor.memory.estimate import Cluster
 from zeroadvisor.memory.errors import EstimateError
 from zeroadvisor.hardware.table import ROWS
 from zeroadvisor.hardware.gpus import GPUS, AmbiguousGpu, UnknownGpu, gpu_memory, normalise, resolve_gpu
 
-REPO = Path(__file__).resolve().parents[1]
 MIB = 2**20
 
 
@@ -163,11 +160,6 @@ def test_cluster_carries_the_card():
         Cluster(gpus=8, gpu=card, gpu_memory=80 * 10**9)
 
 
-def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "zeroadvisor", *map(str, args)], capture_output=True, text=True,
-                          cwd=REPO, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, timeout=120)
-
-
 @pytest.fixture
 def ds(tmp_path):
     path = tmp_path / "ds.json"
@@ -176,21 +168,21 @@ def ds(tmp_path):
 
 
 @pytest.mark.parametrize("command", ["estimate", "check"])
-def test_cli_ambiguous_gpu_exits_2_listing_variants(ds, command):
+def test_cli_ambiguous_gpu_exits_2_listing_variants(cli, ds, command):
     config = ["-c", ds] if command == "estimate" else [ds]
-    result = _cli(command, *config, "--params", "7B", "--gpus", "8", "--gpu", "A100")
+    result = cli(command, *config, "--params", "7B", "--gpus", "8", "--gpu", "A100")
     assert result.returncode == 2 and "Traceback" not in result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "--gpu" in lines[0]
     assert all(v in lines[0] for v in ("A100-SXM4-80GB", "A100-PCIE-80GB", "A100-SXM4-40GB", "A100-PCIE-40GB"))
 
 
-def test_cli_json_and_text_name_the_card(ds):
-    result = _cli("estimate", "-c", ds, "--params", "7B", "--gpus", "8", "--gpu", "rtx_4090", "-f", "json")
+def test_cli_json_and_text_name_the_card(cli, ds):
+    result = cli("estimate", "-c", ds, "--params", "7B", "--gpus", "8", "--gpu", "rtx_4090", "-f", "json")
     assert result.returncode == 0, result.stderr
     gpu = json.loads(result.stdout)["cluster"]["gpu"]
     assert gpu["name"] == "RTX-4090" and gpu["memory_bytes"] == 24564 * MIB and gpu["dense_tflops"] == 165.2
-    text = _cli("estimate", "-c", ds, "--params", "7B", "--gpus", "8", "--gpu", "rtx_4090").stdout
+    text = cli("estimate", "-c", ds, "--params", "7B", "--gpus", "8", "--gpu", "rtx_4090").stdout
     assert "RTX-4090" in text
-    bare = _cli("estimate", "-c", ds, "--params", "7B", "--gpus", "8", "--gpu-memory", "24GB", "-f", "json")
+    bare = cli("estimate", "-c", ds, "--params", "7B", "--gpus", "8", "--gpu-memory", "24GB", "-f", "json")
     assert json.loads(bare.stdout)["cluster"]["gpu"] is None

@@ -52,7 +52,7 @@ def test_qlora_base_bytes_replace_the_quantized_weights():
              largest_quantized_parameters=4096 * 11008)
     params, est = row(q, 2, 1, "parameters")
     # embeddings, norms and lm_head stay bf16: 6,738,415,616 - 6,476,005,376 = 262,410,240 parameters
-    assert params["frozen_params"] == 2 * 262_410_240
+    assert params["frozen_params"] == 2 * (BASE - 6_476_005_376)
     assert params["quantized_params"] == 3_642_767_360
     buffers, _ = row(q, 2, 1, "buffers")
     assert buffers["dequantized_weight"] == 2 * 4096 * 11008  # one weight dequantized to bf16 per matmul

@@ -19,8 +19,8 @@ from zeroadvisor.model.spec import ModelSpec
 LLAMA = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 256,
          "intermediate_size": 688, "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 4,
          "vocab_size": 8000, "tie_word_embeddings": False}
-P = 6_998_272
-PERSISTENT = 788_736
+P = 4 * (2 * 65_536 + 2 * 32_768 + 3 * 176_128 + 2 * 256) + 256 + 2 * 2_048_000  # 6,998,272
+PERSISTENT = 4 * (2 * 65_536 + 2 * 32_768) + 9 * 256  # q, k, v, o and the norms: 788,736
 
 
 def z3(precision="bf16", **zero):
@@ -81,7 +81,7 @@ def test_threshold_and_cap():
     # threshold 40,000: only k, v and the norms (8·32,768 + 9·256 = 264,448)
     (term,) = persistent_terms(estimate(z3(stage3_param_persistence_threshold=40_000), spec,
                                         cluster=Cluster(gpus=2)).configured)
-    assert term.nbytes == 2 * 264_448
+    assert term.nbytes == 2 * (8 * 32_768 + 9 * 256)
     assert persistent_terms(estimate(z3(stage3_param_persistence_threshold=0), spec,
                                      cluster=Cluster(gpus=2)).configured) == []
     # a cap below the persistent total, order unknown (sizes only): costed as the cap, and said
@@ -102,8 +102,9 @@ def test_ordered_list_applies_the_cap_exactly():
     spec = ModelSpec(parameters=sum(numels), parameter_numels=tuple(numels))
     (term,) = persistent_terms(estimate(z3("fp32", model_persistence_threshold=300_000), spec,
                                         cluster=Cluster(gpus=2)).configured)
-    assert sum(select(numels, 100_000, 300_000)) == 297_216
-    assert term.nbytes == 4 * 297_216
+    kept = (65_536 + 2 * 32_768 + 65_536 + 2 * 256) + (65_536 + 32_768 + 2 * 256) + 2 * (2 * 256) + 256
+    assert sum(select(numels, 100_000, 300_000)) == kept == 297_216
+    assert term.nbytes == 4 * kept
 
 
 def test_without_a_parameter_list_the_norms_are_an_estimate():

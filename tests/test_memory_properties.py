@@ -22,6 +22,7 @@ Where DeepSpeed itself breaks a property the test says so and checks the exact e
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -54,6 +55,7 @@ def run(p, n, prec, opt, acc, largest=None):
     return estimate(config_for(prec, opt), spec, TrainingShape(sequence_length=1024), Cluster(gpus=n), acc)
 
 
+@pytest.mark.slow  # a property test
 @settings(max_examples=150)
 @given(params, gpus, gpus, precision, optimizer, accounting)
 def test_model_states_never_grow_with_more_gpus(p, n1, n2, prec, opt, acc):
@@ -67,6 +69,7 @@ def test_model_states_never_grow_with_more_gpus(p, n1, n2, prec, opt, acc):
         assert states(st_large) <= states(st_small) + padding
 
 
+@pytest.mark.slow  # a property test
 @settings(max_examples=150)
 @given(params, gpus, precision, optimizer, accounting)
 def test_model_states_never_grow_with_a_higher_stage(p, n, prec, opt, acc):
@@ -80,6 +83,7 @@ def test_model_states_never_grow_with_a_higher_stage(p, n, prec, opt, acc):
         assert all(a + padding >= b for a, b in zip(per_stage[start:], per_stage[start + 1:])), per_stage
 
 
+@pytest.mark.slow  # a property test
 @settings(max_examples=150)
 @given(params, gpus, precision, optimizer, accounting, st.integers(min_value=0, max_value=10**10))
 def test_offload_never_adds_gpu_memory(p, n, prec, opt, acc, largest):
@@ -97,6 +101,7 @@ def test_offload_never_adds_gpu_memory(p, n, prec, opt, acc, largest):
         assert st_.per_gpu_cpu + st_.per_gpu_nvme >= base.per_gpu_cpu + base.per_gpu_nvme
 
 
+@pytest.mark.slow  # a property test
 @settings(max_examples=100)
 @given(params, gpus, precision, optimizer)
 def test_rows_are_consistent(p, n, prec, opt):
@@ -110,6 +115,7 @@ def test_rows_are_consistent(p, n, prec, opt):
         assert st_.per_node_cpu == st_.per_gpu_cpu * result.cluster.gpus_on_a_node
 
 
+@pytest.mark.slow  # a property test
 @settings(max_examples=100)
 @given(params, st.integers(min_value=1, max_value=2048), st.sampled_from(["Adam", "Lion", "SGD", "Adagrad"]))
 def test_fp32_zero_adds_a_master_copy(p, n, opt):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -11,6 +10,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from conftest import load_script
 from zeroadvisor.model.description import (
     FIELDS,
     apply_overrides,
@@ -366,11 +366,7 @@ def test_overrides_on_a_loaded_description(here):
 
 
 def _generator():
-    spec = importlib.util.spec_from_file_location("gen_model_schema", REPO / "tools" / "gen_model_schema.py")
-    module = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(module)
-    return module
+    return load_script("tools/gen_model_schema.py", "gen_model_schema")
 
 
 def test_committed_schema_matches_the_generator():

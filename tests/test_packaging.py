@@ -2,44 +2,46 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
+import json
 from pathlib import Path
 
 import yaml
 
+from cli_run import cli, cli_process  # noqa: F401 - the fixture
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_pre_commit_hook_runs_a_real_command():
+def test_pre_commit_hook_runs_a_real_command(cli):
     (hook,) = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
     assert hook["id"] == "zeroadvisor" and hook["language"] == "python"
     program, command, *flags = hook["entry"].split()
     assert program == "zeroadvisor"
-    result = subprocess.run([sys.executable, "-m", "zeroadvisor", command, *flags, "--help"], capture_output=True,
-                            text=True)
-    assert result.returncode == 0
+    result = cli(command, *flags, "--help")
+    assert result.returncode == 0, result.stderr
+
+
+def modules_after(*commands: tuple[list[str], tuple[int, ...]]) -> list[str]:
+    """The modules a fresh interpreter holds after running each (argv, allowed exit codes) through
+    ``zeroadvisor.cli.run`` (a real process: this one has imported everything already)."""
+    code = ("import json, sys\n"
+            "from zeroadvisor.cli import run\n"
+            f"for argv, codes in {commands!r}:\n"
+            "    assert run(argv) in codes, argv\n"
+            "print(json.dumps(sorted(sys.modules)))\n")
+    result = cli_process(code=code)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.splitlines()[-1])
 
 
 def test_core_never_imports_torch_or_deepspeed(tmp_path):
     """lint, estimate and check must not pull torch/deepspeed/transformers (a CI linter stays light)."""
     config = tmp_path / "ds.json"
     config.write_text('{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3}}')
-    code = (
-        "import sys\n"
-        "from zeroadvisor.cli.app import app\n"
-        "from typer.testing import CliRunner\n"
-        f"r = CliRunner().invoke(app, ['lint', {str(config)!r}])\n"
-        f"r2 = CliRunner().invoke(app, ['check', {str(config)!r}, '--params', '7B', '--gpus', '8', '--gpu', 'H100-SXM5-80GB'])\n"
-        f"r3 = CliRunner().invoke(app, ['estimate', '--params', '7B', '--gpus', '8'])\n"
-        "assert r.exit_code in (0, 1) and r2.exit_code in (0, 1) and r3.exit_code == 0, (r.output, r2.output)\n"
-        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'deepspeed', 'transformers', "
-        "'jsonschema'))\n"
-        "print(heavy)\n"
-    )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "[]", result.stdout
+    loaded = modules_after((["lint", str(config)], (0, 1)),
+                           (["check", str(config), "--params", "7B", "--gpus", "8", "--gpu", "H100-SXM5-80GB"], (0, 1)),
+                           (["estimate", "--params", "7B", "--gpus", "8"], (0,)))
+    assert [m for m in loaded if m.split(".")[0] in ("torch", "deepspeed", "transformers", "jsonschema")] == []
 
 
 def test_schemas_ship_as_package_data():
@@ -54,17 +56,10 @@ def test_lint_starts_without_typer_or_the_memory_model(tmp_path):
     and pydantic are most of its start) nor the modules only check/estimate use."""
     config = tmp_path / "ds.json"
     config.write_text('{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3}}')
-    code = (
-        "import sys\n"
-        "from zeroadvisor.cli import run\n"
-        f"assert run(['lint', '--format', 'json', '--fail-on', 'never', {str(config)!r}]) == 0\n"
-        "heavy = ('typer', 'click', 'pydantic', 'yaml', 'jsonschema', 'zeroadvisor.memory', 'zeroadvisor.advisor',\n"
-        "         'zeroadvisor.model.description', 'zeroadvisor.fix.apply', 'zeroadvisor.cli.app')\n"
-        "# the rule catalogue (advisor/registry.py, advisor/rules.py) names every rule, lint's --select/--ignore\n"
-        "# accept advice codes too; it imports the memory model only inside the advice checks\n"
-        "catalogue = ('zeroadvisor.advisor', 'zeroadvisor.advisor.registry', 'zeroadvisor.advisor.rules')\n"
-        "print(sorted(m for m in sys.modules if m.startswith(heavy) and m not in catalogue))\n"
-    )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines()[-1] == "[]", result.stdout
+    loaded = modules_after((["lint", "--format", "json", "--fail-on", "never", str(config)], (0,)))
+    heavy = ("typer", "click", "pydantic", "yaml", "jsonschema", "zeroadvisor.memory", "zeroadvisor.advisor",
+             "zeroadvisor.model.description", "zeroadvisor.fix.apply", "zeroadvisor.cli.app")
+    # the rule catalogue (advisor/registry.py, advisor/rules.py) names every rule, lint's --select/--ignore
+    # accept advice codes too; it imports the memory model only inside the advice checks
+    catalogue = ("zeroadvisor.advisor", "zeroadvisor.advisor.registry", "zeroadvisor.advisor.rules")
+    assert [m for m in loaded if m.startswith(heavy) and m not in catalogue] == []

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from cli_run import cli  # noqa: F401 - the fixture
 from conftest import REPO, corpus_manifest
 
 HOOKS = yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text())
@@ -51,7 +52,8 @@ def test_config_names_are_selected(path):
     assert selected(path)
 
 
-def test_pre_commit_finds_what_lint_finds(corpus, tmp_path):
+@pytest.mark.slow  # real pre-commit on a throwaway git repository
+def test_pre_commit_finds_what_lint_finds(cli, corpus, tmp_path):
     """Real pre-commit on a throwaway repository. The hook runs as `language: system` here, with this
     checkout's `files`, `exclude` and arguments: `language: python` would pip-install this project into a
     fresh virtualenv, which needs the network (setuptools for the build, jsonschema/typer/PyYAML)."""
@@ -78,8 +80,7 @@ def test_pre_commit_finds_what_lint_finds(corpus, tmp_path):
     subprocess.run(["git", "add", "-A"], cwd=repo, check=True, env=env)
     hook = subprocess.run([sys.executable, "-m", "pre_commit", "run", "--all-files", "--verbose"], cwd=repo,
                           env=env, capture_output=True, text=True, timeout=240)
-    lint = subprocess.run([sys.executable, "-m", "zeroadvisor", "lint", "--fail-on", "warning", "."], cwd=repo,
-                          env=env, capture_output=True, text=True, timeout=120)
+    lint = cli("lint", "--fail-on", "warning", ".", cwd=repo)
     found_by_hook = set(FINDING.findall(hook.stdout))
     found_by_lint = set(FINDING.findall(lint.stdout))
     assert found_by_lint, lint.stdout + lint.stderr  # the corpus configs have warnings at least

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
 import zeroadvisor
 from zeroadvisor.api import UsageError
+from cli_run import cli_process
 from conftest import REPO
 
 TYPO = {"train_batch_size": 8, "zero_optimisation": {"stage": 3}}
@@ -49,9 +48,9 @@ def test_lint_is_callable_after_the_lint_package_is_imported():
     code = ("import zeroadvisor.lint.engine, zeroadvisor.preflight, zeroadvisor, sys; "
             "print(zeroadvisor.lint(config={'fp16': {'enabled': True}}).ok); "
             "print(callable(zeroadvisor.preflight)); print('torch' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True,
-                         env={"PYTHONPATH": str(REPO), "PATH": ""}).stdout.split()
-    assert out == ["True", "True", "False"]  # and no torch: the core never imports it
+    result = cli_process(code=code, cwd=REPO, env={"PATH": ""})  # a fresh interpreter
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["True", "True", "False"]  # and no torch: the core never imports it
 
 
 def test_estimate_counts_model_states_by_hand():

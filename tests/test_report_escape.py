@@ -10,6 +10,7 @@ import os
 import re
 import urllib.parse
 
+import pytest
 from hypothesis import given, settings, strategies as st
 from markdown_it import MarkdownIt
 
@@ -49,6 +50,7 @@ def test_terminal_makes_controls_visible():
     assert escape.terminal("ds_zéro 🙂 C:\\cfg\\ds.json") == "ds_zéro 🙂 C:\\cfg\\ds.json"
 
 
+@pytest.mark.slow  # a property test
 @SETTINGS
 @given(texts)
 def test_terminal_is_one_printable_line(text):
@@ -65,6 +67,7 @@ def test_log_safe_breaks_line_start_commands():
     assert escape.log_safe("our ::text:: inside a line") == "our ::text:: inside a line"
 
 
+@pytest.mark.slow  # a property test
 @SETTINGS
 @given(st.lists(texts, max_size=6))
 def test_escaped_pieces_wrapped_anywhere_stay_inert(pieces):
@@ -81,6 +84,7 @@ def test_terminal_block_keeps_line_ends_and_tabs():
 
 # --- workflow commands ----------------------------------------------------------------------
 
+@pytest.mark.slow  # a property test
 @SETTINGS
 @given(texts, texts)
 def test_workflow_command_reads_back_as_one_command(name, message):
@@ -111,6 +115,7 @@ def _inline_tokens(source: str) -> list:
     return tokens
 
 
+@pytest.mark.slow  # a property test
 @SETTINGS
 @given(texts)
 def test_markdown_inline_renders_exactly_the_text(text):
@@ -141,6 +146,7 @@ def test_markdown_in_a_table_cell_stays_in_its_cell():
     assert cells == ["a", "b", "x | y", "z"]
 
 
+@pytest.mark.slow  # a property test
 @SETTINGS
 @given(st.text(st.sampled_from("`~ \nab"), max_size=30))
 def test_markdown_fence_holds_any_content(content):
@@ -156,6 +162,7 @@ def test_markdown_fence_longer_than_the_backticks_inside():
     assert escape.markdown_fence("no ticks").startswith("```\n")
 
 
+@pytest.mark.slow  # a property test
 @SETTINGS
 @given(st.text(st.characters(codec="utf-8"), min_size=1, max_size=20).filter(lambda t: t.strip()))
 def test_markdown_code_span_shows_the_text(text):
@@ -166,6 +173,7 @@ def test_markdown_code_span_shows_the_text(text):
 
 # --- JSON -----------------------------------------------------------------------------------
 
+@pytest.mark.slow  # a property test
 @SETTINGS
 @given(st.recursive(st.none() | st.booleans() | st.integers() | texts,
                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(texts, inner, max_size=3),
@@ -197,6 +205,7 @@ def test_sarif_uri_percent_encodes_rfc3986():
     assert escape.sarif_uri("keep/this-._~/a.json") == "keep/this-._~/a.json"
 
 
+@pytest.mark.slow  # a property test
 @SETTINGS
 @given(st.text(st.characters(codec="utf-8", exclude_characters="\x00/"), min_size=1, max_size=20))
 def test_sarif_uri_round_trips_the_bytes(name):

@@ -76,6 +76,7 @@ def test_text_from_the_config_is_escaped(cli, tmp_path):
 
 
 @needs_chromium
+@pytest.mark.slow  # a headless browser
 def test_chromium_renders_the_chart_and_the_verdict(cli, tmp_path):
     page, _ = report(cli, tmp_path, None, "--suggest")
     dom = chromium("--dump-dom", page.as_uri(), profile=tmp_path / "profile")

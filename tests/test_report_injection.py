@@ -2,20 +2,20 @@
 
 The defects of issue 7 (an unknown optimizer.type printed raw in check's estimate header; file
 names printed raw; a markdown comment whose diff fence a config comment closes; keys that render as
-HTML, links or mentions) through every renderer in-process, and once per medium through the real CLI.
+HTML, links or mentions) through every renderer, and once per medium through the CLI (in this process: the
+captured stdout encodes strict UTF-8, so text that is not UTF-8, a lone surrogate from a file name, fails).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from markdown_it import MarkdownIt
 
+from cli_run import cli  # noqa: F401 - the fixture
 from ci_runner import assert_inert, runner_command, runner_lines
 from sarif_validate import validate_sarif
 from zeroadvisor.advisor.check import CheckOptions, check_document
@@ -52,13 +52,6 @@ HOSTILE_NAMES = [
 ]
 OPTIONS = CheckOptions(model=ModelSpec(parameters=1_000_000_000), shape=TrainingShape(), gpus=8,
                        gpu_memory=80 * 10**9)
-
-
-def run(*args, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
-    """The real CLI; output as bytes, so invalid UTF-8 would show."""
-    environment = {**os.environ, "NO_COLOR": "1", "PYTHONPATH": str(REPO), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "zeroadvisor", *args], capture_output=True, cwd=cwd,
-                          env=environment, timeout=60)
 
 
 def check_report(fmt: str, name: str = "ds.hjson", ascii_only: bool = False) -> str:
@@ -184,7 +177,7 @@ def test_file_names_in_process(tmp_path):
         assert runner_command(line)[0] == "error"
 
 
-# --- the real CLI, once per medium ----------------------------------------------------------
+# --- the CLI, once per medium ----------------------------------------------------------------
 
 @pytest.fixture(scope="module")
 def hostile(tmp_path_factory) -> Path:
@@ -197,47 +190,47 @@ def hostile(tmp_path_factory) -> Path:
 CHECK = ("check", "ds.hjson", "--params", "1B", "--gpus", "8", "--gpu", "H100-SXM5-80GB")
 
 
-def test_cli_check_text(hostile):
-    result = run(*CHECK, cwd=hostile, env={"COLUMNS": "250"})  # the escaped name on one line
-    out = result.stdout.decode("utf-8")
+def test_cli_check_text(cli, hostile):
+    result = cli(*CHECK, cwd=hostile)  # 250 columns: the escaped name on one line
+    out = result.stdout
     assert result.returncode in (0, 1) and "ZeRO memory estimate" in out, result.stderr
     assert_inert(out)
     assert escape.terminal(EVIL_OPTIMIZER) in out
 
 
-def test_cli_check_markdown(hostile):
-    result = run(*CHECK, "--format", "markdown", cwd=hostile)
-    out = result.stdout.decode("utf-8")
+def test_cli_check_markdown(cli, hostile):
+    result = cli(*CHECK, "--format", "markdown", cwd=hostile)
+    out = result.stdout
     assert out.startswith("### zeroadvisor: `ds.hjson`"), result.stderr
     assert_markdown_shows_data_as_text(out)
 
 
-def test_cli_lint_text_file_names(hostile):
-    result = run("lint", *HOSTILE_NAMES, cwd=hostile / "cfg")
-    out = result.stdout.decode("utf-8")
+def test_cli_lint_text_file_names(cli, hostile):
+    result = cli("lint", *HOSTILE_NAMES, cwd=hostile / "cfg")
+    out = result.stdout
     assert result.returncode == 1 and out.count("ZA102") == len(HOSTILE_NAMES), result.stderr
     assert_inert(out)
 
 
-def test_cli_lint_json_file_names(hostile):
-    result = run("lint", "--format", "json", "cfg", cwd=hostile)
-    data = json.loads(result.stdout.decode("utf-8"))  # strict UTF-8
+def test_cli_lint_json_file_names(cli, hostile):
+    result = cli("lint", "--format", "json", "cfg", cwd=hostile)
+    data = json.loads(result.stdout)
     files = {f["file"] for f in data["findings"]}
     assert "cfg/bad\\xff name.json" in files and "cfg/nl\n::error file=a.json,line=1::pwned.json" in files
-    assert_inert(result.stdout.decode("utf-8"))
+    assert_inert(result.stdout)
 
 
-def test_cli_lint_sarif_file_names(hostile):
-    result = run("lint", "--format", "sarif", "cfg", cwd=hostile)
+def test_cli_lint_sarif_file_names(cli, hostile):
+    result = cli("lint", "--format", "sarif", "cfg", cwd=hostile)
     assert result.returncode == 1, result.stderr
     doc = validate_sarif(result.stdout)
     uris = {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in doc["runs"][0]["results"]}
     assert "cfg/bad%FF%20name.json" in uris and "cfg/pct%2541%20%23%3F%5Bx%5D%28y%29.json" in uris
 
 
-def test_cli_lint_github_file_names(hostile):
-    result = run("lint", "--format", "github", "cfg", cwd=hostile)
-    lines = result.stdout.decode("utf-8").splitlines()
+def test_cli_lint_github_file_names(cli, hostile):
+    result = cli("lint", "--format", "github", "cfg", cwd=hostile)
+    lines = result.stdout.splitlines()
     assert len(lines) == len(HOSTILE_NAMES), result.stderr
     files = set()
     for line in lines:

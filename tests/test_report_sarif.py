@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from cli_run import cli  # noqa: F401 - the fixture
 from sarif_validate import validate_sarif
 from zeroadvisor.rules.linter import lint_file
 from zeroadvisor.report import Report, render, sarif
@@ -66,23 +67,20 @@ def test_rule_help_points_to_the_rule_docs_in_this_repository():
     assert not re.search(r"https?://", json.dumps(without_schema))  # no invented URL anywhere
 
 
-def test_a_checks_sarif_and_github_output_carry_its_verdict_and_gpu(tmp_path):
+def test_a_checks_sarif_and_github_output_carry_its_verdict_and_gpu(cli):
     """check --format sarif|github on one config: the run's property bag holds the verdict sentence and the
     cluster with the resolved card (schema-valid: a run may carry properties, SARIF §3.14.27), and the GitHub
     log opens with the verdict as a notice naming the card."""
-    import subprocess
-    import sys
-
     repo = Path(__file__).resolve().parent.parent
-    args = [sys.executable, "-m", "zeroadvisor", "check", "sample_configs/zero2_bf16.json", "--model",
-            "sample_configs/models/llama-2-7b.yaml", "--gpus", "8", "--gpu", "H100-SXM5-80GB", "--format"]
-    out = subprocess.run([*args, "sarif"], capture_output=True, text=True, cwd=repo, timeout=120)
+    args = ["check", "sample_configs/zero2_bf16.json", "--model", "sample_configs/models/llama-2-7b.yaml", "--gpus",
+            "8", "--gpu", "H100-SXM5-80GB", "--format"]
+    out = cli(*args, "sarif", cwd=repo)
     doc = json.loads(out.stdout)
     validate_sarif(doc)
     run = doc["runs"][0]["properties"]
     assert run["cluster"]["gpu"]["name"] == "H100-SXM5-80GB"
     assert run["verdict"].startswith("Verdict (Z2): ")
-    log = subprocess.run([*args, "github"], capture_output=True, text=True, cwd=repo, timeout=120).stdout
+    log = cli(*args, "github", cwd=repo).stdout
     first = log.splitlines()[0]
     assert first.startswith("::notice file=sample_configs/zero2_bf16.json,title=zeroadvisor verdict on "
                             "H100-SXM5-80GB::Verdict (Z2): ")

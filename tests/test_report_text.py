@@ -3,16 +3,13 @@ colour only where asked, and ASCII when the stream takes nothing else."""
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from cli_run import cli  # noqa: F401 - the fixture
+from cli_run import cli, cli_process  # noqa: F401 - the fixture
 from zeroadvisor import vocab as labels
 
 REPO = Path(__file__).resolve().parent.parent
@@ -41,10 +38,9 @@ def copy_with_long_name(tmp_path: Path, name: str) -> Path:
 
 @pytest.mark.parametrize("name, args", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
 @pytest.mark.parametrize("long_name", [False, True], ids=["short-name", "long-name"])
-def test_no_line_of_the_default_report_is_wider_than_80(cli, monkeypatch, tmp_path, name, args, long_name):
-    monkeypatch.setenv("COLUMNS", "80")
+def test_no_line_of_the_default_report_is_wider_than_80(cli, tmp_path, name, args, long_name):
     path = copy_with_long_name(tmp_path, name) if long_name else REPO / "sample_configs" / name
-    result = cli("check", path, *args)
+    result = cli("check", path, *args, columns=80)
     assert result.returncode in (0, 1), result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].startswith("Verdict (")  # the verdict is the first line
@@ -54,21 +50,18 @@ def test_no_line_of_the_default_report_is_wider_than_80(cli, monkeypatch, tmp_pa
         assert str(path).replace("\n", "") in "".join(line.strip() for line in lines)
 
 
-def test_the_report_uses_a_wide_terminal(cli, monkeypatch):
+def test_the_report_uses_a_wide_terminal(cli):
     name, args = CASES[1]
-    monkeypatch.setenv("COLUMNS", "200")
-    wide = cli("check", REPO / "sample_configs" / name, *args, "--all").stdout
-    monkeypatch.setenv("COLUMNS", "80")
-    narrow = cli("check", REPO / "sample_configs" / name, *args, "--all").stdout
+    wide = cli("check", REPO / "sample_configs" / name, *args, "--all", columns=200).stdout
+    narrow = cli("check", REPO / "sample_configs" / name, *args, "--all", columns=80).stdout
     assert max(map(len, wide.splitlines())) > 150 and max(map(len, narrow.splitlines())) <= 80
     assert len(wide.splitlines()) < len(narrow.splitlines())
     assert sum(line.startswith("TOTAL per GPU") for line in wide.splitlines()) == 1
 
 
-def test_verdict_names_the_fix_the_advice_recommends(cli, monkeypatch):
-    monkeypatch.setenv("COLUMNS", "100")
+def test_verdict_names_the_fix_the_advice_recommends(cli):
     name, args = CASES[1]  # Llama-2-7B at ZeRO-2 on 24 GB cards: does not fit
-    out = cli("check", REPO / "sample_configs" / name, *args).stdout
+    out = cli("check", REPO / "sample_configs" / name, *args, columns=100).stdout
     verdict = " ".join(out.split("\n\n", 1)[0].split())
     assert verdict.startswith("Verdict (Z2): does not fit; peak ")
     rest = " ".join(out.split("ZA801 [error]", 1)[1].split("\n1 file checked", 1)[0].split())
@@ -85,28 +78,21 @@ def test_verdict_names_the_fix_the_advice_recommends(cli, monkeypatch):
     assert (">Z" in header) == (peak in total.split())
 
 
-def test_explain_adds_the_source_notes(cli, monkeypatch):
-    monkeypatch.setenv("COLUMNS", "80")
+def test_explain_adds_the_source_notes(cli):
     name, args = CASES[0]
-    plain = cli("check", REPO / "sample_configs" / name, *args).stdout
-    explained = cli("check", REPO / "sample_configs" / name, *args, "--explain").stdout
+    plain = cli("check", REPO / "sample_configs" / name, *args, columns=80).stdout
+    explained = cli("check", REPO / "sample_configs" / name, *args, "--explain", columns=80).stdout
     assert "stage3.py" not in plain and "stage3.py" in explained
     for line in explained.splitlines():
         assert len(line) <= 80, line
 
 
-def run(*args, env: dict[str, str]) -> subprocess.CompletedProcess:
-    environment = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR")}
-    environment.update({"PYTHONPATH": str(REPO), "COLUMNS": "80", **env})
-    return subprocess.run([sys.executable, "-m", "zeroadvisor", *map(str, args)], capture_output=True, env=environment,
-                          timeout=120, cwd=REPO)
-
-
 def test_ascii_stream_gets_ascii_and_no_crash():
+    # a real process: the interpreter opens its stdout as PYTHONIOENCODING says
     name, args = CASES[0]
     for command in (["check", REPO / "sample_configs" / name, *args, "--suggest"],
                     ["estimate", "--config", REPO / "sample_configs" / name, *args]):
-        result = run(*command, env={"PYTHONIOENCODING": "ascii"})
+        result = cli_process(*command, env={"PYTHONIOENCODING": "ascii", "COLUMNS": "80"}, text=False, cwd=REPO)
         assert result.returncode in (0, 1), result.stderr
         text = result.stdout.decode("ascii")  # strict: nothing else came out
         assert "Traceback" not in result.stderr.decode()
@@ -120,19 +106,19 @@ def test_ascii_stream_gets_ascii_and_no_crash():
     ({"FORCE_COLOR": "1", "NO_COLOR": "1"}, False),  # NO_COLOR wins (no-color.org)
     ({"FORCE_COLOR": "1", "NO_COLOR": ""}, True),  # an empty NO_COLOR is not set
 ])
-def test_colour_only_where_asked(env, coloured):
+def test_colour_only_where_asked(cli, env, coloured):
     name, args = CASES[1]
-    result = run("check", REPO / "sample_configs" / name, *args, env=env)
-    text = result.stdout.decode()
+    result = cli("check", REPO / "sample_configs" / name, *args, env={"NO_COLOR": None, "FORCE_COLOR": None, **env},
+                 columns=80)
+    text = result.stdout
     assert ("\x1b[" in text) is coloured
     for line in ANSI.sub("", text).splitlines():
         assert len(line) <= 80, line
 
 
-def test_lint_lines_are_unchanged_one_per_finding(cli, monkeypatch):
+def test_lint_lines_are_unchanged_one_per_finding(cli):
     # lint keeps file:line:col: CODE [severity] message, one line each (editors and problem matchers parse it)
-    monkeypatch.setenv("COLUMNS", "40")
-    result = cli("lint", REPO / "sample_configs" / "zero3_offload.json", "--select", "ZA604,ZA103")
+    result = cli("lint", REPO / "sample_configs" / "zero3_offload.json", "--select", "ZA604,ZA103", columns=40)
     assert all(not line.startswith(" ") for line in result.stdout.splitlines())
 
 

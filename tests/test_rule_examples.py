@@ -6,7 +6,6 @@ docs (docs/rules.md is generated from the same examples) true.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -14,16 +13,14 @@ from pathlib import Path
 
 import pytest
 
+from conftest import load_script
 from zeroadvisor.cli import inputs
 from zeroadvisor.advisor.check import CheckOptions, check_document
 from zeroadvisor.rules.linter import lint_text
 from zeroadvisor.advisor import registry
 
 # the fixture tool builds CheckOptions the way the CLI does (tools/update_rule_fixtures.py hardware)
-_TOOL = Path(__file__).resolve().parent.parent / "tools" / "update_rule_fixtures.py"
-_spec = importlib.util.spec_from_file_location("update_rule_fixtures", _TOOL)
-fixtures = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(fixtures)
+fixtures = load_script("tools/update_rule_fixtures.py", "update_rule_fixtures")
 from zeroadvisor.lint.context import LintOptions
 from zeroadvisor.config.source import parse
 

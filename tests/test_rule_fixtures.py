@@ -9,18 +9,13 @@ with the hand-written expectation (strict: it fails once the tool is fixed, to d
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
+from conftest import load_script
 from zeroadvisor.lint.findings import Severity
 from zeroadvisor.advisor import registry
 
-_TOOL = Path(__file__).resolve().parent.parent / "tools" / "update_rule_fixtures.py"
-_spec = importlib.util.spec_from_file_location("update_rule_fixtures", _TOOL)
-fixtures = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(fixtures)
+fixtures = load_script("tools/update_rule_fixtures.py", "update_rule_fixtures")
 
 
 def _cases():

@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-
 import pytest
 
-from conftest import REPO
+from conftest import REPO, load_script
 
-_SPEC = importlib.util.spec_from_file_location("throughput_compare", REPO / "benchmarks" / "throughput" / "compare.py")
-compare = importlib.util.module_from_spec(_SPEC)
-sys.modules[_SPEC.name] = compare  # dataclasses look their module up
-_SPEC.loader.exec_module(compare)
+compare = load_script("benchmarks/throughput/compare.py", "throughput_compare")
 
 
 def test_every_comparison_is_cited_and_estimated():

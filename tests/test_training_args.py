@@ -133,7 +133,7 @@ def test_fill_by_hand():
     zero = out["zero_optimization"]
     assert zero["reduce_bucket_size"] == 4096 * 4096
     assert zero["stage3_prefetch_bucket_size"] == int(0.9 * 4096 * 4096)
-    assert zero["stage3_param_persistence_threshold"] == 40960
+    assert zero["stage3_param_persistence_threshold"] == 10 * 4096  # trainer_config_finalize: 10 * hidden_size
     assert config["train_batch_size"] == "auto"  # the caller's config is not changed
 
 

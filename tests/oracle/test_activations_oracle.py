@@ -9,30 +9,18 @@ the loss scalar are not modelled; benchmarks/activations.md).
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
+
+from conftest import load_script
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _load():
-    spec = importlib.util.spec_from_file_location("zeroadvisor_calibrate_activations",
-                                                  ROOT / "benchmarks" / "calibrate_activations.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
 
 @pytest.mark.oracle
+@pytest.mark.slow  # a calibration run (benchmarks/calibrate_activations.py --quick)
 def test_activations_match_saved_tensors(tmp_path):
-    cal = _load()
+    cal = load_script("benchmarks/calibrate_activations.py", "zeroadvisor_calibrate_activations")
     assert cal.main(["--quick", "--out", str(tmp_path / "act")]) == 0
     import json
 

@@ -8,30 +8,20 @@ with the estimate within 2 %.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
+from conftest import load_script
+
 pytest.importorskip("deepspeed")
 pytest.importorskip("torch")
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _load_calibrate():
-    spec = importlib.util.spec_from_file_location("zeroadvisor_calibrate", ROOT / "benchmarks" / "calibrate.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+pytestmark = pytest.mark.slow  # real ZeRO steps on CPU: minutes
 
 
 @pytest.mark.oracle
 def test_quick_calibration_within_two_percent(tmp_path):
-    calibrate = _load_calibrate()
+    calibrate = load_script("benchmarks/calibrate.py", "zeroadvisor_calibrate")
     prefix = tmp_path / "calibration"
     calibrate.main(["--quick", "--out", str(prefix), "--timeout", "400"])
     report = json.loads(prefix.with_suffix(".json").read_text())

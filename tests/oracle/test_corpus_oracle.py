@@ -776,10 +776,15 @@ _FILES = corpus_files()
 
 
 @pytest.fixture(scope="module")
-def oracle(corpus):
+def deepspeed():
+    """DeepSpeed and transformers, imported once for the judge (skips where they are absent)."""
     pytest.importorskip("deepspeed")
     pytest.importorskip("transformers")
     _ds()
+
+
+@pytest.fixture(scope="module")
+def oracle(corpus, deepspeed):
     return corpus
 
 

@@ -8,31 +8,20 @@ prediction within 10 %.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
+from conftest import load_script
+
 pytest.importorskip("deepspeed")
 pytest.importorskip("torch")
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _load_calibrate():
-    path = ROOT / "benchmarks" / "calibrate_load.py"
-    spec = importlib.util.spec_from_file_location("zeroadvisor_calibrate_load", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+pytestmark = pytest.mark.slow  # real deepspeed.initialize on CPU, 1 and 2 ranks
 
 
 @pytest.mark.oracle
 def test_quick_load_calibration_within_ten_percent(tmp_path):
-    calibrate = _load_calibrate()
+    calibrate = load_script("benchmarks/calibrate_load.py", "zeroadvisor_calibrate_load")
     prefix = tmp_path / "load_calibration"
     calibrate.main(["--quick", "--out", str(prefix), "--timeout", "200"])
     report = json.loads(prefix.with_suffix(".json").read_text())

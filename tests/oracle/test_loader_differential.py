@@ -184,6 +184,7 @@ def jsonish_text(draw) -> str:
     return text
 
 
+@pytest.mark.slow  # a property test
 @_SETTINGS
 @given(jsonish_text())
 @example('{"a": 1,}')
@@ -238,6 +239,7 @@ def unicode_edge_text(draw) -> str:
     return draw(st.sampled_from(_BOMS)) + text + draw(st.sampled_from(["", "\n", "\xa0", "\u2028"]))
 
 
+@pytest.mark.slow  # a property test
 @_SETTINGS
 @given(unicode_edge_text())
 @example("{stage\xa0: 3}")
@@ -343,6 +345,7 @@ def duplicate_hook():
     return deepspeed_config_utils.dict_raise_error_on_duplicate_keys
 
 
+@pytest.mark.slow  # a property test
 @_SETTINGS
 @given(text_with_maybe_duplicates())
 @example('{"a": 1, "a": 2}')

@@ -20,6 +20,7 @@ PROBE = Path(__file__).with_name("parallel_groups_probe.py")
 
 
 @pytest.mark.oracle
+@pytest.mark.slow  # two DeepSpeed ranks over gloo
 def test_batch_world_and_zero_group_match_deepspeed(tmp_path):
     out = tmp_path / "groups.json"
     done = subprocess.run([sys.executable, str(PROBE), str(out)], capture_output=True, text=True, timeout=600)

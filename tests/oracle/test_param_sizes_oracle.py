@@ -8,10 +8,7 @@ are exact for every supported family.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
@@ -20,19 +17,8 @@ pytestmark = pytest.mark.oracle
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+import test_param_counts_oracle as COUNTS  # noqa: E402 - the configs and the meta-device builder
 from zeroadvisor.model.hf import spec_from_hf_config  # noqa: E402
-
-
-def _counts_module():
-    path = Path(__file__).with_name("test_param_counts_oracle.py")
-    spec = importlib.util.spec_from_file_location("zeroadvisor_param_counts_oracle", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-COUNTS = _counts_module()
 
 
 @pytest.mark.parametrize("name", sorted(COUNTS.CASES))

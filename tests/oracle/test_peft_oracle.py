@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.oracle
+pytestmark = [pytest.mark.oracle, pytest.mark.slow]  # real models on the meta device, peft on each: minutes
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")

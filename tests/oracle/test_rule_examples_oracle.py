@@ -13,7 +13,7 @@ from zeroadvisor.lint.findings import Severity
 from zeroadvisor.advisor import registry
 from zeroadvisor.rules.accelerate import CODES as ACCELERATE_CODES
 
-from test_corpus_oracle import _ds, check_file, deepspeed_verdict, linter_errors
+from test_corpus_oracle import check_file, deepspeed, deepspeed_verdict, linter_errors  # noqa: F401 - the fixture
 
 # Errors the linter raises on purpose where DeepSpeed stays silent: the misspelled key is
 # dropped (zero_optimisation runs at stage 0). The test asserts DeepSpeed really accepts it.
@@ -27,13 +27,6 @@ NOT_REPLAYED = {"nvme-without-path", "pipeline-with-zero-2-3", "parallel-degree-
 # tests/oracle/test_accelerate_oracle.py judges them with accelerate's own launch code.
 CASES = [(rule, i, ex) for rule in registry.LINT if rule.severity is Severity.ERROR and rule.code not in ACCELERATE_CODES
          for i, ex in enumerate(rule.examples) if not ex.options and rule.needs_data]
-
-
-@pytest.fixture(scope="module")
-def deepspeed():
-    pytest.importorskip("deepspeed")
-    pytest.importorskip("transformers")
-    _ds()
 
 
 @pytest.mark.oracle

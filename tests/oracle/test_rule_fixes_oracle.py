@@ -10,7 +10,6 @@ injected (a config without a batch size fails as it does under DeepSpeed).
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -21,14 +20,12 @@ from zeroadvisor.lint.findings import Severity
 from zeroadvisor.advisor import registry
 from zeroadvisor.rules.accelerate import CODES as ACCELERATE_CODES
 
-from test_corpus_oracle import _BATCH_POINTERS, Judging, _ds, deepspeed_verdict, pointer_related
+from conftest import load_script
+from test_corpus_oracle import _BATCH_POINTERS, Judging, deepspeed, deepspeed_verdict, pointer_related  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.oracle
 
-_TOOL = Path(__file__).resolve().parents[2] / "tools" / "update_rule_fixtures.py"
-_spec = importlib.util.spec_from_file_location("update_rule_fixtures", _TOOL)
-fixtures = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(fixtures)
+fixtures = load_script("tools/update_rule_fixtures.py", "update_rule_fixtures")
 
 # Error rules whose findings DeepSpeed does not turn into a rejection the oracle can see. The
 # test asserts that DeepSpeed really accepts such a case (completed with a micro batch), so an
@@ -117,13 +114,6 @@ def _is_accelerate(case: dict) -> bool:
 _VERDICT_CASES = [pytest.param(code, case, id=ident) for code, case, ident in _all_cases() if _judged(code, case)]
 _FIX_CASES = [pytest.param(code, case, id=ident) for code, case, ident in _all_cases()
               if "xfail" not in case and any("fix" in f for f in case.get("expected", []))]
-
-
-@pytest.fixture(scope="module")
-def deepspeed():
-    pytest.importorskip("deepspeed")
-    pytest.importorskip("transformers")
-    _ds()
 
 
 def _silent(finding, case: dict) -> bool:

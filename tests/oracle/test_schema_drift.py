@@ -12,21 +12,20 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import importlib.util
 import io
 import json
 import logging
 import os
-from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from conftest import load_script
 
 os.environ.setdefault("DS_ACCELERATOR", "cpu")  # silence the accelerator warning on import
 pytestmark = pytest.mark.oracle
 deepspeed = pytest.importorskip("deepspeed")
 
-REPO = Path(__file__).resolve().parents[2]
 HF_FILLED_TOP_LEVEL = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
                        "gradient_clipping")
 
@@ -46,21 +45,14 @@ ENGINE_TIME = {
 }
 
 
-def _load(name: str, path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def generator() -> ModuleType:
-    return _load("gen_schema", REPO / "tools" / "gen_schema.py")
+    return load_script("tools/gen_schema.py", "gen_schema")
 
 
 @pytest.fixture(scope="module")
 def cases() -> ModuleType:
-    return _load("schema_file_cases", REPO / "tests" / "test_schema_file.py")
+    return load_script("tests/test_schema_file.py", "schema_file_cases")
 
 
 def test_committed_schema_matches_the_generator(generator):
