@@ -20,8 +20,8 @@ All paths below are ``deepspeed/runtime/zero/stage_1_and_2.py`` (DeepSpeedZeroOp
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 NCCL_START_ALIGNMENT_FACTOR = 2  # __init__: self.nccl_start_alignment_factor = 2
 
@@ -87,7 +87,7 @@ def layout_stage12(numels: Sequence[int], N: int, *, element_size: int = 2, para
         members: list[tuple[int, int]] = []  # (numel, offset into it) of params_in_partition
         # get_partition_info: a param is in the partition if it starts inside it, or starts before and
         # runs into it (then first_offset = start - its start; only the first one can)
-        for n, pad in zip(numels, padding):
+        for n, pad in zip(numels, padding, strict=True):
             if start <= current < end:
                 members.append((n, 0))
             elif current < start < current + n:

@@ -16,10 +16,10 @@ from __future__ import annotations
 from fractions import Fraction
 
 from zeroadvisor.memory import bytes as B
-from zeroadvisor.memory.options import Option
-from zeroadvisor.memory.persistence import full_copy_elements, persistent
 from zeroadvisor.memory import persistence
+from zeroadvisor.memory.options import Option
 from zeroadvisor.memory.partition import Layout, layout_stage12, step_gradient_elements
+from zeroadvisor.memory.persistence import full_copy_elements, persistent
 from zeroadvisor.memory.settings import Settings
 from zeroadvisor.memory.terms import Term, ceil_div, exact
 from zeroadvisor.model.spec import ModelSpec
@@ -467,7 +467,8 @@ def paper_terms(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, notes
     g_dev = "cpu" if k_dev == "cpu" and opt.stage >= 2 else "gpu"
     src = "ZeRO paper §3.1/§5"
     frozen = [t for t in frozen_terms(s, opt, N, spec, notes) if t.row != "buffers"]
-    return frozen + [
+    return [
+        *frozen,
         Term("parameters", p_dev, exact(w * P * p_share), "lp_params", f"{w}-byte parameters",
              f"{w}Ψ{'/N' if p_share != 1 else ''}", src),
         Term("gradients", g_dev, exact(w * P * g_share), "lp_grads", f"{w}-byte gradients",

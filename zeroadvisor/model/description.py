@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -32,8 +33,9 @@ from typing import Any, get_args
 from zeroadvisor.config.limits import MAX_MODEL_BYTES
 from zeroadvisor.model.errors import ModelError
 from zeroadvisor.model.hf import layout_from_hf_config, spec_from_hf_config
-from zeroadvisor.model.peft import ALL_LINEAR, PEFT_METHODS, QUANTIZATIONS, PeftSettings, apply as apply_peft
 from zeroadvisor.model.hfconfig import check_dimension, fmt
+from zeroadvisor.model.peft import ALL_LINEAR, PEFT_METHODS, QUANTIZATIONS, PeftSettings
+from zeroadvisor.model.peft import apply as apply_peft
 from zeroadvisor.model.spec import ZERO_STAGES, Checkpointing, LoadInputs, ModelSpec, Precision, TrainingShape
 
 SCHEMA_FILE = "model.schema.json"
@@ -308,7 +310,7 @@ def parse_count(value: Any, what: str = "parameters") -> int:
     if isinstance(value, int):
         count = Fraction(value)
     elif isinstance(value, float):
-        if value != value or value in (float("inf"), float("-inf")) or abs(value) > _MAX_EXACT_FLOAT:
+        if not math.isfinite(value) or abs(value) > _MAX_EXACT_FLOAT:
             raise ModelError(
                 f"{what} {value!r} is not an exact count; write it as an integer or a "
                 "string like 7.5B"
@@ -678,9 +680,9 @@ def _validate(doc: _Document) -> None:
 __all__ = [
     "ARCHITECTURE_FIELDS",
     "CHECKPOINTING",
-    "PRECISIONS",
     "COUNT_PATTERN",
     "FIELDS",
+    "PRECISIONS",
     "apply_overrides",
     "json_schema",
     "load_description",

@@ -633,10 +633,10 @@ def _deepseek_notes(raw: Mapping[str, Any], c: Cfg) -> list[str]:
 def _t5_notes(raw: Mapping[str, Any], c: Cfg) -> list[str]:
     if raw.get("tie_word_embeddings") is False:
         return [
-            "t5: transformers 5.24 ties lm_head to the shared embedding even though "
-            "tie_word_embeddings is false (counted tied); a checkpoint with its own lm_head "
-            "(T5 v1.1, Flan-T5) may load it untied via from_pretrained: "
-            f"+{c.vocab_size * c.hidden_size:,} parameters"
+            ("t5: transformers 5.24 ties lm_head to the shared embedding even though "
+             "tie_word_embeddings is false (counted tied); a checkpoint with its own lm_head "
+             "(T5 v1.1, Flan-T5) may load it untied via from_pretrained: "
+             f"+{c.vocab_size * c.hidden_size:,} parameters")
         ]
     return []
 
