@@ -125,25 +125,35 @@ class _Walker:
 
     # -- values -------------------------------------------------------------------------------
     def value(self, value: Any, node: dict[str, Any], pointer: str, policy: str) -> None:
-        if value == dsconfig.AUTO and not _admits_plain_auto(node):
-            self.emit("auto", pointer, filled_by=node.get("x-auto", []), policy=policy, node=node)
-            return
-        raw = self.ctx.doc.quoteless.get(pointer)
-        if raw is not None and _PLACEHOLDER.match(raw) and "string" not in _types(node):
-            self.emit("template", pointer, raw=raw.rstrip(","))
+        if self.placeholder(value, node, pointer, policy):
             return
         types = _types(node)
         if isinstance(value, dict) and ("object" in types or "properties" in node):
             schema_for_object = self.object_schema(node, pointer)
             if schema_for_object is not None:  # None: params of a type the type rules report
                 self.object(value, schema_for_object, pointer, policy)
-            return
-        if not types or any(coerce.matches(value, t) for t in types):
+        elif not types or any(coerce.matches(value, t) for t in types):
             self.constraints(value, node, pointer, policy)
             if isinstance(value, list) and "items" in node:
                 for index, item in enumerate(value):
                     self.value(item, node["items"], join_pointer(pointer, index), policy)
-            return
+        else:
+            self.type_mismatch(value, node, pointer, policy, types)
+
+    def placeholder(self, value: Any, node: dict[str, Any], pointer: str, policy: str) -> bool:
+        """Whether the value stands for one given later: an "auto" the key does not take as a plain string,
+        or a template placeholder left unquoted (``{{ batch }}``); its event is emitted."""
+        if value == dsconfig.AUTO and not _admits_plain_auto(node):
+            self.emit("auto", pointer, filled_by=node.get("x-auto", []), policy=policy, node=node)
+            return True
+        raw = self.ctx.doc.quoteless.get(pointer)
+        if raw is not None and _PLACEHOLDER.match(raw) and "string" not in _types(node):
+            self.emit("template", pointer, raw=raw.rstrip(","))
+            return True
+        return False
+
+    def type_mismatch(self, value: Any, node: dict[str, Any], pointer: str, policy: str, types: list[str]) -> None:
+        """A value of none of the node's types: which problem that is, as DeepSpeed meets it."""
         if "integer" in types and coerce.is_fractional(value):
             self.emit("fractional", pointer, value=value, raw=self.ctx.doc.numbers.get(pointer))
         elif "x-operand-types" in node and not _is_operand(value, node["x-operand-types"]):
