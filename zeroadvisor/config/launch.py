@@ -22,7 +22,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from zeroadvisor.config.training_args import (
-    DEEPSPEED_KEY, DEFAULTS, MODEL_KEYS, SEQUENCE_KEYS, TYPES, TrainerInputError, TrainingArgs, from_mapping,
+    DEEPSPEED_KEY,
+    DEFAULTS,
+    MODEL_KEYS,
+    SEQUENCE_KEYS,
+    TYPES,
+    TrainerInputError,
+    TrainingArgs,
+    from_mapping,
     read_mapping,
 )
 
@@ -70,6 +77,8 @@ _ARGS_FILES = (".yaml", ".yml", ".json")
 # Script keys read besides TrainingArguments fields (bool ones parse as bool flags).
 _EXTRA_BOOLS = ("disable_gradient_checkpointing",)
 _EXTRA_KEYS = (DEEPSPEED_KEY, *MODEL_KEYS, *SEQUENCE_KEYS, *_EXTRA_BOOLS)
+# A launcher's options as the command gives them: the value, or True for an option that takes none.
+_Options = dict[str, str | bool]
 
 
 @dataclass(frozen=True)
@@ -131,7 +140,7 @@ def _launcher(words: list[str]) -> tuple[str, list[str]]:
 
 def _split(launcher: Launcher, words: list[str]) -> tuple[dict[str, str | bool], str, list[str], str]:
     """(launcher options, the script or module, the script's arguments, the module name or "")."""
-    options: dict[str, str | bool] = {}
+    options: _Options = {}
     module_next = False
     index = 0
     while index < len(words):
@@ -165,7 +174,7 @@ def _split(launcher: Launcher, words: list[str]) -> tuple[dict[str, str | bool],
     return options, script, words[index + 1:], script if module_next else ""
 
 
-def _int_option(options: dict, names: tuple[str, ...], launcher: str) -> int | None:
+def _int_option(options: _Options, names: tuple[str, ...], launcher: str) -> int | None:
     for name in names:
         if name in options:
             text = str(options[name])
@@ -175,7 +184,8 @@ def _int_option(options: dict, names: tuple[str, ...], launcher: str) -> int | N
     return None
 
 
-def _deepspeed_world(options: dict, env: dict, cwd: str | None, notes: list[str]) -> tuple[int | None, str]:
+def _deepspeed_world(options: _Options, env: dict[str, str], cwd: str | None,
+                     notes: list[str]) -> tuple[int | None, str]:
     """deepspeed/launcher/runner.py main: the hostfile's hosts and slots (fetch_hostfile, default /job/hostfile),
     narrowed by --include/--exclude, then the first --num_nodes hosts with --num_gpus slots each
     (apply_num_nodes_and_gpus); without a hostfile, the local GPUs (CUDA_VISIBLE_DEVICES when set)."""
@@ -211,8 +221,8 @@ def _hostfile(path: str, cwd: str | None, notes: list[str]) -> dict[str, int] | 
         notes.append(f"hostfile {path} not read ({err.strerror or err}): world size from the other options")
         return None
     pool: dict[str, int] = {}
-    for number, line in enumerate(lines, 1):
-        line = line.strip()
+    for number, raw in enumerate(lines, 1):
+        line = raw.strip()
         if not line or line.startswith("#"):
             continue
         match = re.search(r"^(\S+)\s+slots=(\d+)", line)
@@ -237,14 +247,15 @@ def _include_slots(include: str) -> int | None:
     return total
 
 
-def _visible(env: dict) -> int | None:
+def _visible(env: dict[str, str]) -> int | None:
     value = env.get("CUDA_VISIBLE_DEVICES")
     if value is None:
         return None
     return len([d for d in value.split(",") if d.strip()])
 
 
-def _torchrun_world(options: dict, env: dict, cwd: str | None, notes: list[str]) -> tuple[int | None, str]:
+def _torchrun_world(options: _Options, env: dict[str, str], cwd: str | None,
+                    notes: list[str]) -> tuple[int | None, str]:
     """torch/distributed/run.py: --nnodes N or MIN:MAX (elastic: up to MAX), --nproc-per-node N or
     gpu/auto (every visible GPU)."""
     nnodes_text = str(options.get("--nnodes", "1"))
@@ -265,7 +276,8 @@ def _torchrun_world(options: dict, env: dict, cwd: str | None, notes: list[str])
     raise LaunchError(f"launch command: torchrun --nproc-per-node expects a number or gpu/auto, got {per_node!r}")
 
 
-def _accelerate_world(options: dict, env: dict, cwd: str | None, notes: list[str]) -> tuple[int | None, str]:
+def _accelerate_world(options: _Options, env: dict[str, str], cwd: str | None,
+                      notes: list[str]) -> tuple[int | None, str]:
     """accelerate launch: --num_processes is the total over all machines (launch.py _validate_launch_command);
     without it, the config file's num_processes."""
     count = _int_option(options, ("--num_processes", "--num-processes"), "accelerate launch")
@@ -293,7 +305,8 @@ def _accelerate_config_processes(path: str, cwd: str | None, notes: list[str]) -
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
-def _python_world(options: dict, env: dict, cwd: str | None, notes: list[str]) -> tuple[int | None, str]:
+def _python_world(options: _Options, env: dict[str, str], cwd: str | None,
+                  notes: list[str]) -> tuple[int | None, str]:
     return 1, "python runs one process"
 
 
@@ -312,44 +325,7 @@ def script_training_args(words: list[str], cwd: str | None = None) -> TrainingAr
         source = words[0]
         base = read_mapping(os.path.join(cwd or "", source), source)
         words = words[1:]
-    given: dict[str, Any] = {}
-    origin: dict[str, str] = {}
-    ignored: list[str] = []
-    index = 0
-    while index < len(words):
-        word = words[index]
-        index += 1
-        if base and not word.startswith("-") and "=" in word:  # OmegaConf.from_cli key=value
-            key, _, value = word.partition("=")
-            given[key] = value
-            origin[key] = word
-            continue
-        if not word.startswith("--"):
-            ignored.append(word)
-            continue
-        flag, equals, attached = word.partition("=")
-        key = flag[2:].replace("-", "_")
-        boolean = TYPES.get(key) is bool or key in _EXTRA_BOOLS
-        if equals:
-            value: Any = attached
-        elif boolean:
-            # nargs="?", const=True: the next word is the value only when it is not an option
-            nxt = words[index] if index < len(words) else None
-            if nxt is not None and not nxt.startswith("-"):
-                value, index = nxt, index + 1
-            else:
-                value = True
-        elif index < len(words) and not (words[index].startswith("--")):
-            value, index = words[index], index + 1
-        elif key in DEFAULTS or key in _EXTRA_KEYS:
-            raise LaunchError(f"launch command: {flag} needs a value")
-        else:
-            value = True
-        if key in DEFAULTS or key in _EXTRA_KEYS:
-            given[key] = value
-            origin[key] = flag
-        else:
-            ignored.append(flag)
+    given, origin, ignored = _script_arguments(words, overrides=bool(base))
     if ignored:
         notes.append(f"script arguments zeroadvisor does not read were ignored: {', '.join(ignored[:8])}"
                      + (f" and {len(ignored) - 8} more" if len(ignored) > 8 else ""))
@@ -357,6 +333,59 @@ def script_training_args(words: list[str], cwd: str | None = None) -> TrainingAr
     data.update({key: _number(value) for key, value in given.items() if key in SEQUENCE_KEYS})
     labels = {**{key: f"{key} in {source}" for key in base}, **origin}
     return from_mapping(data, source, origin_of=lambda key: labels.get(key, key), notes=tuple(notes))
+
+
+def _script_arguments(words: list[str], *, overrides: bool) -> tuple[dict[str, Any], dict[str, str], list[str]]:
+    """(the fields read from ``words``, the word each came from, the words not read). ``overrides``: the
+    arguments follow an arguments file, so ``key=value`` words override its keys (OmegaConf.from_cli)."""
+    given: dict[str, Any] = {}
+    origin: dict[str, str] = {}
+    ignored: list[str] = []
+    index = 0
+    while index < len(words):
+        word = words[index]
+        index += 1
+        if overrides and not word.startswith("-") and "=" in word:  # OmegaConf.from_cli key=value
+            key, _, text = word.partition("=")
+            given[key] = text
+            origin[key] = word
+        elif not word.startswith("--"):
+            ignored.append(word)
+        else:
+            flag = word.partition("=")[0]
+            key = flag[2:].replace("-", "_")
+            value, index = _option_value(word, words, index)
+            if _reads(key):
+                given[key] = value
+                origin[key] = flag
+            else:
+                ignored.append(flag)
+    return given, origin, ignored
+
+
+def _option_value(word: str, words: list[str], index: int) -> tuple[Any, int]:
+    """The value HfArgumentParser gives the option ``word`` (``--name`` or ``--name=value``) when the words
+    after it start at ``words[index]``, and the index of the first word after its value."""
+    flag, equals, attached = word.partition("=")
+    key = flag[2:].replace("-", "_")
+    if equals:
+        return attached, index
+    following = words[index] if index < len(words) else None
+    if TYPES.get(key) is bool or key in _EXTRA_BOOLS:
+        # nargs="?", const=True: the next word is the value only when it is not an option
+        if following is not None and not following.startswith("-"):
+            return following, index + 1
+        return True, index
+    if following is not None and not following.startswith("--"):
+        return following, index + 1
+    if _reads(key):
+        raise LaunchError(f"launch command: {flag} needs a value")
+    return True, index
+
+
+def _reads(key: str) -> bool:
+    """Whether zeroadvisor reads the script argument ``key``: a TrainingArguments field or one of its own."""
+    return key in DEFAULTS or key in _EXTRA_KEYS
 
 
 def _number(value: Any) -> Any:

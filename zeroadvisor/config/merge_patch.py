@@ -22,8 +22,8 @@ def at(pointer: str, value: Any) -> dict[str, Any]:
     parts = tokens(pointer)
     if not parts:
         raise ValueError("a merge patch cannot replace the whole document here")
-    patch: Any = value
-    for token in reversed(parts):
+    patch: dict[str, Any] = {parts[-1]: value}
+    for token in reversed(parts[:-1]):
         patch = {token: patch}
     return patch
 
@@ -34,7 +34,7 @@ def delete(pointer: str) -> dict[str, Any]:
 
 def rename(pointer: str, new_key: str, value: Any) -> dict[str, Any]:
     """Delete the key at ``pointer`` and set ``new_key`` beside it to ``value``."""
-    parent, _, old = pointer.rpartition("/")
+    parent, _, _old = pointer.rpartition("/")
     return merge(delete(pointer), at(f"{parent}/{new_key}", value))
 
 

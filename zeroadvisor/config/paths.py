@@ -77,42 +77,71 @@ def _files_under(root: str) -> list[str]:
 def _glob(pattern: str, include_hidden: bool = False) -> list[str]:
     """Regular files matching ``pattern`` (``glob`` syntax with ``**``; hidden names only
     when the pattern component starts with '.', as ``glob.glob`` does)."""
-    absolute = pattern.startswith(os.sep)
     parts = [part for part in pattern.split(os.sep) if part]
-    found: list[str] = []
-    done: set[tuple[int, int, int]] = set()  # (device, inode, pattern position) already walked
+    if not parts:
+        return []
+    root = os.sep if pattern.startswith(os.sep) else ""
+    return _shortest_names(_GlobWalk(parts, include_hidden).run(root))
 
-    # Breadth first, so that each real directory is first reached by its shortest path.
-    queue: deque[tuple[str, int]] = deque([(os.sep if absolute else "", 0)] if parts else [])
-    while queue:
-        directory, index = queue.popleft()
+
+class _GlobWalk:
+    """The paths matching pattern components ``parts``, walked breadth first, so that each real directory is
+    first reached by its shortest path; each real directory is entered once per pattern position."""
+
+    def __init__(self, parts: list[str], include_hidden: bool):
+        self.parts = parts
+        self.include_hidden = include_hidden
+        self.queue: deque[tuple[str, int]] = deque()  # (directory, position in parts) to walk
+        self.done: set[tuple[int, int, int]] = set()  # (device, inode, pattern position) already walked
+        self.found: list[str] = []
+
+    def run(self, root: str) -> list[str]:
+        self.queue.append((root, 0))
+        while self.queue:
+            directory, index = self.queue.popleft()
+            if not self._first_visit(directory, index):
+                continue
+            if self.parts[index] == "**":
+                self._any_depth(directory, index)
+            else:
+                self._one_component(directory, index)
+        return self.found
+
+    def _first_visit(self, directory: str, index: int) -> bool:
+        """False for a directory that cannot be read, or whose real directory was walked at this position."""
         try:
             info = os.stat(directory or ".")
         except OSError:
-            continue
+            return False
         key = (info.st_dev, info.st_ino, index)
-        if key in done:
-            continue
-        done.add(key)
-        part, last = parts[index], index == len(parts) - 1
-        if part == "**":
-            if not last:
-                queue.appendleft((directory, index + 1))  # "**" as no directory at all
-            for name, is_dir in _entries(directory, "*", include_hidden):
-                if is_dir:
-                    queue.append((os.path.join(directory, name), index))
-                elif last:
-                    found.append(os.path.join(directory, name))
-            continue
-        for name, is_dir in _entries(directory, part, include_hidden):
-            path = os.path.join(directory, name)
-            if last:
-                if not is_dir:
-                    found.append(path)
-            elif is_dir:
-                queue.append((path, index + 1))
+        if key in self.done:
+            return False
+        self.done.add(key)
+        return True
 
-    # One name per real file: the shortest way to it (not a detour through a symlink loop).
+    def _any_depth(self, directory: str, index: int) -> None:
+        """``**``: this directory (as no directory at all) and every directory below it."""
+        last = index == len(self.parts) - 1
+        if not last:
+            self.queue.appendleft((directory, index + 1))  # "**" as no directory at all
+        for name, is_dir in _entries(directory, "*", self.include_hidden):
+            if is_dir:
+                self.queue.append((os.path.join(directory, name), index))
+            elif last:
+                self.found.append(os.path.join(directory, name))
+
+    def _one_component(self, directory: str, index: int) -> None:
+        last = index == len(self.parts) - 1
+        for name, is_dir in _entries(directory, self.parts[index], self.include_hidden):
+            path = os.path.join(directory, name)
+            if last and not is_dir:
+                self.found.append(path)
+            elif not last and is_dir:
+                self.queue.append((path, index + 1))
+
+
+def _shortest_names(found: list[str]) -> list[str]:
+    """One name per real file: the shortest way to it (not a detour through a symlink loop)."""
     best: dict[str, str] = {}
     for path in found:
         if os.path.isfile(path):
@@ -137,7 +166,7 @@ def _entries(directory: str, part: str, include_hidden: bool) -> list[tuple[str,
                   if (hidden_ok or not name.startswith(".")) and fnmatch.fnmatchcase(name, part))
 
 
-def _is_dir(entry: os.DirEntry) -> bool:
+def _is_dir(entry: os.DirEntry[str]) -> bool:
     try:
         return entry.is_dir()  # follows symlinks; loops are cut by the (device, inode) memo
     except OSError:

@@ -54,7 +54,7 @@ def _require_regular(mode: int, name: str) -> None:
     raise NotAFile(name, f"is {kind}, not a config file")
 
 
-def read_bytes(path: str | os.PathLike, name: str | None = None, limit: int = MAX_CONFIG_BYTES) -> bytes:
+def read_bytes(path: str | os.PathLike[str], name: str | None = None, limit: int = MAX_CONFIG_BYTES) -> bytes:
     """At most ``limit + 1`` bytes of the regular file at ``path`` (one more than the limit,
     so the caller can tell a file that is too large). Never blocks on a FIFO or device: the
     path is checked before it is opened, opened non-blocking, and checked again once open
@@ -84,7 +84,7 @@ def read_bytes(path: str | os.PathLike, name: str | None = None, limit: int = MA
             os.close(fd)
 
 
-def read_document(path: str | os.PathLike, display: str | None = None) -> Document:
+def read_document(path: str | os.PathLike[str], display: str | None = None) -> Document:
     """Read and parse a config file; ParseError for bad content, InputError if unreadable."""
     name = display or os.fsdecode(path)
     raw = read_bytes(path, name)

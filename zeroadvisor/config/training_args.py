@@ -21,8 +21,12 @@ ignored. Every value says where it came from (``origin``) so messages can name t
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
+
+# Where a key of the arguments came from, for messages: ``per_device_train_batch_size in train.yaml``.
+Origin = Callable[[str], str]
 
 # TrainingArguments (transformers 5.24 training_args.py) defaults of the fields
 # HfTrainerDeepSpeedConfig.trainer_config_process/_finalize and the estimate read; the oracle test
@@ -135,13 +139,13 @@ def coerce(value: Any) -> TrainingArgs | None:
     raise TrainerInputError(f"training arguments must be a mapping, got {type(value).__name__}")
 
 
-def read_training_args(path: str | os.PathLike) -> TrainingArgs:
+def read_training_args(path: str | os.PathLike[str]) -> TrainingArgs:
     """A TrainingArguments JSON/YAML, a LLaMA-Factory or an axolotl training YAML (--training-args FILE)."""
     name = os.fspath(path)
     return from_mapping(read_mapping(path, name), name)
 
 
-def read_mapping(path: str | os.PathLike, name: str) -> dict[str, Any]:
+def read_mapping(path: str | os.PathLike[str], name: str) -> dict[str, Any]:
     """The file's top-level mapping (JSON or YAML by its suffix, under the config reader's limits)."""
     from zeroadvisor.config.reader import read_document
     from zeroadvisor.config.source import ParseError
@@ -165,7 +169,7 @@ def project_of(data: Mapping[str, Any]) -> str:
 
 
 def from_mapping(data: Mapping[str, Any], source: str, project: str | None = None,
-                 origin_of=None, notes: tuple[str, ...] = ()) -> TrainingArgs:
+                 origin_of: Origin | None = None, notes: tuple[str, ...] = ()) -> TrainingArgs:
     """TrainingArgs from ``data`` (keys as the project spells them). ``origin_of(key)`` names where a key
     came from (default: ``key in <source>``)."""
     project = project or project_of(data)
@@ -195,7 +199,8 @@ def from_mapping(data: Mapping[str, Any], source: str, project: str | None = Non
     return _with_checkpointing(args, data, where)
 
 
-def _axolotl(data: Mapping[str, Any], values: dict, origin: dict, where, notes: list[str]) -> None:
+def _axolotl(data: Mapping[str, Any], values: dict[str, Any], origin: dict[str, str], where: Origin,
+             notes: list[str]) -> None:
     """axolotl's normalize_config: accumulation from batch_size, bf16 "auto" resolved on the GPU."""
     if "gradient_accumulation_steps" not in values and isinstance(data.get("batch_size"), int):
         micro = values.get("per_device_train_batch_size", PROJECT_DEFAULTS["axolotl"]["per_device_train_batch_size"])
@@ -214,7 +219,7 @@ def _axolotl(data: Mapping[str, Any], values: dict, origin: dict, where, notes: 
         origin["fp16"] = "axolotl: fp16 is dropped when bf16 is on"
 
 
-def _sequence(data: Mapping[str, Any], project: str, where) -> tuple[int | None, str]:
+def _sequence(data: Mapping[str, Any], project: str, where: Origin) -> tuple[int | None, str]:
     for key in SEQUENCE_KEYS:
         if key in data and data[key] is not None:
             value = data[key]
@@ -232,7 +237,7 @@ def _sequence(data: Mapping[str, Any], project: str, where) -> tuple[int | None,
     return None, ""
 
 
-def _with_checkpointing(args: TrainingArgs, data: Mapping[str, Any], where) -> TrainingArgs:
+def _with_checkpointing(args: TrainingArgs, data: Mapping[str, Any], where: Origin) -> TrainingArgs:
     """Activation checkpointing: TrainingArguments' activation_checkpointing or its alias
     gradient_checkpointing, LLaMA-Factory's disable_gradient_checkpointing, axolotl's gradient_checkpointing
     (``offload``/``offload_disk`` also recompute)."""
@@ -254,30 +259,40 @@ def _with_checkpointing(args: TrainingArgs, data: Mapping[str, Any], where) -> T
     return replace(args, checkpointing=default if default is not None else False)
 
 
-def _typed(name: str, value: Any, where: str) -> Any:
+def _typed(name: str, value: Any, where: str) -> bool | int | float:
     """``value`` as the field's type, as HfArgumentParser converts command-line text (YAML may also hold
     a number as text: PyYAML reads ``5e-5`` as a string)."""
     kind = TYPES.get(name, str)
     if kind is bool:
-        if isinstance(value, bool):
-            return value
-        text = str(value).strip().lower()
-        if text in TRUE_WORDS:
-            return True
-        if text in FALSE_WORDS:
-            return False
-        raise TrainerInputError(f"{where}: expected true or false, got {value!r}")
+        return _as_bool(value, where)
     if isinstance(value, bool):
         raise TrainerInputError(f"{where}: expected a number, got {value!r}")
-    if kind is int:
-        if isinstance(value, int):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        try:
-            return int(str(value).strip())
-        except ValueError:
-            raise TrainerInputError(f"{where}: expected an integer, got {value!r}") from None
+    return _as_int(value, where) if kind is int else _as_number(value, where)
+
+
+def _as_bool(value: Any, where: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in TRUE_WORDS:
+        return True
+    if text in FALSE_WORDS:
+        return False
+    raise TrainerInputError(f"{where}: expected true or false, got {value!r}")
+
+
+def _as_int(value: Any, where: str) -> int:
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        raise TrainerInputError(f"{where}: expected an integer, got {value!r}") from None
+
+
+def _as_number(value: Any, where: str) -> int | float:
     if isinstance(value, (int, float)):
         return value
     try:

@@ -183,7 +183,7 @@ class _Converter:
             return value
         if value is None or isinstance(value, (bool, int, float)):
             return json.dumps(value)  # what a JSON writer makes of the key: "1", "true", "null"
-        return node.value  # a date (or bytes): the text as written
+        return str(node.value)  # a date (or bytes): the text as written (a scalar node holds text)
 
     def scalar(self, node: Any) -> Any:
         value = self.construct(node)

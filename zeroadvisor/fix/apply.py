@@ -18,12 +18,19 @@ from typing import Any
 
 from zeroadvisor.advisor.check import combined_patch
 from zeroadvisor.config.source import Document
-from zeroadvisor.config import merge_patch as mp
 from zeroadvisor.fix.editor import EditError, FixError, WriteError, patched_text, write_atomically
 from zeroadvisor.lint.findings import Finding
 
-__all__ = ["FixError", "EditError", "WriteError", "FixPlan", "plan_fixes", "write_fixes",
-           "unified_diff", "write_fix"]
+__all__ = [
+    "EditError",
+    "FixError",
+    "FixPlan",
+    "WriteError",
+    "plan_fixes",
+    "unified_diff",
+    "write_fix",
+    "write_fixes",
+]
 
 NO_NEWLINE = "\\ No newline at end of file\n"  # diff's marker; git apply and patch need it
 
@@ -60,25 +67,25 @@ def write_fixes(plan: FixPlan) -> bool:
     """Write the plan into its file, atomically; True if the file changed. Raises FixError."""
     if plan.error is not None:
         raise plan.error
-    if not plan.changes:
+    if plan.new_text is None or not plan.changes:
         return False
     write_atomically(plan.path, plan.new_text, original=plan.document.text)
     return True
 
 
-def unified_diff(document: Document, patch: dict, path: str) -> str:
+def unified_diff(document: Document, patch: dict[str, Any], path: str) -> str:
     """The patched file as a unified diff against ``path`` (git apply / patch -p1). Raises FixError."""
     return _diff(document.text, _new_text(document, patch), path)
 
 
-def write_fix(path: str, document: Document, patch: dict) -> None:
+def write_fix(path: str, document: Document, patch: dict[str, Any]) -> None:
     """Write ``patch`` into the file read as ``document``. Raises FixError."""
     new_text = _new_text(document, patch)
     if new_text != document.text:
         write_atomically(path, new_text, original=document.text)
 
 
-def _new_text(document: Document, patch: dict) -> str:
+def _new_text(document: Document, patch: dict[str, Any]) -> str:
     if document.name.lower().endswith((".yaml", ".yml")):
         raise FixError("fixes are written into JSON configs only; apply the suggested change by hand")
     return patched_text(document, patch)

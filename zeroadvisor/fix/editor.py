@@ -15,6 +15,7 @@ returned: every refusal is an :class:`EditError` whose ``reason`` is one of :dat
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -23,8 +24,8 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any
 
-from zeroadvisor.config.source import Document, Member, ParseError, join_pointer, parse
 from zeroadvisor.config.merge_patch import apply as apply_patch
+from zeroadvisor.config.source import Document, Member, ParseError, join_pointer, parse
 from zeroadvisor.lint.schemawalk import _PLACEHOLDER as PLACEHOLDER  # the template rule's (ZA005) notion
 
 
@@ -129,7 +130,7 @@ def _same(a: Any, b: Any) -> bool:
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
     if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, bool) or isinstance(b, bool) or a is None or b is None:
         return a is b
     if isinstance(a, (int, float)) and isinstance(b, (int, float)):
@@ -243,7 +244,7 @@ class _Editor:
             if PLACEHOLDER.match(raw) and pointer in self.doc.values:
                 span = self.doc.values[pointer]
                 spans.append((span.start, span.end))
-        for pointer, span in self.doc.values.items():
+        for span in self.doc.values.values():
             raw = self.text[span.start : span.end]
             if raw[:1] in "\"'" and _QUOTED_PLACEHOLDER in raw:
                 spans.append((span.start, span.end))
@@ -348,7 +349,8 @@ class _Editor:
 
     def _members(self, pointer: str, members: list[Member], deleted: set[int], replaced: dict[int, Any],
                  inserts: dict[str, Any]) -> list[_Edit]:
-        text, edits = self.text, []
+        text = self.text
+        edits: list[_Edit] = []
         extents = self.extents(pointer)
         kept = [i for i in range(len(members)) if i not in deleted]
         separated = [self._comma_after(pointer, m) for m in members]
@@ -356,8 +358,7 @@ class _Editor:
         multiline = any(e.starts_line for e in extents) or (
             not members and any(c in "\r\n" for c in text[slice(*self._interior(pointer))]))
         has_comma = {i: separated[i] for i in kept}
-        for index in sorted(deleted):
-            edits.append(self._deletion(extents[index], text))
+        edits.extend(self._deletion(extents[index], text) for index in sorted(deleted))
         for index, value in replaced.items():
             member, extent = members[index], extents[index]
             indent = extent.indent if extent.starts_line else self._member_indent(pointer, extents)
@@ -534,10 +535,8 @@ def _keep_owner(temp: str, info: os.stat_result) -> None:
     try:
         os.chown(temp, info.st_uid, info.st_gid)
     except PermissionError:  # not root: keep the group if we are in it, else the file becomes ours
-        try:
+        with contextlib.suppress(PermissionError):
             os.chown(temp, -1, info.st_gid)
-        except PermissionError:
-            pass
 
 
 def _read(path: str) -> bytes | None:

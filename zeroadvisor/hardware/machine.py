@@ -54,14 +54,14 @@ DEFAULT_LAUNCHER = "torchrun"
 # project-configuration keys that set them are named by the input table (memory/assumed.py INPUTS).
 DEFAULTS: dict[str, tuple[Any, str]] = {
     "efficiency": (DEFAULT_EFFICIENCY,
-                   "share of the GPU's dense peak reached on executed FLOPs (large public runs reach 0.46-0.58; "
-                   "ZeRO data-parallel runs less)"),
+                   ("share of the GPU's dense peak reached on executed FLOPs (large public runs reach 0.46-0.58; "
+                    "ZeRO data-parallel runs less)")),
     "inter_node_gb_s": (DEFAULT_INTER_NODE_GB_S, "GB/s per node, one 200 Gb/s NIC (HDR InfiniBand / 200 GbE)"),
     "cpu_cores": (DEFAULT_CPU_CORES, "CPU cores per node (DGX-2, AWS p4d.24xlarge)"),
     "nvme_gb_s": (DEFAULT_NVME_GB_S, "GB/s per node, one PCIe gen3 x4 NVMe drive"),
     "launcher": (DEFAULT_LAUNCHER,
-                 "torchrun and accelerate launch start each GPU process with OMP_NUM_THREADS=1, so the CPU "
-                 "optimizer step runs on one core per process; the deepspeed launcher shares the node's cores"),
+                 ("torchrun and accelerate launch start each GPU process with OMP_NUM_THREADS=1, so the CPU "
+                  "optimizer step runs on one core per process; the deepspeed launcher shares the node's cores")),
 }
 
 

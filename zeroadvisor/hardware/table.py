@@ -26,6 +26,7 @@ Columns (``GpuSpec``):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 MIB = 1 << 20
 
@@ -47,7 +48,7 @@ class GpuSpec:
     def memory_bytes(self) -> int:
         return self.memory_mib * MIB
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "memory_mib": self.memory_mib, "memory_bytes": self.memory_bytes,
                 "dense_tflops": self.dense_tflops, "intra_node_gb_s": self.intra_node_gb_s,
                 "host_link_gb_s": self.host_link_gb_s, "memory_gb_s": self.memory_gb_s, "source": self.source}
@@ -78,7 +79,8 @@ _HGX = "https://www.nvidia.com/en-us/data-center/hgx/"
 _V100 = "https://images.nvidia.com/content/technologies/volta/pdf/volta-v100-datasheet-update-us-1165301-r5.pdf"
 _AMPERE_GA102 = "https://www.nvidia.com/content/PDF/nvidia-ampere-ga-102-gpu-architecture-whitepaper-v2.pdf"
 _ADA = "https://images.nvidia.com/aem-dam/Solutions/geforce/ada/nvidia-ada-gpu-architecture.pdf"
-_BLACKWELL_RTX = "https://images.nvidia.com/aem-dam/Solutions/geforce/blackwell/nvidia-rtx-blackwell-gpu-architecture.pdf"
+_BLACKWELL_RTX = ("https://images.nvidia.com/aem-dam/Solutions/geforce/blackwell/"
+                  "nvidia-rtx-blackwell-gpu-architecture.pdf")
 
 # (spec, names a user may type). Grouped by family; the order is the order of --help and of errors.
 ROWS: tuple[tuple[GpuSpec, tuple[str, ...]], ...] = (
@@ -112,7 +114,8 @@ ROWS: tuple[tuple[GpuSpec, tuple[str, ...]], ...] = (
      ("GH200", "GH200 624GB", "GH200-HBM3E")),
     # --- NVIDIA Blackwell. NVLink 5: 1.8 TB/s bidirectional per GPU ---
     # memory: nvidia-smi 183359 MiB, https://github.com/NVIDIA/TensorRT-LLM/issues/10278
-    (GpuSpec("B200-180GB", 183359, _sparse(4500), 900.0, PCIE5, _HGX, memory_gb_s=8000.0), ("B200", "B200-SXM", "B200-SXM6")),
+    (GpuSpec("B200-180GB", 183359, _sparse(4500), 900.0, PCIE5, _HGX, memory_gb_s=8000.0),
+     ("B200", "B200-SXM", "B200-SXM6")),
     # B100: 700 W B200 (HGX B100: 3.5 PF sparse bf16 per GPU); memory: datasheet 192 GB
     (GpuSpec("B100-192GB", _gb(192), _sparse(3500), 900.0, PCIE5, _HGX, memory_gb_s=8000.0), ("B100", "B100-SXM")),
     # GB200 NVL72: 360 PF sparse bf16 and 13.4 TB HBM3e over 72 GPUs; NVLink-C2C to Grace as host link
@@ -135,21 +138,25 @@ ROWS: tuple[tuple[GpuSpec, tuple[str, ...]], ...] = (
     (GpuSpec("A800-PCIE-80GB", 81920, _sparse(624), PCIE4, PCIE4, _A800, memory_gb_s=1935.0),
      ("A800", "A800-PCIE", "A800-80GB", "A800 80GB PCIe")),
     # A40: NVLink bridge joins pairs only; memory: datasheet 48 GB
-    (GpuSpec("A40", _gb(48), _sparse(299.4), PCIE4, PCIE4, "https://www.nvidia.com/en-us/data-center/a40/", memory_gb_s=696.0),
+    (GpuSpec("A40", _gb(48), _sparse(299.4), PCIE4, PCIE4, "https://www.nvidia.com/en-us/data-center/a40/",
+             memory_gb_s=696.0),
      ("A40-48GB",)),
     # A30: 24 GB HBM2, NVLink bridge pairs only; memory: datasheet 24 GB
     (GpuSpec("A30", _gb(24), _sparse(330), PCIE4, PCIE4,
              "https://www.nvidia.com/en-us/data-center/products/a30-gpu/", memory_gb_s=933.0), ("A30-24GB",)),
     (GpuSpec("A10", 23028, _sparse(250), PCIE4, PCIE4,
-             f"https://www.nvidia.com/en-us/data-center/products/a10-gpu/ {_SMI_MODAL}", memory_gb_s=600.0), ("A10-24GB",)),
+             f"https://www.nvidia.com/en-us/data-center/products/a10-gpu/ {_SMI_MODAL}", memory_gb_s=600.0),
+     ("A10-24GB",)),
     # A10G (AWS G5): NVIDIA publishes no datasheet; tensor rate as measured/compared by Baseten;
     # memory: nvidia-smi 23028 MiB, https://github.com/NVIDIA/DCGM/issues/232
     (GpuSpec("A10G", 23028, 70.0, PCIE4, PCIE4,
              "https://aws.amazon.com/ec2/instance-types/g5/ "
-             "https://www.baseten.co/blog/nvidia-a10-vs-a10g-for-ml-model-inference/", memory_gb_s=600.0), ("A10G-24GB",)),
+             "https://www.baseten.co/blog/nvidia-a10-vs-a10g-for-ml-model-inference/", memory_gb_s=600.0),
+     ("A10G-24GB",)),
     # memory: nvidia-smi 49140 MiB as the previous table had it (not re-found in a public output)
     (GpuSpec("RTX-A6000", 49140, _sparse(309.7), PCIE4, PCIE4,
-             "https://www.nvidia.com/en-us/design-visualization/rtx-a6000/", memory_gb_s=768.0), ("A6000", "RTX A6000")),
+             "https://www.nvidia.com/en-us/design-visualization/rtx-a6000/", memory_gb_s=768.0),
+     ("A6000", "RTX A6000")),
     # GeForce: fp16/bf16 with fp32 accumulate (GA102 whitepaper, 71 dense); memory: nvidia-smi 24576 MiB,
     # https://github.com/noonghunna/club-3090/issues/1128
     (GpuSpec("RTX-3090", 24576, 71.0, PCIE4, PCIE4, _AMPERE_GA102, memory_gb_s=936.0), ("3090", "GeForce RTX 3090")),
@@ -157,12 +164,15 @@ ROWS: tuple[tuple[GpuSpec, tuple[str, ...]], ...] = (
     (GpuSpec("L40S", 46068, 362.05, PCIE4, PCIE4,
              f"https://www.nvidia.com/en-us/data-center/l40s/ {_SMI_MODAL}", memory_gb_s=864.0), ("L40S-48GB",)),
     # memory: as the L40S (same 48 GB GDDR6 board), the previous table's figure
-    (GpuSpec("L40", 46068, _sparse(362.1), PCIE4, PCIE4, "https://www.nvidia.com/en-us/data-center/l40/", memory_gb_s=864.0),
+    (GpuSpec("L40", 46068, _sparse(362.1), PCIE4, PCIE4, "https://www.nvidia.com/en-us/data-center/l40/",
+             memory_gb_s=864.0),
      ("L40-48GB",)),
     # L20: memory: datasheet 48 GB
-    (GpuSpec("L20", _gb(48), _sparse(239), PCIE4, PCIE4, "https://www.nvidia.cn/data-center/products/l20/", memory_gb_s=864.0),
+    (GpuSpec("L20", _gb(48), _sparse(239), PCIE4, PCIE4, "https://www.nvidia.cn/data-center/products/l20/",
+             memory_gb_s=864.0),
      ("L20-48GB",)),
-    (GpuSpec("L4", 23034, _sparse(242), PCIE4, PCIE4, f"https://www.nvidia.com/en-us/data-center/l4/ {_SMI_MODAL}", memory_gb_s=300.0),
+    (GpuSpec("L4", 23034, _sparse(242), PCIE4, PCIE4, f"https://www.nvidia.com/en-us/data-center/l4/ {_SMI_MODAL}",
+             memory_gb_s=300.0),
      ("L4-24GB",)),
     # RTX 6000 Ada: 1457 TFLOPS is fp8 sparse; fp16/bf16 (fp32 accumulate) dense is a quarter of it;
     # memory: datasheet 48 GB
@@ -186,26 +196,32 @@ ROWS: tuple[tuple[GpuSpec, tuple[str, ...]], ...] = (
     # V100-SXM3 (DGX-2: 16 GPUs on NVSwitch, 2 PFLOPS tensor = 125 each); memory as the SXM2 32 GB card;
     # memory bandwidth: the DGX-2 datasheet prints none, so the V100 datasheet's 900 GB/s (same HBM2 stacks)
     (GpuSpec("V100-SXM3-32GB", 32768, 125.0, 150.0, PCIE3,
-             "https://www.nvidia.com/content/dam/en-zz/es_em/Solutions/Data-Center/dgx-2/dgx-2h-datasheet-us-nvidia-841283-r6-web.pdf "
+             "https://www.nvidia.com/content/dam/en-zz/es_em/Solutions/Data-Center/dgx-2/"
+             "dgx-2h-datasheet-us-nvidia-841283-r6-web.pdf "
              + _V100, memory_gb_s=900.0),
      ("V100", "V100-32GB", "V100-SXM3")),
     # memory: datasheet 32 / 16 GB
-    (GpuSpec("V100-PCIE-32GB", _gb(32), 112.0, PCIE3, PCIE3, _V100, memory_gb_s=900.0), ("V100", "V100-32GB", "V100-PCIE")),
-    (GpuSpec("V100-PCIE-16GB", _gb(16), 112.0, PCIE3, PCIE3, _V100, memory_gb_s=900.0), ("V100", "V100-16GB", "V100-PCIE")),
+    (GpuSpec("V100-PCIE-32GB", _gb(32), 112.0, PCIE3, PCIE3, _V100, memory_gb_s=900.0),
+     ("V100", "V100-32GB", "V100-PCIE")),
+    (GpuSpec("V100-PCIE-16GB", _gb(16), 112.0, PCIE3, PCIE3, _V100, memory_gb_s=900.0),
+     ("V100", "V100-16GB", "V100-PCIE")),
     (GpuSpec("T4", 15360, 65.0, PCIE3, PCIE3,
              "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/tesla-t4/"
              f"t4-tensor-core-datasheet-951643.pdf {_SMI_MODAL}", memory_gb_s=320.0), ("T4-16GB",)),
     # --- AMD Instinct (rocm-smi). Infinity Fabric links: 128 GB/s bidirectional each, 7 per MI300-class GPU ---
     # memory: rocm-smi 196288 MiB as the previous table had it (not re-found in a public output)
     (GpuSpec("MI300X", 196288, 1307.4, 448.0, PCIE5,
-             "https://www.amd.com/en/products/accelerators/instinct/mi300/mi300x.html", memory_gb_s=5300.0), ("MI300X-192GB",)),
+             "https://www.amd.com/en/products/accelerators/instinct/mi300/mi300x.html", memory_gb_s=5300.0),
+     ("MI300X-192GB",)),
     # memory: datasheet 256 GB
     (GpuSpec("MI325X", _gb(256), 1307.4, 448.0, PCIE5,
-             "https://www.amd.com/en/products/accelerators/instinct/mi300/mi325x.html", memory_gb_s=6000.0), ("MI325X-256GB",)),
+             "https://www.amd.com/en/products/accelerators/instinct/mi300/mi325x.html", memory_gb_s=6000.0),
+     ("MI325X-256GB",)),
     # MI250X: two GCDs per package, each its own device (one rank): per GCD half the package's 383 TFLOPS
     # bf16 and 128 GB; 4 Infinity Fabric links (50 GB/s per direction) per GCD; memory: datasheet 64 GB
     (GpuSpec("MI250X-GCD-64GB", _gb(64), 383.0 / 2, 200.0 / 2, PCIE4,
-             "https://www.amd.com/en/products/accelerators/instinct/mi200/mi250x.html", memory_gb_s=1600.0), ("MI250X", "MI250X-GCD")),
+             "https://www.amd.com/en/products/accelerators/instinct/mi200/mi250x.html", memory_gb_s=1600.0),
+     ("MI250X", "MI250X-GCD")),
 )
 
 GPUS: dict[str, GpuSpec] = {spec.name: spec for spec, _ in ROWS}

@@ -6,7 +6,7 @@ which kind of document, is decided above it (rules/linter.py for lint, advisor/c
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from zeroadvisor.config.source import Document
 from zeroadvisor.lint.context import Context

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import TYPE_CHECKING, Any
 
-from zeroadvisor.deepspeed import coerce
-from zeroadvisor.deepspeed import effective as dsconfig
-from zeroadvisor.deepspeed import schema
 from zeroadvisor.config.source import join_pointer
+from zeroadvisor.deepspeed import coerce, schema
+from zeroadvisor.deepspeed import effective as dsconfig
 
 if TYPE_CHECKING:
     from zeroadvisor.lint.context import Context
@@ -40,7 +40,7 @@ class Event:
     data: dict[str, Any] = field(default_factory=dict)
 
 
-def walk(ctx: "Context") -> list[Event]:
+def walk(ctx: Context) -> list[Event]:
     events: list[Event] = []
     if isinstance(ctx.data, dict):
         _Walker(ctx, events).object(ctx.data, schema.load(), "", "ignored")
@@ -65,7 +65,7 @@ def spellings(pointer: str) -> list[str]:
 
 
 class _Walker:
-    def __init__(self, ctx: "Context", events: list[Event]):
+    def __init__(self, ctx: Context, events: list[Event]):
         self.ctx = ctx
         self.events = events
         self.guessed = 0  # unknown keys given a did-you-mean so far
@@ -106,7 +106,7 @@ class _Walker:
         if self.guessed < MAX_GUESSED_UNKNOWN_KEYS:
             self.guessed += 1
             typo = likely_typo(key, child, props)
-            suggestions = typo and [typo] or difflib.get_close_matches(key, list(props), n=3, cutoff=0.6)
+            suggestions = (typo and [typo]) or difflib.get_close_matches(key, list(props), n=3, cutoff=0.6)
         self.emit(
             "unknown",
             pointer,
@@ -117,7 +117,7 @@ class _Walker:
             elsewhere=[p for p in known_elsewhere(key) if p != pointer],
         )
 
-    def deprecated(self, key: str, sub: dict[str, Any], pointer: str, siblings: dict, policy: str) -> None:
+    def deprecated(self, key: str, sub: dict[str, Any], pointer: str, siblings: dict[str, Any], policy: str) -> None:
         replaced_by = sub.get("x-replaced-by")
         replacement_present = replaced_by is not None and any(self.ctx.has(p) for p in spellings(replaced_by))
         kind = "deprecated-with-replacement" if replacement_present else "deprecated"
@@ -125,25 +125,35 @@ class _Walker:
 
     # -- values -------------------------------------------------------------------------------
     def value(self, value: Any, node: dict[str, Any], pointer: str, policy: str) -> None:
-        if value == dsconfig.AUTO and not _admits_plain_auto(node):
-            self.emit("auto", pointer, filled_by=node.get("x-auto", []), policy=policy, node=node)
-            return
-        raw = self.ctx.doc.quoteless.get(pointer)
-        if raw is not None and _PLACEHOLDER.match(raw) and "string" not in _types(node):
-            self.emit("template", pointer, raw=raw.rstrip(","))
+        if self.placeholder(value, node, pointer, policy):
             return
         types = _types(node)
         if isinstance(value, dict) and ("object" in types or "properties" in node):
             schema_for_object = self.object_schema(node, pointer)
             if schema_for_object is not None:  # None: params of a type the type rules report
                 self.object(value, schema_for_object, pointer, policy)
-            return
-        if not types or any(coerce.matches(value, t) for t in types):
+        elif not types or any(coerce.matches(value, t) for t in types):
             self.constraints(value, node, pointer, policy)
             if isinstance(value, list) and "items" in node:
                 for index, item in enumerate(value):
                     self.value(item, node["items"], join_pointer(pointer, index), policy)
-            return
+        else:
+            self.type_mismatch(value, node, pointer, policy, types)
+
+    def placeholder(self, value: Any, node: dict[str, Any], pointer: str, policy: str) -> bool:
+        """Whether the value stands for one given later: an "auto" the key does not take as a plain string,
+        or a template placeholder left unquoted (``{{ batch }}``); its event is emitted."""
+        if value == dsconfig.AUTO and not _admits_plain_auto(node):
+            self.emit("auto", pointer, filled_by=node.get("x-auto", []), policy=policy, node=node)
+            return True
+        raw = self.ctx.doc.quoteless.get(pointer)
+        if raw is not None and _PLACEHOLDER.match(raw) and "string" not in _types(node):
+            self.emit("template", pointer, raw=raw.rstrip(","))
+            return True
+        return False
+
+    def type_mismatch(self, value: Any, node: dict[str, Any], pointer: str, policy: str, types: list[str]) -> None:
+        """A value of none of the node's types: which problem that is, as DeepSpeed meets it."""
         if "integer" in types and coerce.is_fractional(value):
             self.emit("fractional", pointer, value=value, raw=self.ctx.doc.numbers.get(pointer))
         elif "x-operand-types" in node and not _is_operand(value, node["x-operand-types"]):
@@ -193,12 +203,12 @@ def constraint_problem(value: Any, node: dict[str, Any]) -> str | None:
     return None
 
 
-@lru_cache(maxsize=None)
-def _regex(pattern: str) -> re.Pattern:
+@cache
+def _regex(pattern: str) -> re.Pattern[str]:
     return re.compile(pattern)
 
 
-_BOUNDS = (
+_BOUNDS: tuple[tuple[str, Callable[[float, float], bool], str], ...] = (
     ("minimum", lambda v, b: v >= b, ">="),
     ("exclusiveMinimum", lambda v, b: v > b, ">"),
     ("maximum", lambda v, b: v <= b, "<="),
@@ -253,7 +263,7 @@ def _object_branch(node: dict[str, Any]) -> dict[str, Any]:
     if "properties" in node or "x-unknown-keys" in node:
         return node
     for branch in node.get("anyOf", ()):
-        if "properties" in branch:
+        if isinstance(branch, dict) and "properties" in branch:
             return branch
     return node
 

@@ -156,12 +156,31 @@ def mlp_bytes(d: _Dims, facts: LayerFacts, tokens: int) -> int:
     return tokens * (d.e * d.h + d.k * wide + d.h * _dropout(facts.hidden_dropout))
 
 
+@dataclass(frozen=True, slots=True)
+class _Stack:
+    """Layers of one kind: ``sq`` query tokens per sample; ``sk`` the source length their cross-attention's
+    keys span (None: no cross-attention)."""
+
+    name: str
+    layers: int
+    sq: int
+    sk: int | None
+
+
+# What each activation_checkpointing value keeps, for the summary note
+_RECOMPUTATION = {
+    "none": "no recomputation",
+    "selective": "selective recomputation (scores recomputed)",
+    "full": "full recomputation: layer inputs + one layer's activations during its recompute",
+}
+
+
 def activation_bytes(spec: ModelSpec, shape: TrainingShape, micro_batch: int, precision: str) -> Activations:
     notes: list[str] = []
     s = shape.sequence_length
     h, L = spec.hidden_size, spec.num_layers
-    missing = [name for name, value in (("num_layers", L), ("hidden_size", h)) if not value]
-    if missing:
+    if not L or not h:
+        missing = [name for name, value in (("num_layers", L), ("hidden_size", h)) if not value]
         notes.append("activations not estimated: give num_layers/hidden_size/num_attention_heads/intermediate_size/"
                      "vocab_size or an hf_config (missing: " + ", ".join(missing) + ")")
         return Activations(0, 0, 0, tuple(notes))
@@ -174,6 +193,29 @@ def activation_bytes(spec: ModelSpec, shape: TrainingShape, micro_batch: int, pr
     if spec.layer_facts is None:
         notes.append("activations: layer details unknown (give an hf_config): LayerNorm, GeLU and dropout masks "
                      "on attention probabilities and outputs assumed (Korthikanti et al.)")
+    d = _dimensions(spec, e, h, notes)
+    fused = shape.flash_attention
+    if not d.heads and not fused and shape.activation_checkpointing != "selective":
+        notes.append("attention heads unknown: the a·s²·b score terms are not counted")
+    stacks, t = _stacks(spec, shape, L, s, notes)
+    out_tokens = t * b
+
+    body, per_layer, parts = _layers(stacks, d, facts, shape, b)
+    outside = _outside_layers(spec, stacks, d, facts, b, s, out_tokens)
+    parts.append(("outside the layers", outside))
+    logits = _logits(spec, facts, e, out_tokens, notes)
+    parts.append(("logits and loss", logits))
+
+    attn = "fused attention (SDPA/FlashAttention: no s×s scores)" if fused else "eager attention (s×s scores kept)"
+    lengths = f"sequence {s}" if t == s else f"source {s}, target {t}"
+    notes.append(f"activations: what transformers keeps for backward per layer (Korthikanti et al. 2022, term by "
+                 f"term), {attn}, {_RECOMPUTATION[shape.activation_checkpointing]}, micro batch {b}, {lengths}, "
+                 f"{e}-byte activations")
+    return Activations(body + outside + logits, per_layer, logits, tuple(notes), tuple(parts))
+
+
+def _dimensions(spec: ModelSpec, e: int, h: int, notes: list[str]) -> _Dims:
+    """The widths the terms multiply, with what is assumed where the spec does not say."""
     heads = spec.num_attention_heads
     head_dim = spec.head_dim or (h // heads if heads else None)
     q = heads * head_dim if heads and head_dim else h
@@ -186,60 +228,67 @@ def activation_bytes(spec: ModelSpec, shape: TrainingShape, micro_batch: int, pr
     if spec.gated_mlp is None and spec.intermediate_size:
         notes.append("MLP gating unknown: costed as a two-matrix (GeLU) MLP")
     k = (spec.experts_per_token or 1) if spec.num_experts else 1  # each token runs k experts' MLPs
-    d = _Dims(e, h, q, kv, heads, f, k, bool(spec.gated_mlp))
-    fused = shape.flash_attention
-    if not heads and not fused and shape.activation_checkpointing != "selective":
-        notes.append("attention heads unknown: the a·s²·b score terms are not counted")
+    return _Dims(e, h, q, kv, heads, f, k, bool(spec.gated_mlp))
 
-    # ---- stacks: (name, layers, query length, key length of cross-attention or None)
+
+def _stacks(spec: ModelSpec, shape: TrainingShape, L: int, s: int, notes: list[str]) -> tuple[list[_Stack], int]:
+    """The layer stacks, and the target length (the tokens the head sees per sample)."""
     enc, dec = spec.encoder_layers, spec.decoder_layers
-    if enc is not None or dec is not None:
-        t = shape.target_length or s
-        if shape.target_length is None and dec:
-            notes.append(f"encoder-decoder: target (decoder) length not given: assumed the source length {s}")
-        stacks = [("encoder layer", enc or 0, s, None), ("decoder layer", dec or 0, t, s)]
-        out_tokens = t * b
-    else:
-        t = s
-        stacks = [("layer", L, s, None)]
-        out_tokens = s * b
+    if enc is None and dec is None:
+        return [_Stack("layer", L, s, None)], s
+    t = shape.target_length or s
+    if shape.target_length is None and dec:
+        notes.append(f"encoder-decoder: target (decoder) length not given: assumed the source length {s}")
+    return [_Stack("encoder layer", enc or 0, s, None), _Stack("decoder layer", dec or 0, t, s)], t
 
+
+def _layer(stack: _Stack, d: _Dims, facts: LayerFacts, b: int, fused: bool) -> tuple[int, int]:
+    """(bytes linear in the tokens, score bytes) one layer of ``stack`` keeps."""
+    sq, sk = stack.sq, stack.sk
+    norms = facts.norms_per_layer + (1 if sk is not None else 0)
+    linear, scores = attention_bytes(d, facts, sq, sq, b, fused)
+    if sk is not None:
+        # cross-attention: queries over the target, K/V over the source; their input (the encoder
+        # output) is counted once outside the layers
+        cross_linear, cross_scores = attention_bytes(d, facts, sq, sk, b, fused)
+        linear += cross_linear
+        scores += cross_scores
+    linear += mlp_bytes(d, facts, sq * b) + norms * sq * b * norm_bytes(facts.norm, d.e, d.h)
+    return linear, scores
+
+
+def _layers(stacks: list[_Stack], d: _Dims, facts: LayerFacts, shape: TrainingShape,
+            b: int) -> tuple[int, int, list[tuple[str, int]]]:
+    """(bytes all layers keep under the checkpointing, the largest layer's, (stack, one layer's bytes))."""
     parts: list[tuple[str, int]] = []
-    body = 0
-    largest_linear = largest_scores = per_layer = 0
+    body = per_layer = 0
+    largest = 0  # linear + score bytes of the largest layer: what a full recompute holds at once
     inputs = 0  # full recomputation: each layer's input, e·h per token
-    for name, layers, sq, sk in stacks:
-        if not layers:
+    for stack in stacks:
+        if not stack.layers:
             continue
-        norms = facts.norms_per_layer + (1 if sk is not None else 0)
-        linear, scores = attention_bytes(d, facts, sq, sq, b, fused)
-        if sk is not None:
-            # cross-attention: queries over the target, K/V over the source; their input (the encoder
-            # output) is counted once outside the layers
-            cl, cs = attention_bytes(d, facts, sq, sk, b, fused)
-            linear += cl
-            scores += cs
-        linear += mlp_bytes(d, facts, sq * b) + norms * sq * b * norm_bytes(facts.norm, e, h)
+        linear, scores = _layer(stack, d, facts, b, shape.flash_attention)
         kept = scores if shape.activation_checkpointing == "none" else 0  # selective/full recompute them
         layer = linear + kept
-        parts.append((name, layer))
-        body += layers * layer
-        inputs += layers * e * sq * b * h
-        if linear + scores > largest_linear + largest_scores:
-            largest_linear, largest_scores = linear, scores
+        parts.append((stack.name, layer))
+        body += stack.layers * layer
+        inputs += stack.layers * d.e * stack.sq * b * d.h
+        largest = max(largest, linear + scores)
         per_layer = max(per_layer, layer)
     if shape.activation_checkpointing == "full":
-        body = inputs + largest_linear + largest_scores  # layer inputs + one layer during its recompute
-        ckpt = "full recomputation: layer inputs + one layer's activations during its recompute"
-    else:
-        ckpt = {"none": "no recomputation", "selective": "selective recomputation (scores recomputed)"}[
-            shape.activation_checkpointing]
+        body = inputs + largest  # layer inputs + one layer during its recompute
+    return body, per_layer, parts
 
-    # ---- outside the layers
+
+def _outside_layers(spec: ModelSpec, stacks: list[_Stack], d: _Dims, facts: LayerFacts, b: int, s: int,
+                    out_tokens: int) -> int:
+    """Per stack the token ids, embedding dropout and one norm; the encoder output; the head's input."""
+    e, h = d.e, d.h
     outside = 0
-    for name, layers, sq, sk in stacks:
-        if not layers:
+    for stack in stacks:
+        if not stack.layers:
             continue
+        sq = stack.sq
         # int64 token ids (the embedding backward keeps its indices), the embedding dropout mask and the
         # embedding LayerNorm (post-LN) or the final norm (pre-norm)
         outside += sq * b * (IDS + h * _dropout(facts.hidden_dropout) + norm_bytes(facts.norm, e, h))
@@ -247,28 +296,24 @@ def activation_bytes(spec: ModelSpec, shape: TrainingShape, micro_batch: int, pr
             outside += sq * b * h * _dropout(facts.hidden_dropout)
         if facts.relative_position_buckets:  # T5Attention.compute_bias: int64 (q, k) buckets, once per stack
             outside += IDS * sq * sq
-    if enc:
+    if spec.encoder_layers:
         outside += e * s * b * h  # encoder output: the K/V input of every cross-attention
     outside += e * out_tokens * h  # LM head (or classifier) input
     if facts.head_transform and spec.lm_head is not False:
         # BertLMPredictionHead.transform: dense input, GeLU input, LayerNorm (the decoder input is above)
         outside += out_tokens * (2 * e * h + norm_bytes("layernorm", e, h))
-    parts.append(("outside the layers", outside))
+    return outside
 
-    logits = 0
+
+def _logits(spec: ModelSpec, facts: LayerFacts, e: int, out_tokens: int, notes: list[str]) -> int:
+    """The loss peak over the vocabulary-wide logits (0 for a head without them)."""
     if spec.lm_head is False:
         notes.append("no vocabulary-wide logits: the model's head is not a language-model head")
-    elif spec.vocab_size:
-        per = UPCAST_LOSS_COPIES if facts.loss_in_fp32 else LOSS_COPIES * e
-        logits = per * out_tokens * spec.vocab_size + IDS * out_tokens  # + the int64 labels nll_loss keeps
-        if spec.lm_head is None:
-            notes.append("head unknown: a language-model head over the vocabulary assumed (its loss peak counted)")
-    else:
+        return 0
+    if not spec.vocab_size:
         notes.append("vocabulary size unknown: the logits and loss (12·tokens·V bytes) are not counted")
-    parts.append(("logits and loss", logits))
-
-    attn = "fused attention (SDPA/FlashAttention: no s×s scores)" if fused else "eager attention (s×s scores kept)"
-    lengths = f"sequence {s}" if t == s else f"source {s}, target {t}"
-    notes.append(f"activations: what transformers keeps for backward per layer (Korthikanti et al. 2022, term by "
-                 f"term), {attn}, {ckpt}, micro batch {b}, {lengths}, {e}-byte activations")
-    return Activations(body + outside + logits, per_layer, logits, tuple(notes), tuple(parts))
+        return 0
+    per = UPCAST_LOSS_COPIES if facts.loss_in_fp32 else LOSS_COPIES * e
+    if spec.lm_head is None:
+        notes.append("head unknown: a language-model head over the vocabulary assumed (its loss peak counted)")
+    return per * out_tokens * spec.vocab_size + IDS * out_tokens  # + the int64 labels nll_loss keeps

@@ -12,9 +12,12 @@ description field (model/description.py FIELDS); tests check both exist.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zeroadvisor.model.spec import LoadInputs, ModelSpec, TrainingShape
+
+if TYPE_CHECKING:
+    from zeroadvisor.hardware.machine import Hardware
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,7 +167,7 @@ def load_assumptions(model: ModelSpec, load: LoadInputs, configured_stage: int |
     return out
 
 
-def hardware_notes(hw) -> list[str]:
+def hardware_notes(hw: Hardware) -> list[str]:
     """The same defaults as one note line each, for the step time's own notes."""
     from zeroadvisor.hardware.machine import DEFAULTS
 
@@ -176,7 +179,7 @@ def hardware_notes(hw) -> list[str]:
     return out
 
 
-def hardware_assumptions(hw) -> list[AssumedInput]:
+def hardware_assumptions(hw: Hardware) -> list[AssumedInput]:
     """The step-time defaults ``hw`` (hardware/machine.py Hardware) used because no flag gave them.
 
     Call it only where a step time was computed: without one, these inputs change nothing."""

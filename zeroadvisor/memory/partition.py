@@ -20,8 +20,8 @@ All paths below are ``deepspeed/runtime/zero/stage_1_and_2.py`` (DeepSpeedZeroOp
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 NCCL_START_ALIGNMENT_FACTOR = 2  # __init__: self.nccl_start_alignment_factor = 2
 
@@ -66,7 +66,18 @@ def layout_stage12(numels: Sequence[int], N: int, *, element_size: int = 2, para
         numels = _round_robin_reorder(numels, N)
     # __init__: param_alignment = 16 // gcd(16, element_size) if parameter_alignment else 1
     param_alignment = 16 // math.gcd(16, element_size) if parameter_alignment else 1
-    # __init__: param_padding = 0 for the last parameter, else (-current_offset) % param_alignment
+    padding = _parameter_padding(numels, param_alignment)
+    offset = sum(numels) + sum(padding)
+    # flatten_dense_tensors_aligned -> runtime/utils.py align_dense_tensors: pad the total to a multiple of 2·N
+    alignment = NCCL_START_ALIGNMENT_FACTOR * N
+    flat = -(-offset // alignment) * alignment if offset else 0
+    # __init__: partition_size = len(bit16_groups_flat) // world_size (get_data_parallel_partitions: equal here)
+    part = flat // N
+    return Layout(flat, part, tuple(_rank_partition(rank, part, numels, padding) for rank in range(N)))
+
+
+def _parameter_padding(numels: list[int], param_alignment: int) -> list[int]:
+    """__init__: param_padding = 0 for the last parameter, else (-current_offset) % param_alignment."""
     padding = []
     offset = 0
     for idx, n in enumerate(numels):
@@ -74,39 +85,37 @@ def layout_stage12(numels: Sequence[int], N: int, *, element_size: int = 2, para
         pad = 0 if idx == len(numels) - 1 else (-offset) % param_alignment
         padding.append(pad)
         offset += pad
-    # flatten_dense_tensors_aligned -> runtime/utils.py align_dense_tensors: pad the total to a multiple of 2·N
-    alignment = NCCL_START_ALIGNMENT_FACTOR * N
-    flat = -(-offset // alignment) * alignment if offset else 0
-    # __init__: partition_size = len(bit16_groups_flat) // world_size (get_data_parallel_partitions: equal here)
-    part = flat // N
-    ranks = []
-    for rank in range(N):
-        start, end = part * rank, part * (rank + 1)
-        first_offset = 0
-        current = 0
-        members: list[tuple[int, int]] = []  # (numel, offset into it) of params_in_partition
-        # get_partition_info: a param is in the partition if it starts inside it, or starts before and
-        # runs into it (then first_offset = start - its start; only the first one can)
-        for n, pad in zip(numels, padding):
-            if start <= current < end:
-                members.append((n, 0))
-            elif current < start < current + n:
-                first_offset = start - current
-                members.append((n, first_offset))
-            current += n + pad
-        touched = sum(n for n, _ in members)
-        count = len(members)
-        # get_flat_partition/_get_flat_partition_unpadded: each member contributes min(rest, room) elements;
-        # a zero tensor fills any shortfall. No member: one zero buffer of the partition size.
-        if not members:
-            single = True
-        else:
-            filled = 0
-            for n, off in members:
-                filled += min(n - off, part - filled)
-            single = count == 1 and filled >= part
-        ranks.append(RankPartition(rank, part, touched, count, first_offset, single))
-    return Layout(flat, part, tuple(ranks))
+    return padding
+
+
+def _rank_partition(rank: int, part: int, numels: list[int], padding: list[int]) -> RankPartition:
+    """Which parameters touch the rank's partition of ``part`` elements, and whether its step flattens one tensor."""
+    start, end = part * rank, part * (rank + 1)
+    first_offset = 0
+    current = 0
+    members: list[tuple[int, int]] = []  # (numel, offset into it) of params_in_partition
+    # get_partition_info: a param is in the partition if it starts inside it, or starts before and
+    # runs into it (then first_offset = start - its start; only the first one can)
+    for n, pad in zip(numels, padding, strict=True):
+        if start <= current < end:
+            members.append((n, 0))
+        elif current < start < current + n:
+            first_offset = start - current
+            members.append((n, first_offset))
+        current += n + pad
+    touched = sum(n for n, _ in members)
+    return RankPartition(rank, part, touched, len(members), first_offset, _single_tensor(members, part))
+
+
+def _single_tensor(members: list[tuple[int, int]], part: int) -> bool:
+    """get_flat_partition/_get_flat_partition_unpadded: each member contributes min(rest, room) elements;
+    a zero tensor fills any shortfall. No member: one zero buffer of the partition size."""
+    if not members:
+        return True
+    filled = 0
+    for n, off in members:
+        filled += min(n - off, part - filled)
+    return len(members) == 1 and filled >= part
 
 
 def step_gradient_elements(rank: RankPartition, grad_bytes: int, master_bytes: int) -> tuple[int, int]:

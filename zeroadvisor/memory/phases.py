@@ -13,8 +13,10 @@ Every term says whether it is ``exact`` (the bytes DeepSpeed/transformers alloca
 a ``bound`` (an upper bound on a transient) or an ``allowance``. Sources are relative to
 ``deepspeed/`` (DeepSpeed 0.19.8) or ``transformers/`` (5.24) unless they say otherwise.
 
-Inputs that decide the load phase and that no DeepSpeed config holds are ``LoadInputs``; their
-defaults are the Hugging Face Trainer's behaviour, and each default taken is returned as a note.
+Inputs that decide the load phase and that no DeepSpeed config holds are ``LoadInputs`` (model/spec.py: the one
+definition, with the CLI's and the model description's inputs); their defaults are the Hugging Face Trainer's
+behaviour, and each default taken is returned as a note. The checkpoint's dtype is a model fact
+(``ModelSpec.checkpoint_dtype``).
 """
 
 from __future__ import annotations
@@ -30,8 +32,7 @@ from zeroadvisor.memory.options import Option
 from zeroadvisor.memory.settings import Settings
 from zeroadvisor.memory.states import frozen_terms, master_bytes, partition_stage3, partition_stage12, trainable
 from zeroadvisor.memory.terms import Term
-from zeroadvisor.model.spec import LoadInputs, ModelSpec  # LoadInputs: the one definition, with the CLI's and
-# the model description's inputs; the checkpoint's dtype is a model fact (ModelSpec.checkpoint_dtype)
+from zeroadvisor.model.spec import LoadInputs, ModelSpec
 
 LOAD, SAVE = "load", "save"
 EXACT, BOUND, ALLOWANCE = "exact", "bound", "allowance"
@@ -141,10 +142,11 @@ class PhaseMemory:
             for t in moment.every_rank:
                 if t.device == device:
                     if device != "gpu" and self.ranks_on_node > 1:
-                        t = Term(t.row, t.device, t.nbytes * self.ranks_on_node, t.key,
-                                 f"{t.what} (× {self.ranks_on_node} local ranks)",
-                                 f"{t.formula} × {self.ranks_on_node} ranks", t.source, t.phase, t.kind)
-                    out.append(t)
+                        out.append(Term(t.row, t.device, t.nbytes * self.ranks_on_node, t.key,
+                                        f"{t.what} (× {self.ranks_on_node} local ranks)",
+                                        f"{t.formula} × {self.ranks_on_node} ranks", t.source, t.phase, t.kind))
+                    else:
+                        out.append(t)
             out += [t for t in moment.rank0 if t.device == device]
         return out
 
@@ -288,7 +290,7 @@ def _zero_init_moments(spec: ModelSpec, s: Settings, option: Option, P: int, N: 
     pinned = " (pinned)" if dev == "cpu" and s.offload_param_pin_memory else ""
     partitions = _term("parameters", dev, w * part, "lp_params", f"parameter partition{pinned}", f"{w} B/param / N",
                        "runtime/zero/partition_parameters.py Init._post_init_method -> _partition_param", EXACT)
-    gathered = ()
+    gathered: tuple[Term, ...] = ()
     L = spec.largest_layer_parameters
     if L:
         gathered = (_term("gathered_parameters", "gpu", w * L, "load_gathered", "one module gathered while its "
@@ -306,11 +308,12 @@ def _zero_init_moments(spec: ModelSpec, s: Settings, option: Option, P: int, N: 
     # loading: inside from_pretrained (checkpoint read on rank 0, one module gathered at a time); built: after
     # it returns (the state dict is released); moved: _configure_distributed_model leaves zero.Init params
     # where they are ("zero.Init() handles device placement of model")
-    return [Moment("loading", (partitions,) + gathered, (checkpoint,)), Moment("built", (partitions,)),
+    return [Moment("loading", (partitions, *gathered), (checkpoint,)), Moment("built", (partitions,)),
             Moment("moved", (partitions,))]
 
 
-def _stage12_flatten(option: Option, cluster: Any, P: int, N: int, w: int, moved: Term, notes: list[str]) -> list[Moment]:
+def _stage12_flatten(option: Option, cluster: Any, P: int, N: int, w: int, moved: Term,
+                     notes: list[str]) -> list[Moment]:
     flat = partition_stage12(P, N) * N  # aligned to 2·N elements (nccl_start_alignment_factor = 2)
     src = "runtime/zero/stage_1_and_2.py DeepSpeedZeroOptimizer.__init__"
     copy_gpu = _term("parameters", "gpu", w * flat, "flat_copy", "flat bit16 copy of the parameters next to them",
@@ -461,7 +464,8 @@ def save_moments(spec: ModelSpec, s: Settings, option: Option, cluster: Any, sav
                 _term("parameters", "cpu", w * P * writers, "model_states_copy",
                       "model state dict copied to the host" + (f" by each of the {writers} tensor ranks on the node"
                                                                if writers > 1 else ""),
-                      f"{w} B/param, data-parallel rank 0" + (f" × {writers}" if writers > 1 else ""), eng + "._save_checkpoint (checkpoint/utils.py "
+                      f"{w} B/param, data-parallel rank 0" + (f" × {writers}" if writers > 1 else ""),
+                      eng + "._save_checkpoint (checkpoint/utils.py "
                       "clone_tensors_for_torch_save to cpu, data-parallel rank 0 only)", EXACT, SAVE),)))
         largest = _largest_optimizer_storage(s, option, P, N)
         if largest:

@@ -16,10 +16,10 @@ from __future__ import annotations
 from fractions import Fraction
 
 from zeroadvisor.memory import bytes as B
-from zeroadvisor.memory.options import Option
-from zeroadvisor.memory.persistence import full_copy_elements, persistent
 from zeroadvisor.memory import persistence
+from zeroadvisor.memory.options import Option
 from zeroadvisor.memory.partition import Layout, layout_stage12, step_gradient_elements
+from zeroadvisor.memory.persistence import full_copy_elements, persistent
 from zeroadvisor.memory.settings import Settings
 from zeroadvisor.memory.terms import Term, ceil_div, exact
 from zeroadvisor.model.spec import ModelSpec
@@ -332,61 +332,80 @@ def _stage12_gpu_grads(s: Settings, opt: Option, P: int, part: int, compact: boo
     return at_step
 
 
+_STAGE3 = "zero/stage3.py DeepSpeedZeroOptimizer_Stage3"
+
+
 def _stage3(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, notes: list[str]) -> list[Term]:
+    part = partition_stage3(P, N)
+    el = state_elements(s, spec, notes)
+    terms = _stage3_parameters(s, opt, part)
+    terms += _stage3_persistent(s, opt, N, spec, notes)
+    sub, gpu_share = _stage3_sub_groups(s, opt, part, notes)
+    terms += _stage3_gradients(s, opt, part, sub, gpu_share)
+    terms += _stage3_master_and_states(s, opt, part, el, gpu_share)
+    return terms
+
+
+def _stage3_parameters(s: Settings, opt: Option, part: int) -> list[Term]:
+    """The 16-bit parameter partition: on the GPU, or on the host (and NVMe past offload_param.max_in_cpu)."""
+    w = B.nbytes(s.precision)
+    if opt.offload_param == "none":
+        return [Term("parameters", "gpu", w * part, "lp_params", f"{s.precision} parameter partition",
+                     f"{w} B/param / N", _STAGE3 + "._create_fp16_partitions_with_defragmentation (lp_param_buffer)")]
+    in_cpu = part if opt.offload_param == "cpu" else min(part, s.offload_param_max_in_cpu)
+    pinned = " (pinned)" if s.offload_param_pin_memory else ""
+    terms = [Term("parameters", "cpu", w * in_cpu, "lp_params",
+                  f"{s.precision} parameter partition on the host{pinned}", f"{w} B/param / N",
+                  _STAGE3 + "._create_param_groups_fp16_flat_cpu_memory")]
+    if opt.offload_param == "nvme" and part > in_cpu:
+        terms.append(Term("parameters", "nvme", w * (part - in_cpu), "lp_params",
+                          f"{s.precision} parameters beyond offload_param.max_in_cpu on NVMe",
+                          f"{w} B/param / N", "swap_tensor/partitioned_param_swapper.py"))
+    return terms
+
+
+def _stage3_persistent(s: Settings, opt: Option, N: int, spec: ModelSpec, notes: list[str]) -> list[Term]:
+    """Persistent parameters: whole on every rank next to their partition (memory/persistence.py)."""
+    w = B.nbytes(s.precision)
+    keep = persistent(spec, s.param_persistence_threshold, s.model_persistence_threshold, N, notes)
+    full = full_copy_elements(keep, N, opt.offload_param != "none")
+    if not full:
+        return []
+    return [Term("parameters", "gpu", w * full, "persistent",
+                 f"{s.precision} full copies of {keep.count:,} persistent parameters "
+                 f"(numel ≤ stage3_param_persistence_threshold {s.param_persistence_threshold:,}; "
+                 f"{keep.elements:,} elements, {keep.how}; {keep.kind})",
+                 f"{w} B × Σ ceil(numel/N)·N" if N > 1 else f"{w} B × numel", persistence.SOURCE)]
+
+
+def _stage3_sub_groups(s: Settings, opt: Option, part: int, notes: list[str]) -> tuple[int, Fraction]:
+    """(elements of the largest sub-group, the share of the partition's sub-groups the optimizer keeps on the
+    GPU): the optimizer steps one sub-group of the partition at a time."""
+    sub = min(s.sub_group_size, part) if s.sub_group_size > 0 else part
+    if opt.offload_optimizer == "none":
+        return sub, Fraction(1)
+    if opt.offload_optimizer != "cpu":
+        return sub, Fraction(0)
+    nsub = ceil_div(part, sub) if sub else 1
+    # stage3.py _create_fp32_partitions: sub-group i stays on the GPU iff i < int((1 - ratio)·nsub)
+    on_gpu = int((1 - s.offload_optimizer_ratio) * nsub)
+    if s.offload_optimizer_ratio < 1 and on_gpu == 0:
+        notes.append(f"offload_optimizer.ratio={s.offload_optimizer_ratio} keeps nothing on the GPU: the partition "
+                     f"has {nsub} sub-group(s) of sub_group_size={s.sub_group_size} and DeepSpeed keeps "
+                     f"int((1-ratio)·{nsub}) = 0 of them on the GPU")
+    return sub, Fraction(on_gpu, nsub)
+
+
+def _stage3_gradients(s: Settings, opt: Option, part: int, sub: int, gpu_share: Fraction) -> list[Term]:
+    """The gradient partition (flat buffer) and the fp32 gradients of the step, where the optimizer runs."""
     w = B.nbytes(s.precision)
     a = B.nbytes(s.grad_accum_dtype)
     M = master_bytes(s)
-    part = partition_stage3(P, N)
-    el = state_elements(s, spec, notes)
-    src = "zero/stage3.py DeepSpeedZeroOptimizer_Stage3"
-    terms: list[Term] = []
-
-    # ---- 16-bit parameter partition
-    if opt.offload_param == "none":
-        terms.append(Term("parameters", "gpu", w * part, "lp_params", f"{s.precision} parameter partition",
-                          f"{w} B/param / N", src + "._create_fp16_partitions_with_defragmentation (lp_param_buffer)"))
-    else:
-        in_cpu = part if opt.offload_param == "cpu" else min(part, s.offload_param_max_in_cpu)
-        pinned = " (pinned)" if s.offload_param_pin_memory else ""
-        terms.append(Term("parameters", "cpu", w * in_cpu, "lp_params",
-                          f"{s.precision} parameter partition on the host{pinned}", f"{w} B/param / N",
-                          src + "._create_param_groups_fp16_flat_cpu_memory"))
-        if opt.offload_param == "nvme" and part > in_cpu:
-            terms.append(Term("parameters", "nvme", w * (part - in_cpu), "lp_params",
-                              f"{s.precision} parameters beyond offload_param.max_in_cpu on NVMe",
-                              f"{w} B/param / N", "swap_tensor/partitioned_param_swapper.py"))
-
-    # ---- persistent parameters: whole on every rank next to their partition (memory/persistence.py)
-    keep = persistent(spec, s.param_persistence_threshold, s.model_persistence_threshold, N, notes)
-    full = full_copy_elements(keep, N, opt.offload_param != "none")
-    if full:
-        terms.append(Term("parameters", "gpu", w * full, "persistent",
-                          f"{s.precision} full copies of {keep.count:,} persistent parameters "
-                          f"(numel ≤ stage3_param_persistence_threshold {s.param_persistence_threshold:,}; "
-                          f"{keep.elements:,} elements, {keep.how}; {keep.kind})",
-                          f"{w} B × Σ ceil(numel/N)·N" if N > 1 else f"{w} B × numel", persistence.SOURCE))
-
-    # ---- sub-groups (the optimizer steps one sub-group of the partition at a time)
-    sub = min(s.sub_group_size, part) if s.sub_group_size > 0 else part
-    nsub = ceil_div(part, sub) if sub else 1
-    if opt.offload_optimizer == "cpu":
-        # stage3.py _create_fp32_partitions: sub-group i stays on the GPU iff i < int((1 - ratio)·nsub)
-        on_gpu = int((1 - s.offload_optimizer_ratio) * nsub)
-        gpu_share = Fraction(on_gpu, nsub)
-        if s.offload_optimizer_ratio < 1 and on_gpu == 0:
-            notes.append(f"offload_optimizer.ratio={s.offload_optimizer_ratio} keeps nothing on the GPU: the partition "
-                         f"has {nsub} sub-group(s) of sub_group_size={s.sub_group_size} and DeepSpeed keeps "
-                         f"int((1-ratio)·{nsub}) = 0 of them on the GPU")
-    elif opt.offload_optimizer == "none":
-        gpu_share = Fraction(1)
-    else:
-        gpu_share = Fraction(0)
-
-    # ---- gradients
+    src = _STAGE3
     grad_dev = "gpu" if opt.offload_optimizer == "none" else "cpu"
-    terms.append(Term("gradients", grad_dev, a * part, "lp_grads" if a == w else "fp32_grads",
-                      f"{s.grad_accum_dtype} gradient partition (flat buffer)", f"{a} B/param / N",
-                      src + "._setup_for_real_optimizer (grad_partitions_flat_buffer)"))
+    terms = [Term("gradients", grad_dev, a * part, "lp_grads" if a == w else "fp32_grads",
+                  f"{s.grad_accum_dtype} gradient partition (flat buffer)", f"{a} B/param / N",
+                  src + "._setup_for_real_optimizer (grad_partitions_flat_buffer)")]
     if opt.offload_optimizer == "none":
         terms.append(Term("gradients", "gpu", M * sub, "fp32_grads",
                           "fp32 gradient of one sub-group during the step", f"{M} B × min(sub_group_size, P/N)",
@@ -405,22 +424,29 @@ def _stage3(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, notes: li
                           f"{M} B × min(sub_group_size, P/N)", src + ".initialize_optimizer_states (gradient_buffer)"))
         terms.append(Term("gradients", "nvme", M * part, "master_grads", "fp32 gradients swapped to NVMe",
                           f"{M} B/param / N", src + "._optimizer_states_and_gradient_swap_out"))
+    return terms
 
-    # ---- master weights and optimizer states
-    # _create_fp32_partitions has a no-copy branch for partitions already in the master dtype on
-    # self.device, but it compares a torch.device with the device *name* (a str), which is never
-    # equal: DeepSpeed 0.19.8 always clones the master partition, also in fp32 training
-    # (measured: benchmarks/calibration.md, stage 3 fp32).
+
+def _stage3_master_and_states(s: Settings, opt: Option, part: int, el: Fraction,
+                              gpu_share: Fraction) -> list[Term]:
+    """The master weights and optimizer states, split between GPU and host by ``gpu_share`` (or on NVMe).
+
+    _create_fp32_partitions has a no-copy branch for partitions already in the master dtype on
+    self.device, but it compares a torch.device with the device *name* (a str), which is never
+    equal: DeepSpeed 0.19.8 always clones the master partition, also in fp32 training
+    (measured: benchmarks/calibration.md, stage 3 fp32)."""
+    M = master_bytes(s)
+    src = _STAGE3
     if opt.offload_optimizer == "nvme":
         Sn = _state_bytes_cpu(s)
-        terms += [
+        return [
             Term("optimizer_states", "nvme", M * part, "master", "fp32 master partition on NVMe",
                  f"{M} B/param / N", src + "._create_fp32_partitions (swappable)"),
             Term("optimizer_states", "nvme", exact(el * Sn * part), "optimizer_state",
                  f"{s.optimizer_label} states ({el} × {Sn} B) on NVMe", f"{el}×{Sn} B/param / N",
                  "swap_tensor/partitioned_optimizer_swapper.py"),
         ]
-        return terms
+    terms: list[Term] = []
     gpu_master = exact(gpu_share * M * part)
     cpu_master = M * part - gpu_master
     if gpu_master:
@@ -467,7 +493,8 @@ def paper_terms(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, notes
     g_dev = "cpu" if k_dev == "cpu" and opt.stage >= 2 else "gpu"
     src = "ZeRO paper §3.1/§5"
     frozen = [t for t in frozen_terms(s, opt, N, spec, notes) if t.row != "buffers"]
-    return frozen + [
+    return [
+        *frozen,
         Term("parameters", p_dev, exact(w * P * p_share), "lp_params", f"{w}-byte parameters",
              f"{w}Ψ{'/N' if p_share != 1 else ''}", src),
         Term("gradients", g_dev, exact(w * P * g_share), "lp_grads", f"{w}-byte gradients",

@@ -102,7 +102,7 @@ def layer_facts(model_type: str, config: Mapping[str, Any], head: str) -> LayerF
         return None
     act = str(_value(config, row.activation))
     if model_type == "t5":  # T5Config.__init__: "gated-gelu" runs dense_act_fn "gelu_new", else the named act
-        act = "gelu_new" if act == "gated-gelu" else act.split("-")[-1]
+        act = "gelu_new" if act == "gated-gelu" else act.rsplit("-", maxsplit=1)[-1]
     return LayerFacts(
         norm=row.norm,
         activation=act,

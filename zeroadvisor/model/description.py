@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -32,8 +33,9 @@ from typing import Any, get_args
 from zeroadvisor.config.limits import MAX_MODEL_BYTES
 from zeroadvisor.model.errors import ModelError
 from zeroadvisor.model.hf import layout_from_hf_config, spec_from_hf_config
-from zeroadvisor.model.peft import ALL_LINEAR, PEFT_METHODS, QUANTIZATIONS, PeftSettings, apply as apply_peft
 from zeroadvisor.model.hfconfig import check_dimension, fmt
+from zeroadvisor.model.peft import ALL_LINEAR, PEFT_METHODS, QUANTIZATIONS, PeftSettings
+from zeroadvisor.model.peft import apply as apply_peft
 from zeroadvisor.model.spec import ZERO_STAGES, Checkpointing, LoadInputs, ModelSpec, Precision, TrainingShape
 
 SCHEMA_FILE = "model.schema.json"
@@ -308,7 +310,7 @@ def parse_count(value: Any, what: str = "parameters") -> int:
     if isinstance(value, int):
         count = Fraction(value)
     elif isinstance(value, float):
-        if value != value or value in (float("inf"), float("-inf")) or abs(value) > _MAX_EXACT_FLOAT:
+        if not math.isfinite(value) or abs(value) > _MAX_EXACT_FLOAT:
             raise ModelError(
                 f"{what} {value!r} is not an exact count; write it as an integer or a "
                 "string like 7.5B"
@@ -371,36 +373,22 @@ def apply_overrides(
     """``shape`` with the CLI's --seq-len / --activation-checkpointing /
     --flash-attention|--no-flash-attention / --target-len / --micro-batch / --precision / --stage /
     --load-dtype / --zero-init / --meta-load applied (None leaves a value as it is)."""
-    changes: dict[str, Any] = {}
-    for flag, name, value in (("--seq-len", "sequence_length", seq_len), ("--target-len", "target_length", target_len),
-                              ("--micro-batch", "micro_batch_size", micro_batch),
-                              ("--tensor-parallel", "tensor_parallel", tensor_parallel),
-                              ("--pipeline-parallel", "pipeline_parallel", pipeline_parallel),
-                              ("--sequence-parallel", "sequence_parallel", sequence_parallel),
-                              ("--expert-parallel", "expert_parallel", expert_parallel)):
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise ModelError(f"{flag} must be an integer > 0, got {fmt(value)}")
-        check_dimension(flag, value)
-        changes[name] = value
-    for flag, name, value in (("--precision", "precision", precision), ("--load-dtype", "load_dtype", load_dtype)):
-        if value is not None and value not in PRECISIONS:
-            raise ModelError(f"{flag} must be one of {', '.join(PRECISIONS)}, got {fmt(value)}")
+    changes: dict[str, Any] = _positive_overrides((
+        ("--seq-len", "sequence_length", seq_len), ("--target-len", "target_length", target_len),
+        ("--micro-batch", "micro_batch_size", micro_batch), ("--tensor-parallel", "tensor_parallel", tensor_parallel),
+        ("--pipeline-parallel", "pipeline_parallel", pipeline_parallel),
+        ("--sequence-parallel", "sequence_parallel", sequence_parallel),
+        ("--expert-parallel", "expert_parallel", expert_parallel)))
+    for flag, dtype in (("--precision", precision), ("--load-dtype", load_dtype)):
+        if dtype is not None and dtype not in PRECISIONS:
+            raise ModelError(f"{flag} must be one of {', '.join(PRECISIONS)}, got {fmt(dtype)}")
     if precision is not None:
         changes["precision"] = precision
     if stage is not None:
         if isinstance(stage, bool) or stage not in ZERO_STAGES:
             raise ModelError(f"--stage must be one of {', '.join(map(str, ZERO_STAGES))}, got {fmt(stage)}")
         changes["zero_stage"] = stage
-    load: dict[str, Any] = {}
-    if load_dtype is not None:
-        load["load_dtype"] = load_dtype
-    for flag, name, value in (("--zero-init", "zero_init", zero_init), ("--meta-load", "meta_device", meta_load)):
-        if value is not None:
-            if not isinstance(value, bool):
-                raise ModelError(f"{flag} must be true or false, got {fmt(value)}")
-            load[name] = value
+    load = _load_overrides(load_dtype, zero_init, meta_load)
     if load:
         changes["load"] = dataclasses.replace(shape.load, **load)
     if checkpointing is not None:
@@ -411,10 +399,38 @@ def apply_overrides(
             )
         changes["activation_checkpointing"] = checkpointing
     if flash is not None:
-        if not isinstance(flash, bool):
-            raise ModelError(f"--flash-attention must be true or false, got {fmt(flash)}")
-        changes["flash_attention"] = flash
+        changes["flash_attention"] = _flag_bool("--flash-attention", flash)
     return dataclasses.replace(shape, **changes) if changes else shape
+
+
+def _positive_overrides(given: tuple[tuple[str, str, int | None], ...]) -> dict[str, int]:
+    """The (flag, TrainingShape field, value) given (not None), each checked to be a whole number > 0."""
+    changes: dict[str, int] = {}
+    for flag, name, value in given:
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ModelError(f"{flag} must be an integer > 0, got {fmt(value)}")
+        check_dimension(flag, value)
+        changes[name] = value
+    return changes
+
+
+def _load_overrides(load_dtype: str | None, zero_init: bool | None, meta_load: bool | None) -> dict[str, Any]:
+    """The LoadInputs fields the flags give."""
+    load: dict[str, Any] = {}
+    if load_dtype is not None:
+        load["load_dtype"] = load_dtype
+    for flag, name, value in (("--zero-init", "zero_init", zero_init), ("--meta-load", "meta_device", meta_load)):
+        if value is not None:
+            load[name] = _flag_bool(flag, value)
+    return load
+
+
+def _flag_bool(flag: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ModelError(f"{flag} must be true or false, got {fmt(value)}")
+    return value
 
 
 # --------------------------------------------------------------------------- files
@@ -446,11 +462,33 @@ class _Document:
 
 def _read(path: Path) -> _Document:
     """Parse a YAML or JSON file, keeping where each top-level key sits."""
-    from zeroadvisor.config import reader
     from zeroadvisor.config.source import ParseError
     from zeroadvisor.config.yaml_source import load_yaml
 
     file = str(path)
+    text = _read_text(path, file)
+    # One YAML reading for configs and descriptions: aliases bounded, JSON-view values.
+    try:
+        node, data = load_yaml(text, syntax="YAML/JSON")
+    except ParseError as err:
+        raise ModelError(err.message, file=file, line=err.line, column=err.column) from None
+    if node is None or data is None:
+        raise ModelError("is empty: expected hf_config or parameters", file=file)
+    if not isinstance(data, dict):
+        kind = "a list" if isinstance(data, list) else f"a {type(data).__name__}"
+        raise ModelError(
+            f"must be a mapping of keys (hf_config: or parameters: ...), got {kind}",
+            file=file,
+            line=node.start_mark.line + 1,
+            column=node.start_mark.column + 1,
+        )
+    return _Document(file, data, _key_positions(node, file))
+
+
+def _read_text(path: Path, file: str) -> str:
+    """The file's text: a regular file within MAX_MODEL_BYTES, UTF-8 (a BOM allowed), not blank."""
+    from zeroadvisor.config import reader
+
     try:  # the same reading as for configs: never blocks on a FIFO, refuses non-files
         raw = reader.read_bytes(path, file, limit=MAX_MODEL_BYTES)
     except reader.NotAFile as err:
@@ -471,23 +509,12 @@ def _read(path: Path) -> _Document:
         ) from None
     if not text.strip():
         raise ModelError("is empty: expected hf_config or parameters", file=file)
+    return text
 
-    # One YAML reading for configs and descriptions: aliases bounded, JSON-view values.
-    try:
-        node, data = load_yaml(text, syntax="YAML/JSON")
-    except ParseError as err:
-        raise ModelError(err.message, file=file, line=err.line, column=err.column) from None
-    if node is None or data is None:
-        raise ModelError("is empty: expected hf_config or parameters", file=file)
-    if not isinstance(data, dict):
-        kind = "a list" if isinstance(data, list) else f"a {type(data).__name__}"
-        raise ModelError(
-            f"must be a mapping of keys (hf_config: or parameters: ...), got {kind}",
-            file=file,
-            line=node.start_mark.line + 1,
-            column=node.start_mark.column + 1,
-        )
 
+def _key_positions(node: Any, file: str) -> dict[str, _Where]:
+    """Where each top-level key of the mapping ``node`` (a YAML node) and its value sit; a key given twice
+    is an error at its second place."""
     where: dict[str, _Where] = {}
     for key_node, value_node in node.value:
         key = str(key_node.value)
@@ -506,7 +533,7 @@ def _read(path: Path) -> _Document:
                 key=key,
             )
         where[key] = spot
-    return _Document(file, data, where)
+    return where
 
 
 def load_hf_config(path: str | Path) -> tuple[dict[str, Any], ModelSpec]:
@@ -538,18 +565,31 @@ def load_description(path: str | Path, peft: Mapping[str, Any] | None = None) ->
     doc = _read(path)
     data: dict[Any, Any] = doc.data
     if "model_type" in data:  # a Hugging Face config.json given directly
-        try:
-            spec = spec_from_hf_config(data, source=doc.file)
-        except ModelError as err:
-            raise doc.locate(err) from None
-        block = _merged_peft(None, peft)
-        if block is not None:
-            spec = apply_peft(spec, layout_from_hf_config(data)[2], peft_settings(block))
-        return spec, TrainingShape()
+        return _spec_of_hf_config_file(doc, peft), TrainingShape()
     if peft and any(v is not None for v in peft.values()):
         data = {**data, "peft": _merged_peft(data.get("peft"), peft)}
         doc = _Document(doc.file, data, doc.where)
+    _check_description(doc)
+    spec = _spec_from_hf_config_key(doc, path) if "hf_config" in data else _spec_from_parameters(doc)
+    return spec, _training_shape(data)
 
+
+def _spec_of_hf_config_file(doc: _Document, peft: Mapping[str, Any] | None) -> ModelSpec:
+    data = doc.data
+    try:
+        spec = spec_from_hf_config(data, source=doc.file)
+    except ModelError as err:
+        raise doc.locate(err) from None
+    block = _merged_peft(None, peft)
+    if block is not None:
+        spec = apply_peft(spec, layout_from_hf_config(data)[2], peft_settings(block))
+    return spec
+
+
+def _check_description(doc: _Document) -> None:
+    """The description's keys: each known, hf_config or parameters (not both), no architecture field beside
+    hf_config, every value as the schema says and every dimension in range."""
+    data = doc.data
     for key in data:
         if str(key) not in _BY_NAME:
             close = difflib.get_close_matches(str(key), list(_BY_NAME), n=1, cutoff=0.6)
@@ -566,15 +606,15 @@ def load_description(path: str | Path, peft: Mapping[str, Any] | None = None) ->
         )
     if "hf_config" not in data and "parameters" not in data:
         raise doc.error("needs hf_config (a config.json) or parameters (a count like 7.5B)")
-    if "hf_config" in data:
-        for name in ARCHITECTURE_FIELDS:
-            if name in data:
-                raise doc.error(
-                    f"{name} cannot be given with hf_config: the config.json defines it "
-                    "(remove it, or use parameters: instead of hf_config:)",
-                    name,
-                    at_value=False,
-                )
+    given_with_hf_config = [name for name in ARCHITECTURE_FIELDS if name in data] if "hf_config" in data else []
+    if given_with_hf_config:
+        name = given_with_hf_config[0]
+        raise doc.error(
+            f"{name} cannot be given with hf_config: the config.json defines it "
+            "(remove it, or use parameters: instead of hf_config:)",
+            name,
+            at_value=False,
+        )
     _validate(doc)
     for field in FIELDS:
         if field.schema is _POSITIVE and field.name in data:
@@ -583,39 +623,52 @@ def load_description(path: str | Path, peft: Mapping[str, Any] | None = None) ->
             except ModelError as err:
                 raise doc.error(err.message, field.name) from None
 
-    if "hf_config" in data:
-        target = path.parent / str(data["hf_config"])
-        if not target.is_file():
-            raise doc.error(f"hf_config {target} does not exist", "hf_config")
-        hf, spec = load_hf_config(target)
-        spec = dataclasses.replace(spec, source=f"{doc.file} -> {target}")
-        if "peft" in data:
-            try:
-                spec = apply_peft(spec, layout_from_hf_config(hf)[2], peft_settings(data["peft"]))
-            except ModelError as err:
-                raise doc.error(err.message, "peft") from None
-    else:
-        if "peft" in data:
-            raise doc.error("peft needs hf_config: the trainable parameters are counted from the model's layout "
-                            "(a parameter count alone does not say which Linear layers exist)", "peft", at_value=False)
+
+def _spec_from_hf_config_key(doc: _Document, path: Path) -> ModelSpec:
+    """``hf_config:``: the config.json beside the description, with the description's ``peft:``."""
+    data = doc.data
+    target = path.parent / str(data["hf_config"])
+    if not target.is_file():
+        raise doc.error(f"hf_config {target} does not exist", "hf_config")
+    hf, spec = load_hf_config(target)
+    spec = dataclasses.replace(spec, source=f"{doc.file} -> {target}")
+    if "peft" in data:
         try:
-            count = parse_count(data["parameters"])
+            spec = apply_peft(spec, layout_from_hf_config(hf)[2], peft_settings(data["peft"]))
         except ModelError as err:
-            raise doc.error(err.message, "parameters") from None
-        stacks = [data[name] for name in ("encoder_layers", "decoder_layers") if name in data]
-        if stacks and "num_layers" in data and data["num_layers"] != sum(stacks):
-            raise doc.error(
-                f"num_layers {data['num_layers']} is not encoder_layers + decoder_layers ({sum(stacks)})",
-                "num_layers",
-            )
-        spec = ModelSpec(
-            parameters=count,
-            source=doc.file,
-            **{name: data[name] for name in ARCHITECTURE_FIELDS if name in data},
+            raise doc.error(err.message, "peft") from None
+    return spec
+
+
+def _spec_from_parameters(doc: _Document) -> ModelSpec:
+    """``parameters:`` and the architecture fields given beside it."""
+    data = doc.data
+    if "peft" in data:
+        raise doc.error("peft needs hf_config: the trainable parameters are counted from the model's layout "
+                        "(a parameter count alone does not say which Linear layers exist)", "peft", at_value=False)
+    try:
+        count = parse_count(data["parameters"])
+    except ModelError as err:
+        raise doc.error(err.message, "parameters") from None
+    stacks = [data[name] for name in ("encoder_layers", "decoder_layers") if name in data]
+    if stacks and "num_layers" in data and data["num_layers"] != sum(stacks):
+        raise doc.error(
+            f"num_layers {data['num_layers']} is not encoder_layers + decoder_layers ({sum(stacks)})",
+            "num_layers",
         )
-        if stacks and spec.num_layers is None:
-            spec = dataclasses.replace(spec, num_layers=sum(stacks))
-    shape = TrainingShape(
+    spec = ModelSpec(
+        parameters=count,
+        source=doc.file,
+        **{name: data[name] for name in ARCHITECTURE_FIELDS if name in data},
+    )
+    if stacks and spec.num_layers is None:
+        spec = dataclasses.replace(spec, num_layers=sum(stacks))
+    return spec
+
+
+def _training_shape(data: Mapping[str, Any]) -> TrainingShape:
+    """The training shape the description's keys give (the defaults where it says nothing)."""
+    return TrainingShape(
         sequence_length=data.get("sequence_length"),
         activation_checkpointing=data.get("activation_checkpointing", "none"),
         flash_attention=data.get("flash_attention", True),
@@ -629,7 +682,6 @@ def load_description(path: str | Path, peft: Mapping[str, Any] | None = None) ->
         sequence_parallel=data.get("sequence_parallel"),
         expert_parallel=data.get("expert_parallel"),
     )
-    return spec, shape
 
 
 def peft_settings(block: Mapping[str, Any]) -> PeftSettings:
@@ -678,9 +730,9 @@ def _validate(doc: _Document) -> None:
 __all__ = [
     "ARCHITECTURE_FIELDS",
     "CHECKPOINTING",
-    "PRECISIONS",
     "COUNT_PATTERN",
     "FIELDS",
+    "PRECISIONS",
     "apply_overrides",
     "json_schema",
     "load_description",

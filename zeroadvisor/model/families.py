@@ -80,7 +80,8 @@ def _opt(c: Cfg, name: str) -> Any:
 def _divisible_head_dim(c: Cfg) -> int:
     """``hidden_size // num_attention_heads``, which transformers uses when no head_dim is
     given (several families raise when it does not divide; none builds a sane model)."""
-    h, n = c.hidden_size, c.num_attention_heads
+    h: int = c.hidden_size
+    n: int = c.num_attention_heads
     if h % n:
         raise c.fail(
             "num_attention_heads",
@@ -90,17 +91,19 @@ def _divisible_head_dim(c: Cfg) -> int:
 
 
 def _head_dim(c: Cfg) -> int:
-    explicit = _opt(c, "head_dim")
+    explicit: int | None = _opt(c, "head_dim")
     return explicit if explicit is not None else _divisible_head_dim(c)
 
 
 def _kv_heads(c: Cfg) -> int:
-    kv = _opt(c, "num_key_value_heads")
-    return kv if kv is not None else c.num_attention_heads
+    kv: int | None = _opt(c, "num_key_value_heads")
+    heads: int = c.num_attention_heads
+    return kv if kv is not None else heads
 
 
 def _num_labels(c: Cfg) -> int:
-    return c.num_labels  # set by hf.py from id2label / num_labels (default 2)
+    labels: int = c.num_labels  # set by hf.py from id2label / num_labels (default 2)
+    return labels
 
 
 def _mlp(L: Layout, kind: str, h: int, width: int, bias: bool) -> None:
@@ -241,13 +244,15 @@ def _mla(c: Cfg, L: Layout) -> tuple[int, int, int]:
 
 def _moe_layers(m: Moe, c: Cfg) -> int:
     """How many of the decoder layers carry the sparse block."""
-    N, E = c.num_hidden_layers, getattr(c, m.experts)
+    N: int = c.num_hidden_layers
+    E: int = getattr(c, m.experts)
     if m.placement == "all":
         return N
     if m.placement == "first_k_dense":
         # deepseek_v3/modeling_deepseek_v3.py DeepseekV3DecoderLayer:
         # MoE iff layer_idx >= first_k_dense_replace (moe_layer_freq is not read).
-        return max(0, N - c.first_k_dense_replace)
+        dense: int = c.first_k_dense_replace
+        return max(0, N - dense)
     if m.placement == "qwen":
         # qwen2_moe/qwen3_moe Qwen*MoeDecoderLayer: MoE iff layer_idx not in mlp_only_layers
         # and num_experts > 0 and (layer_idx + 1) % decoder_sparse_step == 0.
@@ -282,9 +287,44 @@ def _moe_block(m: Moe, c: Cfg, L: Layout, d: Dec) -> None:
 def _decoder(d: Dec, c: Cfg, L: Layout, head: str) -> Arch:
     h, N, V = c.hidden_size, c.num_hidden_layers, c.vocab_size
     base = L.sub("model")
-    # Input embeddings. OPT embeds at word_embed_proj_dim and projects in/out when it
-    # differs from hidden_size (opt/modeling_opt.py OPTDecoder.project_in/project_out).
-    e = (c.word_embed_proj_dim or h) if d.word_embed_proj else h
+    e = _decoder_embeddings(d, c, base)
+
+    layers = base.sub("layers.*", N)
+    heads, kv, hd = _attention(d, c, layers.sub("self_attn"))
+    norms = d.norms(c) if callable(d.norms) else d.norms
+    for i in range(norms):
+        _norm(d, c, layers, f"norm{i}", h)
+    if d.layer_extra is not None:
+        d.layer_extra(c, layers, h)
+    n_moe, width = _decoder_mlps(d, c, base)
+    final = d.final_norm(c) if callable(d.final_norm) else d.final_norm
+    if final:
+        _norm(d, c, base, "norm", h)
+    tied = _decoder_head(d, c, L, head, e)
+
+    m = d.moe if n_moe else None  # the sparse block, where some layer has it
+    return Arch(
+        num_layers=N,
+        hidden_size=h,
+        heads=heads,
+        kv_heads=kv,
+        head_dim=hd,
+        intermediate=getattr(c, m.width) if m is not None else width,
+        vocab=V,
+        gated=d.mlp != "plain",
+        experts=getattr(c, m.experts) if m is not None else None,
+        top_k=_opt(c, "num_experts_per_tok") if m is not None else None,
+        tied=tied,
+        notes=(_moe_note(m, c, n_moe, width),) if m is not None else (),
+    )
+
+
+def _decoder_embeddings(d: Dec, c: Cfg, base: Layout) -> int:
+    """Adds the input embeddings (and what sits between them and the layers); returns their width."""
+    h, V = c.hidden_size, c.vocab_size
+    # OPT embeds at word_embed_proj_dim and projects in/out when it differs from hidden_size
+    # (opt/modeling_opt.py OPTDecoder.project_in/project_out).
+    e: int = (c.word_embed_proj_dim or h) if d.word_embed_proj else h
     base.embedding("embed_tokens", V, e)
     if d.positions is not None:
         # gpt2 wpe (n_positions, h); OPTLearnedPositionalEmbedding: num_embeddings + 2.
@@ -294,67 +334,48 @@ def _decoder(d: Dec, c: Cfg, L: Layout, head: str) -> Arch:
         base.linear("project_out", h, e, False)
     if d.embed_norm:
         _norm(d, c, base, "word_embeddings_layernorm", h)
+    return e
 
-    layers = base.sub("layers.*", N)
-    heads, kv, hd = _attention(d, c, layers.sub("self_attn"))
-    norms = d.norms(c) if callable(d.norms) else d.norms
-    for i in range(norms):
-        _norm(d, c, layers, f"norm{i}", h)
-    if d.layer_extra is not None:
-        d.layer_extra(c, layers, h)
 
-    # MLP: dense everywhere, or sparse on the layers the family's placement rule picks.
+def _decoder_mlps(d: Dec, c: Cfg, base: Layout) -> tuple[int, int]:
+    """Adds the MLPs: dense everywhere, or sparse on the layers the family's placement rule picks.
+    Returns (layers with the sparse block, the dense MLP width)."""
+    h, N = c.hidden_size, c.num_hidden_layers
     n_moe = _moe_layers(d.moe, c) if d.moe is not None else 0
-    width = c.intermediate_size if _opt(c, "intermediate_size") is not None else 4 * h
+    width: int = c.intermediate_size if _opt(c, "intermediate_size") is not None else 4 * h
     if N - n_moe:
         if d.moe is not None:
             width = c.need("intermediate_size", f"the dense MLP of {N - n_moe} non-MoE layers")
         _mlp(base.sub("layers.*.mlp", N - n_moe), d.mlp, h, width, _flag(c, d.mlp_bias))
-    if n_moe:
-        assert d.moe is not None
+    if n_moe and d.moe is not None:
         _moe_block(d.moe, c, base.sub("layers.*.mlp", n_moe), d)
+    return n_moe, width
 
-    final = d.final_norm(c) if callable(d.final_norm) else d.final_norm
-    if final:
-        _norm(d, c, base, "norm", h)
 
-    tied = None
+def _decoder_head(d: Dec, c: Cfg, L: Layout, head: str, e: int) -> bool | None:
+    """Adds the head; returns whether lm_head is the input embedding (None without an lm_head)."""
     if head == CAUSAL_LM:
-        tied = c.tie_word_embeddings
-        L.linear("lm_head", e, V, d.lm_head_bias, tied_weight=tied)
-    elif head == SEQ_CLS:  # score = Linear(h, num_labels, bias=False) in every family
+        tied: bool = c.tie_word_embeddings
+        L.linear("lm_head", e, c.vocab_size, d.lm_head_bias, tied_weight=tied)
+        return tied
+    if head == SEQ_CLS:  # score = Linear(h, num_labels, bias=False) in every family
         L.linear("score", e, _num_labels(c), False)
     elif head != BASE:  # pragma: no cover - a table bug
         raise AssertionError(head)
+    return None
 
-    m = d.moe
-    notes: tuple[str, ...] = ()
-    if m is not None and n_moe:
-        shared = ""
-        if m.shared == "qwen2":
-            shared = f", a shared expert of width {c.shared_expert_intermediate_size} with its gate"
-        elif m.shared == "deepseek":
-            shared = f", shared experts of total width {c.moe_intermediate_size * c.n_shared_experts}"
-        top_k = _opt(c, "num_experts_per_tok")
-        dense = f"; dense MLP of width {width} on the other {N - n_moe}" if N - n_moe else ""
-        notes = (
-            f"MoE on {n_moe} of {N} layers: {getattr(c, m.experts)} routed experts of width "
-            f"{getattr(c, m.width)}" + (f", top-{top_k}" if top_k else "") + shared + dense,
-        )
-    return Arch(
-        num_layers=N,
-        hidden_size=h,
-        heads=heads,
-        kv_heads=kv,
-        head_dim=hd,
-        intermediate=getattr(c, m.width) if m is not None and n_moe else width,
-        vocab=V,
-        gated=d.mlp != "plain",
-        experts=getattr(c, m.experts) if m is not None and n_moe else None,
-        top_k=_opt(c, "num_experts_per_tok") if m is not None and n_moe else None,
-        tied=tied,
-        notes=notes,
-    )
+
+def _moe_note(m: Moe, c: Cfg, n_moe: int, width: int) -> str:
+    N = c.num_hidden_layers
+    shared = ""
+    if m.shared == "qwen2":
+        shared = f", a shared expert of width {c.shared_expert_intermediate_size} with its gate"
+    elif m.shared == "deepseek":
+        shared = f", shared experts of total width {c.moe_intermediate_size * c.n_shared_experts}"
+    top_k = _opt(c, "num_experts_per_tok")
+    dense = f"; dense MLP of width {width} on the other {N - n_moe}" if N - n_moe else ""
+    return (f"MoE on {n_moe} of {N} layers: {getattr(c, m.experts)} routed experts of width "
+            f"{getattr(c, m.width)}" + (f", top-{top_k}" if top_k else "") + shared + dense)
 
 
 def _gpt2_cross_attention(c: Cfg, L: Layout, h: int) -> None:
@@ -391,7 +412,7 @@ def _opt_final_norm(c: Cfg) -> bool:
 
 def _bert(c: Cfg, L: Layout, head: str, *, roberta: bool) -> Arch:
     """bert/modeling_bert.py and roberta/modeling_roberta.py (the same encoder)."""
-    h, n, N, V, I = (
+    h, n, N, V, inter = (
         c.hidden_size,
         c.num_attention_heads,
         c.num_hidden_layers,
@@ -421,8 +442,8 @@ def _bert(c: Cfg, L: Layout, head: str, *, roberta: bool) -> Arch:
         if not c.is_decoder:  # BertLayer raises ValueError in this case
             raise c.fail("add_cross_attention", "add_cross_attention needs is_decoder: true")
         attention(layer.sub("crossattention"))
-    layer.linear("intermediate.dense", h, I, True)
-    layer.linear("output.dense", I, h, True)
+    layer.linear("intermediate.dense", h, inter, True)
+    layer.linear("output.dense", inter, h, True)
     layer.layer_norm("output.LayerNorm", h)
 
     # Which heads build BertModel with its pooler (add_pooling_layer=True).
@@ -430,6 +451,13 @@ def _bert(c: Cfg, L: Layout, head: str, *, roberta: bool) -> Arch:
     if head in pooled:
         base.linear("pooler.dense", h, h, True)
 
+    tied = _bert_head(c, L, head, roberta=roberta)
+    return Arch(N, h, n, n, hd, inter, V, gated=False, tied=tied)
+
+
+def _bert_head(c: Cfg, L: Layout, head: str, *, roberta: bool) -> bool | None:
+    """Adds the head; returns whether the MLM decoder is the word embedding (None without one)."""
+    h, V = c.hidden_size, c.vocab_size
     tied = None
     if head in (MLM, CAUSAL_LM, PRETRAINING):
         # BertLMPredictionHead / RobertaLMHead: a transform (dense + LayerNorm), the decoder
@@ -454,7 +482,7 @@ def _bert(c: Cfg, L: Layout, head: str, *, roberta: bool) -> Arch:
         L.linear("classifier", h, 1, True)
     elif head != BASE:  # pragma: no cover - a table bug
         raise AssertionError(head)
-    return Arch(N, h, n, n, hd, I, V, gated=False, tied=tied)
+    return tied
 
 
 # --------------------------------------------------------------------------- T5
@@ -472,40 +500,53 @@ def _t5(c: Cfg, L: Layout, head: str) -> Arch:
     if (len(act) > 1 and act[0] != "gated") or len(act) > 2:  # T5Config.validate_architecture
         raise c.fail("feed_forward_proj", f"feed_forward_proj {c.feed_forward_proj!r} is invalid")
     gated = act[0] == "gated"
-    inner = n * dkv
     enc_n = c.num_hidden_layers
     dec_n = c.num_decoder_layers if c.num_decoder_layers is not None else enc_n
-
-    def stack(S: Layout, layers: int, decoder: bool) -> None:
-        S.embedding("embed_tokens", V, d, shared=True)  # tied to `shared`
-        if layers:
-            # T5Attention.relative_attention_bias: nn.Embedding(buckets, n_heads), only in
-            # the self-attention of block 0 of each stack (has_relative_attention_bias).
-            S.add("block.0.layer.0.SelfAttention.relative_attention_bias",
-                  c.relative_attention_num_buckets * n)
-        B = S.sub("block.*", layers)
-        attentions = ("SelfAttention", "EncDecAttention") if decoder else ("SelfAttention",)
-        for name in attentions:  # T5Attention: q, k, v (d -> n*d_kv), o; no biases
-            for proj in ("q", "k", "v"):
-                B.linear(f"{name}.{proj}", d, inner, False)
-            B.linear(f"{name}.o", inner, d, False)
-            B.rms_norm(f"{name}.layer_norm", d)  # T5LayerNorm: weight only
-        if gated:  # T5DenseGatedActDense: wi_0, wi_1, wo
-            B.linear("wi_0", d, ff, False)
-            B.linear("wi_1", d, ff, False)
-        else:  # T5DenseActDense: wi, wo
-            B.linear("wi", d, ff, False)
-        B.linear("wo", ff, d, False)
-        B.rms_norm("ff.layer_norm", d)
-        S.rms_norm("final_layer_norm", d)
 
     # T5ForSequenceClassification wraps a T5Model, T5ForTokenClassification a T5EncoderModel.
     root = L.sub("transformer") if head in (SEQ_CLS, TOKEN_CLS) else L
     root.embedding("shared", V, d)
-    stack(root.sub("encoder"), enc_n, decoder=False)
+    _t5_stack(c, root.sub("encoder"), enc_n, gated, decoder=False)
     has_decoder = head not in (ENCODER, TOKEN_CLS)
     if has_decoder:
-        stack(root.sub("decoder"), dec_n, decoder=True)
+        _t5_stack(c, root.sub("decoder"), dec_n, gated, decoder=True)
+    tied = _t5_head(c, L, head)
+    layers = enc_n + dec_n if has_decoder else enc_n
+    notes = (f"num_layers counts {enc_n} encoder + {dec_n} decoder blocks",) if has_decoder else ()
+    return Arch(layers, d, n, n, dkv, ff, V, gated=gated, tied=tied, notes=notes,
+                encoder_layers=enc_n if has_decoder else None, decoder_layers=dec_n if has_decoder else None)
+
+
+def _t5_stack(c: Cfg, S: Layout, layers: int, gated: bool, *, decoder: bool) -> None:
+    """One T5Stack: embed_tokens (the shared tensor), its blocks and final_layer_norm."""
+    d, n, ff, V = c.hidden_size, c.num_attention_heads, c.d_ff, c.vocab_size
+    inner = n * c.head_dim
+    S.embedding("embed_tokens", V, d, shared=True)  # tied to `shared`
+    if layers:
+        # T5Attention.relative_attention_bias: nn.Embedding(buckets, n_heads), only in
+        # the self-attention of block 0 of each stack (has_relative_attention_bias).
+        S.add("block.0.layer.0.SelfAttention.relative_attention_bias",
+              c.relative_attention_num_buckets * n)
+    B = S.sub("block.*", layers)
+    attentions = ("SelfAttention", "EncDecAttention") if decoder else ("SelfAttention",)
+    for name in attentions:  # T5Attention: q, k, v (d -> n*d_kv), o; no biases
+        for proj in ("q", "k", "v"):
+            B.linear(f"{name}.{proj}", d, inner, False)
+        B.linear(f"{name}.o", inner, d, False)
+        B.rms_norm(f"{name}.layer_norm", d)  # T5LayerNorm: weight only
+    if gated:  # T5DenseGatedActDense: wi_0, wi_1, wo
+        B.linear("wi_0", d, ff, False)
+        B.linear("wi_1", d, ff, False)
+    else:  # T5DenseActDense: wi, wo
+        B.linear("wi", d, ff, False)
+    B.linear("wo", ff, d, False)
+    B.rms_norm("ff.layer_norm", d)
+    S.rms_norm("final_layer_norm", d)
+
+
+def _t5_head(c: Cfg, L: Layout, head: str) -> bool | None:
+    """Adds the head; lm_head is always the shared embedding (None without an lm_head)."""
+    d, V = c.hidden_size, c.vocab_size
     tied = None
     if head == SEQ2SEQ_LM:
         tied = True
@@ -517,10 +558,7 @@ def _t5(c: Cfg, L: Layout, head: str) -> Arch:
         L.linear("qa_outputs" if head == QA else "classifier", d, _num_labels(c), True)
     elif head not in (BASE, ENCODER):  # pragma: no cover - a table bug
         raise AssertionError(head)
-    layers = enc_n + dec_n if has_decoder else enc_n
-    notes = (f"num_layers counts {enc_n} encoder + {dec_n} decoder blocks",) if has_decoder else ()
-    return Arch(layers, d, n, n, dkv, ff, V, gated=gated, tied=tied, notes=notes,
-                encoder_layers=enc_n if has_decoder else None, decoder_layers=dec_n if has_decoder else None)
+    return tied
 
 
 # --------------------------------------------------------------------------- the table
@@ -588,7 +626,8 @@ def _mpt_notes(raw: Mapping[str, Any], c: Cfg) -> list[str]:
     # mpt/modeling_mpt.py builds Wqkv/out_proj/up_proj/down_proj without biases, 4*d_model
     # MLPs, norms without bias and no learned positions, whatever MptConfig says.
     notes = []
-    attn = raw.get("attn_config") if isinstance(raw.get("attn_config"), Mapping) else {}
+    attn_config = raw.get("attn_config")
+    attn: Mapping[str, Any] = attn_config if isinstance(attn_config, Mapping) else {}
     if raw.get("no_bias") is False:
         notes.append("mpt: no_bias=false is ignored by transformers' MptModel (built without biases)")
     if raw.get("expansion_ratio", 4) != 4:
@@ -633,10 +672,10 @@ def _deepseek_notes(raw: Mapping[str, Any], c: Cfg) -> list[str]:
 def _t5_notes(raw: Mapping[str, Any], c: Cfg) -> list[str]:
     if raw.get("tie_word_embeddings") is False:
         return [
-            "t5: transformers 5.24 ties lm_head to the shared embedding even though "
-            "tie_word_embeddings is false (counted tied); a checkpoint with its own lm_head "
-            "(T5 v1.1, Flan-T5) may load it untied via from_pretrained: "
-            f"+{c.vocab_size * c.hidden_size:,} parameters"
+            ("t5: transformers 5.24 ties lm_head to the shared embedding even though "
+             "tie_word_embeddings is false (counted tied); a checkpoint with its own lm_head "
+             "(T5 v1.1, Flan-T5) may load it untied via from_pretrained: "
+             f"+{c.vocab_size * c.hidden_size:,} parameters")
         ]
     return []
 

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from zeroadvisor.model.errors import ModelError
+from zeroadvisor.model.spec import ModelSpec, TrainingShape
 
 CONFIG_NAME = "config.json"  # transformers utils/__init__.py CONFIG_NAME
 CATALOG_INDEX = "index.json"
@@ -182,8 +183,7 @@ def suggestions(name: str, n: int = 3) -> list[str]:
     bare = {k.rsplit("/", 1)[-1]: v for k, v in names.items()}
     if key.rsplit("/", 1)[-1] in bare:  # the right model name under another organisation
         found.append(bare[key.rsplit("/", 1)[-1]])
-    for close in difflib.get_close_matches(key, list(names), n=n, cutoff=0.75):
-        found.append(names[close])
+    found.extend(names[close] for close in difflib.get_close_matches(key, list(names), n=n, cutoff=0.75))
     return list(dict.fromkeys(found))[:n]
 
 
@@ -206,9 +206,9 @@ def resolve(name: str, environ: Mapping[str, str] | None = None) -> Resolved:
         return Resolved(path, "path", name)  # the reader reports a missing or unreadable file
     searched = [f"no file or directory {name}"]
     cache = hub_cache_dir(environ)
-    config, why = from_cache(name, cache)
-    if config is not None:
-        return Resolved(config, "hf-cache", f"{name} in the Hugging Face cache ({config})", why or None)
+    cached, why = from_cache(name, cache)
+    if cached is not None:
+        return Resolved(cached, "hf-cache", f"{name} in the Hugging Face cache ({cached})", why or None)
     searched.append(f"Hugging Face cache: {why}")
     entry = catalog_entry(name)
     if entry is not None:
@@ -228,7 +228,8 @@ def resolve(name: str, environ: Mapping[str, str] | None = None) -> Resolved:
     )
 
 
-def load_model(name: str, peft: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None):
+def load_model(name: str, peft: Mapping[str, Any] | None = None,
+               environ: Mapping[str, str] | None = None) -> tuple[ModelSpec, TrainingShape]:
     """``--model NAME``: the ModelSpec and TrainingShape, from wherever :func:`resolve` finds it."""
     from zeroadvisor.model.description import load_description
 

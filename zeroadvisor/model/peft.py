@@ -201,49 +201,15 @@ def count(modules: Sequence[Module], settings: PeftSettings, spec: ModelSpec) ->
     if settings.r < 1:
         raise ModelError(f"peft.r must be an integer > 0, got {settings.r}", key="peft")
     model_type = spec.model_type
-    base_parameters = spec.parameters
     named = [(real_name(model_type, m.name), m) for m in modules]
     saved = settings.modules_to_save
-    targets = settings.target_modules
-    moe_params: dict[str, int] = {}
-    v4 = _MOE_V4_NAMES.get(_MOE_CONVERSION.get(model_type or "", ""), {})
-    if v4 and spec.num_experts:
-        checked = targets
-        targets, moe_params = _moe_conversion(named, targets, v4, saved)
-        if checked is not None:  # the names peft maps are not looked up among the modules
-            checked = tuple(t for t in checked if t in targets)
-    else:
-        checked = targets
-    adapted: list[tuple[str, Module]] = []
-    for key, m in named:
-        if m.linear is None or (saved and _saved(key, saved)):
-            continue
-        if targets is None:
-            if m.name not in OUTPUT_HEADS:
-                adapted.append((key, m))
-        elif _targets(key, targets):
-            adapted.append((key, m))
+    targets, checked, moe_params = _moe_targets(named, settings, spec)
+    adapted = _adapted_linears(named, targets, saved)
     if checked is not None:
-        for t in checked:
-            hits = [key for key, m in named if _targets(key, [t])]
-            if not hits:
-                raise ModelError(f"peft target module {t!r} matches no module of this {model_type or ''} model "
-                                 "(peft raises 'Target modules ... not found in the base model')", key="peft")
-            if not any(m.linear is not None for key, m in named if _targets(key, [t])):
-                raise ModelError(f"peft target module {t!r} matches {hits[0]}, which is not a Linear layer: only "
-                                 "LoRA on Linear layers is modelled", key="peft")
-    copies = [(key, m) for key, m in named if saved and _saved(key, saved)]
-    for entry in saved:
-        if not any(_saved(key, [entry]) for key, _ in named):
-            raise ModelError(f"peft modules_to_save entry {entry!r} matches no parameter-owning module of this "
-                             f"{model_type or ''} model", key="peft")
+        _check_targets(named, checked, model_type)
+    _check_saved(named, saved, model_type)
     r = settings.r
-    numels: list[int] = []
-    adapter = 0
-    for _, m in adapted:
-        fan_in, fan_out = m.linear  # type: ignore[misc]
-        adapter += m.count * r * (fan_in + fan_out)
-        numels += [r * fan_in, fan_out * r] * m.count
+    adapter, numels = _lora_adapters(adapted, r)
     if moe_params:
         assert spec.hidden_size is not None and spec.intermediate_size is not None
         extra, extra_numels = _moe_adapter(named, moe_params, r, spec.num_experts or 0, spec.hidden_size,
@@ -251,27 +217,91 @@ def count(modules: Sequence[Module], settings: PeftSettings, spec: ModelSpec) ->
         adapter += extra
         numels += extra_numels
     copy = 0
-    for _, m in copies:
-        copy += m.count * m.own  # a deep copy owns every tensor, tied ones included
-        numels += [p.numel for p in m.params] * m.count
-    q_elements = q_bytes = 0
-    quant = settings.quant
-    if quant is not None:
-        for _, m in named:
-            if m.linear is None or m.name in OUTPUT_HEADS:
-                continue
-            fan_in, fan_out = m.linear
-            q_elements += m.count * fan_in * fan_out
-            q_bytes += m.count * quantized_bytes(fan_in, fan_out, quant, settings.double_quant)
+    for key, m in named:
+        if saved and _saved(key, saved):
+            copy += m.count * m.own  # a deep copy owns every tensor, tied ones included
+            numels += [p.numel for p in m.params] * m.count
+    q_elements, q_bytes = _quantized_base(named, settings)
     trainable = adapter + copy
     return PeftCount(
         trainable=trainable,
-        all=base_parameters + trainable,
-        adapted_modules=sum(m.count for _, m in adapted),  # Linear modules (MoE parameters not included)
+        all=spec.parameters + trainable,
+        adapted_modules=sum(m.count for _, m, _ in adapted),  # Linear modules (MoE parameters not included)
         trainable_numels=tuple(numels),
         quantized_elements=q_elements,
         quantized_bytes=q_bytes,
     )
+
+
+def _moe_targets(named: Sequence[tuple[str, Module]], settings: PeftSettings,
+                 spec: ModelSpec) -> tuple[tuple[str, ...] | None, tuple[str, ...] | None, dict[str, int]]:
+    """(the target modules after peft's MoE conversion, the given ones still looked up among the modules,
+    the MoE parameters targeted with their rank multiplier); no conversion outside MoE families."""
+    targets = settings.target_modules
+    v4 = _MOE_V4_NAMES.get(_MOE_CONVERSION.get(spec.model_type or "", ""), {})
+    if not (v4 and spec.num_experts):
+        return targets, targets, {}
+    converted, moe_params = _moe_conversion(named, targets, v4, settings.modules_to_save)
+    # the names peft maps are not looked up among the modules
+    checked = tuple(t for t in targets if t in converted) if targets is not None else None
+    return converted, checked, moe_params
+
+
+def _adapted_linears(named: Sequence[tuple[str, Module]], targets: tuple[str, ...] | None,
+                     saved: Sequence[str]) -> list[tuple[str, Module, tuple[int, int]]]:
+    """The Linear modules LoRA wraps, with their (fan_in, fan_out): the targets (None: all linear layers but
+    the output head), none inside a module that is saved whole."""
+    adapted: list[tuple[str, Module, tuple[int, int]]] = []
+    for key, m in named:
+        if m.linear is None or (saved and _saved(key, saved)):
+            continue
+        if (m.name not in OUTPUT_HEADS) if targets is None else _targets(key, targets):
+            adapted.append((key, m, m.linear))
+    return adapted
+
+
+def _check_targets(named: Sequence[tuple[str, Module]], checked: tuple[str, ...], model_type: str | None) -> None:
+    """Each target module names some Linear layer of the model, as peft requires."""
+    for t in checked:
+        hits = [key for key, m in named if _targets(key, [t])]
+        if not hits:
+            raise ModelError(f"peft target module {t!r} matches no module of this {model_type or ''} model "
+                             "(peft raises 'Target modules ... not found in the base model')", key="peft")
+        if not any(m.linear is not None for key, m in named if _targets(key, [t])):
+            raise ModelError(f"peft target module {t!r} matches {hits[0]}, which is not a Linear layer: only "
+                             "LoRA on Linear layers is modelled", key="peft")
+
+
+def _check_saved(named: Sequence[tuple[str, Module]], saved: Sequence[str], model_type: str | None) -> None:
+    for entry in saved:
+        if not any(_saved(key, [entry]) for key, _ in named):
+            raise ModelError(f"peft modules_to_save entry {entry!r} matches no parameter-owning module of this "
+                             f"{model_type or ''} model", key="peft")
+
+
+def _lora_adapters(adapted: Sequence[tuple[str, Module, tuple[int, int]]], r: int) -> tuple[int, list[int]]:
+    """(parameters, tensor sizes) of lora_A (r, in) and lora_B (out, r) on each adapted Linear."""
+    adapter = 0
+    numels: list[int] = []
+    for _, m, (fan_in, fan_out) in adapted:
+        adapter += m.count * r * (fan_in + fan_out)
+        numels += [r * fan_in, fan_out * r] * m.count
+    return adapter, numels
+
+
+def _quantized_base(named: Sequence[tuple[str, Module]], settings: PeftSettings) -> tuple[int, int]:
+    """(elements, bytes) of the Linear weights QLoRA quantizes (every Linear but the output head)."""
+    quant = settings.quant
+    if quant is None:
+        return 0, 0
+    q_elements = q_bytes = 0
+    for _, m in named:
+        if m.linear is None or m.name in OUTPUT_HEADS:
+            continue
+        fan_in, fan_out = m.linear
+        q_elements += m.count * fan_in * fan_out
+        q_bytes += m.count * quantized_bytes(fan_in, fan_out, quant, settings.double_quant)
+    return q_elements, q_bytes
 
 
 __all__ = ["ALL_LINEAR", "PEFT_METHODS", "QUANTIZATIONS", "PeftCount", "PeftSettings", "count", "quantized_bytes",

@@ -13,27 +13,32 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-from typing import Iterable
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 from zeroadvisor.config import accelerate as A
 from zeroadvisor.deepspeed import accelerate_map
 from zeroadvisor.lint.findings import Finding, Severity
 from zeroadvisor.lint.rule import Example, Hit, Rule
 
+if TYPE_CHECKING:
+    from zeroadvisor.config.source import Document
+    from zeroadvisor.lint.context import Context, LintOptions
+
 _LAUNCH = "_accelerate_launch"  # where a Context keeps the launch built for it
 
 
-def launch_of(ctx) -> accelerate_map.Launch:
+def launch_of(ctx: Context) -> accelerate_map.Launch:
     """The launch of the Context's document, built once per lint."""
-    launch = ctx.__dict__.get(_LAUNCH)
+    launch: accelerate_map.Launch | None = ctx.__dict__.get(_LAUNCH)
     if launch is None:
         launch = accelerate_map.build(ctx.doc)
         ctx.__dict__[_LAUNCH] = launch
     return launch
 
 
-def _problems(kind: str):
-    def check(ctx) -> Iterable[Hit]:
+def _problems(kind: str) -> Callable[[Context], Iterable[Hit]]:
+    def check(ctx: Context) -> Iterable[Hit]:
         if not A.is_accelerate_config(ctx.data):
             return
         for problem in launch_of(ctx).problems:
@@ -47,7 +52,7 @@ def _close(key: str, known: Iterable[str]) -> str:
     return " (did you mean " + " or ".join(repr(c) for c in close) + "?)" if close else ""
 
 
-def _unknown_top_level(ctx) -> Iterable[Hit]:
+def _unknown_top_level(ctx: Context) -> Iterable[Hit]:
     if not A.is_accelerate_config(ctx.data):
         return
     known = A.known_top_level(ctx.data)
@@ -81,7 +86,7 @@ UNKNOWN_KEY = Rule(
 )
 
 
-def _ignored(ctx) -> Iterable[Hit]:
+def _ignored(ctx: Context) -> Iterable[Hit]:
     if not A.is_accelerate_config(ctx.data) or not A.uses_deepspeed(ctx.data):
         return
     from zeroadvisor.deepspeed import schema
@@ -120,7 +125,7 @@ IGNORED_KEY = Rule(
 )
 
 
-def _invalid(ctx) -> Iterable[Hit]:
+def _invalid(ctx: Context) -> Iterable[Hit]:
     if not A.is_accelerate_config(ctx.data):
         return
     data = ctx.data
@@ -232,7 +237,7 @@ CONFIG_FILE_MISSING = Rule(
 )
 
 
-def _unused(ctx) -> Iterable[Hit]:
+def _unused(ctx: Context) -> Iterable[Hit]:
     if not A.is_accelerate_config(ctx.data) or A.uses_deepspeed(ctx.data) or "distributed_type" not in ctx.data:
         return
     if A.deepspeed_section(ctx.data):
@@ -305,7 +310,7 @@ CODES = frozenset(rule.code for rule in RULES)
 
 # -- linting an Accelerate config -----------------------------------------------------------------
 
-def lint_accelerate(doc, options, selected: list[Rule]) -> list[Finding]:
+def lint_accelerate(doc: Document, options: LintOptions, selected: list[Rule]) -> list[Finding]:
     """The findings for an Accelerate config: these rules on the YAML, the DeepSpeed rules on the
     DeepSpeed config it makes Accelerate build."""
     from zeroadvisor.lint.context import Context
@@ -321,7 +326,7 @@ def lint_accelerate(doc, options, selected: list[Rule]) -> list[Finding]:
     return [dataclasses.replace(f, fix=None) if f.fix is not None else f for f in findings]
 
 
-def deepspeed_document(doc, launch: accelerate_map.Launch):
+def deepspeed_document(doc: Document, launch: accelerate_map.Launch) -> Document | None:
     """The built DeepSpeed config as a Document: the deepspeed_config_file's text and positions
     where there is one, else a document without text (its findings are placed on the YAML)."""
     from zeroadvisor.config.source import Document
@@ -333,7 +338,7 @@ def deepspeed_document(doc, launch: accelerate_map.Launch):
     return Document(doc.name, "", launch.ds_config)
 
 
-def deepspeed_findings(doc, launch: accelerate_map.Launch, rules: list[Rule], options,
+def deepspeed_findings(doc: Document, launch: accelerate_map.Launch, rules: list[Rule], options: LintOptions,
                        already: list[Finding]) -> list[Finding]:
     from zeroadvisor.lint.context import LintOptions
     from zeroadvisor.rules.linter import lint_document
@@ -346,7 +351,8 @@ def deepspeed_findings(doc, launch: accelerate_map.Launch, rules: list[Rule], op
     return place_on_yaml(doc, launch, found, already)
 
 
-def place_on_yaml(doc, launch: accelerate_map.Launch, found: list[Finding], already: list[Finding]) -> list[Finding]:
+def place_on_yaml(doc: Document, launch: accelerate_map.Launch, found: list[Finding],
+                  already: list[Finding]) -> list[Finding]:
     """Findings about the built DeepSpeed config, placed on the YAML key each value comes from (findings in
     a deepspeed_config_file stay in that file); one already reported at that YAML key is left out."""
     from zeroadvisor.rules import registry

@@ -9,8 +9,15 @@ and fails when it is used.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
 from zeroadvisor.lint.findings import Severity
 from zeroadvisor.lint.rule import Example, Hit, Rule
+
+if TYPE_CHECKING:
+    from zeroadvisor.lint.context import Context
+    from zeroadvisor.lint.schemawalk import Event
 
 _READERS = {
     "any": ("hf-trainer", "accelerate"),
@@ -21,7 +28,7 @@ _READERS = {
 _NAMES = {"hf-trainer": "the Hugging Face Trainer", "accelerate": "Accelerate"}
 
 
-def unfilled_auto(ctx):
+def unfilled_auto(ctx: Context) -> Iterator[Event]:
     """"auto" events that the chosen integration does not fill."""
     readers = _READERS[ctx.options.integration]
     for event in ctx.events("auto"):
@@ -29,7 +36,7 @@ def unfilled_auto(ctx):
             yield event
 
 
-def _who(ctx) -> str:
+def _who(ctx: Context) -> str:
     readers = _READERS[ctx.options.integration]
     if not readers:
         return "plain DeepSpeed fills no \"auto\" value"
@@ -38,14 +45,14 @@ def _who(ctx) -> str:
     return f"{_NAMES[readers[0]]} does not fill it"
 
 
-def _default_text(node) -> str:
+def _default_text(node: dict[str, Any]) -> str:
     if "default" not in node:
         return "its default"
     value = node["default"]
     return f"its default {value!r}" if not isinstance(value, bool) else f"its default {str(value).lower()}"
 
 
-def _not_resolved(ctx):
+def _not_resolved(ctx: Context) -> Iterator[Hit]:
     for event in unfilled_auto(ctx):
         if event.data["policy"] != "error":
             yield Hit(event.pointer,
@@ -53,7 +60,7 @@ def _not_resolved(ctx):
                       "string \"auto\" here and fails when it uses it; set a value", at="value")
 
 
-def _default_used(ctx):
+def _default_used(ctx: Context) -> Iterator[Hit]:
     for event in unfilled_auto(ctx):
         if event.data["policy"] == "error":
             key = event.pointer.rsplit("/", 1)[-1]

@@ -9,9 +9,16 @@ TypeError. The facts come from the schema walk (schemawalk.py); these rules word
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
 from zeroadvisor.config import merge_patch as patch
 from zeroadvisor.lint.findings import Severity
 from zeroadvisor.lint.rule import Example, Hit, Rule
+
+if TYPE_CHECKING:
+    from zeroadvisor.lint.context import Context
+    from zeroadvisor.lint.schemawalk import Event
 
 
 def dotted(pointer: str) -> str:
@@ -24,23 +31,24 @@ def _section(pointer: str) -> str:
     return f"'{dotted(parent)}'" if parent else "the top level"
 
 
-def _did_you_mean(event) -> str:
+def _did_you_mean(event: Event) -> str:
     suggestions = event.data["suggestions"]
     hint = ""
     if suggestions:
         hint = " (did you mean " + " or ".join(repr(s) for s in suggestions) + "?)"
     elsewhere = event.data["elsewhere"]
     if elsewhere and not event.data["typo"]:
-        hint += f"; {event.data['key']!r} belongs under {' or '.join(repr(dotted(p.rsplit('/', 1)[0]) or 'the top level') for p in elsewhere[:2])}"
+        parents = " or ".join(repr(dotted(p.rsplit("/", 1)[0]) or "the top level") for p in elsewhere[:2])
+        hint += f"; {event.data['key']!r} belongs under {parents}"
     return hint
 
 
-def _rename_fix(ctx, event) -> dict | None:
+def _rename_fix(ctx: Context, event: Event) -> dict[str, Any] | None:
     typo = event.data["typo"]
     return patch.rename(event.pointer, typo, ctx.get(event.pointer)) if typo else None
 
 
-def _unknown(ctx):
+def _unknown(ctx: Context) -> Iterator[Hit]:
     for event in ctx.events("unknown", policy="error"):
         yield Hit(
             event.pointer,
@@ -50,7 +58,7 @@ def _unknown(ctx):
         )
 
 
-def _misspelled(ctx):
+def _misspelled(ctx: Context) -> Iterator[Hit]:
     for event in ctx.events("unknown", policy="ignored"):
         if event.data["typo"]:
             yield Hit(
@@ -61,7 +69,7 @@ def _misspelled(ctx):
             )
 
 
-def _ignored(ctx):
+def _ignored(ctx: Context) -> Iterator[Hit]:
     if ctx.foreign:
         return  # not-a-deepspeed-config says it once for the whole file
     for event in ctx.events("unknown", policy="ignored"):
@@ -130,7 +138,7 @@ IGNORED_KEY = Rule(
 )
 
 
-def _deprecated(ctx):
+def _deprecated(ctx: Context) -> Iterator[Hit]:
     for event in ctx.events("deprecated"):
         replaced_by = event.data["replaced_by"]
         note = event.data["note"].rstrip(".")
@@ -140,13 +148,13 @@ def _deprecated(ctx):
         if event.data["policy"] != "error":
             yield Hit(
                 event.pointer,
-                f"{event.data['key']!r} is deprecated and ignored because {dotted(event.data['replaced_by'])!r} is also "
-                "given; delete it",
+                f"{event.data['key']!r} is deprecated and ignored because "
+                f"{dotted(event.data['replaced_by'])!r} is also given; delete it",
                 fix=patch.delete(event.pointer),
             )
 
 
-def _deprecated_with_replacement(ctx):
+def _deprecated_with_replacement(ctx: Context) -> Iterator[Hit]:
     for event in ctx.events("deprecated-with-replacement", policy="error"):
         yield Hit(
             event.pointer,
@@ -196,7 +204,7 @@ DEPRECATED_WITH_REPLACEMENT = Rule(
 )
 
 
-def _alias_conflict(ctx):
+def _alias_conflict(ctx: Context) -> Iterator[Hit]:
     for event in ctx.events("alias-conflict"):
         yield Hit(
             event.pointer,
@@ -229,7 +237,7 @@ ALIAS_CONFLICT = Rule(
 )
 
 
-def _removed(ctx):
+def _removed(ctx: Context) -> Iterator[Hit]:
     for event in ctx.events("removed"):
         yield Hit(
             event.pointer,

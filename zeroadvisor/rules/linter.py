@@ -8,8 +8,8 @@ Accelerate rules (rules/accelerate.py), anything else through the DeepSpeed rule
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from zeroadvisor.config.accelerate import is_accelerate_config
 from zeroadvisor.config.reader import read_document

@@ -2,22 +2,29 @@
 
 from __future__ import annotations
 
-from zeroadvisor.deepspeed import effective as dsconfig
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
 from zeroadvisor.config import merge_patch as patch
+from zeroadvisor.deepspeed import effective as dsconfig
 from zeroadvisor.deepspeed import schema
 from zeroadvisor.lint.findings import Severity
 from zeroadvisor.lint.rule import Example, Hit, Rule
 
+if TYPE_CHECKING:
+    from zeroadvisor.lint.context import Context
+
 _ZERO = "/zero_optimization"
 
 
-def _offload_ignored(ctx):
+def _offload_ignored(ctx: Context) -> Iterator[Hit]:
     stage = ctx.stage
     if stage is None:
         return
     for which in ("offload_param", "offload_optimizer"):
         legacy = dsconfig.LEGACY_OFFLOAD[which]
-        if stage >= schema.min_stage(which) or dsconfig.offload_device(ctx.data, which) in ("none", dsconfig.AUTO):
+        needed = schema.min_stage(which)  # None: the key takes effect at every stage
+        if needed is None or stage >= needed or dsconfig.offload_device(ctx.data, which) in ("none", dsconfig.AUTO):
             continue
         pointer = f"{_ZERO}/{which}" if ctx.has(f"{_ZERO}/{which}") else f"{_ZERO}/{legacy}"
         what = "parameter offload exists only in ZeRO-3" if which == "offload_param" else \
@@ -49,7 +56,7 @@ OFFLOAD_IGNORED = Rule(
 )
 
 
-def _nvme_without_path(ctx):
+def _nvme_without_path(ctx: Context) -> Iterator[Hit]:
     for which in ("offload_optimizer", "offload_param"):
         pointer = f"{_ZERO}/{which}"
         block = ctx.get(pointer)
@@ -80,13 +87,14 @@ NVME_WITHOUT_PATH = Rule(
 )
 
 
-def _partial_offload(ctx):
+def _partial_offload(ctx: Context) -> Iterator[Hit]:
     ratio = ctx.get(f"{_ZERO}/offload_optimizer/ratio")
     if isinstance(ratio, (int, float)) and not isinstance(ratio, bool) and ratio < 1 and ctx.stage is not None \
             and ctx.stage < 3:
         yield Hit(f"{_ZERO}/offload_optimizer/ratio",
                   f"offload_optimizer.ratio {ratio} (partial offload) needs ZeRO stage 3: DeepSpeed raises "
-                  "'Partial offloading only supported for ZeRO Stage 3'", fix=patch.delete(f"{_ZERO}/offload_optimizer/ratio"))
+                  "'Partial offloading only supported for ZeRO Stage 3'",
+                  fix=patch.delete(f"{_ZERO}/offload_optimizer/ratio"))
 
 
 PARTIAL_OFFLOAD_BELOW_STAGE3 = Rule(
@@ -94,7 +102,8 @@ PARTIAL_OFFLOAD_BELOW_STAGE3 = Rule(
     name="partial-offload-below-stage3",
     severity=Severity.ERROR,
     summary="offload_optimizer.ratio below 1 at stage 1 or 2.",
-    explanation="Partial optimizer offload (ratio < 1) exists only in ZeRO-3; the zero config validator raises otherwise.",
+    explanation=("Partial optimizer offload (ratio < 1) exists only in ZeRO-3; the zero config validator raises "
+                 "otherwise."),
     check=_partial_offload,
     examples=(
         Example('{"train_batch_size": 8, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu", '
@@ -106,13 +115,14 @@ PARTIAL_OFFLOAD_BELOW_STAGE3 = Rule(
 )
 
 
-def _stage3_keys(ctx):
+def _stage3_keys(ctx: Context) -> Iterator[Hit]:
     zero = ctx.get(_ZERO)
     if ctx.stage is None or ctx.stage >= 3 or not isinstance(zero, dict):
         return
     for key in zero:
         if schema.min_stage(key) == 3:
-            yield Hit(f"{_ZERO}/{key}", f"{key} only takes effect at ZeRO stage 3; at stage {ctx.stage} it does nothing")
+            yield Hit(f"{_ZERO}/{key}",
+                      f"{key} only takes effect at ZeRO stage 3; at stage {ctx.stage} it does nothing")
 
 
 STAGE3_KEY_BELOW_STAGE3 = Rule(

@@ -10,29 +10,36 @@ from __future__ import annotations
 
 import difflib
 import math
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
-from zeroadvisor.deepspeed import effective as dsconfig
 from zeroadvisor.config import merge_patch as patch
+from zeroadvisor.deepspeed import effective as dsconfig
 from zeroadvisor.deepspeed import schema
 from zeroadvisor.lint.findings import Severity
 from zeroadvisor.lint.rule import Example, Hit, Rule
 
+if TYPE_CHECKING:
+    from zeroadvisor.lint.context import Context
+    from zeroadvisor.lint.schemawalk import Event
+
 ONEBIT = ("onebitadam", "zerooneadam", "onebitlamb")
 
 
-def _defs(kind: str) -> dict:
-    return schema.load().get("$defs", {}).get(kind, {})
+def _defs(kind: str) -> dict[str, Any]:
+    defs: dict[str, Any] = schema.load().get("$defs", {}).get(kind, {})
+    return defs
 
 
-def _kwargs_events(ctx, prefix: str):
+def _kwargs_events(ctx: Context, prefix: str) -> list[Event]:
     return [e for e in ctx.events("unknown", policy="kwargs") if e.pointer.startswith(prefix)]
 
 
-def _params_not_accepted(ctx):
+def _params_not_accepted(ctx: Context) -> Iterator[Hit]:
     for section, kind in (("optimizer", "optimizer_params"), ("scheduler", "scheduler_params")):
         name = dsconfig.optimizer_type(ctx.data) if section == "optimizer" else ctx.get("/scheduler/type")
         for event in _kwargs_events(ctx, f"/{section}/params/"):
-            accepted = sorted(_defs(kind).get(name, {}).get("properties", {}))
+            accepted = sorted(_defs(kind).get(name, {}).get("properties", {})) if isinstance(name, str) else []
             hint = f" (did you mean {event.data['suggestions'][0]!r}?)" if event.data["suggestions"] else ""
             yield Hit(event.pointer,
                       f"{name} does not take {event.data['key']!r}{hint}: DeepSpeed passes params as keyword "
@@ -60,7 +67,7 @@ PARAMS_NOT_ACCEPTED = Rule(
 )
 
 
-def _missing_params(ctx):
+def _missing_params(ctx: Context) -> Iterator[Hit]:
     for section, kind in (("optimizer", "optimizer_params"), ("scheduler", "scheduler_params")):
         name = dsconfig.optimizer_type(ctx.data) if section == "optimizer" else ctx.get("/scheduler/type")
         spec = _defs(kind).get(name) if isinstance(name, str) else None
@@ -101,13 +108,13 @@ MISSING_REQUIRED_PARAM = Rule(
 )
 
 
-def _finite_number(value) -> bool:
+def _finite_number(value: Any) -> bool:
     if isinstance(value, bool):
         return False
     return isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))
 
 
-def _max_grad_norm(ctx):
+def _max_grad_norm(ctx: Context) -> Iterator[Hit]:
     pointer = "/optimizer/params/max_grad_norm"
     if ctx.has(pointer):
         value = ctx.get(pointer)
@@ -133,8 +140,8 @@ MAX_GRAD_NORM_IN_OPTIMIZER = Rule(
     examples=(
         Example('{"train_batch_size": 8, "optimizer": {"type": "Adam", "params": {"lr": 1e-4, "max_grad_norm": 1.0}}}',
                 fails=True),
-        Example('{"train_batch_size": 8, "gradient_clipping": 1.0, "optimizer": {"type": "Adam", "params": {"lr": 1e-4}}}',
-                fails=False),
+        Example('{"train_batch_size": 8, "gradient_clipping": 1.0, '
+                '"optimizer": {"type": "Adam", "params": {"lr": 1e-4}}}', fails=False),
     ),
     supersedes=("params-not-accepted",),
     source="deepspeed/runtime/engine.py _configure_basic_optimizer",
@@ -145,7 +152,7 @@ def _type_pointer(section: str) -> str:
     return f"/{section}/type"
 
 
-def _unknown_optimizer(ctx):
+def _unknown_optimizer(ctx: Context) -> Iterator[Hit]:
     name = ctx.get("/optimizer/type")
     if not isinstance(name, str) or name.lower() in ONEBIT:
         return
@@ -154,7 +161,7 @@ def _unknown_optimizer(ctx):
         return
     # Compared case-folded (DeepSpeed's own names are matched case-insensitively, and a torch.optim name
     # typed in the wrong case is the likeliest slip), suggested as spelled; a DeepSpeed name wins a tie.
-    spelled = {}
+    spelled: dict[str, str] = {}
     for candidate in [*native, *_defs("optimizer_params")]:
         spelled.setdefault(candidate.lower(), candidate)
     folded = [name.lower()] if name.lower() in spelled else difflib.get_close_matches(name.lower(), list(spelled), n=2)
@@ -184,7 +191,7 @@ UNKNOWN_OPTIMIZER = Rule(
 )
 
 
-def _onebit(ctx):
+def _onebit(ctx: Context) -> Iterator[Hit]:
     name = ctx.get("/optimizer/type")
     if isinstance(name, str) and name.lower() in ONEBIT:
         zero = f", and they never worked with ZeRO (stage {ctx.stage} here)" if ctx.stage else ""
@@ -220,7 +227,7 @@ def zero_supported(name: str, offloaded: bool) -> bool:
     return name in supported
 
 
-def _untested(ctx):
+def _untested(ctx: Context) -> Iterator[Hit]:
     name = dsconfig.optimizer_type(ctx.data)
     if name is None or not ctx.stage or ctx.get("/zero_allow_untested_optimizer") is True:
         return
@@ -259,7 +266,7 @@ UNTESTED_OPTIMIZER = Rule(
 )
 
 
-def _unknown_scheduler(ctx):
+def _unknown_scheduler(ctx: Context) -> Iterator[Hit]:
     name = ctx.get("/scheduler/type")
     if not isinstance(name, str) or name == dsconfig.AUTO:
         return
@@ -291,7 +298,7 @@ UNKNOWN_SCHEDULER = Rule(
     source="deepspeed/runtime/engine.py _scheduler_from_config",
 )
 
-def _lamb_static_scale(ctx):
+def _lamb_static_scale(ctx: Context) -> Iterator[Hit]:
     scale = ctx.get("/fp16/loss_scale")
     if dsconfig.optimizer_type(ctx.data) != "lamb" or isinstance(scale, bool) or not isinstance(scale, (int, float)):
         return

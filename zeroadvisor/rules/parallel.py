@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from zeroadvisor.config import merge_patch as patch
 from zeroadvisor.deepspeed import effective as dsconfig
 from zeroadvisor.deepspeed import schema
-from zeroadvisor.config import merge_patch as patch
 from zeroadvisor.lint.findings import Severity
 from zeroadvisor.lint.rule import Example, Hit, Rule
+
+if TYPE_CHECKING:
+    from zeroadvisor.lint.context import Context
 
 _ZERO = "/zero_optimization"
 
 
-def _pipeline_keys(ctx) -> list[str]:
+def _pipeline_keys(ctx: Context) -> list[str]:
     """Keys of the ``pipeline`` section that DeepSpeed's pipeline config has (get_pipeline_config); they
     are read only by PipelineEngine (runtime/pipe/engine.py), so they say the run uses a PipelineModule."""
     section = ctx.get("/pipeline")
@@ -19,7 +25,7 @@ def _pipeline_keys(ctx) -> list[str]:
     return [key for key in section if key in known] if isinstance(section, dict) else []
 
 
-def _pipeline_with_zero(ctx):
+def _pipeline_with_zero(ctx: Context) -> Iterator[Hit]:
     stage = ctx.stage
     keys = _pipeline_keys(ctx)
     if stage is None or stage < 2 or not keys:
@@ -60,7 +66,7 @@ PIPELINE_WITH_ZERO_2_3 = Rule(
 # ZeRO++ switches and the value that turns each on: all read only by the ZeRO-3 optimizer
 # (runtime/engine.py _configure_zero_optimizer passes them to DeepSpeedZeroOptimizer_Stage3 and
 # zero.Init; stage_1_and_2.py never reads them).
-_ZEROPP = {
+_ZEROPP: dict[str, Callable[[Any], bool]] = {
     "zero_hpz_partition_size": lambda v: (dsconfig.positive_int(v) or 0) > 1,
     "zero_quantized_weights": lambda v: v is True,
     "zero_quantized_nontrainable_weights": lambda v: v is True,
@@ -74,7 +80,7 @@ _ZEROPP_WHAT = {
 }
 
 
-def _zeropp_below_stage3(ctx):
+def _zeropp_below_stage3(ctx: Context) -> Iterator[Hit]:
     zero = ctx.get(_ZERO)
     if ctx.stage is None or ctx.stage >= 3 or not isinstance(zero, dict):
         return
@@ -110,29 +116,29 @@ ZEROPP_BELOW_STAGE3 = Rule(
 )
 
 
-def _degrees(ctx):
+def _degrees(ctx: Context) -> Iterator[tuple[str, int, str]]:
     """(pointer, degree, what DeepSpeed does when it does not divide the world size)."""
     data = ctx.data
     tp = dsconfig.autotp_size(data)
     if tp is not None and tp > 1:
         yield ("/tensor_parallel/autotp_size", tp,
-               "AutoTP builds a (world // autotp_size) x autotp_size device mesh (utils/groups.py "
-               "_init_tp_mesh_device); the ranks it leaves out fail (measured with gloo: IndexError on 3 ranks "
-               "with autotp_size 2, AssertionError when autotp_size exceeds the world)")
+               ("AutoTP builds a (world // autotp_size) x autotp_size device mesh (utils/groups.py "
+                "_init_tp_mesh_device); the ranks it leaves out fail (measured with gloo: IndexError on 3 ranks "
+                "with autotp_size 2, AssertionError when autotp_size exceeds the world)"))
     sp = dsconfig.sequence_parallel_size(data)
     if sp is not None and sp > 1:
         yield ("/sequence_parallel_size", sp,
-               "Ulysses raises 'world_size ({gpus}) is not divisible by sequence_parallel_size {degree}' "
-               "(runtime/sequence_parallel/parallel_state_sp.py initialize_sequence_parallel)")
+               ("Ulysses raises 'world_size ({gpus}) is not divisible by sequence_parallel_size {degree}' "
+                "(runtime/sequence_parallel/parallel_state_sp.py initialize_sequence_parallel)"))
     hpz = dsconfig.positive_int(ctx.get(f"{_ZERO}/zero_hpz_partition_size"))
     if hpz is not None and hpz > 1 and ctx.stage == 3:
         # groups._create_zero_param_parallel_group: _ensure_divisibility(world, min(hpz, world))
         yield (f"{_ZERO}/zero_hpz_partition_size", hpz,
-               "ZeRO-3 asserts '{gpus} is not divisible by {degree}' when it builds the hpZ groups "
-               "(utils/groups.py _create_zero_param_parallel_group)")
+               ("ZeRO-3 asserts '{gpus} is not divisible by {degree}' when it builds the hpZ groups "
+                "(utils/groups.py _create_zero_param_parallel_group)"))
 
 
-def _degree_does_not_divide(ctx):
+def _degree_does_not_divide(ctx: Context) -> Iterator[Hit]:
     gpus = ctx.options.gpus
     if gpus is None:
         return

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
-from zeroadvisor.deepspeed import effective as dsconfig
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
 from zeroadvisor.config import merge_patch as patch
+from zeroadvisor.deepspeed import effective as dsconfig
 from zeroadvisor.deepspeed import schema
 from zeroadvisor.lint.findings import Severity
 from zeroadvisor.lint.rule import Example, Hit, Rule
 
+if TYPE_CHECKING:
+    from zeroadvisor.lint.context import Context
 
-def _bf16_pointer(ctx) -> str | None:
+
+def _bf16_pointer(ctx: Context) -> str | None:
     if isinstance(ctx.get("/bf16"), dict):
         return "/bf16"
     if isinstance(ctx.get("/bfloat16"), dict):
@@ -17,7 +23,7 @@ def _bf16_pointer(ctx) -> str | None:
     return None
 
 
-def _both_enabled(ctx):
+def _both_enabled(ctx: Context) -> Iterator[Hit]:
     bf16 = _bf16_pointer(ctx)
     if bf16 and dsconfig.is_enabled(ctx.get("/fp16")) and dsconfig.is_enabled(ctx.get(bf16)):
         yield Hit(bf16 + "/enabled",
@@ -50,7 +56,7 @@ def fp16_only_keys() -> set[str]:
     return fp16 - bf16
 
 
-def _fp16_keys_in_bf16(ctx):
+def _fp16_keys_in_bf16(ctx: Context) -> Iterator[Hit]:
     only = fp16_only_keys()
     for pointer in ("/bf16", "/bfloat16"):
         block = ctx.get(pointer)
@@ -89,7 +95,7 @@ _MASTER_OPTIONS = (("/fp16", "fp16_master_weights_and_grads"), ("bf16", "bf16_ma
                    ("bf16", "bf16_optimizer_states"))
 
 
-def _master_weights(ctx):
+def _master_weights(ctx: Context) -> Iterator[Hit]:
     bf16 = _bf16_pointer(ctx) or "/bf16"
     for block, key in _MASTER_OPTIONS:
         pointer = f"{bf16 if block == 'bf16' else block}/{key}"

@@ -4,8 +4,19 @@ advice rules of ``check``, is advisor/registry.py."""
 from __future__ import annotations
 
 from zeroadvisor.lint.rule import Rule
-from zeroadvisor.rules import accelerate, auto, batch, keys, offload, optimizer, parallel, precision, syntax, trainer
-from zeroadvisor.rules import values
+from zeroadvisor.rules import (
+    accelerate,
+    auto,
+    batch,
+    keys,
+    offload,
+    optimizer,
+    parallel,
+    precision,
+    syntax,
+    trainer,
+    values,
+)
 
 LINT: tuple[Rule, ...] = (
     *syntax.RULES,

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
+
 from zeroadvisor.lint.findings import Severity
 from zeroadvisor.lint.rule import Example, Hit, Rule
 
+if TYPE_CHECKING:
+    from zeroadvisor.lint.context import Context
 
-def _no_hits(ctx):
+
+def _no_hits(ctx: Context) -> Iterable[Hit]:
     # Parse errors are raised by the loader and reported by the engine with this rule's
     # identity (zeroadvisor.lint.engine.parse_error_findings); there is nothing to walk.
     return ()
@@ -34,7 +40,7 @@ INVALID_SYNTAX = Rule(
 )
 
 
-def _strict_json(ctx):
+def _strict_json(ctx: Context) -> Iterator[Hit]:
     # A template placeholder is reported once, by template-placeholder, not again here.
     placeholders = {ctx.doc.values[e.pointer].start for e in ctx.events("template")
                     if e.pointer in ctx.doc.values} if isinstance(ctx.data, dict) else set()
@@ -70,7 +76,7 @@ NOT_STRICT_JSON = Rule(
 )
 
 
-def _duplicates(ctx):
+def _duplicates(ctx: Context) -> Iterator[Hit]:
     for dup in ctx.doc.duplicates:
         line, column = ctx.doc.position(dup.first.start)
         key = dup.pointer.rsplit("/", 1)[-1]
@@ -103,7 +109,7 @@ DUPLICATE_KEY = Rule(
 )
 
 
-def _not_an_object(ctx):
+def _not_an_object(ctx: Context) -> Iterator[Hit]:
     data = ctx.data
     if isinstance(data, dict):
         # No root value in the text (blank, or only comments): hjson returns {} for it.
@@ -137,7 +143,7 @@ NOT_AN_OBJECT = Rule(
 )
 
 
-def _templates(ctx):
+def _templates(ctx: Context) -> Iterator[Hit]:
     for event in ctx.events("template"):
         yield Hit(
             event.pointer,
@@ -171,7 +177,7 @@ _KINDS = (("model_type", "a Hugging Face model config"), ("compute_environment",
           ("distributed_type", "an Accelerate launcher config"))
 
 
-def _foreign(ctx):
+def _foreign(ctx: Context) -> Iterator[Hit]:
     if ctx.foreign:
         kind = next((words for key, words in _KINDS if key in ctx.data), "not a DeepSpeed config")
         shown = ", ".join(repr(k) for k in ctx.foreign[:4]) + (", ..." if len(ctx.foreign) > 4 else "")

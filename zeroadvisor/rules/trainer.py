@@ -9,20 +9,25 @@ values that mismatch TrainingArguments values" before the first step.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
+from zeroadvisor.config import merge_patch as patch
 from zeroadvisor.config.training_args import coerce
 from zeroadvisor.deepspeed import hf_fill
-from zeroadvisor.config import merge_patch as patch
 from zeroadvisor.lint.findings import Severity
 from zeroadvisor.lint.rule import Example, Hit, Rule
 
+if TYPE_CHECKING:
+    from zeroadvisor.lint.context import Context
 
-def _shown(value) -> str:
+
+def _shown(value: Any) -> str:
     return json.dumps(value) if isinstance(value, (bool, list, type(None))) else repr(value) \
         if isinstance(value, str) else str(value)
 
 
-def _mismatch(ctx):
+def _mismatch(ctx: Context) -> Iterator[Hit]:
     args = coerce(getattr(ctx.options, "training", None))
     if args is None or not isinstance(ctx.data, dict):
         return

@@ -3,21 +3,26 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from zeroadvisor.config import merge_patch as patch
 from zeroadvisor.lint.findings import Severity
 from zeroadvisor.lint.rule import Example, Hit, Rule
 
+if TYPE_CHECKING:
+    from zeroadvisor.lint.context import Context
+
 _TYPE_WORDS = {"integer": "an integer", "number": "a number", "boolean": "true or false", "string": "a string",
                "object": "an object", "array": "an array", "null": "null"}
 
 
-def _expected(types) -> str:
+def _expected(types: Iterable[str]) -> str:
     words = [_TYPE_WORDS.get(t, t) for t in dict.fromkeys(types)]
     return " or ".join(words)
 
 
-def _shown(value) -> str:
+def _shown(value: Any) -> str:
     text = json.dumps(value, ensure_ascii=False)
     return text if len(text) <= 40 else text[:37] + "..."
 
@@ -26,7 +31,7 @@ def _key(pointer: str) -> str:
     return pointer.rsplit("/", 1)[-1]
 
 
-def _wrong_type(ctx):
+def _wrong_type(ctx: Context) -> Iterator[Hit]:
     for event in ctx.events("wrong-type"):
         consequence = ("DeepSpeed raises a ValidationError at launch" if event.data["policy"] == "error"
                        else "DeepSpeed fails when it uses it")
@@ -53,7 +58,7 @@ WRONG_TYPE = Rule(
 )
 
 
-def _loose_type(ctx):
+def _loose_type(ctx: Context) -> Iterator[Hit]:
     for event in ctx.events("loose-type"):
         yield Hit(event.pointer,
                   f"{_key(event.pointer)!r} should be {_expected(event.data['types'])}, got "
@@ -80,7 +85,7 @@ LOOSE_TYPE = Rule(
 )
 
 
-def _fractional(ctx):
+def _fractional(ctx: Context) -> Iterator[Hit]:
     for event in ctx.events("fractional"):
         raw = event.data["raw"] or repr(event.data["value"])
         hint = ""
@@ -116,7 +121,7 @@ FRACTIONAL_INTEGER = Rule(
 )
 
 
-def _out_of_range(ctx):
+def _out_of_range(ctx: Context) -> Iterator[Hit]:
     for event in ctx.events("range"):
         if not event.data["unchecked"]:
             yield Hit(event.pointer,
@@ -143,7 +148,7 @@ OUT_OF_RANGE = Rule(
 )
 
 
-def _unchecked(ctx):
+def _unchecked(ctx: Context) -> Iterator[Hit]:
     for event in ctx.events("unchecked-type"):
         yield Hit(event.pointer,
                   f"{_key(event.pointer)!r} should be {_expected(event.data['types'])}, got "

@@ -70,6 +70,8 @@ def cpu_adam_seconds(partition: float, processes_per_node: int, hw: Hardware) ->
 
 def pcie_seconds(nbytes: float, hw: Hardware) -> float:
     """One direction of the GPU's host link (PCIe is full duplex: each direction has this bandwidth)."""
+    if hw.gpu is None:
+        raise ValueError("a host-link time needs the GPU (Hardware.gpu is None)")
     return nbytes / (hw.gpu.host_link_gb_s * 1e9)
 
 
