@@ -88,4 +88,5 @@ def cli_process(*args, code: str | None = None, stdin: str | bytes | None = None
     if isinstance(stdin, str) and not text:
         stdin = stdin.encode()
     return subprocess.run([*command, *map(_argument, args)], stdout=stdout, stderr=subprocess.PIPE, text=text,
-                          input=stdin, env=environment, cwd=cwd, timeout=timeout, preexec_fn=preexec_fn)
+                          input=stdin, env=environment, cwd=cwd, timeout=timeout, preexec_fn=preexec_fn,
+                          check=False)

@@ -89,7 +89,8 @@ def _release_tag() -> str:
 
 def _existing_tags() -> set[str]:
     try:
-        done = subprocess.run(["git", "tag", "--list"], check=False, cwd=REPO, capture_output=True, text=True, timeout=30)
+        done = subprocess.run(["git", "tag", "--list"], check=False, cwd=REPO, capture_output=True, text=True,
+                              timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return set()
     return set(done.stdout.split()) if done.returncode == 0 else set()
@@ -154,7 +155,8 @@ def check_setup(block: Block, tmp_path: Path) -> None:
     project = _pyproject()
     ci = (REPO / ".ci" / "run").read_text("utf-8")
     ci_commands = {re.sub(r"\s+--quiet\b", "", line.strip()) for line in ci.splitlines()}
-    pins = {re.split(r"[=<>!~ ]", dep, maxsplit=1)[0]: dep for deps in project["project"]["optional-dependencies"].values()
+    extras = project["project"]["optional-dependencies"].values()
+    pins = {re.split(r"[=<>!~ ]", dep, maxsplit=1)[0]: dep for deps in extras
             for dep in deps}
     lines = _command_lines(block.content)
     assert len(lines) == 2, f"{block}: expected the two set-up commands, got {lines}"
@@ -205,7 +207,8 @@ def check_python(block: Block, tmp_path: Path) -> None:
     shutil.copytree(REPO / "sample_configs", tmp_path / "sample_configs")
     (tmp_path / "example.py").write_text(block.content, "utf-8")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run([sys.executable, "example.py"], check=False, cwd=tmp_path, env=env, capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "example.py"], check=False, cwd=tmp_path, env=env, capture_output=True,
+                          text=True,
                           timeout=240)
     assert done.returncode == 0, f"{block}: the example failed:\n{done.stdout}\n{done.stderr}"
     assert "Traceback" not in done.stderr, f"{block}:\n{done.stderr}"

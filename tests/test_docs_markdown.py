@@ -7,8 +7,8 @@ The pages are parsed with markdown-it-py as CommonMark (what GitHub renders, les
 from __future__ import annotations
 
 import re
-from itertools import pairwise
 from functools import cache
+from itertools import pairwise
 from pathlib import Path
 from urllib.parse import unquote
 

@@ -7,8 +7,8 @@ packages are read from the file system, so the check follows the code as package
 from __future__ import annotations
 
 import re
-from itertools import pairwise
 import tomllib
+from itertools import pairwise
 
 from markdown_it import MarkdownIt
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cli_run import cli  # noqa: F401 - the fixture
+from cli_run import cli
 from conftest import REPO, corpus_manifest
 
 HOOKS = yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text())

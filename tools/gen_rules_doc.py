@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 from readme_examples import fence  # tools/ is the script's folder: the one fence rule for generated markdown
-
 from zeroadvisor.advisor import registry
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "rules.md"
