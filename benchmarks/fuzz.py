@@ -39,6 +39,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from zeroadvisor.advisor.check import CheckOptions, check_document  # noqa: E402
+from zeroadvisor.memory.cluster import Cluster  # noqa: E402
 from zeroadvisor.config.source import ParseError, parse  # noqa: E402
 from zeroadvisor.deepspeed import schema  # noqa: E402
 from zeroadvisor.lint.context import INTEGRATIONS, LintOptions  # noqa: E402
@@ -48,8 +49,8 @@ from zeroadvisor.report import CHECK_FORMATS, LINT_FORMATS, Report, render  # no
 
 CHECK = CheckOptions(model=ModelSpec(parameters=7_000_000_000, num_layers=32, hidden_size=4096, num_attention_heads=32,
                                      intermediate_size=11008, vocab_size=32000),
-                     shape=TrainingShape(sequence_length=2048), gpus=8, gpu_memory=80 * 2**30,
-                     cpu_memory=512 * 10**9)
+                     shape=TrainingShape(sequence_length=2048),
+                     cluster=Cluster(gpus=8, gpu_memory=80 * 2**30, cpu_memory=512 * 10**9))
 
 # Hostile scalars, written as text so that hjson's own number and string grammar is exercised.
 NUMBERS = ["0", "-1", "1", "2", "3", "4", "8", "0.5", "1e-320", "1e308", "1e309", "-1e309", "15099494.4", "5e8",

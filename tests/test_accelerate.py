@@ -14,15 +14,14 @@ from pathlib import Path
 import pytest
 
 from zeroadvisor import api
-from zeroadvisor.advisor.check import CheckOptions
-from zeroadvisor.cli import inputs
 from zeroadvisor.config.accelerate import is_accelerate_config
 from zeroadvisor.config.reader import read_document
 from zeroadvisor.config.yaml_source import parse_yaml
 from zeroadvisor.deepspeed.accelerate_map import build
 from zeroadvisor.rules.linter import lint_file
 from zeroadvisor.lint.findings import Severity
-from zeroadvisor.memory.estimate import Cluster
+from zeroadvisor.inputs.run import build as build_inputs
+from zeroadvisor.hardware.gpus import resolve_gpu
 from zeroadvisor.rules import accelerate as accelerate_rules
 
 from cli_run import cli  # noqa: F401 (the fixture)
@@ -161,10 +160,18 @@ def test_cli_lint_exit_codes(tmp_path, cli):
 
 # -- check and estimate: the same verdict as the equivalent ds_config ------------------------------
 
-def _options(gpus: int, gpu: str = "A100-SXM4-80GB", gpus_per_node: int | None = None, **overrides) -> CheckOptions:
-    spec, shape = inputs.model_and_shape(None, "7B", 2048, "full", True, **overrides)
-    return CheckOptions(model=spec, shape=shape, gpus=gpus, gpu_memory=inputs.gpu_memory(None, gpu, True),
-                        gpus_per_node=gpus_per_node, cpu_memory=inputs.size("--cpu-memory", "1TB"))
+SHAPE = {"seq_len": 2048, "activation_checkpointing": "full", "flash_attention": True}
+
+
+def _check(path: Path, gpus: int, gpu: str = "A100-SXM4-80GB", gpus_per_node: int | None = None, **overrides):
+    given = {"config": str(path), "params": "7B", "gpus": gpus, "gpus_per_node": gpus_per_node,
+             "gpu_memory": resolve_gpu(gpu).memory_bytes, "cpu_memory": "1TB"}
+    (report,) = api.run_check(build_inputs("check", given, keywords={**SHAPE, **overrides}))
+    return report
+
+
+def _estimate(path: Path, params: str = "7B", **given):
+    return api.run_estimate(build_inputs("estimate", {"config": str(path), "params": params, **given})).estimate
 
 
 EQUIVALENTS = [
@@ -207,8 +214,8 @@ def test_same_verdict_as_the_equivalent_ds_config(tmp_path, yaml_text, equivalen
     yaml_path.write_text(yaml_text)
     json_path = tmp_path / "ds_config.json"
     json_path.write_text(json.dumps(equivalent))
-    from_yaml = api.check_config(str(yaml_path), _options(gpus, micro_batch=2))
-    from_json = api.check_config(str(json_path), _options(gpus, gpus_per_node=per_node, micro_batch=2))
+    from_yaml = _check(yaml_path, gpus, micro_batch=2)
+    from_json = _check(json_path, gpus, gpus_per_node=per_node, micro_batch=2)
     assert from_yaml.result.estimate is not None
     assert _verdicts(from_yaml) == _verdicts(from_json)
     assert from_yaml.result.estimate.configured.option == from_json.result.estimate.configured.option
@@ -227,19 +234,30 @@ def test_estimate_of_a_yaml_matches_the_equivalent_ds_config(tmp_path):
     json_path = tmp_path / "ds_config.json"
     json_path.write_text(json.dumps({"bf16": {"enabled": True}, "train_micro_batch_size_per_gpu": "auto",
                                      "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}}}))
-    spec, shape = inputs.model_and_shape(None, "13B", 4096, "full", True)
-    cluster = Cluster(gpus=8, gpu_memory=80 * 2**30)
-    from_yaml = api.estimate_config(str(yaml_path), spec, shape, cluster)
-    from_json = api.estimate_config(str(json_path), spec, shape, cluster)
+    given = {"seq_len": 4096, "activation_checkpointing": "full", "flash_attention": True, "gpus": 8,
+             "gpu_memory": 80 * 2**30}
+    from_yaml = _estimate(yaml_path, "13B", **given)
+    from_json = _estimate(json_path, "13B", **given)
     assert from_yaml.to_dict() == from_json.to_dict()
     assert (from_yaml.configured.option.stage, from_yaml.settings.precision) == (3, "bf16")
+
+
+def test_gpus_per_node_left_out_is_the_yamls(tmp_path):
+    """num_machines 2 of 4 processes: --gpus-per-node not given is the YAML's 4, for estimate as for check."""
+    yaml_path = tmp_path / "accelerate.yaml"
+    yaml_path.write_text("distributed_type: DEEPSPEED\nmixed_precision: bf16\nnum_machines: 2\nnum_processes: 8\n"
+                         "deepspeed_config:\n  zero_stage: 3\n")
+    assert _estimate(yaml_path, gpus=8).cluster.gpus_per_node == 4
+    assert _check(yaml_path, 8).estimate.cluster.gpus_per_node == 4
+    with pytest.raises(api.UsageError, match="starts 4 processes per machine, but --gpus-per-node gives 8"):
+        _check(yaml_path, 8, gpus_per_node=8)
 
 
 def test_gpus_that_contradict_num_processes_are_a_usage_error(tmp_path, cli):
     yaml_path = tmp_path / "accelerate.yaml"
     yaml_path.write_text("distributed_type: DEEPSPEED\nnum_processes: 8\ndeepspeed_config:\n  zero_stage: 3\n")
     with pytest.raises(api.UsageError, match="launches 8 processes.*--gpus gives 4"):
-        api.check_config(str(yaml_path), _options(4))
+        _check(yaml_path, 4)
     result = cli("check", str(yaml_path), "--params", "7B", "--gpus", "4", "--gpu", "A100-SXM4-80GB")
     assert result.returncode == 2 and "give --gpus 8" in result.stderr
 
@@ -247,10 +265,9 @@ def test_gpus_that_contradict_num_processes_are_a_usage_error(tmp_path, cli):
 def test_not_deepspeed_cannot_be_estimated(tmp_path):
     yaml_path = tmp_path / "accelerate.yaml"
     yaml_path.write_text("distributed_type: MULTI_GPU\nnum_processes: 2\ndeepspeed_config:\n  zero_stage: 3\n")
-    spec, shape = inputs.model_and_shape(None, "7B")
     with pytest.raises(api.UnusableConfig, match="does not start DeepSpeed"):
-        api.estimate_config(str(yaml_path), spec, shape, Cluster(gpus=2))
-    run = api.check_config(str(yaml_path), _options(2))
+        _estimate(yaml_path, gpus=2)
+    run = _check(yaml_path, 2)
     assert run.result.estimate is None and "does not start DeepSpeed" in run.notes[0]
     assert [f.code for f in run.result.findings] == ["ZA056"]
 
@@ -263,7 +280,6 @@ def test_zero3_init_flag_decides_the_load(tmp_path):
     for flag, text in texts.items():
         path = tmp_path / f"{flag}.yaml"
         path.write_text(text)
-        spec, shape = inputs.model_and_shape(None, "7B", 2048, "full", True)
-        estimate = api.estimate_config(str(path), spec, shape, Cluster(gpus=8, gpu_memory=80 * 2**30))
+        estimate = _estimate(path, gpus=8, gpu_memory=80 * 2**30, **SHAPE)
         peaks[flag] = estimate.configured.phases["load"].gpu
     assert peaks["false"] > peaks["true"]

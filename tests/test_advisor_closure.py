@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from zeroadvisor.advisor.check import CheckOptions, check_document
+from zeroadvisor.memory.cluster import Cluster
 from zeroadvisor.advisor.search import CLUSTER_SEARCH_LIMIT
 from zeroadvisor.config.source import parse
 from zeroadvisor.config import merge_patch as mp
@@ -41,7 +42,7 @@ def _done(options: CheckOptions, findings) -> CheckOptions:
         for action in finding.actions:
             if action["kind"] == "cluster":
                 grown = {key: action[key] for key in ("gpus", "gpus_per_node", "cpu_memory", "nvme") if key in action}
-                options = replace(options, **grown)
+                options = replace(options, cluster=replace(options.cluster, **grown))
     return options
 
 
@@ -67,7 +68,7 @@ def test_fix_and_actions_make_it_fit_and_a_second_fix_changes_nothing(model, gpu
             config["gradient_accumulation_steps"] * gpus
     card = resolve_gpu(gpu)
     options = CheckOptions(model=spec_from_hf_config(MODELS[model]), shape=TrainingShape(sequence, checkpointing),
-                           gpus=gpus, gpu_memory=card.memory_bytes, cpu_memory=cpu_memory, nvme=nvme, gpu=card)
+                           cluster=Cluster(gpus=gpus, cpu_memory=cpu_memory, nvme=nvme, gpu=card))
     first = _check(config, options)
     blocking = [f for f in first.findings if f.code in BLOCKING]
     if any(f.fix is None and not f.actions for f in blocking):

@@ -16,7 +16,8 @@ import pytest
 from cli_run import cli  # noqa: F401 - the fixture
 from zeroadvisor.advisor.check import CheckOptions, check_document
 from zeroadvisor.api import UsageError
-from zeroadvisor.cli import inputs
+from zeroadvisor.inputs import values
+from zeroadvisor.inputs.model import model_and_shape
 from zeroadvisor.config.source import parse
 from zeroadvisor.memory import EstimateError
 from zeroadvisor.memory.estimate import MAX_MEMORY_BYTES, Cluster, estimate
@@ -29,14 +30,14 @@ LLAMA = {"model_type": "llama", "intermediate_size": 11008, "num_hidden_layers":
          "vocab_size": 32000}
 
 
-def _options(**kw) -> CheckOptions:
-    values = dict(model=spec_from_params("7B"), shape=TrainingShape(2048), gpus=8, gpu_memory=80 * 10**9)
-    return CheckOptions(**{**values, **kw})
+def _options(**cluster) -> CheckOptions:
+    return CheckOptions(model=spec_from_params("7B"), shape=TrainingShape(2048),
+                        cluster=Cluster(**{"gpus": 8, "gpu_memory": 80 * 10**9, **cluster}))
 
 
 def test_gpu_memory_beyond_any_machine_is_one_line():
     with pytest.raises(UsageError) as usage:
-        inputs.gpu_memory("1e308GB", None, True)
+        values.size("--gpu-memory", "1e308GB")
     assert "\n" not in str(usage.value) and "more than any machine" in str(usage.value)
     with pytest.raises(EstimateError) as err:
         _options(gpu_memory=10**308)
@@ -59,7 +60,7 @@ def test_cli_refuses_gpu_memory_beyond_any_machine(cli, tmp_path):
 def test_model_description_size_beyond_any_model(tmp_path, text):
     (tmp_path / "model.yaml").write_text("parameters: 7B\n" + text)
     with pytest.raises(ModelError) as err:
-        inputs.model_and_shape(str(tmp_path / "model.yaml"), None)
+        model_and_shape(str(tmp_path / "model.yaml"))
     message = str(err.value)
     assert "\n" not in message and "model.yaml:2:" in message and "larger than any model" in message
 
@@ -67,13 +68,13 @@ def test_model_description_size_beyond_any_model(tmp_path, text):
 def test_hf_config_size_beyond_any_model(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({**LLAMA, "hidden_size": 32 * int(HUGE)}))
     with pytest.raises(ModelError) as err:
-        inputs.model_and_shape(str(tmp_path / "config.json"), None)
+        model_and_shape(str(tmp_path / "config.json"))
     assert "\n" not in str(err.value) and "hidden_size" in str(err.value) and "larger than any model" in str(err.value)
 
 
 def test_params_beyond_any_model():
     with pytest.raises(ModelError):
-        inputs.model_and_shape(None, HUGE)
+        model_and_shape(None, HUGE)
 
 
 @pytest.mark.parametrize("zero,linted", [

@@ -35,7 +35,7 @@ ZERO3 = {"train_batch_size": 16, "train_micro_batch_size_per_gpu": 1, "gradient_
 
 
 def _options(shape: TrainingShape, gpu_memory: int = 80 * GB, model: dict = LLAMA2_7B) -> CheckOptions:
-    return CheckOptions(model=spec_from_hf_config(model), shape=shape, gpus=GPUS, gpu_memory=gpu_memory)
+    return CheckOptions(model=spec_from_hf_config(model), shape=shape, cluster=Cluster(gpus=GPUS, gpu_memory=gpu_memory))
 
 
 def _check(config: dict, options: CheckOptions):
@@ -162,8 +162,8 @@ def test_tensor_parallel_is_the_only_fit_when_one_layer_does_not_fit():
     """At micro batch 1 with full checkpointing, no stage or offload fits without a layout change (the gathered
     MLP projection stays on the GPU under every offload), and no Ulysses degree without offload; AutoTP does, and
     ranks before any offload."""
-    options = CheckOptions(model=spec_from_hf_config(WIDE_MLP), shape=TrainingShape(512, "full"), gpus=WIDE_GPUS,
-                           gpu_memory=8 * GB)
+    options = CheckOptions(model=spec_from_hf_config(WIDE_MLP), shape=TrainingShape(512, "full"),
+                           cluster=Cluster(gpus=WIDE_GPUS, gpu_memory=8 * GB))
     spec, shape, cluster = options.model, options.shape, options.cluster
     written = estimate(WIDE_ZERO3, spec, shape, cluster)
     searcher = Searcher(WIDE_ZERO3, spec, shape, cluster, "deepspeed", written)

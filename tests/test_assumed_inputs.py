@@ -18,7 +18,8 @@ import pytest
 from cli_run import cli  # noqa: F401 - the fixture
 from sarif_validate import validate_sarif
 from zeroadvisor import api
-from zeroadvisor.cli import inputs, options
+from zeroadvisor.cli import options
+from zeroadvisor.inputs.run import build
 from zeroadvisor.memory.assumed import INPUTS, activations_unknown
 from zeroadvisor.memory.estimate import Cluster, estimate
 from zeroadvisor.memory.options import Option
@@ -341,12 +342,17 @@ def test_simple_parse_and_typer_agree_on_the_new_flags():
             "--stage", "3", "--target-len", "64", "--load-dtype", "fp16", "--zero-init", "--meta-load",
             "--tensor-parallel", "2", "--pipeline-parallel", "1", "--sequence-parallel", "4"]
     values = options.parse_simple(options.CHECK, argv)
-    assert inputs.run_inputs(values) == {"target_len": 64, "micro_batch": 2, "precision": "bf16", "stage": 3,
-                                         "load_dtype": "fp16", "zero_init": True, "meta_load": True,
-                                         "tensor_parallel": 2, "pipeline_parallel": 1, "sequence_parallel": 4,
-                                         "expert_parallel": None,
-                                         "peft": None, "lora_r": None, "lora_target_modules": None,
-                                         "quantization": None}
+    names = ("target_len", "micro_batch", "precision", "stage", "load_dtype", "zero_init", "meta_load",
+             "tensor_parallel", "pipeline_parallel", "sequence_parallel", "expert_parallel", "peft", "lora_r",
+             "lora_target_modules", "quantization")
+    assert {name: values[name] for name in names} == {
+        "target_len": 64, "micro_batch": 2, "precision": "bf16", "stage": "3", "load_dtype": "fp16", "zero_init": True,
+        "meta_load": True, "tensor_parallel": 2, "pipeline_parallel": 1, "sequence_parallel": 4, "expert_parallel": None,
+        "peft": None, "lora_r": None, "lora_target_modules": None, "quantization": None}
+    shape = build("check", values, spelling=options.CHECK.spelling()).shape  # --stage's choice text becomes its int
+    assert (shape.target_length, shape.micro_batch_size, shape.precision, shape.zero_stage) == (64, 2, "bf16", 3)
+    assert (shape.load.load_dtype, shape.load.zero_init, shape.load.meta_device) == ("fp16", True, True)
+    assert (shape.tensor_parallel, shape.pipeline_parallel, shape.sequence_parallel) == (2, 1, 4)
 
 
 # -- assumed-input findings first in every format --------------------------------------------------
@@ -386,8 +392,8 @@ def test_estimate_and_check_list_the_same_assumptions(tmp_path):
 
     (tmp_path / "ds.json").write_text(AUTO)
     spec, given = TINY, TrainingShape()
-    alone = api.estimate_config(str(tmp_path / "ds.json"), spec, given, Cluster(gpus=8))
-    options_ = CheckOptions(model=spec, shape=given, gpus=8, gpu_memory=80 * GB)
+    alone = api.run_estimate(build("estimate", {"config": str(tmp_path / "ds.json"), "model": spec, "gpus": 8})).estimate
+    options_ = CheckOptions(model=spec, shape=given, cluster=Cluster(gpus=8, gpu_memory=80 * GB))
     checked = check_document(parse(AUTO, "ds.json"), options_)
     messages = [f.message for f in checked.findings if f.code == "ZA808"]
     assert sorted(messages) == sorted(a.message() for a in alone.assumed)

@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from cli_run import cli  # noqa: F401 - the fixture
-from zeroadvisor.cli import inputs
+from zeroadvisor.inputs.model import model_and_shape
+from zeroadvisor.memory.cluster import Cluster
+from zeroadvisor.hardware.gpus import resolve_gpu
 from zeroadvisor.advisor.check import CheckOptions, check_document
 from zeroadvisor.config.source import parse
 
@@ -37,13 +39,13 @@ GB = 10**9
 def model(tmp_path: Path, hf: dict, **shape) -> tuple:
     (tmp_path / "config.json").write_text(json.dumps(hf))
     (tmp_path / "model.json").write_text(json.dumps({"hf_config": "config.json", **shape}))
-    return inputs.model_and_shape(str(tmp_path / "model.json"), None)
+    return model_and_shape(str(tmp_path / "model.json"))
 
 
 def check(config: dict, spec_shape, gpus=8, gpu="A100-SXM4-80GB", **kw):
     spec, shape = spec_shape
-    kw.setdefault("gpu_memory", inputs.gpu_memory(None, gpu, True))
-    options = CheckOptions(model=spec, shape=shape, gpus=gpus, **kw)
+    kw.setdefault("gpu_memory", resolve_gpu(gpu).memory_bytes)
+    options = CheckOptions(model=spec, shape=shape, cluster=Cluster(gpus=gpus, **kw))
     return check_document(parse(json.dumps(config, indent=2), "ds_config.json"), options)
 
 
@@ -150,7 +152,7 @@ def test_headroom_changes_the_verdict(tmp_path):
     m = model(tmp_path, LLAMA2_7B, sequence_length=4096, activation_checkpointing="full")
     config = {**BF16, "train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 2}}
     peak = check(config, m).estimate.configured.peak_gpu
-    gpu = inputs.gpu_memory(None, "A100-SXM4-80GB", True)
+    gpu = resolve_gpu("A100-SXM4-80GB").memory_bytes
     edge = (gpu - peak) / gpu  # headroom that leaves exactly the estimate
     # the headroom is the one margin: it turns "fits" into "tight", never into "does not fit"
     assert check(config, m, headroom=max(edge - 0.01, 0)).estimate.configured.verdict == "fits"

@@ -106,25 +106,25 @@ def test_estimate_of_a_config_the_model_cannot_use_is_exit_2(cli, files):
 
 
 def test_a_bug_is_an_internal_error_exit_3(cli, files, monkeypatch):
-    from zeroadvisor import api
+    from zeroadvisor import flows
 
     def bug(*args, **kwargs):
         raise KeyError("")
 
-    monkeypatch.setattr(api, "check_config", bug)
+    monkeypatch.setattr(flows, "check_one", bug)
     result = cli("check", "ds.json", *CLUSTER, cwd=files)
     assert result.returncode == 3
     assert result.stderr == ("zeroadvisor: internal error: KeyError: '' (please report; ZEROADVISOR_DEBUG=1 shows "
                              "the traceback)\n")
-    monkeypatch.setattr(api, "lint_paths", lambda *a, **k: 1 / 0)
+    monkeypatch.setattr(flows, "lint", lambda *a, **k: 1 / 0)
     lint = cli("lint", "ds.json", cwd=files)  # the typer-free path too
     assert lint.returncode == 3 and "internal error: ZeroDivisionError" in lint.stderr
 
 
 def test_debug_shows_the_traceback(cli, files, monkeypatch):
-    from zeroadvisor import api
+    from zeroadvisor import flows
 
-    monkeypatch.setattr(api, "lint_paths", lambda *a, **k: 1 / 0)
+    monkeypatch.setattr(flows, "lint", lambda *a, **k: 1 / 0)
     monkeypatch.setenv("ZEROADVISOR_DEBUG", "1")
     with pytest.raises(ZeroDivisionError):
         cli("lint", "ds.json", cwd=files)

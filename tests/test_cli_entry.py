@@ -40,9 +40,9 @@ def test_console_script_function_reads_sys_argv():
 
 
 def test_internal_error_is_one_line_exit_3(typo):
-    code = ("import zeroadvisor.api as api\n"
+    code = ("import zeroadvisor.flows as flows\n"
             "def bug(*args, **kwargs): raise RuntimeError('boom')\n"
-            "api.lint_paths = bug\n"
+            "flows.lint = bug\n"
             "from zeroadvisor.cli import main; main()")
     result = run("lint", str(typo), code=code)
     assert result.returncode == 3

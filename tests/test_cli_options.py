@@ -7,9 +7,10 @@ import typing
 
 import pytest
 
-from zeroadvisor import api, report
+from zeroadvisor import report
 from zeroadvisor.cli import app, commands, options
 from zeroadvisor.cli.exits import ExitCode
+from zeroadvisor.inputs import run, settings
 from zeroadvisor.lint import context
 from zeroadvisor.memory import estimate
 from zeroadvisor.model import spec
@@ -24,8 +25,8 @@ def by_name(command: options.Command, name: str) -> options.Param:
 def test_choices_are_the_librarys_tuples():
     assert by_name(options.LINT, "format").choice_values() == report.LINT_FORMATS
     assert by_name(options.CHECK, "format").choice_values() == report.CHECK_FORMATS
-    assert by_name(options.ESTIMATE, "format").choice_values() == api.ESTIMATE_FORMATS
-    assert set(api.ESTIMATE_FORMATS) <= set(report.REPORTERS)
+    assert by_name(options.ESTIMATE, "format").choice_values() == settings.ESTIMATE_FORMATS
+    assert set(settings.ESTIMATE_FORMATS) <= set(report.REPORTERS)
     for command in (options.LINT, options.CHECK):
         assert by_name(command, "fail_on").choice_values() == ("error", "warning", "info", "never")
         assert by_name(command, "integration").choice_values() == context.INTEGRATIONS
@@ -33,6 +34,21 @@ def test_choices_are_the_librarys_tuples():
         assert by_name(command, "accounting").choice_values() == estimate.ACCOUNTINGS
         assert by_name(command, "unit").choice_values() == units.FORMAT_UNITS
         assert by_name(command, "activation_checkpointing").choice_values() == typing.get_args(spec.Checkpointing)
+
+
+def test_every_parameter_is_a_run_input_and_each_fallback_is_stated_once():
+    """The tables are the flags' spelling and help; what each value means is the inputs' (zeroadvisor/inputs)."""
+    for command in (options.LINT, options.ESTIMATE, options.CHECK):
+        assert {p.name for p in command.params} <= run.INPUTS, command.name
+        for param in command.params:
+            fallback = settings.fallback(command.name, param.name)
+            if fallback is settings.NEEDED:
+                assert "(or set it in the project configuration)" in param.full_help(command.name)
+            elif fallback is not None and param.default is None:  # the project configuration may set it
+                assert f"(default: {fallback}," in param.full_help(command.name)
+            elif fallback is not None:
+                assert param.default == fallback, param.name
+    assert settings.fallback("check", "gpus") is settings.NEEDED and settings.fallback("lint", "gpus") is None
 
 
 def test_every_command_in_the_table_is_in_the_app_and_runs():

@@ -84,7 +84,9 @@ def _pyproject() -> dict:
 def _release_tag() -> str:
     """The tag a user pins the Action and the hook to: a tag of this repository where it has tags,
     else the one the next release gets, v + the package version (the scheme the examples use)."""
-    return "v" + _pyproject()["project"]["version"]
+    from zeroadvisor.version import __version__  # pyproject.toml reads the version from there
+
+    return "v" + __version__
 
 
 def _existing_tags() -> set[str]:

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from zeroadvisor.deepspeed import schema
 from zeroadvisor.advisor.check import CheckOptions, check_document
+from zeroadvisor.memory.cluster import Cluster
 from zeroadvisor.config import merge_patch as mp
 from zeroadvisor.fix.editor import patched_text
 from zeroadvisor.advisor.check import combined_patch
@@ -29,8 +30,8 @@ zero_blocks = st.dictionaries(st.sampled_from(ZERO), values, max_size=6)
 
 OPTIONS = CheckOptions(model=ModelSpec(parameters=7_000_000_000, num_layers=32, hidden_size=4096,
                                        num_attention_heads=32, intermediate_size=11008, vocab_size=32000),
-                       shape=TrainingShape(sequence_length=2048), gpus=8, gpu_memory=80 * 2**30,
-                       cpu_memory=512 * 10**9)
+                       shape=TrainingShape(sequence_length=2048),
+                       cluster=Cluster(gpus=8, gpu_memory=80 * 2**30, cpu_memory=512 * 10**9))
 
 
 @pytest.mark.slow  # a property test

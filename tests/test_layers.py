@@ -21,7 +21,7 @@ PACKAGE = REPO / "zeroadvisor"
 # Lowest first; a unit may import itself and anything before it. Several names on one rung are peers that
 # import none of each other.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("units", "vocab"),
+    ("units", "vocab", "version"),
     ("hardware",),
     ("config",),
     ("deepspeed",),
@@ -35,6 +35,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("fix",),
     ("report",),
     ("inputs",),
+    ("flows",),
     ("api",),
     ("integrations",),
     ("cli",),
@@ -73,11 +74,17 @@ def _imports(path: Path, root: Path = REPO) -> list[tuple[int, str]]:
                 target = ".".join(base + ([node.module] if node.module else []))
             else:
                 target = node.module or ""
-            if target == "zeroadvisor":  # from zeroadvisor import vocab, units, ...: each name is a module
-                found += [(node.lineno, f"zeroadvisor.{alias.name}") for alias in node.names]
+            if target == "zeroadvisor":  # from zeroadvisor import vocab, units, ...: a module, or the facade's name
+                found += [(node.lineno, f"zeroadvisor.{alias.name}" if _is_module(root, alias.name) else target)
+                          for alias in node.names]
             elif target.startswith("zeroadvisor."):
                 found.append((node.lineno, target))
     return found
+
+
+def _is_module(root: Path, name: str) -> bool:
+    package = root / "zeroadvisor"
+    return (package / name).is_dir() or (package / f"{name}.py").is_file()
 
 
 def _edges() -> list[tuple[str, str, str]]:
@@ -104,9 +111,9 @@ def test_imports_only_point_down_the_pipeline():
 
 
 def test_nothing_imports_the_facade():
-    """zeroadvisor/__init__.py re-exports the API; a module importing it would import everything."""
-    offenders = [where for source, target, where in _edges() if target == FACADE and not where.endswith(
-        ("imports zeroadvisor.__version__", "imports zeroadvisor.DEEPSPEED_TARGET"))]
+    """zeroadvisor/__init__.py re-exports the API; a module importing a name from it would import everything.
+    (Its two constants, __version__ and DEEPSPEED_TARGET, are read through a module of their own.)"""
+    offenders = [where for source, target, where in _edges() if target == FACADE and source != FACADE]
     assert not offenders, "\n".join(offenders)
 
 

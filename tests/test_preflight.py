@@ -1,15 +1,16 @@
 """zeroadvisor.preflight: the check a training script runs before loading the model, with the job's
-readings (world size, GPU memory, host RAM) faked on this CPU machine."""
+readings (world size, GPU memory, host RAM: zeroadvisor/inputs/environment.py) faked on this CPU machine."""
 
 from __future__ import annotations
 
+import json
 import sys
 import types
 
 import pytest
 
 import zeroadvisor
-from zeroadvisor import preflight as pf
+from zeroadvisor.inputs import environment as pf
 from zeroadvisor.api import UsageError
 
 GIB = 1 << 30
@@ -95,9 +96,9 @@ def test_does_not_fit_raises_with_the_report(job):
         zeroadvisor.preflight(STAGE2, params="7B")
     result = raised.value.result
     assert str(raised.value) == result.text() and "ZA801" in str(raised.value)
-    options = result.report.result.options
-    assert (options.gpus, options.gpus_per_node, options.gpu_memory) == (8, 8, 16 * GIB)
-    assert options.cpu_memory == 1056964608 * KIB  # MemTotal
+    cluster = result.report.result.options.cluster
+    assert (cluster.gpus, cluster.gpus_per_node, cluster.gpu_memory) == (8, 8, 16 * GIB)
+    assert cluster.cpu_memory == 1056964608 * KIB  # MemTotal
     assert result.readings.world_size_from == "WORLD_SIZE"
 
 
@@ -116,8 +117,8 @@ def test_a_fitting_run_returns_quietly(job, recwarn):
 
 def test_given_values_win_over_readings(job):
     result = zeroadvisor.preflight(STAGE3, params="7B", gpus=64, gpu="A100-SXM4-80GB", warn_only=True)
-    assert result.report.result.options.gpus == 64
-    assert result.report.result.options.gpu_memory != 16 * GIB
+    assert result.report.result.options.cluster.gpus == 64
+    assert result.report.result.options.cluster.gpu_memory != 16 * GIB
 
 
 def test_memory_held_by_another_process_is_a_note(job):
@@ -130,3 +131,15 @@ def test_no_cuda_and_no_gpu_given_is_a_usage_error(job, monkeypatch):
     monkeypatch.setattr(pf, "read_gpu_memory", lambda: None)
     with pytest.raises(UsageError, match="CUDA is not available"):
         zeroadvisor.preflight(STAGE3, params="7B")
+
+
+def test_preflight_is_a_function_and_a_dict_takes_the_file_path(job, tmp_path):
+    """``zeroadvisor.preflight`` is the function (no callable module); a dict is refused as its file is."""
+    assert zeroadvisor.preflight.__module__ == "zeroadvisor.api"
+    job(79 * GIB, 80 * GIB)
+    config = {**STAGE3, "train_micro_batch_size_per_gpu": 4}
+    path = tmp_path / "ds.json"
+    path.write_text(json.dumps(config, indent=2))
+    for given in (config, path):
+        with pytest.raises(UsageError, match="micro batch per GPU 8, but the DeepSpeed config runs 4"):
+            zeroadvisor.preflight(given, params="7B", micro_batch=8)

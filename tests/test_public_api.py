@@ -45,12 +45,47 @@ def test_lint_needs_exactly_one_input(kwargs):
 
 def test_lint_is_callable_after_the_lint_package_is_imported():
     # importing zeroadvisor.lint.* binds the name to the package: the package itself must call lint
-    code = ("import zeroadvisor.lint.engine, zeroadvisor.preflight, zeroadvisor, sys; "
+    code = ("import zeroadvisor.lint.engine, zeroadvisor, sys; "
             "print(zeroadvisor.lint(config={'fp16': {'enabled': True}}).ok); "
-            "print(callable(zeroadvisor.preflight)); print('torch' in sys.modules)")
+            "print(callable(zeroadvisor.preflight), zeroadvisor.preflight.__module__); "
+            "print('torch' in sys.modules)")
     result = cli_process(code=code, cwd=REPO, env={"PATH": ""})  # a fresh interpreter
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["True", "True", "False"]  # and no torch: the core never imports it
+    assert result.stdout.split() == ["True", "True", "zeroadvisor.api", "False"]  # no torch: the core never imports it
+
+
+def _imports(path) -> set[str]:
+    """Every module ``path`` imports, at the top or inside a function."""
+    import ast
+
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def _above(names: set[str], packages: tuple[str, ...]) -> set[str]:
+    return {n for n in names for p in packages if n == p or n.startswith(p + ".")}
+
+
+def test_the_lint_package_imports_nothing_above_it():
+    """zeroadvisor/lint/ is the engine: the callable binding lives in the facade (zeroadvisor/__init__.py)."""
+    for path in (REPO / "zeroadvisor" / "lint").glob("*.py"):
+        assert not _above(_imports(path), ("zeroadvisor.api", "zeroadvisor.flows", "zeroadvisor.cli",
+                                           "zeroadvisor.inputs")), path.name
+
+
+def test_the_library_never_imports_the_command_line():
+    for path in (REPO / "zeroadvisor").rglob("*.py"):
+        relative = path.relative_to(REPO / "zeroadvisor")
+        if "cli" not in relative.parts and relative.name != "__main__.py":  # python -m zeroadvisor runs the CLI
+            assert not _above(_imports(path), ("zeroadvisor.cli",)), path
+    project = REPO / "zeroadvisor" / "config" / "project.py"
+    assert not _above(_imports(project), ("zeroadvisor.cli", "zeroadvisor.rules", "zeroadvisor.inputs"))
 
 
 def test_estimate_counts_model_states_by_hand():
@@ -93,3 +128,36 @@ def test_bad_values_are_one_line_usage_errors(kwargs, message):
     arguments = {"params": "7B", "gpus": 8, **kwargs}
     with pytest.raises(zeroadvisor.EXPECTED_ERRORS, match=message):
         zeroadvisor.check(STAGE3, **arguments)
+
+
+# -- a dict and a file take the same path ------------------------------------------------------
+
+MICRO_BATCH_4 = {**STAGE3, "train_micro_batch_size_per_gpu": 4}
+CLUSTER = {"params": "7B", "gpus": 8, "gpu": "A100-SXM4-80GB"}
+
+
+@pytest.mark.parametrize("run", [zeroadvisor.check, zeroadvisor.estimate], ids=["check", "estimate"])
+def test_a_value_the_config_contradicts_is_refused_for_a_dict_as_for_a_file(tmp_path, run):
+    path = tmp_path / "ds.json"
+    path.write_text(json.dumps(MICRO_BATCH_4, indent=2))
+    errors = []
+    for config in (path, MICRO_BATCH_4):
+        with pytest.raises(UsageError) as refused:
+            run(config, micro_batch=8, **CLUSTER)
+        errors.append(str(refused.value))
+    from_file, from_dict = errors
+    assert from_file.startswith(f"{path}: ") and from_dict.startswith("<config>: ")
+    assert from_file.removeprefix(f"{path}: ") == from_dict.removeprefix("<config>: ")
+    assert "micro batch per GPU 8, but the DeepSpeed config runs 4" in from_dict
+
+
+@pytest.mark.parametrize("config", [STAGE0, STAGE3, MICRO_BATCH_4, TYPO], ids=["stage0", "stage3", "mb4", "typo"])
+def test_a_dict_and_a_file_give_the_same_findings_and_verdicts(tmp_path, config):
+    path = tmp_path / "ds.json"
+    path.write_text(json.dumps(config, indent=2))  # as the dict is written (inputs/source.py)
+    from_file = zeroadvisor.check(path, **CLUSTER, diff=True)
+    from_dict = zeroadvisor.check(config, name=str(path), **CLUSTER, diff=True)
+    assert from_dict.findings == from_file.findings and from_dict.verdict == from_file.verdict
+    assert from_dict.diff == from_file.diff and from_dict.notes == from_file.notes
+    assert zeroadvisor.estimate(config, **CLUSTER).to_dict() == zeroadvisor.estimate(path, **CLUSTER).to_dict()
+    assert zeroadvisor.lint(config=config, name=str(path)).findings == zeroadvisor.lint(path).findings

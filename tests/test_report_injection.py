@@ -19,6 +19,7 @@ from cli_run import cli  # noqa: F401 - the fixture
 from ci_runner import assert_inert, runner_command, runner_lines
 from sarif_validate import validate_sarif
 from zeroadvisor.advisor.check import CheckOptions, check_document
+from zeroadvisor.memory.cluster import Cluster
 from zeroadvisor.config.source import parse
 from zeroadvisor.advisor.check import combined_patch
 from zeroadvisor.fix.apply import unified_diff
@@ -50,8 +51,8 @@ HOSTILE_NAMES = [
     "##[add-mask]x.json".encode(),
     "pct%41 #?[x](y).json".encode(),
 ]
-OPTIONS = CheckOptions(model=ModelSpec(parameters=1_000_000_000), shape=TrainingShape(), gpus=8,
-                       gpu_memory=80 * 10**9)
+OPTIONS = CheckOptions(model=ModelSpec(parameters=1_000_000_000), shape=TrainingShape(),
+                       cluster=Cluster(gpus=8, gpu_memory=80 * 10**9))
 
 
 def check_report(fmt: str, name: str = "ds.hjson", ascii_only: bool = False) -> str:

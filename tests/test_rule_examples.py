@@ -14,12 +14,11 @@ from pathlib import Path
 import pytest
 
 from conftest import load_script
-from zeroadvisor.cli import inputs
-from zeroadvisor.advisor.check import CheckOptions, check_document
+from zeroadvisor.advisor.check import check_document
 from zeroadvisor.rules.linter import lint_text
 from zeroadvisor.advisor import registry
 
-# the fixture tool builds CheckOptions the way the CLI does (tools/update_rule_fixtures.py hardware)
+# the fixture tool builds CheckOptions the way the CLI does (tools/update_rule_fixtures.py check_options)
 fixtures = load_script("tools/update_rule_fixtures.py", "update_rule_fixtures")
 from zeroadvisor.lint.context import LintOptions
 from zeroadvisor.config.source import parse
@@ -34,11 +33,7 @@ def run_check_example(config: str, options: dict, folder: Path):
         (folder / "config.json").write_text(json.dumps(description["hf_config"]))
         description["hf_config"] = "config.json"
     (folder / "model.json").write_text(json.dumps(description))
-    spec, shape = inputs.model_and_shape(str(folder / "model.json"), None)
-    check_options = CheckOptions(
-        model=spec, shape=shape, gpus=options["gpus"], gpu_memory=inputs.gpu_memory(options.get("gpu_memory"), options.get("gpu"), True),
-        cpu_memory=inputs.size("--cpu-memory", options.get("cpu_memory")), gpu=inputs.gpu(options.get("gpu")),
-        hardware=fixtures.hardware(options))
+    check_options = fixtures.check_options(options, folder / "model.json")
     return check_document(parse(config, "example.json"), check_options).findings
 
 

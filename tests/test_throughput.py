@@ -273,13 +273,14 @@ def test_fetch_cost_is_the_measured_one():
     ("deepspeed --num_gpus 8 train.py --deepspeed ds.json", "deepspeed"),
 ])
 def test_the_launch_command_names_the_launcher(command, launcher):
-    from zeroadvisor.cli.inputs import hardware, trainer_inputs
+    from zeroadvisor.inputs.run import build
+    from zeroadvisor.inputs.trainer import read_trainer
 
-    out = trainer_inputs({"training_args": None, "launch": command, "launcher": None})
-    assert out["launcher"] == launcher
-    assert "launcher" not in trainer_inputs({"training_args": None, "launch": command, "launcher": "deepspeed"})
-    hw = hardware({"gpu": None, "launcher": out["launcher"]})
+    assert read_trainer(None, command).launcher == launcher
+    given = {"config": None, "params": "7B", "gpus": 8, "gpu_memory": "80GiB", "launch": command, "launcher": None}
+    hw = build("check", given).hardware
     assert hw.launcher == launcher and "launcher" not in hw.defaulted
+    assert build("check", {**given, "launcher": "deepspeed"}).hardware.launcher == "deepspeed"  # the flag wins
 
 
 # -- the optimizer step on the GPU (gpu_step.py) ----------------------------------------------------------------

@@ -63,14 +63,13 @@ CHECK_OPTIONS = ("model", "gpus", "gpu", "gpu_memory", "cpu_memory", "nvme", "gp
                  "integration", *HARDWARE_OPTIONS)
 
 
-def hardware(options: dict):
-    """The Hardware a check with ``options`` ranks on, as the CLI builds it from --gpu and the machine flags
-    (None without a GPU name)."""
-    from zeroadvisor.cli import inputs
+def check_options(options: dict, model: Path):
+    """The CheckOptions a check with the fixture's ``options`` runs with, built as the command line builds them
+    (zeroadvisor.inputs.run.build; ``model``: the model description, written out)."""
+    from zeroadvisor.inputs.run import build
 
-    if options.get("gpu") is None:
-        return None
-    return inputs.hardware({"gpu": options["gpu"], **{k: str(options[k]) for k in HARDWARE_OPTIONS if k in options}})
+    given = {key: value for key, value in options.items() if key != "model"}
+    return build("check", {"config": "example.json", "model": str(model), **given}).check_options()
 
 
 class FixtureError(Exception):
@@ -150,9 +149,7 @@ def doc_name(case: dict[str, Any]) -> str:
 
 
 def _run_check(case: dict[str, Any], options: dict[str, Any]) -> list:
-    from zeroadvisor.advisor.check import CheckOptions, check_document
-    from zeroadvisor.memory.verdict import DEFAULT_HEADROOM
-    from zeroadvisor.cli import inputs
+    from zeroadvisor.advisor.check import check_document
 
     unknown = set(options) - set(CHECK_OPTIONS)
     if unknown:
@@ -163,17 +160,8 @@ def _run_check(case: dict[str, Any], options: dict[str, Any]) -> list:
             (Path(folder) / "config.json").write_text(json.dumps(description["hf_config"]))
             description["hf_config"] = "config.json"
         (Path(folder) / "model.json").write_text(json.dumps(description))
-        spec, shape = inputs.model_and_shape(str(Path(folder) / "model.json"), None)
-    check_options = CheckOptions(
-        model=spec, shape=shape, gpus=options["gpus"],
-        gpu_memory=inputs.gpu_memory(options.get("gpu_memory"), options.get("gpu"), True),
-        gpus_per_node=options.get("gpus_per_node"),
-        cpu_memory=inputs.size("--cpu-memory", options.get("cpu_memory")),
-        nvme=inputs.size("--nvme", options.get("nvme")),
-        headroom=inputs.headroom(str(options["headroom"])) if "headroom" in options else DEFAULT_HEADROOM,
-        integration=options.get("integration", "any"), gpu=inputs.gpu(options.get("gpu")),
-        hardware=hardware(options))
-    return check_document(parse_case(case, doc_name(case)), check_options).findings
+        run_options = check_options(options, Path(folder) / "model.json")
+    return check_document(parse_case(case, doc_name(case)), run_options).findings
 
 
 def _sorted_keys(value: Any) -> Any:

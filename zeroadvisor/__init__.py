@@ -1,6 +1,6 @@
 """zeroadvisor: lint DeepSpeed configs and advise on ZeRO memory.
 
-The Python API (each name documented where it is defined)::
+The Python API (zeroadvisor/api.py, each name documented there)::
 
     import zeroadvisor
 
@@ -18,42 +18,56 @@ core never imports torch; ``preflight`` reads torch only if the training script 
 from __future__ import annotations
 
 import importlib
+import types
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from zeroadvisor.version import DEEPSPEED_TARGET, __version__
 
-DEEPSPEED_TARGET = "0.19.8"
-
-# public name -> the module that defines it
+# public name -> the module that defines it (``lint``: see below)
 _PUBLIC = {
-    "lint": "zeroadvisor.lint",  # the lint package is callable: it calls zeroadvisor.library.lint
-    "estimate": "zeroadvisor.library", "check": "zeroadvisor.library",
-    "LintResult": "zeroadvisor.library", "EstimateResult": "zeroadvisor.library",
-    "CheckReport": "zeroadvisor.library",
-    "preflight": "zeroadvisor.preflight",  # the module is callable: it calls preflight.preflight
-    "PreflightError": "zeroadvisor.preflight",
-    "PreflightResult": "zeroadvisor.preflight", "Readings": "zeroadvisor.preflight",
-    "Finding": "zeroadvisor.lint.findings", "Severity": "zeroadvisor.lint.findings",
+    "estimate": "zeroadvisor.api", "check": "zeroadvisor.api", "preflight": "zeroadvisor.api",
+    "LintResult": "zeroadvisor.api", "EstimateResult": "zeroadvisor.api", "CheckReport": "zeroadvisor.api",
+    "PreflightError": "zeroadvisor.api", "PreflightResult": "zeroadvisor.api",
     "UsageError": "zeroadvisor.api", "EXPECTED_ERRORS": "zeroadvisor.api",
+    "Readings": "zeroadvisor.inputs.environment",
+    "Finding": "zeroadvisor.lint.findings", "Severity": "zeroadvisor.lint.findings",
 }
 
-__all__ = ["DEEPSPEED_TARGET", "__version__", *_PUBLIC]
+__all__ = ["DEEPSPEED_TARGET", "__version__", "lint", *_PUBLIC]
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ imports on use
-    from zeroadvisor.api import EXPECTED_ERRORS, UsageError
-    from zeroadvisor.library import CheckReport, EstimateResult, LintResult, check, estimate, lint
+    from zeroadvisor.api import (EXPECTED_ERRORS, CheckReport, EstimateResult, LintResult, PreflightError,
+                                 PreflightResult, UsageError, check, estimate, preflight)
+    from zeroadvisor.inputs.environment import Readings
     from zeroadvisor.lint.findings import Finding, Severity
-    from zeroadvisor.preflight import PreflightError, PreflightResult, Readings, preflight
+
+
+class _CallableLintPackage(types.ModuleType):
+    """The ``zeroadvisor.lint`` subpackage, callable as the function ``zeroadvisor.api.lint``.
+
+    A function and a subpackage cannot share the name ``zeroadvisor.lint``: importing any
+    ``zeroadvisor.lint.*`` module binds that name in this package to the subpackage, whatever was bound
+    before. So the name is the subpackage, and calling it calls the function. The binding is done here,
+    in the facade (which may import the API), not in the subpackage, so that the lint engine never
+    imports above itself; the subpackage's own __init__ imports nothing, so this costs nothing at start-up.
+    """
+
+    def __call__(self, *args: Any, **kwargs: Any):
+        from zeroadvisor.api import lint
+
+        return lint(*args, **kwargs)
+
+
+from zeroadvisor import lint  # noqa: E402 - the subpackage, bound before any import of its modules can bind it
+
+lint.__class__ = _CallableLintPackage
 
 
 def __getattr__(name: str) -> Any:
     module = _PUBLIC.get(name)
     if module is None:
         raise AttributeError(f"module 'zeroadvisor' has no attribute {name!r}")
-    imported = importlib.import_module(module)
-    # A function named as its own submodule is the (callable) submodule: importing a submodule binds
-    # its name in this package, so a function of the same name would be replaced (lint/__init__.py).
-    value = imported if module == f"{__name__}.{name}" else getattr(imported, name)
+    value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
 

@@ -1,360 +1,232 @@
-"""The library's flows, one function per command: lint paths, estimate a config, check a config.
+"""The Python API: ``lint``, ``estimate``, ``check`` and ``preflight``, their typed results, and the errors
+bad input raises. ``import zeroadvisor`` gives the same names (zeroadvisor/__init__.py).
 
-The command line (zeroadvisor.cli) parses flags, calls these, renders the result with
-``zeroadvisor.report.render`` and maps it to an exit code; nothing here prints or exits.
+Each function resolves its inputs once (``zeroadvisor.inputs.run.build``, the builder the command line uses
+too, from keywords here) and runs the flow (zeroadvisor/flows.py) on them: a config given as a path or as a
+dict takes the same path (a dict is written as JSON text and read like a file). Values are Python values or
+the command line's text: byte counts or sizes such as ``"80GiB"``, shares such as ``0.1`` or ``"10%"``.
 
-Errors a caller should expect from bad input are typed and carry one line each
-(``EXPECTED_ERRORS``); any other exception is a bug. Modules only ``check`` and ``estimate``
-need (the memory model, the advisor, the fix writer) are imported inside those functions so
-that ``lint`` starts fast.
+Bad input raises one of ``EXPECTED_ERRORS`` (each a ValueError subclass) with a one-line message; anything
+else is a bug. The command line calls ``run_lint``, ``run_estimate`` and ``run_check`` on the RunInputs it
+built from its flags and the project configuration.
 """
 
 from __future__ import annotations
 
-import sys
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, BinaryIO, Callable, Iterable, Sequence
+import os
+import warnings
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, BinaryIO, Iterator, Mapping, Sequence
 
-from zeroadvisor.config.accelerate import is_accelerate_config
-from zeroadvisor.config.paths import PathError, expand_inputs
 from zeroadvisor.config.project import ProjectConfigError
-from zeroadvisor.config.paths import STDIN
-from zeroadvisor.config.reader import STDIN_NAME, read_stream_document
 from zeroadvisor.config.reader import InputError as UnreadableInput
-from zeroadvisor.config.reader import read_document
-from zeroadvisor.config.source import Document, ParseError
 from zeroadvisor.config.training_args import TrainerInputError
-from zeroadvisor.lint.context import LintOptions
-from zeroadvisor.rules.linter import lint_document, lint_file, parse_error_findings
-from zeroadvisor.lint.findings import Finding, Severity
-from zeroadvisor.lint.rule import Rule
+from zeroadvisor.flows import CheckReport, EstimateResult, LintResult, fails
+from zeroadvisor.inputs.errors import UnusableConfig, UsageError
 from zeroadvisor.model.errors import ModelError
-from zeroadvisor.advisor import registry
 
 if TYPE_CHECKING:
-    from zeroadvisor.advisor.check import CheckOptions, CheckResult
-    from zeroadvisor.memory.estimate import Cluster, Estimate
-    from zeroadvisor.model.spec import ModelSpec, TrainingShape
-    from zeroadvisor.throughput import Hardware
+    from zeroadvisor.inputs.environment import Readings
+    from zeroadvisor.inputs.run import RunInputs
+    from zeroadvisor.model.spec import ModelSpec
 
 __all__ = [
-    "CheckRun", "EXPECTED_ERRORS", "ESTIMATE_FORMATS", "FAIL_ON", "LintRun", "STDIN", "UnreadableInput",
-    "UnusableConfig", "UsageError", "check_config", "estimate_config", "estimate_throughput", "fails", "find_rule",
-    "lint_paths", "select_rules",
+    "CheckReport", "EXPECTED_ERRORS", "EstimateResult", "LintResult", "PreflightError", "PreflightResult",
+    "UnreadableInput", "UnusableConfig", "UsageError", "check", "estimate", "fails", "lint", "preflight",
+    "run_check", "run_estimate", "run_lint",
 ]
-
-
-class UsageError(ValueError):
-    """A bad option value (an unknown rule, a size that is not a size, two options that exclude each other)."""
-
-
-class UnusableConfig(ValueError):
-    """A config that was read but cannot serve this flow (``estimate`` of a file that does not parse)."""
-
 
 # The errors bad input raises, each ``str(err)`` one line; anything else is a bug.
 EXPECTED_ERRORS: tuple[type[Exception], ...] = (UsageError, UnreadableInput, UnusableConfig, ModelError,
                                                 TrainerInputError, ProjectConfigError)
 
-# ``--fail-on``: a severity, or never.
-FAIL_ON: tuple[str, ...] = (*(severity.value for severity in Severity), "never")
-# The formats that can show an estimate on its own (the estimate command).
-ESTIMATE_FORMATS: tuple[str, ...] = ("text", "json")
+def _build(command: str, given: dict[str, Any], keywords: Mapping[str, Any] | None = None,
+           readings: "Readings | None" = None) -> "RunInputs":
+    from zeroadvisor.inputs.run import build
 
-# The path that means standard input, and the name its findings carry.
-
-
-def select_rules(select: Sequence[str] | None = None, ignore: Sequence[str] | None = None,
-                 lint_only: bool = True) -> tuple[Rule, ...]:
-    """Rules by codes, names or code prefixes; each argument may hold a comma-separated list."""
-    chosen, dropped = _split(select), _split(ignore)
-    unknown = registry.unknown_references(chosen + dropped)
-    if unknown:
-        raise UsageError(f"unknown rule {unknown[0]!r}: see 'zeroadvisor rules'")
-    return registry.select(chosen, dropped, among=registry.LINT if lint_only else registry.ALL)
+    return build(command, given, keywords=keywords, readings=readings)
 
 
-def find_rule(reference: str) -> Rule:
-    rule = registry.find(reference)
-    if rule is None:
-        raise UsageError(f"unknown rule {reference!r}: see 'zeroadvisor rules'")
-    return rule
+# -- on inputs already resolved (what the command line calls) -------------------------------------
+
+def run_lint(inputs: "RunInputs", stdin: BinaryIO | None = None) -> LintResult:
+    """``lint`` of RunInputs built once (zeroadvisor.inputs.run.build); ``-`` reads ``stdin``."""
+    from zeroadvisor import flows
+
+    return flows.lint(inputs, stdin)
 
 
-def fails(findings: Iterable[Finding], fail_on: str) -> bool:
-    """Whether any finding is at or above the ``--fail-on`` severity."""
-    if fail_on not in FAIL_ON:
-        raise UsageError(f"--fail-on must be one of {', '.join(FAIL_ON)}, got {fail_on!r}")
-    if fail_on == "never":
-        return False
-    threshold = Severity(fail_on).rank
-    return any(f.severity.rank >= threshold for f in findings)
+def run_estimate(inputs: "RunInputs", step_times: bool = False) -> EstimateResult:
+    """``estimate`` of RunInputs; ``step_times``: the step time per option too, on ``inputs.hardware``."""
+    from zeroadvisor import flows
+
+    return flows.estimate(inputs, step_times)
 
 
-# -- lint ---------------------------------------------------------------------------------
+def run_check(inputs: "RunInputs") -> Iterator[CheckReport]:
+    """``check`` of each of the RunInputs' configs, one report each, in order."""
+    from zeroadvisor import flows
 
-@dataclass
-class LintRun:
-    findings: list[Finding]
-    files: int  # inputs read and linted
-    unreadable: list[str] = field(default_factory=list)  # one line each: an input that could not be read
-    rules: tuple[Rule, ...] = ()
-    skipped: list[str] = field(default_factory=list)  # files found in a folder that are not configs (by content)
+    return flows.check(inputs)
 
 
-def lint_paths(paths: Sequence[str], options: LintOptions | None = None, rules: Sequence[Rule] | None = None,
-               stdin: BinaryIO | None = None, *, only_configs: bool = False,
-               rules_for: Callable[[str], Sequence[Rule]] | None = None) -> LintRun:
-    """Lint files, directories and glob patterns (``-`` reads ``stdin``, standard input by default).
+# -- lint -------------------------------------------------------------------------------------
 
-    Files found in a directory (.json, .hjson, .conf, .yaml, .yml) are linted when their content is a
-    DeepSpeed or Accelerate config (deepspeed/kind.py) and listed in ``skipped`` otherwise;
-    ``only_configs`` judges named files the same way (the pre-commit hook). ``rules_for(path)``
-    chooses the rules per file (the project configuration's per-file ignores); ``rules`` otherwise.
-    An input that cannot be read at all is listed in ``unreadable`` and the others are still linted;
-    a path that names nothing (an empty directory, a pattern without matches) is a UsageError.
+def lint(*paths: str | os.PathLike[str], text: str | None = None, config: Mapping[str, Any] | None = None,
+         name: str | None = None, select: Sequence[str] | str | None = None,
+         ignore: Sequence[str] | str | None = None, integration: str = "any", gpus: int | None = None,
+         only_configs: bool = False) -> LintResult:
+    """Lint DeepSpeed configs: files, folders or glob patterns, or one config given as ``text`` (JSON,
+    hjson, or YAML when ``name`` ends in .yaml/.yml) or as a ``config`` dict.
+
+    ``select``/``ignore``: rules by code, name or code prefix; ``integration``: who fills "auto"
+    (deepspeed, hf-trainer, accelerate, any); ``gpus``: the data-parallel world size, to check the
+    batch exactly. The project configuration is not read here (the command line reads it).
+
+    >>> zeroadvisor.lint(config={"train_batch_size": 8, "zero_optimisation": {"stage": 3}}).errors
+    1
     """
-    from zeroadvisor.deepspeed.kind import kind_of_file
-
-    selected = tuple(registry.LINT if rules is None else rules)
-    try:
-        inputs = expand_inputs(list(paths))
-    except PathError as err:
-        raise UsageError(str(err)) from None
-    run = LintRun([], 0, [], selected)
-    used: set[str] = set()  # codes of the rules some file was linted with
-    for item in inputs:
-        path = item.path
-        if path != STDIN and (item.found or only_configs) and kind_of_file(path) is None:
-            run.skipped.append(path)
-            continue
-        chosen = selected if rules_for is None else tuple(rules_for(path))
-        used.update(r.code for r in chosen)
-        try:
-            if path == STDIN:
-                stream = stdin if stdin is not None else sys.stdin.buffer
-                found = _lint_stdin(stream, options, chosen)
-            else:
-                found = lint_file(path, options, chosen).findings
-        except UnreadableInput as err:
-            run.unreadable.append(str(err))
-            continue
-        run.findings.extend(found)
-        run.files += 1
-    if rules_for is not None:  # every rule some file was linted with, in the registry's order
-        run.rules = tuple(r for r in registry.ALL if r.code in used) or selected
-    return run
+    return run_lint(_build("lint", dict(paths=[os.fspath(p) for p in paths], text=text, config=config, name=name,
+                                        select=select, ignore=ignore, integration=integration, gpus=gpus,
+                                        only_configs=only_configs)))
 
 
-def _lint_stdin(stream: BinaryIO, options: LintOptions | None, rules: Sequence[Rule]) -> list[Finding]:
-    """Standard input, under the same limits as a file (config/reader.py)."""
-    try:
-        document = read_stream_document(stream, STDIN_NAME)
-    except ParseError as err:
-        return parse_error_findings(STDIN_NAME, err, rules)
-    return lint_document(document, options, rules)
+# -- estimate ---------------------------------------------------------------------------------
 
+def estimate(config: "str | os.PathLike[str] | Mapping[str, Any] | None" = None, *,
+             model: "str | os.PathLike[str] | ModelSpec | None" = None, params: int | str | None = None,
+             gpus: int = 1, gpus_per_node: int | None = None, gpu: str | None = None,
+             gpu_memory: int | str | None = None, cpu_memory: int | str | None = None,
+             nvme: int | str | None = None, headroom: float | str = "10%", accounting: str = "deepspeed",
+             **training: Any) -> EstimateResult:
+    """Estimate ZeRO memory for a config (a path or a dict; None: DeepSpeed's defaults, fp16 Adam).
 
-# -- estimate -----------------------------------------------------------------------------
+    ``model``: a model description or a Hugging Face config.json (path), or ``params`` ("7B", 7e9 as
+    int); sizes are byte counts or strings such as "80GiB"; ``training``: the training-shape
+    keywords (seq_len, micro_batch, precision, stage, activation_checkpointing, ... as the flags).
 
-def estimate_config(config: str | None, model: "ModelSpec", shape: "TrainingShape", cluster: "Cluster",
-                    accounting: str = "deepspeed", training=None) -> "Estimate":
-    """Memory per GPU and node for every stage; ``config`` None means DeepSpeed's defaults (fp16 Adam).
-
-    A config that does not parse, is not an object, or holds a value the memory model cannot
-    use (which the linter reports as an error) is an UnusableConfig.
+    >>> zeroadvisor.estimate(params="7B", gpus=8, gpu="A100-SXM4-80GB").verdict
     """
-    from zeroadvisor.memory.estimate import estimate
-
-    data = None
-    document = None
-    if config is not None:
-        document = _read_config(config)
-        if not isinstance(document.data, dict):
-            raise UnusableConfig(f"{config}: the config is not a JSON object")
-        if training is not None:  # "auto" filled as the Hugging Face Trainer fills it
-            document = trainer_filled(document, training, cluster.gpus, model.hidden_size)
-            shape = trainer_shape(document.data, shape, training)
-        data = document.data
-        if is_accelerate_config(data):  # the DeepSpeed config it makes Accelerate build, on its world
-            data, shape, cluster = _accelerate_estimate_inputs(config, document, shape, cluster)
-        _refuse_conflicts(config, data, model, cluster.gpus, shape)
-    _refuse_layout(config, data, cluster.gpus, shape)
-    try:
-        return estimate(data, model, shape, cluster, accounting)
-    except (ValueError, TypeError) as err:
-        # Bad input only when the linter agrees the config is wrong; otherwise a bug to report.
-        errors = _lint_errors(document) if document is not None else []
-        if not errors:
-            raise
-        first = errors[0]
-        raise UnusableConfig(f"{config}:{first.line}:{first.column}: cannot estimate from this config: "
-                             f"{first.message} ({len(errors)} error(s); see 'zeroadvisor lint {config}')") from err
+    return run_estimate(_build("estimate", dict(
+        config=config, model=model, params=params, gpus=gpus, gpus_per_node=gpus_per_node, gpu=gpu,
+        gpu_memory=gpu_memory, cpu_memory=cpu_memory, nvme=nvme, headroom=headroom, accounting=accounting),
+        training))
 
 
-def _accelerate_estimate_inputs(path: str, document: Document, shape: "TrainingShape",
-                                cluster: "Cluster") -> tuple[dict, "TrainingShape", "Cluster"]:
-    from zeroadvisor.advisor.accelerate import AccelerateConflict, estimate_inputs
+# -- check ------------------------------------------------------------------------------------
 
-    try:
-        data, shape, cluster, why = estimate_inputs(path, document, shape, cluster)
-    except AccelerateConflict as err:
-        raise UsageError(str(err)) from None
-    if data is None:
-        raise UnusableConfig(f"{path}: cannot estimate: {why}")
-    return data, shape, cluster
+def check(config: "str | os.PathLike[str] | Mapping[str, Any]", *, gpus: int,
+          model: "str | os.PathLike[str] | ModelSpec | None" = None, params: int | str | None = None,
+          gpus_per_node: int | None = None, gpu: str | None = None, gpu_memory: int | str | None = None,
+          cpu_memory: int | str | None = None, nvme: int | str | None = None, headroom: float | str = "10%",
+          accounting: str = "deepspeed", integration: str = "any", unit: str = "GB", name: str | None = None,
+          select: Sequence[str] | str | None = None, ignore: Sequence[str] | str | None = None,
+          diff: bool = False, **training: Any) -> CheckReport:
+    """Pre-flight check of one config (a path or a dict) for a model on a cluster: lint findings, the
+    memory verdict and the cheapest change that fits.
 
+    Keywords as ``estimate`` (model or params, gpu or gpu_memory, cpu_memory, nvme, headroom, the
+    training shape) plus integration, unit, ``name`` (a dict's name in the report), select/ignore and
+    ``diff`` (the fixes as a unified diff).
 
-def estimate_throughput(result: "Estimate", hardware: "Hardware") -> dict:
-    """Step time per option of ``result`` (zeroadvisor.throughput.per_option, on the config the estimate was
-    made of). Where a step time was computed, the machine facts the flags left to their defaults join the
-    estimate's assumed inputs."""
-    from zeroadvisor.memory.assumed import hardware_assumptions
-    from zeroadvisor.throughput import per_option
-
-    steps = per_option(result, hardware)
-    if any(getattr(step, "step_time_s", None) for step in steps.values()):
-        result.assumed = [*result.assumed, *hardware_assumptions(hardware)]
-    return steps
-
-
-def _refuse_conflicts(path: str, data: dict, model: "ModelSpec", gpus: int, shape: "TrainingShape") -> None:
-    """A flag or model-description value the config contradicts is a UsageError (exit 2): DeepSpeed
-    runs the config's value, so estimating either one would answer a question nobody asked."""
-    from zeroadvisor.memory.settings import given_conflicts
-
-    conflicts = given_conflicts(data, model, gpus, shape)
-    if conflicts:
-        raise UsageError(f"{path}: {conflicts[0]}")
-
-
-def _refuse_layout(path: str | None, data: dict | None, gpus: int, shape: "TrainingShape") -> None:
-    """Parallel degrees that do not divide the GPUs are a UsageError (exit 2): no run has that layout."""
-    from zeroadvisor.memory.errors import EstimateError
-    from zeroadvisor.memory.parallel import read_parallel
-
-    try:
-        read_parallel(data, gpus, shape)
-    except EstimateError as err:
-        raise UsageError(f"{path}: {err}" if path else str(err)) from None
-
-
-def _read_config(path: str) -> Document:
-    try:
-        return read_document(path)
-    except ParseError as err:
-        where = f"{path}:{err.line}:{err.column}" if err.line else path
-        raise UnusableConfig(f"{where}: {err.message}") from None
-
-
-def _lint_errors(document: Document) -> list[Finding]:
-    return [f for f in lint_document(document) if f.severity is Severity.ERROR]
-
-
-# -- check --------------------------------------------------------------------------------
-
-@dataclass
-class CheckRun:
-    result: "CheckResult"
-    path: str
-    diff: str = ""  # the fixes as a unified diff of the file (when asked for and there are fixes)
-    fixed: int | None = None  # fixes written into the file (``fix=True`` and no error)
-    notes: list[str] = field(default_factory=list)  # one line each, for the user beside the report
-    error: str | None = None  # why the asked-for fixes could not be written (one line)
-
-
-def check_config(path: str, options: "CheckOptions", rules: Sequence[Rule] | None = None, *, diff: bool = False,
-                 fix: bool = False) -> CheckRun:
-    """Lint findings and memory advice for one config; optionally its fixes as a diff, or written.
-
-    A file that does not parse is reported as findings (no estimate). A fix that cannot be made
-    (a YAML config, a read-only folder, a full disk) does not lose the result: it comes back with
-    ``error`` (``fix=True``) or a note (a diff only).
+    >>> zeroadvisor.check("ds_config.json", model="config.json", gpus=8, gpu="A100-SXM4-80GB").verdict
     """
-    from zeroadvisor.advisor.check import CheckResult, check_document
-    from zeroadvisor.advisor.check import combined_patch
-    from zeroadvisor.fix.apply import FixError, unified_diff, write_fix
+    given = _check_keywords(config, model=model, params=params, gpus=gpus, gpus_per_node=gpus_per_node, gpu=gpu,
+                            gpu_memory=gpu_memory, cpu_memory=cpu_memory, nvme=nvme, headroom=headroom,
+                            accounting=accounting, integration=integration, unit=unit, name=name, select=select,
+                            ignore=ignore, diff=diff)
+    (report,) = run_check(_build("check", given, training))
+    return report
 
-    selected = tuple(registry.ALL if rules is None else rules)
-    try:
-        document = read_document(path)
-    except ParseError:
-        lint_rules = [r for r in selected if not r.needs_advice]
-        return CheckRun(CheckResult(lint_file(path, None, lint_rules).findings, None, options), path)
-    if isinstance(document.data, dict) and options.training is not None:
-        # DeepSpeed gets the config with "auto" filled from the Trainer's arguments
-        document = trainer_filled(document, options.training, options.gpus, options.model.hidden_size)
-        options = replace(options, shape=trainer_shape(document.data, options.shape, options.training))
-    if is_accelerate_config(document.data):
-        result = _check_accelerate(path, document, options, selected)
-    else:
-        if isinstance(document.data, dict):
-            _refuse_conflicts(path, document.data, options.model, options.gpus, options.shape)
-        result = check_document(document, options, selected)
-    run = CheckRun(result, path)
-    if "estimate_error" in result.extra:
-        run.notes.append(f"{path}: no memory estimate ({result.extra['estimate_error']}): fix the errors reported "
-                         "first")
-    if not (diff or fix):
-        return run
-    patch = combined_patch(result.findings)
-    if not patch:
-        run.fixed = 0 if fix else None
-        return run
-    try:
-        run.diff = unified_diff(document, patch, path)
-    except FixError as err:  # e.g. a YAML config: the report stands, without the diff
-        if fix:
-            run.error = f"{path}: {err}"
+
+def _check_keywords(config: Any, **given: Any) -> dict[str, Any]:
+    if isinstance(config, (list, tuple)):
+        raise UsageError("config: give one path or dict (check one config per call)")
+    return {"config": config, **given}
+
+
+# -- preflight ----------------------------------------------------------------------------------
+
+class PreflightError(RuntimeError):
+    """The configured run does not fit; ``str()`` is the text report, ``result`` the PreflightResult."""
+
+    def __init__(self, message: str, result: "PreflightResult"):
+        super().__init__(message)
+        self.result = result
+
+
+@dataclass(frozen=True)
+class PreflightResult:
+    """The check (``report``), the readings it used, and notes about this node (one line each)."""
+
+    report: CheckReport
+    readings: "Readings"
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def verdict(self) -> str | None:
+        return self.report.verdict
+
+    @property
+    def fits(self) -> bool | None:
+        return self.report.fits
+
+    def text(self) -> str:
+        """The text report and the notes: the PreflightError's message."""
+        return self.report.report("text") + "".join(f"preflight: {note}\n" for note in self.notes)
+
+
+def preflight(config: "str | os.PathLike[str] | Mapping[str, Any]",
+              model: "str | os.PathLike[str] | ModelSpec | None" = None, *, params: int | str | None = None,
+              gpus: int | None = None, gpus_per_node: int | None = None, gpu: str | None = None,
+              gpu_memory: int | str | None = None, cpu_memory: int | str | None = None, nvme: int | str | None = None,
+              headroom: float | str = "10%", warn_only: bool = False, select: Sequence[str] | str | None = None,
+              ignore: Sequence[str] | str | None = None, integration: str = "any", **training: Any) -> PreflightResult:
+    """Check ``config`` (a path or a dict) for ``model`` on this job's hardware before loading the model.
+
+    What is not given is read from the job (zeroadvisor/inputs/environment.py): world size, GPUs per node,
+    GPU memory (torch.cuda), host RAM (/proc/meminfo). ``training``: the training-shape keywords (seq_len,
+    micro_batch, precision, activation_checkpointing, ...) as for ``check``. Every rank runs the same check
+    and raises the same error.
+
+    Raises PreflightError (its message: the text report) when the configured stage and offload do not
+    fit; with ``warn_only`` it warns (``warnings.warn``, RuntimeWarning) and returns instead. A
+    missing GPU memory (no CUDA here and no ``gpu``/``gpu_memory``) is a UsageError.
+
+    Example, in the training script::
+
+        zeroadvisor.preflight("ds_config.json", "meta-llama/Llama-3.1-8B", seq_len=4096, micro_batch=4)
+        model = AutoModelForCausalLM.from_pretrained(...)
+    """
+    from zeroadvisor.inputs import environment
+
+    readings = environment.read_all()
+    given = _check_keywords(config, model=model, params=params, gpus=gpus, gpus_per_node=gpus_per_node, gpu=gpu,
+                            gpu_memory=gpu_memory, cpu_memory=cpu_memory, nvme=nvme, headroom=headroom,
+                            integration=integration, select=select, ignore=ignore)
+    (report,) = run_check(_build("preflight", given, training, readings))
+    result = PreflightResult(report, readings, _node_notes(report, readings))
+    if report.verdict == "does-not-fit":
+        if warn_only:
+            warnings.warn(result.text(), RuntimeWarning, stacklevel=2)
         else:
-            run.notes.append(f"{path}: {err}")
-        return run
-    if fix:
-        try:
-            write_fix(path, document, patch)
-        except FixError as err:
-            run.error = f"{path}: {err}"
-        except OSError as err:
-            run.error = f"{path}: cannot write the fixes: {err.strerror or err}"
-        else:
-            run.fixed = sum(1 for f in result.findings if f.fix)
-    return run
+            raise PreflightError(result.text(), result)
+    return result
 
 
-def _check_accelerate(path: str, document: Document, options: "CheckOptions", rules: Sequence[Rule]) -> "CheckResult":
-    """An Accelerate launcher config: checked as the DeepSpeed config Accelerate builds from it."""
-    from zeroadvisor.advisor.accelerate import AccelerateConflict, check_accelerate
+def _node_notes(report: CheckReport, readings: "Readings") -> list[str]:
+    """What this node's free memory says beside the verdict (which is on the totals)."""
+    from zeroadvisor.units import format_bytes
 
-    def refuse(where: str, data: dict, run: "CheckOptions") -> None:
-        _refuse_conflicts(where, data, run.model, run.gpus, run.shape)
-
-    try:
-        return check_accelerate(path, document, options, list(rules), refuse)
-    except AccelerateConflict as err:
-        raise UsageError(str(err)) from None
-
-
-def _split(values: Sequence[str] | None) -> list[str]:
-    return [part.strip() for value in values or () for part in value.split(",") if part.strip()]
-
-
-# -- the Hugging Face Trainer -------------------------------------------------------------
-
-def trainer_filled(document: Document, training, world_size: int | None, hidden_size: int | None) -> Document:
-    """``document`` with the data DeepSpeed gets under the Trainer: "auto" filled from ``training`` as
-    transformers' HfTrainerDeepSpeedConfig does, then the precision section Accelerate adds for --fp16/--bf16
-    (deepspeed/hf_fill.py). Positions stay those of the file; mismatches are left for rule ZA310."""
-    from zeroadvisor.deepspeed import hf_fill
-
-    filled = hf_fill.fill(document.data, training, world_size, hidden_size)
-    return replace(document, data=hf_fill.accelerate_precision(filled.config, training))
-
-
-def trainer_shape(data: dict, shape: "TrainingShape", training) -> "TrainingShape":
-    """The micro batch the Trainer's dataloader feeds (per_device_train_batch_size) where the config names
-    no batch size (where it does, the filled config decides and ZA310 reports a difference)."""
-    from zeroadvisor.deepspeed.effective import MBS, TBS
-
-    if shape.micro_batch_size is not None or MBS in data or TBS in data:
-        return shape
-    return replace(shape, micro_batch_size=training.get("per_device_train_batch_size"))
+    configured = report.estimate.configured if report.estimate is not None else None
+    if configured is None:
+        return []
+    notes = []
+    if readings.gpu_free is not None and configured.peak_gpu > readings.gpu_free:
+        notes.append(f"this GPU has {format_bytes(readings.gpu_free)} free of {format_bytes(readings.gpu_total)} "
+                     f"now and the run peaks at {format_bytes(configured.peak_gpu)}: another process holds GPU "
+                     "memory")
+    if readings.host_available is not None and configured.peak_host_per_node > readings.host_available:
+        notes.append(f"this node has {format_bytes(readings.host_available)} of RAM available (MemAvailable) and "
+                     f"the run peaks at {format_bytes(configured.peak_host_per_node)} per node")
+    return notes

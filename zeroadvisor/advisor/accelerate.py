@@ -52,8 +52,9 @@ def why_no_config(launch: accelerate_map.Launch, data: dict[str, Any]) -> str:
     return errors[0].message if errors else "Accelerate cannot build a DeepSpeed config from it"
 
 
-def world(path: str, launch: accelerate_map.Launch, gpus: int, gpus_per_node: int | None) -> tuple[int, int | None]:
+def world(path: str, launch: accelerate_map.Launch, cluster: "Cluster") -> tuple[int, int | None]:
     """(GPUs, GPUs per node) of the launch; the flags where the YAML leaves them open."""
+    gpus, gpus_per_node = cluster.gpus, cluster.gpus_per_node if cluster.per_node_given else None
     if launch.world_size is None:
         return gpus, gpus_per_node
     machines = f" on {launch.num_machines} machines" if launch.num_machines > 1 else ""
@@ -73,7 +74,7 @@ def estimate_inputs(path: str, document: "Document", shape: "TrainingShape", clu
                     ) -> tuple[dict[str, Any] | None, "TrainingShape", "Cluster", str | None]:
     """(the DeepSpeed config, the training shape, the cluster it runs on, why there is no config)."""
     launch = launch_for(document, shape)
-    gpus, per_node = world(path, launch, cluster.gpus, cluster.gpus_per_node)
+    gpus, per_node = world(path, launch, cluster)
     cluster = dataclasses.replace(cluster, gpus=gpus, gpus_per_node=per_node)
     if launch.ds_config is None:
         return None, shape, cluster, why_no_config(launch, document.data)
@@ -90,9 +91,9 @@ def check_accelerate(path: str, document: "Document", options: "CheckOptions",
     from zeroadvisor.rules import accelerate as rules_accelerate
 
     launch = launch_for(document, options.shape)
-    gpus, per_node = world(path, launch, options.gpus, options.gpus_per_node)
-    options = dataclasses.replace(options, gpus=gpus, gpus_per_node=per_node, integration="accelerate",
-                                  shape=launched_shape(launch, options.shape))
+    gpus, per_node = world(path, launch, options.cluster)
+    options = dataclasses.replace(options, cluster=dataclasses.replace(options.cluster, gpus=gpus, gpus_per_node=per_node),
+                                  integration="accelerate", shape=launched_shape(launch, options.shape))
     ctx = Context(document, LintOptions(integration="accelerate", gpus=gpus))
     ctx.__dict__[rules_accelerate._LAUNCH] = launch
     yaml_findings: list[Finding] = []

@@ -12,47 +12,33 @@ from zeroadvisor.lint.engine import run_rules
 from zeroadvisor.lint.findings import Finding
 from zeroadvisor.rules.linter import lint_document
 from zeroadvisor.memory.errors import EstimateError
-from zeroadvisor.memory.estimate import Cluster, Estimate, check_memory, estimate
-from zeroadvisor.hardware.table import GpuSpec
-from zeroadvisor.memory.verdict import DEFAULT_HEADROOM
+from zeroadvisor.memory.cluster import Cluster
+from zeroadvisor.memory.estimate import Estimate, estimate
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
 from zeroadvisor.advisor import registry
 from zeroadvisor.lint.rule import Rule
 from zeroadvisor.lint.context import LintOptions
 from zeroadvisor.config.source import Document
 
+
 @dataclass(frozen=True, slots=True)
 class CheckOptions:
+    """What ``check_document`` runs with: the model and shape, the cluster (one type: memory/cluster.py), and the
+    run's other inputs. zeroadvisor/inputs builds it from flags, keywords and files (RunInputs.check_options)."""
+
     model: ModelSpec
     shape: TrainingShape
-    gpus: int
-    gpu_memory: int  # bytes per GPU as the hardware has it
-    gpus_per_node: int | None = None
-    cpu_memory: int | None = None  # host RAM per node
-    nvme: int | None = None  # NVMe per node
-    headroom: float = DEFAULT_HEADROOM  # share of GPU memory kept free
+    cluster: Cluster  # GPUs, the card's memory (required here: the advice needs a capacity), host RAM, NVMe, headroom
     accounting: str = "deepspeed"
     integration: str = "any"
     unit: str = "GB"
-    gpu: GpuSpec | None = None  # the named card (--gpu), when one was named; gpu_memory is its memory
     training: Any = None  # the Hugging Face Trainer's arguments (config/training_args.TrainingArgs), when given
-    # the step-time model's machine (throughput.Hardware); None: the stated defaults on ``gpu``
+    # the step-time model's machine (throughput.Hardware); None: the stated defaults on ``cluster.gpu``
     hardware: Any = None
 
     def __post_init__(self) -> None:
-        check_memory("gpu_memory", self.gpu_memory)
-        if not 0 <= self.headroom < 1:
-            raise EstimateError(f"headroom must be at least 0 and below 1, got {self.headroom!r}")
-
-    @property
-    def cluster(self) -> Cluster:
-        """The hardware as the estimate sees it: the card's capacity and the one headroom."""
-        return Cluster(gpus=self.gpus, gpus_per_node=self.gpus_per_node, gpu_memory=self.gpu_memory,
-                       cpu_memory=self.cpu_memory, nvme=self.nvme, headroom=self.headroom, gpu=self.gpu)
-
-    @property
-    def usable(self) -> int:
-        return self.cluster.usable_gpu_memory
+        if self.cluster.gpu_memory is None:
+            raise EstimateError("check needs the memory per GPU (a GPU name or its memory)")
 
 
 @dataclass
@@ -79,12 +65,12 @@ def combined_patch(findings: list[Finding]) -> dict[str, Any]:
 def check_document(doc: Document, options: CheckOptions, rules: Iterable[Rule] | None = None) -> CheckResult:
     from zeroadvisor.advisor.search import Searcher
 
-    lint_options = LintOptions(integration=options.integration, gpus=options.gpus, training=options.training)
+    cluster = options.cluster
+    lint_options = LintOptions(integration=options.integration, gpus=cluster.gpus, training=options.training)
     selected = list(registry.ALL if rules is None else rules)
     lint_rules = [r for r in selected if not r.needs_advice]
     if not isinstance(doc.data, dict):
         return CheckResult(lint_document(doc, lint_options, selected), None, options)
-    cluster = options.cluster
     try:
         result = estimate(doc.data, options.model, options.shape, cluster, options.accounting)
     except EstimateError as err:
@@ -95,7 +81,7 @@ def check_document(doc: Document, options: CheckOptions, rules: Iterable[Rule] |
         """The fixes the selected lint rules propose for ``data`` on ``gpus`` GPUs (the file, or the file as a
         change leaves it, on the cluster as given or grown): the advice is estimated and written with them."""
         document = doc if data is doc.data else Document(doc.name, "", data)
-        on = lint_options if gpus == options.gpus else replace(lint_options, gpus=gpus)
+        on = lint_options if gpus == cluster.gpus else replace(lint_options, gpus=gpus)
         return combined_patch(lint_document(document, on, lint_rules))
 
     try:
@@ -110,9 +96,7 @@ def check_document(doc: Document, options: CheckOptions, rules: Iterable[Rule] |
         from zeroadvisor.memory.assumed import hardware_assumptions
 
         result.assumed = [*result.assumed, *hardware_assumptions(hardware)]
-    budget = Budget(options.gpu_memory, options.usable, options.headroom, options.cpu_memory, options.nvme,
-                    options.unit)
-    context = AdviceRuleContext(doc, lint_options, AdviceContext(result, budget, searcher))
+    context = AdviceRuleContext(doc, lint_options, AdviceContext(result, Budget(cluster, options.unit), searcher))
     return CheckResult(run_rules(context, selected), result, options)
 
 
@@ -121,8 +105,8 @@ def _hardware(options: CheckOptions):
     without a GPU name: only its memory is known, so candidates keep the fixed order)."""
     if options.hardware is not None:
         return options.hardware
-    if options.gpu is None:
+    if options.cluster.gpu is None:
         return None
     from zeroadvisor.throughput import DEFAULTS, Hardware
 
-    return Hardware(options.gpu, defaulted=tuple(DEFAULTS))
+    return Hardware(options.cluster.gpu, defaulted=tuple(DEFAULTS))

@@ -5,20 +5,40 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from zeroadvisor.advisor.search import Searcher
+from zeroadvisor.memory.cluster import Cluster
 from zeroadvisor.memory.estimate import Estimate, StageEstimate
 from zeroadvisor.units import format_bytes
 
 
 @dataclass(frozen=True, slots=True)
 class Budget:
-    """The memory a run may use: per GPU as the hardware has it, less the headroom; host RAM and NVMe per node."""
+    """The memory a run may use, as the advice rules read it: the cluster's capacities (memory/cluster.py, the one
+    type that holds them) and the unit the messages are written in."""
 
-    gpu_memory: int
-    usable: int
-    headroom: float
-    cpu_memory: int | None
-    nvme: int | None
+    cluster: Cluster
     unit: str = "GB"
+
+    @property
+    def gpu_memory(self) -> int:
+        """Per GPU as the hardware has it."""
+        return self.cluster.gpu_memory
+
+    @property
+    def usable(self) -> int:
+        """Per GPU less the headroom: what a "fits" may use."""
+        return self.cluster.usable_gpu_memory
+
+    @property
+    def headroom(self) -> float:
+        return self.cluster.headroom
+
+    @property
+    def cpu_memory(self) -> int | None:
+        return self.cluster.cpu_memory
+
+    @property
+    def nvme(self) -> int | None:
+        return self.cluster.nvme
 
     def fmt(self, nbytes: int) -> str:
         return format_bytes(nbytes, self.unit)

@@ -10,7 +10,7 @@ from typing import Any, List, Literal, Optional
 
 import typer
 
-from zeroadvisor import __version__
+from zeroadvisor.version import __version__
 from zeroadvisor.cli import commands, options
 from zeroadvisor.cli.exits import ExitCode
 
@@ -39,12 +39,13 @@ def _annotation(param: options.Param) -> Any:
     return kind if param.required or param.default is not None else Optional[kind]
 
 
-def _typer_parameter(param: options.Param) -> inspect.Parameter:
+def _typer_parameter(command: options.Command, param: options.Param) -> inspect.Parameter:
     default = ... if param.required else param.default
+    text = param.full_help(command.name)
     if param.positional:
-        info = typer.Argument(default, metavar=param.metavar, help=param.full_help())
+        info = typer.Argument(default, metavar=param.metavar, help=text)
     else:
-        info = typer.Option(default, *param.flags, help=param.full_help(), min=param.minimum)
+        info = typer.Option(default, *param.flags, help=text, min=param.minimum)
     return inspect.Parameter(param.name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=_annotation(param))
 
 
@@ -53,7 +54,7 @@ def _register(command: options.Command) -> None:
         # typer.Exit carries the code whether or not typer runs in standalone mode
         raise typer.Exit(commands.guarded(commands.RUNNERS[command.name], values))
 
-    parameters = [_typer_parameter(p) for p in command.params]
+    parameters = [_typer_parameter(command, p) for p in command.params]
     callback.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
     callback.__annotations__ = {p.name: p.annotation for p in parameters}
     callback.__name__ = command.name.replace("-", "_")

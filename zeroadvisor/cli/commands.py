@@ -1,4 +1,5 @@
-"""What each command does with its parsed values: call the library, render, choose the exit code.
+"""What each command does with its parsed values: build the run's inputs (zeroadvisor.inputs), call the API
+(zeroadvisor.api), render, choose the exit code.
 
 Typer-free, so that ``lint`` can run without building the typer app (see cli/__init__.py).
 Each function takes the keyword values described in cli/options.py and returns an ExitCode.
@@ -8,9 +9,12 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from zeroadvisor.cli.exits import ExitCode
+
+if TYPE_CHECKING:
+    from zeroadvisor.cli.options import Command
 
 Values = dict[str, Any]
 
@@ -47,111 +51,76 @@ def error(message: str) -> None:
     sys.stderr.write(f"zeroadvisor: {terminal(message)}\n")
 
 
+def _inputs(command: Command, v: Values):
+    """The run's inputs from this command's parsed values, the project configuration and the files they name
+    (zeroadvisor.inputs.run.build, the builder the Python API uses too)."""
+    from zeroadvisor.inputs.run import build
+
+    return build(command.name, v, spelling=command.spelling(), project=True)
+
+
 def lint(v: Values) -> ExitCode:
     from zeroadvisor import api
-    from zeroadvisor.cli import defaults, options
-    from zeroadvisor.lint.context import LintOptions
+    from zeroadvisor.cli import options
 
-    v = defaults.resolve(options.LINT, v)
-    rules = api.select_rules(v["select"], v["ignore"], lint_only=True)
-    training = _trainer(v).get("training")
-    run = api.lint_paths(v["paths"], LintOptions(integration=v["integration"], gpus=v["gpus"], training=training),
-                         rules, only_configs=v["only_configs"],
-                         rules_for=defaults.rules_for(v["select"], v["ignore"], True))
-    for message in run.unreadable:
+    run = _inputs(options.LINT, v)
+    result = api.run_lint(run)
+    for message in result.unreadable:
         error(message)
-    extra: dict = {"unreadable": run.unreadable} if run.unreadable else {}  # json lists them, text counts them
-    if run.skipped:
-        extra["skipped"] = run.skipped
-    _show(v["format"], run.findings, files=run.files, rules=run.rules, extra=extra)
-    if run.unreadable:
+    # json lists the unreadable inputs, text counts them
+    _show(run.output.format, result.findings, files=result.files, rules=result.rules, extra=result.extra)
+    if result.unreadable:
         return ExitCode.USAGE
-    return ExitCode.FINDINGS if api.fails(run.findings, v["fail_on"]) else ExitCode.OK
+    return ExitCode.FINDINGS if api.fails(result.findings, run.output.fail_on) else ExitCode.OK
 
 
 def estimate(v: Values) -> ExitCode:
     from zeroadvisor import api
-    from zeroadvisor.cli import defaults, inputs, options
-    from zeroadvisor.memory.estimate import Cluster
+    from zeroadvisor.cli import options
 
-    v = defaults.resolve(options.ESTIMATE, v)
-    trainer = _trainer(v)
-    v = {**v, **{k: val for k, val in trainer.items() if k in v}}
-    spec, shape = inputs.model_and_shape(v["model"], v["params"], v["seq_len"], v["activation_checkpointing"],
-                                         v["flash_attention"], **inputs.run_inputs(v))
-    cluster = Cluster(gpus=v["gpus"], gpus_per_node=v["gpus_per_node"],
-                      gpu_memory=inputs.gpu_memory(v["gpu_memory"], v["gpu"], required=False),
-                      cpu_memory=inputs.size("--cpu-memory", v["cpu_memory"]), nvme=inputs.size("--nvme", v["nvme"]),
-                      headroom=inputs.headroom(v["headroom"]), gpu=inputs.gpu(v["gpu"]))
-    result = api.estimate_config(v["config"], spec, shape, cluster, v["accounting"], trainer.get("training"))
-    _show(v["format"], [], estimate=result, unit=v["unit"], explain=v["explain"],
-          all_options=v["all_options"], throughput=_throughput(v, result))
+    run = _inputs(options.ESTIMATE, v)
+    result = api.run_estimate(run, step_times=True)
+    out = run.output
+    _show(out.format, [], estimate=result.estimate, unit=out.unit, explain=out.explain, all_options=out.all_options,
+          throughput=result.throughput)
     return ExitCode.OK
-
-
-def _throughput(v: Values, result) -> dict:
-    """Step time per option (throughput/), on the machine the flags describe."""
-    from zeroadvisor import api
-    from zeroadvisor.cli import inputs
-
-    return api.estimate_throughput(result, inputs.hardware(v))
 
 
 def check(v: Values) -> ExitCode:
     """Each config against the same model and cluster: text and markdown reports one after another, json
     one document per config (a JSON array when there are several), sarif and github one report of all."""
     from zeroadvisor import api
-    from zeroadvisor.advisor.check import CheckOptions
-    from zeroadvisor.cli import defaults, inputs, options
+    from zeroadvisor.cli import options
 
-    from_trainer = ("gpus",) if v.get("launch") is not None or v.get("training_args") is not None else ()
-    v = defaults.resolve(options.CHECK, v, defer=from_trainer)
-    rules_for = defaults.rules_for(v["select"], v["ignore"], lint_only=False)
-    trainer = _trainer({**v, "config": v["config"] or None})
-    v = {**v, **{k: val for k, val in trainer.items() if k in v}}
-    if not v["config"]:
-        raise api.UsageError("give CONFIG, or the launch command after -- (its --deepspeed names the config)")
-    if v["gpus"] is None:
-        why = f": {trainer['world_from']}" if trainer.get("world_from") else ""
-        raise api.UsageError(f"give --gpus N (or the launch command after --){why}")
-    if trainer and v["integration"] == "any":
-        v["integration"] = "hf-trainer"  # the Trainer reads the config
-    spec, shape = inputs.model_and_shape(v["model"], v["params"], v["seq_len"], v["activation_checkpointing"],
-                                         v["flash_attention"], **inputs.run_inputs(v))
-    options = CheckOptions(
-        model=spec, shape=shape, gpus=v["gpus"], gpu_memory=inputs.gpu_memory(v["gpu_memory"], v["gpu"], True),
-        gpus_per_node=v["gpus_per_node"], cpu_memory=inputs.size("--cpu-memory", v["cpu_memory"]),
-        nvme=inputs.size("--nvme", v["nvme"]), headroom=inputs.headroom(v["headroom"]), accounting=v["accounting"],
-        integration=v["integration"], unit=v["unit"], gpu=inputs.gpu(v["gpu"]), training=trainer.get("training"),
-        hardware=inputs.hardware(v))
-    for note in trainer.get("notes", ()):
+    run = _inputs(options.CHECK, v)
+    out = run.output
+    for note in run.notes:
         error(f"note: {note}")
-    show_diff = v["suggest"] or v["format"] in ("markdown", "html")
-    configs = [v["config"]] if isinstance(v["config"], str) else list(v["config"])
-    combined = v["format"] in ("sarif", "github")  # one report of every config's findings
+    combined = out.format in ("sarif", "github")  # one report of every config's findings
     documents, findings, used, failed, code = [], [], {}, False, ExitCode.OK
-    for path in configs:
-        rules = rules_for(path)
-        run = api.check_config(path, options, rules, diff=show_diff, fix=v["fix"])
-        for note in run.notes:
+    reports = []
+    for report in api.run_check(run):
+        reports.append(report)
+        for note in report.notes:
             error(note)
-        findings.extend(run.result.findings)
-        used.update((r.code, r) for r in rules)
+        findings.extend(report.findings)
+        used.update((r.code, r) for r in report.rules)
         if not combined:
-            documents.append(_text(v["format"], run.result.findings, rules=rules, check=run.result, path=path,
-                                   diff=run.diff if show_diff else "", unit=v["unit"], explain=v["explain"],
-                                   all_options=v["all_options"]))
-        if run.error is not None:  # after the report: the findings are never lost to a failed write
-            error(run.error)
+            documents.append(_text(out.format, report.findings, rules=report.rules, check=report.result,
+                                   path=report.path, diff=report.diff if run.diff else "", unit=out.unit,
+                                   explain=out.explain, all_options=out.all_options))
+        if report.error is not None:  # after the report: the findings are never lost to a failed write
+            error(report.error)
             code = ExitCode.USAGE
-        elif v["fix"]:
-            error(f"applied {run.fixed} fix(es) to {path}" if run.fixed else f"nothing to fix in {path}")
-        failed = failed or api.fails(run.result.findings, v["fail_on"])
+        elif run.fix:
+            error(f"applied {report.fixed} fix(es) to {report.path}" if report.fixed else
+                  f"nothing to fix in {report.path}")
+        failed = failed or api.fails(report.findings, out.fail_on)
     if combined:
         # one config: its verdict and cluster go with the findings (SARIF run properties, a GitHub notice)
-        single = {"check": run.result, "unit": v["unit"], "path": configs[0]} if len(configs) == 1 else {}
-        documents.append(_text(v["format"], findings, files=len(configs), rules=tuple(used.values()), **single))
-    if v["format"] == "json" and len(documents) > 1:
+        single = {"check": reports[0].result, "unit": out.unit, "path": reports[0].path} if len(reports) == 1 else {}
+        documents.append(_text(out.format, findings, files=len(reports), rules=tuple(used.values()), **single))
+    if out.format == "json" and len(documents) > 1:
         sys.stdout.write("[\n" + ",\n".join(d.rstrip("\n") for d in documents) + "\n]\n")
     else:
         sys.stdout.write("\n".join(documents))
@@ -170,9 +139,9 @@ def list_rules(v: Values) -> ExitCode:
 
 
 def explain_rule(v: Values) -> ExitCode:
-    from zeroadvisor import api
+    from zeroadvisor.inputs.rules import find_rule
 
-    rule = api.find_rule(v["name"])
+    rule = find_rule(v["name"])
     out = [f"{rule.code} {rule.name} [{rule.severity.value}]\n\n{rule.summary}\n\n{rule.explanation}\n"]
     for example in rule.examples:
         label = "Fails" if example.fails else "Passes"
@@ -219,10 +188,3 @@ def can_encode(stream, text: str) -> bool:
     except (UnicodeEncodeError, LookupError):
         return False
     return True
-
-
-def _trainer(v: Values) -> dict:
-    """The Trainer's inputs (--training-args, --launch) as command values (cli/inputs.trainer_inputs)."""
-    from zeroadvisor.cli import inputs
-
-    return inputs.trainer_inputs(v)

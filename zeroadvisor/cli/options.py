@@ -13,8 +13,8 @@ import typing
 from dataclasses import dataclass
 from typing import Any
 
-
-NEEDED = "<needed>"  # Param.fallback: the flag or the project configuration must give it
+from zeroadvisor.inputs import settings
+from zeroadvisor.inputs.values import Spelling
 
 
 @dataclass(frozen=True)
@@ -30,9 +30,6 @@ class Param:
     required: bool = False
     metavar: str | None = None
     help_values: str | None = None  # "module:NAME" whose keys or values end the help text
-    # The value when neither the flag nor the project configuration (config/project.py) gives one;
-    # NEEDED: one of them must. Such a parameter has default None, so a given flag can be told apart.
-    fallback: Any = None
 
     @property
     def positional(self) -> bool:
@@ -41,12 +38,15 @@ class Param:
     def choice_values(self) -> tuple[str, ...] | None:
         return None if self.choices is None else tuple(_values(self.choices))
 
-    def full_help(self) -> str:
+    def full_help(self, command: str) -> str:
+        """The help text; a parameter with a fallback (inputs/settings.py) says it, and that the project
+        configuration may set it (such a parameter has default None, so a given flag can be told apart)."""
         text = self.help
-        if self.fallback is NEEDED:
+        fallback = settings.fallback(command, self.name) if self.default is None else None
+        if fallback is settings.NEEDED:
             text += " (or set it in the project configuration)"
-        elif self.fallback is not None:
-            text += f" (default: {self.fallback}, or the project configuration's)"
+        elif fallback is not None:
+            text += f" (default: {fallback}, or the project configuration's)"
         if self.help_values is None:
             return text
         return f"{text}: {', '.join(_values(self.help_values))}."
@@ -57,6 +57,11 @@ class Command:
     name: str
     help: str
     params: tuple[Param, ...] = ()
+
+    def spelling(self) -> Spelling:
+        """How messages name this command's inputs: a flag by its long form, an argument by its metavar."""
+        return Spelling({p.name: p.flags[0].split("/")[0] if p.flags else (p.metavar or p.name.upper())
+                         for p in self.params})
 
 
 def _values(reference: str) -> list[str]:
@@ -69,17 +74,17 @@ def _values(reference: str) -> list[str]:
 
 # -- parameters shared by commands (one definition each) -----------------------------------
 
-FAIL_ON = Param("fail_on", ("--fail-on",), "Exit 1 on findings of this severity or worse.", fallback="error",
-                choices="zeroadvisor.api:FAIL_ON")
+FAIL_ON = Param("fail_on", ("--fail-on",), "Exit 1 on findings of this severity or worse.",
+                choices="zeroadvisor.inputs.settings:FAIL_ON")
 INTEGRATION = Param("integration", ("--integration",),
                     "Who reads the file: deepspeed, hf-trainer, accelerate, or any (accept what either integration "
-                    "fills).", fallback="any", choices="zeroadvisor.lint.context:INTEGRATIONS")
+                    "fills).", choices="zeroadvisor.lint.context:INTEGRATIONS")
 SELECT = Param("select", ("--select",), "Only these rules (codes, names or code prefixes).", multiple=True)
 IGNORE = Param("ignore", ("--ignore",), "Skip these rules (codes, names or code prefixes).", multiple=True)
 MODEL = Param("model", ("--model", "-m"), "A model description (YAML/JSON), a Hugging Face config.json or model "
               "directory, or a Hub id (ORG/NAME: the local HF cache, then the shipped catalog; offline).")
 PARAMS = Param("params", ("--params",), "Parameter count instead of --model, e.g. 7.5B.")
-GPUS = Param("gpus", ("--gpus",), "Number of GPUs (data-parallel degree).", kind=int, minimum=1, fallback=NEEDED)
+GPUS = Param("gpus", ("--gpus",), "Number of GPUs (data-parallel degree).", kind=int, minimum=1)
 GPUS_PER_NODE = Param("gpus_per_node", ("--gpus-per-node",), "GPUs per node (default 8).", kind=int, minimum=1)
 GPU_MEMORY = Param("gpu_memory", ("--gpu-memory",), "Memory per GPU, e.g. 80GiB.")
 GPU = Param("gpu", ("--gpu",), "GPU name instead of --gpu-memory (memory as the driver reports it)",
@@ -88,8 +93,8 @@ CPU_MEMORY = Param("cpu_memory", ("--cpu-memory",), "Host RAM per node, e.g. 1TB
 NVME = Param("nvme", ("--nvme",), "NVMe space per node, e.g. 4TB.")
 ACCOUNTING = Param("accounting", ("--accounting",),
                    "deepspeed: what DeepSpeed allocates; paper: the ZeRO paper's 2 + 2 + K bytes.",
-                   default="deepspeed", choices="zeroadvisor.memory.estimate:ACCOUNTINGS")
-UNIT = Param("unit", ("--unit",), "GB (10^9 bytes) or GiB (2^30 bytes).", default="GB",
+                   default=settings.FALLBACKS["accounting"], choices="zeroadvisor.memory.estimate:ACCOUNTINGS")
+UNIT = Param("unit", ("--unit",), "GB (10^9 bytes) or GiB (2^30 bytes).", default=settings.FALLBACKS["unit"],
              choices="zeroadvisor.units:FORMAT_UNITS")
 SEQ_LEN = Param("seq_len", ("--seq-len",), "Override the sequence length.", kind=int)
 CHECKPOINTING = Param("activation_checkpointing", ("--activation-checkpointing",), "Override activation "
@@ -152,12 +157,12 @@ THROUGHPUT_INPUTS = (
 
 
 def _format(choices: str) -> Param:
-    return Param("format", ("--format", "-f"), "Output format.", fallback="text", choices=choices)
+    return Param("format", ("--format", "-f"), "Output format.", choices=choices)
 
 
 # One margin for every capacity (memory/verdict.py): "fits" leaves it free, inside it is "tight".
 HEADROOM = Param("headroom", ("--headroom",), "Share of each capacity a \"fits\" leaves free (inside it: "
-                 "\"tight\"), e.g. 10% or 0.1.", fallback="10%")
+                 "\"tight\"), e.g. 10% or 0.1.")
 
 EXPLAIN = Param("explain", ("--explain",), "Show every term of the configured option (phase, bytes, formula, "
                 "source, kind) and the DeepSpeed-vs-paper notes.", default=False, kind=bool)
@@ -179,7 +184,7 @@ LINT = Command("lint", "Lint DeepSpeed config files.", (
 ESTIMATE = Command("estimate", "Estimate memory per GPU and per node for every ZeRO stage and offload option.", (
     Param("config", ("--config", "-c"), "The DeepSpeed config (default: fp16 Adam)."),
     MODEL, PARAMS, GPUS, GPUS_PER_NODE, GPU_MEMORY, GPU, CPU_MEMORY, NVME, HEADROOM, ACCOUNTING,
-    _format("zeroadvisor.api:ESTIMATE_FORMATS"),
+    _format("zeroadvisor.inputs.settings:ESTIMATE_FORMATS"),
     UNIT, SEQ_LEN, CHECKPOINTING, FLASH, EXPLAIN, *RUN_INPUTS, *PEFT_INPUTS, *THROUGHPUT_INPUTS, ALL_OPTIONS,
 ))
 

@@ -26,6 +26,10 @@ A flag on the command line overrides the key it names. The rule keys (select, ig
 per-file-ignores) apply per file, from that file's nearest configuration; the others (fail-on,
 format, integration, cluster) apply to the whole run, from the configuration nearest the current
 folder, as ruff does. Unknown keys and bad values are a usage error naming the file and key.
+
+This module reads the TOML: the keys it knows, the shape of their values, and where each is set. The values
+are checked (choices, rule codes, sizes, GPU names) where the run's inputs are resolved, by the same parsers
+as the flags (zeroadvisor/inputs/project.py), so nothing here imports the rules or the command line.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Callable
+from typing import Any
 
 PYPROJECT = "pyproject.toml"
 DEDICATED = ".zeroadvisor.toml"
@@ -56,60 +60,13 @@ def _strings(value: Any) -> tuple[str, ...]:
     raise TypeError("expected a string or a list of strings")
 
 
-def _choice(reference: str) -> Callable[[Any], str]:
-    def read(value: Any) -> str:
-        from zeroadvisor.cli.options import _values
-
-        choices = _values(reference)
-        if value not in choices:
-            raise TypeError(f"expected one of {', '.join(choices)}")
-        return value
-    return read
-
-
-def _positive_int(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise TypeError("expected a whole number of at least 1")
-    return value
-
-
-def _size(value: Any) -> str:
-    from zeroadvisor.units import parse_size
-
-    parse_size(value)  # ValueError with the reason
-    return value
-
-
-def _share(value: Any) -> str:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        value = str(value)
-    if not isinstance(value, str):
-        raise TypeError("expected a share such as \"10%\" or 0.1")
-    return value
-
-
-def _gpu(value: Any) -> str:
-    if not isinstance(value, str):
-        raise TypeError("expected a GPU name such as \"H100-SXM5-80GB\"")
-    return value
-
-
-# Run-wide keys: config key -> (the command's parameter name, value reader). One table for what
-# the file may hold and which flag each key stands in for (cli/options.py names the flags).
-RUN_KEYS: dict[str, tuple[str, Callable[[Any], Any]]] = {
-    "fail-on": ("fail_on", _choice("zeroadvisor.api:FAIL_ON")),
-    "format": ("format", _choice("zeroadvisor.report:CHECK_FORMATS")),
-    "integration": ("integration", _choice("zeroadvisor.lint.context:INTEGRATIONS")),
-}
-CLUSTER_KEYS: dict[str, tuple[str, Callable[[Any], Any]]] = {
-    "gpus": ("gpus", _positive_int),
-    "gpus-per-node": ("gpus_per_node", _positive_int),
-    "gpu": ("gpu", _gpu),
-    "gpu-memory": ("gpu_memory", _size),
-    "cpu-memory": ("cpu_memory", _size),
-    "nvme": ("nvme", _size),
-    "headroom": ("headroom", _share),
-}
+# Run-wide keys: config key -> the command's parameter name. One table for what the file may hold and which
+# flag each key stands in for (cli/options.py names the flags). The values are read as the file has them and
+# parsed where a run's inputs are resolved (zeroadvisor/inputs/project.py), as a flag's value is.
+RUN_KEYS: dict[str, str] = {"fail-on": "fail_on", "format": "format", "integration": "integration"}
+CLUSTER_KEYS: dict[str, str] = {"gpus": "gpus", "gpus-per-node": "gpus_per_node", "gpu": "gpu",
+                                "gpu-memory": "gpu_memory", "cpu-memory": "cpu_memory", "nvme": "nvme",
+                                "headroom": "headroom"}
 RULE_KEYS = ("select", "ignore", "per-file-ignores")
 # Flags that exclude each other: a flag given for one drops the configuration's value for all.
 EXCLUSIVE = (("gpu", "gpu_memory"),)
@@ -121,7 +78,9 @@ class ProjectConfig:
     select: tuple[str, ...] | None = None  # None: every rule
     ignore: tuple[str, ...] = ()
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (glob, rules), globs relative to root
-    values: dict[str, Any] = field(default_factory=dict)  # run-wide: parameter name -> value as a flag gives it
+    values: dict[str, Any] = field(default_factory=dict)  # run-wide: parameter name -> value as the file has it
+    # parameter name -> where the file sets it, for messages: "pyproject.toml:9: 'tool.zeroadvisor.cluster.gpus'"
+    origins: dict[str, str] = field(default_factory=dict)
 
     @property
     def root(self) -> str:
@@ -213,6 +172,7 @@ def _parse(table: Any, path: str, text: str, prefix: str) -> ProjectConfig:
     if not isinstance(table, dict):
         raise ProjectConfigError(f"{path}: [{prefix}] must be a table")
     values: dict[str, Any] = {}
+    origins: dict[str, str] = {}
     select: tuple[str, ...] | None = None
     ignore: tuple[str, ...] = ()
     per_file: list[tuple[str, tuple[str, ...]]] = []
@@ -227,8 +187,8 @@ def _parse(table: Any, path: str, text: str, prefix: str) -> ProjectConfig:
                     raise TypeError("expected a table of glob = [rules]")
                 per_file = [(pattern, _strings(rules)) for pattern, rules in value.items()]
             elif key in RUN_KEYS:
-                name, read = RUN_KEYS[key]
-                values[name] = read(value)
+                values[RUN_KEYS[key]] = value
+                origins[RUN_KEYS[key]] = f"{where(key)}: '{dotted(key)}'"
             elif key == "cluster":
                 if not isinstance(value, dict):
                     raise TypeError("expected a table")
@@ -236,11 +196,8 @@ def _parse(table: Any, path: str, text: str, prefix: str) -> ProjectConfig:
                     if sub not in CLUSTER_KEYS:
                         raise ProjectConfigError(f"{where(sub)}: unknown key '{dotted('cluster.' + sub)}' "
                                                  f"(known: {', '.join(CLUSTER_KEYS)})")
-                    name, read = CLUSTER_KEYS[sub]
-                    try:
-                        values[name] = read(sub_value)
-                    except (TypeError, ValueError) as err:
-                        raise ProjectConfigError(f"{where(sub)}: '{dotted('cluster.' + sub)}': {err}") from None
+                    values[CLUSTER_KEYS[sub]] = sub_value
+                    origins[CLUSTER_KEYS[sub]] = f"{where(sub)}: '{dotted('cluster.' + sub)}'"
             else:
                 known = ", ".join((*RULE_KEYS, *RUN_KEYS, "cluster"))
                 raise ProjectConfigError(f"{where(key)}: unknown key '{dotted(key)}' (known: {known})")
@@ -250,18 +207,7 @@ def _parse(table: Any, path: str, text: str, prefix: str) -> ProjectConfig:
             raise ProjectConfigError(f"{where(key)}: '{dotted(key)}': {err}") from None
     if "gpu" in values and "gpu_memory" in values:
         raise ProjectConfigError(f"{path}: give cluster.gpu or cluster.gpu-memory, not both")
-    _check_rules(path, select, ignore, per_file)
-    return ProjectConfig(os.path.abspath(path), select, ignore, tuple(per_file), values)
-
-
-def _check_rules(path: str, select, ignore, per_file) -> None:
-    from zeroadvisor.advisor import registry
-
-    for key, references in (("select", select or ()), ("ignore", ignore),
-                            *((f"per-file-ignores '{p}'", rules) for p, rules in per_file)):
-        unknown = registry.unknown_references(list(references))
-        if unknown:
-            raise ProjectConfigError(f"{path}: {key}: unknown rule {unknown[0]!r} (see 'zeroadvisor rules')")
+    return ProjectConfig(os.path.abspath(path), select, ignore, tuple(per_file), values, origins)
 
 
 def _line_of(text: str, key: str) -> int | None:

@@ -6,100 +6,26 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from zeroadvisor import DEEPSPEED_TARGET
+from zeroadvisor.version import DEEPSPEED_TARGET
 from zeroadvisor.memory.assumed import AssumedInput, activations_unknown, shape_assumptions
-from zeroadvisor.memory.errors import EstimateError
-from zeroadvisor.hardware.table import GpuSpec
+# The cluster type and its bounds (memory/cluster.py), here too for the estimate's callers.
+from zeroadvisor.memory.cluster import MAX_GPUS, MAX_MEMORY_BYTES, Cluster, check_memory  # noqa: F401
 from zeroadvisor.memory.buffers import (CUDA_CONTEXT_BYTES, FRAGMENTATION, OVERHEAD_ASSUMPTION, buffer_terms,
                                         gathered_terms)
 from zeroadvisor.memory import host as host_memory
 from zeroadvisor.memory.layout_buffers import layout_buffer_terms
 from zeroadvisor.memory.phases import LoadInputs, PhaseSplit, SaveInputs, largest_param, load_phase, save_phase
-from zeroadvisor.memory.verdict import DEFAULT_HEADROOM, DOES_NOT_FIT, FITS, PhasePeak, judge
+from zeroadvisor.memory.verdict import DOES_NOT_FIT, FITS, PhasePeak, judge
 from zeroadvisor.memory.options import Option, Skipped, configured_option, enumerate_options, refusal
 from zeroadvisor.memory.parallel import (LocalParameters, Parallel, hpz_terms, local_parameters, parallel_activations,
                                          parallel_notes, read_parallel, tensor_parallel_largest_layer)
 from zeroadvisor.memory.settings import Settings, read_settings
 from zeroadvisor.memory.states import deepspeed_terms, paper_terms, trainable
-from zeroadvisor.memory.terms import ROWS, STATE_ROWS, Term, ceil_div, exact
+from zeroadvisor.memory.terms import ROWS, STATE_ROWS, Term, exact
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
 from zeroadvisor.units import format_bytes
 
 ACCOUNTINGS = ("deepspeed", "paper")
-
-# Bounds on the cluster, far beyond any real one, so that a typo ("1e308GB", "--gpus 10**30") is a
-# one-line error and not float overflow in a report. The largest GPU has 288 GB and the largest
-# training clusters ~10**5 GPUs; an exabyte per GPU, host or NVMe and 2**24 GPUs are not plans.
-MAX_MEMORY_BYTES = 10**18
-MAX_GPUS = 2**24
-
-
-@dataclass(frozen=True, slots=True)
-class Cluster:
-    """The hardware: GPU count and, when known, memory per GPU, host RAM and NVMe per node (bytes)."""
-
-    gpus: int = 1
-    gpus_per_node: int | None = None  # default min(gpus, 8)
-    gpu_memory: int | None = None  # the card's memory as the driver reports it (not less the headroom)
-    cpu_memory: int | None = None
-    nvme: int | None = None
-    headroom: float = DEFAULT_HEADROOM  # share of each capacity a "fits" leaves free (memory/verdict.py)
-    gpu: GpuSpec | None = None  # the named card (--gpu); its memory is gpu_memory when that is not given
-
-    def __post_init__(self) -> None:
-        if self.gpu is not None:
-            if self.gpu_memory is None:
-                object.__setattr__(self, "gpu_memory", self.gpu.memory_bytes)
-            elif self.gpu_memory != self.gpu.memory_bytes:
-                raise EstimateError(f"gpu_memory {self.gpu_memory:,} bytes is not the {self.gpu.name}'s "
-                                    f"{self.gpu.memory_bytes:,}: give the card or the memory, not both")
-        if isinstance(self.headroom, bool) or not isinstance(self.headroom, (int, float)) \
-                or not 0 <= self.headroom < 1:
-            raise EstimateError(f"headroom must be at least 0 and below 1, got {self.headroom!r}")
-        for name in ("gpus", "gpus_per_node"):
-            value = getattr(self, name)
-            if value is None and name == "gpus_per_node":
-                continue
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise EstimateError(f"{name} must be a positive integer, got {value!r}")
-            if value > MAX_GPUS:
-                raise EstimateError(f"{name} = {value:,} is more than any cluster has (at most {MAX_GPUS:,})")
-        if self.gpus_per_node is None:
-            object.__setattr__(self, "gpus_per_node", min(self.gpus, 8))
-        for name in ("gpu_memory", "cpu_memory", "nvme"):
-            check_memory(name, getattr(self, name))
-
-    @property
-    def nodes(self) -> int:
-        return ceil_div(self.gpus, self.gpus_per_node)
-
-    @property
-    def gpus_on_a_node(self) -> int:
-        return min(self.gpus, self.gpus_per_node)
-
-    @property
-    def usable_gpu_memory(self) -> int | None:
-        """GPU memory less the headroom: what a "fits" may use."""
-        return None if self.gpu_memory is None else int(self.gpu_memory * (1 - self.headroom))
-
-    def capacities(self) -> dict[str, int | None]:
-        return {"gpu": self.gpu_memory, "host": self.cpu_memory, "nvme": self.nvme}
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"gpus": self.gpus, "gpus_per_node": self.gpus_per_node, "nodes": self.nodes,
-                "gpu": None if self.gpu is None else self.gpu.to_dict(), "gpu_memory": self.gpu_memory, "cpu_memory": self.cpu_memory, "nvme": self.nvme,
-                "headroom": self.headroom, "usable_gpu_memory": self.usable_gpu_memory}
-
-
-def check_memory(name: str, nbytes: int | None) -> None:
-    """EstimateError unless ``nbytes`` is None or a byte count from 1 to MAX_MEMORY_BYTES."""
-    if nbytes is None:
-        return
-    if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 1:
-        raise EstimateError(f"{name} must be a positive number of bytes, got {nbytes!r}")
-    if nbytes > MAX_MEMORY_BYTES:
-        raise EstimateError(f"{name} of about 10^{len(str(nbytes)) - 1} bytes is more than any machine has "
-                            "(at most 1 EB)")
 
 
 @dataclass(slots=True)

@@ -15,7 +15,7 @@ import textwrap
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from zeroadvisor import DEEPSPEED_TARGET
+from zeroadvisor.version import DEEPSPEED_TARGET
 from zeroadvisor.memory.estimate import Estimate, StageEstimate
 from zeroadvisor.memory.terms import ROWS
 from zeroadvisor import vocab as labels

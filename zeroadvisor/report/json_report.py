@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from zeroadvisor import DEEPSPEED_TARGET, __version__
+from zeroadvisor.version import DEEPSPEED_TARGET, __version__
 from zeroadvisor.lint.findings import Finding
 from zeroadvisor.report import escape
 

@@ -120,6 +120,7 @@ def render(path: str, findings: list[Finding], estimate, usable: int | None, gpu
 
 def render_report(report) -> str:
     check = report.check
-    o = check.options
-    return render(report.path, report.findings, check.estimate, o.usable, o.gpu_memory, o.headroom, report.diff,
+    cluster = check.options.cluster
+    return render(report.path, report.findings, check.estimate, cluster.usable_gpu_memory, cluster.gpu_memory,
+                  cluster.headroom, report.diff,
                   report.unit, ascii_only=report.ascii_only, steps=getattr(report, "throughput", None))

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Iterable
 
-from zeroadvisor import __version__
+from zeroadvisor.version import __version__
 from zeroadvisor.lint.findings import Finding, Severity
 from zeroadvisor.lint.rule import Rule
 from zeroadvisor.report import escape

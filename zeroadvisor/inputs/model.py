@@ -1,0 +1,75 @@
+"""The model and the training shape: a model description, Hugging Face config.json, model directory or Hub id
+(``model``), or a parameter count (``params``), with the training-shape and LoRA/QLoRA inputs applied.
+
+Shape values are checked where the shape is built (model/description.py apply_overrides, ModelError).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Mapping
+
+from zeroadvisor.inputs.errors import UsageError
+from zeroadvisor.inputs.values import KEYWORDS, Spelling
+from zeroadvisor.model.spec import ModelSpec, TrainingShape
+
+# The training-shape inputs (the run-input flags of cli/options.py, as Python names): what the DeepSpeed
+# config may leave open, and the parallel degrees.
+SHAPE_INPUTS = ("seq_len", "activation_checkpointing", "flash_attention", "target_len", "micro_batch", "precision",
+                "stage", "load_dtype", "zero_init", "meta_load", "tensor_parallel", "pipeline_parallel",
+                "sequence_parallel", "expert_parallel")
+# LoRA/QLoRA (model/peft.py): the keys of the model description's peft: block, which they override.
+PEFT_INPUTS = ("peft", "lora_r", "lora_target_modules", "quantization")
+TRAINING_INPUTS = SHAPE_INPUTS + PEFT_INPUTS
+
+
+def peft_inputs(values: Mapping[str, Any], spelling: Spelling = KEYWORDS) -> dict[str, Any]:
+    """The PEFT inputs as the description's peft: keys (None: not given); ``lora_target_modules`` is a name, a
+    comma-separated list, or several of either."""
+    targets = values.get("lora_target_modules") or None
+    if targets is not None:
+        texts = [targets] if isinstance(targets, str) else list(targets)
+        names = [name.strip() for text in texts for name in str(text).split(",")]
+        if not all(names):
+            raise UsageError(f"{spelling.label('lora_target_modules')}: empty module name")
+        targets = names[0] if names == ["all-linear"] else names
+    return {"method": values.get("peft"), "r": values.get("lora_r"), "target_modules": targets,
+            "quantization": values.get("quantization")}
+
+
+def model_and_shape(model: "str | os.PathLike[str] | ModelSpec | None" = None, params: int | str | None = None,
+                    *, spelling: Spelling = KEYWORDS, **training: Any) -> tuple[ModelSpec, TrainingShape]:
+    """The ModelSpec and TrainingShape of ``model`` (a path, model directory or Hub id, or a ModelSpec) or
+    ``params`` (a count such as "7B" or 7_000_000_000), with the ``training`` inputs (TRAINING_INPUTS) applied;
+    ModelError where the description or a shape value cannot be used."""
+    from zeroadvisor.model.description import apply_overrides, spec_from_params
+    from zeroadvisor.model.hub import load_model
+
+    unknown = sorted(set(training) - set(TRAINING_INPUTS))
+    if unknown:
+        raise UsageError(f"unknown keyword {unknown[0]!r}; the training shape takes {', '.join(TRAINING_INPUTS)}")
+    peft = peft_inputs(training, spelling)
+    values = {key: training.get(key) for key in SHAPE_INPUTS}
+    stage = values["stage"]
+    if isinstance(stage, str) and stage.isdigit():  # --stage's choice text
+        values["stage"] = int(stage)
+    head = (values.pop("seq_len"), values.pop("activation_checkpointing"), values.pop("flash_attention"))
+    if isinstance(model, ModelSpec):
+        if params is not None:
+            raise UsageError(f"give {spelling.ask('model')} or {spelling.ask('params')}, not both")
+        if any(v is not None for v in peft.values()):
+            raise UsageError("LoRA/QLoRA inputs need the model as a path to a config.json, not a ModelSpec")
+        return model, apply_overrides(TrainingShape(), *head, **values)
+    path = os.fspath(model) if model is not None else None
+    if isinstance(params, int) and not isinstance(params, bool):
+        params = str(params)
+    if (path is None) == (params is None):
+        raise UsageError(f"give exactly one of {spelling.ask('model', 'PATH')} or {spelling.ask('params', 'N')}")
+    if path is not None:
+        spec, shape = load_model(path, peft)  # a path, a model directory or a Hub id (model/hub.py)
+    else:
+        if any(v is not None for v in peft.values()):
+            raise UsageError(f"LoRA/QLoRA inputs need {spelling.ask('model')} with a Hugging Face config.json (the "
+                             f"trainable parameters are counted from its layout), not {spelling.ask('params')}")
+        spec, shape = spec_from_params(params), TrainingShape()
+    return spec, apply_overrides(shape, *head, **values)

@@ -1,0 +1,46 @@
+"""The run-wide settings as data: the choices each one takes and what a run uses when neither a flag (or
+keyword) nor the project configuration gives it.
+
+The command line's help text reads the fallbacks from here (cli/options.py), so a default is stated once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from zeroadvisor.lint.findings import Severity
+from zeroadvisor.report import CHECK_FORMATS, LINT_FORMATS
+
+# ``--fail-on``: a severity, or never.
+FAIL_ON: tuple[str, ...] = (*(severity.value for severity in Severity), "never")
+# The formats that can show an estimate on its own (the estimate command).
+ESTIMATE_FORMATS: tuple[str, ...] = ("text", "json")
+# Each command's formats.
+FORMATS: dict[str, tuple[str, ...]] = {"lint": LINT_FORMATS, "estimate": ESTIMATE_FORMATS, "check": CHECK_FORMATS,
+                                       "preflight": CHECK_FORMATS}
+# Formats that show the fixes as a diff, asked for or not (check).
+DIFF_FORMATS = ("markdown", "html")
+
+NEEDED = "<needed>"  # a value the flag or the project configuration must give
+
+
+def _headroom() -> str:
+    from zeroadvisor.memory.verdict import DEFAULT_HEADROOM
+
+    return f"{DEFAULT_HEADROOM:.0%}"
+
+
+# What a run uses where neither a flag (or keyword) nor the project configuration gives a value; a function is
+# called on use (the headroom is the memory model's, which ``lint`` does not import).
+FALLBACKS: dict[str, Any] = {"fail_on": "error", "integration": "any", "format": "text", "headroom": _headroom,
+                             "accounting": "deepspeed", "unit": "GB"}
+# The values a command cannot run without (the Python API's signatures give them).
+NEEDED_BY: dict[str, tuple[str, ...]] = {"estimate": ("gpus",), "check": ("gpus",)}
+
+
+def fallback(command: str, name: str) -> Any:
+    """NEEDED, the fallback value, or None (no fallback: not given means not known)."""
+    if name in NEEDED_BY.get(command, ()):
+        return NEEDED
+    value = FALLBACKS.get(name)
+    return value() if callable(value) else value

@@ -1,0 +1,82 @@
+"""A config as given: a file, standard input, or text in memory. A config given as a dict is written as JSON
+text and read like a file, so a dict and a file take the same path through every flow (and findings on a dict
+have lines)."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, BinaryIO, Mapping
+
+from zeroadvisor.inputs.errors import UsageError
+
+if TYPE_CHECKING:
+    from zeroadvisor.config.source import Document
+
+STDIN = "-"  # the path that means "read standard input" (config/paths.py STDIN)
+
+
+@dataclass(frozen=True)
+class ConfigSource:
+    """``name``: the path, or the name the findings of in-memory ``text`` carry; ``stdin``: read standard input."""
+
+    name: str
+    text: str | None = None  # None: read the file (or standard input)
+    stdin: bool = False
+
+    @classmethod
+    def path(cls, path: "str | os.PathLike[str]", *, dash_is_stdin: bool = False) -> "ConfigSource":
+        name = os.fspath(path)
+        return cls(name, stdin=dash_is_stdin and name == STDIN)
+
+    @classmethod
+    def in_memory(cls, text: str, name: str | None = None) -> "ConfigSource":
+        if not isinstance(text, str):
+            raise UsageError(f"text: expected the config as a string, got {type(text).__name__}")
+        return cls(name or "<text>", text)
+
+    @classmethod
+    def mapping(cls, config: Mapping[str, Any], name: str | None = None) -> "ConfigSource":
+        """A dict, as indented JSON (NaN and Infinity as DeepSpeed's json.load reads them)."""
+        label = name or "<config>"
+        try:
+            text = json.dumps(dict(config), indent=2, allow_nan=True)
+        except (TypeError, ValueError) as err:
+            raise UsageError(f"{label}: the config is not JSON data: {err}") from None
+        return cls(label, text)
+
+    @classmethod
+    def given(cls, config: "str | os.PathLike[str] | Mapping[str, Any]", name: str | None = None) -> "ConfigSource":
+        """A path or a dict (the Python API's ``config``)."""
+        if isinstance(config, Mapping):
+            return cls.mapping(config, name)
+        if isinstance(config, (str, os.PathLike)):
+            return cls.path(config)
+        raise UsageError(f"config: expected a path or a dict, got {type(config).__name__}")
+
+    @property
+    def is_file(self) -> bool:
+        return self.text is None and not self.stdin
+
+    @property
+    def display(self) -> str:
+        """The name findings and messages carry: the path, ``<stdin>``, or the in-memory config's name."""
+        if self.stdin:
+            from zeroadvisor.config.reader import STDIN_NAME
+
+            return STDIN_NAME
+        return self.name
+
+    def read(self, stdin: BinaryIO | None = None) -> "Document":
+        """The document, under the same limits for every source (config/reader.py); ParseError where it does not
+        parse, reader.InputError where it cannot be read."""
+        from zeroadvisor.config import reader
+
+        if self.text is not None:
+            return reader.read_text_document(self.text, self.name)
+        if self.stdin:
+            import sys
+
+            return reader.read_stream_document(stdin if stdin is not None else sys.stdin.buffer, reader.STDIN_NAME)
+        return reader.read_document(self.name)

@@ -1,0 +1,57 @@
+"""The Hugging Face Trainer's inputs: a training arguments file (--training-args) and a launch command
+(--launch, or the words after ``--``), read once into :class:`TrainerInputs`.
+
+What they give besides the Trainer's arguments (the config path, the world size, the model, the sequence
+length, checkpointing, the launcher) fills only what flags, keywords and the project configuration left
+out; inputs/run.py decides that.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from zeroadvisor.config.training_args import TrainingArgs
+
+# config/launch.py Launch.launcher -> hardware/machine.py LAUNCHERS (python: one process, no launcher to read)
+LAUNCHER_OF_COMMAND = {"torchrun": "torchrun", "accelerate launch": "accelerate", "deepspeed": "deepspeed"}
+
+
+@dataclass(frozen=True)
+class TrainerInputs:
+    """The Trainer's arguments (the file's, with the launch command's script arguments over them), and what the
+    launch command says about the world: ``world`` processes (None: not known from the command)."""
+
+    training: "TrainingArgs"
+    notes: tuple[str, ...] = ()  # what was read and assumed, one line each
+    world: int | None = None
+    world_from: str = ""  # how the world size follows from the command, for messages
+    launcher: str | None = None  # the command's launcher as the step-time model names it (LAUNCHER_OF_COMMAND)
+
+    @property
+    def checkpointing(self) -> str | None:
+        """--activation-checkpointing as the Trainer's gradient_checkpointing gives it (None: not stated)."""
+        flag = self.training.checkpointing
+        return None if flag is None else ("full" if flag else "none")
+
+
+def read_trainer(training_args: str | None, launch: str | None) -> TrainerInputs | None:
+    """The Trainer's inputs from a training arguments file and/or a launch command (None: neither given);
+    TrainerInputError where one cannot be read."""
+    from zeroadvisor.config.launch import parse_launch
+    from zeroadvisor.config.training_args import merge, read_training_args
+
+    if training_args is None and launch is None:
+        return None
+    training = read_training_args(training_args) if training_args is not None else None
+    notes: list[str] = []
+    world, world_from, launcher = None, "", None
+    if launch is not None:
+        command = parse_launch(launch)
+        notes += command.notes
+        world, world_from = command.world_size, command.world_from
+        launcher = LAUNCHER_OF_COMMAND.get(command.launcher)
+        training = merge(training, command.training) if training is not None else command.training
+    notes += training.notes
+    return TrainerInputs(training, tuple(notes), world, world_from, launcher)
