@@ -40,8 +40,9 @@ def _done(options: CheckOptions, findings) -> CheckOptions:
     """The options once every cluster action of the findings is done."""
     for finding in findings:
         for action in finding.actions:
-            if action["kind"] == "cluster":
-                grown = {key: action[key] for key in ("gpus", "gpus_per_node", "cpu_memory", "nvme") if key in action}
+            if action.kind == "cluster":
+                grown = {key: action.values[key] for key in ("gpus", "gpus_per_node", "cpu_memory", "nvme")
+                         if key in action.values}
                 options = replace(options, cluster=replace(options.cluster, **grown))
     return options
 
@@ -77,8 +78,8 @@ def test_fix_and_actions_make_it_fit_and_a_second_fix_changes_nothing(model, gpu
                    for f in blocking if f.fix is None and not f.actions)
         return
     options = _done(options, first.findings)
-    if any(a["kind"] == "gradient-checkpointing" for f in first.findings for a in f.actions):
-        levels = {a["level"] for f in first.findings for a in f.actions if a["kind"] == "gradient-checkpointing"}
+    if any(a.kind == "gradient-checkpointing" for f in first.findings for a in f.actions):
+        levels = {a.values["level"] for f in first.findings for a in f.actions if a.kind == "gradient-checkpointing"}
         [level] = levels  # one combined fix: one level
         options = replace(options, shape=replace(options.shape, activation_checkpointing=level))
     fixed = mp.apply(config, combined_patch(first.findings))

@@ -138,7 +138,7 @@ def test_mixtral_does_not_fit_on_a10g_and_nothing_fits(tmp_path):
     assert "Nothing fits" in finding.message and "host RAM per node binds" in finding.message
     assert "GPU memory binds" not in finding.message and "0.00 GB more" not in finding.message
     # the smallest cluster change that fits: more host RAM per node (usable = given less the 10% headroom)
-    [cluster] = [a for a in finding.actions if a["kind"] == "cluster"]
+    [cluster] = [a.values for a in finding.actions if a.kind == "cluster"]
     assert cluster["cpu_memory"] > 128 * GB and finding.fix is not None
     grown = check({**BF16, "train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3}}, m, gpus=2,
                   gpu="A10G", cpu_memory=cluster["cpu_memory"])

@@ -134,18 +134,3 @@ def test_bars_are_proportional_to_the_rows_and_mark_the_card():
         total = st.per_gpu["total"] / top * width
         drawn_cells = len(cells.replace("|", " ").rstrip())  # the card's line may stand inside the bar
         assert abs(drawn_cells - max(total, st.peak_gpu / top * width)) <= 1.5
-
-
-def test_patched_option_follows_merge_patch_semantics():
-    from zeroadvisor.memory.options import Option
-    from zeroadvisor.report.overview import _patched_option
-
-    configured = Option(3, "cpu", "cpu")
-    assert _patched_option(configured, {"zero_optimization": {"stage": 1}}) == (1, "cpu", "none")
-    assert _patched_option(configured, {"zero_optimization": {"stage": 1, "offload_optimizer": None,
-                                                              "offload_param": None}}) == (1, "none", "none")
-    assert _patched_option(configured, {"zero_optimization": {"offload_param": None}}) == (3, "cpu", "none")
-    assert _patched_option(Option(2), {"zero_optimization": {"stage": 3, "offload_optimizer": {
-        "device": "nvme", "nvme_path": "/x"}}}) == (3, "nvme", "none")
-    assert _patched_option(Option(2), {"train_micro_batch_size_per_gpu": 1}) == (2, "none", "none")
-    assert _patched_option(Option(2, "cpu"), {"zero_optimization": {"stage": 0}}) == (0, "none", "none")

@@ -242,10 +242,10 @@ def step_times(result: "Estimate", hardware: "Hardware") -> dict:
     made of). Where a step time was computed, the machine facts left to their defaults join the estimate's
     assumed inputs."""
     from zeroadvisor.memory.assumed import hardware_assumptions
-    from zeroadvisor.throughput import per_option
+    from zeroadvisor.throughput import Throughput, per_option
 
     steps = per_option(result, hardware)
-    if any(getattr(step, "step_time_s", None) for step in steps.values()):
+    if any(isinstance(step, Throughput) for step in steps.values()):
         result.assumed = [*result.assumed, *hardware_assumptions(hardware)]
     return steps
 

@@ -3,11 +3,33 @@
 Rows are the keys of ``memory/terms.py`` ROWS. Options are anything with ``stage``,
 ``offload_optimizer`` and ``offload_param`` (``memory.options.Option``); this module imports
 nothing from the memory model, so ``Option`` itself can use it.
+
+The closed sets these words are keyed by are defined here, at the bottom of the pipeline: the verdicts
+(memory/verdict.py) and the offload devices (memory/options.py). They are ``StrEnum``s: a member equals
+its string, so configs, flags and the JSON contract read and write the same text.
 """
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Protocol
+
+
+class Verdict(StrEnum):
+    """A peak against a capacity (memory/verdict.py), best to worst."""
+
+    FITS = "fits"
+    TIGHT = "tight"  # fits, inside the headroom
+    DOES_NOT_FIT = "does-not-fit"
+
+
+class Device(StrEnum):
+    """Where an offload block puts its tensors (DeepSpeed's OffloadDeviceEnum): "none" keeps them on the GPU."""
+
+    NONE = "none"
+    CPU = "cpu"
+    NVME = "nvme"
+
 
 ROW_LABELS = {
     "parameters": "parameters",
@@ -27,12 +49,13 @@ TOTAL_ROW = "total"
 BREAKDOWN_ROWS = ("model_states", "gathered_parameters", "buffers", "activations", "overhead")
 HOST_RAM_PER_NODE = "host RAM / node"
 NVME_PER_NODE = "NVMe / node"
-FITS = "fits"
+FITS = "fits"  # the row of the text table that holds each option's verdict mark
 
-# The verdict marks (memory/verdict.py), Unicode and ASCII.
-VERDICT_MARKS = {"fits": ("✓", "yes"), "tight": ("~", "tight"), "does-not-fit": ("✗", "NO"), None: ("-", "-")}
-VERDICT_WORDS = {"fits": "fits", "tight": "tight (fits, inside the headroom)", "does-not-fit": "does not fit",
-                 None: "not judged (no capacity given)"}
+# The verdict marks (memory/verdict.py), Unicode and ASCII; None: no capacity given.
+VERDICT_MARKS = {Verdict.FITS: ("✓", "yes"), Verdict.TIGHT: ("~", "tight"), Verdict.DOES_NOT_FIT: ("✗", "NO"),
+                 None: ("-", "-")}
+VERDICT_WORDS = {Verdict.FITS: "fits", Verdict.TIGHT: "tight (fits, inside the headroom)",
+                 Verdict.DOES_NOT_FIT: "does not fit", None: "not judged (no capacity given)"}
 PEAK_GPU = "peak per GPU"
 PEAK_HOST = "peak host / node"
 BINDING_PHASE = "binding phase"
@@ -48,13 +71,18 @@ PHASE_WORDS = {
     "save": "while saving a checkpoint",
 }
 
-DEVICE_NAMES = {"cpu": "CPU", "nvme": "NVMe"}
+DEVICE_NAMES = {Device.CPU: "CPU", Device.NVME: "NVMe"}
 
 
 class OptionLike(Protocol):
-    stage: int
-    offload_optimizer: str
-    offload_param: str
+    @property
+    def stage(self) -> int: ...
+
+    @property
+    def offload_optimizer(self) -> Device: ...
+
+    @property
+    def offload_param(self) -> Device: ...
 
 
 def table_label(row: str) -> str:
@@ -71,9 +99,9 @@ def table_label(row: str) -> str:
 def option_header_lines(option: OptionLike) -> tuple[str, str]:
     """A compact column header on two lines: "Z3 +opt:cpu" over "+par:nvme" ("" when no second)."""
     first = f"Z{option.stage}"
-    if option.offload_optimizer != "none":
+    if option.offload_optimizer != Device.NONE:
         first += f" +opt:{option.offload_optimizer}"
-    second = f"+par:{option.offload_param}" if option.offload_param != "none" else ""
+    second = f"+par:{option.offload_param}" if option.offload_param != Device.NONE else ""
     return first, second
 
 
@@ -85,13 +113,13 @@ def option_header(option: OptionLike) -> str:
 def option_words(option: OptionLike) -> str:
     """The option in a sentence: "ZeRO-3 with optimizer offload to CPU and parameter offload to NVMe"."""
     offloads = []
-    if option.offload_optimizer != "none":
+    if option.offload_optimizer != Device.NONE:
         offloads.append(f"optimizer offload to {_device(option.offload_optimizer)}")
-    if option.offload_param != "none":
+    if option.offload_param != Device.NONE:
         offloads.append(f"parameter offload to {_device(option.offload_param)}")
     words = f"ZeRO-{option.stage}"
     return f"{words} with {' and '.join(offloads)}" if offloads else words
 
 
-def _device(device: str) -> str:
+def _device(device: Device) -> str:
     return DEVICE_NAMES.get(device, device)

@@ -160,13 +160,13 @@ def _actions_done(options: dict | None, findings) -> dict | None:
     grown = dict(options)
     for finding in findings:
         for action in finding.actions:
-            if action["kind"] == "cluster":
+            if action.kind == "cluster":
                 for key in ("gpus", "gpus_per_node"):
-                    if key in action:
-                        grown[key] = action[key]
+                    if key in action.values:
+                        grown[key] = action.values[key]
                 for key in ("cpu_memory", "nvme"):
-                    if key in action:
-                        grown[key] = f"{action[key]}B"  # bytes, as the size flags read them
+                    if key in action.values:
+                        grown[key] = f"{action.values[key]}B"  # bytes, as the size flags read them
     return grown
 
 

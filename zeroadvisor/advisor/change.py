@@ -9,11 +9,12 @@ an NVMe mount, more GPUs) is an :class:`Action`; the fix's merge patch covers on
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from zeroadvisor.lint.findings import Action
 from zeroadvisor.memory.options import Option
-from zeroadvisor.model.spec import TrainingShape
+from zeroadvisor.model.spec import Checkpointing, TrainingShape
 from zeroadvisor.units import format_bytes
 
 SP_KEY = "sequence_parallel_size"
@@ -21,7 +22,7 @@ TP_KEY = "tensor_parallel"
 # What DeepSpeed needs but a fix cannot know: where the local NVMe drive is mounted. It is written (DeepSpeed
 # asserts on an NVMe offload without nvme_path, offload_config.py) and an action says to point it at the mount.
 NVME_PATH_PLACEHOLDER = "/local_nvme"
-CHECKPOINTING_LEVELS = ("none", "selective", "full")
+CHECKPOINTING_LEVELS = tuple(Checkpointing)  # weakest first: the search only strengthens the configured level
 
 # The cost of each part of a change, in words (ZeRO paper §7 for the volumes; field reports DS#1635, DS#6834).
 COSTS = {
@@ -74,18 +75,6 @@ TP_ACTION = ("run the training script on DeepSpeed's AutoTP training path: deeps
              "distinct samples per step become train_batch_size / {degree}")
 NVME_ACTION = ("point nvme_path at a local NVMe mount with {space} free per node (the fix writes the placeholder "
                "\"{path}\")")
-
-
-@dataclass(frozen=True, slots=True)
-class Action:
-    """Something the change needs outside the DeepSpeed config. ``values``: the numbers a script can act on."""
-
-    kind: str  # gradient-checkpointing | nvme-path | sequence-parallel | tensor-parallel | cluster
-    text: str
-    values: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "text": self.text, **self.values}
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,11 +180,12 @@ class Change:
         out: list[Action] = []
         level = self.shape.activation_checkpointing
         if level != self.was_shape.activation_checkpointing:
-            if level == "none":
-                out.append(Action("gradient-checkpointing", NO_CHECKPOINTING_ACTION, {"level": level}))
+            if level == Checkpointing.NONE:
+                out.append(Action("gradient-checkpointing", NO_CHECKPOINTING_ACTION, {"level": str(level)}))
             else:
                 out.append(Action("gradient-checkpointing", CHECKPOINTING_ACTION.format(
-                    level=level, selective=SELECTIVE_NOTE if level == "selective" else ""), {"level": level}))
+                    level=level, selective=SELECTIVE_NOTE if level == Checkpointing.SELECTIVE else ""),
+                    {"level": str(level)}))
         if self.nvme_path == NVME_PATH_PLACEHOLDER:
             space = format_bytes(self.nvme_space or 0, unit)
             out.append(Action("nvme-path", NVME_ACTION.format(space=space, path=NVME_PATH_PLACEHOLDER),

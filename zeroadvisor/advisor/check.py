@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
-from zeroadvisor.advisor.context import AdviceContext, Budget
+from zeroadvisor.advisor.advice import Advice, Advised, Budget, headline
 from zeroadvisor.advisor.rules import AdviceRuleContext
 from zeroadvisor.config import merge_patch as mp
 from zeroadvisor.lint.engine import run_rules
@@ -13,7 +13,7 @@ from zeroadvisor.lint.findings import Finding
 from zeroadvisor.rules.linter import lint_document
 from zeroadvisor.memory.errors import EstimateError
 from zeroadvisor.memory.cluster import Cluster
-from zeroadvisor.memory.estimate import Estimate, estimate
+from zeroadvisor.memory.estimate import Accounting, Estimate, estimate
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
 from zeroadvisor.advisor import registry
 from zeroadvisor.lint.rule import Rule
@@ -29,7 +29,7 @@ class CheckOptions:
     model: ModelSpec
     shape: TrainingShape
     cluster: Cluster  # GPUs, the card's memory (required here: the advice needs a capacity), host RAM, NVMe, headroom
-    accounting: str = "deepspeed"
+    accounting: Accounting = Accounting.DEEPSPEED
     integration: str = "any"
     unit: str = "GB"
     training: Any = None  # the Hugging Face Trainer's arguments (config/training_args.TrainingArgs), when given
@@ -43,10 +43,19 @@ class CheckOptions:
 
 @dataclass
 class CheckResult:
+    """The findings of one config, its estimate, and the advice they were worded from (None: no estimate)."""
+
     findings: list[Finding]
     estimate: Estimate | None
     options: CheckOptions
     extra: dict[str, Any] = field(default_factory=dict)
+    advice: Advice | None = None
+
+    @property
+    def recommendation(self) -> Advised | None:
+        """The change the findings recommend first (advisor/advice.py headline), None when none does."""
+        found = headline(self.findings)
+        return found[1] if found is not None else None
 
     def estimate_dict(self) -> dict[str, Any] | None:
         if self.estimate is None:
@@ -56,9 +65,8 @@ class CheckResult:
 
 def combined_patch(findings: list[Finding]) -> dict[str, Any]:
     """All fixes merged; config (lint) fixes first, memory advice last so it wins a conflict."""
-    advice = {rule.code for rule in registry.ADVICE}
-    lint = [f.fix for f in findings if f.fix is not None and f.code not in advice]
-    advised = [f.fix for f in findings if f.fix is not None and f.code in advice]
+    lint = [f.fix for f in findings if f.fix is not None and f.code not in registry.ADVICE_CODES]
+    advised = [f.fix for f in findings if f.fix is not None and f.code in registry.ADVICE_CODES]
     return mp.merge(*lint, *advised)
 
 
@@ -90,14 +98,18 @@ def check_document(doc: Document, options: CheckOptions, rules: Iterable[Rule] |
                             hardware=_hardware(options))
     except EstimateError as err:  # a lint fix left a value the memory model cannot use
         return CheckResult(lint_document(doc, lint_options, lint_rules), None, options, {"estimate_error": str(err)})
+    from zeroadvisor.throughput import Throughput
+
+    budget = Budget(cluster, options.unit)
+    advice = Advice(result, budget, searcher)
     hardware = searcher.hardware
-    if hardware is not None and searcher.configured_seconds() is not None:
+    if hardware is not None and isinstance(advice.configured_step_time, Throughput):
         # the ranking used step times: the machine facts nobody gave are assumed inputs too (ZA808)
         from zeroadvisor.memory.assumed import hardware_assumptions
 
         result.assumed = [*result.assumed, *hardware_assumptions(hardware)]
-    context = AdviceRuleContext(doc, lint_options, AdviceContext(result, Budget(cluster, options.unit), searcher))
-    return CheckResult(run_rules(context, selected), result, options)
+    context = AdviceRuleContext(doc, lint_options, advice)
+    return CheckResult(run_rules(context, selected), result, options, advice=advice)
 
 
 def _hardware(options: CheckOptions):

@@ -17,6 +17,7 @@ from typing import Sequence
 
 from zeroadvisor.advisor.change import CHECKPOINTING_LEVELS, Change
 from zeroadvisor.memory.estimate import StageEstimate
+from zeroadvisor.vocab import Device
 
 # Step times within 2% of each other are a tie: well inside the model's own error (benchmarks/throughput/).
 TIE = 0.02
@@ -24,8 +25,8 @@ TIE = 0.02
 # Offload weight per device (optimizer, parameters): parameters cross PCIe in forward and backward, the
 # optimizer state once per step; NVMe is slower than host RAM.
 OFFLOAD_WEIGHT = {
-    "offload_optimizer": {"none": 0.0, "cpu": 1.0, "nvme": 3.0},
-    "offload_param": {"none": 0.0, "cpu": 1.5, "nvme": 3.5},
+    "offload_optimizer": {Device.NONE: 0.0, Device.CPU: 1.0, Device.NVME: 3.0},
+    "offload_param": {Device.NONE: 0.0, Device.CPU: 1.5, Device.NVME: 3.5},
 }
 
 

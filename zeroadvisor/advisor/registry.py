@@ -15,12 +15,13 @@ ALL: tuple[Rule, ...] = (
     *accelerate.RULES,
 )
 ADVICE: tuple[Rule, ...] = advice.RULES
+ADVICE_CODES = frozenset(rule.code for rule in ADVICE)  # findings about memory, as opposed to the config
 
 BY_CODE = {rule.code: rule for rule in ALL}
 BY_NAME = {rule.name: rule for rule in ALL}
 assert len(BY_CODE) == len(ALL) and len(BY_NAME) == len(ALL), "rule codes and names must be unique"
 
-__all__ = ["ADVICE", "ALL", "BY_CODE", "BY_NAME", "INVALID_SYNTAX", "LINT", "find", "select", "unknown_references"]
+__all__ = ["ADVICE", "ADVICE_CODES", "ALL", "BY_CODE", "BY_NAME", "INVALID_SYNTAX", "LINT", "find", "select", "unknown_references"]
 
 
 def find(reference: str) -> Rule | None:

@@ -1,10 +1,11 @@
 """Advice rules: memory findings for ``zeroadvisor check`` (they need a model and a cluster).
 
-Each works from ``ctx.advice`` (advisor/context.py AdviceContext, carried by :class:`AdviceRuleContext`): the estimate of every
-stage/offload option of the config as written, the budget (GPU memory less the headroom), and
-the searcher (zeroadvisor/advisor/search.py) that tries changes cheapest first on the config as
-the fixes will write it. Rules only word the answers; they build no candidates. Numbers in
-messages are decimal GB unless --unit GiB is given; the unit is always printed.
+Each works from ``ctx.advice`` (advisor/advice.py :class:`Advice`, carried by :class:`AdviceRuleContext`): the
+estimate of every stage/offload option of the config as written, the budget (GPU memory less the headroom), and
+what the search (zeroadvisor/advisor/search.py) found on the config as the fixes will write it. Rules only word
+the answers: a recommended change is a :class:`Recommendation` (its description, cost, actions, peaks and step
+times), attached to the finding and worded from that one object; they build no candidates and no numbers of
+their own. Numbers in messages are decimal GB unless --unit GiB is given; the unit is always printed.
 """
 
 from __future__ import annotations
@@ -12,26 +13,27 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from zeroadvisor import vocab as labels
 from zeroadvisor.deepspeed import schema
 from zeroadvisor.lint.context import Context
-from zeroadvisor.lint.findings import Severity
+from zeroadvisor.lint.findings import Action, Severity
 from zeroadvisor.lint.rule import Example, Hit, Rule
-from zeroadvisor.vocab import BREAKDOWN_ROWS, PHASE_WORDS, ROW_LABELS
+from zeroadvisor.vocab import BREAKDOWN_ROWS, PHASE_WORDS, ROW_LABELS, Device, Verdict
 
 if TYPE_CHECKING:
-    from zeroadvisor.advisor.context import AdviceContext
+    from zeroadvisor.advisor.advice import Advice, Reason, Recommendation
+    from zeroadvisor.throughput import StepTime
 
-# The memory model and the search are imported inside the checks: `lint` loads this module (the rule
-# catalogue) but never runs an advice rule, and must not pay for the memory model at start-up.
+# The advice, the memory model and the search are imported inside the checks: `lint` loads this module (the
+# rule catalogue) but never runs an advice rule, and must not pay for the memory model at start-up.
 
 
 @dataclass
 class AdviceRuleContext(Context):
     """A lint context that also carries the memory estimate, the budget and the search: what advice rules read."""
 
-    advice: AdviceContext | None = None
+    advice: Advice | None = None
     advised: ClassVar[bool] = True
+
 
 _MODEL_7B = {"hf_config": {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008,
                            "num_hidden_layers": 32, "num_attention_heads": 32, "vocab_size": 32000},
@@ -69,45 +71,41 @@ def _phase_words(stage) -> str:
     return PHASE_WORDS[stage.binding_phase]
 
 
-def _actions(outcome) -> tuple[dict, ...]:
-    return tuple(action.to_dict() for action in outcome.change.actions())
+def _hit(ctx, message: str, rec: Recommendation | None) -> Hit:
+    """A finding that recommends ``rec`` (None: none): its fix is the change's patch, its actions what the change
+    needs outside the config (worded in GB, as the JSON contract has always had them), ``rec`` itself typed."""
+    if rec is None:
+        return Hit(_anchor(ctx), message)
+    return Hit(_anchor(ctx), message, fix=rec.patch, actions=_json_actions(rec), recommends=rec)
 
 
-def _recommends(ctx, outcome) -> dict | None:
-    """The recommended change in numbers, from the same Outcome as the message (Finding.recommends): what the
-    verdict line of every report names, so it never re-derives the change from the patch."""
-    if outcome is None:
-        return None
-    stage = outcome.stage
-    return {"change": outcome.change.description, "option": labels.option_header(stage.option),
-            "peak_gpu": int(stage.peak_gpu), "peak_host_per_node": int(stage.peak_host_per_node),
-            "cost": outcome.change.cost, "step_time_s": ctx.advice.search.seconds(outcome.change, stage),
-            "configured_step_time_s": ctx.advice.search.configured_seconds()}
+def _json_actions(rec: Recommendation) -> tuple[Action, ...]:
+    return tuple(rec.change.actions())
 
 
-def _fit_sentence(ctx, lead: str, found, named: bool = True) -> str:
-    """``lead``: the change, its peaks, its cost and what it needs outside the config, all from one Change."""
+def _fit_sentence(ctx, lead: str, rec: Recommendation, named: bool = True) -> str:
+    """``lead``: the change, its peaks, its cost and what it needs outside the config, all from one Recommendation."""
     from zeroadvisor.advisor.change import actions_sentence
 
     a = ctx.advice
-    change, stage = found.change, found.stage
-    actions = change.actions(a.budget.unit)
-    host = f", {a.fmt(stage.peak_host_per_node)} host RAM per node" if stage.per_node_cpu else ""
+    actions = list(rec.actions)
+    host = f", {a.fmt(rec.peak_host_per_node)} host RAM per node" if rec.stage.per_node_cpu else ""
     note = ""
-    if found.patch is None:
+    if rec.patch is None:
         note = " (no config change: it is all outside the config)" if actions else " (no further config change)"
-    what = f"{lead}: {change.description}: " if named else f"{lead}: "
-    return (f"{what}{a.fmt(stage.peak_gpu)} per GPU at peak{host}{_speed(ctx, found)}; "
-            f"cost: {change.cost}{note}{actions_sentence(actions)}")
+    what = f"{lead}: {rec.description}: " if named else f"{lead}: "
+    return (f"{what}{a.fmt(rec.peak_gpu)} per GPU at peak{host}{_speed(ctx, rec.step_time)}; "
+            f"cost: {rec.cost}{note}{actions_sentence(actions)}")
 
 
-def _speed(ctx, found) -> str:
-    """", estimated 1.23 s per step (0.6x the configured run's 2.05 s)" where the step-time model applies."""
-    a = ctx.advice
-    seconds = a.search.seconds(found.change, found.stage)
+def _speed(ctx, step: StepTime) -> str:
+    """", estimated 1.23 s per step against 2.05 s configured" where the step-time model applies."""
+    from zeroadvisor.throughput import seconds_of
+
+    seconds = seconds_of(step)
     if seconds is None:
         return ""
-    before = a.search.configured_seconds()
+    before = seconds_of(ctx.advice.configured_step_time)
     versus = f" against {before:.3g} s configured" if before else ""
     return f", estimated {seconds:.3g} s per step{versus}"
 
@@ -120,36 +118,34 @@ def _shortfall_words(ctx, short) -> str:
             f"needs {a.fmt(short.need)}, {a.fmt(short.missing)} more than the {a.fmt(short.usable)} usable")
 
 
-def _advice(ctx) -> tuple[str, dict | None, tuple[dict, ...], dict | None]:
-    """The best change that fits (sentence, patch, actions, recommends); when none does, which resource binds in which phase,
-    by how much, and the smallest cluster change that fits (its patch and actions)."""
+def _advice(ctx, reason: Reason) -> tuple[str, Recommendation | None]:
+    """The best change that fits (its sentence and the Recommendation); when none does, which resource binds in
+    which phase, by how much, and the smallest cluster change that fits (recommended), the others named."""
     from zeroadvisor.advisor.search import CLUSTER_SEARCH_LIMIT
 
     a = ctx.advice
-    found = a.search.best()
-    if found is not None:
-        return (". " + _fit_sentence(ctx, "Cheapest change that fits", found), found.patch, _actions(found),
-                _recommends(ctx, found))
-    shortfalls = a.search.shortfalls()
+    if a.best is not None:
+        rec = a.recommend(a.best, reason)
+        return ". " + _fit_sentence(ctx, "Cheapest change that fits", rec), rec
     text = (". Nothing fits: no stage, offload, checkpointing, micro batch or parallel layout change brings it "
             "under the budget")
-    if shortfalls:
-        text += "; " + "; ".join(_shortfall_words(ctx, short) for short in shortfalls)
-    grown = a.search.cluster_changes()
+    if a.shortfalls:
+        text += "; " + "; ".join(_shortfall_words(ctx, short) for short in a.shortfalls)
+    grown = [a.recommend(outcome, reason) for outcome in a.cluster_changes]
     if not grown:
-        return text + f". No cluster of up to {CLUSTER_SEARCH_LIMIT} GPUs fits either", None, (), None
+        return text + f". No cluster of up to {CLUSTER_SEARCH_LIMIT} GPUs fits either", None
     alternatives = " Or: ".join(_fit_sentence(ctx, "", other).lstrip(": ") for other in grown[1:])
     text += ". " + _fit_sentence(ctx, "Smallest cluster change that fits", grown[0])
     if alternatives:
         text += f". Or: {alternatives}"
-    return text, grown[0].patch, _actions(grown[0]), _recommends(ctx, grown[0])
+    return text, grown[0]
 
 
 def _does_not_fit(ctx):
-    from zeroadvisor.memory.verdict import DOES_NOT_FIT as DOES_NOT_FIT_VERDICT
+    from zeroadvisor.advisor.advice import Reason
 
     current = _configured(ctx)
-    if current is None or current.verdict != DOES_NOT_FIT_VERDICT:
+    if current is None or current.verdict != Verdict.DOES_NOT_FIT:
         return
     a, budget = ctx.advice, ctx.advice.budget
     if current.peak_gpu <= budget.gpu_memory:
@@ -161,8 +157,8 @@ def _does_not_fit(ctx):
         needs = (f"needs {a.fmt(current.peak_gpu)} per GPU {PHASE_WORDS[gpu_phase]} "
                  f"({a.fmt(current.per_gpu['total'])} while training)")
     what = f"{_label(current.option)} (configured) {needs}, more than the {a.fmt(budget.gpu_memory)} the GPU has"
-    advice, fix, actions, recommends = _advice(ctx)
-    yield Hit(_anchor(ctx), what + advice, fix=fix, actions=actions, recommends=recommends)
+    advice, rec = _advice(ctx, Reason.DOES_NOT_FIT)
+    yield _hit(ctx, what + advice, rec)
 
 
 DOES_NOT_FIT = Rule(
@@ -197,35 +193,38 @@ DOES_NOT_FIT = Rule(
 
 
 def _lower_stage_fits(ctx):
+    from zeroadvisor.advisor.advice import Reason
+
     current = _configured(ctx)
     # Stages 0-2 move the same volume per step (ZeRO paper §7), so only leaving ZeRO-3 saves
     # communication; moving among 0-2 is not advice worth a review comment.
     if current is None or current.option.stage != 3:
         return
     a = ctx.advice
-    lower = a.search.lowest_fitting_lower_stage()
+    lower = a.lower_stage
     if lower is None:
         return
-    best = a.search.best()  # one combined fix serves this finding and offload-not-needed / does-not-fit
+    # one combined fix serves this finding and offload-not-needed / does-not-fit
+    best = a.recommend(a.best, Reason.LOWER_STAGE) if a.best is not None else None
     uses = ""
-    if best is not None and best.change.option.stage == 3:
+    if best is not None and best.option.stage == 3:
         # the step-time estimate ranks a ZeRO-3 run first: named, but no fix against the ranking
-        lower_run = a.search.outcome(a.search.stage_change(lower.option))
+        lower_run = a.lower_stage_run
         if lower_run is not None:
-            first = best.change.description if best.change.parts else f"the configured {_label(best.change.option)}"
+            first = best.description if best.change.parts else f"the configured {_label(best.change.option)}"
             uses = (f"; yet the step-time estimate ranks {first} first"
-                    f"{_speed(ctx, best)}, ZeRO-{lower.option.stage}{_speed(ctx, lower_run)}, so no fix")
+                    f"{_speed(ctx, best.step_time)}, ZeRO-{lower.option.stage}{_speed(ctx, lower_run.step_time)}, "
+                    "so no fix")
         best = None
     elif best is not None and best.change.option != lower.option:
-        uses = f"; the fix: {best.change.description}"
+        uses = f"; the fix: {best.description}"
     elif best is not None:
-        uses = _speed(ctx, best)
-    yield Hit(_anchor(ctx),
-              f"ZeRO-{lower.option.stage} fits ({a.fmt(lower.per_gpu['total'])} per GPU of {_budget(ctx)}) where the "
-              f"configured {_label(current.option)} uses {a.fmt(current.per_gpu['total'])}: it moves 1x instead of "
-              f"1.5x the data-parallel volume per step (no parameter all-gathers in forward and backward){uses}",
-              fix=best.patch if best is not None else None, actions=_actions(best) if best is not None else (),
-              recommends=_recommends(ctx, best))
+        uses = _speed(ctx, best.step_time)
+    yield _hit(ctx,
+               f"ZeRO-{lower.option.stage} fits ({a.fmt(lower.per_gpu['total'])} per GPU of {_budget(ctx)}) where "
+               f"the configured {_label(current.option)} uses {a.fmt(current.per_gpu['total'])}: it moves 1x instead "
+               f"of 1.5x the data-parallel volume per step (no parameter all-gathers in forward and backward){uses}",
+               best)
 
 
 LOWER_STAGE_FITS = Rule(
@@ -265,17 +264,15 @@ def _activations_dominate(ctx):
     # states are ~0, so "activations exceed them" alone would always be true).
     if not acts or acts <= states or acts < ACTIVATION_SHARE * a.budget.usable:
         return
-    largest = a.search.largest_fitting_micro_batch()
+    largest = a.largest_micro_batch
     micro = a.estimate.settings.micro_batch
     mb = (f"the largest micro batch that fits is {largest} (now {micro})" if largest is not None
           else f"even micro batch 1 does not fit (now {micro})")
-    savings = [f"{change.shape.activation_checkpointing} checkpointing saves {a.fmt(acts - result.per_gpu['activations'])}"
-               for change, result in a.search.checkpointing_outcomes()]
-    flash = a.search.flash_attention_outcome()
-    if flash is not None:
-        savings.append(f"FlashAttention saves {a.fmt(acts - flash.per_gpu['activations'])}")
+    savings = [f"{level} checkpointing saves {a.fmt(saved)}" for level, saved in a.checkpointing_savings]
+    if a.flash_attention_saving is not None:
+        savings.append(f"FlashAttention saves {a.fmt(a.flash_attention_saving)}")
     if largest is None:  # one sample's activations do not fit: Ulysses splits its tokens
-        ulysses = a.search.sequence_parallel_outcome()
+        ulysses = a.ulysses
         if ulysses is not None:
             savings.append(f"Ulysses sequence parallel {ulysses.change.sequence_parallel} fits "
                            f"({a.fmt(ulysses.stage.peak_gpu)} per GPU at peak)")
@@ -313,28 +310,29 @@ ACTIVATIONS_DOMINATE = Rule(
 
 
 def _offloads(option) -> bool:
-    return option.offload_optimizer != "none" or option.offload_param != "none"
+    return option.offload_optimizer != Device.NONE or option.offload_param != Device.NONE
 
 
 def _offload_not_needed(ctx):
+    from zeroadvisor.advisor.advice import Reason
+
     current = _configured(ctx)
     if current is None or not _offloads(current.option):
         return
     a = ctx.advice
-    plain = a.search.without_offload()
+    plain = a.without_offload
     if plain is None:
         return
-    best = a.search.best()  # one combined fix: lower-stage-fits names a lower stage that fits as well
+    # one combined fix: lower-stage-fits names a lower stage that fits as well
+    best = a.recommend(a.best, Reason.NO_OFFLOAD) if a.best is not None else None
     uses = ""
     if best is not None and best.change.option != plain.option:
-        uses = f"; the fix: {best.change.description}"
-    yield Hit(_anchor(ctx),
-              f"offload is configured but ZeRO-{plain.option.stage} without it fits "
-              f"({a.fmt(plain.per_gpu['total'])} per GPU of {_budget(ctx)}): offloading moves the optimizer step "
-              f"to the CPU and tensors over PCIe every step (users report steps 10x-50x slower, DS#6834, DS#1635)"
-              f"{uses}", fix=best.patch if best is not None else None,
-              actions=_actions(best) if best is not None else (),
-              recommends=_recommends(ctx, best))
+        uses = f"; the fix: {best.description}"
+    yield _hit(ctx,
+               f"offload is configured but ZeRO-{plain.option.stage} without it fits "
+               f"({a.fmt(plain.per_gpu['total'])} per GPU of {_budget(ctx)}): offloading moves the optimizer step "
+               f"to the CPU and tensors over PCIe every step (users report steps 10x-50x slower, DS#6834, DS#1635)"
+               f"{uses}", best)
 
 
 OFFLOAD_NOT_NEEDED = Rule(
@@ -362,6 +360,8 @@ OFFLOAD_NOT_NEEDED = Rule(
 
 
 def _host_insufficient(ctx):
+    from zeroadvisor.advisor.advice import Reason
+
     current = _configured(ctx)
     a = ctx.advice
     if current is None:
@@ -379,9 +379,8 @@ def _host_insufficient(ctx):
                         f"more than the {a.fmt(nvme)} given")
     if not problems:
         return
-    advice, fix, actions, recommends = _advice(ctx)
-    yield Hit(_anchor(ctx), "; ".join(problems) + advice, fix=fix, actions=actions,
-              recommends=recommends)
+    advice, rec = _advice(ctx, Reason.HOST_MEMORY)
+    yield _hit(ctx, "; ".join(problems) + advice, rec)
 
 
 HOST_MEMORY_INSUFFICIENT = Rule(
@@ -411,8 +410,10 @@ HOST_MEMORY_INSUFFICIENT = Rule(
 )
 
 def _large_buckets(ctx):
+    from zeroadvisor.advisor.advice import KeyChange, Reason
+
     a = ctx.advice
-    tuning = a.search.tuning  # decided on the configured stage's buffers (BUCKET_SHARE of the budget)
+    tuning = a.tuning  # decided on the configured stage's buffers (BUCKET_SHARE of the budget)
     if tuning is None:
         return
     fill = schema.auto_fill("zero_optimization", "reduce_bucket_size")
@@ -420,7 +421,8 @@ def _large_buckets(ctx):
               f"communication buffers take {a.fmt(tuning.buffers)} per GPU "
               f"({tuning.buffers / a.budget.usable:.0%} of usable memory): reduce/allgather buckets of up to 5e8 "
               f"elements are GBs by default; {tuning.target:,} elements ({fill.formula} of the hidden size, what the "
-              "Hugging Face integration uses for \"auto\") cost far less with little speed loss", fix=tuning.patch)
+              "Hugging Face integration uses for \"auto\") cost far less with little speed loss", fix=tuning.patch,
+              recommends=KeyChange(Reason.SMALLER_BUCKETS, tuning))
 
 
 LARGE_BUCKETS = Rule(
@@ -459,7 +461,7 @@ def _pinned(ctx):
     s = a.estimate.settings
     pinning = [which for which, device, pin in (
         ("offload_optimizer", current.option.offload_optimizer, s.offload_optimizer_pin_memory),
-        ("offload_param", current.option.offload_param, s.offload_param_pin_memory)) if device == "cpu" and pin]
+        ("offload_param", current.option.offload_param, s.offload_param_pin_memory)) if device == Device.CPU and pin]
     # the offloaded model states (and their allocator rounding), not the runtime's own host memory
     offloaded = sum(t.nbytes for t in current.terms if t.phase == "train" and t.device == "cpu"
                     and (t.row in STATE_ROWS or t.key.startswith("pinned_rounding")))
@@ -497,12 +499,11 @@ PINNED_MEMORY = Rule(
     source="deepspeed/runtime/zero/offload_config.py pin_memory; runtime/swap_tensor/",
 )
 
-
 def _tight_fit(ctx):
-    from zeroadvisor.memory.verdict import RESOURCE_WORDS, TIGHT
+    from zeroadvisor.memory.verdict import RESOURCE_WORDS
 
     current = _configured(ctx)
-    if current is None or current.verdict != TIGHT:
+    if current is None or current.verdict != Verdict.TIGHT:
         return
     a, b = ctx.advice, ctx.advice.budget
     resource, capacity = current.binding_resource, {"gpu": b.gpu_memory, "host": b.cpu_memory, "nvme": b.nvme}
@@ -543,21 +544,20 @@ FASTER_SHARE = 1.2  # ZeRO-0/1/2 run within about 20% of each other (issue 10): 
 
 
 def _faster_option_fits(ctx):
+    from zeroadvisor.advisor.advice import Reason
+
     current = _configured(ctx)
     if current is None or not current.comfortable:
         return
     a = ctx.advice
-    best = a.search.best()
-    before = a.search.configured_seconds()
-    if best is None or not best.change.parts or before is None:
+    if a.best is None or not a.best.change.parts:
         return
-    seconds = a.search.seconds(best.change, best.stage)
-    if seconds is None or before < FASTER_SHARE * seconds:
+    best = a.recommend(a.best, Reason.FASTER)
+    before, seconds = best.configured_step_time_s, best.step_time_s
+    if before is None or seconds is None or before < FASTER_SHARE * seconds:
         return
-    yield Hit(_anchor(ctx), f"{best.change.description} would run about {before / seconds:.1f}x faster than the "
-                            f"configured {_label(current.option)} and fits"
-                            + _fit_sentence(ctx, "", best, named=False), fix=best.patch, actions=_actions(best),
-                recommends=_recommends(ctx, best))
+    yield _hit(ctx, f"{best.description} would run about {best.speedup:.1f}x faster than the configured "
+                    f"{_label(current.option)} and fits" + _fit_sentence(ctx, "", best, named=False), best)
 
 
 FASTER_OPTION_FITS = Rule(
@@ -624,6 +624,12 @@ ASSUMED_INPUT = Rule(
     source="transformers integrations/deepspeed.py (\"auto\" filling), modeling_utils.py (from_pretrained dtype, "
            "zero.Init); deepspeed/runtime/zero/config.py (stage)",
 )
+
+
+def lists_assumed_inputs(findings) -> bool:
+    """Whether ``findings`` list the estimate's assumed inputs (assumed-input ran), so a report need not repeat
+    them."""
+    return any(f.code == ASSUMED_INPUT.code for f in findings)
 
 
 RULES = (DOES_NOT_FIT, TIGHT_FIT, LOWER_STAGE_FITS, ACTIVATIONS_DOMINATE, OFFLOAD_NOT_NEEDED,

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from zeroadvisor.advisor.change import (CHECKPOINTING_LEVELS, NVME_PATH_PLACEHOLDER, SP_KEY, TP_KEY, Change,
                                         ClusterChange)
@@ -35,7 +35,11 @@ from zeroadvisor.config import merge_patch as mp
 from zeroadvisor.memory.errors import EstimateError
 from zeroadvisor.memory.estimate import MAX_GPUS, Cluster, Estimate, StageEstimate, estimate
 from zeroadvisor.memory.options import Option, refusal
-from zeroadvisor.model.spec import ModelSpec, TrainingShape
+from zeroadvisor.model.spec import Checkpointing, ModelSpec, TrainingShape
+from zeroadvisor.vocab import Device
+
+if TYPE_CHECKING:
+    from zeroadvisor.throughput import StepTime
 
 # Buffers above this share of the usable memory are worth tuning (DS#1302: 5e8 buckets made
 # ZeRO-2 larger than ZeRO-1 on BERT-large; DS#3338: smaller buckets, larger batch).
@@ -70,12 +74,26 @@ class Outcome:
 
 
 @dataclass(frozen=True, slots=True)
+class Considered:
+    """A fitting candidate as the ranking saw it: the change, its estimate, its step time (a value either way)."""
+
+    change: Change
+    stage: StageEstimate
+    step_time: StepTime
+
+
+@dataclass(frozen=True, slots=True)
 class BucketTuning:
     """Smaller reduce/allgather buckets for a stage whose buffers take a large share of the budget."""
 
     patch: dict[str, Any]
     buffers: int  # bytes per GPU before tuning
     target: int  # elements per bucket
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """The config keys it writes, dotted and sorted ("zero_optimization.reduce_bucket_size")."""
+        return tuple(sorted(f"{block}.{key}" for block, keys in self.patch.items() for key in keys))
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +125,7 @@ def divisors(n: int) -> list[int]:
 
 
 def offloads(option: Option) -> bool:
-    return option.offload_optimizer != "none" or option.offload_param != "none"
+    return option.offload_optimizer != Device.NONE or option.offload_param != Device.NONE
 
 
 class Searcher:
@@ -124,6 +142,7 @@ class Searcher:
         self.hardware = hardware  # throughput.Hardware: candidates are ranked by step time (None: fixed order)
         self._estimates: dict[tuple[str, TrainingShape], Estimate] = {}
         self._candidates: list[tuple[Change, StageEstimate]] | None = None
+        self._ranked: tuple[Considered, ...] | None = None
         self._best: tuple[Outcome | None] | None = None
         self.tuning = self.bucket_tuning(self.original, written.configured)
         fixed = self._lint_closure(self.original)
@@ -253,39 +272,59 @@ class Searcher:
             self._candidates = found
         return self._candidates
 
-    def ranked(self) -> list[tuple[Change, StageEstimate]]:
+    def ranked(self) -> tuple[Considered, ...]:
         """The fitting candidates, best first (``ranking.rank``: by step time where there is one)."""
-        return rank([(change, stage, self.seconds(change, stage)) for change, stage in self.candidates()])
+        from zeroadvisor.throughput import seconds_of
 
-    def step_time(self, change: Change, stage: StageEstimate):
-        """The step time of ``change`` (throughput.Throughput) at the configured global batch; None: no model."""
-        from zeroadvisor.throughput import NoThroughput, step_time_of
+        if self._ranked is None:
+            timed = [Considered(change, stage, self.step_time(change, stage)) for change, stage in self.candidates()]
+            order = rank([(c.change, c.stage, seconds_of(c.step_time)) for c in timed])
+            by_change = {id(c.change): c for c in timed}
+            self._ranked = tuple(by_change[id(change)] for change, _ in order)
+        return self._ranked
+
+    def step_time(self, change: Change, stage: StageEstimate) -> StepTime:
+        """The step time of ``change`` at the configured global batch: a Throughput, or the NoStepTime saying why
+        there is none (no machine to time it on, or an input the step-time model lacks)."""
+        from zeroadvisor.throughput import NoStepTime, NoThroughput, step_time_of
 
         if self.hardware is None:
-            return None
+            return NoStepTime("no GPU named (--gpu): the step time needs its peak TFLOPS and links")
         config = self._config(change)
         try:
             return step_time_of(self._estimate(config, change.shape), stage, self.hardware, config,
                                 self.global_batch)
-        except (NoThroughput, EstimateError, ValueError, ZeroDivisionError):
-            return None
+        except (NoThroughput, EstimateError, ValueError, ZeroDivisionError) as err:
+            return NoStepTime(str(err) or type(err).__name__)
 
-    def configured_seconds(self) -> float | None:
-        """The step time of the configured run as the fixes write it (None: no model, or DeepSpeed refuses it)."""
+    def configured_step_time(self) -> StepTime:
+        """The step time of the configured run as the fixes write it (NoStepTime: no model, or DeepSpeed refuses
+        the configured option)."""
+        from zeroadvisor.throughput import NoStepTime
+
         change = self._change(self.configured)
         stage = self.evaluate(change)
-        return self.seconds(change, stage) if stage is not None else None
+        if stage is None:
+            return NoStepTime(f"DeepSpeed does not run the configured {self.configured.words} with this config")
+        return self.step_time(change, stage)
+
+    def configured_seconds(self) -> float | None:
+        """The step time of the configured run in seconds (None: no step time)."""
+        from zeroadvisor.throughput import seconds_of
+
+        return seconds_of(self.configured_step_time())
 
     def seconds(self, change: Change, stage: StageEstimate) -> float | None:
-        found = self.step_time(change, stage)
-        return found.step_time_s if found is not None else None
+        from zeroadvisor.throughput import seconds_of
+
+        return seconds_of(self.step_time(change, stage))
 
     def best(self) -> Outcome | None:
         """The best fitting change as it will be written (the configured run when nothing beats it)."""
         if self._best is None:
             found = None
-            for change, _ in self.ranked():
-                found = self.outcome(change)
+            for considered in self.ranked():
+                found = self.outcome(considered.change)
                 if found is not None:
                     break
             self._best = (found,)
@@ -389,7 +428,7 @@ class Searcher:
     def _extremes(self) -> list[tuple[Change, StageEstimate]]:
         """Every option and layout at the least memory the run allows: full checkpointing, the smallest
         micro batch the batch keys allow."""
-        full = replace(self.shape, activation_checkpointing="full")
+        full = replace(self.shape, activation_checkpointing=Checkpointing.FULL)
         out = []
         for layout in (None, *self.layouts()):
             sizes = [m for m in divisors(self.current_micro_batch) if self.batch_patch(m, layout) is not None]
@@ -470,7 +509,7 @@ class Searcher:
         config = {k: v for k, v in self.base.items() if k not in (TBS, GAS)}
         if MBS in config and config[MBS] != AUTO:
             config[MBS] = micro
-        full = replace(self.shape, activation_checkpointing="full")
+        full = replace(self.shape, activation_checkpointing=Checkpointing.FULL)
         try:
             result = estimate(config, self.model, full, cluster, self.accounting)
         except EstimateError:
@@ -600,7 +639,7 @@ class Searcher:
         for which, device in (("offload_optimizer", option.offload_optimizer), ("offload_param", option.offload_param)):
             block = current.get(which)
             legacy = dsconfig.LEGACY_OFFLOAD[which]
-            if device == "none":
+            if device == Device.NONE:
                 if block is not None:
                     zero[which] = None
                 if legacy in current:
@@ -608,9 +647,9 @@ class Searcher:
             else:
                 existing = block.get("device") if isinstance(block, dict) else None
                 if existing != device:
-                    zero[which] = {"device": device, "pin_memory": True}
+                    zero[which] = {"device": device.value, "pin_memory": True}  # the config holds plain text
                     has_path = isinstance(block, dict) and isinstance(block.get("nvme_path"), str)
-                    if device == "nvme" and not has_path:
+                    if device == Device.NVME and not has_path:
                         zero[which]["nvme_path"] = known or NVME_PATH_PLACEHOLDER
                 if legacy in current:
                     zero[legacy] = None
@@ -647,7 +686,7 @@ def _nvme_path(config: dict, any_device: bool = False) -> str | None:
         return None
     for which in ("offload_optimizer", "offload_param"):
         block = zero.get(which)
-        if isinstance(block, dict) and (any_device or block.get("device") == "nvme") \
+        if isinstance(block, dict) and (any_device or block.get("device") == Device.NVME) \
                 and isinstance(block.get("nvme_path"), str):
             return block["nvme_path"]
     return None

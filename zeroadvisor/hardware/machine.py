@@ -35,6 +35,7 @@ Defaults (used when the flag is not given; each one used is reported as an assum
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # Interface 1 (hardware/gpus.py): name, dense_tflops, intra_node_gb_s, host_link_gb_s
@@ -47,8 +48,18 @@ DEFAULT_NVME_GB_S = 3.0
 CPU_ADAM_PARAMS_PER_CORE_S = 0.8e9
 HOST_MEMORY_GB_S = 200.0
 CPU_ADAM_BYTES_PER_PARAM = 28  # 4 fp32 arrays read, 3 written
-LAUNCHERS = ("torchrun", "accelerate", "deepspeed")
-DEFAULT_LAUNCHER = "torchrun"
+
+
+class Launcher(StrEnum):
+    """What starts the GPU processes (``--launcher``): it decides the CPU optimizer's threads per process."""
+
+    TORCHRUN = "torchrun"
+    ACCELERATE = "accelerate"
+    DEEPSPEED = "deepspeed"
+
+
+LAUNCHERS = tuple(Launcher)
+DEFAULT_LAUNCHER = Launcher.TORCHRUN
 
 # Hardware field -> (default, why): the one table of the machine facts' defaults and reasons. The flags and
 # project-configuration keys that set them are named by the input table (memory/assumed.py INPUTS).
@@ -68,9 +79,9 @@ DEFAULTS: dict[str, tuple[Any, str]] = {
 def cpu_threads_per_rank(launcher: str, cores: int, ranks_per_node: int) -> float:
     """OpenMP threads DeepSpeedCPUAdam runs on in each of a node's GPU processes (module docstring)."""
     share = cores / max(1, ranks_per_node)
-    if launcher == "accelerate":
+    if launcher == Launcher.ACCELERATE:
         return min(1.0, share)  # num_cpu_threads_per_process defaults to 1 whatever the process count
-    if launcher == "torchrun" and ranks_per_node > 1:
+    if launcher == Launcher.TORCHRUN and ranks_per_node > 1:
         return min(1.0, share)  # OMP_NUM_THREADS=1 when unset and nproc_per_node > 1
     return share  # deepspeed (bound to cores / ranks, or oversubscribed: at best that), or one process
 
@@ -86,7 +97,7 @@ class Hardware:
     efficiency: float = DEFAULT_EFFICIENCY
     cpu_adam_params_per_core_s: float = CPU_ADAM_PARAMS_PER_CORE_S
     host_memory_gb_s: float = HOST_MEMORY_GB_S
-    launcher: str = DEFAULT_LAUNCHER
+    launcher: Launcher = DEFAULT_LAUNCHER
     defaulted: tuple[str, ...] = ()  # the fields (keys of DEFAULTS) not given: their defaults are assumptions
 
     def __post_init__(self) -> None:
@@ -98,5 +109,6 @@ class Hardware:
                 raise ValueError(f"{name} must be positive, got {value!r}")
         if self.launcher not in LAUNCHERS:
             raise ValueError(f"launcher must be one of {', '.join(LAUNCHERS)}, got {self.launcher!r}")
+        object.__setattr__(self, "launcher", Launcher(self.launcher))
         if isinstance(self.cpu_cores, bool) or not isinstance(self.cpu_cores, int) or self.cpu_cores < 1:
             raise ValueError(f"cpu_cores must be a positive integer, got {self.cpu_cores!r}")

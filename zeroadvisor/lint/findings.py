@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, Protocol
 
 
 class Severity(str, Enum):
@@ -22,6 +22,27 @@ _RANK = {Severity.INFO: 1, Severity.WARNING: 2, Severity.ERROR: 3}
 
 
 @dataclass(frozen=True, slots=True)
+class Action:
+    """Something a fix needs outside the DeepSpeed config (the training script, an NVMe mount, more GPUs).
+    ``values``: the numbers a script can act on (advisor/change.py words each kind)."""
+
+    kind: str  # gradient-checkpointing | nvme-path | sequence-parallel | tensor-parallel | cluster
+    text: str
+    values: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON "actions" entry: ``{"kind", "text", ...values}``."""
+        return {"kind": self.kind, "text": self.text, **self.values}
+
+
+class Recommends(Protocol):
+    """The typed recommendation an advice finding carries (advisor/advice.py Recommendation, KeyChange): reports
+    read its fields; ``to_dict`` is the JSON "recommends" object (None: the JSON names none, the fix says it)."""
+
+    def to_dict(self) -> dict[str, Any] | None: ...
+
+
+@dataclass(frozen=True, slots=True)
 class Finding:
     """One problem at one key. ``pointer`` is an RFC 6901 JSON pointer ("" = whole file)."""
 
@@ -34,11 +55,10 @@ class Finding:
     column: int | None
     message: str
     fix: dict[str, Any] | None = None  # RFC 7396 JSON merge patch that repairs it
-    # what the fix needs outside the config (training script, NVMe mount, cluster): {"kind", "text", ...}
-    actions: tuple[dict[str, Any], ...] = ()
-    # the change an advice finding recommends, as the search found it (advisor/rules.py _recommends):
-    # {"change", "option", "peak_gpu", "peak_host_per_node", "cost", "step_time_s", "configured_step_time_s"}
-    recommends: dict[str, Any] | None = None
+    actions: tuple[Action, ...] = ()  # what the fix needs outside the config (training script, NVMe, cluster)
+    # the change an advice finding recommends, as the search found it (advisor/advice.py): typed for the reports,
+    # its to_dict() the JSON "recommends" object
+    recommends: Recommends | None = None
 
     def sort_key(self) -> tuple:
         return (self.file, self.line or 0, self.column or 0, self.code, self.pointer)
@@ -58,7 +78,8 @@ class Finding:
         if self.fix is not None:
             out["fix"] = self.fix
         if self.actions:
-            out["actions"] = list(self.actions)
-        if self.recommends is not None:
-            out["recommends"] = dict(self.recommends)
+            out["actions"] = [action.to_dict() for action in self.actions]
+        recommends = self.recommends.to_dict() if self.recommends is not None else None
+        if recommends is not None:
+            out["recommends"] = recommends
         return out

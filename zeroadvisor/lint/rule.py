@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
-from zeroadvisor.lint.findings import Severity
+from zeroadvisor.lint.findings import Action, Recommends, Severity
 
 if TYPE_CHECKING:
     from zeroadvisor.lint.context import Context
@@ -30,9 +30,8 @@ class Hit:
     at: str = "key"
     offset: int | None = None  # a position in the text, for problems not tied to a key
     position: tuple[int, int] | None = None  # (line, column) when only that is known
-    # what the fix needs outside the config (advisor/change.py Action.to_dict): the JSON "actions" of a finding
-    actions: tuple[dict[str, Any], ...] = ()
-    recommends: dict[str, Any] | None = None  # the recommended change in numbers (Finding.recommends)
+    actions: tuple[Action, ...] = ()  # what the fix needs outside the config (Finding.actions)
+    recommends: Recommends | None = None  # the change an advice rule recommends, typed (Finding.recommends)
 
 
 @dataclass(frozen=True, slots=True)

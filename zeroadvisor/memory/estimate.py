@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from zeroadvisor.version import DEEPSPEED_TARGET
@@ -15,7 +16,7 @@ from zeroadvisor.memory.buffers import (CUDA_CONTEXT_BYTES, FRAGMENTATION, OVERH
 from zeroadvisor.memory import host as host_memory
 from zeroadvisor.memory.layout_buffers import layout_buffer_terms
 from zeroadvisor.memory.phases import LoadInputs, PhaseSplit, SaveInputs, largest_param, load_phase, save_phase
-from zeroadvisor.memory.verdict import DOES_NOT_FIT, FITS, PhasePeak, judge
+from zeroadvisor.memory.verdict import DOES_NOT_FIT, FITS, PhasePeak, Verdict, judge
 from zeroadvisor.memory.options import Option, Skipped, configured_option, enumerate_options, refusal
 from zeroadvisor.memory.parallel import (LocalParameters, Parallel, hpz_terms, local_parameters, parallel_activations,
                                          parallel_notes, read_parallel, tensor_parallel_largest_layer)
@@ -25,7 +26,16 @@ from zeroadvisor.memory.terms import ROWS, STATE_ROWS, Term, exact
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
 from zeroadvisor.units import format_bytes
 
-ACCOUNTINGS = ("deepspeed", "paper")
+
+
+class Accounting(StrEnum):
+    """What an estimate counts (``--accounting``)."""
+
+    DEEPSPEED = "deepspeed"  # what DeepSpeed allocates: model states, buffers, activations, allowances
+    PAPER = "paper"  # the ZeRO paper's model states alone
+
+
+ACCOUNTINGS = tuple(Accounting)
 
 
 @dataclass(slots=True)
@@ -39,7 +49,7 @@ class StageEstimate:
     per_gpu_nvme: int
     per_node_cpu: int  # that, per node (the runtime allowance and pinned rounding are in the phase peaks)
     per_node_nvme: int
-    verdict: str | None  # fits | tight | does-not-fit (memory/verdict.py); None: no capacity given
+    verdict: Verdict | None  # fits | tight | does-not-fit (memory/verdict.py); None: no capacity given
     terms: list[Term]  # every phase's terms (Term.phase says which)
     notes: list[str] = field(default_factory=list)
     phases: dict[str, PhasePeak] = field(default_factory=dict)  # load / train / save
@@ -105,7 +115,7 @@ def term_dict(t: Term) -> dict[str, Any]:
 class Estimate:
     model: ModelSpec
     shape: TrainingShape
-    accounting: str
+    accounting: Accounting
     cluster: Cluster
     settings: Settings
     stages: list[StageEstimate]
@@ -164,7 +174,7 @@ class Estimate:
 
 
 def estimate(config: dict | None, model: ModelSpec, shape: TrainingShape | None = None,
-             cluster: Cluster | None = None, accounting: str = "deepspeed") -> Estimate:
+             cluster: Cluster | None = None, accounting: str = Accounting.DEEPSPEED) -> Estimate:
     """Memory per GPU, host RAM and NVMe per node for every stage/offload option of ``config``.
 
     ``accounting="deepspeed"``: what DeepSpeed 0.19.8 allocates, plus buffers, gathered
@@ -173,6 +183,7 @@ def estimate(config: dict | None, model: ModelSpec, shape: TrainingShape | None 
     """
     if accounting not in ACCOUNTINGS:
         raise ValueError(f"accounting must be one of {', '.join(ACCOUNTINGS)}, got {accounting!r}")
+    accounting = Accounting(accounting)
     if not isinstance(model.parameters, int) or model.parameters < 1:
         raise ValueError(f"model.parameters must be a positive integer, got {model.parameters!r}")
     shape = shape or TrainingShape()
@@ -195,14 +206,14 @@ def estimate(config: dict | None, model: ModelSpec, shape: TrainingShape | None 
     configured, config_notes = configured_option(s)
     assumptions += config_notes
     assumed = list(s.assumed)
-    if accounting == "deepspeed":  # the paper's accounting counts model states alone
+    if accounting == Accounting.DEEPSPEED:  # the paper's accounting counts model states alone
         assumed += shape_assumptions(model, shape, configured.stage if s.configured else None)
     options, skipped = enumerate_options(s)
 
     act = parallel_activations(model, shape, s.micro_batch, s.precision, layout)
     # A verdict that leaves a row out says so (no unqualified "fits" while activations are unknown).
-    uncounted = ("activations",) if accounting == "deepspeed" and activations_unknown(assumed) else ()
-    if accounting == "deepspeed":
+    uncounted = ("activations",) if accounting == Accounting.DEEPSPEED and activations_unknown(assumed) else ()
+    if accounting == Accounting.DEEPSPEED:
         assumptions += list(act.notes)
         assumptions.append(OVERHEAD_ASSUMPTION)
         assumptions.append("host RAM includes a runtime allowance per GPU process (Python, torch, DeepSpeed and the "
@@ -228,7 +239,7 @@ def estimate(config: dict | None, model: ModelSpec, shape: TrainingShape | None 
             ds += deepspeed_terms(s, option, local.experts, layout.expert_data, spec, notes)
             paper += paper_terms(s, option, local.experts, layout.expert_data, spec, notes)
         ds += hpz_terms(s.precision, option.stage, option.offload_param, P, N, layout.hpz)
-        if accounting == "deepspeed":
+        if accounting == Accounting.DEEPSPEED:
             terms = (ds + gathered_terms(s, option, P, N, spec, notes)
                      + buffer_terms(s, option, P, N, spec, notes, cluster.gpus_on_a_node)
                      + layout_buffer_terms(model, shape, s.micro_batch, s.precision, layout))
@@ -237,7 +248,7 @@ def estimate(config: dict | None, model: ModelSpec, shape: TrainingShape | None 
                                   "memory/activations.py"))
         else:
             terms = paper
-        if accounting == "deepspeed":
+        if accounting == Accounting.DEEPSPEED:
             terms += _allowance_terms(terms)
             terms += host_memory.runtime_baseline_terms("train")
             terms += host_memory.pinned_rounding_terms(host_memory.deepspeed_pinned_buffers(
@@ -260,7 +271,7 @@ def estimate(config: dict | None, model: ModelSpec, shape: TrainingShape | None 
         per_node_nvme = nvme * cluster.gpus_on_a_node
         train_host = (host + host_overhead) * cluster.gpus_on_a_node
         peaks = [PhasePeak("train", per_gpu["total"], train_host, per_node_nvme)]
-        if accounting == "deepspeed":
+        if accounting == Accounting.DEEPSPEED:
             phase_peaks, phase_terms = _around_training(model, s, option, cluster, shape.load, per_gpu,
                                                         train_host, per_node_nvme, config, notes, split)
             peaks = [phase_peaks[0], *peaks, phase_peaks[1]]

@@ -5,15 +5,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from zeroadvisor.memory.settings import Settings
+from zeroadvisor.vocab import Device
 
-DEVICES = ("none", "cpu", "nvme")
+DEVICES = tuple(Device)  # the order options are listed in: no offload, CPU, NVMe
 
 
 @dataclass(frozen=True, slots=True)
 class Option:
     stage: int
-    offload_optimizer: str = "none"
-    offload_param: str = "none"
+    offload_optimizer: Device = Device.NONE
+    offload_param: Device = Device.NONE
+
+    def __post_init__(self) -> None:
+        # the devices as the closed set, however they were given (settings read them from the config as text)
+        if type(self.offload_optimizer) is not Device:
+            object.__setattr__(self, "offload_optimizer", Device(self.offload_optimizer))
+        if type(self.offload_param) is not Device:
+            object.__setattr__(self, "offload_param", Device(self.offload_param))
 
     @property
     def label(self) -> str:
@@ -39,14 +47,14 @@ class Skipped:
 def configured_option(s: Settings) -> tuple[Option, list[str]]:
     """The option the config selects, normalised to what DeepSpeed actually runs."""
     notes: list[str] = []
-    oo, op = s.offload_optimizer, s.offload_param
-    if s.stage == 0 and (oo != "none" or op != "none"):
+    oo, op = Device(s.offload_optimizer), Device(s.offload_param)
+    if s.stage == 0 and (oo != Device.NONE or op != Device.NONE):
         notes.append("offload is ignored without ZeRO (stage 0): DeepSpeed accepts the keys silently")
-        oo = op = "none"
-    if s.stage in (1, 2) and op != "none":
+        oo = op = Device.NONE
+    if s.stage in (1, 2) and op != Device.NONE:
         notes.append(f"offload_param is ignored at stage {s.stage} (only stage 3 partitions parameters; "
                      "DeepSpeed runs without it and without a warning)")
-        op = "none"
+        op = Device.NONE
     return Option(s.stage, oo, op), notes
 
 
@@ -55,10 +63,10 @@ def enumerate_options(s: Settings) -> tuple[list[Option], list[Skipped]]:
     configured, _ = configured_option(s)
     candidates: list[Option] = [Option(0)]
     for stage in (1, 2):
-        candidates += [Option(stage, "none"), Option(stage, "cpu")]
-        if configured.stage == stage and configured.offload_optimizer == "nvme":
+        candidates += [Option(stage, Device.NONE), Option(stage, Device.CPU)]
+        if configured.stage == stage and configured.offload_optimizer == Device.NVME:
             # stage_1_and_2.py __init__: cpu_offload = device != none, so nvme runs as cpu
-            candidates.append(Option(stage, "nvme"))
+            candidates.append(Option(stage, Device.NVME))
     for oo in DEVICES:
         for op in DEVICES:
             candidates.append(Option(3, oo, op))
@@ -90,7 +98,7 @@ def refusal(s: Settings, option: Option) -> str | None:
             return (f"{s.precision} parameters with {s.grad_accum_dtype} gradient accumulation without ZeRO raise "
                     "NotImplementedError (runtime/engine.py _do_optimizer_sanity_check)")
         return None
-    offloaded = option.offload_optimizer != "none"
+    offloaded = option.offload_optimizer != Device.NONE
     if s.fp16_master_weights_and_grads and not offloaded:
         return ("fp16_master_weights_and_grads requires offload_optimizer with DeepSpeedCPUAdam "
                 "(runtime/base_optimizer.py _configure_master_weights)")

@@ -18,8 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-FITS, TIGHT, DOES_NOT_FIT = "fits", "tight", "does-not-fit"
-VERDICTS = (FITS, TIGHT, DOES_NOT_FIT)  # best to worst
+from zeroadvisor.vocab import Verdict
+
+FITS, TIGHT, DOES_NOT_FIT = Verdict.FITS, Verdict.TIGHT, Verdict.DOES_NOT_FIT
+VERDICTS = tuple(Verdict)  # best to worst
 DEFAULT_HEADROOM = 0.10  # the share of each capacity a "fits" leaves free
 RESOURCES = ("gpu", "host", "nvme")
 RESOURCE_WORDS = {"gpu": "GPU memory", "host": "host RAM per node", "nvme": "NVMe per node"}
@@ -46,14 +48,14 @@ class PhasePeak:
 class Judgement:
     """The verdict, and which phase and resource decide it (the largest share of its capacity)."""
 
-    verdict: str | None  # None: no capacity known for any resource
+    verdict: Verdict | None  # None: no capacity known for any resource
     phase: str  # the binding phase
     resource: str  # the binding resource
     peak: int  # the binding peak (bytes)
     capacity: int | None
 
 
-def judge_one(peak: int, capacity: int, headroom: float) -> str:
+def judge_one(peak: int, capacity: int, headroom: float) -> Verdict:
     """The verdict of one peak against one capacity (exact arithmetic: no float rounding at the edge)."""
     if peak > capacity:
         return DOES_NOT_FIT

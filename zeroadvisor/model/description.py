@@ -40,7 +40,7 @@ from zeroadvisor.model.spec import ZERO_STAGES, Checkpointing, LoadInputs, Model
 
 SCHEMA_FILE = "model.schema.json"
 
-CHECKPOINTING: tuple[str, ...] = get_args(Checkpointing)  # ("none", "selective", "full")
+CHECKPOINTING: tuple[str, ...] = tuple(level.value for level in Checkpointing)  # ("none", "selective", "full")
 PRECISIONS: tuple[str, ...] = get_args(Precision)  # ("fp32", "fp16", "bf16")
 
 # A parameter count as text: an integer part (digits with _ separators, or commas between

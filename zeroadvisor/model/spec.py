@@ -3,9 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Literal
 
-Checkpointing = Literal["none", "selective", "full"]
+
+class Checkpointing(StrEnum):
+    """Activation checkpointing, weakest first: what the backward pass recomputes (memory/activations.py)."""
+
+    NONE = "none"
+    SELECTIVE = "selective"  # the attention core
+    FULL = "full"  # each layer from its input
+
+
 Precision = Literal["fp32", "fp16", "bf16"]  # the training (model) dtype, and the dtypes a model is loaded in
 ZERO_STAGES = (0, 1, 2, 3)
 
@@ -134,7 +143,7 @@ class TrainingShape:
     model description gives where the DeepSpeed config leaves them open (None: not given)."""
 
     sequence_length: int | None = None  # encoder-decoder: the source (encoder) length
-    activation_checkpointing: Checkpointing = "none"
+    activation_checkpointing: Checkpointing = Checkpointing.NONE
     flash_attention: bool = True
     target_length: int | None = None  # encoder-decoder: decoder tokens per sample (None: sequence_length)
     micro_batch_size: int | None = None  # fills train_micro_batch_size_per_gpu "auto" / absent

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from zeroadvisor.lint.findings import Finding
     from zeroadvisor.lint.rule import Rule
     from zeroadvisor.memory.estimate import Estimate
+    from zeroadvisor.memory.options import Option
+    from zeroadvisor.throughput import StepTime
 
 
 @dataclass
@@ -39,7 +41,7 @@ class Report:
     all_options: bool = False  # text: every option (--all); by default the configured, the recommended, no offload
     width: int | None = None  # text: the terminal's columns (None: 80)
     extra: dict[str, Any] = field(default_factory=dict)
-    throughput: dict[Any, Any] | None = None  # Option -> Throughput | NoThroughput (throughput.per_option)
+    throughput: "dict[Option, StepTime] | None" = None  # the estimate command's step times (throughput.per_option)
 
 
 # --format name -> module with ``render_report(report) -> str``

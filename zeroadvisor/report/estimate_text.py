@@ -13,14 +13,19 @@ from __future__ import annotations
 
 import textwrap
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Mapping
 
+from zeroadvisor.memory.estimate import Accounting, Estimate, StageEstimate
 from zeroadvisor.version import DEEPSPEED_TARGET
-from zeroadvisor.memory.estimate import Estimate, StageEstimate
 from zeroadvisor.memory.terms import ROWS
 from zeroadvisor import vocab as labels
 from zeroadvisor.report import escape, overview
 from zeroadvisor.units import format_bytes, scale
+from zeroadvisor.vocab import Device, Verdict
+
+if TYPE_CHECKING:
+    from zeroadvisor.memory.options import Option
+    from zeroadvisor.throughput import StepTime
 
 DEFAULT_WIDTH = 80
 MIN_WIDTH = 60  # narrower terminals wrap; below this no table is readable anyway
@@ -31,8 +36,8 @@ RECOMMENDED_MARK = ">"
 NUMBER_WIDTH = 7  # "1234.56"
 
 # ANSI SGR codes: verdicts, the marked columns, and one background per bar row.
-_SGR = {"fits": "32", "tight": "33", "does-not-fit": "31;1", "configured": "1", "recommended": "32;1",
-        "dim": "2"}
+_SGR = {Verdict.FITS: "32", Verdict.TIGHT: "33", Verdict.DOES_NOT_FIT: "31;1", "configured": "1",
+        "recommended": "32;1", "dim": "2"}
 _BAR_SGR = {"parameters": "44", "gradients": "46", "optimizer_states": "45", "gathered_parameters": "104",
             "buffers": "43", "activations": "42", "overhead": "100"}
 
@@ -74,7 +79,7 @@ class Style:
 
 def render(estimate: Estimate, unit: str = "GB", ascii_only: bool = False, explain: bool = False,
            assumed: bool = True, width: int | None = None, colour: bool = False, all_options: bool = False,
-           rec: overview.Recommendation | None = None, steps: Mapping[Any, Any] | None = None) -> str:
+           rec: overview.Headline | None = None, steps: Mapping[Option, StepTime] | None = None) -> str:
     """The estimate command's report: the verdict line, then ``body``. ``steps``: the step-time
     estimate per option (zeroadvisor.throughput.per_option), shown as a row relative to the configured."""
     style = Style(max(width or DEFAULT_WIDTH, MIN_WIDTH), colour, ascii_only)
@@ -83,7 +88,7 @@ def render(estimate: Estimate, unit: str = "GB", ascii_only: bool = False, expla
     return escape.output("\n".join(lines).rstrip() + "\n", ascii_only)
 
 
-def verdict_lines(estimate: Estimate | None, rec: overview.Recommendation | None, unit: str,
+def verdict_lines(estimate: Estimate | None, rec: overview.Headline | None, unit: str,
                   style: Style) -> list[str]:
     """The verdict sentence, wrapped; coloured by the verdict; the resolved GPU under it."""
     st = estimate.configured if estimate is not None else None
@@ -97,8 +102,8 @@ def verdict_lines(estimate: Estimate | None, rec: overview.Recommendation | None
 
 
 def body(estimate: Estimate, unit: str, style: Style, explain: bool = False, assumed: bool = True,
-         all_options: bool = False, rec: overview.Recommendation | None = None,
-         steps: Mapping[Any, Any] | None = None) -> list[str]:
+         all_options: bool = False, rec: overview.Headline | None = None,
+         steps: Mapping[Option, StepTime] | None = None) -> list[str]:
     """Everything after the verdict: the inputs, the table, the bars, the assumptions (and with
     ``explain`` the configured option's terms and the source notes).
 
@@ -120,7 +125,8 @@ def body(estimate: Estimate, unit: str, style: Style, explain: bool = False, ass
                             f"{layout.pipeline} (sequence {layout.sequence}, expert {layout.expert}); ZeRO "
                             f"partitions over the {layout.data} data-parallel ranks")
     lines += style.wrap(f"Accounting: {estimate.accounting}"
-                        + (f" (what DeepSpeed {DEEPSPEED_TARGET} allocates)" if estimate.accounting == "deepspeed"
+                        + (f" (what DeepSpeed {DEEPSPEED_TARGET} allocates)"
+                           if estimate.accounting == Accounting.DEEPSPEED
                            else " (ZeRO paper: model states only)"))
     unit_words = "10^9 bytes" if unit == "GB" else "2^30 bytes"
     lines += style.wrap(f"Unit: {unit} ({unit_words}); rows are per GPU, host RAM and NVMe per node.")
@@ -135,8 +141,8 @@ def body(estimate: Estimate, unit: str, style: Style, explain: bool = False, ass
     i = style.mark_index
     if limits:
         lines += style.wrap(f"Verdict against {', '.join(limits)}, each less {cluster.headroom:.0%} headroom: "
-                            f"{MARKS['fits'][i]} fits, {MARKS['tight'][i]} tight (inside the headroom), "
-                            f"{MARKS['does-not-fit'][i]} does not fit; peaks are over the load, train and "
+                            f"{MARKS[Verdict.FITS][i]} fits, {MARKS[Verdict.TIGHT][i]} tight (inside the headroom), "
+                            f"{MARKS[Verdict.DOES_NOT_FIT][i]} does not fit; peaks are over the load, train and "
                             "save phases.")
     else:
         lines.append("Fit: not judged (no GPU memory given).")
@@ -196,27 +202,27 @@ def body(estimate: Estimate, unit: str, style: Style, explain: bool = False, ass
 
 # --- the table ---------------------------------------------------------------------------------
 
-def _marker(st: StageEstimate, rec: overview.Recommendation | None) -> str:
+def _marker(st: StageEstimate, rec: overview.Headline | None) -> str:
     if st.configured:
         return CONFIGURED_MARK
     return RECOMMENDED_MARK if overview.is_recommended(st, rec) else ""
 
 
-def _header(st: StageEstimate, rec: overview.Recommendation | None) -> str:
+def _header(st: StageEstimate, rec: overview.Headline | None) -> str:
     return _marker(st, rec) + labels.option_header(st.option)
 
 
-def _compact_header(st: StageEstimate, rec: overview.Recommendation | None) -> list[str]:
+def _compact_header(st: StageEstimate, rec: overview.Headline | None) -> list[str]:
     """Three short lines, "*Z3" over "+opt:cpu" over "+par:nvme", for narrow terminals."""
     o = st.option
     parts = [f"{_marker(st, rec)}Z{o.stage}"]
-    parts.append(f"+opt:{o.offload_optimizer}" if o.offload_optimizer != "none" else "")
-    parts.append(f"+par:{o.offload_param}" if o.offload_param != "none" else "")
+    parts.append(f"+opt:{o.offload_optimizer}" if o.offload_optimizer != Device.NONE else "")
+    parts.append(f"+par:{o.offload_param}" if o.offload_param != Device.NONE else "")
     return parts
 
 
 def _cells(st: StageEstimate, estimate: Estimate, unit: str, style: Style,
-           with_phases: bool, steps: Mapping[Any, Any] | None) -> list[tuple[str, str | None]]:
+           with_phases: bool, steps: Mapping[Option, StepTime] | None) -> list[tuple[str, str | None]]:
     """The column of one option, top to bottom, each cell with its colour."""
     cells: list[tuple[str, str | None]] = [(_number(scale(st.per_gpu[row], unit)), None) for row in ROWS]
     cells.append((_number(scale(st.per_node_cpu, unit)), None))
@@ -242,7 +248,7 @@ def _row_labels(with_phases: bool, with_steps: bool) -> list[str]:
 
 
 def table(stages: list[StageEstimate], estimate: Estimate, unit: str, style: Style,
-          rec: overview.Recommendation | None = None, steps: Mapping[Any, Any] | None = None) -> list[str]:
+          rec: overview.Headline | None = None, steps: Mapping[Option, StepTime] | None = None) -> list[str]:
     """One column per option, in as few blocks as the width allows."""
     if not stages:
         return []
@@ -282,7 +288,7 @@ def table(stages: list[StageEstimate], estimate: Estimate, unit: str, style: Sty
     return out
 
 
-def _column_sgr(st: StageEstimate, rec: overview.Recommendation | None) -> str | None:
+def _column_sgr(st: StageEstimate, rec: overview.Headline | None) -> str | None:
     if st.configured:
         return _SGR["configured"]
     return _SGR["recommended"] if overview.is_recommended(st, rec) else None
@@ -291,7 +297,7 @@ def _column_sgr(st: StageEstimate, rec: overview.Recommendation | None) -> str |
 # --- the bars ----------------------------------------------------------------------------------
 
 def bars(stages: list[StageEstimate], estimate: Estimate, unit: str, style: Style,
-         rec: overview.Recommendation | None = None) -> list[str]:
+         rec: overview.Headline | None = None) -> list[str]:
     """A bar per option: its memory per GPU while training, one letter per row, against the card
     ("|"); dots up to a higher peak at load or save."""
     if not stages:

@@ -39,7 +39,7 @@ def render_report(report) -> str:
         return out
     gpu = run["cluster"].get("gpu")
     card = f" on {gpu['name']}" if gpu else ""
-    where = f"file={escape.workflow_property(report.path)}," if getattr(report, "path", None) else ""
+    where = f"file={escape.workflow_property(report.path)}," if report.path else ""
     notice = (f"::notice {where}title={escape.workflow_property('zeroadvisor verdict' + card)}::"
               f"{escape.workflow_data(run['verdict'])}\n")
     return (escape.for_encoding(notice, "ascii") if report.ascii_only else notice) + out

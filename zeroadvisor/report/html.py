@@ -15,12 +15,14 @@ from zeroadvisor.lint.findings import Finding
 from zeroadvisor import vocab as labels
 from zeroadvisor.report import escape, overview
 from zeroadvisor.units import format_bytes, scale
+from zeroadvisor.vocab import Verdict
 
 # One colour per row (the chart's legend says which).
 ROW_COLOURS = {"parameters": "#4e79a7", "gradients": "#76b7b2", "optimizer_states": "#b07aa1",
                "gathered_parameters": "#9c755f", "buffers": "#edc948", "activations": "#59a14f",
                "overhead": "#bab0ac"}
-VERDICT_COLOURS = {"fits": "#1a7f37", "tight": "#9a6700", "does-not-fit": "#cf222e", None: "#57606a"}
+VERDICT_COLOURS = {Verdict.FITS: "#1a7f37", Verdict.TIGHT: "#9a6700", Verdict.DOES_NOT_FIT: "#cf222e",
+                   None: "#57606a"}
 CHART_WIDTH = 960
 LABEL_WIDTH = 250
 VALUE_WIDTH = 110
@@ -121,8 +123,8 @@ def _options_table(stages, unit: str, rec) -> str:
     return "\n".join(rows)
 
 
-def render(path: str, findings: list[Finding], estimate, diff: str = "", unit: str = "GB", steps=None) -> str:
-    rec = overview.recommendation(findings, estimate, steps)
+def render(path: str, findings: list[Finding], estimate, diff: str = "", unit: str = "GB") -> str:
+    rec = overview.recommendation(findings, estimate)
     configured = estimate.configured if estimate is not None else None
     colour = VERDICT_COLOURS[configured.verdict if configured is not None else None]
     title = f"zeroadvisor: {path}" if path else "zeroadvisor"
@@ -166,6 +168,6 @@ def render(path: str, findings: list[Finding], estimate, diff: str = "", unit: s
 
 def render_report(report) -> str:
     estimate = report.estimate if report.check is None else report.check.estimate
-    out = render(report.path, report.findings, estimate, report.diff, report.unit, getattr(report, "throughput", None))
+    out = render(report.path, report.findings, estimate, report.diff, report.unit)
     # a stream that takes ASCII only gets character references: the same page
     return out.encode("ascii", "xmlcharrefreplace").decode("ascii") if report.ascii_only else out

@@ -10,21 +10,23 @@ emphasis, @mentions), and the diff sits in a fence longer than any backtick run 
 
 from __future__ import annotations
 
+from zeroadvisor.advisor.registry import ADVICE_CODES
 from zeroadvisor.lint.findings import Finding, Severity
 from zeroadvisor import vocab as labels
 from zeroadvisor.report import escape, overview
 from zeroadvisor.units import scale
+from zeroadvisor.vocab import Verdict
 
 MARKER = "<!-- zeroadvisor -->"  # the comment's identity: a bot edits the comment that holds it
 _ICON = {Severity.ERROR: "🔴", Severity.WARNING: "🟡", Severity.INFO: "🔵"}
-_VERDICT = {"fits": "✅", "tight": "⚠️", "does-not-fit": "❌", None: "–"}
+_VERDICT = {Verdict.FITS: "✅", Verdict.TIGHT: "⚠️", Verdict.DOES_NOT_FIT: "❌", None: "–"}
 MAX_COLUMNS = 6
 
 
 def _heading(path: str, findings: list[Finding], estimate) -> str:
     configured = estimate.configured if estimate is not None else None
-    # Config errors, as opposed to the memory verdict (advice rules, ZA8xx, carry that).
-    config_errors = sum(1 for f in findings if f.severity is Severity.ERROR and not f.code.startswith("ZA8"))
+    # Config errors, as opposed to the memory verdict (the advice rules carry that).
+    config_errors = sum(1 for f in findings if f.severity is Severity.ERROR and f.code not in ADVICE_CODES)
     verdict = f"{config_errors} config error(s)" if config_errors else "looks good"
     if configured is not None and configured.verdict is not None:
         verdict = f"{_VERDICT[configured.verdict]} {labels.VERDICT_WORDS[configured.verdict]}"
@@ -76,9 +78,9 @@ def breakdown_table(estimate, rec, unit: str) -> list[str]:
 
 
 def render(path: str, findings: list[Finding], estimate, usable: int | None, gpu_memory: int | None,
-           headroom: float, diff: str, unit: str = "GB", ascii_only: bool = False, steps=None) -> str:
+           headroom: float, diff: str, unit: str = "GB", ascii_only: bool = False) -> str:
     inline = escape.markdown_inline
-    rec = overview.recommendation(findings, estimate, steps)
+    rec = overview.recommendation(findings, estimate)
     out: list[str] = [_heading(path, findings, estimate), ""]
     out.append(inline(overview.verdict_sentence(estimate, rec, unit)))
     out.append("")
@@ -122,5 +124,4 @@ def render_report(report) -> str:
     check = report.check
     cluster = check.options.cluster
     return render(report.path, report.findings, check.estimate, cluster.usable_gpu_memory, cluster.gpu_memory,
-                  cluster.headroom, report.diff,
-                  report.unit, ascii_only=report.ascii_only, steps=getattr(report, "throughput", None))
+                  cluster.headroom, report.diff, report.unit, ascii_only=report.ascii_only)

@@ -2,28 +2,29 @@
 the recommended change and its cost, which options a short report shows, and each option's memory
 by row for the bar charts (text bars, the HTML report's SVG).
 
-The recommendation is read from the advice findings (ZA8xx): the first one, by priority, that
-carries a fix; its merge patch says which stage/offload the fix runs. Its cost is the estimated
-step time against the configured option when there is one (zeroadvisor.throughput, per option),
-else the cost clause the advice rule wrote.
+The recommendation is the typed one an advice finding carries (advisor/advice.py): the headline
+among the findings (advisor.advice.headline: the most pressing reason first). Its words, option,
+peak, cost and step times are the Recommendation's own; a column of the options table is marked as
+it when the estimate's option is that run. Per-option step times (the estimate command) are
+throughput.per_option's StepTime values.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 from zeroadvisor import vocab as labels
+from zeroadvisor.vocab import Device
 
 if TYPE_CHECKING:
+    from zeroadvisor.advisor.advice import Advised
     from zeroadvisor.lint.findings import Finding
     from zeroadvisor.memory.estimate import Estimate, StageEstimate
+    from zeroadvisor.memory.options import Option
+    from zeroadvisor.throughput import StepTime, Throughput
 
-# Advice that carries the change a reader should make first: the configured setup failing comes
-# before a cheaper option that also fits.
-ADVICE_PRIORITY = ("ZA801", "ZA805", "ZA802", "ZA804", "ZA803", "ZA809", "ZA806")
-# The advice rules write "...; cost: <what the change costs>" (advisor/rules.py, advisor/search.py COSTS).
-COST_MARK = "; cost: "
+    Steps = Mapping[Option, StepTime]
 
 # The rows a bar stacks, bottom to top: the parts of "total per GPU" (model_states is their subtotal).
 BAR_ROWS = ("parameters", "gradients", "optimizer_states", "gathered_parameters", "buffers", "activations",
@@ -34,75 +35,48 @@ BAR_LETTERS = {"parameters": "P", "gradients": "G", "optimizer_states": "O", "ga
 
 
 @dataclass(frozen=True)
-class Recommendation:
+class Headline:
+    """The recommendation a report names first, the finding that carries it (its code and name), and the
+    estimate's option that is the recommended run (None: no column of the table is that run)."""
+
     finding: "Finding"
-    stage: "StageEstimate | None"  # the option the fix runs, when the fix changes stage or offload
-    cost: str | None
+    advice: "Advised"
+    stage: "StageEstimate | None"
 
     @property
     def changes_option(self) -> bool:
         return self.stage is not None and not self.stage.configured
 
 
-def recommendation(findings: Iterable["Finding"], estimate: "Estimate | None",
-                   steps: Mapping[Any, Any] | None = None) -> Recommendation | None:
-    """The change the advice recommends first, or None when no advice carries one. ``steps``: the
-    step-time estimate per option (zeroadvisor.throughput.per_option), when there is one."""
-    advice = [f for f in findings if f.code in ADVICE_PRIORITY and f.fix is not None]
-    if not advice:
+def recommendation(findings: Iterable["Finding"], estimate: "Estimate | None") -> Headline | None:
+    """The change the advice recommends first, or None when no finding carries one."""
+    from zeroadvisor.advisor.advice import Recommendation, headline
+
+    found = headline(findings)
+    if found is None:
         return None
-    finding = min(advice, key=lambda f: ADVICE_PRIORITY.index(f.code))
+    finding, advice = found
     stage = None
-    if estimate is not None and estimate.configured is not None:
-        stage = _stage_of(estimate, _patched_option(estimate.configured.option, finding.fix))
-    numbers = finding.recommends
-    if numbers is not None and stage is not None and stage.peak_gpu != numbers["peak_gpu"]:
-        stage = None  # the change also moves the micro batch, layout or buckets: no column of the table is it
-    return Recommendation(finding, stage, _cost(finding, estimate, stage, steps))
+    if isinstance(advice, Recommendation) and estimate is not None:
+        # the column of the option it runs, when that column is the run (the change may also move the micro
+        # batch, the layout or the buckets, or run on another cluster: then no column is it)
+        stage = next((st for st in estimate.stages
+                      if st.option == advice.option and st.peak_gpu == advice.peak_gpu), None)
+    return Headline(finding, advice, stage)
 
 
-def _patched_option(option: Any, patch: dict[str, Any]) -> tuple[int, str, str]:
-    """(stage, optimizer device, parameter device) after the RFC 7396 merge patch ``patch``, normalised as
-    DeepSpeed runs it (memory/options.py configured_option: no offload at stage 0, no parameter offload
-    below stage 3)."""
-    zero = patch.get("zero_optimization")
-    stage, devices = option.stage, {"offload_optimizer": option.offload_optimizer,
-                                    "offload_param": option.offload_param}
-    if isinstance(zero, dict):
-        if isinstance(zero.get("stage"), int):
-            stage = zero["stage"]
-        for which in devices:
-            if which in zero:
-                block = zero[which]
-                if block is None:
-                    devices[which] = "none"
-                elif isinstance(block, dict) and isinstance(block.get("device"), str):
-                    devices[which] = block["device"]
-    if stage == 0:
-        devices = dict.fromkeys(devices, "none")
-    elif stage < 3:
-        devices["offload_param"] = "none"
-    return stage, devices["offload_optimizer"], devices["offload_param"]
+def throughput(st: "StageEstimate | None", steps: "Steps | None") -> "Throughput | None":
+    """The option's step-time estimate, or None where there is none (no table, or no step time for it)."""
+    from zeroadvisor.throughput import Throughput
 
-
-def _stage_of(estimate: "Estimate", key: tuple[int, str, str]) -> "StageEstimate | None":
-    for st in estimate.stages:
-        if (st.option.stage, st.option.offload_optimizer, st.option.offload_param) == key:
-            return st
-    return None
-
-
-def throughput(st: "StageEstimate | None", steps: Mapping[Any, Any] | None) -> Any:
-    """The option's step-time estimate (a Throughput with ``step_time_s``), or None where there is none
-    (no table, or the model could not time this option)."""
     if st is None or not steps:
         return None
     result = steps.get(st.option)
-    return result if getattr(result, "step_time_s", None) else None
+    return result if isinstance(result, Throughput) and result.step_time_s else None
 
 
 def relative_step_time(st: "StageEstimate", configured: "StageEstimate | None",
-                       steps: Mapping[Any, Any] | None) -> float | None:
+                       steps: "Steps | None") -> float | None:
     """The option's step time over the configured option's, when both are estimated."""
     mine, theirs = throughput(st, steps), throughput(configured, steps)
     if mine is None or theirs is None:
@@ -110,46 +84,7 @@ def relative_step_time(st: "StageEstimate", configured: "StageEstimate | None",
     return mine.step_time_s / theirs.step_time_s
 
 
-def _cost(finding: "Finding", estimate: "Estimate | None", stage: "StageEstimate | None",
-          steps: Mapping[Any, Any] | None) -> str | None:
-    numbers = finding.recommends
-    if numbers is not None:  # the search's own numbers for the whole change
-        before, after = numbers.get("configured_step_time_s"), numbers.get("step_time_s")
-        if before and after:
-            return f"estimated step time {after / before:.2f}x the configured run's; {numbers['cost']}"
-        return numbers["cost"]
-    if stage is not None and estimate is not None and not stage.configured:
-        ratio = relative_step_time(stage, estimate.configured, steps)
-        if ratio is not None:
-            return f"estimated step time {ratio:.2f}x the configured option's"
-    if COST_MARK in finding.message:
-        return finding.message.split(COST_MARK, 1)[1].strip()
-    if stage is not None and estimate is not None and estimate.configured is not None and not stage.configured:
-        return _option_cost(estimate.configured.option, stage.option)
-    return None
-
-
-def _option_cost(configured, option) -> str | None:
-    """The cost sentence of a move between options, from the advice's own table (advisor/search.py COSTS)."""
-    from zeroadvisor.advisor import search
-
-    costs = getattr(search, "COSTS", {})
-    if option.offload_optimizer == "nvme" or option.offload_param == "nvme":
-        kind = "nvme"
-    elif option.offload_param != "none" and configured.offload_param == "none":
-        kind = "offload-param"
-    elif option.offload_optimizer != "none" and configured.offload_optimizer == "none":
-        kind = "offload-optimizer"
-    elif option.stage == configured.stage:
-        kind = "no-offload"
-    elif option.stage == 3:
-        kind = "higher-stage"
-    else:
-        kind = "lower-stage" if configured.stage == 3 else "other-stage"
-    return costs.get(kind)
-
-
-def verdict_sentence(estimate: "Estimate | None", rec: Recommendation | None, unit: str,
+def verdict_sentence(estimate: "Estimate | None", rec: Headline | None, unit: str,
                      findings: Sequence["Finding"] = ()) -> str:
     """The configured option in one sentence: verdict, peak against capacity, binding phase and
     resource, then the recommended change and its cost."""
@@ -174,47 +109,35 @@ def verdict_sentence(estimate: "Estimate | None", rec: Recommendation | None, un
     return text
 
 
-def recommendation_words(rec: Recommendation, unit: str) -> str:
+def recommendation_words(rec: Headline, unit: str) -> str:
+    """"Recommended (ZA801 does-not-fit): <the change> (<its option>), peak <GB> per GPU; cost: <its cost>"."""
+    from zeroadvisor.advisor.advice import KeyChange
     from zeroadvisor.units import format_bytes
 
     code = f"{rec.finding.code} {rec.finding.name}"
-    numbers = rec.finding.recommends
-    if numbers is not None:
-        text = (f"Recommended ({code}): {numbers['change']} ({numbers['option']}), peak "
-                f"{format_bytes(numbers['peak_gpu'], unit)} per GPU")
-    elif rec.changes_option:
-        st = rec.stage
-        text = (f"Recommended ({code}): {labels.option_words(st.option)} ({labels.option_header(st.option)}), "
-                f"peak {format_bytes(st.peak_gpu, unit)} per GPU")
-    else:
-        keys = sorted(_leaf_keys(rec.finding.fix or {}))
-        text = f"Recommended ({code}): change {', '.join(keys)}" if keys else f"Recommended: {code}"
-    if rec.cost:
-        text += f"; cost: {rec.cost}"
-    return text
+    advice = rec.advice
+    if isinstance(advice, KeyChange):  # config keys alone (smaller buckets): no estimate of its own
+        return f"Recommended ({code}): change {', '.join(advice.keys)}"
+    text = (f"Recommended ({code}): {advice.description} ({labels.option_header(advice.option)}), peak "
+            f"{format_bytes(advice.peak_gpu, unit)} per GPU")
+    ratio = advice.relative_step_time
+    cost = f"estimated step time {ratio:.2f}x the configured run's; {advice.cost}" if ratio else advice.cost
+    return f"{text}; cost: {cost}" if cost else text
 
 
-def _leaf_keys(patch: dict[str, Any], prefix: str = "") -> list[str]:
-    out = []
-    for key, value in patch.items():
-        path = f"{prefix}.{key}" if prefix else str(key)
-        out += _leaf_keys(value, path) if isinstance(value, dict) and value else [path]
-    return out
-
-
-def shown_stages(estimate: "Estimate", rec: Recommendation | None, all_options: bool) -> list["StageEstimate"]:
+def shown_stages(estimate: "Estimate", rec: Headline | None, all_options: bool) -> list["StageEstimate"]:
     """The options a report shows: every one with ``all_options``; by default the configured, the
     recommended and the stages without offload, in the estimate's order."""
     if all_options:
         return list(estimate.stages)
     wanted = {id(st) for st in estimate.stages
-              if st.configured or (st.option.offload_optimizer == "none" and st.option.offload_param == "none")}
+              if st.configured or (st.option.offload_optimizer == Device.NONE and st.option.offload_param == Device.NONE)}
     if rec is not None and rec.stage is not None:
         wanted.add(id(rec.stage))
     return [st for st in estimate.stages if id(st) in wanted]
 
 
-def is_recommended(st: "StageEstimate", rec: Recommendation | None) -> bool:
+def is_recommended(st: "StageEstimate", rec: Headline | None) -> bool:
     return rec is not None and rec.changes_option and rec.stage is st
 
 
@@ -225,8 +148,8 @@ def bar_rows(st: "StageEstimate") -> list[tuple[str, int]]:
 
 def gpu_name(estimate: "Estimate") -> str | None:
     """The GPU ``--gpu`` resolved to (hardware/gpus.py GpuSpec.name), when the cluster names one."""
-    spec = getattr(estimate.cluster, "gpu", None)
-    return getattr(spec, "name", spec if isinstance(spec, str) else None)
+    spec = estimate.cluster.gpu
+    return spec.name if spec is not None else None
 
 
 def gpu_words(estimate: "Estimate", unit: str) -> str | None:
@@ -241,12 +164,11 @@ def gpu_words(estimate: "Estimate", unit: str) -> str | None:
     return f"{name}, {capacity} per GPU" if name else f"{capacity} per GPU"
 
 
-ASSUMED_INPUT = "ZA808"  # check reports each assumed input as this finding
-
-
 def assumed_in(findings: Iterable["Finding"]) -> bool:
     """Whether the findings already list the assumed inputs (check), so a report need not repeat them."""
-    return any(f.code == ASSUMED_INPUT for f in findings)
+    from zeroadvisor.advisor.rules import lists_assumed_inputs
+
+    return lists_assumed_inputs(findings)
 
 
 def assumption_lines(estimate: "Estimate", with_assumed: bool = True) -> list[str]:

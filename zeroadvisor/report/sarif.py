@@ -102,7 +102,7 @@ def run_properties(report) -> dict[str, Any] | None:
         return None
     from zeroadvisor.report import overview
 
-    rec = overview.recommendation(report.findings, estimate, getattr(report, "throughput", None))
+    rec = overview.recommendation(report.findings, estimate)
     return {"verdict": overview.verdict_sentence(estimate, rec, report.unit),
             "cluster": estimate.to_dict()["cluster"]}
 

@@ -72,14 +72,14 @@ def render_report(report) -> str:
     if report.check is None and estimate is not None:  # the estimate command: the table alone
         return estimate_text.render(estimate, report.unit, ascii_only=report.ascii_only, explain=report.explain,
                                     width=report.width, colour=report.colour, all_options=report.all_options,
-                                    steps=getattr(report, "throughput", None))
+                                    steps=report.throughput)
     if report.check is None:  # lint
         return render(report.findings, colour=report.colour, files=report.files, ascii_only=report.ascii_only,
                       unreadable=len(report.extra.get("unreadable", ())), skipped=len(report.extra.get("skipped", ())))
     style = estimate_text.Style(max(report.width or estimate_text.DEFAULT_WIDTH, estimate_text.MIN_WIDTH),
                                 report.colour, report.ascii_only)
-    steps = getattr(report, "throughput", None)  # Option -> step time (zeroadvisor.throughput), when timed
-    rec = overview.recommendation(report.findings, estimate, steps)
+    steps = report.throughput  # Option -> StepTime (zeroadvisor.throughput.per_option), when timed
+    rec = overview.recommendation(report.findings, estimate)
     lines = estimate_text.verdict_lines(estimate, rec, report.unit, style)
     lines.append("")
     lines += wrapped(report.findings, style.width, report.colour)

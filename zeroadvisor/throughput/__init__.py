@@ -2,17 +2,42 @@
 
 Pipeline position: after memory/ (which options fit) and before advisor/ (which fitting option is
 fastest). ``step_time`` takes what the memory model has per option; ``step_time_of`` takes an
-estimate's option directly.
+estimate's option directly. Between layers a step time is a value, never an exception: a
+:data:`StepTime` is the :class:`Throughput`, or a :class:`NoStepTime` saying why there is none.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from zeroadvisor.throughput.comm import ZeroPlusPlus
 from zeroadvisor.hardware.machine import DEFAULTS, Hardware
 from zeroadvisor.throughput.step import NoThroughput, StepTerm, Throughput, global_batch_of, step_time
 
-__all__ = ["DEFAULTS", "Hardware", "NoThroughput", "StepTerm", "Throughput", "ZeroPlusPlus", "global_batch_of",
-           "step_time", "step_time_of"]
+if TYPE_CHECKING:
+    from zeroadvisor.memory.options import Option
+
+__all__ = ["DEFAULTS", "Hardware", "NoStepTime", "NoThroughput", "StepTerm", "StepTime", "Throughput",
+           "ZeroPlusPlus", "global_batch_of", "per_option", "seconds_of", "step_time", "step_time_of"]
+
+
+@dataclass(frozen=True, slots=True)
+class NoStepTime:
+    """No step time for an option, and why (the missing input, e.g. "no GPU named (--gpu): ...")."""
+
+    reason: str
+
+    def __str__(self) -> str:
+        return self.reason
+
+
+StepTime = Throughput | NoStepTime
+
+
+def seconds_of(step: StepTime) -> float | None:
+    """The step time in seconds, None where there is none."""
+    return step.step_time_s if isinstance(step, Throughput) else None
 
 
 def step_time_of(estimate, stage, hw: Hardware, config: dict | None = None,
@@ -28,19 +53,20 @@ def step_time_of(estimate, stage, hw: Hardware, config: dict | None = None,
                      layout=layout, global_batch=global_batch)
 
 
-def per_option(estimate, hw: Hardware, config: dict | None = None) -> dict:
-    """Every option of ``estimate``: its Throughput, or the NoThroughput saying why there is none."""
-    out: dict = {}
+def per_option(estimate, hw: Hardware, config: dict | None = None) -> dict[Option, StepTime]:
+    """Every option of ``estimate`` (memory/options.py Option) -> its StepTime: the Throughput, or the
+    NoStepTime saying why there is none."""
+    out: dict[Option, StepTime] = {}
     for stage in estimate.stages:
         try:
             out[stage.option] = step_time_of(estimate, stage, hw, config)
         except NoThroughput as err:
-            out[stage.option] = err
+            out[stage.option] = NoStepTime(str(err))
     return out
 
 
-def json_fields(result) -> dict:
+def json_fields(result: StepTime) -> dict:
     """JSON per option: ``throughput`` {step_time_s, tokens_per_s, bound} or null with the reason."""
     if isinstance(result, Throughput):
         return {"throughput": result.to_dict()}
-    return {"throughput": None, "throughput_unavailable": str(result)}
+    return {"throughput": None, "throughput_unavailable": result.reason}
