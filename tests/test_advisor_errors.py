@@ -16,9 +16,9 @@ import pytest
 from cli_run import cli  # noqa: F401 - the fixture
 from zeroadvisor.advisor.check import CheckOptions, check_document
 from zeroadvisor.api import UsageError
+from zeroadvisor.config.source import parse
 from zeroadvisor.inputs import values
 from zeroadvisor.inputs.model import model_and_shape
-from zeroadvisor.config.source import parse
 from zeroadvisor.memory import EstimateError
 from zeroadvisor.memory.estimate import MAX_MEMORY_BYTES, Cluster, estimate
 from zeroadvisor.model.description import spec_from_params

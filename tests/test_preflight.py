@@ -10,8 +10,8 @@ import types
 import pytest
 
 import zeroadvisor
-from zeroadvisor.inputs import environment as pf
 from zeroadvisor.api import UsageError
+from zeroadvisor.inputs import environment as pf
 
 GIB = 1 << 30
 KIB = 1024

@@ -36,8 +36,18 @@ _PUBLIC = {
 __all__ = ["DEEPSPEED_TARGET", "__version__", "lint", *_PUBLIC]
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ imports on use
-    from zeroadvisor.api import (EXPECTED_ERRORS, CheckReport, EstimateResult, LintResult, PreflightError,
-                                 PreflightResult, UsageError, check, estimate, preflight)
+    from zeroadvisor.api import (
+        EXPECTED_ERRORS,
+        CheckReport,
+        EstimateResult,
+        LintResult,
+        PreflightError,
+        PreflightResult,
+        UsageError,
+        check,
+        estimate,
+        preflight,
+    )
     from zeroadvisor.inputs.environment import Readings
     from zeroadvisor.lint.findings import Finding, Severity
 

@@ -8,8 +8,9 @@ memory model, the advisor, the fix writer) are imported inside those functions s
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, BinaryIO, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from zeroadvisor.inputs.errors import UnusableConfig, UsageError
 from zeroadvisor.lint.findings import Finding, Severity
@@ -67,7 +68,7 @@ class LintResult:
     files: int
     unreadable: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
-    rules: tuple["Rule", ...] = ()
+    rules: tuple[Rule, ...] = ()
 
     @property
     def errors(self) -> int:
@@ -99,7 +100,7 @@ class LintResult:
         return _render(format, self.findings, files=self.files, rules=self.rules, extra=self.extra)
 
 
-def lint(inputs: "RunInputs", stdin: BinaryIO | None = None) -> LintResult:
+def lint(inputs: RunInputs, stdin: BinaryIO | None = None) -> LintResult:
     """Lint the run's configs: files, directories and glob patterns (``-`` reads ``stdin``, standard input by
     default), or one config in memory.
 
@@ -110,9 +111,9 @@ def lint(inputs: "RunInputs", stdin: BinaryIO | None = None) -> LintResult:
     cannot be read at all is listed in ``unreadable`` and the others are still linted; a path that names
     nothing (an empty directory, a pattern without matches) is a UsageError.
     """
-    from zeroadvisor.deepspeed.kind import kind_of_file
-    from zeroadvisor.config.reader import InputError
     from zeroadvisor.advisor import registry
+    from zeroadvisor.config.reader import InputError
+    from zeroadvisor.deepspeed.kind import kind_of_file
 
     options = inputs.lint_options()
     findings: list[Finding] = []
@@ -137,7 +138,7 @@ def lint(inputs: "RunInputs", stdin: BinaryIO | None = None) -> LintResult:
     return LintResult(findings, files, unreadable, skipped, linted)
 
 
-def _expand(configs: Sequence["ConfigSource"]) -> list[tuple["ConfigSource", bool]]:
+def _expand(configs: Sequence[ConfigSource]) -> list[tuple[ConfigSource, bool]]:
     """(source, found in a folder) for each config: paths expanded (config/paths.py), in-memory ones as they are."""
     from zeroadvisor.config.paths import PathError, expand_inputs
     from zeroadvisor.inputs.source import ConfigSource
@@ -151,7 +152,7 @@ def _expand(configs: Sequence["ConfigSource"]) -> list[tuple["ConfigSource", boo
     return [(ConfigSource.path(item.path, dash_is_stdin=True), item.found) for item in expanded]
 
 
-def _lint_source(source: "ConfigSource", options, rules: Sequence["Rule"], stdin: BinaryIO | None) -> list[Finding]:
+def _lint_source(source: ConfigSource, options, rules: Sequence[Rule], stdin: BinaryIO | None) -> list[Finding]:
     """One config, under the same limits whatever its source (config/reader.py): a config that does not parse
     is findings; one that cannot be read at all raises reader.InputError."""
     from zeroadvisor.config.source import ParseError
@@ -175,11 +176,11 @@ class EstimateResult:
     step time per option, where asked for (``step_times``).
     """
 
-    estimate: "Estimate"
+    estimate: Estimate
     throughput: dict | None = None
 
     @property
-    def configured(self) -> "StageEstimate | None":
+    def configured(self) -> StageEstimate | None:
         return self.estimate.configured
 
     @property
@@ -195,7 +196,7 @@ class EstimateResult:
         return _render(format, [], estimate=self.estimate, unit=unit, explain=explain, throughput=self.throughput)
 
 
-def estimate(inputs: "RunInputs", step_times_too: bool = False) -> EstimateResult:
+def estimate(inputs: RunInputs, step_times_too: bool = False) -> EstimateResult:
     """Memory per GPU and node for every stage of the run's config (none: DeepSpeed's defaults, fp16 Adam);
     with ``step_times_too`` the step time per option on ``inputs.hardware``.
 
@@ -237,7 +238,7 @@ def estimate(inputs: "RunInputs", step_times_too: bool = False) -> EstimateResul
     return result
 
 
-def step_times(result: "Estimate", hardware: "Hardware") -> dict:
+def step_times(result: Estimate, hardware: Hardware) -> dict:
     """Step time per option of ``result`` (zeroadvisor.throughput.per_option, on the config the estimate was
     made of). Where a step time was computed, the machine facts left to their defaults join the estimate's
     assumed inputs."""
@@ -250,8 +251,8 @@ def step_times(result: "Estimate", hardware: "Hardware") -> dict:
     return steps
 
 
-def _accelerate_estimate_inputs(name: str, document: "Document", shape: "TrainingShape",
-                                cluster: "Cluster") -> tuple[dict, "TrainingShape", "Cluster"]:
+def _accelerate_estimate_inputs(name: str, document: Document, shape: TrainingShape,
+                                cluster: Cluster) -> tuple[dict, TrainingShape, Cluster]:
     from zeroadvisor.advisor.accelerate import AccelerateConflict, estimate_inputs
 
     try:
@@ -263,7 +264,7 @@ def _accelerate_estimate_inputs(name: str, document: "Document", shape: "Trainin
     return data, shape, cluster
 
 
-def _refuse_conflicts(name: str, data: dict, model: "ModelSpec", gpus: int, shape: "TrainingShape") -> None:
+def _refuse_conflicts(name: str, data: dict, model: ModelSpec, gpus: int, shape: TrainingShape) -> None:
     """A flag or model-description value the config contradicts is a UsageError (exit 2): DeepSpeed
     runs the config's value, so estimating either one would answer a question nobody asked."""
     from zeroadvisor.memory.settings import given_conflicts
@@ -273,7 +274,7 @@ def _refuse_conflicts(name: str, data: dict, model: "ModelSpec", gpus: int, shap
         raise UsageError(f"{name}: {conflicts[0]}")
 
 
-def _refuse_layout(name: str | None, data: dict | None, gpus: int, shape: "TrainingShape") -> None:
+def _refuse_layout(name: str | None, data: dict | None, gpus: int, shape: TrainingShape) -> None:
     """Parallel degrees that do not divide the GPUs are a UsageError (exit 2): no run has that layout."""
     from zeroadvisor.memory.errors import EstimateError
     from zeroadvisor.memory.parallel import read_parallel
@@ -284,7 +285,7 @@ def _refuse_layout(name: str | None, data: dict | None, gpus: int, shape: "Train
         raise UsageError(f"{name}: {err}" if name else str(err)) from None
 
 
-def _read_config(source: "ConfigSource") -> "Document":
+def _read_config(source: ConfigSource) -> Document:
     from zeroadvisor.config.source import ParseError
 
     try:
@@ -294,7 +295,7 @@ def _read_config(source: "ConfigSource") -> "Document":
         raise UnusableConfig(f"{where}: {err.message}") from None
 
 
-def _lint_errors(document: "Document") -> list[Finding]:
+def _lint_errors(document: Document) -> list[Finding]:
     from zeroadvisor.rules.linter import lint_document
 
     return [f for f in lint_document(document) if f.severity is Severity.ERROR]
@@ -314,19 +315,19 @@ class CheckReport:
     """
 
     path: str
-    result: "CheckResult"
+    result: CheckResult
     diff: str = ""
     notes: list[str] = field(default_factory=list)  # one line each, for the user beside the report
     fixed: int | None = None
     error: str | None = None
-    rules: tuple["Rule", ...] = ()
+    rules: tuple[Rule, ...] = ()
 
     @property
     def findings(self) -> list[Finding]:
         return self.result.findings
 
     @property
-    def estimate(self) -> "Estimate | None":
+    def estimate(self) -> Estimate | None:
         return self.result.estimate
 
     @property
@@ -353,13 +354,13 @@ class CheckReport:
                        diff=self.diff, unit=self.result.options.unit, explain=explain)
 
 
-def check(inputs: "RunInputs") -> Iterator[CheckReport]:
+def check(inputs: RunInputs) -> Iterator[CheckReport]:
     """Each of the run's configs against the same model and cluster, one report each, in order."""
     for source in inputs.configs:
         yield check_one(inputs, source)
 
 
-def check_one(inputs: "RunInputs", source: "ConfigSource") -> CheckReport:
+def check_one(inputs: RunInputs, source: ConfigSource) -> CheckReport:
     """Lint findings and memory advice for one config; its fixes as a diff, or written (``inputs.diff``,
     ``inputs.fix``).
 
@@ -396,7 +397,7 @@ def check_one(inputs: "RunInputs", source: "ConfigSource") -> CheckReport:
     return _with_fixes(CheckReport(name, result, notes=notes, rules=rules), source, document, inputs)
 
 
-def _with_fixes(report: CheckReport, source: "ConfigSource", document: "Document", inputs: "RunInputs") -> CheckReport:
+def _with_fixes(report: CheckReport, source: ConfigSource, document: Document, inputs: RunInputs) -> CheckReport:
     """``report`` with its fixes as a diff (``inputs.diff``) or written into the file (``inputs.fix``)."""
     from zeroadvisor.advisor.check import combined_patch
     from zeroadvisor.fix.apply import FixError, unified_diff, write_fix
@@ -427,12 +428,12 @@ def _with_fixes(report: CheckReport, source: "ConfigSource", document: "Document
     return replace(report, fixed=sum(1 for f in report.findings if f.fix))
 
 
-def _check_accelerate(name: str, document: "Document", options: "CheckOptions",
-                      rules: Sequence["Rule"]) -> "CheckResult":
+def _check_accelerate(name: str, document: Document, options: CheckOptions,
+                      rules: Sequence[Rule]) -> CheckResult:
     """An Accelerate launcher config: checked as the DeepSpeed config Accelerate builds from it."""
     from zeroadvisor.advisor.accelerate import AccelerateConflict, check_accelerate
 
-    def refuse(where: str, data: dict, run: "CheckOptions") -> None:
+    def refuse(where: str, data: dict, run: CheckOptions) -> None:
         _refuse_conflicts(where, data, run.model, run.cluster.gpus, run.shape)
 
     try:
@@ -443,7 +444,7 @@ def _check_accelerate(name: str, document: "Document", options: "CheckOptions",
 
 # -- the Hugging Face Trainer -------------------------------------------------------------
 
-def trainer_filled(document: "Document", training, world_size: int | None, hidden_size: int | None) -> "Document":
+def trainer_filled(document: Document, training, world_size: int | None, hidden_size: int | None) -> Document:
     """``document`` with the data DeepSpeed gets under the Trainer: "auto" filled from ``training`` as
     transformers' HfTrainerDeepSpeedConfig does, then the precision section Accelerate adds for --fp16/--bf16
     (deepspeed/hf_fill.py). Positions stay those of the file; mismatches are left for rule ZA310."""
@@ -453,7 +454,7 @@ def trainer_filled(document: "Document", training, world_size: int | None, hidde
     return replace(document, data=hf_fill.accelerate_precision(filled.config, training))
 
 
-def trainer_shape(data: dict, shape: "TrainingShape", training) -> "TrainingShape":
+def trainer_shape(data: dict, shape: TrainingShape, training) -> TrainingShape:
     """The micro batch the Trainer's dataloader feeds (per_device_train_batch_size) where the config names
     no batch size (where it does, the filled config decides and ZA310 reports a difference)."""
     from zeroadvisor.deepspeed.effective import MBS, TBS

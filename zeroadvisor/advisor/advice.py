@@ -15,17 +15,18 @@ objects, the JSON "recommends" object is their ``to_dict()``, and a report's ver
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any
 
 from zeroadvisor import vocab as labels
 from zeroadvisor.advisor.search import BucketTuning, Considered, Outcome, Searcher, Shortfall
 from zeroadvisor.lint.findings import Action, Finding
+from zeroadvisor.memory.cluster import Cluster
 from zeroadvisor.memory.estimate import Estimate, StageEstimate
 from zeroadvisor.memory.options import Option
-from zeroadvisor.memory.cluster import Cluster
 from zeroadvisor.units import format_bytes
 
 if TYPE_CHECKING:

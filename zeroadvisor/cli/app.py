@@ -10,9 +10,9 @@ from typing import Any, List, Literal, Optional
 
 import typer
 
-from zeroadvisor.version import __version__
 from zeroadvisor.cli import commands, options
 from zeroadvisor.cli.exits import ExitCode
+from zeroadvisor.version import __version__
 
 try:  # recent typer vendors click
     from typer._click.exceptions import ClickException

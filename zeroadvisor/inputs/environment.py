@@ -18,8 +18,9 @@ from __future__ import annotations
 import os
 import re
 import sys as _sys
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 MEMINFO = "/proc/meminfo"
 # /proc/meminfo values are in kibibytes (proc(5): "kB" there means 1024 bytes).
@@ -51,7 +52,7 @@ def _positive_int(text: str | None) -> int | None:
 def _torch() -> Any:
     """torch if this process can import it, else None."""
     try:
-        import torch  # noqa: PLC0415 - only here: the core never imports torch
+        import torch
     except ImportError:
         return None
     return torch

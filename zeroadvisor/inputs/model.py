@@ -7,7 +7,8 @@ Shape values are checked where the shape is built (model/description.py apply_ov
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from zeroadvisor.inputs.errors import UsageError
 from zeroadvisor.inputs.values import KEYWORDS, Spelling
@@ -37,7 +38,7 @@ def peft_inputs(values: Mapping[str, Any], spelling: Spelling = KEYWORDS) -> dic
             "quantization": values.get("quantization")}
 
 
-def model_and_shape(model: "str | os.PathLike[str] | ModelSpec | None" = None, params: int | str | None = None,
+def model_and_shape(model: str | os.PathLike[str] | ModelSpec | None = None, params: int | str | None = None,
                     *, spelling: Spelling = KEYWORDS, **training: Any) -> tuple[ModelSpec, TrainingShape]:
     """The ModelSpec and TrainingShape of ``model`` (a path, model directory or Hub id, or a ModelSpec) or
     ``params`` (a count such as "7B" or 7_000_000_000), with the ``training`` inputs (TRAINING_INPUTS) applied;

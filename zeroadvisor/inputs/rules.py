@@ -3,12 +3,12 @@ line, each file's nearest project configuration (its select, ignore and per-file
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
+from zeroadvisor.advisor import registry
 from zeroadvisor.inputs.errors import UsageError
 from zeroadvisor.lint.rule import Rule
-from zeroadvisor.advisor import registry
 
 
 def _split(values: Sequence[str] | None) -> list[str]:

@@ -15,8 +15,9 @@ message that names the flag, keyword or project key it came from.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from zeroadvisor.inputs.errors import UsageError
 from zeroadvisor.inputs.model import TRAINING_INPUTS, model_and_shape
@@ -69,26 +70,26 @@ class RunInputs:
     configs: tuple[ConfigSource, ...] = ()
     model: ModelSpec | None = None  # None: lint
     shape: TrainingShape = field(default_factory=TrainingShape)
-    cluster: "Cluster | None" = None  # None: lint without a world size (memory/cluster.py: the one cluster type)
+    cluster: Cluster | None = None  # None: lint without a world size (memory/cluster.py: the one cluster type)
     accounting: str = "deepspeed"
     integration: str = "any"
-    training: "TrainingArgs | None" = None  # the Trainer's arguments, when a file or launch command gives them
-    hardware: "Hardware | None" = None  # the step-time model's machine (estimate, check)
+    training: TrainingArgs | None = None  # the Trainer's arguments, when a file or launch command gives them
+    hardware: Hardware | None = None  # the step-time model's machine (estimate, check)
     rules: RuleChoice = field(default_factory=RuleChoice)
     output: Output = field(default_factory=Output)
     diff: bool = False  # check: the fixes as a unified diff
     fix: bool = False  # check: write the fixes
     only_configs: bool = False  # lint: named files are judged by content too
     notes: tuple[str, ...] = ()  # what the Trainer's inputs gave and assumed, one line each
-    readings: "Readings | None" = None  # preflight: what was read from the job
+    readings: Readings | None = None  # preflight: what was read from the job
 
-    def lint_options(self) -> "LintOptions":
+    def lint_options(self) -> LintOptions:
         from zeroadvisor.lint.context import LintOptions
 
         return LintOptions(integration=self.integration, gpus=self.cluster.gpus if self.cluster else None,
                            training=self.training)
 
-    def check_options(self) -> "CheckOptions":
+    def check_options(self) -> CheckOptions:
         from zeroadvisor.advisor.check import CheckOptions
 
         return CheckOptions(model=self.model, shape=self.shape, cluster=self.cluster, accounting=self.accounting,
@@ -97,7 +98,7 @@ class RunInputs:
 
 
 def build(command: str, given: Mapping[str, Any], *, keywords: Mapping[str, Any] | None = None,
-          spelling: Spelling = KEYWORDS, project: bool = False, readings: "Readings | None" = None) -> RunInputs:
+          spelling: Spelling = KEYWORDS, project: bool = False, readings: Readings | None = None) -> RunInputs:
     """The run's inputs from ``given`` (input name -> value as given: flag text, a Python value; None or empty:
     not given) and ``keywords`` (the Python API's training-shape keywords, TRAINING_INPUTS).
 
@@ -159,7 +160,7 @@ def _from_project(command: str, values: dict[str, Any]) -> None:
         values[name] = value
 
 
-def _from_readings(values: dict[str, Any], readings: "Readings") -> None:
+def _from_readings(values: dict[str, Any], readings: Readings) -> None:
     """preflight: the world size, GPUs per node, GPU memory and host RAM the job has, where not given."""
     if values.get("gpus") is None:
         values["gpus"] = readings.world_size or 1
@@ -252,7 +253,7 @@ def _configs(command: str, values: dict[str, Any], spelling: Spelling) -> tuple[
 
 def _assemble(command: str, values: dict[str, Any], spelling: Spelling, project: bool,
               trainer: TrainerInputs | None, configs: tuple[ConfigSource, ...], notes: tuple[str, ...],
-              readings: "Readings | None") -> RunInputs:
+              readings: Readings | None) -> RunInputs:
     from zeroadvisor.units import FORMAT_UNITS
 
     model, shape, cluster, hardware, accounting = None, TrainingShape(), None, None, "deepspeed"
@@ -292,7 +293,7 @@ def _references(value: Any) -> tuple[str, ...]:
     return (value,) if isinstance(value, str) else tuple(value)
 
 
-def _cluster(command: str, values: dict[str, Any], spelling: Spelling) -> "Cluster":
+def _cluster(command: str, values: dict[str, Any], spelling: Spelling) -> Cluster:
     from zeroadvisor.memory.cluster import Cluster
 
     if command in ADVICE_COMMANDS and values.get("gpu_memory") is None and values.get("gpu") is None:
@@ -303,7 +304,7 @@ def _cluster(command: str, values: dict[str, Any], spelling: Spelling) -> "Clust
                    headroom=_setting(command, values, "headroom", spelling), gpu=values.get("gpu"))
 
 
-def _hardware(values: dict[str, Any], cluster: "Cluster") -> "Hardware":
+def _hardware(values: dict[str, Any], cluster: Cluster) -> Hardware:
     """The step-time model's machine: the named card and the machine inputs given; each one not given keeps its
     stated default and is listed in ``defaulted`` (hardware/machine.py DEFAULTS)."""
     from zeroadvisor.hardware.machine import DEFAULTS, Hardware

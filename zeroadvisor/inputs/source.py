@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, BinaryIO, Mapping
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from zeroadvisor.inputs.errors import UsageError
 
@@ -26,18 +27,18 @@ class ConfigSource:
     stdin: bool = False
 
     @classmethod
-    def path(cls, path: "str | os.PathLike[str]", *, dash_is_stdin: bool = False) -> "ConfigSource":
+    def path(cls, path: str | os.PathLike[str], *, dash_is_stdin: bool = False) -> ConfigSource:
         name = os.fspath(path)
         return cls(name, stdin=dash_is_stdin and name == STDIN)
 
     @classmethod
-    def in_memory(cls, text: str, name: str | None = None) -> "ConfigSource":
+    def in_memory(cls, text: str, name: str | None = None) -> ConfigSource:
         if not isinstance(text, str):
             raise UsageError(f"text: expected the config as a string, got {type(text).__name__}")
         return cls(name or "<text>", text)
 
     @classmethod
-    def mapping(cls, config: Mapping[str, Any], name: str | None = None) -> "ConfigSource":
+    def mapping(cls, config: Mapping[str, Any], name: str | None = None) -> ConfigSource:
         """A dict, as indented JSON (NaN and Infinity as DeepSpeed's json.load reads them)."""
         label = name or "<config>"
         try:
@@ -47,7 +48,7 @@ class ConfigSource:
         return cls(label, text)
 
     @classmethod
-    def given(cls, config: "str | os.PathLike[str] | Mapping[str, Any]", name: str | None = None) -> "ConfigSource":
+    def given(cls, config: str | os.PathLike[str] | Mapping[str, Any], name: str | None = None) -> ConfigSource:
         """A path or a dict (the Python API's ``config``)."""
         if isinstance(config, Mapping):
             return cls.mapping(config, name)
@@ -68,7 +69,7 @@ class ConfigSource:
             return STDIN_NAME
         return self.name
 
-    def read(self, stdin: BinaryIO | None = None) -> "Document":
+    def read(self, stdin: BinaryIO | None = None) -> Document:
         """The document, under the same limits for every source (config/reader.py); ParseError where it does not
         parse, reader.InputError where it cannot be read."""
         from zeroadvisor.config import reader

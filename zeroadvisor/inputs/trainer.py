@@ -23,7 +23,7 @@ class TrainerInputs:
     """The Trainer's arguments (the file's, with the launch command's script arguments over them), and what the
     launch command says about the world: ``world`` processes (None: not known from the command)."""
 
-    training: "TrainingArgs"
+    training: TrainingArgs
     notes: tuple[str, ...] = ()  # what was read and assumed, one line each
     world: int | None = None
     world_from: str = ""  # how the world size follows from the command, for messages

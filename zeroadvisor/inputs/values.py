@@ -8,9 +8,10 @@ The bounds are the memory model's (memory/cluster.py), applied here to what a us
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from zeroadvisor.inputs.errors import UsageError
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from zeroadvisor.memory.errors import EstimateError
 from zeroadvisor.hardware.table import GpuSpec
+from zeroadvisor.memory.errors import EstimateError
 from zeroadvisor.memory.terms import ceil_div
 from zeroadvisor.memory.verdict import DEFAULT_HEADROOM
 

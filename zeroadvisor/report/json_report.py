@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from zeroadvisor.version import DEEPSPEED_TARGET, __version__
 from zeroadvisor.lint.findings import Finding
 from zeroadvisor.report import escape
+from zeroadvisor.version import DEEPSPEED_TARGET, __version__
 
 
 def document(findings: list[Finding], files: int, extra: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -16,10 +16,10 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Iterable
 
-from zeroadvisor.version import __version__
 from zeroadvisor.lint.findings import Finding, Severity
 from zeroadvisor.lint.rule import Rule
 from zeroadvisor.report import escape
+from zeroadvisor.version import __version__
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 COLUMN_KIND = "unicodeCodePoints"
