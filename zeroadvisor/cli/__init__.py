@@ -1,8 +1,9 @@
 """The command line: parses flags, calls the library (zeroadvisor.api), maps the result to an exit code.
 
-``lint`` with plain flags runs without importing typer (the typer app costs more than linting a
-file): cli/options.py parses it from the same table the typer app is built from, and anything
-it does not recognise (--help, a typo, a bad value) goes to typer. Exit codes: cli/exits.py.
+A command with plain flags runs without importing typer (building the typer app, with pydantic behind it,
+costs more than linting a file and a third of a whole ``check``): cli/options.py parses it from the same
+table the typer app is built from, and anything it does not recognise (--help, --version, a typo, a bad
+value) goes to typer, so help and error messages come from one place. Exit codes: cli/exits.py.
 """
 
 from __future__ import annotations
@@ -34,12 +35,13 @@ def run(argv: list[str]) -> int:
 
 
 def _dispatch(argv: list[str]) -> int:
-    if argv[:1] == ["lint"]:
-        from zeroadvisor.cli import commands, options
+    from zeroadvisor.cli import commands, options
 
-        values = options.parse_simple(options.LINT, argv[1:])
+    command = next((c for c in options.COMMANDS if argv[:1] == [c.name]), None)
+    if command is not None:
+        values = options.parse_simple(command, options.launch_words_to_flag(argv)[1:])
         if values is not None:
-            return commands.guarded(commands.lint, values)
+            return commands.guarded(commands.RUNNERS[command.name], values)
     from zeroadvisor.cli import app
 
     return app.run(argv)
