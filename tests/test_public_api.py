@@ -161,3 +161,10 @@ def test_a_dict_and_a_file_give_the_same_findings_and_verdicts(tmp_path, config)
     assert from_dict.diff == from_file.diff and from_dict.notes == from_file.notes
     assert zeroadvisor.estimate(config, **CLUSTER).to_dict() == zeroadvisor.estimate(path, **CLUSTER).to_dict()
     assert zeroadvisor.lint(config=config, name=str(path)).findings == zeroadvisor.lint(path).findings
+
+
+def test_all_names_exactly_the_public_names_and_each_resolves():
+    # __all__ is written out for linters; it must stay the lazily imported names plus those defined in the package
+    assert sorted(zeroadvisor.__all__) == sorted(["DEEPSPEED_TARGET", "__version__", "lint", *zeroadvisor._PUBLIC])
+    for name in zeroadvisor.__all__:
+        assert getattr(zeroadvisor, name) is not None

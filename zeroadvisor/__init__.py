@@ -33,7 +33,12 @@ _PUBLIC = {
     "Finding": "zeroadvisor.lint.findings", "Severity": "zeroadvisor.lint.findings",
 }
 
-__all__ = ["DEEPSPEED_TARGET", "__version__", "lint", *_PUBLIC]
+# written out (not ``*_PUBLIC``) so that linters and type checkers read it; tests/test_public_api.py checks that it
+# names exactly these, _PUBLIC's keys and ``lint``
+__all__ = [
+    "DEEPSPEED_TARGET", "EXPECTED_ERRORS", "CheckReport", "EstimateResult", "Finding", "LintResult", "PreflightError",
+    "PreflightResult", "Readings", "Severity", "UsageError", "__version__", "check", "estimate", "lint", "preflight",
+]
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ imports on use
     from zeroadvisor.api import (
@@ -62,7 +67,7 @@ class _CallableLintPackage(types.ModuleType):
     imports above itself; the subpackage's own __init__ imports nothing, so this costs nothing at start-up.
     """
 
-    def __call__(self, *args: Any, **kwargs: Any):
+    def __call__(self, *args: Any, **kwargs: Any) -> LintResult:
         from zeroadvisor.api import lint
 
         return lint(*args, **kwargs)

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, BinaryIO, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from zeroadvisor.config.project import ProjectConfigError
 from zeroadvisor.config.reader import InputError as UnreadableInput
@@ -31,9 +32,23 @@ if TYPE_CHECKING:
     from zeroadvisor.model.spec import ModelSpec
 
 __all__ = [
-    "CheckReport", "EXPECTED_ERRORS", "EstimateResult", "LintResult", "PreflightError", "PreflightResult",
-    "UnreadableInput", "UnusableConfig", "UsageError", "check", "estimate", "fails", "lint", "preflight",
-    "run_check", "run_estimate", "run_lint",
+    "EXPECTED_ERRORS",
+    "CheckReport",
+    "EstimateResult",
+    "LintResult",
+    "PreflightError",
+    "PreflightResult",
+    "UnreadableInput",
+    "UnusableConfig",
+    "UsageError",
+    "check",
+    "estimate",
+    "fails",
+    "lint",
+    "preflight",
+    "run_check",
+    "run_estimate",
+    "run_lint",
 ]
 
 # The errors bad input raises, each ``str(err)`` one line; anything else is a bug.
@@ -41,7 +56,7 @@ EXPECTED_ERRORS: tuple[type[Exception], ...] = (UsageError, UnreadableInput, Unu
                                                 TrainerInputError, ProjectConfigError)
 
 def _build(command: str, given: dict[str, Any], keywords: Mapping[str, Any] | None = None,
-           readings: "Readings | None" = None) -> "RunInputs":
+           readings: Readings | None = None) -> RunInputs:
     from zeroadvisor.inputs.run import build
 
     return build(command, given, keywords=keywords, readings=readings)
@@ -49,21 +64,21 @@ def _build(command: str, given: dict[str, Any], keywords: Mapping[str, Any] | No
 
 # -- on inputs already resolved (what the command line calls) -------------------------------------
 
-def run_lint(inputs: "RunInputs", stdin: BinaryIO | None = None) -> LintResult:
+def run_lint(inputs: RunInputs, stdin: BinaryIO | None = None) -> LintResult:
     """``lint`` of RunInputs built once (zeroadvisor.inputs.run.build); ``-`` reads ``stdin``."""
     from zeroadvisor import flows
 
     return flows.lint(inputs, stdin)
 
 
-def run_estimate(inputs: "RunInputs", step_times: bool = False) -> EstimateResult:
+def run_estimate(inputs: RunInputs, step_times: bool = False) -> EstimateResult:
     """``estimate`` of RunInputs; ``step_times``: the step time per option too, on ``inputs.hardware``."""
     from zeroadvisor import flows
 
     return flows.estimate(inputs, step_times)
 
 
-def run_check(inputs: "RunInputs") -> Iterator[CheckReport]:
+def run_check(inputs: RunInputs) -> Iterator[CheckReport]:
     """``check`` of each of the RunInputs' configs, one report each, in order."""
     from zeroadvisor import flows
 
@@ -93,8 +108,8 @@ def lint(*paths: str | os.PathLike[str], text: str | None = None, config: Mappin
 
 # -- estimate ---------------------------------------------------------------------------------
 
-def estimate(config: "str | os.PathLike[str] | Mapping[str, Any] | None" = None, *,
-             model: "str | os.PathLike[str] | ModelSpec | None" = None, params: int | str | None = None,
+def estimate(config: str | os.PathLike[str] | Mapping[str, Any] | None = None, *,
+             model: str | os.PathLike[str] | ModelSpec | None = None, params: int | str | None = None,
              gpus: int = 1, gpus_per_node: int | None = None, gpu: str | None = None,
              gpu_memory: int | str | None = None, cpu_memory: int | str | None = None,
              nvme: int | str | None = None, headroom: float | str = "10%", accounting: str = "deepspeed",
@@ -115,8 +130,8 @@ def estimate(config: "str | os.PathLike[str] | Mapping[str, Any] | None" = None,
 
 # -- check ------------------------------------------------------------------------------------
 
-def check(config: "str | os.PathLike[str] | Mapping[str, Any]", *, gpus: int,
-          model: "str | os.PathLike[str] | ModelSpec | None" = None, params: int | str | None = None,
+def check(config: str | os.PathLike[str] | Mapping[str, Any], *, gpus: int,
+          model: str | os.PathLike[str] | ModelSpec | None = None, params: int | str | None = None,
           gpus_per_node: int | None = None, gpu: str | None = None, gpu_memory: int | str | None = None,
           cpu_memory: int | str | None = None, nvme: int | str | None = None, headroom: float | str = "10%",
           accounting: str = "deepspeed", integration: str = "any", unit: str = "GB", name: str | None = None,
@@ -150,7 +165,7 @@ def _check_keywords(config: Any, **given: Any) -> dict[str, Any]:
 class PreflightError(RuntimeError):
     """The configured run does not fit; ``str()`` is the text report, ``result`` the PreflightResult."""
 
-    def __init__(self, message: str, result: "PreflightResult"):
+    def __init__(self, message: str, result: PreflightResult):
         super().__init__(message)
         self.result = result
 
@@ -160,7 +175,7 @@ class PreflightResult:
     """The check (``report``), the readings it used, and notes about this node (one line each)."""
 
     report: CheckReport
-    readings: "Readings"
+    readings: Readings
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -176,8 +191,8 @@ class PreflightResult:
         return self.report.report("text") + "".join(f"preflight: {note}\n" for note in self.notes)
 
 
-def preflight(config: "str | os.PathLike[str] | Mapping[str, Any]",
-              model: "str | os.PathLike[str] | ModelSpec | None" = None, *, params: int | str | None = None,
+def preflight(config: str | os.PathLike[str] | Mapping[str, Any],
+              model: str | os.PathLike[str] | ModelSpec | None = None, *, params: int | str | None = None,
               gpus: int | None = None, gpus_per_node: int | None = None, gpu: str | None = None,
               gpu_memory: int | str | None = None, cpu_memory: int | str | None = None, nvme: int | str | None = None,
               headroom: float | str = "10%", warn_only: bool = False, select: Sequence[str] | str | None = None,
@@ -214,15 +229,16 @@ def preflight(config: "str | os.PathLike[str] | Mapping[str, Any]",
     return result
 
 
-def _node_notes(report: CheckReport, readings: "Readings") -> list[str]:
+def _node_notes(report: CheckReport, readings: Readings) -> list[str]:
     """What this node's free memory says beside the verdict (which is on the totals)."""
     from zeroadvisor.units import format_bytes
 
     configured = report.estimate.configured if report.estimate is not None else None
     if configured is None:
         return []
-    notes = []
-    if readings.gpu_free is not None and configured.peak_gpu > readings.gpu_free:
+    notes: list[str] = []
+    # mem_get_info gives both or neither
+    if readings.gpu_free is not None and readings.gpu_total is not None and configured.peak_gpu > readings.gpu_free:
         notes.append(f"this GPU has {format_bytes(readings.gpu_free)} free of {format_bytes(readings.gpu_total)} "
                      f"now and the run peaks at {format_bytes(configured.peak_gpu)}: another process holds GPU "
                      "memory")

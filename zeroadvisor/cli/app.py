@@ -6,7 +6,7 @@ Exit codes: cli/exits.py. Start-up: ``lint`` usually runs without this module (c
 from __future__ import annotations
 
 import inspect
-from typing import Any, List, Literal, Optional
+from typing import Any, Literal
 
 import typer
 
@@ -17,7 +17,8 @@ from zeroadvisor.version import __version__
 try:  # recent typer vendors click
     from typer._click.exceptions import ClickException
 except ImportError:  # pragma: no cover - older typer
-    from click.exceptions import ClickException
+    # the same class under its own module name: a different type to mypy, the same role here
+    from click.exceptions import ClickException  # type: ignore[assignment]
 
 app = typer.Typer(
     name="zeroadvisor",
@@ -35,8 +36,8 @@ def _annotation(param: options.Param) -> Any:
     if choices is not None:
         kind = Literal[choices]
     if param.multiple:
-        kind = List[kind]
-    return kind if param.required or param.default is not None else Optional[kind]
+        kind = list[kind]
+    return kind if param.required or param.default is not None else kind | None
 
 
 def _typer_parameter(command: options.Command, param: options.Param) -> inspect.Parameter:

@@ -7,14 +7,21 @@ Each function takes the keyword values described in cli/options.py and returns a
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import os
 import sys
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from zeroadvisor.cli.exits import ExitCode
 
 if TYPE_CHECKING:
+    from zeroadvisor.api import CheckReport
     from zeroadvisor.cli.options import Command
+    from zeroadvisor.inputs.run import RunInputs
+    from zeroadvisor.lint.findings import Finding
+    from zeroadvisor.report import Report
 
 Values = dict[str, Any]
 
@@ -37,10 +44,9 @@ def guarded(command: Callable[[Values], ExitCode], values: Values) -> int:
 
 def stdout_closed() -> ExitCode:
     """The reader of stdout went away (``| head``): end quietly, without Python's report at exit."""
-    try:
+    # OSError, ValueError: stdout without a descriptor (in-process tests)
+    with contextlib.suppress(OSError, ValueError):
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    except (OSError, ValueError):  # pragma: no cover - stdout without a descriptor (in-process tests)
-        pass
     return ExitCode.BROKEN_PIPE
 
 
@@ -51,7 +57,7 @@ def error(message: str) -> None:
     sys.stderr.write(f"zeroadvisor: {terminal(message)}\n")
 
 
-def _inputs(command: Command, v: Values):
+def _inputs(command: Command, v: Values) -> RunInputs:
     """The run's inputs from this command's parsed values, the project configuration and the files they name
     (zeroadvisor.inputs.run.build, the builder the Python API uses too)."""
     from zeroadvisor.inputs.run import build
@@ -68,7 +74,7 @@ def lint(v: Values) -> ExitCode:
     for message in result.unreadable:
         error(message)
     # json lists the unreadable inputs, text counts them
-    _show(run.output.format, result.findings, files=result.files, rules=result.rules, extra=result.extra)
+    _show(run.output.format, _report(result.findings, files=result.files, rules=result.rules, extra=result.extra))
     if result.unreadable:
         return ExitCode.USAGE
     return ExitCode.FINDINGS if api.fails(result.findings, run.output.fail_on) else ExitCode.OK
@@ -81,8 +87,8 @@ def estimate(v: Values) -> ExitCode:
     run = _inputs(options.ESTIMATE, v)
     result = api.run_estimate(run, step_times=True)
     out = run.output
-    _show(out.format, [], estimate=result.estimate, unit=out.unit, explain=out.explain, all_options=out.all_options,
-          throughput=result.throughput)
+    _show(out.format, _report([], estimate=result.estimate, unit=out.unit, explain=out.explain,
+                              all_options=out.all_options, throughput=result.throughput))
     return ExitCode.OK
 
 
@@ -97,36 +103,58 @@ def check(v: Values) -> ExitCode:
     for note in run.notes:
         error(f"note: {note}")
     combined = out.format in ("sarif", "github")  # one report of every config's findings
-    documents, findings, used, failed, code = [], [], {}, False, ExitCode.OK
-    reports = []
+    documents: list[str] = []
+    reports: list[CheckReport] = []
+    write_failed = False
     for report in api.run_check(run):
         reports.append(report)
-        for note in report.notes:
-            error(note)
-        findings.extend(report.findings)
-        used.update((r.code, r) for r in report.rules)
         if not combined:
-            documents.append(_text(out.format, report.findings, rules=report.rules, check=report.result,
-                                   path=report.path, diff=report.diff if run.diff else "", unit=out.unit,
-                                   explain=out.explain, all_options=out.all_options))
-        if report.error is not None:  # after the report: the findings are never lost to a failed write
-            error(report.error)
-            code = ExitCode.USAGE
-        elif run.fix:
-            error(f"applied {report.fixed} fix(es) to {report.path}" if report.fixed else
-                  f"nothing to fix in {report.path}")
-        failed = failed or api.fails(report.findings, out.fail_on)
+            documents.append(_text(out.format, _report(
+                report.findings, rules=report.rules, check=report.result, path=report.path,
+                diff=report.diff if run.diff else "", unit=out.unit, explain=out.explain,
+                all_options=out.all_options)))
+        write_failed = _tell(report, run.fix) or write_failed
     if combined:
-        # one config: its verdict and cluster go with the findings (SARIF run properties, a GitHub notice)
-        single = {"check": reports[0].result, "unit": out.unit, "path": reports[0].path} if len(reports) == 1 else {}
-        documents.append(_text(out.format, findings, files=len(reports), rules=tuple(used.values()), **single))
-    if out.format == "json" and len(documents) > 1:
+        documents.append(_text(out.format, _combined(reports, out.unit)))
+    _write_documents(out.format, documents)
+    if write_failed:
+        return ExitCode.USAGE
+    failed = any(api.fails(report.findings, out.fail_on) for report in reports)
+    return ExitCode.FINDINGS if failed else ExitCode.OK
+
+
+def _tell(report: CheckReport, fixing: bool) -> bool:
+    """One config's notes, then its write error or what --fix did, on stderr; True when the write failed.
+
+    After the report is built: the findings are never lost to a failed write."""
+    for note in report.notes:
+        error(note)
+    if report.error is not None:
+        error(report.error)
+        return True
+    if fixing:
+        error(f"applied {report.fixed} fix(es) to {report.path}" if report.fixed else
+              f"nothing to fix in {report.path}")
+    return False
+
+
+def _combined(reports: Sequence[CheckReport], unit: str) -> Report:
+    """One report of every config's findings (sarif, github); one config's verdict and cluster go with them
+    (SARIF run properties, a GitHub notice)."""
+    findings = [finding for report in reports for finding in report.findings]
+    used = {rule.code: rule for report in reports for rule in report.rules}
+    whole = _report(findings, files=len(reports), rules=tuple(used.values()))
+    if len(reports) == 1:
+        whole = dataclasses.replace(whole, check=reports[0].result, unit=unit, path=reports[0].path)
+    return whole
+
+
+def _write_documents(fmt: str, documents: Sequence[str]) -> None:
+    """The reports on stdout: json ones as one JSON array when there are several, the rest one after another."""
+    if fmt == "json" and len(documents) > 1:
         sys.stdout.write("[\n" + ",\n".join(d.rstrip("\n") for d in documents) + "\n]\n")
     else:
         sys.stdout.write("\n".join(documents))
-    if code != ExitCode.OK:
-        return code
-    return ExitCode.FINDINGS if failed else ExitCode.OK
 
 
 def list_rules(v: Values) -> ExitCode:
@@ -159,18 +187,25 @@ RUNNERS: dict[str, Callable[[Values], ExitCode]] = {
 }
 
 
-def _show(fmt: str, findings, **fields) -> None:
-    sys.stdout.write(_text(fmt, findings, **fields))
+def _report(findings: Sequence[Finding], **fields: Any) -> Report:
+    """The report of these findings; ``fields``: Report's own (its constructor checks their names and types)."""
+    from zeroadvisor.report import Report
+
+    return Report(list(findings), **fields)
 
 
-def _text(fmt: str, findings, **fields) -> str:
-    from zeroadvisor.report import Report, render
+def _show(fmt: str, report: Report) -> None:
+    sys.stdout.write(_text(fmt, report))
 
+
+def _text(fmt: str, report: Report) -> str:
+    """``report`` rendered in ``fmt`` for this terminal: its colour, its encoding, its width."""
     import shutil
 
-    report = Report(findings, colour=use_colour(), ascii_only=not can_encode(sys.stdout, _DRAWING),
-                    width=shutil.get_terminal_size().columns, **fields)  # COLUMNS, the terminal, else 80
-    return render(fmt, report)
+    from zeroadvisor.report import render
+
+    return render(fmt, dataclasses.replace(report, colour=use_colour(), ascii_only=not can_encode(sys.stdout, _DRAWING),
+                                           width=shutil.get_terminal_size().columns))  # COLUMNS, the terminal, else 80
 
 
 def use_colour() -> bool:
@@ -182,7 +217,7 @@ def use_colour() -> bool:
     return sys.stdout.isatty()
 
 
-def can_encode(stream, text: str) -> bool:
+def can_encode(stream: object, text: str) -> bool:
     try:
         text.encode(getattr(stream, "encoding", None) or "ascii")
     except (UnicodeEncodeError, LookupError):

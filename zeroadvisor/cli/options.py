@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import re
 import typing
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -253,13 +254,7 @@ def parse_simple(command: Command, argv: list[str]) -> dict[str, Any] | None:
     numbers, every required parameter given. Anything else (--help, a typo, a bad value, bundled short
     flags) returns None and typer parses it, so help and error messages come from one place.
     """
-    by_flag: dict[str, tuple[Param, Any]] = {}
-    for param in command.params:
-        for flag in param.flags:
-            on, _, off = flag.partition("/")
-            by_flag[on] = (param, True)
-            if off:
-                by_flag[off] = (param, False)
+    by_flag = _flag_table(command)
     values: dict[str, Any] = {p.name: ([] if p.multiple and p.positional else p.default) for p in command.params}
     positionals: list[str] = []
     words = iter(argv)
@@ -270,28 +265,44 @@ def parse_simple(command: Command, argv: list[str]) -> dict[str, Any] | None:
         if word == "-" or not word.startswith("-"):
             positionals.append(word)
             continue
-        flag, equals, attached = word.partition("=")
-        if flag not in by_flag:
+        if not _take_flag(by_flag, word, words, values):
             return None
-        param, switch = by_flag[flag]
-        if param.kind is bool:
-            if equals:
-                return None
-            values[param.name] = switch
-            continue
-        text = attached if equals else next(words, None)
-        value = _value(param, text)
-        if value is None:
-            return None
-        if param.multiple:
-            values[param.name] = [*(values[param.name] or ()), value]
-        else:
-            values[param.name] = value
     if not _place(command, positionals, values):
         return None
     if any(p.required and values[p.name] in (None, []) for p in command.params):
         return None
     return values
+
+
+def _flag_table(command: Command) -> dict[str, tuple[Param, bool]]:
+    """Each of the command's flags -> its parameter, and for a switch ``--on/--off`` the value each half sets."""
+    by_flag: dict[str, tuple[Param, bool]] = {}
+    for param in command.params:
+        for flag in param.flags:
+            on, _, off = flag.partition("/")
+            by_flag[on] = (param, True)
+            if off:
+                by_flag[off] = (param, False)
+    return by_flag
+
+
+def _take_flag(by_flag: dict[str, tuple[Param, bool]], word: str, words: Iterator[str], values: dict[str, Any]) -> bool:
+    """Read the flag ``word`` (its value attached after ``=`` or the next of ``words``) into ``values``; False
+    when it is not plain (parse_simple)."""
+    flag, equals, attached = word.partition("=")
+    if flag not in by_flag:
+        return False
+    param, switch = by_flag[flag]
+    if param.kind is bool:
+        if equals:
+            return False
+        values[param.name] = switch
+        return True
+    value = _value(param, attached if equals else next(words, None))
+    if value is None:
+        return False
+    values[param.name] = [*(values[param.name] or ()), value] if param.multiple else value
+    return True
 
 
 def _value(param: Param, text: str | None) -> Any:

@@ -152,7 +152,8 @@ def load(path: str) -> ProjectConfig | None:
     except tomllib.TOMLDecodeError as err:
         raise ProjectConfigError(f"{path}: invalid TOML: {err}") from None
     text = raw.decode("utf-8")
-    tool = document.get("tool") if isinstance(document.get("tool"), dict) else {}
+    found = document.get("tool")
+    tool: dict[str, Any] = found if isinstance(found, dict) else {}
     if os.path.basename(path) == PYPROJECT:
         if "zeroadvisor" not in tool:
             return None
@@ -163,51 +164,71 @@ def load(path: str) -> ProjectConfig | None:
 
 
 def _parse(table: Any, path: str, text: str, prefix: str) -> ProjectConfig:
-    def where(key: str) -> str:
-        return f"{path}:{_line_of(text, key)}" if _line_of(text, key) else path
-
-    def dotted(key: str) -> str:
-        return f"{prefix}.{key}" if prefix else key
-
     if not isinstance(table, dict):
         raise ProjectConfigError(f"{path}: [{prefix}] must be a table")
-    values: dict[str, Any] = {}
-    origins: dict[str, str] = {}
-    select: tuple[str, ...] | None = None
-    ignore: tuple[str, ...] = ()
-    per_file: list[tuple[str, tuple[str, ...]]] = []
+    parsing = _Parsing(path, text, prefix)
     for key, value in table.items():
         try:
-            if key == "select":
-                select = _strings(value)
-            elif key == "ignore":
-                ignore = _strings(value)
-            elif key == "per-file-ignores":
-                if not isinstance(value, dict):
-                    raise TypeError("expected a table of glob = [rules]")
-                per_file = [(pattern, _strings(rules)) for pattern, rules in value.items()]
-            elif key in RUN_KEYS:
-                values[RUN_KEYS[key]] = value
-                origins[RUN_KEYS[key]] = f"{where(key)}: '{dotted(key)}'"
-            elif key == "cluster":
-                if not isinstance(value, dict):
-                    raise TypeError("expected a table")
-                for sub, sub_value in value.items():
-                    if sub not in CLUSTER_KEYS:
-                        raise ProjectConfigError(f"{where(sub)}: unknown key '{dotted('cluster.' + sub)}' "
-                                                 f"(known: {', '.join(CLUSTER_KEYS)})")
-                    values[CLUSTER_KEYS[sub]] = sub_value
-                    origins[CLUSTER_KEYS[sub]] = f"{where(sub)}: '{dotted('cluster.' + sub)}'"
-            else:
-                known = ", ".join((*RULE_KEYS, *RUN_KEYS, "cluster"))
-                raise ProjectConfigError(f"{where(key)}: unknown key '{dotted(key)}' (known: {known})")
+            parsing.read(key, value)
+        except ProjectConfigError:
+            raise
         except (TypeError, ValueError) as err:
-            if isinstance(err, ProjectConfigError):
-                raise
-            raise ProjectConfigError(f"{where(key)}: '{dotted(key)}': {err}") from None
-    if "gpu" in values and "gpu_memory" in values:
+            raise ProjectConfigError(f"{parsing.where(key)}: '{parsing.dotted(key)}': {err}") from None
+    if "gpu" in parsing.values and "gpu_memory" in parsing.values:
         raise ProjectConfigError(f"{path}: give cluster.gpu or cluster.gpu-memory, not both")
-    return ProjectConfig(os.path.abspath(path), select, ignore, tuple(per_file), values, origins)
+    return ProjectConfig(os.path.abspath(path), parsing.select, parsing.ignore, tuple(parsing.per_file),
+                         parsing.values, parsing.origins)
+
+
+@dataclass
+class _Parsing:
+    """One table being read into a ProjectConfig's fields: each key where it was set (file:line 'key')."""
+
+    path: str
+    text: str
+    prefix: str  # the table's dotted name ("tool.zeroadvisor"; "" for a zeroadvisor.toml)
+    values: dict[str, Any] = field(default_factory=dict)
+    origins: dict[str, str] = field(default_factory=dict)
+    select: tuple[str, ...] | None = None
+    ignore: tuple[str, ...] = ()
+    per_file: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)
+
+    def where(self, key: str) -> str:
+        line = _line_of(self.text, key)
+        return f"{self.path}:{line}" if line else self.path
+
+    def dotted(self, key: str) -> str:
+        return f"{self.prefix}.{key}" if self.prefix else key
+
+    def read(self, key: str, value: Any) -> None:
+        if key == "select":
+            self.select = _strings(value)
+        elif key == "ignore":
+            self.ignore = _strings(value)
+        elif key == "per-file-ignores":
+            if not isinstance(value, dict):
+                raise TypeError("expected a table of glob = [rules]")
+            self.per_file = [(pattern, _strings(rules)) for pattern, rules in value.items()]
+        elif key in RUN_KEYS:
+            self._set(RUN_KEYS[key], value, key, key)
+        elif key == "cluster":
+            self._read_cluster(value)
+        else:
+            known = ", ".join((*RULE_KEYS, *RUN_KEYS, "cluster"))
+            raise ProjectConfigError(f"{self.where(key)}: unknown key '{self.dotted(key)}' (known: {known})")
+
+    def _read_cluster(self, table: Any) -> None:
+        if not isinstance(table, dict):
+            raise TypeError("expected a table")
+        for sub, value in table.items():
+            if sub not in CLUSTER_KEYS:
+                raise ProjectConfigError(f"{self.where(sub)}: unknown key '{self.dotted('cluster.' + sub)}' "
+                                         f"(known: {', '.join(CLUSTER_KEYS)})")
+            self._set(CLUSTER_KEYS[sub], value, sub, "cluster." + sub)
+
+    def _set(self, name: str, value: Any, key: str, dotted: str) -> None:
+        self.values[name] = value
+        self.origins[name] = f"{self.where(key)}: '{self.dotted(dotted)}'"
 
 
 def _line_of(text: str, key: str) -> int | None:

@@ -204,7 +204,7 @@ class _Parser:
     def next_token(self, end: int) -> tuple[str, int]:
         s = self.s
         while True:
-            end = _SPACE_RUN.match(s, end).end()
+            end = _run_end(_SPACE_RUN, s, end)
             ch = s[end : end + 1]
             ch2 = s[end + 1 : end + 2]
             if ch == "#" or (ch == "/" and ch2 == "/"):
@@ -290,16 +290,18 @@ class _Parser:
         self.doc.values[pointer] = Span(idx, end)
         return value, end
 
-    def object(self, idx: int, pointer: str, depth: int, braces: bool, start: int | None = None) -> tuple[dict, int]:
+    def object(self, idx: int, pointer: str, depth: int, braces: bool,
+               start: int | None = None) -> tuple[dict[str, Any], int]:
         if depth > MAX_DEPTH:
             raise _Abort(f"nested more than {MAX_DEPTH} levels deep", idx - 1)
+        begin = start if start is not None else idx
         doc = self.doc
         result: dict[str, Any] = {}
         members: list[Member] = []
         doc.members[pointer] = members
         ch, end = self.next_token(idx)
         if braces and ch == "}":
-            doc.values[pointer] = Span(start, end + 1)
+            doc.values[pointer] = Span(begin, end + 1)
             return result, end + 1
         while True:
             key_start = self.next_token(end)[1]
@@ -317,15 +319,7 @@ class _Parser:
             value, end = self.value(end, child, depth)
             value_span = doc.values.get(child, Span(end, end))
             result[key] = value  # hjson's pairs -> dict keeps the last value, as json.load does
-            ch, end = self.next_token(end)
-            comma = None
-            if ch == ",":
-                comma = end
-                ch, end = self.next_token(end + 1)
-                if (braces and ch == "}") or (not braces and ch == ""):
-                    self.deviate("trailing-comma", comma, "a comma after the last member")
-            elif (braces and ch not in ("}", "")) or (not braces and ch != ""):
-                self.deviate("missing-comma", end, "members separated by a newline without a comma")
+            ch, end, comma = self.member_separator(end, braces)
             members.append(Member(key, key_span, value_span, comma))
             if not braces:
                 if ch == "":
@@ -336,10 +330,24 @@ class _Parser:
             elif ch == "":
                 raise ParseError("unexpected end of file: an object is not closed with '}'", end)
             ch, end = self.next_token(end)
-        doc.values[pointer] = Span(start if start is not None else idx, end)
+        doc.values[pointer] = Span(begin, end)
         return result, end
 
-    def array(self, idx: int, pointer: str, depth: int, start: int) -> tuple[list, int]:
+    def member_separator(self, end: int, braces: bool) -> tuple[str, int, int | None]:
+        """After an object member: the token that follows its comma (or it, when hjson's newline stands in
+        for the comma) and where; the comma's offset, None without one."""
+        ch, end = self.next_token(end)
+        comma = None
+        if ch == ",":
+            comma = end
+            ch, end = self.next_token(end + 1)
+            if (braces and ch == "}") or (not braces and ch == ""):
+                self.deviate("trailing-comma", comma, "a comma after the last member")
+        elif (braces and ch not in ("}", "")) or (not braces and ch != ""):
+            self.deviate("missing-comma", end, "members separated by a newline without a comma")
+        return ch, end, comma
+
+    def array(self, idx: int, pointer: str, depth: int, start: int) -> tuple[list[Any], int]:
         if depth > MAX_DEPTH:
             raise _Abort(f"nested more than {MAX_DEPTH} levels deep", idx - 1)
         values: list[Any] = []
@@ -371,13 +379,17 @@ class _Parser:
 
     # -- keys (hjson scanKeyName) ------------------------------------------------------------
     def key_name(self, end: int) -> tuple[str, int]:
-        s = self.s
         ch, end = self.next_token(end)
         if ch and ch in "\"'":
             if ch == "'":
                 self.deviate("single-quotes", end, "a single-quoted key")
             return self.string(end + 1)
-        begin, space = end, -1
+        return self.unquoted_key(end)
+
+    def unquoted_key(self, begin: int) -> tuple[str, int]:
+        """A key without quotes, from ``begin`` to its ':' (hjson's own rules for the whitespace in it)."""
+        s = self.s
+        end, space = begin, -1
         while True:
             ch = s[end : end + 1]
             if ch == "":
@@ -448,7 +460,8 @@ class _Parser:
         esc = s[end + 1 : end + 5]
         code = self._hex4(esc, end - 1)
         if not all(c in "0123456789abcdefABCDEF" for c in esc):
-            self.deviate("escape", end - 1, f"the escape {_shorten(chr(92) + 'u' + esc)} (json.load takes four hex digits)")
+            self.deviate("escape", end - 1,
+                         f"the escape {_shorten(chr(92) + 'u' + esc)} (json.load takes four hex digits)")
         end += 5
         if code & 0xFC00 == 0xD800 and s[end : end + 2] == "\\u":
             low = s[end + 2 : end + 6]
@@ -495,7 +508,8 @@ class _Parser:
             raise _Abort("unterminated \'\'\' string", end)
         if s[end : end + 1] == "\n":
             end = _skip_indent(s, end + 1, indent)
-        out, triple = [], 0
+        out: list[str] = []
+        triple = 0
         while True:
             ch = s[end : end + 1]
             if ch == "":
@@ -532,7 +546,7 @@ class _Parser:
         for word, value in (("null", None), ("true", True), ("false", False)):
             if first == word[0] and s.startswith(word, begin):
                 literal = value
-                literal_end = _UNICODE_SPACE_RUN.match(s, begin + len(word)).end()
+                literal_end = _run_end(_UNICODE_SPACE_RUN, s, begin + len(word))
                 break
         number = _NUMBER_RE.match(s, begin) if first == "-" or "0" <= first <= "9" else None
         end = begin
@@ -551,7 +565,7 @@ class _Parser:
                     return raw, end
             end += 1
 
-    def number(self, match: re.Match, pointer: str) -> int | float:
+    def number(self, match: re.Match[str], pointer: str) -> int | float:
         integer, frac, exp = match.groups()
         raw = integer + (frac or "") + (exp or "")
         self.doc.numbers[pointer] = raw
@@ -567,6 +581,12 @@ class _Parser:
         if value == int(value) and abs(value) < 1e10:
             return int(value)
         return value
+
+
+def _run_end(run: re.Pattern[str], s: str, end: int) -> int:
+    """Where a run of ``run`` (a pattern that matches the empty string too) starting at ``end`` ends."""
+    match = run.match(s, end)
+    return end if match is None else match.end()
 
 
 def _skip_indent(s: str, end: int, n: int) -> int:

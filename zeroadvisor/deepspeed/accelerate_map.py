@@ -194,17 +194,7 @@ def _plugin(env: dict[str, str], launch: Launch) -> dict[str, Any]:
         launch.problem("invalid-value", where["gradient_clipping"], f"gradient_clipping {clipping!r}: "
                        "DeepSpeedPlugin raises ValueError (float() of it); give a number")
 
-    stage = env.get("zero_stage")
-    try:
-        plugin["zero_stage"] = int(stage) if stage is not None else A.DEFAULT_ZERO_STAGE
-    except ValueError:
-        plugin["zero_stage"] = None
-        launch.problem("invalid-value", where["zero_stage"], f"zero_stage {stage!r}: DeepSpeedPlugin raises "
-                       "ValueError (int() of it); give 0, 1, 2 or 3")
-    else:
-        if plugin["zero_stage"] not in (0, 1, 2, 3):
-            launch.problem("invalid-value", where["zero_stage"], f"zero_stage {plugin['zero_stage']}: DeepSpeed "
-                           "accepts stages 0, 1, 2 and 3 (ZeroStageEnum) and raises on others")
+    plugin["zero_stage"] = _zero_stage(env.get("zero_stage"), launch, where["zero_stage"])
 
     for key in ("offload_optimizer_device", "offload_param_device"):
         device = env.get(key, "none")
@@ -224,6 +214,20 @@ def _plugin(env: dict[str, str], launch: Launch) -> dict[str, Any]:
     elif init is not None:
         launch.zero3_init = A.TRUTH_WORDS.index(init) < 6
     return plugin
+
+
+def _zero_stage(stage: str | None, launch: Launch, at: str) -> int | None:
+    """The plugin's zero_stage from its text (None: DeepSpeedPlugin raises); a stage DeepSpeed refuses is reported."""
+    try:
+        value = int(stage) if stage is not None else A.DEFAULT_ZERO_STAGE
+    except ValueError:
+        launch.problem("invalid-value", at, f"zero_stage {stage!r}: DeepSpeedPlugin raises "
+                       "ValueError (int() of it); give 0, 1, 2 or 3")
+        return None
+    if value not in (0, 1, 2, 3):
+        launch.problem("invalid-value", at, f"zero_stage {value}: DeepSpeed "
+                       "accepts stages 0, 1, 2 and 3 (ZeroStageEnum) and raises on others")
+    return value
 
 
 def _from_plugin_keys(plugin: dict[str, Any], launch: Launch, doc: Document) -> dict[str, Any] | None:
@@ -315,6 +319,7 @@ def _from_file(doc: Document, value: str, plugin: dict[str, Any], launch: Launch
     at = f"{DS}/deepspeed_config_file"
     places = candidates(doc, value, cwd)
     found = next((place for place in places if os.path.isfile(place)), None)
+    config: Any  # any JSON value until checked below
     if found is None:
         inline = _inline_json(value)
         if inline is None:

@@ -15,6 +15,7 @@ not describe them.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 # The strings pydantic 2's lax bool validator accepts, compared case-insensitively and without
@@ -36,21 +37,17 @@ def lax_bool(value: Any) -> bool | None:
     return None
 
 
+# Python type -> JSON Schema type name, in the order they are tried (bool before int: True is an int)
+_JSON_TYPES: tuple[tuple[type, str], ...] = ((bool, "boolean"), (int, "integer"), (str, "string"), (list, "array"))
+
+
 def json_type(value: Any) -> str:
     """The JSON Schema type name of a parsed value."""
     if value is None:
         return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
     if isinstance(value, float):
         return "integer" if value.is_integer() else "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
+    return next((name for kind, name in _JSON_TYPES if isinstance(value, kind)), "object")
 
 
 def matches(value: Any, expected: str) -> bool:
@@ -67,25 +64,32 @@ def lax_coercible(value: Any, expected: str) -> bool:
     """True if pydantic's lax mode turns ``value`` into ``expected`` without an error."""
     if matches(value, expected):
         return True
-    if expected == "integer":
-        if isinstance(value, bool):
-            return True
-        if isinstance(value, str):
-            return _int_from_string(value)
+    coercible = _LAX.get(expected)
+    return coercible is not None and coercible(value)
+
+
+def _lax_integer(value: Any) -> bool:
+    return isinstance(value, bool) or (isinstance(value, str) and _int_from_string(value))
+
+
+def _lax_number(value: Any) -> bool:
+    if isinstance(value, bool):
+        return True
+    if not isinstance(value, str):
         return False
-    if expected == "number":
-        if isinstance(value, bool):
-            return True
-        if isinstance(value, str):
-            try:
-                float(value.strip())
-            except ValueError:
-                return False
-            return True
+    try:
+        float(value.strip())
+    except ValueError:
         return False
-    if expected == "boolean":
-        return lax_bool(value) is not None
-    return False
+    return True
+
+
+def _lax_boolean(value: Any) -> bool:
+    return lax_bool(value) is not None
+
+
+# JSON Schema type -> whether pydantic's lax mode turns a value of another type into it; no other type coerces
+_LAX: dict[str, Callable[[Any], bool]] = {"integer": _lax_integer, "number": _lax_number, "boolean": _lax_boolean}
 
 
 def _int_from_string(text: str) -> bool:

@@ -44,7 +44,8 @@ def zero_stage(data: Any) -> int | None:
     if not isinstance(zero, dict):
         return None
     if "stage" not in zero:
-        return schema.default("zero_optimization", "stage")
+        default: int | None = schema.default("zero_optimization", "stage")  # the schema's is an int
+        return default
     return stage_value(zero["stage"])
 
 
@@ -78,8 +79,10 @@ def is_enabled(block: Any) -> bool | None:
 
 def bf16_block(data: Any) -> dict[str, Any]:
     """``bf16``, or the legacy ``bfloat16`` that DeepSpeed reads only when bf16 is absent."""
-    if isinstance(data, dict) and isinstance(data.get("bf16"), dict):
-        return data["bf16"]
+    if isinstance(data, dict):
+        block = data.get("bf16")
+        if isinstance(block, dict):
+            return block
     return section(data, "bfloat16")
 
 
@@ -124,26 +127,30 @@ def data_parallel_size(data: Any, gpus: int) -> float:
     return gpus
 
 
-def derive_batch(tbs, mbs, gas, world):
+def derive_batch(tbs: int | None, mbs: int | None, gas: int | None, world: int) -> tuple[int, int, int] | None:
     """DeepSpeedConfig._configure_train_batch_size, step for step (runtime/config.py).
 
     Any two of the three give the third, with floor division; one alone fills the rest.
     Returns the (tbs, mbs, gas) DeepSpeed ends with, or None if it asserts for lack of both
     train_batch_size and train_micro_batch_size_per_gpu.
     """
-    if tbs is not None and mbs is not None and gas is not None:
-        return tbs, mbs, gas
-    if tbs is not None and mbs is not None:
-        return tbs, mbs, tbs // mbs // world if mbs else 0
-    if tbs is not None and gas is not None:
-        return tbs, (tbs // world) // gas if gas else 0, gas
-    if mbs is not None and gas is not None:
-        return mbs * gas * world, mbs, gas
     if tbs is not None:
-        return tbs, tbs // world, 1
+        return _from_train_batch(tbs, mbs, gas, world)
+    if mbs is None:
+        return None
+    gas = 1 if gas is None else gas  # the micro-batch alone: one step per batch
+    return mbs * gas * world, mbs, gas
+
+
+def _from_train_batch(tbs: int, mbs: int | None, gas: int | None, world: int) -> tuple[int, int, int]:
+    """derive_batch when train_batch_size is given."""
+    if mbs is not None and gas is not None:
+        return tbs, mbs, gas
     if mbs is not None:
-        return mbs * world, mbs, 1
-    return None
+        return tbs, mbs, tbs // mbs // world if mbs else 0
+    if gas is not None:
+        return tbs, (tbs // world) // gas if gas else 0, gas
+    return tbs, tbs // world, 1
 
 
 def positive_int(value: Any) -> int | None:

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from zeroadvisor.config.training_args import TrainingArgs
 from zeroadvisor.deepspeed import schema
@@ -132,12 +133,14 @@ def _finalize(out: Filled, args: TrainingArgs, hidden_size: int | None, num_trai
     auto_keys = [key for key in HIDDEN_SIZE_KEYS if _node(out.config, key)[1] == AUTO]
     if auto_keys and hidden_size is None:
         out.unfilled.extend(auto_keys)
-    elif auto_keys:
+    elif auto_keys and hidden_size is not None:
         zero3 = _node(out.config, "zero_optimization.stage")[1] == 3  # accelerate's is_zero3: _stage == 3
         for key in HIDDEN_SIZE_KEYS:
             if key in _STAGE3_ONLY and not zero3:
                 continue
             rule = schema.auto_fill(*key.split("."))
+            if rule is None:  # HIDDEN_SIZE_KEYS are the schema's hidden-size fills (tests/test_training_args.py)
+                raise LookupError(f"the schema has no auto fill for {key}")
             _fill_match(out, key, rule.value(hidden_size), "", False)
     steps = num_training_steps
     max_steps = args.get("max_steps")
@@ -160,7 +163,7 @@ def warmup_steps(args: TrainingArgs, num_training_steps: int) -> int:
     return int(value) if value >= 1 else math.ceil(num_training_steps * value)
 
 
-def _node(config: Any, key: str) -> tuple[dict | None, Any]:
+def _node(config: Any, key: str) -> tuple[dict[str, Any] | None, Any]:
     """(the section holding the key's last part, its value): accelerate HfDeepSpeedConfig.find_config_node +
     get_value. A section that is not a mapping ends the walk (transformers would fail there; lint reports it)."""
     nodes = key.split(".")
@@ -174,7 +177,8 @@ def _node(config: Any, key: str) -> tuple[dict | None, Any]:
     return config, config.get(last)
 
 
-def _fill_match(out: Filled, key: str, hf_value: Any, hf_key: str, must_match: bool, fields: tuple = ()) -> None:
+def _fill_match(out: Filled, key: str, hf_value: Any, hf_key: str, must_match: bool,
+                fields: tuple[str, ...] = ()) -> None:
     section, value = _node(out.config, key)
     if section is None:
         return
@@ -194,7 +198,7 @@ def _differs(ds_value: Any, hf_value: Any) -> bool:
     cannot be compared is simply unequal)."""
     try:
         return bool(ds_value != hf_value)
-    except Exception:  # pragma: no cover - JSON values always compare
+    except (TypeError, ValueError):  # pragma: no cover - JSON values always compare
         return True
 
 

@@ -65,7 +65,7 @@ def kind_of_text(text: str) -> str | None:
     return ACCELERATE if match.group(1) in ACCELERATE_KEYS else DEEPSPEED
 
 
-def kind_of_file(path: str | os.PathLike) -> str | None:
+def kind_of_file(path: str | os.PathLike[str]) -> str | None:
     """DEEPSPEED, ACCELERATE or None for a file; a file that cannot be read counts as a config, so that
     the lint says why it could not be read rather than skipping it without a word."""
     from zeroadvisor.config.reader import InputError, read_bytes, read_document

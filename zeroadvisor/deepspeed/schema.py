@@ -11,17 +11,19 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 from typing import Any
 
 SCHEMA_FILE = "ds_config.schema.json"
 
 
-@lru_cache(maxsize=None)
+@cache
 def load(name: str = SCHEMA_FILE) -> dict[str, Any]:
     """The parsed schema shipped as package data (``zeroadvisor.schemas``)."""
-    return json.loads(resources.files("zeroadvisor.schemas").joinpath(name).read_text("utf-8"))
+    # the schema files are JSON objects (tools/gen_schema.py writes them; tests/test_schema_file.py reads them)
+    schema: dict[str, Any] = json.loads(resources.files("zeroadvisor.schemas").joinpath(name).read_text("utf-8"))
+    return schema
 
 
 def node(*path: str) -> dict[str, Any] | None:

@@ -53,5 +53,7 @@ def read_trainer(training_args: str | None, launch: str | None) -> TrainerInputs
         world, world_from = command.world_size, command.world_from
         launcher = LAUNCHER_OF_COMMAND.get(command.launcher)
         training = merge(training, command.training) if training is not None else command.training
+    if training is None:  # unreachable: one of the two was given above; each gives the training arguments
+        raise TypeError("read_trainer: neither training arguments nor a launch command")
     notes += training.notes
     return TrainerInputs(training, tuple(notes), world, world_from, launcher)

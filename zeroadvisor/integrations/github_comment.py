@@ -17,8 +17,9 @@ import os
 import sys
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 MARKER = "<!-- zeroadvisor -->"
 # GitHub refuses comment bodies over 65536 characters (the API answers 422 "body is too long").
@@ -40,7 +41,7 @@ class GitHub:
     api_url: str = "https://api.github.com"
     opener: Opener = urllib.request.urlopen
 
-    def request(self, method: str, path: str, body: dict | None = None) -> Any:
+    def request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         data = None if body is None else json.dumps(body).encode("utf-8")
         request = urllib.request.Request(f"{self.api_url.rstrip('/')}{path}", data=data, method=method, headers={
             "Accept": "application/vnd.github+json", "Authorization": f"Bearer {self.token}",

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from zeroadvisor.deepspeed import effective as dsconfig
 from zeroadvisor.config.source import Document
+from zeroadvisor.deepspeed import effective as dsconfig
+
+if TYPE_CHECKING:
+    from zeroadvisor.lint.schemawalk import Event
 
 INTEGRATIONS = ("any", "deepspeed", "hf-trainer", "accelerate")
 
@@ -42,8 +45,8 @@ class Context:
         node = self.data
         if pointer == "":
             return node
-        for token in pointer[1:].split("/"):
-            token = token.replace("~1", "/").replace("~0", "~")
+        for escaped in pointer[1:].split("/"):
+            token = escaped.replace("~1", "/").replace("~0", "~")
             if isinstance(node, dict) and token in node:
                 node = node[token]
             elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
@@ -72,12 +75,12 @@ class Context:
         return [] if not keys or any(k in known for k in keys) else keys
 
     @cached_property
-    def schema_events(self):
+    def schema_events(self) -> list[Event]:
         """The schema walk, done once per file and shared by the key/type rules."""
         from zeroadvisor.lint.schemawalk import walk
 
         return walk(self)
 
-    def events(self, kind: str, **match: Any):
+    def events(self, kind: str, **match: Any) -> list[Event]:
         """Schema-walk events of one kind whose data has the given values."""
         return [e for e in self.schema_events if e.kind == kind and all(e.data.get(k) == v for k, v in match.items())]

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any, Protocol
 
 
-class Severity(str, Enum):
+class Severity(StrEnum):
     ERROR = "error"
     WARNING = "warning"
     INFO = "info"
@@ -60,7 +60,7 @@ class Finding:
     # its to_dict() the JSON "recommends" object
     recommends: Recommends | None = None
 
-    def sort_key(self) -> tuple:
+    def sort_key(self) -> tuple[str, int, int, str, str]:
         return (self.file, self.line or 0, self.column or 0, self.code, self.pointer)
 
     def to_dict(self) -> dict[str, Any]:

@@ -9,8 +9,9 @@ documentation cannot drift from the behaviour.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 from zeroadvisor.lint.findings import Action, Recommends, Severity
 
@@ -58,7 +59,7 @@ class Rule:
     severity: Severity
     summary: str  # one line: what is wrong
     explanation: str  # what DeepSpeed does with it, and how to fix it
-    check: Callable[["Context"], Iterable[Hit]]
+    check: Callable[[Context], Iterable[Hit]]
     examples: tuple[Example, ...]
     # Where this rule and a more generic one report the same key, keep only this one.
     supersedes: tuple[str, ...] = ()

@@ -57,11 +57,18 @@ class Cluster:
 
     @property
     def nodes(self) -> int:
-        return ceil_div(self.gpus, self.gpus_per_node)
+        return ceil_div(self.gpus, self._per_node)
 
     @property
     def gpus_on_a_node(self) -> int:
-        return min(self.gpus, self.gpus_per_node)
+        return min(self.gpus, self._per_node)
+
+    @property
+    def _per_node(self) -> int:
+        """gpus_per_node, which __post_init__ always sets (to min(gpus, 8) when it is not given)."""
+        if self.gpus_per_node is None:  # pragma: no cover - __post_init__ sets it
+            raise TypeError("Cluster.gpus_per_node is unset")
+        return self.gpus_per_node
 
     @property
     def usable_gpu_memory(self) -> int | None:
