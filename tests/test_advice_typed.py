@@ -22,7 +22,8 @@ from zeroadvisor.advisor.change import Change, ClusterChange
 from zeroadvisor.advisor.search import Considered, Outcome, Shortfall
 from zeroadvisor.hardware.machine import Hardware, Launcher
 from zeroadvisor.lint.findings import Action
-from zeroadvisor.memory.estimate import Accounting, Cluster, estimate
+from zeroadvisor.vocab import Accounting
+from zeroadvisor.memory.estimate import Cluster, estimate
 from zeroadvisor.memory.options import Option
 from zeroadvisor.model.spec import Checkpointing, ModelSpec, TrainingShape
 from zeroadvisor.report import Report, overview, render

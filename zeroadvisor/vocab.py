@@ -123,3 +123,13 @@ def option_words(option: OptionLike) -> str:
 
 def _device(device: Device) -> str:
     return DEVICE_NAMES.get(device, device)
+
+
+class Accounting(StrEnum):
+    """What an estimate counts (``--accounting``)."""
+
+    DEEPSPEED = "deepspeed"  # what DeepSpeed allocates: model states, buffers, activations, allowances
+    PAPER = "paper"  # the ZeRO paper's model states alone
+
+
+ACCOUNTINGS = tuple(Accounting)

@@ -13,7 +13,8 @@ from zeroadvisor.lint.findings import Finding
 from zeroadvisor.rules.linter import lint_document
 from zeroadvisor.memory.errors import EstimateError
 from zeroadvisor.memory.cluster import Cluster
-from zeroadvisor.memory.estimate import Accounting, Estimate, estimate
+from zeroadvisor.vocab import Accounting
+from zeroadvisor.memory.estimate import Estimate, estimate
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
 from zeroadvisor.advisor import registry
 from zeroadvisor.lint.rule import Rule

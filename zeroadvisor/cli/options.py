@@ -94,7 +94,7 @@ CPU_MEMORY = Param("cpu_memory", ("--cpu-memory",), "Host RAM per node, e.g. 1TB
 NVME = Param("nvme", ("--nvme",), "NVMe space per node, e.g. 4TB.")
 ACCOUNTING = Param("accounting", ("--accounting",),
                    "deepspeed: what DeepSpeed allocates; paper: the ZeRO paper's 2 + 2 + K bytes.",
-                   default=settings.FALLBACKS["accounting"], choices="zeroadvisor.memory.estimate:ACCOUNTINGS")
+                   default=settings.FALLBACKS["accounting"], choices="zeroadvisor.vocab:ACCOUNTINGS")
 UNIT = Param("unit", ("--unit",), "GB (10^9 bytes) or GiB (2^30 bytes).", default=settings.FALLBACKS["unit"],
              choices="zeroadvisor.units:FORMAT_UNITS")
 SEQ_LEN = Param("seq_len", ("--seq-len",), "Override the sequence length.", kind=int)

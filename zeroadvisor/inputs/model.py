@@ -72,5 +72,5 @@ def model_and_shape(model: str | os.PathLike[str] | ModelSpec | None = None, par
         if any(v is not None for v in peft.values()):
             raise UsageError(f"LoRA/QLoRA inputs need {spelling.ask('model')} with a Hugging Face config.json (the "
                              f"trainable parameters are counted from its layout), not {spelling.ask('params')}")
-        spec, shape = spec_from_params(params), TrainingShape()
+        spec, shape = spec_from_params(params if isinstance(params, str) else str(params)), TrainingShape()
     return spec, apply_overrides(shape, *head, **values)

@@ -42,7 +42,9 @@ class RuleChoice:
     ignore: tuple[str, ...] = ()
     lint_only: bool = True
     project: bool = False
-    _chosen: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    # (select, ignore) -> the rules they choose, computed once per pair
+    _chosen: dict[tuple[tuple[str, ...] | None, tuple[str, ...]], tuple[Rule, ...]] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.given()  # an unknown rule is refused before any file is read

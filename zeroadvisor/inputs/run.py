@@ -27,6 +27,7 @@ from zeroadvisor.inputs.source import ConfigSource
 from zeroadvisor.inputs.trainer import TrainerInputs, read_trainer
 from zeroadvisor.inputs.values import KEYWORDS, PARSERS, Spelling, choice, parse
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
+from zeroadvisor.vocab import ACCOUNTINGS, Accounting
 
 if TYPE_CHECKING:
     from zeroadvisor.advisor.check import CheckOptions
@@ -71,7 +72,7 @@ class RunInputs:
     model: ModelSpec | None = None  # None: lint
     shape: TrainingShape = field(default_factory=TrainingShape)
     cluster: Cluster | None = None  # None: lint without a world size (memory/cluster.py: the one cluster type)
-    accounting: str = "deepspeed"
+    accounting: Accounting = Accounting.DEEPSPEED
     integration: str = "any"
     training: TrainingArgs | None = None  # the Trainer's arguments, when a file or launch command gives them
     hardware: Hardware | None = None  # the step-time model's machine (estimate, check)
@@ -92,6 +93,8 @@ class RunInputs:
     def check_options(self) -> CheckOptions:
         from zeroadvisor.advisor.check import CheckOptions
 
+        if self.model is None or self.cluster is None:  # build() refuses a check or estimate without them
+            raise ValueError("check options need the model and the cluster")
         return CheckOptions(model=self.model, shape=self.shape, cluster=self.cluster, accounting=self.accounting,
                             integration=self.integration, unit=self.output.unit, training=self.training,
                             hardware=self.hardware)
@@ -128,7 +131,7 @@ def build(command: str, given: Mapping[str, Any], *, keywords: Mapping[str, Any]
     _refuse_missing(command, values, spelling, project, deferred)
     notes = _from_trainer(values, trainer, spelling) if trainer is not None else []
     configs = _configs(command, values, spelling)
-    if deferred and values.get("gpus") is None:
+    if trainer is not None and deferred and values.get("gpus") is None:
         why = f": {trainer.world_from}" if trainer.world_from else ""
         raise UsageError(f"give {spelling.ask('gpus', 'N')} (or the launch command after --){why}")
     return _assemble(command, values, spelling, project, trainer, configs, tuple(notes), readings)
@@ -256,16 +259,14 @@ def _assemble(command: str, values: dict[str, Any], spelling: Spelling, project:
               readings: Readings | None) -> RunInputs:
     from zeroadvisor.units import FORMAT_UNITS
 
-    model, shape, cluster, hardware, accounting = None, TrainingShape(), None, None, "deepspeed"
+    model, shape, cluster, hardware, accounting = None, TrainingShape(), None, None, Accounting.DEEPSPEED
     if command in MODEL_COMMANDS:
         model, shape = model_and_shape(values.get("model"), values.get("params"), spelling=spelling,
                                        **{key: values.get(key) for key in TRAINING_INPUTS})
         cluster = _cluster(command, values, spelling)
         hardware = _hardware(values, cluster)
-        from zeroadvisor.memory.estimate import ACCOUNTINGS
-
-        accounting = choice(spelling.label("accounting"), _setting(command, values, "accounting", spelling),
-                            ACCOUNTINGS)
+        accounting = Accounting(choice(spelling.label("accounting"),
+                                       _setting(command, values, "accounting", spelling), ACCOUNTINGS))
     elif values.get("gpus") is not None:
         from zeroadvisor.memory.cluster import Cluster
 

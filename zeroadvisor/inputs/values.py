@@ -11,9 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zeroadvisor.inputs.errors import UsageError
+
+if TYPE_CHECKING:
+    from zeroadvisor.hardware.table import GpuSpec
 
 
 @dataclass(frozen=True)
@@ -139,7 +142,7 @@ def bandwidth(label: str, value: Any) -> float:
     return speed
 
 
-def gpu(label: str, name: Any):
+def gpu(label: str, name: Any) -> GpuSpec | None:
     """The table's card (hardware/gpus.py GpuSpec) for a GPU name, None when none is given; an unknown or
     ambiguous name is a usage error listing the cards it could mean."""
     if name is None:
@@ -157,7 +160,7 @@ def gpu(label: str, name: Any):
 def choice(label: str, value: Any, choices: Sequence[str]) -> str:
     if value not in choices:
         raise UsageError(f"{label}: expected one of {', '.join(choices)}, got {value!r}")
-    return value
+    return str(value)
 
 
 def choice_of(choices: Sequence[str]) -> Callable[[str, Any], str]:

@@ -9,6 +9,7 @@ user gave (naming the flag, keyword or project key), and the type keeps them for
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 from zeroadvisor.hardware.table import GpuSpec
@@ -85,7 +86,7 @@ class Cluster:
                 "usable_gpu_memory": self.usable_gpu_memory}
 
 
-def headroom_allowed(share: float) -> bool:
+def headroom_allowed(share: float | Fraction) -> bool:
     """The one headroom rule: a share of at least 0 and below 1."""
     return 0 <= share < 1
 

@@ -16,6 +16,7 @@ from zeroadvisor.memory.buffers import (CUDA_CONTEXT_BYTES, FRAGMENTATION, OVERH
 from zeroadvisor.memory import host as host_memory
 from zeroadvisor.memory.layout_buffers import layout_buffer_terms
 from zeroadvisor.memory.phases import LoadInputs, PhaseSplit, SaveInputs, largest_param, load_phase, save_phase
+from zeroadvisor.vocab import ACCOUNTINGS, Accounting
 from zeroadvisor.memory.verdict import DOES_NOT_FIT, FITS, PhasePeak, Verdict, judge
 from zeroadvisor.memory.options import Option, Skipped, configured_option, enumerate_options, refusal
 from zeroadvisor.memory.parallel import (LocalParameters, Parallel, hpz_terms, local_parameters, parallel_activations,
@@ -28,14 +29,6 @@ from zeroadvisor.units import format_bytes
 
 
 
-class Accounting(StrEnum):
-    """What an estimate counts (``--accounting``)."""
-
-    DEEPSPEED = "deepspeed"  # what DeepSpeed allocates: model states, buffers, activations, allowances
-    PAPER = "paper"  # the ZeRO paper's model states alone
-
-
-ACCOUNTINGS = tuple(Accounting)
 
 
 @dataclass(slots=True)

@@ -15,7 +15,8 @@ import textwrap
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping
 
-from zeroadvisor.memory.estimate import Accounting, Estimate, StageEstimate
+from zeroadvisor.vocab import Accounting
+from zeroadvisor.memory.estimate import Estimate, StageEstimate
 from zeroadvisor.version import DEEPSPEED_TARGET
 from zeroadvisor.memory.terms import ROWS
 from zeroadvisor import vocab as labels
