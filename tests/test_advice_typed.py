@@ -22,13 +22,12 @@ from zeroadvisor.advisor.change import Change, ClusterChange
 from zeroadvisor.advisor.search import Considered, Outcome, Shortfall
 from zeroadvisor.hardware.machine import Hardware, Launcher
 from zeroadvisor.lint.findings import Action
-from zeroadvisor.vocab import Accounting
 from zeroadvisor.memory.estimate import Cluster, estimate
 from zeroadvisor.memory.options import Option
 from zeroadvisor.model.spec import Checkpointing, ModelSpec, TrainingShape
 from zeroadvisor.report import Report, overview, render
 from zeroadvisor.throughput import NoStepTime, Throughput, json_fields, per_option
-from zeroadvisor.vocab import Device, Verdict
+from zeroadvisor.vocab import Accounting, Device, Verdict
 
 _TOOL = REPO / "tools" / "update_rule_fixtures.py"
 _spec = importlib.util.spec_from_file_location("update_rule_fixtures", _TOOL)
@@ -157,7 +156,8 @@ def test_the_verdict_line_renders_the_headline_recommendation(monkeypatch):
     advice = finding.recommends
     assert (f"Recommended (ZA801 does-not-fit): {advice.description} ({advice.option.label}), peak "
             f"{advice.peak_gpu / 1e9:.2f} GB per GPU; cost: estimated step time "
-            f"{advice.step_time_s / advice.configured_step_time_s:.2f}x the configured run's; {advice.cost}") in sentence
+            f"{advice.step_time_s / advice.configured_step_time_s:.2f}x the configured run's; {advice.cost}") \
+        in sentence
     # Ulysses and smaller buckets are part of the change: no column of the options table is that run
     assert rec.stage is None and not any(overview.is_recommended(st, rec) for st in result.estimate.stages)
 

@@ -58,7 +58,8 @@ def _check(data_or_doc, options):
 @pytest.mark.parametrize("setup", sorted(SETUPS))
 def test_a_second_check_after_fix_proposes_nothing(corpus, setup):
     hf, shape, gpus, gpu = SETUPS[setup]
-    options = CheckOptions(model=spec_from_hf_config(hf), shape=shape, cluster=Cluster(gpus=gpus, gpu_memory=gpu_memory(gpu)))
+    options = CheckOptions(model=spec_from_hf_config(hf), shape=shape,
+                           cluster=Cluster(gpus=gpus, gpu_memory=gpu_memory(gpu)))
     rewritten, not_idempotent = 0, []
     for name in _sample(corpus):
         try:

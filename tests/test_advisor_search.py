@@ -31,7 +31,8 @@ def deadline(seconds: int):
 
 
 def _check(config: dict, gpu_memory: int = 24 * GB, shape=TrainingShape(4096, "none")):
-    options = CheckOptions(model=spec_from_hf_config(LLAMA2_7B), shape=shape, cluster=Cluster(gpus=8, gpu_memory=gpu_memory))
+    options = CheckOptions(model=spec_from_hf_config(LLAMA2_7B), shape=shape,
+                           cluster=Cluster(gpus=8, gpu_memory=gpu_memory))
     return check_document(parse(json.dumps(config), "ds.json"), options)
 
 

@@ -18,12 +18,16 @@ from zeroadvisor.lint.findings import Finding, Severity
 if TYPE_CHECKING:
     from zeroadvisor.advisor.check import CheckOptions, CheckResult
     from zeroadvisor.config.source import Document
+    from zeroadvisor.config.training_args import TrainingArgs
     from zeroadvisor.inputs.run import RunInputs
     from zeroadvisor.inputs.source import ConfigSource
+    from zeroadvisor.lint.context import LintOptions
     from zeroadvisor.lint.rule import Rule
-    from zeroadvisor.memory.estimate import Cluster, Estimate, StageEstimate
+    from zeroadvisor.memory.cluster import Cluster
+    from zeroadvisor.memory.estimate import Estimate, StageEstimate
+    from zeroadvisor.memory.options import Option
     from zeroadvisor.model.spec import ModelSpec, TrainingShape
-    from zeroadvisor.throughput import Hardware
+    from zeroadvisor.throughput import Hardware, StepTime
 
 __all__ = ["CheckReport", "EstimateResult", "LintResult", "check", "check_one", "estimate", "fails", "lint",
            "step_times"]
@@ -152,7 +156,8 @@ def _expand(configs: Sequence[ConfigSource]) -> list[tuple[ConfigSource, bool]]:
     return [(ConfigSource.path(item.path, dash_is_stdin=True), item.found) for item in expanded]
 
 
-def _lint_source(source: ConfigSource, options, rules: Sequence[Rule], stdin: BinaryIO | None) -> list[Finding]:
+def _lint_source(source: ConfigSource, options: LintOptions | None, rules: Sequence[Rule],
+                 stdin: BinaryIO | None) -> list[Finding]:
     """One config, under the same limits whatever its source (config/reader.py): a config that does not parse
     is findings; one that cannot be read at all raises reader.InputError."""
     from zeroadvisor.config.source import ParseError
@@ -177,7 +182,7 @@ class EstimateResult:
     """
 
     estimate: Estimate
-    throughput: dict | None = None
+    throughput: dict[Option, StepTime] | None = None
 
     @property
     def configured(self) -> StageEstimate | None:
@@ -206,8 +211,10 @@ def estimate(inputs: RunInputs, step_times_too: bool = False) -> EstimateResult:
     source = inputs.configs[0] if inputs.configs else None
     name = source.display if source is not None else None
     model, shape, cluster = inputs.model, inputs.shape, inputs.cluster
+    if model is None or cluster is None:  # inputs.run.build refuses an estimate without them
+        raise ValueError("an estimate needs the model and the cluster")
     data = document = None
-    if source is not None:
+    if source is not None and name is not None:
         document = _read_config(source)
         if not isinstance(document.data, dict):
             raise UnusableConfig(f"{name}: the config is not a JSON object")
@@ -238,7 +245,7 @@ def estimate(inputs: RunInputs, step_times_too: bool = False) -> EstimateResult:
     return result
 
 
-def step_times(result: Estimate, hardware: Hardware) -> dict:
+def step_times(result: Estimate, hardware: Hardware) -> dict[Option, StepTime]:
     """Step time per option of ``result`` (zeroadvisor.throughput.per_option, on the config the estimate was
     made of). Where a step time was computed, the machine facts left to their defaults join the estimate's
     assumed inputs."""
@@ -252,7 +259,7 @@ def step_times(result: Estimate, hardware: Hardware) -> dict:
 
 
 def _accelerate_estimate_inputs(name: str, document: Document, shape: TrainingShape,
-                                cluster: Cluster) -> tuple[dict, TrainingShape, Cluster]:
+                                cluster: Cluster) -> tuple[dict[str, Any], TrainingShape, Cluster]:
     from zeroadvisor.advisor.accelerate import AccelerateConflict, estimate_inputs
 
     try:
@@ -264,7 +271,7 @@ def _accelerate_estimate_inputs(name: str, document: Document, shape: TrainingSh
     return data, shape, cluster
 
 
-def _refuse_conflicts(name: str, data: dict, model: ModelSpec, gpus: int, shape: TrainingShape) -> None:
+def _refuse_conflicts(name: str, data: dict[str, Any], model: ModelSpec, gpus: int, shape: TrainingShape) -> None:
     """A flag or model-description value the config contradicts is a UsageError (exit 2): DeepSpeed
     runs the config's value, so estimating either one would answer a question nobody asked."""
     from zeroadvisor.memory.settings import given_conflicts
@@ -274,7 +281,7 @@ def _refuse_conflicts(name: str, data: dict, model: ModelSpec, gpus: int, shape:
         raise UsageError(f"{name}: {conflicts[0]}")
 
 
-def _refuse_layout(name: str | None, data: dict | None, gpus: int, shape: TrainingShape) -> None:
+def _refuse_layout(name: str | None, data: dict[str, Any] | None, gpus: int, shape: TrainingShape) -> None:
     """Parallel degrees that do not divide the GPUs are a UsageError (exit 2): no run has that layout."""
     from zeroadvisor.memory.errors import EstimateError
     from zeroadvisor.memory.parallel import read_parallel
@@ -400,7 +407,7 @@ def check_one(inputs: RunInputs, source: ConfigSource) -> CheckReport:
 def _with_fixes(report: CheckReport, source: ConfigSource, document: Document, inputs: RunInputs) -> CheckReport:
     """``report`` with its fixes as a diff (``inputs.diff``) or written into the file (``inputs.fix``)."""
     from zeroadvisor.advisor.check import combined_patch
-    from zeroadvisor.fix.apply import FixError, unified_diff, write_fix
+    from zeroadvisor.fix.apply import FixError, unified_diff
 
     if not (inputs.diff or inputs.fix):
         return report
@@ -415,8 +422,14 @@ def _with_fixes(report: CheckReport, source: ConfigSource, document: Document, i
             return replace(report, error=f"{name}: {err}")
         return replace(report, notes=[*report.notes, f"{name}: {err}"])
     report = replace(report, diff=diff)
-    if not inputs.fix:
-        return report
+    return _written(report, source, document, patch) if inputs.fix else report
+
+
+def _written(report: CheckReport, source: ConfigSource, document: Document, patch: dict[str, Any]) -> CheckReport:
+    """``report`` after its fixes were written into the file, or with the error that stopped them (one line)."""
+    from zeroadvisor.fix.apply import FixError, write_fix
+
+    name = report.path
     if not source.is_file:
         return replace(report, error=f"{name}: the config was not read from a file: no file to write the fixes to")
     try:
@@ -433,7 +446,7 @@ def _check_accelerate(name: str, document: Document, options: CheckOptions,
     """An Accelerate launcher config: checked as the DeepSpeed config Accelerate builds from it."""
     from zeroadvisor.advisor.accelerate import AccelerateConflict, check_accelerate
 
-    def refuse(where: str, data: dict, run: CheckOptions) -> None:
+    def refuse(where: str, data: dict[str, Any], run: CheckOptions) -> None:
         _refuse_conflicts(where, data, run.model, run.cluster.gpus, run.shape)
 
     try:
@@ -444,7 +457,8 @@ def _check_accelerate(name: str, document: Document, options: CheckOptions,
 
 # -- the Hugging Face Trainer -------------------------------------------------------------
 
-def trainer_filled(document: Document, training, world_size: int | None, hidden_size: int | None) -> Document:
+def trainer_filled(document: Document, training: TrainingArgs, world_size: int | None,
+                   hidden_size: int | None) -> Document:
     """``document`` with the data DeepSpeed gets under the Trainer: "auto" filled from ``training`` as
     transformers' HfTrainerDeepSpeedConfig does, then the precision section Accelerate adds for --fp16/--bf16
     (deepspeed/hf_fill.py). Positions stay those of the file; mismatches are left for rule ZA310."""
@@ -454,7 +468,7 @@ def trainer_filled(document: Document, training, world_size: int | None, hidden_
     return replace(document, data=hf_fill.accelerate_precision(filled.config, training))
 
 
-def trainer_shape(data: dict, shape: TrainingShape, training) -> TrainingShape:
+def trainer_shape(data: dict[str, Any], shape: TrainingShape, training: TrainingArgs) -> TrainingShape:
     """The micro batch the Trainer's dataloader feeds (per_device_train_batch_size) where the config names
     no batch size (where it does, the filled config decides and ZA310 reports a difference)."""
     from zeroadvisor.deepspeed.effective import MBS, TBS

@@ -10,6 +10,7 @@ the training script passes to ``Accelerator(mixed_precision=...)`` (Accelerate r
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from zeroadvisor.deepspeed import accelerate_map
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
     from zeroadvisor.advisor.check import CheckOptions, CheckResult
     from zeroadvisor.config.source import Document
     from zeroadvisor.lint.rule import Rule
-    from zeroadvisor.memory.estimate import Cluster
+    from zeroadvisor.memory.cluster import Cluster
     from zeroadvisor.model.spec import TrainingShape
 
 # TrainingShape.precision -> Accelerate's mixed_precision word.
@@ -30,11 +31,11 @@ class AccelerateConflict(ValueError):
     """A flag that contradicts what the Accelerate config launches (one line)."""
 
 
-def launch_for(document: "Document", shape: "TrainingShape") -> accelerate_map.Launch:
+def launch_for(document: Document, shape: TrainingShape) -> accelerate_map.Launch:
     return accelerate_map.build(document, _MIXED.get(shape.precision) if shape.precision else None)
 
 
-def launched_shape(launch: accelerate_map.Launch, shape: "TrainingShape") -> "TrainingShape":
+def launched_shape(launch: accelerate_map.Launch, shape: TrainingShape) -> TrainingShape:
     """zero3_init_flag decides whether from_pretrained runs under deepspeed.zero.Init (DeepSpeedPlugin
     set_deepspeed_weakref hands the config to transformers, whose is_deepspeed_zero3_enabled then holds);
     a --zero-init/--no-zero-init flag still wins, as a script that calls zero.Init itself would."""
@@ -52,7 +53,7 @@ def why_no_config(launch: accelerate_map.Launch, data: dict[str, Any]) -> str:
     return errors[0].message if errors else "Accelerate cannot build a DeepSpeed config from it"
 
 
-def world(path: str, launch: accelerate_map.Launch, cluster: "Cluster") -> tuple[int, int | None]:
+def world(path: str, launch: accelerate_map.Launch, cluster: Cluster) -> tuple[int, int | None]:
     """(GPUs, GPUs per node) of the launch; the flags where the YAML leaves them open."""
     gpus, gpus_per_node = cluster.gpus, cluster.gpus_per_node if cluster.per_node_given else None
     if launch.world_size is None:
@@ -60,18 +61,19 @@ def world(path: str, launch: accelerate_map.Launch, cluster: "Cluster") -> tuple
     machines = f" on {launch.num_machines} machines" if launch.num_machines > 1 else ""
     if gpus != launch.world_size:
         raise AccelerateConflict(f"{path}: the Accelerate config launches {launch.world_size} processes{machines} "
-                                 f"(num_processes is the total), but --gpus gives {gpus}; give --gpus {launch.world_size} or "
-                                 "change num_processes")
+                                 f"(num_processes is the total), but --gpus gives {gpus}; "
+                                 f"give --gpus {launch.world_size} or change num_processes")
     if launch.num_machines == 1:
         return gpus, gpus_per_node
     if gpus_per_node is not None and gpus_per_node != launch.per_node:
         raise AccelerateConflict(f"{path}: the Accelerate config starts {launch.per_node} processes per machine, but "
-                                 f"--gpus-per-node gives {gpus_per_node}; give --gpus-per-node {launch.per_node} or leave it out")
+                                 f"--gpus-per-node gives {gpus_per_node}; "
+                                 f"give --gpus-per-node {launch.per_node} or leave it out")
     return gpus, launch.per_node
 
 
-def estimate_inputs(path: str, document: "Document", shape: "TrainingShape", cluster: "Cluster"
-                    ) -> tuple[dict[str, Any] | None, "TrainingShape", "Cluster", str | None]:
+def estimate_inputs(path: str, document: Document, shape: TrainingShape, cluster: Cluster
+                    ) -> tuple[dict[str, Any] | None, TrainingShape, Cluster, str | None]:
     """(the DeepSpeed config, the training shape, the cluster it runs on, why there is no config)."""
     launch = launch_for(document, shape)
     gpus, per_node = world(path, launch, cluster)
@@ -81,8 +83,8 @@ def estimate_inputs(path: str, document: "Document", shape: "TrainingShape", clu
     return launch.ds_config, launched_shape(launch, shape), cluster, None
 
 
-def check_accelerate(path: str, document: "Document", options: "CheckOptions",
-                     rules: "list[Rule]", refuse_conflicts) -> "CheckResult":
+def check_accelerate(path: str, document: Document, options: CheckOptions,
+                     rules: list[Rule], refuse_conflicts: Callable[[str, Any, CheckOptions], None]) -> CheckResult:
     """Lint findings and memory advice for an Accelerate config. ``refuse_conflicts(path, data, options)``
     is the flow's check that the flags agree with the DeepSpeed config."""
     from zeroadvisor.advisor.check import CheckResult, check_document
@@ -92,8 +94,9 @@ def check_accelerate(path: str, document: "Document", options: "CheckOptions",
 
     launch = launch_for(document, options.shape)
     gpus, per_node = world(path, launch, options.cluster)
-    options = dataclasses.replace(options, cluster=dataclasses.replace(options.cluster, gpus=gpus, gpus_per_node=per_node),
-                                  integration="accelerate", shape=launched_shape(launch, options.shape))
+    cluster = dataclasses.replace(options.cluster, gpus=gpus, gpus_per_node=per_node)
+    options = dataclasses.replace(options, cluster=cluster, integration="accelerate",
+                                  shape=launched_shape(launch, options.shape))
     ctx = Context(document, LintOptions(integration="accelerate", gpus=gpus))
     ctx.__dict__[rules_accelerate._LAUNCH] = launch
     yaml_findings: list[Finding] = []

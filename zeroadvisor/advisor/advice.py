@@ -62,12 +62,17 @@ class Budget:
     @property
     def gpu_memory(self) -> int:
         """Per GPU as the hardware has it."""
+        if self.cluster.gpu_memory is None:  # advice is judged against a card: check_document is given one
+            raise ValueError("a Budget needs the GPU memory")
         return self.cluster.gpu_memory
 
     @property
     def usable(self) -> int:
         """Per GPU less the headroom: what a "fits" may use."""
-        return self.cluster.usable_gpu_memory
+        usable = self.cluster.usable_gpu_memory
+        if usable is None:  # as gpu_memory: None only without a card
+            raise ValueError("a Budget needs the GPU memory")
+        return usable
 
     @property
     def headroom(self) -> float:

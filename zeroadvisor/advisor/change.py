@@ -114,6 +114,11 @@ class Change:
         block = (self.config_patch or {}).get(TP_KEY)
         return block.get("autotp_size") if isinstance(block, dict) else None
 
+    def _offload_parts(self) -> list[str]:
+        """One part per offload device that differs from the configured run's, "offload_param:cpu"."""
+        return [f"{which}:{getattr(self.option, which)}" for which in ("offload_optimizer", "offload_param")
+                if getattr(self.option, which) != getattr(self.was_option, which)]
+
     @property
     def parts(self) -> list[str]:
         """What differs from the configured run, one COSTS key each (bucket tuning aside)."""
@@ -125,9 +130,7 @@ class Change:
                 out.append("stage-up-to-3")
             else:
                 out.append("stage-among-0-2")
-        for which in ("offload_optimizer", "offload_param"):
-            if getattr(self.option, which) != getattr(self.was_option, which):
-                out.append(f"{which}:{getattr(self.option, which)}")
+        out += self._offload_parts()
         if self.shape.activation_checkpointing != self.was_shape.activation_checkpointing:
             out.append(f"checkpointing:{self.shape.activation_checkpointing}")
         if self.micro_batch != self.was_micro_batch:

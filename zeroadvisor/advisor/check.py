@@ -2,24 +2,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any
 
+from zeroadvisor.advisor import registry
 from zeroadvisor.advisor.advice import Advice, Advised, Budget, headline
 from zeroadvisor.advisor.rules import AdviceRuleContext
 from zeroadvisor.config import merge_patch as mp
+from zeroadvisor.config.source import Document
+from zeroadvisor.lint.context import LintOptions
 from zeroadvisor.lint.engine import run_rules
 from zeroadvisor.lint.findings import Finding
-from zeroadvisor.rules.linter import lint_document
-from zeroadvisor.memory.errors import EstimateError
+from zeroadvisor.lint.rule import Rule
 from zeroadvisor.memory.cluster import Cluster
-from zeroadvisor.vocab import Accounting
+from zeroadvisor.memory.errors import EstimateError
 from zeroadvisor.memory.estimate import Estimate, estimate
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
-from zeroadvisor.advisor import registry
-from zeroadvisor.lint.rule import Rule
-from zeroadvisor.lint.context import LintOptions
-from zeroadvisor.config.source import Document
+from zeroadvisor.rules.linter import lint_document
+from zeroadvisor.vocab import Accounting
+
+if TYPE_CHECKING:
+    from zeroadvisor.hardware.machine import Hardware
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +39,7 @@ class CheckOptions:
     unit: str = "GB"
     training: Any = None  # the Hugging Face Trainer's arguments (config/training_args.TrainingArgs), when given
     # the step-time model's machine (throughput.Hardware); None: the stated defaults on ``cluster.gpu``
-    hardware: Any = None
+    hardware: Hardware | None = None
 
     def __post_init__(self) -> None:
         if self.cluster.gpu_memory is None:
@@ -86,7 +90,7 @@ def check_document(doc: Document, options: CheckOptions, rules: Iterable[Rule] |
         # A value the memory model needs is unusable; the lint findings say which.
         return CheckResult(lint_document(doc, lint_options, lint_rules), None, options, {"estimate_error": str(err)})
 
-    def lint_fixes(data: dict, gpus: int) -> dict:
+    def lint_fixes(data: dict[str, Any], gpus: int) -> dict[str, Any]:
         """The fixes the selected lint rules propose for ``data`` on ``gpus`` GPUs (the file, or the file as a
         change leaves it, on the cluster as given or grown): the advice is estimated and written with them."""
         document = doc if data is doc.data else Document(doc.name, "", data)
@@ -113,7 +117,7 @@ def check_document(doc: Document, options: CheckOptions, rules: Iterable[Rule] |
     return CheckResult(run_rules(context, selected), result, options, advice=advice)
 
 
-def _hardware(options: CheckOptions):
+def _hardware(options: CheckOptions) -> Hardware | None:
     """What advice ranks step times on: the given Hardware, else the named GPU with the stated defaults (None
     without a GPU name: only its memory is known, so candidates keep the fixed order)."""
     if options.hardware is not None:

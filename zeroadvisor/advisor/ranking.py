@@ -13,7 +13,7 @@ ZeRO-3 (1.5x).
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 from zeroadvisor.advisor.change import CHECKPOINTING_LEVELS, Change
 from zeroadvisor.memory.estimate import StageEstimate
@@ -30,7 +30,11 @@ OFFLOAD_WEIGHT = {
 }
 
 
-def cost_key(change: Change, stage: StageEstimate) -> tuple:
+# (offload weight, (layout kind, degree), checkpointing level, -micro batch, is ZeRO-3, changes, stage)
+CostKey = tuple[float, tuple[int, int], int, int, bool, int, int]
+
+
+def cost_key(change: Change, stage: StageEstimate) -> CostKey:
     """Smaller is better: the order in which fitting changes are recommended."""
     option = change.option
     offload = OFFLOAD_WEIGHT["offload_optimizer"][option.offload_optimizer] \
@@ -45,11 +49,12 @@ def rank(candidates: Sequence[tuple[Change, StageEstimate, float | None]]) -> li
     """(change, estimate, step time in s or None) best first: by step time when every candidate has one."""
     timed = all(seconds is not None and seconds > 0 for _, _, seconds in candidates)
 
-    def key(item):
+    def key(item: tuple[Change, StageEstimate, float | None]) -> tuple[CostKey] | tuple[int, int, CostKey]:
         change, stage, seconds = item
         fixed = cost_key(change, stage)
         if not timed:
             return (fixed,)
+        assert seconds is not None  # timed: every candidate has a step time
         return (math.floor(math.log(seconds) / math.log1p(TIE)), change.changes, fixed)
 
     return [(change, stage) for change, stage, _ in sorted(candidates, key=key)]

@@ -21,7 +21,8 @@ BY_CODE = {rule.code: rule for rule in ALL}
 BY_NAME = {rule.name: rule for rule in ALL}
 assert len(BY_CODE) == len(ALL) and len(BY_NAME) == len(ALL), "rule codes and names must be unique"
 
-__all__ = ["ADVICE", "ADVICE_CODES", "ALL", "BY_CODE", "BY_NAME", "INVALID_SYNTAX", "LINT", "find", "select", "unknown_references"]
+__all__ = ["ADVICE", "ADVICE_CODES", "ALL", "BY_CODE", "BY_NAME", "INVALID_SYNTAX", "LINT", "find", "select",
+           "unknown_references"]
 
 
 def find(reference: str) -> Rule | None:
@@ -42,4 +43,4 @@ def unknown_references(references: list[str]) -> list[str]:
 
 def _matches(rule: Rule, reference: str) -> bool:
     ref = reference.strip()
-    return rule.name == ref.lower() or rule.code.startswith(ref.upper()) and ref.upper().startswith("ZA")
+    return rule.name == ref.lower() or (rule.code.startswith(ref.upper()) and ref.upper().startswith("ZA"))

@@ -22,16 +22,23 @@ or more NVMe per node.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
-from zeroadvisor.advisor.change import (CHECKPOINTING_LEVELS, NVME_PATH_PLACEHOLDER, SP_KEY, TP_KEY, Change,
-                                        ClusterChange)
+from zeroadvisor.advisor.change import (
+    CHECKPOINTING_LEVELS,
+    NVME_PATH_PLACEHOLDER,
+    SP_KEY,
+    TP_KEY,
+    Change,
+    ClusterChange,
+)
 from zeroadvisor.advisor.ranking import rank
+from zeroadvisor.config import merge_patch as mp
 from zeroadvisor.deepspeed import effective as dsconfig
 from zeroadvisor.deepspeed import schema
 from zeroadvisor.deepspeed.effective import AUTO, GAS, MBS, TBS
-from zeroadvisor.config import merge_patch as mp
 from zeroadvisor.memory.errors import EstimateError
 from zeroadvisor.memory.estimate import MAX_GPUS, Cluster, Estimate, StageEstimate, estimate
 from zeroadvisor.memory.options import Option, refusal
@@ -368,7 +375,7 @@ class Searcher:
     # -- what the rules ask ------------------------------------------------------------------------
     def lowest_fitting_lower_stage(self) -> StageEstimate | None:
         """The lowest stage below the configured one that fits without offload, as configured otherwise."""
-        for stage in range(0, self.configured.stage):
+        for stage in range(self.configured.stage):
             found = self.evaluate(self._change(Option(stage)))
             if found is not None and found.comfortable:
                 return found

@@ -313,10 +313,10 @@ def _hardware(values: dict[str, Any], cluster: Cluster) -> Hardware:
 
     given: dict[str, Any] = {}
     defaulted: list[str] = []
-    for field in DEFAULTS:  # a Hardware field; the input (flag, keyword) that gives it is HARDWARE_INPUTS'
-        value = values.get(HARDWARE_INPUTS[field])
+    for name in DEFAULTS:  # a Hardware field; the input (flag, keyword) that gives it is HARDWARE_INPUTS'
+        value = values.get(HARDWARE_INPUTS[name])
         if value is None:
-            defaulted.append(field)
+            defaulted.append(name)
         else:
-            given[field] = value
+            given[name] = value
     return Hardware(cluster.gpu, defaulted=tuple(defaulted), **given)

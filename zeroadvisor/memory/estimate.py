@@ -4,29 +4,41 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
-from zeroadvisor.version import DEEPSPEED_TARGET
+from zeroadvisor.memory import host as host_memory
 from zeroadvisor.memory.assumed import AssumedInput, activations_unknown, shape_assumptions
+from zeroadvisor.memory.buffers import (
+    CUDA_CONTEXT_BYTES,
+    FRAGMENTATION,
+    OVERHEAD_ASSUMPTION,
+    buffer_terms,
+    gathered_terms,
+)
+
 # The cluster type and its bounds (memory/cluster.py), here too for the estimate's callers.
 from zeroadvisor.memory.cluster import MAX_GPUS, MAX_MEMORY_BYTES, Cluster, check_memory  # noqa: F401
-from zeroadvisor.memory.buffers import (CUDA_CONTEXT_BYTES, FRAGMENTATION, OVERHEAD_ASSUMPTION, buffer_terms,
-                                        gathered_terms)
-from zeroadvisor.memory import host as host_memory
 from zeroadvisor.memory.layout_buffers import layout_buffer_terms
-from zeroadvisor.memory.phases import LoadInputs, PhaseSplit, SaveInputs, largest_param, load_phase, save_phase
-from zeroadvisor.vocab import ACCOUNTINGS, Accounting
-from zeroadvisor.memory.verdict import DOES_NOT_FIT, FITS, PhasePeak, Verdict, judge
 from zeroadvisor.memory.options import Option, Skipped, configured_option, enumerate_options, refusal
-from zeroadvisor.memory.parallel import (LocalParameters, Parallel, hpz_terms, local_parameters, parallel_activations,
-                                         parallel_notes, read_parallel, tensor_parallel_largest_layer)
+from zeroadvisor.memory.parallel import (
+    LocalParameters,
+    Parallel,
+    hpz_terms,
+    local_parameters,
+    parallel_activations,
+    parallel_notes,
+    read_parallel,
+    tensor_parallel_largest_layer,
+)
+from zeroadvisor.memory.phases import LoadInputs, PhaseSplit, SaveInputs, largest_param, load_phase, save_phase
 from zeroadvisor.memory.settings import Settings, read_settings
 from zeroadvisor.memory.states import deepspeed_terms, paper_terms, trainable
 from zeroadvisor.memory.terms import ROWS, STATE_ROWS, Term, exact
+from zeroadvisor.memory.verdict import DOES_NOT_FIT, FITS, PhasePeak, Verdict, judge
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
 from zeroadvisor.units import format_bytes
-
+from zeroadvisor.vocab import ACCOUNTINGS, Accounting
+from zeroadvisor.version import DEEPSPEED_TARGET
 
 
 
@@ -246,7 +258,7 @@ def estimate(config: dict | None, model: ModelSpec, shape: TrainingShape | None 
             terms += host_memory.runtime_baseline_terms("train")
             terms += host_memory.pinned_rounding_terms(host_memory.deepspeed_pinned_buffers(
                 s, option, P, N, largest_param(model)))
-        per_gpu = {row: 0 for row in ROWS}
+        per_gpu = dict.fromkeys(ROWS, 0)
         host = nvme = host_overhead = 0  # host: what DeepSpeed keeps there; overhead: runtime, pinned rounding
         for term in terms:
             if term.device == "gpu":

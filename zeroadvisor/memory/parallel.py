@@ -104,7 +104,8 @@ def _config_degree(config: dict[str, Any] | None, name: str) -> int | None:
 
 
 def _given(shape: TrainingShape, name: str) -> int | None:
-    return getattr(shape, DEGREES[name][1])
+    given: int | None = getattr(shape, DEGREES[name][1])  # a TrainingShape degree field
+    return given
 
 
 def _hpz(config: dict[str, Any] | None) -> int:
@@ -199,7 +200,7 @@ def local_parameters(spec: ModelSpec, layout: Parallel) -> LocalParameters:
             notes.append("expert parallel: the expert parameters are unknown without the architecture; not split")
         return LocalParameters(split, 0, tuple(notes))
     attention, mlp = linears
-    L = spec.num_layers
+    L = spec.num_layers or 0  # known: _layer_linears returns None without num_layers
     E = spec.num_experts or 0
     experts_total = L * E * mlp if E else 0
     in_blocks = L * (attention + (0 if E else mlp)) + experts_total
@@ -337,7 +338,8 @@ def parallel_activations(spec: ModelSpec, shape: TrainingShape, micro_batch: int
     if p == 1 or not whole.nbytes:
         return Activations(whole.nbytes, whole.per_layer, whole.logits, tuple(notes))
     first = whole.nbytes - whole.logits  # p micro batches x L/p layers in flight = L layers; no head
-    last_spec = dataclasses.replace(local, num_layers=ceil_div(spec.num_layers, p))
+    # known: activation_bytes counts no bytes without num_layers
+    last_spec = dataclasses.replace(local, num_layers=ceil_div(spec.num_layers or 0, p))
     last = activation_bytes(last_spec, seq_shape, micro_batch, precision).nbytes
     notes.append(f"activations: pipeline {p} with 1F1B: the first stage keeps {p} micro batches of its layers in "
                  "flight (= all layers' worth, Korthikanti et al. 2022 §4.2.3), the last stage one micro batch and "

@@ -13,9 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from zeroadvisor.deepspeed import coerce
+from zeroadvisor.deepspeed import coerce, schema
 from zeroadvisor.deepspeed import effective as dsconfig
-from zeroadvisor.deepspeed import schema
 from zeroadvisor.deepspeed.effective import AUTO, GAS, MBS, TBS
 from zeroadvisor.memory import bytes as B
 from zeroadvisor.memory.assumed import AssumedInput

@@ -11,8 +11,9 @@ as is: set ``ascii_only`` (``escape.wants_ascii(stream)``) when the stream canno
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from zeroadvisor.advisor.check import CheckResult
@@ -27,11 +28,11 @@ if TYPE_CHECKING:
 class Report:
     """Everything a renderer may show; each format shows what it can."""
 
-    findings: list["Finding"]
+    findings: list[Finding]
     files: int = 1
-    rules: Sequence["Rule"] = ()
-    check: "CheckResult | None" = None  # check: options, estimate, extras
-    estimate: "Estimate | None" = None  # estimate alone (the estimate command)
+    rules: Sequence[Rule] = ()
+    check: CheckResult | None = None  # check: options, estimate, extras
+    estimate: Estimate | None = None  # estimate alone (the estimate command)
     path: str = ""  # the config checked (check) — display name
     diff: str = ""  # the suggested change as a unified diff
     unit: str = "GB"
@@ -41,7 +42,7 @@ class Report:
     all_options: bool = False  # text: every option (--all); by default the configured, the recommended, no offload
     width: int | None = None  # text: the terminal's columns (None: 80)
     extra: dict[str, Any] = field(default_factory=dict)
-    throughput: "dict[Option, StepTime] | None" = None  # the estimate command's step times (throughput.per_option)
+    throughput: dict[Option, StepTime] | None = None  # the estimate command's step times (throughput.per_option)
 
 
 # --format name -> module with ``render_report(report) -> str``
@@ -58,4 +59,5 @@ CHECK_FORMATS = (*LINT_FORMATS, "markdown", "html")
 
 
 def render(fmt: str, report: Report) -> str:
-    return importlib.import_module(REPORTERS[fmt]).render_report(report)
+    renderer: Callable[[Report], str] = importlib.import_module(REPORTERS[fmt]).render_report
+    return renderer(report)

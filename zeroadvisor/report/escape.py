@@ -24,6 +24,7 @@ Backslashes are not doubled outside markdown and SARIF messages: a Windows path 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -214,10 +215,8 @@ def sarif_uri(path: str) -> str:
     (``os.fsencode``, so undecodable bytes come back exactly) percent-encoded."""
     pure: PurePath = PurePath(path)
     if pure.is_absolute():
-        try:
+        with contextlib.suppress(ValueError):  # another drive on Windows
             pure = PurePath(os.path.relpath(path))
-        except ValueError:  # another drive on Windows
-            pass
     encoded = _percent_encode(os.fsencode(pure.as_posix()))
     if not pure.is_absolute():
         return encoded

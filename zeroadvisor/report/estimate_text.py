@@ -12,17 +12,17 @@ and the whole text through ``escape.output`` (CI logs, ASCII streams).
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING
 
-from zeroadvisor.vocab import Accounting
-from zeroadvisor.memory.estimate import Estimate, StageEstimate
-from zeroadvisor.version import DEEPSPEED_TARGET
-from zeroadvisor.memory.terms import ROWS
 from zeroadvisor import vocab as labels
+from zeroadvisor.memory.estimate import Estimate, StageEstimate
+from zeroadvisor.memory.terms import ROWS
 from zeroadvisor.report import escape, overview
 from zeroadvisor.units import format_bytes, scale
-from zeroadvisor.vocab import Device, Verdict
+from zeroadvisor.version import DEEPSPEED_TARGET
+from zeroadvisor.vocab import Accounting, Device, Verdict
 
 if TYPE_CHECKING:
     from zeroadvisor.memory.options import Option
@@ -111,15 +111,50 @@ def body(estimate: Estimate, unit: str, style: Style, explain: bool = False, ass
     ``assumed``: list the assumed inputs (``check`` reports them as findings instead).
     """
     scale(1, unit)  # validates the unit
+    stages = overview.shown_stages(estimate, rec, all_options)
+    lines: list[str] = ["", *_inputs_lines(estimate, unit, style), *_limits_lines(estimate, unit, style)]
+    lines += _legend_lines(estimate, stages, rec, style)
+    lines.append("")
+    if assumed and estimate.assumed:
+        lines += _section("Assumed inputs (not given; read the table with them):",
+                          [item.message() for item in estimate.assumed], style)
+
+    lines += table(stages, estimate, unit, style, rec, steps)
+    lines.append("")
+    lines += bars(stages, estimate, unit, style, rec)
+    lines.append("")
+
+    lines += _section("Not run by DeepSpeed with this config:",
+                      [f"{labels.option_header(k.option)}: {k.reason}" for k in estimate.skipped], style)
+    # from the model description (e.g. a config.json): data, escaped by bullet
+    lines += _section("Model notes:", list(estimate.model.notes), style)
+    lines += _section("Assumptions:", overview.assumption_lines(estimate, with_assumed=False), style)
+    if explain:
+        lines += _explained_lines(estimate, unit, style)
+    return lines
+
+
+def _section(title: str, items: list[str], style: Style) -> list[str]:
+    """A titled bulleted list and a blank line; nothing when there are no items."""
+    if not items:
+        return []
+    lines = [title]
+    for item in items:
+        lines += style.bullet(item)
+    lines.append("")
+    return lines
+
+
+def _inputs_lines(estimate: Estimate, unit: str, style: Style) -> list[str]:
+    """What was estimated: the model, the cluster, the precision and batch, the layout, the accounting, the unit."""
     cluster, s, m = estimate.cluster, estimate.settings, estimate.model
-    lines: list[str] = [""]
     nodes = f"{cluster.nodes} node{'s' if cluster.nodes > 1 else ''} × {cluster.gpus_on_a_node}"
     plural = "s" if cluster.gpus > 1 else ""
     peft = f" ({m.trainable_parameters:,} trainable: {escape.terminal(m.peft)})" if m.peft else ""
     sequence = f", sequence {estimate.shape.sequence_length}" if estimate.shape.sequence_length else ""
-    lines += style.wrap(f"ZeRO memory estimate: {m.parameters:,} parameters{peft}, {cluster.gpus} GPU{plural}"
-                        f" ({nodes}), {s.precision}, {escape.terminal(s.optimizer_label)}, micro batch "
-                        f"{s.micro_batch}{sequence}")
+    lines = style.wrap(f"ZeRO memory estimate: {m.parameters:,} parameters{peft}, {cluster.gpus} GPU{plural}"
+                       f" ({nodes}), {s.precision}, {escape.terminal(s.optimizer_label)}, micro batch "
+                       f"{s.micro_batch}{sequence}")
     layout = estimate.parallel
     if not layout.trivial:
         lines += style.wrap(f"Parallel layout: data {layout.data} × tensor {layout.tensor} × pipeline "
@@ -131,6 +166,12 @@ def body(estimate: Estimate, unit: str, style: Style, explain: bool = False, ass
                            else " (ZeRO paper: model states only)"))
     unit_words = "10^9 bytes" if unit == "GB" else "2^30 bytes"
     lines += style.wrap(f"Unit: {unit} ({unit_words}); rows are per GPU, host RAM and NVMe per node.")
+    return lines
+
+
+def _limits_lines(estimate: Estimate, unit: str, style: Style) -> list[str]:
+    """What the verdict is judged against (the GPU, host RAM and NVMe given) and what its marks mean."""
+    cluster = estimate.cluster
     limits = []
     if cluster.gpu_memory is not None:
         card = overview.gpu_name(estimate)
@@ -139,15 +180,18 @@ def body(estimate: Estimate, unit: str, style: Style, explain: bool = False, ass
         limits.append(f"host RAM {format_bytes(cluster.cpu_memory, unit)}/node")
     if cluster.nvme is not None:
         limits.append(f"NVMe {format_bytes(cluster.nvme, unit)}/node")
+    if not limits:
+        return ["Fit: not judged (no GPU memory given)."]
     i = style.mark_index
-    if limits:
-        lines += style.wrap(f"Verdict against {', '.join(limits)}, each less {cluster.headroom:.0%} headroom: "
-                            f"{MARKS[Verdict.FITS][i]} fits, {MARKS[Verdict.TIGHT][i]} tight (inside the headroom), "
-                            f"{MARKS[Verdict.DOES_NOT_FIT][i]} does not fit; peaks are over the load, train and "
-                            "save phases.")
-    else:
-        lines.append("Fit: not judged (no GPU memory given).")
-    stages = overview.shown_stages(estimate, rec, all_options)
+    return style.wrap(f"Verdict against {', '.join(limits)}, each less {cluster.headroom:.0%} headroom: "
+                      f"{MARKS[Verdict.FITS][i]} fits, {MARKS[Verdict.TIGHT][i]} tight (inside the headroom), "
+                      f"{MARKS[Verdict.DOES_NOT_FIT][i]} does not fit; peaks are over the load, train and "
+                      "save phases.")
+
+
+def _legend_lines(estimate: Estimate, stages: list[StageEstimate], rec: overview.Headline | None,
+                  style: Style) -> list[str]:
+    """The marks for the configured and recommended options, and how many options are not shown."""
     legend = []
     if any(st.configured for st in stages):
         legend.append(f"{CONFIGURED_MARK} = the configured option")
@@ -156,40 +200,14 @@ def body(estimate: Estimate, unit: str, style: Style, explain: bool = False, ass
     hidden = len(estimate.stages) - len(stages)
     if hidden:
         legend.append(f"{hidden} option{'s' if hidden != 1 else ''} with offload not shown (--all shows them)")
-    if legend:
-        lines += style.wrap("; ".join(legend) + ".")
-    lines.append("")
-    if assumed and estimate.assumed:
-        lines.append("Assumed inputs (not given; read the table with them):")
-        for item in estimate.assumed:
-            lines += style.bullet(item.message())
-        lines.append("")
+    return style.wrap("; ".join(legend) + ".") if legend else []
 
-    lines += table(stages, estimate, unit, style, rec, steps)
-    lines.append("")
-    lines += bars(stages, estimate, unit, style, rec)
-    lines.append("")
 
-    if estimate.skipped:
-        lines.append("Not run by DeepSpeed with this config:")
-        for k in estimate.skipped:
-            lines += style.bullet(f"{labels.option_header(k.option)}: {k.reason}")
-        lines.append("")
-    if m.notes:  # from the model description (e.g. a config.json): data, escaped by bullet
-        lines.append("Model notes:")
-        for note in m.notes:
-            lines += style.bullet(note)
-        lines.append("")
-    notes = overview.assumption_lines(estimate, with_assumed=False)
-    if notes:
-        lines.append("Assumptions:")
-        for note in notes:
-            lines += style.bullet(note)
-        lines.append("")
-    if explain and estimate.configured is not None:
-        lines += explain_lines(estimate.configured, unit, style.width)
+def _explained_lines(estimate: Estimate, unit: str, style: Style) -> list[str]:
+    """--explain: the configured option's terms, then the option notes, each note once with its options."""
+    lines = explain_lines(estimate.configured, unit, style.width) if estimate.configured is not None else []
     noted = [st for st in estimate.stages if st.notes]
-    if noted and explain:
+    if noted:
         lines.append("DeepSpeed vs the ZeRO paper, and option notes:")
         grouped: dict[str, list[str]] = {}
         for st in noted:
@@ -245,7 +263,7 @@ def _row_labels(with_phases: bool, with_steps: bool) -> list[str]:
         names += [labels.PEAK_GPU, labels.PEAK_HOST, labels.BINDING_PHASE]
     if with_steps:
         names.append(labels.STEP_TIME)
-    return names + [labels.FITS]
+    return [*names, labels.FITS]
 
 
 def table(stages: list[StageEstimate], estimate: Estimate, unit: str, style: Style,
@@ -277,7 +295,7 @@ def table(stages: list[StageEstimate], estimate: Estimate, unit: str, style: Sty
             if level and not any(parts):
                 continue
             out.append("".ljust(label_width) + "".join(
-                style.paint(p.rjust(width), _column_sgr(st, rec)) for p, st in zip(parts, block)))
+                style.paint(p.rjust(width), _column_sgr(st, rec)) for p, st in zip(parts, block, strict=True)))
         rule = "-" * (label_width + width * len(block))
         out.append(rule)
         columns = [_cells(st, estimate, unit, style, with_phases, steps) for st in block]
@@ -315,7 +333,7 @@ def bars(stages: list[StageEstimate], estimate: Estimate, unit: str, style: Styl
     out = style.wrap(f"Memory per GPU by row while training (. = a higher peak at load or save{against}); "
                      f"right: the peak per GPU ({unit}):")
     out += style.items(legend, "  ")
-    for st, peak, mark in zip(stages, peaks, marks):
+    for st, peak, mark in zip(stages, peaks, marks, strict=True):
         cells = _bar_cells(st, top, bar_width, capacity)
         drawn = "".join(style.paint(ch, _BAR_SGR.get(row) if row else None) for ch, row in cells)
         out.append(style.paint(_header(st, rec).ljust(label_width), _column_sgr(st, rec)) + drawn + " "
@@ -335,11 +353,11 @@ def _bar_cells(st: StageEstimate, top: int, width: int, capacity: int | None) ->
     cells: list[tuple[str, str | None]] = []
     for i in range(width):
         middle = (i + 0.5) * top / width
-        row = next((r for bound, r in bounds if middle < bound), None)
+        covering = next((r for bound, r in bounds if middle < bound), None)
         if i == cap_at:
             cells.append(("|", None))
-        elif row is not None:
-            cells.append((overview.BAR_LETTERS[row], row))
+        elif covering is not None:
+            cells.append((overview.BAR_LETTERS[covering], covering))
         elif middle < st.peak_gpu:
             cells.append((".", None))
         else:

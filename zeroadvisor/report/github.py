@@ -7,8 +7,13 @@ Escaping follows actions/toolkit packages/core/src/command.ts (``escape.workflow
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from zeroadvisor.lint.findings import Finding, Severity
 from zeroadvisor.report import escape
+
+if TYPE_CHECKING:
+    from zeroadvisor.report import Report
 
 _COMMAND = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
 
@@ -29,7 +34,7 @@ def render(findings: list[Finding], files: int = 1, ascii_only: bool = False) ->
     return escape.for_encoding(out, "ascii") if ascii_only else out
 
 
-def render_report(report) -> str:
+def render_report(report: Report) -> str:
     """The findings as annotations; a check's verdict (with the resolved GPU) first, as a notice."""
     from zeroadvisor.report.sarif import run_properties
 

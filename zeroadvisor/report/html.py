@@ -10,12 +10,18 @@ data); control and invisible characters are made visible first (``escape.termina
 from __future__ import annotations
 
 import html as _html
+from typing import TYPE_CHECKING
 
-from zeroadvisor.lint.findings import Finding
 from zeroadvisor import vocab as labels
+from zeroadvisor.lint.findings import Finding
 from zeroadvisor.report import escape, overview
 from zeroadvisor.units import format_bytes, scale
 from zeroadvisor.vocab import Verdict
+
+if TYPE_CHECKING:
+    from zeroadvisor.memory.estimate import Estimate, StageEstimate
+    from zeroadvisor.report import Report
+    from zeroadvisor.report.overview import Headline
 
 # One colour per row (the chart's legend says which).
 ROW_COLOURS = {"parameters": "#4e79a7", "gradients": "#76b7b2", "optimizer_states": "#b07aa1",
@@ -51,7 +57,7 @@ def _e(text: object) -> str:
     return _html.escape(escape.terminal(str(text)), quote=True)
 
 
-def chart(stages, estimate, unit: str, rec) -> str:
+def chart(stages: list[StageEstimate], estimate: Estimate, unit: str, rec: Headline | None) -> str:
     """Horizontal stacked bars, one per option: its memory per GPU while training by row, a thin
     bar for a higher peak at load or save, and the card's capacity as a vertical line."""
     capacity = estimate.cluster.gpu_memory
@@ -62,8 +68,8 @@ def chart(stages, estimate, unit: str, rec) -> str:
     def x(nbytes: float) -> float:
         return LABEL_WIDTH + plot * nbytes / top
 
-    parts = [f'<svg id="chart" width="{CHART_WIDTH}" height="{height}" '
-             f'viewBox="0 0 {CHART_WIDTH} {height}" role="img" aria-label="Memory per GPU by option and row">']
+    parts = [(f'<svg id="chart" width="{CHART_WIDTH}" height="{height}" '
+              f'viewBox="0 0 {CHART_WIDTH} {height}" role="img" aria-label="Memory per GPU by option and row">')]
     for i, st in enumerate(stages):
         y = TOP + i * ROW_HEIGHT
         label = labels.option_header(st.option)
@@ -107,10 +113,10 @@ def chart(stages, estimate, unit: str, rec) -> str:
     return "\n".join(parts)
 
 
-def _options_table(stages, unit: str, rec) -> str:
-    rows = ['<table id="options"><tr><th>Option</th>'
-            f'<th>Total per GPU ({unit})</th><th>Peak per GPU ({unit})</th><th>Host RAM / node ({unit})</th>'
-            f'<th>NVMe / node ({unit})</th><th>Binding phase</th><th>Fits</th></tr>']
+def _options_table(stages: list[StageEstimate], unit: str, rec: Headline | None) -> str:
+    rows = [('<table id="options"><tr><th>Option</th>'
+             f'<th>Total per GPU ({unit})</th><th>Peak per GPU ({unit})</th><th>Host RAM / node ({unit})</th>'
+             f'<th>NVMe / node ({unit})</th><th>Binding phase</th><th>Fits</th></tr>')]
     for st in stages:
         cls = "configured" if st.configured else "recommended" if overview.is_recommended(st, rec) else ""
         rows.append(f'<tr class="{cls}"><td>{_e(labels.option_header(st.option))}</td>'
@@ -123,7 +129,7 @@ def _options_table(stages, unit: str, rec) -> str:
     return "\n".join(rows)
 
 
-def render(path: str, findings: list[Finding], estimate, diff: str = "", unit: str = "GB") -> str:
+def render(path: str, findings: list[Finding], estimate: Estimate | None, diff: str = "", unit: str = "GB") -> str:
     rec = overview.recommendation(findings, estimate)
     configured = estimate.configured if estimate is not None else None
     colour = VERDICT_COLOURS[configured.verdict if configured is not None else None]
@@ -132,8 +138,8 @@ def render(path: str, findings: list[Finding], estimate, diff: str = "", unit: s
            '<meta name="viewport" content="width=device-width, initial-scale=1">',
            f"<title>{_e(title)}</title>", f"<style>{STYLE}</style>", "</head>", "<body>",
            f"<h1>zeroadvisor: <code>{_e(path)}</code></h1>" if path else "<h1>zeroadvisor</h1>",
-           f'<p id="verdict" class="verdict" style="border-color: {colour}">'
-           f"{_e(overview.verdict_sentence(estimate, rec, unit))}</p>"]
+           (f'<p id="verdict" class="verdict" style="border-color: {colour}">'
+            f"{_e(overview.verdict_sentence(estimate, rec, unit))}</p>")]
     if estimate is not None:
         m, s, c = estimate.model, estimate.settings, estimate.cluster
         gpu = overview.gpu_words(estimate, unit)
@@ -166,7 +172,7 @@ def render(path: str, findings: list[Finding], estimate, diff: str = "", unit: s
     return "\n".join(out)
 
 
-def render_report(report) -> str:
+def render_report(report: Report) -> str:
     estimate = report.estimate if report.check is None else report.check.estimate
     out = render(report.path, report.findings, estimate, report.diff, report.unit)
     # a stream that takes ASCII only gets character references: the same page

@@ -6,11 +6,14 @@ Written by ``escape.json_dumps``: always valid UTF-8; a file name's undecodable 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zeroadvisor.lint.findings import Finding
 from zeroadvisor.report import escape
 from zeroadvisor.version import DEEPSPEED_TARGET, __version__
+
+if TYPE_CHECKING:
+    from zeroadvisor.report import Report
 
 
 def document(findings: list[Finding], files: int, extra: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -30,13 +33,13 @@ def render(findings: list[Finding], files: int = 1, extra: dict[str, Any] | None
     return escape.json_dumps(document(findings, files, extra), ascii_only=ascii_only)
 
 
-def render_report(report) -> str:
+def render_report(report: Report) -> str:
     if report.check is None and report.estimate is not None:  # the estimate command: the estimate alone
         data = report.estimate.to_dict()
         if report.throughput is not None:
             from zeroadvisor.throughput import json_fields
 
-            for stage, entry in zip(report.estimate.stages, data["stages"]):
+            for stage, entry in zip(report.estimate.stages, data["stages"], strict=True):
                 entry.update(json_fields(report.throughput[stage.option]))
         return escape.json_dumps(data, ascii_only=report.ascii_only)
     extra = dict(report.extra)

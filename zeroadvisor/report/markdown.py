@@ -10,12 +10,19 @@ emphasis, @mentions), and the diff sits in a fence longer than any backtick run 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from zeroadvisor import vocab as labels
 from zeroadvisor.advisor.registry import ADVICE_CODES
 from zeroadvisor.lint.findings import Finding, Severity
-from zeroadvisor import vocab as labels
 from zeroadvisor.report import escape, overview
 from zeroadvisor.units import scale
 from zeroadvisor.vocab import Verdict
+
+if TYPE_CHECKING:
+    from zeroadvisor.memory.estimate import Estimate, StageEstimate
+    from zeroadvisor.report import Report
+    from zeroadvisor.report.overview import Headline
 
 MARKER = "<!-- zeroadvisor -->"  # the comment's identity: a bot edits the comment that holds it
 _ICON = {Severity.ERROR: "🔴", Severity.WARNING: "🟡", Severity.INFO: "🔵"}
@@ -23,7 +30,7 @@ _VERDICT = {Verdict.FITS: "✅", Verdict.TIGHT: "⚠️", Verdict.DOES_NOT_FIT: 
 MAX_COLUMNS = 6
 
 
-def _heading(path: str, findings: list[Finding], estimate) -> str:
+def _heading(path: str, findings: list[Finding], estimate: Estimate | None) -> str:
     configured = estimate.configured if estimate is not None else None
     # Config errors, as opposed to the memory verdict (the advice rules carry that).
     config_errors = sum(1 for f in findings if f.severity is Severity.ERROR and f.code not in ADVICE_CODES)
@@ -40,25 +47,24 @@ def _gb(nbytes: int, unit: str, digits: int = 1) -> str:
     return f"{scale(nbytes, unit):.{digits}f}"
 
 
-def _option_cell(st, rec) -> str:
+def _option_cell(st: StageEstimate, rec: Headline | None) -> str:
     label = escape.markdown_inline(labels.option_header(st.option))
     if st.configured:
         return f"**{label}** (configured)"
     return f"**{label}** (recommended)" if overview.is_recommended(st, rec) else label
 
 
-def options_table(estimate, rec, unit: str) -> list[str]:
+def options_table(estimate: Estimate, rec: Headline | None, unit: str) -> list[str]:
     """One row per option: peak per GPU, peak host RAM and NVMe per node, binding phase, verdict."""
-    out = [f"| Option | Peak per GPU ({unit}) | Host RAM / node ({unit}) | NVMe / node ({unit}) | Binding phase "
-           "| Fits |",
-           "|---|---:|---:|---:|---|:---:|"]
-    for st in estimate.stages:
-        out.append(f"| {_option_cell(st, rec)} | {_gb(st.peak_gpu, unit)} | {_gb(st.peak_host_per_node, unit, 0)} | "
-                   f"{_gb(st.peak_nvme_per_node, unit, 0)} | {st.binding_phase} | {_VERDICT[st.verdict]} |")
-    return out
+    header = (f"| Option | Peak per GPU ({unit}) | Host RAM / node ({unit}) | NVMe / node ({unit}) | Binding phase "
+              "| Fits |")
+    rows = [f"| {_option_cell(st, rec)} | {_gb(st.peak_gpu, unit)} | {_gb(st.peak_host_per_node, unit, 0)} | "
+            f"{_gb(st.peak_nvme_per_node, unit, 0)} | {st.binding_phase} | {_VERDICT[st.verdict]} |"
+            for st in estimate.stages]
+    return [header, "|---|---:|---:|---:|---|:---:|", *rows]
 
 
-def breakdown_table(estimate, rec, unit: str) -> list[str]:
+def breakdown_table(estimate: Estimate, rec: Headline | None, unit: str) -> list[str]:
     """The configured (and the recommended) option by memory row, with the host RAM and NVMe rows."""
     columns = [st for st in (estimate.configured, rec.stage if rec is not None and rec.changes_option else None)
                if st is not None]
@@ -77,7 +83,7 @@ def breakdown_table(estimate, rec, unit: str) -> list[str]:
     return out
 
 
-def render(path: str, findings: list[Finding], estimate, usable: int | None, gpu_memory: int | None,
+def render(path: str, findings: list[Finding], estimate: Estimate | None, usable: int | None, gpu_memory: int | None,
            headroom: float, diff: str, unit: str = "GB", ascii_only: bool = False) -> str:
     inline = escape.markdown_inline
     rec = overview.recommendation(findings, estimate)
@@ -101,10 +107,10 @@ def render(path: str, findings: list[Finding], estimate, usable: int | None, gpu
             out += ["**Assumptions**", ""] + [f"- {inline(note)}" for note in notes] + [""]
         if m.notes:  # what the model description says about its own counts
             out += ["**Model notes**", ""] + [f"- {inline(note)}" for note in m.notes] + [""]
-        out += options_table(estimate, rec, unit) + [""]
+        out += [*options_table(estimate, rec, unit), ""]
         breakdown = breakdown_table(estimate, rec, unit)
         if breakdown:
-            out += ["**By memory row** (per GPU while training; host RAM and NVMe per node)", ""] + breakdown + [""]
+            out += ["**By memory row** (per GPU while training; host RAM and NVMe per node)", "", *breakdown, ""]
     if findings:
         out += ["**Findings**", ""]
         for f in findings:
@@ -120,8 +126,10 @@ def render(path: str, findings: list[Finding], estimate, usable: int | None, gpu
     return escape.output("\n".join(out), ascii_only)
 
 
-def render_report(report) -> str:
+def render_report(report: Report) -> str:
     check = report.check
+    if check is None:
+        raise ValueError("the markdown report renders a check (Report.check is None)")
     cluster = check.options.cluster
     return render(report.path, report.findings, check.estimate, cluster.usable_gpu_memory, cluster.gpu_memory,
                   cluster.headroom, report.diff, report.unit, ascii_only=report.ascii_only)

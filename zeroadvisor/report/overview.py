@@ -11,8 +11,9 @@ throughput.per_option's StepTime values.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from zeroadvisor import vocab as labels
 from zeroadvisor.vocab import Device
@@ -39,16 +40,16 @@ class Headline:
     """The recommendation a report names first, the finding that carries it (its code and name), and the
     estimate's option that is the recommended run (None: no column of the table is that run)."""
 
-    finding: "Finding"
-    advice: "Advised"
-    stage: "StageEstimate | None"
+    finding: Finding
+    advice: Advised
+    stage: StageEstimate | None
 
     @property
     def changes_option(self) -> bool:
         return self.stage is not None and not self.stage.configured
 
 
-def recommendation(findings: Iterable["Finding"], estimate: "Estimate | None") -> Headline | None:
+def recommendation(findings: Iterable[Finding], estimate: Estimate | None) -> Headline | None:
     """The change the advice recommends first, or None when no finding carries one."""
     from zeroadvisor.advisor.advice import Recommendation, headline
 
@@ -65,7 +66,7 @@ def recommendation(findings: Iterable["Finding"], estimate: "Estimate | None") -
     return Headline(finding, advice, stage)
 
 
-def throughput(st: "StageEstimate | None", steps: "Steps | None") -> "Throughput | None":
+def throughput(st: StageEstimate | None, steps: Steps | None) -> Throughput | None:
     """The option's step-time estimate, or None where there is none (no table, or no step time for it)."""
     from zeroadvisor.throughput import Throughput
 
@@ -75,8 +76,8 @@ def throughput(st: "StageEstimate | None", steps: "Steps | None") -> "Throughput
     return result if isinstance(result, Throughput) and result.step_time_s else None
 
 
-def relative_step_time(st: "StageEstimate", configured: "StageEstimate | None",
-                       steps: "Steps | None") -> float | None:
+def relative_step_time(st: StageEstimate, configured: StageEstimate | None,
+                       steps: Steps | None) -> float | None:
     """The option's step time over the configured option's, when both are estimated."""
     mine, theirs = throughput(st, steps), throughput(configured, steps)
     if mine is None or theirs is None:
@@ -84,15 +85,15 @@ def relative_step_time(st: "StageEstimate", configured: "StageEstimate | None",
     return mine.step_time_s / theirs.step_time_s
 
 
-def verdict_sentence(estimate: "Estimate | None", rec: Headline | None, unit: str,
-                     findings: Sequence["Finding"] = ()) -> str:
+def verdict_sentence(estimate: Estimate | None, rec: Headline | None, unit: str,
+                     findings: Sequence[Finding] = ()) -> str:
     """The configured option in one sentence: verdict, peak against capacity, binding phase and
     resource, then the recommended change and its cost."""
     from zeroadvisor.memory import verdict as verdict_words
     from zeroadvisor.units import format_bytes
 
     st = estimate.configured if estimate is not None else None
-    if st is None:
+    if estimate is None or st is None:
         text = "Verdict: per option, in the table below (no config given)." if estimate is not None else \
             "Verdict: no memory estimate (the config could not be estimated; see the findings)."
     else:
@@ -125,34 +126,35 @@ def recommendation_words(rec: Headline, unit: str) -> str:
     return f"{text}; cost: {cost}" if cost else text
 
 
-def shown_stages(estimate: "Estimate", rec: Headline | None, all_options: bool) -> list["StageEstimate"]:
+def shown_stages(estimate: Estimate, rec: Headline | None, all_options: bool) -> list[StageEstimate]:
     """The options a report shows: every one with ``all_options``; by default the configured, the
     recommended and the stages without offload, in the estimate's order."""
     if all_options:
         return list(estimate.stages)
     wanted = {id(st) for st in estimate.stages
-              if st.configured or (st.option.offload_optimizer == Device.NONE and st.option.offload_param == Device.NONE)}
+              if st.configured
+              or (st.option.offload_optimizer == Device.NONE and st.option.offload_param == Device.NONE)}
     if rec is not None and rec.stage is not None:
         wanted.add(id(rec.stage))
     return [st for st in estimate.stages if id(st) in wanted]
 
 
-def is_recommended(st: "StageEstimate", rec: Headline | None) -> bool:
+def is_recommended(st: StageEstimate, rec: Headline | None) -> bool:
     return rec is not None and rec.changes_option and rec.stage is st
 
 
-def bar_rows(st: "StageEstimate") -> list[tuple[str, int]]:
+def bar_rows(st: StageEstimate) -> list[tuple[str, int]]:
     """(row, bytes) per GPU while training, bottom to top: the parts of the option's total."""
     return [(row, int(st.per_gpu[row])) for row in BAR_ROWS if st.per_gpu.get(row)]
 
 
-def gpu_name(estimate: "Estimate") -> str | None:
+def gpu_name(estimate: Estimate) -> str | None:
     """The GPU ``--gpu`` resolved to (hardware/gpus.py GpuSpec.name), when the cluster names one."""
     spec = estimate.cluster.gpu
     return spec.name if spec is not None else None
 
 
-def gpu_words(estimate: "Estimate", unit: str) -> str | None:
+def gpu_words(estimate: Estimate, unit: str) -> str | None:
     """The resolved GPU and its capacity ("A100-SXM4-80GB, 85.90 GB per GPU"), or the capacity alone."""
     from zeroadvisor.units import format_bytes
 
@@ -164,14 +166,14 @@ def gpu_words(estimate: "Estimate", unit: str) -> str | None:
     return f"{name}, {capacity} per GPU" if name else f"{capacity} per GPU"
 
 
-def assumed_in(findings: Iterable["Finding"]) -> bool:
+def assumed_in(findings: Iterable[Finding]) -> bool:
     """Whether the findings already list the assumed inputs (check), so a report need not repeat them."""
     from zeroadvisor.advisor.rules import lists_assumed_inputs
 
     return lists_assumed_inputs(findings)
 
 
-def assumption_lines(estimate: "Estimate", with_assumed: bool = True) -> list[str]:
+def assumption_lines(estimate: Estimate, with_assumed: bool = True) -> list[str]:
     """Everything the verdict rests on that nobody measured: uncounted rows, assumed inputs, the
     estimate's assumptions."""
     out: list[str] = []

@@ -14,12 +14,16 @@ No ``helpUri`` and no ``informationUri``: the project has no published URL (pypr
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from zeroadvisor.lint.findings import Finding, Severity
 from zeroadvisor.lint.rule import Rule
 from zeroadvisor.report import escape
 from zeroadvisor.version import __version__
+
+if TYPE_CHECKING:
+    from zeroadvisor.report import Report
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 COLUMN_KIND = "unicodeCodePoints"
@@ -95,7 +99,7 @@ def render(findings: list[Finding], rules: Iterable[Rule], ascii_only: bool = Fa
     return escape.json_dumps(document(findings, rules, properties), ascii_only=ascii_only)
 
 
-def run_properties(report) -> dict[str, Any] | None:
+def run_properties(report: Report) -> dict[str, Any] | None:
     """A check's verdict sentence and its cluster (the resolved GPU, its capacity, the parallel layout)."""
     estimate = report.check.estimate if report.check is not None else report.estimate
     if estimate is None:
@@ -107,5 +111,5 @@ def run_properties(report) -> dict[str, Any] | None:
             "cluster": estimate.to_dict()["cluster"]}
 
 
-def render_report(report) -> str:
+def render_report(report: Report) -> str:
     return render(report.findings, report.rules, ascii_only=report.ascii_only, properties=run_properties(report))

@@ -6,8 +6,13 @@ so a finding is one line and nothing in it reaches the terminal or a CI runner a
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from zeroadvisor.lint.findings import Finding, Severity
 from zeroadvisor.report import escape
+
+if TYPE_CHECKING:
+    from zeroadvisor.report import Report
 
 _COLOURS = {Severity.ERROR: "\033[31m", Severity.WARNING: "\033[33m", Severity.INFO: "\033[36m"}
 _RESET = "\033[0m"
@@ -63,7 +68,7 @@ def wrapped(findings: list[Finding], width: int, colour: bool = False) -> list[s
     return lines
 
 
-def render_report(report) -> str:
+def render_report(report: Report) -> str:
     """check: the verdict first, the findings, then the estimate and the suggested diff.
     estimate: the estimate alone. Wrapped to ``report.width`` (the terminal's)."""
     estimate = report.estimate if report.check is None else report.check.estimate

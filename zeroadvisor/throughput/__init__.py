@@ -9,13 +9,14 @@ estimate's option directly. Between layers a step time is a value, never an exce
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from zeroadvisor.throughput.comm import ZeroPlusPlus
 from zeroadvisor.hardware.machine import DEFAULTS, Hardware
+from zeroadvisor.throughput.comm import ZeroPlusPlus
 from zeroadvisor.throughput.step import NoThroughput, StepTerm, Throughput, global_batch_of, step_time
 
 if TYPE_CHECKING:
+    from zeroadvisor.memory.estimate import Estimate, StageEstimate
     from zeroadvisor.memory.options import Option
 
 __all__ = ["DEFAULTS", "Hardware", "NoStepTime", "NoThroughput", "StepTerm", "StepTime", "Throughput",
@@ -40,12 +41,13 @@ def seconds_of(step: StepTime) -> float | None:
     return step.step_time_s if isinstance(step, Throughput) else None
 
 
-def step_time_of(estimate, stage, hw: Hardware, config: dict | None = None,
+def step_time_of(estimate: Estimate, stage: StageEstimate, hw: Hardware, config: dict[str, Any] | None = None,
                  global_batch: int | None = None) -> Throughput:
     """``step_time`` for one option of a memory estimate (memory/estimate.py Estimate, StageEstimate).
 
-    ``global_batch`` None: derived from ``config`` (None: the config the estimate was made of) as DeepSpeed does (train_batch_size, micro batch,
-    accumulation); the ZeRO++ switches are the estimate's own (Settings, Parallel.hpz)."""
+    ``global_batch`` None: derived from ``config`` (None: the config the estimate was made of) as DeepSpeed does
+    (train_batch_size, micro batch, accumulation); the ZeRO++ switches are the estimate's own (Settings,
+    Parallel.hpz)."""
     layout = estimate.parallel
     if global_batch is None:
         global_batch = global_batch_of(estimate.config if config is None else config, layout.batch_world())
@@ -53,7 +55,7 @@ def step_time_of(estimate, stage, hw: Hardware, config: dict | None = None,
                      layout=layout, global_batch=global_batch)
 
 
-def per_option(estimate, hw: Hardware, config: dict | None = None) -> dict[Option, StepTime]:
+def per_option(estimate: Estimate, hw: Hardware, config: dict[str, Any] | None = None) -> dict[Option, StepTime]:
     """Every option of ``estimate`` (memory/options.py Option) -> its StepTime: the Throughput, or the
     NoStepTime saying why there is none."""
     out: dict[Option, StepTime] = {}
@@ -65,7 +67,7 @@ def per_option(estimate, hw: Hardware, config: dict | None = None) -> dict[Optio
     return out
 
 
-def json_fields(result: StepTime) -> dict:
+def json_fields(result: StepTime) -> dict[str, Any]:
     """JSON per option: ``throughput`` {step_time_s, tokens_per_s, bound} or null with the reason."""
     if isinstance(result, Throughput):
         return {"throughput": result.to_dict()}

@@ -23,18 +23,18 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from zeroadvisor.deepspeed import effective as dsconfig
+from zeroadvisor.hardware.machine import Hardware, cpu_threads_per_rank
 from zeroadvisor.memory import bytes as B
-from zeroadvisor.memory.estimate import Cluster
+from zeroadvisor.memory.assumed import hardware_notes
+from zeroadvisor.memory.cluster import Cluster
 from zeroadvisor.memory.options import Option
 from zeroadvisor.memory.parallel import Parallel, local_parameters
 from zeroadvisor.memory.settings import Settings
-from zeroadvisor.memory.assumed import hardware_notes
 from zeroadvisor.memory.states import master_bytes, state_bytes_gpu, trainable
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
 from zeroadvisor.throughput.comm import ZeroPlusPlus, collectives, ring_seconds
 from zeroadvisor.throughput.flops import token_flops
 from zeroadvisor.throughput.gpu_step import gpu_step_bytes, gpu_step_seconds
-from zeroadvisor.hardware.machine import Hardware, cpu_threads_per_rank
 from zeroadvisor.throughput.host import ZERO3_FETCH_HOST_S, fetches_per_micro_step, modules_with_parameters
 from zeroadvisor.throughput.offload import (
     HOST_PASS_S_PER_PARAM_THREAD,
