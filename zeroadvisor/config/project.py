@@ -37,7 +37,6 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
-import tomllib
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -140,6 +139,8 @@ def _find_from(folder: str) -> ProjectConfig | None:
 
 def load(path: str) -> ProjectConfig | None:
     """The configuration in one file; None for a pyproject.toml without ``[tool.zeroadvisor]``."""
+    import tomllib  # only where a project file exists: its import (datetime behind it) is a share of `lint`'s start
+
     try:
         with open(path, "rb") as handle:
             raw = handle.read()

@@ -10,19 +10,23 @@ DeepSpeed is never imported at run time.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from typing import Any
 
 SCHEMA_FILE = "ds_config.schema.json"
+_SCHEMAS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "schemas")
 
 
 @cache
 def load(name: str = SCHEMA_FILE) -> dict[str, Any]:
     """The parsed schema shipped as package data (``zeroadvisor.schemas``)."""
     # the schema files are JSON objects (tools/gen_schema.py writes them; tests/test_schema_file.py reads them)
-    schema: dict[str, Any] = json.loads(resources.files("zeroadvisor.schemas").joinpath(name).read_text("utf-8"))
+    # The package data beside this module (zeroadvisor/schemas/), read as a plain file: importlib.resources
+    # costs more to import than the whole read (tempfile, shutil and the compression modules behind it).
+    with open(os.path.join(_SCHEMAS, name), encoding="utf-8") as stream:
+        schema: dict[str, Any] = json.load(stream)
     return schema
 
 
