@@ -39,11 +39,11 @@ class TrainerInputs:
 def read_trainer(training_args: str | None, launch: str | None) -> TrainerInputs | None:
     """The Trainer's inputs from a training arguments file and/or a launch command (None: neither given);
     TrainerInputError where one cannot be read."""
+    if training_args is None and launch is None:
+        return None
     from zeroadvisor.config.launch import parse_launch
     from zeroadvisor.config.training_args import merge, read_training_args
 
-    if training_args is None and launch is None:
-        return None
     training = read_training_args(training_args) if training_args is not None else None
     notes: list[str] = []
     world, world_from, launcher = None, "", None
