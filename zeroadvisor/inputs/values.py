@@ -99,14 +99,19 @@ def _fraction(value: Any) -> Fraction:
     return Fraction(value)
 
 
+def _share(label: str, value: Any, example: str) -> Fraction:
+    """A share given as ``10%`` or ``0.1``, exactly; anything else is a usage error naming ``example``."""
+    try:
+        return _fraction(value)
+    except (ValueError, ZeroDivisionError, OverflowError):
+        raise UsageError(f"{label}: expected a share like {example}, got {value!r}") from None
+
+
 def headroom(label: str, value: Any) -> float:
     """``10%`` or ``0.1``: the share of each capacity a "fits" leaves free."""
     from zeroadvisor.memory.cluster import headroom_allowed
 
-    try:
-        share = _fraction(value)
-    except (ValueError, ZeroDivisionError, OverflowError):
-        raise UsageError(f"{label}: expected a share like 10% or 0.1, got {value!r}") from None
+    share = _share(label, value, "10% or 0.1")
     if not headroom_allowed(share):
         raise UsageError(f"{label}: must be at least 0% and below 100%, got {value!r}")
     return float(share)
@@ -114,10 +119,7 @@ def headroom(label: str, value: Any) -> float:
 
 def efficiency(label: str, value: Any) -> float:
     """The share of the GPU's dense peak the kernels reach: above 0, at most 1."""
-    try:
-        share = _fraction(value)
-    except (ValueError, ZeroDivisionError, OverflowError):
-        raise UsageError(f"{label}: expected a share like 0.4 or 40%, got {value!r}") from None
+    share = _share(label, value, "0.4 or 40%")
     if not 0 < share <= 1:
         raise UsageError(f"{label}: must be above 0 and at most 1 (100%), got {value!r}")
     return float(share)
