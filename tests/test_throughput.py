@@ -368,15 +368,15 @@ def test_host_pass_costs_are_the_measured_ones():
 
 
 def test_the_estimates_own_config_gives_the_global_batch():
-    """per_option reads the global batch from the config the estimate was made of (Estimate.config: for an
-    Accelerate YAML or a Trainer-filled config, the one DeepSpeed gets), not from the file again:
-    train_batch_size 64 = micro 2 x accumulation 4 x 8 GPUs."""
+    """per_option reads the global batch the estimate's settings resolved from the config it was made of
+    (Settings.global_batch: for an Accelerate YAML or a Trainer-filled config, the one DeepSpeed gets), not
+    from the file again: train_batch_size 64 = micro 2 x accumulation 4 x 8 GPUs."""
     from zeroadvisor.memory.estimate import estimate
     from zeroadvisor.throughput import per_option
 
     config = {"train_batch_size": 64, "train_micro_batch_size_per_gpu": 2, "bf16": {"enabled": True},
               "zero_optimization": {"stage": 2}}
     est = estimate(config, MODEL, SHAPE, CLUSTER)
-    assert est.config == config
+    assert est.settings.global_batch == 64
     timed = per_option(est, Hardware(A100))[Option(2)]
     assert timed.accumulation == 4 and timed.tokens_per_step == 64 * 2048

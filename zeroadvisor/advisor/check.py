@@ -11,6 +11,7 @@ from zeroadvisor.advisor.advice import Advice, Advised, Budget, headline
 from zeroadvisor.advisor.rules import AdviceRuleContext
 from zeroadvisor.config import merge_patch as mp
 from zeroadvisor.config.source import Document
+from zeroadvisor.deepspeed.settings import settings_of
 from zeroadvisor.lint.context import LintOptions
 from zeroadvisor.lint.engine import run_rules
 from zeroadvisor.lint.findings import Finding
@@ -85,7 +86,7 @@ def check_document(doc: Document, options: CheckOptions, rules: Iterable[Rule] |
     if not isinstance(doc.data, dict):
         return CheckResult(lint_document(doc, lint_options, selected), None, options)
     try:
-        result = estimate(doc.data, options.model, options.shape, cluster, options.accounting)
+        result = estimate(settings_of(doc), options.model, options.shape, cluster, options.accounting)
     except EstimateError as err:
         # A value the memory model needs is unusable; the lint findings say which.
         return CheckResult(lint_document(doc, lint_options, lint_rules), None, options, {"estimate_error": str(err)})

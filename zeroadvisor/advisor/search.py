@@ -151,13 +151,17 @@ class Searcher:
         self._candidates: list[tuple[Change, StageEstimate]] | None = None
         self._ranked: tuple[Considered, ...] | None = None
         self._best: tuple[Outcome | None] | None = None
+        self._estimates[(repr(self.original), shape)] = written  # the config as written is estimated already
         self.tuning = self.bucket_tuning(self.original, written.configured)
         fixed = self._lint_closure(self.original)
         self.base = mp.apply(fixed, self.tuning.patch) if self.tuning else fixed
         self.base_estimate = self._estimate(self.base, shape)
         current = self.base_estimate.configured
         self.configured = current.option if current is not None else Option(0)
-        self.global_batch = _global_batch(self.base, self.base_estimate)
+        # what DeepSpeed reads of the base (deepspeed/settings.py), read once with its estimate: the batch counts,
+        # and train_batch_size as DeepSpeed resolves it on the batch world (None: an integration sets it)
+        self.deepspeed = self.base_estimate.settings.deepspeed
+        self.global_batch = self.base_estimate.settings.global_batch
 
     # -- estimating ------------------------------------------------------------------------------
     def _estimate(self, config: dict, shape: TrainingShape) -> Estimate:
@@ -299,7 +303,7 @@ class Searcher:
             return NoStepTime("no GPU named (--gpu): the step time needs its peak TFLOPS and links")
         config = self._config(change)
         try:
-            return step_time_of(self._estimate(config, change.shape), stage, self.hardware, config,
+            return step_time_of(self._estimate(config, change.shape), stage, self.hardware,
                                 self.global_batch)
         except (NoThroughput, EstimateError, ValueError, ZeroDivisionError) as err:
             return NoStepTime(str(err) or type(err).__name__)
@@ -512,7 +516,8 @@ class Searcher:
         checkpointing, micro batch 1 where the keys allow it); the batch keys that only set the global batch are
         left out (memory does not depend on them)."""
         cluster = replace(self.cluster, gpus=gpus, gpus_per_node=self._per_node(gpus))
-        micro = 1 if _count(self.base.get(MBS)) is not None or TBS in self.base else self.current_micro_batch
+        batch = self.deepspeed.batch
+        micro = 1 if batch.micro_batch is not None or TBS in batch.present else self.current_micro_batch
         config = {k: v for k, v in self.base.items() if k not in (TBS, GAS)}
         if MBS in config and config[MBS] != AUTO:
             config[MBS] = micro
@@ -536,9 +541,9 @@ class Searcher:
         """The best change on ``cluster``, with the batch keys kept at the global batch (None: nothing fits, or
         the global batch cannot be kept there). Its patch is against this searcher's base."""
         config = self.base
-        tbs, mbs = _count(self.base.get(TBS)), self.current_micro_batch
+        tbs, mbs = self.deepspeed.batch.train_batch_size, self.current_micro_batch
         if tbs is not None and cluster.gpus != self.cluster.gpus:
-            world = dsconfig.data_parallel_size(self.base, cluster.gpus)
+            world = self.deepspeed.batch_world(cluster.gpus)
             if not float(world).is_integer() or tbs % (mbs * int(world)):
                 return None
             config = mp.apply(self.base, {MBS: mbs, GAS: tbs // (mbs * int(world))})
@@ -581,7 +586,7 @@ class Searcher:
         kv_heads = self.model.num_key_value_heads or heads
         if layout.sequence > 1 or layout.pipeline > 1 or not heads or not self.shape.sequence_length:
             return
-        if any(self.base.get(key) == AUTO for key in (TBS, MBS, GAS)):
+        if self.deepspeed.batch.auto:
             return
         for sp in SEQUENCE_PARALLEL_DEGREES:
             if layout.data % sp or heads % sp or kv_heads % sp or self.shape.sequence_length % sp:
@@ -616,16 +621,16 @@ class Searcher:
         current = self.current_micro_batch
         if micro_batch == current and not sp:
             return {}
-        tbs, mbs, gas = (_count(self.base.get(key)) for key in (TBS, MBS, GAS))
-        if sp and any(self.base.get(key) == AUTO for key in (TBS, MBS, GAS)):
+        batch = self.deepspeed.batch
+        tbs, mbs, gas = batch.counts
+        if sp and batch.auto:
             return None
-        if tbs is not None:
-            world = dsconfig.data_parallel_size(mp.apply(self.base, layout) if layout else self.base,
-                                                self.cluster.gpus)
+        if tbs is not None:  # the layout's sequence_parallel_size, else the base's
+            world = self.cluster.gpus / sp if sp else self.deepspeed.batch_world(self.cluster.gpus)
             if not float(world).is_integer() or tbs % (micro_batch * int(world)):
                 return None
             return {MBS: micro_batch, GAS: tbs // (micro_batch * int(world))}
-        if mbs is None or current % micro_batch or (GAS in self.base and gas is None):
+        if mbs is None or current % micro_batch or (GAS in batch.present and gas is None):
             return None  # "auto" or absent: an integration sets them and would contradict a written value
         # sp GPUs share one sample's tokens: sp times the accumulation keeps the samples per step
         return {MBS: micro_batch, GAS: (gas or 1) * (current // micro_batch) * (sp or 1)}
@@ -670,13 +675,6 @@ class Searcher:
 # --------------------------------------------------------------------------- helpers
 
 
-def _global_batch(config: dict, result: Estimate) -> int | None:
-    """train_batch_size as DeepSpeed derives it (None: the config leaves it to an integration)."""
-    from zeroadvisor.throughput import global_batch_of
-
-    return global_batch_of(config, result.parallel.batch_world())
-
-
 def _peak(stage: StageEstimate, resource: str) -> int:
     return {"gpu": stage.peak_gpu, "host": stage.peak_host_per_node, "nvme": stage.peak_nvme_per_node}[resource]
 
@@ -715,14 +713,6 @@ def _largest_true(values: list[int], test: Callable[[int], bool]) -> int | None:
         middle = (low + high) // 2
         low, high = (middle, high) if test(values[middle]) else (low, middle)
     return values[low]
-
-
-def _count(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    return value if isinstance(value, int) and value > 0 else None
 
 
 def _at_most(value: Any, target: int) -> bool:

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from zeroadvisor.config.limits import MAX_DEPTH, MAX_POINTER_CHARS
 
@@ -40,6 +41,8 @@ _MAX_INT_DIGITS = 4300
 _BOM, _MOJIBAKE_BOM = "\ufeff", "\xef\xbb\xbf"
 # An excerpt of the text in a message stays short however long the value is.
 _EXCERPT_CHARS = 40
+
+_T = TypeVar("_T")
 
 
 class ParseError(ValueError):
@@ -107,6 +110,18 @@ class Document:
     deviations: list[Deviation] = field(default_factory=list)
     duplicates: list[Duplicate] = field(default_factory=list)
     _line_starts: list[int] = field(default_factory=list)
+    # What the layers above read from ``data`` once per document (derived); not part of the document's value.
+    _derived: dict[Callable[..., Any], Any] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def derived(self, compute: Callable[[Document], _T]) -> _T:
+        """``compute(self)``, computed once per document: a fact a layer above reads from ``data`` (its kind,
+        deepspeed/kind.py; the effective DeepSpeed settings, deepspeed/settings.py) without this layer knowing
+        it. Keyed by the function. A document is not changed once parsed; a copy with other data
+        (``dataclasses.replace``) starts without derived facts."""
+        if compute not in self._derived:
+            self._derived[compute] = compute(self)
+        value: _T = self._derived[compute]
+        return value
 
     def position(self, offset: int) -> tuple[int, int]:
         """1-based (line, column) of a character offset; columns count characters.

@@ -1,7 +1,8 @@
-"""Read effective settings from a parsed DeepSpeed config the way DeepSpeed 0.19 does.
+"""How DeepSpeed 0.19 reads each setting of a parsed config: one function per key or section.
 
-Shared by the lint rules and the memory model, so that "which ZeRO stage is this?" has one
-answer. Values that DeepSpeed would reject are returned as None; the rules report them.
+deepspeed/settings.py reads a config once with these into the DeepSpeedSettings that the lint rules,
+the memory model, the step-time model and the advisor share, so that "which ZeRO stage is this?" has
+one answer. Values that DeepSpeed would reject are returned as None; the rules report them.
 """
 
 from __future__ import annotations
@@ -90,18 +91,18 @@ def bf16_block(data: Any) -> dict[str, Any]:
 LEGACY_OFFLOAD = {"offload_optimizer": "cpu_offload", "offload_param": "cpu_offload_param"}
 
 
-def offload_block(data: Any, which: str) -> dict[str, Any]:
-    """``offload_optimizer``/``offload_param`` as DeepSpeed reads it, legacy booleans included."""
-    zero = zero_section(data)
+def offload_block(zero: dict[str, Any], which: str) -> dict[str, Any]:
+    """``offload_optimizer``/``offload_param`` of the ``zero_optimization`` section as DeepSpeed reads it, the
+    legacy booleans included."""
     block = zero.get(which)
     if isinstance(block, dict):
         return block
     return {"device": "cpu"} if zero.get(LEGACY_OFFLOAD[which]) is True else {}
 
 
-def offload_device(data: Any, which: str) -> str:
-    """Device of ``offload_optimizer``/``offload_param``: "none", "cpu", "nvme" (or "auto")."""
-    device = offload_block(data, which).get("device", "none")
+def offload_device(block: dict[str, Any]) -> str:
+    """Device of an offload block: "none", "cpu", "nvme" (or "auto", or a value DeepSpeed rejects)."""
+    device = block.get("device", "none")
     return device if isinstance(device, str) else "none"
 
 
@@ -115,24 +116,15 @@ def optimizer_type(data: Any) -> str | None:
     return name.lower() if name.lower() in native else name
 
 
-def data_parallel_size(data: Any, gpus: int) -> float:
-    """The world size DeepSpeed's batch assertion divides by: the GPUs over sequence_parallel_size
-    (runtime/config.py DeepSpeedConfig.__init__: get_world_size() / config["sequence_parallel_size"]);
-    not integral when they do not divide."""
-    sp = data.get("sequence_parallel_size") if isinstance(data, dict) else None
-    if isinstance(sp, float) and sp.is_integer():
-        sp = int(sp)
-    if isinstance(sp, int) and not isinstance(sp, bool) and sp > 0:
-        return gpus / sp
-    return gpus
 
-
-def derive_batch(tbs: int | None, mbs: int | None, gas: int | None, world: int) -> tuple[int, int, int] | None:
+def derive_batch(tbs: int | None, mbs: int | None, gas: int | None,
+                 world: float) -> tuple[float, float, float] | None:
     """DeepSpeedConfig._configure_train_batch_size, step for step (runtime/config.py).
 
     Any two of the three give the third, with floor division; one alone fills the rest.
     Returns the (tbs, mbs, gas) DeepSpeed ends with, or None if it asserts for lack of both
-    train_batch_size and train_micro_batch_size_per_gpu.
+    train_batch_size and train_micro_batch_size_per_gpu. ``world`` is a float as in DeepSpeed
+    (``dist.get_world_size() / sequence_parallel_size``), so the counts it derives may be too.
     """
     if tbs is not None:
         return _from_train_batch(tbs, mbs, gas, world)
@@ -142,7 +134,7 @@ def derive_batch(tbs: int | None, mbs: int | None, gas: int | None, world: int) 
     return mbs * gas * world, mbs, gas
 
 
-def _from_train_batch(tbs: int, mbs: int | None, gas: int | None, world: int) -> tuple[int, int, int]:
+def _from_train_batch(tbs: int, mbs: int | None, gas: int | None, world: float) -> tuple[float, float, float]:
     """derive_batch when train_batch_size is given."""
     if mbs is not None and gas is not None:
         return tbs, mbs, gas
@@ -159,12 +151,3 @@ def positive_int(value: Any) -> int | None:
         value = int(value)
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else None
 
-
-def autotp_size(data: Any) -> int | None:
-    """``tensor_parallel.autotp_size`` (TPTrainingConfig; 0 = AutoTP off, so None here)."""
-    return positive_int(section(data, "tensor_parallel").get("autotp_size"))
-
-
-def sequence_parallel_size(data: Any) -> int | None:
-    """Top-level ``sequence_parallel_size`` (Ulysses degree; read raw by DeepSpeedConfig.__init__)."""
-    return positive_int(data.get("sequence_parallel_size")) if isinstance(data, dict) else None

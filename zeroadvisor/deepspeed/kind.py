@@ -1,9 +1,12 @@
-"""What a file found on disk holds, judged by its content: a DeepSpeed config, an Accelerate config, or
-something else (a model's config.json, package.json, a CI workflow).
+"""What a config holds, judged by its content: a DeepSpeed config, an Accelerate config, or something else
+(a model's config.json, package.json, a CI workflow).
 
-Used where files are *found* rather than named: ``lint DIR`` and the pre-commit hook
-(``lint --only-configs``), whose file pattern admits every config extension and leaves the
-decision to this module. A file named on the command line is always linted.
+``kind_of(document)`` is the document's kind, decided once per document (config/source.py
+``Document.derived``): the linter reads an Accelerate launcher config through the Accelerate rules and
+anything else through the DeepSpeed rules (rules/linter.py), and the Accelerate rules run only on one.
+The same test decides, where files are *found* rather than named (``lint DIR`` and the pre-commit hook,
+``lint --only-configs``, whose file pattern admits every config extension), which are linted at all
+(``kind_of_file``). A file named on the command line is always linted.
 """
 
 from __future__ import annotations
@@ -12,6 +15,9 @@ import os
 import re
 from functools import lru_cache
 from typing import Any
+
+from zeroadvisor.config.accelerate import is_accelerate_config
+from zeroadvisor.config.source import Document
 
 DEEPSPEED = "deepspeed"
 ACCELERATE = "accelerate"
@@ -36,17 +42,29 @@ def deepspeed_keys() -> frozenset[str]:
 def kind_of_data(data: Any) -> str | None:
     """DEEPSPEED, ACCELERATE or None for a parsed config.
 
-    An object with any DeepSpeed top-level key is a DeepSpeed config, and so is an empty object
-    (DeepSpeed runs on its defaults; the corpus has one). Keys starting with ``_`` are comments.
+    An Accelerate launcher config is one config/accelerate.py recognises (``distributed_type``, or a
+    ``deepspeed_config`` mapping). An object with any DeepSpeed top-level key is a DeepSpeed config, and
+    so is an empty object (DeepSpeed runs on its defaults; the corpus has one); so is one with an
+    Accelerate key that is not an Accelerate config (a ``deepspeed_config`` that is not a mapping): the
+    DeepSpeed rules read it and say what it is. Keys starting with ``_`` are comments.
     """
+    if is_accelerate_config(data):
+        return ACCELERATE
     if not isinstance(data, dict):
         return None
     keys = {str(key) for key in data if not str(key).startswith("_")}
-    if keys & ACCELERATE_KEYS:
-        return ACCELERATE
-    if not data or keys & deepspeed_keys():
+    if not data or keys & (deepspeed_keys() | ACCELERATE_KEYS):
         return DEEPSPEED
     return None
+
+
+def _document_kind(document: Document) -> str | None:
+    return kind_of_data(document.data)
+
+
+def kind_of(document: Document) -> str | None:
+    """DEEPSPEED, ACCELERATE or None for a parsed document, decided once per document."""
+    return document.derived(_document_kind)
 
 
 @lru_cache(maxsize=1)
@@ -72,7 +90,7 @@ def kind_of_file(path: str | os.PathLike[str]) -> str | None:
     from zeroadvisor.config.source import ParseError
 
     try:
-        return kind_of_data(read_document(path).data)
+        return kind_of(read_document(path))
     except InputError:
         return DEEPSPEED
     except ParseError:

@@ -7,7 +7,8 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from zeroadvisor.config.source import Document
-from zeroadvisor.deepspeed import effective as dsconfig
+from zeroadvisor.deepspeed.kind import kind_of
+from zeroadvisor.deepspeed.settings import DeepSpeedSettings, settings_of
 
 if TYPE_CHECKING:
     from zeroadvisor.lint.schemawalk import Event
@@ -58,9 +59,19 @@ class Context:
     def has(self, pointer: str) -> bool:
         return self.get(pointer, _MISSING) is not _MISSING
 
+    @property
+    def kind(self) -> str | None:
+        """The document's kind (deepspeed/kind.py: DEEPSPEED, ACCELERATE or None), decided once per document."""
+        return kind_of(self.doc)
+
     @cached_property
+    def deepspeed(self) -> DeepSpeedSettings:
+        """The effective DeepSpeed settings of the document (deepspeed/settings.py), read once per document."""
+        return settings_of(self.doc)
+
+    @property
     def stage(self) -> int | None:
-        return dsconfig.zero_stage(self.data)
+        return self.deepspeed.stage
 
     @cached_property
     def foreign(self) -> list[str]:

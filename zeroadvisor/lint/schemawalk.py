@@ -170,7 +170,7 @@ class _Walker:
         (None when the type is unknown: unknown-optimizer/unknown-scheduler report that)."""
         defs = schema.load().get("$defs", {})
         if pointer == "/optimizer/params":
-            name = dsconfig.optimizer_type(self.ctx.data)
+            name = self.ctx.deepspeed.optimizer_type
             return defs.get("optimizer_params", {}).get(name) if name else None
         if pointer == "/scheduler/params":
             name = self.ctx.get("/scheduler/type")

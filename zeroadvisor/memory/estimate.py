@@ -6,6 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from zeroadvisor.deepspeed.settings import Config, as_settings
 from zeroadvisor.memory import host as host_memory
 from zeroadvisor.memory.assumed import AssumedInput, activations_unknown, shape_assumptions
 from zeroadvisor.memory.buffers import (
@@ -128,9 +129,6 @@ class Estimate:
     assumptions: list[str]
     assumed: list[AssumedInput] = field(default_factory=list)  # inputs nobody gave (memory/assumed.py)
     parallel: Parallel = field(default_factory=Parallel)  # the layout (memory/parallel.py)
-    # the DeepSpeed config estimated, as DeepSpeed gets it (Trainer "auto" filled, or built from an Accelerate
-    # YAML): what the step-time model reads its global batch from, without reading the file again
-    config: dict | None = field(default=None, repr=False)
 
     @property
     def configured(self) -> StageEstimate | None:
@@ -178,9 +176,10 @@ class Estimate:
         }
 
 
-def estimate(config: dict | None, model: ModelSpec, shape: TrainingShape | None = None,
+def estimate(config: Config, model: ModelSpec, shape: TrainingShape | None = None,
              cluster: Cluster | None = None, accounting: str = Accounting.DEEPSPEED) -> Estimate:
-    """Memory per GPU, host RAM and NVMe per node for every stage/offload option of ``config``.
+    """Memory per GPU, host RAM and NVMe per node for every stage/offload option of ``config`` (a parsed config,
+    or what DeepSpeed reads of one: deepspeed/settings.py).
 
     ``accounting="deepspeed"``: what DeepSpeed 0.19.8 allocates, plus buffers, gathered
     parameters, activations and an overhead allowance. ``accounting="paper"``: the ZeRO
@@ -193,8 +192,9 @@ def estimate(config: dict | None, model: ModelSpec, shape: TrainingShape | None 
         raise ValueError(f"model.parameters must be a positive integer, got {model.parameters!r}")
     shape = shape or TrainingShape()
     cluster = cluster or Cluster()
-    layout = read_parallel(config, cluster.gpus, shape)
-    s = read_settings(config, model, layout.batch_world(), shape)
+    ds = as_settings(config)  # what DeepSpeed reads of the config, once (deepspeed/settings.py)
+    layout = read_parallel(ds, cluster.gpus, shape)
+    s = read_settings(ds, model, layout.batch_world(), shape)
     # ZeRO partitions over the data (x sequence) group the parameters this GPU holds after the tensor,
     # pipeline and expert splits (memory/parallel.py); the stage-1/2 parameter layout no longer applies.
     local = local_parameters(model, layout)
@@ -203,7 +203,7 @@ def estimate(config: dict | None, model: ModelSpec, shape: TrainingShape | None 
     tp_largest = tensor_parallel_largest_layer(model, layout)
     if tp_largest is not None:  # stage-3 gathers the tensor rank's shard of a block Linear, the embedding whole
         spec = dataclasses.replace(spec, largest_layer_parameters=tp_largest)
-    assumptions = list(s.assumptions) + list(local.notes) + parallel_notes(config, layout)
+    assumptions = list(s.assumptions) + list(local.notes) + parallel_notes(ds, layout)
     if tp_largest is not None:
         assumptions.append(f"largest layer under tensor parallel {layout.tensor}: max(V·h, h·ffn/{layout.tensor}, "
                            f"h·q/{layout.tensor}) = {tp_largest:,} parameters (AutoTP shards the block Linears; the "
@@ -232,6 +232,7 @@ def estimate(config: dict | None, model: ModelSpec, shape: TrainingShape | None 
                            "data-parallel degree, so stages 1-3 partition nothing")
 
     split = phase_split(model, layout, local, cluster)
+    save = SaveInputs.of(ds)
     stages: list[StageEstimate] = []
     seen_notes: set[str] = set(assumptions)
     for option in options:
@@ -278,7 +279,7 @@ def estimate(config: dict | None, model: ModelSpec, shape: TrainingShape | None 
         peaks = [PhasePeak("train", per_gpu["total"], train_host, per_node_nvme)]
         if accounting == Accounting.DEEPSPEED:
             phase_peaks, phase_terms = _around_training(model, s, option, cluster, shape.load, per_gpu,
-                                                        train_host, per_node_nvme, config, notes, split)
+                                                        train_host, per_node_nvme, save, notes, split)
             peaks = [phase_peaks[0], *peaks, phase_peaks[1]]
             terms = terms + phase_terms
         judgement = judge(peaks, cluster.capacities(), cluster.headroom)
@@ -290,8 +291,7 @@ def estimate(config: dict | None, model: ModelSpec, shape: TrainingShape | None 
         stages.append(StageEstimate(option, s.configured and option == configured, per_gpu, host, nvme,
                                     per_node_cpu, per_node_nvme, judgement.verdict, terms, stage_notes,
                                     {p.phase: p for p in peaks}, judgement.phase, judgement.resource, uncounted))
-    return Estimate(model, shape, accounting, cluster, s, stages, skipped, assumptions, assumed, layout,
-                    config if isinstance(config, dict) else None)
+    return Estimate(model, shape, accounting, cluster, s, stages, skipped, assumptions, assumed, layout)
 
 
 def _allowance_terms(terms: list[Term]) -> list[Term]:
@@ -317,7 +317,7 @@ def phase_split(model: ModelSpec, layout: Parallel, local: LocalParameters, clus
 
 
 def _around_training(model: ModelSpec, s: Settings, option: Option, cluster: Cluster, load: LoadInputs,
-                     per_gpu: dict[str, int], train_host: int, per_node_nvme: int, config: dict | None,
+                     per_gpu: dict[str, int], train_host: int, per_node_nvme: int, save: SaveInputs,
                      notes: list[str], split: PhaseSplit | None = None
                      ) -> tuple[tuple[PhasePeak, PhasePeak], list[Term]]:
     """The load and save phases' peaks and terms (memory/phases.py), with the same allowances as training.
@@ -327,7 +327,7 @@ def _around_training(model: ModelSpec, s: Settings, option: Option, cluster: Clu
     after the step).
     """
     loaded = load_phase(model, s, option, cluster, load, split)
-    saved = save_phase(model, s, option, cluster, SaveInputs.from_config(config), split)
+    saved = save_phase(model, s, option, cluster, save, split)
     notes += loaded.notes + saved.notes
     g = cluster.gpus_on_a_node
     runtime = host_memory.runtime_baseline_terms("load")

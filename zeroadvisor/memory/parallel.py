@@ -27,6 +27,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from zeroadvisor.deepspeed.settings import Config, DeepSpeedSettings, as_settings
 from zeroadvisor.memory import bytes as B
 from zeroadvisor.memory.activations import Activations, activation_bytes
 from zeroadvisor.memory.errors import EstimateError
@@ -40,6 +41,8 @@ DEGREES: dict[str, tuple[tuple[str, ...] | None, str]] = {
     "sequence": (("sequence_parallel_size",), "sequence_parallel"),  # runtime/config.py world_size division
     "expert": (None, "expert_parallel"),  # deepspeed.moe.layer.MoE(ep_size=...)
 }
+# degree -> the deepspeed/settings.py Layout field holding its key as written (the degrees set in the config)
+_WRITTEN = {"tensor": "autotp_size", "sequence": "sequence_parallel_size"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,22 +83,13 @@ class Parallel:
                 "expert": self.expert}
 
 
-def _config_value(config: dict[str, Any], path: tuple[str, ...]) -> Any:
-    current: Any = config
-    for key in path:
-        if not isinstance(current, dict) or key not in current:
-            return None
-        current = current[key]
-    return current
-
-
-def _config_degree(config: dict[str, Any] | None, name: str) -> int | None:
+def _config_degree(ds: DeepSpeedSettings, name: str) -> int | None:
     """The degree the config sets (None: not set there). AutoTP is off at autotp_size 0 or 1
     (runtime/tensor_parallel/config.py: autotp_size default 0; __init__.py initialize: > 0 enables)."""
     path = DEGREES[name][0]
-    if path is None or not isinstance(config, dict):
+    if path is None:
         return None
-    value = _config_value(config, path)
+    value = getattr(ds.layout, _WRITTEN[name])
     if value is None or value == "auto":
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) or value < 0:
@@ -108,21 +102,14 @@ def _given(shape: TrainingShape, name: str) -> int | None:
     return given
 
 
-def _hpz(config: dict[str, Any] | None) -> int:
-    value = _config_value(config, ("zero_optimization", "zero_hpz_partition_size")) if isinstance(config, dict) \
-        else None
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 1 and value == int(value):
-        return int(value)
-    return 1  # runtime/zero/config.py default 1 (the value rules report a bad one)
-
-
-def read_parallel(config: dict[str, Any] | None, gpus: int, shape: TrainingShape | None = None) -> Parallel:
+def read_parallel(config: Config, gpus: int, shape: TrainingShape | None = None) -> Parallel:
     """The layout of ``gpus`` GPUs: degrees from the config where DeepSpeed reads them, else from the
     flag / model description, else 1. EstimateError where the degrees do not divide the world."""
+    ds = as_settings(config)
     shape = shape or TrainingShape()
     degrees = {}
     for name in DEGREES:
-        from_config = _config_degree(config, name)
+        from_config = _config_degree(ds, name)
         degrees[name] = from_config if from_config is not None else (_given(shape, name) or 1)
     t, p, sp, ep = degrees["tensor"], degrees["pipeline"], degrees["sequence"], degrees["expert"]
     if gpus % (t * p):
@@ -133,18 +120,20 @@ def read_parallel(config: dict[str, Any] | None, gpus: int, shape: TrainingShape
         if data % degree:
             raise EstimateError(f"{name}-parallel degree {degree} does not divide the data-parallel degree {data} "
                                 f"({gpus} GPUs / tensor {t} / pipeline {p})")
-    return Parallel(data, t, p, sp, ep, _hpz(config))
+    # zero_hpz_partition_size: runtime/zero/config.py default 1 (the value rules report a bad one)
+    return Parallel(data, t, p, sp, ep, ds.layout.hpz or 1)
 
 
-def parallel_conflicts(config: dict[str, Any] | None, shape: TrainingShape) -> list[str]:
+def parallel_conflicts(config: Config, shape: TrainingShape) -> list[str]:
     """One line per degree a flag / model description gives that the config sets differently."""
     from zeroadvisor.memory.assumed import INPUTS
 
+    ds = as_settings(config)
     out = []
     for name, (path, field) in DEGREES.items():
         wanted = getattr(shape, field)
         try:
-            runs = _config_degree(config, name)
+            runs = _config_degree(ds, name)
         except EstimateError:
             continue  # the estimate reports the unusable value
         if wanted is None or runs is None or wanted == runs:
@@ -279,14 +268,14 @@ def hpz_terms(precision: str, stage: int, offload_param: str, P: int, N: int, hp
                  "zero/partition_parameters.py Init._partition_param_sec (ds_secondary_tensor)")]
 
 
-def parallel_notes(config: dict[str, Any] | None, layout: Parallel) -> list[str]:
+def parallel_notes(config: Config, layout: Parallel) -> list[str]:
     """What the layout changes that the estimate does not model, in words."""
     notes = []
     if not layout.trivial:
         notes.append("load and save phases split by the layout: pipeline stages and experts are built where they "
                      "run, AutoTP shards a model loaded whole (engine.py _configure_tensor_parallel before "
                      "_configure_distributed_model); a PEFT model's frozen base is costed whole")
-    if isinstance(config, dict) and "sequence_parallel_size" in config and "data_parallel_size" in config:
+    if {"sequence_parallel_size", "data_parallel_size"} <= as_settings(config).keys:
         notes.append("data_parallel_size with sequence_parallel_size builds a (data, sequence) device mesh "
                      "(__init__.py initialize); ZeRO is costed over data x sequence ranks")
     return notes

@@ -25,8 +25,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from zeroadvisor.deepspeed import effective as dsconfig
-from zeroadvisor.deepspeed import schema
+from zeroadvisor.deepspeed.settings import DeepSpeedSettings, read
 from zeroadvisor.memory import bytes as B
 from zeroadvisor.memory.options import Option
 from zeroadvisor.memory.settings import Settings
@@ -52,13 +51,13 @@ class SaveInputs:
     checkpoint: bool = True
 
     @classmethod
+    def of(cls, ds: DeepSpeedSettings, checkpoint: bool = True) -> SaveInputs:
+        """From what DeepSpeed reads of the config (deepspeed/settings.py)."""
+        return cls(gather_16bit_weights=ds.gather_16bit_weights_on_model_save, checkpoint=checkpoint)
+
+    @classmethod
     def from_config(cls, config: dict[str, Any] | None, checkpoint: bool = True) -> SaveInputs:
-        zero = dsconfig.zero_section(config if isinstance(config, dict) else {})
-        key = "stage3_gather_16bit_weights_on_model_save"
-        value = zero.get(key, zero.get("stage3_gather_fp16_weights_on_model_save", "auto"))
-        if value == "auto" or value is None:
-            value = schema.default("zero_optimization", key)
-        return cls(gather_16bit_weights=bool(value), checkpoint=checkpoint)
+        return cls.of(read(config), checkpoint)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,5 @@
-"""The effective DeepSpeed settings the memory model needs, read from a ds_config dict.
+"""The effective DeepSpeed settings the memory model needs, built from what DeepSpeed reads of a ds_config
+(deepspeed/settings.py DeepSpeedSettings: the config is read once there; nothing here reads the dict).
 
 Every DeepSpeed default comes from the committed schema (``zeroadvisor.deepspeed.schema.default``);
 nothing here repeats one. What the config leaves to someone else (``"auto"`` values filled by
@@ -11,11 +12,11 @@ decides, the config wins (DeepSpeed reads it) and ``given_conflicts`` reports th
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any
 
 from zeroadvisor.deepspeed import coerce, schema
-from zeroadvisor.deepspeed import effective as dsconfig
-from zeroadvisor.deepspeed.effective import AUTO, GAS, MBS, TBS
+from zeroadvisor.deepspeed.settings import AUTO, GAS, MBS, TBS, BatchCounts, Config, DeepSpeedSettings, as_settings
 from zeroadvisor.memory import bytes as B
 from zeroadvisor.memory.assumed import AssumedInput
 from zeroadvisor.memory.errors import EstimateError
@@ -65,6 +66,10 @@ class Settings:
     offload_param_buffer_size: int
     offload_param_max_in_cpu: int
     micro_batch: int
+    # train_batch_size as DeepSpeed resolves it on the batch world (BatchCounts.global_batch); None: left open
+    global_batch: int | None = None
+    # what DeepSpeed reads of the config these settings are built from (one reading, shared with the step time)
+    deepspeed: DeepSpeedSettings = field(default_factory=DeepSpeedSettings, repr=False, compare=False)
     # ZeRO++ (runtime/zero/config.py; the ZeRO++ paper, arXiv 2306.10209): qwZ, qgZ, and frozen weights in int8
     quantized_weights: bool = False
     quantized_gradients: bool = False
@@ -85,25 +90,27 @@ class Settings:
         return self.precision != "fp32"
 
 
-def read_settings(config: dict[str, Any] | None, model: ModelSpec, gpus: int,
+def read_settings(config: Config, model: ModelSpec, gpus: int,
                   given: TrainingShape | None = None) -> Settings:
-    """The effective settings for ``config`` (None: no config, assume mixed-precision fp16 Adam).
+    """The effective settings for ``config`` (None: no config, assume mixed-precision fp16 Adam): a parsed
+    config, or what DeepSpeed reads of one (deepspeed/settings.py ``read``, so that a caller that has it
+    reads the config once). ``gpus``: the world DeepSpeed's batch arithmetic divides by.
 
     ``given``: the micro batch, precision and stage a flag or the model description gave; each fills
     only what the config leaves open ("auto", or no config).
     """
+    ds = as_settings(config)
     notes: list[str] = []
     assumed: list[AssumedInput] = []
     given = given or TrainingShape()
-    cfg = config if isinstance(config, dict) else {}
-    zero = dsconfig.zero_section(cfg)  # the legacy bool form: dsconfig.zero_stage
+    zero = ds.zero  # the legacy bool form reads as an empty section (DeepSpeedSettings.stage says 1)
     h = model.hidden_size
 
-    stage = _stage(cfg, given.zero_stage, notes, assumed)
-    precision = _precision(cfg, config is not None, given.precision, assumed)
+    stage = _stage(ds, given.zero_stage, notes, assumed)
+    precision = _precision(ds, given.precision, assumed)
     model_dtype = precision
 
-    grad_accum = _get(cfg, "data_types", "grad_accum_dtype")
+    grad_accum = ds.grad_accum_dtype
     if grad_accum in (None, AUTO):
         grad_accum_dtype = model_dtype  # engine.get_data_types: None -> model dtype
     else:
@@ -113,7 +120,7 @@ def read_settings(config: dict[str, Any] | None, model: ModelSpec, gpus: int,
             notes.append(f"data_types.grad_accum_dtype={grad_accum!r} not understood; assumed the model dtype")
             grad_accum_dtype = model_dtype
 
-    comm = _get(cfg, "communication_data_type")
+    comm = ds.communication_data_type
     if comm in (None, AUTO):
         communication_dtype = model_dtype  # engine.communication_data_type: fp16 / bf16 / fp32 by precision
     else:
@@ -122,13 +129,13 @@ def read_settings(config: dict[str, Any] | None, model: ModelSpec, gpus: int,
         except KeyError:
             communication_dtype = model_dtype
 
-    bf16 = _bf16_section(cfg)
+    bf16 = ds.bf16  # `bfloat16` is read only when `bf16` is absent
     immediate = _flag(bf16, "bf16", "immediate_grad_update")
     bf16_master = _flag(bf16, "bf16", "bf16_master_weights_and_grads") and precision == "bf16"
     bf16_states = _flag(bf16, "bf16", "bf16_optimizer_states") and bf16_master
-    fp16_master = _flag(cfg.get("fp16"), "fp16", "fp16_master_weights_and_grads") and precision == "fp16"
+    fp16_master = _flag(ds.fp16, "fp16", "fp16_master_weights_and_grads") and precision == "fp16"
 
-    optimizer, label, elements, opt_params = _optimizer(cfg, config is not None, assumed)
+    optimizer, label, elements, opt_params = _optimizer(ds, assumed)
     fp32_states_param = opt_params.get("fp32_optimizer_states")
     if bf16_states:
         cpu_adam_fp32_states = False  # engine.get_optimizer_configuration forces it off
@@ -150,13 +157,13 @@ def read_settings(config: dict[str, Any] | None, model: ModelSpec, gpus: int,
     persistence = _auto_sized(zero, "stage3_param_persistence_threshold", ("param_persistence_threshold",), h,
                               notes, default_key="param_persistence_threshold")
 
-    oo = dsconfig.offload_block(cfg, "offload_optimizer")
-    op = dsconfig.offload_block(cfg, "offload_param")
+    oo = ds.offload_optimizer.block
+    op = ds.offload_param.block
     oo_device = _device(oo, "offload_optimizer", notes)
     op_device = _device(op, "offload_param", notes)
 
     settings = Settings(
-        configured=config is not None,
+        configured=ds.configured,
         stage=stage,
         precision=precision,
         grad_accum_dtype=grad_accum_dtype,
@@ -192,8 +199,10 @@ def read_settings(config: dict[str, Any] | None, model: ModelSpec, gpus: int,
         offload_param_buffer_count=_offload_int(op, "offload_param", "buffer_count"),
         offload_param_buffer_size=_offload_int(op, "offload_param", "buffer_size"),
         offload_param_max_in_cpu=_offload_int(op, "offload_param", "max_in_cpu"),
-        micro_batch=_micro_batch(cfg, gpus, given.micro_batch_size, notes, assumed),
-        gradient_clipping=_clipping(cfg.get("gradient_clipping")),
+        micro_batch=_micro_batch(ds.batch, gpus, given.micro_batch_size, notes, assumed),
+        global_batch=ds.batch.global_batch(gpus),
+        deepspeed=ds,
+        gradient_clipping=_clipping(ds.gradient_clipping),
         assumptions=notes,
         assumed=assumed,
     )
@@ -203,21 +212,11 @@ def read_settings(config: dict[str, Any] | None, model: ModelSpec, gpus: int,
 # --------------------------------------------------------------------------- helpers
 
 
-def _get(cfg: dict[str, Any], *path: str) -> Any:
-    current: Any = cfg
-    for key in path:
-        if not isinstance(current, dict) or key not in current:
-            return ds_default(*path)
-        current = current[key]
-    return current
-
-
-def _stage(cfg: dict[str, Any], wanted: int | None, notes: list[str], assumed: list[AssumedInput]) -> int:
-    stage = dsconfig.zero_stage(cfg)
-    if stage is not None:
-        return stage
+def _stage(ds: DeepSpeedSettings, wanted: int | None, notes: list[str], assumed: list[AssumedInput]) -> int:
+    if ds.stage is not None:
+        return ds.stage
     default = ds_default(ZERO, "stage")
-    raw = dsconfig.zero_section(cfg).get("stage")
+    raw = ds.stage_written
     if raw == AUTO:
         if wanted is not None:
             return wanted
@@ -233,56 +232,41 @@ def _stage(cfg: dict[str, Any], wanted: int | None, notes: list[str], assumed: l
     return int(default)
 
 
-def _bf16_section(cfg: dict[str, Any]) -> Any:
-    return dsconfig.bf16_block(cfg)  # `bfloat16` is read only when `bf16` is absent
-
-
-def _flag(section: Any, name: str, key: str) -> bool:
-    if isinstance(section, dict) and key in section and section[key] != AUTO:
+def _flag(section: Mapping[str, Any], name: str, key: str) -> bool:
+    if key in section and section[key] != AUTO:
         return section[key] is True
     return bool(ds_default(name, key))
 
 
-def _precision(cfg: dict[str, Any], configured: bool, wanted: str | None, assumed: list[AssumedInput]) -> str:
+def _precision(ds: DeepSpeedSettings, wanted: str | None, assumed: list[AssumedInput]) -> str:
     """The model dtype. ``"enabled"`` is read as pydantic's lax bool reads it ("true" is True,
     coerce.lax_bool); "auto" is left to the HF integration, which fills it from --fp16/--bf16, and
     so is filled here by ``wanted`` (--precision) when that is one of the values it can reach."""
-    if not configured:
+    if not ds.configured:
         if wanted is not None:
             return wanted
         assumed.append(AssumedInput.of("precision", "fp16", "no DeepSpeed config: mixed-precision fp16 training, "
                                        "the ZeRO paper's setting"))
         return "fp16"
-    enabled: dict[str, Any] = {}
-    keys: dict[str, str] = {}
-    for name, section in (("fp16", cfg.get("fp16")), ("bf16", _bf16_section(cfg))):
-        keys[name] = "bfloat16" if name == "bf16" and "bf16" not in cfg else name
-        raw = section.get("enabled", ds_default(name, "enabled")) if isinstance(section, dict) else \
-            ds_default(name, "enabled")
-        enabled[name] = AUTO if raw == AUTO else coerce.lax_bool(raw)
-    if enabled["fp16"] is True:  # DeepSpeed asserts against both; fp16 is checked first (engine)
-        return "fp16"
-    if enabled["bf16"] is True:
-        return "bf16"
-    open_ = [name for name in ("fp16", "bf16") if enabled[name] == AUTO]
-    if not open_:
-        return "fp32"
+    if ds.precision is not None:  # DeepSpeed asserts against both; fp16 is checked first (engine)
+        return ds.precision
+    open_ = list(ds.open_precisions)
     if wanted is not None and (wanted == "fp32" or wanted in open_):
         return wanted
     chosen = "bf16" if open_ == ["bf16"] else "fp16"
+    key = ds.bf16_key if chosen == "bf16" else chosen
     assumed.append(AssumedInput.of("precision", chosen, "the HF integration fills \"auto\" from --fp16/--bf16; "
                                    f"costed as {chosen} mixed precision (fp16 and bf16 cost the same bytes, fp32 "
-                                   "more)", f"/{keys[chosen]}/enabled"))
+                                   "more)", f"/{key}/enabled"))
     return chosen
 
 
-def _optimizer(cfg: dict[str, Any], configured: bool,
-               assumed: list[AssumedInput]) -> tuple[str, str, int, dict[str, Any]]:
-    section = cfg.get("optimizer")
+def _optimizer(ds: DeepSpeedSettings, assumed: list[AssumedInput]) -> tuple[str, str, int, dict[str, Any]]:
+    section = ds.optimizer
     default = B.DEFAULT_OPTIMIZER
-    if not isinstance(section, dict) or not section.get("type"):
-        pointer = "/optimizer" if isinstance(section, dict) else ""
-        why = "no DeepSpeed config" if not configured else "no optimizer type in the config"
+    if section is None or not section.get("type"):
+        pointer = "/optimizer" if section is not None else ""
+        why = "no DeepSpeed config" if not ds.configured else "no optimizer type in the config"
         assumed.append(AssumedInput.of("optimizer", B.OPTIMIZERS[default].name,
                                        f"{why}: costed as the client's (e.g. the HF Trainer's) default "
                                        f"{B.OPTIMIZERS[default].name}", pointer))
@@ -300,7 +284,7 @@ def _optimizer(cfg: dict[str, Any], configured: bool,
     return key, B.OPTIMIZERS[key].name, B.optimizer_state_elements(key, params), params
 
 
-def _zero_value(zero: dict[str, Any], key: str, aliases: tuple[str, ...], notes: list[str]) -> Any:
+def _zero_value(zero: Mapping[str, Any], key: str, aliases: tuple[str, ...], notes: list[str]) -> Any:
     default_key = aliases[0] if aliases else key
     for name in (key, *aliases):
         if name in zero:
@@ -313,7 +297,7 @@ def _zero_value(zero: dict[str, Any], key: str, aliases: tuple[str, ...], notes:
     return ds_default(ZERO, default_key)
 
 
-def _auto_sized(zero: dict[str, Any], key: str, aliases: tuple[str, ...], h: int | None, notes: list[str],
+def _auto_sized(zero: Mapping[str, Any], key: str, aliases: tuple[str, ...], h: int | None, notes: list[str],
                 default_key: str | None = None) -> int:
     default_key = default_key or key
     for name in (key, *aliases):
@@ -339,14 +323,14 @@ def _auto_sized(zero: dict[str, Any], key: str, aliases: tuple[str, ...], h: int
     return int(ds_default(ZERO, default_key))
 
 
-def _offload_value(section: dict[str, Any], name: str, key: str) -> Any:
+def _offload_value(section: Mapping[str, Any], name: str, key: str) -> Any:
     value = section.get(key, AUTO)
     if value == AUTO or value is None:
         return ds_default(ZERO, name, key)
     return value
 
 
-def _device(section: dict[str, Any], name: str, notes: list[str]) -> str:
+def _device(section: Mapping[str, Any], name: str, notes: list[str]) -> str:
     value = section.get("device", ds_default(ZERO, name, "device"))
     if value == AUTO or value is None:
         value = ds_default(ZERO, name, "device")
@@ -358,11 +342,11 @@ def _device(section: dict[str, Any], name: str, notes: list[str]) -> str:
     return value
 
 
-def _offload_int(section: dict[str, Any], name: str, key: str) -> int:
+def _offload_int(section: Mapping[str, Any], name: str, key: str) -> int:
     return _int(_offload_value(section, name, key), f"{ZERO}.{name}.{key}")
 
 
-def _offload_bool(section: dict[str, Any], name: str, key: str) -> bool:
+def _offload_bool(section: Mapping[str, Any], name: str, key: str) -> bool:
     return _bool(_offload_value(section, name, key), f"{ZERO}.{name}.{key}")
 
 
@@ -425,18 +409,18 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _micro_batch(cfg: dict[str, Any], gpus: int, wanted: int | None, notes: list[str],
+def _micro_batch(batch: BatchCounts, gpus: int, wanted: int | None, notes: list[str],
                  assumed: list[AssumedInput]) -> int:
-    mbs, tbs, gas = cfg.get(MBS), cfg.get(TBS), cfg.get(GAS)
-    if _is_count(mbs):
-        return _bounded_micro_batch(int(mbs))
-    counts = [int(v) if _is_count(v) else None for v in (tbs, mbs, gas)]
-    derived = dsconfig.derive_batch(*counts, max(gpus, 1)) if counts[0] is not None else None
+    tbs, _, gas = batch.values
+    if batch.micro_batch is not None:
+        return _bounded_micro_batch(batch.micro_batch)
+    derived = batch.resolve(max(gpus, 1)) if batch.train_batch_size is not None else None
     derivable = derived is not None and derived[1] >= 1
-    auto = next((key for key in (MBS, TBS, GAS) if cfg.get(key) == AUTO), None)
+    auto = next((key for key in (MBS, TBS, GAS) if key in batch.auto), None)
     if derivable and auto is None:  # the config decides it: DeepSpeed's arithmetic on given counts
         notes.append(f"micro batch derived from train_batch_size as DeepSpeed does ({tbs} over "
-                     f"{gas if _is_count(gas) else 1} accumulation step(s) and {gpus} GPUs) = {derived[1]}")
+                     f"{gas if batch.accumulation is not None else 1} accumulation step(s) and {gpus} GPUs) = "
+                     f"{derived[1]}")
         return _bounded_micro_batch(int(derived[1]))
     if wanted is not None:
         return _bounded_micro_batch(wanted)
@@ -456,34 +440,25 @@ def _bounded_micro_batch(micro_batch: int) -> int:
     return micro_batch
 
 
-def _is_count(value: Any) -> bool:
-    # No float() of an int: a 400-digit count is a count (too large for the model, which says so),
-    # not an OverflowError.
-    if isinstance(value, bool):
-        return False
-    if isinstance(value, int):
-        return value >= 1
-    return isinstance(value, float) and value >= 1 and value.is_integer()
-
-
-def given_conflicts(config: dict[str, Any] | None, model: ModelSpec, gpus: int, given: TrainingShape) -> list[str]:
+def given_conflicts(config: Config, model: ModelSpec, gpus: int, given: TrainingShape) -> list[str]:
     """One line per value a flag or the model description gave that the config contradicts.
 
     A given micro batch, precision or stage fills only what the config leaves open; where the
     config decides (an explicit value, or DeepSpeed's default for a key left out), DeepSpeed runs
     the config's value, so a different given value is a mistake in one of them.
     """
-    if not isinstance(config, dict):
+    ds = as_settings(config)
+    if not ds.is_object:
         return []
     from zeroadvisor.memory.assumed import INPUTS
     from zeroadvisor.memory.parallel import parallel_conflicts, read_parallel
 
     try:  # the batch arithmetic runs on DeepSpeed's world size for the layout (memory/parallel.py)
-        s = read_settings(config, model, read_parallel(config, gpus, given).batch_world(), given)
+        s = read_settings(ds, model, read_parallel(ds, gpus, given).batch_world(), given)
     except EstimateError:
         return []  # the estimate reports the unusable value
 
-    out = parallel_conflicts(config, given)
+    out = parallel_conflicts(ds, given)
     for name, wanted, runs in (("micro_batch_size", given.micro_batch_size, s.micro_batch),
                                ("precision", given.precision, s.precision),
                                ("zero_stage", given.zero_stage, s.stage)):

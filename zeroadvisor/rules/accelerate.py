@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from zeroadvisor.config import accelerate as A
 from zeroadvisor.deepspeed import accelerate_map
+from zeroadvisor.deepspeed.kind import ACCELERATE
 from zeroadvisor.lint.findings import Finding, Severity
 from zeroadvisor.lint.rule import Example, Hit, Rule
 
@@ -39,7 +40,7 @@ def launch_of(ctx: Context) -> accelerate_map.Launch:
 
 def _problems(kind: str) -> Callable[[Context], Iterable[Hit]]:
     def check(ctx: Context) -> Iterable[Hit]:
-        if not A.is_accelerate_config(ctx.data):
+        if ctx.kind != ACCELERATE:
             return
         for problem in launch_of(ctx).problems:
             if problem.kind == kind:
@@ -53,7 +54,7 @@ def _close(key: str, known: Iterable[str]) -> str:
 
 
 def _unknown_top_level(ctx: Context) -> Iterable[Hit]:
-    if not A.is_accelerate_config(ctx.data):
+    if ctx.kind != ACCELERATE:
         return
     known = A.known_top_level(ctx.data)
     for key in ctx.data:
@@ -87,7 +88,7 @@ UNKNOWN_KEY = Rule(
 
 
 def _ignored(ctx: Context) -> Iterable[Hit]:
-    if not A.is_accelerate_config(ctx.data) or not A.uses_deepspeed(ctx.data):
+    if ctx.kind != ACCELERATE or not A.uses_deepspeed(ctx.data):
         return
     from zeroadvisor.deepspeed import schema
 
@@ -126,7 +127,7 @@ IGNORED_KEY = Rule(
 
 
 def _invalid(ctx: Context) -> Iterable[Hit]:
-    if not A.is_accelerate_config(ctx.data):
+    if ctx.kind != ACCELERATE:
         return
     data = ctx.data
     if "distributed_type" not in data:
@@ -238,7 +239,7 @@ CONFIG_FILE_MISSING = Rule(
 
 
 def _unused(ctx: Context) -> Iterable[Hit]:
-    if not A.is_accelerate_config(ctx.data) or A.uses_deepspeed(ctx.data) or "distributed_type" not in ctx.data:
+    if ctx.kind != ACCELERATE or A.uses_deepspeed(ctx.data) or "distributed_type" not in ctx.data:
         return
     if A.deepspeed_section(ctx.data):
         yield Hit(A.DEEPSPEED_SECTION, f"distributed_type is {ctx.data['distributed_type']!r}, not 'DEEPSPEED': "

@@ -1,10 +1,11 @@
-"""Batch-size rules: DeepSpeed's train_batch_size = micro x accumulation x world size."""
+"""Batch-size rules: DeepSpeed's train_batch_size = micro x accumulation x world size.
+
+The counts are the document's (deepspeed/settings.py read_batch, through ``ctx.deepspeed.batch``)."""
 
 from __future__ import annotations
 
 from zeroadvisor.config import merge_patch as patch
-from zeroadvisor.deepspeed.effective import GAS, MBS, TBS, autotp_size, data_parallel_size
-from zeroadvisor.deepspeed.effective import derive_batch as derive
+from zeroadvisor.deepspeed.settings import GAS, MBS, TBS, BatchCounts
 from zeroadvisor.lint.findings import Severity
 from zeroadvisor.lint.rule import Example, Hit, Rule
 
@@ -12,17 +13,9 @@ from zeroadvisor.lint.rule import Example, Hit, Rule
 _MAX_WORLD = 1 << 16
 
 
-def _int(value):
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value if isinstance(value, int) else None
-
-
-def consistent(tbs, mbs, gas, world) -> bool:
+def consistent(batch: BatchCounts, world) -> bool:
     """DeepSpeedConfig._batch_assertion: all positive and tbs == mbs * gas * world."""
-    derived = derive(tbs, mbs, gas, world)
+    derived = batch.resolve(world)
     if derived is None:
         return False
     t, m, g = derived
@@ -38,41 +31,36 @@ def world_size(ctx) -> float | None:
     world even though each tensor-parallel group shares one micro batch."""
     if ctx.options.gpus is None:
         return None
-    return data_parallel_size(ctx.data, ctx.options.gpus)
-
-
-def _triplet(ctx):
-    values = [_int(ctx.get("/" + key)) for key in (TBS, MBS, GAS)]
-    if any(v is not None and v <= 0 for v in values):
-        return None  # batch-size-not-positive reports it
-    return values
+    return ctx.deepspeed.batch_world(ctx.options.gpus)
 
 
 def _mismatch(ctx):
-    triplet = _triplet(ctx)
-    if triplet is None or (triplet[0] is None and triplet[1] is None):
+    batch = ctx.deepspeed.batch
+    if any(v is not None and v <= 0 for v in batch.written):
+        return  # batch-size-not-positive reports it
+    tbs, mbs, gas = batch.counts
+    if tbs is None and mbs is None:
         return
-    tbs, mbs, gas = triplet
-    where = "/" + next(k for k, v in zip((TBS, MBS, GAS), triplet) if v is not None)
+    where = "/" + next(k for k, v in zip((TBS, MBS, GAS), batch.counts) if v is not None)
     world = world_size(ctx)
     if world is not None:
-        if not consistent(tbs, mbs, gas, world):
-            t, m, g = derive(tbs, mbs, gas, world)
+        if not consistent(batch, world):
+            t, m, g = batch.resolve(world)
             yield Hit(where,
                       f"on {ctx.options.gpus} GPUs DeepSpeed asserts 'train_batch_size is not equal to "
                       f"micro_batch_per_gpu * gradient_acc_step * world_size {t} != {m} * {g} * {_n(world)}'"
-                      f"{_implied(tbs, mbs, gas)}{_autotp_note(ctx, tbs, mbs, gas, world)}",
+                      f"{_implied(tbs, mbs, gas)}{_autotp_note(ctx, batch, world)}",
                       fix=_fix(tbs, mbs, gas, world))
         return
-    if tbs is not None and not any(consistent(tbs, mbs, gas, w) for w in range(1, min(tbs, _MAX_WORLD) + 1)):
+    if tbs is not None and not any(consistent(batch, w) for w in range(1, min(tbs, _MAX_WORLD) + 1)):
         product = " x ".join(str(v) for v in (mbs, gas) if v is not None)
         yield Hit(where, f"train_batch_size {tbs} is not {product} times any number of GPUs: DeepSpeed's "
                          "batch assertion fails on every cluster size; fix one of the three")
 
 
-def _autotp_note(ctx, tbs, mbs, gas, world) -> str:
-    tp = autotp_size(ctx.data)
-    if tp is None or tp < 2 or not consistent(tbs, mbs, gas, world / tp):
+def _autotp_note(ctx, batch: BatchCounts, world) -> str:
+    tp = ctx.deepspeed.layout.tensor
+    if tp is None or tp < 2 or not consistent(batch, world / tp):
         return ""
     return (f"; the file counts the {_n(world / tp)} data-parallel groups of AutoTP, but DeepSpeed 0.19.8 "
             "checks the batch before it forms the tensor-parallel groups and divides by every GPU")
@@ -124,8 +112,7 @@ BATCH_SIZE_MISMATCH = Rule(
 
 
 def _not_positive(ctx):
-    for key in (TBS, MBS, GAS):
-        value = _int(ctx.get("/" + key))
+    for key, value in zip((TBS, MBS, GAS), ctx.deepspeed.batch.written):
         if value is not None and value <= 0:
             yield Hit("/" + key, f"{key} is {value}: DeepSpeed asserts it 'has to be greater than 0'", at="value")
 
@@ -151,7 +138,7 @@ def _missing(ctx):
     # adds a missing key (transformers fill_match and accelerate deepspeed_config_process fill "auto" only).
     if not isinstance(ctx.data, dict) or ctx.foreign:
         return
-    if ctx.has("/" + TBS) or ctx.has("/" + MBS):
+    if ctx.deepspeed.batch.present & {TBS, MBS}:
         return
     yield Hit("", "neither train_batch_size nor train_micro_batch_size_per_gpu is set: DeepSpeed asserts "
                   "at launch unless your launcher injects one", position=(1, 1))

@@ -11,9 +11,9 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from zeroadvisor.config.accelerate import is_accelerate_config
 from zeroadvisor.config.reader import read_document
 from zeroadvisor.config.source import Document, ParseError, parse
+from zeroadvisor.deepspeed.kind import ACCELERATE, kind_of
 from zeroadvisor.lint.context import Context, LintOptions
 from zeroadvisor.lint.engine import run_rules
 from zeroadvisor.lint.findings import Finding
@@ -52,7 +52,7 @@ def lint_document(doc: Document, options: LintOptions | None = None,
     """The findings of ``rules`` (every lint rule by default) on a parsed document."""
     selected = list(registry.LINT if rules is None else rules)
     options = options or LintOptions()
-    if is_accelerate_config(doc.data):  # an Accelerate launcher config
+    if kind_of(doc) == ACCELERATE:  # an Accelerate launcher config
         from zeroadvisor.rules.accelerate import lint_accelerate
 
         return sorted(lint_accelerate(doc, options, selected), key=Finding.sort_key)

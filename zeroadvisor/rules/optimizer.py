@@ -37,7 +37,7 @@ def _kwargs_events(ctx: Context, prefix: str) -> list[Event]:
 
 def _params_not_accepted(ctx: Context) -> Iterator[Hit]:
     for section, kind in (("optimizer", "optimizer_params"), ("scheduler", "scheduler_params")):
-        name = dsconfig.optimizer_type(ctx.data) if section == "optimizer" else ctx.get("/scheduler/type")
+        name = ctx.deepspeed.optimizer_type if section == "optimizer" else ctx.get("/scheduler/type")
         for event in _kwargs_events(ctx, f"/{section}/params/"):
             accepted = sorted(_defs(kind).get(name, {}).get("properties", {})) if isinstance(name, str) else []
             hint = f" (did you mean {event.data['suggestions'][0]!r}?)" if event.data["suggestions"] else ""
@@ -69,7 +69,7 @@ PARAMS_NOT_ACCEPTED = Rule(
 
 def _missing_params(ctx: Context) -> Iterator[Hit]:
     for section, kind in (("optimizer", "optimizer_params"), ("scheduler", "scheduler_params")):
-        name = dsconfig.optimizer_type(ctx.data) if section == "optimizer" else ctx.get("/scheduler/type")
+        name = ctx.deepspeed.optimizer_type if section == "optimizer" else ctx.get("/scheduler/type")
         spec = _defs(kind).get(name) if isinstance(name, str) else None
         if spec is None or not isinstance(ctx.get(f"/{section}"), dict):
             continue
@@ -228,7 +228,7 @@ def zero_supported(name: str, offloaded: bool) -> bool:
 
 
 def _untested(ctx: Context) -> Iterator[Hit]:
-    name = dsconfig.optimizer_type(ctx.data)
+    name = ctx.deepspeed.optimizer_type
     if name is None or not ctx.stage or ctx.get("/zero_allow_untested_optimizer") is True:
         return
     if name.lower() in ONEBIT:
@@ -236,7 +236,7 @@ def _untested(ctx: Context) -> Iterator[Hit]:
     native = schema.load().get("x-deepspeed-optimizers", [])
     if name not in native and name not in _defs("optimizer_params"):
         return  # unknown-optimizer reports it
-    offloaded = dsconfig.offload_device(ctx.data, "offload_optimizer") in ("cpu", "nvme")
+    offloaded = ctx.deepspeed.offload_optimizer.on
     if not zero_supported(name, offloaded):
         yield Hit(_type_pointer("optimizer"),
                   f"{name} is not on ZeRO's list of tested optimizers: at stage {ctx.stage} DeepSpeed asserts "
@@ -300,7 +300,7 @@ UNKNOWN_SCHEDULER = Rule(
 
 def _lamb_static_scale(ctx: Context) -> Iterator[Hit]:
     scale = ctx.get("/fp16/loss_scale")
-    if dsconfig.optimizer_type(ctx.data) != "lamb" or isinstance(scale, bool) or not isinstance(scale, (int, float)):
+    if ctx.deepspeed.optimizer_type != "lamb" or isinstance(scale, bool) or not isinstance(scale, (int, float)):
         return
     if scale != 0:
         yield Hit("/fp16/loss_scale",

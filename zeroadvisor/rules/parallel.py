@@ -118,19 +118,19 @@ ZEROPP_BELOW_STAGE3 = Rule(
 
 def _degrees(ctx: Context) -> Iterator[tuple[str, int, str]]:
     """(pointer, degree, what DeepSpeed does when it does not divide the world size)."""
-    data = ctx.data
-    tp = dsconfig.autotp_size(data)
+    layout = ctx.deepspeed.layout
+    tp = layout.tensor
     if tp is not None and tp > 1:
         yield ("/tensor_parallel/autotp_size", tp,
                ("AutoTP builds a (world // autotp_size) x autotp_size device mesh (utils/groups.py "
                 "_init_tp_mesh_device); the ranks it leaves out fail (measured with gloo: IndexError on 3 ranks "
                 "with autotp_size 2, AssertionError when autotp_size exceeds the world)"))
-    sp = dsconfig.sequence_parallel_size(data)
+    sp = layout.sequence
     if sp is not None and sp > 1:
         yield ("/sequence_parallel_size", sp,
                ("Ulysses raises 'world_size ({gpus}) is not divisible by sequence_parallel_size {degree}' "
                 "(runtime/sequence_parallel/parallel_state_sp.py initialize_sequence_parallel)"))
-    hpz = dsconfig.positive_int(ctx.get(f"{_ZERO}/zero_hpz_partition_size"))
+    hpz = layout.hpz
     if hpz is not None and hpz > 1 and ctx.stage == 3:
         # groups._create_zero_param_parallel_group: _ensure_divisibility(world, min(hpz, world))
         yield (f"{_ZERO}/zero_hpz_partition_size", hpz,
@@ -149,8 +149,7 @@ def _degree_does_not_divide(ctx: Context) -> Iterator[Hit]:
             yield Hit(pointer, f"{pointer.rsplit('/', 1)[-1]} {degree} does not divide the {gpus} GPUs: "
                                f"{what.format(gpus=gpus, degree=degree)}",
                       at="value")
-    sp = dsconfig.sequence_parallel_size(ctx.data)
-    dp = dsconfig.positive_int(ctx.get("/data_parallel_size"))
+    sp, dp = ctx.deepspeed.layout.sequence, ctx.deepspeed.layout.data
     if sp is not None and dp is not None and dp * sp != gpus:
         yield Hit("/data_parallel_size",
                   f"data_parallel_size {dp} x sequence_parallel_size {sp} is not the {gpus} GPUs: "

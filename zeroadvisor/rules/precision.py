@@ -6,7 +6,6 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from zeroadvisor.config import merge_patch as patch
-from zeroadvisor.deepspeed import effective as dsconfig
 from zeroadvisor.deepspeed import schema
 from zeroadvisor.lint.findings import Severity
 from zeroadvisor.lint.rule import Example, Hit, Rule
@@ -25,7 +24,7 @@ def _bf16_pointer(ctx: Context) -> str | None:
 
 def _both_enabled(ctx: Context) -> Iterator[Hit]:
     bf16 = _bf16_pointer(ctx)
-    if bf16 and dsconfig.is_enabled(ctx.get("/fp16")) and dsconfig.is_enabled(ctx.get(bf16)):
+    if bf16 and ctx.deepspeed.fp16_enabled is True and ctx.deepspeed.bf16_enabled is True:
         yield Hit(bf16 + "/enabled",
                   "fp16 and bf16 are both enabled: DeepSpeed asserts 'bf16 and fp16 modes cannot be "
                   "simultaneously enabled'; keep bf16 on Ampere or newer GPUs, else fp16")
@@ -107,7 +106,7 @@ def _master_weights(ctx: Context) -> Iterator[Hit]:
         if key == "bf16_optimizer_states" and ctx.get(f"{bf16}/bf16_master_weights_and_grads") is not True:
             yield Hit(pointer, "bf16_optimizer_states requires bf16_master_weights_and_grads: DeepSpeed asserts "
                                "at launch", fix=patch.at(f"{bf16}/bf16_master_weights_and_grads", True))
-        if key == "fp16_master_weights_and_grads" and dsconfig.offload_device(ctx.data, "offload_optimizer") != "cpu":
+        if key == "fp16_master_weights_and_grads" and ctx.deepspeed.offload_optimizer.device != "cpu":
             yield Hit(pointer, "fp16_master_weights_and_grads works only with offload_optimizer on the CPU "
                                "(DeepSpeedCPUAdam keeps the fp32 states there); DeepSpeed fails at engine start")
 

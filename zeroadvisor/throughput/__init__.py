@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 from zeroadvisor.hardware.machine import DEFAULTS, Hardware
 from zeroadvisor.throughput.comm import ZeroPlusPlus
-from zeroadvisor.throughput.step import NoThroughput, StepTerm, Throughput, global_batch_of, step_time
+from zeroadvisor.throughput.step import NoThroughput, StepTerm, Throughput, step_time
 
 if TYPE_CHECKING:
     from zeroadvisor.memory.estimate import Estimate, StageEstimate
     from zeroadvisor.memory.options import Option
 
 __all__ = ["DEFAULTS", "Hardware", "NoStepTime", "NoThroughput", "StepTerm", "StepTime", "Throughput",
-           "ZeroPlusPlus", "global_batch_of", "per_option", "seconds_of", "step_time", "step_time_of"]
+           "ZeroPlusPlus", "per_option", "seconds_of", "step_time", "step_time_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,27 +41,25 @@ def seconds_of(step: StepTime) -> float | None:
     return step.step_time_s if isinstance(step, Throughput) else None
 
 
-def step_time_of(estimate: Estimate, stage: StageEstimate, hw: Hardware, config: dict[str, Any] | None = None,
-                 global_batch: int | None = None) -> Throughput:
+def step_time_of(estimate: Estimate, stage: StageEstimate, hw: Hardware, global_batch: int | None = None) -> Throughput:
     """``step_time`` for one option of a memory estimate (memory/estimate.py Estimate, StageEstimate).
 
-    ``global_batch`` None: derived from ``config`` (None: the config the estimate was made of) as DeepSpeed does
-    (train_batch_size, micro batch, accumulation); the ZeRO++ switches are the estimate's own (Settings,
-    Parallel.hpz)."""
-    layout = estimate.parallel
+    ``global_batch`` None: the estimated config's, as DeepSpeed resolves it (train_batch_size, micro batch,
+    accumulation on the batch world: ``Settings.global_batch``); the ZeRO++ switches are the estimate's own
+    (Settings, Parallel.hpz)."""
     if global_batch is None:
-        global_batch = global_batch_of(estimate.config if config is None else config, layout.batch_world())
+        global_batch = estimate.settings.global_batch
     return step_time(estimate.model, estimate.shape, estimate.cluster, stage.option, estimate.settings, hw,
-                     layout=layout, global_batch=global_batch)
+                     layout=estimate.parallel, global_batch=global_batch)
 
 
-def per_option(estimate: Estimate, hw: Hardware, config: dict[str, Any] | None = None) -> dict[Option, StepTime]:
+def per_option(estimate: Estimate, hw: Hardware) -> dict[Option, StepTime]:
     """Every option of ``estimate`` (memory/options.py Option) -> its StepTime: the Throughput, or the
     NoStepTime saying why there is none."""
     out: dict[Option, StepTime] = {}
     for stage in estimate.stages:
         try:
-            out[stage.option] = step_time_of(estimate, stage, hw, config)
+            out[stage.option] = step_time_of(estimate, stage, hw)
         except NoThroughput as err:
             out[stage.option] = NoStepTime(str(err))
     return out

@@ -22,7 +22,6 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from zeroadvisor.deepspeed import effective as dsconfig
 from zeroadvisor.hardware.machine import Hardware, cpu_threads_per_rank
 from zeroadvisor.memory import bytes as B
 from zeroadvisor.memory.assumed import hardware_notes
@@ -102,19 +101,11 @@ class _Pass:
         return max(self.compute, *self.loads.values()) + self.exposed
 
 
-def global_batch_of(config: dict | None, world: int) -> int | None:
-    """train_batch_size as DeepSpeed derives it from the config (None: the config does not say)."""
-    if not isinstance(config, dict):
-        return None
-    values = [dsconfig.positive_int(config.get(key)) for key in (dsconfig.TBS, dsconfig.MBS, dsconfig.GAS)]
-    derived = dsconfig.derive_batch(*values, world)
-    return derived[0] if derived else None
-
-
 def step_time(model: ModelSpec, shape: TrainingShape, cluster: Cluster, option: Option, settings: Settings,
               hw: Hardware, *, layout: Parallel | None = None, global_batch: int | None = None,
               zeropp: ZeroPlusPlus | None = None) -> Throughput:
-    """Seconds of one step of ``global_batch`` samples (None: one micro step per GPU, no accumulation).
+    """Seconds of one step of ``global_batch`` samples (None: one micro step per GPU, no accumulation; the
+    config's own is ``settings.global_batch``, as DeepSpeed resolves it).
 
     ``settings.micro_batch`` is the micro batch; the accumulation is the global batch over the micro
     batch times the data-parallel world. NoThroughput when the GPU or the sequence length is unknown.
