@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from zeroadvisor.advisor.check import CheckOptions, CheckResult
     from zeroadvisor.config.source import Document
     from zeroadvisor.config.training_args import TrainingArgs
+    from zeroadvisor.deepspeed.settings import Config
     from zeroadvisor.inputs.run import RunInputs
     from zeroadvisor.inputs.source import ConfigSource
     from zeroadvisor.lint.context import LintOptions
@@ -208,6 +209,9 @@ def estimate(inputs: RunInputs, step_times_too: bool = False) -> EstimateResult:
     A config that does not parse, is not an object, or holds a value the memory model cannot use (which the
     linter reports as an error) is an UnusableConfig; a value the config contradicts is a UsageError.
     """
+    from zeroadvisor.deepspeed.kind import ACCELERATE, kind_of
+    from zeroadvisor.deepspeed.settings import settings_of
+
     source = inputs.configs[0] if inputs.configs else None
     name = source.display if source is not None else None
     model, shape, cluster = inputs.model, inputs.shape, inputs.cluster
@@ -222,11 +226,11 @@ def estimate(inputs: RunInputs, step_times_too: bool = False) -> EstimateResult:
             document = trainer_filled(document, inputs.training, cluster.gpus, model.hidden_size)
             shape = trainer_shape(document.data, shape, inputs.training)
         data = document.data
-        from zeroadvisor.config.accelerate import is_accelerate_config
-
-        if is_accelerate_config(data):  # the DeepSpeed config it makes Accelerate build, on its world
+        if kind_of(document) == ACCELERATE:  # the DeepSpeed config it makes Accelerate build, on its world
             data, shape, cluster = _accelerate_estimate_inputs(name, document, shape, cluster)
-        _refuse_conflicts(name, data, model, cluster.gpus, shape)
+            _refuse_conflicts(name, data, model, cluster.gpus, shape)
+        else:
+            _refuse_conflicts(name, settings_of(document), model, cluster.gpus, shape)
     _refuse_layout(name, data, cluster.gpus, shape)
     from zeroadvisor.memory.estimate import estimate as memory_estimate
 
@@ -271,12 +275,12 @@ def _accelerate_estimate_inputs(name: str, document: Document, shape: TrainingSh
     return data, shape, cluster
 
 
-def _refuse_conflicts(name: str, data: dict[str, Any], model: ModelSpec, gpus: int, shape: TrainingShape) -> None:
+def _refuse_conflicts(name: str, config: Config, model: ModelSpec, gpus: int, shape: TrainingShape) -> None:
     """A flag or model-description value the config contradicts is a UsageError (exit 2): DeepSpeed
     runs the config's value, so estimating either one would answer a question nobody asked."""
     from zeroadvisor.memory.settings import given_conflicts
 
-    conflicts = given_conflicts(data, model, gpus, shape)
+    conflicts = given_conflicts(config, model, gpus, shape)
     if conflicts:
         raise UsageError(f"{name}: {conflicts[0]}")
 
@@ -376,8 +380,9 @@ def check_one(inputs: RunInputs, source: ConfigSource) -> CheckReport:
     a note (a diff only).
     """
     from zeroadvisor.advisor.check import CheckResult, check_document
-    from zeroadvisor.config.accelerate import is_accelerate_config
     from zeroadvisor.config.source import ParseError
+    from zeroadvisor.deepspeed.kind import ACCELERATE, kind_of
+    from zeroadvisor.deepspeed.settings import settings_of
     from zeroadvisor.rules.linter import parse_error_findings
 
     name = source.display
@@ -392,11 +397,11 @@ def check_one(inputs: RunInputs, source: ConfigSource) -> CheckReport:
         # DeepSpeed gets the config with "auto" filled from the Trainer's arguments
         document = trainer_filled(document, options.training, options.cluster.gpus, options.model.hidden_size)
         options = replace(options, shape=trainer_shape(document.data, options.shape, options.training))
-    if is_accelerate_config(document.data):
+    if kind_of(document) == ACCELERATE:
         result = _check_accelerate(name, document, options, rules)
     else:
         if isinstance(document.data, dict):
-            _refuse_conflicts(name, document.data, options.model, options.cluster.gpus, options.shape)
+            _refuse_conflicts(name, settings_of(document), options.model, options.cluster.gpus, options.shape)
         result = check_document(document, options, rules)
     notes = []
     if "estimate_error" in result.extra:

@@ -13,7 +13,7 @@ from zeroadvisor.config import merge_patch as mp
 from zeroadvisor.config.source import Document
 from zeroadvisor.deepspeed.settings import settings_of
 from zeroadvisor.lint.context import LintOptions
-from zeroadvisor.lint.engine import run_rules
+from zeroadvisor.lint.engine import merge_findings, run_rules
 from zeroadvisor.lint.findings import Finding
 from zeroadvisor.lint.rule import Rule
 from zeroadvisor.memory.cluster import Cluster
@@ -91,9 +91,13 @@ def check_document(doc: Document, options: CheckOptions, rules: Iterable[Rule] |
         # A value the memory model needs is unusable; the lint findings say which.
         return CheckResult(lint_document(doc, lint_options, lint_rules), None, options, {"estimate_error": str(err)})
 
+    linted = lint_document(doc, lint_options, lint_rules)  # the file's lint findings: computed once
+
     def lint_fixes(data: dict[str, Any], gpus: int) -> dict[str, Any]:
         """The fixes the selected lint rules propose for ``data`` on ``gpus`` GPUs (the file, or the file as a
         change leaves it, on the cluster as given or grown): the advice is estimated and written with them."""
+        if data is doc.data and gpus == cluster.gpus:
+            return combined_patch(linted)
         document = doc if data is doc.data else Document(doc.name, "", data)
         on = lint_options if gpus == cluster.gpus else replace(lint_options, gpus=gpus)
         return combined_patch(lint_document(document, on, lint_rules))
@@ -115,7 +119,9 @@ def check_document(doc: Document, options: CheckOptions, rules: Iterable[Rule] |
 
         result.assumed = [*result.assumed, *hardware_assumptions(hardware)]
     context = AdviceRuleContext(doc, lint_options, advice)
-    return CheckResult(run_rules(context, selected), result, options, advice=advice)
+    advice_rules = [r for r in selected if r.needs_advice]
+    return CheckResult(merge_findings([*linted, *run_rules(context, advice_rules)], selected), result, options,
+                       advice=advice)
 
 
 def _hardware(options: CheckOptions) -> Hardware | None:

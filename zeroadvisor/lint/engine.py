@@ -27,7 +27,13 @@ def run_rules(ctx: Context, rules: Sequence[Rule]) -> list[Finding]:
         if (rule.needs_data and ctx.doc.data is None) or (rule.needs_advice and not ctx.advised):
             continue
         findings.extend(capped(rule, rule.check(ctx), ctx.doc))
-    return sorted(_drop_superseded(findings, rules), key=Finding.sort_key)
+    return merge_findings(findings, rules)
+
+
+def merge_findings(findings: Iterable[Finding], rules: Sequence[Rule]) -> list[Finding]:
+    """Findings of ``rules`` (from one run or several on the same file) in file order, a generic finding
+    dropped where a more specific rule claims its pointer (``Rule.supersedes``)."""
+    return sorted(_drop_superseded(list(findings), rules), key=Finding.sort_key)
 
 
 def capped(rule: Rule, hits: Iterable[Hit], doc: Document) -> list[Finding]:
