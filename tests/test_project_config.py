@@ -42,6 +42,30 @@ def test_nearest_configuration_wins_and_dedicated_file_wins_in_one_folder(repo):
     assert project.find_for(str(repo / "x.json")).ignore == ("ZA103",)
 
 
+@pytest.mark.parametrize("text", [
+    '[tool]\nzeroadvisor = { ignore = ["ZA101"] }\n',
+    'tool = { zeroadvisor = { ignore = ["ZA101"] } }\n',
+    'tool.zeroadvisor.ignore = ["ZA101"]\n',
+    '[ "tool" . \'zeroadvisor\' ]\nignore = ["ZA101"]\n',
+    '[tool."\\u007aeroadvisor"]\nignore = ["ZA101"]\n',  # a quoted key spelled with an escape
+])
+def test_every_toml_spelling_of_the_table_is_read(repo, text):
+    """The pyproject.toml that is not parsed (no table can be in it) is only the one without any spelling of
+    tool.zeroadvisor (config/project.py _may_name_us): each spelling TOML allows is still read."""
+    write(repo / "pyproject.toml", text)
+    assert project.find_for(str(repo / "configs" / "typo.json")).ignore == ("ZA101",)
+
+
+@pytest.mark.parametrize("text", [
+    '[project]\nname = "zeroadvisor"\n[project.scripts]\nzeroadvisor = "zeroadvisor.cli:main"\n',
+    '[tool.ruff]\nline-length = 100\n',
+    '[tool.ruff\n',  # not valid TOML, but no table of ours can be in it: another tool's file to judge
+])
+def test_a_pyproject_without_the_table_is_not_ours(repo, text):
+    write(repo / "pyproject.toml", text)
+    assert project.find_for(str(repo / "configs" / "typo.json")) is None
+
+
 @pytest.mark.parametrize("text, message", [
     ('[tool.zeroadvisor]\nselct = ["ZA1"]\n', "pyproject.toml:2: unknown key 'tool.zeroadvisor.selct'"),
     ('[tool.zeroadvisor.cluster]\ngpu_count = 8\n',

@@ -116,9 +116,9 @@ def lint(inputs: RunInputs, stdin: BinaryIO | None = None) -> LintResult:
     cannot be read at all is listed in ``unreadable`` and the others are still linted; a path that names
     nothing (an empty directory, a pattern without matches) is a UsageError.
     """
-    from zeroadvisor.advisor import registry
     from zeroadvisor.config.reader import InputError
     from zeroadvisor.deepspeed.kind import kind_of_file
+    from zeroadvisor.rules.registry import LINT
 
     options = inputs.lint_options()
     findings: list[Finding] = []
@@ -138,8 +138,8 @@ def lint(inputs: RunInputs, stdin: BinaryIO | None = None) -> LintResult:
             unreadable.append(str(err))
             continue
         files += 1
-    # every rule some file was linted with, in the registry's order
-    linted = tuple(r for r in registry.ALL if r.code in used) or inputs.rules.given()
+    # every rule some file was linted with, in the catalogue's order (lint runs lint rules only)
+    linted = tuple(r for r in LINT if r.code in used) or inputs.rules.given()
     return LintResult(findings, files, unreadable, skipped, linted)
 
 
@@ -215,7 +215,7 @@ def estimate(inputs: RunInputs, step_times_too: bool = False) -> EstimateResult:
     source = inputs.configs[0] if inputs.configs else None
     name = source.display if source is not None else None
     model, shape, cluster = inputs.model, inputs.shape, inputs.cluster
-    if model is None or cluster is None:  # inputs.run.build refuses an estimate without them
+    if model is None or shape is None or cluster is None:  # inputs.run.build refuses an estimate without them
         raise ValueError("an estimate needs the model and the cluster")
     data = document = None
     if source is not None and name is not None:

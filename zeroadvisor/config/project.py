@@ -139,13 +139,14 @@ def _find_from(folder: str) -> ProjectConfig | None:
 
 def load(path: str) -> ProjectConfig | None:
     """The configuration in one file; None for a pyproject.toml without ``[tool.zeroadvisor]``."""
-    import tomllib  # only where a project file exists: its import (datetime behind it) is a share of `lint`'s start
-
     try:
         with open(path, "rb") as handle:
             raw = handle.read()
     except OSError as err:
         raise ProjectConfigError(f"{path}: cannot read: {err.strerror or err}") from None
+    if os.path.basename(path) == PYPROJECT and not _may_name_us(raw):
+        return None
+    import tomllib
     try:
         document = tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
@@ -162,6 +163,21 @@ def load(path: str) -> ProjectConfig | None:
     if set(document) == {"tool"} and "zeroadvisor" in tool:
         return _parse(tool["zeroadvisor"], path, text, "tool.zeroadvisor")
     return _parse(document, path, text, "")
+
+
+# What a pyproject.toml that configures zeroadvisor must contain (TOML 1.0 keys, bare or quoted): a
+# ``tool.zeroadvisor`` dotted key or table header, or a ``tool`` table or inline table with a ``zeroadvisor``
+# key somewhere; a \u or \U escape could spell either inside a quoted key, so it counts too.
+_OUR_TABLE = re.compile(rb"""tool["']?\s*\.\s*["']?zeroadvisor""")
+_TOOL_TABLE = re.compile(rb"""^\s*\[\s*["']?tool["']?\s*\]|(?:^|[\s{,])["']?tool["']?\s*=""", re.MULTILINE)
+
+
+def _may_name_us(raw: bytes) -> bool:
+    """Whether a pyproject.toml can hold ``tool.zeroadvisor``; without it the file is not parsed (most
+    projects' pyproject.toml; tomllib's import is a share of ``lint``'s start-up)."""
+    if b"\\u" in raw or b"\\U" in raw or _OUR_TABLE.search(raw):
+        return True
+    return b"zeroadvisor" in raw and _TOOL_TABLE.search(raw) is not None
 
 
 def _parse(table: Any, path: str, text: str, prefix: str) -> ProjectConfig:

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zeroadvisor.inputs.errors import UsageError
 from zeroadvisor.inputs.values import KEYWORDS, Spelling
-from zeroadvisor.model.spec import ModelSpec, TrainingShape
+
+if TYPE_CHECKING:  # imported where a model is read: lint never needs one (its start-up)
+    from zeroadvisor.model.spec import ModelSpec, TrainingShape
 
 # The training-shape inputs (the run-input flags of cli/options.py, as Python names): what the DeepSpeed
 # config may leave open, and the parallel degrees.
@@ -45,6 +47,7 @@ def model_and_shape(model: str | os.PathLike[str] | ModelSpec | None = None, par
     ModelError where the description or a shape value cannot be used."""
     from zeroadvisor.model.description import apply_overrides, spec_from_params
     from zeroadvisor.model.hub import load_model
+    from zeroadvisor.model.spec import ModelSpec, TrainingShape
 
     unknown = sorted(set(training) - set(TRAINING_INPUTS))
     if unknown:

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from zeroadvisor.advisor import registry
 from zeroadvisor.inputs.errors import UsageError
 from zeroadvisor.lint.rule import Rule
 
@@ -19,6 +18,12 @@ def select_rules(select: Sequence[str] | None = None, ignore: Sequence[str] | No
                  lint_only: bool = True) -> tuple[Rule, ...]:
     """Rules by codes, names or code prefixes; each argument may hold a comma-separated list."""
     chosen, dropped = _split(select), _split(ignore)
+    if lint_only and not chosen and not dropped:
+        from zeroadvisor.rules.registry import LINT
+
+        return LINT  # every lint rule: the advice rules' catalogue is not loaded (lint's start-up)
+    from zeroadvisor.advisor import registry
+
     unknown = registry.unknown_references(chosen + dropped)
     if unknown:
         raise UsageError(f"unknown rule {unknown[0]!r}: see 'zeroadvisor rules'")
@@ -26,6 +31,8 @@ def select_rules(select: Sequence[str] | None = None, ignore: Sequence[str] | No
 
 
 def find_rule(reference: str) -> Rule:
+    from zeroadvisor.advisor import registry
+
     rule = registry.find(reference)
     if rule is None:
         raise UsageError(f"unknown rule {reference!r}: see 'zeroadvisor rules'")

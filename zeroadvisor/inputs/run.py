@@ -26,7 +26,6 @@ from zeroadvisor.inputs.settings import DIFF_FORMATS, FORMATS, NEEDED, NEEDED_BY
 from zeroadvisor.inputs.source import ConfigSource
 from zeroadvisor.inputs.trainer import TrainerInputs, read_trainer
 from zeroadvisor.inputs.values import KEYWORDS, PARSERS, Spelling, choice, parse
-from zeroadvisor.model.spec import ModelSpec, TrainingShape
 from zeroadvisor.vocab import ACCOUNTINGS, Accounting
 
 if TYPE_CHECKING:
@@ -35,6 +34,7 @@ if TYPE_CHECKING:
     from zeroadvisor.inputs.environment import Readings
     from zeroadvisor.lint.context import LintOptions
     from zeroadvisor.memory.cluster import Cluster
+    from zeroadvisor.model.spec import ModelSpec, TrainingShape
     from zeroadvisor.throughput import Hardware
 
 COMMANDS = ("lint", "estimate", "check", "preflight")
@@ -70,7 +70,7 @@ class RunInputs:
     # check: one or more
     configs: tuple[ConfigSource, ...] = ()
     model: ModelSpec | None = None  # None: lint
-    shape: TrainingShape = field(default_factory=TrainingShape)
+    shape: TrainingShape | None = None  # None: lint (no model, so no shape)
     cluster: Cluster | None = None  # None: lint without a world size (memory/cluster.py: the one cluster type)
     accounting: Accounting = Accounting.DEEPSPEED
     integration: str = "any"
@@ -93,7 +93,7 @@ class RunInputs:
     def check_options(self) -> CheckOptions:
         from zeroadvisor.advisor.check import CheckOptions
 
-        if self.model is None or self.cluster is None:  # build() refuses a check or estimate without them
+        if self.model is None or self.shape is None or self.cluster is None:  # build() refuses a check without them
             raise ValueError("check options need the model and the cluster")
         return CheckOptions(model=self.model, shape=self.shape, cluster=self.cluster, accounting=self.accounting,
                             integration=self.integration, unit=self.output.unit, training=self.training,
@@ -259,7 +259,9 @@ def _assemble(command: str, values: dict[str, Any], spelling: Spelling, project:
               readings: Readings | None) -> RunInputs:
     from zeroadvisor.units import FORMAT_UNITS
 
-    model, shape, cluster, hardware, accounting = None, TrainingShape(), None, None, Accounting.DEEPSPEED
+    model: ModelSpec | None = None
+    shape: TrainingShape | None = None
+    cluster, hardware, accounting = None, None, Accounting.DEEPSPEED
     if command in MODEL_COMMANDS:
         model, shape = model_and_shape(values.get("model"), values.get("params"), spelling=spelling,
                                        **{key: values.get(key) for key in TRAINING_INPUTS})

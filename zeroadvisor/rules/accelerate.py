@@ -17,13 +17,13 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from zeroadvisor.config import accelerate as A
-from zeroadvisor.deepspeed import accelerate_map
 from zeroadvisor.deepspeed.kind import ACCELERATE
 from zeroadvisor.lint.findings import Finding, Severity
 from zeroadvisor.lint.rule import Example, Hit, Rule
 
 if TYPE_CHECKING:
     from zeroadvisor.config.source import Document
+    from zeroadvisor.deepspeed import accelerate_map
     from zeroadvisor.lint.context import Context, LintOptions
 
 _LAUNCH = "_accelerate_launch"  # where a Context keeps the launch built for it
@@ -33,6 +33,8 @@ def launch_of(ctx: Context) -> accelerate_map.Launch:
     """The launch of the Context's document, built once per lint."""
     launch: accelerate_map.Launch | None = ctx.__dict__.get(_LAUNCH)
     if launch is None:
+        from zeroadvisor.deepspeed import accelerate_map  # only for an Accelerate file (lint's start-up)
+
         launch = accelerate_map.build(ctx.doc)
         ctx.__dict__[_LAUNCH] = launch
     return launch
@@ -356,6 +358,7 @@ def place_on_yaml(doc: Document, launch: accelerate_map.Launch, found: list[Find
                   already: list[Finding]) -> list[Finding]:
     """Findings about the built DeepSpeed config, placed on the YAML key each value comes from (findings in
     a deepspeed_config_file stay in that file); one already reported at that YAML key is left out."""
+    from zeroadvisor.deepspeed import accelerate_map
     from zeroadvisor.rules import registry
 
     if launch.config_document is not None:

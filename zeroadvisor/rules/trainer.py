@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 
 from zeroadvisor.config import merge_patch as patch
 from zeroadvisor.config.training_args import coerce
-from zeroadvisor.deepspeed import hf_fill
 from zeroadvisor.lint.findings import Severity
 from zeroadvisor.lint.rule import Example, Hit, Rule
 
@@ -31,6 +30,8 @@ def _mismatch(ctx: Context) -> Iterator[Hit]:
     args = coerce(getattr(ctx.options, "training", None))
     if args is None or not isinstance(ctx.data, dict):
         return
+    from zeroadvisor.deepspeed import hf_fill  # only with the Trainer's arguments (lint's start-up without them)
+
     result = hf_fill.fill(ctx.data, args, ctx.options.gpus)
     for found in result.mismatches:
         given = " and ".join(f"{args.label(name)}" for name in found.fields) or found.hf_key
