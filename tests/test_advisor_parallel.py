@@ -21,6 +21,7 @@ from zeroadvisor.advisor.check import CheckOptions, check_document
 from zeroadvisor.advisor.search import Searcher, offloads
 from zeroadvisor.config.source import parse
 from zeroadvisor.config import merge_patch as mp
+from zeroadvisor.hardware.table import GpuSpec
 from zeroadvisor.memory.estimate import Cluster, estimate
 from zeroadvisor.model.hf import spec_from_hf_config
 from zeroadvisor.model.spec import TrainingShape
@@ -158,12 +159,21 @@ def _tp_degree(message: str) -> int:
     return int(message.split("AutoTP tensor parallel ", 1)[1].split()[0])
 
 
-def test_tensor_parallel_is_the_only_fit_when_one_layer_does_not_fit():
+# An 8 GB card with NVLink-class links (faster GPU-to-GPU than to the host): AutoTP's per-layer all-reduces stay
+# on them, so the search may offer it (advisor/search.py tensor_parallel_changes); the same card over PCIe only
+# may not.
+_8GB = 8 * GB // 2**20
+NVLINK_8GB = GpuSpec("test-8GB-nvlink", _8GB, 100.0, 300.0, 32.0, "test card")
+PCIE_8GB = GpuSpec("test-8GB-pcie", _8GB, 100.0, 32.0, 32.0, "test card")
+
+
+def test_tensor_parallel_fits_where_one_layer_does_not_but_offload_is_recommended_first():
     """At micro batch 1 with full checkpointing, no stage or offload fits without a layout change (the gathered
-    MLP projection stays on the GPU under every offload), and no Ulysses degree without offload; AutoTP does, and
-    ranks before any offload."""
+    MLP projection stays on the GPU under every offload), and no Ulysses degree without offload; AutoTP does
+    without offload. AutoTP is a script change offered only where nothing else fits (advisor/ranking.py), so
+    the fix is a Ulysses run with offload; the AutoTP candidate, written, is a layout DeepSpeed accepts."""
     options = CheckOptions(model=spec_from_hf_config(WIDE_MLP), shape=TrainingShape(512, "full"),
-                           cluster=Cluster(gpus=WIDE_GPUS, gpu_memory=8 * GB))
+                           cluster=Cluster(gpus=WIDE_GPUS, gpu=NVLINK_8GB))
     spec, shape, cluster = options.model, options.shape, options.cluster
     written = estimate(WIDE_ZERO3, spec, shape, cluster)
     searcher = Searcher(WIDE_ZERO3, spec, shape, cluster, "deepspeed", written)
@@ -173,13 +183,15 @@ def test_tensor_parallel_is_the_only_fit_when_one_layer_does_not_fit():
     assert spec.largest_layer_parameters == 4096 * 262144
     result = _check(WIDE_ZERO3, options)
     [does_not_fit] = _codes(result, "ZA801")
-    assert "Cheapest change that fits: AutoTP tensor parallel" in does_not_fit.message
-    assert "deepspeed.tp_model_init" in does_not_fit.message  # the training-script action is stated
-    assert "arXiv:1909.08053" in does_not_fit.message
-    tp = _tp_degree(does_not_fit.message)
-    assert does_not_fit.fix["tensor_parallel"] == {"autotp_size": tp}
+    assert "AutoTP" not in does_not_fit.message.split("Cheapest change that fits:")[1]
+    assert does_not_fit.fix is not None and "tensor_parallel" not in does_not_fit.fix
+    autotp = min((change for change, _ in searcher.candidates() if change.tensor_parallel),
+                 key=lambda change: change.tensor_parallel)  # the smallest degree that fits
+    tp = autotp.tensor_parallel
+    outcome = searcher.outcome(autotp)
+    assert outcome is not None and outcome.patch is not None and outcome.patch["tensor_parallel"] == {"autotp_size": tp}
     assert 32 % tp == 0 and 8 % tp == 0 and cluster.gpus_per_node % tp == 0 and 262144 % tp == 0
-    fixed = mp.apply(WIDE_ZERO3, does_not_fit.fix)
+    fixed = mp.apply(WIDE_ZERO3, outcome.patch)
     again = _check(fixed, options)
     assert not _codes(again, "ZA801") and not _codes(again, "ZA401")
     layout = estimate(fixed, spec, shape, cluster).parallel
@@ -187,6 +199,17 @@ def test_tensor_parallel_is_the_only_fit_when_one_layer_does_not_fit():
     terms = {t.key: t.nbytes for t in estimate(fixed, spec, shape, cluster).stage(3, "none", "none").terms
              if t.phase == "train"}
     assert terms["gathered_grad"] == 2 * 4096 * 262144 // tp  # the tensor rank's shard of the projection
+
+
+@pytest.mark.parametrize("cluster", [Cluster(gpus=WIDE_GPUS, gpu=PCIE_8GB), Cluster(gpus=WIDE_GPUS, gpu_memory=8 * GB)],
+                         ids=["pcie-only", "links-unknown"])
+def test_tensor_parallel_is_not_offered_without_links_for_it(cluster):
+    """The same run on cards whose GPU-to-GPU link is no faster than PCIe, or whose links nobody named: AutoTP
+    is never a candidate (its all-reduces per layer would cross PCIe; the issue's RTX 4090 case)."""
+    spec, shape = spec_from_hf_config(WIDE_MLP), TrainingShape(512, "full")
+    searcher = Searcher(WIDE_ZERO3, spec, shape, cluster, "deepspeed", estimate(WIDE_ZERO3, spec, shape, cluster))
+    assert list(searcher.tensor_parallel_changes()) == []
+    assert not any(change.tensor_parallel for change, _ in searcher.candidates())
 
 
 def test_no_tensor_parallel_for_7b_on_a100_80gb():

@@ -44,3 +44,31 @@ def test_issue_targets():
     order, within = compare.summary(rows)
     assert len(rows) >= 14
     assert order >= 80 and within >= 70
+
+
+def test_the_recorded_error_band_is_the_pairs_own():
+    """zeroadvisor/throughput/validation.py (the tie band the advice uses) is what compare.py computes from the
+    committed pairs today: a changed model or a new pair regenerates it (compare.py --write-validation)."""
+    recorded = (REPO / "zeroadvisor" / "throughput" / "validation.py").read_text("utf-8")
+    assert recorded == compare.validation_module(compare.evaluate()), "run compare.py --write-validation"
+
+
+def test_the_band_is_the_median_error_by_hand():
+    rows = [compare.Row(str(i), f"g{i}", "https://x", "h", "A", "B", measured, estimated)
+            for i, (measured, estimated) in enumerate([(1.0, 1.1), (2.0, 1.0), (1.5, 1.5)])]
+    # |ln(est/meas)|: ln 1.1, ln 2, 0 -> median ln 1.1
+    assert compare.error_band(rows) == pytest.approx(1.1)
+    # claims beyond 1.1: pair 2 (1.5x); pair 0 (1.1x) is not beyond, pair 1 (1.0x) neither
+    assert [r.id for r in compare.claims(rows, 1.1)] == ["2"]
+    # held out: each group's band from the other two (medians of two values: the geometric mean of their errors)
+    right, made = compare.held_out_claims(rows)
+    assert (right, made) == (1, 1)
+
+
+def test_the_manual_quotes_the_recorded_band():
+    """docs/check.md states the band and its held-out check as validation.py records them."""
+    from zeroadvisor.throughput import validation as v
+
+    page = (REPO / "docs" / "check.md").read_text("utf-8")
+    assert f"today {v.TIE_BAND - 1:.0%} on {v.PAIRS} pairs from {v.SOURCE_GROUPS} sources" in page
+    assert f"hold in {v.HELD_OUT_CLAIMS_RIGHT} of {v.HELD_OUT_CLAIMS} pairs" in page

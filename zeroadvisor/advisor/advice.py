@@ -158,6 +158,21 @@ class Recommendation:
         return after / before if before and after else None
 
     @property
+    def step_time_words(self) -> str:
+        """Its step time against the configured run's, within the model's measured error (ranking.py)."""
+        from zeroadvisor.advisor.ranking import step_time_words
+
+        return step_time_words(self.step_time_s, self.configured_step_time_s)
+
+    @property
+    def outside_tie_band(self) -> bool:
+        """Whether its step time differs from the configured run's by more than the model's measured error."""
+        from zeroadvisor.advisor.ranking import overrules
+
+        before, after = self.configured_step_time_s, self.step_time_s
+        return overrules(after, before) or overrules(before, after)
+
+    @property
     def speedup(self) -> float | None:
         """The configured run's step time over its own, where both are estimated."""
         before, after = self.configured_step_time_s, self.step_time_s

@@ -25,6 +25,8 @@ from zeroadvisor.vocab import Accounting
 
 if TYPE_CHECKING:
     from zeroadvisor.hardware.machine import Hardware
+    from zeroadvisor.memory.options import Option
+    from zeroadvisor.throughput import StepTime
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +69,16 @@ class CheckResult:
         if self.estimate is None:
             return None
         return self.estimate.to_dict()
+
+    def step_times(self) -> dict[Option, StepTime] | None:
+        """The step time of each option of the estimate (throughput.per_option) on the machine the advice ranked
+        with; None without an estimate or a named GPU."""
+        hardware = self.advice.search.hardware if self.advice is not None else None
+        if self.estimate is None or hardware is None:
+            return None
+        from zeroadvisor.throughput import per_option
+
+        return per_option(self.estimate, hardware)
 
 
 def combined_patch(findings: list[Finding]) -> dict[str, Any]:

@@ -1,60 +1,93 @@
 """Which fitting change is best: the one ranking every piece of advice is chosen by.
 
-``rank`` orders fitting changes by their estimated step time (zeroadvisor/throughput), shortest first; step
-times within TIE of each other are a tie, which goes to fewer changes, then to ``cost_key``. Without a step
-time (no GPU named, no sequence length) ``cost_key`` alone ranks: a fixed order of what each part costs
-(ZeRO paper §7; field reports
-DS#1635, DS#6834): no offload before any offload (optimizer to CPU, then parameters to CPU, then NVMe), no
-parallel layout change before Ulysses before AutoTP (smallest degree first), weaker checkpointing before
-stronger, a larger micro batch before a smaller one, ZeRO-0/1/2 (the same volume, 2Ψ per step) before
-ZeRO-3 (1.5x).
+The order is published DeepSpeed practice, not the step-time model's:
+
+- the stage/offload tier (``tier``), fastest first: ZeRO-0 > 1 > 2 > 1-2 with the optimizer offloaded >
+  3 > 3 with the optimizer offloaded > 3 with parameters offloaded > NVMe (Hugging Face, "How to choose which
+  ZeRO stage and offloads to use for best performance": "Stage 0 (DDP) > Stage 1 > Stage 2 > Stage 2 + offload
+  > Stage 3 > Stage 3 + offloads"; ZeRO paper §7: stages 0-2 move 2Ψ per step, stage 3 3Ψ; ZeRO-Offload and
+  ZeRO-Infinity: offload trades PCIe and CPU time for capacity, NVMe more than host RAM). "Test the lowest
+  stage that lets the workload fit";
+- within a tier, the activation remedies in the guide's order: no AutoTP before AutoTP (a script change with
+  per-layer all-reduces, offered only where nothing else fits), no Ulysses before Ulysses (smallest degree
+  first), weaker checkpointing before stronger, the largest micro batch that fits (the same global batch:
+  accumulation rises as it falls), then fewer changes.
+
+The step-time model (zeroadvisor/throughput) overrules that order only outside its own measured error: the
+recommendation is the first in the published order whose estimated step time is within ``validation.TIE_BAND``
+of the fastest candidate's (the median error of the model's estimated ratios on public same-hardware pairs,
+benchmarks/throughput/compare.py), so an option is passed over only for one the model puts faster by more than
+its error; closer step times are a tie the published order decides. AutoTP competes only where no run without
+it fits.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 from zeroadvisor.advisor.change import CHECKPOINTING_LEVELS, Change
 from zeroadvisor.memory.estimate import StageEstimate
+from zeroadvisor.memory.options import Option
+from zeroadvisor.throughput.validation import TIE_BAND
 from zeroadvisor.vocab import Device
 
-# Step times within 2% of each other are a tie: well inside the model's own error (benchmarks/throughput/).
-TIE = 0.02
+# ZeRO-3's tiers by (optimizer device, parameter device) without NVMe: the guide's "Stage 3 > Stage 3 +
+# optimizer offload > Stage 3 + parameter offload" (parameters cross PCIe in every forward and backward).
+_STAGE3_TIERS = {(Device.NONE, Device.NONE): 4, (Device.CPU, Device.NONE): 5,
+                 (Device.NONE, Device.CPU): 6, (Device.CPU, Device.CPU): 6}
+_OPTIMIZER_OFFLOAD_TIER = 3  # ZeRO-1/2 with the optimizer on the CPU (ZeRO-Offload)
+_NVME_TIERS = {"offload_optimizer": 7, "offload_param": 8}  # ZeRO-Infinity: past host RAM, slowest last
 
-# Offload weight per device (optimizer, parameters): parameters cross PCIe in forward and backward, the
-# optimizer state once per step; NVMe is slower than host RAM.
-OFFLOAD_WEIGHT = {
-    "offload_optimizer": {Device.NONE: 0.0, Device.CPU: 1.0, Device.NVME: 3.0},
-    "offload_param": {Device.NONE: 0.0, Device.CPU: 1.5, Device.NVME: 3.5},
-}
-
-
-# (offload weight, (layout kind, degree), checkpointing level, -micro batch, is ZeRO-3, changes, stage)
-CostKey = tuple[float, tuple[int, int], int, int, bool, int, int]
+# (AutoTP, tier, Ulysses degree, checkpointing level, -micro batch, changes, AutoTP degree)
+PolicyKey = tuple[bool, int, int, int, int, int, int]
 
 
-def cost_key(change: Change, stage: StageEstimate) -> CostKey:
-    """Smaller is better: the order in which fitting changes are recommended."""
-    option = change.option
-    offload = OFFLOAD_WEIGHT["offload_optimizer"][option.offload_optimizer] \
-        + OFFLOAD_WEIGHT["offload_param"][option.offload_param]
-    layout = (2, change.tensor_parallel) if change.tensor_parallel else \
-        (1, change.sequence_parallel) if change.sequence_parallel else (0, 0)
+def tier(option: Option) -> int:
+    """The option's place in the published fastest-first order of stages and offloads (0 = ZeRO-0)."""
+    nvme = [which for which in ("offload_param", "offload_optimizer") if getattr(option, which) == Device.NVME]
+    if nvme:
+        return _NVME_TIERS[nvme[0]]
+    if option.stage < 3:
+        return _OPTIMIZER_OFFLOAD_TIER if option.offload_optimizer != Device.NONE else option.stage
+    return _STAGE3_TIERS[(option.offload_optimizer, option.offload_param)]
+
+
+def policy_key(change: Change) -> PolicyKey:
+    """Smaller is better: the published order in which fitting changes are recommended."""
     checkpointing = CHECKPOINTING_LEVELS.index(change.shape.activation_checkpointing)
-    return (offload, layout, checkpointing, -change.micro_batch, option.stage == 3, change.changes, option.stage)
+    return (bool(change.tensor_parallel), tier(change.option), change.sequence_parallel or 0, checkpointing,
+            -change.micro_batch, change.changes, change.tensor_parallel or 0)
+
+
+def overrules(seconds: float | None, first: float | None) -> bool:
+    """Whether a step time of ``seconds`` is shorter than ``first`` by more than the model's measured error."""
+    return seconds is not None and first is not None and seconds > 0 and seconds * TIE_BAND < first
+
+
+def step_time_words(seconds: float | None, configured: float | None) -> str:
+    """How a step time compares with the configured run's, said only as far as the model's measured error
+    allows: "" without both; inside the tie band "about the configured run's step time (estimated 32.3 s
+    against 33.9 s, inside the model's measured error of 17%)"; outside it "estimated 2.1x faster (...)"."""
+    if not seconds or not configured or seconds <= 0 or configured <= 0:
+        return ""
+    figures = f"estimated {seconds:.3g} s per step against {configured:.3g} s configured"
+    ratio = configured / seconds
+    if 1 / TIE_BAND <= ratio <= TIE_BAND:
+        return (f"about the configured run's step time ({figures}, inside the step-time model's measured error "
+                f"of {TIE_BAND - 1:.0%})")
+    return f"estimated {ratio:.1f}x faster ({figures})" if ratio > 1 else \
+        f"estimated {1 / ratio:.1f}x slower ({figures})"
 
 
 def rank(candidates: Sequence[tuple[Change, StageEstimate, float | None]]) -> list[tuple[Change, StageEstimate]]:
-    """(change, estimate, step time in s or None) best first: by step time when every candidate has one."""
-    timed = all(seconds is not None and seconds > 0 for _, _, seconds in candidates)
-
-    def key(item: tuple[Change, StageEstimate, float | None]) -> tuple[CostKey] | tuple[int, int, CostKey]:
-        change, stage, seconds = item
-        fixed = cost_key(change, stage)
-        if not timed:
-            return (fixed,)
-        assert seconds is not None  # timed: every candidate has a step time
-        return (math.floor(math.log(seconds) / math.log1p(TIE)), change.changes, fixed)
-
-    return [(change, stage) for change, stage, _ in sorted(candidates, key=key)]
+    """(change, estimate, step time in s or None) best first: the published order, except that where every
+    candidate has a step time, the first is the first in that order whose step time the model cannot tell from
+    the fastest (within ``TIE_BAND`` of it): a candidate loses its place only to one the model puts faster by
+    more than its measured error. AutoTP candidates compete only where no run without AutoTP fits."""
+    ordered = sorted(candidates, key=lambda item: policy_key(item[0]))
+    if not ordered or not all(seconds is not None and seconds > 0 for _, _, seconds in ordered):
+        return [(change, stage) for change, stage, _ in ordered]
+    pool = [item for item in ordered if not item[0].tensor_parallel] or ordered
+    fastest = min(item[2] or 0.0 for item in pool)
+    best = next(item for item in pool if not overrules(fastest, item[2]))
+    return [(change, stage) for change, stage, _ in [best, *(item for item in ordered if item is not best)]]

@@ -5,8 +5,11 @@ The candidates are every combination of ZeRO stage x optimizer offload device x 
 or stronger) x micro batch at the same global batch (the largest that fits: memory grows with it) x parallel
 layout (none; Ulysses sequence parallel and AutoTP tensor parallel at each degree the model and cluster allow,
 searched when no layout-free run without offload fits: a layout change only adds communication). Of those
-that fit in every phase with the headroom left free (GPU, and host RAM / NVMe when given), the one with the
-smallest ``ranking.cost_key`` wins (ties: fewer changes). The configured run is ranked among them.
+that fit in every phase with the headroom left free (GPU, and host RAM / NVMe when given), the first in
+``ranking.rank``'s order wins: the published order of stages, offloads and activation remedies, which the
+step-time model overrules only outside its measured error. The configured run is ranked among them. NVMe
+offload is a candidate only where the NVMe space is given (no drive is assumed), AutoTP only on cards whose
+GPU-to-GPU links are faster than their host link (NVLink / Infinity Fabric: its per-layer all-reduces).
 
 Every candidate is estimated as it will be written: on the config with the lint fixes and the bucket tuning
 of large-buckets applied (``base``), and with that tuning again for the candidate's own stage when its
@@ -140,8 +143,10 @@ class Searcher:
 
     def __init__(self, config: dict | None, model: ModelSpec, shape: TrainingShape, cluster: Cluster,
                  accounting: str, written: Estimate, lint_fixes: LintFixes | None = None,
-                 tune_buckets: bool = True, hardware=None):
+                 tune_buckets: bool = True, hardware=None, provision: bool = False):
         self.original = config if isinstance(config, dict) else {}
+        # a cluster to provision (cluster_changes), not the one given: its NVMe is hardware to add, so may be used
+        self.provision = provision
         self.model, self.shape, self.cluster, self.accounting = model, shape, cluster, accounting
         self.written = written
         self._lint_fixes = lint_fixes or (lambda data, gpus: {})
@@ -269,19 +274,25 @@ class Searcher:
         """Every fitting combination on the frontier: per layout, checkpointing level and option, the largest
         micro batch that fits. Layout changes are searched only when no layout-free run without offload fits."""
         if self._candidates is None:
-            found = self._frontier(None)
+            found = [c for c in self._frontier(None) if self._may_recommend(c[0].option)]
             plain = any(not offloads(c.option) for c, _ in found)
             done: set[str] = set()  # a larger degree of a layout that fits without offload only costs more
             for layout in self.layouts() if not plain else ():
                 kind = next(iter(layout))
                 if kind in done:
                     continue
-                more = self._frontier(layout)
+                more = [c for c in self._frontier(layout) if self._may_recommend(c[0].option)]
                 found += more
                 if any(not offloads(c.option) for c, _ in more):
                     done.add(kind)
             self._candidates = found
         return self._candidates
+
+    def _may_recommend(self, option: Option) -> bool:
+        """NVMe offload only where the NVMe space is given, the config already offloads there, or the cluster is
+        one to provision (where the drive is named as hardware to add): a drive nobody declared is not a fix."""
+        nvme = Device.NVME in (option.offload_optimizer, option.offload_param)
+        return not nvme or self.provision or self.cluster.nvme is not None or option == self.configured
 
     def ranked(self) -> tuple[Considered, ...]:
         """The fitting candidates, best first (``ranking.rank``: by step time where there is one)."""
@@ -550,7 +561,7 @@ class Searcher:
         try:
             other = Searcher(config, self.model, self.shape, cluster, self.accounting,
                              estimate(config, self.model, self.shape, cluster, self.accounting),
-                             self._lint_fixes, self._tune, self.hardware)
+                             self._lint_fixes, self._tune, self.hardware, provision=True)
         except EstimateError:
             return None
         found = other.best()
@@ -604,6 +615,9 @@ class Searcher:
         if not layout.trivial or not heads or not width or (isinstance(self.base.get(TP_KEY), dict)
                                                              and self.base[TP_KEY].get("autotp_size") == AUTO):
             return
+        gpu = self.cluster.gpu
+        if gpu is None or gpu.intra_node_gb_s <= gpu.host_link_gb_s:
+            return  # no NVLink / Infinity Fabric known: AutoTP's per-layer all-reduces would cross PCIe
         per_node = self.cluster.gpus_per_node or self.cluster.gpus
         for tp in TENSOR_PARALLEL_DEGREES:
             if per_node % tp or self.cluster.gpus % tp or heads % tp or kv_heads % tp or width % tp:

@@ -44,5 +44,25 @@ def render_report(report: Report) -> str:
         return escape.json_dumps(data, ascii_only=report.ascii_only)
     extra = dict(report.extra)
     if report.check is not None:
-        extra["estimate"] = report.check.estimate_dict()
+        extra["estimate"] = _check_estimate(report)
     return render(report.findings, report.files, extra, ascii_only=report.ascii_only)
+
+
+def _check_estimate(report: Report) -> dict[str, Any] | None:
+    """The check's estimate as ``estimate --format json`` writes it, each option with its ``throughput`` (where a
+    GPU is named) and ``recommended`` (the option the report's verdict line recommends, marked ">" in text)."""
+    from zeroadvisor.report import overview
+    from zeroadvisor.throughput import json_fields
+
+    check = report.check
+    assert check is not None
+    data = check.estimate_dict()
+    if data is None or check.estimate is None:
+        return data
+    rec = overview.recommendation(report.findings, check.estimate)
+    steps = check.step_times()
+    for stage, entry in zip(check.estimate.stages, data["stages"], strict=True):
+        entry["recommended"] = overview.is_recommended(stage, rec)
+        if steps is not None:
+            entry.update(json_fields(steps[stage.option]))
+    return data

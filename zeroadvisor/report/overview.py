@@ -121,8 +121,8 @@ def recommendation_words(rec: Headline, unit: str) -> str:
         return f"Recommended ({code}): change {', '.join(advice.keys)}"
     text = (f"Recommended ({code}): {advice.description} ({labels.option_header(advice.option)}), peak "
             f"{format_bytes(advice.peak_gpu, unit)} per GPU")
-    ratio = advice.relative_step_time
-    cost = f"estimated step time {ratio:.2f}x the configured run's; {advice.cost}" if ratio else advice.cost
+    speed = advice.step_time_words
+    cost = f"{speed}; {advice.cost}" if speed else advice.cost
     return f"{text}; cost: {cost}" if cost else text
 
 
