@@ -131,12 +131,21 @@ def _advice(ctx, reason: Reason) -> tuple[str, Recommendation | None]:
         text += "; " + "; ".join(_shortfall_words(ctx, short) for short in a.shortfalls)
     grown = [a.recommend(outcome, reason) for outcome in a.cluster_changes]
     if not grown:
-        return text + f". No cluster of up to {CLUSTER_SEARCH_LIMIT} GPUs fits either", None
+        return text + f". No cluster of up to {CLUSTER_SEARCH_LIMIT} GPUs fits either" + _smaller_footprint(ctx), None
     alternatives = " Or: ".join(_fit_sentence(ctx, "", other).lstrip(": ") for other in grown[1:])
     text += ". " + _fit_sentence(ctx, "Smallest cluster change that fits", grown[0])
     if alternatives:
         text += f". Or: {alternatives}"
-    return text, grown[0]
+    return text + _smaller_footprint(ctx), grown[0]
+
+
+def _smaller_footprint(ctx) -> str:
+    """Where nothing fits on the cluster given, the other way out: train fewer parameters (not for a run that
+    already trains adapters only)."""
+    if ctx.advice.estimate.model.trainable_parameters is not None:
+        return ""
+    return (". Or a smaller footprint: LoRA or QLoRA keeps gradients and optimizer states for the adapters only "
+            "(estimate it with --peft lora or --peft qlora and the model's config.json)")
 
 
 def _does_not_fit(ctx):
@@ -264,15 +273,20 @@ def _activations_dominate(ctx):
         return
     a = ctx.advice
     acts, states = current.per_gpu["activations"], current.per_gpu["model_states"]
-    # Below a tenth of the budget there is nothing to act on (with full offload model
-    # states are ~0, so "activations exceed them" alone would always be true).
+    # Only where activations are what binds: the configured run does not fit with the headroom and GPU memory
+    # is its binding resource (a run that fits has nothing to act on; host RAM binding is another rule's).
+    # Below a tenth of the budget activations are not the problem (with full offload model states are ~0,
+    # so "activations exceed them" alone would always be true).
+    if current.comfortable or current.binding_resource != "gpu":
+        return
     if not acts or acts <= states or acts < ACTIVATION_SHARE * a.budget.usable:
         return
     largest = a.largest_micro_batch
     micro = a.estimate.settings.micro_batch
     mb = (f"the largest micro batch that fits is {largest} (now {micro})" if largest is not None
           else f"even micro batch 1 does not fit (now {micro})")
-    savings = [f"{level} checkpointing saves {a.fmt(saved)}" for level, saved in a.checkpointing_savings]
+    # a level that saves nothing here (selective under fused attention keeps no s x s scores) is not named
+    savings = [f"{level} checkpointing saves {a.fmt(saved)}" for level, saved in a.checkpointing_savings if saved > 0]
     if a.flash_attention_saving is not None:
         savings.append(f"FlashAttention saves {a.fmt(a.flash_attention_saving)}")
     if largest is None:  # one sample's activations do not fit: Ulysses splits its tokens
