@@ -72,3 +72,8 @@ def test_the_manual_quotes_the_recorded_band():
     page = (REPO / "docs" / "check.md").read_text("utf-8")
     assert f"today {v.TIE_BAND - 1:.0%} on {v.PAIRS} pairs from {v.SOURCE_GROUPS} sources" in page
     assert f"hold in {v.HELD_OUT_CLAIMS_RIGHT} of {v.HELD_OUT_CLAIMS} pairs" in page
+    readme = " ".join((REPO / "README.md").read_text("utf-8").split())
+    assert (f"{v.PAIRS} public same-hardware pairs from {v.SOURCE_GROUPS} sources (`benchmarks/throughput/compare.py`: "
+            f"{v.ORDERED_PERCENT:.0f}% ordered as measured, {v.WITHIN_2X_PERCENT:.0f}% within 2x)") in readme
+    assert f"beyond its median error of {v.TIE_BAND - 1:.0%}" in readme
+    assert f"hold in {v.HELD_OUT_CLAIMS_RIGHT} of {v.HELD_OUT_CLAIMS} pairs" in readme
