@@ -10,17 +10,21 @@ their own. Numbers in messages are decimal GB unless --unit GiB is given; the un
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from zeroadvisor.deepspeed import schema
 from zeroadvisor.lint.context import Context
-from zeroadvisor.lint.findings import Action, Severity
+from zeroadvisor.lint.findings import Action, Finding, Severity
 from zeroadvisor.lint.rule import Example, Hit, Rule
 from zeroadvisor.vocab import BREAKDOWN_ROWS, PHASE_WORDS, ROW_LABELS, Device, Verdict
 
 if TYPE_CHECKING:
     from zeroadvisor.advisor.advice import Advice, Reason, Recommendation
+    from zeroadvisor.advisor.search import Shortfall
+    from zeroadvisor.memory.estimate import StageEstimate
+    from zeroadvisor.memory.options import Option
     from zeroadvisor.throughput import StepTime
 
 # The advice, the memory model and the search are imported inside the checks: `lint` loads this module (the
@@ -40,38 +44,44 @@ _MODEL_7B = {"hf_config": {"model_type": "llama", "hidden_size": 4096, "intermed
              "sequence_length": 4096, "activation_checkpointing": "full"}
 
 
-def _anchor(ctx) -> str:
+def _anchor(ctx: Context) -> str:
     for pointer in ("/zero_optimization/stage", "/zero_optimization"):
         if ctx.has(pointer):
             return pointer
     return ""
 
 
-def _configured(ctx):
-    return ctx.advice.configured
+def _advice_of(ctx: Context) -> Advice:
+    """The advice an advice rule reads: the engine runs advice rules only on a context that carries it."""
+    assert isinstance(ctx, AdviceRuleContext) and ctx.advice is not None
+    return ctx.advice
 
 
-def _label(option) -> str:
+def _configured(ctx: Context) -> StageEstimate | None:
+    return _advice_of(ctx).configured
+
+
+def _label(option: Option) -> str:
     return option.words
 
 
-def _breakdown(ctx, stage) -> str:
-    fmt = ctx.advice.fmt
+def _breakdown(ctx: Context, stage: StageEstimate) -> str:
+    fmt = _advice_of(ctx).fmt
     parts = [f"{ROW_LABELS[key]} {fmt(stage.per_gpu[key])}" for key in BREAKDOWN_ROWS if stage.per_gpu[key]]
     return ", ".join(parts)
 
 
-def _budget(ctx) -> str:
-    b = ctx.advice.budget
+def _budget(ctx: Context) -> str:
+    b = _advice_of(ctx).budget
     return f"{b.fmt(b.usable)} usable ({b.fmt(b.gpu_memory)} per GPU less {b.headroom:.0%} headroom)"
 
 
-def _phase_words(stage) -> str:
+def _phase_words(stage: StageEstimate) -> str:
     """Where the peak is: "while training", "at load (model handed to deepspeed.initialize)", ..."""
     return PHASE_WORDS[stage.binding_phase]
 
 
-def _hit(ctx, message: str, rec: Recommendation | None) -> Hit:
+def _hit(ctx: Context, message: str, rec: Recommendation | None) -> Hit:
     """A finding that recommends ``rec`` (None: none): its fix is the change's patch, its actions what the change
     needs outside the config (worded in GB, as the JSON contract has always had them), ``rec`` itself typed."""
     if rec is None:
@@ -83,11 +93,11 @@ def _json_actions(rec: Recommendation) -> tuple[Action, ...]:
     return tuple(rec.change.actions())
 
 
-def _fit_sentence(ctx, lead: str, rec: Recommendation, named: bool = True) -> str:
+def _fit_sentence(ctx: Context, lead: str, rec: Recommendation, named: bool = True) -> str:
     """``lead``: the change, its peaks, its cost and what it needs outside the config, all from one Recommendation."""
     from zeroadvisor.advisor.change import actions_sentence
 
-    a = ctx.advice
+    a = _advice_of(ctx)
     actions = list(rec.actions)
     host = f", {a.fmt(rec.peak_host_per_node)} host RAM per node" if rec.stage.per_node_cpu else ""
     note = ""
@@ -98,30 +108,30 @@ def _fit_sentence(ctx, lead: str, rec: Recommendation, named: bool = True) -> st
             f"cost: {rec.cost}{note}{actions_sentence(actions)}")
 
 
-def _speed(ctx, step: StepTime) -> str:
+def _speed(ctx: Context, step: StepTime) -> str:
     """", estimated 2.1x faster (estimated 1.23 s per step against 2.58 s configured)" where the step-time model
     applies, or ", about the configured run's step time (...)" inside its measured error (ranking.py)."""
     from zeroadvisor.advisor.ranking import step_time_words
     from zeroadvisor.throughput import seconds_of
 
-    words = step_time_words(seconds_of(step), seconds_of(ctx.advice.configured_step_time))
+    words = step_time_words(seconds_of(step), seconds_of(_advice_of(ctx).configured_step_time))
     return f", {words}" if words else ""
 
 
-def _shortfall_words(ctx, short) -> str:
+def _shortfall_words(ctx: Context, short: Shortfall) -> str:
     from zeroadvisor.memory.verdict import RESOURCE_WORDS
 
-    a = ctx.advice
+    a = _advice_of(ctx)
     return (f"{RESOURCE_WORDS[short.resource]} binds {PHASE_WORDS[short.phase]}: even {short.change.description} "
             f"needs {a.fmt(short.need)}, {a.fmt(short.missing)} more than the {a.fmt(short.usable)} usable")
 
 
-def _advice(ctx, reason: Reason) -> tuple[str, Recommendation | None]:
+def _advice(ctx: Context, reason: Reason) -> tuple[str, Recommendation | None]:
     """The best change that fits (its sentence and the Recommendation); when none does, which resource binds in
     which phase, by how much, and the smallest cluster change that fits (recommended), the others named."""
     from zeroadvisor.advisor.search import CLUSTER_SEARCH_LIMIT
 
-    a = ctx.advice
+    a = _advice_of(ctx)
     if a.best is not None:
         rec = a.recommend(a.best, reason)
         return ". " + _fit_sentence(ctx, "Cheapest change that fits", rec), rec
@@ -139,22 +149,22 @@ def _advice(ctx, reason: Reason) -> tuple[str, Recommendation | None]:
     return text + _smaller_footprint(ctx), grown[0]
 
 
-def _smaller_footprint(ctx) -> str:
+def _smaller_footprint(ctx: Context) -> str:
     """Where nothing fits on the cluster given, the other way out: train fewer parameters (not for a run that
     already trains adapters only)."""
-    if ctx.advice.estimate.model.trainable_parameters is not None:
+    if _advice_of(ctx).estimate.model.trainable_parameters is not None:
         return ""
     return (". Or a smaller footprint: LoRA or QLoRA keeps gradients and optimizer states for the adapters only "
             "(estimate it with --peft lora or --peft qlora and the model's config.json)")
 
 
-def _does_not_fit(ctx):
+def _does_not_fit(ctx: Context) -> Iterator[Hit]:
     from zeroadvisor.advisor.advice import Reason
 
     current = _configured(ctx)
     if current is None or current.verdict != Verdict.DOES_NOT_FIT:
         return
-    a, budget = ctx.advice, ctx.advice.budget
+    a, budget = _advice_of(ctx), _advice_of(ctx).budget
     if current.peak_gpu <= budget.gpu_memory:
         return  # the GPU holds it; the host or NVMe does not: host-memory-insufficient reports that
     gpu_phase = max(current.phases.values(), key=lambda p: p.gpu).phase if current.phases else "train"
@@ -200,7 +210,7 @@ DOES_NOT_FIT = Rule(
 )
 
 
-def _lower_stage_fits(ctx):
+def _lower_stage_fits(ctx: Context) -> Iterator[Hit]:
     from zeroadvisor.advisor.advice import Reason
 
     current = _configured(ctx)
@@ -208,7 +218,7 @@ def _lower_stage_fits(ctx):
     # communication; moving among 0-2 is not advice worth a review comment.
     if current is None or current.option.stage != 3:
         return
-    a = ctx.advice
+    a = _advice_of(ctx)
     lower = a.lower_stage
     if lower is None:
         return
@@ -220,7 +230,7 @@ def _lower_stage_fits(ctx):
         # named, but no fix against the ranking
         lower_run = a.lower_stage_run
         if lower_run is not None:
-            from zeroadvisor.advisor.ranking import TIE_BAND
+            from zeroadvisor.throughput.validation import TIE_BAND
             from zeroadvisor.throughput import seconds_of
 
             first = best.description if best.change.parts else f"the configured {_label(best.change.option)}"
@@ -267,11 +277,11 @@ LOWER_STAGE_FITS = Rule(
 ACTIVATION_SHARE = 0.10
 
 
-def _activations_dominate(ctx):
+def _activations_dominate(ctx: Context) -> Iterator[Hit]:
     current = _configured(ctx)
     if current is None:
         return
-    a = ctx.advice
+    a = _advice_of(ctx)
     acts, states = current.per_gpu["activations"], current.per_gpu["model_states"]
     # Only where activations are what binds: the configured run does not fit with the headroom and GPU memory
     # is its binding resource (a run that fits has nothing to act on; host RAM binding is another rule's).
@@ -327,17 +337,17 @@ ACTIVATIONS_DOMINATE = Rule(
 )
 
 
-def _offloads(option) -> bool:
+def _offloads(option: Option) -> bool:
     return option.offload_optimizer != Device.NONE or option.offload_param != Device.NONE
 
 
-def _offload_not_needed(ctx):
+def _offload_not_needed(ctx: Context) -> Iterator[Hit]:
     from zeroadvisor.advisor.advice import Reason
 
     current = _configured(ctx)
     if current is None or not _offloads(current.option):
         return
-    a = ctx.advice
+    a = _advice_of(ctx)
     plain = a.without_offload
     if plain is None:
         return
@@ -380,11 +390,11 @@ OFFLOAD_NOT_NEEDED = Rule(
 )
 
 
-def _host_insufficient(ctx):
+def _host_insufficient(ctx: Context) -> Iterator[Hit]:
     from zeroadvisor.advisor.advice import Reason
 
     current = _configured(ctx)
-    a = ctx.advice
+    a = _advice_of(ctx)
     if current is None:
         return
     cpu_memory, nvme = a.budget.cpu_memory, a.budget.nvme
@@ -430,14 +440,15 @@ HOST_MEMORY_INSUFFICIENT = Rule(
     source="deepspeed/runtime/zero/stage3.py, stage_1_and_2.py (CPU offload); DS#3000",
 )
 
-def _large_buckets(ctx):
+def _large_buckets(ctx: Context) -> Iterator[Hit]:
     from zeroadvisor.advisor.advice import KeyChange, Reason
 
-    a = ctx.advice
+    a = _advice_of(ctx)
     tuning = a.tuning  # decided on the configured stage's buffers (BUCKET_SHARE of the budget)
     if tuning is None:
         return
     fill = schema.auto_fill("zero_optimization", "reduce_bucket_size")
+    assert fill is not None  # the committed schema has reduce_bucket_size's x-auto-fill
     yield Hit(_anchor(ctx),
               f"communication buffers take {a.fmt(tuning.buffers)} per GPU "
               f"({tuning.buffers / a.budget.usable:.0%} of usable memory): reduce/allgather buckets of up to 5e8 "
@@ -472,11 +483,11 @@ LARGE_BUCKETS = Rule(
 )
 
 
-def _pinned(ctx):
+def _pinned(ctx: Context) -> Iterator[Hit]:
     from zeroadvisor.memory.terms import STATE_ROWS
 
     current = _configured(ctx)
-    a = ctx.advice
+    a = _advice_of(ctx)
     if current is None:
         return
     s = a.estimate.settings
@@ -520,18 +531,20 @@ PINNED_MEMORY = Rule(
     source="deepspeed/runtime/zero/offload_config.py pin_memory; runtime/swap_tensor/",
 )
 
-def _tight_fit(ctx):
+def _tight_fit(ctx: Context) -> Iterator[Hit]:
     from zeroadvisor.memory.verdict import RESOURCE_WORDS
 
     current = _configured(ctx)
     if current is None or current.verdict != Verdict.TIGHT:
         return
-    a, b = ctx.advice, ctx.advice.budget
+    a, b = _advice_of(ctx), _advice_of(ctx).budget
     resource, capacity = current.binding_resource, {"gpu": b.gpu_memory, "host": b.cpu_memory, "nvme": b.nvme}
     peak = {"gpu": current.peak_gpu, "host": current.peak_host_per_node, "nvme": current.peak_nvme_per_node}
+    given = capacity[resource]
+    assert given is not None  # a tight verdict binds on a capacity that is given
     yield Hit(_anchor(ctx), f"{_label(current.option)} peaks at {a.fmt(peak[resource])} of "
                             f"{RESOURCE_WORDS[resource]} {_phase_words(current)}: within the "
-                            f"{a.fmt(capacity[resource])} there is, but inside the {b.headroom:.0%} headroom "
+                            f"{a.fmt(given)} there is, but inside the {b.headroom:.0%} headroom "
                             "(--headroom), where allocator fragmentation and library workspaces decide; real "
                             "runs that close to the limit OOM intermittently")
 
@@ -563,13 +576,13 @@ TIGHT_FIT = Rule(
 
 
 
-def _faster_option_fits(ctx):
+def _faster_option_fits(ctx: Context) -> Iterator[Hit]:
     from zeroadvisor.advisor.advice import Reason
 
     current = _configured(ctx)
     if current is None or not current.comfortable:
         return
-    a = ctx.advice
+    a = _advice_of(ctx)
     if a.best is None or not a.best.change.parts:
         return
     best = a.recommend(a.best, Reason.FASTER)
@@ -611,8 +624,8 @@ FASTER_OPTION_FITS = Rule(
 )
 
 
-def _assumed_inputs(ctx):
-    for assumed in ctx.advice.estimate.assumed:
+def _assumed_inputs(ctx: Context) -> Iterator[Hit]:
+    for assumed in _advice_of(ctx).estimate.assumed:
         yield Hit(assumed.pointer, assumed.message(), at="file")
 
 
@@ -651,7 +664,7 @@ ASSUMED_INPUT = Rule(
 )
 
 
-def lists_assumed_inputs(findings) -> bool:
+def lists_assumed_inputs(findings: Iterable[Finding]) -> bool:
     """Whether ``findings`` list the estimate's assumed inputs (assumed-input ran), so a report need not repeat
     them."""
     return any(f.code == ASSUMED_INPUT.code for f in findings)

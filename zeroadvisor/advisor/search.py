@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from zeroadvisor.advisor.change import (
@@ -49,7 +50,7 @@ from zeroadvisor.model.spec import Checkpointing, ModelSpec, TrainingShape
 from zeroadvisor.vocab import Device
 
 if TYPE_CHECKING:
-    from zeroadvisor.throughput import StepTime
+    from zeroadvisor.throughput import Hardware, StepTime
 
 # Buffers above this share of the usable memory are worth tuning (DS#1302: 5e8 buckets made
 # ZeRO-2 larger than ZeRO-1 on BERT-large; DS#3338: smaller buckets, larger batch).
@@ -72,7 +73,7 @@ CLUSTER_SEARCH_LIMIT = 4096
 DEFAULT_GPUS_PER_NODE = 8
 
 # (data as it would be written, GPUs) -> the lint fixes proposed for it
-LintFixes = Callable[[dict, int], dict]
+LintFixes = Callable[[dict[str, Any], int], dict[str, Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,9 +142,10 @@ def offloads(option: Option) -> bool:
 class Searcher:
     """Estimates candidate changes of one config as they will be written, and ranks those that fit."""
 
-    def __init__(self, config: dict | None, model: ModelSpec, shape: TrainingShape, cluster: Cluster,
+    def __init__(self, config: dict[str, Any] | None, model: ModelSpec, shape: TrainingShape, cluster: Cluster,
                  accounting: str, written: Estimate, lint_fixes: LintFixes | None = None,
-                 tune_buckets: bool = True, hardware=None, provision: bool = False):
+                 tune_buckets: bool = True, hardware: Hardware | None = None,
+                 provision: bool = False) -> None:
         self.original = config if isinstance(config, dict) else {}
         # a cluster to provision (cluster_changes), not the one given: its NVMe is hardware to add, so may be used
         self.provision = provision
@@ -169,13 +171,13 @@ class Searcher:
         self.global_batch = self.base_estimate.settings.global_batch
 
     # -- estimating ------------------------------------------------------------------------------
-    def _estimate(self, config: dict, shape: TrainingShape) -> Estimate:
+    def _estimate(self, config: dict[str, Any], shape: TrainingShape) -> Estimate:
         key = (repr(config), shape)
         if key not in self._estimates:
             self._estimates[key] = estimate(config, self.model, shape, self.cluster, self.accounting)
         return self._estimates[key]
 
-    def _lint_closure(self, config: dict) -> dict:
+    def _lint_closure(self, config: dict[str, Any]) -> dict[str, Any]:
         for _ in range(LINT_ROUNDS):
             fixed = mp.apply(config, self._lint_fixes(config, self.cluster.gpus))
             if _same(fixed, config):
@@ -183,7 +185,7 @@ class Searcher:
             config = fixed
         return config
 
-    def bucket_tuning(self, config: dict, stage: StageEstimate | None, rewritten: bool = False,
+    def bucket_tuning(self, config: dict[str, Any], stage: StageEstimate | None, rewritten: bool = False,
                       needed: bool = False) -> BucketTuning | None:
         """The bucket sizes large-buckets proposes for ``stage`` of ``config`` (None: nothing to tune).
 
@@ -210,7 +212,7 @@ class Searcher:
         h = self.model.hidden_size
         return fill.value(h) if fill is not None and h else BUCKET_FALLBACK
 
-    def _config(self, change: Change) -> dict:
+    def _config(self, change: Change) -> dict[str, Any]:
         """The base config with the change's batch keys and layout keys (not yet its option)."""
         delta = mp.merge(self.batch_patch(change.micro_batch, change.config_patch) or None, change.config_patch)
         return mp.apply(self.base, delta) if delta else self.base
@@ -240,7 +242,7 @@ class Searcher:
                 return None
         return stage, tuning
 
-    def _tuned(self, config: dict, tuning: BucketTuning | None, change: Change) -> StageEstimate | None:
+    def _tuned(self, config: dict[str, Any], tuning: BucketTuning | None, change: Change) -> StageEstimate | None:
         if tuning is None:
             return None
         return _stage_of(self._estimate(mp.apply(config, tuning.patch), change.shape), change.option)
@@ -254,7 +256,7 @@ class Searcher:
         evaluated = self._evaluate(change)
         if evaluated is None or not evaluated[0].comfortable:
             return None
-        stage, tuning = evaluated
+        _, tuning = evaluated
         batch = self.batch_patch(change.micro_batch, change.config_patch)
         if batch is None:
             return None
@@ -362,16 +364,22 @@ class Searcher:
             return []
         out: list[tuple[Change, StageEstimate]] = []
         settled: set[Option] = set()  # fits at the largest micro batch: a stronger level only costs
+
+        def fits(option: Option, shape: TrainingShape, micro_batch: int) -> bool:
+            return self._fits(self._change(option, shape, micro_batch, layout))
+
         for level in CHECKPOINTING_LEVELS[CHECKPOINTING_LEVELS.index(self.shape.activation_checkpointing):]:
             shape = replace(self.shape, activation_checkpointing=level)
             for option in self._options(shape, layout, sizes[-1]):
                 if option in settled:
                     continue
-                largest = _largest_true(sizes, lambda m: self._fits(self._change(option, shape, m, layout)))
+                largest = _largest_true(sizes, partial(fits, option, shape))
                 if largest is None:
                     continue
                 change = self._change(option, shape, largest, layout)
-                out.append((change, self.evaluate(change)))
+                stage = self.evaluate(change)
+                assert stage is not None  # it fits (_largest_true tested it)
+                out.append((change, stage))
                 if largest == sizes[-1]:
                     settled.add(option)
         return out
@@ -384,8 +392,9 @@ class Searcher:
 
     def layouts(self) -> list[dict[str, Any]]:
         """The layout patches the search may add: Ulysses, then AutoTP, each smallest degree first."""
-        return [*(c.config_patch for c in self.sequence_parallel_changes()),
-                *(c.config_patch for c in self.tensor_parallel_changes())]
+        # a layout change always has its config_patch
+        return [*(c.config_patch for c in self.sequence_parallel_changes() if c.config_patch is not None),
+                *(c.config_patch for c in self.tensor_parallel_changes() if c.config_patch is not None)]
 
     # -- what the rules ask ------------------------------------------------------------------------
     def lowest_fitting_lower_stage(self) -> StageEstimate | None:
@@ -470,14 +479,15 @@ class Searcher:
         pool = self._extremes()
         out: list[Shortfall] = []
         for resource in ("gpu", "host", "nvme"):
-            if usable[resource] is None or not pool:
+            capacity = usable[resource]
+            if capacity is None or not pool:
                 continue
             change, stage = min(pool, key=lambda pair: _peak(pair[1], resource))
             need = _peak(stage, resource)
-            if need > usable[resource]:
+            if need > capacity:
                 phase = max(stage.phases.values(), key=lambda p: p.of(resource)).phase if stage.phases else "train"
-                out.append(Shortfall(resource, phase, need, usable[resource], change))
-            pool = [pair for pair in pool if _peak(pair[1], resource) <= usable[resource]]
+                out.append(Shortfall(resource, phase, need, capacity, change))
+            pool = [pair for pair in pool if _peak(pair[1], resource) <= capacity]
         return out
 
     def _usable(self) -> dict[str, int | None]:
@@ -493,12 +503,14 @@ class Searcher:
         keep = 1 - self.cluster.headroom
         binding = {s.resource: s for s in self.shortfalls()}
         if "gpu" not in binding:
-            grown = {}
+            grown: dict[str, int] = {}
             for resource, key in (("host", "cpu_memory"), ("nvme", "nvme")):
                 if resource in binding:
                     grown[key] = _round_up_gb(binding[resource].need / keep)
             if grown:
-                found = self._on_cluster(replace(self.cluster, **grown), ClusterChange(**grown))
+                larger = replace(self.cluster, cpu_memory=grown.get("cpu_memory", self.cluster.cpu_memory),
+                                 nvme=grown.get("nvme", self.cluster.nvme))
+                found = self._on_cluster(larger, ClusterChange(**grown))
                 if found is not None:
                     out.append(found)
         gpus = self._gpus_that_fit()
@@ -512,6 +524,7 @@ class Searcher:
 
     def _per_node(self, gpus: int) -> int:
         given = self.cluster.gpus_per_node
+        assert given is not None  # Cluster.__post_init__ sets it
         return min(gpus, DEFAULT_GPUS_PER_NODE) if given == min(self.cluster.gpus, DEFAULT_GPUS_PER_NODE) else given
 
     def _gpu_counts(self) -> list[int]:
@@ -594,13 +607,14 @@ class Searcher:
         them from its own world size)."""
         layout = self.base_estimate.parallel
         heads = self.model.num_attention_heads
-        kv_heads = self.model.num_key_value_heads or heads
-        if layout.sequence > 1 or layout.pipeline > 1 or not heads or not self.shape.sequence_length:
+        sequence_length = self.shape.sequence_length
+        if layout.sequence > 1 or layout.pipeline > 1 or not heads or not sequence_length:
             return
+        kv_heads = self.model.num_key_value_heads or heads
         if self.deepspeed.batch.auto:
             return
         for sp in SEQUENCE_PARALLEL_DEGREES:
-            if layout.data % sp or heads % sp or kv_heads % sp or self.shape.sequence_length % sp:
+            if layout.data % sp or heads % sp or kv_heads % sp or sequence_length % sp:
                 continue
             yield self._change(self.configured, layout={SP_KEY: sp})
 
@@ -610,11 +624,11 @@ class Searcher:
         columns evenly); no other parallel degree is set (their groups would have to be re-formed)."""
         layout = self.base_estimate.parallel
         heads = self.model.num_attention_heads
-        kv_heads = self.model.num_key_value_heads or heads
         width = self.model.intermediate_size
         if not layout.trivial or not heads or not width or (isinstance(self.base.get(TP_KEY), dict)
                                                              and self.base[TP_KEY].get("autotp_size") == AUTO):
             return
+        kv_heads = self.model.num_key_value_heads or heads
         gpu = self.cluster.gpu
         if gpu is None or gpu.intra_node_gb_s <= gpu.host_link_gb_s:
             return  # no NVLink / Infinity Fabric known: AutoTP's per-layer all-reduces would cross PCIe
@@ -698,16 +712,18 @@ def _round_up_gb(nbytes: float) -> int:
     return math.ceil(nbytes / 10**9) * 10**9
 
 
-def _nvme_path(config: dict, any_device: bool = False) -> str | None:
+def _nvme_path(config: dict[str, Any], any_device: bool = False) -> str | None:
     """The nvme_path of an offload block on NVMe (``any_device``: of any block), None when there is none."""
     zero = config.get("zero_optimization") if isinstance(config, dict) else None
     if not isinstance(zero, dict):
         return None
     for which in ("offload_optimizer", "offload_param"):
         block = zero.get(which)
-        if isinstance(block, dict) and (any_device or block.get("device") == Device.NVME) \
-                and isinstance(block.get("nvme_path"), str):
-            return block["nvme_path"]
+        if not isinstance(block, dict) or not (any_device or block.get("device") == Device.NVME):
+            continue
+        path = block.get("nvme_path")
+        if isinstance(path, str):
+            return path
     return None
 
 
@@ -740,11 +756,11 @@ def _same(a: Any, b: Any) -> bool:
     if isinstance(a, dict):
         return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
     if isinstance(a, list):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-    return a == b
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
 
 
-def _diff(source: dict, target: dict) -> dict[str, Any]:
+def _diff(source: dict[str, Any], target: dict[str, Any]) -> dict[str, Any]:
     """The merge patch that turns ``source`` into ``target`` (RFC 7396)."""
     patch: dict[str, Any] = {key: None for key in source if key not in target}
     for key, value in target.items():

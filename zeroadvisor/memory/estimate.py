@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zeroadvisor.deepspeed.settings import Config, as_settings
 from zeroadvisor.memory import host as host_memory
@@ -17,8 +17,8 @@ from zeroadvisor.memory.buffers import (
     gathered_terms,
 )
 
-# The cluster type and its bounds (memory/cluster.py), here too for the estimate's callers.
-from zeroadvisor.memory.cluster import MAX_GPUS, MAX_MEMORY_BYTES, Cluster, check_memory  # noqa: F401
+# The cluster type and its bounds (memory/cluster.py), here too for the estimate's callers (__all__ below).
+from zeroadvisor.memory.cluster import MAX_GPUS, MAX_MEMORY_BYTES, Cluster, check_memory
 from zeroadvisor.memory.layout_buffers import layout_buffer_terms
 from zeroadvisor.memory.options import Option, Skipped, configured_option, enumerate_options, refusal
 from zeroadvisor.memory.parallel import (
@@ -31,17 +31,18 @@ from zeroadvisor.memory.parallel import (
     read_parallel,
     tensor_parallel_largest_layer,
 )
-from zeroadvisor.memory.phases import LoadInputs, PhaseSplit, SaveInputs, largest_param, load_phase, save_phase
+from zeroadvisor.memory.phases import PhaseSplit, SaveInputs, largest_param, load_phase, save_phase
 from zeroadvisor.memory.settings import Settings, read_settings
 from zeroadvisor.memory.states import deepspeed_terms, paper_terms, trainable
 from zeroadvisor.memory.terms import ROWS, STATE_ROWS, Term, exact
-from zeroadvisor.memory.verdict import DOES_NOT_FIT, FITS, PhasePeak, Verdict, judge
-from zeroadvisor.model.spec import ModelSpec, TrainingShape
+from zeroadvisor.memory.verdict import DOES_NOT_FIT, FITS, PhasePeak, judge
+from zeroadvisor.model.spec import LoadInputs, ModelSpec, TrainingShape
 from zeroadvisor.units import format_bytes
-from zeroadvisor.vocab import ACCOUNTINGS, Accounting
 from zeroadvisor.version import DEEPSPEED_TARGET
+from zeroadvisor.vocab import ACCOUNTINGS, Accounting, Device, Verdict
 
-
+if TYPE_CHECKING:
+    from zeroadvisor.memory.activations import Activations
 
 
 @dataclass(slots=True)
@@ -135,7 +136,7 @@ class Estimate:
         return next((st for st in self.stages if st.configured), None)
 
     def stage(self, stage: int, offload_optimizer: str = "none", offload_param: str = "none") -> StageEstimate:
-        wanted = Option(stage, offload_optimizer, offload_param)
+        wanted = Option(stage, Device(offload_optimizer), Device(offload_param))
         for st in self.stages:
             if st.option == wanted:
                 return st
@@ -198,11 +199,7 @@ def estimate(config: Config, model: ModelSpec, shape: TrainingShape | None = Non
     # ZeRO partitions over the data (x sequence) group the parameters this GPU holds after the tensor,
     # pipeline and expert splits (memory/parallel.py); the stage-1/2 parameter layout no longer applies.
     local = local_parameters(model, layout)
-    P, N = local.total, layout.data
-    spec = model if layout.trivial else dataclasses.replace(model, parameter_numels=None)
-    tp_largest = tensor_parallel_largest_layer(model, layout)
-    if tp_largest is not None:  # stage-3 gathers the tensor rank's shard of a block Linear, the embedding whole
-        spec = dataclasses.replace(spec, largest_layer_parameters=tp_largest)
+    spec, tp_largest = _state_spec(model, layout)
     assumptions = list(s.assumptions) + list(local.notes) + parallel_notes(ds, layout)
     if tp_largest is not None:
         assumptions.append(f"largest layer under tensor parallel {layout.tensor}: max(V·h, h·ffn/{layout.tensor}, "
@@ -218,80 +215,137 @@ def estimate(config: Config, model: ModelSpec, shape: TrainingShape | None = Non
     act = parallel_activations(model, shape, s.micro_batch, s.precision, layout)
     # A verdict that leaves a row out says so (no unqualified "fits" while activations are unknown).
     uncounted = ("activations",) if accounting == Accounting.DEEPSPEED and activations_unknown(assumed) else ()
-    if accounting == Accounting.DEEPSPEED:
-        assumptions += list(act.notes)
-        assumptions.append(OVERHEAD_ASSUMPTION)
-        assumptions.append("host RAM includes a runtime allowance per GPU process (Python, torch, DeepSpeed and the "
-                           "CUDA runtime: memory/host.py) and pinned buffers as torch's CachingHostAllocator sizes "
-                           "them (a power of two)")
-    else:
-        assumptions.append("paper accounting: model states only (ZeRO paper §5, Table 1); gathered parameters, "
-                           "buffers, activations and overhead are 0")
-    if N == 1:
-        assumptions.append(f"{'1 GPU' if cluster.gpus == 1 else 'data-parallel degree 1'}: ZeRO partitions over the "
-                           "data-parallel degree, so stages 1-3 partition nothing")
+    assumptions += _accounting_assumptions(accounting, act, layout.data, cluster.gpus)
 
-    split = phase_split(model, layout, local, cluster)
-    save = SaveInputs.of(ds)
-    stages: list[StageEstimate] = []
-    seen_notes: set[str] = set(assumptions)
-    for option in options:
-        notes: list[str] = []
-        # the optimizer's parameters on this GPU: the PEFT adapters (model/peft.py), else the dense share
-        dense = trainable(model) if model.trainable_parameters is not None else local.dense
-        ds = deepspeed_terms(s, option, dense, N, spec, notes)
-        paper = paper_terms(s, option, dense, N, spec, notes)
-        if local.experts:  # a separate param group, partitioned over the expert-data-parallel group
-            ds += deepspeed_terms(s, option, local.experts, layout.expert_data, spec, notes)
-            paper += paper_terms(s, option, local.experts, layout.expert_data, spec, notes)
-        ds += hpz_terms(s.precision, option.stage, option.offload_param, P, N, layout.hpz)
-        if accounting == Accounting.DEEPSPEED:
-            terms = (ds + gathered_terms(s, option, P, N, spec, notes)
-                     + buffer_terms(s, option, P, N, spec, notes, cluster.gpus_on_a_node)
-                     + layout_buffer_terms(model, shape, s.micro_batch, s.precision, layout))
-            if act.nbytes:
-                terms.append(Term("activations", "gpu", act.nbytes, "activations", "activations", "Korthikanti",
-                                  "memory/activations.py"))
-        else:
-            terms = paper
-        if accounting == Accounting.DEEPSPEED:
-            terms += _allowance_terms(terms)
-            terms += host_memory.runtime_baseline_terms("train")
-            terms += host_memory.pinned_rounding_terms(host_memory.deepspeed_pinned_buffers(
-                s, option, P, N, largest_param(model)))
-        per_gpu = dict.fromkeys(ROWS, 0)
-        host = nvme = host_overhead = 0  # host: what DeepSpeed keeps there; overhead: runtime, pinned rounding
-        for term in terms:
-            if term.device == "gpu":
-                per_gpu[term.row] += term.nbytes
-            elif term.device == "cpu" and term.row == "overhead":
-                host_overhead += term.nbytes
-            elif term.device == "cpu":
-                host += term.nbytes
-            else:
-                nvme += term.nbytes
-        per_gpu["model_states"] = sum(per_gpu[row] for row in STATE_ROWS)
-        per_gpu["total"] = sum(per_gpu[row] for row in ("model_states", "gathered_parameters", "buffers",
-                                                        "activations", "overhead"))
-        per_node_cpu = host * cluster.gpus_on_a_node
-        per_node_nvme = nvme * cluster.gpus_on_a_node
-        train_host = (host + host_overhead) * cluster.gpus_on_a_node
-        peaks = [PhasePeak("train", per_gpu["total"], train_host, per_node_nvme)]
-        if accounting == Accounting.DEEPSPEED:
-            phase_peaks, phase_terms = _around_training(model, s, option, cluster, shape.load, per_gpu,
-                                                        train_host, per_node_nvme, save, notes, split)
-            peaks = [phase_peaks[0], *peaks, phase_peaks[1]]
-            terms = terms + phase_terms
-        judgement = judge(peaks, cluster.capacities(), cluster.headroom)
-        refused = refusal(s, option)
-        if refused:
-            notes.insert(0, f"DeepSpeed {DEEPSPEED_TARGET} does not run this configuration: {refused}")
-        option_notes = [n for n in dict.fromkeys(notes) if n not in seen_notes]
-        stage_notes = option_notes + _differences(ds, paper, N)
-        stages.append(StageEstimate(option, s.configured and option == configured, per_gpu, host, nvme,
-                                    per_node_cpu, per_node_nvme, judgement.verdict, terms, stage_notes,
-                                    {p.phase: p for p in peaks}, judgement.phase, judgement.resource, uncounted))
+    run = _Run(model, shape, cluster, accounting, s, layout, local, spec, act, configured, SaveInputs.of(ds),
+               phase_split(model, layout, local, cluster), frozenset(assumptions), uncounted)
+    stages = [_stage_estimate(run, option) for option in options]
     return Estimate(model, shape, accounting, cluster, s, stages, skipped, assumptions, assumed, layout)
+
+
+def _state_spec(model: ModelSpec, layout: Parallel) -> tuple[ModelSpec, int | None]:
+    """The model as the state terms cost it under ``layout``, and the largest layer under tensor parallel
+    (None without it)."""
+    spec = model if layout.trivial else dataclasses.replace(model, parameter_numels=None)
+    tp_largest = tensor_parallel_largest_layer(model, layout)
+    if tp_largest is not None:  # stage-3 gathers the tensor rank's shard of a block Linear, the embedding whole
+        spec = dataclasses.replace(spec, largest_layer_parameters=tp_largest)
+    return spec, tp_largest
+
+
+def _accounting_assumptions(accounting: Accounting, act: Activations, data_parallel: int, gpus: int) -> list[str]:
+    """What the accounting counts and assumes, for every option alike."""
+    if accounting == Accounting.DEEPSPEED:
+        assumptions = [*act.notes, OVERHEAD_ASSUMPTION,
+                       ("host RAM includes a runtime allowance per GPU process (Python, torch, DeepSpeed and the "
+                        "CUDA runtime: memory/host.py) and pinned buffers as torch's CachingHostAllocator sizes "
+                        "them (a power of two)")]
+    else:
+        assumptions = [("paper accounting: model states only (ZeRO paper §5, Table 1); gathered parameters, "
+                        "buffers, activations and overhead are 0")]
+    if data_parallel == 1:
+        assumptions.append(f"{'1 GPU' if gpus == 1 else 'data-parallel degree 1'}: ZeRO partitions over the "
+                           "data-parallel degree, so stages 1-3 partition nothing")
+    return assumptions
+
+
+@dataclass(frozen=True, slots=True)
+class _Run:
+    """What every option's estimate shares: the inputs, the settings and the layout, read once."""
+
+    model: ModelSpec
+    shape: TrainingShape
+    cluster: Cluster
+    accounting: Accounting
+    s: Settings
+    layout: Parallel
+    local: LocalParameters
+    spec: ModelSpec  # the model as the state terms cost it (_state_spec)
+    act: Activations
+    configured: Option
+    save: SaveInputs
+    split: PhaseSplit | None
+    seen_notes: frozenset[str]  # the estimate's assumptions: an option's notes leave them out
+    uncounted: tuple[str, ...]
+
+
+def _stage_estimate(run: _Run, option: Option) -> StageEstimate:
+    """One option: its terms, rows per GPU and node, every phase's peak and the verdict."""
+    notes: list[str] = []
+    ds_terms, paper = _state_terms(run, option, notes)
+    terms = _train_terms(run, option, ds_terms, paper, notes)
+    per_gpu, host, nvme, host_overhead = _rows(terms)
+    g = run.cluster.gpus_on_a_node
+    per_node_cpu = host * g
+    per_node_nvme = nvme * g
+    train_host = (host + host_overhead) * g
+    peaks = [PhasePeak("train", per_gpu["total"], train_host, per_node_nvme)]
+    if run.accounting == Accounting.DEEPSPEED:
+        phase_peaks, phase_terms = _around_training(run.model, run.s, option, run.cluster, run.shape.load, per_gpu,
+                                                    train_host, per_node_nvme, run.save, notes, run.split)
+        peaks = [phase_peaks[0], *peaks, phase_peaks[1]]
+        terms = terms + phase_terms
+    judgement = judge(peaks, run.cluster.capacities(), run.cluster.headroom)
+    refused = refusal(run.s, option)
+    if refused:
+        notes.insert(0, f"DeepSpeed {DEEPSPEED_TARGET} does not run this configuration: {refused}")
+    option_notes = [n for n in dict.fromkeys(notes) if n not in run.seen_notes]
+    stage_notes = option_notes + _differences(ds_terms, paper, run.layout.data)
+    return StageEstimate(option, run.s.configured and option == run.configured, per_gpu, host, nvme,
+                         per_node_cpu, per_node_nvme, judgement.verdict, terms, stage_notes,
+                         {p.phase: p for p in peaks}, judgement.phase, judgement.resource, run.uncounted)
+
+
+def _state_terms(run: _Run, option: Option, notes: list[str]) -> tuple[list[Term], list[Term]]:
+    """The model states as DeepSpeed allocates them and as the ZeRO paper counts them."""
+    s, local, spec, N = run.s, run.local, run.spec, run.layout.data
+    # the optimizer's parameters on this GPU: the PEFT adapters (model/peft.py), else the dense share
+    dense = trainable(run.model) if run.model.trainable_parameters is not None else local.dense
+    ds_terms = deepspeed_terms(s, option, dense, N, spec, notes)
+    paper = paper_terms(s, option, dense, N, spec, notes)
+    if local.experts:  # a separate param group, partitioned over the expert-data-parallel group
+        ds_terms += deepspeed_terms(s, option, local.experts, run.layout.expert_data, spec, notes)
+        paper += paper_terms(s, option, local.experts, run.layout.expert_data, spec, notes)
+    ds_terms += hpz_terms(s.precision, option.stage, option.offload_param, local.total, N, run.layout.hpz)
+    return ds_terms, paper
+
+
+def _train_terms(run: _Run, option: Option, ds_terms: list[Term], paper: list[Term], notes: list[str]) -> list[Term]:
+    """The train phase's terms: the paper's model states alone, or DeepSpeed's with what else it allocates."""
+    if run.accounting != Accounting.DEEPSPEED:
+        return paper
+    s, spec, P, N = run.s, run.spec, run.local.total, run.layout.data
+    terms = (ds_terms + gathered_terms(s, option, P, N, spec, notes)
+             + buffer_terms(s, option, P, N, spec, notes, run.cluster.gpus_on_a_node)
+             + layout_buffer_terms(run.model, run.shape, s.micro_batch, s.precision, run.layout))
+    if run.act.nbytes:
+        terms.append(Term("activations", "gpu", run.act.nbytes, "activations", "activations", "Korthikanti",
+                          "memory/activations.py"))
+    terms += _allowance_terms(terms)
+    terms += host_memory.runtime_baseline_terms("train")
+    terms += host_memory.pinned_rounding_terms(host_memory.deepspeed_pinned_buffers(
+        s, option, P, N, largest_param(run.model)))
+    return terms
+
+
+def _rows(terms: list[Term]) -> tuple[dict[str, int], int, int, int]:
+    """The train phase's bytes per GPU by row, and per GPU process on the host (DeepSpeed's own, the runtime's
+    overhead) and on NVMe."""
+    per_gpu = dict.fromkeys(ROWS, 0)
+    host = nvme = host_overhead = 0  # host: what DeepSpeed keeps there; overhead: runtime, pinned rounding
+    for term in terms:
+        if term.device == "gpu":
+            per_gpu[term.row] += term.nbytes
+        elif term.device == "cpu" and term.row == "overhead":
+            host_overhead += term.nbytes
+        elif term.device == "cpu":
+            host += term.nbytes
+        else:
+            nvme += term.nbytes
+    per_gpu["model_states"] = sum(per_gpu[row] for row in STATE_ROWS)
+    per_gpu["total"] = sum(per_gpu[row] for row in ("model_states", "gathered_parameters", "buffers",
+                                                    "activations", "overhead"))
+    return per_gpu, host, nvme, host_overhead
 
 
 def _allowance_terms(terms: list[Term]) -> list[Term]:
@@ -368,9 +422,21 @@ def _differences(ds: list[Term], paper: list[Term], N: int) -> list[str]:
                 else:
                     parts.append(f"{t.what} is {t.formula} where the paper counts {match.formula} ({t.source})")
         ds_keys = {t.key for t in ds_row if t.nbytes}
-        for t in pp_row:
-            if t.key not in ds_keys and t.nbytes:
-                parts.append(f"- the paper's {t.what} ({t.formula}) is not part of DeepSpeed's peak for this row")
+        parts.extend(f"- the paper's {t.what} ({t.formula}) is not part of DeepSpeed's peak for this row"
+                     for t in pp_row if t.key not in ds_keys and t.nbytes)
         reason = "; ".join(parts) or "different placement of the same bytes"
         notes.append(f"{row}: DeepSpeed {format_bytes(ds_total)} vs paper {format_bytes(pp_total)} per GPU: {reason}")
     return notes
+
+
+__all__ = [
+    "MAX_GPUS",
+    "MAX_MEMORY_BYTES",
+    "Cluster",
+    "Estimate",
+    "StageEstimate",
+    "check_memory",
+    "estimate",
+    "phase_split",
+    "term_dict",
+]

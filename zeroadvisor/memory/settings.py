@@ -11,8 +11,9 @@ decides, the config wins (DeepSpeed reads it) and ``given_conflicts`` reports th
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from zeroadvisor.deepspeed import coerce, schema
@@ -23,6 +24,7 @@ from zeroadvisor.memory.errors import EstimateError
 from zeroadvisor.model.spec import MAX_DIMENSION, ModelSpec, TrainingShape
 
 ZERO = "zero_optimization"
+
 
 def ds_default(*path: str) -> Any:
     """DeepSpeed's code default for ``path``, from the committed schema (the one source)."""
@@ -137,10 +139,8 @@ def read_settings(config: Config, model: ModelSpec, gpus: int,
 
     optimizer, label, elements, opt_params = _optimizer(ds, assumed)
     fp32_states_param = opt_params.get("fp32_optimizer_states")
-    if bf16_states:
-        cpu_adam_fp32_states = False  # engine.get_optimizer_configuration forces it off
-    else:
-        cpu_adam_fp32_states = fp32_states_param is not False
+    # with bf16 optimizer states engine.get_optimizer_configuration forces it off
+    cpu_adam_fp32_states = False if bf16_states else fp32_states_param is not False
 
     def zget(key: str, *aliases: str) -> Any:
         return _zero_value(zero, key, aliases, notes)
@@ -162,7 +162,7 @@ def read_settings(config: Config, model: ModelSpec, gpus: int,
     oo_device = _device(oo, "offload_optimizer", notes)
     op_device = _device(op, "offload_param", notes)
 
-    settings = Settings(
+    return Settings(
         configured=ds.configured,
         stage=stage,
         precision=precision,
@@ -206,7 +206,6 @@ def read_settings(config: Config, model: ModelSpec, gpus: int,
         assumptions=notes,
         assumed=assumed,
     )
-    return settings
 
 
 # --------------------------------------------------------------------------- helpers
@@ -272,7 +271,8 @@ def _optimizer(ds: DeepSpeedSettings, assumed: list[AssumedInput]) -> tuple[str,
                                        f"{B.OPTIMIZERS[default].name}", pointer))
         return default, B.OPTIMIZERS[default].name, B.optimizer_state_elements(default), {}
     raw = str(section["type"])
-    params = section.get("params") if isinstance(section.get("params"), dict) else {}
+    given_params = section.get("params")
+    params: dict[str, Any] = given_params if isinstance(given_params, dict) else {}
     key = raw.lower()
     if key not in B.OPTIMIZERS:
         assumed.append(AssumedInput.of("optimizer", B.OPTIMIZERS["adam"].name,
@@ -362,7 +362,7 @@ def _int(value: Any, where: str) -> int:
         result = int(value)
     elif isinstance(value, int):
         result = value
-    elif isinstance(value, float) and value == value and abs(value) != float("inf"):
+    elif isinstance(value, float) and math.isfinite(value):
         result = int(value)
     elif isinstance(value, str) and coerce.lax_coercible(value, "integer"):
         result = int(float(value.strip()))
@@ -386,7 +386,8 @@ def _clipping(value: Any) -> float:
 
 
 def _float(value: Any, where: str) -> float:
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and not (
+            isinstance(value, float) and math.isnan(value)):
         return float(value)
     if isinstance(value, str) and coerce.lax_coercible(value, "number"):
         return float(value.strip())
@@ -415,17 +416,19 @@ def _micro_batch(batch: BatchCounts, gpus: int, wanted: int | None, notes: list[
     if batch.micro_batch is not None:
         return _bounded_micro_batch(batch.micro_batch)
     derived = batch.resolve(max(gpus, 1)) if batch.train_batch_size is not None else None
-    derivable = derived is not None and derived[1] >= 1
+    # the micro batch DeepSpeed's arithmetic gives, None where it gives none of at least 1
+    derived_micro = derived[1] if derived is not None and derived[1] >= 1 else None
     auto = next((key for key in (MBS, TBS, GAS) if key in batch.auto), None)
-    if derivable and auto is None:  # the config decides it: DeepSpeed's arithmetic on given counts
+    if derived_micro is not None and auto is None:  # the config decides it: DeepSpeed's arithmetic on given counts
         notes.append(f"micro batch derived from train_batch_size as DeepSpeed does ({tbs} over "
                      f"{gas if batch.accumulation is not None else 1} accumulation step(s) and {gpus} GPUs) = "
-                     f"{derived[1]}")
-        return _bounded_micro_batch(int(derived[1]))
+                     f"{derived_micro}")
+        return _bounded_micro_batch(int(derived_micro))
     if wanted is not None:
         return _bounded_micro_batch(wanted)
-    value = int(derived[1]) if derivable else 1
-    how = (f"derived from train_batch_size {tbs} as DeepSpeed would with the \"auto\" values unfilled" if derivable
+    value = int(derived_micro) if derived_micro is not None else 1
+    how = (f"derived from train_batch_size {tbs} as DeepSpeed would with the \"auto\" values unfilled"
+           if derived_micro is not None
            else "no micro batch in the config" if auto is None
            else "the HF integration fills \"auto\" from --per_device_train_batch_size")
     assumed.append(AssumedInput.of("micro_batch_size", value, f"{how}; activations and the batch-sized buffers "

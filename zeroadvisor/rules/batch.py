@@ -4,16 +4,22 @@ The counts are the document's (deepspeed/settings.py read_batch, through ``ctx.d
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
 from zeroadvisor.config import merge_patch as patch
 from zeroadvisor.deepspeed.settings import GAS, MBS, TBS, BatchCounts
 from zeroadvisor.lint.findings import Severity
 from zeroadvisor.lint.rule import Example, Hit, Rule
 
+if TYPE_CHECKING:
+    from zeroadvisor.lint.context import Context
+
 # Without --gpus, try every world size up to this many GPUs for a consistent reading.
 _MAX_WORLD = 1 << 16
 
 
-def consistent(batch: BatchCounts, world) -> bool:
+def consistent(batch: BatchCounts, world: float) -> bool:
     """DeepSpeedConfig._batch_assertion: all positive and tbs == mbs * gas * world."""
     derived = batch.resolve(world)
     if derived is None:
@@ -22,7 +28,7 @@ def consistent(batch: BatchCounts, world) -> bool:
     return t > 0 and m > 0 and g > 0 and t == m * g * world
 
 
-def world_size(ctx) -> float | None:
+def world_size(ctx: Context) -> float | None:
     """The world size DeepSpeed's batch assertion divides by: --gpus over sequence_parallel_size.
 
     Not over tensor_parallel.autotp_size: deepspeed.initialize builds DeepSpeedConfig with the caller's
@@ -34,18 +40,20 @@ def world_size(ctx) -> float | None:
     return ctx.deepspeed.batch_world(ctx.options.gpus)
 
 
-def _mismatch(ctx):
+def _mismatch(ctx: Context) -> Iterator[Hit]:
     batch = ctx.deepspeed.batch
     if any(v is not None and v <= 0 for v in batch.written):
         return  # batch-size-not-positive reports it
     tbs, mbs, gas = batch.counts
     if tbs is None and mbs is None:
         return
-    where = "/" + next(k for k, v in zip((TBS, MBS, GAS), batch.counts) if v is not None)
+    where = "/" + next(k for k, v in zip((TBS, MBS, GAS), batch.counts, strict=True) if v is not None)
     world = world_size(ctx)
     if world is not None:
         if not consistent(batch, world):
-            t, m, g = batch.resolve(world)
+            resolved = batch.resolve(world)
+            assert resolved is not None  # None only without train_batch_size and micro batch (returned above)
+            t, m, g = resolved
             yield Hit(where,
                       f"on {ctx.options.gpus} GPUs DeepSpeed asserts 'train_batch_size is not equal to "
                       f"micro_batch_per_gpu * gradient_acc_step * world_size {t} != {m} * {g} * {_n(world)}'"
@@ -58,7 +66,7 @@ def _mismatch(ctx):
                          "batch assertion fails on every cluster size; fix one of the three")
 
 
-def _autotp_note(ctx, batch: BatchCounts, world) -> str:
+def _autotp_note(ctx: Context, batch: BatchCounts, world: float) -> str:
     tp = ctx.deepspeed.layout.tensor
     if tp is None or tp < 2 or not consistent(batch, world / tp):
         return ""
@@ -66,24 +74,24 @@ def _autotp_note(ctx, batch: BatchCounts, world) -> str:
             "checks the batch before it forms the tensor-parallel groups and divides by every GPU")
 
 
-def _n(value) -> str:
+def _n(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else str(value)
 
 
-def _implied(tbs, mbs, gas) -> str:
+def _implied(tbs: int | None, mbs: int | None, gas: int | None) -> str:
     if tbs is None or mbs is None or gas is None or tbs % (mbs * gas):
         return ""
     return f" (the file implies {tbs // (mbs * gas)} GPUs)"
 
 
-def _fix(tbs, mbs, gas, world):
+def _fix(tbs: int | None, mbs: int | None, gas: int | None, world: float) -> dict[str, Any] | None:
     if not float(world).is_integer():
         return None
-    world = int(world)
-    if tbs is not None and mbs is not None and tbs % (mbs * world) == 0:
-        return patch.at("/" + GAS, tbs // (mbs * world))
+    ranks = int(world)
+    if tbs is not None and mbs is not None and tbs % (mbs * ranks) == 0:
+        return patch.at("/" + GAS, tbs // (mbs * ranks))
     if mbs is not None and gas is not None:
-        return patch.at("/" + TBS, mbs * gas * world)
+        return patch.at("/" + TBS, mbs * gas * ranks)
     return None
 
 
@@ -111,8 +119,8 @@ BATCH_SIZE_MISMATCH = Rule(
 )
 
 
-def _not_positive(ctx):
-    for key, value in zip((TBS, MBS, GAS), ctx.deepspeed.batch.written):
+def _not_positive(ctx: Context) -> Iterator[Hit]:
+    for key, value in zip((TBS, MBS, GAS), ctx.deepspeed.batch.written, strict=True):
         if value is not None and value <= 0:
             yield Hit("/" + key, f"{key} is {value}: DeepSpeed asserts it 'has to be greater than 0'", at="value")
 
@@ -133,7 +141,7 @@ BATCH_SIZE_NOT_POSITIVE = Rule(
 )
 
 
-def _missing(ctx):
+def _missing(ctx: Context) -> Iterator[Hit]:
     # {} too: DeepSpeed asserts on it like on any config without a batch size, and no integration
     # adds a missing key (transformers fill_match and accelerate deepspeed_config_process fill "auto" only).
     if not isinstance(ctx.data, dict) or ctx.foreign:
