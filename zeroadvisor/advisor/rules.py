@@ -230,8 +230,8 @@ def _lower_stage_fits(ctx: Context) -> Iterator[Hit]:
         # named, but no fix against the ranking
         lower_run = a.lower_stage_run
         if lower_run is not None:
-            from zeroadvisor.throughput.validation import TIE_BAND
             from zeroadvisor.throughput import seconds_of
+            from zeroadvisor.throughput.validation import TIE_BAND
 
             first = best.description if best.change.parts else f"the configured {_label(best.change.option)}"
             mine, theirs = seconds_of(best.step_time), seconds_of(lower_run.step_time)
