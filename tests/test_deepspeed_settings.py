@@ -125,3 +125,15 @@ def test_a_documents_kind_is_decided_once(monkeypatch):
 ])
 def test_the_kind_is_the_one_the_linter_reads_the_document_as(text, expected):
     assert kind.kind_of(parse(text, "x.json")) == expected
+
+
+def test_an_integer_past_the_largest_float_is_an_estimate_error_not_a_crash():
+    """offload_optimizer.ratio = 1 followed by 400 zeros: float() overflows, so the memory model says which value
+    it cannot use (the lint reports it: ZA204) instead of an internal error."""
+    from zeroadvisor.memory.errors import EstimateError
+    from zeroadvisor.model.description import spec_from_params
+
+    config = {"train_micro_batch_size_per_gpu": 1,
+              "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu", "ratio": 10**400}}}
+    with pytest.raises(EstimateError, match=r"offload_optimizer\.ratio = .* too large for the float"):
+        estimate(config, spec_from_params("1B"))

@@ -12,6 +12,7 @@ decides, the config wins (DeepSpeed reads it) and ``given_conflicts`` reports th
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -386,6 +387,9 @@ def _clipping(value: Any) -> float:
 
 
 def _float(value: Any, where: str) -> float:
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > sys.float_info.max:
+        # an integer past the largest float (1 followed by 400 zeros): pydantic's float field refuses it too
+        raise EstimateError(f"{where} = {_shown(value)} is too large for the float DeepSpeed reads it as")
     if isinstance(value, (int, float)) and not isinstance(value, bool) and not (
             isinstance(value, float) and math.isnan(value)):
         return float(value)
