@@ -235,3 +235,31 @@ def test_cli_usage_errors_exit_2(cli, files):
     assert missing.returncode == 2 and "nope.json" in missing.stderr
     for r in (bad_gpu, missing):
         assert "Traceback" not in r.stderr
+
+
+def test_an_all_auto_trainer_config_gets_a_smaller_per_device_batch_in_the_trainer_arguments(tmp_path):
+    """An HF Trainer config whose batch keys are all "auto", at micro batch 8 x 4096 tokens without checkpointing:
+    the Hugging Face guide's first steps are a smaller per-device batch with more accumulation and checkpointing,
+    not offload. The micro batch is the Trainer's argument, so the change is an action there (nothing to write
+    to the config), the global batch kept: 8 x 1 = micro 1 x accumulation 8. Hand check of the fit: activations
+    scale with the micro batch, 1/8 of the configured run's."""
+    from zeroadvisor.advisor.advice import Recommendation
+    from zeroadvisor.report import overview
+
+    m = model(tmp_path, LLAMA2_7B, sequence_length=4096, activation_checkpointing="none", micro_batch_size=8)
+    config = {"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
+              "train_batch_size": "auto", "bf16": {"enabled": "auto"}, "zero_optimization": {"stage": 2}}
+    result = check(config, m)
+    (does_not_fit,) = [f for f in result.findings if f.code == "ZA801"]
+    rec = does_not_fit.recommends
+    assert isinstance(rec, Recommendation)
+    assert rec.option.offload_optimizer == rec.option.offload_param == "none" and rec.option.stage < 3
+    assert (rec.change.micro_batch, rec.change.accumulation, rec.change.trainer_batch) == (1, 8, True)
+    # the batch keys stay "auto": the file changes at most in its stage (the published order: ZeRO-1 before 2)
+    assert rec.patch in (None, {"zero_optimization": {"stage": rec.option.stage}})
+    [action] = [a for a in rec.actions if a.kind == "trainer-batch"]
+    assert "per_device_train_batch_size=1 and gradient_accumulation_steps=8" in action.text
+    configured_acts = result.estimate.configured.per_gpu["activations"]
+    assert rec.stage.per_gpu["activations"] == pytest.approx(configured_acts / 8, rel=0.01)
+    line = overview.verdict_sentence(result.estimate, overview.recommendation(result.findings, result.estimate), "GB")
+    assert "micro batch 1 with gradient accumulation 8 (in the Trainer's arguments)" in line.split("Recommended (ZA801 does-not-fit): ")[1]

@@ -209,14 +209,21 @@ Advised = Recommendation | KeyChange
 
 
 def headline(findings: Iterable[Finding]) -> tuple[Finding, Advised] | None:
-    """The finding whose recommendation a report names first, with it (None: no finding recommends one). Only a
-    finding whose fix writes the change: one wholly outside the config (training-script checkpointing), or in a
-    file no fix is written to (an Accelerate YAML), is worded by its finding alone."""
-    offered = [(f, f.recommends) for f in findings if f.fix is not None
+    """The finding whose recommendation a report names first, with it (None: no finding recommends one): one
+    whose fix writes the change, or whose change is wholly outside the config (training-script checkpointing,
+    the Trainer's batch arguments: its actions say what to do). A change in a file no fix is written to (an
+    Accelerate YAML) is worded by its finding alone."""
+    offered = [(f, f.recommends) for f in findings
+               if (f.fix is not None or _outside_the_config(f.recommends))
                and isinstance(f.recommends, (Recommendation, KeyChange)) and f.recommends.reason in HEADLINE]
     if not offered:
         return None
     return min(offered, key=lambda pair: HEADLINE.index(pair[1].reason))
+
+
+def _outside_the_config(advised: object) -> bool:
+    """A recommended change with nothing to write to the config and something to do outside it."""
+    return isinstance(advised, Recommendation) and advised.patch is None and bool(advised.actions)
 
 
 @dataclass(eq=False)

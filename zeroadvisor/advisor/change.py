@@ -35,12 +35,11 @@ COSTS = {
                      "forward and backward (ZeRO paper §7)",
     "offload_optimizer:none": "none for the optimizer: its step stays on the GPU, nothing crosses PCIe for it",
     "offload_optimizer:cpu": "the optimizer step runs on the CPU and gradients and updated parameters cross "
-                             "PCIe every step (users report steps several times slower, DS#1635)",
+                             "PCIe every step (DS#1635)",
     "offload_optimizer:nvme": "the optimizer state streams between NVMe and host RAM every step and the step "
                               "runs on the CPU (slower than CPU offload: NVMe bandwidth binds)",
     "offload_param:none": "none for the parameters: they stay on the GPU",
-    "offload_param:cpu": "parameters cross PCIe in every forward and backward (steps 10x-50x slower in user "
-                         "reports, DS#6834)",
+    "offload_param:cpu": "parameters cross PCIe in every forward and backward (DS#6834)",
     "offload_param:nvme": "parameters stream from NVMe in every forward and backward (the slowest option)",
     "checkpointing:selective": "recomputes the attention core in the backward pass (a few % more compute)",
     "checkpointing:full": "recomputes activations in the backward pass (full: about +33% compute)",
@@ -73,6 +72,11 @@ TP_ACTION = ("run the training script on DeepSpeed's AutoTP training path: deeps
              "(or deepspeed.tp_model_init first), or the HF Trainer / accelerate, which call deepspeed.tp_model_init "
              "when tensor_parallel.autotp_size > 1; each group of {degree} GPUs shares one micro batch, so the "
              "distinct samples per step become train_batch_size / {degree}")
+# The HF Trainer (integrations/deepspeed.py trainer_config_process) fills "auto" batch keys from its arguments, so
+# a micro batch change of such a config is made there, not in the file.
+TRAINER_BATCH_ACTION = ("pass per_device_train_batch_size={micro_batch} and gradient_accumulation_steps="
+                        "{accumulation} to the Trainer (TrainingArguments): the config's \"auto\" batch keys take "
+                        "them, and the global batch stays the same")
 NVME_ACTION = ("point nvme_path at a local NVMe mount with {space} free per node (the fix writes the placeholder "
                "\"{path}\")")
 
@@ -104,6 +108,8 @@ class Change:
     cluster: ClusterChange | None = None
     nvme_path: str | None = None  # the nvme_path the config will hold (NVMe offload)
     nvme_space: int | None = None  # NVMe per node the option needs
+    # the micro batch is the integration's argument (the config's batch keys are "auto"): changed there, not here
+    trainer_batch: bool = False
 
     @property
     def sequence_parallel(self) -> int | None:
@@ -153,7 +159,8 @@ class Change:
         words = [self.option.words] if self.option != self.was_option else []
         if self.micro_batch != self.was_micro_batch:
             words.append(f"micro batch {self.micro_batch}"
-                         + (f" with gradient accumulation {self.accumulation}" if self.accumulation else ""))
+                         + (f" with gradient accumulation {self.accumulation}" if self.accumulation else "")
+                         + (" (in the Trainer's arguments)" if self.trainer_batch else ""))
         if self.shape.activation_checkpointing != self.was_shape.activation_checkpointing:
             words.append(f"{self.shape.activation_checkpointing} activation checkpointing (in the training script)")
         if self.sequence_parallel:
@@ -189,6 +196,11 @@ class Change:
                 out.append(Action("gradient-checkpointing", CHECKPOINTING_ACTION.format(
                     level=level, selective=SELECTIVE_NOTE if level == Checkpointing.SELECTIVE else ""),
                     {"level": str(level)}))
+        if self.trainer_batch:
+            out.append(Action("trainer-batch", TRAINER_BATCH_ACTION.format(
+                micro_batch=self.micro_batch, accumulation=self.accumulation),
+                {"per_device_train_batch_size": self.micro_batch,
+                 "gradient_accumulation_steps": self.accumulation}))
         if self.nvme_path == NVME_PATH_PLACEHOLDER:
             space = format_bytes(self.nvme_space or 0, unit)
             out.append(Action("nvme-path", NVME_ACTION.format(space=space, path=NVME_PATH_PLACEHOLDER),

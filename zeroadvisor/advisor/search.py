@@ -169,6 +169,17 @@ class Searcher:
         # and train_batch_size as DeepSpeed resolves it on the batch world (None: an integration sets it)
         self.deepspeed = self.base_estimate.settings.deepspeed
         self.global_batch = self.base_estimate.settings.global_batch
+        # "auto" batch keys: the HF Trainer fills them from its arguments, where a micro batch change is made; the
+        # global batch is the configured micro batch on the batch world with the Trainer's default accumulation
+        # of 1 (TrainingArguments.gradient_accumulation_steps)
+        self.trainer_batch = self._batch_from_trainer()
+        if self.trainer_batch and self.global_batch is None:
+            self.global_batch = self.current_micro_batch * int(self.deepspeed.batch_world(cluster.gpus))
+
+    def _batch_from_trainer(self) -> bool:
+        """The micro batch key is "auto" and so is every other batch key written (the Trainer fills them all)."""
+        written = {key: self.base.get(key) for key in (MBS, GAS, TBS) if key in self.base}
+        return written.get(MBS) == AUTO and all(value == AUTO for value in written.values())
 
     # -- estimating ------------------------------------------------------------------------------
     def _estimate(self, config: dict[str, Any], shape: TrainingShape) -> Estimate:
@@ -593,11 +604,17 @@ class Searcher:
         """A candidate; ``free_batch``: a micro batch estimated without keeping the global batch (limits)."""
         micro_batch = self.current_micro_batch if micro_batch is None else micro_batch
         batch = self.batch_patch(micro_batch, layout)
+        shape = shape or self.shape
+        accumulation = (batch or {}).get(GAS)
+        trainer = self.trainer_batch and micro_batch != self.current_micro_batch and not free_batch
+        if trainer:  # estimated at that micro batch (TrainingShape fills "auto"); the Trainer writes it
+            shape = replace(shape, micro_batch_size=micro_batch)
+            accumulation = self.current_micro_batch // micro_batch
         if free_batch and micro_batch != self.current_micro_batch:
             layout = mp.merge(layout, {MBS: micro_batch, GAS: None, TBS: None})
             batch = {}
-        return Change(option, shape or self.shape, micro_batch, (batch or {}).get(GAS), self.configured, self.shape,
-                      self.current_micro_batch, layout)
+        return Change(option, shape, micro_batch, accumulation, self.configured, self.shape,
+                      self.current_micro_batch, layout, trainer_batch=trainer)
 
     def sequence_parallel_changes(self) -> Iterator[Change]:
         """Ulysses at each degree of SEQUENCE_PARALLEL_DEGREES at the configured option. The degree divides the
@@ -651,17 +668,28 @@ class Searcher:
             return {}
         batch = self.deepspeed.batch
         tbs, mbs, gas = batch.counts
-        if sp and batch.auto:
+        if (sp and batch.auto) or (self.trainer_batch and not self._trainer_divides(micro_batch)):
             return None
+        if self.trainer_batch:  # the Trainer's arguments change (an action), not the config's "auto" keys
+            return {}
         if tbs is not None:  # the layout's sequence_parallel_size, else the base's
-            world = self.cluster.gpus / sp if sp else self.deepspeed.batch_world(self.cluster.gpus)
-            if not float(world).is_integer() or tbs % (micro_batch * int(world)):
-                return None
-            return {MBS: micro_batch, GAS: tbs // (micro_batch * int(world))}
+            return self._train_batch_patch(tbs, micro_batch, sp)
         if mbs is None or current % micro_batch or (GAS in batch.present and gas is None):
             return None  # "auto" or absent: an integration sets them and would contradict a written value
         # sp GPUs share one sample's tokens: sp times the accumulation keeps the samples per step
         return {MBS: micro_batch, GAS: (gas or 1) * (current // micro_batch) * (sp or 1)}
+
+    def _train_batch_patch(self, tbs: int, micro_batch: int, sp: int | None) -> dict[str, Any] | None:
+        """batch_patch with train_batch_size written: the accumulation that keeps it on the batch world."""
+        world = self.cluster.gpus / sp if sp else self.deepspeed.batch_world(self.cluster.gpus)
+        if not float(world).is_integer() or tbs % (micro_batch * int(world)):
+            return None
+        return {MBS: micro_batch, GAS: tbs // (micro_batch * int(world))}
+
+    def _trainer_divides(self, micro_batch: int) -> bool:
+        """The Trainer keeps the global batch at ``micro_batch``: it divides the configured one, on whole ranks."""
+        world = self.deepspeed.batch_world(self.cluster.gpus)
+        return self.current_micro_batch % micro_batch == 0 and float(world).is_integer()
 
     def micro_batch_patch(self, micro_batch: int) -> dict[str, Any] | None:
         """The batch keys for a smaller micro batch at the same global batch (None: not possible)."""

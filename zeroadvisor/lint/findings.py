@@ -26,7 +26,7 @@ class Action:
     """Something a fix needs outside the DeepSpeed config (the training script, an NVMe mount, more GPUs).
     ``values``: the numbers a script can act on (advisor/change.py words each kind)."""
 
-    kind: str  # gradient-checkpointing | nvme-path | sequence-parallel | tensor-parallel | cluster
+    kind: str  # gradient-checkpointing | trainer-batch | nvme-path | sequence-parallel | tensor-parallel | cluster
     text: str
     values: dict[str, Any] = field(default_factory=dict)
 
