@@ -105,6 +105,18 @@ def option_header_lines(option: OptionLike) -> tuple[str, str]:
     return first, second
 
 
+def change_suffix(micro_batch: int | None, checkpointing: str | None, sequence_parallel: int | None,
+                  tensor_parallel: int | None, buckets: bool = False) -> str:
+    """What a recommended run changes besides its option, for a column header: "+mb:1 +ckpt:full +sp:2"
+    (each given part only: None where it is as configured)."""
+    parts = [f"+mb:{micro_batch}" if micro_batch is not None else "",
+             f"+ckpt:{checkpointing}" if checkpointing is not None else "",
+             f"+sp:{sequence_parallel}" if sequence_parallel else "",
+             f"+tp:{tensor_parallel}" if tensor_parallel else "",
+             "+buckets" if buckets else ""]
+    return " ".join(part for part in parts if part)
+
+
 def option_header(option: OptionLike) -> str:
     """The compact label: Z2, Z2 +opt:cpu, Z3 +opt:cpu +par:nvme (``Option.label``, the JSON "label")."""
     return " ".join(part for part in option_header_lines(option) if part)

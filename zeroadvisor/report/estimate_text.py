@@ -222,22 +222,24 @@ def _explained_lines(estimate: Estimate, unit: str, style: Style) -> list[str]:
 # --- the table ---------------------------------------------------------------------------------
 
 def _marker(st: StageEstimate, rec: overview.Headline | None) -> str:
-    if st.configured:
+    if overview.is_configured(st, rec):
         return CONFIGURED_MARK
     return RECOMMENDED_MARK if overview.is_recommended(st, rec) else ""
 
 
 def _header(st: StageEstimate, rec: overview.Headline | None) -> str:
-    return _marker(st, rec) + labels.option_header(st.option)
+    return _marker(st, rec) + overview.column_label(st, rec)
 
 
 def _compact_header(st: StageEstimate, rec: overview.Headline | None) -> list[str]:
-    """Three short lines, "*Z3" over "+opt:cpu" over "+par:nvme", for narrow terminals."""
+    """Short lines, "*Z3" over "+opt:cpu" over "+par:nvme" (then what the recommended run's own column changes
+    besides, "+mb:1"), for narrow terminals."""
     o = st.option
     parts = [f"{_marker(st, rec)}Z{o.stage}"]
     parts.append(f"+opt:{o.offload_optimizer}" if o.offload_optimizer != Device.NONE else "")
     parts.append(f"+par:{o.offload_param}" if o.offload_param != Device.NONE else "")
-    return parts
+    extra = overview.column_label(st, rec)[len(labels.option_header(o)):].split()
+    return parts + extra
 
 
 def _cells(st: StageEstimate, estimate: Estimate, unit: str, style: Style,
@@ -282,6 +284,8 @@ def table(stages: list[StageEstimate], estimate: Estimate, unit: str, style: Sty
         headers, per_block = wide, len(stages)
     else:
         headers = [_compact_header(st, rec) for st in stages]
+        depth = max(len(h) for h in headers)  # the recommended run's own column may carry more parts
+        headers = [h + [""] * (depth - len(h)) for h in headers]
         width = max(NUMBER_WIDTH, *(len(p) for h in headers for p in h)) + 2
         per_block = max(1, (style.width - label_width) // width)
     out: list[str] = []
@@ -308,7 +312,7 @@ def table(stages: list[StageEstimate], estimate: Estimate, unit: str, style: Sty
 
 
 def _column_sgr(st: StageEstimate, rec: overview.Headline | None) -> str | None:
-    if st.configured:
+    if overview.is_configured(st, rec):
         return _SGR["configured"]
     return _SGR["recommended"] if overview.is_recommended(st, rec) else None
 

@@ -72,8 +72,9 @@ def chart(stages: list[StageEstimate], estimate: Estimate, unit: str, rec: Headl
               f'viewBox="0 0 {CHART_WIDTH} {height}" role="img" aria-label="Memory per GPU by option and row">')]
     for i, st in enumerate(stages):
         y = TOP + i * ROW_HEIGHT
-        label = labels.option_header(st.option)
-        mark = " (configured)" if st.configured else " (recommended)" if overview.is_recommended(st, rec) else ""
+        label = overview.column_label(st, rec)
+        role = overview.role(st, rec)
+        mark = f" ({role})" if role else ""
         weight = ' font-weight="bold"' if mark else ""
         parts.append(f'<g class="option" data-option="{_e(label)}" data-verdict="{_e(st.verdict or "")}">')
         parts.append(f'<text x="{LABEL_WIDTH - 8}" y="{y + BAR_HEIGHT - 4}" text-anchor="end"{weight}>'
@@ -118,8 +119,8 @@ def _options_table(stages: list[StageEstimate], unit: str, rec: Headline | None)
              f'<th>Total per GPU ({unit})</th><th>Peak per GPU ({unit})</th><th>Host RAM / node ({unit})</th>'
              f'<th>NVMe / node ({unit})</th><th>Binding phase</th><th>Fits</th></tr>')]
     for st in stages:
-        cls = "configured" if st.configured else "recommended" if overview.is_recommended(st, rec) else ""
-        rows.append(f'<tr class="{cls}"><td>{_e(labels.option_header(st.option))}</td>'
+        cls = overview.role(st, rec)
+        rows.append(f'<tr class="{cls}"><td>{_e(overview.column_label(st, rec))}</td>'
                     f'<td class="num">{scale(st.per_gpu["total"], unit):.2f}</td>'
                     f'<td class="num">{scale(st.peak_gpu, unit):.2f}</td>'
                     f'<td class="num">{scale(st.peak_host_per_node, unit):.2f}</td>'
@@ -148,8 +149,9 @@ def render(path: str, findings: list[Finding], estimate: Estimate | None, diff: 
                    + f"; {_e(s.precision)}, {_e(s.optimizer_label)}, micro batch {s.micro_batch}"
                    + (f", sequence {estimate.shape.sequence_length}" if estimate.shape.sequence_length else "")
                    + f"; accounting: {_e(estimate.accounting)}.</p>")
-        out += ["<h2>Memory per GPU by option</h2>", chart(estimate.stages, estimate, unit, rec),
-                "<h2>Options</h2>", _options_table(estimate.stages, unit, rec)]
+        stages = [*estimate.stages, *overview.extra_column(estimate, rec)]
+        out += ["<h2>Memory per GPU by option</h2>", chart(stages, estimate, unit, rec),
+                "<h2>Options</h2>", _options_table(stages, unit, rec)]
     out.append("<h2>Findings</h2>")
     if findings:
         out.append('<ul id="findings">')

@@ -48,8 +48,8 @@ def _gb(nbytes: int, unit: str, digits: int = 1) -> str:
 
 
 def _option_cell(st: StageEstimate, rec: Headline | None) -> str:
-    label = escape.markdown_inline(labels.option_header(st.option))
-    if st.configured:
+    label = escape.markdown_inline(overview.column_label(st, rec))
+    if overview.is_configured(st, rec):
         return f"**{label}** (configured)"
     return f"**{label}** (recommended)" if overview.is_recommended(st, rec) else label
 
@@ -60,7 +60,7 @@ def options_table(estimate: Estimate, rec: Headline | None, unit: str) -> list[s
               "| Fits |")
     rows = [f"| {_option_cell(st, rec)} | {_gb(st.peak_gpu, unit)} | {_gb(st.peak_host_per_node, unit, 0)} | "
             f"{_gb(st.peak_nvme_per_node, unit, 0)} | {st.binding_phase} | {_VERDICT[st.verdict]} |"
-            for st in estimate.stages]
+            for st in [*estimate.stages, *overview.extra_column(estimate, rec)]]
     return [header, "|---|---:|---:|---:|---|:---:|", *rows]
 
 

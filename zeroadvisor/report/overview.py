@@ -48,6 +48,35 @@ class Headline:
     def changes_option(self) -> bool:
         return self.stage is not None and not self.stage.configured
 
+    @property
+    def column(self) -> StageEstimate | None:
+        """The recommended run as a column of the options table and a bar of the chart: the estimate's option
+        where that is the run, else the run's own estimate (it also moves the micro batch, the checkpointing or
+        the layout) on the cluster as given; None for a change of cluster or of config keys alone."""
+        from zeroadvisor.advisor.advice import Recommendation
+
+        if self.stage is not None:
+            return self.stage if not self.stage.configured else None
+        advice = self.advice
+        if not isinstance(advice, Recommendation) or advice.change.cluster is not None or not self.column_suffix:
+            return None
+        return advice.stage
+
+    @property
+    def column_suffix(self) -> str:
+        """What the recommended run changes besides its option, for its own column ("" for an estimate's)."""
+        from zeroadvisor.advisor.advice import Recommendation
+
+        advice = self.advice
+        if self.stage is not None or not isinstance(advice, Recommendation):
+            return ""
+        change = advice.change
+        return labels.change_suffix(
+            change.micro_batch if change.micro_batch != change.was_micro_batch else None,
+            str(change.shape.activation_checkpointing)
+            if change.shape.activation_checkpointing != change.was_shape.activation_checkpointing else None,
+            change.sequence_parallel, change.tensor_parallel, change.buckets is not None)
+
 
 def recommendation(findings: Iterable[Finding], estimate: Estimate | None) -> Headline | None:
     """The change the advice recommends first, or None when no finding carries one."""
@@ -136,11 +165,38 @@ def shown_stages(estimate: Estimate, rec: Headline | None, all_options: bool) ->
               or (st.option.offload_optimizer == Device.NONE and st.option.offload_param == Device.NONE)}
     if rec is not None and rec.stage is not None:
         wanted.add(id(rec.stage))
-    return [st for st in estimate.stages if id(st) in wanted]
+    return [st for st in estimate.stages if id(st) in wanted] + extra_column(estimate, rec)
+
+
+def extra_column(estimate: Estimate, rec: Headline | None) -> list[StageEstimate]:
+    """The recommended run's own estimate where no option of ``estimate`` is that run (shown last)."""
+    column = rec.column if rec is not None else None
+    if column is None or any(column is st for st in estimate.stages) or not (rec and rec.column_suffix):
+        return []  # a run with nothing but its option to tell it from a column already shown is not repeated
+    return [column]
+
+
+def column_label(st: StageEstimate, rec: Headline | None) -> str:
+    """A column's header: its option ("Z3 +opt:cpu"), and for the recommended run's own column what else it
+    changes ("Z2 +mb:1 +ckpt:full")."""
+    label = labels.option_header(st.option)
+    if rec is not None and rec.stage is None and rec.column is st and rec.column_suffix:
+        return f"{label} {rec.column_suffix}"
+    return label
 
 
 def is_recommended(st: StageEstimate, rec: Headline | None) -> bool:
-    return rec is not None and rec.changes_option and rec.stage is st
+    return rec is not None and rec.column is st
+
+
+def role(st: StageEstimate, rec: Headline | None) -> str:
+    """"configured", "recommended" or "" for a column (the marks, classes and words of every report)."""
+    return "recommended" if is_recommended(st, rec) else "configured" if st.configured else ""
+
+
+def is_configured(st: StageEstimate, rec: Headline | None) -> bool:
+    """The configured option's column (the recommended run's own column is not, though its option is)."""
+    return st.configured and not is_recommended(st, rec)
 
 
 def bar_rows(st: StageEstimate) -> list[tuple[str, int]]:
