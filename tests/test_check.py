@@ -268,3 +268,23 @@ def test_an_all_auto_trainer_config_gets_a_smaller_per_device_batch_in_the_train
     shown = overview.shown_stages(result.estimate, headline, all_options=False)
     assert shown[-1] is rec.stage and overview.role(rec.stage, headline) == "recommended"
     assert overview.column_label(rec.stage, headline) == f"Z{rec.option.stage} +mb:1"
+
+
+def test_check_json_carries_step_times_and_the_recommended_run(cli, tmp_path):
+    """check --format json: each option with its throughput (a GPU is named) and "recommended"; the recommended
+    run that also changes the micro batch is "recommended_run", labelled with what it changes."""
+    (tmp_path / "config.json").write_text(json.dumps(LLAMA2_7B))
+    (tmp_path / "model.json").write_text(json.dumps({"hf_config": "config.json", "sequence_length": 4096,
+                                                      "activation_checkpointing": "none", "micro_batch_size": 8}))
+    config = {"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
+              "train_batch_size": "auto", "bf16": {"enabled": "auto"}, "zero_optimization": {"stage": 2}}
+    (tmp_path / "ds.json").write_text(json.dumps(config))
+    result = cli("check", tmp_path / "ds.json", "--model", tmp_path / "model.json", "--gpus", "8",
+                 "--gpu", "A100-SXM4-80GB", "--format", "json")
+    assert result.returncode == 1, result.stderr
+    estimate = json.loads(result.stdout)["estimate"]
+    assert all(stage["throughput"]["step_time_s"] > 0 for stage in estimate["stages"])
+    assert not any(stage["recommended"] for stage in estimate["stages"])  # no option of the table is that run
+    run = estimate["recommended_run"]
+    assert run["recommended"] and run["label"].endswith("+mb:1") and run["fits"]
+    assert run["throughput"]["step_time_s"] > 0

@@ -50,7 +50,10 @@ def render_report(report: Report) -> str:
 
 def _check_estimate(report: Report) -> dict[str, Any] | None:
     """The check's estimate as ``estimate --format json`` writes it, each option with its ``throughput`` (where a
-    GPU is named) and ``recommended`` (the option the report's verdict line recommends, marked ">" in text)."""
+    GPU is named) and ``recommended`` (the option the report's verdict line recommends, marked ">" in text); where
+    the recommended run also changes the micro batch, checkpointing, layout or buckets, ``recommended_run`` is
+    its own estimate (the extra column of the text report)."""
+    from zeroadvisor.advisor.advice import Recommendation
     from zeroadvisor.report import overview
     from zeroadvisor.throughput import json_fields
 
@@ -65,4 +68,10 @@ def _check_estimate(report: Report) -> dict[str, Any] | None:
         entry["recommended"] = overview.is_recommended(stage, rec)
         if steps is not None:
             entry.update(json_fields(steps[stage.option]))
+    for own in overview.extra_column(check.estimate, rec):  # the recommended run where no option is it
+        assert rec is not None
+        run = {**own.to_dict(), "label": overview.column_label(own, rec), "configured": False, "recommended": True}
+        if isinstance(rec.advice, Recommendation):
+            run.update(json_fields(rec.advice.step_time))
+        data["recommended_run"] = run
     return data
