@@ -9,6 +9,7 @@ import pytest
 from zeroadvisor.memory.estimate import Cluster
 from zeroadvisor.hardware.table import GpuSpec
 from zeroadvisor.memory.options import Option
+from zeroadvisor.memory.parallel import Parallel
 from zeroadvisor.memory.settings import read_settings
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
 from zeroadvisor.throughput import Hardware, NoThroughput, ZeroPlusPlus, step_time
@@ -240,7 +241,7 @@ def test_module_count_of_a_llama_layout_by_hand():
 
 
 def test_zero3_module_fetches_run_on_the_host_beside_the_compute():
-    from zeroadvisor.throughput.host import ZERO3_FETCH_HOST_S
+    from zeroadvisor.throughput.host import ZERO3_FETCH_HOST_S, ZERO3_FETCH_WAIT_S
 
     # 10,000 modules x the measured seconds per fetch, once in forward and once in backward; full checkpointing
     # fetches again in the recomputed forward (3 per micro step)
@@ -253,8 +254,24 @@ def test_zero3_module_fetches_run_on_the_host_beside_the_compute():
     huge = ModelSpec(parameters=P, modules_with_parameters=1_000_000)
     t = step_time(huge, SHAPE, CLUSTER, Option(3), _settings(3), Hardware(A100))
     assert t.bound == "host"
-    assert t.step_time_s == pytest.approx(2 * 1_000_000 * ZERO3_FETCH_HOST_S)
+    # + the wait per fetch on the compute stream, which adds to the pass (host.py ZERO3_FETCH_WAIT_S)
+    assert t.step_time_s == pytest.approx(2 * 1_000_000 * (ZERO3_FETCH_HOST_S + ZERO3_FETCH_WAIT_S))
     assert _run(Option(2)).seconds("host") == 0
+
+
+def test_zero3_fetch_waits_add_to_the_pass_with_more_than_one_rank():
+    from zeroadvisor.throughput.host import ZERO3_FETCH_WAIT_S
+
+    many = ModelSpec(parameters=P, modules_with_parameters=10_000)
+    without = step_time(many, SHAPE, CLUSTER, Option(3), _settings(3), Hardware(A100), layout=Parallel(data=1))
+    t = step_time(many, SHAPE, CLUSTER, Option(3), _settings(3), Hardware(A100))
+    (wait,) = [term for term in t.terms if term.what.startswith("ZeRO-3 fetch waits")]
+    assert wait.component == "communication" and wait.seconds == pytest.approx(2 * 10_000 * ZERO3_FETCH_WAIT_S)
+    assert "fetch_sub_module" in wait.source
+    # one rank gathers nothing (partition_parameters.py _no_gather_coalesced): no wait
+    assert not [term for term in without.terms if term.what.startswith("ZeRO-3 fetch waits")]
+    # ZeRO-2 fetches nothing
+    assert not [term for term in _run(Option(2)).terms if term.what.startswith("ZeRO-3 fetch waits")]
 
 
 def test_fetch_cost_is_the_measured_one():

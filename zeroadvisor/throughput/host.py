@@ -17,6 +17,16 @@ is Python on the thread that also launches the GPU kernels.
   waits for the compute stream (the waits are on the all-gather stream: fetch_sub_module's
   __ongoing_fetch_events), so a pass takes the longer of its compute and its host work: a lower bound,
   since the host also launches the model's own kernels (not counted).
+- The wait per fetch (with more than one data-parallel rank): fetch_sub_module launches one
+  all_gather_coalesced per module (or prefetch group) on the all-gather stream (__all_gather_params_), then
+  makes the compute stream wait for that stream (``current_stream().wait_stream(self.__allgather_stream)``)
+  and synchronizes on the oldest fetch event past ``__max_ongoing_fetch_events``. So each module's kernels
+  queue behind a collective launch and its completion: a fixed latency per fetch on the compute stream's
+  critical path, whatever the bandwidth (NCCL's small-message latency, the event waits). Neither the code nor
+  a datasheet gives its size: ZERO3_FETCH_WAIT_S is an allowance, the one parameter fitted on public pairs
+  (benchmarks/throughput/fit.py, fit.md: least squares in log ratio over the training half of the source
+  groups, checked by leave-one-source-out). On one rank DeepSpeed gathers nothing
+  (partition_parameters.py _no_gather_coalesced), so there is no wait.
 """
 
 from __future__ import annotations
@@ -25,6 +35,8 @@ from zeroadvisor.model.spec import ModelSpec
 
 # benchmarks/zero3_fetch_overhead.json "by_ranks" "1" "per_module_fetch_s" (tests check they agree).
 ZERO3_FETCH_HOST_S = 321e-6  # 1 rank, slope over 16-256 modules; 2 ranks with gloo: 1264e-6
+# benchmarks/throughput/fit.md (fit.py computes it; tests/test_throughput_fit.py checks they agree).
+ZERO3_FETCH_WAIT_S = 209e-6  # fit.md: the training half's fit; leave-one-source-out 76-219 us
 
 
 def modules_with_parameters(model: ModelSpec) -> tuple[int | None, str]:

@@ -4,7 +4,9 @@ A step is ``accumulation`` micro steps (forward + backward) and the optimizer st
 its compute (flops.py) beside the transfers that DeepSpeed overlaps with it (comm.py, offload.py):
 with ``overlap_comm`` the pass takes as long as the slowest of compute, network, PCIe and NVMe
 (they are separate hardware and run concurrently); without it they add up. ZeRO-3's host-side work per
-module fetch (host.py) runs beside the compute too: the host is one more resource of the pass. What cannot overlap
+module fetch (host.py) runs beside the compute too: the host is one more resource of the pass; the compute
+stream's wait for each fetch's all-gather (host.py ZERO3_FETCH_WAIT_S, more than one rank) adds to it.
+What cannot overlap
 (ZeRO-0's all-reduce after backward, ZeRO-1/2's all-gather after the step, the CPU optimizer step
 and the upload of its result) adds to the step. ``bound`` names the component with the most
 seconds in the step (compute, communication, offload = PCIe + CPU optimizer, nvme, host = ZeRO-3 hooks).
@@ -31,6 +33,7 @@ from zeroadvisor.memory.parallel import Parallel, local_parameters
 from zeroadvisor.memory.settings import Settings
 from zeroadvisor.memory.states import master_bytes, state_bytes_gpu, trainable
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
+from zeroadvisor.throughput import host
 from zeroadvisor.throughput.comm import ZeroPlusPlus, collectives, ring_seconds
 from zeroadvisor.throughput.flops import token_flops
 from zeroadvisor.throughput.gpu_step import gpu_step_bytes, gpu_step_seconds
@@ -251,6 +254,17 @@ def _zero3_host(step: _Step, model: ModelSpec, shape: TrainingShape, layout: Par
     step.terms.append(StepTerm("host", f"ZeRO-3 module fetches x {fetches * step.k}", step.k * fetches * per_pass,
                                f"{modules} modules ({counted}) x {fetches} passes x {ZERO3_FETCH_HOST_S * 1e6:.0f} "
                                f"us per fetch, beside the compute", "benchmarks/zero3_fetch_overhead.py; host.py"))
+    if layout.data <= 1:
+        return  # one rank gathers nothing (partition_parameters.py _no_gather_coalesced)
+    wait = host.ZERO3_FETCH_WAIT_S  # read at call time: benchmarks/throughput/fit.py sets it while fitting
+    step.forward.add("communication", modules * wait, False)
+    step.backward.add("communication", modules * wait * (fetches - 1), False)
+    step.terms.append(StepTerm("communication", f"ZeRO-3 fetch waits x {fetches * step.k}",
+                               step.k * fetches * modules * wait,
+                               f"{modules} modules x {fetches} passes x {wait * 1e6:.0f} us per fetch (all-gather "
+                               f"launch and wait on the compute stream), not overlapped",
+                               "partitioned_param_coordinator.py fetch_sub_module (wait_stream); allowance fitted "
+                               "by benchmarks/throughput/fit.py; host.py"))
 
 
 def _gradients_to_host(step: _Step, option: Option, hw: Hardware, gpu: GpuSpec, part: float, grad_bytes: int,
