@@ -190,8 +190,8 @@ this factor, the median error of the model's estimated ratios.
 
 PAIRS = {len(rows)}
 SOURCE_GROUPS = {len({r.group for r in rows})}
-ORDERED_PERCENT = {order:.1f}  # pairs the model orders as measured
-WITHIN_2X_PERCENT = {within:.1f}  # pairs whose estimated ratio is within 2x of the measured one
+ORDERED_PERCENT = {order:.2f}  # pairs the model orders as measured
+WITHIN_2X_PERCENT = {within:.2f}  # pairs whose estimated ratio is within 2x of the measured one
 TIE_BAND = {band:.4f}  # exp(median |ln(estimated ratio / measured ratio)|)
 CLAIMS = {len(in_sample)}  # pairs the model calls apart by more than TIE_BAND
 CLAIMS_RIGHT = {sum(r.ordered for r in in_sample)}  # of those, ordered as measured
