@@ -137,3 +137,15 @@ def test_an_integer_past_the_largest_float_is_an_estimate_error_not_a_crash():
               "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu", "ratio": 10**400}}}
     with pytest.raises(EstimateError, match=r"offload_optimizer\.ratio = .* too large for the float"):
         estimate(config, spec_from_params("1B"))
+
+
+@pytest.mark.parametrize("config, filled", [
+    ({"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto", "train_batch_size": "auto"},
+     True),
+    ({"train_micro_batch_size_per_gpu": "auto"}, True),
+    ({"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": 4}, False),  # one key is written
+    ({"train_batch_size": "auto", "gradient_accumulation_steps": "auto"}, False),  # no micro batch to fill
+    ({"train_micro_batch_size_per_gpu": 2}, False),
+])
+def test_the_batch_is_the_integrations_only_when_every_batch_key_written_is_auto(config, filled):
+    assert read_batch(config).filled_by_integration is filled

@@ -164,20 +164,6 @@ class Recommendation:
 
         return step_time_words(self.step_time_s, self.configured_step_time_s)
 
-    @property
-    def outside_tie_band(self) -> bool:
-        """Whether its step time differs from the configured run's by more than the model's measured error."""
-        from zeroadvisor.advisor.ranking import overrules
-
-        before, after = self.configured_step_time_s, self.step_time_s
-        return overrules(after, before) or overrules(before, after)
-
-    @property
-    def speedup(self) -> float | None:
-        """The configured run's step time over its own, where both are estimated."""
-        before, after = self.configured_step_time_s, self.step_time_s
-        return before / after if before and after else None
-
     def to_dict(self) -> dict[str, Any]:
         """The JSON "recommends" object of its finding."""
         return {"change": self.description, "option": labels.option_header(self.option),

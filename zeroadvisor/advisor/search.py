@@ -172,14 +172,9 @@ class Searcher:
         # "auto" batch keys: the HF Trainer fills them from its arguments, where a micro batch change is made; the
         # global batch is the configured micro batch on the batch world with the Trainer's default accumulation
         # of 1 (TrainingArguments.gradient_accumulation_steps)
-        self.trainer_batch = self._batch_from_trainer()
+        self.trainer_batch = self.deepspeed.batch.filled_by_integration
         if self.trainer_batch and self.global_batch is None:
             self.global_batch = self.current_micro_batch * int(self.deepspeed.batch_world(cluster.gpus))
-
-    def _batch_from_trainer(self) -> bool:
-        """The micro batch key is "auto" and so is every other batch key written (the Trainer fills them all)."""
-        written = {key: self.base.get(key) for key in (MBS, GAS, TBS) if key in self.base}
-        return written.get(MBS) == AUTO and all(value == AUTO for value in written.values())
 
     # -- estimating ------------------------------------------------------------------------------
     def _estimate(self, config: dict[str, Any], shape: TrainingShape) -> Estimate:
@@ -342,17 +337,6 @@ class Searcher:
         if stage is None:
             return NoStepTime(f"DeepSpeed does not run the configured {self.configured.words} with this config")
         return self.step_time(change, stage)
-
-    def configured_seconds(self) -> float | None:
-        """The step time of the configured run in seconds (None: no step time)."""
-        from zeroadvisor.throughput import seconds_of
-
-        return seconds_of(self.configured_step_time())
-
-    def seconds(self, change: Change, stage: StageEstimate) -> float | None:
-        from zeroadvisor.throughput import seconds_of
-
-        return seconds_of(self.step_time(change, stage))
 
     def best(self) -> Outcome | None:
         """The best fitting change as it will be written (the configured run when nothing beats it)."""

@@ -59,6 +59,12 @@ class BatchCounts:
     auto: frozenset[str] = frozenset()
 
     @property
+    def filled_by_integration(self) -> bool:
+        """The micro batch is "auto" and so is every other batch key written: the integration (the HF Trainer,
+        integrations/deepspeed.py trainer_config_process) fills them all from its own arguments."""
+        return MBS in self.auto and self.present == self.auto
+
+    @property
     def counts(self) -> tuple[int | None, int | None, int | None]:
         return tuple(v if v is not None and v >= 1 else None for v in self.written)  # type: ignore[return-value]
 

@@ -121,6 +121,11 @@ class _Step:
     terms: list[StepTerm] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
+    def after(self, term: StepTerm) -> None:
+        """A term that adds after the passes (the host's step, copies back, swaps): counted and listed."""
+        self.after_step += term.seconds
+        self.terms.append(term)
+
     @property
     def seconds(self) -> float:
         """k - 1 micro steps, the last one with the boundary's work, and what adds after the passes."""
@@ -286,19 +291,17 @@ def _cpu_optimizer_step(step: _Step, option: Option, settings: Settings, hw: Har
     """The offloaded optimizer step on the host: CPU Adam and the step's other host passes (offload.py)."""
     threads = cpu_threads_per_rank(hw.launcher, hw.cpu_cores, g)
     adam = cpu_adam_seconds(part, g, hw)
-    step.after_step += adam
-    step.terms.append(StepTerm("offload", "CPU Adam step", adam,
-                               f"{part:,.0f} params / ({hw.cpu_adam_params_per_core_s:.2g}/s/core x "
-                               f"{threads:g} threads ({hw.launcher}, "
-                               f"{hw.cpu_cores} cores, {g} processes)), at most {hw.host_memory_gb_s} GB/s host memory",
-                               "benchmarks/cpu_adam.py; hardware.cpu_threads_per_rank"))
+    step.after(StepTerm("offload", "CPU Adam step", adam,
+                        f"{part:,.0f} params / ({hw.cpu_adam_params_per_core_s:.2g}/s/core x "
+                        f"{threads:g} threads ({hw.launcher}, "
+                        f"{hw.cpu_cores} cores, {g} processes)), at most {hw.host_memory_gb_s} GB/s host memory",
+                        "benchmarks/cpu_adam.py; hardware.cpu_threads_per_rank"))
     passes = host_passes(option.stage, settings.precision, settings.gradient_clipping)
     rest = host_passes_seconds(part, passes, g, hw)
-    step.after_step += rest
     per_pass = " + ".join(f"{p} {HOST_PASS_S_PER_PARAM_THREAD[p] * 1e9:.2f}" for p in passes)
-    step.terms.append(StepTerm("offload", "the offloaded step's other host passes", rest,
-                               f"{part:,.0f} params x ({per_pass} ns per thread) / {threads:g} threads",
-                               "stage_1_and_2.py / stage3.py step; benchmarks/offload_step.py; offload.py"))
+    step.after(StepTerm("offload", "the offloaded step's other host passes", rest,
+                        f"{part:,.0f} params x ({per_pass} ns per thread) / {threads:g} threads",
+                        "stage_1_and_2.py / stage3.py step; benchmarks/offload_step.py; offload.py"))
 
 
 def _after_cpu_step(step: _Step, option: Option, opt_device: str, hw: Hardware, part: float, grad_bytes: int,
@@ -307,15 +310,13 @@ def _after_cpu_step(step: _Step, option: Option, opt_device: str, hw: Hardware, 
     with the optimizer on NVMe, its states read and written (offload.py)."""
     if option.offload_param == "none":
         up = pcie_seconds(part * grad_bytes, hw)
-        step.after_step += up
-        step.terms.append(StepTerm("offload", "updated parameters to the GPU", up,
-                                   f"{part:,.0f} x {grad_bytes} B over PCIe", "ZeRO-Offload §4.1; offload.py"))
+        step.after(StepTerm("offload", "updated parameters to the GPU", up,
+                            f"{part:,.0f} x {grad_bytes} B over PCIe", "ZeRO-Offload §4.1; offload.py"))
     if opt_device == "nvme":
         swap = nvme_seconds(2 * part * OPTIMIZER_STATE_BYTES, g, hw)
-        step.after_step += swap
-        step.terms.append(StepTerm("nvme", "optimizer states read and written", swap,
-                                   f"2 x {part:,.0f} x {OPTIMIZER_STATE_BYTES} B x {g} processes / {hw.nvme_gb_s} GB/s",
-                                   "ZeRO-Infinity §5; partitioned_optimizer_swapper.py; offload.py"))
+        step.after(StepTerm("nvme", "optimizer states read and written", swap,
+                            f"2 x {part:,.0f} x {OPTIMIZER_STATE_BYTES} B x {g} processes / {hw.nvme_gb_s} GB/s",
+                            "ZeRO-Infinity §5; partitioned_optimizer_swapper.py; offload.py"))
 
 
 def _parameter_offload(step: _Step, option: Option, hw: Hardware, param_part: float, grad_bytes: int, g: int,
@@ -350,12 +351,11 @@ def _gpu_optimizer_step(step: _Step, option: Option, settings: Settings, gpu: Gp
         step.notes.append(f"the optimizer step on the GPU not counted: no memory bandwidth for {gpu.name}")
         return
     gpu_opt = gpu_step_seconds(stepped, per_param, gpu.memory_gb_s)
-    step.after_step += gpu_opt
-    step.terms.append(StepTerm("compute", "optimizer step on the GPU", gpu_opt,
-                               f"{stepped:,.0f} params x {per_param.total} B (master {per_param.to_master} + "
-                               f"{settings.optimizer_label} {per_param.optimizer} + 16-bit copy {per_param.to_model}"
-                               f" + overflow/clip {per_param.overflow_and_clip}) / {gpu.memory_gb_s:g} GB/s",
-                               "stage_1_and_2.py / stage3.py step; multi_tensor_adam.cu; gpu_step.py"))
+    step.after(StepTerm("compute", "optimizer step on the GPU", gpu_opt,
+                        f"{stepped:,.0f} params x {per_param.total} B (master {per_param.to_master} + "
+                        f"{settings.optimizer_label} {per_param.optimizer} + 16-bit copy {per_param.to_model}"
+                        f" + overflow/clip {per_param.overflow_and_clip}) / {gpu.memory_gb_s:g} GB/s",
+                        "stage_1_and_2.py / stage3.py step; multi_tensor_adam.cu; gpu_step.py"))
 
 
 def _link(intra: bool, hw: Hardware, gpu: GpuSpec) -> str:
