@@ -179,7 +179,7 @@ def files(tmp_path):
 def test_cli_suggest_prints_a_diff_and_changes_nothing(cli, files):
     before = (files / "ds.json").read_text()
     result = cli("check", str(files / "ds.json"), "--model", str(files / "model.yaml"), "--gpus", "8",
-                 "--gpu", "A100-SXM4-80GB", "--suggest", cwd=files)
+                 "--gpu", "A100-SXM4-80GB", "--cpu-memory", "1TB", "--suggest", cwd=files)
     assert result.returncode == 0, result.stderr  # warnings only
     # the optimizer offload is not needed (ZeRO-0/1/2 and ZeRO-3 fit without it): the diff drops it
     assert '-    "offload_optimizer": {"device": "cpu"},' in result.stdout
@@ -187,8 +187,8 @@ def test_cli_suggest_prints_a_diff_and_changes_nothing(cli, files):
 
 
 def test_cli_fix_writes_atomically_and_keeps_comments(cli, files):
-    result = cli("check", "ds.json", "--model", "model.yaml", "--gpus", "8", "--gpu", "A100-SXM4-80GB", "--fix",
-                 cwd=files)
+    result = cli("check", "ds.json", "--model", "model.yaml", "--gpus", "8", "--gpu", "A100-SXM4-80GB",
+                 "--cpu-memory", "1TB", "--fix", cwd=files)
     assert result.returncode == 0, result.stderr
     after = (files / "ds.json").read_text()
     assert "// stage 3 everywhere, to be safe" in after and '"overlap_comm": true' in after
@@ -211,7 +211,12 @@ def test_cli_json_contract_has_findings_and_estimate(cli, files):
         assert set(s["per_gpu"]) == {"parameters", "gradients", "optimizer_states", "model_states",
                                      "gathered_parameters", "buffers", "activations", "overhead", "total"}
         assert all(isinstance(v, int) for v in s["per_gpu"].values())
-        assert isinstance(s["fits"], bool)
+        # an offload option's host RAM is not judged without --cpu-memory: its verdict is unknown, fits null
+        # "unknown" (fits null) where what is counted fits but something is not counted (the offload's host
+        # RAM without --cpu-memory), never a plain fits
+        assert (s["fits"] is None) == (s["verdict"] == "unknown")
+        if s["uncounted"] and s["counted_verdict"] != "does-not-fit":
+            assert s["verdict"] == "unknown"
 
 
 def test_cli_markdown_has_table_advice_and_diff(cli, files):

@@ -68,7 +68,8 @@ def test_fix_writes_and_says_so(cli, files):
     assert result.stderr.startswith("zeroadvisor: applied ") and result.stderr.endswith(" fix(es) to ds.json\n")
     assert "zero_optimization" in json.loads((files / "ds.json").read_text())
     again = cli("check", "ds.json", *CLUSTER, "--fix", "--select", "ZA102", cwd=files)
-    assert again.returncode == 0 and again.stderr == "zeroadvisor: nothing to fix in ds.json\n"
+    # --params without an architecture: activations are not counted, so the verdict is unknown (exit 5)
+    assert again.returncode == 5 and again.stderr == "zeroadvisor: nothing to fix in ds.json\n"
 
 
 def test_estimate_text_and_json(cli, files):

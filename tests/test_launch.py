@@ -183,5 +183,5 @@ def test_launch_as_one_quoted_flag(cli, project):
     command = (f"deepspeed --num_gpus 2 train.py --deepspeed {project / 'ds.json'} --model_name_or_path "
                f"{project / 'model' / 'config.json'} --bf16")
     result = cli("check", "--gpu", "H100-SXM5-80GB", "--launch", command, "--format", "json")
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 5, result.stderr  # no sequence length in the command: the verdict is unknown
     assert json.loads(result.stdout)["estimate"]["cluster"]["gpus"] == 2

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 import types
+from pathlib import Path
 
 import pytest
 
@@ -108,11 +109,22 @@ def test_warn_only_warns_and_returns(job):
     assert result.verdict == "does-not-fit" and result.fits is False
 
 
+LLAMA_7B = str(Path(__file__).resolve().parents[1] / "sample_configs" / "models" / "llama-2-7b" / "config.json")
+
+
 def test_a_fitting_run_returns_quietly(job, recwarn):
     job(79 * GIB, 80 * GIB)
-    # stage 3 over 8: (2 + 2 + 12) x 7e9 / 8 = 14 GB of states on an 80 GiB card
-    result = zeroadvisor.preflight(STAGE3, params="7B")
+    # stage 3 over 8: (2 + 2 + 12) x 6.7e9 / 8 = 13.5 GB of states on an 80 GiB card, 2k tokens checkpointed
+    result = zeroadvisor.preflight(STAGE3, LLAMA_7B, seq_len=2048, activation_checkpointing="full")
     assert result.fits and not recwarn.list and result.notes == []
+
+
+def test_an_unknown_verdict_warns_and_never_passes_silently(job):
+    job(79 * GIB, 80 * GIB)
+    # a parameter count alone: the states fit, the activations are not counted, so preflight cannot vouch
+    with pytest.warns(RuntimeWarning, match="could not judge the run .verdict unknown"):
+        result = zeroadvisor.preflight(STAGE3, params="7B")
+    assert result.fits is None and result.verdict == "unknown"
 
 
 def test_given_values_win_over_readings(job):
@@ -123,7 +135,7 @@ def test_given_values_win_over_readings(job):
 
 def test_memory_held_by_another_process_is_a_note(job):
     job(1 * GIB, 80 * GIB)  # the card is 80 GiB, but 79 GiB are taken
-    result = zeroadvisor.preflight(STAGE3, params="7B")
+    result = zeroadvisor.preflight(STAGE3, LLAMA_7B, seq_len=2048, activation_checkpointing="full")
     assert result.fits and any("another process holds GPU memory" in note for note in result.notes)
 
 

@@ -64,22 +64,29 @@ PARAMS_ONLY = ["--params", "7B", "--gpus", "8", "--gpu", "A100-SXM4-80GB"]
 @pytest.mark.parametrize("model", [PARAMS_ONLY, ["--model", "sample_configs/models/llama-2-7b/config.json",
                                                  "--gpus", "8", "--gpu", "A100-SXM4-80GB"]])
 def test_no_plain_fits_while_activations_are_unknown(cli, tmp_path, model):
-    """Without a sequence length (or an architecture) activations are not counted: every format
-    qualifies the verdict and an assumed-input finding says which flag sets it."""
+    """Without a sequence length (or an architecture) activations are not counted: no format says "fits" (the
+    verdict is unknown) and verdict-unknown says which flag sets it; check exits 5."""
     config = tmp_path / "ds.json"
     config.write_text('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, '
                       '"zero_optimization": {"stage": 3}}')
-    data = json.loads(cli("check", str(config), *model, "--format", "json").stdout)
+    checked = cli("check", str(config), *model, "--format", "json")
+    assert checked.returncode == 5, checked.stderr
+    data = json.loads(checked.stdout)
     for st in data["estimate"]["stages"]:
-        assert st["uncounted"] == ["activations"] and st["per_gpu"]["activations"] == 0
-    assert any(f["name"] == "assumed-input" and "--seq-len" in f["message"] for f in data["findings"])
+        assert "activations" in st["uncounted"] and st["per_gpu"]["activations"] == 0
+        assert st["verdict"] in ("unknown", "does-not-fit") and st["fits"] is not True
+    configured = next(st for st in data["estimate"]["stages"] if st["configured"])
+    assert (configured["verdict"], configured["fits"], configured["counted_verdict"]) == ("unknown", None, "fits")
+    assert any(f["name"] == "verdict-unknown" and "--seq-len" in f["message"] for f in data["findings"])
     text = cli("check", str(config), *model).stdout
     verdict_line = next(line for line in text.splitlines() if line.startswith("Verdict ("))
-    assert "fits" in verdict_line
+    assert "unknown" in verdict_line and ": fits" not in verdict_line
     assert "activations not counted" in " ".join(text.split())
     markdown = cli("check", str(config), *model, "--format", "markdown").stdout
     heading = markdown.splitlines()[0]
-    assert "fits" in heading and "activations not counted" in heading
+    assert "unknown" in heading and "activations not counted" in heading
+    sarif = json.loads(cli("check", str(config), *model, "--format", "sarif").stdout)
+    assert "ZA811" in {r["ruleId"] for r in sarif["runs"][0]["results"]}
     estimate = cli("estimate", "--config", str(config), *model).stdout
     assert "activations not counted" in " ".join(estimate.split())
 

@@ -205,8 +205,10 @@ def preflight(config: str | os.PathLike[str] | Mapping[str, Any],
     and raises the same error.
 
     Raises PreflightError (its message: the text report) when the configured stage and offload do not
-    fit; with ``warn_only`` it warns (``warnings.warn``, RuntimeWarning) and returns instead. A
-    missing GPU memory (no CUDA here and no ``gpu``/``gpu_memory``) is a UsageError.
+    fit; with ``warn_only`` it warns (``warnings.warn``, RuntimeWarning) and returns instead. When the
+    verdict is unknown (no sequence length: activations not counted) or there is none, it warns and returns
+    (``result.fits`` is None): it never passes silently. A missing GPU memory (no CUDA here and no
+    ``gpu``/``gpu_memory``) is a UsageError.
 
     Example, in the training script::
 
@@ -226,6 +228,9 @@ def preflight(config: str | os.PathLike[str] | Mapping[str, Any],
             warnings.warn(result.text(), RuntimeWarning, stacklevel=2)
         else:
             raise PreflightError(result.text(), result)
+    elif report.verdict in (None, "unknown"):  # never a silent pass: the check could not vouch for the run
+        warnings.warn(f"zeroadvisor could not judge the run (verdict {report.verdict or 'none'}): "
+                      + result.text(), RuntimeWarning, stacklevel=2)
     return result
 
 

@@ -191,7 +191,7 @@ class EstimateResult:
 
     @property
     def verdict(self) -> str | None:
-        """fits, tight or does-not-fit for the configured option; None without a GPU memory."""
+        """fits, tight, does-not-fit or unknown for the configured option; None without a GPU memory."""
         return None if self.configured is None else self.configured.verdict
 
     def to_dict(self) -> dict[str, Any]:
@@ -253,12 +253,14 @@ def step_times(result: Estimate, hardware: Hardware) -> dict[Option, StepTime]:
     """Step time per option of ``result`` (zeroadvisor.throughput.per_option, on the config the estimate was
     made of). Where a step time was computed, the machine facts left to their defaults join the estimate's
     assumed inputs."""
-    from zeroadvisor.memory.assumed import hardware_assumptions
+    from zeroadvisor.memory.assumed import hardware_assumptions, machine_uses
     from zeroadvisor.throughput import Throughput, per_option
 
     steps = per_option(result, hardware)
-    if any(isinstance(step, Throughput) for step in steps.values()):
-        result.assumed = [*result.assumed, *hardware_assumptions(hardware)]
+    timed = [option for option, step in steps.items() if isinstance(step, Throughput)]
+    if timed:
+        uses = machine_uses(timed, result.cluster.nodes)
+        result.assumed = [*result.assumed, *hardware_assumptions(hardware, uses)]
     return steps
 
 
@@ -343,14 +345,15 @@ class CheckReport:
 
     @property
     def verdict(self) -> str | None:
-        """fits, tight or does-not-fit for the configured stage and offload; None without an estimate."""
+        """fits, tight, does-not-fit or unknown for the configured stage and offload; None without an estimate."""
         configured = self.estimate.configured if self.estimate is not None else None
         return None if configured is None else configured.verdict
 
     @property
     def fits(self) -> bool | None:
-        """False on does-not-fit ("tight" fits, inside the headroom); None without an estimate."""
-        return None if self.verdict is None else self.verdict != "does-not-fit"
+        """False on does-not-fit ("tight" fits, inside the headroom); None without an estimate or when the verdict
+        is unknown (what is counted fits, something that can change it is not counted)."""
+        return None if self.verdict in (None, "unknown") else self.verdict != "does-not-fit"
 
     @property
     def errors(self) -> int:

@@ -21,6 +21,9 @@ class Verdict(StrEnum):
     FITS = "fits"
     TIGHT = "tight"  # fits, inside the headroom
     DOES_NOT_FIT = "does-not-fit"
+    # What is counted fits, but something that can change the answer is not counted (activations without a
+    # sequence length, host RAM or NVMe not given for an option that uses them): no "fits" is said.
+    UNKNOWN = "unknown"
 
 
 class Device(StrEnum):
@@ -53,16 +56,22 @@ FITS = "fits"  # the row of the text table that holds each option's verdict mark
 
 # The verdict marks (memory/verdict.py), Unicode and ASCII; None: no capacity given.
 VERDICT_MARKS = {Verdict.FITS: ("✓", "yes"), Verdict.TIGHT: ("~", "tight"), Verdict.DOES_NOT_FIT: ("✗", "NO"),
-                 None: ("-", "-")}
+                 Verdict.UNKNOWN: ("?", "?"), None: ("-", "-")}
 VERDICT_WORDS = {Verdict.FITS: "fits", Verdict.TIGHT: "tight (fits, inside the headroom)",
-                 Verdict.DOES_NOT_FIT: "does not fit", None: "not judged (no capacity given)"}
+                 Verdict.DOES_NOT_FIT: "does not fit", Verdict.UNKNOWN: "unknown (what is counted fits)",
+                 None: "not judged (no capacity given)"}
 PEAK_GPU = "peak per GPU"
 PEAK_HOST = "peak host / node"
 BINDING_PHASE = "binding phase"
 STEP_TIME = "step time vs *"  # estimated step time over the configured option's
-UNCOUNTED_SHORT = {"activations": "activations not counted: give --seq-len"}
+# What a verdict may leave out (memory/estimate.py StageEstimate.uncounted), and how to give it.
+UNCOUNTED_SHORT = {"activations": "activations not counted: give --seq-len",
+                   "host": "host RAM not checked: give --cpu-memory",
+                   "nvme": "NVMe space not checked: give --nvme"}
 UNCOUNTED_WORDS = {"activations": "activations not counted (no sequence length or architecture: --seq-len, "
-                                  "--model with an hf_config)"}
+                                  "--model with an hf_config)",
+                   "host": "host RAM not checked (the offload keeps its states there: give --cpu-memory)",
+                   "nvme": "NVMe space not checked (the offload keeps its states there: give --nvme)"}
 
 # Where a phase's peak happens, for sentences (memory/phases.py, memory/verdict.py).
 PHASE_WORDS = {

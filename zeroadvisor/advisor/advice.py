@@ -240,6 +240,15 @@ class Advice:
         return self.search.ranked()
 
     @cached_property
+    def step_time_decided(self) -> bool:
+        """Whether the step-time model overruled the published order (ranking.rank): the first candidate is not
+        the first in that order. Only then can the step time's assumed machine facts change the advice."""
+        from zeroadvisor.advisor.ranking import policy_key
+
+        options = self.options
+        return len(options) > 1 and options[0] is not min(options, key=lambda c: policy_key(c.change))
+
+    @cached_property
     def best(self) -> Outcome | None:
         """The best fitting change as it will be written (the configured run when nothing beats it)."""
         return self.search.best()

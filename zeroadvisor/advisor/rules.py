@@ -10,13 +10,13 @@ their own. Numbers in messages are decimal GB unless --unit GiB is given; the un
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from zeroadvisor.deepspeed import schema
 from zeroadvisor.lint.context import Context
-from zeroadvisor.lint.findings import Action, Finding, Severity
+from zeroadvisor.lint.findings import Action, Severity
 from zeroadvisor.lint.rule import Example, Hit, Rule
 from zeroadvisor.vocab import BREAKDOWN_ROWS, PHASE_WORDS, ROW_LABELS, Device, Verdict
 
@@ -624,26 +624,86 @@ FASTER_OPTION_FITS = Rule(
 )
 
 
+def _matters(ctx: Context, name: str) -> bool:
+    """Whether an assumed input can change this check's verdict or its fix (memory/assumed.py reach): one that
+    feeds every phase always; a load input where the load phase binds the configured run or the fix; a machine
+    fact where the step time overruled the published order; a missing sequence length is unknown-verdict's."""
+    from zeroadvisor.memory.assumed import reach
+
+    a = _advice_of(ctx)
+    kind = reach(name)
+    if kind == "verdict":
+        return True
+    if kind == "load":
+        best = a.best
+        judged = [st for st in (a.configured, best.stage if best is not None else None) if st is not None]
+        return any(st.binding_phase == "load" for st in judged)
+    return kind == "step time" and a.step_time_decided
+
+
 def _assumed_inputs(ctx: Context) -> Iterator[Hit]:
     for assumed in _advice_of(ctx).estimate.assumed:
-        yield Hit(assumed.pointer, assumed.message(), at="file")
+        if _matters(ctx, assumed.name):
+            yield Hit(assumed.pointer, assumed.message(), at="file")
+
+
+def _verdict_unknown(ctx: Context) -> Iterator[Hit]:
+    current = _configured(ctx)
+    if current is None or current.verdict != Verdict.UNKNOWN:
+        return
+    from zeroadvisor.vocab import UNCOUNTED_WORDS
+
+    a = _advice_of(ctx)
+    missing = "; ".join(UNCOUNTED_WORDS[row] for row in current.uncounted)
+    yield Hit("", f"no verdict: what is counted fits ({a.fmt(current.peak_gpu)} per GPU of {_budget(ctx)}), but "
+                  f"{missing}", at="file")
+
+
+VERDICT_UNKNOWN = Rule(
+    code="ZA811",
+    name="verdict-unknown",
+    severity=Severity.WARNING,
+    summary="What is counted fits, but an input that can change the verdict is missing: no \"fits\" is said.",
+    explanation=(
+        "A verdict covers the memory it counts. Without a sequence length (or a model architecture) the "
+        "activations are not counted; without --cpu-memory (--nvme) the host RAM (NVMe) that an offload keeps "
+        "its states in is not checked. Each can only add to the peak, so a run that does not fit on what is "
+        "counted does not fit (does-not-fit says so), but one that fits on what is counted may not: its verdict "
+        "is unknown (JSON: verdict \"unknown\", fits null, counted_verdict the verdict on what is counted), "
+        "and `check` exits 5 unless another finding fails it first. The finding names what to give."
+    ),
+    check=_verdict_unknown,
+    examples=(
+        Example('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 2}}',
+                fails=True, options={"model": {k: v for k, v in _MODEL_7B.items() if k != "sequence_length"},
+                                     "gpus": 8, "gpu": "A100-SXM4-80GB"}),
+        Example('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 2}}',
+                fails=False, options={"model": {**_MODEL_7B}, "gpus": 8, "gpu": "A100-SXM4-80GB"}),
+    ),
+    needs_advice=True,
+    source="zeroadvisor memory/verdict.py (stated); memory/assumed.py (what is not counted)",
+)
 
 
 ASSUMED_INPUT = Rule(
     code="ZA808",
     name="assumed-input",
     severity=Severity.WARNING,
-    summary="An input that changes the verdict was not given: the estimate assumed it.",
+    summary="An input that can change the verdict or the fix was not given: the estimate assumed it.",
     explanation=(
-        "The verdict depends on inputs the DeepSpeed config may leave open: the sequence length (without "
-        "it activations are not counted at all and the verdict covers model states only), the micro batch "
-        "and precision when the config says \"auto\" (the Hugging Face integration fills them from its "
-        "own arguments), the stage when it is \"auto\" (DeepSpeed runs stage 0; Accelerate fills it), the "
-        "optimizer when the config has none, the target length of encoder-decoder models, and how the "
-        "model is loaded (load dtype, zero.Init, meta-device loading: the Hugging Face Trainer's behaviour "
-        "by default). Each finding names the value assumed and the flag or model-description field that "
-        "sets it; a given value fills only what the config leaves open, and one the config contradicts is "
-        "a usage error. The findings come first in every format: read the verdict with them."
+        "The verdict depends on inputs the DeepSpeed config may leave open: the micro batch and precision when "
+        "the config says \"auto\" (the Hugging Face integration fills them from its own arguments), the stage "
+        "when it is \"auto\" (DeepSpeed runs stage 0; Accelerate fills it), the optimizer when the config has "
+        "none, the target length of encoder-decoder models, and how the model is loaded (load dtype, zero.Init, "
+        "meta-device loading: the Hugging Face Trainer's behaviour by default); the fix's ranking depends on the "
+        "step time's machine facts (GPU efficiency, CPU cores and launcher with CPU offload, the network "
+        "between nodes, NVMe bandwidth). Every assumption is listed once, one line each, under \"Assumptions\"; "
+        "this finding reports those that can change this check's answer: the shape and config inputs always, "
+        "the load inputs where the load phase binds the configured run or the fix, the machine facts where the "
+        "step time overruled the published order (docs/check.md). A machine fact no run judged uses (the "
+        "network on one node) is not mentioned. A missing sequence length is verdict-unknown's. Each names the "
+        "value assumed and the flag or model-description field that sets it; a given value fills only what "
+        "the config leaves open, and one the config contradicts is a usage error."
     ),
     check=_assumed_inputs,
     examples=(
@@ -664,11 +724,5 @@ ASSUMED_INPUT = Rule(
 )
 
 
-def lists_assumed_inputs(findings: Iterable[Finding]) -> bool:
-    """Whether ``findings`` list the estimate's assumed inputs (assumed-input ran), so a report need not repeat
-    them."""
-    return any(f.code == ASSUMED_INPUT.code for f in findings)
-
-
 RULES = (DOES_NOT_FIT, TIGHT_FIT, LOWER_STAGE_FITS, ACTIVATIONS_DOMINATE, OFFLOAD_NOT_NEEDED,
-         HOST_MEMORY_INSUFFICIENT, LARGE_BUCKETS, PINNED_MEMORY, ASSUMED_INPUT, FASTER_OPTION_FITS)
+         HOST_MEMORY_INSUFFICIENT, LARGE_BUCKETS, PINNED_MEMORY, ASSUMED_INPUT, FASTER_OPTION_FITS, VERDICT_UNKNOWN)

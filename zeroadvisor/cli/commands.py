@@ -120,7 +120,11 @@ def check(v: Values) -> ExitCode:
     if write_failed:
         return ExitCode.USAGE
     failed = any(api.fails(report.findings, out.fail_on) for report in reports)
-    return ExitCode.FINDINGS if failed else ExitCode.OK
+    if failed:
+        return ExitCode.FINDINGS
+    # no "fits" in the exit code either while the verdict is unknown (--fail-on never: the caller asked for 0)
+    unknown = any(report.verdict == "unknown" for report in reports)
+    return ExitCode.VERDICT_UNKNOWN if unknown and out.fail_on != "never" else ExitCode.OK
 
 
 def _tell(report: CheckReport, fixing: bool) -> bool:

@@ -10,5 +10,6 @@ class ExitCode(IntEnum):
     FINDINGS = 1  # findings at or above --fail-on
     USAGE = 2  # a bad flag, or an input that cannot be read or used
     INTERNAL = 3  # a bug in zeroadvisor: please report it
+    VERDICT_UNKNOWN = 5  # check: no finding fails, but the verdict is unknown (verdict-unknown names the input)
     INTERRUPTED = 130  # Ctrl-C: 128 + SIGINT, as a shell reports it
     BROKEN_PIPE = 141  # stdout closed early (`| head`): 128 + SIGPIPE, as `cat` or `grep` end there

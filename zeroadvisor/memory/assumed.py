@@ -17,7 +17,10 @@ from typing import TYPE_CHECKING, Any
 from zeroadvisor.model.spec import LoadInputs, ModelSpec, TrainingShape
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from zeroadvisor.hardware.machine import Hardware
+    from zeroadvisor.memory.options import Option
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +61,18 @@ HARDWARE_INPUTS = {"efficiency": "efficiency", "inter_node_gb_s": "inter_node_ba
 
 # The inputs without which the activation term is 0: the verdict then covers everything but activations.
 ACTIVATION_INPUTS = ("sequence_length", "architecture")
+# The inputs of the load phase alone (memory/phases.py load_phase): they move the verdict only where it binds.
+LOAD_INPUTS = ("load_dtype", "zero_init", "meta_device")
+
+
+def reach(name: str) -> str:
+    """What an assumed input can change: "activations" (the verdict is unknown without it), "load" (the load
+    phase's peak), "step time" (the machine facts: the ranking of fixes) or "verdict" (every phase)."""
+    if name in ACTIVATION_INPUTS:
+        return "activations"
+    if name in LOAD_INPUTS:
+        return "load"
+    return "step time" if name in HARDWARE_INPUTS.values() else "verdict"
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +118,12 @@ class AssumedInput:
         if self.value is None:
             return f"{self.words} not given{where}: {self.effect}; {self.how_to_set()}"
         return f"assumed {self.words} {self.shown_value()}{where}: {self.effect}; {self.how_to_set()}"
+
+    def brief(self) -> str:
+        """A line of the assumptions block: the value and what sets it ("load dtype: fp16 (--load-dtype)")."""
+        where = f" for {self.pointer.lstrip('/').replace('/', '.')}" if self.pointer else ""
+        setting = self.flag or (f"model field {self.field}" if self.field else "the DeepSpeed config")
+        return f"{self.words}{where}: {self.shown_value()} ({setting})"
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "value": self.value, "flag": self.flag, "field": self.field,
@@ -179,14 +200,34 @@ def hardware_notes(hw: Hardware) -> list[str]:
     return out
 
 
-def hardware_assumptions(hw: Hardware) -> list[AssumedInput]:
-    """The step-time defaults ``hw`` (hardware/machine.py Hardware) used because no flag gave them.
+# Hardware field -> what a run must have for that machine fact to enter its step time (step.py): the network
+# between nodes only with more than one node, the CPU cores and launcher only with the optimizer on the CPU,
+# the NVMe bandwidth only with something on NVMe. The GPU efficiency scales every step.
+NEEDS = {"inter_node_gb_s": "nodes", "cpu_cores": "cpu", "launcher": "cpu", "nvme_gb_s": "nvme"}
+
+
+def machine_uses(options: Iterable[Option], nodes: int) -> frozenset[str]:
+    """What the runs of ``options`` on ``nodes`` nodes have of NEEDS (hardware_assumptions ``uses``)."""
+    from zeroadvisor.vocab import Device
+
+    chosen = list(options)
+    devices = {d for o in chosen for d in (o.offload_optimizer, o.offload_param)}
+    return frozenset({"nodes"} if nodes > 1 else set()) | ({"cpu"} if Device.CPU in devices else set()) | \
+        ({"nvme"} if Device.NVME in devices else set())
+
+
+def hardware_assumptions(hw: Hardware, uses: frozenset[str] = frozenset({"nodes", "cpu", "nvme"})
+                         ) -> list[AssumedInput]:
+    """The step-time defaults ``hw`` (hardware/machine.py Hardware) used because no flag gave them, of those that
+    can enter a step time of the runs judged: ``uses`` names what they have (NEEDS: "nodes", "cpu", "nvme").
 
     Call it only where a step time was computed: without one, these inputs change nothing."""
     from zeroadvisor.hardware.machine import DEFAULTS  # the one table of flags, defaults and reasons
 
     out = []
     for field_name in hw.defaulted:
+        if NEEDS.get(field_name, "") not in uses | {""}:
+            continue
         _default, why = DEFAULTS[field_name]
         out.append(AssumedInput.of(HARDWARE_INPUTS[field_name], getattr(hw, field_name),
                                    f"the step time uses it ({why})"))

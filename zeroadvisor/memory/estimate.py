@@ -35,7 +35,7 @@ from zeroadvisor.memory.phases import PhaseSplit, SaveInputs, largest_param, loa
 from zeroadvisor.memory.settings import Settings, read_settings
 from zeroadvisor.memory.states import deepspeed_terms, paper_terms, trainable
 from zeroadvisor.memory.terms import ROWS, STATE_ROWS, Term, exact
-from zeroadvisor.memory.verdict import DOES_NOT_FIT, FITS, PhasePeak, judge
+from zeroadvisor.memory.verdict import DOES_NOT_FIT, FITS, PhasePeak, judge, stated
 from zeroadvisor.model.spec import LoadInputs, ModelSpec, TrainingShape
 from zeroadvisor.units import format_bytes
 from zeroadvisor.version import DEEPSPEED_TARGET
@@ -56,25 +56,27 @@ class StageEstimate:
     per_gpu_nvme: int
     per_node_cpu: int  # that, per node (the runtime allowance and pinned rounding are in the phase peaks)
     per_node_nvme: int
-    verdict: Verdict | None  # fits | tight | does-not-fit (memory/verdict.py); None: no capacity given
+    verdict: Verdict | None  # fits | tight | does-not-fit | unknown (memory/verdict.py stated); None: no capacity
     terms: list[Term]  # every phase's terms (Term.phase says which)
     notes: list[str] = field(default_factory=list)
     phases: dict[str, PhasePeak] = field(default_factory=dict)  # load / train / save
     binding_phase: str = "train"
     binding_resource: str = "gpu"
-    # What the verdict does not cover (e.g. activations without a sequence length): a "fits" with
-    # anything here is qualified, never plain.
+    # What the verdict does not cover (vocab.UNCOUNTED_WORDS: activations without a sequence length, host RAM
+    # or NVMe not given where the option keeps states there): a "fits" with anything here is "unknown".
     uncounted: tuple[str, ...] = ()
+    counted_verdict: Verdict | None = None  # the verdict on what is counted (equal to verdict unless unknown)
 
     @property
     def fits(self) -> bool | None:
-        """True unless the verdict is does-not-fit ("tight" fits, inside the headroom)."""
-        return None if self.verdict is None else self.verdict != DOES_NOT_FIT
+        """True unless the verdict is does-not-fit ("tight" fits, inside the headroom); None when unknown."""
+        return None if self.verdict in (None, Verdict.UNKNOWN) else self.verdict != DOES_NOT_FIT
 
     @property
     def comfortable(self) -> bool:
-        """Fits with the headroom left free: what advice may recommend."""
-        return self.verdict == FITS
+        """Fits with the headroom left free on what is counted: what advice may recommend (its words then say
+        what is not counted, report/overview.py recommendation_words)."""
+        return self.counted_verdict == FITS
 
     @property
     def peak_gpu(self) -> int:
@@ -97,6 +99,7 @@ class StageEstimate:
             "label": self.option.label,
             "verdict": self.verdict,
             "fits": self.fits,
+            "counted_verdict": self.counted_verdict,
             "uncounted": list(self.uncounted),
             "peak_gpu": int(self.peak_gpu),
             "peak_host_per_node": int(self.peak_host_per_node),
@@ -285,15 +288,31 @@ def _stage_estimate(run: _Run, option: Option) -> StageEstimate:
                                                     train_host, per_node_nvme, run.save, notes, run.split)
         peaks = [phase_peaks[0], *peaks, phase_peaks[1]]
         terms = terms + phase_terms
-    judgement = judge(peaks, run.cluster.capacities(), run.cluster.headroom)
+    capacities = run.cluster.capacities()
+    judgement = judge(peaks, capacities, run.cluster.headroom)
+    uncounted = run.uncounted + _unchecked_storage(option, capacities)
     refused = refusal(run.s, option)
     if refused:
         notes.insert(0, f"DeepSpeed {DEEPSPEED_TARGET} does not run this configuration: {refused}")
     option_notes = [n for n in dict.fromkeys(notes) if n not in run.seen_notes]
     stage_notes = option_notes + _differences(ds_terms, paper, run.layout.data)
     return StageEstimate(option, run.s.configured and option == run.configured, per_gpu, host, nvme,
-                         per_node_cpu, per_node_nvme, judgement.verdict, terms, stage_notes,
-                         {p.phase: p for p in peaks}, judgement.phase, judgement.resource, run.uncounted)
+                         per_node_cpu, per_node_nvme, stated(judgement.verdict, uncounted), terms, stage_notes,
+                         {p.phase: p for p in peaks}, judgement.phase, judgement.resource, uncounted,
+                         judgement.verdict)
+
+
+def _unchecked_storage(option: Option, capacities: dict[str, int | None]) -> tuple[str, ...]:
+    """Host RAM and NVMe the option keeps its offloaded states in, where that capacity was not given: then its
+    verdict cannot be "fits" (memory/verdict.py stated). Host RAM a run needs anyway (loading, the runtime)
+    is not asked for: it binds only where offload puts the states there."""
+    devices = {option.offload_optimizer, option.offload_param}
+    out: list[str] = []
+    if Device.CPU in devices and capacities["host"] is None:
+        out.append("host")
+    if Device.NVME in devices and capacities["nvme"] is None:
+        out.append("nvme")
+    return tuple(out)
 
 
 def _state_terms(run: _Run, option: Option, notes: list[str]) -> tuple[list[Term], list[Term]]:

@@ -8,6 +8,8 @@ reports it (``--gpu``/``--gpu-memory``) and with the host RAM and NVMe given, on
     fits           peak <= capacity · (1 − headroom)
     tight          capacity · (1 − headroom) < peak <= capacity     (a warning: rule tight-fit)
     does-not-fit   peak > capacity
+    unknown        fits or tight on what is counted, with something that adds memory not counted
+                   (activations without a sequence length; host RAM or NVMe not given where the option uses it)
 
 The headroom is the one margin (default 10%): it does not shrink the card, it only separates
 "fits" from "tight". ``estimate`` and ``check`` share this function, so they cannot disagree.
@@ -20,8 +22,8 @@ from fractions import Fraction
 
 from zeroadvisor.vocab import Verdict
 
-FITS, TIGHT, DOES_NOT_FIT = Verdict.FITS, Verdict.TIGHT, Verdict.DOES_NOT_FIT
-VERDICTS = tuple(Verdict)  # best to worst
+FITS, TIGHT, DOES_NOT_FIT, UNKNOWN = Verdict.FITS, Verdict.TIGHT, Verdict.DOES_NOT_FIT, Verdict.UNKNOWN
+VERDICTS = (FITS, TIGHT, DOES_NOT_FIT)  # best to worst: what a peak against a capacity can be
 DEFAULT_HEADROOM = 0.10  # the share of each capacity a "fits" leaves free
 RESOURCES = ("gpu", "host", "nvme")
 RESOURCE_WORDS = {"gpu": "GPU memory", "host": "host RAM per node", "nvme": "NVMe per node"}
@@ -89,3 +91,11 @@ def judge(peaks: list[PhasePeak], capacities: dict[str, int | None], headroom: f
     assert binding is not None
     _, peak, resource, capacity = binding
     return Judgement(worst, peak.phase, resource, peak.of(resource), capacity)
+
+
+def stated(counted: Verdict | None, uncounted: tuple[str, ...]) -> Verdict | None:
+    """The verdict a report may state: what is counted fits (or is tight) but something that can only add
+    memory is not counted, so the answer is unknown; a does-not-fit stays (more memory cannot make it fit)."""
+    if uncounted and counted in (FITS, TIGHT):
+        return UNKNOWN
+    return counted

@@ -37,7 +37,7 @@ RECOMMENDED_MARK = ">"
 NUMBER_WIDTH = 7  # "1234.56"
 
 # ANSI SGR codes: verdicts, the marked columns, and one background per bar row.
-_SGR = {Verdict.FITS: "32", Verdict.TIGHT: "33", Verdict.DOES_NOT_FIT: "31;1", "configured": "1",
+_SGR = {Verdict.FITS: "32", Verdict.TIGHT: "33", Verdict.DOES_NOT_FIT: "31;1", Verdict.UNKNOWN: "33", "configured": "1",
         "recommended": "32;1", "dim": "2"}
 _BAR_SGR = {"parameters": "44", "gradients": "46", "optimizer_states": "45", "gathered_parameters": "104",
             "buffers": "43", "activations": "42", "overhead": "100"}
@@ -115,9 +115,9 @@ def body(estimate: Estimate, unit: str, style: Style, explain: bool = False, ass
     lines: list[str] = ["", *_inputs_lines(estimate, unit, style), *_limits_lines(estimate, unit, style)]
     lines += _legend_lines(estimate, stages, rec, style)
     lines.append("")
-    if assumed and estimate.assumed:
-        lines += _section("Assumed inputs (not given; read the table with them):",
-                          [item.message() for item in estimate.assumed], style)
+    if assumed and estimate.assumed:  # one line each; the findings say which can change the answer (ZA808)
+        lines += _section("Assumed (not given; the flag sets it):", [item.brief() for item in estimate.assumed],
+                          style)
 
     lines += table(stages, estimate, unit, style, rec, steps)
     lines.append("")

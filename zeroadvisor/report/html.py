@@ -28,7 +28,7 @@ ROW_COLOURS = {"parameters": "#4e79a7", "gradients": "#76b7b2", "optimizer_state
                "gathered_parameters": "#9c755f", "buffers": "#edc948", "activations": "#59a14f",
                "overhead": "#bab0ac"}
 VERDICT_COLOURS = {Verdict.FITS: "#1a7f37", Verdict.TIGHT: "#9a6700", Verdict.DOES_NOT_FIT: "#cf222e",
-                   None: "#57606a"}
+                   Verdict.UNKNOWN: "#57606a", None: "#57606a"}
 CHART_WIDTH = 960
 LABEL_WIDTH = 250
 VALUE_WIDTH = 110
@@ -163,7 +163,7 @@ def render(path: str, findings: list[Finding], estimate: Estimate | None, diff: 
     else:
         out.append("<p>No findings.</p>")
     if estimate is not None:
-        notes = overview.assumption_lines(estimate, with_assumed=not overview.assumed_in(findings))
+        notes = overview.assumption_lines(estimate)
         notes += [f"model: {note}" for note in estimate.model.notes]
         if notes:
             out += ["<h2>Assumptions</h2>", '<ul id="assumptions">'] + [f"<li>{_e(n)}</li>" for n in notes] + ["</ul>"]

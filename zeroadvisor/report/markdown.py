@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 MARKER = "<!-- zeroadvisor -->"  # the comment's identity: a bot edits the comment that holds it
 _ICON = {Severity.ERROR: "🔴", Severity.WARNING: "🟡", Severity.INFO: "🔵"}
-_VERDICT = {Verdict.FITS: "✅", Verdict.TIGHT: "⚠️", Verdict.DOES_NOT_FIT: "❌", None: "–"}
+_VERDICT = {Verdict.FITS: "✅", Verdict.TIGHT: "⚠️", Verdict.DOES_NOT_FIT: "❌", Verdict.UNKNOWN: "❔", None: "–"}
 MAX_COLUMNS = 6
 
 
@@ -102,7 +102,7 @@ def render(path: str, findings: list[Finding], estimate: Estimate | None, usable
                           + (f", sequence {estimate.shape.sequence_length}" if estimate.shape.sequence_length
                              else "")))
         out.append("")
-        notes = overview.assumption_lines(estimate, with_assumed=not overview.assumed_in(findings))
+        notes = overview.assumption_lines(estimate)
         if notes:  # the caveats of the verdict, open: a "fits" is never shown without them
             out += ["**Assumptions**", ""] + [f"- {inline(note)}" for note in notes] + [""]
         if m.notes:  # what the model description says about its own counts

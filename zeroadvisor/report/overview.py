@@ -150,6 +150,8 @@ def recommendation_words(rec: Headline, unit: str) -> str:
         return f"Recommended ({code}): change {', '.join(advice.keys)}"
     text = (f"Recommended ({code}): {advice.description} ({labels.option_header(advice.option)}), peak "
             f"{format_bytes(advice.peak_gpu, unit)} per GPU")
+    if advice.stage.uncounted:  # fits on what is counted: never said plain (memory/verdict.py stated)
+        text += " (" + "; ".join(labels.UNCOUNTED_SHORT[row] for row in advice.stage.uncounted) + ")"
     speed = advice.step_time_words
     cost = f"{speed}; {advice.cost}" if speed else advice.cost
     return f"{text}; cost: {cost}" if cost else text
@@ -222,13 +224,6 @@ def gpu_words(estimate: Estimate, unit: str) -> str | None:
     return f"{name}, {capacity} per GPU" if name else f"{capacity} per GPU"
 
 
-def assumed_in(findings: Iterable[Finding]) -> bool:
-    """Whether the findings already list the assumed inputs (check), so a report need not repeat them."""
-    from zeroadvisor.advisor.rules import lists_assumed_inputs
-
-    return lists_assumed_inputs(findings)
-
-
 def assumption_lines(estimate: Estimate, with_assumed: bool = True) -> list[str]:
     """Everything the verdict rests on that nobody measured: uncounted rows, assumed inputs, the
     estimate's assumptions."""
@@ -237,6 +232,6 @@ def assumption_lines(estimate: Estimate, with_assumed: bool = True) -> list[str]
     if st is not None:
         out += [labels.UNCOUNTED_WORDS[row] for row in st.uncounted]
     if with_assumed:
-        out += [item.message() for item in estimate.assumed]
+        out += [item.brief() for item in estimate.assumed]
     out += list(estimate.assumptions)
     return out

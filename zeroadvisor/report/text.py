@@ -90,8 +90,8 @@ def render_report(report: Report) -> str:
     lines += wrapped(report.findings, style.width, report.colour)
     lines += style.wrap(summary(report.findings, report.files, len(report.extra.get("unreadable", ()))))
     if estimate is not None:
-        # check: the assumed inputs are findings (assumed-input), listed above
-        lines += estimate_text.body(estimate, report.unit, style, explain=report.explain, assumed=False,
+        # every assumed input in one block; assumed-input (ZA808) above names those that can change the answer
+        lines += estimate_text.body(estimate, report.unit, style, explain=report.explain,
                                     all_options=report.all_options, rec=rec, steps=steps)
     out = "\n".join(lines).rstrip() + "\n"
     if report.diff:
