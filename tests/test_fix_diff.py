@@ -116,7 +116,7 @@ def test_cli_suggest_diff_of_a_file_without_final_newline_applies(cli, project):
     diff = out[out.index("--- a/ds.json"):]
     (project / "fix.diff").write_text(diff, newline="")
     check = subprocess.run(["git", "apply", "--check", "fix.diff"], cwd=project, capture_output=True, text=True)
-    assert check.returncode == 0, check.stderr
+    assert check.returncode == 0, check.stderr + repr(diff)
     subprocess.run(["git", "apply", "fix.diff"], cwd=project, check=True)
     after = (project / "ds.json").read_bytes()
     assert b'"stage": 3' not in after and not after.endswith(b"\n") and after.count(b"\n") == after.count(b"\r\n")

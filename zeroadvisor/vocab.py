@@ -131,6 +131,20 @@ def option_header(option: OptionLike) -> str:
     return " ".join(part for part in option_header_lines(option) if part)
 
 
+def option_plain(option: OptionLike) -> str:
+    """The option in short plain words: "ZeRO-3 + CPU optimizer offload", "ZeRO-3 + CPU optimizer and parameter
+    offload", "ZeRO-3 + CPU optimizer + NVMe parameter offload" (for the verdict line and the short table)."""
+    opt, par = option.offload_optimizer, option.offload_param
+    words = f"ZeRO-{option.stage}"
+    if opt != Device.NONE and opt == par:
+        return f"{words} + {_device(opt)} optimizer and parameter offload"
+    if Device.NONE not in (opt, par):
+        return f"{words} + {_device(opt)} optimizer + {_device(par)} parameter offload"
+    if opt != Device.NONE:
+        return f"{words} + {_device(opt)} optimizer offload"
+    return f"{words} + {_device(par)} parameter offload" if par != Device.NONE else words
+
+
 def option_words(option: OptionLike) -> str:
     """The option in a sentence: "ZeRO-3 with optimizer offload to CPU and parameter offload to NVMe"."""
     offloads = []

@@ -111,7 +111,7 @@ def check(v: Values) -> ExitCode:
         if not combined:
             documents.append(_text(out.format, _report(
                 report.findings, rules=report.rules, check=report.result, path=report.path,
-                diff=report.diff if run.diff else "", unit=out.unit, explain=out.explain,
+                diff=report.diff if run.diff else "", unit=out.unit, explain=out.explain, verbose=out.verbose,
                 all_options=out.all_options)))
         write_failed = _tell(report, run.fix) or write_failed
     if combined:

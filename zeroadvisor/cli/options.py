@@ -168,6 +168,9 @@ HEADROOM = Param("headroom", ("--headroom",), "Share of each capacity a \"fits\"
 EXPLAIN = Param("explain", ("--explain",), "Show every term of the configured option (phase, bytes, formula, "
                 "source, kind) and the DeepSpeed-vs-paper notes.", default=False, kind=bool)
 
+VERBOSE = Param("verbose", ("--verbose", "-v"), "Text: the whole report (the findings in full, the memory by row, "
+                "the bars, the notes); by default one screen.", default=False, kind=bool)
+
 ALL_OPTIONS = Param("all_options", ("--all",), "Text: show every stage/offload option (default: the configured, the "
                     "recommended and the stages without offload).", default=False, kind=bool)
 
@@ -198,8 +201,8 @@ CHECK = Command("check", "Pre-flight check: lint findings and memory advice, wit
     FAIL_ON,
     Param("suggest", ("--suggest",), "Print the fixes as a unified diff of each CONFIG.", default=False, kind=bool),
     Param("fix", ("--fix",), "Write the fixes into each CONFIG (atomically).", default=False, kind=bool),
-    INTEGRATION, SELECT, IGNORE, ACCOUNTING, UNIT, SEQ_LEN, CHECKPOINTING, FLASH, EXPLAIN, *RUN_INPUTS, *PEFT_INPUTS,
-    *THROUGHPUT_INPUTS, ALL_OPTIONS,
+    INTEGRATION, SELECT, IGNORE, ACCOUNTING, UNIT, SEQ_LEN, CHECKPOINTING, FLASH, EXPLAIN, VERBOSE, *RUN_INPUTS,
+    *PEFT_INPUTS, *THROUGHPUT_INPUTS, ALL_OPTIONS,
 ))
 
 RULES = Command("rules", "List every rule: code, name, default severity and summary.")

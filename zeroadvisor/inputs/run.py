@@ -43,7 +43,7 @@ ADVICE_COMMANDS = ("check", "preflight")  # the advice needs the memory per GPU
 # Every input a run can be given, by name (the command line's parameters, the Python API's keywords).
 INPUTS: frozenset[str] = frozenset({
     *PARSERS, *TRAINING_INPUTS, "paths", "text", "config", "name", "model", "params", "select", "ignore",
-    "accounting", "unit", "format", "explain", "all_options", "suggest", "diff", "fix", "only_configs",
+    "accounting", "unit", "format", "explain", "verbose", "all_options", "suggest", "diff", "fix", "only_configs",
     "training_args", "launch",
 })
 # Inputs that exclude each other: giving one drops the project configuration's value for all of them.
@@ -58,6 +58,7 @@ class Output:
     fail_on: str = "error"
     unit: str = "GB"
     explain: bool = False
+    verbose: bool = False
     all_options: bool = False
 
 
@@ -280,7 +281,8 @@ def _assemble(command: str, values: dict[str, Any], spelling: Spelling, project:
                                   FORMATS[command]),
                     fail_on=_setting(command, values, "fail_on", spelling),
                     unit=choice(spelling.label("unit"), _setting(command, values, "unit", spelling), FORMAT_UNITS),
-                    explain=bool(values.get("explain")), all_options=bool(values.get("all_options")))
+                    explain=bool(values.get("explain")), verbose=bool(values.get("verbose")),
+                    all_options=bool(values.get("all_options")))
     rules = RuleChoice(_references(values.get("select")), _references(values.get("ignore")),
                        lint_only=command == "lint", project=project)
     diff = bool(values.get("suggest") or values.get("diff")) or (command == "check" and output.format in DIFF_FORMATS)

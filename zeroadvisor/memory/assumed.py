@@ -120,10 +120,12 @@ class AssumedInput:
         return f"assumed {self.words} {self.shown_value()}{where}: {self.effect}; {self.how_to_set()}"
 
     def brief(self) -> str:
-        """A line of the assumptions block: the value and what sets it ("load dtype: fp16 (--load-dtype)")."""
-        where = f" for {self.pointer.lstrip('/').replace('/', '.')}" if self.pointer else ""
-        setting = self.flag or (f"model field {self.field}" if self.field else "the DeepSpeed config")
-        return f"{self.words}{where}: {self.shown_value()} ({setting})"
+        """An item of the assumptions block: the flag that sets it and the value taken ("--load-dtype fp16");
+        without a flag, what it is and where it is set ("optimizer AdamW (the DeepSpeed config)")."""
+        if self.flag:
+            return f"{self.flag.split('/')[0]} {self.shown_value()}"
+        where = f"model field {self.field}" if self.field else "the DeepSpeed config"
+        return f"{self.words} {self.shown_value()} ({where})"
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "value": self.value, "flag": self.flag, "field": self.field,

@@ -39,6 +39,7 @@ class Report:
     colour: bool = False
     ascii_only: bool = False  # only ASCII out: symbols in words, other characters as \x/\u escapes
     explain: bool = False  # text: the configured option's terms and the source notes (--explain)
+    verbose: bool = False  # text (check): the findings in full, the memory by row and the bars (--verbose)
     all_options: bool = False  # text: every option (--all); by default the configured, the recommended, no offload
     width: int | None = None  # text: the terminal's columns (None: 80)
     extra: dict[str, Any] = field(default_factory=dict)

@@ -37,7 +37,7 @@ RECOMMENDED_MARK = ">"
 NUMBER_WIDTH = 7  # "1234.56"
 
 # ANSI SGR codes: verdicts, the marked columns, and one background per bar row.
-_SGR = {Verdict.FITS: "32", Verdict.TIGHT: "33", Verdict.DOES_NOT_FIT: "31;1", Verdict.UNKNOWN: "33", "configured": "1",
+SGR = {Verdict.FITS: "32", Verdict.TIGHT: "33", Verdict.DOES_NOT_FIT: "31;1", Verdict.UNKNOWN: "33", "configured": "1",
         "recommended": "32;1", "dim": "2"}
 _BAR_SGR = {"parameters": "44", "gradients": "46", "optimizer_states": "45", "gathered_parameters": "104",
             "buffers": "43", "activations": "42", "overhead": "100"}
@@ -94,7 +94,7 @@ def verdict_lines(estimate: Estimate | None, rec: overview.Headline | None, unit
     """The verdict sentence, wrapped; coloured by the verdict; the resolved GPU under it."""
     st = estimate.configured if estimate is not None else None
     text = escape.terminal(overview.verdict_sentence(estimate, rec, unit))
-    sgr = _SGR.get(st.verdict) if st is not None and st.verdict else None
+    sgr = SGR.get(st.verdict) if st is not None and st.verdict else None
     out = [style.paint(line, sgr) for line in style.wrap(text)]
     gpu = overview.gpu_words(estimate, unit) if estimate is not None and overview.gpu_name(estimate) else None
     if gpu:  # the card --gpu resolved to (the capacity alone is in the verdict)
@@ -255,7 +255,7 @@ def _cells(st: StageEstimate, estimate: Estimate, unit: str, style: Style,
     if steps:
         ratio = overview.relative_step_time(st, estimate.configured, steps)
         cells.append((f"{ratio:.2f}x" if ratio is not None else "-", None))
-    cells.append((MARKS[st.verdict][style.mark_index], _SGR.get(st.verdict or "")))
+    cells.append((MARKS[st.verdict][style.mark_index], SGR.get(st.verdict or "")))
     return cells
 
 
@@ -313,8 +313,8 @@ def table(stages: list[StageEstimate], estimate: Estimate, unit: str, style: Sty
 
 def _column_sgr(st: StageEstimate, rec: overview.Headline | None) -> str | None:
     if overview.is_configured(st, rec):
-        return _SGR["configured"]
-    return _SGR["recommended"] if overview.is_recommended(st, rec) else None
+        return SGR["configured"]
+    return SGR["recommended"] if overview.is_recommended(st, rec) else None
 
 
 # --- the bars ----------------------------------------------------------------------------------
@@ -341,7 +341,7 @@ def bars(stages: list[StageEstimate], estimate: Estimate, unit: str, style: Styl
         cells = _bar_cells(st, top, bar_width, capacity)
         drawn = "".join(style.paint(ch, _BAR_SGR.get(row) if row else None) for ch, row in cells)
         out.append(style.paint(_header(st, rec).ljust(label_width), _column_sgr(st, rec)) + drawn + " "
-                   + peak.rjust(peak_width) + " " + style.paint(mark.ljust(mark_width), _SGR.get(st.verdict or "")))
+                   + peak.rjust(peak_width) + " " + style.paint(mark.ljust(mark_width), SGR.get(st.verdict or "")))
     return out
 
 

@@ -14,8 +14,8 @@ from zeroadvisor.report import escape
 if TYPE_CHECKING:
     from zeroadvisor.report import Report
 
-_COLOURS = {Severity.ERROR: "\033[31m", Severity.WARNING: "\033[33m", Severity.INFO: "\033[36m"}
-_RESET = "\033[0m"
+COLOURS = {Severity.ERROR: "\033[31m", Severity.WARNING: "\033[33m", Severity.INFO: "\033[36m"}
+RESET = "\033[0m"
 
 
 def location(finding: Finding) -> str:
@@ -31,7 +31,7 @@ def render(findings: list[Finding], colour: bool = False, files: int = 1, ascii_
     for f in findings:
         severity = f"[{f.severity.value}]"
         if colour:
-            severity = f"{_COLOURS[f.severity]}{severity}{_RESET}"
+            severity = f"{COLOURS[f.severity]}{severity}{RESET}"
         lines.append(f"{location(f)}: {escape.terminal(f.code)} {severity} {escape.terminal(f.message)}")
     lines.append(summary(findings, files, unreadable, skipped))
     return escape.output("\n".join(lines) + "\n", ascii_only)
@@ -63,7 +63,7 @@ def wrapped(findings: list[Finding], width: int, colour: bool = False) -> list[s
         text = f"{location(f)}: {escape.terminal(f.code)} {severity} {escape.terminal(f.message)}"
         block = style.wrap(text, "", "    ")
         if colour:  # after wrapping: the escape codes take no columns
-            block[0] = block[0].replace(severity, f"{_COLOURS[f.severity]}{severity}{_RESET}", 1)
+            block[0] = block[0].replace(severity, f"{COLOURS[f.severity]}{severity}{RESET}", 1)
         lines += block
     return lines
 
@@ -85,6 +85,15 @@ def render_report(report: Report) -> str:
                                 report.colour, report.ascii_only)
     steps = report.throughput  # Option -> StepTime (zeroadvisor.throughput.per_option), when timed
     rec = overview.recommendation(report.findings, estimate)
+    if not (report.verbose or report.explain):  # one screen (check_text.py); the rest under --verbose
+        from zeroadvisor.report import check_text
+
+        lines = check_text.render(report.findings, estimate, report.unit, style,
+                                  summary(report.findings, report.files, len(report.extra.get("unreadable", ()))), rec)
+        out = "\n".join(lines).rstrip() + "\n"
+        if report.diff:  # one line of context each side (the --verbose report has difflib's 3); its bytes kept
+            out += escape.terminal_block(check_text.narrow_diff(report.diff))
+        return escape.output(out, report.ascii_only)
     lines = estimate_text.verdict_lines(estimate, rec, report.unit, style)
     lines.append("")
     lines += wrapped(report.findings, style.width, report.colour)
@@ -93,7 +102,11 @@ def render_report(report: Report) -> str:
         # every assumed input in one block; assumed-input (ZA808) above names those that can change the answer
         lines += estimate_text.body(estimate, report.unit, style, explain=report.explain,
                                     all_options=report.all_options, rec=rec, steps=steps)
-    out = "\n".join(lines).rstrip() + "\n"
+    return _with_diff("\n".join(lines).rstrip() + "\n", report)
+
+
+def _with_diff(text: str, report: Report) -> str:
+    """The report's text, then the suggested diff (escaped as a block), for the stream."""
     if report.diff:
-        out += "\n" + escape.terminal_block(report.diff)
-    return escape.output(out, report.ascii_only)
+        text += "\n" + escape.terminal_block(report.diff)
+    return escape.output(text, report.ascii_only)

@@ -1,0 +1,71 @@
+"""The check's one-screen report (report/check_text.py): the README's first check in 45 lines at 80 columns,
+the verdict first, each finding one line, and a diff with less context that makes the same change."""
+
+from __future__ import annotations
+
+import difflib
+import random
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from cli_run import cli  # noqa: F401 - the fixture
+from zeroadvisor.report.check_text import narrow_diff
+
+REPO = Path(__file__).resolve().parent.parent
+README_CHECK = ("check", "sample_configs/zero3_offload.json", "--model", "sample_configs/models/llama-2-7b.yaml",
+                "--gpus", "8", "--gpu", "A100-SXM4-80GB", "--cpu-memory", "1TB", "--suggest")
+
+
+def test_the_readmes_first_check_fits_one_screen(cli):
+    result = cli(*README_CHECK, columns=80, cwd=REPO)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert len(lines) <= 45 and all(len(line) <= 80 for line in lines), len(lines)
+    assert lines[0].startswith("Verdict (ZeRO-3 + CPU optimizer and parameter offload): fits")
+    findings = [line for line in lines if " [warning] " in line or " [info] " in line or " [error] " in line]
+    assert sum(" [warning] " in line for line in findings) <= 3
+    assert all(line.split(": ", 1)[0].endswith(":18:5") for line in findings)  # one line each, location whole
+    assert any(line.startswith("Recommended (ZA802 lower-stage-fits): ZeRO-1") for line in lines)
+    assert any(line.startswith("> ZeRO-1 ") for line in lines) and any(line.startswith("* ZeRO-3 +") for line in lines)
+    assert "model states 37.06 GB (all DeepSpeed's estimator counts)" in result.stdout
+    assert result.stdout.index("Assumed: ") < result.stdout.index("--- a/")
+
+
+def test_verbose_is_the_whole_report(cli):
+    short = cli(*README_CHECK, columns=80, cwd=REPO).stdout
+    whole = cli(*README_CHECK, "--verbose", columns=80, cwd=REPO).stdout
+    assert "TOTAL per GPU" in whole and "TOTAL per GPU" not in short
+    assert "pin_memory is true (DeepSpeed's default)" in " ".join(whole.split())  # the findings in full
+
+
+def _apply(diff: str, text: str, tmp: Path) -> str:
+    (tmp / "f.txt").write_text(text, newline="")
+    (tmp / "p.diff").write_text(diff, newline="")
+    subprocess.run(["git", "apply", "--unidiff-zero", "p.diff"], cwd=tmp, check=True, capture_output=True)
+    return (tmp / "f.txt").read_bytes().decode()
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_narrowed_diff_makes_the_same_change(tmp_path, seed):
+    """Random edits of a random file: the diff with 1 line of context applies (git apply) and gives the same
+    file as difflib's 3-line diff, with no more lines."""
+    rng = random.Random(seed)
+    before = [f"line {i} {rng.randint(0, 9)}\n" for i in range(rng.randint(5, 60))]
+    after = list(before)
+    for _ in range(rng.randint(1, 6)):
+        at = rng.randrange(len(after))
+        choice = rng.choice(("drop", "add", "change"))
+        if choice == "drop" and len(after) > 1:
+            del after[at]
+        elif choice == "add":
+            after.insert(at, f"new {rng.random():.3f}\n")
+        else:
+            after[at] = f"changed {rng.random():.3f}\n"
+    if after == before:
+        after.append("tail\n")
+    full = "".join(difflib.unified_diff(before, after, "a/f.txt", "b/f.txt"))
+    short = narrow_diff(full)
+    assert len(short.splitlines()) <= len(full.splitlines())
+    assert _apply(short, "".join(before), tmp_path) == "".join(after)

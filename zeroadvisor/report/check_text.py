@@ -1,0 +1,234 @@
+"""The check's default text report: one screen (issue 18).
+
+The verdict and the recommended change first, each finding on one line (its location whole, the message cut
+at the width), the options that matter one row each, the assumptions in one block, then the diff. The memory
+rows, the bars, the notes and the findings in full are the ``--verbose`` report (text.py render_report).
+
+Text from files is escaped (``escape.terminal``) before it is measured, so a cut never splits an escape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from zeroadvisor import vocab as labels
+from zeroadvisor.lint.findings import Finding
+from zeroadvisor.report import escape, overview
+from zeroadvisor.report.estimate_text import CONFIGURED_MARK, MARKS, RECOMMENDED_MARK, Style
+from zeroadvisor.units import format_bytes, scale
+
+if TYPE_CHECKING:
+    from zeroadvisor.memory.estimate import Estimate, StageEstimate
+
+ELLIPSIS = ("…", "...")  # Unicode, ASCII
+MORE = "--verbose: in full"
+
+
+MIN_MESSAGE = 24  # columns a finding's message keeps on its location's line; fewer: the message goes below
+
+
+def one_line(finding: Finding, style: Style) -> list[str]:
+    """``file:line:col: CODE [severity] message``, the message cut at the width. The location is never broken
+    (a terminal or CI log links it whole): where it leaves too little room, the message goes on the next line."""
+    from zeroadvisor.report.text import location
+
+    head = f"{location(finding)}: {escape.terminal(finding.code)} [{finding.severity.value}]"
+    message = escape.terminal(finding.message)
+    if style.width - len(head) - 1 >= MIN_MESSAGE:
+        return [_cut(f"{head} {message}", style)]
+    return [head, _cut(f"    {message}", style)]
+
+
+def _cut(text: str, style: Style) -> str:
+    if len(text) <= style.width:
+        return text
+    mark = ELLIPSIS[style.mark_index]
+    return text[:style.width - len(mark)].rstrip() + mark
+
+
+def verdict_sentence(estimate: Estimate | None, rec: overview.Headline | None, unit: str) -> str:
+    """The configured option in plain words, its verdict and peak; what is not counted."""
+    st = estimate.configured if estimate is not None else None
+    if estimate is None or st is None:
+        return overview.verdict_sentence(estimate, None, unit)
+    from zeroadvisor.memory.verdict import RESOURCE_WORDS
+
+    capacity = estimate.cluster.capacities()[st.binding_resource]
+    peak = {"gpu": st.peak_gpu, "host": st.peak_host_per_node, "nvme": st.peak_nvme_per_node}[st.binding_resource]
+    against = f" of {format_bytes(capacity, unit)}" if capacity is not None else ""
+    text = (f"Verdict ({labels.option_plain(st.option)}): {labels.VERDICT_WORDS[st.verdict]}; peak "
+            f"{format_bytes(peak, unit)}{against} {RESOURCE_WORDS[st.binding_resource]} "
+            f"{labels.PHASE_WORDS[st.binding_phase]}")
+    return text + "".join(f"; {labels.UNCOUNTED_SHORT[row]}" for row in st.uncounted)
+
+
+def recommendation_sentence(rec: overview.Headline, unit: str) -> str:
+    """"Recommended (ZA802 lower-stage-fits): ZeRO-1, peak 46.18 GB per GPU; <its step time>"."""
+    from zeroadvisor.advisor.advice import KeyChange
+
+    code = f"{rec.finding.code} {rec.finding.name}"
+    advice = rec.advice
+    if isinstance(advice, KeyChange):
+        return f"Recommended ({code}): change {', '.join(advice.keys)}"
+    text = f"Recommended ({code}): {advice.description}, peak {format_bytes(advice.peak_gpu, unit)} per GPU"
+    if advice.stage.uncounted:
+        text += " (" + "; ".join(labels.UNCOUNTED_SHORT[row] for row in advice.stage.uncounted) + ")"
+    return f"{text}; {_step_words(advice.step_time_s, advice.configured_step_time_s)}" \
+        if advice.step_time_s and advice.configured_step_time_s else text
+
+
+def _step_words(seconds: float, configured: float) -> str:
+    """The step time beside the configured one, "faster"/"slower" only outside the model's measured error
+    (advisor/ranking.py step_time_words says it in full)."""
+    from zeroadvisor.throughput.validation import TIE_BAND
+
+    ratio = configured / seconds
+    figures = f"{seconds:.3g} s per step against {configured:.3g} s"
+    if 1 / TIE_BAND <= ratio <= TIE_BAND:
+        return f"about the same step time ({figures}, within the model's {TIE_BAND - 1:.0%} error)"
+    return f"{ratio:.1f}x faster ({figures})" if ratio > 1 else f"{1 / ratio:.1f}x slower ({figures})"
+
+
+def head_lines(estimate: Estimate | None, rec: overview.Headline | None, unit: str, style: Style) -> list[str]:
+    """The verdict, the recommendation and the card, each wrapped (coloured by the verdict)."""
+    from zeroadvisor.report.estimate_text import SGR
+
+    st = estimate.configured if estimate is not None else None
+    sgr = SGR.get(st.verdict) if st is not None and st.verdict else None
+    out = [style.paint(line, sgr) for line in style.wrap(escape.terminal(verdict_sentence(estimate, rec, unit)))]
+    if rec is not None:
+        out += style.wrap(escape.terminal(recommendation_sentence(rec, unit)))
+    return out
+
+
+def options_lines(estimate: Estimate, rec: overview.Headline | None, unit: str, style: Style) -> list[str]:
+    """The options that matter (overview.shown_stages), one row each: peak per GPU, host RAM per node, fits."""
+    stages = overview.shown_stages(estimate, rec, all_options=False)
+    names = [_name(st, rec) for st in stages]
+    cluster = estimate.cluster
+    card = overview.gpu_words(estimate, unit) or "option"  # "A100-SXM4-80GB, 85.90 GB per GPU"
+    title = escape.terminal(f"{cluster.gpus} x {card}" if card != "option" else card)
+    width = max(len(title), *(len(n) for n in names))
+    header = f"  {title.ljust(width)}  {'peak/GPU':>9}  {'host/node':>9}  fits ({unit})"
+    rows = [header]
+    for st, name in zip(stages, names, strict=True):
+        mark = RECOMMENDED_MARK if overview.is_recommended(st, rec) else \
+            CONFIGURED_MARK if overview.is_configured(st, rec) else " "
+        rows.append(f"{mark} {name.ljust(width)}  {scale(st.peak_gpu, unit):>9.2f}  "
+                    f"{scale(st.peak_host_per_node, unit):>9.2f}  {MARKS[st.verdict][style.mark_index]}")
+    return rows + _difference_line(estimate, rec, unit, style)
+
+
+def _name(st: StageEstimate, rec: overview.Headline | None) -> str:
+    suffix = overview.column_label(st, rec)[len(labels.option_header(st.option)):]
+    return labels.option_plain(st.option) + suffix
+
+
+def _difference_line(estimate: Estimate, rec: overview.Headline | None, unit: str, style: Style) -> list[str]:
+    """What the peak adds to the model states alone (what DeepSpeed's own estimator counts), for the run the
+    report is about: the recommended one, else the configured."""
+    st = rec.column if rec is not None and rec.column is not None else estimate.configured
+    if st is None:
+        return []
+    rows = [(row, st.per_gpu.get(row, 0)) for row in ("gathered_parameters", "buffers", "activations", "overhead")]
+    parts = [f"{labels.ROW_LABELS[row]} {scale(n, unit):.2f}" for row, n in rows if n]
+    if not parts:
+        return []
+    text = (f"{labels.option_plain(st.option)}: model states {scale(st.per_gpu['model_states'], unit):.2f} {unit} "
+            f"(all DeepSpeed's estimator counts) + {' + '.join(parts)} {unit}")
+    return style.wrap(escape.terminal(text))
+
+
+def assumption_lines(estimate: Estimate, style: Style) -> list[str]:
+    """Every assumed input, one block (ZA808 among the findings names those that can change the answer)."""
+    if not estimate.assumed:
+        return []
+    return style.wrap(escape.terminal("Assumed: " + "; ".join(a.brief() for a in estimate.assumed) + "."))
+
+
+def render(findings: Sequence[Finding], estimate: Estimate | None, unit: str, style: Style, summary: str,
+           rec: overview.Headline | None) -> list[str]:
+    """The one-screen check (module docstring), without the diff."""
+    lines = head_lines(estimate, rec, unit, style)
+    lines.append("")
+    lines += [_paint_severity(line, f, style) for f in findings for line in one_line(f, style)]
+    lines += style.wrap(f"{summary} ({MORE})")
+    if estimate is not None:
+        lines.append("")
+        lines += options_lines(estimate, rec, unit, style)
+        lines += assumption_lines(estimate, style)
+    return lines
+
+
+def narrow_diff(diff: str, context: int = 1) -> str:
+    """A unified diff with ``context`` lines around each change instead of difflib's 3 (hunks split where the
+    changes are further apart), its @@ headers recounted: the same change, fewer lines on the screen."""
+    out: list[str] = []
+    lines = diff.splitlines(keepends=True)
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if not line.startswith("@@"):
+            out.append(line)
+            i += 1
+            continue
+        old_start, new_start = _hunk_starts(line)
+        i += 1
+        body: list[str] = []
+        while i < len(lines) and not lines[i].startswith("@@") and not lines[i].startswith("--- "):
+            body.append(lines[i])
+            i += 1
+        out += _rehunk(body, old_start, new_start, context)
+    return "".join(out)
+
+
+def _hunk_starts(header: str) -> tuple[int, int]:
+    """The old and new start lines of ``@@ -a,b +c,d @@``."""
+    old, new = header.split()[1:3]
+    return int(old[1:].split(",")[0]), int(new[1:].split(",")[0])
+
+
+def _rehunk(body: list[str], old_start: int, new_start: int, context: int) -> list[str]:
+    """One hunk's lines as hunks with ``context`` lines of context (``\\ No newline`` stays with its line)."""
+    changed = [k for k, text in enumerate(body) if text[:1] in "+-"]
+    if not changed:
+        return []
+    keep: set[int] = set()
+    for k in changed:
+        keep.update(range(max(0, k - context), min(len(body), k + context + 1)))
+    keep.update(k for k, text in enumerate(body) if text.startswith("\\") and k - 1 in keep)
+    out: list[str] = []
+    old, new = old_start, new_start
+    group: list[str] = []
+    group_old = group_new = 0
+    for k, text in enumerate(body):
+        if k in keep:
+            if not group:
+                group_old, group_new = old, new
+            group.append(text)
+        elif group:
+            out += _hunk(group, group_old, group_new)
+            group = []
+        if text[:1] in " -":
+            old += 1
+        if text[:1] in " +":
+            new += 1
+    if group:
+        out += _hunk(group, group_old, group_new)
+    return out
+
+
+def _hunk(group: list[str], old: int, new: int) -> list[str]:
+    olds = sum(1 for text in group if text[:1] in " -")
+    news = sum(1 for text in group if text[:1] in " +")
+    return [f"@@ -{old if olds else old - 1},{olds} +{new if news else new - 1},{news} @@\n", *group]
+
+
+def _paint_severity(line: str, finding: Finding, style: Style) -> str:
+    from zeroadvisor.report.text import COLOURS, RESET
+
+    if not style.colour:
+        return line
+    severity = f"[{finding.severity.value}]"
+    return line.replace(severity, f"{COLOURS[finding.severity]}{severity}{RESET}", 1)
