@@ -296,3 +296,22 @@ def test_cli_check_takes_a_name_of_one_memory_and_warns_of_the_variant(cli, ds):
     assert estimate["cluster"]["gpu"]["name"] == "A100-SXM4-80GB"
     assumed = [a for a in estimate["assumed"] if a["name"] == "gpu_variant"]
     assert len(assumed) == 1 and "A100-PCIE-80GB" in assumed[0]["effect"] and assumed[0]["flag"] == "--gpu"
+
+
+def test_the_step_time_notes_and_assumed_inputs_carry_the_variant():
+    from zeroadvisor.hardware.machine import Hardware
+    from zeroadvisor.memory.assumed import hardware_assumptions, hardware_notes
+
+    card = resolve_gpu("V100-32GB")
+    (assumed,) = hardware_assumptions(Hardware(card))
+    assert (assumed.name, assumed.value, assumed.flag) == ("gpu_variant", "V100-SXM2-32GB", "--gpu")
+    assert "V100-PCIE-32GB" in assumed.message() and "\n" not in assumed.message()
+    assert any("V100-SXM3-32GB" in note for note in hardware_notes(Hardware(card)))
+    assert hardware_assumptions(Hardware(GPUS["V100-SXM2-32GB"])) == []  # the full name: nothing assumed
+
+
+def test_the_manual_counts_the_table():
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "check.md").read_text("utf-8")
+    assert f"lists the {len(ROWS)}\ncards" in text or f"lists the {len(ROWS)} cards" in text
