@@ -225,7 +225,8 @@ def test_new_rows_carry_their_datasheet_figures():
     assert GPUS["MI210"].dense_tflops == 181 and GPUS["MI210"].memory_gb_s == 1600
     assert GPUS["B300-288GB"].dense_tflops == 2250 and GPUS["B300-288GB"].intra_node_gb_s == 900
     assert GPUS["RTX-A4000"].dense_tflops == 153.4 / 2 and GPUS["RTX-3080-10GB"].dense_tflops == 59.5
-    assert GPUS["QUADRO-RTX-8000"].memory_bytes == (48 * 10**9 // MIB) * MIB
+    assert gpu_memory("Quadro RTX 8000") == 48601 * MIB and gpu_memory("TITAN RTX") == 24219 * MIB  # lambdal#11
+    assert GPUS["QUADRO-RTX-6000"].memory_bytes == (24 * 10**9 // MIB) * MIB  # no driver figure: the datasheet's
     assert gpu_memory("V100-PCIE-32GB") == 32768 * MIB  # akash-network/provider-configs#90
 
 

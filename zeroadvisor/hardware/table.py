@@ -79,6 +79,7 @@ def _sparse(tflops: float) -> float:
 
 # Where the driver's memory figures were read (nvidia-smi output in public threads):
 _SMI_MODAL = "https://github.com/modal-labs/modal-client/pull/2797"  # H100, A100 80/40, A10, L40S, L4, T4
+_SMI_LAMBDA = "https://github.com/lambdal/lambda-tensorflow-benchmark/pull/11"  # TITAN RTX, Quadro RTX 8000
 
 _A100 = ("https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/"
          "nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf")
@@ -273,12 +274,16 @@ ROWS: tuple[tuple[GpuSpec, tuple[str, ...]], ...] = (
              f"t4-tensor-core-datasheet-951643.pdf {_SMI_MODAL}", memory_gb_s=320.0), ("T4-16GB",)),
     # TU102 cards: fp16 tensor rate with fp32 accumulate (no bf16), 672 GB/s GDDR6; NVLink bridges join pairs
     # only. Quadro RTX 6000/8000: Turing whitepaper 130.5 TFLOPS; TITAN RTX: 130 TFLOPS (its product page).
-    # "RTX 6000" alone is refused: also the RTX 6000 Ada. Memory: datasheet GB
-    (GpuSpec("TITAN-RTX", _gb(24), 130.0, PCIE3, PCIE3,
-             f"https://www.nvidia.com/en-us/deep-learning-ai/products/titan-rtx/ {_TURING}", memory_gb_s=672.0),
+    # "RTX 6000" alone is refused: also the RTX 6000 Ada. Memory: nvidia-smi 24219 MiB (TITAN RTX) and
+    # 48601 MiB (Quadro RTX 8000), https://github.com/lambdal/lambda-tensorflow-benchmark/pull/11; the
+    # Quadro RTX 6000: datasheet 24 GB
+    (GpuSpec("TITAN-RTX", 24219, 130.0, PCIE3, PCIE3,
+             f"https://www.nvidia.com/en-us/deep-learning-ai/products/titan-rtx/ {_TURING} {_SMI_LAMBDA}",
+             memory_gb_s=672.0),
      ("Titan RTX", "TITAN RTX 24GB")),
-    (GpuSpec("QUADRO-RTX-8000", _gb(48), 130.5, PCIE3, PCIE3,
-             f"https://www.nvidia.com/en-us/design-visualization/quadro/rtx-8000/ {_TURING}", memory_gb_s=672.0),
+    (GpuSpec("QUADRO-RTX-8000", 48601, 130.5, PCIE3, PCIE3,
+             f"https://www.nvidia.com/en-us/design-visualization/quadro/rtx-8000/ {_TURING} {_SMI_LAMBDA}",
+             memory_gb_s=672.0),
      ("Quadro RTX 8000", "RTX 8000")),
     (GpuSpec("QUADRO-RTX-6000", _gb(24), 130.5, PCIE3, PCIE3,
              f"https://www.nvidia.com/en-us/design-visualization/quadro/rtx-6000/ {_TURING}", memory_gb_s=672.0),
