@@ -171,7 +171,10 @@ def test_a_declared_gpu_is_usable_with_the_gpu_flag_and_as_the_cluster_gpu(repo,
                                         "(A100-SXM4-80GB, A100-PCIE-80GB, A100-SXM4-40GB, A100-PCIE-40GB)")),
     (MY_CARD.replace("MyCard", "nvidia-l4"), "names a card of the table (L4)"),
     (MY_CARD + MY_CARD.replace("MyCard", '"my card"'), "the same name as the declared GPU 'MyCard'"),
-    (MY_CARD.replace("MyCard", '"my/card"'), "'tool.zeroadvisor.gpus.my/card': a GPU name is letters, digits"),
+    (MY_CARD.replace("MyCard", '"my/card"'), ("pyproject.toml:1: 'tool.zeroadvisor.gpus': GPU name 'my/card': a GPU "
+                                             "name is letters, digits")),
+    (MY_CARD.replace("MyCard", '"my\\u001b[31mcard"'), "GPU name 'my\\x1b[31mcard'"),  # escaped, not sent raw
+    (MY_CARD + '"x\\u001b" = 1\n', "unknown key 'x\\x1b' under 'tool.zeroadvisor.gpus.MyCard'"),
     ('[tool.zeroadvisor.gpus]\nMyCard = 3\n', "pyproject.toml:2: 'tool.zeroadvisor.gpus.MyCard': expected a table"),
     ('[tool.zeroadvisor]\ngpus = 3\n', "'tool.zeroadvisor.gpus': expected a table of [gpus.NAME] tables"),
 ])

@@ -280,9 +280,10 @@ class _Parsing:
             dotted = self.dotted(f"gpus.{name}")
             line = _line_of_table(self.text, self.prefix, name)
             where = f"{self.path}:{line}" if line else self.path
-            if not _GPU_NAME.fullmatch(name):
-                raise ProjectConfigError(f"{where}: '{dotted}': a GPU name is letters, digits, spaces, '.', '_' "
-                                         "and '-' (at most 64), starting with a letter or digit")
+            if not _GPU_NAME.fullmatch(name):  # shown escaped: the file's text is data
+                raise ProjectConfigError(f"{where}: '{self.dotted('gpus')}': GPU name {name!r}: a GPU name is "
+                                         "letters, digits, spaces, '.', '_' and '-' (at most 64), starting with a "
+                                         "letter or digit")
             if not isinstance(card, dict):
                 raise ProjectConfigError(f"{where}: '{dotted}': expected a table of "
                                          f"{', '.join(GPU_KEYS)}")
@@ -292,8 +293,8 @@ class _Parsing:
                 sub_line = _line_of_table(self.text, self.prefix, name, sub) or line
                 sub_where = f"{self.path}:{sub_line}" if sub_line else self.path
                 if sub not in GPU_KEYS:
-                    raise ProjectConfigError(f"{sub_where}: unknown key '{dotted}.{sub}' (known: "
-                                             f"{', '.join(GPU_KEYS)})")
+                    shown = f"'{dotted}.{sub}'" if sub.isprintable() else f"{sub!r} under '{dotted}'"
+                    raise ProjectConfigError(f"{sub_where}: unknown key {shown} (known: {', '.join(GPU_KEYS)})")
                 values[GPU_KEYS[sub]] = value
                 origins[GPU_KEYS[sub]] = f"{sub_where}: '{dotted}.{sub}'"
             missing = [sub for sub in GPU_REQUIRED if GPU_KEYS[sub] not in values]
