@@ -112,8 +112,9 @@ ROWS: tuple[tuple[GpuSpec, tuple[str, ...]], ...] = (
     # memory: nvidia-smi 95830 MiB, https://github.com/NVIDIA/gpu-admin-tools/issues/4; bridge pairs only
     (GpuSpec("H100-NVL-94GB", 95830, _sparse(1671), PCIE5, PCIE5, _H100, memory_gb_s=3900.0),
      ("H100", "H100-NVL", "H100-94GB", "H100 NVL")),
-    # memory: nvidia-smi 143771 MiB as the previous table had it (not re-found in a public output)
-    (GpuSpec("H200-SXM-141GB", 143771, _sparse(1979), 450.0, PCIE5, _H200, memory_gb_s=4800.0),
+    # memory: nvidia-smi 143771 MiB, https://thundergolfer.com/blog/nvidia-gpu-memory-capacity (Modal's table)
+    (GpuSpec("H200-SXM-141GB", 143771, _sparse(1979), 450.0, PCIE5,
+             f"{_H200} https://thundergolfer.com/blog/nvidia-gpu-memory-capacity", memory_gb_s=4800.0),
      ("H200", "H200-SXM", "H200-SXM5", "H200-141GB")),
     # memory: as the SXM card (same 141 GB HBM3e); NVLink bridge joins 2 or 4 cards only
     (GpuSpec("H200-NVL-141GB", 143771, _sparse(1671), PCIE5, PCIE5, _H200, memory_gb_s=4800.0),
