@@ -81,7 +81,8 @@ def test_every_input_names_a_flag_of_estimate_and_check_and_a_description_field(
     # only the optimizer (config-only), the stage (a config key, not a model fact) and the machine facts of the
     # step time lack a field
     assert {n for n, s in INPUTS.items() if not s.field} == {"optimizer", "zero_stage", "efficiency", "cpu_cores",
-                                                             "inter_node_bandwidth", "nvme_bandwidth", "launcher"}
+                                                             "inter_node_bandwidth", "nvme_bandwidth", "launcher",
+                                                             "gpu_variant"}
 
 
 # -- sequence length -------------------------------------------------------------------------------

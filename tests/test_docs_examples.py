@@ -259,7 +259,11 @@ def check_project_config(block: Block, tmp_path: Path) -> None:
     name = project.PYPROJECT if "[tool.zeroadvisor" in block.content else project.DEDICATED
     path = tmp_path / name
     path.write_text(block.content, "utf-8")
-    assert project.load(str(path)) is not None, f"{block}: {name} holds no zeroadvisor configuration"
+    config = project.load(str(path))
+    assert config is not None, f"{block}: {name} holds no zeroadvisor configuration"
+    from zeroadvisor.inputs.project import checked
+
+    checked(config)  # every value as the run parses it (sizes, GPU names, declared GPUs)
 
 
 def check_model_description(block: Block, tmp_path: Path) -> None:

@@ -1,5 +1,6 @@
-"""The GPU table (hardware/table.py) and name resolution (hardware/gpus.py): names normalised, ambiguous
-names refused with their variants, every row sourced, figures as the driver reports them."""
+"""The GPU table (hardware/table.py) and name resolution (hardware/gpus.py): names normalised, names of
+several cards of one memory resolved with the assumed variant stated, other ambiguous names refused with
+their variants, cloud names matched exactly, every row sourced, figures as the driver reports them."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ import pytest
 from cli_run import cli  # noqa: F401 - the fixture
 from zeroadvisor.memory.estimate import Cluster
 from zeroadvisor.memory.errors import EstimateError
-from zeroadvisor.hardware.table import ROWS
-from zeroadvisor.hardware.gpus import GPUS, AmbiguousGpu, UnknownGpu, gpu_memory, normalise, resolve_gpu
+from zeroadvisor.hardware.table import CLOUD_NAMES, ROWS, GpuSpec
+from zeroadvisor.hardware.gpus import (GPUS, PREFIXES, AmbiguousGpu, UnknownGpu, gpu_memory, normalise, resolve_gpu,
+                                       table_cards)
 
 MIB = 2**20
 
@@ -41,15 +43,81 @@ def test_h100_sxm_spellings_resolve(typed):
     ("AMD Instinct MI300X", "MI300X"),
     ("a10g", "A10G"),
     ("A10", "A10"),  # a prefix of A100 and A10G, still its own card
+    # what nvidia-smi --query-gpu=name, rocm-smi and hl-smi print for the cards people train on
+    ("NVIDIA H100 80GB HBM3", "H100-SXM5-80GB"),
+    ("NVIDIA GeForce RTX 4090", "RTX-4090"),
+    ("Tesla V100-SXM2-32GB", "V100-SXM2-32GB"),
+    ("NVIDIA RTX A6000", "RTX-A6000"),
+    ("NVIDIA L40S", "L40S"),
+    ("NVIDIA A10G", "A10G"),
+    ("NVIDIA TITAN RTX", "TITAN-RTX"),
+    ("Quadro RTX 6000", "QUADRO-RTX-6000"),
+    ("Quadro RTX 8000", "QUADRO-RTX-8000"),
+    ("NVIDIA RTX A4000", "RTX-A4000"),
+    ("NVIDIA RTX A4500", "RTX-A4500"),
+    ("NVIDIA RTX A5000", "RTX-A5000"),
+    ("NVIDIA RTX A5500", "RTX-A5500"),
+    ("NVIDIA GeForce RTX 3080 Ti", "RTX-3080-TI"),
+    ("RTX 3080 12GB", "RTX-3080-12GB"),
+    ("NVIDIA GeForce RTX 4080", "RTX-4080"),
+    ("NVIDIA GeForce RTX 4080 SUPER", "RTX-4080-SUPER"),
+    ("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "RTX-PRO-6000-BLACKWELL"),
+    ("NVIDIA B300 SXM6 AC", "B300-288GB"),
+    ("AMD Instinct MI210", "MI210"),
+    ("AMD Instinct MI355X", "MI355X"),
+    ("HL-225", "GAUDI2-96GB"),
+    ("HL-325L", "GAUDI3-128GB"),
+    ("Intel Gaudi 3", "GAUDI3-128GB"),
 ])
 def test_driver_and_marketing_names_resolve(typed, card):
-    assert resolve_gpu(typed).name == card
+    spec = resolve_gpu(typed)
+    assert spec.name == card and spec.assumed_variant is None and spec is GPUS[card]
+
+
+@pytest.mark.parametrize("typed, card, variants", [
+    ("A100-80GB", "A100-SXM4-80GB", {"A100-SXM4-80GB", "A100-PCIE-80GB"}),
+    ("A100 80GB", "A100-SXM4-80GB", {"A100-SXM4-80GB", "A100-PCIE-80GB"}),
+    ("a100_40g", "A100-SXM4-40GB", {"A100-SXM4-40GB", "A100-PCIE-40GB"}),
+    ("V100-32GB", "V100-SXM2-32GB", {"V100-SXM2-32GB", "V100-SXM3-32GB", "V100-PCIE-32GB"}),
+    ("NVIDIA H200", "H200-SXM-141GB", {"H200-SXM-141GB", "H200-NVL-141GB"}),  # what nvidia-smi prints
+    ("A800-80GB", "A800-SXM4-80GB", {"A800-SXM4-80GB", "A800-PCIE-80GB"}),
+])
+def test_names_of_cards_with_one_memory_resolve_and_state_the_variant(typed, card, variants):
+    spec = resolve_gpu(typed)
+    assert spec.name == card and {GPUS[v].memory_mib for v in variants} == {spec.memory_mib}
+    line = spec.assumed_variant
+    assert line is not None and "\n" not in line and all(v in line for v in variants)
+    assert f"the step time assumes {card}" in line and repr(typed) in line
+    assert GPUS[card].assumed_variant is None  # the table's row is unchanged; the resolved card carries it
+    assert spec.to_dict()["assumed_variant"] == line
+
+
+def test_the_assumed_variant_is_the_first_listed_and_the_sxm_form():
+    """One rule: of cards with one memory, the first in the table, which lists the SXM (NVLink-switched) form
+    first: so it has the fastest link of them."""
+    order = [spec.name for spec, _ in ROWS]
+    resolved = 0
+    for spec, names in ROWS:
+        for name in names:
+            cards = table_cards(name)
+            if len(cards) < 2 or len({GPUS[c].memory_mib for c in cards}) > 1:
+                continue
+            chosen = resolve_gpu(name)
+            resolved += 1
+            assert chosen.name == min(cards, key=order.index) == cards[0]
+            assert chosen.intra_node_gb_s == max(GPUS[c].intra_node_gb_s for c in cards), name
+    assert resolved >= 8
 
 
 @pytest.mark.parametrize("typed, variants", [
     ("A100", {"A100-SXM4-80GB", "A100-PCIE-80GB", "A100-SXM4-40GB", "A100-PCIE-40GB"}),
     ("A100-PCIe", {"A100-PCIE-80GB", "A100-PCIE-40GB"}),
-    ("A100-80GB", {"A100-SXM4-80GB", "A100-PCIE-80GB"}),  # same memory, different links
+    ("A100-SXM4", {"A100-SXM4-80GB", "A100-SXM4-40GB"}),
+    ("H100-80GB", {"H100-SXM5-80GB", "H100-PCIE-80GB"}),  # the PCIe card's memory: the datasheet's, not the driver's
+    ("RTX 3080", {"RTX-3080-10GB", "RTX-3080-12GB"}),
+    ("NVIDIA GeForce RTX 3080", {"RTX-3080-10GB", "RTX-3080-12GB"}),  # nvidia-smi prints it for both
+    ("RTX 6000", {"RTX-6000-ADA", "QUADRO-RTX-6000"}),
+    ("Tesla A100", {"A100-SXM4-80GB", "A100-PCIE-80GB", "A100-SXM4-40GB", "A100-PCIE-40GB"}),  # not Google's name
     ("H100", {"H100-SXM5-80GB", "H100-PCIE-80GB", "H100-NVL-94GB"}),
     ("v100", {"V100-SXM2-32GB", "V100-SXM2-16GB", "V100-SXM3-32GB", "V100-PCIE-32GB", "V100-PCIE-16GB"}),
     ("GH200", {"GH200-96GB", "GH200-144GB"}),
@@ -75,11 +143,13 @@ def test_every_card_resolves_by_its_canonical_name_and_every_name_is_reachable()
     for spec, names in ROWS:
         assert resolve_gpu(spec.name) is spec
         assert resolve_gpu(spec.name.lower().replace("-", " ")) is spec
-        for name in names:  # a name either resolves to this row or is ambiguous including it
+        for name in names:  # a name resolves to this row, to a row of the same memory naming it, or is refused
             try:
-                assert resolve_gpu(name) is spec
+                found = resolve_gpu(name)
             except AmbiguousGpu as err:
                 assert spec.name in err.variants
+            else:
+                assert found is spec or (found.memory_mib == spec.memory_mib and spec.name in found.assumed_variant)
     assert len(GPUS) == len(ROWS)  # canonical names are unique
 
 
@@ -143,6 +213,37 @@ def test_dense_tflops_are_half_the_sparse_headline():
     assert resolve_gpu("H100 SXM").intra_node_gb_s == 450 and resolve_gpu("H800 SXM").intra_node_gb_s == 200
 
 
+@pytest.mark.parametrize("cloud, card", sorted(CLOUD_NAMES.items()))
+def test_cloud_names_resolve_exactly(cloud, card):
+    assert resolve_gpu(cloud) is GPUS[card] and resolve_gpu(f" {cloud.upper()} ") is GPUS[card]
+
+
+def test_new_rows_carry_their_datasheet_figures():
+    assert GPUS["GAUDI3-128GB"].dense_tflops == 1835 and GPUS["GAUDI3-128GB"].intra_node_gb_s == 525  # 21 x 200Gb/s
+    assert GPUS["GAUDI2-96GB"].dense_tflops == 432 and GPUS["GAUDI2-96GB"].intra_node_gb_s == 262.5
+    assert GPUS["MI355X"].dense_tflops == 2516.6 and GPUS["MI355X"].memory_gb_s == 8000
+    assert GPUS["MI210"].dense_tflops == 181 and GPUS["MI210"].memory_gb_s == 1600
+    assert GPUS["B300-288GB"].dense_tflops == 2250 and GPUS["B300-288GB"].intra_node_gb_s == 900
+    assert GPUS["RTX-A4000"].dense_tflops == 153.4 / 2 and GPUS["RTX-3080-10GB"].dense_tflops == 59.5
+    assert gpu_memory("Quadro RTX 8000") == 48601 * MIB and gpu_memory("TITAN RTX") == 24219 * MIB  # lambdal#11
+    assert GPUS["QUADRO-RTX-6000"].memory_bytes == (24 * 10**9 // MIB) * MIB  # no driver figure: the datasheet's
+    assert gpu_memory("V100-PCIE-32GB") == 32768 * MIB  # akash-network/provider-configs#90
+
+
+def test_normalise_strips_every_prefix():
+    for word in PREFIXES:
+        assert normalise(f"{word.title()} L4") == "L4" and resolve_gpu(f"{word} L4") is GPUS["L4"]
+    assert normalise("Quadro RTX 6000") != normalise("RTX 6000")  # Quadro is a name, not a vendor word
+
+
+def test_extra_cards_resolve_by_their_names_first():
+    mine = GpuSpec("My-Card", 40960, 100.0, 64.0, 32.0, "declared")
+    assert resolve_gpu("my card", [mine]) is mine and resolve_gpu("L4", [mine]) is GPUS["L4"]
+    with pytest.raises(UnknownGpu) as caught:
+        resolve_gpu("My-Crad", [mine])
+    assert "My-Card" in str(caught.value)
+
+
 def test_normalise_is_idempotent_and_ignores_vendor_words():
     for spec, names in ROWS:
         for name in (spec.name, *names):
@@ -186,3 +287,32 @@ def test_cli_json_and_text_name_the_card(cli, ds):
     assert "RTX-4090" in text
     bare = cli("estimate", "-c", ds, "--params", "7B", "--gpus", "8", "--gpu-memory", "24GB", "-f", "json")
     assert json.loads(bare.stdout)["cluster"]["gpu"] is None
+
+
+def test_cli_check_takes_a_name_of_one_memory_and_warns_of_the_variant(cli, ds):
+    result = cli("check", ds, "--params", "7B", "--gpus", "8", "--gpu", "A100-80GB", "--seq-len", "2048",
+                 "--fail-on", "never", "-f", "json")
+    assert result.returncode == 0, result.stderr
+    estimate = json.loads(result.stdout)["estimate"]
+    assert estimate["cluster"]["gpu"]["name"] == "A100-SXM4-80GB"
+    assumed = [a for a in estimate["assumed"] if a["name"] == "gpu_variant"]
+    assert len(assumed) == 1 and "A100-PCIE-80GB" in assumed[0]["effect"] and assumed[0]["flag"] == "--gpu"
+
+
+def test_the_step_time_notes_and_assumed_inputs_carry_the_variant():
+    from zeroadvisor.hardware.machine import Hardware
+    from zeroadvisor.memory.assumed import hardware_assumptions, hardware_notes
+
+    card = resolve_gpu("V100-32GB")
+    (assumed,) = hardware_assumptions(Hardware(card))
+    assert (assumed.name, assumed.value, assumed.flag) == ("gpu_variant", "V100-SXM2-32GB", "--gpu")
+    assert "V100-PCIE-32GB" in assumed.message() and "\n" not in assumed.message()
+    assert any("V100-SXM3-32GB" in note for note in hardware_notes(Hardware(card)))
+    assert hardware_assumptions(Hardware(GPUS["V100-SXM2-32GB"])) == []  # the full name: nothing assumed
+
+
+def test_the_manual_counts_the_table():
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "check.md").read_text("utf-8")
+    assert f"lists the {len(ROWS)}\ncards" in text or f"lists the {len(ROWS)} cards" in text

@@ -124,3 +124,69 @@ def test_a_format_the_command_lacks_is_a_usage_error(repo, cli):
 ])
 def test_per_file_ignore_globs(relative, pattern, matches):
     assert project._glob_match(relative, pattern) is matches
+
+
+# -- GPUs the project declares ([gpus.NAME]) ----------------------------------------------------------
+
+MY_CARD = ('[tool.zeroadvisor.gpus.MyCard]\nmemory = "48GB"\ndense-tflops = 200\n'
+           'intra-node-bandwidth = "64GB/s"\nhost-link-bandwidth = "32GB/s"\nmemory-bandwidth = "960GB/s"\n')
+
+
+def test_a_declared_gpu_is_usable_with_the_gpu_flag_and_as_the_cluster_gpu(repo, cli):
+    (repo / "ds.json").write_text(NO_OPTIMIZER)
+    write(repo / "pyproject.toml", '[tool.zeroadvisor]\nformat = "json"\n' + MY_CARD)
+    result = cli("check", "ds.json", "--params", "7B", "--gpus", "8", "--gpu", "my-card", "--fail-on", "never",
+                 cwd=repo)
+    assert result.returncode == 0, result.stderr
+    gpu = json.loads(result.stdout)["estimate"]["cluster"]["gpu"]
+    assert gpu["name"] == "MyCard" and gpu["memory_bytes"] == (48 * 10**9 // 2**20) * 2**20
+    assert (gpu["dense_tflops"], gpu["intra_node_gb_s"], gpu["host_link_gb_s"], gpu["memory_gb_s"]) == (
+        200.0, 64.0, 32.0, 960.0)
+    assert gpu["source"] == f"declared in {repo / 'pyproject.toml'}"
+    # the cluster's gpu may name it too, in a .zeroadvisor.toml (no tool.zeroadvisor prefix)
+    (repo / "pyproject.toml").unlink()
+    write(repo / ".zeroadvisor.toml", 'format = "json"\n[cluster]\ngpus = 4\ngpu = "MyCard"\n'
+          + MY_CARD.replace("[tool.zeroadvisor.gpus.MyCard]", "[gpus.MyCard]"))
+    result = cli("check", "ds.json", "--params", "7B", "--fail-on", "never", cwd=repo)
+    assert json.loads(result.stdout)["estimate"]["cluster"]["gpu"]["name"] == "MyCard", result.stderr
+    # the table's cards still resolve beside it
+    result = cli("check", "ds.json", "--params", "7B", "--gpu", "L4", "--fail-on", "never", cwd=repo)
+    assert json.loads(result.stdout)["estimate"]["cluster"]["gpu"]["name"] == "L4"
+
+
+@pytest.mark.parametrize("card, message", [
+    (MY_CARD.replace('dense-tflops = 200\n', ''),
+     "pyproject.toml:1: 'tool.zeroadvisor.gpus.MyCard': give dense-tflops"),
+    (MY_CARD + 'tflops = 3\n', "pyproject.toml:7: unknown key 'tool.zeroadvisor.gpus.MyCard.tflops' (known: memory,"),
+    (MY_CARD.replace('"48GB"', '"48"'), "pyproject.toml:2: 'tool.zeroadvisor.gpus.MyCard.memory': "),
+    (MY_CARD.replace('= 200', '= "fast"'), ("pyproject.toml:3: 'tool.zeroadvisor.gpus.MyCard.dense-tflops': "
+                                           "expected TFLOPS")),
+    (MY_CARD.replace('= 200', '= 0'), "expected TFLOPS, a number above 0"),
+    (MY_CARD.replace('"64GB/s"', '"fast"'), ("pyproject.toml:4: 'tool.zeroadvisor.gpus.MyCard.intra-node-bandwidth': "
+                                            "expected a bandwidth")),
+    (MY_CARD.replace('"960GB/s"', '-1'), ("pyproject.toml:6: 'tool.zeroadvisor.gpus.MyCard.memory-bandwidth': must "
+                                         "be above 0")),
+    (MY_CARD + 'source = ""\n', "pyproject.toml:7: 'tool.zeroadvisor.gpus.MyCard.source': expected a line of text"),
+    (MY_CARD.replace("MyCard", "A100"), ("pyproject.toml:1: 'tool.zeroadvisor.gpus.A100': names a card of the table "
+                                        "(A100-SXM4-80GB, A100-PCIE-80GB, A100-SXM4-40GB, A100-PCIE-40GB)")),
+    (MY_CARD.replace("MyCard", "nvidia-l4"), "names a card of the table (L4)"),
+    (MY_CARD + MY_CARD.replace("MyCard", '"my card"'), "the same name as the declared GPU 'MyCard'"),
+    (MY_CARD.replace("MyCard", '"my/card"'), ("pyproject.toml:1: 'tool.zeroadvisor.gpus': GPU name 'my/card': a GPU "
+                                             "name is letters, digits")),
+    (MY_CARD.replace("MyCard", '"my\\u001b[31mcard"'), "GPU name 'my\\x1b[31mcard'"),  # escaped, not sent raw
+    (MY_CARD + '"x\\u001b" = 1\n', "unknown key 'x\\x1b' under 'tool.zeroadvisor.gpus.MyCard'"),
+    ('[tool.zeroadvisor.gpus]\nMyCard = 3\n', "pyproject.toml:2: 'tool.zeroadvisor.gpus.MyCard': expected a table"),
+    ('[tool.zeroadvisor]\ngpus = 3\n', "'tool.zeroadvisor.gpus': expected a table of [gpus.NAME] tables"),
+])
+def test_a_bad_declared_gpu_is_one_line_naming_file_line_and_key(repo, cli, card, message):
+    write(repo / "pyproject.toml", card)
+    result = cli("lint", "configs/typo.json", cwd=repo)  # every run checks the whole configuration
+    assert result.returncode == 2 and result.stdout == "" and "Traceback" not in result.stderr
+    assert message in result.stderr and result.stderr.count("\n") == 1, result.stderr
+
+
+def test_an_unknown_gpu_name_suggests_the_declared_ones(repo, cli):
+    (repo / "ds.json").write_text(NO_OPTIMIZER)
+    write(repo / "pyproject.toml", MY_CARD)
+    result = cli("check", "ds.json", "--params", "7B", "--gpus", "8", "--gpu", "MyCrad", cwd=repo)
+    assert result.returncode == 2 and "did you mean MyCard" in result.stderr and result.stderr.count("\n") == 1

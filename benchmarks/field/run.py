@@ -40,22 +40,17 @@ OUTCOMES = ("fits", "does-not-fit")
 
 
 def _gpu_args(case_cluster: dict) -> list[str]:
-    """``--gpu NAME`` for a card zeroadvisor's table names (driver-reported capacity); for a name the
-    table finds ambiguous whose cards all have the same memory (``A100-40GB``: SXM4 or PCIe), that
-    memory; otherwise ``--gpu-memory`` with the capacity the case states."""
-    from zeroadvisor.hardware.gpus import GPUS, AmbiguousGpu, resolve_gpu
+    """``--gpu NAME`` for a name zeroadvisor's table resolves (driver-reported capacity; a name of several cards
+    of one memory, ``A100-40GB``: SXM4 or PCIe, resolves too); otherwise ``--gpu-memory`` with the capacity the
+    case states."""
+    from zeroadvisor.hardware.gpus import resolve_gpu
 
     name = case_cluster["gpu"]
     try:
         resolve_gpu(name)
-        return ["--gpu", name]
-    except AmbiguousGpu as err:
-        sizes = {GPUS[card].memory_mib for card in err.variants}
-        if len(sizes) == 1:
-            return ["--gpu-memory", f"{sizes.pop()}MiB"]
     except ValueError:
-        pass
-    return ["--gpu-memory", str(case_cluster["gpu_memory"])]
+        return ["--gpu-memory", str(case_cluster["gpu_memory"])]
+    return ["--gpu", name]
 
 
 class CaseLoader(yaml.SafeLoader):

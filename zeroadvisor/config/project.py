@@ -22,6 +22,14 @@ count, and the walk goes on). ``.zeroadvisor.toml`` holds the same keys at its t
     nvme = "4TB"
     headroom = "10%"
 
+    [gpus.MyCard]                    # a card of your own, for --gpu MyCard or cluster.gpu
+    memory = "48GB"                  # as the driver reports it (nvidia-smi memory.total)
+    dense-tflops = 200               # dense bf16/fp16 tensor peak
+    intra-node-bandwidth = "32GB/s"  # per GPU, one direction, to the node's other GPUs
+    host-link-bandwidth = "32GB/s"   # per GPU, one direction (PCIe x16 Gen4: 32GB/s)
+    memory-bandwidth = "960GB/s"     # optional
+    source = "https://..."           # optional: where the figures come from
+
 A flag on the command line overrides the key it names. The rule keys (select, ignore,
 per-file-ignores) apply per file, from that file's nearest configuration; the others (fail-on,
 format, integration, cluster) apply to the whole run, from the configuration nearest the current
@@ -67,8 +75,26 @@ CLUSTER_KEYS: dict[str, str] = {"gpus": "gpus", "gpus-per-node": "gpus_per_node"
                                 "gpu-memory": "gpu_memory", "cpu-memory": "cpu_memory", "nvme": "nvme",
                                 "headroom": "headroom"}
 RULE_KEYS = ("select", "ignore", "per-file-ignores")
+# A card the project declares, [gpus.NAME]: key -> the GpuSpec field (hardware/table.py) it gives. The values are
+# parsed where the run's inputs are resolved (zeroadvisor/inputs/project.py), as the cluster's are.
+GPU_KEYS: dict[str, str] = {"memory": "memory", "dense-tflops": "dense_tflops",
+                            "intra-node-bandwidth": "intra_node_gb_s", "host-link-bandwidth": "host_link_gb_s",
+                            "memory-bandwidth": "memory_gb_s", "source": "source"}
+GPU_REQUIRED = ("memory", "dense-tflops", "intra-node-bandwidth", "host-link-bandwidth")
+# What a declared card may be called: what --gpu can be given on any shell, and what messages show as is.
+_GPU_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._-]{0,63}")
 # Flags that exclude each other: a flag given for one drops the configuration's value for all.
 EXCLUSIVE = (("gpu", "gpu_memory"),)
+
+
+@dataclass(frozen=True)
+class DeclaredGpu:
+    """One ``[gpus.NAME]`` table as the file has it: the values unparsed, each with where it is set."""
+
+    name: str
+    values: dict[str, Any]  # GpuSpec field (GPU_KEYS' values) -> value as the file has it
+    origins: dict[str, str]  # field -> "pyproject.toml:12: 'tool.zeroadvisor.gpus.MyCard.memory'"
+    origin: str  # the card's table: "pyproject.toml:11: 'tool.zeroadvisor.gpus.MyCard'"
 
 
 @dataclass(frozen=True)
@@ -80,6 +106,7 @@ class ProjectConfig:
     values: dict[str, Any] = field(default_factory=dict)  # run-wide: parameter name -> value as the file has it
     # parameter name -> where the file sets it, for messages: "pyproject.toml:9: 'tool.zeroadvisor.cluster.gpus'"
     origins: dict[str, str] = field(default_factory=dict)
+    gpus: tuple[DeclaredGpu, ...] = ()  # the cards the project declares ([gpus.NAME])
 
     @property
     def root(self) -> str:
@@ -194,7 +221,7 @@ def _parse(table: Any, path: str, text: str, prefix: str) -> ProjectConfig:
     if "gpu" in parsing.values and "gpu_memory" in parsing.values:
         raise ProjectConfigError(f"{path}: give cluster.gpu or cluster.gpu-memory, not both")
     return ProjectConfig(os.path.abspath(path), parsing.select, parsing.ignore, tuple(parsing.per_file),
-                         parsing.values, parsing.origins)
+                         parsing.values, parsing.origins, tuple(parsing.gpus))
 
 
 @dataclass
@@ -209,6 +236,7 @@ class _Parsing:
     select: tuple[str, ...] | None = None
     ignore: tuple[str, ...] = ()
     per_file: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)
+    gpus: list[DeclaredGpu] = field(default_factory=list)
 
     def where(self, key: str) -> str:
         line = _line_of(self.text, key)
@@ -230,8 +258,10 @@ class _Parsing:
             self._set(RUN_KEYS[key], value, key, key)
         elif key == "cluster":
             self._read_cluster(value)
+        elif key == "gpus":
+            self._read_gpus(value)
         else:
-            known = ", ".join((*RULE_KEYS, *RUN_KEYS, "cluster"))
+            known = ", ".join((*RULE_KEYS, *RUN_KEYS, "cluster", "gpus"))
             raise ProjectConfigError(f"{self.where(key)}: unknown key '{self.dotted(key)}' (known: {known})")
 
     def _read_cluster(self, table: Any) -> None:
@@ -243,9 +273,56 @@ class _Parsing:
                                          f"(known: {', '.join(CLUSTER_KEYS)})")
             self._set(CLUSTER_KEYS[sub], value, sub, "cluster." + sub)
 
+    def _read_gpus(self, table: Any) -> None:
+        if not isinstance(table, dict):
+            raise TypeError("expected a table of [gpus.NAME] tables")
+        for name, card in table.items():
+            dotted = self.dotted(f"gpus.{name}")
+            line = _line_of_table(self.text, self.prefix, name)
+            where = f"{self.path}:{line}" if line else self.path
+            if not _GPU_NAME.fullmatch(name):  # shown escaped: the file's text is data
+                raise ProjectConfigError(f"{where}: '{self.dotted('gpus')}': GPU name {name!r}: a GPU name is "
+                                         "letters, digits, spaces, '.', '_' and '-' (at most 64), starting with a "
+                                         "letter or digit")
+            if not isinstance(card, dict):
+                raise ProjectConfigError(f"{where}: '{dotted}': expected a table of "
+                                         f"{', '.join(GPU_KEYS)}")
+            values: dict[str, Any] = {}
+            origins: dict[str, str] = {}
+            for sub, value in card.items():
+                sub_line = _line_of_table(self.text, self.prefix, name, sub) or line
+                sub_where = f"{self.path}:{sub_line}" if sub_line else self.path
+                if sub not in GPU_KEYS:
+                    shown = f"'{dotted}.{sub}'" if sub.isprintable() else f"{sub!r} under '{dotted}'"
+                    raise ProjectConfigError(f"{sub_where}: unknown key {shown} (known: {', '.join(GPU_KEYS)})")
+                values[GPU_KEYS[sub]] = value
+                origins[GPU_KEYS[sub]] = f"{sub_where}: '{dotted}.{sub}'"
+            missing = [sub for sub in GPU_REQUIRED if GPU_KEYS[sub] not in values]
+            if missing:
+                raise ProjectConfigError(f"{where}: '{dotted}': give {', '.join(missing)} (a declared GPU needs "
+                                         f"{', '.join(GPU_REQUIRED)})")
+            self.gpus.append(DeclaredGpu(name, values, origins, f"{where}: '{dotted}'"))
+
     def _set(self, name: str, value: Any, key: str, dotted: str) -> None:
         self.values[name] = value
         self.origins[name] = f"{self.where(key)}: '{self.dotted(dotted)}'"
+
+
+def _line_of_table(text: str, prefix: str, name: str, key: str | None = None) -> int | None:
+    """The line of the ``[gpus.NAME]`` header (``key`` None) or of ``key`` under it; for a card given as an
+    inline table (``NAME = {...}``), the line of its name."""
+    dotted = r"tool[ \t]*\.[ \t]*zeroadvisor[ \t]*\.[ \t]*" if prefix else ""
+    quoted = rf"""(?:{re.escape(name)}|"{re.escape(name)}"|'{re.escape(name)}')"""
+    header = re.search(rf"(?m)^[ \t]*\[[ \t]*{dotted}gpus[ \t]*\.[ \t]*{quoted}[ \t]*\]", text)
+    if header is None:
+        inline = re.search(rf"(?m)^[ \t]*(?:gpus[ \t]*\.[ \t]*)?{quoted}[ \t]*=", text)
+        return None if inline is None else text.count("\n", 0, inline.start()) + 1
+    if key is None:
+        return text.count("\n", 0, header.start()) + 1
+    end = re.compile(r"(?m)^[ \t]*\[").search(text, header.end())
+    body = text[header.end(): end.start() if end else len(text)]
+    match = re.search(rf"""(?m)^[ \t]*["']?{re.escape(key)}["']?[ \t]*=""", body)
+    return None if match is None else text.count("\n", 0, header.end() + match.start()) + 1
 
 
 def _line_of(text: str, key: str) -> int | None:

@@ -8,22 +8,28 @@ value is reported wherever the file is read.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zeroadvisor.config import project
-from zeroadvisor.config.project import ProjectConfig, ProjectConfigError
+from zeroadvisor.config.project import DeclaredGpu, ProjectConfig, ProjectConfigError
 from zeroadvisor.inputs.errors import UsageError
-from zeroadvisor.inputs.values import choice, parse
+from zeroadvisor.inputs.values import bandwidth, choice, gpu, parse, size, tflops
 from zeroadvisor.report import CHECK_FORMATS
+
+if TYPE_CHECKING:
+    from zeroadvisor.hardware.table import GpuSpec
 
 # path -> (the configuration, its values parsed); forget() empties it with the file lookups
 _CHECKED: dict[str, tuple[ProjectConfig, dict[str, Any]]] = {}
+# path -> (the configuration, the cards it declares); emptied with _CHECKED
+_CARDS: dict[str, tuple[ProjectConfig, tuple[GpuSpec, ...]]] = {}
 
 
 def forget() -> None:
     """Drop what earlier runs found and checked (each command run starts fresh; files may have changed)."""
     project.forget()
     _CHECKED.clear()
+    _CARDS.clear()
 
 
 def for_run() -> tuple[ProjectConfig, dict[str, Any]] | None:
@@ -47,16 +53,65 @@ def checked(config: ProjectConfig) -> dict[str, Any]:
     if known is not None and known[0] is config:
         return known[1]
     _check_rules(config)
+    declared = cards(config)  # checked whether or not this run names one of them
     values: dict[str, Any] = {}
     for name, raw in config.values.items():
         label = config.origins.get(name, config.path)
         try:
             # the format each command takes is checked against that command's (inputs/run.py)
-            values[name] = choice(label, raw, CHECK_FORMATS) if name == "format" else parse(name, label, raw)
+            if name == "format":
+                values[name] = choice(label, raw, CHECK_FORMATS)
+            elif name == "gpu":  # one of the table's cards or of those this file declares
+                values[name] = gpu(label, raw, declared)
+            else:
+                values[name] = parse(name, label, raw)
         except UsageError as err:
             raise ProjectConfigError(str(err)) from None
     _CHECKED[config.path] = (config, values)
     return values
+
+
+def cards(config: ProjectConfig) -> tuple[GpuSpec, ...]:
+    """The GPUs ``config`` declares ([gpus.NAME]), each value parsed as a flag's would be; ProjectConfigError
+    (file:line 'key') for a value that cannot be used or a name the table already has."""
+    known = _CARDS.get(config.path)
+    if known is not None and known[0] is config:
+        return known[1]
+    from zeroadvisor.hardware.gpus import normalise, table_cards
+
+    built: list[GpuSpec] = []
+    for declared in config.gpus:
+        taken = table_cards(declared.name)
+        if taken:
+            raise ProjectConfigError(f"{declared.origin}: names a card of the table ({', '.join(taken)}); give the "
+                                     "declared GPU a name of its own")
+        twin = next((card.name for card in built if normalise(card.name) == normalise(declared.name)), None)
+        if twin is not None:
+            raise ProjectConfigError(f"{declared.origin}: the same name as the declared GPU {twin!r} (names are "
+                                     "compared without case, spaces and hyphens)")
+        try:
+            built.append(_card(declared, config.path))
+        except UsageError as err:
+            raise ProjectConfigError(str(err)) from None
+    result = tuple(built)
+    _CARDS[config.path] = (config, result)
+    return result
+
+
+def _card(declared: DeclaredGpu, path: str) -> GpuSpec:
+    from zeroadvisor.hardware.table import MIB, GpuSpec
+
+    raw, origins = declared.values, declared.origins
+    memory = size(origins["memory"], raw["memory"])
+    if memory is None or memory < MIB:
+        raise UsageError(f"{origins['memory']}: expected at least 1 MiB, got {raw['memory']!r}")
+    links = {name: bandwidth(origins[name], raw[name]) for name in ("intra_node_gb_s", "host_link_gb_s")}
+    memory_gb_s = bandwidth(origins["memory_gb_s"], raw["memory_gb_s"]) if "memory_gb_s" in raw else None
+    source = raw.get("source", f"declared in {path}")
+    if not isinstance(source, str) or not source.strip() or not source.isprintable():
+        raise UsageError(f"{origins.get('source', declared.origin)}: expected a line of text (a URL), got {source!r}")
+    return GpuSpec(declared.name, memory // MIB, tflops(origins["dense_tflops"], raw["dense_tflops"]),
+                   links["intra_node_gb_s"], links["host_link_gb_s"], source.strip(), memory_gb_s=memory_gb_s)
 
 
 def _check_rules(config: ProjectConfig) -> None:

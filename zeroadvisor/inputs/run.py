@@ -25,12 +25,14 @@ from zeroadvisor.inputs.rules import RuleChoice
 from zeroadvisor.inputs.settings import DIFF_FORMATS, FORMATS, NEEDED, NEEDED_BY, fallback
 from zeroadvisor.inputs.source import ConfigSource
 from zeroadvisor.inputs.trainer import TrainerInputs, read_trainer
-from zeroadvisor.inputs.values import KEYWORDS, PARSERS, Spelling, choice, parse
+from zeroadvisor.inputs.values import KEYWORDS, PARSERS, Spelling, choice, gpu, parse
 from zeroadvisor.vocab import ACCOUNTINGS, Accounting
 
 if TYPE_CHECKING:
     from zeroadvisor.advisor.check import CheckOptions
+    from zeroadvisor.config.project import ProjectConfig
     from zeroadvisor.config.training_args import TrainingArgs
+    from zeroadvisor.hardware.table import GpuSpec
     from zeroadvisor.inputs.environment import Readings
     from zeroadvisor.lint.context import LintOptions
     from zeroadvisor.memory.cluster import Cluster
@@ -114,16 +116,23 @@ def build(command: str, given: Mapping[str, Any], *, keywords: Mapping[str, Any]
     unknown = sorted(set(given) - INPUTS) or sorted(set(keywords or ()) - set(TRAINING_INPUTS))
     if unknown:
         raise UsageError(f"unknown keyword {unknown[0]!r}; the training shape takes {', '.join(TRAINING_INPUTS)}")
+    found = _project() if project else None
+    declared: tuple[GpuSpec, ...] = ()  # a --gpu name may be a card the project configuration declares
+    if found is not None:
+        from zeroadvisor.inputs.project import cards
+
+        declared = cards(found[0])
     values = {**given, **(keywords or {})}
     for name, value in values.items():
         if _given(value):
-            values[name] = parse(name, spelling.label(name), value)
+            label = spelling.label(name)
+            values[name] = gpu(label, value, declared) if name == "gpu" else parse(name, label, value)
     both = [group for group in EXCLUSIVE if all(_given(values.get(name)) for name in group)]
     if both:
         first, second = both[0]
         raise UsageError(f"give {spelling.ask(second)} or {spelling.ask(first)}, not both")
-    if project:
-        _from_project(command, values)
+    if found is not None:
+        _from_project(command, values, found)
     if readings is not None:
         _from_readings(values, readings)
     trainer = read_trainer(values.get("training_args"), values.get("launch"))
@@ -142,16 +151,19 @@ def _given(value: Any) -> bool:
     return value is not None and not (isinstance(value, (list, tuple)) and not value)
 
 
-def _from_project(command: str, values: dict[str, Any]) -> None:
-    """What no flag gave, from the project configuration nearest the current folder (only the inputs this
-    command takes: the keys of ``values``)."""
-    from zeroadvisor.config.project import ProjectConfigError
+def _project() -> tuple[ProjectConfig, dict[str, Any]] | None:
+    """The project configuration nearest the current folder and its values parsed, read afresh."""
     from zeroadvisor.inputs import project
 
     project.forget()  # each run reads the files as they are now
-    found = project.for_run()
-    if found is None:
-        return
+    return project.for_run()
+
+
+def _from_project(command: str, values: dict[str, Any], found: tuple[ProjectConfig, dict[str, Any]]) -> None:
+    """What no flag gave, from the project configuration nearest the current folder (only the inputs this
+    command takes: the keys of ``values``)."""
+    from zeroadvisor.config.project import ProjectConfigError
+
     config, configured = found
     given = {name for name, value in values.items() if _given(value)}
     held = {name for group in EXCLUSIVE if given & set(group) for name in group}

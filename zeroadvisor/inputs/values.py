@@ -144,9 +144,10 @@ def bandwidth(label: str, value: Any) -> float:
     return speed
 
 
-def gpu(label: str, name: Any) -> GpuSpec | None:
-    """The table's card (hardware/gpus.py GpuSpec) for a GPU name, None when none is given; an unknown or
-    ambiguous name is a usage error listing the cards it could mean."""
+def gpu(label: str, name: Any, cards: Sequence[GpuSpec] = ()) -> GpuSpec | None:
+    """The card (hardware/gpus.py GpuSpec) for a GPU name: one of ``cards`` (those the project configuration
+    declares, inputs/project.py) or of the table; None when none is given. An unknown or ambiguous name is a
+    usage error listing the cards it could mean."""
     if name is None:
         return None
     if not isinstance(name, str):
@@ -154,9 +155,16 @@ def gpu(label: str, name: Any) -> GpuSpec | None:
     from zeroadvisor.hardware.gpus import resolve_gpu
 
     try:
-        return resolve_gpu(name)
+        return resolve_gpu(name, cards)
     except ValueError as err:
         raise UsageError(f"{label}: {err}") from None
+
+
+def tflops(label: str, value: Any) -> float:
+    """A compute rate in TFLOPS: a number above 0 and at most 1,000,000."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1e6:
+        raise UsageError(f"{label}: expected TFLOPS, a number above 0 and at most 1,000,000, got {value!r}")
+    return float(value)
 
 
 def choice(label: str, value: Any, choices: Sequence[str]) -> str:

@@ -53,6 +53,8 @@ INPUTS: dict[str, Input] = {
     "cpu_cores": Input("CPU cores per node", "--cpu-cores", ""),
     "nvme_bandwidth": Input("NVMe bandwidth (GB/s per node)", "--nvme-bandwidth", ""),
     "launcher": Input("launcher (CPU optimizer threads per GPU process)", "--launcher", ""),
+    # a --gpu name meaning several cards of one memory: which one the step time takes (hardware/gpus.py)
+    "gpu_variant": Input("GPU variant", "--gpu", ""),
 }
 
 # Hardware field -> INPUTS key, for the step-time defaults (hardware/machine.py Hardware.defaulted).
@@ -199,6 +201,8 @@ def hardware_notes(hw: Hardware) -> list[str]:
         given = INPUTS[HARDWARE_INPUTS[field_name]]
         out.append(f"assumed {given.flag.lstrip('-').replace('-', ' ')} {getattr(hw, field_name)}: "
                    f"{DEFAULTS[field_name][1]}; set it with flag {given.flag}")
+    if hw.gpu is not None and hw.gpu.assumed_variant:
+        out.append(f"{hw.gpu.assumed_variant}; give the card's full name with --gpu")
     return out
 
 
@@ -233,4 +237,6 @@ def hardware_assumptions(hw: Hardware, uses: frozenset[str] = frozenset({"nodes"
         _default, why = DEFAULTS[field_name]
         out.append(AssumedInput.of(HARDWARE_INPUTS[field_name], getattr(hw, field_name),
                                    f"the step time uses it ({why})"))
+    if hw.gpu is not None and hw.gpu.assumed_variant:  # the memory is the same whichever card was meant
+        out.append(AssumedInput.of("gpu_variant", hw.gpu.name, hw.gpu.assumed_variant))
     return out
