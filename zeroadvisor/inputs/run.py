@@ -30,6 +30,7 @@ from zeroadvisor.vocab import ACCOUNTINGS, Accounting
 
 if TYPE_CHECKING:
     from zeroadvisor.advisor.check import CheckOptions
+    from zeroadvisor.config.launch import Override
     from zeroadvisor.config.training_args import TrainingArgs
     from zeroadvisor.inputs.environment import Readings
     from zeroadvisor.lint.context import LintOptions
@@ -46,6 +47,8 @@ INPUTS: frozenset[str] = frozenset({
     "accounting", "unit", "format", "explain", "all_options", "suggest", "diff", "fix", "only_configs",
     "training_args", "launch",
 })
+# What the files may say when no flag does: the world size (a launch command, an Accelerate config).
+WORLD_INPUTS = ("gpus",)
 # Inputs that exclude each other: giving one drops the project configuration's value for all of them.
 EXCLUSIVE = (("gpu", "gpu_memory"),)
 
@@ -83,6 +86,9 @@ class RunInputs:
     only_configs: bool = False  # lint: named files are judged by content too
     notes: tuple[str, ...] = ()  # what the Trainer's inputs gave and assumed, one line each
     readings: Readings | None = None  # preflight: what was read from the job
+    # check of the config an ``accelerate launch --config_file`` names: the command's options over its keys
+    accelerate_config: str | None = None
+    overrides: tuple[Override, ...] = ()
 
     def lint_options(self) -> LintOptions:
         from zeroadvisor.lint.context import LintOptions
@@ -126,14 +132,15 @@ def build(command: str, given: Mapping[str, Any], *, keywords: Mapping[str, Any]
     if readings is not None:
         _from_readings(values, readings)
     trainer = read_trainer(values.get("training_args"), values.get("launch"))
-    # check with a launch command or arguments file: those may still give the GPU count
-    deferred = ("gpus",) if command == "check" and trainer is not None else ()
+    # a launch command or an Accelerate config may still give the world size: asked for once all were read
+    deferred = WORLD_INPUTS if command in MODEL_COMMANDS else ()
     _refuse_missing(command, values, spelling, project, deferred)
     notes = _from_trainer(values, trainer, spelling) if trainer is not None else []
     configs = _configs(command, values, spelling)
-    if trainer is not None and deferred and values.get("gpus") is None:
-        why = f": {trainer.world_from}" if trainer.world_from else ""
-        raise UsageError(f"give {spelling.ask('gpus', 'N')} (or the launch command after --){why}")
+    if deferred and values.get("gpus") is None:
+        notes += _from_accelerate_configs(values, configs)
+    if deferred and values.get("gpus") is None:
+        raise UsageError(_missing_world(trainer, spelling, project))
     return _assemble(command, values, spelling, project, trainer, configs, tuple(notes), readings)
 
 
@@ -192,6 +199,47 @@ def _refuse_missing(command: str, values: dict[str, Any], spelling: Spelling, pr
         raise UsageError(f"give {spelling.ask(name)}{where}")
 
 
+def _missing_world(trainer: TrainerInputs | None, spelling: Spelling, project: bool) -> str:
+    """The one error for a run whose world size nothing gave: what is missing and what would give it."""
+    where = " (or gpus under [tool.zeroadvisor.cluster] in pyproject.toml)" if project else ""
+    if trainer is None or not trainer.world_from:
+        return f"give {spelling.ask('gpus')}{where}"
+    alternative = f", or {trainer.world_missing}" if trainer.world_missing else ""
+    return (f"the world size is missing: {trainer.world_from}; give {spelling.ask('gpus', 'N')}{where}"
+            f"{alternative}")
+
+
+def _from_accelerate_configs(values: dict[str, Any], configs: tuple[ConfigSource, ...]) -> list[str]:
+    """The world size (num_processes, the total across num_machines) of the Accelerate configs checked, where
+    nothing else gave it and every such config states the same; the note saying so."""
+    from zeroadvisor.config.reader import InputError
+    from zeroadvisor.config.source import ParseError
+    from zeroadvisor.deepspeed.accelerate_map import processes
+    from zeroadvisor.deepspeed.kind import ACCELERATE, kind_of_data
+
+    worlds: dict[tuple[int | None, int, int | None], str] = {}
+    for source in configs:
+        if source.stdin:  # read once, by the check
+            continue
+        try:
+            data = source.read().data
+        except (InputError, ParseError):  # reported by the check itself; the world size is asked for
+            return []
+        if kind_of_data(data) == ACCELERATE and isinstance(data, dict):
+            launch = processes(data)
+            worlds.setdefault((launch.world_size, launch.num_machines, launch.per_node), source.display)
+    if len(worlds) != 1:
+        return []
+    (world, machines, per_node), name = next(iter(worlds.items()))
+    if world is None:
+        return []
+    values["gpus"] = world
+    if machines > 1 and values.get("gpus_per_node") is None:
+        values["gpus_per_node"] = per_node
+    over = f" over {machines} machines, {per_node} each" if machines > 1 else ""
+    return [f"world size {world} from num_processes in {name}{over}"]
+
+
 def _setting(command: str, values: dict[str, Any], name: str, spelling: Spelling) -> Any:
     """The value given (by a flag, keyword, the project configuration, ...), else the fallback (settings.py)."""
     value = values.get(name)
@@ -204,7 +252,7 @@ def _setting(command: str, values: dict[str, Any], name: str, spelling: Spelling
 
 def _from_trainer(values: dict[str, Any], trainer: TrainerInputs, spelling: Spelling) -> list[str]:
     """What the Trainer's inputs give where the flags, keywords and project configuration left it out (only the
-    inputs this command takes); the notes on what was read and assumed."""
+    inputs this command takes); the notes on what was read and assumed, and on each value given over theirs."""
     notes = list(trainer.notes)
     training = trainer.training
 
@@ -214,20 +262,29 @@ def _from_trainer(values: dict[str, Any], trainer: TrainerInputs, spelling: Spel
         values[name] = value
         return True
 
+    def fill_noted(name: str, value: Any, taken: str, theirs: str) -> None:
+        if fill(name, value):
+            notes.append(taken)
+        elif value is not None and values.get(name) not in (None, value):
+            notes.append(f"{spelling.label(name)} {values[name]} used; {theirs}")
+
     if "config" in values and not _given(values["config"]) and isinstance(training.deepspeed, dict):
         raise UsageError(f"{training.source}: the DeepSpeed config is given inline; save it as a file and give its "
                          "path")
     fill("config", training.deepspeed)
+    if trainer.accelerate_config is not None and fill("config", trainer.accelerate_config):
+        notes.append(f"config {trainer.accelerate_config} from the launch command (accelerate launch --config_file)")
     world = trainer.world
-    if fill("gpus", world):
-        notes.append(f"world size {world} from the launch command ({trainer.world_from})")
-    elif world is not None and values.get("gpus") not in (None, world):
-        notes.append(f"{spelling.label('gpus')} {values['gpus']} used; the launch command runs {world} process(es) "
-                     f"({trainer.world_from})")
+    fill_noted("gpus", world, f"world size {world} from the launch command ({trainer.world_from})",
+               f"the launch command runs {world} process(es) ({trainer.world_from})")
+    if world is not None and values.get("gpus") == world and fill("gpus_per_node", trainer.per_node) \
+            and trainer.per_node != world:
+        notes.append(f"{trainer.per_node} GPU(s) per node from the launch command")
     if values.get("params") is None:
         fill("model", training.model or None)
-    if fill("seq_len", training.sequence_length or None):
-        notes.append(f"sequence length {training.sequence_length} from {training.sequence_key}")
+    fill_noted("seq_len", training.sequence_length or None,
+               f"sequence length {training.sequence_length} from {training.sequence_from}",
+               f"the Trainer's arguments give {training.sequence_length} ({training.sequence_from})")
     fill("activation_checkpointing", trainer.checkpointing)
     fill("launcher", trainer.launcher)  # the step time's CPU optimizer threads (hardware/machine.py)
     return notes
@@ -286,7 +343,9 @@ def _assemble(command: str, values: dict[str, Any], spelling: Spelling, project:
     diff = bool(values.get("suggest") or values.get("diff")) or (command == "check" and output.format in DIFF_FORMATS)
     return RunInputs(command, configs, model, shape, cluster, accounting, integration,
                      trainer.training if trainer is not None else None, hardware, rules, output, diff,
-                     bool(values.get("fix")), bool(values.get("only_configs")), notes, readings)
+                     bool(values.get("fix")), bool(values.get("only_configs")), notes, readings,
+                     trainer.accelerate_config if trainer is not None else None,
+                     trainer.overrides if trainer is not None else ())
 
 
 def _references(value: Any) -> tuple[str, ...]:
