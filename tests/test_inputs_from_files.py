@@ -204,6 +204,14 @@ def test_world_size_nothing_states_is_one_error(cli, files, launcher, alternativ
     assert "give --gpus N" in lines[0] and alternative in lines[0]
 
 
+def test_config_and_world_size_missing_are_one_error(cli, files):
+    result = cli("check", "--params", "7B", *GPU, "--", "deepspeed", "train.py", "--bf16")
+    assert result.returncode == ExitCode.USAGE
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "give CONFIG, or --deepspeed FILE in the launch command" in lines[0]
+    assert "--num_gpus N in the launch command" in lines[0]
+
+
 def test_gpus_flag_gives_what_the_launch_command_leaves_to_the_machine(cli, files):
     result = cli("check", "--params", "7B", *GPU, "--gpus", "8", "--format", "json", "--", "deepspeed", "train.py",
                  "--deepspeed", "ds.json")

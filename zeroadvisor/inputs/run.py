@@ -135,13 +135,24 @@ def build(command: str, given: Mapping[str, Any], *, keywords: Mapping[str, Any]
     # a launch command or an Accelerate config may still give the world size: asked for once all were read
     deferred = WORLD_INPUTS if command in MODEL_COMMANDS else ()
     _refuse_missing(command, values, spelling, project, deferred)
-    notes = _from_trainer(values, trainer, spelling) if trainer is not None else []
-    configs = _configs(command, values, spelling)
-    if deferred and values.get("gpus") is None:
-        notes += _from_accelerate_configs(values, configs)
-    if deferred and values.get("gpus") is None:
-        raise UsageError(_missing_world(trainer, spelling, project))
+    configs, notes = _from_files(command, values, spelling, project, trainer)
     return _assemble(command, values, spelling, project, trainer, configs, tuple(notes), readings)
+
+
+def _from_files(command: str, values: dict[str, Any], spelling: Spelling, project: bool,
+                trainer: TrainerInputs | None) -> tuple[tuple[ConfigSource, ...], list[str]]:
+    """The configs, and what the user's files say that no flag did: the Trainer's inputs, then the world size
+    of the Accelerate configs checked; one error for all that is still missing. The notes on what was taken."""
+    notes = _from_trainer(values, trainer, spelling) if trainer is not None else []
+    if command == "check" and not _given(values.get("config")):  # one error for all that is missing
+        world = f"; and {_missing_world(trainer, spelling, project)}" if values.get("gpus") is None else ""
+        raise UsageError(_missing_config(trainer, spelling) + world)
+    configs = _configs(command, values, spelling)
+    if command in MODEL_COMMANDS and values.get("gpus") is None:
+        notes += _from_accelerate_configs(values, configs)
+        if values.get("gpus") is None:
+            raise UsageError(_missing_world(trainer, spelling, project))
+    return configs, notes
 
 
 def _given(value: Any) -> bool:
@@ -207,6 +218,14 @@ def _missing_world(trainer: TrainerInputs | None, spelling: Spelling, project: b
     alternative = f", or {trainer.world_missing}" if trainer.world_missing else ""
     return (f"the world size is missing: {trainer.world_from}; give {spelling.ask('gpus', 'N')}{where}"
             f"{alternative}")
+
+
+def _missing_config(trainer: TrainerInputs | None, spelling: Spelling) -> str:
+    """What to give for a check without a config: CONFIG, or what names it in the launch command."""
+    if trainer is not None and trainer.world_from:
+        return (f"give {spelling.ask('config')}, or --deepspeed FILE in the launch command's script arguments "
+                "(accelerate launch: --config_file FILE)")
+    return f"give {spelling.ask('config')}, or the launch command after -- (its --deepspeed names the config)"
 
 
 def _from_accelerate_configs(values: dict[str, Any], configs: tuple[ConfigSource, ...]) -> list[str]:
@@ -305,9 +324,6 @@ def _configs(command: str, values: dict[str, Any], spelling: Spelling) -> tuple[
     if command == "estimate":
         return () if config is None else (ConfigSource.given(config, name),)
     configs = list(config) if isinstance(config, (list, tuple)) else [] if config is None else [config]
-    if not configs:
-        raise UsageError(f"give {spelling.ask('config')}, or the launch command after -- (its --deepspeed names the "
-                         "config)")
     return tuple(ConfigSource.given(each, name) for each in configs)
 
 
