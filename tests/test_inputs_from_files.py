@@ -225,16 +225,13 @@ def test_gpus_flag_over_the_launch_command_is_said(cli, files):
     assert "--gpus 4 used; the launch command runs 8 process(es)" in result.stderr
 
 
-@pytest.mark.parametrize("text,message", [
-    ("num_processes: [8\n", "acc_bad.yaml:2:1: invalid YAML"),
-])
-def test_unreadable_accelerate_config_file_is_one_error(cli, files, text, message):
-    (files / "acc_bad.yaml").write_text(text)
+def test_unreadable_accelerate_config_file_is_one_error_at_its_line(cli, files):
+    (files / "acc_bad.yaml").write_text("num_processes: [8\n")
     result = cli("check", "--params", "7B", *GPU, "--", "accelerate", "launch", "--config_file", "acc_bad.yaml",
                  "train.py")
     assert result.returncode == ExitCode.USAGE
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and message in lines[0]
+    assert len(lines) == 1 and "acc_bad.yaml:2:1: invalid YAML" in lines[0]
 
 
 def test_accelerate_config_file_not_found_is_one_error(cli, files):

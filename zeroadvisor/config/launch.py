@@ -9,8 +9,14 @@ argument is a ``.yaml``/``.yml``/``.json`` file reads its arguments from that fi
 parse_yaml_file/parse_json_file as LLaMA-Factory and axolotl scripts call them), with ``key=value``
 overrides after it (LLaMA-Factory's OmegaConf.from_cli).
 
+What a launcher leaves to the machine it runs on (``deepspeed`` without ``--num_gpus``, a hostfile that is not
+here) is a world size of None with the option that would state it (:class:`World`); ``accelerate launch
+--config_file`` names the config to check, and its options that override the file's keys are
+:data:`ACCELERATE_OVERRIDES`.
+
 Each launcher's options that take NO value are listed (:data:`LAUNCHERS`); every other option takes one.
-tests/oracle/test_hf_fill_oracle.py compares these lists with the launchers' own argparse parsers.
+tests/oracle/test_hf_fill_oracle.py compares these lists with the launchers' own argparse parsers, the
+hostfile arithmetic with DeepSpeed's runner and the overrides with accelerate's launch parser.
 """
 
 from __future__ import annotations
@@ -105,7 +111,8 @@ class Override:
 @dataclass(frozen=True)
 class Launch:
     """What a launch command runs: ``world_size`` processes (None: the launcher takes every GPU it finds,
-    which only the machine knows), the script and its TrainingArguments."""
+    which only the machine knows; ``world_missing`` names the option that would state it), the script and its
+    TrainingArguments, and for ``accelerate launch`` the config file it launches with."""
 
     launcher: str
     world_size: int | None
