@@ -112,6 +112,21 @@ def test_accelerate_launch_options_win_over_the_config_file(cli, files):
         result.stderr
 
 
+def test_the_scripts_deepspeed_config_is_checked_over_the_accelerate_config(cli, files):
+    result = cli("check", "--params", "7B", *GPU, "--format", "json", "--", "accelerate", "launch", "--config_file",
+                 "acc.yaml", "train.py", "--deepspeed", "ds.json", "--per_device_train_batch_size", "1")
+    report = json.loads(result.stdout)
+    assert {finding["file"] for finding in report["findings"]} == {"ds.json"}
+    assert report["estimate"]["cluster"]["gpus"] == 16
+    assert "the script's --deepspeed ds.json is the DeepSpeed config checked" in result.stderr
+
+
+def test_estimate_of_an_accelerate_yaml_needs_no_gpus(cli, files):
+    result = cli("estimate", "--config", "acc.yaml", "--params", "7B", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["cluster"]["gpus"] == 16
+
+
 def test_overridden_keeps_the_file_and_sets_the_nested_key(files):
     data = {"num_processes": 16, "deepspeed_config": {"zero_stage": 3}}
     launch = parse_launch("accelerate launch --config_file acc.yaml --num-processes 4 --zero_stage 1 train.py")

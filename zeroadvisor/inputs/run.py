@@ -272,14 +272,11 @@ def _setting(command: str, values: dict[str, Any], name: str, spelling: Spelling
 def _from_trainer(values: dict[str, Any], trainer: TrainerInputs, spelling: Spelling) -> list[str]:
     """What the Trainer's inputs give where the flags, keywords and project configuration left it out (only the
     inputs this command takes); the notes on what was read and assumed, and on each value given over theirs."""
-    notes = list(trainer.notes)
+    notes = [*trainer.notes, *_config_from_trainer(values, trainer)]
     training = trainer.training
 
     def fill(name: str, value: Any) -> bool:
-        if name not in values or _given(values[name]) or value is None:
-            return False
-        values[name] = value
-        return True
+        return _fill(values, name, value)
 
     def fill_noted(name: str, value: Any, taken: str, theirs: str) -> None:
         if fill(name, value):
@@ -287,12 +284,6 @@ def _from_trainer(values: dict[str, Any], trainer: TrainerInputs, spelling: Spel
         elif value is not None and values.get(name) not in (None, value):
             notes.append(f"{spelling.label(name)} {values[name]} used; {theirs}")
 
-    if "config" in values and not _given(values["config"]) and isinstance(training.deepspeed, dict):
-        raise UsageError(f"{training.source}: the DeepSpeed config is given inline; save it as a file and give its "
-                         "path")
-    fill("config", training.deepspeed)
-    if trainer.accelerate_config is not None and fill("config", trainer.accelerate_config):
-        notes.append(f"config {trainer.accelerate_config} from the launch command (accelerate launch --config_file)")
     world = trainer.world
     fill_noted("gpus", world, f"world size {world} from the launch command ({trainer.world_from})",
                f"the launch command runs {world} process(es) ({trainer.world_from})")
@@ -307,6 +298,32 @@ def _from_trainer(values: dict[str, Any], trainer: TrainerInputs, spelling: Spel
     fill("activation_checkpointing", trainer.checkpointing)
     fill("launcher", trainer.launcher)  # the step time's CPU optimizer threads (hardware/machine.py)
     return notes
+
+
+def _fill(values: dict[str, Any], name: str, value: Any) -> bool:
+    """Set the input ``name`` (one this command takes) to ``value`` where nothing gave it; whether it did."""
+    if name not in values or _given(values[name]) or value is None:
+        return False
+    values[name] = value
+    return True
+
+
+def _config_from_trainer(values: dict[str, Any], trainer: TrainerInputs) -> list[str]:
+    """The config the Trainer's inputs name (the script's --deepspeed, else accelerate launch --config_file)
+    where none was given; the note on which was taken."""
+    training = trainer.training
+    if "config" in values and not _given(values["config"]) and isinstance(training.deepspeed, dict):
+        raise UsageError(f"{training.source}: the DeepSpeed config is given inline; save it as a file and give its "
+                         "path")
+    _fill(values, "config", training.deepspeed)
+    if trainer.accelerate_config is None:
+        return []
+    if _fill(values, "config", trainer.accelerate_config):
+        return [f"config {trainer.accelerate_config} from the launch command (accelerate launch --config_file)"]
+    if values.get("config") == training.deepspeed:
+        return [(f"the script's --deepspeed {training.deepspeed} is the DeepSpeed config checked (the Trainer hands "
+                 f"it to Accelerate); {trainer.accelerate_config} gives the launch only")]
+    return []
 
 
 def _configs(command: str, values: dict[str, Any], spelling: Spelling) -> tuple[ConfigSource, ...]:
