@@ -86,9 +86,17 @@ def test_hostfile(tmp_path):
         parse_launch("deepspeed -H bad train.py", cwd=str(tmp_path))
 
 
-def test_unreadable_hostfile_is_a_note():
+def test_hostfile_not_here_leaves_the_world_size_to_ask_for():
     parsed = parse_launch("deepspeed --hostfile /nonexistent/hostfile --num_gpus 2 train.py")
-    assert parsed.world_size == 2 and any("not read" in note for note in parsed.notes)
+    assert parsed.world_size is None and "/nonexistent/hostfile" in parsed.world_from
+    assert "/nonexistent/hostfile" in parsed.world_missing
+
+
+def test_hostfile_not_here_with_nodes_and_gpus_stated():
+    """apply_num_nodes_and_gpus: the first --num_nodes hosts, --num_gpus each: the file's slots do not matter."""
+    parsed = parse_launch("deepspeed --hostfile /nonexistent/hostfile --num_nodes 2 --num_gpus 4 train.py")
+    assert (parsed.world_size, parsed.per_node) == (8, 4)
+    assert any("/nonexistent/hostfile is not here" in note for note in parsed.notes)
 
 
 @pytest.mark.parametrize("command,message", [
@@ -160,7 +168,9 @@ def test_check_launch_command_mismatch_is_an_error(cli, project):
 def test_check_launch_without_gpu_count_asks_for_gpus(cli, project):
     result = cli(*_launch(project, launcher=("deepspeed",)))
     assert result.returncode == 2
-    assert "give --gpus" in result.stderr and "per local GPU" in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "give --gpus N" in lines[0] and "--num_gpus N in the launch command" in lines[0]
+    assert "the world size is missing: deepspeed without --num_gpus" in lines[0]
 
 
 def test_check_launch_without_deepspeed_config(cli, project):

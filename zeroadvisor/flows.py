@@ -383,6 +383,7 @@ def check_one(inputs: RunInputs, source: ConfigSource) -> CheckReport:
     a note (a diff only).
     """
     from zeroadvisor.advisor.check import CheckResult, check_document
+    from zeroadvisor.config.launch import overridden
     from zeroadvisor.config.source import ParseError
     from zeroadvisor.deepspeed.kind import ACCELERATE, kind_of
     from zeroadvisor.deepspeed.settings import settings_of
@@ -396,20 +397,38 @@ def check_one(inputs: RunInputs, source: ConfigSource) -> CheckReport:
     except ParseError as err:
         lint_rules = [r for r in rules if not r.needs_advice]
         return CheckReport(name, CheckResult(parse_error_findings(name, err, lint_rules), None, options), rules=rules)
+    notes = []
+    accelerate = kind_of(document) == ACCELERATE
+    if accelerate and isinstance(document.data, dict) and inputs.overrides and source.name == inputs.accelerate_config:
+        notes += _overridden_notes(name, document.data, inputs)
+        document = replace(document, data=overridden(document.data, inputs.overrides))
     if isinstance(document.data, dict) and options.training is not None:
-        # DeepSpeed gets the config with "auto" filled from the Trainer's arguments
-        document = trainer_filled(document, options.training, options.cluster.gpus, options.model.hidden_size)
+        if not accelerate:  # DeepSpeed gets the config with "auto" filled from the Trainer's arguments
+            document = trainer_filled(document, options.training, options.cluster.gpus, options.model.hidden_size)
         options = replace(options, shape=trainer_shape(document.data, options.shape, options.training))
-    if kind_of(document) == ACCELERATE:
+    if accelerate:
         result = _check_accelerate(name, document, options, rules)
     else:
         if isinstance(document.data, dict):
             _refuse_conflicts(name, settings_of(document), options.model, options.cluster.gpus, options.shape)
         result = check_document(document, options, rules)
-    notes = []
     if "estimate_error" in result.extra:
         notes.append(f"{name}: no memory estimate ({result.extra['estimate_error']}): fix the errors reported first")
     return _with_fixes(CheckReport(name, result, notes=notes, rules=rules), source, document, inputs)
+
+
+def _overridden_notes(name: str, data: dict[str, Any], inputs: RunInputs) -> list[str]:
+    """One note for each launch option that replaces a different value of the Accelerate config's."""
+    notes = []
+    for override in inputs.overrides:
+        held: Any = data
+        for key in override.path:
+            held = held.get(key) if isinstance(held, dict) else None
+        if held != override.value:
+            stated = "unset" if held is None else repr(held)
+            notes.append(f"{name}: {override.option} {override.value} from the launch command used over "
+                         f"{'.'.join(override.path)} ({stated} in the file), as accelerate launch does")
+    return notes
 
 
 def _with_fixes(report: CheckReport, source: ConfigSource, document: Document, inputs: RunInputs) -> CheckReport:

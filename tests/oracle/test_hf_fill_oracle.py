@@ -258,6 +258,39 @@ def test_deepspeed_hostfile_as_deepspeed_reads_it(tmp_path):
     assert parsed.world_size == sum(pool.values())
 
 
+@pytest.mark.parametrize("options", [
+    [], ["--num_nodes", "1"], ["--num_gpus", "2"], ["--num_nodes", "2", "--num_gpus", "4"],
+    ["--include", "worker-0"], ["--include", "worker-0:0,1@worker-1"], ["--include", "worker-1:0,1,2"],
+    ["--exclude", "worker-1"], ["--exclude", "worker-0:0,1,2@worker-1:3"],
+])
+def test_deepspeed_resources_as_deepspeed_narrows_them(tmp_path, options):
+    """runner.py main's arithmetic: the hostfile, parse_inclusion_exclusion, then apply_num_nodes_and_gpus."""
+    from deepspeed.launcher.runner import apply_num_nodes_and_gpus, fetch_hostfile, parse_inclusion_exclusion
+
+    hostfile = tmp_path / "hostfile"
+    hostfile.write_text("worker-0 slots=8\nworker-1 slots=4\n")
+    args = dict(zip(options[::2], options[1::2], strict=True))
+    active = parse_inclusion_exclusion(fetch_hostfile(str(hostfile)), args.get("--include", ""),
+                                       args.get("--exclude", ""))
+    active = apply_num_nodes_and_gpus(active, int(args.get("--num_nodes", -1)), int(args.get("--num_gpus", -1)))
+    parsed = launch.parse_launch(["deepspeed", "--hostfile", str(hostfile), *options, "train.py"])
+    assert parsed.world_size == sum(len(slots) for slots in active.values())
+
+
+def test_accelerate_overrides_are_launch_options_of_their_type():
+    """Each option that overrides a config key is an ``accelerate launch`` option of that type, and the key is
+    one the config file holds (a top-level key, or a deepspeed_config key)."""
+    from accelerate.commands.launch import launch_command_parser
+
+    from zeroadvisor.config.accelerate import CLUSTER_KEYS, DEEPSPEED_KEYS
+
+    actions = {action.dest: action for action in launch_command_parser()._actions}
+    for name, (path, kind) in launch.ACCELERATE_OVERRIDES.items():
+        assert f"--{name}" in actions[name].option_strings, name
+        assert (actions[name].type or str) is kind, name
+        assert path[0] in CLUSTER_KEYS and (len(path) == 1 or path[1] in DEEPSPEED_KEYS), name
+
+
 def test_the_mismatch_grid_has_both_outcomes():
     """The raise/no-raise test above is only a test if the grid holds cases of each."""
     fired = [any(f.code == "ZA310" for f in lint_text(json.dumps(CONFIGS[c]), "ds.json",

@@ -9,8 +9,14 @@ argument is a ``.yaml``/``.yml``/``.json`` file reads its arguments from that fi
 parse_yaml_file/parse_json_file as LLaMA-Factory and axolotl scripts call them), with ``key=value``
 overrides after it (LLaMA-Factory's OmegaConf.from_cli).
 
+What a launcher leaves to the machine it runs on (``deepspeed`` without ``--num_gpus``, a hostfile that is not
+here) is a world size of None with the option that would state it (:class:`World`); ``accelerate launch
+--config_file`` names the config to check, and its options that override the file's keys are
+:data:`ACCELERATE_OVERRIDES`.
+
 Each launcher's options that take NO value are listed (:data:`LAUNCHERS`); every other option takes one.
-tests/oracle/test_hf_fill_oracle.py compares these lists with the launchers' own argparse parsers.
+tests/oracle/test_hf_fill_oracle.py compares these lists with the launchers' own argparse parsers, the
+hostfile arithmetic with DeepSpeed's runner and the overrides with accelerate's launch parser.
 """
 
 from __future__ import annotations
@@ -79,12 +85,34 @@ _EXTRA_BOOLS = ("disable_gradient_checkpointing",)
 _EXTRA_KEYS = (DEEPSPEED_KEY, *MODEL_KEYS, *SEQUENCE_KEYS, *_EXTRA_BOOLS)
 # A launcher's options as the command gives them: the value, or True for an option that takes none.
 _Options = dict[str, str | bool]
+# accelerate launch options that override a key of its --config_file: _validate_launch_command copies the
+# file's value onto an option only where the command left it unset (a deepspeed_config key only where the
+# option is not among args.nondefault). Option -> (the key's path in the file, the option's argparse type).
+ACCELERATE_OVERRIDES: dict[str, tuple[tuple[str, ...], type]] = {
+    "num_processes": (("num_processes",), int),
+    "num_machines": (("num_machines",), int),
+    "mixed_precision": (("mixed_precision",), str),
+    "zero_stage": (("deepspeed_config", "zero_stage"), int),
+    "offload_optimizer_device": (("deepspeed_config", "offload_optimizer_device"), str),
+    "offload_param_device": (("deepspeed_config", "offload_param_device"), str),
+    "gradient_accumulation_steps": (("deepspeed_config", "gradient_accumulation_steps"), int),
+}
+
+
+@dataclass(frozen=True)
+class Override:
+    """A launcher option that replaces a key of the config file it launches with: ``path`` in the file."""
+
+    option: str  # as the command spells it, e.g. --num_processes
+    path: tuple[str, ...]
+    value: str | int
 
 
 @dataclass(frozen=True)
 class Launch:
     """What a launch command runs: ``world_size`` processes (None: the launcher takes every GPU it finds,
-    which only the machine knows), the script and its TrainingArguments."""
+    which only the machine knows; ``world_missing`` names the option that would state it), the script and its
+    TrainingArguments, and for ``accelerate launch`` the config file it launches with."""
 
     launcher: str
     world_size: int | None
@@ -92,6 +120,11 @@ class Launch:
     script: str
     training: TrainingArgs
     notes: tuple[str, ...] = ()
+    per_node: int | None = None  # processes each machine runs, where the command says (None: not stated, uneven)
+    accelerate_config: str | None = None  # accelerate launch --config_file, as given
+    # what to give where the command leaves the world size to the machine ("" when it states it)
+    world_missing: str = ""
+    overrides: tuple[Override, ...] = ()  # accelerate launch options over its --config_file's keys
 
 
 def parse_launch(words: list[str] | str, cwd: str | None = None) -> Launch:
@@ -118,9 +151,12 @@ def parse_launch(words: list[str] | str, cwd: str | None = None) -> Launch:
     if not script:
         raise LaunchError(f"launch command: {LAUNCHERS[launcher].name} runs no script (expected a script "
                           "path or -m module after its options)")
-    world, world_from = WORLD[launcher](options, env, cwd, notes)
+    world = WORLD[launcher](options, env, cwd, notes)
     training = script_training_args(script_args, cwd)
-    return Launch(LAUNCHERS[launcher].name, world, world_from, script, training, tuple(notes))
+    config = _accelerate_config_option(options) if launcher == "accelerate" else None
+    overrides = _accelerate_overrides(options) if config is not None else ()
+    return Launch(LAUNCHERS[launcher].name, world.size, world.origin, script, training, tuple(notes),
+                  world.per_node, config, world.missing, overrides)
 
 
 def _launcher(words: list[str]) -> tuple[str, list[str]]:
@@ -184,42 +220,106 @@ def _int_option(options: _Options, names: tuple[str, ...], launcher: str) -> int
     return None
 
 
-def _deepspeed_world(options: _Options, env: dict[str, str], cwd: str | None,
-                     notes: list[str]) -> tuple[int | None, str]:
+@dataclass(frozen=True)
+class World:
+    """What a launch command says of its processes: ``size`` in all (None: left to the machine it runs on),
+    ``per_node`` on each machine (None: not stated, or not the same on all); ``missing``: where ``size`` is
+    None, the launcher option that would state it."""
+
+    size: int | None
+    origin: str  # how the size follows from the command, for messages
+    per_node: int | None = None
+    missing: str = ""
+
+
+def _even(counts: list[int]) -> int | None:
+    """The processes per machine where every machine runs the same number."""
+    return counts[0] if counts and len(set(counts)) == 1 else None
+
+
+@dataclass(frozen=True)
+class _Resources:
+    """The deepspeed launcher's resource options (runner.py parse_args): 0 and "" where not given."""
+
+    nodes: int
+    gpus: int
+    include: str
+    exclude: str
+
+
+def _deepspeed_world(options: _Options, env: dict[str, str], cwd: str | None, notes: list[str]) -> World:
     """deepspeed/launcher/runner.py main: the hostfile's hosts and slots (fetch_hostfile, default /job/hostfile),
-    narrowed by --include/--exclude, then the first --num_nodes hosts with --num_gpus slots each
-    (apply_num_nodes_and_gpus); without a hostfile, the local GPUs (CUDA_VISIBLE_DEVICES when set)."""
-    nodes = _int_option(options, ("--num_nodes",), "deepspeed")
-    gpus = _int_option(options, ("--num_gpus", "--num_accelerators"), "deepspeed")
+    narrowed by --include/--exclude (parse_resource_filter), or the first --num_nodes hosts with --num_gpus slots
+    each (apply_num_nodes_and_gpus); without a hostfile, the local GPUs (CUDA_VISIBLE_DEVICES when set)."""
+    nodes = _int_option(options, ("--num_nodes",), "deepspeed") or 0
+    gpus = _int_option(options, ("--num_gpus", "--num_accelerators"), "deepspeed") or 0
+    include, exclude = (str(options.get(f"--{n}", options.get(f"-{n[0]}", ""))) for n in ("include", "exclude"))
+    if (include or exclude) and (nodes or gpus):
+        raise LaunchError("launch command: deepspeed --num_nodes/--num_gpus with --include/--exclude: DeepSpeed "
+                          "raises 'Cannot specify num_nodes/gpus with include/exclude'")
+    if include and exclude:
+        raise LaunchError("launch command: deepspeed --include and --exclude: DeepSpeed raises 'include_str and "
+                          "exclude_str are mutually exclusive'")
+    wanted = _Resources(nodes, gpus, include, exclude)
     hostfile = options.get("--hostfile", options.get("-H"))
-    pool = _hostfile(str(hostfile), cwd, notes) if isinstance(hostfile, str) else None
-    include = options.get("--include", options.get("-i"))
-    if isinstance(include, str) and include:
-        counted = _include_slots(include)
-        if counted is not None:
-            return counted, f"--include {include}"
-    if pool:
-        hosts = list(pool.values())[:nodes] if nodes and nodes > 0 else list(pool.values())
-        slots = [gpus if gpus and gpus > 0 else count for count in hosts]
-        return sum(slots), f"hostfile {hostfile}: {len(slots)} node(s), {'+'.join(map(str, slots))} GPU(s)"
-    nodes = nodes if nodes and nodes > 0 else 1
-    if gpus and gpus > 0:
-        return gpus * nodes, f"--num_gpus {gpus} x {nodes} node(s)"
-    visible = _visible(env)
-    if visible is not None:
-        return visible * nodes, f"CUDA_VISIBLE_DEVICES ({visible} GPU(s)) x {nodes} node(s)"
-    return None, "deepspeed without --num_gpus runs one process per local GPU"
+    if isinstance(hostfile, str):
+        return _hostfile_world(hostfile, cwd, wanted, notes)
+    return _local_world(wanted, env)
 
 
-def _hostfile(path: str, cwd: str | None, notes: list[str]) -> dict[str, int] | None:
-    """runner.py _parse_hostfile: ``host slots=N`` lines; '#' comments and blank lines skipped."""
+def _hostfile_world(hostfile: str, cwd: str | None, wanted: _Resources, notes: list[str]) -> World:
+    pool = _hostfile(hostfile, cwd)
+    if pool is None:
+        if wanted.gpus and wanted.nodes:
+            notes.append(f"hostfile {hostfile} is not here: its first {wanted.nodes} host(s) taken with --num_gpus "
+                         f"{wanted.gpus} each, as DeepSpeed takes them")
+            return World(wanted.gpus * wanted.nodes, f"--num_gpus {wanted.gpus} x --num_nodes {wanted.nodes}",
+                         wanted.gpus)
+        return World(None, f"the hostfile {hostfile} (its hosts and their GPU slots) is not here to read",
+                     missing=f"run the check where {hostfile} is, or give --num_gpus and --num_nodes in the launch "
+                             "command")
+    if wanted.include:
+        pool = _filtered(wanted.include, pool, include=True) or {}
+        return World(sum(pool.values()), f"--include {wanted.include}", _even(list(pool.values())))
+    if wanted.exclude:
+        pool = _filtered(wanted.exclude, pool, include=False) or {}
+    hosts = list(pool.values())[:wanted.nodes] if wanted.nodes else list(pool.values())
+    slots = [wanted.gpus or count for count in hosts]
+    return World(sum(slots), f"hostfile {hostfile}: {len(slots)} node(s), {'+'.join(map(str, slots))} GPU(s)",
+                 _even(slots))
+
+
+def _local_world(wanted: _Resources, env: dict[str, str]) -> World:
+    """No hostfile: one machine's GPUs (``localhost`` in --include)."""
+    if wanted.include:
+        slots = _filtered(wanted.include, None, include=True)
+        if slots is not None:
+            return World(sum(slots.values()), f"--include {wanted.include}", _even(list(slots.values())))
+        return World(None, f"deepspeed --include {wanted.include} takes every GPU of a host named without slots",
+                     missing="list each host's slots in --include (host:0,1,...)")
+    if wanted.exclude:
+        return World(None, f"deepspeed --exclude {wanted.exclude} runs on the machine's GPUs but those it names",
+                     missing="--include localhost:SLOTS in the launch command")
+    count = wanted.nodes or 1
+    per_machine = wanted.gpus or _visible(env)
+    if per_machine:
+        origin = f"--num_gpus {wanted.gpus}" if wanted.gpus else f"CUDA_VISIBLE_DEVICES ({per_machine} GPU(s))"
+        return World(per_machine * count, f"{origin} x {count} node(s)", per_machine if wanted.nodes else None)
+    return World(None, "deepspeed without --num_gpus runs one process per GPU of the machine it runs on",
+                 missing="--num_gpus N in the launch command")
+
+
+def _hostfile(path: str, cwd: str | None) -> dict[str, int] | None:
+    """runner.py _parse_hostfile: ``host slots=N`` lines; '#' comments and blank lines skipped (None: no such
+    file here, as fetch_hostfile's ``os.path.isfile``)."""
     full = os.path.join(cwd or "", path)
+    if not os.path.isfile(full):
+        return None
     try:
         with open(full, encoding="utf-8") as handle:
             lines = handle.read(1 << 20).splitlines()
-    except OSError as err:
-        notes.append(f"hostfile {path} not read ({err.strerror or err}): world size from the other options")
-        return None
+    except (OSError, UnicodeDecodeError) as err:
+        raise LaunchError(f"{path}: hostfile cannot be read: {getattr(err, 'strerror', None) or err}") from None
     pool: dict[str, int] = {}
     for number, raw in enumerate(lines, 1):
         line = raw.strip()
@@ -236,15 +336,26 @@ def _hostfile(path: str, cwd: str | None, notes: list[str]) -> dict[str, int] | 
     return pool
 
 
-def _include_slots(include: str) -> int | None:
-    """``host:0,1@host2:2,3``: the listed slots (a host without slots means all of its GPUs: unknown)."""
-    total = 0
-    for part in include.split("@"):
-        _, colon, slots = part.partition(":")
-        if not colon or not slots:
+def _filtered(spec: str, pool: dict[str, int] | None, *, include: bool) -> dict[str, int] | None:
+    """runner.py parse_resource_filter: ``host:0,1@host2`` kept (``include``) or removed from ``pool``; host ->
+    the GPUs left. None: a host without slots and no hostfile to count its GPUs."""
+    named: dict[str, set[str] | None] = {}
+    for part in spec.split("@"):
+        host, _, listed = part.partition(":")
+        named[host] = {slot for slot in listed.split(",") if slot} or None
+    if pool is not None:
+        unknown = [host for host in named if host not in pool]
+        if unknown:
+            raise LaunchError(f"launch command: deepspeed --{'include' if include else 'exclude'} {spec}: DeepSpeed "
+                              f"raises \"Hostname '{unknown[0]}' not found in hostfile\"")
+    if include:
+        if any(slots is None for slots in named.values()) and pool is None:
             return None
-        total += len([s for s in slots.split(",") if s])
-    return total
+        return {host: len(slots) if slots is not None else (pool or {})[host] for host, slots in named.items()}
+    left = dict(pool or {})
+    for host, slots in named.items():
+        left[host] = 0 if slots is None else max(left[host] - len(slots), 0)
+    return {host: count for host, count in left.items() if count}
 
 
 def _visible(env: dict[str, str]) -> int | None:
@@ -254,10 +365,9 @@ def _visible(env: dict[str, str]) -> int | None:
     return len([d for d in value.split(",") if d.strip()])
 
 
-def _torchrun_world(options: _Options, env: dict[str, str], cwd: str | None,
-                    notes: list[str]) -> tuple[int | None, str]:
+def _torchrun_world(options: _Options, env: dict[str, str], cwd: str | None, notes: list[str]) -> World:
     """torch/distributed/run.py: --nnodes N or MIN:MAX (elastic: up to MAX), --nproc-per-node N or
-    gpu/auto (every visible GPU)."""
+    gpu/auto (every visible GPU); --standalone is one node."""
     nnodes_text = str(options.get("--nnodes", "1"))
     low, _, high = nnodes_text.partition(":")
     if not (low.isdigit() and (not high or high.isdigit())):
@@ -267,47 +377,93 @@ def _torchrun_world(options: _Options, env: dict[str, str], cwd: str | None,
         notes.append(f"torchrun --nnodes {nnodes_text} is elastic: checked at its maximum, {nodes} node(s)")
     per_node = next((str(options[n]) for n in ("--nproc-per-node", "--nproc_per_node") if n in options), "1")
     if per_node.isdigit():
-        return int(per_node) * nodes, f"--nproc-per-node {per_node} x {nodes} node(s)"
+        return World(int(per_node) * nodes, f"--nproc-per-node {per_node} x {nodes} node(s)", int(per_node))
     if per_node in ("gpu", "auto", "cuda"):
         visible = _visible(env)
         if visible is not None:
-            return visible * nodes, f"CUDA_VISIBLE_DEVICES ({visible} GPU(s)) x {nodes} node(s)"
-        return None, f"torchrun --nproc-per-node {per_node} runs one process per local GPU"
+            return World(visible * nodes, f"CUDA_VISIBLE_DEVICES ({visible} GPU(s)) x {nodes} node(s)", visible)
+        return World(None, f"torchrun --nproc-per-node {per_node} runs one process per GPU of the machine it runs on",
+                     missing="--nproc-per-node N in the launch command")
     raise LaunchError(f"launch command: torchrun --nproc-per-node expects a number or gpu/auto, got {per_node!r}")
 
 
-def _accelerate_world(options: _Options, env: dict[str, str], cwd: str | None,
-                      notes: list[str]) -> tuple[int | None, str]:
-    """accelerate launch: --num_processes is the total over all machines (launch.py _validate_launch_command);
-    without it, the config file's num_processes."""
-    count = _int_option(options, ("--num_processes", "--num-processes"), "accelerate launch")
-    if count is not None:
-        return count, f"--num_processes {count}"
+def _accelerate_config_option(options: _Options) -> str | None:
     config = options.get("--config_file", options.get("--config-file"))
-    if isinstance(config, str):
-        value = _accelerate_config_processes(config, cwd, notes)
-        if value is not None:
-            return value, f"num_processes in {config}"
-    return None, "accelerate launch without --num_processes takes its default config's process count"
+    return config if isinstance(config, str) else None
 
 
-def _accelerate_config_processes(path: str, cwd: str | None, notes: list[str]) -> int | None:
+def _accelerate_overrides(options: _Options) -> tuple[Override, ...]:
+    """The options of ACCELERATE_OVERRIDES the command gives, typed as accelerate's argparse types them."""
+    found: list[Override] = []
+    for name, (path, kind) in ACCELERATE_OVERRIDES.items():
+        for flag in (f"--{name}", f"--{name.replace('_', '-')}"):
+            if isinstance(options.get(flag), str):
+                text = str(options[flag])
+                value = _int_option(options, (flag,), "accelerate launch") if kind is int else text
+                found.append(Override(flag, path, text if value is None else value))
+                break
+    return tuple(found)
+
+
+def overridden(data: dict[str, Any], overrides: tuple[Override, ...]) -> dict[str, Any]:
+    """``data`` (an Accelerate config) as ``accelerate launch`` holds it with ``overrides`` over its keys."""
+    out = dict(data)
+    for override in overrides:
+        *outer, key = override.path
+        target = out
+        for name in outer:
+            inner = target.get(name)
+            target[name] = dict(inner) if isinstance(inner, dict) else {}
+            target = target[name]
+        target[key] = override.value
+    return out
+
+
+def _accelerate_world(options: _Options, env: dict[str, str], cwd: str | None, notes: list[str]) -> World:
+    """accelerate launch: --num_processes is the total over all machines (launch.py _validate_launch_command),
+    --num_machines the machines; each one the command leaves out comes from the config file."""
+    count = _int_option(options, ("--num_processes", "--num-processes"), "accelerate launch")
+    machines = _int_option(options, ("--num_machines", "--num-machines"), "accelerate launch")
+    config = _accelerate_config_option(options)
+    stated, stated_machines = _accelerate_config_world(config, cwd) if config is not None else (None, None)
+    machines = machines or stated_machines or 1
+    total = count if count is not None else stated
+    if total is not None:
+        origin = f"--num_processes {count}" if count is not None else f"num_processes in {config}"
+        if machines > 1:
+            origin += f" over {machines} machines"
+        return World(total, origin, total // machines if total % machines == 0 else None)
+    if config is not None:
+        return World(None, f"{config} sets no num_processes",
+                     missing=f"--num_processes N in the launch command, or num_processes in {config}")
+    return World(None, "accelerate launch without --num_processes or --config_file takes the default config of "
+                       "the machine it runs on", missing="--num_processes N or --config_file FILE in the launch "
+                                                         "command")
+
+
+def _accelerate_config_world(path: str, cwd: str | None) -> tuple[int | None, int | None]:
+    """(num_processes, num_machines) of an Accelerate config file; LaunchError where it cannot be read."""
     from zeroadvisor.config.reader import InputError, read_document
     from zeroadvisor.config.source import ParseError
 
     try:
         document = read_document(os.path.join(cwd or "", path), path)
-    except (InputError, ParseError) as err:
-        notes.append(f"accelerate config {path} not read ({err}): world size unknown from it")
-        return None
+    except InputError as err:
+        raise LaunchError(f"accelerate launch --config_file {err}") from None
+    except ParseError as err:
+        where = f"{path}:{err.line}:{err.column}" if err.line else path
+        raise LaunchError(f"{where}: {err.message}") from None
     data = document.data if isinstance(document.data, dict) else {}
-    value = data.get("num_processes")
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+    def whole(key: str) -> int | None:
+        value = data.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+    return whole("num_processes"), whole("num_machines")
 
 
-def _python_world(options: _Options, env: dict[str, str], cwd: str | None,
-                  notes: list[str]) -> tuple[int | None, str]:
-    return 1, "python runs one process"
+def _python_world(options: _Options, env: dict[str, str], cwd: str | None, notes: list[str]) -> World:
+    return World(1, "python runs one process")
 
 
 WORLD = {"deepspeed": _deepspeed_world, "torchrun": _torchrun_world, "accelerate": _accelerate_world,

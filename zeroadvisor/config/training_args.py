@@ -111,6 +111,7 @@ class TrainingArgs:
     project: str = "transformers"
     sequence_length: int | None = None
     sequence_key: str = ""  # the key that gave sequence_length ("" when none)
+    sequence_from: str = ""  # where that key was given (``cutoff_len in train.yaml``, ``--max_seq_length``)
     checkpointing: bool | None = None
     model: str | None = None
     deepspeed: Any = None  # the config path (str) or an inline dict, as given
@@ -187,6 +188,7 @@ def from_mapping(data: Mapping[str, Any], source: str, project: str | None = Non
     if project == "axolotl":
         _axolotl(data, values, origin, where, out_notes)
     sequence_length, sequence_key = _sequence(data, project, where)
+    sequence_from = where(sequence_key) if sequence_key in data else f"{project}'s default {sequence_key}"
     if sequence_key and sequence_key not in data:
         out_notes.append(f"sequence length {sequence_length}: {project}'s default {sequence_key}")
     model = next((str(data[k]) for k in MODEL_KEYS if isinstance(data.get(k), str) and data[k]), None)
@@ -194,8 +196,8 @@ def from_mapping(data: Mapping[str, Any], source: str, project: str | None = Non
     if deepspeed is not None and not isinstance(deepspeed, (str, dict)):
         raise TrainerInputError(f"{where(DEEPSPEED_KEY)}: expected a DeepSpeed config path or mapping, got "
                                 f"{deepspeed!r}")
-    args = TrainingArgs(values, origin, project, sequence_length, sequence_key, None, model, deepspeed or None,
-                        tuple(out_notes), source)
+    args = TrainingArgs(values, origin, project, sequence_length, sequence_key, sequence_from if sequence_key else "",
+                        None, model, deepspeed or None, tuple(out_notes), source)
     return _with_checkpointing(args, data, where)
 
 
@@ -309,6 +311,7 @@ def merge(base: TrainingArgs, over: TrainingArgs) -> TrainingArgs:
         base, values={**base.values, **over.values}, origin={**base.origin, **over.origin},
         sequence_length=over.sequence_length if over.sequence_key else base.sequence_length,
         sequence_key=over.sequence_key or base.sequence_key,
+        sequence_from=over.sequence_from if over.sequence_key else base.sequence_from,
         checkpointing=over.checkpointing if any(k in over.values for k in ("gradient_checkpointing",
                                                                            "activation_checkpointing"))
         else base.checkpointing,

@@ -103,6 +103,14 @@ def build(doc: Document, script_precision: str | None = None, cwd: str | None = 
     return launch
 
 
+def processes(data: dict[str, Any]) -> Launch:
+    """The processes an Accelerate config launches (world_size, num_machines, per_node), as :func:`build`
+    finds them, without building its DeepSpeed config (the run's inputs read the world size from it)."""
+    launch = Launch(deepspeed=A.uses_deepspeed(data))
+    _processes(data, launch)
+    return launch
+
+
 # -- processes and precision ------------------------------------------------------------------
 
 def _whole(value: Any) -> int | None:

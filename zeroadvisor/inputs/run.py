@@ -30,6 +30,7 @@ from zeroadvisor.vocab import ACCOUNTINGS, Accounting
 
 if TYPE_CHECKING:
     from zeroadvisor.advisor.check import CheckOptions
+    from zeroadvisor.config.launch import Override
     from zeroadvisor.config.project import ProjectConfig
     from zeroadvisor.config.training_args import TrainingArgs
     from zeroadvisor.hardware.table import GpuSpec
@@ -48,6 +49,8 @@ INPUTS: frozenset[str] = frozenset({
     "accounting", "unit", "format", "explain", "verbose", "all_options", "suggest", "diff", "fix", "only_configs",
     "training_args", "launch",
 })
+# What the files may say when no flag does: the world size (a launch command, an Accelerate config).
+WORLD_INPUTS = ("gpus",)
 # Inputs that exclude each other: giving one drops the project configuration's value for all of them.
 EXCLUSIVE = (("gpu", "gpu_memory"),)
 
@@ -86,6 +89,9 @@ class RunInputs:
     only_configs: bool = False  # lint: named files are judged by content too
     notes: tuple[str, ...] = ()  # what the Trainer's inputs gave and assumed, one line each
     readings: Readings | None = None  # preflight: what was read from the job
+    # check of the config an ``accelerate launch --config_file`` names: the command's options over its keys
+    accelerate_config: str | None = None
+    overrides: tuple[Override, ...] = ()
 
     def lint_options(self) -> LintOptions:
         from zeroadvisor.lint.context import LintOptions
@@ -136,15 +142,27 @@ def build(command: str, given: Mapping[str, Any], *, keywords: Mapping[str, Any]
     if readings is not None:
         _from_readings(values, readings)
     trainer = read_trainer(values.get("training_args"), values.get("launch"))
-    # check with a launch command or arguments file: those may still give the GPU count
-    deferred = ("gpus",) if command == "check" and trainer is not None else ()
+    # a launch command or an Accelerate config may still give the world size: asked for once all were read
+    deferred = WORLD_INPUTS if command in MODEL_COMMANDS else ()
     _refuse_missing(command, values, spelling, project, deferred)
-    notes = _from_trainer(values, trainer, spelling) if trainer is not None else []
-    configs = _configs(command, values, spelling)
-    if trainer is not None and deferred and values.get("gpus") is None:
-        why = f": {trainer.world_from}" if trainer.world_from else ""
-        raise UsageError(f"give {spelling.ask('gpus', 'N')} (or the launch command after --){why}")
+    configs, notes = _from_files(command, values, spelling, project, trainer)
     return _assemble(command, values, spelling, project, trainer, configs, tuple(notes), readings)
+
+
+def _from_files(command: str, values: dict[str, Any], spelling: Spelling, project: bool,
+                trainer: TrainerInputs | None) -> tuple[tuple[ConfigSource, ...], list[str]]:
+    """The configs, and what the user's files say that no flag did: the Trainer's inputs, then the world size
+    of the Accelerate configs checked; one error for all that is still missing. The notes on what was taken."""
+    notes = _from_trainer(values, trainer, spelling) if trainer is not None else []
+    if command == "check" and not _given(values.get("config")):  # one error for all that is missing
+        world = f"; and {_missing_world(trainer, spelling, project)}" if values.get("gpus") is None else ""
+        raise UsageError(_missing_config(trainer, spelling) + world)
+    configs = _configs(command, values, spelling)
+    if command in MODEL_COMMANDS and values.get("gpus") is None:
+        notes += _from_accelerate_configs(values, configs)
+        if values.get("gpus") is None:
+            raise UsageError(_missing_world(trainer, spelling, project))
+    return configs, notes
 
 
 def _given(value: Any) -> bool:
@@ -205,6 +223,55 @@ def _refuse_missing(command: str, values: dict[str, Any], spelling: Spelling, pr
         raise UsageError(f"give {spelling.ask(name)}{where}")
 
 
+def _missing_world(trainer: TrainerInputs | None, spelling: Spelling, project: bool) -> str:
+    """The one error for a run whose world size nothing gave: what is missing and what would give it."""
+    where = " (or gpus under [tool.zeroadvisor.cluster] in pyproject.toml)" if project else ""
+    if trainer is None or not trainer.world_from:
+        return f"give {spelling.ask('gpus')}{where}"
+    alternative = f", or {trainer.world_missing}" if trainer.world_missing else ""
+    return (f"the world size is missing: {trainer.world_from}; give {spelling.ask('gpus', 'N')}{where}"
+            f"{alternative}")
+
+
+def _missing_config(trainer: TrainerInputs | None, spelling: Spelling) -> str:
+    """What to give for a check without a config: CONFIG, or what names it in the launch command."""
+    if trainer is not None and trainer.world_from:
+        return (f"give {spelling.ask('config')}, or --deepspeed FILE in the launch command's script arguments "
+                "(accelerate launch: --config_file FILE)")
+    return f"give {spelling.ask('config')}, or the launch command after -- (its --deepspeed names the config)"
+
+
+def _from_accelerate_configs(values: dict[str, Any], configs: tuple[ConfigSource, ...]) -> list[str]:
+    """The world size (num_processes, the total across num_machines) of the Accelerate configs checked, where
+    nothing else gave it and every such config states the same; the note saying so."""
+    from zeroadvisor.config.reader import InputError
+    from zeroadvisor.config.source import ParseError
+    from zeroadvisor.deepspeed.accelerate_map import processes
+    from zeroadvisor.deepspeed.kind import ACCELERATE, kind_of_data
+
+    worlds: dict[tuple[int | None, int, int | None], str] = {}
+    for source in configs:
+        if source.stdin:  # read once, by the check
+            continue
+        try:
+            data = source.read().data
+        except (InputError, ParseError):  # reported by the check itself; the world size is asked for
+            return []
+        if kind_of_data(data) == ACCELERATE and isinstance(data, dict):
+            launch = processes(data)
+            worlds.setdefault((launch.world_size, launch.num_machines, launch.per_node), source.display)
+    if len(worlds) != 1:
+        return []
+    (world, machines, per_node), name = next(iter(worlds.items()))
+    if world is None:
+        return []
+    values["gpus"] = world
+    if machines > 1 and values.get("gpus_per_node") is None:
+        values["gpus_per_node"] = per_node
+    over = f" over {machines} machines, {per_node} each" if machines > 1 else ""
+    return [f"world size {world} from num_processes in {name}{over}"]
+
+
 def _setting(command: str, values: dict[str, Any], name: str, spelling: Spelling) -> Any:
     """The value given (by a flag, keyword, the project configuration, ...), else the fallback (settings.py)."""
     value = values.get(name)
@@ -217,33 +284,59 @@ def _setting(command: str, values: dict[str, Any], name: str, spelling: Spelling
 
 def _from_trainer(values: dict[str, Any], trainer: TrainerInputs, spelling: Spelling) -> list[str]:
     """What the Trainer's inputs give where the flags, keywords and project configuration left it out (only the
-    inputs this command takes); the notes on what was read and assumed."""
-    notes = list(trainer.notes)
+    inputs this command takes); the notes on what was read and assumed, and on each value given over theirs."""
+    notes = [*trainer.notes, *_config_from_trainer(values, trainer)]
     training = trainer.training
 
     def fill(name: str, value: Any) -> bool:
-        if name not in values or _given(values[name]) or value is None:
-            return False
-        values[name] = value
-        return True
+        return _fill(values, name, value)
 
-    if "config" in values and not _given(values["config"]) and isinstance(training.deepspeed, dict):
-        raise UsageError(f"{training.source}: the DeepSpeed config is given inline; save it as a file and give its "
-                         "path")
-    fill("config", training.deepspeed)
+    def fill_noted(name: str, value: Any, taken: str, theirs: str) -> None:
+        if fill(name, value):
+            notes.append(taken)
+        elif value is not None and values.get(name) not in (None, value):
+            notes.append(f"{spelling.label(name)} {values[name]} used; {theirs}")
+
     world = trainer.world
-    if fill("gpus", world):
-        notes.append(f"world size {world} from the launch command ({trainer.world_from})")
-    elif world is not None and values.get("gpus") not in (None, world):
-        notes.append(f"{spelling.label('gpus')} {values['gpus']} used; the launch command runs {world} process(es) "
-                     f"({trainer.world_from})")
+    fill_noted("gpus", world, f"world size {world} from the launch command ({trainer.world_from})",
+               f"the launch command runs {world} process(es) ({trainer.world_from})")
+    if world is not None and values.get("gpus") == world and fill("gpus_per_node", trainer.per_node) \
+            and trainer.per_node != world:
+        notes.append(f"{trainer.per_node} GPU(s) per node from the launch command")
     if values.get("params") is None:
         fill("model", training.model or None)
-    if fill("seq_len", training.sequence_length or None):
-        notes.append(f"sequence length {training.sequence_length} from {training.sequence_key}")
+    fill_noted("seq_len", training.sequence_length or None,
+               f"sequence length {training.sequence_length} from {training.sequence_from}",
+               f"the Trainer's arguments give {training.sequence_length} ({training.sequence_from})")
     fill("activation_checkpointing", trainer.checkpointing)
     fill("launcher", trainer.launcher)  # the step time's CPU optimizer threads (hardware/machine.py)
     return notes
+
+
+def _fill(values: dict[str, Any], name: str, value: Any) -> bool:
+    """Set the input ``name`` (one this command takes) to ``value`` where nothing gave it; whether it did."""
+    if name not in values or _given(values[name]) or value is None:
+        return False
+    values[name] = value
+    return True
+
+
+def _config_from_trainer(values: dict[str, Any], trainer: TrainerInputs) -> list[str]:
+    """The config the Trainer's inputs name (the script's --deepspeed, else accelerate launch --config_file)
+    where none was given; the note on which was taken."""
+    training = trainer.training
+    if "config" in values and not _given(values["config"]) and isinstance(training.deepspeed, dict):
+        raise UsageError(f"{training.source}: the DeepSpeed config is given inline; save it as a file and give its "
+                         "path")
+    _fill(values, "config", training.deepspeed)
+    if trainer.accelerate_config is None:
+        return []
+    if _fill(values, "config", trainer.accelerate_config):
+        return [f"config {trainer.accelerate_config} from the launch command (accelerate launch --config_file)"]
+    if values.get("config") == training.deepspeed:
+        return [(f"the script's --deepspeed {training.deepspeed} is the DeepSpeed config checked (the Trainer hands "
+                 f"it to Accelerate); {trainer.accelerate_config} gives the launch only")]
+    return []
 
 
 def _configs(command: str, values: dict[str, Any], spelling: Spelling) -> tuple[ConfigSource, ...]:
@@ -261,9 +354,6 @@ def _configs(command: str, values: dict[str, Any], spelling: Spelling) -> tuple[
     if command == "estimate":
         return () if config is None else (ConfigSource.given(config, name),)
     configs = list(config) if isinstance(config, (list, tuple)) else [] if config is None else [config]
-    if not configs:
-        raise UsageError(f"give {spelling.ask('config')}, or the launch command after -- (its --deepspeed names the "
-                         "config)")
     return tuple(ConfigSource.given(each, name) for each in configs)
 
 
@@ -300,7 +390,9 @@ def _assemble(command: str, values: dict[str, Any], spelling: Spelling, project:
     diff = bool(values.get("suggest") or values.get("diff")) or (command == "check" and output.format in DIFF_FORMATS)
     return RunInputs(command, configs, model, shape, cluster, accounting, integration,
                      trainer.training if trainer is not None else None, hardware, rules, output, diff,
-                     bool(values.get("fix")), bool(values.get("only_configs")), notes, readings)
+                     bool(values.get("fix")), bool(values.get("only_configs")), notes, readings,
+                     trainer.accelerate_config if trainer is not None else None,
+                     trainer.overrides if trainer is not None else ())
 
 
 def _references(value: Any) -> tuple[str, ...]:

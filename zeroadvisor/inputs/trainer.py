@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from zeroadvisor.config.launch import Override
     from zeroadvisor.config.training_args import TrainingArgs
 
 # config/launch.py Launch.launcher -> hardware/machine.py LAUNCHERS (python: one process, no launcher to read)
@@ -28,6 +29,10 @@ class TrainerInputs:
     world: int | None = None
     world_from: str = ""  # how the world size follows from the command, for messages
     launcher: str | None = None  # the command's launcher as the step-time model names it (LAUNCHER_OF_COMMAND)
+    per_node: int | None = None  # the processes each machine runs, where the command says
+    accelerate_config: str | None = None  # accelerate launch --config_file: the config it launches with
+    world_missing: str = ""  # where world is None: what would state it, for the one error that asks
+    overrides: tuple[Override, ...] = ()  # accelerate launch options over the keys of its --config_file
 
     @property
     def checkpointing(self) -> str | None:
@@ -45,15 +50,12 @@ def read_trainer(training_args: str | None, launch: str | None) -> TrainerInputs
     from zeroadvisor.config.training_args import merge, read_training_args
 
     training = read_training_args(training_args) if training_args is not None else None
-    notes: list[str] = []
-    world, world_from, launcher = None, "", None
-    if launch is not None:
-        command = parse_launch(launch)
-        notes += command.notes
-        world, world_from = command.world_size, command.world_from
-        launcher = LAUNCHER_OF_COMMAND.get(command.launcher)
-        training = merge(training, command.training) if training is not None else command.training
-    if training is None:  # unreachable: one of the two was given above; each gives the training arguments
-        raise TypeError("read_trainer: neither training arguments nor a launch command")
-    notes += training.notes
-    return TrainerInputs(training, tuple(notes), world, world_from, launcher)
+    if launch is None:
+        if training is None:  # unreachable: one of the two was given above
+            raise TypeError("read_trainer: neither training arguments nor a launch command")
+        return TrainerInputs(training, training.notes)
+    command = parse_launch(launch)
+    training = merge(training, command.training) if training is not None else command.training
+    return TrainerInputs(training, command.notes + training.notes, command.world_size, command.world_from,
+                         LAUNCHER_OF_COMMAND.get(command.launcher), command.per_node, command.accelerate_config,
+                         command.world_missing, command.overrides)
