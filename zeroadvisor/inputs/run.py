@@ -78,11 +78,13 @@ class RunInputs:
     hardware: Hardware | None = None  # the step-time model's machine (estimate, check)
     rules: RuleChoice = field(default_factory=RuleChoice)
     output: Output = field(default_factory=Output)
-    diff: bool = False  # check: the fixes as a unified diff
-    fix: bool = False  # check: write the fixes
+    diff: bool = False  # lint, check: the fixes as a unified diff
+    fix: bool = False  # lint, check: write the fixes
     only_configs: bool = False  # lint: named files are judged by content too
     notes: tuple[str, ...] = ()  # what the Trainer's inputs gave and assumed, one line each
     readings: Readings | None = None  # preflight: what was read from the job
+    # check --fix/--suggest given no model: the lint part alone (the lint flow, its fixes), no memory advice
+    lint_only: bool = False
 
     def lint_options(self) -> LintOptions:
         from zeroadvisor.lint.context import LintOptions
@@ -126,15 +128,42 @@ def build(command: str, given: Mapping[str, Any], *, keywords: Mapping[str, Any]
     if readings is not None:
         _from_readings(values, readings)
     trainer = read_trainer(values.get("training_args"), values.get("launch"))
+    lint_only = command == "check" and _fixes_only(values, trainer)
     # check with a launch command or arguments file: those may still give the GPU count
     deferred = ("gpus",) if command == "check" and trainer is not None else ()
-    _refuse_missing(command, values, spelling, project, deferred)
+    if not lint_only:
+        _refuse_missing(command, values, spelling, project, deferred)
     notes = _from_trainer(values, trainer, spelling) if trainer is not None else []
     configs = _configs(command, values, spelling)
-    if trainer is not None and deferred and values.get("gpus") is None:
+    if trainer is not None and deferred and values.get("gpus") is None and not lint_only:
         why = f": {trainer.world_from}" if trainer.world_from else ""
         raise UsageError(f"give {spelling.ask('gpus', 'N')} (or the launch command after --){why}")
-    return _assemble(command, values, spelling, project, trainer, configs, tuple(notes), readings)
+    _refuse_fix_without_file(command, values, configs, spelling)
+    return _assemble(command, values, spelling, project, trainer, configs, tuple(notes), readings, lint_only)
+
+
+def _fixes_only(values: dict[str, Any], trainer: TrainerInputs | None) -> bool:
+    """check asked to fix (--fix) or show the fixes (--suggest) and given no model (nor a Trainer file naming one):
+    there is no memory estimate without a model, so the lint part runs alone, on its own fixes."""
+    if not (values.get("fix") or values.get("suggest")):
+        return False
+    named = trainer is not None and bool(trainer.training.model)
+    return not (_given(values.get("model")) or _given(values.get("params")) or named)
+
+
+def _refuse_fix_without_file(command: str, values: dict[str, Any], configs: tuple[ConfigSource, ...],
+                             spelling: Spelling) -> None:
+    """lint --fix writes files: standard input and text in memory have none (--diff shows their fixes); and --fix
+    with --diff is one too many. (check keeps its result and says why its fixes were not written: flows.)"""
+    if command != "lint" or not values.get("fix"):
+        return
+    if values.get("diff"):
+        raise UsageError(f"give {spelling.ask('fix')} (write the fixes) or {spelling.ask('diff')} (show them), not "
+                         "both")
+    unwritable = next((source for source in configs if source.stdin or source.text is not None), None)
+    if unwritable is not None:
+        raise UsageError(f"{spelling.ask('fix')} writes the fixed files and {unwritable.display} is not one; "
+                         f"{spelling.ask('diff')} shows the fixes without writing")
 
 
 def _given(value: Any) -> bool:
@@ -256,13 +285,13 @@ def _configs(command: str, values: dict[str, Any], spelling: Spelling) -> tuple[
 
 def _assemble(command: str, values: dict[str, Any], spelling: Spelling, project: bool,
               trainer: TrainerInputs | None, configs: tuple[ConfigSource, ...], notes: tuple[str, ...],
-              readings: Readings | None) -> RunInputs:
+              readings: Readings | None, lint_only: bool = False) -> RunInputs:
     from zeroadvisor.units import FORMAT_UNITS
 
     model: ModelSpec | None = None
     shape: TrainingShape | None = None
     cluster, hardware, accounting = None, None, Accounting.DEEPSPEED
-    if command in MODEL_COMMANDS:
+    if command in MODEL_COMMANDS and not lint_only:
         model, shape = model_and_shape(values.get("model"), values.get("params"), spelling=spelling,
                                        **{key: values.get(key) for key in TRAINING_INPUTS})
         cluster = _cluster(command, values, spelling)
@@ -283,10 +312,14 @@ def _assemble(command: str, values: dict[str, Any], spelling: Spelling, project:
                     explain=bool(values.get("explain")), all_options=bool(values.get("all_options")))
     rules = RuleChoice(_references(values.get("select")), _references(values.get("ignore")),
                        lint_only=command == "lint", project=project)
+    if lint_only and output.format in DIFF_FORMATS:
+        raise UsageError(f"{spelling.label('format')} {output.format} shows the memory advice: give "
+                         f"{spelling.ask('model')} (or {spelling.ask('params')}), {spelling.ask('gpus', 'N')} and "
+                         f"{spelling.ask('gpu')} (or {spelling.ask('gpu_memory')})")
     diff = bool(values.get("suggest") or values.get("diff")) or (command == "check" and output.format in DIFF_FORMATS)
     return RunInputs(command, configs, model, shape, cluster, accounting, integration,
                      trainer.training if trainer is not None else None, hardware, rules, output, diff,
-                     bool(values.get("fix")), bool(values.get("only_configs")), notes, readings)
+                     bool(values.get("fix")), bool(values.get("only_configs")), notes, readings, lint_only)
 
 
 def _references(value: Any) -> tuple[str, ...]:
