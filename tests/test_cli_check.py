@@ -131,3 +131,98 @@ def test_debug_shows_the_traceback(cli, files, monkeypatch):
     monkeypatch.setenv("ZEROADVISOR_DEBUG", "1")
     with pytest.raises(ZeroDivisionError):
         cli("lint", "ds.json", cwd=files)
+
+
+# -- check --fix without a cluster; check DIR ----------------------------------------------------
+
+SKIPPED_NOTE = "zeroadvisor: note: the memory part was skipped (give --model, --gpus N and --gpu for it): lint " \
+               "findings and their fixes only\n"
+
+
+def test_fix_without_a_cluster_writes_the_lint_fixes(cli, files):
+    result = cli("check", "ds.json", "--fix", cwd=files)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout == "1 file checked: no problems\n"
+    assert result.stderr == SKIPPED_NOTE + "zeroadvisor: 1 file checked: 1 finding (1 fixed, 0 remaining)\n"
+    text = (files / "ds.json").read_text()
+    assert text.startswith(STAGE3.split('  "zero_optimisation"', maxsplit=1)[0])  # the lines before the fix, byte for byte
+    assert json.loads(text) == {"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True},
+                                "zero_optimization": {"stage": 3}}
+
+
+def test_suggest_without_a_cluster_shows_the_lint_fixes_and_writes_nothing(cli, files):
+    result = cli("check", "ds.json", "--suggest", cwd=files)
+    assert result.returncode == 1  # ZA102 is in the file as it is
+    assert "ds.json:4:3: ZA102 [error]" in result.stdout
+    assert '\n-  "zero_optimisation": {"stage": 3}\n' in result.stdout and "+++ b/ds.json" in result.stdout
+    assert result.stderr == SKIPPED_NOTE and (files / "ds.json").read_text() == STAGE3
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--fix", "--format", "markdown"], ("--format markdown shows the memory advice: give --model (or --params), "
+                                         "--gpus N and --gpu (or --gpu-memory)")),
+    ([], "give --gpus"),  # no --fix/--suggest: the check needs its cluster, as before
+    (["--fix", "--params", "7B"], "give --gpus"),  # a model given: the memory part runs and needs the cluster
+])
+def test_without_a_cluster_the_memory_part_is_skipped_only_for_fixes(cli, files, args, message):
+    result = cli("check", "ds.json", *args, cwd=files)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.splitlines()[-1].startswith(f"zeroadvisor: {message}"), result.stderr
+    assert (files / "ds.json").read_text() == STAGE3
+
+
+def test_cluster_flags_keep_the_full_check_with_fix(cli, files):
+    result = cli("check", "ds.json", *CLUSTER, "--fix", cwd=files)
+    assert result.stdout.startswith("Verdict (") and "memory part was skipped" not in result.stderr
+
+
+@pytest.fixture
+def folder(tmp_path):
+    """Two configs (one with a misspelt key) and a model's config.json, which is no DeepSpeed config."""
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "a.json").write_text(STAGE3)
+    (tmp_path / "configs" / "b.json").write_text('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true},'
+                                                 ' "zero_optimization": {"stage": 2}}\n')
+    (tmp_path / "configs" / "config.json").write_text('{"architectures": ["LlamaForCausalLM"], "hidden_size": 8}\n')
+    return tmp_path
+
+
+def test_check_dir_checks_every_config_and_skips_other_json(cli, folder):
+    result = cli("check", "configs", *CLUSTER, "--format", "json", cwd=folder)
+    reports = json.loads(result.stdout)
+    assert [report["findings"][0]["file"] for report in reports] == ["configs/a.json", "configs/b.json"]
+    assert all(report["estimate"] is not None for report in reports)
+    assert result.returncode == 1  # combined: a.json has an error (ZA102), b.json none
+    assert result.stderr == ("zeroadvisor: note: 1 file skipped (not DeepSpeed or Accelerate configs): "
+                             "configs/config.json\n")
+    text = cli("check", "configs", *CLUSTER, cwd=folder)
+    assert text.stdout.count("Verdict (") == 2 and "configs/config.json" not in text.stdout
+
+
+def test_check_dir_exit_code_is_0_when_every_config_passes(cli, folder):
+    (folder / "configs" / "a.json").unlink()
+    assert cli("check", "configs", *CLUSTER, cwd=folder).returncode == 0
+
+
+def test_check_glob_and_dir_fix_every_config(cli, folder):
+    result = cli("check", "configs/*.json", "--fix", cwd=folder)  # a pattern names config.json: linted too
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "zero_optimization" in json.loads((folder / "configs" / "a.json").read_text())
+    fixed = cli("check", "configs", *CLUSTER, "--fix", "--select", "ZA102", cwd=folder)
+    assert fixed.stderr.count("nothing to fix in configs/") == 2
+
+
+def test_check_dir_without_configs_is_a_usage_error(cli, folder):
+    (folder / "configs" / "a.json").unlink()
+    (folder / "configs" / "b.json").unlink()
+    result = cli("check", "configs", *CLUSTER, cwd=folder)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == ("zeroadvisor: configs: no config to check (1 file(s) skipped: not DeepSpeed or "
+                             "Accelerate configs)\n")
+
+
+def test_the_api_checks_one_config_per_call(folder):
+    import zeroadvisor
+
+    with pytest.raises(zeroadvisor.UsageError, match="names 2 configs; check one per call"):
+        zeroadvisor.check(str(folder / "configs"), params="7B", gpus=8, gpu="H100-SXM5-80GB")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 
 from cli_run import cli, cli_process  # noqa: F401 - the fixture
@@ -12,9 +13,12 @@ from cli_run import cli, cli_process  # noqa: F401 - the fixture
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_pre_commit_hook_runs_a_real_command(cli):
-    (hook,) = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
-    assert hook["id"] == "zeroadvisor" and hook["language"] == "python"
+@pytest.mark.parametrize("hook_id", ["zeroadvisor", "zeroadvisor-fix"])
+def test_pre_commit_hook_runs_a_real_command(cli, hook_id):
+    hooks = {hook["id"]: hook for hook in yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())}
+    assert set(hooks) == {"zeroadvisor", "zeroadvisor-fix"}
+    hook = hooks[hook_id]
+    assert hook["language"] == "python"
     program, command, *flags = hook["entry"].split()
     assert program == "zeroadvisor"
     result = cli(command, *flags, "--help")

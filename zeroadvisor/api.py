@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from zeroadvisor.config.project import ProjectConfigError
 from zeroadvisor.config.reader import InputError as UnreadableInput
 from zeroadvisor.config.training_args import TrainerInputError
-from zeroadvisor.flows import CheckReport, EstimateResult, LintResult, fails
+from zeroadvisor.flows import CheckReport, CheckRun, EstimateResult, LintResult, fails
 from zeroadvisor.inputs.errors import UnusableConfig, UsageError
 from zeroadvisor.model.errors import ModelError
 
@@ -78,8 +78,10 @@ def run_estimate(inputs: RunInputs, step_times: bool = False) -> EstimateResult:
     return flows.estimate(inputs, step_times)
 
 
-def run_check(inputs: RunInputs) -> Iterator[CheckReport]:
-    """``check`` of each of the RunInputs' configs, one report each, in order."""
+def run_check(inputs: RunInputs) -> CheckRun:
+    """``check`` of each of the RunInputs' configs (directories and glob patterns expanded as ``lint`` expands
+    them), one report each, in order: iterate the CheckRun; its ``skipped`` lists the files found that are not
+    configs."""
     from zeroadvisor import flows
 
     return flows.check(inputs)
@@ -150,7 +152,15 @@ def check(config: str | os.PathLike[str] | Mapping[str, Any], *, gpus: int,
                             gpu_memory=gpu_memory, cpu_memory=cpu_memory, nvme=nvme, headroom=headroom,
                             accounting=accounting, integration=integration, unit=unit, name=name, select=select,
                             ignore=ignore, diff=diff)
-    (report,) = run_check(_build("check", given, training))
+    return _one(run_check(_build("check", given, training)), config)
+
+
+def _one(run: CheckRun, config: Any) -> CheckReport:
+    """The report of the one config a call checks; a directory or pattern naming several is a UsageError."""
+    if len(run) != 1:
+        raise UsageError(f"config: {config} names {len(run)} configs; check one per call (the command line's "
+                         "check takes a directory)")
+    (report,) = run
     return report
 
 
@@ -221,7 +231,7 @@ def preflight(config: str | os.PathLike[str] | Mapping[str, Any],
     given = _check_keywords(config, model=model, params=params, gpus=gpus, gpus_per_node=gpus_per_node, gpu=gpu,
                             gpu_memory=gpu_memory, cpu_memory=cpu_memory, nvme=nvme, headroom=headroom,
                             integration=integration, select=select, ignore=ignore)
-    (report,) = run_check(_build("preflight", given, training, readings))
+    report = _one(run_check(_build("preflight", given, training, readings)), config)
     result = PreflightResult(report, readings, _node_notes(report, readings))
     if report.verdict == "does-not-fit":
         if warn_only:

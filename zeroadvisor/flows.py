@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from zeroadvisor.model.spec import ModelSpec, TrainingShape
     from zeroadvisor.throughput import Hardware, StepTime
 
-__all__ = ["CheckReport", "EstimateResult", "LintResult", "check", "check_one", "estimate", "fails", "lint",
+__all__ = ["CheckReport", "CheckRun", "EstimateResult", "LintResult", "check", "check_one", "estimate", "fails", "lint",
            "step_times"]
 
 
@@ -64,9 +64,13 @@ def _render(fmt: str, findings: list[Finding], **fields: Any) -> str:
 class LintResult:
     """What ``lint`` found.
 
-    findings: every finding, in file order; files: inputs read and linted; unreadable: one line per
-    input that could not be read; skipped: files found in a folder that are not DeepSpeed or
-    Accelerate configs (judged by content); rules: every rule some file was linted with.
+    findings: every finding, in file order (with ``fix``: what remains in the fixed files); files: inputs read
+    and linted; unreadable: one line per input that could not be read; skipped: files found in a folder that are
+    not DeepSpeed or Accelerate configs (judged by content); rules: every rule some file was linted with.
+
+    With ``fix`` or ``diff`` (the command line's ``--fix``/``--diff``): fixed: the findings the fixes remove
+    (written, or that would be); remaining: the findings left after them; diff: the fixes as a unified diff of
+    every file they change; changed: those files; fix_errors: one line per file whose fixes cannot be written.
     """
 
     findings: list[Finding]
@@ -74,6 +78,11 @@ class LintResult:
     unreadable: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     rules: tuple[Rule, ...] = ()
+    fixed: int = 0
+    remaining: int = 0
+    diff: str = ""
+    changed: tuple[str, ...] = ()
+    fix_errors: tuple[str, ...] = ()
 
     @property
     def errors(self) -> int:
@@ -105,6 +114,17 @@ class LintResult:
         return _render(format, self.findings, files=self.files, rules=self.rules, extra=self.extra)
 
 
+@dataclass(frozen=True)
+class _Fixed:
+    """What ``--fix``/``--diff`` did to one file (``_lint_fixes``)."""
+
+    findings: list[Finding]  # what the report shows: the remaining findings (fix), the file's own (diff)
+    fixed: int = 0
+    remaining: int = 0
+    diff: str = ""
+    error: str | None = None
+
+
 def lint(inputs: RunInputs, stdin: BinaryIO | None = None) -> LintResult:
     """Lint the run's configs: files, directories and glob patterns (``-`` reads ``stdin``, standard input by
     default), or one config in memory.
@@ -115,35 +135,68 @@ def lint(inputs: RunInputs, stdin: BinaryIO | None = None) -> LintResult:
     (inputs/rules.py: the project configuration's per-file ignores on the command line). An input that
     cannot be read at all is listed in ``unreadable`` and the others are still linted; a path that names
     nothing (an empty directory, a pattern without matches) is a UsageError.
+
+    ``inputs.fix`` writes each file's fixes (atomically, every byte outside them kept: zeroadvisor/fix) and
+    reports what remains; ``inputs.diff`` gives them as a diff and writes nothing (fix/apply.py plan_lint_fixes:
+    fixed, linted again and fixed again until nothing changes). The check command runs this flow too when it
+    is given no model or cluster (``check --fix`` without the memory advice).
     """
     from zeroadvisor.config.reader import InputError
-    from zeroadvisor.deepspeed.kind import kind_of_file
     from zeroadvisor.rules.registry import LINT
 
     options = inputs.lint_options()
     findings: list[Finding] = []
     unreadable: list[str] = []
-    skipped: list[str] = []
-    files = 0
+    files = fixed = remaining = 0
+    diffs: list[str] = []
+    changed: list[str] = []
+    fix_errors: list[str] = []
     used: set[str] = set()  # codes of the rules some file was linted with
-    for source, found in _expand(inputs.configs):
-        if source.is_file and (found or inputs.only_configs) and kind_of_file(source.name) is None:
-            skipped.append(source.name)
-            continue
-        rules = inputs.rules.for_file(source.name)
+    sources, skipped = _to_read(inputs)
+    for source in sources:
+        # lint runs the lint rules; check's advice rules need the memory model (check without it: fixes only)
+        rules = [r for r in inputs.rules.for_file(source.name) if not r.needs_advice]
         used.update(r.code for r in rules)
         try:
-            findings.extend(_lint_source(source, options, rules, stdin))
+            found, document = _lint_source(source, options, rules, stdin)
         except InputError as err:
             unreadable.append(str(err))
             continue
         files += 1
+        if document is None or not (inputs.fix or inputs.diff):
+            findings.extend(found)
+            continue
+        outcome = _lint_fixes(source, document, found, options, rules, write=inputs.fix)
+        findings.extend(outcome.findings)
+        fixed, remaining = fixed + outcome.fixed, remaining + outcome.remaining
+        if outcome.error is not None:
+            fix_errors.append(outcome.error)
+        if outcome.diff:
+            diffs.append(outcome.diff)
+            changed.append(source.display)
     # every rule some file was linted with, in the catalogue's order (lint runs lint rules only)
-    linted = tuple(r for r in LINT if r.code in used) or inputs.rules.given()
-    return LintResult(findings, files, unreadable, skipped, linted)
+    linted = tuple(r for r in LINT if r.code in used) or tuple(r for r in inputs.rules.given() if not r.needs_advice)
+    return LintResult(findings, files, unreadable, skipped, linted, fixed, remaining, "".join(diffs), tuple(changed),
+                      tuple(fix_errors))
 
 
-def _expand(configs: Sequence[ConfigSource]) -> list[tuple[ConfigSource, bool]]:
+def _to_read(inputs: RunInputs) -> tuple[list[ConfigSource], list[str]]:
+    """The configs to read, paths expanded (directories, glob patterns: config/paths.py) for lint and check alike,
+    and the files skipped: found in a directory (or named, with ``only_configs``) and not a DeepSpeed or
+    Accelerate config by their content (deepspeed/kind.py)."""
+    from zeroadvisor.deepspeed.kind import kind_of_file
+
+    sources: list[ConfigSource] = []
+    skipped: list[str] = []
+    for source, found in _expand(inputs.configs, dash_is_stdin=inputs.command == "lint"):
+        if source.is_file and (found or inputs.only_configs) and kind_of_file(source.name) is None:
+            skipped.append(source.name)
+        else:
+            sources.append(source)
+    return sources, skipped
+
+
+def _expand(configs: Sequence[ConfigSource], dash_is_stdin: bool) -> list[tuple[ConfigSource, bool]]:
     """(source, found in a folder) for each config: paths expanded (config/paths.py), in-memory ones as they are."""
     from zeroadvisor.config.paths import PathError, expand_inputs
     from zeroadvisor.inputs.source import ConfigSource
@@ -154,21 +207,50 @@ def _expand(configs: Sequence[ConfigSource]) -> list[tuple[ConfigSource, bool]]:
         expanded = expand_inputs([source.name for source in configs])
     except PathError as err:
         raise UsageError(str(err)) from None
-    return [(ConfigSource.path(item.path, dash_is_stdin=True), item.found) for item in expanded]
+    return [(ConfigSource.path(item.path, dash_is_stdin=dash_is_stdin), item.found) for item in expanded]
 
 
 def _lint_source(source: ConfigSource, options: LintOptions | None, rules: Sequence[Rule],
-                 stdin: BinaryIO | None) -> list[Finding]:
-    """One config, under the same limits whatever its source (config/reader.py): a config that does not parse
-    is findings; one that cannot be read at all raises reader.InputError."""
+                 stdin: BinaryIO | None) -> tuple[list[Finding], Document | None]:
+    """One config's findings, and its document (None where it does not parse), under the same limits whatever its
+    source (config/reader.py): a config that does not parse is findings; one that cannot be read at all raises
+    reader.InputError."""
     from zeroadvisor.config.source import ParseError
     from zeroadvisor.rules.linter import lint_document, parse_error_findings
 
     try:
         document = source.read(stdin)
     except ParseError as err:
-        return parse_error_findings(source.display, err, rules)
-    return lint_document(document, options, rules)
+        return parse_error_findings(source.display, err, rules), None
+    return lint_document(document, options, rules), document
+
+
+def _lint_fixes(source: ConfigSource, document: Document, findings: list[Finding], options: LintOptions | None,
+                rules: Sequence[Rule], write: bool) -> _Fixed:
+    """One file's lint fixes: planned (fixed, linted again, fixed again), then written when ``write``."""
+    from zeroadvisor.fix.apply import FixError, plan_lint_fixes, write_fixes
+    from zeroadvisor.rules.linter import lint_document
+
+    name = source.display
+    if write and not source.is_file:  # inputs/run.py refuses --fix on standard input; text in memory has no file
+        return _Fixed(findings, remaining=len(findings), error=f"{name}: not read from a file: no file to write the "
+                      "fixes to")
+    planned = plan_lint_fixes(name, document, findings, lambda fixed: lint_document(fixed, options, rules))
+    plan = planned.plan
+    if plan.error is not None:
+        return _Fixed(findings, remaining=len(findings), error=f"{name}: {plan.error}")
+    if not plan.changes:
+        return _Fixed(findings, remaining=len(findings))
+    if write:
+        try:
+            write_fixes(plan)
+        except FixError as err:
+            return _Fixed(findings, remaining=len(findings), error=f"{name}: {err}")
+        except OSError as err:
+            why = err.strerror or err
+            return _Fixed(findings, remaining=len(findings), error=f"{name}: cannot write the fixes: {why}")
+    after = planned.remaining
+    return _Fixed(after if write else findings, planned.fixed, len(after), plan.diff)
 
 
 # -- estimate -----------------------------------------------------------------------------
@@ -368,10 +450,36 @@ class CheckReport:
                        diff=self.diff, unit=self.result.options.unit, explain=explain)
 
 
-def check(inputs: RunInputs) -> Iterator[CheckReport]:
-    """Each of the run's configs against the same model and cluster, one report each, in order."""
-    for source in inputs.configs:
-        yield check_one(inputs, source)
+@dataclass(frozen=True)
+class CheckRun:
+    """The configs one ``check`` reads (paths expanded as lint expands them), and the files it skipped (found in a
+    directory and not a DeepSpeed or Accelerate config); iterate it for one CheckReport per config, in order."""
+
+    inputs: RunInputs
+    sources: tuple[ConfigSource, ...]
+    skipped: tuple[str, ...] = ()
+
+    def __iter__(self) -> Iterator[CheckReport]:
+        for source in self.sources:
+            yield check_one(self.inputs, source)
+
+    def __len__(self) -> int:
+        return len(self.sources)
+
+
+def check(inputs: RunInputs) -> CheckRun:
+    """Each of the run's configs against the same model and cluster: files, directories and glob patterns, a
+    directory's files judged by content as ``lint DIR`` judges them (a folder of configs and other JSON). A path
+    that names nothing, or only files that are not configs, is a UsageError."""
+    if inputs.lint_only:  # no model: the command line runs the lint flow (lint) instead
+        raise ValueError("check needs the model and the cluster; without them run the lint flow")
+    sources, skipped = _to_read(inputs)
+    if not sources:
+        from zeroadvisor.deepspeed.kind import NOT_A_CONFIG
+
+        raise UsageError(f"{', '.join(s.name for s in inputs.configs)}: no config to check ({len(skipped)} "
+                         f"file(s) skipped: {NOT_A_CONFIG})")
+    return CheckRun(inputs, tuple(sources), tuple(skipped))
 
 
 def check_one(inputs: RunInputs, source: ConfigSource) -> CheckReport:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from zeroadvisor.cli.exits import ExitCode
 
 if TYPE_CHECKING:
-    from zeroadvisor.api import CheckReport
+    from zeroadvisor.api import CheckReport, LintResult
     from zeroadvisor.cli.options import Command
     from zeroadvisor.inputs.run import RunInputs
     from zeroadvisor.lint.findings import Finding
@@ -27,6 +27,7 @@ Values = dict[str, Any]
 
 # Characters the text reports draw with; a stream that cannot encode them gets the ASCII drawing.
 _DRAWING = "✓✗×"
+PRE_COMMIT = "PRE_COMMIT"  # set by pre-commit in its hooks' environment (pre_commit/commands/run.py)
 
 
 def guarded(command: Callable[[Values], ExitCode], values: Values) -> int:
@@ -66,18 +67,60 @@ def _inputs(command: Command, v: Values) -> RunInputs:
 
 
 def lint(v: Values) -> ExitCode:
-    from zeroadvisor import api
     from zeroadvisor.cli import options
 
-    run = _inputs(options.LINT, v)
+    return _lint(_inputs(options.LINT, v))
+
+
+def _lint(run: RunInputs) -> ExitCode:
+    """lint, and check --fix/--suggest given no model: the findings (with --fix: those the fixes left), or with lint's
+    --diff the fixes as a diff alone; the exit code on the findings reported."""
+    from zeroadvisor import api
+
     result = api.run_lint(run)
-    for message in result.unreadable:
+    for message in (*result.unreadable, *result.fix_errors):
         error(message)
-    # json lists the unreadable inputs, text counts them
-    _show(run.output.format, _report(result.findings, files=result.files, rules=result.rules, extra=result.extra))
-    if result.unreadable:
+    if run.command == "lint" and run.diff:  # the diff alone on stdout (git apply reads it); lint's exit code
+        _write_diff(result.diff)
+        found = len(result.findings)
+        error(f"would fix {result.fixed} of {_findings(found)}" + (f" in {_files(len(result.changed))}"
+                                                                  if result.changed else ""))
+    elif not _nothing_to_say(run, result):
+        # json lists the unreadable inputs, text counts them
+        _show(run.output.format, _report(result.findings, files=result.files, rules=result.rules, extra=result.extra))
+        if run.diff and run.output.format == "text":  # check --suggest: the diff after the report, as check shows it
+            sys.stdout.write("\n" if result.diff else "")
+            _write_diff(result.diff)
+    if run.fix and result.fixed:
+        # the files counted, as the summary counts them: under pre-commit each batch of files says its own
+        error(f"{_files(result.files)} checked: {_findings(result.fixed + result.remaining)} ({result.fixed} fixed, "
+              f"{result.remaining} remaining)")
+    if result.unreadable or (run.fix and result.fix_errors):
         return ExitCode.USAGE
     return ExitCode.FINDINGS if api.fails(result.findings, run.output.fail_on) else ExitCode.OK
+
+
+def _nothing_to_say(run: RunInputs, result: LintResult) -> bool:
+    """Under pre-commit (which sets PRE_COMMIT for its hooks) a text report with no finding is left out: pre-commit
+    runs a hook on batches of the files, several processes at once (require_serial: false), so every batch would
+    add its own "N files checked: no problems" beside another batch's findings. A batch with findings still ends
+    with its summary, which counts that batch's files."""
+    clean = not result.findings and not result.unreadable
+    return clean and run.output.format == "text" and bool(os.environ.get(PRE_COMMIT))
+
+
+def _write_diff(diff: str) -> None:
+    from zeroadvisor.report import escape
+
+    sys.stdout.write(escape.output(escape.terminal_block(diff), not can_encode(sys.stdout, _DRAWING)))
+
+
+def _findings(count: int) -> str:
+    return f"{count} finding{'s' if count != 1 else ''}"
+
+
+def _files(count: int) -> str:
+    return f"{count} file{'s' if count != 1 else ''}"
 
 
 def estimate(v: Values) -> ExitCode:
@@ -102,11 +145,21 @@ def check(v: Values) -> ExitCode:
     out = run.output
     for note in run.notes:
         error(f"note: {note}")
+    if run.lint_only:  # --fix/--suggest without a model: the lint fixes, as lint --fix
+        ask = options.CHECK.spelling().ask
+        error(f"note: the memory part was skipped (give {ask('model')}, {ask('gpus', 'N')} and {ask('gpu')} for it): "
+              "lint findings and their fixes only")
+        return _lint(run)
+    checked = api.run_check(run)
+    if checked.skipped:
+        from zeroadvisor.deepspeed.kind import NOT_A_CONFIG
+
+        error(f"note: {_files(len(checked.skipped))} skipped ({NOT_A_CONFIG}): {', '.join(checked.skipped)}")
     combined = out.format in ("sarif", "github")  # one report of every config's findings
     documents: list[str] = []
     reports: list[CheckReport] = []
     write_failed = False
-    for report in api.run_check(run):
+    for report in checked:
         reports.append(report)
         if not combined:
             documents.append(_text(out.format, _report(

@@ -183,6 +183,10 @@ LINT = Command("lint", "Lint DeepSpeed config files.", (
     INTEGRATION, SELECT, IGNORE,
     Param("only_configs", ("--only-configs",), "Skip named files whose content is not a DeepSpeed or Accelerate "
           "config, as files found in a directory are (for pre-commit hooks).", default=False, kind=bool),
+    Param("fix", ("--fix",), "Write the lint fixes into each file (atomically, every other byte kept), then report "
+          "what remains.", default=False, kind=bool),
+    Param("diff", ("--diff",), "Print the lint fixes as a unified diff and write nothing (the exit code is lint's; "
+          "--format does not apply).", default=False, kind=bool),
 ))
 
 ESTIMATE = Command("estimate", "Estimate memory per GPU and per node for every ZeRO stage and offload option.", (
@@ -193,14 +197,16 @@ ESTIMATE = Command("estimate", "Estimate memory per GPU and per node for every Z
 ))
 
 CHECK = Command("check", "Pre-flight check: lint findings and memory advice, with fixes as a diff.", (
-    Param("config", help="The DeepSpeed configs to check (each one against the same model and cluster).",
-          required=True, multiple=True, metavar="CONFIG"),
+    Param("config", help="The DeepSpeed configs to check (each one against the same model and cluster): files, "
+          "directories or glob patterns.", required=True, multiple=True, metavar="CONFIG"),
     MODEL, PARAMS, GPUS, GPU_MEMORY, GPU, GPUS_PER_NODE, CPU_MEMORY, NVME,
     HEADROOM,
     _format("zeroadvisor.report:CHECK_FORMATS"),
     FAIL_ON,
-    Param("suggest", ("--suggest",), "Print the fixes as a unified diff of each CONFIG.", default=False, kind=bool),
-    Param("fix", ("--fix",), "Write the fixes into each CONFIG (atomically).", default=False, kind=bool),
+    Param("suggest", ("--suggest",), "Print the fixes as a unified diff of each CONFIG (without --model: the lint "
+          "fixes alone).", default=False, kind=bool),
+    Param("fix", ("--fix",), "Write the fixes into each CONFIG (atomically; without --model: the lint fixes alone, "
+          "no memory advice).", default=False, kind=bool),
     INTEGRATION, SELECT, IGNORE, ACCOUNTING, UNIT, SEQ_LEN, CHECKPOINTING, FLASH, EXPLAIN, VERBOSE, *RUN_INPUTS,
     *PEFT_INPUTS, *THROUGHPUT_INPUTS, ALL_OPTIONS,
 ))

@@ -6,6 +6,10 @@ The CLI's flow, so the findings are always shown before any error:
     ...print the findings, and plan.diff for --suggest...
     write_fixes(plan)                              # raises FixError (one line), never OSError
 
+``lint --fix``/``--diff`` plan with ``plan_lint_fixes``: the findings' fixes, then the fixed text linted again
+and fixed again while that changes it (a renamed section may hold keys with fixes of their own), so one run
+leaves what a second run would.
+
 Every error is a :class:`FixError` whose message is one line without the file name.
 """
 
@@ -13,11 +17,14 @@ from __future__ import annotations
 
 import difflib
 import os
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from zeroadvisor.advisor.check import combined_patch
-from zeroadvisor.config.source import Document
+from zeroadvisor.config import merge_patch
+from zeroadvisor.config.source import Document, parse
 from zeroadvisor.fix.editor import EditError, FixError, WriteError, patched_text, write_atomically
 from zeroadvisor.lint.findings import Finding
 
@@ -25,14 +32,17 @@ __all__ = [
     "EditError",
     "FixError",
     "FixPlan",
+    "LintFixes",
     "WriteError",
     "plan_fixes",
+    "plan_lint_fixes",
     "unified_diff",
     "write_fix",
     "write_fixes",
 ]
 
 NO_NEWLINE = "\\ No newline at end of file\n"  # diff's marker; git apply and patch need it
+MAX_PASSES = 10  # lint --fix: fix, lint the result, fix again, at most this many times (a fix never loops)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +71,53 @@ def plan_fixes(path: str, document: Document, findings: list[Finding]) -> FixPla
     except FixError as err:
         return FixPlan(path, document, patch, None, "", err)
     return FixPlan(path, document, patch, new_text, _diff(document.text, new_text, path), None)
+
+
+@dataclass(frozen=True, slots=True)
+class LintFixes:
+    """What ``lint --fix``/``--diff`` would do to one file: the plan (original text to the last), the findings of
+    the last text, and how many findings the passes removed (each pass's findings gone from the next's)."""
+
+    plan: FixPlan
+    remaining: list[Finding]
+    fixed: int
+
+
+def plan_lint_fixes(path: str, document: Document, findings: list[Finding],
+                    relint: Callable[[Document], list[Finding]]) -> LintFixes:
+    """The plan of ``lint --fix``/``--diff``: the findings' fixes, then ``relint`` of the fixed text and its fixes,
+    until nothing changes (at most MAX_PASSES). ``remaining`` is ``findings`` themselves when nothing changes or
+    the first fixes cannot be written (``plan.error``); a refusal after the first pass keeps the earlier passes'
+    text."""
+    current, remaining, patches, fixed = document, findings, [], 0
+    for _ in range(MAX_PASSES):
+        patch = combined_patch(remaining)
+        if not patch:
+            break
+        try:
+            new_text = _new_text(current, patch)
+        except FixError as err:
+            if current is document:
+                return LintFixes(FixPlan(path, document, patch, None, "", err), findings, 0)
+            break
+        if new_text == current.text:
+            break
+        patches.append(patch)
+        current = parse(new_text, document.name)  # JSON or hjson: _new_text refuses YAML; it reads back (editor)
+        after = relint(current)
+        fixed += _gone(remaining, after)
+        remaining = after
+    plan = FixPlan(path, document, merge_patch.merge(*patches), current.text, _diff(document.text, current.text, path),
+                   None)
+    return LintFixes(plan, remaining, fixed)
+
+
+def _gone(before: list[Finding], after: list[Finding]) -> int:
+    """How many of ``before`` are not in ``after``, a finding known by its rule and key (its line moves)."""
+    def key(finding: Finding) -> tuple[str, str]:
+        return finding.code, finding.pointer
+
+    return sum((Counter(map(key, before)) - Counter(map(key, after))).values())
 
 
 def write_fixes(plan: FixPlan) -> bool:

@@ -84,14 +84,16 @@ class RunInputs:
     hardware: Hardware | None = None  # the step-time model's machine (estimate, check)
     rules: RuleChoice = field(default_factory=RuleChoice)
     output: Output = field(default_factory=Output)
-    diff: bool = False  # check: the fixes as a unified diff
-    fix: bool = False  # check: write the fixes
+    diff: bool = False  # lint, check: the fixes as a unified diff
+    fix: bool = False  # lint, check: write the fixes
     only_configs: bool = False  # lint: named files are judged by content too
     notes: tuple[str, ...] = ()  # what the Trainer's inputs gave and assumed, one line each
     readings: Readings | None = None  # preflight: what was read from the job
     # check of the config an ``accelerate launch --config_file`` names: the command's options over its keys
     accelerate_config: str | None = None
     overrides: tuple[Override, ...] = ()
+    # check --fix/--suggest given no model: the lint part alone (the lint flow, its fixes), no memory advice
+    lint_only: bool = False
 
     def lint_options(self) -> LintOptions:
         from zeroadvisor.lint.context import LintOptions
@@ -142,15 +144,42 @@ def build(command: str, given: Mapping[str, Any], *, keywords: Mapping[str, Any]
     if readings is not None:
         _from_readings(values, readings)
     trainer = read_trainer(values.get("training_args"), values.get("launch"))
+    lint_only = command == "check" and _fixes_only(values, trainer)
     # a launch command or an Accelerate config may still give the world size: asked for once all were read
     deferred = WORLD_INPUTS if command in MODEL_COMMANDS else ()
-    _refuse_missing(command, values, spelling, project, deferred)
-    configs, notes = _from_files(command, values, spelling, project, trainer)
-    return _assemble(command, values, spelling, project, trainer, configs, tuple(notes), readings)
+    if not lint_only:
+        _refuse_missing(command, values, spelling, project, deferred)
+    configs, notes = _from_files(command, values, spelling, project, trainer, need_world=not lint_only)
+    _refuse_fix_without_file(command, values, configs, spelling)
+    return _assemble(command, values, spelling, project, trainer, configs, tuple(notes), readings, lint_only)
+
+
+def _fixes_only(values: dict[str, Any], trainer: TrainerInputs | None) -> bool:
+    """check asked to fix (--fix) or show the fixes (--suggest) and given no model (nor a Trainer file naming one):
+    there is no memory estimate without a model, so the lint part runs alone, on its own fixes."""
+    if not (values.get("fix") or values.get("suggest")):
+        return False
+    named = trainer is not None and bool(trainer.training.model)
+    return not (_given(values.get("model")) or _given(values.get("params")) or named)
+
+
+def _refuse_fix_without_file(command: str, values: dict[str, Any], configs: tuple[ConfigSource, ...],
+                             spelling: Spelling) -> None:
+    """lint --fix writes files: standard input and text in memory have none (--diff shows their fixes); and --fix
+    with --diff is one too many. (check keeps its result and says why its fixes were not written: flows.)"""
+    if command != "lint" or not values.get("fix"):
+        return
+    if values.get("diff"):
+        raise UsageError(f"give {spelling.ask('fix')} (write the fixes) or {spelling.ask('diff')} (show them), not "
+                         "both")
+    unwritable = next((source for source in configs if source.stdin or source.text is not None), None)
+    if unwritable is not None:
+        raise UsageError(f"{spelling.ask('fix')} writes the fixed files and {unwritable.display} is not one; "
+                         f"{spelling.ask('diff')} shows the fixes without writing")
 
 
 def _from_files(command: str, values: dict[str, Any], spelling: Spelling, project: bool,
-                trainer: TrainerInputs | None) -> tuple[tuple[ConfigSource, ...], list[str]]:
+                trainer: TrainerInputs | None, need_world: bool = True) -> tuple[tuple[ConfigSource, ...], list[str]]:
     """The configs, and what the user's files say that no flag did: the Trainer's inputs, then the world size
     of the Accelerate configs checked; one error for all that is still missing. The notes on what was taken."""
     notes = _from_trainer(values, trainer, spelling) if trainer is not None else []
@@ -160,7 +189,7 @@ def _from_files(command: str, values: dict[str, Any], spelling: Spelling, projec
     configs = _configs(command, values, spelling)
     if command in MODEL_COMMANDS and values.get("gpus") is None:
         notes += _from_accelerate_configs(values, configs)
-        if values.get("gpus") is None:
+        if values.get("gpus") is None and need_world:
             raise UsageError(_missing_world(trainer, spelling, project))
     return configs, notes
 
@@ -359,13 +388,13 @@ def _configs(command: str, values: dict[str, Any], spelling: Spelling) -> tuple[
 
 def _assemble(command: str, values: dict[str, Any], spelling: Spelling, project: bool,
               trainer: TrainerInputs | None, configs: tuple[ConfigSource, ...], notes: tuple[str, ...],
-              readings: Readings | None) -> RunInputs:
+              readings: Readings | None, lint_only: bool = False) -> RunInputs:
     from zeroadvisor.units import FORMAT_UNITS
 
     model: ModelSpec | None = None
     shape: TrainingShape | None = None
     cluster, hardware, accounting = None, None, Accounting.DEEPSPEED
-    if command in MODEL_COMMANDS:
+    if command in MODEL_COMMANDS and not lint_only:
         model, shape = model_and_shape(values.get("model"), values.get("params"), spelling=spelling,
                                        **{key: values.get(key) for key in TRAINING_INPUTS})
         cluster = _cluster(command, values, spelling)
@@ -387,12 +416,16 @@ def _assemble(command: str, values: dict[str, Any], spelling: Spelling, project:
                     all_options=bool(values.get("all_options")))
     rules = RuleChoice(_references(values.get("select")), _references(values.get("ignore")),
                        lint_only=command == "lint", project=project)
+    if lint_only and output.format in DIFF_FORMATS:
+        raise UsageError(f"{spelling.label('format')} {output.format} shows the memory advice: give "
+                         f"{spelling.ask('model')} (or {spelling.ask('params')}), {spelling.ask('gpus', 'N')} and "
+                         f"{spelling.ask('gpu')} (or {spelling.ask('gpu_memory')})")
     diff = bool(values.get("suggest") or values.get("diff")) or (command == "check" and output.format in DIFF_FORMATS)
     return RunInputs(command, configs, model, shape, cluster, accounting, integration,
                      trainer.training if trainer is not None else None, hardware, rules, output, diff,
                      bool(values.get("fix")), bool(values.get("only_configs")), notes, readings,
                      trainer.accelerate_config if trainer is not None else None,
-                     trainer.overrides if trainer is not None else ())
+                     trainer.overrides if trainer is not None else (), lint_only)
 
 
 def _references(value: Any) -> tuple[str, ...]:
