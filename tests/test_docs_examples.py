@@ -81,9 +81,13 @@ def _pyproject() -> dict:
     return tomllib.loads((REPO / "pyproject.toml").read_text("utf-8"))
 
 
+def _repository() -> str:
+    """The repository's address, written once: pyproject.toml [project.urls] Repository."""
+    return str(_pyproject()["project"]["urls"]["Repository"])
+
+
 def _release_tag() -> str:
-    """The tag a user pins the Action and the hook to: a tag of this repository where it has tags,
-    else the one the next release gets, v + the package version (the scheme the examples use)."""
+    """The tag a user pins the Action and the hook to: v + the package version (the scheme the examples use)."""
     from zeroadvisor.version import __version__  # pyproject.toml reads the version from there
 
     return "v" + __version__
@@ -99,11 +103,12 @@ def _existing_tags() -> set[str]:
 
 
 def _assert_pinnable(ref: str, what: str) -> None:
+    """The pinned ref is the package version's tag (v + zeroadvisor/version.py), and a tag of this repository
+    where it has tags: the install the docs show is the release they describe."""
+    assert ref == _release_tag(), f"{what} pins {ref!r}; the package version's tag is {_release_tag()!r}"
     tags = _existing_tags()
     if tags:
         assert ref in tags, f"{what} pins {ref!r}, not a tag of this repository ({sorted(tags)})"
-    else:
-        assert ref == _release_tag(), f"{what} pins {ref!r}; the release tag scheme gives {_release_tag()!r}"
 
 
 def _zeroadvisor(argv: list[str], codes: tuple[int, ...], where: Block) -> str:
@@ -227,7 +232,9 @@ def check_github_workflow(block: Block, tmp_path: Path) -> None:
     assert ours, f"{block}: no step uses the zeroadvisor action"
     permissions = workflow.get("permissions", {})
     for step in ours:
-        _assert_pinnable(step["uses"].split("@", 1)[1], f"{block}: the workflow")
+        name, ref = step["uses"].split("@", 1)
+        assert _repository().endswith("/" + name), f"{block}: {name} is not pyproject.toml's Repository"
+        _assert_pinnable(ref, f"{block}: the workflow")
         given = step.get("with", {})
         assert set(given) <= declared, f"{block}: inputs action.yml does not declare: {set(given) - declared}"
         if "gpu" in given:  # the action passes it to check --gpu: an ambiguous name would fail the job
@@ -247,6 +254,7 @@ def check_pre_commit_config(block: Block, tmp_path: Path) -> None:
     ours = [repo for repo in config["repos"] if str(repo["repo"]).rstrip("/").endswith("/zeroadvisor")]
     assert ours, f"{block}: no entry for this repository"
     for repo in ours:
+        assert repo["repo"] == _repository(), f"{block}: {repo['repo']} is not pyproject.toml's Repository"
         _assert_pinnable(str(repo["rev"]), f"{block}: the pre-commit config")
         named = {hook["id"] for hook in repo["hooks"]}
         assert named and named <= hooks, f"{block}: hook ids {named - hooks} are not in .pre-commit-hooks.yaml"

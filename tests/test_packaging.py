@@ -63,3 +63,24 @@ def test_lint_starts_without_typer_or_the_memory_model(tmp_path):
     # accept advice codes too; it imports the memory model only inside the advice checks
     catalogue = ("zeroadvisor.advisor", "zeroadvisor.advisor.registry", "zeroadvisor.advisor.rules")
     assert [m for m in loaded if m.startswith(heavy) and m not in catalogue] == []
+
+
+def test_license_file_is_the_license_pyproject_names():
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"]
+    assert project["license"] == {"text": "Apache-2.0"}
+    text = (ROOT / "LICENSE").read_text("utf-8")
+    assert "Apache License" in text and "Version 2.0, January 2004" in text
+    assert "END OF TERMS AND CONDITIONS" in text
+
+
+def test_project_urls_point_into_the_repository():
+    import tomllib
+
+    urls = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"]["urls"]
+    repository = urls["Repository"]
+    assert repository.startswith("https://github.com/") and repository.count("/") == 4
+    assert {"Homepage", "Documentation", "Issues"} <= set(urls)
+    assert all(url.startswith(repository) for url in urls.values())
+    assert urls["Documentation"].endswith("/docs/index.md") and (ROOT / "docs" / "index.md").is_file()
