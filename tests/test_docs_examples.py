@@ -286,11 +286,31 @@ def check_vscode_settings(block: Block, tmp_path: Path) -> None:
     that match the sample configs."""
     settings = json.loads("{" + block.content + "}")
     for entry in settings["json.schemas"]:
-        schema = REPO / entry["url"]
-        assert schema.is_file(), f"{block}: no schema at {entry['url']}"
-        json.loads(schema.read_text("utf-8"))
+        _published_schema(entry["url"], block)
         names = [p.name for p in (REPO / "sample_configs").glob("*.json")]
         assert any(fnmatch.fnmatch(n, pattern) for n in names for pattern in entry["fileMatch"]), block
+
+
+def _published_schema(url: str, block: Block) -> dict:
+    """The schema a URL names: a published address is the $id of a file in schemas/ (a raw URL of the main
+    branch), anything else a path in the repository."""
+    schema = REPO / "schemas" / url.rsplit("/", 1)[1] if url.startswith("https://") else REPO / url
+    assert schema.is_file(), f"{block}: no schema at {url}"
+    loaded = json.loads(schema.read_text("utf-8"))
+    assert not url.startswith("https://") or loaded["$id"] == url, f"{block}: {url} is not the $id of {schema}"
+    return loaded
+
+
+def check_ds_config(block: Block, tmp_path: Path) -> None:
+    """A DeepSpeed config: `lint` passes it, and it validates against the schema its "$schema" names."""
+    import jsonschema
+
+    config = json.loads(block.content)
+    path = tmp_path / "ds_config.json"
+    path.write_text(block.content, "utf-8")
+    _zeroadvisor(["lint", "--fail-on", "warning", str(path)], (0,), block)
+    if "$schema" in config:
+        jsonschema.Draft202012Validator(_published_schema(config["$schema"], block)).validate(config)
 
 
 def check_layout(block: Block, tmp_path: Path) -> None:
@@ -328,6 +348,7 @@ CHECKS: dict[str, Callable[[Block, Path], None]] = {
     "project-config": check_project_config,
     "model-description": check_model_description,
     "vscode-settings": check_vscode_settings,
+    "ds-config": check_ds_config,
     "layout": check_layout,
     "console": check_console,
     "rule-example": check_rule_example,

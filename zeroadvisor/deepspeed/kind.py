@@ -32,11 +32,13 @@ NOT_A_CONFIG = "not DeepSpeed or Accelerate configs"
 
 @lru_cache(maxsize=1)
 def deepspeed_keys() -> frozenset[str]:
-    """The top-level keys DeepSpeed 0.19.8 reads: the generated schema's properties (one source of truth
-    with the not-a-deepspeed-config rule, lint/context.py ``foreign``)."""
+    """The top-level keys DeepSpeed 0.19.8 reads: the generated schema's properties but those for editors
+    (``x-editor-only``: ``$schema``, which half the JSON files in a repository carry), one source of truth
+    with the not-a-deepspeed-config rule (lint/context.py ``foreign``) and the Accelerate rules."""
     from zeroadvisor.deepspeed import schema
 
-    return frozenset(schema.load().get("properties", {}))
+    properties: dict[str, dict[str, object]] = schema.load().get("properties", {})
+    return frozenset(key for key, node in properties.items() if not node.get("x-editor-only"))
 
 
 def kind_of_data(data: Any) -> str | None:
