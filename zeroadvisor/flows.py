@@ -65,8 +65,11 @@ class LintResult:
     """What ``lint`` found.
 
     findings: every finding, in file order; files: inputs read and linted; unreadable: one line per
-    input that could not be read; skipped: files found in a folder that are not DeepSpeed or
-    Accelerate configs (judged by content); rules: every rule some file was linted with.
+    input that could not be read; skipped: files found in a folder that are not DeepSpeed configs (judged by
+    content: no config at all, or an Accelerate config of a run without DeepSpeed); notes: one line per
+    skipped Accelerate config, saying what it is; not_deepspeed: one line per input named that is an
+    Accelerate config of a run without DeepSpeed (an FSDP or multi-GPU config: not linted, see
+    deepspeed/kind.py ``not_deepspeed``); rules: every rule some file was linted with.
     """
 
     findings: list[Finding]
@@ -74,6 +77,8 @@ class LintResult:
     unreadable: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     rules: tuple[Rule, ...] = ()
+    not_deepspeed: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def errors(self) -> int:
@@ -85,8 +90,8 @@ class LintResult:
 
     @property
     def ok(self) -> bool:
-        """No error and every input read."""
-        return not self.errors and not self.unreadable
+        """No error, every input read, and every input named a DeepSpeed config."""
+        return not self.errors and not self.unreadable and not self.not_deepspeed
 
     def fails(self, fail_on: str = "error") -> bool:
         """Whether a finding is at or above ``fail_on`` (error, warning, info or never), as ``--fail-on``."""
@@ -96,6 +101,8 @@ class LintResult:
     def extra(self) -> dict[str, Any]:
         """What the reports list besides the findings: the inputs not read, the files skipped."""
         extra: dict[str, Any] = {"unreadable": self.unreadable} if self.unreadable else {}
+        if self.not_deepspeed:
+            extra["not_deepspeed"] = self.not_deepspeed
         if self.skipped:
             extra["skipped"] = self.skipped
         return extra
@@ -111,36 +118,50 @@ def lint(inputs: RunInputs, stdin: BinaryIO | None = None) -> LintResult:
 
     Files found in a directory (.json, .hjson, .conf, .yaml, .yml) are linted when their content is a
     DeepSpeed or Accelerate config (deepspeed/kind.py) and listed in ``skipped`` otherwise;
-    ``only_configs`` judges named files the same way (the pre-commit hook). The rules are chosen per file
+    ``only_configs`` judges named files the same way (the pre-commit hook). An Accelerate config of a run
+    without DeepSpeed (FSDP, MULTI_GPU) is not linted: found so, it is skipped with a line in ``notes``; named,
+    it gets a line in ``not_deepspeed`` (the command line's exit 4). The rules are chosen per file
     (inputs/rules.py: the project configuration's per-file ignores on the command line). An input that
     cannot be read at all is listed in ``unreadable`` and the others are still linted; a path that names
     nothing (an empty directory, a pattern without matches) is a UsageError.
     """
     from zeroadvisor.config.reader import InputError
-    from zeroadvisor.deepspeed.kind import kind_of_file
+    from zeroadvisor.deepspeed.kind import kind_of_file, not_deepspeed_line
     from zeroadvisor.rules.registry import LINT
 
     options = inputs.lint_options()
     findings: list[Finding] = []
     unreadable: list[str] = []
     skipped: list[str] = []
+    not_deepspeed: list[str] = []
+    notes: list[str] = []
     files = 0
     used: set[str] = set()  # codes of the rules some file was linted with
     for source, found in _expand(inputs.configs):
-        if source.is_file and (found or inputs.only_configs) and kind_of_file(source.name) is None:
+        walked = source.is_file and (found or inputs.only_configs)
+        if walked and kind_of_file(source.name) is None:
             skipped.append(source.name)
             continue
         rules = inputs.rules.for_file(source.name)
-        used.update(r.code for r in rules)
         try:
-            findings.extend(_lint_source(source, options, rules, stdin))
+            linted = _lint_source(source, options, rules, stdin)
         except InputError as err:
             unreadable.append(str(err))
             continue
+        if linted.not_deepspeed is not None:
+            line = not_deepspeed_line(source.display, linted.not_deepspeed)
+            if walked:  # a folder (or the pre-commit hook) holds other runs' configs too
+                skipped.append(source.name)
+                notes.append(f"skipped {line}")
+            else:
+                not_deepspeed.append(line)
+            continue
+        used.update(r.code for r in rules)
+        findings.extend(linted.findings)
         files += 1
     # every rule some file was linted with, in the catalogue's order (lint runs lint rules only)
-    linted = tuple(r for r in LINT if r.code in used) or inputs.rules.given()
-    return LintResult(findings, files, unreadable, skipped, linted)
+    rules_used = tuple(r for r in LINT if r.code in used) or inputs.rules.given()
+    return LintResult(findings, files, unreadable, skipped, rules_used, not_deepspeed, notes)
 
 
 def _expand(configs: Sequence[ConfigSource]) -> list[tuple[ConfigSource, bool]]:
@@ -157,18 +178,30 @@ def _expand(configs: Sequence[ConfigSource]) -> list[tuple[ConfigSource, bool]]:
     return [(ConfigSource.path(item.path, dash_is_stdin=True), item.found) for item in expanded]
 
 
+@dataclass(frozen=True)
+class _Linted:
+    """One config's findings, or (not_deepspeed) what it is when it is the config of a run without DeepSpeed."""
+
+    findings: list[Finding]
+    not_deepspeed: str | None = None
+
+
 def _lint_source(source: ConfigSource, options: LintOptions | None, rules: Sequence[Rule],
-                 stdin: BinaryIO | None) -> list[Finding]:
+                 stdin: BinaryIO | None) -> _Linted:
     """One config, under the same limits whatever its source (config/reader.py): a config that does not parse
     is findings; one that cannot be read at all raises reader.InputError."""
     from zeroadvisor.config.source import ParseError
+    from zeroadvisor.deepspeed.kind import not_deepspeed
     from zeroadvisor.rules.linter import lint_document, parse_error_findings
 
     try:
         document = source.read(stdin)
     except ParseError as err:
-        return parse_error_findings(source.display, err, rules)
-    return lint_document(document, options, rules)
+        return _Linted(parse_error_findings(source.display, err, rules))
+    other = not_deepspeed(document)
+    if other is not None:
+        return _Linted([], other)
+    return _Linted(lint_document(document, options, rules))
 
 
 # -- estimate -----------------------------------------------------------------------------
@@ -323,6 +356,8 @@ class CheckReport:
     holds a value the memory model cannot use, and ``notes`` say why); diff: the fixes as a unified
     diff of the file (when asked for); fixed: the fixes written (the command line's ``--fix``); error: why the
     asked-for fixes could not be written; rules: the rules it was checked with.
+    not_deepspeed: the one line saying that the config is an Accelerate config of a run without DeepSpeed (FSDP,
+    MULTI_GPU), which is neither linted nor estimated (no findings, no estimate; the command line's exit 4).
     """
 
     path: str
@@ -332,6 +367,7 @@ class CheckReport:
     fixed: int | None = None
     error: str | None = None
     rules: tuple[Rule, ...] = ()
+    not_deepspeed: str | None = None
 
     @property
     def findings(self) -> list[Finding]:
@@ -381,7 +417,7 @@ def check_one(inputs: RunInputs, source: ConfigSource) -> CheckReport:
     """
     from zeroadvisor.advisor.check import CheckResult, check_document
     from zeroadvisor.config.source import ParseError
-    from zeroadvisor.deepspeed.kind import ACCELERATE, kind_of
+    from zeroadvisor.deepspeed.kind import ACCELERATE, kind_of, not_deepspeed, not_deepspeed_line
     from zeroadvisor.deepspeed.settings import settings_of
     from zeroadvisor.rules.linter import parse_error_findings
 
@@ -393,6 +429,10 @@ def check_one(inputs: RunInputs, source: ConfigSource) -> CheckReport:
     except ParseError as err:
         lint_rules = [r for r in rules if not r.needs_advice]
         return CheckReport(name, CheckResult(parse_error_findings(name, err, lint_rules), None, options), rules=rules)
+    other = not_deepspeed(document)
+    if other is not None:  # an FSDP or DDP run: nothing of DeepSpeed's to check
+        return CheckReport(name, CheckResult([], None, options), rules=rules,
+                           not_deepspeed=not_deepspeed_line(name, other))
     if isinstance(document.data, dict) and options.training is not None:
         # DeepSpeed gets the config with "auto" filled from the Trainer's arguments
         document = trainer_filled(document, options.training, options.cluster.gpus, options.model.hidden_size)

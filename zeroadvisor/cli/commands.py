@@ -71,13 +71,20 @@ def lint(v: Values) -> ExitCode:
 
     run = _inputs(options.LINT, v)
     result = api.run_lint(run)
-    for message in result.unreadable:
+    for message in result.unreadable + result.not_deepspeed:
         error(message)
-    # json lists the unreadable inputs, text counts them
-    _show(run.output.format, _report(result.findings, files=result.files, rules=result.rules, extra=result.extra))
+    for note in result.notes:
+        error(f"note: {note}")
+    # json lists the unreadable inputs, text counts them; as text, a run that named only other runs' configs is
+    # their lines (never "0 files checked: no problems")
+    if result.files or result.unreadable or not result.not_deepspeed or run.output.format != "text":
+        _show(run.output.format, _report(result.findings, files=result.files, rules=result.rules,
+                                         extra=result.extra))
     if result.unreadable:
         return ExitCode.USAGE
-    return ExitCode.FINDINGS if api.fails(result.findings, run.output.fail_on) else ExitCode.OK
+    if api.fails(result.findings, run.output.fail_on):
+        return ExitCode.FINDINGS
+    return ExitCode.NOT_DEEPSPEED if result.not_deepspeed else ExitCode.OK
 
 
 def estimate(v: Values) -> ExitCode:
@@ -106,7 +113,12 @@ def check(v: Values) -> ExitCode:
     documents: list[str] = []
     reports: list[CheckReport] = []
     write_failed = False
+    not_deepspeed = False
     for report in api.run_check(run):
+        if report.not_deepspeed is not None:  # one line, and no report
+            error(report.not_deepspeed)
+            not_deepspeed = True
+            continue
         reports.append(report)
         if not combined:
             documents.append(_text(out.format, _report(
@@ -119,8 +131,9 @@ def check(v: Values) -> ExitCode:
     _write_documents(out.format, documents)
     if write_failed:
         return ExitCode.USAGE
-    failed = any(api.fails(report.findings, out.fail_on) for report in reports)
-    return ExitCode.FINDINGS if failed else ExitCode.OK
+    if any(api.fails(report.findings, out.fail_on) for report in reports):
+        return ExitCode.FINDINGS
+    return ExitCode.NOT_DEEPSPEED if not_deepspeed else ExitCode.OK
 
 
 def _tell(report: CheckReport, fixing: bool) -> bool:

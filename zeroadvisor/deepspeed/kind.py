@@ -16,7 +16,7 @@ import re
 from functools import lru_cache
 from typing import Any
 
-from zeroadvisor.config.accelerate import is_accelerate_config
+from zeroadvisor.config.accelerate import is_accelerate_config, other_launcher
 from zeroadvisor.config.source import Document
 
 DEEPSPEED = "deepspeed"
@@ -26,8 +26,16 @@ ACCELERATE = "accelerate"
 # (accelerate/commands/config/config_args.py, ClusterConfig.distributed_type / deepspeed_config).
 ACCELERATE_KEYS = frozenset({"distributed_type", "deepspeed_config"})
 
-# What the skipped files are called in the summary line ("3 skipped: not DeepSpeed configs").
-NOT_A_CONFIG = "not DeepSpeed or Accelerate configs"
+# What the skipped files are called in the summary line ("3 skipped: not DeepSpeed configs"): files that are no
+# config at all, and Accelerate configs of a run without DeepSpeed (``not_deepspeed``).
+NOT_A_CONFIG = "not DeepSpeed configs"
+
+# How the one line names an Accelerate launcher that runs without DeepSpeed, by its distributed_type
+# (config/accelerate.py DISTRIBUTED_TYPES; a type not listed is named as written).
+LAUNCHER_NAMES: dict[str, str] = {
+    "FSDP": "FSDP", "MULTI_GPU": "multi-GPU", "MULTI_CPU": "multi-CPU", "NO": "single-process",
+    "MEGATRON_LM": "Megatron-LM", "XLA": "XLA",
+}
 
 
 @lru_cache(maxsize=1)
@@ -67,6 +75,25 @@ def _document_kind(document: Document) -> str | None:
 def kind_of(document: Document) -> str | None:
     """DEEPSPEED, ACCELERATE or None for a parsed document, decided once per document."""
     return document.derived(_document_kind)
+
+
+def _not_deepspeed(document: Document) -> str | None:
+    launcher = other_launcher(document.data)
+    if launcher is None:
+        return None
+    return f"an Accelerate {LAUNCHER_NAMES.get(launcher, launcher)} config (distributed_type: {launcher})"
+
+
+def not_deepspeed(document: Document) -> str | None:
+    """What an Accelerate config that starts no DeepSpeed run is ("an Accelerate FSDP config (distributed_type:
+    FSDP)"), None for any other document; decided once per document. ``lint`` and ``check`` say so in one line
+    (``not_deepspeed_line``) instead of linting it, and skip such a file found in a folder."""
+    return document.derived(_not_deepspeed)
+
+
+def not_deepspeed_line(name: str, what: str) -> str:
+    """The one line ``lint`` and ``check`` print for a config ``not_deepspeed`` describes as ``what``."""
+    return f"{name}: not a DeepSpeed config: {what}; zeroadvisor checks DeepSpeed runs"
 
 
 @lru_cache(maxsize=1)

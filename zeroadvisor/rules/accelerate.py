@@ -136,7 +136,7 @@ def _invalid(ctx: Context) -> Iterable[Hit]:
     if environment not in A.COMPUTE_ENVIRONMENTS:
         yield Hit("/compute_environment", f"compute_environment {environment!r}: Accelerate accepts "
                   f"{' or '.join(A.COMPUTE_ENVIRONMENTS)} (ComputeEnvironment) and raises on others", at="value")
-    kinds = A.SAGEMAKER_DISTRIBUTED_TYPES if environment == "AMAZON_SAGEMAKER" else A.DISTRIBUTED_TYPES
+    kinds = A.distributed_types(data)
     kind = data.get("distributed_type")
     if "distributed_type" in data and kind not in kinds:
         close = difflib.get_close_matches(str(kind).upper(), list(kinds), n=1, cutoff=0.6)
