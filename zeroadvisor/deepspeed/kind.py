@@ -6,7 +6,9 @@
 anything else through the DeepSpeed rules (rules/linter.py), and the Accelerate rules run only on one.
 The same test decides, where files are *found* rather than named (``lint DIR`` and the pre-commit hook,
 ``lint --only-configs``, whose file pattern admits every config extension), which are linted at all
-(``kind_of_file``). A file named on the command line is always linted.
+(``kind_of_file``). A file named on the command line is always linted, except an Accelerate config of a run
+without DeepSpeed (FSDP, plain multi-GPU: ``not_deepspeed``), which ``lint`` and ``check`` name in one line
+instead (and skip, with a note, where they find it).
 """
 
 from __future__ import annotations
