@@ -36,8 +36,7 @@ def tree(tmp_path: Path) -> Path:
 
 def test_directory_lints_configs_by_content_and_counts_the_rest(cli, tree):
     result = cli("lint", "--fail-on", "never", ".", cwd=tree)
-    assert result.stdout.splitlines()[-1].startswith("4 files checked (5 skipped: not DeepSpeed or Accelerate "
-                                                     "configs): ")
+    assert result.stdout.splitlines()[-1].startswith("4 files checked (5 skipped: not DeepSpeed configs): ")
     data = json.loads(cli("lint", "--format", "json", ".", cwd=tree).stdout)
     assert sorted(data["skipped"]) == sorted(f"./{name}" for name in NOT_CONFIGS)
     linted = {f["file"] for f in data["findings"]}
@@ -47,7 +46,7 @@ def test_directory_lints_configs_by_content_and_counts_the_rest(cli, tree):
 def test_named_files_are_linted_unless_only_configs(cli, tree):
     assert "ZA006" in cli("lint", "package.json", cwd=tree).stdout
     result = cli("lint", "--only-configs", "package.json", "ds_config.json", cwd=tree)
-    assert result.stdout.splitlines()[-1] == ("1 file checked (1 skipped: not DeepSpeed or Accelerate configs): "
+    assert result.stdout.splitlines()[-1] == ("1 file checked (1 skipped: not DeepSpeed configs): "
                                               "1 error")
 
 

@@ -81,9 +81,13 @@ def _pyproject() -> dict:
     return tomllib.loads((REPO / "pyproject.toml").read_text("utf-8"))
 
 
+def _repository() -> str:
+    """The repository's address, written once: pyproject.toml [project.urls] Repository."""
+    return str(_pyproject()["project"]["urls"]["Repository"])
+
+
 def _release_tag() -> str:
-    """The tag a user pins the Action and the hook to: a tag of this repository where it has tags,
-    else the one the next release gets, v + the package version (the scheme the examples use)."""
+    """The tag a user pins the Action and the hook to: v + the package version (the scheme the examples use)."""
     from zeroadvisor.version import __version__  # pyproject.toml reads the version from there
 
     return "v" + __version__
@@ -99,11 +103,12 @@ def _existing_tags() -> set[str]:
 
 
 def _assert_pinnable(ref: str, what: str) -> None:
+    """The pinned ref is the package version's tag (v + zeroadvisor/version.py), and a tag of this repository
+    where it has tags: the install the docs show is the release they describe."""
+    assert ref == _release_tag(), f"{what} pins {ref!r}; the package version's tag is {_release_tag()!r}"
     tags = _existing_tags()
     if tags:
         assert ref in tags, f"{what} pins {ref!r}, not a tag of this repository ({sorted(tags)})"
-    else:
-        assert ref == _release_tag(), f"{what} pins {ref!r}; the release tag scheme gives {_release_tag()!r}"
 
 
 def _zeroadvisor(argv: list[str], codes: tuple[int, ...], where: Block) -> str:
@@ -227,7 +232,9 @@ def check_github_workflow(block: Block, tmp_path: Path) -> None:
     assert ours, f"{block}: no step uses the zeroadvisor action"
     permissions = workflow.get("permissions", {})
     for step in ours:
-        _assert_pinnable(step["uses"].split("@", 1)[1], f"{block}: the workflow")
+        name, ref = step["uses"].split("@", 1)
+        assert _repository().endswith("/" + name), f"{block}: {name} is not pyproject.toml's Repository"
+        _assert_pinnable(ref, f"{block}: the workflow")
         given = step.get("with", {})
         assert set(given) <= declared, f"{block}: inputs action.yml does not declare: {set(given) - declared}"
         if "gpu" in given:  # the action passes it to check --gpu: an ambiguous name would fail the job
@@ -247,6 +254,7 @@ def check_pre_commit_config(block: Block, tmp_path: Path) -> None:
     ours = [repo for repo in config["repos"] if str(repo["repo"]).rstrip("/").endswith("/zeroadvisor")]
     assert ours, f"{block}: no entry for this repository"
     for repo in ours:
+        assert repo["repo"] == _repository(), f"{block}: {repo['repo']} is not pyproject.toml's Repository"
         _assert_pinnable(str(repo["rev"]), f"{block}: the pre-commit config")
         named = {hook["id"] for hook in repo["hooks"]}
         assert named and named <= hooks, f"{block}: hook ids {named - hooks} are not in .pre-commit-hooks.yaml"
@@ -282,11 +290,31 @@ def check_vscode_settings(block: Block, tmp_path: Path) -> None:
     that match the sample configs."""
     settings = json.loads("{" + block.content + "}")
     for entry in settings["json.schemas"]:
-        schema = REPO / entry["url"]
-        assert schema.is_file(), f"{block}: no schema at {entry['url']}"
-        json.loads(schema.read_text("utf-8"))
+        _published_schema(entry["url"], block)
         names = [p.name for p in (REPO / "sample_configs").glob("*.json")]
         assert any(fnmatch.fnmatch(n, pattern) for n in names for pattern in entry["fileMatch"]), block
+
+
+def _published_schema(url: str, block: Block) -> dict:
+    """The schema a URL names: a published address is the $id of a file in schemas/ (a raw URL of the main
+    branch), anything else a path in the repository."""
+    schema = REPO / "schemas" / url.rsplit("/", 1)[1] if url.startswith("https://") else REPO / url
+    assert schema.is_file(), f"{block}: no schema at {url}"
+    loaded = json.loads(schema.read_text("utf-8"))
+    assert not url.startswith("https://") or loaded["$id"] == url, f"{block}: {url} is not the $id of {schema}"
+    return loaded
+
+
+def check_ds_config(block: Block, tmp_path: Path) -> None:
+    """A DeepSpeed config: `lint` passes it, and it validates against the schema its "$schema" names."""
+    import jsonschema
+
+    config = json.loads(block.content)
+    path = tmp_path / "ds_config.json"
+    path.write_text(block.content, "utf-8")
+    _zeroadvisor(["lint", "--fail-on", "warning", str(path)], (0,), block)
+    if "$schema" in config:
+        jsonschema.Draft202012Validator(_published_schema(config["$schema"], block)).validate(config)
 
 
 def check_layout(block: Block, tmp_path: Path) -> None:
@@ -324,6 +352,7 @@ CHECKS: dict[str, Callable[[Block, Path], None]] = {
     "project-config": check_project_config,
     "model-description": check_model_description,
     "vscode-settings": check_vscode_settings,
+    "ds-config": check_ds_config,
     "layout": check_layout,
     "console": check_console,
     "rule-example": check_rule_example,

@@ -195,7 +195,7 @@ def test_miss_names_every_place_searched(env, monkeypatch, cli):
     assert f"no {env / 'cache' / 'models--meta-llama--Llama-2-7b'}" in line
     assert f"not in zeroadvisor's catalog of {len(INDEX['models'])} models (did you mean meta-llama/Llama-2-7b-hf" in line
     assert line.endswith("Give --model PATH (a config.json, a model directory or a model description), or fetch "
-                         "the config: huggingface-cli download meta-llama/Llama-2-7b config.json")
+                         "the config: hf download meta-llama/Llama-2-7b config.json")
 
 
 def test_model_name_under_another_organisation_is_suggested(env):

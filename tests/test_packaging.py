@@ -55,6 +55,24 @@ def test_schemas_ship_as_package_data():
     assert {"ds_config.schema.json", "model.schema.json"} <= names
 
 
+def test_published_schemas_are_the_package_data_byte_for_byte():
+    """schemas/ (what an editor fetches by $id) and zeroadvisor/schemas/ (what the package ships and the linter
+    reads) are both written by the generators (tools/published_schemas.py); neither is edited by hand."""
+    from conftest import load_script
+
+    published = load_script("tools/published_schemas.py", "published_schemas")
+    names = sorted(p.name for p in (ROOT / "schemas").glob("*.json"))
+    assert names == ["ds_config.schema.json", "model.schema.json"]
+    assert names == sorted(p.name for p in (ROOT / "zeroadvisor" / "schemas").glob("*.json"))
+    for name in names:
+        package, public = published.targets(name)
+        assert public.read_bytes() == package.read_bytes(), f"schemas/{name} differs: run the generator"
+        schema = json.loads(public.read_text("utf-8"))
+        assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+        assert schema["$id"] == published.schema_id(name)
+        assert schema["$id"] == ("https://raw.githubusercontent.com/zeroadvisor/zeroadvisor/main/schemas/" + name)
+
+
 def test_lint_starts_without_typer_or_the_memory_model(tmp_path):
     """Start-up (benchmarks/latency.py times it): plain `lint` needs neither the typer app (typer
     and pydantic are most of its start) nor the modules only check/estimate use."""
@@ -67,3 +85,24 @@ def test_lint_starts_without_typer_or_the_memory_model(tmp_path):
     # accept advice codes too; it imports the memory model only inside the advice checks
     catalogue = ("zeroadvisor.advisor", "zeroadvisor.advisor.registry", "zeroadvisor.advisor.rules")
     assert [m for m in loaded if m.startswith(heavy) and m not in catalogue] == []
+
+
+def test_license_file_is_the_license_pyproject_names():
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"]
+    assert project["license"] == {"text": "Apache-2.0"}
+    text = (ROOT / "LICENSE").read_text("utf-8")
+    assert "Apache License" in text and "Version 2.0, January 2004" in text
+    assert "END OF TERMS AND CONDITIONS" in text
+
+
+def test_project_urls_point_into_the_repository():
+    import tomllib
+
+    urls = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"]["urls"]
+    repository = urls["Repository"]
+    assert repository.startswith("https://github.com/") and repository.count("/") == 4
+    assert {"Homepage", "Documentation", "Issues"} <= set(urls)
+    assert all(url.startswith(repository) for url in urls.values())
+    assert urls["Documentation"].endswith("/docs/index.md") and (ROOT / "docs" / "index.md").is_file()

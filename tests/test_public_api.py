@@ -34,7 +34,7 @@ def test_lint_text_yaml_and_paths(tmp_path):
     (tmp_path / "package.json").write_text('{"name": "x", "version": "1.0.0"}')
     result = zeroadvisor.lint(tmp_path)
     assert result.files == 1 and result.skipped == [str(tmp_path / "package.json")]
-    assert "1 file checked (1 skipped: not DeepSpeed or Accelerate configs): 1 error" in result.report()
+    assert "1 file checked (1 skipped: not DeepSpeed configs): 1 error" in result.report()
 
 
 @pytest.mark.parametrize("kwargs", [{}, {"text": "{}", "config": {}}])

@@ -74,6 +74,30 @@ def test_walk_agrees_with_jsonschema(corpus, validator, name):
 
 
 @pytest.mark.corpus
+@pytest.mark.parametrize("name", _COMPARED)
+def test_what_the_editor_flags_at_the_top_level_the_linter_reports(corpus, validator, name):
+    """The schema closes the top level for editors (additionalProperties false: a key DeepSpeed would drop is
+    shown); every key it flags there is one the linter reports too, and a config the linter passes without
+    an error or a warning validates, "$schema" and "_" comment keys included."""
+    doc = parse((corpus / name).read_text("utf-8"), name)
+    findings = lint_document(doc)
+    errors = list(validator.iter_errors(doc.data))
+    flagged = [e for e in errors if e.validator == "additionalProperties" and not e.absolute_path]
+    for key in (k for k in doc.data if k not in schema.load()["properties"] and not str(k).startswith("_")):
+        assert flagged, f"{key!r} is not flagged by the schema"
+        codes = {f.code for f in findings if f.pointer in ("", _pointer([key]))}
+        assert codes & {"ZA006", "ZA102", "ZA103"}, f"the editor flags {key!r}; the linter says {codes or 'nothing'}"
+    if not any(f.severity.value in ("error", "warning") for f in findings):
+        assert errors == [], f"lints clean, yet the schema rejects: {[e.message for e in errors]}"
+
+
+def test_a_misspelt_top_level_key_fails_validation(validator):
+    """What the editor shows for the classic typo (DeepSpeed runs at stage 0 without a word)."""
+    (error,) = validator.iter_errors({"zero_optimisation": {"stage": 3}, "_comment": "x", "$schema": "s"})
+    assert error.validator == "additionalProperties" and "'zero_optimisation'" in error.message
+
+
+@pytest.mark.corpus
 @pytest.mark.parametrize("name", sorted(_LEFT_OUT))
 def test_files_left_out_are_reported(corpus, name):
     """A file jsonschema cannot judge is one the linter reports for that very reason."""

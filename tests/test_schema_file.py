@@ -112,7 +112,17 @@ def errors(validator, config: dict) -> list[str]:
 
 def test_is_a_valid_draft_2020_12_schema(schema):
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    assert schema["$id"] == "https://raw.githubusercontent.com/zeroadvisor/zeroadvisor/main/schemas/ds_config.schema.json"
     jsonschema.Draft202012Validator.check_schema(schema)
+
+
+def test_schema_key_is_for_editors_only(schema):
+    """A config may name its schema ("$schema"); DeepSpeed ignores the key, so it is no DeepSpeed key."""
+    from zeroadvisor.deepspeed.kind import deepspeed_keys
+
+    node = schema["properties"]["$schema"]
+    assert node["type"] == "string" and node["x-editor-only"] is True
+    assert "$schema" not in deepspeed_keys() and "zero_optimization" in deepspeed_keys()
 
 
 def test_records_what_it_was_generated_from(schema):
@@ -219,7 +229,10 @@ def test_x_unknown_keys_conventions(schema):
     for pointer in LOOSE_SECTIONS:
         node = node_at(schema, pointer) if pointer else schema
         assert node["x-unknown-keys"] == "ignored", pointer
-        assert "additionalProperties" not in node, pointer
+        assert "additionalProperties" not in node or not pointer, pointer
+    # the top level: DeepSpeed ignores an unknown key, an editor flags it; '_' keys are comments
+    assert schema["additionalProperties"] is False
+    assert list(schema["patternProperties"]) == ["^_"]
     assert node_at(schema, "/optimizer/params")["x-unknown-keys"] == "kwargs"
     assert node_at(schema, "/scheduler/params")["x-unknown-keys"] == "kwargs"
     for defs_name in ("optimizer_params", "scheduler_params"):
@@ -370,7 +383,8 @@ def test_scheduler_required_parameters(schema):
 
 VALID = {
     "empty": {},
-    "unknown top-level key is ignored": {"zero_optimisation": {}, "foo_bar": 1},
+    "the schema an editor reads": {"$schema": "https://example.com/ds_config.schema.json",
+                                   "train_micro_batch_size_per_gpu": 4},
     "comment-like keys": {"_comment": "x", "train_micro_batch_size_per_gpu": 4},
     "legacy boolean zero": {"zero_optimization": True},
     "bf16 null": {"bf16": None},
@@ -476,6 +490,21 @@ INVALID = {
     "micro batch 0": ({"train_micro_batch_size_per_gpu": 0}, "$.train_micro_batch_size_per_gpu"),
     "micro batch as string": ({"train_micro_batch_size_per_gpu": "4"}, "$.train_micro_batch_size_per_gpu"),
 }
+
+
+# DeepSpeed accepts these (it ignores an unknown top-level key), and the schema flags them, so that an editor
+# shows what DeepSpeed would silently drop (tests/oracle/test_schema_drift.py checks that DeepSpeed accepts them).
+IGNORED_BY_DEEPSPEED = {
+    "unknown top-level key": ({"zero_optimisation": {"stage": 3}}, "$"),
+    "another tool's key": ({"train_micro_batch_size_per_gpu": 8, "foo_bar": 1}, "$"),
+    "schema key misspelt": ({"$schemas": "x"}, "$"),
+}
+
+
+@pytest.mark.parametrize("config, where", IGNORED_BY_DEEPSPEED.values(), ids=IGNORED_BY_DEEPSPEED.keys())
+def test_keys_deepspeed_ignores_fail_for_the_editor(validator, config, where):
+    found = list(validator.iter_errors(config))
+    assert [(e.json_path, e.validator) for e in found] == [(where, "additionalProperties")], errors(validator, config)
 
 
 @pytest.mark.parametrize("config", VALID.values(), ids=VALID.keys())

@@ -66,7 +66,10 @@ class LintResult:
 
     findings: every finding, in file order (with ``fix``: what remains in the fixed files); files: inputs read
     and linted; unreadable: one line per input that could not be read; skipped: files found in a folder that are
-    not DeepSpeed or Accelerate configs (judged by content); rules: every rule some file was linted with.
+    not DeepSpeed configs (judged by content: no config at all, or an Accelerate config of a run without
+    DeepSpeed); notes: one line per skipped Accelerate config, saying what it is; not_deepspeed: one line per
+    input named that is an Accelerate config of a run without DeepSpeed (an FSDP or multi-GPU config: not
+    linted, see deepspeed/kind.py ``not_deepspeed``); rules: every rule some file was linted with.
 
     With ``fix`` or ``diff`` (the command line's ``--fix``/``--diff``): fixed: the findings the fixes remove
     (written, or that would be); remaining: the findings left after them; diff: the fixes as a unified diff of
@@ -83,6 +86,8 @@ class LintResult:
     diff: str = ""
     changed: tuple[str, ...] = ()
     fix_errors: tuple[str, ...] = ()
+    not_deepspeed: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def errors(self) -> int:
@@ -94,8 +99,8 @@ class LintResult:
 
     @property
     def ok(self) -> bool:
-        """No error and every input read."""
-        return not self.errors and not self.unreadable
+        """No error, every input read, and every input named a DeepSpeed config."""
+        return not self.errors and not self.unreadable and not self.not_deepspeed
 
     def fails(self, fail_on: str = "error") -> bool:
         """Whether a finding is at or above ``fail_on`` (error, warning, info or never), as ``--fail-on``."""
@@ -107,6 +112,8 @@ class LintResult:
         extra: dict[str, Any] = {"unreadable": self.unreadable} if self.unreadable else {}
         if self.skipped:
             extra["skipped"] = self.skipped
+        if self.not_deepspeed:
+            extra["not_deepspeed"] = self.not_deepspeed
         return extra
 
     def report(self, format: str = "text") -> str:
@@ -131,7 +138,9 @@ def lint(inputs: RunInputs, stdin: BinaryIO | None = None) -> LintResult:
 
     Files found in a directory (.json, .hjson, .conf, .yaml, .yml) are linted when their content is a
     DeepSpeed or Accelerate config (deepspeed/kind.py) and listed in ``skipped`` otherwise;
-    ``only_configs`` judges named files the same way (the pre-commit hook). The rules are chosen per file
+    ``only_configs`` judges named files the same way (the pre-commit hook). An Accelerate config of a run
+    without DeepSpeed (FSDP, MULTI_GPU) is not linted: found so, it is skipped with a line in ``notes``; named,
+    it gets a line in ``not_deepspeed`` (the command line's exit 4). The rules are chosen per file
     (inputs/rules.py: the project configuration's per-file ignores on the command line). An input that
     cannot be read at all is listed in ``unreadable`` and the others are still linted; a path that names
     nothing (an empty directory, a pattern without matches) is a UsageError.
@@ -142,9 +151,12 @@ def lint(inputs: RunInputs, stdin: BinaryIO | None = None) -> LintResult:
     is given no model or cluster (``check --fix`` without the memory advice).
     """
     from zeroadvisor.config.reader import InputError
+    from zeroadvisor.deepspeed.kind import not_deepspeed_line
     from zeroadvisor.rules.registry import LINT
 
     options = inputs.lint_options()
+    not_deepspeed: list[str] = []
+    notes: list[str] = []
     findings: list[Finding] = []
     unreadable: list[str] = []
     files = fixed = remaining = 0
@@ -153,15 +165,23 @@ def lint(inputs: RunInputs, stdin: BinaryIO | None = None) -> LintResult:
     fix_errors: list[str] = []
     used: set[str] = set()  # codes of the rules some file was linted with
     sources, skipped = _to_read(inputs)
-    for source in sources:
+    for source, walked in sources:
         # lint runs the lint rules; check's advice rules need the memory model (check without it: fixes only)
         rules = [r for r in inputs.rules.for_file(source.name) if not r.needs_advice]
-        used.update(r.code for r in rules)
         try:
-            found, document = _lint_source(source, options, rules, stdin)
+            found, document, other = _lint_source(source, options, rules, stdin)
         except InputError as err:
             unreadable.append(str(err))
             continue
+        if other is not None:  # the config of a run without DeepSpeed (FSDP, DDP)
+            line = not_deepspeed_line(source.display, other)
+            if walked:  # a folder (or the pre-commit hook) holds other runs' configs too
+                skipped.append(source.name)
+                notes.append(f"skipped {line}")
+            else:
+                not_deepspeed.append(line)
+            continue
+        used.update(r.code for r in rules)
         files += 1
         if document is None or not (inputs.fix or inputs.diff):
             findings.extend(found)
@@ -177,22 +197,23 @@ def lint(inputs: RunInputs, stdin: BinaryIO | None = None) -> LintResult:
     # every rule some file was linted with, in the catalogue's order (lint runs lint rules only)
     linted = tuple(r for r in LINT if r.code in used) or tuple(r for r in inputs.rules.given() if not r.needs_advice)
     return LintResult(findings, files, unreadable, skipped, linted, fixed, remaining, "".join(diffs), tuple(changed),
-                      tuple(fix_errors))
+                      tuple(fix_errors), not_deepspeed, notes)
 
 
-def _to_read(inputs: RunInputs) -> tuple[list[ConfigSource], list[str]]:
+def _to_read(inputs: RunInputs) -> tuple[list[tuple[ConfigSource, bool]], list[str]]:
     """The configs to read, paths expanded (directories, glob patterns: config/paths.py) for lint and check alike,
-    and the files skipped: found in a directory (or named, with ``only_configs``) and not a DeepSpeed or
-    Accelerate config by their content (deepspeed/kind.py)."""
+    each with whether it was walked to (found in a directory, or named with ``only_configs``), and the files
+    skipped: walked to and not a DeepSpeed or Accelerate config by their content (deepspeed/kind.py)."""
     from zeroadvisor.deepspeed.kind import kind_of_file
 
-    sources: list[ConfigSource] = []
+    sources: list[tuple[ConfigSource, bool]] = []
     skipped: list[str] = []
     for source, found in _expand(inputs.configs, dash_is_stdin=inputs.command == "lint"):
-        if source.is_file and (found or inputs.only_configs) and kind_of_file(source.name) is None:
+        walked = source.is_file and (found or inputs.only_configs)
+        if walked and kind_of_file(source.name) is None:
             skipped.append(source.name)
         else:
-            sources.append(source)
+            sources.append((source, walked))
     return sources, skipped
 
 
@@ -211,18 +232,23 @@ def _expand(configs: Sequence[ConfigSource], dash_is_stdin: bool) -> list[tuple[
 
 
 def _lint_source(source: ConfigSource, options: LintOptions | None, rules: Sequence[Rule],
-                 stdin: BinaryIO | None) -> tuple[list[Finding], Document | None]:
-    """One config's findings, and its document (None where it does not parse), under the same limits whatever its
-    source (config/reader.py): a config that does not parse is findings; one that cannot be read at all raises
-    reader.InputError."""
+                 stdin: BinaryIO | None) -> tuple[list[Finding], Document | None, str | None]:
+    """One config's findings, its document (None where it does not parse) and, for the config of a run without
+    DeepSpeed (deepspeed/kind.py ``not_deepspeed``), what it is instead (not linted), under the same limits
+    whatever its source (config/reader.py): a config that does not parse is findings; one that cannot be read
+    at all raises reader.InputError."""
     from zeroadvisor.config.source import ParseError
+    from zeroadvisor.deepspeed.kind import not_deepspeed
     from zeroadvisor.rules.linter import lint_document, parse_error_findings
 
     try:
         document = source.read(stdin)
     except ParseError as err:
-        return parse_error_findings(source.display, err, rules), None
-    return lint_document(document, options, rules), document
+        return parse_error_findings(source.display, err, rules), None, None
+    other = not_deepspeed(document)
+    if other is not None:
+        return [], document, other
+    return lint_document(document, options, rules), document, None
 
 
 def _lint_fixes(source: ConfigSource, document: Document, findings: list[Finding], options: LintOptions | None,
@@ -416,6 +442,9 @@ class CheckReport:
     fixed: int | None = None
     error: str | None = None
     rules: tuple[Rule, ...] = ()
+    # the config is an Accelerate config of a run without DeepSpeed (FSDP, MULTI_GPU): this one line says so, and
+    # it is neither linted nor estimated (no findings, no estimate; the command line's exit 4)
+    not_deepspeed: str | None = None
 
     @property
     def findings(self) -> list[Finding]:
@@ -458,10 +487,16 @@ class CheckRun:
     inputs: RunInputs
     sources: tuple[ConfigSource, ...]
     skipped: tuple[str, ...] = ()
+    walked: frozenset[str] = frozenset()  # the sources found in a directory: another run's config there is skipped
+    notes: list[str] = field(default_factory=list)  # one line per such config skipped (filled while iterating)
 
     def __iter__(self) -> Iterator[CheckReport]:
         for source in self.sources:
-            yield check_one(self.inputs, source)
+            report = check_one(self.inputs, source)
+            if report.not_deepspeed is not None and source.name in self.walked:
+                self.notes.append(f"skipped {report.not_deepspeed}")
+                continue
+            yield report
 
     def __len__(self) -> int:
         return len(self.sources)
@@ -479,7 +514,8 @@ def check(inputs: RunInputs) -> CheckRun:
 
         raise UsageError(f"{', '.join(s.name for s in inputs.configs)}: no config to check ({len(skipped)} "
                          f"file(s) skipped: {NOT_A_CONFIG})")
-    return CheckRun(inputs, tuple(sources), tuple(skipped))
+    return CheckRun(inputs, tuple(source for source, _ in sources), tuple(skipped),
+                    frozenset(source.name for source, walked in sources if walked))
 
 
 def check_one(inputs: RunInputs, source: ConfigSource) -> CheckReport:
@@ -493,7 +529,7 @@ def check_one(inputs: RunInputs, source: ConfigSource) -> CheckReport:
     from zeroadvisor.advisor.check import CheckResult, check_document
     from zeroadvisor.config.launch import overridden
     from zeroadvisor.config.source import ParseError
-    from zeroadvisor.deepspeed.kind import ACCELERATE, kind_of
+    from zeroadvisor.deepspeed.kind import ACCELERATE, kind_of, not_deepspeed, not_deepspeed_line
     from zeroadvisor.deepspeed.settings import settings_of
     from zeroadvisor.rules.linter import parse_error_findings
 
@@ -505,6 +541,10 @@ def check_one(inputs: RunInputs, source: ConfigSource) -> CheckReport:
     except ParseError as err:
         lint_rules = [r for r in rules if not r.needs_advice]
         return CheckReport(name, CheckResult(parse_error_findings(name, err, lint_rules), None, options), rules=rules)
+    other = not_deepspeed(document)
+    if other is not None:  # an FSDP or DDP run: nothing of DeepSpeed's to check
+        return CheckReport(name, CheckResult([], None, options), rules=rules,
+                           not_deepspeed=not_deepspeed_line(name, other))
     notes = []
     accelerate = kind_of(document) == ACCELERATE
     if accelerate and isinstance(document.data, dict) and inputs.overrides and source.name == inputs.accelerate_config:

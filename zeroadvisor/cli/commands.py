@@ -78,14 +78,16 @@ def _lint(run: RunInputs) -> ExitCode:
     from zeroadvisor import api
 
     result = api.run_lint(run)
-    for message in (*result.unreadable, *result.fix_errors):
+    for message in (*result.unreadable, *result.not_deepspeed, *result.fix_errors):
         error(message)
+    for note in result.notes:
+        error(f"note: {note}")
     if run.command == "lint" and run.diff:  # the diff alone on stdout (git apply reads it); lint's exit code
         _write_diff(result.diff)
         found = len(result.findings)
         error(f"would fix {result.fixed} of {_findings(found)}" + (f" in {_files(len(result.changed))}"
                                                                   if result.changed else ""))
-    elif not _nothing_to_say(run, result):
+    elif not _nothing_to_say(run, result) and not _only_other_runs(run, result):
         # json lists the unreadable inputs, text counts them
         _show(run.output.format, _report(result.findings, files=result.files, rules=result.rules, extra=result.extra))
         if run.diff and run.output.format == "text":  # check --suggest: the diff after the report, as check shows it
@@ -97,7 +99,15 @@ def _lint(run: RunInputs) -> ExitCode:
               f"{result.remaining} remaining)")
     if result.unreadable or (run.fix and result.fix_errors):
         return ExitCode.USAGE
-    return ExitCode.FINDINGS if api.fails(result.findings, run.output.fail_on) else ExitCode.OK
+    if api.fails(result.findings, run.output.fail_on):
+        return ExitCode.FINDINGS
+    return ExitCode.NOT_DEEPSPEED if result.not_deepspeed else ExitCode.OK
+
+
+def _only_other_runs(run: RunInputs, result: LintResult) -> bool:
+    """As text, a run that named only configs of runs without DeepSpeed is their lines on stderr (never "0 files
+    checked: no problems")."""
+    return bool(result.not_deepspeed) and not result.files and not result.unreadable and run.output.format == "text"
 
 
 def _nothing_to_say(run: RunInputs, result: LintResult) -> bool:
@@ -159,7 +169,12 @@ def check(v: Values) -> ExitCode:
     documents: list[str] = []
     reports: list[CheckReport] = []
     write_failed = False
+    not_deepspeed = False
     for report in checked:
+        if report.not_deepspeed is not None:  # one line, and no report
+            error(report.not_deepspeed)
+            not_deepspeed = True
+            continue
         reports.append(report)
         if not combined:
             documents.append(_text(out.format, _report(
@@ -170,14 +185,25 @@ def check(v: Values) -> ExitCode:
     if combined:
         documents.append(_text(out.format, _combined(reports, out.unit)))
     _write_documents(out.format, documents)
+    for note in checked.notes:
+        error(f"note: {note}")
+    return _check_exit(reports, out.fail_on, write_failed=write_failed, not_deepspeed=not_deepspeed)
+
+
+def _check_exit(reports: list[CheckReport], fail_on: str, *, write_failed: bool, not_deepspeed: bool) -> ExitCode:
+    """check's exit code, the first that applies: a fix not written (2), findings at --fail-on (1), a config of a
+    run without DeepSpeed (4), a verdict unknown (5; --fail-on never: the caller asked for 0), else 0."""
+    from zeroadvisor import api
+
     if write_failed:
         return ExitCode.USAGE
-    failed = any(api.fails(report.findings, out.fail_on) for report in reports)
-    if failed:
+    if any(api.fails(report.findings, fail_on) for report in reports):
         return ExitCode.FINDINGS
-    # no "fits" in the exit code either while the verdict is unknown (--fail-on never: the caller asked for 0)
+    if not_deepspeed:
+        return ExitCode.NOT_DEEPSPEED
+    # no "fits" in the exit code either while the verdict is unknown
     unknown = any(report.verdict == "unknown" for report in reports)
-    return ExitCode.VERDICT_UNKNOWN if unknown and out.fail_on != "never" else ExitCode.OK
+    return ExitCode.VERDICT_UNKNOWN if unknown and fail_on != "never" else ExitCode.OK
 
 
 def _tell(report: CheckReport, fixing: bool) -> bool:

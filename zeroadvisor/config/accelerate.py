@@ -91,3 +91,21 @@ def deepspeed_section(data: dict[str, Any]) -> dict[str, Any]:
 def uses_deepspeed(data: dict[str, Any]) -> bool:
     """commands/launch.py: args.use_deepspeed = defaults.distributed_type == DistributedType.DEEPSPEED."""
     return data.get("distributed_type") == "DEEPSPEED"
+
+
+def distributed_types(data: dict[str, Any]) -> tuple[str, ...]:
+    """The distributed_type values the config class that load_config_from_file chooses accepts."""
+    return SAGEMAKER_DISTRIBUTED_TYPES if data.get("compute_environment") == "AMAZON_SAGEMAKER" else DISTRIBUTED_TYPES
+
+
+def other_launcher(data: Any) -> str | None:
+    """The distributed_type of an Accelerate config that starts no DeepSpeed run at all: a valid type other than
+    DEEPSPEED (FSDP, MULTI_GPU, ...) and no ``deepspeed_config`` block. None for anything else: a DeepSpeed run,
+    a type Accelerate refuses (the Accelerate rules report it), or a ``deepspeed_config`` block that the type
+    leaves unused (rule accelerate-deepspeed-unused says so)."""
+    if not isinstance(data, dict) or "deepspeed_config" in data:
+        return None
+    kind = data.get("distributed_type")
+    if not isinstance(kind, str) or kind == "DEEPSPEED" or kind not in distributed_types(data):
+        return None
+    return kind

@@ -6,7 +6,9 @@
 anything else through the DeepSpeed rules (rules/linter.py), and the Accelerate rules run only on one.
 The same test decides, where files are *found* rather than named (``lint DIR`` and the pre-commit hook,
 ``lint --only-configs``, whose file pattern admits every config extension), which are linted at all
-(``kind_of_file``). A file named on the command line is always linted.
+(``kind_of_file``). A file named on the command line is always linted, except an Accelerate config of a run
+without DeepSpeed (FSDP, plain multi-GPU: ``not_deepspeed``), which ``lint`` and ``check`` name in one line
+instead (and skip, with a note, where they find it).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import re
 from functools import lru_cache
 from typing import Any
 
-from zeroadvisor.config.accelerate import is_accelerate_config
+from zeroadvisor.config.accelerate import is_accelerate_config, other_launcher
 from zeroadvisor.config.source import Document
 
 DEEPSPEED = "deepspeed"
@@ -26,17 +28,27 @@ ACCELERATE = "accelerate"
 # (accelerate/commands/config/config_args.py, ClusterConfig.distributed_type / deepspeed_config).
 ACCELERATE_KEYS = frozenset({"distributed_type", "deepspeed_config"})
 
-# What the skipped files are called in the summary line ("3 skipped: not DeepSpeed configs").
-NOT_A_CONFIG = "not DeepSpeed or Accelerate configs"
+# What the skipped files are called in the summary line ("3 skipped: not DeepSpeed configs"): files that are no
+# config at all, and Accelerate configs of a run without DeepSpeed (``not_deepspeed``).
+NOT_A_CONFIG = "not DeepSpeed configs"
+
+# How the one line names an Accelerate launcher that runs without DeepSpeed, by its distributed_type
+# (config/accelerate.py DISTRIBUTED_TYPES; a type not listed is named as written).
+LAUNCHER_NAMES: dict[str, str] = {
+    "FSDP": "FSDP", "MULTI_GPU": "multi-GPU", "MULTI_CPU": "multi-CPU", "NO": "single-process",
+    "MEGATRON_LM": "Megatron-LM", "XLA": "XLA",
+}
 
 
 @lru_cache(maxsize=1)
 def deepspeed_keys() -> frozenset[str]:
-    """The top-level keys DeepSpeed 0.19.8 reads: the generated schema's properties (one source of truth
-    with the not-a-deepspeed-config rule, lint/context.py ``foreign``)."""
+    """The top-level keys DeepSpeed 0.19.8 reads: the generated schema's properties but those for editors
+    (``x-editor-only``: ``$schema``, which half the JSON files in a repository carry), one source of truth
+    with the not-a-deepspeed-config rule (lint/context.py ``foreign``) and the Accelerate rules."""
     from zeroadvisor.deepspeed import schema
 
-    return frozenset(schema.load().get("properties", {}))
+    properties: dict[str, dict[str, object]] = schema.load().get("properties", {})
+    return frozenset(key for key, node in properties.items() if not node.get("x-editor-only"))
 
 
 def kind_of_data(data: Any) -> str | None:
@@ -65,6 +77,25 @@ def _document_kind(document: Document) -> str | None:
 def kind_of(document: Document) -> str | None:
     """DEEPSPEED, ACCELERATE or None for a parsed document, decided once per document."""
     return document.derived(_document_kind)
+
+
+def _not_deepspeed(document: Document) -> str | None:
+    launcher = other_launcher(document.data)
+    if launcher is None:
+        return None
+    return f"an Accelerate {LAUNCHER_NAMES.get(launcher, launcher)} config (distributed_type: {launcher})"
+
+
+def not_deepspeed(document: Document) -> str | None:
+    """What an Accelerate config that starts no DeepSpeed run is ("an Accelerate FSDP config (distributed_type:
+    FSDP)"), None for any other document; decided once per document. ``lint`` and ``check`` say so in one line
+    (``not_deepspeed_line``) instead of linting it, and skip such a file found in a folder."""
+    return document.derived(_not_deepspeed)
+
+
+def not_deepspeed_line(name: str, what: str) -> str:
+    """The one line ``lint`` and ``check`` print for a config ``not_deepspeed`` describes as ``what``."""
+    return f"{name}: not a DeepSpeed config: {what}; zeroadvisor checks DeepSpeed runs"
 
 
 @lru_cache(maxsize=1)

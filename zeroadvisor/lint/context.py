@@ -7,7 +7,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from zeroadvisor.config.source import Document
-from zeroadvisor.deepspeed.kind import kind_of
+from zeroadvisor.deepspeed.kind import deepspeed_keys, kind_of
 from zeroadvisor.deepspeed.settings import DeepSpeedSettings, settings_of
 
 if TYPE_CHECKING:
@@ -77,11 +77,9 @@ class Context:
     def foreign(self) -> list[str]:
         """Top-level keys when none of them is a DeepSpeed key: the file is something else
         (a Hugging Face model config, an Accelerate YAML); [] for a DeepSpeed config."""
-        from zeroadvisor.deepspeed import schema
-
         if not isinstance(self.data, dict) or not self.data:
             return []
-        known = schema.load().get("properties", {})
+        known = deepspeed_keys()
         keys = [k for k in self.data if not str(k).startswith("_")]
         return [] if not keys or any(k in known for k in keys) else keys
 

@@ -91,6 +91,8 @@ class _Walker:
                 continue
             if "x-rejected" in sub:
                 continue  # a key the engine refuses (optimizer max_grad_norm): its own rule words it
+            if sub.get("x-editor-only"):
+                continue  # "$schema": an editor's, which DeepSpeed never reads, whatever its value
             alias_of = sub.get("x-alias-of")
             if alias_of is not None and alias_of in value:
                 # pydantic reports extra_forbidden on the field name, not on the alias

@@ -224,7 +224,7 @@ def resolve(name: str, environ: Mapping[str, str] | None = None) -> Resolved:
     raise ModelError(
         f"model {name} not found offline: {'; '.join(searched)}. Give --model PATH (a config.json, "
         f"a model directory or a model description), or fetch the config: "
-        f"huggingface-cli download {name} {CONFIG_NAME}"
+        f"hf download {name} {CONFIG_NAME}"
     )
 
 

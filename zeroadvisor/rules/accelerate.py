@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from zeroadvisor.config import accelerate as A
-from zeroadvisor.deepspeed.kind import ACCELERATE
+from zeroadvisor.deepspeed.kind import ACCELERATE, deepspeed_keys
 from zeroadvisor.lint.findings import Finding, Severity
 from zeroadvisor.lint.rule import Example, Hit, Rule
 
@@ -92,13 +92,10 @@ UNKNOWN_KEY = Rule(
 def _ignored(ctx: Context) -> Iterable[Hit]:
     if ctx.kind != ACCELERATE or not A.uses_deepspeed(ctx.data):
         return
-    from zeroadvisor.deepspeed import schema
-
-    deepspeed_keys = schema.load().get("properties", {})
     for key in A.deepspeed_section(ctx.data):
         if key in A.DEEPSPEED_KEYS:
             continue
-        if key in deepspeed_keys:
+        if key in deepspeed_keys():
             why = (f"{key!r} is a DeepSpeed config key: Accelerate builds the DeepSpeed config from its own keys "
                    "only and ignores it; put DeepSpeed settings in a JSON file named by deepspeed_config_file")
         else:
@@ -139,7 +136,7 @@ def _invalid(ctx: Context) -> Iterable[Hit]:
     if environment not in A.COMPUTE_ENVIRONMENTS:
         yield Hit("/compute_environment", f"compute_environment {environment!r}: Accelerate accepts "
                   f"{' or '.join(A.COMPUTE_ENVIRONMENTS)} (ComputeEnvironment) and raises on others", at="value")
-    kinds = A.SAGEMAKER_DISTRIBUTED_TYPES if environment == "AMAZON_SAGEMAKER" else A.DISTRIBUTED_TYPES
+    kinds = A.distributed_types(data)
     kind = data.get("distributed_type")
     if "distributed_type" in data and kind not in kinds:
         close = difflib.get_close_matches(str(kind).upper(), list(kinds), n=1, cutoff=0.6)
