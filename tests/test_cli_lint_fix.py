@@ -109,7 +109,7 @@ def test_a_directory_fixes_its_configs_and_leaves_other_json_alone(cli, tmp_path
         (tmp_path / name).write_text(text)
     result = cli("lint", "--fix", ".", cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout == "3 files checked (1 skipped: not DeepSpeed or Accelerate configs): no problems\n"
+    assert result.stdout == "3 files checked (1 skipped: not DeepSpeed configs): no problems\n"
     assert result.stderr == "zeroadvisor: 3 files checked: 2 findings (2 fixed, 0 remaining)\n"
     assert (tmp_path / "a.json").read_text() == FIXED and (tmp_path / "sub" / "b.json").read_text() == FIXED
     assert (tmp_path / "config.json").read_text() == NOT_A_CONFIG and (tmp_path / "ok.json").read_text() == CLEAN

@@ -36,7 +36,7 @@ def files(tmp_path, monkeypatch):
 
 
 def _estimate(result) -> dict:
-    assert result.returncode in (0, 1), result.stderr
+    assert result.returncode in (0, 1, 5), result.stderr
     return json.loads(result.stdout)["estimate"]
 
 
@@ -72,7 +72,7 @@ def test_corpus_accelerate_yamls_give_their_world_size(cli, corpus):
         if not isinstance(data.get("num_processes"), int):
             continue
         result = cli("check", str(path), "--params", "1B", *GPU, "--format", "json")
-        assert result.returncode in (0, 1), f"{path.name}: {result.stderr}"
+        assert result.returncode in (0, 1, 5), f"{path.name}: {result.stderr}"
         report = json.loads(result.stdout)
         if report.get("estimate"):  # a YAML that builds no DeepSpeed config has no estimate, only its findings
             assert report["estimate"]["cluster"]["gpus"] == data["num_processes"], path.name
