@@ -75,6 +75,13 @@ def test_a_pyproject_without_the_table_is_not_ours(repo, text):
     ('[tool.zeroadvisor.cluster]\ncpu-memory = "1T"\n', "unknown size unit"),
     ('[tool.zeroadvisor.cluster]\ngpus = 0\n', "at least 1"),
     ('[tool.zeroadvisor\n', "invalid TOML"),
+    ('[tool.zeroadvisor.training]\nseq-len = "4k"\n',
+     "pyproject.toml:2: 'tool.zeroadvisor.training.seq-len': --seq-len must be an integer > 0"),
+    ('[tool.zeroadvisor.training]\nzero-init = "yes"\n', "'tool.zeroadvisor.training.zero-init'"),
+    ('[tool.zeroadvisor.training]\nsequence-length = 4096\n',
+     "pyproject.toml:2: unknown key 'tool.zeroadvisor.training.sequence-length'"),
+    ('[tool.zeroadvisor.cluster]\nlauncher = "mpirun"\n', "'tool.zeroadvisor.cluster.launcher': expected one of"),
+    ('[tool.zeroadvisor.cluster]\nefficiency = 2\n', "'tool.zeroadvisor.cluster.efficiency'"),
 ])
 def test_bad_configuration_is_a_usage_error_naming_file_and_key(repo, cli, text, message):
     write(repo / "pyproject.toml", text)
@@ -110,6 +117,38 @@ def test_cluster_defaults_feed_check_and_flags_override(repo, cli):
                  cwd=repo)
     cluster = json.loads(result.stdout)["estimate"]["cluster"]
     assert cluster["gpus"] == 4 and cluster["gpu_memory"] > 80 * 10**9
+
+
+LLAMA = Path(__file__).resolve().parents[1] / "sample_configs" / "models" / "llama-2-7b" / "config.json"
+
+
+def test_machine_and_training_keys_silence_the_assumptions_they_set(repo, cli):
+    """Every machine fact and training input an assumption names has a key: given there, nothing is assumed,
+    so --fail-on warning is usable in CI; a flag still wins over the key."""
+    (repo / "ds.json").write_text('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, '
+                                  '"optimizer": {"type": "AdamW"}, "zero_optimization": {"stage": 3, '
+                                  '"offload_optimizer": {"device": "cpu"}}}')
+    base = ("check", "ds.json", "--model", str(LLAMA), "--format", "json")
+    write(repo / "pyproject.toml", '[tool.zeroadvisor.cluster]\ngpus = 8\ngpu = "A100-SXM4-80GB"\n'
+                                   'cpu-memory = "1TB"\n')
+    before = {a["name"] for a in json.loads(cli(*base, cwd=repo).stdout)["estimate"]["assumed"]}
+    assert {"sequence_length", "load_dtype", "zero_init"} <= before
+    write(repo / "pyproject.toml", '[tool.zeroadvisor.cluster]\ngpus = 8\ngpu = "A100-SXM4-80GB"\n'
+                                   'cpu-memory = "1TB"\n[tool.zeroadvisor.training]\nseq-len = 2048\n')
+    timed = {a["name"] for a in json.loads(cli(*base, cwd=repo).stdout)["estimate"]["assumed"]}
+    assert "sequence_length" not in timed and {"efficiency", "cpu_cores", "launcher"} <= timed  # a step time now
+    write(repo / "pyproject.toml", '[tool.zeroadvisor.cluster]\ngpus = 8\ngpu = "A100-SXM4-80GB"\n'
+                                   'cpu-memory = "1TB"\nefficiency = 0.45\ncpu-cores = 64\nlauncher = "deepspeed"\n'
+                                   'inter-node-bandwidth = "25GB/s"\nnvme-bandwidth = "3GB/s"\n'
+                                   '[tool.zeroadvisor.training]\nseq-len = 2048\nactivation-checkpointing = "full"\n'
+                                   'load-dtype = "bf16"\nzero-init = true\nmeta-load = false\n')
+    result = cli(*base, cwd=repo)
+    data = json.loads(result.stdout)
+    assert data["estimate"]["assumed"] == [] and not [f for f in data["findings"] if f["code"] == "ZA808"]
+    assert data["estimate"]["model"]["sequence_length"] == 2048
+    assert cli(*base, "--seq-len", "1024", cwd=repo).stdout.count('"sequence_length": 1024') == 1  # the flag wins
+    warned = cli("check", "ds.json", "--model", str(LLAMA), "--fail-on", "warning", cwd=repo)
+    assert "ZA808" not in warned.stdout
 
 
 def test_a_format_the_command_lacks_is_a_usage_error(repo, cli):

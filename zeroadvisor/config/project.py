@@ -21,6 +21,13 @@ count, and the walk goes on). ``.zeroadvisor.toml`` holds the same keys at its t
     cpu-memory = "1TB"
     nvme = "4TB"
     headroom = "10%"
+    efficiency = 0.45                # the machine the step time ranks fixes on (check --help)
+    cpu-cores = 64
+    launcher = "deepspeed"
+
+    [training]                       # where the DeepSpeed config leaves it open (check/estimate)
+    seq-len = 4096
+    load-dtype = "bf16"
 
     [gpus.MyCard]                    # a card of your own, for --gpu MyCard or cluster.gpu
     memory = "48GB"                  # as the driver reports it (nvidia-smi memory.total)
@@ -73,7 +80,17 @@ def _strings(value: Any) -> tuple[str, ...]:
 RUN_KEYS: dict[str, str] = {"fail-on": "fail_on", "format": "format", "integration": "integration"}
 CLUSTER_KEYS: dict[str, str] = {"gpus": "gpus", "gpus-per-node": "gpus_per_node", "gpu": "gpu",
                                 "gpu-memory": "gpu_memory", "cpu-memory": "cpu_memory", "nvme": "nvme",
-                                "headroom": "headroom"}
+                                "headroom": "headroom",
+                                # the machine the step time ranks fixes on (hardware/machine.py DEFAULTS)
+                                "efficiency": "efficiency", "inter-node-bandwidth": "inter_node_bandwidth",
+                                "cpu-cores": "cpu_cores", "nvme-bandwidth": "nvme_bandwidth", "launcher": "launcher"}
+# The training shape and how the script loads the model, where the DeepSpeed config leaves it open: the flags
+# of cli/options.py, checked as the model description's fields are (model/description.py apply_overrides).
+TRAINING_KEYS: dict[str, str] = {"seq-len": "seq_len", "target-len": "target_len", "micro-batch": "micro_batch",
+                                 "precision": "precision", "activation-checkpointing": "activation_checkpointing",
+                                 "flash-attention": "flash_attention", "load-dtype": "load_dtype",
+                                 "zero-init": "zero_init", "meta-load": "meta_load"}
+TABLES: dict[str, dict[str, str]] = {"cluster": CLUSTER_KEYS, "training": TRAINING_KEYS}
 RULE_KEYS = ("select", "ignore", "per-file-ignores")
 # A card the project declares, [gpus.NAME]: key -> the GpuSpec field (hardware/table.py) it gives. The values are
 # parsed where the run's inputs are resolved (zeroadvisor/inputs/project.py), as the cluster's are.
@@ -256,22 +273,24 @@ class _Parsing:
             self.per_file = [(pattern, _strings(rules)) for pattern, rules in value.items()]
         elif key in RUN_KEYS:
             self._set(RUN_KEYS[key], value, key, key)
-        elif key == "cluster":
-            self._read_cluster(value)
+        elif key in TABLES:
+            self._read_table(key, value)
         elif key == "gpus":
             self._read_gpus(value)
         else:
-            known = ", ".join((*RULE_KEYS, *RUN_KEYS, "cluster", "gpus"))
+            known = ", ".join((*RULE_KEYS, *RUN_KEYS, *TABLES, "gpus"))
             raise ProjectConfigError(f"{self.where(key)}: unknown key '{self.dotted(key)}' (known: {known})")
 
-    def _read_cluster(self, table: Any) -> None:
+    def _read_table(self, name: str, table: Any) -> None:
+        """[cluster] or [training]: each key the flag it stands for (TABLES)."""
         if not isinstance(table, dict):
             raise TypeError("expected a table")
+        keys = TABLES[name]
         for sub, value in table.items():
-            if sub not in CLUSTER_KEYS:
-                raise ProjectConfigError(f"{self.where(sub)}: unknown key '{self.dotted('cluster.' + sub)}' "
-                                         f"(known: {', '.join(CLUSTER_KEYS)})")
-            self._set(CLUSTER_KEYS[sub], value, sub, "cluster." + sub)
+            if sub not in keys:
+                raise ProjectConfigError(f"{self.where(sub)}: unknown key '{self.dotted(name + '.' + sub)}' "
+                                         f"(known: {', '.join(keys)})")
+            self._set(keys[sub], value, sub, f"{name}.{sub}")
 
     def _read_gpus(self, table: Any) -> None:
         if not isinstance(table, dict):

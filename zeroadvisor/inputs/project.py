@@ -63,12 +63,32 @@ def checked(config: ProjectConfig) -> dict[str, Any]:
                 values[name] = choice(label, raw, CHECK_FORMATS)
             elif name == "gpu":  # one of the table's cards or of those this file declares
                 values[name] = gpu(label, raw, declared)
+            elif name in project.TRAINING_KEYS.values():
+                values[name] = _training(name, label, raw)
             else:
                 values[name] = parse(name, label, raw)
         except UsageError as err:
             raise ProjectConfigError(str(err)) from None
     _CHECKED[config.path] = (config, values)
     return values
+
+
+def _training(name: str, label: str, value: Any) -> Any:
+    """A [training] value, checked as its flag's is where the shape is built (model/description.py
+    apply_overrides): the error names the file, line and key."""
+    from zeroadvisor.model.description import apply_overrides
+    from zeroadvisor.model.errors import ModelError
+    from zeroadvisor.model.spec import TrainingShape
+
+    head = {"seq_len": None, "activation_checkpointing": None, "flash_attention": None}
+    rest: dict[str, Any] = {}
+    (head if name in head else rest)[name] = value
+    try:
+        apply_overrides(TrainingShape(), head["seq_len"], head["activation_checkpointing"], head["flash_attention"],
+                        **rest)
+    except (ModelError, TypeError, ValueError) as err:
+        raise UsageError(f"{label}: {err}") from None
+    return value
 
 
 def cards(config: ProjectConfig) -> tuple[GpuSpec, ...]:
