@@ -6,6 +6,7 @@ Exit codes: cli/exits.py. Start-up: ``lint`` usually runs without this module (c
 from __future__ import annotations
 
 import inspect
+import sys
 from typing import Any, Literal
 
 import typer
@@ -20,14 +21,35 @@ except ImportError:  # pragma: no cover - older typer
     # the same class under its own module name: a different type to mypy, the same role here
     from click.exceptions import ClickException  # type: ignore[assignment]
 
+# Plain (click) help, not rich's boxes: at 80 columns rich's four columns cut flag names and squeeze the help into
+# a few characters; two columns wrap whole, and GroupedCommand lists the options by group (options.PANELS).
 app = typer.Typer(
     name="zeroadvisor",
     help="Lint DeepSpeed configs, estimate ZeRO memory, and advise the lowest stage that fits.",
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+class GroupedCommand(typer.core.TyperCommand):
+    """--help with the arguments first, then the options group by group (options.PANELS), in plain text."""
+
+    def format_options(self, ctx: Any, formatter: Any) -> None:
+        groups: dict[str, list[tuple[str, str]]] = {}
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is None:
+                continue
+            title = "Arguments" if param.param_type_name == "argument" else \
+                getattr(param, "rich_help_panel", None) or "Options"
+            groups.setdefault(title, []).append(record)
+        order = ["Arguments", *options.PANELS, "Options"]
+        for title in sorted(groups, key=lambda t: order.index(t) if t in order else len(order)):
+            with formatter.section(title):
+                formatter.write_dl(groups[title])
 
 
 def _annotation(param: options.Param) -> Any:
@@ -46,7 +68,8 @@ def _typer_parameter(command: options.Command, param: options.Param) -> inspect.
     if param.positional:
         info = typer.Argument(default, metavar=param.metavar, help=text)
     else:
-        info = typer.Option(default, *param.flags, help=text, min=param.minimum)
+        info = typer.Option(default, *param.flags, help=text, min=param.minimum, metavar=param.choice_metavar,
+                            rich_help_panel=param.panel)
     return inspect.Parameter(param.name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=_annotation(param))
 
 
@@ -60,7 +83,7 @@ def _register(command: options.Command) -> None:
     callback.__annotations__ = {p.name: p.annotation for p in parameters}
     callback.__name__ = command.name.replace("-", "_")
     callback.__doc__ = command.help
-    app.command(command.name)(callback)
+    app.command(command.name, epilog=command.epilog, cls=GroupedCommand)(callback)
 
 
 for _command in options.COMMANDS:
@@ -86,6 +109,9 @@ def run(argv: list[str]) -> int:
     try:
         return int(app(args=argv, prog_name="zeroadvisor", standalone_mode=False) or ExitCode.OK)
     except ClickException as err:  # one line, not click's three-line box
+        if type(err).__name__ == "NoArgsIsHelpError":  # no arguments at all: the help, as typer shows it
+            sys.stderr.write(err.format_message().rstrip("\n") + "\n")
+            return ExitCode.USAGE
         names = {c.name for c in options.COMMANDS}
         command = next((a for a in argv[:1] if a in names), "")
         hint = f" (see 'zeroadvisor {command} --help')" if command else " (see 'zeroadvisor --help')"

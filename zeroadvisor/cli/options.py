@@ -39,10 +39,23 @@ class Param:
     def choice_values(self) -> tuple[str, ...] | None:
         return None if self.choices is None else tuple(_values(self.choices))
 
+    @property
+    def panel(self) -> str:
+        """The --help group it is listed in (PANELS)."""
+        return next((title for title, names in PANELS.items() if self.name in names), "Options")
+
+    @property
+    def choice_metavar(self) -> str | None:
+        """A short placeholder for an option with choices ("FORMAT"), which the help text then lists: the
+        choices in the placeholder column would squeeze the help into a few characters at 80 columns."""
+        return self.name.upper().replace("_", "-") if self.choices is not None and self.flags else None
+
     def full_help(self, command: str) -> str:
         """The help text; a parameter with a fallback (inputs/settings.py) says it, and that the project
         configuration may set it (such a parameter has default None, so a given flag can be told apart)."""
         text = self.help
+        if self.choice_metavar is not None:
+            text += f" One of: {', '.join(self.choice_values() or ())}."
         fallback = settings.fallback(command, self.name) if self.default is None else None
         if fallback is settings.NEEDED:
             text += " (or set it in the project configuration)"
@@ -58,6 +71,17 @@ class Command:
     name: str
     help: str
     params: tuple[Param, ...] = ()
+
+    @property
+    def epilog(self) -> str | None:
+        """What ends --help, at the full width: the GPU names --gpu takes."""
+        if not any(p.name == "gpu" for p in self.params):
+            return None
+        import textwrap
+
+        text = "GPUs for --gpu: " + ", ".join(_values("zeroadvisor.hardware.gpus:GPUS")) + "."
+        # "\b": click keeps the paragraph as wrapped here, where names are never broken at their hyphens
+        return "\b\n" + "\n".join(textwrap.wrap(text, 76, break_on_hyphens=False))
 
     def spelling(self) -> Spelling:
         """How messages name this command's inputs: a flag by its long form, an argument by its metavar."""
@@ -88,8 +112,8 @@ PARAMS = Param("params", ("--params",), "Parameter count instead of --model, e.g
 GPUS = Param("gpus", ("--gpus",), "Number of GPUs (data-parallel degree).", kind=int, minimum=1)
 GPUS_PER_NODE = Param("gpus_per_node", ("--gpus-per-node",), "GPUs per node (default 8).", kind=int, minimum=1)
 GPU_MEMORY = Param("gpu_memory", ("--gpu-memory",), "Memory per GPU, e.g. 80GiB.")
-GPU = Param("gpu", ("--gpu",), "GPU name instead of --gpu-memory (memory as the driver reports it)",
-            help_values="zeroadvisor.hardware.gpus:GPUS")
+GPU = Param("gpu", ("--gpu",), "GPU name instead of --gpu-memory, as nvidia-smi or the cloud names it "
+            "(memory as the driver reports it; the cards are listed below).")
 CPU_MEMORY = Param("cpu_memory", ("--cpu-memory",), "Host RAM per node, e.g. 1TB.")
 NVME = Param("nvme", ("--nvme",), "NVMe space per node, e.g. 4TB.")
 ACCOUNTING = Param("accounting", ("--accounting",),
@@ -155,6 +179,21 @@ THROUGHPUT_INPUTS = (
           "(default torchrun: one thread each, as accelerate launch; deepspeed shares the node's cores).",
           choices="zeroadvisor.hardware.machine:LAUNCHERS"),
 )
+
+
+# The --help groups, in order: each parameter's name in one (the rest are "Options").
+PANELS: dict[str, tuple[str, ...]] = {
+    "Model and training shape": ("model", "params", "seq_len", "activation_checkpointing", "flash_attention",
+                                 "target_len", "micro_batch", "precision", "stage", "load_dtype", "zero_init",
+                                 "meta_load", "training_args", "launch"),
+    "Parallelism and LoRA": ("tensor_parallel", "pipeline_parallel", "sequence_parallel", "expert_parallel", "peft",
+                             "lora_r", "lora_target_modules", "quantization"),
+    "Cluster": ("gpus", "gpus_per_node", "gpu", "gpu_memory", "cpu_memory", "nvme", "headroom"),
+    "Step time (the machine fixes are ranked on)": ("efficiency", "inter_node_bandwidth", "cpu_cores",
+                                                    "nvme_bandwidth", "launcher"),
+    "Rules and fixes": ("select", "ignore", "integration", "suggest", "fix", "diff", "only_configs"),
+    "Output": ("format", "fail_on", "unit", "accounting", "explain", "verbose", "all_options"),
+}
 
 
 def _format(choices: str) -> Param:
