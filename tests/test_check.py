@@ -66,7 +66,7 @@ def test_7b_at_stage3_on_8x80gb_a_lower_stage_fits(tmp_path):
     (finding,) = [f for f in result.findings if f.name == "lower-stage-fits"]
     assert finding.severity.value == "warning"
     assert finding.fix["zero_optimization"]["stage"] in (0, 1, 2)
-    assert "1.5x" in finding.message and " GB" in finding.message
+    assert "1.5x" in finding.message and " GiB" in finding.message  # GiB by default, as nvidia-smi prints
     assert not [f for f in result.findings if f.severity.value == "error"]
 
 
@@ -224,7 +224,7 @@ def test_cli_markdown_has_table_advice_and_diff(cli, files):
                  cwd=files)
     out = result.stdout
     assert out.startswith("### zeroadvisor: `ds.json`")
-    assert "| Option | Peak per GPU (GB) |" in out and "(configured)" in out
+    assert "| Option | Peak per GPU (GiB) |" in out and "(configured)" in out
     assert "ZA802 lower-stage-fits" in out and "ZA804 offload-not-needed" in out and "```diff" in out
 
 

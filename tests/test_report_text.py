@@ -73,7 +73,7 @@ def test_verdict_names_the_fix_the_advice_recommends(cli):
     # the recommended option's column is marked and shown by default next to the configured one, when a column
     # of the table is that run (a change that also moves the micro batch or the layout is not one)
     header = next(line for line in out.splitlines() if re.search(r"\*Z2\b", line))
-    peak = re.search(r"\), peak ([\d.]+) GB per GPU", verdict).group(1)
+    peak = re.search(r"\), peak ([\d.]+) GiB per GPU", verdict).group(1)
     total = next(line for line in out.splitlines() if line.startswith("TOTAL per GPU"))
     assert (">Z" in header) == (peak in total.split())
 

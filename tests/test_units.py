@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from zeroadvisor.units import format_bytes, parse_size
+from zeroadvisor.units import format_bytes, parse_size, unit_for
 
 
 @pytest.mark.parametrize(("text", "expected"), [
@@ -36,8 +36,10 @@ def test_bare_number_message_suggests_units():
 
 
 def test_format_bytes_labelled():
-    assert format_bytes(41_250_000_000) == "41.25 GB"
+    assert format_bytes(41_250_000_000, "GB") == "41.25 GB"
     assert format_bytes(150_000_000_000, "GiB") == "139.70 GiB"
-    assert format_bytes(0) == "0.00 GB"
+    assert format_bytes(41_250_000_000) == "38.42 GiB"  # GiB by default, as nvidia-smi and torch print
+    assert format_bytes(0) == "0.00 GiB"
+    assert (unit_for("paper"), unit_for("deepspeed")) == ("GB", "GiB")  # the paper's accounting in its own unit
     with pytest.raises(ValueError):
         format_bytes(1, "MB")

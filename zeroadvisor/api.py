@@ -136,7 +136,7 @@ def check(config: str | os.PathLike[str] | Mapping[str, Any], *, gpus: int,
           model: str | os.PathLike[str] | ModelSpec | None = None, params: int | str | None = None,
           gpus_per_node: int | None = None, gpu: str | None = None, gpu_memory: int | str | None = None,
           cpu_memory: int | str | None = None, nvme: int | str | None = None, headroom: float | str = "10%",
-          accounting: str = "deepspeed", integration: str = "any", unit: str = "GB", name: str | None = None,
+          accounting: str = "deepspeed", integration: str = "any", unit: str | None = None, name: str | None = None,
           select: Sequence[str] | str | None = None, ignore: Sequence[str] | str | None = None,
           diff: bool = False, **training: Any) -> CheckReport:
     """Pre-flight check of one config (a path or a dict) for a model on a cluster: lint findings, the

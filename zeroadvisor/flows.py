@@ -305,9 +305,12 @@ class EstimateResult:
     def to_dict(self) -> dict[str, Any]:
         return self.estimate.to_dict()
 
-    def report(self, format: str = "text", unit: str = "GB", explain: bool = False) -> str:
-        """The estimate table (text) or its JSON."""
-        return _render(format, [], estimate=self.estimate, unit=unit, explain=explain, throughput=self.throughput)
+    def report(self, format: str = "text", unit: str | None = None, explain: bool = False) -> str:
+        """The estimate table (text) or its JSON (``unit``: GiB, or the paper's GB for its accounting)."""
+        from zeroadvisor.units import unit_for
+
+        return _render(format, [], estimate=self.estimate, unit=unit or unit_for(self.estimate.accounting),
+                       explain=explain, throughput=self.throughput)
 
 
 def estimate(inputs: RunInputs, step_times_too: bool = False) -> EstimateResult:

@@ -27,6 +27,15 @@ _UNITS: dict[str, int] = {
 _SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE]([+-]?[0-9]+))?\s*([A-Za-z]+)\s*$")
 
 FORMAT_UNITS = ("GB", "GiB")
+# What reports print by default: GiB, as nvidia-smi, torch.cuda and DeepSpeed's see_memory_usage do; the ZeRO
+# paper's accounting keeps the paper's decimal GB (its 7.5B example: 120 / 41.25 / 28.125 / 15 GB).
+DEFAULT_UNIT = "GiB"
+PAPER_UNIT = "GB"
+
+
+def unit_for(accounting: str) -> str:
+    """The unit a report of ``accounting`` ("deepspeed" | "paper") prints when none is asked for."""
+    return PAPER_UNIT if accounting == "paper" else DEFAULT_UNIT
 
 
 def parse_size(text: str) -> int:
@@ -55,14 +64,14 @@ def parse_size(text: str) -> int:
     return int(value)
 
 
-def format_bytes(n: int | float, unit: str = "GB", digits: int = 2) -> str:
+def format_bytes(n: int | float, unit: str = DEFAULT_UNIT, digits: int = 2) -> str:
     """``n`` bytes as e.g. "41.25 GB" or "38.42 GiB"; always labelled with the unit."""
     if unit not in FORMAT_UNITS:
         raise ValueError(f"unit must be one of {', '.join(FORMAT_UNITS)}, got {unit!r}")
     return f"{scale(n, unit):.{digits}f} {unit}"
 
 
-def scale(n: int | float, unit: str = "GB") -> float:
+def scale(n: int | float, unit: str = DEFAULT_UNIT) -> float:
     """``n`` bytes expressed in ``unit`` (GB = 1e9 bytes, GiB = 2**30 bytes)."""
     factor = _UNITS.get(unit.lower())
     if factor is None:

@@ -27,7 +27,7 @@ from zeroadvisor.lint.findings import Action, Finding
 from zeroadvisor.memory.cluster import Cluster
 from zeroadvisor.memory.estimate import Estimate, StageEstimate
 from zeroadvisor.memory.options import Option
-from zeroadvisor.units import format_bytes
+from zeroadvisor.units import DEFAULT_UNIT, format_bytes
 
 if TYPE_CHECKING:
     from zeroadvisor.advisor.change import Change
@@ -57,7 +57,7 @@ class Budget:
     type that holds them) and the unit the messages are written in."""
 
     cluster: Cluster
-    unit: str = "GB"
+    unit: str = DEFAULT_UNIT
 
     @property
     def gpu_memory(self) -> int:
@@ -99,7 +99,7 @@ class Recommendation:
     outcome: Outcome
     step_time: StepTime
     configured_step_time: StepTime
-    unit: str = "GB"  # the unit its actions are worded in
+    unit: str = DEFAULT_UNIT  # the unit its actions are worded in
 
     @property
     def change(self) -> Change:

@@ -15,7 +15,7 @@ from typing import Any
 from zeroadvisor.lint.findings import Action
 from zeroadvisor.memory.options import Option
 from zeroadvisor.model.spec import Checkpointing, TrainingShape
-from zeroadvisor.units import format_bytes
+from zeroadvisor.units import DEFAULT_UNIT, format_bytes
 
 SP_KEY = "sequence_parallel_size"
 TP_KEY = "tensor_parallel"
@@ -186,7 +186,7 @@ class Change:
             keys = [*self.parts, "buckets"]
         return "; ".join(COSTS[key] for key in keys)
 
-    def actions(self, unit: str = "GB") -> list[Action]:
+    def actions(self, unit: str = DEFAULT_UNIT) -> list[Action]:
         out: list[Action] = []
         level = self.shape.activation_checkpointing
         if level != self.was_shape.activation_checkpointing:
@@ -223,7 +223,7 @@ class Change:
         return self.parts == [f"checkpointing:{self.shape.activation_checkpointing}"] and self.buckets is None
 
 
-def cluster_words(cluster: ClusterChange, unit: str = "GB") -> str:
+def cluster_words(cluster: ClusterChange, unit: str = DEFAULT_UNIT) -> str:
     words = []
     if cluster.gpus is not None:
         per_node = cluster.gpus_per_node or cluster.gpus

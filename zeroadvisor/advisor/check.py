@@ -21,6 +21,7 @@ from zeroadvisor.memory.errors import EstimateError
 from zeroadvisor.memory.estimate import Estimate, estimate
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
 from zeroadvisor.rules.linter import lint_document
+from zeroadvisor.units import DEFAULT_UNIT
 from zeroadvisor.vocab import Accounting
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ class CheckOptions:
     cluster: Cluster  # GPUs, the card's memory (required here: the advice needs a capacity), host RAM, NVMe, headroom
     accounting: Accounting = Accounting.DEEPSPEED
     integration: str = "any"
-    unit: str = "GB"
+    unit: str = DEFAULT_UNIT
     training: Any = None  # the Hugging Face Trainer's arguments (config/training_args.TrainingArgs), when given
     # the step-time model's machine (throughput.Hardware); None: the stated defaults on ``cluster.gpu``
     hardware: Hardware | None = None

@@ -5,7 +5,8 @@ estimate of every stage/offload option of the config as written, the budget (GPU
 what the search (zeroadvisor/advisor/search.py) found on the config as the fixes will write it. Rules only word
 the answers: a recommended change is a :class:`Recommendation` (its description, cost, actions, peaks and step
 times), attached to the finding and worded from that one object; they build no candidates and no numbers of
-their own. Numbers in messages are decimal GB unless --unit GiB is given; the unit is always printed.
+their own. Numbers in messages are GiB (units.py DEFAULT_UNIT) unless --unit GB is given; the unit is always
+printed.
 """
 
 from __future__ import annotations

@@ -119,8 +119,8 @@ NVME = Param("nvme", ("--nvme",), "NVMe space per node, e.g. 4TB.")
 ACCOUNTING = Param("accounting", ("--accounting",),
                    "deepspeed: what DeepSpeed allocates; paper: the ZeRO paper's 2 + 2 + K bytes.",
                    default=settings.FALLBACKS["accounting"], choices="zeroadvisor.vocab:ACCOUNTINGS")
-UNIT = Param("unit", ("--unit",), "GB (10^9 bytes) or GiB (2^30 bytes).", default=settings.FALLBACKS["unit"],
-             choices="zeroadvisor.units:FORMAT_UNITS")
+UNIT = Param("unit", ("--unit",), "GiB (2^30 bytes, as nvidia-smi and torch print) or GB (10^9 bytes); default GiB, "
+             "GB with --accounting paper (the paper's unit).", choices="zeroadvisor.units:FORMAT_UNITS")
 SEQ_LEN = Param("seq_len", ("--seq-len",), "Override the sequence length.", kind=int)
 CHECKPOINTING = Param("activation_checkpointing", ("--activation-checkpointing",), "Override activation "
                       "checkpointing.", choices="zeroadvisor.model.spec:Checkpointing")

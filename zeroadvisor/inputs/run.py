@@ -26,6 +26,7 @@ from zeroadvisor.inputs.settings import DIFF_FORMATS, FORMATS, NEEDED, NEEDED_BY
 from zeroadvisor.inputs.source import ConfigSource
 from zeroadvisor.inputs.trainer import TrainerInputs, read_trainer
 from zeroadvisor.inputs.values import KEYWORDS, PARSERS, Spelling, choice, gpu, parse
+from zeroadvisor.units import DEFAULT_UNIT
 from zeroadvisor.vocab import ACCOUNTINGS, Accounting
 
 if TYPE_CHECKING:
@@ -61,7 +62,7 @@ class Output:
 
     format: str = "text"
     fail_on: str = "error"
-    unit: str = "GB"
+    unit: str = DEFAULT_UNIT
     explain: bool = False
     verbose: bool = False
     all_options: bool = False
@@ -301,6 +302,13 @@ def _from_accelerate_configs(values: dict[str, Any], configs: tuple[ConfigSource
     return [f"world size {world} from num_processes in {name}{over}"]
 
 
+def _unit(command: str, values: dict[str, Any], spelling: Spelling, accounting: Accounting) -> Any:
+    """The unit given (a flag, a keyword, the project configuration), else the accounting's (units.py unit_for)."""
+    from zeroadvisor.units import unit_for
+
+    return values.get("unit") or unit_for(accounting)
+
+
 def _setting(command: str, values: dict[str, Any], name: str, spelling: Spelling) -> Any:
     """The value given (by a flag, keyword, the project configuration, ...), else the fallback (settings.py)."""
     value = values.get(name)
@@ -411,7 +419,7 @@ def _assemble(command: str, values: dict[str, Any], spelling: Spelling, project:
     output = Output(format=choice(spelling.label("format"), _setting(command, values, "format", spelling),
                                   FORMATS[command]),
                     fail_on=_setting(command, values, "fail_on", spelling),
-                    unit=choice(spelling.label("unit"), _setting(command, values, "unit", spelling), FORMAT_UNITS),
+                    unit=choice(spelling.label("unit"), _unit(command, values, spelling, accounting), FORMAT_UNITS),
                     explain=bool(values.get("explain")), verbose=bool(values.get("verbose")),
                     all_options=bool(values.get("all_options")))
     rules = RuleChoice(_references(values.get("select")), _references(values.get("ignore")),

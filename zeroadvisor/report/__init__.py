@@ -15,6 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from zeroadvisor.units import DEFAULT_UNIT
+
 if TYPE_CHECKING:
     from zeroadvisor.advisor.check import CheckResult
     from zeroadvisor.lint.findings import Finding
@@ -35,7 +37,7 @@ class Report:
     estimate: Estimate | None = None  # estimate alone (the estimate command)
     path: str = ""  # the config checked (check) — display name
     diff: str = ""  # the suggested change as a unified diff
-    unit: str = "GB"
+    unit: str = DEFAULT_UNIT
     colour: bool = False
     ascii_only: bool = False  # only ASCII out: symbols in words, other characters as \x/\u escapes
     explain: bool = False  # text: the configured option's terms and the source notes (--explain)

@@ -20,7 +20,7 @@ from zeroadvisor import vocab as labels
 from zeroadvisor.memory.estimate import Estimate, StageEstimate
 from zeroadvisor.memory.terms import ROWS
 from zeroadvisor.report import escape, overview
-from zeroadvisor.units import format_bytes, scale
+from zeroadvisor.units import format_bytes, scale, unit_for
 from zeroadvisor.version import DEEPSPEED_TARGET
 from zeroadvisor.vocab import Accounting, Device, Verdict
 
@@ -78,11 +78,12 @@ class Style:
         return self.wrap(escape.terminal(text), "  - ", "    ")
 
 
-def render(estimate: Estimate, unit: str = "GB", ascii_only: bool = False, explain: bool = False,
+def render(estimate: Estimate, unit: str | None = None, ascii_only: bool = False, explain: bool = False,
            assumed: bool = True, width: int | None = None, colour: bool = False, all_options: bool = False,
            rec: overview.Headline | None = None, steps: Mapping[Option, StepTime] | None = None) -> str:
     """The estimate command's report: the verdict line, then ``body``. ``steps``: the step-time
     estimate per option (zeroadvisor.throughput.per_option), shown as a row relative to the configured."""
+    unit = unit or unit_for(estimate.accounting)  # GiB; the paper's accounting in its GB
     style = Style(max(width or DEFAULT_WIDTH, MIN_WIDTH), colour, ascii_only)
     lines = verdict_lines(estimate, rec, unit, style) + body(estimate, unit, style, explain, assumed, all_options, rec,
                                                             steps)

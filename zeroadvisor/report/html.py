@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from zeroadvisor import vocab as labels
 from zeroadvisor.lint.findings import Finding
 from zeroadvisor.report import escape, overview
-from zeroadvisor.units import format_bytes, scale
+from zeroadvisor.units import DEFAULT_UNIT, format_bytes, scale
 from zeroadvisor.vocab import Verdict
 
 if TYPE_CHECKING:
@@ -130,7 +130,8 @@ def _options_table(stages: list[StageEstimate], unit: str, rec: Headline | None)
     return "\n".join(rows)
 
 
-def render(path: str, findings: list[Finding], estimate: Estimate | None, diff: str = "", unit: str = "GB") -> str:
+def render(path: str, findings: list[Finding], estimate: Estimate | None, diff: str = "",
+           unit: str = DEFAULT_UNIT) -> str:
     rec = overview.recommendation(findings, estimate)
     configured = estimate.configured if estimate is not None else None
     colour = VERDICT_COLOURS[configured.verdict if configured is not None else None]

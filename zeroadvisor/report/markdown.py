@@ -16,7 +16,7 @@ from zeroadvisor import vocab as labels
 from zeroadvisor.advisor.registry import ADVICE_CODES
 from zeroadvisor.lint.findings import Finding, Severity
 from zeroadvisor.report import escape, overview
-from zeroadvisor.units import scale
+from zeroadvisor.units import DEFAULT_UNIT, scale
 from zeroadvisor.vocab import Verdict
 
 if TYPE_CHECKING:
@@ -84,7 +84,7 @@ def breakdown_table(estimate: Estimate, rec: Headline | None, unit: str) -> list
 
 
 def render(path: str, findings: list[Finding], estimate: Estimate | None, usable: int | None, gpu_memory: int | None,
-           headroom: float, diff: str, unit: str = "GB", ascii_only: bool = False) -> str:
+           headroom: float, diff: str, unit: str = DEFAULT_UNIT, ascii_only: bool = False) -> str:
     inline = escape.markdown_inline
     rec = overview.recommendation(findings, estimate)
     out: list[str] = [_heading(path, findings, estimate), ""]
