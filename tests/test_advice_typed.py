@@ -159,7 +159,7 @@ def test_the_verdict_line_renders_the_headline_recommendation(monkeypatch):
     from zeroadvisor.throughput.validation import TIE_BAND
 
     assert 1 / TIE_BAND < advice.configured_step_time_s / advice.step_time_s < TIE_BAND
-    assert (f"Recommended (ZA801 does-not-fit): {advice.description} ({advice.option.label}), peak "
+    assert (f"Recommended (ZA801 does-not-fit): {advice.description}, peak "
             f"{advice.peak_gpu / 1e9:.2f} GB per GPU; cost: about the configured run's step time (estimated "
             f"{advice.step_time_s:.3g} s per step against {advice.configured_step_time_s:.3g} s configured, inside "
             f"the step-time model's measured error of {TIE_BAND - 1:.0%}); {advice.cost}") in sentence

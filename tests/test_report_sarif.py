@@ -79,8 +79,8 @@ def test_a_checks_sarif_and_github_output_carry_its_verdict_and_gpu(cli):
     validate_sarif(doc)
     run = doc["runs"][0]["properties"]
     assert run["cluster"]["gpu"]["name"] == "H100-SXM5-80GB"
-    assert run["verdict"].startswith("Verdict (Z2): ")
+    assert run["verdict"].startswith("Verdict (ZeRO-2): ")
     log = cli(*args, "github", cwd=repo).stdout
     first = log.splitlines()[0]
     assert first.startswith("::notice file=sample_configs/zero2_bf16.json,title=zeroadvisor verdict on "
-                            "H100-SXM5-80GB::Verdict (Z2): ")
+                            "H100-SXM5-80GB::Verdict (ZeRO-2): ")

@@ -62,7 +62,7 @@ VERDICT_WORDS = {Verdict.FITS: "fits", Verdict.TIGHT: "tight (fits, inside the h
                  None: "not judged (no capacity given)"}
 PEAK_GPU = "peak per GPU"
 PEAK_HOST = "peak host / node"
-BINDING_PHASE = "binding phase"
+BINDING_PHASE = "peak phase"  # the phase (load, train, save) whose peak decides the verdict
 STEP_TIME = "step time vs *"  # estimated step time over the configured option's
 # What a verdict may leave out (memory/estimate.py StageEstimate.uncounted), and how to give it.
 UNCOUNTED_SHORT = {"activations": "activations not counted: give --seq-len",

@@ -241,7 +241,7 @@ def _accounting_assumptions(accounting: Accounting, act: Activations, data_paral
     if accounting == Accounting.DEEPSPEED:
         assumptions = [*act.notes, OVERHEAD_ASSUMPTION,
                        ("host RAM includes a runtime allowance per GPU process (Python, torch, DeepSpeed and the "
-                        "CUDA runtime: memory/host.py) and pinned buffers as torch's CachingHostAllocator sizes "
+                        "CUDA runtime) and pinned buffers as torch's CachingHostAllocator sizes "
                         "them (a power of two)")]
     else:
         assumptions = [("paper accounting: model states only (ZeRO paper §5, Table 1); gathered parameters, "

@@ -130,7 +130,7 @@ def verdict_sentence(estimate: Estimate | None, rec: Headline | None, unit: str,
         peak = {"gpu": st.peak_gpu, "host": st.peak_host_per_node, "nvme": st.peak_nvme_per_node}[st.binding_resource]
         where = f"{verdict_words.RESOURCE_WORDS[st.binding_resource]} {labels.PHASE_WORDS[st.binding_phase]}"
         against = f" of {format_bytes(capacity, unit)}" if capacity is not None else ""
-        text = (f"Verdict ({labels.option_header(st.option)}): {labels.VERDICT_WORDS[st.verdict]}; peak "
+        text = (f"Verdict ({labels.option_plain(st.option)}): {labels.VERDICT_WORDS[st.verdict]}; peak "
                 f"{format_bytes(peak, unit)}{against} {where}")
         for row in st.uncounted:
             text += f"; {labels.UNCOUNTED_WORDS[row]}"
@@ -148,8 +148,7 @@ def recommendation_words(rec: Headline, unit: str) -> str:
     advice = rec.advice
     if isinstance(advice, KeyChange):  # config keys alone (smaller buckets): no estimate of its own
         return f"Recommended ({code}): change {', '.join(advice.keys)}"
-    text = (f"Recommended ({code}): {advice.description} ({labels.option_header(advice.option)}), peak "
-            f"{format_bytes(advice.peak_gpu, unit)} per GPU")
+    text = f"Recommended ({code}): {advice.description}, peak {format_bytes(advice.peak_gpu, unit)} per GPU"
     if advice.stage.uncounted:  # fits on what is counted: never said plain (memory/verdict.py stated)
         text += " (" + "; ".join(labels.UNCOUNTED_SHORT[row] for row in advice.stage.uncounted) + ")"
     speed = advice.step_time_words
