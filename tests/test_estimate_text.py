@@ -48,7 +48,8 @@ def test_render_marks_configured_and_fit():
     assert "?" in fits[0] and "✗" in fits[0] and "✓" not in fits[0]
     assert "✓ fits, ~ tight (inside the headroom), ✗ does not fit" in " ".join(text.split())
     assert "GPU 37.25 GiB" in text and "host RAM 512.00 GiB/node" in text
-    assert text.startswith("Verdict (ZeRO-2 + CPU optimizer offload): unknown (what is counted fits); peak ")  # the verdict first
+    # the verdict first
+    assert text.startswith("Verdict (ZeRO-2 + CPU optimizer offload): unknown (what is counted fits); peak ")
     # the source notes and the terms only under --explain
     assert "DeepSpeed vs the ZeRO paper" not in text and "stage_1_and_2.py" not in text
     explained = render(result, explain=True, width=200)
