@@ -100,7 +100,7 @@ def test_chromium_renders_the_chart_and_the_verdict(cli, tmp_path):
     assert "does-not-fit" in verdicts and "fits" in verdicts
     body = dom.stdout.decode("utf-8")
     verdict = re.search(r'<p id="verdict"[^>]*>(.*?)</p>', body, re.S).group(1)
-    assert verdict.startswith("Verdict (ZeRO-2): does not fit; peak ") and " of 24.00 GB GPU memory" in verdict
+    assert verdict.startswith("Verdict (ZeRO-2): does not fit; peak ") and " of 22.35 GiB GPU memory" in verdict
     assert labels.ROW_LABELS["optimizer_states"] in body and 'id="diff"' in body
 
     shot = tmp_path / "shot.png"
