@@ -64,14 +64,21 @@ def overrules(seconds: float | None, first: float | None) -> bool:
     return seconds is not None and first is not None and seconds > 0 and seconds * TIE_BAND < first
 
 
-def step_time_words(seconds: float | None, configured: float | None) -> str:
+def step_time_words(seconds: float | None, configured: float | None, short: bool = False) -> str:
     """How a step time compares with the configured run's, said only as far as the model's measured error
     allows: "" without both; inside the tie band "about the configured run's step time (estimated 32.3 s
-    against 33.9 s, inside the model's measured error of 17%)"; outside it "estimated 2.1x faster (...)"."""
+    against 33.9 s, inside the model's measured error of 17%)"; outside it "estimated 2.1x faster (...)".
+    ``short``: the one-screen report's words ("about the same step time (32.3 s per step against 33.9 s,
+    within the model's 17% error)", "2.1x faster (...)")."""
     if not seconds or not configured or seconds <= 0 or configured <= 0:
         return ""
-    figures = f"estimated {seconds:.3g} s per step against {configured:.3g} s configured"
     ratio = configured / seconds
+    if short:
+        figures = f"{seconds:.3g} s per step against {configured:.3g} s"
+        if 1 / TIE_BAND <= ratio <= TIE_BAND:
+            return f"about the same step time ({figures}, within the model's {TIE_BAND - 1:.0%} error)"
+        return f"{ratio:.1f}x faster ({figures})" if ratio > 1 else f"{1 / ratio:.1f}x slower ({figures})"
+    figures = f"estimated {seconds:.3g} s per step against {configured:.3g} s configured"
     if 1 / TIE_BAND <= ratio <= TIE_BAND:
         return (f"about the configured run's step time ({figures}, inside the step-time model's measured error "
                 f"of {TIE_BAND - 1:.0%})")

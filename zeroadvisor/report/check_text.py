@@ -47,22 +47,6 @@ def _cut(text: str, style: Style) -> str:
     return text[:style.width - len(mark)].rstrip() + mark
 
 
-def verdict_sentence(estimate: Estimate | None, rec: overview.Headline | None, unit: str) -> str:
-    """The configured option in plain words, its verdict and peak; what is not counted."""
-    st = estimate.configured if estimate is not None else None
-    if estimate is None or st is None:
-        return overview.verdict_sentence(estimate, None, unit)
-    from zeroadvisor.memory.verdict import RESOURCE_WORDS
-
-    capacity = estimate.cluster.capacities()[st.binding_resource]
-    peak = {"gpu": st.peak_gpu, "host": st.peak_host_per_node, "nvme": st.peak_nvme_per_node}[st.binding_resource]
-    against = f" of {format_bytes(capacity, unit)}" if capacity is not None else ""
-    text = (f"Verdict ({labels.option_plain(st.option)}): {labels.VERDICT_WORDS[st.verdict]}; peak "
-            f"{format_bytes(peak, unit)}{against} {RESOURCE_WORDS[st.binding_resource]} "
-            f"{labels.PHASE_WORDS[st.binding_phase]}")
-    return text + "".join(f"; {labels.UNCOUNTED_SHORT[row]}" for row in st.uncounted)
-
-
 def recommendation_sentence(rec: overview.Headline, unit: str) -> str:
     """"Recommended (ZA802 lower-stage-fits): ZeRO-1, peak 46.18 GB per GPU; <its step time>"."""
     from zeroadvisor.advisor.advice import KeyChange
@@ -74,20 +58,10 @@ def recommendation_sentence(rec: overview.Headline, unit: str) -> str:
     text = f"Recommended ({code}): {advice.description}, peak {format_bytes(advice.peak_gpu, unit)} per GPU"
     if advice.stage.uncounted:
         text += " (" + "; ".join(labels.UNCOUNTED_SHORT[row] for row in advice.stage.uncounted) + ")"
-    return f"{text}; {_step_words(advice.step_time_s, advice.configured_step_time_s)}" \
-        if advice.step_time_s and advice.configured_step_time_s else text
+    from zeroadvisor.advisor.ranking import step_time_words
 
-
-def _step_words(seconds: float, configured: float) -> str:
-    """The step time beside the configured one, "faster"/"slower" only outside the model's measured error
-    (advisor/ranking.py step_time_words says it in full)."""
-    from zeroadvisor.throughput.validation import TIE_BAND
-
-    ratio = configured / seconds
-    figures = f"{seconds:.3g} s per step against {configured:.3g} s"
-    if 1 / TIE_BAND <= ratio <= TIE_BAND:
-        return f"about the same step time ({figures}, within the model's {TIE_BAND - 1:.0%} error)"
-    return f"{ratio:.1f}x faster ({figures})" if ratio > 1 else f"{1 / ratio:.1f}x slower ({figures})"
+    speed = step_time_words(advice.step_time_s, advice.configured_step_time_s, short=True)
+    return f"{text}; {speed}" if speed else text
 
 
 def head_lines(estimate: Estimate | None, rec: overview.Headline | None, unit: str, style: Style) -> list[str]:
@@ -96,7 +70,8 @@ def head_lines(estimate: Estimate | None, rec: overview.Headline | None, unit: s
 
     st = estimate.configured if estimate is not None else None
     sgr = SGR.get(st.verdict) if st is not None and st.verdict else None
-    out = [style.paint(line, sgr) for line in style.wrap(escape.terminal(verdict_sentence(estimate, rec, unit)))]
+    verdict = escape.terminal(overview.verdict_sentence(estimate, None, unit, short=True))
+    out = [style.paint(line, sgr) for line in style.wrap(verdict)]
     if rec is not None:
         out += style.wrap(escape.terminal(recommendation_sentence(rec, unit)))
     return out

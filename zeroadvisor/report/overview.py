@@ -115,7 +115,7 @@ def relative_step_time(st: StageEstimate, configured: StageEstimate | None,
 
 
 def verdict_sentence(estimate: Estimate | None, rec: Headline | None, unit: str,
-                     findings: Sequence[Finding] = ()) -> str:
+                     findings: Sequence[Finding] = (), short: bool = False) -> str:
     """The configured option in one sentence: verdict, peak against capacity, binding phase and
     resource, then the recommended change and its cost."""
     from zeroadvisor.memory import verdict as verdict_words
@@ -132,8 +132,9 @@ def verdict_sentence(estimate: Estimate | None, rec: Headline | None, unit: str,
         against = f" of {format_bytes(capacity, unit)}" if capacity is not None else ""
         text = (f"Verdict ({labels.option_plain(st.option)}): {labels.VERDICT_WORDS[st.verdict]}; peak "
                 f"{format_bytes(peak, unit)}{against} {where}")
+        words = labels.UNCOUNTED_SHORT if short else labels.UNCOUNTED_WORDS  # short: the one-screen report's
         for row in st.uncounted:
-            text += f"; {labels.UNCOUNTED_WORDS[row]}"
+            text += f"; {words[row]}"
     if rec is not None:
         text += ". " + recommendation_words(rec, unit)
     return text
