@@ -406,3 +406,23 @@ def test_estimate_and_check_list_the_same_assumptions(tmp_path):
                                                   if a.message() in messages}
     assert not any(a.message() in messages for a in alone.assumed if a.name == "sequence_length")
     assert checked.estimate_dict()["assumed"] == [a.to_dict() for a in alone.assumed]
+
+
+def test_machine_facts_no_judged_run_uses_are_not_assumed():
+    """Inter-node bandwidth only with more than one node, CPU cores and the launcher only with the optimizer on
+    the CPU, NVMe bandwidth only with NVMe (memory/assumed.py NEEDS): an input that cannot matter is not said."""
+    from zeroadvisor.hardware.machine import DEFAULTS, Hardware
+    from zeroadvisor.memory.assumed import hardware_assumptions, machine_uses
+    from zeroadvisor.memory.options import Option
+    from zeroadvisor.vocab import Device
+
+    hw = Hardware(None, defaulted=tuple(DEFAULTS))
+    plain, offload = Option(2), Option(3, Device.CPU, Device.NONE)
+    one_node = {a.name for a in hardware_assumptions(hw, machine_uses([plain], nodes=1))}
+    assert one_node == {"efficiency"}
+    two_nodes = {a.name for a in hardware_assumptions(hw, machine_uses([plain], nodes=2))}
+    assert two_nodes == {"efficiency", "inter_node_bandwidth"}
+    offloaded = {a.name for a in hardware_assumptions(hw, machine_uses([plain, offload], nodes=1))}
+    assert offloaded == {"efficiency", "cpu_cores", "launcher"}
+    nvme = {a.name for a in hardware_assumptions(hw, machine_uses([Option(3, Device.NVME, Device.NVME)], 1))}
+    assert nvme == {"efficiency", "nvme_bandwidth"}
