@@ -29,7 +29,10 @@ def test_the_readmes_first_check_fits_one_screen(cli):
     assert all(line.split(": ", 1)[0].endswith(":18:5") for line in findings)  # one line each, location whole
     assert any(line.startswith("Recommended (ZA802 lower-stage-fits): ZeRO-1") for line in lines)
     assert any(line.startswith("> ZeRO-1 ") for line in lines) and any(line.startswith("* ZeRO-3 +") for line in lines)
-    assert "model states 34.52 GiB (all DeepSpeed's estimator counts)" in result.stdout  # 37.06 GB
+    # ZeRO-1 model states by hand: 2 (bf16 params) + 2 (grads) + 12/8 (fp32 master, Adam m and v over 8 GPUs)
+    # bytes per parameter, Llama-2-7B's 6,738,415,616 parameters (its config.json), in GiB
+    states = (2 + 2 + 12 / 8) * 6_738_415_616 / 2**30
+    assert f"model states {states:.2f} GiB (all DeepSpeed's estimator counts)" in result.stdout
     assert result.stdout.index("Assumed: ") < result.stdout.index("--- a/")
 
 
@@ -69,3 +72,19 @@ def test_a_narrowed_diff_makes_the_same_change(tmp_path, seed):
     short = narrow_diff(full)
     assert len(short.splitlines()) <= len(full.splitlines())
     assert _apply(short, "".join(before), tmp_path) == "".join(after)
+
+
+def test_help_is_readable_at_80_columns(cli):
+    """check --help: nothing wider than 80 columns, every flag whole on some line, the options in groups."""
+    from zeroadvisor.cli import options
+
+    text = cli("check", "--help", columns=80).stdout
+    lines = text.splitlines()
+    assert all(len(line) <= 80 for line in lines), max(lines, key=len)
+    for param in options.CHECK.params:
+        for flag in param.flags:
+            assert any(flag.split("/")[0] in line.replace(",", " ").split() for line in lines), flag
+    assert [title for title in options.PANELS if f"\n{title}:\n" in text] == list(options.PANELS)
+    # the project configuration is named only where it has a key: format has one, the unit does not
+    assert "(default: text, or the project configuration's)" in " ".join(text.split())
+    assert "or the project configuration's" not in text.split("--unit", 1)[1].split("--explain", 1)[0]

@@ -47,7 +47,7 @@ def test_render_marks_configured_and_fit():
     # length its activations are not: "?" (unknown), never "✓"
     assert "?" in fits[0] and "✗" in fits[0] and "✓" not in fits[0]
     assert "✓ fits, ~ tight (inside the headroom), ✗ does not fit" in " ".join(text.split())
-    assert "GPU 37.25 GiB" in text and "host RAM 512.00 GiB/node" in text
+    assert f"GPU {40 * 10**9 / 2**30:.2f} GiB" in text and "host RAM 512.00 GiB/node" in text  # 40 GB in GiB
     # the verdict first
     assert text.startswith("Verdict (ZeRO-2 + CPU optimizer offload): unknown (what is counted fits); peak ")
     # the source notes and the terms only under --explain

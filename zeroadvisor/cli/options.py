@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from zeroadvisor.config.project import CLUSTER_KEYS, RUN_KEYS, TRAINING_KEYS
 from zeroadvisor.inputs import settings
 from zeroadvisor.inputs.values import Spelling
 
@@ -30,7 +31,6 @@ class Param:
     multiple: bool = False  # a positional taking many values, or an option given more than once
     required: bool = False
     metavar: str | None = None
-    help_values: str | None = None  # "module:NAME" whose keys or values end the help text
 
     @property
     def positional(self) -> bool:
@@ -57,13 +57,12 @@ class Param:
         if self.choice_metavar is not None:
             text += f" One of: {', '.join(self.choice_values() or ())}."
         fallback = settings.fallback(command, self.name) if self.default is None else None
+        settable = self.name in PROJECT_KEYS  # only what the project configuration has a key for
         if fallback is settings.NEEDED:
-            text += " (or set it in the project configuration)"
+            text += " (or set it in the project configuration)" if settable else ""
         elif fallback is not None:
-            text += f" (default: {fallback}, or the project configuration's)"
-        if self.help_values is None:
-            return text
-        return f"{text}: {', '.join(_values(self.help_values))}."
+            text += f" (default: {fallback}, or the project configuration's)" if settable else f" (default: {fallback})"
+        return text
 
 
 @dataclass(frozen=True)
@@ -180,6 +179,9 @@ THROUGHPUT_INPUTS = (
           choices="zeroadvisor.hardware.machine:LAUNCHERS"),
 )
 
+
+# The inputs the project configuration can set (config/project.py), by parameter name.
+PROJECT_KEYS = frozenset({*RUN_KEYS.values(), *CLUSTER_KEYS.values(), *TRAINING_KEYS.values()})
 
 # The --help groups, in order: each parameter's name in one (the rest are "Options").
 PANELS: dict[str, tuple[str, ...]] = {

@@ -302,8 +302,8 @@ def _from_accelerate_configs(values: dict[str, Any], configs: tuple[ConfigSource
     return [f"world size {world} from num_processes in {name}{over}"]
 
 
-def _unit(command: str, values: dict[str, Any], spelling: Spelling, accounting: Accounting) -> Any:
-    """The unit given (a flag, a keyword, the project configuration), else the accounting's (units.py unit_for)."""
+def _unit(values: dict[str, Any], accounting: Accounting) -> Any:
+    """The unit given (a flag or a keyword), else the accounting's (units.py unit_for)."""
     from zeroadvisor.units import unit_for
 
     return values.get("unit") or unit_for(accounting)
@@ -419,7 +419,7 @@ def _assemble(command: str, values: dict[str, Any], spelling: Spelling, project:
     output = Output(format=choice(spelling.label("format"), _setting(command, values, "format", spelling),
                                   FORMATS[command]),
                     fail_on=_setting(command, values, "fail_on", spelling),
-                    unit=choice(spelling.label("unit"), _unit(command, values, spelling, accounting), FORMAT_UNITS),
+                    unit=choice(spelling.label("unit"), _unit(values, accounting), FORMAT_UNITS),
                     explain=bool(values.get("explain")), verbose=bool(values.get("verbose")),
                     all_options=bool(values.get("all_options")))
     rules = RuleChoice(_references(values.get("select")), _references(values.get("ignore")),

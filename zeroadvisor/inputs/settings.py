@@ -10,7 +10,6 @@ from typing import Any
 
 from zeroadvisor.lint.findings import Severity
 from zeroadvisor.report import CHECK_FORMATS, LINT_FORMATS
-from zeroadvisor.units import DEFAULT_UNIT
 
 # ``--fail-on``: a severity, or never.
 FAIL_ON: tuple[str, ...] = (*(severity.value for severity in Severity), "never")
@@ -34,7 +33,7 @@ def _headroom() -> str:
 # What a run uses where neither a flag (or keyword) nor the project configuration gives a value; a function is
 # called on use (the headroom is the memory model's, which ``lint`` does not import).
 FALLBACKS: dict[str, Any] = {"fail_on": "error", "integration": "any", "format": "text", "headroom": _headroom,
-                             "accounting": "deepspeed", "unit": DEFAULT_UNIT}
+                             "accounting": "deepspeed"}  # the unit: units.unit_for (it follows the accounting)
 # The values a command cannot run without (the Python API's signatures give them).
 NEEDED_BY: dict[str, tuple[str, ...]] = {"estimate": ("gpus",), "check": ("gpus",)}
 

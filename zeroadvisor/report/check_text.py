@@ -96,8 +96,8 @@ def options_lines(estimate: Estimate, rec: overview.Headline | None, unit: str, 
 
 
 def _name(st: StageEstimate, rec: overview.Headline | None) -> str:
-    suffix = overview.column_label(st, rec)[len(labels.option_header(st.option)):]
-    return labels.option_plain(st.option) + suffix
+    suffix = overview.column_suffix(st, rec)
+    return f"{labels.option_plain(st.option)} {suffix}" if suffix else labels.option_plain(st.option)
 
 
 def _difference_line(estimate: Estimate, rec: overview.Headline | None, unit: str, style: Style) -> list[str]:

@@ -178,13 +178,19 @@ def extra_column(estimate: Estimate, rec: Headline | None) -> list[StageEstimate
     return [column]
 
 
+def column_suffix(st: StageEstimate, rec: Headline | None) -> str:
+    """What the recommended run's own column changes besides its option ("+mb:1 +ckpt:full"); "" for the others."""
+    if rec is not None and rec.stage is None and rec.column is st:
+        return rec.column_suffix
+    return ""
+
+
 def column_label(st: StageEstimate, rec: Headline | None) -> str:
     """A column's header: its option ("Z3 +opt:cpu"), and for the recommended run's own column what else it
     changes ("Z2 +mb:1 +ckpt:full")."""
+    suffix = column_suffix(st, rec)
     label = labels.option_header(st.option)
-    if rec is not None and rec.stage is None and rec.column is st and rec.column_suffix:
-        return f"{label} {rec.column_suffix}"
-    return label
+    return f"{label} {suffix}" if suffix else label
 
 
 def is_recommended(st: StageEstimate, rec: Headline | None) -> bool:
