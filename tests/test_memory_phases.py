@@ -82,6 +82,26 @@ def test_stage3_zero_init_is_the_hf_default_and_reads_the_checkpoint_on_rank0_on
     assert loading.rank_bytes() == 2 * part + 2 * EMB + 0  # rank 0's checkpoint is host memory
 
 
+@pytest.mark.parametrize("zero_init", [None, True])
+def test_a_quantized_model_is_never_built_under_zero_init(zero_init):
+    # QLoRA: transformers skips zero.Init when is_quantized (modeling_utils.py get_init_context), so the packed
+    # 4-bit weights are loaded whole onto every GPU by bitsandbytes, whatever zero3_init_flag / --zero-init say.
+    # 6.5e9 weights quantized to 4 bit (0.5 B each) plus 0.24e9 bf16 parameters left unquantized
+    q = 6_476_271_616
+    spec = replace(LLAMA7B, quantized_parameters=q, quantized_bytes=q // 2, trainable_parameters=20_000_000,
+                   largest_quantized_parameters=45_088_768)
+    s, option, cluster = setup(3)
+    phase = load_phase(spec, s, option, cluster, LoadInputs(load_dtype="bf16", zero_init=zero_init))
+    built = next(m for m in phase.moments if m.name == "built")
+    assert built.rank_bytes() == 2 * (P7B - q) + q // 2  # on the GPU, whole, no partition
+    # host: no checkpoint on rank 0 (the zero.Init path); only stage 3's defragment staging of the trainable
+    # (adapter) partitions, 2 B × 20e6 / 8 on each of the 8 local ranks
+    assert phase.peak_host_per_node == 8 * 2 * 20_000_000 // 8
+    assert not any(m.name == "loading" for m in phase.moments)  # the zero.Init moment
+    assert any("bitsandbytes-quantized" in n for n in phase.notes)
+    assert any("ignored" in n for n in phase.notes) == bool(zero_init)
+
+
 def test_fp32_load_with_bf16_training_casts_on_the_host():
     s, option, cluster = setup(2)
     phase = load_phase(LLAMA7B, s, option, cluster, LoadInputs(load_dtype="fp32"))

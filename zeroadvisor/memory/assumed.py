@@ -177,6 +177,10 @@ def load_assumptions(model: ModelSpec, load: LoadInputs, configured_stage: int |
             # and the widest a checkpoint is saved in: a bound.
             out.append(AssumedInput.of("load_dtype", "fp32", "the checkpoint's dtype is unknown: loaded in fp32, "
                                        "torch's default dtype (a bound: a 16-bit checkpoint loads in half)"))
+    if model.quantized_parameters:
+        # bitsandbytes decides both: no zero.Init for a quantized model, and the weights are loaded onto the
+        # current GPU (modeling_utils.py get_init_context; quantizers/quantizer_bnb_4bit.py update_device_map)
+        return out
     zero_init = configured_stage == 3 and load.zero_init is not False
     if load.zero_init is None and configured_stage == 3:
         # modeling_utils.py get_init_context enters deepspeed.zero.Init when

@@ -163,8 +163,9 @@ def largest_param(spec: ModelSpec) -> int | None:
 
 
 def resolve_load(load: LoadInputs, s: Settings, option: Option,
-                 checkpoint_dtype: str | None = None) -> tuple[str, bool, list[str]]:
-    """(load dtype, zero.Init in effect, notes on the defaults taken); ``checkpoint_dtype``: ModelSpec's."""
+                 checkpoint_dtype: str | None = None, quantized: bool = False) -> tuple[str, bool, list[str]]:
+    """(load dtype, zero.Init in effect, notes on the defaults taken); ``checkpoint_dtype``: ModelSpec's;
+    ``quantized``: the model is loaded quantized by bitsandbytes (QLoRA)."""
     notes: list[str] = []
     if load.load_dtype is not None:
         load_dtype = B.dtype_name(load.load_dtype)
@@ -177,7 +178,17 @@ def resolve_load(load: LoadInputs, s: Settings, option: Option,
         notes.append("load dtype not given and the checkpoint's dtype unknown: assumed fp32 (torch's default "
                      "dtype); from_pretrained(dtype=\"auto\") loads the checkpoint's dtype, often bf16 (half the host "
                      "RAM)")
-    if load.zero_init is None:
+    if quantized and option.stage == 3:
+        # transformers never enters zero.Init for a quantized model (modeling_utils.py get_init_context: "if not
+        # is_quantized and not _is_ds_init_called"; PreTrainedModel.__init__ likewise): the packed weights are
+        # loaded whole onto each GPU and deepspeed.initialize partitions them (stage3.py
+        # _convert_to_zero_parameters), whatever zero3_init_flag or --zero-init says
+        zero_init = False
+        notes.append("zero.Init: not used for a bitsandbytes-quantized model (transformers modeling_utils.py "
+                     "get_init_context skips it when is_quantized); the quantized model is loaded whole on "
+                     "every GPU, then partitioned by deepspeed.initialize"
+                     + (" (the zero.Init input is ignored)" if load.zero_init else ""))
+    elif load.zero_init is None:
         zero_init = option.stage == 3
         notes.append("zero.Init: assumed the Hugging Face Trainer's behaviour, "
                      + ("on at stage 3 (the DeepSpeed config is known before from_pretrained)" if zero_init
@@ -195,7 +206,8 @@ def load_moments(spec: ModelSpec, s: Settings, option: Option, cluster: Any, loa
     """The load phase's moments for ``option``, in order. ``cluster``: estimate.Cluster (gpus, gpu_memory);
     ``split``: the rank's share under a parallel layout (whole model over all GPUs when None)."""
     notes = notes if notes is not None else []
-    load_dtype, zero_init, resolved = resolve_load(load, s, option, spec.checkpoint_dtype)
+    load_dtype, zero_init, resolved = resolve_load(load, s, option, spec.checkpoint_dtype,
+                                                  quantized=spec.quantized_parameters > 0)
     notes += resolved
     split = split or PhaseSplit.whole(spec, cluster)
     P, N = split.parameters, split.data
