@@ -211,6 +211,7 @@ class Result:
     well_documented: bool
     stage: str
     verdict: str = "error"
+    counted: str | None = None  # the verdict on what is counted, where the verdict is "unknown"
     peak_gpu: int | None = None
     host: int | None = None
     measured_gpu: str | None = None
@@ -219,9 +220,19 @@ class Result:
     notes: list[str] = field(default_factory=list)
 
     @property
+    def judged(self) -> str:
+        """The verdict scored: an "unknown" one (something the report does not state, e.g. the host RAM under
+        offload, is not counted) is scored on what is counted, and listed apart (``unknown``)."""
+        return self.counted if self.verdict == "unknown" and self.counted else self.verdict
+
+    @property
+    def unknown(self) -> bool:
+        return self.verdict == "unknown"
+
+    @property
     def agrees(self) -> bool:
         # "tight" is a warning that the run is inside the headroom: it counts as fits.
-        predicted = {"fits": "fits", "tight": "fits", "does-not-fit": "does-not-fit"}.get(self.verdict)
+        predicted = {"fits": "fits", "tight": "fits", "does-not-fit": "does-not-fit"}.get(self.judged)
         return predicted == self.outcome
 
 
@@ -273,6 +284,7 @@ def evaluate(path: Path) -> Result:
             result.error = str(exc)
             return result
     result.verdict = verdict_of(option)
+    result.counted = option.get("counted_verdict")
     result.peak_gpu = option.get("peak_gpu", (option.get("per_gpu") or {}).get("total"))
     result.host = option.get("peak_host_per_node", option.get("per_node_cpu"))
     return result
@@ -293,11 +305,24 @@ def rows(results: list[Result]) -> list[tuple[str, ...]]:
     out = []
     for r in results:
         name = r.id + (" *" if r.well_documented else "")
-        verdict = r.verdict if not r.error else f"error: {r.error[:60]}"
+        verdict = (f"error: {r.error[:60]}" if r.error else
+                   f"unknown ({r.counted} counted)" if r.unknown and r.counted else r.verdict)
         out.append((name, r.stage, r.outcome, verdict, "yes" if r.agrees else "NO",
                     gb(r.peak_gpu), r.measured_gpu or "", gb(r.host) if r.host else "",
                     r.measured_host or ""))
     return out
+
+
+# A measured value as the reports write it: 36.6GB (decimal), 28.28GiB / 72782MiB (binary), 27G (nvidia-smi and
+# top print binary units with a bare G). A range ("750-800GB") or text has no single value.
+_MEASURED = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(GiB|MiB|GB|MB|G|M)\s*$")
+_UNIT = {"GiB": 2**30, "G": 2**30, "MiB": 2**20, "M": 2**20, "GB": 10**9, "MB": 10**6}
+
+
+def measured_bytes(text: str | None) -> float | None:
+    """The bytes a report's measured figure states, or None where it states no single value."""
+    match = _MEASURED.match(text or "")
+    return float(match.group(1)) * _UNIT[match.group(2)] if match else None
 
 
 def totals(results: list[Result]) -> list[str]:
@@ -312,6 +337,19 @@ def totals(results: list[Result]) -> list[str]:
         line("reported fits", [r for r in results if r.outcome == "fits"]),
         line("reported does-not-fit", [r for r in results if r.outcome == "does-not-fit"]),
     ]
+    unknown = [r for r in results if r.unknown and not r.error]
+    if unknown:
+        lines.append(f"verdict unknown, scored on what is counted: {len(unknown)} ({', '.join(r.id for r in unknown)})")
+    # Only runs that trained: a reading at an OOM is what was allocated when it failed, a lower bound of the need.
+    errors_of = [(r.id, r.peak_gpu / measured - 1) for r in results
+                 if r.outcome == "fits" and r.peak_gpu and (measured := measured_bytes(r.measured_gpu))]
+    if errors_of:
+        ratios = sorted(abs(e) for _, e in errors_of)
+        mid = len(ratios) // 2
+        median = ratios[mid] if len(ratios) % 2 else (ratios[mid - 1] + ratios[mid]) / 2
+        lines.append(f"measured GPU peaks of runs that trained: {len(errors_of)}, median |predicted/measured - 1| = "
+                     f"{median:.0%} ("
+                     + ", ".join(f"{i} {e:+.0%}" for i, e in errors_of) + ")")
     errors = [r for r in results if r.error]
     if errors:
         lines.append(f"errors: {len(errors)} ({', '.join(r.id for r in errors)})")

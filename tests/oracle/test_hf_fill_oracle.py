@@ -199,6 +199,7 @@ SCRIPT_ARGV = [
     ["--gradient_checkpointing", "--max_grad_norm", "0.3", "--adam_beta2", "0.95", "--warmup_steps", "0.03"],
     ["--gradient_checkpointing", "no", "--max_steps", "500", "--save_on_each_node", "--adam_epsilon", "1e-6"],
     ["--activation_checkpointing=yes", "--bf16_full_eval", "--fp16_full_eval", "0"],
+    ["--optim", "adamw_torch", "--bf16"],
 ]
 
 

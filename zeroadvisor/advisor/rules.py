@@ -628,17 +628,23 @@ FASTER_OPTION_FITS = Rule(
 def _matters(ctx: Context, name: str) -> bool:
     """Whether an assumed input can change this check's verdict or its fix (memory/assumed.py reach): one that
     feeds every phase always; a load input where the load phase binds the configured run or the fix; a machine
-    fact where the step time overruled the published order; a missing sequence length is unknown-verdict's."""
+    fact where the step time overruled the published order; the client optimizer where its step's temporaries
+    are counted in the binding phase; a missing sequence length is unknown-verdict's."""
     from zeroadvisor.memory.assumed import reach
+
+    from zeroadvisor.memory.step_temporaries import KEY as STEP_TEMPORARY
 
     a = _advice_of(ctx)
     kind = reach(name)
     if kind == "verdict":
         return True
+    best = a.best
+    judged = [st for st in (a.configured, best.stage if best is not None else None) if st is not None]
     if kind == "load":
-        best = a.best
-        judged = [st for st in (a.configured, best.stage if best is not None else None) if st is not None]
         return any(st.binding_phase == "load" for st in judged)
+    if kind == "step":  # the optimizer step's temporaries: where they are counted in the binding train phase
+        return any(st.binding_phase == "train" and any(t.key == STEP_TEMPORARY and t.nbytes for t in st.terms)
+                   for st in judged)
     return kind == "step time" and a.step_time_decided
 
 

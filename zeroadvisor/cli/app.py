@@ -68,7 +68,8 @@ def _typer_parameter(command: options.Command, param: options.Param) -> inspect.
     if param.positional:
         info = typer.Argument(default, metavar=param.metavar, help=text)
     else:
-        info = typer.Option(default, *param.flags, help=text, min=param.minimum, metavar=param.choice_metavar,
+        info = typer.Option(default, *param.flags, help=text, min=param.minimum,
+                            metavar=param.choice_metavar or param.metavar,
                             rich_help_panel=param.panel)
     return inspect.Parameter(param.name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=_annotation(param))
 

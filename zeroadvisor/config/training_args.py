@@ -50,9 +50,13 @@ DEFAULTS: dict[str, Any] = {
     "auto_find_batch_size": False,
     "gradient_checkpointing": None,  # deprecated alias of activation_checkpointing
     "activation_checkpointing": None,
+    # the client optimizer (memory/step_temporaries.py); 5.24's default with torch >= 2.8. Only a given value is
+    # used: the estimate's default is the older adamw_torch (model/spec.py DEFAULT_CLIENT_OPTIMIZER)
+    "optim": "adamw_torch_fused",
 }
 # The type HfArgumentParser converts each field's command-line text to (bool: string_to_bool).
-TYPES: dict[str, type] = {name: (float if isinstance(value, float) or name == "warmup_steps" else
+TYPES: dict[str, type] = {name: (str if isinstance(value, str) else
+                                 float if isinstance(value, float) or name == "warmup_steps" else
                                  bool if value is None or isinstance(value, bool) else int)
                           for name, value in DEFAULTS.items()}
 
@@ -261,10 +265,14 @@ def _with_checkpointing(args: TrainingArgs, data: Mapping[str, Any], where: Orig
     return replace(args, checkpointing=default if default is not None else False)
 
 
-def _typed(name: str, value: Any, where: str) -> bool | int | float:
+def _typed(name: str, value: Any, where: str) -> bool | int | float | str:
     """``value`` as the field's type, as HfArgumentParser converts command-line text (YAML may also hold
     a number as text: PyYAML reads ``5e-5`` as a string)."""
     kind = TYPES.get(name, str)
+    if kind is str:
+        if isinstance(value, (dict, list, bool)):
+            raise TrainerInputError(f"{where}: expected a name, got {value!r}")
+        return str(value).strip()
     if kind is bool:
         return _as_bool(value, where)
     if isinstance(value, bool):

@@ -346,6 +346,9 @@ def _from_trainer(values: dict[str, Any], trainer: TrainerInputs, spelling: Spel
                f"sequence length {training.sequence_length} from {training.sequence_from}",
                f"the Trainer's arguments give {training.sequence_length} ({training.sequence_from})")
     fill("activation_checkpointing", trainer.checkpointing)
+    if training.given("optim"):  # the client optimizer (memory/step_temporaries.py)
+        fill_noted("optim", training.get("optim"), f"optim {training.get('optim')} from {training.label('optim')}",
+                   f"the Trainer's arguments give {training.get('optim')} ({training.label('optim')})")
     fill("launcher", trainer.launcher)  # the step time's CPU optimizer threads (hardware/machine.py)
     return notes
 

@@ -40,6 +40,7 @@ INPUTS: dict[str, Input] = {
     "precision": Input("training precision", "--precision", "precision"),
     "zero_stage": Input("ZeRO stage", "--stage", ""),
     "optimizer": Input("optimizer", "", ""),  # only the config sets it: optimizer.type
+    "optim": Input("client optimizer (the HF Trainer's optim)", "--optim", "optim"),
     "load_dtype": Input("load dtype", "--load-dtype", "load_dtype"),
     "zero_init": Input("zero.Init at load", "--zero-init/--no-zero-init", "zero_init"),
     "meta_device": Input("meta-device load", "--meta-load/--no-meta-load", "meta_load"),
@@ -65,15 +66,21 @@ HARDWARE_INPUTS = {"efficiency": "efficiency", "inter_node_gb_s": "inter_node_ba
 ACTIVATION_INPUTS = ("sequence_length", "architecture")
 # The inputs of the load phase alone (memory/phases.py load_phase): they move the verdict only where it binds.
 LOAD_INPUTS = ("load_dtype", "zero_init", "meta_device")
+# The inputs of the optimizer step's temporaries alone (memory/step_temporaries.py): they move the verdict only
+# where that term is counted.
+STEP_INPUTS = ("optim",)
 
 
 def reach(name: str) -> str:
     """What an assumed input can change: "activations" (the verdict is unknown without it), "load" (the load
-    phase's peak), "step time" (the machine facts: the ranking of fixes) or "verdict" (every phase)."""
+    phase's peak), "step" (the optimizer step's temporaries), "step time" (the machine facts: the ranking of
+    fixes) or "verdict" (every phase)."""
     if name in ACTIVATION_INPUTS:
         return "activations"
     if name in LOAD_INPUTS:
         return "load"
+    if name in STEP_INPUTS:
+        return "step"
     return "step time" if name in HARDWARE_INPUTS.values() else "verdict"
 
 

@@ -34,6 +34,7 @@ from zeroadvisor.memory.parallel import (
 from zeroadvisor.memory.phases import PhaseSplit, SaveInputs, largest_param, load_phase, save_phase
 from zeroadvisor.memory.settings import Settings, read_settings
 from zeroadvisor.memory.states import deepspeed_terms, paper_terms, trainable
+from zeroadvisor.memory.step_temporaries import client_optimizer_used, optim_assumption, step_terms
 from zeroadvisor.memory.terms import ROWS, STATE_ROWS, Term, exact
 from zeroadvisor.memory.verdict import DOES_NOT_FIT, FITS, PhasePeak, judge, stated
 from zeroadvisor.model.spec import LoadInputs, ModelSpec, TrainingShape
@@ -213,6 +214,8 @@ def estimate(config: Config, model: ModelSpec, shape: TrainingShape | None = Non
     assumed = list(s.assumed)
     if accounting == Accounting.DEEPSPEED:  # the paper's accounting counts model states alone
         assumed += shape_assumptions(model, shape, configured.stage if s.configured else None)
+        if shape.optim is None and client_optimizer_used(s):
+            assumed.append(optim_assumption())
     options, skipped = enumerate_options(s)
 
     act = parallel_activations(model, shape, s.micro_batch, s.precision, layout)
@@ -340,6 +343,9 @@ def _train_terms(run: _Run, option: Option, ds_terms: list[Term], paper: list[Te
     if run.act.nbytes:
         terms.append(Term("activations", "gpu", run.act.nbytes, "activations", "activations", "Korthikanti",
                           "memory/activations.py"))
+    # the optimizer's step runs after backward has freed the activations (memory/step_temporaries.py)
+    stepped = trainable(run.model) if run.model.trainable_parameters is not None else run.local.dense
+    terms += step_terms(s, option, stepped, N, run.act.nbytes, run.shape.optim, notes)
     terms += _allowance_terms(terms)
     terms += host_memory.runtime_baseline_terms("train")
     terms += host_memory.pinned_rounding_terms(host_memory.deepspeed_pinned_buffers(

@@ -36,7 +36,8 @@ from zeroadvisor.model.hf import layout_from_hf_config, spec_from_hf_config
 from zeroadvisor.model.hfconfig import check_dimension, fmt
 from zeroadvisor.model.peft import ALL_LINEAR, PEFT_METHODS, QUANTIZATIONS, PeftSettings
 from zeroadvisor.model.peft import apply as apply_peft
-from zeroadvisor.model.spec import ZERO_STAGES, Checkpointing, LoadInputs, ModelSpec, Precision, TrainingShape
+from zeroadvisor.model.spec import (CLIENT_OPTIMIZER_NAMES, ZERO_STAGES, Checkpointing, LoadInputs, ModelSpec, Precision,
+                                    TrainingShape)
 
 SCHEMA_FILE = "model.schema.json"
 
@@ -194,6 +195,14 @@ FIELDS: tuple[DescriptionField, ...] = (
         "one of " + ", ".join(PRECISIONS),
         "The dtype the script loads the weights in (from_pretrained dtype=); default the checkpoint's "
         "dtype from config.json, else fp32.",
+    ),
+    DescriptionField(
+        "optim",
+        "training",
+        {"enum": list(CLIENT_OPTIMIZER_NAMES)},
+        "a Hugging Face Trainer optim name",
+        "The client optimizer where the DeepSpeed config has no optimizer block: the Trainer's optim "
+        "(default adamw_torch, whose foreach step builds an fp32 temporary the size of the partition).",
     ),
     DescriptionField(
         "zero_init",
@@ -365,6 +374,7 @@ def apply_overrides(
     load_dtype: str | None = None,
     zero_init: bool | None = None,
     meta_load: bool | None = None,
+    optim: str | None = None,
     tensor_parallel: int | None = None,
     pipeline_parallel: int | None = None,
     sequence_parallel: int | None = None,
@@ -384,6 +394,11 @@ def apply_overrides(
             raise ModelError(f"{flag} must be one of {', '.join(PRECISIONS)}, got {fmt(dtype)}")
     if precision is not None:
         changes["precision"] = precision
+    if optim is not None:
+        if optim not in CLIENT_OPTIMIZER_NAMES:
+            raise ModelError(f"--optim must be a Hugging Face Trainer optim name (adamw_torch, adamw_torch_fused, "
+                             f"...), got {fmt(optim)}")
+        changes["optim"] = optim
     if stage is not None:
         if isinstance(stage, bool) or stage not in ZERO_STAGES:
             raise ModelError(f"--stage must be one of {', '.join(map(str, ZERO_STAGES))}, got {fmt(stage)}")
@@ -675,6 +690,7 @@ def _training_shape(data: Mapping[str, Any]) -> TrainingShape:
         target_length=data.get("target_length"),
         micro_batch_size=data.get("micro_batch_size"),
         precision=data.get("precision"),
+        optim=data.get("optim"),
         load=LoadInputs(load_dtype=data.get("load_dtype"), zero_init=data.get("zero_init"),
                         meta_device=data.get("meta_load")),
         tensor_parallel=data.get("tensor_parallel"),

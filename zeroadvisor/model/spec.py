@@ -137,6 +137,23 @@ class LoadInputs:
     script_moves_to_gpu: bool = False  # the script calls model.cuda() itself before deepspeed.initialize
 
 
+# The Hugging Face Trainer's ``optim`` names (transformers 5.24 training_args.py OptimizerNames, plus 4.x's
+# adamw_hf): the client optimizer where the DeepSpeed config has no optimizer block (memory/step_temporaries.py).
+CLIENT_OPTIMIZER_NAMES = (
+    "adamw_torch", "adamw_torch_fused", "adamw_apex_fused", "adamw_hf", "adamw_torch_xla", "adamw_torch_npu_fused",
+    "adafactor", "adamw_anyprecision", "adamw_torch_4bit", "adamw_torch_8bit", "ademamix", "sgd", "adagrad",
+    "adamw_bnb_8bit", "adamw_8bit", "ademamix_8bit", "lion_8bit", "lion_32bit", "paged_adamw_32bit",
+    "paged_adamw_8bit", "paged_ademamix_32bit", "paged_ademamix_8bit", "paged_lion_32bit", "paged_lion_8bit",
+    "rmsprop", "rmsprop_bnb", "rmsprop_bnb_8bit", "rmsprop_bnb_32bit", "galore_adamw", "galore_adamw_8bit",
+    "galore_adafactor", "galore_adamw_layerwise", "galore_adamw_8bit_layerwise", "galore_adafactor_layerwise",
+    "lomo", "adalomo", "grokadamw", "schedule_free_radam", "schedule_free_adamw", "schedule_free_sgd",
+    "apollo_adamw", "apollo_adamw_layerwise", "stable_adamw")
+# The Trainer's ``optim`` when nobody gives it: "adamw_torch" is its default up to transformers 4.53, and after
+# that with torch < 2.8 (training_args.py default_optim); with torch >= 2.8, 4.54+ default to "adamw_torch_fused".
+# The foreach path is the larger of the two: a bound.
+DEFAULT_CLIENT_OPTIMIZER = "adamw_torch"
+
+
 @dataclass(frozen=True, slots=True)
 class TrainingShape:
     """How the model is run: the inputs to the activation estimate, and the values a flag or the
@@ -156,3 +173,5 @@ class TrainingShape:
     sequence_parallel: int | None = None
     expert_parallel: int | None = None
     load: LoadInputs = field(default_factory=LoadInputs)
+    # the client optimizer's implementation: the Hugging Face Trainer's ``optim`` (memory/step_temporaries.py)
+    optim: str | None = None

@@ -1,0 +1,127 @@
+"""The optimizer step's temporaries on the GPU: what an Adam step allocates beside the states it updates.
+
+ZeRO hands the optimizer one flat fp32 tensor per parameter group (stage 1/2: the rank's partition,
+``single_partition_of_fp32_groups``; stage 3: one sub-group at a time, ``_optimizer_step``; FP16_Optimizer /
+BF16_Optimizer: their flat fp32 groups), so an implementation that builds a tensor the size of its input
+builds one the size of the whole partition. Which implementation runs:
+
+* the DeepSpeed config's ``optimizer`` block: FusedAdam (in place), or torch's Adam/AdamW with
+  ``torch_adam: true`` (runtime/engine.py get_optimizer_configuration), or DeepSpeedCPUAdam under offload;
+* no block: the client's, for the Hugging Face Trainer its ``optim`` argument (:data:`CLIENT_OPTIMIZERS`).
+
+The step runs after backward has freed the activations (autograd releases saved tensors as it goes; the
+loss and logits are dropped before ``engine.step``), so the temporaries add only what exceeds them:
+``max(0, temporaries - activations)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from zeroadvisor.memory.assumed import AssumedInput
+from zeroadvisor.memory.options import Option
+from zeroadvisor.memory.settings import Settings
+from zeroadvisor.memory.states import master_bytes, partition_stage3, partition_stage12, uses_bf16_optimizer
+from zeroadvisor.memory.terms import Term
+from zeroadvisor.model.spec import CLIENT_OPTIMIZER_NAMES, DEFAULT_CLIENT_OPTIMIZER
+
+
+@dataclass(frozen=True, slots=True)
+class StepImplementation:
+    """One optimizer implementation: how many stepped-tensor-sized temporaries coexist in its step (None: not
+    modelled), and the code that allocates them."""
+
+    words: str
+    temporaries: int | None
+    source: str
+
+
+_FOREACH = StepImplementation(
+    "torch.optim.AdamW, foreach", 1,
+    "torch/optim/adam.py _multi_tensor_adam (exp_avg_sq_sqrt = torch._foreach_sqrt(device_exp_avg_sqs); the rest "
+    "in place)")
+_FUSED = StepImplementation("a fused Adam kernel", 0, "torch/optim/adam.py _fused_adam (torch._fused_adamw_ updates "
+                            "param, exp_avg, exp_avg_sq in place)")
+
+# The Hugging Face Trainer's ``optim`` names (transformers training_args.py OptimizerNames; ``adamw_hf`` from 4.x).
+# On CUDA, torch's Adam/AdamW default to the foreach path (torch/optim/optimizer.py _default_to_fused_or_foreach).
+CLIENT_OPTIMIZERS: dict[str, StepImplementation] = {
+    "adamw_torch": _FOREACH,
+    "adamw_torch_fused": _FUSED,
+    "adamw_apex_fused": StepImplementation("apex FusedAdam", 0, "apex/optimizers/fused_adam.py (multi_tensor_adam, "
+                                           "in place)"),
+    "adamw_hf": StepImplementation(
+        "transformers AdamW", 1, "transformers 4.x optimization.py AdamW.step (denom = exp_avg_sq.sqrt().add_(eps))"),
+}
+# The other names (model/spec.py CLIENT_OPTIMIZER_NAMES) are accepted; their step is not modelled (a note says so).
+OTHER_CLIENT_OPTIMIZERS = tuple(n for n in CLIENT_OPTIMIZER_NAMES if n not in CLIENT_OPTIMIZERS)
+
+DEFAULT_WHY = ("the Hugging Face Trainer's default optim up to transformers 4.53 (and later with torch < 2.8): "
+               "torch AdamW's foreach step builds an fp32 temporary the size of the partition; transformers 4.54+ "
+               "with torch >= 2.8 default to adamw_torch_fused, which builds none")
+KEY = "step_temporary"
+
+
+def optim_assumption() -> AssumedInput:
+    """The client optimizer's implementation, where the config names no optimizer and nobody gave ``optim``."""
+    return AssumedInput.of("optim", DEFAULT_CLIENT_OPTIMIZER, DEFAULT_WHY)
+
+
+def client_optimizer_used(s: Settings) -> bool:
+    """Whether the optimizer is the client's (no optimizer type in the DeepSpeed config)."""
+    section = s.deepspeed.optimizer
+    return not (isinstance(section, dict) and section.get("type"))
+
+
+def implementation(s: Settings, option: Option, optim: str | None) -> StepImplementation | None:
+    """The implementation that steps ``option``'s GPU-resident optimizer; None when the step is not on the GPU or
+    the optimizer is not an Adam variant zeroadvisor models."""
+    if option.offload_optimizer != "none":
+        return None  # DeepSpeedCPUAdam (or a client optimizer) steps the host partition
+    if client_optimizer_used(s):
+        return CLIENT_OPTIMIZERS.get(optim or DEFAULT_CLIENT_OPTIMIZER)
+    if s.optimizer not in ("adam", "adamw"):
+        return None
+    params: dict[str, Any] = s.deepspeed.optimizer.get("params") or {}  # type: ignore[union-attr]
+    if not params.get("torch_adam"):
+        return StepImplementation("DeepSpeed FusedAdam", 0, "ops/adam/fused_adam.py (multi_tensor_adam, in place)")
+    # engine.py get_optimizer_configuration: torch.optim.AdamW / Adam with the config's foreach
+    foreach = params.get("foreach") is not False
+    adam_l2 = s.optimizer == "adam" and not params.get("adam_w_mode", True) and float(params.get("weight_decay") or 0)
+    temporaries = (1 if foreach else 2) + (1 if adam_l2 else 0)
+    how = "foreach" if foreach else "single-tensor: sqrt and the division coexist"
+    return StepImplementation(f"torch.optim.{'Adam' if adam_l2 else 'AdamW'} ({how})", temporaries,
+                              "torch/optim/adam.py " + ("_multi_tensor_adam" if foreach else "_single_tensor_adam")
+                              + (" (grads + weight_decay·params: torch._foreach_add)" if adam_l2 else ""))
+
+
+def stepped_elements(s: Settings, option: Option, P: int, N: int) -> int:
+    """Elements of the largest tensor the optimizer steps at once on this GPU (a bound: the whole partition stands
+    in for its largest parameter group)."""
+    if option.stage == 3:
+        part = partition_stage3(P, N)
+        return min(s.sub_group_size, part) if s.sub_group_size > 0 else part
+    if option.stage in (1, 2) or uses_bf16_optimizer(s, option):
+        return partition_stage12(P, N)
+    return P  # stage 0: FP16_Optimizer's flat fp32 groups, or the fp32 parameters themselves
+
+
+def step_terms(s: Settings, option: Option, P: int, N: int, activations: int, optim: str | None,
+               notes: list[str]) -> list[Term]:
+    """The step's temporaries beyond the activations freed before it (0 or one term)."""
+    impl = implementation(s, option, optim)
+    if impl is None or optim in OTHER_CLIENT_OPTIMIZERS:
+        if optim in OTHER_CLIENT_OPTIMIZERS and option.offload_optimizer == "none":
+            notes.append(f"optim {optim}: its step's temporaries are not modelled (none counted)")
+        return []
+    if not impl.temporaries:
+        return []
+    size = impl.temporaries * master_bytes(s) * stepped_elements(s, option, P, N)
+    extra = max(0, size - activations)
+    if not extra:
+        return []
+    return [Term("optimizer_states", "gpu", extra, KEY,
+                 f"{impl.words} step temporaries beyond the activations freed before the step",
+                 f"max(0, {impl.temporaries} × {master_bytes(s)} B × stepped partition - activations)",
+                 impl.source, kind="bound")]
