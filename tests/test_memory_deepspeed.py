@@ -182,11 +182,12 @@ def test_stage3_buffers_and_gathered():
     # plus reduce_scatter_coalesced's flat copy of a full bucket (coalesced_collectives.py): 2 × 5e8 × 2
     st = run(cfg(3)).stage(3)
     assert st.per_gpu["buffers"] == 2 * 500_000_000 * 2
-    # gathered: 2 B × (L_p + prefetch 5e7) + 2 B × L_p gradient; persistence not estimated (no layers given)
-    assert st.per_gpu["gathered_parameters"] == 2 * (LP + 50_000_000) + 2 * LP
-    # max_live_parameters caps the prefetch, never the module being computed
+    # gathered: the prefetch keeps up to max_live_parameters (default 1e9) gathered and one more module overshoots
+    # it: 2 B × (1e9 + L_p), + 2 B × L_p gradient; persistence not estimated (no layers given)
+    assert st.per_gpu["gathered_parameters"] == 2 * (1_000_000_000 + LP) + 2 * LP
+    # max_live_parameters caps the prefetch, never the module being computed (nor the one that overshoots)
     st = run(cfg(3, stage3_max_live_parameters=1000)).stage(3)
-    assert st.per_gpu["gathered_parameters"] == 2 * LP + 2 * LP
+    assert st.per_gpu["gathered_parameters"] == 2 * (LP + 1000) + 2 * LP
 
 
 def test_stage3_offload_host_and_nvme():

@@ -52,16 +52,26 @@ def gathered_terms(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, no
         return []
     w = B.nbytes(s.precision)
     Lp = min(largest_layer(spec, notes), P)
-    # partitioned_param_coordinator.py PartitionedParameterCoordinator.fetch_sub_module: the current
-    # module is gathered whole; up to prefetch_bucket_size more elements are prefetched while
-    # the available (gathered) numel stays under max_live_parameters
-    live = max(Lp, min(s.max_live_parameters, Lp + s.prefetch_bucket_size, P))
+    # partitioned_param_coordinator.py PartitionedParameterCoordinator.fetch_sub_module: the current module is
+    # gathered whole; then, while __n_available_params < max_live_parameters, whole parameters are prefetched
+    # from the trace until min(max_live - n_available, prefetch_bucket_size) elements (the last one overshoots).
+    # Every module entered prefetches, also those owning no parameters (a decoder layer, its attention and MLP
+    # containers, the activation) or only persistent ones (norms), while only the others consume: the lead
+    # grows each layer until n_available reaches max_live (memory/working_set.py replays it). Bound: max_live
+    # + the largest module; without prefetch (bucket 0) the current module alone.
+    if s.prefetch_bucket_size > 0:
+        live = max(Lp, min(s.max_live_parameters + Lp, P))
+        how = (f"{s.precision} gathered parameters: up to stage3_max_live_parameters {s.max_live_parameters:,} "
+               f"kept gathered by the prefetch + one more module (largest {Lp:,}) that overshoots it")
+        formula = f"{w} B × min(P, max_live + L_p)"
+    else:
+        live = Lp
+        how = f"{s.precision} gathered parameters: the current module (largest {Lp:,}); prefetch off (bucket 0)"
+        formula = f"{w} B × L_p"
     terms = [
-        Term("gathered_parameters", "gpu", w * live, "gathered", f"{s.precision} gathered parameters: largest layer "
-             f"{Lp:,} + prefetch (bucket {s.prefetch_bucket_size:,}, "
-             f"cap max_live_parameters {s.max_live_parameters:,})",
-             f"{w} B × max(L_p, min(max_live, L_p + prefetch))",
-             "zero/partitioned_param_coordinator.py fetch_sub_module"),
+        Term("gathered_parameters", "gpu", w * live, "gathered", how, formula,
+             "zero/partitioned_param_coordinator.py fetch_sub_module (prefetch loop, __n_available_params)",
+             kind="bound"),
         Term("gathered_parameters", "gpu", w * Lp, "gathered_grad",
              f"{s.precision} full gradient of the largest layer before it is reduced",
              f"{w} B × L_p", "zero/stage3.py reduce_partition_and_remove_grads (param.grad before the IPG copy)"),

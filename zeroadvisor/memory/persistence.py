@@ -41,17 +41,23 @@ def _gathered(numel: int, N: int) -> int:
     return -(-numel // N) * N
 
 
-def select(numels: Iterable[int], threshold: int, model_threshold: int) -> list[int]:
-    """The persistent parameters' sizes, mark_persistent_parameters' loop over ``numels`` in order."""
+def persistent_indices(numels: Iterable[int], threshold: int, model_threshold: int) -> list[int]:
+    """Positions of the persistent parameters, mark_persistent_parameters' loop over ``numels`` in order."""
     chosen: list[int] = []
     total = 0
-    for n in numels:
+    for i, n in enumerate(numels):
         if n + total > model_threshold:
             continue
         if n <= threshold:
-            chosen.append(n)
+            chosen.append(i)
             total += n
     return chosen
+
+
+def select(numels: Iterable[int], threshold: int, model_threshold: int) -> list[int]:
+    """The persistent parameters' sizes, mark_persistent_parameters' loop over ``numels`` in order."""
+    numels = list(numels)
+    return [numels[i] for i in persistent_indices(numels, threshold, model_threshold)]
 
 
 def persistent(spec: ModelSpec, threshold: int, model_threshold: int, N: int, notes: list[str]) -> Persistent:
