@@ -319,7 +319,8 @@ def test_estimate_json_and_text_show_the_assumptions(cli, tmp_path):
                 "--micro-batch", "4", "--precision", "fp32", "--stage", "2", "--seq-len", "512",
                 "--load-dtype", "bf16", "--no-meta-load", "--no-zero-init")
     data = json.loads(given.stdout)
-    assert [a["name"] for a in data["assumed"]] == ["optimizer", "architecture"]  # --params: no layers to count
+    # --params: no layers to count; no optimizer block: the client optimizer and its implementation (--optim)
+    assert [a["name"] for a in data["assumed"]] == ["optimizer", "architecture", "optim"]
     assert (data["model"]["micro_batch_size"], data["model"]["precision"]) == (4, "fp32")
     assert [st["stage"] for st in data["stages"] if st["configured"]] == [2]
 

@@ -29,7 +29,9 @@ def cfg(stage, **zero):
 
 def run(config, parameters=P, gpus=N, largest=LP, **kw):
     spec = ModelSpec(parameters=parameters, largest_layer_parameters=largest)
-    return estimate(config, spec, TrainingShape(), Cluster(gpus=gpus, **kw))
+    # DeepSpeed's own allocations: a fused client optimizer, whose step builds no temporaries
+    # (tests/test_memory_step_temporaries.py tests the foreach step's)
+    return estimate(config, spec, TrainingShape(optim="adamw_torch_fused"), Cluster(gpus=gpus, **kw))
 
 
 # ------------------------------------------------------------------ DeepSpeed's estimators (reference §4)

@@ -46,6 +46,7 @@ from zeroadvisor.deepspeed.effective import AUTO, GAS, MBS, TBS
 from zeroadvisor.memory.errors import EstimateError
 from zeroadvisor.memory.estimate import MAX_GPUS, Cluster, Estimate, StageEstimate, estimate
 from zeroadvisor.memory.options import Option, refusal
+from zeroadvisor.memory.step_temporaries import KEY as STEP_TEMPORARY
 from zeroadvisor.model.spec import Checkpointing, ModelSpec, TrainingShape
 from zeroadvisor.vocab import Device
 
@@ -204,7 +205,8 @@ class Searcher:
         if not self._tune or stage is None or stage.option.stage == 0 or not isinstance(zero, dict):
             return None
         budget = self.cluster.usable_gpu_memory
-        buffers = stage.per_gpu["buffers"]
+        # the communication buckets: the buffers row less the optimizer step's temporaries (no bucket shrinks those)
+        buffers = stage.per_gpu["buffers"] - sum(t.nbytes for t in stage.terms if t.key == STEP_TEMPORARY)
         if budget is None or (buffers < BUCKET_SHARE * budget and not needed):
             return None
         target = self.bucket_target

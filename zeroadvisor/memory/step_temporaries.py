@@ -121,7 +121,8 @@ def step_terms(s: Settings, option: Option, P: int, N: int, activations: int, op
     extra = max(0, size - activations)
     if not extra:
         return []
-    return [Term("optimizer_states", "gpu", extra, KEY,
+    # a buffer of the step, not a model state (model states stay what DeepSpeed's own estimator counts)
+    return [Term("buffers", "gpu", extra, KEY,
                  f"{impl.words} step temporaries beyond the activations freed before the step",
                  f"max(0, {impl.temporaries} × {master_bytes(s)} B × stepped partition - activations)",
                  impl.source, kind="bound")]
