@@ -141,7 +141,8 @@ def test_machine_and_training_keys_silence_the_assumptions_they_set(repo, cli):
                                    'cpu-memory = "1TB"\nefficiency = 0.45\ncpu-cores = 64\nlauncher = "deepspeed"\n'
                                    'inter-node-bandwidth = "25GB/s"\nnvme-bandwidth = "3GB/s"\n'
                                    '[tool.zeroadvisor.training]\nseq-len = 2048\nactivation-checkpointing = "full"\n'
-                                   'load-dtype = "bf16"\nzero-init = true\nmeta-load = false\noptim = "adamw_torch_fused"\n')
+                                   'load-dtype = "bf16"\nzero-init = true\nmeta-load = false\n'
+                                   'optim = "adamw_torch_fused"\n')
     result = cli(*base, cwd=repo)
     data = json.loads(result.stdout)
     assert data["estimate"]["assumed"] == [] and not [f for f in data["findings"] if f["code"] == "ZA808"]

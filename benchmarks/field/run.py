@@ -185,6 +185,7 @@ def run_check(case: dict[str, Any], ds_path: Path, model_path: Path) -> dict[str
         "--micro-batch": t.get("micro_batch"),
         "--precision": t.get("precision"),
         "--target-len": t.get("target_length"),
+        "--padding": t.get("padding"),
         "--load-dtype": t.get("load_dtype"),
     }
     for flag, value in optional.items():

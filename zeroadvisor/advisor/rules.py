@@ -631,7 +631,6 @@ def _matters(ctx: Context, name: str) -> bool:
     fact where the step time overruled the published order; the client optimizer where its step's temporaries
     are counted in the binding phase; a missing sequence length is unknown-verdict's."""
     from zeroadvisor.memory.assumed import reach
-
     from zeroadvisor.memory.step_temporaries import KEY as STEP_TEMPORARY
 
     a = _advice_of(ctx)
@@ -662,6 +661,14 @@ def _verdict_unknown(ctx: Context) -> Iterator[Hit]:
 
     a = _advice_of(ctx)
     missing = "; ".join(UNCOUNTED_WORDS[row] for row in current.uncounted)
+    padded = current.padded
+    if padded is not None:  # the lengths are maxima (memory/padding.py): the estimate there is an upper bound
+        also = f"; and {missing}" if missing else ""
+        yield Hit("", f"no verdict: at the maximum length ({padded.maximum_tokens()}) it needs "
+                      f"{a.fmt(current.peak_gpu)} per GPU, more than the {_budget(ctx)}; {padded.words()} "
+                      f"({a.fmt(padded.peak_gpu)} per GPU there); for a run that fits every batch, lower the maximum "
+                      f"or check with --padding max_length for the change that fits{also}", at="file")
+        return
     yield Hit("", f"no verdict: what is counted fits ({a.fmt(current.peak_gpu)} per GPU of {_budget(ctx)}), but "
                   f"{missing}", at="file")
 
@@ -677,7 +684,12 @@ VERDICT_UNKNOWN = Rule(
         "its states in is not checked. Each can only add to the peak, so a run that does not fit on what is "
         "counted does not fit (does-not-fit says so), but one that fits on what is counted may not: its verdict "
         "is unknown (JSON: verdict \"unknown\", fits null, counted_verdict the verdict on what is counted), "
-        "and `check` exits 5 unless another finding fails it first. The finding names what to give."
+        "and `check` exits 5 unless another finding fails it first. The finding names what to give. With "
+        "dynamic padding (--padding longest: each batch padded to its own longest sample, the Hugging Face data "
+        "collators' default) the sequence and target lengths are maxima and the estimate there an upper bound: "
+        "a run that does not fit at the maximum but fits at a shorter padded length is unknown too, and the "
+        "finding gives the longest padded length that fits (JSON padded_fit; source and target shortened "
+        "together, in proportion to their maxima): whether the data's batches stay under it decides."
     ),
     check=_verdict_unknown,
     examples=(

@@ -128,6 +128,10 @@ FLASH = Param("flash_attention", ("--flash-attention/--no-flash-attention",), "O
 # model description has the same field (model/description.py FIELDS; memory/assumed.py INPUTS).
 TARGET_LEN = Param("target_len", ("--target-len",), "Encoder-decoder models: the target (decoder) length "
                    "(default: the sequence length).", kind=int, minimum=1)
+PADDING = Param("padding", ("--padding",), "How each batch is padded: max_length (every batch to the sequence "
+                "length) or longest (to its own longest sample, the HF data collators' default: the lengths are "
+                "maxima, and a run that fits only shorter is unknown, not does-not-fit). Default: max_length.",
+                choices="zeroadvisor.model.description:PADDINGS")
 MICRO_BATCH = Param("micro_batch", ("--micro-batch",), "Micro batch per GPU where the config says \"auto\" or "
                     "leaves it out.", kind=int, minimum=1)
 PRECISION = Param("precision", ("--precision",), "Training precision where fp16/bf16 \"enabled\" is \"auto\" "
@@ -153,7 +157,7 @@ SEQUENCE_PARALLEL = Param("sequence_parallel", ("--sequence-parallel",), "Sequen
                           "where the config has no sequence_parallel_size.", kind=int, minimum=1)
 EXPERT_PARALLEL = Param("expert_parallel", ("--expert-parallel",), "Expert-parallel degree (MoE ep_size, set "
                         "in code).", kind=int, minimum=1)
-RUN_INPUTS = (TARGET_LEN, MICRO_BATCH, PRECISION, STAGE, LOAD_DTYPE, ZERO_INIT, META_LOAD, OPTIM,
+RUN_INPUTS = (TARGET_LEN, PADDING, MICRO_BATCH, PRECISION, STAGE, LOAD_DTYPE, ZERO_INIT, META_LOAD, OPTIM,
               TENSOR_PARALLEL, PIPELINE_PARALLEL, SEQUENCE_PARALLEL, EXPERT_PARALLEL)
 # LoRA/QLoRA (model/peft.py): the same keys as the model description's peft: block, which they override.
 PEFT_INPUTS = (
@@ -189,8 +193,8 @@ PROJECT_KEYS = frozenset({*RUN_KEYS.values(), *CLUSTER_KEYS.values(), *TRAINING_
 # The --help groups, in order: each parameter's name in one (the rest are "Options").
 PANELS: dict[str, tuple[str, ...]] = {
     "Model and training shape": ("model", "params", "seq_len", "activation_checkpointing", "flash_attention",
-                                 "target_len", "micro_batch", "precision", "stage", "load_dtype", "zero_init",
-                                 "meta_load", "optim", "training_args", "launch"),
+                                 "target_len", "padding", "micro_batch", "precision", "stage", "load_dtype",
+                                 "zero_init", "meta_load", "optim", "training_args", "launch"),
     "Parallelism and LoRA": ("tensor_parallel", "pipeline_parallel", "sequence_parallel", "expert_parallel", "peft",
                              "lora_r", "lora_target_modules", "quantization"),
     "Cluster": ("gpus", "gpus_per_node", "gpu", "gpu_memory", "cpu_memory", "nvme", "headroom"),

@@ -31,6 +31,7 @@ from zeroadvisor.config.training_args import (
     DEEPSPEED_KEY,
     DEFAULTS,
     MODEL_KEYS,
+    PAD_TO_MAX_KEY,
     SEQUENCE_KEYS,
     TYPES,
     TrainerInputError,
@@ -81,7 +82,7 @@ _PYTHON = re.compile(r"python(\d+(\.\d+)?)?$")
 _ENV = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 _ARGS_FILES = (".yaml", ".yml", ".json")
 # Script keys read besides TrainingArguments fields (bool ones parse as bool flags).
-_EXTRA_BOOLS = ("disable_gradient_checkpointing",)
+_EXTRA_BOOLS = ("disable_gradient_checkpointing", PAD_TO_MAX_KEY)
 _EXTRA_KEYS = (DEEPSPEED_KEY, *MODEL_KEYS, *SEQUENCE_KEYS, *_EXTRA_BOOLS)
 # A launcher's options as the command gives them: the value, or True for an option that takes none.
 _Options = dict[str, str | bool]

@@ -73,6 +73,13 @@ SEQUENCE_KEYS: dict[str, str] = {
     "model_max_length": "FastChat / Stanford Alpaca train.py",
     "block_size": "transformers examples run_clm.py",
 }
+# How batches are padded (model/spec.py Padding), from the scripts' own arguments: the transformers example
+# scripts (run_translation.py, run_summarization.py, run_glue.py, run_ner.py, run_qa.py) pad every batch to the
+# maximum only with --pad_to_max_length (default False: DataCollatorForSeq2Seq / DataCollatorWithPadding, whose
+# padding=True pads each batch to its longest sample); run_clm.py's group_texts cuts the concatenated texts into
+# full blocks of block_size, so every batch is at the full length.
+PAD_TO_MAX_KEY = "pad_to_max_length"
+FULL_BLOCK_KEYS = ("block_size",)
 MODEL_KEYS = ("model_name_or_path", "base_model")
 DEEPSPEED_KEY = "deepspeed"
 
@@ -117,6 +124,8 @@ class TrainingArgs:
     sequence_key: str = ""  # the key that gave sequence_length ("" when none)
     sequence_from: str = ""  # where that key was given (``cutoff_len in train.yaml``, ``--max_seq_length``)
     checkpointing: bool | None = None
+    padding: str | None = None  # "max_length" | "longest" (model/spec.py Padding); None: the arguments do not say
+    padding_from: str = ""  # where it was read (``--pad_to_max_length``, ``block_size in args.yaml``)
     model: str | None = None
     deepspeed: Any = None  # the config path (str) or an inline dict, as given
     notes: tuple[str, ...] = ()
@@ -200,8 +209,9 @@ def from_mapping(data: Mapping[str, Any], source: str, project: str | None = Non
     if deepspeed is not None and not isinstance(deepspeed, (str, dict)):
         raise TrainerInputError(f"{where(DEEPSPEED_KEY)}: expected a DeepSpeed config path or mapping, got "
                                 f"{deepspeed!r}")
+    padding, padding_from = _padding(data, sequence_key, where)
     args = TrainingArgs(values, origin, project, sequence_length, sequence_key, sequence_from if sequence_key else "",
-                        None, model, deepspeed or None, tuple(out_notes), source)
+                        None, padding, padding_from, model, deepspeed or None, tuple(out_notes), source)
     return _with_checkpointing(args, data, where)
 
 
@@ -240,6 +250,16 @@ def _sequence(data: Mapping[str, Any], project: str, where: Origin) -> tuple[int
     for key in SEQUENCE_KEYS:
         if key in PROJECT_DEFAULTS[project]:
             return PROJECT_DEFAULTS[project][key], key
+    return None, ""
+
+
+def _padding(data: Mapping[str, Any], sequence_key: str, where: Origin) -> tuple[str | None, str]:
+    """How the script pads its batches, where its arguments say (PAD_TO_MAX_KEY, FULL_BLOCK_KEYS)."""
+    if data.get(PAD_TO_MAX_KEY) is not None:
+        on = _as_bool(data[PAD_TO_MAX_KEY], where(PAD_TO_MAX_KEY))
+        return ("max_length" if on else "longest"), where(PAD_TO_MAX_KEY)
+    if sequence_key in FULL_BLOCK_KEYS and sequence_key in data:
+        return "max_length", f"{where(sequence_key)} (texts grouped into full blocks)"
     return None, ""
 
 
@@ -323,5 +343,6 @@ def merge(base: TrainingArgs, over: TrainingArgs) -> TrainingArgs:
         checkpointing=over.checkpointing if any(k in over.values for k in ("gradient_checkpointing",
                                                                            "activation_checkpointing"))
         else base.checkpointing,
+        padding=over.padding or base.padding, padding_from=over.padding_from if over.padding else base.padding_from,
         model=over.model or base.model, deepspeed=over.deepspeed or base.deepspeed,
         notes=base.notes + over.notes)

@@ -345,6 +345,8 @@ def _from_trainer(values: dict[str, Any], trainer: TrainerInputs, spelling: Spel
     fill_noted("seq_len", training.sequence_length or None,
                f"sequence length {training.sequence_length} from {training.sequence_from}",
                f"the Trainer's arguments give {training.sequence_length} ({training.sequence_from})")
+    fill_noted("padding", training.padding, f"padding {training.padding} from {training.padding_from}",
+               f"the Trainer's arguments pad to {training.padding} ({training.padding_from})")
     fill("activation_checkpointing", trainer.checkpointing)
     if training.given("optim"):  # the client optimizer (memory/step_temporaries.py)
         fill_noted("optim", training.get("optim"), f"optim {training.get('optim')} from {training.label('optim')}",

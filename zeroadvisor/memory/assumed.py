@@ -36,6 +36,7 @@ INPUTS: dict[str, Input] = {
     "sequence_length": Input("sequence length", "--seq-len", "sequence_length"),
     "architecture": Input("layer count and hidden size", "--model", "num_layers, hidden_size"),
     "target_length": Input("target (decoder) length", "--target-len", "target_length"),
+    "padding": Input("padding", "--padding", "padding"),  # memory/padding.py: only where it changes the verdict
     "micro_batch_size": Input("micro batch per GPU", "--micro-batch", "micro_batch_size"),
     "precision": Input("training precision", "--precision", "precision"),
     "zero_stage": Input("ZeRO stage", "--stage", ""),

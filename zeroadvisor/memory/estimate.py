@@ -21,6 +21,7 @@ from zeroadvisor.memory.buffers import (
 from zeroadvisor.memory.cluster import MAX_GPUS, MAX_MEMORY_BYTES, Cluster, check_memory
 from zeroadvisor.memory.layout_buffers import layout_buffer_terms
 from zeroadvisor.memory.options import Option, Skipped, configured_option, enumerate_options, refusal
+from zeroadvisor.memory.padding import PaddedFit, longest_fit
 from zeroadvisor.memory.parallel import (
     LocalParameters,
     Parallel,
@@ -37,7 +38,7 @@ from zeroadvisor.memory.states import deepspeed_terms, paper_terms, trainable
 from zeroadvisor.memory.step_temporaries import client_optimizer_used, optim_assumption, step_terms
 from zeroadvisor.memory.terms import ROWS, STATE_ROWS, Term, exact
 from zeroadvisor.memory.verdict import DOES_NOT_FIT, FITS, PhasePeak, judge, stated
-from zeroadvisor.model.spec import LoadInputs, ModelSpec, TrainingShape
+from zeroadvisor.model.spec import LoadInputs, ModelSpec, Padding, TrainingShape
 from zeroadvisor.units import format_bytes
 from zeroadvisor.version import DEEPSPEED_TARGET
 from zeroadvisor.vocab import ACCOUNTINGS, Accounting, Device, Verdict
@@ -67,6 +68,9 @@ class StageEstimate:
     # or NVMe not given where the option keeps states there): a "fits" with anything here is "unknown".
     uncounted: tuple[str, ...] = ()
     counted_verdict: Verdict | None = None  # the verdict on what is counted (equal to verdict unless unknown)
+    # Dynamic padding (memory/padding.py): where the option does not fit at the maximum length, the longest padded
+    # length at which it fits; with --padding longest the verdict is then unknown (the data decides).
+    padded: PaddedFit | None = None
 
     @property
     def fits(self) -> bool | None:
@@ -102,6 +106,7 @@ class StageEstimate:
             "fits": self.fits,
             "counted_verdict": self.counted_verdict,
             "uncounted": list(self.uncounted),
+            "padded_fit": self.padded.to_dict() if self.padded is not None else None,
             "peak_gpu": int(self.peak_gpu),
             "peak_host_per_node": int(self.peak_host_per_node),
             "peak_nvme_per_node": int(self.peak_nvme_per_node),
@@ -166,6 +171,8 @@ class Estimate:
             "optimizer": self.settings.optimizer_label,
             "micro_batch_size": self.settings.micro_batch,
             "sequence_length": self.shape.sequence_length,
+            "target_length": self.shape.target_length,
+            "padding": self.shape.padding or Padding.MAX_LENGTH,  # as costed: not given is max_length
             "activation_checkpointing": self.shape.activation_checkpointing,
             "flash_attention": self.shape.flash_attention,
             "assumptions": list(self.assumptions),
@@ -226,7 +233,38 @@ def estimate(config: Config, model: ModelSpec, shape: TrainingShape | None = Non
     run = _Run(model, shape, cluster, accounting, s, layout, local, spec, act, configured, SaveInputs.of(ds),
                phase_split(model, layout, local, cluster), frozenset(assumptions), uncounted)
     stages = [_stage_estimate(run, option) for option in options]
+    assumed += _dynamic_padding(run, stages)
     return Estimate(model, shape, accounting, cluster, s, stages, skipped, assumptions, assumed, layout)
+
+
+def _dynamic_padding(run: _Run, stages: list[StageEstimate]) -> list[AssumedInput]:
+    """Where the configured option does not fit at the maximum length but fits at a shorter padded one
+    (memory/padding.py): with --padding longest its verdict becomes unknown, with that length; with the padding not
+    given it is the assumed input that changes the verdict (costed as max_length). Only the configured run: the
+    other options and the search's changes are judged at the maximum, where they fit whatever the data."""
+    configured = next((st for st in stages if st.configured), None)
+    if configured is None or configured.counted_verdict != DOES_NOT_FIT or run.shape.padding == Padding.MAX_LENGTH \
+            or run.accounting != Accounting.DEEPSPEED or not run.shape.sequence_length or not run.act.nbytes:
+        return []
+    option = configured.option
+
+    def judge(shape: TrainingShape) -> tuple[Verdict | None, int]:
+        shorter = dataclasses.replace(run, shape=shape, act=parallel_activations(
+            run.model, shape, run.s.micro_batch, run.s.precision, run.layout))
+        st = _stage_estimate(shorter, option)
+        return st.counted_verdict, st.peak_gpu
+
+    fit = longest_fit(run.model, run.shape, judge)
+    if fit is None:  # not even one token per sample fits: the length does not decide it
+        return []
+    if run.shape.padding == Padding.LONGEST:
+        configured.padded = fit
+        configured.verdict = stated(configured.counted_verdict, configured.uncounted, shorter_fits=True)
+        return []
+    return [AssumedInput.of("padding", Padding.MAX_LENGTH.value,
+                            f"every batch is padded to the full length ({fit.maximum_tokens()}), where the run does "
+                            f"not fit; padded dynamically to each batch's longest sample (--padding longest, the "
+                            f"Hugging Face data collators' default) it {fit.words(short=True)}")]
 
 
 def _state_spec(model: ModelSpec, layout: Parallel) -> tuple[ModelSpec, int | None]:

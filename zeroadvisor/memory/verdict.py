@@ -10,6 +10,8 @@ reports it (``--gpu``/``--gpu-memory``) and with the host RAM and NVMe given, on
     does-not-fit   peak > capacity
     unknown        fits or tight on what is counted, with something that adds memory not counted
                    (activations without a sequence length; host RAM or NVMe not given where the option uses it)
+                   or does not fit at the maximum length while batches are padded dynamically and it fits
+                   at a shorter padded length (memory/padding.py): the data decides
 
 The headroom is the one margin (default 10%): it does not shrink the card, it only separates
 "fits" from "tight". ``estimate`` and ``check`` share this function, so they cannot disagree.
@@ -93,9 +95,13 @@ def judge(peaks: list[PhasePeak], capacities: dict[str, int | None], headroom: f
     return Judgement(worst, peak.phase, resource, peak.of(resource), capacity)
 
 
-def stated(counted: Verdict | None, uncounted: tuple[str, ...]) -> Verdict | None:
+def stated(counted: Verdict | None, uncounted: tuple[str, ...], shorter_fits: bool = False) -> Verdict | None:
     """The verdict a report may state: what is counted fits (or is tight) but something that can only add
-    memory is not counted, so the answer is unknown; a does-not-fit stays (more memory cannot make it fit)."""
+    memory is not counted, so the answer is unknown; a does-not-fit stays (more memory cannot make it fit),
+    unless it is counted at an upper bound: the lengths are maxima (dynamic padding) and ``shorter_fits``, the
+    run fits at a shorter padded length (memory/padding.py), so whether a step fits depends on the data."""
     if uncounted and counted in (FITS, TIGHT):
+        return UNKNOWN
+    if shorter_fits and counted == DOES_NOT_FIT:
         return UNKNOWN
     return counted

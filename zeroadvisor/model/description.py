@@ -36,13 +36,22 @@ from zeroadvisor.model.hf import layout_from_hf_config, spec_from_hf_config
 from zeroadvisor.model.hfconfig import check_dimension, fmt
 from zeroadvisor.model.peft import ALL_LINEAR, PEFT_METHODS, QUANTIZATIONS, PeftSettings
 from zeroadvisor.model.peft import apply as apply_peft
-from zeroadvisor.model.spec import (CLIENT_OPTIMIZER_NAMES, ZERO_STAGES, Checkpointing, LoadInputs, ModelSpec, Precision,
-                                    TrainingShape)
+from zeroadvisor.model.spec import (
+    CLIENT_OPTIMIZER_NAMES,
+    ZERO_STAGES,
+    Checkpointing,
+    LoadInputs,
+    ModelSpec,
+    Padding,
+    Precision,
+    TrainingShape,
+)
 
 SCHEMA_FILE = "model.schema.json"
 
 CHECKPOINTING: tuple[str, ...] = tuple(level.value for level in Checkpointing)  # ("none", "selective", "full")
 PRECISIONS: tuple[str, ...] = get_args(Precision)  # ("fp32", "fp16", "bf16")
+PADDINGS: tuple[str, ...] = tuple(way.value for way in Padding)  # ("max_length", "longest")
 
 # A parameter count as text: an integer part (digits with _ separators, or commas between
 # groups of exactly three digits, so that "1,5B" cannot silently read as 15B), an optional
@@ -172,6 +181,16 @@ FIELDS: tuple[DescriptionField, ...] = (
         _POSITIVE,
         "an integer > 0",
         "Encoder-decoder models: target (decoder) sequence length in tokens; default the sequence length.",
+    ),
+    DescriptionField(
+        "padding",
+        "training",
+        {"enum": list(PADDINGS)},
+        "one of " + ", ".join(PADDINGS),
+        "How the data collator pads each batch: max_length (every batch padded to the sequence length: "
+        "--pad_to_max_length, packed or grouped texts) or longest (each batch to its own longest sample, "
+        "DataCollatorForSeq2Seq's and DataCollatorWithPadding's default: the sequence and target lengths are "
+        "maxima). Default: max_length.",
     ),
     DescriptionField(
         "micro_batch_size",
@@ -368,6 +387,7 @@ def apply_overrides(
     flash: bool | None = None,
     *,
     target_len: int | None = None,
+    padding: str | None = None,
     micro_batch: int | None = None,
     precision: str | None = None,
     stage: int | None = None,
@@ -381,7 +401,7 @@ def apply_overrides(
     expert_parallel: int | None = None,
 ) -> TrainingShape:
     """``shape`` with the CLI's --seq-len / --activation-checkpointing /
-    --flash-attention|--no-flash-attention / --target-len / --micro-batch / --precision / --stage /
+    --flash-attention|--no-flash-attention / --target-len / --padding / --micro-batch / --precision / --stage /
     --load-dtype / --zero-init / --meta-load applied (None leaves a value as it is)."""
     changes: dict[str, Any] = _positive_overrides((
         ("--seq-len", "sequence_length", seq_len), ("--target-len", "target_length", target_len),
@@ -389,11 +409,7 @@ def apply_overrides(
         ("--pipeline-parallel", "pipeline_parallel", pipeline_parallel),
         ("--sequence-parallel", "sequence_parallel", sequence_parallel),
         ("--expert-parallel", "expert_parallel", expert_parallel)))
-    for flag, dtype in (("--precision", precision), ("--load-dtype", load_dtype)):
-        if dtype is not None and dtype not in PRECISIONS:
-            raise ModelError(f"{flag} must be one of {', '.join(PRECISIONS)}, got {fmt(dtype)}")
-    if precision is not None:
-        changes["precision"] = precision
+    changes.update(_choice_overrides(precision, load_dtype, padding))
     if optim is not None:
         if optim not in CLIENT_OPTIMIZER_NAMES:
             raise ModelError(f"--optim must be a Hugging Face Trainer optim name (adamw_torch, adamw_torch_fused, "
@@ -416,6 +432,21 @@ def apply_overrides(
     if flash is not None:
         changes["flash_attention"] = _flag_bool("--flash-attention", flash)
     return dataclasses.replace(shape, **changes) if changes else shape
+
+
+def _choice_overrides(precision: str | None, load_dtype: str | None, padding: str | None) -> dict[str, Any]:
+    """The TrainingShape fields --precision and --padding give, with --load-dtype checked as --precision is."""
+    for flag, dtype in (("--precision", precision), ("--load-dtype", load_dtype)):
+        if dtype is not None and dtype not in PRECISIONS:
+            raise ModelError(f"{flag} must be one of {', '.join(PRECISIONS)}, got {fmt(dtype)}")
+    if padding is not None and padding not in PADDINGS:
+        raise ModelError(f"--padding must be one of {', '.join(PADDINGS)}, got {fmt(padding)}")
+    changes: dict[str, Any] = {}
+    if precision is not None:
+        changes["precision"] = precision
+    if padding is not None:
+        changes["padding"] = Padding(padding)
+    return changes
 
 
 def _positive_overrides(given: tuple[tuple[str, str, int | None], ...]) -> dict[str, int]:
@@ -688,6 +719,7 @@ def _training_shape(data: Mapping[str, Any]) -> TrainingShape:
         activation_checkpointing=data.get("activation_checkpointing", "none"),
         flash_attention=data.get("flash_attention", True),
         target_length=data.get("target_length"),
+        padding=Padding(data["padding"]) if data.get("padding") is not None else None,
         micro_batch_size=data.get("micro_batch_size"),
         precision=data.get("precision"),
         optim=data.get("optim"),

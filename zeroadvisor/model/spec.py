@@ -15,6 +15,20 @@ class Checkpointing(StrEnum):
     FULL = "full"  # each layer from its input
 
 
+class Padding(StrEnum):
+    """How the data collator pads a batch, which decides what the sequence length is (memory/padding.py).
+
+    ``max_length``: every batch is padded to the sequence length (``padding="max_length"``: the example scripts'
+    ``--pad_to_max_length``; texts grouped or packed into full blocks: run_clm.py group_texts, TRL packing), so
+    every step runs at it. ``longest``: each batch is padded to its own longest sample (transformers 5.24
+    data/data_collator.py DataCollatorWithPadding and DataCollatorForSeq2Seq, default ``padding=True``, i.e.
+    "longest"), so the sequence length is a maximum (truncation) and the data decides each step's length.
+    """
+
+    MAX_LENGTH = "max_length"
+    LONGEST = "longest"
+
+
 Precision = Literal["fp32", "fp16", "bf16"]  # the training (model) dtype, and the dtypes a model is loaded in
 ZERO_STAGES = (0, 1, 2, 3)
 
@@ -163,6 +177,8 @@ class TrainingShape:
     activation_checkpointing: Checkpointing = Checkpointing.NONE
     flash_attention: bool = True
     target_length: int | None = None  # encoder-decoder: decoder tokens per sample (None: sequence_length)
+    # How batches are padded (Padding); None: not given, costed as max_length (every batch at the full length).
+    padding: Padding | None = None
     micro_batch_size: int | None = None  # fills train_micro_batch_size_per_gpu "auto" / absent
     precision: Precision | None = None  # fills fp16/bf16 "enabled": "auto" (or no config)
     zero_stage: int | None = None  # fills zero_optimization.stage "auto" (Accelerate's zero_stage)

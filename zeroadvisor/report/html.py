@@ -125,7 +125,7 @@ def _options_table(stages: list[StageEstimate], unit: str, rec: Headline | None)
                     f'<td class="num">{scale(st.peak_gpu, unit):.2f}</td>'
                     f'<td class="num">{scale(st.peak_host_per_node, unit):.2f}</td>'
                     f'<td class="num">{scale(st.peak_nvme_per_node, unit):.2f}</td>'
-                    f'<td>{_e(st.binding_phase)}</td><td>{_e(labels.VERDICT_WORDS[st.verdict])}</td></tr>')
+                    f'<td>{_e(st.binding_phase)}</td><td>{_e(overview.verdict_words(st))}</td></tr>')
     rows.append("</table>")
     return "\n".join(rows)
 

@@ -36,9 +36,10 @@ def _heading(path: str, findings: list[Finding], estimate: Estimate | None) -> s
     config_errors = sum(1 for f in findings if f.severity is Severity.ERROR and f.code not in ADVICE_CODES)
     verdict = f"{config_errors} config error(s)" if config_errors else "looks good"
     if configured is not None and configured.verdict is not None:
-        verdict = f"{_VERDICT[configured.verdict]} {labels.VERDICT_WORDS[configured.verdict]}"
-        if configured.uncounted:  # never a plain "fits" while a row is missing
-            verdict += " (" + "; ".join(labels.UNCOUNTED_SHORT[row] for row in configured.uncounted) + ")"
+        verdict = f"{_VERDICT[configured.verdict]} {overview.verdict_words(configured)}"
+        shown = overview.qualifiers(configured)
+        if shown:  # never a plain "fits" while a row is missing, nor a plain unknown
+            verdict += " (" + "; ".join(shown) + ")"
         verdict += f", {config_errors} config error(s)" if config_errors else ""
     return f"### zeroadvisor: {escape.markdown_code(path)} — {verdict}"
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from zeroadvisor import vocab as labels
-from zeroadvisor.vocab import Device
+from zeroadvisor.vocab import Device, Verdict
 
 if TYPE_CHECKING:
     from zeroadvisor.advisor.advice import Advised
@@ -118,7 +118,7 @@ def verdict_sentence(estimate: Estimate | None, rec: Headline | None, unit: str,
                      findings: Sequence[Finding] = (), short: bool = False) -> str:
     """The configured option in one sentence: verdict, peak against capacity, binding phase and
     resource, then the recommended change and its cost."""
-    from zeroadvisor.memory import verdict as verdict_words
+    from zeroadvisor.memory import verdict as verdicts
     from zeroadvisor.units import format_bytes
 
     st = estimate.configured if estimate is not None else None
@@ -128,16 +128,33 @@ def verdict_sentence(estimate: Estimate | None, rec: Headline | None, unit: str,
     else:
         capacity = estimate.cluster.capacities()[st.binding_resource]
         peak = {"gpu": st.peak_gpu, "host": st.peak_host_per_node, "nvme": st.peak_nvme_per_node}[st.binding_resource]
-        where = f"{verdict_words.RESOURCE_WORDS[st.binding_resource]} {labels.PHASE_WORDS[st.binding_phase]}"
+        where = f"{verdicts.RESOURCE_WORDS[st.binding_resource]} {labels.PHASE_WORDS[st.binding_phase]}"
         against = f" of {format_bytes(capacity, unit)}" if capacity is not None else ""
-        text = (f"Verdict ({labels.option_plain(st.option)}): {labels.VERDICT_WORDS[st.verdict]}; peak "
+        text = (f"Verdict ({labels.option_plain(st.option)}): {verdict_words(st)}; peak "
                 f"{format_bytes(peak, unit)}{against} {where}")
-        words = labels.UNCOUNTED_SHORT if short else labels.UNCOUNTED_WORDS  # short: the one-screen report's
-        for row in st.uncounted:
-            text += f"; {words[row]}"
+        for words in qualifiers(st, short):
+            text += f"; {words}"
     if rec is not None:
         text += ". " + recommendation_words(rec, unit)
     return text
+
+
+def verdict_words(st: StageEstimate) -> str:
+    """The option's verdict in words: "unknown" said for why (what is counted fits, or the run fits only while
+    batches are padded shorter than the maximum: memory/padding.py)."""
+    if st.padded is not None and st.verdict == Verdict.UNKNOWN:
+        return f"unknown (does not fit at the maximum length, {st.padded.maximum_tokens()})"
+    return labels.VERDICT_WORDS[st.verdict]
+
+
+def qualifiers(st: StageEstimate, short: bool = True) -> list[str]:
+    """What the verdict does not cover, one phrase each: the rows not counted, and the padded length that fits
+    where the lengths are maxima (short: the one-screen report's words)."""
+    words = labels.UNCOUNTED_SHORT if short else labels.UNCOUNTED_WORDS
+    out = [words[row] for row in st.uncounted]
+    if st.padded is not None and st.verdict == Verdict.UNKNOWN:
+        out.append(st.padded.words(short))
+    return out
 
 
 def recommendation_words(rec: Headline, unit: str) -> str:
@@ -236,7 +253,7 @@ def assumption_lines(estimate: Estimate, with_assumed: bool = True) -> list[str]
     out: list[str] = []
     st = estimate.configured
     if st is not None:
-        out += [labels.UNCOUNTED_WORDS[row] for row in st.uncounted]
+        out += qualifiers(st, short=False)
     if with_assumed:
         out += [item.brief() for item in estimate.assumed]
     out += list(estimate.assumptions)
