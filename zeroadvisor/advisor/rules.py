@@ -24,6 +24,7 @@ from zeroadvisor.vocab import BREAKDOWN_ROWS, PHASE_WORDS, ROW_LABELS, Device, V
 if TYPE_CHECKING:
     from zeroadvisor.advisor.advice import Advice, Reason, Recommendation
     from zeroadvisor.advisor.search import Shortfall
+    from zeroadvisor.memory.cluster import Cluster
     from zeroadvisor.memory.estimate import StageEstimate
     from zeroadvisor.memory.options import Option
     from zeroadvisor.throughput import StepTime
@@ -641,10 +642,27 @@ def _matters(ctx: Context, name: str) -> bool:
     judged = [st for st in (a.configured, best.stage if best is not None else None) if st is not None]
     if kind == "load":
         return any(st.binding_phase == "load" for st in judged)
-    if kind == "step":  # the optimizer step's temporaries: where they are counted in the binding train phase
-        return any(st.binding_phase == "train" and any(t.key == STEP_TEMPORARY and t.nbytes for t in st.terms)
+    if kind == "step":  # the optimizer step's temporaries: where counting them or not changes a verdict
+        cluster = a.estimate.cluster
+        return any(_verdict_moves(st, sum(t.nbytes for t in st.terms if t.key == STEP_TEMPORARY), cluster)
                    for st in judged)
     return kind == "step time" and a.step_time_decided
+
+
+def _verdict_moves(st: StageEstimate, nbytes: int, cluster: Cluster) -> bool:
+    """Whether the GPU verdict of ``st`` differs with and without ``nbytes`` of its train phase (fits / tight /
+    does not fit, memory/verdict.py)."""
+    capacity = cluster.gpu_memory
+    train = st.phases.get("train")
+    if not nbytes or capacity is None or train is None:
+        return False
+    others = max((p.gpu for name, p in st.phases.items() if name != "train"), default=0)
+
+    def level(train_gpu: int) -> int:
+        peak = max(train_gpu, others)
+        return 0 if peak <= capacity * (1 - cluster.headroom) else 1 if peak <= capacity else 2
+
+    return level(train.gpu) != level(train.gpu - nbytes)
 
 
 def _assumed_inputs(ctx: Context) -> Iterator[Hit]:

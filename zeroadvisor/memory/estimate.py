@@ -35,6 +35,7 @@ from zeroadvisor.memory.parallel import (
 from zeroadvisor.memory.phases import PhaseSplit, SaveInputs, largest_param, load_phase, save_phase
 from zeroadvisor.memory.settings import Settings, read_settings
 from zeroadvisor.memory.states import deepspeed_terms, paper_terms, trainable
+from zeroadvisor.memory.step_temporaries import KEY as STEP_TEMPORARY
 from zeroadvisor.memory.step_temporaries import client_optimizer_used, optim_assumption, step_terms
 from zeroadvisor.memory.terms import ROWS, STATE_ROWS, Term, exact
 from zeroadvisor.memory.verdict import DOES_NOT_FIT, FITS, PhasePeak, judge, stated
@@ -325,8 +326,10 @@ def _stage_estimate(run: _Run, option: Option) -> StageEstimate:
     train_host = (host + host_overhead) * g
     peaks = [PhasePeak("train", per_gpu["total"], train_host, per_node_nvme)]
     if run.accounting == Accounting.DEEPSPEED:
+        transient = per_gpu["activations"] + sum(t.nbytes for t in terms if t.key == STEP_TEMPORARY)
         phase_peaks, phase_terms = _around_training(run.model, run.s, option, run.cluster, run.shape.load, per_gpu,
-                                                    train_host, per_node_nvme, run.save, notes, run.split)
+                                                    train_host, per_node_nvme, run.save, notes, run.split,
+                                                    transient)
         peaks = [phase_peaks[0], *peaks, phase_peaks[1]]
         terms = terms + phase_terms
     capacities = run.cluster.capacities()
@@ -435,13 +438,13 @@ def phase_split(model: ModelSpec, layout: Parallel, local: LocalParameters, clus
 
 def _around_training(model: ModelSpec, s: Settings, option: Option, cluster: Cluster, load: LoadInputs,
                      per_gpu: dict[str, int], train_host: int, per_node_nvme: int, save: SaveInputs,
-                     notes: list[str], split: PhaseSplit | None = None
+                     notes: list[str], split: PhaseSplit | None = None, transient: int = 0
                      ) -> tuple[tuple[PhasePeak, PhasePeak], list[Term]]:
     """The load and save phases' peaks and terms (memory/phases.py), with the same allowances as training.
 
     Load: the model handed to deepspeed.initialize, with the CUDA context and each process's runtime.
-    Save: checkpointing between steps, on top of the training state less the activations (freed
-    after the step).
+    Save: checkpointing between steps, on top of the training state less ``transient``: the activations and
+    the optimizer step's temporaries (both freed by the end of the step).
     """
     loaded = load_phase(model, s, option, cluster, load, split)
     saved = save_phase(model, s, option, cluster, save, split)
@@ -451,7 +454,7 @@ def _around_training(model: ModelSpec, s: Settings, option: Option, cluster: Clu
     runtime_host = sum(t.nbytes for t in runtime) * g
     load_gpu = loaded.peak_gpu + CUDA_CONTEXT_BYTES
     load_peak = PhasePeak("load", load_gpu, loaded.peak_host_per_node + runtime_host, loaded.peak_nvme_per_node)
-    between_steps = per_gpu["total"] - per_gpu["activations"]
+    between_steps = per_gpu["total"] - transient
     save_peak = PhasePeak("save", between_steps + saved.peak_gpu, train_host + saved.peak_host_per_node,
                           per_node_nvme + saved.peak_nvme_per_node)
     context = Term("overhead", "gpu", CUDA_CONTEXT_BYTES, "cuda_context", "CUDA context, NCCL and cuBLAS "

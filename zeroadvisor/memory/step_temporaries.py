@@ -16,6 +16,7 @@ loss and logits are dropped before ``engine.step``), so the temporaries add only
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,8 +71,7 @@ def optim_assumption() -> AssumedInput:
 
 def client_optimizer_used(s: Settings) -> bool:
     """Whether the optimizer is the client's (no optimizer type in the DeepSpeed config)."""
-    section = s.deepspeed.optimizer
-    return not (isinstance(section, dict) and section.get("type"))
+    return not s.deepspeed.optimizer_type
 
 
 def implementation(s: Settings, option: Option, optim: str | None) -> StepImplementation | None:
@@ -83,7 +83,9 @@ def implementation(s: Settings, option: Option, optim: str | None) -> StepImplem
         return CLIENT_OPTIMIZERS.get(optim or DEFAULT_CLIENT_OPTIMIZER)
     if s.optimizer not in ("adam", "adamw"):
         return None
-    params: dict[str, Any] = s.deepspeed.optimizer.get("params") or {}  # type: ignore[union-attr]
+    section = s.deepspeed.optimizer or {}
+    given = section.get("params")
+    params: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
     if not params.get("torch_adam"):
         return StepImplementation("DeepSpeed FusedAdam", 0, "ops/adam/fused_adam.py (multi_tensor_adam, in place)")
     # engine.py get_optimizer_configuration: torch.optim.AdamW / Adam with the config's foreach
