@@ -80,12 +80,15 @@ def test_the_recommended_change_is_a_recommendation_whose_fields_are_the_json(mo
         "peak_host_per_node": rec.peak_host_per_node, "cost": rec.cost, "step_time_s": rec.step_time_s,
         "configured_step_time_s": rec.configured_step_time_s}
     assert data["fix"] == rec.patch == finding.fix
-    assert all(isinstance(a, Action) for a in finding.actions) and finding.actions
-    assert data["actions"] == [a.to_dict() for a in finding.actions]
-    # the change as the fixture shows it: ZeRO-3 with Ulysses 4 and smaller buckets, timed on the A10G
-    assert rec.option == Option(3) and rec.change.sequence_parallel == 4 and rec.change.buckets == 16_777_216
+    assert all(isinstance(a, Action) for a in finding.actions)
+    assert data.get("actions", []) == [a.to_dict() for a in finding.actions]  # JSON leaves an empty list out
+    # the change as the fixture shows it: ZeRO-2 with the optimizer on the CPU and smaller buckets, timed on the
+    # A10G (ZeRO-3 with Ulysses no longer fits: its gathered working set, memory/buffers.py gathered_terms); the
+    # change is the config's alone, so no action outside it
+    assert rec.option == Option(2, Device.CPU) and rec.change.buckets == 16_777_216 and not finding.actions
     assert isinstance(rec.step_time, Throughput) and isinstance(rec.configured_step_time, Throughput)
-    assert rec.stage.verdict is Verdict.FITS and rec.peak_gpu <= result.advice.budget.usable
+    # the fixture gives no host RAM: what is counted fits, the offloaded states' host RAM is not checked
+    assert rec.stage.counted_verdict is Verdict.FITS and rec.peak_gpu <= result.advice.budget.usable
     # the message is worded from that object: its description, cost, step times and actions
     assert f"Cheapest change that fits: {rec.description}: " in finding.message
     assert f"; cost: {rec.cost}" in finding.message
@@ -126,7 +129,9 @@ def test_nothing_fits_gives_shortfalls_and_a_cluster_change(monkeypatch):
     rec = _finding(result, "ZA801").recommends
     assert isinstance(rec, Recommendation) and rec.outcome == advice.cluster_changes[0]
     assert [a.kind for a in rec.actions] == ["nvme-path", "cluster"]
-    assert rec.change.cluster.cpu_memory == 366 * 10**9
+    # ZeRO-3 with both states on NVMe (the working set of gathered parameters leaves no room for the parameters
+    # on the GPU): the host RAM its load phase needs, as the fixture's message gives it (486.15 GiB)
+    assert rec.change.cluster.cpu_memory == 522 * 10**9
 
 
 def test_each_recommendation_names_the_rule_that_reports_it(monkeypatch):
@@ -154,16 +159,17 @@ def test_the_verdict_line_renders_the_headline_recommendation(monkeypatch):
     assert result.recommendation is finding.recommends
     sentence = overview.verdict_sentence(result.estimate, rec, "GB")
     advice = finding.recommends
-    # 9.78 s against 9.78 s configured: inside the step-time model's measured error (validation.TIE_BAND), so the
+    # 11.2 s against 9.78 s configured: inside the step-time model's measured error (validation.TIE_BAND), so the
     # cost says "about the configured run's step time" and claims no speed-up
     from zeroadvisor.throughput.validation import TIE_BAND
 
     assert 1 / TIE_BAND < advice.configured_step_time_s / advice.step_time_s < TIE_BAND
     assert (f"Recommended (ZA801 does-not-fit): {advice.description}, peak "
-            f"{advice.peak_gpu / 1e9:.2f} GB per GPU; cost: about the configured run's step time (estimated "
-            f"{advice.step_time_s:.3g} s per step against {advice.configured_step_time_s:.3g} s configured, inside "
-            f"the step-time model's measured error of {TIE_BAND - 1:.0%}); {advice.cost}") in sentence
-    # Ulysses and smaller buckets are part of the change: no column of the options table is that run
+            f"{advice.peak_gpu / 1e9:.2f} GB per GPU (host RAM not checked: give --cpu-memory); cost: about the "
+            f"configured run's step time (estimated {advice.step_time_s:.3g} s per step against "
+            f"{advice.configured_step_time_s:.3g} s configured, inside the step-time model's measured error of "
+            f"{TIE_BAND - 1:.0%}); {advice.cost}") in sentence
+    # smaller buckets are part of the change: no column of the options table is that run
     assert rec.stage is None and not any(overview.is_recommended(st, rec) for st in result.estimate.stages)
 
 
