@@ -11,6 +11,7 @@ printed.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
@@ -641,12 +642,24 @@ def _matters(ctx: Context, name: str) -> bool:
     best = a.best
     judged = [st for st in (a.configured, best.stage if best is not None else None) if st is not None]
     if kind == "load":
-        return any(st.binding_phase == "load" for st in judged)
+        return any(st.binding_phase == "load" for st in judged) or _zero_init_decides(a, name)
     if kind == "step":  # the optimizer step's temporaries: where counting them or not changes a verdict
         cluster = a.estimate.cluster
         return any(_verdict_moves(st, sum(t.nbytes for t in st.terms if t.key == STEP_TEMPORARY), cluster)
                    for st in judged)
     return kind == "step time" and a.step_time_decided
+
+
+def _zero_init_decides(a: Advice, name: str) -> bool:
+    """Whether the assumed zero.Init decides the configured run's verdict: without it (a script that builds the
+    model before the Trainer's arguments exist, or a custom loop) the whole model is loaded on every rank and
+    moved to every GPU (engine.py _configure_distributed_model), which can bind where zero.Init does not."""
+    current = a.configured
+    if name != "zero_init" or current is None:
+        return False
+    shape = a.search.shape
+    other = a.search.written_with(dataclasses.replace(shape, load=dataclasses.replace(shape.load, zero_init=False)))
+    return other is not None and other.counted_verdict != current.counted_verdict
 
 
 def _verdict_moves(st: StageEstimate, nbytes: int, cluster: Cluster) -> bool:

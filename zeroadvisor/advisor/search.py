@@ -178,6 +178,10 @@ class Searcher:
             self.global_batch = self.current_micro_batch * int(self.deepspeed.batch_world(cluster.gpus))
 
     # -- estimating ------------------------------------------------------------------------------
+
+    def written_with(self, shape: TrainingShape) -> StageEstimate | None:
+        """The configured run as written under another training shape: an assumed input's other value."""
+        return self._estimate(self.original, shape).configured
     def _estimate(self, config: dict[str, Any], shape: TrainingShape) -> Estimate:
         key = (repr(config), shape)
         if key not in self._estimates:
