@@ -125,3 +125,17 @@ def test_a_wrong_optim_name_is_one_line(tmp_path, cli):
     result = cli("check", str(path), *BASE, "--optim", "adam_torch")
     assert result.returncode == 2 and "--optim must be a Hugging Face Trainer optim name" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_torch_adam_with_l2_decay_adds_the_decayed_gradients_and_auto_decay_is_no_number():
+    l2 = {"optimizer": {"type": "Adam", "params": {"torch_adam": True, "adam_w_mode": False, "weight_decay": 0.1}}}
+    assert temporary(zero(2, **l2))[0] == 2 * 4 * PART  # sqrt + torch._foreach_add(grads, params, alpha=wd)
+    auto = {"optimizer": {"type": "Adam", "params": {"torch_adam": True, "adam_w_mode": False, "weight_decay": "auto"}}}
+    assert temporary(zero(2, **auto))[0] == 4 * PART
+
+
+def test_an_unmodelled_client_optimizer_is_said_and_counts_nothing():
+    nbytes, est = temporary(zero(2), TrainingShape(optim="adafactor"))
+    assert nbytes == 0
+    st = next(s for s in est.stages if s.configured)
+    assert any("adafactor" in n and "not modelled" in n for n in [*est.assumptions, *st.notes])

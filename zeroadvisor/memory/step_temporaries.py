@@ -30,11 +30,11 @@ from zeroadvisor.model.spec import CLIENT_OPTIMIZER_NAMES, DEFAULT_CLIENT_OPTIMI
 
 @dataclass(frozen=True, slots=True)
 class StepImplementation:
-    """One optimizer implementation: how many stepped-tensor-sized temporaries coexist in its step (None: not
-    modelled), and the code that allocates them."""
+    """One optimizer implementation: how many stepped-tensor-sized temporaries coexist in its step, and the code
+    that allocates them."""
 
     words: str
-    temporaries: int | None
+    temporaries: int
     source: str
 
 
@@ -80,7 +80,7 @@ def implementation(s: Settings, option: Option, optim: str | None) -> StepImplem
     if option.offload_optimizer != "none":
         return None  # DeepSpeedCPUAdam (or a client optimizer) steps the host partition
     if client_optimizer_used(s):
-        return CLIENT_OPTIMIZERS.get(optim or DEFAULT_CLIENT_OPTIMIZER)
+        return CLIENT_OPTIMIZERS.get(optim or DEFAULT_CLIENT_OPTIMIZER)  # None: a name whose step is not modelled
     if s.optimizer not in ("adam", "adamw"):
         return None
     section = s.deepspeed.optimizer or {}
@@ -90,7 +90,10 @@ def implementation(s: Settings, option: Option, optim: str | None) -> StepImplem
         return StepImplementation("DeepSpeed FusedAdam", 0, "ops/adam/fused_adam.py (multi_tensor_adam, in place)")
     # engine.py get_optimizer_configuration: torch.optim.AdamW / Adam with the config's foreach
     foreach = params.get("foreach") is not False
-    adam_l2 = s.optimizer == "adam" and not params.get("adam_w_mode", True) and float(params.get("weight_decay") or 0)
+    decay = params.get("weight_decay")
+    # "auto" is the Trainer's weight_decay, 0.0 by default (TrainingArguments)
+    adam_l2 = (s.optimizer == "adam" and params.get("adam_w_mode", True) is False
+               and isinstance(decay, (int, float)) and not isinstance(decay, bool) and decay != 0)
     temporaries = (1 if foreach else 2) + (1 if adam_l2 else 0)
     how = "foreach" if foreach else "single-tensor: sqrt and the division coexist"
     return StepImplementation(f"torch.optim.{'Adam' if adam_l2 else 'AdamW'} ({how})", temporaries,
@@ -113,8 +116,8 @@ def step_terms(s: Settings, option: Option, P: int, N: int, activations: int, op
                notes: list[str]) -> list[Term]:
     """The step's temporaries beyond the activations freed before it (0 or one term)."""
     impl = implementation(s, option, optim)
-    if impl is None or optim in OTHER_CLIENT_OPTIMIZERS:
-        if optim in OTHER_CLIENT_OPTIMIZERS and option.offload_optimizer == "none":
+    if impl is None:
+        if optim in OTHER_CLIENT_OPTIMIZERS and option.offload_optimizer == "none" and client_optimizer_used(s):
             notes.append(f"optim {optim}: its step's temporaries are not modelled (none counted)")
         return []
     if not impl.temporaries:
