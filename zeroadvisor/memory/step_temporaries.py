@@ -94,11 +94,14 @@ def implementation(s: Settings, option: Option, optim: str | None) -> StepImplem
     # "auto" is the Trainer's weight_decay, 0.0 by default (TrainingArguments)
     adam_l2 = (s.optimizer == "adam" and params.get("adam_w_mode", True) is False
                and isinstance(decay, (int, float)) and not isinstance(decay, bool) and decay != 0)
-    temporaries = (1 if foreach else 2) + (1 if adam_l2 else 0)
+    # _multi_tensor_adam deletes the L2 sum (torch._foreach_add(grads, params, alpha=wd)) before its sqrt, so the
+    # two never coexist; _single_tensor_adam keeps grad + wd·param beside sqrt and its division (measured:
+    # benchmarks/step_temporaries.md)
+    temporaries = (1 if foreach else 2) + (1 if adam_l2 and not foreach else 0)
     how = "foreach" if foreach else "single-tensor: sqrt and the division coexist"
     return StepImplementation(f"torch.optim.{'Adam' if adam_l2 else 'AdamW'} ({how})", temporaries,
                               "torch/optim/adam.py " + ("_multi_tensor_adam" if foreach else "_single_tensor_adam")
-                              + (" (grads + weight_decay·params: torch._foreach_add)" if adam_l2 else ""))
+                              + (" (grad + weight_decay·param kept beside them)" if adam_l2 and not foreach else ""))
 
 
 def stepped_elements(s: Settings, option: Option, P: int, N: int) -> int:
