@@ -191,7 +191,7 @@ def run_check(case: dict[str, Any], ds_path: Path, model_path: Path) -> dict[str
     for flag, value in optional.items():
         if value is not None and supports(flag):
             args += [flag, str(value)]
-    for key, flag in (("zero_init", "--zero-init"), ("meta_load", "--meta-load")):
+    for key, flag in (("zero_init", "--zero-init"), ("meta_load", "--meta-load"), ("liger_kernel", "--liger-kernel")):
         if t.get(key) is not None and supports(flag):
             args += [flag if t[key] else flag.replace("--", "--no-", 1)]
     proc = _cli(*args)

@@ -147,6 +147,9 @@ META_LOAD = Param("meta_load", ("--meta-load/--no-meta-load",), "Whether the mod
 OPTIM = Param("optim", ("--optim",), "The client optimizer where the config has no optimizer block: the HF "
               "Trainer's optim name, e.g. adamw_torch (the default: its foreach step builds an fp32 temporary the "
               "size of the partition) or adamw_torch_fused (none).", metavar="NAME")
+LIGER = Param("liger_kernel", ("--liger-kernel/--no-liger-kernel",), "Whether the Liger kernel is applied (the "
+              "Trainer's use_liger_kernel): no tokens x vocabulary logits, smaller RMSNorm/SwiGLU (default: no).",
+              kind=bool)
 # Parallel degrees (memory/parallel.py): tensor and sequence fill what the config leaves out
 # (tensor_parallel.autotp_size, sequence_parallel_size); pipeline and expert are set in code only.
 TENSOR_PARALLEL = Param("tensor_parallel", ("--tensor-parallel",), "Tensor-parallel (AutoTP) degree where the "
@@ -157,7 +160,7 @@ SEQUENCE_PARALLEL = Param("sequence_parallel", ("--sequence-parallel",), "Sequen
                           "where the config has no sequence_parallel_size.", kind=int, minimum=1)
 EXPERT_PARALLEL = Param("expert_parallel", ("--expert-parallel",), "Expert-parallel degree (MoE ep_size, set "
                         "in code).", kind=int, minimum=1)
-RUN_INPUTS = (TARGET_LEN, PADDING, MICRO_BATCH, PRECISION, STAGE, LOAD_DTYPE, ZERO_INIT, META_LOAD, OPTIM,
+RUN_INPUTS = (TARGET_LEN, PADDING, MICRO_BATCH, PRECISION, STAGE, LOAD_DTYPE, ZERO_INIT, META_LOAD, OPTIM, LIGER,
               TENSOR_PARALLEL, PIPELINE_PARALLEL, SEQUENCE_PARALLEL, EXPERT_PARALLEL)
 # LoRA/QLoRA (model/peft.py): the same keys as the model description's peft: block, which they override.
 PEFT_INPUTS = (
@@ -194,7 +197,7 @@ PROJECT_KEYS = frozenset({*RUN_KEYS.values(), *CLUSTER_KEYS.values(), *TRAINING_
 PANELS: dict[str, tuple[str, ...]] = {
     "Model and training shape": ("model", "params", "seq_len", "activation_checkpointing", "flash_attention",
                                  "target_len", "padding", "micro_batch", "precision", "stage", "load_dtype",
-                                 "zero_init", "meta_load", "optim", "training_args", "launch"),
+                                 "zero_init", "meta_load", "optim", "liger_kernel", "training_args", "launch"),
     "Parallelism and LoRA": ("tensor_parallel", "pipeline_parallel", "sequence_parallel", "expert_parallel", "peft",
                              "lora_r", "lora_target_modules", "quantization"),
     "Cluster": ("gpus", "gpus_per_node", "gpu", "gpu_memory", "cpu_memory", "nvme", "headroom"),

@@ -90,7 +90,8 @@ TRAINING_KEYS: dict[str, str] = {"seq-len": "seq_len", "target-len": "target_len
                                  "micro-batch": "micro_batch",
                                  "precision": "precision", "activation-checkpointing": "activation_checkpointing",
                                  "flash-attention": "flash_attention", "load-dtype": "load_dtype",
-                                 "zero-init": "zero_init", "meta-load": "meta_load", "optim": "optim"}
+                                 "zero-init": "zero_init", "meta-load": "meta_load", "optim": "optim",
+                                 "liger-kernel": "liger_kernel"}
 TABLES: dict[str, dict[str, str]] = {"cluster": CLUSTER_KEYS, "training": TRAINING_KEYS}
 RULE_KEYS = ("select", "ignore", "per-file-ignores")
 # A card the project declares, [gpus.NAME]: key -> the GpuSpec field (hardware/table.py) it gives. The values are

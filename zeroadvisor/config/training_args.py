@@ -53,6 +53,8 @@ DEFAULTS: dict[str, Any] = {
     # the client optimizer (memory/step_temporaries.py); 5.24's default with torch >= 2.8. Only a given value is
     # used: the estimate's default is the older adamw_torch (model/spec.py DEFAULT_CLIENT_OPTIMIZER)
     "optim": "adamw_torch_fused",
+    # the Liger kernel (memory/liger.py): Trainer.__init__ applies it to the model where this is true (4.45+)
+    "use_liger_kernel": False,
 }
 # The type HfArgumentParser converts each field's command-line text to (bool: string_to_bool).
 TYPES: dict[str, type] = {name: (str if isinstance(value, str) else
@@ -80,15 +82,20 @@ SEQUENCE_KEYS: dict[str, str] = {
 # full blocks of block_size, so every batch is at the full length.
 PAD_TO_MAX_KEY = "pad_to_max_length"
 FULL_BLOCK_KEYS = ("block_size",)
+# axolotl's liger plugin keys for the kernels besides the fused linear cross-entropy, which the one
+# liger_kernel input also switches on (memory/liger.py)
+LIGER_LAYER_KEYS = ("liger_rms_norm", "liger_glu_activation")
 MODEL_KEYS = ("model_name_or_path", "base_model")
 DEEPSPEED_KEY = "deepspeed"
 
 # Per project: its own key -> the TrainingArguments field it sets.
 RENAMES: dict[str, dict[str, str]] = {
     "transformers": {},
-    "llama-factory": {},
+    # ModelArguments.enable_liger_kernel: model/model_utils/liger_kernel.py apply_liger_kernel patches the model
+    "llama-factory": {"enable_liger_kernel": "use_liger_kernel"},
+    # the liger plugin (axolotl.integrations.liger): its fused linear cross-entropy switch
     "axolotl": {"micro_batch_size": "per_device_train_batch_size", "num_epochs": "num_train_epochs",
-                "warmup_ratio": "warmup_steps"},
+                "warmup_ratio": "warmup_steps", "liger_fused_linear_cross_entropy": "use_liger_kernel"},
 }
 # Per project: defaults that differ from TrainingArguments' (the value the project passes when the key is absent).
 PROJECT_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -230,6 +237,11 @@ def _axolotl(data: Mapping[str, Any], values: dict[str, Any], origin: dict[str, 
             "axolotl's default bf16: auto (bf16 on a GPU that supports it)"
         notes.append("axolotl bf16 \"auto\": taken as bf16, what axolotl chooses on a bf16-capable GPU (Ampere or "
                      "newer); on older GPUs it trains fp16")
+    if values.get("use_liger_kernel") is True:
+        off = [key for key in LIGER_LAYER_KEYS if not data.get(key)]
+        if off:
+            notes.append(f"axolotl liger plugin: {', '.join(off)} not on: its norms/MLP are costed as Liger's all "
+                         "the same (a little under the run's)")
     if values.get("bf16") is True and values.get("fp16") is True:
         values["fp16"] = False  # normalize_config: ``if cfg.bf16: cfg.fp16 = False``
         origin["fp16"] = "axolotl: fp16 is dropped when bf16 is on"

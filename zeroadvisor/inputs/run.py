@@ -351,6 +351,10 @@ def _from_trainer(values: dict[str, Any], trainer: TrainerInputs, spelling: Spel
     if training.given("optim"):  # the client optimizer (memory/step_temporaries.py)
         fill_noted("optim", training.get("optim"), f"optim {training.get('optim')} from {training.label('optim')}",
                    f"the Trainer's arguments give {training.get('optim')} ({training.label('optim')})")
+    if training.given("use_liger_kernel"):  # the Liger kernel's loss, norms and MLP (memory/liger.py)
+        on, where = bool(training.get("use_liger_kernel")), training.label("use_liger_kernel")
+        fill_noted("liger_kernel", on, f"Liger kernel {'on' if on else 'off'} from {where}",
+                   f"the Trainer's arguments turn it {'on' if on else 'off'} ({where})")
     fill("launcher", trainer.launcher)  # the step time's CPU optimizer threads (hardware/machine.py)
     return notes
 

@@ -43,7 +43,10 @@ and in backward NllLossBackward's dense gradient and LogSoftmaxBackward's input 
 it: 3 tensors, fp32 where the loss upcasts the logits (transformers loss_utils ForCausalLMLoss /
 ForMaskedLMLoss: logits.float()), else in the model dtype (nn.CrossEntropyLoss on the logits:
 T5ForConditionalGeneration, BertForMaskedLM): 12·V or 3e·V bytes per token. A classifier head has no
-vocabulary-wide logits.
+vocabulary-wide logits. With the Liger kernel on (TrainingShape.liger_kernel, memory/liger.py) its fused
+linear cross-entropy replaces the logits and loss: the largest chunk's logits, grad_input, loss_1d and the
+labels (+ the head's gradient for a trainable head), a bound over Liger's versions; its RMSNorm (e·h + 4)
+and SwiGLU/GEGLU (3·e·f) replace transformers' in the families memory/liger.py LAYER_FAMILIES names.
 
 Checkpointing: selective recomputation drops the scores; full recomputation keeps each layer's input
 (e·h per token and layer) plus one layer's activations while it is recomputed in backward.
@@ -54,6 +57,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from zeroadvisor.memory import bytes as B
+from zeroadvisor.memory import liger
 from zeroadvisor.model.spec import LayerFacts, ModelSpec, TrainingShape
 
 MASK = B.DTYPE_BYTES["uint8"]  # torch native_dropout's bool mask (at::dropout on CUDA: is_fused_kernel_acceptable)
@@ -83,6 +87,8 @@ def _dropout(p: float | None) -> int:
 
 def norm_bytes(kind: str, e: int, h: int) -> int:
     """Per token, one norm (its output excluded: the next op keeps it as its input)."""
+    if kind == liger.NORM:  # Liger's RMSNorm (memory/liger.py)
+        return liger.norm_bytes(e, h)
     if kind == "rmsnorm":  # llama/modeling_llama.py LlamaRMSNorm.forward
         return FP32 * h + e * h + RMS_STATS
     if kind == "gemma":  # gemma/modeling_gemma.py GemmaRMSNorm: normalised and scaled in fp32, then cast
@@ -145,7 +151,9 @@ def mlp_bytes(d: _Dims, facts: LayerFacts, tokens: int) -> int:
     act = ACTIVATION_TENSORS.get(facts.activation, 1)
     relu = act == 0
     inner = facts.mlp_dropout > 0  # T5DenseActDense/T5DenseGatedActDense: dropout before wo
-    if d.gated:  # act(gate) * up -> down: activation tensors + its output + up + the down input
+    if d.gated and facts.activation == liger.GLU:  # Liger's SwiGLU/GEGLU (memory/liger.py)
+        wide = liger.mlp_wide(d.e, d.f)
+    elif d.gated:  # act(gate) * up -> down: activation tensors + its output + up + the down input
         wide = (3 if relu else act + 3) * d.e * d.f
     elif relu:  # ReLU's output is the down input; with inner dropout the dropped tensor is a new one
         wide = (2 if inner else 1) * d.e * d.f
@@ -193,6 +201,9 @@ def activation_bytes(spec: ModelSpec, shape: TrainingShape, micro_batch: int, pr
     if spec.layer_facts is None:
         notes.append("activations: layer details unknown (give an hf_config): LayerNorm, GeLU and dropout masks "
                      "on attention probabilities and outputs assumed (Korthikanti et al.)")
+    with_liger = shape.liger_kernel and _liger_applies(spec, notes)
+    if with_liger and spec.model_type in liger.LAYER_FAMILIES:
+        facts = liger.layer_facts(facts)
     d = _dimensions(spec, e, h, notes)
     fused = shape.flash_attention
     if not d.heads and not fused and shape.activation_checkpointing != "selective":
@@ -203,7 +214,10 @@ def activation_bytes(spec: ModelSpec, shape: TrainingShape, micro_batch: int, pr
     body, per_layer, parts = _layers(stacks, d, facts, shape, b)
     outside = _outside_layers(spec, stacks, d, facts, b, s, out_tokens)
     parts.append(("outside the layers", outside))
-    logits = _logits(spec, facts, e, out_tokens, notes)
+    if with_liger and spec.lm_head is not False and spec.vocab_size:
+        logits = _liger_loss(spec, e, b, t, h, spec.vocab_size, notes)
+    else:
+        logits = _logits(spec, facts, e, out_tokens, notes)
     parts.append(("logits and loss", logits))
 
     attn = "fused attention (SDPA/FlashAttention: no s×s scores)" if fused else "eager attention (s×s scores kept)"
@@ -317,3 +331,31 @@ def _logits(spec: ModelSpec, facts: LayerFacts, e: int, out_tokens: int, notes: 
     if spec.lm_head is None:
         notes.append("head unknown: a language-model head over the vocabulary assumed (its loss peak counted)")
     return per * out_tokens * spec.vocab_size + IDS * out_tokens  # + the int64 labels nll_loss keeps
+
+
+def _liger_applies(spec: ModelSpec, notes: list[str]) -> bool:
+    """Whether Liger patches the model (memory/liger.py MODEL_TYPES), with the note on what is counted."""
+    if not liger.applies(spec.model_type):
+        notes.append(f"Liger kernel: no Liger kernels for model type {spec.model_type} (liger_kernel.transformers "
+                     "_apply_liger_kernel_to_instance patches nothing): transformers' modules and loss counted")
+        return False
+    if spec.model_type is None:
+        notes.append("Liger kernel: model type unknown, taken as one Liger patches")
+    if spec.model_type not in liger.LAYER_FAMILIES:
+        notes.append("Liger kernel: its fused linear cross-entropy counted; the layers as transformers keeps them "
+                     "(Liger's RMSNorm/SwiGLU keep less: a bound)")
+    return True
+
+
+def _liger_loss(spec: ModelSpec, e: int, b: int, t: int, h: int, v: int, notes: list[str]) -> int:
+    """The fused linear cross-entropy's peak in place of the vocabulary-wide logits and loss (memory/liger.py)."""
+    # every parameter trains without PEFT; peft leaves the head frozen (modules_to_save is not modelled)
+    trainable = spec.trainable_parameters is None
+    peak = liger.loss_peak(e, b, t, v, h, trainable)
+    head = (f", the head's gradient {peak.grad_weight:,} B made in the forward (+ {peak.extra:,} B: Liger "
+            f"0.6.2-0.8.3's fp32 temporary or <= 0.5.5's shifted hidden-state copy, the larger)" if trainable else
+            f" (frozen head: no weight gradient; + {peak.extra:,} B: Liger <= 0.5.5's shifted hidden-state copy)")
+    notes.append(f"Liger fused linear cross-entropy: no {b * t:,} x {v:,} logits; chunks of "
+                 f"{peak.chunk:,} tokens (two coexist: {peak.logits:,} B), grad_input {peak.grad_input:,} B, loss and "
+                 f"labels {peak.loss + peak.labels:,} B{head}: a bound over Liger 0.5-0.8")
+    return peak.nbytes

@@ -224,6 +224,15 @@ FIELDS: tuple[DescriptionField, ...] = (
         "(default adamw_torch, whose foreach step builds an fp32 temporary the size of the partition).",
     ),
     DescriptionField(
+        "liger_kernel",
+        "training",
+        {"type": "boolean"},
+        "true or false",
+        "Whether the Liger kernel is applied (the Trainer's use_liger_kernel, LLaMA-Factory's enable_liger_kernel, "
+        "ms-swift's --use_liger_kernel): its fused linear cross-entropy never materialises the tokens x vocabulary "
+        "logits, and its RMSNorm/SwiGLU keep less (default false).",
+    ),
+    DescriptionField(
         "zero_init",
         "training",
         {"type": "boolean"},
@@ -395,6 +404,7 @@ def apply_overrides(
     zero_init: bool | None = None,
     meta_load: bool | None = None,
     optim: str | None = None,
+    liger_kernel: bool | None = None,
     tensor_parallel: int | None = None,
     pipeline_parallel: int | None = None,
     sequence_parallel: int | None = None,
@@ -402,7 +412,7 @@ def apply_overrides(
 ) -> TrainingShape:
     """``shape`` with the CLI's --seq-len / --activation-checkpointing /
     --flash-attention|--no-flash-attention / --target-len / --padding / --micro-batch / --precision / --stage /
-    --load-dtype / --zero-init / --meta-load applied (None leaves a value as it is)."""
+    --load-dtype / --zero-init / --meta-load / --optim / --liger-kernel applied (None leaves a value as it is)."""
     changes: dict[str, Any] = _positive_overrides((
         ("--seq-len", "sequence_length", seq_len), ("--target-len", "target_length", target_len),
         ("--micro-batch", "micro_batch_size", micro_batch), ("--tensor-parallel", "tensor_parallel", tensor_parallel),
@@ -431,6 +441,8 @@ def apply_overrides(
         changes["activation_checkpointing"] = checkpointing
     if flash is not None:
         changes["flash_attention"] = _flag_bool("--flash-attention", flash)
+    if liger_kernel is not None:
+        changes["liger_kernel"] = _flag_bool("--liger-kernel", liger_kernel)
     return dataclasses.replace(shape, **changes) if changes else shape
 
 
@@ -723,6 +735,7 @@ def _training_shape(data: Mapping[str, Any]) -> TrainingShape:
         micro_batch_size=data.get("micro_batch_size"),
         precision=data.get("precision"),
         optim=data.get("optim"),
+        liger_kernel=data.get("liger_kernel", False),
         load=LoadInputs(load_dtype=data.get("load_dtype"), zero_init=data.get("zero_init"),
                         meta_device=data.get("meta_load")),
         tensor_parallel=data.get("tensor_parallel"),

@@ -191,3 +191,6 @@ class TrainingShape:
     load: LoadInputs = field(default_factory=LoadInputs)
     # the client optimizer's implementation: the Hugging Face Trainer's ``optim`` (memory/step_temporaries.py)
     optim: str | None = None
+    # The Liger kernel (linkedin/Liger-Kernel) is applied to the model: its fused linear cross-entropy, RMSNorm and
+    # SwiGLU in place of transformers' head, loss and modules (memory/liger.py). Off unless a run says so.
+    liger_kernel: bool = False

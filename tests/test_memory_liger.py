@@ -1,0 +1,146 @@
+"""The Liger kernel (memory/liger.py), against hand calculations from Liger's code (0.5.3-0.8.5).
+
+fused_linear_cross_entropy_forward: inc_factor = cdiv(V, H), chunk_size = next_power_of_2(cdiv(BT, inc_factor));
+grad_input = zeros_like(_input) (e·BT·H), loss_1d fp32 BT, target_mask bool BT, the labels padded by one and
+shifted (int64), two chunks of logits (e·chunk·V each) while the loop rebinds logits_chunk, and for a trainable
+head grad_weight (e·V·H) with 0.6.2-0.8.3's torch.mm(...).float() temporary ((e + 4)·V·H).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+from cli_run import cli  # noqa: F401 - the fixture
+from zeroadvisor.config.training_args import from_mapping
+from zeroadvisor.memory import liger
+from zeroadvisor.memory.activations import activation_bytes
+from zeroadvisor.model.hf import spec_from_hf_config
+from zeroadvisor.model.spec import TrainingShape
+
+QWEN2 = {"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"], "hidden_size": 128,
+         "intermediate_size": 352, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+         "vocab_size": 1000, "max_position_embeddings": 4096, "tie_word_embeddings": False,
+         "torch_dtype": "bfloat16", "attention_dropout": 0.0}
+
+
+def test_chunk_size_is_liger_own_example_and_the_field_cases():
+    # the comment in fused_linear_cross_entropy_forward: BT = 4096*4, V = 32000, H = 4096 -> chunk_size = 2048
+    assert liger.chunk_size(4096 * 4, 32000, 4096) == 2048
+    # Qwen2.5-14B, 4 x 12800 tokens: cdiv(152064, 5120) = 30, cdiv(51200, 30) = 1707 -> 2048
+    assert liger.chunk_size(4 * 12800, 152064, 5120) == 2048
+    # Qwen2.5-7B, 8192 tokens: cdiv(152064, 3584) = 43, cdiv(8192, 43) = 191 -> 256
+    assert liger.chunk_size(8192, 152064, 3584) == 256
+    # fewer tokens than the power of two: the one slice is BT rows (0.8.4+: min(chunk_size, BT))
+    assert liger.chunk_size(3, 100, 100) == 3
+
+
+def test_the_frozen_head_peak_of_the_14b_lora_case():
+    peak = liger.loss_peak(2, 4, 12800, 152064, 5120, head_trainable=False)
+    bt = 4 * 12800
+    assert peak.grad_input == 2 * bt * 5120 == 524_288_000
+    assert peak.logits == 2 * 152064 * (2048 + 2048) == 1_245_708_288  # two chunks of 2048 rows
+    assert peak.loss == 4 * bt + bt
+    assert peak.labels == 8 * 4 * 12801 + 8 * bt  # pad(labels, (0, 1)), then [..., 1:].contiguous()
+    assert peak.grad_weight == 0
+    assert peak.extra == 2 * 4 * 12799 * 5120  # <= 0.5.5: hidden_states[..., :-1, :].contiguous()
+    assert peak.nbytes == 524_288_000 + 1_245_708_288 + 256_000 + 819_232 + 0 + 524_247_040
+    # against the 12·BT·V + 8·BT fp32 loss peak of transformers' ForCausalLMLoss: 93.4e9 bytes
+    assert 12 * bt * 152064 + 8 * bt > 40 * peak.nbytes
+
+
+def test_a_trainable_head_adds_its_gradient_and_the_fp32_temporary():
+    peak = liger.loss_peak(2, 2, 64, 1000, 128, head_trainable=True)
+    # BT 128: cdiv(1000, 128) = 8, cdiv(128, 8) = 16 -> 8 chunks of 16; two coexist (2·1000·32) > one chunk and
+    # its grad_input product (2·16·(1000 + 128))
+    assert peak.chunk == 16 and peak.logits == 2 * 1000 * 32
+    assert peak.grad_weight == 2 * 1000 * 128
+    assert peak.extra == (2 + 4) * 1000 * 128  # > the shifted copy 2·2·63·128
+    assert peak.nbytes == 2 * 128 * 128 + 5 * 128 + (8 * 2 * 65 + 8 * 128) + 64_000 + 256_000 + 768_000
+
+
+def test_one_chunk_with_its_grad_input_product():
+    # BT 8, V 100, H 64: cdiv(100, 64) = 2, cdiv(8, 2) = 4 -> two chunks of 4; 2·100·8 = 1600 > 2·4·164 = 1312
+    assert liger.loss_peak(2, 1, 8, 100, 64, False).logits == 1600
+    # V 64 <= H 100: inc_factor 1, one chunk of all 2 rows; its logits and the grad_logits_chunk @ weight product
+    assert liger.loss_peak(2, 1, 2, 64, 100, False).logits == 2 * 2 * (64 + 100)
+
+
+def _act(spec, liger_on, ckpt="none", seq=64, mbs=2):
+    shape = TrainingShape(sequence_length=seq, activation_checkpointing=ckpt, flash_attention=True,
+                          liger_kernel=liger_on)
+    return activation_bytes(spec, shape, mbs, "bf16")
+
+
+def test_liger_replaces_the_loss_and_the_norms_and_mlp_term_by_term():
+    spec = spec_from_hf_config(QWEN2)
+    off, on = _act(spec, False), _act(spec, True)
+    bt, h, f, v, e = 128, 128, 352, 1000, 2
+    # the logits and loss: transformers' 12·BT·V + 8·BT for Liger's peak (full fine-tune: a trainable head)
+    assert off.logits == 12 * bt * v + 8 * bt
+    assert on.logits == liger.loss_peak(e, 2, 64, v, h, True).nbytes == 1_123_472
+    # per layer, two norms keep 4h less each (no fp32 copy: LigerRMSNorm saves X and RSTD) and the MLP e·f less
+    # (LigerSiLUMulFunction saves a, b: no separate activation output)
+    assert off.per_layer - on.per_layer == bt * (2 * 4 * h + e * f)
+    # the final norm outside the layers: 4h per token less
+    assert off.nbytes - on.nbytes == 2 * bt * (8 * h + e * f) + bt * 4 * h + off.logits - on.logits
+    assert any("Liger fused linear cross-entropy" in n for n in on.notes)
+
+
+def test_peft_leaves_the_head_frozen():
+    # model/peft.py sets trainable_parameters (the adapters) for LoRA/QLoRA: the base, the head too, is frozen
+    spec = dataclasses.replace(spec_from_hf_config(QWEN2), trainable_parameters=1_000)
+    assert _act(spec, True).logits == liger.loss_peak(2, 2, 64, 1000, 128, False).nbytes
+
+
+def test_a_model_type_liger_does_not_patch_is_costed_as_transformers_keeps_it():
+    gpt2 = spec_from_hf_config({"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "n_embd": 128,
+                                "n_layer": 2, "n_head": 4, "vocab_size": 1000, "n_positions": 1024})
+    off, on = _act(gpt2, False), _act(gpt2, True)
+    assert on.nbytes == off.nbytes
+    assert any("no Liger kernels for model type gpt2" in n for n in on.notes)
+
+
+def test_a_family_outside_the_layer_families_gets_the_loss_only():
+    phi3 = spec_from_hf_config({**QWEN2, "model_type": "phi3", "architectures": ["Phi3ForCausalLM"]})
+    off, on = _act(phi3, False), _act(phi3, True)
+    assert on.per_layer == off.per_layer and on.logits < off.logits
+    assert any("the layers as transformers keeps them" in n for n in on.notes)
+
+
+def test_the_trainer_arguments_of_each_project_turn_it_on():
+    assert from_mapping({"use_liger_kernel": "true"}, "args.json").get("use_liger_kernel") is True
+    assert from_mapping({"per_device_train_batch_size": 1}, "args.json").get("use_liger_kernel") is False
+    factory = from_mapping({"cutoff_len": 1024, "enable_liger_kernel": True}, "train.yaml")
+    assert factory.project == "llama-factory" and factory.get("use_liger_kernel") is True
+    assert factory.label("use_liger_kernel") == "enable_liger_kernel in train.yaml"
+    axolotl = from_mapping({"base_model": "x", "liger_fused_linear_cross_entropy": True, "liger_rms_norm": True},
+                           "axolotl.yaml")
+    assert axolotl.get("use_liger_kernel") is True
+    assert any("liger_glu_activation not on" in n for n in axolotl.notes)
+
+
+def _peak(data):
+    (configured,) = [s for s in data["estimate"]["stages"] if s["configured"]]
+    return configured["peak_gpu"]
+
+
+def test_the_flag_and_the_trainer_arguments_reach_the_estimate(tmp_path, cli):
+    (tmp_path / "config.json").write_text(json.dumps(QWEN2))
+    ds = tmp_path / "ds.json"
+    ds.write_text(json.dumps({"train_micro_batch_size_per_gpu": 2, "bf16": {"enabled": True},
+                              "zero_optimization": {"stage": 2}}))
+    base = ["check", str(ds), "--model", str(tmp_path / "config.json"), "--gpus", "1", "--gpu-memory", "80GiB",
+            "--seq-len", "4096", "--format", "json", "--fail-on", "never"]
+    off = json.loads(cli(*base).stdout)
+    on = json.loads(cli(*base, "--liger-kernel").stdout)
+    assert _peak(off) - _peak(on) > 12 * 2 * 4096 * 1000 // 2  # most of the fp32 logits peak goes
+    args = tmp_path / "train.json"
+    args.write_text(json.dumps({"use_liger_kernel": True}))
+    given = cli(*base, "--training-args", str(args))
+    assert _peak(json.loads(given.stdout)) == _peak(on)
+    assert "Liger kernel on from use_liger_kernel in" in given.stderr  # the notes on what was read
+    # the flag is given over the Trainer's arguments, and says so
+    over = cli(*base, "--training-args", str(args), "--no-liger-kernel")
+    assert _peak(json.loads(over.stdout)) == _peak(off)
+    assert "the Trainer's arguments turn it on" in over.stderr

@@ -1,0 +1,135 @@
+"""Liger Kernel (linkedin/Liger-Kernel): what its kernels keep where a run enables it.
+
+A run enables it with the Trainer's ``use_liger_kernel`` (transformers >= 4.45: Trainer.__init__ calls
+liger_kernel.transformers ``_apply_liger_kernel_to_instance``), LLaMA-Factory's ``enable_liger_kernel``,
+ms-swift's ``--use_liger_kernel`` or axolotl's liger plugin. ``apply_liger_kernel_to_<model>``
+(transformers/monkey_patch.py) enables by default rope, rms_norm, swiglu (geglu for Gemma) and
+fused_linear_cross_entropy, for the model types of ``MODEL_TYPE_TO_APPLY_LIGER_FN``; for any other type
+``_apply_liger_kernel_to_instance`` logs that there are no kernels and patches nothing.
+
+Per kernel, against what transformers keeps (memory/activations.py), e bytes per activation element:
+
+* fused linear cross-entropy (ops/fused_linear_cross_entropy.py fused_linear_cross_entropy_forward): the
+  LM head and the loss in one autograd Function that computes the gradients in its forward, over chunks
+  of ``chunk_size = next_power_of_2(cdiv(BT, cdiv(V, H)))`` tokens (BT tokens, V vocabulary, H hidden), so
+  no tokens x V logits exist. At its peak, with every activation of the body alive: ``grad_input``
+  (zeros_like(_input): e·BT·H, saved for backward), ``loss_1d`` (fp32 BT), ``target_mask`` (bool BT),
+  the int64 labels (model/loss_utils.py LigerForCausalLMLoss: labels padded by one, then the shifted
+  contiguous copy), and the chunk logits (chunk x V in the input dtype; the cross-entropy kernel writes
+  their gradient in place; ``grad_logits_chunk @ weight`` adds chunk x H before its copy into grad_input).
+  Up to 0.8.3 the loop binds the next chunk's ``_input_chunk @ weight.t()`` while ``grad_logits_chunk``
+  still holds the previous one, so two chunks coexist (0.8.4+ reuse one ``logits_storage`` buffer). A
+  trainable head adds ``grad_weight`` (zeros_like(weight): e·V·H), which backward returns as the weight's
+  gradient: it is the head's gradient, made in the forward (ZeRO-3's "gathered_grad" term stands for the
+  same tensor where the head is the largest module: counted twice there). 0.5.x to 0.6.1 accumulate it in
+  place (torch.addmm out=grad_weight); 0.6.2 to 0.8.3 (and 0.8.4+ below compute capability 8) write
+  ``grad_weight += torch.mm(grad_logits_chunk.t(), _input_chunk).float()``, a V x H product in e bytes
+  and its fp32 copy per chunk: (e + 4)·V·H more. Up to 0.5.5 the model's forward passes
+  ``hidden_states[..., :-1, :].contiguous()`` (model/qwen2.py lce_forward): a copy of the head input,
+  e·B(T-1)·H. The peak counted takes each term at its largest over these versions (two
+  chunks, the larger of the two copies): a bound on every version, by a chunk and one of the copies at most.
+* RMSNorm (ops/rms_norm.py LigerRMSNormFunction.forward: ctx.save_for_backward(X, W, RSTD)): its input
+  and the fp32 rstd per token, e·h + 4, where LlamaRMSNorm keeps the fp32 copy, the normalised tensor and
+  rstd (4h + e·h + 4) and GemmaRMSNorm 8h + 4.
+* SwiGLU / GEGLU (ops/swiglu.py LigerSiLUMulFunction, ops/geglu.py LigerGELUMulFunction:
+  ctx.save_for_backward(a, b)): the gate and up projections' outputs; the product is the down
+  projection's input: 3·e·f, where transformers' MLP also keeps the activation's input or output (4·e·f).
+* RoPE (ops/rope.py LigerRopeFunction: rotates the contiguous q and k in place and saves the shared
+  cos/sin): the rotated q and k are the tensors attention keeps, as with transformers: nothing changes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from zeroadvisor.memory import bytes as B
+from zeroadvisor.model.spec import LayerFacts
+
+FP32 = B.DTYPE_BYTES["fp32"]
+IDS = 8  # int64 labels
+MASK = 1  # bool target_mask
+
+# transformers/monkey_patch.py MODEL_TYPE_TO_APPLY_LIGER_FN (Liger 0.8.5): the model types Liger patches.
+MODEL_TYPES = frozenset({
+    "deepseek_v2", "deepseek_v3", "deepseek_v4", "gemma", "gemma2", "gemma3_text", "gemma3", "gemma4_text",
+    "gemma4", "glm4", "glm4v", "glm4v_moe", "gpt_oss", "internvl", "llama", "llama4_text", "llama4", "llava",
+    "granite", "mllama", "mllama_text_model", "ministral", "mistral", "mixtral", "muse_glimmer", "nemotron",
+    "olmo2", "pixtral", "olmo3", "qwen2", "qwen3", "qwen3_moe", "qwen2_vl", "qwen2_vl_text", "qwen2_5_vl",
+    "qwen2_5_vl_text", "qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text", "qwen3_vl",
+    "qwen3_vl_text", "qwen3_vl_moe", "qwen3_vl_moe_text", "smollm3", "phi3", "paligemma", "falcon_h1", "smolvlm",
+    "hunyuan_v1_dense", "hunyuan_v1_moe", "exaone4"})
+# The dense families whose norms and MLP are costed as Liger's modules (apply_liger_kernel_to_llama, _mistral,
+# _qwen2, _qwen3: LigerRMSNorm + LigerSwiGLUMLP; _gemma, _gemma2: LigerRMSNorm(offset 1, casting "gemma") +
+# LigerGEGLUMLP): each keeps separate gate/up/down projections, as the MLP term assumes. Elsewhere only the
+# fused linear cross-entropy is counted and the layers stay transformers' (a bound: Liger's keep less).
+LAYER_FAMILIES = frozenset({"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2"})
+NORM = "liger_rmsnorm"  # LayerFacts.norm of Liger's RMSNorm
+GLU = "liger_glu"  # LayerFacts.activation of Liger's SwiGLU/GEGLU
+
+
+def norm_bytes(e: int, h: int) -> int:
+    """Per token, one LigerRMSNorm: the input X (e·h) and RSTD (fp32; _CASTING_MODE_LLAMA and _GEMMA)."""
+    return e * h + FP32
+
+
+def mlp_wide(e: int, f: int) -> int:
+    """Per token, the f-wide tensors of LigerSwiGLUMLP/LigerGEGLUMLP: a, b (saved), the product (down_proj's input)."""
+    return 3 * e * f
+
+
+def layer_facts(facts: LayerFacts) -> LayerFacts:
+    """``facts`` with Liger's RMSNorm and gated MLP in place of transformers' modules."""
+    return replace(facts, norm=NORM, activation=GLU)
+
+
+def _next_power_of_2(n: int) -> int:
+    return 1 << (n - 1).bit_length() if n > 1 else 1
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def chunk_size(tokens: int, vocab: int, hidden: int) -> int:
+    """fused_linear_cross_entropy_forward: inc_factor = cdiv(V, H); chunk_size = next_power_of_2(cdiv(BT,
+    inc_factor)) (0.8.4+: min(chunk_size, BT); a slice of BT rows is never longer anyway)."""
+    return min(_next_power_of_2(_cdiv(tokens, _cdiv(vocab, hidden))), tokens)
+
+
+@dataclass(frozen=True, slots=True)
+class LossPeak:
+    """The fused linear cross-entropy's peak, by term (bytes)."""
+
+    grad_input: int
+    loss: int  # loss_1d + target_mask
+    labels: int
+    logits: int  # the chunk logits that coexist
+    grad_weight: int  # the trainable head's gradient (0 for a frozen head)
+    extra: int  # the larger of the version-dependent copies (shifted hidden states, the fp32 grad_weight temporary)
+    chunk: int  # chunk_size, for the note
+
+    @property
+    def nbytes(self) -> int:
+        return self.grad_input + self.loss + self.labels + self.logits + self.grad_weight + self.extra
+
+
+def loss_peak(e: int, samples: int, length: int, vocab: int, hidden: int, head_trainable: bool) -> LossPeak:
+    """The peak of LigerFusedLinearCrossEntropyFunction.forward over ``samples`` x ``length`` tokens."""
+    bt = samples * length
+    chunk = chunk_size(bt, vocab, hidden)
+    # <= 0.8.3: the next chunk's logits are made while grad_logits_chunk still holds the previous chunk's; one chunk
+    # alone coexists with its grad_input product (grad_logits_chunk @ weight: chunk x H) before it is copied in
+    logits = e * max(vocab * (chunk + min(chunk, bt - chunk)), chunk * (vocab + hidden))
+    grad_input = e * bt * hidden  # torch.zeros_like(_input), saved for backward
+    loss = FP32 * bt + MASK * bt  # loss_1d = torch.zeros(BT, dtype=torch.float32); target_mask = target != ignore
+    # LigerForCausalLMLoss: pad(labels, (0, 1)), then its [..., 1:].contiguous()
+    labels = IDS * samples * (length + 1) + IDS * bt
+    grad_weight = e * vocab * hidden if head_trainable else 0  # torch.zeros_like(weight) if weight.requires_grad
+    shifted = e * samples * max(length - 1, 0) * hidden  # <= 0.5.5: hidden_states[..., :-1, :].contiguous()
+    temporary = (e + FP32) * vocab * hidden if head_trainable else 0  # 0.6.2-0.8.3: torch.mm(...).float()
+    return LossPeak(grad_input, loss, labels, logits, grad_weight, max(shifted, temporary), chunk)
+
+
+def applies(model_type: str | None) -> bool:
+    """Whether _apply_liger_kernel_to_instance patches a model of this type (unknown: taken as patched)."""
+    return model_type is None or model_type in MODEL_TYPES
