@@ -23,6 +23,9 @@ pytestmark = [pytest.mark.oracle, pytest.mark.slow]  # real ZeRO-3 steps on CPU:
 # The bound min(P, max_live + L_p) over the measured peak: 1.08 and 1.06 in the full run (benchmarks/working_set.md);
 # the slack is one largest module (L_p, the 1,048,576-element embedding) that the peak only partly reaches.
 LOOSENESS = 1.25
+# copies + flat buffer over the resident peak: at most 2.19 in the full run (a prefetch's flat buffer is bounded by
+# the bucket + one whole parameter, which a small model's peak reaches only in part)
+RESIDENT_LOOSENESS = 2.5
 
 
 @pytest.fixture(scope="module")
@@ -54,8 +57,8 @@ def test_the_replay_of_the_recorded_trace_is_exact(report):
                                                                   row["resident_bytes"] // 4)
 
 
-@pytest.mark.xfail(strict=True, reason="gathered_terms omits the flat all-gather buffer that a coalesced prefetch "
-                   "keeps beside the copies (partition_parameters.py AllGatherCoalescedHandle): up to 1.65x the bound")
 def test_resident_gathered_memory_stays_under_the_bound(report):
     for row in report["cases"]:
-        assert row["resident_bytes"] <= 4 * row["bound"], (row["name"], row["resident_bytes"] // 4, row["bound"])
+        # the copies and the flat buffer a coalesced prefetch holds beside them (gathered + gathered_flat terms)
+        assert row["resident_bytes"] <= 4 * row["bound_resident"] <= 4 * RESIDENT_LOOSENESS * row["resident_bytes"], (
+            row["name"], row["resident_bytes"] // 4, row["bound_resident"])

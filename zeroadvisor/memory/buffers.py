@@ -6,6 +6,7 @@ from fractions import Fraction
 
 from zeroadvisor.memory import bytes as B
 from zeroadvisor.memory.options import Option
+from zeroadvisor.memory.persistence import persistent
 from zeroadvisor.memory.settings import Settings
 from zeroadvisor.memory.states import master_bytes, partition_stage3, uses_bf16_optimizer
 from zeroadvisor.memory.terms import Term, ceil_div, exact
@@ -52,22 +53,26 @@ def gathered_terms(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, no
         return []
     w = B.nbytes(s.precision)
     Lp = min(largest_layer(spec, notes), P)
-    # partitioned_param_coordinator.py PartitionedParameterCoordinator.fetch_sub_module: the current module is
-    # gathered whole; then, while __n_available_params < max_live_parameters, whole parameters are prefetched
-    # from the trace until min(max_live - n_available, prefetch_bucket_size) elements (the last one overshoots).
-    # Every module entered prefetches, also those owning no parameters (a decoder layer, its attention and MLP
-    # containers, the activation) or only persistent ones (norms), while only the others consume: the lead
-    # grows each layer until n_available reaches max_live (memory/working_set.py replays it). Bound: max_live
-    # + the largest module; without prefetch (bucket 0) the current module alone.
+    # partitioned_param_coordinator.py PartitionedParameterCoordinator: fetch_sub_module gathers the current module
+    # whole; then, while __n_available_params < max_live_parameters, whole parameters are prefetched from the trace
+    # until min(max_live - n_available, prefetch_bucket_size) elements (the last one overshoots). Every module
+    # entered prefetches, also those owning no parameters or only persistent ones, while only the others
+    # consume, so the lead grows to max_live. __params_to_release keeps every parameter used again within
+    # max_reuse_distance elements of the trace (at the forward/backward turn and in a checkpointed layer's
+    # recompute). Persistent parameters are never released (counted with the parameters). Measured on CPU with
+    # real DeepSpeed (benchmarks/working_set.md): never above min(P_np, max(max_live, reuse) + L_p), at most 1.10x.
+    pers = persistent(spec, s.param_persistence_threshold, s.model_persistence_threshold, N, [])
+    P_np = max(P - pers.elements, 0)
+    kept = max(s.max_live_parameters, s.max_reuse_distance) if s.prefetch_bucket_size > 0 else s.max_reuse_distance
+    live = max(min(Lp, P_np), min(P_np, kept + Lp))
     if s.prefetch_bucket_size > 0:
-        live = max(Lp, min(s.max_live_parameters + Lp, P))
-        how = (f"{s.precision} gathered parameters: up to stage3_max_live_parameters {s.max_live_parameters:,} "
-               f"kept gathered by the prefetch + one more module (largest {Lp:,}) that overshoots it")
-        formula = f"{w} B × min(P, max_live + L_p)"
+        how = (f"{s.precision} gathered parameters: up to max(stage3_max_live_parameters, stage3_max_reuse_distance) "
+               f"{kept:,} kept gathered + one more module (largest {Lp:,}), at most the non-persistent {P_np:,}")
+        formula = f"{w} B × min(P_np, max(max_live, max_reuse) + L_p)"
     else:
-        live = Lp
-        how = f"{s.precision} gathered parameters: the current module (largest {Lp:,}); prefetch off (bucket 0)"
-        formula = f"{w} B × L_p"
+        how = (f"{s.precision} gathered parameters: the current module (largest {Lp:,}) and those reused within "
+               f"stage3_max_reuse_distance {kept:,}; prefetch off (bucket 0)")
+        formula = f"{w} B × min(P_np, max_reuse + L_p)"
     terms = [
         Term("gathered_parameters", "gpu", w * live, "gathered", how, formula,
              "zero/partitioned_param_coordinator.py fetch_sub_module (prefetch loop, __n_available_params)",
@@ -76,6 +81,16 @@ def gathered_terms(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, no
              f"{s.precision} full gradient of the largest layer before it is reduced",
              f"{w} B × L_p", "zero/stage3.py reduce_partition_and_remove_grads (param.grad before the IPG copy)"),
     ]
+    if s.prefetch_bucket_size > 0:
+        # a prefetch of several parameters is one coalesced all-gather into a flat buffer, which its handle holds
+        # beside the parameters' copies until the last of them is used (partition_parameters.py
+        # _all_gather_coalesced / AllGatherCoalescedHandle); measured: benchmarks/working_set.md
+        flat = min(P_np, min(s.prefetch_bucket_size, s.max_live_parameters) + Lp)
+        terms.append(Term("gathered_parameters", "gpu", w * flat, "gathered_flat",
+                          f"{s.precision} flat all-gather buffer of one prefetch (bucket + the parameter that "
+                          "overshoots it)", f"{w} B × min(P_np, min(bucket, max_live) + L_p)",
+                          "zero/partition_parameters.py _all_gather_coalesced (flat buffer held by the handle)",
+                          kind="bound"))
     frozen_int8 = s.quantized_nontrainable_weights and spec.trainable_parameters is not None
     if s.quantized_weights or frozen_int8:
         # ZeRO++ qwZ: the partitions are quantized to int8 and all-gathered into a flat int8 buffer of the

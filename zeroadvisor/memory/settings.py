@@ -59,6 +59,7 @@ class Settings:
     param_persistence_threshold: int
     model_persistence_threshold: int  # cap on the persistent parameters' total numel (default sys.maxsize)
     max_live_parameters: int
+    max_reuse_distance: int  # stage3_max_reuse_distance: a released parameter used again within it stays
     offload_optimizer: str  # "none" | "cpu" | "nvme"
     offload_optimizer_pin_memory: bool
     offload_optimizer_buffer_count: int
@@ -190,6 +191,7 @@ def read_settings(config: Config, model: ModelSpec, gpus: int,
         param_persistence_threshold=persistence,
         model_persistence_threshold=zint("stage3_model_persistence_threshold", "model_persistence_threshold"),
         max_live_parameters=zint("stage3_max_live_parameters", "max_live_parameters"),
+        max_reuse_distance=zint("stage3_max_reuse_distance", "max_reuse_distance"),
         offload_optimizer=oo_device,
         offload_optimizer_pin_memory=_offload_bool(oo, "offload_optimizer", "pin_memory"),
         offload_optimizer_buffer_count=_offload_int(oo, "offload_optimizer", "buffer_count"),
