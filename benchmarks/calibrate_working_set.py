@@ -299,7 +299,8 @@ def render_md(report: dict) -> str:
     legend = ("Elements per rank (fp32: bytes = 4 ×). *measured*: peak non-persistent gathered elements (rank 0, "
               "steps 1-2); *counter*: peak `__n_available_params`; *resident*: peak bytes / 4 of the gathered "
               "copies plus the flat all-gather buffers the in-flight handles hold; *bound*: the estimate's "
-              "`gathered` term (copies); *bound + flat*: with its `gathered_flat` term (compare with *resident*); *replay (params)*: working_set.stage3_peak on model.parameters(); *replay "
+              "`gathered` term (copies); *bound + flat*: with its `gathered_flat` term (compare with *resident*); "
+              "*replay (params)*: working_set.stage3_peak on model.parameters(); *replay "
               "(trace)*: working_set.peak on the recorded module trace (copies + flat buffers, compare with "
               "*resident*); *ratio*: bound / measured.")
     header = ("| reuse | ckpt | persist | bucket | max_live | measured | counter | resident | bound | bound + flat "

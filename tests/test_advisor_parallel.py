@@ -151,8 +151,11 @@ def test_offload_advice_on_autotp_uses_the_data_parallel_degree():
 WIDE_MLP = {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 4096 * 64, "num_hidden_layers": 1,
             "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 32000}
 WIDE_GPUS = 64
+# No prefetch and no reuse window: ZeRO-3 then keeps only the module it computes gathered (memory/buffers.py
+# gathered_terms: L_p), so what decides these tests is the projection itself, not the working set's bound.
 WIDE_ZERO3 = {"train_batch_size": 128, "train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 2,
-              "bf16": {"enabled": True}, "zero_optimization": {"stage": 3}}
+              "bf16": {"enabled": True}, "zero_optimization": {"stage": 3, "stage3_prefetch_bucket_size": 0,
+                                                               "stage3_max_reuse_distance": 0}}
 
 
 def _tp_degree(message: str) -> int:

@@ -54,7 +54,9 @@ def test_zero2_estimator_one_gpu():
     assert abs(150_000_000_000 / 2**30 - 139.70) < 0.005
 
 
-NO_PREFETCH = {"stage3_prefetch_bucket_size": 0, "stage3_param_persistence_threshold": 0}
+# no prefetch and no reuse window: only the module being computed stays gathered (DeepSpeed's estimator's view)
+NO_PREFETCH = {"stage3_prefetch_bucket_size": 0, "stage3_param_persistence_threshold": 0,
+               "stage3_max_reuse_distance": 0}
 
 
 def test_zero3_estimator_offload_params_and_optimizer():
@@ -184,12 +186,14 @@ def test_stage3_buffers_and_gathered():
     # plus reduce_scatter_coalesced's flat copy of a full bucket (coalesced_collectives.py): 2 × 5e8 × 2
     st = run(cfg(3)).stage(3)
     assert st.per_gpu["buffers"] == 2 * 500_000_000 * 2
-    # gathered: the prefetch keeps up to max_live_parameters (default 1e9) gathered and one more module overshoots
-    # it: 2 B × (1e9 + L_p), + 2 B × L_p gradient; persistence not estimated (no layers given)
-    assert st.per_gpu["gathered_parameters"] == 2 * (1_000_000_000 + LP) + 2 * LP
+    # gathered: the prefetch keeps up to max(max_live_parameters, max_reuse_distance) (defaults 1e9) gathered and
+    # one more module overshoots it: 2 B × (1e9 + L_p); + 2 B × L_p gradient; + one prefetch's flat all-gather
+    # buffer, 2 B × (min(bucket 5e7, max_live) + L_p); persistence not estimated (no layers given)
+    flat = 2 * (50_000_000 + LP)
+    assert st.per_gpu["gathered_parameters"] == 2 * (1_000_000_000 + LP) + 2 * LP + flat
     # max_live_parameters caps the prefetch, never the module being computed (nor the one that overshoots)
-    st = run(cfg(3, stage3_max_live_parameters=1000)).stage(3)
-    assert st.per_gpu["gathered_parameters"] == 2 * (LP + 1000) + 2 * LP
+    st = run(cfg(3, stage3_max_live_parameters=1000, stage3_max_reuse_distance=0)).stage(3)
+    assert st.per_gpu["gathered_parameters"] == 2 * (LP + 1000) + 2 * LP + 2 * (1000 + LP)
 
 
 def test_stage3_offload_host_and_nvme():

@@ -26,8 +26,9 @@ def terms(st, key, phase="train", device="gpu"):
 
 
 def stage3(zero=None, spec=LLAMA, gpus=16, shape=None, **extra):
+    # no prefetch and no reuse window: ZeRO-3 keeps only the module it computes gathered (the largest: L_p)
     config = {**BF16, **extra, "zero_optimization": {"stage": 3, "stage3_prefetch_bucket_size": 0,
-                                                     **(zero or {})}}
+                                                     "stage3_max_reuse_distance": 0, **(zero or {})}}
     return estimate(config, spec, shape or TrainingShape(), Cluster(gpus=gpus)).configured
 
 
