@@ -298,3 +298,12 @@ def test_the_mismatch_grid_has_both_outcomes():
                                                        LintOptions(gpus=1, training=ARGS[a])))
              for c, a in MISMATCH_GRID]
     assert sum(fired) >= 5 and fired.count(False) >= 5
+
+
+def test_the_optim_names_are_transformers_own():
+    # model/spec.py CLIENT_OPTIMIZER_NAMES: every OptimizerNames value of transformers 5.24, plus 4.x's adamw_hf
+    from transformers.training_args import OptimizerNames
+
+    from zeroadvisor.model.spec import CLIENT_OPTIMIZER_NAMES
+
+    assert set(CLIENT_OPTIMIZER_NAMES) == {o.value for o in OptimizerNames} | {"adamw_hf"}

@@ -663,19 +663,19 @@ def _zero_init_decides(a: Advice, name: str) -> bool:
 
 
 def _verdict_moves(st: StageEstimate, nbytes: int, cluster: Cluster) -> bool:
-    """Whether the GPU verdict of ``st`` differs with and without ``nbytes`` of its train phase (fits / tight /
-    does not fit, memory/verdict.py)."""
+    """Whether the GPU verdict of ``st`` differs with and without ``nbytes`` of its train phase (memory/verdict.py
+    judge_one, the one verdict of a peak against a capacity)."""
+    from zeroadvisor.memory.verdict import judge_one
+
     capacity = cluster.gpu_memory
     train = st.phases.get("train")
     if not nbytes or capacity is None or train is None:
         return False
     others = max((p.gpu for name, p in st.phases.items() if name != "train"), default=0)
+    def verdict(train_gpu: int) -> Verdict:
+        return judge_one(max(train_gpu, others), capacity, cluster.headroom)
 
-    def level(train_gpu: int) -> int:
-        peak = max(train_gpu, others)
-        return 0 if peak <= capacity * (1 - cluster.headroom) else 1 if peak <= capacity else 2
-
-    return level(train.gpu) != level(train.gpu - nbytes)
+    return verdict(train.gpu) != verdict(train.gpu - nbytes)
 
 
 def _assumed_inputs(ctx: Context) -> Iterator[Hit]:
