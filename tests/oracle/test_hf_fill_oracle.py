@@ -301,9 +301,10 @@ def test_the_mismatch_grid_has_both_outcomes():
 
 
 def test_the_optim_names_are_transformers_own():
-    # model/spec.py CLIENT_OPTIMIZER_NAMES: every OptimizerNames value of transformers 5.24, plus 4.x's adamw_hf
+    # model/spec.py CLIENT_OPTIMIZER_NAMES: every OptimizerNames value of transformers 5.24, plus 4.x's adamw_hf and
+    # adamw_apex_fused (removed in 5)
     from transformers.training_args import OptimizerNames
 
     from zeroadvisor.model.spec import CLIENT_OPTIMIZER_NAMES
 
-    assert set(CLIENT_OPTIMIZER_NAMES) == {o.value for o in OptimizerNames} | {"adamw_hf"}
+    assert set(CLIENT_OPTIMIZER_NAMES) == {o.value for o in OptimizerNames} | {"adamw_hf", "adamw_apex_fused"}
