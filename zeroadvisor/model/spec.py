@@ -151,8 +151,9 @@ class LoadInputs:
     script_moves_to_gpu: bool = False  # the script calls model.cuda() itself before deepspeed.initialize
 
 
-# The Hugging Face Trainer's ``optim`` names (transformers 5.24 training_args.py OptimizerNames, plus 4.x's adamw_apex_fused and
-# adamw_hf): the client optimizer where the DeepSpeed config has no optimizer block (memory/step_temporaries.py).
+# The Hugging Face Trainer's ``optim`` names (transformers 5.24 training_args.py OptimizerNames, plus 4.x's
+# adamw_apex_fused and adamw_hf): the client optimizer where the DeepSpeed config has no optimizer block
+# (memory/step_temporaries.py).
 CLIENT_OPTIMIZER_NAMES = (
     "adamw_torch", "adamw_torch_fused", "adamw_apex_fused", "adamw_hf", "adamw_torch_xla", "adamw_torch_npu_fused",
     "adafactor", "adamw_anyprecision", "adamw_torch_4bit", "adamw_torch_8bit", "ademamix", "sgd", "adagrad",
