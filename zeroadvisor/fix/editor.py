@@ -19,6 +19,7 @@ import contextlib
 import json
 import math
 import os
+import re
 import stat
 import tempfile
 from dataclasses import dataclass
@@ -57,6 +58,10 @@ REFUSALS = {
 }
 # Strings a template engine substitutes: `${VAR}` (envsubst, shell heredocs) inside quotes.
 _QUOTED_PLACEHOLDER = "${"
+# A renamed key keeps the file's quoting: quoteless (hjson) when the new name is a plain word, single quotes
+# when nothing in the name needs an escape there; otherwise a JSON string.
+_BARE_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_UNSAFE_IN_SINGLE_QUOTES = re.compile(r"['\\\x00-\x1f]")
 
 
 def _refuse(reason: str, detail: str = "") -> EditError:
@@ -147,6 +152,50 @@ def _check_finite(value: Any) -> None:
     elif isinstance(value, list):
         for item in value:
             _check_finite(item)
+
+
+def _renames(data: dict[str, Any], patch: dict[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
+    """Pairs of the patch that rename a member: ``old: null`` and ``new: value`` where ``new`` is not in the
+    config and ``value`` is the old value, or an object made from it (every old key kept; a fix or advice of the
+    same run may change some). Old key -> (new key, the patch that turns the old value into the new one).
+
+    Written as a deletion and an insertion, a renamed section would lose the comments above and inside it
+    and move to the end of its object (issue 20, defect 6).
+    """
+    out: dict[str, tuple[str, dict[str, Any]]] = {}
+    gone = [k for k, v in patch.items() if v is None and k in data]
+    for new_key, value in patch.items():
+        if value is None or new_key in data:
+            continue
+        new_value = apply_patch(None, value)
+        for old_key in gone:
+            if old_key not in out and _made_from(data[old_key], new_value):
+                out[old_key] = (new_key, _patch_between(data[old_key], new_value))
+                break
+    return out
+
+
+def _made_from(old: Any, new: Any) -> bool:
+    if isinstance(old, dict) and isinstance(new, dict):
+        return old.keys() <= new.keys()
+    return _same(old, new)
+
+
+def _patch_between(old: Any, new: Any) -> dict[str, Any]:
+    """The merge patch that turns the object ``old`` into ``new`` ({} when they are the same)."""
+    if not (isinstance(old, dict) and isinstance(new, dict)):
+        return {}
+    patch: dict[str, Any] = {key: None for key in old if key not in new}
+    for key, value in new.items():
+        if key not in old:
+            patch[key] = value
+        elif isinstance(value, dict) and isinstance(old[key], dict):
+            inner = _patch_between(old[key], value)
+            if inner:
+                patch[key] = inner
+        elif not _same(old[key], value):
+            patch[key] = value
+    return patch
 
 
 # -- the text's own style ----------------------------------------------------------------------
@@ -331,7 +380,12 @@ class _Editor:
         deleted: set[int] = set()
         replaced: dict[int, Any] = {}
         inserts: dict[str, Any] = {}
+        renames = _renames(data, patch)
+        deleted.update(self._renamed(pointer, data, renames, edits))
+        handled = set(renames) | {new_key for new_key, _ in renames.values()}
         for key, value in patch.items():
+            if key in handled:
+                continue
             if key not in data:
                 if value is not None:
                     inserts[key] = apply_patch(None, value)
@@ -346,6 +400,34 @@ class _Editor:
                     replaced[last_index[key]] = new_value
         if deleted or replaced or inserts:
             edits.extend(self._members(pointer, members, deleted, replaced, inserts))
+
+    def _renamed(self, pointer: str, data: dict[str, Any], renames: dict[str, tuple[str, dict[str, Any]]],
+                 edits: list[_Edit]) -> set[int]:
+        """The renames' edits: the key token changes in place, so its comments, position and value text stay;
+        the value gets only the edits that make it the new value (none for a plain rename). Returns the
+        members to delete: earlier duplicates of a renamed key, which would otherwise come back."""
+        members = self.doc.members.get(pointer, [])
+        last_index = {m.key: i for i, m in enumerate(members)}
+        deleted: set[int] = set()
+        for old_key, (new_key, inner) in renames.items():
+            index = last_index[old_key]
+            edits.append(self._rename(members[index], new_key))
+            deleted.update(i for i, m in enumerate(members) if m.key == old_key and i != index)
+            if inner:
+                self.object(join_pointer(pointer, old_key), data[old_key], inner, edits)
+        return deleted
+
+    def _rename(self, member: Member, new_key: str) -> _Edit:
+        """The key token of ``member`` spelt as ``new_key``, quoted as the file quotes it."""
+        span = member.key_span
+        raw = self.text[span.start : span.end]
+        if raw.startswith("'") and not _UNSAFE_IN_SINGLE_QUOTES.search(new_key):
+            token = f"'{new_key}'"
+        elif raw[:1] not in "\"'" and _BARE_KEY.fullmatch(new_key):
+            token = new_key  # hjson's quoteless key stays quoteless
+        else:
+            token = self.dump_key(new_key)
+        return _Edit(span.start, span.end, token)
 
     def _members(self, pointer: str, members: list[Member], deleted: set[int], replaced: dict[int, Any],
                  inserts: dict[str, Any]) -> list[_Edit]:

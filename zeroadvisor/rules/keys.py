@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from zeroadvisor.config import merge_patch as patch
+from zeroadvisor.config.source import join_pointer
 from zeroadvisor.lint.findings import Severity
 from zeroadvisor.lint.rule import Example, Hit, Rule
 
@@ -43,9 +44,25 @@ def _did_you_mean(event: Event) -> str:
     return hint
 
 
+def _correct_key(event: Event) -> str:
+    """The pointer of the key ``event``'s key is a misspelling of, beside it."""
+    return join_pointer(event.pointer.rsplit("/", 1)[0], event.data["typo"])
+
+
 def _rename_fix(ctx: Context, event: Event) -> dict[str, Any] | None:
+    """Rename the misspelt key, unless the correct key is also given: renaming would overwrite what DeepSpeed
+    reads with what it ignores, and which of the two the user means is theirs to say (_both_given words it)."""
     typo = event.data["typo"]
-    return patch.rename(event.pointer, typo, ctx.get(event.pointer)) if typo else None
+    if not typo or ctx.has(_correct_key(event)):
+        return None
+    return patch.rename(event.pointer, typo, ctx.get(event.pointer))
+
+
+def _both_given(ctx: Context, event: Event) -> str:
+    if not event.data["typo"] or not ctx.has(_correct_key(event)):
+        return ""
+    return (f"; {event.data['typo']!r} is also given, so no fix is offered: merge the two by hand and delete "
+            f"{event.data['key']!r}")
 
 
 def _unknown(ctx: Context) -> Iterator[Hit]:
@@ -53,7 +70,8 @@ def _unknown(ctx: Context) -> Iterator[Hit]:
         yield Hit(
             event.pointer,
             f"unknown key {event.data['key']!r} in {_section(event.pointer)}{_did_you_mean(event)}: "
-            "DeepSpeed validates this section and raises 'Extra inputs are not permitted' at launch",
+            f"DeepSpeed validates this section and raises 'Extra inputs are not permitted' at launch"
+            f"{_both_given(ctx, event)}",
             fix=_rename_fix(ctx, event),
         )
 
@@ -64,7 +82,8 @@ def _misspelled(ctx: Context) -> Iterator[Hit]:
             yield Hit(
                 event.pointer,
                 f"{event.data['key']!r} in {_section(event.pointer)} is not a DeepSpeed key (did you mean "
-                f"{event.data['typo']!r}?): DeepSpeed silently ignores it and uses the default",
+                f"{event.data['typo']!r}?): DeepSpeed silently ignores it and uses the default"
+                f"{_both_given(ctx, event)}",
                 fix=_rename_fix(ctx, event),
             )
 
