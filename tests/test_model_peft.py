@@ -37,7 +37,7 @@ def test_issue_example_llama_2_7b_r16_q_v():
     assert c.trainable == 32 * 2 * (4096 * 16 + 16 * 4096) == 8_388_608
     assert c.all == BASE_7B + 8_388_608 == 6_746_804_224  # what peft prints as "all params"
     assert c.adapted_modules == 64
-    assert sum(c.trainable_numels) == c.trainable
+    assert sum(numel * n for numel, n in c.trainable_tensors) == c.trainable
 
 
 def test_all_linear_skips_the_output_head():

@@ -281,14 +281,22 @@ def _show(fmt: str, report: Report) -> None:
     sys.stdout.write(_text(fmt, report))
 
 
+# The text reports' width: the terminal's, within these bounds. COLUMNS is the user's to set, to anything: the
+# bar chart followed it to a gigabyte at COLUMNS=10**7 (issue 20, defect 8). 256 is wider than a maximised
+# terminal on a 4K screen; below 40 no finding line is readable.
+MIN_TEXT_WIDTH, MAX_TEXT_WIDTH = 40, 256
+
+
 def _text(fmt: str, report: Report) -> str:
     """``report`` rendered in ``fmt`` for this terminal: its colour, its encoding, its width."""
     import shutil
 
     from zeroadvisor.report import render
 
+    columns = shutil.get_terminal_size().columns  # COLUMNS, the terminal, else 80
+    width = min(max(columns, MIN_TEXT_WIDTH), MAX_TEXT_WIDTH)
     return render(fmt, dataclasses.replace(report, colour=use_colour(), ascii_only=not can_encode(sys.stdout, _DRAWING),
-                                           width=shutil.get_terminal_size().columns))  # COLUMNS, the terminal, else 80
+                                           width=width))
 
 
 def use_colour() -> bool:

@@ -31,6 +31,7 @@ head stay floating point; biases stay floating point. Bytes per quantized weight
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -111,7 +112,9 @@ class PeftCount:
     trainable: int  # what print_trainable_parameters calls "trainable params"
     all: int  # ... and "all params"
     adapted_modules: int  # Linear modules with a LoRA adapter (counting repeats)
-    trainable_numels: tuple[int, ...]  # each trainable tensor's element count
+    # (numel, count) of the trainable tensors, smallest first (layout.tensor_sizes' multiset): one entry per
+    # distinct size, not per tensor, so a model of 2^30 layers costs what one of 2 does (issue 20, defect 8)
+    trainable_tensors: tuple[tuple[int, int], ...]
     quantized_elements: int  # base Linear weight elements stored quantized (QLoRA), else 0
     quantized_bytes: int  # their bytes with quantization constants
 
@@ -176,10 +179,11 @@ def _moe_conversion(
 
 
 def _moe_adapter(named: Sequence[tuple[str, Module]], params: dict[str, int], r: int, experts: int, hidden: int,
-                 width: int) -> tuple[int, list[int]]:
+                 width: int, numels: Counter[int]) -> int:
     """LoRA on the MoE parameters (peft tuners/lora/layer.py ParamWrapper): a parameter (E, out, in) gets
-    lora_A (r*E, in) and lora_B (out, r*E); the router weight (E, h) is one (out=E, in=h) matrix."""
-    total, numels = 0, []
+    lora_A (r*E, in) and lora_B (out, r*E); the router weight (E, h) is one (out=E, in=h) matrix. Their
+    tensor sizes are added to ``numels``."""
+    total = 0
     for key, m in named:
         leaf = key.rpartition(".")[2]
         shapes: list[tuple[int, int, int]] = []  # (rank multiplier x E, in, out)
@@ -192,8 +196,9 @@ def _moe_adapter(named: Sequence[tuple[str, Module]], params: dict[str, int], r:
                 shapes.append((r * experts, width, hidden))
         for rank, fan_in, fan_out in shapes:
             total += m.count * rank * (fan_in + fan_out)
-            numels += [rank * fan_in, fan_out * rank] * m.count
-    return total, numels
+            numels[rank * fan_in] += m.count
+            numels[fan_out * rank] += m.count
+    return total
 
 
 def count(modules: Sequence[Module], settings: PeftSettings, spec: ModelSpec) -> PeftCount:
@@ -209,25 +214,25 @@ def count(modules: Sequence[Module], settings: PeftSettings, spec: ModelSpec) ->
         _check_targets(named, checked, model_type)
     _check_saved(named, saved, model_type)
     r = settings.r
-    adapter, numels = _lora_adapters(adapted, r)
+    numels: Counter[int] = Counter()
+    adapter = _lora_adapters(adapted, r, numels)
     if moe_params:
         assert spec.hidden_size is not None and spec.intermediate_size is not None
-        extra, extra_numels = _moe_adapter(named, moe_params, r, spec.num_experts or 0, spec.hidden_size,
-                                           spec.intermediate_size)
-        adapter += extra
-        numels += extra_numels
+        adapter += _moe_adapter(named, moe_params, r, spec.num_experts or 0, spec.hidden_size,
+                                spec.intermediate_size, numels)
     copy = 0
     for key, m in named:
         if saved and _saved(key, saved):
             copy += m.count * m.own  # a deep copy owns every tensor, tied ones included
-            numels += [p.numel for p in m.params] * m.count
+            for p in m.params:
+                numels[p.numel] += m.count
     q_elements, q_bytes = _quantized_base(named, settings)
     trainable = adapter + copy
     return PeftCount(
         trainable=trainable,
         all=spec.parameters + trainable,
         adapted_modules=sum(m.count for _, m, _ in adapted),  # Linear modules (MoE parameters not included)
-        trainable_numels=tuple(numels),
+        trainable_tensors=tuple(sorted((numel, n) for numel, n in numels.items() if n)),
         quantized_elements=q_elements,
         quantized_bytes=q_bytes,
     )
@@ -279,14 +284,15 @@ def _check_saved(named: Sequence[tuple[str, Module]], saved: Sequence[str], mode
                              f"{model_type or ''} model", key="peft")
 
 
-def _lora_adapters(adapted: Sequence[tuple[str, Module, tuple[int, int]]], r: int) -> tuple[int, list[int]]:
-    """(parameters, tensor sizes) of lora_A (r, in) and lora_B (out, r) on each adapted Linear."""
+def _lora_adapters(adapted: Sequence[tuple[str, Module, tuple[int, int]]], r: int, numels: Counter[int]) -> int:
+    """The parameters of lora_A (r, in) and lora_B (out, r) on each adapted Linear; their tensor sizes are added
+    to ``numels``. A module repeated ``count`` times (every layer) is one entry: count x its adapter."""
     adapter = 0
-    numels: list[int] = []
     for _, m, (fan_in, fan_out) in adapted:
         adapter += m.count * r * (fan_in + fan_out)
-        numels += [r * fan_in, fan_out * r] * m.count
-    return adapter, numels
+        numels[r * fan_in] += m.count
+        numels[fan_out * r] += m.count
+    return adapter
 
 
 def _quantized_base(named: Sequence[tuple[str, Module]], settings: PeftSettings) -> tuple[int, int]:
