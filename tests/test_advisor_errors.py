@@ -3,8 +3,9 @@
 - ``--gpu-memory 1e308GB`` and a 300-digit ``hidden_size`` used to end in OverflowError (float
   formatting of the byte counts); they are now refused at the bounds in memory/estimate.py and
   model/spec.py.
-- ``check`` catches only ``memory.EstimateError``: an unusable config value gives findings and an
-  ``estimate_error``, while a TypeError/ValueError from a bug is not turned into a user error.
+- ``check`` catches only ``memory.EstimateError``: an unusable config value gives findings, the
+  no-estimate error (ZA812) and ``no_estimate``, while a TypeError/ValueError from a bug is not turned
+  into a user error.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pytest
 from cli_run import cli  # noqa: F401 - the fixture
 from zeroadvisor.advisor.check import CheckOptions, check_document
 from zeroadvisor.api import UsageError
+from zeroadvisor.config.limits import MAX_DIMENSION
 from zeroadvisor.config.source import parse
 from zeroadvisor.inputs import values
 from zeroadvisor.inputs.model import model_and_shape
@@ -23,7 +25,7 @@ from zeroadvisor.memory import EstimateError
 from zeroadvisor.memory.estimate import MAX_MEMORY_BYTES, Cluster, estimate
 from zeroadvisor.model.description import spec_from_params
 from zeroadvisor.model.errors import ModelError
-from zeroadvisor.model.spec import MAX_DIMENSION, ModelSpec, TrainingShape
+from zeroadvisor.model.spec import ModelSpec, TrainingShape
 
 HUGE = "9" * 300
 LLAMA = {"model_type": "llama", "intermediate_size": 11008, "num_hidden_layers": 32, "num_attention_heads": 32,
@@ -89,8 +91,10 @@ def test_unusable_config_values_are_estimate_errors(zero, linted):
     with pytest.raises(EstimateError):
         estimate(config, ModelSpec(parameters=7 * 10**9), TrainingShape(2048), Cluster(gpus=8))
     result = check_document(parse(json.dumps(config), "ds.json"), _options())
-    assert result.estimate is None and result.extra["estimate_error"]
-    assert bool(result.findings) is linted  # the lint findings say what is wrong, where the schema can
+    assert result.estimate is None and result.no_estimate
+    assert [f.code for f in result.findings if f.code == "ZA812"] == ["ZA812"]  # never a silent pass
+    # the lint findings say what is wrong too, where the schema can
+    assert any(f.code != "ZA812" for f in result.findings) is linted
 
 
 def test_lax_values_deepspeed_accepts_are_estimated():
@@ -105,7 +109,7 @@ def test_lax_values_deepspeed_accepts_are_estimated():
 def test_a_huge_micro_batch_is_an_estimate_error_not_a_hang():
     config = {"train_batch_size": 10**12}  # micro batch 1.25e11 on 8 GPUs
     result = check_document(parse(json.dumps(config), "ds.json"), _options())
-    assert "micro batch" in result.extra["estimate_error"]
+    assert "micro batch" in result.no_estimate
 
 
 @pytest.mark.parametrize("text", [
@@ -114,4 +118,4 @@ def test_a_huge_micro_batch_is_an_estimate_error_not_a_hang():
 ])
 def test_a_count_beyond_any_float_is_an_estimate_error_not_an_overflow(text):
     result = check_document(parse(text, "ds.json"), _options())
-    assert "micro batch" in result.extra["estimate_error"]
+    assert "micro batch" in result.no_estimate

@@ -119,12 +119,25 @@ def test_a_fitting_run_returns_quietly(job, recwarn):
     assert result.fits and not recwarn.list and result.notes == []
 
 
-def test_an_unknown_verdict_warns_and_never_passes_silently(job):
+def test_an_unknown_verdict_is_an_error_never_a_pass(job):
     job(79 * GIB, 80 * GIB)
     # a parameter count alone: the states fit, the activations are not counted, so preflight cannot vouch
-    with pytest.warns(RuntimeWarning, match="could not judge the run .verdict unknown"):
-        result = zeroadvisor.preflight(STAGE3, params="7B")
-    assert result.fits is None and result.verdict == "unknown"
+    with pytest.raises(zeroadvisor.PreflightError, match=r"could not judge the run .verdict unknown") as raised:
+        zeroadvisor.preflight(STAGE3, params="7B")
+    assert raised.value.result.fits is None and raised.value.result.verdict == "unknown"
+    with pytest.warns(RuntimeWarning, match=r"could not judge the run .verdict unknown"):
+        result = zeroadvisor.preflight(STAGE3, params="7B", warn_only=True)
+    assert result.fits is None
+
+
+@pytest.mark.parametrize("change", [{"zero_optimization": {"stage": 2, "allgather_bucket_size": 1e20}},
+                                    {"sequence_parallel_size": -1}, {"train_micro_batch_size_per_gpu": 2_000_000_000}])
+def test_no_estimate_is_an_error_never_a_pass(job, change):
+    """Issue 20, defect 5: a value the memory model cannot use returned normally with no verdict."""
+    job(79 * GIB, 80 * GIB)
+    with pytest.raises(zeroadvisor.PreflightError, match=r"(?s)could not judge the run .verdict none.*ZA812") as raised:
+        zeroadvisor.preflight({**STAGE2, **change}, LLAMA_7B, seq_len=2048)
+    assert raised.value.result.fits is None and raised.value.result.verdict is None
 
 
 def test_given_values_win_over_readings(job):

@@ -173,7 +173,8 @@ def _check_keywords(config: Any, **given: Any) -> dict[str, Any]:
 # -- preflight ----------------------------------------------------------------------------------
 
 class PreflightError(RuntimeError):
-    """The configured run does not fit; ``str()`` is the text report, ``result`` the PreflightResult."""
+    """The configured run does not fit, or could not be judged (``result.fits`` is None: the verdict is unknown, or
+    nothing was estimated); ``str()`` is the text report, ``result`` the PreflightResult."""
 
     def __init__(self, message: str, result: PreflightResult):
         super().__init__(message)
@@ -215,10 +216,10 @@ def preflight(config: str | os.PathLike[str] | Mapping[str, Any],
     and raises the same error.
 
     Raises PreflightError (its message: the text report) when the configured stage and offload do not
-    fit; with ``warn_only`` it warns (``warnings.warn``, RuntimeWarning) and returns instead. When the
-    verdict is unknown (no sequence length: activations not counted) or there is none, it warns and returns
-    (``result.fits`` is None): it never passes silently. A missing GPU memory (no CUDA here and no
-    ``gpu``/``gpu_memory``) is a UsageError.
+    fit, and when the check could not decide: the verdict is unknown (no sequence length: activations not
+    counted) or there is none (a value the memory model cannot use: no-estimate); ``result.fits`` is then
+    None. With ``warn_only`` it warns (``warnings.warn``, RuntimeWarning) and returns instead: it never
+    passes silently. A missing GPU memory (no CUDA here and no ``gpu``/``gpu_memory``) is a UsageError.
 
     Example, in the training script::
 
@@ -233,14 +234,12 @@ def preflight(config: str | os.PathLike[str] | Mapping[str, Any],
                             integration=integration, select=select, ignore=ignore)
     report = _one(run_check(_build("preflight", given, training, readings)), config)
     result = PreflightResult(report, readings, _node_notes(report, readings))
-    if report.verdict == "does-not-fit":
-        if warn_only:
-            warnings.warn(result.text(), RuntimeWarning, stacklevel=2)
-        else:
-            raise PreflightError(result.text(), result)
-    elif report.verdict in (None, "unknown"):  # never a silent pass: the check could not vouch for the run
-        warnings.warn(f"zeroadvisor could not judge the run (verdict {report.verdict or 'none'}): "
-                      + result.text(), RuntimeWarning, stacklevel=2)
+    if report.verdict in ("does-not-fit", "unknown", None):  # "could not decide" is never a pass either
+        judged = "" if report.verdict == "does-not-fit" else \
+            f"zeroadvisor could not judge the run (verdict {report.verdict or 'none'}): "
+        if not warn_only:
+            raise PreflightError(judged + result.text(), result)
+        warnings.warn(judged + result.text(), RuntimeWarning, stacklevel=2)
     return result
 
 

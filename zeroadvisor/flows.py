@@ -563,8 +563,6 @@ def check_one(inputs: RunInputs, source: ConfigSource) -> CheckReport:
         if isinstance(document.data, dict):
             _refuse_conflicts(name, settings_of(document), options.model, options.cluster.gpus, options.shape)
         result = check_document(document, options, rules)
-    if "estimate_error" in result.extra:
-        notes.append(f"{name}: no memory estimate ({result.extra['estimate_error']}): fix the errors reported first")
     return _with_fixes(CheckReport(name, result, notes=notes, rules=rules), source, document, inputs)
 
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from zeroadvisor.deepspeed import accelerate_map
-from zeroadvisor.lint.findings import Finding
+from zeroadvisor.lint.findings import Finding, Severity
 
 if TYPE_CHECKING:
     from zeroadvisor.advisor.check import CheckOptions, CheckResult
@@ -87,7 +87,7 @@ def check_accelerate(path: str, document: Document, options: CheckOptions,
                      rules: list[Rule], refuse_conflicts: Callable[[str, Any, CheckOptions], None]) -> CheckResult:
     """Lint findings and memory advice for an Accelerate config. ``refuse_conflicts(path, data, options)``
     is the flow's check that the flags agree with the DeepSpeed config."""
-    from zeroadvisor.advisor.check import CheckResult, check_document
+    from zeroadvisor.advisor.check import CheckResult, check_document, unestimated
     from zeroadvisor.lint.context import Context, LintOptions
     from zeroadvisor.lint.engine import capped
     from zeroadvisor.rules import accelerate as rules_accelerate
@@ -105,8 +105,9 @@ def check_accelerate(path: str, document: Document, options: CheckOptions,
             yaml_findings.extend(capped(rule, rule.check(ctx), document))
     built = rules_accelerate.deepspeed_document(document, launch)
     if built is None:
-        return CheckResult(_sorted(yaml_findings), None, options, {"estimate_error": why_no_config(launch,
-                                                                                                   document.data)})
+        if any(f.severity is Severity.ERROR for f in yaml_findings):  # an error already says why
+            return CheckResult(_sorted(yaml_findings), None, options, no_estimate=why_no_config(launch, document.data))
+        return unestimated(document, _sorted(yaml_findings), options, rules, why_no_config(launch, document.data))
     refuse_conflicts(path, built.data, options)
     result = check_document(built, options, [r for r in rules if r.code not in rules_accelerate.CODES])
     placed = rules_accelerate.place_on_yaml(document, launch, result.findings, yaml_findings)

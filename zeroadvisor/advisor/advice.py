@@ -199,12 +199,26 @@ def headline(findings: Iterable[Finding]) -> tuple[Finding, Advised] | None:
     whose fix writes the change, or whose change is wholly outside the config (training-script checkpointing,
     the Trainer's batch arguments: its actions say what to do). A change in a file no fix is written to (an
     Accelerate YAML) is worded by its finding alone."""
+    findings = list(findings)
     offered = [(f, f.recommends) for f in findings
                if (f.fix is not None or _outside_the_config(f.recommends))
                and isinstance(f.recommends, (Recommendation, KeyChange)) and f.recommends.reason in HEADLINE]
+    # A run that fails (does-not-fit, host-memory-insufficient) is headlined only by a change that makes it run:
+    # where nothing fits, a smaller bucket is no answer (issue 20, defect 9) and the verdict line says so.
+    failing = {f.name for f in failing_findings(findings)}
+    if failing:
+        offered = [pair for pair in offered if pair[1].reason in failing]
     if not offered:
         return None
     return min(offered, key=lambda pair: HEADLINE.index(pair[1].reason))
+
+
+_FAILING = (Reason.DOES_NOT_FIT.value, Reason.HOST_MEMORY.value)  # the run stops: the names of its findings
+
+
+def failing_findings(findings: Iterable[Finding]) -> list[Finding]:
+    """The findings that say the configured run stops (does-not-fit first, then host-memory-insufficient)."""
+    return sorted((f for f in findings if f.name in _FAILING), key=lambda f: _FAILING.index(f.name))
 
 
 def _outside_the_config(advised: object) -> bool:

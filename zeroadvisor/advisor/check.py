@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from zeroadvisor.advisor import registry
@@ -57,7 +57,8 @@ class CheckResult:
     findings: list[Finding]
     estimate: Estimate | None
     options: CheckOptions
-    extra: dict[str, Any] = field(default_factory=dict)
+    # why the memory model made no estimate of a config it could read (one line; the no-estimate finding says it)
+    no_estimate: str | None = None
     advice: Advice | None = None
 
     @property
@@ -89,6 +90,24 @@ def combined_patch(findings: list[Finding]) -> dict[str, Any]:
     return mp.merge(*lint, *advised)
 
 
+def unestimated(doc: Document, linted: list[Finding], options: CheckOptions, rules: Iterable[Rule],
+                reason: EstimateError | str) -> CheckResult:
+    """The result of a config the memory model made no estimate of: its lint findings and, where that rule is
+    selected, the no-estimate error (at the value it names, where the file has it): "could not decide" is never
+    a pass."""
+    from zeroadvisor.advisor.rules import NO_ESTIMATE, no_estimate_hit
+    from zeroadvisor.lint.context import Context
+    from zeroadvisor.lint.engine import capped
+
+    selected = list(rules)
+    findings = list(linted)
+    if NO_ESTIMATE in selected:
+        pointer = reason.pointer if isinstance(reason, EstimateError) else ""
+        placed = bool(pointer) and Context(doc).has(pointer)
+        findings += capped(NO_ESTIMATE, [no_estimate_hit(str(reason), pointer, placed)], doc)
+    return CheckResult(merge_findings(findings, selected), None, options, no_estimate=str(reason))
+
+
 def check_document(doc: Document, options: CheckOptions, rules: Iterable[Rule] | None = None) -> CheckResult:
     from zeroadvisor.advisor.search import Searcher
 
@@ -100,9 +119,8 @@ def check_document(doc: Document, options: CheckOptions, rules: Iterable[Rule] |
         return CheckResult(lint_document(doc, lint_options, selected), None, options)
     try:
         result = estimate(settings_of(doc), options.model, options.shape, cluster, options.accounting)
-    except EstimateError as err:
-        # A value the memory model needs is unusable; the lint findings say which.
-        return CheckResult(lint_document(doc, lint_options, lint_rules), None, options, {"estimate_error": str(err)})
+    except EstimateError as err:  # a value the memory model needs is unusable: no verdict, and an error says so
+        return unestimated(doc, lint_document(doc, lint_options, lint_rules), options, selected, err)
 
     linted = lint_document(doc, lint_options, lint_rules)  # the file's lint findings: computed once
 
@@ -120,7 +138,7 @@ def check_document(doc: Document, options: CheckOptions, rules: Iterable[Rule] |
                             tune_buckets=any(r.name == "large-buckets" for r in selected),
                             hardware=_hardware(options))
     except EstimateError as err:  # a lint fix left a value the memory model cannot use
-        return CheckResult(lint_document(doc, lint_options, lint_rules), None, options, {"estimate_error": str(err)})
+        return unestimated(doc, linted, options, selected, err)
     from zeroadvisor.throughput import Throughput
 
     budget = Budget(cluster, options.unit)

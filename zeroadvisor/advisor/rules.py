@@ -735,6 +735,46 @@ VERDICT_UNKNOWN = Rule(
 )
 
 
+def no_estimate_hit(reason: str, pointer: str, placed: bool) -> Hit:
+    """The no-estimate finding of a config the memory model refused (advisor/check.py emits it where the
+    estimate fails: no advice exists for an advice rule to read). ``placed``: the file has the key at ``pointer``."""
+    return Hit(pointer if placed else "", f"no memory estimate, so no verdict: {reason}; nothing here says the run "
+                                          "fits until that is fixed", at="value" if placed else "file")
+
+
+def _no_hits(ctx: Context) -> Iterator[Hit]:
+    return iter(())
+
+
+NO_ESTIMATE = Rule(
+    code="ZA812",
+    name="no-estimate",
+    severity=Severity.ERROR,
+    summary="The memory model cannot use a value of the config or the run: no estimate, so no verdict.",
+    explanation=(
+        "The memory model refuses a value it cannot turn into bytes: a bucket size beyond torch's int64 sizes "
+        "(allgather_bucket_size: 1e20), a parallel degree DeepSpeed does not accept (sequence_parallel_size: "
+        "-1), a micro batch beyond any memory (2e9 samples per GPU), a boolean or number DeepSpeed's pydantic "
+        "model rejects. Then no option is estimated and nothing is said to fit: a check that could not decide "
+        "is never a pass. The finding names the value (at its key where the file has it) and why; `check` "
+        "fails on it (an error), and with --ignore ZA812 still exits 5 (verdict unknown), never 0; `preflight` "
+        "raises PreflightError. A config that does not parse or is not an object is invalid-syntax's and "
+        "not-an-object's, not this rule's."
+    ),
+    check=_no_hits,  # emitted by advisor/check.py where the estimate fails (no_estimate_hit)
+    examples=(
+        Example('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, "zero_optimization": '
+                '{"stage": 2, "allgather_bucket_size": 1e20}}',
+                fails=True, options={"model": {**_MODEL_7B}, "gpus": 8, "gpu": "A100-SXM4-80GB"}),
+        Example('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, "zero_optimization": '
+                '{"stage": 2, "allgather_bucket_size": 5e8}}',
+                fails=False, options={"model": {**_MODEL_7B}, "gpus": 8, "gpu": "A100-SXM4-80GB"}),
+    ),
+    needs_advice=True,
+    source="zeroadvisor memory/settings.py (the values DeepSpeed's config models accept); memory/errors.py",
+)
+
+
 ASSUMED_INPUT = Rule(
     code="ZA808",
     name="assumed-input",
@@ -775,4 +815,5 @@ ASSUMED_INPUT = Rule(
 
 
 RULES = (DOES_NOT_FIT, TIGHT_FIT, LOWER_STAGE_FITS, ACTIVATIONS_DOMINATE, OFFLOAD_NOT_NEEDED,
-         HOST_MEMORY_INSUFFICIENT, LARGE_BUCKETS, PINNED_MEMORY, ASSUMED_INPUT, FASTER_OPTION_FITS, VERDICT_UNKNOWN)
+         HOST_MEMORY_INSUFFICIENT, LARGE_BUCKETS, PINNED_MEMORY, ASSUMED_INPUT, FASTER_OPTION_FITS, VERDICT_UNKNOWN,
+         NO_ESTIMATE)

@@ -192,7 +192,8 @@ def check(v: Values) -> ExitCode:
 
 def _check_exit(reports: list[CheckReport], fail_on: str, *, write_failed: bool, not_deepspeed: bool) -> ExitCode:
     """check's exit code, the first that applies: a fix not written (2), findings at --fail-on (1), a config of a
-    run without DeepSpeed (4), a verdict unknown (5; --fail-on never: the caller asked for 0), else 0."""
+    run without DeepSpeed (4), a verdict unknown or none (no estimate; 5; --fail-on never: the caller asked for 0),
+    else 0."""
     from zeroadvisor import api
 
     if write_failed:
@@ -201,8 +202,8 @@ def _check_exit(reports: list[CheckReport], fail_on: str, *, write_failed: bool,
         return ExitCode.FINDINGS
     if not_deepspeed:
         return ExitCode.NOT_DEEPSPEED
-    # no "fits" in the exit code either while the verdict is unknown
-    unknown = any(report.verdict == "unknown" for report in reports)
+    # no "fits" in the exit code either while the verdict is unknown, or there is none (nothing estimated)
+    unknown = any(report.verdict in ("unknown", None) for report in reports if report.not_deepspeed is None)
     return ExitCode.VERDICT_UNKNOWN if unknown and fail_on != "never" else ExitCode.OK
 
 

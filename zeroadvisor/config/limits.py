@@ -28,3 +28,10 @@ MAX_POINTER_CHARS = 32 << 20
 # 553-byte file expand to 387 million values (the "billion laughs"). Aliases may add at
 # most this many values to the document; a real config has a few hundred values in all.
 MAX_YAML_ALIAS_VALUES = 10_000
+
+# The largest size the memory model multiplies (a model dimension, a sequence length, a micro
+# batch). Real values stay far below it (hidden sizes of ~30k, 256k vocabularies, 10M-token
+# contexts), and with every factor bounded the byte counts stay far inside the float range the
+# reports format them in (a product of five such factors is 2**150, floats reach 2**1024).
+# Defined here, where inputs are read and bounded; model/spec.py re-exports it.
+MAX_DIMENSION = 2**30

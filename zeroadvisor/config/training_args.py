@@ -25,6 +25,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from zeroadvisor.config.limits import MAX_DIMENSION
+
 # Where a key of the arguments came from, for messages: ``per_device_train_batch_size in train.yaml``.
 Origin = Callable[[str], str]
 
@@ -258,6 +260,9 @@ def _sequence(data: Mapping[str, Any], project: str, where: Origin) -> tuple[int
                     raise TrainerInputError(f"{where(key)}: expected a positive integer, got {value!r}") from None
                 if value <= 0:
                     raise TrainerInputError(f"{where(key)}: expected a positive integer, got {value!r}")
+            if value > MAX_DIMENSION:  # bounded where it is read, and said as given (not as --seq-len)
+                raise TrainerInputError(f"{where(key)}: {value:,} tokens is longer than the memory model estimates "
+                                        f"(at most {MAX_DIMENSION:,})")
             return value, key
     for key in SEQUENCE_KEYS:
         if key in PROJECT_DEFAULTS[project]:

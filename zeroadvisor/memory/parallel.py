@@ -30,7 +30,7 @@ from typing import Any
 from zeroadvisor.deepspeed.settings import Config, DeepSpeedSettings, as_settings
 from zeroadvisor.memory import bytes as B
 from zeroadvisor.memory.activations import Activations, activation_bytes
-from zeroadvisor.memory.errors import EstimateError
+from zeroadvisor.memory.errors import EstimateError, config_pointer
 from zeroadvisor.memory.terms import Term, ceil_div
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
 
@@ -93,7 +93,8 @@ def _config_degree(ds: DeepSpeedSettings, name: str) -> int | None:
     if value is None or value == "auto":
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) or value < 0:
-        raise EstimateError(f"{'.'.join(path)} = {value!r} is not a parallel degree DeepSpeed accepts")
+        raise EstimateError(f"{'.'.join(path)} = {value!r} is not a parallel degree DeepSpeed accepts",
+                            config_pointer(".".join(path)))
     return max(int(value), 1)
 
 

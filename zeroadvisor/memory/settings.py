@@ -17,12 +17,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from zeroadvisor.config.limits import MAX_DIMENSION
 from zeroadvisor.deepspeed import coerce, schema
 from zeroadvisor.deepspeed.settings import AUTO, GAS, MBS, TBS, BatchCounts, Config, DeepSpeedSettings, as_settings
 from zeroadvisor.memory import bytes as B
 from zeroadvisor.memory.assumed import AssumedInput
-from zeroadvisor.memory.errors import EstimateError
-from zeroadvisor.model.spec import MAX_DIMENSION, ModelSpec, TrainingShape
+from zeroadvisor.memory.errors import EstimateError, config_pointer
+from zeroadvisor.model.spec import ModelSpec, TrainingShape
 
 ZERO = "zero_optimization"
 
@@ -370,9 +371,9 @@ def _int(value: Any, where: str) -> int:
     elif isinstance(value, str) and coerce.lax_coercible(value, "integer"):
         result = int(float(value.strip()))
     if result is None:
-        raise EstimateError(f"{where} = {_shown(value)} is not an integer DeepSpeed accepts")
+        raise EstimateError(f"{where} = {_shown(value)} is not an integer DeepSpeed accepts", config_pointer(where))
     if abs(result) > MAX_INT64:
-        raise EstimateError(f"{where} = {_shown(value)} does not fit torch's int64 sizes")
+        raise EstimateError(f"{where} = {_shown(value)} does not fit torch's int64 sizes", config_pointer(where))
     return result
 
 
@@ -391,19 +392,20 @@ def _clipping(value: Any) -> float:
 def _float(value: Any, where: str) -> float:
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) > sys.float_info.max:
         # an integer past the largest float (1 followed by 400 zeros): pydantic's float field refuses it too
-        raise EstimateError(f"{where} = {_shown(value)} is too large for the float DeepSpeed reads it as")
+        raise EstimateError(f"{where} = {_shown(value)} is too large for the float DeepSpeed reads it as",
+                            config_pointer(where))
     if isinstance(value, (int, float)) and not isinstance(value, bool) and not (
             isinstance(value, float) and math.isnan(value)):
         return float(value)
     if isinstance(value, str) and coerce.lax_coercible(value, "number"):
         return float(value.strip())
-    raise EstimateError(f"{where} = {_shown(value)} is not a number DeepSpeed accepts")
+    raise EstimateError(f"{where} = {_shown(value)} is not a number DeepSpeed accepts", config_pointer(where))
 
 
 def _bool(value: Any, where: str) -> bool:
     result = coerce.lax_bool(value)
     if result is None:
-        raise EstimateError(f"{where} = {_shown(value)} is not a boolean DeepSpeed accepts")
+        raise EstimateError(f"{where} = {_shown(value)} is not a boolean DeepSpeed accepts", config_pointer(where))
     return result
 
 
@@ -420,7 +422,7 @@ def _micro_batch(batch: BatchCounts, gpus: int, wanted: int | None, notes: list[
                  assumed: list[AssumedInput]) -> int:
     tbs, _, gas = batch.values
     if batch.micro_batch is not None:
-        return _bounded_micro_batch(batch.micro_batch)
+        return _bounded_micro_batch(batch.micro_batch, f"/{MBS}")
     derived = batch.resolve(max(gpus, 1)) if batch.train_batch_size is not None else None
     # the micro batch DeepSpeed's arithmetic gives, None where it gives none of at least 1
     derived_micro = derived[1] if derived is not None and derived[1] >= 1 else None
@@ -429,7 +431,7 @@ def _micro_batch(batch: BatchCounts, gpus: int, wanted: int | None, notes: list[
         notes.append(f"micro batch derived from train_batch_size as DeepSpeed does ({tbs} over "
                      f"{gas if batch.accumulation is not None else 1} accumulation step(s) and {gpus} GPUs) = "
                      f"{derived_micro}")
-        return _bounded_micro_batch(int(derived_micro))
+        return _bounded_micro_batch(int(derived_micro), f"/{TBS}")
     if wanted is not None:
         return _bounded_micro_batch(wanted)
     value = int(derived_micro) if derived_micro is not None else 1
@@ -442,10 +444,11 @@ def _micro_batch(batch: BatchCounts, gpus: int, wanted: int | None, notes: list[
     return _bounded_micro_batch(value)
 
 
-def _bounded_micro_batch(micro_batch: int) -> int:
+def _bounded_micro_batch(micro_batch: int, pointer: str = "") -> int:
+    """``pointer``: the config key the micro batch comes from ("": a flag or the Trainer's arguments)."""
     if micro_batch > MAX_DIMENSION:
         raise EstimateError(f"a micro batch of {micro_batch:,} samples per GPU is beyond what the memory model "
-                            f"estimates (at most {MAX_DIMENSION:,})")
+                            f"estimates (at most {MAX_DIMENSION:,})", pointer)
     return micro_batch
 
 

@@ -19,8 +19,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from zeroadvisor.config.limits import MAX_DIMENSION
 from zeroadvisor.model.errors import ModelError
-from zeroadvisor.model.spec import MAX_DIMENSION
 
 
 class _Marker:

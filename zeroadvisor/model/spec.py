@@ -32,12 +32,6 @@ class Padding(StrEnum):
 Precision = Literal["fp32", "fp16", "bf16"]  # the training (model) dtype, and the dtypes a model is loaded in
 ZERO_STAGES = (0, 1, 2, 3)
 
-# The largest size the memory model multiplies (a model dimension, a sequence length, a micro
-# batch). Real values stay far below it (hidden sizes of ~30k, 256k vocabularies, 10M-token
-# contexts), and with every factor bounded the byte counts stay far inside the float range the
-# reports format them in (a product of five such factors is 2**150, floats reach 2**1024).
-MAX_DIMENSION = 2**30
-
 
 @dataclass(frozen=True, slots=True)
 class LayerFacts:

@@ -64,7 +64,8 @@ def recommendation_sentence(rec: overview.Headline, unit: str) -> str:
     return f"{text}; {speed}" if speed else text
 
 
-def head_lines(estimate: Estimate | None, rec: overview.Headline | None, unit: str, style: Style) -> list[str]:
+def head_lines(estimate: Estimate | None, rec: overview.Headline | None, unit: str, style: Style,
+               findings: Sequence[Finding] = ()) -> list[str]:
     """The verdict, the recommendation and the card, each wrapped (coloured by the verdict)."""
     from zeroadvisor.report.estimate_text import SGR
 
@@ -74,6 +75,9 @@ def head_lines(estimate: Estimate | None, rec: overview.Headline | None, unit: s
     out = [style.paint(line, sgr) for line in style.wrap(verdict)]
     if rec is not None:
         out += style.wrap(escape.terminal(recommendation_sentence(rec, unit)))
+    no_fix = overview.no_fix_sentence(findings, rec)
+    if no_fix is not None:
+        out += style.wrap(escape.terminal(no_fix))
     return out
 
 
@@ -125,7 +129,7 @@ def assumption_lines(estimate: Estimate, style: Style) -> list[str]:
 def render(findings: Sequence[Finding], estimate: Estimate | None, unit: str, style: Style, summary: str,
            rec: overview.Headline | None) -> list[str]:
     """The one-screen check (module docstring), without the diff."""
-    lines = head_lines(estimate, rec, unit, style)
+    lines = head_lines(estimate, rec, unit, style, findings)
     lines.append("")
     lines += [_paint_severity(line, f, style) for f in findings for line in one_line(f, style)]
     lines += style.wrap(f"{summary} ({MORE})")

@@ -142,6 +142,9 @@ def render(path: str, findings: list[Finding], estimate: Estimate | None, diff: 
            f"<h1>zeroadvisor: <code>{_e(path)}</code></h1>" if path else "<h1>zeroadvisor</h1>",
            (f'<p id="verdict" class="verdict" style="border-color: {colour}">'
             f"{_e(overview.verdict_sentence(estimate, rec, unit))}</p>")]
+    no_fix = overview.no_fix_sentence(findings, rec)
+    if no_fix is not None:
+        out.append(f'<p id="no-fix">{_e(no_fix)}</p>')
     if estimate is not None:
         m, s, c = estimate.model, estimate.settings, estimate.cluster
         gpu = overview.gpu_words(estimate, unit)

@@ -35,6 +35,8 @@ def _heading(path: str, findings: list[Finding], estimate: Estimate | None) -> s
     # Config errors, as opposed to the memory verdict (the advice rules carry that).
     config_errors = sum(1 for f in findings if f.severity is Severity.ERROR and f.code not in ADVICE_CODES)
     verdict = f"{config_errors} config error(s)" if config_errors else "looks good"
+    if estimate is None:  # nothing was estimated: never "looks good" (issue 20, defect 5)
+        verdict = f"{_VERDICT[Verdict.UNKNOWN]} no memory estimate" + (f", {verdict}" if config_errors else "")
     if configured is not None and configured.verdict is not None:
         verdict = f"{_VERDICT[configured.verdict]} {overview.verdict_words(configured)}"
         shown = overview.qualifiers(configured)
@@ -90,6 +92,9 @@ def render(path: str, findings: list[Finding], estimate: Estimate | None, usable
     rec = overview.recommendation(findings, estimate)
     out: list[str] = [_heading(path, findings, estimate), ""]
     out.append(inline(overview.verdict_sentence(estimate, rec, unit)))
+    no_fix = overview.no_fix_sentence(findings, rec)
+    if no_fix is not None:
+        out += ["", inline(no_fix)]
     out.append("")
     if estimate is not None:
         m, s, c = estimate.model, estimate.settings, estimate.cluster

@@ -78,6 +78,17 @@ class Headline:
             change.sequence_parallel, change.tensor_parallel, change.buckets is not None)
 
 
+def no_fix_sentence(findings: Iterable[Finding], rec: Headline | None) -> str | None:
+    """Where the run fails and no change to the config makes it run: one line saying so, pointing at the failing
+    finding (which says what binds and what would fit), instead of a lesser change (issue 20, defect 9)."""
+    from zeroadvisor.advisor.advice import failing_findings
+
+    failing = failing_findings(findings)
+    if rec is not None or not failing:
+        return None
+    return f"No config change fits ({failing[0].code} {failing[0].name}): its finding says what is missing"
+
+
 def recommendation(findings: Iterable[Finding], estimate: Estimate | None) -> Headline | None:
     """The change the advice recommends first, or None when no finding carries one."""
     from zeroadvisor.advisor.advice import Recommendation, headline
