@@ -71,7 +71,11 @@ def _unique(inputs: list[Input]) -> list[Input]:
 
 
 def _files_under(root: str) -> list[str]:
-    return _glob(os.path.join(root, "**", "*"), include_hidden=True)
+    found = _glob(os.path.join(root, "**", "*"), include_hidden=True)
+    if root == os.curdir:  # "." (the Action's default): names as the repository has them, which annotations,
+        # SARIF and the job summary match against the diff ("configs/x.json", not "./configs/x.json")
+        return [path.removeprefix(os.curdir + os.sep) for path in found]
+    return found
 
 
 def _glob(pattern: str, include_hidden: bool = False) -> list[str]:
