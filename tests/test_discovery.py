@@ -76,3 +76,16 @@ def test_check_takes_several_configs(cli, tmp_path):
     sarif = json.loads(cli("check", "a.json", "b.json", *common, "--format", "sarif", cwd=tmp_path).stdout)
     assert {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in sarif["runs"][0]["results"]} \
         >= {"a.json"}
+
+
+def test_a_model_description_found_beside_the_configs_is_not_checked_as_one(cli, tmp_path):
+    """Its activation_checkpointing is a DeepSpeed key too: a walked "." (the Action's default) checked
+    check --model's own file as a DeepSpeed config, with errors."""
+    (tmp_path / "ds.json").write_text('{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 2}}')
+    (tmp_path / "model.yaml").write_text("parameters: 7B\nsequence_length: 2048\nactivation_checkpointing: full\n")
+    data = json.loads(cli("lint", "--format", "json", ".", cwd=tmp_path).stdout)
+    assert data["skipped"] == ["model.yaml"] and {f["file"] for f in data["findings"]} <= {"ds.json"}
+    # a DeepSpeed config with a key the description also has is still one
+    (tmp_path / "model.yaml").write_text("activation_checkpointing: {partition_activations: true}\n")
+    data = json.loads(cli("lint", "--format", "json", ".", cwd=tmp_path).stdout)
+    assert "skipped" not in data or "model.yaml" not in data["skipped"]

@@ -51,6 +51,23 @@ def deepspeed_keys() -> frozenset[str]:
     return frozenset(key for key, node in properties.items() if not node.get("x-editor-only"))
 
 
+@lru_cache(maxsize=1)
+def _description_keys() -> frozenset[str]:
+    """The keys of zeroadvisor's own model description (zeroadvisor/schemas/model.schema.json, generated from
+    model/description.py): the one file beside the configs in a repository that shares a key with DeepSpeed
+    (``activation_checkpointing``)."""
+    from zeroadvisor.deepspeed import schema
+
+    return frozenset(schema.load("model.schema.json").get("properties", {}))
+
+
+def is_model_description(data: Any) -> bool:
+    """A zeroadvisor model description: ``hf_config`` or ``parameters``, and no key the description lacks."""
+    if not isinstance(data, dict) or not ({"hf_config", "parameters"} & set(data)):
+        return False
+    return all(str(key) in _description_keys() or str(key).startswith("_") for key in data)
+
+
 def kind_of_data(data: Any) -> str | None:
     """DEEPSPEED, ACCELERATE or None for a parsed config.
 
@@ -58,11 +75,12 @@ def kind_of_data(data: Any) -> str | None:
     ``deepspeed_config`` mapping). An object with any DeepSpeed top-level key is a DeepSpeed config, and
     so is an empty object (DeepSpeed runs on its defaults; the corpus has one); so is one with an
     Accelerate key that is not an Accelerate config (a ``deepspeed_config`` that is not a mapping): the
-    DeepSpeed rules read it and say what it is. Keys starting with ``_`` are comments.
+    DeepSpeed rules read it and say what it is. A zeroadvisor model description is none of them, though its
+    ``activation_checkpointing`` is a DeepSpeed key too. Keys starting with ``_`` are comments.
     """
     if is_accelerate_config(data):
         return ACCELERATE
-    if not isinstance(data, dict):
+    if not isinstance(data, dict) or is_model_description(data):  # check --model's file, found beside the configs
         return None
     keys = {str(key) for key in data if not str(key).startswith("_")}
     if not data or keys & (deepspeed_keys() | ACCELERATE_KEYS):
