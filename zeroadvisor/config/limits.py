@@ -28,3 +28,8 @@ MAX_POINTER_CHARS = 32 << 20
 # 553-byte file expand to 387 million values (the "billion laughs"). Aliases may add at
 # most this many values to the document; a real config has a few hundred values in all.
 MAX_YAML_ALIAS_VALUES = 10_000
+
+# The most GPUs (processes) a run may have: the largest training clusters have ~10**5 GPUs, so 2**24 is a typo
+# ("--gpus 10**30", a launch command's "--nproc-per-node 99999999"), not a plan. memory/cluster.py bounds the
+# cluster by it; config/launch.py the counts a launch command writes.
+MAX_GPUS = 2**24

@@ -42,10 +42,22 @@ class Readings:
 
 # -- readers (each one small, so that tests replace it) ----------------------------------------
 
+# ASCII digits (str.isdigit() also takes "²", which int() refuses), and few enough for int(): past 18 digits a
+# count is past any cluster's, and the run's bound on the world size (inputs/values.py gpus) names it.
+_COUNT = re.compile(r"[0-9]{1,18}")
+
+
 def _positive_int(text: str | None) -> int | None:
-    if text is None or not text.strip().isdigit():
+    """A count the launcher sets in the environment (WORLD_SIZE); None where it is not one. A count past 18 digits
+    reads as 10**18, so that the bound on the world size refuses it rather than preflight ignoring it."""
+    if text is None:
         return None
-    value = int(text.strip())
+    stripped = text.strip()
+    if stripped.isascii() and stripped.isdigit() and not _COUNT.fullmatch(stripped):
+        return 10**18
+    if not _COUNT.fullmatch(stripped):
+        return None
+    value = int(stripped)
     return value if value > 0 else None
 
 

@@ -37,7 +37,10 @@ def world_size(ctx: Context) -> float | None:
     world even though each tensor-parallel group shares one micro batch."""
     if ctx.options.gpus is None:
         return None
-    return ctx.deepspeed.batch_world(ctx.options.gpus)
+    world = ctx.deepspeed.batch_world(ctx.options.gpus)
+    # a sequence_parallel_size past the float range makes it 0.0, which DeepSpeed's batch arithmetic divides by
+    # (ZeroDivisionError there); the parallel rules report the degree, and the batch is judged on no world size
+    return world if world > 0 else None
 
 
 def _mismatch(ctx: Context) -> Iterator[Hit]:
