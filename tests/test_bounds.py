@@ -147,8 +147,8 @@ def test_a_deeply_nested_project_configuration_is_one_line(cli, workdir, name, t
 # -- config values past the float range ------------------------------------------------------------
 
 @pytest.mark.parametrize("config", [
-    '{"train_batch_size": 16, "sequence_parallel_size": %s}' % BEYOND_FLOAT,
-    '{"train_batch_size": 16, "train_micro_batch_size_per_gpu": 2, "sequence_parallel_size": %s}' % BEYOND_FLOAT,
+    f'{{"train_batch_size": 16, "sequence_parallel_size": {BEYOND_FLOAT}}}',
+    f'{{"train_batch_size": 16, "train_micro_batch_size_per_gpu": 2, "sequence_parallel_size": {BEYOND_FLOAT}}}',
 ], ids=["tbs", "tbs-mbs"])
 def test_lint_with_a_sequence_parallel_size_past_the_float_range(cli, workdir, config):
     (workdir / "sp.json").write_text(config)
@@ -160,7 +160,7 @@ def test_lint_with_a_sequence_parallel_size_past_the_float_range(cli, workdir, c
 @pytest.mark.parametrize("key", ["train_batch_size", "gradient_accumulation_steps", "gradient_clipping"])
 @pytest.mark.parametrize("command", ["lint", "check", "estimate"])
 def test_a_400_digit_value_is_a_finding_or_a_usage_error(cli, workdir, key, command):
-    (workdir / "big.json").write_text('{"train_micro_batch_size_per_gpu": 2, "%s": %s}' % (key, BEYOND_FLOAT))
+    (workdir / "big.json").write_text(f'{{"train_micro_batch_size_per_gpu": 2, "{key}": {BEYOND_FLOAT}}}')
     args = {"lint": ("lint", "big.json", "--gpus", "8"), "check": ("check", "big.json", *MODEL, *CLUSTER),
             "estimate": ("estimate", "--config", "big.json", *MODEL, *CLUSTER)}[command]
     result = cli(*args)

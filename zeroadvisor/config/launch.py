@@ -425,20 +425,17 @@ def _torchrun_world(options: _Options, env: dict[str, str], cwd: str | None, not
     if high and high != low:
         notes.append(f"torchrun --nnodes {nnodes_text} is elastic: checked at its maximum, {nodes} node(s)")
     per_node = next((str(options[n]) for n in ("--nproc-per-node", "--nproc_per_node") if n in options), "1")
-    if per_node not in ("gpu", "auto", "cuda"):
-        if not _DIGITS.fullmatch(per_node.strip()):
-            raise LaunchError(f"launch command: torchrun --nproc-per-node expects a number or gpu/auto, got "
-                              f"{shown(per_node)}")
-        each = count(per_node, "torchrun --nproc-per-node")
-        return World(each * nodes, f"--nproc-per-node {each} x {nodes} node(s)", each)
     if per_node in ("gpu", "auto", "cuda"):
         visible = _visible(env)
         if visible is not None:
             return World(visible * nodes, f"CUDA_VISIBLE_DEVICES ({visible} GPU(s)) x {nodes} node(s)", visible)
         return World(None, f"torchrun --nproc-per-node {per_node} runs one process per GPU of the machine it runs on",
                      missing="--nproc-per-node N in the launch command")
-    raise LaunchError(f"launch command: torchrun --nproc-per-node expects a number or gpu/auto, got "  # pragma: no cover
-                      f"{shown(per_node)}")
+    if not _DIGITS.fullmatch(per_node.strip()):
+        raise LaunchError(f"launch command: torchrun --nproc-per-node expects a number or gpu/auto, got "
+                          f"{shown(per_node)}")
+    each = count(per_node, "torchrun --nproc-per-node")
+    return World(each * nodes, f"--nproc-per-node {each} x {nodes} node(s)", each)
 
 
 def _accelerate_config_option(options: _Options) -> str | None:

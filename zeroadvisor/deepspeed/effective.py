@@ -142,7 +142,7 @@ def _derive(tbs: int | None, mbs: int | None, gas: int | None,
     if mbs is None:
         return None
     gas = 1 if gas is None else gas  # the micro-batch alone: one step per batch
-    return mbs * gas * world, mbs, gas  # type: ignore[return-value]  # a Fraction compares as a float does
+    return mbs * gas * world, mbs, gas  # a Fraction compares as a float does
 
 
 def _from_train_batch(tbs: int, mbs: int | None, gas: int | None,

@@ -441,7 +441,8 @@ def _assemble(command: str, values: dict[str, Any], spelling: Spelling, project:
                     unit=choice(spelling.label("unit"), _unit(values, accounting), FORMAT_UNITS),
                     explain=bool(values.get("explain")), verbose=bool(values.get("verbose")),
                     all_options=bool(values.get("all_options")))
-    rules = RuleChoice(_references(values.get("select")), _references(values.get("ignore")),
+    rules = RuleChoice(_references(values.get("select"), spelling.label("select")),
+                       _references(values.get("ignore"), spelling.label("ignore")),
                        lint_only=command == "lint", project=project)
     if lint_only and output.format in DIFF_FORMATS:
         raise UsageError(f"{spelling.label('format')} {output.format} shows the memory advice: give "
@@ -455,11 +456,14 @@ def _assemble(command: str, values: dict[str, Any], spelling: Spelling, project:
                      trainer.overrides if trainer is not None else (), lint_only)
 
 
-def _references(value: Any) -> tuple[str, ...]:
-    """--select/--ignore (given once or more) or select=/ignore= (a string or a list) as a tuple."""
+def _references(value: Any, label: str) -> tuple[str, ...]:
+    """--select/--ignore (given once or more) or select=/ignore= (a string or a list of them) as a tuple."""
     if not _given(value):
         return ()
-    return (value,) if isinstance(value, str) else tuple(value)
+    references = (value,) if isinstance(value, str) else tuple(value) if isinstance(value, (list, tuple)) else None
+    if references is None or not all(isinstance(reference, str) for reference in references):
+        raise UsageError(f"{label}: expected rule codes or names (a string or a list of strings), got {value!r}")
+    return references
 
 
 def _cluster(command: str, values: dict[str, Any], spelling: Spelling) -> Cluster:
@@ -478,8 +482,8 @@ def _cluster(command: str, values: dict[str, Any], spelling: Spelling) -> Cluste
         check_usable(spelling.label("headroom"), values.get("gpu_memory") or (card.memory_bytes if card else None),
                      headroom)
         return Cluster(gpus=values["gpus"], gpus_per_node=values.get("gpus_per_node"),
-                       gpu_memory=values.get("gpu_memory"), cpu_memory=values.get("cpu_memory"), nvme=values.get("nvme"),
-                       headroom=headroom, gpu=card)
+                       gpu_memory=values.get("gpu_memory"), cpu_memory=values.get("cpu_memory"),
+                       nvme=values.get("nvme"), headroom=headroom, gpu=card)
     except EstimateError as err:  # the bounds of memory/cluster.py, on values given together
         raise UsageError(str(err)) from None
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from zeroadvisor.config.limits import MAX_GPUS as MAX_GPUS  # the one bound, re-exported
+from zeroadvisor.config.limits import MAX_GPUS  # the one bound (memory/estimate.py re-exports it)
 from zeroadvisor.hardware.table import GpuSpec
 from zeroadvisor.memory.errors import EstimateError
 from zeroadvisor.memory.terms import ceil_div

@@ -5,6 +5,7 @@ The counts are the document's (deepspeed/settings.py read_batch, through ``ctx.d
 from __future__ import annotations
 
 from collections.abc import Iterator
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from zeroadvisor.config import merge_patch as patch
@@ -25,7 +26,10 @@ def consistent(batch: BatchCounts, world: float) -> bool:
     if derived is None:
         return False
     t, m, g = derived
-    return t > 0 and m > 0 and g > 0 and t == m * g * world
+    try:
+        return t > 0 and m > 0 and g > 0 and t == m * g * world
+    except OverflowError:  # counts past the float range (derive_batch's exact fallback): compare exactly
+        return t > 0 and m > 0 and g > 0 and t == m * g * Fraction(world)
 
 
 def world_size(ctx: Context) -> float | None:
