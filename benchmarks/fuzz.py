@@ -250,7 +250,8 @@ COUNT_TEXTS = ["0", "1", "2", "8", "00", "-1", "1.5", "1e3", "²", "٣", "x", ""
                "9" * 5000, str(2**24), str(2**24 + 1), "4096", "1" + "0" * 400]
 VALUES = [0, -1, 1, 2, 8, 1.5, -0.0, float("nan"), float("inf"), 2**24 + 1, 2**63, 10**400, True, False, None, "", "x",
           "²", "1e400", "0B", "1B", "1MiB", "80GiB", "1EB", "2EB", "99.9999999999%", "100%", "-5%", "0%", "auto",
-          "fp16", "full", "none", "all-linear", "A100-SXM4-80GB", "7B", "1e18", "1e31", "ZA101", [], [0], ["x"], {}, b"x"]
+          "fp16", "full", "none", "all-linear", "A100-SXM4-80GB", "7B", "1e18", "1e31", "ZA101", [], [0], ["x"], {},
+          b"x"]
 API_KEYWORDS = ["params", "gpus", "gpus_per_node", "gpu", "gpu_memory", "cpu_memory", "nvme", "headroom", "accounting",
                 "seq_len", "micro_batch", "precision", "stage", "activation_checkpointing", "flash_attention",
                 "target_len", "padding", "load_dtype", "zero_init", "meta_load", "optim", "liger_kernel",

@@ -53,6 +53,18 @@ def test_the_advisor_never_grows_host_memory_past_the_bound(cli, workdir):
     assert "internal error" not in result.stderr
 
 
+@pytest.mark.parametrize("flag", ["--gpus", "--seq-len", "--micro-batch"])
+def test_a_number_flag_of_more_digits_than_int_reads(cli, workdir, flag):
+    """parse_simple's int() raised ValueError (4,300 digits at most) past the typer fallback: exit 3."""
+    args = {"--gpus": ("--gpu-memory", "80GiB"), "--seq-len": CLUSTER, "--micro-batch": CLUSTER}[flag]
+    _usage_error(cli("check", "ds.json", *MODEL, *args, flag, HUGE), flag)
+
+
+def test_a_project_configuration_number_of_more_digits_than_int_reads(cli, workdir):
+    (workdir / ".zeroadvisor.toml").write_text(f"[cluster]\ngpus = {HUGE}\n")
+    _usage_error(cli("lint", "ds.json"), ".zeroadvisor.toml", "too long")
+
+
 def test_params_past_the_model_bound_are_a_usage_error(cli, workdir):
     _usage_error(cli("check", "ds.json", "--params", "1e31", *CLUSTER), "--params")
 
