@@ -178,3 +178,12 @@ def test_a_400_digit_value_is_a_finding_or_a_usage_error(cli, workdir, key, comm
     result = cli(*args)
     assert result.returncode in (0, 1, 2, 5), result.stderr
     assert "internal error" not in result.stderr and len(result.stderr.splitlines()) <= 1
+
+
+@pytest.mark.parametrize("steps", ["'²'", "'" + HUGE + "'"], ids=["superscript", "5000-digits"])
+def test_an_accelerate_config_accumulation_int_cannot_read_is_a_finding(cli, workdir, steps):
+    """DeepSpeedPlugin's int() of the environment text raised ValueError here too (exit 3)."""
+    (workdir / "acc.yaml").write_text("distributed_type: DEEPSPEED\nnum_processes: 8\ndeepspeed_config:\n"
+                                      f"  zero_stage: 2\n  gradient_accumulation_steps: {steps}\n")
+    result = cli("lint", "acc.yaml")
+    assert result.returncode == 1 and "gradient_accumulation_steps" in result.stdout, result.stderr
