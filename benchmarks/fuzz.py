@@ -11,7 +11,11 @@ and random byte-level mutations of the text. Each input goes through
     every --format renderer                                     -> text
 
 and must keep the contract: no exception, one-line messages, fixes that are JSON (no NaN), the
-JSON and SARIF output parse as JSON. Reports the executions, the unique failures (exception type
+JSON and SARIF output parse as JSON. A share of the runs (--inputs, default half) fuzzes the inputs beside
+the config instead: the public API's keywords (check, estimate, lint: a result or one of
+api.EXPECTED_ERRORS), the launch command, the Trainer's arguments, Accelerate configs and the project
+configuration (each parser: a result or its own error), and ``check`` end to end through the command line
+(a defined exit code, never 3); a finding there prints the choices that made the input. Reports the executions, the unique failures (exception type
 and the innermost zeroadvisor frame) with the smallest input of each, and every input slower
 than --slow seconds; an input still running after --hang seconds is stopped (SIGALRM) and
 reported as a hang. Exits 1 on any finding. Plain ``random`` with a seed: the same seed and
