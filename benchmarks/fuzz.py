@@ -15,7 +15,9 @@ JSON and SARIF output parse as JSON. A share of the runs (--inputs, default half
 the config instead: the public API's keywords (check, estimate, lint: a result or one of
 api.EXPECTED_ERRORS), the launch command, the Trainer's arguments, Accelerate configs and the project
 configuration (each parser: a result or its own error), and ``check`` end to end through the command line
-(a defined exit code, never 3); a finding there prints the choices that made the input. Reports the executions, the unique failures (exception type
+(a defined exit code, never 3); a finding there prints the choices that made the input.
+
+Reports the executions, the unique failures (exception type
 and the innermost zeroadvisor frame) with the smallest input of each, and every input slower
 than --slow seconds; an input still running after --hang seconds is stopped (SIGALRM) and
 reported as a hang. Exits 1 on any finding. Plain ``random`` with a seed: the same seed and
