@@ -11,7 +11,13 @@ and random byte-level mutations of the text. Each input goes through
     every --format renderer                                     -> text
 
 and must keep the contract: no exception, one-line messages, fixes that are JSON (no NaN), the
-JSON and SARIF output parse as JSON. Reports the executions, the unique failures (exception type
+JSON and SARIF output parse as JSON. A share of the runs (--inputs, default half) fuzzes the inputs beside
+the config instead: the public API's keywords (check, estimate, lint: a result or one of
+api.EXPECTED_ERRORS), the launch command, the Trainer's arguments, Accelerate configs and the project
+configuration (each parser: a result or its own error), and ``check`` end to end through the command line
+(a defined exit code, never 3); a finding there prints the choices that made the input.
+
+Reports the executions, the unique failures (exception type
 and the innermost zeroadvisor frame) with the smallest input of each, and every input slower
 than --slow seconds; an input still running after --hang seconds is stopped (SIGALRM) and
 reported as a hang. Exits 1 on any finding. Plain ``random`` with a seed: the same seed and
@@ -238,6 +244,228 @@ def run_one(text: str, rng: random.Random) -> None:
     _reports(result.findings, result)
 
 
+# --------------------------------------------------------------------------------------------
+# The inputs besides the DeepSpeed config: the public API's keywords, the launch command, the Trainer's
+# arguments, Accelerate YAML, the project configuration, and check end to end through the command line.
+# Each may end only in a result or a documented error (api.EXPECTED_ERRORS), one line.
+# --------------------------------------------------------------------------------------------
+
+# Numbers as text where counts go: zero, signs, fractions, digits int() refuses ("²"), past int()'s 4,300 digits,
+# past every bound and past the float range.
+COUNT_TEXTS = ["0", "1", "2", "8", "00", "-1", "1.5", "1e3", "²", "٣", "x", "", " ", "gpu", "auto", "1:4", "0:0",
+               "9" * 5000, str(2**24), str(2**24 + 1), "4096", "1" + "0" * 400]
+VALUES = [0, -1, 1, 2, 8, 1.5, -0.0, float("nan"), float("inf"), 2**24 + 1, 2**63, 10**400, True, False, None, "", "x",
+          "²", "1e400", "0B", "1B", "1MiB", "80GiB", "1EB", "2EB", "99.9999999999%", "100%", "-5%", "0%", "auto",
+          "fp16", "full", "none", "all-linear", "A100-SXM4-80GB", "7B", "1e18", "1e31", "ZA101", [], [0], ["x"], {},
+          b"x"]
+API_KEYWORDS = ["params", "gpus", "gpus_per_node", "gpu", "gpu_memory", "cpu_memory", "nvme", "headroom", "accounting",
+                "seq_len", "micro_batch", "precision", "stage", "activation_checkpointing", "flash_attention",
+                "target_len", "padding", "load_dtype", "zero_init", "meta_load", "optim", "liger_kernel",
+                "tensor_parallel", "pipeline_parallel", "sequence_parallel", "expert_parallel", "peft", "lora_r",
+                "lora_target_modules", "quantization", "inter_node_bandwidth", "cpu_cores", "nvme_bandwidth",
+                "efficiency", "launcher"]
+CHECK_KEYWORDS = ["integration", "unit", "name", "select", "ignore"]
+LAUNCHER_OPTIONS = {
+    "torchrun": ["--nnodes", "--nproc-per-node", "--nproc_per_node", "--standalone"],
+    "deepspeed": ["--num_gpus", "--num_nodes", "--num_accelerators", "--include", "--exclude", "--hostfile"],
+    "accelerate launch": ["--num_processes", "--num_machines", "--zero_stage", "--gradient_accumulation_steps",
+                          "--config_file", "--mixed_precision"],
+    "python": ["-u"],
+}
+SCRIPT_OPTIONS = ["--deepspeed", "--max_seq_length", "--per_device_train_batch_size", "--gradient_accumulation_steps",
+                  "--bf16", "--gradient_checkpointing", "--model_name_or_path", "--max_grad_norm", "--optim"]
+TRAINER_KEYS = ["per_device_train_batch_size", "gradient_accumulation_steps", "max_seq_length", "bf16", "fp16",
+                "gradient_checkpointing", "max_grad_norm", "optim", "deepspeed", "model_name_or_path",
+                "micro_batch_size", "batch_size", "sequence_len", "base_model", "cutoff_len", "model_max_length",
+                "num_epochs", "use_liger_kernel"]
+ACCELERATE_KEYS = ["num_processes", "num_machines", "mixed_precision", "distributed_type", "machine_rank",
+                   "deepspeed_config"]
+PROJECT_LINES = ["gpus = {n}", "gpus-per-node = {n}", "gpu-memory = \"{s}\"", "headroom = \"{s}\"", "gpu = \"{s}\"",
+                 "cpu-memory = \"{s}\"", "select = [\"{s}\"]", "seq-len = {n}", "micro-batch = {n}",
+                 "fail-on = \"{s}\"", "format = \"{s}\"", "cpu-cores = {n}", "efficiency = \"{s}\""]
+PROJECT_TABLES = ["", "[cluster]", "[training]", "[run]", "[gpus.my-card]"]
+
+
+class InputsGenerator:
+    """Random inputs for the parsers around the config, from the tables above."""
+
+    def __init__(self, rng: random.Random):
+        self.rng = rng
+
+    def count(self) -> str:
+        return self.rng.choice(COUNT_TEXTS)
+
+    def value(self):
+        return self.rng.choice(VALUES)
+
+    def keywords(self, names: list[str], most: int = 3) -> dict:
+        return {self.rng.choice(names): self.value() for _ in range(self.rng.randint(0, most))}
+
+    def launch(self) -> str:
+        import shlex
+
+        launcher = self.rng.choice(list(LAUNCHER_OPTIONS))
+        words = [] if self.rng.random() < 0.8 else [f"CUDA_VISIBLE_DEVICES={self.rng.choice(['', '0', '0,1', ','])}"]
+        words += launcher.split()
+        for _ in range(self.rng.randint(0, 3)):
+            option = self.rng.choice(LAUNCHER_OPTIONS[launcher])
+            words += [option] if option in ("--standalone", "-u") else [option, self.count()]
+        words += ["train.py", "--deepspeed", "ds.json"]
+        for _ in range(self.rng.randint(0, 3)):
+            words += [self.rng.choice(SCRIPT_OPTIONS), self.count()]
+        return shlex.join(words)
+
+    def mapping(self, keys: list[str]) -> dict:
+        return {self.rng.choice(keys): self.rng.choice([self.value(), self.count()])
+                for _ in range(self.rng.randint(0, 6))}
+
+    def accelerate(self) -> dict:
+        data = self.mapping(ACCELERATE_KEYS)
+        data.setdefault("distributed_type", "DEEPSPEED")
+        if self.rng.random() < 0.7:
+            data["deepspeed_config"] = {"zero_stage": self.rng.choice([0, 2, 3, "x", 10**400]),
+                                        "gradient_clipping": self.rng.choice([1.0, 10**400, "auto"])}
+        return data
+
+    def project(self) -> str:
+        if self.rng.random() < 0.1:  # nesting past tomllib's recursion
+            depth = self.rng.choice([10, 500, 3000])
+            return "a = " + "[" * depth + "]" * depth + "\n"
+        lines = []
+        for _ in range(self.rng.randint(0, 5)):
+            if self.rng.random() < 0.3:
+                lines.append(self.rng.choice(PROJECT_TABLES))
+            number = self.count()
+            number = number if number.isascii() and number.strip().lstrip("-").isdigit() else "8"
+            text = str(self.value()).replace("\\", "").replace('"', "")
+            lines.append(self.rng.choice(PROJECT_LINES).format(n=number, s=text))
+        return "\n".join(lines) + "\n"
+
+
+def _documented(call, *args, **kwargs):
+    """``call``'s result, or None where it raised a documented error; any other exception propagates (a finding)."""
+    from zeroadvisor import api
+
+    try:
+        return call(*args, **kwargs)
+    except (*api.EXPECTED_ERRORS, api.PreflightError) as err:
+        if "\n" in str(err) and not isinstance(err, api.PreflightError):
+            raise AssertionError(f"{type(err).__name__} message spans lines: {str(err)[:200]!r}") from None
+        return None
+
+
+def run_api(gen: InputsGenerator, text: str) -> None:
+    """check / estimate / lint through the public API, with the generated config as text and random keywords."""
+    import warnings
+
+    import zeroadvisor
+
+    cluster = {"params": "7B", "gpus": 8, "gpu_memory": "80GiB"}
+    which = gen.rng.choice(["check", "estimate", "lint"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if which == "lint":
+            _documented(zeroadvisor.lint, text=text, **gen.keywords(["gpus", "select", "ignore", "integration"]))
+            return
+        try:
+            config = json.loads(text)
+        except ValueError:
+            config = {}
+        config = config if isinstance(config, dict) else {}
+        keywords = {**cluster, **gen.keywords(API_KEYWORDS + (CHECK_KEYWORDS if which == "check" else []))}
+        _documented(getattr(zeroadvisor, which), config, **keywords)
+
+
+def run_parsers(gen: InputsGenerator, folder: Path) -> None:
+    """The launch command, the Trainer's arguments, an Accelerate config and the project configuration, each read by
+    its own parser: a result or the parser's documented error."""
+    from zeroadvisor.config import project
+    from zeroadvisor.config.launch import parse_launch
+    from zeroadvisor.config.training_args import from_mapping
+    from zeroadvisor.deepspeed import accelerate_map
+    from zeroadvisor.inputs import project as checked_project
+
+    _documented(parse_launch, gen.launch(), str(folder))
+    _documented(from_mapping, gen.mapping(TRAINER_KEYS), "fuzz.yaml")
+    try:
+        document = parse(json.dumps(gen.accelerate(), default=str), "acc.json")
+    except ParseError:  # a generated value past the reader's limits: the config fuzz covers the reader
+        document = None
+    if document is not None:
+        accelerate_map.build(document, cwd=str(folder))
+    toml = folder / ".zeroadvisor.toml"
+    toml.write_text(gen.project(), "utf-8")
+    config = _documented(project.load, str(toml))
+    if config is not None:
+        _documented(checked_project.checked, config)
+
+
+def run_cli_check(gen: InputsGenerator, folder: Path) -> None:
+    """``check`` end to end, in this process, with a launch command or Trainer arguments and a project configuration:
+    a defined exit code, never an internal error (3)."""
+    import contextlib
+    import io
+
+    from zeroadvisor import cli as command_line
+    from zeroadvisor.inputs import project
+
+    (folder / "ds.json").write_text('{"train_micro_batch_size_per_gpu": "auto", "zero_optimization": {"stage": 2}}')
+    (folder / ".zeroadvisor.toml").write_text(gen.project() if gen.rng.random() < 0.5 else "", "utf-8")
+    argv = ["check", "ds.json", "--params", gen.rng.choice(["7B", "1e18", "1e31", "x"]), "--gpu-memory",
+            gen.rng.choice(["80GiB", "1B", "1EB"])]
+    if gen.rng.random() < 0.5:
+        argv += ["--launch", gen.launch()]
+    else:
+        argv += ["--gpus", gen.count()]
+    if gen.rng.random() < 0.3:
+        (folder / "args.json").write_text(json.dumps(gen.mapping(TRAINER_KEYS), default=str))
+        argv += ["--training-args", "args.json"]
+    if gen.rng.random() < 0.3:
+        argv += ["--headroom", gen.rng.choice(["10%", "99.9999999999%", "0", "1"])]
+    err = io.StringIO()
+    project.forget()
+    with contextlib.chdir(folder), contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        code = command_line.run(argv)
+    if code not in (0, 1, 2, 4, 5):
+        raise AssertionError(f"check exit {code}: {err.getvalue()[:300]!r} for {argv!r}"[:600])
+
+
+class Recorded:
+    """The generator's random source, recording each choice: the input of a finding, printed as they were chosen."""
+
+    def __init__(self, rng: random.Random):
+        self.rng, self.chosen = rng, []
+
+    def random(self) -> float:
+        return self.rng.random()
+
+    def randint(self, low: int, high: int) -> int:
+        return self.rng.randint(low, high)
+
+    def choice(self, seq):
+        value = self.rng.choice(seq)
+        self.chosen.append(value if not isinstance(value, str) or len(value) < 60 else f"{value[:20]}...({len(value)})")
+        return value
+
+
+def run_inputs(text: str, rng: random.Random, folder: Path) -> list:
+    """One of the inputs beside the config, chosen at random; what was chosen is ``recorded`` (for the report)."""
+    recorded = Recorded(rng)
+    recorded_inputs[:] = [recorded.chosen]
+    gen = InputsGenerator(recorded)
+    target = recorded.choice(["api", "parsers", "cli-check"])
+    if target == "api":
+        run_api(gen, text)
+    elif target == "parsers":
+        run_parsers(gen, folder)
+    else:
+        run_cli_check(gen, folder)
+    return recorded.chosen
+
+
+recorded_inputs: list[list] = [[]]  # the choices of the inputs run now (run_inputs)
+
+
 def _where(exc: BaseException) -> str:
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if f"{os.sep}zeroadvisor{os.sep}" in f.filename]
     if not frames:
@@ -252,7 +480,7 @@ def _on_alarm(signum, frame):
     raise Hang()
 
 
-def main(argv: list[str] | None = None) -> int:
+def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=60.0, help="time budget (default 60)")
     parser.add_argument("--max-examples", type=int, default=None, help="stop after this many inputs")
@@ -260,50 +488,85 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--slow", type=float, default=2.0, help="report inputs slower than this (s)")
     parser.add_argument("--hang", type=int, default=10, help="stop an input after this many seconds (a hang)")
     parser.add_argument("--out", type=Path, help="write the smallest input of each finding here")
-    args = parser.parse_args(argv)
+    parser.add_argument("--inputs", type=float, default=0.5,
+                        help="share of the runs that fuzz the inputs beside the config (the API's keywords, the "
+                             "launch command, Trainer arguments, Accelerate YAML, the project configuration, check "
+                             "end to end) instead of the config itself (default 0.5)")
+    return parser.parse_args(argv)
 
-    rng = random.Random(args.seed)
-    generator = Generator(rng)
-    failures: dict[tuple[str, str], Failure] = {}
-    slow: list[tuple[float, str]] = []
-    executions = 0
-    started = time.monotonic()
-    signal.signal(signal.SIGALRM, _on_alarm)
-    while time.monotonic() - started < args.seconds and (args.max_examples is None or executions < args.max_examples):
-        text = generator.text()
-        executions += 1
-        t0 = time.perf_counter()
-        signal.alarm(args.hang)
-        hung = False
-        try:
+
+@dataclass
+class Session:
+    """One fuzz run's findings and counts."""
+
+    failures: dict[tuple[str, str], Failure] = field(default_factory=dict)
+    slow: list[tuple[float, str]] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=lambda: {"config": 0, "inputs": 0})
+
+
+def _run_once(args: argparse.Namespace, session: Session, generator: Generator, rng: random.Random,
+              folder: Path) -> None:
+    """One input (a config, or the inputs beside it), under the hang alarm; what it breaks is recorded."""
+    text = generator.text()
+    side = "inputs" if rng.random() < args.inputs else "config"
+    session.counts[side] += 1
+    t0 = time.perf_counter()
+    signal.alarm(args.hang)
+    hung = False
+    try:
+        if side == "inputs":
+            run_inputs(text, rng, folder)
+        else:
             run_one(text, rng)
-        except Hang:
-            hung = True
-            failures.setdefault(("hang", "?"), Failure("hang", f"> {args.hang} s", "stopped")).inputs.append(text)
-        except Exception as exc:  # every exception is a finding: the contract is "never raise"
-            key = (type(exc).__name__, _where(exc))
-            failures.setdefault(key, Failure(key[0], key[1], str(exc)[:200])).inputs.append(text)
-        finally:
-            signal.alarm(0)
-        took = time.perf_counter() - t0
-        if took > args.slow and not hung:
-            slow.append((took, text))
+    except Hang:
+        hung = True
+        session.failures.setdefault(("hang", "?"), Failure("hang", f"> {args.hang} s", "stopped")).inputs.append(text)
+    except Exception as exc:  # every exception is a finding: the contract is "never raise"
+        key = (type(exc).__name__, _where(exc))
+        shown = repr(recorded_inputs[0])[:2000] if side == "inputs" else text
+        session.failures.setdefault(key, Failure(key[0], key[1], str(exc)[:200])).inputs.append(shown)
+    finally:
+        signal.alarm(0)
+    took = time.perf_counter() - t0
+    if took > args.slow and not hung:
+        session.slow.append((took, text if side == "config" else repr(recorded_inputs[0])[:2000]))
 
-    elapsed = time.monotonic() - started
-    print(f"executions: {executions} in {elapsed:.0f} s (seed {args.seed}); unique failures: {len(failures)}; "
-          f"slower than {args.slow:g} s: {len(slow)}")
+
+def _report(args: argparse.Namespace, session: Session, executions: int, elapsed: float) -> None:
+    counts = session.counts
+    print(f"executions: {executions} in {elapsed:.0f} s (seed {args.seed}); unique failures: {len(session.failures)}; "
+          f"slower than {args.slow:g} s: {len(session.slow)} (configs {counts['config']}, other inputs "
+          f"{counts['inputs']})")
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
-    for n, ((kind, where), failure) in enumerate(sorted(failures.items())):
+    for n, ((kind, where), failure) in enumerate(sorted(session.failures.items())):
         print(f"  [{len(failure.inputs)}x] {kind} at {where}: {failure.detail}")
         print(f"      smallest input ({len(failure.smallest)} chars): {failure.smallest[:300]!r}")
         if args.out:
             (args.out / f"failure-{n}.txt").write_text(failure.smallest, "utf-8", errors="surrogatepass")
-    for n, (took, text) in enumerate(sorted(slow, reverse=True)[:10]):
+    for n, (took, text) in enumerate(sorted(session.slow, reverse=True)[:10]):
         print(f"  slow {took:.1f} s ({len(text)} chars): {text[:200]!r}")
         if args.out:
             (args.out / f"slow-{n}.txt").write_text(text, "utf-8", errors="surrogatepass")
-    return 1 if failures or slow else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    import tempfile
+
+    args = _arguments(argv)
+    rng = random.Random(args.seed)
+    generator = Generator(rng)
+    session = Session()
+    executions = 0
+    started = time.monotonic()
+    signal.signal(signal.SIGALRM, _on_alarm)
+    with tempfile.TemporaryDirectory(prefix="zeroadvisor-fuzz-") as folder:
+        while time.monotonic() - started < args.seconds and (args.max_examples is None
+                                                               or executions < args.max_examples):
+            executions += 1
+            _run_once(args, session, generator, rng, Path(folder))
+    _report(args, session, executions, time.monotonic() - started)
+    return 1 if session.failures or session.slow else 0
 
 
 if __name__ == "__main__":

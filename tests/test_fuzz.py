@@ -50,3 +50,103 @@ def test_check_never_raises_and_fixes_apply(config, zero):
         new_text = patched_text(doc, patch)
         assert parse(new_text).data == mp.apply(doc.data, patch)
         assert patched_text(parse(new_text), patch) == new_text
+
+
+# -- the parsers around the config: each input gives a result or the parser's own error --------------
+
+COUNTS = st.sampled_from(["0", "1", "2", "8", "-1", "1.5", "²", "٣", "x", "", "gpu", "1:4", "9" * 5000,
+                          str(2**24 + 1), "1" + "0" * 400])
+LAUNCH_WORDS = st.lists(st.one_of(COUNTS, st.sampled_from([
+    "--nnodes", "--nproc-per-node", "--num_gpus", "--num_nodes", "--num_processes", "--num_machines", "--zero_stage",
+    "--include", "--hostfile", "--max_seq_length", "--per_device_train_batch_size", "--deepspeed", "ds.json",
+    "train.py", "--", "-m", "--bf16"])), max_size=8)
+LAUNCHERS = st.sampled_from([["torchrun"], ["deepspeed"], ["accelerate", "launch"], ["python"],
+                             ["CUDA_VISIBLE_DEVICES=", "torchrun"], ["CUDA_VISIBLE_DEVICES=0,1", "deepspeed"]])
+
+
+@pytest.mark.slow
+@settings(max_examples=200)
+@given(LAUNCHERS, LAUNCH_WORDS)
+def test_the_launch_parser_raises_only_its_error(launcher, words):
+    from zeroadvisor.config.launch import LaunchError, parse_launch
+    from zeroadvisor.config.reader import InputError
+    from zeroadvisor.config.training_args import TrainerInputError
+
+    try:
+        launch = parse_launch([*launcher, *words])
+    except (LaunchError, TrainerInputError, InputError) as err:  # InputError: an arguments file that is not here
+        assert "\n" not in str(err) and len(str(err)) < 1000
+        return
+    assert launch.world_size is None or 1 <= launch.world_size
+
+
+TRAINER_VALUES = st.one_of(COUNTS, st.integers(-2, 10**400), st.floats(), st.none(), st.booleans(),
+                           st.sampled_from(["auto", "bf16", [], {}]))
+TRAINER = st.dictionaries(st.sampled_from([
+    "per_device_train_batch_size", "gradient_accumulation_steps", "max_seq_length", "bf16", "gradient_checkpointing",
+    "max_grad_norm", "optim", "deepspeed", "micro_batch_size", "batch_size", "sequence_len", "base_model",
+    "cutoff_len", "model_max_length", "use_liger_kernel"]), TRAINER_VALUES, max_size=6)
+
+
+@pytest.mark.slow
+@settings(max_examples=200)
+@given(TRAINER)
+def test_the_trainer_arguments_raise_only_their_error(data):
+    from zeroadvisor.config.training_args import TrainerInputError, from_mapping
+
+    try:
+        from_mapping(data, "train.yaml")
+    except TrainerInputError as err:
+        assert "\n" not in str(err)
+
+
+ACCELERATE = st.fixed_dictionaries({"distributed_type": st.sampled_from(["DEEPSPEED", "MULTI_GPU", "x"])}, optional={
+    "num_processes": TRAINER_VALUES, "num_machines": TRAINER_VALUES, "mixed_precision": TRAINER_VALUES,
+    "deepspeed_config": st.dictionaries(st.sampled_from(["zero_stage", "gradient_clipping", "offload_optimizer_device",
+                                                         "gradient_accumulation_steps", "deepspeed_config_file"]),
+                                        TRAINER_VALUES, max_size=4)})
+
+
+@pytest.mark.slow
+@settings(max_examples=150)
+@given(ACCELERATE)
+def test_an_accelerate_config_never_raises(data):
+    from zeroadvisor.deepspeed import accelerate_map
+
+    text = json.dumps(data, default=str)
+    try:
+        doc = parse(text, "accelerate.json")
+    except ValueError:  # the reader's own limits (a 5,000-digit number): the config fuzz covers them
+        return
+    launch = accelerate_map.build(doc)
+    assert launch.world_size is None or launch.world_size >= 1
+
+
+PROJECT_LINES = st.lists(st.one_of(
+    st.sampled_from(["[cluster]", "[training]", "[run]", "[gpus.card]", "a = " + "[" * 3000 + "]" * 3000]),
+    st.builds("{} = {}".format, st.sampled_from(["gpus", "gpus-per-node", "seq-len", "micro-batch", "cpu-cores",
+                                                 "memory", "dense-tflops"]),
+              st.sampled_from(["0", "8", "-1", "1.5", "9" * 5000, "1e400", '"x"', "[]"])),
+    st.builds('{} = "{}"'.format, st.sampled_from(["gpu-memory", "headroom", "gpu", "cpu-memory", "select", "format",
+                                                   "fail-on", "efficiency", "inter-node-bandwidth"]),
+              st.sampled_from(["1B", "80GiB", "1EB", "99.9999999999%", "10%", "x", "²", "A100-SXM4-80GB"]))),
+    max_size=6)
+
+
+@pytest.mark.slow
+@settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(PROJECT_LINES)
+def test_the_project_configuration_raises_only_its_error(tmp_path, lines):
+    from zeroadvisor.config import project
+    from zeroadvisor.config.project import ProjectConfigError
+    from zeroadvisor.inputs import project as checked
+
+    path = tmp_path / ".zeroadvisor.toml"
+    path.write_text("\n".join(lines) + "\n")
+    try:
+        config = project.load(str(path))
+        if config is not None:
+            checked.forget()
+            checked.checked(config)
+    except ProjectConfigError as err:
+        assert "\n" not in str(err) and len(str(err)) < 1000

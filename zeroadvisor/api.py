@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from zeroadvisor.config.project import ProjectConfigError
@@ -68,14 +69,16 @@ def run_lint(inputs: RunInputs, stdin: BinaryIO | None = None) -> LintResult:
     """``lint`` of RunInputs built once (zeroadvisor.inputs.run.build); ``-`` reads ``stdin``."""
     from zeroadvisor import flows
 
-    return flows.lint(inputs, stdin)
+    with _documented(inputs):
+        return flows.lint(inputs, stdin)
 
 
 def run_estimate(inputs: RunInputs, step_times: bool = False) -> EstimateResult:
     """``estimate`` of RunInputs; ``step_times``: the step time per option too, on ``inputs.hardware``."""
     from zeroadvisor import flows
 
-    return flows.estimate(inputs, step_times)
+    with _documented(inputs):
+        return flows.estimate(inputs, step_times)
 
 
 def run_check(inputs: RunInputs) -> CheckRun:
@@ -84,7 +87,33 @@ def run_check(inputs: RunInputs) -> CheckRun:
     configs."""
     from zeroadvisor import flows
 
-    return flows.check(inputs)
+    with _documented(inputs):
+        run = flows.check(inputs)
+    return _DocumentedRun(**{name.name: getattr(run, name.name) for name in fields(run)})
+
+
+class _DocumentedRun(CheckRun):
+    """A CheckRun whose reports, made while it is iterated, raise only the documented errors (``_documented``)."""
+
+    def __iter__(self) -> Iterator[CheckReport]:
+        with _documented(self.inputs):
+            yield from super().__iter__()
+
+
+@contextmanager
+def _documented(inputs: RunInputs) -> Iterator[None]:
+    """The memory model's own error (memory/errors.py EstimateError: a value it cannot use, never a bug) as the
+    documented error it is: an UnusableConfig naming the config where there is one, else a UsageError. The
+    flows raise it where a value the inputs accepted alone cannot be used with the rest (a micro batch the
+    config derives past the model's bound)."""
+    from zeroadvisor.memory.errors import EstimateError
+
+    try:
+        yield
+    except EstimateError as err:
+        if len(inputs.configs) == 1:
+            raise UnusableConfig(f"{inputs.configs[0].display}: cannot estimate: {err}") from None
+        raise UsageError(str(err)) from None
 
 
 # -- lint -------------------------------------------------------------------------------------
@@ -103,7 +132,7 @@ def lint(*paths: str | os.PathLike[str], text: str | None = None, config: Mappin
     >>> zeroadvisor.lint(config={"train_batch_size": 8, "zero_optimisation": {"stage": 3}}).errors
     1
     """
-    return run_lint(_build("lint", dict(paths=[os.fspath(p) for p in paths], text=text, config=config, name=name,
+    return run_lint(_build("lint", dict(paths=list(paths), text=text, config=config, name=name,
                                         select=select, ignore=ignore, integration=integration, gpus=gpus,
                                         only_configs=only_configs)))
 

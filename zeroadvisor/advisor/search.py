@@ -44,7 +44,7 @@ from zeroadvisor.deepspeed import effective as dsconfig
 from zeroadvisor.deepspeed import schema
 from zeroadvisor.deepspeed.effective import AUTO, GAS, MBS, TBS
 from zeroadvisor.memory.errors import EstimateError
-from zeroadvisor.memory.estimate import MAX_GPUS, Cluster, Estimate, StageEstimate, estimate
+from zeroadvisor.memory.estimate import MAX_GPUS, MAX_MEMORY_BYTES, Cluster, Estimate, StageEstimate, estimate
 from zeroadvisor.memory.options import Option, refusal
 from zeroadvisor.memory.step_temporaries import KEY as STEP_TEMPORARY
 from zeroadvisor.model.spec import Checkpointing, ModelSpec, TrainingShape
@@ -508,7 +508,8 @@ class Searcher:
             for resource, key in (("host", "cpu_memory"), ("nvme", "nvme")):
                 if resource in binding:
                     grown[key] = _round_up_gb(binding[resource].need / keep)
-            if grown:
+            # more than any machine has (memory/cluster.py's bound) is no change to recommend
+            if grown and max(grown.values()) <= MAX_MEMORY_BYTES:
                 larger = replace(self.cluster, cpu_memory=grown.get("cpu_memory", self.cluster.cpu_memory),
                                  nvme=grown.get("nvme", self.cluster.nvme))
                 found = self._on_cluster(larger, ClusterChange(**grown))

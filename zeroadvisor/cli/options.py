@@ -305,6 +305,9 @@ COMMANDS: tuple[Command, ...] = (LINT, RULES, RULE, ESTIMATE, CHECK)
 # -- the fast path ---------------------------------------------------------------------------
 
 _DIGITS = re.compile(r"[0-9]+")
+# A number of more digits is past every bound (the largest, the model's parameters, is 10**30) and int() refuses
+# past 4,300: typer parses it, and says so in one line.
+_MAX_DIGITS = 40
 
 
 def parse_simple(command: Command, argv: list[str]) -> dict[str, Any] | None:
@@ -369,7 +372,7 @@ def _value(param: Param, text: str | None) -> Any:
     if text is None or (text.startswith("-") and text != "-"):
         return None  # typer decides what a flag-looking value means
     if param.kind is int:
-        if not _DIGITS.fullmatch(text):
+        if not _DIGITS.fullmatch(text) or len(text) > _MAX_DIGITS:  # typer says what is wrong with it
             return None
         number = int(text)
         return None if param.minimum is not None and number < param.minimum else number

@@ -27,6 +27,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
+from zeroadvisor.config.limits import MAX_GPUS
 from zeroadvisor.config.training_args import (
     DEEPSPEED_KEY,
     DEFAULTS,
@@ -211,14 +212,54 @@ def _split(launcher: Launcher, words: list[str]) -> tuple[dict[str, str | bool],
     return options, script, words[index + 1:], script if module_next else ""
 
 
-def _int_option(options: _Options, names: tuple[str, ...], launcher: str) -> int | None:
+def _int_option(options: _Options, names: tuple[str, ...], launcher: str, *, zero: bool = False) -> int | None:
+    """The count the first of ``names`` gives (``count``; ``zero``: 0 allowed, where the launcher reads 0 as
+    "not given"), None where none is given."""
     for name in names:
         if name in options:
-            text = str(options[name])
-            if not text.isdigit():
-                raise LaunchError(f"launch command: {launcher} {name} expects a whole number, got {text!r}")
-            return int(text)
+            return count(str(options[name]), f"{launcher} {name}", zero=zero)
     return None
+
+
+# ASCII digits: str.isdigit() also takes "²" and other digits int() refuses.
+_DIGITS = re.compile(r"[0-9]+")
+# Whole numbers of at most this many digits are read (int() refuses more than 4,300, sys.get_int_max_str_digits):
+# past any count, length or step number a launch command writes (the int64 range has 19).
+_NUMBER_DIGITS = 18
+
+
+def shown(text: str, limit: int = 40) -> str:
+    """``text`` quoted for a one-line message, a long one cut (a 5,000-digit number is not a message)."""
+    return repr(text) if len(text) <= limit else f"{text[:limit]!r}... ({len(text):,} characters)"
+
+
+def whole(text: str, option: str) -> int:
+    """The whole number (ASCII digits, at most _NUMBER_DIGITS) the launch command writes after ``option``."""
+    stripped = text.strip()
+    if not _DIGITS.fullmatch(stripped):
+        raise LaunchError(f"launch command: {option} expects a whole number, got {shown(text)}")
+    digits = stripped.lstrip("0") or "0"
+    if len(digits) > _NUMBER_DIGITS:
+        raise LaunchError(f"launch command: {option} {shown(stripped)} is larger than any value it takes")
+    return int(digits)
+
+
+def count(text: str, option: str, *, zero: bool = False) -> int:
+    """A count of processes, GPUs or nodes the launch command writes after ``option``: a whole number of at least
+    1 (0 too with ``zero``) and at most MAX_GPUS (config/limits.py); LaunchError otherwise."""
+    try:
+        value = whole(text, option)
+    except LaunchError:
+        if _DIGITS.fullmatch(text.strip()):  # digits past int64: past the bound too
+            value = MAX_GPUS + 1
+        else:
+            raise
+    if value > MAX_GPUS:
+        raise LaunchError(f"launch command: {option} {shown(text.strip())} is more than any cluster has (at most "
+                          f"{MAX_GPUS:,})")
+    if value == 0 and not zero:
+        raise LaunchError(f"launch command: {option} 0 starts no process")
+    return value
 
 
 @dataclass(frozen=True)
@@ -252,8 +293,9 @@ def _deepspeed_world(options: _Options, env: dict[str, str], cwd: str | None, no
     """deepspeed/launcher/runner.py main: the hostfile's hosts and slots (fetch_hostfile, default /job/hostfile),
     narrowed by --include/--exclude (parse_resource_filter), or the first --num_nodes hosts with --num_gpus slots
     each (apply_num_nodes_and_gpus); without a hostfile, the local GPUs (CUDA_VISIBLE_DEVICES when set)."""
-    nodes = _int_option(options, ("--num_nodes",), "deepspeed") or 0
-    gpus = _int_option(options, ("--num_gpus", "--num_accelerators"), "deepspeed") or 0
+    # runner.py acts on --num_nodes/--num_gpus only when > 0 (its default is -1): 0 is "not given" here too
+    nodes = _int_option(options, ("--num_nodes",), "deepspeed", zero=True) or 0
+    gpus = _int_option(options, ("--num_gpus", "--num_accelerators"), "deepspeed", zero=True) or 0
     include, exclude = (str(options.get(f"--{n}", options.get(f"-{n[0]}", ""))) for n in ("include", "exclude"))
     if (include or exclude) and (nodes or gpus):
         raise LaunchError("launch command: deepspeed --num_nodes/--num_gpus with --include/--exclude: DeepSpeed "
@@ -326,12 +368,12 @@ def _hostfile(path: str, cwd: str | None) -> dict[str, int] | None:
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
-        match = re.search(r"^(\S+)\s+slots=(\d+)", line)
+        match = re.search(r"^(\S+)\s+slots=([0-9]+)", line)
         if not match:
             raise LaunchError(f"{path}:{number}: hostfile line is not 'host slots=N' (DeepSpeed rejects it)")
         if match.group(1) in pool:
             raise LaunchError(f"{path}:{number}: host {match.group(1)!r} listed twice (DeepSpeed rejects it)")
-        pool[match.group(1)] = int(match.group(2))
+        pool[match.group(1)] = count(match.group(2), f"{path}:{number}: slots", zero=True)
     if not pool:
         raise LaunchError(f"{path}: hostfile lists no host (DeepSpeed rejects it)")
     return pool
@@ -360,32 +402,40 @@ def _filtered(spec: str, pool: dict[str, int] | None, *, include: bool) -> dict[
 
 
 def _visible(env: dict[str, str]) -> int | None:
+    """The GPUs CUDA_VISIBLE_DEVICES lets the launcher see (None: not set); set to none, the launcher finds no
+    GPU and starts no process (deepspeed: "Unable to proceed, no GPU resources available"), a LaunchError."""
     value = env.get("CUDA_VISIBLE_DEVICES")
     if value is None:
         return None
-    return len([d for d in value.split(",") if d.strip()])
+    visible = len([d for d in value.split(",") if d.strip()])
+    if not visible:
+        raise LaunchError(f"launch command: CUDA_VISIBLE_DEVICES={shown(value)} shows the launcher no GPU: it starts "
+                          "no process")
+    return visible
 
 
 def _torchrun_world(options: _Options, env: dict[str, str], cwd: str | None, notes: list[str]) -> World:
     """torch/distributed/run.py: --nnodes N or MIN:MAX (elastic: up to MAX), --nproc-per-node N or
     gpu/auto (every visible GPU); --standalone is one node."""
     nnodes_text = str(options.get("--nnodes", "1"))
-    low, _, high = nnodes_text.partition(":")
-    if not (low.isdigit() and (not high or high.isdigit())):
-        raise LaunchError(f"launch command: torchrun --nnodes expects N or MIN:MAX, got {nnodes_text!r}")
-    nodes = int(high or low)
+    low, colon, high = nnodes_text.partition(":")
+    if not (_DIGITS.fullmatch(low) and (not colon or _DIGITS.fullmatch(high))):
+        raise LaunchError(f"launch command: torchrun --nnodes expects N or MIN:MAX, got {shown(nnodes_text)}")
+    nodes = count(high or low, "torchrun --nnodes")
     if high and high != low:
         notes.append(f"torchrun --nnodes {nnodes_text} is elastic: checked at its maximum, {nodes} node(s)")
     per_node = next((str(options[n]) for n in ("--nproc-per-node", "--nproc_per_node") if n in options), "1")
-    if per_node.isdigit():
-        return World(int(per_node) * nodes, f"--nproc-per-node {per_node} x {nodes} node(s)", int(per_node))
     if per_node in ("gpu", "auto", "cuda"):
         visible = _visible(env)
         if visible is not None:
             return World(visible * nodes, f"CUDA_VISIBLE_DEVICES ({visible} GPU(s)) x {nodes} node(s)", visible)
         return World(None, f"torchrun --nproc-per-node {per_node} runs one process per GPU of the machine it runs on",
                      missing="--nproc-per-node N in the launch command")
-    raise LaunchError(f"launch command: torchrun --nproc-per-node expects a number or gpu/auto, got {per_node!r}")
+    if not _DIGITS.fullmatch(per_node.strip()):
+        raise LaunchError(f"launch command: torchrun --nproc-per-node expects a number or gpu/auto, got "
+                          f"{shown(per_node)}")
+    each = count(per_node, "torchrun --nproc-per-node")
+    return World(each * nodes, f"--nproc-per-node {each} x {nodes} node(s)", each)
 
 
 def _accelerate_config_option(options: _Options) -> str | None:
@@ -400,7 +450,7 @@ def _accelerate_overrides(options: _Options) -> tuple[Override, ...]:
         for flag in (f"--{name}", f"--{name.replace('_', '-')}"):
             if isinstance(options.get(flag), str):
                 text = str(options[flag])
-                value = _int_option(options, (flag,), "accelerate launch") if kind is int else text
+                value = whole(text, f"accelerate launch {flag}") if kind is int else text
                 found.append(Override(flag, path, text if value is None else value))
                 break
     return tuple(found)
@@ -424,7 +474,8 @@ def _accelerate_world(options: _Options, env: dict[str, str], cwd: str | None, n
     """accelerate launch: --num_processes is the total over all machines (launch.py _validate_launch_command),
     --num_machines the machines; each one the command leaves out comes from the config file."""
     count = _int_option(options, ("--num_processes", "--num-processes"), "accelerate launch")
-    machines = _int_option(options, ("--num_machines", "--num-machines"), "accelerate launch")
+    # launch.py takes num_machines 0 as one machine (it compares num_machines > 1)
+    machines = _int_option(options, ("--num_machines", "--num-machines"), "accelerate launch", zero=True)
     config = _accelerate_config_option(options)
     stated, stated_machines = _accelerate_config_world(config, cwd) if config is not None else (None, None)
     machines = machines or stated_machines or 1
@@ -546,6 +597,9 @@ def _reads(key: str) -> bool:
 
 
 def _number(value: Any) -> Any:
-    if isinstance(value, str) and value.strip().isdigit():
+    """A script argument of digits as the int HfArgumentParser's type=int makes of it; anything else as given
+    (the Trainer's arguments check it: config/training_args.py), "²" and 5,000 digits too, which int() refuses."""
+    if isinstance(value, str) and _DIGITS.fullmatch(value.strip()) and len(value.strip()) <= _NUMBER_DIGITS:
         return int(value)
     return value
+

@@ -33,5 +33,10 @@ MAX_YAML_ALIAS_VALUES = 10_000
 # batch). Real values stay far below it (hidden sizes of ~30k, 256k vocabularies, 10M-token
 # contexts), and with every factor bounded the byte counts stay far inside the float range the
 # reports format them in (a product of five such factors is 2**150, floats reach 2**1024).
-# Defined here, where inputs are read and bounded; model/spec.py re-exports it.
+# Defined here, where inputs are read and bounded.
 MAX_DIMENSION = 2**30
+
+# The most GPUs (processes) a run may have: the largest training clusters have ~10**5 GPUs, so 2**24 is a typo
+# ("--gpus 10**30", a launch command's "--nproc-per-node 99999999"), not a plan. memory/cluster.py bounds the
+# cluster by it; config/launch.py the counts a launch command writes.
+MAX_GPUS = 2**24

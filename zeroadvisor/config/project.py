@@ -199,6 +199,10 @@ def load(path: str) -> ProjectConfig | None:
         raise ProjectConfigError(f"{path}: not UTF-8 text") from None
     except tomllib.TOMLDecodeError as err:
         raise ProjectConfigError(f"{path}: invalid TOML: {err}") from None
+    except RecursionError:  # tomllib parses nested arrays and inline tables by recursion, without a depth limit
+        raise ProjectConfigError(f"{path}: invalid TOML: arrays or inline tables nested too deeply to read") from None
+    except ValueError as err:  # int() of an integer past 4,300 digits (sys.get_int_max_str_digits)
+        raise ProjectConfigError(f"{path}: invalid TOML: a number too long to read ({str(err)[:60]})") from None
     text = raw.decode("utf-8")
     found = document.get("tool")
     tool: dict[str, Any] = found if isinstance(found, dict) else {}

@@ -229,6 +229,10 @@ def _axolotl(data: Mapping[str, Any], values: dict[str, Any], origin: dict[str, 
     """axolotl's normalize_config: accumulation from batch_size, bf16 "auto" resolved on the GPU."""
     if "gradient_accumulation_steps" not in values and isinstance(data.get("batch_size"), int):
         micro = values.get("per_device_train_batch_size", PROJECT_DEFAULTS["axolotl"]["per_device_train_batch_size"])
+        if isinstance(micro, bool) or not isinstance(micro, int) or micro < 1:  # axolotl would divide by it
+            raise TrainerInputError(f"{origin.get('per_device_train_batch_size', where('micro_batch_size'))}: "
+                                    f"expected a whole number of at least 1 (axolotl divides batch_size by it), got "
+                                    f"{micro!r}")
         values["gradient_accumulation_steps"] = data["batch_size"] // micro
         origin["gradient_accumulation_steps"] = f"{where('batch_size')} // micro_batch_size"
     bf16 = data.get("bf16", "auto")

@@ -185,7 +185,13 @@ def _plugin(env: dict[str, str], launch: Launch) -> dict[str, Any]:
     plugin: dict[str, Any] = {}
 
     gas = env.get("gradient_accumulation_steps", AUTO)
-    plugin["gradient_accumulation_steps"] = int(gas) if gas.isdigit() else gas
+    try:
+        plugin["gradient_accumulation_steps"] = int(gas) if gas.isdigit() else gas
+    except ValueError:  # "²" (str.isdigit takes it, int() does not) or past int()'s 4,300 digits
+        plugin["gradient_accumulation_steps"] = None
+        launch.problem("invalid-value", where["gradient_accumulation_steps"],
+                       f"gradient_accumulation_steps {gas[:40]!r}: DeepSpeedPlugin raises ValueError (int() of it); "
+                       "give a positive integer")
     if isinstance(plugin["gradient_accumulation_steps"], str) and gas != AUTO:
         launch.problem("invalid-value", where["gradient_accumulation_steps"],
                        f"gradient_accumulation_steps {gas!r} is not a whole number: Accelerate passes the text on "
@@ -228,8 +234,8 @@ def _zero_stage(stage: str | None, launch: Launch, at: str) -> int | None:
     """The plugin's zero_stage from its text (None: DeepSpeedPlugin raises); a stage DeepSpeed refuses is reported."""
     try:
         value = int(stage) if stage is not None else A.DEFAULT_ZERO_STAGE
-    except ValueError:
-        launch.problem("invalid-value", at, f"zero_stage {stage!r}: DeepSpeedPlugin raises "
+    except ValueError:  # past 4,300 digits too: the message shows the start
+        launch.problem("invalid-value", at, f"zero_stage {str(stage)[:40]!r}: DeepSpeedPlugin raises "
                        "ValueError (int() of it); give 0, 1, 2 or 3")
         return None
     if value not in (0, 1, 2, 3):

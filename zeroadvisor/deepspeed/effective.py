@@ -7,6 +7,7 @@ one answer. Values that DeepSpeed would reject are returned as None; the rules r
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Any
 
 from zeroadvisor.deepspeed import coerce, schema
@@ -126,15 +127,26 @@ def derive_batch(tbs: int | None, mbs: int | None, gas: int | None,
     train_batch_size and train_micro_batch_size_per_gpu. ``world`` is a float as in DeepSpeed
     (``dist.get_world_size() / sequence_parallel_size``), so the counts it derives may be too.
     """
+    try:
+        return _derive(tbs, mbs, gas, world)
+    except OverflowError:
+        # a count past the float range (a 400-digit train_batch_size): DeepSpeed's int-by-float arithmetic raises
+        # here; exact arithmetic gives what it would mean, and the value rules report the count
+        return _derive(tbs, mbs, gas, Fraction(world))
+
+
+def _derive(tbs: int | None, mbs: int | None, gas: int | None,
+            world: float | Fraction) -> tuple[float, float, float] | None:
     if tbs is not None:
         return _from_train_batch(tbs, mbs, gas, world)
     if mbs is None:
         return None
     gas = 1 if gas is None else gas  # the micro-batch alone: one step per batch
-    return mbs * gas * world, mbs, gas
+    return mbs * gas * world, mbs, gas  # a Fraction compares as a float does
 
 
-def _from_train_batch(tbs: int, mbs: int | None, gas: int | None, world: float) -> tuple[float, float, float]:
+def _from_train_batch(tbs: int, mbs: int | None, gas: int | None,
+                      world: float | Fraction) -> tuple[float, float, float]:
     """derive_batch when train_batch_size is given."""
     if mbs is not None and gas is not None:
         return tbs, mbs, gas

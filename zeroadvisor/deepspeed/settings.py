@@ -89,9 +89,17 @@ class BatchCounts:
     def global_batch(self, world: float) -> int | None:
         """train_batch_size as DeepSpeed resolves it on ``world`` ranks (None: the config leaves it open)."""
         resolved = self.resolve(world)
-        if resolved is None or not float(resolved[0]).is_integer():
+        if resolved is None or not _integral(resolved[0]):
             return None  # a world the sequence-parallel size does not divide: Ulysses refuses it (rules/parallel.py)
         return int(resolved[0])
+
+
+def _integral(value: float) -> bool:
+    """Whether a derived count is a whole number (a float past the float range is not one: inf)."""
+    try:
+        return value == int(value)
+    except (OverflowError, ValueError):
+        return False
 
 
 def read_batch(data: Any) -> BatchCounts:

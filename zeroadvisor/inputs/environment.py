@@ -22,6 +22,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from zeroadvisor.config.limits import MAX_GPUS
+from zeroadvisor.inputs.errors import UsageError
+
 MEMINFO = "/proc/meminfo"
 # /proc/meminfo values are in kibibytes (proc(5): "kB" there means 1024 bytes).
 _MEMINFO_LINE = re.compile(r"^(MemTotal|MemAvailable):\s+([0-9]+)\s*kB\s*$", re.MULTILINE)
@@ -42,11 +45,23 @@ class Readings:
 
 # -- readers (each one small, so that tests replace it) ----------------------------------------
 
-def _positive_int(text: str | None) -> int | None:
-    if text is None or not text.strip().isdigit():
+# ASCII digits: str.isdigit() also takes "²", which int() refuses.
+_DIGITS = re.compile(r"[0-9]+")
+
+
+def _positive_int(text: str | None, name: str = "WORLD_SIZE") -> int | None:
+    """A count the launcher sets in the environment variable ``name``; None where it is not one (unset, 0, text).
+    A count past the cluster bound (config/limits.py MAX_GPUS; 5,000 digits, which int() refuses, too) is a
+    UsageError: the job says it is larger than any cluster, and the check would answer for another one."""
+    if text is None or not _DIGITS.fullmatch(text.strip()):
         return None
-    value = int(text.strip())
-    return value if value > 0 else None
+    digits = text.strip().lstrip("0")
+    if not digits:
+        return None
+    if len(digits) > len(str(MAX_GPUS)) or int(digits) > MAX_GPUS:
+        shown = digits if len(digits) <= 20 else f"{digits[:20]}... ({len(digits):,} digits)"
+        raise UsageError(f"preflight: {name}={shown} is more than any cluster has (at most {MAX_GPUS:,})")
+    return int(digits)
 
 
 def _torch() -> Any:
@@ -73,7 +88,7 @@ def read_world_size(environ: Mapping[str, str] = os.environ) -> tuple[int | None
 
 
 def read_local_world_size(environ: Mapping[str, str] = os.environ) -> int | None:
-    return _positive_int(environ.get("LOCAL_WORLD_SIZE"))
+    return _positive_int(environ.get("LOCAL_WORLD_SIZE"), "LOCAL_WORLD_SIZE")
 
 
 def read_gpu_memory() -> tuple[int, int] | None:

@@ -31,7 +31,10 @@ def peft_inputs(values: Mapping[str, Any], spelling: Spelling = KEYWORDS) -> dic
     comma-separated list, or several of either."""
     targets = values.get("lora_target_modules") or None
     if targets is not None:
-        texts = [targets] if isinstance(targets, str) else list(targets)
+        texts = [targets] if isinstance(targets, str) else list(targets) if isinstance(targets, (list, tuple)) else []
+        if not texts or not all(isinstance(text, str) for text in texts):
+            raise UsageError(f"{spelling.label('lora_target_modules')}: expected module names (a string or a list of "
+                             f"strings), got {targets!r}")
         names = [name.strip() for text in texts for name in str(text).split(",")]
         if not all(names):
             raise UsageError(f"{spelling.label('lora_target_modules')}: empty module name")
@@ -55,8 +58,8 @@ def model_and_shape(model: str | os.PathLike[str] | ModelSpec | None = None, par
     peft = peft_inputs(training, spelling)
     values = {key: training.get(key) for key in SHAPE_INPUTS}
     stage = values["stage"]
-    if isinstance(stage, str) and stage.isdigit():  # --stage's choice text
-        values["stage"] = int(stage)
+    if isinstance(stage, str) and stage.isascii() and stage.isdigit() and len(stage) < 3:  # --stage's choice text
+        values["stage"] = int(stage)  # (not "²", which str.isdigit takes and int refuses: refused as a stage)
     head = (values.pop("seq_len"), values.pop("activation_checkpointing"), values.pop("flash_attention"))
     if isinstance(model, ModelSpec):
         if params is not None:
@@ -64,7 +67,7 @@ def model_and_shape(model: str | os.PathLike[str] | ModelSpec | None = None, par
         if any(v is not None for v in peft.values()):
             raise UsageError("LoRA/QLoRA inputs need the model as a path to a config.json, not a ModelSpec")
         return model, apply_overrides(TrainingShape(), *head, **values)
-    path = os.fspath(model) if model is not None else None
+    path = _model_path(model, spelling)
     if isinstance(params, int) and not isinstance(params, bool):
         params = str(params)
     if (path is None) == (params is None):
@@ -77,3 +80,13 @@ def model_and_shape(model: str | os.PathLike[str] | ModelSpec | None = None, par
                              f"trainable parameters are counted from its layout), not {spelling.ask('params')}")
         spec, shape = spec_from_params(params if isinstance(params, str) else str(params)), TrainingShape()
     return spec, apply_overrides(shape, *head, **values)
+
+
+def _model_path(model: str | os.PathLike[str] | None, spelling: Spelling) -> str | None:
+    """``model`` as a path, model directory or Hub id (text); a UsageError for anything else (a number, bytes)."""
+    if model is None:
+        return None
+    path = os.fspath(model) if isinstance(model, (str, os.PathLike)) else None
+    if not isinstance(path, str):  # names are text here: a bytes path too is refused
+        raise UsageError(f"{spelling.label('model')}: expected a path, a model directory or a Hub id, got {model!r}")
+    return path

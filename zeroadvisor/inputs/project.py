@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from zeroadvisor.config import project
 from zeroadvisor.config.project import DeclaredGpu, ProjectConfig, ProjectConfigError
 from zeroadvisor.inputs.errors import UsageError
-from zeroadvisor.inputs.values import bandwidth, choice, gpu, parse, size, tflops
+from zeroadvisor.inputs.values import bandwidth, choice, gpu, gpu_memory, parse, tflops
 from zeroadvisor.report import CHECK_FORMATS
 
 if TYPE_CHECKING:
@@ -122,9 +122,9 @@ def _card(declared: DeclaredGpu, path: str) -> GpuSpec:
     from zeroadvisor.hardware.table import MIB, GpuSpec
 
     raw, origins = declared.values, declared.origins
-    memory = size(origins["memory"], raw["memory"])
-    if memory is None or memory < MIB:
-        raise UsageError(f"{origins['memory']}: expected at least 1 MiB, got {raw['memory']!r}")
+    memory = gpu_memory(origins["memory"], raw["memory"])  # at least 1 MiB, as --gpu-memory
+    if memory is None:  # pragma: no cover - a declared card's memory is required (config/project.py)
+        raise UsageError(f"{origins['memory']}: expected a size, got {raw['memory']!r}")
     links = {name: bandwidth(origins[name], raw[name]) for name in ("intra_node_gb_s", "host_link_gb_s")}
     memory_gb_s = bandwidth(origins["memory_gb_s"], raw["memory_gb_s"]) if "memory_gb_s" in raw else None
     source = raw.get("source", f"declared in {path}")

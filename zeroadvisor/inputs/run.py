@@ -133,7 +133,8 @@ def build(command: str, given: Mapping[str, Any], *, keywords: Mapping[str, Any]
         declared = cards(found[0])
     values = {**given, **(keywords or {})}
     for name, value in values.items():
-        if _given(value):
+        # an empty list is "not given" for the list inputs (select, paths), and a bad value for the rest
+        if _given(value) or (name in PARSERS and value is not None):
             label = spelling.label(name)
             values[name] = gpu(label, value, declared) if name == "gpu" else parse(name, label, value)
     both = [group for group in EXCLUSIVE if all(_given(values.get(name)) for name in group)]
@@ -226,10 +227,11 @@ def _from_project(command: str, values: dict[str, Any], found: tuple[ProjectConf
 
 def _from_readings(values: dict[str, Any], readings: Readings) -> None:
     """preflight: the world size, GPUs per node, GPU memory and host RAM the job has, where not given."""
-    if values.get("gpus") is None:
-        values["gpus"] = readings.world_size or 1
+    source = readings.world_size_from or "WORLD_SIZE"
+    if values.get("gpus") is None:  # within the cluster's bounds, as the gpus keyword
+        values["gpus"] = parse("gpus", f"preflight: the world size ({source})", readings.world_size or 1)
     if values.get("gpus_per_node") is None:
-        values["gpus_per_node"] = readings.local_world_size
+        values["gpus_per_node"] = parse("gpus_per_node", "preflight: LOCAL_WORLD_SIZE", readings.local_world_size)
     if values.get("gpu") is None and values.get("gpu_memory") is None:
         if readings.gpu_total is None:
             raise UsageError("preflight: no GPU memory to check against: CUDA is not available here; "
@@ -295,9 +297,10 @@ def _from_accelerate_configs(values: dict[str, Any], configs: tuple[ConfigSource
     (world, machines, per_node), name = next(iter(worlds.items()))
     if world is None:
         return []
-    values["gpus"] = world
+    label = f"num_processes in {name}"  # within the cluster's bounds, as --gpus
+    values["gpus"] = parse("gpus", label, world)
     if machines > 1 and values.get("gpus_per_node") is None:
-        values["gpus_per_node"] = per_node
+        values["gpus_per_node"] = parse("gpus_per_node", label, per_node)
     over = f" over {machines} machines, {per_node} each" if machines > 1 else ""
     return [f"world size {world} from num_processes in {name}{over}"]
 
@@ -334,12 +337,12 @@ def _from_trainer(values: dict[str, Any], trainer: TrainerInputs, spelling: Spel
         elif value is not None and values.get(name) not in (None, value):
             notes.append(f"{spelling.label(name)} {values[name]} used; {theirs}")
 
-    world = trainer.world
+    world, per_node = _launch_world(trainer)
     fill_noted("gpus", world, f"world size {world} from the launch command ({trainer.world_from})",
                f"the launch command runs {world} process(es) ({trainer.world_from})")
-    if world is not None and values.get("gpus") == world and fill("gpus_per_node", trainer.per_node) \
-            and trainer.per_node != world:
-        notes.append(f"{trainer.per_node} GPU(s) per node from the launch command")
+    if world is not None and values.get("gpus") == world and fill("gpus_per_node", per_node) \
+            and per_node != world:
+        notes.append(f"{per_node} GPU(s) per node from the launch command")
     if values.get("params") is None:
         fill("model", training.model or None)
     fill_noted("seq_len", training.sequence_length or None,
@@ -357,6 +360,13 @@ def _from_trainer(values: dict[str, Any], trainer: TrainerInputs, spelling: Spel
                    f"the Trainer's arguments turn it {'on' if on else 'off'} ({where})")
     fill("launcher", trainer.launcher)  # the step time's CPU optimizer threads (hardware/machine.py)
     return notes
+
+
+def _launch_world(trainer: TrainerInputs) -> tuple[int | None, int | None]:
+    """The launch command's processes in all and per node, each within the cluster's bounds (the parser of
+    --gpus): a command of no process (a hostfile of slots=0) or of more than any cluster has is a usage error."""
+    label = f"the launch command ({trainer.world_from})"
+    return parse("gpus", label, trainer.world), parse("gpus_per_node", label, trainer.per_node)
 
 
 def _fill(values: dict[str, Any], name: str, value: Any) -> bool:
@@ -431,7 +441,8 @@ def _assemble(command: str, values: dict[str, Any], spelling: Spelling, project:
                     unit=choice(spelling.label("unit"), _unit(values, accounting), FORMAT_UNITS),
                     explain=bool(values.get("explain")), verbose=bool(values.get("verbose")),
                     all_options=bool(values.get("all_options")))
-    rules = RuleChoice(_references(values.get("select")), _references(values.get("ignore")),
+    rules = RuleChoice(_references(values.get("select"), spelling.label("select")),
+                       _references(values.get("ignore"), spelling.label("ignore")),
                        lint_only=command == "lint", project=project)
     if lint_only and output.format in DIFF_FORMATS:
         raise UsageError(f"{spelling.label('format')} {output.format} shows the memory advice: give "
@@ -445,11 +456,14 @@ def _assemble(command: str, values: dict[str, Any], spelling: Spelling, project:
                      trainer.overrides if trainer is not None else (), lint_only)
 
 
-def _references(value: Any) -> tuple[str, ...]:
-    """--select/--ignore (given once or more) or select=/ignore= (a string or a list) as a tuple."""
+def _references(value: Any, label: str) -> tuple[str, ...]:
+    """--select/--ignore (given once or more) or select=/ignore= (a string or a list of them) as a tuple."""
     if not _given(value):
         return ()
-    return (value,) if isinstance(value, str) else tuple(value)
+    references = (value,) if isinstance(value, str) else tuple(value) if isinstance(value, (list, tuple)) else None
+    if references is None or not all(isinstance(reference, str) for reference in references):
+        raise UsageError(f"{label}: expected rule codes or names (a string or a list of strings), got {value!r}")
+    return references
 
 
 def _cluster(command: str, values: dict[str, Any], spelling: Spelling) -> Cluster:
@@ -458,9 +472,20 @@ def _cluster(command: str, values: dict[str, Any], spelling: Spelling) -> Cluste
     if command in ADVICE_COMMANDS and values.get("gpu_memory") is None and values.get("gpu") is None:
         raise UsageError(f"give the memory per GPU: {spelling.ask('gpu_memory', '80GiB')} or "
                          f"{spelling.ask('gpu', 'A100-SXM4-80GB')}")
-    return Cluster(gpus=values["gpus"], gpus_per_node=values.get("gpus_per_node"), gpu_memory=values.get("gpu_memory"),
-                   cpu_memory=values.get("cpu_memory"), nvme=values.get("nvme"),
-                   headroom=_setting(command, values, "headroom", spelling), gpu=values.get("gpu"))
+    from zeroadvisor.memory.cluster import check_usable
+    from zeroadvisor.memory.errors import EstimateError
+
+    headroom = _setting(command, values, "headroom", spelling)
+    card = values.get("gpu")
+    try:
+        # each value was checked alone where it was read; together the headroom may leave no memory to use
+        check_usable(spelling.label("headroom"), values.get("gpu_memory") or (card.memory_bytes if card else None),
+                     headroom)
+        return Cluster(gpus=values["gpus"], gpus_per_node=values.get("gpus_per_node"),
+                       gpu_memory=values.get("gpu_memory"), cpu_memory=values.get("cpu_memory"),
+                       nvme=values.get("nvme"), headroom=headroom, gpu=card)
+    except EstimateError as err:  # the bounds of memory/cluster.py, on values given together
+        raise UsageError(str(err)) from None
 
 
 def _hardware(values: dict[str, Any], cluster: Cluster) -> Hardware:

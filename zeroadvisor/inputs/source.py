@@ -28,19 +28,23 @@ class ConfigSource:
 
     @classmethod
     def path(cls, path: str | os.PathLike[str], *, dash_is_stdin: bool = False) -> ConfigSource:
+        if not isinstance(path, (str, os.PathLike)):
+            raise UsageError(f"expected a config path, got {path!r}")
         name = os.fspath(path)
+        if not isinstance(name, str):  # a bytes path: file names are text here
+            raise UsageError(f"expected a config path as text, got {path!r}")
         return cls(name, stdin=dash_is_stdin and name == STDIN)
 
     @classmethod
     def in_memory(cls, text: str, name: str | None = None) -> ConfigSource:
         if not isinstance(text, str):
             raise UsageError(f"text: expected the config as a string, got {type(text).__name__}")
-        return cls(name or "<text>", text)
+        return cls(_name(name) or "<text>", text)
 
     @classmethod
     def mapping(cls, config: Mapping[str, Any], name: str | None = None) -> ConfigSource:
         """A dict, as indented JSON (NaN and Infinity as DeepSpeed's json.load reads them)."""
-        label = name or "<config>"
+        label = _name(name) or "<config>"
         try:
             text = json.dumps(dict(config), indent=2, allow_nan=True)
         except (TypeError, ValueError) as err:
@@ -81,3 +85,10 @@ class ConfigSource:
 
             return reader.read_stream_document(stdin if stdin is not None else sys.stdin.buffer, reader.STDIN_NAME)
         return reader.read_document(self.name)
+
+
+def _name(name: Any) -> str | None:
+    """The name a config in memory is reported by: text, or None for the default."""
+    if name is not None and not isinstance(name, str):
+        raise UsageError(f"name: expected the config's name as a string, got {name!r}")
+    return name

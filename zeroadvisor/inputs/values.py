@@ -71,6 +71,15 @@ def size(label: str, value: int | str | None) -> int | None:
     return nbytes
 
 
+def gpu_memory(label: str, value: int | str | None) -> int | None:
+    """A GPU's memory: a size (``size``) of at least 1 MiB (memory/cluster.py MIN_GPU_MEMORY)."""
+    from zeroadvisor.memory.cluster import check_gpu_memory
+
+    nbytes = size(label, value)
+    _memory_rule(check_gpu_memory, label, nbytes)
+    return nbytes
+
+
 def count(label: str, value: Any) -> int | None:
     """A whole number of at least 1."""
     if value is None:
@@ -198,7 +207,7 @@ def _launcher(label: str, value: Any) -> str:
 # The run-wide values each parsed by one parser, whoever gives them (a flag, a keyword, the project
 # configuration). The model, the training shape and the rules have their own (inputs/model.py, rules.py).
 PARSERS: dict[str, Callable[[str, Any], Any]] = {
-    "gpus": gpus, "gpus_per_node": gpus, "gpu": gpu, "gpu_memory": size, "cpu_memory": size, "nvme": size,
+    "gpus": gpus, "gpus_per_node": gpus, "gpu": gpu, "gpu_memory": gpu_memory, "cpu_memory": size, "nvme": size,
     "headroom": headroom, "fail_on": _fail_on, "integration": _integration,
     "inter_node_bandwidth": bandwidth, "nvme_bandwidth": bandwidth, "efficiency": efficiency, "cpu_cores": count,
     "launcher": _launcher,

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from zeroadvisor.config.limits import MAX_GPUS  # the one bound (memory/estimate.py re-exports it)
 from zeroadvisor.hardware.table import GpuSpec
 from zeroadvisor.memory.errors import EstimateError
 from zeroadvisor.memory.terms import ceil_div
@@ -19,9 +20,13 @@ from zeroadvisor.memory.verdict import DEFAULT_HEADROOM
 
 # Bounds on the cluster, far beyond any real one, so that a typo ("1e308GB", "--gpus 10**30") is a
 # one-line error and not float overflow in a report. The largest GPU has 288 GB and the largest
-# training clusters ~10**5 GPUs; an exabyte per GPU, host or NVMe and 2**24 GPUs are not plans.
+# training clusters ~10**5 GPUs; an exabyte per GPU, host or NVMe and 2**24 GPUs (config/limits.py MAX_GPUS)
+# are not plans.
 MAX_MEMORY_BYTES = 10**18
-MAX_GPUS = 2**24
+# The least memory per GPU the model costs a run on, as given and as left usable by the headroom: no GPU has less
+# than 1 MiB, and a budget of zero bytes ("--gpu-memory 1B", "--headroom 99.9999999999%") has no answer (the
+# advice divides by it).
+MIN_GPU_MEMORY = 2**20
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +60,8 @@ class Cluster:
         check_gpus("gpus_per_node", self.gpus_per_node)
         for name in ("gpu_memory", "cpu_memory", "nvme"):
             check_memory(name, getattr(self, name))
+        check_gpu_memory("gpu_memory", self.gpu_memory)
+        check_usable("headroom", self.gpu_memory, self.headroom)
 
     @property
     def nodes(self) -> int:
@@ -74,7 +81,7 @@ class Cluster:
     @property
     def usable_gpu_memory(self) -> int | None:
         """GPU memory less the headroom: what a "fits" may use."""
-        return None if self.gpu_memory is None else int(self.gpu_memory * (1 - self.headroom))
+        return None if self.gpu_memory is None else usable(self.gpu_memory, self.headroom)
 
     def capacities(self) -> dict[str, int | None]:
         return {"gpu": self.gpu_memory, "host": self.cpu_memory, "nvme": self.nvme}
@@ -110,3 +117,25 @@ def check_memory(name: str, nbytes: int | None) -> None:
     if nbytes > MAX_MEMORY_BYTES:
         raise EstimateError(f"{name} of about 10^{len(str(nbytes)) - 1} bytes is more than any machine has "
                             "(at most 1 EB)")
+
+
+def check_gpu_memory(name: str, nbytes: int | None) -> None:
+    """EstimateError unless ``nbytes`` is None or a GPU's memory: MIN_GPU_MEMORY to MAX_MEMORY_BYTES."""
+    check_memory(name, nbytes)
+    if nbytes is not None and nbytes < MIN_GPU_MEMORY:
+        raise EstimateError(f"{name} of {nbytes:,} bytes is less than any GPU has (at least 1 MiB)")
+
+
+def usable(gpu_memory: int, headroom: float) -> int:
+    """The GPU memory a "fits" may use: ``gpu_memory`` less the headroom (the one rounding, down)."""
+    return int(gpu_memory * (1 - headroom))
+
+
+def check_usable(name: str, gpu_memory: int | None, headroom: float) -> None:
+    """EstimateError (naming the headroom, ``name``) where it leaves less than MIN_GPU_MEMORY of the GPU usable."""
+    if gpu_memory is None:
+        return
+    left = usable(gpu_memory, headroom)
+    if left < MIN_GPU_MEMORY:
+        raise EstimateError(f"{name} {headroom:.12g} leaves {left:,} of the GPU's {gpu_memory:,} bytes usable; at "
+                            "least 1 MiB must be")

@@ -6,6 +6,9 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+# The cluster type and its bounds (memory/cluster.py; the GPU count's in config/limits.py), here too for the
+# estimate's callers (__all__ below).
+from zeroadvisor.config.limits import MAX_GPUS
 from zeroadvisor.deepspeed.settings import Config, as_settings
 from zeroadvisor.memory import host as host_memory
 from zeroadvisor.memory.assumed import AssumedInput, activations_unknown, shape_assumptions
@@ -16,9 +19,7 @@ from zeroadvisor.memory.buffers import (
     buffer_terms,
     gathered_terms,
 )
-
-# The cluster type and its bounds (memory/cluster.py), here too for the estimate's callers (__all__ below).
-from zeroadvisor.memory.cluster import MAX_GPUS, MAX_MEMORY_BYTES, Cluster, check_memory
+from zeroadvisor.memory.cluster import MAX_MEMORY_BYTES, Cluster, check_memory
 from zeroadvisor.memory.layout_buffers import layout_buffer_terms
 from zeroadvisor.memory.options import Option, Skipped, configured_option, enumerate_options, refusal
 from zeroadvisor.memory.padding import PaddedFit, longest_fit

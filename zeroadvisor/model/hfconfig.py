@@ -105,7 +105,7 @@ def _check(key: str, kind: str, value: Any) -> Any:
 
 
 def check_dimension(key: str, value: int) -> None:
-    """ModelError for a size beyond MAX_DIMENSION (no model has one; see model/spec.py)."""
+    """ModelError for a size beyond MAX_DIMENSION (no model has one; see config/limits.py)."""
     if value > MAX_DIMENSION:
         raise ModelError(f"{key} {fmt(value)} is larger than any model has (at most {MAX_DIMENSION:,})", key=key)
 

@@ -5,6 +5,7 @@ The counts are the document's (deepspeed/settings.py read_batch, through ``ctx.d
 from __future__ import annotations
 
 from collections.abc import Iterator
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from zeroadvisor.config import merge_patch as patch
@@ -25,7 +26,10 @@ def consistent(batch: BatchCounts, world: float) -> bool:
     if derived is None:
         return False
     t, m, g = derived
-    return t > 0 and m > 0 and g > 0 and t == m * g * world
+    try:
+        return t > 0 and m > 0 and g > 0 and t == m * g * world
+    except OverflowError:  # counts past the float range (derive_batch's exact fallback): compare exactly
+        return t > 0 and m > 0 and g > 0 and t == m * g * Fraction(world)
 
 
 def world_size(ctx: Context) -> float | None:
@@ -37,7 +41,10 @@ def world_size(ctx: Context) -> float | None:
     world even though each tensor-parallel group shares one micro batch."""
     if ctx.options.gpus is None:
         return None
-    return ctx.deepspeed.batch_world(ctx.options.gpus)
+    world = ctx.deepspeed.batch_world(ctx.options.gpus)
+    # a sequence_parallel_size past the float range makes it 0.0, which DeepSpeed's batch arithmetic divides by
+    # (ZeroDivisionError there); the parallel rules report the degree, and the batch is judged on no world size
+    return world if world > 0 else None
 
 
 def _mismatch(ctx: Context) -> Iterator[Hit]:
