@@ -39,6 +39,7 @@ from zeroadvisor.config.training_args import (
     TrainingArgs,
     from_mapping,
     read_mapping,
+    shown,
 )
 
 
@@ -226,11 +227,6 @@ _DIGITS = re.compile(r"[0-9]+")
 # Whole numbers of at most this many digits are read (int() refuses more than 4,300, sys.get_int_max_str_digits):
 # past any count, length or step number a launch command writes (the int64 range has 19).
 _NUMBER_DIGITS = 18
-
-
-def shown(text: str, limit: int = 40) -> str:
-    """``text`` quoted for a one-line message, a long one cut (a 5,000-digit number is not a message)."""
-    return repr(text) if len(text) <= limit else f"{text[:limit]!r}... ({len(text):,} characters)"
 
 
 def whole(text: str, option: str) -> int:

@@ -114,6 +114,14 @@ MARKERS: dict[str, tuple[str, ...]] = {
 }
 
 
+def shown(value: Any, limit: int = 40) -> str:
+    """``value`` quoted for a one-line message, a long one cut (a 5,000-digit number is not a message)."""
+    text = value if isinstance(value, str) else repr(value)
+    if len(text) <= limit:
+        return repr(value)
+    return f"{text[:limit]!r}... ({len(text):,} characters)"
+
+
 class TrainerInputError(ValueError):
     """Training arguments or a launch command that cannot be read; ``str()`` is one line."""
 
@@ -261,9 +269,9 @@ def _sequence(data: Mapping[str, Any], project: str, where: Origin) -> tuple[int
                 try:
                     value = int(str(value))
                 except ValueError:
-                    raise TrainerInputError(f"{where(key)}: expected a positive integer, got {value!r}") from None
+                    raise TrainerInputError(f"{where(key)}: expected a positive integer, got {shown(value)}") from None
                 if value <= 0:
-                    raise TrainerInputError(f"{where(key)}: expected a positive integer, got {value!r}")
+                    raise TrainerInputError(f"{where(key)}: expected a positive integer, got {shown(value)}")
             if value > MAX_DIMENSION:  # bounded where it is read, and said as given (not as --seq-len)
                 raise TrainerInputError(f"{where(key)}: {value:,} tokens is longer than the memory model estimates "
                                         f"(at most {MAX_DIMENSION:,})")
@@ -312,12 +320,12 @@ def _typed(name: str, value: Any, where: str) -> bool | int | float | str:
     kind = TYPES.get(name, str)
     if kind is str:
         if isinstance(value, (dict, list, bool)):
-            raise TrainerInputError(f"{where}: expected a name, got {value!r}")
+            raise TrainerInputError(f"{where}: expected a name, got {shown(value)}")
         return str(value).strip()
     if kind is bool:
         return _as_bool(value, where)
     if isinstance(value, bool):
-        raise TrainerInputError(f"{where}: expected a number, got {value!r}")
+        raise TrainerInputError(f"{where}: expected a number, got {shown(value)}")
     return _as_int(value, where) if kind is int else _as_number(value, where)
 
 
@@ -329,7 +337,7 @@ def _as_bool(value: Any, where: str) -> bool:
         return True
     if text in FALSE_WORDS:
         return False
-    raise TrainerInputError(f"{where}: expected true or false, got {value!r}")
+    raise TrainerInputError(f"{where}: expected true or false, got {shown(value)}")
 
 
 def _as_int(value: Any, where: str) -> int:
@@ -340,7 +348,7 @@ def _as_int(value: Any, where: str) -> int:
     try:
         return int(str(value).strip())
     except ValueError:
-        raise TrainerInputError(f"{where}: expected an integer, got {value!r}") from None
+        raise TrainerInputError(f"{where}: expected an integer, got {shown(value)}") from None
 
 
 def _as_number(value: Any, where: str) -> int | float:
@@ -349,7 +357,7 @@ def _as_number(value: Any, where: str) -> int | float:
     try:
         return float(str(value).strip())
     except ValueError:
-        raise TrainerInputError(f"{where}: expected a number, got {value!r}") from None
+        raise TrainerInputError(f"{where}: expected a number, got {shown(value)}") from None
 
 
 def merge(base: TrainingArgs, over: TrainingArgs) -> TrainingArgs:
