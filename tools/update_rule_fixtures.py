@@ -56,7 +56,7 @@ FIXTURES = REPO / "tests" / "rules"
 CASE_KEYS = ("name", "note", "xfail", "format", "options", "config", "expected", "also")
 INPUT_KEYS = ("name", "note", "xfail", "format", "options", "config")
 FINDING_KEYS = ("code", "pointer", "line", "column", "message", "fix")
-LINT_OPTIONS = ("integration", "gpus", "training")
+LINT_OPTIONS = ("integration", "gpus", "training", "deepspeed_version")
 # the step-time model's machine: the inputs of hardware/machine.py DEFAULTS (memory/assumed.py HARDWARE_INPUTS)
 HARDWARE_OPTIONS = ("efficiency", "inter_node_bandwidth", "cpu_cores", "nvme_bandwidth", "launcher")
 CHECK_OPTIONS = ("model", "gpus", "gpu", "gpu_memory", "cpu_memory", "nvme", "gpus_per_node", "headroom",
@@ -136,6 +136,11 @@ def run_case(case: dict[str, Any]) -> list:
     from zeroadvisor.lint.context import LintOptions
     from zeroadvisor.rules.linter import parse_error_findings, lint_document
 
+    from zeroadvisor.deepspeed import releases
+
+    request = options.pop("deepspeed_version", None)
+    if request is not None:  # a release, release line or range: the releases it names (deepspeed/releases.py)
+        options["releases"] = releases.resolve(str(request)).releases
     lint_options = LintOptions(**options)
     try:
         doc = parse_case(case)

@@ -125,20 +125,22 @@ def _documented(inputs: RunInputs) -> Iterator[None]:
 def lint(*paths: str | os.PathLike[str], text: str | None = None, config: Mapping[str, Any] | None = None,
          name: str | None = None, select: Sequence[str] | str | None = None,
          ignore: Sequence[str] | str | None = None, integration: str = "any", gpus: int | None = None,
-         only_configs: bool = False) -> LintResult:
+         only_configs: bool = False, deepspeed_version: str | None = None) -> LintResult:
     """Lint DeepSpeed configs: files, folders or glob patterns, or one config given as ``text`` (JSON,
     hjson, or YAML when ``name`` ends in .yaml/.yml) or as a ``config`` dict.
 
     ``select``/``ignore``: rules by code, name or code prefix; ``integration``: who fills "auto"
     (deepspeed, hf-trainer, accelerate, any); ``gpus``: the data-parallel world size, to check the
-    batch exactly. The project configuration is not read here (the command line reads it).
+    batch exactly; ``deepspeed_version``: the DeepSpeed release (0.14.5), release line (0.14) or PEP 440 range
+    (>=0.10,<0.17) to read the configs as (default: the pin beside each config, else the installed DeepSpeed,
+    else the latest). The project configuration is not read here (the command line reads it).
 
     >>> zeroadvisor.lint(config={"train_batch_size": 8, "zero_optimisation": {"stage": 3}}).errors
     1
     """
     return run_lint(_build("lint", dict(paths=list(paths), text=text, config=config, name=name,
                                         select=select, ignore=ignore, integration=integration, gpus=gpus,
-                                        only_configs=only_configs)))
+                                        only_configs=only_configs, deepspeed_version=deepspeed_version)))
 
 
 # -- estimate ---------------------------------------------------------------------------------
@@ -148,19 +150,20 @@ def estimate(config: str | os.PathLike[str] | Mapping[str, Any] | None = None, *
              gpus: int = 1, gpus_per_node: int | None = None, gpu: str | None = None,
              gpu_memory: int | str | None = None, cpu_memory: int | str | None = None,
              nvme: int | str | None = None, headroom: float | str = "10%", accounting: str = "deepspeed",
-             **training: Any) -> EstimateResult:
+             deepspeed_version: str | None = None, **training: Any) -> EstimateResult:
     """Estimate ZeRO memory for a config (a path or a dict; None: DeepSpeed's defaults, fp16 Adam).
 
     ``model``: a model description or a Hugging Face config.json (path), or ``params`` ("7B", 7e9 as
     int); sizes are byte counts or strings such as "80GiB"; ``training``: the training-shape
-    keywords (seq_len, micro_batch, precision, stage, activation_checkpointing, ... as the flags).
+    keywords (seq_len, micro_batch, precision, stage, activation_checkpointing, ... as the flags);
+    ``deepspeed_version``: the DeepSpeed release whose defaults the estimate reads (as ``lint``).
 
     >>> zeroadvisor.estimate(params="7B", gpus=8, gpu="A100-SXM4-80GB").verdict
     """
     return run_estimate(_build("estimate", dict(
         config=config, model=model, params=params, gpus=gpus, gpus_per_node=gpus_per_node, gpu=gpu,
-        gpu_memory=gpu_memory, cpu_memory=cpu_memory, nvme=nvme, headroom=headroom, accounting=accounting),
-        training))
+        gpu_memory=gpu_memory, cpu_memory=cpu_memory, nvme=nvme, headroom=headroom, accounting=accounting,
+        deepspeed_version=deepspeed_version), training))
 
 
 # -- check ------------------------------------------------------------------------------------
@@ -171,20 +174,20 @@ def check(config: str | os.PathLike[str] | Mapping[str, Any], *, gpus: int,
           cpu_memory: int | str | None = None, nvme: int | str | None = None, headroom: float | str = "10%",
           accounting: str = "deepspeed", integration: str = "any", unit: str | None = None, name: str | None = None,
           select: Sequence[str] | str | None = None, ignore: Sequence[str] | str | None = None,
-          diff: bool = False, **training: Any) -> CheckReport:
+          diff: bool = False, deepspeed_version: str | None = None, **training: Any) -> CheckReport:
     """Pre-flight check of one config (a path or a dict) for a model on a cluster: lint findings, the
     memory verdict and the cheapest change that fits.
 
     Keywords as ``estimate`` (model or params, gpu or gpu_memory, cpu_memory, nvme, headroom, the
-    training shape) plus integration, unit, ``name`` (a dict's name in the report), select/ignore and
-    ``diff`` (the fixes as a unified diff).
+    training shape) plus integration, unit, ``name`` (a dict's name in the report), select/ignore,
+    ``diff`` (the fixes as a unified diff) and ``deepspeed_version`` (as ``lint``).
 
     >>> zeroadvisor.check("ds_config.json", model="config.json", gpus=8, gpu="A100-SXM4-80GB").verdict
     """
     given = _check_keywords(config, model=model, params=params, gpus=gpus, gpus_per_node=gpus_per_node, gpu=gpu,
                             gpu_memory=gpu_memory, cpu_memory=cpu_memory, nvme=nvme, headroom=headroom,
                             accounting=accounting, integration=integration, unit=unit, name=name, select=select,
-                            ignore=ignore, diff=diff)
+                            ignore=ignore, diff=diff, deepspeed_version=deepspeed_version)
     return _one(run_check(_build("check", given, training)), config)
 
 

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from zeroadvisor.deepspeed import schema
 from zeroadvisor.inputs.errors import UnusableConfig, UsageError
 from zeroadvisor.lint.findings import Finding, Severity
 
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from zeroadvisor.config.source import Document
     from zeroadvisor.config.training_args import TrainingArgs
     from zeroadvisor.deepspeed.settings import Config
+    from zeroadvisor.inputs.release import ReleaseChoice
     from zeroadvisor.inputs.run import RunInputs
     from zeroadvisor.inputs.source import ConfigSource
     from zeroadvisor.lint.context import LintOptions
@@ -168,8 +170,10 @@ def lint(inputs: RunInputs, stdin: BinaryIO | None = None) -> LintResult:
     for source, walked in sources:
         # lint runs the lint rules; check's advice rules need the memory model (check without it: fixes only)
         rules = [r for r in inputs.rules.for_file(source.name) if not r.needs_advice]
+        release = inputs.release_for(source)
+        notes += _release_notes(source.display, release, notes)
         try:
-            found, document, other = _lint_source(source, options, rules, stdin)
+            found, document, other = _lint_source(source, replace(options, releases=release.releases), rules, stdin)
         except InputError as err:
             unreadable.append(str(err))
             continue
@@ -198,6 +202,15 @@ def lint(inputs: RunInputs, stdin: BinaryIO | None = None) -> LintResult:
     linted = tuple(r for r in LINT if r.code in used) or tuple(r for r in inputs.rules.given() if not r.needs_advice)
     return LintResult(findings, files, unreadable, skipped, linted, fixed, remaining, "".join(diffs), tuple(changed),
                       tuple(fix_errors), not_deepspeed, notes)
+
+
+def _release_notes(name: str, release: ReleaseChoice, said: list[str]) -> list[str]:
+    """What decided the DeepSpeed release of one config, said where it was not asked for: the pin found beside
+    it, or the assumption of the latest (said once per run)."""
+    if release.origin in ("flag", "project", "installed"):
+        return [note for note in release.notes if note not in said]
+    line = f"{name}: {release.describe()}" if release.origin == "pin" else release.describe()
+    return [text for text in (line, *release.notes) if text not in said]
 
 
 def _to_read(inputs: RunInputs) -> tuple[list[tuple[ConfigSource, bool]], list[str]]:
@@ -320,6 +333,13 @@ def estimate(inputs: RunInputs, step_times_too: bool = False) -> EstimateResult:
     A config that does not parse, is not an object, or holds a value the memory model cannot use (which the
     linter reports as an error) is an UnusableConfig; a value the config contradicts is a UsageError.
     """
+    # the memory model reads that release's defaults (offload pin_memory, gradient_clipping): the newest of a range
+    release = inputs.release_for(inputs.configs[0] if inputs.configs else None)
+    with schema.reading_as(release.releases[-1]):
+        return _estimate(inputs, step_times_too)
+
+
+def _estimate(inputs: RunInputs, step_times_too: bool = False) -> EstimateResult:
     from zeroadvisor.deepspeed.kind import ACCELERATE, kind_of
     from zeroadvisor.deepspeed.settings import settings_of
 
@@ -529,6 +549,17 @@ def check_one(inputs: RunInputs, source: ConfigSource) -> CheckReport:
     config, a read-only folder, a full disk) does not lose the result: it comes back with ``error`` (fix) or
     a note (a diff only).
     """
+    release = inputs.release_for(source)
+    with schema.reading_as(release.releases[-1]):
+        report = _check_one(inputs, source)
+    notes = _release_notes(source.display, release, [])
+    if len(release.releases) > 1:
+        notes.append(f"{source.display}: memory and advice as DeepSpeed {release.releases[-1]}, the newest release "
+                     "of the range")
+    return replace(report, notes=[*notes, *report.notes]) if notes else report
+
+
+def _check_one(inputs: RunInputs, source: ConfigSource) -> CheckReport:
     from zeroadvisor.advisor.check import CheckResult, check_document
     from zeroadvisor.config.launch import overridden
     from zeroadvisor.config.source import ParseError

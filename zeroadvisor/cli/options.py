@@ -103,6 +103,10 @@ FAIL_ON = Param("fail_on", ("--fail-on",), "Exit 1 on findings of this severity 
 INTEGRATION = Param("integration", ("--integration",),
                     "Who reads the file: deepspeed, hf-trainer, accelerate, or any (accept what either integration "
                     "fills).", choices="zeroadvisor.lint.context:INTEGRATIONS")
+DEEPSPEED_VERSION = Param("deepspeed_version", ("--deepspeed-version",),
+                          "Read configs as this DeepSpeed release (0.14.5), release line (0.14) or range "
+                          "(>=0.10,<0.17); default: the pin beside the config (requirements, pyproject, locks), "
+                          "else the installed DeepSpeed, else the latest.")
 SELECT = Param("select", ("--select",), "Only these rules (codes, names or code prefixes).", multiple=True)
 IGNORE = Param("ignore", ("--ignore",), "Skip these rules (codes, names or code prefixes).", multiple=True)
 MODEL = Param("model", ("--model", "-m"), "A model description (YAML/JSON), a Hugging Face config.json or model "
@@ -231,7 +235,7 @@ LINT = Command("lint", "Lint DeepSpeed config files.", (
     _format("zeroadvisor.report:LINT_FORMATS"),
     FAIL_ON,
     Param("gpus", ("--gpus",), "Data-parallel world size: check the batch exactly.", kind=int, minimum=1),
-    INTEGRATION, SELECT, IGNORE,
+    INTEGRATION, DEEPSPEED_VERSION, SELECT, IGNORE,
     Param("only_configs", ("--only-configs",), "Skip named files whose content is not a DeepSpeed or Accelerate "
           "config, as files found in a directory are (for pre-commit hooks).", default=False, kind=bool),
     Param("fix", ("--fix",), "Write the lint fixes into each file (atomically, every other byte kept), then report "
@@ -244,7 +248,8 @@ ESTIMATE = Command("estimate", "Estimate memory per GPU and per node for every Z
     Param("config", ("--config", "-c"), "The DeepSpeed config (default: fp16 Adam)."),
     MODEL, PARAMS, GPUS, GPUS_PER_NODE, GPU_MEMORY, GPU, CPU_MEMORY, NVME, HEADROOM, ACCOUNTING,
     _format("zeroadvisor.inputs.settings:ESTIMATE_FORMATS"),
-    UNIT, SEQ_LEN, CHECKPOINTING, FLASH, EXPLAIN, *RUN_INPUTS, *PEFT_INPUTS, *THROUGHPUT_INPUTS, ALL_OPTIONS,
+    UNIT, SEQ_LEN, CHECKPOINTING, FLASH, EXPLAIN, DEEPSPEED_VERSION, *RUN_INPUTS, *PEFT_INPUTS, *THROUGHPUT_INPUTS,
+    ALL_OPTIONS,
 ))
 
 CHECK = Command("check", "Pre-flight check: lint findings and memory advice, with fixes as a diff.", (
@@ -258,7 +263,8 @@ CHECK = Command("check", "Pre-flight check: lint findings and memory advice, wit
           "fixes alone).", default=False, kind=bool),
     Param("fix", ("--fix",), "Write the fixes into each CONFIG (atomically; without --model: the lint fixes alone, "
           "no memory advice).", default=False, kind=bool),
-    INTEGRATION, SELECT, IGNORE, ACCOUNTING, UNIT, SEQ_LEN, CHECKPOINTING, FLASH, EXPLAIN, VERBOSE, *RUN_INPUTS,
+    INTEGRATION, DEEPSPEED_VERSION, SELECT, IGNORE, ACCOUNTING, UNIT, SEQ_LEN, CHECKPOINTING, FLASH, EXPLAIN, VERBOSE,
+    *RUN_INPUTS,
     *PEFT_INPUTS, *THROUGHPUT_INPUTS, ALL_OPTIONS,
 ))
 

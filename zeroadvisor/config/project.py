@@ -10,6 +10,7 @@ count, and the walk goes on). ``.zeroadvisor.toml`` holds the same keys at its t
     fail-on = "warning"              # error | warning | info | never
     format = "text"                  # any --format the command accepts
     integration = "hf-trainer"       # deepspeed | hf-trainer | accelerate | any
+    deepspeed-version = "0.14"       # the DeepSpeed release(s) to read configs as (else: the pins found)
 
     [per-file-ignores]               # globs relative to this file's folder
     "legacy/**/*.json" = ["ZA101"]
@@ -77,7 +78,8 @@ def _strings(value: Any) -> tuple[str, ...]:
 # Run-wide keys: config key -> the command's parameter name. One table for what the file may hold and which
 # flag each key stands in for (cli/options.py names the flags). The values are read as the file has them and
 # parsed where a run's inputs are resolved (zeroadvisor/inputs/project.py), as a flag's value is.
-RUN_KEYS: dict[str, str] = {"fail-on": "fail_on", "format": "format", "integration": "integration"}
+RUN_KEYS: dict[str, str] = {"fail-on": "fail_on", "format": "format", "integration": "integration",
+                            "deepspeed-version": "deepspeed_version"}
 CLUSTER_KEYS: dict[str, str] = {"gpus": "gpus", "gpus-per-node": "gpus_per_node", "gpu": "gpu",
                                 "gpu-memory": "gpu_memory", "cpu-memory": "cpu_memory", "nvme": "nvme",
                                 "headroom": "headroom",

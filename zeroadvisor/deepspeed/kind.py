@@ -47,7 +47,7 @@ def deepspeed_keys() -> frozenset[str]:
     with the not-a-deepspeed-config rule (lint/context.py ``foreign``) and the Accelerate rules."""
     from zeroadvisor.deepspeed import schema
 
-    properties: dict[str, dict[str, object]] = schema.load().get("properties", {})
+    properties: dict[str, dict[str, object]] = schema.load_latest().get("properties", {})
     return frozenset(key for key, node in properties.items() if not node.get("x-editor-only"))
 
 

@@ -11,16 +11,56 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
 SCHEMA_FILE = "ds_config.schema.json"
 _SCHEMAS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "schemas")
+# The DeepSpeed release the schema is read as (None: the latest, the committed schema itself). Set only by
+# reading_as, around one release's lint or estimate of one document, so every reader of the schema (the
+# walk, the rules, the memory model's defaults) sees the same release without passing it through each call.
+_ACTIVE: ContextVar[str | None] = ContextVar("zeroadvisor_deepspeed_release", default=None)
+
+
+@contextmanager
+def reading_as(release: str | None) -> Iterator[None]:
+    """Read the schema as DeepSpeed ``release`` does (deepspeed/releases.py) inside the block."""
+    token = _ACTIVE.set(release)
+    try:
+        yield
+    finally:
+        _ACTIVE.reset(token)
+
+
+def active_release() -> str:
+    """The release the schema is read as now."""
+    from zeroadvisor.deepspeed import releases
+
+    return _ACTIVE.get() or releases.latest()
+
+
+def load(name: str = SCHEMA_FILE) -> dict[str, Any]:
+    """The schema of the active release (``reading_as``), or another shipped schema by file name."""
+    release = _ACTIVE.get()
+    if name == SCHEMA_FILE and release is not None:
+        from zeroadvisor.deepspeed import releases
+
+        if release != releases.latest():
+            return releases.schema_of(release)
+    return _load_file(name)
+
+
+def load_latest() -> dict[str, Any]:
+    """The committed schema of the latest release, whichever release is active."""
+    return _load_file(SCHEMA_FILE)
 
 
 @cache
-def load(name: str = SCHEMA_FILE) -> dict[str, Any]:
+def _load_file(name: str) -> dict[str, Any]:
     """The parsed schema shipped as package data (``zeroadvisor.schemas``)."""
     # the schema files are JSON objects (tools/gen_schema.py writes them; tests/test_schema_file.py reads them)
     # The package data beside this module (zeroadvisor/schemas/), read as a plain file: importlib.resources

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from zeroadvisor.config.training_args import TrainingArgs
     from zeroadvisor.hardware.table import GpuSpec
     from zeroadvisor.inputs.environment import Readings
+    from zeroadvisor.inputs.release import ReleaseChoice
     from zeroadvisor.lint.context import LintOptions
     from zeroadvisor.memory.cluster import Cluster
     from zeroadvisor.model.spec import ModelSpec, TrainingShape
@@ -95,6 +96,18 @@ class RunInputs:
     overrides: tuple[Override, ...] = ()
     # check --fix/--suggest given no model: the lint part alone (the lint flow, its fixes), no memory advice
     lint_only: bool = False
+    # the DeepSpeed release(s) asked for (--deepspeed-version, deepspeed_version=, the project configuration),
+    # with the words naming where it came from; None: each config's own pin decides (release_for)
+    deepspeed_version: str | None = None
+    deepspeed_version_label: str = "--deepspeed-version"
+
+    def release_for(self, source: ConfigSource | None) -> ReleaseChoice:
+        """The releases one config is read as (inputs/release.py): the request, else its pin, else the installed
+        DeepSpeed, else the latest."""
+        from zeroadvisor.inputs.release import choose_release
+
+        path = source.name if source is not None and source.is_file else None
+        return choose_release(flag=self.deepspeed_version, config_path=path, flag_name=self.deepspeed_version_label)
 
     def lint_options(self) -> LintOptions:
         from zeroadvisor.lint.context import LintOptions
@@ -453,7 +466,8 @@ def _assemble(command: str, values: dict[str, Any], spelling: Spelling, project:
                      trainer.training if trainer is not None else None, hardware, rules, output, diff,
                      bool(values.get("fix")), bool(values.get("only_configs")), notes, readings,
                      trainer.accelerate_config if trainer is not None else None,
-                     trainer.overrides if trainer is not None else (), lint_only)
+                     trainer.overrides if trainer is not None else (), lint_only,
+                     values.get("deepspeed_version"), spelling.label("deepspeed_version"))
 
 
 def _references(value: Any, label: str) -> tuple[str, ...]:

@@ -198,6 +198,16 @@ def _integration(label: str, value: Any) -> str:
     return choice(label, value, INTEGRATIONS)
 
 
+def deepspeed_version(label: str, value: Any) -> str:
+    """A DeepSpeed release, release line or PEP 440 range zeroadvisor has knowledge of (inputs/release.py)."""
+    from zeroadvisor.inputs.release import parse_request
+
+    if not isinstance(value, str):
+        raise UsageError(f"{label}: give a DeepSpeed version as text, e.g. 0.14.5, 0.14 or >=0.10,<0.17")
+    parse_request(value, label)  # refused here, once, with the words it was given by
+    return value
+
+
 def _launcher(label: str, value: Any) -> str:
     from zeroadvisor.hardware.machine import LAUNCHERS
 
@@ -210,7 +220,7 @@ PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "gpus": gpus, "gpus_per_node": gpus, "gpu": gpu, "gpu_memory": gpu_memory, "cpu_memory": size, "nvme": size,
     "headroom": headroom, "fail_on": _fail_on, "integration": _integration,
     "inter_node_bandwidth": bandwidth, "nvme_bandwidth": bandwidth, "efficiency": efficiency, "cpu_cores": count,
-    "launcher": _launcher,
+    "launcher": _launcher, "deepspeed_version": deepspeed_version,
 }
 
 

@@ -24,6 +24,9 @@ class LintOptions:
     # the Hugging Face Trainer's arguments (config/training_args.TrainingArgs, or a mapping of
     # TrainingArguments fields), when given: --training-args or a launch command (rules/trainer.py)
     training: Any = None
+    # the DeepSpeed releases the config is read as (deepspeed/releases.py known versions, oldest first);
+    # () reads it as the latest. More than one: each is linted and the findings name the releases they affect.
+    releases: tuple[str, ...] = ()
 
 
 _MISSING = object()

@@ -43,6 +43,16 @@ class Example:
     fails: bool
     options: dict[str, Any] = field(default_factory=dict)
 
+    def lint_keywords(self) -> dict[str, Any]:
+        """The options as LintOptions keywords: a ``deepspeed_version`` request becomes the releases it names."""
+        from zeroadvisor.deepspeed import releases
+
+        keywords = dict(self.options)
+        request = keywords.pop("deepspeed_version", None)
+        if request is not None:
+            keywords["releases"] = releases.resolve(request).releases
+        return keywords
+
     def describe_options(self) -> str:
         """The options as a person would give them: ``--gpus 8 --gpu A10G, model {...}``."""
         import json

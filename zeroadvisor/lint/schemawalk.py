@@ -18,7 +18,7 @@ from functools import cache, lru_cache
 from typing import TYPE_CHECKING, Any
 
 from zeroadvisor.config.source import join_pointer
-from zeroadvisor.deepspeed import coerce, schema
+from zeroadvisor.deepspeed import coerce, releases, schema
 from zeroadvisor.deepspeed import effective as dsconfig
 
 if TYPE_CHECKING:
@@ -69,12 +69,25 @@ class _Walker:
         self.ctx = ctx
         self.events = events
         self.guessed = 0  # unknown keys given a did-you-mean so far
+        self.pydantic = 2  # the pydantic major of the section being walked (its coercion rules)
+        self.unchecked = False  # inside a section this release reads with dict.get
 
     def emit(self, kind: str, pointer: str, **data: Any) -> None:
         self.events.append(Event(kind, pointer, data))
 
     # -- objects ----------------------------------------------------------------------------
     def object(self, value: dict[str, Any], node: dict[str, Any], pointer: str, policy: str) -> None:
+        # A section validated by a pydantic 1 model (DeepSpeed before 0.15, schema x-pydantic) coerces as
+        # pydantic 1 does; one read with dict.get (x-read-with-get) takes its values unchecked.
+        outer = (self.pydantic, self.unchecked)
+        self.pydantic = node.get("x-pydantic", 2 if "x-deepspeed-class" in node else self.pydantic)
+        self.unchecked = bool(node.get("x-read-with-get", self.unchecked and "x-deepspeed-class" not in node))
+        try:
+            self._keys(value, node, pointer, policy)
+        finally:
+            self.pydantic, self.unchecked = outer
+
+    def _keys(self, value: dict[str, Any], node: dict[str, Any], pointer: str, policy: str) -> None:
         props: dict[str, Any] = node.get("properties", {})
         policy = node.get("x-unknown-keys", policy)
         for key, child in value.items():
@@ -88,6 +101,9 @@ class _Walker:
                 continue
             if "x-removed" in sub:
                 self.emit("removed", child_pointer, key=key, reason=sub["x-removed"])
+                continue
+            if "x-removed-later" in sub:  # this release reads it; a later one refuses it
+                self.emit("removed-later", child_pointer, key=key, reason=sub["x-removed-later"])
                 continue
             if "x-rejected" in sub:
                 continue  # a key the engine refuses (optimizer max_grad_norm): its own rule words it
@@ -105,6 +121,12 @@ class _Walker:
         if policy == "ignored" and key.startswith("_"):
             return  # a comment key; DeepSpeed ignores it and so do we
         typo, suggestions = None, []
+        # a key other releases read (added later, or dropped since): no typo, the releases that have it
+        knowing = releases.releases_knowing(_plain(pointer))
+        if knowing:
+            self.emit("unknown", pointer, key=key, policy=policy, typo=None, suggestions=[], elsewhere=[],
+                      knowing=knowing)
+            return
         if self.guessed < MAX_GUESSED_UNKNOWN_KEYS:
             self.guessed += 1
             typo = likely_typo(key, child, props)
@@ -117,6 +139,7 @@ class _Walker:
             typo=typo,
             suggestions=suggestions,
             elsewhere=[p for p in known_elsewhere(key) if p != pointer],
+            knowing=None,
         )
 
     def deprecated(self, key: str, sub: dict[str, Any], pointer: str, siblings: dict[str, Any], policy: str) -> None:
@@ -156,8 +179,16 @@ class _Walker:
 
     def type_mismatch(self, value: Any, node: dict[str, Any], pointer: str, policy: str, types: list[str]) -> None:
         """A value of none of the node's types: which problem that is, as DeepSpeed meets it."""
-        if "integer" in types and coerce.is_fractional(value):
+        if self.unchecked and policy != "error":
+            self.emit("unchecked-type", pointer, value=value, types=types)  # dict.get: stored as written
+        elif "integer" in types and coerce.is_fractional(value) and self.pydantic == 1:
+            # pydantic 1's int validator is int(value): 15099494.4 becomes 15099494 (DeepSpeed before 0.15)
+            self.emit("truncated", pointer, value=value, raw=self.ctx.doc.numbers.get(pointer))
+        elif "integer" in types and coerce.is_fractional(value):
             self.emit("fractional", pointer, value=value, raw=self.ctx.doc.numbers.get(pointer))
+        elif self.pydantic == 1 and isinstance(value, str) and any("enum" in b for b in _branches(node)):
+            # pydantic 1 looks an Enum member up by the value as given: "1" is no ZeroStageEnum
+            self.emit("wrong-type", pointer, value=value, types=types, policy=policy)
         elif "x-operand-types" in node and not _is_operand(value, node["x-operand-types"]):
             self.emit("wrong-type", pointer, value=value, types=types, policy=policy)  # DeepSpeed computes with it
         elif node.get("x-unchecked") or policy == "kwargs":
@@ -317,8 +348,13 @@ def _edit_distance(a: str, b: str) -> int:
     return previous[-1]
 
 
-@lru_cache(maxsize=1)
-def _key_index() -> dict[str, tuple[str, ...]]:
+def _plain(pointer: str) -> str:
+    """A pointer with its tokens unescaped, as ds_releases.json's history spells keys."""
+    return "/".join(t.replace("~1", "/").replace("~0", "~") for t in pointer.split("/"))
+
+
+@lru_cache(maxsize=32)
+def _key_index(release: str) -> dict[str, tuple[str, ...]]:
     """Every key name in the schema -> the pointers of the sections that have it."""
     index: dict[str, list[str]] = {}
 
@@ -337,4 +373,4 @@ def _key_index() -> dict[str, tuple[str, ...]]:
 
 
 def known_elsewhere(key: str) -> tuple[str, ...]:
-    return _key_index().get(key, ())
+    return _key_index(schema.active_release()).get(key, ())

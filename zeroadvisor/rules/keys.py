@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from zeroadvisor.config import merge_patch as patch
 from zeroadvisor.config.source import join_pointer
+from zeroadvisor.deepspeed import releases, schema
 from zeroadvisor.lint.findings import Severity
 from zeroadvisor.lint.rule import Example, Hit, Rule
 
@@ -65,8 +66,25 @@ def _both_given(ctx: Context, event: Event) -> str:
             f"{event.data['key']!r}")
 
 
+def other_releases(event: Event) -> str:
+    """Which releases read a key this one does not: "added in 0.17", "removed after 0.18.9", "read by ..."."""
+    knowing = [v for v in event.data["knowing"] if v in releases.known()]
+    active = releases.version_key(schema.active_release())
+    if all(releases.version_key(v) > active for v in knowing):
+        return f"added in {releases.span(knowing[:1])}"
+    if all(releases.version_key(v) < active for v in knowing):
+        return f"read up to {knowing[-1]}"
+    return f"read by {releases.span(knowing)}"
+
+
 def _unknown(ctx: Context) -> Iterator[Hit]:
     for event in ctx.events("unknown", policy="error"):
+        if event.data.get("knowing"):
+            yield Hit(event.pointer,
+                      f"{releases.label(schema.active_release())} does not have {event.data['key']!r} in "
+                      f"{_section(event.pointer)} ({other_releases(event)}): it validates this section and raises a "
+                      "ValidationError at launch")
+            continue
         yield Hit(
             event.pointer,
             f"unknown key {event.data['key']!r} in {_section(event.pointer)}{_did_you_mean(event)}: "
@@ -78,7 +96,7 @@ def _unknown(ctx: Context) -> Iterator[Hit]:
 
 def _misspelled(ctx: Context) -> Iterator[Hit]:
     for event in ctx.events("unknown", policy="ignored"):
-        if event.data["typo"]:
+        if event.data["typo"] and not event.data.get("knowing"):
             yield Hit(
                 event.pointer,
                 f"{event.data['key']!r} in {_section(event.pointer)} is not a DeepSpeed key (did you mean "
@@ -92,7 +110,11 @@ def _ignored(ctx: Context) -> Iterator[Hit]:
     if ctx.foreign:
         return  # not-a-deepspeed-config says it once for the whole file
     for event in ctx.events("unknown", policy="ignored"):
-        if not event.data["typo"]:
+        if event.data.get("knowing"):
+            yield Hit(event.pointer,
+                      f"{releases.label(schema.active_release())} ignores {event.data['key']!r} in "
+                      f"{_section(event.pointer)}: {other_releases(event)}; this release never reads it")
+        elif not event.data["typo"]:
             yield Hit(
                 event.pointer,
                 f"unknown key {event.data['key']!r} in {_section(event.pointer)}{_did_you_mean(event)}: "
@@ -265,6 +287,36 @@ def _removed(ctx: Context) -> Iterator[Hit]:
         )
 
 
+def _removed_later(ctx: Context) -> Iterator[Hit]:
+    for event in ctx.events("removed-later"):
+        refusing = [v for v in releases.known() if releases.version_key(v) > releases.version_key(
+            schema.active_release()) and not releases.reads_removed(v, event.pointer)]
+        later = f" from {refusing[0]}" if refusing else ""
+        yield Hit(event.pointer, f"{releases.label(schema.active_release())} reads {event.data['key']!r}, but later "
+                                 f"releases refuse it{later}: {event.data['reason']}")
+
+
+REMOVED_LATER = Rule(
+    code="ZA108",
+    name="removed-later",
+    severity=Severity.INFO,
+    summary="A key this DeepSpeed release reads and a later release refuses.",
+    explanation=(
+        "DeepSpeed 0.19.7 and 0.19.8 removed Apex AMP, elasticity, sparse attention, MoQ, nebula, the "
+        "top-level curriculum_learning, progressive layer drop and more (DS#8489). Under an older release "
+        "(--deepspeed-version, or the pin in your requirements) the key still works; upgrading stops the run. "
+        "Plan the replacement the message names before you upgrade."
+    ),
+    check=_removed_later,
+    examples=(
+        Example('{"train_batch_size": 8, "amp": {"enabled": false}}', fails=True,
+                options={"deepspeed_version": "0.16"}),
+        Example('{"train_batch_size": 8, "fp16": {"enabled": true}}', fails=False,
+                options={"deepspeed_version": "0.16"}),
+    ),
+    source="deepspeed/runtime/config.py _reject_removed_config_keys (0.19.7+); tools/gen_releases.py probes",
+)
+
 REMOVED_KEY = Rule(
     code="ZA107",
     name="removed-key",
@@ -286,4 +338,4 @@ REMOVED_KEY = Rule(
 )
 
 RULES = (UNKNOWN_KEY, MISSPELLED_KEY, IGNORED_KEY, DEPRECATED_KEY, DEPRECATED_WITH_REPLACEMENT, ALIAS_CONFLICT,
-         REMOVED_KEY)
+         REMOVED_KEY, REMOVED_LATER)

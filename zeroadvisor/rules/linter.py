@@ -7,12 +7,14 @@ Accelerate rules (rules/accelerate.py), anything else through the DeepSpeed rule
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from zeroadvisor.config.reader import read_document
 from zeroadvisor.config.source import Document, ParseError, parse
+from zeroadvisor.deepspeed import releases, schema
 from zeroadvisor.deepspeed.kind import ACCELERATE, kind_of
 from zeroadvisor.lint.context import Context, LintOptions
 from zeroadvisor.lint.engine import run_rules
@@ -56,7 +58,35 @@ def lint_document(doc: Document, options: LintOptions | None = None,
         from zeroadvisor.rules.accelerate import lint_accelerate
 
         return sorted(lint_accelerate(doc, options, selected), key=Finding.sort_key)
-    return run_rules(Context(doc, options), selected)
+    return by_release(doc, options, selected)
+
+
+def by_release(doc: Document, options: LintOptions, rules: list[Rule]) -> list[Finding]:
+    """The rules' findings as each chosen DeepSpeed release reads the document (schema.reading_as). A finding
+    every release gives is kept as it is; one only some give names them ("DeepSpeed 0.14-0.16: ...")."""
+    chosen = options.releases or (releases.latest(),)
+    runs: dict[str, list[Finding]] = {}
+    for version in chosen:
+        with schema.reading_as(version):
+            runs[version] = run_rules(Context(doc, options), rules)
+    if len(chosen) == 1:
+        return runs[chosen[0]]
+    groups: dict[tuple[str, str, int | None, int | None, str], tuple[Finding, list[str]]] = {}
+    for version, found in runs.items():
+        for finding in found:
+            key = (finding.code, finding.pointer, finding.line, finding.column,
+                   finding.message.replace(releases.label(version), releases.LABEL))
+            groups.setdefault(key, (finding, []))[1].append(version)
+    merged = []
+    for (_code, _pointer, _line, _column, message), (finding, versions) in groups.items():
+        everyone = len(versions) == len(chosen)
+        label = releases.label(releases.span(versions))
+        if releases.LABEL in message:
+            text = message.replace(releases.LABEL, label)
+        else:
+            text = message if everyone else f"{label}: {message}"
+        merged.append(dataclasses.replace(finding, message=text))
+    return sorted(merged, key=Finding.sort_key)
 
 
 def parse_error_findings(name: str, err: ParseError, rules: Iterable[Rule] | None) -> list[Finding]:

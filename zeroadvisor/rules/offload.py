@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from zeroadvisor.config import merge_patch as patch
 from zeroadvisor.deepspeed import effective as dsconfig
-from zeroadvisor.deepspeed import schema
+from zeroadvisor.deepspeed import releases, schema
 from zeroadvisor.lint.findings import Severity
 from zeroadvisor.lint.rule import Example, Hit, Rule
 
@@ -88,6 +88,8 @@ NVME_WITHOUT_PATH = Rule(
 
 
 def _partial_offload(ctx: Context) -> Iterator[Hit]:
+    if not releases.behaviour(schema.active_release()).partial_offload_stage_checked:
+        return  # before 0.15 nothing checks it: the ratio is not used below stage 3
     ratio = ctx.get(f"{_ZERO}/offload_optimizer/ratio")
     if isinstance(ratio, (int, float)) and not isinstance(ratio, bool) and ratio < 1 and ctx.stage is not None \
             and ctx.stage < 3:

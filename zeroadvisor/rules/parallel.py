@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from zeroadvisor.config import merge_patch as patch
 from zeroadvisor.deepspeed import effective as dsconfig
-from zeroadvisor.deepspeed import schema
+from zeroadvisor.deepspeed import releases, schema
 from zeroadvisor.lint.findings import Severity
 from zeroadvisor.lint.rule import Example, Hit, Rule
 
@@ -183,4 +183,40 @@ PARALLEL_DEGREE_DOES_NOT_DIVIDE = Rule(
            "initialize (mesh from data_parallel_size and sequence_parallel_size)",
 )
 
-RULES = (PIPELINE_WITH_ZERO_2_3, ZEROPP_BELOW_STAGE3, PARALLEL_DEGREE_DOES_NOT_DIVIDE)
+def _sum_with_zero3(ctx: Context) -> Iterator[Hit]:
+    op = ctx.get("/gradient_allreduce_op")
+    if not isinstance(op, str) or op.lower() != "sum" or schema.node("gradient_allreduce_op") is None:
+        return  # not given, or a release that does not read the key (ignored-key says so)
+    if not releases.behaviour(schema.active_release()).allreduce_sum_zero3_refused:
+        return
+    reasons = [why for why, on in (("ZeRO stage 3", ctx.stage == 3),
+                                   ("ZenFlow", isinstance(ctx.get("/zero_optimization/zenflow"), dict)),
+                                   ("DeepCompile", ctx.get("/compile/deepcompile") is True)) if on]
+    for why in reasons:
+        yield Hit("/gradient_allreduce_op",
+                  f"gradient_allreduce_op 'sum' with {why}: {releases.label(schema.active_release())} raises "
+                  f"\"gradient_allreduce_op='sum' is not supported with {why}\"; use 'mean' (the default)",
+                  at="value", fix=patch.at("/gradient_allreduce_op", "mean"))
+
+
+ALLREDUCE_SUM_UNSUPPORTED = Rule(
+    code="ZA904",
+    name="allreduce-sum-unsupported",
+    severity=Severity.ERROR,
+    summary="gradient_allreduce_op 'sum' with ZeRO-3, ZenFlow or DeepCompile.",
+    explanation=(
+        "Summing data-parallel gradients instead of averaging them (gradient_allreduce_op, DeepSpeed 0.19.6) "
+        "is implemented for ZeRO stages 0-2 only: DeepSpeedConfig refuses it with ZeRO-3, ZenFlow or "
+        "DeepCompile. Use 'mean', or a lower stage."
+    ),
+    check=_sum_with_zero3,
+    examples=(
+        Example('{"train_batch_size": 8, "gradient_allreduce_op": "sum", "zero_optimization": {"stage": 3}}',
+                fails=True),
+        Example('{"train_batch_size": 8, "gradient_allreduce_op": "sum", "zero_optimization": {"stage": 2}}',
+                fails=False),
+    ),
+    source="deepspeed/runtime/config.py DeepSpeedConfig._do_error_check (0.19.6+)",
+)
+
+RULES = (PIPELINE_WITH_ZERO_2_3, ZEROPP_BELOW_STAGE3, PARALLEL_DEGREE_DOES_NOT_DIVIDE, ALLREDUCE_SUM_UNSUPPORTED)

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from zeroadvisor.config import merge_patch as patch
+from zeroadvisor.deepspeed import releases, schema
 from zeroadvisor.lint.findings import Severity
 from zeroadvisor.lint.rule import Example, Hit, Rule
 
@@ -121,6 +122,38 @@ FRACTIONAL_INTEGER = Rule(
 )
 
 
+def _truncated(ctx: Context) -> Iterator[Hit]:
+    for event in ctx.events("truncated"):
+        raw = event.data["raw"] or repr(event.data["value"])
+        fixed = int(float(raw)) if raw else int(event.data["value"])
+        yield Hit(event.pointer,
+                  f"{_key(event.pointer)!r} should be an integer, got {raw}: {releases.label(schema.active_release())} "
+                  f"(pydantic 1) truncates it to {fixed}, and releases from 0.15 on refuse it",
+                  fix=patch.at(event.pointer, fixed), at="value")
+
+
+TRUNCATED_INTEGER = Rule(
+    code="ZA206",
+    name="truncated-integer",
+    severity=Severity.WARNING,
+    summary="A number with a fractional part in an integer field that a pydantic 1 release truncates.",
+    explanation=(
+        "DeepSpeed before 0.15 validates its sections with pydantic 1, whose int validator is int(value): "
+        "15099494.4 runs as 15099494. From 0.15 (pydantic 2) the same file is refused "
+        "(fractional-integer). Write the integer."
+    ),
+    check=_truncated,
+    examples=(
+        Example('{"train_batch_size": 8, "zero_optimization": {"stage": 3, "stage3_prefetch_bucket_size": 15099494.4}}',
+                fails=True, options={"deepspeed_version": "0.14"}),
+        Example('{"train_batch_size": 8, "zero_optimization": {"stage": 3, "stage3_prefetch_bucket_size": 15099494}}',
+                fails=False, options={"deepspeed_version": "0.14"}),
+    ),
+    supersedes=("wrong-type",),
+    source="pydantic 1 int_validator, as DeepSpeed 0.9-0.14 use it (deepspeed/pydantic_v1.py)",
+)
+
+
 def _out_of_range(ctx: Context) -> Iterator[Hit]:
     for event in ctx.events("range"):
         if not event.data["unchecked"]:
@@ -179,4 +212,4 @@ UNCHECKED_TYPE = Rule(
     source="deepspeed/runtime/config.py get_scalar_param (no type check)",
 )
 
-RULES = (WRONG_TYPE, LOOSE_TYPE, FRACTIONAL_INTEGER, OUT_OF_RANGE, UNCHECKED_TYPE)
+RULES = (WRONG_TYPE, LOOSE_TYPE, FRACTIONAL_INTEGER, TRUNCATED_INTEGER, OUT_OF_RANGE, UNCHECKED_TYPE)

@@ -1,0 +1,118 @@
+#!/usr/bin/env python
+"""Agreement of ``lint --deepspeed-version V`` with release V's own parser, for every installed release.
+
+    python tools/install_deepspeed_release.py 0.9.5 0.10.3 ... 0.19.7   (see docs/deepspeed-releases.md)
+    python benchmarks/releases.py [--releases-dir DIR] [--corpus] [--write]
+
+The cases are benchmarks/release_cases.py (real configs, one release-sensitive change each) and, with
+``--corpus``, every JSON config of ../shared/corpus/real as it is. Each release's verdict comes from its own
+``DeepSpeedConfig`` (tools/ds_release_oracle.py, in a subprocess with the release on PYTHONPATH); ours is
+whether lint, read as that release, reports an error other than the launch-time checks no parser makes
+(LAUNCH_TIME below, which every release shares). ``--write`` stores the table in benchmarks/releases.json
+and benchmarks/releases.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+from typing import Any
+
+HERE = pathlib.Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE))
+
+import release_cases  # noqa: E402  (needs HERE on sys.path)
+
+# Rules whose errors the engine, an optimizer or a scheduler raises after the config is parsed (or that need the
+# world size), so no DeepSpeedConfig call shows them; every release in 0.9-0.19 makes these checks.
+LAUNCH_TIME = frozenset({
+    "ZA301", "ZA310",  # "auto" no integration fills, Trainer mismatches: what the integrations check
+    "ZA701", "ZA702", "ZA703", "ZA704", "ZA705", "ZA706", "ZA707", "ZA708",  # optimizer and scheduler constructors
+    "ZA901", "ZA903",  # parallel layouts built at engine init
+    "ZA050", "ZA052", "ZA053", "ZA054",  # Accelerate launcher inputs
+})
+DEFAULT_DIR = ROOT / ".venv" / "deepspeed-releases"
+
+
+def oracle(release_dir: pathlib.Path | None, files: list[pathlib.Path]) -> dict[str, dict[str, Any]]:
+    """Release verdicts; ``release_dir`` None: the venv's own DeepSpeed (the latest)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    if release_dir is not None:
+        env["PYTHONPATH"] = str(release_dir)
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "ds_release_oracle.py"), *map(str, files)],
+                          env=env, capture_output=True, text=True, check=True)
+    return {row["file"]: row for row in map(json.loads, done.stdout.splitlines())}
+
+
+def ours(version: str, files: list[pathlib.Path]) -> dict[str, list[str]]:
+    import zeroadvisor
+
+    result = zeroadvisor.lint(*map(str, files), deepspeed_version=version)
+    errors: dict[str, list[str]] = {str(f): [] for f in files}
+    for finding in result.findings:
+        if finding.severity == "error" and finding.code not in LAUNCH_TIME:
+            errors.setdefault(finding.file, []).append(f"{finding.code} {finding.message}")
+    return errors
+
+
+def compare(release_dir: pathlib.Path | None, files: list[pathlib.Path]) -> dict[str, Any]:
+    verdicts = oracle(release_dir, files)
+    version = next(iter(verdicts.values()))["release"]
+    lint = ours(version, files)
+    disagree = []
+    for name, row in verdicts.items():
+        rejected, flagged = not row["accepted"], bool(lint.get(name))
+        if rejected != flagged:
+            disagree.append({"file": pathlib.Path(name).name, "release_error": row["error"],
+                             "lint_errors": lint.get(name, [])[:3]})
+    return {"release": version, "files": len(files), "agree": len(files) - len(disagree), "disagree": disagree}
+
+
+def corpus_files() -> list[pathlib.Path]:
+    manifest = release_cases.CORPUS / "MANIFEST.tsv"
+    rows = [line.split("\t") for line in manifest.read_text(encoding="utf-8").splitlines()[1:]]
+    return [release_cases.CORPUS / row[0] for row in rows if len(row) > 5 and row[5] == "yes"
+            and row[0].endswith(".json")]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--releases-dir", type=pathlib.Path, default=DEFAULT_DIR)
+    parser.add_argument("--corpus", action="store_true", help="also every JSON config of the corpus as it is")
+    parser.add_argument("--only", nargs="*", help="these releases only")
+    parser.add_argument("--write", action="store_true")
+    args = parser.parse_args()
+    installed = sorted((p for p in args.releases_dir.iterdir() if (p / "deepspeed").is_dir()),
+                       key=lambda p: tuple(int(x) for x in p.name.split(".")))
+    releases: list[pathlib.Path | None] = [*installed, None]  # None: the venv's DeepSpeed, the latest
+    if args.only:
+        releases = [p for p in releases if (p.name if p else "latest") in args.only]
+    with tempfile.TemporaryDirectory() as tmp:
+        files = release_cases.write(pathlib.Path(tmp))
+        if args.corpus:
+            files += corpus_files()
+        rows = [compare(path, files) for path in releases]
+    for row in rows:
+        print(f"{row['release']:>7}  {row['agree']:>4}/{row['files']} agree")
+        for miss in row["disagree"]:
+            print(f"         {miss['file']}: release says {miss['release_error']}; lint: {miss['lint_errors']}")
+    if args.write:
+        (HERE / "releases.json").write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
+        lines = ["# lint --deepspeed-version V against release V's own parser", "",
+                 ("Written by `python benchmarks/releases.py --corpus --write`; cases: benchmarks/release_cases.py "
+                  "(real configs with one release-sensitive change each) and every JSON config of the corpus."), "",
+                 "| release | configs | agree | disagree |", "|---|---:|---:|---:|"]
+        lines += [f"| {r['release']} | {r['files']} | {r['agree']} | {len(r['disagree'])} |" for r in rows]
+        (HERE / "releases.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return 0 if all(not row["disagree"] for row in rows) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

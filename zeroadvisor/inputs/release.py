@@ -1,0 +1,77 @@
+"""Which DeepSpeed releases a config is read as: the first of the flag (or keyword), the project configuration's
+``deepspeed_version``, the pin found beside the config (config/pins.py), the installed DeepSpeed's metadata,
+and else the latest release, said as an assumption.
+
+What a request means (a release, a release line, a PEP 440 range) is deepspeed/releases.py ``resolve``; this
+module only decides which request applies, and names where it came from in errors and notes.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+
+from zeroadvisor.config.pins import find_pin, installed_release
+from zeroadvisor.deepspeed import releases
+from zeroadvisor.inputs.errors import UsageError
+
+_SHOWN = 60  # characters of a request echoed in a note
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseChoice:
+    releases: tuple[str, ...]  # known releases, oldest first, at least one
+    origin: str  # flag, project, pin, installed or assumed
+    source: str  # what decided, in words
+    notes: tuple[str, ...] = ()
+
+    @property
+    def assumed(self) -> bool:
+        return self.origin == "assumed"
+
+    def describe(self) -> str:
+        return f"read as DeepSpeed {releases.span(self.releases)} ({self.source})"
+
+
+def parse_request(text: str, given_as: str = "--deepspeed-version") -> releases.Resolved:
+    """A release request, or a UsageError naming where it was given."""
+    try:
+        return releases.resolve(text)
+    except releases.RequestError as err:
+        raise UsageError(f"{given_as} {err}") from None
+
+
+@lru_cache(maxsize=256)
+def _pin_choice(folder: str) -> ReleaseChoice | None:
+    search = find_pin(os.path.join(folder, "_"))
+    pin = search.pin
+    if pin is None or not pin.specifier:
+        return None  # no pin, or "deepspeed" with no version: it does not say which release
+    try:
+        found = releases.matching(pin.specifier)
+    except releases.RequestError as err:
+        raise UsageError(f"{pin.describe()}: {err}; set --deepspeed-version") from None
+    return ReleaseChoice(found.releases, "pin", pin.describe(), (*search.notes, *found.notes))
+
+
+def choose_release(*, flag: str | None, config_path: str | None, flag_name: str = "--deepspeed-version"
+                   ) -> ReleaseChoice:
+    """The releases one config is read as, and why (the module docstring gives the order). The project
+    configuration's value arrives as ``flag`` (the run's inputs hold whichever was given, flag_name its words)."""
+    if flag is not None:
+        found = parse_request(str(flag), flag_name)
+        shown = flag if len(flag) <= _SHOWN else flag[:_SHOWN] + "…"
+        return ReleaseChoice(found.releases, "flag", f"{flag_name} {shown}", found.notes)
+    if config_path is not None:
+        pinned = _pin_choice(os.path.dirname(os.path.abspath(config_path)))  # configs side by side share a pin
+        if pinned is not None:
+            return pinned
+    installed = installed_release()
+    near = releases.nearest(installed.split("+")[0]) if installed and releases.is_version(installed.split("+")[0]) \
+        else None
+    if installed is not None and near is not None:
+        return ReleaseChoice(near.releases, "installed", f"installed deepspeed {installed}", near.notes)
+    latest = releases.latest()
+    return ReleaseChoice((latest,), "assumed", f"no DeepSpeed version pinned beside the config: assumed the latest, "
+                         f"{latest}; set {flag_name} or pin deepspeed in requirements.txt")
