@@ -5,10 +5,11 @@
     python benchmarks/releases.py [--releases-dir DIR] [--corpus] [--write]
 
 The cases are benchmarks/release_cases.py (real configs, one release-sensitive change each) and, with
-``--corpus``, every JSON config of ../shared/corpus/real as it is. Each release's verdict comes from its own
-``DeepSpeedConfig`` (tools/ds_release_oracle.py, in a subprocess with the release on PYTHONPATH); ours is
+``--corpus``, every JSON config of ../shared/corpus/real as the Hugging Face Trainer hands it to DeepSpeed
+("auto" filled; ``corpus_files``), linted at world size 1 as the oracle reads it. Each release's verdict comes
+from its own ``DeepSpeedConfig`` (tools/ds_release_oracle.py, in a subprocess with the release on PYTHONPATH); ours is
 whether lint, read as that release, reports an error other than the launch-time checks no parser makes
-(LAUNCH_TIME below, which every release shares). ``--write`` stores the table in benchmarks/releases.json
+(LAUNCH_TIME and CONSTRUCTED below). ``--write`` stores the table in benchmarks/releases.json
 and benchmarks/releases.md.
 """
 
@@ -38,6 +39,10 @@ LAUNCH_TIME = frozenset({
     "ZA901", "ZA903",  # parallel layouts built at engine init
     "ZA050", "ZA052", "ZA053", "ZA054",  # Accelerate launcher inputs
 })
+# Sections DeepSpeedConfig stores without building: the optimizer and the scheduler are constructed in
+# deepspeed.initialize (runtime/engine.py _configure_optimizer, _scheduler_from_config), so what their
+# constructors refuse (warmup_num_steps <= 0 from 0.19, an unknown keyword) is launch-time whatever the rule.
+CONSTRUCTED = ("/optimizer/", "/scheduler/")
 DEFAULT_DIR = ROOT / ".venv" / "deepspeed-releases"
 
 
@@ -51,21 +56,23 @@ def oracle(release_dir: pathlib.Path | None, files: list[pathlib.Path]) -> dict[
     return {row["file"]: row for row in map(json.loads, done.stdout.splitlines())}
 
 
-def ours(version: str, files: list[pathlib.Path]) -> dict[str, list[str]]:
+def ours(version: str, files: list[pathlib.Path], gpus: int | None = None) -> dict[str, list[str]]:
     import zeroadvisor
 
-    result = zeroadvisor.lint(*map(str, files), deepspeed_version=version)
+    result = zeroadvisor.lint(*map(str, files), deepspeed_version=version, gpus=gpus)
     errors: dict[str, list[str]] = {str(f): [] for f in files}
     for finding in result.findings:
-        if finding.severity == "error" and finding.code not in LAUNCH_TIME:
+        launch_time = finding.code in LAUNCH_TIME or finding.pointer.startswith(CONSTRUCTED)
+        if finding.severity == "error" and not launch_time:
             errors.setdefault(finding.file, []).append(f"{finding.code} {finding.message}")
     return errors
 
 
-def compare(release_dir: pathlib.Path | None, files: list[pathlib.Path]) -> dict[str, Any]:
+def compare(release_dir: pathlib.Path | None, files: list[pathlib.Path], gpus: int | None = None) -> dict[str, Any]:
+    """``gpus`` 1 lints with the oracle's world size (the batch checked exactly); None as a user without --gpus."""
     verdicts = oracle(release_dir, files)
     version = next(iter(verdicts.values()))["release"]
-    lint = ours(version, files)
+    lint = ours(version, files, gpus)
     disagree = []
     for name, row in verdicts.items():
         rejected, flagged = not row["accepted"], bool(lint.get(name))
@@ -75,11 +82,32 @@ def compare(release_dir: pathlib.Path | None, files: list[pathlib.Path]) -> dict
     return {"release": version, "files": len(files), "agree": len(files) - len(disagree), "disagree": disagree}
 
 
-def corpus_files() -> list[pathlib.Path]:
+def corpus_files(into: pathlib.Path) -> list[pathlib.Path]:
+    """Every JSON config of the corpus as DeepSpeed gets it under the Hugging Face Trainer (its defaults, world
+    size 1): "auto" filled as transformers' HfTrainerDeepSpeedConfig fills it (zeroadvisor/deepspeed/hf_fill.py),
+    since plain DeepSpeedConfig refuses "auto" batch sizes in every release, which says nothing about the
+    release. A config that is no JSON object is left out."""
+    from zeroadvisor.config.training_args import TrainingArgs
+    from zeroadvisor.deepspeed import hf_fill
+
     manifest = release_cases.CORPUS / "MANIFEST.tsv"
     rows = [line.split("\t") for line in manifest.read_text(encoding="utf-8").splitlines()[1:]]
-    return [release_cases.CORPUS / row[0] for row in rows if len(row) > 5 and row[5] == "yes"
-            and row[0].endswith(".json")]
+    into.mkdir(parents=True, exist_ok=True)
+    files = []
+    for row in rows:
+        if len(row) <= 5 or row[5] != "yes" or not row[0].endswith(".json"):
+            continue
+        try:
+            data = json.loads((release_cases.CORPUS / row[0]).read_text(encoding="utf-8"))
+        except ValueError:
+            continue  # hjson or comments: DeepSpeed's json.load refuses it in every release
+        if not isinstance(data, dict):
+            continue
+        filled = hf_fill.accelerate_precision(hf_fill.fill(data, TrainingArgs(), 1, 4096).config, TrainingArgs())
+        path = into / f"corpus--{pathlib.Path(row[0]).name}"
+        path.write_text(json.dumps(filled, indent=2) + "\n", encoding="utf-8")
+        files.append(path)
+    return files
 
 
 def main() -> int:
@@ -96,9 +124,15 @@ def main() -> int:
         releases = [p for p in releases if (p.name if p else "latest") in args.only]
     with tempfile.TemporaryDirectory() as tmp:
         files = release_cases.write(pathlib.Path(tmp))
-        if args.corpus:
-            files += corpus_files()
-        rows = [compare(path, files) for path in releases]
+        corpus = corpus_files(pathlib.Path(tmp) / "corpus") if args.corpus else []
+        rows = []
+        for path in releases:
+            row = compare(path, files)
+            if corpus:  # at the oracle's world size, 1: the corpus's batch sizes are checked exactly
+                extra = compare(path, corpus, gpus=1)
+                row = {**row, "files": row["files"] + extra["files"], "agree": row["agree"] + extra["agree"],
+                       "disagree": row["disagree"] + extra["disagree"]}
+            rows.append(row)
     for row in rows:
         print(f"{row['release']:>7}  {row['agree']:>4}/{row['files']} agree")
         for miss in row["disagree"]:
@@ -107,7 +141,8 @@ def main() -> int:
         (HERE / "releases.json").write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
         lines = ["# lint --deepspeed-version V against release V's own parser", "",
                  ("Written by `python benchmarks/releases.py --corpus --write`; cases: benchmarks/release_cases.py "
-                  "(real configs with one release-sensitive change each) and every JSON config of the corpus."), "",
+                  "(real configs with one release-sensitive change each) and every JSON config of the corpus, \"auto\" "
+                  "filled as the Hugging Face Trainer fills it, linted at the oracle's world size (--gpus 1)."), "",
                  "| release | configs | agree | disagree |", "|---|---:|---:|---:|"]
         lines += [f"| {r['release']} | {r['files']} | {r['agree']} | {len(r['disagree'])} |" for r in rows]
         (HERE / "releases.md").write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -78,11 +78,11 @@ def test_every_input_names_a_flag_of_estimate_and_check_and_a_description_field(
                 assert source.flag in flags, (name, command.name)
         for field in filter(None, (part.strip() for part in source.field.split(","))):
             assert field in fields, name
-    # only the optimizer (config-only), the stage (a config key, not a model fact) and the machine facts of the
-    # step time lack a field
+    # only the optimizer (config-only), the stage (a config key, not a model fact), the machine facts of the
+    # step time and the DeepSpeed release (a fact of the environment) lack a field
     assert {n for n, s in INPUTS.items() if not s.field} == {"optimizer", "zero_stage", "efficiency", "cpu_cores",
                                                              "inter_node_bandwidth", "nvme_bandwidth", "launcher",
-                                                             "gpu_variant"}
+                                                             "gpu_variant", "deepspeed_version"}
 
 
 # -- sequence length -------------------------------------------------------------------------------

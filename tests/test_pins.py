@@ -34,8 +34,8 @@ def _config(folder: Path) -> str:
     ("environment.yml", "dependencies:\n  - pip\n  - pip:\n    - deepspeed==0.17.6\n", "==0.17.6", 4),
     ("Pipfile", '[packages]\ndeepspeed = "==0.18.9"\n', "==0.18.9", 2),
     ("uv.lock", 'version = 1\n[[package]]\nname = "deepspeed"\nversion = "0.14.5"\n', "==0.14.5", 4),
-    ("poetry.lock", '[[package]]\nname = "torch"\nversion = "2.3.0"\n\n[[package]]\nname = "deepspeed"\n'
-     'version = "0.15.4"\n', "==0.15.4", 7),
+    ("poetry.lock", ('[[package]]\nname = "torch"\nversion = "2.3.0"\n\n[[package]]\nname = "deepspeed"\n'
+                     'version = "0.15.4"\n'), "==0.15.4", 7),
     ("Pipfile.lock", json.dumps({"default": {"deepspeed": {"version": "==0.13.5"}}}, indent=1), "==0.13.5", 3),
 ])
 def test_each_format(tmp_path, name, text, specifier, line):

@@ -2,6 +2,7 @@
 """Install one or more DeepSpeed releases side by side, each in its own folder, for the release oracle.
 
     python tools/install_deepspeed_release.py 0.14.5 0.16.9 --into .venv/deepspeed-releases
+    python tools/install_deepspeed_release.py --ci        the releases CI tests against (CI_RELEASES)
 
 Each release goes to ``<into>/<version>`` with ``pip install --target --no-deps --no-build-isolation``
 (DeepSpeed's setup.py imports torch; the venv's torch 2.13.0 CPU build is used, no op is compiled:
@@ -26,6 +27,16 @@ import os
 import pathlib
 import subprocess
 import sys
+
+# The releases .ci/run installs and tests/oracle/test_release_oracle.py reads them with: one per parser era,
+# within CI's time budget (each costs about 35 s to install and 10 s to read the cases with):
+# 0.13.5: pydantic 1 (truncated floats, "stage": "1" refused), fp16/bf16 read with dict.get ("auto" is true),
+#         communication_data_type "bfp16", no ZeRO-3 granularity or offload ratio checks, numpy<2 and the
+#         torch elastic shim; 0.16.9: pydantic 2, the newest release LLaMA-Factory allows, loose fp16/bf16;
+# 0.19.5: strict fp16/bf16, dynamic loss-scale checks (0.19.3), pinned offload by default, before the
+#         removals of 0.19.7 and the allreduce-sum check of 0.19.6 (the venv's 0.19.8 has both).
+CI_RELEASES = ("0.13.5", "0.16.9", "0.19.5")
+DEFAULT_INTO = pathlib.Path(__file__).resolve().parent.parent / ".venv" / "deepspeed-releases"
 
 # (first release that does not need it, requirement installed beside the older ones)
 COMPANIONS = (
@@ -56,10 +67,14 @@ def install(version: str, into: pathlib.Path) -> pathlib.Path:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("versions", nargs="+")
-    parser.add_argument("--into", type=pathlib.Path, default=pathlib.Path(".venv/deepspeed-releases"))
+    parser.add_argument("versions", nargs="*")
+    parser.add_argument("--ci", action="store_true", help=f"install CI_RELEASES ({', '.join(CI_RELEASES)})")
+    parser.add_argument("--into", type=pathlib.Path, default=DEFAULT_INTO)
     args = parser.parse_args()
-    for version in args.versions:
+    versions = [*args.versions, *(CI_RELEASES if args.ci else ())]
+    if not versions:
+        parser.error("name the releases to install, or --ci")
+    for version in versions:
         print(install(version, args.into))
     return 0
 

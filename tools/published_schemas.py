@@ -16,6 +16,9 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 PACKAGE_DIR = REPO_ROOT / "zeroadvisor" / "schemas"
 PUBLISHED_DIR = REPO_ROOT / "schemas"
 BRANCH = "main"
+# Package data beside the schemas that is no JSON Schema and not published: how each DeepSpeed release differs from
+# the latest (tools/gen_releases.py writes it; zeroadvisor/deepspeed/releases.py reads it).
+PACKAGE_ONLY = ("ds_releases.json",)
 
 
 def repository() -> str:

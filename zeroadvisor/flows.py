@@ -336,7 +336,25 @@ def estimate(inputs: RunInputs, step_times_too: bool = False) -> EstimateResult:
     # the memory model reads that release's defaults (offload pin_memory, gradient_clipping): the newest of a range
     release = inputs.release_for(inputs.configs[0] if inputs.configs else None)
     with schema.reading_as(release.releases[-1]):
-        return _estimate(inputs, step_times_too)
+        result = _estimate(inputs, step_times_too)
+        _say_release(result.estimate, release, inputs.configs[0] if inputs.configs else None)
+    return result
+
+
+def _say_release(result: Estimate, release: ReleaseChoice, source: ConfigSource | None) -> None:
+    """Which release's defaults the estimate read, where the user did not name it, and the release as an assumed
+    input where nothing said it and one of its defaults moves the numbers (memory/assumed.py)."""
+    from zeroadvisor.memory.assumed import release_assumption
+
+    if release.origin in ("flag", "project") or source is None or source.stdin:
+        return  # asked for by name (said by the asker), or no config (no offload default read): nothing to say
+    newest = release.releases[-1]
+    newest_said = f"; the defaults of the newest, {newest}" if len(release.releases) > 1 else ""
+    result.assumptions.append(f"DeepSpeed defaults {release.describe()}{newest_said}")
+    if release.assumed:
+        assumed = release_assumption(_read_config(source).data, newest)
+        if assumed is not None:
+            result.assumed = [*result.assumed, assumed]
 
 
 def _estimate(inputs: RunInputs, step_times_too: bool = False) -> EstimateResult:

@@ -647,6 +647,8 @@ def _matters(ctx: Context, name: str) -> bool:
         cluster = a.estimate.cluster
         return any(_verdict_moves(st, sum(t.nbytes for t in st.terms if t.key == STEP_TEMPORARY), cluster)
                    for st in judged)
+    if kind == "host":  # pinned or pageable offload buffers: only host RAM's rows move
+        return a.estimate.cluster.cpu_memory is not None
     return kind == "step time" and a.step_time_decided
 
 

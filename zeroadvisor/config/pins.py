@@ -18,8 +18,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
 # Files bigger than this are not read (a lock file of a monorepo is a few MB at most).
 MAX_FILE_BYTES = 5 * 1024 * 1024
 # PEP 508 name and the rest of the requirement (extras, version, markers) of a deepspeed line.
@@ -37,7 +35,16 @@ class Pin:
     specifier: str  # PEP 440, e.g. ">=0.10.0,<=0.16.9"; "==0.14.5" for a lock; "" for no constraint
 
     def describe(self) -> str:
-        return f"{self.requirement} ({self.file}:{self.line})"
+        return f"{self.requirement} ({_shown_path(self.file)}:{self.line})"
+
+
+def _shown_path(path: str) -> str:
+    """A file under the working directory as a relative path (as the configs are shown), else as found."""
+    try:
+        relative = os.path.relpath(path)
+    except ValueError:  # another drive (Windows)
+        return path
+    return path if relative.startswith(os.pardir) else relative
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +68,7 @@ def find_pin(config_path: str) -> PinSearch:
                 with open(path, encoding="utf-8") as stream:
                     text = stream.read()
                 pin = reader(path, text)
-            except (OSError, UnicodeDecodeError, ValueError, SyntaxError, yaml.YAMLError,
+            except (OSError, UnicodeDecodeError, ValueError, SyntaxError,
                     configparser.Error, RecursionError) as err:
                 notes.append(f"{path}: not read for the DeepSpeed pin: {_first_line(err)}")
                 continue
@@ -227,7 +234,12 @@ def _setup_py(path: str, text: str) -> Pin | None:
 
 def _environment(path: str, text: str) -> Pin | None:
     """conda environment.yml: ``deepspeed=0.14.5`` (conda) or ``deepspeed==0.14.5``, also under ``pip:``."""
-    data = yaml.safe_load(text)
+    import yaml  # here, not at the top: plain lint starts without PyYAML (tests/test_packaging.py)
+
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise ValueError(_first_line(err)) from None
     entries = data.get("dependencies", []) if isinstance(data, dict) else []
     flat: list[Any] = []
     for entry in entries or []:

@@ -57,6 +57,9 @@ INPUTS: dict[str, Input] = {
     "launcher": Input("launcher (CPU optimizer threads per GPU process)", "--launcher", ""),
     # a --gpu name meaning several cards of one memory: which one the step time takes (hardware/gpus.py)
     "gpu_variant": Input("GPU variant", "--gpu", ""),
+    # the release whose defaults the estimate reads where no pin, installed DeepSpeed or flag said it
+    # (inputs/release.py); only a default that moves host memory makes it count (release_assumption)
+    "deepspeed_version": Input("DeepSpeed release (its offload pin_memory default)", "--deepspeed-version", ""),
 }
 
 # Hardware field -> INPUTS key, for the step-time defaults (hardware/machine.py Hardware.defaulted).
@@ -70,18 +73,23 @@ LOAD_INPUTS = ("load_dtype", "zero_init", "meta_device")
 # The inputs of the optimizer step's temporaries alone (memory/step_temporaries.py): they move the verdict only
 # where that term is counted.
 STEP_INPUTS = ("optim",)
+# The inputs that move only the host-RAM rows (pinned or pageable offload buffers): they matter where host RAM
+# is checked (--cpu-memory).
+HOST_INPUTS = ("deepspeed_version",)
 
 
 def reach(name: str) -> str:
     """What an assumed input can change: "activations" (the verdict is unknown without it), "load" (the load
     phase's peak), "step" (the optimizer step's temporaries), "step time" (the machine facts: the ranking of
-    fixes) or "verdict" (every phase)."""
+    fixes), "host" (the host-RAM rows) or "verdict" (every phase)."""
     if name in ACTIVATION_INPUTS:
         return "activations"
     if name in LOAD_INPUTS:
         return "load"
     if name in STEP_INPUTS:
         return "step"
+    if name in HOST_INPUTS:
+        return "host"
     return "step time" if name in HARDWARE_INPUTS.values() else "verdict"
 
 
@@ -252,3 +260,23 @@ def hardware_assumptions(hw: Hardware, uses: frozenset[str] = frozenset({"nodes"
     if hw.gpu is not None and hw.gpu.assumed_variant:  # the memory is the same whichever card was meant
         out.append(AssumedInput.of("gpu_variant", hw.gpu.name, hw.gpu.assumed_variant))
     return out
+
+
+OFFLOADS = ("offload_optimizer", "offload_param")
+
+
+def release_assumption(config: Any, release: str) -> AssumedInput | None:
+    """The assumed DeepSpeed release, where it decides a default the estimate reads: an offload section that
+    leaves ``pin_memory`` unset (its default is false before 0.19.5 and true from it: runtime/zero/
+    offload_config.py ``pin_memory``), so pinned host buffers are counted or not by the release alone."""
+    from zeroadvisor.deepspeed import schema
+
+    zero = config.get("zero_optimization") if isinstance(config, dict) else None
+    for section in OFFLOADS:
+        block = zero.get(section) if isinstance(zero, dict) else None
+        if isinstance(block, dict) and block.get("device") in ("cpu", "nvme") and "pin_memory" not in block:
+            pinned = bool(schema.default("zero_optimization", section, "pin_memory"))
+            effect = (f"{section}.pin_memory read as DeepSpeed {release}'s default, {str(pinned).lower()}: "
+                      f"host buffers counted {'pinned' if pinned else 'pageable'}")
+            return AssumedInput.of("deepspeed_version", release, effect, f"/zero_optimization/{section}/pin_memory")
+    return None

@@ -1,0 +1,156 @@
+"""The DeepSpeed release decides, end to end: a pin beside the config or a flag picks the release, lint reports
+what that release rejects or ignores, and the estimate reads that release's defaults (issue 21's "Done when").
+
+The releases' own verdicts are tests/oracle/test_release_oracle.py; here the knowledge committed in
+zeroadvisor/schemas/ds_releases.json is exercised through the command line and the Python API.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import zeroadvisor
+from cli_run import cli  # noqa: F401 - the fixture
+from zeroadvisor.deepspeed import releases
+from zeroadvisor.inputs import release as choice
+
+OFFLOAD = {"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True},
+           "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}  # no pin_memory
+NEWER_KEYS = {"train_batch_size": 8, "torch_autocast": {"enabled": True},
+              "zero_optimization": {"stage": 3, "stage3_module_granularity_threshold": 0}}
+
+
+@pytest.fixture
+def project(tmp_path):
+    """A repository (a .git folder bounds the pin search) holding one config; pins are written per test."""
+    (tmp_path / ".git").mkdir()
+    choice._pin_choice.cache_clear()  # pins are cached per folder within a run
+    yield tmp_path
+    choice._pin_choice.cache_clear()
+
+
+def _write(folder, config, name="ds_config.json"):
+    path = folder / name
+    path.write_text(json.dumps(config, indent=2) + "\n")
+    return path
+
+
+def _pinned_terms(result):
+    return [t for t in result.configured.terms if "(pinned)" in t.what]
+
+
+def test_pin_memory_default_reaches_the_estimate():
+    """offload pin_memory defaults to true from 0.19.5 (runtime/zero/offload_config.py): the optimizer partition
+    on the host is pinned under 0.19.5, pageable under 0.19.3, and the pinned rounding term exists only then."""
+    kwargs = {"params": "1B", "gpus": 8, "gpu": "A100-SXM4-80GB"}
+    old = zeroadvisor.estimate(OFFLOAD, deepspeed_version="0.19.3", **kwargs)
+    new = zeroadvisor.estimate(OFFLOAD, deepspeed_version="0.19.5", **kwargs)
+    assert not _pinned_terms(old) and not any(t.key.startswith("pinned_rounding") for t in old.configured.terms)
+    assert _pinned_terms(new) and any(t.key.startswith("pinned_rounding") for t in new.configured.terms)
+    host = {r: sum(t.nbytes for t in res.configured.terms if t.device == "cpu") for r, res in (("old", old),
+                                                                                              ("new", new))}
+    assert host["new"] > host["old"]  # pinned buffers are rounded up to a power of two by torch's host allocator
+    # an explicit pin_memory wins over either release's default
+    given = {**OFFLOAD, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu", "pin_memory": True}}}
+    assert _pinned_terms(zeroadvisor.estimate(given, deepspeed_version="0.19.3", **kwargs))
+
+
+def test_requirements_pin_decides_the_estimate(project, cli):
+    config = _write(project, OFFLOAD)
+    outputs = {}
+    for version in ("0.19.3", "0.19.5"):
+        (project / "requirements.txt").write_text(f"torch\ndeepspeed=={version}\n")
+        choice._pin_choice.cache_clear()
+        done = cli("estimate", "-c", str(config), "--params", "1B", "--gpus", "8", "--gpu", "A100-SXM4-80GB",
+                   "--explain")
+        assert done.returncode == 0, done.stderr
+        outputs[version] = done.stdout
+        assert f"read as DeepSpeed {version} (deepspeed=={version}" in " ".join(done.stdout.split())
+    assert "(pinned)" in outputs["0.19.5"] and "(pinned)" not in outputs["0.19.3"]
+
+
+def test_assumed_release_is_an_assumed_input_where_its_default_counts(project, monkeypatch):
+    monkeypatch.setattr(choice, "installed_release", lambda: None)
+    config = _write(project, OFFLOAD)
+    result = zeroadvisor.estimate(str(config), params="1B", gpus=8, gpu="A100-SXM4-80GB")
+    assumed = {a.name: a for a in result.estimate.assumed}
+    assert assumed["deepspeed_version"].value == releases.latest()
+    assert assumed["deepspeed_version"].pointer == "/zero_optimization/offload_optimizer/pin_memory"
+    (project / "requirements.txt").write_text("deepspeed==0.19.5\n")
+    choice._pin_choice.cache_clear()
+    pinned = zeroadvisor.estimate(str(config), params="1B", gpus=8, gpu="A100-SXM4-80GB")
+    assert "deepspeed_version" not in {a.name for a in pinned.estimate.assumed}
+    # without an offload no default of the release moves the numbers: nothing is said to be assumed
+    plain = _write(project, {"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 2}}, "plain.json")
+    (project / "requirements.txt").unlink()
+    choice._pin_choice.cache_clear()
+    result = zeroadvisor.estimate(str(plain), params="1B", gpus=8, gpu="A100-SXM4-80GB")
+    assert "deepspeed_version" not in {a.name for a in result.estimate.assumed}
+
+
+def test_requirements_pin_decides_lint(project, cli):
+    config = _write(project, NEWER_KEYS)
+    (project / "requirements.txt").write_text("# training\ndeepspeed==0.14.5  # LTS\n")
+    done = cli("lint", str(config))
+    assert done.returncode == 1
+    assert "ZA101" in done.stdout and "DeepSpeed 0.14.5" in done.stdout and "added in 0.16" in done.stdout
+    assert "ZA103" in done.stdout and "torch_autocast" in done.stdout
+    assert "requirements.txt:2" in done.stderr  # where the release came from, said once
+    # the flag overrides the pin
+    assert cli("lint", str(config), "--deepspeed-version", "0.19.8").returncode == 0
+
+
+def test_pyproject_range_is_checked_against_every_line_in_it(project, cli):
+    config = _write(project, NEWER_KEYS)
+    (project / "pyproject.toml").write_text('[project]\nname = "train"\nversion = "1"\n'
+                                            'dependencies = ["torch", "deepspeed>=0.10.0,<=0.16.9"]\n')
+    done = cli("lint", str(config), "--format", "json")
+    assert done.returncode == 1
+    findings = json.loads(done.stdout)["findings"]
+    granularity = [f for f in findings if f["code"] == "ZA101"]
+    assert granularity and all(f["severity"] == "error" for f in granularity)
+    assert "DeepSpeed 0.10-0.15" in granularity[0]["message"]  # 0.16 knows the key: not among the releases named
+
+
+def test_no_pin_reads_the_latest(project, cli, monkeypatch):
+    monkeypatch.setattr(choice, "installed_release", lambda: None)
+    config = _write(project, NEWER_KEYS)
+    done = cli("lint", str(config))
+    assert done.returncode == 0, done.stdout
+    latest = releases.latest()
+    assert f"assumed the latest, {latest}" in done.stderr
+
+
+@pytest.mark.parametrize("bad", ["0.8", "banana", ">=0.30", "0.19.x"])
+def test_bad_version_is_a_one_line_usage_error(project, cli, bad):
+    config = _write(project, NEWER_KEYS)
+    done = cli("lint", str(config), "--deepspeed-version", bad)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--deepspeed-version" in lines[0] and "Traceback" not in done.stderr
+
+
+def test_unusable_pin_is_a_one_line_usage_error(project, cli):
+    config = _write(project, NEWER_KEYS)
+    (project / "requirements.txt").write_text("deepspeed>=0.30\n")
+    done = cli("lint", str(config))
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "requirements.txt:1" in lines[0] and "--deepspeed-version" in lines[0]
+
+
+@pytest.mark.parametrize(("config", "code", "rejected_from"), [
+    ({"train_batch_size": 8, "fp16": {"enabled": True, "loss_scale": 0, "loss_scale_window": 0}}, "ZA504", "0.19.3"),
+    ({"train_batch_size": 8, "fp16": {"enabled": True, "loss_scale": 0, "min_loss_scale": 0}}, "ZA504", "0.19.3"),
+    ({"train_batch_size": 8, "gradient_allreduce_op": "sum", "zero_optimization": {"stage": 3}}, "ZA904", "0.19.6"),
+])
+def test_checks_new_in_a_release_apply_from_it(config, code, rejected_from):
+    """What 0.19.8 rejects and 0.19.2 (or 0.19.5) accepts: an error from the release that added the check."""
+    known = releases.known()
+    for version in known[known.index("0.19.0"):]:
+        codes = {f.code for f in zeroadvisor.lint(config=config, deepspeed_version=version).findings
+                 if f.severity == "error"}
+        expected = tuple(int(x) for x in version.split(".")) >= tuple(int(x) for x in rejected_from.split("."))
+        assert (code in codes) == expected, version
