@@ -68,9 +68,11 @@ def ours(version: str, files: list[pathlib.Path], gpus: int | None = None) -> di
     return errors
 
 
-def compare(release_dir: pathlib.Path | None, files: list[pathlib.Path], gpus: int | None = None) -> dict[str, Any]:
-    """``gpus`` 1 lints with the oracle's world size (the batch checked exactly); None as a user without --gpus."""
-    verdicts = oracle(release_dir, files)
+def compare(release_dir: pathlib.Path | None, files: list[pathlib.Path], gpus: int | None = None,
+            verdicts: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """``gpus`` 1 lints with the oracle's world size (the batch checked exactly); None as a user without --gpus.
+    ``verdicts``: the release's, where already read (``oracle``)."""
+    verdicts = verdicts if verdicts is not None else oracle(release_dir, files)
     version = next(iter(verdicts.values()))["release"]
     lint = ours(version, files, gpus)
     disagree = []
@@ -110,6 +112,11 @@ def corpus_files(into: pathlib.Path) -> list[pathlib.Path]:
     return files
 
 
+def _cell(text: str) -> str:
+    """Text as one markdown table cell: pipes escaped, no line breaks."""
+    return " ".join(text.split()).replace("|", "\\|")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--releases-dir", type=pathlib.Path, default=DEFAULT_DIR)
@@ -145,6 +152,16 @@ def main() -> int:
                   "filled as the Hugging Face Trainer fills it, linted at the oracle's world size (--gpus 1)."), "",
                  "| release | configs | agree | disagree |", "|---|---:|---:|---:|"]
         lines += [f"| {r['release']} | {r['files']} | {r['agree']} | {len(r['disagree'])} |" for r in rows]
+        missed: dict[tuple[str, str, str], list[str]] = {}
+        for r in rows:
+            for miss in r["disagree"]:
+                said = "; ".join(miss["lint_errors"]) or "no error"
+                missed.setdefault((miss["file"], str(miss["release_error"]), said), []).append(r["release"])
+        if missed:
+            lines += ["", "## Disagreements", "", "| config | releases | release says | lint says |",
+                      "|---|---|---|---|"]
+            lines += [f"| {_cell(name)} | {_cell(', '.join(versions))} | {_cell(error)} | {_cell(said)} |"
+                      for (name, error, said), versions in sorted(missed.items())]
         (HERE / "releases.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return 0 if all(not row["disagree"] for row in rows) else 1
 

@@ -23,6 +23,7 @@ What the older releases need beside them, installed into the same folder so the 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import os
 import pathlib
 import subprocess
@@ -70,12 +71,15 @@ def main() -> int:
     parser.add_argument("versions", nargs="*")
     parser.add_argument("--ci", action="store_true", help=f"install CI_RELEASES ({', '.join(CI_RELEASES)})")
     parser.add_argument("--into", type=pathlib.Path, default=DEFAULT_INTO)
+    parser.add_argument("--jobs", type=int, default=2, help="releases built at once (each is one pip process)")
     args = parser.parse_args()
     versions = [*args.versions, *(CI_RELEASES if args.ci else ())]
     if not versions:
         parser.error("name the releases to install, or --ci")
-    for version in versions:
-        print(install(version, args.into))
+    # each release goes to its own folder, so the pip processes never share a target
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        for target in pool.map(lambda version: install(version, args.into), versions):
+            print(target)
     return 0
 
 
