@@ -171,7 +171,7 @@ def lint(inputs: RunInputs, stdin: BinaryIO | None = None) -> LintResult:
         # lint runs the lint rules; check's advice rules need the memory model (check without it: fixes only)
         rules = [r for r in inputs.rules.for_file(source.name) if not r.needs_advice]
         release = inputs.release_for(source)
-        notes += _release_notes(source.display, release, notes)
+        notes += _release_notes(release, notes)
         try:
             found, document, other = _lint_source(source, replace(options, releases=release.releases), rules, stdin)
         except InputError as err:
@@ -204,13 +204,12 @@ def lint(inputs: RunInputs, stdin: BinaryIO | None = None) -> LintResult:
                       tuple(fix_errors), not_deepspeed, notes)
 
 
-def _release_notes(name: str, release: ReleaseChoice, said: list[str]) -> list[str]:
-    """What decided the DeepSpeed release of one config, said where it was not asked for: the pin found beside
-    it, or the assumption of the latest (said once per run)."""
+def _release_notes(release: ReleaseChoice, said: list[str]) -> list[str]:
+    """What decided the DeepSpeed release of the configs, said where it was not asked for: the pin found beside
+    them (its file and line), or the assumption of the latest; each once per run, however many configs share it."""
     if release.origin in ("flag", "project", "installed"):
         return [note for note in release.notes if note not in said]
-    line = f"{name}: {release.describe()}" if release.origin == "pin" else release.describe()
-    return [text for text in (line, *release.notes) if text not in said]
+    return [text for text in (release.describe(), *release.notes) if text not in said]
 
 
 def _to_read(inputs: RunInputs) -> tuple[list[tuple[ConfigSource, bool]], list[str]]:
@@ -336,28 +335,26 @@ def estimate(inputs: RunInputs, step_times_too: bool = False) -> EstimateResult:
     # the memory model reads that release's defaults (offload pin_memory, gradient_clipping): the newest of a range
     release = inputs.release_for(inputs.configs[0] if inputs.configs else None)
     with schema.reading_as(release.releases[-1]):
-        result = _estimate(inputs, step_times_too)
-        _say_release(result.estimate, release, inputs.configs[0] if inputs.configs else None)
-    return result
+        return _estimate(inputs, release, step_times_too)
 
 
-def _say_release(result: Estimate, release: ReleaseChoice, source: ConfigSource | None) -> None:
-    """Which release's defaults the estimate read, where the user did not name it, and the release as an assumed
-    input where nothing said it and one of its defaults moves the numbers (memory/assumed.py)."""
+def _say_release(result: Estimate, release: ReleaseChoice, data: dict[str, Any] | None) -> None:
+    """Which release's defaults the estimate read of the config ``data``, where the user did not name it, and
+    the release as an assumed input where nothing said it and one of its defaults moves the numbers
+    (memory/assumed.py)."""
     from zeroadvisor.memory.assumed import release_assumption
 
-    if release.origin in ("flag", "project") or source is None or source.stdin:
+    if release.origin in ("flag", "project") or data is None:
         return  # asked for by name (said by the asker), or no config (no offload default read): nothing to say
     newest = release.releases[-1]
-    newest_said = f"; the defaults of the newest, {newest}" if len(release.releases) > 1 else ""
-    result.assumptions.append(f"DeepSpeed defaults {release.describe()}{newest_said}")
-    if release.assumed:
-        assumed = release_assumption(_read_config(source).data, newest)
-        if assumed is not None:
-            result.assumed = [*result.assumed, assumed]
+    newest_said = f"; of the range, the newest: {newest}" if len(release.releases) > 1 else ""
+    result.assumptions.append(f"DeepSpeed's defaults {release.describe()}{newest_said}")
+    assumed = release_assumption(data, newest) if release.assumed else None
+    if assumed is not None:
+        result.assumed = [*result.assumed, assumed]
 
 
-def _estimate(inputs: RunInputs, step_times_too: bool = False) -> EstimateResult:
+def _estimate(inputs: RunInputs, release: ReleaseChoice, step_times_too: bool = False) -> EstimateResult:
     from zeroadvisor.deepspeed.kind import ACCELERATE, kind_of
     from zeroadvisor.deepspeed.settings import settings_of
 
@@ -385,6 +382,7 @@ def _estimate(inputs: RunInputs, step_times_too: bool = False) -> EstimateResult
 
     try:
         result = EstimateResult(memory_estimate(data, model, shape, cluster, inputs.accounting))
+        _say_release(result.estimate, release, data)
     except (ValueError, TypeError) as err:
         # Bad input only when the linter agrees the config is wrong; otherwise a bug to report.
         errors = _lint_errors(document) if document is not None else []
@@ -570,7 +568,7 @@ def check_one(inputs: RunInputs, source: ConfigSource) -> CheckReport:
     release = inputs.release_for(source)
     with schema.reading_as(release.releases[-1]):
         report = _check_one(inputs, source)
-    notes = _release_notes(source.display, release, [])
+    notes = _release_notes(release, [])
     if len(release.releases) > 1:
         notes.append(f"{source.display}: memory and advice as DeepSpeed {release.releases[-1]}, the newest release "
                      "of the range")

@@ -35,7 +35,7 @@ class Pin:
     specifier: str  # PEP 440, e.g. ">=0.10.0,<=0.16.9"; "==0.14.5" for a lock; "" for no constraint
 
     def describe(self) -> str:
-        return f"{self.requirement} ({_shown_path(self.file)}:{self.line})"
+        return f"{self.requirement} at {_shown_path(self.file)}:{self.line}"
 
 
 def _shown_path(path: str) -> str:

@@ -13,6 +13,7 @@ from zeroadvisor.lint.rule import Example, Hit, Rule
 
 if TYPE_CHECKING:
     from zeroadvisor.lint.context import Context
+    from zeroadvisor.lint.schemawalk import Event
 
 _TYPE_WORDS = {"integer": "an integer", "number": "a number", "boolean": "true or false", "string": "a string",
                "object": "an object", "array": "an array", "null": "null"}
@@ -86,14 +87,19 @@ LOOSE_TYPE = Rule(
 )
 
 
+def _written_and_truncated(event: Event) -> tuple[str, int]:
+    """A fractional number as the file writes it, and the integer pydantic 1's int() makes of it (the fix)."""
+    raw = event.data["raw"] or repr(event.data["value"])
+    return raw, int(float(raw))
+
+
 def _fractional(ctx: Context) -> Iterator[Hit]:
     for event in ctx.events("fractional"):
-        raw = event.data["raw"] or repr(event.data["value"])
+        raw, fixed = _written_and_truncated(event)
         hint = ""
         if _key(event.pointer) in ("stage3_prefetch_bucket_size", "prefetch_bucket_size"):
             hint = (" (older transformers/accelerate wrote 0.9*hidden_size^2 for 'auto', e.g. 15099494.4; "
                     "fixed in transformers PR#33402 and accelerate PR#2814)")
-        fixed = int(float(raw)) if raw else int(event.data["value"])
         yield Hit(event.pointer,
                   f"{_key(event.pointer)!r} must be an integer, got {raw}: DeepSpeed raises 'Input should be a "
                   f"valid integer, got a number with a fractional part'{hint}",
@@ -124,8 +130,7 @@ FRACTIONAL_INTEGER = Rule(
 
 def _truncated(ctx: Context) -> Iterator[Hit]:
     for event in ctx.events("truncated"):
-        raw = event.data["raw"] or repr(event.data["value"])
-        fixed = int(float(raw)) if raw else int(event.data["value"])
+        raw, fixed = _written_and_truncated(event)
         yield Hit(event.pointer,
                   f"{_key(event.pointer)!r} should be an integer, got {raw}: {releases.label(schema.active_release())} "
                   f"(pydantic 1) truncates it to {fixed}, and releases from 0.15 on refuse it",
