@@ -183,6 +183,9 @@ def check_setup(block: Block, tmp_path: Path) -> None:
                     missing = set(extras[1].split(",")) - set(project["project"]["optional-dependencies"])
                     assert not missing, f"{block}: pyproject has no extra {missing}"
                 assert main_job or step in ci_commands, f"{block}: .ci/run does not run {step!r}"
+            elif argv[:2] == ["python", "tools/install_deepspeed_release.py"]:
+                # the release oracle's DeepSpeed releases; .ci/run installs them in the background
+                assert tests and f"{step} " in ci, f"{block}: .ci/run does not run {step!r}"
             elif step == "python -m pytest -q":
                 assert tests and step in ci_commands, f"{block}: .ci/run does not run {step!r} as the test command"
             elif argv[0] == "zeroadvisor":
