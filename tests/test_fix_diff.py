@@ -120,3 +120,85 @@ def test_cli_suggest_diff_of_a_file_without_final_newline_applies(cli, project):
     subprocess.run(["git", "apply", "fix.diff"], cwd=project, check=True)
     after = (project / "ds.json").read_bytes()
     assert b'"stage": 3' not in after and not after.endswith(b"\n") and after.count(b"\n") == after.count(b"\r\n")
+
+
+# lint --diff to a file or a pipe is a patch of the files' own bytes (issue 32, item 4): each config has a fix
+# (a misspelt key) and bytes a terminal would get escaped. Names end in .json: all are linted as JSON/hjson.
+ODD_BYTES = {
+    "bom.json": '\ufeff{\n  "zero_optimisation": {"stage": 2},\n  "train_batch_size": 8\n}\n',
+    "nbsp.json": '{\n  "_note": "8\u00a0GPUs",\n  "zero_optimisation": {"stage": 2}\n}\n',
+    "crlf.json": '{\r\n\t"zero_optimisation": {"stage": 2},\r\n\t"train_batch_size": 8\r\n}\r\n',
+    "no-newline.json": '{"train_batch_size": 8, "zero_optimisation": {"stage": 2}}',  # the changed line is the last
+    "all.json": '\ufeff{\r\n\t"_note": "a\u00a0b \u2028 c\u200b",\r\n  "zero_optimisation":\t{"stage": 2}\r\n}',
+}
+
+
+def _git_repo(folder, files: dict[str, str]) -> None:
+    folder.mkdir()
+    subprocess.run(["git", "init", "-q", str(folder)], check=True)
+    for name, text in files.items():
+        (folder / name).write_bytes(text.encode())
+
+
+@pytest.mark.parametrize("encoding", [None, "ascii"])  # the patch is bytes, whatever the stream's encoding
+def test_lint_diff_written_to_a_file_applies_with_git_and_equals_fix(tmp_path, encoding):
+    from cli_run import cli_process
+
+    _git_repo(tmp_path / "diffed", ODD_BYTES)
+    _git_repo(tmp_path / "fixed", ODD_BYTES)
+    with open(tmp_path / "fix.diff", "wb") as out:
+        diffed = cli_process("lint", "--diff", *ODD_BYTES, cwd=tmp_path / "diffed", stdout=out,
+                             env={"PYTHONIOENCODING": encoding})
+    assert diffed.returncode in (0, 1), diffed.stderr
+    patch = (tmp_path / "fix.diff").read_bytes()
+    assert "\ufeff".encode() in patch and "\u00a0".encode() in patch and b"\r\n" in patch and b"\t" in patch
+    assert b"\\ufeff" not in patch and b"\\xa0" not in patch and b"\\t" not in patch
+    # no-newline.json: its last line changes (marked on both sides); all.json: its last line is context (once)
+    assert patch.count(NO_NEWLINE.encode()) == 3
+    applied = _run(["git", "apply", "-v", str(tmp_path / "fix.diff")], tmp_path / "diffed")
+    assert applied.returncode == 0, applied.stderr
+    fixed = cli_process("lint", "--fix", *ODD_BYTES, cwd=tmp_path / "fixed")
+    assert " fixed, " in fixed.stderr, fixed.stderr
+    for name, text in ODD_BYTES.items():
+        after = (tmp_path / "diffed" / name).read_bytes()
+        assert after == (tmp_path / "fixed" / name).read_bytes(), name
+        assert after == text.replace("zero_optimisation", "zero_optimization").encode(), name
+
+
+def test_lint_diff_through_a_pipe_is_the_same_patch(tmp_path):
+    from cli_run import cli_process
+
+    _git_repo(tmp_path / "repo", ODD_BYTES)
+    piped = cli_process("lint", "--diff", "all.json", cwd=tmp_path / "repo", text=False)
+    assert "\ufeff{\r\n".encode() in piped.stdout
+    applied = subprocess.run(["git", "apply", "-"], input=piped.stdout, cwd=tmp_path / "repo", capture_output=True)
+    assert applied.returncode == 0, applied.stderr
+    assert b"zero_optimization" in (tmp_path / "repo" / "all.json").read_bytes()
+
+
+def test_lint_diff_on_a_terminal_escapes_what_a_terminal_would_act_on(tmp_path):
+    """A terminal still gets escapes: a config's bytes must not move its cursor or hide in it."""
+    import os
+    import pty
+
+    from cli_run import cli_process
+
+    # ESC raw inside a JSON string is refused (a control character): a comment holds it instead
+    (tmp_path / "ds.json").write_bytes('\ufeff{\n  # \x1b[2J\n  "zero_optimisation": {"stage": 2}\n}\n'.encode())
+    master, slave = pty.openpty()
+    try:
+        done = cli_process("lint", "--diff", "ds.json", cwd=tmp_path, stdout=slave, text=False)
+        os.close(slave)
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the other side is closed and everything was read
+                break
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        os.close(master)
+    assert done.returncode == 1
+    assert b"\\ufeff{" in shown and b"\\x1b[2J" in shown and b"\x1b" not in shown

@@ -172,8 +172,11 @@ def lint(inputs: RunInputs, stdin: BinaryIO | None = None) -> LintResult:
         rules = [r for r in inputs.rules.for_file(source.name) if not r.needs_advice]
         release = inputs.release_for(source)
         notes += _release_notes(release, notes)
+        # the fixes' relint reads the file as the same releases: read as the latest alone, a second pass would
+        # make the fix the first pass left out because another pinned release does not want it
+        per_file = replace(options, releases=release.releases)
         try:
-            found, document, other = _lint_source(source, replace(options, releases=release.releases), rules, stdin)
+            found, document, other = _lint_source(source, per_file, rules, stdin)
         except InputError as err:
             unreadable.append(str(err))
             continue
@@ -190,7 +193,7 @@ def lint(inputs: RunInputs, stdin: BinaryIO | None = None) -> LintResult:
         if document is None or not (inputs.fix or inputs.diff):
             findings.extend(found)
             continue
-        outcome = _lint_fixes(source, document, found, options, rules, write=inputs.fix)
+        outcome = _lint_fixes(source, document, found, per_file, rules, write=inputs.fix)
         findings.extend(outcome.findings)
         fixed, remaining = fixed + outcome.fixed, remaining + outcome.remaining
         if outcome.error is not None:
@@ -567,7 +570,7 @@ def check_one(inputs: RunInputs, source: ConfigSource) -> CheckReport:
     """
     release = inputs.release_for(source)
     with schema.reading_as(release.releases[-1]):
-        report = _check_one(inputs, source)
+        report = _check_one(inputs, source, release.releases)
     notes = _release_notes(release, [])
     if len(release.releases) > 1:
         notes.append(f"{source.display}: memory and advice as DeepSpeed {release.releases[-1]}, the newest release "
@@ -575,7 +578,7 @@ def check_one(inputs: RunInputs, source: ConfigSource) -> CheckReport:
     return replace(report, notes=[*notes, *report.notes]) if notes else report
 
 
-def _check_one(inputs: RunInputs, source: ConfigSource) -> CheckReport:
+def _check_one(inputs: RunInputs, source: ConfigSource, read_as: tuple[str, ...]) -> CheckReport:
     from zeroadvisor.advisor.check import CheckResult, check_document
     from zeroadvisor.config.launch import overridden
     from zeroadvisor.config.source import ParseError
@@ -584,7 +587,7 @@ def _check_one(inputs: RunInputs, source: ConfigSource) -> CheckReport:
     from zeroadvisor.rules.linter import parse_error_findings
 
     name = source.display
-    options = inputs.check_options()
+    options = replace(inputs.check_options(), releases=read_as)  # the lint part: every release of the pin
     rules = inputs.rules.for_file(source.name)
     try:
         document = source.read()

@@ -44,6 +44,9 @@ class CheckOptions:
     training: Any = None  # the Hugging Face Trainer's arguments (config/training_args.TrainingArgs), when given
     # the step-time model's machine (throughput.Hardware); None: the stated defaults on ``cluster.gpu``
     hardware: Hardware | None = None
+    # the DeepSpeed releases the lint part reads the config as (every release a range admits: a fix is proposed
+    # only where all of them want it, rules/linter.py); () the latest. The memory model reads the active one.
+    releases: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.cluster.gpu_memory is None:
@@ -112,7 +115,8 @@ def check_document(doc: Document, options: CheckOptions, rules: Iterable[Rule] |
     from zeroadvisor.advisor.search import Searcher
 
     cluster = options.cluster
-    lint_options = LintOptions(integration=options.integration, gpus=cluster.gpus, training=options.training)
+    lint_options = LintOptions(integration=options.integration, gpus=cluster.gpus, training=options.training,
+                               releases=options.releases)
     selected = list(registry.ALL if rules is None else rules)
     lint_rules = [r for r in selected if not r.needs_advice]
     if not isinstance(doc.data, dict):

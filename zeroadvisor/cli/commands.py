@@ -120,9 +120,39 @@ def _nothing_to_say(run: RunInputs, result: LintResult) -> bool:
 
 
 def _write_diff(diff: str) -> None:
+    """The fixes' diff on stdout. Written to a file or a pipe it is a patch: the file's own bytes (a BOM, a no-break
+    space, a tab, CR), whatever the stream's encoding, so ``git apply`` finds the lines it changes. Only a terminal
+    gets control and invisible characters as visible escapes (a config's bytes must not move the cursor), which
+    no patch tool could read back."""
     from zeroadvisor.report import escape
 
-    sys.stdout.write(escape.output(escape.terminal_block(diff), not can_encode(sys.stdout, _DRAWING)))
+    if _is_terminal(sys.stdout):
+        sys.stdout.write(escape.output(escape.terminal_block(diff), not can_encode(sys.stdout, _DRAWING)))
+        return
+    buffer = getattr(sys.stdout, "buffer", None)
+    if buffer is None:  # a text-only stream (an embedding program's): the characters themselves
+        sys.stdout.write(diff)
+        return
+    sys.stdout.flush()  # what was written as text goes first
+    buffer.write(_patch_bytes(diff))
+    buffer.flush()
+
+
+def _patch_bytes(diff: str) -> bytes:
+    """The diff as the files' bytes: configs are read as strict UTF-8, and a file name's undecodable bytes reached
+    Python as surrogates (surrogateescape), which give those bytes back; anything else unencodable is escaped."""
+    try:
+        return diff.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return diff.encode("utf-8", "backslashreplace")
+
+
+def _is_terminal(stream: object) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return bool(isatty and isatty())
+    except (OSError, ValueError):  # a closed stream
+        return False
 
 
 def _findings(count: int) -> str:

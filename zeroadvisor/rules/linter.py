@@ -8,6 +8,7 @@ Accelerate rules (rules/accelerate.py), anything else through the DeepSpeed rule
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ from zeroadvisor.deepspeed import releases, schema
 from zeroadvisor.deepspeed.kind import ACCELERATE, kind_of
 from zeroadvisor.lint.context import Context, LintOptions
 from zeroadvisor.lint.engine import run_rules
-from zeroadvisor.lint.findings import Finding
+from zeroadvisor.lint.findings import Finding, Severity
 from zeroadvisor.lint.rule import Rule
 from zeroadvisor.rules import registry
 
@@ -63,7 +64,9 @@ def lint_document(doc: Document, options: LintOptions | None = None,
 
 def by_release(doc: Document, options: LintOptions, rules: list[Rule]) -> list[Finding]:
     """The rules' findings as each chosen DeepSpeed release reads the document (schema.reading_as). A finding
-    every release gives is kept as it is; one only some give names them ("DeepSpeed 0.14-0.16: ...")."""
+    every release gives is kept as it is; one only some give names them ("DeepSpeed 0.14-0.16: ..."). A fix is
+    kept only where every release wants that same edit (``_fix_all_want``): ``--fix``, ``--diff`` and the JSON
+    "fix" never change what one of the pinned releases reads."""
     chosen = options.releases or (releases.latest(),)
     runs: dict[str, list[Finding]] = {}
     for version in chosen:
@@ -78,6 +81,7 @@ def by_release(doc: Document, options: LintOptions, rules: list[Rule]) -> list[F
                    finding.message.replace(releases.label(version), releases.LABEL))
             groups.setdefault(key, (finding, []))[1].append(version)
     merged = []
+    wanted = _wanted_fixes(runs)
     for (_code, _pointer, _line, _column, message), (finding, versions) in groups.items():
         everyone = len(versions) == len(chosen)
         label = releases.label(releases.span(versions))
@@ -85,8 +89,64 @@ def by_release(doc: Document, options: LintOptions, rules: list[Rule]) -> list[F
             text = message.replace(releases.LABEL, label)
         else:
             text = message if everyone else f"{label}: {message}"
-        merged.append(dataclasses.replace(finding, message=text))
+        merged.append(_fix_all_want(dataclasses.replace(finding, message=text), chosen, runs, wanted))
     return sorted(merged, key=Finding.sort_key)
+
+
+def _fix_key(fix: dict[str, object]) -> str:
+    """A fix (a merge patch) as one comparable text: two findings want the same edit when their keys are equal."""
+    return json.dumps(fix, sort_keys=True, default=repr)
+
+
+def _wanted_fixes(runs: dict[str, list[Finding]]) -> dict[str, set[str]]:
+    """Each fix some release proposes -> the releases that propose it (by whichever rule: one release's ZA101
+    and another's ZA102 can want the same rename)."""
+    wanted: dict[str, set[str]] = {}
+    for version, found in runs.items():
+        for finding in found:
+            if finding.fix is not None:
+                wanted.setdefault(_fix_key(finding.fix), set()).add(version)
+    return wanted
+
+
+def _fix_all_want(finding: Finding, chosen: tuple[str, ...], runs: dict[str, list[Finding]],
+                  wanted: dict[str, set[str]]) -> Finding:
+    """``finding`` with its fix only where every chosen release wants that same edit. A pin admits each of its
+    releases: a fix one of them does not want (0.19.8 deletes 'curriculum_learning', which 0.16-0.19.7 read)
+    would change the run on another, so the finding stays unfixed and says which releases disagree."""
+    if finding.fix is None:
+        return finding
+    agree = wanted.get(_fix_key(finding.fix), set())
+    others = [version for version in chosen if version not in agree]
+    if not others:
+        return finding
+    why = [f"{releases.label(releases.span(versions))} {words[len(versions) == 1]}"
+           for words, versions in _disagreeing(finding.pointer, others, runs).items() if versions]
+    note = f"not fixed: {', '.join(why)}"
+    text = finding.message
+    text = f"{text} {note[0].upper()}{note[1:]}." if text.endswith(".") else f"{text}; {note}"
+    return dataclasses.replace(finding, fix=None, message=text)
+
+
+_OTHERWISE = ("would change it otherwise", "would change it otherwise")  # (several releases, one release)
+_NO_FIX = ("have no fix for it", "has no fix for it")
+_AS_IS = ("read it as it is", "reads it as it is")
+
+
+def _disagreeing(pointer: str, others: list[str], runs: dict[str, list[Finding]]) -> dict[tuple[str, str], list[str]]:
+    """The releases that do not want a fix at ``pointer``, by why: a fix of their own there (another edit), an
+    error there that they have no fix for (the edit would not make them start: 'zenflow' before 0.17), or
+    nothing worse than a warning (they read the key as it is: 0.16-0.19.7 and 'curriculum_learning')."""
+    why: dict[tuple[str, str], list[str]] = {_OTHERWISE: [], _NO_FIX: [], _AS_IS: []}
+    for version in others:
+        here = [f for f in runs[version] if f.pointer == pointer]
+        if any(f.fix is not None for f in here):
+            why[_OTHERWISE].append(version)
+        elif any(f.severity == Severity.ERROR for f in here):
+            why[_NO_FIX].append(version)
+        else:
+            why[_AS_IS].append(version)
+    return why
 
 
 def parse_error_findings(name: str, err: ParseError, rules: Iterable[Rule] | None) -> list[Finding]:
