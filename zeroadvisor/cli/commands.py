@@ -254,7 +254,8 @@ def explain_rule(v: Values) -> ExitCode:
     from zeroadvisor.inputs.rules import find_rule
 
     rule = find_rule(v["name"])
-    out = [f"{rule.code} {rule.name} [{rule.severity.value}]\n\n{rule.summary}\n\n{rule.explanation}\n"]
+    varies = f"\n\nSeverity: {rule.severity.value} by default; {rule.severity_varies}." if rule.severity_varies else ""
+    out = [f"{rule.code} {rule.name} [{rule.severity.value}]\n\n{rule.summary}{varies}\n\n{rule.explanation}\n"]
     for example in rule.examples:
         label = "Fails" if example.fails else "Passes"
         options = f" (with {example.describe_options()})" if example.options else ""
