@@ -16,6 +16,8 @@ REPO = Path(__file__).resolve().parent.parent
 MODEL = REPO / "sample_configs" / "models" / "llama-2-7b.yaml"
 HF_CONFIG = REPO / "sample_configs" / "models" / "llama-2-7b" / "config.json"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# a finding's line: outside a terminal (these tests' pipes) its message is whole, at any width (issue 32)
+FINDING = re.compile(r": ZA\d{3} \[(error|warning|info)\] ")
 
 # Real configs and models with clusters that fit, are tight, do not fit, and offload.
 CASES = [
@@ -97,7 +99,8 @@ def test_ascii_stream_gets_ascii_and_no_crash():
         text = result.stdout.decode("ascii")  # strict: nothing else came out
         assert "Traceback" not in result.stderr.decode()
         assert text.startswith("Verdict (") and "yes" in text
-        assert all(len(line) <= 80 for line in text.splitlines()[:-1] if not line.startswith(("+", "-", " ", "@")))
+        assert all(len(line) <= 80 for line in text.splitlines()[:-1]
+                   if not line.startswith(("+", "-", " ", "@")) and not FINDING.search(line))
 
 
 @pytest.mark.parametrize("env, coloured", [
@@ -113,7 +116,7 @@ def test_colour_only_where_asked(cli, env, coloured):
     text = result.stdout
     assert ("\x1b[" in text) is coloured
     for line in ANSI.sub("", text).splitlines():
-        assert len(line) <= 80, line
+        assert len(line) <= 80 or FINDING.search(line), line
 
 
 def test_lint_lines_are_unchanged_one_per_finding(cli):

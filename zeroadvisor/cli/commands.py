@@ -298,7 +298,7 @@ def _text(fmt: str, report: Report) -> str:
     columns = shutil.get_terminal_size().columns  # COLUMNS, the terminal, else 80
     width = min(max(columns, MIN_TEXT_WIDTH), MAX_TEXT_WIDTH)
     return render(fmt, dataclasses.replace(report, colour=use_colour(), ascii_only=not can_encode(sys.stdout, _DRAWING),
-                                           width=width))
+                                           width=width, cut=sys.stdout.isatty()))
 
 
 def use_colour() -> bool:

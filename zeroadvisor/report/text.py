@@ -89,7 +89,8 @@ def render_report(report: Report) -> str:
         from zeroadvisor.report import check_text
 
         lines = check_text.render(report.findings, estimate, report.unit, style,
-                                  summary(report.findings, report.files, len(report.extra.get("unreadable", ()))), rec)
+                                  summary(report.findings, report.files, len(report.extra.get("unreadable", ()))), rec,
+                                  cut=report.cut)
         out = "\n".join(lines).rstrip() + "\n"
         if report.diff:  # one line of context each side (the --verbose report has difflib's 3); its bytes kept
             out += escape.terminal_block(check_text.narrow_diff(report.diff))
