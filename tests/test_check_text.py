@@ -43,18 +43,23 @@ def test_outside_a_terminal_every_finding_is_whole_on_its_line(cli):
     import json
 
     findings = json.loads(cli(*README_CHECK, "--format", "json", cwd=REPO).stdout)["findings"]
-    text = cli(*README_CHECK, columns=80, cwd=REPO).stdout
-    lines = text.splitlines()
-    for finding in findings:
-        line = f"{finding['file']}:{finding['line']}:{finding['column']}: {finding['code']} [{finding['severity']}] "
-        assert line + finding["message"] in lines, finding["code"]
-    assert "…" not in text and max(len(line) for line in lines) > 80
-    assert all(len(line) <= 80 for line in lines if " [" not in line and not line.startswith(("-", "+", " ")))
+    for verbose in ((), ("--verbose",)):  # the one-screen report, and the whole one (not wrapped either)
+        text = cli(*README_CHECK, *verbose, columns=80, cwd=REPO).stdout
+        lines = text.splitlines()
+        for finding in findings:
+            where = f"{finding['file']}:{finding['line']}:{finding['column']}"
+            line = f"{where}: {finding['code']} [{finding['severity']}] {finding['message']}"
+            assert line in lines, (verbose, finding["code"])
+        assert "…" not in text and max(len(line) for line in lines) > 80
+    short = cli(*README_CHECK, columns=80, cwd=REPO).stdout.splitlines()
+    assert all(len(line) <= 80 for line in short if " [" not in line and not line.startswith(("-", "+", " ")))
 
 
 def test_on_a_terminal_verbose_prints_the_findings_whole():
     whole = cli_terminal(*README_CHECK, "--verbose", columns=80, cwd=REPO).stdout
     assert "…" not in whole and "pin_memory is true (DeepSpeed's default)" in " ".join(whole.split())
+    finding_lines = [line for line in whole.splitlines() if ": ZA8" in line]
+    assert finding_lines and all(len(line) <= 80 for line in finding_lines)  # wrapped to the terminal
 
 
 def test_verbose_is_the_whole_report(cli):
