@@ -90,3 +90,36 @@ def cli_process(*args, code: str | None = None, stdin: str | bytes | None = None
     return subprocess.run([*command, *map(_argument, args)], stdout=stdout, stderr=subprocess.PIPE, text=text,
                           input=stdin, env=environment, cwd=cwd, timeout=timeout, preexec_fn=preexec_fn,
                           check=False)
+
+
+def cli_terminal(*args, columns: int = 80, cwd: Path | str | None = None, timeout: float = 120) -> Result:
+    """``python -m zeroadvisor *args`` with stdout on a real terminal (a pseudo-terminal, ``COLUMNS`` wide): what
+    a person at a terminal sees, where ``cli`` and ``cli_process`` see a pipe. NO_COLOR is set; UTF-8 output.
+    The terminal's CRLF line ends are read back as LF."""
+    import pty
+    import select
+
+    environment = {k: v for k, v in os.environ.items() if k != "ZEROADVISOR_DEBUG"}
+    environment.update(NO_COLOR="1", COLUMNS=str(columns), PYTHONIOENCODING="utf-8",
+                       PYTHONPATH=os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    main, child = pty.openpty()
+    process = subprocess.Popen([sys.executable, "-m", "zeroadvisor", *map(_argument, args)], stdout=child,
+                               stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=environment, cwd=cwd)
+    os.close(child)
+    chunks = []
+    try:
+        while select.select([main], [], [], timeout)[0]:
+            try:
+                data = os.read(main, 65536)
+            except OSError:  # EIO: the child closed the terminal's other side
+                break
+            if not data:
+                break
+            chunks.append(data)
+        process.wait(timeout)
+    finally:
+        os.close(main)
+        if process.poll() is None:
+            process.kill()
+    stderr = process.stderr.read().decode("utf-8", "replace") if process.stderr else ""
+    return Result(process.returncode, b"".join(chunks).decode("utf-8").replace("\r\n", "\n"), stderr)

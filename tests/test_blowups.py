@@ -7,6 +7,7 @@ not depend on the machine: allocated memory and Python function calls."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 import tracemalloc
 from pathlib import Path
@@ -50,7 +51,10 @@ def test_the_text_width_is_capped_whatever_columns_says(cli, columns):
     result = cli("check", REPO / "sample_configs" / "zero2_bf16.json", "--params", "7B", "--gpus", "8",
                  "--gpu-memory", "24GB", "--all", "--verbose", env={"COLUMNS": columns})
     assert result.returncode in (0, 1), result.stderr
-    assert max(map(len, result.stdout.splitlines())) <= MAX_TEXT_WIDTH
+    # a finding is one whole line outside a terminal, as long as its message (issue 32), whatever COLUMNS says
+    finding = re.compile(r": ZA\d{3} \[(error|warning|info)\] ")
+    report = [line for line in result.stdout.splitlines() if not finding.search(line)]
+    assert max(map(len, report)) <= MAX_TEXT_WIDTH
     assert len(result.stdout) < 100_000
 
 

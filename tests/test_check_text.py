@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_run import cli  # noqa: F401 - the fixture
+from cli_run import cli, cli_terminal  # noqa: F401 - the fixture
 from zeroadvisor.report.check_text import narrow_diff
 
 REPO = Path(__file__).resolve().parent.parent
@@ -18,11 +18,12 @@ README_CHECK = ("check", "sample_configs/zero3_offload.json", "--model", "sample
                 "--gpus", "8", "--gpu", "A100-SXM4-80GB", "--cpu-memory", "1TB", "--suggest")
 
 
-def test_the_readmes_first_check_fits_one_screen(cli):
-    result = cli(*README_CHECK, columns=80, cwd=REPO)
+def test_the_readmes_first_check_fits_one_screen():
+    result = cli_terminal(*README_CHECK, columns=80, cwd=REPO)  # a person at an 80-column terminal
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert len(lines) <= 45 and all(len(line) <= 80 for line in lines), len(lines)
+    assert any(line.endswith("…") and " [warning] " in line for line in lines)  # a finding cut at the width
     assert lines[0].startswith("Verdict (ZeRO-3 + CPU optimizer and parameter offload): fits")
     findings = [line for line in lines if " [warning] " in line or " [info] " in line or " [error] " in line]
     assert sum(" [warning] " in line for line in findings) <= 3
@@ -34,6 +35,31 @@ def test_the_readmes_first_check_fits_one_screen(cli):
     states = (2 + 2 + 12 / 8) * 6_738_415_616 / 2**30
     assert f"model states {states:.2f} GiB (all DeepSpeed's estimator counts)" in result.stdout
     assert result.stdout.index("Assumed: ") < result.stdout.index("--- a/")
+
+
+def test_outside_a_terminal_every_finding_is_whole_on_its_line(cli):
+    """A CI log, a pipe or a file (issue 32): each finding's full message on its one line, at any width; the
+    rest of the report keeps the width."""
+    import json
+
+    findings = json.loads(cli(*README_CHECK, "--format", "json", cwd=REPO).stdout)["findings"]
+    for verbose in ((), ("--verbose",)):  # the one-screen report, and the whole one (not wrapped either)
+        text = cli(*README_CHECK, *verbose, columns=80, cwd=REPO).stdout
+        lines = text.splitlines()
+        for finding in findings:
+            where = f"{finding['file']}:{finding['line']}:{finding['column']}"
+            line = f"{where}: {finding['code']} [{finding['severity']}] {finding['message']}"
+            assert line in lines, (verbose, finding["code"])
+        assert "…" not in text and max(len(line) for line in lines) > 80
+    short = cli(*README_CHECK, columns=80, cwd=REPO).stdout.splitlines()
+    assert all(len(line) <= 80 for line in short if " [" not in line and not line.startswith(("-", "+", " ")))
+
+
+def test_on_a_terminal_verbose_prints_the_findings_whole():
+    whole = cli_terminal(*README_CHECK, "--verbose", columns=80, cwd=REPO).stdout
+    assert "…" not in whole and "pin_memory is true (DeepSpeed's default)" in " ".join(whole.split())
+    finding_lines = [line for line in whole.splitlines() if ": ZA8" in line]
+    assert finding_lines and all(len(line) <= 80 for line in finding_lines)  # wrapped to the terminal
 
 
 def test_verbose_is_the_whole_report(cli):

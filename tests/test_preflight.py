@@ -97,6 +97,8 @@ def test_does_not_fit_raises_with_the_report(job):
         zeroadvisor.preflight(STAGE2, params="7B")
     result = raised.value.result
     assert str(raised.value) == result.text() and "ZA801" in str(raised.value)
+    for finding in result.report.findings:  # whole, never cut at a width (issue 32): a log says what is wrong
+        assert f"{finding.code} [{finding.severity.value}] {finding.message}\n" in str(raised.value)
     cluster = result.report.result.options.cluster
     assert (cluster.gpus, cluster.gpus_per_node, cluster.gpu_memory) == (8, 8, 16 * GIB)
     assert cluster.cpu_memory == 1056964608 * KIB  # MemTotal

@@ -55,6 +55,11 @@ def test_every_rule_has_fixtures(rule):
     silent = [c for c in reviewed if c.get("expected") == []]
     assert len(firing) >= 2, f"{path.name}: at least two cases where the rule fires"
     assert len(silent) >= 2, f"{path.name}: at least two cases where it does not (passing cases, near misses)"
+    # a finding whose severity is not the rule's default is recorded with it (update_rule_fixtures.finding_record):
+    # such a rule says when in severity_varies (docs/rules.md), and one that says so shows it in a fixture
+    varies = any("severity" in finding for case in firing for finding in case["expected"])
+    assert varies == bool(rule.severity_varies), \
+        f"{path.name}: a fixture with a non-default severity iff {rule.code} has severity_varies"
     if rule.severity is Severity.ERROR and not rule.needs_advice and rule.needs_data:
         # an error rule is proved against DeepSpeed by tests/oracle/test_rule_fixes_oracle.py
         assert any(not c.get("also") for c in firing), f"{path.name}: one firing case with no other finding"

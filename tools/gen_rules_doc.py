@@ -29,10 +29,12 @@ def render() -> str:
         "|---|---|---|---|",
     ]
     for rule in registry.ALL:
-        out.append(f"| [{rule.code}](#{rule.code.lower()}-{rule.name}) | `{rule.name}` | {rule.severity.value} | "
+        severity = rule.severity.value + (" (varies)" if rule.severity_varies else "")
+        out.append(f"| [{rule.code}](#{rule.code.lower()}-{rule.name}) | `{rule.name}` | {severity} | "
                    f"{rule.summary} |")
     for rule in registry.ALL:
-        out += ["", f"## {rule.code} {rule.name}", "", f"Default severity: **{rule.severity.value}**.", "",
+        varies = f"; {rule.severity_varies}" if rule.severity_varies else ""
+        out += ["", f"## {rule.code} {rule.name}", "", f"Default severity: **{rule.severity.value}**{varies}.", "",
                 rule.summary, "", rule.explanation, ""]
         for example in rule.examples:
             label = "Fails" if example.fails else "Passes"

@@ -124,6 +124,12 @@ def rewrite(text: str, example: Example, output: str) -> str:
 
 
 def main(argv: list[str]) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],  # --help must not rewrite the pages
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 naming each stale example")
+    check = parser.parse_args(argv).check
     os.chdir(REPO)
     stale = []
     for path in pages():
@@ -134,9 +140,9 @@ def main(argv: list[str]) -> int:
             if real != example.shown:
                 stale.append(f"{example.where}: {example.command.splitlines()[0]}")
                 new = rewrite(new, example, real)
-        if new != text and "--check" not in argv:
+        if new != text and not check:
             path.write_text(new, "utf-8")
-    if "--check" in argv:
+    if check:
         for where in stale:
             print(f"stale example: {where} (run python tools/readme_examples.py)", file=sys.stderr)
         return 1 if stale else 0

@@ -29,7 +29,7 @@ A fixture file is ``tests/rules/<CODE>-<name>.yaml``::
       # hf_config object becomes a config.json beside it)
       xfail: reason the current output is wrong (expected is then hand-kept)
       expected:                           # the findings of this rule, in report order
-      - {code, pointer, line, column, message, fix}
+      - {code, pointer, line, column, message, fix, severity}  # severity: only where not the rule's default
       also: [ZA002]                       # codes of the other rules that fire (sorted)
 
 The library functions here are shared with tests/test_rule_fixtures.py and
@@ -178,10 +178,14 @@ def _sorted_keys(value: Any) -> Any:
 
 
 def finding_record(finding) -> dict[str, Any]:
+    from zeroadvisor.advisor import registry
+
     record = {"code": finding.code, "pointer": finding.pointer, "line": finding.line, "column": finding.column,
               "message": finding.message}
     if finding.fix is not None:
         record["fix"] = _sorted_keys(finding.fix)
+    if finding.severity is not registry.BY_CODE[finding.code].severity:  # a rule's severity_varies case
+        record["severity"] = finding.severity.value
     return record
 
 

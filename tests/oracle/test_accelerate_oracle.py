@@ -94,8 +94,15 @@ def accelerate_verdict(path: Path, monkeypatch, tmp_path: Path, flags: tuple[str
     return Verdict(True, config=config)
 
 
+# Errors the linter reports on purpose where accelerate stays silent (the run starts, as something other than
+# configured): a dropped deepspeed_config key (ZA051: the default runs), a dropped NVMe path (ZA057: DeepSpeed swaps
+# to a folder named none), a total that does not divide (ZA058: fewer processes). The test below still asserts that
+# accelerate accepts such a file and builds the DeepSpeed config the linter predicts, without the dropped value.
+SILENT_IN_ACCELERATE = {"ZA051", "ZA057", "ZA058"}
+
+
 def _errors(findings) -> list:
-    return [f for f in findings if f.severity is Severity.ERROR]
+    return [f for f in findings if f.severity is Severity.ERROR and f.code not in SILENT_IN_ACCELERATE]
 
 
 def assert_agrees(path: Path, monkeypatch, tmp_path: Path) -> None:

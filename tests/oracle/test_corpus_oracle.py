@@ -8,7 +8,8 @@ How DeepSpeed's verdict is obtained (nothing here re-implements a DeepSpeed rule
 1. **Load** as DeepSpeed does. For ``.json``/``.conf``/``.hjson`` it is ``DeepSpeedConfig(path)``
    itself, i.e. ``hjson.load(..., object_pairs_hook=dict_raise_error_on_duplicate_keys)``; the test
    only wraps that ``hjson.load`` so that the dict it returns can be resolved (step 2) before
-   DeepSpeed reads it. The two ``.yml`` DeepSpeed configs are ``yaml.safe_load``-ed and the dict is
+   DeepSpeed reads it. A file with "auto" goes through the Trainer or Accelerate, which read it with
+   ``json.load`` first: there a comment or trailing comma is a rejection. The two ``.yml`` DeepSpeed configs are ``yaml.safe_load``-ed and the dict is
    passed. A parse failure (or a duplicate key) is a rejection.
 2. **Resolve "auto"** as the integrations do, with transformers' own code:
    ``HfTrainerDeepSpeedConfig.trainer_config_process(TrainingArguments(...))`` then
@@ -43,6 +44,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import json
 import logging
 import os
 import re
@@ -567,7 +569,14 @@ def _judge(path: Path, judging: Judging = CORPUS_JUDGING) -> Verdict:
         def load(self, fp, **kwargs):
             if kwargs.get("object_pairs_hook") is None:
                 raise OracleBug("DeepSpeed's loader no longer passes its duplicate-key hook")
-            return prepare(real_hjson.load(fp, **kwargs))
+            text = fp.read()
+            data = real_hjson.loads(text, **kwargs)
+            if judging.fill == "hf-trainer" or (judging.fill == "any" and _contains_auto(data)):
+                # launched by the Trainer (as judged), or by whichever fills its "auto" (only the Trainer and
+                # Accelerate do): both read the file with json.load first (accelerate utils/deepspeed.py
+                # HfDeepSpeedConfig.__init__), where a comment or trailing comma that hjson accepts is a failure
+                json.loads(text)
+            return prepare(data)
 
     try:
         if path.suffix.lower() in (".yml", ".yaml"):
@@ -805,7 +814,8 @@ _KNOWN = {
     "XXXG00W0__hpml_project__deepspeed_config.json": (False, "/scheduler/type"),  # B3
     "KtechB__LMtest__ds_config.json": (False, ""),  # B4 Markdown fence
     "abliao__SeaWave__deepspeed_config.json": (False, ""),  # B4 stray text
-    "appleparan__ko-vicuna-lora__ds_config_zero2.json": (True, None),  # B4: hjson accepts the trailing comma
+    # B4: hjson accepts the trailing comma, but its "auto" values send it through json.load (Trainer, Accelerate)
+    "appleparan__ko-vicuna-lora__ds_config_zero2.json": (False, ""),
     "Yale-LILY__NLP4Code__deepspeed_config.json": (True, None),  # A6 partial template
 }
 

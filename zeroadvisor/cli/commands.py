@@ -284,7 +284,8 @@ def explain_rule(v: Values) -> ExitCode:
     from zeroadvisor.inputs.rules import find_rule
 
     rule = find_rule(v["name"])
-    out = [f"{rule.code} {rule.name} [{rule.severity.value}]\n\n{rule.summary}\n\n{rule.explanation}\n"]
+    varies = f"\n\nSeverity: {rule.severity.value} by default; {rule.severity_varies}." if rule.severity_varies else ""
+    out = [f"{rule.code} {rule.name} [{rule.severity.value}]\n\n{rule.summary}{varies}\n\n{rule.explanation}\n"]
     for example in rule.examples:
         label = "Fails" if example.fails else "Passes"
         options = f" (with {example.describe_options()})" if example.options else ""
@@ -327,7 +328,7 @@ def _text(fmt: str, report: Report) -> str:
     columns = shutil.get_terminal_size().columns  # COLUMNS, the terminal, else 80
     width = min(max(columns, MIN_TEXT_WIDTH), MAX_TEXT_WIDTH)
     return render(fmt, dataclasses.replace(report, colour=use_colour(), ascii_only=not can_encode(sys.stdout, _DRAWING),
-                                           width=width))
+                                           width=width, cut=sys.stdout.isatty()))
 
 
 def use_colour() -> bool:

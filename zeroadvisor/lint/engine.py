@@ -44,7 +44,7 @@ def capped(rule: Rule, hits: Iterable[Hit], doc: Document) -> list[Finding]:
         finding = stamp(rule, hit, doc)
         if len(out) == MAX_FINDINGS_PER_RULE:
             rest = 1 + sum(1 for _ in hits)
-            out.append(Finding(doc.name, rule.code, rule.name, rule.severity, "", finding.line, finding.column,
+            out.append(Finding(doc.name, rule.code, rule.name, finding.severity, "", finding.line, finding.column,
                                f"{rest} more {rule.name} findings from here on are not shown "
                                f"(the first {MAX_FINDINGS_PER_RULE} are)"))
             break
@@ -62,7 +62,8 @@ def stamp(rule: Rule, hit: Hit, doc: Document) -> Finding:
         line, column = doc.position(hit.offset)
     else:
         line, column = doc.locate(hit.pointer, hit.at)
-    return Finding(doc.name, rule.code, rule.name, rule.severity, hit.pointer, line, column, hit.message, hit.fix,
+    severity = hit.severity if hit.severity is not None else rule.severity
+    return Finding(doc.name, rule.code, rule.name, severity, hit.pointer, line, column, hit.message, hit.fix,
                    hit.actions, hit.recommends)
 
 

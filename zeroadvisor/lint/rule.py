@@ -33,6 +33,9 @@ class Hit:
     position: tuple[int, int] | None = None  # (line, column) when only that is known
     actions: tuple[Action, ...] = ()  # what the fix needs outside the config (Finding.actions)
     recommends: Recommends | None = None  # the change an advice rule recommends, typed (Finding.recommends)
+    # where this one finding's consequence differs from the rule's default (Rule.severity_varies says when):
+    # a json5 file is fatal only to the launchers that read it with json.load
+    severity: Severity | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +69,7 @@ class Example:
 class Rule:
     code: str
     name: str
-    severity: Severity
+    severity: Severity  # the default; a Hit may carry another where the consequence differs (severity_varies)
     summary: str  # one line: what is wrong
     explanation: str  # what DeepSpeed does with it, and how to fix it
     check: Callable[[Context], Iterable[Hit]]
@@ -78,6 +81,8 @@ class Rule:
     needs_data: bool = True
     # Advice rules need a memory estimate (``zeroadvisor check``); ``lint`` leaves them out.
     needs_advice: bool = False
+    # When a finding's severity differs from the default, and why (docs/rules.md shows it); "" when it never does.
+    severity_varies: str = ""
 
     @property
     def docs_anchor(self) -> str:

@@ -44,6 +44,10 @@ class Report:
     verbose: bool = False  # text (check): the findings in full, the memory by row and the bars (--verbose)
     all_options: bool = False  # text: every option (--all); by default the configured, the recommended, no offload
     width: int | None = None  # text: the terminal's columns (None: 80)
+    # text (check): fit each finding to the width, for a person at a terminal (cut; --verbose: wrapped, whole);
+    # never in a CI log, a pipe, a file or the Python API (PreflightError's message): there each finding is one
+    # whole line, as lint prints it, since the message is what is wrong
+    cut: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
     throughput: dict[Option, StepTime] | None = None  # the estimate command's step times (throughput.per_option)
 

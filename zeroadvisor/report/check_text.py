@@ -1,8 +1,9 @@
 """The check's default text report: one screen (issue 18).
 
-The verdict and the recommended change first, each finding on one line (its location whole, the message cut
-at the width), the options that matter one row each, the assumptions in one block, then the diff. The memory
-rows, the bars, the notes and the findings in full are the ``--verbose`` report (text.py render_report).
+The verdict and the recommended change first, each finding on one line (its location whole; the message cut
+at the width only on a terminal, where ``--verbose`` shows it whole: a CI log, a pipe or a file gets every
+message in full, on its line), the options that matter one row each, the assumptions in one block, then the
+diff. The memory rows, the bars and the notes are the ``--verbose`` report (text.py render_report).
 
 Text from files is escaped (``escape.terminal``) before it is measured, so a cut never splits an escape.
 """
@@ -28,13 +29,16 @@ MORE = "--verbose: in full"
 MIN_MESSAGE = 24  # columns a finding's message keeps on its location's line; fewer: the message goes below
 
 
-def one_line(finding: Finding, style: Style) -> list[str]:
-    """``file:line:col: CODE [severity] message``, the message cut at the width. The location is never broken
-    (a terminal or CI log links it whole): where it leaves too little room, the message goes on the next line."""
+def one_line(finding: Finding, style: Style, cut: bool = False) -> list[str]:
+    """``file:line:col: CODE [severity] message``; with ``cut`` (a terminal) the message cut at the width, else
+    whole: a log that does not say what is wrong is no use. The location is never broken (a terminal or CI log
+    links it whole): where it leaves too little room for a cut message, the message goes on the next line."""
     from zeroadvisor.report.text import location
 
     head = f"{location(finding)}: {escape.terminal(finding.code)} [{finding.severity.value}]"
     message = escape.terminal(finding.message)
+    if not cut:
+        return [f"{head} {message}"]
     if style.width - len(head) - 1 >= MIN_MESSAGE:
         return [_cut(f"{head} {message}", style)]
     return [head, _cut(f"    {message}", style)]
@@ -127,11 +131,11 @@ def assumption_lines(estimate: Estimate, style: Style) -> list[str]:
 
 
 def render(findings: Sequence[Finding], estimate: Estimate | None, unit: str, style: Style, summary: str,
-           rec: overview.Headline | None) -> list[str]:
-    """The one-screen check (module docstring), without the diff."""
+           rec: overview.Headline | None, cut: bool = False) -> list[str]:
+    """The one-screen check (module docstring), without the diff; ``cut``: the findings cut at the width."""
     lines = head_lines(estimate, rec, unit, style, findings)
     lines.append("")
-    lines += [_paint_severity(line, f, style) for f in findings for line in one_line(f, style)]
+    lines += [_paint_severity(line, f, style) for f in findings for line in one_line(f, style, cut)]
     lines += style.wrap(f"{summary} ({MORE})")
     if estimate is not None:
         lines.append("")

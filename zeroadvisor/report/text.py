@@ -27,14 +27,17 @@ def location(finding: Finding) -> str:
 
 def render(findings: list[Finding], colour: bool = False, files: int = 1, ascii_only: bool = False,
            unreadable: int = 0, skipped: int = 0) -> str:
-    lines = []
-    for f in findings:
-        severity = f"[{f.severity.value}]"
-        if colour:
-            severity = f"{COLOURS[f.severity]}{severity}{RESET}"
-        lines.append(f"{location(f)}: {escape.terminal(f.code)} {severity} {escape.terminal(f.message)}")
+    lines = [finding_line(f, colour) for f in findings]
     lines.append(summary(findings, files, unreadable, skipped))
     return escape.output("\n".join(lines) + "\n", ascii_only)
+
+
+def finding_line(finding: Finding, colour: bool = False) -> str:
+    """``file:line:col: CODE [severity] message``, whole, on one line (escaped: one line whatever the message holds)."""
+    severity = f"[{finding.severity.value}]"
+    if colour:
+        severity = f"{COLOURS[finding.severity]}{severity}{RESET}"
+    return f"{location(finding)}: {escape.terminal(finding.code)} {severity} {escape.terminal(finding.message)}"
 
 
 def summary(findings: list[Finding], files: int, unreadable: int = 0, skipped: int = 0) -> str:
@@ -89,14 +92,18 @@ def render_report(report: Report) -> str:
         from zeroadvisor.report import check_text
 
         lines = check_text.render(report.findings, estimate, report.unit, style,
-                                  summary(report.findings, report.files, len(report.extra.get("unreadable", ()))), rec)
+                                  summary(report.findings, report.files, len(report.extra.get("unreadable", ()))), rec,
+                                  cut=report.cut)
         out = "\n".join(lines).rstrip() + "\n"
         if report.diff:  # one line of context each side (the --verbose report has difflib's 3); its bytes kept
             out += escape.terminal_block(check_text.narrow_diff(report.diff))
         return escape.output(out, report.ascii_only)
     lines = estimate_text.verdict_lines(estimate, rec, report.unit, style)
     lines.append("")
-    lines += wrapped(report.findings, style.width, report.colour)
+    if report.cut:  # a terminal: wrapped to its width; a log or a pipe: one line each, as lint prints them
+        lines += wrapped(report.findings, style.width, report.colour)
+    else:
+        lines += [finding_line(f, report.colour) for f in report.findings]
     lines += style.wrap(summary(report.findings, report.files, len(report.extra.get("unreadable", ()))))
     if estimate is not None:
         # every assumed input in one block; assumed-input (ZA808) above names those that can change the answer

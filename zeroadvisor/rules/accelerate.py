@@ -97,31 +97,35 @@ def _ignored(ctx: Context) -> Iterable[Hit]:
             continue
         if key in deepspeed_keys():
             why = (f"{key!r} is a DeepSpeed config key: Accelerate builds the DeepSpeed config from its own keys "
-                   "only and ignores it; put DeepSpeed settings in a JSON file named by deepspeed_config_file")
+                   "only and ignores it, so the run uses the default; put DeepSpeed settings in a JSON file named by "
+                   "deepspeed_config_file")
         else:
             why = (f"unknown key {key!r} in deepspeed_config{_close(key, A.DEEPSPEED_KEYS)}: 'accelerate launch' "
-                   "ignores it")
+                   "ignores it, so the run uses the default")
         yield Hit(f"{A.DEEPSPEED_SECTION}/{_escape(key)}", why)
 
 
 IGNORED_KEY = Rule(
     code="ZA051",
     name="accelerate-ignored-key",
-    severity=Severity.WARNING,
-    summary="A deepspeed_config key that accelerate launch never reads.",
+    severity=Severity.ERROR,
+    summary="A deepspeed_config key that accelerate launch never reads: the run silently uses the default.",
     explanation=(
         "accelerate launch copies every deepspeed_config key onto its arguments but passes only its DeepSpeed "
         "arguments (zero_stage, offload_*_device, gradient_accumulation_steps, gradient_clipping, zero3_*, "
         "deepspeed_config_file, the multinode keys) to the training processes; any other key, a misspelling or a "
-        "DeepSpeed block such as zero_optimization, is dropped without a word and the default runs. Fix the "
-        "spelling, or move DeepSpeed settings into a JSON file named by deepspeed_config_file."
+        "DeepSpeed block such as zero_optimization, is dropped without a word and the default runs (zero_stag: 3 "
+        "runs at DeepSpeedPlugin's default stage 2), as a misspelled key in a DeepSpeed config does (misspelled-key), "
+        "so it is an error too. Fix the spelling, or move DeepSpeed settings into a JSON file named by "
+        "deepspeed_config_file."
     ),
     check=_ignored,
     examples=(
         Example('{"distributed_type": "DEEPSPEED", "deepspeed_config": {"zero_stge": 3}}', fails=True),
         Example('{"distributed_type": "DEEPSPEED", "deepspeed_config": {"zero_stage": 3}}', fails=False),
     ),
-    source="accelerate commands/launch.py _validate_launch_command; utils/launch.py prepare_deepspeed_cmd_env",
+    source="accelerate commands/launch.py _validate_launch_command (copies each key onto args); utils/launch.py "
+           "prepare_deepspeed_cmd_env; utils/dataclasses.py DeepSpeedPlugin.__post_init__ (zero_stage default 2)",
 )
 
 
@@ -266,7 +270,7 @@ DEEPSPEED_UNUSED = Rule(
 NVME_PATH_DROPPED = Rule(
     code="ZA057",
     name="accelerate-nvme-path-dropped",
-    severity=Severity.WARNING,
+    severity=Severity.ERROR,
     summary="offload_*_nvme_path in the Accelerate YAML never reaches DeepSpeed.",
     explanation=(
         "accelerate 1.15's prepare_deepspeed_cmd_env passes zero_stage, the offload devices, the accumulation "
@@ -285,22 +289,30 @@ NVME_PATH_DROPPED = Rule(
     source="accelerate utils/launch.py prepare_deepspeed_cmd_env; utils/dataclasses.py DeepSpeedPlugin.__post_init__",
 )
 
+def _processes(ctx: Context) -> Iterable[Hit]:
+    for hit in _problems("processes")(ctx):
+        # no num_processes at all: 'accelerate launch' refuses unless the command line gives it, which lint cannot see
+        yield dataclasses.replace(hit, severity=Severity.WARNING) if hit.pointer == "" else hit
+
+
 PROCESSES = Rule(
     code="ZA058",
     name="accelerate-processes",
-    severity=Severity.WARNING,
-    summary="num_processes is missing, or does not divide by num_machines.",
+    severity=Severity.ERROR,
+    summary="num_processes does not divide by num_machines, or is missing.",
     explanation=(
         "num_processes is the total across machines: each machine starts num_processes // num_machines "
-        "processes, so a total that does not divide loses the remainder. Without num_processes, accelerate "
-        "launch raises unless the command gives --num_processes. Give the total, a multiple of num_machines."
+        "processes, so a total that does not divide silently runs fewer processes than configured (an error). "
+        "Without num_processes, accelerate launch raises unless the command gives --num_processes (a warning: "
+        "lint cannot see the command). Give the total, a multiple of num_machines."
     ),
-    check=_problems("processes"),
+    check=_processes,
     examples=(
         Example('{"distributed_type": "DEEPSPEED", "num_machines": 2, "num_processes": 9}', fails=True),
         Example('{"distributed_type": "DEEPSPEED", "num_machines": 2, "num_processes": 16}', fails=False),
     ),
     source="accelerate commands/launch.py _validate_launch_command; utils/launch.py prepare_deepspeed_cmd_env",
+    severity_varies="warning when num_processes is missing: the launch command may give --num_processes",
 )
 
 RULES = (UNKNOWN_KEY, IGNORED_KEY, INVALID_VALUE, CONFIG_FILE_CONFLICT, CONFIG_FILE_UNUSABLE, CONFIG_FILE_MISSING,

@@ -40,12 +40,43 @@ INVALID_SYNTAX = Rule(
 )
 
 
+def _has_auto(data: object) -> bool:
+    """Whether any value in the parsed file is the string "auto" (iterative: a deep file is no recursion)."""
+    stack = [data]
+    while stack:
+        node = stack.pop()
+        if node == "auto":
+            return True
+        if isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return False
+
+
+def _json_load_launches(ctx: Context) -> str | None:
+    """Why only a json.load reader (the Trainer, Accelerate: HfDeepSpeedConfig) can launch this file, or None
+    when plain DeepSpeed, which reads the path with hjson, may launch it."""
+    integration = ctx.options.integration
+    if integration in ("hf-trainer", "accelerate"):
+        return f"--integration {integration} says it is launched by one of them"
+    if integration == "any" and _has_auto(ctx.data):
+        return "its \"auto\" values need one of them (plain DeepSpeed fills no \"auto\")"
+    return None
+
+
 def _strict_json(ctx: Context) -> Iterator[Hit]:
     # A template placeholder is reported once, by template-placeholder, not again here.
     placeholders = {ctx.doc.values[e.pointer].start for e in ctx.events("template")
                     if e.pointer in ctx.doc.values} if isinstance(ctx.data, dict) else set()
+    fatal = _json_load_launches(ctx) if ctx.doc.deviations else None
     for deviation in ctx.doc.deviations:
         if deviation.kind == "quoteless-string" and deviation.offset in placeholders:
+            continue
+        if fatal:
+            yield Hit("", f"{deviation.detail}: the Hugging Face Trainer and Accelerate read this file with json.load "
+                          f"and fail at launch; {fatal}, so the run cannot start; use strict JSON",
+                      offset=deviation.offset, severity=Severity.ERROR)
             continue
         yield Hit(
             "",
@@ -62,17 +93,23 @@ NOT_STRICT_JSON = Rule(
     summary="Comments, trailing commas, unquoted keys or values: fine for DeepSpeed, fatal for json.load.",
     explanation=(
         "DeepSpeed parses a config path with hjson, which accepts comments, trailing commas, "
-        "unquoted keys and quoteless values. The Hugging Face Trainer (HfDeepSpeedConfig) and "
-        "Accelerate read the same file with json.load, which raises on all of them. Write strict "
-        "JSON so the file works with every launcher."
+        "unquoted keys and quoteless values. The Hugging Face Trainer and Accelerate read the same file "
+        "with json.load (accelerate's HfDeepSpeedConfig, which transformers' subclasses), which raises on all "
+        "of them. A file with \"auto\" values is meant for those two (plain DeepSpeed fills no \"auto\"), so "
+        "there the finding is an error: the run cannot start. Write strict JSON so the file works with every "
+        "launcher."
     ),
     check=_strict_json,
     examples=(
         Example('{"train_batch_size": 8,}', fails=True),
+        Example('{"train_batch_size": "auto", // the Trainer fills it\n "gradient_clipping": 1.0}', fails=True),
         Example('{"train_batch_size": 8}', fails=False),
     ),
-    source="transformers integrations/deepspeed.py HfDeepSpeedConfig; accelerate utils/deepspeed.py",
+    source="transformers integrations/deepspeed.py HfDeepSpeedConfig -> accelerate utils/deepspeed.py "
+           "HfDeepSpeedConfig.__init__ (json.load); deepspeed/runtime/config.py DeepSpeedConfig (hjson.load)",
     needs_data=False,
+    severity_varies="error when the file has an \"auto\" value, or with --integration hf-trainer or accelerate: "
+                    "the launchers that can run it read it with json.load and fail at launch",
 )
 
 
