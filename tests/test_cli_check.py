@@ -227,3 +227,16 @@ def test_the_api_checks_one_config_per_call(folder):
 
     with pytest.raises(zeroadvisor.UsageError, match="names 2 configs; check one per call"):
         zeroadvisor.check(str(folder / "configs"), params="7B", gpus=8, gpu="H100-SXM5-80GB")
+
+
+def test_check_precision_fills_an_auto_fp16(cli, tmp_path):
+    # issue 32: the docs' promise, tried: --precision bf16 on fp16.enabled "auto" was refused (exit 2)
+    config = tmp_path / "ds.json"
+    config.write_text('{"train_micro_batch_size_per_gpu": 1, "fp16": {"enabled": "auto"}, '
+                      '"zero_optimization": {"stage": 2}}\n')
+    result = cli("check", config, *CLUSTER, "--precision", "bf16", "--format", "json")
+    assert result.returncode in (0, 1, 5), result.stderr
+    assert json.loads(result.stdout)["estimate"]["model"]["precision"] == "bf16"
+    config.write_text('{"fp16": {"enabled": "auto"}, "bf16": {"enabled": false}}\n')
+    refused = cli("check", config, *CLUSTER, "--precision", "bf16")
+    assert refused.returncode == 2 and "bf16.enabled to false" in refused.stderr
