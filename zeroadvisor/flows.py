@@ -52,11 +52,21 @@ def _count(findings: Sequence[Finding], severity: Severity) -> int:
     return sum(1 for f in findings if f.severity is severity)
 
 
-def _render(fmt: str, findings: list[Finding], **fields: Any) -> str:
+# The formats a result without a check renders: every one but markdown, which is the check's pull-request
+# comment (its verdict, the estimate and the suggested change; report/markdown.py needs Report.check).
+CHECK_ONLY_FORMATS = ("markdown",)
+
+
+def _render(fmt: str, findings: list[Finding], *, result: str = "check", **fields: Any) -> str:
+    """``fmt`` of the result named ``result`` (lint, estimate, check); a format that result does not render is a
+    UsageError listing the ones it does."""
     from zeroadvisor.report import REPORTERS, Report, render
 
-    if fmt not in REPORTERS:
-        raise UsageError(f"format must be one of {', '.join(REPORTERS)}, got {fmt!r}")
+    formats = tuple(REPORTERS) if result == "check" else tuple(f for f in REPORTERS if f not in CHECK_ONLY_FORMATS)
+    if fmt not in formats:
+        also = f" ({fmt} renders a check)" if fmt in REPORTERS else ""
+        raise UsageError(f"format must be one of {', '.join(formats)} for a{'n' if result[0] in 'aeiou' else ''} "
+                         f"{result} result, got {fmt!r}{also}")
     return render(fmt, Report(findings, **fields))
 
 
@@ -119,8 +129,9 @@ class LintResult:
         return extra
 
     def report(self, format: str = "text") -> str:
-        """The report the command line prints: text, json, sarif or github."""
-        return _render(format, self.findings, files=self.files, rules=self.rules, extra=self.extra)
+        """The report the command line prints: text, json, sarif or github (html too; markdown, the check's pull
+        request comment, is a UsageError)."""
+        return _render(format, self.findings, result="lint", files=self.files, rules=self.rules, extra=self.extra)
 
 
 @dataclass(frozen=True)
@@ -318,11 +329,12 @@ class EstimateResult:
         return self.estimate.to_dict()
 
     def report(self, format: str = "text", unit: str | None = None, explain: bool = False) -> str:
-        """The estimate table (text) or its JSON (``unit``: GiB, or the paper's GB for its accounting)."""
+        """The estimate table (text) or its JSON (``unit``: GiB, or the paper's GB for its accounting); sarif, github
+        and html too; markdown, the check's pull request comment, is a UsageError."""
         from zeroadvisor.units import unit_for
 
-        return _render(format, [], estimate=self.estimate, unit=unit or unit_for(self.estimate.accounting),
-                       explain=explain, throughput=self.throughput)
+        return _render(format, [], result="estimate", estimate=self.estimate,
+                       unit=unit or unit_for(self.estimate.accounting), explain=explain, throughput=self.throughput)
 
 
 def estimate(inputs: RunInputs, step_times_too: bool = False) -> EstimateResult:
@@ -513,7 +525,7 @@ class CheckReport:
         return fails(self.findings, fail_on)
 
     def report(self, format: str = "text", explain: bool = False) -> str:
-        """The report the command line prints: text, json, sarif, github or markdown."""
+        """The report the command line prints: text, json, sarif, github, markdown or html."""
         return _render(format, self.findings, rules=self.rules, check=self.result, path=self.path,
                        diff=self.diff, unit=self.result.options.unit, explain=explain)
 
