@@ -240,3 +240,30 @@ def test_check_precision_fills_an_auto_fp16(cli, tmp_path):
     config.write_text('{"fp16": {"enabled": "auto"}, "bf16": {"enabled": false}}\n')
     refused = cli("check", config, *CLUSTER, "--precision", "bf16")
     assert refused.returncode == 2 and "bf16.enabled to false" in refused.stderr
+
+
+@pytest.mark.parametrize("flag, said", [("--suggest", "no diff"), ("--fix", "nothing written")])
+@pytest.mark.parametrize("model", [("--model", "meta-llama/Llama-3.1-8B", "--gpu", "A100-SXM4-80GB"), ()])
+def test_check_an_accelerate_yaml_says_why_there_is_no_diff(cli, tmp_path, flag, said, model):
+    # issue 32: `check acc.yaml --suggest` printed no diff and no word why (its findings, ZA802/ZA804 with a
+    # model, ZA051 without, name changes a JSON config would get as a diff)
+    from conftest import REPO
+
+    config = tmp_path / "acc.yaml"
+    text = (REPO / "sample_configs" / "accelerate_zero3.yaml").read_text().replace("zero_stage: 3", "zero_stag: 3")
+    config.write_text(text)
+    result = cli("check", config, *model, flag)
+    assert f"{config}: {said}: an Accelerate config is YAML, and fixes are written into JSON configs only" in \
+        result.stderr, result.stderr
+    assert "nothing to fix" not in result.stderr and "@@" not in result.stdout
+    assert config.read_text() == text
+
+
+@pytest.mark.parametrize("text", [YAML, "zero_optimization:\n  stage: 3\n  stage3_gather_fp16_weights_on_model_save: true\n"])
+def test_lint_a_yaml_deepspeed_config_says_why_there_is_no_diff(cli, tmp_path, text):
+    # a fix the findings carry (ZA102's rename) or none (ZA104 on YAML): either way one line says why no diff
+    config = tmp_path / "ds.yaml"
+    config.write_text(text)
+    result = cli("lint", config, "--diff")
+    assert f"{config}: " in result.stderr and "fixes are written into JSON configs only" in result.stderr
+    assert result.stdout == ""

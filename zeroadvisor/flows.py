@@ -165,6 +165,7 @@ def lint(inputs: RunInputs, stdin: BinaryIO | None = None) -> LintResult:
     """
     from zeroadvisor.config.reader import InputError
     from zeroadvisor.deepspeed.kind import not_deepspeed_line
+    from zeroadvisor.fix.apply import no_diff_note, patchable
     from zeroadvisor.rules.registry import LINT
 
     options = inputs.lint_options()
@@ -202,6 +203,8 @@ def lint(inputs: RunInputs, stdin: BinaryIO | None = None) -> LintResult:
             findings.extend(found)
             continue
         outcome = _lint_fixes(source, document, found, options, rules, write=inputs.fix)
+        if found and not outcome.diff and outcome.error is None and not patchable(document):
+            notes.append(no_diff_note(source.display, document, inputs.fix))  # why a YAML config gets no diff
         findings.extend(outcome.findings)
         fixed, remaining = fixed + outcome.fixed, remaining + outcome.remaining
         if outcome.error is not None:
@@ -642,12 +645,16 @@ def _overridden_notes(name: str, data: dict[str, Any], inputs: RunInputs) -> lis
 def _with_fixes(report: CheckReport, source: ConfigSource, document: Document, inputs: RunInputs) -> CheckReport:
     """``report`` with its fixes as a diff (``inputs.diff``) or written into the file (``inputs.fix``)."""
     from zeroadvisor.advisor.check import combined_patch
-    from zeroadvisor.fix.apply import FixError, unified_diff
+    from zeroadvisor.fix.apply import FixError, no_diff_note, patchable, unified_diff
 
     if not (inputs.diff or inputs.fix):
         return report
     name = report.path
     patch = combined_patch(report.findings)
+    if not patch and report.findings and not patchable(document):
+        # an Accelerate config's findings carry no fix (the changes are to the DeepSpeed config it builds): say
+        # why nothing comes, where a JSON config would get its diff (fixed stays None: not "nothing to fix")
+        return replace(report, notes=[*report.notes, no_diff_note(name, document, inputs.fix)])
     if not patch:
         return replace(report, fixed=0) if inputs.fix else report
     try:
