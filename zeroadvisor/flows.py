@@ -165,7 +165,6 @@ def lint(inputs: RunInputs, stdin: BinaryIO | None = None) -> LintResult:
     """
     from zeroadvisor.config.reader import InputError
     from zeroadvisor.deepspeed.kind import not_deepspeed_line
-    from zeroadvisor.fix.apply import no_diff_note, patchable
     from zeroadvisor.rules.registry import LINT
 
     options = inputs.lint_options()
@@ -203,8 +202,8 @@ def lint(inputs: RunInputs, stdin: BinaryIO | None = None) -> LintResult:
             findings.extend(found)
             continue
         outcome = _lint_fixes(source, document, found, options, rules, write=inputs.fix)
-        if found and not outcome.diff and outcome.error is None and not patchable(document):
-            notes.append(no_diff_note(source.display, document, inputs.fix))  # why a YAML config gets no diff
+        if found and not outcome.diff and outcome.error is None:
+            notes += _no_diff_note(source.display, document, inputs.fix)
         findings.extend(outcome.findings)
         fixed, remaining = fixed + outcome.fixed, remaining + outcome.remaining
         if outcome.error is not None:
@@ -216,6 +215,14 @@ def lint(inputs: RunInputs, stdin: BinaryIO | None = None) -> LintResult:
     linted = tuple(r for r in LINT if r.code in used) or tuple(r for r in inputs.rules.given() if not r.needs_advice)
     return LintResult(findings, files, unreadable, skipped, linted, fixed, remaining, "".join(diffs), tuple(changed),
                       tuple(fix_errors), not_deepspeed, notes)
+
+
+def _no_diff_note(name: str, document: Document, written: bool) -> list[str]:
+    """Why a YAML config's findings come without a diff (one line), where it is YAML; imported only once fixes
+    are asked for (plain lint never loads the fixer)."""
+    from zeroadvisor.fix.apply import no_diff_note, patchable
+
+    return [] if patchable(document) else [no_diff_note(name, document, written)]
 
 
 def _release_notes(release: ReleaseChoice, said: list[str]) -> list[str]:
