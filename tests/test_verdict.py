@@ -107,8 +107,11 @@ def test_the_qualifier_names_what_is_missing_never_what_was_given(cli, tmp_path,
     (finding,) = [f for f in json.loads(cli("check", str(config), *PARAMS_ONLY, *given, "--format", "json").stdout)[
         "findings"] if f["code"] == "ZA811"]
     assert "no layer count or hidden size: --model with an hf_config" in finding["message"]
+    verbose = " ".join(cli("check", str(config), *PARAMS_ONLY, *given, "--verbose").stdout.split())
+    assert "--model unknown" not in verbose  # the assumptions block: --model was not what is missing
     if not_said:
         assert not_said not in verdict and not_said not in finding["message"]
+        assert "layer count and hidden size unknown (--model)" in verbose
 
 
 def test_with_a_sequence_length_the_verdict_is_plain(cli, tmp_path):
