@@ -180,6 +180,15 @@ def test_a_hub_id_in_hf_config_resolves_as_model_does(env, monkeypatch):
     assert load_description(description)[0].parameters == llama_count(32010)
 
 
+def test_a_model_description_naming_a_hub_id_runs_from_the_command_line(env, cli):
+    # the Action's `model:` input: a description beside the configs, the model by its Hub id
+    Path("model.yaml").write_text("hf_config: meta-llama/Llama-3.1-8B\nsequence_length: 4096\n", encoding="utf-8")
+    result = cli("estimate", "--model", "model.yaml", "--gpus", "8", "--gpu-memory", "80GiB", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    model = json.loads(result.stdout)["model"]
+    assert model["parameters"] == 8_030_261_248 and "zeroadvisor catalog: meta-llama/Llama-3.1-8B" in model["source"]
+
+
 def test_a_hub_id_in_hf_config_found_nowhere_is_one_line_at_the_key(env):
     from zeroadvisor.model.description import load_description
 
