@@ -172,14 +172,37 @@ def test_precision_auto_is_assumed_and_fp32_by_flag_or_field_doubles_the_paramet
     assert bf16.settings.precision == "bf16" and "precision" not in names(bf16)
 
 
-def test_only_bf16_auto_assumes_bf16_and_cannot_become_fp16():
+def test_only_bf16_auto_assumes_bf16_and_the_given_precision_fills_it():
     config = {"bf16": {"enabled": "auto"}}
     s = read_settings(config, TINY, 1)
     assert s.precision == "bf16" and [a.pointer for a in s.assumed if a.name == "precision"] == ["/bf16/enabled"]
-    # --precision fp16 cannot be reached (no fp16 section to fill): the config runs bf16 and it is a conflict
-    assert read_settings(config, TINY, 1, TrainingShape(precision="fp16")).precision == "bf16"
-    assert given_conflicts(config, TINY, 1, TrainingShape(precision="fp16"))
+    # --fp16 under the Trainer: Accelerate adds fp16: {enabled: true} (no fp16 section here) and fills bf16's
+    # "auto" with false (DeepSpeedPlugin.set_mixed_precision): the run is fp16, no conflict
+    assert read_settings(config, TINY, 1, TrainingShape(precision="fp16")).precision == "fp16"
+    assert not given_conflicts(config, TINY, 1, TrainingShape(precision="fp16"))
     assert not given_conflicts(config, TINY, 1, TrainingShape(precision="fp32"))
+
+
+@pytest.mark.parametrize("config, given", [({"fp16": {"enabled": "auto"}}, "bf16"),
+                                           ({"fp16": {"enabled": "auto"}, "bf16": {"enabled": "auto"}}, "bf16"),
+                                           ({"bf16": {"enabled": "auto"}}, "fp16"),
+                                           ({"fp16": {"enabled": "auto"}}, "fp32")])
+def test_a_given_precision_fills_an_auto_precision(config, given):
+    # issue 32: `check --precision bf16` on fp16.enabled "auto" was refused ("only fills what the config leaves
+    # 'auto'"): the Trainer's --bf16 makes that config a bf16 run
+    s = read_settings(config, TINY, 1, TrainingShape(precision=given))
+    assert s.precision == given and "precision" not in [a.name for a in s.assumed]
+    assert given_conflicts(config, TINY, 1, TrainingShape(precision=given)) == []
+
+
+@pytest.mark.parametrize("config, given, written", [
+    ({"fp16": {"enabled": "auto"}, "bf16": {"enabled": False}}, "bf16", "bf16.enabled to false"),
+    ({"fp16": {"enabled": True}, "bf16": {"enabled": "auto"}}, "bf16", "runs fp16"),
+    ({"fp16": {"enabled": True}}, "fp32", "runs fp16"),
+])
+def test_a_given_precision_against_an_explicit_value_is_a_conflict(config, given, written):
+    (line,) = given_conflicts(config, TINY, 1, TrainingShape(precision=given))
+    assert f"precision {given}" in line and written in line
 
 
 @pytest.mark.parametrize("text", ["true", "True", "1", "yes", "on"])

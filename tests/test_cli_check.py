@@ -227,3 +227,43 @@ def test_the_api_checks_one_config_per_call(folder):
 
     with pytest.raises(zeroadvisor.UsageError, match="names 2 configs; check one per call"):
         zeroadvisor.check(str(folder / "configs"), params="7B", gpus=8, gpu="H100-SXM5-80GB")
+
+
+def test_check_precision_fills_an_auto_fp16(cli, tmp_path):
+    # issue 32: the docs' promise, tried: --precision bf16 on fp16.enabled "auto" was refused (exit 2)
+    config = tmp_path / "ds.json"
+    config.write_text('{"train_micro_batch_size_per_gpu": 1, "fp16": {"enabled": "auto"}, '
+                      '"zero_optimization": {"stage": 2}}\n')
+    result = cli("check", config, *CLUSTER, "--precision", "bf16", "--format", "json")
+    assert result.returncode in (0, 1, 5), result.stderr
+    assert json.loads(result.stdout)["estimate"]["model"]["precision"] == "bf16"
+    config.write_text('{"fp16": {"enabled": "auto"}, "bf16": {"enabled": false}}\n')
+    refused = cli("check", config, *CLUSTER, "--precision", "bf16")
+    assert refused.returncode == 2 and "bf16.enabled to false" in refused.stderr
+
+
+@pytest.mark.parametrize("flag, said", [("--suggest", "no diff"), ("--fix", "nothing written")])
+@pytest.mark.parametrize("model", [("--model", "meta-llama/Llama-3.1-8B", "--gpu", "A100-SXM4-80GB"), ()])
+def test_check_an_accelerate_yaml_says_why_there_is_no_diff(cli, tmp_path, flag, said, model):
+    # issue 32: `check acc.yaml --suggest` printed no diff and no word why (its findings, ZA802/ZA804 with a
+    # model, ZA051 without, name changes a JSON config would get as a diff)
+    from conftest import REPO
+
+    config = tmp_path / "acc.yaml"
+    text = (REPO / "sample_configs" / "accelerate_zero3.yaml").read_text().replace("zero_stage: 3", "zero_stag: 3")
+    config.write_text(text)
+    result = cli("check", config, *model, flag)
+    assert f"{config}: {said}: an Accelerate config is YAML, and fixes are written into JSON configs only" in \
+        result.stderr, result.stderr
+    assert "nothing to fix" not in result.stderr and "@@" not in result.stdout
+    assert config.read_text() == text
+
+
+@pytest.mark.parametrize("text", [YAML, "zero_optimization:\n  stage: 3\n  stage3_gather_fp16_weights_on_model_save: true\n"])
+def test_lint_a_yaml_deepspeed_config_says_why_there_is_no_diff(cli, tmp_path, text):
+    # a fix the findings carry (ZA102's rename) or none (ZA104 on YAML): either way one line says why no diff
+    config = tmp_path / "ds.yaml"
+    config.write_text(text)
+    result = cli("lint", config, "--diff")
+    assert f"{config}: " in result.stderr and "fixes are written into JSON configs only" in result.stderr
+    assert result.stdout == ""

@@ -212,16 +212,64 @@ def check_shell(block: Block, tmp_path: Path) -> None:
             pytest.fail(f"{block}: {argv[0]!r} cannot be checked: mark the block not-run with a reason")
 
 
+# What a Python example promises to print: every print() call carries ``# prints: TEXT`` on its line(s), TEXT a
+# line of what it prints (a TEXT ending in "..." is the start of that line); the promises are met in the order
+# they are written. No other comment on a print() line (an unchecked "# fits | tight" promised what never printed).
+PRINTS = re.compile(r"#\s*prints:\s*(?P<text>.*?)\s*$")
+
+
+def _print_promises(block: Block) -> list[str]:
+    """The ``# prints:`` texts of a Python example, in order; a print() without one (or a promise on a line that
+    prints nothing) fails."""
+    import ast
+    import io
+    import tokenize
+
+    comments = {tok.start[0]: tok.string for tok in tokenize.generate_tokens(io.StringIO(block.content).readline)
+                if tok.type == tokenize.COMMENT}
+    calls = sorted((node.lineno, node.end_lineno or node.lineno) for node in ast.walk(ast.parse(block.content))
+                   if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print")
+    promised: list[str] = []
+    for first, last in calls:
+        said = [comments[line] for line in range(first, last + 1) if line in comments]
+        found = [PRINTS.match(comment) for comment in said]
+        assert len(said) == 1 and found[0], (
+            f"{block}: print() on line {first} of the block needs one comment, '# prints: TEXT' (what it prints), "
+            f"got {said}")
+        promised.append(found[0]["text"])
+    printing = {line for first, last in calls for line in range(first, last + 1)}
+    stray = [line for line, comment in comments.items() if PRINTS.match(comment) and line not in printing]
+    assert not stray, f"{block}: '# prints:' on line(s) {stray} of the block, which call no print()"
+    return promised
+
+
+def _check_printed(block: Block, promised: list[str], output: str) -> None:
+    """Each promise is a line of ``output`` (or its start, "..."), in the order written."""
+    lines = [line.rstrip() for line in output.splitlines()]
+    at = 0
+    for text in promised:
+        prefix = text.endswith("...")
+        wanted = text[:-3] if prefix else text
+        for index in range(at, len(lines)):
+            if lines[index] == wanted or (prefix and lines[index].startswith(wanted)):
+                at = index + 1
+                break
+        else:
+            pytest.fail(f"{block}: the example promises it prints {text!r} (in this order); it printed:\n{output}")
+
+
 def check_python(block: Block, tmp_path: Path) -> None:
-    """Run in a temporary folder holding a copy of sample_configs/, with this checkout's zeroadvisor."""
+    """Run in a temporary folder holding a copy of sample_configs/, with this checkout's zeroadvisor; what it
+    prints is what its ``# prints:`` comments say."""
+    promised = _print_promises(block)
     shutil.copytree(REPO / "sample_configs", tmp_path / "sample_configs")
     (tmp_path / "example.py").write_text(block.content, "utf-8")
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONIOENCODING": "utf-8"}
     done = subprocess.run([sys.executable, "example.py"], check=False, cwd=tmp_path, env=env, capture_output=True,
-                          text=True,
-                          timeout=240)
+                          text=True, encoding="utf-8", timeout=240)
     assert done.returncode == 0, f"{block}: the example failed:\n{done.stdout}\n{done.stderr}"
     assert "Traceback" not in done.stderr, f"{block}:\n{done.stderr}"
+    _check_printed(block, promised, done.stdout)
 
 
 def check_github_workflow(block: Block, tmp_path: Path) -> None:
@@ -344,6 +392,9 @@ def check_rule_example(block: Block, tmp_path: Path) -> None:
 def check_not_run(block: Block, tmp_path: Path) -> None:
     assert block.reason and len(block.reason.split()) >= 3, (
         f"{block}: a block that is not run says why: <!-- example: not-run (REASON) -->")
+    # a promise of output is only made where the test checks it (a run `python` block)
+    assert not any(PRINTS.search(line) for line in block.content.splitlines()), (
+        f"{block}: '# prints:' in a block that is not run: nothing checks it")
 
 
 CHECKS: dict[str, Callable[[Block, Path], None]] = {
@@ -391,3 +442,27 @@ def test_the_readme_starts_with_the_two_commands():
     readme_blocks = [b for b in BLOCKS if b.page == "README.md"]
     assert readme_blocks[0].kind == "setup" and [b.kind for b in BLOCKS].count("setup") == 1
 
+
+
+OLD_API_EXAMPLE = """import zeroadvisor
+
+report = zeroadvisor.check("sample_configs/zero3_offload.json", model="sample_configs/models/llama-2-7b/config.json",
+                           gpus=8, gpu="A100-SXM4-80GB", seq_len=4096)
+print(report.verdict)                                 # fits | tight | does-not-fit
+"""
+
+
+def test_an_example_that_does_not_print_what_it_says_fails(tmp_path, monkeypatch):
+    """issue 32: docs/python-api.md promised `fits | tight | does-not-fit` and printed `unknown`: such a comment on
+    a print() is refused, and a `# prints:` that the run does not print fails."""
+    monkeypatch.chdir(REPO)
+    old = Block("docs/python-api.md", 9, "python", OLD_API_EXAMPLE, "python", None)
+    with pytest.raises(AssertionError, match="needs one comment, '# prints: TEXT'"):
+        check_python(old, tmp_path / "old")
+    wrong = Block("docs/python-api.md", 9, "python", OLD_API_EXAMPLE.replace("fits | tight | does-not-fit",
+                                                                             "prints: fits"), "python", None)
+    with pytest.raises(pytest.fail.Exception, match="promises it prints 'fits'"):
+        check_python(wrong, tmp_path / "wrong")
+    stray = Block("x.md", 1, "python", "x = 1  # prints: 1\n", "python", None)
+    with pytest.raises(AssertionError, match="which call no print"):
+        check_python(stray, tmp_path / "stray")

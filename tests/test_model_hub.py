@@ -154,6 +154,52 @@ def test_directory_then_cache_then_catalog(env, monkeypatch):
     assert spec.source.startswith("zeroadvisor catalog: meta-llama/Llama-2-7b-hf")
 
 
+def test_a_hub_id_in_hf_config_resolves_as_model_does(env, monkeypatch):
+    # issue 32: `hf_config: meta-llama/Llama-3.1-8B` looked for a local folder where --model takes the Hub id
+    from zeroadvisor.model.description import load_description
+
+    name = "meta-llama/Llama-2-7b-hf"
+    described = env / "described"
+    described.mkdir()
+    description = described / "model.yaml"
+    description.write_text(f"hf_config: {name}\nsequence_length: 4096\n", encoding="utf-8")
+    spec, shape = load_description(description)  # the catalog (no cache here)
+    assert spec.parameters == LLAMA2_7B == hub.load_model(name)[0].parameters and shape.sequence_length == 4096
+    assert spec.source == f"{description} -> zeroadvisor catalog: {name} (config.json of {INDEX['models'][name]['source']})"
+    cache = env / "cache"
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    cache_repo(cache, name, {C1: llama(32020)}, main=None)
+    spec, _ = load_description(description)  # the cache before the catalog, and its note
+    assert spec.parameters == llama_count(32020) and "no refs/main: used the only snapshot" in spec.notes[0]
+    local = described / name  # a folder of that name beside the description wins, as for --model
+    local.mkdir(parents=True)
+    (local / "config.json").write_text(json.dumps(llama(32010)), encoding="utf-8")
+    assert load_description(description)[0].parameters == llama_count(32010)
+    Path(name).mkdir(parents=True)  # the current folder is not the description's: --model's folder is
+    (Path(name) / "config.json").write_text(json.dumps(llama(32030)), encoding="utf-8")
+    assert load_description(description)[0].parameters == llama_count(32010)
+
+
+def test_a_model_description_naming_a_hub_id_runs_from_the_command_line(env, cli):
+    # the Action's `model:` input: a description beside the configs, the model by its Hub id
+    Path("model.yaml").write_text("hf_config: meta-llama/Llama-3.1-8B\nsequence_length: 4096\n", encoding="utf-8")
+    result = cli("estimate", "--model", "model.yaml", "--gpus", "8", "--gpu-memory", "80GiB", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    model = json.loads(result.stdout)["model"]
+    assert model["parameters"] == 8_030_261_248 and "zeroadvisor catalog: meta-llama/Llama-3.1-8B" in model["source"]
+
+
+def test_a_hub_id_in_hf_config_found_nowhere_is_one_line_at_the_key(env):
+    from zeroadvisor.model.description import load_description
+
+    Path("model.yaml").write_text("sequence_length: 4096\nhf_config: acme/nope-7b\n", encoding="utf-8")
+    with pytest.raises(ModelError) as raised:
+        load_description("model.yaml")
+    message = str(raised.value)
+    assert message.startswith("model.yaml:2:12: hf_config model acme/nope-7b not found offline: ")
+    assert "Give hf_config the path of a config.json" in message and "\n" not in message
+
+
 def test_an_existing_file_is_read_as_before(env):
     Path("model.json").write_text(json.dumps(llama(32030)), encoding="utf-8")
     assert hub.load_model("model.json")[0].parameters == llama_count(32030)

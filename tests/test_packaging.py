@@ -92,7 +92,7 @@ def test_license_file_is_the_license_pyproject_names():
     import tomllib
 
     project = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"]
-    assert project["license"] == {"text": "Apache-2.0"}
+    assert project["license"] == "Apache-2.0" and project["license-files"] == ["LICENSE"]  # PEP 639
     text = (ROOT / "LICENSE").read_text("utf-8")
     assert "Apache License" in text and "Version 2.0, January 2004" in text
     assert "END OF TERMS AND CONDITIONS" in text
@@ -107,3 +107,36 @@ def test_project_urls_point_into_the_repository():
     assert {"Homepage", "Documentation", "Issues"} <= set(urls)
     assert all(url.startswith(repository) for url in urls.values())
     assert urls["Documentation"].endswith("/docs/index.md") and (ROOT / "docs" / "index.md").is_file()
+
+
+@pytest.mark.slow
+def test_the_wheel_builds_quietly_and_holds_every_data_file(tmp_path):
+    """issue 32: every install printed setuptools deprecation warnings (`project.license` as a table, catalog/
+    "absent from the packages configuration"). The wheel is built from a copy of the tree (no build/ or egg-info
+    left in the checkout) with the installed setuptools; what setuptools says is checked, and every file the
+    package reads (schemas, the model catalog) is in the wheel."""
+    import shutil
+    import subprocess
+    import sys
+    import zipfile
+
+    source = tmp_path / "src"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(ROOT / name, source / name)
+    shutil.copytree(ROOT / "zeroadvisor", source / "zeroadvisor", ignore=shutil.ignore_patterns("__pycache__"))
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "--no-build-isolation",
+                           "--no-index", ".", "-w", str(tmp_path / "dist")], cwd=source, capture_output=True,
+                          text=True, check=False, timeout=240)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output
+    said = [line for line in output.splitlines() if "Deprecat" in line or "Warning" in line
+            or "absent from the `packages`" in line]
+    assert said == [], "\n".join(said)
+    (wheel,) = (tmp_path / "dist").glob("zeroadvisor-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    data = {p.relative_to(ROOT).as_posix() for p in (ROOT / "zeroadvisor").rglob("*")
+            if p.is_file() and p.suffix not in (".py", ".pyc")}
+    assert data and {n for n in data if "/catalog/" in n} and data <= names, sorted(data - names)
+    metadata = next(zipfile.ZipFile(wheel).read(n).decode() for n in names if n.endswith(".dist-info/METADATA"))
+    assert "License-Expression: Apache-2.0" in metadata

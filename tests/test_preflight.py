@@ -48,11 +48,22 @@ def test_meminfo_is_read_in_kibibytes(tmp_path):
     assert pf.read_host_memory(str(tmp_path / "absent")) is None
 
 
-@pytest.mark.parametrize("value, expected", [("16", (16, "WORLD_SIZE")), ("0", (None, None)), ("x", (None, None)),
+@pytest.mark.parametrize("value, expected", [("16", (16, "WORLD_SIZE")), (" 016 ", (16, "WORLD_SIZE")),
                                              (None, (None, None))])
 def test_world_size_from_the_launcher_environment(value, expected):
     environ = {} if value is None else {"WORLD_SIZE": value}
     assert pf.read_world_size(environ) == expected
+
+
+@pytest.mark.parametrize("name", ["WORLD_SIZE", "LOCAL_WORLD_SIZE"])
+@pytest.mark.parametrize("value", ["abc", "0", "00", "\u00b2", "", "-8", "8.0", "\u0668", "8\n9"])
+def test_a_world_size_that_is_not_a_count_is_a_usage_error(job, monkeypatch, name, value):
+    # issue 32 (round 3): WORLD_SIZE=abc / 0 / "²" was read as unset, and the check answered for 1 GPU
+    monkeypatch.setenv(name, value)
+    with pytest.raises(UsageError) as raised:
+        zeroadvisor.preflight(STAGE3, params="1B")
+    message = str(raised.value)
+    assert f"preflight: {name}=" in message and "\n" not in message
 
 
 def fake_torch(cuda: bool = True, initialised: bool = True) -> types.ModuleType:

@@ -171,3 +171,20 @@ def test_all_names_exactly_the_public_names_and_each_resolves():
     assert sorted(zeroadvisor.__all__) == sorted(["DEEPSPEED_TARGET", "__version__", "lint", *zeroadvisor._PUBLIC])
     for name in zeroadvisor.__all__:
         assert getattr(zeroadvisor, name) is not None
+
+
+@pytest.mark.parametrize("make, formats", [
+    (lambda: zeroadvisor.lint(config={"train_batch_size": 8}), "text, json, sarif, github, html"),
+    (lambda: zeroadvisor.estimate(params="1B", gpus=1, gpu_memory="80GiB"), "text, json, sarif, github, html"),
+])
+def test_a_format_a_result_does_not_render_is_the_documented_error(make, formats):
+    # issue 32 (round 3): lint(...).report("markdown") raised a bare ValueError, not one of EXPECTED_ERRORS
+    result = make()
+    with pytest.raises(zeroadvisor.UsageError) as raised:
+        result.report("markdown")
+    message = str(raised.value)
+    assert isinstance(raised.value, zeroadvisor.EXPECTED_ERRORS) and "\n" not in message
+    assert f"format must be one of {formats} for a" in message
+    assert "got 'markdown' (markdown renders a check)" in message
+    for fmt in formats.split(", "):
+        assert isinstance(result.report(fmt), str)  # each format it names renders

@@ -91,6 +91,29 @@ def test_no_plain_fits_while_activations_are_unknown(cli, tmp_path, model):
     assert "activations not counted" in " ".join(estimate.split())
 
 
+@pytest.mark.parametrize("given, says, not_said", [
+    (["--seq-len", "4096"], "activations not counted: give --model (no layer count or hidden size)", "--seq-len"),
+    ([], "activations not counted: give --seq-len and --model (no layer count or hidden size)", None),
+])
+def test_the_qualifier_names_what_is_missing_never_what_was_given(cli, tmp_path, given, says, not_said):
+    # issue 32 (round 3): with --params and --seq-len the verdict said "give --seq-len" though it was given
+    config = tmp_path / "ds.json"
+    config.write_text('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, '
+                      '"zero_optimization": {"stage": 3}}')
+    checked = cli("check", str(config), *PARAMS_ONLY, *given)
+    text = " ".join(checked.stdout.split())
+    verdict = text[text.index("Verdict ("):text.index("ZA808")]
+    assert says in verdict, text
+    (finding,) = [f for f in json.loads(cli("check", str(config), *PARAMS_ONLY, *given, "--format", "json").stdout)[
+        "findings"] if f["code"] == "ZA811"]
+    assert "no layer count or hidden size: --model with an hf_config" in finding["message"]
+    verbose = " ".join(cli("check", str(config), *PARAMS_ONLY, *given, "--verbose").stdout.split())
+    assert "--model unknown" not in verbose  # the assumptions block: --model was not what is missing
+    if not_said:
+        assert not_said not in verdict and not_said not in finding["message"]
+        assert "layer count and hidden size unknown (--model)" in verbose
+
+
 def test_with_a_sequence_length_the_verdict_is_plain(cli, tmp_path):
     config = tmp_path / "ds.json"
     config.write_text('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, '

@@ -52,11 +52,21 @@ def _count(findings: Sequence[Finding], severity: Severity) -> int:
     return sum(1 for f in findings if f.severity is severity)
 
 
-def _render(fmt: str, findings: list[Finding], **fields: Any) -> str:
+# The formats a result without a check renders: every one but markdown, which is the check's pull-request
+# comment (its verdict, the estimate and the suggested change; report/markdown.py needs Report.check).
+CHECK_ONLY_FORMATS = ("markdown",)
+
+
+def _render(fmt: str, findings: list[Finding], *, result: str = "check", **fields: Any) -> str:
+    """``fmt`` of the result named ``result`` (lint, estimate, check); a format that result does not render is a
+    UsageError listing the ones it does."""
     from zeroadvisor.report import REPORTERS, Report, render
 
-    if fmt not in REPORTERS:
-        raise UsageError(f"format must be one of {', '.join(REPORTERS)}, got {fmt!r}")
+    formats = tuple(REPORTERS) if result == "check" else tuple(f for f in REPORTERS if f not in CHECK_ONLY_FORMATS)
+    if fmt not in formats:
+        also = f" ({fmt} renders a check)" if fmt in REPORTERS else ""
+        raise UsageError(f"format must be one of {', '.join(formats)} for a{'n' if result[0] in 'aeiou' else ''} "
+                         f"{result} result, got {fmt!r}{also}")
     return render(fmt, Report(findings, **fields))
 
 
@@ -119,8 +129,9 @@ class LintResult:
         return extra
 
     def report(self, format: str = "text") -> str:
-        """The report the command line prints: text, json, sarif or github."""
-        return _render(format, self.findings, files=self.files, rules=self.rules, extra=self.extra)
+        """The report the command line prints: text, json, sarif or github (html too; markdown, the check's pull
+        request comment, is a UsageError)."""
+        return _render(format, self.findings, result="lint", files=self.files, rules=self.rules, extra=self.extra)
 
 
 @dataclass(frozen=True)
@@ -194,6 +205,8 @@ def lint(inputs: RunInputs, stdin: BinaryIO | None = None) -> LintResult:
             findings.extend(found)
             continue
         outcome = _lint_fixes(source, document, found, per_file, rules, write=inputs.fix)
+        if found and not outcome.diff and outcome.error is None:
+            notes += _no_diff_note(source.display, document, inputs.fix)
         findings.extend(outcome.findings)
         fixed, remaining = fixed + outcome.fixed, remaining + outcome.remaining
         if outcome.error is not None:
@@ -205,6 +218,14 @@ def lint(inputs: RunInputs, stdin: BinaryIO | None = None) -> LintResult:
     linted = tuple(r for r in LINT if r.code in used) or tuple(r for r in inputs.rules.given() if not r.needs_advice)
     return LintResult(findings, files, unreadable, skipped, linted, fixed, remaining, "".join(diffs), tuple(changed),
                       tuple(fix_errors), not_deepspeed, notes)
+
+
+def _no_diff_note(name: str, document: Document, written: bool) -> list[str]:
+    """Why a YAML config's findings come without a diff (one line), where it is YAML; imported only once fixes
+    are asked for (plain lint never loads the fixer)."""
+    from zeroadvisor.fix.apply import no_diff_note, patchable
+
+    return [] if patchable(document) else [no_diff_note(name, document, written)]
 
 
 def _release_notes(release: ReleaseChoice, said: list[str]) -> list[str]:
@@ -321,11 +342,12 @@ class EstimateResult:
         return self.estimate.to_dict()
 
     def report(self, format: str = "text", unit: str | None = None, explain: bool = False) -> str:
-        """The estimate table (text) or its JSON (``unit``: GiB, or the paper's GB for its accounting)."""
+        """The estimate table (text) or its JSON (``unit``: GiB, or the paper's GB for its accounting); sarif, github
+        and html too; markdown, the check's pull request comment, is a UsageError."""
         from zeroadvisor.units import unit_for
 
-        return _render(format, [], estimate=self.estimate, unit=unit or unit_for(self.estimate.accounting),
-                       explain=explain, throughput=self.throughput)
+        return _render(format, [], result="estimate", estimate=self.estimate,
+                       unit=unit or unit_for(self.estimate.accounting), explain=explain, throughput=self.throughput)
 
 
 def estimate(inputs: RunInputs, step_times_too: bool = False) -> EstimateResult:
@@ -516,7 +538,7 @@ class CheckReport:
         return fails(self.findings, fail_on)
 
     def report(self, format: str = "text", explain: bool = False) -> str:
-        """The report the command line prints: text, json, sarif, github or markdown."""
+        """The report the command line prints: text, json, sarif, github, markdown or html."""
         return _render(format, self.findings, rules=self.rules, check=self.result, path=self.path,
                        diff=self.diff, unit=self.result.options.unit, explain=explain)
 
@@ -633,12 +655,16 @@ def _overridden_notes(name: str, data: dict[str, Any], inputs: RunInputs) -> lis
 def _with_fixes(report: CheckReport, source: ConfigSource, document: Document, inputs: RunInputs) -> CheckReport:
     """``report`` with its fixes as a diff (``inputs.diff``) or written into the file (``inputs.fix``)."""
     from zeroadvisor.advisor.check import combined_patch
-    from zeroadvisor.fix.apply import FixError, unified_diff
+    from zeroadvisor.fix.apply import FixError, no_diff_note, patchable, unified_diff
 
     if not (inputs.diff or inputs.fix):
         return report
     name = report.path
     patch = combined_patch(report.findings)
+    if not patch and report.findings and not patchable(document):
+        # an Accelerate config's findings carry no fix (the changes are to the DeepSpeed config it builds): say
+        # why nothing comes, where a JSON config would get its diff (fixed stays None: not "nothing to fix")
+        return replace(report, notes=[*report.notes, no_diff_note(name, document, inputs.fix)])
     if not patch:
         return replace(report, fixed=0) if inputs.fix else report
     try:

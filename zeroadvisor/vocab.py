@@ -72,6 +72,28 @@ UNCOUNTED_WORDS = {"activations": "activations not counted (no sequence length o
                                   "--model with an hf_config)",
                    "host": "host RAM not checked (the offload keeps its states there: give --cpu-memory)",
                    "nvme": "NVMe space not checked (the offload keeps its states there: give --nvme)"}
+# Activations are left out for want of a sequence length or of the architecture (memory/assumed.py
+# ACTIVATION_INPUTS; --params gives a count alone): each missing input, how to give it (short, in words).
+ACTIVATIONS_MISSING = {"sequence_length": ("--seq-len", "no sequence length: --seq-len"),
+                       "architecture": ("--model (no layer count or hidden size)",
+                                        ("no layer count or hidden size: --model with an hf_config, or num_layers and "
+                                         "hidden_size in a model description"))}
+
+
+def uncounted_words(uncounted: tuple[str, ...], activations_missing: tuple[str, ...], short: bool = True) -> list[str]:
+    """What a verdict leaves out (``uncounted`` rows), one phrase each; the activations name the inputs missing
+    (``activations_missing``, ACTIVATIONS_MISSING's keys), never one that was given."""
+    out = []
+    for row in uncounted:
+        missing = [ACTIVATIONS_MISSING[name][0 if short else 1] for name in activations_missing
+                   if name in ACTIVATIONS_MISSING]
+        if row != "activations" or not missing:
+            out.append((UNCOUNTED_SHORT if short else UNCOUNTED_WORDS)[row])
+        elif short:
+            out.append(f"activations not counted: give {' and '.join(missing)}")
+        else:
+            out.append(f"activations not counted ({'; '.join(missing)})")
+    return out
 
 # Where a phase's peak happens, for sentences (memory/phases.py, memory/verdict.py).
 PHASE_WORDS = {

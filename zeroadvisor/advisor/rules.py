@@ -690,10 +690,8 @@ def _verdict_unknown(ctx: Context) -> Iterator[Hit]:
     current = _configured(ctx)
     if current is None or current.verdict != Verdict.UNKNOWN:
         return
-    from zeroadvisor.vocab import UNCOUNTED_WORDS
-
     a = _advice_of(ctx)
-    missing = "; ".join(UNCOUNTED_WORDS[row] for row in current.uncounted)
+    missing = "; ".join(current.uncounted_words(short=False))
     padded = current.padded
     if padded is not None:  # the lengths are maxima (memory/padding.py): the estimate there is an upper bound
         also = f"; and {missing}" if missing else ""

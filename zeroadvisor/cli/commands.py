@@ -246,7 +246,7 @@ def _tell(report: CheckReport, fixing: bool) -> bool:
     if report.error is not None:
         error(report.error)
         return True
-    if fixing:
+    if fixing and report.fixed is not None:  # None: no fix could be tried (a note says why)
         error(f"applied {report.fixed} fix(es) to {report.path}" if report.fixed else
               f"nothing to fix in {report.path}")
     return False

@@ -142,9 +142,30 @@ def write_fix(path: str, document: Document, patch: dict[str, Any]) -> None:
         write_atomically(path, new_text, original=document.text)
 
 
+# Why a YAML config (an Accelerate config, or a DeepSpeed config written as YAML) gets no diff: the editor keeps
+# every byte of a JSON or hjson file outside the change; for YAML it has no such writer.
+NOT_PATCHED = "fixes are written into JSON configs only; apply the suggested change by hand"
+
+
+def patchable(document: Document) -> bool:
+    """Whether fixes can be written into ``document``'s file (JSON or hjson; not YAML)."""
+    from zeroadvisor.config.reader import YAML_SUFFIXES
+
+    return not document.name.lower().endswith(YAML_SUFFIXES)
+
+
+def no_diff_note(name: str, document: Document, written: bool) -> str:
+    """The one line that says why a YAML config's findings come without a diff (``written``: --fix asked)."""
+    from zeroadvisor.deepspeed.kind import ACCELERATE, kind_of
+
+    what = "nothing written" if written else "no diff"
+    kind = "an Accelerate config" if kind_of(document) == ACCELERATE else "the config"
+    return f"{name}: {what}: {kind} is YAML, and {NOT_PATCHED}"
+
+
 def _new_text(document: Document, patch: dict[str, Any]) -> str:
-    if document.name.lower().endswith((".yaml", ".yml")):
-        raise FixError("fixes are written into JSON configs only; apply the suggested change by hand")
+    if not patchable(document):
+        raise FixError(NOT_PATCHED)
     return patched_text(document, patch)
 
 

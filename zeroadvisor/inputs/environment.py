@@ -1,7 +1,8 @@
 """What ``zeroadvisor.preflight`` reads from the job it runs in, to fill what the caller did not give:
 
 * world size: ``torch.distributed.get_world_size()`` when the process group is initialised, else the
-  launcher's ``WORLD_SIZE`` (torchrun, the deepspeed launcher and accelerate all set it), else 1;
+  launcher's ``WORLD_SIZE`` (torchrun, the deepspeed launcher and accelerate all set it), else 1 (set to
+  anything but a count of processes, it is a UsageError, never read as unset);
   GPUs per node from ``LOCAL_WORLD_SIZE`` (torchrun, deepspeed launcher);
 * the GPU's total and free memory: ``torch.cuda.mem_get_info()`` of the current device, when torch
   imports and CUDA is available. The check uses the total (the memory model charges the CUDA
@@ -50,18 +51,29 @@ _DIGITS = re.compile(r"[0-9]+")
 
 
 def _positive_int(text: str | None, name: str = "WORLD_SIZE") -> int | None:
-    """A count the launcher sets in the environment variable ``name``; None where it is not one (unset, 0, text).
-    A count past the cluster bound (config/limits.py MAX_GPUS; 5,000 digits, which int() refuses, too) is a
-    UsageError: the job says it is larger than any cluster, and the check would answer for another one."""
-    if text is None or not _DIGITS.fullmatch(text.strip()):
+    """A count the launcher sets in the environment variable ``name``; None where it is unset. Anything else that
+    is not a whole number of ASCII digits from 1 to the cluster bound (config/limits.py MAX_GPUS), as
+    config/launch.py reads a launch command's counts, is a UsageError naming the variable: "abc", "0", "" or "²"
+    (which torch.distributed's int() would refuse or start no process with) would otherwise be read as unset, a
+    1-GPU job, and the check would answer for another run."""
+    if text is None:
         return None
-    digits = text.strip().lstrip("0")
+    stripped = text.strip()
+    if not _DIGITS.fullmatch(stripped):
+        raise UsageError(f"preflight: {name}={_shown(text)} is not a whole number of processes (the launcher sets "
+                         f"it to the job's count, 1 or more; unset it to check a 1-GPU run)")
+    digits = stripped.lstrip("0")
     if not digits:
-        return None
+        raise UsageError(f"preflight: {name}={stripped} starts no process (the launcher sets it to 1 or more)")
     if len(digits) > len(str(MAX_GPUS)) or int(digits) > MAX_GPUS:
         shown = digits if len(digits) <= 20 else f"{digits[:20]}... ({len(digits):,} digits)"
         raise UsageError(f"preflight: {name}={shown} is more than any cluster has (at most {MAX_GPUS:,})")
     return int(digits)
+
+
+def _shown(text: str) -> str:
+    """The value as the message shows it: quoted with escapes (a control character stays on its line), cut."""
+    return ascii(text if len(text) <= 40 else text[:40] + "...")
 
 
 def _torch() -> Any:

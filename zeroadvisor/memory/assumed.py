@@ -140,6 +140,8 @@ class AssumedInput:
     def brief(self) -> str:
         """An item of the assumptions block: the flag that sets it and the value taken ("--load-dtype fp16");
         without a flag, what it is and where it is set ("optimizer AdamW (the DeepSpeed config)")."""
+        if self.name == "architecture":  # --model gives a whole model, not this value: "--model unknown" misleads
+            return f"{self.words} {self.shown_value()} ({self.flag})"
         if self.flag:
             return f"{self.flag.split('/')[0]} {self.shown_value()}"
         where = f"model field {self.field}" if self.field else "the DeepSpeed config"

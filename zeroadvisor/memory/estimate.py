@@ -43,7 +43,7 @@ from zeroadvisor.memory.verdict import DOES_NOT_FIT, FITS, PhasePeak, judge, sta
 from zeroadvisor.model.spec import LoadInputs, ModelSpec, Padding, TrainingShape
 from zeroadvisor.units import format_bytes
 from zeroadvisor.version import DEEPSPEED_TARGET
-from zeroadvisor.vocab import ACCOUNTINGS, Accounting, Device, Verdict
+from zeroadvisor.vocab import ACCOUNTINGS, Accounting, Device, Verdict, uncounted_words
 
 if TYPE_CHECKING:
     from zeroadvisor.memory.activations import Activations
@@ -73,6 +73,12 @@ class StageEstimate:
     # Dynamic padding (memory/padding.py): where the option does not fit at the maximum length, the longest padded
     # length at which it fits; with --padding longest the verdict is then unknown (the data decides).
     padded: PaddedFit | None = None
+    # why "activations" is uncounted: the inputs missing (memory/assumed.py ACTIVATION_INPUTS), for the words
+    activations_missing: tuple[str, ...] = ()
+
+    def uncounted_words(self, short: bool = True) -> list[str]:
+        """What the verdict leaves out, one phrase each, naming the inputs that would count it (vocab.py)."""
+        return uncounted_words(self.uncounted, self.activations_missing, short)
 
     @property
     def fits(self) -> bool | None:
@@ -230,10 +236,13 @@ def estimate(config: Config, model: ModelSpec, shape: TrainingShape | None = Non
     act = parallel_activations(model, shape, s.micro_batch, s.precision, layout)
     # A verdict that leaves a row out says so (no unqualified "fits" while activations are unknown).
     uncounted = ("activations",) if accounting == Accounting.DEEPSPEED and activations_unknown(assumed) else ()
+    # each input the activation term lacks, both where both are (the assumptions name the first alone)
+    missing = (("sequence_length",) if not shape.sequence_length else ()) + (
+        ("architecture",) if not (model.num_layers and model.hidden_size) else ()) if uncounted else ()
     assumptions += _accounting_assumptions(accounting, act, layout.data, cluster.gpus)
 
     run = _Run(model, shape, cluster, accounting, s, layout, local, spec, act, configured, SaveInputs.of(ds),
-               phase_split(model, layout, local, cluster), frozenset(assumptions), uncounted)
+               phase_split(model, layout, local, cluster), frozenset(assumptions), uncounted, missing)
     stages = [_stage_estimate(run, option) for option in options]
     assumed += _dynamic_padding(run, stages)
     return Estimate(model, shape, accounting, cluster, s, stages, skipped, assumptions, assumed, layout)
@@ -313,6 +322,7 @@ class _Run:
     split: PhaseSplit | None
     seen_notes: frozenset[str]  # the estimate's assumptions: an option's notes leave them out
     uncounted: tuple[str, ...]
+    activations_missing: tuple[str, ...]  # StageEstimate.activations_missing
 
 
 def _stage_estimate(run: _Run, option: Option) -> StageEstimate:
@@ -344,7 +354,7 @@ def _stage_estimate(run: _Run, option: Option) -> StageEstimate:
     return StageEstimate(option, run.s.configured and option == run.configured, per_gpu, host, nvme,
                          per_node_cpu, per_node_nvme, stated(judgement.verdict, uncounted), terms, stage_notes,
                          {p.phase: p for p in peaks}, judgement.phase, judgement.resource, uncounted,
-                         judgement.verdict)
+                         judgement.verdict, activations_missing=run.activations_missing)
 
 
 def _unchecked_storage(option: Option, capacities: dict[str, int | None]) -> tuple[str, ...]:

@@ -244,7 +244,10 @@ def _flag(section: Mapping[str, Any], name: str, key: str) -> bool:
 def _precision(ds: DeepSpeedSettings, wanted: str | None, assumed: list[AssumedInput]) -> str:
     """The model dtype. ``"enabled"`` is read as pydantic's lax bool reads it ("true" is True,
     coerce.lax_bool); "auto" is left to the HF integration, which fills it from --fp16/--bf16, and
-    so is filled here by ``wanted`` (--precision) when that is one of the values it can reach."""
+    so is filled here by ``wanted`` (--precision) when that is one of the values it can reach: fp32 (both
+    filled false), a format left "auto", or one whose section the config leaves out, which Accelerate (the
+    Trainer's) adds (DeepSpeedPlugin.set_mixed_precision; deepspeed/hf_fill.py accelerate_precision). A format
+    the config writes as not enabled stays the config's (given_conflicts refuses the other)."""
     if not ds.configured:
         if wanted is not None:
             return wanted
@@ -254,7 +257,7 @@ def _precision(ds: DeepSpeedSettings, wanted: str | None, assumed: list[AssumedI
     if ds.precision is not None:  # DeepSpeed asserts against both; fp16 is checked first (engine)
         return ds.precision
     open_ = list(ds.open_precisions)
-    if wanted is not None and (wanted == "fp32" or wanted in open_):
+    if wanted is not None and (wanted == "fp32" or wanted in open_ or _section_added(ds, wanted)):
         return wanted
     chosen = "bf16" if open_ == ["bf16"] else "fp16"
     key = ds.bf16_key if chosen == "bf16" else chosen
@@ -262,6 +265,12 @@ def _precision(ds: DeepSpeedSettings, wanted: str | None, assumed: list[AssumedI
                                    f"costed as {chosen} mixed precision (fp16 and bf16 cost the same bytes, fp32 "
                                    "more)", f"/{key}/enabled"))
     return chosen
+
+
+def _section_added(ds: DeepSpeedSettings, wanted: str) -> bool:
+    """Whether Accelerate adds the ``wanted`` 16-bit section with enabled true: the config has none (a config
+    with a precision left "auto" is read by an HF integration, which runs set_mixed_precision)."""
+    return wanted in ("fp16", "bf16") and wanted not in ds.keys
 
 
 def _optimizer(ds: DeepSpeedSettings, assumed: list[AssumedInput]) -> tuple[str, str, int, dict[str, Any]]:
@@ -478,6 +487,12 @@ def given_conflicts(config: Config, model: ModelSpec, gpus: int, given: Training
             continue
         source = INPUTS[name]
         by = " / ".join(part for part in (source.flag, source.field) if part)
+        if name == "precision" and ds.precision is None:  # "auto" left open, the asked-for format written off
+            key = ds.bf16_key if wanted == "bf16" else wanted
+            out.append(f"{by} gives {source.words} {wanted}, but the DeepSpeed config sets {key}.enabled to false: "
+                       f"its \"auto\" fills only {' or '.join((*ds.open_precisions, 'fp32'))}; change the config or "
+                       "drop the value")
+            continue
         out.append(f"{by} gives {source.words} {wanted}, but the DeepSpeed config runs {runs}: a given value only "
                    "fills what the config leaves \"auto\" or out; change the config or drop the value")
     return out

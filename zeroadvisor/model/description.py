@@ -89,8 +89,9 @@ FIELDS: tuple[DescriptionField, ...] = (
         "source",
         {"type": "string", "minLength": 1},
         "a path to a Hugging Face config.json",
-        "Path (relative to this file) of a Hugging Face config.json; the parameter count "
-        "and architecture are derived from it exactly.",
+        "Path (relative to this file) of a Hugging Face config.json or of a model folder holding one, or a Hub id "
+        "(meta-llama/Llama-3.1-8B) found as --model finds it (the Hugging Face cache, then zeroadvisor's catalog; "
+        "no network); the parameter count and architecture are derived from it exactly.",
     ),
     DescriptionField(
         "parameters",
@@ -801,13 +802,26 @@ def _check_description(doc: _Document) -> None:
 
 
 def _spec_from_hf_config_key(doc: _Document, path: Path) -> ModelSpec:
-    """``hf_config:``: the config.json beside the description, with the description's ``peft:``."""
+    """``hf_config:``: a config.json (or a model folder holding one) beside the description, or a Hub id found as
+    ``--model`` finds it (model/hub.py resolve: a local path first, then the Hugging Face cache, then the
+    catalog; no network), with the description's ``peft:``."""
+    from zeroadvisor.model.hub import resolve
+
     data = doc.data
-    target = path.parent / str(data["hf_config"])
+    try:
+        found = resolve(str(data["hf_config"]), relative_to=path.parent)
+    except ModelError as err:
+        named = f"{err.file} " if err.file else ""
+        raise doc.error(f"hf_config {named}{err.message}", "hf_config") from None
+    target = found.path
     if not target.is_file():
         raise doc.error(f"hf_config {target} does not exist", "hf_config")
     hf, spec = load_hf_config(target)
-    spec = dataclasses.replace(spec, source=f"{doc.file} -> {target}")
+    if found.origin in ("hf-cache", "catalog"):
+        notes = ((found.note,) if found.note else ()) + spec.notes
+        spec = dataclasses.replace(spec, source=f"{doc.file} -> {found.source}", notes=notes)
+    else:
+        spec = dataclasses.replace(spec, source=f"{doc.file} -> {target}")
     if "peft" in data:
         try:
             spec = apply_peft(spec, layout_from_hf_config(hf)[2], peft_settings(data["peft"]))

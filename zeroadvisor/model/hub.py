@@ -190,9 +190,16 @@ def suggestions(name: str, n: int = 3) -> list[str]:
 # --------------------------------------------------------------------------- resolution
 
 
-def resolve(name: str, environ: Mapping[str, str] | None = None) -> Resolved:
-    """Where the config of ``--model NAME`` is; ModelError (one line) when nowhere."""
-    path = Path(name)
+# What to give instead of a name found nowhere: --model's path, or hf_config's (relative to the description)
+_INSTEAD = {True: "--model PATH (a config.json, a model directory or a model description)",
+            False: "hf_config the path of a config.json or a model directory, relative to the description"}
+
+
+def resolve(name: str, environ: Mapping[str, str] | None = None, relative_to: Path | None = None) -> Resolved:
+    """Where the config of ``--model NAME`` is; ModelError (one line) when nowhere. ``relative_to``: the folder a
+    local path is read from (a model description's ``hf_config:``: its own folder; --model: the current one)."""
+    path = Path(name) if relative_to is None else relative_to / name
+    shown = name if relative_to is None else str(path)
     if path.is_dir():
         config = path / CONFIG_NAME
         if config.is_file():
@@ -200,11 +207,11 @@ def resolve(name: str, environ: Mapping[str, str] | None = None) -> Resolved:
         raise ModelError(
             f"is a directory without {CONFIG_NAME}: give the model directory that "
             f"save_pretrained wrote, or the path of a config.json or model description",
-            file=name,
+            file=shown,
         )
     if path.exists() or not is_repo_id(name) or path.suffix.lower() in FILE_SUFFIXES:
-        return Resolved(path, "path", name)  # the reader reports a missing or unreadable file
-    searched = [f"no file or directory {name}"]
+        return Resolved(path, "path", shown)  # the reader reports a missing or unreadable file
+    searched = [f"no file or directory {shown}"]
     cache = hub_cache_dir(environ)
     cached, why = from_cache(name, cache)
     if cached is not None:
@@ -222,8 +229,8 @@ def resolve(name: str, environ: Mapping[str, str] | None = None) -> Resolved:
     hint = f" (did you mean {' or '.join(close)}?)" if close else ""
     searched.append(f"not in zeroadvisor's catalog of {len(catalog())} models{hint}")
     raise ModelError(
-        f"model {name} not found offline: {'; '.join(searched)}. Give --model PATH (a config.json, "
-        f"a model directory or a model description), or fetch the config: "
+        f"model {name} not found offline: {'; '.join(searched)}. Give {_INSTEAD[relative_to is None]}, or fetch "
+        f"the config: "
         f"hf download {name} {CONFIG_NAME}"
     )
 

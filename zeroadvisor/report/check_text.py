@@ -61,7 +61,7 @@ def recommendation_sentence(rec: overview.Headline, unit: str) -> str:
         return f"Recommended ({code}): change {', '.join(advice.keys)}"
     text = f"Recommended ({code}): {advice.description}, peak {format_bytes(advice.peak_gpu, unit)} per GPU"
     if advice.stage.uncounted:
-        text += " (" + "; ".join(labels.UNCOUNTED_SHORT[row] for row in advice.stage.uncounted) + ")"
+        text += " (" + "; ".join(advice.stage.uncounted_words()) + ")"
     from zeroadvisor.advisor.ranking import step_time_words
 
     speed = step_time_words(advice.step_time_s, advice.configured_step_time_s, short=True)

@@ -161,8 +161,7 @@ def verdict_words(st: StageEstimate) -> str:
 def qualifiers(st: StageEstimate, short: bool = True) -> list[str]:
     """What the verdict does not cover, one phrase each: the rows not counted, and the padded length that fits
     where the lengths are maxima (short: the one-screen report's words)."""
-    words = labels.UNCOUNTED_SHORT if short else labels.UNCOUNTED_WORDS
-    out = [words[row] for row in st.uncounted]
+    out = st.uncounted_words(short)
     if st.padded is not None and st.verdict == Verdict.UNKNOWN:
         out.append(st.padded.words(short))
     return out
@@ -179,7 +178,7 @@ def recommendation_words(rec: Headline, unit: str) -> str:
         return f"Recommended ({code}): change {', '.join(advice.keys)}"
     text = f"Recommended ({code}): {advice.description}, peak {format_bytes(advice.peak_gpu, unit)} per GPU"
     if advice.stage.uncounted:  # fits on what is counted: never said plain (memory/verdict.py stated)
-        text += " (" + "; ".join(labels.UNCOUNTED_SHORT[row] for row in advice.stage.uncounted) + ")"
+        text += " (" + "; ".join(advice.stage.uncounted_words()) + ")"
     speed = advice.step_time_words
     cost = f"{speed}; {advice.cost}" if speed else advice.cost
     return f"{text}; cost: {cost}" if cost else text
