@@ -43,6 +43,7 @@ def project(tmp_path: Path) -> Path:
     """A repository's work tree: two configs of its own, and what a developer's checkout holds beside them."""
     root = tmp_path / "repo"
     _write(root, {
+        ".git/ds_config.json": TYPO,  # (before git init: a .git folder holding a config, never walked)
         "configs/ds_z3.json": TYPO,
         "train/zero2.json": TYPO,
         f"{SITE}/template_zero3.json": TEMPLATE,
@@ -89,6 +90,7 @@ def test_no_default_excludes_walks_everything(cli, project):
     found = _linted(cli, project, "--no-default-excludes", ".")
     assert {"configs/ds_z3.json", f"{SITE}/template_zero3.json", "node_modules/some-package/ds_config.json",
             "outputs/run1/ds_config.json", "build/lib/pkg/ds.json", ".cache/ds.json"} <= found
+    assert not any(name.startswith(".git/") for name in found)  # version control's own folder: never walked
 
 
 @needs_git

@@ -29,6 +29,10 @@ DEFAULT_EXCLUDED_DIRS = frozenset({
 })
 
 
+# Version control's own folders: never walked, --no-default-excludes or not (they hold no file of the project's).
+VCS_DIRS = frozenset({".git", ".hg", ".svn", ".jj"})
+
+
 @dataclass(frozen=True)
 class ExcludePattern:
     """One ``--exclude`` pattern and the folder a pattern with ``/`` is relative to (absolute)."""
@@ -72,6 +76,8 @@ class Excludes:
     def excludes(self, path: str, is_dir: bool) -> bool:
         """Whether the walk leaves out ``path`` (a folder when ``is_dir``), found below the folder walked."""
         name = os.path.basename(os.path.normpath(path))
+        if is_dir and name in VCS_DIRS:
+            return True
         if self.defaults and is_dir and (name in DEFAULT_EXCLUDED_DIRS or name.startswith(".")):
             return True
         return any(pattern.matches(path, is_dir) for pattern in self.patterns)
