@@ -141,6 +141,24 @@ def test_every_documented_form_of_configs_reaches_lint_and_check(job, configs):
     assert named or "labels.json" not in runner.summary + last.stdout
 
 
+def test_the_default_dot_lints_only_the_projects_configs(job, tmp_path):
+    """A developer's checkout as a self-hosted runner keeps it: a virtual environment with DeepSpeed's own
+    autotuning templates, node_modules, and a training run's output that .gitignore ignores (lint.md)."""
+    workspace = tmp_path / "workspace"  # the job fixture's checkout
+    templates = workspace / ".venv/lib/python3.11/site-packages/deepspeed/autotuning/config_templates"
+    templates.mkdir(parents=True)
+    (templates / "template_zero3.json").write_text(json.dumps({"zero_optimization": {"stage": 3}}))
+    (workspace / "node_modules" / "pkg").mkdir(parents=True)
+    (workspace / "node_modules" / "pkg" / "ds_config.json").write_text(json.dumps(TYPO))
+    (workspace / "outputs" / "run1").mkdir(parents=True)
+    (workspace / "outputs" / "run1" / "ds_config.json").write_text(json.dumps(TYPO))
+    (workspace / ".gitignore").write_text("outputs/\n")
+    runner = job(CLUSTER)
+    assert reported(runner) == ["ds.json", "zero3.json"], runner.step("Check memory (markdown)").stderr
+    last = runner.step("Lint (annotations, fail-on)")
+    assert "template_zero3" not in last.stdout and "node_modules" not in last.stdout and "outputs/" not in last.stdout
+
+
 def test_a_clean_config_passes_the_job(job):
     runner = job({**CLUSTER, "configs": "configs/ds.json"})
     assert runner.step("Check memory (markdown)").outputs["exit-code"] == "0"

@@ -36,10 +36,11 @@ def tree(tmp_path: Path) -> Path:
 
 def test_directory_lints_configs_by_content_and_counts_the_rest(cli, tree):
     result = cli("lint", "--fail-on", "never", ".", cwd=tree)
-    assert result.stdout.splitlines()[-1].startswith("4 files checked (5 skipped: not DeepSpeed configs): ")
+    # .github/ is a hidden folder: not walked (config/excludes.py), so 4 of the 5 other files are judged and skipped
+    assert result.stdout.splitlines()[-1].startswith("4 files checked (4 skipped: not DeepSpeed configs): ")
     data = json.loads(cli("lint", "--format", "json", ".", cwd=tree).stdout)
     # "." walked gives the names as the repository has them (GitHub matches annotations and SARIF on those)
-    assert sorted(data["skipped"]) == sorted(NOT_CONFIGS)
+    assert sorted(data["skipped"]) == sorted(name for name in NOT_CONFIGS if not name.startswith("."))
     linted = {f["file"] for f in data["findings"]}
     assert {"ds_config.json", "template.json"} <= linted  # the template's syntax error is reported
     named = json.loads(cli("lint", "--format", "json", "./", cwd=tree).stdout)

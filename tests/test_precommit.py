@@ -87,3 +87,18 @@ def test_pre_commit_finds_what_lint_finds(cli, corpus, tmp_path):
     assert found_by_hook == found_by_lint, hook.stdout + hook.stderr
     assert hook.returncode == 1 and lint.returncode == 1
     assert "configs/config.json" not in hook.stdout and "package.json" not in hook.stdout
+
+
+@pytest.mark.parametrize("hook", HOOKS, ids=lambda hook: hook["id"])
+def test_both_hooks_pass_on_the_projects_sample_configs(cli, hook, tmp_path):
+    """Each hook's entry on what pre-commit passes it from sample_configs/ (a LLaMA-Factory training YAML among
+    them, a model description and a model's config.json): skipped by content, so the hooks pass and fix nothing."""
+    shutil.copytree(REPO / "sample_configs", tmp_path / "sample_configs")
+    files = sorted(str(p.relative_to(tmp_path)) for p in (tmp_path / "sample_configs").rglob("*")
+                   if p.is_file() and selected(str(p.relative_to(tmp_path))))
+    assert "sample_configs/llama_factory_sft.yaml" in files
+    before = {name: (tmp_path / name).read_bytes() for name in files}
+    result = cli(*hook["entry"].split()[1:], *files, cwd=tmp_path, env={"PRE_COMMIT": "1"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "skipped sample_configs/llama_factory_sft.yaml: not a DeepSpeed config: LLaMA-Factory" in result.stderr
+    assert {name: (tmp_path / name).read_bytes() for name in files} == before

@@ -42,7 +42,7 @@ def test_example(rule, index, example, tmp_path):
     if rule.needs_advice:
         findings = run_check_example(example.config, example.options, tmp_path)
     else:
-        findings = lint_text(example.config, "example.json", LintOptions(**example.lint_keywords()))
+        findings = lint_text(example.config, example.name, LintOptions(**example.lint_keywords()))
     fired = [f for f in findings if f.code == rule.code]
     if example.fails:
         assert fired, f"{rule.name} should fire on {example.config}; got {findings}"

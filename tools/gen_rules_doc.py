@@ -41,7 +41,11 @@ def render() -> str:
             options = example.describe_options()
             config = example.config.strip()
             marks = fence(config)  # a rule's example may itself hold a fence (ZA001: a stray ``` after the config)
-            out += [f"{label}{' with ' + options if options else ''}:", "", f"{marks}json", config, marks, ""]
+            yaml = example.name.endswith((".yaml", ".yml"))  # linted as a YAML file of that name
+            named = f" as `{example.name}`" if yaml else ""
+            language = "yaml" if yaml else "json"
+            out += [f"{label}{named}{' with ' + options if options else ''}:", "", f"{marks}{language}", config, marks,
+                    ""]
         if rule.source:
             out += [f"Source: {rule.source}"]
     return "\n".join(out).rstrip() + "\n"

@@ -18,6 +18,7 @@ from zeroadvisor.lint.findings import Finding, Severity
 
 if TYPE_CHECKING:
     from zeroadvisor.advisor.check import CheckOptions, CheckResult
+    from zeroadvisor.config.excludes import Excludes
     from zeroadvisor.config.source import Document
     from zeroadvisor.config.training_args import TrainingArgs
     from zeroadvisor.deepspeed.settings import Config
@@ -177,7 +178,8 @@ def lint(inputs: RunInputs, stdin: BinaryIO | None = None) -> LintResult:
     changed: list[str] = []
     fix_errors: list[str] = []
     used: set[str] = set()  # codes of the rules some file was linted with
-    sources, skipped = _to_read(inputs)
+    sources, skipped, walk_notes = _to_read(inputs)
+    notes += walk_notes
     for source, walked in sources:
         # lint runs the lint rules; check's advice rules need the memory model (check without it: fixes only)
         rules = [r for r in inputs.rules.for_file(source.name) if not r.needs_advice]
@@ -236,35 +238,40 @@ def _release_notes(release: ReleaseChoice, said: list[str]) -> list[str]:
     return [text for text in (release.describe(), *release.notes) if text not in said]
 
 
-def _to_read(inputs: RunInputs) -> tuple[list[tuple[ConfigSource, bool]], list[str]]:
+def _to_read(inputs: RunInputs) -> tuple[list[tuple[ConfigSource, bool]], list[str], list[str]]:
     """The configs to read, paths expanded (directories, glob patterns: config/paths.py) for lint and check alike,
-    each with whether it was walked to (found in a directory, or named with ``only_configs``), and the files
-    skipped: walked to and not a DeepSpeed or Accelerate config by their content (deepspeed/kind.py)."""
+    each with whether it was walked to (found in a directory, or named with ``only_configs``), the files
+    skipped: walked to and not a DeepSpeed or Accelerate config by their content (deepspeed/kind.py), and the
+    notes of the walks (git could not say what .gitignore leaves out)."""
     from zeroadvisor.deepspeed.kind import kind_of_file
 
     sources: list[tuple[ConfigSource, bool]] = []
     skipped: list[str] = []
-    for source, found in _expand(inputs.configs, dash_is_stdin=inputs.command == "lint"):
+    expanded, notes = _expand(inputs.configs, inputs.excludes, dash_is_stdin=inputs.command == "lint")
+    for source, found in expanded:
         walked = source.is_file and (found or inputs.only_configs)
         if walked and kind_of_file(source.name) is None:
             skipped.append(source.name)
         else:
             sources.append((source, walked))
-    return sources, skipped
+    return sources, skipped, notes
 
 
-def _expand(configs: Sequence[ConfigSource], dash_is_stdin: bool) -> list[tuple[ConfigSource, bool]]:
-    """(source, found in a folder) for each config: paths expanded (config/paths.py), in-memory ones as they are."""
-    from zeroadvisor.config.paths import PathError, expand_inputs
+def _expand(configs: Sequence[ConfigSource], excludes: Excludes,
+            dash_is_stdin: bool) -> tuple[list[tuple[ConfigSource, bool]], list[str]]:
+    """(source, found in a folder) for each config: paths expanded (config/paths.py), in-memory ones as they are;
+    and the notes of the folder walks."""
+    from zeroadvisor.config.paths import PathError, expand_walk
     from zeroadvisor.inputs.source import ConfigSource
 
     if not any(source.text is None for source in configs):
-        return [(source, False) for source in configs]
+        return [(source, False) for source in configs], []
     try:
-        expanded = expand_inputs([source.name for source in configs])
+        expanded = expand_walk([source.name for source in configs], excludes)
     except PathError as err:
         raise UsageError(str(err)) from None
-    return [(ConfigSource.path(item.path, dash_is_stdin=dash_is_stdin), item.found) for item in expanded]
+    return ([(ConfigSource.path(item.path, dash_is_stdin=dash_is_stdin), item.found) for item in expanded.inputs],
+            expanded.notes)
 
 
 def _lint_source(source: ConfigSource, options: LintOptions | None, rules: Sequence[Rule],
@@ -572,14 +579,14 @@ def check(inputs: RunInputs) -> CheckRun:
     that names nothing, or only files that are not configs, is a UsageError."""
     if inputs.lint_only:  # no model: the command line runs the lint flow (lint) instead
         raise ValueError("check needs the model and the cluster; without them run the lint flow")
-    sources, skipped = _to_read(inputs)
+    sources, skipped, walk_notes = _to_read(inputs)
     if not sources:
         from zeroadvisor.deepspeed.kind import NOT_A_CONFIG
 
         raise UsageError(f"{', '.join(s.name for s in inputs.configs)}: no config to check ({len(skipped)} "
                          f"file(s) skipped: {NOT_A_CONFIG})")
     return CheckRun(inputs, tuple(source for source, _ in sources), tuple(skipped),
-                    frozenset(source.name for source, walked in sources if walked))
+                    frozenset(source.name for source, walked in sources if walked), list(walk_notes))
 
 
 def check_one(inputs: RunInputs, source: ConfigSource) -> CheckReport:

@@ -289,7 +289,9 @@ def explain_rule(v: Values) -> ExitCode:
     for example in rule.examples:
         label = "Fails" if example.fails else "Passes"
         options = f" (with {example.describe_options()})" if example.options else ""
-        out.append(f"{label}{options}:\n  {example.config}\n")
+        named = f" as {example.name}" if example.name.endswith((".yaml", ".yml")) else ""
+        config = example.config.rstrip("\n").replace("\n", "\n  ")  # a YAML example keeps its lines, indented
+        out.append(f"{label}{named}{options}:\n  {config}\n")
     if rule.source:
         out.append(f"Source: {rule.source}")
     sys.stdout.write("".join(line + "\n" for line in out))

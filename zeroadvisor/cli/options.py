@@ -207,7 +207,8 @@ PANELS: dict[str, tuple[str, ...]] = {
     "Cluster": ("gpus", "gpus_per_node", "gpu", "gpu_memory", "cpu_memory", "nvme", "headroom"),
     "Step time (the machine fixes are ranked on)": ("efficiency", "inter_node_bandwidth", "cpu_cores",
                                                     "nvme_bandwidth", "launcher"),
-    "Rules and fixes": ("select", "ignore", "integration", "suggest", "fix", "diff", "only_configs"),
+    "Rules and fixes": ("select", "ignore", "integration", "suggest", "fix", "diff", "only_configs", "exclude",
+                        "no_default_excludes"),
     "Output": ("format", "fail_on", "unit", "accounting", "explain", "verbose", "all_options"),
 }
 
@@ -229,6 +230,14 @@ VERBOSE = Param("verbose", ("--verbose", "-v"), "Text: the whole report (the fin
 ALL_OPTIONS = Param("all_options", ("--all",), "Text: show every stage/offload option (default: the configured, the "
                     "recommended and the stages without offload).", default=False, kind=bool)
 
+# How folders are walked (config/excludes.py); a file named on the command line is always read.
+EXCLUDE = Param("exclude", ("--exclude",), "Leave out of folder walks the files and folders matching this "
+                "gitignore-style pattern (a name, or a path relative to the current folder; repeatable).",
+                multiple=True, metavar="PATTERN")
+NO_DEFAULT_EXCLUDES = Param("no_default_excludes", ("--no-default-excludes",), "Walk into hidden folders, virtual "
+                            "environments, node_modules, build output and what .gitignore leaves out.",
+                            default=False, kind=bool)
+
 LINT = Command("lint", "Lint DeepSpeed config files.", (
     Param("paths", help="Config files, directories or glob patterns; - reads standard input.", multiple=True,
           required=True, metavar="PATH"),
@@ -238,6 +247,7 @@ LINT = Command("lint", "Lint DeepSpeed config files.", (
     INTEGRATION, DEEPSPEED_VERSION, SELECT, IGNORE,
     Param("only_configs", ("--only-configs",), "Skip named files whose content is not a DeepSpeed or Accelerate "
           "config, as files found in a directory are (for pre-commit hooks).", default=False, kind=bool),
+    EXCLUDE, NO_DEFAULT_EXCLUDES,
     Param("fix", ("--fix",), "Write the lint fixes into each file (atomically, every other byte kept), then report "
           "what remains.", default=False, kind=bool),
     Param("diff", ("--diff",), "Print the lint fixes as a unified diff and write nothing (the exit code is lint's; "
@@ -263,7 +273,8 @@ CHECK = Command("check", "Pre-flight check: lint findings and memory advice, wit
           "fixes alone).", default=False, kind=bool),
     Param("fix", ("--fix",), "Write the fixes into each CONFIG (atomically; without --model: the lint fixes alone, "
           "no memory advice).", default=False, kind=bool),
-    INTEGRATION, DEEPSPEED_VERSION, SELECT, IGNORE, ACCOUNTING, UNIT, SEQ_LEN, CHECKPOINTING, FLASH, EXPLAIN, VERBOSE,
+    INTEGRATION, DEEPSPEED_VERSION, SELECT, IGNORE, EXCLUDE, NO_DEFAULT_EXCLUDES, ACCOUNTING, UNIT, SEQ_LEN,
+    CHECKPOINTING, FLASH, EXPLAIN, VERBOSE,
     *RUN_INPUTS,
     *PEFT_INPUTS, *THROUGHPUT_INPUTS, ALL_OPTIONS,
 ))

@@ -11,6 +11,7 @@ count, and the walk goes on). ``.zeroadvisor.toml`` holds the same keys at its t
     format = "text"                  # any --format the command accepts
     integration = "hf-trainer"       # deepspeed | hf-trainer | accelerate | any
     deepspeed-version = "0.14"       # the DeepSpeed release(s) to read configs as (else: the pins found)
+    exclude = ["legacy/", "third_party"]  # left out of folder walks, beside the defaults (config/excludes.py)
 
     [per-file-ignores]               # globs relative to this file's folder
     "legacy/**/*.json" = ["ZA101"]
@@ -96,6 +97,8 @@ TRAINING_KEYS: dict[str, str] = {"seq-len": "seq_len", "target-len": "target_len
                                  "liger-kernel": "liger_kernel"}
 TABLES: dict[str, dict[str, str]] = {"cluster": CLUSTER_KEYS, "training": TRAINING_KEYS}
 RULE_KEYS = ("select", "ignore", "per-file-ignores")
+# Patterns folder walks leave out (config/excludes.py), relative to the configuration's folder.
+EXCLUDE_KEY = "exclude"
 # A card the project declares, [gpus.NAME]: key -> the GpuSpec field (hardware/table.py) it gives. The values are
 # parsed where the run's inputs are resolved (zeroadvisor/inputs/project.py), as the cluster's are.
 GPU_KEYS: dict[str, str] = {"memory": "memory", "dense-tflops": "dense_tflops",
@@ -128,6 +131,7 @@ class ProjectConfig:
     # parameter name -> where the file sets it, for messages: "pyproject.toml:9: 'tool.zeroadvisor.cluster.gpus'"
     origins: dict[str, str] = field(default_factory=dict)
     gpus: tuple[DeclaredGpu, ...] = ()  # the cards the project declares ([gpus.NAME])
+    exclude: tuple[str, ...] = ()  # what folder walks leave out, patterns relative to root
 
     @property
     def root(self) -> str:
@@ -246,7 +250,7 @@ def _parse(table: Any, path: str, text: str, prefix: str) -> ProjectConfig:
     if "gpu" in parsing.values and "gpu_memory" in parsing.values:
         raise ProjectConfigError(f"{path}: give cluster.gpu or cluster.gpu-memory, not both")
     return ProjectConfig(os.path.abspath(path), parsing.select, parsing.ignore, tuple(parsing.per_file),
-                         parsing.values, parsing.origins, tuple(parsing.gpus))
+                         parsing.values, parsing.origins, tuple(parsing.gpus), parsing.exclude)
 
 
 @dataclass
@@ -262,6 +266,7 @@ class _Parsing:
     ignore: tuple[str, ...] = ()
     per_file: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)
     gpus: list[DeclaredGpu] = field(default_factory=list)
+    exclude: tuple[str, ...] = ()
 
     def where(self, key: str) -> str:
         line = _line_of(self.text, key)
@@ -279,6 +284,8 @@ class _Parsing:
             if not isinstance(value, dict):
                 raise TypeError("expected a table of glob = [rules]")
             self.per_file = [(pattern, _strings(rules)) for pattern, rules in value.items()]
+        elif key == EXCLUDE_KEY:
+            self.exclude = _strings(value)
         elif key in RUN_KEYS:
             self._set(RUN_KEYS[key], value, key, key)
         elif key in TABLES:
@@ -286,7 +293,7 @@ class _Parsing:
         elif key == "gpus":
             self._read_gpus(value)
         else:
-            known = ", ".join((*RULE_KEYS, *RUN_KEYS, *TABLES, "gpus"))
+            known = ", ".join((*RULE_KEYS, EXCLUDE_KEY, *RUN_KEYS, *TABLES, "gpus"))
             raise ProjectConfigError(f"{self.where(key)}: unknown key '{self.dotted(key)}' (known: {known})")
 
     def _read_table(self, name: str, table: Any) -> None:

@@ -110,6 +110,9 @@ class Document:
     deviations: list[Deviation] = field(default_factory=list)
     duplicates: list[Duplicate] = field(default_factory=list)
     _line_starts: list[int] = field(default_factory=list)
+    # the text's syntax: "hjson" (what DeepSpeed reads every path with), or "yaml" where the YAML reader read it
+    # (config/yaml_source.py): rules/syntax.py yaml-config says what DeepSpeed makes of a YAML by path
+    syntax: str = "hjson"
     # What the layers above read from ``data`` once per document (derived); not part of the document's value.
     _derived: dict[Callable[..., Any], Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 

@@ -49,7 +49,7 @@ _MERGE = "tag:yaml.org,2002:merge"
 
 def parse_yaml(text: str, name: str = "<text>") -> Document:
     """A YAML config as a Document: JSON-view data plus the position of every key and value."""
-    doc = Document(name=name, text=text)
+    doc = Document(name=name, text=text, syntax="yaml")
     load_yaml(text, doc)
     return doc
 

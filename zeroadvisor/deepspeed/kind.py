@@ -7,8 +7,10 @@ anything else through the DeepSpeed rules (rules/linter.py), and the Accelerate 
 The same test decides, where files are *found* rather than named (``lint DIR`` and the pre-commit hook,
 ``lint --only-configs``, whose file pattern admits every config extension), which are linted at all
 (``kind_of_file``). A file named on the command line is always linted, except an Accelerate config of a run
-without DeepSpeed (FSDP, plain multi-GPU: ``not_deepspeed``), which ``lint`` and ``check`` name in one line
-instead (and skip, with a note, where they find it).
+without DeepSpeed (FSDP, plain multi-GPU: ``not_deepspeed``) or a training-arguments file (LLaMA-Factory's or
+axolotl's training YAML, a Hugging Face TrainingArguments YAML/JSON: ``TRAINING``), which ``lint`` and ``check``
+name in one line instead (and skip, with a note, where they find it): read as a DeepSpeed config such a file is a
+dozen false findings (``bf16: true`` "must be an object") on a file DeepSpeed never reads.
 """
 
 from __future__ import annotations
@@ -20,9 +22,28 @@ from typing import Any
 
 from zeroadvisor.config.accelerate import is_accelerate_config, other_launcher
 from zeroadvisor.config.source import Document
+from zeroadvisor.config.training_args import DEEPSPEED_KEY, DEFAULTS, MARKERS, MODEL_KEYS, project_of
 
 DEEPSPEED = "deepspeed"
 ACCELERATE = "accelerate"
+TRAINING = "training-args"  # the Trainer's arguments: LLaMA-Factory, axolotl, TrainingArguments
+
+# How the one line names a training-arguments file, by its project (config/training_args.py project_of).
+TRAINING_NAMES: dict[str, str] = {
+    "llama-factory": "LLaMA-Factory training arguments", "axolotl": "axolotl training arguments",
+    "transformers": "Hugging Face TrainingArguments",
+}
+# Top-level keys a training-arguments file shares with DeepSpeed's top level, with a value of another shape
+# (``bf16: true`` where DeepSpeed reads an object; axolotl's ``optimizer: adamw_bnb_8bit``): TrainingArguments
+# fields (transformers 5.24) that are DeepSpeed keys too, and axolotl's optimizer name.
+_SHARED_KEYS = frozenset({"activation_checkpointing", "bf16", "dataloader_drop_last", "fp16",
+                          "gradient_accumulation_steps", "log_level", "optimizer"})
+# Keys that only a training-arguments file has: the TrainingArguments fields the integration reads, the projects'
+# own markers, the model and output paths, and the path to the DeepSpeed config itself (none a DeepSpeed key:
+# tests/test_training_args_kind.py).
+TRAINING_MARKERS = frozenset({*DEFAULTS, *(key for keys in MARKERS.values() for key in keys), *MODEL_KEYS,
+                              DEEPSPEED_KEY, "output_dir", "do_train", "num_train_epochs",
+                              "lr_scheduler_type"}) - _SHARED_KEYS
 
 # Top-level keys of the YAML `accelerate config` writes that name its launcher setup
 # (accelerate/commands/config/config_args.py, ClusterConfig.distributed_type / deepspeed_config).
@@ -69,23 +90,41 @@ def is_model_description(data: Any) -> bool:
 
 
 def kind_of_data(data: Any) -> str | None:
-    """DEEPSPEED, ACCELERATE or None for a parsed config.
+    """DEEPSPEED, ACCELERATE, TRAINING or None for a parsed config.
 
     An Accelerate launcher config is one config/accelerate.py recognises (``distributed_type``, or a
     ``deepspeed_config`` mapping). An object with any DeepSpeed top-level key is a DeepSpeed config, and
     so is an empty object (DeepSpeed runs on its defaults; the corpus has one); so is one with an
     Accelerate key that is not an Accelerate config (a ``deepspeed_config`` that is not a mapping): the
     DeepSpeed rules read it and say what it is. A zeroadvisor model description is none of them, though its
-    ``activation_checkpointing`` is a DeepSpeed key too. Keys starting with ``_`` are comments.
+    ``activation_checkpointing`` is a DeepSpeed key too; a training-arguments file is TRAINING
+    (``is_training_args``). Keys starting with ``_`` are comments.
     """
     if is_accelerate_config(data):
         return ACCELERATE
     if not isinstance(data, dict) or is_model_description(data):  # check --model's file, found beside the configs
         return None
+    if is_training_args(data):
+        return TRAINING
     keys = {str(key) for key in data if not str(key).startswith("_")}
     if not data or keys & (deepspeed_keys() | ACCELERATE_KEYS):
         return DEEPSPEED
     return None
+
+
+def is_training_args(data: Any) -> bool:
+    """A training-arguments file: a key only such a file has (``output_dir``, ``cutoff_len``, ``base_model``,
+    ``per_device_train_batch_size``), and nothing that makes it a DeepSpeed config: no DeepSpeed key besides the
+    shared ones (``train_batch_size``, ``zero_optimization``), no shared key holding an object (``bf16:
+    {enabled: true}``). A DeepSpeed config with a stray ``learning_rate`` still has its sections, so it is
+    linted (and the stray key reported)."""
+    if not isinstance(data, dict):
+        return False
+    if not {str(key) for key in data} & TRAINING_MARKERS:
+        return False
+    ours = deepspeed_keys()
+    return all(str(key) in _SHARED_KEYS and not isinstance(value, (dict, list))
+               for key, value in data.items() if str(key) in ours)
 
 
 def _document_kind(document: Document) -> str | None:
@@ -99,14 +138,18 @@ def kind_of(document: Document) -> str | None:
 
 def _not_deepspeed(document: Document) -> str | None:
     launcher = other_launcher(document.data)
-    if launcher is None:
-        return None
-    return f"an Accelerate {LAUNCHER_NAMES.get(launcher, launcher)} config (distributed_type: {launcher})"
+    if launcher is not None:
+        return f"an Accelerate {LAUNCHER_NAMES.get(launcher, launcher)} config (distributed_type: {launcher})"
+    if kind_of(document) == TRAINING:
+        project = TRAINING_NAMES[project_of(document.data)]
+        return f"{project} (check reads them with --training-args)"
+    return None
 
 
 def not_deepspeed(document: Document) -> str | None:
     """What an Accelerate config that starts no DeepSpeed run is ("an Accelerate FSDP config (distributed_type:
-    FSDP)"), None for any other document; decided once per document. ``lint`` and ``check`` say so in one line
+    FSDP)"), or a training-arguments file ("LLaMA-Factory training arguments, ..."), None for any other document;
+    decided once per document. ``lint`` and ``check`` say so in one line
     (``not_deepspeed_line``) instead of linting it, and skip such a file found in a folder."""
     return document.derived(_not_deepspeed)
 

@@ -15,10 +15,12 @@ message that names the flag, keyword or project key it came from.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from zeroadvisor.config.excludes import Excludes
 from zeroadvisor.inputs.errors import UsageError
 from zeroadvisor.inputs.model import TRAINING_INPUTS, model_and_shape
 from zeroadvisor.inputs.rules import RuleChoice
@@ -49,7 +51,7 @@ ADVICE_COMMANDS = ("check", "preflight")  # the advice needs the memory per GPU
 INPUTS: frozenset[str] = frozenset({
     *PARSERS, *TRAINING_INPUTS, "paths", "text", "config", "name", "model", "params", "select", "ignore",
     "accounting", "unit", "format", "explain", "verbose", "all_options", "suggest", "diff", "fix", "only_configs",
-    "training_args", "launch",
+    "training_args", "launch", "exclude", "no_default_excludes",
 })
 # What the files may say when no flag does: the world size (a launch command, an Accelerate config).
 WORLD_INPUTS = ("gpus",)
@@ -100,6 +102,8 @@ class RunInputs:
     # with the words naming where it came from; None: each config's own pin decides (release_for)
     deepspeed_version: str | None = None
     deepspeed_version_label: str = "--deepspeed-version"
+    # what folder walks leave out (config/excludes.py): --exclude, the project configuration's exclude, defaults
+    excludes: Excludes = field(default_factory=Excludes)
 
     def release_for(self, source: ConfigSource | None) -> ReleaseChoice:
         """The releases one config is read as (inputs/release.py): the request, else its pin, else the installed
@@ -166,7 +170,25 @@ def build(command: str, given: Mapping[str, Any], *, keywords: Mapping[str, Any]
         _refuse_missing(command, values, spelling, project, deferred)
     configs, notes = _from_files(command, values, spelling, project, trainer, need_world=not lint_only)
     _refuse_fix_without_file(command, values, configs, spelling)
-    return _assemble(command, values, spelling, project, trainer, configs, tuple(notes), readings, lint_only)
+    inputs = _assemble(command, values, spelling, project, trainer, configs, tuple(notes), readings, lint_only)
+    return replace(inputs, excludes=_excludes(values, found[0] if found is not None else None, spelling))
+
+
+def _excludes(values: dict[str, Any], config: ProjectConfig | None, spelling: Spelling) -> Excludes:
+    """What folder walks leave out: --exclude (relative to the current folder), the project configuration's
+    exclude (relative to its folder), and the defaults unless --no-default-excludes."""
+    from zeroadvisor.config.excludes import ExcludePattern, excludes_from
+
+    given = values.get("exclude") or ()
+    patterns = (given,) if isinstance(given, str) else tuple(given) if isinstance(given, (list, tuple)) else None
+    if patterns is None or not all(isinstance(pattern, str) for pattern in patterns):
+        raise UsageError(f"{spelling.label('exclude')}: expected glob patterns (a string or a list of strings), "
+                         f"got {given!r}")
+    excludes = excludes_from(patterns, os.curdir, defaults=not values.get("no_default_excludes"))
+    if config is None or not config.exclude:
+        return excludes
+    configured = tuple(ExcludePattern(pattern, config.root) for pattern in config.exclude if pattern.strip("/"))
+    return replace(excludes, patterns=configured + excludes.patterns)
 
 
 def _fixes_only(values: dict[str, Any], trainer: TrainerInputs | None) -> bool:

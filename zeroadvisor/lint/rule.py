@@ -40,11 +40,13 @@ class Hit:
 
 @dataclass(frozen=True, slots=True)
 class Example:
-    """A config (JSON text) and lint options; ``fails`` says whether the rule must fire."""
+    """A config (JSON text, or YAML under a .yaml ``name``) and lint options; ``fails`` says whether the rule must
+    fire."""
 
     config: str
     fails: bool
     options: dict[str, Any] = field(default_factory=dict)
+    name: str = "example.json"  # the file name it is linted as: a .yaml/.yml name reads it as YAML
 
     def lint_keywords(self) -> dict[str, Any]:
         """The options as LintOptions keywords: a ``deepspeed_version`` request becomes the releases it names."""

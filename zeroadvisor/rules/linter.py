@@ -13,8 +13,8 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from zeroadvisor.config.reader import read_document
-from zeroadvisor.config.source import Document, ParseError, parse
+from zeroadvisor.config.reader import read_document, read_text_document
+from zeroadvisor.config.source import Document, ParseError
 from zeroadvisor.deepspeed import releases, schema
 from zeroadvisor.deepspeed.kind import ACCELERATE, kind_of
 from zeroadvisor.lint.context import Context, LintOptions
@@ -43,8 +43,9 @@ def lint_file(path: str | os.PathLike[str], options: LintOptions | None = None, 
 
 def lint_text(text: str, name: str = "<text>", options: LintOptions | None = None,
               rules: Iterable[Rule] | None = None) -> list[Finding]:
+    """The findings on a config given as text, read as a file of that name would be (YAML for .yaml/.yml)."""
     try:
-        doc = parse(text, name)
+        doc = read_text_document(text, name)
     except ParseError as err:
         return parse_error_findings(name, err, rules)
     return lint_document(doc, options, rules)

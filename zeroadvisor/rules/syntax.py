@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from zeroadvisor.lint.findings import Severity
 from zeroadvisor.lint.rule import Example, Hit, Rule
@@ -240,4 +240,90 @@ NOT_A_DEEPSPEED_CONFIG = Rule(
     source="deepspeed/runtime/config.py DeepSpeedConfig._initialize_params (dict.get)",
 )
 
-RULES = (INVALID_SYNTAX, NOT_STRICT_JSON, DUPLICATE_KEY, NOT_AN_OBJECT, TEMPLATE_PLACEHOLDER, NOT_A_DEEPSPEED_CONFIG)
+# Who reads a config by path with json.load, which refuses YAML (transformers integrations/deepspeed.py and accelerate
+# utils/deepspeed.py HfDeepSpeedConfig: ``json.load(f)`` for an existing path).
+_JSON_LOAD_INTEGRATIONS = ("hf-trainer", "accelerate")
+_JSON_LOAD = "the Hugging Face Trainer and Accelerate read it with json.load, which refuses YAML"
+_INSTEAD = "write it as JSON, or load it in your script (yaml.safe_load) and pass the dict"
+
+
+def _yaml_config(ctx: Context) -> Iterator[Hit]:
+    """A DeepSpeed config written in YAML: read as DeepSpeed reads a path (hjson), compared with the YAML."""
+    from zeroadvisor.config.source import ParseError, parse
+    from zeroadvisor.deepspeed.kind import DEEPSPEED, deepspeed_keys
+
+    if ctx.doc.syntax != "yaml" or ctx.kind != DEEPSPEED or not isinstance(ctx.data, dict):
+        return
+    try:
+        as_hjson = parse(ctx.doc.text, ctx.doc.name).data
+    except ParseError as err:
+        where = f" (line {err.line})" if err.line else ""
+        yield Hit("", f"a DeepSpeed config in YAML: DeepSpeed reads a config path with hjson, which cannot read this "
+                      f"file{where}: {err.message}, and {_JSON_LOAD}; {_INSTEAD}", position=(1, 1))
+        return
+    if not isinstance(as_hjson, dict):
+        yield Hit("", f"a DeepSpeed config in YAML: DeepSpeed reads a config path with hjson, which reads this file "
+                      f"as {_shown(as_hjson)}, not an object, so DeepSpeed fails at launch; {_JSON_LOAD}; {_INSTEAD}",
+                  position=(1, 1))
+        return
+    misread = _misread_section(ctx.data, as_hjson, deepspeed_keys())
+    if misread is not None:
+        key, value = misread
+        pointer = "/" + key.replace("~", "~0").replace("/", "~1")
+        yield Hit(pointer, f"a DeepSpeed config in YAML: DeepSpeed reads a config path with hjson, which reads "
+                           f"'{key}' here as {_shown(value)}, so DeepSpeed fails at launch; {_JSON_LOAD}; {_INSTEAD}")
+    elif ctx.options.integration in _JSON_LOAD_INTEGRATIONS:
+        yield Hit("", f"a DeepSpeed config in YAML: {_JSON_LOAD}, so the run fails at launch; {_INSTEAD}",
+                  position=(1, 1))
+
+
+def _misread_section(data: dict[str, Any], as_hjson: dict[str, Any], read: frozenset[str]) -> tuple[str, Any] | None:
+    """The first top-level key DeepSpeed reads (``read``) whose value YAML reads as an object or list and hjson as
+    something else (a YAML block ``zero_optimization:\n  stage: 3`` is hjson's quoteless string "stage: 3"), with
+    hjson's value. DeepSpeed 0.19.8 builds each such section from a mapping (``**section`` or a pydantic model),
+    so a string there fails in deepspeed.initialize (TypeError or ValidationError)."""
+    for key, value in data.items():
+        if key in read and isinstance(value, (dict, list)) and type(as_hjson.get(key)) is not type(value):
+            return key, as_hjson.get(key)
+    return None
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, str):
+        first = value.splitlines()[0] if value else ""
+        return f"the string {first[:40]!r}" + (" and the lines after it" if "\n" in value or len(first) > 40 else "")
+    return "null" if value is None else f"the {type(value).__name__} {value!r}"[:60]
+
+
+YAML_CONFIG = Rule(
+    code="ZA007",
+    name="yaml-config",
+    severity=Severity.ERROR,
+    summary="A DeepSpeed config written in YAML: nothing that takes a config path reads YAML.",
+    explanation=(
+        "DeepSpeed reads a config path with hjson (deepspeed/runtime/config.py DeepSpeedConfig: hjson.load for "
+        "an existing path), which is not YAML: a YAML block such as 'zero_optimization:' followed by indented "
+        "keys becomes the string 'stage: 3', and DeepSpeed 0.19.8 then fails in deepspeed.initialize "
+        "(TypeError: DeepSpeedZeroConfig() argument after ** must be a mapping, not str). The Hugging Face "
+        "Trainer (TrainingArguments(deepspeed=path)) and Accelerate (deepspeed_config_file) read the path with "
+        "json.load, which refuses YAML outright. So the run fails at launch whichever of them is given the "
+        "path: an error. The one way a YAML DeepSpeed config works is a script that loads it itself and passes "
+        "the dict (deepspeed.initialize(config=dict), TrainingArguments(deepspeed=dict)); the rule cannot see "
+        "the script, so such a project ignores it for the file (per-file-ignores), as the two YAML DeepSpeed "
+        "configs of the real-config corpus (one project's, loaded by its own script) would. A YAML whose every "
+        "section hjson reads as YAML does (flat 'key: value' lines, or '{...}' flow mappings) is reported only "
+        "where --integration says the "
+        "Trainer or Accelerate reads it. An Accelerate config (with its deepspeed_config mapping) is linted by "
+        "the Accelerate rules and never reported here."
+    ),
+    check=_yaml_config,
+    examples=(
+        Example("train_batch_size: 8\nzero_optimization:\n  stage: 3\n", fails=True, name="ds_config.yaml"),
+        Example('{"train_batch_size": 8, "zero_optimization": {"stage": 3}}', fails=False, name="ds_config.json"),
+    ),
+    source="deepspeed/runtime/config.py DeepSpeedConfig.__init__ (hjson.load); transformers integrations/"
+           "deepspeed.py and accelerate utils/deepspeed.py HfDeepSpeedConfig (json.load)",
+)
+
+RULES = (INVALID_SYNTAX, NOT_STRICT_JSON, DUPLICATE_KEY, NOT_AN_OBJECT, TEMPLATE_PLACEHOLDER, NOT_A_DEEPSPEED_CONFIG,
+         YAML_CONFIG)
