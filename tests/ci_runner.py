@@ -16,15 +16,18 @@ _DOTNET_BLANKS = "".join(chr(c) for c in [*range(9, 14), 0x20, 0x85, 0xA0, 0x168
                                           0x2028, 0x2029, 0x202F, 0x205F, 0x3000])
 
 
-def runner_command(line: str) -> tuple[str, dict[str, str], str] | None:
-    """(command, properties, data) when a GitHub runner would run ``line`` as a workflow command."""
+def runner_command(line: str, commands: frozenset[str] | set[str] = frozenset()
+                   ) -> tuple[str, dict[str, str], str] | None:
+    """(command, properties, data) when a GitHub runner would run ``line`` as a workflow command (``commands``:
+    registered beside the runner's own, as a stop-commands token is while the commands are stopped)."""
+    known = RUNNER_COMMANDS | {c.lower() for c in commands}
     message = line.lstrip(_DOTNET_BLANKS)  # .NET TrimStart(): Char.IsWhiteSpace
     if message.startswith("::"):
         end = message.find("::", 2)
         if end >= 0:
             info = message[2:end]
             name, _, props = info.partition(" ")
-            if name.lower() in RUNNER_COMMANDS:
+            if name.lower() in known:
                 properties = {}
                 for pair in filter(None, props.strip().split(",")):
                     key, eq, value = pair.partition("=")
@@ -36,7 +39,7 @@ def runner_command(line: str) -> tuple[str, dict[str, str], str] | None:
     at = line.find("##[")
     if at >= 0:
         close = line.find("]", at)
-        if close >= 0 and line[at + 3:close].split(" ", 1)[0].lower() in RUNNER_COMMANDS:
+        if close >= 0 and line[at + 3:close].split(" ", 1)[0].lower() in known:
             return line[at + 3:close].split(" ", 1)[0].lower(), {}, line[close + 1:]
     return None
 
@@ -51,3 +54,25 @@ def assert_inert(text: str) -> None:
     for line in runner_lines(text):
         assert runner_command(line) is None, line
         assert line.isprintable(), ascii(line)
+
+
+def executed(text: str) -> list[tuple[str, str]]:
+    """The (command, data) a runner runs reading ``text`` as a step's output, stop-commands honoured as
+    ActionCommandManager.TryProcessCommand does: ``::stop-commands::TOKEN`` registers TOKEN as a command and
+    ignores every command until ``::TOKEN::`` (the stop and the resume are not in the list)."""
+    ran: list[tuple[str, str]] = []
+    token: str | None = None
+    for line in runner_lines(text):
+        command = runner_command(line, {token} if token else set())
+        if command is None:
+            continue
+        name, _, data = command
+        if token is not None:
+            if name == token.lower():
+                token = None
+            continue
+        if name == "stop-commands":
+            token = data
+            continue
+        ran.append((name, data))
+    return ran

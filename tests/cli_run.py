@@ -40,13 +40,14 @@ def _argument(value) -> str:
 def cli(capsys, monkeypatch):
     """``cli(*args, stdin=b"...", cwd=path, env={"NAME": "value" or None}, columns=80)`` -> Result.
 
-    NO_COLOR is set and the terminal is 250 columns wide unless ``env``/``columns`` say otherwise
+    NO_COLOR is set, GITHUB_ACTIONS unset and the terminal is 250 columns wide unless ``env``/``columns`` say otherwise
     (the tests read whole lines; tests/test_report_text.py checks the 80-column layout); an ``env``
     value of None unsets the variable.
     """
     monkeypatch.setenv("NO_COLOR", "1")
     monkeypatch.setenv("COLUMNS", "250")
     monkeypatch.delenv("ZEROADVISOR_DEBUG", raising=False)
+    monkeypatch.delenv("GITHUB_ACTIONS", raising=False)  # a diff in a runner's log is wrapped (cli/stdout.py)
 
     def run(*args, stdin: bytes | None = None, cwd: Path | None = None, env: dict[str, str | None] | None = None,
             columns: int | None = None) -> Result:
@@ -72,11 +73,12 @@ def cli_process(*args, code: str | None = None, stdin: str | bytes | None = None
                 preexec_fn=None, stdout=subprocess.PIPE, timeout: float = 120) -> subprocess.CompletedProcess:
     """``python -m zeroadvisor *args`` (or ``python -c code *args``) in a real process, importing this checkout.
 
-    NO_COLOR is set and ZEROADVISOR_DEBUG unset unless ``env`` says otherwise (None unsets a variable);
+    NO_COLOR is set and ZEROADVISOR_DEBUG and GITHUB_ACTIONS unset unless ``env`` says otherwise (None unsets one);
     ``text=False`` gives the output as bytes, so that what the stream really carried shows; ``stdout``
     another file descriptor (a pipe nobody reads).
     """
-    environment = {k: v for k, v in os.environ.items() if k != "ZEROADVISOR_DEBUG"}
+    # the output as a shell outside GitHub Actions gets it (a diff in a runner's log is wrapped: cli/stdout.py)
+    environment = {k: v for k, v in os.environ.items() if k not in ("ZEROADVISOR_DEBUG", "GITHUB_ACTIONS")}
     environment["NO_COLOR"] = "1"
     environment["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])
     for name, value in (env or {}).items():

@@ -417,7 +417,8 @@ def _estimate(inputs: RunInputs, release: ReleaseChoice, step_times_too: bool = 
         _say_release(result.estimate, release, data)
     except (ValueError, TypeError) as err:
         # Bad input only when the linter agrees the config is wrong; otherwise a bug to report.
-        errors = _lint_errors(document) if document is not None else []
+        errors = _lint_errors(document, replace(inputs.lint_options(), releases=release.releases)) \
+            if document is not None else []
         if not errors:
             raise
         first = errors[0]
@@ -487,10 +488,13 @@ def _read_config(source: ConfigSource) -> Document:
         raise UnusableConfig(f"{where}: {err.message}") from None
 
 
-def _lint_errors(document: Document) -> list[Finding]:
+def _lint_errors(document: Document, options: LintOptions) -> list[Finding]:
+    """The lint errors that explain why the memory model could not read ``document``: linted with the run's
+    options and as every release its pin admits (``options.releases``), so the error named is one ``lint``
+    reports too, not one of the latest release's that the pinned releases do not have."""
     from zeroadvisor.rules.linter import lint_document
 
-    return [f for f in lint_document(document) if f.severity is Severity.ERROR]
+    return [f for f in lint_document(document, options) if f.severity is Severity.ERROR]
 
 
 # -- check --------------------------------------------------------------------------------

@@ -97,7 +97,7 @@ def check_accelerate(path: str, document: Document, options: CheckOptions,
     cluster = dataclasses.replace(options.cluster, gpus=gpus, gpus_per_node=per_node)
     options = dataclasses.replace(options, cluster=cluster, integration="accelerate",
                                   shape=launched_shape(launch, options.shape))
-    ctx = Context(document, LintOptions(integration="accelerate", gpus=gpus))
+    ctx = Context(document, LintOptions(integration="accelerate", gpus=gpus, releases=options.releases))
     ctx.__dict__[rules_accelerate._LAUNCH] = launch
     yaml_findings: list[Finding] = []
     for rule in rules:

@@ -14,7 +14,9 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from zeroadvisor.cli import stdout
 from zeroadvisor.cli.exits import ExitCode
+from zeroadvisor.cli.stdout import Stdout
 
 if TYPE_CHECKING:
     from zeroadvisor.api import CheckReport, LintResult
@@ -25,8 +27,6 @@ if TYPE_CHECKING:
 
 Values = dict[str, Any]
 
-# Characters the text reports draw with; a stream that cannot encode them gets the ASCII drawing.
-_DRAWING = "✓✗×"
 PRE_COMMIT = "PRE_COMMIT"  # set by pre-commit in its hooks' environment (pre_commit/commands/run.py)
 
 
@@ -69,12 +69,13 @@ def _inputs(command: Command, v: Values) -> RunInputs:
 def lint(v: Values) -> ExitCode:
     from zeroadvisor.cli import options
 
-    return _lint(_inputs(options.LINT, v))
+    return _lint(_inputs(options.LINT, v), stdout.classify())
 
 
-def _lint(run: RunInputs) -> ExitCode:
+def _lint(run: RunInputs, out: Stdout) -> ExitCode:
     """lint, and check --fix/--suggest given no model: the findings (with --fix: those the fixes left), or with lint's
-    --diff the fixes as a diff alone; the exit code on the findings reported."""
+    --diff the fixes as a diff alone; the exit code on the findings reported. ``out``: what standard output is
+    (cli/stdout.py), which decides how the diff is written."""
     from zeroadvisor import api
 
     result = api.run_lint(run)
@@ -83,7 +84,7 @@ def _lint(run: RunInputs) -> ExitCode:
     for note in result.notes:
         error(f"note: {note}")
     if run.command == "lint" and run.diff:  # the diff alone on stdout (git apply reads it); lint's exit code
-        _write_diff(result.diff)
+        stdout.write_patch(result.diff, out)
         found = len(result.findings)
         error(f"would fix {result.fixed} of {_findings(found)}" + (f" in {_files(len(result.changed))}"
                                                                   if result.changed else ""))
@@ -92,7 +93,7 @@ def _lint(run: RunInputs) -> ExitCode:
         _show(run.output.format, _report(result.findings, files=result.files, rules=result.rules, extra=result.extra))
         if run.diff and run.output.format == "text":  # check --suggest: the diff after the report, as check shows it
             sys.stdout.write("\n" if result.diff else "")
-            _write_diff(result.diff)
+            stdout.write_patch(result.diff, out)
     if run.fix and result.fixed:
         # the files counted, as the summary counts them: under pre-commit each batch of files says its own
         error(f"{_files(result.files)} checked: {_findings(result.fixed + result.remaining)} ({result.fixed} fixed, "
@@ -117,42 +118,6 @@ def _nothing_to_say(run: RunInputs, result: LintResult) -> bool:
     with its summary, which counts that batch's files."""
     clean = not result.findings and not result.unreadable
     return clean and run.output.format == "text" and bool(os.environ.get(PRE_COMMIT))
-
-
-def _write_diff(diff: str) -> None:
-    """The fixes' diff on stdout. Written to a file or a pipe it is a patch: the file's own bytes (a BOM, a no-break
-    space, a tab, CR), whatever the stream's encoding, so ``git apply`` finds the lines it changes. Only a terminal
-    gets control and invisible characters as visible escapes (a config's bytes must not move the cursor), which
-    no patch tool could read back."""
-    from zeroadvisor.report import escape
-
-    if _is_terminal(sys.stdout):
-        sys.stdout.write(escape.output(escape.terminal_block(diff), not can_encode(sys.stdout, _DRAWING)))
-        return
-    buffer = getattr(sys.stdout, "buffer", None)
-    if buffer is None:  # a text-only stream (an embedding program's): the characters themselves
-        sys.stdout.write(diff)
-        return
-    sys.stdout.flush()  # what was written as text goes first
-    buffer.write(_patch_bytes(diff))
-    buffer.flush()
-
-
-def _patch_bytes(diff: str) -> bytes:
-    """The diff as the files' bytes: configs are read as strict UTF-8, and a file name's undecodable bytes reached
-    Python as surrogates (surrogateescape), which give those bytes back; anything else unencodable is escaped."""
-    try:
-        return diff.encode("utf-8", "surrogateescape")
-    except UnicodeEncodeError:
-        return diff.encode("utf-8", "backslashreplace")
-
-
-def _is_terminal(stream: object) -> bool:
-    isatty = getattr(stream, "isatty", None)
-    try:
-        return bool(isatty and isatty())
-    except (OSError, ValueError):  # a closed stream
-        return False
 
 
 def _findings(count: int) -> str:
@@ -183,13 +148,14 @@ def check(v: Values) -> ExitCode:
 
     run = _inputs(options.CHECK, v)
     out = run.output
+    medium = stdout.classify()  # once: the reports' diffs are escaped for a terminal only
     for note in run.notes:
         error(f"note: {note}")
     if run.lint_only:  # --fix/--suggest without a model: the lint fixes, as lint --fix
         ask = options.CHECK.spelling().ask
         error(f"note: the memory part was skipped (give {ask('model')}, {ask('gpus', 'N')} and {ask('gpu')} for it): "
               "lint findings and their fixes only")
-        return _lint(run)
+        return _lint(run, medium)
     checked = api.run_check(run)
     if checked.skipped:
         from zeroadvisor.deepspeed.kind import NOT_A_CONFIG
@@ -197,6 +163,7 @@ def check(v: Values) -> ExitCode:
         error(f"note: {_files(len(checked.skipped))} skipped ({NOT_A_CONFIG}): {', '.join(checked.skipped)}")
     combined = out.format in ("sarif", "github")  # one report of every config's findings
     documents: list[str] = []
+    patches: list[str] = []  # each text document's diff, where it is written as bytes after it (not on a terminal)
     reports: list[CheckReport] = []
     write_failed = False
     not_deepspeed = False
@@ -207,14 +174,15 @@ def check(v: Values) -> ExitCode:
             continue
         reports.append(report)
         if not combined:
-            documents.append(_text(out.format, _report(
-                report.findings, rules=report.rules, check=report.result, path=report.path,
-                diff=report.diff if run.diff else "", unit=out.unit, explain=out.explain, verbose=out.verbose,
-                all_options=out.all_options)))
+            shown = _report(report.findings, rules=report.rules, check=report.result, path=report.path,
+                            diff=report.diff if run.diff else "", unit=out.unit, explain=out.explain,
+                            verbose=out.verbose, all_options=out.all_options, terminal=medium.terminal)
+            documents.append(_text(out.format, shown))
+            patches.append(_patch_after(out.format, shown))
         write_failed = _tell(report, run.fix) or write_failed
     if combined:
         documents.append(_text(out.format, _combined(reports, out.unit)))
-    _write_documents(out.format, documents)
+    _write_documents(out.format, documents, patches, medium)
     for note in checked.notes:
         error(f"note: {note}")
     return _check_exit(reports, out.fail_on, write_failed=write_failed, not_deepspeed=not_deepspeed)
@@ -263,12 +231,27 @@ def _combined(reports: Sequence[CheckReport], unit: str) -> Report:
     return whole
 
 
-def _write_documents(fmt: str, documents: Sequence[str]) -> None:
-    """The reports on stdout: json ones as one JSON array when there are several, the rest one after another."""
+def _patch_after(fmt: str, report: Report) -> str:
+    """The diff a text report leaves to its writer (report/text.py ``suggested_diff``: off a terminal it is the
+    files' bytes, which a rendered str cannot carry); "" for the other formats and on a terminal."""
+    if fmt != "text" or report.terminal or not report.diff:
+        return ""
+    from zeroadvisor.report.text import suggested_diff
+
+    return suggested_diff(report)
+
+
+def _write_documents(fmt: str, documents: Sequence[str], patches: Sequence[str] = (),
+                     medium: Stdout = Stdout.STREAM) -> None:
+    """The reports on stdout: json ones as one JSON array when there are several, the rest one after another, each
+    followed by its patch (written as bytes: cli/stdout.py)."""
     if fmt == "json" and len(documents) > 1:
         sys.stdout.write("[\n" + ",\n".join(d.rstrip("\n") for d in documents) + "\n]\n")
-    else:
-        sys.stdout.write("\n".join(documents))
+        return
+    for index, document in enumerate(documents):
+        sys.stdout.write(("\n" if index else "") + document)
+        if index < len(patches):
+            stdout.write_patch(patches[index], medium)
 
 
 def list_rules(v: Values) -> ExitCode:
@@ -329,8 +312,10 @@ def _text(fmt: str, report: Report) -> str:
 
     columns = shutil.get_terminal_size().columns  # COLUMNS, the terminal, else 80
     width = min(max(columns, MIN_TEXT_WIDTH), MAX_TEXT_WIDTH)
-    return render(fmt, dataclasses.replace(report, colour=use_colour(), ascii_only=not can_encode(sys.stdout, _DRAWING),
-                                           width=width, cut=sys.stdout.isatty()))
+    ascii_only = not stdout.can_encode(sys.stdout, stdout.DRAWING)
+    # a person at a terminal gets each finding fitted to the width; a log, a pipe or a file gets it whole
+    cut = stdout.classify().terminal
+    return render(fmt, dataclasses.replace(report, colour=use_colour(), ascii_only=ascii_only, width=width, cut=cut))
 
 
 def use_colour() -> bool:
@@ -340,11 +325,3 @@ def use_colour() -> bool:
     if os.environ.get("FORCE_COLOR"):
         return True
     return sys.stdout.isatty()
-
-
-def can_encode(stream: object, text: str) -> bool:
-    try:
-        text.encode(getattr(stream, "encoding", None) or "ascii")
-    except (UnicodeEncodeError, LookupError):
-        return False
-    return True

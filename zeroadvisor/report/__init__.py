@@ -37,6 +37,10 @@ class Report:
     estimate: Estimate | None = None  # estimate alone (the estimate command)
     path: str = ""  # the config checked (check) — display name
     diff: str = ""  # the suggested change as a unified diff
+    # whether the output is for a terminal (decided by the command line: cli/stdout.py). Only there is the text
+    # report's diff part of the text, escaped; elsewhere it is the files' bytes, which the writer puts after the
+    # text (report/text.py suggested_diff), so that the output is a patch git apply takes.
+    terminal: bool = True
     unit: str = DEFAULT_UNIT
     colour: bool = False
     ascii_only: bool = False  # only ASCII out: symbols in words, other characters as \x/\u escapes

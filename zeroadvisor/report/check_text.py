@@ -148,7 +148,10 @@ def narrow_diff(diff: str, context: int = 1) -> str:
     """A unified diff with ``context`` lines around each change instead of difflib's 3 (hunks split where the
     changes are further apart), its @@ headers recounted: the same change, fewer lines on the screen."""
     out: list[str] = []
-    lines = diff.splitlines(keepends=True)
+    # lines as the diff counts them, ended by LF only: str.splitlines also splits at CR, U+2028, ... inside a
+    # config's line, and the recounted hunk would not apply
+    pieces = diff.split("\n")
+    lines = [piece + "\n" for piece in pieces[:-1]] + ([pieces[-1]] if pieces[-1] else [])
     i = 0
     while i < len(lines):
         line = lines[i]

@@ -12,6 +12,7 @@ One function per medium:
 - terminal, terminal_block, log_safe: terminals and CI logs (text, estimate text)
 - output: the last step of every human-readable output (log_safe, then ASCII when asked)
 - workflow_data, workflow_property: GitHub workflow commands (``--format github``)
+- without_workflow_commands: a raw patch in a log a GitHub runner reads (``lint --diff`` in a job)
 - markdown_inline, markdown_code, markdown_fence: the pull-request comment (``--format markdown``)
 - json_dumps (with json_safe), sarif_uri, sarif_message: JSON and SARIF
 - for_encoding, wants_ascii: output the stream can encode (``PYTHONIOENCODING=ascii``)
@@ -109,6 +110,21 @@ def workflow_data(text: str) -> str:
 def workflow_property(text: str) -> str:
     """A property value such as ``file=`` or ``title=`` (command.ts escapeProperty)."""
     return workflow_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def without_workflow_commands(text: str, token: str | None = None) -> str:
+    """Verbatim text (a patch of the config's own bytes) for a log a GitHub runner reads, none of its lines run as
+    a workflow command: between ``::stop-commands::TOKEN`` and ``::TOKEN::``, the runner's documented way
+    (actions/runner ActionCommandManager: while stopped, every command but the resume token is ignored, ``::``
+    and ``##[`` alike). log_safe cannot serve here, as it changes the bytes ``git apply`` must find; the
+    token is random, so a config cannot hold the line that resumes the commands. Text before the first
+    ``--- `` and after the last hunk is skipped by ``git apply`` and ``patch``."""
+    import secrets
+
+    token = token or f"zeroadvisor-{secrets.token_hex(16)}"
+    # the resume line must start a line of its own: the runner splits at CR and LF (StreamReader.ReadLine)
+    end = "" if text.endswith("\n") else "\n"
+    return f"::stop-commands::{token}\n{text}{end}::{token}::\n"
 
 
 # --- Markdown (GitHub-flavoured, for a pull-request comment) -------------------------------

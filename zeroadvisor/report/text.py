@@ -94,10 +94,7 @@ def render_report(report: Report) -> str:
         lines = check_text.render(report.findings, estimate, report.unit, style,
                                   summary(report.findings, report.files, len(report.extra.get("unreadable", ()))), rec,
                                   cut=report.cut)
-        out = "\n".join(lines).rstrip() + "\n"
-        if report.diff:  # one line of context each side (the --verbose report has difflib's 3); its bytes kept
-            out += escape.terminal_block(check_text.narrow_diff(report.diff))
-        return escape.output(out, report.ascii_only)
+        return _with_diff("\n".join(lines).rstrip() + "\n", report)
     lines = estimate_text.verdict_lines(estimate, rec, report.unit, style)
     lines.append("")
     if report.cut:  # a terminal: wrapped to its width; a log or a pipe: one line each, as lint prints them
@@ -113,7 +110,21 @@ def render_report(report: Report) -> str:
 
 
 def _with_diff(text: str, report: Report) -> str:
-    """The report's text, then the suggested diff (escaped as a block), for the stream."""
-    if report.diff:
-        text += "\n" + escape.terminal_block(report.diff)
+    """The report's text, then on a terminal the suggested diff (escaped as a block). Elsewhere the diff is the
+    files' bytes, written after this text by the caller (cli/stdout.py): escaped, it would not apply."""
+    if report.diff and report.terminal:
+        text += escape.terminal_block(suggested_diff(report))
     return escape.output(text, report.ascii_only)
+
+
+def suggested_diff(report: Report) -> str:
+    """The diff as the check text report shows it, after its text: one line of context each side by default
+    (check_text.narrow_diff), difflib's 3 after a blank line with --verbose or --explain. Raw: escaping is the
+    medium's (``_with_diff`` on a terminal)."""
+    if not report.diff:
+        return ""
+    if report.verbose or report.explain:
+        return "\n" + report.diff
+    from zeroadvisor.report import check_text
+
+    return check_text.narrow_diff(report.diff)

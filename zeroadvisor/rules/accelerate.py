@@ -358,7 +358,10 @@ def deepspeed_findings(doc: Document, launch: accelerate_map.Launch, rules: list
     built = deepspeed_document(doc, launch)
     if built is None or not rules:
         return []
-    lint_options = LintOptions(integration="accelerate", gpus=launch.world_size or options.gpus)
+    # read as the releases the YAML's pin (or the flag) decides, as a ds_config beside it is: Accelerate hands the
+    # built config to whichever DeepSpeed is installed, and the latest alone would call a pinned section removed
+    lint_options = LintOptions(integration="accelerate", gpus=launch.world_size or options.gpus,
+                               releases=options.releases)
     found = lint_document(built, lint_options, rules)
     return place_on_yaml(doc, launch, found, already)
 
