@@ -75,10 +75,10 @@ def test_no_version_is_an_empty_specifier(tmp_path):
 
 
 @pytest.mark.parametrize(("name", "text"), [
-    ("pyproject.toml", "[project\nname = "),
-    ("setup.py", "def (:\n"),
-    ("environment.yml", "dependencies: [unclosed\n"),
-    ("Pipfile.lock", "{not json"),
+    ("pyproject.toml", "[project\nname = 'deepspeed'"),
+    ("setup.py", "def (:\n    'deepspeed'\n"),
+    ("environment.yml", b"dependencies:\n  - deepspeed=0.14.5\xff\n"),
+    ("Pipfile.lock", '{"default": {"deepspeed": '),
     ("requirements.txt", b"\xff\xfe\x00junk"),
 ])
 def test_broken_file_is_a_note_not_an_error(tmp_path, name, text):
