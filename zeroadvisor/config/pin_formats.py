@@ -172,17 +172,21 @@ def _poetry_dependency(reading: Reading, line: int, name: str, value: Any) -> No
 
 def poetry_specifier(text: str) -> str:
     """Poetry's constraint as PEP 440: ^0.14.2 -> >=0.14.2,<0.15.0 (a caret keeps the first non-zero part),
-    ~0.14.2 -> >=0.14.2,<0.15.0, * -> no constraint, 0.14.5 -> ==0.14.5; PEP 440 text passes through."""
+    ~0.14.2 -> >=0.14.2,<0.15.0 (~1 -> >=1.0.0,<2.0.0), * -> no constraint, 0.14.5 -> ==0.14.5; PEP 440 text
+    passes through. What is neither (``^0.14 || ^0.15``, alternatives) passes through too, for the caller's
+    check to refuse."""
     parts = []
     for piece in (p.strip() for p in text.split(",")):
         if piece in ("", "*"):
             continue
-        if piece[0] in "^~" and not piece.startswith("~="):
-            numbers = ([int(n) for n in re.findall(r"\d+", piece)[:3]] + [0, 0, 0])[:3]
-            if piece[0] == "~":
-                upper = [numbers[0], numbers[1] + 1, 0]
+        caret = re.fullmatch(r"([\^~])\s*(\d+(?:\.\d+){0,2})", piece)
+        if caret:
+            given = [int(n) for n in caret.group(2).split(".")]
+            numbers = [*given, 0, 0][:3]
+            if caret.group(1) == "~":
+                upper = [numbers[0] + 1, 0, 0] if len(given) == 1 else [numbers[0], numbers[1] + 1, 0]
             else:
-                first = next((i for i, n in enumerate(numbers) if n), 2)
+                first = next((i for i, n in enumerate(numbers) if n), len(given) - 1)
                 upper = [n if i < first else 0 for i, n in enumerate(numbers)]
                 upper[first] = numbers[first] + 1
             parts += [">=" + ".".join(map(str, numbers)), "<" + ".".join(map(str, upper))]

@@ -21,7 +21,7 @@ from zeroadvisor.config.pin_requirements import MENTION, Reading, add_requiremen
 MAX_SETUP_PY_BYTES = 256 * 1024  # DeepSpeed's own setup.py is 14 KB
 _KEYS = ("install_requires", "extras_require")
 _MAX_DEPTH = 16  # nested values and variables followed from one keyword: real ones are 2 or 3 deep
-_MAX_NODES = 100_000  # nodes visited in all: a file of literal requirements has a few hundred
+_MAX_NODES = 20_000  # nodes visited in all: a file of literal requirements has a few hundred
 _LITERAL_CALLS = ("dict", "list", "tuple", "set", "sorted")
 
 
@@ -33,9 +33,12 @@ def setup_py(reading: Reading, text: str) -> None:
         return
     tree = ast.parse(text)
     variables = _module_variables(tree)
-    budget = [_MAX_NODES]
+    budget, seen = [_MAX_NODES], set()
     for value in _keyword_values(tree):
         for string, line in _strings(value, variables, budget):
+            if (string, line) in seen:  # one literal reached through several variables
+                continue
+            seen.add((string, line))
             for offset, piece in enumerate(string.splitlines()):
                 if piece.strip() and not piece.strip().startswith("#"):
                     add_requirement(reading, line + offset, piece.strip())
