@@ -15,6 +15,7 @@ import pytest
 
 from cli_run import cli  # noqa: F401 - the fixture
 from zeroadvisor.cli.commands import MAX_TEXT_WIDTH
+from zeroadvisor.config.pins import clear_cache, find_pin
 from zeroadvisor.model.description import load_description, load_hf_config
 from zeroadvisor.model.errors import ModelError
 from zeroadvisor.model.hf import layout_from_hf_config, spec_from_hf_config
@@ -104,3 +105,39 @@ def test_config_json_non_finite_sizes_are_refused_where_they_are(tmp_path):
     path.write_text(json.dumps({**fields, "num_hidden_layers": 2})[:-1] + ', "hidden_size": NaN}')
     with pytest.raises(ModelError, match=r"hidden_size must be an integer > 0, got NaN"):
         load_description(path)
+
+
+def _pin_repository(tmp_path: Path, name: str, text: str) -> str:
+    clear_cache()
+    (tmp_path / ".git").mkdir()
+    (tmp_path / name).write_text(text)
+    config = tmp_path / "ds_config.json"
+    config.write_text("{}")
+    return str(config)
+
+
+def test_a_large_environment_yml_is_scanned_not_parsed_token_by_token(tmp_path):
+    """1.4 MB of conda dependencies: PyYAML's pure-Python loader made millions of Python calls (13-15 s on a
+    loaded runner); the line scan looks at the lines that mention pip or deepspeed only."""
+    text = ("dependencies:\n" + "".join(f"  - pkg{i}=1.{i}\n" for i in range(70_000))
+            + "  - pip:\n    - deepspeed==0.14.5\n")
+    config = _pin_repository(tmp_path, "environment.yml", text)
+    find_pin(config)  # imports done before counting
+    clear_cache()
+    assert _python_calls(find_pin, config) < 5_000
+    clear_cache()
+    assert find_pin(config).pin.line == 70_003
+
+
+def test_a_5_mb_setup_py_is_read_not_parsed(tmp_path):
+    """The syntax tree of a 4.8 MB setup.py took 1.8 GB; above 256 KB it is a note, after a bounded read."""
+    text = "X = [" + ",".join(map(str, range(700_000))) + "]\nsetup(install_requires=['deepspeed==0.14.5'])\n"
+    config = _pin_repository(tmp_path, "setup.py", text)
+    tracemalloc.start()
+    try:
+        found = find_pin(config)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert found.pin is None and "larger than 256 KB" in found.notes[0]
+    assert peak < 4 * len(text)  # the bytes read and their text, nothing proportional to a tree
