@@ -235,7 +235,7 @@ def test_pip_tools_compiled_file_before_its_input(tmp_path):
 def test_requirements_includes_are_followed_inside_the_repository(tmp_path):
     (tmp_path / ".git").mkdir()
     (tmp_path / "deps").mkdir()
-    (tmp_path / "requirements.txt").write_text("-r deps/base.txt\n--requirement=https://example.com/r.txt\n")
+    (tmp_path / "requirements.txt").write_text("-r a\0b\n-r deps/base.txt\n--requirement=https://example.com/r.txt\n")
     (tmp_path / "deps" / "base.txt").write_text("-r ../requirements.txt\ndeepspeed==0.13.5\n")
     found = find_pin(_config(tmp_path))
     assert found.pin.file.endswith("base.txt") and found.pin.specifier == "==0.13.5"
@@ -273,3 +273,18 @@ def test_malformed_shapes_are_notes(tmp_path, name, text, said):
         assert found.notes == ()
     else:
         assert len(found.notes) == 1 and said in found.notes[0] and name in found.notes[0], found.notes
+
+
+def test_what_a_file_holds_stays_data(tmp_path):
+    """A marker with a line break is one line of note; the user's setup.py warnings are not this run's."""
+    import warnings
+
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "Pipfile.lock").write_text(json.dumps({"default": {"deepspeed": {
+        "version": "==0.14.5", "markers": "os_name == 'x'\nand os_name == 'y'"}}}))
+    (tmp_path / "setup.py").write_text("x = [0x1for x in y]\nsetup(install_requires=['deepspeed==0.12.6'])\n")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        found = find_pin(_config(tmp_path))
+    assert found.pin.specifier == "==0.12.6" and not caught
+    assert found.notes and all("\n" not in note and "Pipfile.lock" in note for note in found.notes)

@@ -14,6 +14,7 @@ SyntaxError, MemoryError or RecursionError within milliseconds; the caller makes
 from __future__ import annotations
 
 import ast
+import warnings
 from collections.abc import Iterator
 
 from zeroadvisor.config.pin_requirements import MENTION, Reading, add_requirement
@@ -31,7 +32,9 @@ def setup_py(reading: Reading, text: str) -> None:
     if len(text) > MAX_SETUP_PY_BYTES:
         reading.note(None, f"not parsed: larger than {MAX_SETUP_PY_BYTES >> 10} KB of Python")
         return
-    tree = ast.parse(text)
+    with warnings.catch_warnings():  # the user's code, not ours: its SyntaxWarnings are not for this run's output
+        warnings.simplefilter("ignore")
+        tree = ast.parse(text)
     variables = _module_variables(tree)
     budget, seen = [_MAX_NODES], set()
     for value in _keyword_values(tree):

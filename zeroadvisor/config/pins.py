@@ -122,13 +122,13 @@ def _follow(path: str, top: str, reader: _Reader, notes: list[str], depth: int, 
     """The pin of one file, else of the requirements files it includes (-r), within the repository."""
     seen.add(os.path.realpath(path))
     answer = _answer(path, top, reader)
-    notes.extend(answer.notes)
+    notes.extend(" ".join(note.split()) for note in answer.notes)  # one line each, whatever the file holds
     if answer.pin is not None or depth >= _MAX_INCLUDE_DEPTH:
         return answer.pin
     for name in answer.includes:
         included = os.path.join(os.path.dirname(path), name)
-        if "://" in name or os.path.realpath(included) in seen:
-            continue
+        if "://" in name or "\0" in name or os.path.realpath(included) in seen:
+            continue  # a URL, a name no file has (pip would fail on it too), or a file already read
         pin = _follow(included, top, pin_formats.requirements, notes, depth + 1, seen)
         if pin is not None:
             return pin
@@ -171,7 +171,7 @@ def _choose(path: str, reading: Reading) -> Pin | None:
     for other in applying[1:]:
         if other.specifier != first.specifier:
             reading.note(other.line, f"{other.written!r} also applies; the first, line {first.line}, is used")
-    return Pin(path, first.line, first.written, first.specifier)
+    return Pin(path, first.line, " ".join(first.written.split()), first.specifier)
 
 
 def _requirements_order(name: str) -> tuple[bool, str, bool]:
