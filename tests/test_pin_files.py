@@ -180,3 +180,27 @@ def test_hostile_pin_files_reach_lint_as_notes_not_errors(repo, cli):
                  "environment.yml:3: 'deepspeed=0.14|0.15' is not a conda match spec"):
         assert said in " ".join(done.stderr.split()), done.stderr
     assert "Traceback" not in done.stderr
+
+
+NEWER_KEYS = '{"train_batch_size": 8, "zero_optimization": {"stage": 3, "stage3_module_granularity_threshold": 0}}\n'
+
+
+@pytest.mark.parametrize(("name", "data"), [
+    ("requirements.txt", b"deepspeed==0.14.5+cu121\n"),
+    ("requirements.txt", b"deepspeed==0.14.5 --global-option=build_ext\n"),
+    ("requirements.txt", codecs.BOM_UTF16_LE + "deepspeed==0.14.5\r\n".encode("utf-16-le")),
+    ("environment.yml", b"dependencies:\n  - pip:\n  - deepspeed=0.14.5=py310_0\n"),
+    ("environment.yml", b"dependencies:\n  - deepspeed 0.14.5\n"),
+    ("pyproject.toml", (b'[tool.poetry.dependencies]\ndeepspeed = [{version = "0.14.5", python = ">=3.8"},\n'
+                       b'  {version = "0.9.5", python = "<3.8"}]\n')),
+    ("setup.py", b"setup(description='DeepSpeed made easy', extras_require={'deepspeed': ['deepspeed==0.14.5']})\n"),
+])
+def test_spellings_the_issue_found_refused_are_read_by_lint(repo, cli, name, data):
+    """Each was exit 2 ("not a DeepSpeed version") or no pin at all; read as 0.14.5, the config's 0.16 key is
+    an error (exit 1) and stderr names the pin."""
+    (repo / name).write_bytes(data)
+    config = repo / "ds_config.json"
+    config.write_text(NEWER_KEYS)
+    done = cli("lint", str(config))
+    assert done.returncode == 1, done.stderr
+    assert "read as DeepSpeed 0.14" in done.stderr and name in done.stderr and "ZA101" in done.stdout
