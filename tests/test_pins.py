@@ -263,6 +263,8 @@ def test_requirements_includes_are_followed_inside_the_repository(tmp_path):
     ("requirements.txt", "deepspeed==abc\n", "'deepspeed==abc' is not a requirement pip reads"),
     ("requirements.txt", "deepspeed==0.14.5; python_version <> '3'\n", "is not a requirement pip reads"),
     ("setup.cfg", "[options\ninstall_requires = deepspeed\n", "not read for the DeepSpeed pin"),
+    ("pyproject.toml", "# deepspeed\nx = " + "[" * 50_000 + "]" * 50_000 + "\n", "nested too deeply to parse"),
+    ("Pipfile.lock", '{"deepspeed": ' + "[" * 50_000 + "]" * 50_000 + "}", "nested too deeply to parse"),
 ])
 def test_malformed_shapes_are_notes(tmp_path, name, text, said):
     (tmp_path / ".git").mkdir()
