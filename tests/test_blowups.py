@@ -141,3 +141,19 @@ def test_a_5_mb_setup_py_is_read_not_parsed(tmp_path):
         tracemalloc.stop()
     assert found.pin is None and "larger than 256 KB" in found.notes[0]
     assert peak < 4 * len(text)  # the bytes read and their text, nothing proportional to a tree
+
+
+@pytest.mark.parametrize(("text", "line", "said"), [
+    ("x\n" * 2_000_000 + "deepspeed==0.14.5\n", 2_000_001, None),  # 4 MB of short lines: millions, one by one
+    ("-r a.txt\n" * 400_000 + "deepspeed==0.14.5\n", None, "more than 1000 lines"),  # 16 includes followed
+    ("x \\\n" * 1_000_000 + "deepspeed==0.14.5\n", None, "lines joined by backslashes into more than 64 KB"),
+])
+def test_a_large_requirements_file_is_looked_at_where_it_names_deepspeed(tmp_path, text, line, said):
+    config = _pin_repository(tmp_path, "requirements.txt", text)
+    find_pin(config)
+    clear_cache()
+    assert _python_calls(find_pin, config) < 60_000
+    clear_cache()
+    found = find_pin(config)
+    assert (found.pin.line if found.pin else None) == line
+    assert said is None or said in found.notes[0]

@@ -23,6 +23,15 @@ MENTION = re.compile(r"deep[-_.]?speed", re.IGNORECASE)
 # The start of a requirement of the deepspeed distribution (PEP 503 normalised names: deepspeed, deep-speed, ...).
 _NAMED = re.compile(r"^\s*deep[-_.]?speed(?![A-Za-z0-9_.-])\s*(\[[^\]]*\])?", re.IGNORECASE)
 _SHOWN = 80  # characters of a requirement quoted in a note
+# Bounds on what one requirements file makes the reader do; real files have a handful of each.
+MAX_LINES_READ = 1000  # lines that name deepspeed or include a file
+MAX_JOINED_CHARS = 64 * 1024  # one requirement's physical lines joined by backslashes
+MAX_INCLUDES = 16  # -r files followed from one file
+# A backslash-newline of a requirements file, marked where it was: the physical lines it joins still count.
+_JOINED = "\0"
+# A marked line that may matter: it names deepspeed, or one of its physical lines includes a file.
+_INTERESTING = re.compile(r"^[^\n]*?(?:deep[-_.]?speed|(?:^|\0)[ \t]*(?:-r|--requirement))[^\n]*",
+                          re.MULTILINE | re.IGNORECASE)
 # pip/_internal/req/req_file.py: a comment is a '#' at the start or after whitespace.
 _COMMENT = re.compile(r"(^|\s+)#.*$")
 
@@ -143,17 +152,35 @@ def python_applies(constraint: str, reading: Reading, line: int) -> bool:
         return False
 
 
-def logical_lines(text: str) -> Iterator[tuple[int, str]]:
+def logical_lines(text: str) -> Iterator[tuple[int, str | None]]:
     """pip's preprocessing of a requirements file (req_file.py): a line ending in a backslash joins the next
-    (a comment does not continue), comments are removed; (first line number, logical line), empty ones skipped."""
-    start = 0
+    (a comment does not continue), comments are removed; (first line number, logical line), of the lines that
+    name deepspeed or include a file (-r) only. Those are found by one regular expression over the text with
+    its continuations marked: a 5 MB file of short lines is millions of lines, 4.7 s looked at one by one.
+    A stretch of lines joined by backslashes longer than MAX_JOINED_CHARS is (number, None): not read."""
+    marked = text.replace(_JOINED, " ").replace("\\\r\n", _JOINED).replace("\\\n", _JOINED)
+    number, counted = 1, 0
+    for match in _INTERESTING.finditer(marked):
+        number += marked.count("\n", counted, match.start()) + marked.count(_JOINED, counted, match.start())
+        counted = match.start()
+        if match.end() - match.start() > MAX_JOINED_CHARS:
+            yield number, None
+            continue
+        pieces = match.group(0).split(_JOINED)
+        yield from _joined_lines(number, [piece + "\\" for piece in pieces[:-1]] + pieces[-1:])
+
+
+def _joined_lines(first: int, lines: list[str]) -> Iterator[tuple[int, str]]:
+    """pip's join_lines and ignore_comments over physical lines numbered from ``first``."""
+    start = first
     joined: list[str] = []
-    for number, line in enumerate(text.splitlines(), 1):
+    for number, raw in enumerate(lines, first):
+        line = raw.rstrip("\r")
         comment = line.lstrip().startswith("#")
         if line.endswith("\\") and not comment:
             if not joined:
                 start = number
-            joined.append(line[:-1])
+            joined.append(line.strip("\\"))  # pip strips every backslash at either end
             continue
         if joined:
             joined.append(line if not comment else " " + line)
@@ -177,7 +204,14 @@ def split_options(line: str) -> tuple[str, str]:
 
 def read_requirements_text(reading: Reading, text: str) -> None:
     """A pip requirements file: each requirement line that names deepspeed, and the files it includes (-r)."""
-    for number, line in logical_lines(text):
+    for seen, (number, line) in enumerate(logical_lines(text)):
+        if seen >= MAX_LINES_READ:
+            reading.note(number, f"more than {MAX_LINES_READ} lines name deepspeed or include a file: the rest "
+                                 "not read")
+            return
+        if line is None:
+            reading.note(number, f"lines joined by backslashes into more than {MAX_JOINED_CHARS >> 10} KB: not read")
+            continue
         if not line:
             continue
         requirement, options = split_options(line)
@@ -185,5 +219,5 @@ def read_requirements_text(reading: Reading, text: str) -> None:
             add_requirement(reading, number, requirement)
             continue
         parts = options.replace("=", " ", 1).split()
-        if len(parts) >= 2 and parts[0] in ("-r", "--requirement"):
+        if len(parts) >= 2 and parts[0] in ("-r", "--requirement") and len(reading.includes) < MAX_INCLUDES:
             reading.includes.append((number, parts[1]))
