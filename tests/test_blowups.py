@@ -157,3 +157,23 @@ def test_a_large_requirements_file_is_looked_at_where_it_names_deepspeed(tmp_pat
     found = find_pin(config)
     assert (found.pin.line if found.pin else None) == line
     assert said is None or said in found.notes[0]
+
+
+@pytest.mark.parametrize(("name", "text", "most_calls"), [
+    ("environment.yml", "dependencies:\n" + "  - deepspeed=0.14.5\n" * 200_000, 60_000),
+    ("environment.yml", "dependencies:\n  - pip:\n" + "    - deepspeed==0.14.5\n" * 200_000, 60_000),
+    ("uv.lock", '[[package]]\nname = "deepspeed"\nversion = "0.14.5"\n' * 100_000, 60_000),  # was quadratic
+    ("requirements.txt", "deepspeed==0.14.5\n" * 250_000, 60_000),
+    # tomllib is pure Python (about a million calls per MB): the file is parsed, up to 256 KB, its requirements not
+    ("pyproject.toml", "[project]\ndependencies = [" + '"deepspeed==0.14.5",' * 12_000 + "]\n", 250_000),
+])
+def test_a_file_of_many_deepspeed_requirements_is_read_up_to_a_bound(tmp_path, name, text, most_calls):
+    """A real file names deepspeed one to three times; 64 requirements are read, the rest is a note."""
+    config = _pin_repository(tmp_path, name, text)
+    find_pin(config)
+    clear_cache()
+    assert _python_calls(find_pin, config) < most_calls
+    clear_cache()
+    found = find_pin(config)
+    assert found.pin.specifier == "==0.14.5"
+    assert any("the rest of the file is not" in note or "the rest not read" in note for note in found.notes)

@@ -37,20 +37,17 @@ def environment(reading: Reading, text: str) -> None:
     pip_indent: int | None = None  # the indentation of the "- pip:" item whose list is being read
     pip_end, line, counted = 0, 1, 0
     for match in _LINES.finditer(text):  # top-level keys and the items that may matter; the rest is skipped in C
+        if reading.full:
+            return
         line += text.count("\n", counted, match.start())
         counted = match.start()
         content = _YAML_COMMENT.sub("", match.group(0)).rstrip()
         item = content.strip()
-        if not item or item in ("---", "..."):
-            continue
         indent = len(content) - len(content.lstrip(" \t"))
         if indent == 0 and not item.startswith("-"):
-            key = _TOP_KEY.match(item)
-            section, pip_indent = (key.group(1).strip(), None) if key else (None, None)
-            if section == "dependencies" and key:
-                _flow(reading, line, key.group(2), pip=False)
+            section, pip_indent = _top_level(reading, line, item), None
             continue
-        if section != "dependencies":
+        if section != "dependencies" or not item:
             continue
         if pip_indent is not None:
             if indent <= pip_indent or _item_at_most(pip_indent).search(text, pip_end, match.start()):
@@ -62,6 +59,17 @@ def environment(reading: Reading, text: str) -> None:
             _flow(reading, line, item.split(":", 1)[1], pip=True)
         elif MENTION.search(item):
             _entry(reading, line, _unquote(item), pip=pip_indent is not None)
+
+
+def _top_level(reading: Reading, line: int, item: str) -> str | None:
+    """The key a top-level line opens (None for a document marker or what is not a key); the entries of a
+    one-line ``dependencies: [...]``."""
+    key = _TOP_KEY.match(item) if item not in ("", "---", "...") else None
+    if key is None:
+        return None
+    if key.group(1).strip() == "dependencies":
+        _flow(reading, line, key.group(2), pip=False)
+    return key.group(1).strip()
 
 
 @lru_cache(maxsize=32)

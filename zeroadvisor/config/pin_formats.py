@@ -25,14 +25,16 @@ from zeroadvisor.config.pin_requirements import (
     specifier_or_note,
 )
 
+# pyproject.toml, Pipfile and setup.cfg are a few KB; a lock file, MB, is read by its deepspeed blocks only.
+MAX_MANIFEST_CHARS = 256 * 1024
 _LOCK_NAME = re.compile(r"""^name\s*=\s*["']deep[-_.]?speed["']\s*$""", re.MULTILINE | re.IGNORECASE)
 _LOCK_PACKAGE = re.compile(r"^\[\[package\]\]\s*$", re.MULTILINE)
 
 
 def line_of(text: str, pattern: str, start: int = 0) -> int:
-    """The line of the first match of a regular expression (or 1): where a note and a pin point."""
-    found = re.search(pattern, text[start:], re.MULTILINE | re.IGNORECASE)
-    at = start + found.start() if found else start
+    """The line of the first match of a regular expression at or after ``start`` (else of ``start``)."""
+    found = re.compile(pattern, re.MULTILINE | re.IGNORECASE).search(text, start)
+    at = found.start() if found else start
     return text.count("\n", 0, at) + 1
 
 
@@ -43,6 +45,15 @@ def _key_line(text: str, name: str) -> int:
 def _string_line(text: str, value: str) -> int:
     at = text.find(value)
     return text.count("\n", 0, at) + 1 if at >= 0 else 1
+
+
+def _too_large(reading: Reading, text: str) -> bool:
+    """A manifest over MAX_MANIFEST_CHARS is not parsed: tomllib is pure Python, about 5 MB a second (a
+    million calls per MB)."""
+    if len(text) <= MAX_MANIFEST_CHARS:
+        return False
+    reading.note(None, f"not parsed: larger than {MAX_MANIFEST_CHARS >> 10} KB")
+    return True
 
 
 def _table(reading: Reading, parent: Any, key: str, where: str) -> dict[str, Any]:
@@ -64,6 +75,8 @@ def _array(reading: Reading, parent: dict[str, Any], key: str, where: str) -> li
 
 def _requirement_strings(reading: Reading, text: str, values: list[Any], where: str) -> None:
     for value in values:
+        if reading.full:
+            return
         if isinstance(value, str):
             add_requirement(reading, _string_line(text, value), value)
         elif not (isinstance(value, dict) and "include-group" in value):  # PEP 735's include is not a requirement
@@ -76,6 +89,8 @@ def toml_lock(reading: Reading, text: str) -> None:
     its markers."""
     starts = sorted({text.rfind("[[package]]", 0, m.start()) for m in _LOCK_NAME.finditer(text)} - {-1})
     for start in starts:
+        if reading.full:
+            return
         after = _LOCK_PACKAGE.search(text, start + len("[[package]]"))
         block = text[start:after.start() if after else len(text)]
         packages = tomllib.loads(block).get("package")
@@ -121,6 +136,8 @@ def pipfile_lock(reading: Reading, text: str) -> None:
 
 def pyproject(reading: Reading, text: str) -> None:
     """[project] dependencies and optional dependencies, [dependency-groups] (PEP 735), Poetry's dependency tables."""
+    if _too_large(reading, text):
+        return
     data = tomllib.loads(text)
     project = _table(reading, data, "project", "[project]")
     _requirement_strings(reading, text, _array(reading, project, "dependencies", "[project] dependencies"),
@@ -148,6 +165,8 @@ def _poetry_dependency(reading: Reading, line: int, name: str, value: Any) -> No
     """A Poetry dependency: a constraint string, a table (version, python, markers), or a list of tables (a
     multiple-constraint dependency: each applies where its python/markers hold)."""
     for given in value if isinstance(value, list) else [value]:
+        if reading.full:
+            return
         entry = {"version": given} if isinstance(given, str) else given
         if not isinstance(entry, dict):
             reading.note(line, f"{name} = {shown(repr(entry))}: not a version, a table or a list of tables")
@@ -200,6 +219,8 @@ def poetry_specifier(text: str) -> str:
 def setup_cfg(reading: Reading, text: str) -> None:
     """setuptools' [options] install_requires and [options.extras_require]: one requirement a line, or a single
     line separated by ';' (setuptools' list-semi)."""
+    if _too_large(reading, text):
+        return
     parser = configparser.RawConfigParser(strict=False)
     parser.read_string(text)
     values = [parser.get("options", "install_requires", fallback="")]
@@ -213,6 +234,8 @@ def setup_cfg(reading: Reading, text: str) -> None:
 
 
 def pipfile(reading: Reading, text: str) -> None:
+    if _too_large(reading, text):
+        return
     data = tomllib.loads(text)
     for group in ("packages", "dev-packages"):
         for name, value in _table(reading, data, group, f"[{group}]").items():

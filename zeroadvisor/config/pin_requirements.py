@@ -23,6 +23,7 @@ MENTION = re.compile(r"deep[-_.]?speed", re.IGNORECASE)
 # The start of a requirement of the deepspeed distribution (PEP 503 normalised names: deepspeed, deep-speed, ...).
 _NAMED = re.compile(r"^\s*deep[-_.]?speed(?![A-Za-z0-9_.-])\s*(\[[^\]]*\])?", re.IGNORECASE)
 _SHOWN = 80  # characters of a requirement quoted in a note
+MAX_CANDIDATES = 64
 # Bounds on what one requirements file makes the reader do; real files have a handful of each.
 MAX_LINES_READ = 1000  # lines that name deepspeed or include a file
 MAX_JOINED_CHARS = 64 * 1024  # one requirement's physical lines joined by backslashes
@@ -59,9 +60,21 @@ class Reading:
     candidates: list[Candidate] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     includes: list[tuple[int, str]] = field(default_factory=list)  # (line, file) of a requirements file's -r
+    _said_full: bool = field(default=False, repr=False)
 
     def note(self, line: int | None, text: str) -> None:
         self.notes.append(f"{self.shown}{f':{line}' if line else ''}: {text}")
+
+    @property
+    def full(self) -> bool:
+        """MAX_CANDIDATES deepspeed requirements read (a real file has one to three): the readers stop, said once.
+        Asked before each further one, so a hostile file of 400,000 is not 400,000 requirement parses."""
+        if len(self.candidates) < MAX_CANDIDATES:
+            return False
+        if not self._said_full:
+            self._said_full = True
+            self.note(None, f"{MAX_CANDIDATES} deepspeed requirements read: the rest of the file is not")
+        return True
 
 
 def shown(text: str) -> str:
@@ -77,7 +90,7 @@ def add_requirement(reading: Reading, line: int, text: str, *, condition: str = 
     """A PEP 508 string: a Candidate where it requires deepspeed, a note where it starts with the name but is not a
     requirement ``packaging`` reads, else nothing. ``condition``/``applies``: a constraint given beside it (Poetry's
     ``python``, a Pipfile's ``markers``) that holds or not."""
-    if not _NAMED.match(text):
+    if not _NAMED.match(text) or reading.full:
         return
     try:
         requirement = Requirement(text.strip())
