@@ -7,6 +7,7 @@ a number where a requirement belongs) is a note. The caller turns a parser's own
 
 from __future__ import annotations
 
+import bisect
 import configparser
 import json
 import re
@@ -14,6 +15,8 @@ import tomllib
 from typing import Any
 
 from zeroadvisor.config.pin_requirements import (
+    MAX_CANDIDATES,
+    MENTION,
     Candidate,
     Reading,
     add_requirement,
@@ -78,7 +81,8 @@ def _requirement_strings(reading: Reading, text: str, values: list[Any], where: 
         if reading.full:
             return
         if isinstance(value, str):
-            add_requirement(reading, _string_line(text, value), value)
+            if MENTION.search(value):  # its line is looked up only then: a search of the text each
+                add_requirement(reading, _string_line(text, value), value)
         elif not (isinstance(value, dict) and "include-group" in value):  # PEP 735's include is not a requirement
             reading.note(None, f"{where}: {shown(repr(value))} is not a requirement string: not read")
 
@@ -87,12 +91,18 @@ def toml_lock(reading: Reading, text: str) -> None:
     """uv.lock, poetry.lock, pdm.lock: the ``[[package]]`` named deepspeed. Only those blocks are parsed (a lock of
     a monorepo is MB of TOML, a pure-Python parse of seconds); a lock may hold one per resolution fork, each with
     its markers."""
-    starts = sorted({text.rfind("[[package]]", 0, m.start()) for m in _LOCK_NAME.finditer(text)} - {-1})
-    for start in starts:
+    headers = [m.start() for m in _LOCK_PACKAGE.finditer(text)]
+    blocks: dict[int, int] = {}  # start -> end of each [[package]] block holding a deepspeed name line
+    for name in _LOCK_NAME.finditer(text):
+        at = bisect.bisect_right(headers, name.start()) - 1
+        if at >= 0:
+            blocks.setdefault(headers[at], headers[at + 1] if at + 1 < len(headers) else len(text))
+        if len(blocks) > MAX_CANDIDATES:
+            break
+    for start, end in blocks.items():
         if reading.full:
             return
-        after = _LOCK_PACKAGE.search(text, start + len("[[package]]"))
-        block = text[start:after.start() if after else len(text)]
+        block = text[start:end]
         packages = tomllib.loads(block).get("package")
         package = packages[0] if isinstance(packages, list) and packages else None
         if not isinstance(package, dict) or not is_deepspeed(str(package.get("name", ""))):
@@ -229,7 +239,7 @@ def setup_cfg(reading: Reading, text: str) -> None:
     for value in values:
         for written in value.splitlines() if "\n" in value else value.split(";"):
             requirement = re.sub(r"(^|\s+)#.*$", "", written).strip()
-            if requirement:
+            if MENTION.search(requirement):
                 add_requirement(reading, _string_line(text, requirement), requirement)
 
 
