@@ -129,6 +129,8 @@ def pipfile_lock(reading: Reading, text: str) -> None:
     for group in ("default", "develop"):
         entries = _table(reading, data, group, f'"{group}"') if isinstance(data, dict) else {}
         for name, entry in entries.items():
+            if reading.full:
+                return
             if not is_deepspeed(name):
                 continue
             line = _string_line(text, f'"{name}"')
@@ -249,6 +251,8 @@ def pipfile(reading: Reading, text: str) -> None:
     data = tomllib.loads(text)
     for group in ("packages", "dev-packages"):
         for name, value in _table(reading, data, group, f"[{group}]").items():
+            if reading.full:
+                return
             if not is_deepspeed(name):
                 continue
             line = _key_line(text, name)
