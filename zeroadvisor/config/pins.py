@@ -1,28 +1,45 @@
 """The DeepSpeed requirement in the user's repository: found by walking up from a config, never imported.
 
 In each folder from the config's up to the repository root (the folder holding ``.git``), the files below are
-read in this order, lock files first (they say the exact release installed), then declared requirements; the
-nearest folder that names deepspeed decides. A file that cannot be read is skipped with a note, never an error:
-it is the user's build file, not an input to zeroadvisor.
+read in this order, lock files first (they say the exact release installed), then declared requirements (pip-tools'
+compiled ``requirements.txt`` before its ``requirements.in``); the nearest folder that names deepspeed decides, and in
+it the first file. docs/deepspeed-releases.md lists the order and the spellings each file may use.
+
+The files are the user's and come with the repository under review: each is read as untrusted input, at most once a
+run (config/pin_files.py), and whatever it holds is at worst a note, never an error: it is the user's build file,
+not an input to zeroadvisor.
 """
 
 from __future__ import annotations
 
-import ast
 import configparser
-import json
 import os
-import re
-import tomllib
-from collections.abc import Iterator
+import platform
+import sys
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
 
-# Files bigger than this are not read (a lock file of a monorepo is a few MB at most).
-MAX_FILE_BYTES = 5 * 1024 * 1024
-# PEP 508 name and the rest of the requirement (extras, version, markers) of a deepspeed line.
-_REQUIREMENT = re.compile(r"^\s*deep[-_.]?speed(?![A-Za-z0-9_.-])\s*(\[[^\]]*\])?\s*(?P<spec>[^;#@]*)", re.IGNORECASE)
-_NAME = re.compile(r"^deep[-_.]?speed$", re.IGNORECASE)
+from zeroadvisor.config import pin_conda, pin_files, pin_formats, pin_setup_py
+from zeroadvisor.config.pin_files import MAX_FILE_BYTES
+from zeroadvisor.config.pin_formats import poetry_specifier
+from zeroadvisor.config.pin_requirements import MENTION, Reading, first_line
+
+__all__ = ["MAX_FILE_BYTES", "Pin", "PinSearch", "clear_cache", "find_pin", "installed_release", "poetry_specifier"]
+
+_Reader = Callable[[Reading, str], None]
+# (file name, reader) in precedence order; requirements files come between the locks and the manifests.
+_LOCKS: tuple[tuple[str, _Reader], ...] = (
+    ("uv.lock", pin_formats.toml_lock), ("poetry.lock", pin_formats.toml_lock), ("pdm.lock", pin_formats.toml_lock),
+    ("Pipfile.lock", pin_formats.pipfile_lock))
+_MANIFESTS: tuple[tuple[str, _Reader], ...] = (
+    ("pyproject.toml", pin_formats.pyproject), ("setup.cfg", pin_formats.setup_cfg),
+    ("setup.py", pin_setup_py.setup_py), ("environment.yml", pin_conda.environment),
+    ("environment.yaml", pin_conda.environment), ("Pipfile", pin_formats.pipfile))
+_MAX_INCLUDE_DEPTH = 3  # requirements.txt -> -r base.txt -> -r ...: followed this deep
+# What a parser raises on text it refuses, and on a shape its reader did not expect: a note, never an exit.
+_PARSE_ERRORS = (ValueError, SyntaxError, configparser.Error, RecursionError, MemoryError, UnicodeError, TypeError,
+                 AttributeError, KeyError, IndexError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,215 +70,146 @@ class PinSearch:
     notes: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class _FileAnswer:
+    """What one file says: its pin (the first requirement that applies to this interpreter), notes, -r includes."""
+
+    pin: Pin | None
+    notes: tuple[str, ...]
+    includes: tuple[str, ...] = ()
+
+
+def clear_cache() -> None:
+    """Forget the files read (each is parsed once per process otherwise)."""
+    pin_files.clear_cache()
+
+
 def find_pin(config_path: str) -> PinSearch:
     """The nearest DeepSpeed requirement above ``config_path`` (a file), up to the repository root."""
-    folder = os.path.dirname(os.path.abspath(config_path))
+    start = os.path.dirname(os.path.abspath(config_path))
+    root = _repository_root(start)
     notes: list[str] = []
-    seen: set[str] = set()
-    while folder not in seen:
-        seen.add(folder)
-        for path, reader in _candidates(folder):
-            try:
-                if os.path.getsize(path) > MAX_FILE_BYTES:
-                    notes.append(f"{path}: not read for the DeepSpeed pin: larger than 5 MB")
-                    continue
-                with open(path, encoding="utf-8") as stream:
-                    text = stream.read()
-                pin = reader(path, text)
-            except (OSError, UnicodeDecodeError, ValueError, SyntaxError,
-                    configparser.Error, RecursionError) as err:
-                notes.append(f"{path}: not read for the DeepSpeed pin: {_first_line(err)}")
-                continue
-            if pin is not None:
-                return PinSearch(pin, tuple(notes))
-        if os.path.exists(os.path.join(folder, ".git")):
-            break  # the repository root
-        folder = os.path.dirname(folder)
-    return PinSearch(None, tuple(notes))
+    for folder in _folders(start, root):
+        top = root or folder  # where a symlink may point: the repository, else the folder itself
+        for path, reader in _candidates(folder, top):
+            answer = _follow(path, top, reader, notes, 0, set())
+            if answer is not None:
+                return PinSearch(answer, tuple(dict.fromkeys(notes)))
+    return PinSearch(None, tuple(dict.fromkeys(notes)))
 
 
-def _first_line(err: BaseException) -> str:
-    text = (str(err).strip().splitlines() or [type(err).__name__])[0]
-    return text[:200]
+def _repository_root(folder: str) -> str | None:
+    while True:
+        if os.path.lexists(os.path.join(folder, ".git")):
+            return folder
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        folder = parent
 
 
-def _candidates(folder: str) -> Iterator[tuple[str, Any]]:
+def _folders(start: str, root: str | None) -> Iterator[str]:
+    folder = start
+    while True:
+        yield folder
+        parent = os.path.dirname(folder)
+        if folder in (root, parent):
+            return
+        folder = parent
+
+
+def _follow(path: str, top: str, reader: _Reader, notes: list[str], depth: int, seen: set[str]) -> Pin | None:
+    """The pin of one file, else of the requirements files it includes (-r), within the repository."""
+    seen.add(os.path.realpath(path))
+    answer = _answer(path, top, reader)
+    notes.extend(" ".join(note.split()) for note in answer.notes)  # one line each, whatever the file holds
+    if answer.pin is not None or depth >= _MAX_INCLUDE_DEPTH:
+        return answer.pin
+    for name in answer.includes:
+        included = os.path.join(os.path.dirname(path), name)
+        if "://" in name or "\0" in name or os.path.realpath(included) in seen:
+            continue  # a URL, a name no file has (pip would fail on it too), or a file already read
+        pin = _follow(included, top, pin_formats.requirements, notes, depth + 1, seen)
+        if pin is not None:
+            return pin
+    return None
+
+
+def _answer(path: str, top: str, reader: _Reader) -> _FileAnswer:
+    try:
+        return pin_files.parse_once(path, top, reader.__qualname__, partial(_parse, reader))
+    except pin_files.Skipped as why:
+        return _FileAnswer(None, (f"{_shown_path(path)}: not read for the DeepSpeed pin: {why}",))
+
+
+def _parse(reader: _Reader, path: str, text: str) -> _FileAnswer:
+    reading = Reading(_shown_path(path))
+    if reader is pin_formats.requirements or MENTION.search(text):  # a file that never names deepspeed: no parse
+        try:
+            reader(reading, text)
+        except _PARSE_ERRORS as err:
+            reading.candidates.clear()
+            why = "nested too deeply to parse" if isinstance(err, (MemoryError, RecursionError)) else first_line(err)
+            reading.note(None, f"not read for the DeepSpeed pin: {why}")
+    pin = _choose(path, reading)
+    return _FileAnswer(pin, tuple(reading.notes), tuple(name for _, name in reading.includes))
+
+
+def _choose(path: str, reading: Reading) -> Pin | None:
+    """The first deepspeed requirement whose marker holds for this interpreter (pip installs only those); a note
+    where none does, or where a later one that also holds says something else."""
+    if not reading.candidates:
+        return None
+    applying = [c for c in reading.candidates if c.applies]
+    if not applying:
+        where = "; ".join(f"line {c.line}: {c.condition}" for c in reading.candidates)
+        here = f"Python {platform.python_version()} on {sys.platform}"
+        reading.note(None, f"deepspeed is required only where markers hold that {here} does not meet "
+                           f"({where[:200]}): not used")
+        return None
+    first = applying[0]
+    for other in applying[1:]:
+        if other.specifier != first.specifier:
+            reading.note(other.line, f"{other.written!r} also applies; the first, line {first.line}, is used")
+    return Pin(path, first.line, " ".join(first.written.split()), first.specifier)
+
+
+def _requirements_order(name: str) -> tuple[bool, str, bool]:
+    """requirements.txt first, then the others by name; of one name, pip-tools' compiled .txt before its .in."""
+    stem, extension = os.path.splitext(name)
+    return stem != "requirements", stem, extension == ".in"
+
+
+def _candidates(folder: str, top: str) -> Iterator[tuple[str, _Reader]]:
     """(path, reader) of the files in ``folder`` that may name deepspeed, in precedence order."""
     try:
-        names = sorted(os.listdir(folder))
+        names = set(os.listdir(folder))
     except OSError:
         return
-    fixed = (("uv.lock", _toml_lock), ("poetry.lock", _toml_lock), ("pdm.lock", _toml_lock),
-             ("Pipfile.lock", _pipfile_lock))
-    for name, reader in fixed:
+    for name, reader in _LOCKS:
         if name in names:
             yield os.path.join(folder, name), reader
-    for name in names:
-        if name.startswith("requirements") and name.endswith((".txt", ".in")):
-            yield os.path.join(folder, name), _requirements
-    yield from _requirements_folder(os.path.join(folder, "requirements"))
-    for name, reader in (("pyproject.toml", _pyproject), ("setup.cfg", _setup_cfg), ("setup.py", _setup_py),
-                         ("environment.yml", _environment), ("environment.yaml", _environment),
-                         ("Pipfile", _pipfile)):
+    for name in sorted((n for n in names if n.startswith("requirements") and n.endswith((".txt", ".in"))),
+                       key=_requirements_order):
+        yield os.path.join(folder, name), pin_formats.requirements
+    if "requirements" in names:
+        yield from _requirements_folder(os.path.join(folder, "requirements"), top)
+    for name, reader in _MANIFESTS:
         if name in names:
             yield os.path.join(folder, name), reader
 
 
-def _requirements_folder(sub: str) -> Iterator[tuple[str, Any]]:
-    """requirements/*.txt, the layout DeepSpeed itself uses."""
-    if os.path.isdir(sub):
-        for name in sorted(os.listdir(sub)):
-            if name.endswith((".txt", ".in")):
-                yield os.path.join(sub, name), _requirements
-
-
-def _line_of(text: str, needle: str) -> int:
-    at = text.find(needle)
-    return text.count("\n", 0, at) + 1 if at >= 0 else 1
-
-
-def _from_requirement(path: str, text: str, requirement: str) -> Pin | None:
-    match = _REQUIREMENT.match(requirement)
-    if match is None:
-        return None
-    spec = re.sub(r"\s+", "", match.group("spec")).strip("()")
-    written = requirement.strip()
-    return Pin(path, _line_of(text, written), written, spec)
-
-
-def _requirements(path: str, text: str) -> Pin | None:
-    """requirements.txt and pip-tools output: one requirement a line, ``\\`` continuations, comments, hashes."""
-    for raw in text.replace("\\\n", " ").splitlines():
-        line = raw.split(" #", 1)[0].split("--hash", 1)[0].strip()
-        if line.startswith(("#", "-")):
-            continue  # -r/-c/-e/--index-url lines: other files and options, not this requirement
-        pin = _from_requirement(path, text, line)
-        if pin is not None:
-            return pin
-    return None
-
-
-def _toml_lock(path: str, text: str) -> Pin | None:
-    """uv.lock, poetry.lock, pdm.lock: [[package]] name = "deepspeed", version = "0.14.5"."""
-    for package in tomllib.loads(text).get("package", []):
-        if isinstance(package, dict) and _NAME.match(str(package.get("name", ""))) and "version" in package:
-            version = str(package["version"])
-            return Pin(path, _line_of(text, f'version = "{version}"'), f"deepspeed {version} (locked)",
-                       f"=={version}")
-    return None
-
-
-def _pipfile_lock(path: str, text: str) -> Pin | None:
-    data = json.loads(text)
-    for group in ("default", "develop"):
-        entries = data.get(group, {}) if isinstance(data, dict) else {}
-        for name, entry in (entries.items() if isinstance(entries, dict) else ()):
-            if _NAME.match(name) and isinstance(entry, dict) and isinstance(entry.get("version"), str):
-                return Pin(path, _line_of(text, f'"{name}"'), f"deepspeed{entry['version']} (locked)",
-                           entry["version"])
-    return None
-
-
-def _pyproject(path: str, text: str) -> Pin | None:
-    data = tomllib.loads(text)
-    project = data.get("project", {})
-    requirements = list(project.get("dependencies", []) or [])
-    for extra in (project.get("optional-dependencies", {}) or {}).values():
-        requirements += list(extra or [])
-    for requirement in requirements:
-        pin = _from_requirement(path, text, str(requirement))
-        if pin is not None:
-            return pin
-    poetry = data.get("tool", {}).get("poetry", {})
-    groups = [poetry.get("dependencies", {})] + [g.get("dependencies", {}) for g in
-                                                 (poetry.get("group", {}) or {}).values() if isinstance(g, dict)]
-    for group in groups:
-        for name, value in (group.items() if isinstance(group, dict) else ()):
-            if _NAME.match(name):
-                version = value.get("version", "*") if isinstance(value, dict) else str(value)
-                return Pin(path, _line_of(text, name), f"{name} = {version!r}", poetry_specifier(version))
-    return None
-
-
-def poetry_specifier(text: str) -> str:
-    """Poetry's constraint as PEP 440: ^0.14.2 -> >=0.14.2,<0.15.0 (a caret keeps the first non-zero part),
-    ~0.14.2 -> >=0.14.2,<0.15.0, * -> no constraint, 0.14.5 -> ==0.14.5; PEP 440 text passes through."""
-    parts = []
-    for piece in (p.strip() for p in text.split(",")):
-        if piece in ("", "*"):
-            continue
-        if piece[0] in "^~" and not piece.startswith("~="):
-            numbers = ([int(n) for n in re.findall(r"\d+", piece)[:3]] + [0, 0, 0])[:3]
-            if piece[0] == "~":
-                upper = [numbers[0], numbers[1] + 1, 0]
-            else:
-                first = next((i for i, n in enumerate(numbers) if n), 2)
-                upper = [n if i < first else 0 for i, n in enumerate(numbers)]
-                upper[first] = numbers[first] + 1
-            parts += [">=" + ".".join(map(str, numbers)), "<" + ".".join(map(str, upper))]
-        elif piece[0].isdigit():
-            parts.append(f"=={piece}")
-        else:
-            parts.append(piece.replace(" ", ""))
-    return ",".join(parts)
-
-
-def _setup_cfg(path: str, text: str) -> Pin | None:
-    parser = configparser.ConfigParser()
-    parser.read_string(text)
-    if not parser.has_section("options") and not parser.has_section("options.extras_require"):
-        return None
-    values = [parser.get("options", "install_requires", fallback="")]
-    if parser.has_section("options.extras_require"):
-        values += [value for _, value in parser.items("options.extras_require")]
-    for value in values:
-        for line in value.splitlines():
-            pin = _from_requirement(path, text, line)
-            if pin is not None:
-                return pin
-    return None
-
-
-def _setup_py(path: str, text: str) -> Pin | None:
-    """String literals of setup.py (parsed, never run): the first one that is a deepspeed requirement."""
-    for node in ast.walk(ast.parse(text)):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            pin = _from_requirement(path, text, node.value)
-            if pin is not None and (pin.specifier or node.value.strip().lower() in ("deepspeed", "deep_speed")):
-                return Pin(path, node.lineno, pin.requirement, pin.specifier)
-    return None
-
-
-def _environment(path: str, text: str) -> Pin | None:
-    """conda environment.yml: ``deepspeed=0.14.5`` (conda) or ``deepspeed==0.14.5``, also under ``pip:``."""
-    import yaml  # here, not at the top: plain lint starts without PyYAML (tests/test_packaging.py)
-
+def _requirements_folder(sub: str, top: str) -> Iterator[tuple[str, _Reader]]:
+    """requirements/*.txt, the layout DeepSpeed itself uses (a folder inside the repository only)."""
+    real = os.path.realpath(sub)
+    if not os.path.isdir(real) or not pin_files.inside(real, os.path.realpath(top)):
+        return
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        raise ValueError(_first_line(err)) from None
-    entries = data.get("dependencies", []) if isinstance(data, dict) else []
-    flat: list[Any] = []
-    for entry in entries or []:
-        flat += entry.get("pip", []) if isinstance(entry, dict) else [entry]
-    for entry in flat:
-        if not isinstance(entry, str):
-            continue
-        written = re.sub(r"^(deep[-_.]?speed)\s*=(?!=)\s*", r"\1==", entry.strip(), flags=re.IGNORECASE)
-        pin = _from_requirement(path, text, written)
-        if pin is not None:
-            return Pin(path, _line_of(text, entry.strip()), entry.strip(), pin.specifier.rstrip("*").rstrip("."))
-    return None
-
-
-def _pipfile(path: str, text: str) -> Pin | None:
-    data = tomllib.loads(text)
-    for group in ("packages", "dev-packages"):
-        for name, value in (data.get(group, {}) or {}).items():
-            if _NAME.match(name):
-                version = value.get("version", "*") if isinstance(value, dict) else str(value)
-                return Pin(path, _line_of(text, name), f"{name} = {version!r}", "" if version == "*" else version)
-    return None
+        names = os.listdir(real)
+    except OSError:
+        return
+    for name in sorted((n for n in names if n.endswith((".txt", ".in"))), key=_requirements_order):
+        yield os.path.join(sub, name), pin_formats.requirements
 
 
 def installed_release() -> str | None:

@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass
 from functools import lru_cache
 
-from zeroadvisor.config.pins import find_pin, installed_release
+from zeroadvisor.config.pins import clear_cache, find_pin, installed_release
 from zeroadvisor.deepspeed import releases
 from zeroadvisor.inputs.errors import UsageError
 
@@ -42,17 +42,36 @@ def parse_request(text: str, given_as: str = "--deepspeed-version") -> releases.
         raise UsageError(f"{given_as} {err}") from None
 
 
-@lru_cache(maxsize=256)
-def _pin_choice(folder: str) -> ReleaseChoice | None:
+class _PerFolder:
+    """The pin choice of each folder, once a run (configs side by side share it); ``cache_clear`` also forgets the
+    files read, which config/pins.py keeps per file version (a file rewritten within a timestamp tick keeps its)."""
+
+    def __init__(self) -> None:
+        self._cached = lru_cache(maxsize=256)(_pin_choice_of)
+
+    def __call__(self, folder: str) -> tuple[ReleaseChoice | None, tuple[str, ...]]:
+        return self._cached(folder)
+
+    def cache_clear(self) -> None:
+        self._cached.cache_clear()
+        clear_cache()
+
+
+def _pin_choice_of(folder: str) -> tuple[ReleaseChoice | None, tuple[str, ...]]:
+    """The choice the pin beside ``folder`` makes, else None; and the search's notes (files it could not read),
+    which go with whatever choice is made."""
     search = find_pin(os.path.join(folder, "_"))
     pin = search.pin
     if pin is None or not pin.specifier:
-        return None  # no pin, or "deepspeed" with no version: it does not say which release
+        return None, search.notes  # no pin, or "deepspeed" with no version: it does not say which release
     try:
         found = releases.matching(pin.specifier)
     except releases.RequestError as err:
         raise UsageError(f"{pin.describe()}: {err}; set --deepspeed-version") from None
-    return ReleaseChoice(found.releases, "pin", pin.describe(), (*search.notes, *found.notes))
+    return ReleaseChoice(found.releases, "pin", pin.describe(), (*search.notes, *found.notes)), ()
+
+
+_pin_choice = _PerFolder()
 
 
 def choose_release(*, flag: str | None, config_path: str | None, flag_name: str = "--deepspeed-version"
@@ -63,15 +82,17 @@ def choose_release(*, flag: str | None, config_path: str | None, flag_name: str 
         found = parse_request(str(flag), flag_name)
         shown = flag if len(flag) <= _SHOWN else flag[:_SHOWN] + "…"
         return ReleaseChoice(found.releases, "flag", f"{flag_name} {shown}", found.notes)
+    search_notes: tuple[str, ...] = ()
     if config_path is not None:
-        pinned = _pin_choice(os.path.dirname(os.path.abspath(config_path)))  # configs side by side share a pin
+        pinned, search_notes = _pin_choice(os.path.dirname(os.path.abspath(config_path)))  # shared side by side
         if pinned is not None:
             return pinned
     installed = installed_release()
     near = releases.nearest(installed.split("+")[0]) if installed and releases.is_version(installed.split("+")[0]) \
         else None
     if installed is not None and near is not None:
-        return ReleaseChoice(near.releases, "installed", f"installed deepspeed {installed}", near.notes)
+        return ReleaseChoice(near.releases, "installed", f"installed deepspeed {installed}",
+                             (*search_notes, *near.notes))
     latest = releases.latest()
     return ReleaseChoice((latest,), "assumed", f"no DeepSpeed version pinned beside the config: assumed the latest, "
-                         f"{latest}; set {flag_name} or pin deepspeed in requirements.txt")
+                         f"{latest}; set {flag_name} or pin deepspeed in requirements.txt", search_notes)
