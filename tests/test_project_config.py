@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_run import cli  # noqa: F401 - the fixture
+from cli_run import cli, cli_process  # noqa: F401 - the fixture
 from zeroadvisor.config import project
 
 TYPO = '{\n  "train_batch_size": 8,\n  "zero_optimisation": {"stage": 3}\n}\n'
@@ -230,3 +230,25 @@ def test_an_unknown_gpu_name_suggests_the_declared_ones(repo, cli):
     write(repo / "pyproject.toml", MY_CARD)
     result = cli("check", "ds.json", "--params", "7B", "--gpus", "8", "--gpu", "MyCrad", cwd=repo)
     assert result.returncode == 2 and "did you mean MyCard" in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_a_project_file_that_is_no_regular_file_is_never_read(repo):
+    """A pull request chooses the repository's files: a FIFO or a link to a device named like the project
+    configuration is passed over (no hang, no read), as the pin files are."""
+    import os
+
+    os.mkfifo(repo / ".zeroadvisor.toml")
+    (repo / "pyproject.toml").symlink_to("/dev/zero")
+    project.forget()
+    result = cli_process("lint", "configs/typo.json", cwd=repo, timeout=60)  # a read of either never ends
+    assert result.returncode == 1, result.stderr
+    assert "ZA101" in result.stdout or "zero_optimisation" in result.stdout
+
+
+def test_a_project_file_past_the_read_bound_is_one_line(repo, cli):
+    from zeroadvisor.config.pin_files import MAX_FILE_BYTES
+
+    write(repo / ".zeroadvisor.toml", "[lint]\n" + "#" * (MAX_FILE_BYTES + 10) + "\n")
+    result = cli("lint", "configs/typo.json", cwd=repo)
+    assert result.returncode == 2 and result.stdout == ""
+    assert ".zeroadvisor.toml: cannot read: larger than 5 MB" in result.stderr and result.stderr.count("\n") == 1

@@ -65,6 +65,12 @@ def parse_once(path: str, top: str, kind: str, parse: Callable[[str, str], T]) -
     return result
 
 
+def read_bytes(path: str, top: str) -> bytes:
+    """The bytes of the regular file ``path`` (a link followed only inside ``top``), bounded as every file here
+    is; Skipped otherwise. For a file read once a run by its own reader (the project configuration)."""
+    return _read(_identify(path, top))
+
+
 def _identify(path: str, top: str) -> _Identity:
     """The regular file ``path`` stands for, after the symlink rule: followed only to a regular file inside
     ``top``. Devices, FIFOs and sockets are refused here, before anything opens them."""

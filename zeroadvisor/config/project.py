@@ -191,11 +191,12 @@ def _find_from(folder: str) -> ProjectConfig | None:
 
 def load(path: str) -> ProjectConfig | None:
     """The configuration in one file; None for a pyproject.toml without ``[tool.zeroadvisor]``."""
-    try:
-        with open(path, "rb") as handle:
-            raw = handle.read()
-    except OSError as err:
-        raise ProjectConfigError(f"{path}: cannot read: {err.strerror or err}") from None
+    from zeroadvisor.config.pin_files import Skipped, read_bytes
+
+    try:  # the repository's file: a regular file, bounded, never a FIFO or a device (a link may point anywhere)
+        raw = read_bytes(path, os.sep)
+    except Skipped as err:
+        raise ProjectConfigError(f"{path}: cannot read: {err}") from None
     if os.path.basename(path) == PYPROJECT and not _may_name_us(raw):
         return None
     import tomllib
