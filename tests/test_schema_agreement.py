@@ -16,8 +16,9 @@ from zeroadvisor.deepspeed import schema
 from zeroadvisor.rules.linter import lint_document, lint_file
 from zeroadvisor.config.source import ParseError, escape_pointer_token, parse
 
-# Checks that need the world size or the engine's optimizer mapping per stage.
-BEYOND_SCHEMA = {"batch-size-mismatch", "untested-optimizer", "no-batch-size"}
+# Checks that need the world size or the engine's optimizer mapping per stage, and the file's syntax (a comment or a
+# trailing comma the Trainer's json.load refuses: a schema sees the parsed data only).
+BEYOND_SCHEMA = {"batch-size-mismatch", "untested-optimizer", "no-batch-size", "not-strict-json"}
 
 
 def _pointer(path) -> str:

@@ -15,12 +15,17 @@ from conftest import REPO
 DS_YAML = "train_batch_size: 16\nbf16:\n  enabled: true\nzero_optimization:\n  stage: 3\n"
 
 
-def test_lint_of_a_deepspeed_yaml_fails(cli, tmp_path: Path):
+def test_lint_of_a_deepspeed_yaml_warns_and_fails_where_the_path_is_given(cli, tmp_path: Path):
     (tmp_path / "ds.yaml").write_text(DS_YAML)
     result = cli("lint", "ds.yaml", cwd=tmp_path)
-    assert result.returncode == 1
-    assert result.stdout.startswith("ds.yaml:2:1: ZA007 [error] a DeepSpeed config in YAML: DeepSpeed reads a config "
-                                    "path with hjson, which reads 'bf16' here as the string 'enabled: true'")
+    # a script may load it and pass the dict: a warning, which --fail-on warning turns into a failure
+    assert result.returncode == 0
+    assert result.stdout.startswith("ds.yaml:2:1: ZA007 [warning] a DeepSpeed config in YAML: DeepSpeed reads a "
+                                    "config path with hjson, which reads 'bf16' here as the string 'enabled: true'")
+    assert cli("lint", "--fail-on", "warning", "ds.yaml", cwd=tmp_path).returncode == 1
+    # the Trainer given the path: its json.load refuses the file, an error
+    trainer = cli("lint", "--integration", "hf-trainer", "ds.yaml", cwd=tmp_path)
+    assert trainer.returncode == 1 and trainer.stdout.startswith("ds.yaml:2:1: ZA007 [error] ")
     # the same config as JSON is clean of it
     (tmp_path / "ds.json").write_text('{"train_batch_size": 16, "bf16": {"enabled": true}, '
                                       '"zero_optimization": {"stage": 3}}')

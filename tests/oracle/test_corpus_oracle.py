@@ -582,7 +582,12 @@ def _judge(path: Path, judging: Judging = CORPUS_JUDGING) -> Verdict:
         if path.suffix.lower() in (".yml", ".yaml"):
             import yaml
 
-            source: Any = prepare(yaml.safe_load(path.read_text("utf-8")))
+            text = path.read_text("utf-8")
+            if judging.fill in ("hf-trainer", "accelerate"):
+                # given the path, the Trainer and Accelerate read it with json.load (HfDeepSpeedConfig.__init__)
+                json.loads(text)
+            # else the project's own script loads the YAML and passes the dict (the corpus's YAML configs)
+            source: Any = prepare(yaml.safe_load(text))
         else:
             source = str(path)
         with mock.patch.object(ds.config_module, "hjson", HjsonShim()), \

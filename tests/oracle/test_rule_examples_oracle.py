@@ -32,7 +32,7 @@ CASES = [(rule, i, ex) for rule in registry.LINT if rule.severity is Severity.ER
 @pytest.mark.oracle
 @pytest.mark.parametrize("rule,index,example", CASES, ids=[f"{r.code}-{r.name}-{i}" for r, i, _ in CASES])
 def test_example_against_deepspeed(deepspeed, tmp_path, rule, index, example):
-    path = tmp_path / "ds_config.json"
+    path = tmp_path / example.name  # a YAML example is judged as YAML
     path.write_text(example.config)
     verdict = deepspeed_verdict(path)
     if rule.name in SILENT_IN_DEEPSPEED | NOT_REPLAYED:

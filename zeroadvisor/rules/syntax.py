@@ -259,22 +259,31 @@ def _yaml_config(ctx: Context) -> Iterator[Hit]:
     except ParseError as err:
         where = f" (line {err.line})" if err.line else ""
         yield Hit("", f"a DeepSpeed config in YAML: DeepSpeed reads a config path with hjson, which cannot read this "
-                      f"file{where}: {err.message}, and {_JSON_LOAD}; {_INSTEAD}", position=(1, 1))
+                      f"file{where}: {err.message}, and {_JSON_LOAD}; {_INSTEAD}", position=(1, 1),
+                  severity=_by_path(ctx))
         return
     if not isinstance(as_hjson, dict):
         yield Hit("", f"a DeepSpeed config in YAML: DeepSpeed reads a config path with hjson, which reads this file "
-                      f"as {_shown(as_hjson)}, not an object, so DeepSpeed fails at launch; {_JSON_LOAD}; {_INSTEAD}",
-                  position=(1, 1))
+                      f"as {_shown(as_hjson)}, not an object, so given the path DeepSpeed fails at launch; "
+                      f"{_JSON_LOAD}; {_INSTEAD}", position=(1, 1), severity=_by_path(ctx))
         return
     misread = _misread_section(ctx.data, as_hjson, deepspeed_keys())
     if misread is not None:
         key, value = misread
         pointer = "/" + key.replace("~", "~0").replace("/", "~1")
         yield Hit(pointer, f"a DeepSpeed config in YAML: DeepSpeed reads a config path with hjson, which reads "
-                           f"'{key}' here as {_shown(value)}, so DeepSpeed fails at launch; {_JSON_LOAD}; {_INSTEAD}")
+                           f"'{key}' here as {_shown(value)}, so given the path DeepSpeed fails at launch; "
+                           f"{_JSON_LOAD}; {_INSTEAD}", severity=_by_path(ctx))
     elif ctx.options.integration in _JSON_LOAD_INTEGRATIONS:
         yield Hit("", f"a DeepSpeed config in YAML: {_JSON_LOAD}, so the run fails at launch; {_INSTEAD}",
-                  position=(1, 1))
+                  position=(1, 1), severity=Severity.ERROR)
+
+
+def _by_path(ctx: Context) -> Severity | None:
+    """An error where --integration says the Trainer or Accelerate is given the path (json.load refuses YAML);
+    else the rule's warning: a project that writes its DeepSpeed config in YAML loads it in its own script and
+    passes the dict (the real corpus's YAML configs are such), which lint cannot see."""
+    return Severity.ERROR if ctx.options.integration in _JSON_LOAD_INTEGRATIONS else None
 
 
 def _misread_section(data: dict[str, Any], as_hjson: dict[str, Any], read: frozenset[str]) -> tuple[str, Any] | None:
@@ -298,7 +307,8 @@ def _shown(value: Any) -> str:
 YAML_CONFIG = Rule(
     code="ZA007",
     name="yaml-config",
-    severity=Severity.ERROR,
+    severity=Severity.WARNING,
+    severity_varies="error with --integration hf-trainer or accelerate: given the path, their json.load refuses YAML",
     summary="A DeepSpeed config written in YAML: nothing that takes a config path reads YAML.",
     explanation=(
         "DeepSpeed reads a config path with hjson (deepspeed/runtime/config.py DeepSpeedConfig: hjson.load for "
@@ -306,15 +316,14 @@ YAML_CONFIG = Rule(
         "keys becomes the string 'stage: 3', and DeepSpeed 0.19.8 then fails in deepspeed.initialize "
         "(TypeError: DeepSpeedZeroConfig() argument after ** must be a mapping, not str). The Hugging Face "
         "Trainer (TrainingArguments(deepspeed=path)) and Accelerate (deepspeed_config_file) read the path with "
-        "json.load, which refuses YAML outright. So the run fails at launch whichever of them is given the "
-        "path: an error. The one way a YAML DeepSpeed config works is a script that loads it itself and passes "
-        "the dict (deepspeed.initialize(config=dict), TrainingArguments(deepspeed=dict)); the rule cannot see "
-        "the script, so such a project ignores it for the file (per-file-ignores), as the two YAML DeepSpeed "
-        "configs of the real-config corpus (one project's, loaded by its own script) would. A YAML whose every "
-        "section hjson reads as YAML does (flat 'key: value' lines, or '{...}' flow mappings) is reported only "
-        "where --integration says the "
-        "Trainer or Accelerate reads it. An Accelerate config (with its deepspeed_config mapping) is linted by "
-        "the Accelerate rules and never reported here."
+        "json.load, which refuses YAML outright. The one way a YAML DeepSpeed config works is a script that "
+        "loads it itself and passes the dict (deepspeed.initialize(config=dict), TrainingArguments(deepspeed="
+        "dict)), as the project behind the real-config corpus's two YAML DeepSpeed configs does; lint cannot see "
+        "the script, so the finding is a warning that says what happens if the path is given. It is an error "
+        "where --integration says the Trainer or Accelerate reads the file (they are given a path there). A YAML "
+        "whose every section hjson reads as YAML does (flat 'key: value' lines, or '{...}' flow mappings) is "
+        "reported only where --integration says the Trainer or Accelerate reads it. An Accelerate config (with "
+        "its deepspeed_config mapping) is linted by the Accelerate rules and never reported here."
     ),
     check=_yaml_config,
     examples=(
