@@ -54,7 +54,8 @@ def cache_repo(cache: Path, repo_id: str, snapshots: dict[str, dict], main: str 
         (snap / "config.json").symlink_to(Path("..", "..", "blobs", blob))
     if main is not None:
         (repo / "refs").mkdir()
-        (repo / "refs" / "main").write_text(main, encoding="utf-8")  # no newline, as _cache_commit_hash_for_specific_revision
+        # no newline, as _cache_commit_hash_for_specific_revision
+        (repo / "refs" / "main").write_text(main, encoding="utf-8")
     return repo
 
 
@@ -166,7 +167,8 @@ def test_a_hub_id_in_hf_config_resolves_as_model_does(env, monkeypatch):
     description.write_text(f"hf_config: {name}\nsequence_length: 4096\n", encoding="utf-8")
     spec, shape = load_description(description)  # the catalog (no cache here)
     assert spec.parameters == LLAMA2_7B == load_model(name)[0].parameters and shape.sequence_length == 4096
-    assert spec.source == f"{description} -> zeroadvisor catalog: {name} (config.json of {INDEX['models'][name]['source']})"
+    assert spec.source == (f"{description} -> zeroadvisor catalog: {name} "
+                           f"(config.json of {INDEX['models'][name]['source']})")
     cache = env / "cache"
     monkeypatch.setenv("HF_HUB_CACHE", str(cache))
     cache_repo(cache, name, {C1: llama(32020)}, main=None)
@@ -211,7 +213,8 @@ def test_a_directory_without_config_json(env, cli):
     result = cli("estimate", "--model", "empty", "--gpus", "8", "--gpu-memory", "80GiB")
     assert result.returncode == 2
     assert result.stderr.strip().endswith("empty: is a directory without config.json: give the model directory "
-                                          "that save_pretrained wrote, or the path of a config.json or model description")
+                                          "that save_pretrained wrote, or the path of a config.json or model "
+                                          "description")
 
 
 # --------------------------------------------------------------------------- catalog
@@ -240,7 +243,8 @@ def test_miss_names_every_place_searched(env, monkeypatch, cli):
     assert "\n" not in line
     assert "no file or directory meta-llama/Llama-2-7b" in line
     assert f"no {env / 'cache' / 'models--meta-llama--Llama-2-7b'}" in line
-    assert f"not in zeroadvisor's catalog of {len(INDEX['models'])} models (did you mean meta-llama/Llama-2-7b-hf" in line
+    assert (f"not in zeroadvisor's catalog of {len(INDEX['models'])} models "
+            "(did you mean meta-llama/Llama-2-7b-hf") in line
     assert line.endswith("Give --model PATH (a config.json, a model directory or a model description), or fetch "
                          "the config: hf download meta-llama/Llama-2-7b config.json")
 
@@ -265,23 +269,23 @@ def test_peft_flags_apply_to_a_catalog_model(env):
 
 def test_catalog_is_in_sync_with_its_generator():
     run = subprocess.run([sys.executable, str(REPO / "tools" / "gen_model_catalog.py"), "--check"],
-                         capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True, timeout=120, check=False)
     assert run.returncode == 0, run.stderr
 
 
 # The models issue 11 names (at least 40 in all).
-REQUIRED = """
-meta-llama/Llama-2-7b-hf meta-llama/Llama-2-13b-hf meta-llama/Llama-2-70b-hf meta-llama/Meta-Llama-3-8B
-meta-llama/Meta-Llama-3-70B meta-llama/Llama-3.1-8B meta-llama/Llama-3.1-70B meta-llama/Llama-3.1-405B
-meta-llama/Llama-3.2-1B meta-llama/Llama-3.2-3B meta-llama/Llama-3.3-70B-Instruct mistralai/Mistral-7B-v0.1
-mistralai/Mixtral-8x7B-v0.1 mistralai/Mixtral-8x22B-v0.1 Qwen/Qwen2.5-0.5B Qwen/Qwen2.5-1.5B Qwen/Qwen2.5-3B
-Qwen/Qwen2.5-7B Qwen/Qwen2.5-14B Qwen/Qwen2.5-32B Qwen/Qwen2.5-72B Qwen/Qwen3-8B Qwen/Qwen3-30B-A3B
-Qwen/Qwen3-235B-A22B google/gemma-2-2b google/gemma-2-9b google/gemma-2-27b google/gemma-3-1b-pt
-microsoft/Phi-3-mini-4k-instruct microsoft/phi-4 deepseek-ai/DeepSeek-V2 deepseek-ai/DeepSeek-V3
-openai/gpt-oss-20b openai/gpt-oss-120b tiiuae/falcon-7b tiiuae/falcon-40b facebook/opt-1.3b facebook/opt-66b
-bigscience/bloom-560m bigscience/bloom google-t5/t5-base google/flan-t5-xxl openai-community/gpt2
-openai-community/gpt2-xl
-""".split()
+REQUIRED = ["meta-llama/Llama-2-7b-hf", "meta-llama/Llama-2-13b-hf", "meta-llama/Llama-2-70b-hf",
+            "meta-llama/Meta-Llama-3-8B", "meta-llama/Meta-Llama-3-70B", "meta-llama/Llama-3.1-8B",
+            "meta-llama/Llama-3.1-70B", "meta-llama/Llama-3.1-405B", "meta-llama/Llama-3.2-1B",
+            "meta-llama/Llama-3.2-3B", "meta-llama/Llama-3.3-70B-Instruct", "mistralai/Mistral-7B-v0.1",
+            "mistralai/Mixtral-8x7B-v0.1", "mistralai/Mixtral-8x22B-v0.1", "Qwen/Qwen2.5-0.5B", "Qwen/Qwen2.5-1.5B",
+            "Qwen/Qwen2.5-3B", "Qwen/Qwen2.5-7B", "Qwen/Qwen2.5-14B", "Qwen/Qwen2.5-32B", "Qwen/Qwen2.5-72B",
+            "Qwen/Qwen3-8B", "Qwen/Qwen3-30B-A3B", "Qwen/Qwen3-235B-A22B", "google/gemma-2-2b", "google/gemma-2-9b",
+            "google/gemma-2-27b", "google/gemma-3-1b-pt", "microsoft/Phi-3-mini-4k-instruct", "microsoft/phi-4",
+            "deepseek-ai/DeepSeek-V2", "deepseek-ai/DeepSeek-V3", "openai/gpt-oss-20b", "openai/gpt-oss-120b",
+            "tiiuae/falcon-7b", "tiiuae/falcon-40b", "facebook/opt-1.3b", "facebook/opt-66b", "bigscience/bloom-560m",
+            "bigscience/bloom", "google-t5/t5-base", "google/flan-t5-xxl", "openai-community/gpt2",
+            "openai-community/gpt2-xl"]
 
 
 def test_catalog_holds_the_most_used_open_models():

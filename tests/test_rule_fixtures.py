@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 
 from conftest import load_script
-from zeroadvisor.lint.findings import Severity
 from zeroadvisor.advisor import registry
+from zeroadvisor.lint.findings import Severity
 
 fixtures = load_script("tools/update_rule_fixtures.py", "update_rule_fixtures")
 

@@ -133,10 +133,9 @@ def run_case(case: dict[str, Any]) -> list:
     if unknown:
         raise FixtureError(f"{case['name']}: lint options are {LINT_OPTIONS}, got {sorted(unknown)}")
     from zeroadvisor.config.source import ParseError
-    from zeroadvisor.lint.context import LintOptions
-    from zeroadvisor.rules.linter import parse_error_findings, lint_document
-
     from zeroadvisor.deepspeed import releases
+    from zeroadvisor.lint.context import LintOptions
+    from zeroadvisor.rules.linter import lint_document, parse_error_findings
 
     request = options.pop("deepspeed_version", None)
     if request is not None:  # a release, release line or range: the releases it names (deepspeed/releases.py)
