@@ -19,6 +19,8 @@ A fixture file is ``tests/rules/<CODE>-<name>.yaml``::
     cases:
     - name: typo-in-zero-section          # unique in the file: the test id
       note: why the expectation is right (DeepSpeed's behaviour, with its source)
+      # ...in words: the outcome's figures are the expectation's; a size, time or stage that fits which a note
+      # states is one the case gives or expects (tests/test_rule_fixtures.py checks)
       config: |                           # the file as a user writes it (JSON or hjson)
         {"zero_optimization": {"stage": 2, "overlap_com": true}}
       format: yaml                        # optional: read with the YAML reader instead
