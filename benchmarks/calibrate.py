@@ -62,11 +62,9 @@ def case(name, stage, ranks, precision="fp32", offload_optimizer="none", offload
 def full_cases() -> list[dict]:
     cases = []
     for ranks in (1, 2, 4):
-        for stage in (0, 1, 2, 3):
-            cases.append(case(f"mlp fp32 z{stage}", stage, ranks))
-        for stage in (1, 2, 3):
-            cases.append(case(f"mlp fp32 z{stage} +opt:cpu", stage, ranks, offload_optimizer="cpu",
-                              optimizer="cpu-adam"))
+        cases += [case(f"mlp fp32 z{stage}", stage, ranks) for stage in (0, 1, 2, 3)]
+        cases += [case(f"mlp fp32 z{stage} +opt:cpu", stage, ranks, offload_optimizer="cpu", optimizer="cpu-adam")
+                  for stage in (1, 2, 3)]
         cases.append(case("mlp fp32 z3 +opt:cpu +par:cpu", 3, ranks, offload_optimizer="cpu", offload_param="cpu",
                           optimizer="cpu-adam"))
         cases.append(case("mlp bf16 z2", 2, ranks, precision="bf16"))
@@ -253,7 +251,7 @@ def snapshot(engine, buffers=()) -> dict:
         if key and key[0] and key[1]:
             sizes[key[0]] = max(sizes.get(key[0], 0), key[1])
             cats["buffers"].add(key[0])
-    rows = {row: 0 for row in ROWS}
+    rows = dict.fromkeys(ROWS, 0)
     other = 0
     for ptr, n in sizes.items():
         for row in PRIORITY:
@@ -281,15 +279,14 @@ def worker(spec: dict, out_path: str) -> None:
     os.environ.setdefault("DS_ACCELERATOR", "cpu")
     import logging
 
-    import torch
-
     import deepspeed
+    import torch
 
     logging.getLogger("DeepSpeed").setLevel(logging.ERROR)
     deepspeed.utils.logger.setLevel(logging.ERROR)
     c = spec
     model, info = build_model(c["model"])
-    n_params = sum(dict((p.data_ptr(), p.numel()) for p in model.parameters()).values())
+    n_params = sum({p.data_ptr(): p.numel() for p in model.parameters()}.values())
     largest = max(sum(p.numel() for p in m.parameters(recurse=False)) for m in model.modules())
     largest_param = max(p.numel() for p in model.parameters())
     # what DeepSpeed flattens into its stage-1/2 bit16 group (one param group), before stage 3 partitions them
@@ -379,7 +376,7 @@ def worker(spec: dict, out_path: str) -> None:
         losses.append(float(loss))
     B = dict(state["B"] or {})
     for point in state["points"]:  # fold the extra moments into B as a row-wise maximum
-        B = {k: max(B.get(k, 0), point.get(k, 0)) for k in ROWS + ("unclassified",)}
+        B = {k: max(B.get(k, 0), point.get(k, 0)) for k in (*ROWS, "unclassified")}
     if os.environ.get("CALIBRATE_DEBUG"):
         for label, point in [("after backward", A), ("optimizer step", state["B"])] + [
                 (p["moment"], p) for p in state["points"]]:
@@ -447,14 +444,15 @@ def compare(result: dict) -> dict:
         grads_rank = [estimated["gradients"] - at_worst + a for a in at_rank]
         grads = rows["gradients"]
         grads["estimated_per_rank"] = grads_rank
-        grads["gap_per_rank"] = [(e - m) / m for e, m in zip(grads_rank, grads["measured_per_rank"])]
+        grads["gap_per_rank"] = [(e - m) / m for e, m in zip(grads_rank, grads["measured_per_rank"], strict=False)]
         states_rank = [states_est - estimated["gradients"] + g for g in grads_rank]
         rows["model_states"]["estimated_per_rank"] = states_rank
-        rows["model_states"]["gap_per_rank"] = [(e - m) / m for e, m in zip(states_rank, states_meas)]
+        rows["model_states"]["gap_per_rank"] = [(e - m) / m for e, m in zip(states_rank, states_meas, strict=False)]
         measured_layout = [rank.get("layout") for rank in result["ranks"]]
         rows["gradients"]["layout_matches_deepspeed"] = all(
             lay is not None and lay["touching"] == r.touched and lay["partition"] == r.partition
-            and bool(lay["single_tensor_groups"]) == (r.params == 1) for lay, r in zip(measured_layout, layout.ranks))
+            and bool(lay["single_tensor_groups"]) == (r.params == 1)
+            for lay, r in zip(measured_layout, layout.ranks, strict=False))
     return {"name": c["name"], "ranks": c["ranks"], "case": c, "rows": rows,
             "unclassified": max(max(rank["A"]["unclassified"], (rank["B"] or {}).get("unclassified", 0))
                                 for rank in result["ranks"]),
@@ -494,9 +492,9 @@ gradient staging, the transient flat buckets), `gathered_parameters` (stage 3: f
 and full-size `param.grad` not yet copied into the bucket), `gradients` (everything reached from
 `.grad`, `grad_accum`, `grads_in_partition`, `averaged_gradients`, `grad_partitions_flat_buffer`,
 BF16_Optimizer's fp32 gradient buffer). A stage-3 persistent parameter's full `param.data`
-(`ds_persist`: never released) counts as parameters, not as a transient gather. When a storage is claimed twice the order is parameters,
-optimizer_states, buffers, gathered_parameters, gradients (e.g. a `param.grad` that is a view into
-the reduce bucket counts as the bucket).
+(`ds_persist`: never released) counts as parameters, not as a transient gather. When a storage is
+claimed twice the order is parameters, optimizer_states, buffers, gathered_parameters, gradients
+(e.g. a `param.grad` that is a view into the reduce bucket counts as the bucket).
 
 On CPU "GPU" and host memory are the same RAM, so each estimate row is its GPU + host terms
 (NVMe terms excluded).
@@ -574,27 +572,29 @@ def write_reports(comparisons: list[dict], failures: list[dict], prefix: Path, q
     prefix.with_suffix(".json").write_text(json.dumps({"quick": quick, "cases": comparisons,
                                                        "failures": failures}, indent=1))
     lines = ["# Calibration: the memory model against DeepSpeed 0.19.8 on CPU", "",
-             f"Generated by `python benchmarks/calibrate.py{' --quick' if quick else ''}` "
-             "(DS_ACCELERATOR=cpu, gloo). Bytes in MiB (2^20); gap = (estimate - measured) / measured, "
-             "measured = the most loaded rank per row (the estimate is per GPU: the most loaded rank). Model: `mlp` = 2 × [Linear(1024→4096), ReLU, Linear(4096→1024)] "
-             "(16,787,456 params); `llama` = LlamaForCausalLM(hidden 256, 4 layers, 8 heads / 4 KV, "
-             "ffn 688, vocab 8000, untied; 6,998,272 params); `llama512` = LlamaForCausalLM(hidden 512, 2 layers, "
-             "8 heads / 2 KV, ffn 1376, vocab 4000, untied). Optimizer: client torch AdamW, or DeepSpeedCPUAdam for offload. "
-             f"reduce_bucket_size = {REDUCE_BUCKET:,}. {STEPS} steps, micro batch 2.", ""]
+             (f"Generated by `python benchmarks/calibrate.py{' --quick' if quick else ''}` "
+              "(DS_ACCELERATOR=cpu, gloo). Bytes in MiB (2^20); gap = (estimate - measured) / measured, "
+              "measured = the most loaded rank per row (the estimate is per GPU: the most loaded rank). "
+              "Model: `mlp` = 2 × [Linear(1024→4096), ReLU, Linear(4096→1024)] "
+              "(16,787,456 params); `llama` = LlamaForCausalLM(hidden 256, 4 layers, 8 heads / 4 KV, "
+              "ffn 688, vocab 8000, untied; 6,998,272 params); `llama512` = LlamaForCausalLM(hidden 512, 2 layers, "
+              "8 heads / 2 KV, ffn 1376, vocab 4000, untied). Optimizer: client torch AdamW, or DeepSpeedCPUAdam "
+              "for offload. "
+              f"reduce_bucket_size = {REDUCE_BUCKET:,}. {STEPS} steps, micro batch 2."), ""]
     worst = max_state_gap(comparisons)
     worst_rank = max_state_gap(comparisons, per_rank=True)
     layout_cases = [c for c in comparisons if "gap_per_rank" in c["rows"]["gradients"]]
-    lines += [f"**Max model-state gap: {100 * worst:.2f}%** over {len(comparisons)} case(s) (bound "
-              f"{100 * MODEL_STATE_BOUND:.0f}%; estimate vs the most loaded rank, every model-state row). Rank by "
-              f"rank, with each rank's own stage-1/2 partition layout (see below), the max is "
-              f"**{100 * worst_rank:.2f}%**.", ""]
+    lines += [(f"**Max model-state gap: {100 * worst:.2f}%** over {len(comparisons)} case(s) (bound "
+               f"{100 * MODEL_STATE_BOUND:.0f}%; estimate vs the most loaded rank, every model-state row). Rank by "
+               f"rank, with each rank's own stage-1/2 partition layout (see below), the max is "
+               f"**{100 * worst_rank:.2f}%**."), ""]
     header = ("| case | ranks | DS optimizer | params est/meas | grads est/meas | opt states est/meas | "
               "model states est/meas (gap) | buffers est/meas | gathered est/meas | unclassified |")
     lines += [header, "|" + "---|" * 10]
     for c in comparisons:
         r = c["rows"]
 
-        def cell(row):
+        def cell(row, r=r):  # bound now: each table line reads its own case
             return f"{fmt_mb(r[row]['estimated'])} / {fmt_mb(r[row]['measured'])} ({fmt_gap(r[row]['gap'])})"
 
         lines.append(f"| {c['name']} | {c['ranks']} | {c['optimizer']} | {cell('parameters')} | {cell('gradients')} | "
@@ -602,27 +602,27 @@ def write_reports(comparisons: list[dict], failures: list[dict], prefix: Path, q
                      f"{cell('gathered_parameters')} | {fmt_mb(c['unclassified'])} |")
     if layout_cases:
         lines += ["", "## Parameter layout at stage 1/2 (modelled)", "",
-                  "DeepSpeed sizes a rank's 16-bit gradient partition (`grads_in_partition`, "
-                  "`copy_grads_in_partition`) by the parameters that touch its partition, counted whole, and in "
-                  "fp32 `step()` flattens a partition that lies inside one parameter as a view (no copy). Both "
-                  "depend on where the partition boundaries fall in the parameter list. The estimate models this "
-                  "when `ModelSpec.parameter_numels` (the trainable parameters' sizes in `model.parameters()` "
-                  "order, one param group) is given, as calibrate.py does from the live model: "
-                  "`zeroadvisor/memory/partition.py` reproduces `get_data_parallel_partitions` / "
-                  "`get_partition_info` / `get_flat_partition` (2·N alignment, first offset) and the estimate "
-                  "takes the worst rank. Without `parameter_numels` it falls back to the partition P/N (as "
-                  "DeepSpeed's own estimator does) and says so in its assumptions; the error is then at most "
-                  "two boundary parameters per GPU (e.g. Llama-2-7B on 8 GPUs: at most 2 × 131M embedding "
-                  "elements × 2 B next to a 842M-element partition). Cases where the step's gradient terms "
-                  "apply, rank by rank (modelled / measured gradients in MiB; `layout = DS`: the modelled "
-                  "touching elements and single-parameter partitions equal the optimizer's `params_in_partition`):",
+                  ("DeepSpeed sizes a rank's 16-bit gradient partition (`grads_in_partition`, "
+                   "`copy_grads_in_partition`) by the parameters that touch its partition, counted whole, and in "
+                   "fp32 `step()` flattens a partition that lies inside one parameter as a view (no copy). Both "
+                   "depend on where the partition boundaries fall in the parameter list. The estimate models this "
+                   "when `ModelSpec.parameter_numels` (the trainable parameters' sizes in `model.parameters()` "
+                   "order, one param group) is given, as calibrate.py does from the live model: "
+                   "`zeroadvisor/memory/partition.py` reproduces `get_data_parallel_partitions` / "
+                   "`get_partition_info` / `get_flat_partition` (2·N alignment, first offset) and the estimate "
+                   "takes the worst rank. Without `parameter_numels` it falls back to the partition P/N (as "
+                   "DeepSpeed's own estimator does) and says so in its assumptions; the error is then at most "
+                   "two boundary parameters per GPU (e.g. Llama-2-7B on 8 GPUs: at most 2 × 131M embedding "
+                   "elements × 2 B next to a 842M-element partition). Cases where the step's gradient terms "
+                   "apply, rank by rank (modelled / measured gradients in MiB; `layout = DS`: the modelled "
+                   "touching elements and single-parameter partitions equal the optimizer's `params_in_partition`):"),
                   "",
                   "| case | ranks | gradients per rank, modelled / measured (MiB) | worst per-rank gap | layout = DS |",
                   "|---|---|---|---|---|"]
         for c in layout_cases:
             g = c["rows"]["gradients"]
             per_rank = ", ".join(f"{fmt_mb(e)} / {fmt_mb(m)}" for e, m in zip(g["estimated_per_rank"],
-                                                                            g["measured_per_rank"]))
+                                                                            g["measured_per_rank"], strict=False))
             lines.append(f"| {c['name']} | {c['ranks']} | {per_rank} | {fmt_gap(max(g['gap_per_rank'], key=abs))} | "
                          f"{'yes' if g.get('layout_matches_deepspeed') else 'NO'} |")
     if failures:

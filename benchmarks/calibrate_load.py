@@ -121,9 +121,8 @@ def worker(spec: dict, out_path: str) -> None:
     os.environ.setdefault("DS_ACCELERATOR", "cpu")
     import logging
 
-    import torch
-
     import deepspeed
+    import torch
     from deepspeed.runtime.engine import DeepSpeedEngine
     from deepspeed.runtime.zero.stage_1_and_2 import DeepSpeedZeroOptimizer
 
@@ -255,14 +254,14 @@ def cell(entry: dict) -> str:
 
 def markdown(report: dict) -> str:
     lines = ["# Load-phase calibration (DeepSpeed 0.19.8 `deepspeed.initialize`, CPU, gloo)", "",
-             f"Model: MLP 2 x (Linear({D},{F}) + Linear({F},{D})) = {report['cases'][0]['parameters']:,} parameters "
-             "built in fp32 (as `from_pretrained` without `dtype`, or a script building the model), client torch "
-             f"AdamW, `reduce_bucket_size` {REDUCE_BUCKET:,}. `zero.Init`: the model is built inside "
-             "`deepspeed.zero.Init(config_dict_or_path=ds_config)`, as the Hugging Face integration does at stage 3.",
+             (f"Model: MLP 2 x (Linear({D},{F}) + Linear({F},{D})) = {report['cases'][0]['parameters']:,} parameters "
+              "built in fp32 (as `from_pretrained` without `dtype`, or a script building the model), client torch "
+              f"AdamW, `reduce_bucket_size` {REDUCE_BUCKET:,}. `zero.Init`: the model is built inside "
+              "`deepspeed.zero.Init(config_dict_or_path=ds_config)`, as the Hugging Face integration does at stage 3."),
              "",
-             "Live tensor bytes per rank above the process's own baseline (MiB), predicted by "
-             "`zeroadvisor.memory.phases.load_moments` (GPU + host terms of one rank) / measured (largest rank). "
-             f"Target: within {int(BOUND * 100)} %.", "",
+             ("Live tensor bytes per rank above the process's own baseline (MiB), predicted by "
+              "`zeroadvisor.memory.phases.load_moments` (GPU + host terms of one rank) / measured (largest rank). "
+              f"Target: within {int(BOUND * 100)} %."), "",
              "| case | ranks | built | moved (cast + to(device)) | flatten (stage 1/2) | initialized | peak of these |",
              "|---|---|---|---|---|---|---|"]
     for c in report["cases"]:
@@ -274,14 +273,14 @@ def markdown(report: dict) -> str:
         lines.append(f"| {c['name']} | {c['ranks']} | " + " | ".join(cells) + " |")
     rt = report.get("runtime")
     if rt:
-        lines += ["", f"Runtime allowance (`zeroadvisor/memory/host.py`), measured on a `Linear(8, 8)` at stage 2: RSS "
-                  f"after `import torch, deepspeed` {fmt_mb(rt['import_rss'])} MiB; `deepspeed.initialize` adds "
-                  f"{fmt_mb(rt['initialize_rss'])} MiB beyond its tensors (process group, comm op, engine)."]
-    lines += ["", "RSS per rank (MiB), reported, not bounded: host.py's runtime allowances for a CPU process "
+        lines += ["", (f"Runtime allowance (`zeroadvisor/memory/host.py`), measured on a `Linear(8, 8)` at stage 2: "
+                       f"RSS after `import torch, deepspeed` {fmt_mb(rt['import_rss'])} MiB; `deepspeed.initialize` "
+                       f"adds {fmt_mb(rt['initialize_rss'])} MiB beyond its tensors (process group, comm op, engine).")]
+    lines += ["", ("RSS per rank (MiB), reported, not bounded: host.py's runtime allowances for a CPU process "
               "(RUNTIME_IMPORT_BYTES + RUNTIME_INIT_BYTES) + the predicted tensor bytes, against the RSS measured "
               "after `deepspeed.initialize` and the process's peak RSS (`ru_maxrss`). The baseline column is the RSS "
               "measured before the model was built. The rest is memory the C allocator keeps after DeepSpeed frees "
-              "it (the fp32 model after the cast, the stage-3 fp32 conversion and defragment copies; see below).",
+              "it (the fp32 model after the cast, the stage-3 fp32 conversion and defragment copies; see below)."),
               "",
               "| case | ranks | baseline RSS | after init: predicted / measured | peak: predicted / maxrss |",
               "|---|---|---|---|---|"]
@@ -350,7 +349,7 @@ def main(argv=None) -> int:
     cases = quick_cases() if args.quick else full_cases()
     report = {"deepspeed": None, "torch": None, "cases": [], "failures": []}
     try:
-        import deepspeed  # noqa: F401 - versions only
+        import deepspeed
         import torch
 
         report["deepspeed"], report["torch"] = deepspeed.__version__, torch.__version__

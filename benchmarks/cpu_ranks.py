@@ -7,6 +7,7 @@ torch.distributed reads, and collects every rank's JSON.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -34,7 +35,7 @@ def run_ranks(script: str, c: dict, timeout: int) -> dict:
                        WORLD_SIZE=str(c["ranks"]), LOCAL_WORLD_SIZE=str(c["ranks"]), MASTER_ADDR="127.0.0.1",
                        MASTER_PORT=str(port), OMP_NUM_THREADS=str(c.get("threads", 1)), PYTHONWARNINGS="ignore")
             out = os.path.join(tmp, f"rank{rank}.json")
-            log = open(os.path.join(tmp, f"rank{rank}.log"), "w")
+            log = open(os.path.join(tmp, f"rank{rank}.log"), "w")  # noqa: SIM115 - the rank writes it; closed below
             procs.append((subprocess.Popen([sys.executable, script, "--worker", json.dumps(c), out], env=env,
                                            stdout=log, stderr=subprocess.STDOUT), out, log))
         deadline = time.time() + timeout
@@ -59,15 +60,12 @@ def run_ranks(script: str, c: dict, timeout: int) -> dict:
 
 def machine(**extra) -> dict:
     """What a measurement ran on (written beside its numbers): CPU model, cores, Python, torch, DeepSpeed."""
+    import deepspeed
     import torch
 
-    import deepspeed
-
     cpu = ""
-    try:
+    with contextlib.suppress(OSError, StopIteration):
         cpu = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                    if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
     return {"cpu": cpu or platform.processor(), "cores": os.cpu_count(), "python": platform.python_version(),
             "torch": torch.__version__, "deepspeed": deepspeed.__version__, **extra}

@@ -45,13 +45,13 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from zeroadvisor.advisor.check import CheckOptions, check_document  # noqa: E402
-from zeroadvisor.memory.cluster import Cluster  # noqa: E402
 from zeroadvisor.config.source import ParseError, parse  # noqa: E402
 from zeroadvisor.deepspeed import schema  # noqa: E402
 from zeroadvisor.lint.context import INTEGRATIONS, LintOptions  # noqa: E402
-from zeroadvisor.rules.linter import lint_text  # noqa: E402
+from zeroadvisor.memory.cluster import Cluster  # noqa: E402
 from zeroadvisor.model.spec import ModelSpec, TrainingShape  # noqa: E402
 from zeroadvisor.report import CHECK_FORMATS, LINT_FORMATS, Report, render  # noqa: E402
+from zeroadvisor.rules.linter import lint_text  # noqa: E402
 
 CHECK = CheckOptions(model=ModelSpec(parameters=7_000_000_000, num_layers=32, hidden_size=4096, num_attention_heads=32,
                                      intermediate_size=11008, vocab_size=32000),
@@ -521,7 +521,7 @@ def _run_once(args: argparse.Namespace, session: Session, generator: Generator, 
     except Hang:
         hung = True
         session.failures.setdefault(("hang", "?"), Failure("hang", f"> {args.hang} s", "stopped")).inputs.append(text)
-    except Exception as exc:  # every exception is a finding: the contract is "never raise"
+    except Exception as exc:  # noqa: BLE001 - every exception is a finding: the contract is "never raise"
         key = (type(exc).__name__, _where(exc))
         shown = repr(recorded_inputs[0])[:2000] if side == "inputs" else text
         session.failures.setdefault(key, Failure(key[0], key[1], str(exc)[:200])).inputs.append(shown)

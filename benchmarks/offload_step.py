@@ -90,7 +90,6 @@ def _median(fn, repeats: int = 5, warmup: int = 1) -> float:
 def bare_kernels(numel: int) -> dict[str, float]:
     """Seconds of each host pass over ``numel`` parameters, on this process's threads."""
     import torch
-
     from deepspeed.ops.adam import DeepSpeedCPUAdam
 
     param = torch.nn.Parameter(torch.zeros(numel, dtype=torch.float32))
@@ -108,9 +107,8 @@ def bare_kernels(numel: int) -> dict[str, float]:
 def worker(c: dict, out_path: str) -> None:
     import logging
 
-    import torch
-
     import deepspeed
+    import torch
 
     torch.set_num_threads(c["threads"])
     logging.getLogger("DeepSpeed").setLevel(logging.ERROR)
@@ -122,7 +120,7 @@ def worker(c: dict, out_path: str) -> None:
               "bf16": {"enabled": True}, "gradient_clipping": c["clip"],
               "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}},
               "zero_optimization": {"stage": c["stage"], "offload_optimizer": {"device": "cpu"}}}
-    engine, optimizer, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=config)
+    engine, _optimizer, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=config)
     spent: dict[str, float] = {}
     _wrap(engine.optimizer, WRAPPED[c["stage"]], spent)
     x = torch.randn(1, WIDTH, dtype=torch.bfloat16)
@@ -216,8 +214,8 @@ def main(argv=None) -> int:
                 s = summarise(c, out["ranks"][0])
                 results.append(s)
                 print(f"{threads} thread(s) stage {stage} clip {clip}: step {s['engine']['step_s'] * 1e3:.0f} ms, "
-                      f"Adam in it {s['engine']['_optimizer_step'] * 1e3:.0f} ms ({s['step_over_adam']:.2f}x); per param "
-                      f"per thread: {s['passes_s_per_param_thread']}", flush=True)
+                      f"Adam in it {s['engine']['_optimizer_step'] * 1e3:.0f} ms ({s['step_over_adam']:.2f}x); "
+                      f"per param per thread: {s['passes_s_per_param_thread']}", flush=True)
     host = machine(accelerator="cpu (DS_ACCELERATOR)", backend="gloo", ranks=1,
                    note="a 2-vCPU VM shared with other jobs: medians of repeated steps")
     OUT.write_text(json.dumps({"machine": host, "width": WIDTH, "layers": LAYERS, "warmup_steps": WARMUP,

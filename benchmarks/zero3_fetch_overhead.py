@@ -42,9 +42,8 @@ FETCHES_PER_MODULE = 2  # forward and backward (no activation checkpointing here
 def worker(c: dict, out_path: str) -> None:
     import logging
 
-    import torch
-
     import deepspeed
+    import torch
 
     logging.getLogger("DeepSpeed").setLevel(logging.ERROR)
     deepspeed.utils.logger.setLevel(logging.ERROR)
@@ -103,7 +102,7 @@ def summarise(rows: list[dict]) -> dict:
     xs = list(diffs)
     ys = [diffs[m]["difference_s"] for m in xs]
     mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=False)) / sum((x - mx) ** 2 for x in xs)
     allgather = statistics.median(r["allgather_s"] for r in rows)
     per_fetch = slope / FETCHES_PER_MODULE
     return {"per_module_fetch_s": per_fetch, "gloo_allgather_s": allgather,

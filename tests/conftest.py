@@ -59,7 +59,7 @@ def load_script(relative: str, name: str) -> ModuleType:
 def corpus_manifest(root: Path) -> list[dict[str, str]]:
     lines = (root / "MANIFEST.tsv").read_text("utf-8").splitlines()
     header = lines[0].split("\t")
-    return [dict(zip(header, line.split("\t"))) for line in lines[1:] if line.strip()]
+    return [dict(zip(header, line.split("\t"), strict=False)) for line in lines[1:] if line.strip()]
 
 
 @pytest.hookimpl(hookwrapper=True)

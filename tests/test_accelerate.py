@@ -13,18 +13,17 @@ from pathlib import Path
 
 import pytest
 
+from cli_run import cli  # noqa: F401 (the fixture)
 from zeroadvisor import api
 from zeroadvisor.config.accelerate import is_accelerate_config
 from zeroadvisor.config.reader import read_document
 from zeroadvisor.config.yaml_source import parse_yaml
 from zeroadvisor.deepspeed.accelerate_map import build
-from zeroadvisor.rules.linter import lint_file
-from zeroadvisor.lint.findings import Severity
-from zeroadvisor.inputs.run import build as build_inputs
 from zeroadvisor.hardware.gpus import resolve_gpu
+from zeroadvisor.inputs.run import build as build_inputs
+from zeroadvisor.lint.findings import Severity
 from zeroadvisor.rules import accelerate as accelerate_rules
-
-from cli_run import cli  # noqa: F401 (the fixture)
+from zeroadvisor.rules.linter import lint_file
 
 DATA = Path(__file__).resolve().parent / "data" / "accelerate"
 
@@ -256,7 +255,7 @@ def test_gpus_per_node_left_out_is_the_yamls(tmp_path):
 def test_gpus_that_contradict_num_processes_are_a_usage_error(tmp_path, cli):
     yaml_path = tmp_path / "accelerate.yaml"
     yaml_path.write_text("distributed_type: DEEPSPEED\nnum_processes: 8\ndeepspeed_config:\n  zero_stage: 3\n")
-    with pytest.raises(api.UsageError, match="launches 8 processes.*--gpus gives 4"):
+    with pytest.raises(api.UsageError, match=r"launches 8 processes.*--gpus gives 4"):
         _check(yaml_path, 4)
     result = cli("check", str(yaml_path), "--params", "7B", "--gpus", "4", "--gpu", "A100-SXM4-80GB")
     assert result.returncode == 2 and "give --gpus 8" in result.stderr

@@ -10,7 +10,6 @@ import re
 import shutil
 import subprocess
 import urllib.error
-from pathlib import Path
 
 import jsonschema
 import pytest

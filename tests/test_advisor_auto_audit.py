@@ -42,7 +42,7 @@ def _codes(config: dict, integration: str) -> set[str]:
     return {f.code for f in lint_text(text, "ds.json", LintOptions(integration=integration))}
 
 
-@pytest.mark.parametrize("config", DEEPSPEED_OWN_AUTO, ids=lambda c: json.dumps(c))
+@pytest.mark.parametrize("config", DEEPSPEED_OWN_AUTO, ids=json.dumps)
 @pytest.mark.parametrize("integration", ["deepspeed", "hf-trainer", "accelerate", "any"])
 def test_deepspeeds_own_auto_is_a_value(config, integration):
     assert not _codes(config, integration) & AUTO_RULES

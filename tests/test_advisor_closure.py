@@ -15,16 +15,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from zeroadvisor.advisor.check import CheckOptions, check_document
-from zeroadvisor.memory.cluster import Cluster
+from catalog_models import LLAMA2_7B, LLAMA2_70B, OPT_1_3B
+from zeroadvisor.advisor.check import CheckOptions, check_document, combined_patch
 from zeroadvisor.advisor.search import CLUSTER_SEARCH_LIMIT
-from zeroadvisor.config.source import parse
 from zeroadvisor.config import merge_patch as mp
-from zeroadvisor.advisor.check import combined_patch
+from zeroadvisor.config.source import parse
 from zeroadvisor.hardware.gpus import resolve_gpu
+from zeroadvisor.memory.cluster import Cluster
 from zeroadvisor.model.hf import spec_from_hf_config
 from zeroadvisor.model.spec import TrainingShape
-from catalog_models import LLAMA2_70B, LLAMA2_7B, OPT_1_3B
 
 MODELS = {"opt-1.3b": OPT_1_3B, "llama-2-7b": LLAMA2_7B, "llama-2-70b": LLAMA2_70B}
 GPUS = ("A10G", "A100-SXM4-40GB", "H100-SXM5-80GB")

@@ -13,9 +13,9 @@ import pytest
 
 import zeroadvisor
 from zeroadvisor.deepspeed import coerce, effective, schema
-from zeroadvisor.rules.linter import lint_text
 from zeroadvisor.memory.estimate import Cluster, estimate
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
+from zeroadvisor.rules.linter import lint_text
 
 SPELLINGS = ["t", "T", "y", "Y", "yes", "YES", "on", "On", "1", "true", "TRUE", "f", "n", "no", "off", "0", "false",
              " true ", "2", "1.0", "", "enabled", 0, 1, 1.0, 0.0, 2, True, False, None]
@@ -42,7 +42,8 @@ def test_minimum_stages_come_from_the_schema():
     assert schema.min_stage("offload_param") == 3
     assert schema.min_stage("offload_optimizer") == 1
     assert schema.min_stage("reduce_bucket_size") is None
-    config = json.dumps({"train_batch_size": 8, "zero_optimization": {"stage": 0, "offload_optimizer": {"device": "cpu"}}})
+    config = json.dumps({"train_batch_size": 8,
+                         "zero_optimization": {"stage": 0, "offload_optimizer": {"device": "cpu"}}})
     assert "ZA601" in {f.code for f in lint_text(config, "ds.json")}
 
 

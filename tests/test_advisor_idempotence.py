@@ -14,16 +14,15 @@ import json
 
 import pytest
 
+from catalog_models import LLAMA2_7B, LLAMA2_70B, OPT_1_3B
 from conftest import corpus_manifest
-from zeroadvisor.advisor.check import CheckOptions, check_document
-from zeroadvisor.memory.cluster import Cluster
-from zeroadvisor.config.source import ParseError, parse
+from zeroadvisor.advisor.check import CheckOptions, check_document, combined_patch
 from zeroadvisor.config import merge_patch as mp
-from zeroadvisor.advisor.check import combined_patch
+from zeroadvisor.config.source import ParseError, parse
 from zeroadvisor.hardware.gpus import gpu_memory
+from zeroadvisor.memory.cluster import Cluster
 from zeroadvisor.model.hf import spec_from_hf_config
 from zeroadvisor.model.spec import TrainingShape
-from catalog_models import LLAMA2_70B, LLAMA2_7B, OPT_1_3B
 
 # meta-llama/Llama-2-7b-hf, Llama-2-70b-hf and facebook/opt-1.3b config.json (the shipped catalog)
 

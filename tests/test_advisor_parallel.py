@@ -19,8 +19,8 @@ import pytest
 
 from zeroadvisor.advisor.check import CheckOptions, check_document
 from zeroadvisor.advisor.search import Searcher, offloads
-from zeroadvisor.config.source import parse
 from zeroadvisor.config import merge_patch as mp
+from zeroadvisor.config.source import parse
 from zeroadvisor.hardware.table import GpuSpec
 from zeroadvisor.memory.estimate import Cluster, estimate
 from zeroadvisor.model.hf import spec_from_hf_config
@@ -36,7 +36,8 @@ ZERO3 = {"train_batch_size": 16, "train_micro_batch_size_per_gpu": 1, "gradient_
 
 
 def _options(shape: TrainingShape, gpu_memory: int = 80 * GB, model: dict = LLAMA2_7B) -> CheckOptions:
-    return CheckOptions(model=spec_from_hf_config(model), shape=shape, cluster=Cluster(gpus=GPUS, gpu_memory=gpu_memory))
+    return CheckOptions(model=spec_from_hf_config(model), shape=shape,
+                        cluster=Cluster(gpus=GPUS, gpu_memory=gpu_memory))
 
 
 def _check(config: dict, options: CheckOptions):
@@ -132,7 +133,8 @@ def test_offload_advice_on_autotp_uses_the_data_parallel_degree():
     4 B x 3,500,412,928 / 4 (data degree 8 / 2), not / 8."""
     config = {"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True}, "zero_optimization": {"stage": 2},
               "tensor_parallel": {"autotp_size": 2}}
-    spec, shape, cluster = spec_from_hf_config(LLAMA2_7B), TrainingShape(4096, "full"), Cluster(gpus=GPUS, gpu_memory=24 * GB)
+    spec, shape = spec_from_hf_config(LLAMA2_7B), TrainingShape(4096, "full")
+    cluster = Cluster(gpus=GPUS, gpu_memory=24 * GB)
     written = estimate(config, spec, shape, cluster)
     assert written.parallel.data == 4
     found = Searcher(config, spec, shape, cluster, "deepspeed", written).cheapest_fit()
@@ -159,7 +161,7 @@ WIDE_ZERO3 = {"train_batch_size": 128, "train_micro_batch_size_per_gpu": 1, "gra
 
 
 def _tp_degree(message: str) -> int:
-    return int(message.split("AutoTP tensor parallel ", 1)[1].split()[0])
+    return int(message.split("AutoTP tensor parallel ", 1)[1].split(maxsplit=1)[0])
 
 
 # An 8 GB card with NVLink-class links (faster GPU-to-GPU than to the host): AutoTP's per-layer all-reduces stay

@@ -12,7 +12,6 @@ import json
 import pytest
 
 from conftest import must_finish
-
 from zeroadvisor.advisor.check import CheckOptions, check_document
 from zeroadvisor.advisor.search import Searcher, divisors
 from zeroadvisor.config.source import parse
@@ -30,7 +29,10 @@ def deadline(seconds: int):
     return must_finish(seconds, "every divisor listed again")
 
 
-def _check(config: dict, gpu_memory: int = 24 * GB, shape=TrainingShape(4096, "none")):
+SHAPE = TrainingShape(4096, "none")
+
+
+def _check(config: dict, gpu_memory: int = 24 * GB, shape=SHAPE):
     options = CheckOptions(model=spec_from_hf_config(LLAMA2_7B), shape=shape,
                            cluster=Cluster(gpus=8, gpu_memory=gpu_memory))
     return check_document(parse(json.dumps(config), "ds.json"), options)

@@ -10,11 +10,11 @@ import json
 import pytest
 
 from zeroadvisor import api
+from zeroadvisor.advisor import registry
 from zeroadvisor.config.limits import MAX_CONFIG_BYTES as MAX_BYTES
 from zeroadvisor.inputs import settings
 from zeroadvisor.inputs.rules import find_rule, select_rules
 from zeroadvisor.inputs.run import build
-from zeroadvisor.advisor import registry
 
 TYPO = '{\n  "train_batch_size": 8,\n  "zero_optimisation": {"stage": 3}\n}\n'
 GIB = 1 << 30
@@ -91,7 +91,7 @@ def estimate(config, **cluster):
 
 def test_estimate_config_refuses_what_it_cannot_use(tmp_path):
     (tmp_path / "list.json").write_text("[1, 2]")
-    with pytest.raises(api.UnusableConfig, match="list.json: the config is not a JSON object"):
+    with pytest.raises(api.UnusableConfig, match=r"list\.json: the config is not a JSON object"):
         estimate(str(tmp_path / "list.json"))
     (tmp_path / "broken.json").write_text('{\n  "zero_optimization": {"stage": 3,\n')
     with pytest.raises(api.UnusableConfig, match=r"broken\.json:3:1: "):

@@ -298,7 +298,7 @@ def test_load_inputs_by_flag_and_field_reach_the_load_phase(tmp_path):
     # host RAM (8 ranks: 16 MB per node); built on the meta device and materialised on the GPU, none.
     config = {"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True}, "zero_optimization": {"stage": 2}}
     by_flag = apply_overrides(TrainingShape(), load_dtype="bf16", meta_load=False, zero_init=False)
-    spec, by_field = describe(tmp_path, load_dtype="bf16", meta_load=False, zero_init=False)
+    _spec, by_field = describe(tmp_path, load_dtype="bf16", meta_load=False, zero_init=False)
     assert by_flag.load == by_field.load == LoadInputs(load_dtype="bf16", zero_init=False, meta_device=False)
     s = read_settings(config, TINY, 8)
     cluster = Cluster(gpus=8, gpus_per_node=8)
@@ -363,7 +363,8 @@ def test_a_flag_the_config_contradicts_is_a_usage_error(cli, tmp_path, command):
 
 
 def test_simple_parse_and_typer_agree_on_the_new_flags():
-    argv = ["ds.json", "--params", "1B", "--gpus", "8", "--gpu", "H100-SXM5-80GB", "--micro-batch", "2", "--precision", "bf16",
+    argv = ["ds.json", "--params", "1B", "--gpus", "8", "--gpu", "H100-SXM5-80GB", "--micro-batch", "2",
+            "--precision", "bf16",
             "--stage", "3", "--target-len", "64", "--load-dtype", "fp16", "--zero-init", "--meta-load",
             "--tensor-parallel", "2", "--pipeline-parallel", "1", "--sequence-parallel", "4"]
     values = options.parse_simple(options.CHECK, argv)
@@ -372,7 +373,8 @@ def test_simple_parse_and_typer_agree_on_the_new_flags():
              "lora_target_modules", "quantization")
     assert {name: values[name] for name in names} == {
         "target_len": 64, "micro_batch": 2, "precision": "bf16", "stage": "3", "load_dtype": "fp16", "zero_init": True,
-        "meta_load": True, "tensor_parallel": 2, "pipeline_parallel": 1, "sequence_parallel": 4, "expert_parallel": None,
+        "meta_load": True, "tensor_parallel": 2, "pipeline_parallel": 1, "sequence_parallel": 4,
+        "expert_parallel": None,
         "peft": None, "lora_r": None, "lora_target_modules": None, "quantization": None}
     shape = build("check", values, spelling=options.CHECK.spelling()).shape  # --stage's choice text becomes its int
     assert (shape.target_length, shape.micro_batch_size, shape.precision, shape.zero_stage) == (64, 2, "bf16", 3)
@@ -392,7 +394,8 @@ def _codes_in_order(fmt: str, out: str) -> list[str]:
     if fmt == "sarif":
         validate_sarif(json.loads(out))
         return [r["ruleId"] for r in json.loads(out)["runs"][0]["results"]]
-    return re.findall(r"\b(ZA\d{3})\b", out.split("ZeRO memory estimate")[0].split("| GB per GPU")[-1])
+    head = out.split("ZeRO memory estimate", maxsplit=1)[0].rsplit("| GB per GPU", maxsplit=1)[-1]
+    return re.findall(r"\b(ZA\d{3})\b", head)
 
 
 @pytest.mark.parametrize("fmt", ["text", "json", "sarif", "markdown", "github"])
@@ -419,7 +422,8 @@ def test_estimate_and_check_list_the_same_assumptions(tmp_path):
 
     (tmp_path / "ds.json").write_text(AUTO)
     spec, given = TINY, TrainingShape()
-    alone = api.run_estimate(build("estimate", {"config": str(tmp_path / "ds.json"), "model": spec, "gpus": 8})).estimate
+    alone = api.run_estimate(build("estimate", {"config": str(tmp_path / "ds.json"), "model": spec,
+                                                "gpus": 8})).estimate
     options_ = CheckOptions(model=spec, shape=given, cluster=Cluster(gpus=8, gpu_memory=80 * GB))
     checked = check_document(parse(AUTO, "ds.json"), options_)
     messages = [f.message for f in checked.findings if f.code == "ZA808"]

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from cli_run import cli  # noqa: F401 - the fixture
-from zeroadvisor.inputs.model import model_and_shape
-from zeroadvisor.memory.cluster import Cluster
-from zeroadvisor.hardware.gpus import resolve_gpu
 from zeroadvisor.advisor.check import CheckOptions, check_document
 from zeroadvisor.config.source import parse
+from zeroadvisor.hardware.gpus import resolve_gpu
+from zeroadvisor.inputs.model import model_and_shape
+from zeroadvisor.memory.cluster import Cluster
 
 # meta-llama/Llama-2-{7b,13b,70b}-hf, facebook/opt-1.3b, mistralai/Mixtral-8x7B-v0.1 config.json
 LLAMA2_7B = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
@@ -87,7 +87,8 @@ def test_70b_at_stage2_fits_only_at_stage3_with_cpu_optimizer_offload(tmp_path):
                     "zero_optimization": {"stage": 2}}, m, cpu_memory=2 * 10**12)
     (finding,) = [f for f in result.findings if f.name == "does-not-fit"]
     assert finding.severity.value == "error"
-    assert finding.fix == {"zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu", "pin_memory": True}}}
+    assert finding.fix == {"zero_optimization": {"stage": 3,
+                                                 "offload_optimizer": {"device": "cpu", "pin_memory": True}}}
     # and it really is the first option that fits: ZeRO-3 alone does not.
     assert result.estimate.stage(3).fits is False
     assert result.estimate.stage(3, "cpu").fits is True
@@ -192,11 +193,11 @@ def test_cli_fix_writes_atomically_and_keeps_comments(cli, files):
     assert result.returncode == 0, result.stderr
     after = (files / "ds.json").read_text()
     assert "// stage 3 everywhere, to be safe" in after and '"overlap_comm": true' in after
-    assert "offload_optimizer" not in json.loads("\n".join(l for l in after.splitlines() if "//" not in l))[
+    assert "offload_optimizer" not in json.loads("\n".join(line for line in after.splitlines() if "//" not in line))[
         "zero_optimization"]
     assert not list(files.glob(".zeroadvisor-*"))  # no temporary left behind
-    again = cli("check", "ds.json", "--model", "model.yaml", "--gpus", "8", "--gpu", "A100-SXM4-80GB", "--format", "json",
-                cwd=files)
+    again = cli("check", "ds.json", "--model", "model.yaml", "--gpus", "8", "--gpu", "A100-SXM4-80GB",
+                "--format", "json", cwd=files)
     assert not [f for f in json.loads(again.stdout)["findings"] if f["name"] == "offload-not-needed" or f.get("fix")]
 
 
@@ -220,8 +221,8 @@ def test_cli_json_contract_has_findings_and_estimate(cli, files):
 
 
 def test_cli_markdown_has_table_advice_and_diff(cli, files):
-    result = cli("check", "ds.json", "--model", "model.yaml", "--gpus", "8", "--gpu", "H100-SXM5-80GB", "--format", "markdown",
-                 cwd=files)
+    result = cli("check", "ds.json", "--model", "model.yaml", "--gpus", "8", "--gpu", "H100-SXM5-80GB",
+                 "--format", "markdown", cwd=files)
     out = result.stdout
     assert out.startswith("### zeroadvisor: `ds.json`")
     assert "| Option | Peak per GPU (GiB) |" in out and "(configured)" in out
@@ -234,7 +235,8 @@ def test_cli_usage_errors_exit_2(cli, files):
     assert cli(*base, "--model", "model.yaml", cwd=files).returncode == 2  # no GPU memory
     bad_gpu = cli(*base, "--model", "model.yaml", "--gpu", "Z9000", cwd=files)
     assert bad_gpu.returncode == 2 and "unknown GPU" in bad_gpu.stderr
-    assert cli(*base, "--model", "model.yaml", "--gpu", "H100-SXM5-80GB", "--headroom", "150%", cwd=files).returncode == 2
+    assert cli(*base, "--model", "model.yaml", "--gpu", "H100-SXM5-80GB", "--headroom", "150%",
+               cwd=files).returncode == 2
     assert cli(*base, "--model", "model.yaml", "--gpu-memory", "80", cwd=files).returncode == 2
     missing = cli("check", "nope.json", "--params", "7B", "--gpus", "8", "--gpu", "H100-SXM5-80GB", cwd=files)
     assert missing.returncode == 2 and "nope.json" in missing.stderr
@@ -267,7 +269,8 @@ def test_an_all_auto_trainer_config_gets_a_smaller_per_device_batch_in_the_train
     configured_acts = result.estimate.configured.per_gpu["activations"]
     assert rec.stage.per_gpu["activations"] == pytest.approx(configured_acts / 8, rel=0.01)
     line = overview.verdict_sentence(result.estimate, overview.recommendation(result.findings, result.estimate), "GB")
-    assert "micro batch 1 with gradient accumulation 8 (in the Trainer's arguments)" in line.split("Recommended (ZA801 does-not-fit): ")[1]
+    recommended = line.split("Recommended (ZA801 does-not-fit): ")[1]
+    assert "micro batch 1 with gradient accumulation 8 (in the Trainer's arguments)" in recommended
     # the recommended run is a column of its own (no option of the table runs micro batch 1), marked recommended
     headline = overview.recommendation(result.findings, result.estimate)
     shown = overview.shown_stages(result.estimate, headline, all_options=False)

@@ -46,8 +46,8 @@ def test_a_yaml_config_shows_the_report_then_says_fixes_are_json_only(cli, files
     result = cli("check", "ds.yaml", *CLUSTER, *mode, cwd=files)
     assert result.returncode == code
     assert result.stdout.startswith(report[0]) and report[1] in result.stdout and "```diff" not in result.stdout
-    assert result.stderr == "zeroadvisor: ds.yaml: fixes are written into JSON configs only; apply the suggested " \
-                            "change by hand\n"
+    assert result.stderr == ("zeroadvisor: ds.yaml: fixes are written into JSON configs only; apply the suggested "
+                             "change by hand\n")
     assert (files / "ds.yaml").read_text() == YAML
 
 
@@ -83,7 +83,8 @@ def test_estimate_text_and_json(cli, files):
 
 
 @pytest.mark.parametrize("args, message", [
-    (("estimate", "--params", "7B", "--gpus", "8", "--gpu-memory", "1e308GB"), "--gpu-memory of about 10^317 bytes is more than any machine"),
+    (("estimate", "--params", "7B", "--gpus", "8", "--gpu-memory", "1e308GB"),
+     "--gpu-memory of about 10^317 bytes is more than any machine"),
     (("estimate", "--params", "7B", "--gpus", "8", "--gpu-memory", "1e999999999GB"), "is more than any machine has"),
     (("estimate", "--params", "7B", "--gpus", "8", "--config", "nope.json"), "nope.json: no such file"),
     (("estimate", "--gpus", "8", "--model", "nope.yaml"), "nope.yaml: no such file"),
@@ -135,8 +136,8 @@ def test_debug_shows_the_traceback(cli, files, monkeypatch):
 
 # -- check --fix without a cluster; check DIR ----------------------------------------------------
 
-SKIPPED_NOTE = "zeroadvisor: note: the memory part was skipped (give --model, --gpus N and --gpu for it): lint " \
-               "findings and their fixes only\n"
+SKIPPED_NOTE = ("zeroadvisor: note: the memory part was skipped (give --model, --gpus N and --gpu for it): lint "
+                "findings and their fixes only\n")
 
 
 def test_fix_without_a_cluster_writes_the_lint_fixes(cli, files):
@@ -145,7 +146,8 @@ def test_fix_without_a_cluster_writes_the_lint_fixes(cli, files):
     assert result.stdout == "1 file checked: no problems\n"
     assert result.stderr == SKIPPED_NOTE + "zeroadvisor: 1 file checked: 1 finding (1 fixed, 0 remaining)\n"
     text = (files / "ds.json").read_text()
-    assert text.startswith(STAGE3.split('  "zero_optimisation"', maxsplit=1)[0])  # the lines before the fix, byte for byte
+    # the lines before the fix, byte for byte
+    assert text.startswith(STAGE3.split('  "zero_optimisation"', maxsplit=1)[0])
     assert json.loads(text) == {"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True},
                                 "zero_optimization": {"stage": 3}}
 
@@ -259,7 +261,8 @@ def test_check_an_accelerate_yaml_says_why_there_is_no_diff(cli, tmp_path, flag,
     assert config.read_text() == text
 
 
-@pytest.mark.parametrize("text", [YAML, "zero_optimization:\n  stage: 3\n  stage3_gather_fp16_weights_on_model_save: true\n"])
+@pytest.mark.parametrize("text", [YAML,
+                                  "zero_optimization:\n  stage: 3\n  stage3_gather_fp16_weights_on_model_save: true\n"])
 def test_lint_a_yaml_deepspeed_config_says_why_there_is_no_diff(cli, tmp_path, text):
     # a fix the findings carry (ZA102's rename) or none (ZA104 on YAML): either way one line says why no diff
     config = tmp_path / "ds.yaml"

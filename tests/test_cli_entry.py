@@ -72,7 +72,8 @@ def test_ascii_stream_does_not_crash(tmp_path):
     estimate = run("estimate", "--params", "7B", "--gpus", "8", "--gpu", "H100-SXM5-80GB",
                    env={"PYTHONIOENCODING": "ascii", "COLUMNS": "200"})
     assert estimate.returncode == 0, estimate.stderr
-    assert "yes fits, tight tight" in estimate.stdout and "NO does not fit" in estimate.stdout  # the ASCII marks, not backslash escapes of
+    # the ASCII marks, not backslash escapes of the Unicode ones
+    assert "yes fits, tight tight" in estimate.stdout and "NO does not fit" in estimate.stdout
     assert estimate.stdout.isascii()
 
 

@@ -138,7 +138,7 @@ def test_hostile_input_is_one_line(run, tmp_path, name):
     result = run("lint", str(path))
     assert result.returncode in (1, 2), result.stdout + result.stderr
     assert "internal error" not in result.stderr
-    problem_lines = [l for l in (result.stdout + result.stderr).splitlines() if name in l]
+    problem_lines = [line for line in (result.stdout + result.stderr).splitlines() if name in line]
     assert problem_lines, result.stdout + result.stderr
 
 

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from zeroadvisor import report
+from zeroadvisor import report, units
 from zeroadvisor.cli import app, commands, options
 from zeroadvisor.cli.exits import ExitCode
 from zeroadvisor.inputs import run, settings
 from zeroadvisor.lint import context
 from zeroadvisor.memory import estimate
 from zeroadvisor.model import spec
-from zeroadvisor import units
 
 
 def by_name(command: options.Command, name: str) -> options.Param:

@@ -91,7 +91,8 @@ def test_utf16_is_named(tmp_path):
 # -- stdin and text already in memory (the CLI's "-") ----------------------------------------------
 
 def test_stream_document_reads_like_a_file():
-    doc = reader.read_stream_document(io.BytesIO(b'\xef\xbb\xbf{"train_batch_size": 8, "zero_optimization": {stage: 3}}'))
+    doc = reader.read_stream_document(
+        io.BytesIO(b'\xef\xbb\xbf{"train_batch_size": 8, "zero_optimization": {stage: 3}}'))
     assert doc.name == "<stdin>"
     assert doc.data == {"train_batch_size": 8, "zero_optimization": {"stage": 3}}
     assert doc.locate("/zero_optimization/stage") == (1, 47)  # counted from after the BOM

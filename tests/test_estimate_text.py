@@ -128,7 +128,7 @@ def test_bars_are_proportional_to_the_rows_and_mark_the_card():
     mark_width = max(len(line.rsplit(" ", 1)[1]) for line in drawn)
     width = len(drawn[0]) - label_width - peak_width - mark_width - 2
     top = max([capacity] + [st.peak_gpu for st in stages])
-    for st, line in zip(stages, drawn):
+    for st, line in zip(stages, drawn, strict=False):
         cells = line[label_width:label_width + width]
         assert cells.count("|") == 1 and cells.index("|") == int(capacity / top * width)  # the card, once
         for row, letter in overview.BAR_LETTERS.items():  # each row's share of the width, within rounding

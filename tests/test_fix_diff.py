@@ -12,12 +12,11 @@ import subprocess
 import pytest
 
 from cli_run import cli  # noqa: F401 - the fixture
+from conftest import corpus_manifest
+from test_fix_write import CHECK, project  # noqa: F401 - the fixture
 from zeroadvisor.config.source import ParseError, parse
 from zeroadvisor.fix.apply import NO_NEWLINE, unified_diff
 from zeroadvisor.fix.editor import EditError, patched_text
-
-from conftest import corpus_manifest
-from test_fix_write import CHECK, project  # noqa: F401 - the fixture
 
 # Each touches the end of the root object, so the hunk holds the file's last line.
 PATCHES = [
@@ -27,7 +26,7 @@ PATCHES = [
 
 
 def _run(command: list[str], cwd) -> subprocess.CompletedProcess:
-    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=60)
+    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=60, check=False)
 
 
 def _apply_everywhere(folder, diff: str) -> None:
@@ -115,7 +114,8 @@ def test_cli_suggest_diff_of_a_file_without_final_newline_applies(cli, project):
     out = result.stdout
     diff = out[out.index("--- a/ds.json"):]
     (project / "fix.diff").write_text(diff, newline="")
-    check = subprocess.run(["git", "apply", "--check", "fix.diff"], cwd=project, capture_output=True, text=True)
+    check = subprocess.run(["git", "apply", "--check", "fix.diff"], cwd=project, capture_output=True, text=True,
+                           check=False)
     assert check.returncode == 0, check.stderr + repr(diff)
     subprocess.run(["git", "apply", "fix.diff"], cwd=project, check=True)
     after = (project / "ds.json").read_bytes()
@@ -171,7 +171,8 @@ def test_lint_diff_through_a_pipe_is_the_same_patch(tmp_path):
     _git_repo(tmp_path / "repo", ODD_BYTES)
     piped = cli_process("lint", "--diff", "all.json", cwd=tmp_path / "repo", text=False)
     assert "\ufeff{\r\n".encode() in piped.stdout
-    applied = subprocess.run(["git", "apply", "-"], input=piped.stdout, cwd=tmp_path / "repo", capture_output=True)
+    applied = subprocess.run(["git", "apply", "-"], input=piped.stdout, cwd=tmp_path / "repo", capture_output=True,
+                             check=False)
     assert applied.returncode == 0, applied.stderr
     assert b"zero_optimization" in (tmp_path / "repo" / "all.json").read_bytes()
 

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zeroadvisor.config.source import parse
 from zeroadvisor.config import merge_patch as mp
+from zeroadvisor.config.source import parse
 from zeroadvisor.fix.editor import REFUSALS, EditError, FixError, patched_text
 
 
@@ -163,7 +163,7 @@ LEAVES = st.one_of(st.none(), st.booleans(), st.integers(-5, 10**12), st.text("a
 VALUES = st.recursive(LEAVES, lambda inner: st.dictionaries(KEYS, inner, max_size=3), max_leaves=6)
 PATCHES = st.dictionaries(KEYS, VALUES, max_size=4)
 DOCS = st.dictionaries(KEYS, VALUES.filter(lambda v: v is not None), max_size=4)
-STYLES = st.sampled_from([dict(indent=2), dict(indent=4), dict(), dict(indent="\t")])
+STYLES = st.sampled_from([dict(indent=2), dict(indent=4), {}, dict(indent="\t")])
 
 
 @pytest.mark.slow  # a property test

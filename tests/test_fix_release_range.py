@@ -34,7 +34,7 @@ def _in_range() -> tuple[str, ...]:
 
 def _readers() -> str:
     """The releases of the range that read the top-level curriculum_learning, as the message names them."""
-    readers = [v for v in _in_range() if releases.reads_removed(v, "/curriculum_learning")]
+    readers = [v for v in _in_range() if schema.reads_removed(v, "/curriculum_learning")]
     assert readers and len(readers) < len(_in_range())  # the range holds both kinds: the test means something
     return releases.span(readers)
 

@@ -6,12 +6,11 @@ import re
 
 import pytest
 
-from zeroadvisor.config import merge_patch as mp
-from zeroadvisor.fix.editor import EditError, patched_text, write_atomically
-from zeroadvisor.config.source import ParseError, join_pointer, parse
-from zeroadvisor.lint.schemawalk import _PLACEHOLDER
-
 from conftest import CORPUS, corpus_manifest
+from zeroadvisor.config import merge_patch as mp
+from zeroadvisor.config.source import ParseError, join_pointer, parse
+from zeroadvisor.fix.editor import EditError, patched_text, write_atomically
+from zeroadvisor.lint.schemawalk import _PLACEHOLDER
 
 PATCHES = [
     {"zero_optimization": {"stage": 1}},  # change a value
@@ -126,6 +125,7 @@ def test_atomic_write_keeps_mode_and_replaces(tmp_path):
 
 
 def test_edits_keep_comments_and_number_spelling():
-    text = '{\n  // why: 8 GPUs\n  "zero_optimization": {\n    "stage": 3, # hjson comment\n    "reduce_bucket_size": 5e8\n  }\n}\n'
+    text = ('{\n  // why: 8 GPUs\n  "zero_optimization": {\n    "stage": 3, # hjson comment\n'
+            '    "reduce_bucket_size": 5e8\n  }\n}\n')
     new = patched_text(parse(text), {"zero_optimization": {"stage": 2, "stage3_max_live_parameters": None}})
     assert new == text.replace('"stage": 3', '"stage": 2')

@@ -8,24 +8,24 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from zeroadvisor.deepspeed import schema
-from zeroadvisor.advisor.check import CheckOptions, check_document
-from zeroadvisor.memory.cluster import Cluster
+from zeroadvisor.advisor.check import CheckOptions, check_document, combined_patch
 from zeroadvisor.config import merge_patch as mp
-from zeroadvisor.fix.editor import patched_text
-from zeroadvisor.advisor.check import combined_patch
-from zeroadvisor.model.spec import ModelSpec, TrainingShape
 from zeroadvisor.config.source import parse
+from zeroadvisor.deepspeed import schema
+from zeroadvisor.fix.editor import patched_text
+from zeroadvisor.memory.cluster import Cluster
+from zeroadvisor.model.spec import ModelSpec, TrainingShape
 
 TOP = list(schema.load()["properties"])
 ZERO = list(schema.node("zero_optimization")["properties"])
 
-scalars = st.one_of(st.none(), st.booleans(), st.integers(-10, 10**12), st.floats(allow_nan=False, allow_infinity=False),
+scalars = st.one_of(st.none(), st.booleans(), st.integers(-10, 10**12),
+                    st.floats(allow_nan=False, allow_infinity=False),
                     st.sampled_from(["auto", "cpu", "nvme", "none", "2", "abc", "", "fp16", "Adam", "WarmupLR"]))
 values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=3),
-                                                      st.dictionaries(st.sampled_from(ZERO + ["device", "x"]), inner,
+                                                      st.dictionaries(st.sampled_from([*ZERO, "device", "x"]), inner,
                                                                       max_size=4)), max_leaves=8)
-configs = st.dictionaries(st.sampled_from(TOP + ["zero_optimisation", "_comment"]), values, max_size=8)
+configs = st.dictionaries(st.sampled_from([*TOP, "zero_optimisation", "_comment"]), values, max_size=8)
 zero_blocks = st.dictionaries(st.sampled_from(ZERO), values, max_size=6)
 
 OPTIONS = CheckOptions(model=ModelSpec(parameters=7_000_000_000, num_layers=32, hidden_size=4096,

@@ -174,7 +174,8 @@ def test_check_launch_without_gpu_count_asks_for_gpus(cli, project):
 
 
 def test_check_launch_without_deepspeed_config(cli, project):
-    result = cli("check", "--params", "7B", "--gpu", "H100-SXM5-80GB", "--", "torchrun", "--nproc_per_node", "8", "train.py")
+    result = cli("check", "--params", "7B", "--gpu", "H100-SXM5-80GB", "--", "torchrun", "--nproc_per_node", "8",
+                 "train.py")
     assert result.returncode == 2 and "give CONFIG" in result.stderr
 
 

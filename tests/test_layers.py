@@ -10,6 +10,7 @@ and the command line on top.
 from __future__ import annotations
 
 import ast
+import itertools
 from pathlib import Path
 
 import pytest
@@ -106,7 +107,7 @@ def test_every_unit_has_a_layer():
 
 def test_imports_only_point_down_the_pipeline():
     upward = [where for source, target, where in _edges()
-              if source != FACADE and target != FACADE and RANK[target] >= RANK[source]]
+              if FACADE not in (source, target) and RANK[target] >= RANK[source]]
     assert not upward, "imports that point up (or sideways) the pipeline:\n" + "\n".join(upward)
 
 
@@ -145,3 +146,126 @@ def test_the_checker_sees_function_level_and_type_checking_imports(tmp_path):
                       "def f():\n    from zeroadvisor.advisor.search import b\n    import zeroadvisor.cli\n")
     assert [target for _, target in _imports(sample, tmp_path)] == ["zeroadvisor.report", "zeroadvisor.advisor.search",
                                                                       "zeroadvisor.cli"]
+
+
+# -- files -----------------------------------------------------------------------------------------------------------
+
+def _file_module(name: str, root: Path = REPO) -> str | None:
+    """The package's own module (file) a dotted name stands for: itself where it is a file or a package, else
+    None (a name inside a module: ``from zeroadvisor.rules.registry import LINT`` names a module's attribute)."""
+    path = root.joinpath(*name.split("."))
+    return name if path.with_suffix(".py").is_file() or (path / "__init__.py").is_file() else None
+
+
+def _file_imports(path: Path, root: Path = REPO) -> list[tuple[int, str]]:
+    """(line, imported module) for every import of one of the package's files from ``path``, at any depth: ``from
+    zeroadvisor.rules import registry`` imports the file rules/registry.py, ``from zeroadvisor.rules.registry
+    import LINT`` too. (Importing a module also runs its package's __init__.py; those are edges of their own
+    only where the __init__ imports something, which its own imports then say.) An ``if TYPE_CHECKING:`` block
+    is left out: it never runs, and two modules whose types name each other import nothing from each other."""
+    module = _module_name(path, root)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    tree = ast.parse(path.read_text("utf-8"), str(path))
+    typing_only = {id(inner) for block in ast.walk(tree) if _is_type_checking_block(block)
+                   for stmt in block.body for inner in ast.walk(stmt)}
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names if alias.name.startswith("zeroadvisor.")]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target != "zeroadvisor" and not target.startswith("zeroadvisor."):
+                continue
+            for alias in node.names:
+                inner = _file_module(f"{target}.{alias.name}", root)
+                found.append((node.lineno, inner or target))
+    return found
+
+
+def _is_type_checking_block(node: ast.AST) -> bool:
+    return isinstance(node, ast.If) and (
+        (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING")
+        or (isinstance(node.test, ast.Attribute) and node.test.attr == "TYPE_CHECKING"))
+
+
+def _file_graph(root: Path = REPO) -> dict[str, dict[str, str]]:
+    """importing module -> {imported module: where}, every file of the package."""
+    graph: dict[str, dict[str, str]] = {}
+    for path in sorted((root / "zeroadvisor").rglob("*.py")):
+        source = _module_name(path, root)
+        edges = graph.setdefault(source, {})
+        for line, target in _file_imports(path, root):
+            if target != source:
+                edges.setdefault(target, f"{path.relative_to(root)}:{line}")
+    return graph
+
+
+def _reachable(graph: dict[str, dict[str, str]], start: str) -> set[str]:
+    """The modules ``start`` imports, directly or through others (itself only round a loop)."""
+    found: set[str] = set()
+    todo = list(graph.get(start, {}))
+    while todo:
+        node = todo.pop()
+        if node not in found:
+            found.add(node)
+            todo += graph.get(node, {})
+    return found
+
+
+def _cycles(graph: dict[str, dict[str, str]]) -> list[list[str]]:
+    """One closed path through each set of modules that all reach each other (a strongly connected set)."""
+    reach = {node: _reachable(graph, node) for node in graph}
+    done: set[str] = set()
+    found = []
+    for node in sorted(graph):
+        if node in done or node not in reach[node]:  # on a loop exactly when it reaches itself
+            continue
+        members = {other for other in reach[node] if node in reach.get(other, set())}
+        done |= members
+        found.append(_closed_path(graph, members))
+    return found
+
+
+def _closed_path(graph: dict[str, dict[str, str]], members: set[str]) -> list[str]:
+    """A cycle inside one strongly connected set: from its first member, follow edges inside the set until a
+    module comes round again."""
+    path = [min(members)]
+    while True:
+        nxt = min(target for target in graph.get(path[-1], {}) if target in members)
+        if nxt in path:
+            return [*path[path.index(nxt):], nxt]
+        path.append(nxt)
+
+
+def test_the_file_graph_has_no_cycle():
+    """No two files of the package import each other, directly or round a loop, at any depth (a function-level
+    import hides a cycle from Python's import order, not from the design)."""
+    graph = _file_graph()
+    found = _cycles(graph)
+    assert not found, "file-level import cycles:\n" + "\n".join(
+        " -> ".join(cycle) + "\n    " + "; ".join(graph[a][b] for a, b in itertools.pairwise(cycle))
+        for cycle in found)
+
+
+def test_the_cycle_check_finds_a_function_level_loop(tmp_path):
+    """The file graph sees an import hidden in a function, and the cycle it closes is reported as a path."""
+    package = tmp_path / "zeroadvisor" / "rules"
+    package.mkdir(parents=True)
+    (tmp_path / "zeroadvisor" / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("from zeroadvisor.rules import b\n")
+    (package / "b.py").write_text("def f():\n    from zeroadvisor.rules.c import g\n")
+    (package / "c.py").write_text("import zeroadvisor.rules.a\n")
+    (package / "d.py").write_text("from zeroadvisor.rules.a import x\n")  # into the loop, not part of it
+    # types only: a and e name each other's types, which closes no loop
+    (package / "e.py").write_text("from typing import TYPE_CHECKING\n"
+                                  "if TYPE_CHECKING:\n    from zeroadvisor.rules import a\n")
+    (package / "a.py").write_text("from zeroadvisor.rules import b, e\n")
+    assert _cycles(_file_graph(tmp_path)) == [["zeroadvisor.rules.a", "zeroadvisor.rules.b", "zeroadvisor.rules.c",
+                                               "zeroadvisor.rules.a"]]

@@ -120,7 +120,7 @@ def test_classifier_has_no_vocabulary_logits():
     assert spec.lm_head is False
     result = activation_bytes(spec, TrainingShape(sequence_length=128), 8, "fp16")
     assert result.logits == 0
-    mlm = spec_from_hf_config({**{"model_type": "bert", "architectures": ["BertForMaskedLM"]},
+    mlm = spec_from_hf_config({"model_type": "bert", "architectures": ["BertForMaskedLM"],
                                "hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
                                "intermediate_size": 512, "vocab_size": 30522, "max_position_embeddings": 512,
                                "type_vocab_size": 2})

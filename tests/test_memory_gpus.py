@@ -10,11 +10,19 @@ import re
 import pytest
 
 from cli_run import cli  # noqa: F401 - the fixture
-from zeroadvisor.memory.estimate import Cluster
-from zeroadvisor.memory.errors import EstimateError
+from zeroadvisor.hardware.gpus import (
+    GPUS,
+    PREFIXES,
+    AmbiguousGpu,
+    UnknownGpu,
+    gpu_memory,
+    normalise,
+    resolve_gpu,
+    table_cards,
+)
 from zeroadvisor.hardware.table import CLOUD_NAMES, ROWS, GpuSpec
-from zeroadvisor.hardware.gpus import (GPUS, PREFIXES, AmbiguousGpu, UnknownGpu, gpu_memory, normalise, resolve_gpu,
-                                       table_cards)
+from zeroadvisor.memory.errors import EstimateError
+from zeroadvisor.memory.estimate import Cluster
 
 MIB = 2**20
 
@@ -97,7 +105,7 @@ def test_the_assumed_variant_is_the_first_listed_and_the_sxm_form():
     first: so it has the fastest link of them."""
     order = [spec.name for spec, _ in ROWS]
     resolved = 0
-    for spec, names in ROWS:
+    for _spec, names in ROWS:
         for name in names:
             cards = table_cards(name)
             if len(cards) < 2 or len({GPUS[c].memory_mib for c in cards}) > 1:
@@ -155,7 +163,7 @@ def test_every_card_resolves_by_its_canonical_name_and_every_name_is_reachable()
 
 def test_ambiguity_only_where_cards_differ():
     """A name shared by rows is refused only where picking one would change a figure a model uses."""
-    for spec, names in ROWS:
+    for _spec, names in ROWS:
         for name in names:
             try:
                 resolve_gpu(name)

@@ -4,8 +4,8 @@ parallel layout. Every expected number is a hand calculation from DeepSpeed 0.19
 from __future__ import annotations
 
 from zeroadvisor.memory.estimate import Cluster, estimate, phase_split
-from zeroadvisor.memory.phases import SaveInputs, load_moments, save_moments
 from zeroadvisor.memory.parallel import Parallel, local_parameters
+from zeroadvisor.memory.phases import SaveInputs, load_moments, save_moments
 from zeroadvisor.model.spec import LoadInputs, ModelSpec, TrainingShape
 
 # Llama-2-7B (config.json: hidden 4096, 32 layers, 32 heads, MLP 11008 gated, vocab 32000, untied head)
@@ -93,7 +93,10 @@ def test_pipeline_receive_buffers_hold_one_micro_batch_of_activations_and_its_gr
 # ------------------------------------------------------------------ load and save by layout
 
 
-def _load_save(config, shape, gpus=8, load=LoadInputs(load_dtype="bf16", zero_init=False)):
+BF16_LOAD = LoadInputs(load_dtype="bf16", zero_init=False)
+
+
+def _load_save(config, shape, gpus=8, load=BF16_LOAD):
     from dataclasses import replace
     est = estimate(config, LLAMA, replace(shape, load=load), Cluster(gpus=gpus))
     return est.configured, est

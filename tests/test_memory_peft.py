@@ -75,7 +75,7 @@ def test_load_phase_flattens_only_the_adapters():
     st = next(s for s in est.stages if s.option.stage == 2 and s.option.offload_optimizer == "none")
     load = {t.key: t.nbytes for t in st.terms if t.phase == "load" and t.device == "gpu"}
     assert load["module_on_device"] == 2 * (BASE + T)
-    assert all(n < 2 * (BASE + T) for k, n in load.items() if k != "module_on_device" and k != "frozen_params")
+    assert all(n < 2 * (BASE + T) for k, n in load.items() if k not in {"module_on_device", "frozen_params"})
 
 
 def test_stage3_offload_param_moves_the_frozen_partition():

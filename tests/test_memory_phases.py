@@ -12,10 +12,18 @@ from dataclasses import replace
 import pytest
 
 from zeroadvisor.memory.estimate import Cluster
-from zeroadvisor.memory.host import (CUDA_HOST_BYTES, PinnedBuffer, deepspeed_pinned_buffers, pinned_block_bytes,
-                                     pinned_bytes, pinned_param_partitions, pinned_rounding_terms,
-                                     power_of_two_ceil, runtime_baseline_terms)
-from zeroadvisor.memory.options import Option, configured_option
+from zeroadvisor.memory.host import (
+    CUDA_HOST_BYTES,
+    PinnedBuffer,
+    deepspeed_pinned_buffers,
+    pinned_block_bytes,
+    pinned_bytes,
+    pinned_param_partitions,
+    pinned_rounding_terms,
+    power_of_two_ceil,
+    runtime_baseline_terms,
+)
+from zeroadvisor.memory.options import configured_option
 from zeroadvisor.memory.phases import LoadInputs, SaveInputs, load_phase, save_phase
 from zeroadvisor.memory.settings import read_settings
 from zeroadvisor.memory.terms import Term

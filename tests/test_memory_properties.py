@@ -22,6 +22,8 @@ Where DeepSpeed itself breaks a property the test says so and checks the exact e
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -80,7 +82,7 @@ def test_model_states_never_grow_with_a_higher_stage(p, n, prec, opt, acc):
         per_stage = [states(result.stage(stage, oo if stage else "none")) for stage in (0, 1, 2, 3)]
         start = 1 if oo == "cpu" else 0
         padding = 48 * n if acc == "deepspeed" else 0  # < 2·N padding elements × (2 + 2 + 4 + 4 + 8 + 4) B
-        assert all(a + padding >= b for a, b in zip(per_stage[start:], per_stage[start + 1:])), per_stage
+        assert all(a + padding >= b for a, b in itertools.pairwise(per_stage[start:])), per_stage
 
 
 @pytest.mark.slow  # a property test
@@ -94,9 +96,7 @@ def test_offload_never_adds_gpu_memory(p, n, prec, opt, acc, largest):
             continue
         base = result.stage(o.stage)
         assert st_.per_gpu["model_states"] <= base.per_gpu["model_states"]
-        if acc == "paper":
-            assert st_.per_gpu["total"] <= base.per_gpu["total"]
-        elif o.stage == 3:
+        if acc == "paper" or o.stage == 3:
             assert st_.per_gpu["total"] <= base.per_gpu["total"]
         assert st_.per_gpu_cpu + st_.per_gpu_nvme >= base.per_gpu_cpu + base.per_gpu_nvme
 

@@ -130,7 +130,7 @@ from cli_run import cli  # noqa: E402,F401 - the fixture
 
 
 @pytest.mark.parametrize("command", ["estimate", "check"])
-def test_flags_give_the_issue_example(cli, tmp_path, command):  # noqa: F811
+def test_flags_give_the_issue_example(cli, tmp_path, command):
     (tmp_path / "config.json").write_text(json.dumps(LLAMA_2_7B))
     (tmp_path / "ds.json").write_text('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}}')
     config = ["-c", tmp_path / "ds.json"] if command == "estimate" else [tmp_path / "ds.json", "--fail-on", "never"]
@@ -143,13 +143,13 @@ def test_flags_give_the_issue_example(cli, tmp_path, command):  # noqa: F811
     assert model["trainable_parameters"] == 8_388_608 and model["parameters"] == BASE_7B
 
 
-def test_peft_flags_with_params_are_a_usage_error(cli):  # noqa: F811
+def test_peft_flags_with_params_are_a_usage_error(cli):
     result = cli("estimate", "--params", "7B", "--gpus", "2", "--lora-r", "16")
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.count("\n") == 1 and "--model" in result.stderr
 
 
-def test_text_report_names_the_trainable_parameters(cli, tmp_path):  # noqa: F811
+def test_text_report_names_the_trainable_parameters(cli, tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(LLAMA_2_7B))
     result = cli("estimate", "--model", tmp_path / "config.json", "--gpus", "2", "--peft", "qlora", "--lora-r", "16",
                  "--lora-target-modules", "q_proj,v_proj")

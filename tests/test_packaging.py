@@ -43,7 +43,8 @@ def test_core_never_imports_torch_or_deepspeed(tmp_path):
     config = tmp_path / "ds.json"
     config.write_text('{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3}}')
     loaded = modules_after((["lint", str(config)], (0, 1)),
-                           (["check", str(config), "--params", "7B", "--gpus", "8", "--gpu", "H100-SXM5-80GB"], (0, 1, 5)),
+                           (["check", str(config), "--params", "7B", "--gpus", "8", "--gpu", "H100-SXM5-80GB"],
+                            (0, 1, 5)),
                            (["estimate", "--params", "7B", "--gpus", "8"], (0,)))
     assert [m for m in loaded if m.split(".")[0] in ("torch", "deepspeed", "transformers", "jsonschema")] == []
 

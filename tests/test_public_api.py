@@ -7,9 +7,9 @@ import json
 import pytest
 
 import zeroadvisor
-from zeroadvisor.api import UsageError
 from cli_run import cli_process
 from conftest import REPO
+from zeroadvisor.api import UsageError
 
 TYPO = {"train_batch_size": 8, "zero_optimisation": {"stage": 3}}
 GIB = 1 << 30

@@ -13,7 +13,7 @@ import pytest
 import zeroadvisor
 from cli_run import cli  # noqa: F401 - the fixture
 from zeroadvisor import api
-from zeroadvisor.deepspeed import releases
+from zeroadvisor.deepspeed import releases, schema
 
 DS_CONFIG = ('{\n  "train_batch_size": "auto",\n  "train_micro_batch_size_per_gpu": "auto",\n'
              '  "zero_optimization": {"stage": 2},\n  "curriculum_learning": {"enabled": false}\n}\n')
@@ -23,7 +23,7 @@ MODEL = ["--params", "1B", "--gpu-memory", "80GiB", "--seq-len", "1024"]
 
 def _readers_and_refusers() -> tuple[str, str]:
     """A release that reads the top-level section and one that refuses it (the test means something)."""
-    readers = [v for v in releases.known() if releases.reads_removed(v, "/curriculum_learning")]
+    readers = [v for v in releases.known() if schema.reads_removed(v, "/curriculum_learning")]
     refusers = [v for v in releases.known() if v not in readers]
     assert "0.14.5" in readers and releases.latest() in refusers
     return "0.14.5", releases.latest()
@@ -94,7 +94,7 @@ def estimate_repo(tmp_path):
 def test_estimate_names_the_error_the_pinned_releases_give(cli, estimate_repo):
     """Under a 0.16 pin the one error is the bucket size; read as the latest, the removed section (line 2)
     came first and the count was 2: the message blamed a section every pinned release reads."""
-    assert all(releases.reads_removed(v, "/curriculum_learning") for v in releases.matching(">=0.16,<0.17").releases)
+    assert all(schema.reads_removed(v, "/curriculum_learning") for v in releases.matching(">=0.16,<0.17").releases)
     done = cli("estimate", "--config", "ds.json", *MODEL, "--gpus", "8", cwd=estimate_repo)
     assert done.returncode == 2, done.stdout + done.stderr
     assert "ds.json:4:" in done.stderr and "stage3_prefetch_bucket_size" in done.stderr

@@ -11,7 +11,8 @@ import re
 import urllib.parse
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
 from ci_runner import assert_inert, runner_command, runner_lines

@@ -15,18 +15,17 @@ from pathlib import Path
 import pytest
 from markdown_it import MarkdownIt
 
-from cli_run import cli  # noqa: F401 - the fixture
 from ci_runner import assert_inert, runner_command, runner_lines
+from cli_run import cli  # noqa: F401 - the fixture
 from sarif_validate import validate_sarif
-from zeroadvisor.advisor.check import CheckOptions, check_document
-from zeroadvisor.memory.cluster import Cluster
+from zeroadvisor.advisor import registry
+from zeroadvisor.advisor.check import CheckOptions, check_document, combined_patch
 from zeroadvisor.config.source import parse
-from zeroadvisor.advisor.check import combined_patch
 from zeroadvisor.fix.apply import unified_diff
-from zeroadvisor.rules.linter import lint_file
+from zeroadvisor.memory.cluster import Cluster
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
 from zeroadvisor.report import REPORTERS, Report, escape, render
-from zeroadvisor.advisor import registry
+from zeroadvisor.rules.linter import lint_file
 
 REPO = Path(__file__).resolve().parent.parent
 EVIL_OPTIMIZER = "Evil\n::add-mask::secret\x1b[31mRED\x1b]0;pwned\x07 ##[error]v1 \u202egnp\x9b2J"
@@ -44,12 +43,12 @@ HOSTILE_CONFIG = f"""{{
 TYPO = '{\n  "train_batch_size": 8,\n  "zero_optimisation": {"stage": 3}\n}\n'
 HOSTILE_NAMES = [
     b"bad\xff name.json",  # not UTF-8: reaches Python through surrogateescape
-    "nl\n::error file=a.json,line=1::pwned.json".encode(),
-    "::warning::starts-a-line.json".encode(),
-    "esc\x1b]0;title\x07\x1b[2J.json".encode(),
+    b"nl\n::error file=a.json,line=1::pwned.json",
+    b"::warning::starts-a-line.json",
+    b"esc\x1b]0;title\x07\x1b[2J.json",
     "bidi\u202egnp.json".encode(),
-    "##[add-mask]x.json".encode(),
-    "pct%41 #?[x](y).json".encode(),
+    b"##[add-mask]x.json",
+    b"pct%41 #?[x](y).json",
 ]
 OPTIONS = CheckOptions(model=ModelSpec(parameters=1_000_000_000), shape=TrainingShape(),
                        cluster=Cluster(gpus=8, gpu_memory=80 * 10**9))

@@ -9,9 +9,9 @@ import pytest
 
 from cli_run import cli  # noqa: F401 - the fixture
 from sarif_validate import validate_sarif
-from zeroadvisor.rules.linter import lint_file
-from zeroadvisor.report import Report, render, sarif
 from zeroadvisor.advisor import registry
+from zeroadvisor.report import Report, render, sarif
+from zeroadvisor.rules.linter import lint_file
 
 
 def test_every_rule_entry_is_schema_valid_without_invented_urls():

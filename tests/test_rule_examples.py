@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 
 from conftest import load_script
-from zeroadvisor.advisor.check import check_document
-from zeroadvisor.rules.linter import lint_text
 from zeroadvisor.advisor import registry
+from zeroadvisor.advisor.check import check_document
+from zeroadvisor.config.source import parse
+from zeroadvisor.lint.context import LintOptions
+from zeroadvisor.rules.linter import lint_text
 
 # the fixture tool builds CheckOptions the way the CLI does (tools/update_rule_fixtures.py check_options)
 fixtures = load_script("tools/update_rule_fixtures.py", "update_rule_fixtures")
-from zeroadvisor.lint.context import LintOptions
-from zeroadvisor.config.source import parse
 
 CASES = [(rule, i, ex) for rule in registry.ALL for i, ex in enumerate(rule.examples)]
 
@@ -63,7 +63,7 @@ def test_rule_contract(rule):
 def test_docs_are_generated_from_the_registry():
     root = Path(__file__).resolve().parent.parent
     result = subprocess.run([sys.executable, str(root / "tools" / "gen_rules_doc.py"), "--check"],
-                            capture_output=True, text=True)
+                            capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
     doc = (root / "docs" / "rules.md").read_text("utf-8")
     for rule in registry.ALL:

@@ -9,11 +9,13 @@ with the hand-written expectation (strict: it fails once the tool is fixed, to d
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from conftest import load_script
-from zeroadvisor.lint.findings import Severity
 from zeroadvisor.advisor import registry
+from zeroadvisor.lint.findings import Severity
 
 fixtures = load_script("tools/update_rule_fixtures.py", "update_rule_fixtures")
 
@@ -88,3 +90,48 @@ def test_fixture_hardware_options_are_the_step_time_flags():
     assert set(fixtures.HARDWARE_OPTIONS) == {HARDWARE_INPUTS[field] for field in DEFAULTS}
     assert {INPUTS[HARDWARE_INPUTS[field]].flag for field in DEFAULTS} == {
         f"--{option.replace('_', '-')}" for option in fixtures.HARDWARE_OPTIONS}
+
+
+# A figure in a note: a size ("40 GB", "1.5 TiB", "2TB") or a time ("2.02 s"). A stage a note says fits: "ZeRO-2
+# fits", "ZeRO-3 alone fits".
+_FIGURE = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?) ?([KMGT]i?B|ms|s)\b")
+_STAGE_FITS = re.compile(r"\bZeRO-(\d)\b[^.;:()]{0,30}?\bfits\b")
+
+
+def _note_problems(case: dict) -> list[str]:
+    """What a case's note states that the case does not hold. A note says why in words; the figures of the outcome
+    are the expectation's, which tools/update_rule_fixtures.py regenerates. So a size or time in a note is one the
+    case gives (its options or config: "on a 45 GB card"), and a stage it says fits is the configured one or one
+    the expected findings name ("ZeRO-1 fits ..."): a figure worked out by hand drifts when the model changes
+    ("ZeRO-2 fits (~40 GB)" stood beside an expectation of ZeRO-1 at 43.62 GiB)."""
+    note = case["note"]
+    given = (fixtures.dump({"options": case["options"]}) if "options" in case else "") + case.get("config", "")
+    given_figures = {(float(n), unit) for n, unit in _FIGURE.findall(given)}
+    problems = [f"states the figure {n} {unit}: say it in words (the figures are the expectation's)"
+                for n, unit in _FIGURE.findall(note) if (float(n), unit) not in given_figures]
+    expected = fixtures.dump({"expected": case.get("expected") or []})
+    named = {int(s) for s in re.findall(r"\bZeRO-(\d)\b", expected)}
+    named |= {int(s) for s in re.findall(r"\bstage\b\W+(\d)\b", expected + case.get("config", ""))}
+    problems += [f"says ZeRO-{stage} fits, which neither the config nor the expected findings name"
+                 for stage in _STAGE_FITS.findall(note) if int(stage) not in named]
+    return problems
+
+
+def test_fixture_notes_state_only_what_the_case_holds():
+    wrong = [f"{case_id}: {problem}" for param in CASES for case_id, case in [(param.id, param.values[1])]
+             for problem in _note_problems(case)]
+    assert not wrong, "fixture notes that drift from their case:\n" + "\n".join(wrong)
+
+
+def test_a_note_with_a_worked_out_figure_or_another_stage_fails():
+    case = {"note": "ZeRO-2 fits (~40 GB of 72 GB); 1.5x the volume; 2.02 s", "options": {"gpu": "A100-SXM4-80GB"},
+            "config": '{"zero_optimization": {"stage": 3}}',
+            "expected": [{"code": "ZA802", "message": "ZeRO-1 fits (43.62 GiB per GPU of 72.00 GiB usable)",
+                          "fix": {"zero_optimization": {"stage": 1}}}]}
+    assert _note_problems(case) == [
+        "states the figure 40 GB: say it in words (the figures are the expectation's)",
+        "states the figure 72 GB: say it in words (the figures are the expectation's)",
+        "states the figure 2.02 s: say it in words (the figures are the expectation's)",
+        "says ZeRO-2 fits, which neither the config nor the expected findings name"]
+    case["note"] = "ZeRO-1 fits on the 80GB card where ZeRO-3 was configured; ZeRO-3 fits too"
+    assert _note_problems(case) == []

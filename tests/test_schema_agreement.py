@@ -12,9 +12,9 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from conftest import CORPUS, corpus_manifest
+from zeroadvisor.config.source import ParseError, escape_pointer_token, parse
 from zeroadvisor.deepspeed import schema
 from zeroadvisor.rules.linter import lint_document, lint_file
-from zeroadvisor.config.source import ParseError, escape_pointer_token, parse
 
 # Checks that need the world size or the engine's optimizer mapping per stage, and the file's syntax (a comment or a
 # trailing comma the Trainer's json.load refuses: a schema sees the parsed data only).

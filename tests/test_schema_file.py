@@ -24,19 +24,19 @@ SCHEMA_PATH = Path(__file__).resolve().parent.parent / "zeroadvisor" / "schemas"
 
 # Reference §9.1: every top-level name DeepSpeed 0.19.8 reads (60, including the 11 removed),
 # plus the two read by deepspeed.initialize for the device mesh.
-TOP_LEVEL_NAMES = """
-activation_checkpointing aio amp autotuning bf16 bfloat16 checkpoint comet comms_logger
-communication_data_type compile compression_training csv_monitor curriculum_learning data_efficiency
-data_types dataloader_drop_last datastates_ckpt disable_allgather disable_python_gc dump_state eigenvalue
-elasticity expert_parallel flops_profiler fp16 gradient_accumulation_steps gradient_allreduce_op
-gradient_clipping gradient_predivide_factor graph_harvesting hybrid_engine log_level
-managed_gradient_accumulation memory_breakdown nebula optimizer pipeline prescale_gradients
-progressive_layer_drop quantize_training scheduler seq_parallel_communication_data_type sparse_attention
-sparse_gradients steps_per_print tensor_parallel tensorboard timers torch_autocast train_batch_size
-train_micro_batch_size_per_gpu use_data_before_expert_parallelism vocabulary_size wall_clock_breakdown
-wandb weight_quantization zero_allow_untested_optimizer zero_force_ds_cpu_optimizer zero_optimization
-sequence_parallel_size data_parallel_size
-""".split()
+TOP_LEVEL_NAMES = ["activation_checkpointing", "aio", "amp", "autotuning", "bf16", "bfloat16", "checkpoint", "comet",
+                   "comms_logger", "communication_data_type", "compile", "compression_training", "csv_monitor",
+                   "curriculum_learning", "data_efficiency", "data_types", "dataloader_drop_last", "datastates_ckpt",
+                   "disable_allgather", "disable_python_gc", "dump_state", "eigenvalue", "elasticity",
+                   "expert_parallel", "flops_profiler", "fp16", "gradient_accumulation_steps", "gradient_allreduce_op",
+                   "gradient_clipping", "gradient_predivide_factor", "graph_harvesting", "hybrid_engine", "log_level",
+                   "managed_gradient_accumulation", "memory_breakdown", "nebula", "optimizer", "pipeline",
+                   "prescale_gradients", "progressive_layer_drop", "quantize_training", "scheduler",
+                   "seq_parallel_communication_data_type", "sparse_attention", "sparse_gradients", "steps_per_print",
+                   "tensor_parallel", "tensorboard", "timers", "torch_autocast", "train_batch_size",
+                   "train_micro_batch_size_per_gpu", "use_data_before_expert_parallelism", "vocabulary_size",
+                   "wall_clock_breakdown", "wandb", "weight_quantization", "zero_allow_untested_optimizer",
+                   "zero_force_ds_cpu_optimizer", "zero_optimization", "sequence_parallel_size", "data_parallel_size"]
 
 # Reference §7.1 / runtime/config.py _REMOVED_TOP_LEVEL_CONFIG_KEYS, _REMOVED_ZERO_CONFIG_KEYS.
 REMOVED_TOP_LEVEL = ["nebula", "compression_training", "amp", "quantize_training", "sparse_gradients", "eigenvalue",

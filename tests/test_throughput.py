@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from zeroadvisor.memory.estimate import Cluster
 from zeroadvisor.hardware.table import GpuSpec
+from zeroadvisor.memory.estimate import Cluster
 from zeroadvisor.memory.options import Option
 from zeroadvisor.memory.parallel import Parallel
 from zeroadvisor.memory.settings import read_settings
@@ -153,7 +153,8 @@ def test_more_efficiency_is_faster(option):
 @pytest.mark.parametrize("stage", [1, 2, 3])
 def test_offload_is_slower_at_equal_batch(stage):
     for gb in (8, 64):
-        assert _run(Option(stage, "cpu"), global_batch=gb).step_time_s > _run(Option(stage), global_batch=gb).step_time_s
+        offloaded = _run(Option(stage, "cpu"), global_batch=gb).step_time_s
+        assert offloaded > _run(Option(stage), global_batch=gb).step_time_s
 
 
 def test_parameter_offload_and_nvme():
@@ -202,8 +203,8 @@ def test_hardware_rejects_bad_values():
 
 
 def test_hardware_defaults_become_assumed_inputs_naming_their_flags():
-    from zeroadvisor.memory.assumed import hardware_assumptions
     from zeroadvisor.hardware.machine import DEFAULTS
+    from zeroadvisor.memory.assumed import hardware_assumptions
 
     hw = Hardware(None, cpu_cores=64, defaulted=("efficiency", "nvme_gb_s"))
     assumed = hardware_assumptions(hw)
@@ -215,7 +216,8 @@ def test_hardware_defaults_become_assumed_inputs_naming_their_flags():
 
 def test_offloaded_gradients_to_pageable_memory_do_not_overlap_the_backward_pass():
     # CUDA Runtime API, "API synchronization behavior": a device-to-pageable-host copy returns when done, so with
-    # pin_memory off (the default before DeepSpeed PR 8207) the partition's gradients (P/8 x 2 B over PCIe 32 GB/s) add to the pass.
+    # pin_memory off (the default before DeepSpeed PR 8207) the partition's gradients (P/8 x 2 B over PCIe 32 GB/s)
+    # add to the pass.
     def run(pin: bool):
         config = {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1, "bf16": {"enabled": True},
                   "optimizer": {"type": "AdamW"},

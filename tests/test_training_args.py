@@ -164,7 +164,8 @@ def test_train_batch_size_needs_the_world_size():
 
 # -- the command line -----------------------------------------------------------------------------
 
-DS = '{\n  "train_micro_batch_size_per_gpu": 4,\n  "bf16": {"enabled": "auto"},\n  "zero_optimization": {"stage": 2}\n}\n'
+DS = ('{\n  "train_micro_batch_size_per_gpu": 4,\n  "bf16": {"enabled": "auto"},\n'
+      '  "zero_optimization": {"stage": 2}\n}\n')
 
 
 def test_lint_with_training_args_reports_the_mismatch(cli, tmp_path):

@@ -51,10 +51,11 @@ def test_estimate_and_check_give_the_same_verdict(cli, tmp_path, gpu, headroom):
     from_estimate = _verdicts(json.loads(estimate.stdout))
     from_check = _verdicts(json.loads(check.stdout)["estimate"])
     assert from_estimate == from_check
-    configured = [st for st in json.loads(check.stdout)["estimate"]["stages"] if st["configured"]][0]
+    configured = next(st for st in json.loads(check.stdout)["estimate"]["stages"] if st["configured"])
     names = {f["name"] for f in json.loads(check.stdout)["findings"]}
     # the check's findings follow the shared verdict
-    assert ("does-not-fit" in names) == (configured["verdict"] == DOES_NOT_FIT and configured["binding_resource"] == "gpu")
+    assert ("does-not-fit" in names) == (configured["verdict"] == DOES_NOT_FIT
+                                         and configured["binding_resource"] == "gpu")
     assert ("tight-fit" in names) == (configured["verdict"] == TIGHT)
 
 
@@ -120,7 +121,7 @@ def test_with_a_sequence_length_the_verdict_is_plain(cli, tmp_path):
                       '"zero_optimization": {"stage": 3}}')
     data = json.loads(cli("check", str(config), "--model", "sample_configs/models/llama-2-7b.yaml", "--gpus", "8",
                           "--gpu", "A100-SXM4-80GB", "--format", "json").stdout)
-    configured = [st for st in data["estimate"]["stages"] if st["configured"]][0]
+    configured = next(st for st in data["estimate"]["stages"] if st["configured"])
     assert configured["uncounted"] == [] and configured["per_gpu"]["activations"] > 0
     assert configured["verdict"] == FITS
     assert set(configured["phases"]) == {"load", "train", "save"}

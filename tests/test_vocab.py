@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from zeroadvisor import vocab as labels
 from zeroadvisor.memory.options import DEVICES, Option
 from zeroadvisor.memory.terms import ROWS
-from zeroadvisor import vocab as labels
 from zeroadvisor.report import estimate_text
 
 ALL_OPTIONS = [Option(0), Option(1), Option(1, "cpu"), Option(2, "nvme")] + \

@@ -24,10 +24,10 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from zeroadvisor.lint.findings import Finding, Severity
-from zeroadvisor.rules.linter import lint_file
 from zeroadvisor.advisor import registry
 from zeroadvisor.lint.context import LintOptions
+from zeroadvisor.lint.findings import Finding, Severity
+from zeroadvisor.rules.linter import lint_file
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_CORPUS = Path(os.environ.get("ZEROADVISOR_CORPUS", REPO.parent / "shared" / "corpus" / "real"))
@@ -54,7 +54,7 @@ def corpus_files(root: Path) -> list[Path]:
         header = lines[0].split("\t")
         names = []
         for line in lines[1:]:
-            row = dict(zip(header, line.split("\t")))
+            row = dict(zip(header, line.split("\t"), strict=False))
             name = row.get("file", "")
             if row.get("kind") in ("ds_json", "other") and "/" not in name and (root / name).is_file():
                 names.append(name)
@@ -102,22 +102,24 @@ def _md(text: str) -> str:
 
 _GROUPS = (
     ("Accepted silently by DeepSpeed (warnings and infos)", lambda t: t.severity != "error"),
-    ("Errors on files DeepSpeed's loader reads", lambda t: t.severity == "error" and t.findings > t.findings_on_unloadable),
+    ("Errors on files DeepSpeed's loader reads",
+     lambda t: t.severity == "error" and t.findings > t.findings_on_unloadable),
     ("Files DeepSpeed cannot load at all", lambda t: t.severity == "error" and t.findings == t.findings_on_unloadable),
 )
 
 
 def render_markdown(tallies: dict[str, RuleTally], totals: dict[str, object], root: Path) -> str:
     out = [
-        f"Linting {totals['files']} DeepSpeed configs from the real-config corpus "
-        f"({totals['loaded']} readable by DeepSpeed's loader): {totals['clean']} clean, "
-        f"{totals['with_warning']} with a warning, {totals['with_error']} with an error.",
+        (f"Linting {totals['files']} DeepSpeed configs from the real-config corpus "
+         f"({totals['loaded']} readable by DeepSpeed's loader): {totals['clean']} clean, "
+         f"{totals['with_warning']} with a warning, {totals['with_error']} with an error."),
     ]
     for title, keep in _GROUPS:
         rows = [t for t in tallies.values() if keep(t)]
         if not rows:
             continue
-        out += ["", f"**{title}**", "", "| Rule | Name | Severity | Findings | Files | Example file | Example message |",
+        out += ["", f"**{title}**", "",
+                "| Rule | Name | Severity | Findings | Files | Example file | Example message |",
                 "|---|---|---|---:|---:|---|---|"]
         for t in rows:
             file, message = t.example or ("", "")
@@ -131,8 +133,8 @@ def render_markdown(tallies: dict[str, RuleTally], totals: dict[str, object], ro
 
 def render_text(tallies: dict[str, RuleTally], totals: dict[str, object], root: Path) -> str:
     out = [f"corpus: {root}",
-           f"files: {totals['files']}  loadable: {totals['loaded']}  clean: {totals['clean']}  "
-           f"with warning: {totals['with_warning']}  with error: {totals['with_error']}"]
+           (f"files: {totals['files']}  loadable: {totals['loaded']}  clean: {totals['clean']}  "
+            f"with warning: {totals['with_warning']}  with error: {totals['with_error']}")]
     for title, keep in _GROUPS:
         rows = [t for t in tallies.values() if keep(t)]
         if not rows:

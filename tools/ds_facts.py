@@ -274,7 +274,8 @@ ROOT_RULES = [
                                          "properties": {"type": {"type": "string", "pattern": "^[Ll][Aa][Mm][Bb]$"}},
                                          "required": ["type"]}},
             "required": ["optimizer"]},
-     "then": {"properties": {"fp16": {"properties": {"loss_scale": {"not": {"type": "number", "not": {"const": 0}}}}}}}},
+     "then": {"properties": {"fp16": {"properties": {
+         "loss_scale": {"not": {"type": "number", "not": {"const": 0}}}}}}}},
     {"$comment": "runtime/config.py _do_error_check: 'Fp16_master_weights_and_grads is only supported with ZeRO Stage "
                  "1, 2, or 3.'",
      "if": _enabled("fp16", "fp16_master_weights_and_grads"), "then": _ZERO_STAGE_1_TO_3},

@@ -29,11 +29,13 @@ from __future__ import annotations
 import argparse
 import ast
 import collections.abc
+import contextlib
 import copy
 import difflib
 import enum
 import importlib
 import inspect
+import itertools
 import json
 import math
 import os
@@ -67,23 +69,21 @@ from zeroadvisor import DEEPSPEED_TARGET as TARGET_DEEPSPEED  # noqa: E402  (the
 os.environ.setdefault("DS_ACCELERATOR", "cpu")
 
 from ds_facts import (  # noqa: E402  (needs TOOLS_DIR on sys.path)
+    FIELD_DESCRIPTIONS,
+    FIELD_KEYWORDS,
     HF,
-    ACCELERATE,
     HF_AUTO,
     HF_AUTO_FILL,
+    LEGACY_BFLOAT16,
+    MODEL_RULES,
+    NULLABLE_MODEL_FIELDS,
     PARAMS_AUTO,
+    ROOT_RULES,
     STAGE3_ONLY,
     STAGE12_ONLY,
-    ZERO_ONLY,
-    FIELD_KEYWORDS,
-    NULLABLE_MODEL_FIELDS,
-    FIELD_DESCRIPTIONS,
-    MODEL_RULES,
-    ROOT_RULES,
     ZERO_LEGACY_BOOL,
-    LEGACY_BFLOAT16,
+    ZERO_ONLY,
 )
-
 
 CONVENTIONS = {
     "x-unknown-keys": "What DeepSpeed does with a key not listed in properties: 'error' (pydantic extra=forbid, "
@@ -306,7 +306,7 @@ def field_docstrings(cls: type) -> dict[str, str]:
         except (OSError, TypeError):
             continue
         body = tree.body[0].body
-        for stmt, nxt in zip(body, body[1:]):
+        for stmt, nxt in itertools.pairwise(body):
             if (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
                     and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant)
                     and isinstance(nxt.value.value, str)):
@@ -473,19 +473,19 @@ class ModelWalker:
         return order_keys(node)
 
     @staticmethod
-    def conflict_rules(cls: type, pointer: str) -> list[dict]:
+    def conflict_rules(model: type, pointer: str) -> list[dict]:
         """Field+alias together (extra_forbidden) and deprecated+replacement together (AssertionError)."""
         rules = []
-        for name, field in cls.model_fields.items():
+        for name, field in model.model_fields.items():
             if field.alias and field.alias != name:
                 rules.append({"$comment": f"pydantic populate_by_name: giving both '{name}' and its alias "
                                           f"'{field.alias}' raises extra_forbidden",
                               "not": {"type": "object", "required": [name, field.alias]}})
-        for name, field in cls.model_fields.items():
+        for name, field in model.model_fields.items():
             extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
             new = extra.get("new_param")
-            if extra.get("deprecated") and extra.get("set_new_param", True) and new in cls.model_fields:
-                spellings = [new] + ([cls.model_fields[new].alias] if cls.model_fields[new].alias else [])
+            if extra.get("deprecated") and extra.get("set_new_param", True) and new in model.model_fields:
+                spellings = [new] + ([model.model_fields[new].alias] if model.model_fields[new].alias else [])
                 for spelling in spellings:
                     message = f"Cannot provide deprecated parameter '{name}' and replacing parameter '{new}' together"
                     rules.append({"$comment": f"runtime/config_utils.py _process_deprecated_field: \"{message}\"",
@@ -666,7 +666,7 @@ def init_parameters(cls: type) -> list[inspect.Parameter]:
         if "__init__" not in vars(klass):
             continue
         sig = inspect.signature(klass.__init__)
-        own = [p for p in list(sig.parameters.values())[1:]]  # drop self
+        own = list(sig.parameters.values())[1:]  # drop self
         names = {p.name for p in params}
         params += [p for p in own if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and p.name not in names]
         if not any(p.kind == p.VAR_KEYWORD for p in own):
@@ -695,8 +695,8 @@ def type_hints(cls: type) -> dict[str, Any]:
             if name in hints or name == "return":
                 continue
             try:
-                hints[name] = eval(ann, namespace) if isinstance(ann, str) else ann  # noqa: S307 (annotation strings)
-            except Exception:
+                hints[name] = eval(ann, namespace) if isinstance(ann, str) else ann
+            except Exception:  # noqa: BLE001 - a string naming what this namespace lacks fails any way: not a hint
                 continue
         if not any(p.kind == p.VAR_KEYWORD for p in inspect.signature(init).parameters.values()):
             break
@@ -727,7 +727,7 @@ def class_kwargs(cls: type, skip: set[str], common_names: bool = False) -> tuple
                 raise NotJsonConfigurable(f"required parameter '{p.name}' ({p.annotation}) cannot be written in JSON")
             continue  # optional and only settable from Python: leaving it out makes a JSON value an error
         if p.default is None and "null" not in type_list(schema):
-            schema = {**schema, "type": normalize_types(type_list(schema) + ["null"])}
+            schema = {**schema, "type": normalize_types([*type_list(schema), "null"])}
         from_doc = sentence(strip_default_phrases(doc)) if doc else None
         common = table.PARAM_DESCRIPTIONS.get(p.name)
         description = (common or from_doc) if common_names else (from_doc or common)
@@ -803,7 +803,7 @@ def optimizer_entry(type_name: str, variants: list[dict]) -> dict:
 
 def muon_entry() -> dict:
     """Muon: runtime/engine.py _muon_param_groups copies only known keys into param groups."""
-    import deepspeed.runtime.engine as engine
+    from deepspeed.runtime import engine
 
     ds_engine = engine.DeepSpeedEngine
     known = set(ds_engine._MUON_HALF_KEYS) | set(ds_engine._ADAM_HALF_KEYS) | {"muon_lr", "adam_lr"}
@@ -897,7 +897,7 @@ def scheduler_defs() -> tuple[dict, dict]:
             props[param].update(keywords)
         if name in lr_schedules.VALID_LR_SCHEDULES:
             for param in sorted(_PER_GROUP_LISTS & set(props)):
-                props[param].update({"type": normalize_types(type_list(props[param]) + ["array"]),
+                props[param].update({"type": normalize_types([*type_list(props[param]), "array"]),
                                      "items": {"type": "number"}})
         is_ds = name in lr_schedules.VALID_LR_SCHEDULES
         source = "deepspeed.runtime.lr_schedules" if is_ds else "torch.optim.lr_scheduler"
@@ -918,10 +918,8 @@ def zero_supported_types(variants_by_type: dict[str, list[dict]]) -> dict:
     from deepspeed.runtime.zero import utils as zero_utils
 
     supported = list(zero_utils.ZERO_SUPPORTED_OPTIMIZERS)
-    try:
+    with contextlib.suppress(ImportError):
         supported.append(resolve("deepspeed.runtime.zero.muon.muon_optimizer.MuonWithAuxAdam"))
-    except ImportError:
-        pass
     out: dict[str, list[str]] = {"without_offload": [], "with_offload": []}
     for type_name, variants in variants_by_type.items():
         for mode, offload in (("without_offload", False), ("with_offload", True)):
@@ -1032,7 +1030,7 @@ def _build_schema() -> dict:
     torch_names = torch_optimizer_names()
 
     generated = {"optimizer_type": optimizer_type_keywords(torch_names),
-                 "scheduler_type": {"enum": list(sched_defs) + [None], "x-json-unconfigurable": unusable}}
+                 "scheduler_type": {"enum": [*sched_defs, None], "x-json-unconfigurable": unusable}}
     builder = TableBuilder(ModelWalker(), generated)
     properties = {key: builder.node(spec, f"/{key}") for key, spec in table.TOP_LEVEL.items()}
 
@@ -1082,10 +1080,10 @@ def reorder(node: dict) -> None:
     """Apply order_keys to every schema node below the root (some were edited after creation)."""
     children = list(node.get("properties", {}).items())
     children += [(name, entry) for defs in node.get("$defs", {}).values() for name, entry in defs.items()]
-    for key, child in children:
+    for _name, child in children:
         if isinstance(child, dict):
             reorder(child)
-    for container in [node.get("properties", {})] + list(node.get("$defs", {}).values()):
+    for container in [node.get("properties", {}), *node.get("$defs", {}).values()]:
         for key in list(container):
             container[key] = order_keys(container[key])
     if isinstance(node.get("additionalProperties"), dict):
@@ -1111,12 +1109,12 @@ def constants_defaults(*modules: Any) -> dict[str, Any]:
 
 def default_probes() -> dict[str, tuple[dict, set[str]]]:
     """Pointer -> (defaults DeepSpeed computes for an empty section, keys to ignore)."""
-    from deepspeed.autotuning.config import DeepSpeedAutotuningConfig
     from deepspeed.autotuning import constants as at_constants
+    from deepspeed.autotuning.config import DeepSpeedAutotuningConfig
     from deepspeed.module_inject.auto_ep_config import parse_autoep_config
     from deepspeed.profiling.config import DeepSpeedFlopsProfilerConfig
-    from deepspeed.runtime import constants as rt_constants
     from deepspeed.runtime import config as rt_config
+    from deepspeed.runtime import constants as rt_constants
     from deepspeed.runtime.activation_checkpointing.config import ACT_CHKPT_DEFAULT
     from deepspeed.runtime.data_pipeline.config import get_data_efficiency_config
     from deepspeed.runtime.model_checkpointing.config import get_checkpoint_config, get_checkpoint_writer_config

@@ -19,6 +19,8 @@ A fixture file is ``tests/rules/<CODE>-<name>.yaml``::
     cases:
     - name: typo-in-zero-section          # unique in the file: the test id
       note: why the expectation is right (DeepSpeed's behaviour, with its source)
+      # ...in words: the outcome's figures are the expectation's; a size, time or stage that fits which a note
+      # states is one the case gives or expects (tests/test_rule_fixtures.py checks)
       config: |                           # the file as a user writes it (JSON or hjson)
         {"zero_optimization": {"stage": 2, "overlap_com": true}}
       format: yaml                        # optional: read with the YAML reader instead
@@ -133,10 +135,9 @@ def run_case(case: dict[str, Any]) -> list:
     if unknown:
         raise FixtureError(f"{case['name']}: lint options are {LINT_OPTIONS}, got {sorted(unknown)}")
     from zeroadvisor.config.source import ParseError
-    from zeroadvisor.lint.context import LintOptions
-    from zeroadvisor.rules.linter import parse_error_findings, lint_document
-
     from zeroadvisor.deepspeed import releases
+    from zeroadvisor.lint.context import LintOptions
+    from zeroadvisor.rules.linter import lint_document, parse_error_findings
 
     request = options.pop("deepspeed_version", None)
     if request is not None:  # a release, release line or range: the releases it names (deepspeed/releases.py)

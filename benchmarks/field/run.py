@@ -67,7 +67,7 @@ CaseLoader.add_implicit_resolver(
 
 
 def load_case(path: Path) -> dict[str, Any]:
-    return yaml.load(path.read_text(encoding="utf-8"), Loader=CaseLoader)  # noqa: S506 - SafeLoader subclass
+    return yaml.load(path.read_text(encoding="utf-8"), Loader=CaseLoader)
 
 
 # ----------------------------------------------------------------------------- inputs
@@ -153,7 +153,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "200"}
     return subprocess.run(
         [sys.executable, "-m", "zeroadvisor", *args], capture_output=True, text=True, env=env,
-        cwd=REPO, timeout=120,
+        cwd=REPO, timeout=120, check=False
     )
 
 
@@ -360,7 +360,7 @@ def totals(results: list[Result]) -> list[str]:
 def render_text(results: list[Result]) -> str:
     table = [COLUMNS, *rows(results)]
     widths = [max(len(row[i]) for row in table) for i in range(len(COLUMNS))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in table]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)).rstrip() for row in table]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join([*lines, "", *totals(results)])
 

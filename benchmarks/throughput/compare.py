@@ -30,9 +30,9 @@ from pathlib import Path
 
 import yaml
 
-from zeroadvisor.memory.estimate import Cluster
-from zeroadvisor.hardware.table import GpuSpec
 from zeroadvisor.hardware.gpus import resolve_gpu
+from zeroadvisor.hardware.table import GpuSpec
+from zeroadvisor.memory.estimate import Cluster
 from zeroadvisor.memory.options import Option
 from zeroadvisor.memory.parallel import Parallel, read_parallel
 from zeroadvisor.memory.settings import read_settings
@@ -42,8 +42,8 @@ from zeroadvisor.throughput import Hardware, step_time
 DATA = Path(__file__).with_name("comparisons.yaml")
 VALIDATION = Path(__file__).resolve().parents[2] / "zeroadvisor" / "throughput" / "validation.py"
 MODEL_KEYS = ("parameters", "num_layers", "hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim",
-              "intermediate_size", "vocab_size", "encoder_layers", "decoder_layers", "embedding_parameters", "gated_mlp",
-              "tied_embeddings", "modules_with_parameters")
+              "intermediate_size", "vocab_size", "encoder_layers", "decoder_layers", "embedding_parameters",
+              "gated_mlp", "tied_embeddings", "modules_with_parameters")
 SIDE_CLUSTER_KEYS = ("gpus", "gpus_per_node")  # what a side may change of the entry's run
 PER_GPU_UNITS = ("tokens_per_s_per_gpu", "model_tflops_per_gpu")
 
@@ -98,7 +98,8 @@ def seconds_per_sample(entry: dict, side: dict) -> float:
               entry["precision"]: {"enabled": True}, "optimizer": {"type": "AdamW"}, "zero_optimization": zero}
     cluster = Cluster(gpus=entry["gpus"], gpus_per_node=entry["gpus_per_node"])
     settings = read_settings(config, model, entry["gpus"])
-    hw_args = {k: entry[k] for k in ("inter_node_gb_s", "cpu_cores", "nvme_gb_s", "efficiency", "launcher") if k in entry}
+    hw_args = {k: entry[k] for k in ("inter_node_gb_s", "cpu_cores", "nvme_gb_s", "efficiency", "launcher")
+               if k in entry}
     option = Option(side["stage"], side.get("offload_optimizer", "none"), side.get("offload_param", "none"))
     # hpZ as DeepSpeed reads it (the other ZeRO++ switches are in the settings)
     given = TrainingShape(tensor_parallel=layout.tensor, pipeline_parallel=layout.pipeline)
@@ -204,9 +205,8 @@ HELD_OUT_CLAIMS_RIGHT = {right}
 def markdown(rows: list[Row]) -> str:
     lines = ["| comparison | hardware | A | B | measured B/A | estimated B/A | order | within 2x |",
              "|---|---|---|---|---:|---:|:---:|:---:|"]
-    for r in rows:
-        lines.append(f"| [{r.id}]({r.source}) | {r.hardware} | {r.a} | {r.b} | {r.measured_ratio:.2f} | "
-                     f"{r.estimated_ratio:.2f} | {'✓' if r.ordered else '✗'} | {'✓' if r.within_2x else '✗'} |")
+    lines += [f"| [{r.id}]({r.source}) | {r.hardware} | {r.a} | {r.b} | {r.measured_ratio:.2f} | "
+              f"{r.estimated_ratio:.2f} | {'✓' if r.ordered else '✗'} | {'✓' if r.within_2x else '✗'} |" for r in rows]
     order, within = summary(rows)
     lines.append(f"\n{len(rows)} pairs: ordered as measured {order:.0f}%, ratio within 2x {within:.0f}%.")
     return "\n".join(lines) + "\n"

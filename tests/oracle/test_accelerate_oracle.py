@@ -22,15 +22,14 @@ from typing import Any
 
 import pytest
 
+from test_corpus_oracle import Judging, _ds, deepspeed_verdict
+from test_rule_fixes_oracle import fixtures
 from zeroadvisor.config import accelerate as A
 from zeroadvisor.config.reader import read_document
 from zeroadvisor.deepspeed.accelerate_map import build
-from zeroadvisor.rules.linter import lint_file
 from zeroadvisor.lint.findings import Severity
 from zeroadvisor.rules import accelerate as accelerate_rules
-
-from test_corpus_oracle import Judging, _ds, deepspeed_verdict
-from test_rule_fixes_oracle import fixtures
+from zeroadvisor.rules.linter import lint_file
 
 pytestmark = pytest.mark.oracle
 

@@ -9,8 +9,9 @@ How DeepSpeed's verdict is obtained (nothing here re-implements a DeepSpeed rule
    itself, i.e. ``hjson.load(..., object_pairs_hook=dict_raise_error_on_duplicate_keys)``; the test
    only wraps that ``hjson.load`` so that the dict it returns can be resolved (step 2) before
    DeepSpeed reads it. A file with "auto" goes through the Trainer or Accelerate, which read it with
-   ``json.load`` first: there a comment or trailing comma is a rejection. The two ``.yml`` DeepSpeed configs are ``yaml.safe_load``-ed and the dict is
-   passed. A parse failure (or a duplicate key) is a rejection.
+   ``json.load`` first: there a comment or trailing comma is a rejection. The two ``.yml`` DeepSpeed
+   configs are ``yaml.safe_load``-ed and the dict is passed. A parse failure (or a duplicate key) is a
+   rejection.
 2. **Resolve "auto"** as the integrations do, with transformers' own code:
    ``HfTrainerDeepSpeedConfig.trainer_config_process(TrainingArguments(...))`` then
    ``trainer_config_finalize(args, model, num_training_steps)`` with a fake model whose
@@ -50,7 +51,7 @@ import os
 import re
 import sys
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cache, cached_property
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -99,7 +100,7 @@ def corpus_files(root: Path = _CORPUS) -> list[str]:
     for line in lines[1:]:
         if not line.strip():
             continue
-        row = dict(zip(header, line.split("\t")))
+        row = dict(zip(header, line.split("\t"), strict=False))
         name = row.get("file", "")
         if row.get("kind") in ("ds_json", "other") and "/" not in name and name.lower().endswith(_DS_SUFFIXES):
             names.append(name)
@@ -150,7 +151,8 @@ _ERROR_KEYS: list[tuple[str, str, str, tuple[str, ...]]] = [
      ("/wall_clock_breakdown", "/flops_profiler/enabled")),
     ("config", "DeepSpeedConfigError", r"has been removed|is no longer supported", ("{removed}",)),
     ("config", "DeepSpeedConfigError", r"tag_validation", ("/checkpoint/tag_validation",)),
-    ("config", "DeepSpeedConfigError", r"parallel_write::pipeline_stage", ("/checkpoint/parallel_write/pipeline_stage",)),
+    ("config", "DeepSpeedConfigError", r"parallel_write::pipeline_stage",
+     ("/checkpoint/parallel_write/pipeline_stage",)),
     ("config", "DeepSpeedConfigError", r"keep_in_fp32_modules", ("/data_types/keep_in_fp32_modules",)),
     ("config", "AssertionError", r"bfloat16 and fp16 modes", ("/fp16/enabled", "{bf16}/enabled")),
     ("config", "AssertionError", r"[Bb]atch|Gradient accumulation|is not defined", _BATCH_POINTERS),
@@ -160,9 +162,11 @@ _ERROR_KEYS: list[tuple[str, str, str, tuple[str, ...]]] = [
     ("config", "AssertionError", r"bf16_optimizer_states", ("{bf16}/bf16_optimizer_states",)),
     ("config", "AssertionError", r"deprecated parameter '(?P<key>\w+)'", ("/zero_optimization/{key}",)),
     ("config", "ValueError", r"gradient_allreduce_op", ("/gradient_allreduce_op",)),
-    ("config", "ValueError", r"communication_data_type", ("/communication_data_type", "/seq_parallel_communication_data_type")),
+    ("config", "ValueError", r"communication_data_type",
+     ("/communication_data_type", "/seq_parallel_communication_data_type")),
     ("config", "ValueError", r"dtype|DtypeEnum", ("/torch_autocast/dtype", "/data_types")),
-    ("config", "TypeError", r"argument after \*\* must be a mapping", ("/zero_optimization", "/fp16", "{bf16}", "/compile", "/weight_quantization")),
+    ("config", "TypeError", r"argument after \*\* must be a mapping",
+     ("/zero_optimization", "/fp16", "{bf16}", "/compile", "/weight_quantization")),
     # _do_warning_check compares optimizer.params.max_grad_norm > 0 (a string fails)
     ("config", "TypeError", r"^in _do_warning_check: '>' not supported", ("/optimizer/params/max_grad_norm",)),
     ("engine:sanity", "AssertionError", r"not a supported DeepSpeed Optimizer", ("/optimizer/type",)),
@@ -173,7 +177,8 @@ _ERROR_KEYS: list[tuple[str, str, str, tuple[str, ...]]] = [
     ("engine:optimizer", "TypeError", r"unexpected keyword argument '(?P<key>\w+)'", ("/optimizer/params/{key}",)),
     ("engine:optimizer", "TypeError", r"", ("/optimizer/params", "/optimizer/type")),
     ("engine:optimizer", "*", r"", ("/optimizer",)),
-    ("engine:optimizer-check", "AssertionError", r"untested ZeRO Optimizer", ("/optimizer/type", "/zero_allow_untested_optimizer")),
+    ("engine:optimizer-check", "AssertionError", r"untested ZeRO Optimizer",
+     ("/optimizer/type", "/zero_allow_untested_optimizer")),
     ("engine:optimizer-check", "NotImplementedError", r"grad_accum_dtype", ("/data_types/grad_accum_dtype",)),
     ("engine:optimizer-check", "ValueError", r"compute_grad_norm", ("/zero_optimization/compute_grad_norm",)),
     ("engine:scheduler", "AssertionError", r"does not recognize LR scheduler", ("/scheduler/type",)),
@@ -224,15 +229,14 @@ def _pointers_for(phase: str, exc: BaseException, data: Any) -> tuple[str, ...]:
         return tuple(dict.fromkeys(out)) or (section,)
     text = f"in {_raised_in(exc)}: {message}"
     for row_phase, row_exc, pattern, templates in _ERROR_KEYS:
-        if row_phase != phase or (row_exc != "*" and row_exc != name):
+        if row_phase != phase or (row_exc not in ("*", name)):
             continue
         match = re.search(pattern, text)
         if not match:
             continue
         out = []
-        for template in templates:
-            if "{removed}" in template:
-                template = _removed_key(message)
+        for written in templates:
+            template = _removed_key(message) if "{removed}" in written else written
             template = template.replace("{bf16}", bf16)
             if "{key}" in template:
                 template = template.replace("{key}", _escape(match.group("key")))
@@ -336,48 +340,45 @@ class _Ds:
     TrainingArguments: Any
 
 
-_DS: _Ds | None = None
 _VERDICTS: dict[tuple[str, Any], Verdict] = {}
 
 
+@cache  # DeepSpeed and transformers imported once, the two subclasses made once
 def _ds() -> _Ds:
-    global _DS
-    if _DS is None:
-        import deepspeed
-        import torch
-        from deepspeed import comm as dist
-        from deepspeed.runtime import config as config_module
-        from deepspeed.runtime.engine import DeepSpeedEngine
-        from transformers import TrainingArguments
-        from transformers.integrations.deepspeed import HfTrainerDeepSpeedConfig
+    import deepspeed
+    import torch
+    from deepspeed import comm as dist
+    from deepspeed.runtime import config as config_module
+    from deepspeed.runtime.engine import DeepSpeedEngine
+    from transformers import TrainingArguments
+    from transformers.integrations.deepspeed import HfTrainerDeepSpeedConfig
 
-        for name in ("DeepSpeed", "deepspeed"):
-            logging.getLogger(name).setLevel(logging.ERROR)
+    for name in ("DeepSpeed", "deepspeed"):
+        logging.getLogger(name).setLevel(logging.ERROR)
 
-        class HfConfig(HfTrainerDeepSpeedConfig, _AccelerateHfDeepSpeedConfig):
-            # HfDeepSpeedConfig.__init__ only sets a weakref and checks that accelerate is
-            # installed; HfTrainerDeepSpeedConfig.__init__ then sets these two.
-            def __init__(self, config):
-                _AccelerateHfDeepSpeedConfig.__init__(self, config)
-                self._dtype = None
-                self.mismatches = []
+    class HfConfig(HfTrainerDeepSpeedConfig, _AccelerateHfDeepSpeedConfig):
+        # HfDeepSpeedConfig.__init__ only sets a weakref and checks that accelerate is
+        # installed; HfTrainerDeepSpeedConfig.__init__ then sets these two.
+        def __init__(self, config):
+            _AccelerateHfDeepSpeedConfig.__init__(self, config)
+            self._dtype = None
+            self.mismatches = []
 
-        class Args(TrainingArguments):
-            # TrainingArguments' device setup needs accelerate; nothing here uses a device.
-            _oracle_world_size = 1
+    class Args(TrainingArguments):
+        # TrainingArguments' device setup needs accelerate; nothing here uses a device.
+        _oracle_world_size = 1
 
-            @cached_property
-            def _setup_devices(self):
-                self.distributed_state = None
-                self._n_gpu = 0
-                return torch.device("cpu")
+        @cached_property
+        def _setup_devices(self):
+            self.distributed_state = None
+            self._n_gpu = 0
+            return torch.device("cpu")
 
-            @property
-            def world_size(self):
-                return self._oracle_world_size
+        @property
+        def world_size(self):
+            return self._oracle_world_size
 
-        _DS = _Ds(deepspeed, torch, dist, config_module, config_module.DeepSpeedConfig, DeepSpeedEngine, HfConfig, Args)
-    return _DS
+    return _Ds(deepspeed, torch, dist, config_module, config_module.DeepSpeedConfig, DeepSpeedEngine, HfConfig, Args)
 
 
 def _int_like(value: Any) -> int | None:
@@ -662,10 +663,10 @@ def _engine_replay(ds: _Ds, config: Any, data: Any) -> None:
         engine._assert_valid_mixed_precision_config()
         if engine.optimizer_name() is not None:
             assert engine._is_supported_optimizer(engine.optimizer_name()), \
-                "{} is not a supported DeepSpeed Optimizer".format(engine.optimizer_name())
+                f"{engine.optimizer_name()} is not a supported DeepSpeed Optimizer"
         if engine.optimizer_name() == "lamb":
             assert engine.dynamic_loss_scale(), \
-                "DeepSpeed {} optimizer requires dynamic loss scaling".format(engine.optimizer_name())
+                f"DeepSpeed {engine.optimizer_name()} optimizer requires dynamic loss scaling"
         if not engine.managed_gradient_accumulation():
             assert engine.zero_optimization_partition_gradients() or not engine.zero_overlap_comm(), \
                 "managed_gradient_accumulation=False supports ZeRO overlap_comm only with ZeRO stage 2"
@@ -710,7 +711,7 @@ def _basic_optimizer_class(ds: _Ds, engine: Any) -> type:
     """_configure_basic_optimizer's choice of class, with its constructor bound to the params."""
     torch = ds.torch
     params = dict(engine.optimizer_params() or {})
-    if "max_grad_norm" in params.keys():
+    if "max_grad_norm" in params:
         raise ValueError("'max_grad_norm' is not supported as an optimizer parameter, please switch to using the "
                          "deepspeed parameter 'gradient_clipping'")
     name = engine.optimizer_name()
@@ -747,9 +748,9 @@ def _basic_optimizer_class(ds: _Ds, engine: Any) -> type:
 # --------------------------------------------------------------------------------------------
 
 def linter_errors(path: Path) -> list[Any]:
+    from zeroadvisor.lint.context import LintOptions
     from zeroadvisor.lint.findings import Severity
     from zeroadvisor.rules.linter import lint_file
-    from zeroadvisor.lint.context import LintOptions
 
     result = lint_file(path, LintOptions(integration="any", gpus=None))
     return [f for f in result.findings if f.severity == Severity.ERROR]
@@ -757,13 +758,14 @@ def linter_errors(path: Path) -> list[Any]:
 
 def pointer_related(found: str, expected: str) -> bool:
     """Equal, or one is a parent of the other ("" is the whole file)."""
-    if found == expected or found == "" or expected == "":
+    if found in (expected, "") or expected == "":
         return True
     return found.startswith(expected + "/") or expected.startswith(found + "/")
 
 
 def _describe(findings: list[Any]) -> str:
-    return "\n".join(f"    {f.code} {f.name} at {f.pointer!r} (line {f.line}): {f.message}" for f in findings) or "    (none)"
+    lines = [f"    {f.code} {f.name} at {f.pointer!r} (line {f.line}): {f.message}" for f in findings]
+    return "\n".join(lines) or "    (none)"
 
 
 def check_file(path: Path) -> str | None:
@@ -815,7 +817,8 @@ _KNOWN = {
     "EeyoreLee__chatglm-lora__ds_config.json": (False, "/bf16"),  # B1 fp16 keys in bf16
     "KimMeen__Time-LLM__ds_config_zero2.json": (False, "/bf16/auto_cast"),  # B1
     "AliLotfi92__SFT-ParallelPipeline__deepspeed_config.json": (False, "/fp16/dynamic_loss_scale"),  # B1
-    "AyushSingh7404__Multi-gpu_training__deepspeed_config.json": (False, "/zero_optimization/zero_allow_untested_optimizer"),  # B2
+    "AyushSingh7404__Multi-gpu_training__deepspeed_config.json":
+        (False, "/zero_optimization/zero_allow_untested_optimizer"),  # B2
     "XXXG00W0__hpml_project__deepspeed_config.json": (False, "/scheduler/type"),  # B3
     "KtechB__LMtest__ds_config.json": (False, ""),  # B4 Markdown fence
     "abliao__SeaWave__deepspeed_config.json": (False, ""),  # B4 stray text

@@ -206,7 +206,7 @@ SCRIPT_ARGV = [
 @pytest.mark.parametrize("argv", SCRIPT_ARGV, ids=[" ".join(a) for a in SCRIPT_ARGV])
 def test_script_arguments_parse_as_hf_argument_parser(tmp_path, argv):
     parser = HfArgumentParser(TrainingArguments)
-    (real,) = parser.parse_args_into_dataclasses(argv + ["--output_dir", str(tmp_path), "--use_cpu"])
+    (real,) = parser.parse_args_into_dataclasses([*argv, "--output_dir", str(tmp_path), "--use_cpu"])
     ours = launch.script_training_args(argv)
     for name in DEFAULTS:
         if name in _CHECKPOINTING:  # __post_init__ resolves the deprecated alias pair to one bool

@@ -68,7 +68,8 @@ def assert_agree(text: str) -> None:
     ours, theirs = _outcome_port(text), _outcome_hjson(text)
     if ours[0] == theirs[0] == "error":
         return
-    assert ours == theirs, f"input {text!r}\n  zeroadvisor.config.source.parse: {ours[1]}\n  hjson.loads:              {theirs[1]}"
+    assert ours == theirs, (f"input {text!r}\n  zeroadvisor.config.source.parse: {ours[1]}\n"
+                            f"  hjson.loads:              {theirs[1]}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -146,7 +147,8 @@ def _render(draw, value: Any, depth: int = 0) -> str:
             return body  # a root object without braces
         return "{" + body + "}"
     if isinstance(value, list):
-        parts = [gap() + _render(draw, item, depth + 1) + separator(i == len(value) - 1) for i, item in enumerate(value)]
+        parts = [gap() + _render(draw, item, depth + 1) + separator(i == len(value) - 1)
+                 for i, item in enumerate(value)]
         return "[" + "".join(parts) + gap() + "]"
     if isinstance(value, str):
         style = draw(st.integers(0, 4))
@@ -175,7 +177,8 @@ def _render_key(draw, key: str) -> str:
 def jsonish_text(draw) -> str:
     root = draw(st.one_of(st.lists(st.tuples(_keys, _values), max_size=5).map(lambda p: ("object", p)), _values))
     text = _render(draw, root)
-    text = draw(st.sampled_from(["", "\ufeff", " ", "\n", "// head\n"])) + text + draw(st.sampled_from(["", "\n", " ", "# tail", "\n```\n"]))
+    head = draw(st.sampled_from(["", "\ufeff", " ", "\n", "// head\n"]))
+    text = head + text + draw(st.sampled_from(["", "\n", " ", "# tail", "\n```\n"]))
     if draw(st.integers(0, 3)) == 0 and text:  # one character of damage
         at = draw(st.integers(0, len(text) - 1))
         op = draw(st.integers(0, 2))
@@ -208,8 +211,10 @@ _UNICODE_SPACES = ["\xa0", "\x0c", "\x0b", "\x85", "\u2028", "\u2029", "\u3000",
                    "\ufeff", "\u200b", " ", "\t"]
 _SPACE_RUNS = st.lists(st.sampled_from(_UNICODE_SPACES), max_size=3).map("".join)
 # \u escapes hjson reads with int(esc, 16) (and the ones it refuses), surrogates alone and paired.
-_ESCAPES = ["\\u0041", "\\u+041", "\\u 041", "\\u041 ", "\\u0_41", "\\u-041", "\\u0x41", "\\u0X41", "\\u\u0664\u0661\u0664\u0661",
-            "\\ud800", "\\udfff", "\\ud83d\\ude00", "\\ud83d\\u+041", "\\ud83d\\uzzzz", "\\ud83d\\u0x41", "\\udc00\\ud800",
+_ESCAPES = ["\\u0041", "\\u+041", "\\u 041", "\\u041 ", "\\u0_41", "\\u-041", "\\u0x41", "\\u0X41",
+            "\\u\u0664\u0661\u0664\u0661",
+            "\\ud800", "\\udfff", "\\ud83d\\ude00", "\\ud83d\\u+041", "\\ud83d\\uzzzz", "\\ud83d\\u0x41",
+            "\\udc00\\ud800",
             "\\u", "\\u12", "\\uD800\\uDC00", "\\ud800x"]
 _BOMS = ["", "\ufeff", "\xef\xbb\xbf", "\ufeff\ufeff", "\xef\xbb", "\ufeff\xef\xbb\xbf"]
 _WORDS = st.sampled_from(["stage", "a", "train_batch_size", "null", "true", "false", "12", "-3", "1e5", "x y", "auto"])
@@ -228,7 +233,8 @@ def unicode_edge_text(draw) -> str:
             key = '"' + word + draw(st.sampled_from(_ESCAPES)) + '"'
         value_style = draw(st.integers(0, 2))
         if value_style == 0:  # quoteless value (a keyword or number, or text) with Unicode space
-            value = draw(_SPACE_RUNS) + draw(_WORDS) + draw(_SPACE_RUNS) + draw(st.sampled_from(["\n", ",", "}", " #c\n"]))
+            value = draw(_SPACE_RUNS) + draw(_WORDS) + draw(_SPACE_RUNS)
+            value += draw(st.sampled_from(["\n", ",", "}", " #c\n"]))
         elif value_style == 1:
             value = '"' + draw(st.sampled_from(_ESCAPES)) + draw(_WORDS) + draw(st.sampled_from(_ESCAPES)) + '"'
         else:
@@ -363,7 +369,8 @@ def test_duplicates_match_deepspeeds_hook(duplicate_hook, text):
         hjson.loads(text, object_pairs_hook=hook)
         deepspeed_says = "no duplicates"
     except ValueError as err:
-        deepspeed_says = "raises for duplicates" if "Duplicate keys in DeepSpeed config" in str(err) else f"raises {err}"
+        duplicates = "Duplicate keys in DeepSpeed config" in str(err)
+        deepspeed_says = "raises for duplicates" if duplicates else f"raises {err}"
     ours = [d.pointer for d in doc.duplicates]
     assert bool(ours) == (deepspeed_says == "raises for duplicates"), (
         f"input {text!r}\n  DeepSpeed's hook: {deepspeed_says}\n  parse(text).duplicates: {ours}")

@@ -13,8 +13,8 @@ import pytest
 pytest.importorskip("deepspeed")
 pytest.importorskip("torch")
 
-from zeroadvisor.memory.estimate import Cluster, estimate  # noqa: E402
-from zeroadvisor.model.spec import ModelSpec  # noqa: E402
+from zeroadvisor.memory.estimate import Cluster, estimate
+from zeroadvisor.model.spec import ModelSpec
 
 PROBE = Path(__file__).with_name("parallel_groups_probe.py")
 
@@ -23,7 +23,8 @@ PROBE = Path(__file__).with_name("parallel_groups_probe.py")
 @pytest.mark.slow  # two DeepSpeed ranks over gloo
 def test_batch_world_and_zero_group_match_deepspeed(tmp_path):
     out = tmp_path / "groups.json"
-    done = subprocess.run([sys.executable, str(PROBE), str(out)], capture_output=True, text=True, timeout=600)
+    done = subprocess.run([sys.executable, str(PROBE), str(out)], capture_output=True, text=True, timeout=600,
+                          check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     measured = json.loads(out.read_text())
     sys.path.insert(0, str(PROBE.parent))

@@ -18,7 +18,6 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 import test_param_counts_oracle as COUNTS  # noqa: E402 - the configs and the meta-device builder
-
 from zeroadvisor.model.hf import spec_from_hf_config  # noqa: E402
 
 

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from zeroadvisor.lint.findings import Severity
-from zeroadvisor.advisor import registry
-from zeroadvisor.rules.accelerate import CODES as ACCELERATE_CODES
-
 from test_corpus_oracle import check_file, deepspeed, deepspeed_verdict, linter_errors  # noqa: F401 - the fixture
+from zeroadvisor.advisor import registry
+from zeroadvisor.lint.findings import Severity
+from zeroadvisor.rules.accelerate import CODES as ACCELERATE_CODES
 
 # Errors the linter raises on purpose where DeepSpeed stays silent: the misspelled key is
 # dropped (zero_optimisation runs at stage 0). The test asserts DeepSpeed really accepts it.
@@ -25,7 +24,8 @@ NOT_REPLAYED = {"nvme-without-path", "pipeline-with-zero-2-3", "parallel-degree-
 
 # The Accelerate rules' examples are Accelerate launcher configs: accelerate, not DeepSpeed, rejects them, and
 # tests/oracle/test_accelerate_oracle.py judges them with accelerate's own launch code.
-CASES = [(rule, i, ex) for rule in registry.LINT if rule.severity is Severity.ERROR and rule.code not in ACCELERATE_CODES
+CASES = [(rule, i, ex) for rule in registry.LINT
+         if rule.severity is Severity.ERROR and rule.code not in ACCELERATE_CODES
          for i, ex in enumerate(rule.examples) if not ex.options and rule.needs_data]
 
 

@@ -15,13 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from zeroadvisor.config import merge_patch
-from zeroadvisor.lint.findings import Severity
-from zeroadvisor.advisor import registry
-from zeroadvisor.rules.accelerate import CODES as ACCELERATE_CODES
-
 from conftest import load_script
 from test_corpus_oracle import _BATCH_POINTERS, Judging, deepspeed, deepspeed_verdict, pointer_related  # noqa: F401 - the fixture
+from zeroadvisor.advisor import registry
+from zeroadvisor.config import merge_patch
+from zeroadvisor.lint.findings import Severity
+from zeroadvisor.rules.accelerate import CODES as ACCELERATE_CODES
 
 pytestmark = pytest.mark.oracle
 
@@ -47,18 +46,18 @@ SILENT_IN_DEEPSPEED = {
 # the oracle gives is asserted (accepted: True/False), so the entry fails once the reason is gone.
 KNOWN_DISAGREEMENTS = {
     ("ZA503", "fp16-master-weights-without-cpu-offload"): (True,
-        "the CPU-offload requirement of fp16_master_weights_and_grads is checked when the ZeRO optimizer is "
-        "built (stage_1_and_2.py), which the oracle does not replay"),
+        ("the CPU-offload requirement of fp16_master_weights_and_grads is checked when the ZeRO optimizer is "
+         "built (stage_1_and_2.py), which the oracle does not replay")),
     ("ZA301", "gradient-clipping-plain-deepspeed"): (True,
         "gradient_clipping is first used at the first optimizer step (engine clip_grad_norm_), not replayed"),
     ("ZA301", "optimizer-lr-plain-deepspeed"): (True,
-        "the oracle binds the optimizer's signature but does not construct it; torch's AdamW rejects lr='auto' "
-        "in its constructor"),
+        ("the oracle binds the optimizer's signature but does not construct it; torch's AdamW rejects lr='auto' "
+         "in its constructor")),
     ("ZA401", "sequence-parallel-divides-world"): (False,
-        "DeepSpeedConfig divides the world size by sequence_parallel_size only when given a dict "
-        "(`'sequence_parallel_size' in config` on a path string tests the path's characters, config.py "
-        "__init__); the HF Trainer and Accelerate pass a dict, the oracle and deepspeed.initialize(config=path) "
-        "a path"),
+        ("DeepSpeedConfig divides the world size by sequence_parallel_size only when given a dict "
+         "(`'sequence_parallel_size' in config` on a path string tests the path's characters, config.py "
+         "__init__); the HF Trainer and Accelerate pass a dict, the oracle and deepspeed.initialize(config=path) "
+         "a path")),
 }
 
 
@@ -151,9 +150,9 @@ def test_deepspeed_agrees_with_the_fixture(deepspeed, tmp_path, code, case):
     if loud:
         assert not as_written.accepted, \
             f"the linter reports {[(f.code, f.pointer) for f in loud]}; DeepSpeed accepts {as_written.notes}"
-        assert any(pointer_related(f.pointer, p) for f in loud for p in as_written.pointers), \
-            f"DeepSpeed rejects at {list(as_written.pointers)} ({as_written.error}); the linter's errors are at " \
-            f"{[(f.code, f.pointer) for f in loud]}"
+        assert any(pointer_related(f.pointer, p) for f in loud for p in as_written.pointers), (
+            f"DeepSpeed rejects at {list(as_written.pointers)} ({as_written.error}); the linter's errors are at "
+            f"{[(f.code, f.pointer) for f in loud]}")
         return
     if not as_written.accepted and set(as_written.pointers) == set(_BATCH_POINTERS):
         assert any(f.code in ("ZA403", "ZA004", "ZA006") for f in findings), \

@@ -91,6 +91,7 @@ def check_accelerate(path: str, document: Document, options: CheckOptions,
     from zeroadvisor.lint.context import Context, LintOptions
     from zeroadvisor.lint.engine import capped
     from zeroadvisor.rules import accelerate as rules_accelerate
+    from zeroadvisor.rules.linter import place_on_yaml
 
     launch = launch_for(document, options.shape)
     gpus, per_node = world(path, launch, options.cluster)
@@ -110,7 +111,7 @@ def check_accelerate(path: str, document: Document, options: CheckOptions,
         return unestimated(document, _sorted(yaml_findings), options, rules, why_no_config(launch, document.data))
     refuse_conflicts(path, built.data, options)
     result = check_document(built, options, [r for r in rules if r.code not in rules_accelerate.CODES])
-    placed = rules_accelerate.place_on_yaml(document, launch, result.findings, yaml_findings)
+    placed = place_on_yaml(document, launch, result.findings, yaml_findings)
     result.findings = _sorted(yaml_findings + placed)
     return result
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import inspect
 import sys
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import typer
 
@@ -15,11 +15,13 @@ from zeroadvisor.cli import commands, options
 from zeroadvisor.cli.exits import ExitCode
 from zeroadvisor.version import __version__
 
-try:  # recent typer vendors click
+if TYPE_CHECKING:  # typed as the typer this project is checked with (pip install -e '.[test]' brings no click)
     from typer._click.exceptions import ClickException
-except ImportError:  # pragma: no cover - older typer
-    # the same class under its own module name: a different type to mypy, the same role here
-    from click.exceptions import ClickException  # type: ignore[assignment]
+else:
+    try:  # recent typer vendors click
+        from typer._click.exceptions import ClickException
+    except ImportError:  # pragma: no cover - older typer: the same class under click's own module name
+        from click.exceptions import ClickException
 
 # Plain (click) help, not rich's boxes: at 80 columns rich's four columns cut flag names and squeeze the help into
 # a few characters; two columns wrap whole, and GroupedCommand lists the options by group (options.PANELS).

@@ -1,10 +1,11 @@
 """What each DeepSpeed release from 0.9 to 0.19 reads, from the committed zeroadvisor/schemas/ds_releases.json.
 
 The latest release's schema (ds_config.schema.json) is the one full schema; every other release is a merge
-patch over it, generated from that release's own code and parser (tools/gen_releases.py). ``schema_of``
-gives a release's whole schema; the schema module serves it to every reader (the lint walk, the rules, the
-memory model's defaults) while a release is active (``schema.reading_as``). ``behaviour`` holds what a schema
-cannot say (the string "auto" switching fp16 on before 0.17, checks added in a patch release).
+patch over it, generated from that release's own code and parser (tools/gen_releases.py). ``patch`` gives a
+release's patch; the schema module applies it (``schema.of_release``) and serves the whole schema to every
+reader (the lint walk, the rules, the memory model's defaults) while a release is active
+(``schema.reading_as``). ``behaviour`` holds what a schema cannot say (the string "auto" switching fp16 on
+before 0.17, checks added in a patch release).
 """
 
 from __future__ import annotations
@@ -16,8 +17,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
-
-from zeroadvisor.config.merge_patch import apply
 
 RELEASES_FILE = "ds_releases.json"
 # How a finding names the release that reads the config so: rules word "DeepSpeed <release> ..." with
@@ -63,13 +62,10 @@ def behaviour(version: str) -> Behaviour:
     return Behaviour(**_entry(version)["behaviour"])
 
 
-@cache
-def schema_of(version: str) -> dict[str, Any]:
-    """The whole schema of one release: the latest schema with that release's merge patch applied."""
-    from zeroadvisor.deepspeed import schema
-
-    patched: dict[str, Any] = apply(schema.load_latest(), _entry(version)["patch"])
-    return patched
+def patch(version: str) -> dict[str, Any]:
+    """One release's merge patch over the latest schema (schema.of_release applies it)."""
+    found: dict[str, Any] = _entry(version)["patch"]
+    return found
 
 
 def releases_knowing(pointer: str) -> tuple[str, ...] | None:
@@ -106,14 +102,6 @@ def _run_text(run: Sequence[str], order: Sequence[str]) -> str:
 def label(versions: str) -> str:
     """The words a finding names releases with: "DeepSpeed 0.15.4", "DeepSpeed 0.14-0.16"."""
     return LABEL.replace("{releases}", versions)
-
-
-def reads_removed(version: str, pointer: str) -> bool:
-    """Whether ``version`` still reads a key a later release refuses (schema x-removed-later)."""
-    node: dict[str, Any] | None = schema_of(version) if version != latest() else None
-    for token in pointer.split("/")[1:]:
-        node = (node or {}).get("properties", {}).get(token)
-    return node is not None and "x-removed-later" in node
 
 
 def _line(version: str) -> str:

@@ -18,6 +18,9 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from zeroadvisor.config.merge_patch import apply
+from zeroadvisor.deepspeed import releases
+
 SCHEMA_FILE = "ds_config.schema.json"
 _SCHEMAS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "schemas")
 # The DeepSpeed release the schema is read as (None: the latest, the committed schema itself). Set only by
@@ -38,20 +41,30 @@ def reading_as(release: str | None) -> Iterator[None]:
 
 def active_release() -> str:
     """The release the schema is read as now."""
-    from zeroadvisor.deepspeed import releases
-
     return _ACTIVE.get() or releases.latest()
 
 
 def load(name: str = SCHEMA_FILE) -> dict[str, Any]:
     """The schema of the active release (``reading_as``), or another shipped schema by file name."""
     release = _ACTIVE.get()
-    if name == SCHEMA_FILE and release is not None:
-        from zeroadvisor.deepspeed import releases
-
-        if release != releases.latest():
-            return releases.schema_of(release)
+    if name == SCHEMA_FILE and release is not None and release != releases.latest():
+        return of_release(release)
     return _load_file(name)
+
+
+@cache
+def of_release(version: str) -> dict[str, Any]:
+    """The whole schema of one release: the latest schema with that release's merge patch applied."""
+    patched: dict[str, Any] = apply(load_latest(), releases.patch(version))
+    return patched
+
+
+def reads_removed(version: str, pointer: str) -> bool:
+    """Whether ``version`` still reads a key a later release refuses (schema x-removed-later)."""
+    node: dict[str, Any] | None = of_release(version) if version != releases.latest() else None
+    for token in pointer.split("/")[1:]:
+        node = (node or {}).get("properties", {}).get(token)
+    return node is not None and "x-removed-later" in node
 
 
 def load_latest() -> dict[str, Any]:

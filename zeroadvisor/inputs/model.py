@@ -48,8 +48,7 @@ def model_and_shape(model: str | os.PathLike[str] | ModelSpec | None = None, par
     """The ModelSpec and TrainingShape of ``model`` (a path, model directory or Hub id, or a ModelSpec) or
     ``params`` (a count such as "7B" or 7_000_000_000), with the ``training`` inputs (TRAINING_INPUTS) applied;
     ModelError where the description or a shape value cannot be used."""
-    from zeroadvisor.model.description import apply_overrides, spec_from_params
-    from zeroadvisor.model.hub import load_model
+    from zeroadvisor.model.description import apply_overrides, load_model, spec_from_params
     from zeroadvisor.model.spec import ModelSpec, TrainingShape
 
     unknown = sorted(set(training) - set(TRAINING_INPUTS))
@@ -73,7 +72,7 @@ def model_and_shape(model: str | os.PathLike[str] | ModelSpec | None = None, par
     if (path is None) == (params is None):
         raise UsageError(f"give exactly one of {spelling.ask('model', 'PATH')} or {spelling.ask('params', 'N')}")
     if path is not None:
-        spec, shape = load_model(path, peft)  # a path, a model directory or a Hub id (model/hub.py)
+        spec, shape = load_model(path, peft)  # a path, a model directory or a Hub id (model/hub.py resolve)
     else:
         if any(v is not None for v in peft.values()):
             raise UsageError(f"LoRA/QLoRA inputs need {spelling.ask('model')} with a Hugging Face config.json (the "

@@ -751,6 +751,20 @@ def load_description(path: str | Path, peft: Mapping[str, Any] | None = None) ->
     return spec, _training_shape(data)
 
 
+def load_model(name: str, peft: Mapping[str, Any] | None = None,
+               environ: Mapping[str, str] | None = None) -> tuple[ModelSpec, TrainingShape]:
+    """``--model NAME``: the ModelSpec and TrainingShape, from wherever model/hub.py ``resolve`` finds it (a
+    path, a model directory, the Hugging Face cache, the catalog), read as a description."""
+    from zeroadvisor.model.hub import resolve  # importlib.resources and the catalog: only for --model
+
+    found = resolve(name, environ)
+    spec, shape = load_description(found.path, peft)
+    if found.origin in ("hf-cache", "catalog"):
+        notes = ((found.note,) if found.note else ()) + spec.notes
+        spec = dataclasses.replace(spec, source=found.source, notes=notes)
+    return spec, shape
+
+
 def _spec_of_hf_config_file(doc: _Document, peft: Mapping[str, Any] | None) -> ModelSpec:
     data = doc.data
     try:
@@ -930,6 +944,7 @@ __all__ = [
     "json_schema",
     "load_description",
     "load_hf_config",
+    "load_model",
     "parse_count",
     "peft_settings",
     "spec_from_params",

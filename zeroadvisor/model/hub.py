@@ -17,7 +17,6 @@ place searched and how to give the config.
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import json
 import os
@@ -30,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 from zeroadvisor.model.errors import ModelError
-from zeroadvisor.model.spec import ModelSpec, TrainingShape
 
 CONFIG_NAME = "config.json"  # transformers utils/__init__.py CONFIG_NAME
 CATALOG_INDEX = "index.json"
@@ -235,19 +233,6 @@ def resolve(name: str, environ: Mapping[str, str] | None = None, relative_to: Pa
     )
 
 
-def load_model(name: str, peft: Mapping[str, Any] | None = None,
-               environ: Mapping[str, str] | None = None) -> tuple[ModelSpec, TrainingShape]:
-    """``--model NAME``: the ModelSpec and TrainingShape, from wherever :func:`resolve` finds it."""
-    from zeroadvisor.model.description import load_description
-
-    found = resolve(name, environ)
-    spec, shape = load_description(found.path, peft)
-    if found.origin in ("hf-cache", "catalog"):
-        notes = ((found.note,) if found.note else ()) + spec.notes
-        spec = dataclasses.replace(spec, source=found.source, notes=notes)
-    return spec, shape
-
-
 __all__ = [
     "CatalogEntry",
     "Resolved",
@@ -255,7 +240,6 @@ __all__ = [
     "catalog_entry",
     "hub_cache_dir",
     "is_repo_id",
-    "load_model",
     "resolve",
     "suggestions",
 ]

@@ -17,6 +17,7 @@ from zeroadvisor import vocab as labels
 from zeroadvisor.lint.findings import Finding
 from zeroadvisor.report import escape, overview
 from zeroadvisor.report.estimate_text import CONFIGURED_MARK, MARKS, RECOMMENDED_MARK, Style
+from zeroadvisor.report.finding_parts import COLOURS, RESET, location
 from zeroadvisor.units import format_bytes, scale
 
 if TYPE_CHECKING:
@@ -33,8 +34,6 @@ def one_line(finding: Finding, style: Style, cut: bool = False) -> list[str]:
     """``file:line:col: CODE [severity] message``; with ``cut`` (a terminal) the message cut at the width, else
     whole: a log that does not say what is wrong is no use. The location is never broken (a terminal or CI log
     links it whole): where it leaves too little room for a cut message, the message goes on the next line."""
-    from zeroadvisor.report.text import location
-
     head = f"{location(finding)}: {escape.terminal(finding.code)} [{finding.severity.value}]"
     message = escape.terminal(finding.message)
     if not cut:
@@ -212,8 +211,6 @@ def _hunk(group: list[str], old: int, new: int) -> list[str]:
 
 
 def _paint_severity(line: str, finding: Finding, style: Style) -> str:
-    from zeroadvisor.report.text import COLOURS, RESET
-
     if not style.colour:
         return line
     severity = f"[{finding.severity.value}]"

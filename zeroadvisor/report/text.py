@@ -10,20 +10,10 @@ from typing import TYPE_CHECKING
 
 from zeroadvisor.lint.findings import Finding, Severity
 from zeroadvisor.report import escape
+from zeroadvisor.report.finding_parts import COLOURS, RESET, location
 
 if TYPE_CHECKING:
     from zeroadvisor.report import Report
-
-COLOURS = {Severity.ERROR: "\033[31m", Severity.WARNING: "\033[33m", Severity.INFO: "\033[36m"}
-RESET = "\033[0m"
-
-
-def location(finding: Finding) -> str:
-    name = escape.terminal(finding.file)
-    if finding.line is None:
-        return name
-    return f"{name}:{finding.line}:{finding.column}"
-
 
 def render(findings: list[Finding], colour: bool = False, files: int = 1, ascii_only: bool = False,
            unreadable: int = 0, skipped: int = 0) -> str:

@@ -1,7 +1,7 @@
-"""Rules for the Accelerate launcher config (ZA05x), and how such a file is linted.
+"""Rules for the Accelerate launcher config (ZA05x), and the DeepSpeed config such a file builds.
 
-An Accelerate YAML is linted in two parts (``lint_accelerate``, called by the engine for a file
-that config/accelerate.py recognises): these rules read the YAML as ``accelerate launch`` does
+An Accelerate YAML is linted in two parts (rules/linter.py ``lint_accelerate``, for a file that
+config/accelerate.py recognises): these rules read the YAML as ``accelerate launch`` does
 (config_args.py, launch.py, DeepSpeedPlugin), and the DeepSpeed rules read the DeepSpeed config
 Accelerate builds from it (deepspeed/accelerate_map.py), their findings placed on the YAML key
 each value comes from, or left in the deepspeed_config_file they are in.
@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING
 
 from zeroadvisor.config import accelerate as A
 from zeroadvisor.deepspeed.kind import ACCELERATE, deepspeed_keys
-from zeroadvisor.lint.findings import Finding, Severity
+from zeroadvisor.lint.findings import Severity
 from zeroadvisor.lint.rule import Example, Hit, Rule
 
 if TYPE_CHECKING:
     from zeroadvisor.config.source import Document
     from zeroadvisor.deepspeed import accelerate_map
-    from zeroadvisor.lint.context import Context, LintOptions
+    from zeroadvisor.lint.context import Context
 
 _LAUNCH = "_accelerate_launch"  # where a Context keeps the launch built for it
 
@@ -320,23 +320,7 @@ RULES = (UNKNOWN_KEY, IGNORED_KEY, INVALID_VALUE, CONFIG_FILE_CONFLICT, CONFIG_F
 CODES = frozenset(rule.code for rule in RULES)
 
 
-# -- linting an Accelerate config -----------------------------------------------------------------
-
-def lint_accelerate(doc: Document, options: LintOptions, selected: list[Rule]) -> list[Finding]:
-    """The findings for an Accelerate config: these rules on the YAML, the DeepSpeed rules on the
-    DeepSpeed config it makes Accelerate build."""
-    from zeroadvisor.lint.context import Context
-    from zeroadvisor.lint.engine import capped
-
-    ctx = Context(doc, options)
-    findings: list[Finding] = []
-    for rule in selected:
-        if rule.code in CODES:
-            findings.extend(capped(rule, rule.check(ctx), doc))
-    deepspeed_rules = [rule for rule in selected if rule.code not in CODES and not rule.needs_advice]
-    findings.extend(deepspeed_findings(doc, launch_of(ctx), deepspeed_rules, options, findings))
-    return [dataclasses.replace(f, fix=None) if f.fix is not None else f for f in findings]
-
+# -- the DeepSpeed config an Accelerate config builds -------------------------------------------
 
 def deepspeed_document(doc: Document, launch: accelerate_map.Launch) -> Document | None:
     """The built DeepSpeed config as a Document: the deepspeed_config_file's text and positions
@@ -348,46 +332,3 @@ def deepspeed_document(doc: Document, launch: accelerate_map.Launch) -> Document
     if launch.config_document is not None:
         return dataclasses.replace(launch.config_document, data=launch.ds_config)
     return Document(doc.name, "", launch.ds_config)
-
-
-def deepspeed_findings(doc: Document, launch: accelerate_map.Launch, rules: list[Rule], options: LintOptions,
-                       already: list[Finding]) -> list[Finding]:
-    from zeroadvisor.lint.context import LintOptions
-    from zeroadvisor.rules.linter import lint_document
-
-    built = deepspeed_document(doc, launch)
-    if built is None or not rules:
-        return []
-    # read as the releases the YAML's pin (or the flag) decides, as a ds_config beside it is: Accelerate hands the
-    # built config to whichever DeepSpeed is installed, and the latest alone would call a pinned section removed
-    lint_options = LintOptions(integration="accelerate", gpus=launch.world_size or options.gpus,
-                               releases=options.releases)
-    found = lint_document(built, lint_options, rules)
-    return place_on_yaml(doc, launch, found, already)
-
-
-def place_on_yaml(doc: Document, launch: accelerate_map.Launch, found: list[Finding],
-                  already: list[Finding]) -> list[Finding]:
-    """Findings about the built DeepSpeed config, placed on the YAML key each value comes from (findings in
-    a deepspeed_config_file stay in that file); one already reported at that YAML key is left out."""
-    from zeroadvisor.deepspeed import accelerate_map
-    from zeroadvisor.rules import registry
-
-    if launch.config_document is not None:
-        return list(found)
-    taken = {(f.pointer, f.code) for f in already} | {f.pointer for f in already if f.severity is Severity.ERROR}
-    out = []
-    for finding in found:
-        rule = registry.BY_CODE.get(finding.code)
-        if finding.severity is Severity.INFO and rule is not None and not rule.needs_advice:
-            continue  # notes on the keys Accelerate writes itself (offload_param "none" at stage 2, ...)
-        pointer = accelerate_map.yaml_pointer(launch, doc, finding.pointer)
-        if pointer in taken or (pointer, finding.code) in taken:
-            continue
-        line, column = doc.locate(pointer) if pointer else (None, None)
-        where = ".".join(finding.pointer.split("/")[1:])
-        message = f"{finding.message} (in the DeepSpeed config Accelerate builds, at {where})" if where \
-            else finding.message
-        out.append(dataclasses.replace(finding, file=doc.name, pointer=pointer, line=line, column=column, fix=None,
-                                       message=message))
-    return out

@@ -290,7 +290,7 @@ def _removed(ctx: Context) -> Iterator[Hit]:
 def _removed_later(ctx: Context) -> Iterator[Hit]:
     for event in ctx.events("removed-later"):
         refusing = [v for v in releases.known() if releases.version_key(v) > releases.version_key(
-            schema.active_release()) and not releases.reads_removed(v, event.pointer)]
+            schema.active_release()) and not schema.reads_removed(v, event.pointer)]
         later = f" from {refusing[0]}" if refusing else ""
         yield Hit(event.pointer, f"{releases.label(schema.active_release())} reads {event.data['key']!r}, but later "
                                  f"releases refuse it{later}: {event.data['reason']}")

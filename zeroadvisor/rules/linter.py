@@ -12,16 +12,20 @@ import json
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from zeroadvisor.config.reader import read_document, read_text_document
 from zeroadvisor.config.source import Document, ParseError
 from zeroadvisor.deepspeed import releases, schema
 from zeroadvisor.deepspeed.kind import ACCELERATE, kind_of
 from zeroadvisor.lint.context import Context, LintOptions
-from zeroadvisor.lint.engine import run_rules
+from zeroadvisor.lint.engine import capped, run_rules
 from zeroadvisor.lint.findings import Finding, Severity
 from zeroadvisor.lint.rule import Rule
-from zeroadvisor.rules import registry
+from zeroadvisor.rules import accelerate, registry
+
+if TYPE_CHECKING:
+    from zeroadvisor.deepspeed import accelerate_map
 
 
 @dataclass
@@ -57,8 +61,6 @@ def lint_document(doc: Document, options: LintOptions | None = None,
     selected = list(registry.LINT if rules is None else rules)
     options = options or LintOptions()
     if kind_of(doc) == ACCELERATE:  # an Accelerate launcher config
-        from zeroadvisor.rules.accelerate import lint_accelerate
-
         return sorted(lint_accelerate(doc, options, selected), key=Finding.sort_key)
     return by_release(doc, options, selected)
 
@@ -156,3 +158,57 @@ def parse_error_findings(name: str, err: ParseError, rules: Iterable[Rule] | Non
     if rules is not None and rule not in list(rules):
         return []
     return [Finding(name, rule.code, rule.name, rule.severity, "", err.line, err.column, err.message)]
+
+
+# -- an Accelerate launcher config (rules/accelerate.py) ----------------------------------------------
+
+def lint_accelerate(doc: Document, options: LintOptions, selected: list[Rule]) -> list[Finding]:
+    """The findings for an Accelerate config: these rules on the YAML, the DeepSpeed rules on the
+    DeepSpeed config it makes Accelerate build."""
+    ctx = Context(doc, options)
+    findings: list[Finding] = []
+    for rule in selected:
+        if rule.code in accelerate.CODES:
+            findings.extend(capped(rule, rule.check(ctx), doc))
+    deepspeed_rules = [rule for rule in selected if rule.code not in accelerate.CODES and not rule.needs_advice]
+    findings.extend(deepspeed_findings(doc, accelerate.launch_of(ctx), deepspeed_rules, options, findings))
+    return [dataclasses.replace(f, fix=None) if f.fix is not None else f for f in findings]
+
+
+def deepspeed_findings(doc: Document, launch: accelerate_map.Launch, rules: list[Rule], options: LintOptions,
+                       already: list[Finding]) -> list[Finding]:
+    built = accelerate.deepspeed_document(doc, launch)
+    if built is None or not rules:
+        return []
+    # read as the releases the YAML's pin (or the flag) decides, as a ds_config beside it is: Accelerate hands the
+    # built config to whichever DeepSpeed is installed, and the latest alone would call a pinned section removed
+    lint_options = LintOptions(integration="accelerate", gpus=launch.world_size or options.gpus,
+                               releases=options.releases)
+    found = lint_document(built, lint_options, rules)
+    return place_on_yaml(doc, launch, found, already)
+
+
+def place_on_yaml(doc: Document, launch: accelerate_map.Launch, found: list[Finding],
+                  already: list[Finding]) -> list[Finding]:
+    """Findings about the built DeepSpeed config, placed on the YAML key each value comes from (findings in
+    a deepspeed_config_file stay in that file); one already reported at that YAML key is left out."""
+    from zeroadvisor.deepspeed import accelerate_map  # only for an Accelerate file (lint's start-up)
+
+    if launch.config_document is not None:
+        return list(found)
+    taken = {(f.pointer, f.code) for f in already} | {f.pointer for f in already if f.severity is Severity.ERROR}
+    out = []
+    for finding in found:
+        rule = registry.BY_CODE.get(finding.code)
+        if finding.severity is Severity.INFO and rule is not None and not rule.needs_advice:
+            continue  # notes on the keys Accelerate writes itself (offload_param "none" at stage 2, ...)
+        pointer = accelerate_map.yaml_pointer(launch, doc, finding.pointer)
+        if pointer in taken or (pointer, finding.code) in taken:
+            continue
+        line, column = doc.locate(pointer) if pointer else (None, None)
+        where = ".".join(finding.pointer.split("/")[1:])
+        message = f"{finding.message} (in the DeepSpeed config Accelerate builds, at {where})" if where \
+            else finding.message
+        out.append(dataclasses.replace(finding, file=doc.name, pointer=pointer, line=line, column=column, fix=None,
+                                       message=message))
+    return out
