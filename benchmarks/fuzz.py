@@ -265,6 +265,7 @@ API_KEYWORDS = ["params", "gpus", "gpus_per_node", "gpu", "gpu_memory", "cpu_mem
                 "lora_target_modules", "quantization", "inter_node_bandwidth", "cpu_cores", "nvme_bandwidth",
                 "efficiency", "launcher"]
 CHECK_KEYWORDS = ["integration", "unit", "name", "select", "ignore"]
+LINT_KEYWORDS = ["gpus", "select", "ignore", "integration", "exclude", "default_excludes"]
 LAUNCHER_OPTIONS = {
     "torchrun": ["--nnodes", "--nproc-per-node", "--nproc_per_node", "--standalone"],
     "deepspeed": ["--num_gpus", "--num_nodes", "--num_accelerators", "--include", "--exclude", "--hostfile"],
@@ -365,7 +366,7 @@ def run_api(gen: InputsGenerator, text: str) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if which == "lint":
-            _documented(zeroadvisor.lint, text=text, **gen.keywords(["gpus", "select", "ignore", "integration"]))
+            _documented(zeroadvisor.lint, text=text, **gen.keywords(LINT_KEYWORDS))
             return
         try:
             config = json.loads(text)

@@ -102,6 +102,16 @@ def test_lint_of_a_path_that_is_no_path_is_a_usage_error(paths):
         _strict(zeroadvisor.lint, *paths)
 
 
+@pytest.mark.parametrize("keywords", [
+    {"exclude": 0}, {"exclude": [None]}, {"exclude": b"node_modules"}, {"exclude": {"a": 1}},
+    {"default_excludes": "no"}, {"default_excludes": 0}, {"default_excludes": None},
+], ids=lambda keywords: ",".join(f"{k}={v!r}" for k, v in keywords.items()))
+def test_lint_walk_keywords_of_the_wrong_type_are_usage_errors(keywords):
+    name = next(iter(keywords))
+    with pytest.raises(zeroadvisor.UsageError, match=f"^{name}: expected"):
+        _strict(zeroadvisor.lint, config=CONFIG, **keywords)
+
+
 @pytest.mark.parametrize("world, expected", [
     ("²", "WORLD_SIZE='\\xb2' is not a whole number of processes"),  # never read as unset (tests/test_preflight.py)
     ("0", "WORLD_SIZE=0 starts no process"),
@@ -174,8 +184,8 @@ def test_estimate_gives_a_result_or_a_documented_error(config, keywords):
 
 @pytest.mark.slow
 @bounded(60)
-@given(configs, st.dictionaries(st.sampled_from(["gpus", "select", "ignore", "integration", "name"]), BAD_VALUES,
-                                max_size=3))
+@given(configs, st.dictionaries(st.sampled_from(["gpus", "select", "ignore", "integration", "name", "exclude",
+                                                 "default_excludes"]), BAD_VALUES, max_size=3))
 def test_lint_gives_a_result_or_a_documented_error(config, keywords):
     _documented(zeroadvisor.lint, config=config, **keywords)
 

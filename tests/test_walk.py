@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import zeroadvisor
 from cli_run import cli  # noqa: F401 - the fixture
 from zeroadvisor.config.excludes import Excludes, excludes_from
 from zeroadvisor.config.paths import expand
@@ -179,3 +180,25 @@ def test_exclude_pattern_matching(tmp_path):
     # * stays within one folder, ** crosses them
     single = excludes_from(("configs/*.json",), str(tmp_path), defaults=False)
     assert not single.excludes(str(tmp_path / "configs" / "a" / "b.json"), False)
+
+
+# -- the Python API walks as the command line does -------------------------------------------------
+
+def _api_linted(root: Path, monkeypatch, **keywords) -> set[str]:
+    monkeypatch.chdir(root)  # exclude patterns are relative to the current folder, as --exclude's are
+    result = zeroadvisor.lint(".", **keywords)
+    return {os.path.relpath(finding.file, ".") for finding in result.findings}
+
+
+def test_the_api_takes_exclude_and_default_excludes(tmp_path, monkeypatch):
+    _write(tmp_path, {"configs/a.json": TYPO, "train/b.json": TYPO, "node_modules/x.json": TYPO})
+    assert _api_linted(tmp_path, monkeypatch) == {"configs/a.json", "train/b.json"}
+    assert _api_linted(tmp_path, monkeypatch, exclude=["train"]) == {"configs/a.json"}
+    assert _api_linted(tmp_path, monkeypatch, exclude="configs/*.json") == {"train/b.json"}
+    assert _api_linted(tmp_path, monkeypatch, default_excludes=False) == {"configs/a.json", "train/b.json",
+                                                                          "node_modules/x.json"}
+    assert _api_linted(tmp_path, monkeypatch, default_excludes=False, exclude=("train/", "configs")) == {
+        "node_modules/x.json"}
+    # a file named is read whatever the excludes say, as on the command line
+    assert {f.file for f in zeroadvisor.lint("node_modules/x.json", exclude="*.json").findings} == {
+        "node_modules/x.json"}

@@ -125,7 +125,8 @@ def _documented(inputs: RunInputs) -> Iterator[None]:
 def lint(*paths: str | os.PathLike[str], text: str | None = None, config: Mapping[str, Any] | None = None,
          name: str | None = None, select: Sequence[str] | str | None = None,
          ignore: Sequence[str] | str | None = None, integration: str = "any", gpus: int | None = None,
-         only_configs: bool = False, deepspeed_version: str | None = None) -> LintResult:
+         only_configs: bool = False, deepspeed_version: str | None = None, exclude: Sequence[str] | str = (),
+         default_excludes: bool = True) -> LintResult:
     """Lint DeepSpeed configs: files, folders or glob patterns, or one config given as ``text`` (JSON,
     hjson, or YAML when ``name`` ends in .yaml/.yml) or as a ``config`` dict.
 
@@ -135,12 +136,21 @@ def lint(*paths: str | os.PathLike[str], text: str | None = None, config: Mappin
     (>=0.10,<0.17) to read the configs as (default: the pin beside each config, else the installed DeepSpeed,
     else the latest). The project configuration is not read here (the command line reads it).
 
+    Folders are walked as the command line walks them: ``exclude`` (``--exclude``): glob patterns, relative to
+    the current folder, of files and folders left out; ``default_excludes=False`` (``--no-default-excludes``):
+    walk into hidden folders, virtual environments, node_modules and build output too. A file named in
+    ``paths`` is always read.
+
     >>> zeroadvisor.lint(config={"train_batch_size": 8, "zero_optimisation": {"stage": 3}}).errors
     1
     """
+    if not isinstance(default_excludes, bool):
+        # a truthy text ("no") or number would otherwise decide the walk silently
+        raise UsageError(f"default_excludes: expected True or False, got {default_excludes!r}")
     return run_lint(_build("lint", dict(paths=list(paths), text=text, config=config, name=name,
                                         select=select, ignore=ignore, integration=integration, gpus=gpus,
-                                        only_configs=only_configs, deepspeed_version=deepspeed_version)))
+                                        only_configs=only_configs, deepspeed_version=deepspeed_version,
+                                        exclude=exclude, no_default_excludes=not default_excludes)))
 
 
 # -- estimate ---------------------------------------------------------------------------------

@@ -179,7 +179,8 @@ def _excludes(values: dict[str, Any], config: ProjectConfig | None, spelling: Sp
     exclude (relative to its folder), and the defaults unless --no-default-excludes."""
     from zeroadvisor.config.excludes import ExcludePattern, excludes_from
 
-    given = values.get("exclude") or ()
+    given = values.get("exclude")
+    given = () if given is None else given  # 0, False or {} are no patterns: refused below, never read as none
     patterns = (given,) if isinstance(given, str) else tuple(given) if isinstance(given, (list, tuple)) else None
     if patterns is None or not all(isinstance(pattern, str) for pattern in patterns):
         raise UsageError(f"{spelling.label('exclude')}: expected glob patterns (a string or a list of strings), "
