@@ -46,8 +46,10 @@ def test_a_yaml_config_shows_the_report_then_says_fixes_are_json_only(cli, files
     result = cli("check", "ds.yaml", *CLUSTER, *mode, cwd=files)
     assert result.returncode == code
     assert result.stdout.startswith(report[0]) and report[1] in result.stdout and "```diff" not in result.stdout
-    assert result.stderr == ("zeroadvisor: ds.yaml: fixes are written into JSON configs only; apply the suggested "
-                             "change by hand\n")
+    # asked to write (--fix, exit 2) it is an error, as lint --fix says it; else a note, as lint --diff says it
+    said = "" if "--fix" in mode else "note: "
+    assert result.stderr == (f"zeroadvisor: {said}ds.yaml: fixes are written into JSON configs only; apply the "
+                             "suggested change by hand\n")
     assert (files / "ds.yaml").read_text() == YAML
 
 
@@ -270,3 +272,14 @@ def test_lint_a_yaml_deepspeed_config_says_why_there_is_no_diff(cli, tmp_path, t
     result = cli("lint", config, "--diff")
     assert f"{config}: " in result.stderr and "fixes are written into JSON configs only" in result.stderr
     assert result.stdout == ""
+
+
+def test_lint_and_check_say_the_pinned_release_in_the_same_note(cli, files):
+    # issue 32 follow-up: check printed "zeroadvisor: read as DeepSpeed ..." where lint printed "zeroadvisor: note:
+    # read as DeepSpeed ..." (one helper, cli/commands.py note, says both)
+    (files / "requirements.txt").write_text("deepspeed>=0.16,<0.17\n")
+    line = "zeroadvisor: note: read as DeepSpeed 0.16 (deepspeed>=0.16,<0.17 at requirements.txt:1)"
+    linted = cli("lint", "ds.json", cwd=files)
+    checked = cli("check", "ds.json", *CLUSTER, cwd=files)
+    assert line in linted.stderr.splitlines(), linted.stderr
+    assert line in checked.stderr.splitlines(), checked.stderr

@@ -58,6 +58,12 @@ def error(message: str) -> None:
     sys.stderr.write(f"zeroadvisor: {terminal(message)}\n")
 
 
+def note(message: str) -> None:
+    """A note on stderr: what the run read or assumed, said the same way by lint and check (``zeroadvisor: note:``),
+    so one grep finds the release a config was read as whichever command read it."""
+    error(f"note: {message}")
+
+
 def _inputs(command: Command, v: Values) -> RunInputs:
     """The run's inputs from this command's parsed values, the project configuration and the files they name
     (zeroadvisor.inputs.run.build, the builder the Python API uses too)."""
@@ -79,10 +85,7 @@ def _lint(run: RunInputs, out: Stdout) -> ExitCode:
     from zeroadvisor import api
 
     result = api.run_lint(run)
-    for message in (*result.unreadable, *result.not_deepspeed, *result.fix_errors):
-        error(message)
-    for note in result.notes:
-        error(f"note: {note}")
+    _lint_lines(run, result)
     if run.command == "lint" and run.diff:  # the diff alone on stdout (git apply reads it); lint's exit code
         stdout.write_patch(result.diff, out)
         found = len(result.findings)
@@ -103,6 +106,15 @@ def _lint(run: RunInputs, out: Stdout) -> ExitCode:
     if api.fails(result.findings, run.output.fail_on):
         return ExitCode.FINDINGS
     return ExitCode.NOT_DEEPSPEED if result.not_deepspeed else ExitCode.OK
+
+
+def _lint_lines(run: RunInputs, result: LintResult) -> None:
+    """lint's lines on stderr before its report: errors, then notes. A fix that cannot be written is an error where
+    --fix asked to write it (exit 2); where only a diff was asked it fails nothing, and is a note as check says it."""
+    for message in (*result.unreadable, *result.not_deepspeed, *(result.fix_errors if run.fix else ())):
+        error(message)
+    for text in (*(() if run.fix else result.fix_errors), *result.notes):
+        note(text)
 
 
 def _only_other_runs(run: RunInputs, result: LintResult) -> bool:
@@ -149,18 +161,18 @@ def check(v: Values) -> ExitCode:
     run = _inputs(options.CHECK, v)
     out = run.output
     medium = stdout.classify()  # once: the reports' diffs are escaped for a terminal only
-    for note in run.notes:
-        error(f"note: {note}")
+    for text in run.notes:
+        note(text)
     if run.lint_only:  # --fix/--suggest without a model: the lint fixes, as lint --fix
         ask = options.CHECK.spelling().ask
-        error(f"note: the memory part was skipped (give {ask('model')}, {ask('gpus', 'N')} and {ask('gpu')} for it): "
+        note(f"the memory part was skipped (give {ask('model')}, {ask('gpus', 'N')} and {ask('gpu')} for it): "
               "lint findings and their fixes only")
         return _lint(run, medium)
     checked = api.run_check(run)
     if checked.skipped:
         from zeroadvisor.deepspeed.kind import NOT_A_CONFIG
 
-        error(f"note: {_files(len(checked.skipped))} skipped ({NOT_A_CONFIG}): {', '.join(checked.skipped)}")
+        note(f"{_files(len(checked.skipped))} skipped ({NOT_A_CONFIG}): {', '.join(checked.skipped)}")
     combined = out.format in ("sarif", "github")  # one report of every config's findings
     documents: list[str] = []
     patches: list[str] = []  # each text document's diff, where it is written as bytes after it (not on a terminal)
@@ -183,8 +195,8 @@ def check(v: Values) -> ExitCode:
     if combined:
         documents.append(_text(out.format, _combined(reports, out.unit)))
     _write_documents(out.format, documents, patches, medium)
-    for note in checked.notes:
-        error(f"note: {note}")
+    for text in checked.notes:
+        note(text)
     return _check_exit(reports, out.fail_on, write_failed=write_failed, not_deepspeed=not_deepspeed)
 
 
@@ -209,8 +221,8 @@ def _tell(report: CheckReport, fixing: bool) -> bool:
     """One config's notes, then its write error or what --fix did, on stderr; True when the write failed.
 
     After the report is built: the findings are never lost to a failed write."""
-    for note in report.notes:
-        error(note)
+    for text in report.notes:
+        note(text)
     if report.error is not None:
         error(report.error)
         return True
