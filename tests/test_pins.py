@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from zeroadvisor.config.pins import find_pin, poetry_specifier
+from zeroadvisor.config.pins import MAX_REQUIREMENTS_FILES, clear_cache, find_pin, poetry_specifier
 
 
 def _config(folder: Path) -> str:
@@ -290,3 +290,28 @@ def test_what_a_file_holds_stays_data(tmp_path):
         found = find_pin(_config(tmp_path))
     assert found.pin.specifier == "==0.12.6" and not caught
     assert found.notes and all("\n" not in note and "Pipfile.lock" in note for note in found.notes)
+
+
+def test_at_most_32_requirements_files_a_folder_are_read_and_a_note_counts_the_rest(tmp_path):
+    assert MAX_REQUIREMENTS_FILES == 32  # the bound docs/deepspeed-releases.md states
+    # 30 requirements-NN.txt beside requirements.txt, then requirements/ with 10 more: 41 in reading order
+    (tmp_path / "requirements.txt").write_text("torch\n")
+    for n in range(30):
+        (tmp_path / f"requirements-{n:02}.txt").write_text("torch\n")
+    (tmp_path / "requirements").mkdir()
+    for n in range(10):
+        (tmp_path / "requirements" / f"r{n}.txt").write_text("torch\n")
+    # the 32nd file read (requirements/r0.txt) pins: read, no note (the search stopped there)
+    (tmp_path / "requirements" / "r0.txt").write_text("deepspeed==0.14.5\n")
+    found = find_pin(_config(tmp_path))
+    assert found.pin is not None and found.pin.file.endswith("r0.txt") and not found.notes
+    # the 33rd is not read; the search goes on to the manifests, and one note counts what was left
+    (tmp_path / "requirements" / "r0.txt").write_text("torch\n")
+    (tmp_path / "requirements" / "r1.txt").write_text("deepspeed==0.14.5\n")
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\ndependencies = ["deepspeed>=0.16,<0.17"]\n')
+    clear_cache()
+    found = find_pin(_config(tmp_path))
+    assert found.pin is not None and found.pin.specifier == ">=0.16,<0.17", found
+    (note,) = found.notes
+    assert note == (f"{tmp_path}: 9 more requirements files not read for the DeepSpeed pin (at most 32 a folder, "
+                    "in reading order; the last read: r0.txt)")

@@ -37,6 +37,9 @@ _MANIFESTS: tuple[tuple[str, _Reader], ...] = (
     ("setup.py", pin_setup_py.setup_py), ("environment.yml", pin_conda.environment),
     ("environment.yaml", pin_conda.environment), ("Pipfile", pin_formats.pipfile))
 _MAX_INCLUDE_DEPTH = 3  # requirements.txt -> -r base.txt -> -r ...: followed this deep
+# requirements files read in one folder (requirements*.txt/.in, then requirements/*): a pull request may add any
+# number, each costing an open and a scan; the first ones in the reading order are read, a note counts the rest.
+MAX_REQUIREMENTS_FILES = 32
 # What a parser raises on text it refuses, and on a shape its reader did not expect: a note, never an exit.
 _PARSE_ERRORS = (ValueError, SyntaxError, configparser.Error, RecursionError, MemoryError, UnicodeError, TypeError,
                  AttributeError, KeyError, IndexError)
@@ -91,7 +94,7 @@ def find_pin(config_path: str) -> PinSearch:
     notes: list[str] = []
     for folder in _folders(start, root):
         top = root or folder  # where a symlink may point: the repository, else the folder itself
-        for path, reader in _candidates(folder, top):
+        for path, reader in _candidates(folder, top, notes):
             answer = _follow(path, top, reader, notes, 0, set())
             if answer is not None:
                 return PinSearch(answer, tuple(dict.fromkeys(notes)))
@@ -180,8 +183,10 @@ def _requirements_order(name: str) -> tuple[bool, str, bool]:
     return stem != "requirements", stem, extension == ".in"
 
 
-def _candidates(folder: str, top: str) -> Iterator[tuple[str, _Reader]]:
-    """(path, reader) of the files in ``folder`` that may name deepspeed, in precedence order."""
+def _candidates(folder: str, top: str, notes: list[str]) -> Iterator[tuple[str, _Reader]]:
+    """(path, reader) of the files in ``folder`` that may name deepspeed, in precedence order; of the requirements
+    files the first MAX_REQUIREMENTS_FILES, and a note in ``notes`` (only where the search gets past them) counting
+    those left unread."""
     try:
         names = set(os.listdir(folder))
     except OSError:
@@ -189,27 +194,36 @@ def _candidates(folder: str, top: str) -> Iterator[tuple[str, _Reader]]:
     for name, reader in _LOCKS:
         if name in names:
             yield os.path.join(folder, name), reader
-    for name in sorted((n for n in names if n.startswith("requirements") and n.endswith((".txt", ".in"))),
-                       key=_requirements_order):
-        yield os.path.join(folder, name), pin_formats.requirements
+    requirements = [os.path.join(folder, name) for name in sorted(
+        (n for n in names if n.startswith("requirements") and n.endswith((".txt", ".in"))), key=_requirements_order)]
     if "requirements" in names:
-        yield from _requirements_folder(os.path.join(folder, "requirements"), top)
+        requirements += _requirements_folder(os.path.join(folder, "requirements"), top)
+    for path in requirements[:MAX_REQUIREMENTS_FILES]:
+        yield path, pin_formats.requirements
+    unread = len(requirements) - MAX_REQUIREMENTS_FILES
+    if unread > 0:
+        last = os.path.basename(requirements[MAX_REQUIREMENTS_FILES - 1])
+        note = (f"{_shown_path(folder)}: {unread} more requirements file{'s' if unread > 1 else ''} not read for "
+                f"the DeepSpeed pin (at most {MAX_REQUIREMENTS_FILES} a folder, in reading order; "
+                f"the last read: {last})")
+        notes.append(" ".join(note.split()))  # one line, whatever the file names hold
     for name, reader in _MANIFESTS:
         if name in names:
             yield os.path.join(folder, name), reader
 
 
-def _requirements_folder(sub: str, top: str) -> Iterator[tuple[str, _Reader]]:
-    """requirements/*.txt, the layout DeepSpeed itself uses (a folder inside the repository only)."""
+def _requirements_folder(sub: str, top: str) -> list[str]:
+    """requirements/*.txt, the layout DeepSpeed itself uses (a folder inside the repository only), in reading
+    order."""
     real = os.path.realpath(sub)
     if not os.path.isdir(real) or not pin_files.inside(real, os.path.realpath(top)):
-        return
+        return []
     try:
         names = os.listdir(real)
     except OSError:
-        return
-    for name in sorted((n for n in names if n.endswith((".txt", ".in"))), key=_requirements_order):
-        yield os.path.join(sub, name), pin_formats.requirements
+        return []
+    return [os.path.join(sub, name) for name in sorted((n for n in names if n.endswith((".txt", ".in"))),
+                                                       key=_requirements_order)]
 
 
 def installed_release() -> str | None:
