@@ -4,6 +4,7 @@ import re
 
 import pytest
 
+from cli_run import cli  # noqa: F401 - the fixture
 from zeroadvisor.memory.estimate import Cluster, estimate
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
 from zeroadvisor.report import overview
@@ -137,3 +138,19 @@ def test_bars_are_proportional_to_the_rows_and_mark_the_card():
         total = st.per_gpu["total"] / top * width
         drawn_cells = len(cells.replace("|", " ").rstrip())  # the card's line may stand inside the bar
         assert abs(drawn_cells - max(total, st.peak_gpu / top * width)) <= 1.5
+
+
+@pytest.mark.parametrize("args, release", [
+    (("--deepspeed-version", "0.16.9"), "0.16.9"),
+    (("--deepspeed-version", "0.19.8"), "0.19.8"),
+    (("--deepspeed-version", ">=0.16,<0.17"), "0.16.9"),  # a range: the newest of it, whose defaults are read
+    (("--config", "ds.json"), "0.16.9"),  # the pin beside the config (requirements.txt)
+])
+def test_the_accounting_line_names_the_release_whose_defaults_were_read(cli, tmp_path, args, release):
+    # issue 32 follow-up: it named the latest release (0.19.8) whatever release the estimate read
+    (tmp_path / "requirements.txt").write_text("deepspeed>=0.16,<0.17\n")
+    (tmp_path / "ds.json").write_text('{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 2}}\n')
+    result = cli("estimate", "--params", "7B", "--gpus", "8", *args, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    (line,) = [line for line in result.stdout.splitlines() if line.startswith("Accounting:")]
+    assert line == f"Accounting: deepspeed (what DeepSpeed {release} allocates)"

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 # The cluster type and its bounds (memory/cluster.py; the GPU count's in config/limits.py), here too for the
 # estimate's callers (__all__ below).
 from zeroadvisor.config.limits import MAX_GPUS
+from zeroadvisor.deepspeed import schema
 from zeroadvisor.deepspeed.settings import Config, as_settings
 from zeroadvisor.memory import host as host_memory
 from zeroadvisor.memory.assumed import AssumedInput, activations_unknown, shape_assumptions
@@ -147,6 +148,9 @@ class Estimate:
     assumptions: list[str]
     assumed: list[AssumedInput] = field(default_factory=list)  # inputs nobody gave (memory/assumed.py)
     parallel: Parallel = field(default_factory=Parallel)  # the layout (memory/parallel.py)
+    # the DeepSpeed release whose defaults were read (the schema's active release: flows.estimate reads a pinned
+    # range's newest), which the accounting line names
+    release: str = DEEPSPEED_TARGET
 
     @property
     def configured(self) -> StageEstimate | None:
@@ -245,7 +249,8 @@ def estimate(config: Config, model: ModelSpec, shape: TrainingShape | None = Non
                phase_split(model, layout, local, cluster), frozenset(assumptions), uncounted, missing)
     stages = [_stage_estimate(run, option) for option in options]
     assumed += _dynamic_padding(run, stages)
-    return Estimate(model, shape, accounting, cluster, s, stages, skipped, assumptions, assumed, layout)
+    return Estimate(model, shape, accounting, cluster, s, stages, skipped, assumptions, assumed, layout,
+                    schema.active_release())
 
 
 def _dynamic_padding(run: _Run, stages: list[StageEstimate]) -> list[AssumedInput]:

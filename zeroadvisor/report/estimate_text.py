@@ -21,7 +21,6 @@ from zeroadvisor.memory.estimate import Estimate, StageEstimate
 from zeroadvisor.memory.terms import ROWS
 from zeroadvisor.report import escape, overview
 from zeroadvisor.units import format_bytes, scale, unit_for
-from zeroadvisor.version import DEEPSPEED_TARGET
 from zeroadvisor.vocab import Accounting, Device, Verdict
 
 if TYPE_CHECKING:
@@ -162,7 +161,7 @@ def _inputs_lines(estimate: Estimate, unit: str, style: Style) -> list[str]:
                             f"{layout.pipeline} (sequence {layout.sequence}, expert {layout.expert}); ZeRO "
                             f"partitions over the {layout.data} data-parallel ranks")
     lines += style.wrap(f"Accounting: {estimate.accounting}"
-                        + (f" (what DeepSpeed {DEEPSPEED_TARGET} allocates)"
+                        + (f" (what DeepSpeed {estimate.release} allocates)"
                            if estimate.accounting == Accounting.DEEPSPEED
                            else " (ZeRO paper: model states only)"))
     unit_words = "10^9 bytes" if unit == "GB" else "2^30 bytes"
