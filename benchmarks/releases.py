@@ -2,7 +2,7 @@
 """Agreement of ``lint --deepspeed-version V`` with release V's own parser, for every installed release.
 
     python tools/install_deepspeed_release.py 0.9.5 0.10.3 ... 0.19.7   (see docs/deepspeed-releases.md)
-    python benchmarks/releases.py [--releases-dir DIR] [--corpus] [--write]
+    python benchmarks/releases.py [--releases-dir DIR ...] [--corpus] [--write]
 
 The cases are benchmarks/release_cases.py (real configs, one release-sensitive change each) and, with
 ``--corpus``, every JSON config of ../shared/corpus/real as the Hugging Face Trainer hands it to DeepSpeed
@@ -117,15 +117,33 @@ def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
+def installed_releases(folders: list[pathlib.Path]) -> list[pathlib.Path]:
+    """The release folders under ``folders``, oldest first (the first folder holding a release wins)."""
+    found: dict[str, pathlib.Path] = {}
+    for folder in folders:
+        for path in folder.iterdir():
+            if (path / "deepspeed").is_dir():
+                found.setdefault(path.name, path)
+    return [found[name] for name in sorted(found, key=lambda name: tuple(int(x) for x in name.split(".")))]
+
+
+def _sharing(release: str) -> str:
+    """The other releases that share ``release``'s entry, as runs ("0.16.6-0.16.8")."""
+    from zeroadvisor.deepspeed import releases
+
+    others = [v for v in releases.known() if v != release and releases.reads_as(v) == releases.reads_as(release)]
+    return releases.span(others) if others else ""
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--releases-dir", type=pathlib.Path, default=DEFAULT_DIR)
+    parser.add_argument("--releases-dir", type=pathlib.Path, action="append",
+                        help=f"a folder of installed releases (repeatable; default {DEFAULT_DIR})")
     parser.add_argument("--corpus", action="store_true", help="also every JSON config of the corpus as it is")
     parser.add_argument("--only", nargs="*", help="these releases only")
     parser.add_argument("--write", action="store_true")
     args = parser.parse_args()
-    installed = sorted((p for p in args.releases_dir.iterdir() if (p / "deepspeed").is_dir()),
-                       key=lambda p: tuple(int(x) for x in p.name.split(".")))
+    installed = installed_releases(args.releases_dir or [DEFAULT_DIR])
     releases: list[pathlib.Path | None] = [*installed, None]  # None: the venv's DeepSpeed, the latest
     if args.only:
         releases = [p for p in releases if (p.name if p else "latest") in args.only]
@@ -150,8 +168,11 @@ def main() -> int:
                  ("Written by `python benchmarks/releases.py --corpus --write`; cases: benchmarks/release_cases.py "
                   "(real configs with one release-sensitive change each) and every JSON config of the corpus, \"auto\" "
                   "filled as the Hugging Face Trainer fills it, linted at the oracle's world size (--gpus 1)."), "",
-                 "| release | configs | agree | disagree |", "|---|---:|---:|---:|"]
-        lines += [f"| {r['release']} | {r['files']} | {r['agree']} | {len(r['disagree'])} |" for r in rows]
+                 ("A release stands for the releases that share its entry (the same configuration code: "
+                  "docs/deepspeed-releases.md), named in the second column."), "",
+                 "| release | and | configs | agree | disagree |", "|---|---|---:|---:|---:|"]
+        lines += [f"| {r['release']} | {_sharing(r['release'])} | {r['files']} | {r['agree']} | {len(r['disagree'])} |"
+                  for r in rows]
         missed: dict[tuple[str, str, str], list[str]] = {}
         for r in rows:
             for miss in r["disagree"]:
