@@ -135,6 +135,38 @@ def _sharing(release: str) -> str:
     return releases.span(others) if others else ""
 
 
+def _standing_for(versions: list[str]) -> str:
+    """The releases the rows of ``versions`` stand for (each with those sharing its entry), as runs."""
+    from zeroadvisor.deepspeed import releases
+
+    shared = {releases.reads_as(v) for v in versions}
+    return releases.span(v for v in releases.known() if releases.reads_as(v) in shared)
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    """benchmarks/releases.md from the rows (benchmarks/releases.json)."""
+    lines = ["# lint --deepspeed-version V against release V's own parser", "",
+             ("Written by `python benchmarks/releases.py --corpus --write`; cases: benchmarks/release_cases.py "
+              "(real configs with one release-sensitive change each) and every JSON config of the corpus, \"auto\" "
+              "filled as the Hugging Face Trainer fills it, linted at the oracle's world size (--gpus 1)."), "",
+             ("A release stands for the releases that share its entry (the same configuration code: "
+              "docs/deepspeed-releases.md), named in the second column."), "",
+             "| release | and | configs | agree | disagree |", "|---|---|---:|---:|---:|"]
+    lines += [f"| {r['release']} | {_sharing(r['release'])} | {r['files']} | {r['agree']} | {len(r['disagree'])} |"
+              for r in rows]
+    missed: dict[tuple[str, str, str], list[str]] = {}
+    for r in rows:
+        for miss in r["disagree"]:
+            said = "; ".join(miss["lint_errors"]) or "no error"
+            missed.setdefault((miss["file"], str(miss["release_error"]), said), []).append(r["release"])
+    if missed:
+        lines += ["", "## Disagreements", "", "| config | releases | release says | lint says |",
+                  "|---|---|---|---|"]
+        lines += [f"| {_cell(name)} | {_cell(_standing_for(versions))} | {_cell(error)} | {_cell(said)} |"
+                  for (name, error, said), versions in sorted(missed.items())]
+    return "\n".join(lines) + "\n"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--releases-dir", type=pathlib.Path, action="append",
@@ -164,26 +196,7 @@ def main() -> int:
             print(f"         {miss['file']}: release says {miss['release_error']}; lint: {miss['lint_errors']}")
     if args.write:
         (HERE / "releases.json").write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
-        lines = ["# lint --deepspeed-version V against release V's own parser", "",
-                 ("Written by `python benchmarks/releases.py --corpus --write`; cases: benchmarks/release_cases.py "
-                  "(real configs with one release-sensitive change each) and every JSON config of the corpus, \"auto\" "
-                  "filled as the Hugging Face Trainer fills it, linted at the oracle's world size (--gpus 1)."), "",
-                 ("A release stands for the releases that share its entry (the same configuration code: "
-                  "docs/deepspeed-releases.md), named in the second column."), "",
-                 "| release | and | configs | agree | disagree |", "|---|---|---:|---:|---:|"]
-        lines += [f"| {r['release']} | {_sharing(r['release'])} | {r['files']} | {r['agree']} | {len(r['disagree'])} |"
-                  for r in rows]
-        missed: dict[tuple[str, str, str], list[str]] = {}
-        for r in rows:
-            for miss in r["disagree"]:
-                said = "; ".join(miss["lint_errors"]) or "no error"
-                missed.setdefault((miss["file"], str(miss["release_error"]), said), []).append(r["release"])
-        if missed:
-            lines += ["", "## Disagreements", "", "| config | releases | release says | lint says |",
-                      "|---|---|---|---|"]
-            lines += [f"| {_cell(name)} | {_cell(', '.join(versions))} | {_cell(error)} | {_cell(said)} |"
-                      for (name, error, said), versions in sorted(missed.items())]
-        (HERE / "releases.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        (HERE / "releases.md").write_text(markdown(rows), encoding="utf-8")
     return 0 if all(not row["disagree"] for row in rows) else 1
 
 
