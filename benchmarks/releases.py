@@ -37,6 +37,7 @@ LAUNCH_TIME = frozenset({
     "ZA301", "ZA310",  # "auto" no integration fills, Trainer mismatches: what the integrations check
     "ZA701", "ZA702", "ZA703", "ZA704", "ZA705", "ZA706", "ZA707", "ZA708", "ZA709",  # optimizer, scheduler, ZeRO
     "ZA901", "ZA903",  # parallel layouts built at engine init
+    "ZA404",  # managed_gradient_accumulation: the engine's sanity check
     "ZA050", "ZA052", "ZA053", "ZA054",  # Accelerate launcher inputs
 })
 # Sections DeepSpeedConfig stores without building: the optimizer and the scheduler are constructed in

@@ -145,6 +145,8 @@ def test_unusable_pin_is_a_one_line_usage_error(project, cli):
     ({"train_batch_size": 8, "fp16": {"enabled": True, "loss_scale": 0, "loss_scale_window": 0}}, "ZA504", "0.19.3"),
     ({"train_batch_size": 8, "fp16": {"enabled": True, "loss_scale": 0, "min_loss_scale": 0}}, "ZA504", "0.19.3"),
     ({"train_batch_size": 8, "gradient_allreduce_op": "sum", "zero_optimization": {"stage": 3}}, "ZA904", "0.19.6"),
+    ({"train_batch_size": 8, "managed_gradient_accumulation": False,
+      "zero_optimization": {"stage": 1, "overlap_comm": True}}, "ZA404", "0.19.4"),
 ])
 def test_checks_new_in_a_release_apply_from_it(config, code, rejected_from):
     """What 0.19.8 rejects and 0.19.2 (or 0.19.5) accepts: an error from the release that added the check."""
