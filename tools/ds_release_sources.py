@@ -54,6 +54,11 @@ LAUNCH_CHECKS = {
     # runtime/zero/stage_1_and_2.py (0.19.3-0.19.7): Muon with reduce_scatter and optimizer offload at ZeRO-1/2
     "muon-reduce-scatter-offload-refused": ("runtime/zero/stage_1_and_2.py",
                                             r"Muon with reduce scatter does not support optimizer offload"),
+    # runtime/engine.py _do_sanity_check: managed_gradient_accumulation false with offload (0.19.4), with amp
+    "unmanaged-accumulation-offload-refused": (
+        "runtime/engine.py", r"managed_gradient_accumulation=False is not supported with ZeRO optimizer state offload"),
+    "unmanaged-accumulation-amp-refused": ("runtime/engine.py",
+                                           r"managed_gradient_accumulation=False is not supported with Apex AMP"),
 }
 
 

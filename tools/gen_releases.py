@@ -66,6 +66,9 @@ BEHAVIOUR = {
     "muon_reduce_scatter_zero3_refused": lambda f: f["launch_checks"]["muon-reduce-scatter-zero3-refused"],
     # runtime/zero/stage_1_and_2.py: Muon with reduce_scatter and optimizer offload at ZeRO-1/2 (0.19.3-0.19.7)
     "muon_reduce_scatter_offload_refused": lambda f: f["launch_checks"]["muon-reduce-scatter-offload-refused"],
+    # runtime/engine.py _do_sanity_check: managed_gradient_accumulation false with ZeRO offload (0.19.4), amp
+    "unmanaged_accumulation_offload_refused": lambda f: f["launch_checks"]["unmanaged-accumulation-offload-refused"],
+    "unmanaged_accumulation_amp_refused": lambda f: f["launch_checks"]["unmanaged-accumulation-amp-refused"],
 }
 WARMUP_SCHEDULERS = ("WarmupLR", "WarmupDecayLR", "WarmupCosineLR")
 

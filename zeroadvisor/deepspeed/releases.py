@@ -41,6 +41,8 @@ class Behaviour:
     muon_zero3_refused: bool  # the Muon optimizer asserts ZeRO stage <= 2 (engine)
     muon_reduce_scatter_zero3_refused: bool  # Muon with zero_optimization.reduce_scatter at ZeRO-3 (stage3.py)
     muon_reduce_scatter_offload_refused: bool  # Muon with reduce_scatter and optimizer offload at ZeRO-1/2
+    unmanaged_accumulation_offload_refused: bool  # managed_gradient_accumulation false with ZeRO offload
+    unmanaged_accumulation_amp_refused: bool  # managed_gradient_accumulation false with Apex AMP
 
 
 @cache

@@ -195,18 +195,33 @@ def _unmanaged(ctx: Context) -> Iterator[Hit]:
         yield Hit("/managed_gradient_accumulation",
                   f"managed_gradient_accumulation false with DeepCompile: {release} asserts "
                   "\"managed_gradient_accumulation=False is not supported with DeepCompile\" at launch", at="value")
+    refuses = releases.behaviour(schema.active_release())  # checks only some of these releases make
+    offloaded = [name for name, on in (("optimizer state", ctx.deepspeed.offload_optimizer.on),
+                                       ("parameter", ctx.deepspeed.offload_param.on)) if on]
+    if offloaded and refuses.unmanaged_accumulation_offload_refused:
+        yield Hit("/managed_gradient_accumulation",
+                  f"managed_gradient_accumulation false with ZeRO {offloaded[0]} offload: {release} asserts "
+                  f"\"managed_gradient_accumulation=False is not supported with ZeRO {offloaded[0]} offload\" at "
+                  "launch", at="value")
+    amp = ctx.get("/amp")
+    if isinstance(amp, dict) and amp.get("enabled") is True and refuses.unmanaged_accumulation_amp_refused:
+        yield Hit("/managed_gradient_accumulation",
+                  f"managed_gradient_accumulation false with Apex AMP: {release} asserts "
+                  "\"managed_gradient_accumulation=False is not supported with Apex AMP\" at launch", at="value")
 
 
 UNMANAGED_ACCUMULATION_REFUSED = Rule(
     code="ZA404",
     name="unmanaged-accumulation-refused",
     severity=Severity.ERROR,
-    summary="managed_gradient_accumulation false with overlap_comm below ZeRO-2, or with DeepCompile.",
+    summary="managed_gradient_accumulation false with a feature the engine refuses it with (overlap_comm below "
+            "ZeRO-2, DeepCompile, ...).",
     explanation=(
         "With managed_gradient_accumulation false (DeepSpeed 0.19.4) the training script accumulates gradients "
-        "itself; the engine then asserts that overlap_comm is used only at ZeRO stage 2 and that DeepCompile is "
-        "off (and that there is no pipeline, which the config does not show). DeepSpeedConfig accepts the "
-        "config: the run fails when deepspeed.initialize builds the engine."
+        "itself; the engine then asserts that overlap_comm is used only at ZeRO stage 2 or 3 and that DeepCompile "
+        "is off (and that there is no pipeline, which the config does not show); 0.19.4 also refuses ZeRO "
+        "offload, and 0.19.4-0.19.7 Apex AMP. DeepSpeedConfig accepts the config: the run fails when "
+        "deepspeed.initialize builds the engine."
     ),
     check=_unmanaged,
     examples=(
