@@ -2,7 +2,7 @@
 """Agreement of ``lint --deepspeed-version V`` with release V's own parser, for every installed release.
 
     python tools/install_deepspeed_release.py 0.9.5 0.10.3 ... 0.19.7   (see docs/deepspeed-releases.md)
-    python benchmarks/releases.py [--releases-dir DIR] [--corpus] [--write]
+    python benchmarks/releases.py [--releases-dir DIR ...] [--corpus] [--write]
 
 The cases are benchmarks/release_cases.py (real configs, one release-sensitive change each) and, with
 ``--corpus``, every JSON config of ../shared/corpus/real as the Hugging Face Trainer hands it to DeepSpeed
@@ -35,8 +35,9 @@ import release_cases  # noqa: E402  (needs HERE on sys.path)
 # world size), so no DeepSpeedConfig call shows them; every release in 0.9-0.19 makes these checks.
 LAUNCH_TIME = frozenset({
     "ZA301", "ZA310",  # "auto" no integration fills, Trainer mismatches: what the integrations check
-    "ZA701", "ZA702", "ZA703", "ZA704", "ZA705", "ZA706", "ZA707", "ZA708",  # optimizer and scheduler constructors
+    "ZA701", "ZA702", "ZA703", "ZA704", "ZA705", "ZA706", "ZA707", "ZA708", "ZA709",  # optimizer, scheduler, ZeRO
     "ZA901", "ZA903",  # parallel layouts built at engine init
+    "ZA404",  # managed_gradient_accumulation: the engine's sanity check
     "ZA050", "ZA052", "ZA053", "ZA054",  # Accelerate launcher inputs
 })
 # Sections DeepSpeedConfig stores without building: the optimizer and the scheduler are constructed in
@@ -117,15 +118,65 @@ def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
+def installed_releases(folders: list[pathlib.Path]) -> list[pathlib.Path]:
+    """The release folders under ``folders``, oldest first (the first folder holding a release wins)."""
+    found: dict[str, pathlib.Path] = {}
+    for folder in folders:
+        for path in folder.iterdir():
+            if (path / "deepspeed").is_dir():
+                found.setdefault(path.name, path)
+    return [found[name] for name in sorted(found, key=lambda name: tuple(int(x) for x in name.split(".")))]
+
+
+def _sharing(release: str) -> str:
+    """The other releases that share ``release``'s entry, as runs ("0.16.6-0.16.8")."""
+    from zeroadvisor.deepspeed import releases
+
+    others = [v for v in releases.known() if v != release and releases.reads_as(v) == releases.reads_as(release)]
+    return releases.span(others) if others else ""
+
+
+def _standing_for(versions: list[str]) -> str:
+    """The releases the rows of ``versions`` stand for (each with those sharing its entry), as runs."""
+    from zeroadvisor.deepspeed import releases
+
+    shared = {releases.reads_as(v) for v in versions}
+    return releases.span(v for v in releases.known() if releases.reads_as(v) in shared)
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    """benchmarks/releases.md from the rows (benchmarks/releases.json)."""
+    lines = ["# lint --deepspeed-version V against release V's own parser", "",
+             ("Written by `python benchmarks/releases.py --corpus --write`; cases: benchmarks/release_cases.py "
+              "(real configs with one release-sensitive change each) and every JSON config of the corpus, \"auto\" "
+              "filled as the Hugging Face Trainer fills it, linted at the oracle's world size (--gpus 1)."), "",
+             ("A release stands for the releases that share its entry (the same configuration code: "
+              "docs/deepspeed-releases.md), named in the second column."), "",
+             "| release | and | configs | agree | disagree |", "|---|---|---:|---:|---:|"]
+    lines += [f"| {r['release']} | {_sharing(r['release'])} | {r['files']} | {r['agree']} | {len(r['disagree'])} |"
+              for r in rows]
+    missed: dict[tuple[str, str, str], list[str]] = {}
+    for r in rows:
+        for miss in r["disagree"]:
+            said = "; ".join(miss["lint_errors"]) or "no error"
+            missed.setdefault((miss["file"], str(miss["release_error"]), said), []).append(r["release"])
+    if missed:
+        lines += ["", "## Disagreements", "", "| config | releases | release says | lint says |",
+                  "|---|---|---|---|"]
+        lines += [f"| {_cell(name)} | {_cell(_standing_for(versions))} | {_cell(error)} | {_cell(said)} |"
+                  for (name, error, said), versions in sorted(missed.items())]
+    return "\n".join(lines) + "\n"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--releases-dir", type=pathlib.Path, default=DEFAULT_DIR)
+    parser.add_argument("--releases-dir", type=pathlib.Path, action="append",
+                        help=f"a folder of installed releases (repeatable; default {DEFAULT_DIR})")
     parser.add_argument("--corpus", action="store_true", help="also every JSON config of the corpus as it is")
     parser.add_argument("--only", nargs="*", help="these releases only")
     parser.add_argument("--write", action="store_true")
     args = parser.parse_args()
-    installed = sorted((p for p in args.releases_dir.iterdir() if (p / "deepspeed").is_dir()),
-                       key=lambda p: tuple(int(x) for x in p.name.split(".")))
+    installed = installed_releases(args.releases_dir or [DEFAULT_DIR])
     releases: list[pathlib.Path | None] = [*installed, None]  # None: the venv's DeepSpeed, the latest
     if args.only:
         releases = [p for p in releases if (p.name if p else "latest") in args.only]
@@ -146,23 +197,7 @@ def main() -> int:
             print(f"         {miss['file']}: release says {miss['release_error']}; lint: {miss['lint_errors']}")
     if args.write:
         (HERE / "releases.json").write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
-        lines = ["# lint --deepspeed-version V against release V's own parser", "",
-                 ("Written by `python benchmarks/releases.py --corpus --write`; cases: benchmarks/release_cases.py "
-                  "(real configs with one release-sensitive change each) and every JSON config of the corpus, \"auto\" "
-                  "filled as the Hugging Face Trainer fills it, linted at the oracle's world size (--gpus 1)."), "",
-                 "| release | configs | agree | disagree |", "|---|---:|---:|---:|"]
-        lines += [f"| {r['release']} | {r['files']} | {r['agree']} | {len(r['disagree'])} |" for r in rows]
-        missed: dict[tuple[str, str, str], list[str]] = {}
-        for r in rows:
-            for miss in r["disagree"]:
-                said = "; ".join(miss["lint_errors"]) or "no error"
-                missed.setdefault((miss["file"], str(miss["release_error"]), said), []).append(r["release"])
-        if missed:
-            lines += ["", "## Disagreements", "", "| config | releases | release says | lint says |",
-                      "|---|---|---|---|"]
-            lines += [f"| {_cell(name)} | {_cell(', '.join(versions))} | {_cell(error)} | {_cell(said)} |"
-                      for (name, error, said), versions in sorted(missed.items())]
-        (HERE / "releases.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        (HERE / "releases.md").write_text(markdown(rows), encoding="utf-8")
     return 0 if all(not row["disagree"] for row in rows) else 1
 
 

@@ -145,6 +145,8 @@ def test_unusable_pin_is_a_one_line_usage_error(project, cli):
     ({"train_batch_size": 8, "fp16": {"enabled": True, "loss_scale": 0, "loss_scale_window": 0}}, "ZA504", "0.19.3"),
     ({"train_batch_size": 8, "fp16": {"enabled": True, "loss_scale": 0, "min_loss_scale": 0}}, "ZA504", "0.19.3"),
     ({"train_batch_size": 8, "gradient_allreduce_op": "sum", "zero_optimization": {"stage": 3}}, "ZA904", "0.19.6"),
+    ({"train_batch_size": 8, "managed_gradient_accumulation": False,
+      "zero_optimization": {"stage": 1, "overlap_comm": True}}, "ZA404", "0.19.4"),
 ])
 def test_checks_new_in_a_release_apply_from_it(config, code, rejected_from):
     """What 0.19.8 rejects and 0.19.2 (or 0.19.5) accepts: an error from the release that added the check."""
@@ -154,3 +156,64 @@ def test_checks_new_in_a_release_apply_from_it(config, code, rejected_from):
                  if f.severity == "error"}
         expected = tuple(int(x) for x in version.split(".")) >= tuple(int(x) for x in rejected_from.split("."))
         assert (code in codes) == expected, version
+
+
+ZENFLOW = {"train_batch_size": 8, "zero_optimization": {"stage": 2, "zenflow": {"topk_ratio": 0.05}}}
+
+
+def test_a_key_added_in_a_patch_release_is_refused_before_it(project, cli):
+    """ZenFlow came in 0.17.5 (runtime/zero/config.py); 0.17.0-0.17.4 forbid unknown zero_optimization keys."""
+    config = _write(project, ZENFLOW)
+    done = cli("lint", str(config), "--deepspeed-version", "0.17.2")
+    assert done.returncode == 1
+    assert "ZA101" in done.stdout and "DeepSpeed 0.17.2 does not have 'zenflow'" in done.stdout
+    assert "added in 0.17.5" in done.stdout
+    assert cli("lint", str(config), "--deepspeed-version", "0.17.5").returncode == 0
+    # a range names the patch releases that refuse it, compactly
+    ranged = cli("lint", str(config), "--deepspeed-version", ">=0.17.0,<0.18")
+    assert ranged.returncode == 1 and "DeepSpeed 0.17.0-0.17.4 does not have 'zenflow'" in ranged.stdout
+
+
+def test_compile_is_ignored_by_releases_without_a_compile_config(project, cli):
+    """0.14.4-0.16.5 have no compile configuration (0.13.2-0.14.3 had one, 0.16.6 brought it back): runtime/config.py
+    reads the top level with dict.get, so the section is silently ignored, which lint says (ZA103)."""
+    config = _write(project, {"train_batch_size": 8, "compile": {"deepcompile": True}})
+    done = cli("lint", str(config), "--deepspeed-version", "0.14.5", "--format", "json")
+    found = [f for f in json.loads(done.stdout)["findings"] if f["pointer"] == "/compile"]
+    assert [f["code"] for f in found] == ["ZA103"], found
+    assert "ignores" in found[0]["message"]
+    for reading in ("0.14.3", "0.16.6"):
+        later = cli("lint", str(config), "--deepspeed-version", reading, "--format", "json")
+        assert not [f for f in json.loads(later.stdout)["findings"] if f["pointer"] == "/compile"], reading
+
+
+def test_a_patch_pin_reads_that_patch_release(project, cli):
+    (project / "requirements.txt").write_text("deepspeed==0.16.3\n")
+    config = _write(project, ZENFLOW)
+    found = choice.choose_release(flag=None, config_path=str(config))
+    assert (found.origin, found.releases, found.notes) == ("pin", ("0.16.3",), ())
+    assert releases.reads_as("0.16.3") == "0.16.3"  # its configuration code differs from 0.16.2's and 0.16.4's
+    done = cli("lint", str(config))
+    assert "DeepSpeed 0.16.3 does not have 'zenflow'" in done.stdout
+
+
+MUON = {"train_batch_size": 8, "optimizer": {"type": "Muon", "params": {"lr": 0.02}}}
+
+
+@pytest.mark.parametrize(("zero", "refusing"), [
+    # runtime/engine.py asserts stage <= 2 (0.17.6-0.18.8); stage3.py refuses reduce_scatter (0.18.9+, default true)
+    ({"stage": 3}, ("0.17.6", "0.19.8")),
+    ({"stage": 3, "reduce_scatter": False}, ("0.17.6", "0.18.8")),
+    # runtime/zero/stage_1_and_2.py: reduce_scatter with optimizer offload (0.19.3-0.19.7)
+    ({"stage": 2, "offload_optimizer": {"device": "cpu"}}, ("0.19.3", "0.19.7")),
+    ({"stage": 2}, None),
+])
+def test_muon_refusals_follow_each_release(zero, refusing):
+    config = {**MUON, "zero_optimization": zero}
+    for version in releases.known()[releases.known().index("0.17.0"):]:
+        codes = {f.code for f in zeroadvisor.lint(config=config, deepspeed_version=version).findings
+                 if f.severity == "error"}
+        key = releases.version_key(version)
+        expected = refusing is not None and releases.version_key(refusing[0]) <= key <= releases.version_key(
+            refusing[1])
+        assert ("ZA709" in codes) == expected, version

@@ -10,12 +10,15 @@ model of that name, if it has one, read field by field (pydantic 1 ``__fields__`
 ``model_fields``: names, aliases, annotations, defaults, ge/gt/le/lt, deprecations, extra=forbid);
 a section with no model is read with ``dict.get`` by that release. Then:
 
-- which of the latest schema's top-level keys the release's source names at all (a key no file of the
-  release spells is silently ignored by it: runtime/config.py reads the top level with ``dict.get``);
+- which of the latest schema's top-level keys the release's source names as a string, other than as an
+  attribute name or a docstring (a key no file of the release spells is silently ignored by it:
+  runtime/config.py reads the top level with ``dict.get``; tools/ds_release_sources.py);
 - the release's top-level defaults (``<KEY>_DEFAULT`` in runtime/constants.py and friends);
 - probes: small configs read by the release's own ``DeepSpeedConfig`` for what code alone does not
   show (a removed section refused; "auto" in a dict.get precision section counting as true; pydantic's
-  coercion of "1", 1.5 and "yes"; the launch-time checks tools/gen_releases.py lists).
+  coercion of "1", 1.5 and "yes"; the launch-time checks tools/gen_releases.py lists);
+- launch-time checks of the engine and the ZeRO optimizers, by their patterns in the source
+  (tools/ds_release_sources.py LAUNCH_CHECKS), and the files every model read comes from.
 """
 
 from __future__ import annotations
@@ -28,7 +31,6 @@ import json
 import logging
 import math
 import pathlib
-import re
 import sys
 import types
 import typing
@@ -40,6 +42,7 @@ SCHEMA = TOOLS.parent / "zeroadvisor" / "schemas" / "ds_config.schema.json"
 sys.path.insert(0, str(TOOLS))
 
 import ds_release_oracle  # noqa: E402  (needs TOOLS on sys.path)
+import ds_release_sources  # noqa: E402
 
 MISSING = object()
 
@@ -220,7 +223,8 @@ def section_pointers(schema: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-def sections(schema: dict[str, Any]) -> dict[str, Any]:
+def sections(schema: dict[str, Any], read: set[type]) -> dict[str, Any]:
+    """Each section's model facts, by pointer; every DeepSpeed class they come from is added to ``read``."""
     out: dict[str, Any] = {}
     for pointer, dotted in section_pointers(schema).items():
         model = find_model(dotted)
@@ -229,6 +233,7 @@ def sections(schema: dict[str, Any]) -> dict[str, Any]:
         stack = [(pointer, model)]
         while stack:
             where, cls = stack.pop()
+            read.update(k for k in cls.__mro__ if k.__module__.startswith("deepspeed"))
             facts = model_facts(cls)
             for name, sub in facts.pop("_nested").items():
                 stack.append((f"{where}/{facts['fields'][name].get('alias', name)}", sub))
@@ -236,12 +241,15 @@ def sections(schema: dict[str, Any]) -> dict[str, Any]:
     return dict(sorted(out.items()))
 
 
-def source_literals(package: pathlib.Path) -> set[str]:
-    words: set[str] = set()
-    for path in package.rglob("*.py"):
-        with contextlib.suppress(OSError, UnicodeDecodeError):
-            words.update(re.findall(r"""["']([A-Za-z_][A-Za-z0-9_]*)["']""", path.read_text(encoding="utf-8")))
-    return words
+def source_files(classes: set[type], root: pathlib.Path) -> list[str]:
+    """The files (relative to the folder holding deepspeed/) the classes are defined in: tools/gen_releases.py
+    checks each is one ds_release_sources.py fingerprints, so releases that share a fingerprint share them."""
+    files = set()
+    for cls in classes:
+        path = getattr(sys.modules.get(cls.__module__), "__file__", None)
+        if path is not None:
+            files.add(pathlib.Path(path).resolve().relative_to(root.resolve()).as_posix())
+    return sorted(files)
 
 
 def top_level_defaults(keys: list[str]) -> dict[str, Any]:
@@ -312,26 +320,6 @@ def probes(config_class: type, schema: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-# Launch-time checks the linter mirrors that the engine, a scheduler or an optimizer makes after the config
-# is parsed (so no DeepSpeedConfig probe sees them): (file under deepspeed/, a pattern in that file's source,
-# what its presence means).
-LAUNCH_CHECKS = {
-    # runtime/lr_schedules.py WarmupLR.__init__: old releases clamp the warm-up to at least 2 steps
-    "warmup-steps-clamped": ("runtime/lr_schedules.py", r"max\(2,\s*warmup_num_steps\)"),
-}
-
-
-def launch_checks(package: pathlib.Path) -> dict[str, bool]:
-    out = {}
-    for name, (relative, pattern) in LAUNCH_CHECKS.items():
-        try:
-            text = (package / relative).read_text(encoding="utf-8")
-        except OSError:
-            text = ""
-        out[name] = re.search(pattern, text) is not None
-    return out
-
-
 def main() -> int:
     schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
     ds_release_oracle.choose_accelerator()
@@ -344,17 +332,19 @@ def main() -> int:
     import pydantic
 
     package = pathlib.Path(deepspeed.__file__).parent
-    literals = source_literals(package)
     keys = list(schema["properties"])
+    read: set[type] = set()
     facts = {
         "release": deepspeed.__version__.split("+")[0],
         "pydantic": pydantic.VERSION,
-        "sections": sections(schema),
-        "top_level_read": sorted(k for k in keys if k in literals),
+        "sections": sections(schema, read),
+        "top_level_read": ds_release_sources.top_level_read(package.parent, keys),
         "top_level_defaults": top_level_defaults(keys),
         "probes": probes(DeepSpeedConfig, schema),
-        "launch_checks": launch_checks(package),
+        "launch_checks": ds_release_sources.launch_checks(package.parent),
     }
+    facts["model_files"] = [*source_files(read, package.parent), "deepspeed/runtime/constants.py",
+                            "deepspeed/runtime/config.py"]  # the defaults' and DeepSpeedConfig's own files
     json.dump(facts, sys.stdout, indent=1, sort_keys=True)
     print()
     return 0

@@ -10,9 +10,9 @@ DS_BUILD_OPS=0). A release is imported by putting its folder first on PYTHONPATH
 (tools/ds_release_oracle.py does that); everything else comes from the venv (torch, hjson, psutil, ...).
 
 What the older releases need beside them, installed into the same folder so the venv stays as it is:
-- releases before 0.14 need numpy < 2 (their code uses names numpy 2 removed, e.g. ``np.BUFSIZE``
+- releases before 0.14.4 need numpy < 2 (their code uses names numpy 2 removed, e.g. ``np.BUFSIZE``
   through ``torch.from_numpy`` users and ``np.bool8``): numpy 1.26.4;
-- releases before 0.11 require ``pydantic<2.0.0`` and use the v1 API directly (0.11-0.14 go through
+- releases before 0.11.2 require ``pydantic<2.0.0`` and use the v1 API directly (0.11.2-0.14 go through
   ``deepspeed/pydantic_v1.py``, which finds ``pydantic.v1``): pydantic 1.10.26;
 - releases before 0.14 import ``log`` and ``_get_socket_with_port`` from
   ``torch.distributed.elastic.agent.server.api`` (deepspeed/elasticity/elastic_agent.py), which
@@ -41,8 +41,8 @@ DEFAULT_INTO = pathlib.Path(__file__).resolve().parent.parent / ".venv" / "deeps
 
 # (first release that does not need it, requirement installed beside the older ones)
 COMPANIONS = (
-    ((0, 14), "numpy==1.26.4"),
-    ((0, 11), "pydantic==1.10.26"),
+    ((0, 14, 4), "numpy==1.26.4"),  # 0.14.1-0.14.3 still import numpy.BUFSIZE (autotuning/scheduler.py)
+    ((0, 11, 2), "pydantic==1.10.26"),  # 0.11.0 and 0.11.1 still require pydantic<2 and use its v1 API
 )
 
 
@@ -56,7 +56,7 @@ def install(version: str, into: pathlib.Path) -> pathlib.Path:
         return target
     env = {**os.environ, "DS_BUILD_OPS": "0", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
     pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target)]
-    extra = [req for first, req in COMPANIONS if version_tuple(version)[:2] < first]
+    extra = [req for first, req in COMPANIONS if version_tuple(version) < first]
     if extra:
         subprocess.run([*pip, *extra], check=True, env=env)
     # setup.py imports deepspeed itself (its version and op builders), so the build sees the
@@ -76,10 +76,20 @@ def main() -> int:
     versions = [*args.versions, *(CI_RELEASES if args.ci else ())]
     if not versions:
         parser.error("name the releases to install, or --ci")
-    # each release goes to its own folder, so the pip processes never share a target
+    failed = []
+    # each release goes to its own folder, so the pip processes never share a target; one that fails to
+    # build is reported at the end and the others still install
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        for target in pool.map(lambda version: install(version, args.into), versions):
-            print(target)
+        futures = {version: pool.submit(install, version, args.into) for version in versions}
+        for version, future in futures.items():
+            try:
+                print(future.result(), flush=True)
+            except subprocess.CalledProcessError as err:
+                failed.append(version)
+                print(f"DeepSpeed {version}: pip exited with {err.returncode}", file=sys.stderr, flush=True)
+    if failed:
+        print(f"not installed: {', '.join(failed)}", file=sys.stderr)
+        return 1
     return 0
 
 

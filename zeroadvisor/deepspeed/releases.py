@@ -1,11 +1,13 @@
-"""What each DeepSpeed release from 0.9 to 0.19 reads, from the committed zeroadvisor/schemas/ds_releases.json.
+"""What each DeepSpeed release from 0.9.0 to 0.19.8 reads, from the committed zeroadvisor/schemas/ds_releases.json.
 
-The latest release's schema (ds_config.schema.json) is the one full schema; every other release is a merge
-patch over it, generated from that release's own code and parser (tools/gen_releases.py). ``patch`` gives a
-release's patch; the schema module applies it (``schema.of_release``) and serves the whole schema to every
-reader (the lint walk, the rules, the memory model's defaults) while a release is active
-(``schema.reading_as``). ``behaviour`` holds what a schema cannot say (the string "auto" switching fp16 on
-before 0.17, checks added in a patch release).
+Every release pip serves is known, patch by patch. Releases whose configuration code is the same (one source
+fingerprint, tools/ds_release_sources.py) share one entry: the others say ``same_as`` it. The latest
+release's schema (ds_config.schema.json) is the one full schema; every other entry is a merge patch over the
+schema of the next newer entry (``base``), generated from that release's own code and parser
+(tools/gen_releases.py). ``patch`` and ``base`` give an entry's patch and what it patches; the schema module
+applies them (``schema.of_release``) and serves the whole schema to every reader (the lint walk, the rules, the
+memory model's defaults) while a release is active (``schema.reading_as``). ``behaviour`` holds what a schema
+cannot say (the string "auto" switching fp16 on before 0.17, checks added in a patch release).
 """
 
 from __future__ import annotations
@@ -34,6 +36,11 @@ class Behaviour:
     fp16_min_loss_scale_checked: bool  # min_loss_scale <= 0 refused with dynamic loss scaling
     allreduce_sum_zero3_refused: bool  # gradient_allreduce_op "sum" refused with ZeRO-3
     partial_offload_stage_checked: bool  # offload_optimizer.ratio < 1 refused below ZeRO-3
+    muon_zero3_refused: bool  # the Muon optimizer asserts ZeRO stage <= 2 (engine)
+    muon_reduce_scatter_zero3_refused: bool  # Muon with zero_optimization.reduce_scatter at ZeRO-3 (stage3.py)
+    muon_reduce_scatter_offload_refused: bool  # Muon with reduce_scatter and optimizer offload at ZeRO-1/2
+    unmanaged_accumulation_offload_refused: bool  # managed_gradient_accumulation false with ZeRO offload
+    unmanaged_accumulation_amp_refused: bool  # managed_gradient_accumulation false with Apex AMP
 
 
 @cache
@@ -63,8 +70,14 @@ def behaviour(version: str) -> Behaviour:
 
 
 def patch(version: str) -> dict[str, Any]:
-    """One release's merge patch over the latest schema (schema.of_release applies it)."""
+    """One release's merge patch over the schema of its ``base`` (schema.of_release applies it)."""
     found: dict[str, Any] = _entry(version)["patch"]
+    return found
+
+
+def base(version: str) -> str | None:
+    """The release whose whole schema ``patch(version)`` patches; None: the latest schema."""
+    found: str | None = _entry(version).get("base")
     return found
 
 
@@ -72,7 +85,18 @@ def releases_knowing(pointer: str) -> tuple[str, ...] | None:
     """The releases that read the key at ``pointer`` (object keys from the root), when not every release does;
     None where every known release reads it (or none does)."""
     having = _data()["history"].get(pointer)
-    return tuple(having) if having is not None else None
+    return _expand(having) if having is not None else None
+
+
+@cache
+def _expand(spans: str) -> tuple[str, ...]:
+    """ "0.10.0-0.13.1, 0.16.6-0.19.8" (the history's runs of consecutive known releases) as the releases."""
+    order = known()
+    out: list[str] = []
+    for run in spans.split(", "):
+        first, _, last = run.partition("-")
+        out.extend(order[order.index(first):order.index(last or first) + 1])
+    return tuple(out)
 
 
 def span(versions: Iterable[str]) -> str:
@@ -196,8 +220,36 @@ def matching(specifier: str) -> Resolved:
 
 
 def _entry(version: str) -> dict[str, Any]:
+    """The release's entry, or the entry of the release it reads configs as (``same_as``: the same source)."""
     try:
         entry: dict[str, Any] = _data()["releases"][version]
     except KeyError:
         raise KeyError(f"no knowledge of DeepSpeed {version}") from None
+    if "same_as" in entry:
+        shared: dict[str, Any] = _data()["releases"][entry["same_as"]]
+        return shared
     return entry
+
+
+def reads_as(version: str) -> str:
+    """The release whose entry ``version`` shares (itself where it has its own)."""
+    shared: str = _data()["releases"][version].get("same_as", version)
+    return shared
+
+
+@cache
+def _run_starts() -> dict[str, str]:
+    starts: dict[str, str] = {}
+    start, shared = "", ""
+    for version in known():
+        if reads_as(version) != shared:
+            start, shared = version, reads_as(version)
+        starts[version] = start
+    return starts
+
+
+def reads_like(version: str) -> str:
+    """The first release of the run of consecutive known releases that share ``version``'s entry. The rules say the
+    same of every release of a run, but for its name: their words depend on the entry and on which releases before
+    and after know a key, and no release of another entry lies between two of one run."""
+    return _run_starts()[version]

@@ -54,8 +54,10 @@ def load(name: str = SCHEMA_FILE) -> dict[str, Any]:
 
 @cache
 def of_release(version: str) -> dict[str, Any]:
-    """The whole schema of one release: the latest schema with that release's merge patch applied."""
-    patched: dict[str, Any] = apply(load_latest(), releases.patch(version))
+    """The whole schema of one release: its entry's merge patch applied to the schema of the entry it patches
+    (the next newer entry; the latest schema for the newest)."""
+    based_on = releases.base(version)
+    patched: dict[str, Any] = apply(of_release(based_on) if based_on else load_latest(), releases.patch(version))
     return patched
 
 

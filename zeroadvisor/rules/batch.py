@@ -9,6 +9,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from zeroadvisor.config import merge_patch as patch
+from zeroadvisor.deepspeed import releases, schema
 from zeroadvisor.deepspeed.settings import GAS, MBS, TBS, BatchCounts
 from zeroadvisor.lint.findings import Severity
 from zeroadvisor.lint.rule import Example, Hit, Rule
@@ -177,4 +178,59 @@ NO_BATCH_SIZE = Rule(
     source="deepspeed/runtime/config.py _configure_train_batch_size",
 )
 
-RULES = (BATCH_SIZE_MISMATCH, BATCH_SIZE_NOT_POSITIVE, NO_BATCH_SIZE)
+def _unmanaged(ctx: Context) -> Iterator[Hit]:
+    """managed_gradient_accumulation false: the engine's asserts, in every release that reads the key (0.19.4+,
+    each checked in its runtime/engine.py _do_sanity_check)."""
+    if ctx.get("/managed_gradient_accumulation") is not False or schema.node("managed_gradient_accumulation") is None:
+        return  # the default (true), or a release that does not read the key (ignored-key says so)
+    release = releases.label(schema.active_release())
+    overlap = ctx.get("/zero_optimization/overlap_comm")
+    overlap = overlap if isinstance(overlap, bool) else ctx.stage == 3  # None: true only at stage 3 (zero/config.py)
+    if overlap and (ctx.stage or 0) < 2:
+        yield Hit("/managed_gradient_accumulation",
+                  f"managed_gradient_accumulation false with overlap_comm at ZeRO stage {ctx.stage or 0}: {release} "
+                  "asserts \"managed_gradient_accumulation=False supports ZeRO overlap_comm only with ZeRO stage 2\" "
+                  "at launch; set zero_optimization.overlap_comm to false, or use stage 2", at="value")
+    if ctx.get("/compile/deepcompile") is True:
+        yield Hit("/managed_gradient_accumulation",
+                  f"managed_gradient_accumulation false with DeepCompile: {release} asserts "
+                  "\"managed_gradient_accumulation=False is not supported with DeepCompile\" at launch", at="value")
+    refuses = releases.behaviour(schema.active_release())  # checks only some of these releases make
+    offloaded = [name for name, on in (("optimizer state", ctx.deepspeed.offload_optimizer.on),
+                                       ("parameter", ctx.deepspeed.offload_param.on)) if on]
+    if offloaded and refuses.unmanaged_accumulation_offload_refused:
+        yield Hit("/managed_gradient_accumulation",
+                  f"managed_gradient_accumulation false with ZeRO {offloaded[0]} offload: {release} asserts "
+                  f"\"managed_gradient_accumulation=False is not supported with ZeRO {offloaded[0]} offload\" at "
+                  "launch", at="value")
+    amp = ctx.get("/amp")
+    if isinstance(amp, dict) and amp.get("enabled") is True and refuses.unmanaged_accumulation_amp_refused:
+        yield Hit("/managed_gradient_accumulation",
+                  f"managed_gradient_accumulation false with Apex AMP: {release} asserts "
+                  "\"managed_gradient_accumulation=False is not supported with Apex AMP\" at launch", at="value")
+
+
+UNMANAGED_ACCUMULATION_REFUSED = Rule(
+    code="ZA404",
+    name="unmanaged-accumulation-refused",
+    severity=Severity.ERROR,
+    summary="managed_gradient_accumulation false with a feature the engine refuses it with (overlap_comm below "
+            "ZeRO-2, DeepCompile, ...).",
+    explanation=(
+        "With managed_gradient_accumulation false (DeepSpeed 0.19.4) the training script accumulates gradients "
+        "itself; the engine then asserts that overlap_comm is used only at ZeRO stage 2 or 3 and that DeepCompile "
+        "is off (and that there is no pipeline, which the config does not show); 0.19.4 also refuses ZeRO "
+        "offload, and 0.19.4-0.19.7 Apex AMP. DeepSpeedConfig accepts the config: the run fails when "
+        "deepspeed.initialize builds the engine."
+    ),
+    check=_unmanaged,
+    examples=(
+        Example('{"train_batch_size": 8, "managed_gradient_accumulation": false, '
+                '"zero_optimization": {"stage": 1, "overlap_comm": true}}', fails=True),
+        Example('{"train_batch_size": 8, "managed_gradient_accumulation": false, '
+                '"zero_optimization": {"stage": 2, "overlap_comm": true}}', fails=False),
+    ),
+    source="deepspeed/runtime/engine.py _do_sanity_check (0.19.4+)",
+)
+
+RULES = (BATCH_SIZE_MISMATCH, BATCH_SIZE_NOT_POSITIVE, NO_BATCH_SIZE, UNMANAGED_ACCUMULATION_REFUSED)

@@ -72,9 +72,16 @@ def by_release(doc: Document, options: LintOptions, rules: list[Rule]) -> list[F
     "fix" never change what one of the pinned releases reads."""
     chosen = options.releases or (releases.latest(),)
     runs: dict[str, list[Finding]] = {}
+    shared: dict[str, tuple[str, list[Finding]]] = {}  # releases.reads_like -> (the release read as, its findings)
     for version in chosen:
-        with schema.reading_as(version):
-            runs[version] = run_rules(Context(doc, options), rules)
+        like = releases.reads_like(version)  # a pin range admits dozens of patch releases, most sharing an entry
+        if like not in shared:
+            with schema.reading_as(version):
+                shared[like] = (version, run_rules(Context(doc, options), rules))
+        read_as, found = shared[like]
+        runs[version] = found if read_as == version else [
+            dataclasses.replace(f, message=f.message.replace(releases.label(read_as), releases.label(version)))
+            for f in found]
     if len(chosen) == 1:
         return runs[chosen[0]]
     groups: dict[tuple[str, str, int | None, int | None, str], tuple[Finding, list[str]]] = {}

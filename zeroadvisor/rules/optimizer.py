@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from zeroadvisor.config import merge_patch as patch
 from zeroadvisor.deepspeed import effective as dsconfig
-from zeroadvisor.deepspeed import schema
+from zeroadvisor.deepspeed import releases, schema
 from zeroadvisor.lint.findings import Severity
 from zeroadvisor.lint.rule import Example, Hit, Rule
 
@@ -328,5 +328,61 @@ LAMB_STATIC_LOSS_SCALE = Rule(
     source="deepspeed/runtime/engine.py _do_sanity_check; dynamic_loss_scale()",
 )
 
+_REDUCE_SCATTER = "/zero_optimization/reduce_scatter"
+
+
+def _muon_refused(ctx: Context) -> Iterator[Hit]:
+    """The combinations the active release's engine or ZeRO optimizer refuses with Muon, each in its own words
+    (behaviour flags generated from the release's source: tools/ds_release_sources.py LAUNCH_CHECKS)."""
+    if ctx.deepspeed.optimizer_type != "muon":
+        return
+    refuses = releases.behaviour(schema.active_release())
+    release = releases.label(schema.active_release())
+    # zero_optimization.reduce_scatter defaults to true in every release that has Muon
+    scatter = ctx.get(_REDUCE_SCATTER) is not False
+    at_scatter = _REDUCE_SCATTER if ctx.has(_REDUCE_SCATTER) else _type_pointer("optimizer")
+    if ctx.stage == 3 and refuses.muon_zero3_refused:
+        yield Hit(_type_pointer("optimizer"),
+                  f"the Muon optimizer at ZeRO stage 3: {release} asserts \"Muon optimizer is not yet compatible "
+                  "with ZeRO Stage 3\" when it builds the optimizer; use stage 1 or 2, or a later release",
+                  at="value")
+    elif ctx.stage == 3 and scatter and refuses.muon_reduce_scatter_zero3_refused:
+        default = "" if ctx.has(_REDUCE_SCATTER) else " (zero_optimization.reduce_scatter defaults to true)"
+        yield Hit(at_scatter,
+                  f"the Muon optimizer with reduce_scatter at ZeRO stage 3{default}: {release} raises \"Muon and "
+                  "reduce scatter cannot be used together\" when it builds the ZeRO-3 optimizer; set "
+                  "zero_optimization.reduce_scatter to false", fix=patch.at(_REDUCE_SCATTER, False), at="value")
+    elif (ctx.stage in (1, 2) and scatter and ctx.deepspeed.offload_optimizer.on
+          and refuses.muon_reduce_scatter_offload_refused):
+        yield Hit(at_scatter,
+                  f"the Muon optimizer with reduce_scatter and optimizer offload at ZeRO stage {ctx.stage}: {release} "
+                  "raises \"Muon with reduce scatter does not support optimizer offload\"; set "
+                  "zero_optimization.reduce_scatter to false, or drop the offload",
+                  fix=patch.at(_REDUCE_SCATTER, False), at="value")
+
+
+MUON_COMBINATION_REFUSED = Rule(
+    code="ZA709",
+    name="muon-combination-refused",
+    severity=Severity.ERROR,
+    summary="The Muon optimizer with a ZeRO setting the release refuses at launch.",
+    explanation=(
+        "DeepSpeed accepts the config, then refuses Muon when it builds the optimizer: 0.17.6-0.18.8 assert "
+        "ZeRO stage <= 2; from 0.18.9 ZeRO-3 raises \"Muon and reduce scatter cannot be used together\" "
+        "unless zero_optimization.reduce_scatter is false (it defaults to true); 0.19.3-0.19.7 also refuse "
+        "reduce_scatter with optimizer offload at stages 1-2. Which release refuses what is read from each "
+        "release's source."
+    ),
+    check=_muon_refused,
+    examples=(
+        Example('{"train_batch_size": 8, "optimizer": {"type": "Muon", "params": {"lr": 0.02}}, '
+                '"zero_optimization": {"stage": 3}}', fails=True),
+        Example('{"train_batch_size": 8, "optimizer": {"type": "Muon", "params": {"lr": 0.02}}, '
+                '"zero_optimization": {"stage": 3, "reduce_scatter": false}}', fails=False),
+    ),
+    source="deepspeed/runtime/zero/stage3.py DeepSpeedZeroOptimizer_Stage3.__init__ (0.18.9+); runtime/engine.py "
+           "_configure_basic_optimizer (0.17.6-0.18.8); runtime/zero/stage_1_and_2.py (0.19.3-0.19.7)",
+)
+
 RULES = (PARAMS_NOT_ACCEPTED, MISSING_REQUIRED_PARAM, MAX_GRAD_NORM_IN_OPTIMIZER, UNKNOWN_OPTIMIZER,
-         ONEBIT_OPTIMIZER, UNTESTED_OPTIMIZER, UNKNOWN_SCHEDULER, LAMB_STATIC_LOSS_SCALE)
+         ONEBIT_OPTIMIZER, UNTESTED_OPTIMIZER, UNKNOWN_SCHEDULER, LAMB_STATIC_LOSS_SCALE, MUON_COMBINATION_REFUSED)
