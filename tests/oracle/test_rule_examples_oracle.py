@@ -24,8 +24,11 @@ NOT_REPLAYED = {"nvme-without-path", "pipeline-with-zero-2-3", "parallel-degree-
 
 # The Accelerate rules' examples are Accelerate launcher configs: accelerate, not DeepSpeed, rejects them, and
 # tests/oracle/test_accelerate_oracle.py judges them with accelerate's own launch code.
+# Rules whose examples the oracle cannot replay at all (it raises OracleBug for Muon): the reason, where they are
+# judged instead and the check that they are still out of its reach are test_rule_fixes_oracle.py NOT_REPLAYED's.
+OUT_OF_REACH = {"ZA709"}
 CASES = [(rule, i, ex) for rule in registry.LINT
-         if rule.severity is Severity.ERROR and rule.code not in ACCELERATE_CODES
+         if rule.severity is Severity.ERROR and rule.code not in ACCELERATE_CODES and rule.code not in OUT_OF_REACH
          for i, ex in enumerate(rule.examples) if not ex.options and rule.needs_data]
 
 
