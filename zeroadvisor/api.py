@@ -157,16 +157,18 @@ def lint(*paths: str | os.PathLike[str], text: str | None = None, config: Mappin
 
 def estimate(config: str | os.PathLike[str] | Mapping[str, Any] | None = None, *,
              model: str | os.PathLike[str] | ModelSpec | None = None, params: int | str | None = None,
-             gpus: int = 1, gpus_per_node: int | None = None, gpu: str | None = None,
+             gpus: int | None = None, gpus_per_node: int | None = None, gpu: str | None = None,
              gpu_memory: int | str | None = None, cpu_memory: int | str | None = None,
              nvme: int | str | None = None, headroom: float | str = "10%", accounting: str = "deepspeed",
              deepspeed_version: str | None = None, **training: Any) -> EstimateResult:
     """Estimate ZeRO memory for a config (a path or a dict; None: DeepSpeed's defaults, fp16 Adam).
 
     ``model``: a model description or a Hugging Face config.json (path), or ``params`` ("7B", 7e9 as
-    int); sizes are byte counts or strings such as "80GiB"; ``training``: the training-shape
-    keywords (seq_len, micro_batch, precision, stage, activation_checkpointing, ... as the flags);
-    ``deepspeed_version``: the DeepSpeed release whose defaults the estimate reads (as ``lint``).
+    int); ``gpus``: the data-parallel world size, needed as ``zeroadvisor estimate`` needs ``--gpus`` (the
+    partitions, and so the answer, depend on it; an Accelerate config's num_processes gives it too); sizes are
+    byte counts or strings such as "80GiB"; ``training``: the training-shape keywords (seq_len, micro_batch,
+    precision, stage, activation_checkpointing, ... as the flags); ``deepspeed_version``: the DeepSpeed release
+    whose defaults the estimate reads (as ``lint``).
 
     >>> zeroadvisor.estimate(params="7B", gpus=8, gpu="A100-SXM4-80GB").verdict
     """

@@ -72,7 +72,7 @@ def _typer_parameter(command: options.Command, param: options.Param) -> inspect.
     else:
         info = typer.Option(default, *param.flags, help=text, min=param.minimum,
                             metavar=param.choice_metavar or param.metavar,
-                            rich_help_panel=param.panel)
+                            rich_help_panel=param.panel, hidden=param.alias_of is not None)
     return inspect.Parameter(param.name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=_annotation(param))
 
 

@@ -67,9 +67,10 @@ def note(message: str) -> None:
 def _inputs(command: Command, v: Values) -> RunInputs:
     """The run's inputs from this command's parsed values, the project configuration and the files they name
     (zeroadvisor.inputs.run.build, the builder the Python API uses too)."""
+    from zeroadvisor.cli.options import merge_aliases
     from zeroadvisor.inputs.run import build
 
-    return build(command.name, v, spelling=command.spelling(), project=True)
+    return build(command.name, merge_aliases(command, v), spelling=command.spelling(), project=True)
 
 
 def lint(v: Values) -> ExitCode:

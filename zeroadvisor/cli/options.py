@@ -31,6 +31,8 @@ class Param:
     multiple: bool = False  # a positional taking many values, or an option given more than once
     required: bool = False
     metavar: str | None = None
+    # an old spelling kept working (hidden from --help): the parameter it gives, merged into it (merge_aliases)
+    alias_of: str | None = None
 
     @property
     def positional(self) -> bool:
@@ -86,6 +88,24 @@ class Command:
         """How messages name this command's inputs: a flag by its long form, an argument by its metavar."""
         return Spelling({p.name: p.flags[0].split("/")[0] if p.flags else (p.metavar or p.name.upper())
                          for p in self.params})
+
+
+def merge_aliases(command: Command, values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` with each old spelling's value moved to the parameter it is an alias of; both given and different
+    is a usage error (which one was meant is not known), the same value twice is that value."""
+    from zeroadvisor.inputs.errors import UsageError
+
+    merged = dict(values)
+    for alias in (p for p in command.params if p.alias_of is not None):
+        given = merged.pop(alias.name, None)
+        target = alias.alias_of or ""
+        if given is None:
+            continue
+        if merged.get(target) not in (None, given):
+            spelling = command.spelling()
+            raise UsageError(f"give {spelling.label(target)} or {alias.flags[0]}, not both")
+        merged[target] = given
+    return merged
 
 
 def _values(reference: str) -> list[str]:
@@ -255,7 +275,10 @@ LINT = Command("lint", "Lint DeepSpeed config files.", (
 ))
 
 ESTIMATE = Command("estimate", "Estimate memory per GPU and per node for every ZeRO stage and offload option.", (
-    Param("config", ("--config", "-c"), "The DeepSpeed config (default: fp16 Adam)."),
+    # positional, as lint and check take it; --config/-c, the spelling before, still works (hidden)
+    Param("config", help="The DeepSpeed config (default: DeepSpeed's defaults, fp16 Adam).", metavar="CONFIG"),
+    Param("config_flag", ("--config", "-c"), "The DeepSpeed config (the old spelling of CONFIG).",
+          alias_of="config"),
     MODEL, PARAMS, GPUS, GPUS_PER_NODE, GPU_MEMORY, GPU, CPU_MEMORY, NVME, HEADROOM, ACCOUNTING,
     _format("zeroadvisor.inputs.settings:ESTIMATE_FORMATS"),
     UNIT, SEQ_LEN, CHECKPOINTING, FLASH, EXPLAIN, DEEPSPEED_VERSION, *RUN_INPUTS, *PEFT_INPUTS, *THROUGHPUT_INPUTS,
