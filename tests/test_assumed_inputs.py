@@ -330,15 +330,15 @@ AUTO = '{"train_micro_batch_size_per_gpu": "auto", "bf16": {"enabled": "auto"}, 
 
 def test_estimate_json_and_text_show_the_assumptions(cli, tmp_path):
     (tmp_path / "ds.json").write_text(AUTO)
-    result = cli("estimate", "-c", tmp_path / "ds.json", "--params", "1B", "--gpus", "8", "-f", "json")
+    result = cli("estimate", tmp_path / "ds.json", "--params", "1B", "--gpus", "8", "-f", "json")
     assert result.returncode == 0, result.stderr
     assumed = {a["name"]: a for a in json.loads(result.stdout)["assumed"]}
     assert {"micro_batch_size", "precision", "zero_stage", "sequence_length", "optimizer"} <= set(assumed)
     assert set(assumed["micro_batch_size"]) == {"name", "value", "flag", "field", "pointer", "effect"}
     assert (assumed["micro_batch_size"]["value"], assumed["micro_batch_size"]["flag"]) == (1, "--micro-batch")
-    text = cli("estimate", "-c", tmp_path / "ds.json", "--params", "1B", "--gpus", "8").stdout
+    text = cli("estimate", tmp_path / "ds.json", "--params", "1B", "--gpus", "8").stdout
     assert "Assumed (not given" in text and "--micro-batch" in text
-    given = cli("estimate", "-c", tmp_path / "ds.json", "--params", "1B", "--gpus", "8", "-f", "json",
+    given = cli("estimate", tmp_path / "ds.json", "--params", "1B", "--gpus", "8", "-f", "json",
                 "--micro-batch", "4", "--precision", "fp32", "--stage", "2", "--seq-len", "512",
                 "--load-dtype", "bf16", "--no-meta-load", "--no-zero-init")
     data = json.loads(given.stdout)
@@ -351,7 +351,7 @@ def test_estimate_json_and_text_show_the_assumptions(cli, tmp_path):
 @pytest.mark.parametrize("command", ["estimate", "check"])
 def test_a_flag_the_config_contradicts_is_a_usage_error(cli, tmp_path, command):
     (tmp_path / "ds.json").write_text('{"train_micro_batch_size_per_gpu": 4, "bf16": {"enabled": true}}')
-    config = ["-c", tmp_path / "ds.json"] if command == "estimate" else [tmp_path / "ds.json"]
+    config = [tmp_path / "ds.json"]
     for flag in (["--micro-batch", "2"], ["--precision", "fp16"]):
         result = cli(command, *config, "--params", "1B", "--gpus", "8", "--gpu", "A100-SXM4-80GB", *flag)
         assert result.returncode == 2 and result.stdout == ""

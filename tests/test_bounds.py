@@ -41,7 +41,7 @@ def workdir(tmp_path, monkeypatch):
 ], ids=["1B", "under-1MiB", "headroom-zero-usable", "headroom-zero-usable-card", "gpus-per-node"])
 @pytest.mark.parametrize("command", ["check", "estimate"])
 def test_cluster_values_without_usable_memory_are_usage_errors(cli, workdir, command, args, expected):
-    config = ("ds.json",) if command == "check" else ("--config", "ds.json")
+    config = ("ds.json",)
     _usage_error(cli(command, *config, *MODEL, "--gpus", "8", *args), *expected)
 
 
@@ -174,7 +174,7 @@ def test_lint_with_a_sequence_parallel_size_past_the_float_range(cli, workdir, c
 def test_a_400_digit_value_is_a_finding_or_a_usage_error(cli, workdir, key, command):
     (workdir / "big.json").write_text(f'{{"train_micro_batch_size_per_gpu": 2, "{key}": {BEYOND_FLOAT}}}')
     args = {"lint": ("lint", "big.json", "--gpus", "8"), "check": ("check", "big.json", *MODEL, *CLUSTER),
-            "estimate": ("estimate", "--config", "big.json", *MODEL, *CLUSTER)}[command]
+            "estimate": ("estimate", "big.json", *MODEL, *CLUSTER)}[command]
     result = cli(*args)
     assert result.returncode in (0, 1, 2, 5), result.stderr
     assert "internal error" not in result.stderr and len(result.stderr.splitlines()) <= 1

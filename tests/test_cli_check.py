@@ -88,7 +88,7 @@ def test_estimate_text_and_json(cli, files):
     (("estimate", "--params", "7B", "--gpus", "8", "--gpu-memory", "1e308GB"),
      "--gpu-memory of about 10^317 bytes is more than any machine"),
     (("estimate", "--params", "7B", "--gpus", "8", "--gpu-memory", "1e999999999GB"), "is more than any machine has"),
-    (("estimate", "--params", "7B", "--gpus", "8", "--config", "nope.json"), "nope.json: no such file"),
+    (("estimate", "--params", "7B", "--gpus", "8", "nope.json"), "nope.json: no such file"),
     (("estimate", "--gpus", "8", "--model", "nope.yaml"), "nope.yaml: no such file"),
     (("check", "ds.json", "--params", "7B", "--gpus", "8"), "give the memory per GPU"),
     (("check", "ds.json", "--gpus", "8", "--gpu", "H100-SXM5-80GB"), "give exactly one of --model PATH or --params N"),
@@ -105,7 +105,7 @@ def test_bad_input_is_one_line_and_exit_2(cli, files, args, message):
 
 def test_estimate_of_a_config_the_model_cannot_use_is_exit_2(cli, files):
     (files / "bad.json").write_text('{"zero_optimization": {"stage": 3, "stage3_prefetch_bucket_size": "big"}}')
-    result = cli("estimate", "--params", "7B", "--gpus", "8", "--config", "bad.json", cwd=files)
+    result = cli("estimate", "--params", "7B", "--gpus", "8", "bad.json", cwd=files)
     assert result.returncode == 2
     assert result.stderr.startswith("zeroadvisor: bad.json:1:")
     assert "see 'zeroadvisor lint bad.json'" in result.stderr

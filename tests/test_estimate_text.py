@@ -144,7 +144,7 @@ def test_bars_are_proportional_to_the_rows_and_mark_the_card():
     (("--deepspeed-version", "0.16.9"), "0.16.9"),
     (("--deepspeed-version", "0.19.8"), "0.19.8"),
     (("--deepspeed-version", ">=0.16,<0.17"), "0.16.9"),  # a range: the newest of it, whose defaults are read
-    (("--config", "ds.json"), "0.16.9"),  # the pin beside the config (requirements.txt)
+    (("ds.json",), "0.16.9"),  # the pin beside the config (requirements.txt)
 ])
 def test_the_accounting_line_names_the_release_whose_defaults_were_read(cli, tmp_path, args, release):
     # issue 32 follow-up: it named the latest release (0.19.8) whatever release the estimate read

@@ -122,7 +122,7 @@ def test_the_scripts_deepspeed_config_is_checked_over_the_accelerate_config(cli,
 
 
 def test_estimate_of_an_accelerate_yaml_needs_no_gpus(cli, files):
-    result = cli("estimate", "--config", "acc.yaml", "--params", "7B", "--format", "json")
+    result = cli("estimate", "acc.yaml", "--params", "7B", "--format", "json")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["cluster"]["gpus"] == 16
 

@@ -278,7 +278,7 @@ def ds(tmp_path):
 
 @pytest.mark.parametrize("command", ["estimate", "check"])
 def test_cli_ambiguous_gpu_exits_2_listing_variants(cli, ds, command):
-    config = ["-c", ds] if command == "estimate" else [ds]
+    config = [ds]
     result = cli(command, *config, "--params", "7B", "--gpus", "8", "--gpu", "A100")
     assert result.returncode == 2 and "Traceback" not in result.stderr
     lines = result.stderr.strip().splitlines()
@@ -287,13 +287,13 @@ def test_cli_ambiguous_gpu_exits_2_listing_variants(cli, ds, command):
 
 
 def test_cli_json_and_text_name_the_card(cli, ds):
-    result = cli("estimate", "-c", ds, "--params", "7B", "--gpus", "8", "--gpu", "rtx_4090", "-f", "json")
+    result = cli("estimate", ds, "--params", "7B", "--gpus", "8", "--gpu", "rtx_4090", "-f", "json")
     assert result.returncode == 0, result.stderr
     gpu = json.loads(result.stdout)["cluster"]["gpu"]
     assert gpu["name"] == "RTX-4090" and gpu["memory_bytes"] == 24564 * MIB and gpu["dense_tflops"] == 165.2
-    text = cli("estimate", "-c", ds, "--params", "7B", "--gpus", "8", "--gpu", "rtx_4090").stdout
+    text = cli("estimate", ds, "--params", "7B", "--gpus", "8", "--gpu", "rtx_4090").stdout
     assert "RTX-4090" in text
-    bare = cli("estimate", "-c", ds, "--params", "7B", "--gpus", "8", "--gpu-memory", "24GB", "-f", "json")
+    bare = cli("estimate", ds, "--params", "7B", "--gpus", "8", "--gpu-memory", "24GB", "-f", "json")
     assert json.loads(bare.stdout)["cluster"]["gpu"] is None
 
 

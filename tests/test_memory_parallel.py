@@ -242,7 +242,7 @@ def test_the_flags_reach_the_estimate_and_the_json(cli, tmp_path):
 def test_flag_against_config_and_bad_layout_are_usage_errors(cli, tmp_path):
     config = tmp_path / "ds.json"
     config.write_text('{"tensor_parallel": {"autotp_size": 2}, "train_micro_batch_size_per_gpu": 1}')
-    conflict = cli("estimate", "--config", str(config), "--params", "7B", "--gpus", "8", "--tensor-parallel", "4")
+    conflict = cli("estimate", str(config), "--params", "7B", "--gpus", "8", "--tensor-parallel", "4")
     assert conflict.returncode == 2 and "autotp_size = 2" in conflict.stderr
     bad = cli("estimate", "--params", "7B", "--gpus", "8", "--pipeline-parallel", "3")
     assert bad.returncode == 2 and "do not split" in bad.stderr and "Traceback" not in bad.stderr

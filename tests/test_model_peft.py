@@ -133,7 +133,7 @@ from cli_run import cli  # noqa: E402,F401 - the fixture
 def test_flags_give_the_issue_example(cli, tmp_path, command):
     (tmp_path / "config.json").write_text(json.dumps(LLAMA_2_7B))
     (tmp_path / "ds.json").write_text('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}}')
-    config = ["-c", tmp_path / "ds.json"] if command == "estimate" else [tmp_path / "ds.json", "--fail-on", "never"]
+    config = [tmp_path / "ds.json"] if command == "estimate" else [tmp_path / "ds.json", "--fail-on", "never"]
     result = cli(command, *config, "--model", tmp_path / "config.json", "--gpus", "2", "--gpu", "H100-SXM5-80GB",
                  "--peft", "lora", "--lora-r", "16", "--lora-target-modules", "q_proj",
                  "--lora-target-modules", "v_proj", "-f", "json")

@@ -63,7 +63,7 @@ def test_requirements_pin_decides_the_estimate(project, cli):
     for version in ("0.19.3", "0.19.5"):
         (project / "requirements.txt").write_text(f"torch\ndeepspeed=={version}\n")
         choice._pin_choice.cache_clear()
-        done = cli("estimate", "-c", str(config), "--params", "1B", "--gpus", "8", "--gpu", "A100-SXM4-80GB",
+        done = cli("estimate", str(config), "--params", "1B", "--gpus", "8", "--gpu", "A100-SXM4-80GB",
                    "--explain")
         assert done.returncode == 0, done.stderr
         outputs[version] = done.stdout

@@ -95,12 +95,12 @@ def test_estimate_names_the_error_the_pinned_releases_give(cli, estimate_repo):
     """Under a 0.16 pin the one error is the bucket size; read as the latest, the removed section (line 2)
     came first and the count was 2: the message blamed a section every pinned release reads."""
     assert all(schema.reads_removed(v, "/curriculum_learning") for v in releases.matching(">=0.16,<0.17").releases)
-    done = cli("estimate", "--config", "ds.json", *MODEL, "--gpus", "8", cwd=estimate_repo)
+    done = cli("estimate", "ds.json", *MODEL, "--gpus", "8", cwd=estimate_repo)
     assert done.returncode == 2, done.stdout + done.stderr
     assert "ds.json:4:" in done.stderr and "stage3_prefetch_bucket_size" in done.stderr
     assert "curriculum_learning" not in done.stderr and "(1 error(s);" in done.stderr
     # the same config read as the latest (the flag decides): both errors, the removed section first
-    newest = cli("estimate", "--config", "ds.json", *MODEL, "--gpus", "8", "--deepspeed-version", releases.latest(),
+    newest = cli("estimate", "ds.json", *MODEL, "--gpus", "8", "--deepspeed-version", releases.latest(),
                  cwd=estimate_repo)
     assert newest.returncode == 2 and "ds.json:2:3:" in newest.stderr and "(2 error(s);" in newest.stderr
 

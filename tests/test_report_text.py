@@ -94,7 +94,7 @@ def test_ascii_stream_gets_ascii_and_no_crash():
     # a real process: the interpreter opens its stdout as PYTHONIOENCODING says
     name, args = CASES[0]
     for command in (["check", REPO / "sample_configs" / name, *args, "--suggest"],
-                    ["estimate", "--config", REPO / "sample_configs" / name, *args]):
+                    ["estimate", REPO / "sample_configs" / name, *args]):
         result = cli_process(*command, env={"PYTHONIOENCODING": "ascii", "COLUMNS": "80"}, text=False, cwd=REPO)
         assert result.returncode in (0, 1), result.stderr
         text = result.stdout.decode("ascii")  # strict: nothing else came out

@@ -182,7 +182,7 @@ def test_estimate_takes_the_shape_from_training_args(cli, tmp_path):
     ds = _write(tmp_path, "ds.json", '{"train_micro_batch_size_per_gpu": "auto", "bf16": {"enabled": "auto"}, '
                                      '"zero_optimization": {"stage": 2}}')
     args = _write(tmp_path, "args.json", json.dumps({"per_device_train_batch_size": 3, "bf16": True}))
-    result = cli("estimate", "--config", ds, "--params", "7B", "--gpus", "8", "--training-args", args)
+    result = cli("estimate", ds, "--params", "7B", "--gpus", "8", "--training-args", args)
     assert result.returncode == 0, result.stderr
     assert "bf16" in result.stdout and "micro batch 3" in result.stdout
 

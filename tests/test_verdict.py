@@ -45,7 +45,7 @@ def test_estimate_and_check_give_the_same_verdict(cli, tmp_path, gpu, headroom):
                       '"zero_optimization": {"stage": 2}}')
     common = ["--model", "sample_configs/models/llama-2-7b.yaml", "--gpus", "8", "--gpu", gpu,
               "--cpu-memory", "512GB", "--headroom", headroom, "--format", "json"]
-    estimate = cli("estimate", "--config", str(config), *common)
+    estimate = cli("estimate", str(config), *common)
     check = cli("check", str(config), *common)
     assert estimate.returncode == 0 and check.returncode in (0, 1), (estimate.stderr, check.stderr)
     from_estimate = _verdicts(json.loads(estimate.stdout))
@@ -88,7 +88,7 @@ def test_no_plain_fits_while_activations_are_unknown(cli, tmp_path, model):
     assert "unknown" in heading and "activations not counted" in heading
     sarif = json.loads(cli("check", str(config), *model, "--format", "sarif").stdout)
     assert "ZA811" in {r["ruleId"] for r in sarif["runs"][0]["results"]}
-    estimate = cli("estimate", "--config", str(config), *model).stdout
+    estimate = cli("estimate", str(config), *model).stdout
     assert "activations not counted" in " ".join(estimate.split())
 
 
