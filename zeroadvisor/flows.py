@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from zeroadvisor.deepspeed import schema
 from zeroadvisor.inputs.errors import UnusableConfig, UsageError
 from zeroadvisor.lint.findings import Finding, Severity
+from zeroadvisor.report.formats import OutputFormat
 
 if TYPE_CHECKING:
     from zeroadvisor.advisor.check import CheckOptions, CheckResult
@@ -55,20 +56,21 @@ def _count(findings: Sequence[Finding], severity: Severity) -> int:
 
 # The formats a result without a check renders: every one but markdown, which is the check's pull-request
 # comment (its verdict, the estimate and the suggested change; report/markdown.py needs Report.check).
-CHECK_ONLY_FORMATS = ("markdown",)
+CHECK_ONLY_FORMATS = (OutputFormat.MARKDOWN,)
 
 
 def _render(fmt: str, findings: list[Finding], *, result: str = "check", **fields: Any) -> str:
-    """``fmt`` of the result named ``result`` (lint, estimate, check); a format that result does not render is a
-    UsageError listing the ones it does."""
+    """``fmt`` (a format's name, as users pass it, or an OutputFormat) of the result named ``result`` (lint,
+    estimate, check); a format that result does not render is a UsageError listing the ones it does."""
     from zeroadvisor.report import REPORTERS, Report, render
 
     formats = tuple(REPORTERS) if result == "check" else tuple(f for f in REPORTERS if f not in CHECK_ONLY_FORMATS)
     if fmt not in formats:
-        also = f" ({fmt} renders a check)" if fmt in REPORTERS else ""
+        given = fmt.value if isinstance(fmt, OutputFormat) else fmt  # as the user spelled it
+        also = f" ({given} renders a check)" if fmt in REPORTERS else ""
         raise UsageError(f"format must be one of {', '.join(formats)} for a{'n' if result[0] in 'aeiou' else ''} "
-                         f"{result} result, got {fmt!r}{also}")
-    return render(fmt, Report(findings, **fields))
+                         f"{result} result, got {given!r}{also}")
+    return render(OutputFormat(fmt), Report(findings, **fields))
 
 
 # -- lint -------------------------------------------------------------------------------------

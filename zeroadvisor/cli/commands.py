@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from zeroadvisor.cli import stdout
 from zeroadvisor.cli.exits import ExitCode
 from zeroadvisor.cli.stdout import Stdout
+from zeroadvisor.report.formats import OutputFormat
 
 if TYPE_CHECKING:
     from zeroadvisor.api import CheckReport, LintResult
@@ -95,7 +96,8 @@ def _lint(run: RunInputs, out: Stdout) -> ExitCode:
     elif not _nothing_to_say(run, result) and not _only_other_runs(run, result):
         # json lists the unreadable inputs, text counts them
         _show(run.output.format, _report(result.findings, files=result.files, rules=result.rules, extra=result.extra))
-        if run.diff and run.output.format == "text":  # check --suggest: the diff after the report, as check shows it
+        # check --suggest: the diff after the report, as check shows it
+        if run.diff and run.output.format is OutputFormat.TEXT:
             sys.stdout.write("\n" if result.diff else "")
             stdout.write_patch(result.diff, out)
     if run.fix and result.fixed:
@@ -121,7 +123,8 @@ def _lint_lines(run: RunInputs, result: LintResult) -> None:
 def _only_other_runs(run: RunInputs, result: LintResult) -> bool:
     """As text, a run that named only configs of runs without DeepSpeed is their lines on stderr (never "0 files
     checked: no problems")."""
-    return bool(result.not_deepspeed) and not result.files and not result.unreadable and run.output.format == "text"
+    return (bool(result.not_deepspeed) and not result.files and not result.unreadable
+            and run.output.format is OutputFormat.TEXT)
 
 
 def _nothing_to_say(run: RunInputs, result: LintResult) -> bool:
@@ -130,7 +133,7 @@ def _nothing_to_say(run: RunInputs, result: LintResult) -> bool:
     add its own "N files checked: no problems" beside another batch's findings. A batch with findings still ends
     with its summary, which counts that batch's files."""
     clean = not result.findings and not result.unreadable
-    return clean and run.output.format == "text" and bool(os.environ.get(PRE_COMMIT))
+    return clean and run.output.format is OutputFormat.TEXT and bool(os.environ.get(PRE_COMMIT))
 
 
 def _findings(count: int) -> str:
@@ -174,7 +177,7 @@ def check(v: Values) -> ExitCode:
         from zeroadvisor.deepspeed.kind import NOT_A_CONFIG
 
         note(f"{_files(len(checked.skipped))} skipped ({NOT_A_CONFIG}): {', '.join(checked.skipped)}")
-    combined = out.format in ("sarif", "github")  # one report of every config's findings
+    combined = out.format in (OutputFormat.SARIF, OutputFormat.GITHUB)  # one report of every config's findings
     documents: list[str] = []
     patches: list[str] = []  # each text document's diff, where it is written as bytes after it (not on a terminal)
     reports: list[CheckReport] = []
@@ -244,21 +247,21 @@ def _combined(reports: Sequence[CheckReport], unit: str) -> Report:
     return whole
 
 
-def _patch_after(fmt: str, report: Report) -> str:
+def _patch_after(fmt: OutputFormat, report: Report) -> str:
     """The diff a text report leaves to its writer (report/text.py ``suggested_diff``: off a terminal it is the
     files' bytes, which a rendered str cannot carry); "" for the other formats and on a terminal."""
-    if fmt != "text" or report.terminal or not report.diff:
+    if fmt is not OutputFormat.TEXT or report.terminal or not report.diff:
         return ""
     from zeroadvisor.report.text import suggested_diff
 
     return suggested_diff(report)
 
 
-def _write_documents(fmt: str, documents: Sequence[str], patches: Sequence[str] = (),
+def _write_documents(fmt: OutputFormat, documents: Sequence[str], patches: Sequence[str] = (),
                      medium: Stdout = Stdout.STREAM) -> None:
     """The reports on stdout: json ones as one JSON array when there are several, the rest one after another, each
     followed by its patch (written as bytes: cli/stdout.py)."""
-    if fmt == "json" and len(documents) > 1:
+    if fmt is OutputFormat.JSON and len(documents) > 1:
         sys.stdout.write("[\n" + ",\n".join(d.rstrip("\n") for d in documents) + "\n]\n")
         return
     for index, document in enumerate(documents):
@@ -307,7 +310,7 @@ def _report(findings: Sequence[Finding], **fields: Any) -> Report:
     return Report(list(findings), **fields)
 
 
-def _show(fmt: str, report: Report) -> None:
+def _show(fmt: OutputFormat, report: Report) -> None:
     sys.stdout.write(_text(fmt, report))
 
 
@@ -317,7 +320,7 @@ def _show(fmt: str, report: Report) -> None:
 MIN_TEXT_WIDTH, MAX_TEXT_WIDTH = 40, 256
 
 
-def _text(fmt: str, report: Report) -> str:
+def _text(fmt: OutputFormat, report: Report) -> str:
     """``report`` rendered in ``fmt`` for this terminal: its colour, its encoding, its width."""
     import shutil
 

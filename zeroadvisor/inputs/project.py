@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from zeroadvisor.config import project
 from zeroadvisor.config.project import DeclaredGpu, ProjectConfig, ProjectConfigError
 from zeroadvisor.inputs.errors import UsageError
-from zeroadvisor.inputs.values import bandwidth, choice, gpu, gpu_memory, parse, tflops
+from zeroadvisor.inputs.values import bandwidth, gpu, gpu_memory, output_format, parse, tflops
 from zeroadvisor.report import CHECK_FORMATS
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ def checked(config: ProjectConfig) -> dict[str, Any]:
         try:
             # the format each command takes is checked against that command's (inputs/run.py)
             if name == "format":
-                values[name] = choice(label, raw, CHECK_FORMATS)
+                values[name] = output_format(label, raw, CHECK_FORMATS)
             elif name == "gpu":  # one of the table's cards or of those this file declares
                 values[name] = gpu(label, raw, declared)
             elif name in project.TRAINING_KEYS.values():

@@ -27,7 +27,8 @@ from zeroadvisor.inputs.rules import RuleChoice
 from zeroadvisor.inputs.settings import DIFF_FORMATS, FORMATS, NEEDED, NEEDED_BY, fallback
 from zeroadvisor.inputs.source import ConfigSource
 from zeroadvisor.inputs.trainer import TrainerInputs, read_trainer
-from zeroadvisor.inputs.values import KEYWORDS, PARSERS, Spelling, choice, gpu, parse
+from zeroadvisor.inputs.values import KEYWORDS, PARSERS, Spelling, choice, gpu, output_format, parse
+from zeroadvisor.report.formats import OutputFormat
 from zeroadvisor.units import DEFAULT_UNIT
 from zeroadvisor.vocab import ACCOUNTINGS, Accounting
 
@@ -63,7 +64,7 @@ EXCLUSIVE = (("gpu", "gpu_memory"),)
 class Output:
     """How the result is shown and judged (the command line; the Python results render on request)."""
 
-    format: str = "text"
+    format: OutputFormat = OutputFormat.TEXT
     fail_on: str = "error"
     unit: str = DEFAULT_UNIT
     explain: bool = False
@@ -256,7 +257,7 @@ def _from_project(command: str, values: dict[str, Any], found: tuple[ProjectConf
         if name not in values or name in given or name in held:
             continue
         if name == "format" and value not in FORMATS[command]:
-            raise ProjectConfigError(f"{config.path}: format {value!r} is not one of {command}'s: "
+            raise ProjectConfigError(f"{config.path}: format {str(value)!r} is not one of {command}'s: "
                                      f"{', '.join(FORMATS[command])}")
         values[name] = value
 
@@ -471,8 +472,8 @@ def _assemble(command: str, values: dict[str, Any], spelling: Spelling, project:
     integration = _setting(command, values, "integration", spelling)
     if command == "check" and trainer is not None and integration == "any":
         integration = "hf-trainer"  # the Trainer reads the config
-    output = Output(format=choice(spelling.label("format"), _setting(command, values, "format", spelling),
-                                  FORMATS[command]),
+    output = Output(format=output_format(spelling.label("format"), _setting(command, values, "format", spelling),
+                                         FORMATS[command]),
                     fail_on=_setting(command, values, "fail_on", spelling),
                     unit=choice(spelling.label("unit"), _unit(values, accounting), FORMAT_UNITS),
                     explain=bool(values.get("explain")), verbose=bool(values.get("verbose")),

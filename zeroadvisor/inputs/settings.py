@@ -10,16 +10,17 @@ from typing import Any
 
 from zeroadvisor.lint.findings import Severity
 from zeroadvisor.report import CHECK_FORMATS, LINT_FORMATS
+from zeroadvisor.report.formats import OutputFormat
 
 # ``--fail-on``: a severity, or never.
 FAIL_ON: tuple[str, ...] = (*(severity.value for severity in Severity), "never")
 # The formats that can show an estimate on its own (the estimate command).
-ESTIMATE_FORMATS: tuple[str, ...] = ("text", "json")
+ESTIMATE_FORMATS: tuple[OutputFormat, ...] = (OutputFormat.TEXT, OutputFormat.JSON)
 # Each command's formats.
-FORMATS: dict[str, tuple[str, ...]] = {"lint": LINT_FORMATS, "estimate": ESTIMATE_FORMATS, "check": CHECK_FORMATS,
-                                       "preflight": CHECK_FORMATS}
+FORMATS: dict[str, tuple[OutputFormat, ...]] = {"lint": LINT_FORMATS, "estimate": ESTIMATE_FORMATS,
+                                                "check": CHECK_FORMATS, "preflight": CHECK_FORMATS}
 # Formats that show the fixes as a diff, asked for or not (check).
-DIFF_FORMATS = ("markdown", "html")
+DIFF_FORMATS = (OutputFormat.MARKDOWN, OutputFormat.HTML)
 
 NEEDED = "<needed>"  # a value the flag or the project configuration must give
 
@@ -32,8 +33,9 @@ def _headroom() -> str:
 
 # What a run uses where neither a flag (or keyword) nor the project configuration gives a value; a function is
 # called on use (the headroom is the memory model's, which ``lint`` does not import).
-FALLBACKS: dict[str, Any] = {"fail_on": "error", "integration": "any", "format": "text", "headroom": _headroom,
-                             "accounting": "deepspeed"}  # the unit: units.unit_for (it follows the accounting)
+FALLBACKS: dict[str, Any] = {"fail_on": "error", "integration": "any", "format": OutputFormat.TEXT,
+                             # the unit: units.unit_for (it follows the accounting)
+                             "headroom": _headroom, "accounting": "deepspeed"}
 # The values a command cannot run without (the Python API's signatures give them).
 NEEDED_BY: dict[str, tuple[str, ...]] = {"estimate": ("gpus",), "check": ("gpus",)}
 

@@ -17,6 +17,7 @@ from zeroadvisor.inputs.errors import UsageError
 
 if TYPE_CHECKING:
     from zeroadvisor.hardware.table import GpuSpec
+    from zeroadvisor.report.formats import OutputFormat
 
 
 @dataclass(frozen=True)
@@ -184,6 +185,13 @@ def choice(label: str, value: Any, choices: Sequence[str]) -> str:
 
 def choice_of(choices: Sequence[str]) -> Callable[[str, Any], str]:
     return lambda label, value: choice(label, value, choices)
+
+
+def output_format(label: str, value: Any, choices: Sequence[OutputFormat]) -> OutputFormat:
+    """One of ``choices`` (a command's formats), as the member the commands and renderers take."""
+    from zeroadvisor.report.formats import OutputFormat
+
+    return OutputFormat(choice(label, value, choices))
 
 
 def _fail_on(label: str, value: Any) -> str:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from zeroadvisor.report.formats import OutputFormat
 from zeroadvisor.units import DEFAULT_UNIT
 
 if TYPE_CHECKING:
@@ -56,19 +57,20 @@ class Report:
     throughput: dict[Option, StepTime] | None = None  # the estimate command's step times (throughput.per_option)
 
 
-# --format name -> module with ``render_report(report) -> str``
-REPORTERS: dict[str, str] = {
-    "text": "zeroadvisor.report.text",
-    "json": "zeroadvisor.report.json_report",
-    "sarif": "zeroadvisor.report.sarif",
-    "github": "zeroadvisor.report.github",
-    "markdown": "zeroadvisor.report.markdown",
-    "html": "zeroadvisor.report.html",
+# --format -> module with ``render_report(report) -> str``
+REPORTERS: dict[OutputFormat, str] = {
+    OutputFormat.TEXT: "zeroadvisor.report.text",
+    OutputFormat.JSON: "zeroadvisor.report.json_report",
+    OutputFormat.SARIF: "zeroadvisor.report.sarif",
+    OutputFormat.GITHUB: "zeroadvisor.report.github",
+    OutputFormat.MARKDOWN: "zeroadvisor.report.markdown",
+    OutputFormat.HTML: "zeroadvisor.report.html",
 }
-LINT_FORMATS = ("text", "json", "sarif", "github")
-CHECK_FORMATS = (*LINT_FORMATS, "markdown", "html")
+LINT_FORMATS: tuple[OutputFormat, ...] = (OutputFormat.TEXT, OutputFormat.JSON, OutputFormat.SARIF,
+                                          OutputFormat.GITHUB)
+CHECK_FORMATS: tuple[OutputFormat, ...] = (*LINT_FORMATS, OutputFormat.MARKDOWN, OutputFormat.HTML)
 
 
-def render(fmt: str, report: Report) -> str:
+def render(fmt: OutputFormat, report: Report) -> str:
     renderer: Callable[[Report], str] = importlib.import_module(REPORTERS[fmt]).render_report
     return renderer(report)
