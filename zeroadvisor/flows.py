@@ -39,15 +39,15 @@ __all__ = ["CheckReport", "CheckRun", "EstimateResult", "LintResult", "check", "
 
 
 def fails(findings: Iterable[Finding], fail_on: str) -> bool:
-    """Whether any finding is at or above the ``--fail-on`` severity (error, warning, info or never)."""
-    from zeroadvisor.inputs.settings import FAIL_ON
+    """Whether any finding is at or above the ``--fail-on`` severity (error, warning, info or never): its name, as
+    users pass it, or a FailOn."""
+    from zeroadvisor.inputs.settings import FAIL_ON, FailOn
 
     if fail_on not in FAIL_ON:
-        raise UsageError(f"fail_on must be one of {', '.join(FAIL_ON)}, got {fail_on!r}")
-    if fail_on == "never":
-        return False
-    threshold = Severity(fail_on).rank
-    return any(f.severity.rank >= threshold for f in findings)
+        given = fail_on.value if isinstance(fail_on, FailOn) else fail_on  # as the user spelled it
+        raise UsageError(f"fail_on must be one of {', '.join(FAIL_ON)}, got {given!r}")
+    threshold = FailOn(fail_on)
+    return any(threshold.catches(f.severity) for f in findings)
 
 
 def _count(findings: Sequence[Finding], severity: Severity) -> int:

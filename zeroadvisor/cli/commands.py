@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from zeroadvisor.api import CheckReport, LintResult
     from zeroadvisor.cli.options import Command
     from zeroadvisor.inputs.run import RunInputs
+    from zeroadvisor.inputs.settings import FailOn
     from zeroadvisor.lint.findings import Finding
     from zeroadvisor.report import Report
 
@@ -204,11 +205,12 @@ def check(v: Values) -> ExitCode:
     return _check_exit(reports, out.fail_on, write_failed=write_failed, not_deepspeed=not_deepspeed)
 
 
-def _check_exit(reports: list[CheckReport], fail_on: str, *, write_failed: bool, not_deepspeed: bool) -> ExitCode:
+def _check_exit(reports: list[CheckReport], fail_on: FailOn, *, write_failed: bool, not_deepspeed: bool) -> ExitCode:
     """check's exit code, the first that applies: a fix not written (2), findings at --fail-on (1), a config of a
     run without DeepSpeed (4), a verdict unknown or none (no estimate; 5; --fail-on never: the caller asked for 0),
     else 0."""
     from zeroadvisor import api
+    from zeroadvisor.inputs.settings import FailOn
 
     if write_failed:
         return ExitCode.USAGE
@@ -218,7 +220,7 @@ def _check_exit(reports: list[CheckReport], fail_on: str, *, write_failed: bool,
         return ExitCode.NOT_DEEPSPEED
     # no "fits" in the exit code either while the verdict is unknown, or there is none (nothing estimated)
     unknown = any(report.verdict in ("unknown", None) for report in reports if report.not_deepspeed is None)
-    return ExitCode.VERDICT_UNKNOWN if unknown and fail_on != "never" else ExitCode.OK
+    return ExitCode.VERDICT_UNKNOWN if unknown and fail_on is not FailOn.NEVER else ExitCode.OK
 
 
 def _tell(report: CheckReport, fixing: bool) -> bool:

@@ -24,7 +24,7 @@ from zeroadvisor.config.excludes import Excludes
 from zeroadvisor.inputs.errors import UsageError
 from zeroadvisor.inputs.model import TRAINING_INPUTS, model_and_shape
 from zeroadvisor.inputs.rules import RuleChoice
-from zeroadvisor.inputs.settings import DIFF_FORMATS, FORMATS, NEEDED, NEEDED_BY, fallback
+from zeroadvisor.inputs.settings import DIFF_FORMATS, FORMATS, NEEDED, NEEDED_BY, FailOn, fallback
 from zeroadvisor.inputs.source import ConfigSource
 from zeroadvisor.inputs.trainer import TrainerInputs, read_trainer
 from zeroadvisor.inputs.values import KEYWORDS, PARSERS, Spelling, choice, gpu, output_format, parse
@@ -65,7 +65,7 @@ class Output:
     """How the result is shown and judged (the command line; the Python results render on request)."""
 
     format: OutputFormat = OutputFormat.TEXT
-    fail_on: str = "error"
+    fail_on: FailOn = FailOn.ERROR
     unit: str = DEFAULT_UNIT
     explain: bool = False
     verbose: bool = False

@@ -6,14 +6,28 @@ The command line's help text reads the fallbacks from here (cli/options.py), so 
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any
 
 from zeroadvisor.lint.findings import Severity
 from zeroadvisor.report import CHECK_FORMATS, LINT_FORMATS
 from zeroadvisor.report.formats import OutputFormat
 
-# ``--fail-on``: a severity, or never.
-FAIL_ON: tuple[str, ...] = (*(severity.value for severity in Severity), "never")
+
+class FailOn(StrEnum):
+    """``--fail-on``: a severity (a finding at it or worse fails the run), or never."""
+
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+    NEVER = "never"
+
+    def catches(self, severity: Severity) -> bool:
+        """Whether a finding of ``severity`` fails a run with this ``--fail-on``."""
+        return self is not FailOn.NEVER and severity.rank >= Severity(self.value).rank
+
+
+FAIL_ON: tuple[FailOn, ...] = tuple(FailOn)  # the choices, in the order help and messages list them
 # The formats that can show an estimate on its own (the estimate command).
 ESTIMATE_FORMATS: tuple[OutputFormat, ...] = (OutputFormat.TEXT, OutputFormat.JSON)
 # Each command's formats.
@@ -33,7 +47,7 @@ def _headroom() -> str:
 
 # What a run uses where neither a flag (or keyword) nor the project configuration gives a value; a function is
 # called on use (the headroom is the memory model's, which ``lint`` does not import).
-FALLBACKS: dict[str, Any] = {"fail_on": "error", "integration": "any", "format": OutputFormat.TEXT,
+FALLBACKS: dict[str, Any] = {"fail_on": FailOn.ERROR, "integration": "any", "format": OutputFormat.TEXT,
                              # the unit: units.unit_for (it follows the accounting)
                              "headroom": _headroom, "accounting": "deepspeed"}
 # The values a command cannot run without (the Python API's signatures give them).

@@ -17,6 +17,7 @@ from zeroadvisor.inputs.errors import UsageError
 
 if TYPE_CHECKING:
     from zeroadvisor.hardware.table import GpuSpec
+    from zeroadvisor.inputs.settings import FailOn
     from zeroadvisor.report.formats import OutputFormat
 
 
@@ -194,10 +195,10 @@ def output_format(label: str, value: Any, choices: Sequence[OutputFormat]) -> Ou
     return OutputFormat(choice(label, value, choices))
 
 
-def _fail_on(label: str, value: Any) -> str:
-    from zeroadvisor.inputs.settings import FAIL_ON
+def _fail_on(label: str, value: Any) -> FailOn:
+    from zeroadvisor.inputs.settings import FAIL_ON, FailOn
 
-    return choice(label, value, FAIL_ON)
+    return FailOn(choice(label, value, FAIL_ON))
 
 
 def _integration(label: str, value: Any) -> str:
