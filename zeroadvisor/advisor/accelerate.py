@@ -88,7 +88,7 @@ def check_accelerate(path: str, document: Document, options: CheckOptions,
     """Lint findings and memory advice for an Accelerate config. ``refuse_conflicts(path, data, options)``
     is the flow's check that the flags agree with the DeepSpeed config."""
     from zeroadvisor.advisor.check import CheckResult, check_document, unestimated
-    from zeroadvisor.lint.context import Context, LintOptions
+    from zeroadvisor.lint.context import Context, Integration, LintOptions
     from zeroadvisor.lint.engine import capped
     from zeroadvisor.rules import accelerate as rules_accelerate
     from zeroadvisor.rules.linter import place_on_yaml
@@ -96,9 +96,9 @@ def check_accelerate(path: str, document: Document, options: CheckOptions,
     launch = launch_for(document, options.shape)
     gpus, per_node = world(path, launch, options.cluster)
     cluster = dataclasses.replace(options.cluster, gpus=gpus, gpus_per_node=per_node)
-    options = dataclasses.replace(options, cluster=cluster, integration="accelerate",
+    options = dataclasses.replace(options, cluster=cluster, integration=Integration.ACCELERATE,
                                   shape=launched_shape(launch, options.shape))
-    ctx = Context(document, LintOptions(integration="accelerate", gpus=gpus, releases=options.releases))
+    ctx = Context(document, LintOptions(integration=Integration.ACCELERATE, gpus=gpus, releases=options.releases))
     ctx.__dict__[rules_accelerate._LAUNCH] = launch
     yaml_findings: list[Finding] = []
     for rule in rules:

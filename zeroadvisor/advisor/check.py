@@ -12,7 +12,7 @@ from zeroadvisor.advisor.rules import AdviceRuleContext
 from zeroadvisor.config import merge_patch as mp
 from zeroadvisor.config.source import Document
 from zeroadvisor.deepspeed.settings import settings_of
-from zeroadvisor.lint.context import LintOptions
+from zeroadvisor.lint.context import Integration, LintOptions
 from zeroadvisor.lint.engine import merge_findings, run_rules
 from zeroadvisor.lint.findings import Finding
 from zeroadvisor.lint.rule import Rule
@@ -39,7 +39,7 @@ class CheckOptions:
     shape: TrainingShape
     cluster: Cluster  # GPUs, the card's memory (required here: the advice needs a capacity), host RAM, NVMe, headroom
     accounting: Accounting = Accounting.DEEPSPEED
-    integration: str = "any"
+    integration: Integration = Integration.ANY
     unit: str = DEFAULT_UNIT
     training: Any = None  # the Hugging Face Trainer's arguments (config/training_args.TrainingArgs), when given
     # the step-time model's machine (throughput.Hardware); None: the stated defaults on ``cluster.gpu``

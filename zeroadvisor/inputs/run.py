@@ -28,6 +28,7 @@ from zeroadvisor.inputs.settings import DIFF_FORMATS, FORMATS, NEEDED, NEEDED_BY
 from zeroadvisor.inputs.source import ConfigSource
 from zeroadvisor.inputs.trainer import TrainerInputs, read_trainer
 from zeroadvisor.inputs.values import KEYWORDS, PARSERS, Spelling, choice, gpu, output_format, parse
+from zeroadvisor.lint.context import Integration
 from zeroadvisor.report.formats import OutputFormat
 from zeroadvisor.units import DEFAULT_UNIT
 from zeroadvisor.vocab import ACCOUNTINGS, Accounting
@@ -84,7 +85,7 @@ class RunInputs:
     shape: TrainingShape | None = None  # None: lint (no model, so no shape)
     cluster: Cluster | None = None  # None: lint without a world size (memory/cluster.py: the one cluster type)
     accounting: Accounting = Accounting.DEEPSPEED
-    integration: str = "any"
+    integration: Integration = Integration.ANY
     training: TrainingArgs | None = None  # the Trainer's arguments, when a file or launch command gives them
     hardware: Hardware | None = None  # the step-time model's machine (estimate, check)
     rules: RuleChoice = field(default_factory=RuleChoice)
@@ -470,8 +471,8 @@ def _assemble(command: str, values: dict[str, Any], spelling: Spelling, project:
 
         cluster = Cluster(gpus=values["gpus"])  # lint: the world size, to check the batch exactly
     integration = _setting(command, values, "integration", spelling)
-    if command == "check" and trainer is not None and integration == "any":
-        integration = "hf-trainer"  # the Trainer reads the config
+    if command == "check" and trainer is not None and integration is Integration.ANY:
+        integration = Integration.HF_TRAINER  # the Trainer reads the config
     output = Output(format=output_format(spelling.label("format"), _setting(command, values, "format", spelling),
                                          FORMATS[command]),
                     fail_on=_setting(command, values, "fail_on", spelling),

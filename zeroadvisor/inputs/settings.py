@@ -9,6 +9,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
+from zeroadvisor.lint.context import Integration
 from zeroadvisor.lint.findings import Severity
 from zeroadvisor.report import CHECK_FORMATS, LINT_FORMATS
 from zeroadvisor.report.formats import OutputFormat
@@ -47,7 +48,7 @@ def _headroom() -> str:
 
 # What a run uses where neither a flag (or keyword) nor the project configuration gives a value; a function is
 # called on use (the headroom is the memory model's, which ``lint`` does not import).
-FALLBACKS: dict[str, Any] = {"fail_on": FailOn.ERROR, "integration": "any", "format": OutputFormat.TEXT,
+FALLBACKS: dict[str, Any] = {"fail_on": FailOn.ERROR, "integration": Integration.ANY, "format": OutputFormat.TEXT,
                              # the unit: units.unit_for (it follows the accounting)
                              "headroom": _headroom, "accounting": "deepspeed"}
 # The values a command cannot run without (the Python API's signatures give them).

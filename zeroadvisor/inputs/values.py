@@ -18,6 +18,7 @@ from zeroadvisor.inputs.errors import UsageError
 if TYPE_CHECKING:
     from zeroadvisor.hardware.table import GpuSpec
     from zeroadvisor.inputs.settings import FailOn
+    from zeroadvisor.lint.context import Integration
     from zeroadvisor.report.formats import OutputFormat
 
 
@@ -201,10 +202,10 @@ def _fail_on(label: str, value: Any) -> FailOn:
     return FailOn(choice(label, value, FAIL_ON))
 
 
-def _integration(label: str, value: Any) -> str:
-    from zeroadvisor.lint.context import INTEGRATIONS
+def _integration(label: str, value: Any) -> Integration:
+    from zeroadvisor.lint.context import INTEGRATIONS, Integration
 
-    return choice(label, value, INTEGRATIONS)
+    return Integration(choice(label, value, INTEGRATIONS))
 
 
 def deepspeed_version(label: str, value: Any) -> str:

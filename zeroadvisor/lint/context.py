@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -13,13 +14,23 @@ from zeroadvisor.deepspeed.settings import DeepSpeedSettings, settings_of
 if TYPE_CHECKING:
     from zeroadvisor.lint.schemawalk import Event
 
-INTEGRATIONS = ("any", "deepspeed", "hf-trainer", "accelerate")
+
+
+class Integration(StrEnum):
+    """``--integration``: who reads the config, so who fills its "auto" values."""
+
+    ANY = "any"  # accept what either the HF Trainer or Accelerate fills (the default)
+    DEEPSPEED = "deepspeed"  # plain DeepSpeed: fills no "auto"
+    HF_TRAINER = "hf-trainer"
+    ACCELERATE = "accelerate"
+
+
+INTEGRATIONS: tuple[Integration, ...] = tuple(Integration)  # the choices, in the order help lists them
 
 
 @dataclass(frozen=True, slots=True)
 class LintOptions:
-    # "any": accept what either the HF Trainer or Accelerate fills (the default).
-    integration: str = "any"
+    integration: Integration = Integration.ANY
     gpus: int | None = None  # data-parallel world size, when known (--gpus)
     # the Hugging Face Trainer's arguments (config/training_args.TrainingArgs, or a mapping of
     # TrainingArguments fields), when given: --training-args or a launch command (rules/trainer.py)
@@ -27,6 +38,11 @@ class LintOptions:
     # the DeepSpeed releases the config is read as (deepspeed/releases.py known versions, oldest first);
     # () reads it as the latest. More than one: each is linted and the findings name the releases they affect.
     releases: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        # a rule example's or fixture's options give the name (rules/*.py Example options, tests/rules/): as the
+        # member, so that every rule compares members (a name that is none of them: ValueError, a broken fixture)
+        object.__setattr__(self, "integration", Integration(self.integration))
 
 
 _MISSING = object()

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from zeroadvisor.lint.context import Integration
 from zeroadvisor.lint.findings import Severity
 from zeroadvisor.lint.rule import Example, Hit, Rule
 
@@ -19,13 +20,14 @@ if TYPE_CHECKING:
     from zeroadvisor.lint.context import Context
     from zeroadvisor.lint.schemawalk import Event
 
-_READERS = {
-    "any": ("hf-trainer", "accelerate"),
-    "deepspeed": (),
-    "hf-trainer": ("hf-trainer",),
-    "accelerate": ("accelerate",),
+# --integration -> who fills "auto" for it (the names the schema's x-auto ``filled_by`` uses)
+_READERS: dict[Integration, tuple[Integration, ...]] = {
+    Integration.ANY: (Integration.HF_TRAINER, Integration.ACCELERATE),
+    Integration.DEEPSPEED: (),
+    Integration.HF_TRAINER: (Integration.HF_TRAINER,),
+    Integration.ACCELERATE: (Integration.ACCELERATE,),
 }
-_NAMES = {"hf-trainer": "the Hugging Face Trainer", "accelerate": "Accelerate"}
+_NAMES = {Integration.HF_TRAINER: "the Hugging Face Trainer", Integration.ACCELERATE: "Accelerate"}
 
 
 def unfilled_auto(ctx: Context) -> Iterator[Event]:

@@ -18,7 +18,7 @@ from zeroadvisor.config.reader import read_document, read_text_document
 from zeroadvisor.config.source import Document, ParseError
 from zeroadvisor.deepspeed import releases, schema
 from zeroadvisor.deepspeed.kind import ACCELERATE, kind_of
-from zeroadvisor.lint.context import Context, LintOptions
+from zeroadvisor.lint.context import Context, Integration, LintOptions
 from zeroadvisor.lint.engine import capped, run_rules
 from zeroadvisor.lint.findings import Finding, Severity
 from zeroadvisor.lint.rule import Rule
@@ -189,7 +189,7 @@ def deepspeed_findings(doc: Document, launch: accelerate_map.Launch, rules: list
         return []
     # read as the releases the YAML's pin (or the flag) decides, as a ds_config beside it is: Accelerate hands the
     # built config to whichever DeepSpeed is installed, and the latest alone would call a pinned section removed
-    lint_options = LintOptions(integration="accelerate", gpus=launch.world_size or options.gpus,
+    lint_options = LintOptions(integration=Integration.ACCELERATE, gpus=launch.world_size or options.gpus,
                                releases=options.releases)
     found = lint_document(built, lint_options, rules)
     return place_on_yaml(doc, launch, found, already)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from zeroadvisor.config import merge_patch as patch
 from zeroadvisor.deepspeed import coerce, releases, schema
 from zeroadvisor.deepspeed.effective import AUTO
+from zeroadvisor.lint.context import Integration
 from zeroadvisor.lint.findings import Severity
 from zeroadvisor.lint.rule import Example, Hit, Rule
 
@@ -36,7 +37,8 @@ def _both_enabled(ctx: Context) -> Iterator[Hit]:
                   "fp16 and bf16 are both enabled: DeepSpeed asserts 'bf16 and fp16 modes cannot be "
                   "simultaneously enabled'; keep bf16 on Ampere or newer GPUs, else fp16")
     elif (bf16 and releases.behaviour(schema.active_release()).precision_auto_enables
-          and ctx.options.integration in ("any", "deepspeed") and _truthy(ctx, "/fp16") and _truthy(ctx, bf16)):
+          and ctx.options.integration in (Integration.ANY, Integration.DEEPSPEED)
+          and _truthy(ctx, "/fp16") and _truthy(ctx, bf16)):
         # before 0.17 runtime/config.py get_fp16_enabled/get_bfloat16_enabled read "enabled" with dict.get:
         # the string "auto" (or "false") is true there, so DeepSpeed itself sees both modes on
         values = " and ".join(f"{p[1:]}.enabled {ctx.get(p + '/enabled')!r}" for p in ("/fp16", bf16))

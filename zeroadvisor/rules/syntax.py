@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from zeroadvisor.lint.context import Integration
 from zeroadvisor.lint.findings import Severity
 from zeroadvisor.lint.rule import Example, Hit, Rule
 
@@ -58,9 +59,9 @@ def _json_load_launches(ctx: Context) -> str | None:
     """Why only a json.load reader (the Trainer, Accelerate: HfDeepSpeedConfig) can launch this file, or None
     when plain DeepSpeed, which reads the path with hjson, may launch it."""
     integration = ctx.options.integration
-    if integration in ("hf-trainer", "accelerate"):
+    if integration in _JSON_LOAD_INTEGRATIONS:
         return f"--integration {integration} says it is launched by one of them"
-    if integration == "any" and _has_auto(ctx.data):
+    if integration is Integration.ANY and _has_auto(ctx.data):
         return "its \"auto\" values need one of them (plain DeepSpeed fills no \"auto\")"
     return None
 
@@ -242,7 +243,7 @@ NOT_A_DEEPSPEED_CONFIG = Rule(
 
 # Who reads a config by path with json.load, which refuses YAML (transformers integrations/deepspeed.py and accelerate
 # utils/deepspeed.py HfDeepSpeedConfig: ``json.load(f)`` for an existing path).
-_JSON_LOAD_INTEGRATIONS = ("hf-trainer", "accelerate")
+_JSON_LOAD_INTEGRATIONS = (Integration.HF_TRAINER, Integration.ACCELERATE)
 _JSON_LOAD = "the Hugging Face Trainer and Accelerate read it with json.load, which refuses YAML"
 _INSTEAD = "write it as JSON, or load it in your script (yaml.safe_load) and pass the dict"
 
