@@ -188,3 +188,9 @@ def test_a_format_a_result_does_not_render_is_the_documented_error(make, formats
     assert "got 'markdown' (markdown renders a check)" in message
     for fmt in formats.split(", "):
         assert isinstance(result.report(fmt), str)  # each format it names renders
+
+
+@pytest.mark.parametrize("fmt", [["json"], 3, None])
+def test_a_format_that_is_no_string_is_the_documented_error(fmt):
+    with pytest.raises(zeroadvisor.UsageError, match="format must be one of"):
+        zeroadvisor.lint(config={"train_batch_size": 8}).report(fmt)

@@ -65,6 +65,8 @@ def _render(fmt: str, findings: list[Finding], *, result: str = "check", **field
     from zeroadvisor.report import REPORTERS, Report, render
 
     formats = tuple(REPORTERS) if result == "check" else tuple(f for f in REPORTERS if f not in CHECK_ONLY_FORMATS)
+    if not isinstance(fmt, str):  # a list or a number from a caller: no dict lookup may raise TypeError
+        raise UsageError(f"format must be one of {', '.join(formats)} (a string), got {type(fmt).__name__}")
     if fmt not in formats:
         given = fmt.value if isinstance(fmt, OutputFormat) else fmt  # as the user spelled it
         also = f" ({given} renders a check)" if fmt in REPORTERS else ""
