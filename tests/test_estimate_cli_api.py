@@ -19,8 +19,8 @@ REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "sample_configs"
 # what the command line adds to the refusal: it reads the project configuration, the API does not
 PROJECT_HINT = " (or gpus under [tool.zeroadvisor.cluster] in pyproject.toml)"
-# The command line also times each option (step_times=True), which the API's estimate() does not: the step times and
-# the machine facts they assumed are left out of the comparison, the memory answer is compared whole.
+# The command line also times each option, which the API's estimate() does only with step_times=True: without it, the
+# step times and the machine facts they assumed are left out of the comparison, the memory answer is compared whole.
 STEP_TIME_INPUTS = {"efficiency", "inter_node_bandwidth", "cpu_cores", "nvme_bandwidth", "launcher", "gpu_variant"}
 
 CASES = {
@@ -82,6 +82,24 @@ def test_the_command_line_and_the_api_give_the_same_answer(cli, tmp_path, case):
         # one message, each naming the input as its caller gives it: --gpus on the command line, gpus= in Python
         assert api_answer == f"give {KEYWORDS.ask('gpus')}"
         assert cli_answer == f"give {options.ESTIMATE.spelling().ask('gpus')}{PROJECT_HINT}"
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if not c.startswith("gpus missing")])
+def test_with_step_times_the_api_gives_the_whole_answer_of_the_command_line(cli, tmp_path, case):
+    """``step_times=True`` times each option as the command does: the answers are equal whole, the step times and
+    the machine facts they assumed included."""
+    name, keywords = CASES[case]
+    config = str(SAMPLES / name) if name else None
+    answer = json.loads(zeroadvisor.estimate(config, step_times=True, **keywords).report("json"))
+    outcome, cli_answer = _cli(cli, tmp_path, config, keywords)
+    assert outcome == "answered" and answer == cli_answer
+    assert any(key.startswith("throughput") for stage in answer["stages"] for key in stage)
+
+
+@pytest.mark.parametrize("value", ["yes", 1, None])
+def test_step_times_must_be_a_bool(value):
+    with pytest.raises(zeroadvisor.UsageError, match=r"^step_times: expected True or False"):
+        zeroadvisor.estimate(params="7B", gpus=8, gpu="A100-SXM4-80GB", step_times=value)
 
 
 @pytest.mark.parametrize("spelling", [["--config"], ["-c"], ["--config="]])

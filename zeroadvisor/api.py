@@ -160,7 +160,7 @@ def estimate(config: str | os.PathLike[str] | Mapping[str, Any] | None = None, *
              gpus: int | None = None, gpus_per_node: int | None = None, gpu: str | None = None,
              gpu_memory: int | str | None = None, cpu_memory: int | str | None = None,
              nvme: int | str | None = None, headroom: float | str = "10%", accounting: str = "deepspeed",
-             deepspeed_version: str | None = None, **training: Any) -> EstimateResult:
+             deepspeed_version: str | None = None, step_times: bool = False, **training: Any) -> EstimateResult:
     """Estimate ZeRO memory for a config (a path or a dict; None: DeepSpeed's defaults, fp16 Adam).
 
     ``model``: a model description or a Hugging Face config.json (path), or ``params`` ("7B", 7e9 as
@@ -168,14 +168,17 @@ def estimate(config: str | os.PathLike[str] | Mapping[str, Any] | None = None, *
     partitions, and so the answer, depend on it; an Accelerate config's num_processes gives it too); sizes are
     byte counts or strings such as "80GiB"; ``training``: the training-shape keywords (seq_len, micro_batch,
     precision, stage, activation_checkpointing, ... as the flags); ``deepspeed_version``: the DeepSpeed release
-    whose defaults the estimate reads (as ``lint``).
+    whose defaults the estimate reads (as ``lint``); ``step_times``: each option's step time too, as the
+    ``estimate`` command gives it (with the machine's assumed inputs: efficiency, CPU cores, launcher).
 
     >>> zeroadvisor.estimate(params="7B", gpus=8, gpu="A100-SXM4-80GB").verdict
     """
+    if not isinstance(step_times, bool):  # as default_excludes: a truthy string is no answer
+        raise UsageError(f"step_times: expected True or False, got {step_times!r}"[:200])
     return run_estimate(_build("estimate", dict(
         config=config, model=model, params=params, gpus=gpus, gpus_per_node=gpus_per_node, gpu=gpu,
         gpu_memory=gpu_memory, cpu_memory=cpu_memory, nvme=nvme, headroom=headroom, accounting=accounting,
-        deepspeed_version=deepspeed_version), training))
+        deepspeed_version=deepspeed_version), training), step_times=step_times)
 
 
 # -- check ------------------------------------------------------------------------------------
