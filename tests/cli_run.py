@@ -98,12 +98,21 @@ def cli_terminal(*args, columns: int = 80, cwd: Path | str | None = None, timeou
     """``python -m zeroadvisor *args`` with stdout on a real terminal (a pseudo-terminal, ``COLUMNS`` wide): what
     a person at a terminal sees, where ``cli`` and ``cli_process`` see a pipe. NO_COLOR is set; UTF-8 output.
     The terminal's CRLF line ends are read back as LF."""
+    code, shown, stderr = cli_terminal_bytes(*args, columns=columns, cwd=cwd, timeout=timeout)
+    return Result(code, shown.decode("utf-8").replace("\r\n", "\n"), stderr)
+
+
+def cli_terminal_bytes(*args, columns: int = 80, cwd: Path | str | None = None, env: dict[str, str] | None = None,
+                       timeout: float = 120) -> tuple[int, bytes, str]:
+    """As ``cli_terminal``, the terminal's bytes as they came (CRLF included): (exit code, stdout, stderr). The
+    terminal is read while the command runs, so a report longer than the terminal's buffer cannot stall it."""
     import pty
     import select
 
-    environment = {k: v for k, v in os.environ.items() if k != "ZEROADVISOR_DEBUG"}
+    environment = {k: v for k, v in os.environ.items() if k not in ("ZEROADVISOR_DEBUG", "GITHUB_ACTIONS")}
     environment.update(NO_COLOR="1", COLUMNS=str(columns), PYTHONIOENCODING="utf-8",
-                       PYTHONPATH=os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]))
+                       PYTHONPATH=os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]),
+                       **(env or {}))
     main, child = pty.openpty()
     process = subprocess.Popen([sys.executable, "-m", "zeroadvisor", *map(_argument, args)], stdout=child,
                                stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=environment, cwd=cwd)
@@ -124,4 +133,4 @@ def cli_terminal(*args, columns: int = 80, cwd: Path | str | None = None, timeou
         if process.poll() is None:
             process.kill()
     stderr = process.stderr.read().decode("utf-8", "replace") if process.stderr else ""
-    return Result(process.returncode, b"".join(chunks).decode("utf-8").replace("\r\n", "\n"), stderr)
+    return process.returncode, b"".join(chunks), stderr

@@ -9,14 +9,12 @@ what ``check --fix`` writes. Before, the diff was escaped for a terminal whereve
 
 from __future__ import annotations
 
-import os
-import pty
 import subprocess
 
 import pytest
 
 from ci_runner import executed
-from cli_run import cli_process
+from cli_run import cli_process, cli_terminal_bytes
 from zeroadvisor.report import Report
 from zeroadvisor.report.check_text import narrow_diff
 from zeroadvisor.report.text import suggested_diff
@@ -78,22 +76,8 @@ def test_check_suggest_written_to_a_file_is_the_same_patch(tmp_path, encoding):
 
 
 def _on_a_terminal(*args, cwd, env=None) -> bytes:
-    master, slave = pty.openpty()
-    try:
-        done = cli_process(*args, cwd=cwd, stdout=slave, text=False, env=env)
-        os.close(slave)
-        shown = b""
-        while True:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:  # EIO: the other side is closed and everything was read
-                break
-            if not chunk:
-                break
-            shown += chunk
-    finally:
-        os.close(master)
-    assert done.returncode in (0, 1, 5), done.stderr
+    code, shown, stderr = cli_terminal_bytes(*args, cwd=cwd, env=env)
+    assert code in (0, 1, 5), stderr
     return shown
 
 

@@ -70,17 +70,21 @@ def _imports(path: Path, root: Path = REPO) -> list[tuple[int, str]]:
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names if alias.name.startswith("zeroadvisor")]
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
-                target = ".".join(base + ([node.module] if node.module else []))
-            else:
-                target = node.module or ""
+            target = _from_target(node, package)
             if target == "zeroadvisor":  # from zeroadvisor import vocab, units, ...: a module, or the facade's name
                 found += [(node.lineno, f"zeroadvisor.{alias.name}" if _is_module(root, alias.name) else target)
                           for alias in node.names]
             elif target.startswith("zeroadvisor."):
                 found.append((node.lineno, target))
     return found
+
+
+def _from_target(node: ast.ImportFrom, package: str) -> str:
+    """The module a ``from ... import`` names, a relative one resolved against ``package``."""
+    if not node.level:
+        return node.module or ""
+    base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
 
 
 def _is_module(root: Path, name: str) -> bool:
@@ -175,11 +179,7 @@ def _file_imports(path: Path, root: Path = REPO) -> list[tuple[int, str]]:
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names if alias.name.startswith("zeroadvisor.")]
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
-                target = ".".join(base + ([node.module] if node.module else []))
-            else:
-                target = node.module or ""
+            target = _from_target(node, package)
             if target != "zeroadvisor" and not target.startswith("zeroadvisor."):
                 continue
             for alias in node.names:
