@@ -61,7 +61,7 @@ def _field_runs(workdir: Path) -> Iterator[tuple[str, list[str]]]:
             _captured.extend(args)
             raise StopIteration
 
-        field._cli = capture  # type: ignore[assignment]
+        field._cli = capture
         try:
             with contextlib.suppress(StopIteration):
                 field.run_check(case, ds_path, model_path)
