@@ -5,13 +5,14 @@ Rows are the keys of ``memory/terms.py`` ROWS. Options are anything with ``stage
 nothing from the memory model, so ``Option`` itself can use it.
 
 The closed sets these words are keyed by are defined here, at the bottom of the pipeline: the verdicts
-(memory/verdict.py) and the offload devices (memory/options.py). They are ``StrEnum``s: a member equals
-its string, so configs, flags and the JSON contract read and write the same text.
+(memory/verdict.py), the offload devices (memory/options.py), the training precisions and the ZeRO stages.
+They are ``StrEnum``s (the stage an ``IntEnum``): a member equals its string (number), so configs, flags and
+the JSON contract read and write the same text.
 """
 
 from __future__ import annotations
 
-from enum import StrEnum
+from enum import IntEnum, StrEnum
 from typing import Protocol
 
 
@@ -32,6 +33,28 @@ class Device(StrEnum):
     NONE = "none"
     CPU = "cpu"
     NVME = "nvme"
+
+
+class Precision(StrEnum):
+    """The dtype the model trains in (engine.py: fp16 is checked before bf16; neither enabled is fp32)."""
+
+    FP16 = "fp16"
+    BF16 = "bf16"
+    FP32 = "fp32"
+
+    @property
+    def mixed(self) -> bool:
+        """A 16-bit model with fp32 master weights (DeepSpeed's fp16 / bf16 optimizers)."""
+        return self is not Precision.FP32
+
+
+class Stage(IntEnum):
+    """A ZeRO stage (DeepSpeed's ZeroStageEnum, runtime/zero/config.py): an ``IntEnum``, so it equals its number."""
+
+    DISABLED = 0
+    OPTIMIZER_STATES = 1
+    GRADIENTS = 2
+    WEIGHTS = 3
 
 
 ROW_LABELS = {
