@@ -16,7 +16,7 @@ objects, the JSON "recommends" object is their ``to_dict()``, and a report's ver
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -233,6 +233,8 @@ class Advice:
     estimate: Estimate  # the config as written
     budget: Budget
     search: Searcher  # answers "what fits?" for the config as the fixes will write it
+    # each outcome's step time, timed once (step_time_of): id(outcome) -> (outcome, its step time)
+    _step_times: dict[int, tuple[Outcome, StepTime]] = field(default_factory=dict, init=False, repr=False)
 
     @property
     def configured(self) -> StageEstimate | None:
@@ -280,13 +282,24 @@ class Advice:
 
     def recommend(self, outcome: Outcome, reason: Reason) -> Recommendation:
         """``outcome`` recommended for ``reason``: with its step time on this cluster's machine and the
-        configured run's."""
-        return Recommendation(reason, outcome, self.search.step_time(outcome.change, outcome.stage),
-                              self.configured_step_time, self.budget.unit)
+        configured run's. The rules that recommend the best change (does-not-fit, lower-stage-fits,
+        offload-not-needed, faster-option-fits) share its step time: it is timed once (``step_time_of``)."""
+        return Recommendation(reason, outcome, self.step_time_of(outcome), self.configured_step_time,
+                              self.budget.unit)
 
     def timed(self, outcome: Outcome) -> Considered:
         """``outcome`` with its step time, named but not recommended."""
-        return Considered(outcome.change, outcome.stage, self.search.step_time(outcome.change, outcome.stage))
+        return Considered(outcome.change, outcome.stage, self.step_time_of(outcome))
+
+    def step_time_of(self, outcome: Outcome) -> StepTime:
+        """The step time of one of the search's outcomes (``best``, ``cluster_changes``, a lower stage's), timed
+        on first use and kept. Kept by the outcome itself (an Outcome holds a dict patch, so it has no hash): the
+        entry holds the outcome, so the identity it is found by is never reused while the entry stands."""
+        kept = self._step_times.get(id(outcome))
+        if kept is None or kept[0] is not outcome:
+            kept = (outcome, self.search.step_time(outcome.change, outcome.stage))
+            self._step_times[id(outcome)] = kept
+        return kept[1]
 
     # -- what the rules name besides the best change ---------------------------------------------------
     @property
