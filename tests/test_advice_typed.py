@@ -19,6 +19,7 @@ from conftest import REPO
 from zeroadvisor.advisor import check as check_module
 from zeroadvisor.advisor.advice import HEADLINE, Advice, KeyChange, Reason, Recommendation, headline
 from zeroadvisor.advisor.change import Change, ClusterChange
+from zeroadvisor.advisor.lead import decide
 from zeroadvisor.advisor.search import Considered, Outcome, Shortfall
 from zeroadvisor.hardware.machine import Hardware, Launcher
 from zeroadvisor.lint.findings import Action
@@ -154,9 +155,8 @@ def test_each_recommendation_names_the_rule_that_reports_it(monkeypatch):
 def test_the_verdict_line_renders_the_headline_recommendation(monkeypatch):
     result = run("ZA801", "llama-7b-stage-2-on-a10g", monkeypatch)
     finding = _finding(result, "ZA801")
-    rec = overview.recommendation(result.findings, result.estimate)
-    assert rec.finding is finding and rec.advice is finding.recommends
-    assert result.recommendation is finding.recommends
+    rec = result.recommendation  # decided by the advisor once: the renderers read it
+    assert (rec.code, rec.name) == (finding.code, finding.name) and rec.advice is finding.recommends
     sentence = overview.verdict_sentence(result.estimate, rec, "GB")
     advice = finding.recommends
     # 11.2 s against 9.78 s configured: inside the step-time model's measured error (validation.TIE_BAND), so the
@@ -170,16 +170,16 @@ def test_the_verdict_line_renders_the_headline_recommendation(monkeypatch):
             f"{advice.configured_step_time_s:.3g} s configured, inside the step-time model's measured error of "
             f"{TIE_BAND - 1:.0%}); {advice.cost}") in sentence
     # smaller buckets are part of the change: no column of the options table is that run
-    assert rec.stage is None and not any(overview.is_recommended(st, rec) for st in result.estimate.stages)
+    assert rec.option is None and not any(overview.is_recommended(st, rec) for st in result.estimate.stages)
 
 
 def test_a_column_is_marked_recommended_when_the_estimate_has_that_run(monkeypatch):
     result = run("ZA804", "small-model-with-optimizer-offload", monkeypatch)
-    rec = overview.recommendation(result.findings, result.estimate)
+    rec = result.recommendation
     assert isinstance(rec.advice, Recommendation) and rec.advice.option != result.estimate.configured.option
-    assert rec.stage is not None and rec.stage.option == rec.advice.option and not rec.stage.configured
-    assert rec.stage.peak_gpu == rec.advice.peak_gpu
-    assert [st for st in result.estimate.stages if overview.is_recommended(st, rec)] == [rec.stage]
+    assert rec.option is not None and rec.option.option == rec.advice.option and not rec.option.configured
+    assert any(rec.option is st for st in result.estimate.stages) and rec.own is None
+    assert [st for st in result.estimate.stages if overview.is_recommended(st, rec)] == [rec.option]
 
 
 def test_bucket_tuning_is_a_key_change_without_a_json_recommends(monkeypatch):
@@ -192,9 +192,9 @@ def test_bucket_tuning_is_a_key_change_without_a_json_recommends(monkeypatch):
     assert "recommends" not in data and "actions" not in data
     # lower-stage-fits fires too: ZeRO-1 within the step-time model's error of the configured ZeRO-3, so it has a
     # fix and is the headline; without it the buckets are
-    assert overview.recommendation(result.findings, result.estimate).finding.code == "ZA802"
-    rec = overview.recommendation([f for f in result.findings if f.code != "ZA802"], result.estimate)
-    assert rec.finding is finding
+    assert result.recommendation.code == "ZA802"
+    rec = decide([f for f in result.findings if f.code != "ZA802"], result.estimate)
+    assert (rec.code, rec.advice) == ("ZA806", finding.recommends) and rec.keys == finding.recommends.keys
     assert overview.recommendation_words(rec, "GB") == (
         "Recommended (ZA806 large-buckets): change zero_optimization.allgather_bucket_size, "
         "zero_optimization.reduce_bucket_size")

@@ -268,11 +268,11 @@ def test_an_all_auto_trainer_config_gets_a_smaller_per_device_batch_in_the_train
     assert "per_device_train_batch_size=1 and gradient_accumulation_steps=8" in action.text
     configured_acts = result.estimate.configured.per_gpu["activations"]
     assert rec.stage.per_gpu["activations"] == pytest.approx(configured_acts / 8, rel=0.01)
-    line = overview.verdict_sentence(result.estimate, overview.recommendation(result.findings, result.estimate), "GB")
+    line = overview.verdict_sentence(result.estimate, result.recommendation, "GB")
     recommended = line.split("Recommended (ZA801 does-not-fit): ")[1]
     assert "micro batch 1 with gradient accumulation 8 (in the Trainer's arguments)" in recommended
     # the recommended run is a column of its own (no option of the table runs micro batch 1), marked recommended
-    headline = overview.recommendation(result.findings, result.estimate)
+    headline = result.recommendation
     shown = overview.shown_stages(result.estimate, headline, all_options=False)
     assert shown[-1] is rec.stage and overview.role(rec.stage, headline) == "recommended"
     assert overview.column_label(rec.stage, headline) == f"Z{rec.option.stage} +mb:1"

@@ -87,7 +87,7 @@ def check_accelerate(path: str, document: Document, options: CheckOptions,
                      rules: list[Rule], refuse_conflicts: Callable[[str, Any, CheckOptions], None]) -> CheckResult:
     """Lint findings and memory advice for an Accelerate config. ``refuse_conflicts(path, data, options)``
     is the flow's check that the flags agree with the DeepSpeed config."""
-    from zeroadvisor.advisor.check import CheckResult, check_document, unestimated
+    from zeroadvisor.advisor.check import check_document, finished, unestimated
     from zeroadvisor.lint.context import Context, Integration, LintOptions
     from zeroadvisor.lint.engine import capped
     from zeroadvisor.rules import accelerate as rules_accelerate
@@ -107,13 +107,15 @@ def check_accelerate(path: str, document: Document, options: CheckOptions,
     built = rules_accelerate.deepspeed_document(document, launch)
     if built is None:
         if any(f.severity is Severity.ERROR for f in yaml_findings):  # an error already says why
-            return CheckResult(_sorted(yaml_findings), None, options, no_estimate=why_no_config(launch, document.data))
+            return finished(_sorted(yaml_findings), None, options, no_estimate=why_no_config(launch, document.data))
         return unestimated(document, _sorted(yaml_findings), options, rules, why_no_config(launch, document.data))
     refuse_conflicts(path, built.data, options)
     result = check_document(built, options, [r for r in rules if r.code not in rules_accelerate.CODES])
     placed = place_on_yaml(document, launch, result.findings, yaml_findings)
-    result.findings = _sorted(yaml_findings + placed)
-    return result
+    # the findings as placed on the YAML carry no fix (the DeepSpeed config is Accelerate's to build): the lead
+    # recommendation is decided again on them, as every report reads them
+    return finished(_sorted(yaml_findings + placed), result.estimate, result.options, no_estimate=result.no_estimate,
+                    advice=result.advice)
 
 
 def _sorted(findings: list[Finding]) -> list[Finding]:

@@ -7,7 +7,8 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from zeroadvisor.advisor import registry
-from zeroadvisor.advisor.advice import Advice, Advised, Budget, headline
+from zeroadvisor.advisor.advice import Advice, Budget
+from zeroadvisor.advisor.lead import Lead, NoFix, decide, no_fix
 from zeroadvisor.advisor.rules import AdviceRuleContext
 from zeroadvisor.config import merge_patch as mp
 from zeroadvisor.config.source import Document
@@ -55,7 +56,8 @@ class CheckOptions:
 
 @dataclass
 class CheckResult:
-    """The findings of one config, its estimate, and the advice they were worded from (None: no estimate)."""
+    """The findings of one config, its estimate, and the advice they were worded from (None: no estimate), with
+    the recommendation every report names first, decided once from the findings (:func:`finished`)."""
 
     findings: list[Finding]
     estimate: Estimate | None
@@ -63,12 +65,11 @@ class CheckResult:
     # why the memory model made no estimate of a config it could read (one line; the no-estimate finding says it)
     no_estimate: str | None = None
     advice: Advice | None = None
-
-    @property
-    def recommendation(self) -> Advised | None:
-        """The change the findings recommend first (advisor/advice.py headline), None when none does."""
-        found = headline(self.findings)
-        return found[1] if found is not None else None
+    # the lead recommendation (advisor/lead.py): what the verdict line names and the column marked recommended;
+    # None where no finding recommends a change. Renderers read it and choose nothing themselves.
+    recommendation: Lead | None = None
+    # where the run fails and no config change makes it run: the failing finding a report points at instead
+    no_fix: NoFix | None = None
 
     def estimate_dict(self) -> dict[str, Any] | None:
         if self.estimate is None:
@@ -84,6 +85,14 @@ class CheckResult:
         from zeroadvisor.throughput import per_option
 
         return per_option(self.estimate, hardware)
+
+
+def finished(findings: list[Finding], estimate: Estimate | None, options: CheckOptions, *,
+             no_estimate: str | None = None, advice: Advice | None = None) -> CheckResult:
+    """The result of a check whose findings are final: its lead recommendation decided here, once."""
+    lead = decide(findings, estimate)
+    return CheckResult(findings, estimate, options, no_estimate=no_estimate, advice=advice, recommendation=lead,
+                       no_fix=no_fix(findings, lead))
 
 
 def combined_patch(findings: list[Finding]) -> dict[str, Any]:
@@ -108,7 +117,7 @@ def unestimated(doc: Document, linted: list[Finding], options: CheckOptions, rul
         pointer = reason.pointer if isinstance(reason, EstimateError) else ""
         placed = bool(pointer) and Context(doc).has(pointer)
         findings += capped(NO_ESTIMATE, [no_estimate_hit(str(reason), pointer, placed)], doc)
-    return CheckResult(merge_findings(findings, selected), None, options, no_estimate=str(reason))
+    return finished(merge_findings(findings, selected), None, options, no_estimate=str(reason))
 
 
 def check_document(doc: Document, options: CheckOptions, rules: Iterable[Rule] | None = None) -> CheckResult:
@@ -120,7 +129,7 @@ def check_document(doc: Document, options: CheckOptions, rules: Iterable[Rule] |
     selected = list(registry.ALL if rules is None else rules)
     lint_rules = [r for r in selected if not r.needs_advice]
     if not isinstance(doc.data, dict):
-        return CheckResult(lint_document(doc, lint_options, selected), None, options)
+        return finished(lint_document(doc, lint_options, selected), None, options)
     try:
         result = estimate(settings_of(doc), options.model, options.shape, cluster, options.accounting)
     except EstimateError as err:  # a value the memory model needs is unusable: no verdict, and an error says so
@@ -158,8 +167,8 @@ def check_document(doc: Document, options: CheckOptions, rules: Iterable[Rule] |
         result.assumed = [*result.assumed, *hardware_assumptions(hardware, machine_uses(judged, cluster.nodes))]
     context = AdviceRuleContext(doc, lint_options, advice)
     advice_rules = [r for r in selected if r.needs_advice]
-    return CheckResult(merge_findings([*linted, *run_rules(context, advice_rules)], selected), result, options,
-                       advice=advice)
+    return finished(merge_findings([*linted, *run_rules(context, advice_rules)], selected), result, options,
+                    advice=advice)
 
 
 def _hardware(options: CheckOptions) -> Hardware | None:

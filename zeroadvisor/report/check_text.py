@@ -21,6 +21,7 @@ from zeroadvisor.report.finding_parts import COLOURS, RESET, location
 from zeroadvisor.units import format_bytes, scale
 
 if TYPE_CHECKING:
+    from zeroadvisor.advisor.lead import Lead, NoFix
     from zeroadvisor.memory.estimate import Estimate, StageEstimate
 
 ELLIPSIS = ("…", "...")  # Unicode, ASCII
@@ -50,25 +51,19 @@ def _cut(text: str, style: Style) -> str:
     return text[:style.width - len(mark)].rstrip() + mark
 
 
-def recommendation_sentence(rec: overview.Headline, unit: str) -> str:
+def recommendation_sentence(rec: Lead, unit: str) -> str:
     """"Recommended (ZA802 lower-stage-fits): ZeRO-1, peak 46.18 GB per GPU; <its step time>"."""
-    from zeroadvisor.advisor.advice import KeyChange
-
-    code = f"{rec.finding.code} {rec.finding.name}"
-    advice = rec.advice
-    if isinstance(advice, KeyChange):
-        return f"Recommended ({code}): change {', '.join(advice.keys)}"
-    text = f"Recommended ({code}): {advice.description}, peak {format_bytes(advice.peak_gpu, unit)} per GPU"
-    if advice.stage.uncounted:
-        text += " (" + "; ".join(advice.stage.uncounted_words()) + ")"
-    from zeroadvisor.advisor.ranking import step_time_words
-
-    speed = step_time_words(advice.step_time_s, advice.configured_step_time_s, short=True)
-    return f"{text}; {speed}" if speed else text
+    code = f"{rec.code} {rec.name}"
+    if rec.change is None or rec.peak_gpu is None:
+        return f"Recommended ({code}): change {', '.join(rec.keys)}"
+    text = f"Recommended ({code}): {rec.change}, peak {format_bytes(rec.peak_gpu, unit)} per GPU"
+    if rec.uncounted:
+        text += " (" + "; ".join(rec.uncounted) + ")"
+    return f"{text}; {rec.speed_short}" if rec.speed_short else text
 
 
-def head_lines(estimate: Estimate | None, rec: overview.Headline | None, unit: str, style: Style,
-               findings: Sequence[Finding] = ()) -> list[str]:
+def head_lines(estimate: Estimate | None, rec: Lead | None, unit: str, style: Style,
+               no_fix: NoFix | None = None) -> list[str]:
     """The verdict, the recommendation and the card, each wrapped (coloured by the verdict)."""
     from zeroadvisor.report.estimate_text import SGR
 
@@ -78,13 +73,13 @@ def head_lines(estimate: Estimate | None, rec: overview.Headline | None, unit: s
     out = [style.paint(line, sgr) for line in style.wrap(verdict)]
     if rec is not None:
         out += style.wrap(escape.terminal(recommendation_sentence(rec, unit)))
-    no_fix = overview.no_fix_sentence(findings, rec)
-    if no_fix is not None:
-        out += style.wrap(escape.terminal(no_fix))
+    no_fix_line = overview.no_fix_sentence(no_fix)
+    if no_fix_line is not None:
+        out += style.wrap(escape.terminal(no_fix_line))
     return out
 
 
-def options_lines(estimate: Estimate, rec: overview.Headline | None, unit: str, style: Style) -> list[str]:
+def options_lines(estimate: Estimate, rec: Lead | None, unit: str, style: Style) -> list[str]:
     """The options that matter (overview.shown_stages), one row each: peak per GPU, host RAM per node, fits."""
     stages = overview.shown_stages(estimate, rec, all_options=False)
     names = [_name(st, rec) for st in stages]
@@ -102,12 +97,12 @@ def options_lines(estimate: Estimate, rec: overview.Headline | None, unit: str, 
     return rows + _difference_line(estimate, rec, unit, style)
 
 
-def _name(st: StageEstimate, rec: overview.Headline | None) -> str:
+def _name(st: StageEstimate, rec: Lead | None) -> str:
     suffix = overview.column_suffix(st, rec)
     return f"{labels.option_plain(st.option)} {suffix}" if suffix else labels.option_plain(st.option)
 
 
-def _difference_line(estimate: Estimate, rec: overview.Headline | None, unit: str, style: Style) -> list[str]:
+def _difference_line(estimate: Estimate, rec: Lead | None, unit: str, style: Style) -> list[str]:
     """What the peak adds to the model states alone (what DeepSpeed's own estimator counts), for the run the
     report is about: the recommended one, else the configured."""
     st = rec.column if rec is not None and rec.column is not None else estimate.configured
@@ -130,9 +125,9 @@ def assumption_lines(estimate: Estimate, style: Style) -> list[str]:
 
 
 def render(findings: Sequence[Finding], estimate: Estimate | None, unit: str, style: Style, summary: str,
-           rec: overview.Headline | None, cut: bool = False) -> list[str]:
+           rec: Lead | None, cut: bool = False, no_fix: NoFix | None = None) -> list[str]:
     """The one-screen check (module docstring), without the diff; ``cut``: the findings cut at the width."""
-    lines = head_lines(estimate, rec, unit, style, findings)
+    lines = head_lines(estimate, rec, unit, style, no_fix)
     lines.append("")
     lines += [_paint_severity(line, f, style) for f in findings for line in one_line(f, style, cut)]
     lines += style.wrap(f"{summary} ({MORE})")

@@ -24,6 +24,7 @@ from zeroadvisor.units import format_bytes, scale, unit_for
 from zeroadvisor.vocab import Accounting, Device, Verdict
 
 if TYPE_CHECKING:
+    from zeroadvisor.advisor.lead import Lead
     from zeroadvisor.memory.options import Option
     from zeroadvisor.throughput import StepTime
 
@@ -79,7 +80,7 @@ class Style:
 
 def render(estimate: Estimate, unit: str | None = None, ascii_only: bool = False, explain: bool = False,
            assumed: bool = True, width: int | None = None, colour: bool = False, all_options: bool = False,
-           rec: overview.Headline | None = None, steps: Mapping[Option, StepTime] | None = None) -> str:
+           rec: Lead | None = None, steps: Mapping[Option, StepTime] | None = None) -> str:
     """The estimate command's report: the verdict line, then ``body``. ``steps``: the step-time
     estimate per option (zeroadvisor.throughput.per_option), shown as a row relative to the configured."""
     unit = unit or unit_for(estimate.accounting)  # GiB; the paper's accounting in its GB
@@ -89,7 +90,7 @@ def render(estimate: Estimate, unit: str | None = None, ascii_only: bool = False
     return escape.output("\n".join(lines).rstrip() + "\n", ascii_only)
 
 
-def verdict_lines(estimate: Estimate | None, rec: overview.Headline | None, unit: str,
+def verdict_lines(estimate: Estimate | None, rec: Lead | None, unit: str,
                   style: Style) -> list[str]:
     """The verdict sentence, wrapped; coloured by the verdict; the resolved GPU under it."""
     st = estimate.configured if estimate is not None else None
@@ -103,7 +104,7 @@ def verdict_lines(estimate: Estimate | None, rec: overview.Headline | None, unit
 
 
 def body(estimate: Estimate, unit: str, style: Style, explain: bool = False, assumed: bool = True,
-         all_options: bool = False, rec: overview.Headline | None = None,
+         all_options: bool = False, rec: Lead | None = None,
          steps: Mapping[Option, StepTime] | None = None) -> list[str]:
     """Everything after the verdict: the inputs, the table, the bars, the assumptions (and with
     ``explain`` the configured option's terms and the source notes).
@@ -189,7 +190,7 @@ def _limits_lines(estimate: Estimate, unit: str, style: Style) -> list[str]:
                       "save phases.")
 
 
-def _legend_lines(estimate: Estimate, stages: list[StageEstimate], rec: overview.Headline | None,
+def _legend_lines(estimate: Estimate, stages: list[StageEstimate], rec: Lead | None,
                   style: Style) -> list[str]:
     """The marks for the configured and recommended options, and how many options are not shown."""
     legend = []
@@ -221,17 +222,17 @@ def _explained_lines(estimate: Estimate, unit: str, style: Style) -> list[str]:
 
 # --- the table ---------------------------------------------------------------------------------
 
-def _marker(st: StageEstimate, rec: overview.Headline | None) -> str:
+def _marker(st: StageEstimate, rec: Lead | None) -> str:
     if overview.is_configured(st, rec):
         return CONFIGURED_MARK
     return RECOMMENDED_MARK if overview.is_recommended(st, rec) else ""
 
 
-def _header(st: StageEstimate, rec: overview.Headline | None) -> str:
+def _header(st: StageEstimate, rec: Lead | None) -> str:
     return _marker(st, rec) + overview.column_label(st, rec)
 
 
-def _compact_header(st: StageEstimate, rec: overview.Headline | None) -> list[str]:
+def _compact_header(st: StageEstimate, rec: Lead | None) -> list[str]:
     """Short lines, "*Z3" over "+opt:cpu" over "+par:nvme" (then what the recommended run's own column changes
     besides, "+mb:1"), for narrow terminals."""
     o = st.option
@@ -269,7 +270,7 @@ def _row_labels(with_phases: bool, with_steps: bool) -> list[str]:
 
 
 def table(stages: list[StageEstimate], estimate: Estimate, unit: str, style: Style,
-          rec: overview.Headline | None = None, steps: Mapping[Option, StepTime] | None = None) -> list[str]:
+          rec: Lead | None = None, steps: Mapping[Option, StepTime] | None = None) -> list[str]:
     """One column per option, in as few blocks as the width allows."""
     if not stages:
         return []
@@ -311,7 +312,7 @@ def table(stages: list[StageEstimate], estimate: Estimate, unit: str, style: Sty
     return out
 
 
-def _column_sgr(st: StageEstimate, rec: overview.Headline | None) -> str | None:
+def _column_sgr(st: StageEstimate, rec: Lead | None) -> str | None:
     if overview.is_configured(st, rec):
         return SGR["configured"]
     return SGR["recommended"] if overview.is_recommended(st, rec) else None
@@ -320,7 +321,7 @@ def _column_sgr(st: StageEstimate, rec: overview.Headline | None) -> str | None:
 # --- the bars ----------------------------------------------------------------------------------
 
 def bars(stages: list[StageEstimate], estimate: Estimate, unit: str, style: Style,
-         rec: overview.Headline | None = None) -> list[str]:
+         rec: Lead | None = None) -> list[str]:
     """A bar per option: its memory per GPU while training, one letter per row, against the card
     ("|"); dots up to a higher peak at load or save."""
     if not stages:

@@ -19,9 +19,9 @@ from zeroadvisor.units import DEFAULT_UNIT, format_bytes, scale
 from zeroadvisor.vocab import Verdict
 
 if TYPE_CHECKING:
+    from zeroadvisor.advisor.lead import Lead, NoFix
     from zeroadvisor.memory.estimate import Estimate, StageEstimate
     from zeroadvisor.report import Report
-    from zeroadvisor.report.overview import Headline
 
 # One colour per row (the chart's legend says which).
 ROW_COLOURS = {"parameters": "#4e79a7", "gradients": "#76b7b2", "optimizer_states": "#b07aa1",
@@ -57,7 +57,7 @@ def _e(text: object) -> str:
     return _html.escape(escape.terminal(str(text)), quote=True)
 
 
-def chart(stages: list[StageEstimate], estimate: Estimate, unit: str, rec: Headline | None) -> str:
+def chart(stages: list[StageEstimate], estimate: Estimate, unit: str, rec: Lead | None) -> str:
     """Horizontal stacked bars, one per option: its memory per GPU while training by row, a thin
     bar for a higher peak at load or save, and the card's capacity as a vertical line."""
     capacity = estimate.cluster.gpu_memory
@@ -114,7 +114,7 @@ def chart(stages: list[StageEstimate], estimate: Estimate, unit: str, rec: Headl
     return "\n".join(parts)
 
 
-def _options_table(stages: list[StageEstimate], unit: str, rec: Headline | None) -> str:
+def _options_table(stages: list[StageEstimate], unit: str, rec: Lead | None) -> str:
     rows = [('<table id="options"><tr><th>Option</th>'
              f'<th>Total per GPU ({unit})</th><th>Peak per GPU ({unit})</th><th>Host RAM / node ({unit})</th>'
              f'<th>NVMe / node ({unit})</th><th>Binding phase</th><th>Fits</th></tr>')]
@@ -131,8 +131,9 @@ def _options_table(stages: list[StageEstimate], unit: str, rec: Headline | None)
 
 
 def render(path: str, findings: list[Finding], estimate: Estimate | None, diff: str = "",
-           unit: str = DEFAULT_UNIT) -> str:
-    rec = overview.recommendation(findings, estimate)
+           unit: str = DEFAULT_UNIT, rec: Lead | None = None, no_fix: NoFix | None = None) -> str:
+    """``rec``, ``no_fix``: the check's decided recommendation, or the failing finding no change fixes
+    (CheckResult.recommendation, .no_fix; None for an estimate alone)."""
     configured = estimate.configured if estimate is not None else None
     colour = VERDICT_COLOURS[configured.verdict if configured is not None else None]
     title = f"zeroadvisor: {path}" if path else "zeroadvisor"
@@ -142,9 +143,9 @@ def render(path: str, findings: list[Finding], estimate: Estimate | None, diff: 
            f"<h1>zeroadvisor: <code>{_e(path)}</code></h1>" if path else "<h1>zeroadvisor</h1>",
            (f'<p id="verdict" class="verdict" style="border-color: {colour}">'
             f"{_e(overview.verdict_sentence(estimate, rec, unit))}</p>")]
-    no_fix = overview.no_fix_sentence(findings, rec)
-    if no_fix is not None:
-        out.append(f'<p id="no-fix">{_e(no_fix)}</p>')
+    no_fix_line = overview.no_fix_sentence(no_fix)
+    if no_fix_line is not None:
+        out.append(f'<p id="no-fix">{_e(no_fix_line)}</p>')
     if estimate is not None:
         m, s, c = estimate.model, estimate.settings, estimate.cluster
         gpu = overview.gpu_words(estimate, unit)
@@ -179,7 +180,10 @@ def render(path: str, findings: list[Finding], estimate: Estimate | None, diff: 
 
 
 def render_report(report: Report) -> str:
-    estimate = report.estimate if report.check is None else report.check.estimate
-    out = render(report.path, report.findings, estimate, report.diff, report.unit)
+    check = report.check
+    estimate = report.estimate if check is None else check.estimate
+    out = render(report.path, report.findings, estimate, report.diff, report.unit,
+                 rec=check.recommendation if check is not None else None,
+                 no_fix=check.no_fix if check is not None else None)
     # a stream that takes ASCII only gets character references: the same page
     return out.encode("ascii", "xmlcharrefreplace").decode("ascii") if report.ascii_only else out

@@ -53,7 +53,6 @@ def _check_estimate(report: Report) -> dict[str, Any] | None:
     GPU is named) and ``recommended`` (the option the report's verdict line recommends, marked ">" in text); where
     the recommended run also changes the micro batch, checkpointing, layout or buckets, ``recommended_run`` is
     its own estimate (the extra column of the text report)."""
-    from zeroadvisor.advisor.advice import Recommendation
     from zeroadvisor.report import overview
     from zeroadvisor.throughput import json_fields
 
@@ -62,7 +61,7 @@ def _check_estimate(report: Report) -> dict[str, Any] | None:
     data = check.estimate_dict()
     if data is None or check.estimate is None:
         return data
-    rec = overview.recommendation(report.findings, check.estimate)
+    rec = check.recommendation  # decided by the advisor (advisor/lead.py)
     steps = check.step_times()
     for stage, entry in zip(check.estimate.stages, data["stages"], strict=True):
         entry["recommended"] = overview.is_recommended(stage, rec)
@@ -71,7 +70,7 @@ def _check_estimate(report: Report) -> dict[str, Any] | None:
     for own in overview.extra_column(check.estimate, rec):  # the recommended run where no option is it
         assert rec is not None
         run = {**own.to_dict(), "label": overview.column_label(own, rec), "configured": False, "recommended": True}
-        if isinstance(rec.advice, Recommendation):
-            run.update(json_fields(rec.advice.step_time))
+        if rec.step_time is not None:
+            run.update(json_fields(rec.step_time))
         data["recommended_run"] = run
     return data

@@ -20,9 +20,9 @@ from zeroadvisor.units import DEFAULT_UNIT, scale
 from zeroadvisor.vocab import Verdict
 
 if TYPE_CHECKING:
+    from zeroadvisor.advisor.lead import Lead, NoFix
     from zeroadvisor.memory.estimate import Estimate, StageEstimate
     from zeroadvisor.report import Report
-    from zeroadvisor.report.overview import Headline
 
 MARKER = "<!-- zeroadvisor -->"  # the comment's identity: a bot edits the comment that holds it
 _ICON = {Severity.ERROR: "🔴", Severity.WARNING: "🟡", Severity.INFO: "🔵"}
@@ -50,14 +50,14 @@ def _gb(nbytes: int, unit: str, digits: int = 1) -> str:
     return f"{scale(nbytes, unit):.{digits}f}"
 
 
-def _option_cell(st: StageEstimate, rec: Headline | None) -> str:
+def _option_cell(st: StageEstimate, rec: Lead | None) -> str:
     label = escape.markdown_inline(overview.column_label(st, rec))
     if overview.is_configured(st, rec):
         return f"**{label}** (configured)"
     return f"**{label}** (recommended)" if overview.is_recommended(st, rec) else label
 
 
-def options_table(estimate: Estimate, rec: Headline | None, unit: str) -> list[str]:
+def options_table(estimate: Estimate, rec: Lead | None, unit: str) -> list[str]:
     """One row per option: peak per GPU, peak host RAM and NVMe per node, binding phase, verdict."""
     header = (f"| Option | Peak per GPU ({unit}) | Host RAM / node ({unit}) | NVMe / node ({unit}) | Binding phase "
               "| Fits |")
@@ -67,10 +67,9 @@ def options_table(estimate: Estimate, rec: Headline | None, unit: str) -> list[s
     return [header, "|---|---:|---:|---:|---|:---:|", *rows]
 
 
-def breakdown_table(estimate: Estimate, rec: Headline | None, unit: str) -> list[str]:
+def breakdown_table(estimate: Estimate, rec: Lead | None, unit: str) -> list[str]:
     """The configured (and the recommended) option by memory row, with the host RAM and NVMe rows."""
-    columns = [st for st in (estimate.configured, rec.stage if rec is not None and rec.changes_option else None)
-               if st is not None]
+    columns = [st for st in (estimate.configured, rec.option if rec is not None else None) if st is not None]
     if not columns:
         return []
     out = [f"| {unit} | " + " | ".join(_option_cell(st, rec) for st in columns) + " |",
@@ -87,14 +86,16 @@ def breakdown_table(estimate: Estimate, rec: Headline | None, unit: str) -> list
 
 
 def render(path: str, findings: list[Finding], estimate: Estimate | None, usable: int | None, gpu_memory: int | None,
-           headroom: float, diff: str, unit: str = DEFAULT_UNIT, ascii_only: bool = False) -> str:
+           headroom: float, diff: str, unit: str = DEFAULT_UNIT, ascii_only: bool = False, rec: Lead | None = None,
+           no_fix: NoFix | None = None) -> str:
+    """``rec``, ``no_fix``: the check's decided recommendation, or the failing finding no change fixes
+    (CheckResult.recommendation, .no_fix)."""
     inline = escape.markdown_inline
-    rec = overview.recommendation(findings, estimate)
     out: list[str] = [_heading(path, findings, estimate), ""]
     out.append(inline(overview.verdict_sentence(estimate, rec, unit)))
-    no_fix = overview.no_fix_sentence(findings, rec)
-    if no_fix is not None:
-        out += ["", inline(no_fix)]
+    no_fix_line = overview.no_fix_sentence(no_fix)
+    if no_fix_line is not None:
+        out += ["", inline(no_fix_line)]
     out.append("")
     if estimate is not None:
         m, s, c = estimate.model, estimate.settings, estimate.cluster
@@ -138,4 +139,5 @@ def render_report(report: Report) -> str:
         raise ValueError("the markdown report renders a check (Report.check is None)")
     cluster = check.options.cluster
     return render(report.path, report.findings, check.estimate, cluster.usable_gpu_memory, cluster.gpu_memory,
-                  cluster.headroom, report.diff, report.unit, ascii_only=report.ascii_only)
+                  cluster.headroom, report.diff, report.unit, ascii_only=report.ascii_only, rec=check.recommendation,
+                  no_fix=check.no_fix)

@@ -1,25 +1,23 @@
-"""What every human-readable report shows first, worked out once: the configured option's verdict,
-the recommended change and its cost, which options a short report shows, and each option's memory
-by row for the bar charts (text bars, the HTML report's SVG).
+"""What every human-readable report shows first: the configured option's verdict, the recommended change and its
+cost, which options a short report shows, and each option's memory by row for the bar charts (text bars, the HTML
+report's SVG). Words and labels only: nothing here chooses.
 
-The recommendation is the typed one an advice finding carries (advisor/advice.py): the headline
-among the findings (advisor.advice.headline: the most pressing reason first). Its words, option,
-peak, cost and step times are the Recommendation's own; a column of the options table is marked as
-it when the estimate's option is that run. Per-option step times (the estimate command) are
-throughput.per_option's StepTime values.
+The recommendation is the one the advisor decided for the check (``CheckResult.recommendation``, an
+advisor/lead.py Lead: the finding that carries it, its words, its option's column or its own). A column of the
+options table is the recommended one when it is the Lead's column, by identity. Per-option step times (the
+estimate command) are throughput.per_option's StepTime values.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from zeroadvisor import vocab as labels
 from zeroadvisor.vocab import Device, Verdict
 
 if TYPE_CHECKING:
-    from zeroadvisor.advisor.advice import Advised
+    from zeroadvisor.advisor.lead import Lead, NoFix
     from zeroadvisor.lint.findings import Finding
     from zeroadvisor.memory.estimate import Estimate, StageEstimate
     from zeroadvisor.memory.options import Option
@@ -35,75 +33,12 @@ BAR_LETTERS = {"parameters": "P", "gradients": "G", "optimizer_states": "O", "ga
                "buffers": "B", "activations": "A", "overhead": "X"}
 
 
-@dataclass(frozen=True)
-class Headline:
-    """The recommendation a report names first, the finding that carries it (its code and name), and the
-    estimate's option that is the recommended run (None: no column of the table is that run)."""
-
-    finding: Finding
-    advice: Advised
-    stage: StageEstimate | None
-
-    @property
-    def changes_option(self) -> bool:
-        return self.stage is not None and not self.stage.configured
-
-    @property
-    def column(self) -> StageEstimate | None:
-        """The recommended run as a column of the options table and a bar of the chart: the estimate's option
-        where that is the run, else the run's own estimate (it also moves the micro batch, the checkpointing or
-        the layout) on the cluster as given; None for a change of cluster or of config keys alone."""
-        from zeroadvisor.advisor.advice import Recommendation
-
-        if self.stage is not None:
-            return self.stage if not self.stage.configured else None
-        advice = self.advice
-        if not isinstance(advice, Recommendation) or advice.change.cluster is not None or not self.column_suffix:
-            return None
-        return advice.stage
-
-    @property
-    def column_suffix(self) -> str:
-        """What the recommended run changes besides its option, for its own column ("" for an estimate's)."""
-        from zeroadvisor.advisor.advice import Recommendation
-
-        advice = self.advice
-        if self.stage is not None or not isinstance(advice, Recommendation):
-            return ""
-        change = advice.change
-        return labels.change_suffix(
-            change.micro_batch if change.micro_batch != change.was_micro_batch else None,
-            str(change.shape.activation_checkpointing)
-            if change.shape.activation_checkpointing != change.was_shape.activation_checkpointing else None,
-            change.sequence_parallel, change.tensor_parallel, change.buckets is not None)
-
-
-def no_fix_sentence(findings: Iterable[Finding], rec: Headline | None) -> str | None:
+def no_fix_sentence(no_fix: NoFix | None) -> str | None:
     """Where the run fails and no change to the config makes it run: one line saying so, pointing at the failing
     finding (which says what binds and what would fit), instead of a lesser change (issue 20, defect 9)."""
-    from zeroadvisor.advisor.advice import failing_findings
-
-    failing = failing_findings(findings)
-    if rec is not None or not failing:
+    if no_fix is None:
         return None
-    return f"No config change fits ({failing[0].code} {failing[0].name}): its finding says what is missing"
-
-
-def recommendation(findings: Iterable[Finding], estimate: Estimate | None) -> Headline | None:
-    """The change the advice recommends first, or None when no finding carries one."""
-    from zeroadvisor.advisor.advice import Recommendation, headline
-
-    found = headline(findings)
-    if found is None:
-        return None
-    finding, advice = found
-    stage = None
-    if isinstance(advice, Recommendation) and estimate is not None:
-        # the column of the option it runs, when that column is the run (the change may also move the micro
-        # batch, the layout or the buckets, or run on another cluster: then no column is it)
-        stage = next((st for st in estimate.stages
-                      if st.option == advice.option and st.peak_gpu == advice.peak_gpu), None)
-    return Headline(finding, advice, stage)
+    return f"No config change fits ({no_fix.code} {no_fix.name}): its finding says what is missing"
 
 
 def throughput(st: StageEstimate | None, steps: Steps | None) -> Throughput | None:
@@ -125,7 +60,7 @@ def relative_step_time(st: StageEstimate, configured: StageEstimate | None,
     return mine.step_time_s / theirs.step_time_s
 
 
-def verdict_sentence(estimate: Estimate | None, rec: Headline | None, unit: str,
+def verdict_sentence(estimate: Estimate | None, rec: Lead | None, unit: str,
                      findings: Sequence[Finding] = (), short: bool = False) -> str:
     """The configured option in one sentence: verdict, peak against capacity, binding phase and
     resource, then the recommended change and its cost."""
@@ -167,24 +102,21 @@ def qualifiers(st: StageEstimate, short: bool = True) -> list[str]:
     return out
 
 
-def recommendation_words(rec: Headline, unit: str) -> str:
+def recommendation_words(rec: Lead, unit: str) -> str:
     """"Recommended (ZA801 does-not-fit): <the change> (<its option>), peak <GB> per GPU; cost: <its cost>"."""
-    from zeroadvisor.advisor.advice import KeyChange
     from zeroadvisor.units import format_bytes
 
-    code = f"{rec.finding.code} {rec.finding.name}"
-    advice = rec.advice
-    if isinstance(advice, KeyChange):  # config keys alone (smaller buckets): no estimate of its own
-        return f"Recommended ({code}): change {', '.join(advice.keys)}"
-    text = f"Recommended ({code}): {advice.description}, peak {format_bytes(advice.peak_gpu, unit)} per GPU"
-    if advice.stage.uncounted:  # fits on what is counted: never said plain (memory/verdict.py stated)
-        text += " (" + "; ".join(advice.stage.uncounted_words()) + ")"
-    speed = advice.step_time_words
-    cost = f"{speed}; {advice.cost}" if speed else advice.cost
+    code = f"{rec.code} {rec.name}"
+    if rec.change is None or rec.peak_gpu is None:  # config keys alone (smaller buckets): no estimate of its own
+        return f"Recommended ({code}): change {', '.join(rec.keys)}"
+    text = f"Recommended ({code}): {rec.change}, peak {format_bytes(rec.peak_gpu, unit)} per GPU"
+    if rec.uncounted:  # fits on what is counted: never said plain (memory/verdict.py stated)
+        text += " (" + "; ".join(rec.uncounted) + ")"
+    cost = f"{rec.speed}; {rec.cost}" if rec.speed else rec.cost
     return f"{text}; cost: {cost}" if cost else text
 
 
-def shown_stages(estimate: Estimate, rec: Headline | None, all_options: bool) -> list[StageEstimate]:
+def shown_stages(estimate: Estimate, rec: Lead | None, all_options: bool) -> list[StageEstimate]:
     """The options a report shows: every one with ``all_options``; by default the configured, the
     recommended and the stages without offload, in the estimate's order."""
     if all_options:
@@ -192,27 +124,27 @@ def shown_stages(estimate: Estimate, rec: Headline | None, all_options: bool) ->
     wanted = {id(st) for st in estimate.stages
               if st.configured
               or (st.option.offload_optimizer == Device.NONE and st.option.offload_param == Device.NONE)}
-    if rec is not None and rec.stage is not None:
-        wanted.add(id(rec.stage))
+    if rec is not None and rec.option is not None:
+        wanted.add(id(rec.option))
     return [st for st in estimate.stages if id(st) in wanted] + extra_column(estimate, rec)
 
 
-def extra_column(estimate: Estimate, rec: Headline | None) -> list[StageEstimate]:
+def extra_column(estimate: Estimate, rec: Lead | None) -> list[StageEstimate]:
     """The recommended run's own estimate where no option of ``estimate`` is that run (shown last)."""
-    column = rec.column if rec is not None else None
-    if column is None or any(column is st for st in estimate.stages) or not (rec and rec.column_suffix):
-        return []  # a run with nothing but its option to tell it from a column already shown is not repeated
-    return [column]
+    own = rec.own if rec is not None else None
+    if own is None or any(own is st for st in estimate.stages):
+        return []
+    return [own]
 
 
-def column_suffix(st: StageEstimate, rec: Headline | None) -> str:
+def column_suffix(st: StageEstimate, rec: Lead | None) -> str:
     """What the recommended run's own column changes besides its option ("+mb:1 +ckpt:full"); "" for the others."""
-    if rec is not None and rec.stage is None and rec.column is st:
-        return rec.column_suffix
+    if rec is not None and rec.own is not None and rec.own is st:
+        return rec.suffix
     return ""
 
 
-def column_label(st: StageEstimate, rec: Headline | None) -> str:
+def column_label(st: StageEstimate, rec: Lead | None) -> str:
     """A column's header: its option ("Z3 +opt:cpu"), and for the recommended run's own column what else it
     changes ("Z2 +mb:1 +ckpt:full")."""
     suffix = column_suffix(st, rec)
@@ -220,16 +152,16 @@ def column_label(st: StageEstimate, rec: Headline | None) -> str:
     return f"{label} {suffix}" if suffix else label
 
 
-def is_recommended(st: StageEstimate, rec: Headline | None) -> bool:
+def is_recommended(st: StageEstimate, rec: Lead | None) -> bool:
     return rec is not None and rec.column is st
 
 
-def role(st: StageEstimate, rec: Headline | None) -> str:
+def role(st: StageEstimate, rec: Lead | None) -> str:
     """"configured", "recommended" or "" for a column (the marks, classes and words of every report)."""
     return "recommended" if is_recommended(st, rec) else "configured" if st.configured else ""
 
 
-def is_configured(st: StageEstimate, rec: Headline | None) -> bool:
+def is_configured(st: StageEstimate, rec: Lead | None) -> bool:
     """The configured option's column (the recommended run's own column is not, though its option is)."""
     return st.configured and not is_recommended(st, rec)
 

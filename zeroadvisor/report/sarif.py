@@ -106,7 +106,7 @@ def run_properties(report: Report) -> dict[str, Any] | None:
         return None
     from zeroadvisor.report import overview
 
-    rec = overview.recommendation(report.findings, estimate)
+    rec = report.check.recommendation if report.check is not None else None  # decided by the advisor
     return {"verdict": overview.verdict_sentence(estimate, rec, report.unit),
             "cluster": estimate.to_dict()["cluster"]}
 

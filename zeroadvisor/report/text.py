@@ -66,7 +66,7 @@ def render_report(report: Report) -> str:
     estimate: the estimate alone. Wrapped to ``report.width`` (the terminal's)."""
     estimate = report.estimate if report.check is None else report.check.estimate
     if estimate is not None or report.check is not None:
-        from zeroadvisor.report import estimate_text, overview  # not imported by lint: start-up time
+        from zeroadvisor.report import estimate_text  # not imported by lint: start-up time
     if report.check is None and estimate is not None:  # the estimate command: the table alone
         return estimate_text.render(estimate, report.unit, ascii_only=report.ascii_only, explain=report.explain,
                                     width=report.width, colour=report.colour, all_options=report.all_options,
@@ -77,13 +77,13 @@ def render_report(report: Report) -> str:
     style = estimate_text.Style(max(report.width or estimate_text.DEFAULT_WIDTH, estimate_text.MIN_WIDTH),
                                 report.colour, report.ascii_only)
     steps = report.throughput  # Option -> StepTime (zeroadvisor.throughput.per_option), when timed
-    rec = overview.recommendation(report.findings, estimate)
+    rec = report.check.recommendation  # decided by the advisor (advisor/lead.py): read, never chosen here
     if not (report.verbose or report.explain):  # one screen (check_text.py); the rest under --verbose
         from zeroadvisor.report import check_text
 
         lines = check_text.render(report.findings, estimate, report.unit, style,
                                   summary(report.findings, report.files, len(report.extra.get("unreadable", ()))), rec,
-                                  cut=report.cut)
+                                  cut=report.cut, no_fix=report.check.no_fix)
         return _with_diff("\n".join(lines).rstrip() + "\n", report)
     lines = estimate_text.verdict_lines(estimate, rec, report.unit, style)
     lines.append("")
