@@ -74,7 +74,9 @@ def test_every_format_follows_the_decided_recommendation_and_nothing_else(monkey
     result = report.result
     decided = result.recommendation
     assert isinstance(decided, Lead) and (decided.code, decided.name) == ("ZA802", "lower-stage-fits")
-    assert decided.option is not None and decided.option.option == Option(1)
+    assert decided.option is not None and decided.option.option == Option(1) and decided.own is None
+    (za802,) = [f for f in result.findings if f.code == "ZA802"]
+    assert decided.advice is za802.recommends and decided.patch == za802.fix and decided.cost == za802.recommends.cost
     before = {fmt: _readable(fmt, report.report(fmt)) for fmt in FORMATS}
     other = _another_lead(result)
     replaced = dataclasses.replace(report, result=dataclasses.replace(result, recommendation=other))
@@ -184,3 +186,21 @@ def test_the_verdict_sentence_of_the_combined_formats_is_the_leads():
     sarif = json.loads(report.report(OutputFormat.SARIF))
     assert words in sarif["runs"][0]["properties"]["verdict"]
     assert words.replace("%", "%25") in report.report(OutputFormat.GITHUB)  # a workflow command's data escaping
+
+
+def test_the_runs_own_column_is_the_leads_own():
+    """A recommended run no option is (it also moves the micro batch): its own column, in every format that has
+    a table, labelled with the Lead's suffix; no option of the estimate is marked."""
+    report = readme_check()
+    result = report.result
+    zero2 = next(st for st in result.estimate.stages if st.option.stage == 2 and _plain(st.option))
+    own = dataclasses.replace(zero2, per_gpu=dict(zero2.per_gpu))  # the run's own estimate: another object
+    lead = dataclasses.replace(result.recommendation, option=None, own=own, suffix="+mb:1")
+    shown = dataclasses.replace(report, result=dataclasses.replace(result, recommendation=lead))
+    data = json.loads(shown.report(OutputFormat.JSON))["estimate"]
+    assert not any(s["recommended"] for s in data["stages"])
+    assert data["recommended_run"]["label"] == "Z2 +mb:1" and data["recommended_run"]["recommended"] is True
+    for fmt in (OutputFormat.TEXT, OutputFormat.MARKDOWN, OutputFormat.HTML):
+        expected = ["ZeRO-2"] if fmt is OutputFormat.TEXT else ["Z2 +mb:1"]  # text: the option, then its suffix
+        assert _recommended_rows(fmt, _readable(fmt, shown.report(fmt))) == expected, fmt
+    assert "> ZeRO-2 +mb:1" in shown.report(OutputFormat.TEXT)

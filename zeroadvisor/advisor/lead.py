@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from zeroadvisor import vocab as labels
 from zeroadvisor.advisor.advice import Advised, Recommendation, failing_findings, headline
@@ -47,6 +47,11 @@ class Lead:
     speed: str = ""  # its step time against the configured run's, in words ("" where not estimated)
     speed_short: str = ""  # the same for the one-screen report
     step_time: StepTime | None = None  # its step time (a Throughput or a NoStepTime); None for config keys
+
+    @property
+    def patch(self) -> dict[str, Any] | None:
+        """The merge patch its fix writes (None: nothing in the config: the change is all outside it)."""
+        return self.advice.patch
 
     @property
     def column(self) -> StageEstimate | None:
