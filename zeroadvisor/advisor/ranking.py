@@ -24,6 +24,8 @@ it fits.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from zeroadvisor.advisor.change import CHECKPOINTING_LEVELS, Change
 from zeroadvisor.memory.estimate import StageEstimate
@@ -31,12 +33,25 @@ from zeroadvisor.memory.options import Option
 from zeroadvisor.throughput.validation import TIE_BAND
 from zeroadvisor.vocab import Device
 
+if TYPE_CHECKING:
+    from zeroadvisor.throughput import StepTime
+
 # ZeRO-3's tiers by (optimizer device, parameter device) without NVMe: the guide's "Stage 3 > Stage 3 +
 # optimizer offload > Stage 3 + parameter offload" (parameters cross PCIe in every forward and backward).
 _STAGE3_TIERS = {(Device.NONE, Device.NONE): 4, (Device.CPU, Device.NONE): 5,
                  (Device.NONE, Device.CPU): 6, (Device.CPU, Device.CPU): 6}
 _OPTIMIZER_OFFLOAD_TIER = 3  # ZeRO-1/2 with the optimizer on the CPU (ZeRO-Offload)
 _NVME_TIERS = {"offload_optimizer": 7, "offload_param": 8}  # ZeRO-Infinity: past host RAM, slowest last
+
+
+@dataclass(frozen=True, slots=True)
+class Considered:
+    """A fitting candidate as the ranking saw it: the change, its estimate, its step time (a value either way)."""
+
+    change: Change
+    stage: StageEstimate
+    step_time: StepTime
+
 
 # (AutoTP, tier, Ulysses degree, checkpointing level, -micro batch, changes, AutoTP degree)
 PolicyKey = tuple[bool, int, int, int, int, int, int]
@@ -98,3 +113,12 @@ def rank(candidates: Sequence[tuple[Change, StageEstimate, float | None]]) -> li
     fastest = min(item[2] or 0.0 for item in pool)
     best = next(item for item in pool if not overrules(fastest, item[2]))
     return [(change, stage) for change, stage, _ in [best, *(item for item in ordered if item is not best)]]
+
+
+def rank_considered(timed: Sequence[Considered]) -> tuple[Considered, ...]:
+    """``rank`` over candidates with their step times (a Throughput, or a NoStepTime: no seconds)."""
+    from zeroadvisor.throughput import seconds_of
+
+    order = rank([(c.change, c.stage, seconds_of(c.step_time)) for c in timed])
+    by_change = {id(c.change): c for c in timed}
+    return tuple(by_change[id(change)] for change, _ in order)
