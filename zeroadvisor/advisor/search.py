@@ -8,7 +8,7 @@ what binds and the smallest cluster that fits. This module composes the parts, e
 - advisor/ranking.py: which fitting candidate is best (the published order, step times outside their error);
 - advisor/cluster.py: what binds when nothing fits, and the cluster changes that make something fit.
 
-The configured run is ranked among the candidates; the first in ``ranking.rank``'s order that is still fits as
+The configured run is ranked among the candidates; the first in ``ranking.rank``'s order that still fits as
 written wins. What a change needs outside the config is an action (advisor/change.py).
 """
 
@@ -107,6 +107,10 @@ class Searcher:
     def configured_step_time(self) -> StepTime:
         """The step time of the configured run as the fixes write it (NoStepTime: no model, or DeepSpeed refuses
         the configured option)."""
+        return self._configured_step_time
+
+    @cached_property
+    def _configured_step_time(self) -> StepTime:
         from zeroadvisor.throughput import NoStepTime
 
         change = self.as_written.change(self.configured)
