@@ -101,24 +101,17 @@ def step_time_words(seconds: float | None, configured: float | None, short: bool
         f"estimated {1 / ratio:.1f}x slower ({figures})"
 
 
-def rank(candidates: Sequence[tuple[Change, StageEstimate, float | None]]) -> list[tuple[Change, StageEstimate]]:
-    """(change, estimate, step time in s or None) best first: the published order, except that where every
-    candidate has a step time, the first is the first in that order whose step time the model cannot tell from
-    the fastest (within ``TIE_BAND`` of it): a candidate loses its place only to one the model puts faster by
-    more than its measured error. AutoTP candidates compete only where no run without AutoTP fits."""
-    ordered = sorted(candidates, key=lambda item: policy_key(item[0]))
-    if not ordered or not all(seconds is not None and seconds > 0 for _, _, seconds in ordered):
-        return [(change, stage) for change, stage, _ in ordered]
-    pool = [item for item in ordered if not item[0].tensor_parallel] or ordered
-    fastest = min(item[2] or 0.0 for item in pool)
-    best = next(item for item in pool if not overrules(fastest, item[2]))
-    return [(change, stage) for change, stage, _ in [best, *(item for item in ordered if item is not best)]]
-
-
-def rank_considered(timed: Sequence[Considered]) -> tuple[Considered, ...]:
-    """``rank`` over candidates with their step times (a Throughput, or a NoStepTime: no seconds)."""
+def rank(timed: Sequence[Considered]) -> tuple[Considered, ...]:
+    """The candidates best first: the published order, except that where every candidate has a step time (a
+    Throughput; a NoStepTime has none), the first is the first in that order whose step time the model cannot
+    tell from the fastest (within ``TIE_BAND`` of it): a candidate loses its place only to one the model puts
+    faster by more than its measured error. AutoTP candidates compete only where no run without AutoTP fits."""
     from zeroadvisor.throughput import seconds_of
 
-    order = rank([(c.change, c.stage, seconds_of(c.step_time)) for c in timed])
-    by_change = {id(c.change): c for c in timed}
-    return tuple(by_change[id(change)] for change, _ in order)
+    ordered = sorted(((c, seconds_of(c.step_time)) for c in timed), key=lambda item: policy_key(item[0].change))
+    if not ordered or not all(seconds is not None and seconds > 0 for _, seconds in ordered):
+        return tuple(c for c, _ in ordered)
+    pool = [item for item in ordered if not item[0].change.tensor_parallel] or ordered
+    fastest = min(seconds or 0.0 for _, seconds in pool)
+    best, _ = next(item for item in pool if not overrules(fastest, item[1]))
+    return (best, *(c for c, _ in ordered if c is not best))

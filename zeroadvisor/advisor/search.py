@@ -22,7 +22,7 @@ from zeroadvisor.advisor.change import Change
 from zeroadvisor.advisor.cluster import CLUSTER_SEARCH_LIMIT, ClusterProposal, Shortfall, shortfalls
 from zeroadvisor.advisor.estimates import Estimates
 from zeroadvisor.advisor.patch import BucketTuning, LintFixes, Outcome
-from zeroadvisor.advisor.ranking import Considered, rank_considered
+from zeroadvisor.advisor.ranking import Considered, rank
 from zeroadvisor.advisor.written import Written
 from zeroadvisor.memory.estimate import Cluster, Estimate, StageEstimate, estimate
 from zeroadvisor.memory.options import Option
@@ -97,7 +97,7 @@ class Searcher:
 
     @cached_property
     def _ranked(self) -> tuple[Considered, ...]:
-        return rank_considered([Considered(change, stage, self.step_time(change, stage))
+        return rank([Considered(change, stage, self.step_time(change, stage))
                                 for change, stage in self.candidates()])
 
     def ranked(self) -> tuple[Considered, ...]:
