@@ -17,9 +17,9 @@ from __future__ import annotations
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from zeroadvisor.advisor.candidates import Candidates, divisors, offloads
+from zeroadvisor.advisor.candidates import Candidates
 from zeroadvisor.advisor.change import Change
-from zeroadvisor.advisor.cluster import CLUSTER_SEARCH_LIMIT, ClusterProposal, Shortfall, shortfalls
+from zeroadvisor.advisor.cluster import ClusterProposal, Shortfall, shortfalls
 from zeroadvisor.advisor.estimates import Estimates
 from zeroadvisor.advisor.patch import BucketTuning, LintFixes, Outcome
 from zeroadvisor.advisor.ranking import Considered, rank
@@ -31,9 +31,8 @@ from zeroadvisor.model.spec import ModelSpec, TrainingShape
 if TYPE_CHECKING:
     from zeroadvisor.throughput import Hardware, StepTime
 
-# what the advice and its rules read of the search (advisor/advice.py, advisor/rules.py)
-__all__ = ["CLUSTER_SEARCH_LIMIT", "BucketTuning", "Considered", "Outcome", "Searcher", "Shortfall", "divisors",
-           "offloads"]
+# the search's types as the advice imports them (advisor/advice.py)
+__all__ = ["BucketTuning", "Considered", "Outcome", "Searcher", "Shortfall"]
 
 
 class Searcher:
