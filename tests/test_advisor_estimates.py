@@ -28,6 +28,7 @@ def test_frozen_tells_apart_what_a_config_file_tells_apart():
     assert frozen({"a": 1, "b": 2}) != frozen({"b": 2, "a": 1})
     assert frozen({"a": [1, {"b": None}]}) == frozen({"a": [1, {"b": None}]})
     assert frozen({"a": [1, {"b": None}]}) != frozen({"a": [1, {"b": False}]})
+    assert frozen({"a": -0.0}) != frozen({"a": 0.0}) and frozen({"a": float("nan")}) == frozen({"a": float("nan")})
 
 
 def test_frozen_takes_what_yaml_and_toml_make():

@@ -28,6 +28,8 @@ def frozen(value: Any) -> Frozen:
         return (type(value), tuple(frozen(item) for item in value))
     if isinstance(value, (set, frozenset)):  # YAML !!set
         return (type(value), frozenset(frozen(item) for item in value))
+    if isinstance(value, float):  # by its text: -0.0 is not 0.0, and a NaN equals a NaN
+        return (float, repr(value))
     if isinstance(value, Hashable):
         return (type(value), value)
     return (type(value), repr(value))  # no parser here makes one; kept exact as far as its repr goes
