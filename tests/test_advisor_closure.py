@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from catalog_models import LLAMA2_7B, LLAMA2_70B, OPT_1_3B
 from zeroadvisor.advisor.check import CheckOptions, check_document, combined_patch
-from zeroadvisor.advisor.search import CLUSTER_SEARCH_LIMIT
+from zeroadvisor.advisor.cluster import CLUSTER_SEARCH_LIMIT
 from zeroadvisor.config import merge_patch as mp
 from zeroadvisor.config.source import parse
 from zeroadvisor.hardware.gpus import resolve_gpu

@@ -17,8 +17,9 @@ import json
 
 import pytest
 
+from zeroadvisor.advisor.candidates import offloads
 from zeroadvisor.advisor.check import CheckOptions, check_document
-from zeroadvisor.advisor.search import Searcher, offloads
+from zeroadvisor.advisor.search import Searcher
 from zeroadvisor.config import merge_patch as mp
 from zeroadvisor.config.source import parse
 from zeroadvisor.hardware.table import GpuSpec
@@ -114,7 +115,7 @@ def test_degree_divides_the_kv_heads():
     options = _options(TrainingShape(262144, "full"), model=gqa)
     spec, shape, cluster = options.model, options.shape, options.cluster
     searcher = Searcher(ZERO3, spec, shape, cluster, "deepspeed", estimate(ZERO3, spec, shape, cluster))
-    assert [change.sequence_parallel for change in searcher.sequence_parallel_changes()] == [2]
+    assert [change.sequence_parallel for change in searcher.search.sequence_parallel_changes()] == [2]
 
 
 def test_short_sequence_gets_no_sequence_parallel():
@@ -213,7 +214,7 @@ def test_tensor_parallel_is_not_offered_without_links_for_it(cluster):
     is never a candidate (its all-reduces per layer would cross PCIe; the issue's RTX 4090 case)."""
     spec, shape = spec_from_hf_config(WIDE_MLP), TrainingShape(512, "full")
     searcher = Searcher(WIDE_ZERO3, spec, shape, cluster, "deepspeed", estimate(WIDE_ZERO3, spec, shape, cluster))
-    assert list(searcher.tensor_parallel_changes()) == []
+    assert list(searcher.search.tensor_parallel_changes()) == []
     assert not any(change.tensor_parallel for change, _ in searcher.candidates())
 
 

@@ -12,8 +12,9 @@ import json
 import pytest
 
 from conftest import must_finish
+from zeroadvisor.advisor.candidates import divisors
 from zeroadvisor.advisor.check import CheckOptions, check_document
-from zeroadvisor.advisor.search import Searcher, divisors
+from zeroadvisor.advisor.search import Searcher
 from zeroadvisor.config.source import parse
 from zeroadvisor.memory.estimate import Cluster, estimate
 from zeroadvisor.model.hf import spec_from_hf_config
@@ -72,7 +73,7 @@ def test_huge_micro_batches_are_searched_in_bounded_time(config):
     ({"train_micro_batch_size_per_gpu": 8, "gradient_accumulation_steps": "auto"}, 2, None),
 ])
 def test_micro_batch_patch_keeps_the_global_batch(config, micro_batch, patch):
-    assert _searcher(config).micro_batch_patch(micro_batch) == patch
+    assert _searcher(config).as_written.batch.smaller(micro_batch) == patch
 
 
 def test_activations_dominate_has_no_fix_of_its_own():

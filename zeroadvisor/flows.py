@@ -374,20 +374,19 @@ def estimate(inputs: RunInputs, step_times_too: bool = False) -> EstimateResult:
         return _estimate(inputs, release, step_times_too)
 
 
-def _say_release(result: Estimate, release: ReleaseChoice, data: dict[str, Any] | None) -> None:
-    """Which release's defaults the estimate read of the config ``data``, where the user did not name it, and
-    the release as an assumed input where nothing said it and one of its defaults moves the numbers
-    (memory/assumed.py)."""
+def _say_release(result: Estimate, release: ReleaseChoice, data: dict[str, Any] | None) -> Estimate:
+    """``result`` saying which release's defaults the estimate read of the config ``data``, where the user did
+    not name it, and the release as an assumed input where nothing said it and one of its defaults moves the
+    numbers (memory/assumed.py)."""
     from zeroadvisor.memory.assumed import release_assumption
 
     if release.origin in ("flag", "project") or data is None:
-        return  # asked for by name (said by the asker), or no config (no offload default read): nothing to say
+        return result  # asked for by name (said by the asker), or no config (no offload default read)
     newest = release.releases[-1]
     newest_said = f"; of the range, the newest: {newest}" if len(release.releases) > 1 else ""
-    result.assumptions.append(f"DeepSpeed's defaults {release.describe()}{newest_said}")
     assumed = release_assumption(data, newest) if release.assumed else None
-    if assumed is not None:
-        result.assumed = [*result.assumed, assumed]
+    return replace(result, assumptions=(*result.assumptions, f"DeepSpeed's defaults {release.describe()}{newest_said}"),
+                   assumed=(*result.assumed, *([assumed] if assumed is not None else [])))
 
 
 def _estimate(inputs: RunInputs, release: ReleaseChoice, step_times_too: bool = False) -> EstimateResult:
@@ -417,8 +416,8 @@ def _estimate(inputs: RunInputs, release: ReleaseChoice, step_times_too: bool = 
     from zeroadvisor.memory.estimate import estimate as memory_estimate
 
     try:
-        result = EstimateResult(memory_estimate(data, model, shape, cluster, inputs.accounting))
-        _say_release(result.estimate, release, data)
+        result = EstimateResult(_say_release(memory_estimate(data, model, shape, cluster, inputs.accounting),
+                                             release, data))
     except (ValueError, TypeError) as err:
         # Bad input only when the linter agrees the config is wrong; otherwise a bug to report.
         errors = _lint_errors(document, replace(inputs.lint_options(), releases=release.releases)) \
@@ -429,14 +428,15 @@ def _estimate(inputs: RunInputs, release: ReleaseChoice, step_times_too: bool = 
         raise UnusableConfig(f"{name}:{first.line}:{first.column}: cannot estimate from this config: "
                              f"{first.message} ({len(errors)} error(s); see 'zeroadvisor lint {name}')") from err
     if step_times_too and inputs.hardware is not None:
-        return replace(result, throughput=step_times(result.estimate, inputs.hardware))
+        timed, steps = step_times(result.estimate, inputs.hardware)
+        return replace(result, estimate=timed, throughput=steps)
     return result
 
 
-def step_times(result: Estimate, hardware: Hardware) -> dict[Option, StepTime]:
+def step_times(result: Estimate, hardware: Hardware) -> tuple[Estimate, dict[Option, StepTime]]:
     """Step time per option of ``result`` (zeroadvisor.throughput.per_option, on the config the estimate was
-    made of). Where a step time was computed, the machine facts left to their defaults join the estimate's
-    assumed inputs."""
+    made of), and ``result`` with the machine facts left to their defaults among its assumed inputs where a
+    step time was computed."""
     from zeroadvisor.memory.assumed import hardware_assumptions, machine_uses
     from zeroadvisor.throughput import Throughput, per_option
 
@@ -444,8 +444,8 @@ def step_times(result: Estimate, hardware: Hardware) -> dict[Option, StepTime]:
     timed = [option for option, step in steps.items() if isinstance(step, Throughput)]
     if timed:
         uses = machine_uses(timed, result.cluster.nodes)
-        result.assumed = [*result.assumed, *hardware_assumptions(hardware, uses)]
-    return steps
+        result = replace(result, assumed=(*result.assumed, *hardware_assumptions(hardware, uses)))
+    return result, steps
 
 
 def _accelerate_estimate_inputs(name: str, document: Document, shape: TrainingShape,

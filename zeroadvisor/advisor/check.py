@@ -154,17 +154,17 @@ def check_document(doc: Document, options: CheckOptions, rules: Iterable[Rule] |
         return unestimated(doc, linted, options, selected, err)
     from zeroadvisor.throughput import Throughput
 
-    budget = Budget(cluster, options.unit)
-    advice = Advice(result, budget, searcher)
     hardware = searcher.hardware
-    if hardware is not None and isinstance(advice.configured_step_time, Throughput):
+    if hardware is not None and isinstance(searcher.configured_step_time(), Throughput):
         # the ranking used step times: the machine facts nobody gave are assumed inputs too (ZA808)
         from zeroadvisor.memory.assumed import hardware_assumptions, machine_uses
 
         # only the machine facts that enter the step time of the configured run or the fix
-        best = advice.best
+        best = searcher.best()
         judged = [st.option for st in (result.configured, best.stage if best is not None else None) if st is not None]
-        result.assumed = [*result.assumed, *hardware_assumptions(hardware, machine_uses(judged, cluster.nodes))]
+        result = replace(result, assumed=(*result.assumed,
+                                          *hardware_assumptions(hardware, machine_uses(judged, cluster.nodes))))
+    advice = Advice(result, Budget(cluster, options.unit), searcher)
     context = AdviceRuleContext(doc, lint_options, advice)
     advice_rules = [r for r in selected if r.needs_advice]
     return finished(merge_findings([*linted, *run_rules(context, advice_rules)], selected), result, options,

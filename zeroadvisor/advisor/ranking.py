@@ -24,6 +24,8 @@ it fits.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from zeroadvisor.advisor.change import CHECKPOINTING_LEVELS, Change
 from zeroadvisor.memory.estimate import StageEstimate
@@ -31,12 +33,25 @@ from zeroadvisor.memory.options import Option
 from zeroadvisor.throughput.validation import TIE_BAND
 from zeroadvisor.vocab import Device
 
+if TYPE_CHECKING:
+    from zeroadvisor.throughput import StepTime
+
 # ZeRO-3's tiers by (optimizer device, parameter device) without NVMe: the guide's "Stage 3 > Stage 3 +
 # optimizer offload > Stage 3 + parameter offload" (parameters cross PCIe in every forward and backward).
 _STAGE3_TIERS = {(Device.NONE, Device.NONE): 4, (Device.CPU, Device.NONE): 5,
                  (Device.NONE, Device.CPU): 6, (Device.CPU, Device.CPU): 6}
 _OPTIMIZER_OFFLOAD_TIER = 3  # ZeRO-1/2 with the optimizer on the CPU (ZeRO-Offload)
 _NVME_TIERS = {"offload_optimizer": 7, "offload_param": 8}  # ZeRO-Infinity: past host RAM, slowest last
+
+
+@dataclass(frozen=True, slots=True)
+class Considered:
+    """A fitting candidate as the ranking saw it: the change, its estimate, its step time (a value either way)."""
+
+    change: Change
+    stage: StageEstimate
+    step_time: StepTime
+
 
 # (AutoTP, tier, Ulysses degree, checkpointing level, -micro batch, changes, AutoTP degree)
 PolicyKey = tuple[bool, int, int, int, int, int, int]
@@ -86,15 +101,17 @@ def step_time_words(seconds: float | None, configured: float | None, short: bool
         f"estimated {1 / ratio:.1f}x slower ({figures})"
 
 
-def rank(candidates: Sequence[tuple[Change, StageEstimate, float | None]]) -> list[tuple[Change, StageEstimate]]:
-    """(change, estimate, step time in s or None) best first: the published order, except that where every
-    candidate has a step time, the first is the first in that order whose step time the model cannot tell from
-    the fastest (within ``TIE_BAND`` of it): a candidate loses its place only to one the model puts faster by
-    more than its measured error. AutoTP candidates compete only where no run without AutoTP fits."""
-    ordered = sorted(candidates, key=lambda item: policy_key(item[0]))
-    if not ordered or not all(seconds is not None and seconds > 0 for _, _, seconds in ordered):
-        return [(change, stage) for change, stage, _ in ordered]
-    pool = [item for item in ordered if not item[0].tensor_parallel] or ordered
-    fastest = min(item[2] or 0.0 for item in pool)
-    best = next(item for item in pool if not overrules(fastest, item[2]))
-    return [(change, stage) for change, stage, _ in [best, *(item for item in ordered if item is not best)]]
+def rank(timed: Sequence[Considered]) -> tuple[Considered, ...]:
+    """The candidates best first: the published order, except that where every candidate has a step time (a
+    Throughput; a NoStepTime has none), the first is the first in that order whose step time the model cannot
+    tell from the fastest (within ``TIE_BAND`` of it): a candidate loses its place only to one the model puts
+    faster by more than its measured error. AutoTP candidates compete only where no run without AutoTP fits."""
+    from zeroadvisor.throughput import seconds_of
+
+    ordered = sorted(((c, seconds_of(c.step_time)) for c in timed), key=lambda item: policy_key(item[0].change))
+    if not ordered or not all(seconds is not None and seconds > 0 for _, seconds in ordered):
+        return tuple(c for c, _ in ordered)
+    pool = [item for item in ordered if not item[0].change.tensor_parallel] or ordered
+    fastest = min(seconds or 0.0 for _, seconds in pool)
+    best, _ = next(item for item in pool if not overrules(fastest, item[1]))
+    return (best, *(c for c, _ in ordered if c is not best))

@@ -24,7 +24,7 @@ from zeroadvisor.vocab import BREAKDOWN_ROWS, PHASE_WORDS, ROW_LABELS, Device, V
 
 if TYPE_CHECKING:
     from zeroadvisor.advisor.advice import Advice, Reason, Recommendation
-    from zeroadvisor.advisor.search import Shortfall
+    from zeroadvisor.advisor.cluster import Shortfall
     from zeroadvisor.memory.cluster import Cluster
     from zeroadvisor.memory.estimate import StageEstimate
     from zeroadvisor.memory.options import Option
@@ -132,7 +132,7 @@ def _shortfall_words(ctx: Context, short: Shortfall) -> str:
 def _advice(ctx: Context, reason: Reason) -> tuple[str, Recommendation | None]:
     """The best change that fits (its sentence and the Recommendation); when none does, which resource binds in
     which phase, by how much, and the smallest cluster change that fits (recommended), the others named."""
-    from zeroadvisor.advisor.search import CLUSTER_SEARCH_LIMIT
+    from zeroadvisor.advisor.cluster import CLUSTER_SEARCH_LIMIT
 
     a = _advice_of(ctx)
     if a.best is not None:

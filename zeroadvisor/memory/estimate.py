@@ -50,9 +50,10 @@ if TYPE_CHECKING:
     from zeroadvisor.memory.activations import Activations
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class StageEstimate:
-    """One stage/offload option: the train-phase rows per GPU, every phase's peaks, and the verdict."""
+    """One stage/offload option: the train-phase rows per GPU, every phase's peaks, and the verdict. Built once
+    (a changed verdict is a new value: dataclasses.replace)."""
 
     option: Option
     configured: bool
@@ -62,8 +63,8 @@ class StageEstimate:
     per_node_cpu: int  # that, per node (the runtime allowance and pinned rounding are in the phase peaks)
     per_node_nvme: int
     verdict: Verdict | None  # fits | tight | does-not-fit | unknown (memory/verdict.py stated); None: no capacity
-    terms: list[Term]  # every phase's terms (Term.phase says which)
-    notes: list[str] = field(default_factory=list)
+    terms: tuple[Term, ...]  # every phase's terms (Term.phase says which)
+    notes: tuple[str, ...] = ()
     phases: dict[str, PhasePeak] = field(default_factory=dict)  # load / train / save
     binding_phase: str = "train"
     binding_resource: str = "gpu"
@@ -136,17 +137,20 @@ def term_dict(t: Term) -> dict[str, Any]:
             "what": t.what, "formula": t.formula, "source": t.source, "kind": t.kind}
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Estimate:
+    """Every stage/offload option of one config, model, shape and cluster. Built once: what a caller adds (an
+    assumption, an assumed input) makes a new value (dataclasses.replace)."""
+
     model: ModelSpec
     shape: TrainingShape
     accounting: Accounting
     cluster: Cluster
     settings: Settings
-    stages: list[StageEstimate]
-    skipped: list[Skipped]
-    assumptions: list[str]
-    assumed: list[AssumedInput] = field(default_factory=list)  # inputs nobody gave (memory/assumed.py)
+    stages: tuple[StageEstimate, ...]
+    skipped: tuple[Skipped, ...]
+    assumptions: tuple[str, ...]
+    assumed: tuple[AssumedInput, ...] = ()  # inputs nobody gave (memory/assumed.py)
     parallel: Parallel = field(default_factory=Parallel)  # the layout (memory/parallel.py)
     # the DeepSpeed release whose defaults were read (the schema's active release: flows.estimate reads a pinned
     # range's newest), which the accounting line names
@@ -247,21 +251,21 @@ def estimate(config: Config, model: ModelSpec, shape: TrainingShape | None = Non
 
     run = _Run(model, shape, cluster, accounting, s, layout, local, spec, act, configured, SaveInputs.of(ds),
                phase_split(model, layout, local, cluster), frozenset(assumptions), uncounted, missing)
-    stages = [_stage_estimate(run, option) for option in options]
-    assumed += _dynamic_padding(run, stages)
-    return Estimate(model, shape, accounting, cluster, s, stages, skipped, assumptions, assumed, layout,
-                    schema.active_release())
+    stages, padding = _dynamic_padding(run, [_stage_estimate(run, option) for option in options])
+    return Estimate(model, shape, accounting, cluster, s, tuple(stages), tuple(skipped), tuple(assumptions),
+                    (*assumed, *padding), layout, schema.active_release())
 
 
-def _dynamic_padding(run: _Run, stages: list[StageEstimate]) -> list[AssumedInput]:
+def _dynamic_padding(run: _Run, stages: list[StageEstimate]) -> tuple[list[StageEstimate], list[AssumedInput]]:
     """Where the configured option does not fit at the maximum length but fits at a shorter padded one
-    (memory/padding.py): with --padding longest its verdict becomes unknown, with that length; with the padding not
-    given it is the assumed input that changes the verdict (costed as max_length). Only the configured run: the
-    other options and the search's changes are judged at the maximum, where they fit whatever the data."""
+    (memory/padding.py): with --padding longest its verdict becomes unknown, with that length (the stages with
+    the configured one so judged); with the padding not given it is the assumed input that changes the verdict
+    (costed as max_length). Only the configured run: the other options and the search's changes are judged at
+    the maximum, where they fit whatever the data."""
     configured = next((st for st in stages if st.configured), None)
     if configured is None or configured.counted_verdict != DOES_NOT_FIT or run.shape.padding == Padding.MAX_LENGTH \
             or run.accounting != Accounting.DEEPSPEED or not run.shape.sequence_length or not run.act.nbytes:
-        return []
+        return stages, []
     option = configured.option
 
     def judge(shape: TrainingShape) -> tuple[Verdict | None, int]:
@@ -272,12 +276,12 @@ def _dynamic_padding(run: _Run, stages: list[StageEstimate]) -> list[AssumedInpu
 
     fit = longest_fit(run.model, run.shape, judge)
     if fit is None:  # not even one token per sample fits: the length does not decide it
-        return []
+        return stages, []
     if run.shape.padding == Padding.LONGEST:
-        configured.padded = fit
-        configured.verdict = stated(configured.counted_verdict, configured.uncounted, shorter_fits=True)
-        return []
-    return [AssumedInput.of("padding", Padding.MAX_LENGTH.value,
+        judged = dataclasses.replace(configured, padded=fit, verdict=stated(configured.counted_verdict,
+                                                                            configured.uncounted, shorter_fits=True))
+        return [judged if st is configured else st for st in stages], []
+    return stages, [AssumedInput.of("padding", Padding.MAX_LENGTH.value,
                             f"every batch is padded to the full length ({fit.maximum_tokens()}), where the run does "
                             f"not fit; padded dynamically to each batch's longest sample (--padding longest, the "
                             f"Hugging Face data collators' default) it {fit.words(short=True)}")]
@@ -357,7 +361,8 @@ def _stage_estimate(run: _Run, option: Option) -> StageEstimate:
     option_notes = [n for n in dict.fromkeys(notes) if n not in run.seen_notes]
     stage_notes = option_notes + _differences(ds_terms, paper, run.layout.data)
     return StageEstimate(option, run.s.configured and option == run.configured, per_gpu, host, nvme,
-                         per_node_cpu, per_node_nvme, stated(judgement.verdict, uncounted), terms, stage_notes,
+                         per_node_cpu, per_node_nvme, stated(judgement.verdict, uncounted), tuple(terms),
+                         tuple(stage_notes),
                          {p.phase: p for p in peaks}, judgement.phase, judgement.resource, uncounted,
                          judgement.verdict, activations_missing=run.activations_missing)
 

@@ -1,0 +1,265 @@
+"""Which candidate runs the advice search tries, and which of them fit.
+
+The candidates are every combination of ZeRO stage x optimizer offload device x parameter offload device
+(what DeepSpeed runs for the config, memory/options.py) x activation checkpointing level (the configured one
+or stronger) x micro batch at the same global batch (the largest that fits: memory grows with it) x parallel
+layout (none; Ulysses sequence parallel and AutoTP tensor parallel at each degree the model and cluster allow,
+searched when no layout-free run without offload fits: a layout change only adds communication). NVMe offload
+is a candidate only where the NVMe space is given (no drive is assumed), AutoTP only on cards whose GPU-to-GPU
+links are faster than their host link (NVLink / Infinity Fabric: its per-layer all-reduces). Each is estimated
+as it will be written (advisor/written.py); which fitting one wins is advisor/ranking.py's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from functools import partial
+from typing import Any
+
+from zeroadvisor.advisor.change import CHECKPOINTING_LEVELS, SP_KEY, TP_KEY, Change
+from zeroadvisor.advisor.patch import Outcome
+from zeroadvisor.advisor.written import Written
+from zeroadvisor.deepspeed.effective import AUTO
+from zeroadvisor.memory.estimate import StageEstimate
+from zeroadvisor.memory.options import Option, refusal
+from zeroadvisor.model.spec import Checkpointing, TrainingShape
+from zeroadvisor.vocab import Device
+
+# The largest micro batch largest_fitting_micro_batch tries (memory grows with it; beyond a few
+# thousand samples per GPU the answer is "all of them").
+MICRO_BATCH_SEARCH_LIMIT = 4096
+# Ulysses and AutoTP degrees the search tries, the smallest (least communication) first.
+SEQUENCE_PARALLEL_DEGREES = (2, 4, 8)
+TENSOR_PARALLEL_DEGREES = (2, 4, 8)
+
+
+def divisors(n: int) -> list[int]:
+    """The divisors of ``n`` in ascending order, in O(sqrt n) steps."""
+    small, large = [], []
+    d = 1
+    while d * d <= n:
+        if n % d == 0:
+            small.append(d)
+            if d * d != n:
+                large.append(n // d)
+        d += 1
+    return small + large[::-1]
+
+
+def offloads(option: Option) -> bool:
+    return option.offload_optimizer != Device.NONE or option.offload_param != Device.NONE
+
+
+def largest_true(values: list[int], test: Callable[[int], bool]) -> int | None:
+    """The largest of ascending ``values`` for which the monotone ``test`` holds (true, then false)."""
+    if not values or not test(values[0]):
+        return None
+    low, high = 0, len(values)  # values[low] passes; values[high] fails or is past the end
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if test(values[middle]) else (low, middle)
+    return values[low]
+
+
+class Candidates:
+    """The candidate changes of one config (``written``) on its cluster, and the fitting ones among them.
+
+    ``provision``: the cluster is one to provision (advisor/cluster.py), not the one given: its NVMe is
+    hardware to add, so it may be used."""
+
+    def __init__(self, written: Written, provision: bool = False) -> None:
+        self.written = written
+        self.provision = provision
+        self._fitting: list[tuple[Change, StageEstimate]] | None = None
+
+    @property
+    def configured(self) -> Option:
+        return self.written.configured
+
+    # -- which changes ---------------------------------------------------------------------------
+    def sequence_parallel_changes(self) -> Iterator[Change]:
+        """Ulysses at each degree of SEQUENCE_PARALLEL_DEGREES at the configured option. The degree divides the
+        data-parallel ranks (the Ulysses groups are carved from them, runtime/sequence_parallel/
+        parallel_state_sp.py) and the attention and kv heads (the all-to-all scatters heads, sequence/layer.py
+        _SeqAllToAll); no pipeline, whose batch world differs; not with "auto" batch keys (the integration fills
+        them from its own world size)."""
+        w = self.written
+        layout = w.base_estimate.parallel
+        heads = w.model.num_attention_heads
+        sequence_length = w.shape.sequence_length
+        if layout.sequence > 1 or layout.pipeline > 1 or not heads or not sequence_length:
+            return
+        kv_heads = w.model.num_key_value_heads or heads
+        if w.deepspeed.batch.auto:
+            return
+        for sp in SEQUENCE_PARALLEL_DEGREES:
+            if layout.data % sp or heads % sp or kv_heads % sp or sequence_length % sp:
+                continue
+            yield w.change(self.configured, layout={SP_KEY: sp})
+
+    def tensor_parallel_changes(self) -> Iterator[Change]:
+        """AutoTP at each degree of TENSOR_PARALLEL_DEGREES. The degree divides the GPUs per node (the
+        all-reduces stay on NVLink), the attention and kv heads and the MLP width (auto_tp.py shards heads and
+        columns evenly); no other parallel degree is set (their groups would have to be re-formed)."""
+        w = self.written
+        layout = w.base_estimate.parallel
+        heads = w.model.num_attention_heads
+        width = w.model.intermediate_size
+        if not layout.trivial or not heads or not width or (isinstance(w.base.get(TP_KEY), dict)
+                                                             and w.base[TP_KEY].get("autotp_size") == AUTO):
+            return
+        kv_heads = w.model.num_key_value_heads or heads
+        gpu = w.cluster.gpu
+        if gpu is None or gpu.intra_node_gb_s <= gpu.host_link_gb_s:
+            return  # no NVLink / Infinity Fabric known: AutoTP's per-layer all-reduces would cross PCIe
+        per_node = w.cluster.gpus_per_node or w.cluster.gpus
+        for tp in TENSOR_PARALLEL_DEGREES:
+            if per_node % tp or w.cluster.gpus % tp or heads % tp or kv_heads % tp or width % tp:
+                continue
+            yield w.change(self.configured, layout={TP_KEY: {"autotp_size": tp}})
+
+    def layouts(self) -> list[dict[str, Any]]:
+        """The layout patches the search may add: Ulysses, then AutoTP, each smallest degree first."""
+        # a layout change always has its config_patch
+        return [*(c.config_patch for c in self.sequence_parallel_changes() if c.config_patch is not None),
+                *(c.config_patch for c in self.tensor_parallel_changes() if c.config_patch is not None)]
+
+    def checkpointing_changes(self) -> Iterator[Change]:
+        """The configured option with each stronger activation checkpointing level."""
+        shape = self.written.shape
+        for level in CHECKPOINTING_LEVELS[CHECKPOINTING_LEVELS.index(shape.activation_checkpointing) + 1:]:
+            yield self.written.change(self.configured, replace(shape, activation_checkpointing=level))
+
+    def _options(self, shape: TrainingShape, layout: dict[str, Any] | None, micro_batch: int) -> list[Option]:
+        """The stage/offload options DeepSpeed runs for the config (the configured one even when refused)."""
+        w = self.written
+        result = w.estimates.of(w.config(w.change(self.configured, shape, micro_batch, layout)), shape)
+        return [s.option for s in result.stages
+                if s.option == self.configured or refusal(result.settings, s.option) is None]
+
+    def _micro_batches(self, layout: dict[str, Any] | None) -> list[int]:
+        """The micro batches that keep the global batch under ``layout``, ascending."""
+        return [m for m in divisors(self.written.micro_batch) if self.written.batch.patch(m, layout) is not None]
+
+    def may_recommend(self, option: Option) -> bool:
+        """NVMe offload only where the NVMe space is given, the config already offloads there, or the cluster is
+        one to provision (where the drive is named as hardware to add): a drive nobody declared is not a fix."""
+        nvme = Device.NVME in (option.offload_optimizer, option.offload_param)
+        return not nvme or self.provision or self.written.cluster.nvme is not None or option == self.configured
+
+    # -- which fit -------------------------------------------------------------------------------
+    def fitting(self) -> list[tuple[Change, StageEstimate]]:
+        """Every fitting combination on the frontier: per layout, checkpointing level and option, the largest
+        micro batch that fits. Layout changes are searched only when no layout-free run without offload fits."""
+        if self._fitting is None:
+            found = [c for c in self._frontier(None) if self.may_recommend(c[0].option)]
+            plain = any(not offloads(c.option) for c, _ in found)
+            done: set[str] = set()  # a larger degree of a layout that fits without offload only costs more
+            for layout in self.layouts() if not plain else ():
+                kind = next(iter(layout))
+                if kind in done:
+                    continue
+                more = [c for c in self._frontier(layout) if self.may_recommend(c[0].option)]
+                found += more
+                if any(not offloads(c.option) for c, _ in more):
+                    done.add(kind)
+            self._fitting = found
+        return self._fitting
+
+    def _frontier(self, layout: dict[str, Any] | None) -> list[tuple[Change, StageEstimate]]:
+        w = self.written
+        sizes = self._micro_batches(layout)
+        if not sizes:
+            return []
+        out: list[tuple[Change, StageEstimate]] = []
+        settled: set[Option] = set()  # fits at the largest micro batch: a stronger level only costs
+
+        def fits(option: Option, shape: TrainingShape, micro_batch: int) -> bool:
+            return w.fits(w.change(option, shape, micro_batch, layout))
+
+        for level in CHECKPOINTING_LEVELS[CHECKPOINTING_LEVELS.index(w.shape.activation_checkpointing):]:
+            shape = replace(w.shape, activation_checkpointing=level)
+            for option in self._options(shape, layout, sizes[-1]):
+                if option in settled:
+                    continue
+                largest = largest_true(sizes, partial(fits, option, shape))
+                if largest is None:
+                    continue
+                change = w.change(option, shape, largest, layout)
+                stage = w.evaluate(change)
+                assert stage is not None  # it fits (largest_true tested it)
+                out.append((change, stage))
+                if largest == sizes[-1]:
+                    settled.add(option)
+        return out
+
+    def extremes(self) -> list[tuple[Change, StageEstimate]]:
+        """Every option and layout at the least memory the run allows: full checkpointing, the smallest
+        micro batch the batch keys allow (fitting or not: what binds when nothing fits)."""
+        w = self.written
+        full = replace(w.shape, activation_checkpointing=Checkpointing.FULL)
+        out = []
+        for layout in (None, *self.layouts()):
+            sizes = self._micro_batches(layout)
+            if not sizes:
+                continue
+            for option in self._options(full, layout, sizes[0]):
+                change = w.change(option, full, sizes[0], layout)
+                stage = w.evaluate(change)
+                if stage is not None:
+                    out.append((change, stage))
+        return out
+
+    # -- what the rules ask ------------------------------------------------------------------------
+    def lowest_fitting_lower_stage(self) -> StageEstimate | None:
+        """The lowest stage below the configured one that fits without offload, as configured otherwise."""
+        for stage in range(self.configured.stage):
+            found = self.written.evaluate(self.written.change(Option(stage)))
+            if found is not None and found.comfortable:
+                return found
+        return None
+
+    def without_offload(self) -> StageEstimate | None:
+        """The configured stage without offload, as configured otherwise, if it fits."""
+        found = self.written.evaluate(self.written.change(Option(self.configured.stage)))
+        return found if found is not None and found.comfortable else None
+
+    def largest_fitting_micro_batch(self, limit: int = MICRO_BATCH_SEARCH_LIMIT) -> int | None:
+        """The largest micro batch up to ``limit`` at the configured option that fits (memory grows with it)."""
+        w = self.written
+
+        def fits(micro_batch: int) -> bool:
+            return w.fits(w.change(self.configured, micro_batch=micro_batch, free_batch=True))
+
+        if not fits(1):
+            return None
+        low, high = 1, 2
+        while high <= limit and fits(high):
+            low, high = high, high * 2
+        high = min(high, limit + 1)
+        while high - low > 1:  # invariant: low fits, high does not (or is past the limit)
+            middle = (low + high) // 2
+            low, high = (middle, high) if fits(middle) else (low, middle)
+        return low
+
+    def checkpointing_outcomes(self) -> list[tuple[Change, StageEstimate]]:
+        """The configured option with each stronger activation checkpointing level, fitting or not."""
+        pairs = [(change, self.written.evaluate(change)) for change in self.checkpointing_changes()]
+        return [(change, stage) for change, stage in pairs if stage is not None]
+
+    def flash_attention_outcome(self) -> StageEstimate | None:
+        """The configured option with FlashAttention (None when it is already on)."""
+        shape = self.written.shape
+        if shape.flash_attention:
+            return None
+        return self.written.evaluate(self.written.change(self.configured, replace(shape, flash_attention=True)))
+
+    def sequence_parallel_outcome(self) -> Outcome | None:
+        """The smallest Ulysses degree that fits at the configured option, shape and micro batch (None: none
+        offered or fits): what splits one sample's activations without any other change."""
+        for change in self.sequence_parallel_changes():
+            found = self.written.outcome(change)
+            if found is not None:
+                return found
+        return None

@@ -1,0 +1,174 @@
+"""A candidate change as it will be written, and its estimate there.
+
+Every candidate is estimated as it will be written: on the config with the lint fixes and the bucket tuning
+of large-buckets applied (``base``), and with that tuning again for the candidate's own stage when its
+buffers call for it; the outcome's patch also carries the lint fixes its change makes necessary (e.g.
+zero_allow_untested_optimizer when ZeRO is switched on). So a second ``check --fix`` finds nothing more to
+change. The patches are advisor/patch.py's, the estimates advisor/estimates.py's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from zeroadvisor.advisor.change import Change
+from zeroadvisor.advisor.estimates import Estimates
+from zeroadvisor.advisor.patch import (
+    BatchKeys,
+    BucketTuning,
+    LintFixes,
+    Outcome,
+    bucket_target,
+    bucket_tuning,
+    diff,
+    lint_closure,
+    nvme_path,
+    option_patch,
+)
+from zeroadvisor.config import merge_patch as mp
+from zeroadvisor.deepspeed.effective import GAS, MBS, TBS
+from zeroadvisor.memory.errors import EstimateError
+from zeroadvisor.memory.estimate import Cluster, Estimate, StageEstimate
+from zeroadvisor.memory.options import Option
+from zeroadvisor.model.spec import ModelSpec, TrainingShape
+
+if TYPE_CHECKING:
+    from zeroadvisor.throughput import Hardware, StepTime
+
+
+def stage_of(result: Estimate, option: Option) -> StageEstimate | None:
+    """``option``'s estimate in ``result`` (None: the estimate has no such option)."""
+    try:
+        return result.stage(option.stage, option.offload_optimizer, option.offload_param)
+    except KeyError:
+        return None
+
+
+class Written:
+    """One config's candidates as they will be written: the base (the config with its lint fixes and bucket
+    tuning), the change each candidate makes to it, and the estimate of each on the config it writes."""
+
+    def __init__(self, config: dict[str, Any], model: ModelSpec, shape: TrainingShape, cluster: Cluster,
+                 estimates: Estimates, lint_fixes: LintFixes, tune_buckets: bool = True) -> None:
+        self.original, self.model, self.shape, self.cluster = config, model, shape, cluster
+        self.estimates = estimates
+        self.lint_fixes = lint_fixes
+        self.tune = tune_buckets
+        self.tuning = self.bucket_tuning(config, estimates.of(config, shape).configured)
+        fixed = lint_closure(config, lint_fixes, cluster.gpus)
+        self.base = mp.apply(fixed, self.tuning.patch) if self.tuning else fixed
+        self.base_estimate = estimates.of(self.base, shape)
+        current = self.base_estimate.configured
+        self.configured = current.option if current is not None else Option(0)
+        # what DeepSpeed reads of the base (deepspeed/settings.py), read once with its estimate: the batch counts,
+        # and train_batch_size as DeepSpeed resolves it on the batch world (None: an integration sets it)
+        self.deepspeed = self.base_estimate.settings.deepspeed
+        self.micro_batch = self.base_estimate.settings.micro_batch
+        # "auto" batch keys: the HF Trainer fills them from its arguments, where a micro batch change is made; the
+        # global batch is the configured micro batch on the batch world with the Trainer's default accumulation
+        # of 1 (TrainingArguments.gradient_accumulation_steps)
+        self.trainer_batch = self.deepspeed.batch.filled_by_integration
+        global_batch = self.base_estimate.settings.global_batch
+        if self.trainer_batch and global_batch is None:
+            global_batch = self.micro_batch * int(self.deepspeed.batch_world(cluster.gpus))
+        self.global_batch = global_batch
+        self.batch = BatchKeys(self.deepspeed, cluster.gpus, self.micro_batch, self.trainer_batch)
+
+    def bucket_tuning(self, config: dict[str, Any], stage: StageEstimate | None, rewritten: bool = False,
+                      needed: bool = False) -> BucketTuning | None:
+        """advisor/patch.py bucket_tuning on this cluster and model; None where large-buckets is not selected."""
+        if not self.tune:
+            return None
+        return bucket_tuning(config, stage, self.cluster.usable_gpu_memory, bucket_target(self.model), rewritten,
+                             needed)
+
+    def change(self, option: Option, shape: TrainingShape | None = None, micro_batch: int | None = None,
+               layout: dict[str, Any] | None = None, free_batch: bool = False) -> Change:
+        """A candidate; ``free_batch``: a micro batch estimated without keeping the global batch (limits)."""
+        micro_batch = self.micro_batch if micro_batch is None else micro_batch
+        batch = self.batch.patch(micro_batch, layout)
+        shape = shape or self.shape
+        accumulation = (batch or {}).get(GAS)
+        trainer = self.trainer_batch and micro_batch != self.micro_batch and not free_batch
+        if trainer:  # estimated at that micro batch (TrainingShape fills "auto"); the Trainer writes it
+            shape = replace(shape, micro_batch_size=micro_batch)
+            accumulation = self.micro_batch // micro_batch
+        if free_batch and micro_batch != self.micro_batch:
+            layout = mp.merge(layout, {MBS: micro_batch, GAS: None, TBS: None})
+            batch = {}
+        return Change(option, shape, micro_batch, accumulation, self.configured, self.shape,
+                      self.micro_batch, layout, trainer_batch=trainer)
+
+    def config(self, change: Change) -> dict[str, Any]:
+        """The base config with the change's batch keys and layout keys (not yet its option)."""
+        delta = mp.merge(self.batch.patch(change.micro_batch, change.config_patch) or None, change.config_patch)
+        return mp.apply(self.base, delta) if delta else self.base
+
+    def evaluate(self, change: Change) -> StageEstimate | None:
+        """The estimate of ``change`` with its bucket tuning; None where DeepSpeed does not run the option."""
+        result = self.evaluate_tuned(change)
+        return result[0] if result is not None else None
+
+    def evaluate_tuned(self, change: Change) -> tuple[StageEstimate, BucketTuning | None] | None:
+        """evaluate, with the bucket tuning the estimate includes (None: none)."""
+        config = self.config(change)
+        stage = stage_of(self.estimates.of(config, change.shape), change.option)
+        if stage is None:
+            return None
+        rewritten = change.option != self.configured
+        tuning = self.bucket_tuning(config, stage, rewritten)
+        if tuning is None and not stage.comfortable:
+            # Smaller buckets are part of a change they make fit (a second check would find it otherwise).
+            tuning = self.bucket_tuning(config, stage, rewritten, needed=True)
+            tuned = self._tuned(config, tuning, change)
+            if tuned is None or not tuned.comfortable:
+                return stage, None
+            return tuned, tuning
+        if tuning is not None:
+            stage = self._tuned(config, tuning, change)
+            if stage is None:
+                return None
+        return stage, tuning
+
+    def _tuned(self, config: dict[str, Any], tuning: BucketTuning | None, change: Change) -> StageEstimate | None:
+        if tuning is None:
+            return None
+        return stage_of(self.estimates.of(mp.apply(config, tuning.patch), change.shape), change.option)
+
+    def fits(self, change: Change) -> bool:
+        stage = self.evaluate(change)
+        return bool(stage is not None and stage.comfortable)
+
+    def outcome(self, change: Change) -> Outcome | None:
+        """``change`` as it will be written, if it fits: the config with every fix applied is estimated again."""
+        evaluated = self.evaluate_tuned(change)
+        if evaluated is None or not evaluated[0].comfortable:
+            return None
+        _, tuning = evaluated
+        batch = self.batch.patch(change.micro_batch, change.config_patch)
+        if batch is None:
+            return None
+        delta = mp.merge(option_patch(self.base, change.option) if change.option != self.configured else None,
+                         batch or None, change.config_patch, tuning.patch if tuning is not None else None)
+        final = lint_closure(mp.apply(self.base, delta), self.lint_fixes, self.cluster.gpus) if delta else self.base
+        checked = stage_of(self.estimates.of(final, change.shape), change.option)
+        if checked is None or not checked.comfortable:
+            return None  # a lint fix the change needs costs memory after all
+        patch = diff(self.base, final)
+        change = replace(change, buckets=tuning.target if tuning is not None else None,
+                         nvme_path=nvme_path(final), nvme_space=checked.peak_nvme_per_node or None)
+        return Outcome(change, checked, patch or None)
+
+    def step_time(self, change: Change, stage: StageEstimate, hardware: Hardware | None) -> StepTime:
+        """The step time of ``change`` at the configured global batch: a Throughput, or the NoStepTime saying why
+        there is none (no machine to time it on, or an input the step-time model lacks)."""
+        from zeroadvisor.throughput import NoStepTime, NoThroughput, step_time_of
+
+        if hardware is None:
+            return NoStepTime("no GPU named (--gpu): the step time needs its peak TFLOPS and links")
+        config = self.config(change)
+        try:
+            return step_time_of(self.estimates.of(config, change.shape), stage, hardware, self.global_batch)
+        except (NoThroughput, EstimateError, ValueError, ZeroDivisionError) as err:
+            return NoStepTime(str(err) or type(err).__name__)
