@@ -140,7 +140,7 @@ def _not_deepspeed(document: Document) -> str | None:
     launcher = other_launcher(document.data)
     if launcher is not None:
         return f"an Accelerate {LAUNCHER_NAMES.get(launcher, launcher)} config (distributed_type: {launcher})"
-    if kind_of(document) == TRAINING:
+    if kind_of(document) == TRAINING and isinstance(document.data, dict):  # a training file is a mapping
         project = TRAINING_NAMES[project_of(document.data)]
         return f"{project} (check reads them with --training-args)"
     return None
