@@ -21,7 +21,7 @@ def _pipeline_keys(ctx: Context) -> list[str]:
     """Keys of the ``pipeline`` section that DeepSpeed's pipeline config has (get_pipeline_config); they
     are read only by PipelineEngine (runtime/pipe/engine.py), so they say the run uses a PipelineModule."""
     section = ctx.get("/pipeline")
-    known = (schema.node("pipeline") or {}).get("properties", {})
+    known = schema.properties(schema.node("pipeline"))
     return [key for key in section if key in known] if isinstance(section, dict) else []
 
 

@@ -68,8 +68,8 @@ FP16_AND_BF16 = Rule(
 
 def fp16_only_keys() -> set[str]:
     """Keys the fp16 model has and the bf16 model lacks (loss scaling, auto_cast)."""
-    fp16 = set((schema.node("fp16") or {}).get("properties", {}))
-    bf16 = set((schema.node("bf16") or {}).get("properties", {}))
+    fp16 = set(schema.properties(schema.node("fp16")))
+    bf16 = set(schema.properties(schema.node("bf16")))
     return fp16 - bf16
 
 
