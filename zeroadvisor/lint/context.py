@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
@@ -12,6 +13,8 @@ from zeroadvisor.deepspeed.kind import deepspeed_keys, kind_of
 from zeroadvisor.deepspeed.settings import DeepSpeedSettings, settings_of
 
 if TYPE_CHECKING:
+    from zeroadvisor.config.training_args import TrainingArgs
+    from zeroadvisor.jsontypes import JSONValue
     from zeroadvisor.lint.schemawalk import Event
 
 
@@ -34,7 +37,7 @@ class LintOptions:
     gpus: int | None = None  # data-parallel world size, when known (--gpus)
     # the Hugging Face Trainer's arguments (config/training_args.TrainingArgs, or a mapping of
     # TrainingArguments fields), when given: --training-args or a launch command (rules/trainer.py)
-    training: Any = None
+    training: TrainingArgs | Mapping[str, JSONValue] | None = None
     # the DeepSpeed releases the config is read as (deepspeed/releases.py known versions, oldest first);
     # () reads it as the latest. More than one: each is linted and the findings name the releases they affect.
     releases: tuple[str, ...] = ()
