@@ -18,7 +18,7 @@ PACKAGE = REPO / "zeroadvisor"
 ALIAS_MODULE = PACKAGE / "jsontypes.py"
 # Lines of zeroadvisor/ that name Any (`grep -rn '\bAny\b' zeroadvisor --include=*.py | wc -l`): 552 before
 # issue 33's typing work, this after its first part; lowered as the rest of the package is typed (target 200).
-BUDGET = 253
+BUDGET = 249
 _ANY = re.compile(r"\bAny\b")
 
 

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from zeroadvisor.config.source import Document
 from zeroadvisor.deepspeed.kind import deepspeed_keys, kind_of
@@ -48,9 +48,6 @@ class LintOptions:
         object.__setattr__(self, "integration", Integration(self.integration))
 
 
-_MISSING = object()
-
-
 @dataclass
 class Context:
     doc: Document
@@ -60,14 +57,22 @@ class Context:
     advised: ClassVar[bool] = False
 
     @property
-    def data(self) -> Any:
+    def data(self) -> JSONValue:
         return self.doc.data
 
-    def get(self, pointer: str, default: Any = None) -> Any:
+    def get(self, pointer: str, default: JSONValue = None) -> JSONValue:
         """The value at an RFC 6901 pointer, or ``default``."""
+        found, node = self._lookup(pointer)
+        return node if found else default
+
+    def has(self, pointer: str) -> bool:
+        return self._lookup(pointer)[0]
+
+    def _lookup(self, pointer: str) -> tuple[bool, JSONValue]:
+        """(whether the document has ``pointer``, its value there)."""
         node = self.data
         if pointer == "":
-            return node
+            return True, node
         for escaped in pointer[1:].split("/"):
             token = escaped.replace("~1", "/").replace("~0", "~")
             if isinstance(node, dict) and token in node:
@@ -75,11 +80,8 @@ class Context:
             elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
                 node = node[int(token)]
             else:
-                return default
-        return node
-
-    def has(self, pointer: str) -> bool:
-        return self.get(pointer, _MISSING) is not _MISSING
+                return False, None
+        return True, node
 
     @property
     def kind(self) -> str | None:
@@ -112,6 +114,6 @@ class Context:
 
         return walk(self)
 
-    def events(self, kind: str, **match: Any) -> list[Event]:
+    def events(self, kind: str, **match: object) -> list[Event]:
         """Schema-walk events of one kind whose data has the given values."""
         return [e for e in self.schema_events if e.kind == kind and all(e.data.get(k) == v for k, v in match.items())]

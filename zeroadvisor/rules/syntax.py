@@ -217,8 +217,9 @@ _KINDS = (("model_type", "a Hugging Face model config"), ("compute_environment",
 
 
 def _foreign(ctx: Context) -> Iterator[Hit]:
-    if ctx.foreign:
-        kind = next((words for key, words in _KINDS if key in ctx.data), "not a DeepSpeed config")
+    data = ctx.data
+    if ctx.foreign and isinstance(data, dict):  # foreign keys: the document is a mapping
+        kind = next((words for key, words in _KINDS if key in data), "not a DeepSpeed config")
         shown = ", ".join(repr(k) for k in ctx.foreign[:4]) + (", ..." if len(ctx.foreign) > 4 else "")
         yield Hit("", f"no DeepSpeed key at the top level ({shown}): this looks like {kind}; DeepSpeed would "
                       "ignore every key here", position=(1, 1))
