@@ -22,7 +22,7 @@ PACKAGE = REPO / "zeroadvisor"
 # Lowest first; a unit may import itself and anything before it. Several names on one rung are peers that
 # import none of each other.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("units", "vocab", "version"),
+    ("units", "vocab", "version", "jsontypes"),
     ("hardware",),
     ("config",),
     ("deepspeed",),

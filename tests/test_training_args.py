@@ -7,10 +7,12 @@ arithmetic; transformers itself judges the fill in tests/oracle/test_hf_fill_ora
 from __future__ import annotations
 
 import json
+import typing
 
 import pytest
 
 from cli_run import cli  # noqa: F401 - the fixture
+from zeroadvisor.config import training_args
 from zeroadvisor.config.training_args import TrainerInputError, coerce, from_mapping, read_training_args
 from zeroadvisor.deepspeed import hf_fill
 from zeroadvisor.lint.context import LintOptions
@@ -198,3 +200,17 @@ def test_bad_training_args_exit_2_with_one_line(cli, tmp_path, name, text, messa
     result = cli("lint", ds, "--training-args", path)
     assert result.returncode == 2
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(("fields", "kind"), [(training_args.IntField, int), (training_args.NumberField, float),
+                                              (training_args.TextField, str)])
+def test_typed_field_names_are_the_fields_of_that_type(fields, kind):
+    """TrainingArgs.get's overloads promise an int, a number or a text for these names: they must be exactly
+    the fields HfArgumentParser converts to that type (TYPES), and their defaults of that type."""
+    names = set(typing.get_args(fields))
+    assert names == {name for name, of in training_args.TYPES.items() if of is kind}
+    holds = (int, float) if kind is float else kind  # a number field may hold an int (warmup_steps: 0)
+    for name in names:
+        defaults = [training_args.DEFAULTS[name]] + [project[name] for project in
+                                                     training_args.PROJECT_DEFAULTS.values() if name in project]
+        assert all(isinstance(d, holds) and not isinstance(d, bool) for d in defaults), (name, defaults)

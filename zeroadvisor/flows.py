@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from zeroadvisor.inputs.release import ReleaseChoice
     from zeroadvisor.inputs.run import RunInputs
     from zeroadvisor.inputs.source import ConfigSource
+    from zeroadvisor.jsontypes import JSONObject
     from zeroadvisor.lint.context import LintOptions
     from zeroadvisor.lint.rule import Rule
     from zeroadvisor.memory.cluster import Cluster
@@ -398,15 +399,17 @@ def _estimate(inputs: RunInputs, release: ReleaseChoice, step_times_too: bool = 
     model, shape, cluster = inputs.model, inputs.shape, inputs.cluster
     if model is None or shape is None or cluster is None:  # inputs.run.build refuses an estimate without them
         raise ValueError("an estimate needs the model and the cluster")
-    data = document = None
+    data: JSONObject | None = None
+    document = None
     if source is not None and name is not None:
         document = _read_config(source)
+        if isinstance(document.data, dict) and inputs.training is not None:  # "auto" filled as the Trainer fills it
+            document = trainer_filled(document, inputs.training, cluster.gpus, model.hidden_size)
         if not isinstance(document.data, dict):
             raise UnusableConfig(f"{name}: the config is not a JSON object")
-        if inputs.training is not None:  # "auto" filled as the Hugging Face Trainer fills it
-            document = trainer_filled(document, inputs.training, cluster.gpus, model.hidden_size)
-            shape = trainer_shape(document.data, shape, inputs.training)
         data = document.data
+        if inputs.training is not None:
+            shape = trainer_shape(data, shape, inputs.training)
         if kind_of(document) == ACCELERATE:  # the DeepSpeed config it makes Accelerate build, on its world
             data, shape, cluster = _accelerate_estimate_inputs(name, document, shape, cluster)
             _refuse_conflicts(name, data, model, cluster.gpus, shape)
@@ -643,7 +646,9 @@ def _check_one(inputs: RunInputs, source: ConfigSource, read_as: tuple[str, ...]
     if isinstance(document.data, dict) and options.training is not None:
         if not accelerate:  # DeepSpeed gets the config with "auto" filled from the Trainer's arguments
             document = trainer_filled(document, options.training, options.cluster.gpus, options.model.hidden_size)
-        options = replace(options, shape=trainer_shape(document.data, options.shape, options.training))
+        filled = document.data
+        if isinstance(filled, dict):  # the fill keeps a mapping a mapping
+            options = replace(options, shape=trainer_shape(filled, options.shape, options.training))
     if accelerate:
         result = _check_accelerate(name, document, options, rules)
     else:
@@ -731,6 +736,8 @@ def trainer_filled(document: Document, training: TrainingArgs, world_size: int |
     (deepspeed/hf_fill.py). Positions stay those of the file; mismatches are left for rule ZA310."""
     from zeroadvisor.deepspeed import hf_fill
 
+    if not isinstance(document.data, dict):  # only a mapping has "auto" keys to fill
+        return document
     filled = hf_fill.fill(document.data, training, world_size, hidden_size)
     return replace(document, data=hf_fill.accelerate_precision(filled.config, training))
 

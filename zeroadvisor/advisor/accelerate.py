@@ -19,6 +19,7 @@ from zeroadvisor.lint.findings import Finding, Severity
 if TYPE_CHECKING:
     from zeroadvisor.advisor.check import CheckOptions, CheckResult
     from zeroadvisor.config.source import Document
+    from zeroadvisor.jsontypes import JSONValue
     from zeroadvisor.lint.rule import Rule
     from zeroadvisor.memory.cluster import Cluster
     from zeroadvisor.model.spec import TrainingShape
@@ -44,10 +45,11 @@ def launched_shape(launch: accelerate_map.Launch, shape: TrainingShape) -> Train
     return dataclasses.replace(shape, load=dataclasses.replace(shape.load, zero_init=launch.zero3_init))
 
 
-def why_no_config(launch: accelerate_map.Launch, data: dict[str, Any]) -> str:
-    """One line: why there is no DeepSpeed config to estimate."""
+def why_no_config(launch: accelerate_map.Launch, data: JSONValue) -> str:
+    """One line: why there is no DeepSpeed config to estimate (``data``: the Accelerate config, a mapping)."""
     if not launch.deepspeed:
-        return (f"distributed_type is {data.get('distributed_type')!r}: 'accelerate launch' does not start DeepSpeed "
+        kind = data.get("distributed_type") if isinstance(data, dict) else None
+        return (f"distributed_type is {kind!r}: 'accelerate launch' does not start DeepSpeed "
                 "with this config")
     errors = [p for p in launch.problems if p.kind not in ("processes", "nvme-path-dropped")]
     return errors[0].message if errors else "Accelerate cannot build a DeepSpeed config from it"

@@ -10,7 +10,9 @@ tests/oracle/test_accelerate_oracle.py compares every table with the installed p
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+
+from zeroadvisor.jsontypes import JSONObject, JSONValue
 
 # commands/config/config_args.py BaseConfig + ClusterConfig dataclass fields: any other top-level key makes
 # ``from_yaml_file`` raise "The config file at ... had unknown keys".
@@ -72,33 +74,33 @@ TRUTH_WORDS: tuple[str, ...] = ("y", "yes", "t", "true", "on", "1", "n", "no", "
 DEEPSPEED_SECTION = "/deepspeed_config"
 
 
-def is_accelerate_config(data: Any) -> bool:
+def is_accelerate_config(data: JSONValue) -> bool:
     """An Accelerate launcher config, decided by content: a mapping with a top-level
     ``distributed_type`` or ``deepspeed_config`` block (neither is a DeepSpeed key)."""
     return isinstance(data, dict) and ("distributed_type" in data or isinstance(data.get("deepspeed_config"), dict))
 
 
-def known_top_level(data: dict[str, Any]) -> tuple[str, ...]:
+def known_top_level(data: Mapping[str, JSONValue]) -> tuple[str, ...]:
     """The keys the config class that load_config_from_file chooses accepts."""
     return SAGEMAKER_KEYS if data.get("compute_environment") == "AMAZON_SAGEMAKER" else CLUSTER_KEYS
 
 
-def deepspeed_section(data: dict[str, Any]) -> dict[str, Any]:
+def deepspeed_section(data: Mapping[str, JSONValue]) -> JSONObject:
     section = data.get("deepspeed_config")
     return section if isinstance(section, dict) else {}
 
 
-def uses_deepspeed(data: dict[str, Any]) -> bool:
+def uses_deepspeed(data: Mapping[str, JSONValue]) -> bool:
     """commands/launch.py: args.use_deepspeed = defaults.distributed_type == DistributedType.DEEPSPEED."""
     return data.get("distributed_type") == "DEEPSPEED"
 
 
-def distributed_types(data: dict[str, Any]) -> tuple[str, ...]:
+def distributed_types(data: Mapping[str, JSONValue]) -> tuple[str, ...]:
     """The distributed_type values the config class that load_config_from_file chooses accepts."""
     return SAGEMAKER_DISTRIBUTED_TYPES if data.get("compute_environment") == "AMAZON_SAGEMAKER" else DISTRIBUTED_TYPES
 
 
-def other_launcher(data: Any) -> str | None:
+def other_launcher(data: JSONValue) -> str | None:
     """The distributed_type of an Accelerate config that starts no DeepSpeed run at all: a valid type other than
     DEEPSPEED (FSDP, MULTI_GPU, ...) and no ``deepspeed_config`` block. None for anything else: a DeepSpeed run,
     a type Accelerate refuses (the Accelerate rules report it), or a ``deepspeed_config`` block that the type

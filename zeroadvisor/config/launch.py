@@ -24,8 +24,8 @@ from __future__ import annotations
 import os
 import re
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from zeroadvisor.config.limits import MAX_GPUS
 from zeroadvisor.config.training_args import (
@@ -41,6 +41,7 @@ from zeroadvisor.config.training_args import (
     read_mapping,
     shown,
 )
+from zeroadvisor.jsontypes import JSONObject, JSONValue
 
 
 class LaunchError(TrainerInputError):
@@ -452,16 +453,17 @@ def _accelerate_overrides(options: _Options) -> tuple[Override, ...]:
     return tuple(found)
 
 
-def overridden(data: dict[str, Any], overrides: tuple[Override, ...]) -> dict[str, Any]:
+def overridden(data: Mapping[str, JSONValue], overrides: tuple[Override, ...]) -> JSONObject:
     """``data`` (an Accelerate config) as ``accelerate launch`` holds it with ``overrides`` over its keys."""
-    out = dict(data)
+    out: JSONObject = dict(data)
     for override in overrides:
         *outer, key = override.path
         target = out
         for name in outer:
             inner = target.get(name)
-            target[name] = dict(inner) if isinstance(inner, dict) else {}
-            target = target[name]
+            nested: JSONObject = dict(inner) if isinstance(inner, dict) else {}
+            target[name] = nested
+            target = nested
         target[key] = override.value
     return out
 
@@ -523,7 +525,7 @@ WORLD = {"deepspeed": _deepspeed_world, "torchrun": _torchrun_world, "accelerate
 def script_training_args(words: list[str], cwd: str | None = None) -> TrainingArgs:
     """The Trainer script's arguments as TrainingArgs (unknown ones ignored, named in one note)."""
     notes: list[str] = []
-    base: dict[str, Any] = {}
+    base: JSONObject = {}
     source = "the launch command"
     if words and words[0].endswith(_ARGS_FILES) and not words[0].startswith("-"):
         source = words[0]
@@ -533,16 +535,16 @@ def script_training_args(words: list[str], cwd: str | None = None) -> TrainingAr
     if ignored:
         notes.append(f"script arguments zeroadvisor does not read were ignored: {', '.join(ignored[:8])}"
                      + (f" and {len(ignored) - 8} more" if len(ignored) > 8 else ""))
-    data = {**base, **given}
+    data: JSONObject = {**base, **given}
     data.update({key: _number(value) for key, value in given.items() if key in SEQUENCE_KEYS})
     labels = {**{key: f"{key} in {source}" for key in base}, **origin}
     return from_mapping(data, source, origin_of=lambda key: labels.get(key, key), notes=tuple(notes))
 
 
-def _script_arguments(words: list[str], *, overrides: bool) -> tuple[dict[str, Any], dict[str, str], list[str]]:
+def _script_arguments(words: list[str], *, overrides: bool) -> tuple[dict[str, str | bool], dict[str, str], list[str]]:
     """(the fields read from ``words``, the word each came from, the words not read). ``overrides``: the
     arguments follow an arguments file, so ``key=value`` words override its keys (OmegaConf.from_cli)."""
-    given: dict[str, Any] = {}
+    given: dict[str, str | bool] = {}
     origin: dict[str, str] = {}
     ignored: list[str] = []
     index = 0
@@ -567,7 +569,7 @@ def _script_arguments(words: list[str], *, overrides: bool) -> tuple[dict[str, A
     return given, origin, ignored
 
 
-def _option_value(word: str, words: list[str], index: int) -> tuple[Any, int]:
+def _option_value(word: str, words: list[str], index: int) -> tuple[str | bool, int]:
     """The value HfArgumentParser gives the option ``word`` (``--name`` or ``--name=value``) when the words
     after it start at ``words[index]``, and the index of the first word after its value."""
     flag, equals, attached = word.partition("=")
@@ -592,7 +594,7 @@ def _reads(key: str) -> bool:
     return key in DEFAULTS or key in _EXTRA_KEYS
 
 
-def _number(value: Any) -> Any:
+def _number(value: str | bool) -> str | bool | int:
     """A script argument of digits as the int HfArgumentParser's type=int makes of it; anything else as given
     (the Trainer's arguments check it: config/training_args.py), "²" and 5,000 digits too, which int() refuses."""
     if isinstance(value, str) and _DIGITS.fullmatch(value.strip()) and len(value.strip()) <= _NUMBER_DIGITS:

@@ -12,7 +12,6 @@ import configparser
 import json
 import re
 import tomllib
-from typing import Any
 
 from zeroadvisor.config.pin_requirements import (
     MAX_CANDIDATES,
@@ -59,7 +58,7 @@ def _too_large(reading: Reading, text: str) -> bool:
     return True
 
 
-def _table(reading: Reading, parent: Any, key: str, where: str) -> dict[str, Any]:
+def _table(reading: Reading, parent: object, key: str, where: str) -> dict[str, object]:
     """``parent[key]`` where it is a table; {} with a note where it is something else."""
     value = parent.get(key, {}) if isinstance(parent, dict) else {}
     if isinstance(value, dict):
@@ -68,7 +67,7 @@ def _table(reading: Reading, parent: Any, key: str, where: str) -> dict[str, Any
     return {}
 
 
-def _array(reading: Reading, parent: dict[str, Any], key: str, where: str) -> list[Any]:
+def _array(reading: Reading, parent: dict[str, object], key: str, where: str) -> list[object]:
     value = parent.get(key, [])
     if isinstance(value, list):
         return value
@@ -76,7 +75,7 @@ def _array(reading: Reading, parent: dict[str, Any], key: str, where: str) -> li
     return []
 
 
-def _requirement_strings(reading: Reading, text: str, values: list[Any], where: str) -> None:
+def _requirement_strings(reading: Reading, text: str, values: list[object], where: str) -> None:
     for value in values:
         if reading.full:
             return
@@ -135,7 +134,7 @@ def pipfile_lock(reading: Reading, text: str) -> None:
                 continue
             line = _string_line(text, f'"{name}"')
             version = entry.get("version") if isinstance(entry, dict) else None
-            if not isinstance(version, str):
+            if not isinstance(entry, dict) or not isinstance(version, str):
                 reading.note(line, f'"{name}" has no version string')
                 continue
             specifier = specifier_or_note(reading, line, version)
@@ -163,17 +162,17 @@ def pyproject(reading: Reading, text: str) -> None:
         _requirement_strings(reading, text, _array(reading, groups, group, f"[dependency-groups] {group}"),
                              f"[dependency-groups] {group}")
     poetry = _table(reading, _table(reading, data, "tool", "[tool]"), "poetry", "[tool.poetry]")
-    tables = [("[tool.poetry.dependencies]", poetry, "dependencies"),
+    tables: list[tuple[str, object, str]] = [("[tool.poetry.dependencies]", poetry, "dependencies"),
               ("[tool.poetry.dev-dependencies]", poetry, "dev-dependencies")]
-    for name, group in _table(reading, poetry, "group", "[tool.poetry.group]").items():
-        tables.append((f"[tool.poetry.group.{name}.dependencies]", group, "dependencies"))
+    for name, declared in _table(reading, poetry, "group", "[tool.poetry.group]").items():
+        tables.append((f"[tool.poetry.group.{name}.dependencies]", declared, "dependencies"))
     for where, parent, key in tables:
         for name, value in _table(reading, parent, key, where).items():
             if is_deepspeed(name):
                 _poetry_dependency(reading, _key_line(text, name), name, value)
 
 
-def _poetry_dependency(reading: Reading, line: int, name: str, value: Any) -> None:
+def _poetry_dependency(reading: Reading, line: int, name: str, value: object) -> None:
     """A Poetry dependency: a constraint string, a table (version, python, markers), or a list of tables (a
     multiple-constraint dependency: each applies where its python/markers hold)."""
     for given in value if isinstance(value, list) else [value]:

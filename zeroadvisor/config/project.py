@@ -68,7 +68,7 @@ class ProjectConfigError(ValueError):
     """A project configuration that cannot be used; ``str()`` names the file (and key)."""
 
 
-def _strings(value: Any) -> tuple[str, ...]:
+def _strings(value: object) -> tuple[str, ...]:
     if isinstance(value, str):
         return (value,)
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
@@ -116,7 +116,8 @@ class DeclaredGpu:
     """One ``[gpus.NAME]`` table as the file has it: the values unparsed, each with where it is set."""
 
     name: str
-    values: dict[str, Any]  # GpuSpec field (GPU_KEYS' values) -> value as the file has it
+    # GpuSpec field (GPU_KEYS' values) -> value as the file has it (inputs/values.py's parsers want int | str)
+    values: dict[str, Any]
     origins: dict[str, str]  # field -> "pyproject.toml:12: 'tool.zeroadvisor.gpus.MyCard.memory'"
     origin: str  # the card's table: "pyproject.toml:11: 'tool.zeroadvisor.gpus.MyCard'"
 
@@ -127,7 +128,7 @@ class ProjectConfig:
     select: tuple[str, ...] | None = None  # None: every rule
     ignore: tuple[str, ...] = ()
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (glob, rules), globs relative to root
-    values: dict[str, Any] = field(default_factory=dict)  # run-wide: parameter name -> value as the file has it
+    values: dict[str, object] = field(default_factory=dict)  # run-wide: parameter name -> value as the file has it
     # parameter name -> where the file sets it, for messages: "pyproject.toml:9: 'tool.zeroadvisor.cluster.gpus'"
     origins: dict[str, str] = field(default_factory=dict)
     gpus: tuple[DeclaredGpu, ...] = ()  # the cards the project declares ([gpus.NAME])
@@ -212,7 +213,7 @@ def load(path: str) -> ProjectConfig | None:
         raise ProjectConfigError(f"{path}: invalid TOML: a number too long to read ({str(err)[:60]})") from None
     text = raw.decode("utf-8")
     found = document.get("tool")
-    tool: dict[str, Any] = found if isinstance(found, dict) else {}
+    tool: dict[str, object] = found if isinstance(found, dict) else {}
     if os.path.basename(path) == PYPROJECT:
         if "zeroadvisor" not in tool:
             return None
@@ -237,7 +238,7 @@ def _may_name_us(raw: bytes) -> bool:
     return b"zeroadvisor" in raw and _TOOL_TABLE.search(raw) is not None
 
 
-def _parse(table: Any, path: str, text: str, prefix: str) -> ProjectConfig:
+def _parse(table: object, path: str, text: str, prefix: str) -> ProjectConfig:
     if not isinstance(table, dict):
         raise ProjectConfigError(f"{path}: [{prefix}] must be a table")
     parsing = _Parsing(path, text, prefix)
@@ -261,7 +262,7 @@ class _Parsing:
     path: str
     text: str
     prefix: str  # the table's dotted name ("tool.zeroadvisor"; "" for a zeroadvisor.toml)
-    values: dict[str, Any] = field(default_factory=dict)
+    values: dict[str, object] = field(default_factory=dict)
     origins: dict[str, str] = field(default_factory=dict)
     select: tuple[str, ...] | None = None
     ignore: tuple[str, ...] = ()
@@ -276,7 +277,7 @@ class _Parsing:
     def dotted(self, key: str) -> str:
         return f"{self.prefix}.{key}" if self.prefix else key
 
-    def read(self, key: str, value: Any) -> None:
+    def read(self, key: str, value: object) -> None:
         if key == "select":
             self.select = _strings(value)
         elif key == "ignore":
@@ -297,7 +298,7 @@ class _Parsing:
             known = ", ".join((*RULE_KEYS, EXCLUDE_KEY, *RUN_KEYS, *TABLES, "gpus"))
             raise ProjectConfigError(f"{self.where(key)}: unknown key '{self.dotted(key)}' (known: {known})")
 
-    def _read_table(self, name: str, table: Any) -> None:
+    def _read_table(self, name: str, table: object) -> None:
         """[cluster] or [training]: each key the flag it stands for (TABLES)."""
         if not isinstance(table, dict):
             raise TypeError("expected a table")
@@ -308,7 +309,7 @@ class _Parsing:
                                          f"(known: {', '.join(keys)})")
             self._set(keys[sub], value, sub, f"{name}.{sub}")
 
-    def _read_gpus(self, table: Any) -> None:
+    def _read_gpus(self, table: object) -> None:
         if not isinstance(table, dict):
             raise TypeError("expected a table of [gpus.NAME] tables")
         for name, card in table.items():
@@ -322,7 +323,7 @@ class _Parsing:
             if not isinstance(card, dict):
                 raise ProjectConfigError(f"{where}: '{dotted}': expected a table of "
                                          f"{', '.join(GPU_KEYS)}")
-            values: dict[str, Any] = {}
+            values: dict[str, object] = {}
             origins: dict[str, str] = {}
             for sub, value in card.items():
                 sub_line = _line_of_table(self.text, self.prefix, name, sub) or line
@@ -338,7 +339,7 @@ class _Parsing:
                                          f"{', '.join(GPU_REQUIRED)})")
             self.gpus.append(DeclaredGpu(name, values, origins, f"{where}: '{dotted}'"))
 
-    def _set(self, name: str, value: Any, key: str, dotted: str) -> None:
+    def _set(self, name: str, value: object, key: str, dotted: str) -> None:
         self.values[name] = value
         self.origins[name] = f"{self.where(key)}: '{self.dotted(dotted)}'"
 

@@ -17,9 +17,10 @@ import re
 from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TypeVar, cast
 
 from zeroadvisor.config.limits import MAX_DEPTH, MAX_POINTER_CHARS
+from zeroadvisor.jsontypes import JSONArray, JSONObject, JSONValue
 
 # hjson's own whitespace (decoder.py WHITESPACE): only these four separate tokens. Python's
 # str.strip()/isspace() also take NBSP, \x0c, \x85, U+2028 and the rest; where hjson calls
@@ -101,7 +102,7 @@ class Document:
 
     name: str
     text: str
-    data: Any = None
+    data: JSONValue = None
     keys: dict[str, Span] = field(default_factory=dict)  # pointer -> key token
     values: dict[str, Span] = field(default_factory=dict)  # pointer -> value token(s)
     members: dict[str, list[Member]] = field(default_factory=dict)  # object pointer -> members
@@ -114,7 +115,8 @@ class Document:
     # (config/yaml_source.py): rules/syntax.py yaml-config says what DeepSpeed makes of a YAML by path
     syntax: str = "hjson"
     # What the layers above read from ``data`` once per document (derived); not part of the document's value.
-    _derived: dict[Callable[..., Any], Any] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _derived: dict[Callable[[Document], object], object] = field(default_factory=dict, init=False, repr=False,
+                                                                compare=False)
 
     def derived(self, compute: Callable[[Document], _T]) -> _T:
         """``compute(self)``, computed once per document: a fact a layer above reads from ``data`` (its kind,
@@ -123,8 +125,8 @@ class Document:
         (``dataclasses.replace``) starts without derived facts."""
         if compute not in self._derived:
             self._derived[compute] = compute(self)
-        value: _T = self._derived[compute]
-        return value
+        # the cache holds each function's own result under that function's key
+        return cast(_T, self._derived[compute])
 
     def position(self, offset: int) -> tuple[int, int]:
         """1-based (line, column) of a character offset; columns count characters.
@@ -284,9 +286,10 @@ class _Parser:
         doc.deviations = sorted(unique.values(), key=lambda d: d.offset)
 
     # -- values (hjson make_scanner._scan_once) ----------------------------------------------
-    def value(self, idx: int, pointer: str, depth: int) -> tuple[Any, int]:
+    def value(self, idx: int, pointer: str, depth: int) -> tuple[JSONValue, int]:
         s = self.s
         ch = s[idx : idx + 1]
+        value: JSONValue
         if ch == "":
             raise ParseError("unexpected end of file: a value is missing", idx)
         if ch in "\"'":
@@ -309,12 +312,12 @@ class _Parser:
         return value, end
 
     def object(self, idx: int, pointer: str, depth: int, braces: bool,
-               start: int | None = None) -> tuple[dict[str, Any], int]:
+               start: int | None = None) -> tuple[JSONObject, int]:
         if depth > MAX_DEPTH:
             raise _Abort(f"nested more than {MAX_DEPTH} levels deep", idx - 1)
         begin = start if start is not None else idx
         doc = self.doc
-        result: dict[str, Any] = {}
+        result: JSONObject = {}
         members: list[Member] = []
         doc.members[pointer] = members
         ch, end = self.next_token(idx)
@@ -365,10 +368,10 @@ class _Parser:
             self.deviate("missing-comma", end, "members separated by a newline without a comma")
         return ch, end, comma
 
-    def array(self, idx: int, pointer: str, depth: int, start: int) -> tuple[list[Any], int]:
+    def array(self, idx: int, pointer: str, depth: int, start: int) -> tuple[JSONArray, int]:
         if depth > MAX_DEPTH:
             raise _Abort(f"nested more than {MAX_DEPTH} levels deep", idx - 1)
-        values: list[Any] = []
+        values: JSONArray = []
         ch, end = self.next_token(idx)
         if ch == "]":
             self.doc.values[pointer] = Span(start, end + 1)
@@ -550,7 +553,7 @@ class _Parser:
                 end += 1
 
     # -- true/false/null/number/quoteless string (hjson scantfnns) -------------------------------
-    def quoteless(self, idx: int, pointer: str) -> tuple[Any, int]:
+    def quoteless(self, idx: int, pointer: str) -> tuple[JSONValue, int]:
         s = self.s
         first, begin = self.next_token(idx)
         if first in _PUNCTUATOR:

@@ -23,17 +23,20 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Literal, TypeAlias, overload
 
 from zeroadvisor.config.limits import MAX_DIMENSION
+from zeroadvisor.jsontypes import JSONObject, JSONValue
 
 # Where a key of the arguments came from, for messages: ``per_device_train_batch_size in train.yaml``.
 Origin = Callable[[str], str]
+# A TrainingArguments field's value as HfArgumentParser types it (None: a field whose default is unset).
+ArgValue: TypeAlias = bool | int | float | str
 
 # TrainingArguments (transformers 5.24 training_args.py) defaults of the fields
 # HfTrainerDeepSpeedConfig.trainer_config_process/_finalize and the estimate read; the oracle test
 # (tests/oracle/test_hf_fill_oracle.py) compares them with the dataclass.
-DEFAULTS: dict[str, Any] = {
+DEFAULTS: dict[str, ArgValue | None] = {
     "per_device_train_batch_size": 8,
     "gradient_accumulation_steps": 1,
     "max_grad_norm": 1.0,
@@ -58,6 +61,13 @@ DEFAULTS: dict[str, Any] = {
     # the Liger kernel (memory/liger.py): Trainer.__init__ applies it to the model where this is true (4.45+)
     "use_liger_kernel": False,
 }
+# The fields by the type they hold, so that ``TrainingArgs.get`` of a named field is typed; the bool fields are
+# not (axolotl's default bf16 is "auto", an unset gradient_checkpointing None). tests/test_training_args.py checks
+# these against TYPES.
+IntField = Literal["per_device_train_batch_size", "gradient_accumulation_steps", "max_steps"]
+NumberField = Literal["max_grad_norm", "learning_rate", "adam_beta1", "adam_beta2", "adam_epsilon", "weight_decay",
+                      "warmup_steps"]
+TextField = Literal["optim"]
 # The type HfArgumentParser converts each field's command-line text to (bool: string_to_bool).
 TYPES: dict[str, type] = {name: (str if isinstance(value, str) else
                                  float if isinstance(value, float) or name == "warmup_steps" else
@@ -100,7 +110,7 @@ RENAMES: dict[str, dict[str, str]] = {
                 "warmup_ratio": "warmup_steps", "liger_fused_linear_cross_entropy": "use_liger_kernel"},
 }
 # Per project: defaults that differ from TrainingArguments' (the value the project passes when the key is absent).
-PROJECT_DEFAULTS: dict[str, dict[str, Any]] = {
+PROJECT_DEFAULTS: dict[str, dict[str, ArgValue]] = {
     "transformers": {},
     "llama-factory": {"cutoff_len": 2048, "gradient_checkpointing": True},
     "axolotl": {"per_device_train_batch_size": 1, "sequence_len": 512, "bf16": "auto",
@@ -114,7 +124,7 @@ MARKERS: dict[str, tuple[str, ...]] = {
 }
 
 
-def shown(value: Any, limit: int = 40) -> str:
+def shown(value: object, limit: int = 40) -> str:
     """``value`` quoted for a one-line message, a long one cut (a 5,000-digit number is not a message)."""
     text = value if isinstance(value, str) else repr(value)
     if len(text) <= limit:
@@ -134,7 +144,7 @@ class TrainingArgs:
     the project's default, then to TrainingArguments'. ``origin``: field -> the key or flag that gave it.
     """
 
-    values: Mapping[str, Any] = field(default_factory=dict)
+    values: Mapping[str, ArgValue] = field(default_factory=dict)
     origin: Mapping[str, str] = field(default_factory=dict)
     project: str = "transformers"
     sequence_length: int | None = None
@@ -144,11 +154,19 @@ class TrainingArgs:
     padding: str | None = None  # "max_length" | "longest" (model/spec.py Padding); None: the arguments do not say
     padding_from: str = ""  # where it was read (``--pad_to_max_length``, ``block_size in args.yaml``)
     model: str | None = None
-    deepspeed: Any = None  # the config path (str) or an inline dict, as given
+    deepspeed: str | JSONObject | None = None  # the config path (str) or an inline dict, as given
     notes: tuple[str, ...] = ()
     source: str = ""  # the file or "the launch command"
 
-    def get(self, name: str) -> Any:
+    @overload
+    def get(self, name: IntField) -> int: ...
+    @overload
+    def get(self, name: NumberField) -> float: ...
+    @overload
+    def get(self, name: TextField) -> str: ...
+    @overload
+    def get(self, name: str) -> ArgValue | None: ...
+    def get(self, name: str) -> ArgValue | None:
         if name in self.values:
             return self.values[name]
         return PROJECT_DEFAULTS[self.project].get(name, DEFAULTS.get(name))
@@ -161,7 +179,7 @@ class TrainingArgs:
         return self.origin.get(name, f"{name} (default)")
 
 
-def coerce(value: Any) -> TrainingArgs | None:
+def coerce(value: object) -> TrainingArgs | None:
     """A TrainingArgs from itself or from a mapping of TrainingArguments fields (rule fixtures, the API)."""
     if value is None or isinstance(value, TrainingArgs):
         return value
@@ -176,7 +194,7 @@ def read_training_args(path: str | os.PathLike[str]) -> TrainingArgs:
     return from_mapping(read_mapping(path, name), name)
 
 
-def read_mapping(path: str | os.PathLike[str], name: str) -> dict[str, Any]:
+def read_mapping(path: str | os.PathLike[str], name: str) -> JSONObject:
     """The file's top-level mapping (JSON or YAML by its suffix, under the config reader's limits)."""
     from zeroadvisor.config.reader import read_document
     from zeroadvisor.config.source import ParseError
@@ -191,7 +209,7 @@ def read_mapping(path: str | os.PathLike[str], name: str) -> dict[str, Any]:
     return dict(document.data)
 
 
-def project_of(data: Mapping[str, Any]) -> str:
+def project_of(data: Mapping[str, JSONValue]) -> str:
     """Which project's keys ``data`` uses (axolotl, llama-factory, or plain transformers)."""
     for project, markers in MARKERS.items():
         if any(key in data for key in markers):
@@ -199,14 +217,14 @@ def project_of(data: Mapping[str, Any]) -> str:
     return "transformers"
 
 
-def from_mapping(data: Mapping[str, Any], source: str, project: str | None = None,
+def from_mapping(data: Mapping[str, JSONValue], source: str, project: str | None = None,
                  origin_of: Origin | None = None, notes: tuple[str, ...] = ()) -> TrainingArgs:
     """TrainingArgs from ``data`` (keys as the project spells them). ``origin_of(key)`` names where a key
     came from (default: ``key in <source>``)."""
     project = project or project_of(data)
     where = origin_of or (lambda key: f"{key} in {source}")
     renames = RENAMES[project]
-    values: dict[str, Any] = {}
+    values: dict[str, ArgValue] = {}
     origin: dict[str, str] = {}
     for key, value in data.items():
         name = renames.get(str(key), str(key))
@@ -232,16 +250,17 @@ def from_mapping(data: Mapping[str, Any], source: str, project: str | None = Non
     return _with_checkpointing(args, data, where)
 
 
-def _axolotl(data: Mapping[str, Any], values: dict[str, Any], origin: dict[str, str], where: Origin,
+def _axolotl(data: Mapping[str, JSONValue], values: dict[str, ArgValue], origin: dict[str, str], where: Origin,
              notes: list[str]) -> None:
     """axolotl's normalize_config: accumulation from batch_size, bf16 "auto" resolved on the GPU."""
-    if "gradient_accumulation_steps" not in values and isinstance(data.get("batch_size"), int):
+    batch = data.get("batch_size")
+    if "gradient_accumulation_steps" not in values and isinstance(batch, int):
         micro = values.get("per_device_train_batch_size", PROJECT_DEFAULTS["axolotl"]["per_device_train_batch_size"])
         if isinstance(micro, bool) or not isinstance(micro, int) or micro < 1:  # axolotl would divide by it
             raise TrainerInputError(f"{origin.get('per_device_train_batch_size', where('micro_batch_size'))}: "
                                     f"expected a whole number of at least 1 (axolotl divides batch_size by it), got "
                                     f"{micro!r}")
-        values["gradient_accumulation_steps"] = data["batch_size"] // micro
+        values["gradient_accumulation_steps"] = batch // micro
         origin["gradient_accumulation_steps"] = f"{where('batch_size')} // micro_batch_size"
     bf16 = data.get("bf16", "auto")
     if bf16 == "auto":
@@ -261,7 +280,7 @@ def _axolotl(data: Mapping[str, Any], values: dict[str, Any], origin: dict[str, 
         origin["fp16"] = "axolotl: fp16 is dropped when bf16 is on"
 
 
-def _sequence(data: Mapping[str, Any], project: str, where: Origin) -> tuple[int | None, str]:
+def _sequence(data: Mapping[str, JSONValue], project: str, where: Origin) -> tuple[int | None, str]:
     for key in SEQUENCE_KEYS:
         if key in data and data[key] is not None:
             value = data[key]
@@ -277,12 +296,13 @@ def _sequence(data: Mapping[str, Any], project: str, where: Origin) -> tuple[int
                                         f"(at most {MAX_DIMENSION:,})")
             return value, key
     for key in SEQUENCE_KEYS:
-        if key in PROJECT_DEFAULTS[project]:
-            return PROJECT_DEFAULTS[project][key], key
+        default = PROJECT_DEFAULTS[project].get(key)
+        if isinstance(default, int):  # a project's default length (none has another kind)
+            return default, key
     return None, ""
 
 
-def _padding(data: Mapping[str, Any], sequence_key: str, where: Origin) -> tuple[str | None, str]:
+def _padding(data: Mapping[str, JSONValue], sequence_key: str, where: Origin) -> tuple[str | None, str]:
     """How the script pads its batches, where its arguments say (PAD_TO_MAX_KEY, FULL_BLOCK_KEYS)."""
     if data.get(PAD_TO_MAX_KEY) is not None:
         on = _as_bool(data[PAD_TO_MAX_KEY], where(PAD_TO_MAX_KEY))
@@ -292,7 +312,7 @@ def _padding(data: Mapping[str, Any], sequence_key: str, where: Origin) -> tuple
     return None, ""
 
 
-def _with_checkpointing(args: TrainingArgs, data: Mapping[str, Any], where: Origin) -> TrainingArgs:
+def _with_checkpointing(args: TrainingArgs, data: Mapping[str, JSONValue], where: Origin) -> TrainingArgs:
     """Activation checkpointing: TrainingArguments' activation_checkpointing or its alias
     gradient_checkpointing, LLaMA-Factory's disable_gradient_checkpointing, axolotl's gradient_checkpointing
     (``offload``/``offload_disk`` also recompute)."""
@@ -310,11 +330,11 @@ def _with_checkpointing(args: TrainingArgs, data: Mapping[str, Any], where: Orig
         return replace(args, checkpointing=True)
     if any(flag is False for flag in flags):
         return replace(args, checkpointing=False)
-    default = PROJECT_DEFAULTS[args.project].get("gradient_checkpointing")
-    return replace(args, checkpointing=default if default is not None else False)
+    default = PROJECT_DEFAULTS[args.project].get("gradient_checkpointing")  # True, False or none
+    return replace(args, checkpointing=default is True)
 
 
-def _typed(name: str, value: Any, where: str) -> bool | int | float | str:
+def _typed(name: str, value: JSONValue, where: str) -> bool | int | float | str:
     """``value`` as the field's type, as HfArgumentParser converts command-line text (YAML may also hold
     a number as text: PyYAML reads ``5e-5`` as a string)."""
     kind = TYPES.get(name, str)
@@ -329,7 +349,7 @@ def _typed(name: str, value: Any, where: str) -> bool | int | float | str:
     return _as_int(value, where) if kind is int else _as_number(value, where)
 
 
-def _as_bool(value: Any, where: str) -> bool:
+def _as_bool(value: JSONValue, where: str) -> bool:
     if isinstance(value, bool):
         return value
     text = str(value).strip().lower()
@@ -340,7 +360,7 @@ def _as_bool(value: Any, where: str) -> bool:
     raise TrainerInputError(f"{where}: expected true or false, got {shown(value)}")
 
 
-def _as_int(value: Any, where: str) -> int:
+def _as_int(value: JSONValue, where: str) -> int:
     if isinstance(value, int):
         return value
     if isinstance(value, float) and value.is_integer():
@@ -351,7 +371,7 @@ def _as_int(value: Any, where: str) -> int:
         raise TrainerInputError(f"{where}: expected an integer, got {shown(value)}") from None
 
 
-def _as_number(value: Any, where: str) -> int | float:
+def _as_number(value: JSONValue, where: str) -> int | float:
     if isinstance(value, (int, float)):
         return value
     try:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import datetime
 import json
 import math
-from typing import Any
+from typing import TYPE_CHECKING
 
 from zeroadvisor.config.limits import MAX_DEPTH, MAX_YAML_ALIAS_VALUES
 from zeroadvisor.config.source import (
@@ -42,6 +42,10 @@ from zeroadvisor.config.source import (
     PointerBudget,
     Span,
 )
+from zeroadvisor.jsontypes import JSONObject, JSONValue
+
+if TYPE_CHECKING:  # yaml itself is imported where it is used: `zeroadvisor lint` of a JSON file never loads it
+    from yaml import MappingNode, Node, SafeLoader
 
 _MAP, _SEQ = "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"
 _MERGE = "tag:yaml.org,2002:merge"
@@ -54,7 +58,7 @@ def parse_yaml(text: str, name: str = "<text>") -> Document:
     return doc
 
 
-def load_yaml(text: str, doc: Document | None = None, syntax: str = "YAML") -> tuple[Any, Any]:
+def load_yaml(text: str, doc: Document | None = None, syntax: str = "YAML") -> tuple[Node | None, JSONValue]:
     """The root node (None for an empty document) and the JSON-view data of a one-document
     YAML text. With ``doc``, its data and positions are filled in. ``syntax`` names the
     format in syntax errors ("invalid YAML: ...")."""
@@ -66,7 +70,7 @@ def load_yaml(text: str, doc: Document | None = None, syntax: str = "YAML") -> t
         try:
             loader = yaml.SafeLoader(text)  # the reader refuses control characters right here
             node = loader.get_single_node()
-            data = _Converter(loader, doc, syntax).value(node, "", 0) if node is not None else {}
+            data: JSONValue = _Converter(loader, doc, syntax).value(node, "", 0) if node is not None else {}
         except yaml.MarkedYAMLError as err:
             mark = err.problem_mark or err.context_mark
             problem = err.problem or err.context or "syntax error"
@@ -93,7 +97,7 @@ def _error(doc: Document, message: str, index: int | None) -> ParseError:
 class _Converter:
     """One walk over the node graph: JSON-view data, positions, duplicates, bounded aliases."""
 
-    def __init__(self, loader: Any, doc: Document, syntax: str):
+    def __init__(self, loader: SafeLoader, doc: Document, syntax: str):
         self.loader = loader
         self.doc = doc
         self.syntax = syntax
@@ -103,16 +107,16 @@ class _Converter:
         self.own_keys: dict[int, set[int]] = {}  # mapping -> its key nodes before merging
         self.pointers = PointerBudget()
 
-    def fail(self, message: str, node: Any) -> ParseError:
+    def fail(self, message: str, node: Node) -> ParseError:
         return _error(self.doc, message, node.start_mark.index)
 
-    def child(self, parent: str, token: str | int, node: Any) -> str:
+    def child(self, parent: str, token: str | int, node: Node) -> str:
         pointer = self.pointers.child(parent, token)
         if pointer is None:
             raise self.fail(PointerBudget.MESSAGE, node)
         return pointer
 
-    def value(self, node: Any, pointer: str, depth: int, at: Any = None) -> Any:
+    def value(self, node: Node, pointer: str, depth: int, at: Node | None = None) -> JSONValue:
         """``at`` is the node an error about an alias is placed at (its key, if any)."""
         import yaml
 
@@ -142,19 +146,19 @@ class _Converter:
             self.open.discard(ident)
         raise self.unknown_tag(node)
 
-    def unknown_tag(self, node: Any) -> ParseError:
+    def unknown_tag(self, node: Node) -> ParseError:
         if node.tag in self.loader.yaml_constructors:  # !!set, !!omap, !!pairs, !!binary...
             return self.fail(f"the YAML tag {_short_tag(node.tag)} has no JSON equivalent", node)
         # what yaml.safe_load says of a tag it has no constructor for (!!python/..., !custom)
         return self.fail(f"invalid {self.syntax}: could not determine a constructor for the tag {node.tag}", node)
 
-    def mapping(self, node: Any, pointer: str, depth: int) -> dict[str, Any]:
+    def mapping(self, node: MappingNode, pointer: str, depth: int) -> JSONObject:
         ident = id(node)
         if ident not in self.own_keys:  # before flatten_mapping splices merged pairs in
             self.own_keys[ident] = {id(key) for key, _ in node.value if key.tag != _MERGE}
             self.loader.flatten_mapping(node)
         own = self.own_keys[ident]
-        result: dict[str, Any] = {}
+        result: JSONObject = {}
         members: list[Member] = []
         first_own: dict[str, Span] = {}
         for key_node, value_node in node.value:
@@ -173,7 +177,7 @@ class _Converter:
         self.doc.members[pointer] = members
         return result
 
-    def key(self, node: Any) -> str:
+    def key(self, node: Node) -> str:
         import yaml
 
         if not isinstance(node, yaml.ScalarNode):
@@ -185,20 +189,21 @@ class _Converter:
             return json.dumps(value)  # what a JSON writer makes of the key: "1", "true", "null"
         return str(node.value)  # a date (or bytes): the text as written (a scalar node holds text)
 
-    def scalar(self, node: Any) -> Any:
+    def scalar(self, node: Node) -> JSONValue:
         value = self.construct(node)
         if isinstance(value, float) and not math.isfinite(value):
             raise self.fail(f"the YAML value {node.value} is not a finite number: JSON, and the number fields "
                             "DeepSpeed reads, have no such value", node)
         if isinstance(value, (datetime.date, datetime.datetime)):
-            return node.value  # as YAML-to-JSON converters write it
+            written: str = node.value  # a scalar node holds its text
+            return written  # as YAML-to-JSON converters write it
         if isinstance(value, bytes):
             raise self.fail("a !!binary value has no JSON equivalent", node)
         if value is None or isinstance(value, (str, bool, int, float)):
             return value
         raise self.unknown_tag(node)  # pragma: no cover - SafeConstructor makes only the kinds above
 
-    def construct(self, node: Any) -> Any:
+    def construct(self, node: Node) -> object:
         try:
             return self.loader.construct_object(node)
         except ValueError as err:  # int() of more digits than Python converts

@@ -21,10 +21,10 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Any
 
 from zeroadvisor.config import accelerate as A
 from zeroadvisor.config.source import Document
+from zeroadvisor.jsontypes import JSONObject, JSONValue
 
 AUTO = "auto"
 DS = A.DEEPSPEED_SECTION
@@ -59,7 +59,7 @@ class Launch:
     """What ``accelerate launch`` runs for one config."""
 
     deepspeed: bool  # distributed_type is DEEPSPEED
-    ds_config: dict[str, Any] | None = None  # None: Accelerate could not build it (see problems)
+    ds_config: JSONObject | None = None  # None: Accelerate could not build it (see problems)
     origin: dict[str, str] = field(default_factory=dict)  # DeepSpeed pointer -> YAML pointer it comes from
     config_file: str | None = None  # the deepspeed_config_file read, as found
     config_document: Document | None = None  # that file, with positions
@@ -103,7 +103,7 @@ def build(doc: Document, script_precision: str | None = None, cwd: str | None = 
     return launch
 
 
-def processes(data: dict[str, Any]) -> Launch:
+def processes(data: JSONObject) -> Launch:
     """The processes an Accelerate config launches (world_size, num_machines, per_node), as :func:`build`
     finds them, without building its DeepSpeed config (the run's inputs read the world size from it)."""
     launch = Launch(deepspeed=A.uses_deepspeed(data))
@@ -113,11 +113,11 @@ def processes(data: dict[str, Any]) -> Launch:
 
 # -- processes and precision ------------------------------------------------------------------
 
-def _whole(value: Any) -> int | None:
+def _whole(value: JSONValue) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _processes(data: dict[str, Any], launch: Launch) -> None:
+def _processes(data: JSONObject, launch: Launch) -> None:
     """num_processes is the total across machines; each machine starts num_processes // num_machines
     (prepare_deepspeed_cmd_env: --num_gpus / nproc_per_node), so the world is that times num_machines."""
     machines = _whole(data.get("num_machines", 1))
@@ -141,7 +141,7 @@ def _processes(data: dict[str, Any], launch: Launch) -> None:
     launch.world_size = per_node * launch.num_machines if per_node else None
 
 
-def _precision(data: dict[str, Any], launch: Launch, script_precision: str | None) -> None:
+def _precision(data: JSONObject, launch: Launch, script_precision: str | None) -> None:
     """_validate_launch_command: the YAML's mixed_precision, else "no" (the script may still pass its own
     to Accelerator); process_config turns the old ``fp16: true`` into mixed_precision fp16."""
     value = data.get("mixed_precision")
@@ -165,7 +165,7 @@ def _precision(data: dict[str, Any], launch: Launch, script_precision: str | Non
 
 # -- the environment and the plugin -----------------------------------------------------------
 
-def _environment(section: dict[str, Any], launch: Launch) -> dict[str, str]:
+def _environment(section: JSONObject, launch: Launch) -> dict[str, str]:
     """prepare_deepspeed_cmd_env: ``str(value)`` (lower-cased except for the stage, the accumulation
     steps and the file) of each key that is given and not null."""
     env: dict[str, str] = {}
@@ -179,10 +179,10 @@ def _environment(section: dict[str, Any], launch: Launch) -> dict[str, str]:
     return env
 
 
-def _plugin(env: dict[str, str], launch: Launch) -> dict[str, Any]:
+def _plugin(env: dict[str, str], launch: Launch) -> JSONObject:
     """DeepSpeedPlugin.__post_init__'s attributes from the environment (its defaults where none is set)."""
     where = {key: f"{DS}/{key}" for key in PASSED_ON}
-    plugin: dict[str, Any] = {}
+    plugin: JSONObject = {}
 
     gas = env.get("gradient_accumulation_steps", AUTO)
     try:
@@ -244,12 +244,12 @@ def _zero_stage(stage: str | None, launch: Launch, at: str) -> int | None:
     return value
 
 
-def _from_plugin_keys(plugin: dict[str, Any], launch: Launch, doc: Document) -> dict[str, Any] | None:
+def _from_plugin_keys(plugin: JSONObject, launch: Launch, doc: Document) -> JSONObject | None:
     """DeepSpeedPlugin.__post_init__ without a config file."""
     if any(plugin[key] is None for key in ("gradient_clipping", "zero_stage")):
         return None  # the plugin raised
     optimizer_device, param_device = plugin["offload_optimizer_device"], plugin["offload_param_device"]
-    config: dict[str, Any] = {
+    config: JSONObject = {
         "train_batch_size": AUTO,
         "train_micro_batch_size_per_gpu": AUTO,
         "gradient_accumulation_steps": plugin["gradient_accumulation_steps"],
@@ -277,7 +277,7 @@ def _from_plugin_keys(plugin: dict[str, Any], launch: Launch, doc: Document) -> 
     return config
 
 
-def _nvme_paths(section: dict[str, Any], plugin: dict[str, Any], launch: Launch) -> None:
+def _nvme_paths(section: JSONObject, plugin: JSONObject, launch: Launch) -> None:
     for kind in ("optimizer", "param"):
         device_key, path_key = f"offload_{kind}_device", f"offload_{kind}_nvme_path"
         given = section.get(path_key)
@@ -295,7 +295,7 @@ def _nvme_paths(section: dict[str, Any], plugin: dict[str, Any], launch: Launch)
 
 # -- deepspeed_config_file --------------------------------------------------------------------
 
-def _conflicts_with_file(data: dict[str, Any], section: dict[str, Any], launch: Launch) -> None:
+def _conflicts_with_file(data: JSONObject, section: JSONObject, launch: Launch) -> None:
     """DeepSpeedPlugin._deepspeed_config_checks: each deepspeed_config key in its list, and a mixed_precision
     the YAML sets, raise ValueError next to a deepspeed_config_file (the key's presence is enough)."""
     for key in section:
@@ -324,8 +324,8 @@ def candidates(doc: Document, value: str, cwd: str | None = None) -> list[str]:
     return places
 
 
-def _from_file(doc: Document, value: str, plugin: dict[str, Any], launch: Launch,
-               cwd: str | None) -> dict[str, Any] | None:
+def _from_file(doc: Document, value: str, plugin: JSONObject, launch: Launch,
+               cwd: str | None) -> JSONObject | None:
     """HfDeepSpeedConfig(path) (json.load), then __post_init__'s checks and "auto" fills."""
     from zeroadvisor.config.reader import InputError, read_document
     from zeroadvisor.config.source import ParseError
@@ -333,7 +333,7 @@ def _from_file(doc: Document, value: str, plugin: dict[str, Any], launch: Launch
     at = f"{DS}/deepspeed_config_file"
     places = candidates(doc, value, cwd)
     found = next((place for place in places if os.path.isfile(place)), None)
-    config: Any  # any JSON value until checked below
+    config: JSONValue  # any JSON value until checked below
     if found is None:
         inline = _inline_json(value)
         if inline is None:
@@ -370,7 +370,7 @@ def _from_file(doc: Document, value: str, plugin: dict[str, Any], launch: Launch
     return config
 
 
-def _inline_json(value: str) -> dict[str, Any] | None:
+def _inline_json(value: str) -> JSONObject | None:
     """HfDeepSpeedConfig also takes the config itself as JSON text."""
     try:
         config = json.loads(value)
@@ -379,10 +379,10 @@ def _inline_json(value: str) -> dict[str, Any] | None:
     return config if isinstance(config, dict) else None
 
 
-def _fill_auto(config: dict[str, Any], dotted: str, value: Any) -> None:
+def _fill_auto(config: JSONObject, dotted: str, value: JSONValue) -> None:
     """HfDeepSpeedConfig.find_config_node + fill_match: a missing parent means nothing to fill."""
     *parents, key = dotted.split(".")
-    node: Any = config
+    node: JSONValue = config
     for name in parents:
         node = node.get(name) if isinstance(node, dict) else None
         if node is None:
@@ -393,7 +393,7 @@ def _fill_auto(config: dict[str, Any], dotted: str, value: Any) -> None:
 
 # -- mixed precision ----------------------------------------------------------------------------
 
-def _set_mixed_precision(config: dict[str, Any], launch: Launch) -> bool:
+def _set_mixed_precision(config: JSONObject, launch: Launch) -> bool:
     """DeepSpeedPlugin.set_mixed_precision; False where it raises."""
     precision = launch.mixed_precision
     if precision == "fp16" and "fp16" not in config:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
 
 # The strings pydantic 2's lax bool validator accepts, compared case-insensitively and without
 # stripping whitespace (pydantic-core src/input/shared.rs str_as_bool; measured with pydantic
@@ -25,7 +24,7 @@ LAX_TRUE = frozenset({"1", "on", "t", "true", "y", "yes"})
 LAX_FALSE = frozenset({"0", "off", "f", "false", "n", "no"})
 
 
-def lax_bool(value: Any) -> bool | None:
+def lax_bool(value: object) -> bool | None:
     """The bool a pydantic section makes of ``value`` in lax mode; None where it rejects it."""
     if isinstance(value, bool):
         return value
@@ -41,7 +40,7 @@ def lax_bool(value: Any) -> bool | None:
 _JSON_TYPES: tuple[tuple[type, str], ...] = ((bool, "boolean"), (int, "integer"), (str, "string"), (list, "array"))
 
 
-def json_type(value: Any) -> str:
+def json_type(value: object) -> str:
     """The JSON Schema type name of a parsed value."""
     if value is None:
         return "null"
@@ -50,17 +49,17 @@ def json_type(value: Any) -> str:
     return next((name for kind, name in _JSON_TYPES if isinstance(value, kind)), "object")
 
 
-def matches(value: Any, expected: str) -> bool:
+def matches(value: object, expected: str) -> bool:
     """Strict JSON Schema type match (an integral float is an integer, as in JSON Schema)."""
     actual = json_type(value)
     return actual == expected or (expected == "number" and actual == "integer")
 
 
-def is_fractional(value: Any) -> bool:
+def is_fractional(value: object) -> bool:
     return isinstance(value, float) and math.isfinite(value) and not value.is_integer()
 
 
-def lax_coercible(value: Any, expected: str) -> bool:
+def lax_coercible(value: object, expected: str) -> bool:
     """True if pydantic's lax mode turns ``value`` into ``expected`` without an error."""
     if matches(value, expected):
         return True
@@ -68,11 +67,11 @@ def lax_coercible(value: Any, expected: str) -> bool:
     return coercible is not None and coercible(value)
 
 
-def _lax_integer(value: Any) -> bool:
+def _lax_integer(value: object) -> bool:
     return isinstance(value, bool) or (isinstance(value, str) and _int_from_string(value))
 
 
-def _lax_number(value: Any) -> bool:
+def _lax_number(value: object) -> bool:
     if isinstance(value, bool):
         return True
     if not isinstance(value, str):
@@ -84,12 +83,12 @@ def _lax_number(value: Any) -> bool:
     return True
 
 
-def _lax_boolean(value: Any) -> bool:
+def _lax_boolean(value: object) -> bool:
     return lax_bool(value) is not None
 
 
 # JSON Schema type -> whether pydantic's lax mode turns a value of another type into it; no other type coerces
-_LAX: dict[str, Callable[[Any], bool]] = {"integer": _lax_integer, "number": _lax_number, "boolean": _lax_boolean}
+_LAX: dict[str, Callable[[object], bool]] = {"integer": _lax_integer, "number": _lax_number, "boolean": _lax_boolean}
 
 
 def _int_from_string(text: str) -> bool:

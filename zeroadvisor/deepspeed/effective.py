@@ -46,8 +46,8 @@ def zero_stage(data: Any) -> int | None:
     if not isinstance(zero, dict):
         return None
     if "stage" not in zero:
-        default: int | None = schema.default("zero_optimization", "stage")  # the schema's is an int
-        return default
+        default = schema.default("zero_optimization", "stage")
+        return default if isinstance(default, int) else None  # the schema's is an int
     return stage_value(zero["stage"])
 
 
@@ -113,8 +113,7 @@ def optimizer_type(data: Any) -> str | None:
     name = opt.get("type")
     if not isinstance(name, str):
         return None
-    native = schema.load().get("x-deepspeed-optimizers", [])
-    return name.lower() if name.lower() in native else name
+    return name.lower() if name.lower() in schema.names("x-deepspeed-optimizers") else name
 
 
 

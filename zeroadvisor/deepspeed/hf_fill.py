@@ -15,10 +15,10 @@ import copy
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from zeroadvisor.config.training_args import TrainingArgs
 from zeroadvisor.deepspeed import schema
+from zeroadvisor.jsontypes import JSONObject, JSONValue
 
 AUTO = "auto"
 
@@ -29,7 +29,7 @@ class Fill:
     it in the mismatch message, whether a differing value is a mismatch."""
 
     key: str  # dotted, as transformers names it
-    value: Callable[[TrainingArgs, int], Any]  # (args, world size) -> the value
+    value: Callable[[TrainingArgs, int], JSONValue]  # (args, world size) -> the value
     hf_key: str
     must_match: bool = True
     fields: tuple[str, ...] = ()  # the TrainingArguments fields the value comes from
@@ -39,7 +39,7 @@ class Fill:
         return "/" + self.key.replace(".", "/")
 
 
-def _get(name: str) -> Callable[[TrainingArgs, int], Any]:
+def _get(name: str) -> Callable[[TrainingArgs, int], JSONValue]:
     return lambda args, world: args.get(name)
 
 
@@ -80,9 +80,9 @@ class Mismatch:
     """A value transformers would reject: ``- ds {key}={ds_value} vs hf {hf_key}={hf_value}``."""
 
     key: str
-    ds_value: Any
+    ds_value: JSONValue
     hf_key: str
-    hf_value: Any
+    hf_value: JSONValue
     fields: tuple[str, ...] = ()
 
     @property
@@ -96,14 +96,14 @@ class Mismatch:
 
 @dataclass
 class Filled:
-    config: dict[str, Any]
+    config: JSONObject
     filled: list[str] = field(default_factory=list)  # dotted keys whose "auto" was replaced
     mismatches: list[Mismatch] = field(default_factory=list)
     unfilled: list[str] = field(default_factory=list)  # "auto" keys finalize needs what is not known
     notes: list[str] = field(default_factory=list)
 
 
-def fill(config: dict[str, Any], args: TrainingArgs, world_size: int | None, hidden_size: int | None = None,
+def fill(config: JSONObject, args: TrainingArgs, world_size: int | None, hidden_size: int | None = None,
          num_training_steps: int | None = None) -> Filled:
     """The config after trainer_config_process and (where its inputs are known) trainer_config_finalize.
 
@@ -124,6 +124,8 @@ def fill(config: dict[str, Any], args: TrainingArgs, world_size: int | None, hid
         # deepspeed uses shared storage by default; save_on_each_node overrides it
         checkpoint = out.config.get("checkpoint", {})
         out.config["checkpoint"] = checkpoint
+        if not isinstance(checkpoint, dict):  # transformers' item assignment fails the same way
+            raise TypeError(f"'{type(checkpoint).__name__}' object does not support item assignment")
         checkpoint["use_node_local_storage"] = args.get("save_on_each_node")
     _finalize(out, args, hidden_size, num_training_steps)
     return out
@@ -163,7 +165,7 @@ def warmup_steps(args: TrainingArgs, num_training_steps: int) -> int:
     return int(value) if value >= 1 else math.ceil(num_training_steps * value)
 
 
-def _node(config: Any, key: str) -> tuple[dict[str, Any] | None, Any]:
+def _node(config: JSONValue, key: str) -> tuple[JSONObject | None, JSONValue]:
     """(the section holding the key's last part, its value): accelerate HfDeepSpeedConfig.find_config_node +
     get_value. A section that is not a mapping ends the walk (transformers would fail there; lint reports it)."""
     nodes = key.split(".")
@@ -177,7 +179,7 @@ def _node(config: Any, key: str) -> tuple[dict[str, Any] | None, Any]:
     return config, config.get(last)
 
 
-def _fill_match(out: Filled, key: str, hf_value: Any, hf_key: str, must_match: bool,
+def _fill_match(out: Filled, key: str, hf_value: JSONValue, hf_key: str, must_match: bool,
                 fields: tuple[str, ...] = ()) -> None:
     section, value = _node(out.config, key)
     if section is None:
@@ -193,7 +195,7 @@ def _fill_match(out: Filled, key: str, hf_value: Any, hf_key: str, must_match: b
         out.mismatches.append(Mismatch(key, value, hf_key, hf_value, fields))
 
 
-def _differs(ds_value: Any, hf_value: Any) -> bool:
+def _differs(ds_value: JSONValue, hf_value: JSONValue) -> bool:
     """Python's ``ds_val != hf_val``, as transformers compares (a DeepSpeed value of another type that
     cannot be compared is simply unequal)."""
     try:
@@ -202,7 +204,7 @@ def _differs(ds_value: Any, hf_value: Any) -> bool:
         return True
 
 
-def accelerate_precision(config: dict[str, Any], args: TrainingArgs) -> dict[str, Any]:
+def accelerate_precision(config: JSONObject, args: TrainingArgs) -> JSONObject:
     """The config after Accelerate's DeepSpeedPlugin.set_mixed_precision, which the Trainer's Accelerator
     calls with its mixed precision (accelerate state.py AcceleratorState; utils/dataclasses.py): --fp16 adds
     ``fp16: {enabled: true, auto_cast: true}`` and --bf16 adds ``bf16: {enabled: true}`` where the config has

@@ -18,11 +18,11 @@ from __future__ import annotations
 import os
 import re
 from functools import lru_cache
-from typing import Any
 
 from zeroadvisor.config.accelerate import is_accelerate_config, other_launcher
 from zeroadvisor.config.source import Document
 from zeroadvisor.config.training_args import DEEPSPEED_KEY, DEFAULTS, MARKERS, MODEL_KEYS, project_of
+from zeroadvisor.jsontypes import JSONValue
 
 DEEPSPEED = "deepspeed"
 ACCELERATE = "accelerate"
@@ -68,8 +68,9 @@ def deepspeed_keys() -> frozenset[str]:
     with the not-a-deepspeed-config rule (lint/context.py ``foreign``) and the Accelerate rules."""
     from zeroadvisor.deepspeed import schema
 
-    properties: dict[str, dict[str, object]] = schema.load_latest().get("properties", {})
-    return frozenset(key for key, node in properties.items() if not node.get("x-editor-only"))
+    properties = schema.properties(schema.load_latest())
+    return frozenset(key for key, node in properties.items()
+                     if not (isinstance(node, dict) and node.get("x-editor-only")))
 
 
 @lru_cache(maxsize=1)
@@ -79,17 +80,17 @@ def _description_keys() -> frozenset[str]:
     (``activation_checkpointing``)."""
     from zeroadvisor.deepspeed import schema
 
-    return frozenset(schema.load("model.schema.json").get("properties", {}))
+    return frozenset(schema.properties(schema.load("model.schema.json")))
 
 
-def is_model_description(data: Any) -> bool:
+def is_model_description(data: JSONValue) -> bool:
     """A zeroadvisor model description: ``hf_config`` or ``parameters``, and no key the description lacks."""
     if not isinstance(data, dict) or not ({"hf_config", "parameters"} & set(data)):
         return False
     return all(str(key) in _description_keys() or str(key).startswith("_") for key in data)
 
 
-def kind_of_data(data: Any) -> str | None:
+def kind_of_data(data: JSONValue) -> str | None:
     """DEEPSPEED, ACCELERATE, TRAINING or None for a parsed config.
 
     An Accelerate launcher config is one config/accelerate.py recognises (``distributed_type``, or a
@@ -112,7 +113,7 @@ def kind_of_data(data: Any) -> str | None:
     return None
 
 
-def is_training_args(data: Any) -> bool:
+def is_training_args(data: JSONValue) -> bool:
     """A training-arguments file: a key only such a file has (``output_dir``, ``cutoff_len``, ``base_model``,
     ``per_device_train_batch_size``), and nothing that makes it a DeepSpeed config: no DeepSpeed key besides the
     shared ones (``train_batch_size``, ``zero_optimization``), no shared key holding an object (``bf16:
@@ -140,7 +141,7 @@ def _not_deepspeed(document: Document) -> str | None:
     launcher = other_launcher(document.data)
     if launcher is not None:
         return f"an Accelerate {LAUNCHER_NAMES.get(launcher, launcher)} config (distributed_type: {launcher})"
-    if kind_of(document) == TRAINING:
+    if kind_of(document) == TRAINING and isinstance(document.data, dict):  # a training file is a mapping
         project = TRAINING_NAMES[project_of(document.data)]
         return f"{project} (check reads them with --training-args)"
     return None

@@ -18,7 +18,9 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import NotRequired, TypedDict
+
+from zeroadvisor.jsontypes import JSONObject
 
 RELEASES_FILE = "ds_releases.json"
 # How a finding names the release that reads the config so: rules word "DeepSpeed <release> ..." with
@@ -43,10 +45,31 @@ class Behaviour:
     unmanaged_accumulation_amp_refused: bool  # managed_gradient_accumulation false with Apex AMP
 
 
+class _Entry(TypedDict):
+    """One release of ds_releases.json: its own knowledge, or ``same_as`` the release it reads configs as."""
+
+    source: str
+    same_as: NotRequired[str]
+    pydantic: NotRequired[str]
+    behaviour: NotRequired[dict[str, bool]]  # Behaviour's fields
+    patch: NotRequired[JSONObject]  # a merge patch over the schema of ``base``
+    base: NotRequired[str]  # absent: the latest schema
+
+
+_Knowledge = TypedDict("_Knowledge", {
+    "description": str,
+    "x-generator": str,
+    "latest": str,
+    "releases": dict[str, _Entry],  # oldest first
+    "history": dict[str, str],  # key pointer -> the runs of releases that read it ("0.9.0-0.17.0, 0.18.3-0.19.8")
+})
+
+
 @cache
-def _data() -> dict[str, Any]:
+def _data() -> _Knowledge:
+    # tools/gen_releases.py writes the file in this shape; tests/test_releases*.py read it whole
     with open(os.path.join(_SCHEMAS, RELEASES_FILE), encoding="utf-8") as stream:
-        data: dict[str, Any] = json.load(stream)
+        data: _Knowledge = json.load(stream)
     return data
 
 
@@ -61,24 +84,21 @@ def known() -> tuple[str, ...]:
 
 def latest() -> str:
     """The release the full schema describes (the oracle's DeepSpeed)."""
-    version: str = _data()["latest"]
-    return version
+    return _data()["latest"]
 
 
 def behaviour(version: str) -> Behaviour:
     return Behaviour(**_entry(version)["behaviour"])
 
 
-def patch(version: str) -> dict[str, Any]:
+def patch(version: str) -> JSONObject:
     """One release's merge patch over the schema of its ``base`` (schema.of_release applies it)."""
-    found: dict[str, Any] = _entry(version)["patch"]
-    return found
+    return _entry(version)["patch"]
 
 
 def base(version: str) -> str | None:
     """The release whose whole schema ``patch(version)`` patches; None: the latest schema."""
-    found: str | None = _entry(version).get("base")
-    return found
+    return _entry(version).get("base")
 
 
 def releases_knowing(pointer: str) -> tuple[str, ...] | None:
@@ -219,22 +239,20 @@ def matching(specifier: str) -> Resolved:
     return Resolved(admitted)
 
 
-def _entry(version: str) -> dict[str, Any]:
+def _entry(version: str) -> _Entry:
     """The release's entry, or the entry of the release it reads configs as (``same_as``: the same source)."""
     try:
-        entry: dict[str, Any] = _data()["releases"][version]
+        entry = _data()["releases"][version]
     except KeyError:
         raise KeyError(f"no knowledge of DeepSpeed {version}") from None
     if "same_as" in entry:
-        shared: dict[str, Any] = _data()["releases"][entry["same_as"]]
-        return shared
+        return _data()["releases"][entry["same_as"]]
     return entry
 
 
 def reads_as(version: str) -> str:
     """The release whose entry ``version`` shares (itself where it has its own)."""
-    shared: str = _data()["releases"][version].get("same_as", version)
-    return shared
+    return _data()["releases"][version].get("same_as", version)
 
 
 @cache

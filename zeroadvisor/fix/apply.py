@@ -20,12 +20,12 @@ import os
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from zeroadvisor.advisor.check import combined_patch
 from zeroadvisor.config import merge_patch
 from zeroadvisor.config.source import Document, parse
 from zeroadvisor.fix.editor import EditError, FixError, WriteError, patched_text, write_atomically
+from zeroadvisor.jsontypes import JSONObject
 from zeroadvisor.lint.findings import Finding
 
 __all__ = [
@@ -51,7 +51,7 @@ class FixPlan:
 
     path: str
     document: Document
-    patch: dict[str, Any]
+    patch: JSONObject
     new_text: str | None  # None when the fixes cannot be written (see error)
     diff: str  # "" when nothing changes or the fixes cannot be written
     error: FixError | None  # why the fixes cannot be written into this file
@@ -130,12 +130,12 @@ def write_fixes(plan: FixPlan) -> bool:
     return True
 
 
-def unified_diff(document: Document, patch: dict[str, Any], path: str) -> str:
+def unified_diff(document: Document, patch: JSONObject, path: str) -> str:
     """The patched file as a unified diff against ``path`` (git apply / patch -p1). Raises FixError."""
     return _diff(document.text, _new_text(document, patch), path)
 
 
-def write_fix(path: str, document: Document, patch: dict[str, Any]) -> None:
+def write_fix(path: str, document: Document, patch: JSONObject) -> None:
     """Write ``patch`` into the file read as ``document``. Raises FixError."""
     new_text = _new_text(document, patch)
     if new_text != document.text:
@@ -163,7 +163,7 @@ def no_diff_note(name: str, document: Document, written: bool) -> str:
     return f"{name}: {what}: {kind} is YAML, and {NOT_PATCHED}"
 
 
-def _new_text(document: Document, patch: dict[str, Any]) -> str:
+def _new_text(document: Document, patch: JSONObject) -> str:
     if not patchable(document):
         raise FixError(NOT_PATCHED)
     return patched_text(document, patch)

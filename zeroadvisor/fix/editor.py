@@ -23,10 +23,10 @@ import re
 import stat
 import tempfile
 from dataclasses import dataclass
-from typing import Any
 
 from zeroadvisor.config.merge_patch import apply as apply_patch
 from zeroadvisor.config.source import Document, Member, ParseError, join_pointer, parse
+from zeroadvisor.jsontypes import JSONObject, JSONValue
 from zeroadvisor.lint.schemawalk import _PLACEHOLDER as PLACEHOLDER  # the template rule's (ZA005) notion
 
 
@@ -75,7 +75,7 @@ class _Edit:
     text: str
 
 
-def patched_text(doc: Document, patch: dict[str, Any]) -> str:
+def patched_text(doc: Document, patch: JSONObject) -> str:
     """The config text with ``patch`` applied; the result parses to MergePatch(data, patch)."""
     if not isinstance(doc.data, dict):
         raise _refuse("not-an-object")
@@ -130,7 +130,7 @@ def _apply_edits(text: str, edits: list[_Edit], protected: list[tuple[int, int]]
 
 
 # -- what the data must be -------------------------------------------------------------------
-def _same(a: Any, b: Any) -> bool:
+def _same(a: JSONValue, b: JSONValue) -> bool:
     """Equal as JSON values: unlike ``==``, true is not 1 (numbers compare by value: 2 == 2.0)."""
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
@@ -143,7 +143,7 @@ def _same(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
-def _check_finite(value: Any) -> None:
+def _check_finite(value: JSONValue) -> None:
     if isinstance(value, float) and not math.isfinite(value):
         raise _refuse("non-finite", repr(value))
     if isinstance(value, dict):
@@ -154,7 +154,7 @@ def _check_finite(value: Any) -> None:
             _check_finite(item)
 
 
-def _renames(data: dict[str, Any], patch: dict[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
+def _renames(data: JSONObject, patch: JSONObject) -> dict[str, tuple[str, JSONObject]]:
     """Pairs of the patch that rename a member: ``old: null`` and ``new: value`` where ``new`` is not in the
     config and ``value`` is the old value, or an object made from it (every old key kept; a fix or advice of the
     same run may change some). Old key -> (new key, the patch that turns the old value into the new one).
@@ -162,7 +162,7 @@ def _renames(data: dict[str, Any], patch: dict[str, Any]) -> dict[str, tuple[str
     Written as a deletion and an insertion, a renamed section would lose the comments above and inside it
     and move to the end of its object (issue 20, defect 6).
     """
-    out: dict[str, tuple[str, dict[str, Any]]] = {}
+    out: dict[str, tuple[str, JSONObject]] = {}
     gone = [k for k, v in patch.items() if v is None and k in data]
     for new_key, value in patch.items():
         if value is None or new_key in data:
@@ -175,17 +175,17 @@ def _renames(data: dict[str, Any], patch: dict[str, Any]) -> dict[str, tuple[str
     return out
 
 
-def _made_from(old: Any, new: Any) -> bool:
+def _made_from(old: JSONValue, new: JSONValue) -> bool:
     if isinstance(old, dict) and isinstance(new, dict):
         return old.keys() <= new.keys()
     return _same(old, new)
 
 
-def _patch_between(old: Any, new: Any) -> dict[str, Any]:
+def _patch_between(old: JSONValue, new: JSONValue) -> JSONObject:
     """The merge patch that turns the object ``old`` into ``new`` ({} when they are the same)."""
     if not (isinstance(old, dict) and isinstance(new, dict)):
         return {}
-    patch: dict[str, Any] = {key: None for key in old if key not in new}
+    patch: JSONObject = {key: None for key in old if key not in new}
     for key, value in new.items():
         if key not in old:
             patch[key] = value
@@ -374,12 +374,12 @@ class _Editor:
         return line_start
 
     # -- the patch, object by object ------------------------------------------------------------------
-    def object(self, pointer: str, data: dict[str, Any], patch: dict[str, Any], edits: list[_Edit]) -> None:
+    def object(self, pointer: str, data: JSONObject, patch: JSONObject, edits: list[_Edit]) -> None:
         members = self.doc.members.get(pointer, [])
         last_index = {m.key: i for i, m in enumerate(members)}  # the occurrence DeepSpeed reads
         deleted: set[int] = set()
-        replaced: dict[int, Any] = {}
-        inserts: dict[str, Any] = {}
+        replaced: dict[int, JSONValue] = {}
+        inserts: JSONObject = {}
         renames = _renames(data, patch)
         deleted.update(self._renamed(pointer, data, renames, edits))
         handled = set(renames) | {new_key for new_key, _ in renames.values()}
@@ -392,8 +392,8 @@ class _Editor:
                 continue
             if value is None:  # every occurrence goes, or an earlier duplicate would come back
                 deleted.update(i for i, m in enumerate(members) if m.key == key)
-            elif isinstance(value, dict) and isinstance(data[key], dict):
-                self.object(join_pointer(pointer, key), data[key], value, edits)
+            elif isinstance(value, dict) and isinstance(current := data[key], dict):
+                self.object(join_pointer(pointer, key), current, value, edits)
             else:
                 new_value = apply_patch(None, value)
                 if not _same(new_value, data[key]):
@@ -401,7 +401,7 @@ class _Editor:
         if deleted or replaced or inserts:
             edits.extend(self._members(pointer, members, deleted, replaced, inserts))
 
-    def _renamed(self, pointer: str, data: dict[str, Any], renames: dict[str, tuple[str, dict[str, Any]]],
+    def _renamed(self, pointer: str, data: JSONObject, renames: dict[str, tuple[str, JSONObject]],
                  edits: list[_Edit]) -> set[int]:
         """The renames' edits: the key token changes in place, so its comments, position and value text stay;
         the value gets only the edits that make it the new value (none for a plain rename). Returns the
@@ -413,8 +413,9 @@ class _Editor:
             index = last_index[old_key]
             edits.append(self._rename(members[index], new_key))
             deleted.update(i for i, m in enumerate(members) if m.key == old_key and i != index)
-            if inner:
-                self.object(join_pointer(pointer, old_key), data[old_key], inner, edits)
+            old_value = data[old_key]
+            if inner and isinstance(old_value, dict):  # a patch between two objects: only then not empty
+                self.object(join_pointer(pointer, old_key), old_value, inner, edits)
         return deleted
 
     def _rename(self, member: Member, new_key: str) -> _Edit:
@@ -429,8 +430,8 @@ class _Editor:
             token = self.dump_key(new_key)
         return _Edit(span.start, span.end, token)
 
-    def _members(self, pointer: str, members: list[Member], deleted: set[int], replaced: dict[int, Any],
-                 inserts: dict[str, Any]) -> list[_Edit]:
+    def _members(self, pointer: str, members: list[Member], deleted: set[int], replaced: dict[int, JSONValue],
+                 inserts: JSONObject) -> list[_Edit]:
         text = self.text
         edits: list[_Edit] = []
         extents = self.extents(pointer)
@@ -487,7 +488,7 @@ class _Editor:
         return _Edit(preceding, end, "")
 
     def _insertion(self, pointer: str, members: list[Member], extents: list[_Extent], kept: list[int],
-                   has_comma: dict[int, bool], inserts: dict[str, Any], trailing_comma: bool, multiline: bool,
+                   has_comma: dict[int, bool], inserts: JSONObject, trailing_comma: bool, multiline: bool,
                    replaced: set[int]) -> list[_Edit]:
         text, eol = self.text, self.eol
         indent = self._member_indent(pointer, extents)
@@ -548,7 +549,7 @@ class _Editor:
         outer = self._indent_before(self.doc.keys[pointer].start) if pointer in self.doc.keys else None
         return (outer or "") + self.unit
 
-    def new_root(self, data: dict[str, Any]) -> _Edit:
+    def new_root(self, data: JSONObject) -> _Edit:
         """An empty or comment-only file gets an object after what it holds."""
         eol, text = self.eol, self.text
         entries = [f"{self.dump_key(k)}: {self.dump(v, self.unit, True)}" for k, v in data.items()]
@@ -559,7 +560,7 @@ class _Editor:
         return _Edit(len(text), len(text), ("" if ends_with_eol else eol) + obj + (eol if ends_with_eol else ""))
 
     # -- values --------------------------------------------------------------------------------------
-    def dump(self, value: Any, indent: str, multiline: bool) -> str:
+    def dump(self, value: JSONValue, indent: str, multiline: bool) -> str:
         if isinstance(value, (dict, list)) and value and multiline:
             text = json.dumps(value, indent=self.unit, ensure_ascii=False, allow_nan=False)
             return text.replace("\n", self.eol + indent)

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # Interface 1 (hardware/gpus.py): name, dense_tflops, intra_node_gb_s, host_link_gb_s
     from zeroadvisor.hardware.gpus import GpuSpec
@@ -63,7 +63,7 @@ DEFAULT_LAUNCHER = Launcher.TORCHRUN
 
 # Hardware field -> (default, why): the one table of the machine facts' defaults and reasons. The flags and
 # project-configuration keys that set them are named by the input table (memory/assumed.py INPUTS).
-DEFAULTS: dict[str, tuple[Any, str]] = {
+DEFAULTS: dict[str, tuple[float | Launcher, str]] = {
     "efficiency": (DEFAULT_EFFICIENCY,
                    ("share of the GPU's dense peak reached on executed FLOPs (large public runs reach 0.46-0.58; "
                     "ZeRO data-parallel runs less)")),

@@ -33,7 +33,8 @@ left out where the type allows (``memory_gb_s``), and the card is left out where
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+
+from zeroadvisor.jsontypes import JSONObject
 
 MIB = 1 << 20
 
@@ -59,7 +60,7 @@ class GpuSpec:
     def memory_bytes(self) -> int:
         return self.memory_mib * MIB
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {"name": self.name, "memory_mib": self.memory_mib, "memory_bytes": self.memory_bytes,
                 "dense_tflops": self.dense_tflops, "intra_node_gb_s": self.intra_node_gb_s,
                 "host_link_gb_s": self.host_link_gb_s, "memory_gb_s": self.memory_gb_s, "source": self.source,

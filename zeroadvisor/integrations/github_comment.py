@@ -24,10 +24,12 @@ import sys
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any
+from http.client import HTTPMessage
+from typing import IO, Protocol, TypeGuard
 
+from zeroadvisor.jsontypes import JSONObject, JSONValue
 from zeroadvisor.report.escape import workflow_data
 
 MARKER = "<!-- zeroadvisor -->"
@@ -44,7 +46,14 @@ class CommentError(Exception):
     """One line: what failed (an HTTP status, a missing variable)."""
 
 
-Opener = Callable[..., Any]  # urllib.request.urlopen's signature: (request, timeout=...) -> response
+class _Response(Protocol):
+    def read(self) -> bytes: ...
+
+
+class Opener(Protocol):
+    """urllib.request.urlopen's signature, as used: (request, timeout=...) -> the response, a context manager."""
+
+    def __call__(self, request: urllib.request.Request, /, *, timeout: float) -> AbstractContextManager[_Response]: ...
 
 
 def _origin(url: str) -> tuple[str, str, int | None]:
@@ -62,7 +71,7 @@ class SameOriginAuthRedirects(urllib.request.HTTPRedirectHandler):
     (never copied) and put back here only when scheme, host and port are unchanged (GitHub redirects
     a renamed repository's URLs on the same host)."""
 
-    def redirect_request(self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any,
+    def redirect_request(self, req: urllib.request.Request, fp: IO[bytes], code: int, msg: str, headers: HTTPMessage,
                          newurl: str) -> urllib.request.Request | None:
         new = super().redirect_request(req, fp, code, msg, headers, newurl)
         token = req.get_header("Authorization")
@@ -81,7 +90,7 @@ class GitHub:
     api_url: str = "https://api.github.com"
     opener: Opener = field(default_factory=default_opener)
 
-    def request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    def request(self, method: str, path: str, body: JSONObject | None = None) -> JSONValue:
         data = None if body is None else json.dumps(body).encode("utf-8")
         request = urllib.request.Request(f"{self.api_url.rstrip('/')}{path}", data=data, method=method, headers={
             "Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28",
@@ -90,7 +99,8 @@ class GitHub:
         request.add_unredirected_header("Authorization", f"Bearer {self.token}")
         try:
             with self.opener(request, timeout=TIMEOUT_S) as response:
-                return json.loads(response.read().decode("utf-8") or "null")
+                answer: JSONValue = json.loads(response.read().decode("utf-8") or "null")
+                return answer
         except urllib.error.HTTPError as err:
             raise CommentError(f"{method} {path}: HTTP {err.code} {err.reason}") from None
         except (urllib.error.URLError, OSError) as err:
@@ -119,9 +129,11 @@ def identity(github: GitHub) -> str:
     return str(login) if login else ACTIONS_BOT
 
 
-def is_ours(comment: Any, login: str) -> bool:
+def is_ours(comment: JSONValue, login: str) -> TypeGuard[JSONObject]:
     """Written by ``login`` and opening with the marker line: quoting the marker elsewhere is not enough."""
-    author = comment.get("user") if isinstance(comment, dict) else None
+    if not isinstance(comment, dict):
+        return False
+    author = comment.get("user")
     if not isinstance(author, dict):
         return False
     first_line = str(comment.get("body") or "").split("\n", 1)[0].rstrip("\r")
@@ -138,7 +150,7 @@ def find_comment(github: GitHub, repository: str, number: int, login: str) -> in
             raise CommentError(f"unexpected answer listing the comments of #{number}")
         for comment in comments:
             if is_ours(comment, login):
-                return int(comment["id"])
+                return _id(comment["id"])
         if len(comments) < PAGE_SIZE:
             return None
         page += 1
@@ -152,7 +164,14 @@ def upsert(github: GitHub, repository: str, number: int, report: str) -> tuple[s
         github.request("PATCH", f"/repos/{repository}/issues/comments/{existing}", {"body": body})
         return "updated", existing
     created = github.request("POST", f"/repos/{repository}/issues/{number}/comments", {"body": body})
-    return "created", int(created["id"])
+    return "created", _id(created["id"] if isinstance(created, dict) else None)
+
+
+def _id(value: JSONValue) -> int:
+    """A comment's id as GitHub answers it (a number); int() refuses anything else as it did unchecked."""
+    if isinstance(value, (int, float, str)):
+        return int(value)
+    raise TypeError(f"a comment id, not {type(value).__name__}")
 
 
 def pull_request_number(event_path: str) -> int | None:

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from zeroadvisor.config.source import Document
 from zeroadvisor.deepspeed.kind import deepspeed_keys, kind_of
 from zeroadvisor.deepspeed.settings import DeepSpeedSettings, settings_of
 
 if TYPE_CHECKING:
+    from zeroadvisor.config.training_args import TrainingArgs
+    from zeroadvisor.jsontypes import JSONValue
     from zeroadvisor.lint.schemawalk import Event
 
 
@@ -34,7 +37,7 @@ class LintOptions:
     gpus: int | None = None  # data-parallel world size, when known (--gpus)
     # the Hugging Face Trainer's arguments (config/training_args.TrainingArgs, or a mapping of
     # TrainingArguments fields), when given: --training-args or a launch command (rules/trainer.py)
-    training: Any = None
+    training: TrainingArgs | Mapping[str, JSONValue] | None = None
     # the DeepSpeed releases the config is read as (deepspeed/releases.py known versions, oldest first);
     # () reads it as the latest. More than one: each is linted and the findings name the releases they affect.
     releases: tuple[str, ...] = ()
@@ -43,9 +46,6 @@ class LintOptions:
         # a rule example's or fixture's options give the name (rules/*.py Example options, tests/rules/): as the
         # member, so that every rule compares members (a name that is none of them: ValueError, a broken fixture)
         object.__setattr__(self, "integration", Integration(self.integration))
-
-
-_MISSING = object()
 
 
 @dataclass
@@ -57,14 +57,22 @@ class Context:
     advised: ClassVar[bool] = False
 
     @property
-    def data(self) -> Any:
+    def data(self) -> JSONValue:
         return self.doc.data
 
-    def get(self, pointer: str, default: Any = None) -> Any:
+    def get(self, pointer: str, default: JSONValue = None) -> JSONValue:
         """The value at an RFC 6901 pointer, or ``default``."""
+        found, node = self._lookup(pointer)
+        return node if found else default
+
+    def has(self, pointer: str) -> bool:
+        return self._lookup(pointer)[0]
+
+    def _lookup(self, pointer: str) -> tuple[bool, JSONValue]:
+        """(whether the document has ``pointer``, its value there)."""
         node = self.data
         if pointer == "":
-            return node
+            return True, node
         for escaped in pointer[1:].split("/"):
             token = escaped.replace("~1", "/").replace("~0", "~")
             if isinstance(node, dict) and token in node:
@@ -72,11 +80,8 @@ class Context:
             elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
                 node = node[int(token)]
             else:
-                return default
-        return node
-
-    def has(self, pointer: str) -> bool:
-        return self.get(pointer, _MISSING) is not _MISSING
+                return False, None
+        return True, node
 
     @property
     def kind(self) -> str | None:
@@ -109,6 +114,6 @@ class Context:
 
         return walk(self)
 
-    def events(self, kind: str, **match: Any) -> list[Event]:
+    def events(self, kind: str, **match: object) -> list[Event]:
         """Schema-walk events of one kind whose data has the given values."""
         return [e for e in self.schema_events if e.kind == kind and all(e.data.get(k) == v for k, v in match.items())]

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Protocol
+
+from zeroadvisor.jsontypes import JSONObject, JSONValue
 
 
 class Severity(StrEnum):
@@ -28,9 +31,9 @@ class Action:
 
     kind: str  # gradient-checkpointing | trainer-batch | nvme-path | sequence-parallel | tensor-parallel | cluster
     text: str
-    values: dict[str, Any] = field(default_factory=dict)
+    values: Mapping[str, JSONValue] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """The JSON "actions" entry: ``{"kind", "text", ...values}``."""
         return {"kind": self.kind, "text": self.text, **self.values}
 
@@ -39,7 +42,7 @@ class Recommends(Protocol):
     """The typed recommendation an advice finding carries (advisor/advice.py Recommendation, KeyChange): reports
     read its fields; ``to_dict`` is the JSON "recommends" object (None: the JSON names none, the fix says it)."""
 
-    def to_dict(self) -> dict[str, Any] | None: ...
+    def to_dict(self) -> JSONObject | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +57,7 @@ class Finding:
     line: int | None
     column: int | None
     message: str
-    fix: dict[str, Any] | None = None  # RFC 7396 JSON merge patch that repairs it
+    fix: JSONObject | None = None  # RFC 7396 JSON merge patch that repairs it
     actions: tuple[Action, ...] = ()  # what the fix needs outside the config (training script, NVMe, cluster)
     # the change an advice finding recommends, as the search found it (advisor/advice.py): typed for the reports,
     # its to_dict() the JSON "recommends" object
@@ -63,9 +66,9 @@ class Finding:
     def sort_key(self) -> tuple[str, int, int, str, str]:
         return (self.file, self.line or 0, self.column or 0, self.code, self.pointer)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """The JSON contract: scripts rely on these keys."""
-        out: dict[str, Any] = {
+        out: JSONObject = {
             "file": self.file,
             "code": self.code,
             "name": self.name,

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from zeroadvisor.jsontypes import JSONObject
 from zeroadvisor.lint.findings import Action, Recommends, Severity
 
 if TYPE_CHECKING:
@@ -25,7 +26,7 @@ class Hit:
 
     pointer: str
     message: str
-    fix: dict[str, Any] | None = None
+    fix: JSONObject | None = None
     # locate the key or the value at ``pointer``; "file": about the whole run, reported without a line
     # (findings without a line sort first in every format) while ``pointer`` still names the key
     at: str = "key"

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from zeroadvisor.config.source import join_pointer
 from zeroadvisor.deepspeed import coerce, releases, schema
 from zeroadvisor.deepspeed import effective as dsconfig
+from zeroadvisor.jsontypes import JSONObject, JSONValue
 
 if TYPE_CHECKING:
     from zeroadvisor.lint.context import Context
@@ -47,7 +48,7 @@ def walk(ctx: Context) -> list[Event]:
     return events
 
 
-def _is_operand(value: Any, types: list[str]) -> bool:
+def _is_operand(value: JSONValue, types: list[str]) -> bool:
     """Whether Python arithmetic takes ``value`` as one of the JSON ``types``: unlike JSON Schema, an
     integral float is no integer to ``bool | value``."""
     return any(coerce.matches(value, t) and not (t == "integer" and isinstance(value, float)) for t in types)
@@ -59,7 +60,7 @@ def spellings(pointer: str) -> list[str]:
     and replacing parameter ... together' fires for both (runtime/config_utils.py)."""
     parent, _, name = pointer.rpartition("/")
     tokens = [t.replace("~1", "/").replace("~0", "~") for t in parent.split("/")[1:]]
-    props = (schema.node(*tokens) or {}).get("properties", {})
+    props = _properties(schema.node(*tokens))
     aliases = [key for key, sub in props.items() if sub.get("x-alias-of") == name]
     return [pointer] + [join_pointer(parent, alias) for alias in aliases]
 
@@ -76,25 +77,27 @@ class _Walker:
         self.events.append(Event(kind, pointer, data))
 
     # -- objects ----------------------------------------------------------------------------
-    def object(self, value: dict[str, Any], node: dict[str, Any], pointer: str, policy: str) -> None:
+    def object(self, value: JSONObject, node: JSONObject, pointer: str, policy: str) -> None:
         # A section validated by a pydantic 1 model (DeepSpeed before 0.15, schema x-pydantic) coerces as
         # pydantic 1 does; one read with dict.get (x-read-with-get) takes its values unchecked.
         outer = (self.pydantic, self.unchecked)
-        self.pydantic = node.get("x-pydantic", 2 if "x-deepspeed-class" in node else self.pydantic)
+        major = node.get("x-pydantic", 2 if "x-deepspeed-class" in node else self.pydantic)
+        self.pydantic = major if isinstance(major, int) else self.pydantic  # the schema's is an int
         self.unchecked = bool(node.get("x-read-with-get", self.unchecked and "x-deepspeed-class" not in node))
         try:
             self._keys(value, node, pointer, policy)
         finally:
             self.pydantic, self.unchecked = outer
 
-    def _keys(self, value: dict[str, Any], node: dict[str, Any], pointer: str, policy: str) -> None:
-        props: dict[str, Any] = node.get("properties", {})
-        policy = node.get("x-unknown-keys", policy)
+    def _keys(self, value: JSONObject, node: JSONObject, pointer: str, policy: str) -> None:
+        props = _properties(node)
+        declared = node.get("x-unknown-keys", policy)
+        policy = declared if isinstance(declared, str) else policy
         for key, child in value.items():
             child_pointer = join_pointer(pointer, key)
             sub = props.get(key)
             if sub is None and policy == "map":  # user-chosen names (e.g. curriculum metrics)
-                self.value(child, node.get("additionalProperties") or {}, child_pointer, "ignored")
+                self.value(child, _object(node.get("additionalProperties")), child_pointer, "ignored")
                 continue
             if sub is None:
                 self.unknown(key, child, child_pointer, props, policy)
@@ -110,14 +113,14 @@ class _Walker:
             if sub.get("x-editor-only"):
                 continue  # "$schema": an editor's, which DeepSpeed never reads, whatever its value
             alias_of = sub.get("x-alias-of")
-            if alias_of is not None and alias_of in value:
+            if isinstance(alias_of, str) and alias_of in value:
                 # pydantic reports extra_forbidden on the field name, not on the alias
                 self.emit("alias-conflict", join_pointer(pointer, alias_of), key=alias_of, other=key)
             if sub.get("deprecated"):
                 self.deprecated(key, sub, child_pointer, value, policy)
             self.value(child, sub, child_pointer, policy)
 
-    def unknown(self, key: str, child: Any, pointer: str, props: dict[str, Any], policy: str) -> None:
+    def unknown(self, key: str, child: JSONValue, pointer: str, props: dict[str, JSONObject], policy: str) -> None:
         if policy == "ignored" and key.startswith("_"):
             return  # a comment key; DeepSpeed ignores it and so do we
         typo, suggestions = None, []
@@ -142,14 +145,14 @@ class _Walker:
             knowing=None,
         )
 
-    def deprecated(self, key: str, sub: dict[str, Any], pointer: str, siblings: dict[str, Any], policy: str) -> None:
+    def deprecated(self, key: str, sub: JSONObject, pointer: str, siblings: JSONObject, policy: str) -> None:
         replaced_by = sub.get("x-replaced-by")
-        replacement_present = replaced_by is not None and any(self.ctx.has(p) for p in spellings(replaced_by))
+        replacement_present = isinstance(replaced_by, str) and any(self.ctx.has(p) for p in spellings(replaced_by))
         kind = "deprecated-with-replacement" if replacement_present else "deprecated"
         self.emit(kind, pointer, key=key, replaced_by=replaced_by, note=sub.get("x-deprecation", ""), policy=policy)
 
     # -- values -------------------------------------------------------------------------------
-    def value(self, value: Any, node: dict[str, Any], pointer: str, policy: str) -> None:
+    def value(self, value: JSONValue, node: JSONObject, pointer: str, policy: str) -> None:
         if self.placeholder(value, node, pointer, policy):
             return
         types = _types(node)
@@ -159,13 +162,14 @@ class _Walker:
                 self.object(value, schema_for_object, pointer, policy)
         elif not types or any(coerce.matches(value, t) for t in types):
             self.constraints(value, node, pointer, policy)
-            if isinstance(value, list) and "items" in node:
+            items = node.get("items")
+            if isinstance(value, list) and isinstance(items, dict):
                 for index, item in enumerate(value):
-                    self.value(item, node["items"], join_pointer(pointer, index), policy)
+                    self.value(item, items, join_pointer(pointer, index), policy)
         else:
             self.type_mismatch(value, node, pointer, policy, types)
 
-    def placeholder(self, value: Any, node: dict[str, Any], pointer: str, policy: str) -> bool:
+    def placeholder(self, value: JSONValue, node: JSONObject, pointer: str, policy: str) -> bool:
         """Whether the value stands for one given later: an "auto" the key does not take as a plain string,
         or a template placeholder left unquoted (``{{ batch }}``); its event is emitted."""
         if value == dsconfig.AUTO and not _admits_plain_auto(node):
@@ -177,7 +181,7 @@ class _Walker:
             return True
         return False
 
-    def type_mismatch(self, value: Any, node: dict[str, Any], pointer: str, policy: str, types: list[str]) -> None:
+    def type_mismatch(self, value: JSONValue, node: JSONObject, pointer: str, policy: str, types: list[str]) -> None:
         """A value of none of the node's types: which problem that is, as DeepSpeed meets it."""
         if self.unchecked and policy != "error":
             self.emit("unchecked-type", pointer, value=value, types=types)  # dict.get: stored as written
@@ -189,7 +193,7 @@ class _Walker:
         elif self.pydantic == 1 and isinstance(value, str) and any("enum" in b for b in _branches(node)):
             # pydantic 1 looks an Enum member up by the value as given: "1" is no ZeroStageEnum
             self.emit("wrong-type", pointer, value=value, types=types, policy=policy)
-        elif "x-operand-types" in node and not _is_operand(value, node["x-operand-types"]):
+        elif "x-operand-types" in node and not _is_operand(value, _strings(node["x-operand-types"])):
             self.emit("wrong-type", pointer, value=value, types=types, policy=policy)  # DeepSpeed computes with it
         elif node.get("x-unchecked") or policy == "kwargs":
             self.emit("unchecked-type", pointer, value=value, types=types)
@@ -198,41 +202,43 @@ class _Walker:
         else:
             self.emit("wrong-type", pointer, value=value, types=types, policy=policy)
 
-    def object_schema(self, node: dict[str, Any], pointer: str) -> dict[str, Any] | None:
+    def object_schema(self, node: JSONObject, pointer: str) -> JSONObject | None:
         """The schema for an object; optimizer/scheduler params depend on the named type
         (None when the type is unknown: unknown-optimizer/unknown-scheduler report that)."""
-        defs = schema.load().get("$defs", {})
         if pointer == "/optimizer/params":
             name = self.ctx.deepspeed.optimizer_type
-            return defs.get("optimizer_params", {}).get(name) if name else None
+            params = schema.definition("optimizer_params").get(name) if name else None
+            return params if isinstance(params, dict) else None
         if pointer == "/scheduler/params":
-            name = self.ctx.get("/scheduler/type")
-            return defs.get("scheduler_params", {}).get(name) if isinstance(name, str) else None
+            named = self.ctx.get("/scheduler/type")
+            params = schema.definition("scheduler_params").get(named) if isinstance(named, str) else None
+            return params if isinstance(params, dict) else None
         return _object_branch(node)
 
-    def constraints(self, value: Any, node: dict[str, Any], pointer: str, policy: str) -> None:
+    def constraints(self, value: JSONValue, node: JSONObject, pointer: str, policy: str) -> None:
         problem = constraint_problem(value, node)
         if problem is not None:
             self.emit("range", pointer, value=value, problem=problem, unchecked=bool(node.get("x-unchecked")))
 
 
-def constraint_problem(value: Any, node: dict[str, Any]) -> str | None:
+def constraint_problem(value: JSONValue, node: JSONObject) -> str | None:
     """Why ``value`` breaks the node's enum/range/pattern, or None."""
     for branch in _branches(node):
-        if isinstance(value, str) and "pattern" in branch and not _regex(branch["pattern"]).search(value):
+        pattern, enum = branch.get("pattern"), branch.get("enum")
+        if isinstance(value, str) and isinstance(pattern, str) and not _regex(pattern).search(value):
             choices = branch.get("x-enum-ci") or node.get("x-enum-ci")
-            if choices:
+            if isinstance(choices, list) and choices:
                 return "must be one of " + ", ".join(repr(c) for c in choices) + " (any case)"
-            return f"must match {branch['pattern']}"
-        if "enum" in branch and value not in branch["enum"]:
-            if isinstance(value, str) and any(isinstance(e, str) for e in branch["enum"]):
-                return "must be one of " + ", ".join(repr(e) for e in branch["enum"])
-            if value not in branch["enum"]:
-                return "must be one of " + ", ".join(_fmt(e) for e in branch["enum"])
+            return f"must match {pattern}"
+        if isinstance(enum, list) and value not in enum:
+            if isinstance(value, str) and any(isinstance(e, str) for e in enum):
+                return "must be one of " + ", ".join(repr(e) for e in enum)
+            return "must be one of " + ", ".join(_fmt(e) for e in enum)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             for keyword, test, words in _BOUNDS:
-                if keyword in branch and not test(value, branch[keyword]):
-                    return f"must be {words} {_fmt(branch[keyword])}"
+                bound = branch.get(keyword)
+                if isinstance(bound, (int, float)) and not test(value, bound):
+                    return f"must be {words} {_fmt(bound)}"
     return None
 
 
@@ -249,60 +255,80 @@ _BOUNDS: tuple[tuple[str, Callable[[float, float], bool], str], ...] = (
 )
 
 
-def _fmt(value: Any) -> str:
+def _fmt(value: JSONValue) -> str:
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return repr(value) if isinstance(value, str) else str(value)
 
 
-def _branches(node: dict[str, Any]) -> list[dict[str, Any]]:
+def _branches(node: JSONObject) -> list[JSONObject]:
     """The non-"auto" alternatives of a node (anyOf with a const "auto" branch, or itself)."""
     if "anyOf" in node:
-        return [b for b in node["anyOf"] if b.get("const") != dsconfig.AUTO]
+        return [b for b in _alternatives(node) if b.get("const") != dsconfig.AUTO]
     return [node]
 
 
-def _types(node: dict[str, Any]) -> list[str]:
+def _alternatives(node: JSONObject) -> list[JSONObject]:
+    """The node's ``anyOf`` branches (every one is an object schema)."""
+    found = node.get("anyOf", [])
+    return [branch for branch in found if isinstance(branch, dict)] if isinstance(found, list) else []
+
+
+def _object(node: JSONValue) -> JSONObject:
+    return node if isinstance(node, dict) else {}
+
+
+def _strings(values: JSONValue) -> list[str]:
+    """A schema list of names (types, keys) as strings."""
+    return [value for value in values if isinstance(value, str)] if isinstance(values, list) else []
+
+
+def _properties(node: JSONValue) -> dict[str, JSONObject]:
+    """A node's keys and their schemas (every one an object schema)."""
+    return {key: sub for key, sub in schema.properties(node).items() if isinstance(sub, dict)}
+
+
+def _types(node: JSONObject) -> list[str]:
     types: list[str] = []
     for branch in _branches(node):
-        declared = branch.get("type")
+        declared, enum = branch.get("type"), branch.get("enum")
         if isinstance(declared, str):
             types.append(declared)
         elif isinstance(declared, list):
-            types.extend(declared)
+            types.extend(_strings(declared))
         elif "const" in branch:
             types.append(coerce.json_type(branch["const"]))
-        elif "enum" in branch:
-            types.extend(coerce.json_type(e) for e in branch["enum"])
+        elif isinstance(enum, list):
+            types.extend(coerce.json_type(e) for e in enum)
     return types
 
 
-def _admits_plain_auto(node: dict[str, Any]) -> bool:
+def _admits_plain_auto(node: JSONObject) -> bool:
     """True where DeepSpeed itself takes "auto" (pipeline.stages, keep_in_fp32_modules...)."""
     if node.get("x-auto"):
         return False
     if node.get("default") == dsconfig.AUTO:  # DeepSpeed's own default (pipeline.stages, zenflow intervals)
         return True
     for branch in _branches(node):
-        if branch.get("const") == dsconfig.AUTO or dsconfig.AUTO in branch.get("enum", ()):
+        if branch.get("const") == dsconfig.AUTO or dsconfig.AUTO in _strings(branch.get("enum")):
             return True
         declared = branch.get("type")
-        if "string" in ([declared] if isinstance(declared, str) else declared or []) and "enum" not in branch:
+        if "string" in ([declared] if isinstance(declared, str) else _strings(declared)) and "enum" not in branch:
             return True
     return False
 
 
-def _object_branch(node: dict[str, Any]) -> dict[str, Any]:
+def _object_branch(node: JSONObject) -> JSONObject:
     if "properties" in node or "x-unknown-keys" in node:
         return node
-    for branch in node.get("anyOf", ()):
-        if isinstance(branch, dict) and "properties" in branch:
+    for branch in _alternatives(node):
+        if "properties" in branch:
             return branch
     return node
 
 
 # -- did-you-mean --------------------------------------------------------------------------------
-def likely_typo(key: str, value: Any, props: dict[str, Any]) -> str | None:
+def likely_typo(key: str, value: JSONValue, props: dict[str, JSONObject]) -> str | None:
     """A known key that ``key`` is a misspelling of, or None.
 
     A typo is a small edit (Damerau-Levenshtein distance 1, or 2 for keys longer than 8
@@ -321,12 +347,12 @@ def likely_typo(key: str, value: Any, props: dict[str, Any]) -> str | None:
     return best[1] if best else None
 
 
-def _same_shape(value: Any, node: dict[str, Any]) -> bool:
+def _same_shape(value: JSONValue, node: JSONObject) -> bool:
     is_section = "properties" in _object_branch(node) or "object" in _types(node)
     if isinstance(value, dict):
         if not is_section:
             return False
-        known = _object_branch(node).get("properties", {})
+        known = schema.properties(_object_branch(node))
         return not value or not known or any(k in known for k in value)
     return not is_section or value is None or isinstance(value, bool)
 
@@ -358,15 +384,14 @@ def _key_index(release: str) -> dict[str, tuple[str, ...]]:
     """Every key name in the schema -> the pointers of the sections that have it."""
     index: dict[str, list[str]] = {}
 
-    def visit(node: dict[str, Any], pointer: str, depth: int) -> None:
+    def visit(node: JSONObject, pointer: str, depth: int) -> None:
         if depth > 6:
             return
-        for key, sub in _object_branch(node).get("properties", {}).items():
+        for key, sub in _properties(_object_branch(node)).items():
             child = join_pointer(pointer, key)
             if "x-removed" not in sub:
                 index.setdefault(key, []).append(child)
-            if isinstance(sub, dict):
-                visit(sub, child, depth + 1)
+            visit(sub, child, depth + 1)
 
     visit(schema.load(), "", 0)
     return {k: tuple(v) for k, v in index.items()}

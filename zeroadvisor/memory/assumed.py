@@ -12,8 +12,9 @@ description field (model/description.py FIELDS); tests check both exist.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from zeroadvisor.jsontypes import JSONObject, JSONValue
 from zeroadvisor.model.spec import LoadInputs, ModelSpec, TrainingShape
 
 if TYPE_CHECKING:
@@ -100,14 +101,14 @@ class AssumedInput:
     one line what the assumption does to the estimate."""
 
     name: str  # a key of INPUTS
-    value: Any
+    value: JSONValue
     flag: str
     field: str
     pointer: str
     effect: str
 
     @classmethod
-    def of(cls, name: str, value: Any, effect: str, pointer: str = "") -> AssumedInput:
+    def of(cls, name: str, value: JSONValue, effect: str, pointer: str = "") -> AssumedInput:
         source = INPUTS[name]
         return cls(name, value, source.flag, source.field, pointer, effect)
 
@@ -147,7 +148,7 @@ class AssumedInput:
         where = f"model field {self.field}" if self.field else "the DeepSpeed config"
         return f"{self.words} {self.shown_value()} ({where})"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {"name": self.name, "value": self.value, "flag": self.flag, "field": self.field,
                 "pointer": self.pointer, "effect": self.effect}
 
@@ -267,7 +268,7 @@ def hardware_assumptions(hw: Hardware, uses: frozenset[str] = frozenset({"nodes"
 OFFLOADS = ("offload_optimizer", "offload_param")
 
 
-def release_assumption(config: Any, release: str) -> AssumedInput | None:
+def release_assumption(config: object, release: str) -> AssumedInput | None:
     """The assumed DeepSpeed release, where it decides a default the estimate reads: an offload section that
     leaves ``pin_memory`` unset (its default is false before 0.19.5 and true from it: runtime/zero/
     offload_config.py ``pin_memory``), so pinned host buffers are counted or not by the release alone."""

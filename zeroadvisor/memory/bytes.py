@@ -6,8 +6,10 @@ takes and how many parameter-sized state tensors an optimizer keeps.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+
+from zeroadvisor.jsontypes import JSONValue
 
 # Bytes per element. Names are DeepSpeed's DtypeEnum spellings (deepspeed/runtime/config_utils.py
 # and data_types.*); aliases map torch-ish names onto them.
@@ -96,7 +98,7 @@ OPTIMIZERS: dict[str, OptimizerStates] = {
 DEFAULT_OPTIMIZER = "adamw"  # costed when the type is missing or unknown (stated as an assumption)
 
 
-def optimizer_state_elements(kind: str, params: dict[str, Any] | None = None) -> int:
+def optimizer_state_elements(kind: str, params: Mapping[str, JSONValue] | None = None) -> int:
     """Parameter-sized state tensors for optimizer ``kind`` with its ``params`` (variants)."""
     params = params or {}
     entry = OPTIMIZERS[kind]
@@ -110,7 +112,7 @@ def optimizer_state_elements(kind: str, params: dict[str, Any] | None = None) ->
     return elements
 
 
-def _positive(value: Any) -> bool:
+def _positive(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
 
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
 
 from zeroadvisor.config.limits import MAX_GPUS  # the one bound (memory/estimate.py re-exports it)
 from zeroadvisor.hardware.table import GpuSpec
+from zeroadvisor.jsontypes import JSONObject
 from zeroadvisor.memory.errors import EstimateError
 from zeroadvisor.memory.terms import ceil_div
 from zeroadvisor.memory.verdict import DEFAULT_HEADROOM
@@ -86,7 +86,7 @@ class Cluster:
     def capacities(self) -> dict[str, int | None]:
         return {"gpu": self.gpu_memory, "host": self.cpu_memory, "nvme": self.nvme}
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {"gpus": self.gpus, "gpus_per_node": self.gpus_per_node, "nodes": self.nodes,
                 "gpu": None if self.gpu is None else self.gpu.to_dict(), "gpu_memory": self.gpu_memory,
                 "cpu_memory": self.cpu_memory, "nvme": self.nvme, "headroom": self.headroom,

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from zeroadvisor.jsontypes import JSONObject
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
 from zeroadvisor.vocab import Verdict
 
@@ -64,7 +65,7 @@ class PaddedFit:
         return (f"with dynamic padding (--padding longest: each batch padded to its longest sample) it {fits} while "
                 f"no batch is padded beyond {self.tokens()}: the data decides")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {"sequence_length": self.sequence_length, "target_length": self.target_length,
                 "maximum": self.maximum, "target_maximum": self.target_maximum, "verdict": self.verdict,
                 "peak_gpu": int(self.peak_gpu)}

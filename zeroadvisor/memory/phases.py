@@ -23,15 +23,19 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from zeroadvisor.deepspeed.settings import DeepSpeedSettings, read
+from zeroadvisor.jsontypes import JSONObject
 from zeroadvisor.memory import bytes as B
 from zeroadvisor.memory.options import Option
 from zeroadvisor.memory.settings import Settings
 from zeroadvisor.memory.states import frozen_terms, master_bytes, partition_stage3, partition_stage12, trainable
 from zeroadvisor.memory.terms import Term
 from zeroadvisor.model.spec import LoadInputs, ModelSpec
+
+if TYPE_CHECKING:
+    from zeroadvisor.memory.cluster import Cluster
 
 LOAD, SAVE = "load", "save"
 EXACT, BOUND, ALLOWANCE = "exact", "bound", "allowance"
@@ -56,7 +60,7 @@ class SaveInputs:
         return cls(gather_16bit_weights=ds.gather_16bit_weights_on_model_save, checkpoint=checkpoint)
 
     @classmethod
-    def from_config(cls, config: dict[str, Any] | None, checkpoint: bool = True) -> SaveInputs:
+    def from_config(cls, config: JSONObject | None, checkpoint: bool = True) -> SaveInputs:
         return cls.of(read(config), checkpoint)
 
 
@@ -79,7 +83,7 @@ class PhaseSplit:
     writers_on_node: int = 1
 
     @classmethod
-    def whole(cls, spec: ModelSpec, cluster: Any) -> PhaseSplit:
+    def whole(cls, spec: ModelSpec, cluster: Cluster) -> PhaseSplit:
         return cls(spec.parameters, spec.parameters, cluster.gpus)
 
 
@@ -201,7 +205,7 @@ def resolve_load(load: LoadInputs, s: Settings, option: Option,
     return load_dtype, zero_init, notes
 
 
-def load_moments(spec: ModelSpec, s: Settings, option: Option, cluster: Any, load: LoadInputs,
+def load_moments(spec: ModelSpec, s: Settings, option: Option, cluster: Cluster, load: LoadInputs,
                  notes: list[str] | None = None, split: PhaseSplit | None = None) -> list[Moment]:
     """The load phase's moments for ``option``, in order. ``cluster``: estimate.Cluster (gpus, gpu_memory);
     ``split``: the rank's share under a parallel layout (whole model over all GPUs when None)."""
@@ -323,7 +327,7 @@ def _zero_init_moments(spec: ModelSpec, s: Settings, option: Option, P: int, N: 
             Moment("moved", (partitions,))]
 
 
-def _stage12_flatten(option: Option, cluster: Any, P: int, N: int, w: int, moved: Term,
+def _stage12_flatten(option: Option, cluster: Cluster, P: int, N: int, w: int, moved: Term,
                      notes: list[str]) -> list[Moment]:
     flat = partition_stage12(P, N) * N  # aligned to 2·N elements (nccl_start_alignment_factor = 2)
     src = "runtime/zero/stage_1_and_2.py DeepSpeedZeroOptimizer.__init__"
@@ -421,7 +425,7 @@ def _initialized_terms(s: Settings, option: Option, P: int, N: int, w: int, L: i
     return terms
 
 
-def load_phase(spec: ModelSpec, s: Settings, option: Option, cluster: Any, load: LoadInputs | None = None,
+def load_phase(spec: ModelSpec, s: Settings, option: Option, cluster: Cluster, load: LoadInputs | None = None,
                split: PhaseSplit | None = None) -> PhaseMemory:
     """The load phase: the model created and handed to ``deepspeed.initialize``."""
     notes: list[str] = []
@@ -440,7 +444,7 @@ def _largest_optimizer_storage(s: Settings, option: Option, P: int, N: int) -> i
     return 4 * sub  # one fp32 sub-group (master or a moment)
 
 
-def save_phase(spec: ModelSpec, s: Settings, option: Option, cluster: Any, save: SaveInputs | None = None,
+def save_phase(spec: ModelSpec, s: Settings, option: Option, cluster: Cluster, save: SaveInputs | None = None,
                split: PhaseSplit | None = None) -> PhaseMemory:
     """The save phase: ``save_checkpoint`` and/or the consolidated 16-bit model, as configured."""
     notes: list[str] = []
@@ -448,7 +452,7 @@ def save_phase(spec: ModelSpec, s: Settings, option: Option, cluster: Any, save:
     return PhaseMemory(SAVE, tuple(moments), cluster.gpus_on_a_node, tuple(dict.fromkeys(notes)))
 
 
-def save_moments(spec: ModelSpec, s: Settings, option: Option, cluster: Any, save: SaveInputs,
+def save_moments(spec: ModelSpec, s: Settings, option: Option, cluster: Cluster, save: SaveInputs,
                  notes: list[str] | None = None, split: PhaseSplit | None = None) -> list[Moment]:
     """The save phase's moments (on top of the training state, which stays allocated meanwhile)."""
     split = split or PhaseSplit.whole(spec, cluster)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from zeroadvisor.memory.assumed import AssumedInput
 from zeroadvisor.memory.options import Option
@@ -85,7 +84,7 @@ def implementation(s: Settings, option: Option, optim: str | None) -> StepImplem
         return None
     section = s.deepspeed.optimizer or {}
     given = section.get("params")
-    params: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
+    params: Mapping[str, object] = given if isinstance(given, Mapping) else {}
     if not params.get("torch_adam"):
         return StepImplementation("DeepSpeed FusedAdam", 0, "ops/adam/fused_adam.py (multi_tensor_adam, in place)")
     # engine.py get_optimizer_configuration: torch.optim.AdamW / Adam with the config's foreach

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
+from zeroadvisor.jsontypes import JSONValue
 from zeroadvisor.model.families import CAUSAL_LM, MLM, PRETRAINING, SEQ2SEQ_LM
 from zeroadvisor.model.spec import LayerFacts
 
@@ -78,7 +78,7 @@ ROWS: dict[str, Row] = {
 }
 
 
-def _value(config: Mapping[str, Any], spec: tuple[tuple[str, ...], Any] | None) -> Any:
+def _value(config: Mapping[str, JSONValue], spec: tuple[tuple[str, ...], JSONValue] | None) -> JSONValue:
     if spec is None:
         return None
     keys, default = spec
@@ -89,13 +89,13 @@ def _value(config: Mapping[str, Any], spec: tuple[tuple[str, ...], Any] | None) 
     return default
 
 
-def _probability(value: Any) -> float | None:
+def _probability(value: JSONValue) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None  # not a number: unknown, a mask is counted
     return float(value)
 
 
-def layer_facts(model_type: str, config: Mapping[str, Any], head: str) -> LayerFacts | None:
+def layer_facts(model_type: str, config: Mapping[str, JSONValue], head: str) -> LayerFacts | None:
     """The facts for a supported family (None for a model_type without a row)."""
     row = ROWS.get(model_type)
     if row is None:

@@ -29,9 +29,10 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, get_args
+from typing import TYPE_CHECKING, Any, get_args
 
 from zeroadvisor.config.limits import MAX_MODEL_BYTES
+from zeroadvisor.jsontypes import JSONObject, JSONValue
 from zeroadvisor.model.errors import ModelError
 from zeroadvisor.model.hf import layout_from_hf_config, spec_from_hf_config
 from zeroadvisor.model.hfconfig import check_dimension, fmt
@@ -47,6 +48,13 @@ from zeroadvisor.model.spec import (
     Precision,
     TrainingShape,
 )
+
+if TYPE_CHECKING:  # json and yaml are imported where a file is read
+    import json
+
+    from yaml import Node
+
+    from zeroadvisor.config.source import Document
 
 SCHEMA_FILE = "model.schema.json"
 
@@ -76,12 +84,12 @@ class DescriptionField:
 
     name: str
     group: str  # "source" | "architecture" | "training"
-    schema: Mapping[str, Any]
+    schema: Mapping[str, JSONValue]
     expect: str  # completes "<name> must be ...", e.g. "an integer > 0"
     help: str
 
 
-_POSITIVE = {"type": "integer", "minimum": 1}
+_POSITIVE: JSONObject = {"type": "integer", "minimum": 1}
 
 FIELDS: tuple[DescriptionField, ...] = (
     DescriptionField(
@@ -314,7 +322,7 @@ _BY_NAME = {f.name: f for f in FIELDS}
 ARCHITECTURE_FIELDS = tuple(f.name for f in FIELDS if f.group == "architecture")
 
 
-def json_schema() -> dict[str, Any]:
+def json_schema() -> JSONObject:
     """The JSON Schema (2020-12) of a model description, generated from :data:`FIELDS`."""
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -337,7 +345,7 @@ def json_schema() -> dict[str, Any]:
 # --------------------------------------------------------------------------- counts
 
 
-def parse_count(value: Any, what: str = "parameters") -> int:
+def parse_count(value: object, what: str = "parameters") -> int:
     """A parameter count, exactly: ``7.5B`` -> 7_500_000_000, ``1.3e9``, ``125M``, ``70b``.
 
     Accepts an int, an integral float (up to 2**53, where floats stop being exact) or a
@@ -487,7 +495,7 @@ def _load_overrides(load_dtype: str | None, zero_init: bool | None, meta_load: b
     return load
 
 
-def _flag_bool(flag: str, value: Any) -> bool:
+def _flag_bool(flag: str, value: object) -> bool:
     if not isinstance(value, bool):
         raise ModelError(f"{flag} must be true or false, got {fmt(value)}")
     return value
@@ -505,6 +513,8 @@ class _Where:
 @dataclass(frozen=True, slots=True)
 class _Document:
     file: str
+    # the top level, a mapping (the readers refuse anything else); read as model.schema.json types it once
+    # _validate has checked it, so not narrowed again at each field
     data: Any
     where: Mapping[str, _Where]  # top-level keys
 
@@ -579,7 +589,7 @@ class _DuplicateKey(Exception):
         self.key = key
 
 
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def _no_duplicates(pairs: list[tuple[str, JSONValue]]) -> JSONObject:
     """An object's members as a dict; a key given twice is refused (json.loads would keep the last)."""
     out = dict(pairs)
     if len(out) != len(pairs):
@@ -594,7 +604,8 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 _JSON_SPACE = re.compile(r"[ \t\n\r]*")
 
 
-def _json_object(text: str, decoder: Any, doc: Any, file: str) -> tuple[dict[str, Any], dict[str, _Where]]:
+def _json_object(text: str, decoder: json.JSONDecoder, doc: Document,
+                 file: str) -> tuple[JSONObject, dict[str, _Where]]:
     """The top-level object of a JSON text and where each of its keys and values sits: the members are
     decoded one by one (``raw_decode``), so every position comes from the same single pass."""
     i = _json_space(text, 0)
@@ -604,7 +615,7 @@ def _json_object(text: str, decoder: Any, doc: Any, file: str) -> tuple[dict[str
         line, column = doc.position(i)
         raise ModelError(f"must be a mapping of keys (hf_config: or parameters: ...), got {kind}", file=file,
                          line=line, column=column)
-    data: dict[str, Any] = {}
+    data: JSONObject = {}
     where: dict[str, _Where] = {}
     i = _json_space(text, i + 1)
     end = "}" if text.startswith("}", i) else ","
@@ -635,10 +646,11 @@ def _json_space(text: str, i: int) -> int:
     return match.end() if match else i
 
 
-def _json_key(text: str, i: int, decoder: Any) -> tuple[str, int]:
+def _json_key(text: str, i: int, decoder: json.JSONDecoder) -> tuple[str, int]:
     """An object member's key at ``i``, and the offset of its value."""
     if not text.startswith('"', i):
         raise _json_error("Expecting property name enclosed in double quotes", text, i)
+    key: str
     key, i = decoder.raw_decode(text, i)  # a JSON string: '"' starts one
     i = _json_space(text, i)
     if not text.startswith(":", i):
@@ -689,7 +701,7 @@ def _read_text(path: Path, file: str) -> str:
     return text
 
 
-def _key_positions(node: Any, file: str) -> dict[str, _Where]:
+def _key_positions(node: Node, file: str) -> dict[str, _Where]:
     """Where each top-level key of the mapping ``node`` (a YAML node) and its value sit; a key given twice
     is an error at its second place."""
     where: dict[str, _Where] = {}
@@ -713,7 +725,7 @@ def _key_positions(node: Any, file: str) -> dict[str, _Where]:
     return where
 
 
-def load_hf_config(path: str | Path) -> tuple[dict[str, Any], ModelSpec]:
+def load_hf_config(path: str | Path) -> tuple[JSONObject, ModelSpec]:
     """A Hugging Face config.json and its exact ModelSpec; errors are located in the file."""
     doc = _read(Path(path))
     if "model_type" not in doc.data:
@@ -724,7 +736,7 @@ def load_hf_config(path: str | Path) -> tuple[dict[str, Any], ModelSpec]:
         raise doc.locate(err) from None
 
 
-def _merged_peft(block: Any, overrides: Mapping[str, Any] | None) -> Any:
+def _merged_peft(block: JSONValue, overrides: Mapping[str, JSONValue] | None) -> JSONValue:
     """The description's ``peft:`` block with the CLI's PEFT flags (None values: not given) on top."""
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
     if not given:
@@ -735,12 +747,12 @@ def _merged_peft(block: Any, overrides: Mapping[str, Any] | None) -> Any:
     return merged
 
 
-def load_description(path: str | Path, peft: Mapping[str, Any] | None = None) -> tuple[ModelSpec, TrainingShape]:
+def load_description(path: str | Path, peft: Mapping[str, JSONValue] | None = None) -> tuple[ModelSpec, TrainingShape]:
     """The ModelSpec and TrainingShape a model description (or a config.json) gives; ``peft``: the CLI's
     PEFT flags as ``peft:`` keys (method, r, target_modules, quantization), overriding the description."""
     path = Path(path)
     doc = _read(path)
-    data: dict[Any, Any] = doc.data
+    data: JSONObject = doc.data
     if "model_type" in data:  # a Hugging Face config.json given directly
         return _spec_of_hf_config_file(doc, peft), TrainingShape()
     if peft and any(v is not None for v in peft.values()):
@@ -751,7 +763,7 @@ def load_description(path: str | Path, peft: Mapping[str, Any] | None = None) ->
     return spec, _training_shape(data)
 
 
-def load_model(name: str, peft: Mapping[str, Any] | None = None,
+def load_model(name: str, peft: Mapping[str, JSONValue] | None = None,
                environ: Mapping[str, str] | None = None) -> tuple[ModelSpec, TrainingShape]:
     """``--model NAME``: the ModelSpec and TrainingShape, from wherever model/hub.py ``resolve`` finds it (a
     path, a model directory, the Hugging Face cache, the catalog), read as a description."""
@@ -765,14 +777,14 @@ def load_model(name: str, peft: Mapping[str, Any] | None = None,
     return spec, shape
 
 
-def _spec_of_hf_config_file(doc: _Document, peft: Mapping[str, Any] | None) -> ModelSpec:
+def _spec_of_hf_config_file(doc: _Document, peft: Mapping[str, JSONValue] | None) -> ModelSpec:
     data = doc.data
     try:
         spec = spec_from_hf_config(data, source=doc.file)
     except ModelError as err:
         raise doc.locate(err) from None
     block = _merged_peft(None, peft)
-    if block is not None:
+    if isinstance(block, dict):  # None: no PEFT flag given
         spec = apply_peft(spec, layout_from_hf_config(data)[2], peft_settings(block))
     return spec
 

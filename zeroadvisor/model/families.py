@@ -19,7 +19,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from zeroadvisor.model.hfconfig import DERIVED, REQUIRED, Cfg
+from zeroadvisor.jsontypes import JSONValue
+from zeroadvisor.model.hfconfig import DERIVED, REQUIRED, Cfg, Default
 from zeroadvisor.model.hfconfig import Field as F
 from zeroadvisor.model.layout import Layout
 
@@ -572,7 +573,7 @@ class Family:
     build: Callable[[Cfg, Layout, str], Arch]
     heads: Mapping[str, str]  # architectures[0] class name -> head kind
     default_head: str  # the class counted when config.json names none
-    notes: Callable[[Mapping[str, Any], Cfg], list[str]] | None = None
+    notes: Callable[[Mapping[str, JSONValue], Cfg], list[str]] | None = None
     # The config class's validate_architecture rejects hidden_size % num_attention_heads != 0
     # even when head_dim is given (LlamaConfig, Gemma2Config, Gemma3TextConfig,
     # GPTNeoXConfig, DeepseekV2Config): such a config.json cannot be loaded at all.
@@ -582,11 +583,11 @@ class Family:
 def _fields(
     *,
     tie: bool,
-    kv: Any = DERIVED,
+    kv: Default = DERIVED,
     kv_null: bool | None = None,
-    head_dim: Any = DERIVED,
+    head_dim: Default = DERIVED,
     head_dim_null: bool | None = None,
-    intermediate: Any = REQUIRED,
+    intermediate: Default = REQUIRED,
     **extra: F,
 ) -> dict[str, F]:
     """The keys every Llama-like config class declares, with that class's defaults.
@@ -622,12 +623,12 @@ def _dec(dec: Dec) -> Callable[[Cfg, Layout, str], Arch]:
     return lambda c, L, head: _decoder(dec, c, L, head)
 
 
-def _mpt_notes(raw: Mapping[str, Any], c: Cfg) -> list[str]:
+def _mpt_notes(raw: Mapping[str, JSONValue], c: Cfg) -> list[str]:
     # mpt/modeling_mpt.py builds Wqkv/out_proj/up_proj/down_proj without biases, 4*d_model
     # MLPs, norms without bias and no learned positions, whatever MptConfig says.
     notes = []
     attn_config = raw.get("attn_config")
-    attn: Mapping[str, Any] = attn_config if isinstance(attn_config, Mapping) else {}
+    attn: Mapping[str, JSONValue] = attn_config if isinstance(attn_config, Mapping) else {}
     if raw.get("no_bias") is False:
         notes.append("mpt: no_bias=false is ignored by transformers' MptModel (built without biases)")
     if raw.get("expansion_ratio", 4) != 4:
@@ -644,7 +645,7 @@ def _mpt_notes(raw: Mapping[str, Any], c: Cfg) -> list[str]:
     return notes
 
 
-def _deepseek_notes(raw: Mapping[str, Any], c: Cfg) -> list[str]:
+def _deepseek_notes(raw: Mapping[str, JSONValue], c: Cfg) -> list[str]:
     notes = []
     if not c.given("q_lora_rank"):
         notes.append("q_lora_rank not given: transformers' default 1536 applies")
@@ -669,7 +670,7 @@ def _deepseek_notes(raw: Mapping[str, Any], c: Cfg) -> list[str]:
     return notes
 
 
-def _t5_notes(raw: Mapping[str, Any], c: Cfg) -> list[str]:
+def _t5_notes(raw: Mapping[str, JSONValue], c: Cfg) -> list[str]:
     if raw.get("tie_word_embeddings") is False:
         return [
             ("t5: transformers 5.24 ties lm_head to the shared embedding even though "

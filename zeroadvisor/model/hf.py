@@ -10,8 +10,8 @@ The counts are those of the model transformers 5.24 builds from the config
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
+from zeroadvisor.jsontypes import JSONValue
 from zeroadvisor.model.activation_facts import LM_HEADS, layer_facts
 from zeroadvisor.model.errors import GIVE_PARAMETERS, ModelError
 from zeroadvisor.model.families import (
@@ -34,7 +34,7 @@ _LM_HEADS = {CAUSAL_LM, MLM, PRETRAINING, SEQ2SEQ_LM}  # heads with an output em
 
 
 def layout_from_hf_config(
-    config: Mapping[str, Any],
+    config: Mapping[str, JSONValue],
 ) -> tuple[Family, str, list[Module], Arch, list[str]]:
     """The family, architecture class, module list, Arch and notes for ``config``
     (the parts of :func:`spec_from_hf_config`, exposed for tests and debugging)."""
@@ -90,7 +90,7 @@ def layout_from_hf_config(
     return family, arch_class, layout.modules, arch, notes
 
 
-def spec_from_hf_config(config: Mapping[str, Any], source: str = "") -> ModelSpec:
+def spec_from_hf_config(config: Mapping[str, JSONValue], source: str = "") -> ModelSpec:
     """The exact ModelSpec of the model ``config`` describes.
 
     Raises ModelError (with ``key`` set when one config key is at fault) for an unsupported
@@ -136,7 +136,7 @@ def spec_from_hf_config(config: Mapping[str, Any], source: str = "") -> ModelSpe
 _CHECKPOINT_DTYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
 
 
-def checkpoint_dtype(config: Mapping[str, Any]) -> str | None:
+def checkpoint_dtype(config: Mapping[str, JSONValue]) -> str | None:
     """The dtype config.json saves the weights in: ``dtype``, else the older ``torch_dtype``
     (transformers configuration_utils.py: ``self.dtype if self.dtype is not None else torch_dtype``)."""
     value = config.get("dtype")
@@ -145,7 +145,7 @@ def checkpoint_dtype(config: Mapping[str, Any]) -> str | None:
     return _CHECKPOINT_DTYPES.get(value) if isinstance(value, str) else None
 
 
-def _head(family: Family, config: Mapping[str, Any], notes: list[str]) -> tuple[str, str]:
+def _head(family: Family, config: Mapping[str, JSONValue], notes: list[str]) -> tuple[str, str]:
     """The architecture class to count and its head kind."""
     archs = config.get("architectures")
     if archs is None or archs == []:
@@ -155,11 +155,12 @@ def _head(family: Family, config: Mapping[str, Any], notes: list[str]) -> tuple[
             + (" (the causal-LM head)" if kind == CAUSAL_LM else "")
         )
         return family.default_head, kind
-    if not isinstance(archs, list) or not all(isinstance(a, str) for a in archs):
+    names = [a for a in archs if isinstance(a, str)] if isinstance(archs, list) else []
+    if not isinstance(archs, list) or len(names) != len(archs):
         raise ModelError(
             f"architectures must be a list of class names, got {fmt(archs)}", key="architectures"
         )
-    name = archs[0]
+    name = names[0]
     if len(archs) > 1:
         notes.append(f"architectures lists {len(archs)} classes: counted the first, {name}")
     if name in family.heads:
@@ -178,7 +179,7 @@ def _head(family: Family, config: Mapping[str, Any], notes: list[str]) -> tuple[
     )
 
 
-def _num_labels(config: Mapping[str, Any]) -> int:
+def _num_labels(config: Mapping[str, JSONValue]) -> int:
     """PretrainedConfig's num_labels: len(id2label) if given, else num_labels, else 2."""
     id2label = config.get("id2label")
     if id2label is not None:

@@ -17,9 +17,10 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final, TypeAlias
 
 from zeroadvisor.config.limits import MAX_DIMENSION
+from zeroadvisor.jsontypes import JSONValue
 from zeroadvisor.model.errors import ModelError
 
 
@@ -31,8 +32,10 @@ class _Marker:
         return self.name
 
 
-REQUIRED: Any = _Marker("REQUIRED")  # no default: the key must be in config.json
-DERIVED: Any = _Marker("DERIVED")  # absent or null: the family builder derives it (value None)
+REQUIRED: Final = _Marker("REQUIRED")  # no default: the key must be in config.json
+DERIVED: Final = _Marker("DERIVED")  # absent or null: the family builder derives it (value None)
+# A config class's default for a key: a value, or one of the markers.
+Default: TypeAlias = "JSONValue | _Marker"
 
 _KIND_TEXT = {
     "pos": "an integer > 0",
@@ -55,7 +58,7 @@ class Field:
     ``is None``); elsewhere null would crash transformers and is an error here.
     """
 
-    default: Any = REQUIRED
+    default: Default = REQUIRED
     kind: str = "pos"
     keys: tuple[str, ...] = ()
     nullable: bool | None = None
@@ -65,7 +68,7 @@ class Field:
         return self.nullable if self.nullable is not None else self.default is DERIVED
 
 
-def fmt(value: Any) -> str:
+def fmt(value: object) -> str:
     """A config value as the user wrote it (JSON spelling: "4k", null, true), one line.
 
     Containers are named, not printed: an error message stays one line, and a YAML alias
@@ -82,11 +85,10 @@ def fmt(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _check(key: str, kind: str, value: Any) -> Any:
+def _check(key: str, kind: str, value: JSONValue) -> JSONValue:
     ok: bool
     if kind in ("pos", "nonneg"):
-        ok = isinstance(value, int) and not isinstance(value, bool)
-        ok = ok and (value > 0 if kind == "pos" else value >= 0)
+        ok = isinstance(value, int) and not isinstance(value, bool) and (value > 0 if kind == "pos" else value >= 0)
     elif kind == "bool":
         ok = isinstance(value, bool)
     elif kind == "str":
@@ -99,8 +101,10 @@ def _check(key: str, kind: str, value: Any) -> Any:
         raise AssertionError(kind)
     if not ok:
         raise ModelError(f"{key} must be {_KIND_TEXT[kind]}, got {fmt(value)}", key=key)
-    if kind in ("pos", "nonneg", "ints"):
-        check_dimension(key, max(value) if kind == "ints" and value else value if kind != "ints" else 0)
+    if isinstance(value, int) and not isinstance(value, bool):  # pos, nonneg
+        check_dimension(key, value)
+    elif isinstance(value, list):  # ints: the largest
+        check_dimension(key, max((v for v in value if isinstance(v, int)), default=0))
     return value
 
 
@@ -116,7 +120,7 @@ class Cfg:
     def __init__(
         self,
         model_type: str,
-        values: dict[str, Any],
+        values: dict[str, JSONValue],
         spelled: dict[str, str],
         fields: Mapping[str, Field],
     ) -> None:
@@ -125,6 +129,8 @@ class Cfg:
         self._spelled = spelled  # row name -> the spelling found in config.json
         self._fields = fields
 
+    # The builders compute with the values; each was checked against its Field's kind (an int, a bool, a
+    # str, a list of ints) where it was read, so the attribute is not narrowed again at every use.
     def __getattr__(self, name: str) -> Any:
         try:
             return self._values[name]
@@ -156,11 +162,11 @@ class Cfg:
 def resolve(
     model_type: str,
     fields: Mapping[str, Field],
-    config: Mapping[str, Any],
-    extra: Mapping[str, Any] | None = None,
+    config: Mapping[str, JSONValue],
+    extra: Mapping[str, JSONValue] | None = None,
 ) -> Cfg:
     """The values of ``fields`` in ``config``; ``extra`` adds values computed elsewhere."""
-    values: dict[str, Any] = dict(extra or {})
+    values: dict[str, JSONValue] = dict(extra or {})
     spelled: dict[str, str] = {}
     for name, spec in fields.items():
         keys = spec.keys or (name,)
@@ -178,7 +184,7 @@ def resolve(
                     f"missing required key {keys[0]}{_also(keys[1:])} for model_type "
                     f"{model_type}: it sizes the weights, and transformers' default would be a guess"
                 )
-            values[name] = None if spec.default is DERIVED else spec.default
+            values[name] = None if isinstance(spec.default, _Marker) else spec.default  # DERIVED: None
             continue
         key, value = found[0]
         spelled[name] = key

@@ -26,9 +26,12 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from zeroadvisor.model.errors import ModelError
+
+if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
 
 CONFIG_NAME = "config.json"  # transformers utils/__init__.py CONFIG_NAME
 CATALOG_INDEX = "index.json"
@@ -131,7 +134,7 @@ class CatalogEntry:
     published_source: str
 
 
-def _catalog_dir() -> Any:
+def _catalog_dir() -> Traversable:
     return resources.files("zeroadvisor.model") / "catalog"
 
 

@@ -30,7 +30,6 @@ import json
 import os
 import re
 from pathlib import PurePath, PureWindowsPath
-from typing import Any
 
 # --- terminals and CI logs -----------------------------------------------------------------
 # Patterns are strings that ``re`` compiles on first use and caches: ``lint`` starts fast.
@@ -182,7 +181,7 @@ def _scalar_values(text: str) -> str:
     return re.sub(_SURROGATES, lambda m: _visible(m.group()), text)
 
 
-def json_safe(value: Any) -> Any:
+def json_safe(value: object) -> object:
     """``value`` with every string (keys too) made of Unicode scalar values only."""
     if isinstance(value, str):
         return _scalar_values(value)
@@ -201,7 +200,7 @@ def _json_escape(ch: str) -> str:
     return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
 
 
-def json_dumps(value: Any, *, ascii_only: bool = False, indent: int | None = 2) -> str:
+def json_dumps(value: object, *, ascii_only: bool = False, indent: int | None = 2) -> str:
     """JSON text, one document plus a newline, that is valid UTF-8 and safe to print.
 
     The parsed value is exactly ``json_safe(value)``: invisible characters in strings are written as
@@ -261,7 +260,7 @@ _ASCII_WORDS = {
 _PROBE = "✓✗×—"
 
 
-def wants_ascii(stream: Any) -> bool:
+def wants_ascii(stream: object) -> bool:
     """Whether a text stream cannot encode the report's symbols (``PYTHONIOENCODING=ascii``, a
     latin-1 console, no encoding at all): then renderers are asked for ``ascii_only`` output."""
     encoding = getattr(stream, "encoding", None)

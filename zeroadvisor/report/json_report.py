@@ -6,8 +6,9 @@ Written by ``escape.json_dumps``: always valid UTF-8; a file name's undecodable 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from zeroadvisor.jsontypes import JSONObject
 from zeroadvisor.lint.findings import Finding
 from zeroadvisor.report import escape
 from zeroadvisor.version import DEEPSPEED_TARGET, __version__
@@ -16,8 +17,8 @@ if TYPE_CHECKING:
     from zeroadvisor.report import Report
 
 
-def document(findings: list[Finding], files: int, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {
+def document(findings: list[Finding], files: int, extra: JSONObject | None = None) -> JSONObject:
+    out: JSONObject = {
         "version": 1,
         "tool": {"name": "zeroadvisor", "version": __version__, "deepspeed_target": DEEPSPEED_TARGET},
         "files": files,
@@ -28,7 +29,7 @@ def document(findings: list[Finding], files: int, extra: dict[str, Any] | None =
     return out
 
 
-def render(findings: list[Finding], files: int = 1, extra: dict[str, Any] | None = None,
+def render(findings: list[Finding], files: int = 1, extra: JSONObject | None = None,
            ascii_only: bool = False) -> str:
     return escape.json_dumps(document(findings, files, extra), ascii_only=ascii_only)
 
@@ -48,7 +49,7 @@ def render_report(report: Report) -> str:
     return render(report.findings, report.files, extra, ascii_only=report.ascii_only)
 
 
-def _check_estimate(report: Report) -> dict[str, Any] | None:
+def _check_estimate(report: Report) -> JSONObject | None:
     """The check's estimate as ``estimate --format json`` writes it, each option with its ``throughput`` (where a
     GPU is named) and ``recommended`` (the option the report's verdict line recommends, marked ">" in text); where
     the recommended run also changes the micro batch, checkpointing, layout or buckets, ``recommended_run`` is

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from zeroadvisor.config import accelerate as A
 from zeroadvisor.deepspeed.kind import ACCELERATE, deepspeed_keys
+from zeroadvisor.jsontypes import JSONObject
 from zeroadvisor.lint.findings import Severity
 from zeroadvisor.lint.rule import Example, Hit, Rule
 
@@ -55,11 +56,17 @@ def _close(key: str, known: Iterable[str]) -> str:
     return " (did you mean " + " or ".join(repr(c) for c in close) + "?)" if close else ""
 
 
+def _accelerate_config(ctx: Context) -> JSONObject | None:
+    """The document where it is an Accelerate config (always a mapping: deepspeed/kind.py), else None."""
+    return ctx.data if ctx.kind == ACCELERATE and isinstance(ctx.data, dict) else None
+
+
 def _unknown_top_level(ctx: Context) -> Iterable[Hit]:
-    if ctx.kind != ACCELERATE:
+    data = _accelerate_config(ctx)
+    if data is None:
         return
-    known = A.known_top_level(ctx.data)
-    for key in ctx.data:
+    known = A.known_top_level(data)
+    for key in data:
         if key not in known and key not in A.LEGACY_KEYS:
             yield Hit(f"/{_escape(key)}", f"unknown key {key!r}{_close(key, known)}: 'accelerate launch' raises "
                       "'The config file ... had unknown keys' and does not start")
@@ -90,9 +97,10 @@ UNKNOWN_KEY = Rule(
 
 
 def _ignored(ctx: Context) -> Iterable[Hit]:
-    if ctx.kind != ACCELERATE or not A.uses_deepspeed(ctx.data):
+    data = _accelerate_config(ctx)
+    if data is None or not A.uses_deepspeed(data):
         return
-    for key in A.deepspeed_section(ctx.data):
+    for key in A.deepspeed_section(data):
         if key in A.DEEPSPEED_KEYS:
             continue
         if key in deepspeed_keys():
@@ -130,9 +138,9 @@ IGNORED_KEY = Rule(
 
 
 def _invalid(ctx: Context) -> Iterable[Hit]:
-    if ctx.kind != ACCELERATE:
+    data = _accelerate_config(ctx)
+    if data is None:
         return
-    data = ctx.data
     if "distributed_type" not in data:
         yield Hit("", "no distributed_type: Accelerate raises 'A `distributed_type` must be specified in the config "
                       "file'", position=(1, 1))
@@ -242,10 +250,11 @@ CONFIG_FILE_MISSING = Rule(
 
 
 def _unused(ctx: Context) -> Iterable[Hit]:
-    if ctx.kind != ACCELERATE or A.uses_deepspeed(ctx.data) or "distributed_type" not in ctx.data:
+    data = _accelerate_config(ctx)
+    if data is None or A.uses_deepspeed(data) or "distributed_type" not in data:
         return
-    if A.deepspeed_section(ctx.data):
-        yield Hit(A.DEEPSPEED_SECTION, f"distributed_type is {ctx.data['distributed_type']!r}, not 'DEEPSPEED': "
+    if A.deepspeed_section(data):
+        yield Hit(A.DEEPSPEED_SECTION, f"distributed_type is {data['distributed_type']!r}, not 'DEEPSPEED': "
                   "'accelerate launch' does not start DeepSpeed and ignores deepspeed_config")
 
 

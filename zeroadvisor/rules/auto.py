@@ -10,8 +10,9 @@ and fails when it is used.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from zeroadvisor.jsontypes import JSONObject
 from zeroadvisor.lint.context import Integration
 from zeroadvisor.lint.findings import Severity
 from zeroadvisor.lint.rule import Example, Hit, Rule
@@ -47,7 +48,7 @@ def _who(ctx: Context) -> str:
     return f"{_NAMES[readers[0]]} does not fill it"
 
 
-def _default_text(node: dict[str, Any]) -> str:
+def _default_text(node: JSONObject) -> str:
     if "default" not in node:
         return "its default"
     value = node["default"]

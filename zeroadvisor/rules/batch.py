@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from zeroadvisor.config import merge_patch as patch
 from zeroadvisor.deepspeed import releases, schema
 from zeroadvisor.deepspeed.settings import GAS, MBS, TBS, BatchCounts
+from zeroadvisor.jsontypes import JSONObject
 from zeroadvisor.lint.findings import Severity
 from zeroadvisor.lint.rule import Example, Hit, Rule
 
@@ -92,7 +93,7 @@ def _implied(tbs: int | None, mbs: int | None, gas: int | None) -> str:
     return f" (the file implies {tbs // (mbs * gas)} GPUs)"
 
 
-def _fix(tbs: int | None, mbs: int | None, gas: int | None, world: float) -> dict[str, Any] | None:
+def _fix(tbs: int | None, mbs: int | None, gas: int | None, world: float) -> JSONObject | None:
     if not float(world).is_integer():
         return None
     ranks = int(world)

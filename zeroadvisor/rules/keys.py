@@ -10,11 +10,12 @@ TypeError. The facts come from the schema walk (schemawalk.py); these rules word
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from zeroadvisor.config import merge_patch as patch
 from zeroadvisor.config.source import join_pointer
 from zeroadvisor.deepspeed import releases, schema
+from zeroadvisor.jsontypes import JSONObject
 from zeroadvisor.lint.findings import Severity
 from zeroadvisor.lint.rule import Example, Hit, Rule
 
@@ -50,7 +51,7 @@ def _correct_key(event: Event) -> str:
     return join_pointer(event.pointer.rsplit("/", 1)[0], event.data["typo"])
 
 
-def _rename_fix(ctx: Context, event: Event) -> dict[str, Any] | None:
+def _rename_fix(ctx: Context, event: Event) -> JSONObject | None:
     """Rename the misspelt key, unless the correct key is also given: renaming would overwrite what DeepSpeed
     reads with what it ignores, and which of the two the user means is theirs to say (_both_given words it)."""
     typo = event.data["typo"]

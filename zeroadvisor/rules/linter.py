@@ -18,6 +18,7 @@ from zeroadvisor.config.reader import read_document, read_text_document
 from zeroadvisor.config.source import Document, ParseError
 from zeroadvisor.deepspeed import releases, schema
 from zeroadvisor.deepspeed.kind import ACCELERATE, kind_of
+from zeroadvisor.jsontypes import JSONObject
 from zeroadvisor.lint.context import Context, Integration, LintOptions
 from zeroadvisor.lint.engine import capped, run_rules
 from zeroadvisor.lint.findings import Finding, Severity
@@ -103,7 +104,7 @@ def by_release(doc: Document, options: LintOptions, rules: list[Rule]) -> list[F
     return sorted(merged, key=Finding.sort_key)
 
 
-def _fix_key(fix: dict[str, object]) -> str:
+def _fix_key(fix: JSONObject) -> str:
     """A fix (a merge patch) as one comparable text: two findings want the same edit when their keys are equal."""
     return json.dumps(fix, sort_keys=True, default=repr)
 

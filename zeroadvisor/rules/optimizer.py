@@ -11,11 +11,12 @@ from __future__ import annotations
 import difflib
 import math
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from zeroadvisor.config import merge_patch as patch
 from zeroadvisor.deepspeed import effective as dsconfig
 from zeroadvisor.deepspeed import releases, schema
+from zeroadvisor.jsontypes import JSONObject
 from zeroadvisor.lint.findings import Severity
 from zeroadvisor.lint.rule import Example, Hit, Rule
 
@@ -26,9 +27,8 @@ if TYPE_CHECKING:
 ONEBIT = ("onebitadam", "zerooneadam", "onebitlamb")
 
 
-def _defs(kind: str) -> dict[str, Any]:
-    defs: dict[str, Any] = schema.load().get("$defs", {}).get(kind, {})
-    return defs
+def _defs(kind: str) -> JSONObject:
+    return schema.definition(kind)
 
 
 def _kwargs_events(ctx: Context, prefix: str) -> list[Event]:
@@ -39,7 +39,7 @@ def _params_not_accepted(ctx: Context) -> Iterator[Hit]:
     for section, kind in (("optimizer", "optimizer_params"), ("scheduler", "scheduler_params")):
         name = ctx.deepspeed.optimizer_type if section == "optimizer" else ctx.get("/scheduler/type")
         for event in _kwargs_events(ctx, f"/{section}/params/"):
-            accepted = sorted(_defs(kind).get(name, {}).get("properties", {})) if isinstance(name, str) else []
+            accepted = sorted(schema.properties(_defs(kind).get(name))) if isinstance(name, str) else []
             hint = f" (did you mean {event.data['suggestions'][0]!r}?)" if event.data["suggestions"] else ""
             yield Hit(event.pointer,
                       f"{name} does not take {event.data['key']!r}{hint}: DeepSpeed passes params as keyword "
@@ -71,7 +71,7 @@ def _missing_params(ctx: Context) -> Iterator[Hit]:
     for section, kind in (("optimizer", "optimizer_params"), ("scheduler", "scheduler_params")):
         name = ctx.deepspeed.optimizer_type if section == "optimizer" else ctx.get("/scheduler/type")
         spec = _defs(kind).get(name) if isinstance(name, str) else None
-        if spec is None or not isinstance(ctx.get(f"/{section}"), dict):
+        if not isinstance(spec, dict) or not isinstance(ctx.get(f"/{section}"), dict):
             continue
         if section == "scheduler" and ctx.get("/scheduler/params") is None:
             # engine._scheduler_from_config calls scheduler(optimizer, **params) with params None
@@ -80,7 +80,8 @@ def _missing_params(ctx: Context) -> Iterator[Hit]:
             continue
         params = ctx.get(f"/{section}/params", {})
         params = params if isinstance(params, dict) else {}
-        missing = [p for p in spec.get("required", []) if p not in params]
+        required = spec.get("required", [])
+        missing = [p for p in required if p not in params] if isinstance(required, list) else []
         if missing:
             where = f"/{section}/params" if ctx.has(f"/{section}/params") else f"/{section}"
             yield Hit(where, f"{name} requires {', '.join(repr(m) for m in missing)}: the constructor raises "
@@ -108,7 +109,7 @@ MISSING_REQUIRED_PARAM = Rule(
 )
 
 
-def _finite_number(value: Any) -> bool:
+def _finite_number(value: object) -> bool:
     if isinstance(value, bool):
         return False
     return isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))
@@ -156,7 +157,7 @@ def _unknown_optimizer(ctx: Context) -> Iterator[Hit]:
     name = ctx.get("/optimizer/type")
     if not isinstance(name, str) or name.lower() in ONEBIT:
         return
-    native = schema.load().get("x-deepspeed-optimizers", [])
+    native = schema.names("x-deepspeed-optimizers")
     if name.lower() in native or name in _defs("optimizer_params"):
         return
     # Compared case-folded (DeepSpeed's own names are matched case-insensitively, and a torch.optim name
@@ -224,7 +225,7 @@ def zero_supported(name: str, offloaded: bool) -> bool:
     supported = schema.load().get("x-zero-supported-optimizers", [])
     if isinstance(supported, dict):
         supported = supported.get("with_offload" if offloaded else "without_offload", [])
-    return name in supported
+    return isinstance(supported, list) and name in supported
 
 
 def _untested(ctx: Context) -> Iterator[Hit]:
@@ -233,7 +234,7 @@ def _untested(ctx: Context) -> Iterator[Hit]:
         return
     if name.lower() in ONEBIT:
         return
-    native = schema.load().get("x-deepspeed-optimizers", [])
+    native = schema.names("x-deepspeed-optimizers")
     if name not in native and name not in _defs("optimizer_params"):
         return  # unknown-optimizer reports it
     offloaded = ctx.deepspeed.offload_optimizer.on

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from zeroadvisor.config import merge_patch as patch
 from zeroadvisor.deepspeed import effective as dsconfig
 from zeroadvisor.deepspeed import releases, schema
+from zeroadvisor.jsontypes import JSONValue
 from zeroadvisor.lint.findings import Severity
 from zeroadvisor.lint.rule import Example, Hit, Rule
 
@@ -21,7 +22,7 @@ def _pipeline_keys(ctx: Context) -> list[str]:
     """Keys of the ``pipeline`` section that DeepSpeed's pipeline config has (get_pipeline_config); they
     are read only by PipelineEngine (runtime/pipe/engine.py), so they say the run uses a PipelineModule."""
     section = ctx.get("/pipeline")
-    known = (schema.node("pipeline") or {}).get("properties", {})
+    known = schema.properties(schema.node("pipeline"))
     return [key for key in section if key in known] if isinstance(section, dict) else []
 
 
@@ -66,7 +67,7 @@ PIPELINE_WITH_ZERO_2_3 = Rule(
 # ZeRO++ switches and the value that turns each on: all read only by the ZeRO-3 optimizer
 # (runtime/engine.py _configure_zero_optimizer passes them to DeepSpeedZeroOptimizer_Stage3 and
 # zero.Init; stage_1_and_2.py never reads them).
-_ZEROPP: dict[str, Callable[[Any], bool]] = {
+_ZEROPP: dict[str, Callable[[JSONValue], bool]] = {
     "zero_hpz_partition_size": lambda v: (dsconfig.positive_int(v) or 0) > 1,
     "zero_quantized_weights": lambda v: v is True,
     "zero_quantized_nontrainable_weights": lambda v: v is True,

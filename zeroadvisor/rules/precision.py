@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from zeroadvisor.config import merge_patch as patch
-from zeroadvisor.deepspeed import coerce, releases, schema
+from zeroadvisor.deepspeed import releases, schema
 from zeroadvisor.deepspeed.effective import AUTO
 from zeroadvisor.lint.context import Integration
 from zeroadvisor.lint.findings import Severity
@@ -68,8 +68,8 @@ FP16_AND_BF16 = Rule(
 
 def fp16_only_keys() -> set[str]:
     """Keys the fp16 model has and the bf16 model lacks (loss scaling, auto_cast)."""
-    fp16 = set((schema.node("fp16") or {}).get("properties", {}))
-    bf16 = set((schema.node("bf16") or {}).get("properties", {}))
+    fp16 = set(schema.properties(schema.node("fp16")))
+    bf16 = set(schema.properties(schema.node("bf16")))
     return fp16 - bf16
 
 
@@ -162,7 +162,7 @@ def _dynamic_loss_scale(ctx: Context) -> Iterator[Hit]:
     for key, on in (("loss_scale_window", checked.fp16_loss_scale_window_checked),
                     ("min_loss_scale", checked.fp16_min_loss_scale_checked)):
         value = fp16.get(key)
-        if not on or value is None or value == AUTO or isinstance(value, bool) or not coerce.matches(value, "number"):
+        if not on or value is None or value == AUTO or isinstance(value, bool) or not isinstance(value, (int, float)):
             continue  # the type rules report a value that is no number
         if value <= 0:
             yield Hit(f"/fp16/{key}",

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from zeroadvisor.jsontypes import JSONObject, JSONValue
 from zeroadvisor.lint.context import Integration
 from zeroadvisor.lint.findings import Severity
 from zeroadvisor.lint.rule import Example, Hit, Rule
@@ -216,8 +217,9 @@ _KINDS = (("model_type", "a Hugging Face model config"), ("compute_environment",
 
 
 def _foreign(ctx: Context) -> Iterator[Hit]:
-    if ctx.foreign:
-        kind = next((words for key, words in _KINDS if key in ctx.data), "not a DeepSpeed config")
+    data = ctx.data
+    if ctx.foreign and isinstance(data, dict):  # foreign keys: the document is a mapping
+        kind = next((words for key, words in _KINDS if key in data), "not a DeepSpeed config")
         shown = ", ".join(repr(k) for k in ctx.foreign[:4]) + (", ..." if len(ctx.foreign) > 4 else "")
         yield Hit("", f"no DeepSpeed key at the top level ({shown}): this looks like {kind}; DeepSpeed would "
                       "ignore every key here", position=(1, 1))
@@ -287,7 +289,7 @@ def _by_path(ctx: Context) -> Severity | None:
     return Severity.ERROR if ctx.options.integration in _JSON_LOAD_INTEGRATIONS else None
 
 
-def _misread_section(data: dict[str, Any], as_hjson: dict[str, Any], read: frozenset[str]) -> tuple[str, Any] | None:
+def _misread_section(data: JSONObject, as_hjson: JSONObject, read: frozenset[str]) -> tuple[str, JSONValue] | None:
     """The first top-level key DeepSpeed reads (``read``) whose value YAML reads as an object or list and hjson as
     something else (a YAML block ``zero_optimization:\n  stage: 3`` is hjson's quoteless string "stage: 3"), with
     hjson's value. DeepSpeed 0.19.8 builds each such section from a mapping (``**section`` or a pydantic model),
@@ -298,7 +300,7 @@ def _misread_section(data: dict[str, Any], as_hjson: dict[str, Any], read: froze
     return None
 
 
-def _shown(value: Any) -> str:
+def _shown(value: object) -> str:
     if isinstance(value, str):
         first = value.splitlines()[0] if value else ""
         return f"the string {first[:40]!r}" + (" and the lines after it" if "\n" in value or len(first) > 40 else "")

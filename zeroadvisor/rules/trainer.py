@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from zeroadvisor.config import merge_patch as patch
 from zeroadvisor.config.training_args import coerce
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from zeroadvisor.lint.context import Context
 
 
-def _shown(value: Any) -> str:
+def _shown(value: object) -> str:
     return json.dumps(value) if isinstance(value, (bool, list, type(None))) else repr(value) \
         if isinstance(value, str) else str(value)
 
