@@ -64,7 +64,7 @@ def _annotation(param: options.Param) -> Any:
     return kind if param.required or param.default is not None else kind | None
 
 
-def _typer_parameter(command: options.Command, param: options.Param) -> inspect.Parameter:
+def _typer_parameter(command: options.CommandSpec, param: options.Param) -> inspect.Parameter:
     default = ... if param.required else param.default
     text = param.full_help(command.name)
     if param.positional:
@@ -76,7 +76,7 @@ def _typer_parameter(command: options.Command, param: options.Param) -> inspect.
     return inspect.Parameter(param.name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=_annotation(param))
 
 
-def _register(command: options.Command) -> None:
+def _register(command: options.CommandSpec) -> None:
     def callback(**values: Any) -> None:
         # typer.Exit carries the code whether or not typer runs in standalone mode
         raise typer.Exit(commands.guarded(commands.RUNNERS[command.name], values))

@@ -16,13 +16,15 @@ message that names the flag, keyword or project key it came from.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from zeroadvisor.config.excludes import Excludes
+from zeroadvisor.inputs.command import Command
 from zeroadvisor.inputs.errors import UsageError
-from zeroadvisor.inputs.model import TRAINING_INPUTS, model_and_shape
+from zeroadvisor.inputs.model import SHAPE_INPUTS, TRAINING_INPUTS, model_and_shape
+from zeroadvisor.inputs.request import Request
 from zeroadvisor.inputs.rules import RuleChoice
 from zeroadvisor.inputs.settings import DIFF_FORMATS, FORMATS, NEEDED, NEEDED_BY, FailOn, fallback
 from zeroadvisor.inputs.source import ConfigSource
@@ -46,15 +48,8 @@ if TYPE_CHECKING:
     from zeroadvisor.model.spec import ModelSpec, TrainingShape
     from zeroadvisor.throughput import Hardware
 
-COMMANDS = ("lint", "estimate", "check", "preflight")
-MODEL_COMMANDS = ("estimate", "check", "preflight")  # a model, a training shape and a whole cluster
-ADVICE_COMMANDS = ("check", "preflight")  # the advice needs the memory per GPU
-# Every input a run can be given, by name (the command line's parameters, the Python API's keywords).
-INPUTS: frozenset[str] = frozenset({
-    *PARSERS, *TRAINING_INPUTS, "paths", "text", "config", "name", "model", "params", "select", "ignore",
-    "accounting", "unit", "format", "explain", "verbose", "all_options", "suggest", "diff", "fix", "only_configs",
-    "training_args", "launch", "exclude", "no_default_excludes",
-})
+MODEL_COMMANDS = (Command.ESTIMATE, Command.CHECK, Command.PREFLIGHT)  # a model, a training shape and a cluster
+ADVICE_COMMANDS = (Command.CHECK, Command.PREFLIGHT)  # the advice needs the memory per GPU
 # What the files may say when no flag does: the world size (a launch command, an Accelerate config).
 WORLD_INPUTS = ("gpus",)
 # Inputs that exclude each other: giving one drops the project configuration's value for all of them.
@@ -77,7 +72,7 @@ class Output:
 class RunInputs:
     """Everything one run needs, resolved once by :func:`build`."""
 
-    command: str  # lint, estimate, check or preflight
+    command: Command
     # lint: files, folders, patterns, "-" or one config in memory; estimate: none (DeepSpeed's defaults) or one;
     # check: one or more
     configs: tuple[ConfigSource, ...] = ()
@@ -131,26 +126,22 @@ class RunInputs:
                             hardware=self.hardware)
 
 
-def build(command: str, given: Mapping[str, Any], *, keywords: Mapping[str, Any] | None = None,
-          spelling: Spelling = KEYWORDS, project: bool = False, readings: Readings | None = None) -> RunInputs:
-    """The run's inputs from ``given`` (input name -> value as given: flag text, a Python value; None or empty:
-    not given) and ``keywords`` (the Python API's training-shape keywords, TRAINING_INPUTS).
+def build(request: Request, *, spelling: Spelling = KEYWORDS, project: bool = False,
+          readings: Readings | None = None) -> RunInputs:
+    """The run's inputs from ``request`` (what the command line or the Python API was given).
 
     ``spelling`` names the inputs in messages (flags or keywords); ``project``: read the project configuration;
     ``readings``: preflight's. Bad input raises UsageError, ProjectConfigError, ModelError or TrainerInputError.
     """
-    if command not in COMMANDS:
-        raise ValueError(f"unknown command {command!r}")
-    unknown = sorted(set(given) - INPUTS) or sorted(set(keywords or ()) - set(TRAINING_INPUTS))
-    if unknown:
-        raise UsageError(f"unknown keyword {unknown[0]!r}; the training shape takes {', '.join(TRAINING_INPUTS)}")
+    command = request.command
     found = _project() if project else None
     declared: tuple[GpuSpec, ...] = ()  # a --gpu name may be a card the project configuration declares
     if found is not None:
         from zeroadvisor.inputs.project import cards
 
         declared = cards(found[0])
-    values = {**given, **(keywords or {})}
+    # the working table: each input this request's interface takes -> its value, filled in the order above
+    values = {name: _plain(name, getattr(request, name)) for name in request.inputs()}
     for name, value in values.items():
         # an empty list is "not given" for the list inputs (select, paths), and a bad value for the rest
         if _given(value) or (name in PARSERS and value is not None):
@@ -165,7 +156,7 @@ def build(command: str, given: Mapping[str, Any], *, keywords: Mapping[str, Any]
     if readings is not None:
         _from_readings(values, readings)
     trainer = read_trainer(values.get("training_args"), values.get("launch"))
-    lint_only = command == "check" and _fixes_only(values, trainer)
+    lint_only = command is Command.CHECK and _fixes_only(values, trainer)
     # a launch command or an Accelerate config may still give the world size: asked for once all were read
     deferred = WORLD_INPUTS if command in MODEL_COMMANDS else ()
     if not lint_only:
@@ -174,6 +165,11 @@ def build(command: str, given: Mapping[str, Any], *, keywords: Mapping[str, Any]
     _refuse_fix_without_file(command, values, configs, spelling)
     inputs = _assemble(command, values, spelling, project, trainer, configs, tuple(notes), readings, lint_only)
     return replace(inputs, excludes=_excludes(values, found[0] if found is not None else None, spelling))
+
+
+def _plain(name: str, value: Any) -> Any:
+    """A shape input as the model description's reader takes it from every source (its value: "bf16", 3)."""
+    return value.value if name in SHAPE_INPUTS and isinstance(value, Enum) else value
 
 
 def _excludes(values: dict[str, Any], config: ProjectConfig | None, spelling: Spelling) -> Excludes:
@@ -203,11 +199,11 @@ def _fixes_only(values: dict[str, Any], trainer: TrainerInputs | None) -> bool:
     return not (_given(values.get("model")) or _given(values.get("params")) or named)
 
 
-def _refuse_fix_without_file(command: str, values: dict[str, Any], configs: tuple[ConfigSource, ...],
+def _refuse_fix_without_file(command: Command, values: dict[str, Any], configs: tuple[ConfigSource, ...],
                              spelling: Spelling) -> None:
     """lint --fix writes files: standard input and text in memory have none (--diff shows their fixes); and --fix
     with --diff is one too many. (check keeps its result and says why its fixes were not written: flows.)"""
-    if command != "lint" or not values.get("fix"):
+    if command is not Command.LINT or not values.get("fix"):
         return
     if values.get("diff"):
         raise UsageError(f"give {spelling.ask('fix')} (write the fixes) or {spelling.ask('diff')} (show them), not "
@@ -218,12 +214,12 @@ def _refuse_fix_without_file(command: str, values: dict[str, Any], configs: tupl
                          f"{spelling.ask('diff')} shows the fixes without writing")
 
 
-def _from_files(command: str, values: dict[str, Any], spelling: Spelling, project: bool,
+def _from_files(command: Command, values: dict[str, Any], spelling: Spelling, project: bool,
                 trainer: TrainerInputs | None, need_world: bool = True) -> tuple[tuple[ConfigSource, ...], list[str]]:
     """The configs, and what the user's files say that no flag did: the Trainer's inputs, then the world size
     of the Accelerate configs checked; one error for all that is still missing. The notes on what was taken."""
     notes = _from_trainer(values, trainer, spelling) if trainer is not None else []
-    if command == "check" and not _given(values.get("config")):  # one error for all that is missing
+    if command is Command.CHECK and not _given(values.get("config")):  # one error for all that is missing
         world = f"; and {_missing_world(trainer, spelling, project)}" if values.get("gpus") is None else ""
         raise UsageError(_missing_config(trainer, spelling) + world)
     configs = _configs(command, values, spelling)
@@ -246,7 +242,7 @@ def _project() -> tuple[ProjectConfig, dict[str, Any]] | None:
     return project.for_run()
 
 
-def _from_project(command: str, values: dict[str, Any], found: tuple[ProjectConfig, dict[str, Any]]) -> None:
+def _from_project(command: Command, values: dict[str, Any], found: tuple[ProjectConfig, dict[str, Any]]) -> None:
     """What no flag gave, from the project configuration nearest the current folder (only the inputs this
     command takes: the keys of ``values``)."""
     from zeroadvisor.config.project import ProjectConfigError
@@ -279,7 +275,7 @@ def _from_readings(values: dict[str, Any], readings: Readings) -> None:
         values["cpu_memory"] = parse("cpu_memory", "preflight: the node's MemTotal", readings.host_total)
 
 
-def _refuse_missing(command: str, values: dict[str, Any], spelling: Spelling, project: bool,
+def _refuse_missing(command: Command, values: dict[str, Any], spelling: Spelling, project: bool,
                     deferred: tuple[str, ...]) -> None:
     """A value the command cannot run without (settings.NEEDED_BY) that nobody gave is a usage error; ``deferred``:
     those another input (a launch command) may still give."""
@@ -350,7 +346,7 @@ def _unit(values: dict[str, Any], accounting: Accounting) -> Any:
     return values.get("unit") or unit_for(accounting)
 
 
-def _setting(command: str, values: dict[str, Any], name: str, spelling: Spelling) -> Any:
+def _setting(command: Command, values: dict[str, Any], name: str, spelling: Spelling) -> Any:
     """The value given (by a flag, keyword, the project configuration, ...), else the fallback (settings.py)."""
     value = values.get(name)
     if value is None:
@@ -433,9 +429,9 @@ def _config_from_trainer(values: dict[str, Any], trainer: TrainerInputs) -> list
     return []
 
 
-def _configs(command: str, values: dict[str, Any], spelling: Spelling) -> tuple[ConfigSource, ...]:
+def _configs(command: Command, values: dict[str, Any], spelling: Spelling) -> tuple[ConfigSource, ...]:
     name = values.get("name")
-    if command == "lint":
+    if command is Command.LINT:
         given = [key for key in ("paths", "text", "config") if _given(values.get(key))]
         if len(given) != 1:
             raise UsageError("give paths, text= or config=: exactly one of them")
@@ -445,13 +441,13 @@ def _configs(command: str, values: dict[str, Any], spelling: Spelling) -> tuple[
             return (ConfigSource.mapping(values["config"], name),)
         return tuple(ConfigSource.path(path, dash_is_stdin=True) for path in values["paths"])
     config = values.get("config")
-    if command == "estimate":
+    if command is Command.ESTIMATE:
         return () if config is None else (ConfigSource.given(config, name),)
     configs = list(config) if isinstance(config, (list, tuple)) else [] if config is None else [config]
     return tuple(ConfigSource.given(each, name) for each in configs)
 
 
-def _assemble(command: str, values: dict[str, Any], spelling: Spelling, project: bool,
+def _assemble(command: Command, values: dict[str, Any], spelling: Spelling, project: bool,
               trainer: TrainerInputs | None, configs: tuple[ConfigSource, ...], notes: tuple[str, ...],
               readings: Readings | None, lint_only: bool = False) -> RunInputs:
     from zeroadvisor.units import FORMAT_UNITS
@@ -471,7 +467,7 @@ def _assemble(command: str, values: dict[str, Any], spelling: Spelling, project:
 
         cluster = Cluster(gpus=values["gpus"])  # lint: the world size, to check the batch exactly
     integration = _setting(command, values, "integration", spelling)
-    if command == "check" and trainer is not None and integration is Integration.ANY:
+    if command is Command.CHECK and trainer is not None and integration is Integration.ANY:
         integration = Integration.HF_TRAINER  # the Trainer reads the config
     output = Output(format=output_format(spelling.label("format"), _setting(command, values, "format", spelling),
                                          FORMATS[command]),
@@ -481,12 +477,13 @@ def _assemble(command: str, values: dict[str, Any], spelling: Spelling, project:
                     all_options=bool(values.get("all_options")))
     rules = RuleChoice(_references(values.get("select"), spelling.label("select")),
                        _references(values.get("ignore"), spelling.label("ignore")),
-                       lint_only=command == "lint", project=project)
+                       lint_only=command is Command.LINT, project=project)
     if lint_only and output.format in DIFF_FORMATS:
         raise UsageError(f"{spelling.label('format')} {output.format} shows the memory advice: give "
                          f"{spelling.ask('model')} (or {spelling.ask('params')}), {spelling.ask('gpus', 'N')} and "
                          f"{spelling.ask('gpu')} (or {spelling.ask('gpu_memory')})")
-    diff = bool(values.get("suggest") or values.get("diff")) or (command == "check" and output.format in DIFF_FORMATS)
+    diff = bool(values.get("suggest") or values.get("diff")) or (command is Command.CHECK
+                                                                 and output.format in DIFF_FORMATS)
     return RunInputs(command, configs, model, shape, cluster, accounting, integration,
                      trainer.training if trainer is not None else None, hardware, rules, output, diff,
                      bool(values.get("fix")), bool(values.get("only_configs")), notes, readings,
@@ -505,7 +502,7 @@ def _references(value: Any, label: str) -> tuple[str, ...]:
     return references
 
 
-def _cluster(command: str, values: dict[str, Any], spelling: Spelling) -> Cluster:
+def _cluster(command: Command, values: dict[str, Any], spelling: Spelling) -> Cluster:
     from zeroadvisor.memory.cluster import Cluster
 
     if command in ADVICE_COMMANDS and values.get("gpu_memory") is None and values.get("gpu") is None:
