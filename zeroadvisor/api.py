@@ -185,7 +185,7 @@ def estimate(config: str | os.PathLike[str] | Mapping[str, Any] | None = None, *
 
 # -- check ------------------------------------------------------------------------------------
 
-def check(config: str | os.PathLike[str] | Mapping[str, Any], *, gpus: int,
+def check(config: str | os.PathLike[str] | Mapping[str, Any], *, gpus: int | None = None,
           model: str | os.PathLike[str] | ModelSpec | None = None, params: int | str | None = None,
           gpus_per_node: int | None = None, gpu: str | None = None, gpu_memory: int | str | None = None,
           cpu_memory: int | str | None = None, nvme: int | str | None = None, headroom: float | str = "10%",
@@ -195,9 +195,10 @@ def check(config: str | os.PathLike[str] | Mapping[str, Any], *, gpus: int,
     """Pre-flight check of one config (a path or a dict) for a model on a cluster: lint findings, the
     memory verdict and the cheapest change that fits.
 
-    Keywords as ``estimate`` (model or params, gpu or gpu_memory, cpu_memory, nvme, headroom, the
+    Keywords as ``estimate`` (model or params, gpus, gpu or gpu_memory, cpu_memory, nvme, headroom, the
     training shape) plus integration, unit, ``name`` (a dict's name in the report), select/ignore,
-    ``diff`` (the fixes as a unified diff) and ``deepspeed_version`` (as ``lint``).
+    ``diff`` (the fixes as a unified diff) and ``deepspeed_version`` (as ``lint``). ``gpus`` is needed as
+    ``zeroadvisor check`` needs ``--gpus`` (an Accelerate config's num_processes gives it too).
 
     >>> zeroadvisor.check("ds_config.json", model="config.json", gpus=8, gpu="A100-SXM4-80GB").verdict
     """
