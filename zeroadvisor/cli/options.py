@@ -12,7 +12,6 @@ import re
 import typing
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 from zeroadvisor.config.project import CLUSTER_KEYS, RUN_KEYS, TRAINING_KEYS
 from zeroadvisor.inputs import settings
@@ -25,7 +24,7 @@ class Param:
     name: str  # the keyword the command receives
     flags: tuple[str, ...] = ()  # () for a positional argument; "--x/--no-x" for an on/off pair
     help: str = ""
-    default: Any = None
+    default: object = None
     kind: type = str  # str, int or bool
     choices: str | None = None  # "module:NAME" of a tuple (or Literal) the library defines
     minimum: int | None = None
@@ -92,7 +91,7 @@ class CommandSpec:
                          for p in self.params})
 
 
-def merge_aliases(command: CommandSpec, values: dict[str, Any]) -> dict[str, Any]:
+def merge_aliases(command: CommandSpec, values: dict[str, object]) -> dict[str, object]:
     """``values`` with each old spelling's value moved to the parameter it is an alias of; both given and different
     is a usage error (which one was meant is not known), the same value twice is that value."""
     from zeroadvisor.inputs.errors import UsageError
@@ -352,7 +351,7 @@ _DIGITS = re.compile(r"[0-9]+")
 _MAX_DIGITS = 40
 
 
-def parse_simple(command: CommandSpec, argv: list[str]) -> dict[str, Any] | None:
+def parse_simple(command: CommandSpec, argv: list[str]) -> dict[str, object] | None:
     """The keyword values typer would pass for ``argv``, or None when ``argv`` is anything but plain.
 
     Plain: known long or short flags, each value as the next word or after ``=``, valid choices and
@@ -360,7 +359,7 @@ def parse_simple(command: CommandSpec, argv: list[str]) -> dict[str, Any] | None
     flags) returns None and typer parses it, so help and error messages come from one place.
     """
     by_flag = _flag_table(command)
-    values: dict[str, Any] = {p.name: ([] if p.multiple and p.positional else p.default) for p in command.params}
+    values: dict[str, object] = {p.name: ([] if p.multiple and p.positional else p.default) for p in command.params}
     positionals: list[str] = []
     words = iter(argv)
     for word in words:
@@ -391,7 +390,8 @@ def _flag_table(command: CommandSpec) -> dict[str, tuple[Param, bool]]:
     return by_flag
 
 
-def _take_flag(by_flag: dict[str, tuple[Param, bool]], word: str, words: Iterator[str], values: dict[str, Any]) -> bool:
+def _take_flag(by_flag: dict[str, tuple[Param, bool]], word: str, words: Iterator[str],
+               values: dict[str, object]) -> bool:
     """Read the flag ``word`` (its value attached after ``=`` or the next of ``words``) into ``values``; False
     when it is not plain (parse_simple)."""
     flag, equals, attached = word.partition("=")
@@ -406,11 +406,15 @@ def _take_flag(by_flag: dict[str, tuple[Param, bool]], word: str, words: Iterato
     value = _value(param, attached if equals else next(words, None))
     if value is None:
         return False
-    values[param.name] = [*(values[param.name] or ()), value] if param.multiple else value
+    if param.multiple:  # the values so far: a list (None: none yet)
+        earlier = values[param.name]
+        values[param.name] = [*(earlier if isinstance(earlier, list) else ()), value]
+    else:
+        values[param.name] = value
     return True
 
 
-def _value(param: Param, text: str | None) -> Any:
+def _value(param: Param, text: str | None) -> str | int | None:
     if text is None or (text.startswith("-") and text != "-"):
         return None  # typer decides what a flag-looking value means
     if param.kind is int:
@@ -424,7 +428,7 @@ def _value(param: Param, text: str | None) -> Any:
     return text
 
 
-def _place(command: CommandSpec, positionals: list[str], values: dict[str, Any]) -> bool:
+def _place(command: CommandSpec, positionals: list[str], values: dict[str, object]) -> bool:
     slots = [p for p in command.params if p.positional]
     for param in slots:
         if param.multiple:
