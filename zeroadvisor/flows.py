@@ -16,6 +16,7 @@ from zeroadvisor.deepspeed import schema
 from zeroadvisor.inputs.command import Command
 from zeroadvisor.inputs.errors import UnusableConfig, UsageError
 from zeroadvisor.inputs.release import release_notes
+from zeroadvisor.inputs.settings import FAIL_ON, FailOn
 from zeroadvisor.lint.findings import Finding, Severity
 from zeroadvisor.report.formats import OutputFormat
 
@@ -38,11 +39,9 @@ if TYPE_CHECKING:
 __all__ = ["CheckReport", "CheckRun", "EstimateResult", "LintResult", "check", "check_one", "estimate", "fails", "lint"]
 
 
-def fails(findings: Iterable[Finding], fail_on: str) -> bool:
+def fails(findings: Iterable[Finding], fail_on: FailOn | str) -> bool:
     """Whether any finding is at or above the ``--fail-on`` severity (error, warning, info or never): its name, as
     users pass it, or a FailOn."""
-    from zeroadvisor.inputs.settings import FAIL_ON, FailOn
-
     if fail_on not in FAIL_ON:
         given = fail_on.value if isinstance(fail_on, FailOn) else fail_on  # as the user spelled it
         raise UsageError(f"fail_on must be one of {', '.join(FAIL_ON)}, got {given!r}")

@@ -1,9 +1,9 @@
 """``RunInputs``: everything one run needs, typed; ``build``: the one place a run's inputs are resolved.
 
-The command line (flags), the Python API (keywords) and ``preflight`` (keywords and the job's readings) all
-call ``build``. For each input the first of these that gives it wins:
+The command line (its flags) and the Python API (its keywords; ``preflight`` with the job's readings) each make a
+typed Request (inputs/request.py) and call ``build`` on it. For each input the first of these that gives it wins:
 
-1. the flag or keyword;
+1. the request (a flag or keyword);
 2. the project configuration (``project=True``: the command line), nearest the current folder;
 3. the Hugging Face Trainer's inputs: a training arguments file, a launch command (inputs/trainer.py);
 4. what preflight read from the job (inputs/environment.py);
