@@ -321,3 +321,23 @@ def test_a_value_outside_its_set_is_one_line_listing_the_same_choices(cli, tmp_p
     cli_choices = re.search(r"is not one of (.*)\. \(see", line)
     assert api_choices and cli_choices
     assert _choices(api_choices.group(1)) == _choices(cli_choices.group(1))
+
+
+@pytest.mark.parametrize("call", [
+    lambda: zeroadvisor.estimate(params="7B", gpus=8, sequence=4096),
+    lambda: zeroadvisor.check(str(SAMPLES / "zero2_bf16.json"), params="7B", gpus=8, gpu="A100-SXM4-80GB",
+                              sequence=4096),
+    lambda: zeroadvisor.preflight(str(SAMPLES / "zero2_bf16.json"), params="7B", gpus=8, gpu="A100-SXM4-80GB",
+                                  sequence=4096),
+])
+def test_a_keyword_the_request_has_no_field_for_is_one_line_naming_the_training_keywords(call):
+    """The Python API's **training becomes Request fields: a keyword with no field is refused before, in one line."""
+    with pytest.raises(zeroadvisor.UsageError, match=r"^unknown keyword 'sequence'; the training shape takes seq_len"):
+        call()
+
+
+def test_the_command_names_the_run_commands_only():
+    assert [command.value for command in Command] == ["lint", "estimate", "check", "preflight"]
+    assert Command.named("check") is Command.CHECK and Command.named("rules") is None
+    # the command line's commands that run on a config are these, by the same names
+    assert {spec.name for spec in options.COMMANDS if Command.named(spec.name)} == {"lint", "estimate", "check"}
