@@ -16,10 +16,11 @@ import pytest
 
 import zeroadvisor
 from cli_run import cli  # noqa: F401 - the fixture
+from zeroadvisor import api as api_module
 from zeroadvisor.cli import options
 from zeroadvisor.inputs import run as inputs_run
 from zeroadvisor.inputs.command import Command
-from zeroadvisor.inputs.request import ENUMS, Request
+from zeroadvisor.inputs.request import ENUMS, INPUT_NAMES, Request
 from zeroadvisor.inputs.values import KEYWORDS
 from zeroadvisor.lint.context import Integration
 from zeroadvisor.vocab import Precision, Stage
@@ -341,3 +342,14 @@ def test_the_command_names_the_run_commands_only():
     assert Command.named("check") is Command.CHECK and Command.named("rules") is None
     # the command line's commands that run on a config are these, by the same names
     assert {spec.name for spec in options.COMMANDS if Command.named(spec.name)} == {"lint", "estimate", "check"}
+
+
+def test_the_first_bad_keyword_in_the_functions_order_is_the_one_reported():
+    """Each value is checked in the order its interface lists it: lint's integration before its gpus, check's gpus
+    before its integration (the Request's field order)."""
+    config = str(SAMPLES / "zero2_bf16.json")
+    with pytest.raises(zeroadvisor.UsageError, match=r"^integration: expected one of"):
+        zeroadvisor.lint(config, integration="bogus", gpus=0)
+    with pytest.raises(zeroadvisor.UsageError, match=r"^gpus: expected a whole number"):
+        zeroadvisor.check(config, params="7B", gpus=0, gpu="A100-SXM4-80GB", integration="bogus")
+    assert set(api_module._LINT_KEYWORDS) <= set(INPUT_NAMES)

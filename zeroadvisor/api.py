@@ -123,6 +123,12 @@ def _documented(inputs: RunInputs) -> Iterator[None]:
 
 # -- lint -------------------------------------------------------------------------------------
 
+# lint's keywords, in its order (the first bad value is the one reported); estimate, check and preflight take every
+# input, in the Request's field order, which is theirs
+_LINT_KEYWORDS = ("paths", "text", "config", "name", "select", "ignore", "integration", "gpus", "only_configs",
+                  "deepspeed_version", "exclude", "no_default_excludes")
+
+
 def lint(*paths: str | os.PathLike[str], text: str | None = None, config: Mapping[str, Any] | None = None,
          name: str | None = None, select: Sequence[str] | str | None = None,
          ignore: Sequence[str] | str | None = None, integration: str = "any", gpus: int | None = None,
@@ -148,10 +154,10 @@ def lint(*paths: str | os.PathLike[str], text: str | None = None, config: Mappin
     if not isinstance(default_excludes, bool):
         # a truthy text ("no") or number would otherwise decide the walk silently
         raise UsageError(f"default_excludes: expected True or False, got {default_excludes!r}")
-    return run_lint(_build(Request(Command.LINT, paths=tuple(paths), text=text, config=config, name=name,
-                                   select=select, ignore=ignore, integration=integration, gpus=gpus,
-                                   only_configs=only_configs, deepspeed_version=deepspeed_version, exclude=exclude,
-                                   no_default_excludes=not default_excludes)))
+    request = Request(Command.LINT, _LINT_KEYWORDS, paths=tuple(paths), text=text, config=config, name=name,
+                      select=select, ignore=ignore, integration=integration, gpus=gpus, only_configs=only_configs,
+                      deepspeed_version=deepspeed_version, exclude=exclude, no_default_excludes=not default_excludes)
+    return run_lint(_build(request))
 
 
 # -- estimate ---------------------------------------------------------------------------------
