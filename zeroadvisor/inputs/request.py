@@ -39,8 +39,9 @@ class Request:
     """One run's inputs as given, before the project configuration, the Trainer's files and the fallbacks.
 
     ``takes``: the inputs the caller's interface has, in its order (the command line: the command's parameters);
-    empty: every field, in field order (the Python API). The project configuration and the Trainer's files fill
-    only inputs the interface takes, and the values are checked in this order (the first bad one is reported).
+    empty: every field, in field order (the Python API's estimate, check and preflight). The project configuration
+    and the Trainer's files fill only inputs the interface takes, and the values are checked in this order (the
+    first bad one is reported).
     """
 
     command: Command
