@@ -75,6 +75,11 @@ class CommandSpec:
     params: tuple[Param, ...] = ()
 
     @property
+    def run(self) -> Command | None:
+        """The run this command makes (inputs/command.py); None for rules and rule, which read the catalogue."""
+        return Command.named(self.name)
+
+    @property
     def epilog(self) -> str | None:
         """What ends --help, at the full width: the GPU names --gpu takes."""
         if not any(p.name == "gpu" for p in self.params):
@@ -315,16 +320,20 @@ TRAINING_ARGS = Param("training_args", ("--training-args",), "The Hugging Face T
                       "the Trainer does, reports the values it rejects, gives the training shape).")
 LAUNCH = Param("launch", ("--launch",), "The launch command (deepspeed, torchrun, accelerate launch or python "
                "running a Trainer script) as one quoted string; or give its words after --.")
-_TRAINER_INPUTS = {"lint": (TRAINING_ARGS,), "estimate": (TRAINING_ARGS,), "check": (TRAINING_ARGS, LAUNCH)}
+_TRAINER_INPUTS = {Command.LINT: (TRAINING_ARGS,), Command.ESTIMATE: (TRAINING_ARGS,),
+                   Command.CHECK: (TRAINING_ARGS, LAUNCH)}
 
 
 def _with_trainer_inputs(command: CommandSpec) -> CommandSpec:
     """``command`` taking the Trainer's inputs; for check, CONFIG and --gpus may come from the launch command."""
     from dataclasses import replace
 
-    params = tuple(replace(p, required=False) if command.name == "check" and p.name in ("config", "gpus") else p
+    run = command.run
+    if run is None:
+        raise ValueError(f"{command.name} takes no Trainer inputs")
+    params = tuple(replace(p, required=False) if run is Command.CHECK and p.name in ("config", "gpus") else p
                    for p in command.params)
-    return replace(command, params=params + _TRAINER_INPUTS[command.name])
+    return replace(command, params=params + _TRAINER_INPUTS[run])
 
 
 LINT, ESTIMATE, CHECK = (_with_trainer_inputs(c) for c in (LINT, ESTIMATE, CHECK))
