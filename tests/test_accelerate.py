@@ -20,6 +20,8 @@ from zeroadvisor.config.reader import read_document
 from zeroadvisor.config.yaml_source import parse_yaml
 from zeroadvisor.deepspeed.accelerate_map import build
 from zeroadvisor.hardware.gpus import resolve_gpu
+from zeroadvisor.inputs.command import Command
+from zeroadvisor.inputs.request import Request
 from zeroadvisor.inputs.run import build as build_inputs
 from zeroadvisor.lint.findings import Severity
 from zeroadvisor.rules import accelerate as accelerate_rules
@@ -165,12 +167,13 @@ SHAPE = {"seq_len": 2048, "activation_checkpointing": "full", "flash_attention":
 def _check(path: Path, gpus: int, gpu: str = "A100-SXM4-80GB", gpus_per_node: int | None = None, **overrides):
     given = {"config": str(path), "params": "7B", "gpus": gpus, "gpus_per_node": gpus_per_node,
              "gpu_memory": resolve_gpu(gpu).memory_bytes, "cpu_memory": "1TB"}
-    (report,) = api.run_check(build_inputs("check", given, keywords={**SHAPE, **overrides}))
+    (report,) = api.run_check(build_inputs(Request.taking(Command.CHECK, **{**given, **SHAPE, **overrides})))
     return report
 
 
 def _estimate(path: Path, params: str = "7B", **given):
-    return api.run_estimate(build_inputs("estimate", {"config": str(path), "params": params, **given})).estimate
+    request = Request.taking(Command.ESTIMATE, config=str(path), params=params, **given)
+    return api.run_estimate(build_inputs(request)).estimate
 
 
 EQUIVALENTS = [

@@ -13,6 +13,8 @@ from zeroadvisor import api
 from zeroadvisor.advisor import registry
 from zeroadvisor.config.limits import MAX_CONFIG_BYTES as MAX_BYTES
 from zeroadvisor.inputs import settings
+from zeroadvisor.inputs.command import Command
+from zeroadvisor.inputs.request import Request
 from zeroadvisor.inputs.rules import find_rule, select_rules
 from zeroadvisor.inputs.run import build
 
@@ -21,12 +23,12 @@ GIB = 1 << 30
 
 
 def lint_paths(paths, stdin=None):
-    return api.run_lint(build("lint", {"paths": paths}), stdin=stdin)
+    return api.run_lint(build(Request.taking(Command.LINT, paths=tuple(paths))), stdin=stdin)
 
 
 def check_config(path, **given):
-    (report,) = api.run_check(build("check", {"config": path, "params": "7B", "gpus": 8, "gpu_memory": 80 * GIB,
-                                              **given}))
+    (report,) = api.run_check(build(Request.taking(Command.CHECK, config=path, params="7B", gpus=8,
+                                                           gpu_memory=80 * GIB, **given)))
     return report
 
 
@@ -69,7 +71,7 @@ def test_select_rules_takes_comma_lists_and_refuses_unknown_rules():
     with pytest.raises(api.UsageError, match="unknown rule 'ZA999'"):
         select_rules(None, ["ZA999"])
     with pytest.raises(api.UsageError, match="unknown rule 'ZA999'"):  # refused when the inputs are built
-        build("lint", {"paths": ["x.json"], "ignore": "ZA999"})
+        build(Request.taking(Command.LINT, paths=("x.json",), ignore="ZA999"))
     with pytest.raises(api.UsageError):
         find_rule("no-such-rule")
 
@@ -86,7 +88,8 @@ def test_fails_compares_severity_ranks(tmp_path):
 # -- estimate ----------------------------------------------------------------------------
 
 def estimate(config, **cluster):
-    return api.run_estimate(build("estimate", {"config": config, "params": "7B", "gpus": 8, **cluster})).estimate
+    request = Request.taking(Command.ESTIMATE, config=config, params="7B", gpus=8, **cluster)
+    return api.run_estimate(build(request)).estimate
 
 
 def test_estimate_config_refuses_what_it_cannot_use(tmp_path):
@@ -185,9 +188,11 @@ def test_one_builder_for_flags_and_keywords():
     flags = options.parse_simple(options.CHECK, ["ds.json", "--params", "7B", "--gpus", "8", "--gpu-memory", "80GiB",
                                                  "--headroom", "20%", "--micro-batch", "2"])
     assert flags is not None
-    from_flags = build("check", flags, spelling=options.CHECK.spelling())
-    from_keywords = build("check", {"config": "ds.json", "params": 7_000_000_000, "gpus": 8, "gpu_memory": 80 * GIB,
-                                    "headroom": 0.2}, keywords={"micro_batch": 2})
+    from zeroadvisor.cli.request import to_request
+
+    from_flags = build(to_request(options.CHECK, flags), spelling=options.CHECK.spelling())
+    from_keywords = build(Request(Command.CHECK, config="ds.json", params=7_000_000_000, gpus=8, gpu_memory=80 * GIB,
+                                  headroom=0.2, micro_batch=2))
     for name in ("configs", "shape", "cluster", "accounting", "integration", "training"):
         assert getattr(from_flags, name) == getattr(from_keywords, name), name
     assert from_flags.cluster.headroom == 0.2 and from_flags.shape.micro_batch_size == 2
@@ -201,15 +206,15 @@ def test_a_bad_value_names_the_flag_or_the_keyword(value, message):
 
     given = {"config": "ds.json", "params": "7B", "gpus": 8, "gpu_memory": "80GiB", "headroom": value}
     with pytest.raises(api.UsageError, match=f"^--headroom: {message}"):
-        build("check", given, spelling=options.CHECK.spelling())
+        build(Request.taking(Command.CHECK, **given), spelling=options.CHECK.spelling())
     with pytest.raises(api.UsageError, match=f"^headroom: {message}"):
-        build("check", given)
+        build(Request.taking(Command.CHECK, **given))
 
 
 def test_the_cluster_is_one_type_and_its_bounds_are_usage_errors():
-    run = build("check", {"config": "ds.json", "params": "7B", "gpus": 16, "gpu": "A100-SXM4-80GB"})
+    run = build(Request.taking(Command.CHECK, config="ds.json", params="7B", gpus=16, gpu="A100-SXM4-80GB"))
     options = run.check_options()
     assert options.cluster is run.cluster and run.cluster.gpus_per_node == 8 and not run.cluster.per_node_given
     assert run.cluster.gpu_memory == run.cluster.gpu.memory_bytes
     with pytest.raises(api.UsageError, match="gpus = 100,000,000 is more than any cluster has"):
-        build("estimate", {"params": "7B", "gpus": 100_000_000})
+        build(Request.taking(Command.ESTIMATE, params="7B", gpus=100_000_000))

@@ -19,6 +19,9 @@ from cli_run import cli  # noqa: F401 - the fixture
 from sarif_validate import validate_sarif
 from zeroadvisor import api
 from zeroadvisor.cli import options
+from zeroadvisor.cli.request import to_request
+from zeroadvisor.inputs.command import Command
+from zeroadvisor.inputs.request import Request
 from zeroadvisor.inputs.run import build
 from zeroadvisor.memory.assumed import INPUTS, activations_unknown
 from zeroadvisor.memory.estimate import Cluster, estimate
@@ -376,7 +379,8 @@ def test_simple_parse_and_typer_agree_on_the_new_flags():
         "meta_load": True, "tensor_parallel": 2, "pipeline_parallel": 1, "sequence_parallel": 4,
         "expert_parallel": None,
         "peft": None, "lora_r": None, "lora_target_modules": None, "quantization": None}
-    shape = build("check", values, spelling=options.CHECK.spelling()).shape  # --stage's choice text becomes its int
+    # --stage's choice text becomes its int
+    shape = build(to_request(options.CHECK, values), spelling=options.CHECK.spelling()).shape
     assert (shape.target_length, shape.micro_batch_size, shape.precision, shape.zero_stage) == (64, 2, "bf16", 3)
     assert (shape.load.load_dtype, shape.load.zero_init, shape.load.meta_device) == ("fp16", True, True)
     assert (shape.tensor_parallel, shape.pipeline_parallel, shape.sequence_parallel) == (2, 1, 4)
@@ -422,8 +426,8 @@ def test_estimate_and_check_list_the_same_assumptions(tmp_path):
 
     (tmp_path / "ds.json").write_text(AUTO)
     spec, given = TINY, TrainingShape()
-    alone = api.run_estimate(build("estimate", {"config": str(tmp_path / "ds.json"), "model": spec,
-                                                "gpus": 8})).estimate
+    alone = api.run_estimate(build(Request.taking(Command.ESTIMATE, config=str(tmp_path / "ds.json"), model=spec,
+                                                         gpus=8))).estimate
     options_ = CheckOptions(model=spec, shape=given, cluster=Cluster(gpus=8, gpu_memory=80 * GB))
     checked = check_document(parse(AUTO, "ds.json"), options_)
     messages = [f.message for f in checked.findings if f.code == "ZA808"]

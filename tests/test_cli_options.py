@@ -8,13 +8,14 @@ import pytest
 from zeroadvisor import report, units
 from zeroadvisor.cli import app, commands, options
 from zeroadvisor.cli.exits import ExitCode
-from zeroadvisor.inputs import run, settings
+from zeroadvisor.inputs import request, settings
+from zeroadvisor.inputs.command import Command
 from zeroadvisor.lint import context
 from zeroadvisor.memory import estimate
 from zeroadvisor.model import spec
 
 
-def by_name(command: options.Command, name: str) -> options.Param:
+def by_name(command: options.CommandSpec, name: str) -> options.Param:
     (param,) = [p for p in command.params if p.name == name]
     return param
 
@@ -37,16 +38,17 @@ def test_every_parameter_is_a_run_input_and_each_fallback_is_stated_once():
     """The tables are the flags' spelling and help; what each value means is the inputs' (zeroadvisor/inputs)."""
     for command in (options.LINT, options.ESTIMATE, options.CHECK):
         # an old spelling (alias_of) is merged into its parameter before the inputs are built
-        assert {p.name for p in command.params if p.alias_of is None} <= run.INPUTS, command.name
+        assert {p.name for p in command.params if p.alias_of is None} <= set(request.INPUT_NAMES), command.name
         for param in command.params:
-            fallback = settings.fallback(command.name, param.name)
+            fallback = settings.fallback(Command(command.name), param.name)
             if fallback is settings.NEEDED:
                 assert "(or set it in the project configuration)" in param.full_help(command.name)
             elif fallback is not None and param.default is None:  # the project configuration may set it
                 assert f"(default: {fallback}," in param.full_help(command.name)
             elif fallback is not None:
                 assert param.default == fallback, param.name
-    assert settings.fallback("check", "gpus") is settings.NEEDED and settings.fallback("lint", "gpus") is None
+    assert settings.fallback(Command.CHECK, "gpus") is settings.NEEDED
+    assert settings.fallback(Command.LINT, "gpus") is None
 
 
 def test_every_command_in_the_table_is_in_the_app_and_runs():

@@ -292,14 +292,17 @@ def test_fetch_cost_is_the_measured_one():
     ("deepspeed --num_gpus 8 train.py --deepspeed ds.json", "deepspeed"),
 ])
 def test_the_launch_command_names_the_launcher(command, launcher):
+    from zeroadvisor.inputs.command import Command
+    from zeroadvisor.inputs.request import Request
     from zeroadvisor.inputs.run import build
     from zeroadvisor.inputs.trainer import read_trainer
 
     assert read_trainer(None, command).launcher == launcher
     given = {"config": None, "params": "7B", "gpus": 8, "gpu_memory": "80GiB", "launch": command, "launcher": None}
-    hw = build("check", given).hardware
+    hw = build(Request.taking(Command.CHECK, **given)).hardware
     assert hw.launcher == launcher and "launcher" not in hw.defaulted
-    assert build("check", {**given, "launcher": "deepspeed"}).hardware.launcher == "deepspeed"  # the flag wins
+    flag = build(Request.taking(Command.CHECK, **{**given, "launcher": "deepspeed"}))
+    assert flag.hardware.launcher == "deepspeed"  # the flag wins
 
 
 # -- the optimizer step on the GPU (gpu_step.py) ----------------------------------------------------------------

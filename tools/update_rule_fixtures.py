@@ -68,10 +68,12 @@ CHECK_OPTIONS = ("model", "gpus", "gpu", "gpu_memory", "cpu_memory", "nvme", "gp
 def check_options(options: dict, model: Path):
     """The CheckOptions a check with the fixture's ``options`` runs with, built as the command line builds them
     (zeroadvisor.inputs.run.build; ``model``: the model description, written out)."""
+    from zeroadvisor.inputs.command import Command
+    from zeroadvisor.inputs.request import Request
     from zeroadvisor.inputs.run import build
 
     given = {key: value for key, value in options.items() if key != "model"}
-    return build("check", {"config": "example.json", "model": str(model), **given}).check_options()
+    return build(Request.taking(Command.CHECK, config="example.json", model=str(model), **given)).check_options()
 
 
 class FixtureError(Exception):

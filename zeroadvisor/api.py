@@ -25,7 +25,9 @@ from zeroadvisor.config.project import ProjectConfigError
 from zeroadvisor.config.reader import InputError as UnreadableInput
 from zeroadvisor.config.training_args import TrainerInputError
 from zeroadvisor.flows import CheckReport, CheckRun, EstimateResult, LintResult, fails
+from zeroadvisor.inputs.command import Command
 from zeroadvisor.inputs.errors import UnusableConfig, UsageError
+from zeroadvisor.inputs.request import Request, check_training_keywords
 from zeroadvisor.model.errors import ModelError
 
 if TYPE_CHECKING:
@@ -57,11 +59,10 @@ __all__ = [
 EXPECTED_ERRORS: tuple[type[Exception], ...] = (UsageError, UnreadableInput, UnusableConfig, ModelError,
                                                 TrainerInputError, ProjectConfigError)
 
-def _build(command: str, given: dict[str, Any], keywords: Mapping[str, Any] | None = None,
-           readings: Readings | None = None) -> RunInputs:
+def _build(request: Request, readings: Readings | None = None) -> RunInputs:
     from zeroadvisor.inputs.run import build
 
-    return build(command, given, keywords=keywords, readings=readings)
+    return build(request, readings=readings)
 
 
 # -- on inputs already resolved (what the command line calls) -------------------------------------
@@ -122,6 +123,12 @@ def _documented(inputs: RunInputs) -> Iterator[None]:
 
 # -- lint -------------------------------------------------------------------------------------
 
+# lint's keywords, in its order (the first bad value is the one reported); estimate, check and preflight take every
+# input, in the Request's field order, which is theirs
+_LINT_KEYWORDS = ("paths", "text", "config", "name", "select", "ignore", "integration", "gpus", "only_configs",
+                  "deepspeed_version", "exclude", "no_default_excludes")
+
+
 def lint(*paths: str | os.PathLike[str], text: str | None = None, config: Mapping[str, Any] | None = None,
          name: str | None = None, select: Sequence[str] | str | None = None,
          ignore: Sequence[str] | str | None = None, integration: str = "any", gpus: int | None = None,
@@ -147,10 +154,10 @@ def lint(*paths: str | os.PathLike[str], text: str | None = None, config: Mappin
     if not isinstance(default_excludes, bool):
         # a truthy text ("no") or number would otherwise decide the walk silently
         raise UsageError(f"default_excludes: expected True or False, got {default_excludes!r}")
-    return run_lint(_build("lint", dict(paths=list(paths), text=text, config=config, name=name,
-                                        select=select, ignore=ignore, integration=integration, gpus=gpus,
-                                        only_configs=only_configs, deepspeed_version=deepspeed_version,
-                                        exclude=exclude, no_default_excludes=not default_excludes)))
+    request = Request(Command.LINT, _LINT_KEYWORDS, paths=tuple(paths), text=text, config=config, name=name,
+                      select=select, ignore=ignore, integration=integration, gpus=gpus, only_configs=only_configs,
+                      deepspeed_version=deepspeed_version, exclude=exclude, no_default_excludes=not default_excludes)
+    return run_lint(_build(request))
 
 
 # -- estimate ---------------------------------------------------------------------------------
@@ -175,15 +182,16 @@ def estimate(config: str | os.PathLike[str] | Mapping[str, Any] | None = None, *
     """
     if not isinstance(step_times, bool):  # as default_excludes: a truthy string is no answer
         raise UsageError(f"step_times: expected True or False, got {step_times!r}"[:200])
-    return run_estimate(_build("estimate", dict(
-        config=config, model=model, params=params, gpus=gpus, gpus_per_node=gpus_per_node, gpu=gpu,
+    check_training_keywords(training)
+    return run_estimate(_build(Request(
+        Command.ESTIMATE, config=config, model=model, params=params, gpus=gpus, gpus_per_node=gpus_per_node, gpu=gpu,
         gpu_memory=gpu_memory, cpu_memory=cpu_memory, nvme=nvme, headroom=headroom, accounting=accounting,
-        deepspeed_version=deepspeed_version), training), step_times=step_times)
+        deepspeed_version=deepspeed_version, **training)), step_times=step_times)
 
 
 # -- check ------------------------------------------------------------------------------------
 
-def check(config: str | os.PathLike[str] | Mapping[str, Any], *, gpus: int,
+def check(config: str | os.PathLike[str] | Mapping[str, Any], *, gpus: int | None = None,
           model: str | os.PathLike[str] | ModelSpec | None = None, params: int | str | None = None,
           gpus_per_node: int | None = None, gpu: str | None = None, gpu_memory: int | str | None = None,
           cpu_memory: int | str | None = None, nvme: int | str | None = None, headroom: float | str = "10%",
@@ -193,20 +201,23 @@ def check(config: str | os.PathLike[str] | Mapping[str, Any], *, gpus: int,
     """Pre-flight check of one config (a path or a dict) for a model on a cluster: lint findings, the
     memory verdict and the cheapest change that fits.
 
-    Keywords as ``estimate`` (model or params, gpu or gpu_memory, cpu_memory, nvme, headroom, the
+    Keywords as ``estimate`` (model or params, gpus, gpu or gpu_memory, cpu_memory, nvme, headroom, the
     training shape) plus integration, unit, ``name`` (a dict's name in the report), select/ignore,
-    ``diff`` (the fixes as a unified diff) and ``deepspeed_version`` (as ``lint``).
+    ``diff`` (the fixes as a unified diff) and ``deepspeed_version`` (as ``lint``). ``gpus`` is needed as
+    ``zeroadvisor check`` needs ``--gpus`` (an Accelerate config's num_processes gives it too).
 
     >>> zeroadvisor.check("ds_config.json", model="config.json", gpus=8, gpu="A100-SXM4-80GB").verdict
     """
-    given = _check_keywords(config, model=model, params=params, gpus=gpus, gpus_per_node=gpus_per_node, gpu=gpu,
-                            gpu_memory=gpu_memory, cpu_memory=cpu_memory, nvme=nvme, headroom=headroom,
-                            accounting=accounting, integration=integration, unit=unit, name=name, select=select,
-                            ignore=ignore, diff=diff, deepspeed_version=deepspeed_version)
-    return _one(run_check(_build("check", given, training)), config)
+    _one_config(config)
+    check_training_keywords(training)
+    request = Request(Command.CHECK, config=config, model=model, params=params, gpus=gpus, gpus_per_node=gpus_per_node,
+                      gpu=gpu, gpu_memory=gpu_memory, cpu_memory=cpu_memory, nvme=nvme, headroom=headroom,
+                      accounting=accounting, integration=integration, unit=unit, name=name, select=select,
+                      ignore=ignore, diff=diff, deepspeed_version=deepspeed_version, **training)
+    return _one(run_check(_build(request)), config)
 
 
-def _one(run: CheckRun, config: Any) -> CheckReport:
+def _one(run: CheckRun, config: object) -> CheckReport:
     """The report of the one config a call checks; a directory or pattern naming several is a UsageError."""
     if len(run) != 1:
         raise UsageError(f"config: {config} names {len(run)} configs; check one per call (the command line's "
@@ -215,10 +226,9 @@ def _one(run: CheckRun, config: Any) -> CheckReport:
     return report
 
 
-def _check_keywords(config: Any, **given: Any) -> dict[str, Any]:
+def _one_config(config: object) -> None:
     if isinstance(config, (list, tuple)):
         raise UsageError("config: give one path or dict (check one config per call)")
-    return {"config": config, **given}
 
 
 # -- preflight ----------------------------------------------------------------------------------
@@ -280,10 +290,12 @@ def preflight(config: str | os.PathLike[str] | Mapping[str, Any],
     from zeroadvisor.inputs import environment
 
     readings = environment.read_all()
-    given = _check_keywords(config, model=model, params=params, gpus=gpus, gpus_per_node=gpus_per_node, gpu=gpu,
-                            gpu_memory=gpu_memory, cpu_memory=cpu_memory, nvme=nvme, headroom=headroom,
-                            integration=integration, select=select, ignore=ignore)
-    report = _one(run_check(_build("preflight", given, training, readings)), config)
+    _one_config(config)
+    check_training_keywords(training)
+    request = Request(Command.PREFLIGHT, config=config, model=model, params=params, gpus=gpus,
+                      gpus_per_node=gpus_per_node, gpu=gpu, gpu_memory=gpu_memory, cpu_memory=cpu_memory, nvme=nvme,
+                      headroom=headroom, integration=integration, select=select, ignore=ignore, **training)
+    report = _one(run_check(_build(request, readings)), config)
     result = PreflightResult(report, readings, _node_notes(report, readings))
     if report.verdict in ("does-not-fit", "unknown", None):  # "could not decide" is never a pass either
         judged = "" if report.verdict == "does-not-fit" else \

@@ -13,7 +13,10 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from zeroadvisor.deepspeed import schema
+from zeroadvisor.inputs.command import Command
 from zeroadvisor.inputs.errors import UnusableConfig, UsageError
+from zeroadvisor.inputs.release import release_notes
+from zeroadvisor.inputs.settings import FAIL_ON, FailOn
 from zeroadvisor.lint.findings import Finding, Severity
 from zeroadvisor.report.formats import OutputFormat
 
@@ -21,7 +24,6 @@ if TYPE_CHECKING:
     from zeroadvisor.advisor.check import CheckOptions, CheckResult
     from zeroadvisor.config.excludes import Excludes
     from zeroadvisor.config.source import Document
-    from zeroadvisor.config.training_args import TrainingArgs
     from zeroadvisor.deepspeed.settings import Config
     from zeroadvisor.inputs.release import ReleaseChoice
     from zeroadvisor.inputs.run import RunInputs
@@ -33,17 +35,14 @@ if TYPE_CHECKING:
     from zeroadvisor.memory.estimate import Estimate, StageEstimate
     from zeroadvisor.memory.options import Option
     from zeroadvisor.model.spec import ModelSpec, TrainingShape
-    from zeroadvisor.throughput import Hardware, StepTime
+    from zeroadvisor.throughput import StepTime
 
-__all__ = ["CheckReport", "CheckRun", "EstimateResult", "LintResult", "check", "check_one", "estimate", "fails", "lint",
-           "step_times"]
+__all__ = ["CheckReport", "CheckRun", "EstimateResult", "LintResult", "check", "check_one", "estimate", "fails", "lint"]
 
 
-def fails(findings: Iterable[Finding], fail_on: str) -> bool:
+def fails(findings: Iterable[Finding], fail_on: FailOn | str) -> bool:
     """Whether any finding is at or above the ``--fail-on`` severity (error, warning, info or never): its name, as
     users pass it, or a FailOn."""
-    from zeroadvisor.inputs.settings import FAIL_ON, FailOn
-
     if fail_on not in FAIL_ON:
         given = fail_on.value if isinstance(fail_on, FailOn) else fail_on  # as the user spelled it
         raise UsageError(f"fail_on must be one of {', '.join(FAIL_ON)}, got {given!r}")
@@ -189,7 +188,7 @@ def lint(inputs: RunInputs, stdin: BinaryIO | None = None) -> LintResult:
         # lint runs the lint rules; check's advice rules need the memory model (check without it: fixes only)
         rules = [r for r in inputs.rules.for_file(source.name) if not r.needs_advice]
         release = inputs.release_for(source)
-        notes += _release_notes(release, notes)
+        notes += release_notes(release, notes)
         # the fixes' relint reads the file as the same releases: read as the latest alone, a second pass would
         # make the fix the first pass left out because another pinned release does not want it
         per_file = replace(options, releases=release.releases)
@@ -235,14 +234,6 @@ def _no_diff_note(name: str, document: Document, written: bool) -> list[str]:
     return [] if patchable(document) else [no_diff_note(name, document, written)]
 
 
-def _release_notes(release: ReleaseChoice, said: list[str]) -> list[str]:
-    """What decided the DeepSpeed release of the configs, said where it was not asked for: the pin found beside
-    them (its file and line), or the assumption of the latest; each once per run, however many configs share it."""
-    if release.origin in ("flag", "project", "installed"):
-        return [note for note in release.notes if note not in said]
-    return [text for text in (release.describe(), *release.notes) if text not in said]
-
-
 def _to_read(inputs: RunInputs) -> tuple[list[tuple[ConfigSource, bool]], list[str], list[str]]:
     """The configs to read, paths expanded (directories, glob patterns: config/paths.py) for lint and check alike,
     each with whether it was walked to (found in a directory, or named with ``only_configs``), the files
@@ -252,7 +243,7 @@ def _to_read(inputs: RunInputs) -> tuple[list[tuple[ConfigSource, bool]], list[s
 
     sources: list[tuple[ConfigSource, bool]] = []
     skipped: list[str] = []
-    expanded, notes = _expand(inputs.configs, inputs.excludes, dash_is_stdin=inputs.command == "lint")
+    expanded, notes = _expand(inputs.configs, inputs.excludes, dash_is_stdin=inputs.command is Command.LINT)
     for source, found in expanded:
         walked = source.is_file and (found or inputs.only_configs)
         if walked and kind_of_file(source.name) is None:
@@ -375,24 +366,12 @@ def estimate(inputs: RunInputs, step_times_too: bool = False) -> EstimateResult:
         return _estimate(inputs, release, step_times_too)
 
 
-def _say_release(result: Estimate, release: ReleaseChoice, data: dict[str, Any] | None) -> Estimate:
-    """``result`` saying which release's defaults the estimate read of the config ``data``, where the user did
-    not name it, and the release as an assumed input where nothing said it and one of its defaults moves the
-    numbers (memory/assumed.py)."""
-    from zeroadvisor.memory.assumed import release_assumption
-
-    if release.origin in ("flag", "project") or data is None:
-        return result  # asked for by name (said by the asker), or no config (no offload default read)
-    newest = release.releases[-1]
-    newest_said = f"; of the range, the newest: {newest}" if len(release.releases) > 1 else ""
-    assumed = release_assumption(data, newest) if release.assumed else None
-    return replace(result, assumptions=(*result.assumptions, f"DeepSpeed's defaults {release.describe()}{newest_said}"),
-                   assumed=(*result.assumed, *([assumed] if assumed is not None else [])))
-
-
 def _estimate(inputs: RunInputs, release: ReleaseChoice, step_times_too: bool = False) -> EstimateResult:
+    from zeroadvisor.advisor.trainer import trainer_filled, trainer_shape
     from zeroadvisor.deepspeed.kind import ACCELERATE, kind_of
     from zeroadvisor.deepspeed.settings import settings_of
+    from zeroadvisor.inputs.release import say_release
+    from zeroadvisor.throughput.timed import step_times
 
     source = inputs.configs[0] if inputs.configs else None
     name = source.display if source is not None else None
@@ -419,8 +398,8 @@ def _estimate(inputs: RunInputs, release: ReleaseChoice, step_times_too: bool = 
     from zeroadvisor.memory.estimate import estimate as memory_estimate
 
     try:
-        result = EstimateResult(_say_release(memory_estimate(data, model, shape, cluster, inputs.accounting),
-                                             release, data))
+        result = EstimateResult(say_release(memory_estimate(data, model, shape, cluster, inputs.accounting),
+                                            release, data))
     except (ValueError, TypeError) as err:
         # Bad input only when the linter agrees the config is wrong; otherwise a bug to report.
         errors = _lint_errors(document, replace(inputs.lint_options(), releases=release.releases)) \
@@ -434,21 +413,6 @@ def _estimate(inputs: RunInputs, release: ReleaseChoice, step_times_too: bool = 
         timed, steps = step_times(result.estimate, inputs.hardware)
         return replace(result, estimate=timed, throughput=steps)
     return result
-
-
-def step_times(result: Estimate, hardware: Hardware) -> tuple[Estimate, dict[Option, StepTime]]:
-    """Step time per option of ``result`` (zeroadvisor.throughput.per_option, on the config the estimate was
-    made of), and ``result`` with the machine facts left to their defaults among its assumed inputs where a
-    step time was computed."""
-    from zeroadvisor.memory.assumed import hardware_assumptions, machine_uses
-    from zeroadvisor.throughput import Throughput, per_option
-
-    steps = per_option(result, hardware)
-    timed = [option for option, step in steps.items() if isinstance(step, Throughput)]
-    if timed:
-        uses = machine_uses(timed, result.cluster.nodes)
-        result = replace(result, assumed=(*result.assumed, *hardware_assumptions(hardware, uses)))
-    return result, steps
 
 
 def _accelerate_estimate_inputs(name: str, document: Document, shape: TrainingShape,
@@ -611,7 +575,7 @@ def check_one(inputs: RunInputs, source: ConfigSource) -> CheckReport:
     release = inputs.release_for(source)
     with schema.reading_as(release.releases[-1]):
         report = _check_one(inputs, source, release.releases)
-    notes = _release_notes(release, [])
+    notes = release_notes(release, [])
     if len(release.releases) > 1:
         notes.append(f"{source.display}: memory and advice as DeepSpeed {release.releases[-1]}, the newest release "
                      "of the range")
@@ -620,7 +584,8 @@ def check_one(inputs: RunInputs, source: ConfigSource) -> CheckReport:
 
 def _check_one(inputs: RunInputs, source: ConfigSource, read_as: tuple[str, ...]) -> CheckReport:
     from zeroadvisor.advisor.check import CheckResult, check_document
-    from zeroadvisor.config.launch import overridden
+    from zeroadvisor.advisor.trainer import trainer_filled, trainer_shape
+    from zeroadvisor.config.launch import overridden, override_notes
     from zeroadvisor.config.source import ParseError
     from zeroadvisor.deepspeed.kind import ACCELERATE, kind_of, not_deepspeed, not_deepspeed_line
     from zeroadvisor.deepspeed.settings import settings_of
@@ -641,7 +606,7 @@ def _check_one(inputs: RunInputs, source: ConfigSource, read_as: tuple[str, ...]
     notes = []
     accelerate = kind_of(document) == ACCELERATE
     if accelerate and isinstance(document.data, dict) and inputs.overrides and source.name == inputs.accelerate_config:
-        notes += _overridden_notes(name, document.data, inputs)
+        notes += override_notes(name, document.data, inputs.overrides)
         document = replace(document, data=overridden(document.data, inputs.overrides))
     if isinstance(document.data, dict) and options.training is not None:
         if not accelerate:  # DeepSpeed gets the config with "auto" filled from the Trainer's arguments
@@ -656,20 +621,6 @@ def _check_one(inputs: RunInputs, source: ConfigSource, read_as: tuple[str, ...]
             _refuse_conflicts(name, settings_of(document), options.model, options.cluster.gpus, options.shape)
         result = check_document(document, options, rules)
     return _with_fixes(CheckReport(name, result, notes=notes, rules=rules), source, document, inputs)
-
-
-def _overridden_notes(name: str, data: dict[str, Any], inputs: RunInputs) -> list[str]:
-    """One note for each launch option that replaces a different value of the Accelerate config's."""
-    notes = []
-    for override in inputs.overrides:
-        held: Any = data
-        for key in override.path:
-            held = held.get(key) if isinstance(held, dict) else None
-        if held != override.value:
-            stated = "unset" if held is None else repr(held)
-            notes.append(f"{name}: {override.option} {override.value} from the launch command used over "
-                         f"{'.'.join(override.path)} ({stated} in the file), as accelerate launch does")
-    return notes
 
 
 def _with_fixes(report: CheckReport, source: ConfigSource, document: Document, inputs: RunInputs) -> CheckReport:
@@ -725,28 +676,3 @@ def _check_accelerate(name: str, document: Document, options: CheckOptions,
         return check_accelerate(name, document, options, list(rules), refuse)
     except AccelerateConflict as err:
         raise UsageError(str(err)) from None
-
-
-# -- the Hugging Face Trainer -------------------------------------------------------------
-
-def trainer_filled(document: Document, training: TrainingArgs, world_size: int | None,
-                   hidden_size: int | None) -> Document:
-    """``document`` with the data DeepSpeed gets under the Trainer: "auto" filled from ``training`` as
-    transformers' HfTrainerDeepSpeedConfig does, then the precision section Accelerate adds for --fp16/--bf16
-    (deepspeed/hf_fill.py). Positions stay those of the file; mismatches are left for rule ZA310."""
-    from zeroadvisor.deepspeed import hf_fill
-
-    if not isinstance(document.data, dict):  # only a mapping has "auto" keys to fill
-        return document
-    filled = hf_fill.fill(document.data, training, world_size, hidden_size)
-    return replace(document, data=hf_fill.accelerate_precision(filled.config, training))
-
-
-def trainer_shape(data: dict[str, Any], shape: TrainingShape, training: TrainingArgs) -> TrainingShape:
-    """The micro batch the Trainer's dataloader feeds (per_device_train_batch_size) where the config names
-    no batch size (where it does, the filled config decides and ZA310 reports a difference)."""
-    from zeroadvisor.deepspeed.effective import MBS, TBS
-
-    if shape.micro_batch_size is not None or MBS in data or TBS in data:
-        return shape
-    return replace(shape, micro_batch_size=training.get("per_device_train_batch_size"))

@@ -37,6 +37,8 @@ DRY_NOTE = ("dry run: every number is from DeepSpeed's CPU accelerator on a tiny
 def estimate_row(case: dict[str, Any], gpu: str) -> tuple[Any, Any]:
     """(the configured StageEstimate, its step time) for what the row ran."""
     from zeroadvisor import api
+    from zeroadvisor.inputs.command import Command
+    from zeroadvisor.inputs.request import Request
     from zeroadvisor.inputs.run import build
 
     training: dict[str, Any] = {"seq_len": case["seq_len"], "flash_attention": True, "load_dtype": "bf16",
@@ -50,8 +52,8 @@ def estimate_row(case: dict[str, Any], gpu: str) -> tuple[Any, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         config_json = Path(tmp, "config.json")
         config_json.write_text(json.dumps(case["model"]))
-        inputs = build("estimate", {"config": matrix.estimate_config(case), "model": str(config_json), "gpus": 1,
-                                    "gpu": gpu}, keywords=training)
+        inputs = build(Request.taking(Command.ESTIMATE, config=matrix.estimate_config(case), model=str(config_json),
+                                      gpus=1, gpu=gpu, **training))
         result = api.run_estimate(inputs, step_times=True)
     stage = result.configured
     steps = result.throughput or {}

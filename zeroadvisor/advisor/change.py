@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from zeroadvisor.lint.findings import Action
+from zeroadvisor.lint.findings import Action, ActionKind
 from zeroadvisor.memory.options import Option
 from zeroadvisor.model.spec import Checkpointing, TrainingShape
 from zeroadvisor.units import DEFAULT_UNIT, format_bytes
@@ -191,31 +191,31 @@ class Change:
         level = self.shape.activation_checkpointing
         if level != self.was_shape.activation_checkpointing:
             if level == Checkpointing.NONE:
-                out.append(Action("gradient-checkpointing", NO_CHECKPOINTING_ACTION, {"level": str(level)}))
+                out.append(Action(ActionKind.GRADIENT_CHECKPOINTING, NO_CHECKPOINTING_ACTION, {"level": str(level)}))
             else:
-                out.append(Action("gradient-checkpointing", CHECKPOINTING_ACTION.format(
+                out.append(Action(ActionKind.GRADIENT_CHECKPOINTING, CHECKPOINTING_ACTION.format(
                     level=level, selective=SELECTIVE_NOTE if level == Checkpointing.SELECTIVE else ""),
                     {"level": str(level)}))
         if self.trainer_batch:
-            out.append(Action("trainer-batch", TRAINER_BATCH_ACTION.format(
+            out.append(Action(ActionKind.TRAINER_BATCH, TRAINER_BATCH_ACTION.format(
                 micro_batch=self.micro_batch, accumulation=self.accumulation),
                 {"per_device_train_batch_size": self.micro_batch,
                  "gradient_accumulation_steps": self.accumulation}))
         if self.nvme_path == NVME_PATH_PLACEHOLDER:
             space = format_bytes(self.nvme_space or 0, unit)
-            out.append(Action("nvme-path", NVME_ACTION.format(space=space, path=NVME_PATH_PLACEHOLDER),
+            out.append(Action(ActionKind.NVME_PATH, NVME_ACTION.format(space=space, path=NVME_PATH_PLACEHOLDER),
                               {"path": NVME_PATH_PLACEHOLDER, "nvme_per_node": self.nvme_space}))
         if self.sequence_parallel:
-            out.append(Action("sequence-parallel", SP_ACTION.format(degree=self.sequence_parallel),
+            out.append(Action(ActionKind.SEQUENCE_PARALLEL, SP_ACTION.format(degree=self.sequence_parallel),
                               {"degree": self.sequence_parallel}))
         if self.tensor_parallel:
-            out.append(Action("tensor-parallel", TP_ACTION.format(degree=self.tensor_parallel),
+            out.append(Action(ActionKind.TENSOR_PARALLEL, TP_ACTION.format(degree=self.tensor_parallel),
                               {"degree": self.tensor_parallel}))
         if self.cluster is not None:
             values = {k: v for k, v in (("gpus", self.cluster.gpus), ("gpus_per_node", self.cluster.gpus_per_node),
                                         ("cpu_memory", self.cluster.cpu_memory), ("nvme", self.cluster.nvme))
                       if v is not None}
-            out.append(Action("cluster", cluster_words(self.cluster, unit), values))
+            out.append(Action(ActionKind.CLUSTER, cluster_words(self.cluster, unit), values))
         return out
 
     def in_training_script_only(self) -> bool:

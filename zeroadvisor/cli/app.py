@@ -16,6 +16,7 @@ from zeroadvisor.cli.exits import ExitCode
 from zeroadvisor.version import __version__
 
 if TYPE_CHECKING:  # typed as the typer this project is checked with (pip install -e '.[test]' brings no click)
+    from typer._click import Context, HelpFormatter
     from typer._click.exceptions import ClickException
 else:
     try:  # recent typer vendors click
@@ -39,7 +40,7 @@ app = typer.Typer(
 class GroupedCommand(typer.core.TyperCommand):
     """--help with the arguments first, then the options group by group (options.PANELS), in plain text."""
 
-    def format_options(self, ctx: Any, formatter: Any) -> None:
+    def format_options(self, ctx: Context, formatter: HelpFormatter) -> None:
         groups: dict[str, list[tuple[str, str]]] = {}
         for param in self.get_params(ctx):
             record = param.get_help_record(ctx)
@@ -64,7 +65,7 @@ def _annotation(param: options.Param) -> Any:
     return kind if param.required or param.default is not None else kind | None
 
 
-def _typer_parameter(command: options.Command, param: options.Param) -> inspect.Parameter:
+def _typer_parameter(command: options.CommandSpec, param: options.Param) -> inspect.Parameter:
     default = ... if param.required else param.default
     text = param.full_help(command.name)
     if param.positional:
@@ -76,8 +77,8 @@ def _typer_parameter(command: options.Command, param: options.Param) -> inspect.
     return inspect.Parameter(param.name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=_annotation(param))
 
 
-def _register(command: options.Command) -> None:
-    def callback(**values: Any) -> None:
+def _register(command: options.CommandSpec) -> None:
+    def callback(**values: object) -> None:
         # typer.Exit carries the code whether or not typer runs in standalone mode
         raise typer.Exit(commands.guarded(commands.RUNNERS[command.name], values))
 

@@ -11,23 +11,25 @@ import contextlib
 import dataclasses
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from zeroadvisor.cli import stdout
 from zeroadvisor.cli.exits import ExitCode
 from zeroadvisor.cli.stdout import Stdout
+from zeroadvisor.inputs.command import Command
 from zeroadvisor.report.formats import OutputFormat
 
 if TYPE_CHECKING:
     from zeroadvisor.api import CheckReport, LintResult
-    from zeroadvisor.cli.options import Command
+    from zeroadvisor.cli.options import CommandSpec
     from zeroadvisor.inputs.run import RunInputs
     from zeroadvisor.inputs.settings import FailOn
     from zeroadvisor.lint.findings import Finding
     from zeroadvisor.report import Report
 
-Values = dict[str, Any]
+# each command's parsed values (cli/options.py parse_simple or typer's callback): parameter name -> value as given
+Values = Mapping[str, object]
 
 PRE_COMMIT = "PRE_COMMIT"  # set by pre-commit in its hooks' environment (pre_commit/commands/run.py)
 
@@ -66,13 +68,13 @@ def note(message: str) -> None:
     error(f"note: {message}")
 
 
-def _inputs(command: Command, v: Values) -> RunInputs:
-    """The run's inputs from this command's parsed values, the project configuration and the files they name
-    (zeroadvisor.inputs.run.build, the builder the Python API uses too)."""
-    from zeroadvisor.cli.options import merge_aliases
+def _inputs(command: CommandSpec, v: Values) -> RunInputs:
+    """The run's inputs from this command's parsed values as a Request (cli/request.py), the project configuration
+    and the files they name (zeroadvisor.inputs.run.build, the builder the Python API uses too)."""
+    from zeroadvisor.cli.request import to_request
     from zeroadvisor.inputs.run import build
 
-    return build(command.name, merge_aliases(command, v), spelling=command.spelling(), project=True)
+    return build(to_request(command, v), spelling=command.spelling(), project=True)
 
 
 def lint(v: Values) -> ExitCode:
@@ -89,7 +91,7 @@ def _lint(run: RunInputs, out: Stdout) -> ExitCode:
 
     result = api.run_lint(run)
     _lint_lines(run, result)
-    if run.command == "lint" and run.diff:  # the diff alone on stdout (git apply reads it); lint's exit code
+    if run.command is Command.LINT and run.diff:  # the diff alone on stdout (git apply reads it); lint's exit code
         stdout.write_patch(result.diff, out)
         found = len(result.findings)
         error(f"would fix {result.fixed} of {_findings(found)}" + (f" in {_files(len(result.changed))}"
@@ -284,7 +286,7 @@ def list_rules(v: Values) -> ExitCode:
 def explain_rule(v: Values) -> ExitCode:
     from zeroadvisor.inputs.rules import find_rule
 
-    rule = find_rule(v["name"])
+    rule = find_rule(str(v["name"]))
     varies = f"\n\nSeverity: {rule.severity.value} by default; {rule.severity_varies}." if rule.severity_varies else ""
     out = [f"{rule.code} {rule.name} [{rule.severity.value}]\n\n{rule.summary}{varies}\n\n{rule.explanation}\n"]
     for example in rule.examples:

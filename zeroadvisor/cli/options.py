@@ -12,10 +12,10 @@ import re
 import typing
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 from zeroadvisor.config.project import CLUSTER_KEYS, RUN_KEYS, TRAINING_KEYS
 from zeroadvisor.inputs import settings
+from zeroadvisor.inputs.command import Command
 from zeroadvisor.inputs.values import Spelling
 
 
@@ -24,7 +24,7 @@ class Param:
     name: str  # the keyword the command receives
     flags: tuple[str, ...] = ()  # () for a positional argument; "--x/--no-x" for an on/off pair
     help: str = ""
-    default: Any = None
+    default: object = None
     kind: type = str  # str, int or bool
     choices: str | None = None  # "module:NAME" of a tuple (or Literal) the library defines
     minimum: int | None = None
@@ -58,7 +58,8 @@ class Param:
         text = self.help
         if self.choice_metavar is not None:
             text += f" One of: {', '.join(self.choice_values() or ())}."
-        fallback = settings.fallback(command, self.name) if self.default is None else None
+        run = Command.named(command)  # rules and rule have no fallbacks
+        fallback = settings.fallback(run, self.name) if self.default is None and run is not None else None
         settable = self.name in PROJECT_KEYS  # only what the project configuration has a key for
         if fallback is settings.NEEDED:
             text += " (or set it in the project configuration)" if settable else ""
@@ -68,10 +69,15 @@ class Param:
 
 
 @dataclass(frozen=True)
-class Command:
+class CommandSpec:
     name: str
     help: str
     params: tuple[Param, ...] = ()
+
+    @property
+    def run(self) -> Command | None:
+        """The run this command makes (inputs/command.py); None for rules and rule, which read the catalogue."""
+        return Command.named(self.name)
 
     @property
     def epilog(self) -> str | None:
@@ -90,7 +96,7 @@ class Command:
                          for p in self.params})
 
 
-def merge_aliases(command: Command, values: dict[str, Any]) -> dict[str, Any]:
+def merge_aliases(command: CommandSpec, values: dict[str, object]) -> dict[str, object]:
     """``values`` with each old spelling's value moved to the parameter it is an alias of; both given and different
     is a usage error (which one was meant is not known), the same value twice is that value."""
     from zeroadvisor.inputs.errors import UsageError
@@ -258,7 +264,7 @@ NO_DEFAULT_EXCLUDES = Param("no_default_excludes", ("--no-default-excludes",), "
                             "environments, node_modules, build output and what .gitignore leaves out.",
                             default=False, kind=bool)
 
-LINT = Command("lint", "Lint DeepSpeed config files.", (
+LINT = CommandSpec("lint", "Lint DeepSpeed config files.", (
     Param("paths", help="Config files, directories or glob patterns; - reads standard input.", multiple=True,
           required=True, metavar="PATH"),
     _format("zeroadvisor.report:LINT_FORMATS"),
@@ -274,7 +280,7 @@ LINT = Command("lint", "Lint DeepSpeed config files.", (
           "--format does not apply).", default=False, kind=bool),
 ))
 
-ESTIMATE = Command("estimate", "Estimate memory per GPU and per node for every ZeRO stage and offload option.", (
+ESTIMATE = CommandSpec("estimate", "Estimate memory per GPU and per node for every ZeRO stage and offload option.", (
     # positional, as lint and check take it; --config/-c, the spelling before, still works (hidden)
     Param("config", help="The DeepSpeed config (default: DeepSpeed's defaults, fp16 Adam).", metavar="CONFIG"),
     Param("config_flag", ("--config", "-c"), "The DeepSpeed config (the old spelling of CONFIG).",
@@ -285,7 +291,7 @@ ESTIMATE = Command("estimate", "Estimate memory per GPU and per node for every Z
     ALL_OPTIONS,
 ))
 
-CHECK = Command("check", "Pre-flight check: lint findings and memory advice, with fixes as a diff.", (
+CHECK = CommandSpec("check", "Pre-flight check: lint findings and memory advice, with fixes as a diff.", (
     Param("config", help="The DeepSpeed configs to check (each one against the same model and cluster): files, "
           "directories or glob patterns.", required=True, multiple=True, metavar="CONFIG"),
     MODEL, PARAMS, GPUS, GPU_MEMORY, GPU, GPUS_PER_NODE, CPU_MEMORY, NVME,
@@ -302,9 +308,9 @@ CHECK = Command("check", "Pre-flight check: lint findings and memory advice, wit
     *PEFT_INPUTS, *THROUGHPUT_INPUTS, ALL_OPTIONS,
 ))
 
-RULES = Command("rules", "List every rule: code, name, default severity and summary.")
+RULES = CommandSpec("rules", "List every rule: code, name, default severity and summary.")
 
-RULE = Command("rule", "Explain one rule, with a failing and a passing example.", (
+RULE = CommandSpec("rule", "Explain one rule, with a failing and a passing example.", (
     Param("name", help="A rule code (ZA101) or name (unknown-key).", required=True, metavar="RULE"),
 ))
 
@@ -314,16 +320,20 @@ TRAINING_ARGS = Param("training_args", ("--training-args",), "The Hugging Face T
                       "the Trainer does, reports the values it rejects, gives the training shape).")
 LAUNCH = Param("launch", ("--launch",), "The launch command (deepspeed, torchrun, accelerate launch or python "
                "running a Trainer script) as one quoted string; or give its words after --.")
-_TRAINER_INPUTS = {"lint": (TRAINING_ARGS,), "estimate": (TRAINING_ARGS,), "check": (TRAINING_ARGS, LAUNCH)}
+_TRAINER_INPUTS = {Command.LINT: (TRAINING_ARGS,), Command.ESTIMATE: (TRAINING_ARGS,),
+                   Command.CHECK: (TRAINING_ARGS, LAUNCH)}
 
 
-def _with_trainer_inputs(command: Command) -> Command:
+def _with_trainer_inputs(command: CommandSpec) -> CommandSpec:
     """``command`` taking the Trainer's inputs; for check, CONFIG and --gpus may come from the launch command."""
     from dataclasses import replace
 
-    params = tuple(replace(p, required=False) if command.name == "check" and p.name in ("config", "gpus") else p
+    run = command.run
+    if run is None:
+        raise ValueError(f"{command.name} takes no Trainer inputs")
+    params = tuple(replace(p, required=False) if run is Command.CHECK and p.name in ("config", "gpus") else p
                    for p in command.params)
-    return replace(command, params=params + _TRAINER_INPUTS[command.name])
+    return replace(command, params=params + _TRAINER_INPUTS[run])
 
 
 LINT, ESTIMATE, CHECK = (_with_trainer_inputs(c) for c in (LINT, ESTIMATE, CHECK))
@@ -339,7 +349,7 @@ def launch_words_to_flag(argv: list[str]) -> list[str]:
     return [*argv[:split], "--launch", shlex.join(argv[split + 1:])]
 
 
-COMMANDS: tuple[Command, ...] = (LINT, RULES, RULE, ESTIMATE, CHECK)
+COMMANDS: tuple[CommandSpec, ...] = (LINT, RULES, RULE, ESTIMATE, CHECK)
 
 
 # -- the fast path ---------------------------------------------------------------------------
@@ -350,7 +360,7 @@ _DIGITS = re.compile(r"[0-9]+")
 _MAX_DIGITS = 40
 
 
-def parse_simple(command: Command, argv: list[str]) -> dict[str, Any] | None:
+def parse_simple(command: CommandSpec, argv: list[str]) -> dict[str, object] | None:
     """The keyword values typer would pass for ``argv``, or None when ``argv`` is anything but plain.
 
     Plain: known long or short flags, each value as the next word or after ``=``, valid choices and
@@ -358,7 +368,7 @@ def parse_simple(command: Command, argv: list[str]) -> dict[str, Any] | None:
     flags) returns None and typer parses it, so help and error messages come from one place.
     """
     by_flag = _flag_table(command)
-    values: dict[str, Any] = {p.name: ([] if p.multiple and p.positional else p.default) for p in command.params}
+    values: dict[str, object] = {p.name: ([] if p.multiple and p.positional else p.default) for p in command.params}
     positionals: list[str] = []
     words = iter(argv)
     for word in words:
@@ -377,7 +387,7 @@ def parse_simple(command: Command, argv: list[str]) -> dict[str, Any] | None:
     return values
 
 
-def _flag_table(command: Command) -> dict[str, tuple[Param, bool]]:
+def _flag_table(command: CommandSpec) -> dict[str, tuple[Param, bool]]:
     """Each of the command's flags -> its parameter, and for a switch ``--on/--off`` the value each half sets."""
     by_flag: dict[str, tuple[Param, bool]] = {}
     for param in command.params:
@@ -389,7 +399,8 @@ def _flag_table(command: Command) -> dict[str, tuple[Param, bool]]:
     return by_flag
 
 
-def _take_flag(by_flag: dict[str, tuple[Param, bool]], word: str, words: Iterator[str], values: dict[str, Any]) -> bool:
+def _take_flag(by_flag: dict[str, tuple[Param, bool]], word: str, words: Iterator[str],
+               values: dict[str, object]) -> bool:
     """Read the flag ``word`` (its value attached after ``=`` or the next of ``words``) into ``values``; False
     when it is not plain (parse_simple)."""
     flag, equals, attached = word.partition("=")
@@ -404,11 +415,15 @@ def _take_flag(by_flag: dict[str, tuple[Param, bool]], word: str, words: Iterato
     value = _value(param, attached if equals else next(words, None))
     if value is None:
         return False
-    values[param.name] = [*(values[param.name] or ()), value] if param.multiple else value
+    if param.multiple:  # the values so far: a list (None: none yet)
+        earlier = values[param.name]
+        values[param.name] = [*(earlier if isinstance(earlier, list) else ()), value]
+    else:
+        values[param.name] = value
     return True
 
 
-def _value(param: Param, text: str | None) -> Any:
+def _value(param: Param, text: str | None) -> str | int | None:
     if text is None or (text.startswith("-") and text != "-"):
         return None  # typer decides what a flag-looking value means
     if param.kind is int:
@@ -422,7 +437,7 @@ def _value(param: Param, text: str | None) -> Any:
     return text
 
 
-def _place(command: Command, positionals: list[str], values: dict[str, Any]) -> bool:
+def _place(command: CommandSpec, positionals: list[str], values: dict[str, object]) -> bool:
     slots = [p for p in command.params if p.positional]
     for param in slots:
         if param.multiple:

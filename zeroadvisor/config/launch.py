@@ -468,6 +468,21 @@ def overridden(data: Mapping[str, JSONValue], overrides: tuple[Override, ...]) -
     return out
 
 
+def override_notes(name: str, data: JSONObject, overrides: tuple[Override, ...]) -> list[str]:
+    """One note for each launch option that replaces a different value of the Accelerate config ``data``'s
+    (``name``: the config as the report names it)."""
+    notes = []
+    for override in overrides:
+        held: object = data
+        for key in override.path:
+            held = held.get(key) if isinstance(held, dict) else None
+        if held != override.value:
+            stated = "unset" if held is None else repr(held)
+            notes.append(f"{name}: {override.option} {override.value} from the launch command used over "
+                         f"{'.'.join(override.path)} ({stated} in the file), as accelerate launch does")
+    return notes
+
+
 def _accelerate_world(options: _Options, env: dict[str, str], cwd: str | None, notes: list[str]) -> World:
     """accelerate launch: --num_processes is the total over all machines (launch.py _validate_launch_command),
     --num_machines the machines; each one the command leaves out comes from the config file."""

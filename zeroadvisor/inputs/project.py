@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from zeroadvisor.hardware.table import GpuSpec
 
 # path -> (the configuration, its values parsed); forget() empties it with the file lookups
-_CHECKED: dict[str, tuple[ProjectConfig, dict[str, Any]]] = {}
+_CHECKED: dict[str, tuple[ProjectConfig, dict[str, object]]] = {}
 # path -> (the configuration, the cards it declares); emptied with _CHECKED
 _CARDS: dict[str, tuple[ProjectConfig, tuple[GpuSpec, ...]]] = {}
 
@@ -32,7 +32,7 @@ def forget() -> None:
     _CARDS.clear()
 
 
-def for_run() -> tuple[ProjectConfig, dict[str, Any]] | None:
+def for_run() -> tuple[ProjectConfig, dict[str, object]] | None:
     """The configuration nearest the current folder and its run-wide values parsed (None: no configuration)."""
     config = project.find_for_run()
     return None if config is None else (config, checked(config))
@@ -46,7 +46,7 @@ def for_file(path: str) -> ProjectConfig | None:
     return config
 
 
-def checked(config: ProjectConfig) -> dict[str, Any]:
+def checked(config: ProjectConfig) -> dict[str, object]:
     """``config``'s run-wide values as the run uses them (parameter name -> value); ProjectConfigError for a value
     or rule reference that cannot be used."""
     known = _CHECKED.get(config.path)
@@ -54,7 +54,7 @@ def checked(config: ProjectConfig) -> dict[str, Any]:
         return known[1]
     _check_rules(config)
     declared = cards(config)  # checked whether or not this run names one of them
-    values: dict[str, Any] = {}
+    values: dict[str, object] = {}
     for name, raw in config.values.items():
         label = config.origins.get(name, config.path)
         try:
@@ -73,14 +73,15 @@ def checked(config: ProjectConfig) -> dict[str, Any]:
     return values
 
 
-def _training(name: str, label: str, value: Any) -> Any:
+def _training(name: str, label: str, value: object) -> object:
     """A [training] value, checked as its flag's is where the shape is built (model/description.py
     apply_overrides): the error names the file, line and key."""
     from zeroadvisor.model.description import apply_overrides
     from zeroadvisor.model.errors import ModelError
     from zeroadvisor.model.spec import TrainingShape
 
-    head = {"seq_len": None, "activation_checkpointing": None, "flash_attention": None}
+    # a TOML value of any type, which apply_overrides checks as it checks a flag's
+    head: dict[str, Any] = {"seq_len": None, "activation_checkpointing": None, "flash_attention": None}
     rest: dict[str, Any] = {}
     (head if name in head else rest)[name] = value
     try:

@@ -9,12 +9,17 @@ module only decides which request applies, and names where it came from in error
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from zeroadvisor.config.pins import clear_cache, find_pin, installed_release
 from zeroadvisor.deepspeed import releases
 from zeroadvisor.inputs.errors import UsageError
+
+if TYPE_CHECKING:
+    from zeroadvisor.memory.estimate import Estimate
 
 _SHOWN = 60  # characters of a request echoed in a note
 
@@ -96,3 +101,28 @@ def choose_release(*, flag: str | None, config_path: str | None, flag_name: str 
     latest = releases.latest()
     return ReleaseChoice((latest,), "assumed", f"no DeepSpeed version pinned beside the config: assumed the latest, "
                          f"{latest}; set {flag_name} or pin deepspeed in requirements.txt", search_notes)
+
+
+def say_release(result: Estimate, release: ReleaseChoice, data: Mapping[str, object] | None) -> Estimate:
+    """``result`` saying which release's defaults the estimate read of the config ``data``, where the user did
+    not name it, and the release as an assumed input where nothing said it and one of its defaults moves the
+    numbers (memory/assumed.py). A new Estimate: a built one is never changed."""
+    from dataclasses import replace
+
+    from zeroadvisor.memory.assumed import release_assumption
+
+    if release.origin in ("flag", "project") or data is None:
+        return result  # asked for by name (said by the asker), or no config (no offload default read)
+    newest = release.releases[-1]
+    newest_said = f"; of the range, the newest: {newest}" if len(release.releases) > 1 else ""
+    assumed = release_assumption(data, newest) if release.assumed else None
+    return replace(result, assumptions=(*result.assumptions, f"DeepSpeed's defaults {release.describe()}{newest_said}"),
+                   assumed=(*result.assumed, *([assumed] if assumed is not None else [])))
+
+
+def release_notes(release: ReleaseChoice, said: list[str]) -> list[str]:
+    """What decided the DeepSpeed release of the configs, said where it was not asked for: the pin found beside
+    them (its file and line), or the assumption of the latest; each once per run, however many configs share it."""
+    if release.origin in ("flag", "project", "installed"):
+        return [note for note in release.notes if note not in said]
+    return [text for text in (release.describe(), *release.notes) if text not in said]

@@ -1,9 +1,9 @@
 """``RunInputs``: everything one run needs, typed; ``build``: the one place a run's inputs are resolved.
 
-The command line (flags), the Python API (keywords) and ``preflight`` (keywords and the job's readings) all
-call ``build``. For each input the first of these that gives it wins:
+The command line (its flags) and the Python API (its keywords; ``preflight`` with the job's readings) each make a
+typed Request (inputs/request.py) and call ``build`` on it. For each input the first of these that gives it wins:
 
-1. the flag or keyword;
+1. the request (a flag or keyword);
 2. the project configuration (``project=True``: the command line), nearest the current folder;
 3. the Hugging Face Trainer's inputs: a training arguments file, a launch command (inputs/trainer.py);
 4. what preflight read from the job (inputs/environment.py);
@@ -16,18 +16,21 @@ message that names the flag, keyword or project key it came from.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from enum import Enum
+from typing import TYPE_CHECKING, Any, cast
 
 from zeroadvisor.config.excludes import Excludes
+from zeroadvisor.inputs.command import Command
 from zeroadvisor.inputs.errors import UsageError
-from zeroadvisor.inputs.model import TRAINING_INPUTS, model_and_shape
+from zeroadvisor.inputs.model import SHAPE_INPUTS, TRAINING_INPUTS, model_and_shape
+from zeroadvisor.inputs.request import ConfigGiven, Request
 from zeroadvisor.inputs.rules import RuleChoice
 from zeroadvisor.inputs.settings import DIFF_FORMATS, FORMATS, NEEDED, NEEDED_BY, FailOn, fallback
 from zeroadvisor.inputs.source import ConfigSource
 from zeroadvisor.inputs.trainer import TrainerInputs, read_trainer
-from zeroadvisor.inputs.values import KEYWORDS, PARSERS, Spelling, choice, gpu, output_format, parse
+from zeroadvisor.inputs.values import KEYWORDS, PARSERS, Spelling, choice, gpu, gpus, output_format, parse
 from zeroadvisor.lint.context import Integration
 from zeroadvisor.report.formats import OutputFormat
 from zeroadvisor.units import DEFAULT_UNIT
@@ -46,17 +49,14 @@ if TYPE_CHECKING:
     from zeroadvisor.model.spec import ModelSpec, TrainingShape
     from zeroadvisor.throughput import Hardware
 
-COMMANDS = ("lint", "estimate", "check", "preflight")
-MODEL_COMMANDS = ("estimate", "check", "preflight")  # a model, a training shape and a whole cluster
-ADVICE_COMMANDS = ("check", "preflight")  # the advice needs the memory per GPU
-# Every input a run can be given, by name (the command line's parameters, the Python API's keywords).
-INPUTS: frozenset[str] = frozenset({
-    *PARSERS, *TRAINING_INPUTS, "paths", "text", "config", "name", "model", "params", "select", "ignore",
-    "accounting", "unit", "format", "explain", "verbose", "all_options", "suggest", "diff", "fix", "only_configs",
-    "training_args", "launch", "exclude", "no_default_excludes",
-})
+MODEL_COMMANDS = (Command.ESTIMATE, Command.CHECK, Command.PREFLIGHT)  # a model, a training shape and a cluster
+ADVICE_COMMANDS = (Command.CHECK, Command.PREFLIGHT)  # the advice needs the memory per GPU
 # What the files may say when no flag does: the world size (a launch command, an Accelerate config).
 WORLD_INPUTS = ("gpus",)
+# The builder's working table: each input the request's interface takes -> its value, as given until parsed (a
+# Python API value may be of any type: each parser checks it), then filled from the files, the project
+# configuration and the fallbacks.
+Values = dict[str, object]
 # Inputs that exclude each other: giving one drops the project configuration's value for all of them.
 EXCLUSIVE = (("gpu", "gpu_memory"),)
 
@@ -77,7 +77,7 @@ class Output:
 class RunInputs:
     """Everything one run needs, resolved once by :func:`build`."""
 
-    command: str  # lint, estimate, check or preflight
+    command: Command
     # lint: files, folders, patterns, "-" or one config in memory; estimate: none (DeepSpeed's defaults) or one;
     # check: one or more
     configs: tuple[ConfigSource, ...] = ()
@@ -131,26 +131,22 @@ class RunInputs:
                             hardware=self.hardware)
 
 
-def build(command: str, given: Mapping[str, Any], *, keywords: Mapping[str, Any] | None = None,
-          spelling: Spelling = KEYWORDS, project: bool = False, readings: Readings | None = None) -> RunInputs:
-    """The run's inputs from ``given`` (input name -> value as given: flag text, a Python value; None or empty:
-    not given) and ``keywords`` (the Python API's training-shape keywords, TRAINING_INPUTS).
+def build(request: Request, *, spelling: Spelling = KEYWORDS, project: bool = False,
+          readings: Readings | None = None) -> RunInputs:
+    """The run's inputs from ``request`` (what the command line or the Python API was given).
 
     ``spelling`` names the inputs in messages (flags or keywords); ``project``: read the project configuration;
     ``readings``: preflight's. Bad input raises UsageError, ProjectConfigError, ModelError or TrainerInputError.
     """
-    if command not in COMMANDS:
-        raise ValueError(f"unknown command {command!r}")
-    unknown = sorted(set(given) - INPUTS) or sorted(set(keywords or ()) - set(TRAINING_INPUTS))
-    if unknown:
-        raise UsageError(f"unknown keyword {unknown[0]!r}; the training shape takes {', '.join(TRAINING_INPUTS)}")
+    command = request.command
     found = _project() if project else None
     declared: tuple[GpuSpec, ...] = ()  # a --gpu name may be a card the project configuration declares
     if found is not None:
         from zeroadvisor.inputs.project import cards
 
         declared = cards(found[0])
-    values = {**given, **(keywords or {})}
+    # the working table: each input this request's interface takes -> its value, filled in the order above
+    values = {name: _plain(name, getattr(request, name)) for name in request.inputs()}
     for name, value in values.items():
         # an empty list is "not given" for the list inputs (select, paths), and a bad value for the rest
         if _given(value) or (name in PARSERS and value is not None):
@@ -164,8 +160,9 @@ def build(command: str, given: Mapping[str, Any], *, keywords: Mapping[str, Any]
         _from_project(command, values, found)
     if readings is not None:
         _from_readings(values, readings)
-    trainer = read_trainer(values.get("training_args"), values.get("launch"))
-    lint_only = command == "check" and _fixes_only(values, trainer)
+    # file names and a command line, as the command line (or the project configuration) gives text
+    trainer = read_trainer(cast("str | None", values.get("training_args")), cast("str | None", values.get("launch")))
+    lint_only = command is Command.CHECK and _fixes_only(values, trainer)
     # a launch command or an Accelerate config may still give the world size: asked for once all were read
     deferred = WORLD_INPUTS if command in MODEL_COMMANDS else ()
     if not lint_only:
@@ -176,7 +173,12 @@ def build(command: str, given: Mapping[str, Any], *, keywords: Mapping[str, Any]
     return replace(inputs, excludes=_excludes(values, found[0] if found is not None else None, spelling))
 
 
-def _excludes(values: dict[str, Any], config: ProjectConfig | None, spelling: Spelling) -> Excludes:
+def _plain(name: str, value: object) -> object:
+    """A shape input as the model description's reader takes it from every source (its value: "bf16", 3)."""
+    return value.value if name in SHAPE_INPUTS and isinstance(value, Enum) else value
+
+
+def _excludes(values: Values, config: ProjectConfig | None, spelling: Spelling) -> Excludes:
     """What folder walks leave out: --exclude (relative to the current folder), the project configuration's
     exclude (relative to its folder), and the defaults unless --no-default-excludes."""
     from zeroadvisor.config.excludes import ExcludePattern, excludes_from
@@ -194,7 +196,7 @@ def _excludes(values: dict[str, Any], config: ProjectConfig | None, spelling: Sp
     return replace(excludes, patterns=configured + excludes.patterns)
 
 
-def _fixes_only(values: dict[str, Any], trainer: TrainerInputs | None) -> bool:
+def _fixes_only(values: Values, trainer: TrainerInputs | None) -> bool:
     """check asked to fix (--fix) or show the fixes (--suggest) and given no model (nor a Trainer file naming one):
     there is no memory estimate without a model, so the lint part runs alone, on its own fixes."""
     if not (values.get("fix") or values.get("suggest")):
@@ -203,11 +205,11 @@ def _fixes_only(values: dict[str, Any], trainer: TrainerInputs | None) -> bool:
     return not (_given(values.get("model")) or _given(values.get("params")) or named)
 
 
-def _refuse_fix_without_file(command: str, values: dict[str, Any], configs: tuple[ConfigSource, ...],
+def _refuse_fix_without_file(command: Command, values: Values, configs: tuple[ConfigSource, ...],
                              spelling: Spelling) -> None:
     """lint --fix writes files: standard input and text in memory have none (--diff shows their fixes); and --fix
     with --diff is one too many. (check keeps its result and says why its fixes were not written: flows.)"""
-    if command != "lint" or not values.get("fix"):
+    if command is not Command.LINT or not values.get("fix"):
         return
     if values.get("diff"):
         raise UsageError(f"give {spelling.ask('fix')} (write the fixes) or {spelling.ask('diff')} (show them), not "
@@ -218,12 +220,12 @@ def _refuse_fix_without_file(command: str, values: dict[str, Any], configs: tupl
                          f"{spelling.ask('diff')} shows the fixes without writing")
 
 
-def _from_files(command: str, values: dict[str, Any], spelling: Spelling, project: bool,
+def _from_files(command: Command, values: Values, spelling: Spelling, project: bool,
                 trainer: TrainerInputs | None, need_world: bool = True) -> tuple[tuple[ConfigSource, ...], list[str]]:
     """The configs, and what the user's files say that no flag did: the Trainer's inputs, then the world size
     of the Accelerate configs checked; one error for all that is still missing. The notes on what was taken."""
     notes = _from_trainer(values, trainer, spelling) if trainer is not None else []
-    if command == "check" and not _given(values.get("config")):  # one error for all that is missing
+    if command is Command.CHECK and not _given(values.get("config")):  # one error for all that is missing
         world = f"; and {_missing_world(trainer, spelling, project)}" if values.get("gpus") is None else ""
         raise UsageError(_missing_config(trainer, spelling) + world)
     configs = _configs(command, values, spelling)
@@ -234,11 +236,11 @@ def _from_files(command: str, values: dict[str, Any], spelling: Spelling, projec
     return configs, notes
 
 
-def _given(value: Any) -> bool:
+def _given(value: object) -> bool:
     return value is not None and not (isinstance(value, (list, tuple)) and not value)
 
 
-def _project() -> tuple[ProjectConfig, dict[str, Any]] | None:
+def _project() -> tuple[ProjectConfig, dict[str, object]] | None:
     """The project configuration nearest the current folder and its values parsed, read afresh."""
     from zeroadvisor.inputs import project
 
@@ -246,7 +248,7 @@ def _project() -> tuple[ProjectConfig, dict[str, Any]] | None:
     return project.for_run()
 
 
-def _from_project(command: str, values: dict[str, Any], found: tuple[ProjectConfig, dict[str, Any]]) -> None:
+def _from_project(command: Command, values: Values, found: tuple[ProjectConfig, dict[str, object]]) -> None:
     """What no flag gave, from the project configuration nearest the current folder (only the inputs this
     command takes: the keys of ``values``)."""
     from zeroadvisor.config.project import ProjectConfigError
@@ -263,7 +265,7 @@ def _from_project(command: str, values: dict[str, Any], found: tuple[ProjectConf
         values[name] = value
 
 
-def _from_readings(values: dict[str, Any], readings: Readings) -> None:
+def _from_readings(values: Values, readings: Readings) -> None:
     """preflight: the world size, GPUs per node, GPU memory and host RAM the job has, where not given."""
     source = readings.world_size_from or "WORLD_SIZE"
     if values.get("gpus") is None:  # within the cluster's bounds, as the gpus keyword
@@ -279,7 +281,7 @@ def _from_readings(values: dict[str, Any], readings: Readings) -> None:
         values["cpu_memory"] = parse("cpu_memory", "preflight: the node's MemTotal", readings.host_total)
 
 
-def _refuse_missing(command: str, values: dict[str, Any], spelling: Spelling, project: bool,
+def _refuse_missing(command: Command, values: Values, spelling: Spelling, project: bool,
                     deferred: tuple[str, ...]) -> None:
     """A value the command cannot run without (settings.NEEDED_BY) that nobody gave is a usage error; ``deferred``:
     those another input (a launch command) may still give."""
@@ -311,7 +313,7 @@ def _missing_config(trainer: TrainerInputs | None, spelling: Spelling) -> str:
     return f"give {spelling.ask('config')}, or the launch command after -- (its --deepspeed names the config)"
 
 
-def _from_accelerate_configs(values: dict[str, Any], configs: tuple[ConfigSource, ...]) -> list[str]:
+def _from_accelerate_configs(values: Values, configs: tuple[ConfigSource, ...]) -> list[str]:
     """The world size (num_processes, the total across num_machines) of the Accelerate configs checked, where
     nothing else gave it and every such config states the same; the note saying so."""
     from zeroadvisor.config.reader import InputError
@@ -343,14 +345,14 @@ def _from_accelerate_configs(values: dict[str, Any], configs: tuple[ConfigSource
     return [f"world size {world} from num_processes in {name}{over}"]
 
 
-def _unit(values: dict[str, Any], accounting: Accounting) -> Any:
+def _unit(values: Values, accounting: Accounting) -> object:
     """The unit given (a flag or a keyword), else the accounting's (units.py unit_for)."""
     from zeroadvisor.units import unit_for
 
     return values.get("unit") or unit_for(accounting)
 
 
-def _setting(command: str, values: dict[str, Any], name: str, spelling: Spelling) -> Any:
+def _setting(command: Command, values: Values, name: str, spelling: Spelling) -> object:
     """The value given (by a flag, keyword, the project configuration, ...), else the fallback (settings.py)."""
     value = values.get(name)
     if value is None:
@@ -360,16 +362,16 @@ def _setting(command: str, values: dict[str, Any], name: str, spelling: Spelling
     return value
 
 
-def _from_trainer(values: dict[str, Any], trainer: TrainerInputs, spelling: Spelling) -> list[str]:
+def _from_trainer(values: Values, trainer: TrainerInputs, spelling: Spelling) -> list[str]:
     """What the Trainer's inputs give where the flags, keywords and project configuration left it out (only the
     inputs this command takes); the notes on what was read and assumed, and on each value given over theirs."""
     notes = [*trainer.notes, *_config_from_trainer(values, trainer)]
     training = trainer.training
 
-    def fill(name: str, value: Any) -> bool:
+    def fill(name: str, value: object) -> bool:
         return _fill(values, name, value)
 
-    def fill_noted(name: str, value: Any, taken: str, theirs: str) -> None:
+    def fill_noted(name: str, value: object, taken: str, theirs: str) -> None:
         if fill(name, value):
             notes.append(taken)
         elif value is not None and values.get(name) not in (None, value):
@@ -404,10 +406,10 @@ def _launch_world(trainer: TrainerInputs) -> tuple[int | None, int | None]:
     """The launch command's processes in all and per node, each within the cluster's bounds (the parser of
     --gpus): a command of no process (a hostfile of slots=0) or of more than any cluster has is a usage error."""
     label = f"the launch command ({trainer.world_from})"
-    return parse("gpus", label, trainer.world), parse("gpus_per_node", label, trainer.per_node)
+    return gpus(label, trainer.world), gpus(label, trainer.per_node)  # the parser of --gpus and --gpus-per-node
 
 
-def _fill(values: dict[str, Any], name: str, value: Any) -> bool:
+def _fill(values: Values, name: str, value: object) -> bool:
     """Set the input ``name`` (one this command takes) to ``value`` where nothing gave it; whether it did."""
     if name not in values or _given(values[name]) or value is None:
         return False
@@ -415,7 +417,7 @@ def _fill(values: dict[str, Any], name: str, value: Any) -> bool:
     return True
 
 
-def _config_from_trainer(values: dict[str, Any], trainer: TrainerInputs) -> list[str]:
+def _config_from_trainer(values: Values, trainer: TrainerInputs) -> list[str]:
     """The config the Trainer's inputs name (the script's --deepspeed, else accelerate launch --config_file)
     where none was given; the note on which was taken."""
     training = trainer.training
@@ -433,25 +435,28 @@ def _config_from_trainer(values: dict[str, Any], trainer: TrainerInputs) -> list
     return []
 
 
-def _configs(command: str, values: dict[str, Any], spelling: Spelling) -> tuple[ConfigSource, ...]:
-    name = values.get("name")
-    if command == "lint":
+def _configs(command: Command, values: Values, spelling: Spelling) -> tuple[ConfigSource, ...]:
+    # as the Request gives them (a Python value the source refuses where it cannot read it), the config perhaps
+    # filled from the Trainer's inputs (a path)
+    name = cast("str | None", values.get("name"))
+    if command is Command.LINT:
         given = [key for key in ("paths", "text", "config") if _given(values.get(key))]
         if len(given) != 1:
             raise UsageError("give paths, text= or config=: exactly one of them")
         if given == ["text"]:
-            return (ConfigSource.in_memory(values["text"], name),)
+            return (ConfigSource.in_memory(cast(str, values["text"]), name),)
         if given == ["config"]:
-            return (ConfigSource.mapping(values["config"], name),)
-        return tuple(ConfigSource.path(path, dash_is_stdin=True) for path in values["paths"])
-    config = values.get("config")
-    if command == "estimate":
-        return () if config is None else (ConfigSource.given(config, name),)
+            return (ConfigSource.mapping(cast("Mapping[str, object]", values["config"]), name),)
+        paths = cast("Sequence[str | os.PathLike[str]]", values["paths"])
+        return tuple(ConfigSource.path(path, dash_is_stdin=True) for path in paths)
+    config = cast("ConfigGiven | Sequence[ConfigGiven] | None", values.get("config"))
+    if command is Command.ESTIMATE:
+        return () if config is None else (ConfigSource.given(cast("ConfigGiven", config), name),)
     configs = list(config) if isinstance(config, (list, tuple)) else [] if config is None else [config]
-    return tuple(ConfigSource.given(each, name) for each in configs)
+    return tuple(ConfigSource.given(cast("ConfigGiven", each), name) for each in configs)
 
 
-def _assemble(command: str, values: dict[str, Any], spelling: Spelling, project: bool,
+def _assemble(command: Command, values: Values, spelling: Spelling, project: bool,
               trainer: TrainerInputs | None, configs: tuple[ConfigSource, ...], notes: tuple[str, ...],
               readings: Readings | None, lint_only: bool = False) -> RunInputs:
     from zeroadvisor.units import FORMAT_UNITS
@@ -460,7 +465,8 @@ def _assemble(command: str, values: dict[str, Any], spelling: Spelling, project:
     shape: TrainingShape | None = None
     cluster, hardware, accounting = None, None, Accounting.DEEPSPEED
     if command in MODEL_COMMANDS and not lint_only:
-        model, shape = model_and_shape(values.get("model"), values.get("params"), spelling=spelling,
+        model, shape = model_and_shape(cast("str | os.PathLike[str] | ModelSpec | None", values.get("model")),
+                                       cast("int | str | None", values.get("params")), spelling=spelling,
                                        **{key: values.get(key) for key in TRAINING_INPUTS})
         cluster = _cluster(command, values, spelling)
         hardware = _hardware(values, cluster)
@@ -469,33 +475,39 @@ def _assemble(command: str, values: dict[str, Any], spelling: Spelling, project:
     elif values.get("gpus") is not None:
         from zeroadvisor.memory.cluster import Cluster
 
-        cluster = Cluster(gpus=values["gpus"])  # lint: the world size, to check the batch exactly
-    integration = _setting(command, values, "integration", spelling)
-    if command == "check" and trainer is not None and integration is Integration.ANY:
+        cluster = Cluster(gpus=cast(int, values["gpus"]))  # lint: the world size, to check the batch exactly
+    integration = cast(Integration, _setting(command, values, "integration", spelling))  # its parser's
+    if command is Command.CHECK and trainer is not None and integration is Integration.ANY:
         integration = Integration.HF_TRAINER  # the Trainer reads the config
     output = Output(format=output_format(spelling.label("format"), _setting(command, values, "format", spelling),
                                          FORMATS[command]),
-                    fail_on=_setting(command, values, "fail_on", spelling),
+                    fail_on=cast(FailOn, _setting(command, values, "fail_on", spelling)),
                     unit=choice(spelling.label("unit"), _unit(values, accounting), FORMAT_UNITS),
                     explain=bool(values.get("explain")), verbose=bool(values.get("verbose")),
                     all_options=bool(values.get("all_options")))
     rules = RuleChoice(_references(values.get("select"), spelling.label("select")),
                        _references(values.get("ignore"), spelling.label("ignore")),
-                       lint_only=command == "lint", project=project)
+                       lint_only=command is Command.LINT, project=project)
     if lint_only and output.format in DIFF_FORMATS:
         raise UsageError(f"{spelling.label('format')} {output.format} shows the memory advice: give "
                          f"{spelling.ask('model')} (or {spelling.ask('params')}), {spelling.ask('gpus', 'N')} and "
                          f"{spelling.ask('gpu')} (or {spelling.ask('gpu_memory')})")
-    diff = bool(values.get("suggest") or values.get("diff")) or (command == "check" and output.format in DIFF_FORMATS)
+    diff = bool(values.get("suggest") or values.get("diff")) or (command is Command.CHECK
+                                                                 and output.format in DIFF_FORMATS)
     return RunInputs(command, configs, model, shape, cluster, accounting, integration,
                      trainer.training if trainer is not None else None, hardware, rules, output, diff,
                      bool(values.get("fix")), bool(values.get("only_configs")), notes, readings,
                      trainer.accelerate_config if trainer is not None else None,
                      trainer.overrides if trainer is not None else (), lint_only,
-                     values.get("deepspeed_version"), spelling.label("deepspeed_version"))
+                     cast("str | None", values.get("deepspeed_version")), spelling.label("deepspeed_version"))
 
 
-def _references(value: Any, label: str) -> tuple[str, ...]:
+def _number(values: Values, name: str) -> int | None:
+    """A count or a size in bytes as its parser read it (inputs/values.py PARSERS: an int), None where not given."""
+    return cast("int | None", values.get(name))
+
+
+def _references(value: object, label: str) -> tuple[str, ...]:
     """--select/--ignore (given once or more) or select=/ignore= (a string or a list of them) as a tuple."""
     if not _given(value):
         return ()
@@ -505,7 +517,7 @@ def _references(value: Any, label: str) -> tuple[str, ...]:
     return references
 
 
-def _cluster(command: str, values: dict[str, Any], spelling: Spelling) -> Cluster:
+def _cluster(command: Command, values: Values, spelling: Spelling) -> Cluster:
     from zeroadvisor.memory.cluster import Cluster
 
     if command in ADVICE_COMMANDS and values.get("gpu_memory") is None and values.get("gpu") is None:
@@ -514,20 +526,20 @@ def _cluster(command: str, values: dict[str, Any], spelling: Spelling) -> Cluste
     from zeroadvisor.memory.cluster import check_usable
     from zeroadvisor.memory.errors import EstimateError
 
-    headroom = _setting(command, values, "headroom", spelling)
-    card = values.get("gpu")
+    headroom = cast(float, _setting(command, values, "headroom", spelling))  # inputs/values.py headroom
+    card = cast("GpuSpec | None", values.get("gpu"))  # its parser's (inputs/values.py gpu)
     try:
         # each value was checked alone where it was read; together the headroom may leave no memory to use
-        check_usable(spelling.label("headroom"), values.get("gpu_memory") or (card.memory_bytes if card else None),
-                     headroom)
-        return Cluster(gpus=values["gpus"], gpus_per_node=values.get("gpus_per_node"),
-                       gpu_memory=values.get("gpu_memory"), cpu_memory=values.get("cpu_memory"),
-                       nvme=values.get("nvme"), headroom=headroom, gpu=card)
+        check_usable(spelling.label("headroom"),
+                     _number(values, "gpu_memory") or (card.memory_bytes if card else None), headroom)
+        return Cluster(gpus=cast(int, values["gpus"]), gpus_per_node=_number(values, "gpus_per_node"),
+                       gpu_memory=_number(values, "gpu_memory"), cpu_memory=_number(values, "cpu_memory"),
+                       nvme=_number(values, "nvme"), headroom=headroom, gpu=card)
     except EstimateError as err:  # the bounds of memory/cluster.py, on values given together
         raise UsageError(str(err)) from None
 
 
-def _hardware(values: dict[str, Any], cluster: Cluster) -> Hardware:
+def _hardware(values: Values, cluster: Cluster) -> Hardware:
     """The step-time model's machine: the named card and the machine inputs given; each one not given keeps its
     stated default and is listed in ``defaulted`` (hardware/machine.py DEFAULTS)."""
     from zeroadvisor.hardware.machine import DEFAULTS, Hardware

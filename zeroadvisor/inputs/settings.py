@@ -6,9 +6,10 @@ The command line's help text reads the fallbacks from here (cli/options.py), so 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import StrEnum
-from typing import Any
 
+from zeroadvisor.inputs.command import Command
 from zeroadvisor.lint.context import Integration
 from zeroadvisor.lint.findings import Severity
 from zeroadvisor.report import CHECK_FORMATS, LINT_FORMATS
@@ -32,8 +33,8 @@ FAIL_ON: tuple[FailOn, ...] = tuple(FailOn)  # the choices, in the order help an
 # The formats that can show an estimate on its own (the estimate command).
 ESTIMATE_FORMATS: tuple[OutputFormat, ...] = (OutputFormat.TEXT, OutputFormat.JSON)
 # Each command's formats.
-FORMATS: dict[str, tuple[OutputFormat, ...]] = {"lint": LINT_FORMATS, "estimate": ESTIMATE_FORMATS,
-                                                "check": CHECK_FORMATS, "preflight": CHECK_FORMATS}
+FORMATS: dict[Command, tuple[OutputFormat, ...]] = {Command.LINT: LINT_FORMATS, Command.ESTIMATE: ESTIMATE_FORMATS,
+                                                    Command.CHECK: CHECK_FORMATS, Command.PREFLIGHT: CHECK_FORMATS}
 # Formats that show the fixes as a diff, asked for or not (check).
 DIFF_FORMATS = (OutputFormat.MARKDOWN, OutputFormat.HTML)
 
@@ -48,14 +49,16 @@ def _headroom() -> str:
 
 # What a run uses where neither a flag (or keyword) nor the project configuration gives a value; a function is
 # called on use (the headroom is the memory model's, which ``lint`` does not import).
-FALLBACKS: dict[str, Any] = {"fail_on": FailOn.ERROR, "integration": Integration.ANY, "format": OutputFormat.TEXT,
-                             # the unit: units.unit_for (it follows the accounting)
-                             "headroom": _headroom, "accounting": "deepspeed"}
+Fallback = FailOn | Integration | OutputFormat | str
+FALLBACKS: dict[str, Fallback | Callable[[], str]] = {
+    "fail_on": FailOn.ERROR, "integration": Integration.ANY, "format": OutputFormat.TEXT,
+    # the unit: units.unit_for (it follows the accounting)
+    "headroom": _headroom, "accounting": "deepspeed"}
 # The values a command cannot run without (the Python API's signatures give them).
-NEEDED_BY: dict[str, tuple[str, ...]] = {"estimate": ("gpus",), "check": ("gpus",)}
+NEEDED_BY: dict[Command, tuple[str, ...]] = {Command.ESTIMATE: ("gpus",), Command.CHECK: ("gpus",)}
 
 
-def fallback(command: str, name: str) -> Any:
+def fallback(command: Command, name: str) -> Fallback | None:
     """NEEDED, the fallback value, or None (no fallback: not given means not known)."""
     if name in NEEDED_BY.get(command, ()):
         return NEEDED

@@ -87,7 +87,7 @@ class ConfigSource:
         return reader.read_document(self.name)
 
 
-def _name(name: Any) -> str | None:
+def _name(name: object) -> str | None:
     """The name a config in memory is reported by: text, or None for the default."""
     if name is not None and not isinstance(name, str):
         raise UsageError(f"name: expected the config's name as a string, got {name!r}")

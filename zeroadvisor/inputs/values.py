@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from zeroadvisor.inputs.errors import UsageError
 
@@ -43,7 +43,7 @@ class Spelling:
 KEYWORDS = Spelling()  # the Python API's
 
 
-def _memory_rule(check: Callable[[str, Any], None], label: str, value: Any) -> None:
+def _memory_rule(check: Callable[[str, int | None], None], label: str, value: int | None) -> None:
     from zeroadvisor.memory.errors import EstimateError
 
     try:
@@ -52,7 +52,7 @@ def _memory_rule(check: Callable[[str, Any], None], label: str, value: Any) -> N
         raise UsageError(str(err)) from None
 
 
-def size(label: str, value: int | str | None) -> int | None:
+def size(label: str, value: object) -> int | None:
     """Bytes: a size with a unit ("80GiB", "1.5TB") or, from Python, a byte count."""
     from zeroadvisor.memory.cluster import check_memory
     from zeroadvisor.units import parse_size
@@ -74,7 +74,7 @@ def size(label: str, value: int | str | None) -> int | None:
     return nbytes
 
 
-def gpu_memory(label: str, value: int | str | None) -> int | None:
+def gpu_memory(label: str, value: object) -> int | None:
     """A GPU's memory: a size (``size``) of at least 1 MiB (memory/cluster.py MIN_GPU_MEMORY)."""
     from zeroadvisor.memory.cluster import check_gpu_memory
 
@@ -83,7 +83,7 @@ def gpu_memory(label: str, value: int | str | None) -> int | None:
     return nbytes
 
 
-def count(label: str, value: Any) -> int | None:
+def count(label: str, value: object) -> int | None:
     """A whole number of at least 1."""
     if value is None:
         return None
@@ -92,7 +92,7 @@ def count(label: str, value: Any) -> int | None:
     return value
 
 
-def gpus(label: str, value: Any) -> int | None:
+def gpus(label: str, value: object) -> int | None:
     """A GPU count: a whole number from 1 to the cluster bound (memory/cluster.py MAX_GPUS)."""
     from zeroadvisor.memory.cluster import check_gpus
 
@@ -101,7 +101,7 @@ def gpus(label: str, value: Any) -> int | None:
     return number
 
 
-def _fraction(value: Any) -> Fraction:
+def _fraction(value: object) -> Fraction:
     """``10%``, ``0.1`` or a Python number as a Fraction (ValueError if it is none of them)."""
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise ValueError(value)
@@ -111,7 +111,7 @@ def _fraction(value: Any) -> Fraction:
     return Fraction(value)
 
 
-def _share(label: str, value: Any, example: str) -> Fraction:
+def _share(label: str, value: object, example: str) -> Fraction:
     """A share given as ``10%`` or ``0.1``, exactly; anything else is a usage error naming ``example``."""
     try:
         return _fraction(value)
@@ -119,7 +119,7 @@ def _share(label: str, value: Any, example: str) -> Fraction:
         raise UsageError(f"{label}: expected a share like {example}, got {value!r}") from None
 
 
-def headroom(label: str, value: Any) -> float:
+def headroom(label: str, value: object) -> float:
     """``10%`` or ``0.1``: the share of each capacity a "fits" leaves free."""
     from zeroadvisor.memory.cluster import headroom_allowed
 
@@ -129,7 +129,7 @@ def headroom(label: str, value: Any) -> float:
     return float(share)
 
 
-def efficiency(label: str, value: Any) -> float:
+def efficiency(label: str, value: object) -> float:
     """The share of the GPU's dense peak the kernels reach: above 0, at most 1."""
     share = _share(label, value, "0.4 or 40%")
     if not 0 < share <= 1:
@@ -137,7 +137,7 @@ def efficiency(label: str, value: Any) -> float:
     return float(share)
 
 
-def bandwidth(label: str, value: Any) -> float:
+def bandwidth(label: str, value: object) -> float:
     """``25``, ``25GB/s`` or ``200Gb/s`` (bits) as GB/s."""
     raw, scale = (value.strip() if isinstance(value, str) else value), 1.0
     if isinstance(raw, str):
@@ -156,7 +156,7 @@ def bandwidth(label: str, value: Any) -> float:
     return speed
 
 
-def gpu(label: str, name: Any, cards: Sequence[GpuSpec] = ()) -> GpuSpec | None:
+def gpu(label: str, name: object, cards: Sequence[GpuSpec] = ()) -> GpuSpec | None:
     """The card (hardware/gpus.py GpuSpec) for a GPU name: one of ``cards`` (those the project configuration
     declares, inputs/project.py) or of the table; None when none is given. An unknown or ambiguous name is a
     usage error listing the cards it could mean."""
@@ -172,43 +172,43 @@ def gpu(label: str, name: Any, cards: Sequence[GpuSpec] = ()) -> GpuSpec | None:
         raise UsageError(f"{label}: {err}") from None
 
 
-def tflops(label: str, value: Any) -> float:
+def tflops(label: str, value: object) -> float:
     """A compute rate in TFLOPS: a number above 0 and at most 1,000,000."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1e6:
         raise UsageError(f"{label}: expected TFLOPS, a number above 0 and at most 1,000,000, got {value!r}")
     return float(value)
 
 
-def choice(label: str, value: Any, choices: Sequence[str]) -> str:
+def choice(label: str, value: object, choices: Sequence[str]) -> str:
     if value not in choices:
         raise UsageError(f"{label}: expected one of {', '.join(choices)}, got {value!r}")
     return str(value)
 
 
-def choice_of(choices: Sequence[str]) -> Callable[[str, Any], str]:
+def choice_of(choices: Sequence[str]) -> Callable[[str, object], str]:
     return lambda label, value: choice(label, value, choices)
 
 
-def output_format(label: str, value: Any, choices: Sequence[OutputFormat]) -> OutputFormat:
+def output_format(label: str, value: object, choices: Sequence[OutputFormat]) -> OutputFormat:
     """One of ``choices`` (a command's formats), as the member the commands and renderers take."""
     from zeroadvisor.report.formats import OutputFormat
 
     return OutputFormat(choice(label, value, choices))
 
 
-def _fail_on(label: str, value: Any) -> FailOn:
+def _fail_on(label: str, value: object) -> FailOn:
     from zeroadvisor.inputs.settings import FAIL_ON, FailOn
 
     return FailOn(choice(label, value, FAIL_ON))
 
 
-def _integration(label: str, value: Any) -> Integration:
+def _integration(label: str, value: object) -> Integration:
     from zeroadvisor.lint.context import INTEGRATIONS, Integration
 
     return Integration(choice(label, value, INTEGRATIONS))
 
 
-def deepspeed_version(label: str, value: Any) -> str:
+def deepspeed_version(label: str, value: object) -> str:
     """A DeepSpeed release, release line or PEP 440 range zeroadvisor has knowledge of (inputs/release.py)."""
     from zeroadvisor.inputs.release import parse_request
 
@@ -218,7 +218,7 @@ def deepspeed_version(label: str, value: Any) -> str:
     return value
 
 
-def _launcher(label: str, value: Any) -> str:
+def _launcher(label: str, value: object) -> str:
     from zeroadvisor.hardware.machine import LAUNCHERS
 
     return choice(label, value, LAUNCHERS)
@@ -226,7 +226,7 @@ def _launcher(label: str, value: Any) -> str:
 
 # The run-wide values each parsed by one parser, whoever gives them (a flag, a keyword, the project
 # configuration). The model, the training shape and the rules have their own (inputs/model.py, rules.py).
-PARSERS: dict[str, Callable[[str, Any], Any]] = {
+PARSERS: dict[str, Callable[[str, object], object]] = {
     "gpus": gpus, "gpus_per_node": gpus, "gpu": gpu, "gpu_memory": gpu_memory, "cpu_memory": size, "nvme": size,
     "headroom": headroom, "fail_on": _fail_on, "integration": _integration,
     "inter_node_bandwidth": bandwidth, "nvme_bandwidth": bandwidth, "efficiency": efficiency, "cpu_cores": count,
@@ -234,7 +234,7 @@ PARSERS: dict[str, Callable[[str, Any], Any]] = {
 }
 
 
-def parse(name: str, label: str, value: Any) -> Any:
+def parse(name: str, label: str, value: object) -> object:
     """``value`` of the input ``name`` as the run uses it (unchanged for inputs without a parser)."""
     reader = PARSERS.get(name)
     return value if reader is None or value is None else reader(label, value)

@@ -24,18 +24,29 @@ class Severity(StrEnum):
 _RANK = {Severity.INFO: 1, Severity.WARNING: 2, Severity.ERROR: 3}
 
 
+class ActionKind(StrEnum):
+    """What an Action changes outside the DeepSpeed config: the JSON "actions" entry's ``kind``."""
+
+    GRADIENT_CHECKPOINTING = "gradient-checkpointing"  # the training script's activation checkpointing
+    TRAINER_BATCH = "trainer-batch"  # the Trainer's per-device batch and accumulation
+    NVME_PATH = "nvme-path"  # an NVMe mount for the offload
+    SEQUENCE_PARALLEL = "sequence-parallel"  # Ulysses, set in code
+    TENSOR_PARALLEL = "tensor-parallel"  # AutoTP
+    CLUSTER = "cluster"  # more or larger GPUs, more host memory
+
+
 @dataclass(frozen=True, slots=True)
 class Action:
     """Something a fix needs outside the DeepSpeed config (the training script, an NVMe mount, more GPUs).
     ``values``: the numbers a script can act on (advisor/change.py words each kind)."""
 
-    kind: str  # gradient-checkpointing | trainer-batch | nvme-path | sequence-parallel | tensor-parallel | cluster
+    kind: ActionKind
     text: str
     values: Mapping[str, JSONValue] = field(default_factory=dict)
 
     def to_dict(self) -> JSONObject:
         """The JSON "actions" entry: ``{"kind", "text", ...values}``."""
-        return {"kind": self.kind, "text": self.text, **self.values}
+        return {"kind": self.kind.value, "text": self.text, **self.values}
 
 
 class Recommends(Protocol):
