@@ -11,7 +11,7 @@ import pytest
 
 from zeroadvisor.advisor.check import CheckOptions, check_document
 from zeroadvisor.config.source import Document
-from zeroadvisor.flows import step_times
+from zeroadvisor.throughput.timed import step_times
 from zeroadvisor.hardware.table import GPUS
 from zeroadvisor.memory.estimate import Cluster, estimate
 from zeroadvisor.model.hf import spec_from_hf_config
