@@ -7,7 +7,8 @@ takes and how many parameter-sized state tensors an optimizer keeps.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+
+from zeroadvisor.deepspeed.config_model import OptimizerParams
 
 # Bytes per element. Names are DeepSpeed's DtypeEnum spellings (deepspeed/runtime/config_utils.py
 # and data_types.*); aliases map torch-ish names onto them.
@@ -96,22 +97,19 @@ OPTIMIZERS: dict[str, OptimizerStates] = {
 DEFAULT_OPTIMIZER = "adamw"  # costed when the type is missing or unknown (stated as an assumption)
 
 
-def optimizer_state_elements(kind: str, params: dict[str, Any] | None = None) -> int:
+def optimizer_state_elements(kind: str, params: OptimizerParams | None = None) -> int:
     """Parameter-sized state tensors for optimizer ``kind`` with its ``params`` (variants)."""
-    params = params or {}
+    params = params or OptimizerParams()
     entry = OPTIMIZERS[kind]
     elements = entry.elements
-    if kind in ("sgd", "musgd") and _positive(params.get("momentum")):
+    momentum = params.momentum is not None and params.momentum > 0
+    if kind in ("sgd", "musgd") and momentum:
         elements += 1  # momentum_buffer
-    if kind in ("adam", "adamw", "muadam", "muadamw") and params.get("amsgrad") is True:
+    if kind in ("adam", "adamw", "muadam", "muadamw") and params.amsgrad:
         elements += 1  # max_exp_avg_sq
     if kind == "rmsprop":
-        elements += int(_positive(params.get("momentum"))) + int(params.get("centered") is True)
+        elements += int(momentum) + int(params.centered)
     return elements
-
-
-def _positive(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
 
 
 # runtime/zero/partition_parameters.py CUDAQuantizer.target_group_size: elements per ZeRO++ int8 quantization

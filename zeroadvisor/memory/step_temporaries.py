@@ -16,9 +16,7 @@ loss and logits are dropped before ``engine.step``), so the temporaries add only
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from zeroadvisor.memory.assumed import AssumedInput
 from zeroadvisor.memory.options import Option
@@ -83,17 +81,14 @@ def implementation(s: Settings, option: Option, optim: str | None) -> StepImplem
         return CLIENT_OPTIMIZERS.get(optim or DEFAULT_CLIENT_OPTIMIZER)  # None: a name whose step is not modelled
     if s.optimizer not in ("adam", "adamw"):
         return None
-    section = s.deepspeed.optimizer or {}
-    given = section.get("params")
-    params: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
-    if not params.get("torch_adam"):
+    params = s.deepspeed.optimizer.params
+    if not params.torch_adam:
         return StepImplementation("DeepSpeed FusedAdam", 0, "ops/adam/fused_adam.py (multi_tensor_adam, in place)")
     # engine.py get_optimizer_configuration: torch.optim.AdamW / Adam with the config's foreach
-    foreach = params.get("foreach") is not False
-    decay = params.get("weight_decay")
+    foreach = params.foreach
+    decay = params.weight_decay
     # "auto" is the Trainer's weight_decay, 0.0 by default (TrainingArguments)
-    adam_l2 = (s.optimizer == "adam" and params.get("adam_w_mode", True) is False
-               and isinstance(decay, (int, float)) and not isinstance(decay, bool) and decay != 0)
+    adam_l2 = s.optimizer == "adam" and not params.adam_w_mode and decay is not None and decay != 0
     # _multi_tensor_adam deletes the L2 sum (torch._foreach_add(grads, params, alpha=wd)) before its sqrt, so the
     # two never coexist; _single_tensor_adam keeps grad + wd·param beside sqrt and its division (measured:
     # benchmarks/step_temporaries.md)
