@@ -395,7 +395,7 @@ def given_conflicts(config: Config, model: ModelSpec, gpus: int, given: Training
         source = INPUTS[name]
         by = " / ".join(part for part in (source.flag, source.field) if part)
         if name == "precision" and ds.precision is None:  # "auto" left open, the asked-for format written off
-            key = ds.bf16_key if wanted == "bf16" else wanted
+            key = ds.bf16_key if Precision(str(wanted)) is Precision.BF16 else wanted
             out.append(f"{by} gives {source.words} {wanted}, but the DeepSpeed config sets {key}.enabled to false: "
                        f"its \"auto\" fills only {' or '.join((*ds.open_precisions, 'fp32'))}; change the config or "
                        "drop the value")

@@ -24,6 +24,7 @@ from zeroadvisor.memory.settings import Settings
 from zeroadvisor.memory.states import master_bytes, partition_stage3, partition_stage12, uses_bf16_optimizer
 from zeroadvisor.memory.terms import Term
 from zeroadvisor.model.spec import CLIENT_OPTIMIZER_NAMES, DEFAULT_CLIENT_OPTIMIZER
+from zeroadvisor.vocab import Device
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +76,7 @@ def client_optimizer_used(s: Settings) -> bool:
 def implementation(s: Settings, option: Option, optim: str | None) -> StepImplementation | None:
     """The implementation that steps ``option``'s GPU-resident optimizer; None when the step is not on the GPU or
     the optimizer is not an Adam variant zeroadvisor models."""
-    if option.offload_optimizer != "none":
+    if option.offload_optimizer != Device.NONE:
         return None  # DeepSpeedCPUAdam (or a client optimizer) steps the host partition
     if client_optimizer_used(s):
         return CLIENT_OPTIMIZERS.get(optim or DEFAULT_CLIENT_OPTIMIZER)  # None: a name whose step is not modelled
@@ -115,7 +116,7 @@ def step_terms(s: Settings, option: Option, P: int, N: int, activations: int, op
     """The step's temporaries beyond the activations freed before it (0 or one term)."""
     impl = implementation(s, option, optim)
     if impl is None:
-        if optim in OTHER_CLIENT_OPTIMIZERS and option.offload_optimizer == "none" and client_optimizer_used(s):
+        if optim in OTHER_CLIENT_OPTIMIZERS and option.offload_optimizer == Device.NONE and client_optimizer_used(s):
             notes.append(f"optim {optim}: its step's temporaries are not modelled (none counted)")
         return []
     if not impl.temporaries:
