@@ -374,32 +374,33 @@ def estimate(inputs: RunInputs, step_times_too: bool = False) -> EstimateResult:
         return _estimate(inputs, release, step_times_too)
 
 
-def _say_release(result: Estimate, release: ReleaseChoice, data: dict[str, Any] | None) -> None:
-    """Which release's defaults the estimate read of the config ``data``, where the user did not name it, and
+def _say_release(result: Estimate, release: ReleaseChoice, config: Config) -> None:
+    """Which release's defaults the estimate read of the config, where the user did not name it, and
     the release as an assumed input where nothing said it and one of its defaults moves the numbers
     (memory/assumed.py)."""
     from zeroadvisor.memory.assumed import release_assumption
 
-    if release.origin in ("flag", "project") or data is None:
+    if release.origin in ("flag", "project") or config is None:
         return  # asked for by name (said by the asker), or no config (no offload default read): nothing to say
     newest = release.releases[-1]
     newest_said = f"; of the range, the newest: {newest}" if len(release.releases) > 1 else ""
     result.assumptions.append(f"DeepSpeed's defaults {release.describe()}{newest_said}")
-    assumed = release_assumption(data, newest) if release.assumed else None
+    assumed = release_assumption(config, newest) if release.assumed else None
     if assumed is not None:
         result.assumed = [*result.assumed, assumed]
 
 
 def _estimate(inputs: RunInputs, release: ReleaseChoice, step_times_too: bool = False) -> EstimateResult:
     from zeroadvisor.deepspeed.kind import ACCELERATE, kind_of
-    from zeroadvisor.deepspeed.settings import settings_of
+    from zeroadvisor.deepspeed.settings import as_settings, settings_of
 
     source = inputs.configs[0] if inputs.configs else None
     name = source.display if source is not None else None
     model, shape, cluster = inputs.model, inputs.shape, inputs.cluster
     if model is None or shape is None or cluster is None:  # inputs.run.build refuses an estimate without them
         raise ValueError("an estimate needs the model and the cluster")
-    data = document = None
+    document = None
+    config: Config = None  # what DeepSpeed reads of the config: read once, for the refusals and the estimate
     if source is not None and name is not None:
         document = _read_config(source)
         if not isinstance(document.data, dict):
@@ -407,18 +408,18 @@ def _estimate(inputs: RunInputs, release: ReleaseChoice, step_times_too: bool = 
         if inputs.training is not None:  # "auto" filled as the Hugging Face Trainer fills it
             document = trainer_filled(document, inputs.training, cluster.gpus, model.hidden_size)
             shape = trainer_shape(document.data, shape, inputs.training)
-        data = document.data
         if kind_of(document) == ACCELERATE:  # the DeepSpeed config it makes Accelerate build, on its world
             data, shape, cluster = _accelerate_estimate_inputs(name, document, shape, cluster)
-            _refuse_conflicts(name, data, model, cluster.gpus, shape)
+            config = as_settings(data)
         else:
-            _refuse_conflicts(name, settings_of(document), model, cluster.gpus, shape)
-    _refuse_layout(name, data, cluster.gpus, shape)
+            config = settings_of(document)
+        _refuse_conflicts(name, config, model, cluster.gpus, shape)
+    _refuse_layout(name, config, cluster.gpus, shape)
     from zeroadvisor.memory.estimate import estimate as memory_estimate
 
     try:
-        result = EstimateResult(memory_estimate(data, model, shape, cluster, inputs.accounting))
-        _say_release(result.estimate, release, data)
+        result = EstimateResult(memory_estimate(config, model, shape, cluster, inputs.accounting))
+        _say_release(result.estimate, release, config)
     except (ValueError, TypeError) as err:
         # Bad input only when the linter agrees the config is wrong; otherwise a bug to report.
         errors = _lint_errors(document, replace(inputs.lint_options(), releases=release.releases)) \
@@ -471,13 +472,13 @@ def _refuse_conflicts(name: str, config: Config, model: ModelSpec, gpus: int, sh
         raise UsageError(f"{name}: {conflicts[0]}")
 
 
-def _refuse_layout(name: str | None, data: dict[str, Any] | None, gpus: int, shape: TrainingShape) -> None:
+def _refuse_layout(name: str | None, config: Config, gpus: int, shape: TrainingShape) -> None:
     """Parallel degrees that do not divide the GPUs are a UsageError (exit 2): no run has that layout."""
     from zeroadvisor.memory.errors import EstimateError
     from zeroadvisor.memory.parallel import read_parallel
 
     try:
-        read_parallel(data, gpus, shape)
+        read_parallel(config, gpus, shape)
     except EstimateError as err:
         raise UsageError(f"{name}: {err}" if name else str(err)) from None
 
