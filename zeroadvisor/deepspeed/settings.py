@@ -1,14 +1,16 @@
 """The effective DeepSpeed settings of one config, read once into one frozen object.
 
-``read(data)`` reads a parsed ds_config the way DeepSpeed 0.19.8 does (deepspeed/effective.py has the
-reading of each key) into a :class:`DeepSpeedSettings`; ``settings_of(document)`` does it once per
-document (config/source.py ``Document.derived``). The lint rules read it through ``lint/context.Context``,
-the memory model builds its ``Settings`` from it (memory/settings.py), and the step-time model and the
-advisor read the batch counts and the global batch from there: each fact has one reading.
+``read(data)`` reads a parsed ds_config the way DeepSpeed 0.19.8 does into a :class:`DeepSpeedSettings`: its
+sections typed (deepspeed/config_model.py: ZeroConfig, the offload configs, fp16/bf16, the optimizer), the
+top-level keys beside them (deepspeed/effective.py has the reading of the batch and layout keys);
+``settings_of(document)`` does it once per document and release (config/source.py ``Document.derived``).
+The lint rules read it through ``lint/context.Context``, the memory model builds its ``Settings`` from it
+(memory/settings.py), and the step-time model and the advisor read the batch counts and the global batch from
+there: each fact has one reading.
 
-What DeepSpeed leaves to someone else is kept as written, not guessed: a key left "auto" for an integration,
-a value DeepSpeed rejects. The layers above decide what to make of it (the rules report it, the memory model
-resolves it from a flag or records an assumption).
+What DeepSpeed leaves to someone else is kept, not guessed: a key left "auto" for an integration (an ``Auto``),
+a value DeepSpeed rejects (a ``Rejected``). The layers above decide what to make of it (the rules report it, the
+memory model resolves it from a flag or records an assumption).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""The effective DeepSpeed settings the memory model needs, built from what DeepSpeed reads of a ds_config
-(deepspeed/settings.py DeepSpeedSettings: the config is read once there; nothing here reads the dict).
+"""The effective DeepSpeed settings the memory model needs, built from the typed reading of a ds_config
+(deepspeed/settings.py DeepSpeedSettings, its sections deepspeed/config_model.py: aliases, defaults per release,
+"auto" and refused values are decided there; nothing here reads the dict or a raw section).
 
-Every DeepSpeed default comes from the committed schema (``zeroadvisor.deepspeed.schema.default``);
-nothing here repeats one. What the config leaves to someone else (``"auto"`` values filled by
+What the config leaves to someone else (``"auto"`` values filled by
 the Hugging Face integration, a missing micro batch) is resolved here: from the value a flag or
 the model description gave (``TrainingShape``) where there is one, else by an assumption recorded
 as an ``AssumedInput``. A given value fills only what the config leaves open; where the config
