@@ -67,6 +67,102 @@ def shown(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+# --------------------------------------------------------------------------- the raw sections, as DeepSpeed finds them
+
+
+def section(data: Any, key: str) -> dict[str, Any]:
+    """A top-level section as a dict ({} when absent or not an object)."""
+    value = data.get(key) if isinstance(data, dict) else None
+    return value if isinstance(value, dict) else {}
+
+
+def zero_section(data: Any) -> dict[str, Any]:
+    return section(data, "zero_optimization")
+
+
+def zero_stage(data: Any) -> int | None:
+    """The ZeRO stage DeepSpeed runs; None when the value is invalid or "auto".
+
+    DeepSpeed: a legacy ``zero_optimization: true`` means stage 1 (runtime/zero/config.py
+    read_zero_config_deprecated); a missing section means stage 0; ``"stage": "auto"`` is
+    dropped by DeepSpeedConfigModel and silently means stage 0 (callers that care about
+    "auto" check for it first); ZeroStageEnum accepts 2, 2.0 and "2".
+    """
+    if not isinstance(data, dict) or "zero_optimization" not in data:
+        return 0
+    zero = data["zero_optimization"]
+    if isinstance(zero, bool):
+        return 1 if zero else 0
+    if not isinstance(zero, dict):
+        return None
+    if "stage" not in zero:
+        default: int | None = schema.default("zero_optimization", "stage")  # the schema's is an int
+        return default
+    return stage_value(zero["stage"])
+
+
+def stage_value(value: Any) -> int | None:
+    if value == AUTO:
+        return None
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        value = value.strip()
+        if not value.isdigit():
+            return None
+        value = int(value)
+    if isinstance(value, float):
+        if not value.is_integer():
+            return None
+        value = int(value)
+    return value if isinstance(value, int) and 0 <= value <= 3 else None
+
+
+def is_enabled(block: Any) -> bool | None:
+    """``{"enabled": ...}`` of a pydantic section (fp16, bf16): True/False as pydantic's lax bool reads
+    it, or None when it is "auto" (an integration decides)."""
+    if not isinstance(block, dict):
+        return False
+    value = block.get("enabled", False)
+    if value == AUTO:
+        return None
+    return coerce.lax_bool(value) is True
+
+
+def bf16_block(data: Any) -> dict[str, Any]:
+    """``bf16``, or the legacy ``bfloat16`` that DeepSpeed reads only when bf16 is absent."""
+    if isinstance(data, dict):
+        block = data.get("bf16")
+        if isinstance(block, dict):
+            return block
+    return section(data, "bfloat16")
+
+
+def offload_block(zero: dict[str, Any], which: str) -> dict[str, Any]:
+    """``offload_optimizer``/``offload_param`` of the ``zero_optimization`` section as DeepSpeed reads it, the
+    legacy booleans included."""
+    block = zero.get(which)
+    if isinstance(block, dict):
+        return block
+    return {"device": "cpu"} if zero.get(E.LEGACY_OFFLOAD[which]) is True else {}
+
+
+def offload_device(block: dict[str, Any]) -> str:
+    """Device of an offload block: "none", "cpu", "nvme" (or "auto", or a value DeepSpeed rejects)."""
+    device = block.get("device", "none")
+    return device if isinstance(device, str) else "none"
+
+
+def optimizer_type(data: Any) -> str | None:
+    """``optimizer.type`` as DeepSpeed resolves it: its own names lower-cased, else as written."""
+    opt = section(data, "optimizer")
+    name = opt.get("type")
+    if not isinstance(name, str):
+        return None
+    native = schema.load().get("x-deepspeed-optimizers", [])
+    return name.lower() if name.lower() in native else name
+
+
 # --------------------------------------------------------------------------- lax-mode readers of one value
 
 
@@ -236,9 +332,9 @@ def _device(block: Mapping[str, Any], which: str) -> Device | Auto[Device] | Rej
 
 
 def _offload_common(zero: dict[str, Any], which: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    block = E.offload_block(zero, which)
+    block = offload_block(zero, which)
     common: dict[str, Any] = {
-        "device": _device(block, which), "written": E.offload_device(block),
+        "device": _device(block, which), "written": offload_device(block),
         "legacy": not isinstance(zero.get(which), dict) and bool(block),
         "pin_memory": _offload_field(block, which, "pin_memory", lax_bool),
         "pin_memory_written": "pin_memory" in block,
@@ -260,7 +356,7 @@ def read_offload_param(zero: dict[str, Any]) -> OffloadParamConfig:
 
 def _stage(data: Any, zero: dict[str, Any]) -> Stage | Auto[Stage] | Rejected:
     default = Stage(int(_default(ZERO, "stage")))
-    stage = E.zero_stage(data)
+    stage = zero_stage(data)
     if stage is not None:
         return Stage(stage)
     written = zero.get("stage")
@@ -281,7 +377,7 @@ def _gather_16bit(zero: Mapping[str, Any]) -> bool:
 
 def read_zero(data: Any) -> ZeroConfig:
     """``zero_optimization`` of a parsed config (anything but an object reads as an empty section)."""
-    zero = E.zero_section(data)
+    zero = zero_section(data)
     return ZeroConfig(
         stage=_stage(data, zero),
         contiguous_gradients=_zero_field(zero, lax_bool, "contiguous_gradients"),
@@ -330,7 +426,7 @@ class Bf16Config:
 
 
 def _enabled(block: dict[str, Any], name: str) -> bool | Auto[bool]:
-    enabled = E.is_enabled(block)
+    enabled = is_enabled(block)
     return Auto("enabled", bool(_default(name, "enabled"))) if enabled is None else enabled
 
 
@@ -343,12 +439,12 @@ def _flag(block: Mapping[str, Any], name: str, key: str) -> bool:
 
 
 def read_fp16(data: Any) -> Fp16Config:
-    block = E.section(data, "fp16")
+    block = section(data, "fp16")
     return Fp16Config(_enabled(block, "fp16"), _flag(block, "fp16", "fp16_master_weights_and_grads"))
 
 
 def read_bf16(data: Any) -> Bf16Config:
-    block = E.bf16_block(data)
+    block = bf16_block(data)
     key = "bfloat16" if isinstance(data, dict) and "bf16" not in data and "bfloat16" in data else "bf16"
     return Bf16Config(_enabled(block, "bf16"), _flag(block, "bf16", "immediate_grad_update"),
                       _flag(block, "bf16", "bf16_master_weights_and_grads"),
@@ -400,7 +496,7 @@ def read_optimizer(data: Any) -> OptimizerConfig:
         torch_adam=bool(p.get("torch_adam")), foreach=p.get("foreach") is not False,
         weight_decay=_number(p.get("weight_decay")), adam_w_mode=p.get("adam_w_mode", True) is not False,
         fp32_optimizer_states=p.get("fp32_optimizer_states") is not False)
-    return OptimizerConfig(True, str(section["type"]) if section.get("type") else None, E.optimizer_type(data),
+    return OptimizerConfig(True, str(section["type"]) if section.get("type") else None, optimizer_type(data),
                            params)
 
 

@@ -2,7 +2,7 @@
 
 ``read(data)`` reads a parsed ds_config the way DeepSpeed 0.19.8 does into a :class:`DeepSpeedSettings`: its
 sections typed (deepspeed/config_model.py: ZeroConfig, the offload configs, fp16/bf16, the optimizer), the
-top-level keys beside them (deepspeed/effective.py has the reading of the batch and layout keys);
+top-level keys beside them (deepspeed/effective.py has the batch arithmetic);
 ``settings_of(document)`` does it once per document and release (config/source.py ``Document.derived``).
 The lint rules read it through ``lint/context.Context``, the memory model builds its ``Settings`` from it
 (memory/settings.py), and the step-time model and the advisor read the batch counts and the global batch from
@@ -36,9 +36,11 @@ from zeroadvisor.deepspeed.config_model import (
     read_fp16,
     read_optimizer,
     read_zero,
+    section,
+    zero_section,
 )
 from zeroadvisor.deepspeed.effective import AUTO, BATCH_KEYS, GAS, MBS, TBS
-from zeroadvisor.vocab import Precision
+from zeroadvisor.vocab import Precision, Stage
 
 
 def _integer(value: Any) -> int | None:
@@ -165,8 +167,6 @@ class DeepSpeedSettings:
     configured: bool = False  # a config was given (None: DeepSpeed's defaults)
     is_object: bool = False  # the config is a JSON object (anything else reads as an empty one)
     keys: frozenset[str] = frozenset()  # the top-level keys written
-    stage: int | None = 0  # effective.zero_stage: None where the value is "auto" or invalid
-    stage_written: Any = None  # zero_optimization.stage as written (None when absent)
     zero_config: ZeroConfig = field(default_factory=ZeroConfig)
     fp16: Fp16Config = field(default_factory=Fp16Config)
     bf16: Bf16Config = field(default_factory=Bf16Config)  # ``bf16``, else the legacy ``bfloat16``
@@ -176,6 +176,13 @@ class DeepSpeedSettings:
     gradient_clipping: Any = None  # as written (None when absent)
     batch: BatchCounts = field(default_factory=BatchCounts)
     layout: Layout = field(default_factory=Layout)
+
+    @property
+    def stage(self) -> int | None:
+        """The ZeRO stage DeepSpeed runs (the legacy ``zero_optimization: true`` is 1, no section 0); None where it
+        is "auto" (an integration fills it) or a value DeepSpeed refuses."""
+        stage = self.zero_config.stage
+        return int(stage) if isinstance(stage, Stage) else None
 
     @property
     def offload_optimizer(self) -> OffloadOptimizerConfig:
@@ -205,7 +212,7 @@ class DeepSpeedSettings:
 
     @property
     def optimizer_type(self) -> str | None:
-        """effective.optimizer_type: DeepSpeed's own names lower-cased, else as written."""
+        """config_model.optimizer_type: DeepSpeed's own names lower-cased, else as written."""
         return self.optimizer.type
 
     @property
@@ -237,19 +244,17 @@ def read(data: Any) -> DeepSpeedSettings:
     as an empty one), with DeepSpeed's defaults of the active release (``schema.reading_as``). Use
     ``settings_of`` for a document: it reads once per document and release."""
     cfg = data if isinstance(data, dict) else {}
-    zero = E.zero_section(cfg)
-    tensor_parallel = E.section(cfg, "tensor_parallel")
+    zero = zero_section(cfg)
+    tensor_parallel = section(cfg, "tensor_parallel")
     return DeepSpeedSettings(
         configured=data is not None,
         is_object=isinstance(data, dict),
         keys=frozenset(str(key) for key in cfg),
-        stage=E.zero_stage(cfg),
-        stage_written=zero.get("stage"),
         zero_config=read_zero(cfg),
         fp16=read_fp16(cfg),
         bf16=read_bf16(cfg),
         optimizer=read_optimizer(cfg),
-        grad_accum_dtype=E.section(cfg, "data_types").get("grad_accum_dtype",
+        grad_accum_dtype=section(cfg, "data_types").get("grad_accum_dtype",
                                                           schema.default("data_types", "grad_accum_dtype")),
         communication_data_type=cfg.get("communication_data_type", schema.default("communication_data_type")),
         gradient_clipping=cfg.get("gradient_clipping"),
