@@ -24,6 +24,7 @@ import math
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any, Generic, TypeVar
 
 from zeroadvisor.deepspeed import coerce, schema
@@ -273,19 +274,34 @@ class ZeroConfig:
 
 
 def _default(*path: str) -> Any:
-    """DeepSpeed's default as the active release has it. A key an older release does not know yet (the lint reads
-    a config as each release of a range) reads as the latest release's default: that release never looks at it,
-    and no estimate runs on it (the estimate reads the newest release of a range)."""
-    try:
-        return schema.default(*path)
-    except KeyError:
-        with schema.reading_as(None):
+    """DeepSpeed's default as the active release has it (deepspeed/schema.py ``default``)."""
+    return _release_default(schema.active_release(), path)
+
+
+@cache
+def _release_default(release: str, path: tuple[str, ...]) -> Any:
+    """``release``'s default for ``path``, looked up once (a config is read field by field: some thirty lookups).
+    A key an older release does not know yet (the lint reads a config as each release of a range) reads as the
+    latest release's default: that release never looks at it, and no estimate runs on it (the estimate reads
+    the newest release of a range)."""
+    with schema.reading_as(release):
+        try:
             return schema.default(*path)
+        except KeyError:
+            pass
+    with schema.reading_as(None):
+        return schema.default(*path)
 
 
 def _typed_default(convert: Callable[[Any, str], T | Rejected], path: tuple[str, ...]) -> T:
     """DeepSpeed's default for ``path``, converted as a written value is (the schema's defaults are valid)."""
-    value = convert(_default(*path), ".".join(path))
+    value: T = _converted_default(schema.active_release(), convert, path)
+    return value
+
+
+@cache
+def _converted_default(release: str, convert: Callable[[Any, str], Any], path: tuple[str, ...]) -> Any:
+    value = convert(_release_default(release, path), ".".join(path))
     if isinstance(value, Rejected):  # a schema whose default its own field refuses: a broken schema file
         raise ValueError(value.message)
     return value
