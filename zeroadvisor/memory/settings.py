@@ -28,9 +28,10 @@ ZERO = "zero_optimization"
 T = TypeVar("T")
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Settings:
-    """Effective settings; ``stage``/offload are the configured ones (options vary them)."""
+    """Effective settings, built once (``read_settings``); ``stage``/offload are the configured ones (options vary
+    them)."""
 
     configured: bool
     stage: Stage
@@ -76,8 +77,8 @@ class Settings:
     quantized_nontrainable_weights: bool = False
     # gradient_clipping (runtime/config.py, default 0.0); "auto" is the HF Trainer's max_grad_norm, 1.0 by default
     gradient_clipping: float = 0.0
-    assumptions: list[str] = field(default_factory=list)
-    assumed: list[AssumedInput] = field(default_factory=list)  # inputs nobody gave (memory/assumed.py)
+    assumptions: tuple[str, ...] = ()
+    assumed: tuple[AssumedInput, ...] = ()  # inputs nobody gave (memory/assumed.py)
 
     def overlap_comm_at(self, stage: int) -> bool:
         """overlap_comm as DeepSpeed's validator resolves it at ``stage`` (deepspeed/config_model.py)."""
@@ -168,8 +169,8 @@ def read_settings(config: Config, model: ModelSpec, gpus: int,
         global_batch=ds.batch.global_batch(gpus),
         deepspeed=ds,
         gradient_clipping=_clipping(ds.gradient_clipping),
-        assumptions=notes,
-        assumed=assumed,
+        assumptions=tuple(notes),
+        assumed=tuple(assumed),
     )
 
 
