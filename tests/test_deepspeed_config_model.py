@@ -220,3 +220,22 @@ def test_the_raw_read_check_finds_a_raw_read(tmp_path):
     hits = _raw_reads(probe, tmp_path)
     assert sorted(hit.split(" ", 1)[1] for hit in hits) == sorted(
         ['["zero_optimization"]', ".zero", "ds_default", '.get("zero_optimization")', ".block"])
+
+
+def test_data_types_read_as_canonical_names_auto_and_refused_spellings():
+    from zeroadvisor.deepspeed.config_model import read_data_types
+
+    spelled = [read_data_types({"data_types": {"grad_accum_dtype": name}}).grad_accum_dtype
+               for name in ("fp32", "float32", "torch.float32", " FLOAT ")]
+    assert spelled == ["fp32"] * 4
+    assert read_data_types({"communication_data_type": "bfloat16"}).communication_data_type == "bf16"
+    assert read_data_types({}).grad_accum_dtype is None  # DeepSpeed's default: the model's dtype
+    assert read_data_types({"data_types": {"grad_accum_dtype": "auto"}}).grad_accum_dtype == \
+        Auto("grad_accum_dtype", None)
+    refused = read_data_types({"data_types": {"grad_accum_dtype": "fp64"}}).grad_accum_dtype
+    assert refused == Rejected("data_types.grad_accum_dtype", "fp64", "is not a dtype DeepSpeed knows")
+    s = read_settings({"bf16": {"enabled": True}, "data_types": {"grad_accum_dtype": "fp64"},
+                       "communication_data_type": "fp64"}, SPEC, 8)
+    assert (s.grad_accum_dtype, s.communication_dtype) == ("bf16", "bf16")  # the model dtype, noted once
+    assert [note for note in s.assumptions if "fp64" in note] == [
+        "data_types.grad_accum_dtype='fp64' not understood; assumed the model dtype"]

@@ -467,6 +467,65 @@ def read_bf16(data: Any) -> Bf16Config:
                       _flag(block, "bf16", "bf16_optimizer_states"), key)
 
 
+# --------------------------------------------------------------------------- data types
+
+# DeepSpeed's DtypeEnum spellings (runtime/config_utils.py: each member takes the torch dtype and its names),
+# and torch's names, to the canonical name; matched without case or surrounding spaces, as the memory model
+# always has.
+DTYPE_ALIASES: dict[str, str] = {
+    "fp32": "fp32",
+    "float32": "fp32",
+    "float": "fp32",
+    "torch.float32": "fp32",
+    "fp16": "fp16",
+    "float16": "fp16",
+    "half": "fp16",
+    "torch.float16": "fp16",
+    "bf16": "bf16",
+    "bfloat16": "bf16",
+    "torch.bfloat16": "bf16",
+    "fp8": "fp8",
+    "int8": "int8",
+}
+
+
+def dtype_name(value: Any) -> str | None:
+    """The canonical dtype name ("fp32", "fp16", "bf16", "fp8", "int8") of a spelling; None for another value."""
+    return DTYPE_ALIASES.get(str(value).strip().lower())
+
+
+# A data type left to the engine: None (the default) and "auto" are the model's dtype (engine.get_data_types,
+# engine.communication_data_type).
+ModelDtype = Auto[None] | None
+
+
+@dataclass(frozen=True, slots=True)
+class DataTypesConfig:
+    """``data_types.grad_accum_dtype`` and the top-level ``communication_data_type``: a canonical dtype name,
+    None for the model's dtype (DeepSpeed's default), an Auto, or a Rejected spelling."""
+
+    grad_accum_dtype: str | Rejected | ModelDtype = None
+    communication_data_type: str | Rejected | ModelDtype = None
+
+
+def _data_type(value: Any, where: str) -> str | Rejected | ModelDtype:
+    if value is None:
+        return None
+    if value == AUTO:
+        return Auto(where.rsplit(".", 1)[-1], None)
+    name = dtype_name(value)
+    return Rejected(where, value, "is not a dtype DeepSpeed knows") if name is None else name
+
+
+def read_data_types(data: Any) -> DataTypesConfig:
+    grad_accum = section(data, "data_types").get("grad_accum_dtype", _default("data_types", "grad_accum_dtype"))
+    communication = (data.get("communication_data_type") if isinstance(data, dict) else None)
+    if communication is None:
+        communication = _default("communication_data_type")
+    return DataTypesConfig(_data_type(grad_accum, "data_types.grad_accum_dtype"),
+                           _data_type(communication, "communication_data_type"))
+
+
 # --------------------------------------------------------------------------- the optimizer section
 
 
@@ -516,6 +575,8 @@ def read_optimizer(data: Any) -> OptimizerConfig:
                            params)
 
 
-__all__ = ["Auto", "Bf16Config", "Fp16Config", "OffloadConfig", "OffloadOptimizerConfig", "OffloadParamConfig",
-           "OptimizerConfig", "OptimizerParams", "Rejected", "ZeroConfig", "lax_bool", "lax_float", "lax_int",
-           "overlap_comm_at", "read_bf16", "read_fp16", "read_optimizer", "read_zero", "shown"]
+__all__ = ["DTYPE_ALIASES", "Auto", "Bf16Config", "DataTypesConfig", "Fp16Config", "OffloadConfig",
+           "OffloadOptimizerConfig", "OffloadParamConfig", "OptimizerConfig", "OptimizerParams", "Rejected",
+           "ZeroConfig",
+           "dtype_name", "lax_bool", "lax_float", "lax_int", "overlap_comm_at", "read_bf16", "read_data_types",
+           "read_fp16", "read_optimizer", "read_zero", "shown"]

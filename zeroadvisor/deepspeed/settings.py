@@ -26,6 +26,7 @@ from zeroadvisor.deepspeed import schema
 from zeroadvisor.deepspeed.config_model import (
     Auto,
     Bf16Config,
+    DataTypesConfig,
     Fp16Config,
     OffloadConfig,
     OffloadOptimizerConfig,
@@ -33,6 +34,7 @@ from zeroadvisor.deepspeed.config_model import (
     OptimizerConfig,
     ZeroConfig,
     read_bf16,
+    read_data_types,
     read_fp16,
     read_optimizer,
     read_zero,
@@ -171,8 +173,7 @@ class DeepSpeedSettings:
     fp16: Fp16Config = field(default_factory=Fp16Config)
     bf16: Bf16Config = field(default_factory=Bf16Config)  # ``bf16``, else the legacy ``bfloat16``
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
-    grad_accum_dtype: Any = None  # data_types.grad_accum_dtype as written (DeepSpeed's default when absent)
-    communication_data_type: Any = None
+    data_types: DataTypesConfig = field(default_factory=DataTypesConfig)  # and communication_data_type
     gradient_clipping: Any = None  # as written (None when absent)
     batch: BatchCounts = field(default_factory=BatchCounts)
     layout: Layout = field(default_factory=Layout)
@@ -254,9 +255,7 @@ def read(data: Any) -> DeepSpeedSettings:
         fp16=read_fp16(cfg),
         bf16=read_bf16(cfg),
         optimizer=read_optimizer(cfg),
-        grad_accum_dtype=section(cfg, "data_types").get("grad_accum_dtype",
-                                                          schema.default("data_types", "grad_accum_dtype")),
-        communication_data_type=cfg.get("communication_data_type", schema.default("communication_data_type")),
+        data_types=read_data_types(cfg),
         gradient_clipping=cfg.get("gradient_clipping"),
         batch=read_batch(cfg),
         layout=Layout(tensor_parallel.get("autotp_size"), cfg.get("sequence_parallel_size"),

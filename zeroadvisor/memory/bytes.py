@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from zeroadvisor.deepspeed import config_model
 from zeroadvisor.deepspeed.config_model import OptimizerParams
 
-# Bytes per element. Names are DeepSpeed's DtypeEnum spellings (deepspeed/runtime/config_utils.py
-# and data_types.*); aliases map torch-ish names onto them.
+# Bytes per element of each canonical dtype name (deepspeed/config_model.py DTYPE_ALIASES maps the spellings).
 DTYPE_BYTES: dict[str, int] = {
     "fp32": 4,
     "fp16": 2,
@@ -22,29 +22,13 @@ DTYPE_BYTES: dict[str, int] = {
     "int64": 8,
 }
 
-DTYPE_ALIASES: dict[str, str] = {
-    "fp32": "fp32",
-    "float32": "fp32",
-    "float": "fp32",
-    "torch.float32": "fp32",
-    "fp16": "fp16",
-    "float16": "fp16",
-    "half": "fp16",
-    "torch.float16": "fp16",
-    "bf16": "bf16",
-    "bfloat16": "bf16",
-    "torch.bfloat16": "bf16",
-    "fp8": "fp8",
-    "int8": "int8",
-}
-
-
 def dtype_name(name: str) -> str:
-    """Canonical dtype name ("fp32", "fp16", "bf16", ...) for a DeepSpeed/torch spelling."""
-    key = str(name).strip().lower()
-    if key not in DTYPE_ALIASES:
+    """Canonical dtype name ("fp32", "fp16", "bf16", ...) for a DeepSpeed/torch spelling (deepspeed/config_model.py
+    DTYPE_ALIASES, the one table); KeyError for another."""
+    canonical = config_model.dtype_name(name)
+    if canonical is None:
         raise KeyError(name)
-    return DTYPE_ALIASES[key]
+    return canonical
 
 
 def nbytes(dtype: str) -> int:

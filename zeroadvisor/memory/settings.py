@@ -110,8 +110,8 @@ def read_settings(config: Config, model: ModelSpec, gpus: int,
 
     stage = _stage(zero.stage, given.zero_stage, notes, assumed)
     precision = _precision(ds, given.precision, assumed)
-    grad_accum_dtype = _dtype(ds.grad_accum_dtype, precision, "data_types.grad_accum_dtype", notes)
-    communication_dtype = _dtype(ds.communication_data_type, precision, None, notes)
+    grad_accum_dtype = _dtype(ds.data_types.grad_accum_dtype, precision, notes)
+    communication_dtype = _dtype(ds.data_types.communication_data_type, precision, None)
 
     bf16_master = ds.bf16.master_weights_and_grads and precision == Precision.BF16
     bf16_states = ds.bf16.optimizer_states and bf16_master
@@ -224,18 +224,15 @@ def _stage(stage: Stage | Auto[Stage] | Rejected, wanted: int | None, notes: lis
     return default
 
 
-def _dtype(written: Any, precision: Precision, where: str | None, notes: list[str]) -> str:
+def _dtype(dtype: str | Rejected | Auto[None] | None, precision: Precision, notes: list[str] | None) -> str:
     """A data type of ``data_types`` / ``communication_data_type``: None and "auto" are the model dtype
-    (engine.get_data_types, engine.communication_data_type); ``where``: the key a note names where the value is
-    not a dtype (None: no note, the model dtype)."""
-    if written in (None, AUTO):
-        return precision.value
-    try:
-        return B.dtype_name(written)
-    except KeyError:
-        if where is not None:
-            notes.append(f"{where}={written!r} not understood; assumed the model dtype")
-        return precision.value
+    (engine.get_data_types, engine.communication_data_type); a spelling DeepSpeed does not know is costed as the
+    model dtype too, with a note where ``notes`` are given."""
+    if isinstance(dtype, str):
+        return dtype
+    if isinstance(dtype, Rejected) and notes is not None:
+        notes.append(f"{dtype.where}={dtype.written!r} not understood; assumed the model dtype")
+    return precision.value
 
 
 def _precision(ds: DeepSpeedSettings, wanted: str | None, assumed: list[AssumedInput]) -> Precision:
