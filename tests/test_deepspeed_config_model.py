@@ -239,3 +239,16 @@ def test_data_types_read_as_canonical_names_auto_and_refused_spellings():
     assert (s.grad_accum_dtype, s.communication_dtype) == ("bf16", "bf16")  # the model dtype, noted once
     assert [note for note in s.assumptions if "fp64" in note] == [
         "data_types.grad_accum_dtype='fp64' not understood; assumed the model dtype"]
+
+
+def test_gradient_clipping_is_typed_and_auto_is_the_trainer_s_max_grad_norm():
+    from zeroadvisor.deepspeed.config_model import read_gradient_clipping
+
+    assert read_gradient_clipping({"gradient_clipping": "0.5"}) == 0.5
+    assert read_gradient_clipping({}) is None and read_gradient_clipping({"gradient_clipping": None}) is None
+    with schema.reading_as("0.19.2"):
+        assert read_gradient_clipping({"gradient_clipping": "auto"}) == Auto("gradient_clipping", 0.0)
+    assert isinstance(read_gradient_clipping({"gradient_clipping": True}), Rejected)
+    clipping = {value: read_settings({"gradient_clipping": value}, SPEC, 8).gradient_clipping
+                for value in ("auto", 2, True)}
+    assert clipping == {"auto": 1.0, 2: 2.0, True: 0.0}

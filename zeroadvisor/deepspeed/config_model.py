@@ -526,6 +526,22 @@ def read_data_types(data: Any) -> DataTypesConfig:
                            _data_type(communication, "communication_data_type"))
 
 
+# --------------------------------------------------------------------------- gradient clipping
+
+
+def read_gradient_clipping(data: Any) -> float | Auto[float] | Rejected | None:
+    """``gradient_clipping`` (runtime/config.py get_gradient_clipping, read with ``dict.get``): None where the
+    config leaves it out or writes null (DeepSpeed runs its default, the schema's: 0.0 before 0.19.3, 1.0 from
+    it); "auto" an Auto (the HF Trainer fills its max_grad_norm); a value that is not a number a Rejected (the
+    value rules report it)."""
+    value = data.get("gradient_clipping") if isinstance(data, dict) else None
+    if value is None:
+        return None
+    if value == AUTO:
+        return Auto("gradient_clipping", float(_default("gradient_clipping")))
+    return lax_float(value, "gradient_clipping")
+
+
 # --------------------------------------------------------------------------- the optimizer section
 
 
@@ -575,8 +591,29 @@ def read_optimizer(data: Any) -> OptimizerConfig:
                            params)
 
 
-__all__ = ["DTYPE_ALIASES", "Auto", "Bf16Config", "DataTypesConfig", "Fp16Config", "OffloadConfig",
-           "OffloadOptimizerConfig", "OffloadParamConfig", "OptimizerConfig", "OptimizerParams", "Rejected",
-           "ZeroConfig",
-           "dtype_name", "lax_bool", "lax_float", "lax_int", "overlap_comm_at", "read_bf16", "read_data_types",
-           "read_fp16", "read_optimizer", "read_zero", "shown"]
+__all__ = [
+    "DTYPE_ALIASES",
+    "Auto",
+    "Bf16Config",
+    "DataTypesConfig",
+    "Fp16Config",
+    "OffloadConfig",
+    "OffloadOptimizerConfig",
+    "OffloadParamConfig",
+    "OptimizerConfig",
+    "OptimizerParams",
+    "Rejected",
+    "ZeroConfig",
+    "dtype_name",
+    "lax_bool",
+    "lax_float",
+    "lax_int",
+    "overlap_comm_at",
+    "read_bf16",
+    "read_data_types",
+    "read_fp16",
+    "read_gradient_clipping",
+    "read_optimizer",
+    "read_zero",
+    "shown",
+]

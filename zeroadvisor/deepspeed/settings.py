@@ -32,10 +32,12 @@ from zeroadvisor.deepspeed.config_model import (
     OffloadOptimizerConfig,
     OffloadParamConfig,
     OptimizerConfig,
+    Rejected,
     ZeroConfig,
     read_bf16,
     read_data_types,
     read_fp16,
+    read_gradient_clipping,
     read_optimizer,
     read_zero,
     section,
@@ -174,7 +176,7 @@ class DeepSpeedSettings:
     bf16: Bf16Config = field(default_factory=Bf16Config)  # ``bf16``, else the legacy ``bfloat16``
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
     data_types: DataTypesConfig = field(default_factory=DataTypesConfig)  # and communication_data_type
-    gradient_clipping: Any = None  # as written (None when absent)
+    gradient_clipping: float | Auto[float] | Rejected | None = None  # None: not written
     batch: BatchCounts = field(default_factory=BatchCounts)
     layout: Layout = field(default_factory=Layout)
 
@@ -256,7 +258,7 @@ def read(data: Any) -> DeepSpeedSettings:
         bf16=read_bf16(cfg),
         optimizer=read_optimizer(cfg),
         data_types=read_data_types(cfg),
-        gradient_clipping=cfg.get("gradient_clipping"),
+        gradient_clipping=read_gradient_clipping(cfg),
         batch=read_batch(cfg),
         layout=Layout(tensor_parallel.get("autotp_size"), cfg.get("sequence_parallel_size"),
                       cfg.get("data_parallel_size"), zero.get("zero_hpz_partition_size")),

@@ -12,12 +12,12 @@ decides, the config wins (DeepSpeed reads it) and ``given_conflicts`` reports th
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from zeroadvisor.config.limits import MAX_DIMENSION
 from zeroadvisor.deepspeed import schema
-from zeroadvisor.deepspeed.config_model import Auto, Rejected, lax_float, overlap_comm_at
-from zeroadvisor.deepspeed.settings import AUTO, GAS, MBS, TBS, BatchCounts, Config, DeepSpeedSettings, as_settings
+from zeroadvisor.deepspeed.config_model import Auto, Rejected, overlap_comm_at
+from zeroadvisor.deepspeed.settings import GAS, MBS, TBS, BatchCounts, Config, DeepSpeedSettings, as_settings
 from zeroadvisor.memory import bytes as B
 from zeroadvisor.memory.assumed import AssumedInput
 from zeroadvisor.memory.errors import EstimateError, config_pointer
@@ -322,14 +322,13 @@ def _device(device: Device | Auto[Device] | Rejected, notes: list[str]) -> Devic
     return device
 
 
-def _clipping(value: Any) -> float:
-    """gradient_clipping as the step time uses it: 0.0 when absent, 1.0 for "auto" (HF max_grad_norm)."""
-    if value is None:
+def _clipping(clipping: float | Auto[float] | Rejected | None) -> float:
+    """gradient_clipping as the step time uses it: 0.0 when not written (the step time has always costed no
+    clipping pass then, though the schema's default is 1.0 from DeepSpeed 0.19.3); "auto" is the HF Trainer's
+    max_grad_norm, 1.0 by default; a value DeepSpeed cannot use costs no clipping pass (the lint reports it)."""
+    if clipping is None or isinstance(clipping, Rejected):
         return 0.0
-    if value == AUTO:
-        return 1.0
-    clipping = lax_float(value, "gradient_clipping")
-    return 0.0 if isinstance(clipping, Rejected) else clipping  # the lint reports it; no clipping pass costed
+    return 1.0 if isinstance(clipping, Auto) else clipping
 
 
 def _micro_batch(batch: BatchCounts, gpus: int, wanted: int | None, notes: list[str],
