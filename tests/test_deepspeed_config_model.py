@@ -252,3 +252,17 @@ def test_gradient_clipping_is_typed_and_auto_is_the_trainer_s_max_grad_norm():
     clipping = {value: read_settings({"gradient_clipping": value}, SPEC, 8).gradient_clipping
                 for value in ("auto", 2, True)}
     assert clipping == {"auto": 1.0, 2: 2.0, True: 0.0}
+
+
+@pytest.mark.parametrize("value, degree", [
+    (None, None), (4, 4), (4.0, 4), (0, 1), ("auto", Auto("autotp_size", None)),
+    (True, Rejected("tensor_parallel.autotp_size", True, "is not a parallel degree DeepSpeed accepts")),
+    ("4", Rejected("tensor_parallel.autotp_size", "4", "is not a parallel degree DeepSpeed accepts")),
+    (2.5, Rejected("tensor_parallel.autotp_size", 2.5, "is not a parallel degree DeepSpeed accepts")),
+])
+def test_parallel_degrees_are_typed(value, degree):
+    from zeroadvisor.deepspeed.config_model import parallel_degree
+
+    assert parallel_degree(value, "tensor_parallel.autotp_size") == degree
+    layout = read({"tensor_parallel": {"autotp_size": value}}).layout
+    assert layout.set_degrees["tensor"] == degree

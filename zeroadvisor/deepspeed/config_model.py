@@ -542,6 +542,23 @@ def read_gradient_clipping(data: Any) -> float | Auto[float] | Rejected | None:
     return lax_float(value, "gradient_clipping")
 
 
+# --------------------------------------------------------------------------- parallel degrees
+
+
+def parallel_degree(value: Any, where: str) -> int | Auto[None] | Rejected | None:
+    """A parallel degree the config sets (``tensor_parallel.autotp_size``, ``sequence_parallel_size``) as the
+    estimate takes it: None where it is not written (or null), an Auto where "auto" (the launcher's), a Rejected
+    where DeepSpeed cannot take it (a bool, text, a fraction, below 0); 0 reads as 1 (AutoTP off:
+    runtime/tensor_parallel/config.py autotp_size default 0; __init__.py initialize enables it above 0)."""
+    if value is None:
+        return None
+    if value == AUTO:
+        return Auto(where.rsplit(".", 1)[-1], None)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) or value < 0:
+        return Rejected(where, value, "is not a parallel degree DeepSpeed accepts")
+    return max(int(value), 1)
+
+
 # --------------------------------------------------------------------------- the optimizer section
 
 

@@ -34,6 +34,7 @@ from zeroadvisor.deepspeed.config_model import (
     OptimizerConfig,
     Rejected,
     ZeroConfig,
+    parallel_degree,
     read_bf16,
     read_data_types,
     read_fp16,
@@ -138,6 +139,12 @@ class Layout:
     sequence_parallel_size: Any = None
     data_parallel_size: Any = None
     hpz_partition_size: Any = None
+
+    @property
+    def set_degrees(self) -> dict[str, int | Auto[None] | Rejected | None]:
+        """The tensor and sequence degrees as the estimate takes them (config_model.parallel_degree)."""
+        return {"tensor": parallel_degree(self.autotp_size, "tensor_parallel.autotp_size"),
+                "sequence": parallel_degree(self.sequence_parallel_size, "sequence_parallel_size")}
 
     @property
     def tensor(self) -> int | None:
