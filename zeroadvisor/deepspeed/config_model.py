@@ -97,8 +97,7 @@ def zero_stage(data: Any) -> int | None:
     if not isinstance(zero, dict):
         return None
     if "stage" not in zero:
-        default: int | None = schema.default("zero_optimization", "stage")  # the schema's is an int
-        return default
+        return int(_default(ZERO, "stage"))
     return stage_value(zero["stage"])
 
 

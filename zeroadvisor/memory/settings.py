@@ -118,9 +118,10 @@ def read_settings(config: Config, model: ModelSpec, gpus: int,
     fp16_master = ds.fp16.master_weights_and_grads and precision == Precision.FP16
 
     optimizer, label, elements = _optimizer(ds, assumed)
-    # with bf16 optimizer states engine.get_optimizer_configuration forces it off
-    cpu_adam_fp32_states = (False if bf16_states else ds.optimizer.written is None
-                            or ds.optimizer.params.fp32_optimizer_states)
+    # DeepSpeedCPUAdam's fp32_optimizer_states, from the optimizer's params (on without an optimizer type); with
+    # bf16 optimizer states engine.get_optimizer_configuration forces it off
+    fp32_states = ds.optimizer.written is None or ds.optimizer.params.fp32_optimizer_states
+    cpu_adam_fp32_states = fp32_states and not bf16_states
 
     reduce_bucket_size = _auto_sized(zero.reduce_bucket_size, "reduce_bucket_size", h, notes)
     prefetch = _auto_sized(zero.prefetch_bucket_size, "stage3_prefetch_bucket_size", h, notes)
