@@ -34,6 +34,7 @@ from zeroadvisor.vocab import Device, Stage
 
 ZERO = "zero_optimization"
 T = TypeVar("T")
+OffloadT = TypeVar("OffloadT", bound="OffloadConfig")
 
 # DeepSpeed hands these counts to torch, whose sizes and numels are int64: a larger value fails there.
 MAX_INT64 = 2**63 - 1
@@ -346,27 +347,25 @@ def _device(block: Mapping[str, Any], which: str) -> Device | Auto[Device] | Rej
     return Rejected(f"{ZERO}.{which}.device", text, "is not none/cpu/nvme")
 
 
-def _offload_common(zero: dict[str, Any], which: str) -> tuple[dict[str, Any], dict[str, Any]]:
+def _offload(zero: dict[str, Any], which: str, kind: type[OffloadT],
+             **extra: Callable[[Any, str], Any]) -> OffloadT:
+    """``offload_optimizer`` / ``offload_param`` (``which``) as ``kind``: the fields both have, and the ``extra``
+    ones of ``kind`` each read with its converter."""
     block = offload_block(zero, which)
-    common: dict[str, Any] = {
-        "device": _device(block, which), "written": offload_device(block),
-        "legacy": not isinstance(zero.get(which), dict) and bool(block),
-        "pin_memory": _offload_field(block, which, "pin_memory", lax_bool),
-        "pin_memory_written": "pin_memory" in block,
-        "buffer_count": _offload_field(block, which, "buffer_count", lax_int)}
-    return block, common
+    return kind(device=_device(block, which), written=offload_device(block),
+                legacy=not isinstance(zero.get(which), dict) and bool(block),
+                pin_memory=_offload_field(block, which, "pin_memory", lax_bool),
+                pin_memory_written="pin_memory" in block,
+                buffer_count=_offload_field(block, which, "buffer_count", lax_int),
+                **{key: _offload_field(block, which, key, convert) for key, convert in extra.items()})
 
 
 def read_offload_optimizer(zero: dict[str, Any]) -> OffloadOptimizerConfig:
-    block, common = _offload_common(zero, "offload_optimizer")
-    return OffloadOptimizerConfig(**common, ratio=_offload_field(block, "offload_optimizer", "ratio", lax_float))
+    return _offload(zero, "offload_optimizer", OffloadOptimizerConfig, ratio=lax_float)
 
 
 def read_offload_param(zero: dict[str, Any]) -> OffloadParamConfig:
-    which = "offload_param"
-    block, common = _offload_common(zero, which)
-    return OffloadParamConfig(**common, buffer_size=_offload_field(block, which, "buffer_size", lax_int),
-                              max_in_cpu=_offload_field(block, which, "max_in_cpu", lax_int))
+    return _offload(zero, "offload_param", OffloadParamConfig, buffer_size=lax_int, max_in_cpu=lax_int)
 
 
 def _stage(data: Any, zero: dict[str, Any]) -> Stage | Auto[Stage] | Rejected:
