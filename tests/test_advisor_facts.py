@@ -12,7 +12,7 @@ import json
 import pytest
 
 import zeroadvisor
-from zeroadvisor.deepspeed import coerce, effective, schema
+from zeroadvisor.deepspeed import coerce, config_model, schema
 from zeroadvisor.memory.estimate import Cluster, estimate
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
 from zeroadvisor.rules.linter import lint_text
@@ -33,7 +33,7 @@ def test_lax_bool_is_pydantics(value):
 
 @pytest.mark.parametrize("text", ["t", "y", "YES", "1"])
 def test_enabled_strings_count_where_pydantic_reads_them(text):
-    assert effective.is_enabled({"enabled": text}) is True
+    assert config_model.is_enabled({"enabled": text}) is True
     config = json.dumps({"train_batch_size": 8, "fp16": {"enabled": text}, "bf16": {"enabled": True}})
     assert "ZA501" in {f.code for f in lint_text(config, "ds.json")}  # both enabled: DeepSpeed asserts
 

@@ -40,10 +40,10 @@ def reads(monkeypatch):
 def test_the_settings_are_frozen_and_their_sections_read_only():
     s = read(CONFIG)
     with pytest.raises(dataclasses.FrozenInstanceError):
-        s.stage = 2  # type: ignore[misc]
-    with pytest.raises(TypeError):
-        s.zero["stage"] = 2  # type: ignore[index]
-    assert (s.stage, s.precision, s.offload_optimizer.device, s.offload_optimizer.block["pin_memory"]) == \
+        s.configured = False  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.zero_config.offload_optimizer.pin_memory = False  # type: ignore[misc]
+    assert (s.stage, s.precision, s.offload_optimizer.device, s.offload_optimizer.pin_memory) == \
         (3, "bf16", "cpu", True)
 
 
@@ -149,3 +149,28 @@ def test_an_integer_past_the_largest_float_is_an_estimate_error_not_a_crash():
 ])
 def test_the_batch_is_the_integrations_only_when_every_batch_key_written_is_auto(config, filled):
     assert read_batch(config).filled_by_integration is filled
+
+
+def test_the_estimate_command_reads_the_config_once(reads, tmp_path):
+    """The refusals (a given value the config contradicts, a layout the GPUs do not divide), the estimate and the
+    release it states share one reading of the config (flows._estimate)."""
+    import zeroadvisor
+
+    path = tmp_path / "ds_config.json"
+    path.write_text(json.dumps(CONFIG), encoding="utf-8")
+    result = zeroadvisor.estimate(str(path), params="1B", gpus=8, seq_len=2048)
+    assert reads == [repr(CONFIG)]
+    assert result.estimate.settings.deepspeed.stage == 3
+
+
+def test_each_release_reads_its_own_defaults_once(reads):
+    """settings_of keeps one reading per document and release: offload pin_memory's default moved in 0.19.5."""
+    from zeroadvisor.deepspeed import schema
+
+    doc = parse(json.dumps({"zero_optimization": {"stage": 3, "offload_param": {"device": "cpu"}}}), "x.json")
+    with schema.reading_as("0.19.4"):
+        old = settings_of(doc)
+        assert settings_of(doc) is old
+    new = settings_of(doc)
+    assert (old.offload_param.pin_memory, new.offload_param.pin_memory) == (False, True)
+    assert len(reads) == 2

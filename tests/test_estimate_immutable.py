@@ -11,12 +11,12 @@ import pytest
 
 from zeroadvisor.advisor.check import CheckOptions, check_document
 from zeroadvisor.config.source import Document
-from zeroadvisor.throughput.timed import step_times
 from zeroadvisor.hardware.table import GPUS
 from zeroadvisor.memory.estimate import Cluster, estimate
 from zeroadvisor.model.hf import spec_from_hf_config
 from zeroadvisor.model.spec import TrainingShape
 from zeroadvisor.throughput import DEFAULTS, Hardware
+from zeroadvisor.throughput.timed import step_times
 
 LLAMA2_7B = {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
              "num_attention_heads": 32, "num_key_value_heads": 32, "vocab_size": 32000}

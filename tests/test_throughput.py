@@ -15,6 +15,7 @@ from zeroadvisor.model.spec import ModelSpec, TrainingShape
 from zeroadvisor.throughput import Hardware, NoThroughput, ZeroPlusPlus, step_time
 from zeroadvisor.throughput.flops import token_flops
 from zeroadvisor.throughput.offload import cpu_adam_seconds
+from zeroadvisor.vocab import Precision
 
 # A100-SXM4-80GB from NVIDIA's datasheet: 312 dense bf16 TFLOPS, NVLink 600 GB/s bidirectional = 300 one way,
 # PCIe gen4 x16 32 GB/s (written out here, not read from the table, so the arithmetic below is checkable).
@@ -312,16 +313,16 @@ def test_gpu_step_bytes_per_parameter_by_hand():
 
     # bf16 + AdamW (2 fp32 states): bf16 grad read + fp32 written (2 + 4); Adam reads p, g, m, v and writes p, m, v
     # (7 x 4 = 28, multi_tensor_adam.cu); fp32 master read + bf16 written (4 + 2): 40 B
-    assert gpu_step_bytes("bf16", 2, 0.0).total == 6 + 28 + 6
+    assert gpu_step_bytes(Precision.BF16, 2, 0.0).total == 6 + 28 + 6
     # gradient_clipping 1.0 adds the norm's read of the bf16 grads (2) and the clip's mul_ on fp32 grads (4 + 4)
-    assert gpu_step_bytes("bf16", 2, 1.0).overflow_and_clip == 2 + 8
+    assert gpu_step_bytes(Precision.BF16, 2, 1.0).overflow_and_clip == 2 + 8
     # fp16: the overflow check reads the grads (2) and unscaling by the loss scale reads+writes them in fp32 (8)
-    assert gpu_step_bytes("fp16", 2, 0.0).total == 6 + 28 + 6 + 2 + 8
-    assert gpu_step_bytes("fp16", 2, 1.0).overflow_and_clip == 2 + 2 + 8  # the clip shares the unscale's mul_
+    assert gpu_step_bytes(Precision.FP16, 2, 0.0).total == 6 + 28 + 6 + 2 + 8
+    assert gpu_step_bytes(Precision.FP16, 2, 1.0).overflow_and_clip == 2 + 2 + 8  # the clip shares the unscale's mul_
     # fp32: no conversions; Adam 28; clipping reads the fp32 grads (4) and rescales them (8)
-    assert gpu_step_bytes("fp32", 2, 1.0).total == 28 + 4 + 8
+    assert gpu_step_bytes(Precision.FP32, 2, 1.0).total == 28 + 4 + 8
     # SGD without momentum: p, g read, p written (12) between the two conversions
-    assert gpu_step_bytes("bf16", 0, 0.0).total == 6 + 12 + 6
+    assert gpu_step_bytes(Precision.BF16, 0, 0.0).total == 6 + 12 + 6
 
 
 A100_HBM = GpuSpec("A100-SXM4-80GB", 81920, 312.0, 300.0, 32.0, "datasheet", memory_gb_s=2039.0)
@@ -360,9 +361,9 @@ def test_offloaded_host_passes_by_hand():
     from zeroadvisor.throughput.offload import host_passes, host_passes_seconds
 
     # stage 1/2 unscale only with clipping or fp16's loss scale; stage 3's unscale_and_clip_grads always mul_s
-    assert host_passes(2, "bf16", 0.0) == ("to_16bit",)
-    assert host_passes(2, "bf16", 1.0) == host_passes(2, "fp16", 0.0) == host_passes(3, "bf16", 0.0) == (
-        "unscale", "to_16bit")
+    assert host_passes(2, Precision.BF16, 0.0) == ("to_16bit",)
+    assert host_passes(2, Precision.BF16, 1.0) == host_passes(2, Precision.FP16, 0.0) \
+        == host_passes(3, Precision.BF16, 0.0) == ("unscale", "to_16bit")
     # 7e9 / 8 parameters, one thread (torchrun, 8 processes): (0.295 + 0.430) ns each = 0.634 s; the memory cap
     # (8 processes x 14 B x 8.75e8 / 200 GB/s = 0.49 s) is lower
     hw = Hardware(A100)

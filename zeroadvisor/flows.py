@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     from zeroadvisor.inputs.release import ReleaseChoice
     from zeroadvisor.inputs.run import RunInputs
     from zeroadvisor.inputs.source import ConfigSource
-    from zeroadvisor.jsontypes import JSONObject
     from zeroadvisor.lint.context import LintOptions
     from zeroadvisor.lint.rule import Rule
     from zeroadvisor.memory.cluster import Cluster
@@ -369,7 +368,7 @@ def estimate(inputs: RunInputs, step_times_too: bool = False) -> EstimateResult:
 def _estimate(inputs: RunInputs, release: ReleaseChoice, step_times_too: bool = False) -> EstimateResult:
     from zeroadvisor.advisor.trainer import trainer_filled, trainer_shape
     from zeroadvisor.deepspeed.kind import ACCELERATE, kind_of
-    from zeroadvisor.deepspeed.settings import settings_of
+    from zeroadvisor.deepspeed.settings import as_settings, settings_of
     from zeroadvisor.inputs.release import say_release
     from zeroadvisor.throughput.timed import step_times
 
@@ -378,28 +377,28 @@ def _estimate(inputs: RunInputs, release: ReleaseChoice, step_times_too: bool = 
     model, shape, cluster = inputs.model, inputs.shape, inputs.cluster
     if model is None or shape is None or cluster is None:  # inputs.run.build refuses an estimate without them
         raise ValueError("an estimate needs the model and the cluster")
-    data: JSONObject | None = None
     document = None
+    config: Config = None  # what DeepSpeed reads of the config: read once, for the refusals and the estimate
     if source is not None and name is not None:
         document = _read_config(source)
         if isinstance(document.data, dict) and inputs.training is not None:  # "auto" filled as the Trainer fills it
             document = trainer_filled(document, inputs.training, cluster.gpus, model.hidden_size)
         if not isinstance(document.data, dict):
             raise UnusableConfig(f"{name}: the config is not a JSON object")
-        data = document.data
         if inputs.training is not None:
-            shape = trainer_shape(data, shape, inputs.training)
+            shape = trainer_shape(document.data, shape, inputs.training)
         if kind_of(document) == ACCELERATE:  # the DeepSpeed config it makes Accelerate build, on its world
             data, shape, cluster = _accelerate_estimate_inputs(name, document, shape, cluster)
-            _refuse_conflicts(name, data, model, cluster.gpus, shape)
+            config = as_settings(data)
         else:
-            _refuse_conflicts(name, settings_of(document), model, cluster.gpus, shape)
-    _refuse_layout(name, data, cluster.gpus, shape)
+            config = settings_of(document)
+        _refuse_conflicts(name, config, model, cluster.gpus, shape)
+    _refuse_layout(name, config, cluster.gpus, shape)
     from zeroadvisor.memory.estimate import estimate as memory_estimate
 
     try:
-        result = EstimateResult(say_release(memory_estimate(data, model, shape, cluster, inputs.accounting),
-                                            release, data))
+        result = EstimateResult(say_release(memory_estimate(config, model, shape, cluster, inputs.accounting),
+                                            release, config))
     except (ValueError, TypeError) as err:
         # Bad input only when the linter agrees the config is wrong; otherwise a bug to report.
         errors = _lint_errors(document, replace(inputs.lint_options(), releases=release.releases)) \
@@ -438,13 +437,13 @@ def _refuse_conflicts(name: str, config: Config, model: ModelSpec, gpus: int, sh
         raise UsageError(f"{name}: {conflicts[0]}")
 
 
-def _refuse_layout(name: str | None, data: dict[str, Any] | None, gpus: int, shape: TrainingShape) -> None:
+def _refuse_layout(name: str | None, config: Config, gpus: int, shape: TrainingShape) -> None:
     """Parallel degrees that do not divide the GPUs are a UsageError (exit 2): no run has that layout."""
     from zeroadvisor.memory.errors import EstimateError
     from zeroadvisor.memory.parallel import read_parallel
 
     try:
-        read_parallel(data, gpus, shape)
+        read_parallel(config, gpus, shape)
     except EstimateError as err:
         raise UsageError(f"{name}: {err}" if name else str(err)) from None
 

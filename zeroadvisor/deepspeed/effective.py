@@ -1,16 +1,15 @@
-"""How DeepSpeed 0.19 reads each setting of a parsed config: one function per key or section.
+"""The names and the arithmetic DeepSpeed 0.19 applies to the top-level keys of a config: the "auto" placeholder,
+the batch triple and its derivation, the legacy offload booleans' names, a parallel degree.
 
-deepspeed/settings.py reads a config once with these into the DeepSpeedSettings that the lint rules,
-the memory model, the step-time model and the advisor share, so that "which ZeRO stage is this?" has
-one answer. Values that DeepSpeed would reject are returned as None; the rules report them.
+The sections themselves (zero_optimization and its offloads, fp16/bf16, the optimizer) are read in one place,
+deepspeed/config_model.py; deepspeed/settings.py puts the two together into the DeepSpeedSettings that the lint
+rules, the memory model, the step-time model and the advisor share.
 """
 
 from __future__ import annotations
 
 from fractions import Fraction
 from typing import Any
-
-from zeroadvisor.deepspeed import coerce, schema
 
 # The placeholder the Hugging Face integrations replace; DeepSpeedConfigModel drops it (config_utils.py).
 AUTO = "auto"
@@ -20,101 +19,8 @@ TBS, MBS, GAS = "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_
 BATCH_KEYS = (TBS, MBS, GAS)
 
 
-def section(data: Any, key: str) -> dict[str, Any]:
-    """A top-level section as a dict ({} when absent or not an object)."""
-    value = data.get(key) if isinstance(data, dict) else None
-    return value if isinstance(value, dict) else {}
-
-
-def zero_section(data: Any) -> dict[str, Any]:
-    return section(data, "zero_optimization")
-
-
-def zero_stage(data: Any) -> int | None:
-    """The ZeRO stage DeepSpeed runs; None when the value is invalid or "auto".
-
-    DeepSpeed: a legacy ``zero_optimization: true`` means stage 1 (runtime/zero/config.py
-    read_zero_config_deprecated); a missing section means stage 0; ``"stage": "auto"`` is
-    dropped by DeepSpeedConfigModel and silently means stage 0 (callers that care about
-    "auto" check for it first); ZeroStageEnum accepts 2, 2.0 and "2".
-    """
-    if not isinstance(data, dict) or "zero_optimization" not in data:
-        return 0
-    zero = data["zero_optimization"]
-    if isinstance(zero, bool):
-        return 1 if zero else 0
-    if not isinstance(zero, dict):
-        return None
-    if "stage" not in zero:
-        default = schema.default("zero_optimization", "stage")
-        return default if isinstance(default, int) else None  # the schema's is an int
-    return stage_value(zero["stage"])
-
-
-def stage_value(value: Any) -> int | None:
-    if value == AUTO:
-        return None
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, str):
-        value = value.strip()
-        if not value.isdigit():
-            return None
-        value = int(value)
-    if isinstance(value, float):
-        if not value.is_integer():
-            return None
-        value = int(value)
-    return value if isinstance(value, int) and 0 <= value <= 3 else None
-
-
-def is_enabled(block: Any) -> bool | None:
-    """``{"enabled": ...}`` of a pydantic section (fp16, bf16): True/False as pydantic's lax bool reads
-    it, or None when it is "auto" (an integration decides)."""
-    if not isinstance(block, dict):
-        return False
-    value = block.get("enabled", False)
-    if value == AUTO:
-        return None
-    return coerce.lax_bool(value) is True
-
-
-def bf16_block(data: Any) -> dict[str, Any]:
-    """``bf16``, or the legacy ``bfloat16`` that DeepSpeed reads only when bf16 is absent."""
-    if isinstance(data, dict):
-        block = data.get("bf16")
-        if isinstance(block, dict):
-            return block
-    return section(data, "bfloat16")
-
-
 # The deprecated booleans DeepSpeed migrates to {device: cpu} (runtime/zero/config.py).
 LEGACY_OFFLOAD = {"offload_optimizer": "cpu_offload", "offload_param": "cpu_offload_param"}
-
-
-def offload_block(zero: dict[str, Any], which: str) -> dict[str, Any]:
-    """``offload_optimizer``/``offload_param`` of the ``zero_optimization`` section as DeepSpeed reads it, the
-    legacy booleans included."""
-    block = zero.get(which)
-    if isinstance(block, dict):
-        return block
-    return {"device": "cpu"} if zero.get(LEGACY_OFFLOAD[which]) is True else {}
-
-
-def offload_device(block: dict[str, Any]) -> str:
-    """Device of an offload block: "none", "cpu", "nvme" (or "auto", or a value DeepSpeed rejects)."""
-    device = block.get("device", "none")
-    return device if isinstance(device, str) else "none"
-
-
-def optimizer_type(data: Any) -> str | None:
-    """``optimizer.type`` as DeepSpeed resolves it: its own names lower-cased, else as written."""
-    opt = section(data, "optimizer")
-    name = opt.get("type")
-    if not isinstance(name, str):
-        return None
-    return name.lower() if name.lower() in schema.names("x-deepspeed-optimizers") else name
-
 
 
 def derive_batch(tbs: int | None, mbs: int | None, gas: int | None,

@@ -1,37 +1,51 @@
 """The effective DeepSpeed settings of one config, read once into one frozen object.
 
-``read(data)`` reads a parsed ds_config the way DeepSpeed 0.19.8 does (deepspeed/effective.py has the
-reading of each key) into a :class:`DeepSpeedSettings`; ``settings_of(document)`` does it once per
-document (config/source.py ``Document.derived``). The lint rules read it through ``lint/context.Context``,
-the memory model builds its ``Settings`` from it (memory/settings.py), and the step-time model and the
-advisor read the batch counts and the global batch from there: each fact has one reading.
+``read(data)`` reads a parsed ds_config the way DeepSpeed 0.19.8 does into a :class:`DeepSpeedSettings`: its
+sections typed (deepspeed/config_model.py: ZeroConfig, the offload configs, fp16/bf16, the optimizer), the
+top-level keys beside them (deepspeed/effective.py has the batch arithmetic);
+``settings_of(document)`` does it once per document and release (config/source.py ``Document.derived``).
+The lint rules read it through ``lint/context.Context``, the memory model builds its ``Settings`` from it
+(memory/settings.py), and the step-time model and the advisor read the batch counts and the global batch from
+there: each fact has one reading.
 
-What DeepSpeed leaves to someone else is kept as written, not guessed: a key left "auto" for an integration,
-a value DeepSpeed rejects. The layers above decide what to make of it (the rules report it, the memory model
-resolves it from a flag or records an assumption).
+What DeepSpeed leaves to someone else is kept, not guessed: a key left "auto" for an integration (an ``Auto``),
+a value DeepSpeed rejects (a ``Rejected``). The layers above decide what to make of it (the rules report it, the
+memory model resolves it from a flag or records an assumption).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import MappingProxyType
+from functools import cache
 from typing import Any
 
 from zeroadvisor.config.source import Document
 from zeroadvisor.deepspeed import effective as E
 from zeroadvisor.deepspeed import schema
+from zeroadvisor.deepspeed.config_model import (
+    Auto,
+    Bf16Config,
+    DataTypesConfig,
+    Fp16Config,
+    OffloadConfig,
+    OffloadOptimizerConfig,
+    OffloadParamConfig,
+    OptimizerConfig,
+    Rejected,
+    ZeroConfig,
+    parallel_degree,
+    read_bf16,
+    read_data_types,
+    read_fp16,
+    read_gradient_clipping,
+    read_optimizer,
+    read_zero,
+    section,
+    zero_section,
+)
 from zeroadvisor.deepspeed.effective import AUTO, BATCH_KEYS, GAS, MBS, TBS
-
-_EMPTY: Mapping[str, Any] = MappingProxyType({})
-
-
-def _empty() -> Mapping[str, Any]:
-    return _EMPTY
-
-
-def _view(section: dict[str, Any]) -> Mapping[str, Any]:
-    return MappingProxyType(section) if section else _EMPTY
+from zeroadvisor.vocab import Precision, Stage
 
 
 def _integer(value: Any) -> int | None:
@@ -114,21 +128,6 @@ def read_batch(data: Any) -> BatchCounts:
 
 
 @dataclass(frozen=True, slots=True)
-class Offload:
-    """``offload_optimizer`` or ``offload_param`` as DeepSpeed reads it (the legacy cpu_offload booleans
-    included): its options, and ``device`` as written ("none" when absent or not text; "auto" and a value
-    DeepSpeed rejects are kept: the rules report them)."""
-
-    block: Mapping[str, Any] = field(default_factory=_empty)
-    device: str = "none"
-
-    @property
-    def on(self) -> bool:
-        """Offloaded to the CPU or NVMe."""
-        return self.device in ("cpu", "nvme")
-
-
-@dataclass(frozen=True, slots=True)
 class Layout:
     """The parallel-layout keys DeepSpeed reads from the config, as written (None when absent):
     ``tensor_parallel.autotp_size`` (AutoTP), ``sequence_parallel_size`` (Ulysses, read raw by
@@ -140,6 +139,12 @@ class Layout:
     sequence_parallel_size: Any = None
     data_parallel_size: Any = None
     hpz_partition_size: Any = None
+
+    @property
+    def set_degrees(self) -> dict[str, int | Auto[None] | Rejected | None]:
+        """The tensor and sequence degrees as the estimate takes them (config_model.parallel_degree)."""
+        return {"tensor": parallel_degree(self.autotp_size, "tensor_parallel.autotp_size"),
+                "sequence": parallel_degree(self.sequence_parallel_size, "sequence_parallel_size")}
 
     @property
     def tensor(self) -> int | None:
@@ -167,48 +172,76 @@ class Layout:
 
 @dataclass(frozen=True, slots=True)
 class DeepSpeedSettings:
-    """What DeepSpeed reads from one config. Sections are read-only views of the config's own (the legacy
-    ``zero_optimization: true`` reads as an empty section with ``stage`` 1)."""
+    """What DeepSpeed reads from one config: its typed sections (deepspeed/config_model.py) and the top-level
+    keys. The legacy ``zero_optimization: true`` reads as an empty section with ``stage`` 1."""
 
     configured: bool = False  # a config was given (None: DeepSpeed's defaults)
     is_object: bool = False  # the config is a JSON object (anything else reads as an empty one)
     keys: frozenset[str] = frozenset()  # the top-level keys written
-    stage: int | None = 0  # effective.zero_stage: None where the value is "auto" or invalid
-    stage_written: Any = None  # zero_optimization.stage as written (None when absent)
-    zero: Mapping[str, Any] = field(default_factory=_empty)
-    offload_optimizer: Offload = field(default_factory=Offload)
-    offload_param: Offload = field(default_factory=Offload)
-    fp16: Mapping[str, Any] = field(default_factory=_empty)
-    bf16: Mapping[str, Any] = field(default_factory=_empty)  # ``bf16``, else the legacy ``bfloat16``
-    bf16_key: str = "bf16"  # the key bf16's pointer names
-    fp16_enabled: bool | None = False  # as pydantic's lax bool reads it; None: "auto" (an integration decides)
-    bf16_enabled: bool | None = False
-    optimizer: Mapping[str, Any] | None = None  # the optimizer section; None when absent or not an object
-    optimizer_type: str | None = None  # effective.optimizer_type
-    grad_accum_dtype: Any = None  # data_types.grad_accum_dtype (DeepSpeed's default when absent)
-    communication_data_type: Any = None
-    gradient_clipping: Any = None  # as written (None when absent)
-    gather_16bit_weights_on_model_save: bool = False
+    zero_config: ZeroConfig = field(default_factory=ZeroConfig)
+    fp16: Fp16Config = field(default_factory=Fp16Config)
+    bf16: Bf16Config = field(default_factory=Bf16Config)  # ``bf16``, else the legacy ``bfloat16``
+    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    data_types: DataTypesConfig = field(default_factory=DataTypesConfig)  # and communication_data_type
+    gradient_clipping: float | Auto[float] | Rejected | None = None  # None: not written
     batch: BatchCounts = field(default_factory=BatchCounts)
     layout: Layout = field(default_factory=Layout)
 
     @property
-    def precision(self) -> str | None:
-        """The model dtype DeepSpeed trains in ("fp16", "bf16", "fp32"); None while "auto" leaves it open.
-        DeepSpeed asserts against both enabled; the engine checks fp16 first."""
-        if self.fp16_enabled is True:
-            return "fp16"
-        if self.bf16_enabled is True:
-            return "bf16"
-        return None if self.open_precisions else "fp32"
+    def stage(self) -> int | None:
+        """The ZeRO stage DeepSpeed runs (the legacy ``zero_optimization: true`` is 1, no section 0); None where it
+        is "auto" (an integration fills it) or a value DeepSpeed refuses."""
+        stage = self.zero_config.stage
+        return int(stage) if isinstance(stage, Stage) else None
 
     @property
-    def open_precisions(self) -> tuple[str, ...]:
-        """The 16-bit formats left "auto" for an integration to switch on."""
-        return tuple(name for name, enabled in (("fp16", self.fp16_enabled), ("bf16", self.bf16_enabled))
-                     if enabled is None)
+    def offload_optimizer(self) -> OffloadOptimizerConfig:
+        return self.zero_config.offload_optimizer
 
-    def offload(self, which: str) -> Offload:
+    @property
+    def offload_param(self) -> OffloadParamConfig:
+        return self.zero_config.offload_param
+
+    @property
+    def gather_16bit_weights_on_model_save(self) -> bool:
+        return self.zero_config.gather_16bit_weights_on_model_save
+
+    @property
+    def bf16_key(self) -> str:
+        """The key bf16's pointer names (``bfloat16`` where only the legacy spelling is written)."""
+        return self.bf16.key
+
+    @property
+    def fp16_enabled(self) -> bool | None:
+        """fp16.enabled as pydantic's lax bool reads it; None: "auto" (an integration decides)."""
+        return None if isinstance(self.fp16.enabled, Auto) else self.fp16.enabled
+
+    @property
+    def bf16_enabled(self) -> bool | None:
+        return None if isinstance(self.bf16.enabled, Auto) else self.bf16.enabled
+
+    @property
+    def optimizer_type(self) -> str | None:
+        """config_model.optimizer_type: DeepSpeed's own names lower-cased, else as written."""
+        return self.optimizer.type
+
+    @property
+    def precision(self) -> Precision | None:
+        """The model dtype DeepSpeed trains in; None while "auto" leaves it open.
+        DeepSpeed asserts against both enabled; the engine checks fp16 first."""
+        if self.fp16_enabled is True:
+            return Precision.FP16
+        if self.bf16_enabled is True:
+            return Precision.BF16
+        return None if self.open_precisions else Precision.FP32
+
+    @property
+    def open_precisions(self) -> tuple[Precision, ...]:
+        """The 16-bit formats left "auto" for an integration to switch on."""
+        return tuple(name for name, enabled in ((Precision.FP16, self.fp16_enabled),
+                                                (Precision.BF16, self.bf16_enabled)) if enabled is None)
+
+    def offload(self, which: str) -> OffloadConfig:
         """``offload_optimizer`` or ``offload_param``."""
         return {"offload_optimizer": self.offload_optimizer, "offload_param": self.offload_param}[which]
 
@@ -216,47 +249,23 @@ class DeepSpeedSettings:
         return self.layout.batch_world(gpus)
 
 
-def _gather_16bit(zero: Mapping[str, Any]) -> bool:
-    """stage3_gather_16bit_weights_on_model_save (or its fp16 alias); "auto" and null read as DeepSpeed's default."""
-    key = "stage3_gather_16bit_weights_on_model_save"
-    value = zero.get(key, zero.get("stage3_gather_fp16_weights_on_model_save", AUTO))
-    if value == AUTO or value is None:
-        value = schema.default("zero_optimization", key)
-    return bool(value)
-
-
-def _offload(zero: dict[str, Any], which: str) -> Offload:
-    block = E.offload_block(zero, which)
-    return Offload(_view(block), E.offload_device(block))
-
-
 def read(data: Any) -> DeepSpeedSettings:
     """The effective settings of a parsed config (None: no config, DeepSpeed's defaults; not an object: read
-    as an empty one). Use ``settings_of`` for a document: it reads once per document."""
+    as an empty one), with DeepSpeed's defaults of the active release (``schema.reading_as``). Use
+    ``settings_of`` for a document: it reads once per document and release."""
     cfg = data if isinstance(data, dict) else {}
-    zero = E.zero_section(cfg)
-    tensor_parallel = E.section(cfg, "tensor_parallel")
+    zero = zero_section(cfg)
+    tensor_parallel = section(cfg, "tensor_parallel")
     return DeepSpeedSettings(
         configured=data is not None,
         is_object=isinstance(data, dict),
         keys=frozenset(str(key) for key in cfg),
-        stage=E.zero_stage(cfg),
-        stage_written=zero.get("stage"),
-        zero=_view(zero),
-        offload_optimizer=_offload(zero, "offload_optimizer"),
-        offload_param=_offload(zero, "offload_param"),
-        fp16=_view(E.section(cfg, "fp16")),
-        bf16=_view(E.bf16_block(cfg)),
-        bf16_key="bfloat16" if "bf16" not in cfg and "bfloat16" in cfg else "bf16",
-        fp16_enabled=E.is_enabled(E.section(cfg, "fp16")),
-        bf16_enabled=E.is_enabled(E.bf16_block(cfg)),
-        optimizer=_view(cfg["optimizer"]) if isinstance(cfg.get("optimizer"), dict) else None,
-        optimizer_type=E.optimizer_type(cfg),
-        grad_accum_dtype=E.section(cfg, "data_types").get("grad_accum_dtype",
-                                                          schema.default("data_types", "grad_accum_dtype")),
-        communication_data_type=cfg.get("communication_data_type", schema.default("communication_data_type")),
-        gradient_clipping=cfg.get("gradient_clipping"),
-        gather_16bit_weights_on_model_save=_gather_16bit(zero),
+        zero_config=read_zero(cfg),
+        fp16=read_fp16(cfg),
+        bf16=read_bf16(cfg),
+        optimizer=read_optimizer(cfg),
+        data_types=read_data_types(cfg),
+        gradient_clipping=read_gradient_clipping(cfg),
         batch=read_batch(cfg),
         layout=Layout(tensor_parallel.get("autotp_size"), cfg.get("sequence_parallel_size"),
                       cfg.get("data_parallel_size"), zero.get("zero_hpz_partition_size")),
@@ -273,14 +282,21 @@ def as_settings(config: Config) -> DeepSpeedSettings:
     return config if isinstance(config, DeepSpeedSettings) else read(config)
 
 
-def _read_document(document: Document) -> DeepSpeedSettings:
-    return read(document.data)
+@cache
+def _reader(release: str) -> Callable[[Document], DeepSpeedSettings]:
+    """The reading of a document as ``release`` (its defaults): one function per release, so that
+    ``Document.derived`` keeps one reading per document and release."""
+    def read_document(document: Document) -> DeepSpeedSettings:
+        with schema.reading_as(release):
+            return read(document.data)
+    return read_document
 
 
 def settings_of(document: Document) -> DeepSpeedSettings:
-    """The effective settings of ``document``, read once per document."""
-    return document.derived(_read_document)
+    """The effective settings of ``document`` as the active release reads it, read once per document and release
+    (a lint over several releases reads each release's defaults)."""
+    return document.derived(_reader(schema.active_release()))
 
 
 __all__ = ["AUTO", "BATCH_KEYS", "GAS", "MBS", "TBS", "BatchCounts", "Config", "DeepSpeedSettings", "Layout",
-           "Offload", "as_settings", "read", "read_batch", "settings_of"]
+           "OffloadConfig", "as_settings", "read", "read_batch", "settings_of"]

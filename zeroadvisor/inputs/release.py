@@ -9,7 +9,6 @@ module only decides which request applies, and names where it came from in error
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
@@ -19,6 +18,7 @@ from zeroadvisor.deepspeed import releases
 from zeroadvisor.inputs.errors import UsageError
 
 if TYPE_CHECKING:
+    from zeroadvisor.deepspeed.settings import Config
     from zeroadvisor.memory.estimate import Estimate
 
 _SHOWN = 60  # characters of a request echoed in a note
@@ -103,7 +103,7 @@ def choose_release(*, flag: str | None, config_path: str | None, flag_name: str 
                          f"{latest}; set {flag_name} or pin deepspeed in requirements.txt", search_notes)
 
 
-def say_release(result: Estimate, release: ReleaseChoice, data: Mapping[str, object] | None) -> Estimate:
+def say_release(result: Estimate, release: ReleaseChoice, data: Config) -> Estimate:
     """``result`` saying which release's defaults the estimate read of the config ``data``, where the user did
     not name it, and the release as an assumed input where nothing said it and one of its defaults moves the
     numbers (memory/assumed.py). A new Estimate: a built one is never changed."""

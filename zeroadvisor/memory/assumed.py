@@ -16,10 +16,12 @@ from typing import TYPE_CHECKING
 
 from zeroadvisor.jsontypes import JSONObject, JSONValue
 from zeroadvisor.model.spec import LoadInputs, ModelSpec, TrainingShape
+from zeroadvisor.vocab import Device
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
+    from zeroadvisor.deepspeed.settings import Config
     from zeroadvisor.hardware.machine import Hardware
     from zeroadvisor.memory.options import Option
 
@@ -268,17 +270,17 @@ def hardware_assumptions(hw: Hardware, uses: frozenset[str] = frozenset({"nodes"
 OFFLOADS = ("offload_optimizer", "offload_param")
 
 
-def release_assumption(config: object, release: str) -> AssumedInput | None:
+def release_assumption(config: Config, release: str) -> AssumedInput | None:
     """The assumed DeepSpeed release, where it decides a default the estimate reads: an offload section that
     leaves ``pin_memory`` unset (its default is false before 0.19.5 and true from it: runtime/zero/
     offload_config.py ``pin_memory``), so pinned host buffers are counted or not by the release alone."""
-    from zeroadvisor.deepspeed import schema
+    from zeroadvisor.deepspeed.settings import as_settings
 
-    zero = config.get("zero_optimization") if isinstance(config, dict) else None
-    for section in OFFLOADS:
-        block = zero.get(section) if isinstance(zero, dict) else None
-        if isinstance(block, dict) and block.get("device") in ("cpu", "nvme") and "pin_memory" not in block:
-            pinned = bool(schema.default("zero_optimization", section, "pin_memory"))
+    zero = as_settings(config).zero_config
+    for section, offload in zip(OFFLOADS, (zero.offload_optimizer, zero.offload_param), strict=True):
+        # a section written as an object with the device as lower-case text (not the cpu_offload booleans)
+        if not offload.legacy and offload.written in (Device.CPU, Device.NVME) and not offload.pin_memory_written:
+            pinned = offload.pin_memory is True  # not written: DeepSpeed's default, a bool
             effect = (f"{section}.pin_memory read as DeepSpeed {release}'s default, {str(pinned).lower()}: "
                       f"host buffers counted {'pinned' if pinned else 'pageable'}")
             return AssumedInput.of("deepspeed_version", release, effect, f"/zero_optimization/{section}/pin_memory")

@@ -11,6 +11,7 @@ from zeroadvisor.memory.settings import Settings
 from zeroadvisor.memory.states import master_bytes, partition_stage3, uses_bf16_optimizer
 from zeroadvisor.memory.terms import Term, ceil_div, exact
 from zeroadvisor.model.spec import ModelSpec
+from zeroadvisor.vocab import Device
 
 # engine.py MEMORY_OPT_ALLREDUCE_SIZE: a code constant (not a config key) - the element count of
 # the flat bucket buffered_allreduce_fallback builds when the engine itself reduces gradients.
@@ -131,7 +132,7 @@ def buffer_terms(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, note
         return terms
 
     if opt.stage in (1, 2):
-        offload = opt.offload_optimizer != "none"
+        offload = opt.offload_optimizer != Device.NONE
         if s.contiguous_gradients or offload:  # offload forces contiguous_gradients (stage_1_and_2.py __init__)
             # _gradient_reduction_buffer_dtype: the grad-accum dtype at stage 1 with a separate accumulator
             rd = a if (opt.stage == 1 and s.grad_accum_dtype != s.precision) else w
@@ -164,13 +165,13 @@ def buffer_terms(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, note
                           "comm/coalesced_collectives.py reduce_scatter_coalesced (torch.cat of the bucket)"))
     if s.quantized_gradients:
         terms.append(qgz_term(min(largest_layer(spec, notes), P) or min(rbs, P), gpus_per_node))
-    if opt.offload_param == "nvme":
+    if opt.offload_param == Device.NVME:
         n = s.offload_param_buffer_count * s.offload_param_buffer_size
         terms.append(Term("buffers", "cpu", w * n, "param_swap_buffers",
                           f"pinned parameter swap buffers: buffer_count {s.offload_param_buffer_count} × buffer_size "
                           f"{s.offload_param_buffer_size:,} × {w} B", f"{w} B × buffer_count × buffer_size",
                           "swap_tensor/partitioned_param_swapper.py AsyncPartitionedParameterSwapper (buffers)"))
-    if opt.offload_optimizer == "nvme":
+    if opt.offload_optimizer == Device.NVME:
         part = partition_stage3(P, N)
         sub = min(s.sub_group_size, part) if s.sub_group_size > 0 else part
         M = master_bytes(s)

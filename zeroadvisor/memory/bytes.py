@@ -6,13 +6,12 @@ takes and how many parameter-sized state tensors an optimizer keeps.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 
-from zeroadvisor.jsontypes import JSONValue
+from zeroadvisor.deepspeed import config_model
+from zeroadvisor.deepspeed.config_model import OptimizerParams
 
-# Bytes per element. Names are DeepSpeed's DtypeEnum spellings (deepspeed/runtime/config_utils.py
-# and data_types.*); aliases map torch-ish names onto them.
+# Bytes per element of each canonical dtype name (deepspeed/config_model.py DTYPE_ALIASES maps the spellings).
 DTYPE_BYTES: dict[str, int] = {
     "fp32": 4,
     "fp16": 2,
@@ -23,29 +22,13 @@ DTYPE_BYTES: dict[str, int] = {
     "int64": 8,
 }
 
-DTYPE_ALIASES: dict[str, str] = {
-    "fp32": "fp32",
-    "float32": "fp32",
-    "float": "fp32",
-    "torch.float32": "fp32",
-    "fp16": "fp16",
-    "float16": "fp16",
-    "half": "fp16",
-    "torch.float16": "fp16",
-    "bf16": "bf16",
-    "bfloat16": "bf16",
-    "torch.bfloat16": "bf16",
-    "fp8": "fp8",
-    "int8": "int8",
-}
-
-
 def dtype_name(name: str) -> str:
-    """Canonical dtype name ("fp32", "fp16", "bf16", ...) for a DeepSpeed/torch spelling."""
-    key = str(name).strip().lower()
-    if key not in DTYPE_ALIASES:
+    """Canonical dtype name ("fp32", "fp16", "bf16", ...) for a DeepSpeed/torch spelling (deepspeed/config_model.py
+    DTYPE_ALIASES, the one table); KeyError for another."""
+    canonical = config_model.dtype_name(name)
+    if canonical is None:
         raise KeyError(name)
-    return DTYPE_ALIASES[key]
+    return canonical
 
 
 def nbytes(dtype: str) -> int:
@@ -98,22 +81,19 @@ OPTIMIZERS: dict[str, OptimizerStates] = {
 DEFAULT_OPTIMIZER = "adamw"  # costed when the type is missing or unknown (stated as an assumption)
 
 
-def optimizer_state_elements(kind: str, params: Mapping[str, JSONValue] | None = None) -> int:
+def optimizer_state_elements(kind: str, params: OptimizerParams | None = None) -> int:
     """Parameter-sized state tensors for optimizer ``kind`` with its ``params`` (variants)."""
-    params = params or {}
+    params = params or OptimizerParams()
     entry = OPTIMIZERS[kind]
     elements = entry.elements
-    if kind in ("sgd", "musgd") and _positive(params.get("momentum")):
+    momentum = params.momentum is not None and params.momentum > 0
+    if kind in ("sgd", "musgd") and momentum:
         elements += 1  # momentum_buffer
-    if kind in ("adam", "adamw", "muadam", "muadamw") and params.get("amsgrad") is True:
+    if kind in ("adam", "adamw", "muadam", "muadamw") and params.amsgrad:
         elements += 1  # max_exp_avg_sq
     if kind == "rmsprop":
-        elements += int(_positive(params.get("momentum"))) + int(params.get("centered") is True)
+        elements += int(momentum) + int(params.centered)
     return elements
-
-
-def _positive(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
 
 
 # runtime/zero/partition_parameters.py CUDAQuantizer.target_group_size: elements per ZeRO++ int8 quantization

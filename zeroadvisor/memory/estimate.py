@@ -160,7 +160,9 @@ class Estimate:
     def configured(self) -> StageEstimate | None:
         return next((st for st in self.stages if st.configured), None)
 
-    def stage(self, stage: int, offload_optimizer: str = "none", offload_param: str = "none") -> StageEstimate:
+    def stage(self, stage: int, offload_optimizer: str = Device.NONE,
+              offload_param: str = Device.NONE) -> StageEstimate:
+        """The option's estimate; the devices as a Device or its text ("cpu")."""
         wanted = Option(stage, Device(offload_optimizer), Device(offload_param))
         for st in self.stages:
             if st.option == wanted:

@@ -28,6 +28,7 @@ from zeroadvisor.memory.options import Option
 from zeroadvisor.memory.settings import Settings
 from zeroadvisor.memory.states import master_bytes, partition_stage3, partition_stage12
 from zeroadvisor.memory.terms import Term, ceil_div
+from zeroadvisor.vocab import Device
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -80,7 +81,7 @@ def deepspeed_pinned_buffers(s: Settings, opt: Option, P: int, N: int, largest_p
     w = B.nbytes(s.precision)
     M = master_bytes(s)
     buffers: list[PinnedBuffer] = []
-    if opt.stage in (1, 2) and opt.offload_optimizer != "none" and s.offload_optimizer_pin_memory:
+    if opt.stage in (1, 2) and opt.offload_optimizer != Device.NONE and s.offload_optimizer_pin_memory:
         part = partition_stage12(P, N)
         src = "zero/stage_1_and_2.py DeepSpeedZeroOptimizer"
         buffers += [
@@ -100,7 +101,7 @@ def deepspeed_pinned_buffers(s: Settings, opt: Option, P: int, N: int, largest_p
         sub = min(s.sub_group_size, part) if s.sub_group_size > 0 else part
         nsub = ceil_div(part, sub) if sub else 1
         last = part - (nsub - 1) * sub
-        if opt.offload_optimizer == "cpu" and s.offload_optimizer_pin_memory:
+        if opt.offload_optimizer == Device.CPU and s.offload_optimizer_pin_memory:
             on_host = nsub - int((1 - s.offload_optimizer_ratio) * nsub)  # _create_fp32_partitions
             a = B.nbytes(s.grad_accum_dtype)
             buffers.append(PinnedBuffer("lp_grads", a * part, 1,
@@ -115,7 +116,7 @@ def deepspeed_pinned_buffers(s: Settings, opt: Option, P: int, N: int, largest_p
                     PinnedBuffer("master_grads", M * last, 1,
                                  src + ".initialize_optimizer_states (subgroup_gradient_buffer)"),
                 ]
-        if opt.offload_param == "cpu" and s.offload_param_pin_memory:
+        if opt.offload_param == Device.CPU and s.offload_param_pin_memory:
             # _create_param_groups_fp16_flat_cpu_memory: one pinned flat buffer per parameter group (one
             # group assumed); the per-parameter pinned partitions zero.Init made first
             # (partition_parameters.py _partition_param: pin_memory(partitioned_tensor)) are freed into the

@@ -47,7 +47,7 @@ class Skipped:
 def configured_option(s: Settings) -> tuple[Option, list[str]]:
     """The option the config selects, normalised to what DeepSpeed actually runs."""
     notes: list[str] = []
-    oo, op = Device(s.offload_optimizer), Device(s.offload_param)
+    oo, op = s.offload_optimizer, s.offload_param
     if s.stage == 0 and (oo != Device.NONE or op != Device.NONE):
         notes.append("offload is ignored without ZeRO (stage 0): DeepSpeed accepts the keys silently")
         oo = op = Device.NONE

@@ -27,12 +27,14 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from zeroadvisor.deepspeed.config_model import Auto, Rejected
 from zeroadvisor.deepspeed.settings import Config, DeepSpeedSettings, as_settings
 from zeroadvisor.memory import bytes as B
 from zeroadvisor.memory.activations import Activations, activation_bytes
 from zeroadvisor.memory.errors import EstimateError, config_pointer
 from zeroadvisor.memory.terms import Term, ceil_div
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
+from zeroadvisor.vocab import Device
 
 # degree -> (the config key DeepSpeed reads it from, or None where it is set in code; TrainingShape field)
 DEGREES: dict[str, tuple[tuple[str, ...] | None, str]] = {
@@ -41,8 +43,6 @@ DEGREES: dict[str, tuple[tuple[str, ...] | None, str]] = {
     "sequence": (("sequence_parallel_size",), "sequence_parallel"),  # runtime/config.py world_size division
     "expert": (None, "expert_parallel"),  # deepspeed.moe.layer.MoE(ep_size=...)
 }
-# degree -> the deepspeed/settings.py Layout field holding its key as written (the degrees set in the config)
-_WRITTEN = {"tensor": "autotp_size", "sequence": "sequence_parallel_size"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,16 +86,12 @@ class Parallel:
 def _config_degree(ds: DeepSpeedSettings, name: str) -> int | None:
     """The degree the config sets (None: not set there). AutoTP is off at autotp_size 0 or 1
     (runtime/tensor_parallel/config.py: autotp_size default 0; __init__.py initialize: > 0 enables)."""
-    path = DEGREES[name][0]
-    if path is None:
+    degree = ds.layout.set_degrees.get(name)  # None for the degrees set in code (pipeline, expert)
+    if degree is None or isinstance(degree, Auto):
         return None
-    value = getattr(ds.layout, _WRITTEN[name])
-    if value is None or value == "auto":
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) or value < 0:
-        raise EstimateError(f"{'.'.join(path)} = {value!r} is not a parallel degree DeepSpeed accepts",
-                            config_pointer(".".join(path)))
-    return max(int(value), 1)
+    if isinstance(degree, Rejected):
+        raise EstimateError(f"{degree.where} = {degree.written!r} {degree.reason}", config_pointer(degree.where))
+    return degree
 
 
 def _given(shape: TrainingShape, name: str) -> int | None:
@@ -263,7 +259,7 @@ def hpz_terms(precision: str, stage: int, offload_param: str, P: int, N: int, hp
     # aligned to a multiple of the data-parallel size (_aligned_size); on the remote device (the host
     # under offload_param). Per-parameter alignment is left out: exact up to N elements per parameter.
     elements = ceil_div(ceil_div(P, N) * N, hpz)
-    device = "cpu" if offload_param != "none" else "gpu"
+    device = "cpu" if offload_param != Device.NONE else "gpu"
     return [Term("parameters", device, w * elements, "hpz_secondary",
                  f"ZeRO++ hpZ secondary partition ({precision}, 1/{hpz} of every parameter)", f"{w} B/param / {hpz}",
                  "zero/partition_parameters.py Init._partition_param_sec (ds_secondary_tensor)")]

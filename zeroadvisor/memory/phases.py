@@ -33,6 +33,7 @@ from zeroadvisor.memory.settings import Settings
 from zeroadvisor.memory.states import frozen_terms, master_bytes, partition_stage3, partition_stage12, trainable
 from zeroadvisor.memory.terms import Term
 from zeroadvisor.model.spec import LoadInputs, ModelSpec
+from zeroadvisor.vocab import Device
 
 if TYPE_CHECKING:
     from zeroadvisor.memory.cluster import Cluster
@@ -283,9 +284,9 @@ def _stage3_fp32_partitions(s: Settings, option: Option, P: int, N: int, w: int)
     part = partition_stage3(P, N)
     M = master_bytes(s)
     sub = min(s.sub_group_size, part) if s.sub_group_size > 0 else part
-    dev = "gpu" if option.offload_optimizer == "none" else "cpu"
+    dev = "gpu" if option.offload_optimizer == Device.NONE else "cpu"
     src = "runtime/zero/stage3.py DeepSpeedZeroOptimizer_Stage3._create_fp32_partitions"
-    param_dev = "gpu" if option.offload_param == "none" else "cpu"
+    param_dev = "gpu" if option.offload_param == Device.NONE else "cpu"
     terms = [_term("parameters", param_dev, w * part, "lp_params", "parameter partition (flat)", f"{w} B/param / N",
                    src, EXACT),
              _term("optimizer_states", dev, M * part, "master", "fp32 master partition (clone)", f"{M} B/param / N",
@@ -301,7 +302,7 @@ def _zero_init_moments(spec: ModelSpec, s: Settings, option: Option, P: int, N: 
     part = partition_stage3(P, N)
     # partition_parameters.py Init._set_dtype: fp16/bf16 from the config, else fp32; _partition_param puts
     # each partition on remote_device (offload_param.device; nvme partitions pass through cpu)
-    dev = "gpu" if option.offload_param == "none" else "cpu"
+    dev = "gpu" if option.offload_param == Device.NONE else "cpu"
     pinned = " (pinned)" if dev == "cpu" and s.offload_param_pin_memory else ""
     partitions = _term("parameters", dev, w * part, "lp_params", f"parameter partition{pinned}", f"{w} B/param / N",
                        "runtime/zero/partition_parameters.py Init._post_init_method -> _partition_param", EXACT)
@@ -353,7 +354,7 @@ def _stage3_defragment(option: Option, P: int, N: int, w: int, notes: list[str])
     # Without zero.Init the engine moved the whole model (moment "moved"); DeepSpeedZeRoOffload then
     # partitions it parameter by parameter (partition_parameters.py _partition_param frees each full
     # param after copying its slice), so "moved" stays the GPU peak up to one parameter's partition.
-    if option.offload_param != "none":
+    if option.offload_param != Device.NONE:
         return []
     part = partition_stage3(P, N)
     src = "runtime/zero/utils.py defragment (from stage3.py _create_fp16_partitions_with_defragmentation)"
@@ -383,7 +384,7 @@ def _initialized_terms(s: Settings, option: Option, P: int, N: int, w: int, L: i
         src = "runtime/zero/stage_1_and_2.py DeepSpeedZeroOptimizer"
         terms.append(_term("parameters", "gpu", w * part * N, "lp_params", "flat bit16 parameters (the params are "
                            "views into it)", f"{w} B/param", src + ".__init__ (bit16_groups_flat)", EXACT))
-        dev = "cpu" if option.offload_optimizer != "none" else "gpu"
+        dev = "cpu" if option.offload_optimizer != Device.NONE else "gpu"
         terms.append(_term("optimizer_states", dev, M * part, "master", "fp32 master partition", f"{M} B/param / N",
                            src + ".__init__ (single_partition_of_fp32_groups)", EXACT))
         if dev == "cpu":
@@ -404,16 +405,17 @@ def _initialized_terms(s: Settings, option: Option, P: int, N: int, w: int, L: i
     part = partition_stage3(P, N)
     a = B.nbytes(s.grad_accum_dtype)
     src = "runtime/zero/stage3.py DeepSpeedZeroOptimizer_Stage3"
-    param_dev = "gpu" if option.offload_param == "none" else "cpu"
+    param_dev = "gpu" if option.offload_param == Device.NONE else "cpu"
     terms.append(_term("parameters", param_dev, w * part, "lp_params", "parameter partition (flat)",
                        f"{w} B/param / N", src + "._create_fp16_partitions_with_defragmentation", EXACT))
-    opt_dev = "gpu" if option.offload_optimizer == "none" else ("cpu" if option.offload_optimizer == "cpu" else "nvme")
+    # the term's resource: the GPU where nothing is offloaded, else the offload device's ("cpu", "nvme")
+    opt_dev = "gpu" if option.offload_optimizer == Device.NONE else str(option.offload_optimizer)
     terms.append(_term("optimizer_states", opt_dev, M * part, "master", "fp32 master partition", f"{M} B/param / N",
                        src + "._create_fp32_partitions (always a copy)", EXACT))
-    grad_dev = "gpu" if option.offload_optimizer == "none" else "cpu"
+    grad_dev = "gpu" if option.offload_optimizer == Device.NONE else "cpu"
     terms.append(_term("gradients", grad_dev, a * part, "lp_grads", "gradient partition buffer", f"{a} B/param / N",
                        src + "._setup_for_real_optimizer (grad_partitions_flat_buffer)", EXACT))
-    if option.offload_optimizer == "cpu":
+    if option.offload_optimizer == Device.CPU:
         terms.append(_term("gradients", "cpu", M * part, "master_grads", "fp32 gradient buffers of the host "
                            "sub-groups", f"{M} B/param / N", src + ".initialize_optimizer_states "
                            "(subgroup_gradient_buffer)", EXACT))
@@ -435,7 +437,7 @@ def load_phase(spec: ModelSpec, s: Settings, option: Option, cluster: Cluster, l
 
 def _largest_optimizer_storage(s: Settings, option: Option, P: int, N: int) -> int:
     """The largest single GPU storage in a rank's optimizer state dict (0 when it lives on the host)."""
-    if option.stage == 0 or option.offload_optimizer != "none":
+    if option.stage == 0 or option.offload_optimizer != Device.NONE:
         return 0
     if option.stage in (1, 2):
         return 4 * partition_stage12(P, N)  # the fp32 flat partition and each Adam moment on it

@@ -1,8 +1,8 @@
-"""The effective DeepSpeed settings the memory model needs, built from what DeepSpeed reads of a ds_config
-(deepspeed/settings.py DeepSpeedSettings: the config is read once there; nothing here reads the dict).
+"""The effective DeepSpeed settings the memory model needs, built from the typed reading of a ds_config
+(deepspeed/settings.py DeepSpeedSettings, its sections deepspeed/config_model.py: aliases, defaults per release,
+"auto" and refused values are decided there; nothing here reads the dict or a raw section).
 
-Every DeepSpeed default comes from the committed schema (``zeroadvisor.deepspeed.schema.default``);
-nothing here repeats one. What the config leaves to someone else (``"auto"`` values filled by
+What the config leaves to someone else (``"auto"`` values filled by
 the Hugging Face integration, a missing micro batch) is resolved here: from the value a flag or
 the model description gave (``TrainingShape``) where there is one, else by an assumption recorded
 as an ``AssumedInput``. A given value fills only what the config leaves open; where the config
@@ -11,36 +11,32 @@ decides, the config wins (DeepSpeed reads it) and ``given_conflicts`` reports th
 
 from __future__ import annotations
 
-import math
-import sys
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypeVar
 
 from zeroadvisor.config.limits import MAX_DIMENSION
-from zeroadvisor.deepspeed import coerce, schema
-from zeroadvisor.deepspeed.settings import AUTO, GAS, MBS, TBS, BatchCounts, Config, DeepSpeedSettings, as_settings
+from zeroadvisor.deepspeed import schema
+from zeroadvisor.deepspeed.config_model import Auto, Rejected, overlap_comm_at
+from zeroadvisor.deepspeed.settings import GAS, MBS, TBS, BatchCounts, Config, DeepSpeedSettings, as_settings
 from zeroadvisor.memory import bytes as B
 from zeroadvisor.memory.assumed import AssumedInput
 from zeroadvisor.memory.errors import EstimateError, config_pointer
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
+from zeroadvisor.vocab import Device, Precision, Stage
 
 ZERO = "zero_optimization"
+T = TypeVar("T")
 
 
-def ds_default(*path: str) -> Any:
-    """DeepSpeed's code default for ``path``, from the committed schema (the one source)."""
-    return schema.default(*path)
-
-
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Settings:
-    """Effective settings; ``stage``/offload are the configured ones (options vary them)."""
+    """Effective settings, built once (``read_settings``); ``stage``/offload are the configured ones (options vary
+    them)."""
 
     configured: bool
-    stage: int
-    precision: str  # "fp16" | "bf16" | "fp32": the model (low-precision) dtype
-    grad_accum_dtype: str
+    stage: Stage
+    precision: Precision  # the model (low-precision) dtype
+    grad_accum_dtype: str  # a dtype name (bytes.DTYPE_BYTES): fp8 and int8 too
     communication_dtype: str
     immediate_grad_update: bool
     bf16_master_weights_and_grads: bool
@@ -61,11 +57,11 @@ class Settings:
     model_persistence_threshold: int  # cap on the persistent parameters' total numel (default sys.maxsize)
     max_live_parameters: int
     max_reuse_distance: int  # stage3_max_reuse_distance: a released parameter used again within it stays
-    offload_optimizer: str  # "none" | "cpu" | "nvme"
+    offload_optimizer: Device
     offload_optimizer_pin_memory: bool
     offload_optimizer_buffer_count: int
     offload_optimizer_ratio: float
-    offload_param: str
+    offload_param: Device
     offload_param_pin_memory: bool
     offload_param_buffer_count: int
     offload_param_buffer_size: int
@@ -81,18 +77,16 @@ class Settings:
     quantized_nontrainable_weights: bool = False
     # gradient_clipping (runtime/config.py, default 0.0); "auto" is the HF Trainer's max_grad_norm, 1.0 by default
     gradient_clipping: float = 0.0
-    assumptions: list[str] = field(default_factory=list)
-    assumed: list[AssumedInput] = field(default_factory=list)  # inputs nobody gave (memory/assumed.py)
+    assumptions: tuple[str, ...] = ()
+    assumed: tuple[AssumedInput, ...] = ()  # inputs nobody gave (memory/assumed.py)
 
     def overlap_comm_at(self, stage: int) -> bool:
-        """overlap_comm as DeepSpeed resolves it: None -> True iff stage 3 (runtime/zero/config.py)."""
-        if self.overlap_comm is None:
-            return stage == 3
-        return self.overlap_comm
+        """overlap_comm as DeepSpeed's validator resolves it at ``stage`` (deepspeed/config_model.py)."""
+        return overlap_comm_at(self.overlap_comm, stage)
 
     @property
     def mixed_precision(self) -> bool:
-        return self.precision != "fp32"
+        return self.precision.mixed
 
 
 def read_settings(config: Config, model: ModelSpec, gpus: int,
@@ -101,69 +95,39 @@ def read_settings(config: Config, model: ModelSpec, gpus: int,
     config, or what DeepSpeed reads of one (deepspeed/settings.py ``read``, so that a caller that has it
     reads the config once). ``gpus``: the world DeepSpeed's batch arithmetic divides by.
 
-    ``given``: the micro batch, precision and stage a flag or the model description gave; each fills
-    only what the config leaves open ("auto", or no config).
+    The one builder of ``Settings``: every field comes from the typed sections (deepspeed/config_model.py);
+    what they leave "auto" is resolved here, in the order the notes are listed. ``given``: the micro batch,
+    precision and stage a flag or the model description gave; each fills only what the config leaves open
+    ("auto", or no config). A value DeepSpeed refuses is an EstimateError (the first, in field order).
     """
     ds = as_settings(config)
     notes: list[str] = []
     assumed: list[AssumedInput] = []
     given = given or TrainingShape()
-    zero = ds.zero  # the legacy bool form reads as an empty section (DeepSpeedSettings.stage says 1)
+    zero = ds.zero_config
+    oo, op = zero.offload_optimizer, zero.offload_param
     h = model.hidden_size
 
-    stage = _stage(ds, given.zero_stage, notes, assumed)
+    stage = _stage(zero.stage, given.zero_stage, notes, assumed)
     precision = _precision(ds, given.precision, assumed)
-    model_dtype = precision
+    grad_accum_dtype = _dtype(ds.data_types.grad_accum_dtype, precision, notes)
+    communication_dtype = _dtype(ds.data_types.communication_data_type, precision, None)
 
-    grad_accum = ds.grad_accum_dtype
-    if grad_accum in (None, AUTO):
-        grad_accum_dtype = model_dtype  # engine.get_data_types: None -> model dtype
-    else:
-        try:
-            grad_accum_dtype = B.dtype_name(grad_accum)
-        except KeyError:
-            notes.append(f"data_types.grad_accum_dtype={grad_accum!r} not understood; assumed the model dtype")
-            grad_accum_dtype = model_dtype
+    bf16_master = ds.bf16.master_weights_and_grads and precision == Precision.BF16
+    bf16_states = ds.bf16.optimizer_states and bf16_master
+    fp16_master = ds.fp16.master_weights_and_grads and precision == Precision.FP16
 
-    comm = ds.communication_data_type
-    if comm in (None, AUTO):
-        communication_dtype = model_dtype  # engine.communication_data_type: fp16 / bf16 / fp32 by precision
-    else:
-        try:
-            communication_dtype = B.dtype_name(comm)
-        except KeyError:
-            communication_dtype = model_dtype
+    optimizer, label, elements = _optimizer(ds, assumed)
+    # DeepSpeedCPUAdam's fp32_optimizer_states, from the optimizer's params (on without an optimizer type); with
+    # bf16 optimizer states engine.get_optimizer_configuration forces it off
+    fp32_states = ds.optimizer.written is None or ds.optimizer.params.fp32_optimizer_states
+    cpu_adam_fp32_states = fp32_states and not bf16_states
 
-    bf16 = ds.bf16  # `bfloat16` is read only when `bf16` is absent
-    immediate = _flag(bf16, "bf16", "immediate_grad_update")
-    bf16_master = _flag(bf16, "bf16", "bf16_master_weights_and_grads") and precision == "bf16"
-    bf16_states = _flag(bf16, "bf16", "bf16_optimizer_states") and bf16_master
-    fp16_master = _flag(ds.fp16, "fp16", "fp16_master_weights_and_grads") and precision == "fp16"
-
-    optimizer, label, elements, opt_params = _optimizer(ds, assumed)
-    fp32_states_param = opt_params.get("fp32_optimizer_states")
-    # with bf16 optimizer states engine.get_optimizer_configuration forces it off
-    cpu_adam_fp32_states = False if bf16_states else fp32_states_param is not False
-
-    def zget(key: str, *aliases: str) -> Any:
-        return _zero_value(zero, key, aliases, notes)
-
-    def zint(key: str, *aliases: str) -> int:
-        return _int(zget(key, *aliases), f"{ZERO}.{key}")
-
-    def zbool(key: str) -> bool:
-        return _bool(zget(key), f"{ZERO}.{key}")
-
-    reduce_bucket_size = _auto_sized(zero, "reduce_bucket_size", (), h, notes)
-    prefetch = _auto_sized(zero, "stage3_prefetch_bucket_size", ("prefetch_bucket_size",), h, notes,
-                           default_key="prefetch_bucket_size")
-    persistence = _auto_sized(zero, "stage3_param_persistence_threshold", ("param_persistence_threshold",), h,
-                              notes, default_key="param_persistence_threshold")
-
-    oo = ds.offload_optimizer.block
-    op = ds.offload_param.block
-    oo_device = _device(oo, "offload_optimizer", notes)
-    op_device = _device(op, "offload_param", notes)
+    reduce_bucket_size = _auto_sized(zero.reduce_bucket_size, "reduce_bucket_size", h, notes)
+    prefetch = _auto_sized(zero.prefetch_bucket_size, "stage3_prefetch_bucket_size", h, notes)
+    persistence = _auto_sized(zero.param_persistence_threshold, "stage3_param_persistence_threshold", h, notes)
+    oo_device = _device(oo.device, notes)
+    op_device = _device(op.device, notes)
 
     return Settings(
         configured=ds.configured,
@@ -171,7 +135,7 @@ def read_settings(config: Config, model: ModelSpec, gpus: int,
         precision=precision,
         grad_accum_dtype=grad_accum_dtype,
         communication_dtype=communication_dtype,
-        immediate_grad_update=immediate,
+        immediate_grad_update=ds.bf16.immediate_grad_update,
         bf16_master_weights_and_grads=bf16_master,
         bf16_optimizer_states=bf16_states,
         fp16_master_weights_and_grads=fp16_master,
@@ -179,69 +143,101 @@ def read_settings(config: Config, model: ModelSpec, gpus: int,
         optimizer_label=label,
         optimizer_elements=elements,
         cpu_adam_fp32_states=cpu_adam_fp32_states,
-        quantized_weights=zbool("zero_quantized_weights"),
-        quantized_gradients=zbool("zero_quantized_gradients"),
-        quantized_nontrainable_weights=zbool("zero_quantized_nontrainable_weights"),
-        contiguous_gradients=zbool("contiguous_gradients"),
-        reduce_scatter=zbool("reduce_scatter"),
+        quantized_weights=_zero(notes, zero.zero_quantized_weights),
+        quantized_gradients=_zero(notes, zero.zero_quantized_gradients),
+        quantized_nontrainable_weights=_zero(notes, zero.zero_quantized_nontrainable_weights),
+        contiguous_gradients=_zero(notes, zero.contiguous_gradients),
+        reduce_scatter=_zero(notes, zero.reduce_scatter),
         reduce_bucket_size=reduce_bucket_size,
-        allgather_bucket_size=zint("allgather_bucket_size"),
-        overlap_comm=_optional_bool(zget("overlap_comm"), f"{ZERO}.overlap_comm"),
-        sub_group_size=zint("sub_group_size"),
+        allgather_bucket_size=_zero(notes, zero.allgather_bucket_size),
+        overlap_comm=_zero(notes, zero.overlap_comm),
+        sub_group_size=_zero(notes, zero.sub_group_size),
         prefetch_bucket_size=prefetch,
         param_persistence_threshold=persistence,
-        model_persistence_threshold=zint("stage3_model_persistence_threshold", "model_persistence_threshold"),
-        max_live_parameters=zint("stage3_max_live_parameters", "max_live_parameters"),
-        max_reuse_distance=zint("stage3_max_reuse_distance", "max_reuse_distance"),
+        model_persistence_threshold=_zero(notes, zero.model_persistence_threshold),
+        max_live_parameters=_zero(notes, zero.max_live_parameters),
+        max_reuse_distance=_zero(notes, zero.max_reuse_distance),
         offload_optimizer=oo_device,
-        offload_optimizer_pin_memory=_offload_bool(oo, "offload_optimizer", "pin_memory"),
-        offload_optimizer_buffer_count=_offload_int(oo, "offload_optimizer", "buffer_count"),
-        offload_optimizer_ratio=_float(_offload_value(oo, "offload_optimizer", "ratio"),
-                                       f"{ZERO}.offload_optimizer.ratio"),
+        offload_optimizer_pin_memory=_offload(oo.pin_memory),
+        offload_optimizer_buffer_count=_offload(oo.buffer_count),
+        offload_optimizer_ratio=_offload(oo.ratio),
         offload_param=op_device,
-        offload_param_pin_memory=_offload_bool(op, "offload_param", "pin_memory"),
-        offload_param_buffer_count=_offload_int(op, "offload_param", "buffer_count"),
-        offload_param_buffer_size=_offload_int(op, "offload_param", "buffer_size"),
-        offload_param_max_in_cpu=_offload_int(op, "offload_param", "max_in_cpu"),
+        offload_param_pin_memory=_offload(op.pin_memory),
+        offload_param_buffer_count=_offload(op.buffer_count),
+        offload_param_buffer_size=_offload(op.buffer_size),
+        offload_param_max_in_cpu=_offload(op.max_in_cpu),
         micro_batch=_micro_batch(ds.batch, gpus, given.micro_batch_size, notes, assumed),
         global_batch=ds.batch.global_batch(gpus),
         deepspeed=ds,
         gradient_clipping=_clipping(ds.gradient_clipping),
-        assumptions=notes,
-        assumed=assumed,
+        assumptions=tuple(notes),
+        assumed=tuple(assumed),
     )
 
 
 # --------------------------------------------------------------------------- helpers
 
 
-def _stage(ds: DeepSpeedSettings, wanted: int | None, notes: list[str], assumed: list[AssumedInput]) -> int:
-    if ds.stage is not None:
-        return ds.stage
-    default = ds_default(ZERO, "stage")
-    raw = ds.stage_written
-    if raw == AUTO:
+def _valid(value: T | Rejected) -> T:
+    """A field's value; EstimateError where DeepSpeed refuses it."""
+    if isinstance(value, Rejected):
+        raise EstimateError(value.message, config_pointer(value.where))
+    return value
+
+
+def _zero(notes: list[str], value: T | Auto[T] | Rejected) -> T:
+    """A zero_optimization key; one left "auto" that no integration fills is dropped by DeepSpeed, which runs its
+    default (noted)."""
+    if isinstance(value, Auto):
+        notes.append(f"{ZERO}.{value.key} is \"auto\" and nobody fills it: DeepSpeed drops it and uses its "
+                     f"default {value.default}")
+        default: T = value.default
+        return default
+    return _valid(value)
+
+
+def _offload(value: T | Auto[T] | Rejected) -> T:
+    """An offload option; "auto" reads as DeepSpeed's default without a note (no integration fills it)."""
+    if isinstance(value, Auto):
+        default: T = value.default
+        return default
+    return _valid(value)
+
+
+def _stage(stage: Stage | Auto[Stage] | Rejected, wanted: int | None, notes: list[str],
+           assumed: list[AssumedInput]) -> Stage:
+    if isinstance(stage, Stage):
+        return stage
+    if isinstance(stage, Auto):
         if wanted is not None:
-            return wanted
+            return Stage(wanted)
         # DeepSpeed 0.19.8 reads "auto" as its default, stage 0 (DeepSpeedZeroConfig(stage="auto").stage == 0;
         # deepspeed-config.md §zero), and the HF Trainer passes it through; Accelerate fills it from its
         # own zero_stage.
+        default = stage.default
         assumed.append(AssumedInput.of("zero_stage", int(default), f"DeepSpeed and the HF Trainer run \"auto\" as "
                                        f"stage {default}; Accelerate fills it from its zero_stage",
                                        f"/{ZERO}/stage"))
-    else:
-        notes.append(f"zero_optimization.stage={raw!r} is not a stage 0-3 (DeepSpeed rejects it); costed as "
-                     f"stage {default}")
-    return int(default)
+        return default
+    written_default = schema.default(ZERO, "stage")
+    default = Stage(written_default if isinstance(written_default, int) else 0)  # the schema's is an int
+    notes.append(f"{ZERO}.stage={stage.written!r} is not a stage 0-3 (DeepSpeed rejects it); costed as "
+                 f"stage {default}")
+    return default
 
 
-def _flag(section: Mapping[str, Any], name: str, key: str) -> bool:
-    if key in section and section[key] != AUTO:
-        return section[key] is True
-    return bool(ds_default(name, key))
+def _dtype(dtype: str | Rejected | Auto[None] | None, precision: Precision, notes: list[str] | None) -> str:
+    """A data type of ``data_types`` / ``communication_data_type``: None and "auto" are the model dtype
+    (engine.get_data_types, engine.communication_data_type); a spelling DeepSpeed does not know is costed as the
+    model dtype too, with a note where ``notes`` are given."""
+    if isinstance(dtype, str):
+        return dtype
+    if isinstance(dtype, Rejected) and notes is not None:
+        notes.append(f"{dtype.where}={dtype.written!r} not understood; assumed the model dtype")
+    return precision.value
 
 
-def _precision(ds: DeepSpeedSettings, wanted: str | None, assumed: list[AssumedInput]) -> str:
+def _precision(ds: DeepSpeedSettings, wanted: str | None, assumed: list[AssumedInput]) -> Precision:
     """The model dtype. ``"enabled"`` is read as pydantic's lax bool reads it ("true" is True,
     coerce.lax_bool); "auto" is left to the HF integration, which fills it from --fp16/--bf16, and
     so is filled here by ``wanted`` (--precision) when that is one of the values it can reach: fp32 (both
@@ -250,17 +246,17 @@ def _precision(ds: DeepSpeedSettings, wanted: str | None, assumed: list[AssumedI
     the config writes as not enabled stays the config's (given_conflicts refuses the other)."""
     if not ds.configured:
         if wanted is not None:
-            return wanted
-        assumed.append(AssumedInput.of("precision", "fp16", "no DeepSpeed config: mixed-precision fp16 training, "
-                                       "the ZeRO paper's setting"))
-        return "fp16"
+            return Precision(wanted)
+        assumed.append(AssumedInput.of("precision", Precision.FP16, "no DeepSpeed config: mixed-precision fp16 "
+                                       "training, the ZeRO paper's setting"))
+        return Precision.FP16
     if ds.precision is not None:  # DeepSpeed asserts against both; fp16 is checked first (engine)
         return ds.precision
     open_ = list(ds.open_precisions)
-    if wanted is not None and (wanted == "fp32" or wanted in open_ or _section_added(ds, wanted)):
-        return wanted
-    chosen = "bf16" if open_ == ["bf16"] else "fp16"
-    key = ds.bf16_key if chosen == "bf16" else chosen
+    if wanted is not None and (wanted == Precision.FP32 or wanted in open_ or _section_added(ds, wanted)):
+        return Precision(wanted)
+    chosen = Precision.BF16 if open_ == [Precision.BF16] else Precision.FP16
+    key = ds.bf16_key if chosen == Precision.BF16 else chosen
     assumed.append(AssumedInput.of("precision", chosen, "the HF integration fills \"auto\" from --fp16/--bf16; "
                                    f"costed as {chosen} mixed precision (fp16 and bf16 cost the same bytes, fp32 "
                                    "more)", f"/{key}/enabled"))
@@ -270,22 +266,20 @@ def _precision(ds: DeepSpeedSettings, wanted: str | None, assumed: list[AssumedI
 def _section_added(ds: DeepSpeedSettings, wanted: str) -> bool:
     """Whether Accelerate adds the ``wanted`` 16-bit section with enabled true: the config has none (a config
     with a precision left "auto" is read by an HF integration, which runs set_mixed_precision)."""
-    return wanted in ("fp16", "bf16") and wanted not in ds.keys
+    return wanted in (Precision.FP16, Precision.BF16) and wanted not in ds.keys
 
 
-def _optimizer(ds: DeepSpeedSettings, assumed: list[AssumedInput]) -> tuple[str, str, int, dict[str, Any]]:
+def _optimizer(ds: DeepSpeedSettings, assumed: list[AssumedInput]) -> tuple[str, str, int]:
     section = ds.optimizer
     default = B.DEFAULT_OPTIMIZER
-    if section is None or not section.get("type"):
-        pointer = "/optimizer" if section is not None else ""
+    if section.written is None:
+        pointer = "/optimizer" if section.present else ""
         why = "no DeepSpeed config" if not ds.configured else "no optimizer type in the config"
         assumed.append(AssumedInput.of("optimizer", B.OPTIMIZERS[default].name,
                                        f"{why}: costed as the client's (e.g. the HF Trainer's) default "
                                        f"{B.OPTIMIZERS[default].name}", pointer))
-        return default, B.OPTIMIZERS[default].name, B.optimizer_state_elements(default), {}
-    raw = str(section["type"])
-    given_params = section.get("params")
-    params: dict[str, Any] = given_params if isinstance(given_params, dict) else {}
+        return default, B.OPTIMIZERS[default].name, B.optimizer_state_elements(default)
+    raw = section.written
     key = raw.lower()
     if key not in B.OPTIMIZERS:
         assumed.append(AssumedInput.of("optimizer", B.OPTIMIZERS["adam"].name,
@@ -293,138 +287,50 @@ def _optimizer(ds: DeepSpeedSettings, assumed: list[AssumedInput]) -> tuple[str,
                                        f"Adam ({B.OPTIMIZERS['adam'].elements} fp32 states per parameter)",
                                        "/optimizer/type"))
         key = "adam"
-        return key, raw, B.optimizer_state_elements(key), params
-    return key, B.OPTIMIZERS[key].name, B.optimizer_state_elements(key, params), params
+        return key, raw, B.optimizer_state_elements(key)
+    return key, B.OPTIMIZERS[key].name, B.optimizer_state_elements(key, section.params)
 
 
-def _zero_value(zero: Mapping[str, Any], key: str, aliases: tuple[str, ...], notes: list[str]) -> Any:
-    default_key = aliases[0] if aliases else key
-    for name in (key, *aliases):
-        if name in zero:
-            value = zero[name]
-            if value == AUTO:
-                notes.append(f"zero_optimization.{name} is \"auto\" and nobody fills it: DeepSpeed drops it and uses "
-                             f"its default {ds_default(ZERO, default_key)}")
-                return ds_default(ZERO, default_key)
-            return value
-    return ds_default(ZERO, default_key)
+def _auto_sized(value: int | Auto[int] | Rejected, key: str, h: int | None, notes: list[str]) -> int:
+    """A hidden-size-based bucket (``key``: its stage3_* spelling where it has one) as the HF integration fills
+    "auto" (deepspeed/hf_fill.py HIDDEN_SIZE_KEYS; the formula is the schema's x-auto-fill)."""
+    if not isinstance(value, Auto):
+        return _valid(value)
+    default, name = value.default, value.key
+    fill = schema.auto_fill(ZERO, key)
+    if name != key or fill is None:
+        # HF/Accelerate auto-fill only the stage3_* spelling (deepspeed-config.md §5)
+        notes.append(f"{ZERO}.{name}=\"auto\": the HF integration fills only the {key} spelling, so "
+                     f"DeepSpeed uses its default {default}")
+        return default
+    if h:
+        filled = fill.value(h)
+        notes.append(f"{ZERO}.{name}=\"auto\": filled as the HF integration does, {fill.formula} = "
+                     f"{filled} (hidden_size {h})")
+        return filled
+    notes.append(f"{ZERO}.{name}=\"auto\" but the hidden size is unknown: assumed DeepSpeed's default "
+                 f"{default} (HF would write {fill.formula})")
+    return default
 
 
-def _auto_sized(zero: Mapping[str, Any], key: str, aliases: tuple[str, ...], h: int | None, notes: list[str],
-                default_key: str | None = None) -> int:
-    default_key = default_key or key
-    for name in (key, *aliases):
-        if name not in zero:
-            continue
-        value = zero[name]
-        if value != AUTO:
-            return _int(value, f"{ZERO}.{name}")
-        fill = schema.auto_fill(ZERO, key)
-        if name != key or fill is None:
-            # HF/Accelerate auto-fill only the stage3_* spelling (deepspeed-config.md §5)
-            notes.append(f"zero_optimization.{name}=\"auto\": the HF integration fills only the {key} spelling, so "
-                         f"DeepSpeed uses its default {ds_default(ZERO, default_key)}")
-            return int(ds_default(ZERO, default_key))
-        if h:
-            value = fill.value(h)
-            notes.append(f"zero_optimization.{name}=\"auto\": filled as the HF integration does, {fill.formula} = "
-                         f"{value} (hidden_size {h})")
-            return value
-        notes.append(f"zero_optimization.{name}=\"auto\" but the hidden size is unknown: assumed DeepSpeed's default "
-                     f"{ds_default(ZERO, default_key)} (HF would write {fill.formula})")
-        return int(ds_default(ZERO, default_key))
-    return int(ds_default(ZERO, default_key))
-
-
-def _offload_value(section: Mapping[str, Any], name: str, key: str) -> Any:
-    value = section.get(key, AUTO)
-    if value == AUTO or value is None:
-        return ds_default(ZERO, name, key)
-    return value
-
-
-def _device(section: Mapping[str, Any], name: str, notes: list[str]) -> str:
-    value = section.get("device", ds_default(ZERO, name, "device"))
-    if value == AUTO or value is None:
-        value = ds_default(ZERO, name, "device")
-    value = str(value).lower()
-    if value not in ("none", "cpu", "nvme"):
-        notes.append(f"zero_optimization.{name}.device={value!r} is not none/cpu/nvme (DeepSpeed rejects it): "
+def _device(device: Device | Auto[Device] | Rejected, notes: list[str]) -> Device:
+    if isinstance(device, Auto):
+        return device.default
+    if isinstance(device, Rejected):
+        name = device.where.removeprefix(f"{ZERO}.").removesuffix(".device")
+        notes.append(f"{ZERO}.{name}.device={device.written!r} is not none/cpu/nvme (DeepSpeed rejects it): "
                      "costed as none")
-        return "none"
-    return value
+        return Device.NONE
+    return device
 
 
-def _offload_int(section: Mapping[str, Any], name: str, key: str) -> int:
-    return _int(_offload_value(section, name, key), f"{ZERO}.{name}.{key}")
-
-
-def _offload_bool(section: Mapping[str, Any], name: str, key: str) -> bool:
-    return _bool(_offload_value(section, name, key), f"{ZERO}.{name}.{key}")
-
-
-# DeepSpeed hands these counts to torch, whose sizes and numels are int64: a larger value fails there.
-MAX_INT64 = 2**63 - 1
-
-
-def _int(value: Any, where: str) -> int:
-    """An int field of a pydantic section as lax mode reads it (a fraction is truncated, as the
-    memory model always has; the value rules report it). EstimateError where DeepSpeed rejects it."""
-    result: int | None = None
-    if isinstance(value, bool):
-        result = int(value)
-    elif isinstance(value, int):
-        result = value
-    elif isinstance(value, float) and math.isfinite(value):
-        result = int(value)
-    elif isinstance(value, str) and coerce.lax_coercible(value, "integer"):
-        result = int(float(value.strip()))
-    if result is None:
-        raise EstimateError(f"{where} = {_shown(value)} is not an integer DeepSpeed accepts", config_pointer(where))
-    if abs(result) > MAX_INT64:
-        raise EstimateError(f"{where} = {_shown(value)} does not fit torch's int64 sizes", config_pointer(where))
-    return result
-
-
-def _clipping(value: Any) -> float:
-    """gradient_clipping as the step time uses it: 0.0 when absent, 1.0 for "auto" (HF max_grad_norm)."""
-    if value is None:
+def _clipping(clipping: float | Auto[float] | Rejected | None) -> float:
+    """gradient_clipping as the step time uses it: 0.0 when not written (the step time has always costed no
+    clipping pass then, though the schema's default is 1.0 from DeepSpeed 0.19.3); "auto" is the HF Trainer's
+    max_grad_norm, 1.0 by default; a value DeepSpeed cannot use costs no clipping pass (the lint reports it)."""
+    if clipping is None or isinstance(clipping, Rejected):
         return 0.0
-    if value == AUTO:
-        return 1.0
-    try:
-        return _float(value, "gradient_clipping")
-    except EstimateError:  # the lint reports it; the step time costs no clipping pass
-        return 0.0
-
-
-def _float(value: Any, where: str) -> float:
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > sys.float_info.max:
-        # an integer past the largest float (1 followed by 400 zeros): pydantic's float field refuses it too
-        raise EstimateError(f"{where} = {_shown(value)} is too large for the float DeepSpeed reads it as",
-                            config_pointer(where))
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and not (
-            isinstance(value, float) and math.isnan(value)):
-        return float(value)
-    if isinstance(value, str) and coerce.lax_coercible(value, "number"):
-        return float(value.strip())
-    raise EstimateError(f"{where} = {_shown(value)} is not a number DeepSpeed accepts", config_pointer(where))
-
-
-def _bool(value: Any, where: str) -> bool:
-    result = coerce.lax_bool(value)
-    if result is None:
-        raise EstimateError(f"{where} = {_shown(value)} is not a boolean DeepSpeed accepts", config_pointer(where))
-    return result
-
-
-def _optional_bool(value: Any, where: str) -> bool | None:
-    return None if value is None else _bool(value, where)
-
-
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
+    return 1.0 if isinstance(clipping, Auto) else clipping
 
 
 def _micro_batch(batch: BatchCounts, gpus: int, wanted: int | None, notes: list[str],
@@ -488,7 +394,7 @@ def given_conflicts(config: Config, model: ModelSpec, gpus: int, given: Training
         source = INPUTS[name]
         by = " / ".join(part for part in (source.flag, source.field) if part)
         if name == "precision" and ds.precision is None:  # "auto" left open, the asked-for format written off
-            key = ds.bf16_key if wanted == "bf16" else wanted
+            key = ds.bf16_key if Precision(str(wanted)) is Precision.BF16 else wanted
             out.append(f"{by} gives {source.words} {wanted}, but the DeepSpeed config sets {key}.enabled to false: "
                        f"its \"auto\" fills only {' or '.join((*ds.open_precisions, 'fp32'))}; change the config or "
                        "drop the value")

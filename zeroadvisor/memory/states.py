@@ -23,6 +23,7 @@ from zeroadvisor.memory.persistence import full_copy_elements, persistent
 from zeroadvisor.memory.settings import Settings
 from zeroadvisor.memory.terms import Term, ceil_div, exact
 from zeroadvisor.model.spec import ModelSpec
+from zeroadvisor.vocab import Device, Precision
 
 FP32 = B.DTYPE_BYTES["fp32"]
 
@@ -115,7 +116,7 @@ def frozen_terms(s: Settings, opt: Option, N: int, spec: ModelSpec, notes: list[
     stage3 = opt.stage == 3
     share = (lambda n: ceil_div(n, N)) if stage3 else (lambda n: n)
     # offload_param moves every partitioned parameter (frozen ones too) to its device
-    device = opt.offload_param if stage3 and opt.offload_param != "none" else "gpu"
+    device = opt.offload_param if stage3 and opt.offload_param != Device.NONE else "gpu"
     per = " / N" if stage3 else ""
     src = ("runtime/zero/partition_parameters.py Init (frozen parameters partitioned too)" if stage3
            else "engine.py _cast_module_mixed_precision (frozen parameters stay whole on every GPU)")
@@ -150,8 +151,8 @@ def frozen_terms(s: Settings, opt: Option, N: int, spec: ModelSpec, notes: list[
 
 def uses_bf16_optimizer(s: Settings, opt: Option) -> bool:
     # engine.py _do_optimizer_sanity_check: bf16 model + fp32 grad accumulation + ZeRO stage 1 + no offload
-    return (opt.stage == 1 and s.precision == "bf16" and s.grad_accum_dtype == "fp32"
-            and opt.offload_optimizer == "none")
+    return (opt.stage == 1 and s.precision == Precision.BF16 and s.grad_accum_dtype == Precision.FP32
+            and opt.offload_optimizer == Device.NONE)
 
 
 def _stage0(s: Settings, P: int, spec: ModelSpec, notes: list[str]) -> list[Term]:
@@ -210,12 +211,12 @@ def _stage12(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, notes: l
         ]
         return terms
 
-    offload = opt.offload_optimizer != "none"
+    offload = opt.offload_optimizer != Device.NONE
     terms.append(Term("parameters", "gpu", w * flat, "lp_params", f"{s.precision} parameters (flat)",
                       f"{w} B/param", src + ".__init__ (bit16_groups_flat)"))
     # _use_compact_grad_partition_buffer: fp32 accumulation with a 16-bit model keeps a compact fp32
     # partition buffer on the accelerator that receives the reduced gradients
-    compact = s.grad_accum_dtype == "fp32" and s.precision != "fp32"
+    compact = s.grad_accum_dtype == Precision.FP32 and s.precision != Precision.FP32
     terms += _stage12_gpu_grads(s, opt, P, part, compact, src, _layout12(s, opt, P, N, spec, compact, notes))
     if not offload:
         terms += [
@@ -228,7 +229,7 @@ def _stage12(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, notes: l
         return terms
 
     # offload_optimizer (cpu; nvme runs as cpu at stage 1/2): host-side partition
-    if opt.offload_optimizer == "nvme":
+    if opt.offload_optimizer == Device.NVME:
         notes.append(f"stage {opt.stage}: offload_optimizer nvme runs as cpu (stage_1_and_2.py __init__: "
                      "cpu_offload = device != none; only stage 3 swaps to NVMe)")
     pinned = " (pinned)" if s.offload_optimizer_pin_memory else ""
@@ -262,7 +263,7 @@ def _layout12(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, compact
     Only the path through copy_grads_in_partition depends on it (no CPU offload, no compact fp32
     accumulation buffer); None otherwise or without ``spec.parameter_numels``.
     """
-    if compact or opt.offload_optimizer != "none":
+    if compact or opt.offload_optimizer != Device.NONE:
         return None
     numels = spec.parameter_numels
     if numels is None:
@@ -287,7 +288,7 @@ def _stage12_gpu_grads(s: Settings, opt: Option, P: int, part: int, compact: boo
     w = B.nbytes(s.precision)
     a = B.nbytes(s.grad_accum_dtype)
     M = master_bytes(s)
-    offload = opt.offload_optimizer != "none"
+    offload = opt.offload_optimizer != Device.NONE
     at_step: list[Term] = []
     if compact:
         at_step.append(Term("gradients", "gpu", a * part, "fp32_grads",
@@ -349,15 +350,15 @@ def _stage3(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, notes: li
 def _stage3_parameters(s: Settings, opt: Option, part: int) -> list[Term]:
     """The 16-bit parameter partition: on the GPU, or on the host (and NVMe past offload_param.max_in_cpu)."""
     w = B.nbytes(s.precision)
-    if opt.offload_param == "none":
+    if opt.offload_param == Device.NONE:
         return [Term("parameters", "gpu", w * part, "lp_params", f"{s.precision} parameter partition",
                      f"{w} B/param / N", _STAGE3 + "._create_fp16_partitions_with_defragmentation (lp_param_buffer)")]
-    in_cpu = part if opt.offload_param == "cpu" else min(part, s.offload_param_max_in_cpu)
+    in_cpu = part if opt.offload_param == Device.CPU else min(part, s.offload_param_max_in_cpu)
     pinned = " (pinned)" if s.offload_param_pin_memory else ""
     terms = [Term("parameters", "cpu", w * in_cpu, "lp_params",
                   f"{s.precision} parameter partition on the host{pinned}", f"{w} B/param / N",
                   _STAGE3 + "._create_param_groups_fp16_flat_cpu_memory")]
-    if opt.offload_param == "nvme" and part > in_cpu:
+    if opt.offload_param == Device.NVME and part > in_cpu:
         terms.append(Term("parameters", "nvme", w * (part - in_cpu), "lp_params",
                           f"{s.precision} parameters beyond offload_param.max_in_cpu on NVMe",
                           f"{w} B/param / N", "swap_tensor/partitioned_param_swapper.py"))
@@ -368,7 +369,7 @@ def _stage3_persistent(s: Settings, opt: Option, N: int, spec: ModelSpec, notes:
     """Persistent parameters: whole on every rank next to their partition (memory/persistence.py)."""
     w = B.nbytes(s.precision)
     keep = persistent(spec, s.param_persistence_threshold, s.model_persistence_threshold, N, notes)
-    full = full_copy_elements(keep, N, opt.offload_param != "none")
+    full = full_copy_elements(keep, N, opt.offload_param != Device.NONE)
     if not full:
         return []
     return [Term("parameters", "gpu", w * full, "persistent",
@@ -382,9 +383,9 @@ def _stage3_sub_groups(s: Settings, opt: Option, part: int, notes: list[str]) ->
     """(elements of the largest sub-group, the share of the partition's sub-groups the optimizer keeps on the
     GPU): the optimizer steps one sub-group of the partition at a time."""
     sub = min(s.sub_group_size, part) if s.sub_group_size > 0 else part
-    if opt.offload_optimizer == "none":
+    if opt.offload_optimizer == Device.NONE:
         return sub, Fraction(1)
-    if opt.offload_optimizer != "cpu":
+    if opt.offload_optimizer != Device.CPU:
         return sub, Fraction(0)
     nsub = ceil_div(part, sub) if sub else 1
     # stage3.py _create_fp32_partitions: sub-group i stays on the GPU iff i < int((1 - ratio)·nsub)
@@ -402,15 +403,15 @@ def _stage3_gradients(s: Settings, opt: Option, part: int, sub: int, gpu_share: 
     a = B.nbytes(s.grad_accum_dtype)
     M = master_bytes(s)
     src = _STAGE3
-    grad_dev = "gpu" if opt.offload_optimizer == "none" else "cpu"
+    grad_dev = "gpu" if opt.offload_optimizer == Device.NONE else "cpu"
     terms = [Term("gradients", grad_dev, a * part, "lp_grads" if a == w else "fp32_grads",
                   f"{s.grad_accum_dtype} gradient partition (flat buffer)", f"{a} B/param / N",
                   src + "._setup_for_real_optimizer (grad_partitions_flat_buffer)")]
-    if opt.offload_optimizer == "none":
+    if opt.offload_optimizer == Device.NONE:
         terms.append(Term("gradients", "gpu", M * sub, "fp32_grads",
                           "fp32 gradient of one sub-group during the step", f"{M} B × min(sub_group_size, P/N)",
                           src + "._prepare_fp32_grad_for_sub_group"))
-    elif opt.offload_optimizer == "cpu":
+    elif opt.offload_optimizer == Device.CPU:
         gpu_grad = exact(gpu_share * M * part)
         if gpu_grad:
             terms.append(Term("gradients", "gpu", gpu_grad, "fp32_grads", "fp32 gradients of GPU-resident sub-groups",
@@ -437,7 +438,7 @@ def _stage3_master_and_states(s: Settings, opt: Option, part: int, el: Fraction,
     (measured: benchmarks/calibration.md, stage 3 fp32)."""
     M = master_bytes(s)
     src = _STAGE3
-    if opt.offload_optimizer == "nvme":
+    if opt.offload_optimizer == Device.NVME:
         Sn = _state_bytes_cpu(s)
         return [
             Term("optimizer_states", "nvme", M * part, "master", "fp32 master partition on NVMe",
@@ -459,7 +460,7 @@ def _stage3_master_and_states(s: Settings, opt: Option, part: int, el: Fraction,
     Sc = _state_bytes_cpu(s)
     gpu_states = exact(gpu_share * el * Sg * part)
     cpu_states = exact((1 - gpu_share) * el * Sc * part)
-    if gpu_states or opt.offload_optimizer == "none":
+    if gpu_states or opt.offload_optimizer == Device.NONE:
         terms.append(Term("optimizer_states", "gpu", gpu_states, "optimizer_state",
                           f"{s.optimizer_label} states ({el} × {Sg} B)", f"{el}×{Sg} B/param / N",
                           "optimizer state on fp32_partitioned_groups_flat"))
@@ -488,8 +489,8 @@ def paper_terms(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, notes
     p_share = n if opt.stage >= 3 else Fraction(1)
     g_share = n if opt.stage >= 2 else Fraction(1)
     k_share = n if opt.stage >= 1 else Fraction(1)
-    p_dev = "cpu" if opt.offload_param != "none" and opt.stage == 3 else "gpu"
-    k_dev = "cpu" if opt.offload_optimizer != "none" and opt.stage >= 1 else "gpu"
+    p_dev = "cpu" if opt.offload_param != Device.NONE and opt.stage == 3 else "gpu"
+    k_dev = "cpu" if opt.offload_optimizer != Device.NONE and opt.stage >= 1 else "gpu"
     g_dev = "cpu" if k_dev == "cpu" and opt.stage >= 2 else "gpu"
     src = "ZeRO paper §3.1/§5"
     frozen = [t for t in frozen_terms(s, opt, N, spec, notes) if t.row != "buffers"]

@@ -16,7 +16,6 @@ loss and logits are dropped before ``engine.step``), so the temporaries add only
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 from zeroadvisor.memory.assumed import AssumedInput
@@ -25,6 +24,7 @@ from zeroadvisor.memory.settings import Settings
 from zeroadvisor.memory.states import master_bytes, partition_stage3, partition_stage12, uses_bf16_optimizer
 from zeroadvisor.memory.terms import Term
 from zeroadvisor.model.spec import CLIENT_OPTIMIZER_NAMES, DEFAULT_CLIENT_OPTIMIZER
+from zeroadvisor.vocab import Device
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,23 +76,20 @@ def client_optimizer_used(s: Settings) -> bool:
 def implementation(s: Settings, option: Option, optim: str | None) -> StepImplementation | None:
     """The implementation that steps ``option``'s GPU-resident optimizer; None when the step is not on the GPU or
     the optimizer is not an Adam variant zeroadvisor models."""
-    if option.offload_optimizer != "none":
+    if option.offload_optimizer != Device.NONE:
         return None  # DeepSpeedCPUAdam (or a client optimizer) steps the host partition
     if client_optimizer_used(s):
         return CLIENT_OPTIMIZERS.get(optim or DEFAULT_CLIENT_OPTIMIZER)  # None: a name whose step is not modelled
     if s.optimizer not in ("adam", "adamw"):
         return None
-    section = s.deepspeed.optimizer or {}
-    given = section.get("params")
-    params: Mapping[str, object] = given if isinstance(given, Mapping) else {}
-    if not params.get("torch_adam"):
+    params = s.deepspeed.optimizer.params
+    if not params.torch_adam:
         return StepImplementation("DeepSpeed FusedAdam", 0, "ops/adam/fused_adam.py (multi_tensor_adam, in place)")
     # engine.py get_optimizer_configuration: torch.optim.AdamW / Adam with the config's foreach
-    foreach = params.get("foreach") is not False
-    decay = params.get("weight_decay")
+    foreach = params.foreach
+    decay = params.weight_decay
     # "auto" is the Trainer's weight_decay, 0.0 by default (TrainingArguments)
-    adam_l2 = (s.optimizer == "adam" and params.get("adam_w_mode", True) is False
-               and isinstance(decay, (int, float)) and not isinstance(decay, bool) and decay != 0)
+    adam_l2 = s.optimizer == "adam" and not params.adam_w_mode and decay is not None and decay != 0
     # _multi_tensor_adam deletes the L2 sum (torch._foreach_add(grads, params, alpha=wd)) before its sqrt, so the
     # two never coexist; _single_tensor_adam keeps grad + wd·param beside sqrt and its division (measured:
     # benchmarks/step_temporaries.md)
@@ -119,7 +116,7 @@ def step_terms(s: Settings, option: Option, P: int, N: int, activations: int, op
     """The step's temporaries beyond the activations freed before it (0 or one term)."""
     impl = implementation(s, option, optim)
     if impl is None:
-        if optim in OTHER_CLIENT_OPTIMIZERS and option.offload_optimizer == "none" and client_optimizer_used(s):
+        if optim in OTHER_CLIENT_OPTIMIZERS and option.offload_optimizer == Device.NONE and client_optimizer_used(s):
             notes.append(f"optim {optim}: its step's temporaries are not modelled (none counted)")
         return []
     if not impl.temporaries:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from zeroadvisor.config import merge_patch as patch
 from zeroadvisor.deepspeed import releases, schema
+from zeroadvisor.deepspeed.config_model import overlap_comm_at
 from zeroadvisor.deepspeed.settings import GAS, MBS, TBS, BatchCounts
 from zeroadvisor.jsontypes import JSONObject
 from zeroadvisor.lint.findings import Severity
@@ -186,7 +187,8 @@ def _unmanaged(ctx: Context) -> Iterator[Hit]:
         return  # the default (true), or a release that does not read the key (ignored-key says so)
     release = releases.label(schema.active_release())
     overlap = ctx.get("/zero_optimization/overlap_comm")
-    overlap = overlap if isinstance(overlap, bool) else ctx.stage == 3  # None: true only at stage 3 (zero/config.py)
+    # as written (a value pydantic would coerce is the value rules' to report); unset: DeepSpeed's validator
+    overlap = overlap if isinstance(overlap, bool) else overlap_comm_at(None, ctx.stage or 0)
     if overlap and (ctx.stage or 0) < 2:
         yield Hit("/managed_gradient_accumulation",
                   f"managed_gradient_accumulation false with overlap_comm at ZeRO stage {ctx.stage or 0}: {release} "

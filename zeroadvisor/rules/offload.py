@@ -24,7 +24,7 @@ def _offload_ignored(ctx: Context) -> Iterator[Hit]:
     for which in ("offload_param", "offload_optimizer"):
         legacy = dsconfig.LEGACY_OFFLOAD[which]
         needed = schema.min_stage(which)  # None: the key takes effect at every stage
-        if needed is None or stage >= needed or ctx.deepspeed.offload(which).device in ("none", dsconfig.AUTO):
+        if needed is None or stage >= needed or ctx.deepspeed.offload(which).written in ("none", dsconfig.AUTO):
             continue
         pointer = f"{_ZERO}/{which}" if ctx.has(f"{_ZERO}/{which}") else f"{_ZERO}/{legacy}"
         what = "parameter offload exists only in ZeRO-3" if which == "offload_param" else \

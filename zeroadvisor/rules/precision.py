@@ -126,7 +126,7 @@ def _master_weights(ctx: Context) -> Iterator[Hit]:
         if key == "bf16_optimizer_states" and ctx.get(f"{bf16}/bf16_master_weights_and_grads") is not True:
             yield Hit(pointer, "bf16_optimizer_states requires bf16_master_weights_and_grads: DeepSpeed asserts "
                                "at launch", fix=patch.at(f"{bf16}/bf16_master_weights_and_grads", True))
-        if key == "fp16_master_weights_and_grads" and ctx.deepspeed.offload_optimizer.device != "cpu":
+        if key == "fp16_master_weights_and_grads" and ctx.deepspeed.offload_optimizer.written != "cpu":
             yield Hit(pointer, "fp16_master_weights_and_grads works only with offload_optimizer on the CPU "
                                "(DeepSpeedCPUAdam keeps the fp32 states there); DeepSpeed fails at engine start")
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from zeroadvisor.memory import bytes as B
+from zeroadvisor.vocab import Precision
 
 FP32 = B.DTYPE_BYTES["fp32"]
 
@@ -45,21 +46,21 @@ class GpuStepBytes:
         return self.to_master + self.optimizer + self.to_model + self.overflow_and_clip
 
 
-def gpu_step_bytes(precision: str, optimizer_states: int, clipping: float, *, master_bytes: int = FP32,
+def gpu_step_bytes(precision: Precision, optimizer_states: int, clipping: float, *, master_bytes: int = FP32,
                    state_bytes: int = FP32) -> GpuStepBytes:
     """Bytes per parameter for ``precision`` (fp16|bf16|fp32), ``optimizer_states`` state tensors, clipping."""
     grad = B.DTYPE_BYTES[precision]
-    mixed = precision != "fp32" and master_bytes != grad
+    mixed = precision != Precision.FP32 and master_bytes != grad
     to_master = grad + master_bytes if mixed else 0
     master_grad = master_bytes if mixed else grad  # what the optimizer reads as the gradient
     optimizer = 2 * master_bytes + master_grad + 2 * optimizer_states * state_bytes
     to_model = master_bytes + grad if mixed else 0
     checks = 0
-    if precision == "fp16":
+    if precision == Precision.FP16:
         checks += grad  # the overflow check reads the gradients
     if clipping > 0:
         checks += grad  # the norm reads the gradients
-    if precision == "fp16" or clipping > 0:
+    if precision == Precision.FP16 or clipping > 0:
         checks += 2 * master_grad  # unscale / clip: mul_ reads and writes the master-dtype gradient
     return GpuStepBytes(to_master, optimizer, to_model, checks)
 

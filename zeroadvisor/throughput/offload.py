@@ -37,6 +37,7 @@ DeepSpeed 0.19.8:
 from __future__ import annotations
 
 from zeroadvisor.hardware.machine import CPU_ADAM_BYTES_PER_PARAM, Hardware, cpu_threads_per_rank
+from zeroadvisor.vocab import Precision
 
 OPTIMIZER_STATE_BYTES = 12  # fp32 master parameter + exp_avg + exp_avg_sq (Adam)
 
@@ -46,9 +47,9 @@ HOST_PASS_S_PER_PARAM_THREAD = {"unscale": 0.295e-9, "to_16bit": 0.430e-9}
 HOST_PASS_BYTES = {"unscale": 8, "to_16bit": 6}  # fp32 read + written; fp32 read + 16-bit written
 
 
-def host_passes(stage: int, precision: str, clipping: float) -> tuple[str, ...]:
+def host_passes(stage: int, precision: Precision, clipping: float) -> tuple[str, ...]:
     """The host passes of the offloaded step beside the Adam kernel (module docstring)."""
-    unscale = stage == 3 or clipping > 0 or precision == "fp16"
+    unscale = stage == 3 or clipping > 0 or precision == Precision.FP16
     return ("unscale", "to_16bit") if unscale else ("to_16bit",)
 
 

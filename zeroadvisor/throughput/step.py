@@ -47,6 +47,7 @@ from zeroadvisor.throughput.offload import (
     nvme_seconds,
     pcie_seconds,
 )
+from zeroadvisor.vocab import Device, Precision
 
 if TYPE_CHECKING:
     from zeroadvisor.hardware.gpus import GpuSpec
@@ -177,10 +178,12 @@ def step_time(model: ModelSpec, shape: TrainingShape, cluster: Cluster, option: 
     # -- offload (offload.py) ------------------------------------------------------------------------
     n = layout.data
     g = cluster.gpus_on_a_node
-    opt_device = option.offload_optimizer if option.stage == 3 or option.offload_optimizer == "none" else "cpu"
+    # stage_1_and_2.py: any offload device runs as the CPU one (nvme too)
+    opt_device = option.offload_optimizer if option.stage == 3 or option.offload_optimizer == Device.NONE \
+        else Device.CPU
     grad_bytes = B.DTYPE_BYTES[settings.precision]
     part = psi_grads / n
-    if opt_device != "none":
+    if opt_device != Device.NONE:
         # A copy into pageable host memory returns only when it is done (CUDA Runtime API, "API synchronization
         # behavior"): with pin_memory off (the default before DeepSpeed PR 8207) the host waits, launching nothing,
         # so the copies add to the pass instead of running beside it.
@@ -188,10 +191,10 @@ def step_time(model: ModelSpec, shape: TrainingShape, cluster: Cluster, option: 
         _gradients_to_host(step, option, hw, gpu, part, grad_bytes, grads_overlap)
         _cpu_optimizer_step(step, option, settings, hw, part, g)
         _after_cpu_step(step, option, opt_device, hw, part, grad_bytes, g)
-    if option.stage == 3 and option.offload_param != "none":
+    if option.stage == 3 and option.offload_param != Device.NONE:
         params_overlap = overlap and settings.offload_param_pin_memory  # pageable: see grads_overlap
         _parameter_offload(step, option, hw, psi_params / n, grad_bytes, g, overlap, params_overlap)
-    if opt_device == "none":
+    if opt_device == Device.NONE:
         _gpu_optimizer_step(step, option, settings, gpu, psi_grads, part)
 
     # -- the step ------------------------------------------------------------------------------------
@@ -207,7 +210,7 @@ def _compute(model: ModelSpec, shape: TrainingShape, settings: Settings, hw: Har
              k: int, gpu_tokens: float) -> _Step:
     """The passes' compute (flops.py): the step's forward and backward, and the first term."""
     flops = token_flops(model, seq, shape.activation_checkpointing)
-    peak = gpu.dense_tflops * 1e12 * hw.efficiency * (FP32_PEAK_SHARE if settings.precision == "fp32" else 1)
+    peak = gpu.dense_tflops * 1e12 * hw.efficiency * (FP32_PEAK_SHARE if settings.precision == Precision.FP32 else 1)
     step = _Step(k, _Pass(gpu_tokens * flops.forward / peak),
                  _Pass(gpu_tokens * (flops.backward + flops.recompute) / peak), notes=list(flops.notes))
     recompute = {"full": ", + one forward recomputed", "selective": ", + attention core recomputed"}.get(
@@ -304,15 +307,15 @@ def _cpu_optimizer_step(step: _Step, option: Option, settings: Settings, hw: Har
                         "stage_1_and_2.py / stage3.py step; benchmarks/offload_step.py; offload.py"))
 
 
-def _after_cpu_step(step: _Step, option: Option, opt_device: str, hw: Hardware, part: float, grad_bytes: int,
+def _after_cpu_step(step: _Step, option: Option, opt_device: Device, hw: Hardware, part: float, grad_bytes: int,
                     g: int) -> None:
     """After the host's step: the updated parameters back to the GPU (unless they live on the host) and,
     with the optimizer on NVMe, its states read and written (offload.py)."""
-    if option.offload_param == "none":
+    if option.offload_param == Device.NONE:
         up = pcie_seconds(part * grad_bytes, hw)
         step.after(StepTerm("offload", "updated parameters to the GPU", up,
                             f"{part:,.0f} x {grad_bytes} B over PCIe", "ZeRO-Offload §4.1; offload.py"))
-    if opt_device == "nvme":
+    if opt_device == Device.NVME:
         swap = nvme_seconds(2 * part * OPTIMIZER_STATE_BYTES, g, hw)
         step.after(StepTerm("nvme", "optimizer states read and written", swap,
                             f"2 x {part:,.0f} x {OPTIMIZER_STATE_BYTES} B x {g} processes / {hw.nvme_gb_s} GB/s",
@@ -329,7 +332,7 @@ def _parameter_offload(step: _Step, option: Option, hw: Hardware, param_part: fl
     step.terms.append(StepTerm("offload", f"parameters to the GPU x {2 * k}", 2 * k * fetch,
                                f"{param_part:,.0f} x {grad_bytes} B over PCIe, before each forward and backward",
                                "ZeRO-Infinity §5; offload.py"))
-    if option.offload_param == "nvme":
+    if option.offload_param == Device.NVME:
         read = nvme_seconds(param_part * grad_bytes, g, hw)
         step.forward.add("nvme", read, overlap)
         step.backward.add("nvme", read, overlap)
