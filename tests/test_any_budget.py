@@ -17,8 +17,8 @@ from conftest import REPO
 PACKAGE = REPO / "zeroadvisor"
 ALIAS_MODULE = PACKAGE / "jsontypes.py"
 # Lines of zeroadvisor/ that name Any (`grep -rn '\bAny\b' zeroadvisor --include=*.py | wc -l`): 552 before
-# issue 33's typing work, this after its first part; lowered as the rest of the package is typed (target 200).
-BUDGET = 249
+# issue 33's typing work, 167 after it; the issue's ceiling is 200, and new code names arbitrary data JSONValue.
+BUDGET = 170
 _ANY = re.compile(r"\bAny\b")
 
 

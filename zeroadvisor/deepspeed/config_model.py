@@ -30,6 +30,7 @@ from typing import Any, Generic, TypeVar
 from zeroadvisor.deepspeed import coerce, schema
 from zeroadvisor.deepspeed import effective as E
 from zeroadvisor.deepspeed.effective import AUTO
+from zeroadvisor.jsontypes import JSONObject, JSONValue
 from zeroadvisor.vocab import Device, Stage
 
 ZERO = "zero_optimization"
@@ -55,7 +56,7 @@ class Rejected:
     ("is not an integer DeepSpeed accepts")."""
 
     where: str
-    written: Any
+    written: object
     reason: str
 
     @property
@@ -63,7 +64,7 @@ class Rejected:
         return f"{self.where} = {shown(self.written)} {self.reason}"
 
 
-def shown(value: Any) -> str:
+def shown(value: object) -> str:
     """A value as a message shows it: its repr, cut at 40 characters."""
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
@@ -72,17 +73,17 @@ def shown(value: Any) -> str:
 # --------------------------------------------------------------------------- the raw sections, as DeepSpeed finds them
 
 
-def section(data: Any, key: str) -> dict[str, Any]:
+def section(data: object, key: str) -> JSONObject:
     """A top-level section as a dict ({} when absent or not an object)."""
     value = data.get(key) if isinstance(data, dict) else None
     return value if isinstance(value, dict) else {}
 
 
-def zero_section(data: Any) -> dict[str, Any]:
+def zero_section(data: object) -> JSONObject:
     return section(data, "zero_optimization")
 
 
-def zero_stage(data: Any) -> int | None:
+def zero_stage(data: object) -> int | None:
     """The ZeRO stage DeepSpeed runs; None when the value is invalid or "auto".
 
     DeepSpeed: a legacy ``zero_optimization: true`` means stage 1 (runtime/zero/config.py
@@ -102,7 +103,7 @@ def zero_stage(data: Any) -> int | None:
     return stage_value(zero["stage"])
 
 
-def stage_value(value: Any) -> int | None:
+def stage_value(value: object) -> int | None:
     if value == AUTO:
         return None
     if isinstance(value, bool):
@@ -119,7 +120,7 @@ def stage_value(value: Any) -> int | None:
     return value if isinstance(value, int) and 0 <= value <= 3 else None
 
 
-def is_enabled(block: Any) -> bool | None:
+def is_enabled(block: object) -> bool | None:
     """``{"enabled": ...}`` of a pydantic section (fp16, bf16): True/False as pydantic's lax bool reads
     it, or None when it is "auto" (an integration decides)."""
     if not isinstance(block, dict):
@@ -130,7 +131,7 @@ def is_enabled(block: Any) -> bool | None:
     return coerce.lax_bool(value) is True
 
 
-def bf16_block(data: Any) -> dict[str, Any]:
+def bf16_block(data: object) -> JSONObject:
     """``bf16``, or the legacy ``bfloat16`` that DeepSpeed reads only when bf16 is absent."""
     if isinstance(data, dict):
         block = data.get("bf16")
@@ -139,7 +140,7 @@ def bf16_block(data: Any) -> dict[str, Any]:
     return section(data, "bfloat16")
 
 
-def offload_block(zero: dict[str, Any], which: str) -> dict[str, Any]:
+def offload_block(zero: JSONObject, which: str) -> JSONObject:
     """``offload_optimizer``/``offload_param`` of the ``zero_optimization`` section as DeepSpeed reads it, the
     legacy booleans included."""
     block = zero.get(which)
@@ -148,13 +149,13 @@ def offload_block(zero: dict[str, Any], which: str) -> dict[str, Any]:
     return {"device": "cpu"} if zero.get(E.LEGACY_OFFLOAD[which]) is True else {}
 
 
-def offload_device(block: dict[str, Any]) -> str:
+def offload_device(block: JSONObject) -> str:
     """Device of an offload block: "none", "cpu", "nvme" (or "auto", or a value DeepSpeed rejects)."""
     device = block.get("device", "none")
     return device if isinstance(device, str) else "none"
 
 
-def optimizer_type(data: Any) -> str | None:
+def optimizer_type(data: object) -> str | None:
     """``optimizer.type`` as DeepSpeed resolves it: its own names lower-cased, else as written."""
     opt = section(data, "optimizer")
     name = opt.get("type")
@@ -166,7 +167,7 @@ def optimizer_type(data: Any) -> str | None:
 # --------------------------------------------------------------------------- lax-mode readers of one value
 
 
-def lax_int(value: Any, where: str) -> int | Rejected:
+def lax_int(value: object, where: str) -> int | Rejected:
     """An int field as pydantic's lax mode reads it (a fraction is truncated, as the memory model always has; the
     value rules report it)."""
     result: int | None = None
@@ -185,7 +186,7 @@ def lax_int(value: Any, where: str) -> int | Rejected:
     return result
 
 
-def lax_float(value: Any, where: str) -> float | Rejected:
+def lax_float(value: object, where: str) -> float | Rejected:
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) > sys.float_info.max:
         # an integer past the largest float (1 followed by 400 zeros): pydantic's float field refuses it too
         return Rejected(where, value, "is too large for the float DeepSpeed reads it as")
@@ -197,12 +198,12 @@ def lax_float(value: Any, where: str) -> float | Rejected:
     return Rejected(where, value, "is not a number DeepSpeed accepts")
 
 
-def lax_bool(value: Any, where: str) -> bool | Rejected:
+def lax_bool(value: object, where: str) -> bool | Rejected:
     result = coerce.lax_bool(value)
     return Rejected(where, value, "is not a boolean DeepSpeed accepts") if result is None else result
 
 
-def lax_optional_bool(value: Any, where: str) -> bool | Rejected | None:
+def lax_optional_bool(value: object, where: str) -> bool | Rejected | None:
     return None if value is None else lax_bool(value, where)
 
 
@@ -292,21 +293,21 @@ def _release_default(release: str, path: tuple[str, ...]) -> Any:
         return schema.default(*path)
 
 
-def _typed_default(convert: Callable[[Any, str], T | Rejected], path: tuple[str, ...]) -> T:
+def _typed_default(convert: Callable[[object, str], T | Rejected], path: tuple[str, ...]) -> T:
     """DeepSpeed's default for ``path``, converted as a written value is (the schema's defaults are valid)."""
     value: T = _converted_default(schema.active_release(), convert, path)
     return value
 
 
 @cache
-def _converted_default(release: str, convert: Callable[[Any, str], Any], path: tuple[str, ...]) -> Any:
+def _converted_default(release: str, convert: Callable[[object, str], Any], path: tuple[str, ...]) -> Any:
     value = convert(_release_default(release, path), ".".join(path))
     if isinstance(value, Rejected):  # a schema whose default its own field refuses: a broken schema file
         raise ValueError(value.message)
     return value
 
 
-def _zero_field(zero: Mapping[str, Any], convert: Callable[[Any, str], T | Rejected], key: str,
+def _zero_field(zero: Mapping[str, JSONValue], convert: Callable[[object, str], T | Rejected], key: str,
                 *aliases: str, where_written: bool = False) -> T | Auto[T] | Rejected:
     """One ``zero_optimization`` key: the first spelling written of ``key`` and its ``aliases`` (DeepSpeed's
     field is the first alias: its default), "auto" kept as Auto, else DeepSpeed's default. ``where_written``: a
@@ -321,8 +322,8 @@ def _zero_field(zero: Mapping[str, Any], convert: Callable[[Any, str], T | Rejec
     return _typed_default(convert, path)
 
 
-def _offload_field(block: Mapping[str, Any], which: str, key: str,
-                   convert: Callable[[Any, str], T | Rejected]) -> T | Auto[T] | Rejected:
+def _offload_field(block: Mapping[str, JSONValue], which: str, key: str,
+                   convert: Callable[[object, str], T | Rejected]) -> T | Auto[T] | Rejected:
     """One key of an offload block; absent and null read as DeepSpeed's default, "auto" as Auto."""
     path = (ZERO, which, key)
     value = block.get(key)
@@ -333,7 +334,7 @@ def _offload_field(block: Mapping[str, Any], which: str, key: str,
     return convert(value, ".".join(path))
 
 
-def _device(block: Mapping[str, Any], which: str) -> Device | Auto[Device] | Rejected:
+def _device(block: Mapping[str, JSONValue], which: str) -> Device | Auto[Device] | Rejected:
     default = Device(str(_default(ZERO, which, "device")))
     value = block.get("device")
     if value is None:
@@ -346,8 +347,8 @@ def _device(block: Mapping[str, Any], which: str) -> Device | Auto[Device] | Rej
     return Rejected(f"{ZERO}.{which}.device", text, "is not none/cpu/nvme")
 
 
-def _offload(zero: dict[str, Any], which: str, kind: type[OffloadT],
-             **extra: Callable[[Any, str], Any]) -> OffloadT:
+def _offload(zero: JSONObject, which: str, kind: type[OffloadT],
+             **extra: Callable[[object, str], Any]) -> OffloadT:
     """``offload_optimizer`` / ``offload_param`` (``which``) as ``kind``: the fields both have, and the ``extra``
     ones of ``kind`` each read with its converter."""
     block = offload_block(zero, which)
@@ -359,15 +360,15 @@ def _offload(zero: dict[str, Any], which: str, kind: type[OffloadT],
                 **{key: _offload_field(block, which, key, convert) for key, convert in extra.items()})
 
 
-def read_offload_optimizer(zero: dict[str, Any]) -> OffloadOptimizerConfig:
+def read_offload_optimizer(zero: JSONObject) -> OffloadOptimizerConfig:
     return _offload(zero, "offload_optimizer", OffloadOptimizerConfig, ratio=lax_float)
 
 
-def read_offload_param(zero: dict[str, Any]) -> OffloadParamConfig:
+def read_offload_param(zero: JSONObject) -> OffloadParamConfig:
     return _offload(zero, "offload_param", OffloadParamConfig, buffer_size=lax_int, max_in_cpu=lax_int)
 
 
-def _stage(data: Any, zero: dict[str, Any]) -> Stage | Auto[Stage] | Rejected:
+def _stage(data: object, zero: JSONObject) -> Stage | Auto[Stage] | Rejected:
     default = Stage(int(_default(ZERO, "stage")))
     stage = zero_stage(data)
     if stage is not None:
@@ -379,7 +380,7 @@ def _stage(data: Any, zero: dict[str, Any]) -> Stage | Auto[Stage] | Rejected:
     return Rejected(f"{ZERO}.stage", written, "is not a stage 0-3")
 
 
-def _gather_16bit(zero: Mapping[str, Any]) -> bool:
+def _gather_16bit(zero: Mapping[str, JSONValue]) -> bool:
     """stage3_gather_16bit_weights_on_model_save (or its fp16 alias); "auto" and null read as DeepSpeed's default."""
     key = "stage3_gather_16bit_weights_on_model_save"
     value = zero.get(key, zero.get("stage3_gather_fp16_weights_on_model_save", AUTO))
@@ -388,7 +389,7 @@ def _gather_16bit(zero: Mapping[str, Any]) -> bool:
     return bool(value)
 
 
-def read_zero(data: Any) -> ZeroConfig:
+def read_zero(data: object) -> ZeroConfig:
     """``zero_optimization`` of a parsed config (anything but an object reads as an empty section)."""
     zero = zero_section(data)
     return ZeroConfig(
@@ -438,12 +439,12 @@ class Bf16Config:
     key: str = "bf16"
 
 
-def _enabled(block: dict[str, Any], name: str) -> bool | Auto[bool]:
+def _enabled(block: JSONObject, name: str) -> bool | Auto[bool]:
     enabled = is_enabled(block)
     return Auto("enabled", bool(_default(name, "enabled"))) if enabled is None else enabled
 
 
-def _flag(block: Mapping[str, Any], name: str, key: str) -> bool:
+def _flag(block: Mapping[str, JSONValue], name: str, key: str) -> bool:
     """A switch of a precision section: only ``true`` turns it on (the engine tests it with ``is True`` after
     pydantic); absent and "auto" read as DeepSpeed's default."""
     if key in block and block[key] != AUTO:
@@ -451,12 +452,12 @@ def _flag(block: Mapping[str, Any], name: str, key: str) -> bool:
     return bool(_default(name, key))
 
 
-def read_fp16(data: Any) -> Fp16Config:
+def read_fp16(data: object) -> Fp16Config:
     block = section(data, "fp16")
     return Fp16Config(_enabled(block, "fp16"), _flag(block, "fp16", "fp16_master_weights_and_grads"))
 
 
-def read_bf16(data: Any) -> Bf16Config:
+def read_bf16(data: object) -> Bf16Config:
     block = bf16_block(data)
     key = "bfloat16" if isinstance(data, dict) and "bf16" not in data and "bfloat16" in data else "bf16"
     return Bf16Config(_enabled(block, "bf16"), _flag(block, "bf16", "immediate_grad_update"),
@@ -486,7 +487,7 @@ DTYPE_ALIASES: dict[str, str] = {
 }
 
 
-def dtype_name(value: Any) -> str | None:
+def dtype_name(value: object) -> str | None:
     """The canonical dtype name ("fp32", "fp16", "bf16", "fp8", "int8") of a spelling; None for another value."""
     return DTYPE_ALIASES.get(str(value).strip().lower())
 
@@ -505,7 +506,7 @@ class DataTypesConfig:
     communication_data_type: str | Rejected | ModelDtype = None
 
 
-def _data_type(value: Any, where: str) -> str | Rejected | ModelDtype:
+def _data_type(value: object, where: str) -> str | Rejected | ModelDtype:
     if value is None:
         return None
     if value == AUTO:
@@ -514,7 +515,7 @@ def _data_type(value: Any, where: str) -> str | Rejected | ModelDtype:
     return Rejected(where, value, "is not a dtype DeepSpeed knows") if name is None else name
 
 
-def read_data_types(data: Any) -> DataTypesConfig:
+def read_data_types(data: object) -> DataTypesConfig:
     grad_accum = section(data, "data_types").get("grad_accum_dtype", _default("data_types", "grad_accum_dtype"))
     communication = (data.get("communication_data_type") if isinstance(data, dict) else None)
     if communication is None:
@@ -526,7 +527,7 @@ def read_data_types(data: Any) -> DataTypesConfig:
 # --------------------------------------------------------------------------- gradient clipping
 
 
-def read_gradient_clipping(data: Any) -> float | Auto[float] | Rejected | None:
+def read_gradient_clipping(data: object) -> float | Auto[float] | Rejected | None:
     """``gradient_clipping`` (runtime/config.py get_gradient_clipping, read with ``dict.get``): None where the
     config leaves it out or writes null (DeepSpeed runs its default, the schema's: 0.0 before 0.19.3, 1.0 from
     it); "auto" an Auto (the HF Trainer fills its max_grad_norm); a value that is not a number a Rejected (the
@@ -542,7 +543,7 @@ def read_gradient_clipping(data: Any) -> float | Auto[float] | Rejected | None:
 # --------------------------------------------------------------------------- parallel degrees
 
 
-def parallel_degree(value: Any, where: str) -> int | Auto[None] | Rejected | None:
+def parallel_degree(value: object, where: str) -> int | Auto[None] | Rejected | None:
     """A parallel degree the config sets (``tensor_parallel.autotp_size``, ``sequence_parallel_size``) as the
     estimate takes it: None where it is not written (or null), an Auto where "auto" (the launcher's), a Rejected
     where DeepSpeed cannot take it (a bool, text, a fraction, below 0); 0 reads as 1 (AutoTP off:
@@ -559,7 +560,7 @@ def parallel_degree(value: Any, where: str) -> int | Auto[None] | Rejected | Non
 # --------------------------------------------------------------------------- the optimizer section
 
 
-def _number(value: Any) -> float | None:
+def _number(value: object) -> float | None:
     """A JSON number as written (an int stays one: 10**400 has no float), else None."""
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
@@ -590,12 +591,12 @@ class OptimizerConfig:
     params: OptimizerParams = field(default_factory=OptimizerParams)
 
 
-def read_optimizer(data: Any) -> OptimizerConfig:
+def read_optimizer(data: object) -> OptimizerConfig:
     section = data.get("optimizer") if isinstance(data, dict) else None
     if not isinstance(section, dict):
         return OptimizerConfig()
     given = section.get("params")
-    p: dict[str, Any] = given if isinstance(given, dict) else {}
+    p: JSONObject = given if isinstance(given, dict) else {}
     params = OptimizerParams(
         momentum=_number(p.get("momentum")), amsgrad=p.get("amsgrad") is True, centered=p.get("centered") is True,
         torch_adam=bool(p.get("torch_adam")), foreach=p.get("foreach") is not False,
