@@ -20,6 +20,7 @@ from zeroadvisor.deepspeed.effective import AUTO, GAS, MBS, TBS
 from zeroadvisor.memory.errors import EstimateError
 from zeroadvisor.memory.estimate import MAX_GPUS, MAX_MEMORY_BYTES, Cluster, StageEstimate, estimate
 from zeroadvisor.model.spec import Checkpointing
+from zeroadvisor.vocab import Phase
 
 # The most GPUs the cluster search proposes (a few hundred nodes); beyond it "add GPUs" is no answer.
 CLUSTER_SEARCH_LIMIT = 4096
@@ -47,7 +48,7 @@ class Shortfall:
     """A resource that binds for the candidate closest to fitting on it: what it needs, and in which phase."""
 
     resource: str  # gpu | host | nvme
-    phase: str
+    phase: Phase
     need: int
     usable: int  # the capacity less the headroom
     change: Change
@@ -82,7 +83,7 @@ def shortfalls(pool: list[tuple[Change, StageEstimate]], cluster: Cluster) -> li
         change, stage = min(pool, key=lambda pair: peak(pair[1], resource))
         need = peak(stage, resource)
         if need > capacity:
-            phase = max(stage.phases.values(), key=lambda p: p.of(resource)).phase if stage.phases else "train"
+            phase = max(stage.phases.values(), key=lambda p: p.of(resource)).phase if stage.phases else Phase.TRAIN
             out.append(Shortfall(resource, phase, need, capacity, change))
         pool = [pair for pair in pool if peak(pair[1], resource) <= capacity]
     return out

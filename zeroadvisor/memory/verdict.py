@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from zeroadvisor.vocab import Verdict
+from zeroadvisor.vocab import Phase, Verdict
 
 FITS, TIGHT, DOES_NOT_FIT, UNKNOWN = Verdict.FITS, Verdict.TIGHT, Verdict.DOES_NOT_FIT, Verdict.UNKNOWN
 VERDICTS = (FITS, TIGHT, DOES_NOT_FIT)  # best to worst: what a peak against a capacity can be
@@ -35,7 +35,7 @@ RESOURCE_WORDS = {"gpu": "GPU memory", "host": "host RAM per node", "nvme": "NVM
 class PhasePeak:
     """A phase's peak per resource (bytes): one GPU (the most loaded rank), host RAM and NVMe per node."""
 
-    phase: str
+    phase: Phase
     gpu: int
     host_per_node: int
     nvme_per_node: int
@@ -53,7 +53,7 @@ class Judgement:
     """The verdict, and which phase and resource decide it (the largest share of its capacity)."""
 
     verdict: Verdict | None  # None: no capacity known for any resource
-    phase: str  # the binding phase
+    phase: Phase  # the binding phase
     resource: str  # the binding resource
     peak: int  # the binding peak (bytes)
     capacity: int | None

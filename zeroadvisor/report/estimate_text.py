@@ -21,7 +21,7 @@ from zeroadvisor.memory.estimate import Estimate, StageEstimate
 from zeroadvisor.memory.terms import ROWS
 from zeroadvisor.report import escape, overview
 from zeroadvisor.units import format_bytes, scale, unit_for
-from zeroadvisor.vocab import Accounting, Device, Verdict
+from zeroadvisor.vocab import Accounting, Device, Phase, Verdict
 
 if TYPE_CHECKING:
     from zeroadvisor.advisor.lead import Lead
@@ -382,7 +382,7 @@ def explain_lines(st: StageEstimate, unit: str, width: int = DEFAULT_WIDTH) -> l
     out = textwrap.wrap(f"Terms of the configured option ({labels.option_header(st.option)}), per GPU process unless "
                         "they say per node; kind: exact (DeepSpeed/transformers/torch allocate it), bound, allowance:",
                         width=width, subsequent_indent="  ")
-    for phase in ("load", "train", "save"):
+    for phase in Phase:  # in the order they happen
         terms = [t for t in st.terms if t.phase == phase and t.nbytes]
         if not terms:
             continue
