@@ -52,6 +52,14 @@ class Resource(StrEnum):
 _OFFLOAD_RESOURCE = {Device.NONE: Resource.GPU, Device.CPU: Resource.CPU, Device.NVME: Resource.NVME}
 
 
+class Capacity(StrEnum):
+    """What a peak is judged against (memory/verdict.py): one GPU's memory, host RAM per node, NVMe per node."""
+
+    GPU = "gpu"
+    HOST = "host"
+    NVME = "nvme"
+
+
 class Phase(StrEnum):
     """A phase of a run whose peak is estimated on its own (memory/phases.py), in the order they happen."""
 

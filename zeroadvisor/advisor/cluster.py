@@ -20,13 +20,13 @@ from zeroadvisor.deepspeed.effective import AUTO, GAS, MBS, TBS
 from zeroadvisor.memory.errors import EstimateError
 from zeroadvisor.memory.estimate import MAX_GPUS, MAX_MEMORY_BYTES, Cluster, StageEstimate, estimate
 from zeroadvisor.model.spec import Checkpointing
-from zeroadvisor.vocab import Phase
+from zeroadvisor.vocab import Capacity, Phase
 
 # The most GPUs the cluster search proposes (a few hundred nodes); beyond it "add GPUs" is no answer.
 CLUSTER_SEARCH_LIMIT = 4096
 # GPUs per node when the cluster did not say (Cluster's default: min(gpus, 8)).
 DEFAULT_GPUS_PER_NODE = 8
-RESOURCES = ("gpu", "host", "nvme")
+RESOURCES = tuple(Capacity)
 
 
 
@@ -47,7 +47,7 @@ SearchOn = Callable[[dict[str, Any], Cluster], Search]
 class Shortfall:
     """A resource that binds for the candidate closest to fitting on it: what it needs, and in which phase."""
 
-    resource: str  # gpu | host | nvme
+    resource: Capacity
     phase: Phase
     need: int
     usable: int  # the capacity less the headroom
@@ -58,16 +58,17 @@ class Shortfall:
         return self.need - self.usable
 
 
-def peak(stage: StageEstimate, resource: str) -> int:
-    return {"gpu": stage.peak_gpu, "host": stage.peak_host_per_node, "nvme": stage.peak_nvme_per_node}[resource]
+def peak(stage: StageEstimate, resource: Capacity) -> int:
+    return {Capacity.GPU: stage.peak_gpu, Capacity.HOST: stage.peak_host_per_node,
+            Capacity.NVME: stage.peak_nvme_per_node}[resource]
 
 
-def usable(cluster: Cluster) -> dict[str, int | None]:
+def usable(cluster: Cluster) -> dict[Capacity, int | None]:
     """What each resource offers less the headroom (None: not given)."""
     keep = 1 - cluster.headroom
-    return {"gpu": cluster.usable_gpu_memory,
-            "host": None if cluster.cpu_memory is None else int(cluster.cpu_memory * keep),
-            "nvme": None if cluster.nvme is None else int(cluster.nvme * keep)}
+    return {Capacity.GPU: cluster.usable_gpu_memory,
+            Capacity.HOST: None if cluster.cpu_memory is None else int(cluster.cpu_memory * keep),
+            Capacity.NVME: None if cluster.nvme is None else int(cluster.nvme * keep)}
 
 
 def shortfalls(pool: list[tuple[Change, StageEstimate]], cluster: Cluster) -> list[Shortfall]:
@@ -110,9 +111,9 @@ class ClusterProposal:
         out: list[Outcome] = []
         keep = 1 - self.cluster.headroom
         by_resource = {s.resource: s for s in binding}
-        if "gpu" not in by_resource:
+        if Capacity.GPU not in by_resource:
             grown: dict[str, int] = {}
-            for resource, key in (("host", "cpu_memory"), ("nvme", "nvme")):
+            for resource, key in ((Capacity.HOST, "cpu_memory"), (Capacity.NVME, "nvme")):
                 if resource in by_resource:
                     grown[key] = round_up_gb(by_resource[resource].need / keep)
             # more than any machine has (memory/cluster.py's bound) is no change to recommend

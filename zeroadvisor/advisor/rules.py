@@ -20,7 +20,7 @@ from zeroadvisor.deepspeed import schema
 from zeroadvisor.lint.context import Context
 from zeroadvisor.lint.findings import Action, Severity
 from zeroadvisor.lint.rule import Example, Hit, Rule
-from zeroadvisor.vocab import BREAKDOWN_ROWS, PHASE_WORDS, ROW_LABELS, Device, Phase, Resource, Verdict
+from zeroadvisor.vocab import BREAKDOWN_ROWS, PHASE_WORDS, ROW_LABELS, Capacity, Device, Phase, Resource, Verdict
 
 if TYPE_CHECKING:
     from zeroadvisor.advisor.advice import Advice, Reason, Recommendation
@@ -290,7 +290,7 @@ def _activations_dominate(ctx: Context) -> Iterator[Hit]:
     # is its binding resource (a run that fits has nothing to act on; host RAM binding is another rule's).
     # Below a tenth of the budget activations are not the problem (with full offload model states are ~0,
     # so "activations exceed them" alone would always be true).
-    if current.comfortable or current.binding_resource != "gpu":
+    if current.comfortable or current.binding_resource != Capacity.GPU:
         return
     if not acts or acts <= states or acts < ACTIVATION_SHARE * a.budget.usable:
         return
@@ -541,8 +541,10 @@ def _tight_fit(ctx: Context) -> Iterator[Hit]:
     if current is None or current.verdict != Verdict.TIGHT:
         return
     a, b = _advice_of(ctx), _advice_of(ctx).budget
-    resource, capacity = current.binding_resource, {"gpu": b.gpu_memory, "host": b.cpu_memory, "nvme": b.nvme}
-    peak = {"gpu": current.peak_gpu, "host": current.peak_host_per_node, "nvme": current.peak_nvme_per_node}
+    resource, capacity = current.binding_resource, {Capacity.GPU: b.gpu_memory,
+                                                          Capacity.HOST: b.cpu_memory, Capacity.NVME: b.nvme}
+    peak = {Capacity.GPU: current.peak_gpu, Capacity.HOST: current.peak_host_per_node,
+            Capacity.NVME: current.peak_nvme_per_node}
     given = capacity[resource]
     assert given is not None  # a tight verdict binds on a capacity that is given
     yield Hit(_anchor(ctx), f"{_label(current.option)} peaks at {a.fmt(peak[resource])} of "

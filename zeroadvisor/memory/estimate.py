@@ -44,7 +44,17 @@ from zeroadvisor.memory.verdict import DOES_NOT_FIT, FITS, PhasePeak, judge, sta
 from zeroadvisor.model.spec import LoadInputs, ModelSpec, Padding, TrainingShape
 from zeroadvisor.units import format_bytes
 from zeroadvisor.version import DEEPSPEED_TARGET
-from zeroadvisor.vocab import ACCOUNTINGS, Accounting, Device, Phase, Resource, TermKind, Verdict, uncounted_words
+from zeroadvisor.vocab import (
+    ACCOUNTINGS,
+    Accounting,
+    Capacity,
+    Device,
+    Phase,
+    Resource,
+    TermKind,
+    Verdict,
+    uncounted_words,
+)
 
 if TYPE_CHECKING:
     from zeroadvisor.memory.activations import Activations
@@ -67,7 +77,7 @@ class StageEstimate:
     notes: tuple[str, ...] = ()
     phases: dict[Phase, PhasePeak] = field(default_factory=dict)  # load / train / save
     binding_phase: Phase = Phase.TRAIN
-    binding_resource: str = "gpu"
+    binding_resource: Capacity = Capacity.GPU
     # What the verdict does not cover (vocab.UNCOUNTED_WORDS: activations without a sequence length, host RAM
     # or NVMe not given where the option keeps states there): a "fits" with anything here is "unknown".
     uncounted: tuple[str, ...] = ()
@@ -369,15 +379,15 @@ def _stage_estimate(run: _Run, option: Option) -> StageEstimate:
                          judgement.verdict, activations_missing=run.activations_missing)
 
 
-def _unchecked_storage(option: Option, capacities: dict[str, int | None]) -> tuple[str, ...]:
+def _unchecked_storage(option: Option, capacities: dict[Capacity, int | None]) -> tuple[str, ...]:
     """Host RAM and NVMe the option keeps its offloaded states in, where that capacity was not given: then its
     verdict cannot be "fits" (memory/verdict.py stated). Host RAM a run needs anyway (loading, the runtime)
     is not asked for: it binds only where offload puts the states there."""
     devices = {option.offload_optimizer, option.offload_param}
     out: list[str] = []
-    if Device.CPU in devices and capacities["host"] is None:
+    if Device.CPU in devices and capacities[Capacity.HOST] is None:
         out.append("host")
-    if Device.NVME in devices and capacities["nvme"] is None:
+    if Device.NVME in devices and capacities[Capacity.NVME] is None:
         out.append("nvme")
     return tuple(out)
 
