@@ -133,3 +133,11 @@ def test_the_scan_catches_a_closed_set_compared_as_text(snippet):
 ])
 def test_the_scan_leaves_members_and_other_text_alone(snippet):
     assert closed_set_comparisons(snippet) == []
+
+
+def test_the_scan_catches_a_member_put_back_as_text_in_the_real_estimate():
+    # memory/estimate.py as it was before the enums: the term's resource compared as "gpu"
+    source = (PACKAGE / "memory" / "estimate.py").read_text(encoding="utf-8")
+    assert "t.device == Resource.GPU" in source
+    found = closed_set_comparisons(source.replace("t.device == Resource.GPU", 't.device == "gpu"'), "estimate.py")
+    assert found and all(hit.endswith("'gpu'") for hit in found)
