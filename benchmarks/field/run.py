@@ -136,6 +136,8 @@ def write_model(case: dict[str, Any], workdir: Path) -> Path:
     desc["sequence_length"] = int(t["sequence_length"])
     desc["activation_checkpointing"] = t.get("activation_checkpointing", "none")
     desc["flash_attention"] = bool(t.get("flash_attention", False))
+    if t.get("sequence_parallel"):  # a trainer's own Ulysses (ms-swift): not in the ds_config, so the description says it
+        desc["sequence_parallel"] = int(t["sequence_parallel"])
     if isinstance(case.get("peft"), dict):  # LoRA/QLoRA: the description's peft block, as the case gives it
         desc["peft"] = dict(case["peft"])
     path = workdir / "model.yaml"
