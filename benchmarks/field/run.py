@@ -26,6 +26,7 @@ import re
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -136,6 +137,9 @@ def write_model(case: dict[str, Any], workdir: Path) -> Path:
     desc["sequence_length"] = int(t["sequence_length"])
     desc["activation_checkpointing"] = t.get("activation_checkpointing", "none")
     desc["flash_attention"] = bool(t.get("flash_attention", False))
+    # A trainer's own Ulysses (ms-swift's sequence_parallel_size) is not in the ds_config: the description says it.
+    if t.get("sequence_parallel"):
+        desc["sequence_parallel"] = int(t["sequence_parallel"])
     if isinstance(case.get("peft"), dict):  # LoRA/QLoRA: the description's peft block, as the case gives it
         desc["peft"] = dict(case["peft"])
     path = workdir / "model.yaml"
@@ -217,6 +221,9 @@ class Result:
     host: int | None = None
     measured_gpu: str | None = None
     measured_host: str | None = None
+    # The length the estimate is made at is a maximum the data may stay under (dynamic padding): its peak is a bound,
+    # not a prediction of the measured one, so it is left out of the predicted/measured distribution.
+    length_is_bound: bool = False
     error: str | None = None
     notes: list[str] = field(default_factory=list)
 
@@ -273,6 +280,7 @@ def evaluate(path: Path) -> Result:
         stage=stage_label(case["ds_config"]),
         measured_gpu=(measured.get("gpu_memory_per_gpu") or {}).get("value"),
         measured_host=(measured.get("host_ram_per_node") or {}).get("value"),
+        length_is_bound=case["training"].get("padding") == "longest",
     )
     with tempfile.TemporaryDirectory(prefix="field-") as tmp:
         work = Path(tmp)
@@ -326,6 +334,61 @@ def measured_bytes(text: str | None) -> float | None:
     return float(match.group(1)) * _UNIT[match.group(2)] if match else None
 
 
+@dataclass(frozen=True)
+class RatioSpread:
+    """The distribution of predicted/measured GPU peaks: is the model centred (median) and how wide (p10-p90)."""
+
+    count: int
+    median: float
+    p10: float
+    p90: float
+    median_abs_error: float  # median |ratio - 1|
+
+
+def quantile(values: Sequence[float], q: float) -> float:
+    """The q-quantile (0 <= q <= 1) by linear interpolation between the closest ranks (numpy's default), so that a
+    percentile of a handful of cases is not pinned to one of them."""
+    if not values:
+        raise ValueError("quantile of no values")
+    if not 0.0 <= q <= 1.0:
+        raise ValueError(f"quantile {q} outside [0, 1]")
+    ordered = sorted(values)
+    position = q * (len(ordered) - 1)
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def spread(ratios: Sequence[float]) -> RatioSpread | None:
+    """Count, median, 10th/90th percentiles and median |ratio - 1| of predicted/measured ratios; None for none."""
+    if not ratios:
+        return None
+    return RatioSpread(count=len(ratios), median=quantile(ratios, 0.5), p10=quantile(ratios, 0.1),
+                       p90=quantile(ratios, 0.9), median_abs_error=quantile([abs(r - 1) for r in ratios], 0.5))
+
+
+def gpu_ratios(results: Sequence[Result]) -> list[tuple[str, float]]:
+    """(id, predicted/measured GPU peak) for the runs that trained and state one measured GPU figure.
+
+    Only runs that trained: a reading at an OOM is what was allocated when it failed, a lower bound of the need.
+    Runs whose length is a bound (dynamic padding) are left out: their peak is not a prediction of the reading.
+    """
+    out = []
+    for r in results:
+        measured = measured_bytes(r.measured_gpu)
+        if r.outcome == "fits" and r.peak_gpu and measured and not r.length_is_bound:
+            out.append((r.id, r.peak_gpu / measured))
+    return out
+
+
+def spread_line(label: str, ratios: Sequence[float]) -> str:
+    s = spread(ratios)
+    if s is None:
+        return f"predicted/measured GPU peak, {label}: no measured peaks"
+    return (f"predicted/measured GPU peak, {label}: {s.count} runs, median {s.median:.2f}, "
+            f"10th-90th percentile {s.p10:.2f}-{s.p90:.2f}, median |ratio - 1| {s.median_abs_error:.0%}")
+
+
 def totals(results: list[Result]) -> list[str]:
     def line(label: str, group: list[Result]) -> str:
         ok = sum(r.agrees for r in group)
@@ -341,16 +404,16 @@ def totals(results: list[Result]) -> list[str]:
     unknown = [r for r in results if r.unknown and not r.error]
     if unknown:
         lines.append(f"verdict unknown, scored on what is counted: {len(unknown)} ({', '.join(r.id for r in unknown)})")
-    # Only runs that trained: a reading at an OOM is what was allocated when it failed, a lower bound of the need.
-    errors_of = [(r.id, r.peak_gpu / measured - 1) for r in results
-                 if r.outcome == "fits" and r.peak_gpu and (measured := measured_bytes(r.measured_gpu))]
-    if errors_of:
-        ratios = sorted(abs(e) for _, e in errors_of)
-        mid = len(ratios) // 2
-        median = ratios[mid] if len(ratios) % 2 else (ratios[mid - 1] + ratios[mid]) / 2
-        lines.append(f"measured GPU peaks of runs that trained: {len(errors_of)}, median |predicted/measured - 1| = "
-                     f"{median:.0%} ("
-                     + ", ".join(f"{i} {e:+.0%}" for i, e in errors_of) + ")")
+    ratios = gpu_ratios(results)
+    if ratios:
+        documented_ids = {r.id for r in documented}
+        lines.append(spread_line("all", [v for _, v in ratios]))
+        lines.append(spread_line("well documented (*)", [v for i, v in ratios if i in documented_ids]))
+        lines.append(f"measured GPU peaks of runs that trained: {len(ratios)}, predicted/measured - 1 per run ("
+                     + ", ".join(f"{i} {v - 1:+.0%}" for i, v in ratios) + ")")
+    bounded = [r.id for r in results if r.length_is_bound and measured_bytes(r.measured_gpu)]
+    if bounded:
+        lines.append(f"left out of the ratios, length a bound (dynamic padding): {', '.join(bounded)}")
     errors = [r for r in results if r.error]
     if errors:
         lines.append(f"errors: {len(errors)} ({', '.join(r.id for r in errors)})")

@@ -1,0 +1,100 @@
+"""The field suite's distribution of predicted/measured GPU peaks (benchmarks/field/run.py): the arithmetic of the
+median, percentiles and median error, and which runs enter it. No case is run here (the suite takes minutes)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+import pytest
+
+from conftest import REPO
+
+
+def _field_run():
+    name = "field_run"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / "field" / "run.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+run = _field_run()
+
+
+def _result(case_id: str, outcome: str = "fits", peak: float | None = 10e9, measured: str | None = "10GB",
+            documented: bool = False, bound: bool = False):
+    return run.Result(id=case_id, outcome=outcome, well_documented=documented, stage="Z3",
+                      peak_gpu=None if peak is None else int(peak), measured_gpu=measured, length_is_bound=bound)
+
+
+def test_quantile_interpolates_between_ranks():
+    values = [4.0, 1.0, 3.0, 2.0]  # unsorted on purpose
+    assert run.quantile(values, 0.0) == 1.0
+    assert run.quantile(values, 1.0) == 4.0
+    assert run.quantile(values, 0.5) == pytest.approx(2.5)
+    assert run.quantile(values, 0.1) == pytest.approx(1.3)  # position 0.3 between 1 and 2
+    assert run.quantile(values, 0.9) == pytest.approx(3.7)
+    assert run.quantile([7.0], 0.9) == 7.0
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.5])
+def test_quantile_rejects_a_q_outside_the_unit_interval(bad):
+    with pytest.raises(ValueError, match="outside"):
+        run.quantile([1.0, 2.0], bad)
+
+
+def test_quantile_of_nothing_is_an_error():
+    with pytest.raises(ValueError, match="no values"):
+        run.quantile([], 0.5)
+
+
+def test_spread_of_known_ratios():
+    s = run.spread([0.8, 1.0, 1.1, 1.2, 2.0])
+    assert s.count == 5
+    assert s.median == pytest.approx(1.1)
+    assert s.p10 == pytest.approx(0.88)  # position 0.4 between 0.8 and 1.0
+    assert s.p90 == pytest.approx(1.68)  # position 3.6 between 1.2 and 2.0
+    # |ratio - 1| = 0.2, 0, 0.1, 0.2, 1.0 -> median 0.2: a centred median can hide a wide spread
+    assert s.median_abs_error == pytest.approx(0.2)
+
+
+def test_spread_of_no_ratios_is_none():
+    assert run.spread([]) is None
+    assert "no measured peaks" in run.spread_line("all", [])
+
+
+def test_only_runs_that_trained_with_one_measured_figure_and_a_real_length_enter():
+    results = [
+        _result("kept", peak=12e9, measured="10GB"),
+        _result("oom", outcome="does-not-fit", peak=12e9, measured="10GB"),  # a reading at an OOM: a lower bound
+        _result("range", measured="750-800GB"),  # no single value
+        _result("unmeasured", measured=None),
+        _result("no-peak", peak=None),
+        _result("padded", bound=True),  # dynamic padding: the peak is at a bound length
+        _result("binary", peak=2**30 * 9, measured="10GiB"),
+    ]
+    ratios = dict(run.gpu_ratios(results))
+    assert set(ratios) == {"kept", "binary"}
+    assert ratios["kept"] == pytest.approx(1.2)
+    assert ratios["binary"] == pytest.approx(0.9)
+
+
+def test_totals_state_the_spread_overall_and_for_well_documented_cases_and_name_what_is_left_out():
+    results = [
+        _result("a", peak=11e9, documented=True),
+        _result("b", peak=13e9),
+        _result("c", peak=9e9, documented=True),
+        _result("padded", bound=True),
+    ]
+    lines = run.totals(results)
+    overall = ("predicted/measured GPU peak, all: 3 runs, median 1.10, 10th-90th percentile 0.94-1.26, "
+               "median |ratio - 1| 10%")
+    documented = ("predicted/measured GPU peak, well documented (*): 2 runs, median 1.00, "
+                  "10th-90th percentile 0.92-1.08, median |ratio - 1| 10%")
+    assert overall in lines
+    assert documented in lines
+    assert "left out of the ratios, length a bound (dynamic padding): padded" in lines
