@@ -245,10 +245,15 @@ def estimate(config: Config, model: ModelSpec, shape: TrainingShape | None = Non
 
     act = parallel_activations(model, shape, s.micro_batch, s.precision, layout)
     # A verdict that leaves a row out says so (no unqualified "fits" while activations are unknown).
-    uncounted = ("activations",) if accounting == Accounting.DEEPSPEED and activations_unknown(assumed) else ()
+    uncounted: tuple[str, ...] = (("activations",) if accounting == Accounting.DEEPSPEED
+                                  and activations_unknown(assumed) else ())
+    # expert parallel > 1 (AutoEP's autoep_size or --expert-parallel) on a model whose experts are unknown: which
+    # parameters are split by ep, and their states over data / ep ranks, cannot be counted (memory/parallel.py)
+    if layout.expert > 1 and not local.experts and model.num_experts != 0:
+        uncounted += ("experts",)
     # each input the activation term lacks, both where both are (the assumptions name the first alone)
     missing = (("sequence_length",) if not shape.sequence_length else ()) + (
-        ("architecture",) if not (model.num_layers and model.hidden_size) else ()) if uncounted else ()
+        ("architecture",) if not (model.num_layers and model.hidden_size) else ()) if "activations" in uncounted else ()
     assumptions += _accounting_assumptions(accounting, act, layout.data, cluster.gpus)
 
     run = _Run(model, shape, cluster, accounting, s, layout, local, spec, act, configured, SaveInputs.of(ds),
