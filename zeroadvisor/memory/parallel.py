@@ -164,7 +164,7 @@ class LocalParameters:
         return self.dense + self.experts
 
 
-def _layer_linears(spec: ModelSpec) -> tuple[int, int] | None:
+def layer_linears(spec: ModelSpec) -> tuple[int, int] | None:
     """(attention, MLP per expert) weight elements of one transformer block, biases left out; None if unknown."""
     L, h, heads, f = spec.num_layers, spec.hidden_size, spec.num_attention_heads, spec.intermediate_size
     if not (L and h and heads and f):
@@ -182,7 +182,7 @@ def local_parameters(spec: ModelSpec, layout: Parallel) -> LocalParameters:
         return LocalParameters(P)
     t, p, ep = layout.tensor, layout.pipeline, layout.expert
     notes: list[str] = []
-    linears = _layer_linears(spec)
+    linears = layer_linears(spec)
     if linears is None:
         split = ceil_div(P, t * p)
         notes.append(f"parallel layout: the architecture is unknown, so every parameter is costed as split by tensor "
@@ -192,7 +192,7 @@ def local_parameters(spec: ModelSpec, layout: Parallel) -> LocalParameters:
             notes.append("expert parallel: the expert parameters are unknown without the architecture; not split")
         return LocalParameters(split, 0, tuple(notes))
     attention, mlp = linears
-    L = spec.num_layers or 0  # known: _layer_linears returns None without num_layers
+    L = spec.num_layers or 0  # known: layer_linears returns None without num_layers
     E = spec.num_experts or 0
     experts_total = L * E * mlp if E else 0
     in_blocks = L * (attention + (0 if E else mlp)) + experts_total
