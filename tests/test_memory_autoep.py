@@ -103,3 +103,16 @@ def test_autoep_on_a_model_whose_experts_are_unknown_is_unknown_not_a_dense_numb
     known_dense = estimate(config, dataclasses.replace(dense, num_experts=0), TrainingShape(sequence_length=2048),
                            cluster)
     assert known_dense.configured.verdict == Verdict.FITS and not known_dense.configured.uncounted
+
+
+def test_expert_tensor_parallel_is_not_costed_so_the_verdict_is_unknown():
+    # auto_ep_folding.py build_folding_spec: expert width ep x etp, edp = stage / (ep x etp); not modelled
+    config = {**BASE, "zero_optimization": {"stage": 3},
+              "expert_parallel": {"enabled": True, "autoep_size": 2, "expert_tensor_parallel_size": 2}}
+    st = estimate(config, QWEN3_MOE, TrainingShape(sequence_length=2048),
+                  Cluster(gpus=8, gpu_memory=1024 * 2**30)).configured
+    assert st.counted_verdict == Verdict.FITS and st.verdict == Verdict.UNKNOWN
+    assert st.uncounted == ("expert_tensor_parallel",)
+    plain = estimate({**config, "expert_parallel": {"enabled": True, "autoep_size": 2}}, QWEN3_MOE,
+                     TrainingShape(sequence_length=2048), Cluster(gpus=8, gpu_memory=1024 * 2**30)).configured
+    assert plain.verdict == Verdict.FITS and not plain.uncounted

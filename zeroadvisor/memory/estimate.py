@@ -256,6 +256,10 @@ def estimate(config: Config, model: ModelSpec, shape: TrainingShape | None = Non
     # parameters are split by ep, and their states over data / ep ranks, cannot be counted (memory/parallel.py)
     if layout.expert > 1 and not local.experts and model.num_experts != 0:
         uncounted += ("experts",)
+    # AutoEP's expert tensor parallelism splits each expert further: not modelled, so no number is stated for it
+    etp = ds.expert_parallel.expert_tensor_parallel_size if ds.expert_parallel.enabled else 1
+    if etp != 1 and etp is not None:
+        uncounted += ("expert_tensor_parallel",)
     # each input the activation term lacks, both where both are (the assumptions name the first alone)
     missing = (("sequence_length",) if not shape.sequence_length else ()) + (
         ("architecture",) if not (model.num_layers and model.hidden_size) else ()) if "activations" in uncounted else ()
