@@ -131,11 +131,19 @@ STEP_TIME = "step time vs *"  # estimated step time over the configured option's
 # What a verdict may leave out (memory/estimate.py StageEstimate.uncounted), and how to give it.
 UNCOUNTED_SHORT = {"activations": "activations not counted: give --seq-len",
                    "host": "host RAM not checked: give --cpu-memory",
-                   "nvme": "NVMe space not checked: give --nvme"}
+                   "nvme": "NVMe space not checked: give --nvme",
+                   "experts": "experts not split: give --model with its num_experts",
+                   "expert_tensor_parallel": "expert_parallel.expert_tensor_parallel_size > 1 not costed"}
 UNCOUNTED_WORDS = {"activations": "activations not counted (no sequence length or architecture: --seq-len, "
                                   "--model with an hf_config)",
                    "host": "host RAM not checked (the offload keeps its states there: give --cpu-memory)",
-                   "nvme": "NVMe space not checked (the offload keeps its states there: give --nvme)"}
+                   "nvme": "NVMe space not checked (the offload keeps its states there: give --nvme)",
+                   "experts": ("experts not split (expert parallel > 1 but the model's expert layout is unknown: "
+                               "--model with an hf_config, or num_experts and the layer shapes in a model "
+                               "description)"),
+                   "expert_tensor_parallel": ("expert_parallel.expert_tensor_parallel_size > 1 not costed (AutoEP "
+                                              "splits each expert over etp ranks and the expert-data group is world "
+                                              "/ (ep x etp): module_inject/auto_ep_folding.py build_folding_spec)")}
 # Activations are left out for want of a sequence length or of the architecture (memory/assumed.py
 # ACTIVATION_INPUTS; --params gives a count alone): each missing input, how to give it (short, in words).
 ACTIVATIONS_MISSING = {"sequence_length": ("--seq-len", "no sequence length: --seq-len"),

@@ -606,11 +606,69 @@ def read_optimizer(data: object) -> OptimizerConfig:
                            params)
 
 
+# --------------------------------------------------------------------------- 2025 features: torch_autocast, AutoEP
+
+
+@dataclass(frozen=True, slots=True)
+class TorchAutocastConfig:
+    """``torch_autocast`` as runtime/config.py reads it: ``enabled`` (get_torch_autocast_enabled:
+    get_scalar_param, the engine tests its truth), ``dtype`` (get_torch_autocast_dtype: DtypeEnum(value); None
+    where not written, then torch.autocast runs the device's default, float16 on CUDA, and
+    torch_autocast.init_autocast_params tags the safe modules' parameters with comm_dtype None) and
+    ``lower_precision_safe_modules`` (None: torch_autocast.LOWER_PRECISION_SAFE_MODULES, Linear and Conv)."""
+
+    enabled: bool = False
+    dtype: str | Rejected | None = None  # canonical name (dtype_name)
+    lower_precision_safe_modules: tuple[str, ...] | None = None
+
+
+def read_torch_autocast(data: object) -> TorchAutocastConfig:
+    block = data.get("torch_autocast") if isinstance(data, dict) else None
+    if not isinstance(block, dict):
+        return TorchAutocastConfig()
+    written = block.get("dtype")
+    dtype: str | Rejected | None = None
+    if written is not None:
+        name = dtype_name(written)
+        dtype = Rejected("torch_autocast.dtype", written, "is not a dtype DeepSpeed knows") if name is None else name
+    modules = block.get("lower_precision_safe_modules")
+    safe = tuple(str(m) for m in modules) if isinstance(modules, list) else None
+    return TorchAutocastConfig(bool(block.get("enabled", False)), dtype, safe)
+
+
+@dataclass(frozen=True, slots=True)
+class ExpertParallelConfig:
+    """``expert_parallel`` (AutoEP) as module_inject/auto_ep_config.py parse_autoep_config reads it (dict.get;
+    null or {} is AutoEPConfig(): disabled): ``enabled`` (engine._configure_expert_parallel returns early unless
+    it is true), ``autoep_size`` (default 1; a parallel_degree) and ``expert_tensor_parallel_size`` (default 1)."""
+
+    enabled: bool = False
+    autoep_size: int | Auto[None] | Rejected | None = None  # None: not written (DeepSpeed's 1)
+    expert_tensor_parallel_size: object = 1
+
+    @property
+    def degree(self) -> int | Auto[None] | Rejected | None:
+        """The expert degree the config sets: autoep_size where AutoEP is enabled (1 when left out), else None."""
+        if not self.enabled:
+            return None
+        return 1 if self.autoep_size is None else self.autoep_size
+
+
+def read_expert_parallel(data: object) -> ExpertParallelConfig:
+    block = data.get("expert_parallel") if isinstance(data, dict) else None
+    if not isinstance(block, dict) or not block:
+        return ExpertParallelConfig()
+    return ExpertParallelConfig(bool(block.get("enabled", False)),
+                                parallel_degree(block.get("autoep_size"), "expert_parallel.autoep_size"),
+                                block.get("expert_tensor_parallel_size", 1))
+
+
 __all__ = [
     "DTYPE_ALIASES",
     "Auto",
     "Bf16Config",
     "DataTypesConfig",
+    "ExpertParallelConfig",
     "Fp16Config",
     "OffloadConfig",
     "OffloadOptimizerConfig",
@@ -618,6 +676,7 @@ __all__ = [
     "OptimizerConfig",
     "OptimizerParams",
     "Rejected",
+    "TorchAutocastConfig",
     "ZeroConfig",
     "dtype_name",
     "lax_bool",
@@ -626,9 +685,11 @@ __all__ = [
     "overlap_comm_at",
     "read_bf16",
     "read_data_types",
+    "read_expert_parallel",
     "read_fp16",
     "read_gradient_clipping",
     "read_optimizer",
+    "read_torch_autocast",
     "read_zero",
     "shown",
 ]

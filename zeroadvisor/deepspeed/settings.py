@@ -27,19 +27,23 @@ from zeroadvisor.deepspeed.config_model import (
     Auto,
     Bf16Config,
     DataTypesConfig,
+    ExpertParallelConfig,
     Fp16Config,
     OffloadConfig,
     OffloadOptimizerConfig,
     OffloadParamConfig,
     OptimizerConfig,
     Rejected,
+    TorchAutocastConfig,
     ZeroConfig,
     parallel_degree,
     read_bf16,
     read_data_types,
+    read_expert_parallel,
     read_fp16,
     read_gradient_clipping,
     read_optimizer,
+    read_torch_autocast,
     read_zero,
     section,
     zero_section,
@@ -186,6 +190,8 @@ class DeepSpeedSettings:
     gradient_clipping: float | Auto[float] | Rejected | None = None  # None: not written
     batch: BatchCounts = field(default_factory=BatchCounts)
     layout: Layout = field(default_factory=Layout)
+    torch_autocast: TorchAutocastConfig = field(default_factory=TorchAutocastConfig)
+    expert_parallel: ExpertParallelConfig = field(default_factory=ExpertParallelConfig)  # AutoEP
 
     @property
     def stage(self) -> int | None:
@@ -269,6 +275,8 @@ def read(data: Any) -> DeepSpeedSettings:
         batch=read_batch(cfg),
         layout=Layout(tensor_parallel.get("autotp_size"), cfg.get("sequence_parallel_size"),
                       cfg.get("data_parallel_size"), zero.get("zero_hpz_partition_size")),
+        torch_autocast=read_torch_autocast(cfg),
+        expert_parallel=read_expert_parallel(cfg),
     )
 
 

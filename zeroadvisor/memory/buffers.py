@@ -5,6 +5,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from zeroadvisor.memory import bytes as B
+from zeroadvisor.memory.autocast import Autocast
 from zeroadvisor.memory.options import Option
 from zeroadvisor.memory.persistence import persistent
 from zeroadvisor.memory.settings import Settings
@@ -22,6 +23,7 @@ ENGINE_ALLREDUCE_ELEMENTS = 500_000_000
 # caching allocator (the ZeRO paper saw OOM with > 30 % free; Megatron adds 5 %; memory-model.md §10
 # budgets 5-10 %). We take 1 GiB + 10 % of everything else on the GPU.
 CUDA_CONTEXT_BYTES = 2**30
+FP32_BYTES = B.DTYPE_BYTES["fp32"]
 FRAGMENTATION = Fraction(1, 10)
 OVERHEAD_ASSUMPTION = ("overhead = 1 GiB (CUDA context, NCCL/cuBLAS workspaces) + 10% of the other GPU rows "
                        "(allocator fragmentation): an allowance, not a DeepSpeed allocation")
@@ -48,8 +50,10 @@ def largest_layer(spec: ModelSpec, notes: list[str]) -> int:
     return 0
 
 
-def gathered_terms(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, notes: list[str]) -> list[Term]:
-    """Stage 3: full parameters gathered for compute, on the GPU, beyond the partition."""
+def gathered_terms(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, notes: list[str],
+                   autocast: Autocast | None = None) -> list[Term]:
+    """Stage 3: full parameters gathered for compute, on the GPU, beyond the partition. Under torch_autocast the
+    flat all-gather buffer is in the Linear weights' comm dtype (memory/autocast.py), the gathered copies fp32."""
     if opt.stage != 3:
         return []
     w = B.nbytes(s.precision)
@@ -87,9 +91,11 @@ def gathered_terms(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, no
         # beside the parameters' copies until the last of them is used (partition_parameters.py
         # _all_gather_coalesced / AllGatherCoalescedHandle); measured: benchmarks/working_set.md
         flat = min(P_np, min(s.prefetch_bucket_size, s.max_live_parameters) + Lp)
-        terms.append(Term("gathered_parameters", Resource.GPU, w * flat, "gathered_flat",
-                          f"{s.precision} flat all-gather buffer of one prefetch (bucket + the parameter that "
-                          "overshoots it)", f"{w} B × min(P_np, min(bucket, max_live) + L_p)",
+        # torch_autocast: the Linear weights' comm dtype (partition_parameters.py get_allgather_dtype)
+        fw, fdt = (autocast.comm_bytes, autocast.comm_dtype or "fp32") if autocast else (w, s.precision)
+        terms.append(Term("gathered_parameters", Resource.GPU, fw * flat, "gathered_flat",
+                          f"{fdt} flat all-gather buffer of one prefetch (bucket + the parameter that "
+                          "overshoots it)", f"{fw} B × min(P_np, min(bucket, max_live) + L_p)",
                           "zero/partition_parameters.py _all_gather_coalesced (flat buffer held by the handle)",
                           kind=TermKind.BOUND))
     frozen_int8 = s.quantized_nontrainable_weights and spec.trainable_parameters is not None
@@ -112,9 +118,10 @@ def gathered_terms(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, no
 
 
 def buffer_terms(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, notes: list[str],
-                 gpus_per_node: int = 1) -> list[Term]:
+                 gpus_per_node: int = 1, autocast: Autocast | None = None) -> list[Term]:
     """Reduce buckets, staging and swap buffers (GPU and host). ``gpus_per_node``: the local world of
-    ZeRO++ qgZ's two-level all-to-all (1 gives its bound)."""
+    ZeRO++ qgZ's two-level all-to-all (1 gives its bound). Under torch_autocast ZeRO keeps one IPG bucket per
+    comm dtype: the Linear weights' and fp32 (memory/autocast.py)."""
     w = B.nbytes(s.precision)
     a = B.nbytes(s.grad_accum_dtype)
     c = B.nbytes(s.communication_dtype)
@@ -136,10 +143,12 @@ def buffer_terms(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, note
         if s.contiguous_gradients or offload:  # offload forces contiguous_gradients (stage_1_and_2.py __init__)
             # _gradient_reduction_buffer_dtype: the grad-accum dtype at stage 1 with a separate accumulator
             rd = a if (opt.stage == 1 and s.grad_accum_dtype != s.precision) else w
-            copies = 2 if overlap else 1
+            # one bucket per comm dtype (autocast: the Linear weights' and fp32), each in the reduction dtype
+            copies = (2 if overlap else 1) * (2 if autocast else 1)
             terms.append(Term("buffers", Resource.GPU, copies * rd * rbs, "ipg_bucket",
                               f"reduce bucket{'s' if copies > 1 else ''}: {copies} × reduce_bucket_size {rbs:,} "
-                              f"× {rd} B{' (overlap_comm double buffer)' if overlap else ''}",
+                              f"× {rd} B{' (overlap_comm double buffer)' if overlap else ''}"
+                              f"{' (one per torch_autocast comm dtype)' if autocast else ''}",
                               f"{copies} × {rd} B × reduce_bucket_size",
                               "zero/stage_1_and_2.py DeepSpeedZeroOptimizer.setup_buckets"))
         if offload:
@@ -156,10 +165,7 @@ def buffer_terms(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, note
 
     # stage 3
     if s.contiguous_gradients:
-        terms.append(Term("buffers", Resource.GPU, c * rbs, "ipg_bucket",
-                          f"IPG flat buffer: reduce_bucket_size {rbs:,} × {c} B, allocated at init (not doubled by "
-                          "overlap_comm at stage 3)", f"{c} B × reduce_bucket_size",
-                          "zero/stage3.py _setup_for_real_optimizer (ipg bucket.buffer)"))
+        terms.append(_stage3_ipg(s, c, autocast))
     if s.reduce_scatter:
         terms.append(Term("buffers", Resource.GPU, c * rbs, "reduce_scatter_copy",
                           "reduce-scatter flat copy of a full bucket", f"{c} B × reduce_bucket_size",
@@ -182,6 +188,22 @@ def buffer_terms(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, note
                           f"sub-group {sub:,} × {M} B", f"{M} B × buffer_count × min(sub_group_size, P/N)",
                           "swap_tensor/optimizer_utils.py OptimizerSwapper (SwapBufferManager)"))
     return terms
+
+
+def _stage3_ipg(s: Settings, c: int, autocast: Autocast | None) -> Term:
+    """Stage 3's IPG flat buffer(s), allocated at init: one of ``c`` bytes per element, or under torch_autocast
+    one per comm dtype, each in its dtype (stage3.py: ipg_buckets keyed by get_all_comm_dtypes, each buffer
+    torch.empty(reduce_bucket_size, dtype=key)): the Linear weights' and fp32."""
+    rbs = s.reduce_bucket_size
+    src = "zero/stage3.py _setup_for_real_optimizer (ipg bucket.buffer)"
+    if autocast:
+        a = autocast.comm_bytes
+        return Term("buffers", Resource.GPU, (a + FP32_BYTES) * rbs, "ipg_bucket",
+                    f"IPG flat buffers, one per torch_autocast comm dtype: reduce_bucket_size {rbs:,} × "
+                    f"({a} + {FP32_BYTES}) B", f"({a} + {FP32_BYTES}) B × reduce_bucket_size", src + " by comm dtype")
+    return Term("buffers", Resource.GPU, c * rbs, "ipg_bucket",
+                f"IPG flat buffer: reduce_bucket_size {rbs:,} × {c} B, allocated at init (not doubled by "
+                "overlap_comm at stage 3)", f"{c} B × reduce_bucket_size", src)
 
 
 def qgz_term(largest: int, gpus_per_node: int) -> Term:

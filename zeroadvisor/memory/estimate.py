@@ -13,6 +13,7 @@ from zeroadvisor.deepspeed import schema
 from zeroadvisor.deepspeed.settings import Config, as_settings
 from zeroadvisor.memory import host as host_memory
 from zeroadvisor.memory.assumed import AssumedInput, activations_unknown, shape_assumptions
+from zeroadvisor.memory.autocast import Autocast, autocast_notes, autocast_terms, read_autocast
 from zeroadvisor.memory.buffers import (
     CUDA_CONTEXT_BYTES,
     FRAGMENTATION,
@@ -253,16 +254,29 @@ def estimate(config: Config, model: ModelSpec, shape: TrainingShape | None = Non
             assumed.append(optim_assumption())
     options, skipped = enumerate_options(s)
 
-    act = parallel_activations(model, shape, s.micro_batch, s.precision, layout)
+    # torch_autocast on an fp32 model: the activations in the autocast dtype (memory/autocast.py)
+    ac = read_autocast(ds, s.precision) if accounting == Accounting.DEEPSPEED else None
+    act = parallel_activations(model, shape, s.micro_batch, ac.dtype if ac else s.precision, layout)
+    if ac:
+        assumptions += autocast_notes(ac)
     # A verdict that leaves a row out says so (no unqualified "fits" while activations are unknown).
-    uncounted = ("activations",) if accounting == Accounting.DEEPSPEED and activations_unknown(assumed) else ()
+    activations_uncounted = accounting == Accounting.DEEPSPEED and activations_unknown(assumed)
+    uncounted: tuple[str, ...] = ("activations",) if activations_uncounted else ()
+    # expert parallel > 1 (AutoEP's autoep_size or --expert-parallel) on a model whose experts are unknown: which
+    # parameters are split by ep, and their states over data / ep ranks, cannot be counted (memory/parallel.py)
+    if layout.expert > 1 and not local.experts and model.num_experts != 0:
+        uncounted += ("experts",)
+    # AutoEP's expert tensor parallelism splits each expert further: not modelled, so no number is stated for it
+    etp = ds.expert_parallel.expert_tensor_parallel_size if ds.expert_parallel.enabled else 1
+    if etp != 1 and etp is not None:
+        uncounted += ("expert_tensor_parallel",)
     # each input the activation term lacks, both where both are (the assumptions name the first alone)
     missing = (("sequence_length",) if not shape.sequence_length else ()) + (
-        ("architecture",) if not (model.num_layers and model.hidden_size) else ()) if uncounted else ()
+        ("architecture",) if not (model.num_layers and model.hidden_size) else ()) if activations_uncounted else ()
     assumptions += _accounting_assumptions(accounting, act, layout.data, cluster.gpus)
 
     run = _Run(model, shape, cluster, accounting, s, layout, local, spec, act, configured, SaveInputs.of(ds),
-               phase_split(model, layout, local, cluster), frozenset(assumptions), uncounted, missing)
+               phase_split(model, layout, local, cluster), frozenset(assumptions), uncounted, missing, ac)
     stages, padding = _dynamic_padding(run, [_stage_estimate(run, option) for option in options])
     return Estimate(model, shape, accounting, cluster, s, tuple(stages), tuple(skipped), tuple(assumptions),
                     (*assumed, *padding), layout, schema.active_release())
@@ -344,6 +358,7 @@ class _Run:
     seen_notes: frozenset[str]  # the estimate's assumptions: an option's notes leave them out
     uncounted: tuple[str, ...]
     activations_missing: tuple[str, ...]  # StageEstimate.activations_missing
+    autocast: Autocast | None = None  # torch_autocast on an fp32 model (memory/autocast.py)
 
 
 def _stage_estimate(run: _Run, option: Option) -> StageEstimate:
@@ -411,12 +426,16 @@ def _train_terms(run: _Run, option: Option, ds_terms: list[Term], paper: list[Te
     if run.accounting != Accounting.DEEPSPEED:
         return paper
     s, spec, P, N = run.s, run.spec, run.local.total, run.layout.data
-    terms = (ds_terms + gathered_terms(s, option, P, N, spec, notes)
-             + buffer_terms(s, option, P, N, spec, notes, run.cluster.gpus_on_a_node)
+    terms = (ds_terms + gathered_terms(s, option, P, N, spec, notes, run.autocast)
+             + buffer_terms(s, option, P, N, spec, notes, run.cluster.gpus_on_a_node, run.autocast)
              + layout_buffer_terms(run.model, run.shape, s.micro_batch, s.precision, run.layout))
     if run.act.nbytes:
         terms.append(Term("activations", Resource.GPU, run.act.nbytes, "activations", "activations", "Korthikanti",
                           "memory/activations.py"))
+    if run.autocast:
+        # zero.Init (stage 3, on by default; memory/phases.py) replaces F.linear for the process
+        zero3_linear = option.stage == 3 and run.shape.load.zero_init is not False
+        terms += autocast_terms(run.autocast, run.model, run.shape, s.micro_batch, run.layout, zero3_linear)
     # the optimizer's step runs after backward has freed the activations (memory/step_temporaries.py)
     stepped = trainable(run.model) if run.model.trainable_parameters is not None else run.local.dense
     terms += step_terms(s, option, stepped, N, run.act.nbytes, run.shape.optim, notes)

@@ -14,9 +14,13 @@ arithmetic divides the world by ``sequence_parallel_size`` (runtime/config.py De
   by LinearLayer / LinearAllreduce shards (1/tp of each weight); embeddings and norms stay whole.
 * pipeline (PipelineModule(num_stages=...), set in code): runtime/pipe/module.py puts the layers on
   stages; the embedding on the first, the head on the last (a tied embedding on both: TiedLayerSpec).
-* expert (MoE ep_size, set in code): utils/groups.py _create_expert_and_data_parallel splits the
-  data group into expert-parallel groups of ep ranks; each holds num_experts / ep experts, whose
-  states ZeRO partitions over the expert-data-parallel group (data / ep ranks).
+* expert (MoE ep_size, set in code; or AutoEP, ``expert_parallel.autoep_size`` with ``enabled``):
+  utils/groups.py _create_expert_and_data_parallel splits the data group into expert-parallel groups
+  of ep ranks; each holds num_experts / ep experts, whose states ZeRO partitions over the
+  expert-data-parallel group (data / ep ranks). AutoEP does the same: module_inject/auto_ep_layer.py
+  AutoEPMoELayer keeps num_local_experts = num_experts // ep_size and tags the expert parameters
+  allreduce=False with ds_zero_partition_group_name ep_size_<ep>, the group auto_ep_folding.py
+  build_folding_spec sizes edp = stage / (ep x etp) (exact for etp 1).
 * ZeRO++ hpZ (``zero_hpz_partition_size``): runtime/zero/partition_parameters.py
   _partition_param_sec keeps a secondary 16-bit copy of 1/hpz of each parameter (stage 3).
 """
@@ -41,7 +45,8 @@ DEGREES: dict[str, tuple[tuple[str, ...] | None, str]] = {
     "tensor": (("tensor_parallel", "autotp_size"), "tensor_parallel"),  # runtime/tensor_parallel/config.py
     "pipeline": (None, "pipeline_parallel"),  # PipelineModule(num_stages=...)
     "sequence": (("sequence_parallel_size",), "sequence_parallel"),  # runtime/config.py world_size division
-    "expert": (None, "expert_parallel"),  # deepspeed.moe.layer.MoE(ep_size=...)
+    # deepspeed.moe.layer.MoE(ep_size=...) in code, or AutoEP (module_inject/auto_ep_config.py parse_autoep_config)
+    "expert": (("expert_parallel", "autoep_size"), "expert_parallel"),
 }
 
 
@@ -86,7 +91,8 @@ class Parallel:
 def _config_degree(ds: DeepSpeedSettings, name: str) -> int | None:
     """The degree the config sets (None: not set there). AutoTP is off at autotp_size 0 or 1
     (runtime/tensor_parallel/config.py: autotp_size default 0; __init__.py initialize: > 0 enables)."""
-    degree = ds.layout.set_degrees.get(name)  # None for the degrees set in code (pipeline, expert)
+    # None for the degrees set in code (pipeline; expert unless AutoEP is enabled)
+    degree = ds.expert_parallel.degree if name == "expert" else ds.layout.set_degrees.get(name)
     if degree is None or isinstance(degree, Auto):
         return None
     if isinstance(degree, Rejected):
@@ -158,7 +164,7 @@ class LocalParameters:
         return self.dense + self.experts
 
 
-def _layer_linears(spec: ModelSpec) -> tuple[int, int] | None:
+def layer_linears(spec: ModelSpec) -> tuple[int, int] | None:
     """(attention, MLP per expert) weight elements of one transformer block, biases left out; None if unknown."""
     L, h, heads, f = spec.num_layers, spec.hidden_size, spec.num_attention_heads, spec.intermediate_size
     if not (L and h and heads and f):
@@ -176,7 +182,7 @@ def local_parameters(spec: ModelSpec, layout: Parallel) -> LocalParameters:
         return LocalParameters(P)
     t, p, ep = layout.tensor, layout.pipeline, layout.expert
     notes: list[str] = []
-    linears = _layer_linears(spec)
+    linears = layer_linears(spec)
     if linears is None:
         split = ceil_div(P, t * p)
         notes.append(f"parallel layout: the architecture is unknown, so every parameter is costed as split by tensor "
@@ -186,7 +192,7 @@ def local_parameters(spec: ModelSpec, layout: Parallel) -> LocalParameters:
             notes.append("expert parallel: the expert parameters are unknown without the architecture; not split")
         return LocalParameters(split, 0, tuple(notes))
     attention, mlp = linears
-    L = spec.num_layers or 0  # known: _layer_linears returns None without num_layers
+    L = spec.num_layers or 0  # known: layer_linears returns None without num_layers
     E = spec.num_experts or 0
     experts_total = L * E * mlp if E else 0
     in_blocks = L * (attention + (0 if E else mlp)) + experts_total
