@@ -98,6 +98,28 @@ class Stage(IntEnum):
     WEIGHTS = 3
 
 
+class Checkpointing(StrEnum):
+    """Activation checkpointing, weakest first: what the backward pass recomputes (memory/activations.py)."""
+
+    NONE = "none"
+    SELECTIVE = "selective"  # the attention core
+    FULL = "full"  # each layer from its input
+
+
+class Padding(StrEnum):
+    """How the data collator pads a batch, which decides what the sequence length is (memory/padding.py).
+
+    ``max_length``: every batch is padded to the sequence length (``padding="max_length"``: the example scripts'
+    ``--pad_to_max_length``; texts grouped or packed into full blocks: run_clm.py group_texts, TRL packing), so
+    every step runs at it. ``longest``: each batch is padded to its own longest sample (transformers 5.24
+    data/data_collator.py DataCollatorWithPadding and DataCollatorForSeq2Seq, default ``padding=True``, i.e.
+    "longest"), so the sequence length is a maximum (truncation) and the data decides each step's length.
+    """
+
+    MAX_LENGTH = "max_length"
+    LONGEST = "longest"
+
+
 ROW_LABELS = {
     "parameters": "parameters",
     "gradients": "gradients",

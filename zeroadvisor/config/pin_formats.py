@@ -8,7 +8,6 @@ a number where a requirement belongs) is a note. The caller turns a parser's own
 from __future__ import annotations
 
 import bisect
-import configparser
 import json
 import re
 import tomllib
@@ -232,8 +231,13 @@ def setup_cfg(reading: Reading, text: str) -> None:
     line separated by ';' (setuptools' list-semi)."""
     if _too_large(reading, text):
         return
+    import configparser  # here, not at the top: only a setup.cfg that names deepspeed needs it (start-up time)
+
     parser = configparser.RawConfigParser(strict=False)
-    parser.read_string(text)
+    try:
+        parser.read_string(text)
+    except configparser.Error as err:  # the caller's one-line note, as for every other format's refusal
+        raise ValueError(str(err)) from None
     values = [parser.get("options", "install_requires", fallback="")]
     if parser.has_section("options.extras_require"):
         values += [value for _, value in parser.items("options.extras_require")]

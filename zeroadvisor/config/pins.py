@@ -12,9 +12,7 @@ not an input to zeroadvisor.
 
 from __future__ import annotations
 
-import configparser
 import os
-import platform
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -41,7 +39,7 @@ _MAX_INCLUDE_DEPTH = 3  # requirements.txt -> -r base.txt -> -r ...: followed th
 # number, each costing an open and a scan; the first ones in the reading order are read, a note counts the rest.
 MAX_REQUIREMENTS_FILES = 32
 # What a parser raises on text it refuses, and on a shape its reader did not expect: a note, never an exit.
-_PARSE_ERRORS = (ValueError, SyntaxError, configparser.Error, RecursionError, MemoryError, UnicodeError, TypeError,
+_PARSE_ERRORS = (ValueError, SyntaxError, RecursionError, MemoryError, UnicodeError, TypeError,
                  AttributeError, KeyError, IndexError)
 
 
@@ -166,7 +164,7 @@ def _choose(path: str, reading: Reading) -> Pin | None:
     applying = [c for c in reading.candidates if c.applies]
     if not applying:
         where = "; ".join(f"line {c.line}: {c.condition}" for c in reading.candidates)
-        here = f"Python {platform.python_version()} on {sys.platform}"
+        here = f"Python {'.'.join(map(str, sys.version_info[:3]))} on {sys.platform}"  # platform.python_version()
         reading.note(None, f"deepspeed is required only where markers hold that {here} does not meet "
                            f"({where[:200]}): not used")
         return None

@@ -41,7 +41,7 @@ OffloadT = TypeVar("OffloadT", bound="OffloadConfig")
 MAX_INT64 = 2**63 - 1
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Auto(Generic[T]):
     """A key written "auto": an integration (the HF Trainer, Accelerate) fills it; ``default`` is what DeepSpeed
     runs when nobody does. ``key``: the spelling written (an alias, where that was the one)."""
@@ -50,7 +50,7 @@ class Auto(Generic[T]):
     default: T
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Rejected:
     """A value DeepSpeed refuses: ``where`` the dotted key, ``written`` the value, ``reason`` why, as a phrase
     ("is not an integer DeepSpeed accepts")."""
@@ -215,7 +215,7 @@ def overlap_comm_at(overlap_comm: bool | None, stage: int) -> bool:
     return stage == Stage.WEIGHTS if overlap_comm is None else overlap_comm
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class OffloadConfig:
     """What ``offload_optimizer`` and ``offload_param`` share (runtime/zero/offload_config.py).
 
@@ -237,18 +237,18 @@ class OffloadConfig:
         return self.written in (Device.CPU, Device.NVME)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class OffloadOptimizerConfig(OffloadConfig):
     ratio: float | Auto[float] | Rejected = 1.0  # the share of the optimizer step on the CPU (SuperOffload)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class OffloadParamConfig(OffloadConfig):
     buffer_size: int | Auto[int] | Rejected = 0
     max_in_cpu: int | Auto[int] | Rejected = 0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class ZeroConfig:
     """``zero_optimization`` as DeepSpeedZeroConfig reads it (the legacy ``zero_optimization: true`` reads as an
     empty section; its stage is DeepSpeedSettings.stage). ``default()`` is DeepSpeed's, per release."""
@@ -420,7 +420,7 @@ def read_zero(data: object) -> ZeroConfig:
 # --------------------------------------------------------------------------- fp16 / bf16
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Fp16Config:
     """``fp16`` (runtime/precision_config.py). ``enabled`` as pydantic's lax bool reads it, Auto when "auto"."""
 
@@ -428,7 +428,7 @@ class Fp16Config:
     master_weights_and_grads: bool = False  # fp16_master_weights_and_grads
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Bf16Config:
     """``bf16``, else the legacy ``bfloat16`` that DeepSpeed reads only when bf16 is absent (``key``)."""
 
@@ -497,7 +497,7 @@ def dtype_name(value: object) -> str | None:
 ModelDtype = Auto[None] | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class DataTypesConfig:
     """``data_types.grad_accum_dtype`` and the top-level ``communication_data_type``: a canonical dtype name,
     None for the model's dtype (DeepSpeed's default), an Auto, or a Rejected spelling."""
@@ -565,7 +565,7 @@ def _number(value: object) -> float | None:
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class OptimizerParams:
     """The ``optimizer.params`` the estimate reads, as the optimizer constructors take them (engine.py hands the
     dict over as it is: ``is True`` / ``is not False`` / truthiness as each constructor tests it)."""
@@ -580,7 +580,7 @@ class OptimizerParams:
     fp32_optimizer_states: bool = True  # DeepSpeedCPUAdam (engine.get_optimizer_configuration)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class OptimizerConfig:
     """``optimizer``: ``written`` the type as written (None when the section has no type), ``type`` as DeepSpeed
     resolves it (effective.optimizer_type), ``present`` whether the section is an object."""
@@ -609,7 +609,7 @@ def read_optimizer(data: object) -> OptimizerConfig:
 # --------------------------------------------------------------------------- 2025 features: torch_autocast, AutoEP
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class TorchAutocastConfig:
     """``torch_autocast`` as runtime/config.py reads it: ``enabled`` (get_torch_autocast_enabled:
     get_scalar_param, the engine tests its truth), ``dtype`` (get_torch_autocast_dtype: DtypeEnum(value); None
@@ -636,7 +636,7 @@ def read_torch_autocast(data: object) -> TorchAutocastConfig:
     return TorchAutocastConfig(bool(block.get("enabled", False)), dtype, safe)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class ExpertParallelConfig:
     """``expert_parallel`` (AutoEP) as module_inject/auto_ep_config.py parse_autoep_config reads it (dict.get;
     null or {} is AutoEPConfig(): disabled): ``enabled`` (engine._configure_expert_parallel returns early unless

@@ -20,9 +20,8 @@ from zeroadvisor.inputs.errors import UsageError
 from zeroadvisor.inputs.model import TRAINING_INPUTS
 from zeroadvisor.inputs.settings import FailOn
 from zeroadvisor.lint.context import Integration
-from zeroadvisor.model.spec import Checkpointing, Padding
 from zeroadvisor.report.formats import OutputFormat
-from zeroadvisor.vocab import Accounting, Precision, Stage
+from zeroadvisor.vocab import Accounting, Checkpointing, Padding, Precision, Stage
 
 if TYPE_CHECKING:
     from zeroadvisor.model.spec import ModelSpec
