@@ -58,7 +58,10 @@ class Shortfall:
 
 
 def peak(stage: StageEstimate, resource: str) -> int:
-    return {"gpu": stage.peak_gpu, "host": stage.peak_host_per_node, "nvme": stage.peak_nvme_per_node}[resource]
+    """What ``stage`` needs of ``resource`` to fit with the headroom left free: on the GPU the expected peak's bound
+    (memory/verdict.py: "fits" is the bound under the usable memory)."""
+    return {"gpu": stage.peak_gpu_bound, "host": stage.peak_host_per_node,
+            "nvme": stage.peak_nvme_per_node}[resource]
 
 
 def usable(cluster: Cluster) -> dict[str, int | None]:
