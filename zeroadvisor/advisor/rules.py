@@ -545,11 +545,15 @@ def _tight_fit(ctx: Context) -> Iterator[Hit]:
     peak = {"gpu": current.peak_gpu, "host": current.peak_host_per_node, "nvme": current.peak_nvme_per_node}
     given = capacity[resource]
     assert given is not None  # a tight verdict binds on a capacity that is given
-    yield Hit(_anchor(ctx), f"{_label(current.option)} peaks at {a.fmt(peak[resource])} of "
-                            f"{RESOURCE_WORDS[resource]} {_phase_words(current)}: within the "
-                            f"{a.fmt(given)} there is, but inside the {b.headroom:.0%} headroom "
-                            "(--headroom), where allocator fragmentation and library workspaces decide; real "
-                            "runs that close to the limit OOM intermittently")
+    # the expected peak, and the span up to its bound where that is what reaches the headroom (memory/verdict.py)
+    bound = current.peak_gpu_bound if resource == "gpu" else peak[resource]
+    span = f" expected, up to {a.fmt(bound)}," if bound > peak[resource] else ""
+    where = (f"the bound is over the {a.fmt(given)} there is" if bound > given else
+             f"within the {a.fmt(given)} there is, but inside the {b.headroom:.0%} headroom (--headroom)")
+    yield Hit(_anchor(ctx), f"{_label(current.option)} peaks at {a.fmt(peak[resource])}{span} of "
+                            f"{RESOURCE_WORDS[resource]} {_phase_words(current)}: {where}, where allocator "
+                            "fragmentation and library workspaces decide; real runs that close to the limit OOM "
+                            "intermittently")
 
 
 TIGHT_FIT = Rule(
@@ -558,8 +562,9 @@ TIGHT_FIT = Rule(
     severity=Severity.WARNING,
     summary="The configured setup fits, but only inside the headroom.",
     explanation=(
-        "The peak over the load, train and save phases is within the GPU's memory (or the host RAM / "
-        "NVMe given) but above it less --headroom (default 10%). The estimate already includes "
+        "The expected peak over the load, train and save phases is within the GPU's memory (or the host RAM / "
+        "NVMe given) but it, or the bound of the terms that leave room above their expected bytes, is above it "
+        "less --headroom (default 10%). The estimate already includes "
         "allowances for the CUDA context and fragmentation; the headroom is the one margin for what "
         "varies between runs. Lower the micro batch, checkpoint activations or pick a stage that "
         "leaves room (does-not-fit's search lists the options)."
