@@ -270,7 +270,8 @@ def _allocator_assumed(run: _Run, stages: list[StageEstimate]) -> list[AssumedIn
     """PYTORCH_CUDA_ALLOC_CONF, where nobody said it and expandable segments would change the configured run's
     verdict (memory/allocator.py): the default allocator is costed, and the note says what setting it does."""
     configured = next((st for st in stages if st.configured), None)
-    if run.alloc.given or configured is None or run.accounting != Accounting.DEEPSPEED:
+    if run.alloc.given or configured is None or run.accounting != Accounting.DEEPSPEED \
+            or run.cluster.gpu_memory is None:  # no GPU verdict for it to decide
         return []
     expandable = _stage_estimate(dataclasses.replace(run, alloc=AllocatorConf("expandable_segments:True")),
                                  configured.option)
