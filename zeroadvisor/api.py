@@ -29,6 +29,7 @@ from zeroadvisor.inputs.command import Command
 from zeroadvisor.inputs.errors import UnusableConfig, UsageError
 from zeroadvisor.inputs.request import Request, check_training_keywords
 from zeroadvisor.model.errors import ModelError
+from zeroadvisor.vocab import Verdict
 
 if TYPE_CHECKING:
     from zeroadvisor.inputs.environment import Readings
@@ -251,7 +252,7 @@ class PreflightResult:
     notes: list[str] = field(default_factory=list)
 
     @property
-    def verdict(self) -> str | None:
+    def verdict(self) -> Verdict | None:
         return self.report.verdict
 
     @property
@@ -297,8 +298,8 @@ def preflight(config: str | os.PathLike[str] | Mapping[str, Any],
                       headroom=headroom, integration=integration, select=select, ignore=ignore, **training)
     report = _one(run_check(_build(request, readings)), config)
     result = PreflightResult(report, readings, _node_notes(report, readings))
-    if report.verdict in ("does-not-fit", "unknown", None):  # "could not decide" is never a pass either
-        judged = "" if report.verdict == "does-not-fit" else \
+    if report.verdict in (Verdict.DOES_NOT_FIT, Verdict.UNKNOWN, None):  # "could not decide" is never a pass either
+        judged = "" if report.verdict == Verdict.DOES_NOT_FIT else \
             f"zeroadvisor could not judge the run (verdict {report.verdict or 'none'}): "
         if not warn_only:
             raise PreflightError(judged + result.text(), result)

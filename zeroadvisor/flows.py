@@ -19,6 +19,7 @@ from zeroadvisor.inputs.release import release_notes
 from zeroadvisor.inputs.settings import FAIL_ON, FailOn
 from zeroadvisor.lint.findings import Finding, Severity
 from zeroadvisor.report.formats import OutputFormat
+from zeroadvisor.vocab import Verdict
 
 if TYPE_CHECKING:
     from zeroadvisor.advisor.check import CheckOptions, CheckResult
@@ -58,12 +59,13 @@ def _count(findings: Sequence[Finding], severity: Severity) -> int:
 CHECK_ONLY_FORMATS = (OutputFormat.MARKDOWN,)
 
 
-def _render(fmt: str, findings: list[Finding], *, result: str = "check", **fields: Any) -> str:
+def _render(fmt: str, findings: list[Finding], *, result: Command = Command.CHECK, **fields: Any) -> str:
     """``fmt`` (a format's name, as users pass it, or an OutputFormat) of the result named ``result`` (lint,
     estimate, check); a format that result does not render is a UsageError listing the ones it does."""
     from zeroadvisor.report import REPORTERS, Report, render
 
-    formats = tuple(REPORTERS) if result == "check" else tuple(f for f in REPORTERS if f not in CHECK_ONLY_FORMATS)
+    formats = (tuple(REPORTERS) if result == Command.CHECK
+               else tuple(f for f in REPORTERS if f not in CHECK_ONLY_FORMATS))
     if not isinstance(fmt, str):  # a list or a number from a caller: no dict lookup may raise TypeError
         raise UsageError(f"format must be one of {', '.join(formats)} (a string), got {type(fmt).__name__}")
     if fmt not in formats:
@@ -135,7 +137,7 @@ class LintResult:
     def report(self, format: str = "text") -> str:
         """The report the command line prints: text, json, sarif or github (html too; markdown, the check's pull
         request comment, is a UsageError)."""
-        return _render(format, self.findings, result="lint", files=self.files, rules=self.rules, extra=self.extra)
+        return _render(format, self.findings, result=Command.LINT, files=self.files, rules=self.rules, extra=self.extra)
 
 
 @dataclass(frozen=True)
@@ -336,7 +338,7 @@ class EstimateResult:
         return self.estimate.configured
 
     @property
-    def verdict(self) -> str | None:
+    def verdict(self) -> Verdict | None:
         """fits, tight, does-not-fit or unknown for the configured option; None without a GPU memory."""
         return None if self.configured is None else self.configured.verdict
 
@@ -348,7 +350,7 @@ class EstimateResult:
         and html too; markdown, the check's pull request comment, is a UsageError."""
         from zeroadvisor.units import unit_for
 
-        return _render(format, [], result="estimate", estimate=self.estimate,
+        return _render(format, [], result=Command.ESTIMATE, estimate=self.estimate,
                        unit=unit or unit_for(self.estimate.accounting), explain=explain, throughput=self.throughput)
 
 
@@ -500,7 +502,7 @@ class CheckReport:
         return self.result.estimate
 
     @property
-    def verdict(self) -> str | None:
+    def verdict(self) -> Verdict | None:
         """fits, tight, does-not-fit or unknown for the configured stage and offload; None without an estimate."""
         configured = self.estimate.configured if self.estimate is not None else None
         return None if configured is None else configured.verdict
@@ -509,7 +511,7 @@ class CheckReport:
     def fits(self) -> bool | None:
         """False on does-not-fit ("tight" fits, inside the headroom); None without an estimate or when the verdict
         is unknown (what is counted fits, something that can change it is not counted)."""
-        return None if self.verdict in (None, "unknown") else self.verdict != "does-not-fit"
+        return None if self.verdict in (None, Verdict.UNKNOWN) else self.verdict != Verdict.DOES_NOT_FIT
 
     @property
     def errors(self) -> int:

@@ -35,6 +35,47 @@ class Device(StrEnum):
     NVME = "nvme"
 
 
+class Resource(StrEnum):
+    """Where a memory term's bytes live (memory/terms.py ``Term.device``): the GPU, the host RAM of the process
+    that drives one GPU, or NVMe."""
+
+    GPU = "gpu"
+    CPU = "cpu"
+    NVME = "nvme"
+
+    @classmethod
+    def of(cls, device: Device) -> Resource:
+        """Where an offload ``device`` keeps its tensors: no offload keeps them on the GPU."""
+        return _OFFLOAD_RESOURCE[device]
+
+
+_OFFLOAD_RESOURCE = {Device.NONE: Resource.GPU, Device.CPU: Resource.CPU, Device.NVME: Resource.NVME}
+
+
+class Capacity(StrEnum):
+    """What a peak is judged against (memory/verdict.py): one GPU's memory, host RAM per node, NVMe per node."""
+
+    GPU = "gpu"
+    HOST = "host"
+    NVME = "nvme"
+
+
+class Phase(StrEnum):
+    """A phase of a run whose peak is estimated on its own (memory/phases.py), in the order they happen."""
+
+    LOAD = "load"
+    TRAIN = "train"
+    SAVE = "save"
+
+
+class TermKind(StrEnum):
+    """How a memory term's bytes are known: computed from the code, an upper bound, or a stated allowance."""
+
+    EXACT = "exact"
+    BOUND = "bound"
+    ALLOWANCE = "allowance"
+
+
 class Precision(StrEnum):
     """The dtype the model trains in (engine.py: fp16 is checked before bf16; neither enabled is fp32)."""
 
@@ -120,9 +161,9 @@ def uncounted_words(uncounted: tuple[str, ...], activations_missing: tuple[str, 
 
 # Where a phase's peak happens, for sentences (memory/phases.py, memory/verdict.py).
 PHASE_WORDS = {
-    "load": "at load (the model handed to deepspeed.initialize)",
-    "train": "while training",
-    "save": "while saving a checkpoint",
+    Phase.LOAD: "at load (the model handed to deepspeed.initialize)",
+    Phase.TRAIN: "while training",
+    Phase.SAVE: "while saving a checkpoint",
 }
 
 DEVICE_NAMES = {Device.CPU: "CPU", Device.NVME: "NVMe"}

@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from zeroadvisor.advisor import registry
-from zeroadvisor.advisor.advice import Advice, Budget
+from zeroadvisor.advisor.advice import Advice, Budget, Reason
 from zeroadvisor.advisor.lead import Lead, NoFix, decide, no_fix
 from zeroadvisor.advisor.rules import AdviceRuleContext
 from zeroadvisor.config import merge_patch as mp
@@ -148,7 +148,7 @@ def check_document(doc: Document, options: CheckOptions, rules: Iterable[Rule] |
 
     try:
         searcher = Searcher(doc.data, options.model, options.shape, cluster, options.accounting, result, lint_fixes,
-                            tune_buckets=any(r.name == "large-buckets" for r in selected),
+                            tune_buckets=any(r.name == Reason.SMALLER_BUCKETS for r in selected),
                             hardware=_hardware(options))
     except EstimateError as err:  # a lint fix left a value the memory model cannot use
         return unestimated(doc, linted, options, selected, err)

@@ -20,12 +20,13 @@ from zeroadvisor.deepspeed.effective import AUTO, GAS, MBS, TBS
 from zeroadvisor.memory.errors import EstimateError
 from zeroadvisor.memory.estimate import MAX_GPUS, MAX_MEMORY_BYTES, Cluster, StageEstimate, estimate
 from zeroadvisor.model.spec import Checkpointing
+from zeroadvisor.vocab import Capacity, Phase
 
 # The most GPUs the cluster search proposes (a few hundred nodes); beyond it "add GPUs" is no answer.
 CLUSTER_SEARCH_LIMIT = 4096
 # GPUs per node when the cluster did not say (Cluster's default: min(gpus, 8)).
 DEFAULT_GPUS_PER_NODE = 8
-RESOURCES = ("gpu", "host", "nvme")
+RESOURCES = tuple(Capacity)
 
 
 
@@ -46,8 +47,8 @@ SearchOn = Callable[[dict[str, Any], Cluster], Search]
 class Shortfall:
     """A resource that binds for the candidate closest to fitting on it: what it needs, and in which phase."""
 
-    resource: str  # gpu | host | nvme
-    phase: str
+    resource: Capacity
+    phase: Phase
     need: int
     usable: int  # the capacity less the headroom
     change: Change
@@ -57,19 +58,19 @@ class Shortfall:
         return self.need - self.usable
 
 
-def peak(stage: StageEstimate, resource: str) -> int:
+def peak(stage: StageEstimate, resource: Capacity) -> int:
     """What ``stage`` needs of ``resource`` to fit with the headroom left free: on the GPU the expected peak's bound
     (memory/verdict.py: "fits" is the bound under the usable memory)."""
-    return {"gpu": stage.peak_gpu_bound, "host": stage.peak_host_per_node,
-            "nvme": stage.peak_nvme_per_node}[resource]
+    return {Capacity.GPU: stage.peak_gpu_bound, Capacity.HOST: stage.peak_host_per_node,
+            Capacity.NVME: stage.peak_nvme_per_node}[resource]
 
 
-def usable(cluster: Cluster) -> dict[str, int | None]:
+def usable(cluster: Cluster) -> dict[Capacity, int | None]:
     """What each resource offers less the headroom (None: not given)."""
     keep = 1 - cluster.headroom
-    return {"gpu": cluster.usable_gpu_memory,
-            "host": None if cluster.cpu_memory is None else int(cluster.cpu_memory * keep),
-            "nvme": None if cluster.nvme is None else int(cluster.nvme * keep)}
+    return {Capacity.GPU: cluster.usable_gpu_memory,
+            Capacity.HOST: None if cluster.cpu_memory is None else int(cluster.cpu_memory * keep),
+            Capacity.NVME: None if cluster.nvme is None else int(cluster.nvme * keep)}
 
 
 def shortfalls(pool: list[tuple[Change, StageEstimate]], cluster: Cluster) -> list[Shortfall]:
@@ -85,7 +86,7 @@ def shortfalls(pool: list[tuple[Change, StageEstimate]], cluster: Cluster) -> li
         change, stage = min(pool, key=lambda pair: peak(pair[1], resource))
         need = peak(stage, resource)
         if need > capacity:
-            phase = max(stage.phases.values(), key=lambda p: p.of(resource)).phase if stage.phases else "train"
+            phase = max(stage.phases.values(), key=lambda p: p.of(resource)).phase if stage.phases else Phase.TRAIN
             out.append(Shortfall(resource, phase, need, capacity, change))
         pool = [pair for pair in pool if peak(pair[1], resource) <= capacity]
     return out
@@ -112,9 +113,9 @@ class ClusterProposal:
         out: list[Outcome] = []
         keep = 1 - self.cluster.headroom
         by_resource = {s.resource: s for s in binding}
-        if "gpu" not in by_resource:
+        if Capacity.GPU not in by_resource:
             grown: dict[str, int] = {}
-            for resource, key in (("host", "cpu_memory"), ("nvme", "nvme")):
+            for resource, key in ((Capacity.HOST, "cpu_memory"), (Capacity.NVME, "nvme")):
                 if resource in by_resource:
                     grown[key] = round_up_gb(by_resource[resource].need / keep)
             # more than any machine has (memory/cluster.py's bound) is no change to recommend

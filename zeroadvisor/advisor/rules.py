@@ -20,7 +20,7 @@ from zeroadvisor.deepspeed import schema
 from zeroadvisor.lint.context import Context
 from zeroadvisor.lint.findings import Action, Severity
 from zeroadvisor.lint.rule import Example, Hit, Rule
-from zeroadvisor.vocab import BREAKDOWN_ROWS, PHASE_WORDS, ROW_LABELS, Device, Verdict
+from zeroadvisor.vocab import BREAKDOWN_ROWS, PHASE_WORDS, ROW_LABELS, Capacity, Device, Phase, Resource, Verdict
 
 if TYPE_CHECKING:
     from zeroadvisor.advisor.advice import Advice, Reason, Recommendation
@@ -170,8 +170,8 @@ def _does_not_fit(ctx: Context) -> Iterator[Hit]:
     a, budget = _advice_of(ctx), _advice_of(ctx).budget
     if current.peak_gpu <= budget.gpu_memory:
         return  # the GPU holds it; the host or NVMe does not: host-memory-insufficient reports that
-    gpu_phase = max(current.phases.values(), key=lambda p: p.gpu).phase if current.phases else "train"
-    if gpu_phase == "train":
+    gpu_phase = max(current.phases.values(), key=lambda p: p.gpu).phase if current.phases else Phase.TRAIN
+    if gpu_phase == Phase.TRAIN:
         needs = f"needs {a.fmt(current.peak_gpu)} per GPU while training ({_breakdown(ctx, current)})"
     else:
         needs = (f"needs {a.fmt(current.peak_gpu)} per GPU {PHASE_WORDS[gpu_phase]} "
@@ -290,7 +290,7 @@ def _activations_dominate(ctx: Context) -> Iterator[Hit]:
     # is its binding resource (a run that fits has nothing to act on; host RAM binding is another rule's).
     # Below a tenth of the budget activations are not the problem (with full offload model states are ~0,
     # so "activations exceed them" alone would always be true).
-    if current.comfortable or current.binding_resource != "gpu":
+    if current.comfortable or current.binding_resource != Capacity.GPU:
         return
     if not acts or acts <= states or acts < ACTIVATION_SHARE * a.budget.usable:
         return
@@ -498,7 +498,7 @@ def _pinned(ctx: Context) -> Iterator[Hit]:
         ("offload_optimizer", current.option.offload_optimizer, s.offload_optimizer_pin_memory),
         ("offload_param", current.option.offload_param, s.offload_param_pin_memory)) if device == Device.CPU and pin]
     # the offloaded model states (and their allocator rounding), not the runtime's own host memory
-    offloaded = sum(t.nbytes for t in current.terms if t.phase == "train" and t.device == "cpu"
+    offloaded = sum(t.nbytes for t in current.terms if t.phase == Phase.TRAIN and t.device == Resource.CPU
                     and (t.row in STATE_ROWS or t.key.startswith("pinned_rounding")))
     if not pinning or not offloaded:
         return
@@ -541,12 +541,14 @@ def _tight_fit(ctx: Context) -> Iterator[Hit]:
     if current is None or current.verdict != Verdict.TIGHT:
         return
     a, b = _advice_of(ctx), _advice_of(ctx).budget
-    resource, capacity = current.binding_resource, {"gpu": b.gpu_memory, "host": b.cpu_memory, "nvme": b.nvme}
-    peak = {"gpu": current.peak_gpu, "host": current.peak_host_per_node, "nvme": current.peak_nvme_per_node}
+    resource, capacity = current.binding_resource, {Capacity.GPU: b.gpu_memory,
+                                                          Capacity.HOST: b.cpu_memory, Capacity.NVME: b.nvme}
+    peak = {Capacity.GPU: current.peak_gpu, Capacity.HOST: current.peak_host_per_node,
+            Capacity.NVME: current.peak_nvme_per_node}
     given = capacity[resource]
     assert given is not None  # a tight verdict binds on a capacity that is given
     # the expected peak, and the span up to its bound where that is what reaches the headroom (memory/verdict.py)
-    bound = current.peak_gpu_bound if resource == "gpu" else peak[resource]
+    bound = current.peak_gpu_bound if resource == Capacity.GPU else peak[resource]
     span = f" expected, up to {a.fmt(bound)}," if bound > peak[resource] else ""
     where = (f"the bound is over the {a.fmt(given)} there is" if bound > given else
              f"within the {a.fmt(given)} there is, but inside the {b.headroom:.0%} headroom (--headroom)")
@@ -637,24 +639,24 @@ def _matters(ctx: Context, name: str) -> bool:
     feeds every phase always; a load input where the load phase binds the configured run or the fix; a machine
     fact where the step time overruled the published order; the client optimizer where its step's temporaries
     are counted in the binding phase; a missing sequence length is unknown-verdict's."""
-    from zeroadvisor.memory.assumed import reach
+    from zeroadvisor.memory.assumed import Reach, reach
     from zeroadvisor.memory.step_temporaries import KEY as STEP_TEMPORARY
 
     a = _advice_of(ctx)
     kind = reach(name)
-    if kind == "verdict":
+    if kind == Reach.VERDICT:
         return True
     best = a.best
     judged = [st for st in (a.configured, best.stage if best is not None else None) if st is not None]
-    if kind == "load":
-        return any(st.binding_phase == "load" for st in judged) or _zero_init_decides(a, name)
-    if kind == "step":  # the optimizer step's temporaries: where counting them or not changes a verdict
+    if kind == Reach.LOAD:
+        return any(st.binding_phase == Phase.LOAD for st in judged) or _zero_init_decides(a, name)
+    if kind == Reach.STEP:  # the optimizer step's temporaries: where counting them or not changes a verdict
         cluster = a.estimate.cluster
         return any(_verdict_moves(st, sum(t.nbytes for t in st.terms if t.key == STEP_TEMPORARY), cluster)
                    for st in judged)
-    if kind == "host":  # pinned or pageable offload buffers: only host RAM's rows move
+    if kind == Reach.HOST:  # pinned or pageable offload buffers: only host RAM's rows move
         return a.estimate.cluster.cpu_memory is not None
-    return kind == "step time" and a.step_time_decided
+    return kind == Reach.STEP_TIME and a.step_time_decided
 
 
 def _zero_init_decides(a: Advice, name: str) -> bool:
@@ -675,10 +677,10 @@ def _verdict_moves(st: StageEstimate, nbytes: int, cluster: Cluster) -> bool:
     from zeroadvisor.memory.verdict import judge_one
 
     capacity = cluster.gpu_memory
-    train = st.phases.get("train")
+    train = st.phases.get(Phase.TRAIN)
     if not nbytes or capacity is None or train is None:
         return False
-    others = max((p.gpu for name, p in st.phases.items() if name != "train"), default=0)
+    others = max((p.gpu for name, p in st.phases.items() if name != Phase.TRAIN), default=0)
     def verdict(train_gpu: int) -> Verdict:
         return judge_one(max(train_gpu, others), capacity, cluster.headroom)
 

@@ -58,7 +58,7 @@ from dataclasses import dataclass
 
 from zeroadvisor.memory import bytes as B
 from zeroadvisor.memory import liger
-from zeroadvisor.model.spec import LayerFacts, ModelSpec, TrainingShape
+from zeroadvisor.model.spec import Checkpointing, LayerFacts, ModelSpec, TrainingShape
 
 MASK = B.DTYPE_BYTES["uint8"]  # torch native_dropout's bool mask (at::dropout on CUDA: is_fused_kernel_acceptable)
 FP32 = B.DTYPE_BYTES["fp32"]
@@ -206,7 +206,7 @@ def activation_bytes(spec: ModelSpec, shape: TrainingShape, micro_batch: int, pr
         facts = liger.layer_facts(facts)
     d = _dimensions(spec, e, h, notes)
     fused = shape.flash_attention
-    if not d.heads and not fused and shape.activation_checkpointing != "selective":
+    if not d.heads and not fused and shape.activation_checkpointing != Checkpointing.SELECTIVE:
         notes.append("attention heads unknown: the a·s²·b score terms are not counted")
     stacks, t = _stacks(spec, shape, L, s, notes)
     out_tokens = t * b
@@ -282,14 +282,14 @@ def _layers(stacks: list[_Stack], d: _Dims, facts: LayerFacts, shape: TrainingSh
         if not stack.layers:
             continue
         linear, scores = _layer(stack, d, facts, b, shape.flash_attention)
-        kept = scores if shape.activation_checkpointing == "none" else 0  # selective/full recompute them
+        kept = scores if shape.activation_checkpointing == Checkpointing.NONE else 0  # selective/full recompute them
         layer = linear + kept
         parts.append((stack.name, layer))
         body += stack.layers * layer
         inputs += stack.layers * d.e * stack.sq * b * d.h
         largest = max(largest, linear + scores)
         per_layer = max(per_layer, layer)
-    if shape.activation_checkpointing == "full":
+    if shape.activation_checkpointing == Checkpointing.FULL:
         body = inputs + largest  # layer inputs + one layer during its recompute
     return body, per_layer, parts
 

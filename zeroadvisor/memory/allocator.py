@@ -25,6 +25,7 @@ from fractions import Fraction
 from zeroadvisor.memory.cluster import ALLOC_CONF_ENV as ENV
 from zeroadvisor.memory.step_temporaries import KEY as STEP_TEMPORARY
 from zeroadvisor.memory.terms import Term, exact
+from zeroadvisor.vocab import Resource, TermKind
 
 # The allowance without expandable segments: a named parameter, not fitted to any measurement (the ZeRO paper
 # saw OOM with > 30 % free; Megatron adds 5 %; memory-model.md §10 budgets 5-10 %). It now applies to the
@@ -82,25 +83,25 @@ class AllocatorConf:
 
 def reallocated(term: Term) -> bool:
     """Whether ``term``'s bytes are freed and allocated again every step (module docstring)."""
-    return term.device == "gpu" and (term.row in REALLOCATED_ROWS or term.key in REALLOCATED_KEYS)
+    return term.device == Resource.GPU and (term.row in REALLOCATED_ROWS or term.key in REALLOCATED_KEYS)
 
 
 def fragmentation_term(terms: list[Term], conf: AllocatorConf) -> Term:
     """The allocator's fragmentation on the GPU over ``terms`` (the train phase's), expected and bound."""
     churn = [t for t in terms if t.nbytes and reallocated(t)]
     churned = sum(t.nbytes for t in churn)
-    counted = sum(t.nbytes for t in terms if t.device == "gpu")
+    counted = sum(t.nbytes for t in terms if t.device == Resource.GPU)
     if conf.expandable_segments:
         pages = PAGE_BYTES * len(churn)
-        return Term("overhead", "gpu", pages, "fragmentation",
+        return Term("overhead", Resource.GPU, pages, "fragmentation",
                     f"caching-allocator fragmentation with expandable segments ({len(churn)} re-allocated terms)",
                     "2 MiB page × re-allocated terms", "memory/allocator.py PAGE_BYTES; c10/cuda/"
                     "CUDACachingAllocator.cpp ExpandableSegment (pages unmapped and re-mapped on demand)",
-                    kind="allowance")
+                    kind=TermKind.ALLOWANCE)
     expected = exact(FRAGMENTATION * churned)
     bound = exact(FRAGMENTATION * counted)
-    return Term("overhead", "gpu", expected, "fragmentation",
+    return Term("overhead", Resource.GPU, expected, "fragmentation",
                 "caching-allocator fragmentation of the memory freed and re-allocated every step",
                 "10% of activations, gathered parameters and per-step temporaries (up to 10% of every GPU row)",
                 "memory/allocator.py FRAGMENTATION; c10/cuda/CUDACachingAllocator.cpp (blocks split and cached per "
-                "size class)", kind="allowance", bound=bound if bound > expected else None)
+                "size class)", kind=TermKind.ALLOWANCE, bound=bound if bound > expected else None)

@@ -12,6 +12,7 @@ description field (model/description.py FIELDS); tests check both exist.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from zeroadvisor.jsontypes import JSONObject, JSONValue
@@ -84,19 +85,28 @@ STEP_INPUTS = ("optim",)
 HOST_INPUTS = ("deepspeed_version",)
 
 
-def reach(name: str) -> str:
-    """What an assumed input can change: "activations" (the verdict is unknown without it), "load" (the load
-    phase's peak), "step" (the optimizer step's temporaries), "step time" (the machine facts: the ranking of
-    fixes), "host" (the host-RAM rows) or "verdict" (every phase)."""
+class Reach(StrEnum):
+    """What an assumed input can change (``reach``)."""
+
+    ACTIVATIONS = "activations"  # the verdict is unknown without it
+    LOAD = "load"  # the load phase's peak
+    STEP = "step"  # the optimizer step's temporaries
+    STEP_TIME = "step time"  # the machine facts: the ranking of fixes
+    HOST = "host"  # the host-RAM rows
+    VERDICT = "verdict"  # every phase
+
+
+def reach(name: str) -> Reach:
+    """What the assumed input ``name`` can change."""
     if name in ACTIVATION_INPUTS:
-        return "activations"
+        return Reach.ACTIVATIONS
     if name in LOAD_INPUTS:
-        return "load"
+        return Reach.LOAD
     if name in STEP_INPUTS:
-        return "step"
+        return Reach.STEP
     if name in HOST_INPUTS:
-        return "host"
-    return "step time" if name in HARDWARE_INPUTS.values() else "verdict"
+        return Reach.HOST
+    return Reach.STEP_TIME if name in HARDWARE_INPUTS.values() else Reach.VERDICT
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,7 @@ from zeroadvisor.memory.settings import Settings
 from zeroadvisor.memory.states import master_bytes, partition_stage3, uses_bf16_optimizer
 from zeroadvisor.memory.terms import Term, ceil_div
 from zeroadvisor.model.spec import ModelSpec
-from zeroadvisor.vocab import Device
+from zeroadvisor.vocab import Device, Resource, TermKind
 
 # engine.py MEMORY_OPT_ALLREDUCE_SIZE: a code constant (not a config key) - the element count of
 # the flat bucket buffered_allreduce_fallback builds when the engine itself reduces gradients.
@@ -73,10 +73,10 @@ def gathered_terms(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, no
                f"stage3_max_reuse_distance {kept:,}; prefetch off (bucket 0)")
         formula = f"{w} B × min(P_np, max_reuse + L_p)"
     terms = [
-        Term("gathered_parameters", "gpu", w * live, "gathered", how, formula,
+        Term("gathered_parameters", Resource.GPU, w * live, "gathered", how, formula,
              "zero/partitioned_param_coordinator.py fetch_sub_module (prefetch loop, __n_available_params)",
-             kind="bound"),
-        Term("gathered_parameters", "gpu", w * Lp, "gathered_grad",
+             kind=TermKind.BOUND),
+        Term("gathered_parameters", Resource.GPU, w * Lp, "gathered_grad",
              f"{s.precision} full gradient of the largest layer before it is reduced",
              f"{w} B × L_p", "zero/stage3.py reduce_partition_and_remove_grads (param.grad before the IPG copy)"),
     ]
@@ -85,11 +85,11 @@ def gathered_terms(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, no
         # beside the parameters' copies until the last of them is used (partition_parameters.py
         # _all_gather_coalesced / AllGatherCoalescedHandle); measured: benchmarks/working_set.md
         flat = min(P_np, min(s.prefetch_bucket_size, s.max_live_parameters) + Lp)
-        terms.append(Term("gathered_parameters", "gpu", w * flat, "gathered_flat",
+        terms.append(Term("gathered_parameters", Resource.GPU, w * flat, "gathered_flat",
                           f"{s.precision} flat all-gather buffer of one prefetch (bucket + the parameter that "
                           "overshoots it)", f"{w} B × min(P_np, min(bucket, max_live) + L_p)",
                           "zero/partition_parameters.py _all_gather_coalesced (flat buffer held by the handle)",
-                          kind="bound"))
+                          kind=TermKind.BOUND))
     frozen_int8 = s.quantized_nontrainable_weights and spec.trainable_parameters is not None
     if s.quantized_weights or frozen_int8:
         # ZeRO++ qwZ: the partitions are quantized to int8 and all-gathered into a flat int8 buffer of the
@@ -98,13 +98,13 @@ def gathered_terms(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, no
         # group (CUDAQuantizer.target_group_size 8000 elements; the adaptive grouping may pick smaller groups).
         which = "every" if s.quantized_weights else "every frozen"
         terms += [
-            Term("buffers", "gpu", live, "qwz_allgather", f"ZeRO++ int8 all-gather buffer ({which} parameter "
+            Term("buffers", Resource.GPU, live, "qwz_allgather", f"ZeRO++ int8 all-gather buffer ({which} parameter "
                  "gathered quantized)", "1 B × gathered elements",
-                 "zero/partition_parameters.py _all_gather_coalesced (quantized flat_tensor)", kind="bound"),
-            Term("buffers", "gpu", B.DTYPE_BYTES["fp32"] * ceil_div(live, B.ZEROPP_QUANT_GROUP), "qwz_scales",
+                 "zero/partition_parameters.py _all_gather_coalesced (quantized flat_tensor)", kind=TermKind.BOUND),
+            Term("buffers", Resource.GPU, B.DTYPE_BYTES["fp32"] * ceil_div(live, B.ZEROPP_QUANT_GROUP), "qwz_scales",
                  "ZeRO++ fp32 quantization scales of the gathered parameters",
                  f"{B.DTYPE_BYTES['fp32']} B per {B.ZEROPP_QUANT_GROUP:,} elements",
-                 "zero/partition_parameters.py CUDAQuantizer.quantize (quant_scale_buffer)", kind="allowance"),
+                 "zero/partition_parameters.py CUDAQuantizer.quantize (quant_scale_buffer)", kind=TermKind.ALLOWANCE),
         ]
     return terms
 
@@ -123,7 +123,7 @@ def buffer_terms(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, note
     if opt.stage == 0 or uses_bf16_optimizer(s, opt):
         g = a if uses_bf16_optimizer(s, opt) else w
         n = min(P, ENGINE_ALLREDUCE_ELEMENTS)
-        terms.append(Term("buffers", "gpu", g * n, "allreduce_bucket",
+        terms.append(Term("buffers", Resource.GPU, g * n, "allreduce_bucket",
                           f"flat all-reduce bucket of min(P, {ENGINE_ALLREDUCE_ELEMENTS:,}) gradient elements",
                           f"{g} B × min(P, MEMORY_OPT_ALLREDUCE_SIZE)",
                           "engine.py buffered_allreduce_fallback -> allreduce_bucket (flatten)"))
@@ -135,7 +135,7 @@ def buffer_terms(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, note
             # _gradient_reduction_buffer_dtype: the grad-accum dtype at stage 1 with a separate accumulator
             rd = a if (opt.stage == 1 and s.grad_accum_dtype != s.precision) else w
             copies = 2 if overlap else 1
-            terms.append(Term("buffers", "gpu", copies * rd * rbs, "ipg_bucket",
+            terms.append(Term("buffers", Resource.GPU, copies * rd * rbs, "ipg_bucket",
                               f"reduce bucket{'s' if copies > 1 else ''}: {copies} × reduce_bucket_size {rbs:,} "
                               f"× {rd} B{' (overlap_comm double buffer)' if overlap else ''}",
                               f"{copies} × {rd} B × reduce_bucket_size",
@@ -144,28 +144,29 @@ def buffer_terms(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, note
             Lp = min(largest_layer(spec, notes), P)
             pinned = " (pinned)" if s.offload_optimizer_pin_memory else ""
             terms += [
-                Term("buffers", "gpu", w * Lp, "offload_gpu_staging", "GPU gradient staging buffer (largest parameter)",
+                Term("buffers", Resource.GPU, w * Lp, "offload_gpu_staging",
+                     "GPU gradient staging buffer (largest parameter)",
                      f"{w} B × largest param", "zero/stage_1_and_2.py __init__ (temp_grad_buffer_for_gpu_offload)"),
-                Term("buffers", "cpu", w * Lp, "offload_cpu_staging", f"host gradient staging buffer{pinned}",
+                Term("buffers", Resource.CPU, w * Lp, "offload_cpu_staging", f"host gradient staging buffer{pinned}",
                      f"{w} B × largest param", "zero/stage_1_and_2.py __init__ (temp_grad_buffer_for_cpu_offload)"),
             ]
         return terms
 
     # stage 3
     if s.contiguous_gradients:
-        terms.append(Term("buffers", "gpu", c * rbs, "ipg_bucket",
+        terms.append(Term("buffers", Resource.GPU, c * rbs, "ipg_bucket",
                           f"IPG flat buffer: reduce_bucket_size {rbs:,} × {c} B, allocated at init (not doubled by "
                           "overlap_comm at stage 3)", f"{c} B × reduce_bucket_size",
                           "zero/stage3.py _setup_for_real_optimizer (ipg bucket.buffer)"))
     if s.reduce_scatter:
-        terms.append(Term("buffers", "gpu", c * rbs, "reduce_scatter_copy",
+        terms.append(Term("buffers", Resource.GPU, c * rbs, "reduce_scatter_copy",
                           "reduce-scatter flat copy of a full bucket", f"{c} B × reduce_bucket_size",
                           "comm/coalesced_collectives.py reduce_scatter_coalesced (torch.cat of the bucket)"))
     if s.quantized_gradients:
         terms.append(qgz_term(min(largest_layer(spec, notes), P) or min(rbs, P), gpus_per_node))
     if opt.offload_param == Device.NVME:
         n = s.offload_param_buffer_count * s.offload_param_buffer_size
-        terms.append(Term("buffers", "cpu", w * n, "param_swap_buffers",
+        terms.append(Term("buffers", Resource.CPU, w * n, "param_swap_buffers",
                           f"pinned parameter swap buffers: buffer_count {s.offload_param_buffer_count} × buffer_size "
                           f"{s.offload_param_buffer_size:,} × {w} B", f"{w} B × buffer_count × buffer_size",
                           "swap_tensor/partitioned_param_swapper.py AsyncPartitionedParameterSwapper (buffers)"))
@@ -174,7 +175,7 @@ def buffer_terms(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, note
         sub = min(s.sub_group_size, part) if s.sub_group_size > 0 else part
         M = master_bytes(s)
         n = s.offload_optimizer_buffer_count * sub
-        terms.append(Term("buffers", "cpu", M * n, "optimizer_swap_buffers",
+        terms.append(Term("buffers", Resource.CPU, M * n, "optimizer_swap_buffers",
                           f"pinned optimizer swap buffers: buffer_count {s.offload_optimizer_buffer_count} × largest "
                           f"sub-group {sub:,} × {M} B", f"{M} B × buffer_count × min(sub_group_size, P/N)",
                           "swap_tensor/optimizer_utils.py OptimizerSwapper (SwapBufferManager)"))
@@ -188,7 +189,7 @@ def qgz_term(largest: int, gpus_per_node: int) -> Term:
     tensor at a time, the largest bounding it; the reduced partition is the gradient partition counted already."""
     g = max(gpus_per_node, 1)
     nbytes = largest + ceil_div(largest, g) + 2 * ceil_div(largest, g)
-    return Term("buffers", "gpu", nbytes, "qgz_all_to_all",
+    return Term("buffers", Resource.GPU, nbytes, "qgz_all_to_all",
                 f"ZeRO++ int4 gradient all-to-all buffers of the largest gradient ({largest:,} elements, "
                 f"{g} GPUs per node)", "n/2 + n/2 B (intra-node) + n/2g + n/2g + 2n/g B (inter-node, fp16)",
-                "comm/coalesced_collectives.py all_to_all_quant_reduce", kind="bound")
+                "comm/coalesced_collectives.py all_to_all_quant_reduce", kind=TermKind.BOUND)

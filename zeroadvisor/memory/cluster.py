@@ -17,6 +17,7 @@ from zeroadvisor.jsontypes import JSONObject
 from zeroadvisor.memory.errors import EstimateError
 from zeroadvisor.memory.terms import ceil_div
 from zeroadvisor.memory.verdict import DEFAULT_HEADROOM
+from zeroadvisor.vocab import Capacity
 
 # Bounds on the cluster, far beyond any real one, so that a typo ("1e308GB", "--gpus 10**30") is a
 # one-line error and not float overflow in a report. The largest GPU has 288 GB and the largest
@@ -88,8 +89,8 @@ class Cluster:
         """GPU memory less the headroom: what a "fits" may use."""
         return None if self.gpu_memory is None else usable(self.gpu_memory, self.headroom)
 
-    def capacities(self) -> dict[str, int | None]:
-        return {"gpu": self.gpu_memory, "host": self.cpu_memory, "nvme": self.nvme}
+    def capacities(self) -> dict[Capacity, int | None]:
+        return {Capacity.GPU: self.gpu_memory, Capacity.HOST: self.cpu_memory, Capacity.NVME: self.nvme}
 
     def to_dict(self) -> JSONObject:
         return {"gpus": self.gpus, "gpus_per_node": self.gpus_per_node, "nodes": self.nodes,

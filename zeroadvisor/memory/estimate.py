@@ -39,7 +39,17 @@ from zeroadvisor.memory.verdict import DOES_NOT_FIT, FITS, PhasePeak, judge, sta
 from zeroadvisor.model.spec import LoadInputs, ModelSpec, Padding, TrainingShape
 from zeroadvisor.units import format_bytes
 from zeroadvisor.version import DEEPSPEED_TARGET
-from zeroadvisor.vocab import ACCOUNTINGS, Accounting, Device, Verdict, uncounted_words
+from zeroadvisor.vocab import (
+    ACCOUNTINGS,
+    Accounting,
+    Capacity,
+    Device,
+    Phase,
+    Resource,
+    TermKind,
+    Verdict,
+    uncounted_words,
+)
 
 if TYPE_CHECKING:
     from zeroadvisor.memory.activations import Activations
@@ -60,9 +70,9 @@ class StageEstimate:
     verdict: Verdict | None  # fits | tight | does-not-fit | unknown (memory/verdict.py stated); None: no capacity
     terms: tuple[Term, ...]  # every phase's terms (Term.phase says which)
     notes: tuple[str, ...] = ()
-    phases: dict[str, PhasePeak] = field(default_factory=dict)  # load / train / save
-    binding_phase: str = "train"
-    binding_resource: str = "gpu"
+    phases: dict[Phase, PhasePeak] = field(default_factory=dict)  # load / train / save
+    binding_phase: Phase = Phase.TRAIN
+    binding_resource: Capacity = Capacity.GPU
     # What the verdict does not cover (vocab.UNCOUNTED_WORDS: activations without a sequence length, host RAM
     # or NVMe not given where the option keeps states there): a "fits" with anything here is "unknown".
     uncounted: tuple[str, ...] = ()
@@ -98,7 +108,7 @@ class StageEstimate:
     def peak_gpu_bound(self) -> int:
         """The GPU peak's bound: the expected peak (``peak_gpu``) where no term leaves room above it."""
         if self.phases:
-            return max(p.bound_of("gpu") for p in self.phases.values())
+            return max(p.bound_of(Capacity.GPU) for p in self.phases.values())
         return max(self.per_gpu_bound.get("total", 0), self.per_gpu["total"])
 
     @property
@@ -373,7 +383,7 @@ def _stage_estimate(run: _Run, option: Option) -> StageEstimate:
     per_node_cpu = host * g
     per_node_nvme = nvme * g
     train_host = (host + host_overhead) * g
-    peaks = [PhasePeak("train", per_gpu["total"], train_host, per_node_nvme, per_gpu_bound["total"])]
+    peaks = [PhasePeak(Phase.TRAIN, per_gpu["total"], train_host, per_node_nvme, per_gpu_bound["total"])]
     if run.accounting == Accounting.DEEPSPEED:
         transient = per_gpu["activations"] + sum(t.nbytes for t in terms if t.key == STEP_TEMPORARY)
         transient_bound = per_gpu_bound["activations"] + sum(t.upper for t in terms if t.key == STEP_TEMPORARY)
@@ -397,15 +407,15 @@ def _stage_estimate(run: _Run, option: Option) -> StageEstimate:
                          judgement.verdict, activations_missing=run.activations_missing, per_gpu_bound=per_gpu_bound)
 
 
-def _unchecked_storage(option: Option, capacities: dict[str, int | None]) -> tuple[str, ...]:
+def _unchecked_storage(option: Option, capacities: dict[Capacity, int | None]) -> tuple[str, ...]:
     """Host RAM and NVMe the option keeps its offloaded states in, where that capacity was not given: then its
     verdict cannot be "fits" (memory/verdict.py stated). Host RAM a run needs anyway (loading, the runtime)
     is not asked for: it binds only where offload puts the states there."""
     devices = {option.offload_optimizer, option.offload_param}
     out: list[str] = []
-    if Device.CPU in devices and capacities["host"] is None:
+    if Device.CPU in devices and capacities[Capacity.HOST] is None:
         out.append("host")
-    if Device.NVME in devices and capacities["nvme"] is None:
+    if Device.NVME in devices and capacities[Capacity.NVME] is None:
         out.append("nvme")
     return tuple(out)
 
@@ -433,13 +443,13 @@ def _train_terms(run: _Run, option: Option, ds_terms: list[Term], paper: list[Te
              + buffer_terms(s, option, P, N, spec, notes, run.cluster.gpus_on_a_node)
              + layout_buffer_terms(run.model, run.shape, s.micro_batch, s.precision, run.layout))
     if run.act.nbytes:
-        terms.append(Term("activations", "gpu", run.act.nbytes, "activations", "activations", "Korthikanti",
+        terms.append(Term("activations", Resource.GPU, run.act.nbytes, "activations", "activations", "Korthikanti",
                           "memory/activations.py"))
     # the optimizer's step runs after backward has freed the activations (memory/step_temporaries.py)
     stepped = trainable(run.model) if run.model.trainable_parameters is not None else run.local.dense
     terms += step_terms(s, option, stepped, N, run.act.nbytes, run.shape.optim, notes)
     terms += _allowance_terms(terms, run.alloc)
-    terms += host_memory.runtime_baseline_terms("train")
+    terms += host_memory.runtime_baseline_terms(Phase.TRAIN)
     terms += host_memory.pinned_rounding_terms(host_memory.deepspeed_pinned_buffers(
         s, option, P, N, largest_param(run.model)))
     return terms
@@ -450,11 +460,11 @@ def _rows(terms: list[Term]) -> tuple[dict[str, int], int, int, int]:
     runtime's overhead) and on NVMe."""
     host = nvme = host_overhead = 0  # host: what DeepSpeed keeps there; overhead: runtime, pinned rounding
     for term in terms:
-        if term.device == "cpu" and term.row == "overhead":
+        if term.device == Resource.CPU and term.row == "overhead":
             host_overhead += term.nbytes
-        elif term.device == "cpu":
+        elif term.device == Resource.CPU:
             host += term.nbytes
-        elif term.device != "gpu":
+        elif term.device != Resource.GPU:
             nvme += term.nbytes
     return _gpu_rows(terms), host, nvme, host_overhead
 
@@ -463,7 +473,7 @@ def _gpu_rows(terms: list[Term], bound: bool = False) -> dict[str, int]:
     """The GPU bytes by row (``bound``: each term at its bound), with the model states and the total."""
     per_gpu = dict.fromkeys(ROWS, 0)
     for term in terms:
-        if term.device == "gpu":
+        if term.device == Resource.GPU:
             per_gpu[term.row] += term.upper if bound else term.nbytes
     per_gpu["model_states"] = sum(per_gpu[row] for row in STATE_ROWS)
     per_gpu["total"] = sum(per_gpu[row] for row in ("model_states", "gathered_parameters", "buffers",
@@ -474,9 +484,9 @@ def _gpu_rows(terms: list[Term], bound: bool = False) -> dict[str, int]:
 def _allowance_terms(terms: list[Term], alloc: AllocatorConf) -> list[Term]:
     """The GPU memory no allocation in DeepSpeed's code accounts for: allowances, not measurements."""
     return [
-        Term("overhead", "gpu", CUDA_CONTEXT_BYTES, "cuda_context",
+        Term("overhead", Resource.GPU, CUDA_CONTEXT_BYTES, "cuda_context",
              "CUDA context, NCCL and cuBLAS workspaces", "1 GiB per process",
-             "memory/buffers.py CUDA_CONTEXT_BYTES", kind="allowance"),
+             "memory/buffers.py CUDA_CONTEXT_BYTES", kind=TermKind.ALLOWANCE),
         fragmentation_term(terms, alloc),
     ]
 
@@ -505,21 +515,21 @@ def _around_training(model: ModelSpec, s: Settings, option: Option, cluster: Clu
     saved = save_phase(model, s, option, cluster, save, split)
     notes += loaded.notes + saved.notes
     g = cluster.gpus_on_a_node
-    runtime = host_memory.runtime_baseline_terms("load")
+    runtime = host_memory.runtime_baseline_terms(Phase.LOAD)
     runtime_host = sum(t.nbytes for t in runtime) * g
     load_gpu = loaded.peak_gpu + CUDA_CONTEXT_BYTES
-    load_peak = PhasePeak("load", load_gpu, loaded.peak_host_per_node + runtime_host, loaded.peak_nvme_per_node,
+    load_peak = PhasePeak(Phase.LOAD, load_gpu, loaded.peak_host_per_node + runtime_host, loaded.peak_nvme_per_node,
                           loaded.peak_gpu_bound + CUDA_CONTEXT_BYTES)
     between_steps = per_gpu["total"] - transient
     total_bound, transient_bound = train_bound or (per_gpu["total"], transient)
-    save_peak = PhasePeak("save", between_steps + saved.peak_gpu, train_host + saved.peak_host_per_node,
+    save_peak = PhasePeak(Phase.SAVE, between_steps + saved.peak_gpu, train_host + saved.peak_host_per_node,
                           per_node_nvme + saved.peak_nvme_per_node,
                           total_bound - transient_bound + saved.peak_gpu_bound)
-    context = Term("overhead", "gpu", CUDA_CONTEXT_BYTES, "cuda_context", "CUDA context, NCCL and cuBLAS "
-                   "workspaces", "1 GiB per process", "memory/buffers.py CUDA_CONTEXT_BYTES", phase="load",
-                   kind="allowance")
+    context = Term("overhead", Resource.GPU, CUDA_CONTEXT_BYTES, "cuda_context", "CUDA context, NCCL and cuBLAS "
+                   "workspaces", "1 GiB per process", "memory/buffers.py CUDA_CONTEXT_BYTES", phase=Phase.LOAD,
+                   kind=TermKind.ALLOWANCE)
     node_runtime = [Term(t.row, t.device, t.nbytes * g, t.key, f"{t.what} (× {g} local ranks)",
-                         f"{t.formula} × {g}", t.source, phase="load", kind=t.kind) for t in runtime]
+                         f"{t.formula} × {g}", t.source, phase=Phase.LOAD, kind=t.kind) for t in runtime]
     return (load_peak, save_peak), [*loaded.terms(), context, *node_runtime, *saved.terms()]
 
 
@@ -527,8 +537,8 @@ def _differences(ds: list[Term], paper: list[Term], N: int) -> list[str]:
     """Per model-state row: why DeepSpeed's GPU bytes differ from the paper's (empty when equal)."""
     notes: list[str] = []
     for row in STATE_ROWS:
-        ds_row = [t for t in ds if t.row == row and t.device == "gpu"]
-        pp_row = [t for t in paper if t.row == row and t.device == "gpu"]
+        ds_row = [t for t in ds if t.row == row and t.device == Resource.GPU]
+        pp_row = [t for t in paper if t.row == row and t.device == Resource.GPU]
         ds_total, pp_total = sum(t.nbytes for t in ds_row), sum(t.nbytes for t in pp_row)
         if ds_total == pp_total:
             continue

@@ -28,7 +28,7 @@ from zeroadvisor.memory.options import Option
 from zeroadvisor.memory.settings import Settings
 from zeroadvisor.memory.states import master_bytes, partition_stage3, partition_stage12
 from zeroadvisor.memory.terms import Term, ceil_div
-from zeroadvisor.vocab import Device
+from zeroadvisor.vocab import Device, Phase, Resource, TermKind
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -126,17 +126,17 @@ def deepspeed_pinned_buffers(s: Settings, opt: Option, P: int, N: int, largest_p
     return [b for b in buffers if b.nbytes > 0 and b.count > 0]
 
 
-def pinned_rounding_terms(buffers: list[PinnedBuffer], phase: str = "train") -> list[Term]:
+def pinned_rounding_terms(buffers: list[PinnedBuffer], phase: Phase = Phase.TRAIN) -> list[Term]:
     """Host bytes the allocator holds beyond the requested sizes (one term per buffer that rounds up)."""
     terms = []
     for b in buffers:
         extra = b.held - b.count * b.nbytes
         if extra > 0:
-            terms.append(Term("overhead", "cpu", extra, f"pinned_rounding:{b.key}",
+            terms.append(Term("overhead", Resource.CPU, extra, f"pinned_rounding:{b.key}",
                               f"pinned {b.key} rounded up to a power of two ({b.count} × {b.nbytes:,} B requested)",
                               "PowerOf2Ceil(bytes) − bytes",
                               "ATen/core/CachingHostAllocator.h allocate (PowerOf2Ceil); " + b.source,
-                              phase=phase, kind="exact"))
+                              phase=phase, kind=TermKind.EXACT))
     return terms
 
 
@@ -164,20 +164,21 @@ RUNTIME_INIT_BYTES = 130 * MIB  # measured 129.6 MiB
 CUDA_HOST_BYTES = (2_056_600 - 322_040) * 1024
 
 
-def runtime_baseline_terms(phase: str, cuda: bool = True) -> list[Term]:
+def runtime_baseline_terms(phase: Phase, cuda: bool = True) -> list[Term]:
     """Host RAM per GPU process before any tensor: interpreter, torch, DeepSpeed, the CUDA runtime."""
     terms = [
-        Term("overhead", "cpu", RUNTIME_IMPORT_BYTES, "runtime_import",
+        Term("overhead", Resource.CPU, RUNTIME_IMPORT_BYTES, "runtime_import",
              "Python + torch + DeepSpeed imported (RSS per process)", "measured RSS after import",
-             "benchmarks/load_calibration.md (runtime case, CPU build)", phase=phase, kind="allowance"),
-        Term("overhead", "cpu", RUNTIME_INIT_BYTES, "runtime_deepspeed",
+             "benchmarks/load_calibration.md (runtime case, CPU build)", phase=phase, kind=TermKind.ALLOWANCE),
+        Term("overhead", Resource.CPU, RUNTIME_INIT_BYTES, "runtime_deepspeed",
              "deepspeed.initialize runtime (process group, comm ops, engine) per process",
              "measured RSS growth of a tiny-model initialize",
-             "benchmarks/load_calibration.md (runtime case)", phase=phase, kind="allowance"),
+             "benchmarks/load_calibration.md (runtime case)", phase=phase, kind=TermKind.ALLOWANCE),
     ]
     if cuda:
-        terms.append(Term("overhead", "cpu", CUDA_HOST_BYTES, "runtime_cuda",
+        terms.append(Term("overhead", Resource.CPU, CUDA_HOST_BYTES, "runtime_cuda",
                           "CUDA runtime and kernels in host memory per process",
                           "RSS growth at the first CUDA tensor",
-                          "pytorch/pytorch#113326 (+1.65 GiB), #106511 (+1.18 GiB)", phase=phase, kind="allowance"))
+                          "pytorch/pytorch#113326 (+1.65 GiB), #106511 (+1.18 GiB)", phase=phase,
+                          kind=TermKind.ALLOWANCE))
     return terms

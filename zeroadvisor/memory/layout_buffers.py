@@ -10,6 +10,7 @@ from zeroadvisor.memory import bytes as B
 from zeroadvisor.memory.parallel import Parallel
 from zeroadvisor.memory.terms import Term, ceil_div
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
+from zeroadvisor.vocab import Resource, TermKind
 
 
 def ulysses_terms(spec: ModelSpec, shape: TrainingShape, micro_batch: int, precision: str,
@@ -25,10 +26,11 @@ def ulysses_terms(spec: ModelSpec, shape: TrainingShape, micro_batch: int, preci
     w = B.nbytes(precision)
     width = heads * (spec.head_dim or h // heads)
     tokens = ceil_div(s, sp)
-    return [Term("buffers", "gpu", 2 * w * micro_batch * tokens * width, "ulysses_all_to_all",
+    return [Term("buffers", Resource.GPU, 2 * w * micro_batch * tokens * width, "ulysses_all_to_all",
                  f"Ulysses all-to-all send copy and receive buffer of the query ({micro_batch} × {tokens:,} tokens × "
                  f"{width:,})", f"2 × {w} B × b × s/sp × heads·head_dim",
-                 "sequence/layer.py single_all_to_all (pre_all2all_fun copy, torch.empty_like output)", kind="bound")]
+                 "sequence/layer.py single_all_to_all (pre_all2all_fun copy, torch.empty_like output)",
+                 kind=TermKind.BOUND)]
 
 
 def pipeline_p2p_terms(spec: ModelSpec, shape: TrainingShape, micro_batch: int, precision: str,
@@ -42,11 +44,11 @@ def pipeline_p2p_terms(spec: ModelSpec, shape: TrainingShape, micro_batch: int, 
         return []
     w = B.nbytes(precision)
     tokens = ceil_div(s, layout.sequence)
-    return [Term("buffers", "gpu", 2 * w * micro_batch * tokens * h, "pipeline_p2p",
+    return [Term("buffers", Resource.GPU, 2 * w * micro_batch * tokens * h, "pipeline_p2p",
                  f"pipeline receive buffers: one micro batch's boundary activations and their gradient "
                  f"({micro_batch} × {tokens:,} tokens × {h:,})", f"2 × {w} B × b × s × h",
                  "runtime/pipe/engine.py _exec_recv_activations / _exec_recv_grads (_allocate_or_extend_buffers)",
-                 kind="bound")]
+                 kind=TermKind.BOUND)]
 
 
 def layout_buffer_terms(spec: ModelSpec, shape: TrainingShape, micro_batch: int, precision: str,

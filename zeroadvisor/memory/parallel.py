@@ -34,7 +34,7 @@ from zeroadvisor.memory.activations import Activations, activation_bytes
 from zeroadvisor.memory.errors import EstimateError, config_pointer
 from zeroadvisor.memory.terms import Term, ceil_div
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
-from zeroadvisor.vocab import Device
+from zeroadvisor.vocab import Device, Resource
 
 # degree -> (the config key DeepSpeed reads it from, or None where it is set in code; TrainingShape field)
 DEGREES: dict[str, tuple[tuple[str, ...] | None, str]] = {
@@ -259,7 +259,7 @@ def hpz_terms(precision: str, stage: int, offload_param: str, P: int, N: int, hp
     # aligned to a multiple of the data-parallel size (_aligned_size); on the remote device (the host
     # under offload_param). Per-parameter alignment is left out: exact up to N elements per parameter.
     elements = ceil_div(ceil_div(P, N) * N, hpz)
-    device = "cpu" if offload_param != Device.NONE else "gpu"
+    device = Resource.CPU if offload_param != Device.NONE else Resource.GPU
     return [Term("parameters", device, w * elements, "hpz_secondary",
                  f"ZeRO++ hpZ secondary partition ({precision}, 1/{hpz} of every parameter)", f"{w} B/param / {hpz}",
                  "zero/partition_parameters.py Init._partition_param_sec (ds_secondary_tensor)")]

@@ -33,13 +33,13 @@ from zeroadvisor.memory.settings import Settings
 from zeroadvisor.memory.states import frozen_terms, master_bytes, partition_stage3, partition_stage12, trainable
 from zeroadvisor.memory.terms import Term
 from zeroadvisor.model.spec import LoadInputs, ModelSpec
-from zeroadvisor.vocab import Device
+from zeroadvisor.vocab import Device, Phase, Resource, TermKind
 
 if TYPE_CHECKING:
     from zeroadvisor.memory.cluster import Cluster
 
-LOAD, SAVE = "load", "save"
-EXACT, BOUND, ALLOWANCE = "exact", "bound", "allowance"
+LOAD, SAVE = Phase.LOAD, Phase.SAVE
+EXACT, BOUND, ALLOWANCE = TermKind.EXACT, TermKind.BOUND, TermKind.ALLOWANCE
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,12 +96,13 @@ class Moment:
     every_rank: tuple[Term, ...] = ()
     rank0: tuple[Term, ...] = ()
 
-    def rank_bytes(self, rank0: bool = True, devices: tuple[str, ...] = ("gpu",), bound: bool = False) -> int:
+    def rank_bytes(self, rank0: bool = True, devices: tuple[Resource, ...] = (Resource.GPU,),
+                   bound: bool = False) -> int:
         """Bytes one process holds on ``devices`` (rank 0's when ``rank0``): expected, or their bound."""
         terms = self.every_rank + (self.rank0 if rank0 else ())
         return sum(t.upper if bound else t.nbytes for t in terms if t.device in devices)
 
-    def node_bytes(self, device: str, ranks_on_node: int) -> int:
+    def node_bytes(self, device: Resource, ranks_on_node: int) -> int:
         """Bytes on ``device`` summed over the processes of rank 0's node."""
         every = sum(t.nbytes for t in self.every_rank if t.device == device)
         return ranks_on_node * every + sum(t.nbytes for t in self.rank0 if t.device == device)
@@ -111,7 +112,7 @@ class Moment:
 class PhaseMemory:
     """A phase's moments and its peaks (bytes): GPU (rank 0), host RAM and NVMe per node (rank 0's node)."""
 
-    phase: str
+    phase: Phase
     moments: tuple[Moment, ...]
     ranks_on_node: int
     notes: tuple[str, ...] = field(default_factory=tuple)
@@ -127,30 +128,30 @@ class PhaseMemory:
 
     @property
     def peak_host_per_node(self) -> int:
-        return max((m.node_bytes("cpu", self.ranks_on_node) for m in self.moments), default=0)
+        return max((m.node_bytes(Resource.CPU, self.ranks_on_node) for m in self.moments), default=0)
 
     @property
     def peak_nvme_per_node(self) -> int:
-        return max((m.node_bytes("nvme", self.ranks_on_node) for m in self.moments), default=0)
+        return max((m.node_bytes(Resource.NVME, self.ranks_on_node) for m in self.moments), default=0)
 
-    def binding_moment(self, device: str) -> Moment | None:
-        """The moment that sets the peak on ``device`` ("gpu", "cpu" or "nvme")."""
+    def binding_moment(self, device: Resource) -> Moment | None:
+        """The moment that sets the peak on ``device`` (Resource.GPU, Resource.CPU or Resource.NVME)."""
         if not self.moments:
             return None
-        if device == "gpu":
+        if device == Resource.GPU:
             return max(self.moments, key=lambda m: m.rank_bytes())
         return max(self.moments, key=lambda m: m.node_bytes(device, self.ranks_on_node))
 
     def terms(self) -> list[Term]:
         """The terms behind each device's peak: rank 0's GPU terms and rank 0's node's host/NVMe terms."""
         out: list[Term] = []
-        for device in ("gpu", "cpu", "nvme"):
+        for device in (Resource.GPU, Resource.CPU, Resource.NVME):
             moment = self.binding_moment(device)
             if moment is None:
                 continue
             for t in moment.every_rank:
                 if t.device == device:
-                    if device != "gpu" and self.ranks_on_node > 1:
+                    if device != Resource.GPU and self.ranks_on_node > 1:
                         out.append(Term(t.row, t.device, t.nbytes * self.ranks_on_node, t.key,
                                         f"{t.what} (× {self.ranks_on_node} local ranks)",
                                         f"{t.formula} × {self.ranks_on_node} ranks", t.source, t.phase, t.kind))
@@ -160,8 +161,8 @@ class PhaseMemory:
         return out
 
 
-def _term(row: str, device: str, nbytes: int, key: str, what: str, formula: str, source: str, kind: str,
-          phase: str = LOAD) -> Term:
+def _term(row: str, device: Resource, nbytes: int, key: str, what: str, formula: str, source: str, kind: TermKind,
+          phase: Phase = LOAD) -> Term:
     return Term(row, device, int(nbytes), key, what, formula, source, phase=phase, kind=kind)
 
 
@@ -238,7 +239,7 @@ def load_moments(spec: ModelSpec, s: Settings, option: Option, cluster: Cluster,
         # Linear weights are stored packed as they are loaded
         quantized = spec.quantized_parameters
         on_gpu = load.meta_device or load.script_moves_to_gpu or bool(quantized)
-        built_dev = "gpu" if on_gpu else "cpu"
+        built_dev = Resource.GPU if on_gpu else Resource.CPU
         how = ("quantized by bitsandbytes on the GPU (device_map {\"\": current device})" if quantized else
                "materialised on the GPU (meta-device build)" if load.meta_device else
                "moved to the GPU by the script" if load.script_moves_to_gpu else "materialised in host RAM")
@@ -260,7 +261,7 @@ def load_moments(spec: ModelSpec, s: Settings, option: Option, cluster: Cluster,
         if spec.trainable_parameters is not None:
             moved_bytes = w * (P - spec.quantized_parameters) + spec.quantized_bytes + w * T
         whose = "whole model" if P == spec.parameters else "the rank's share of the model"
-        moved = _term("parameters", "gpu", moved_bytes, "module_on_device",
+        moved = _term("parameters", Resource.GPU, moved_bytes, "module_on_device",
                       f"{whose} on every GPU in {'fp32' if w == 4 else str(w * 8) + '-bit'}",
                       f"{w} B/param", eng + " (cast params, then self.module.to(self.device))", EXACT)
         moments.append(Moment("moved", (moved,)))
@@ -289,9 +290,9 @@ def _stage3_fp32_partitions(s: Settings, option: Option, P: int, N: int, w: int)
     part = partition_stage3(P, N)
     M = master_bytes(s)
     sub = min(s.sub_group_size, part) if s.sub_group_size > 0 else part
-    dev = "gpu" if option.offload_optimizer == Device.NONE else "cpu"
+    dev = Resource.GPU if option.offload_optimizer == Device.NONE else Resource.CPU
     src = "runtime/zero/stage3.py DeepSpeedZeroOptimizer_Stage3._create_fp32_partitions"
-    param_dev = "gpu" if option.offload_param == Device.NONE else "cpu"
+    param_dev = Resource.GPU if option.offload_param == Device.NONE else Resource.CPU
     terms = [_term("parameters", param_dev, w * part, "lp_params", "parameter partition (flat)", f"{w} B/param / N",
                    src, EXACT),
              _term("optimizer_states", dev, M * part, "master", "fp32 master partition (clone)", f"{M} B/param / N",
@@ -307,19 +308,20 @@ def _zero_init_moments(spec: ModelSpec, s: Settings, option: Option, P: int, N: 
     part = partition_stage3(P, N)
     # partition_parameters.py Init._set_dtype: fp16/bf16 from the config, else fp32; _partition_param puts
     # each partition on remote_device (offload_param.device; nvme partitions pass through cpu)
-    dev = "gpu" if option.offload_param == Device.NONE else "cpu"
-    pinned = " (pinned)" if dev == "cpu" and s.offload_param_pin_memory else ""
+    dev = Resource.GPU if option.offload_param == Device.NONE else Resource.CPU
+    pinned = " (pinned)" if dev == Resource.CPU and s.offload_param_pin_memory else ""
     partitions = _term("parameters", dev, w * part, "lp_params", f"parameter partition{pinned}", f"{w} B/param / N",
                        "runtime/zero/partition_parameters.py Init._post_init_method -> _partition_param", EXACT)
     gathered: tuple[Term, ...] = ()
     L = spec.largest_layer_parameters
     if L:
-        gathered = (_term("gathered_parameters", "gpu", w * L, "load_gathered", "one module gathered while its "
+        gathered = (_term("gathered_parameters", Resource.GPU, w * L, "load_gathered", "one module gathered while its "
                           "weights are copied in", f"{w} B × largest layer",
                           "transformers integrations/deepspeed.py _load_state_dict_into_zero3_model "
                           "(GatheredParameters(modifier_rank=0), one module at a time)", BOUND),)
     wc = B.nbytes(load_dtype)
-    checkpoint = _term("parameters", "cpu", wc * P, "checkpoint_rank0", f"checkpoint state dict in {load_dtype} on "
+    checkpoint = _term("parameters", Resource.CPU, wc * P, "checkpoint_rank0",
+                       f"checkpoint state dict in {load_dtype} on "
                        "rank 0 (other ranks load it to meta)", f"{wc} B/param, rank 0",
                        "transformers modeling_utils.py _load_pretrained_model (zero3: map_location cpu on rank 0, "
                        "meta elsewhere; safetensors are memory-mapped, so these pages are file-backed)", BOUND)
@@ -337,7 +339,8 @@ def _stage12_flatten(option: Option, cluster: Cluster, P: int, N: int, w: int, m
                      notes: list[str]) -> list[Moment]:
     flat = partition_stage12(P, N) * N  # aligned to 2·N elements (nccl_start_alignment_factor = 2)
     src = "runtime/zero/stage_1_and_2.py DeepSpeedZeroOptimizer.__init__"
-    copy_gpu = _term("parameters", "gpu", w * flat, "flat_copy", "flat bit16 copy of the parameters next to them",
+    copy_gpu = _term("parameters", Resource.GPU, w * flat, "flat_copy",
+                     "flat bit16 copy of the parameters next to them",
                      f"{w} B/param", src + " (flatten_dense_tensors_aligned on the accelerator)", EXACT)
     gpu_memory = getattr(cluster, "gpu_memory", None)
     if gpu_memory is None or (w * P + w * flat) <= gpu_memory:
@@ -346,12 +349,12 @@ def _stage12_flatten(option: Option, cluster: Cluster, P: int, N: int, w: int, m
     # not enough room: every parameter is moved to the host (param.cpu_data), flattened there, moved back
     notes.append(f"stage {option.stage}: the GPU has no room for a second copy of the model, so "
                  "DeepSpeed flattens the parameters on the host (stage_1_and_2.py: 'Flattening param group on CPU')")
-    host = (_term("parameters", "cpu", w * P, "cpu_data", "parameters moved to the host to be flattened",
+    host = (_term("parameters", Resource.CPU, w * P, "cpu_data", "parameters moved to the host to be flattened",
                   f"{w} B/param", src + " (param.cpu_data = param.data.cpu())", EXACT),
-            _term("parameters", "cpu", w * flat, "flat_copy", "flat bit16 copy built on the host",
+            _term("parameters", Resource.CPU, w * flat, "flat_copy", "flat bit16 copy built on the host",
                   f"{w} B/param", src + " (flatten_dense_tensors_aligned, use_cpu_data=True)", EXACT))
     return [Moment("flatten", host), Moment("flat_to_device", (
-        host[1], _term("parameters", "gpu", w * flat, "lp_params", "flat bit16 buffer moved to the GPU",
+        host[1], _term("parameters", Resource.GPU, w * flat, "lp_params", "flat bit16 buffer moved to the GPU",
                        f"{w} B/param", src + " (flattened_buffer.to(device))", EXACT)))]
 
 
@@ -365,9 +368,9 @@ def _stage3_defragment(option: Option, P: int, N: int, w: int, notes: list[str])
     src = "runtime/zero/utils.py defragment (from stage3.py _create_fp16_partitions_with_defragmentation)"
     # defragment: copy every partition into one host buffer, free them, copy the buffer back
     return [Moment("defragment", (
-        _term("parameters", "cpu", w * part, "defragment_host", "parameter partitions staged in host RAM",
+        _term("parameters", Resource.CPU, w * part, "defragment_host", "parameter partitions staged in host RAM",
               f"{w} B/param / N", src, EXACT),
-        _term("parameters", "gpu", w * part, "lp_params", "parameter partition (flat)", f"{w} B/param / N",
+        _term("parameters", Resource.GPU, w * part, "lp_params", "parameter partition (flat)", f"{w} B/param / N",
               src, EXACT)))]
 
 
@@ -378,55 +381,56 @@ def _initialized_terms(s: Settings, option: Option, P: int, N: int, w: int, L: i
     M = master_bytes(s)
     terms: list[Term] = []
     if option.stage == 0:
-        terms.append(_term("parameters", "gpu", w * P, "lp_params", "model parameters", f"{w} B/param",
+        terms.append(_term("parameters", Resource.GPU, w * P, "lp_params", "model parameters", f"{w} B/param",
                            "runtime/engine.py (no ZeRO)", EXACT))
         if s.mixed_precision:
-            terms.append(_term("optimizer_states", "gpu", 4 * P, "master", "fp32 master weights", "4 B/param",
+            terms.append(_term("optimizer_states", Resource.GPU, 4 * P, "master", "fp32 master weights", "4 B/param",
                                "runtime/fp16 or bf16 optimizer wrapper (fp32 flat copy)", EXACT))
         return terms
     if option.stage in (1, 2):
         part = partition_stage12(P, N)
         src = "runtime/zero/stage_1_and_2.py DeepSpeedZeroOptimizer"
-        terms.append(_term("parameters", "gpu", w * part * N, "lp_params", "flat bit16 parameters (the params are "
+        terms.append(_term("parameters", Resource.GPU, w * part * N, "lp_params",
+                           "flat bit16 parameters (the params are "
                            "views into it)", f"{w} B/param", src + ".__init__ (bit16_groups_flat)", EXACT))
-        dev = "cpu" if option.offload_optimizer != Device.NONE else "gpu"
+        dev = Resource.CPU if option.offload_optimizer != Device.NONE else Resource.GPU
         terms.append(_term("optimizer_states", dev, M * part, "master", "fp32 master partition", f"{M} B/param / N",
                            src + ".__init__ (single_partition_of_fp32_groups)", EXACT))
-        if dev == "cpu":
+        if dev == Resource.CPU:
             terms += [
-                _term("gradients", "cpu", M * part, "fp32_grads", "host gradient partition", f"{M} B/param / N",
+                _term("gradients", Resource.CPU, M * part, "fp32_grads", "host gradient partition", f"{M} B/param / N",
                       src + ".initialize_optimizer_states (single_grad_partition, kept with cpu_offload)", EXACT),
-                _term("parameters", "cpu", w * part, "lp_param_staging", "bit16 upload copy of the partition",
+                _term("parameters", Resource.CPU, w * part, "lp_param_staging", "bit16 upload copy of the partition",
                       f"{w} B/param / N", src + ".__init__ (param_buffer_of_bit16_for_cpu_offload_groups)", EXACT),
             ]
             if L:
                 terms += [
-                    _term("buffers", "cpu", w * L, "grad_staging", "host gradient staging buffer",
+                    _term("buffers", Resource.CPU, w * L, "grad_staging", "host gradient staging buffer",
                           f"{w} B × largest parameter", src + ".__init__ (temp_grad_buffer_for_cpu_offload)", EXACT),
-                    _term("buffers", "gpu", w * L, "grad_staging", "GPU gradient staging buffer",
+                    _term("buffers", Resource.GPU, w * L, "grad_staging", "GPU gradient staging buffer",
                           f"{w} B × largest parameter", src + ".__init__ (temp_grad_buffer_for_gpu_offload)", EXACT),
                 ]
         return terms
     part = partition_stage3(P, N)
     a = B.nbytes(s.grad_accum_dtype)
     src = "runtime/zero/stage3.py DeepSpeedZeroOptimizer_Stage3"
-    param_dev = "gpu" if option.offload_param == Device.NONE else "cpu"
+    param_dev = Resource.GPU if option.offload_param == Device.NONE else Resource.CPU
     terms.append(_term("parameters", param_dev, w * part, "lp_params", "parameter partition (flat)",
                        f"{w} B/param / N", src + "._create_fp16_partitions_with_defragmentation", EXACT))
-    # the term's resource: the GPU where nothing is offloaded, else the offload device's ("cpu", "nvme")
-    opt_dev = "gpu" if option.offload_optimizer == Device.NONE else str(option.offload_optimizer)
+    # the term's resource: the GPU where nothing is offloaded, else the offload device's (Resource.CPU, Resource.NVME)
+    opt_dev = Resource.GPU if option.offload_optimizer == Device.NONE else Resource.of(option.offload_optimizer)
     terms.append(_term("optimizer_states", opt_dev, M * part, "master", "fp32 master partition", f"{M} B/param / N",
                        src + "._create_fp32_partitions (always a copy)", EXACT))
-    grad_dev = "gpu" if option.offload_optimizer == Device.NONE else "cpu"
+    grad_dev = Resource.GPU if option.offload_optimizer == Device.NONE else Resource.CPU
     terms.append(_term("gradients", grad_dev, a * part, "lp_grads", "gradient partition buffer", f"{a} B/param / N",
                        src + "._setup_for_real_optimizer (grad_partitions_flat_buffer)", EXACT))
     if option.offload_optimizer == Device.CPU:
-        terms.append(_term("gradients", "cpu", M * part, "master_grads", "fp32 gradient buffers of the host "
+        terms.append(_term("gradients", Resource.CPU, M * part, "master_grads", "fp32 gradient buffers of the host "
                            "sub-groups", f"{M} B/param / N", src + ".initialize_optimizer_states "
                            "(subgroup_gradient_buffer)", EXACT))
     if s.contiguous_gradients:
         c = B.nbytes(s.communication_dtype)
-        terms.append(_term("buffers", "gpu", c * s.reduce_bucket_size, "ipg_buffer", "reduce bucket",
+        terms.append(_term("buffers", Resource.GPU, c * s.reduce_bucket_size, "ipg_buffer", "reduce bucket",
                            f"{c} B × reduce_bucket_size", src + "._setup_for_real_optimizer (IPG bucket.buffer)",
                            EXACT))
     return terms
@@ -472,18 +476,18 @@ def save_moments(spec: ModelSpec, s: Settings, option: Option, cluster: Cluster,
         L = spec.largest_layer_parameters
         every: tuple[Term, ...] = ()
         if L:
-            every = (_term("gathered_parameters", "gpu", w * L, "save_gathered", "one module gathered",
+            every = (_term("gathered_parameters", Resource.GPU, w * L, "save_gathered", "one module gathered",
                            f"{w} B × largest layer", eng + "._zero3_consolidated_16bit_state_dict "
                            "(GatheredParameters per module)", BOUND, SAVE),)
         # the consolidated model is whole: engine.py gathers across the data and the tensor dimensions
         moments.append(Moment("consolidate_16bit", every, (
-            _term("parameters", "cpu", w * spec.parameters, "consolidated_16bit", "whole 16-bit model on rank 0",
+            _term("parameters", Resource.CPU, w * spec.parameters, "consolidated_16bit", "whole 16-bit model on rank 0",
                   f"{w} B/param, rank 0", eng + "._zero3_consolidated_16bit_state_dict "
                   "(state_dict[key] = param.detach().cpu() on rank 0)", EXACT, SAVE),)))
     if save.checkpoint:
         if option.stage < 3:
             moments.append(Moment("model_states", (), (
-                _term("parameters", "cpu", w * P * writers, "model_states_copy",
+                _term("parameters", Resource.CPU, w * P * writers, "model_states_copy",
                       "model state dict copied to the host" + (f" by each of the {writers} tensor ranks on the node"
                                                                if writers > 1 else ""),
                       f"{w} B/param, data-parallel rank 0" + (f" × {writers}" if writers > 1 else ""),
@@ -494,7 +498,7 @@ def save_moments(spec: ModelSpec, s: Settings, option: Option, cluster: Cluster,
             # _save_zero_checkpoint: torch.save(optimizer.state_dict()) on every rank; torch's _save copies
             # each non-CPU storage to the host as it writes it, one at a time
             moments.append(Moment("optimizer_partition", (
-                _term("optimizer_states", "cpu", largest, "save_staging", "largest optimizer-state storage "
+                _term("optimizer_states", Resource.CPU, largest, "save_staging", "largest optimizer-state storage "
                       "copied to the host while it is written", "4 B × partition (or sub-group)",
                       "torch/serialization.py _save (storage.cpu() per storage); " + eng
                       + "._save_zero_checkpoint (every rank)", BOUND, SAVE),)))

@@ -23,7 +23,7 @@ from zeroadvisor.memory.persistence import full_copy_elements, persistent
 from zeroadvisor.memory.settings import Settings
 from zeroadvisor.memory.terms import Term, ceil_div, exact
 from zeroadvisor.model.spec import ModelSpec
-from zeroadvisor.vocab import Device, Precision
+from zeroadvisor.vocab import Device, Precision, Resource, TermKind
 
 FP32 = B.DTYPE_BYTES["fp32"]
 
@@ -116,7 +116,7 @@ def frozen_terms(s: Settings, opt: Option, N: int, spec: ModelSpec, notes: list[
     stage3 = opt.stage == 3
     share = (lambda n: ceil_div(n, N)) if stage3 else (lambda n: n)
     # offload_param moves every partitioned parameter (frozen ones too) to its device
-    device = opt.offload_param if stage3 and opt.offload_param != Device.NONE else "gpu"
+    device = Resource.of(opt.offload_param) if stage3 else Resource.GPU
     per = " / N" if stage3 else ""
     src = ("runtime/zero/partition_parameters.py Init (frozen parameters partitioned too)" if stage3
            else "engine.py _cast_module_mixed_precision (frozen parameters stay whole on every GPU)")
@@ -129,7 +129,7 @@ def frozen_terms(s: Settings, opt: Option, N: int, spec: ModelSpec, notes: list[
                       "zero_quantized_nontrainable_weights)", f"1 B/frozen param{per}", src),
                  Term("parameters", device, FP32 * ceil_div(part, B.ZEROPP_QUANT_GROUP), "frozen_scales",
                       "fp32 quantization scales of the frozen base", f"{FP32} B per {B.ZEROPP_QUANT_GROUP:,} elements",
-                      "zero/partition_parameters.py CUDAQuantizer.quantize", kind="allowance")]
+                      "zero/partition_parameters.py CUDAQuantizer.quantize", kind=TermKind.ALLOWANCE)]
     else:
         terms = [Term("parameters", device, w * share(floating), "frozen_params",
                       f"frozen base in {s.precision} ({spec.peft})", f"{w} B/frozen param{per}", src)]
@@ -139,9 +139,9 @@ def frozen_terms(s: Settings, opt: Option, N: int, spec: ModelSpec, notes: list[
                           f"quantized bytes{per}", "bitsandbytes functional.py quantize_4bit / int8_vectorwise_quant "
                           "(model/peft.py quantized_bytes)"))
         # bnb matmul_4bit / MatMul8bitLt dequantize one weight to the compute dtype for each matmul
-        terms.append(Term("buffers", "gpu", w * spec.largest_quantized_parameters, "dequantized_weight",
+        terms.append(Term("buffers", Resource.GPU, w * spec.largest_quantized_parameters, "dequantized_weight",
                           "the largest quantized weight dequantized for its matmul", f"{w} B × largest Linear",
-                          "bitsandbytes autograd/_functions.py matmul_4bit (dequantize_4bit)", kind="allowance"))
+                          "bitsandbytes autograd/_functions.py matmul_4bit (dequantize_4bit)", kind=TermKind.ALLOWANCE))
         if stage3:
             notes.append("QLoRA with ZeRO-3 needs bnb_4bit_quant_storage set to the training dtype so that "
                          "zero.Init can partition the packed weights (transformers' DeepSpeed/QLoRA guide); "
@@ -159,25 +159,25 @@ def _stage0(s: Settings, P: int, spec: ModelSpec, notes: list[str]) -> list[Term
     el = state_elements(s, spec, notes)
     if not s.mixed_precision:
         return [
-            Term("parameters", "gpu", FP32 * P, "lp_params", "fp32 parameters", "4 B/param",
+            Term("parameters", Resource.GPU, FP32 * P, "lp_params", "fp32 parameters", "4 B/param",
                  "engine.py: no ZeRO, fp32 -> the basic optimizer (_do_optimizer_sanity_check returns None)"),
-            Term("gradients", "gpu", FP32 * P, "lp_grads", "fp32 gradients", "4 B/param",
+            Term("gradients", Resource.GPU, FP32 * P, "lp_grads", "fp32 gradients", "4 B/param",
                  "torch autograd (param.grad)"),
-            Term("optimizer_states", "gpu", exact(el * FP32 * P), "optimizer_state",
+            Term("optimizer_states", Resource.GPU, exact(el * FP32 * P), "optimizer_state",
                  f"{s.optimizer_label} states ({el} × fp32)", f"{el}×4 B/param", "torch/DeepSpeed optimizer state"),
         ]
     w = B.nbytes(s.precision)
     # Gradient row = the larger of what is alive after backward (w-byte param.grad) and at the optimizer
     # step, where FP16_Optimizer.step has replaced them by one fp32 flat copy (p.grad = None): max(w, 4) = 4.
     return [
-        Term("parameters", "gpu", w * P, "lp_params", f"{s.precision} parameters (flat)", f"{w} B/param",
+        Term("parameters", Resource.GPU, w * P, "lp_params", f"{s.precision} parameters (flat)", f"{w} B/param",
              "fp16/fused_optimizer.py FP16_Optimizer.__init__ (fp16_groups_flat)"),
-        Term("gradients", "gpu", max(w, FP32) * P, "fp32_grads",
+        Term("gradients", Resource.GPU, max(w, FP32) * P, "fp32_grads",
              f"fp32 flat gradients at the step (they replace the {w}-byte grads)", "4 B/param",
              "fp16/fused_optimizer.py FP16_Optimizer.step (_flatten_dense_tensors of p.grad.to(fp32))"),
-        Term("optimizer_states", "gpu", FP32 * P, "master", "fp32 master weights", "4 B/param",
+        Term("optimizer_states", Resource.GPU, FP32 * P, "master", "fp32 master weights", "4 B/param",
              "fp16/fused_optimizer.py FP16_Optimizer.__init__ (fp32_groups_flat)"),
-        Term("optimizer_states", "gpu", exact(el * FP32 * P), "optimizer_state",
+        Term("optimizer_states", Resource.GPU, exact(el * FP32 * P), "optimizer_state",
              f"{s.optimizer_label} states ({el} × fp32)", f"{el}×4 B/param", "optimizer state on fp32_groups_flat"),
     ]
 
@@ -195,24 +195,24 @@ def _stage12(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, notes: l
     if uses_bf16_optimizer(s, opt):
         bsrc = "bf16_optimizer.py BF16_Optimizer._setup_for_real_optimizer"
         terms += [
-            Term("parameters", "gpu", w * flat, "lp_params", "bf16 parameters (flat)", f"{w} B/param", bsrc),
-            Term("gradients", "gpu", a * flat, "fp32_grads",
+            Term("parameters", Resource.GPU, w * flat, "lp_params", "bf16 parameters (flat)", f"{w} B/param", bsrc),
+            Term("gradients", Resource.GPU, a * flat, "fp32_grads",
                  "full-size fp32 gradient buffer (not partitioned)", f"{a} B/param", bsrc + " (fp32_flat_buffer)"),
         ]
         if not s.immediate_grad_update:
-            terms.append(Term("gradients", "gpu", w * P, "lp_grads", "bf16 gradients (kept; zeroed, not freed)",
+            terms.append(Term("gradients", Resource.GPU, w * P, "lp_grads", "bf16 gradients (kept; zeroed, not freed)",
                               f"{w} B/param", "bf16_optimizer.py BF16_Optimizer.update_hp_grads / clear_lp_grads"))
         terms += [
-            Term("optimizer_states", "gpu", M * part, "master", "fp32 master partition", f"{M} B/param / N",
+            Term("optimizer_states", Resource.GPU, M * part, "master", "fp32 master partition", f"{M} B/param / N",
                  bsrc + " (fp32_groups_flat_partition)"),
-            Term("optimizer_states", "gpu", exact(el * M * part), "optimizer_state",
+            Term("optimizer_states", Resource.GPU, exact(el * M * part), "optimizer_state",
                  f"{s.optimizer_label} states ({el} × fp32) on the partition", f"{el}×{M} B/param / N",
                  "optimizer state on fp32_groups_flat_partition"),
         ]
         return terms
 
     offload = opt.offload_optimizer != Device.NONE
-    terms.append(Term("parameters", "gpu", w * flat, "lp_params", f"{s.precision} parameters (flat)",
+    terms.append(Term("parameters", Resource.GPU, w * flat, "lp_params", f"{s.precision} parameters (flat)",
                       f"{w} B/param", src + ".__init__ (bit16_groups_flat)"))
     # _use_compact_grad_partition_buffer: fp32 accumulation with a 16-bit model keeps a compact fp32
     # partition buffer on the accelerator that receives the reduced gradients
@@ -220,9 +220,10 @@ def _stage12(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, notes: l
     terms += _stage12_gpu_grads(s, opt, P, part, compact, src, _layout12(s, opt, P, N, spec, compact, notes))
     if not offload:
         terms += [
-            Term("optimizer_states", "gpu", M * part, "master", f"{'fp32' if M == FP32 else '16-bit'} master partition",
+            Term("optimizer_states", Resource.GPU, M * part, "master",
+                 f"{'fp32' if M == FP32 else '16-bit'} master partition",
                  f"{M} B/param / N", src + ".__init__ (single_partition_of_fp32_groups)"),
-            Term("optimizer_states", "gpu", exact(el * state_bytes_gpu(s) * part), "optimizer_state",
+            Term("optimizer_states", Resource.GPU, exact(el * state_bytes_gpu(s) * part), "optimizer_state",
                  f"{s.optimizer_label} states ({el} × {state_bytes_gpu(s)} B) on the partition",
                  f"{el}×{state_bytes_gpu(s)} B/param / N", "optimizer state on single_partition_of_fp32_groups"),
         ]
@@ -235,14 +236,14 @@ def _stage12(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, notes: l
     pinned = " (pinned)" if s.offload_optimizer_pin_memory else ""
     Sc = _state_bytes_cpu(s)
     terms += [
-        Term("gradients", "cpu", M * part, "fp32_grads", f"fp32 gradient partition on the host{pinned}",
+        Term("gradients", Resource.CPU, M * part, "fp32_grads", f"fp32 gradient partition on the host{pinned}",
              f"{M} B/param / N", src + ".initialize_optimizer_states (single_grad_partition)"),
-        Term("optimizer_states", "cpu", M * part, "master", f"fp32 master partition on the host{pinned}",
+        Term("optimizer_states", Resource.CPU, M * part, "master", f"fp32 master partition on the host{pinned}",
              f"{M} B/param / N", src + ".__init__ (single_partition_of_fp32_groups)"),
-        Term("optimizer_states", "cpu", exact(el * Sc * part), "optimizer_state",
+        Term("optimizer_states", Resource.CPU, exact(el * Sc * part), "optimizer_state",
              f"{s.optimizer_label} states ({el} × {Sc} B) on the host", f"{el}×{Sc} B/param / N",
              "ops/adam/cpu_adam.py DeepSpeedCPUAdam state"),
-        Term("parameters", "cpu", w * part, "lp_param_staging",
+        Term("parameters", Resource.CPU, w * part, "lp_param_staging",
              f"{s.precision} copy of the partition for upload{pinned}",
              f"{w} B/param / N", src + ".__init__ (param_buffer_of_bit16_for_cpu_offload_groups)"),
     ]
@@ -291,11 +292,12 @@ def _stage12_gpu_grads(s: Settings, opt: Option, P: int, part: int, compact: boo
     offload = opt.offload_optimizer != Device.NONE
     at_step: list[Term] = []
     if compact:
-        at_step.append(Term("gradients", "gpu", a * part, "fp32_grads",
+        at_step.append(Term("gradients", Resource.GPU, a * part, "fp32_grads",
                             "fp32 gradient partition (compact accumulation buffer)", f"{a} B/param / N",
                             src + "._build_compact_grad_partition_buffer"))
         if M != a and not offload:
-            at_step.append(Term("gradients", "gpu", M * part, "master_grads", "gradient partition in the master dtype",
+            at_step.append(Term("gradients", Resource.GPU, M * part, "master_grads",
+                                "gradient partition in the master dtype",
                                 f"{M} B/param / N", src + ".step (single_grad_partition)"))
     elif not offload and layout is not None:
         # partition.py: grads_in_partition = touching parameters whole; step()'s flatten a view or a copy
@@ -303,11 +305,11 @@ def _stage12_gpu_grads(s: Settings, opt: Option, P: int, part: int, compact: boo
         worst = max(range(len(per_rank)), key=lambda i: w * per_rank[i][0] + M * per_rank[i][1])
         lp, master = per_rank[worst]
         r = layout.ranks[worst]
-        at_step.append(Term("gradients", "gpu", w * lp, "lp_grads",
+        at_step.append(Term("gradients", Resource.GPU, w * lp, "lp_grads",
                             f"{s.precision} gradients of the {r.params} parameter(s) touching the partition of rank "
                             f"{worst} (worst rank; whole parameters)", f"{w} B × touched elements",
                             src + ".copy_grads_in_partition (grads_in_partition)"))
-        at_step.append(Term("gradients", "gpu", M * master, "fp32_grads",
+        at_step.append(Term("gradients", Resource.GPU, M * master, "fp32_grads",
                             (f"{'fp32' if M == FP32 else 'low-precision'} gradient partition for the step"
                              if master else "gradient partition for the step: a view (partition inside one "
                              "parameter, no copy)"), f"{M} B/param / N" if master else "0",
@@ -315,9 +317,10 @@ def _stage12_gpu_grads(s: Settings, opt: Option, P: int, part: int, compact: boo
     elif not offload:
         # at the step: grads_in_partition (kept by the optimizer) + its flattened copy in the master dtype
         at_step += [
-            Term("gradients", "gpu", w * part, "lp_grads", f"{s.precision} gradient partition", f"{w} B/param / N",
+            Term("gradients", Resource.GPU, w * part, "lp_grads", f"{s.precision} gradient partition",
+                 f"{w} B/param / N",
                  src + ".copy_grads_in_partition (grads_in_partition)"),
-            Term("gradients", "gpu", M * part, "fp32_grads",
+            Term("gradients", Resource.GPU, M * part, "fp32_grads",
                  f"{'fp32' if M == FP32 else 'low-precision'} gradient partition for the step", f"{M} B/param / N",
                  src + ".step (single_grad_partition)"),
         ]
@@ -326,7 +329,7 @@ def _stage12_gpu_grads(s: Settings, opt: Option, P: int, part: int, compact: boo
         # dtype); step() frees them (free_grad_in_param_list) before the optimizer runs.
         g = a if s.grad_accum_dtype != s.precision else w
         if g * P > sum(term.nbytes for term in at_step):
-            return [Term("gradients", "gpu", g * P, "lp_grads",
+            return [Term("gradients", Resource.GPU, g * P, "lp_grads",
                          f"full-size {s.grad_accum_dtype if g == a else s.precision} gradients after backward "
                          "(stage 1 does not partition them; larger than what the step holds)", f"{g} B/param",
                          src + ".reduce_gradients (param.grad / grad_accum kept until step)")]
@@ -351,15 +354,15 @@ def _stage3_parameters(s: Settings, opt: Option, part: int) -> list[Term]:
     """The 16-bit parameter partition: on the GPU, or on the host (and NVMe past offload_param.max_in_cpu)."""
     w = B.nbytes(s.precision)
     if opt.offload_param == Device.NONE:
-        return [Term("parameters", "gpu", w * part, "lp_params", f"{s.precision} parameter partition",
+        return [Term("parameters", Resource.GPU, w * part, "lp_params", f"{s.precision} parameter partition",
                      f"{w} B/param / N", _STAGE3 + "._create_fp16_partitions_with_defragmentation (lp_param_buffer)")]
     in_cpu = part if opt.offload_param == Device.CPU else min(part, s.offload_param_max_in_cpu)
     pinned = " (pinned)" if s.offload_param_pin_memory else ""
-    terms = [Term("parameters", "cpu", w * in_cpu, "lp_params",
+    terms = [Term("parameters", Resource.CPU, w * in_cpu, "lp_params",
                   f"{s.precision} parameter partition on the host{pinned}", f"{w} B/param / N",
                   _STAGE3 + "._create_param_groups_fp16_flat_cpu_memory")]
     if opt.offload_param == Device.NVME and part > in_cpu:
-        terms.append(Term("parameters", "nvme", w * (part - in_cpu), "lp_params",
+        terms.append(Term("parameters", Resource.NVME, w * (part - in_cpu), "lp_params",
                           f"{s.precision} parameters beyond offload_param.max_in_cpu on NVMe",
                           f"{w} B/param / N", "swap_tensor/partitioned_param_swapper.py"))
     return terms
@@ -372,7 +375,7 @@ def _stage3_persistent(s: Settings, opt: Option, N: int, spec: ModelSpec, notes:
     full = full_copy_elements(keep, N, opt.offload_param != Device.NONE)
     if not full:
         return []
-    return [Term("parameters", "gpu", w * full, "persistent",
+    return [Term("parameters", Resource.GPU, w * full, "persistent",
                  f"{s.precision} full copies of {keep.count:,} persistent parameters "
                  f"(numel ≤ stage3_param_persistence_threshold {s.param_persistence_threshold:,}; "
                  f"{keep.elements:,} elements, {keep.how}; {keep.kind})",
@@ -403,27 +406,29 @@ def _stage3_gradients(s: Settings, opt: Option, part: int, sub: int, gpu_share: 
     a = B.nbytes(s.grad_accum_dtype)
     M = master_bytes(s)
     src = _STAGE3
-    grad_dev = "gpu" if opt.offload_optimizer == Device.NONE else "cpu"
+    grad_dev = Resource.GPU if opt.offload_optimizer == Device.NONE else Resource.CPU
     terms = [Term("gradients", grad_dev, a * part, "lp_grads" if a == w else "fp32_grads",
                   f"{s.grad_accum_dtype} gradient partition (flat buffer)", f"{a} B/param / N",
                   src + "._setup_for_real_optimizer (grad_partitions_flat_buffer)")]
     if opt.offload_optimizer == Device.NONE:
-        terms.append(Term("gradients", "gpu", M * sub, "fp32_grads",
+        terms.append(Term("gradients", Resource.GPU, M * sub, "fp32_grads",
                           "fp32 gradient of one sub-group during the step", f"{M} B × min(sub_group_size, P/N)",
                           src + "._prepare_fp32_grad_for_sub_group"))
     elif opt.offload_optimizer == Device.CPU:
         gpu_grad = exact(gpu_share * M * part)
         if gpu_grad:
-            terms.append(Term("gradients", "gpu", gpu_grad, "fp32_grads", "fp32 gradients of GPU-resident sub-groups",
+            terms.append(Term("gradients", Resource.GPU, gpu_grad, "fp32_grads",
+                              "fp32 gradients of GPU-resident sub-groups",
                               f"{M} B/param / N × {gpu_share}", src + ".initialize_optimizer_states"))
         pinned = " (pinned)" if s.offload_optimizer_pin_memory else ""
-        terms.append(Term("gradients", "cpu", M * part - gpu_grad, "master_grads",
+        terms.append(Term("gradients", Resource.CPU, M * part - gpu_grad, "master_grads",
                           f"fp32 gradient buffer per sub-group on the host{pinned}", f"{M} B/param / N",
                           src + ".initialize_optimizer_states (subgroup_gradient_buffer)"))
     else:  # nvme
-        terms.append(Term("gradients", "cpu", M * sub, "master_grads", "fp32 gradient buffer (largest sub-group)",
+        terms.append(Term("gradients", Resource.CPU, M * sub, "master_grads",
+                          "fp32 gradient buffer (largest sub-group)",
                           f"{M} B × min(sub_group_size, P/N)", src + ".initialize_optimizer_states (gradient_buffer)"))
-        terms.append(Term("gradients", "nvme", M * part, "master_grads", "fp32 gradients swapped to NVMe",
+        terms.append(Term("gradients", Resource.NVME, M * part, "master_grads", "fp32 gradients swapped to NVMe",
                           f"{M} B/param / N", src + "._optimizer_states_and_gradient_swap_out"))
     return terms
 
@@ -441,9 +446,9 @@ def _stage3_master_and_states(s: Settings, opt: Option, part: int, el: Fraction,
     if opt.offload_optimizer == Device.NVME:
         Sn = _state_bytes_cpu(s)
         return [
-            Term("optimizer_states", "nvme", M * part, "master", "fp32 master partition on NVMe",
+            Term("optimizer_states", Resource.NVME, M * part, "master", "fp32 master partition on NVMe",
                  f"{M} B/param / N", src + "._create_fp32_partitions (swappable)"),
-            Term("optimizer_states", "nvme", exact(el * Sn * part), "optimizer_state",
+            Term("optimizer_states", Resource.NVME, exact(el * Sn * part), "optimizer_state",
                  f"{s.optimizer_label} states ({el} × {Sn} B) on NVMe", f"{el}×{Sn} B/param / N",
                  "swap_tensor/partitioned_optimizer_swapper.py"),
         ]
@@ -451,21 +456,21 @@ def _stage3_master_and_states(s: Settings, opt: Option, part: int, el: Fraction,
     gpu_master = exact(gpu_share * M * part)
     cpu_master = M * part - gpu_master
     if gpu_master:
-        terms.append(Term("optimizer_states", "gpu", gpu_master, "master", "fp32 master partition",
+        terms.append(Term("optimizer_states", Resource.GPU, gpu_master, "master", "fp32 master partition",
                           f"{M} B/param / N", src + "._create_fp32_partitions"))
     if cpu_master:
-        terms.append(Term("optimizer_states", "cpu", cpu_master, "master", "fp32 master partition on the host",
+        terms.append(Term("optimizer_states", Resource.CPU, cpu_master, "master", "fp32 master partition on the host",
                           f"{M} B/param / N", src + "._create_fp32_partitions"))
     Sg = state_bytes_gpu(s)
     Sc = _state_bytes_cpu(s)
     gpu_states = exact(gpu_share * el * Sg * part)
     cpu_states = exact((1 - gpu_share) * el * Sc * part)
     if gpu_states or opt.offload_optimizer == Device.NONE:
-        terms.append(Term("optimizer_states", "gpu", gpu_states, "optimizer_state",
+        terms.append(Term("optimizer_states", Resource.GPU, gpu_states, "optimizer_state",
                           f"{s.optimizer_label} states ({el} × {Sg} B)", f"{el}×{Sg} B/param / N",
                           "optimizer state on fp32_partitioned_groups_flat"))
     if cpu_states:
-        terms.append(Term("optimizer_states", "cpu", cpu_states, "optimizer_state",
+        terms.append(Term("optimizer_states", Resource.CPU, cpu_states, "optimizer_state",
                           f"{s.optimizer_label} states ({el} × {Sc} B) on the host", f"{el}×{Sc} B/param / N",
                           "ops/adam/cpu_adam.py DeepSpeedCPUAdam state"))
     return terms
@@ -489,9 +494,9 @@ def paper_terms(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, notes
     p_share = n if opt.stage >= 3 else Fraction(1)
     g_share = n if opt.stage >= 2 else Fraction(1)
     k_share = n if opt.stage >= 1 else Fraction(1)
-    p_dev = "cpu" if opt.offload_param != Device.NONE and opt.stage == 3 else "gpu"
-    k_dev = "cpu" if opt.offload_optimizer != Device.NONE and opt.stage >= 1 else "gpu"
-    g_dev = "cpu" if k_dev == "cpu" and opt.stage >= 2 else "gpu"
+    p_dev = Resource.CPU if opt.offload_param != Device.NONE and opt.stage == 3 else Resource.GPU
+    k_dev = Resource.CPU if opt.offload_optimizer != Device.NONE and opt.stage >= 1 else Resource.GPU
+    g_dev = Resource.CPU if k_dev == Resource.CPU and opt.stage >= 2 else Resource.GPU
     src = "ZeRO paper §3.1/§5"
     frozen = [t for t in frozen_terms(s, opt, N, spec, notes) if t.row != "buffers"]
     return [

@@ -24,7 +24,7 @@ from zeroadvisor.memory.settings import Settings
 from zeroadvisor.memory.states import master_bytes, partition_stage3, partition_stage12, uses_bf16_optimizer
 from zeroadvisor.memory.terms import Term
 from zeroadvisor.model.spec import CLIENT_OPTIMIZER_NAMES, DEFAULT_CLIENT_OPTIMIZER
-from zeroadvisor.vocab import Device
+from zeroadvisor.vocab import Device, Resource, TermKind
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +126,7 @@ def step_terms(s: Settings, option: Option, P: int, N: int, activations: int, op
     if not extra:
         return []
     # a buffer of the step, not a model state (model states stay what DeepSpeed's own estimator counts)
-    return [Term("buffers", "gpu", extra, KEY,
+    return [Term("buffers", Resource.GPU, extra, KEY,
                  f"{impl.words} step temporaries beyond the activations freed before the step",
                  f"max(0, {impl.temporaries} × {master_bytes(s)} B × stepped partition - activations)",
-                 impl.source, kind="bound")]
+                 impl.source, kind=TermKind.BOUND)]

@@ -5,12 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
+from zeroadvisor.vocab import Phase, Resource, TermKind
+
 ROWS = ("parameters", "gradients", "optimizer_states", "model_states", "gathered_parameters", "buffers",
         "activations", "overhead", "total")
 STATE_ROWS = ("parameters", "gradients", "optimizer_states")
-DEVICES = ("gpu", "cpu", "nvme")  # cpu = host RAM of the process that drives one GPU
-PHASES = ("load", "train", "save")
-KINDS = ("exact", "bound", "allowance")  # computed from the code / an upper bound / a stated allowance
+DEVICES = tuple(Resource)  # cpu = host RAM of the process that drives one GPU
+PHASES = tuple(Phase)
+KINDS = tuple(TermKind)  # computed from the code / an upper bound / a stated allowance
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,14 +28,14 @@ class Term:
     """
 
     row: str
-    device: str
+    device: Resource
     nbytes: int
     key: str
     what: str
     formula: str
     source: str
-    phase: str = "train"
-    kind: str = "exact"
+    phase: Phase = Phase.TRAIN
+    kind: TermKind = TermKind.EXACT
     # ``nbytes`` is the expected bytes (what DeepSpeed/torch allocate in the usual case); ``bound`` the most they
     # can be where the code leaves room above that (None: the expected bytes are also the most). The verdict
     # compares the expected peak with the card and the span up to the bound decides "tight" (memory/verdict.py).

@@ -25,13 +25,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from zeroadvisor.vocab import Verdict
+from zeroadvisor.vocab import Capacity, Phase, Verdict
 
 FITS, TIGHT, DOES_NOT_FIT, UNKNOWN = Verdict.FITS, Verdict.TIGHT, Verdict.DOES_NOT_FIT, Verdict.UNKNOWN
 VERDICTS = (FITS, TIGHT, DOES_NOT_FIT)  # best to worst: what a peak against a capacity can be
 DEFAULT_HEADROOM = 0.10  # the share of each capacity a "fits" leaves free
-RESOURCES = ("gpu", "host", "nvme")
-RESOURCE_WORDS = {"gpu": "GPU memory", "host": "host RAM per node", "nvme": "NVMe per node"}
+RESOURCES = tuple(Capacity)
+RESOURCE_WORDS = {Capacity.GPU: "GPU memory", Capacity.HOST: "host RAM per node", Capacity.NVME: "NVMe per node"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,23 +40,23 @@ class PhasePeak:
     ``gpu_bound``: the GPU peak's bound (None: the expected peak; host and NVMe terms carry no bound above their
     expected bytes yet)."""
 
-    phase: str
+    phase: Phase
     gpu: int
     host_per_node: int
     nvme_per_node: int
     gpu_bound: int | None = None
 
-    def of(self, resource: str) -> int:
-        return {"gpu": self.gpu, "host": self.host_per_node, "nvme": self.nvme_per_node}[resource]
+    def of(self, resource: Capacity) -> int:
+        return {Capacity.GPU: self.gpu, Capacity.HOST: self.host_per_node, Capacity.NVME: self.nvme_per_node}[resource]
 
-    def bound_of(self, resource: str) -> int:
+    def bound_of(self, resource: Capacity) -> int:
         """The peak's bound on ``resource``: at least the expected peak."""
         value = self.of(resource)
-        return max(value, self.gpu_bound) if resource == "gpu" and self.gpu_bound is not None else value
+        return max(value, self.gpu_bound) if resource == Capacity.GPU and self.gpu_bound is not None else value
 
     def to_dict(self) -> dict[str, int]:
         return {"gpu": int(self.gpu), "host_per_node": int(self.host_per_node),
-                "nvme_per_node": int(self.nvme_per_node), "gpu_bound": int(self.bound_of("gpu"))}
+                "nvme_per_node": int(self.nvme_per_node), "gpu_bound": int(self.bound_of(Capacity.GPU))}
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,8 +64,8 @@ class Judgement:
     """The verdict, and which phase and resource decide it (the largest share of its capacity)."""
 
     verdict: Verdict | None  # None: no capacity known for any resource
-    phase: str  # the binding phase
-    resource: str  # the binding resource
+    phase: Phase  # the binding phase
+    resource: Capacity  # the binding resource
     peak: int  # the binding peak (bytes)
     capacity: int | None
 
@@ -83,7 +83,7 @@ def judge_one(peak: int, capacity: int, headroom: float, bound: int | None = Non
     return FITS
 
 
-def judge(peaks: list[PhasePeak], capacities: dict[str, int | None], headroom: float) -> Judgement:
+def judge(peaks: list[PhasePeak], capacities: dict[Capacity, int | None], headroom: float) -> Judgement:
     """The worst verdict over every phase and every resource whose capacity is known.
 
     The binding phase and resource are the pair with the largest peak-to-capacity share; with no
@@ -92,9 +92,9 @@ def judge(peaks: list[PhasePeak], capacities: dict[str, int | None], headroom: f
     known = [(r, c) for r, c in capacities.items() if c is not None]
     if not known:
         top = max(peaks, key=lambda p: p.gpu)
-        return Judgement(None, top.phase, "gpu", top.gpu, None)
+        return Judgement(None, top.phase, Capacity.GPU, top.gpu, None)
     worst = FITS
-    binding: tuple[Fraction, PhasePeak, str, int] | None = None
+    binding: tuple[Fraction, PhasePeak, Capacity, int] | None = None
     for peak in peaks:
         for resource, capacity in known:
             value = peak.of(resource)

@@ -21,7 +21,7 @@ from zeroadvisor.memory.estimate import Estimate, StageEstimate
 from zeroadvisor.memory.terms import ROWS
 from zeroadvisor.report import escape, overview
 from zeroadvisor.units import format_bytes, scale, unit_for
-from zeroadvisor.vocab import Accounting, Device, Verdict
+from zeroadvisor.vocab import Accounting, Device, Phase, Verdict
 
 if TYPE_CHECKING:
     from zeroadvisor.advisor.lead import Lead
@@ -383,7 +383,7 @@ def explain_lines(st: StageEstimate, unit: str, width: int = DEFAULT_WIDTH) -> l
                         "they say per node; kind: exact (DeepSpeed/transformers/torch allocate it), bound, allowance; "
                         "bytes expected, \"up to\" the bound where the code leaves room above them:",
                         width=width, subsequent_indent="  ")
-    for phase in ("load", "train", "save"):
+    for phase in Phase:  # in the order they happen
         terms = [t for t in st.terms if t.phase == phase and t.nbytes]
         if not terms:
             continue

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from zeroadvisor import vocab as labels
-from zeroadvisor.vocab import Device, Verdict
+from zeroadvisor.vocab import Capacity, Device, Verdict
 
 if TYPE_CHECKING:
     from zeroadvisor.advisor.lead import Lead, NoFix
@@ -73,11 +73,12 @@ def verdict_sentence(estimate: Estimate | None, rec: Lead | None, unit: str,
             "Verdict: no memory estimate (the config could not be estimated; see the findings)."
     else:
         capacity = estimate.cluster.capacities()[st.binding_resource]
-        peak = {"gpu": st.peak_gpu, "host": st.peak_host_per_node, "nvme": st.peak_nvme_per_node}[st.binding_resource]
+        peak = {Capacity.GPU: st.peak_gpu, Capacity.HOST: st.peak_host_per_node,
+                Capacity.NVME: st.peak_nvme_per_node}[st.binding_resource]
         where = f"{verdicts.RESOURCE_WORDS[st.binding_resource]} {labels.PHASE_WORDS[st.binding_phase]}"
         against = f" of {format_bytes(capacity, unit)}" if capacity is not None else ""
         # the expected peak, and the span up to its bound where a term leaves room (memory/verdict.py)
-        bound = st.peak_gpu_bound if st.binding_resource == "gpu" else peak
+        bound = st.peak_gpu_bound if st.binding_resource == Capacity.GPU else peak
         span = f" expected, up to {format_bytes(bound, unit)}," if bound > peak else ""
         text = (f"Verdict ({labels.option_plain(st.option)}): {verdict_words(st)}; peak "
                 f"{format_bytes(peak, unit)}{span}{against} {where}")

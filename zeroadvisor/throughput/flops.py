@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from zeroadvisor.model.spec import ModelSpec
+from zeroadvisor.model.spec import Checkpointing, ModelSpec
 
 # FLOPs per multiplied weight per token (Kaplan et al. 2020 §2.1): forward 2, backward 4.
 FORWARD_PER_WEIGHT = 2
@@ -82,7 +82,8 @@ def attention_width(model: ModelSpec) -> int | None:
     return model.hidden_size
 
 
-def token_flops(model: ModelSpec, sequence_length: int, checkpointing: str = "none") -> TokenFlops:
+def token_flops(model: ModelSpec, sequence_length: int,
+                checkpointing: Checkpointing = Checkpointing.NONE) -> TokenFlops:
     """Training FLOPs of one token at ``sequence_length`` (module docstring for the formula)."""
     n, notes = matmul_weights(model)
     q = attention_width(model)
@@ -94,9 +95,9 @@ def token_flops(model: ModelSpec, sequence_length: int, checkpointing: str = "no
         notes.append("attention products not counted: the layer count and width are unknown (6N only)")
     forward = FORWARD_PER_WEIGHT * n + attention_forward
     backward = 2 * forward  # BACKWARD_PER_WEIGHT / FORWARD_PER_WEIGHT: input and weight gradients
-    if checkpointing == "full":
+    if checkpointing == Checkpointing.FULL:
         recompute = forward  # Narayanan et al. 2021 §5.1: the forward runs again in backward
-    elif checkpointing == "selective":
+    elif checkpointing == Checkpointing.SELECTIVE:
         recompute = attention_forward  # Korthikanti et al. 2022 §5: only the attention core
     else:
         recompute = 0

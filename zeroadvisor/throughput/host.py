@@ -31,7 +31,7 @@ is Python on the thread that also launches the GPU kernels.
 
 from __future__ import annotations
 
-from zeroadvisor.model.spec import ModelSpec
+from zeroadvisor.model.spec import Checkpointing, ModelSpec
 
 # benchmarks/zero3_fetch_overhead.json "by_ranks" "1" "per_module_fetch_s" (tests check they agree).
 ZERO3_FETCH_HOST_S = 321e-6  # 1 rank, slope over 16-256 modules; 2 ranks with gloo: 1264e-6
@@ -61,6 +61,6 @@ def modules_with_parameters(model: ModelSpec) -> tuple[int | None, str]:
     return total, f"estimated: {per_layer} per layer x {model.num_layers} layers + embedding, final norm, head"
 
 
-def fetches_per_micro_step(checkpointing: str) -> int:
+def fetches_per_micro_step(checkpointing: Checkpointing) -> int:
     """Forward and backward, and the recomputed forward under full checkpointing (module docstring)."""
-    return 3 if checkpointing == "full" else 2
+    return 3 if checkpointing == Checkpointing.FULL else 2
