@@ -112,3 +112,14 @@ def test_the_cli_reads_it_from_the_environment(cli, tmp_path):
         return next(t["bytes"] for t in st["terms"] if t["key"] == "fragmentation")
 
     assert frag(expandable) < frag(plain) * Fraction(1, 10)
+
+
+def test_the_cli_reads_it_from_the_launch_command(cli, tmp_path):
+    config = tmp_path / "ds.json"
+    config.write_text(json.dumps({"train_micro_batch_size_per_gpu": "auto", "bf16": {"enabled": "auto"},
+                                  "zero_optimization": {"stage": 2}}))
+    result = cli("check", str(config), "--model", "sample_configs/models/llama-2-7b.yaml", "--seq-len", "2048",
+                 "--gpu-memory", "80GiB", "--format", "json", "--", f"PYTORCH_CUDA_ALLOC_CONF={EXPANDABLE}",
+                 "torchrun", "--nproc-per-node", "8", "train.py", env={"PYTORCH_CUDA_ALLOC_CONF": None})
+    assert result.returncode in (0, 1), result.stderr
+    assert json.loads(result.stdout)["estimate"]["cluster"]["alloc_conf"] == EXPANDABLE

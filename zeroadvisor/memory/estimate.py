@@ -287,7 +287,7 @@ def _allocator_assumed(run: _Run, stages: list[StageEstimate]) -> list[AssumedIn
                                  configured.option)
     if expandable.counted_verdict == configured.counted_verdict:
         return []
-    return [AssumedInput.of("alloc_conf", None, (
+    return [AssumedInput.of("alloc_conf", "unset", (
         f"costed with torch's default caching allocator ({configured.counted_verdict}); with "
         f"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True in the run's environment the fragmentation allowance "
         f"is a 2 MiB page per re-allocated tensor kind and the run is {expandable.counted_verdict}"))]
