@@ -681,10 +681,14 @@ def _verdict_moves(st: StageEstimate, nbytes: int, cluster: Cluster) -> bool:
     if not nbytes or capacity is None or train is None:
         return False
     others = max((p.gpu for name, p in st.phases.items() if name != Phase.TRAIN), default=0)
-    def verdict(train_gpu: int) -> Verdict:
-        return judge_one(max(train_gpu, others), capacity, cluster.headroom)
+    others_bound = max((p.bound_of(Capacity.GPU) for name, p in st.phases.items() if name != Phase.TRAIN), default=0)
+    train_bound = train.bound_of(Capacity.GPU)
 
-    return verdict(train.gpu) != verdict(train.gpu - nbytes)
+    def verdict(less: int) -> Verdict:  # the expected peak and its bound, each less ``less`` in the train phase
+        return judge_one(max(train.gpu - less, others), capacity, cluster.headroom,
+                         max(train_bound - less, others_bound))
+
+    return verdict(0) != verdict(nbytes)
 
 
 def _assumed_inputs(ctx: Context) -> Iterator[Hit]:
