@@ -82,10 +82,11 @@ def test_every_input_names_a_flag_of_estimate_and_check_and_a_description_field(
         for field in filter(None, (part.strip() for part in source.field.split(","))):
             assert field in fields, name
     # only the optimizer (config-only), the stage (a config key, not a model fact), the machine facts of the
-    # step time and the DeepSpeed release (a fact of the environment) lack a field
+    # step time, the DeepSpeed release and the allocator's PYTORCH_CUDA_ALLOC_CONF (facts of the environment) lack a
+    # field
     assert {n for n, s in INPUTS.items() if not s.field} == {"optimizer", "zero_stage", "efficiency", "cpu_cores",
                                                              "inter_node_bandwidth", "nvme_bandwidth", "launcher",
-                                                             "gpu_variant", "deepspeed_version"}
+                                                             "gpu_variant", "deepspeed_version", "alloc_conf"}
 
 
 # -- sequence length -------------------------------------------------------------------------------

@@ -152,9 +152,11 @@ def test_mixtral_does_not_fit_on_a10g_and_nothing_fits(tmp_path):
 def test_headroom_changes_the_verdict(tmp_path):
     m = model(tmp_path, LLAMA2_7B, sequence_length=4096, activation_checkpointing="full")
     config = {**BF16, "train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 2}}
-    peak = check(config, m).estimate.configured.peak_gpu
+    configured = check(config, m).estimate.configured
+    peak = configured.peak_gpu
     gpu = resolve_gpu("A100-SXM4-80GB").memory_bytes
-    edge = (gpu - peak) / gpu  # headroom that leaves exactly the estimate
+    # headroom that leaves exactly the expected peak's bound: "fits" keeps the bound out of the headroom
+    edge = (gpu - configured.peak_gpu_bound) / gpu
     # the headroom is the one margin: it turns "fits" into "tight", never into "does not fit"
     assert check(config, m, headroom=max(edge - 0.01, 0)).estimate.configured.verdict == "fits"
     tight = check(config, m, headroom=min(edge + 0.01, 0.99))

@@ -354,9 +354,12 @@ def test_fits():
 
 
 def test_overhead_allowance():
+    # no activations counted (no sequence length) and nothing gathered at stage 2: nothing is re-allocated every
+    # step, so the expected fragmentation is 0 (memory/allocator.py); its bound keeps 10% of every GPU row
     st = run(cfg(2)).stage(2)
     other = st.per_gpu["model_states"] + st.per_gpu["buffers"] + st.per_gpu["gathered_parameters"]
-    assert st.per_gpu["overhead"] == 2**30 + (other + 5) // 10
+    assert st.per_gpu["overhead"] == 2**30
+    assert st.per_gpu_bound["overhead"] == 2**30 + (other + 5) // 10
 
 
 def test_invalid_inputs():

@@ -59,7 +59,9 @@ class Shortfall:
 
 
 def peak(stage: StageEstimate, resource: Capacity) -> int:
-    return {Capacity.GPU: stage.peak_gpu, Capacity.HOST: stage.peak_host_per_node,
+    """What ``stage`` needs of ``resource`` to fit with the headroom left free: on the GPU the expected peak's bound
+    (memory/verdict.py: "fits" is the bound under the usable memory)."""
+    return {Capacity.GPU: stage.peak_gpu_bound, Capacity.HOST: stage.peak_host_per_node,
             Capacity.NVME: stage.peak_nvme_per_node}[resource]
 
 

@@ -547,11 +547,15 @@ def _tight_fit(ctx: Context) -> Iterator[Hit]:
             Capacity.NVME: current.peak_nvme_per_node}
     given = capacity[resource]
     assert given is not None  # a tight verdict binds on a capacity that is given
-    yield Hit(_anchor(ctx), f"{_label(current.option)} peaks at {a.fmt(peak[resource])} of "
-                            f"{RESOURCE_WORDS[resource]} {_phase_words(current)}: within the "
-                            f"{a.fmt(given)} there is, but inside the {b.headroom:.0%} headroom "
-                            "(--headroom), where allocator fragmentation and library workspaces decide; real "
-                            "runs that close to the limit OOM intermittently")
+    # the expected peak, and the span up to its bound where that is what reaches the headroom (memory/verdict.py)
+    bound = current.peak_gpu_bound if resource == Capacity.GPU else peak[resource]
+    span = f" expected, up to {a.fmt(bound)}," if bound > peak[resource] else ""
+    where = (f"the bound is over the {a.fmt(given)} there is" if bound > given else
+             f"within the {a.fmt(given)} there is, but inside the {b.headroom:.0%} headroom (--headroom)")
+    yield Hit(_anchor(ctx), f"{_label(current.option)} peaks at {a.fmt(peak[resource])}{span} of "
+                            f"{RESOURCE_WORDS[resource]} {_phase_words(current)}: {where}, where allocator "
+                            "fragmentation and library workspaces decide; real runs that close to the limit OOM "
+                            "intermittently")
 
 
 TIGHT_FIT = Rule(
@@ -560,8 +564,9 @@ TIGHT_FIT = Rule(
     severity=Severity.WARNING,
     summary="The configured setup fits, but only inside the headroom.",
     explanation=(
-        "The peak over the load, train and save phases is within the GPU's memory (or the host RAM / "
-        "NVMe given) but above it less --headroom (default 10%). The estimate already includes "
+        "The expected peak over the load, train and save phases is within the GPU's memory (or the host RAM / "
+        "NVMe given) but it, or the bound of the terms that leave room above their expected bytes, is above it "
+        "less --headroom (default 10%). The estimate already includes "
         "allowances for the CUDA context and fragmentation; the headroom is the one margin for what "
         "varies between runs. Lower the micro batch, checkpoint activations or pick a stage that "
         "leaves room (does-not-fit's search lists the options)."
@@ -676,10 +681,14 @@ def _verdict_moves(st: StageEstimate, nbytes: int, cluster: Cluster) -> bool:
     if not nbytes or capacity is None or train is None:
         return False
     others = max((p.gpu for name, p in st.phases.items() if name != Phase.TRAIN), default=0)
-    def verdict(train_gpu: int) -> Verdict:
-        return judge_one(max(train_gpu, others), capacity, cluster.headroom)
+    others_bound = max((p.bound_of(Capacity.GPU) for name, p in st.phases.items() if name != Phase.TRAIN), default=0)
+    train_bound = train.bound_of(Capacity.GPU)
 
-    return verdict(train.gpu) != verdict(train.gpu - nbytes)
+    def verdict(less: int) -> Verdict:  # the expected peak and its bound, each less ``less`` in the train phase
+        return judge_one(max(train.gpu - less, others), capacity, cluster.headroom,
+                         max(train_bound - less, others_bound))
+
+    return verdict(0) != verdict(nbytes)
 
 
 def _assumed_inputs(ctx: Context) -> Iterator[Hit]:

@@ -129,6 +129,7 @@ class Launch:
     # what to give where the command leaves the world size to the machine ("" when it states it)
     world_missing: str = ""
     overrides: tuple[Override, ...] = ()  # accelerate launch options over its --config_file's keys
+    env: tuple[tuple[str, str], ...] = ()  # the command's VAR=value prefixes, in order (the run's environment)
 
 
 def parse_launch(words: list[str] | str, cwd: str | None = None) -> Launch:
@@ -160,7 +161,7 @@ def parse_launch(words: list[str] | str, cwd: str | None = None) -> Launch:
     config = _accelerate_config_option(options) if launcher == "accelerate" else None
     overrides = _accelerate_overrides(options) if config is not None else ()
     return Launch(LAUNCHERS[launcher].name, world.size, world.origin, script, training, tuple(notes),
-                  world.per_node, config, world.missing, overrides)
+                  world.per_node, config, world.missing, overrides, tuple(env.items()))
 
 
 def _launcher(words: list[str]) -> tuple[str, list[str]]:

@@ -169,8 +169,21 @@ def build(request: Request, *, spelling: Spelling = KEYWORDS, project: bool = Fa
         _refuse_missing(command, values, spelling, project, deferred)
     configs, notes = _from_files(command, values, spelling, project, trainer, need_world=not lint_only)
     _refuse_fix_without_file(command, values, configs, spelling)
+    values["alloc_conf"] = alloc_conf(trainer)
     inputs = _assemble(command, values, spelling, project, trainer, configs, tuple(notes), readings, lint_only)
     return replace(inputs, excludes=_excludes(values, found[0] if found is not None else None, spelling))
+
+
+def alloc_conf(trainer: TrainerInputs | None, environ: Mapping[str, str] | None = None) -> str | None:
+    """The run's PYTORCH_CUDA_ALLOC_CONF (memory/allocator.py): the launch command's VAR=value prefix, else this
+    process's environment (the job's, for preflight; the shell's that runs the launch command, for the CLI);
+    None where neither sets it."""
+    from zeroadvisor.memory.cluster import ALLOC_CONF_ENV as ENV
+
+    given = dict(trainer.env) if trainer is not None else {}
+    if ENV in given:
+        return given[ENV]
+    return (os.environ if environ is None else environ).get(ENV)
 
 
 def _plain(name: str, value: object) -> object:
@@ -534,7 +547,8 @@ def _cluster(command: Command, values: Values, spelling: Spelling) -> Cluster:
                      _number(values, "gpu_memory") or (card.memory_bytes if card else None), headroom)
         return Cluster(gpus=cast(int, values["gpus"]), gpus_per_node=_number(values, "gpus_per_node"),
                        gpu_memory=_number(values, "gpu_memory"), cpu_memory=_number(values, "cpu_memory"),
-                       nvme=_number(values, "nvme"), headroom=headroom, gpu=card)
+                       nvme=_number(values, "nvme"), headroom=headroom, gpu=card,
+                       alloc_conf=cast("str | None", values.get("alloc_conf")))
     except EstimateError as err:  # the bounds of memory/cluster.py, on values given together
         raise UsageError(str(err)) from None
 

@@ -33,6 +33,7 @@ class TrainerInputs:
     accelerate_config: str | None = None  # accelerate launch --config_file: the config it launches with
     world_missing: str = ""  # where world is None: what would state it, for the one error that asks
     overrides: tuple[Override, ...] = ()  # accelerate launch options over the keys of its --config_file
+    env: tuple[tuple[str, str], ...] = ()  # the launch command's VAR=value prefixes (config/launch.py Launch.env)
 
     @property
     def checkpointing(self) -> str | None:
@@ -58,4 +59,4 @@ def read_trainer(training_args: str | None, launch: str | None) -> TrainerInputs
     training = merge(training, command.training) if training is not None else command.training
     return TrainerInputs(training, command.notes + training.notes, command.world_size, command.world_from,
                          LAUNCHER_OF_COMMAND.get(command.launcher), command.per_node, command.accelerate_config,
-                         command.world_missing, command.overrides)
+                         command.world_missing, command.overrides, command.env)

@@ -64,6 +64,9 @@ INPUTS: dict[str, Input] = {
     # the release whose defaults the estimate reads where no pin, installed DeepSpeed or flag said it
     # (inputs/release.py); only a default that moves host memory makes it count (release_assumption)
     "deepspeed_version": Input("DeepSpeed release (its offload pin_memory default)", "--deepspeed-version", ""),
+    # the run's allocator settings: read from the environment and the launch command's VAR=value prefixes
+    # (memory/allocator.py); no flag or model field sets it
+    "alloc_conf": Input("PYTORCH_CUDA_ALLOC_CONF", "", ""),
 }
 
 # Hardware field -> INPUTS key, for the step-time defaults (hardware/machine.py Hardware.defaulted).
@@ -132,6 +135,8 @@ class AssumedInput:
         ways = [f"flag {self.flag}" if self.flag else "",
                 f"model-description field {self.field}" if self.field else ""]
         ways = [w for w in ways if w]
+        if self.name == "alloc_conf":
+            return "set it in the environment the run has, or as a VAR=value prefix of the launch command"
         if not ways:
             return "set it in the DeepSpeed config"
         return "set it with " + " or ".join(ways)
@@ -157,7 +162,8 @@ class AssumedInput:
             return f"{self.words} {self.shown_value()} ({self.flag})"
         if self.flag:
             return f"{self.flag.split('/')[0]} {self.shown_value()}"
-        where = f"model field {self.field}" if self.field else "the DeepSpeed config"
+        where = (f"model field {self.field}" if self.field else "the environment" if self.name == "alloc_conf"
+                 else "the DeepSpeed config")
         return f"{self.words} {self.shown_value()} ({where})"
 
     def to_dict(self) -> JSONObject:

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from fractions import Fraction
-
 from zeroadvisor.memory import bytes as B
 from zeroadvisor.memory.autocast import Autocast
 from zeroadvisor.memory.options import Option
 from zeroadvisor.memory.persistence import persistent
 from zeroadvisor.memory.settings import Settings
 from zeroadvisor.memory.states import master_bytes, partition_stage3, uses_bf16_optimizer
-from zeroadvisor.memory.terms import Term, ceil_div, exact
+from zeroadvisor.memory.terms import Term, ceil_div
 from zeroadvisor.model.spec import ModelSpec
 from zeroadvisor.vocab import Device, Resource, TermKind
 
@@ -19,14 +17,14 @@ from zeroadvisor.vocab import Device, Resource, TermKind
 ENGINE_ALLREDUCE_ELEMENTS = 500_000_000
 
 # Overhead allowance (an assumption, not a DeepSpeed allocation): the CUDA context plus NCCL and
-# cuBLAS workspaces (≈ 0.3-2 GiB in field reports, memory-model.md §7.5), and fragmentation of the
-# caching allocator (the ZeRO paper saw OOM with > 30 % free; Megatron adds 5 %; memory-model.md §10
-# budgets 5-10 %). We take 1 GiB + 10 % of everything else on the GPU.
+# cuBLAS workspaces (≈ 0.3-2 GiB in field reports, memory-model.md §7.5), 1 GiB; and the caching allocator's
+# fragmentation of what is re-allocated every step (memory/allocator.py, which PYTORCH_CUDA_ALLOC_CONF moves).
 CUDA_CONTEXT_BYTES = 2**30
 FP32_BYTES = B.DTYPE_BYTES["fp32"]
-FRAGMENTATION = Fraction(1, 10)
-OVERHEAD_ASSUMPTION = ("overhead = 1 GiB (CUDA context, NCCL/cuBLAS workspaces) + 10% of the other GPU rows "
-                       "(allocator fragmentation): an allowance, not a DeepSpeed allocation")
+OVERHEAD_ASSUMPTION = ("overhead = 1 GiB (CUDA context, NCCL/cuBLAS workspaces) + allocator fragmentation: 10% of "
+                       "what is freed and re-allocated every step (activations, gathered parameters, temporaries; "
+                       "up to 10% of every GPU row), a 2 MiB page each with expandable_segments: an allowance, not "
+                       "a DeepSpeed allocation")
 
 
 def largest_layer(spec: ModelSpec, notes: list[str]) -> int:
@@ -217,7 +215,3 @@ def qgz_term(largest: int, gpus_per_node: int) -> Term:
                 f"ZeRO++ int4 gradient all-to-all buffers of the largest gradient ({largest:,} elements, "
                 f"{g} GPUs per node)", "n/2 + n/2 B (intra-node) + n/2g + n/2g + 2n/g B (inter-node, fp16)",
                 "comm/coalesced_collectives.py all_to_all_quant_reduce", kind=TermKind.BOUND)
-
-
-def overhead_bytes(other_gpu_bytes: int) -> int:
-    return CUDA_CONTEXT_BYTES + exact(FRAGMENTATION * other_gpu_bytes)

@@ -28,6 +28,8 @@ MAX_MEMORY_BYTES = 10**18
 # than 1 MiB, and a budget of zero bytes ("--gpu-memory 1B", "--headroom 99.9999999999%") has no answer (the
 # advice divides by it).
 MIN_GPU_MEMORY = 2**20
+# The environment variable that configures torch's CUDA caching allocator (memory/allocator.py reads its value).
+ALLOC_CONF_ENV = "PYTORCH_CUDA_ALLOC_CONF"
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +43,9 @@ class Cluster:
     nvme: int | None = None
     headroom: float = DEFAULT_HEADROOM  # share of each capacity a "fits" leaves free (memory/verdict.py)
     gpu: GpuSpec | None = None  # the named card (--gpu); its memory is gpu_memory when that is not given
+    # the run's PYTORCH_CUDA_ALLOC_CONF (its environment or launch command; None: nobody said): expandable
+    # segments change the allocator's fragmentation (memory/allocator.py)
+    alloc_conf: str | None = None
     # False where gpus_per_node is the default (min(gpus, 8)): an Accelerate config's machines may decide it
     per_node_given: bool = field(default=True, init=False, repr=False, compare=False)
 
@@ -91,7 +96,7 @@ class Cluster:
         return {"gpus": self.gpus, "gpus_per_node": self.gpus_per_node, "nodes": self.nodes,
                 "gpu": None if self.gpu is None else self.gpu.to_dict(), "gpu_memory": self.gpu_memory,
                 "cpu_memory": self.cpu_memory, "nvme": self.nvme, "headroom": self.headroom,
-                "usable_gpu_memory": self.usable_gpu_memory}
+                "usable_gpu_memory": self.usable_gpu_memory, "alloc_conf": self.alloc_conf}
 
 
 def headroom_allowed(share: float | Fraction) -> bool:

@@ -12,15 +12,10 @@ from zeroadvisor.config.limits import MAX_GPUS
 from zeroadvisor.deepspeed import schema
 from zeroadvisor.deepspeed.settings import Config, as_settings
 from zeroadvisor.memory import host as host_memory
+from zeroadvisor.memory.allocator import AllocatorConf, fragmentation_term
 from zeroadvisor.memory.assumed import AssumedInput, activations_unknown, shape_assumptions
 from zeroadvisor.memory.autocast import Autocast, autocast_notes, autocast_terms, read_autocast
-from zeroadvisor.memory.buffers import (
-    CUDA_CONTEXT_BYTES,
-    FRAGMENTATION,
-    OVERHEAD_ASSUMPTION,
-    buffer_terms,
-    gathered_terms,
-)
+from zeroadvisor.memory.buffers import CUDA_CONTEXT_BYTES, OVERHEAD_ASSUMPTION, buffer_terms, gathered_terms
 from zeroadvisor.memory.cluster import MAX_MEMORY_BYTES, Cluster, check_memory
 from zeroadvisor.memory.layout_buffers import layout_buffer_terms
 from zeroadvisor.memory.options import Option, Skipped, configured_option, enumerate_options, refusal
@@ -40,7 +35,7 @@ from zeroadvisor.memory.settings import Settings, read_settings
 from zeroadvisor.memory.states import deepspeed_terms, paper_terms, trainable
 from zeroadvisor.memory.step_temporaries import KEY as STEP_TEMPORARY
 from zeroadvisor.memory.step_temporaries import client_optimizer_used, optim_assumption, step_terms
-from zeroadvisor.memory.terms import ROWS, STATE_ROWS, Term, exact
+from zeroadvisor.memory.terms import ROWS, STATE_ROWS, Term
 from zeroadvisor.memory.verdict import DOES_NOT_FIT, FITS, PhasePeak, judge, stated
 from zeroadvisor.model.spec import LoadInputs, ModelSpec, Padding, TrainingShape
 from zeroadvisor.units import format_bytes
@@ -88,6 +83,8 @@ class StageEstimate:
     padded: PaddedFit | None = None
     # why "activations" is uncounted: the inputs missing (memory/assumed.py ACTIVATION_INPUTS), for the words
     activations_missing: tuple[str, ...] = ()
+    # the train phase's rows with each term at its bound (Term.bound): per_gpu is the expected bytes
+    per_gpu_bound: dict[str, int] = field(default_factory=dict)
 
     def uncounted_words(self, short: bool = True) -> list[str]:
         """What the verdict leaves out, one phrase each, naming the inputs that would count it (vocab.py)."""
@@ -107,6 +104,13 @@ class StageEstimate:
     @property
     def peak_gpu(self) -> int:
         return max(p.gpu for p in self.phases.values()) if self.phases else self.per_gpu["total"]
+
+    @property
+    def peak_gpu_bound(self) -> int:
+        """The GPU peak's bound: the expected peak (``peak_gpu``) where no term leaves room above it."""
+        if self.phases:
+            return max(p.bound_of(Capacity.GPU) for p in self.phases.values())
+        return max(self.per_gpu_bound.get("total", 0), self.per_gpu["total"])
 
     @property
     def peak_host_per_node(self) -> int:
@@ -129,12 +133,14 @@ class StageEstimate:
             "uncounted": list(self.uncounted),
             "padded_fit": self.padded.to_dict() if self.padded is not None else None,
             "peak_gpu": int(self.peak_gpu),
+            "peak_gpu_bound": int(self.peak_gpu_bound),
             "peak_host_per_node": int(self.peak_host_per_node),
             "peak_nvme_per_node": int(self.peak_nvme_per_node),
             "binding_phase": self.binding_phase,
             "binding_resource": self.binding_resource,
             "phases": {name: peak.to_dict() for name, peak in self.phases.items()},
             "per_gpu": {row: int(self.per_gpu[row]) for row in ROWS},
+            "per_gpu_bound": {row: int(self.per_gpu_bound.get(row, self.per_gpu[row])) for row in ROWS},
             "per_node_cpu": int(self.per_node_cpu),
             "per_node_nvme": int(self.per_node_nvme),
             "terms": [term_dict(t) for t in self.terms],
@@ -143,9 +149,10 @@ class StageEstimate:
 
 
 def term_dict(t: Term) -> dict[str, Any]:
-    """A term as JSON: phase, row, device, bytes, key, what, formula, source, kind."""
-    return {"phase": t.phase, "row": t.row, "device": t.device, "bytes": int(t.nbytes), "key": t.key,
-            "what": t.what, "formula": t.formula, "source": t.source, "kind": t.kind}
+    """A term as JSON: phase, row, device, bytes (expected), bound (at least bytes), key, what, formula, source,
+    kind."""
+    return {"phase": t.phase, "row": t.row, "device": t.device, "bytes": int(t.nbytes), "bound": int(t.upper),
+            "key": t.key, "what": t.what, "formula": t.formula, "source": t.source, "kind": t.kind}
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,10 +283,28 @@ def estimate(config: Config, model: ModelSpec, shape: TrainingShape | None = Non
     assumptions += _accounting_assumptions(accounting, act, layout.data, cluster.gpus)
 
     run = _Run(model, shape, cluster, accounting, s, layout, local, spec, act, configured, SaveInputs.of(ds),
-               phase_split(model, layout, local, cluster), frozenset(assumptions), uncounted, missing, ac)
+               phase_split(model, layout, local, cluster), frozenset(assumptions), uncounted, missing,
+               AllocatorConf(cluster.alloc_conf), ac)
     stages, padding = _dynamic_padding(run, [_stage_estimate(run, option) for option in options])
     return Estimate(model, shape, accounting, cluster, s, tuple(stages), tuple(skipped), tuple(assumptions),
-                    (*assumed, *padding), layout, schema.active_release())
+                    (*assumed, *padding, *_allocator_assumed(run, stages)), layout, schema.active_release())
+
+
+def _allocator_assumed(run: _Run, stages: list[StageEstimate]) -> list[AssumedInput]:
+    """PYTORCH_CUDA_ALLOC_CONF, where nobody said it and expandable segments would change the configured run's
+    verdict (memory/allocator.py): the default allocator is costed, and the note says what setting it does."""
+    configured = next((st for st in stages if st.configured), None)
+    if run.alloc.given or configured is None or run.accounting != Accounting.DEEPSPEED \
+            or run.cluster.gpu_memory is None:  # no GPU verdict for it to decide
+        return []
+    expandable = _stage_estimate(dataclasses.replace(run, alloc=AllocatorConf("expandable_segments:True")),
+                                 configured.option)
+    if expandable.counted_verdict == configured.counted_verdict:
+        return []
+    return [AssumedInput.of("alloc_conf", "unset", (
+        f"costed with torch's default caching allocator ({configured.counted_verdict}); with "
+        f"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True in the run's environment the fragmentation allowance "
+        f"is a 2 MiB page per re-allocated tensor kind and the run is {expandable.counted_verdict}"))]
 
 
 def _dynamic_padding(run: _Run, stages: list[StageEstimate]) -> tuple[list[StageEstimate], list[AssumedInput]]:
@@ -358,6 +383,7 @@ class _Run:
     seen_notes: frozenset[str]  # the estimate's assumptions: an option's notes leave them out
     uncounted: tuple[str, ...]
     activations_missing: tuple[str, ...]  # StageEstimate.activations_missing
+    alloc: AllocatorConf = field(default_factory=AllocatorConf)  # PYTORCH_CUDA_ALLOC_CONF (memory/allocator.py)
     autocast: Autocast | None = None  # torch_autocast on an fp32 model (memory/autocast.py)
 
 
@@ -367,16 +393,18 @@ def _stage_estimate(run: _Run, option: Option) -> StageEstimate:
     ds_terms, paper = _state_terms(run, option, notes)
     terms = _train_terms(run, option, ds_terms, paper, notes)
     per_gpu, host, nvme, host_overhead = _rows(terms)
+    per_gpu_bound = _gpu_rows(terms, bound=True)
     g = run.cluster.gpus_on_a_node
     per_node_cpu = host * g
     per_node_nvme = nvme * g
     train_host = (host + host_overhead) * g
-    peaks = [PhasePeak(Phase.TRAIN, per_gpu["total"], train_host, per_node_nvme)]
+    peaks = [PhasePeak(Phase.TRAIN, per_gpu["total"], train_host, per_node_nvme, per_gpu_bound["total"])]
     if run.accounting == Accounting.DEEPSPEED:
         transient = per_gpu["activations"] + sum(t.nbytes for t in terms if t.key == STEP_TEMPORARY)
+        transient_bound = per_gpu_bound["activations"] + sum(t.upper for t in terms if t.key == STEP_TEMPORARY)
         phase_peaks, phase_terms = _around_training(run.model, run.s, option, run.cluster, run.shape.load, per_gpu,
                                                     train_host, per_node_nvme, run.save, notes, run.split,
-                                                    transient)
+                                                    transient, (per_gpu_bound["total"], transient_bound))
         peaks = [phase_peaks[0], *peaks, phase_peaks[1]]
         terms = terms + phase_terms
     capacities = run.cluster.capacities()
@@ -391,7 +419,7 @@ def _stage_estimate(run: _Run, option: Option) -> StageEstimate:
                          per_node_cpu, per_node_nvme, stated(judgement.verdict, uncounted), tuple(terms),
                          tuple(stage_notes),
                          {p.phase: p for p in peaks}, judgement.phase, judgement.resource, uncounted,
-                         judgement.verdict, activations_missing=run.activations_missing)
+                         judgement.verdict, activations_missing=run.activations_missing, per_gpu_bound=per_gpu_bound)
 
 
 def _unchecked_storage(option: Option, capacities: dict[Capacity, int | None]) -> tuple[str, ...]:
@@ -439,7 +467,7 @@ def _train_terms(run: _Run, option: Option, ds_terms: list[Term], paper: list[Te
     # the optimizer's step runs after backward has freed the activations (memory/step_temporaries.py)
     stepped = trainable(run.model) if run.model.trainable_parameters is not None else run.local.dense
     terms += step_terms(s, option, stepped, N, run.act.nbytes, run.shape.optim, notes)
-    terms += _allowance_terms(terms)
+    terms += _allowance_terms(terms, run.alloc)
     terms += host_memory.runtime_baseline_terms(Phase.TRAIN)
     terms += host_memory.pinned_rounding_terms(host_memory.deepspeed_pinned_buffers(
         s, option, P, N, largest_param(run.model)))
@@ -447,35 +475,38 @@ def _train_terms(run: _Run, option: Option, ds_terms: list[Term], paper: list[Te
 
 
 def _rows(terms: list[Term]) -> tuple[dict[str, int], int, int, int]:
-    """The train phase's bytes per GPU by row, and per GPU process on the host (DeepSpeed's own, the runtime's
-    overhead) and on NVMe."""
-    per_gpu = dict.fromkeys(ROWS, 0)
+    """The train phase's expected bytes per GPU by row, and per GPU process on the host (DeepSpeed's own, the
+    runtime's overhead) and on NVMe."""
     host = nvme = host_overhead = 0  # host: what DeepSpeed keeps there; overhead: runtime, pinned rounding
     for term in terms:
-        if term.device == Resource.GPU:
-            per_gpu[term.row] += term.nbytes
-        elif term.device == Resource.CPU and term.row == "overhead":
+        if term.device == Resource.CPU and term.row == "overhead":
             host_overhead += term.nbytes
         elif term.device == Resource.CPU:
             host += term.nbytes
-        else:
+        elif term.device != Resource.GPU:
             nvme += term.nbytes
+    return _gpu_rows(terms), host, nvme, host_overhead
+
+
+def _gpu_rows(terms: list[Term], bound: bool = False) -> dict[str, int]:
+    """The GPU bytes by row (``bound``: each term at its bound), with the model states and the total."""
+    per_gpu = dict.fromkeys(ROWS, 0)
+    for term in terms:
+        if term.device == Resource.GPU:
+            per_gpu[term.row] += term.upper if bound else term.nbytes
     per_gpu["model_states"] = sum(per_gpu[row] for row in STATE_ROWS)
     per_gpu["total"] = sum(per_gpu[row] for row in ("model_states", "gathered_parameters", "buffers",
                                                     "activations", "overhead"))
-    return per_gpu, host, nvme, host_overhead
+    return per_gpu
 
 
-def _allowance_terms(terms: list[Term]) -> list[Term]:
+def _allowance_terms(terms: list[Term], alloc: AllocatorConf) -> list[Term]:
     """The GPU memory no allocation in DeepSpeed's code accounts for: allowances, not measurements."""
-    counted = sum(t.nbytes for t in terms if t.device == Resource.GPU)
     return [
         Term("overhead", Resource.GPU, CUDA_CONTEXT_BYTES, "cuda_context",
              "CUDA context, NCCL and cuBLAS workspaces", "1 GiB per process",
              "memory/buffers.py CUDA_CONTEXT_BYTES", kind=TermKind.ALLOWANCE),
-        Term("overhead", Resource.GPU, exact(FRAGMENTATION * counted), "fragmentation",
-             "caching-allocator fragmentation", "10% of the other GPU rows",
-             "memory/buffers.py FRAGMENTATION", kind=TermKind.ALLOWANCE),
+        fragmentation_term(terms, alloc),
     ]
 
 
@@ -490,13 +521,14 @@ def phase_split(model: ModelSpec, layout: Parallel, local: LocalParameters, clus
 
 def _around_training(model: ModelSpec, s: Settings, option: Option, cluster: Cluster, load: LoadInputs,
                      per_gpu: dict[str, int], train_host: int, per_node_nvme: int, save: SaveInputs,
-                     notes: list[str], split: PhaseSplit | None = None, transient: int = 0
-                     ) -> tuple[tuple[PhasePeak, PhasePeak], list[Term]]:
+                     notes: list[str], split: PhaseSplit | None = None, transient: int = 0,
+                     train_bound: tuple[int, int] | None = None) -> tuple[tuple[PhasePeak, PhasePeak], list[Term]]:
     """The load and save phases' peaks and terms (memory/phases.py), with the same allowances as training.
 
     Load: the model handed to deepspeed.initialize, with the CUDA context and each process's runtime.
     Save: checkpointing between steps, on top of the training state less ``transient``: the activations and
-    the optimizer step's temporaries (both freed by the end of the step).
+    the optimizer step's temporaries (both freed by the end of the step). ``train_bound``: the train phase's GPU
+    total and those transients at their bounds (None: the expected ones).
     """
     loaded = load_phase(model, s, option, cluster, load, split)
     saved = save_phase(model, s, option, cluster, save, split)
@@ -505,10 +537,13 @@ def _around_training(model: ModelSpec, s: Settings, option: Option, cluster: Clu
     runtime = host_memory.runtime_baseline_terms(Phase.LOAD)
     runtime_host = sum(t.nbytes for t in runtime) * g
     load_gpu = loaded.peak_gpu + CUDA_CONTEXT_BYTES
-    load_peak = PhasePeak(Phase.LOAD, load_gpu, loaded.peak_host_per_node + runtime_host, loaded.peak_nvme_per_node)
+    load_peak = PhasePeak(Phase.LOAD, load_gpu, loaded.peak_host_per_node + runtime_host, loaded.peak_nvme_per_node,
+                          loaded.peak_gpu_bound + CUDA_CONTEXT_BYTES)
     between_steps = per_gpu["total"] - transient
+    total_bound, transient_bound = train_bound or (per_gpu["total"], transient)
     save_peak = PhasePeak(Phase.SAVE, between_steps + saved.peak_gpu, train_host + saved.peak_host_per_node,
-                          per_node_nvme + saved.peak_nvme_per_node)
+                          per_node_nvme + saved.peak_nvme_per_node,
+                          total_bound - transient_bound + saved.peak_gpu_bound)
     context = Term("overhead", Resource.GPU, CUDA_CONTEXT_BYTES, "cuda_context", "CUDA context, NCCL and cuBLAS "
                    "workspaces", "1 GiB per process", "memory/buffers.py CUDA_CONTEXT_BYTES", phase=Phase.LOAD,
                    kind=TermKind.ALLOWANCE)

@@ -96,10 +96,11 @@ class Moment:
     every_rank: tuple[Term, ...] = ()
     rank0: tuple[Term, ...] = ()
 
-    def rank_bytes(self, rank0: bool = True, devices: tuple[Resource, ...] = (Resource.GPU,)) -> int:
-        """Bytes one process holds on ``devices`` (rank 0's when ``rank0``)."""
+    def rank_bytes(self, rank0: bool = True, devices: tuple[Resource, ...] = (Resource.GPU,),
+                   bound: bool = False) -> int:
+        """Bytes one process holds on ``devices`` (rank 0's when ``rank0``): expected, or their bound."""
         terms = self.every_rank + (self.rank0 if rank0 else ())
-        return sum(t.nbytes for t in terms if t.device in devices)
+        return sum(t.upper if bound else t.nbytes for t in terms if t.device in devices)
 
     def node_bytes(self, device: Resource, ranks_on_node: int) -> int:
         """Bytes on ``device`` summed over the processes of rank 0's node."""
@@ -119,6 +120,11 @@ class PhaseMemory:
     @property
     def peak_gpu(self) -> int:
         return max((m.rank_bytes() for m in self.moments), default=0)
+
+    @property
+    def peak_gpu_bound(self) -> int:
+        """The GPU peak's bound: the largest moment with each term at its bound."""
+        return max((m.rank_bytes(bound=True) for m in self.moments), default=0)
 
     @property
     def peak_host_per_node(self) -> int:

@@ -23,7 +23,8 @@ class Term:
     by term; ``formula`` is the bytes in words (B/param, /N); ``source`` is where DeepSpeed
     allocates it (file + function) or the paper section. ``phase`` is the phase the bytes belong
     to; ``kind`` says whether they are exact, a bound or an allowance (the defaults describe the
-    train-phase terms written before phases existed).
+    train-phase terms written before phases existed). A ``bound`` term whose code gives no usual
+    case below the bound is expected at the bound (``nbytes``; ``bound`` None).
     """
 
     row: str
@@ -35,6 +36,15 @@ class Term:
     source: str
     phase: Phase = Phase.TRAIN
     kind: TermKind = TermKind.EXACT
+    # ``nbytes`` is the expected bytes (what DeepSpeed/torch allocate in the usual case); ``bound`` the most they
+    # can be where the code leaves room above that (None: the expected bytes are also the most). The verdict
+    # compares the expected peak with the card and the span up to the bound decides "tight" (memory/verdict.py).
+    bound: int | None = None
+
+    @property
+    def upper(self) -> int:
+        """The term's bound: its expected bytes where the code leaves no room above them."""
+        return self.nbytes if self.bound is None else max(self.bound, self.nbytes)
 
 
 def ceil_div(a: int, b: int) -> int:

@@ -2,12 +2,15 @@
 
 The estimate is a best estimate: the allocations DeepSpeed, transformers and torch make, plus
 itemized allowances for what cannot be computed (CUDA context and library workspaces, allocator
-fragmentation, the runtime's host memory). It is compared with the capacity as the driver
-reports it (``--gpu``/``--gpu-memory``) and with the host RAM and NVMe given, once:
+fragmentation, the runtime's host memory). Each term gives its expected bytes and, where the code
+leaves room above them, its bound (memory/terms.py Term.bound); ``peak`` is the sum of the expected
+bytes and ``bound`` the sum of the bounds. Both are compared with the capacity as the driver reports
+it (``--gpu``/``--gpu-memory``) and with the host RAM and NVMe given, once:
 
-    fits           peak <= capacity · (1 − headroom)
-    tight          capacity · (1 − headroom) < peak <= capacity     (a warning: rule tight-fit)
-    does-not-fit   peak > capacity
+    fits           bound <= capacity · (1 − headroom)        (so the expected peak is too)
+    tight          peak <= capacity, and the peak or its bound > capacity · (1 − headroom): the span up
+                   to the bound reaches into the headroom or past the card     (a warning: rule tight-fit)
+    does-not-fit   peak > capacity                           (the expected peak: never the bound alone)
     unknown        fits or tight on what is counted, with something that adds memory not counted
                    (activations without a sequence length; host RAM or NVMe not given where the option uses it)
                    or does not fit at the maximum length while batches are padded dynamically and it fits
@@ -33,19 +36,27 @@ RESOURCE_WORDS = {Capacity.GPU: "GPU memory", Capacity.HOST: "host RAM per node"
 
 @dataclass(frozen=True, slots=True)
 class PhasePeak:
-    """A phase's peak per resource (bytes): one GPU (the most loaded rank), host RAM and NVMe per node."""
+    """A phase's expected peak per resource (bytes): one GPU (the most loaded rank), host RAM and NVMe per node;
+    ``gpu_bound``: the GPU peak's bound (None: the expected peak; host and NVMe terms carry no bound above their
+    expected bytes yet)."""
 
     phase: Phase
     gpu: int
     host_per_node: int
     nvme_per_node: int
+    gpu_bound: int | None = None
 
     def of(self, resource: Capacity) -> int:
         return {Capacity.GPU: self.gpu, Capacity.HOST: self.host_per_node, Capacity.NVME: self.nvme_per_node}[resource]
 
+    def bound_of(self, resource: Capacity) -> int:
+        """The peak's bound on ``resource``: at least the expected peak."""
+        value = self.of(resource)
+        return max(value, self.gpu_bound) if resource == Capacity.GPU and self.gpu_bound is not None else value
+
     def to_dict(self) -> dict[str, int]:
         return {"gpu": int(self.gpu), "host_per_node": int(self.host_per_node),
-                "nvme_per_node": int(self.nvme_per_node)}
+                "nvme_per_node": int(self.nvme_per_node), "gpu_bound": int(self.bound_of(Capacity.GPU))}
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,12 +70,15 @@ class Judgement:
     capacity: int | None
 
 
-def judge_one(peak: int, capacity: int, headroom: float) -> Verdict:
-    """The verdict of one peak against one capacity (exact arithmetic: no float rounding at the edge)."""
+def judge_one(peak: int, capacity: int, headroom: float, bound: int | None = None) -> Verdict:
+    """The verdict of one expected peak, and its ``bound`` (None: the peak), against one capacity (exact
+    arithmetic: no float rounding at the edge). Only the expected peak can say "does not fit"; a bound that
+    reaches into the headroom or past the card makes it "tight"."""
     if peak > capacity:
         return DOES_NOT_FIT
+    top = peak if bound is None else max(peak, bound)
     # the share as the person wrote it (10% is 1/10, not the binary float nearest 0.1)
-    if peak > capacity * (1 - Fraction(headroom).limit_denominator(1_000_000)):
+    if top > capacity * (1 - Fraction(headroom).limit_denominator(1_000_000)):
         return TIGHT
     return FITS
 
@@ -84,7 +98,7 @@ def judge(peaks: list[PhasePeak], capacities: dict[Capacity, int | None], headro
     for peak in peaks:
         for resource, capacity in known:
             value = peak.of(resource)
-            verdict = judge_one(value, capacity, headroom)
+            verdict = judge_one(value, capacity, headroom, peak.bound_of(resource))
             if VERDICTS.index(verdict) > VERDICTS.index(worst):
                 worst = verdict
             share = Fraction(value, capacity)

@@ -380,7 +380,8 @@ def verdict_line(estimate: Estimate, unit: str) -> str:
 def explain_lines(st: StageEstimate, unit: str, width: int = DEFAULT_WIDTH) -> list[str]:
     """Every term of the configured option, by phase: bytes, what, formula, kind and source."""
     out = textwrap.wrap(f"Terms of the configured option ({labels.option_header(st.option)}), per GPU process unless "
-                        "they say per node; kind: exact (DeepSpeed/transformers/torch allocate it), bound, allowance:",
+                        "they say per node; kind: exact (DeepSpeed/transformers/torch allocate it), bound, allowance; "
+                        "bytes expected, \"up to\" the bound where the code leaves room above them:",
                         width=width, subsequent_indent="  ")
     for phase in Phase:  # in the order they happen
         terms = [t for t in st.terms if t.phase == phase and t.nbytes]
@@ -388,7 +389,8 @@ def explain_lines(st: StageEstimate, unit: str, width: int = DEFAULT_WIDTH) -> l
             continue
         out.append(f"  {phase}:")
         for t in terms:
-            out += textwrap.wrap(escape.terminal(f"{t.device:4} {format_bytes(t.nbytes, unit):>12}  {t.what} "
+            upto = f" (up to {format_bytes(t.upper, unit)})" if t.upper > t.nbytes else ""
+            out += textwrap.wrap(escape.terminal(f"{t.device:4} {format_bytes(t.nbytes, unit):>12}  {t.what}{upto} "
                                                  f"[{t.kind}; {t.formula}; {t.source}]"),
                                  width=width, initial_indent="    ", subsequent_indent="      ",
                                  break_on_hyphens=False)

@@ -77,8 +77,11 @@ def verdict_sentence(estimate: Estimate | None, rec: Lead | None, unit: str,
                 Capacity.NVME: st.peak_nvme_per_node}[st.binding_resource]
         where = f"{verdicts.RESOURCE_WORDS[st.binding_resource]} {labels.PHASE_WORDS[st.binding_phase]}"
         against = f" of {format_bytes(capacity, unit)}" if capacity is not None else ""
+        # the expected peak, and the span up to its bound where a term leaves room (memory/verdict.py)
+        bound = st.peak_gpu_bound if st.binding_resource == Capacity.GPU else peak
+        span = f" expected, up to {format_bytes(bound, unit)}," if bound > peak else ""
         text = (f"Verdict ({labels.option_plain(st.option)}): {verdict_words(st)}; peak "
-                f"{format_bytes(peak, unit)}{against} {where}")
+                f"{format_bytes(peak, unit)}{span}{against} {where}")
         for words in qualifiers(st, short):
             text += f"; {words}"
     if rec is not None:
