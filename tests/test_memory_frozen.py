@@ -16,6 +16,9 @@ from __future__ import annotations
 import dataclasses
 
 from zeroadvisor.memory.estimate import Cluster, estimate
+from zeroadvisor.memory.options import configured_option
+from zeroadvisor.memory.phases import LoadInputs, load_phase
+from zeroadvisor.memory.settings import read_settings
 from zeroadvisor.model.hf import layout_from_hf_config, spec_from_hf_config
 from zeroadvisor.model.peft import PeftSettings, apply
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
@@ -128,3 +131,16 @@ def test_peft_records_the_largest_adapter_tensor():
     saved = apply(spec, modules, PeftSettings(method="lora", r=16, target_modules=("q_proj",),
                                               modules_to_save=("lm_head",)))
     assert saved.largest_trainable_parameter == EMBEDDING  # the trainable copy of the 32000 x 4096 head
+
+
+
+def test_load_phase_staging_buffers_hold_the_largest_trainable_parameter():
+    # the same temp_grad_buffer_for_{cpu,gpu}_offload, where deepspeed.initialize returns (memory/phases.py)
+    ds = {"bf16": {"enabled": True}, "optimizer": {"type": "AdamW"},
+          "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}
+    s = read_settings(ds, lora(), 2)
+    option, _ = configured_option(s)
+    phase = load_phase(lora(), s, option, Cluster(gpus=2), LoadInputs(load_dtype="bf16"))
+    initialized = next(m for m in phase.moments if m.name == "initialized")
+    staging = [t.nbytes for t in initialized.every_rank + initialized.rank0 if t.key == "grad_staging"]
+    assert staging == [2 * ADAPTER, 2 * ADAPTER]  # host and GPU, bf16
