@@ -144,3 +144,11 @@ def test_load_phase_staging_buffers_hold_the_largest_trainable_parameter():
     initialized = next(m for m in phase.moments if m.name == "initialized")
     staging = [t.nbytes for t in initialized.every_rank + initialized.rank0 if t.key == "grad_staging"]
     assert staging == [2 * ADAPTER, 2 * ADAPTER]  # host and GPU, bf16
+
+
+def test_qgz_buffers_sized_by_the_largest_trainable_gradient():
+    # stage3.py __avg_scatter_grads -> all_to_all_quant_reduce over the bucket's gradients (trainable only): int4
+    # copy + receive n/2 + n/2 B, then n/(2g) + n/(2g) + 2n/g B for g GPUs on the node, n one adapter tensor
+    got = terms(lora(), 4, {"stage": 3, "zero_quantized_gradients": True})
+    g = 4  # Cluster(gpus=4): one node of 4
+    assert got["qgz_all_to_all"] == ADAPTER + ADAPTER // g + 2 * ADAPTER // g
