@@ -7,7 +7,7 @@ from zeroadvisor.memory.autocast import Autocast
 from zeroadvisor.memory.options import Option
 from zeroadvisor.memory.persistence import persistent
 from zeroadvisor.memory.settings import Settings
-from zeroadvisor.memory.states import master_bytes, partition_stage3, uses_bf16_optimizer
+from zeroadvisor.memory.states import largest_trainable, master_bytes, optimized, partition_stage3, uses_bf16_optimizer
 from zeroadvisor.memory.terms import Term, ceil_div
 from zeroadvisor.model.spec import ModelSpec
 from zeroadvisor.vocab import Device, Resource, TermKind
@@ -66,6 +66,11 @@ def gathered_terms(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, no
     # real DeepSpeed (benchmarks/working_set.md): never above min(P_np, max(max_live, reuse) + L_p), at most 1.10x.
     pers = persistent(spec, s.param_persistence_threshold, s.model_persistence_threshold, N, [])
     P_np = max(P - pers.elements, 0)
+    # autograd makes param.grad only for parameters that require it, and only they get the hook that moves it
+    # into the IPG bucket (stage3.py create_reduce_and_remove_grad_hooks: ``if param.requires_grad``): a frozen
+    # embedding or base never holds one, so the largest full gradient is the largest trainable parameter's
+    # (PEFT: the largest adapter tensor). Exact for a known adapter layout.
+    Lg = largest_trainable(spec, Lp)
     kept = max(s.max_live_parameters, s.max_reuse_distance) if s.prefetch_bucket_size > 0 else s.max_reuse_distance
     live = max(min(Lp, P_np), min(P_np, kept + Lp))
     if s.prefetch_bucket_size > 0:
@@ -80,9 +85,11 @@ def gathered_terms(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, no
         Term("gathered_parameters", Resource.GPU, w * live, "gathered", how, formula,
              "zero/partitioned_param_coordinator.py fetch_sub_module (prefetch loop, __n_available_params)",
              kind=TermKind.BOUND),
-        Term("gathered_parameters", Resource.GPU, w * Lp, "gathered_grad",
-             f"{s.precision} full gradient of the largest layer before it is reduced",
-             f"{w} B × L_p", "zero/stage3.py reduce_partition_and_remove_grads (param.grad before the IPG copy)"),
+        Term("gathered_parameters", Resource.GPU, w * Lg, "gathered_grad",
+             f"{s.precision} full gradient of the largest layer before it is reduced" if Lg == Lp else
+             f"{s.precision} full gradient of the largest trainable parameter ({Lg:,}; frozen ones make none) "
+             "before it is reduced", f"{w} B × L_p" if Lg == Lp else f"{w} B × largest trainable param",
+             "zero/stage3.py reduce_partition_and_remove_grads (param.grad before the IPG copy)"),
     ]
     if s.prefetch_bucket_size > 0:
         # a prefetch of several parameters is one coalesced all-gather into a flat buffer, which its handle holds
@@ -124,15 +131,18 @@ def buffer_terms(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, note
     a = B.nbytes(s.grad_accum_dtype)
     c = B.nbytes(s.communication_dtype)
     rbs = s.reduce_bucket_size
+    T = optimized(spec, P)  # the elements that produce gradients (PEFT: the adapters)
     overlap = s.overlap_comm_at(opt.stage)
     terms: list[Term] = []
 
     if opt.stage == 0 or uses_bf16_optimizer(s, opt):
         g = a if uses_bf16_optimizer(s, opt) else w
-        n = min(P, ENGINE_ALLREDUCE_ELEMENTS)
+        # buffered_allreduce_fallback buckets the gradients that exist (param.grad), the trainable parameters'
+        n = min(T, ENGINE_ALLREDUCE_ELEMENTS)
         terms.append(Term("buffers", Resource.GPU, g * n, "allreduce_bucket",
-                          f"flat all-reduce bucket of min(P, {ENGINE_ALLREDUCE_ELEMENTS:,}) gradient elements",
-                          f"{g} B × min(P, MEMORY_OPT_ALLREDUCE_SIZE)",
+                          f"flat all-reduce bucket of min({'P' if T == P else 'trainable'}, "
+                          f"{ENGINE_ALLREDUCE_ELEMENTS:,}) gradient elements",
+                          f"{g} B × min({'P' if T == P else 'P_trainable'}, MEMORY_OPT_ALLREDUCE_SIZE)",
                           "engine.py buffered_allreduce_fallback -> allreduce_bucket (flatten)"))
         return terms
 
@@ -150,7 +160,9 @@ def buffer_terms(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, note
                               f"{copies} × {rd} B × reduce_bucket_size",
                               "zero/stage_1_and_2.py DeepSpeedZeroOptimizer.setup_buckets"))
         if offload:
-            Lp = min(largest_layer(spec, notes), P)
+            # __init__: largest_param_numel over bit16_groups, the trainable parameters only (exact with PEFT's
+            # adapter layout; otherwise the largest layer bounds the largest parameter)
+            Lp = largest_trainable(spec, min(largest_layer(spec, notes), P))
             pinned = " (pinned)" if s.offload_optimizer_pin_memory else ""
             terms += [
                 Term("buffers", Resource.GPU, w * Lp, "offload_gpu_staging",
@@ -161,15 +173,15 @@ def buffer_terms(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, note
             ]
         return terms
 
-    # stage 3
+    # stage 3. The IPG buffer is torch.empty(reduce_bucket_size) at init whatever trains (exact, also with PEFT:
+    # _setup_for_real_optimizer does not size it by the trainable elements)
     if s.contiguous_gradients:
         terms.append(_stage3_ipg(s, c, autocast))
     if s.reduce_scatter:
-        terms.append(Term("buffers", Resource.GPU, c * rbs, "reduce_scatter_copy",
-                          "reduce-scatter flat copy of a full bucket", f"{c} B × reduce_bucket_size",
-                          "comm/coalesced_collectives.py reduce_scatter_coalesced (torch.cat of the bucket)"))
+        terms.append(reduce_scatter_term(c, rbs, T))
     if s.quantized_gradients:
-        terms.append(qgz_term(min(largest_layer(spec, notes), P) or min(rbs, P), gpus_per_node))
+        largest = largest_trainable(spec, min(largest_layer(spec, notes), P))
+        terms.append(qgz_term(largest or min(rbs, T), gpus_per_node))
     if opt.offload_param == Device.NVME:
         n = s.offload_param_buffer_count * s.offload_param_buffer_size
         terms.append(Term("buffers", Resource.CPU, w * n, "param_swap_buffers",
@@ -177,7 +189,7 @@ def buffer_terms(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, note
                           f"{s.offload_param_buffer_size:,} × {w} B", f"{w} B × buffer_count × buffer_size",
                           "swap_tensor/partitioned_param_swapper.py AsyncPartitionedParameterSwapper (buffers)"))
     if opt.offload_optimizer == Device.NVME:
-        part = partition_stage3(P, N)
+        part = partition_stage3(T, N)  # the optimizer's sub-groups: trainable parameters only
         sub = min(s.sub_group_size, part) if s.sub_group_size > 0 else part
         M = master_bytes(s)
         n = s.offload_optimizer_buffer_count * sub
@@ -202,6 +214,25 @@ def _stage3_ipg(s: Settings, c: int, autocast: Autocast | None) -> Term:
     return Term("buffers", Resource.GPU, c * rbs, "ipg_bucket",
                 f"IPG flat buffer: reduce_bucket_size {rbs:,} × {c} B, allocated at init (not doubled by "
                 "overlap_comm at stage 3)", f"{c} B × reduce_bucket_size", src)
+
+
+def reduce_scatter_term(c: int, rbs: int, T: int) -> Term:
+    """Stage 3's reduce-scatter copy of one IPG bucket of ``c``-byte gradients, ``T`` trainable elements."""
+    # the bucket holds trainable gradients only (frozen parameters have no hook), and
+    # reduce_independent_p_g_buckets_and_remove_grads flushes it before a parameter would overflow it, so it
+    # holds at most reduce_bucket_size elements and never more than every trainable element (a LoRA run's few
+    # million). Not counted, as before: a single parameter larger than the bucket goes through alone, and its
+    # copy is that parameter's size.
+    n = min(T, rbs)
+    if n == rbs:
+        return Term("buffers", Resource.GPU, c * rbs, "reduce_scatter_copy",
+                    "reduce-scatter flat copy of a full bucket", f"{c} B × reduce_bucket_size",
+                    "comm/coalesced_collectives.py reduce_scatter_coalesced (torch.cat of the bucket)")
+    return Term("buffers", Resource.GPU, c * n, "reduce_scatter_copy",
+                f"reduce-scatter flat copy of one bucket of trainable gradients ({n:,} elements)",
+                f"{c} B × min(P_trainable, reduce_bucket_size)",
+                "comm/coalesced_collectives.py reduce_scatter_coalesced (torch.cat of the bucket); "
+                "zero/stage3.py reduce_independent_p_g_buckets_and_remove_grads", kind=TermKind.BOUND)
 
 
 def qgz_term(largest: int, gpus_per_node: int) -> Term:

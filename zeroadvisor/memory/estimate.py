@@ -469,8 +469,8 @@ def _train_terms(run: _Run, option: Option, ds_terms: list[Term], paper: list[Te
     terms += step_terms(s, option, stepped, N, run.act.nbytes, run.shape.optim, notes)
     terms += _allowance_terms(terms, run.alloc)
     terms += host_memory.runtime_baseline_terms(Phase.TRAIN)
-    terms += host_memory.pinned_rounding_terms(host_memory.deepspeed_pinned_buffers(
-        s, option, P, N, largest_param(run.model)))
+    terms += host_memory.pinned_rounding_terms(host_memory.run_pinned_buffers(  # PEFT: trainable parameters
+        s, option, P, N, run.model, largest_param(run.model)))
     return terms
 
 

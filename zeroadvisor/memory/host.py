@@ -26,8 +26,9 @@ from dataclasses import dataclass
 from zeroadvisor.memory import bytes as B
 from zeroadvisor.memory.options import Option
 from zeroadvisor.memory.settings import Settings
-from zeroadvisor.memory.states import master_bytes, partition_stage3, partition_stage12
+from zeroadvisor.memory.states import largest_trainable, master_bytes, optimized, partition_stage3, partition_stage12
 from zeroadvisor.memory.terms import Term, ceil_div
+from zeroadvisor.model.spec import ModelSpec
 from zeroadvisor.vocab import Device, Phase, Resource, TermKind
 
 GIB = 1 << 30
@@ -124,6 +125,31 @@ def deepspeed_pinned_buffers(s: Settings, opt: Option, P: int, N: int, largest_p
             buffers.append(PinnedBuffer("lp_params", w * part, 1,
                                         src + "._create_param_groups_fp16_flat_cpu_memory (pinned flat buffer)"))
     return [b for b in buffers if b.nbytes > 0 and b.count > 0]
+
+
+def run_pinned_buffers(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec,
+                       largest_param: int | None) -> list[PinnedBuffer]:
+    """The pinned allocations of a run whose model is ``spec`` (``P``: its parameters on this GPU).
+
+    DeepSpeed pins the buffers of the optimizer's groups, which hold the trainable parameters only
+    (stage_1_and_2.py __init__ bit16_groups; stage3.py trainable_param_groups ->
+    _create_param_groups_fp16_flat_cpu_memory, fp16_groups -> grad_partitions_flat_buffer): with PEFT they are
+    sized by the adapters, not by the frozen base. The frozen base keeps the per-parameter pinned partitions
+    zero.Init made (partition_parameters.py _partition_param: pin_memory(partitioned_tensor) when offload_param
+    is cpu with pin_memory): no flat buffer replaces them, so each stays its own power-of-two block.
+    """
+    T = optimized(spec, P)
+    largest = largest_trainable(spec, largest_param) if largest_param else largest_param
+    buffers = deepspeed_pinned_buffers(s, opt, T, N, largest)
+    frozen_pinned = (spec.trainable_parameters is not None and opt.stage == 3 and opt.offload_param == Device.CPU
+                     and s.offload_param_pin_memory and not spec.quantized_parameters
+                     and not s.quantized_nontrainable_weights)
+    if frozen_pinned and spec.parameter_sizes:
+        w = B.nbytes(s.precision)
+        src = "zero/partition_parameters.py Init._partition_param (frozen parameter's pinned partition, kept)"
+        buffers += [PinnedBuffer("frozen_params", w * ceil_div(numel, N), count, src)
+                    for numel, count in spec.parameter_sizes if numel > 0 and count > 0]
+    return buffers
 
 
 def pinned_rounding_terms(buffers: list[PinnedBuffer], phase: Phase = Phase.TRAIN) -> list[Term]:

@@ -30,7 +30,14 @@ from zeroadvisor.jsontypes import JSONObject
 from zeroadvisor.memory import bytes as B
 from zeroadvisor.memory.options import Option
 from zeroadvisor.memory.settings import Settings
-from zeroadvisor.memory.states import frozen_terms, master_bytes, partition_stage3, partition_stage12, trainable
+from zeroadvisor.memory.states import (
+    frozen_terms,
+    largest_trainable,
+    master_bytes,
+    partition_stage3,
+    partition_stage12,
+    trainable,
+)
 from zeroadvisor.memory.terms import Term
 from zeroadvisor.model.spec import LoadInputs, ModelSpec
 from zeroadvisor.vocab import Device, Phase, Resource, TermKind
@@ -276,7 +283,9 @@ def load_moments(spec: ModelSpec, s: Settings, option: Option, cluster: Cluster,
     if option.stage == 3:
         fp32 = _stage3_fp32_partitions(s, option, T, N, w)
         moments.append(dataclasses.replace(fp32, every_rank=fp32.every_rank + frozen))
-    moments.append(Moment("initialized", tuple(_initialized_terms(s, option, T, N, w, L)) + frozen))
+    # the stage-1/2 staging buffers hold one trainable parameter's gradient (largest_param_numel over bit16_groups)
+    L_grad = largest_trainable(spec, L) if L else L
+    moments.append(Moment("initialized", tuple(_initialized_terms(s, option, T, N, w, L_grad)) + frozen))
     return moments
 
 

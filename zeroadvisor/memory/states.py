@@ -84,6 +84,24 @@ def trainable(spec: ModelSpec) -> int:
     return spec.parameters if spec.trainable_parameters is None else spec.trainable_parameters
 
 
+def optimized(spec: ModelSpec, P: int) -> int:
+    """Elements on this GPU that get a gradient: ``P`` (the parameters here) without PEFT, the adapters with it.
+    DeepSpeed builds every gradient buffer from the optimizer's groups, which hold the trainable parameters only
+    (runtime/utils.py is_optimized_parameter; stage_1_and_2.py __init__ bit16_groups, stage3.py
+    _get_trainable_parameter_groups): frozen parameters get no gradient, bucket share, or pinned partition."""
+    return P if spec.trainable_parameters is None else spec.trainable_parameters
+
+
+def largest_trainable(spec: ModelSpec, largest: int) -> int:
+    """The largest parameter that produces a gradient, given ``largest`` (the largest layer or parameter of the
+    whole model): with PEFT the largest adapter tensor (model/peft.py), bounded by the adapters' total."""
+    if spec.trainable_parameters is None:
+        return largest
+    if spec.largest_trainable_parameter is not None:
+        return min(spec.largest_trainable_parameter, spec.trainable_parameters)
+    return min(largest, spec.trainable_parameters)  # a bound: the adapters' sizes unknown
+
+
 def deepspeed_terms(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, notes: list[str]) -> list[Term]:
     """Model-state terms DeepSpeed 0.19.8 allocates per GPU process for ``opt`` (``P``: the trainable
     parameters; a PEFT model's frozen base is added by :func:`frozen_terms`)."""

@@ -334,6 +334,7 @@ def apply(spec: ModelSpec, modules: Sequence[Module], settings: PeftSettings) ->
     return dataclasses.replace(
         spec,
         trainable_parameters=c.trainable,
+        largest_trainable_parameter=max((numel for numel, _ in c.trainable_tensors), default=0),
         quantized_parameters=c.quantized_elements,
         quantized_bytes=c.quantized_bytes,
         largest_quantized_parameters=largest_q,

@@ -72,6 +72,9 @@ class ModelSpec:
     # exactly as peft's print_trainable_parameters counts them; None: every parameter trains. With PEFT
     # every one of ``parameters`` is frozen.
     trainable_parameters: int | None = None
+    # PEFT: the largest trainable tensor (a LoRA A/B matrix or a modules_to_save copy's weight): what ZeRO sizes
+    # the buffers that hold one parameter's gradient by. None: unknown (bounded by the largest layer).
+    largest_trainable_parameter: int | None = None
     # QLoRA: base Linear weight elements stored by bitsandbytes, their bytes with the quantization
     # constants, and the largest such weight (dequantized to 16 bits per matmul).
     quantized_parameters: int = 0
