@@ -123,3 +123,18 @@ def test_anything_else_is_left_to_typer(typer_values, argv, outcome, capsys):
     assert options.parse_simple(options.LINT, argv) is None
     result = typer_values(argv)
     assert (isinstance(result, dict) if outcome == "runs" else result == outcome), result
+
+
+@pytest.mark.parametrize("columns", [None, "120", "0", "-5", "wide", " 90 "])
+def test_the_text_width_is_shutils_without_importing_it(monkeypatch, columns):
+    """cli/commands.py terminal_columns follows shutil.get_terminal_size (COLUMNS, the terminal, 80) step for step;
+    it exists so that a lint does not import shutil (and bz2, lzma behind it) for the width alone."""
+    import shutil
+
+    from zeroadvisor.cli.commands import terminal_columns
+
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    assert terminal_columns() == shutil.get_terminal_size().columns

@@ -326,16 +326,29 @@ MIN_TEXT_WIDTH, MAX_TEXT_WIDTH = 40, 256
 
 def _text(fmt: OutputFormat, report: Report) -> str:
     """``report`` rendered in ``fmt`` for this terminal: its colour, its encoding, its width."""
-    import shutil
-
     from zeroadvisor.report import render
 
-    columns = shutil.get_terminal_size().columns  # COLUMNS, the terminal, else 80
+    columns = terminal_columns()
     width = min(max(columns, MIN_TEXT_WIDTH), MAX_TEXT_WIDTH)
     ascii_only = not stdout.can_encode(sys.stdout, stdout.DRAWING)
     # a person at a terminal gets each finding fitted to the width; a log, a pipe or a file gets it whole
     cut = stdout.classify().terminal
     return render(fmt, dataclasses.replace(report, colour=use_colour(), ascii_only=ascii_only, width=width, cut=cut))
+
+
+def terminal_columns(fallback: int = 80) -> int:
+    """``shutil.get_terminal_size().columns``, step for step (COLUMNS, else the terminal on stdout, else
+    ``fallback``), without importing shutil, which imports bz2 and lzma: a tenth of a lint's start-up."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or fallback
 
 
 def use_colour() -> bool:

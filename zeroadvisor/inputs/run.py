@@ -169,7 +169,8 @@ def build(request: Request, *, spelling: Spelling = KEYWORDS, project: bool = Fa
         _refuse_missing(command, values, spelling, project, deferred)
     configs, notes = _from_files(command, values, spelling, project, trainer, need_world=not lint_only)
     _refuse_fix_without_file(command, values, configs, spelling)
-    values["alloc_conf"] = alloc_conf(trainer)
+    if command in MODEL_COMMANDS:  # only an estimate reads it (lint does not import the memory model)
+        values["alloc_conf"] = alloc_conf(trainer)
     inputs = _assemble(command, values, spelling, project, trainer, configs, tuple(notes), readings, lint_only)
     return replace(inputs, excludes=_excludes(values, found[0] if found is not None else None, spelling))
 
