@@ -77,7 +77,10 @@ def test_superoffload_adds_its_worker_process_on_the_host_and_nothing_on_the_gpu
     assert scratch.upper == 536_870_912
     assert host_train(sup, "superoffload_worker_runtime") == RUNTIME_IMPORT_BYTES
     assert host_train(sup, "superoffload_worker_cuda") == CUDA_HOST_BYTES  # pinning initialises CUDA there
-    worker = 536_870_912 + RUNTIME_IMPORT_BYTES + CUDA_HOST_BYTES
+    # async_step moves each CPU sub-group's fp32 gradient (pinned) into shared memory and the pinned original stays
+    # in torch's pinned cache: 4 B x the whole partition (ratio 1: every sub-group on the CPU)
+    assert host_train(sup, "superoffload_shared_grads") == 4 * 842_301_952
+    worker = 536_870_912 + RUNTIME_IMPORT_BYTES + CUDA_HOST_BYTES + 4 * 842_301_952
     assert sup.peak_host_per_node - plain.peak_host_per_node == 8 * worker
     # the subclass allocates nothing more on the GPU: the sub-groups' placement and buffers are stage3.py's
     assert sup.peak_gpu == plain.peak_gpu
@@ -91,6 +94,17 @@ def test_superoffload_without_pinned_memory_has_a_pageable_scratch_and_no_cuda_i
     [scratch] = [t for t in st.terms if t.key == "superoffload_grad_buffer"]
     assert scratch.upper == 4 * (100_000_000 + 16_384_000 - 1)  # a sub-group closes at the parameter past it
     assert host_train(st, "superoffload_worker_cuda") == 0
+
+
+def test_superoffload_shares_only_the_cpu_sub_groups_gradients():
+    # ratio 0.5 of 9 sub-groups (ceil(842,301,952 / 1e8)): int(0.5 x 9) = 4 stay on the GPU, 5 step on the CPU
+    zero = {"offload_optimizer": {"device": "cpu", "super_offload": True, "ratio": 0.5},
+            "sub_group_size": 100_000_000}
+    st = estimate(config(3, **zero), LLAMA, SHAPE, BIG).configured
+    assert host_train(st, "superoffload_shared_grads") == 4 * (842_301_952 * 5 // 9)
+    # without pinning the original is pageable and freed when it moves (measured on CPU): nothing held twice
+    unpinned = {**zero, "offload_optimizer": {**zero["offload_optimizer"], "pin_memory": False}}
+    assert host_train(estimate(config(3, **unpinned), LLAMA, SHAPE, BIG).configured, "superoffload_shared_grads") == 0
 
 
 def test_superoffload_runs_only_at_stage_3():

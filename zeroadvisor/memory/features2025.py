@@ -13,8 +13,11 @@ Paths are relative to ``deepspeed/`` (DeepSpeed 0.19.8).
   ``max_grad_numel`` fp32 elements, pinned unless offload_optimizer.pin_memory is false
   (_allocate_worker_grad_buffer). ``max_grad_numel`` is the largest sub-group
   (SuperOffloadOptimizer_Stage3._create_fp16_sub_groups: parameters are added until the sub-group reaches
-  sub_group_size, so it can pass it by less than one parameter partition). The Adam moments of the CPU
-  sub-groups live in the worker instead of the main process (its _optimizer_step skips CPU sub-groups): the
+  sub_group_size, so it can pass it by less than one parameter partition). ``async_step`` hands each CPU
+  sub-group's fp32 partition and gradient to the worker through a torch.multiprocessing queue, which moves them
+  into shared memory (a copy; the pinned gradient's old block stays in torch's pinned cache: held twice;
+  ``superoffload_shared_grads``). The Adam moments of the CPU sub-groups live in the worker instead of the main
+  process (its _optimizer_step skips CPU sub-groups): the
   same bytes, already counted. ``cpuadam_cores_perc`` splits the cores, not memory.
 * ZenFlow (``zero_optimization.zenflow``): runtime/zenflow/zenflow_stage_1_and_2.py keeps the top
   ``topk_ratio`` of each matrix's gradient columns on the GPU (``_num_selected_columns``) with their own Adam
@@ -54,7 +57,7 @@ from zeroadvisor.memory.settings import Settings
 from zeroadvisor.memory.states import largest_trainable, optimized, partition_stage3
 from zeroadvisor.memory.terms import Term, ceil_div
 from zeroadvisor.model.spec import ModelSpec
-from zeroadvisor.vocab import Checkpointing, Resource, TermKind
+from zeroadvisor.vocab import Checkpointing, Device, Resource, TermKind
 
 SUPEROFFLOAD_SOURCE = "runtime/superoffload/superoffload_utils.py SuperOffloadCPUOptimizer"
 FP32 = 4
@@ -128,12 +131,37 @@ def superoffload_terms(f: Features2025, s: Settings, option: Option, P: int, N: 
                   "SuperOffload worker process: Python + torch + DeepSpeed imported (spawned per rank)",
                   "measured RSS after import", f"{SUPEROFFLOAD_SOURCE}.__init__ (mp spawn); "
                   "benchmarks/load_calibration.md (runtime case)", kind=TermKind.ALLOWANCE)]
+    cpu_elements = _cpu_sub_group_elements(s, option, part, sub)
+    if pinned and cpu_elements:
+        # async_step hands fp32_param.data and its .grad to the worker through a torch.multiprocessing queue: the
+        # pickler moves each CPU storage into shared memory (storage._share_fd_cpu_: a new shm block, the data
+        # copied, the storage swapped; measured on CPU: the tensor is_shared() after put, its data_ptr moved, RSS
+        # unchanged for a pageable tensor, whose old block is freed). The fp32 master is pageable
+        # (stage3.py _create_fp32_partitions: .to('cpu').clone()); the fp32 gradient is pinned
+        # (initialize_optimizer_states: pin_memory(subgroup_gradient_buffer)), and a freed pinned block goes back
+        # to torch's CachingHostAllocator cache, which keeps it: the gradient is held twice.
+        terms.append(Term("buffers", Resource.CPU, FP32 * cpu_elements, "superoffload_shared_grads",
+                          f"fp32 gradients of the CPU sub-groups moved to shared memory for the worker "
+                          f"({cpu_elements:,} elements; the pinned originals stay in torch's pinned cache)",
+                          "4 B × partition elements in CPU sub-groups",
+                          f"{SUPEROFFLOAD_SOURCE}.async_step; torch multiprocessing/reductions.py reduce_storage",
+                          kind=TermKind.BOUND))
     if pinned:  # pinning the scratch buffer initialises the CUDA runtime in the worker too
         terms.append(Term("overhead", Resource.CPU, host_memory.CUDA_HOST_BYTES, "superoffload_worker_cuda",
                           "SuperOffload worker process: CUDA runtime in host memory (pin_empty)",
                           "RSS growth at the first CUDA use", "pytorch/pytorch#113326, #106511",
                           kind=TermKind.ALLOWANCE))
     return terms
+
+
+def _cpu_sub_group_elements(s: Settings, option: Option, part: int, sub: int) -> int:
+    """The partition's elements in the sub-groups the CPU steps (stage3.py _create_fp32_partitions: sub-group i
+    stays on the GPU iff i < int((1 - ratio)·nsub); memory/states.py _stage3_sub_groups)."""
+    if option.offload_optimizer != Device.CPU or not part:
+        return 0
+    nsub = ceil_div(part, sub) if sub else 1
+    on_gpu = int((1 - s.offload_optimizer_ratio) * nsub)
+    return part * (nsub - on_gpu) // nsub
 
 
 __all__ = ["Features2025", "read_features", "superoffload_terms", "uncounted_features"]
