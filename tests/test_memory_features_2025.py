@@ -58,6 +58,8 @@ def test_the_2025_keys_are_read_into_the_typed_config():
     assert plain.zero_config.module_granularity_threshold == 7
     assert not plain.zenflow.enabled and plain.compile.offload_passes == ()
     assert read({}).zero_config.offload_optimizer.super_offload is False
+    # activation_checkpointing is stored unchecked and tested for truth (checkpointing.py): text "false" is on
+    assert read({"activation_checkpointing": {"cpu_checkpointing": "false"}}).activation_checkpointing.cpu_checkpointing
 
 
 # --------------------------------------------------------------------------- SuperOffload: counted

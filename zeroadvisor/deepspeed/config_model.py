@@ -737,9 +737,11 @@ class ActivationCheckpointingConfig:
 
 
 def read_activation_checkpointing(data: object) -> ActivationCheckpointingConfig:
+    # config.py stores both with get_scalar_param, unchecked (the schema's x-unchecked); checkpointing.py tests
+    # their truth, so "false" written as text is on
     block = section(data, "activation_checkpointing")
-    return ActivationCheckpointingConfig(coerce.lax_bool(block.get("partition_activations")) is True,
-                                         coerce.lax_bool(block.get("cpu_checkpointing")) is True)
+    return ActivationCheckpointingConfig(bool(block.get("partition_activations", False)),
+                                         bool(block.get("cpu_checkpointing", False)))
 
 
 __all__ = [
