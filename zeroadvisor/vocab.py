@@ -155,7 +155,11 @@ UNCOUNTED_SHORT = {"activations": "activations not counted: give --seq-len",
                    "host": "host RAM not checked: give --cpu-memory",
                    "nvme": "NVMe space not checked: give --nvme",
                    "experts": "experts not split: give --model with its num_experts",
-                   "expert_tensor_parallel": "expert_parallel.expert_tensor_parallel_size > 1 not costed"}
+                   "expert_tensor_parallel": "expert_parallel.expert_tensor_parallel_size > 1 not costed",
+                   "zenflow": "ZenFlow's GPU top-k columns not costed",
+                   "deepcompile": "DeepCompile's memory passes not costed",
+                   "module_granularity": "stage3_module_granularity_threshold not costed",
+                   "deepspeed_checkpointing": "partition_activations/cpu_checkpointing not costed"}
 UNCOUNTED_WORDS = {"activations": "activations not counted (no sequence length or architecture: --seq-len, "
                                   "--model with an hf_config)",
                    "host": "host RAM not checked (the offload keeps its states there: give --cpu-memory)",
@@ -165,7 +169,24 @@ UNCOUNTED_WORDS = {"activations": "activations not counted (no sequence length o
                                "description)"),
                    "expert_tensor_parallel": ("expert_parallel.expert_tensor_parallel_size > 1 not costed (AutoEP "
                                               "splits each expert over etp ranks and the expert-data group is world "
-                                              "/ (ep x etp): module_inject/auto_ep_folding.py build_folding_spec)")}
+                                              "/ (ep x etp): module_inject/auto_ep_folding.py build_folding_spec)"),
+                   "zenflow": ("zero_optimization.zenflow not costed (ZenFlow keeps the top topk_ratio of each "
+                               "matrix's gradient columns on the GPU with their own Adam moments and index and "
+                               "gradient buffers per bucket: runtime/zenflow/zenflow_stage_1_and_2.py; the column "
+                               "counts are not known here)"),
+                   "deepcompile": ("compile.deepcompile not costed (DeepCompile keeps parameters gathered and "
+                                   "offloads activations, optimizer states or parameters by the free memory its "
+                                   "profiler measures at run time: compile/passes/selective_gather.py, "
+                                   "offload_*.py)"),
+                   "module_granularity": ("zero_optimization.stage3_module_granularity_threshold not costed "
+                                          "(ZeRO-3 fetches each module below it whole as a leaf module: the "
+                                          "gathered working set is the largest such module, which the module tree "
+                                          "decides: runtime/zero/parameter_offload.py)"),
+                   "deepspeed_checkpointing": ("activation_checkpointing.partition_activations / cpu_checkpointing "
+                                               "not costed (they apply only if the model checkpoints with "
+                                               "deepspeed.checkpointing.checkpoint, as Megatron-DeepSpeed does; "
+                                               "transformers uses torch.utils.checkpoint, which ignores them: "
+                                               "costed as torch's checkpointing)")}
 # Activations are left out for want of a sequence length or of the architecture (memory/assumed.py
 # ACTIVATION_INPUTS; --params gives a count alone): each missing input, how to give it (short, in words).
 ACTIVATIONS_MISSING = {"sequence_length": ("--seq-len", "no sequence length: --seq-len"),

@@ -239,7 +239,11 @@ class OffloadConfig:
 
 @dataclass(frozen=True)
 class OffloadOptimizerConfig(OffloadConfig):
-    ratio: float | Auto[float] | Rejected = 1.0  # the share of the optimizer step on the CPU (SuperOffload)
+    ratio: float | Auto[float] | Rejected = 1.0  # the share of the optimizer step on the CPU (partial offload)
+    # SuperOffload (0.18+, stage 3 only: engine.py picks SuperOffloadOptimizer_Stage3): the CPU optimizer runs in a
+    # spawned worker process that uses ``cpuadam_cores_perc`` of the cores (runtime/superoffload/)
+    super_offload: bool | Auto[bool] | Rejected = False
+    cpuadam_cores_perc: float | Auto[float] | Rejected = 0.8
 
 
 @dataclass(frozen=True)
@@ -269,6 +273,7 @@ class ZeroConfig:
     zero_quantized_gradients: bool | Auto[bool] | Rejected = False  # ZeRO++ qgZ
     zero_quantized_nontrainable_weights: bool | Auto[bool] | Rejected = False
     gather_16bit_weights_on_model_save: bool = False  # or stage3_gather_16bit/fp16_weights_on_model_save
+    module_granularity_threshold: int | Auto[int] | Rejected = 0  # or stage3_module_granularity_threshold
     offload_optimizer: OffloadOptimizerConfig = field(default_factory=OffloadOptimizerConfig)
     offload_param: OffloadParamConfig = field(default_factory=OffloadParamConfig)
 
@@ -361,7 +366,8 @@ def _offload(zero: JSONObject, which: str, kind: type[OffloadT],
 
 
 def read_offload_optimizer(zero: JSONObject) -> OffloadOptimizerConfig:
-    return _offload(zero, "offload_optimizer", OffloadOptimizerConfig, ratio=lax_float)
+    return _offload(zero, "offload_optimizer", OffloadOptimizerConfig, ratio=lax_float, super_offload=lax_bool,
+                    cpuadam_cores_perc=lax_float)
 
 
 def read_offload_param(zero: JSONObject) -> OffloadParamConfig:
@@ -412,6 +418,8 @@ def read_zero(data: object) -> ZeroConfig:
         zero_quantized_gradients=_zero_field(zero, lax_bool, "zero_quantized_gradients"),
         zero_quantized_nontrainable_weights=_zero_field(zero, lax_bool, "zero_quantized_nontrainable_weights"),
         gather_16bit_weights_on_model_save=_gather_16bit(zero),
+        module_granularity_threshold=_zero_field(zero, lax_int, "stage3_module_granularity_threshold",
+                                                 "module_granularity_threshold", where_written=True),
         offload_optimizer=read_offload_optimizer(zero),
         offload_param=read_offload_param(zero),
     )
@@ -663,10 +671,85 @@ def read_expert_parallel(data: object) -> ExpertParallelConfig:
                                 block.get("expert_tensor_parallel_size", 1))
 
 
+# --------------------------------------------------------------------------- 2025 features: ZenFlow, DeepCompile,
+# DeepSpeed's activation checkpointing
+
+
+@dataclass(frozen=True)
+class ZenFlowConfig:
+    """``zero_optimization.zenflow`` (runtime/zenflow/zenflow_config.py ZenFlowConfig; null, the default, disables
+    it: engine.py builds ZenFlowZeroOptimizer / the stage-3 ZenFlow engine only for a section). ``enabled``: the
+    section is an object; the rest as written, DeepSpeed's defaults otherwise (topk_ratio 0.1, "auto" intervals,
+    overlap_step and offload False)."""
+
+    enabled: bool = False
+    topk_ratio: object = 0.1
+    select_strategy: object = "auto"
+    update_interval: object = "auto"
+    overlap_step: bool = False
+    offload: bool = False
+
+
+def read_zenflow(data: object) -> ZenFlowConfig:
+    block = zero_section(data).get("zenflow")
+    if not isinstance(block, dict):
+        return ZenFlowConfig()
+    return ZenFlowConfig(True, block.get("topk_ratio", 0.1), block.get("select_strategy", "auto"),
+                         block.get("update_interval", "auto"), coerce.lax_bool(block.get("overlap_step")) is True,
+                         coerce.lax_bool(block.get("offload")) is True)
+
+
+@dataclass(frozen=True)
+class CompileConfig:
+    """``compile`` (compile/config.py CompileConfig): ``deepcompile`` turns DeepCompile on (engine.compile builds
+    its backend: compile/backend.py); the offload passes (passes/offload_activation.py,
+    offload_adam_states.py, offload_parameters.py) and ``free_activation`` run only under it."""
+
+    deepcompile: bool = False
+    offload_activation: bool = False
+    offload_opt_states: bool = False
+    offload_parameters: bool = False
+    free_activation: bool = False
+
+    @property
+    def offload_passes(self) -> tuple[str, ...]:
+        """The memory passes written on, by key (empty without DeepCompile: nothing reads them)."""
+        if not self.deepcompile:
+            return ()
+        return tuple(key for key in ("offload_activation", "offload_opt_states", "offload_parameters",
+                                     "free_activation") if getattr(self, key))
+
+
+def read_compile(data: object) -> CompileConfig:
+    block = section(data, "compile")
+    return CompileConfig(*(coerce.lax_bool(block.get(key)) is True for key in (
+        "deepcompile", "offload_activation", "offload_opt_states", "offload_parameters", "free_activation")))
+
+
+@dataclass(frozen=True)
+class ActivationCheckpointingConfig:
+    """``activation_checkpointing`` (runtime/activation_checkpointing/config.py): read only by
+    deepspeed.checkpointing.configure, which the model's own code calls (Megatron-DeepSpeed); the engine never
+    does, and transformers checkpoints with torch.utils.checkpoint, which ignores it."""
+
+    partition_activations: bool = False
+    cpu_checkpointing: bool = False
+
+
+def read_activation_checkpointing(data: object) -> ActivationCheckpointingConfig:
+    # config.py stores both with get_scalar_param, unchecked (the schema's x-unchecked); checkpointing.py tests
+    # their truth, so "false" written as text is on
+    block = section(data, "activation_checkpointing")
+    return ActivationCheckpointingConfig(bool(block.get("partition_activations", False)),
+                                         bool(block.get("cpu_checkpointing", False)))
+
+
 __all__ = [
     "DTYPE_ALIASES",
+    "ActivationCheckpointingConfig",
     "Auto",
     "Bf16Config",
+    "CompileConfig",
     "DataTypesConfig",
     "ExpertParallelConfig",
     "Fp16Config",
@@ -677,19 +760,23 @@ __all__ = [
     "OptimizerParams",
     "Rejected",
     "TorchAutocastConfig",
+    "ZenFlowConfig",
     "ZeroConfig",
     "dtype_name",
     "lax_bool",
     "lax_float",
     "lax_int",
     "overlap_comm_at",
+    "read_activation_checkpointing",
     "read_bf16",
+    "read_compile",
     "read_data_types",
     "read_expert_parallel",
     "read_fp16",
     "read_gradient_clipping",
     "read_optimizer",
     "read_torch_autocast",
+    "read_zenflow",
     "read_zero",
     "shown",
 ]

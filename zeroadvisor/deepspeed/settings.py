@@ -24,8 +24,10 @@ from zeroadvisor.config.source import Document
 from zeroadvisor.deepspeed import effective as E
 from zeroadvisor.deepspeed import schema
 from zeroadvisor.deepspeed.config_model import (
+    ActivationCheckpointingConfig,
     Auto,
     Bf16Config,
+    CompileConfig,
     DataTypesConfig,
     ExpertParallelConfig,
     Fp16Config,
@@ -35,15 +37,19 @@ from zeroadvisor.deepspeed.config_model import (
     OptimizerConfig,
     Rejected,
     TorchAutocastConfig,
+    ZenFlowConfig,
     ZeroConfig,
     parallel_degree,
+    read_activation_checkpointing,
     read_bf16,
+    read_compile,
     read_data_types,
     read_expert_parallel,
     read_fp16,
     read_gradient_clipping,
     read_optimizer,
     read_torch_autocast,
+    read_zenflow,
     read_zero,
     section,
     zero_section,
@@ -192,6 +198,9 @@ class DeepSpeedSettings:
     layout: Layout = field(default_factory=Layout)
     torch_autocast: TorchAutocastConfig = field(default_factory=TorchAutocastConfig)
     expert_parallel: ExpertParallelConfig = field(default_factory=ExpertParallelConfig)  # AutoEP
+    zenflow: ZenFlowConfig = field(default_factory=ZenFlowConfig)  # zero_optimization.zenflow
+    compile: CompileConfig = field(default_factory=CompileConfig)  # DeepCompile
+    activation_checkpointing: ActivationCheckpointingConfig = field(default_factory=ActivationCheckpointingConfig)
 
     @property
     def stage(self) -> int | None:
@@ -277,6 +286,9 @@ def read(data: Any) -> DeepSpeedSettings:
                       cfg.get("data_parallel_size"), zero.get("zero_hpz_partition_size")),
         torch_autocast=read_torch_autocast(cfg),
         expert_parallel=read_expert_parallel(cfg),
+        zenflow=read_zenflow(cfg),
+        compile=read_compile(cfg),
+        activation_checkpointing=read_activation_checkpointing(cfg),
     )
 
 

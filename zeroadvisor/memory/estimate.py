@@ -15,8 +15,15 @@ from zeroadvisor.memory import host as host_memory
 from zeroadvisor.memory.allocator import AllocatorConf, fragmentation_term
 from zeroadvisor.memory.assumed import AssumedInput, activations_unknown, shape_assumptions
 from zeroadvisor.memory.autocast import Autocast, autocast_notes, autocast_terms, read_autocast
-from zeroadvisor.memory.buffers import CUDA_CONTEXT_BYTES, OVERHEAD_ASSUMPTION, buffer_terms, gathered_terms
+from zeroadvisor.memory.buffers import (
+    CUDA_CONTEXT_BYTES,
+    OVERHEAD_ASSUMPTION,
+    buffer_terms,
+    gathered_terms,
+    largest_layer,
+)
 from zeroadvisor.memory.cluster import MAX_MEMORY_BYTES, Cluster, check_memory
+from zeroadvisor.memory.features2025 import Features2025, read_features, superoffload_terms, uncounted_features
 from zeroadvisor.memory.layout_buffers import layout_buffer_terms
 from zeroadvisor.memory.options import Option, Skipped, configured_option, enumerate_options, refusal
 from zeroadvisor.memory.padding import PaddedFit, longest_fit
@@ -284,7 +291,7 @@ def estimate(config: Config, model: ModelSpec, shape: TrainingShape | None = Non
 
     run = _Run(model, shape, cluster, accounting, s, layout, local, spec, act, configured, SaveInputs.of(ds),
                phase_split(model, layout, local, cluster), frozenset(assumptions), uncounted, missing,
-               AllocatorConf(cluster.alloc_conf), ac)
+               AllocatorConf(cluster.alloc_conf), ac, read_features(ds))
     stages, padding = _dynamic_padding(run, [_stage_estimate(run, option) for option in options])
     return Estimate(model, shape, accounting, cluster, s, tuple(stages), tuple(skipped), tuple(assumptions),
                     (*assumed, *padding, *_allocator_assumed(run, stages)), layout, schema.active_release())
@@ -385,6 +392,7 @@ class _Run:
     activations_missing: tuple[str, ...]  # StageEstimate.activations_missing
     alloc: AllocatorConf = field(default_factory=AllocatorConf)  # PYTORCH_CUDA_ALLOC_CONF (memory/allocator.py)
     autocast: Autocast | None = None  # torch_autocast on an fp32 model (memory/autocast.py)
+    features: Features2025 = field(default_factory=Features2025)  # SuperOffload, ZenFlow, ... (memory/features2025.py)
 
 
 def _stage_estimate(run: _Run, option: Option) -> StageEstimate:
@@ -409,14 +417,18 @@ def _stage_estimate(run: _Run, option: Option) -> StageEstimate:
         terms = terms + phase_terms
     capacities = run.cluster.capacities()
     judgement = judge(peaks, capacities, run.cluster.headroom)
-    uncounted = run.uncounted + _unchecked_storage(option, capacities)
+    # the 2025 features whose memory is not counted (memory/features2025.py): a "fits" is then unknown, and a
+    # "does not fit" too where the feature can only lower what is counted
+    features, lowers = uncounted_features(run.features, option, run.shape.activation_checkpointing,
+                                          run.layout.tensor)
+    uncounted = run.uncounted + features + _unchecked_storage(option, capacities)
     refused = refusal(run.s, option)
     if refused:
         notes.insert(0, f"DeepSpeed {DEEPSPEED_TARGET} does not run this configuration: {refused}")
     option_notes = [n for n in dict.fromkeys(notes) if n not in run.seen_notes]
     stage_notes = option_notes + _differences(ds_terms, paper, run.layout.data)
     return StageEstimate(option, run.s.configured and option == run.configured, per_gpu, host, nvme,
-                         per_node_cpu, per_node_nvme, stated(judgement.verdict, uncounted), tuple(terms),
+                         per_node_cpu, per_node_nvme, stated(judgement.verdict, uncounted, lowers), tuple(terms),
                          tuple(stage_notes),
                          {p.phase: p for p in peaks}, judgement.phase, judgement.resource, uncounted,
                          judgement.verdict, activations_missing=run.activations_missing, per_gpu_bound=per_gpu_bound)
@@ -467,6 +479,8 @@ def _train_terms(run: _Run, option: Option, ds_terms: list[Term], paper: list[Te
     # the optimizer's step runs after backward has freed the activations (memory/step_temporaries.py)
     stepped = trainable(run.model) if run.model.trainable_parameters is not None else run.local.dense
     terms += step_terms(s, option, stepped, N, run.act.nbytes, run.shape.optim, notes)
+    terms += superoffload_terms(run.features, s, option, P, N, spec,
+                                largest_param(run.model) or largest_layer(spec, []))  # a module's bound its params
     terms += _allowance_terms(terms, run.alloc)
     terms += host_memory.runtime_baseline_terms(Phase.TRAIN)
     terms += host_memory.pinned_rounding_terms(host_memory.run_pinned_buffers(  # PEFT: trainable parameters
