@@ -148,6 +148,10 @@ VERDICT_WORDS = {Verdict.FITS: "fits", Verdict.TIGHT: "tight (fits, inside the h
                  None: "not judged (no capacity given)"}
 PEAK_GPU = "peak per GPU"
 PEAK_HOST = "peak host / node"
+# the phase whose host RAM is the peak, and the host RAM while the training loop runs: a host figure a user
+# measured in the loop (RSS during the epoch) compares with the latter, not with a peak set at load or save
+PEAK_HOST_PHASE = "peak host phase"
+TRAIN_HOST = "host / node, train"
 BINDING_PHASE = "peak phase"  # the phase (load, train, save) whose peak decides the verdict
 STEP_TIME = "step time vs *"  # estimated step time over the configured option's
 # What a verdict may leave out (memory/estimate.py StageEstimate.uncounted), and how to give it.

@@ -60,11 +60,14 @@ DEFAULTS: dict[str, ArgValue | None] = {
     "optim": "adamw_torch_fused",
     # the Liger kernel (memory/liger.py): Trainer.__init__ applies it to the model where this is true (4.45+)
     "use_liger_kernel": False,
+    # the data-loader worker processes each rank forks (memory/host.py: host RAM per rank)
+    "dataloader_num_workers": 0,
 }
 # The fields by the type they hold, so that ``TrainingArgs.get`` of a named field is typed; the bool fields are
 # not (axolotl's default bf16 is "auto", an unset gradient_checkpointing None). tests/test_training_args.py checks
 # these against TYPES.
-IntField = Literal["per_device_train_batch_size", "gradient_accumulation_steps", "max_steps"]
+IntField = Literal["per_device_train_batch_size", "gradient_accumulation_steps", "max_steps",
+                   "dataloader_num_workers"]
 NumberField = Literal["max_grad_norm", "learning_rate", "adam_beta1", "adam_beta2", "adam_epsilon", "weight_decay",
                       "warmup_steps"]
 TextField = Literal["optim"]

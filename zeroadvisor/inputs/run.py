@@ -169,10 +169,25 @@ def build(request: Request, *, spelling: Spelling = KEYWORDS, project: bool = Fa
         _refuse_missing(command, values, spelling, project, deferred)
     configs, notes = _from_files(command, values, spelling, project, trainer, need_world=not lint_only)
     _refuse_fix_without_file(command, values, configs, spelling)
-    if command in MODEL_COMMANDS:  # only an estimate reads it (lint does not import the memory model)
+    if command in MODEL_COMMANDS:  # only an estimate reads them (lint does not import the memory model)
         values["alloc_conf"] = alloc_conf(trainer)
+        values["dataloader_workers"] = dataloader_workers(trainer)
     inputs = _assemble(command, values, spelling, project, trainer, configs, tuple(notes), readings, lint_only)
     return replace(inputs, excludes=_excludes(values, found[0] if found is not None else None, spelling))
+
+
+def dataloader_workers(trainer: TrainerInputs | None) -> int:
+    """The data-loader workers each rank forks (the Trainer's dataloader_num_workers; 0 without training arguments:
+    TrainingArguments' default), refused by the key that gave it where no machine runs that many."""
+    from zeroadvisor.memory.cluster import MAX_DATALOADER_WORKERS
+
+    if trainer is None:
+        return 0
+    workers = trainer.training.get("dataloader_num_workers")
+    if not 0 <= workers <= MAX_DATALOADER_WORKERS:
+        raise UsageError(f"{trainer.training.label('dataloader_num_workers')}: {workers} data-loader workers; give 0 "
+                         f"to {MAX_DATALOADER_WORKERS}")
+    return workers
 
 
 def alloc_conf(trainer: TrainerInputs | None, environ: Mapping[str, str] | None = None) -> str | None:
@@ -549,7 +564,8 @@ def _cluster(command: Command, values: Values, spelling: Spelling) -> Cluster:
         return Cluster(gpus=cast(int, values["gpus"]), gpus_per_node=_number(values, "gpus_per_node"),
                        gpu_memory=_number(values, "gpu_memory"), cpu_memory=_number(values, "cpu_memory"),
                        nvme=_number(values, "nvme"), headroom=headroom, gpu=card,
-                       alloc_conf=cast("str | None", values.get("alloc_conf")))
+                       alloc_conf=cast("str | None", values.get("alloc_conf")),
+                       dataloader_workers=cast(int, values.get("dataloader_workers") or 0))
     except EstimateError as err:  # the bounds of memory/cluster.py, on values given together
         raise UsageError(str(err)) from None
 

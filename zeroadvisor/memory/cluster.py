@@ -30,6 +30,8 @@ MAX_MEMORY_BYTES = 10**18
 MIN_GPU_MEMORY = 2**20
 # The environment variable that configures torch's CUDA caching allocator (memory/allocator.py reads its value).
 ALLOC_CONF_ENV = "PYTORCH_CUDA_ALLOC_CONF"
+# More data-loader workers per rank than any machine has cores for is a typo, not a run.
+MAX_DATALOADER_WORKERS = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +48,9 @@ class Cluster:
     # the run's PYTORCH_CUDA_ALLOC_CONF (its environment or launch command; None: nobody said): expandable
     # segments change the allocator's fragmentation (memory/allocator.py)
     alloc_conf: str | None = None
+    # the data-loader worker processes each rank forks (the Trainer's dataloader_num_workers; 0: its default, the
+    # batches are loaded in the training process): host RAM per rank (memory/host.py runtime_baseline_terms)
+    dataloader_workers: int = 0
     # False where gpus_per_node is the default (min(gpus, 8)): an Accelerate config's machines may decide it
     per_node_given: bool = field(default=True, init=False, repr=False, compare=False)
 
@@ -68,6 +73,10 @@ class Cluster:
             check_memory(name, getattr(self, name))
         check_gpu_memory("gpu_memory", self.gpu_memory)
         check_usable("headroom", self.gpu_memory, self.headroom)
+        if isinstance(self.dataloader_workers, bool) or not isinstance(self.dataloader_workers, int) \
+                or not 0 <= self.dataloader_workers <= MAX_DATALOADER_WORKERS:
+            raise EstimateError(f"dataloader_workers must be a whole number from 0 to {MAX_DATALOADER_WORKERS}, "
+                                f"got {self.dataloader_workers!r}")
 
     @property
     def nodes(self) -> int:

@@ -124,6 +124,20 @@ class StageEstimate:
         return max(p.host_per_node for p in self.phases.values()) if self.phases else self.per_node_cpu
 
     @property
+    def peak_host_phase(self) -> Phase:
+        """The phase whose host RAM per node is the peak (load, train or save; the first of equals): a host figure
+        measured in the training loop compares with the train phase's, ``phases[TRAIN].host_per_node``."""
+        if not self.phases:
+            return Phase.TRAIN
+        return max(self.phases.values(), key=lambda p: p.host_per_node).phase
+
+    @property
+    def train_host_per_node(self) -> int:
+        """Host RAM per node while the training loop runs (the train phase's peak)."""
+        train = self.phases.get(Phase.TRAIN)
+        return train.host_per_node if train is not None else self.per_node_cpu
+
+    @property
     def peak_nvme_per_node(self) -> int:
         return max(p.nvme_per_node for p in self.phases.values()) if self.phases else self.per_node_nvme
 
@@ -142,6 +156,8 @@ class StageEstimate:
             "peak_gpu": int(self.peak_gpu),
             "peak_gpu_bound": int(self.peak_gpu_bound),
             "peak_host_per_node": int(self.peak_host_per_node),
+            "peak_host_phase": self.peak_host_phase,
+            "train_host_per_node": int(self.train_host_per_node),
             "peak_nvme_per_node": int(self.peak_nvme_per_node),
             "binding_phase": self.binding_phase,
             "binding_resource": self.binding_resource,
@@ -359,8 +375,9 @@ def _accounting_assumptions(accounting: Accounting, act: Activations, data_paral
     """What the accounting counts and assumes, for every option alike."""
     if accounting == Accounting.DEEPSPEED:
         assumptions = [*act.notes, OVERHEAD_ASSUMPTION,
-                       ("host RAM includes a runtime allowance per GPU process (Python, torch, DeepSpeed and the "
-                        "CUDA runtime) and pinned buffers as torch's CachingHostAllocator sizes "
+                       ("host RAM includes a runtime allowance per GPU process (Python, torch, DeepSpeed, "
+                        "transformers, the CUDA runtime and, while training, the Trainer's dataloader_num_workers "
+                        "worker processes) and pinned buffers as torch's CachingHostAllocator sizes "
                         "them (a power of two)")]
     else:
         assumptions = [("paper accounting: model states only (ZeRO paper §5, Table 1); gathered parameters, "
@@ -482,7 +499,7 @@ def _train_terms(run: _Run, option: Option, ds_terms: list[Term], paper: list[Te
     terms += superoffload_terms(run.features, s, option, P, N, spec,
                                 largest_param(run.model) or largest_layer(spec, []))  # a module's bound its params
     terms += _allowance_terms(terms, run.alloc)
-    terms += host_memory.runtime_baseline_terms(Phase.TRAIN)
+    terms += host_memory.runtime_baseline_terms(Phase.TRAIN, dataloader_workers=run.cluster.dataloader_workers)
     terms += host_memory.pinned_rounding_terms(host_memory.run_pinned_buffers(  # PEFT: trainable parameters
         s, option, P, N, run.model, largest_param(run.model)))
     return terms

@@ -13,9 +13,11 @@ Two mechanisms:
   keeps freed blocks in its free lists instead of returning them (``free`` -> free list; only
   ``empty_cache`` releases them, which DeepSpeed never calls for the host). So a 1.1 GiB pinned
   buffer holds 2 GiB of host RAM.
-* **Runtime baseline.** Every GPU process holds the Python interpreter, torch, DeepSpeed and the CUDA
-  runtime before it holds a single tensor: an allowance, measured on CPU for what runs here
-  (benchmarks/load_calibration.md) and taken from public measurements for the CUDA part.
+* **Runtime baseline.** Every GPU process holds the Python interpreter, torch, DeepSpeed, transformers and
+  the CUDA runtime before it holds a single tensor, and the training loop forks its data-loader workers: an
+  allowance per process, times the ranks on a node, measured on CPU for what runs here
+  (benchmarks/load_calibration.md, benchmarks/host_baseline.py) and taken from public measurements for the
+  CUDA part.
 """
 
 from __future__ import annotations
@@ -184,18 +186,34 @@ def pinned_param_partitions(numels: Iterable[int], N: int, element_size: int) ->
 # deepspeed.initialize of a tiny model adds (gloo process group, comm op, engine objects).
 RUNTIME_IMPORT_BYTES = 243 * MIB  # measured 242.2 MiB
 RUNTIME_INIT_BYTES = 130 * MIB  # measured 129.6 MiB
+# What `import transformers; from transformers import Trainer` adds to that process (benchmarks/host_baseline.json
+# "imports": RSS 240.8 MiB after torch + deepspeed, 365.3 MiB with transformers 5.24 and its Trainer): every
+# run of a Hugging Face model imports it to build the model, Trainer or not.
+RUNTIME_TRANSFORMERS_BYTES = 125 * MIB  # measured 124.5 MiB
 # The CUDA runtime's host memory once the first CUDA tensor exists: pytorch/pytorch#113326
 # (322,040 kB -> 2,056,600 kB RSS with CUDA 11.8: +1.65 GiB) and #106511 (+1.18 GiB at the first
 # CUDA use). The larger is taken: an allowance, not a measurement of the user's stack.
 CUDA_HOST_BYTES = (2_056_600 - 322_040) * 1024
+# A forked data-loader worker's private memory (USS) while it serves batches: benchmarks/host_baseline.json
+# "worker" (4 workers forked from a process that imported torch, DeepSpeed and transformers: 9.6-12.5 MiB
+# each; their RSS, 378 MiB each, counts the parent's pages they share copy-on-write again). What a worker
+# copies later by touching the dataset's Python objects (pytorch/pytorch#13246, copy-on-read) grows with the
+# dataset held in the process and is not counted.
+DATALOADER_WORKER_BYTES = 13 * MIB  # measured 12.5 MiB (the largest of 4)
 
 
-def runtime_baseline_terms(phase: Phase, cuda: bool = True) -> list[Term]:
-    """Host RAM per GPU process before any tensor: interpreter, torch, DeepSpeed, the CUDA runtime."""
+def runtime_baseline_terms(phase: Phase, cuda: bool = True, dataloader_workers: int = 0) -> list[Term]:
+    """Host RAM per GPU process before any tensor: interpreter, torch, DeepSpeed, transformers, the CUDA runtime,
+    and (``dataloader_workers``, the Trainer's dataloader_num_workers) the data-loader worker processes it forks:
+    those exist only while the training loop iterates its data loader, so the caller passes them for the train
+    and save phases, never for loading."""
     terms = [
         Term("overhead", Resource.CPU, RUNTIME_IMPORT_BYTES, "runtime_import",
              "Python + torch + DeepSpeed imported (RSS per process)", "measured RSS after import",
              "benchmarks/load_calibration.md (runtime case, CPU build)", phase=phase, kind=TermKind.ALLOWANCE),
+        Term("overhead", Resource.CPU, RUNTIME_TRANSFORMERS_BYTES, "runtime_transformers",
+             "transformers and its Trainer imported (RSS per process)", "measured RSS growth of the import",
+             "benchmarks/host_baseline.json (imports, CPU build)", phase=phase, kind=TermKind.ALLOWANCE),
         Term("overhead", Resource.CPU, RUNTIME_INIT_BYTES, "runtime_deepspeed",
              "deepspeed.initialize runtime (process group, comm ops, engine) per process",
              "measured RSS growth of a tiny-model initialize",
@@ -207,4 +225,12 @@ def runtime_baseline_terms(phase: Phase, cuda: bool = True) -> list[Term]:
                           "RSS growth at the first CUDA tensor",
                           "pytorch/pytorch#113326 (+1.65 GiB), #106511 (+1.18 GiB)", phase=phase,
                           kind=TermKind.ALLOWANCE))
+    if dataloader_workers > 0:
+        terms.append(Term("overhead", Resource.CPU, dataloader_workers * DATALOADER_WORKER_BYTES,
+                          "dataloader_workers",
+                          f"{dataloader_workers} data-loader worker processes forked by this process (private "
+                          "memory; what they copy of the dataset later is not counted)",
+                          f"{dataloader_workers} × {DATALOADER_WORKER_BYTES // MIB} MiB (measured USS per worker)",
+                          "torch.utils.data DataLoader num_workers (Trainer dataloader_num_workers); "
+                          "benchmarks/host_baseline.json (worker)", phase=phase, kind=TermKind.ALLOWANCE))
     return terms

@@ -252,6 +252,8 @@ def _cells(st: StageEstimate, estimate: Estimate, unit: str, style: Style,
     if with_phases:
         cells.append((_number(scale(st.peak_gpu, unit)), None))
         cells.append((_number(scale(st.peak_host_per_node, unit)), None))
+        cells.append((st.peak_host_phase, None))
+        cells.append((_number(scale(st.train_host_per_node, unit)), None))
         cells.append((st.binding_phase, None))
     if steps:
         ratio = overview.relative_step_time(st, estimate.configured, steps)
@@ -263,7 +265,8 @@ def _cells(st: StageEstimate, estimate: Estimate, unit: str, style: Style,
 def _row_labels(with_phases: bool, with_steps: bool) -> list[str]:
     names = [ROW_LABELS[row] for row in ROWS] + [labels.HOST_RAM_PER_NODE, labels.NVME_PER_NODE]
     if with_phases:
-        names += [labels.PEAK_GPU, labels.PEAK_HOST, labels.BINDING_PHASE]
+        names += [labels.PEAK_GPU, labels.PEAK_HOST, labels.PEAK_HOST_PHASE, labels.TRAIN_HOST,
+                  labels.BINDING_PHASE]
     if with_steps:
         names.append(labels.STEP_TIME)
     return [*names, labels.FITS]
