@@ -46,9 +46,12 @@ def test_full_recompute_and_the_loss_peak():
     kw = {**GPT, "num_layers": L, "vocab_size": V}
     # full: 2sbh per layer input + one layer (34sbh + 16sb + 5as²b) during its recompute. Loss (an LM head
     # assumed, upcast to fp32 as transformers' ForCausalLMLoss does): fp32 log-probs, their gradient and the
-    # logits' gradient, 3 × 4 B × sbV, + the int64 labels 8sb
+    # logits' gradient, 3 × 4 B × sbV, + the int64 labels 8sb. The loss and the LM head's input (2sbh) are freed
+    # before the last layer is recomputed: the larger of the two peaks counts (here the loss)
     layer = s * b * (34 * h + 16) + 5 * a * s * s * b
-    expected = L * 2 * s * b * h + layer + outside(s, b, h) + 12 * s * b * V + 8 * s * b
+    loss = 2 * s * b * h + 12 * s * b * V + 8 * s * b
+    assert loss > layer
+    expected = L * 2 * s * b * h + outside(s, b, h) - 2 * s * b * h + max(layer, loss)
     result = act(kw, ckpt="full")
     assert result.nbytes == expected
     assert result.logits == 12 * s * b * V + 8 * s * b

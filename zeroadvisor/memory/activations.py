@@ -49,7 +49,14 @@ labels (+ the head's gradient for a trainable head), a bound over Liger's versio
 and SwiGLU/GEGLU (3·e·f) replace transformers' in the families memory/liger.py LAYER_FAMILIES names.
 
 Checkpointing: selective recomputation drops the scores; full recomputation keeps each layer's input
-(e·h per token and layer) plus one layer's activations while it is recomputed in backward.
+(e·h per token and layer) plus one layer's activations while it is recomputed in backward. Under full
+recomputation the loss peak and a layer's recompute are never live together (exact for the order torch runs):
+autograd runs the loss, LM-head and final-norm backward first, freeing their saved tensors as each node runs
+(torch/csrc/autograd/engine.cpp: a node's SavedVariables are released after it executes unless retain_graph),
+and torch.utils.checkpoint (CheckpointFunction.backward / the non-reentrant unpack hook) recomputes the last
+layer only when the backward reaches it. So the peak is the layer inputs + the rest outside the layers +
+max(one layer's recompute, the LM head's input and the loss peak). With Ulysses at 64k-512k tokens the
+vocabulary-wide loss is the larger, and the sum over-counted by a whole layer's working set.
 """
 
 from __future__ import annotations
@@ -77,6 +84,9 @@ class Activations:
     logits: int
     notes: tuple[str, ...]
     parts: tuple[tuple[str, int], ...] = ()  # the breakdown, for reports and the calibration
+    # what ``nbytes`` holds for the LM head and loss beyond the layers (a pipeline stage without the head drops
+    # it): the logits peak, or under full recomputation only what the head's peak exceeds a layer's recompute by
+    head_share: int = 0
 
 
 def _dropout(p: float | None) -> int:
@@ -211,7 +221,7 @@ def activation_bytes(spec: ModelSpec, shape: TrainingShape, micro_batch: int, pr
     stacks, t = _stacks(spec, shape, L, s, notes)
     out_tokens = t * b
 
-    body, per_layer, parts = _layers(stacks, d, facts, shape, b)
+    body, per_layer, parts, largest = _layers(stacks, d, facts, shape, b)
     outside = _outside_layers(spec, stacks, d, facts, b, s, out_tokens)
     parts.append(("outside the layers", outside))
     if with_liger and spec.lm_head is not False and spec.vocab_size:
@@ -219,13 +229,27 @@ def activation_bytes(spec: ModelSpec, shape: TrainingShape, micro_batch: int, pr
     else:
         logits = _logits(spec, facts, e, out_tokens, notes)
     parts.append(("logits and loss", logits))
+    nbytes, head_share = body + outside + logits, logits
+    if shape.activation_checkpointing == Checkpointing.FULL and largest:
+        # the head's saved input and the loss peak are freed before the last layer is recomputed (module
+        # docstring): exact for torch's backward order; the rest outside the layers (token ids, embedding
+        # dropout, norms, an encoder's output) is kept through the recompute, a bound for the final norm
+        head = _head_input(spec, d, facts, out_tokens)
+        peak = max(largest, head + logits)
+        nbytes = body - largest + outside - head + peak
+        head_share = peak - largest
+        if head + logits > largest:
+            notes.append(f"activations: full recomputation: the loss peak ({(head + logits) / 2**30:.2f} GiB with the "
+                         f"head's input) is over a layer's recompute ({largest / 2**30:.2f} GiB) and not live with "
+                         "it (autograd frees the loss before torch.utils.checkpoint recomputes the last layer): "
+                         "the larger is counted")
 
     attn = "fused attention (SDPA/FlashAttention: no s×s scores)" if fused else "eager attention (s×s scores kept)"
     lengths = f"sequence {s}" if t == s else f"source {s}, target {t}"
     notes.append(f"activations: what transformers keeps for backward per layer (Korthikanti et al. 2022, term by "
                  f"term), {attn}, {_RECOMPUTATION[shape.activation_checkpointing]}, micro batch {b}, {lengths}, "
                  f"{e}-byte activations")
-    return Activations(body + outside + logits, per_layer, logits, tuple(notes), tuple(parts))
+    return Activations(nbytes, per_layer, logits, tuple(notes), tuple(parts), head_share)
 
 
 def _dimensions(spec: ModelSpec, e: int, h: int, notes: list[str]) -> _Dims:
@@ -272,8 +296,9 @@ def _layer(stack: _Stack, d: _Dims, facts: LayerFacts, b: int, fused: bool) -> t
 
 
 def _layers(stacks: list[_Stack], d: _Dims, facts: LayerFacts, shape: TrainingShape,
-            b: int) -> tuple[int, int, list[tuple[str, int]]]:
-    """(bytes all layers keep under the checkpointing, the largest layer's, (stack, one layer's bytes))."""
+            b: int) -> tuple[int, int, list[tuple[str, int]], int]:
+    """(bytes all layers keep under the checkpointing, the largest layer's, (stack, one layer's bytes), the
+    largest layer's activations during its recompute: what full recomputation adds to the layer inputs)."""
     parts: list[tuple[str, int]] = []
     body = per_layer = 0
     largest = 0  # linear + score bytes of the largest layer: what a full recompute holds at once
@@ -291,7 +316,7 @@ def _layers(stacks: list[_Stack], d: _Dims, facts: LayerFacts, shape: TrainingSh
         per_layer = max(per_layer, layer)
     if shape.activation_checkpointing == Checkpointing.FULL:
         body = inputs + largest  # layer inputs + one layer during its recompute
-    return body, per_layer, parts
+    return body, per_layer, parts, largest
 
 
 def _outside_layers(spec: ModelSpec, stacks: list[_Stack], d: _Dims, facts: LayerFacts, b: int, s: int,
@@ -312,11 +337,17 @@ def _outside_layers(spec: ModelSpec, stacks: list[_Stack], d: _Dims, facts: Laye
             outside += IDS * sq * sq
     if spec.encoder_layers:
         outside += e * s * b * h  # encoder output: the K/V input of every cross-attention
-    outside += e * out_tokens * h  # LM head (or classifier) input
+    return outside + _head_input(spec, d, facts, out_tokens)
+
+
+def _head_input(spec: ModelSpec, d: _Dims, facts: LayerFacts, out_tokens: int) -> int:
+    """What the head keeps of its input: the LM head's (or classifier's) input, BERT's head transform."""
+    e, h = d.e, d.h
+    head = e * out_tokens * h  # LM head (or classifier) input
     if facts.head_transform and spec.lm_head is not False:
         # BertLMPredictionHead.transform: dense input, GeLU input, LayerNorm (the decoder input is above)
-        outside += out_tokens * (2 * e * h + norm_bytes("layernorm", e, h))
-    return outside
+        head += out_tokens * (2 * e * h + norm_bytes("layernorm", e, h))
+    return head
 
 
 def _logits(spec: ModelSpec, facts: LayerFacts, e: int, out_tokens: int, notes: list[str]) -> int:
