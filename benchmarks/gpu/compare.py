@@ -233,6 +233,8 @@ def markdown(doc: dict[str, Any]) -> str:
               "JSON)."), ""]
     if doc["dry_run"]:
         lines += [f"**{DRY_NOTE}.**", ""]
+    if doc.get("example"):
+        lines += [f"**{doc['example']}**", ""]
     header = ("| row | option | optimizer run | train GPU peak | allocated (train) | load GPU peak | save GPU peak | "
               "activations | step time |")
     lines += ["## Overall", "", header, "|" + "---|" * 9]
@@ -298,7 +300,9 @@ def main(argv: list[str] | None = None) -> int:
             not_compared.append({"name": r["case"]["name"], "why": r.get("skipped") or f"failed: {r['error']}"})
             continue
         rows.append(compare_row(r, dry, args.gpu))
+    # a format example (example_calibration.json) says so in every output: its numbers are invented
     doc = {"input": str(source), "gpu": args.gpu, "dry_run": dry, "note": DRY_NOTE if dry else None,
+           "example": data.get("example"),
            "machine": data.get("machine"), "rows": rows, "summary": summary(rows), "not_compared": not_compared}
     prefix = Path(args.out) if args.out else source.with_name(source.stem + "_compare")
     prefix.with_suffix(".json").write_text(json.dumps(doc, indent=1))

@@ -109,15 +109,16 @@ MATRIX: list[dict[str, Any]] = [
         decides=GRADIENT_SIDE),
     row("small z3 frozen-embed", stage=3, freeze_embeddings=True, model="small", micro_batch=2, seq_len=512,
         decides=GRADIENT_SIDE),
+    # torch_autocast: an fp32 model, the forward under torch.autocast(bfloat16)
+    row("small z3 autocast", stage=3, model="small", micro_batch=4, seq_len=1024, precision="autocast",
+        decides=("activations", "gathered_parameters", "fragmentation")),
     # the allocator: the same run with torch's default allocator and with expandable segments; the default
-    # one is also autocast's bf16 counterpart
+    # one is also autocast's bf16 counterpart. Expandable segments last: the dry run runs rows in one process
+    # per PYTORCH_CUDA_ALLOC_CONF (run.py alloc_groups), so the matrix costs it one extra process only
     row("small z3 alloc:default", stage=3, model="small", micro_batch=4, seq_len=1024,
         decides=("fragmentation", "activations", "gathered_parameters")),
     row("small z3 alloc:expandable", stage=3, model="small", micro_batch=4, seq_len=1024, alloc_conf=EXPANDABLE,
         decides=("fragmentation",)),
-    # torch_autocast: an fp32 model, the forward under torch.autocast(bfloat16)
-    row("small z3 autocast", stage=3, model="small", micro_batch=4, seq_len=1024, precision="autocast",
-        decides=("activations", "gathered_parameters", "fragmentation")),
 ]
 
 

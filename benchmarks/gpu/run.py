@@ -28,6 +28,9 @@ sys.path.insert(0, str(HERE))
 import matrix  # noqa: E402
 
 FORMAT = "zeroadvisor-gpu-calibration/1"
+# The default time budget (s): every row's planned seconds (matrix.py expected_s) fit in it, and with run.sh's
+# wheel install and compare.py it stays inside one 10-minute command on the device
+BUDGET_S = 500.0
 PACKAGES = ("torch", "deepspeed", "transformers", "peft", "accelerate", "bitsandbytes", "pydantic")
 
 
@@ -110,8 +113,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, help="the JSON to write")
     parser.add_argument("--dry-run", action="store_true", help="on the CPU: DS_ACCELERATOR=cpu, a tiny Llama")
     parser.add_argument("--only", default=None, help="run only rows whose name contains this text")
-    parser.add_argument("--budget", type=float, default=500.0,
-                        help="seconds: no row is started with fewer than its planned seconds left (default 500)")
+    parser.add_argument("--budget", type=float, default=BUDGET_S,
+                        help=f"seconds: no row is started with fewer than its planned seconds left "
+                             f"(default {BUDGET_S:.0f})")
     parser.add_argument("--timeout", type=float, default=150.0, help="seconds per row (dry run: for all rows)")
     parser.add_argument("--logs", default=None, help="folder for the workers' logs (default: beside --out)")
     args = parser.parse_args(argv)
