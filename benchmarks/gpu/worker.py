@@ -188,9 +188,10 @@ class Probe:
 
     def gradient_side(self) -> dict[str, Any] | None:
         """Stage 3's measured gradient-side bytes (None at stages 0-2, where these terms are not stage 3's)."""
-        buckets = getattr(self.engine.optimizer, "ipg_buckets", None)
-        if not hasattr(self.engine.optimizer, "reduce_independent_p_g_buckets_and_remove_grads"):
+        # stage_1_and_2.py has a method of the same name (and list-valued bucket buffers): stage 3 by its own
+        if not hasattr(self.engine.optimizer, "_DeepSpeedZeroOptimizer_Stage3__avg_scatter_grads"):
             return None
+        buckets = getattr(self.engine.optimizer, "ipg_buckets", None)
         ipg = sum(b.buffer.untyped_storage().nbytes() for b in (buckets or {}).values()
                   if getattr(b, "buffer", None) is not None)
         return {"largest_full_grad_bytes": self.largest_grad, "largest_reduce_bytes": self.largest_reduce,
