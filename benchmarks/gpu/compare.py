@@ -13,10 +13,13 @@ measurement with the reason (the dry run has no CUDA readings).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
+import os
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +37,30 @@ DRY_NOTE = ("dry run: every number is from DeepSpeed's CPU accelerator on a tiny
             "the model's GPU times, so no ratio here says anything about the estimate")
 
 
+# What the estimate has no input for (its number is then that of the run without it, and the row says so)
+FROZEN_NOTE = ("no estimate input freezes parameters without PEFT: the estimate is that of full training (every "
+               "parameter makes a gradient), so the gradient-side terms show what a frozen embedding and head "
+               "take away")
+
+
+@contextlib.contextmanager
+def allocator_env(conf: str | None) -> Iterator[None]:
+    """PYTORCH_CUDA_ALLOC_CONF as the row ran with it, for the estimate to read (inputs/run.py alloc_conf reads
+    the environment), and this process's own value back afterwards."""
+    before = os.environ.get(matrix.ALLOC_CONF_ENV)
+    if conf is None:
+        os.environ.pop(matrix.ALLOC_CONF_ENV, None)
+    else:
+        os.environ[matrix.ALLOC_CONF_ENV] = conf
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(matrix.ALLOC_CONF_ENV, None)
+        else:
+            os.environ[matrix.ALLOC_CONF_ENV] = before
+
+
 def estimate_row(case: dict[str, Any], gpu: str) -> tuple[Any, Any]:
     """(the configured StageEstimate, its step time) for what the row ran."""
     from zeroadvisor import api
@@ -41,19 +68,22 @@ def estimate_row(case: dict[str, Any], gpu: str) -> tuple[Any, Any]:
     from zeroadvisor.inputs.request import Request
     from zeroadvisor.inputs.run import build
 
-    training: dict[str, Any] = {"seq_len": case["seq_len"], "flash_attention": True, "load_dtype": "bf16",
+    load_dtype = "fp32" if case.get("precision") == "autocast" else "bf16"  # autocast trains an fp32 model
+    training: dict[str, Any] = {"seq_len": case["seq_len"], "flash_attention": True, "load_dtype": load_dtype,
                                 "activation_checkpointing": "full" if case["checkpointing"] else "none"}
     if case["stage"] == 3:
         training["zero_init"] = False  # the model is built whole on the host, then initialize partitions it
     if case["peft"] != "none":
-        training.update(peft=case["peft"], lora_r=matrix.LORA_R, lora_target_modules=list(matrix.LORA_TARGETS))
+        training.update(peft=case["peft"], lora_r=case.get("lora_r", matrix.LORA_R),
+                        lora_target_modules=list(matrix.LORA_TARGETS))
         if case["peft"] == "qlora":
             training["quantization"] = "4bit"
     with tempfile.TemporaryDirectory() as tmp:
         config_json = Path(tmp, "config.json")
         config_json.write_text(json.dumps(case["model"]))
-        inputs = build(Request.taking(Command.ESTIMATE, config=matrix.estimate_config(case), model=str(config_json),
-                                      gpus=1, gpu=gpu, **training))
+        with allocator_env(case.get("alloc_conf")):
+            inputs = build(Request.taking(Command.ESTIMATE, config=matrix.estimate_config(case),
+                                          model=str(config_json), gpus=1, gpu=gpu, **training))
         result = api.run_estimate(inputs, step_times=True)
     stage = result.configured
     steps = result.throughput or {}
@@ -72,6 +102,50 @@ def _sum(terms: list[Any], phase: str, device: str | None = None, row: str | Non
     return sum(t.nbytes for t in terms if t.phase == phase and (device is None or t.device == device)
                and (row is None or t.row == row) and (key is None or t.key == key)
                and (allowances or t.kind != "allowance"))
+
+
+def _fragmentation(m: dict[str, Any] | None) -> int | None:
+    if m is None or m.get("max_memory_reserved") is None:
+        return None
+    return int(m["max_memory_reserved"] - m["max_memory_allocated"])
+
+
+def decided(r: dict[str, Any], terms: list[Any], dry: bool) -> list[dict[str, Any]]:
+    """The terms the row decides (matrix.py ``decides``): each zeroadvisor term against what measures it."""
+    live_dev = "cpu" if dry else "cuda"
+    grads = r.get("gradient_side") or {}
+    no_grads = "not stage 3: the probe records the gradient side at stage 3 only"
+    out: list[dict[str, Any]] = []
+    for name in r["case"].get("decides", []):
+        kind = matrix.DECIDABLE[name]
+        if kind == "key":  # allowances included: fragmentation is one
+            estimate = _sum(terms, "train", None if dry else "gpu", key=name, allowances=True)
+        else:
+            estimate = _sum(terms, "train", None if dry else "gpu", row=name)
+        label = f"decides: {name}"
+        if name == "gathered_grad":
+            out.append(entry("train", label, "gpu", estimate, grads.get("largest_full_grad_bytes"), no_grads,
+                             "the largest full gradient a stage-3 hook handed to the IPG bucket (one step)"))
+        elif name == "reduce_scatter_copy":
+            out.append(entry("train", label, "gpu", estimate, grads.get("largest_reduce_bytes"), no_grads,
+                             "the largest set of full gradients reduce-scattered together (the flat copy's size)"))
+        elif name == "ipg_bucket":
+            out.append(entry("train", label, "gpu", estimate, grads.get("ipg_bucket_bytes"), no_grads,
+                             "the IPG buckets' flat buffers after the step"))
+        elif name == "fragmentation":
+            for phase, key in (("load", "load"), ("train", "step"), ("save", "save")):
+                m = r.get(key)
+                est = _sum(terms, phase, "gpu", key=name, allowances=True)
+                reason = "not measured in this row (matrix.py save=False)" if m is None else m.get("gpu_reason")
+                out.append(entry(phase, label, "gpu", est, _fragmentation(m), reason,
+                                 "allowance vs max_memory_reserved - max_memory_allocated in the phase"))
+        elif name == "activations":
+            out.append(entry("train", label, "gpu", estimate, (r.get("saved_for_backward") or {}).get(live_dev, 0),
+                             what="bytes autograd saves for backward (one step)"))
+        else:  # a row of live tensors (rows.py)
+            out.append(entry("train", label, "gpu", estimate, (r.get("rows") or {}).get(live_dev, {}).get(name, 0),
+                             what=f"live {name} tensors, largest over the probe's moments"))
+    return out
 
 
 def compare_row(r: dict[str, Any], dry: bool, gpu: str) -> dict[str, Any]:
@@ -119,7 +193,10 @@ def compare_row(r: dict[str, Any], dry: bool, gpu: str) -> dict[str, Any]:
     est_time = step_time.step_time_s if isinstance(step_time, Throughput) else None
     out.append(entry("train", "step time (s)", "gpu", est_time, m["step_time_s"],
                      what="the step-time model vs the median timed step (after a warm-up, synchronized)"))
+    out += decided(r, terms, dry)
+    notes = [FROZEN_NOTE] if case.get("freeze_embeddings") else []
     return {"name": case["name"], "option": stage.option.label, "optimizer": r.get("optimizer"),
+            "decides": case.get("decides", []), "notes": notes, "allocator": r.get("allocator"),
             "model": r.get("model"), "step_time_bound": getattr(step_time, "bound", None),
             "no_step_time": None if est_time is not None else str(getattr(step_time, "reason", step_time)),
             "terms": out}
@@ -156,6 +233,8 @@ def markdown(doc: dict[str, Any]) -> str:
               "JSON)."), ""]
     if doc["dry_run"]:
         lines += [f"**{DRY_NOTE}.**", ""]
+    if doc.get("example"):
+        lines += [f"**{doc['example']}**", ""]
     header = ("| row | option | optimizer run | train GPU peak | allocated (train) | load GPU peak | save GPU peak | "
               "activations | step time |")
     lines += ["## Overall", "", header, "|" + "---|" * 9]
@@ -172,6 +251,19 @@ def markdown(doc: dict[str, Any]) -> str:
     for s in doc["summary"]:
         lines.append(f"| {s['phase']} | {s['term']} | {s['device']} | {s['rows']} | {ratio(s['geomean_ratio'])} | "
                      f"{ratio(s['min_ratio'])} | {ratio(s['max_ratio'])} |")
+    deciding = [row for row in doc["rows"] if row.get("decides")]
+    if deciding:
+        lines += ["", "## Decided terms (issue 34)", "",
+                  "Each row below settles the zeroadvisor terms it names (matrix.py `decides`).", "",
+                  "| row | phase | term | estimate | measured | ratio | measured as |", "|---|---|---|---|---|---|---|"]
+        for row in deciding:
+            for t in row["terms"]:
+                if t["term"].startswith("decides: "):
+                    lines.append(f"| {row['name']} | {t['phase']} | {t['term'][9:]} | "
+                                 f"{fmt(t['estimate'], t['term'])} | {fmt(t['measured'], t['term'])} | "
+                                 f"{ratio(t['ratio'])} | {t['what']} |")
+        for row in deciding:
+            lines += [f"* {row['name']}: {note}" for note in row.get("notes", [])]
     if doc["not_compared"]:
         lines += ["", "## Rows not compared", ""]
         lines += [f"* {n['name']}: {n['why']}" for n in doc["not_compared"]]
@@ -208,7 +300,9 @@ def main(argv: list[str] | None = None) -> int:
             not_compared.append({"name": r["case"]["name"], "why": r.get("skipped") or f"failed: {r['error']}"})
             continue
         rows.append(compare_row(r, dry, args.gpu))
+    # a format example (example_calibration.json) says so in every output: its numbers are invented
     doc = {"input": str(source), "gpu": args.gpu, "dry_run": dry, "note": DRY_NOTE if dry else None,
+           "example": data.get("example"),
            "machine": data.get("machine"), "rows": rows, "summary": summary(rows), "not_compared": not_compared}
     prefix = Path(args.out) if args.out else source.with_name(source.stem + "_compare")
     prefix.with_suffix(".json").write_text(json.dumps(doc, indent=1))

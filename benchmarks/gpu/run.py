@@ -28,6 +28,9 @@ sys.path.insert(0, str(HERE))
 import matrix  # noqa: E402
 
 FORMAT = "zeroadvisor-gpu-calibration/1"
+# The default time budget (s): every row's planned seconds (matrix.py expected_s) fit in it, and with run.sh's
+# wheel install and compare.py it stays inside one 10-minute command on the device
+BUDGET_S = 500.0
 PACKAGES = ("torch", "deepspeed", "transformers", "peft", "accelerate", "bitsandbytes", "pydantic")
 
 
@@ -47,14 +50,43 @@ def versions() -> dict[str, str | None]:
     return out
 
 
-def run_worker(cases: list[dict[str, Any]], dry: bool, timeout: float, log_dir: Path) -> list[dict[str, Any]]:
-    """The rows in one fresh worker process (world size 1); a row it did not finish is recorded as failed."""
-    env = dict(os.environ, RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", LOCAL_WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
-               MASTER_PORT=str(free_port()), PYTHONWARNINGS="ignore", PYTHONUNBUFFERED="1")
+def worker_env(cases: list[dict[str, Any]], dry: bool, base: dict[str, str] | None = None) -> dict[str, str]:
+    """The worker process's environment: world size 1, and the rows' PYTORCH_CUDA_ALLOC_CONF. torch's caching
+    allocator reads that variable once, when CUDA is first used (c10/cuda/CUDAAllocatorConfig.cpp), so it is
+    set here, in the environment the worker starts with, before its interpreter imports torch; rows that
+    leave it unset run without it even where this process's environment has one (their "off" is torch's
+    default). One worker serves only rows that agree on it (``alloc_groups``)."""
+    confs = {case.get("alloc_conf") for case in cases}
+    if len(confs) > 1:
+        raise ValueError(f"one worker process cannot run rows with different {matrix.ALLOC_CONF_ENV}: {confs}")
+    env = dict(os.environ if base is None else base, RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", LOCAL_WORLD_SIZE="1",
+               MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), PYTHONWARNINGS="ignore", PYTHONUNBUFFERED="1")
     if dry:
         env["DS_ACCELERATOR"] = "cpu"
     else:
         env.pop("DS_ACCELERATOR", None)  # DeepSpeed detects CUDA itself
+    conf = confs.pop() if confs else None
+    if conf is None:
+        env.pop(matrix.ALLOC_CONF_ENV, None)
+    else:
+        env[matrix.ALLOC_CONF_ENV] = conf
+    return env
+
+
+def alloc_groups(cases: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """The dry run's rows in order, cut where PYTORCH_CUDA_ALLOC_CONF changes (one worker per group)."""
+    groups: list[list[dict[str, Any]]] = []
+    for case in cases:
+        if groups and groups[-1][0].get("alloc_conf") == case.get("alloc_conf"):
+            groups[-1].append(case)
+        else:
+            groups.append([case])
+    return groups
+
+
+def run_worker(cases: list[dict[str, Any]], dry: bool, timeout: float, log_dir: Path) -> list[dict[str, Any]]:
+    """The rows in one fresh worker process (world size 1); a row it did not finish is recorded as failed."""
+    env = worker_env(cases, dry)
     log = log_dir / f"{cases[0]['name'].replace(' ', '_').replace(':', '-')}.log"
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp, "rows.json")
@@ -81,8 +113,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, help="the JSON to write")
     parser.add_argument("--dry-run", action="store_true", help="on the CPU: DS_ACCELERATOR=cpu, a tiny Llama")
     parser.add_argument("--only", default=None, help="run only rows whose name contains this text")
-    parser.add_argument("--budget", type=float, default=420.0,
-                        help="seconds: no row is started when fewer than matrix.EXPECTED_S are left (default 420)")
+    parser.add_argument("--budget", type=float, default=BUDGET_S,
+                        help=f"seconds: no row is started with fewer than its planned seconds left "
+                             f"(default {BUDGET_S:.0f})")
     parser.add_argument("--timeout", type=float, default=150.0, help="seconds per row (dry run: for all rows)")
     parser.add_argument("--logs", default=None, help="folder for the workers' logs (default: beside --out)")
     args = parser.parse_args(argv)
@@ -93,13 +126,14 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     results: list[dict[str, Any]] = []
     if args.dry_run:
-        results = run_worker(cases, True, args.timeout, log_dir)
+        for group in alloc_groups(cases):
+            results += run_worker(group, True, args.timeout, log_dir)
     else:
         for case in cases:
             left = args.budget - (time.perf_counter() - t0)
-            if left < matrix.EXPECTED_S:
+            if left < case["expected_s"]:
                 results.append({"case": case, "skipped": f"time budget: {left:.0f}s of --budget {args.budget:.0f}s "
-                                                         f"left, a row takes up to {matrix.EXPECTED_S}s"})
+                                                         f"left, this row takes up to {case['expected_s']}s"})
                 continue
             results += run_worker([case], False, min(args.timeout, left), log_dir)
             last = results[-1]

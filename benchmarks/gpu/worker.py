@@ -1,6 +1,7 @@
 """One calibration row in this process: load, train steps and save of real DeepSpeed, each phase measured.
 
     python benchmarks/gpu/worker.py CASES_JSON OUT_JSON     (started by run.py: on the GPU one process per row)
+    python benchmarks/gpu/worker.py --allocator              (prints what torch's allocator was started with)
 
 World size 1 (RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT/LOCAL_RANK set by run.py). On CUDA every phase starts
 with ``torch.cuda.reset_peak_memory_stats`` and ends with ``max_memory_allocated`` / ``max_memory_reserved``;
@@ -94,7 +95,8 @@ def build_model(case: dict[str, Any], torch: Any, device: str) -> tuple[Any, dic
     cfg = LlamaConfig(**{k: v for k, v in case["model"].items() if k not in ("architectures", "model_type")},
                       attn_implementation="sdpa", use_cache=False)
     previous = torch.get_default_dtype()
-    torch.set_default_dtype(torch.bfloat16)
+    # torch_autocast trains an fp32 model (DeepSpeed's engine keeps the module's dtype without bf16/fp16)
+    torch.set_default_dtype(torch.float32 if case["precision"] == "autocast" else torch.bfloat16)
     try:
         model = LlamaForCausalLM(cfg)
     finally:
@@ -111,15 +113,21 @@ def build_model(case: dict[str, Any], torch: Any, device: str) -> tuple[Any, dic
             model = LlamaForCausalLM.from_pretrained(tmp, quantization_config=quant, dtype=torch.bfloat16,
                                                      device_map={"": device})
         info["quantized"] = "bitsandbytes nf4 (load_in_4bit)"
+    if case["freeze_embeddings"]:  # without PEFT: the input embedding and the (untied) head make no gradient
+        model.get_input_embeddings().requires_grad_(False)
+        model.get_output_embeddings().requires_grad_(False)
     if case["checkpointing"]:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     if case["peft"] in ("lora", "qlora"):
         from peft import LoraConfig, get_peft_model
 
-        model = get_peft_model(model, LoraConfig(r=matrix.LORA_R, lora_alpha=2 * matrix.LORA_R, lora_dropout=0.0,
+        r = case["lora_r"]
+        model = get_peft_model(model, LoraConfig(r=r, lora_alpha=2 * r, lora_dropout=0.0,
                                                  target_modules=list(matrix.LORA_TARGETS), task_type="CAUSAL_LM"))
     model.train()
-    info["trainable_parameters"] = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    trainable = [p.numel() for p in model.parameters() if p.requires_grad]
+    info["trainable_parameters"] = sum(trainable)
+    info["largest_trainable_parameter"] = max(trainable, default=0)
     return model, info
 
 
@@ -149,6 +157,45 @@ class Probe:
         self.wrap(inner if inner is not None and hasattr(inner, "step") else engine.optimizer, "step")
         for moment in ("reduce_gradients", "independent_gradient_partition_epilogue", "free_grad_in_param_list"):
             self.wrap(engine.optimizer, moment)
+        # stage 3's gradient side (the terms memory/buffers.py sizes by the trainable parameters): each full
+        # gradient as its hook hands it to the IPG bucket (the largest: gathered_grad), the gradients reduced
+        # together (what reduce_scatter_coalesced flattens into one copy: reduce_scatter_copy); instance
+        # attributes shadow the methods stage3.py calls on self (the second by its mangled name)
+        self.largest_grad = self.largest_reduce = self.grads_seen = 0
+        self.watch(engine.optimizer, "reduce_independent_p_g_buckets_and_remove_grads", self.note_grad)
+        self.watch(engine.optimizer, "_DeepSpeedZeroOptimizer_Stage3__avg_scatter_grads", self.note_reduce)
+
+    def watch(self, obj: Any, name: str, note: Any) -> None:
+        original = getattr(obj, name, None)
+        if original is None:
+            return
+
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            if self.on:
+                note(*args)
+            return original(*args, **kwargs)
+
+        setattr(obj, name, wrapped)
+
+    def note_grad(self, param: Any, *_: Any) -> None:
+        if param.grad is not None:
+            self.grads_seen += 1
+            self.largest_grad = max(self.largest_grad, param.grad.numel() * param.grad.element_size())
+
+    def note_reduce(self, params: list[Any], *_: Any) -> None:
+        self.largest_reduce = max(self.largest_reduce, sum(p.grad.numel() * p.grad.element_size() for p in params
+                                                           if p.grad is not None))
+
+    def gradient_side(self) -> dict[str, Any] | None:
+        """Stage 3's measured gradient-side bytes (None at stages 0-2, where these terms are not stage 3's)."""
+        # stage_1_and_2.py has a method of the same name (and list-valued bucket buffers): stage 3 by its own
+        if not hasattr(self.engine.optimizer, "_DeepSpeedZeroOptimizer_Stage3__avg_scatter_grads"):
+            return None
+        buckets = getattr(self.engine.optimizer, "ipg_buckets", None)
+        ipg = sum(b.buffer.untyped_storage().nbytes() for b in (buckets or {}).values()
+                  if getattr(b, "buffer", None) is not None)
+        return {"largest_full_grad_bytes": self.largest_grad, "largest_reduce_bytes": self.largest_reduce,
+                "ipg_bucket_bytes": ipg, "full_grads_seen": self.grads_seen}
 
     def wrap(self, obj: Any, name: str) -> None:
         original = getattr(obj, name, None)
@@ -235,12 +282,21 @@ def _steps(case: dict[str, Any], engine: Any, torch: Any, cuda: bool, probe: Pro
             "tokens_per_step": case["micro_batch"] * case["seq_len"], "losses": losses}
 
 
+def allocator_state(torch: Any) -> dict[str, Any]:
+    """PYTORCH_CUDA_ALLOC_CONF as this process has it, and whether CUDA was already initialised when it was read:
+    the caching allocator takes the variable at CUDA's first use, so a value set later changes nothing."""
+    return {"env": os.environ.get(matrix.ALLOC_CONF_ENV), "cuda_initialized": bool(torch.cuda.is_initialized())}
+
+
 def run(case: dict[str, Any]) -> dict[str, Any]:
     import torch
 
+    allocator = allocator_state(torch)
+    if allocator["env"] != case["alloc_conf"]:  # run.py's worker_env sets it; a mismatch measures the wrong run
+        raise RuntimeError(f"{matrix.ALLOC_CONF_ENV} is {allocator['env']!r}, the row wants {case['alloc_conf']!r}")
     cuda = os.environ.get("DS_ACCELERATOR") != "cpu" and torch.cuda.is_available()
     device = "cuda" if cuda else "cpu"
-    out: dict[str, Any] = {"case": case, "device": device, "skipped": skip_reason(case)}
+    out: dict[str, Any] = {"case": case, "device": device, "skipped": skip_reason(case), "allocator": allocator}
     if out["skipped"] is None and case["peft"] == "qlora" and not cuda:
         out["skipped"] = "QLoRA's 4-bit layers (bitsandbytes Linear4bit) are measured on CUDA only"
     if out["skipped"] is not None:
@@ -261,6 +317,7 @@ def run(case: dict[str, Any]) -> dict[str, Any]:
     out["step"] = {**meter.end(), **steps}
     out["rows"] = rows.row_max(probe.points)
     out["saved_for_backward"] = probe.saved_by_device()
+    out["gradient_side"] = probe.gradient_side()
 
     out["save"] = None
     if case["save"]:  # engine.save_checkpoint (model and optimizer states) to a scratch folder
@@ -275,6 +332,11 @@ def run(case: dict[str, Any]) -> dict[str, Any]:
 def main(argv: list[str]) -> None:
     """``worker.py CASES_JSON OUT_JSON``: the rows in order (one on the GPU; the dry run passes them all to one
     process, since a fresh process per row only matters for CUDA's peaks), one result each."""
+    if argv[:1] == ["--allocator"]:  # what run.py's environment gives torch's allocator (tests/test_gpu_kit.py)
+        import torch
+
+        print(json.dumps(allocator_state(torch)))
+        return
     cases, out_path = json.loads(argv[0]), Path(argv[1])
     results = []
     for case in cases:
