@@ -50,6 +50,7 @@ def _check_issue34_readings(case, r):
 
 @pytest.mark.slow
 @pytest.mark.oracle
+@pytest.mark.timeout(600)  # every row of the kit on the CPU, two worker processes: about 2 min on a busy 2-core box
 def test_dry_run_measures_every_row_and_compares(tmp_path):
     pytest.importorskip("torch")
     pytest.importorskip("deepspeed")
