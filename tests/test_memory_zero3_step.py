@@ -129,3 +129,16 @@ def test_the_norms_fp64_copy_bounds_the_step_of_small_sub_groups():
     spec = ModelSpec(parameters=P, largest_layer_parameters=500_000_000, parameter_numels=(500_000_000,) * 14)
     st = configured(zero3(sub_group_size=10_000_000), spec=spec)
     assert train_gpu(st, GRAD_KEY) == 8 * 500_000_000 // N
+
+
+def test_a_sub_group_can_pass_sub_group_size_by_a_parameter():
+    # _create_fp16_sub_groups closes a sub-group at the first parameter that reaches sub_group_size: expected
+    # 1e8 elements, at most 1e8 - 1 + the largest parameter's partition (5e8 / 8)
+    spec = ModelSpec(parameters=P, largest_layer_parameters=500_000_000, parameter_numels=(500_000_000,) * 14)
+    st = configured(zero3(sub_group_size=100_000_000), spec=spec)
+    (term,) = [t for t in st.terms if t.key == GRAD_KEY and t.phase == "train"]
+    assert term.nbytes == 6 * 100_000_000
+    assert term.upper == 6 * (100_000_000 - 1 + 500_000_000 // N)
+    # one sub-group (sub_group_size above the partition): nothing to pass
+    (term,) = [t for t in configured(zero3(), spec=spec).terms if t.key == GRAD_KEY and t.phase == "train"]
+    assert term.upper == term.nbytes == 6 * PART

@@ -150,6 +150,28 @@ def norm_copy(option: Option, largest: int, N: int) -> int:
     return NORM_BYTES * partition_stage3(largest, N)
 
 
+def sub_group_bound(s: Settings, option: Option, P: int, N: int, largest: int) -> int:
+    """The most elements one stage-3 sub-group can hold: stage3.py _create_fp16_sub_groups closes a sub-group at
+    the first parameter that takes it to sub_group_size or more, so it can pass sub_group_size by up to the
+    largest parameter's partition less one (a bound; the expected size is :func:`stepped_elements`)."""
+    stepped = stepped_elements(s, option, P, N)
+    part = partition_stage3(P, N)
+    if option.stage != 3 or not largest or stepped >= part:
+        return stepped
+    return min(part, s.sub_group_size - 1 + partition_stage3(largest, N))
+
+
+def _shares(s: Settings, option: Option, stepped: int, temporaries: int, norm: int,
+            activations: int) -> tuple[int, int]:
+    """(the gradient's share, the temporaries' share) of the step's working set beyond the activations, for a
+    sub-group of ``stepped`` elements."""
+    held, built = sub_group_gradient(s, option, stepped)
+    before_optimizer = max(built, norm)
+    working = max(before_optimizer, held + temporaries * master_bytes(s) * stepped)
+    grad_extra = max(0, before_optimizer - activations)
+    return grad_extra, max(0, working - activations) - grad_extra
+
+
 def step_terms(s: Settings, option: Option, P: int, N: int, activations: int, optim: str | None,
                notes: list[str], largest: int = 0) -> list[Term]:
     """The step's allocations beyond the activations freed before it: the stage-3 sub-group's fp32 gradient and
@@ -157,9 +179,9 @@ def step_terms(s: Settings, option: Option, P: int, N: int, activations: int, op
 
     ``largest``: the largest trainable parameter (its partition's fp64 norm copy precedes the sub-group loop).
     The step's working set is max(the norm's copy, building the gradient, the gradient + the optimizer's
-    temporaries); what
-    exceeds the activations is split into the gradient's share (key GRAD_KEY) and the temporaries' (KEY), so
-    the part an optimizer choice moves stays its own term (advisor/rules.py _matters)."""
+    temporaries); what exceeds the activations is split into the gradient's share (key GRAD_KEY) and the
+    temporaries' (KEY), so the part an optimizer choice moves stays its own term (advisor/rules.py _matters).
+    Each share's bound is the same for the largest sub-group DeepSpeed can build (:func:`sub_group_bound`)."""
     impl = implementation(s, option, optim)
     if impl is None and optim in OTHER_CLIENT_OPTIMIZERS and option.offload_optimizer == Device.NONE \
             and client_optimizer_used(s):
@@ -168,12 +190,12 @@ def step_terms(s: Settings, option: Option, P: int, N: int, activations: int, op
     stepped = stepped_elements(s, option, P, N)
     M = master_bytes(s)
     held, built = sub_group_gradient(s, option, stepped)
-    before_optimizer = max(built, norm_copy(option, largest, N))
-    working = max(before_optimizer, held + temporaries * M * stepped)
-    grad_extra = max(0, before_optimizer - activations)
-    temp_extra = max(0, working - activations) - grad_extra
+    norm = norm_copy(option, largest, N)
+    grad_extra, temp_extra = _shares(s, option, stepped, temporaries, norm, activations)
+    grad_bound, temp_bound = _shares(s, option, sub_group_bound(s, option, P, N, largest), temporaries, norm,
+                                     activations)
     terms: list[Term] = []
-    if grad_extra:
+    if grad_extra or grad_bound:
         a = B.nbytes(s.grad_accum_dtype)
         cast = f" + {a} B cat copy while .to({M} B) runs" if built > held else " (the cat copy is it)"
         terms.append(Term("gradients", Resource.GPU, grad_extra, GRAD_KEY,
@@ -181,13 +203,16 @@ def step_terms(s: Settings, option: Option, P: int, N: int, activations: int, op
                           "before it)", f"max(0, max({M} B × min(sub_group_size, P/N){cast}, 8 B × largest "
                           "parameter / N (norm)) - activations)",
                           "zero/stage3.py _prepare_fp32_grad_for_sub_group (freed by _release_sub_group); "
-                          "get_grad_norm_direct (fp64 copy)"))
-    if temp_extra and impl is not None:
+                          "get_grad_norm_direct (fp64 copy)",
+                          # exact for a sub-group of sub_group_size; one that passes it (sub_group_bound) is the bound
+                          kind=TermKind.BOUND if grad_bound > grad_extra else TermKind.EXACT,
+                          bound=grad_bound if grad_bound > grad_extra else None))
+    if (temp_extra or temp_bound) and impl is not None:
         extra = " beside the sub-group's fp32 gradient" if held else ""
         # a buffer of the step, not a model state (model states stay what DeepSpeed's own estimator counts)
         terms.append(Term("buffers", Resource.GPU, temp_extra, KEY,
                           f"{impl.words} step temporaries{extra} beyond the activations freed before the step",
                           f"max(0, {impl.temporaries} × {M} B × stepped partition"
                           f"{' + the fp32 gradient' if held else ''} - activations) - the gradient's share",
-                          impl.source, kind=TermKind.BOUND))
+                          impl.source, kind=TermKind.BOUND, bound=temp_bound if temp_bound > temp_extra else None))
     return terms
