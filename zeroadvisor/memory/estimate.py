@@ -33,6 +33,7 @@ from zeroadvisor.memory.parallel import (
 from zeroadvisor.memory.phases import PhaseSplit, SaveInputs, largest_param, load_phase, save_phase
 from zeroadvisor.memory.settings import Settings, read_settings
 from zeroadvisor.memory.states import deepspeed_terms, largest_trainable, paper_terms, trainable
+from zeroadvisor.memory.step_temporaries import GRAD_KEY as STEP_FP32_GRAD
 from zeroadvisor.memory.step_temporaries import KEYS as STEP_KEYS
 from zeroadvisor.memory.step_temporaries import client_optimizer_used, optim_assumption, step_terms
 from zeroadvisor.memory.terms import ROWS, STATE_ROWS, Term
@@ -414,7 +415,9 @@ def _stage_estimate(run: _Run, option: Option) -> StageEstimate:
     if refused:
         notes.insert(0, f"DeepSpeed {DEEPSPEED_TARGET} does not run this configuration: {refused}")
     option_notes = [n for n in dict.fromkeys(notes) if n not in run.seen_notes]
-    stage_notes = option_notes + _differences(ds_terms, paper, run.layout.data)
+    # the step's fp32 gradient (stage 3) sits in the gradients row: its bytes are part of the difference
+    step_grad = [t for t in terms if t.key == STEP_FP32_GRAD]
+    stage_notes = option_notes + _differences(ds_terms + step_grad, paper, run.layout.data)
     return StageEstimate(option, run.s.configured and option == run.configured, per_gpu, host, nvme,
                          per_node_cpu, per_node_nvme, stated(judgement.verdict, uncounted), tuple(terms),
                          tuple(stage_notes),

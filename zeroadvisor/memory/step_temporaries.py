@@ -139,6 +139,14 @@ def sub_group_gradient(s: Settings, option: Option, stepped: int) -> tuple[int, 
     return held, held + (a * stepped if a != M else 0)
 
 
+def held_gradient(s: Settings, option: Option, part: int) -> int:
+    """The stepped sub-group's fp32 gradient while the optimizer steps it (no activations subtracted): what a
+    reading of live tensors at the base optimizer's step sees in the gradients row beside the partition buffer
+    (benchmarks/gpu/compare.py); ``part``: this rank's gradient partition in elements."""
+    stepped = min(s.sub_group_size, part) if s.sub_group_size > 0 else part
+    return sub_group_gradient(s, option, stepped)[0]
+
+
 def norm_copy(option: Option, largest: int, N: int) -> int:
     """The gradient norm's fp64 copy at stage 3 with the optimizer on the GPU: stage3.py get_grad_norm_direct
     takes each gradient partition's norm through ``g.to(get_norm_dtype())`` (zero/utils.py: float64 where the
