@@ -77,9 +77,11 @@ def test_zero3_estimator_no_offload_plus_the_flat_gradient_buffer():
     # Estimator: 17675000000 = 4·L_p + 18P/G. DeepSpeed 0.19.8 also allocates
     # grad_partitions_flat_buffer (stage3.py _setup_for_real_optimizer) of P/G elements in the
     # gradient-accumulation dtype (= fp16 here): +2P/G, which the estimator omits. The "18"
-    # (2 fp16 params + 4 fp32 params + 4 fp32 grads + 8 Adam) is otherwise the same.
+    # (2 fp16 params + 4 fp32 params + 4 fp32 grads + 8 Adam) is otherwise the same, except that the step
+    # builds the fp32 gradient beside its fp16 cat copy (stage3.py _prepare_fp32_grad_for_sub_group): +2P/G more
+    # with no activations freed before it (memory/step_temporaries.py sub_group_gradient).
     st = run(cfg(3, **NO_PREFETCH)).stage(3)
-    assert st.per_gpu["model_states"] + st.per_gpu["gathered_parameters"] == 4 * LP + 18 * P // N + 2 * PART
+    assert st.per_gpu["model_states"] + st.per_gpu["gathered_parameters"] == 4 * LP + 18 * P // N + 4 * PART
     assert 4 * LP + 18 * P // N == 17_675_000_000  # the estimator's number
 
 
@@ -170,15 +172,16 @@ def test_fp16_master_weights_offload():
 
 
 def test_stage3_fp16_adam_hand():
-    # params 2P/N; grads: flat buffer 2P/N (grad accum = fp16) + fp32 grads of one sub-group
-    # (sub_group_size 1e9 > P/N, so the whole partition) 4P/N; master + Adam 12P/N
+    # params 2P/N; grads: flat buffer 2P/N (grad accum = fp16) + the step's fp32 gradient of one sub-group
+    # (sub_group_size 1e9 > P/N, so the whole partition), built beside its fp16 cat copy: (2 + 4) P/N with no
+    # activations to absorb it (memory/step_temporaries.py sub_group_gradient); master + Adam 12P/N
     st = run(cfg(3)).stage(3)
     assert st.per_gpu["parameters"] == 2 * PART
-    assert st.per_gpu["gradients"] == 6 * PART
+    assert st.per_gpu["gradients"] == 2 * PART + 6 * PART
     assert st.per_gpu["optimizer_states"] == 12 * PART
-    # small sub-groups bound the step's fp32 gradient: 4 B × sub_group_size
+    # small sub-groups bound the step's fp32 gradient: (2 + 4) B × sub_group_size
     st = run(cfg(3, sub_group_size=100_000_000)).stage(3)
-    assert st.per_gpu["gradients"] == 2 * PART + 4 * 100_000_000
+    assert st.per_gpu["gradients"] == 2 * PART + 6 * 100_000_000
 
 
 def test_stage3_buffers_and_gathered():

@@ -61,8 +61,8 @@ def allocator_env(conf: str | None) -> Iterator[None]:
             os.environ[matrix.ALLOC_CONF_ENV] = before
 
 
-def estimate_row(case: dict[str, Any], gpu: str) -> tuple[Any, Any]:
-    """(the configured StageEstimate, its step time) for what the row ran."""
+def estimate_row(case: dict[str, Any], gpu: str) -> tuple[Any, Any, int]:
+    """(the configured StageEstimate, its step time, the stage-3 step's fp32 gradient) for what the row ran."""
     from zeroadvisor import api
     from zeroadvisor.inputs.command import Command
     from zeroadvisor.inputs.request import Request
@@ -87,7 +87,20 @@ def estimate_row(case: dict[str, Any], gpu: str) -> tuple[Any, Any]:
         result = api.run_estimate(inputs, step_times=True)
     stage = result.configured
     steps = result.throughput or {}
-    return stage, steps.get(stage.option)
+    return stage, steps.get(stage.option), _step_gradient(result.estimate.settings, stage)
+
+
+def _step_gradient(settings: Any, stage: Any) -> int:
+    """Stage 3: the sub-group's fp32 gradient the live-tensor reading at the optimizer step sees, which the
+    estimate counts in the step only beyond the activations freed before it (memory/step_temporaries.py)."""
+    from zeroadvisor.memory.bytes import nbytes
+    from zeroadvisor.memory.step_temporaries import held_gradient
+
+    flat = [t for t in stage.terms if t.phase == "train" and "grad_partitions_flat_buffer" in t.source]
+    if not flat:
+        return 0
+    part = flat[0].nbytes // nbytes(settings.grad_accum_dtype)
+    return held_gradient(settings, stage.option, part)
 
 
 def entry(phase: str, term: str, device: str, estimate: float | None, measured: float | None,
@@ -150,7 +163,9 @@ def decided(r: dict[str, Any], terms: list[Any], dry: bool) -> list[dict[str, An
 
 def compare_row(r: dict[str, Any], dry: bool, gpu: str) -> dict[str, Any]:
     case = r["case"]
-    stage, step_time = estimate_row(case, gpu)
+    from zeroadvisor.memory.step_temporaries import GRAD_KEY as STEP_FP32_GRAD
+
+    stage, step_time, step_gradient = estimate_row(case, gpu)
     terms = stage.terms
     out: list[dict[str, Any]] = []
     gpu_info = r.get("gpu") or {}
@@ -173,6 +188,8 @@ def compare_row(r: dict[str, Any], dry: bool, gpu: str) -> dict[str, Any]:
     live = r.get("rows") or {}
     for row in ROWS:
         est_gpu, est_cpu = _sum(terms, "train", "gpu", row), _sum(terms, "train", "cpu", row)
+        if row == "gradients":  # the live reading's moment: the step's gradient whole, not net of activations
+            est_gpu += step_gradient - _sum(terms, "train", "gpu", row, key=STEP_FP32_GRAD)
         if dry:  # one RAM: the estimate's GPU and host bytes against the CPU tensors
             out.append(entry("train", row, "gpu+cpu", est_gpu + est_cpu, live.get("cpu", {}).get(row, 0)))
             continue

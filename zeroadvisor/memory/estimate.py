@@ -39,8 +39,9 @@ from zeroadvisor.memory.parallel import (
 )
 from zeroadvisor.memory.phases import PhaseSplit, SaveInputs, largest_param, load_phase, save_phase
 from zeroadvisor.memory.settings import Settings, read_settings
-from zeroadvisor.memory.states import deepspeed_terms, paper_terms, trainable
-from zeroadvisor.memory.step_temporaries import KEY as STEP_TEMPORARY
+from zeroadvisor.memory.states import deepspeed_terms, largest_trainable, paper_terms, trainable
+from zeroadvisor.memory.step_temporaries import GRAD_KEY as STEP_FP32_GRAD
+from zeroadvisor.memory.step_temporaries import KEYS as STEP_KEYS
 from zeroadvisor.memory.step_temporaries import client_optimizer_used, optim_assumption, step_terms
 from zeroadvisor.memory.terms import ROWS, STATE_ROWS, Term
 from zeroadvisor.memory.verdict import DOES_NOT_FIT, FITS, PhasePeak, judge, stated
@@ -425,8 +426,8 @@ def _stage_estimate(run: _Run, option: Option) -> StageEstimate:
     train_host = (host + host_overhead) * g
     peaks = [PhasePeak(Phase.TRAIN, per_gpu["total"], train_host, per_node_nvme, per_gpu_bound["total"])]
     if run.accounting == Accounting.DEEPSPEED:
-        transient = per_gpu["activations"] + sum(t.nbytes for t in terms if t.key == STEP_TEMPORARY)
-        transient_bound = per_gpu_bound["activations"] + sum(t.upper for t in terms if t.key == STEP_TEMPORARY)
+        transient = per_gpu["activations"] + sum(t.nbytes for t in terms if t.key in STEP_KEYS)
+        transient_bound = per_gpu_bound["activations"] + sum(t.upper for t in terms if t.key in STEP_KEYS)
         phase_peaks, phase_terms = _around_training(run.model, run.s, option, run.cluster, run.shape.load, per_gpu,
                                                     train_host, per_node_nvme, run.save, notes, run.split,
                                                     transient, (per_gpu_bound["total"], transient_bound))
@@ -443,7 +444,9 @@ def _stage_estimate(run: _Run, option: Option) -> StageEstimate:
     if refused:
         notes.insert(0, f"DeepSpeed {DEEPSPEED_TARGET} does not run this configuration: {refused}")
     option_notes = [n for n in dict.fromkeys(notes) if n not in run.seen_notes]
-    stage_notes = option_notes + _differences(ds_terms, paper, run.layout.data)
+    # the step's fp32 gradient (stage 3) sits in the gradients row: its bytes are part of the difference
+    step_grad = [t for t in terms if t.key == STEP_FP32_GRAD]
+    stage_notes = option_notes + _differences(ds_terms + step_grad, paper, run.layout.data)
     return StageEstimate(option, run.s.configured and option == run.configured, per_gpu, host, nvme,
                          per_node_cpu, per_node_nvme, stated(judgement.verdict, uncounted, lowers), tuple(terms),
                          tuple(stage_notes),
@@ -495,7 +498,8 @@ def _train_terms(run: _Run, option: Option, ds_terms: list[Term], paper: list[Te
         terms += autocast_terms(run.autocast, run.model, run.shape, s.micro_batch, run.layout, zero3_linear)
     # the optimizer's step runs after backward has freed the activations (memory/step_temporaries.py)
     stepped = trainable(run.model) if run.model.trainable_parameters is not None else run.local.dense
-    terms += step_terms(s, option, stepped, N, run.act.nbytes, run.shape.optim, notes)
+    terms += step_terms(s, option, stepped, N, run.act.nbytes, run.shape.optim, notes,
+                        largest_trainable(run.model, largest_param(run.model) or 0))
     terms += superoffload_terms(run.features, s, option, P, N, spec,
                                 largest_param(run.model) or largest_layer(spec, []))  # a module's bound its params
     terms += _allowance_terms(terms, run.alloc)

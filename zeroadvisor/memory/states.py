@@ -419,7 +419,7 @@ def _stage3_sub_groups(s: Settings, opt: Option, part: int, notes: list[str]) ->
 
 
 def _stage3_gradients(s: Settings, opt: Option, part: int, sub: int, gpu_share: Fraction) -> list[Term]:
-    """The gradient partition (flat buffer) and the fp32 gradients of the step, where the optimizer runs."""
+    """The gradient partition (flat buffer) and, with offload_optimizer, the fp32 gradient buffers it keeps."""
     w = B.nbytes(s.precision)
     a = B.nbytes(s.grad_accum_dtype)
     M = master_bytes(s)
@@ -428,11 +428,10 @@ def _stage3_gradients(s: Settings, opt: Option, part: int, sub: int, gpu_share: 
     terms = [Term("gradients", grad_dev, a * part, "lp_grads" if a == w else "fp32_grads",
                   f"{s.grad_accum_dtype} gradient partition (flat buffer)", f"{a} B/param / N",
                   src + "._setup_for_real_optimizer (grad_partitions_flat_buffer)")]
-    if opt.offload_optimizer == Device.NONE:
-        terms.append(Term("gradients", Resource.GPU, M * sub, "fp32_grads",
-                          "fp32 gradient of one sub-group during the step", f"{M} B × min(sub_group_size, P/N)",
-                          src + "._prepare_fp32_grad_for_sub_group"))
-    elif opt.offload_optimizer == Device.CPU:
+    # Without offload_optimizer the stepped sub-group's fp32 gradient exists only inside step()
+    # (_prepare_fp32_grad_for_sub_group .. _release_sub_group), after backward freed the activations: it is a
+    # step term (memory/step_temporaries.py sub_group_gradient), not a state alive beside them.
+    if opt.offload_optimizer == Device.CPU:
         gpu_grad = exact(gpu_share * M * part)
         if gpu_grad:
             terms.append(Term("gradients", Resource.GPU, gpu_grad, "fp32_grads",
@@ -442,7 +441,7 @@ def _stage3_gradients(s: Settings, opt: Option, part: int, sub: int, gpu_share: 
         terms.append(Term("gradients", Resource.CPU, M * part - gpu_grad, "master_grads",
                           f"fp32 gradient buffer per sub-group on the host{pinned}", f"{M} B/param / N",
                           src + ".initialize_optimizer_states (subgroup_gradient_buffer)"))
-    else:  # nvme
+    elif opt.offload_optimizer == Device.NVME:
         terms.append(Term("gradients", Resource.CPU, M * sub, "master_grads",
                           "fp32 gradient buffer (largest sub-group)",
                           f"{M} B × min(sub_group_size, P/N)", src + ".initialize_optimizer_states (gradient_buffer)"))

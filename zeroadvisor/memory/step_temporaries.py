@@ -12,12 +12,18 @@ builds one the size of the whole partition. Which implementation runs:
 The step runs after backward has freed the activations (autograd releases saved tensors as it goes; the
 loss and logits are dropped before ``engine.step``), so the temporaries add only what exceeds them:
 ``max(0, temporaries - activations)``.
+
+At stage 3 without offload_optimizer the stepped sub-group's fp32 gradient is itself built inside the step
+(stage3.py ``_prepare_fp32_grad_for_sub_group``) and freed after it (``_release_sub_group``), one sub-group at a
+time: it is a step term beside the temporaries, not a model state alive through backward (measured:
+benchmarks/zero3_step.md).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from zeroadvisor.memory import bytes as B
 from zeroadvisor.memory.assumed import AssumedInput
 from zeroadvisor.memory.options import Option
 from zeroadvisor.memory.settings import Settings
@@ -61,6 +67,9 @@ DEFAULT_WHY = ("the Hugging Face Trainer's default optim up to transformers 4.53
                "torch AdamW's foreach step builds an fp32 temporary the size of the partition; transformers 4.54+ "
                "with torch >= 2.8 default to adamw_torch_fused, which builds none")
 KEY = "step_temporary"
+GRAD_KEY = "step_fp32_grad"  # stage 3: the stepped sub-group's fp32 gradient (built and freed inside the step)
+KEYS = frozenset({KEY, GRAD_KEY})  # everything the step allocates and frees: transient between steps
+NORM_BYTES = 8  # torch.float64, zero/utils.py get_norm_dtype
 
 
 def optim_assumption() -> AssumedInput:
@@ -111,22 +120,107 @@ def stepped_elements(s: Settings, option: Option, P: int, N: int) -> int:
     return P  # stage 0: FP16_Optimizer's flat fp32 groups, or the fp32 parameters themselves
 
 
+def sub_group_gradient(s: Settings, option: Option, stepped: int) -> tuple[int, int]:
+    """(bytes the stepped sub-group's fp32 gradient holds through its optimizer step, the peak while it is built)
+    at stage 3 with the optimizer on the GPU; (0, 0) elsewhere.
+
+    stage3.py _prepare_fp32_grad_for_sub_group: ``flatten(averaged_gradients[i]).to(master dtype)``. The averaged
+    gradients are views of grad_partitions_flat_buffer (independent_gradient_partition_epilogue), so flatten is a
+    torch.cat copy in the gradient dtype (a view only for a one-parameter sub-group: this is the expected case,
+    not a bound), and ``.to`` a second copy where that dtype is not the master's; the cat copy dies when the
+    statement ends. _release_sub_group sets ``.grad = None`` before the next sub-group is prepared, so one
+    sub-group's gradient exists at a time (exact; measured: benchmarks/zero3_step.md). With offload_optimizer the
+    gradients already sit in the host (or GPU-resident) fp32 buffers counted in memory/states.py."""
+    if option.stage != 3 or option.offload_optimizer != Device.NONE:
+        return 0, 0
+    M = master_bytes(s)
+    a = B.nbytes(s.grad_accum_dtype)
+    held = M * stepped
+    return held, held + (a * stepped if a != M else 0)
+
+
+def held_gradient(s: Settings, option: Option, part: int) -> int:
+    """The stepped sub-group's fp32 gradient while the optimizer steps it (no activations subtracted): what a
+    reading of live tensors at the base optimizer's step sees in the gradients row beside the partition buffer
+    (benchmarks/gpu/compare.py); ``part``: this rank's gradient partition in elements."""
+    stepped = min(s.sub_group_size, part) if s.sub_group_size > 0 else part
+    return sub_group_gradient(s, option, stepped)[0]
+
+
+def norm_copy(option: Option, largest: int, N: int) -> int:
+    """The gradient norm's fp64 copy at stage 3 with the optimizer on the GPU: stage3.py get_grad_norm_direct
+    takes each gradient partition's norm through ``g.to(get_norm_dtype())`` (zero/utils.py: float64 where the
+    accelerator has it, as CUDA does), one parameter at a time, before the sub-group loop: 8 B × the largest
+    trainable parameter's partition (exact where the parameter list is known, else the largest layer bounds it;
+    measured: benchmarks/zero3_step.md pre-loop)."""
+    if option.stage != 3 or option.offload_optimizer != Device.NONE:
+        return 0
+    return NORM_BYTES * partition_stage3(largest, N)
+
+
+def sub_group_bound(s: Settings, option: Option, P: int, N: int, largest: int) -> int:
+    """The most elements one stage-3 sub-group can hold: stage3.py _create_fp16_sub_groups closes a sub-group at
+    the first parameter that takes it to sub_group_size or more, so it can pass sub_group_size by up to the
+    largest parameter's partition less one (a bound; the expected size is :func:`stepped_elements`)."""
+    stepped = stepped_elements(s, option, P, N)
+    part = partition_stage3(P, N)
+    if option.stage != 3 or not largest or stepped >= part:
+        return stepped
+    return min(part, s.sub_group_size - 1 + partition_stage3(largest, N))
+
+
+def _shares(s: Settings, option: Option, stepped: int, temporaries: int, norm: int,
+            activations: int) -> tuple[int, int]:
+    """(the gradient's share, the temporaries' share) of the step's working set beyond the activations, for a
+    sub-group of ``stepped`` elements."""
+    held, built = sub_group_gradient(s, option, stepped)
+    before_optimizer = max(built, norm)
+    working = max(before_optimizer, held + temporaries * master_bytes(s) * stepped)
+    grad_extra = max(0, before_optimizer - activations)
+    return grad_extra, max(0, working - activations) - grad_extra
+
+
 def step_terms(s: Settings, option: Option, P: int, N: int, activations: int, optim: str | None,
-               notes: list[str]) -> list[Term]:
-    """The step's temporaries beyond the activations freed before it (0 or one term)."""
+               notes: list[str], largest: int = 0) -> list[Term]:
+    """The step's allocations beyond the activations freed before it: the stage-3 sub-group's fp32 gradient and
+    the optimizer's temporaries (0, 1 or 2 terms).
+
+    ``largest``: the largest trainable parameter (its partition's fp64 norm copy precedes the sub-group loop).
+    The step's working set is max(the norm's copy, building the gradient, the gradient + the optimizer's
+    temporaries); what exceeds the activations is split into the gradient's share (key GRAD_KEY) and the
+    temporaries' (KEY), so the part an optimizer choice moves stays its own term (advisor/rules.py _matters).
+    Each share's bound is the same for the largest sub-group DeepSpeed can build (:func:`sub_group_bound`)."""
     impl = implementation(s, option, optim)
-    if impl is None:
-        if optim in OTHER_CLIENT_OPTIMIZERS and option.offload_optimizer == Device.NONE and client_optimizer_used(s):
-            notes.append(f"optim {optim}: its step's temporaries are not modelled (none counted)")
-        return []
-    if not impl.temporaries:
-        return []
-    size = impl.temporaries * master_bytes(s) * stepped_elements(s, option, P, N)
-    extra = max(0, size - activations)
-    if not extra:
-        return []
-    # a buffer of the step, not a model state (model states stay what DeepSpeed's own estimator counts)
-    return [Term("buffers", Resource.GPU, extra, KEY,
-                 f"{impl.words} step temporaries beyond the activations freed before the step",
-                 f"max(0, {impl.temporaries} × {master_bytes(s)} B × stepped partition - activations)",
-                 impl.source, kind=TermKind.BOUND)]
+    if impl is None and optim in OTHER_CLIENT_OPTIMIZERS and option.offload_optimizer == Device.NONE \
+            and client_optimizer_used(s):
+        notes.append(f"optim {optim}: its step's temporaries are not modelled (none counted)")
+    temporaries = impl.temporaries if impl is not None else 0
+    stepped = stepped_elements(s, option, P, N)
+    M = master_bytes(s)
+    held, built = sub_group_gradient(s, option, stepped)
+    norm = norm_copy(option, largest, N)
+    grad_extra, temp_extra = _shares(s, option, stepped, temporaries, norm, activations)
+    grad_bound, temp_bound = _shares(s, option, sub_group_bound(s, option, P, N, largest), temporaries, norm,
+                                     activations)
+    terms: list[Term] = []
+    if grad_extra or grad_bound:
+        a = B.nbytes(s.grad_accum_dtype)
+        cast = f" + {a} B cat copy while .to({M} B) runs" if built > held else " (the cat copy is it)"
+        terms.append(Term("gradients", Resource.GPU, grad_extra, GRAD_KEY,
+                          "fp32 gradient of one sub-group, built in the step (beyond the activations freed "
+                          "before it)", f"max(0, max({M} B × min(sub_group_size, P/N){cast}, 8 B × largest "
+                          "parameter / N (norm)) - activations)",
+                          "zero/stage3.py _prepare_fp32_grad_for_sub_group (freed by _release_sub_group); "
+                          "get_grad_norm_direct (fp64 copy)",
+                          # exact for a sub-group of sub_group_size; one that passes it (sub_group_bound) is the bound
+                          kind=TermKind.BOUND if grad_bound > grad_extra else TermKind.EXACT,
+                          bound=grad_bound if grad_bound > grad_extra else None))
+    if (temp_extra or temp_bound) and impl is not None:
+        extra = " beside the sub-group's fp32 gradient" if held else ""
+        # a buffer of the step, not a model state (model states stay what DeepSpeed's own estimator counts)
+        terms.append(Term("buffers", Resource.GPU, temp_extra, KEY,
+                          f"{impl.words} step temporaries{extra} beyond the activations freed before the step",
+                          f"max(0, {impl.temporaries} × {M} B × stepped partition"
+                          f"{' + the fp32 gradient' if held else ''} - activations) - the gradient's share",
+                          impl.source, kind=TermKind.BOUND, bound=temp_bound if temp_bound > temp_extra else None))
+    return terms
