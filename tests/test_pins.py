@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from cli_run import cli_process
 from zeroadvisor.config.pins import MAX_REQUIREMENTS_FILES, clear_cache, find_pin, poetry_specifier
 
 
@@ -315,3 +316,39 @@ def test_at_most_32_requirements_files_a_folder_are_read_and_a_note_counts_the_r
     (note,) = found.notes
     assert note == (f"{tmp_path}: 9 more requirements files not read for the DeepSpeed pin (at most 32 a folder, "
                     "in reading order; the last read: r0.txt)")
+
+
+PLAIN_AND_NOT = [
+    "deepspeed", "deepspeed==0.19.8", "DeepSpeed >= 0.14 , <0.16", " deepspeed==0.14.5+cu121 ", "deepspeed===0.14.5",
+    "deepspeed~=0.14", "deepspeed!=0.15.0,>=0.14", "deepspeed==0.14.*", "deepspeed===build-7", "deepspeed==1.0rc1",
+    "deepspeed>=0.14,", "deepspeed 0.14", "deepspeed==", "deepspeed==0.14 ,, <1", "deepspeed==0.14.*.1",
+    "deepspeed[1bit]==0.14", "deepspeed==0.14; python_version > '3.8'", "deepspeed @ https://example.org/ds.whl",
+    "deepspeed (>=0.14)", "deepspeed>=0.14<0.16", "deepspeed>=0.14;", "deepspeed==0.14.5+cu121.x",
+]
+
+
+@pytest.mark.parametrize("text", PLAIN_AND_NOT)
+def test_a_plain_requirement_reads_as_packaging_reads_it(text):
+    """config/pin_requirements.py reads "deepspeed" plus a plain specifier set without packaging.requirements (its
+    import is a tenth of a lint's start-up): the candidates and notes are those of the full parse, for plain texts
+    and for the look-alikes that must go to it."""
+    from zeroadvisor.config.pin_requirements import Reading, add_parsed_requirement, add_requirement
+
+    fast, full = Reading("f"), Reading("f")
+    add_requirement(fast, 3, text)
+    add_parsed_requirement(full, 3, text)
+    assert (fast.candidates, fast.notes) == (full.candidates, full.notes)
+
+
+def test_a_plain_pin_is_read_without_packaging_requirements(tmp_path):
+    (tmp_path / "requirements.txt").write_text("torch\ndeepspeed==0.16.4\n")
+    config = tmp_path / "ds.json"
+    config.write_text('{"train_micro_batch_size_per_gpu": 1}')
+    code = ("import json, sys\nfrom zeroadvisor.cli import run\n"
+            f"assert run(['lint', {str(config)!r}]) == 0\n"
+            "print(json.dumps([m for m in sys.modules if m.startswith(('packaging.requirements', 'packaging.markers', "
+            "'packaging.tags'))]))\n")
+    done = cli_process(code=code, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "0.16.4" in done.stderr  # the pin was read: "read as DeepSpeed 0.16.4 (deepspeed==0.16.4 at ...)"
+    assert done.stdout.splitlines()[-1] == "[]"

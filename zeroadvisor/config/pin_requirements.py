@@ -7,16 +7,16 @@ marker applies here) and the notes on what could not be read. Nothing here raise
 
 from __future__ import annotations
 
-import platform
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from packaging.markers import InvalidMarker, Marker, UndefinedComparison, UndefinedEnvironmentName
-from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, Specifier, SpecifierSet
-from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
+
+if TYPE_CHECKING:
+    from packaging.markers import Marker
 
 # A text that names deepspeed somewhere: files without one are not parsed at all.
 MENTION = re.compile(r"deep[-_.]?speed", re.IGNORECASE)
@@ -37,8 +37,31 @@ _INTERESTING = re.compile(r"^[^\n]*?(?:deep[-_.]?speed|(?:^|\0)[ \t]*(?:-r|--req
 _COMMENT = re.compile(r"(^|\s+)#.*$")
 
 
+# PEP 503 name normalisation, as packaging.utils.canonicalize_name does it (that module imports packaging.tags, and
+# with it logging, platform and subprocess: a tenth of a lint's start-up, for one re.sub)
+_SEPARATORS = re.compile(r"[-_.]+")
+# A requirement that is the name and a plain specifier set (PEP 440 operators and versions, no extras, URL or
+# marker): what nearly every file writes, read without packaging.requirements (whose parser, markers and tags
+# modules cost more at start-up than the whole lint of a file). Anything else goes through packaging.requirements.
+_PLAIN_VERSION = r"(?:~=|===|==|!=|<=|>=|<|>)\s*[A-Za-z0-9.*+!_-]+"
+_PLAIN = re.compile(rf"deepspeed\s*((?:{_PLAIN_VERSION})(?:\s*,\s*{_PLAIN_VERSION})*)?", re.IGNORECASE)
+
+
 def is_deepspeed(name: str) -> bool:
-    return canonicalize_name(name) == "deepspeed"
+    return _SEPARATORS.sub("-", name).lower() == "deepspeed"
+
+
+def plain_specifier(text: str) -> str | None:
+    """``written_specifier`` of a requirement that is ``deepspeed`` and a plain specifier set ("" for the bare name),
+    exactly as packaging.requirements reads it; None for anything else (the caller parses it in full)."""
+    match = _PLAIN.fullmatch(text.strip())
+    if match is None:
+        return None
+    try:
+        SpecifierSet(match.group(1) or "")
+        return written_specifier(_spec_text(text))
+    except (InvalidSpecifier, ValueError):
+        return None  # packaging.requirements words the refusal
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +115,18 @@ def add_requirement(reading: Reading, line: int, text: str, *, condition: str = 
     ``python``, a Pipfile's ``markers``) that holds or not."""
     if not _NAMED.match(text) or reading.full:
         return
+    plain = plain_specifier(text)
+    if plain is not None:
+        reading.candidates.append(Candidate(line, text.strip(), plain, applies, condition))
+        return
+    add_parsed_requirement(reading, line, text, condition=condition, applies=applies)
+
+
+def add_parsed_requirement(reading: Reading, line: int, text: str, *, condition: str = "",
+                           applies: bool = True) -> None:
+    """``add_requirement`` through packaging.requirements, for every shape of PEP 508 (extras, URL, marker)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
     try:
         requirement = Requirement(text.strip())
     except InvalidRequirement as err:
@@ -148,6 +183,8 @@ def specifier_or_note(reading: Reading, line: int, text: str) -> str | None:
 def evaluate(marker: Marker | str, reading: Reading, line: int) -> bool:
     """Whether an environment marker holds for the running interpreter (False, with a note, where it cannot be
     evaluated)."""
+    from packaging.markers import InvalidMarker, Marker, UndefinedComparison, UndefinedEnvironmentName
+
     try:
         parsed = marker if isinstance(marker, Marker) else Marker(marker)
         return bool(parsed.evaluate())
@@ -159,6 +196,8 @@ def evaluate(marker: Marker | str, reading: Reading, line: int) -> bool:
 def python_applies(constraint: str, reading: Reading, line: int) -> bool:
     """Whether the running Python satisfies a PEP 440 constraint on it (Poetry's ``python = ">=3.10"``)."""
     try:
+        import platform
+
         return SpecifierSet(constraint).contains(platform.python_version(), prereleases=True)
     except (InvalidSpecifier, ValueError):
         reading.note(line, f"python constraint {shown(constraint)!r} is not PEP 440")

@@ -24,7 +24,6 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -135,6 +134,9 @@ class CatalogEntry:
 
 
 def _catalog_dir() -> Traversable:
+    # imported here: importlib.resources brings tempfile and random, and a --model given as a path never asks
+    from importlib import resources
+
     return resources.files("zeroadvisor.model") / "catalog"
 
 
