@@ -131,8 +131,12 @@ def test_nothing_fits_gives_shortfalls_and_a_cluster_change(monkeypatch):
     assert isinstance(rec, Recommendation) and rec.outcome == advice.cluster_changes[0]
     assert [a.kind for a in rec.actions] == ["nvme-path", "cluster"]
     # ZeRO-3 with both states on NVMe (the working set of gathered parameters leaves no room for the parameters
-    # on the GPU): the host RAM its load phase needs, as the fixture's message gives it (487.08 GiB)
-    assert rec.change.cluster.cpu_memory == 523 * 10**9
+    # on the GPU): the host RAM the binding phase needs with the headroom kept free, in whole decimal GB (what a
+    # person provisions): the smallest whole GB at or above need / (1 - headroom)
+    host = advice.shortfalls[0]
+    wanted = host.need / (1 - result.options.cluster.headroom)
+    grown = rec.change.cluster.cpu_memory
+    assert grown % 10**9 == 0 and wanted <= grown < wanted + 10**9
 
 
 def test_each_recommendation_names_the_rule_that_reports_it(monkeypatch):

@@ -185,10 +185,6 @@ def choice(label: str, value: object, choices: Sequence[str]) -> str:
     return str(value)
 
 
-def choice_of(choices: Sequence[str]) -> Callable[[str, object], str]:
-    return lambda label, value: choice(label, value, choices)
-
-
 def output_format(label: str, value: object, choices: Sequence[OutputFormat]) -> OutputFormat:
     """One of ``choices`` (a command's formats), as the member the commands and renderers take."""
     from zeroadvisor.report.formats import OutputFormat

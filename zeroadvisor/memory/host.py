@@ -123,7 +123,8 @@ def deepspeed_pinned_buffers(s: Settings, opt: Option, P: int, N: int, largest_p
             # _create_param_groups_fp16_flat_cpu_memory: one pinned flat buffer per parameter group (one
             # group assumed); the per-parameter pinned partitions zero.Init made first
             # (partition_parameters.py _partition_param: pin_memory(partitioned_tensor)) are freed into the
-            # allocator's free lists when the flat buffer replaces them: counted by pinned_param_partitions
+            # allocator's free lists when the flat buffer replaces them; a later pinned request of the same
+            # power-of-two size may reuse them, so they are not counted (pinned_param_partitions is their bound)
             buffers.append(PinnedBuffer("lp_params", w * part, 1,
                                         src + "._create_param_groups_fp16_flat_cpu_memory (pinned flat buffer)"))
     return [b for b in buffers if b.nbytes > 0 and b.count > 0]
