@@ -18,7 +18,20 @@ from zeroadvisor.memory.assumed import Reach
 from zeroadvisor.model.spec import Checkpointing, Padding
 from zeroadvisor.report import REPORTERS
 from zeroadvisor.report.formats import OutputFormat
-from zeroadvisor.vocab import Accounting, Capacity, Device, Phase, Precision, Resource, TermKind, Verdict
+from zeroadvisor.vocab import (
+    Accounting,
+    Capacity,
+    Device,
+    Method,
+    ModelRole,
+    Phase,
+    Precision,
+    Resource,
+    TermKind,
+    TrainerFamily,
+    Verdict,
+    VllmMode,
+)
 
 
 def test_every_output_format_has_a_renderer_and_every_renderer_a_format():
@@ -55,7 +68,8 @@ def test_lint_options_hold_the_integration_as_a_member_whoever_names_it():
 PACKAGE = Path(__file__).resolve().parent.parent / "zeroadvisor"
 CLOSED_SETS: tuple[type[StrEnum], ...] = (
     Device, Precision, Verdict, Resource, Capacity, Phase, TermKind, Accounting, Checkpointing, Padding,
-    OutputFormat, FailOn, Severity, Integration, Command, ActionKind, Launcher, Reason, Reach)
+    OutputFormat, FailOn, Severity, Integration, Command, ActionKind, Launcher, Reason, Reach, Method, TrainerFamily,
+    VllmMode, ModelRole)
 CLOSED_VALUES = frozenset(member.value for enum in CLOSED_SETS for member in enum)
 # The layers past the readers: they receive members and must compare members.
 PAST_THE_READERS = ("memory", "throughput", "advisor", "report", "fix", "flows.py", "api.py")

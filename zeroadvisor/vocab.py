@@ -309,3 +309,43 @@ class Accounting(StrEnum):
 
 
 ACCOUNTINGS = tuple(Accounting)
+
+
+class Method(StrEnum):
+    """The training method: what a preference/RL trainer runs beside the model being trained (config/method.py
+    MethodSetup; memory/ counts the other models and batches it implies). ``--trainer`` takes these words."""
+
+    SFT = "sft"  # supervised fine-tuning / pre-training: one model
+    DPO = "dpo"  # TRL DPOTrainer and kin: a reference model, chosen+rejected concatenated
+    KTO = "kto"  # unpaired batches, a reference model
+    ORPO = "orpo"  # no reference model (odds-ratio term on the policy)
+    CPO = "cpo"  # CPO / SimPO: no reference model
+    GRPO = "grpo"  # generation (num_generations per prompt, optionally vLLM), a reference model when beta != 0
+    PPO = "ppo"  # actor, critic, reward and reference models
+    REWARD = "reward"  # reward-model training: a scalar head, two forwards per pair
+
+
+class TrainerFamily(StrEnum):
+    """Who runs the method: the trainer code whose preparation decides what each model holds."""
+
+    TRL = "trl"
+    LLAMA_FACTORY = "llama-factory"
+    AXOLOTL = "axolotl"
+    MS_SWIFT = "ms-swift"
+    OPENRLHF = "openrlhf"
+
+
+class VllmMode(StrEnum):
+    """Where vLLM generates for GRPO/PPO: on the training GPUs (a share of each card) or on its own GPUs."""
+
+    COLOCATE = "colocate"
+    SERVER = "server"
+
+
+class ModelRole(StrEnum):
+    """A model a run holds besides (or as) the one being trained; memory rows are named by it."""
+
+    POLICY = "policy"
+    REFERENCE = "reference"
+    REWARD = "reward"
+    CRITIC = "critic"

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from zeroadvisor.vocab import Checkpointing, Padding
+from zeroadvisor.config.method import MethodSetup
+from zeroadvisor.vocab import Checkpointing, ModelRole, Padding
 
 Precision = Literal["fp32", "fp16", "bf16"]  # the training (model) dtype, and the dtypes a model is loaded in
 ZERO_STAGES = (0, 1, 2, 3)
@@ -174,3 +175,9 @@ class TrainingShape:
     # The Liger kernel (linkedin/Liger-Kernel) is applied to the model: its fused linear cross-entropy, RMSNorm and
     # SwiGLU in place of transformers' head, loss and modules (memory/liger.py). Off unless a run says so.
     liger_kernel: bool = False
+    # The training method (DPO, GRPO, PPO, ...) and what the trainer's files say about it (config/method.py):
+    # memory/ counts the reference, reward and critic models, the paired batch and generation it implies.
+    method: MethodSetup = field(default_factory=MethodSetup)
+    # The other models' descriptions where they are not the policy's (a different reference / reward / critic
+    # model named in the files, resolved by inputs/); a role absent here is costed as the policy's architecture.
+    auxiliary_specs: tuple[tuple[ModelRole, ModelSpec], ...] = ()

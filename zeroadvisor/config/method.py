@@ -1,0 +1,61 @@
+"""What a run's files say about its training method (vocab.Method): the trainer that runs it, that trainer's
+release, and the method's own settings that decide memory (the reference model, generation, PPO's placement).
+
+This is the one typed reading that the input readers (TRL config files, LLaMA-Factory and axolotl YAML, ms-swift
+and OpenRLHF launch commands, ``--trainer``) produce and the memory model reads (memory/ counts the models and
+batches it implies). A field is None where no file or flag said it: the trainer's own default at its release then
+decides, and the report shows it as assumed with the flag that sets it. ``origin`` names where each field that was
+said came from, for messages ("beta in dpo.yaml").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from zeroadvisor.vocab import Method, ModelRole, TrainerFamily, VllmMode
+
+
+@dataclass(frozen=True, slots=True)
+class Generation:
+    """GRPO/PPO generation as the trainer's arguments give it (TRL GRPOConfig, OpenRLHF's flags)."""
+
+    num_generations: int | None = None  # completions per prompt
+    max_prompt_length: int | None = None
+    max_completion_length: int | None = None  # TRL; OpenRLHF --generate_max_len
+    use_vllm: bool | None = None
+    vllm_mode: VllmMode | None = None
+    vllm_gpu_memory_utilization: float | None = None  # the share of each card vLLM takes when colocated
+    vllm_num_gpus: int | None = None  # server mode / OpenRLHF --vllm_num_engines x --vllm_tensor_parallel_size
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where one of the other models runs and how it is prepared, where the trainer's flags say (OpenRLHF:
+    ``--ref_num_nodes``/``--ref_num_gpus_per_node``, ``--colocate_all_models``, ``--ref_reward_offload``)."""
+
+    role: ModelRole
+    model: str | None = None  # a different model (path or hub id); None: the policy's own
+    num_nodes: int | None = None
+    gpus_per_node: int | None = None
+    offload: bool | None = None  # parameters offloaded to the host (OpenRLHF --ref_reward_offload)
+    zero_stage: int | None = None  # a stage the trainer gives this model, where it is not the policy's
+
+
+@dataclass(frozen=True, slots=True)
+class MethodSetup:
+    """The training method and what the files say about it; the default is plain SFT (one model)."""
+
+    method: Method = Method.SFT
+    trainer: TrainerFamily | None = None  # None: not said by any file (the estimate assumes TRL's behaviour)
+    trainer_version: str | None = None  # the trainer's release from the pins (PEP 440 text), None: unknown
+    use_reference: bool | None = None  # explicit: a file says whether a reference model is loaded
+    reference_model: str | None = None  # a different reference model (LLaMA-Factory ref_model, TRL ref_model)
+    precompute_ref_log_probs: bool | None = None
+    beta: float | None = None  # TRL beta / LLaMA-Factory pref_beta (GRPO beta 0.0: no reference model)
+    loss_type: str | None = None  # TRL loss_type / LLaMA-Factory pref_loss (e.g. "simpo", "orpo")
+    max_length: int | None = None  # the preference trainer's own max_length (chosen/rejected), where said
+    generation: Generation = field(default_factory=Generation)
+    placements: tuple[Placement, ...] = ()  # the other models' placement where the trainer's flags say
+    colocate_all_models: bool | None = None  # OpenRLHF --colocate_all_models
+    origin: tuple[tuple[str, str], ...] = ()  # (field, where it was said) for messages
+    notes: tuple[str, ...] = ()  # what was read and assumed, one line each
