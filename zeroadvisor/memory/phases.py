@@ -31,6 +31,7 @@ from zeroadvisor.memory import bytes as B
 from zeroadvisor.memory.options import Option
 from zeroadvisor.memory.settings import Settings
 from zeroadvisor.memory.states import (
+    added_trainable,
     frozen_terms,
     largest_trainable,
     master_bytes,
@@ -263,10 +264,11 @@ def load_moments(spec: ModelSpec, s: Settings, option: Option, cluster: Cluster,
             moments.append(Moment("cast", (built, _term(
                 "parameters", built_dev, w * L, "cast_copy", "16-bit copy of the parameter being cast",
                 f"{w} B × largest parameter", "runtime/engine.py _cast_module_mixed_precision", BOUND))))
-        # PEFT: the adapters join the base; bitsandbytes weights keep their quantized bytes (not cast)
+        # PEFT: the adapters join the base; bitsandbytes weights keep their quantized bytes (not cast); modules
+        # frozen without PEFT are among the P parameters already (states.py added_trainable: 0)
         moved_bytes = w * P
         if spec.trainable_parameters is not None:
-            moved_bytes = w * (P - spec.quantized_parameters) + spec.quantized_bytes + w * T
+            moved_bytes = w * (P - spec.quantized_parameters) + spec.quantized_bytes + w * added_trainable(spec)
         whose = "whole model" if P == spec.parameters else "the rank's share of the model"
         moved = _term("parameters", Resource.GPU, moved_bytes, "module_on_device",
                       f"{whose} on every GPU in {'fp32' if w == 4 else str(w * 8) + '-bit'}",

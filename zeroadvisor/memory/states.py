@@ -84,6 +84,25 @@ def trainable(spec: ModelSpec) -> int:
     return spec.parameters if spec.trainable_parameters is None else spec.trainable_parameters
 
 
+def added_trainable(spec: ModelSpec) -> int:
+    """Trainable parameters outside ``spec.parameters``: PEFT's adapters (model/peft.py: all = parameters +
+    trainable); none for modules frozen without PEFT (model/frozen.py: the trainable ones are among them)."""
+    return 0 if spec.trainable_parameters is None or spec.frozen else spec.trainable_parameters
+
+
+def frozen_base(spec: ModelSpec) -> int:
+    """Parameters that get no gradient: the whole base under PEFT, the named modules' parameters when frozen
+    without it (model/frozen.py), none when everything trains."""
+    if spec.trainable_parameters is None:
+        return 0
+    return spec.parameters - spec.trainable_parameters if spec.frozen else spec.parameters
+
+
+def frozen_words(spec: ModelSpec) -> str:
+    """What froze the base, for a term's description: the PEFT method, or the modules frozen without it."""
+    return spec.peft or f"frozen {spec.frozen}"
+
+
 def optimized(spec: ModelSpec, P: int) -> int:
     """Elements on this GPU that get a gradient: ``P`` (the parameters here) without PEFT, the adapters with it.
     DeepSpeed builds every gradient buffer from the optimizer's groups, which hold the trainable parameters only
@@ -115,7 +134,7 @@ def deepspeed_terms(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, n
 
 
 def frozen_terms(s: Settings, opt: Option, N: int, spec: ModelSpec, notes: list[str]) -> list[Term]:
-    """The frozen base of a LoRA/QLoRA model (none without PEFT).
+    """The frozen base of a LoRA/QLoRA model, or the modules frozen without PEFT (none when everything trains).
 
     DeepSpeed builds its optimizer groups, gradient partitions and master weights from the parameters
     that require grad only (stage_1_and_2.py __init__: is_optimized_parameter; stage3.py
@@ -130,7 +149,7 @@ def frozen_terms(s: Settings, opt: Option, N: int, spec: ModelSpec, notes: list[
     if spec.trainable_parameters is None:
         return []
     w = B.nbytes(s.precision)
-    floating = spec.parameters - spec.quantized_parameters
+    floating = frozen_base(spec) - spec.quantized_parameters
     stage3 = opt.stage == 3
     share = (lambda n: ceil_div(n, N)) if stage3 else (lambda n: n)
     # offload_param moves every partitioned parameter (frozen ones too) to its device
@@ -143,14 +162,14 @@ def frozen_terms(s: Settings, opt: Option, N: int, spec: ModelSpec, notes: list[
         # (partition_parameters.py _partition_param: quantizer_module.quantize(partitioned_tensor) when
         # not param.requires_grad)
         part = share(floating)
-        terms = [Term("parameters", device, part, "frozen_params", f"frozen base in int8 ({spec.peft}, ZeRO++ "
+        terms = [Term("parameters", device, part, "frozen_params", f"frozen base in int8 ({frozen_words(spec)}, ZeRO++ "
                       "zero_quantized_nontrainable_weights)", f"1 B/frozen param{per}", src),
                  Term("parameters", device, FP32 * ceil_div(part, B.ZEROPP_QUANT_GROUP), "frozen_scales",
                       "fp32 quantization scales of the frozen base", f"{FP32} B per {B.ZEROPP_QUANT_GROUP:,} elements",
                       "zero/partition_parameters.py CUDAQuantizer.quantize", kind=TermKind.ALLOWANCE)]
     else:
         terms = [Term("parameters", device, w * share(floating), "frozen_params",
-                      f"frozen base in {s.precision} ({spec.peft})", f"{w} B/frozen param{per}", src)]
+                      f"frozen base in {s.precision} ({frozen_words(spec)})", f"{w} B/frozen param{per}", src)]
     if spec.quantized_parameters:
         terms.append(Term("parameters", device, share(spec.quantized_bytes), "quantized_params",
                           "bitsandbytes-quantized base Linear weights with their quantization constants",

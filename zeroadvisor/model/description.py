@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, get_args
 from zeroadvisor.config.limits import MAX_MODEL_BYTES
 from zeroadvisor.jsontypes import JSONObject, JSONValue
 from zeroadvisor.model.errors import ModelError
+from zeroadvisor.model.frozen import apply as apply_frozen
 from zeroadvisor.model.hf import layout_from_hf_config, spec_from_hf_config
 from zeroadvisor.model.hfconfig import check_dimension, fmt
 from zeroadvisor.model.peft import ALL_LINEAR, PEFT_METHODS, QUANTIZATIONS, PeftSettings
@@ -316,6 +317,16 @@ FIELDS: tuple[DescriptionField, ...] = (
         "does, or all-linear, the default), modules_to_save, quantization 4bit|8bit for qlora (default 4bit, "
         "bitsandbytes) and double_quant (bnb_4bit_use_double_quant, default false). Needs hf_config: the "
         "trainable parameters are counted exactly from its layout.",
+    ),
+    DescriptionField(
+        "frozen",
+        "training",
+        {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1},
+        "a list of module names",
+        "Modules frozen without PEFT (requires_grad_(False): a frozen embedding, a vision tower, the first "
+        "layers), the rest trained in full: a module is frozen when its name or a parent's equals an entry or "
+        "ends with '.' and it (embed_tokens, vision_tower, layers.0). Needs hf_config; not with peft (which "
+        "freezes the whole base already).",
     ),
 )
 _BY_NAME = {f.name: f for f in FIELDS}
@@ -853,6 +864,14 @@ def _spec_from_hf_config_key(doc: _Document, path: Path) -> ModelSpec:
             spec = apply_peft(spec, layout_from_hf_config(hf)[2], peft_settings(data["peft"]))
         except ModelError as err:
             raise doc.error(err.message, "peft") from None
+    if "frozen" in data:
+        if "peft" in data:
+            raise doc.error("frozen and peft: peft freezes every base parameter already (list modules it should "
+                            "train under peft.modules_to_save)", "frozen", at_value=False)
+        try:
+            spec = apply_frozen(spec, layout_from_hf_config(hf)[2], data["frozen"])
+        except ModelError as err:
+            raise doc.error(err.message, "frozen") from None
     return spec
 
 
@@ -862,6 +881,9 @@ def _spec_from_parameters(doc: _Document) -> ModelSpec:
     if "peft" in data:
         raise doc.error("peft needs hf_config: the trainable parameters are counted from the model's layout "
                         "(a parameter count alone does not say which Linear layers exist)", "peft", at_value=False)
+    if "frozen" in data:
+        raise doc.error("frozen needs hf_config: the frozen parameters are counted from the model's layout "
+                        "(a parameter count alone does not say which modules exist)", "frozen", at_value=False)
     try:
         count = parse_count(data["parameters"])
     except ModelError as err:

@@ -82,6 +82,7 @@ class ModelSpec:
     quantized_bytes: int = 0
     largest_quantized_parameters: int = 0
     peft: str | None = None  # e.g. "LoRA r=16 on q_proj, v_proj", for the report
+    frozen: str | None = None  # modules frozen without PEFT (model/frozen.py), e.g. "embed_tokens", for the report
 
     # Every parameter's element count once (tied tensors once), as (numel, how many parameters of that size),
     # order unknown: the multiset of model.parameters() sizes, exact from a Hugging Face config. What the
