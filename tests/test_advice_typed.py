@@ -20,6 +20,7 @@ from zeroadvisor.advisor import check as check_module
 from zeroadvisor.advisor.advice import HEADLINE, Advice, KeyChange, Reason, Recommendation, headline
 from zeroadvisor.advisor.change import Change, ClusterChange
 from zeroadvisor.advisor.lead import decide
+from zeroadvisor.advisor.nofit import WayOut
 from zeroadvisor.advisor.search import Considered, Outcome, Shortfall
 from zeroadvisor.hardware.machine import Hardware, Launcher
 from zeroadvisor.lint.findings import Action
@@ -131,13 +132,13 @@ def test_nothing_fits_gives_shortfalls_and_a_cluster_change(monkeypatch):
     # offload on the same cards comes before an NVMe drive
     rec = _finding(result, "ZA801").recommends
     answer = advice.nothing_fits
-    assert answer is not None and answer.fix is not None and answer.fix.kind == "host-ram"
+    assert answer is not None and answer.fix is not None and answer.fix.kind == WayOut.HOST_RAM
     assert isinstance(rec, Recommendation) and rec.outcome == answer.fix.outcome
     assert [a.kind for a in rec.actions] == ["cluster"]
     # the NVMe way: ZeRO-3 with both states on NVMe (the working set of gathered parameters leaves no room for the
     # parameters on the GPU): the host RAM the binding phase needs with the headroom kept free, in whole decimal
     # GB (what a person provisions): the smallest whole GB at or above need / (1 - headroom)
-    nvme = next(way for way in answer.ways if way.kind == "nvme")
+    nvme = next(way for way in answer.ways if way.kind == WayOut.NVME)
     assert nvme.outcome == advice.cluster_changes[0]
     assert [a.kind for a in nvme.change.actions()] == ["nvme-path", "cluster"]
     host = advice.shortfalls[0]
