@@ -20,6 +20,7 @@ from zeroadvisor.memory.cluster import Cluster
 from zeroadvisor.model.description import load_model, spec_from_params
 from zeroadvisor.model.spec import Checkpointing, TrainingShape
 from zeroadvisor.report import Report, render
+from zeroadvisor.units import format_bytes
 
 GB = 10**9
 FAILING = {"ZA801", "ZA805"}
@@ -64,6 +65,7 @@ def test_one_consumer_card_gets_lora_qlora_and_host_ram_first_not_a_cluster(desk
     assert answer.fix.change.cluster is not None and answer.fix.change.cluster.gpus is None
     grown = answer.fix.change.cluster.cpu_memory
     assert grown is not None and grown > options.cluster.cpu_memory and grown % GB == 0
+    assert answer.fix.what.endswith(f"({format_bytes(grown - 32 * GB)} more than the {format_bytes(32 * GB)} given)")
     lead = result.recommendation
     assert lead is not None and lead.advice.outcome is answer.fix.outcome  # type: ignore[union-attr]
 

@@ -326,7 +326,9 @@ def _host_ram(search: Searcher, unit: str) -> Way | None:
     found = search.proposal.on_cluster(replace(cluster, cpu_memory=grown), ClusterChange(cpu_memory=grown))
     if found is None or _uses_nvme(found.stage):
         return None
-    return Way(WayOut.HOST_RAM, found, _grown_words(found, unit))
+    given = cluster.cpu_memory
+    added = f" ({format_bytes(grown - given, unit)} more than the {format_bytes(given, unit)} given)"
+    return Way(WayOut.HOST_RAM, found, _grown_words(found, unit) + added)
 
 
 # -- a bigger card ---------------------------------------------------------------------------------------
