@@ -188,9 +188,9 @@ def ways_out(search: Searcher, cluster_changes: tuple[Outcome, ...], unit: str =
     ways: list[Way] = []
     method, no_method = _training_method(search)
     ways += method
-    host = _host_ram(search, unit)
-    if host is not None:
-        ways.append(host)
+    # more host RAM alone: the least of the cluster search's (the RAM the binding phase needs) and the RAM full CPU
+    # offload on the same cards needs (which that search does not try where NVMe needs less)
+    host: list[Outcome] = [found for found in (_cpu_offload_ram(search),) if found is not None]
     for outcome in cluster_changes:
         grown = outcome.change.cluster
         if grown is None:
@@ -199,8 +199,10 @@ def ways_out(search: Searcher, cluster_changes: tuple[Outcome, ...], unit: str =
             ways.append(Way(WayOut.MORE_GPUS, outcome, _grown_words(outcome, unit)))
         elif _uses_nvme(outcome.stage):
             ways.append(Way(WayOut.NVME, outcome, _nvme_words(outcome, unit)))
-        elif host is None:  # host RAM alone: the same way as _host_ram's, found by the cluster search
-            ways.append(Way(WayOut.HOST_RAM, outcome, _grown_words(outcome, unit)))
+        elif grown.cpu_memory is not None:
+            host.append(outcome)
+    if host:
+        ways.append(_host_way(min(host, key=_grown_ram), search.cluster, unit))
     bigger = _bigger_gpu(search, unit)
     if bigger is not None:
         ways.append(bigger)
@@ -304,10 +306,10 @@ def _search_with(search: Searcher, model: ModelSpec, cluster: Cluster,
 
 
 # -- host RAM for full offload on the same card ----------------------------------------------------------
-def _host_ram(search: Searcher, unit: str) -> Way | None:
-    """The least host RAM per node (whole GB, the headroom left free) at which a CPU offload fits on the card
-    given, with the best run there; None where the host RAM was not given, the GPU holds no CPU-offload
-    candidate, or more than any machine has would be needed."""
+def _cpu_offload_ram(search: Searcher) -> Outcome | None:
+    """The best run at the least host RAM per node (whole GB, the headroom left free) at which a CPU offload fits
+    on the cards given; None where the host RAM was not given, the GPU holds no CPU-offload candidate, or more
+    than any machine has would be needed."""
     cluster = search.cluster
     if cluster.cpu_memory is None:
         return None
@@ -324,11 +326,21 @@ def _host_ram(search: Searcher, unit: str) -> Way | None:
     from zeroadvisor.advisor.change import ClusterChange
 
     found = search.proposal.on_cluster(replace(cluster, cpu_memory=grown), ClusterChange(cpu_memory=grown))
-    if found is None or _uses_nvme(found.stage):
-        return None
+    return None if found is None or _uses_nvme(found.stage) else found
+
+
+def _grown_ram(outcome: Outcome) -> int:
+    grown = outcome.change.cluster
+    assert grown is not None and grown.cpu_memory is not None
+    return grown.cpu_memory
+
+
+def _host_way(outcome: Outcome, cluster: Cluster, unit: str) -> Way:
+    """More host RAM per node: "give 149 GiB of host RAM per node (119 GiB more than the 29.80 GiB given)"."""
     given = cluster.cpu_memory
-    added = f" ({format_bytes(grown - given, unit)} more than the {format_bytes(given, unit)} given)"
-    return Way(WayOut.HOST_RAM, found, _grown_words(found, unit) + added)
+    added = f" ({format_bytes(_grown_ram(outcome) - given, unit)} more than the {format_bytes(given, unit)} given)" \
+        if given is not None else ""
+    return Way(WayOut.HOST_RAM, outcome, _grown_words(outcome, unit) + added)
 
 
 # -- a bigger card ---------------------------------------------------------------------------------------
