@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from zeroadvisor.advisor.search import Searcher
     from zeroadvisor.hardware.table import GpuSpec
     from zeroadvisor.model.spec import ModelSpec
+    from zeroadvisor.throughput import Hardware
 
 
 class WayOut(StrEnum):
@@ -287,7 +288,7 @@ def _base_of(spec: ModelSpec) -> ModelSpec:
 
 
 def _search_with(search: Searcher, model: ModelSpec, cluster: Cluster,
-                 hardware: Any = None) -> tuple[Outcome, StageEstimate | None] | None:
+                 hardware: Hardware | None = None) -> tuple[Outcome, StageEstimate | None] | None:
     """The best run of the config with ``model`` on ``cluster`` (the same fixes written; NVMe only where given),
     and the configured rung there; None where nothing fits or the memory model cannot use it."""
     from zeroadvisor.advisor.search import Searcher
@@ -394,7 +395,7 @@ def _gpu_need(search: Searcher) -> int | None:
     return min((peak(stage, Capacity.GPU) for stage in pool), default=None)
 
 
-def _hardware_on(search: Searcher, card: GpuSpec) -> Any:
+def _hardware_on(search: Searcher, card: GpuSpec) -> Hardware | None:
     """The step-time machine with ``card`` in place of the given one (None where there was none)."""
     hardware = search.hardware
     return None if hardware is None else replace(hardware, gpu=card)
