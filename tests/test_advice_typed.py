@@ -20,6 +20,7 @@ from zeroadvisor.advisor import check as check_module
 from zeroadvisor.advisor.advice import HEADLINE, Advice, KeyChange, Reason, Recommendation, headline
 from zeroadvisor.advisor.change import Change, ClusterChange
 from zeroadvisor.advisor.lead import decide
+from zeroadvisor.advisor.nofit import WayOut
 from zeroadvisor.advisor.search import Considered, Outcome, Shortfall
 from zeroadvisor.hardware.machine import Hardware, Launcher
 from zeroadvisor.lint.findings import Action
@@ -127,15 +128,22 @@ def test_nothing_fits_gives_shortfalls_and_a_cluster_change(monkeypatch):
     assert advice.shortfalls and all(isinstance(s, Shortfall) for s in advice.shortfalls)
     assert advice.shortfalls[0].resource == "host" and advice.shortfalls[0].missing > 0
     assert advice.cluster_changes and isinstance(advice.cluster_changes[0].change.cluster, ClusterChange)
+    # the fix is the cheapest way out the config can be written for (advisor/nofit.py): more host RAM for CPU
+    # offload on the same cards comes before an NVMe drive
     rec = _finding(result, "ZA801").recommends
-    assert isinstance(rec, Recommendation) and rec.outcome == advice.cluster_changes[0]
-    assert [a.kind for a in rec.actions] == ["nvme-path", "cluster"]
-    # ZeRO-3 with both states on NVMe (the working set of gathered parameters leaves no room for the parameters
-    # on the GPU): the host RAM the binding phase needs with the headroom kept free, in whole decimal GB (what a
-    # person provisions): the smallest whole GB at or above need / (1 - headroom)
+    answer = advice.nothing_fits
+    assert answer is not None and answer.fix is not None and answer.fix.kind == WayOut.HOST_RAM
+    assert isinstance(rec, Recommendation) and rec.outcome == answer.fix.outcome
+    assert [a.kind for a in rec.actions] == ["cluster"]
+    # the NVMe way: ZeRO-3 with both states on NVMe (the working set of gathered parameters leaves no room for the
+    # parameters on the GPU): the host RAM the binding phase needs with the headroom kept free, in whole decimal
+    # GB (what a person provisions): the smallest whole GB at or above need / (1 - headroom)
+    nvme = next(way for way in answer.ways if way.kind == WayOut.NVME)
+    assert nvme.outcome == advice.cluster_changes[0]
+    assert [a.kind for a in nvme.change.actions()] == ["nvme-path", "cluster"]
     host = advice.shortfalls[0]
     wanted = host.need / (1 - result.options.cluster.headroom)
-    grown = rec.change.cluster.cpu_memory
+    grown = nvme.change.cluster.cpu_memory
     assert grown % 10**9 == 0 and wanted <= grown < wanted + 10**9
 
 
@@ -289,7 +297,7 @@ def test_fix_patches_hold_plain_text(monkeypatch):
     """A fix is written into the user's file: its values are JSON text, never an enum member."""
     result = run("ZA801", "70b-nothing-fits-with-256gb-host", monkeypatch)
     device = _finding(result, "ZA801").fix["zero_optimization"]["offload_optimizer"]["device"]
-    assert device == "nvme" and type(device) is str
+    assert device == "cpu" and type(device) is str
     for finding in result.findings:
         for action in finding.actions:
             assert all(type(v) in (str, int, float) for v in action.values.values()), action

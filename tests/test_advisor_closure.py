@@ -72,8 +72,9 @@ def test_fix_and_actions_make_it_fit_and_a_second_fix_changes_nothing(model, gpu
     first = _check(config, options)
     blocking = [f for f in first.findings if f.code in BLOCKING]
     if any(f.fix is None and not f.actions for f in blocking):
-        # nothing fits, not even on a larger cluster: the message says so
-        assert all(f"No cluster of up to {CLUSTER_SEARCH_LIMIT} GPUs fits" in f.message
+        # nothing fits, not even on a larger cluster, or only with a change the config cannot hold (LoRA/QLoRA, a
+        # bigger card: advisor/nofit.py): the message says so
+        assert all(f"cluster of up to {CLUSTER_SEARCH_LIMIT} GPUs" in f.message or "no fix is written" in f.message
                    for f in blocking if f.fix is None and not f.actions)
         return
     options = _done(options, first.findings)

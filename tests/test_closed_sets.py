@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from zeroadvisor.advisor.advice import Reason
+from zeroadvisor.advisor.nofit import WayOut
 from zeroadvisor.hardware.machine import Launcher
 from zeroadvisor.inputs.command import Command
 from zeroadvisor.inputs.settings import FAIL_ON, FailOn
@@ -69,7 +70,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "zeroadvisor"
 CLOSED_SETS: tuple[type[StrEnum], ...] = (
     Device, Precision, Verdict, Resource, Capacity, Phase, TermKind, Accounting, Checkpointing, Padding,
     OutputFormat, FailOn, Severity, Integration, Command, ActionKind, Launcher, Reason, Reach, Method, TrainerFamily,
-    VllmMode, ModelRole)
+    VllmMode, ModelRole, WayOut)
 CLOSED_VALUES = frozenset(member.value for enum in CLOSED_SETS for member in enum)
 # The layers past the readers: they receive members and must compare members.
 PAST_THE_READERS = ("memory", "throughput", "advisor", "report", "fix", "flows.py", "api.py")

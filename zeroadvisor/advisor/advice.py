@@ -31,6 +31,7 @@ from zeroadvisor.units import DEFAULT_UNIT, format_bytes
 
 if TYPE_CHECKING:
     from zeroadvisor.advisor.change import Change
+    from zeroadvisor.advisor.nofit import NothingFits
     from zeroadvisor.throughput import StepTime
 
 
@@ -279,6 +280,16 @@ class Advice:
         """When nothing fits: the smallest cluster changes that make something fit, each with its best change
         (() when something fits)."""
         return () if self.best is not None else tuple(self.search.cluster_changes())
+
+    @cached_property
+    def nothing_fits(self) -> NothingFits | None:
+        """When nothing fits: the ways out, cheapest first, each priced (advisor/nofit.py; None when something
+        fits)."""
+        if self.best is not None:
+            return None
+        from zeroadvisor.advisor.nofit import ways_out
+
+        return ways_out(self.search, self.cluster_changes, self.budget.unit)
 
     def recommend(self, outcome: Outcome, reason: Reason) -> Recommendation:
         """``outcome`` recommended for ``reason``: with its step time on this cluster's machine and the

@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from zeroadvisor.advisor import registry
-from zeroadvisor.advisor.advice import Advice, Budget, Reason
+from zeroadvisor.advisor.advice import Advice, Budget, Reason, failing_findings
 from zeroadvisor.advisor.lead import Lead, NoFix, decide, no_fix
 from zeroadvisor.advisor.rules import AdviceRuleContext
 from zeroadvisor.config import merge_patch as mp
@@ -26,6 +26,7 @@ from zeroadvisor.units import DEFAULT_UNIT
 from zeroadvisor.vocab import Accounting
 
 if TYPE_CHECKING:
+    from zeroadvisor.advisor.nofit import NothingFits
     from zeroadvisor.hardware.machine import Hardware
     from zeroadvisor.memory.options import Option
     from zeroadvisor.throughput import StepTime
@@ -70,6 +71,9 @@ class CheckResult:
     recommendation: Lead | None = None
     # where the run fails and no config change makes it run: the failing finding a report points at instead
     no_fix: NoFix | None = None
+    # where the run fails and nothing on the hardware given fits: the ways out, cheapest first, each priced
+    # (advisor/nofit.py): LoRA/QLoRA, host RAM, NVMe, a bigger card, more GPUs
+    nothing_fits: NothingFits | None = None
 
     def estimate_dict(self) -> dict[str, Any] | None:
         if self.estimate is None:
@@ -91,8 +95,10 @@ def finished(findings: list[Finding], estimate: Estimate | None, options: CheckO
              no_estimate: str | None = None, advice: Advice | None = None) -> CheckResult:
     """The result of a check whose findings are final: its lead recommendation decided here, once."""
     lead = decide(findings, estimate)
+    # the ways out are the failing run's: computed by its finding (does-not-fit, host-memory-insufficient) already
+    nothing = advice.nothing_fits if advice is not None and failing_findings(findings) else None
     return CheckResult(findings, estimate, options, no_estimate=no_estimate, advice=advice, recommendation=lead,
-                       no_fix=no_fix(findings, lead))
+                       no_fix=no_fix(findings, lead), nothing_fits=nothing)
 
 
 def combined_patch(findings: list[Finding]) -> dict[str, Any]:

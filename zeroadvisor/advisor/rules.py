@@ -142,23 +142,20 @@ def _advice(ctx: Context, reason: Reason) -> tuple[str, Recommendation | None]:
             "under the budget")
     if a.shortfalls:
         text += "; " + "; ".join(_shortfall_words(ctx, short) for short in a.shortfalls)
-    grown = [a.recommend(outcome, reason) for outcome in a.cluster_changes]
-    if not grown:
-        return text + f". No cluster of up to {CLUSTER_SEARCH_LIMIT} GPUs fits either" + _smaller_footprint(ctx), None
-    alternatives = " Or: ".join(_fit_sentence(ctx, "", other).lstrip(": ") for other in grown[1:])
-    text += ". " + _fit_sentence(ctx, "Smallest cluster change that fits", grown[0])
-    if alternatives:
-        text += f". Or: {alternatives}"
-    return text + _smaller_footprint(ctx), grown[0]
-
-
-def _smaller_footprint(ctx: Context) -> str:
-    """Where nothing fits on the cluster given, the other way out: train fewer parameters (not for a run that
-    already trains adapters only)."""
-    if _advice_of(ctx).estimate.model.trainable_parameters is not None:
-        return ""
-    return (". Or a smaller footprint: LoRA or QLoRA keeps gradients and optimizer states for the adapters only "
-            "(estimate it with --peft lora or --peft qlora and the model's config.json)")
+    answer = a.nothing_fits
+    assert answer is not None  # a.best is None
+    if not answer.ways:
+        missing = f" ({answer.no_method})" if answer.no_method else ""
+        return (text + f". No way out fits either: no LoRA/QLoRA run{missing}, more host RAM, bigger card or "
+                f"cluster of up to {CLUSTER_SEARCH_LIMIT} GPUs"), None
+    text += f". The ways out, cheapest first: {answer.sentence(a.budget.unit)}"
+    if answer.no_method:
+        text += f" ({answer.no_method})"
+    fix = answer.fix
+    if fix is None:
+        return text + ". None of them is a ds_config change: no fix is written", None
+    rec = a.recommend(fix.outcome, reason)
+    return text + ". " + _fit_sentence(ctx, f"The fix writes ({answer.ways.index(fix) + 1})", rec), rec
 
 
 def _does_not_fit(ctx: Context) -> Iterator[Hit]:
@@ -199,7 +196,10 @@ DOES_NOT_FIT = Rule(
         "another option faster by more than its measured error. The fix is a merge patch plus the actions outside the "
         "config it relies on (checkpointing in the training script, an NVMe mount, the attention wrapped for "
         "Ulysses). When nothing fits the message says which resource binds (GPU, host RAM, NVMe) in which phase "
-        "and by how much, and the smallest cluster that fits (more GPUs, host RAM or NVMe)."
+        "and by how much, and lists the ways out, each priced with the same estimate, cheapest first: LoRA, then "
+        "QLoRA (r=16 on every linear layer; a training-code change, named with the flags that set it), the host "
+        "RAM for full CPU offload on the same cards, an NVMe drive, the smallest bigger card, more GPUs "
+        "(advisor/nofit.py); the fix is the first of them the config can be written for."
     ),
     check=_does_not_fit,
     examples=(
@@ -426,7 +426,8 @@ HOST_MEMORY_INSUFFICIENT = Rule(
         "With offload_optimizer/offload_param on the CPU, every GPU's process keeps its partition of "
         "the fp32 master weights, optimizer states (and parameters) in host RAM, pinned by default; "
         "all GPUs of a node share that RAM. Give --cpu-memory (and --nvme) to check it. The fix is the "
-        "best change that fits every resource (an NVMe offload, less offload, more nodes), as does-not-fit's."
+        "best change that fits every resource (an NVMe offload, less offload, more nodes), as does-not-fit's; "
+        "when nothing fits, the ways out cheapest first, as does-not-fit lists them."
     ),
     check=_host_insufficient,
     examples=(

@@ -129,6 +129,7 @@ def spec_from_hf_config(config: Mapping[str, JSONValue], source: str = "") -> Mo
         lm_head=head in LM_HEADS,
         modules_with_parameters=sum(m.count for m in modules if m.own),
         layer_facts=layer_facts(family.model_type, config, head),
+        layout=tuple(modules),
     )
 
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from zeroadvisor.config.method import MethodSetup
+from zeroadvisor.model.layout import Module
 from zeroadvisor.vocab import Checkpointing, ModelRole, Padding
 
 Precision = Literal["fp32", "fp16", "bf16"]  # the training (model) dtype, and the dtypes a model is loaded in
@@ -99,6 +100,10 @@ class ModelSpec:
     # one (throughput/host.py). None: not counted (estimated from the layer count).
     modules_with_parameters: int | None = None
     layer_facts: LayerFacts | None = None
+    # The module census (model/layout.py) of a spec counted from a Hugging Face config: what LoRA adapts
+    # (model/peft.py), so that the advice can price LoRA/QLoRA on this model (advisor/nofit.py). None: not
+    # counted (a parameter count). Not part of the spec's identity: the counts above are.
+    layout: tuple[Module, ...] | None = field(default=None, compare=False, repr=False)
 
     @property
     def encoder_decoder(self) -> bool:

@@ -22,6 +22,7 @@ from zeroadvisor.units import format_bytes, scale
 
 if TYPE_CHECKING:
     from zeroadvisor.advisor.lead import Lead, NoFix
+    from zeroadvisor.advisor.nofit import NothingFits
     from zeroadvisor.memory.estimate import Estimate, StageEstimate
 
 ELLIPSIS = ("…", "...")  # Unicode, ASCII
@@ -63,7 +64,7 @@ def recommendation_sentence(rec: Lead, unit: str) -> str:
 
 
 def head_lines(estimate: Estimate | None, rec: Lead | None, unit: str, style: Style,
-               no_fix: NoFix | None = None) -> list[str]:
+               no_fix: NoFix | None = None, nothing: NothingFits | None = None) -> list[str]:
     """The verdict, the recommendation and the card, each wrapped (coloured by the verdict)."""
     from zeroadvisor.report.estimate_text import SGR
 
@@ -71,6 +72,9 @@ def head_lines(estimate: Estimate | None, rec: Lead | None, unit: str, style: St
     sgr = SGR.get(st.verdict) if st is not None and st.verdict else None
     verdict = escape.terminal(overview.verdict_sentence(estimate, None, unit, short=True))
     out = [style.paint(line, sgr) for line in style.wrap(verdict)]
+    ways = overview.nothing_fits_sentence(nothing, unit)  # before the config fix: cheaper ways come first
+    if ways is not None:
+        out += style.wrap(escape.terminal(ways))
     if rec is not None:
         out += style.wrap(escape.terminal(recommendation_sentence(rec, unit)))
     no_fix_line = overview.no_fix_sentence(no_fix)
@@ -125,9 +129,10 @@ def assumption_lines(estimate: Estimate, style: Style) -> list[str]:
 
 
 def render(findings: Sequence[Finding], estimate: Estimate | None, unit: str, style: Style, summary: str,
-           rec: Lead | None, cut: bool = False, no_fix: NoFix | None = None) -> list[str]:
+           rec: Lead | None, cut: bool = False, no_fix: NoFix | None = None,
+           nothing: NothingFits | None = None) -> list[str]:
     """The one-screen check (module docstring), without the diff; ``cut``: the findings cut at the width."""
-    lines = head_lines(estimate, rec, unit, style, no_fix)
+    lines = head_lines(estimate, rec, unit, style, no_fix, nothing)
     lines.append("")
     lines += [_paint_severity(line, f, style) for f in findings for line in one_line(f, style, cut)]
     lines += style.wrap(f"{summary} ({MORE})")

@@ -20,6 +20,7 @@ from zeroadvisor.vocab import Verdict
 
 if TYPE_CHECKING:
     from zeroadvisor.advisor.lead import Lead, NoFix
+    from zeroadvisor.advisor.nofit import NothingFits
     from zeroadvisor.memory.estimate import Estimate, StageEstimate
     from zeroadvisor.report import Report
 
@@ -131,7 +132,8 @@ def _options_table(stages: list[StageEstimate], unit: str, rec: Lead | None) -> 
 
 
 def render(path: str, findings: list[Finding], estimate: Estimate | None, diff: str = "",
-           unit: str = DEFAULT_UNIT, rec: Lead | None = None, no_fix: NoFix | None = None) -> str:
+           unit: str = DEFAULT_UNIT, rec: Lead | None = None, no_fix: NoFix | None = None,
+           nothing: NothingFits | None = None) -> str:
     """``rec``, ``no_fix``: the check's decided recommendation, or the failing finding no change fixes
     (CheckResult.recommendation, .no_fix; None for an estimate alone)."""
     configured = estimate.configured if estimate is not None else None
@@ -143,6 +145,9 @@ def render(path: str, findings: list[Finding], estimate: Estimate | None, diff: 
            f"<h1>zeroadvisor: <code>{_e(path)}</code></h1>" if path else "<h1>zeroadvisor</h1>",
            (f'<p id="verdict" class="verdict" style="border-color: {colour}">'
             f"{_e(overview.verdict_sentence(estimate, rec, unit))}</p>")]
+    ways = overview.nothing_fits_sentence(nothing, unit)
+    if ways is not None:
+        out.append(f'<p id="ways-out">{_e(ways)}</p>')
     no_fix_line = overview.no_fix_sentence(no_fix)
     if no_fix_line is not None:
         out.append(f'<p id="no-fix">{_e(no_fix_line)}</p>')
@@ -184,6 +189,7 @@ def render_report(report: Report) -> str:
     estimate = report.estimate if check is None else check.estimate
     out = render(report.path, report.findings, estimate, report.diff, report.unit,
                  rec=check.recommendation if check is not None else None,
-                 no_fix=check.no_fix if check is not None else None)
+                 no_fix=check.no_fix if check is not None else None,
+                 nothing=check.nothing_fits if check is not None else None)
     # a stream that takes ASCII only gets character references: the same page
     return out.encode("ascii", "xmlcharrefreplace").decode("ascii") if report.ascii_only else out

@@ -46,6 +46,8 @@ def render_report(report: Report) -> str:
     extra = dict(report.extra)
     if report.check is not None:
         extra["estimate"] = _check_estimate(report)
+        if report.check.nothing_fits is not None:  # the ways out, cheapest first (advisor/nofit.py)
+            extra["nothing_fits"] = report.check.nothing_fits.to_dict()
     return render(report.findings, report.files, extra, ascii_only=report.ascii_only)
 
 

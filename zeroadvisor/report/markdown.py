@@ -21,6 +21,7 @@ from zeroadvisor.vocab import Verdict
 
 if TYPE_CHECKING:
     from zeroadvisor.advisor.lead import Lead, NoFix
+    from zeroadvisor.advisor.nofit import NothingFits
     from zeroadvisor.memory.estimate import Estimate, StageEstimate
     from zeroadvisor.report import Report
 
@@ -87,15 +88,14 @@ def breakdown_table(estimate: Estimate, rec: Lead | None, unit: str) -> list[str
 
 def render(path: str, findings: list[Finding], estimate: Estimate | None, usable: int | None, gpu_memory: int | None,
            headroom: float, diff: str, unit: str = DEFAULT_UNIT, ascii_only: bool = False, rec: Lead | None = None,
-           no_fix: NoFix | None = None) -> str:
+           no_fix: NoFix | None = None, nothing: NothingFits | None = None) -> str:
     """``rec``, ``no_fix``: the check's decided recommendation, or the failing finding no change fixes
     (CheckResult.recommendation, .no_fix)."""
     inline = escape.markdown_inline
     out: list[str] = [_heading(path, findings, estimate), ""]
     out.append(inline(overview.verdict_sentence(estimate, rec, unit)))
-    no_fix_line = overview.no_fix_sentence(no_fix)
-    if no_fix_line is not None:
-        out += ["", inline(no_fix_line)]
+    out += [part for line in (overview.nothing_fits_sentence(nothing, unit), overview.no_fix_sentence(no_fix))
+            if line is not None for part in ("", inline(line))]
     out.append("")
     if estimate is not None:
         m, s, c = estimate.model, estimate.settings, estimate.cluster
@@ -140,4 +140,4 @@ def render_report(report: Report) -> str:
     cluster = check.options.cluster
     return render(report.path, report.findings, check.estimate, cluster.usable_gpu_memory, cluster.gpu_memory,
                   cluster.headroom, report.diff, report.unit, ascii_only=report.ascii_only, rec=check.recommendation,
-                  no_fix=check.no_fix)
+                  no_fix=check.no_fix, nothing=check.nothing_fits)

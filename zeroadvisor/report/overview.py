@@ -18,6 +18,7 @@ from zeroadvisor.vocab import Capacity, Device, Verdict
 
 if TYPE_CHECKING:
     from zeroadvisor.advisor.lead import Lead, NoFix
+    from zeroadvisor.advisor.nofit import NothingFits
     from zeroadvisor.lint.findings import Finding
     from zeroadvisor.memory.estimate import Estimate, StageEstimate
     from zeroadvisor.memory.options import Option
@@ -39,6 +40,16 @@ def no_fix_sentence(no_fix: NoFix | None) -> str | None:
     if no_fix is None:
         return None
     return f"No config change fits ({no_fix.code} {no_fix.name}): its finding says what is missing"
+
+
+def nothing_fits_sentence(nothing: NothingFits | None, unit: str) -> str | None:
+    """Where nothing fits on the hardware given: the ways out, cheapest first, each priced (advisor/nofit.py),
+    the one the config fix writes marked; None otherwise."""
+    if nothing is None or not nothing.ways:
+        return None
+    ways = "; ".join(f"({i}) {way.short(unit)}{' (the config fix)' if way.is_fix else ''}"
+                     for i, way in enumerate(nothing.ways, 1))
+    return f"Nothing fits on the hardware given; the ways out, cheapest first: {ways}"
 
 
 def throughput(st: StageEstimate | None, steps: Steps | None) -> Throughput | None:

@@ -83,9 +83,14 @@ def render_report(report: Report) -> str:
 
         lines = check_text.render(report.findings, estimate, report.unit, style,
                                   summary(report.findings, report.files, len(report.extra.get("unreadable", ()))), rec,
-                                  cut=report.cut, no_fix=report.check.no_fix)
+                                  cut=report.cut, no_fix=report.check.no_fix, nothing=report.check.nothing_fits)
         return _with_diff("\n".join(lines).rstrip() + "\n", report)
     lines = estimate_text.verdict_lines(estimate, rec, report.unit, style)
+    from zeroadvisor.report import overview
+
+    ways = overview.nothing_fits_sentence(report.check.nothing_fits, report.unit)
+    if ways is not None:
+        lines += style.wrap(escape.terminal(ways))
     lines.append("")
     if report.cut:  # a terminal: wrapped to its width; a log or a pipe: one line each, as lint prints them
         lines += wrapped(report.findings, style.width, report.colour)

@@ -1,0 +1,193 @@
+"""When nothing fits on the hardware given (advisor/nofit.py): the ways out in proportion, cheapest first, each
+priced with the same estimate, and each one that is a run of its own checked again as that run.
+
+Real estimates throughout (the shipped catalog's config.json files); nothing is mocked.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from zeroadvisor.advisor.check import CheckOptions, CheckResult, check_document, combined_patch
+from zeroadvisor.advisor.nofit import CHEAPEST_FIRST, LORA_RANK, NothingFits, WayOut, maker
+from zeroadvisor.config import merge_patch as mp
+from zeroadvisor.config.source import parse
+from zeroadvisor.hardware.gpus import resolve_gpu
+from zeroadvisor.memory.cluster import Cluster
+from zeroadvisor.model.description import load_model, spec_from_params
+from zeroadvisor.model.spec import Checkpointing, TrainingShape
+from zeroadvisor.report import Report, render
+from zeroadvisor.units import format_bytes
+
+GB = 10**9
+FAILING = {"ZA801", "ZA805"}
+ZERO2 = {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 8, "bf16": {"enabled": True},
+         "zero_optimization": {"stage": 2}}
+ZERO3 = {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 4, "bf16": {"enabled": True},
+         "zero_optimization": {"stage": 3}}
+SHAPE_7B = TrainingShape(2048, Checkpointing.FULL)
+
+
+def _check(config: dict, options: CheckOptions) -> CheckResult:
+    return check_document(parse(json.dumps(config, indent=2), "ds.json"), options)
+
+
+def _peft(model: str, method: str):
+    return load_model(model, {"method": method, "r": LORA_RANK, "target_modules": None, "quantization": None})[0]
+
+
+@pytest.fixture(scope="module")
+def desktop() -> tuple[CheckOptions, CheckResult]:
+    """A full fine-tune of a 7B model on one 24 GB consumer card with a desktop's 32 GB of host RAM."""
+    spec, _ = load_model("meta-llama/Llama-2-7b-hf")
+    options = CheckOptions(spec, SHAPE_7B, Cluster(gpus=1, gpu=resolve_gpu("RTX-4090"), cpu_memory=32 * GB))
+    return options, _check(ZERO2, options)
+
+
+def _kinds(answer: NothingFits | None) -> list[WayOut]:
+    assert answer is not None
+    return [way.kind for way in answer.ways]
+
+
+def test_one_consumer_card_gets_lora_qlora_and_host_ram_first_not_a_cluster(desktop):
+    options, result = desktop
+    assert {f.code for f in result.findings} & FAILING
+    kinds = _kinds(result.nothing_fits)
+    assert kinds[:3] == [WayOut.LORA, WayOut.QLORA, WayOut.HOST_RAM], kinds
+    assert kinds == sorted(kinds, key=CHEAPEST_FIRST.index)
+    assert WayOut.MORE_GPUS not in kinds[:3]
+    # the config fix is the cheapest hardware way the config can be written for: host RAM on the same card
+    answer = result.nothing_fits
+    assert answer is not None and answer.fix is not None and answer.fix.kind == WayOut.HOST_RAM
+    assert answer.fix.change.cluster is not None and answer.fix.change.cluster.gpus is None
+    grown = answer.fix.change.cluster.cpu_memory
+    assert grown is not None and grown > options.cluster.cpu_memory and grown % GB == 0
+    assert answer.fix.what.endswith(f"({format_bytes(grown - 32 * GB)} more than the {format_bytes(32 * GB)} given)")
+    lead = result.recommendation
+    assert lead is not None and lead.advice.outcome is answer.fix.outcome  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("method", [WayOut.LORA, WayOut.QLORA])
+def test_the_adapter_run_is_priced_as_its_own_check_prices_it(desktop, method):
+    """``--peft lora --lora-r 16`` (the flags the way names), checked again with the way's run written: it fits,
+    at the peak the way promised."""
+    options, result = desktop
+    assert result.nothing_fits is not None
+    way = next(w for w in result.nothing_fits.ways if w.kind == method)
+    assert f"--peft {method.value} --lora-r {LORA_RANK}" in " ".join(way.settings)
+    assert any(s.startswith("LLaMA-Factory: finetuning_type: lora") for s in way.settings)
+    assert any(s.startswith("TRL: --use_peft") for s in way.settings)
+    assert "quality" in way.trade_off
+    assert "not of the ds_config" in (way.trade_off if method == WayOut.LORA else result.nothing_fits.ways[0].trade_off)
+    adapted = _peft("meta-llama/Llama-2-7b-hf", method.value)
+    base = mp.apply(ZERO2, combined_patch([f for f in result.findings if f.code not in FAILING]))
+    written = mp.apply(base, way.outcome.patch) if way.outcome.patch else base
+    shape = replace(options.shape, activation_checkpointing=way.change.shape.activation_checkpointing)
+    again = _check(written, replace(options, model=adapted, shape=shape))
+    assert not {f.code for f in again.findings} & FAILING, [f.message for f in again.findings]
+    assert again.estimate is not None and again.estimate.configured is not None
+    assert again.estimate.configured.comfortable
+    assert again.estimate.configured.peak_gpu == pytest.approx(way.peak_gpu, rel=0.01)
+    # the configured rung with the adapters is priced too (fitting or not)
+    assert way.configured is not None and way.configured.option.stage == 2
+
+
+def test_the_host_ram_way_written_and_provisioned_fits(desktop):
+    options, result = desktop
+    assert result.nothing_fits is not None and result.nothing_fits.fix is not None
+    fix = result.nothing_fits.fix
+    written = mp.apply(ZERO2, combined_patch(result.findings))
+    cluster = replace(options.cluster, cpu_memory=fix.change.cluster.cpu_memory)
+    again = _check(written, replace(options, cluster=cluster))
+    assert not {f.code for f in again.findings} & FAILING, [f.message for f in again.findings]
+    assert again.nothing_fits is None
+    assert again.estimate is not None and again.estimate.configured is not None
+    assert again.estimate.configured.option == fix.outcome.stage.option
+
+
+def test_json_and_text_show_the_list(desktop):
+    _, result = desktop
+    data = json.loads(render("json", Report(result.findings, check=result, path="ds.json")))
+    ways = data["nothing_fits"]["ways"]
+    assert [w["way"] for w in ways][:3] == ["lora", "qlora", "host-ram"]
+    assert data["nothing_fits"]["order"] == [w.value for w in CHEAPEST_FIRST]
+    assert [w["config_fix"] for w in ways].count(True) == 1
+    assert ways[0]["peak_gpu"] == result.nothing_fits.ways[0].peak_gpu  # type: ignore[union-attr]
+    assert "--peft lora --lora-r 16" in " ".join(ways[0]["settings"])
+    text = render("text", Report(result.findings, check=result, path="ds.json", width=200))
+    head = text.split("\n\n")[0]
+    assert "Nothing fits on the hardware given; the ways out, cheapest first: (1) LoRA r=16 (--peft lora)" in head
+    assert "(3) give" in head and "of host RAM per node" in head and "(the config fix)" in head
+    message = next(f.message for f in result.findings if f.code == "ZA801")
+    assert "The ways out, cheapest first: (1) LoRA r=16 on all-linear" in message
+    third = message[message.index("(3) "):message.index("(4) ")]
+    assert message.index("(2) QLoRA") < message.index("(3) ") and "of host RAM per node" in third
+    markdown = render("markdown", Report(result.findings, check=result, path="ds.json"))
+    assert r"the ways out, cheapest first: \(1\) LoRA r=16" in markdown  # escaped as Markdown
+    html = render("html", Report(result.findings, check=result, path="ds.json"))
+    assert '<p id="ways-out">Nothing fits on the hardware given; the ways out, cheapest first: (1) LoRA' in html
+
+
+def test_70b_on_eight_80gb_cards_gets_its_proportionate_list():
+    spec, _ = load_model("meta-llama/Llama-2-70b-hf")
+    card = resolve_gpu("A100-SXM4-80GB")
+    options = CheckOptions(spec, TrainingShape(4096), Cluster(gpus=8, gpu=card, cpu_memory=256 * GB))
+    result = _check(ZERO3, options)
+    assert result.advice is not None and result.advice.best is None
+    kinds = _kinds(result.nothing_fits)
+    assert kinds == sorted(kinds, key=CHEAPEST_FIRST.index)
+    assert kinds[:2] == [WayOut.LORA, WayOut.QLORA]
+    assert {WayOut.BIGGER_GPU, WayOut.MORE_GPUS} <= set(kinds)
+    assert result.nothing_fits is not None
+    ways = {way.kind: way for way in result.nothing_fits.ways}
+    bigger = ways[WayOut.BIGGER_GPU]
+    assert bigger.gpu is not None and maker(bigger.gpu) == "nvidia"
+    assert resolve_gpu(bigger.gpu).memory_bytes > card.memory_bytes
+    # the smallest such card: no card of the same maker between the two holds the run's least GPU memory
+    assert bigger.outcome.stage.comfortable
+    more = ways[WayOut.MORE_GPUS]
+    assert more.change.cluster is not None and (more.change.cluster.gpus or 0) > 8
+    for way in result.nothing_fits.ways:
+        assert way.outcome.stage.comfortable, way.kind
+
+
+def test_a_parameter_count_lists_no_training_method_and_says_why():
+    options = CheckOptions(spec_from_params("70B"), TrainingShape(),
+                           Cluster(gpus=8, gpu=resolve_gpu("A10G"), cpu_memory=256 * GB))
+    result = _check({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True},
+                     "zero_optimization": {"stage": 3}}, options)
+    answer = result.nothing_fits
+    assert answer is not None and answer.ways
+    assert not {WayOut.LORA, WayOut.QLORA} & set(_kinds(answer))
+    assert "config.json" in answer.no_method
+    assert "LoRA/QLoRA are not priced" in next(f.message for f in result.findings if f.code == "ZA801")
+
+
+def test_a_qlora_run_is_offered_no_training_method_and_a_lora_run_qlora_only():
+    card = resolve_gpu("T4")
+    options = CheckOptions(_peft("meta-llama/Llama-2-70b-hf", "qlora"), TrainingShape(4096),
+                           Cluster(gpus=1, gpu=card, cpu_memory=64 * GB))
+    result = _check(ZERO3, options)
+    assert result.nothing_fits is not None
+    assert not {WayOut.LORA, WayOut.QLORA} & set(_kinds(result.nothing_fits))
+    lora = replace(options, model=_peft("meta-llama/Llama-2-13b-hf", "lora"),
+                   cluster=Cluster(gpus=1, gpu=resolve_gpu("RTX-3080-10GB"), cpu_memory=16 * GB))
+    result = _check(ZERO3, lora)
+    assert result.nothing_fits is not None
+    assert WayOut.LORA not in _kinds(result.nothing_fits)
+
+
+def test_a_run_that_fits_has_no_ways_out():
+    spec, _ = load_model("meta-llama/Llama-2-7b-hf")
+    options = CheckOptions(spec, SHAPE_7B, Cluster(gpus=8, gpu=resolve_gpu("A100-SXM4-80GB")))
+    result = _check(ZERO2, options)
+    assert result.nothing_fits is None
+    assert "nothing_fits" not in json.loads(render("json", Report(result.findings, check=result, path="ds.json")))
+
+
+def test_maker_keeps_the_software_stack():
+    assert maker("MI300X") == "amd" and maker("GAUDI3-128GB") == "intel"
+    assert maker("H100-SXM5-80GB") == maker("RTX-4090") == "nvidia"

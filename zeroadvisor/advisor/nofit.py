@@ -1,0 +1,401 @@
+"""When nothing fits on the hardware given: the ways out in proportion, cheapest first, each priced with the
+same estimate as the configured run.
+
+No stage, offload, checkpointing, micro batch or parallel layout change fits (the search, advisor/search.py,
+found none). What is left changes the training method or the hardware, and the answer lists each way that
+fits, in this order (:data:`CHEAPEST_FIRST`; docs/check.md, "How the fix is chosen", gives the reasons):
+
+1. the training method on the same hardware: LoRA, then QLoRA (model/peft.py prices the adapters exactly as
+   peft counts them; the search then finds the best run of the adapter model on the cluster given). A change of
+   training code, not of the ds_config: it is named with the flags that set it, never written as a fix;
+2. more host RAM on the same card, for full CPU offload (the least host RAM at which a CPU offload fits);
+3. an NVMe drive (with the host RAM NVMe offload still needs), ZeRO-Infinity's slower way;
+4. a bigger card: the smallest card of the same maker in hardware/table.py on which the run fits, as many as
+   given, with the host RAM given;
+5. more GPUs (ZeRO-3 partitions over them): filling the node first, then whole nodes.
+
+The finding's config fix is the first hardware way the config can be written for (2, 3 or 5: advisor/
+cluster.py's cluster changes); 1 and 4 are named, priced, and set outside the config. A one-card run thus
+never hears only "use a cluster" when an adapter run, more RAM or one bigger card would do.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+from zeroadvisor.advisor.cluster import peak, round_up_gb, usable
+from zeroadvisor.advisor.patch import Outcome
+from zeroadvisor.memory.errors import EstimateError
+from zeroadvisor.memory.estimate import MAX_MEMORY_BYTES, Cluster, StageEstimate, estimate
+from zeroadvisor.model.errors import ModelError
+from zeroadvisor.units import DEFAULT_UNIT, format_bytes
+from zeroadvisor.vocab import Capacity, Device
+
+if TYPE_CHECKING:
+    from zeroadvisor.advisor.change import Change
+    from zeroadvisor.advisor.search import Searcher
+    from zeroadvisor.hardware.table import GpuSpec
+    from zeroadvisor.model.spec import ModelSpec
+    from zeroadvisor.throughput import Hardware
+
+
+class WayOut(StrEnum):
+    """A way out when nothing fits on the hardware given (the module docstring), in :data:`CHEAPEST_FIRST`
+    order."""
+
+    LORA = "lora"  # train LoRA adapters on the frozen base: a training-code change
+    QLORA = "qlora"  # ... on a 4-bit quantized base
+    HOST_RAM = "host-ram"  # more host RAM per node: full CPU offload on the same card
+    NVME = "nvme"  # an NVMe drive per node (and the host RAM its offload still needs)
+    BIGGER_GPU = "bigger-gpu"  # the smallest bigger card that fits, as many as given
+    MORE_GPUS = "more-gpus"  # more cards: ZeRO-3 over them
+
+
+# Cheapest first: a software change on the hardware given, then parts added to the same machine (RAM, then a
+# drive: slower), then a card swapped, then more cards (a cluster). docs/check.md "How the fix is chosen".
+CHEAPEST_FIRST: tuple[WayOut, ...] = tuple(WayOut)
+
+# The LoRA shape priced: rank 16 on every Linear layer but the head (peft's "all-linear"; the QLoRA paper's
+# finding that adapting every linear layer is what matches full fine-tuning, arXiv:2305.14314 §4). A larger
+# rank moves the adapters' memory little: r x (fan_in + fan_out) per layer against the frozen base.
+LORA_RANK = 16
+
+# Where the training method is set in the trainers users run (none of it is a ds_config key).
+_SETTINGS: dict[WayOut, tuple[str, ...]] = {
+    WayOut.LORA: (f"zeroadvisor: --peft lora --lora-r {LORA_RANK}",
+                  f"LLaMA-Factory: finetuning_type: lora, lora_rank: {LORA_RANK}, lora_target: all",
+                  f"TRL: --use_peft --lora_r {LORA_RANK} --lora_target_modules all-linear",
+                  f"peft: LoraConfig(r={LORA_RANK}, target_modules=\"all-linear\")"),
+    WayOut.QLORA: (f"zeroadvisor: --peft qlora --lora-r {LORA_RANK}",
+                   (f"LLaMA-Factory: finetuning_type: lora, lora_rank: {LORA_RANK}, lora_target: all, "
+                    "quantization_bit: 4"),
+                   f"TRL: --use_peft --lora_r {LORA_RANK} --lora_target_modules all-linear --load_in_4bit",
+                   "transformers: BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type=\"nf4\")"),
+}
+
+_TRADE_OFFS: dict[WayOut, str] = {
+    WayOut.LORA: ("a different training method: only the adapters train, the base stays frozen, so quality may "
+                  "differ from a full fine-tune; a change of training code, not of the ds_config"),
+    WayOut.QLORA: ("as LoRA, on a base quantized to 4 bits (bitsandbytes NF4): less memory than LoRA, slower "
+                   "matmuls (each weight dequantized per use) and a further quality trade-off"),
+    WayOut.HOST_RAM: "hardware: host RAM added to the same machine; the offloaded optimizer step runs on the CPU",
+    WayOut.NVME: ("hardware: an NVMe drive per node; the offloaded state streams from it every step, slower "
+                  "than CPU offload (ZeRO-Infinity)"),
+    WayOut.BIGGER_GPU: "hardware: the card swapped for a larger one, as many as given",
+    WayOut.MORE_GPUS: "hardware: more cards, so ZeRO partitions the model over them",
+}
+
+# Cards the bigger-card search tries once the least GPU memory is known (the peaks hardly depend on the card).
+_CARDS_TRIED = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Way:
+    """One way out: the best run there as it will be written (its change, estimate and patch against the
+    config with its fixes), what it is in words, where it is set outside the ds_config, and its trade-off."""
+
+    kind: WayOut
+    outcome: Outcome
+    what: str  # "LoRA r=16 on all-linear (39,976,960 trainable parameters)", "give 160 GB of host RAM per node"
+    settings: tuple[str, ...] = ()  # the flags/keys that set it in a trainer (the training method only)
+    configured: StageEstimate | None = None  # the training method: the configured rung with it (fitting or not)
+    gpu: str | None = None  # a bigger card: its name
+    # the finding's ds_config fix is this way (a hardware change the config can be written for)
+    is_fix: bool = False
+
+    @property
+    def trade_off(self) -> str:
+        return _TRADE_OFFS[self.kind]
+
+    @property
+    def change(self) -> Change:
+        return self.outcome.change
+
+    @property
+    def peak_gpu(self) -> int:
+        return int(self.outcome.stage.peak_gpu)
+
+    def sentence(self, unit: str = DEFAULT_UNIT) -> str:
+        """The way in one clause: what, the run there and its peaks, and where it is set."""
+        stage = self.outcome.stage
+        run = self.change.description if self.change.parts else f"the configured {stage.option.words}"
+        # a cluster change's description names the hardware already ("..., give 135 GB of host RAM per node")
+        text = run if self.change.cluster is not None else f"{self.what}: {run}"
+        text += f", {format_bytes(stage.peak_gpu, unit)} per GPU at peak"
+        if stage.per_node_cpu:
+            text += f", {format_bytes(stage.peak_host_per_node, unit)} host RAM per node"
+        configured = self.configured
+        if configured is not None and self.change.parts:  # the adapter run changes more than the method
+            fits = "fits" if configured.comfortable else _binds(configured)
+            text += (f" (at the configured {configured.option.words}: {format_bytes(configured.peak_gpu, unit)}, "
+                     f"{fits})")
+        if self.settings:
+            text += f"; set it with {'; '.join(self.settings)}"
+        return text
+
+    def short(self, unit: str = DEFAULT_UNIT) -> str:
+        """The way in a few words, for a report's head: "LoRA r=16 (--peft lora): 15.73 GiB per GPU"."""
+        label = {WayOut.LORA: f"LoRA r={LORA_RANK} (--peft lora)",
+                 WayOut.QLORA: f"QLoRA r={LORA_RANK} (--peft qlora)"}.get(self.kind, self.what)
+        return f"{label}: {format_bytes(self.outcome.stage.peak_gpu, unit)} per GPU"
+
+    def to_dict(self) -> dict[str, Any]:
+        from zeroadvisor import vocab as labels
+
+        stage = self.outcome.stage
+        out: dict[str, Any] = {"way": self.kind.value, "what": self.what, "change": self.change.description,
+                               "option": labels.option_header(stage.option), "peak_gpu": int(stage.peak_gpu),
+                               "peak_host_per_node": int(stage.peak_host_per_node), "trade_off": self.trade_off,
+                               "settings": list(self.settings), "config_fix": self.is_fix}
+        if self.configured is not None:
+            out["configured_peak_gpu"] = int(self.configured.peak_gpu)
+        if self.gpu is not None:
+            out["gpu"] = self.gpu
+        cluster = self.change.cluster
+        if cluster is not None:
+            out["cluster"] = {k: v for k, v in dataclasses.asdict(cluster).items() if v is not None}
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class NothingFits:
+    """The ways out, cheapest first (:data:`CHEAPEST_FIRST`), each priced; () when none fits either."""
+
+    ways: tuple[Way, ...]
+    # why no training-method way is listed where there is none ("" where one is, or where it would not apply)
+    no_method: str = ""
+
+    @property
+    def fix(self) -> Way | None:
+        """The way the finding's ds_config fix writes (the first hardware way the config can be written for)."""
+        return next((way for way in self.ways if way.is_fix), None)
+
+    def sentence(self, unit: str = DEFAULT_UNIT) -> str:
+        """"(1) LoRA r=16 ...; (2) ..." """
+        return "; ".join(f"({i}) {way.sentence(unit)}" for i, way in enumerate(self.ways, 1))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"order": [w.value for w in CHEAPEST_FIRST], "ways": [way.to_dict() for way in self.ways],
+                **({"no_training_method": self.no_method} if self.no_method else {})}
+
+
+def ways_out(search: Searcher, cluster_changes: tuple[Outcome, ...], unit: str = DEFAULT_UNIT) -> NothingFits:
+    """Every way out of a run nothing fits (the module docstring), cheapest first. ``cluster_changes``: the
+    search's (advisor/cluster.py: host RAM / NVMe per node, more GPUs), reused as they are priced; ``unit``: the
+    one the hardware is worded in."""
+    ways: list[Way] = []
+    method, no_method = _training_method(search)
+    ways += method
+    # more host RAM alone: the least of the cluster search's (the RAM the binding phase needs) and the RAM full CPU
+    # offload on the same cards needs (which that search does not try where NVMe needs less)
+    host: list[Outcome] = [found for found in (_cpu_offload_ram(search),) if found is not None]
+    for outcome in cluster_changes:
+        grown = outcome.change.cluster
+        if grown is None:
+            continue
+        if grown.gpus is not None:
+            ways.append(Way(WayOut.MORE_GPUS, outcome, _grown_words(outcome, unit)))
+        elif _uses_nvme(outcome.stage):
+            ways.append(Way(WayOut.NVME, outcome, _nvme_words(outcome, unit)))
+        elif grown.cpu_memory is not None:
+            host.append(outcome)
+    if host:
+        ways.append(_host_way(min(host, key=_grown_ram), search.cluster, unit))
+    bigger = _bigger_gpu(search, unit)
+    if bigger is not None:
+        ways.append(bigger)
+    ways.sort(key=lambda way: CHEAPEST_FIRST.index(way.kind))
+    fix = next((i for i, way in enumerate(ways) if way.kind in _FIXABLE), None)
+    if fix is not None:
+        ways[fix] = replace(ways[fix], is_fix=True)
+    return NothingFits(tuple(ways), no_method)
+
+
+# the ways a ds_config fix can be written for: a cluster change advisor/change.py words as actions
+_FIXABLE = (WayOut.HOST_RAM, WayOut.NVME, WayOut.MORE_GPUS)
+
+
+def _uses_nvme(stage: StageEstimate) -> bool:
+    return Device.NVME in (stage.option.offload_optimizer, stage.option.offload_param)
+
+
+def _grown_words(outcome: Outcome, unit: str) -> str:
+    from zeroadvisor.advisor.change import cluster_words
+
+    grown = outcome.change.cluster
+    assert grown is not None
+    return cluster_words(grown, unit)
+
+
+def _nvme_words(outcome: Outcome, unit: str) -> str:
+    """"an NVMe drive with 100.41 GiB free per node and 37.25 GiB of host RAM per node"."""
+    space = outcome.change.nvme_space
+    drive = f"an NVMe drive with {format_bytes(space, unit)} free per node" if space else "an NVMe drive"
+    grown = outcome.change.cluster
+    ram = f" and {format_bytes(grown.cpu_memory, unit)} of host RAM per node" \
+        if grown is not None and grown.cpu_memory is not None else ""
+    return drive + ram
+
+
+def _binds(stage: StageEstimate) -> str:
+    """"does not fit: host RAM per node binds"."""
+    from zeroadvisor.memory.verdict import RESOURCE_WORDS
+
+    return f"does not fit: {RESOURCE_WORDS[stage.binding_resource]} binds"
+
+
+# -- the training method -------------------------------------------------------------------------------
+def _training_method(search: Searcher) -> tuple[list[Way], str]:
+    """LoRA and QLoRA (QLoRA alone where the run trains LoRA adapters already), each with the best run of the
+    adapter model on the cluster given; "" or why none is priced."""
+    from zeroadvisor.model.peft import PeftSettings
+    from zeroadvisor.model.peft import apply as apply_peft
+
+    spec = search.model
+    if spec.peft is not None and spec.quantized_parameters:
+        return [], ""  # QLoRA already: no smaller training method of this kind
+    if spec.layout is None:
+        return [], ("LoRA/QLoRA are not priced without the model's layout: give --model with its config.json "
+                    "(a parameter count does not say which Linear layers LoRA adapts)")
+    kinds = (WayOut.QLORA,) if spec.peft is not None else (WayOut.LORA, WayOut.QLORA)
+    base = _base_of(spec)
+    out: list[Way] = []
+    for kind in kinds:
+        settings = PeftSettings(method="qlora" if kind == WayOut.QLORA else "lora", r=LORA_RANK)
+        try:
+            adapted = apply_peft(base, spec.layout, settings)
+        except ModelError:  # a layout peft cannot adapt (modelled families only): not priced
+            continue
+        found = _search_with(search, adapted, search.cluster)
+        if found is None:
+            continue
+        outcome, configured = found
+        trainable = adapted.trainable_parameters or 0
+        what = f"{adapted.peft}, {trainable:,} trainable parameters of {spec.parameters:,}"
+        out.append(Way(kind, outcome, what, _SETTINGS[kind], configured))
+    return out, ""
+
+
+def _base_of(spec: ModelSpec) -> ModelSpec:
+    """``spec`` without the PEFT it trains with (model/peft.py apply sets these fields; every other is the base's)."""
+    if spec.peft is None:
+        return spec
+    return replace(spec, trainable_parameters=None, largest_trainable_parameter=None, quantized_parameters=0,
+                   quantized_bytes=0, largest_quantized_parameters=0, peft=None)
+
+
+def _search_with(search: Searcher, model: ModelSpec, cluster: Cluster,
+                 hardware: Hardware | None = None) -> tuple[Outcome, StageEstimate | None] | None:
+    """The best run of the config with ``model`` on ``cluster`` (the same fixes written; NVMe only where given),
+    and the configured rung there; None where nothing fits or the memory model cannot use it."""
+    from zeroadvisor.advisor.search import Searcher
+
+    w = search.as_written
+    try:
+        written = estimate(w.original, model, search.shape, cluster, search.accounting)
+        other = Searcher(w.original, model, search.shape, cluster, search.accounting, written, w.lint_fixes,
+                         w.tune, hardware if hardware is not None else search.hardware)
+        best = other.best()
+    except EstimateError:
+        return None
+    if best is None:
+        return None
+    return best, written.configured
+
+
+# -- host RAM for full offload on the same card ----------------------------------------------------------
+def _cpu_offload_ram(search: Searcher) -> Outcome | None:
+    """The best run at the least host RAM per node (whole GB, the headroom left free) at which a CPU offload fits
+    on the cards given; None where the host RAM was not given, the GPU holds no CPU-offload candidate, or more
+    than any machine has would be needed."""
+    cluster = search.cluster
+    if cluster.cpu_memory is None:
+        return None
+    gpu = usable(cluster)[Capacity.GPU]
+    pool = [stage for _, stage in search.search.extremes()
+            if Device.CPU in (stage.option.offload_optimizer, stage.option.offload_param) and not _uses_nvme(stage)
+            and gpu is not None and peak(stage, Capacity.GPU) <= gpu]
+    if not pool:
+        return None
+    need = min(peak(stage, Capacity.HOST) for stage in pool)
+    grown = round_up_gb(need / (1 - cluster.headroom))
+    if grown <= cluster.cpu_memory or grown > MAX_MEMORY_BYTES:
+        return None
+    from zeroadvisor.advisor.change import ClusterChange
+
+    found = search.proposal.on_cluster(replace(cluster, cpu_memory=grown), ClusterChange(cpu_memory=grown))
+    return None if found is None or _uses_nvme(found.stage) else found
+
+
+def _grown_ram(outcome: Outcome) -> int:
+    grown = outcome.change.cluster
+    assert grown is not None and grown.cpu_memory is not None
+    return grown.cpu_memory
+
+
+def _host_way(outcome: Outcome, cluster: Cluster, unit: str) -> Way:
+    """More host RAM per node: "give 149 GiB of host RAM per node (119 GiB more than the 29.80 GiB given)"."""
+    given = cluster.cpu_memory
+    added = f" ({format_bytes(_grown_ram(outcome) - given, unit)} more than the {format_bytes(given, unit)} given)" \
+        if given is not None else ""
+    return Way(WayOut.HOST_RAM, outcome, _grown_words(outcome, unit) + added)
+
+
+# -- a bigger card ---------------------------------------------------------------------------------------
+def maker(name: str) -> str:
+    """The card's maker by its table name (hardware/table.py): AMD Instinct "MI...", Intel Gaudi, else NVIDIA.
+    A bigger card is proposed from the same maker: the software stack (CUDA, ROCm, SynapseAI) stays."""
+    upper = name.upper()
+    return "amd" if upper.startswith("MI") else "intel" if upper.startswith("GAUDI") else "nvidia"
+
+
+def _bigger_gpu(search: Searcher, unit: str) -> Way | None:
+    """The smallest card of the table (same maker, more memory) on which the run fits with the host RAM and NVMe
+    given, as many cards as given; None where none does."""
+    from zeroadvisor.hardware.table import GPUS
+
+    cluster = search.cluster
+    current = cluster.gpu_memory or 0
+    name = cluster.gpu.name if cluster.gpu is not None else None
+    need = _gpu_need(search)
+    if need is None:
+        return None
+    cards = sorted((card for card in GPUS.values()
+                    if card.memory_bytes > current and (name is None or maker(card.name) == maker(name))
+                    and card.memory_bytes * (1 - cluster.headroom) >= need),
+                   key=lambda card: card.memory_bytes)
+    tried: set[int] = set()
+    for card in cards:
+        if card.memory_bytes in tried:
+            continue  # one card per memory size: the table lists each family's SXM form first
+        if len(tried) == _CARDS_TRIED:
+            break
+        tried.add(card.memory_bytes)
+        found = _search_with(search, search.model, replace(cluster, gpu=card, gpu_memory=card.memory_bytes),
+                             _hardware_on(search, card))
+        if found is not None:
+            size = format_bytes(card.memory_bytes, unit)
+            was = f" of the {name}" if name else ""
+            what = (f"{cluster.gpus} x {card.name} ({size} per GPU) instead{was}" if cluster.gpus > 1
+                    else f"one {card.name} ({size}) instead{was}")
+            return Way(WayOut.BIGGER_GPU, found[0], what, gpu=card.name)
+    return None
+
+
+def _gpu_need(search: Searcher) -> int | None:
+    """The least GPU memory (the expected peak's bound) of any candidate whose host RAM and NVMe fit as given:
+    what a bigger card must hold (None: none fits the host either)."""
+    caps = usable(search.cluster)
+    pool = [stage for _, stage in search.search.extremes()
+            if all(caps[r] is None or peak(stage, r) <= caps[r]  # type: ignore[operator]
+                   for r in (Capacity.HOST, Capacity.NVME))]
+    return min((peak(stage, Capacity.GPU) for stage in pool), default=None)
+
+
+def _hardware_on(search: Searcher, card: GpuSpec) -> Hardware | None:
+    """The step-time machine with ``card`` in place of the given one (None where there was none)."""
+    hardware = search.hardware
+    return None if hardware is None else replace(hardware, gpu=card)
