@@ -147,6 +147,79 @@ def write_model(case: dict[str, Any], workdir: Path) -> Path:
     return path
 
 
+# ----------------------------------------------------------------------------- the training method
+
+# The `method:` block's fields a TRL config file carries under the same names (DPOConfig, KTOConfig, ORPOConfig,
+# CPOConfig, GRPOConfig, RewardConfig): written into the file passed as --training-args. Generation's fields sit in
+# the block's `generation:` mapping (MethodSetup.generation) and flat in GRPOConfig.
+TRL_FIELDS = ("beta", "precompute_ref_log_probs", "loss_type", "max_length")
+TRL_GENERATION_FIELDS = ("num_generations", "max_prompt_length", "max_completion_length", "use_vllm", "vllm_mode",
+                         "vllm_gpu_memory_utilization")
+# Whether the method's own settings travel as a TRL-style config file (--training-args), beside --trainer. The
+# reader of TRL files is issue 35's (item 1); if it takes them another way, change trl_config/method_arguments here.
+PASS_TRL_CONFIG = True
+
+
+@dataclass(frozen=True)
+class MethodArguments:
+    """What a case's `method:` block becomes on the command line.
+
+    ``method`` is None for a case without a block (or with ``method: sft``): nothing to pass. ``passed`` is False
+    when the CLI cannot be told the method (no ``--trainer`` yet): such a case is costed as SFT, so its verdict is
+    shown but not scored (``Result.method_passed``). ``unpassed`` names the block's fields no flag carries yet.
+    """
+
+    method: str | None
+    flags: tuple[str, ...] = ()
+    passed: bool = True
+    unpassed: tuple[str, ...] = ()
+
+
+def trl_config(case: dict[str, Any]) -> dict[str, Any]:
+    """The case as a TRL config file (``trl dpo --config f.yaml``): the method's own fields under TRL's names, and
+    the training shape the file would also carry, so that the file agrees with the flags run_check passes."""
+    method, t = case["method"], case["training"]
+    config: dict[str, Any] = {key: method[key] for key in TRL_FIELDS if method.get(key) is not None}
+    generation = method.get("generation") or {}
+    config.update({key: generation[key] for key in TRL_GENERATION_FIELDS if generation.get(key) is not None})
+    config["per_device_train_batch_size"] = int(t["micro_batch"])
+    gas = case["ds_config"].get("gradient_accumulation_steps")
+    if isinstance(gas, int):
+        config["gradient_accumulation_steps"] = gas
+    if t.get("precision") in ("bf16", "fp16"):
+        config[t["precision"]] = True
+    config["gradient_checkpointing"] = t.get("activation_checkpointing", "none") != "none"
+    return config
+
+
+def method_arguments(case: dict[str, Any], workdir: Path) -> MethodArguments:
+    """The flags (and the TRL config file in ``workdir``) that tell ``zeroadvisor check`` the case's method.
+
+    ``--trainer METHOD`` when ``check --help`` lists it; the method's fields as a TRL config file through
+    ``--training-args`` when that flag exists too and PASS_TRL_CONFIG holds. The trainer family, its release, the
+    reference model's name and PPO's placements have no flag yet: they are listed in ``unpassed``.
+    """
+    block = case.get("method")
+    if not block or block.get("method", "sft") == "sft":
+        return MethodArguments(method=None)
+    method = str(block["method"])
+    generation = block.get("generation") or {}
+    said = [key for key, value in block.items() if key not in ("method", "generation") and value is not None]
+    said += [f"generation.{key}" for key, value in generation.items() if value is not None]
+    if not supports("--trainer"):
+        return MethodArguments(method=method, passed=False, unpassed=tuple(said))
+    flags = ["--trainer", method]
+    carried = {key for key in TRL_FIELDS if block.get(key) is not None}
+    carried |= {f"generation.{key}" for key in TRL_GENERATION_FIELDS if generation.get(key) is not None}
+    if PASS_TRL_CONFIG and carried and supports("--training-args"):
+        path = workdir / f"{method}_config.yaml"
+        path.write_text(yaml.safe_dump(trl_config(case), sort_keys=False))
+        flags += ["--training-args", str(path)]
+    else:
+        carried = set()
+    return MethodArguments(method=method, flags=tuple(flags), unpassed=tuple(k for k in said if k not in carried))
+
+
 # ----------------------------------------------------------------------------- the tool
 
 
@@ -168,10 +241,12 @@ def supports(flag: str) -> bool:
     return re.search(rf"{re.escape(flag)}\b", _HELP_CACHE["check"]) is not None
 
 
-def run_check(case: dict[str, Any], ds_path: Path, model_path: Path) -> dict[str, Any]:
+def run_check(case: dict[str, Any], ds_path: Path, model_path: Path,
+              method_flags: Sequence[str] = ()) -> dict[str, Any]:
     """Run ``zeroadvisor check`` on one case; the parsed JSON report.
 
-    The only function that knows the command line: adapt here when the CLI changes.
+    The only function that knows the command line (with :func:`method_arguments` for the training method): adapt
+    here when the CLI changes.
     """
     c, t = case["cluster"], case["training"]
     args = ["check", str(ds_path), "--model", str(model_path), "--gpus", str(c["gpus"]),
@@ -198,6 +273,7 @@ def run_check(case: dict[str, Any], ds_path: Path, model_path: Path) -> dict[str
     for key, flag in (("zero_init", "--zero-init"), ("meta_load", "--meta-load"), ("liger_kernel", "--liger-kernel")):
         if t.get(key) is not None and supports(flag):
             args += [flag if t[key] else flag.replace("--", "--no-", 1)]
+    args += list(method_flags)
     proc = _cli(*args)
     try:
         return json.loads(proc.stdout)
@@ -224,6 +300,10 @@ class Result:
     # The length the estimate is made at is a maximum the data may stay under (dynamic padding): its peak is a bound,
     # not a prediction of the measured one, so it is left out of the predicted/measured distribution.
     length_is_bound: bool = False
+    # A preference/RL case (its `method:` block): the method, and whether check was told it. One it was not told is
+    # costed as the same SFT run, so it is shown but not scored (neither agreement nor the GPU ratios).
+    method: str | None = None
+    method_passed: bool = True
     error: str | None = None
     notes: list[str] = field(default_factory=list)
 
@@ -236,6 +316,11 @@ class Result:
     @property
     def unknown(self) -> bool:
         return self.verdict == "unknown"
+
+    @property
+    def scored(self) -> bool:
+        """Whether the case counts in the totals: it ran, and check was told its training method."""
+        return self.error is None and self.method_passed
 
     @property
     def agrees(self) -> bool:
@@ -287,8 +372,10 @@ def evaluate(path: Path) -> Result:
         ds_path = work / "ds_config.json"
         ds_path.write_text(json.dumps(fill_auto(case["ds_config"], case), indent=2))
         model_path = write_model(case, work)
+        method = method_arguments(case, work)
+        result.method, result.method_passed = method.method, method.passed
         try:
-            option = configured_option(run_check(case, ds_path, model_path))
+            option = configured_option(run_check(case, ds_path, model_path, method.flags))
         except (RuntimeError, subprocess.TimeoutExpired) as exc:
             result.error = str(exc)
             return result
@@ -316,7 +403,11 @@ def rows(results: list[Result]) -> list[tuple[str, ...]]:
         name = r.id + (" *" if r.well_documented else "")
         verdict = (f"error: {r.error[:60]}" if r.error else
                    f"unknown ({r.counted} counted)" if r.unknown and r.counted else r.verdict)
-        out.append((name, r.stage, r.outcome, verdict, "yes" if r.agrees else "NO",
+        if not r.method_passed:
+            verdict += " (as SFT)"
+        agree = "method not passed" if not r.method_passed else "yes" if r.agrees else "NO"
+        config = f"{r.stage} {r.method}" if r.method else r.stage
+        out.append((name, config, r.outcome, verdict, agree,
                     gb(r.peak_gpu), r.measured_gpu or "", gb(r.host) if r.host else "",
                     r.measured_host or ""))
     return out
@@ -376,7 +467,7 @@ def gpu_ratios(results: Sequence[Result]) -> list[tuple[str, float]]:
     out = []
     for r in results:
         measured = measured_bytes(r.measured_gpu)
-        if r.outcome == "fits" and r.peak_gpu and measured and not r.length_is_bound:
+        if r.outcome == "fits" and r.peak_gpu and measured and not r.length_is_bound and r.method_passed:
             out.append((r.id, r.peak_gpu / measured))
     return out
 
@@ -394,6 +485,8 @@ def totals(results: list[Result]) -> list[str]:
         ok = sum(r.agrees for r in group)
         return f"{label}: {ok} of {len(group)} agree"
 
+    unscored = [r for r in results if not r.method_passed]
+    results = [r for r in results if r.method_passed]
     documented = [r for r in results if r.well_documented]
     lines = [
         line("all cases", results),
@@ -417,6 +510,9 @@ def totals(results: list[Result]) -> list[str]:
     errors = [r for r in results if r.error]
     if errors:
         lines.append(f"errors: {len(errors)} ({', '.join(r.id for r in errors)})")
+    if unscored:
+        lines.append(f"method not passed (check has no --trainer; costed as SFT, not scored): {len(unscored)} ("
+                     + ", ".join(f"{r.id} ({r.method})" for r in unscored) + ")")
     return lines
 
 
