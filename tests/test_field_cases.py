@@ -194,6 +194,7 @@ def help_text():
 
 GRPO_CASE = REPO / "benchmarks" / "field" / "cases" / "swift-grpo-qwen2.5-72b-4x80g-z3off-lora-vllm-colocate.yaml"
 SFT_CASE = REPO / "benchmarks" / "field" / "cases" / "qwen3-32b-8xh200-z2-bf16.yaml"
+LLAMA_FACTORY_CASE = REPO / "benchmarks" / "field" / "cases" / "llamafactory-dpo-qwen2-72b-72xa800-z3-11k.yaml"
 
 
 def test_a_case_without_a_method_passes_nothing(tmp_path, help_text):
@@ -219,17 +220,35 @@ def test_with_the_flags_the_method_and_its_fields_are_passed_as_a_trl_config(tmp
     written = yaml.safe_load(Path(args.flags[3]).read_text())
     assert written == {"beta": 0.04, "loss_type": "grpo", "num_generations": 4, "max_completion_length": 1024,
                        "use_vllm": True, "vllm_mode": "colocate", "vllm_gpu_memory_utilization": 0.55,
+                       "use_peft": True,  # a LoRA case: TRL's scripts then build no reference copy
                        "per_device_train_batch_size": 1, "bf16": True, "gradient_checkpointing": True}
-    # what no flag carries yet is named, not dropped silently
+    # what no flag or file carries is named, not dropped silently (ms-swift has no file the tool reads)
     assert set(args.unpassed) == {"trainer", "use_reference"}
 
 
-def test_with_only_the_trainer_flag_no_config_file_is_written(tmp_path, help_text):
-    help_text("  --trainer <str>  sft|dpo|...\n")
-    args = run.method_arguments(_load(GRPO_CASE), tmp_path)
-    assert args.flags == ("--trainer", "grpo")
-    assert "beta" in args.unpassed
-    assert list(tmp_path.iterdir()) == []
+def test_a_llama_factory_case_is_passed_as_a_llama_factory_yaml(tmp_path, help_text):
+    help_text("  --trainer <str>  sft|dpo|...\n  --training-args <str>  TrainingArguments or a TRL config\n")
+    args = run.method_arguments(_load(LLAMA_FACTORY_CASE), tmp_path)
+    assert args.flags[:3] == ("--trainer", "dpo", "--training-args")
+    written = yaml.safe_load(Path(args.flags[3]).read_text())
+    assert written == {"stage": "dpo", "finetuning_type": "full", "pref_beta": 0.01, "pref_loss": "sigmoid",
+                       "cutoff_len": 11008, "per_device_train_batch_size": 1, "bf16": True,
+                       "gradient_checkpointing": True}
+    assert set(args.unpassed) == {"trainer_version", "use_reference"}  # the family is the file's
+
+
+@pytest.mark.parametrize("method, peft, expected", [
+    ("orpo", None, {"stage": "dpo", "finetuning_type": "full", "pref_loss": "orpo"}),
+    ("cpo", None, {"stage": "dpo", "finetuning_type": "full", "pref_loss": "simpo"}),
+    ("reward", {"method": "lora", "r": 8}, {"stage": "rm", "finetuning_type": "lora"}),
+])
+def test_llama_factory_stages_follow_its_names(method, peft, expected):
+    case = _load(LLAMA_FACTORY_CASE)
+    case["method"] = {"method": method, "trainer": "llama-factory"}
+    case["peft"] = peft
+    config, carried = run.llama_factory_config(case)
+    assert {k: config[k] for k in expected} == expected
+    assert carried == {"trainer"}
 
 
 def _result(case_id: str, method: str | None = None, passed: bool = True, verdict: str = "fits",

@@ -155,9 +155,15 @@ def write_model(case: dict[str, Any], workdir: Path) -> Path:
 TRL_FIELDS = ("beta", "precompute_ref_log_probs", "loss_type", "max_length")
 TRL_GENERATION_FIELDS = ("num_generations", "max_prompt_length", "max_completion_length", "use_vllm", "vllm_mode",
                          "vllm_gpu_memory_utilization")
-# Whether the method's own settings travel as a TRL-style config file (--training-args), beside --trainer. The
-# reader of TRL files is issue 35's (item 1); if it takes them another way, change trl_config/method_arguments here.
-PASS_TRL_CONFIG = True
+# A LLaMA-Factory YAML says the method and the family itself: `stage` (with `pref_loss` for ORPO/SimPO, which run
+# as stage dpo), `pref_beta`, `ref_model`, `cutoff_len` (LLaMA-Factory's hparams/finetuning_args.py, data_args.py).
+LLAMA_FACTORY_STAGES = {"dpo": "dpo", "kto": "kto", "ppo": "ppo", "reward": "rm", "orpo": "dpo", "cpo": "dpo"}
+LLAMA_FACTORY_FIELDS = {"beta": "pref_beta", "loss_type": "pref_loss", "reference_model": "ref_model",
+                        "max_length": "cutoff_len"}
+# Whether the method's own settings travel as a config file (--training-args) beside --trainer. The readers are
+# issue 35's (item 1: TRL, LLaMA-Factory and axolotl files); if they take them another way, change
+# method_config/method_arguments here.
+PASS_METHOD_CONFIG = True
 
 
 @dataclass(frozen=True)
@@ -166,7 +172,7 @@ class MethodArguments:
 
     ``method`` is None for a case without a block (or with ``method: sft``): nothing to pass. ``passed`` is False
     when the CLI cannot be told the method (no ``--trainer`` yet): such a case is costed as SFT, so its verdict is
-    shown but not scored (``Result.method_passed``). ``unpassed`` names the block's fields no flag carries yet.
+    shown but not scored (``Result.method_passed``). ``unpassed`` names the block's fields no flag or file carries.
     """
 
     method: str | None
@@ -175,29 +181,64 @@ class MethodArguments:
     unpassed: tuple[str, ...] = ()
 
 
-def trl_config(case: dict[str, Any]) -> dict[str, Any]:
-    """The case as a TRL config file (``trl dpo --config f.yaml``): the method's own fields under TRL's names, and
-    the training shape the file would also carry, so that the file agrees with the flags run_check passes."""
-    method, t = case["method"], case["training"]
-    config: dict[str, Any] = {key: method[key] for key in TRL_FIELDS if method.get(key) is not None}
-    generation = method.get("generation") or {}
-    config.update({key: generation[key] for key in TRL_GENERATION_FIELDS if generation.get(key) is not None})
-    config["per_device_train_batch_size"] = int(t["micro_batch"])
+def _shape(case: dict[str, Any]) -> dict[str, Any]:
+    """The training shape as the HF Trainer's arguments, so that a method file agrees with the flags run_check
+    passes (a trainer's config file is a TrainingArguments too)."""
+    t = case["training"]
+    shape: dict[str, Any] = {"per_device_train_batch_size": int(t["micro_batch"])}
     gas = case["ds_config"].get("gradient_accumulation_steps")
     if isinstance(gas, int):
-        config["gradient_accumulation_steps"] = gas
+        shape["gradient_accumulation_steps"] = gas
     if t.get("precision") in ("bf16", "fp16"):
-        config[t["precision"]] = True
-    config["gradient_checkpointing"] = t.get("activation_checkpointing", "none") != "none"
-    return config
+        shape[t["precision"]] = True
+    shape["gradient_checkpointing"] = t.get("activation_checkpointing", "none") != "none"
+    return shape
+
+
+def trl_config(case: dict[str, Any]) -> tuple[dict[str, Any], set[str]]:
+    """The case as a TRL config file (``trl dpo --config f.yaml``): the method's fields under TRL's names,
+    ``use_peft`` for a LoRA/QLoRA case (TRL's scripts then build no reference copy), and the training shape; with
+    the `method:` fields it carries."""
+    method = case["method"]
+    generation = method.get("generation") or {}
+    config: dict[str, Any] = {key: method[key] for key in TRL_FIELDS if method.get(key) is not None}
+    config.update({key: generation[key] for key in TRL_GENERATION_FIELDS if generation.get(key) is not None})
+    carried = set(config) - set(TRL_GENERATION_FIELDS)
+    carried |= {f"generation.{key}" for key in TRL_GENERATION_FIELDS if key in config}
+    if isinstance(case.get("peft"), dict):
+        config["use_peft"] = True
+    return {**config, **_shape(case)}, carried
+
+
+def llama_factory_config(case: dict[str, Any]) -> tuple[dict[str, Any], set[str]]:
+    """The case as a LLaMA-Factory training YAML: ``stage`` (and ``pref_loss``) say the method, ``finetuning_type``
+    says whether a second model is loaded, the rest under LLaMA-Factory's names; with the `method:` fields it
+    carries (the family too: the file is LLaMA-Factory's)."""
+    method = case["method"]
+    config: dict[str, Any] = {"stage": LLAMA_FACTORY_STAGES[method["method"]],
+                              "finetuning_type": "lora" if isinstance(case.get("peft"), dict) else "full"}
+    if method["method"] in ("orpo", "cpo") and method.get("loss_type") is None:
+        config["pref_loss"] = "orpo" if method["method"] == "orpo" else "simpo"
+    config.update({name: method[key] for key, name in LLAMA_FACTORY_FIELDS.items() if method.get(key) is not None})
+    carried = {"trainer", *(key for key in LLAMA_FACTORY_FIELDS if method.get(key) is not None)}
+    return {**config, **_shape(case)}, carried
+
+
+def method_config(case: dict[str, Any]) -> tuple[str, dict[str, Any], set[str]]:
+    """The file that says the case's method as its trainer's users write it: a LLaMA-Factory YAML for a
+    LLaMA-Factory case, a TRL config file for the others (ms-swift and OpenRLHF take TRL's names or have no file
+    zeroadvisor reads beside a launch command); the file's name, its content and the `method:` fields it carries."""
+    if case["method"].get("trainer") == "llama-factory":
+        return ("llama_factory.yaml", *llama_factory_config(case))
+    return (f"{case['method']['method']}_config.yaml", *trl_config(case))
 
 
 def method_arguments(case: dict[str, Any], workdir: Path) -> MethodArguments:
-    """The flags (and the TRL config file in ``workdir``) that tell ``zeroadvisor check`` the case's method.
+    """The flags (and the method's file in ``workdir``) that tell ``zeroadvisor check`` the case's method.
 
-    ``--trainer METHOD`` when ``check --help`` lists it; the method's fields as a TRL config file through
-    ``--training-args`` when that flag exists too and PASS_TRL_CONFIG holds. The trainer family, its release, the
-    reference model's name and PPO's placements have no flag yet: they are listed in ``unpassed``.
+    ``--trainer METHOD`` when ``check --help`` lists it; the method's fields as a config file (:func:`method_config`)
+    through ``--training-args`` when that flag exists too and PASS_METHOD_CONFIG holds. What neither carries (the
+    trainer's release, PPO's placements, a family without a file) is listed in ``unpassed``.
     """
     block = case.get("method")
     if not block or block.get("method", "sft") == "sft":
@@ -209,14 +250,12 @@ def method_arguments(case: dict[str, Any], workdir: Path) -> MethodArguments:
     if not supports("--trainer"):
         return MethodArguments(method=method, passed=False, unpassed=tuple(said))
     flags = ["--trainer", method]
-    carried = {key for key in TRL_FIELDS if block.get(key) is not None}
-    carried |= {f"generation.{key}" for key in TRL_GENERATION_FIELDS if generation.get(key) is not None}
-    if PASS_TRL_CONFIG and carried and supports("--training-args"):
-        path = workdir / f"{method}_config.yaml"
-        path.write_text(yaml.safe_dump(trl_config(case), sort_keys=False))
+    carried: set[str] = set()
+    if PASS_METHOD_CONFIG and supports("--training-args"):
+        name, config, carried = method_config(case)
+        path = workdir / name
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
         flags += ["--training-args", str(path)]
-    else:
-        carried = set()
     return MethodArguments(method=method, flags=tuple(flags), unpassed=tuple(k for k in said if k not in carried))
 
 
