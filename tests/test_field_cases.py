@@ -150,7 +150,7 @@ def test_the_suite_has_preference_and_rl_cases_of_several_methods_and_trainers()
     blocks = [_load(p)["method"] for p in CASE_FILES if "method" in _load(p)]
     assert len(blocks) >= 8
     assert {"dpo", "cpo", "ppo", "grpo"} <= {b["method"] for b in blocks}
-    assert {"ms-swift", "openrlhf"} <= {b["trainer"] for b in blocks}
+    assert {"trl", "llama-factory", "ms-swift", "openrlhf"} <= {b["trainer"] for b in blocks}
 
 
 @pytest.mark.parametrize("block, fragment", [
