@@ -305,6 +305,7 @@ def run_check(case: dict[str, Any], ds_path: Path, model_path: Path,
         "--target-len": t.get("target_length"),
         "--padding": t.get("padding"),
         "--load-dtype": t.get("load_dtype"),
+        "--optim": t.get("optim"),  # the HF Trainer's optim where the ds_config has no optimizer block
     }
     for flag, value in optional.items():
         if value is not None and supports(flag):
