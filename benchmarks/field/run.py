@@ -147,6 +147,118 @@ def write_model(case: dict[str, Any], workdir: Path) -> Path:
     return path
 
 
+# ----------------------------------------------------------------------------- the training method
+
+# The `method:` block's fields a TRL config file carries under the same names (DPOConfig, KTOConfig, ORPOConfig,
+# CPOConfig, GRPOConfig, RewardConfig): written into the file passed as --training-args. Generation's fields sit in
+# the block's `generation:` mapping (MethodSetup.generation) and flat in GRPOConfig.
+TRL_FIELDS = ("beta", "precompute_ref_log_probs", "loss_type", "max_length")
+TRL_GENERATION_FIELDS = ("num_generations", "max_prompt_length", "max_completion_length", "use_vllm", "vllm_mode",
+                         "vllm_gpu_memory_utilization")
+# A LLaMA-Factory YAML says the method and the family itself: `stage` (with `pref_loss` for ORPO/SimPO, which run
+# as stage dpo), `pref_beta`, `ref_model`, `cutoff_len` (LLaMA-Factory's hparams/finetuning_args.py, data_args.py).
+LLAMA_FACTORY_STAGES = {"dpo": "dpo", "kto": "kto", "ppo": "ppo", "reward": "rm", "orpo": "dpo", "cpo": "dpo"}
+LLAMA_FACTORY_FIELDS = {"beta": "pref_beta", "loss_type": "pref_loss", "reference_model": "ref_model",
+                        "max_length": "cutoff_len"}
+# Whether the method's own settings travel as a config file (--training-args) beside --trainer. The readers are
+# issue 35's (item 1: TRL, LLaMA-Factory and axolotl files); if they take them another way, change
+# method_config/method_arguments here.
+PASS_METHOD_CONFIG = True
+
+
+@dataclass(frozen=True)
+class MethodArguments:
+    """What a case's `method:` block becomes on the command line.
+
+    ``method`` is None for a case without a block (or with ``method: sft``): nothing to pass. ``passed`` is False
+    when the CLI cannot be told the method (no ``--trainer`` yet): such a case is costed as SFT, so its verdict is
+    shown but not scored (``Result.method_passed``). ``unpassed`` names the block's fields no flag or file carries.
+    """
+
+    method: str | None
+    flags: tuple[str, ...] = ()
+    passed: bool = True
+    unpassed: tuple[str, ...] = ()
+
+
+def _shape(case: dict[str, Any]) -> dict[str, Any]:
+    """The training shape as the HF Trainer's arguments, so that a method file agrees with the flags run_check
+    passes (a trainer's config file is a TrainingArguments too)."""
+    t = case["training"]
+    shape: dict[str, Any] = {"per_device_train_batch_size": int(t["micro_batch"])}
+    gas = case["ds_config"].get("gradient_accumulation_steps")
+    if isinstance(gas, int):
+        shape["gradient_accumulation_steps"] = gas
+    if t.get("precision") in ("bf16", "fp16"):
+        shape[t["precision"]] = True
+    shape["gradient_checkpointing"] = t.get("activation_checkpointing", "none") != "none"
+    return shape
+
+
+def trl_config(case: dict[str, Any]) -> tuple[dict[str, Any], set[str]]:
+    """The case as a TRL config file (``trl dpo --config f.yaml``): the method's fields under TRL's names,
+    ``use_peft`` for a LoRA/QLoRA case (TRL's scripts then build no reference copy), and the training shape; with
+    the `method:` fields it carries."""
+    method = case["method"]
+    generation = method.get("generation") or {}
+    config: dict[str, Any] = {key: method[key] for key in TRL_FIELDS if method.get(key) is not None}
+    config.update({key: generation[key] for key in TRL_GENERATION_FIELDS if generation.get(key) is not None})
+    carried = set(config) - set(TRL_GENERATION_FIELDS)
+    carried |= {f"generation.{key}" for key in TRL_GENERATION_FIELDS if key in config}
+    if isinstance(case.get("peft"), dict):
+        config["use_peft"] = True
+    return {**config, **_shape(case)}, carried
+
+
+def llama_factory_config(case: dict[str, Any]) -> tuple[dict[str, Any], set[str]]:
+    """The case as a LLaMA-Factory training YAML: ``stage`` (and ``pref_loss``) say the method, ``finetuning_type``
+    says whether a second model is loaded, the rest under LLaMA-Factory's names; with the `method:` fields it
+    carries (the family too: the file is LLaMA-Factory's)."""
+    method = case["method"]
+    config: dict[str, Any] = {"stage": LLAMA_FACTORY_STAGES[method["method"]],
+                              "finetuning_type": "lora" if isinstance(case.get("peft"), dict) else "full"}
+    if method["method"] in ("orpo", "cpo") and method.get("loss_type") is None:
+        config["pref_loss"] = "orpo" if method["method"] == "orpo" else "simpo"
+    config.update({name: method[key] for key, name in LLAMA_FACTORY_FIELDS.items() if method.get(key) is not None})
+    carried = {"trainer", *(key for key in LLAMA_FACTORY_FIELDS if method.get(key) is not None)}
+    return {**config, **_shape(case)}, carried
+
+
+def method_config(case: dict[str, Any]) -> tuple[str, dict[str, Any], set[str]]:
+    """The file that says the case's method as its trainer's users write it: a LLaMA-Factory YAML for a
+    LLaMA-Factory case, a TRL config file for the others (ms-swift and OpenRLHF take TRL's names or have no file
+    zeroadvisor reads beside a launch command); the file's name, its content and the `method:` fields it carries."""
+    if case["method"].get("trainer") == "llama-factory":
+        return ("llama_factory.yaml", *llama_factory_config(case))
+    return (f"{case['method']['method']}_config.yaml", *trl_config(case))
+
+
+def method_arguments(case: dict[str, Any], workdir: Path) -> MethodArguments:
+    """The flags (and the method's file in ``workdir``) that tell ``zeroadvisor check`` the case's method.
+
+    ``--trainer METHOD`` when ``check --help`` lists it; the method's fields as a config file (:func:`method_config`)
+    through ``--training-args`` when that flag exists too and PASS_METHOD_CONFIG holds. What neither carries (the
+    trainer's release, PPO's placements, a family without a file) is listed in ``unpassed``.
+    """
+    block = case.get("method")
+    if not block or block.get("method", "sft") == "sft":
+        return MethodArguments(method=None)
+    method = str(block["method"])
+    generation = block.get("generation") or {}
+    said = [key for key, value in block.items() if key not in ("method", "generation") and value is not None]
+    said += [f"generation.{key}" for key, value in generation.items() if value is not None]
+    if not supports("--trainer"):
+        return MethodArguments(method=method, passed=False, unpassed=tuple(said))
+    flags = ["--trainer", method]
+    carried: set[str] = set()
+    if PASS_METHOD_CONFIG and supports("--training-args"):
+        name, config, carried = method_config(case)
+        path = workdir / name
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        flags += ["--training-args", str(path)]
+    return MethodArguments(method=method, flags=tuple(flags), unpassed=tuple(k for k in said if k not in carried))
+
+
 # ----------------------------------------------------------------------------- the tool
 
 
@@ -168,10 +280,12 @@ def supports(flag: str) -> bool:
     return re.search(rf"{re.escape(flag)}\b", _HELP_CACHE["check"]) is not None
 
 
-def run_check(case: dict[str, Any], ds_path: Path, model_path: Path) -> dict[str, Any]:
+def run_check(case: dict[str, Any], ds_path: Path, model_path: Path,
+              method_flags: Sequence[str] = ()) -> dict[str, Any]:
     """Run ``zeroadvisor check`` on one case; the parsed JSON report.
 
-    The only function that knows the command line: adapt here when the CLI changes.
+    The only function that knows the command line (with :func:`method_arguments` for the training method): adapt
+    here when the CLI changes.
     """
     c, t = case["cluster"], case["training"]
     args = ["check", str(ds_path), "--model", str(model_path), "--gpus", str(c["gpus"]),
@@ -191,6 +305,7 @@ def run_check(case: dict[str, Any], ds_path: Path, model_path: Path) -> dict[str
         "--target-len": t.get("target_length"),
         "--padding": t.get("padding"),
         "--load-dtype": t.get("load_dtype"),
+        "--optim": t.get("optim"),  # the HF Trainer's optim where the ds_config has no optimizer block
     }
     for flag, value in optional.items():
         if value is not None and supports(flag):
@@ -198,6 +313,7 @@ def run_check(case: dict[str, Any], ds_path: Path, model_path: Path) -> dict[str
     for key, flag in (("zero_init", "--zero-init"), ("meta_load", "--meta-load"), ("liger_kernel", "--liger-kernel")):
         if t.get(key) is not None and supports(flag):
             args += [flag if t[key] else flag.replace("--", "--no-", 1)]
+    args += list(method_flags)
     proc = _cli(*args)
     try:
         return json.loads(proc.stdout)
@@ -224,6 +340,10 @@ class Result:
     # The length the estimate is made at is a maximum the data may stay under (dynamic padding): its peak is a bound,
     # not a prediction of the measured one, so it is left out of the predicted/measured distribution.
     length_is_bound: bool = False
+    # A preference/RL case (its `method:` block): the method, and whether check was told it. One it was not told is
+    # costed as the same SFT run, so it is shown but not scored (neither agreement nor the GPU ratios).
+    method: str | None = None
+    method_passed: bool = True
     error: str | None = None
     notes: list[str] = field(default_factory=list)
 
@@ -236,6 +356,11 @@ class Result:
     @property
     def unknown(self) -> bool:
         return self.verdict == "unknown"
+
+    @property
+    def scored(self) -> bool:
+        """Whether the case counts in the totals: it ran, and check was told its training method."""
+        return self.error is None and self.method_passed
 
     @property
     def agrees(self) -> bool:
@@ -287,8 +412,10 @@ def evaluate(path: Path) -> Result:
         ds_path = work / "ds_config.json"
         ds_path.write_text(json.dumps(fill_auto(case["ds_config"], case), indent=2))
         model_path = write_model(case, work)
+        method = method_arguments(case, work)
+        result.method, result.method_passed = method.method, method.passed
         try:
-            option = configured_option(run_check(case, ds_path, model_path))
+            option = configured_option(run_check(case, ds_path, model_path, method.flags))
         except (RuntimeError, subprocess.TimeoutExpired) as exc:
             result.error = str(exc)
             return result
@@ -316,7 +443,11 @@ def rows(results: list[Result]) -> list[tuple[str, ...]]:
         name = r.id + (" *" if r.well_documented else "")
         verdict = (f"error: {r.error[:60]}" if r.error else
                    f"unknown ({r.counted} counted)" if r.unknown and r.counted else r.verdict)
-        out.append((name, r.stage, r.outcome, verdict, "yes" if r.agrees else "NO",
+        if not r.method_passed:
+            verdict += " (as SFT)"
+        agree = "method not passed" if not r.method_passed else "yes" if r.agrees else "NO"
+        config = f"{r.stage} {r.method}" if r.method else r.stage
+        out.append((name, config, r.outcome, verdict, agree,
                     gb(r.peak_gpu), r.measured_gpu or "", gb(r.host) if r.host else "",
                     r.measured_host or ""))
     return out
@@ -376,7 +507,7 @@ def gpu_ratios(results: Sequence[Result]) -> list[tuple[str, float]]:
     out = []
     for r in results:
         measured = measured_bytes(r.measured_gpu)
-        if r.outcome == "fits" and r.peak_gpu and measured and not r.length_is_bound:
+        if r.outcome == "fits" and r.peak_gpu and measured and not r.length_is_bound and r.method_passed:
             out.append((r.id, r.peak_gpu / measured))
     return out
 
@@ -394,6 +525,8 @@ def totals(results: list[Result]) -> list[str]:
         ok = sum(r.agrees for r in group)
         return f"{label}: {ok} of {len(group)} agree"
 
+    unscored = [r for r in results if not r.method_passed]
+    results = [r for r in results if r.method_passed]
     documented = [r for r in results if r.well_documented]
     lines = [
         line("all cases", results),
@@ -417,6 +550,9 @@ def totals(results: list[Result]) -> list[str]:
     errors = [r for r in results if r.error]
     if errors:
         lines.append(f"errors: {len(errors)} ({', '.join(r.id for r in errors)})")
+    if unscored:
+        lines.append(f"method not passed (check has no --trainer; costed as SFT, not scored): {len(unscored)} ("
+                     + ", ".join(f"{r.id} ({r.method})" for r in unscored) + ")")
     return lines
 
 
