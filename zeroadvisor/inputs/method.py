@@ -1,0 +1,59 @@
+"""The run's training method (config/method.py MethodSetup), resolved once: ``--trainer`` (the project
+configuration's ``trainer``, the API's ``trainer=``) over what the trainer's files and launch command say
+(config/method_reader.py), and the trainer's release from the pins (config/trainer_pins.py).
+
+Where nothing says the method, the run is SFT and the setup is MethodSetup() itself: every output of such a run is
+what it was before the method was read. Where a file holds a preference trainer's keys but nothing names the
+trainer (a TRL YAML read alone), the method is guessed from them and a note says so, with the flag that sets it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+
+from zeroadvisor.config.method import MethodSetup
+from zeroadvisor.config.method_reader import HINTS, MethodReading
+from zeroadvisor.vocab import Method, TrainerFamily
+
+
+def resolve(reading: MethodReading | None, flag: Method | None, label: str, ask: str,
+            pin_start: str | None) -> tuple[MethodSetup, list[str]]:
+    """(the setup, the notes on it). ``flag``: --trainer's method (None: not given), ``label``: how it was given
+    (``--trainer``, ``trainer``, the project key); ``ask``: the flag in advice (``--trainer METHOD``);
+    ``pin_start``: the file whose folder the pins are looked for from (None: the current folder)."""
+    if reading is None and flag is None:
+        return MethodSetup(), []
+    base = reading or MethodReading()
+    setup, notes = base.setup, []
+    if flag is not None:
+        if base.said and base.setup.method is not flag:
+            notes.append(f"{label} {flag} used; {base.said} says {base.setup.method}")
+        setup = replace(setup, method=flag, origin=(*(o for o in setup.origin if o[0] != "method"),
+                                                    ("method", label)))
+    elif not base.said:
+        hints = base.hints
+        if not hints:
+            return MethodSetup(), []
+        guess = HINTS[hints[0]]
+        where = dict(setup.origin)
+        shown = ", ".join(where.get(key, key) for key in hints[:3])
+        notes.append(f"training method {guess} guessed from {shown}: no file names the trainer that reads it; give "
+                     f"{ask} to set it")
+        setup = replace(setup, method=guess, origin=(*setup.origin, ("method", f"guessed from {hints[0]}")))
+    setup, pin_note = _with_release(setup, pin_start)
+    notes += pin_note
+    return replace(setup, notes=(*setup.notes, *notes)), notes
+
+
+def _with_release(setup: MethodSetup, start: str | None) -> tuple[MethodSetup, list[str]]:
+    """The trainer's release from the pins (the trainer TRL where no file names it: the estimate assumes TRL's
+    behaviour, so TRL's pin is the one that applies)."""
+    from zeroadvisor.config.trainer_pins import find_trainer_pin
+
+    family = setup.trainer or TrainerFamily.TRL
+    pin = find_trainer_pin(start or os.curdir, family)
+    if pin is None:
+        return setup, []
+    return replace(setup, trainer_version=pin.version,
+                   origin=(*setup.origin, ("trainer_version", pin.origin))), []
