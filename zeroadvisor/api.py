@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from zeroadvisor.config.project import ProjectConfigError
 from zeroadvisor.config.reader import InputError as UnreadableInput
-from zeroadvisor.config.training_args import TrainerInputError
+from zeroadvisor.config.trainer_errors import TrainerInputError
 from zeroadvisor.flows import CheckReport, CheckRun, EstimateResult, LintResult, fails
 from zeroadvisor.inputs.command import Command
 from zeroadvisor.inputs.errors import UnusableConfig, UsageError

@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 
 from zeroadvisor.config import method_reader
 from zeroadvisor.config.limits import MAX_GPUS
+from zeroadvisor.config.trainer_errors import TrainerInputError, shown
 from zeroadvisor.config.training_args import (
     DEEPSPEED_KEY,
     DEFAULTS,
@@ -36,11 +37,9 @@ from zeroadvisor.config.training_args import (
     PAD_TO_MAX_KEY,
     SEQUENCE_KEYS,
     TYPES,
-    TrainerInputError,
     TrainingArgs,
     from_mapping,
     read_mapping,
-    shown,
 )
 from zeroadvisor.jsontypes import JSONObject, JSONValue
 from zeroadvisor.vocab import TrainerFamily
@@ -194,7 +193,7 @@ def _ray_job(words: list[str], env: dict[str, str], cwd: str | None) -> Launch:
     command (ray runs it on the cluster's head; OpenRLHF's train_ppo_ray then places the models by its flags)."""
     if words[1:3] != ["job", "submit"]:
         raise LaunchError(f"launch command: only 'ray job submit ... -- ENTRYPOINT' starts a run, got "
-                          f"{shlex.join(words[:3])!r}")
+                          f"{shown(shlex.join(words[:3]))}")
     if "--" not in words:
         raise LaunchError("launch command: ray job submit names no entrypoint (expected '-- python3 -m "
                           "openrlhf.cli.train_ppo_ray ...' after its options)")
@@ -232,7 +231,7 @@ def _trl_command(words: list[str], env: dict[str, str], cwd: str | None) -> Laun
     names the YAML of its arguments, the other flags override it)."""
     command = words[1] if len(words) > 1 else ""
     if command not in method_reader.TRL_SCRIPTS:
-        raise LaunchError(f"launch command: 'trl {command}' is not a TRL training command zeroadvisor reads (trl "
+        raise LaunchError(f"launch command: trl {shown(command)} is not a TRL training command zeroadvisor reads (trl "
                           f"{' | '.join(method_reader.TRL_SCRIPTS)})")
     launch_words: list[str] = []
     script_words: list[str] = []
@@ -277,8 +276,8 @@ def _swift_command(words: list[str], env: dict[str, str], cwd: str | None) -> La
     torchrun with NPROC_PER_NODE processes per node where it is set (swift/cli/main.py), else one process."""
     command = words[1] if len(words) > 1 else ""
     if command not in ("rlhf", *method_reader.SWIFT_SFT_COMMANDS):
-        raise LaunchError(f"launch command: 'swift {command}' is not an ms-swift training command zeroadvisor reads "
-                          "(swift rlhf | sft | pt)")
+        raise LaunchError(f"launch command: swift {shown(command)} is not an ms-swift training command zeroadvisor "
+                          "reads (swift rlhf | sft | pt)")
     notes: list[str] = []
     per_node_text, nodes_text = env.get("NPROC_PER_NODE"), env.get("NNODES")
     per_node = count(per_node_text, "NPROC_PER_NODE") if per_node_text is not None else None
@@ -404,11 +403,11 @@ def _launcher(words: list[str]) -> tuple[str, list[str]]:
     if program == "accelerate":
         if words[1:2] != ["launch"]:
             raise LaunchError(f"launch command: only 'accelerate launch' runs a script, got "
-                              f"{shlex.join(words[:2])!r}")
+                              f"{shown(shlex.join(words[:2]))}")
         return "accelerate", words[2:]
     if _PYTHON.match(program):
         return "python", words[1:]
-    raise LaunchError(f"launch command: {words[0]!r} is not a launcher zeroadvisor reads (deepspeed, torchrun, "
+    raise LaunchError(f"launch command: {shown(words[0])} is not a launcher zeroadvisor reads (deepspeed, torchrun, "
                       "accelerate launch, python, trl, swift, ray job submit)")
 
 

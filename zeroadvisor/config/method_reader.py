@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 
 from zeroadvisor.config.method import Generation, MethodSetup, Placement
-from zeroadvisor.config.training_args import FALSE_WORDS, TRUE_WORDS, TrainerInputError, shown
+from zeroadvisor.config.trainer_errors import FALSE_WORDS, TRUE_WORDS, TrainerInputError, shown
 from zeroadvisor.jsontypes import JSONValue
 from zeroadvisor.vocab import Method, ModelRole, TrainerFamily, VllmMode
 

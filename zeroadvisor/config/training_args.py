@@ -26,6 +26,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, TypeAlias, overload
 
 from zeroadvisor.config.limits import MAX_DIMENSION
+from zeroadvisor.config.trainer_errors import (
+    FALSE_WORDS,
+    TRUE_WORDS,
+    TrainerInputError,
+    shown,
+)
 from zeroadvisor.jsontypes import JSONObject, JSONValue
 
 if TYPE_CHECKING:
@@ -80,9 +86,6 @@ TYPES: dict[str, type] = {name: (str if isinstance(value, str) else
                                  bool if value is None or isinstance(value, bool) else int)
                           for name, value in DEFAULTS.items()}
 
-# transformers.hf_argparser.string_to_bool: the words a bool field accepts.
-TRUE_WORDS = ("yes", "true", "t", "y", "1")
-FALSE_WORDS = ("no", "false", "f", "n", "0")
 
 # Keys that give the sequence length, by the project that reads them (the first one present wins).
 SEQUENCE_KEYS: dict[str, str] = {
@@ -138,18 +141,6 @@ MARKERS: dict[str, tuple[str, ...]] = {
     "llama-factory": ("cutoff_len", "finetuning_type", "stage", "template", "disable_gradient_checkpointing",
                       "dataset_dir"),
 }
-
-
-def shown(value: object, limit: int = 40) -> str:
-    """``value`` quoted for a one-line message, a long one cut (a 5,000-digit number is not a message)."""
-    text = value if isinstance(value, str) else repr(value)
-    if len(text) <= limit:
-        return repr(value)
-    return f"{text[:limit]!r}... ({len(text):,} characters)"
-
-
-class TrainerInputError(ValueError):
-    """Training arguments or a launch command that cannot be read; ``str()`` is one line."""
 
 
 @dataclass(frozen=True)

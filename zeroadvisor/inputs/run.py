@@ -159,6 +159,8 @@ def build(request: Request, *, spelling: Spelling = KEYWORDS, project: bool = Fa
         first, second = both[0]
         raise UsageError(f"give {spelling.ask(second)} or {spelling.ask(first)}, not both")
     if found is not None:
+        if values.get("trainer") is None and "trainer" in found[0].origins:  # named as the file sets it
+            values["trainer_from"] = found[0].origins["trainer"]
         _from_project(command, values, found)
     if readings is not None:
         _from_readings(values, readings)
@@ -553,7 +555,8 @@ def _method(values: Values, spelling: Spelling, trainer: TrainerInputs | None,
     reading = trainer.training.method if trainer is not None else None
     start = trainer.source if trainer is not None and trainer.source else \
         next((source.name for source in configs if source.is_file), None)
-    return resolve(reading, flag, spelling.label("trainer"), spelling.ask("trainer", "METHOD"), start)
+    label = cast(str, values.get("trainer_from") or spelling.label("trainer"))
+    return resolve(reading, flag, label, spelling.ask("trainer", "METHOD"), start)
 
 
 def _number(values: Values, name: str) -> int | None:
