@@ -100,13 +100,24 @@ def test_the_flag_over_a_file_that_says_the_method_is_noted(project):
     assert any(note.startswith("trainer kto used; stage in ") for note in inputs.notes)
 
 
-def test_the_launch_commands_method_reaches_the_shape(project):
+def test_the_launch_commands_method_reaches_the_shape(project, monkeypatch):
+    monkeypatch.chdir(project)
     (project / "dpo.yaml").write_text("beta: 0.2\nmodel_name_or_path: Qwen/Qwen2.5-0.5B\ndeepspeed: ds.json\n")
     request = Request(Command.CHECK, params="7B", gpu_memory="80GiB", seq_len=1024,
                       launch=f"trl dpo --config {project / 'dpo.yaml'} --num_processes 8")
     inputs = inputs_run.build(request)
     assert inputs.shape.method.method is Method.DPO and inputs.shape.method.beta == 0.2
     assert inputs.cluster.gpus == 8
+    # what was read is said once, with the trainer's release and where it was pinned
+    assert "training method dpo (trl dpo); trl >=0.19,<0.22 (trl>=0.19,<0.22 at requirements.txt:2)" in inputs.notes
+
+
+def test_a_plain_sft_file_says_nothing_of_the_method(project):
+    (project / "lf.yaml").write_text("stage: sft\nfinetuning_type: full\ncutoff_len: 1024\n")
+    inputs = inputs_run.build(Request(Command.ESTIMATE, config=str(project / "ds.json"),
+                                      training_args=str(project / "lf.yaml"), **RUN))
+    assert inputs.shape.method.method is Method.SFT and inputs.shape.method.trainer is TrainerFamily.LLAMA_FACTORY
+    assert not any("training method" in note for note in inputs.notes)
 
 
 def test_openrlhf_without_a_config_is_one_error_saying_why(project, cli):

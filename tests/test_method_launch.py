@@ -34,6 +34,13 @@ def test_trl_cli_names_the_method_and_reads_its_config(dpo_yaml):
     assert launch.training.sequence_length == 1024 and launch.training.model == "Qwen/Qwen2.5-0.5B"
 
 
+def test_trl_cli_takes_launch_keys_from_its_yaml_under_the_command_line(dpo_yaml):
+    """TRL 1.x trl/cli/commands/training.py: the YAML's keys no dataclass takes go to accelerate launch."""
+    (dpo_yaml / "grpo.yaml").write_text("num_generations: 8\nnum_processes: 4\n")
+    assert parse_launch("trl grpo --config grpo.yaml", cwd=str(dpo_yaml)).world_size == 4
+    assert parse_launch("trl grpo --config grpo.yaml --num_processes 2", cwd=str(dpo_yaml)).world_size == 2
+
+
 def test_trl_cli_predefined_accelerate_config_is_a_note(dpo_yaml):
     launch = parse_launch("trl grpo --config dpo.yaml --accelerate_config zero3 --num_processes 4",
                           cwd=str(dpo_yaml))

@@ -148,5 +148,5 @@ def test_the_launch_commands_fields_go_over_the_files(tmp_path):
     base = _read(tmp_path, "beta: 0.1\nnum_generations: 4\n")
     over = read_swift("rlhf", {"rlhf_type": "grpo", "num_generations": 8}, lambda key: f"--{key}")
     both = merged(base, over)
-    assert both.setup.method is Method.GRPO and both.said == "--rlhf_type"
+    assert both.setup.method is Method.GRPO and both.said == "--rlhf_type grpo"
     assert both.setup.generation.num_generations == 8 and both.setup.beta == 0.1

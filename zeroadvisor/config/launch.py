@@ -226,35 +226,43 @@ _TRL_LAUNCH_OPTIONS = ("--num_processes", "--num-processes", "--num_machines", "
 
 
 def _trl_command(words: list[str], env: dict[str, str], cwd: str | None) -> Launch:
-    """``trl dpo --config f.yaml [--num_processes 8] ...`` (trl/cli.py main): accelerate launch of
-    trl/scripts/<command>.py with the launch options given; the rest are the script's (TrlParser: ``--config``
-    names the YAML of its arguments, the other flags override it)."""
+    """``trl dpo --config f.yaml [--num_processes 8] ...``: accelerate launch of trl/scripts/<command>.py with the
+    launch options given; the rest are the script's (TrlParser: ``--config`` names the YAML of its arguments, the
+    other flags override it). The launch options come from the command line and, in TRL 1.x, from the YAML's keys
+    that no dataclass takes (trl/cli/commands/training.py TrainingCommand.run: config_remaining + cli_remaining go
+    to accelerate launch; trl 0.21 trl/cli.py main passed the command line's to ``trl sft`` only)."""
     command = words[1] if len(words) > 1 else ""
     if command not in method_reader.TRL_SCRIPTS:
         raise LaunchError(f"launch command: trl {shown(command)} is not a TRL training command zeroadvisor reads (trl "
                           f"{' | '.join(method_reader.TRL_SCRIPTS)})")
-    launch_words: list[str] = []
+    options: dict[str, str] = {}  # launch option (--num_processes) -> its value
     script_words: list[str] = []
     rest = words[2:]
     index = 0
-    notes: list[str] = []
     while index < len(rest):
-        word = rest[index]
-        flag, equals, _ = word.partition("=")
-        if flag in _TRL_LAUNCH_OPTIONS:
-            taken = rest[index:index + 1] if equals else rest[index:index + 2]
-            index += len(taken)
-            if flag == "--accelerate_config" and len(taken) == 2 and not os.path.isfile(
-                    os.path.join(cwd or "", taken[1])):
-                # trl/cli.py: a name of trl/accelerate_configs/*.yaml (zero3, ...), a file of the installed TRL
-                notes.append(f"trl --accelerate_config {taken[1]}: TRL's own accelerate config "
-                             f"(trl/accelerate_configs/{taken[1]}.yaml), not read here")
-                continue
-            launch_words += ["--config_file" if flag == "--accelerate_config" else flag, *taken[1:]] \
-                if not equals else [word.replace("--accelerate_config", "--config_file", 1)]
+        flag, equals, value = rest[index].partition("=")
+        if flag in _TRL_LAUNCH_OPTIONS and (equals or index + 1 < len(rest)):
+            options[flag] = value if equals else rest[index + 1]
+            index += 1 if equals else 2
         else:
-            script_words.append(word)
+            script_words.append(rest[index])
             index += 1
+    if "--config" in script_words[:-1]:  # the YAML's launch keys, under the command line's
+        path = script_words[script_words.index("--config") + 1]
+        data = read_mapping(os.path.join(cwd or "", path), path)
+        for flag in _TRL_LAUNCH_OPTIONS:
+            held = data.get(flag[2:])
+            if "-" not in flag[2:] and isinstance(held, (str, int)) and held is not True and held is not False:
+                options.setdefault(flag, str(held))
+    notes: list[str] = []
+    named = options.pop("--accelerate_config", None)
+    if named is not None and "--config_file" not in options:
+        if os.path.isfile(os.path.join(cwd or "", named)):
+            options["--config_file"] = named
+        else:  # trl/cli accelerate_config: a name of trl/accelerate_configs/*.yaml (zero3, ...), in the installed TRL
+            notes.append(f"trl --accelerate_config {shown(named)}: TRL's own accelerate config "
+                         f"(trl/accelerate_configs/{named[:40]}.yaml), not read here")
+    launch_words = [word for flag, value in options.items() for word in (flag, value)]
     launch = parse_launch(["accelerate", "launch", *launch_words, f"trl/scripts/{command}.py", *script_words], cwd)
     launch = replace(launch, launcher="accelerate launch", notes=(*notes, *launch.notes),
                      env=tuple(env.items()))

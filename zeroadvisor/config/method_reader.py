@@ -226,7 +226,7 @@ def read_swift(command: str, data: Mapping[str, JSONValue], where: Origin) -> Me
     if kind is None:  # RLHFArguments.rlhf_type's default
         kind, said = "dpo", "ms-swift's default --rlhf_type dpo (swift rlhf)"
     else:
-        said = where("rlhf_type")
+        said = f"{where('rlhf_type')} {kind}"
     name = _text(kind, said).lower()
     if name not in SWIFT_METHODS:
         raise TrainerInputError(f"{said}: expected one of {', '.join(SWIFT_METHODS)} (ms-swift's rlhf types that "

@@ -41,12 +41,25 @@ def resolve(reading: MethodReading | None, flag: Method | None, label: str, ask:
         notes.append(f"training method {guess} guessed from {shown}: no file names the trainer that reads it; give "
                      f"{ask} to set it")
         setup = replace(setup, method=guess, origin=(*setup.origin, ("method", f"guessed from {hints[0]}")))
-    setup, pin_note = _with_release(setup, pin_start)
-    notes += pin_note
+    setup = _with_release(setup, pin_start)
+    if setup.method is not Method.SFT and not any("guessed" in note for note in notes):
+        # what was read, said once: a plain SFT run says nothing (its output is what it was)
+        notes.append(_read_note(setup, label if flag is not None else base.said))
     return replace(setup, notes=(*setup.notes, *notes)), notes
 
 
-def _with_release(setup: MethodSetup, start: str | None) -> tuple[MethodSetup, list[str]]:
+def _read_note(setup: MethodSetup, said: str) -> str:
+    """``training method dpo (trl dpo); trl 0.21.0 (trl==0.21.0 at requirements.txt:1)``."""
+    family = setup.trainer or TrainerFamily.TRL
+    text = f"training method {setup.method} ({said})"
+    if setup.trainer is None:
+        text += ", costed as TRL runs it"
+    if setup.trainer_version is not None:
+        text += f"; {family} {setup.trainer_version} ({dict(setup.origin)['trainer_version']})"
+    return text
+
+
+def _with_release(setup: MethodSetup, start: str | None) -> MethodSetup:
     """The trainer's release from the pins (the trainer TRL where no file names it: the estimate assumes TRL's
     behaviour, so TRL's pin is the one that applies)."""
     from zeroadvisor.config.trainer_pins import find_trainer_pin
@@ -54,6 +67,5 @@ def _with_release(setup: MethodSetup, start: str | None) -> tuple[MethodSetup, l
     family = setup.trainer or TrainerFamily.TRL
     pin = find_trainer_pin(start or os.curdir, family)
     if pin is None:
-        return setup, []
-    return replace(setup, trainer_version=pin.version,
-                   origin=(*setup.origin, ("trainer_version", pin.origin))), []
+        return setup
+    return replace(setup, trainer_version=pin.version, origin=(*setup.origin, ("trainer_version", pin.origin)))

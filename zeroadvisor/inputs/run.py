@@ -548,12 +548,14 @@ def _assemble(command: Command, values: Values, spelling: Spelling, project: boo
 def _method(values: Values, spelling: Spelling, trainer: TrainerInputs | None,
             configs: tuple[ConfigSource, ...]) -> tuple[MethodSetup, list[str]]:
     """The training method (inputs/method.py): --trainer over the Trainer's files; the trainer's pins looked for
-    from the training arguments file, else the config checked, else the current folder."""
+    from the training arguments file (--training-args, or the one the launch command names), else the config
+    checked, else the current folder."""
     from zeroadvisor.inputs.method import resolve
 
     flag = cast("Method | None", values.get("trainer"))
     reading = trainer.training.method if trainer is not None else None
-    start = trainer.source if trainer is not None and trainer.source else \
+    files = (trainer.source, trainer.training.source) if trainer is not None else ()
+    start = next((name for name in files if name and os.path.isfile(name)), None) or \
         next((source.name for source in configs if source.is_file), None)
     label = cast(str, values.get("trainer_from") or spelling.label("trainer"))
     return resolve(reading, flag, label, spelling.ask("trainer", "METHOD"), start)
