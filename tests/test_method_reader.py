@@ -27,7 +27,7 @@ def test_a_dpo_config_gives_its_fields_but_not_the_method(tmp_path):
     setup = reading.setup
     assert (setup.beta, setup.loss_type, setup.precompute_ref_log_probs, setup.max_length) == (0.2, "ipo", True, 1024)
     assert setup.trainer is TrainerFamily.TRL
-    assert dict(setup.origin)["beta"].startswith("beta in ") and reading.hints[0] == "beta"
+    assert dict(setup.origin)["beta"].startswith("beta in ") and reading.hints[0] == ("beta", Method.DPO)
 
 
 def test_a_grpo_config_gives_its_generation(tmp_path):
@@ -38,7 +38,26 @@ def test_a_grpo_config_gives_its_generation(tmp_path):
         (16, 512, 2048)
     assert generation.use_vllm is True and generation.vllm_mode is VllmMode.COLOCATE
     assert generation.vllm_gpu_memory_utilization == 0.3 and reading.setup.beta == 0.0
-    assert reading.hints[0] == "num_generations"  # the generation keys point to GRPO first
+    assert reading.hints[0] == ("num_generations", Method.GRPO)  # the generation keys point to GRPO first
+
+
+@pytest.mark.parametrize(("text", "method"), [
+    # a whole config as to_json_string writes it: DPOConfig also has max_completion_length, which is not GRPO's alone
+    ("beta: 0.1\nloss_type: [sigmoid]\nmax_completion_length: 256\nprecompute_ref_log_probs: false\n", Method.DPO),
+    ("beta: 0.1\nloss_type: kto\ndesirable_weight: 1.0\nmax_completion_length: 256\n", Method.KTO),
+    ("beta: 0.1\nloss_type: sigmoid\ncpo_alpha: 1.0\nsimpo_gamma: 0.5\n", Method.CPO),
+    ("max_length: 1024\ncenter_rewards_coefficient: 0.01\n", Method.REWARD),
+    ("beta: 0.0\nloss_type: dapo\nnum_generations: 8\nuse_vllm: false\nmax_completion_length: 256\n", Method.GRPO),
+])
+def test_the_keys_of_each_config_point_to_its_trainer(tmp_path, text, method):
+    assert _read(tmp_path, text).hints[0][1] is method
+
+
+@pytest.mark.parametrize("text", ["loss_type: nll\nmax_length: 1024\n", "loss_type: dft\n",
+                                  "max_completion_length: 256\n"])
+def test_sft_configs_keys_point_to_no_trainer(tmp_path, text):
+    """SFTConfig's loss_type (nll, dft in trl 1.x) and a lone max_completion_length say nothing of a method."""
+    assert _read(tmp_path, text) is None
 
 
 def test_dpo_loss_types_given_as_a_list_are_kept_together(tmp_path):

@@ -273,12 +273,14 @@ def preflight(config: str | os.PathLike[str] | Mapping[str, Any],
               gpus: int | None = None, gpus_per_node: int | None = None, gpu: str | None = None,
               gpu_memory: int | str | None = None, cpu_memory: int | str | None = None, nvme: int | str | None = None,
               headroom: float | str = "10%", warn_only: bool = False, select: Sequence[str] | str | None = None,
-              ignore: Sequence[str] | str | None = None, integration: str = "any", **training: Any) -> PreflightResult:
+              ignore: Sequence[str] | str | None = None, integration: str = "any", trainer: str | None = None,
+              **training: Any) -> PreflightResult:
     """Check ``config`` (a path or a dict) for ``model`` on this job's hardware before loading the model.
 
     What is not given is read from the job (zeroadvisor/inputs/environment.py): world size, GPUs per node,
     GPU memory (torch.cuda), host RAM (/proc/meminfo). ``training``: the training-shape keywords (seq_len,
-    micro_batch, precision, activation_checkpointing, ...) as for ``check``. Every rank runs the same check
+    micro_batch, precision, activation_checkpointing, ...) and ``trainer`` (the training method) as for ``check``.
+    Every rank runs the same check
     and raises the same error.
 
     Raises PreflightError (its message: the text report) when the configured stage and offload do not
@@ -299,7 +301,8 @@ def preflight(config: str | os.PathLike[str] | Mapping[str, Any],
     check_training_keywords(training)
     request = Request(Command.PREFLIGHT, config=config, model=model, params=params, gpus=gpus,
                       gpus_per_node=gpus_per_node, gpu=gpu, gpu_memory=gpu_memory, cpu_memory=cpu_memory, nvme=nvme,
-                      headroom=headroom, integration=integration, select=select, ignore=ignore, **training)
+                      headroom=headroom, integration=integration, select=select, ignore=ignore, trainer=trainer,
+                      **training)
     report = _one(run_check(_build(request, readings)), config)
     result = PreflightResult(report, readings, _node_notes(report, readings))
     if report.verdict in (Verdict.DOES_NOT_FIT, Verdict.UNKNOWN, None):  # "could not decide" is never a pass either

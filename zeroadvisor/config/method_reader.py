@@ -70,12 +70,23 @@ _FLOATS = ("beta", "vllm_gpu_memory_utilization")
 _INTS = ("max_length", "max_prompt_length", "max_completion_length", "num_generations")
 _BOOLS = ("precompute_ref_log_probs", "use_vllm", "use_peft")
 _TEXTS = ("loss_type", "vllm_mode", "ref_model")
-# Keys whose presence says a preference/RL trainer reads the file, and the method each points to (the first one
-# found decides the guess: generation keys before the reference model's).
-HINTS: dict[str, Method] = {"num_generations": Method.GRPO, "use_vllm": Method.GRPO,
-                            "vllm_mode": Method.GRPO, "vllm_gpu_memory_utilization": Method.GRPO,
-                            "max_completion_length": Method.GRPO, "beta": Method.DPO, "loss_type": Method.DPO,
-                            "precompute_ref_log_probs": Method.DPO, "ref_model_init_kwargs": Method.DPO}
+# Keys only a preference/RL trainer's config has, in the order they decide the guess where no file names the
+# method: (key, the loss_type values it needs or None for any value, the method). trl 0.21 and 1.x *_config.py: only
+# GRPOConfig has num_generations and the vllm_* fields; desirable_weight is KTOConfig's, cpo_alpha and simpo_gamma
+# CPOConfig's, center_rewards_coefficient RewardConfig's; beta and precompute_ref_log_probs are DPO's and its kin's.
+# max_completion_length is not one (DPO, KTO, ORPO and CPO have it too), nor loss_type "nll"/"dft" (SFTConfig's).
+HINT_RULES: tuple[tuple[str, tuple[str, ...] | None, Method], ...] = (
+    ("num_generations", None, Method.GRPO), ("use_vllm", None, Method.GRPO), ("vllm_mode", None, Method.GRPO),
+    ("vllm_gpu_memory_utilization", None, Method.GRPO),
+    ("desirable_weight", None, Method.KTO), ("undesirable_weight", None, Method.KTO),
+    ("loss_type", ("kto", "apo_zero_unpaired"), Method.KTO),
+    ("cpo_alpha", None, Method.CPO), ("simpo_gamma", None, Method.CPO), ("loss_type", ("simpo",), Method.CPO),
+    ("center_rewards_coefficient", None, Method.REWARD),
+    ("beta", None, Method.DPO), ("precompute_ref_log_probs", None, Method.DPO),
+    ("ref_model_init_kwargs", None, Method.DPO))
+SFT_LOSSES = ("nll", "dft")  # SFTConfig.loss_type (trl 1.x): not a preference loss
+
+
 # OpenRLHF's flags read by launch (0.8 openrlhf/cli/train_ppo_ray.py, train_dpo.py), with the 0.10+ dotted spellings
 # (``--ref.num_nodes``) they were renamed to.
 OPENRLHF_KEYS: tuple[str, ...] = (
@@ -106,7 +117,9 @@ class MethodReading:
 
     setup: MethodSetup = field(default_factory=MethodSetup)
     said: str = ""  # where the method was said ("stage in train.yaml", "trl dpo"); "" where nothing said it
-    hints: tuple[str, ...] = ()  # keys of a preference/RL trainer present where the method is not said
+    # (key, the method it points to) of a preference/RL trainer's keys present, in HINT_RULES' order: the first
+    # decides the guess where nothing says the method
+    hints: tuple[tuple[str, Method], ...] = ()
 
     @property
     def empty(self) -> bool:
@@ -122,8 +135,20 @@ def read_mapping(data: Mapping[str, JSONValue], project: str, where: Origin) -> 
     return _trl_fields(data, where, TrainerFamily.TRL if _trl_hints(data) else None)
 
 
-def _trl_hints(data: Mapping[str, JSONValue]) -> tuple[str, ...]:
-    return tuple(key for key in HINTS if data.get(key) is not None)
+def _trl_hints(data: Mapping[str, JSONValue]) -> tuple[tuple[str, Method], ...]:
+    found: dict[str, Method] = {}
+    loss = data.get("loss_type")
+    losses = [str(item).lower() for item in (loss if isinstance(loss, list) else [loss] if loss is not None else [])]
+    for key, values, method in HINT_RULES:
+        if key in found or data.get(key) is None:
+            continue
+        if key == "loss_type" and (all(item in SFT_LOSSES for item in losses) or
+                                   (values is not None and not set(losses) & set(values))):
+            continue
+        found[key] = method
+    if "loss_type" not in found and losses and not all(item in SFT_LOSSES for item in losses):
+        found["loss_type"] = Method.DPO  # another preference loss (sigmoid, ipo, hinge, ...): DPOConfig's
+    return tuple(found.items())
 
 
 def _trl_fields(data: Mapping[str, JSONValue], where: Origin, trainer: TrainerFamily | None) -> MethodReading:
@@ -154,6 +179,8 @@ def _trl_fields(data: Mapping[str, JSONValue], where: Origin, trainer: TrainerFa
                         loss_type=loss, max_length=read.whole("max_length"), generation=generation,
                         origin=tuple(o for o in read.origin if o[0] != "use_peft"))
     hints = _trl_hints(data)
+    said = {name for name, _ in setup.origin}
+    setup = replace(setup, origin=(*setup.origin, *((key, where(key)) for key, _ in hints if key not in said)))
     # a plain TrainingArguments / SFTConfig file (max_length alone) says nothing of a method: no reading
     return MethodReading(setup, "", hints) if trainer is not None or hints else MethodReading()
 

@@ -13,7 +13,7 @@ import os
 from dataclasses import replace
 
 from zeroadvisor.config.method import MethodSetup
-from zeroadvisor.config.method_reader import HINTS, MethodReading
+from zeroadvisor.config.method_reader import MethodReading
 from zeroadvisor.vocab import Method, TrainerFamily
 
 
@@ -35,12 +35,12 @@ def resolve(reading: MethodReading | None, flag: Method | None, label: str, ask:
         hints = base.hints
         if not hints:
             return MethodSetup(), []
-        guess = HINTS[hints[0]]
+        key, guess = hints[0]
         where = dict(setup.origin)
-        shown = ", ".join(where.get(key, key) for key in hints[:3])
+        shown = ", ".join(where.get(name, name) for name, method in hints[:3] if method is guess)
         notes.append(f"training method {guess} guessed from {shown}: no file names the trainer that reads it; give "
                      f"{ask} to set it")
-        setup = replace(setup, method=guess, origin=(*setup.origin, ("method", f"guessed from {hints[0]}")))
+        setup = replace(setup, method=guess, origin=(*setup.origin, ("method", f"guessed from {key}")))
     setup = _with_release(setup, pin_start)
     if setup.method is not Method.SFT and not any("guessed" in note for note in notes):
         # what was read, said once: a plain SFT run says nothing (its output is what it was)
