@@ -163,3 +163,30 @@ def test_the_project_key_is_checked_as_the_flag(project, monkeypatch):
     project_inputs.forget()
     with pytest.raises(ProjectConfigError, match=r"\.zeroadvisor\.toml.*trainer.*expected one of sft, dpo"):
         project_inputs.for_run()
+
+
+def test_a_different_reference_model_is_read_as_model_reads_it(project, monkeypatch):
+    """LLaMA-Factory ref_model naming a config.json: its ModelSpec is the reference's (TrainingShape.auxiliary_specs);
+    a name nothing here resolves is costed as the policy, said in a note."""
+    from zeroadvisor.vocab import ModelRole
+
+    model = SAMPLES / "models" / "llama-2-7b" / "config.json"
+    (project / "lf.yaml").write_text(f"stage: dpo\nfinetuning_type: full\ncutoff_len: 1024\nref_model: {model}\n")
+    inputs = inputs_run.build(Request(Command.ESTIMATE, config=str(project / "ds.json"),
+                                      training_args=str(project / "lf.yaml"), **RUN))
+    ((role, spec),) = inputs.shape.auxiliary_specs
+    assert role is ModelRole.REFERENCE and spec.num_layers == 32 and spec.hidden_size == 4096
+    (project / "lf.yaml").write_text("stage: dpo\nfinetuning_type: full\ncutoff_len: 1024\nref_model: nobody/none-7b\n")
+    unknown = inputs_run.build(Request(Command.ESTIMATE, config=str(project / "ds.json"),
+                                       training_args=str(project / "lf.yaml"), **RUN))
+    assert unknown.shape.auxiliary_specs == ()
+    assert any(note.startswith("reference model 'nobody/none-7b' not read (model nobody/none-7b not found offline")
+               and note.endswith("costed as the policy's architecture") for note in unknown.notes)
+
+
+def test_the_policys_own_model_named_as_reference_is_not_read_twice(project):
+    model = str(SAMPLES / "models" / "llama-2-7b" / "config.json")
+    (project / "lf.yaml").write_text(f"stage: dpo\nfinetuning_type: full\ncutoff_len: 1024\nref_model: {model}\n")
+    inputs = inputs_run.build(Request(Command.ESTIMATE, config=str(project / "ds.json"), model=model, gpus=8,
+                                      gpu_memory="80GiB", training_args=str(project / "lf.yaml")))
+    assert inputs.shape.auxiliary_specs == () and inputs.shape.method.reference_model == model

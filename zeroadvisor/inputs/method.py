@@ -11,10 +11,14 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from zeroadvisor.config.method import MethodSetup
 from zeroadvisor.config.method_reader import MethodReading
-from zeroadvisor.vocab import Method, TrainerFamily
+from zeroadvisor.vocab import Method, ModelRole, TrainerFamily
+
+if TYPE_CHECKING:
+    from zeroadvisor.model.spec import ModelSpec
 
 
 def resolve(reading: MethodReading | None, flag: Method | None, label: str, ask: str,
@@ -69,3 +73,31 @@ def _with_release(setup: MethodSetup, start: str | None) -> MethodSetup:
     if pin is None:
         return setup
     return replace(setup, trainer_version=pin.version, origin=(*setup.origin, ("trainer_version", pin.origin)))
+
+
+def auxiliary_specs(setup: MethodSetup, policy: object) -> tuple[tuple[tuple[ModelRole, ModelSpec], ...], list[str]]:
+    """The other models the files name that are not the policy (``policy``: --model as given), each read as --model
+    reads a name (a path, a model directory, the HF cache, the catalog: offline); one the reader cannot find is
+    costed as the policy's architecture, said in a note (TrainingShape.auxiliary_specs: a role absent is)."""
+    from zeroadvisor.model.description import load_model
+    from zeroadvisor.model.errors import ModelError
+
+    named: dict[ModelRole, str] = {}
+    if setup.reference_model is not None:
+        named[ModelRole.REFERENCE] = setup.reference_model
+    for placement in setup.placements:
+        if placement.model is not None:
+            named.setdefault(placement.role, placement.model)
+    specs: list[tuple[ModelRole, ModelSpec]] = []
+    notes: list[str] = []
+    for role, name in named.items():
+        if isinstance(policy, (str, os.PathLike)) and os.fspath(policy) == name:
+            continue  # the policy's own model: nothing else to read
+        try:
+            spec, _ = load_model(name)
+        except (ModelError, OSError) as err:
+            reason = " ".join(str(err).split())[:160]
+            notes.append(f"{role} model {name[:80]!r} not read ({reason}): costed as the policy's architecture")
+            continue
+        specs.append((role, spec))
+    return tuple(specs), notes

@@ -509,8 +509,11 @@ def _assemble(command: Command, values: Values, spelling: Spelling, project: boo
                                        **{key: values.get(key) for key in TRAINING_INPUTS})
         setup, method_notes = _method(values, spelling, trainer, configs)
         if method_notes or setup != shape.method:  # nothing said: the shape as it was (MethodSetup())
-            shape = replace(shape, method=setup)
-            notes = (*notes, *method_notes)
+            from zeroadvisor.inputs.method import auxiliary_specs
+
+            others, other_notes = auxiliary_specs(setup, values.get("model"))
+            shape = replace(shape, method=setup, auxiliary_specs=others)
+            notes = (*notes, *method_notes, *other_notes)
         cluster = _cluster(command, values, spelling)
         hardware = _hardware(values, cluster)
         accounting = Accounting(choice(spelling.label("accounting"),
