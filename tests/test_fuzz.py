@@ -144,8 +144,9 @@ PROJECT_LINES = st.lists(st.one_of(
                                                  "memory", "dense-tflops"]),
               st.sampled_from(["0", "8", "-1", "1.5", "9" * 5000, "1e400", '"x"', "[]"])),
     st.builds('{} = "{}"'.format, st.sampled_from(["gpu-memory", "headroom", "gpu", "cpu-memory", "select", "format",
-                                                   "fail-on", "efficiency", "inter-node-bandwidth"]),
-              st.sampled_from(["1B", "80GiB", "1EB", "99.9999999999%", "10%", "x", "²", "A100-SXM4-80GB"]))),
+                                                   "fail-on", "efficiency", "inter-node-bandwidth", "trainer"]),
+              st.sampled_from(["1B", "80GiB", "1EB", "99.9999999999%", "10%", "x", "²", "A100-SXM4-80GB", "dpo",
+                               "grpo", "DPO"]))),
     max_size=6)
 
 
@@ -166,3 +167,26 @@ def test_the_project_configuration_raises_only_its_error(tmp_path, lines):
             checked.checked(config)
     except ProjectConfigError as err:
         assert "\n" not in str(err) and len(str(err)) < 1000
+
+
+@pytest.mark.slow
+@settings(max_examples=100, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(TRAINER, st.sampled_from([None, "dpo", "grpo", "sft", "bogus", 3]))
+def test_the_training_method_reaches_the_shape_or_one_documented_error(tmp_path, data, trainer):
+    """Issue 35: any training-arguments file with the method's keys, and any --trainer, through the one builder:
+    a shape whose method is one of the set, or one of the API's documented errors in one line."""
+    from zeroadvisor.api import EXPECTED_ERRORS
+    from zeroadvisor.inputs.command import Command
+    from zeroadvisor.inputs.request import Request
+    from zeroadvisor.inputs.run import build
+    from zeroadvisor.vocab import Method
+
+    path = tmp_path / "args.json"
+    path.write_text(json.dumps(data, default=str))
+    try:
+        inputs = build(Request(Command.ESTIMATE, params="7B", gpus=8, gpu_memory="80GiB", training_args=str(path),
+                               trainer=trainer))
+    except EXPECTED_ERRORS as err:
+        assert "\n" not in str(err) and len(str(err)) < 1000
+        return
+    assert inputs.shape.method.method in tuple(Method)
