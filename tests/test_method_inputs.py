@@ -190,3 +190,13 @@ def test_the_policys_own_model_named_as_reference_is_not_read_twice(project):
     inputs = inputs_run.build(Request(Command.ESTIMATE, config=str(project / "ds.json"), model=model, gpus=8,
                                       gpu_memory="80GiB", training_args=str(project / "lf.yaml")))
     assert inputs.shape.auxiliary_specs == () and inputs.shape.method.reference_model == model
+
+
+@pytest.mark.parametrize(("text", "words"), [("num_generations: 0\n", "num_generations in "),
+                                             ("stage: grpo\ncutoff_len: 1024\n", "stage in "),
+                                             ("rl: ppo\nbase_model: m\n", "rl in ")])
+def test_a_bad_method_value_is_exit_2_in_one_line_naming_the_file(cli, project, text, words):
+    (project / "args.yaml").write_text(text)
+    result = cli("estimate", str(project / "ds.json"), *_flags(RUN), "--training-args", "args.yaml", cwd=project)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and words + "args.yaml" in result.stderr
