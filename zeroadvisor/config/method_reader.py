@@ -105,7 +105,8 @@ DOTTED: dict[str, str] = {"ref.num_nodes": "ref_num_nodes", "ref.num_gpus_per_no
                           "ds.zero_stage": "zero_stage", "ds.adam_offload": "adam_offload",
                           "data.max_len": "max_len", "ref.offload": "ref_offload", "reward.offload": "reward_offload"}
 # The keys a launch command's script arguments give for the method (config/launch.py reads them), bool ones apart.
-METHOD_KEYS: tuple[str, ...] = (*_FLOATS, *_INTS, *_BOOLS, *_TEXTS, "rlhf_type", "train_type", "init_kl_coef",
+METHOD_KEYS: tuple[str, ...] = (*_FLOATS, *_INTS, *_BOOLS, *_TEXTS, "rlhf_type", "train_type", "tuner_type",
+                                "init_kl_coef",
                                 *OPENRLHF_KEYS)
 METHOD_BOOLS: tuple[str, ...] = (*_BOOLS, *OPENRLHF_BOOLS)
 
@@ -261,13 +262,19 @@ def read_swift(command: str, data: Mapping[str, JSONValue], where: Origin) -> Me
     method, loss = SWIFT_METHODS[name]
     use_reference = read.use_reference
     origin = [("method", said), *read.origin]
-    train_type = data.get("train_type")
-    if train_type is not None and _text(train_type, where("train_type")).lower() in ("lora", "qlora") \
-            and read.reference_model is None and method in (Method.DPO, Method.KTO):
-        use_reference = False  # a LoRA run's reference pass disables the adapter: no second model
-        origin.append(("use_reference", f"{where('train_type')} {train_type} without --ref_model"))
-    return MethodReading(replace(read, method=method, use_reference=use_reference,
-                                 loss_type=loss or read.loss_type, origin=tuple(origin)), said)
+    kind_key = "tuner_type" if data.get("tuner_type") is not None else "train_type"  # renamed after 3.x
+    if data.get(kind_key) is not None:
+        tuner, tuner_from = _text(data[kind_key], where(kind_key)).lower(), f"{where(kind_key)} {data[kind_key]}"
+    else:  # swift/llm/argument/tuner_args.py TunerArguments.train_type: 'lora' by default (3.x docs, 4.x too)
+        tuner, tuner_from = "lora", "ms-swift's default --train_type lora"
+    notes: tuple[str, ...] = ()
+    if tuner in ("lora", "qlora", "lora_llm"):
+        notes = (f"{tuner_from}: the policy is costed as a full fine-tune unless --peft lora is given",)
+        if read.reference_model is None and method in (Method.DPO, Method.KTO):
+            use_reference = False  # a LoRA run's reference pass disables the adapter: no second model
+            origin.append(("use_reference", f"{tuner_from} without --ref_model"))
+    return MethodReading(replace(read, method=method, use_reference=use_reference, loss_type=loss or read.loss_type,
+                                 origin=tuple(origin), notes=notes), said)
 
 
 def read_openrlhf(module: str, data: Mapping[str, JSONValue], where: Origin) -> MethodReading:

@@ -49,7 +49,8 @@ def resolve(reading: MethodReading | None, flag: Method | None, label: str, ask:
     if setup.method is not Method.SFT and not any("guessed" in note for note in notes):
         # what was read, said once: a plain SFT run says nothing (its output is what it was)
         notes.append(_read_note(setup, label if flag is not None else base.said))
-    return replace(setup, notes=(*setup.notes, *notes)), notes
+    notes += base.setup.notes  # what the reader noted (ms-swift's default LoRA, ...), after what was read
+    return replace(setup, notes=tuple(notes)), notes
 
 
 def _read_note(setup: MethodSetup, said: str) -> str:
