@@ -121,9 +121,17 @@ def test_llama_factory_sigmoid_dpo_keeps_its_reference_and_lora_drops_it(tmp_pat
     assert named.use_reference is None and named.reference_model == "Qwen/Qwen2.5-1.5B"
 
 
-def test_llama_factory_ppo_names_its_reward_model(tmp_path):
-    setup = _read(tmp_path, LF.format(stage="ppo", kind="full") + "reward_model: saves/rm\n").setup
+@pytest.mark.parametrize(("kind", "loaded"), [("", False), ("reward_model_type: lora\n", False),
+                                             ("reward_model_type: api\n", False), ("reward_model_type: full\n", True)])
+def test_llama_factory_ppo_names_its_reward_model(tmp_path, kind, loaded):
+    """train/trainer_utils.py create_reward_model: only reward_model_type full (not the default lora) loads a model."""
+    setup = _read(tmp_path, LF.format(stage="ppo", kind="full") + "reward_model: saves/rm\n" + kind).setup
     assert setup.placements[0].role is ModelRole.REWARD and setup.placements[0].model == "saves/rm"
+    assert setup.placements[0].loaded is loaded
+
+
+def test_llama_factory_lora_ppo_has_no_reference_copy(tmp_path):
+    assert _read(tmp_path, LF.format(stage="ppo", kind="lora")).setup.use_reference is False
 
 
 def test_llama_factory_unknown_stage_is_one_line(tmp_path):

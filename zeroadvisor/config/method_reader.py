@@ -202,16 +202,22 @@ def _llama_factory(data: Mapping[str, JSONValue], where: Origin) -> MethodReadin
     if method is Method.DPO and loss in LLAMA_FACTORY_NO_REFERENCE:
         method, use_reference = LLAMA_FACTORY_NO_REFERENCE[loss], False
         origin.append(("use_reference", f"{where('pref_loss')} (no reference model)"))
-    elif method in (Method.DPO, Method.KTO) and reference is None and data.get("finetuning_type") == "lora":
-        use_reference = False  # train/dpo/workflow.py: create_ref_model only with ref_model or a full fine-tune
+    elif method in (Method.DPO, Method.KTO, Method.PPO) and reference is None \
+            and data.get("finetuning_type") == "lora":
+        # train/trainer_utils.py create_ref_model: ``if finetuning_type == "lora": ref_model = None`` without
+        # ref_model (DPO, KTO and PPO workflows call it)
+        use_reference = False
         why = f"{where('finetuning_type')} lora without ref_model (the adapter is disabled for the reference pass)"
         origin.append(("use_reference", why))
     beta = _number(data["pref_beta"], where("pref_beta")) if data.get("pref_beta") is not None else None
     placements: tuple[Placement, ...] = ()
     reward = data.get("reward_model")
     if method is Method.PPO and reward is not None:
-        placements = (Placement(ModelRole.REWARD, _text(reward, where("reward_model"))),)
-        origin.append(("placements", where("reward_model")))
+        # create_reward_model: reward_model_type "lora" (the default) loads an adapter on the policy and "api" calls
+        # a server; only "full" loads a second model
+        kind = _text(data.get("reward_model_type") or "lora", where("reward_model_type")).lower()
+        placements = (Placement(ModelRole.REWARD, _text(reward, where("reward_model")), loaded=kind == "full"),)
+        origin.append(("placements", f"{where('reward_model')} (reward_model_type {kind})"))
     origin += [(name, where(key)) for name, key, value in (("loss_type", "pref_loss", loss),
                                                            ("reference_model", "ref_model", reference),
                                                            ("beta", "pref_beta", beta)) if value is not None]

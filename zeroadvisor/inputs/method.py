@@ -87,7 +87,7 @@ def auxiliary_specs(setup: MethodSetup, policy: object) -> tuple[tuple[tuple[Mod
     if setup.reference_model is not None:
         named[ModelRole.REFERENCE] = setup.reference_model
     for placement in setup.placements:
-        if placement.model is not None:
+        if placement.model is not None and placement.loaded is not False:  # an adapter or a server: no model
             named.setdefault(placement.role, placement.model)
     specs: list[tuple[ModelRole, ModelSpec]] = []
     notes: list[str] = []
