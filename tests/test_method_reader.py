@@ -161,7 +161,19 @@ def test_axolotl_trl_block_gives_grpo_generation_and_beta(tmp_path):
     assert _read(tmp_path, AX + "rl: dpo\nrl_beta: 0.5\n").setup.beta == 0.5
 
 
+def test_axolotl_vllm_block_gives_the_share_and_the_servers_gpus(tmp_path):
+    setup = _read(tmp_path, AX + "rl: grpo\ntrl:\n  use_vllm: true\n  vllm_mode: server\nvllm:\n"
+                                 "  gpu_memory_utilization: 0.85\n  tensor_parallel_size: 2\n"
+                                 "  data_parallel_size: 2\n").setup
+    assert setup.generation.vllm_gpu_memory_utilization == 0.85 and setup.generation.vllm_num_gpus == 4
+    colocated = _read(tmp_path, AX + "rl: grpo\ntrl:\n  vllm_mode: colocate\n  vllm_gpu_memory_utilization: 0.3\n"
+                                     "vllm:\n  gpu_memory_utilization: 0.9\n  tensor_parallel_size: 2\n").setup
+    assert colocated.generation.vllm_gpu_memory_utilization == 0.3 and colocated.generation.vllm_num_gpus is None
+
+
 @pytest.mark.parametrize(("text", "words"), [("rl: ppo\n", "axolotl's rl: types"), ("rl: dpo\ntrl: 3\n", "mapping"),
+                                             ("rl: grpo\nvllm: 1\n", "vLLM settings"),
+                                             ("rl: grpo\nvllm:\n  gpu_memory_utilization: 2\n", "at most 1"),
                                              ("rl: dpo\ntrl:\n  num_generations: x\n", "trl.num_generations")])
 def test_axolotl_bad_values_are_one_line(tmp_path, text, words):
     with pytest.raises(TrainerInputError, match=words):

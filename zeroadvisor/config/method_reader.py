@@ -246,8 +246,32 @@ def _axolotl(data: Mapping[str, JSONValue], where: Origin) -> MethodReading:
         origin.append(("beta", where("rl_beta")))
     if loss is not None:
         origin.append(("loss_type", where("rl")))
-    return MethodReading(replace(trl, method=method, trainer=TrainerFamily.AXOLOTL, beta=beta,
+    generation = _axolotl_vllm(data, trl.generation, where, origin)
+    return MethodReading(replace(trl, method=method, trainer=TrainerFamily.AXOLOTL, beta=beta, generation=generation,
                                  loss_type=loss or trl.loss_type, origin=tuple(origin)), where("rl"))
+
+
+def _axolotl_vllm(data: Mapping[str, JSONValue], generation: Generation, where: Origin,
+                  origin: list[tuple[str, str]]) -> Generation:
+    """axolotl's ``vllm:`` block (utils/schemas/vllm.py VllmConfig): its gpu_memory_utilization where ``trl:`` gives
+    none ("0.9 for vllm-serve and TRL's 0.3 in colocate mode" by default), and in server mode the GPUs ``axolotl
+    vllm-serve`` takes, tensor_parallel_size x data_parallel_size."""
+    block = data.get("vllm")
+    if block is None:
+        return generation
+    if not isinstance(block, dict):
+        raise TrainerInputError(f"{where('vllm')}: expected a mapping of vLLM settings, got {shown(block)}")
+    read = _Reader(block, lambda key: where(f"vllm.{key}"))
+    share = read.number("gpu_memory_utilization")
+    if share is not None and not 0 < share <= 1:
+        raise TrainerInputError(f"{where('vllm.gpu_memory_utilization')}: expected a share above 0 and at most 1, "
+                                f"got {shown(block['gpu_memory_utilization'])}")
+    tensor, data_parallel = read.whole("tensor_parallel_size"), read.whole("data_parallel_size")
+    server = generation.vllm_mode is VllmMode.SERVER
+    gpus = (tensor or 1) * (data_parallel or 1) if server and (tensor or data_parallel) else None
+    origin += [(f"vllm.{key}", label) for key, label in read.origin]
+    return replace(generation, vllm_gpu_memory_utilization=generation.vllm_gpu_memory_utilization or share,
+                   vllm_num_gpus=gpus)
 
 
 def read_swift(command: str, data: Mapping[str, JSONValue], where: Origin) -> MethodReading:
