@@ -200,3 +200,13 @@ def test_a_bad_method_value_is_exit_2_in_one_line_naming_the_file(cli, project, 
     result = cli("estimate", str(project / "ds.json"), *_flags(RUN), "--training-args", "args.yaml", cwd=project)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and words + "args.yaml" in result.stderr
+
+
+def test_estimate_says_a_guessed_method_with_the_flag_that_sets_it(cli, project):
+    (project / "grpo.yaml").write_text("num_generations: 8\nbeta: 0.04\n")
+    result = cli("estimate", str(project / "ds.json"), *_flags(RUN), "--training-args", "grpo.yaml", cwd=project)
+    assert result.returncode == 0, result.stderr
+    assert "zeroadvisor: note: training method grpo guessed from num_generations in grpo.yaml" in result.stderr
+    assert "give --trainer METHOD to set it" in result.stderr
+    plain = cli("estimate", str(project / "ds.json"), *_flags(RUN), cwd=project)
+    assert "training method" not in plain.stderr
