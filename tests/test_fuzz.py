@@ -59,9 +59,18 @@ COUNTS = st.sampled_from(["0", "1", "2", "8", "-1", "1.5", "²", "٣", "x", "", 
 LAUNCH_WORDS = st.lists(st.one_of(COUNTS, st.sampled_from([
     "--nnodes", "--nproc-per-node", "--num_gpus", "--num_nodes", "--num_processes", "--num_machines", "--zero_stage",
     "--include", "--hostfile", "--max_seq_length", "--per_device_train_batch_size", "--deepspeed", "ds.json",
-    "train.py", "--", "-m", "--bf16"])), max_size=8)
+    "train.py", "--", "-m", "--bf16",
+    # the training method's flags (issue 35): TRL's, ms-swift's and OpenRLHF's
+    "--beta", "--num_generations", "--use_vllm", "--vllm_mode", "--vllm_gpu_memory_utilization", "--rlhf_type",
+    "--train_type", "--ref_num_gpus_per_node", "--actor_num_nodes", "--actor.num_gpus_per_node",
+    "--vllm_num_engines", "--colocate_all_models", "--init_kl_coef", "--micro_train_batch_size", "--max_len",
+    "openrlhf.cli.train_ppo_ray", "dpo", "rlhf", "job", "submit", "--config", "0.5", "colocate", "lora"])),
+    max_size=8)
 LAUNCHERS = st.sampled_from([["torchrun"], ["deepspeed"], ["accelerate", "launch"], ["python"],
-                             ["CUDA_VISIBLE_DEVICES=", "torchrun"], ["CUDA_VISIBLE_DEVICES=0,1", "deepspeed"]])
+                             ["CUDA_VISIBLE_DEVICES=", "torchrun"], ["CUDA_VISIBLE_DEVICES=0,1", "deepspeed"],
+                             ["trl"], ["trl", "dpo"], ["NPROC_PER_NODE=8", "swift", "rlhf"], ["swift"],
+                             ["ray", "job", "submit", "--"], ["python", "-m", "openrlhf.cli.train_ppo_ray"],
+                             ["deepspeed", "--module", "openrlhf.cli.train_dpo"], ["ray"]])
 
 
 @pytest.mark.slow
@@ -85,7 +94,14 @@ TRAINER_VALUES = st.one_of(COUNTS, st.integers(-2, 10**400), st.floats(), st.non
 TRAINER = st.dictionaries(st.sampled_from([
     "per_device_train_batch_size", "gradient_accumulation_steps", "max_seq_length", "bf16", "gradient_checkpointing",
     "max_grad_norm", "optim", "deepspeed", "micro_batch_size", "batch_size", "sequence_len", "base_model",
-    "cutoff_len", "model_max_length", "use_liger_kernel"]), TRAINER_VALUES, max_size=6)
+    "cutoff_len", "model_max_length", "use_liger_kernel",
+    # the training method's keys (issue 35): TRL's fields, LLaMA-Factory's, axolotl's
+    "beta", "loss_type", "precompute_ref_log_probs", "num_generations", "use_vllm", "vllm_mode",
+    "vllm_gpu_memory_utilization", "max_completion_length", "use_peft", "ref_model", "stage", "pref_loss",
+    "pref_beta", "finetuning_type", "rl", "rl_beta", "trl", "reward_model"]),
+    st.one_of(TRAINER_VALUES, st.sampled_from(["dpo", "grpo", "orpo", "simpo", "rm", "lora", "colocate"]),
+              st.dictionaries(st.sampled_from(["beta", "num_generations", "use_vllm", "vllm_mode"]), TRAINER_VALUES,
+                              max_size=3)), max_size=6)
 
 
 @pytest.mark.slow
@@ -128,8 +144,9 @@ PROJECT_LINES = st.lists(st.one_of(
                                                  "memory", "dense-tflops"]),
               st.sampled_from(["0", "8", "-1", "1.5", "9" * 5000, "1e400", '"x"', "[]"])),
     st.builds('{} = "{}"'.format, st.sampled_from(["gpu-memory", "headroom", "gpu", "cpu-memory", "select", "format",
-                                                   "fail-on", "efficiency", "inter-node-bandwidth"]),
-              st.sampled_from(["1B", "80GiB", "1EB", "99.9999999999%", "10%", "x", "²", "A100-SXM4-80GB"]))),
+                                                   "fail-on", "efficiency", "inter-node-bandwidth", "trainer"]),
+              st.sampled_from(["1B", "80GiB", "1EB", "99.9999999999%", "10%", "x", "²", "A100-SXM4-80GB", "dpo",
+                               "grpo", "DPO"]))),
     max_size=6)
 
 
@@ -150,3 +167,26 @@ def test_the_project_configuration_raises_only_its_error(tmp_path, lines):
             checked.checked(config)
     except ProjectConfigError as err:
         assert "\n" not in str(err) and len(str(err)) < 1000
+
+
+@pytest.mark.slow
+@settings(max_examples=100, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(TRAINER, st.sampled_from([None, "dpo", "grpo", "sft", "bogus", 3]))
+def test_the_training_method_reaches_the_shape_or_one_documented_error(tmp_path, data, trainer):
+    """Issue 35: any training-arguments file with the method's keys, and any --trainer, through the one builder:
+    a shape whose method is one of the set, or one of the API's documented errors in one line."""
+    from zeroadvisor.api import EXPECTED_ERRORS
+    from zeroadvisor.inputs.command import Command
+    from zeroadvisor.inputs.request import Request
+    from zeroadvisor.inputs.run import build
+    from zeroadvisor.vocab import Method
+
+    path = tmp_path / "args.json"
+    path.write_text(json.dumps(data, default=str))
+    try:
+        inputs = build(Request(Command.ESTIMATE, params="7B", gpus=8, gpu_memory="80GiB", training_args=str(path),
+                               trainer=trainer))
+    except EXPECTED_ERRORS as err:
+        assert "\n" not in str(err) and len(str(err)) < 1000
+        return
+    assert inputs.shape.method.method in tuple(Method)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from zeroadvisor.config.project import ProjectConfigError
 from zeroadvisor.config.reader import InputError as UnreadableInput
-from zeroadvisor.config.training_args import TrainerInputError
+from zeroadvisor.config.trainer_errors import TrainerInputError
 from zeroadvisor.flows import CheckReport, CheckRun, EstimateResult, LintResult, fails
 from zeroadvisor.inputs.command import Command
 from zeroadvisor.inputs.errors import UnusableConfig, UsageError
@@ -168,7 +168,8 @@ def estimate(config: str | os.PathLike[str] | Mapping[str, Any] | None = None, *
              gpus: int | None = None, gpus_per_node: int | None = None, gpu: str | None = None,
              gpu_memory: int | str | None = None, cpu_memory: int | str | None = None,
              nvme: int | str | None = None, headroom: float | str = "10%", accounting: str = "deepspeed",
-             deepspeed_version: str | None = None, step_times: bool = False, **training: Any) -> EstimateResult:
+             deepspeed_version: str | None = None, step_times: bool = False, trainer: str | None = None,
+             **training: Any) -> EstimateResult:
     """Estimate ZeRO memory for a config (a path or a dict; None: DeepSpeed's defaults, fp16 Adam).
 
     ``model``: a model description or a Hugging Face config.json (path), or ``params`` ("7B", 7e9 as
@@ -177,7 +178,8 @@ def estimate(config: str | os.PathLike[str] | Mapping[str, Any] | None = None, *
     byte counts or strings such as "80GiB"; ``training``: the training-shape keywords (seq_len, micro_batch,
     precision, stage, activation_checkpointing, ... as the flags); ``deepspeed_version``: the DeepSpeed release
     whose defaults the estimate reads (as ``lint``); ``step_times``: each option's step time too, as the
-    ``estimate`` command gives it (with the machine's assumed inputs: efficiency, CPU cores, launcher).
+    ``estimate`` command gives it (with the machine's assumed inputs: efficiency, CPU cores, launcher);
+    ``trainer``: the training method (sft, dpo, kto, orpo, cpo, grpo, ppo, reward), as ``--trainer``.
 
     >>> zeroadvisor.estimate(params="7B", gpus=8, gpu="A100-SXM4-80GB").verdict
     """
@@ -187,7 +189,7 @@ def estimate(config: str | os.PathLike[str] | Mapping[str, Any] | None = None, *
     return run_estimate(_build(Request(
         Command.ESTIMATE, config=config, model=model, params=params, gpus=gpus, gpus_per_node=gpus_per_node, gpu=gpu,
         gpu_memory=gpu_memory, cpu_memory=cpu_memory, nvme=nvme, headroom=headroom, accounting=accounting,
-        deepspeed_version=deepspeed_version, **training)), step_times=step_times)
+        deepspeed_version=deepspeed_version, trainer=trainer, **training)), step_times=step_times)
 
 
 # -- check ------------------------------------------------------------------------------------
@@ -198,13 +200,15 @@ def check(config: str | os.PathLike[str] | Mapping[str, Any], *, gpus: int | Non
           cpu_memory: int | str | None = None, nvme: int | str | None = None, headroom: float | str = "10%",
           accounting: str = "deepspeed", integration: str = "any", unit: str | None = None, name: str | None = None,
           select: Sequence[str] | str | None = None, ignore: Sequence[str] | str | None = None,
-          diff: bool = False, deepspeed_version: str | None = None, **training: Any) -> CheckReport:
+          diff: bool = False, deepspeed_version: str | None = None, trainer: str | None = None,
+          **training: Any) -> CheckReport:
     """Pre-flight check of one config (a path or a dict) for a model on a cluster: lint findings, the
     memory verdict and the cheapest change that fits.
 
     Keywords as ``estimate`` (model or params, gpus, gpu or gpu_memory, cpu_memory, nvme, headroom, the
     training shape) plus integration, unit, ``name`` (a dict's name in the report), select/ignore,
-    ``diff`` (the fixes as a unified diff) and ``deepspeed_version`` (as ``lint``). ``gpus`` is needed as
+    ``diff`` (the fixes as a unified diff), ``deepspeed_version`` (as ``lint``) and ``trainer`` (the training
+    method, as ``--trainer``). ``gpus`` is needed as
     ``zeroadvisor check`` needs ``--gpus`` (an Accelerate config's num_processes gives it too).
 
     >>> zeroadvisor.check("ds_config.json", model="config.json", gpus=8, gpu="A100-SXM4-80GB").verdict
@@ -214,7 +218,7 @@ def check(config: str | os.PathLike[str] | Mapping[str, Any], *, gpus: int | Non
     request = Request(Command.CHECK, config=config, model=model, params=params, gpus=gpus, gpus_per_node=gpus_per_node,
                       gpu=gpu, gpu_memory=gpu_memory, cpu_memory=cpu_memory, nvme=nvme, headroom=headroom,
                       accounting=accounting, integration=integration, unit=unit, name=name, select=select,
-                      ignore=ignore, diff=diff, deepspeed_version=deepspeed_version, **training)
+                      ignore=ignore, diff=diff, deepspeed_version=deepspeed_version, trainer=trainer, **training)
     return _one(run_check(_build(request)), config)
 
 
@@ -269,12 +273,14 @@ def preflight(config: str | os.PathLike[str] | Mapping[str, Any],
               gpus: int | None = None, gpus_per_node: int | None = None, gpu: str | None = None,
               gpu_memory: int | str | None = None, cpu_memory: int | str | None = None, nvme: int | str | None = None,
               headroom: float | str = "10%", warn_only: bool = False, select: Sequence[str] | str | None = None,
-              ignore: Sequence[str] | str | None = None, integration: str = "any", **training: Any) -> PreflightResult:
+              ignore: Sequence[str] | str | None = None, integration: str = "any", trainer: str | None = None,
+              **training: Any) -> PreflightResult:
     """Check ``config`` (a path or a dict) for ``model`` on this job's hardware before loading the model.
 
     What is not given is read from the job (zeroadvisor/inputs/environment.py): world size, GPUs per node,
     GPU memory (torch.cuda), host RAM (/proc/meminfo). ``training``: the training-shape keywords (seq_len,
-    micro_batch, precision, activation_checkpointing, ...) as for ``check``. Every rank runs the same check
+    micro_batch, precision, activation_checkpointing, ...) and ``trainer`` (the training method) as for ``check``.
+    Every rank runs the same check
     and raises the same error.
 
     Raises PreflightError (its message: the text report) when the configured stage and offload do not
@@ -295,7 +301,8 @@ def preflight(config: str | os.PathLike[str] | Mapping[str, Any],
     check_training_keywords(training)
     request = Request(Command.PREFLIGHT, config=config, model=model, params=params, gpus=gpus,
                       gpus_per_node=gpus_per_node, gpu=gpu, gpu_memory=gpu_memory, cpu_memory=cpu_memory, nvme=nvme,
-                      headroom=headroom, integration=integration, select=select, ignore=ignore, **training)
+                      headroom=headroom, integration=integration, select=select, ignore=ignore, trainer=trainer,
+                      **training)
     report = _one(run_check(_build(request, readings)), config)
     result = PreflightResult(report, readings, _node_notes(report, readings))
     if report.verdict in (Verdict.DOES_NOT_FIT, Verdict.UNKNOWN, None):  # "could not decide" is never a pass either

@@ -152,6 +152,10 @@ def estimate(v: Values) -> ExitCode:
     from zeroadvisor.cli import options
 
     run = _inputs(options.ESTIMATE, v)
+    # the training method's notes (a guessed method with the flag that sets it; none for a plain SFT run): the
+    # report's assumed inputs do not carry them yet
+    for text in run.shape.method.notes if run.shape is not None else ():
+        note(text)
     result = api.run_estimate(run, step_times=True)
     out = run.output
     _show(out.format, _report([], estimate=result.estimate, unit=out.unit, explain=out.explain,

@@ -133,6 +133,9 @@ DEEPSPEED_VERSION = Param("deepspeed_version", ("--deepspeed-version",),
                           "Read configs as this DeepSpeed release (0.14.5), release line (0.14) or range "
                           "(>=0.10,<0.17); default: the pin beside the config (requirements, pyproject, locks), "
                           "else the installed DeepSpeed, else the latest.")
+TRAINER = Param("trainer", ("--trainer",), "The training method where the trainer's files do not say it (a TRL "
+                "config read alone): the models and batches it adds beside the one trained (default: the files' "
+                "method, else sft).", choices="zeroadvisor.vocab:Method")
 SELECT = Param("select", ("--select",), "Only these rules (codes, names or code prefixes).", multiple=True)
 IGNORE = Param("ignore", ("--ignore",), "Skip these rules (codes, names or code prefixes).", multiple=True)
 MODEL = Param("model", ("--model", "-m"), "A model description (YAML/JSON), a Hugging Face config.json or model "
@@ -227,7 +230,8 @@ PROJECT_KEYS = frozenset({*RUN_KEYS.values(), *CLUSTER_KEYS.values(), *TRAINING_
 PANELS: dict[str, tuple[str, ...]] = {
     "Model and training shape": ("model", "params", "seq_len", "activation_checkpointing", "flash_attention",
                                  "target_len", "padding", "micro_batch", "precision", "stage", "load_dtype",
-                                 "zero_init", "meta_load", "optim", "liger_kernel", "training_args", "launch"),
+                                 "zero_init", "meta_load", "optim", "liger_kernel", "training_args", "launch",
+                                 "trainer"),
     "Parallelism and LoRA": ("tensor_parallel", "pipeline_parallel", "sequence_parallel", "expert_parallel", "peft",
                              "lora_r", "lora_target_modules", "quantization"),
     "Cluster": ("gpus", "gpus_per_node", "gpu", "gpu_memory", "cpu_memory", "nvme", "headroom"),
@@ -288,7 +292,7 @@ ESTIMATE = CommandSpec("estimate", "Estimate memory per GPU and per node for eve
     MODEL, PARAMS, GPUS, GPUS_PER_NODE, GPU_MEMORY, GPU, CPU_MEMORY, NVME, HEADROOM, ACCOUNTING,
     _format("zeroadvisor.inputs.settings:ESTIMATE_FORMATS"),
     UNIT, SEQ_LEN, CHECKPOINTING, FLASH, EXPLAIN, DEEPSPEED_VERSION, *RUN_INPUTS, *PEFT_INPUTS, *THROUGHPUT_INPUTS,
-    ALL_OPTIONS,
+    ALL_OPTIONS, TRAINER,
 ))
 
 CHECK = CommandSpec("check", "Pre-flight check: lint findings and memory advice, with fixes as a diff.", (
@@ -305,7 +309,7 @@ CHECK = CommandSpec("check", "Pre-flight check: lint findings and memory advice,
     INTEGRATION, DEEPSPEED_VERSION, SELECT, IGNORE, EXCLUDE, NO_DEFAULT_EXCLUDES, ACCOUNTING, UNIT, SEQ_LEN,
     CHECKPOINTING, FLASH, EXPLAIN, VERBOSE,
     *RUN_INPUTS,
-    *PEFT_INPUTS, *THROUGHPUT_INPUTS, ALL_OPTIONS,
+    *PEFT_INPUTS, *THROUGHPUT_INPUTS, ALL_OPTIONS, TRAINER,
 ))
 
 RULES = CommandSpec("rules", "List every rule: code, name, default severity and summary.")

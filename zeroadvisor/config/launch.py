@@ -24,10 +24,12 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 
+from zeroadvisor.config import method_reader
 from zeroadvisor.config.limits import MAX_GPUS
+from zeroadvisor.config.trainer_errors import TrainerInputError, shown
 from zeroadvisor.config.training_args import (
     DEEPSPEED_KEY,
     DEFAULTS,
@@ -35,13 +37,12 @@ from zeroadvisor.config.training_args import (
     PAD_TO_MAX_KEY,
     SEQUENCE_KEYS,
     TYPES,
-    TrainerInputError,
     TrainingArgs,
     from_mapping,
     read_mapping,
-    shown,
 )
 from zeroadvisor.jsontypes import JSONObject, JSONValue
+from zeroadvisor.vocab import TrainerFamily
 
 
 class LaunchError(TrainerInputError):
@@ -130,6 +131,11 @@ class Launch:
     world_missing: str = ""
     overrides: tuple[Override, ...] = ()  # accelerate launch options over its --config_file's keys
     env: tuple[tuple[str, str], ...] = ()  # the command's VAR=value prefixes, in order (the run's environment)
+    # a trainer that builds its DeepSpeed config from its own flags (OpenRLHF): what does, for the message asking
+    # for the config ("" where the script reads a config file)
+    builds_config: str = ""
+    stage: int | None = None  # the ZeRO stage the trainer's flags give (OpenRLHF --zero_stage), for "auto"
+    stage_from: str = ""
 
 
 def parse_launch(words: list[str] | str, cwd: str | None = None) -> Launch:
@@ -147,6 +153,9 @@ def parse_launch(words: list[str] | str, cwd: str | None = None) -> Launch:
     if not words:
         raise LaunchError("launch command: empty; give it after --, e.g. -- deepspeed --num_gpus 8 train.py "
                           "--deepspeed ds_config.json")
+    named = _NAMED_TRAINERS.get(os.path.basename(words[0]))
+    if named is not None:  # a launcher that names the trainer: ray job submit, trl, swift
+        return named(words, env, cwd)
     launcher, rest = _launcher(words)
     options, script, script_args, module = _split(LAUNCHERS[launcher], rest)
     notes: list[str] = []
@@ -157,11 +166,242 @@ def parse_launch(words: list[str] | str, cwd: str | None = None) -> Launch:
         raise LaunchError(f"launch command: {LAUNCHERS[launcher].name} runs no script (expected a script "
                           "path or -m module after its options)")
     world = WORLD[launcher](options, env, cwd, notes)
-    training = script_training_args(script_args, cwd)
     config = _accelerate_config_option(options) if launcher == "accelerate" else None
     overrides = _accelerate_overrides(options) if config is not None else ()
+    openrlhf = _openrlhf_entry(script, module)
+    if openrlhf is not None:
+        return _openrlhf_launch(Launch(LAUNCHERS[launcher].name, world.size, world.origin, script,
+                                       TrainingArgs(), tuple(notes), world.per_node, config, world.missing, overrides,
+                                       tuple(env.items())), openrlhf, script_args)
+    trl = _trl_script(script, module)
+    training = script_training_args(script_args, cwd, config_flag=trl is not None)
+    if trl is not None:
+        training = replace(training, method=method_reader.stated(
+            training.method, method_reader.TRL_SCRIPTS[trl], TrainerFamily.TRL, f"the TRL script {script}"))
     return Launch(LAUNCHERS[launcher].name, world.size, world.origin, script, training, tuple(notes),
                   world.per_node, config, world.missing, overrides, tuple(env.items()))
+
+
+# -- launchers that name the trainer: ray job submit, trl, swift; OpenRLHF's and TRL's scripts -------------
+
+# ray job submit's options that take no value (ray/dashboard/modules/job/cli.py submit: its click flags)
+_RAY_FLAGS = frozenset({"--no-wait", "--verify", "--disable-usage-stats", "-v", "--verbose", "--help"})
+
+
+def _ray_job(words: list[str], env: dict[str, str], cwd: str | None) -> Launch:
+    """``ray job submit [--address A] [--runtime-env-json J] ... -- ENTRYPOINT``: the entrypoint is the launch
+    command (ray runs it on the cluster's head; OpenRLHF's train_ppo_ray then places the models by its flags)."""
+    if words[1:3] != ["job", "submit"]:
+        raise LaunchError(f"launch command: only 'ray job submit ... -- ENTRYPOINT' starts a run, got "
+                          f"{shown(shlex.join(words[:3]))}")
+    if "--" not in words:
+        raise LaunchError("launch command: ray job submit names no entrypoint (expected '-- python3 -m "
+                          "openrlhf.cli.train_ppo_ray ...' after its options)")
+    entry = words[words.index("--") + 1:]
+    if not entry or os.path.basename(entry[0]) == "ray":
+        raise LaunchError("launch command: ray job submit names no entrypoint after --")
+    launch = parse_launch(entry, cwd)
+    return replace(launch, launcher=f"ray job submit ({launch.launcher})",
+                   notes=(*launch.notes, "ray job submit: the entrypoint after -- read as the launch command"))
+
+
+def _trl_script(script: str, module: str) -> str | None:
+    """The TRL trainer a script is (trl/scripts/dpo.py, the repository's examples/scripts/grpo.py, ``-m
+    trl.scripts.dpo``): its name in TRL_SCRIPTS, None for any other script."""
+    if module:
+        head, _, name = module.rpartition(".")
+        return name if head == "trl.scripts" and name in method_reader.TRL_SCRIPTS else None
+    path = script.replace(os.sep, "/")
+    folder, _, name = path.rpartition("/")
+    stem = name[:-3] if name.endswith(".py") else ""
+    trl_folder = folder.endswith(("trl/scripts", "examples/scripts", "trl/examples/scripts"))
+    return stem if trl_folder and stem in method_reader.TRL_SCRIPTS else None
+
+
+# trl CLI (trl/cli.py main): the accelerate launch options it passes on (launch_args), and their value-less flags
+_TRL_LAUNCH_OPTIONS = ("--num_processes", "--num-processes", "--num_machines", "--num-machines", "--config_file",
+                       "--config-file", "--accelerate_config", "--mixed_precision", "--zero_stage",
+                       "--gradient_accumulation_steps", "--offload_optimizer_device", "--offload_param_device",
+                       "--main_process_port", "--machine_rank", "--main_process_ip")
+
+
+def _trl_command(words: list[str], env: dict[str, str], cwd: str | None) -> Launch:
+    """``trl dpo --config f.yaml [--num_processes 8] ...``: accelerate launch of trl/scripts/<command>.py with the
+    launch options given; the rest are the script's (TrlParser: ``--config`` names the YAML of its arguments, the
+    other flags override it). The launch options come from the command line and, in TRL 1.x, from the YAML's keys
+    that no dataclass takes (trl/cli/commands/training.py TrainingCommand.run: config_remaining + cli_remaining go
+    to accelerate launch; trl 0.21 trl/cli.py main passed the command line's to ``trl sft`` only)."""
+    command = words[1] if len(words) > 1 else ""
+    if command not in method_reader.TRL_SCRIPTS:
+        raise LaunchError(f"launch command: trl {shown(command)} is not a TRL training command zeroadvisor reads (trl "
+                          f"{' | '.join(method_reader.TRL_SCRIPTS)})")
+    options: dict[str, str] = {}  # launch option (--num_processes) -> its value
+    script_words: list[str] = []
+    rest = words[2:]
+    index = 0
+    while index < len(rest):
+        flag, equals, value = rest[index].partition("=")
+        if flag in _TRL_LAUNCH_OPTIONS and (equals or index + 1 < len(rest)):
+            options[flag] = value if equals else rest[index + 1]
+            index += 1 if equals else 2
+        else:
+            script_words.append(rest[index])
+            index += 1
+    if "--config" in script_words[:-1]:  # the YAML's launch keys, under the command line's
+        path = script_words[script_words.index("--config") + 1]
+        data = read_mapping(os.path.join(cwd or "", path), path)
+        for flag in _TRL_LAUNCH_OPTIONS:
+            held = data.get(flag[2:])
+            if "-" not in flag[2:] and isinstance(held, (str, int)) and held is not True and held is not False:
+                options.setdefault(flag, str(held))
+    notes: list[str] = []
+    named = options.pop("--accelerate_config", None)
+    if named is not None and "--config_file" not in options:
+        if os.path.isfile(os.path.join(cwd or "", named)):
+            options["--config_file"] = named
+        else:  # trl/cli accelerate_config: a name of trl/accelerate_configs/*.yaml (zero3, ...), in the installed TRL
+            notes.append(f"trl --accelerate_config {shown(named)}: TRL's own accelerate config "
+                         f"(trl/accelerate_configs/{named[:40]}.yaml), not read here")
+    launch_words = [word for flag, value in options.items() for word in (flag, value)]
+    launch = parse_launch(["accelerate", "launch", *launch_words, f"trl/scripts/{command}.py", *script_words], cwd)
+    launch = replace(launch, launcher="accelerate launch", notes=(*notes, *launch.notes),
+                     env=tuple(env.items()))
+    training = replace(launch.training, method=method_reader.stated(
+        launch.training.method, method_reader.TRL_SCRIPTS[command], TrainerFamily.TRL, f"trl {command}"))
+    return replace(launch, training=training)
+
+
+# ms-swift's own DeepSpeed config names (swift/llm/argument/base_args: --deepspeed zero0..zero3[_offload] pick
+# swift/llm/ds_config/<name>.json, a file of the installed ms-swift)
+_SWIFT_DEEPSPEED = ("default-zero2", "default-zero3", "zero0", "zero1", "zero2", "zero3", "zero2_offload",
+                    "zero3_offload", "zero3_offload_cpu")
+# ms-swift argument names that are TrainingArguments' under another name
+_SWIFT_RENAMES = {"model": "model_name_or_path"}
+
+
+def _swift_command(words: list[str], env: dict[str, str], cwd: str | None) -> Launch:
+    """``NPROC_PER_NODE=8 [NNODES=2] swift rlhf --rlhf_type dpo --model M --deepspeed zero3 ...``: ms-swift runs
+    torchrun with NPROC_PER_NODE processes per node where it is set (swift/cli/main.py), else one process."""
+    command = words[1] if len(words) > 1 else ""
+    if command not in ("rlhf", *method_reader.SWIFT_SFT_COMMANDS):
+        raise LaunchError(f"launch command: swift {shown(command)} is not an ms-swift training command zeroadvisor "
+                          "reads (swift rlhf | sft | pt)")
+    notes: list[str] = []
+    per_node_text, nodes_text = env.get("NPROC_PER_NODE"), env.get("NNODES")
+    per_node = count(per_node_text, "NPROC_PER_NODE") if per_node_text is not None else None
+    nodes = count(nodes_text, "NNODES") if nodes_text is not None else 1
+    if per_node is None:
+        world = World(1, "swift without NPROC_PER_NODE runs one process", 1)
+    else:
+        world = World(per_node * nodes, f"NPROC_PER_NODE={per_node} x {nodes} node(s)", per_node)
+    given, origin, ignored = _script_arguments(words[2:], overrides=False, reads=_swift_reads)
+    data: JSONObject = {_SWIFT_RENAMES.get(key, key): value for key, value in given.items()}
+    labels = {_SWIFT_RENAMES.get(key, key): flag for key, flag in origin.items()}
+    dtype = data.pop("torch_dtype", None)
+    if dtype in ("bfloat16", "bf16", "float16", "fp16"):  # the Trainer's bf16/fp16 follow --torch_dtype
+        half = "bf16" if "b" in str(dtype) else "fp16"
+        data.setdefault(half, True)
+        labels.setdefault(half, f"--torch_dtype {dtype}")
+    deepspeed = data.get(DEEPSPEED_KEY)
+    if isinstance(deepspeed, str) and deepspeed in _SWIFT_DEEPSPEED:
+        del data[DEEPSPEED_KEY]
+        notes.append(f"swift --deepspeed {deepspeed}: ms-swift's own config (swift/llm/ds_config/{deepspeed}.json "
+                     "in the installed ms-swift); give its path as CONFIG to check it")
+    if ignored:
+        notes.append(f"ms-swift arguments zeroadvisor does not read were ignored: {', '.join(ignored[:8])}"
+                     + (f" and {len(ignored) - 8} more" if len(ignored) > 8 else ""))
+    data.update({key: _number(value) for key, value in given.items() if key in SEQUENCE_KEYS})
+
+    def where(key: str) -> str:
+        return labels.get(key, f"--{key}")
+
+    training = from_mapping(data, "the launch command", "ms-swift", where)
+    method = method_reader.read_swift(command, data, where)
+    training = replace(training, method=method)
+    return Launch(f"swift {command}", world.size, world.origin, f"swift {command}", training, tuple(notes),
+                  world.per_node, env=tuple(env.items()))
+
+
+def _swift_reads(key: str) -> bool:
+    return _reads(key) or key in ("model", "torch_dtype")
+
+
+# ray job submit [options] -- ENTRYPOINT (OpenRLHF's documented launch), trl CMD, swift CMD
+_NAMED_TRAINERS: dict[str, Callable[[list[str], dict[str, str], str | None], Launch]] = {
+    "ray": _ray_job, "trl": _trl_command, "swift": _swift_command}
+
+
+def _openrlhf_entry(script: str, module: str) -> str | None:
+    """OpenRLHF's entry point (``openrlhf.cli.train_dpo``) a module or script path names, None for others."""
+    name = module or script.replace(os.sep, "/").removesuffix(".py").replace("/", ".")
+    head, _, tail = name.rpartition(".")
+    if head.endswith("openrlhf.cli") and tail in method_reader.OPENRLHF_MODULES:
+        return f"openrlhf.cli.{tail}"
+    return None
+
+
+OPENRLHF_BUILDS_CONFIG = ("OpenRLHF builds its DeepSpeed config from its flags (openrlhf/utils/deepspeed/"
+                          "deepspeed_utils.py get_train_ds_config), not from a file")
+
+
+def _openrlhf_launch(launch: Launch, entry: str, words: list[str]) -> Launch:
+    """OpenRLHF's flags (0.8 openrlhf/cli/train_*.py argparse; the 0.10+ dotted spellings): the TrainingArguments
+    the Trainer would hold, the method, and for train_ppo_ray the actor's world (its Ray placement)."""
+    words = [_undotted(word) for word in words]
+    given, origin, ignored = _script_arguments(words, overrides=False)
+    data: JSONObject = dict(given)
+    labels = dict(origin)
+    for old, new in (("pretrain", "model_name_or_path"), ("max_len", "max_length")):
+        if old in data:
+            data[new], labels[new] = data[old], labels[old]
+    data.update({key: _number(value) for key, value in given.items() if key in SEQUENCE_KEYS})
+    if "max_len" in given:
+        data["max_length"] = _number(given["max_len"])
+
+    def where(key: str) -> str:
+        return labels.get(key, f"--{key}")
+
+    training = from_mapping(data, "the launch command", "openrlhf", where)
+    training = replace(training, method=method_reader.read_openrlhf(entry, data, where))
+    notes = list(launch.notes)
+    if ignored:
+        notes.append(f"OpenRLHF flags zeroadvisor does not read were ignored: {', '.join(ignored[:8])}"
+                     + (f" and {len(ignored) - 8} more" if len(ignored) > 8 else ""))
+    if data.get("adam_offload") is not None:
+        notes.append(f"{labels['adam_offload']}: get_train_ds_config puts the optimizer state on the CPU "
+                     "(offload_optimizer.device cpu): the config given is checked as it says")
+    stage = data.get("zero_stage")
+    stage_number = whole(str(stage), labels["zero_stage"]) if stage is not None else None
+    if stage_number is not None and stage_number > 3:
+        raise LaunchError(f"launch command: {labels['zero_stage']} {stage_number}: expected a ZeRO stage 0 to 3")
+    launch = replace(launch, training=training, notes=tuple(notes), builds_config=OPENRLHF_BUILDS_CONFIG,
+                     stage=stage_number, stage_from=labels.get("zero_stage", ""))
+    if entry.endswith("_ray"):
+        world = _ray_actor_world(data, labels)
+        return replace(launch, world_size=world.size, world_from=world.origin, per_node=world.per_node,
+                       world_missing="")
+    return launch
+
+
+def _undotted(word: str) -> str:
+    """``--ref.num_nodes`` (OpenRLHF 0.10+) as its 0.8 spelling ``--ref_num_nodes``."""
+    flag, equals, value = word.partition("=")
+    name = method_reader.DOTTED.get(flag[2:]) if flag.startswith("--") else None
+    return f"--{name}{equals}{value}" if name else word
+
+
+def _ray_actor_world(data: JSONObject, labels: dict[str, str]) -> World:
+    """train_ppo_ray.py: the actor (the model trained) runs on --actor_num_nodes x --actor_num_gpus_per_node GPUs
+    (argparse defaults 1 and 8); the other models' GPUs are theirs (config/method.py Placement)."""
+    nodes = count(str(data.get("actor_num_nodes", 1)), labels.get("actor_num_nodes", "--actor_num_nodes"))
+    each = count(str(data.get("actor_num_gpus_per_node", 8)),
+                 labels.get("actor_num_gpus_per_node", "--actor_num_gpus_per_node"))
+    said = "given" if "actor_num_gpus_per_node" in data else "OpenRLHF's default"
+    if nodes * each > MAX_GPUS:
+        raise LaunchError(f"launch command: {nodes} x {each} actor GPUs is more than any cluster has (at most "
+                          f"{MAX_GPUS:,})")
+    return World(nodes * each, f"the actor's {nodes} node(s) x {each} GPU(s) ({said}; train_ppo_ray places it with "
+                               "Ray)", each)
 
 
 def _launcher(words: list[str]) -> tuple[str, list[str]]:
@@ -171,12 +411,12 @@ def _launcher(words: list[str]) -> tuple[str, list[str]]:
     if program == "accelerate":
         if words[1:2] != ["launch"]:
             raise LaunchError(f"launch command: only 'accelerate launch' runs a script, got "
-                              f"{shlex.join(words[:2])!r}")
+                              f"{shown(shlex.join(words[:2]))}")
         return "accelerate", words[2:]
     if _PYTHON.match(program):
         return "python", words[1:]
-    raise LaunchError(f"launch command: {words[0]!r} is not a launcher zeroadvisor reads (deepspeed, torchrun, "
-                      "accelerate launch, python)")
+    raise LaunchError(f"launch command: {shown(words[0])} is not a launcher zeroadvisor reads (deepspeed, torchrun, "
+                      "accelerate launch, python, trl, swift, ray job submit)")
 
 
 def _split(launcher: Launcher, words: list[str]) -> tuple[dict[str, str | bool], str, list[str], str]:
@@ -538,8 +778,9 @@ WORLD = {"deepspeed": _deepspeed_world, "torchrun": _torchrun_world, "accelerate
 
 # -- the script's arguments ---------------------------------------------------------------------
 
-def script_training_args(words: list[str], cwd: str | None = None) -> TrainingArgs:
-    """The Trainer script's arguments as TrainingArgs (unknown ones ignored, named in one note)."""
+def script_training_args(words: list[str], cwd: str | None = None, *, config_flag: bool = False) -> TrainingArgs:
+    """The Trainer script's arguments as TrainingArgs (unknown ones ignored, named in one note). ``config_flag``:
+    a TRL script, whose TrlParser.parse_args_and_config reads ``--config FILE`` (YAML) under its other flags."""
     notes: list[str] = []
     base: JSONObject = {}
     source = "the launch command"
@@ -547,7 +788,12 @@ def script_training_args(words: list[str], cwd: str | None = None) -> TrainingAr
         source = words[0]
         base = read_mapping(os.path.join(cwd or "", source), source)
         words = words[1:]
-    given, origin, ignored = _script_arguments(words, overrides=bool(base))
+    elif config_flag and "--config" in words[:-1]:
+        at = words.index("--config")
+        source = words[at + 1]
+        base = read_mapping(os.path.join(cwd or "", source), source)
+        words = words[:at] + words[at + 2:]
+    given, origin, ignored = _script_arguments(words, overrides=bool(base) and not config_flag)
     if ignored:
         notes.append(f"script arguments zeroadvisor does not read were ignored: {', '.join(ignored[:8])}"
                      + (f" and {len(ignored) - 8} more" if len(ignored) > 8 else ""))
@@ -557,9 +803,12 @@ def script_training_args(words: list[str], cwd: str | None = None) -> TrainingAr
     return from_mapping(data, source, origin_of=lambda key: labels.get(key, key), notes=tuple(notes))
 
 
-def _script_arguments(words: list[str], *, overrides: bool) -> tuple[dict[str, str | bool], dict[str, str], list[str]]:
+def _script_arguments(words: list[str], *, overrides: bool, reads: Callable[[str], bool] | None = None,
+                      ) -> tuple[dict[str, str | bool], dict[str, str], list[str]]:
     """(the fields read from ``words``, the word each came from, the words not read). ``overrides``: the
-    arguments follow an arguments file, so ``key=value`` words override its keys (OmegaConf.from_cli)."""
+    arguments follow an arguments file, so ``key=value`` words override its keys (OmegaConf.from_cli);
+    ``reads``: which keys are read (default: the Trainer's and the method's, ``_reads``)."""
+    reads = reads or _reads
     given: dict[str, str | bool] = {}
     origin: dict[str, str] = {}
     ignored: list[str] = []
@@ -577,7 +826,7 @@ def _script_arguments(words: list[str], *, overrides: bool) -> tuple[dict[str, s
             flag = word.partition("=")[0]
             key = flag[2:].replace("-", "_")
             value, index = _option_value(word, words, index)
-            if _reads(key):
+            if reads(key):
                 given[key] = value
                 origin[key] = flag
             else:
@@ -593,7 +842,7 @@ def _option_value(word: str, words: list[str], index: int) -> tuple[str | bool, 
     if equals:
         return attached, index
     following = words[index] if index < len(words) else None
-    if TYPES.get(key) is bool or key in _EXTRA_BOOLS:
+    if TYPES.get(key) is bool or key in _EXTRA_BOOLS or key in method_reader.METHOD_BOOLS:
         # nargs="?", const=True: the next word is the value only when it is not an option
         if following is not None and not following.startswith("-"):
             return following, index + 1
@@ -607,7 +856,7 @@ def _option_value(word: str, words: list[str], index: int) -> tuple[str | bool, 
 
 def _reads(key: str) -> bool:
     """Whether zeroadvisor reads the script argument ``key``: a TrainingArguments field or one of its own."""
-    return key in DEFAULTS or key in _EXTRA_KEYS
+    return key in DEFAULTS or key in _EXTRA_KEYS or key in method_reader.METHOD_KEYS
 
 
 def _number(value: str | bool) -> str | bool | int:

@@ -39,6 +39,9 @@ class Placement:
     gpus_per_node: int | None = None
     offload: bool | None = None  # parameters offloaded to the host (OpenRLHF --ref_reward_offload)
     zero_stage: int | None = None  # a stage the trainer gives this model, where it is not the policy's
+    # False: the trainer loads no model of its own for this role (LLaMA-Factory reward_model_type lora: an adapter
+    # on the policy; api: a server); None: as the trainer does by default
+    loaded: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)

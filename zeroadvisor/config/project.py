@@ -11,6 +11,7 @@ count, and the walk goes on). ``.zeroadvisor.toml`` holds the same keys at its t
     format = "text"                  # any --format the command accepts
     integration = "hf-trainer"       # deepspeed | hf-trainer | accelerate | any
     deepspeed-version = "0.14"       # the DeepSpeed release(s) to read configs as (else: the pins found)
+    trainer = "dpo"                  # the training method (check/estimate --trainer): sft, dpo, grpo, ...
     exclude = ["legacy/", "third_party"]  # left out of folder walks, beside the defaults (config/excludes.py)
 
     [per-file-ignores]               # globs relative to this file's folder
@@ -80,7 +81,7 @@ def _strings(value: object) -> tuple[str, ...]:
 # flag each key stands in for (cli/options.py names the flags). The values are read as the file has them and
 # parsed where a run's inputs are resolved (zeroadvisor/inputs/project.py), as a flag's value is.
 RUN_KEYS: dict[str, str] = {"fail-on": "fail_on", "format": "format", "integration": "integration",
-                            "deepspeed-version": "deepspeed_version"}
+                            "deepspeed-version": "deepspeed_version", "trainer": "trainer"}
 CLUSTER_KEYS: dict[str, str] = {"gpus": "gpus", "gpus-per-node": "gpus_per_node", "gpu": "gpu",
                                 "gpu-memory": "gpu_memory", "cpu-memory": "cpu_memory", "nvme": "nvme",
                                 "headroom": "headroom",

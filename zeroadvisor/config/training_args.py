@@ -23,10 +23,19 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal, TypeAlias, overload
+from typing import TYPE_CHECKING, Literal, TypeAlias, overload
 
 from zeroadvisor.config.limits import MAX_DIMENSION
+from zeroadvisor.config.trainer_errors import (
+    FALSE_WORDS,
+    TRUE_WORDS,
+    TrainerInputError,
+    shown,
+)
 from zeroadvisor.jsontypes import JSONObject, JSONValue
+
+if TYPE_CHECKING:
+    from zeroadvisor.config.method_reader import MethodReading
 
 # Where a key of the arguments came from, for messages: ``per_device_train_batch_size in train.yaml``.
 Origin = Callable[[str], str]
@@ -77,9 +86,6 @@ TYPES: dict[str, type] = {name: (str if isinstance(value, str) else
                                  bool if value is None or isinstance(value, bool) else int)
                           for name, value in DEFAULTS.items()}
 
-# transformers.hf_argparser.string_to_bool: the words a bool field accepts.
-TRUE_WORDS = ("yes", "true", "t", "y", "1")
-FALSE_WORDS = ("no", "false", "f", "n", "0")
 
 # Keys that give the sequence length, by the project that reads them (the first one present wins).
 SEQUENCE_KEYS: dict[str, str] = {
@@ -111,6 +117,10 @@ RENAMES: dict[str, dict[str, str]] = {
     # the liger plugin (axolotl.integrations.liger): its fused linear cross-entropy switch
     "axolotl": {"micro_batch_size": "per_device_train_batch_size", "num_epochs": "num_train_epochs",
                 "warmup_ratio": "warmup_steps", "liger_fused_linear_cross_entropy": "use_liger_kernel"},
+    # a launch command's flags only (config/launch.py): ms-swift's are TrainingArguments' own names; OpenRLHF's
+    # --micro_train_batch_size is the per-GPU batch (openrlhf/cli/train_*.py, its strategy's micro batch)
+    "ms-swift": {},
+    "openrlhf": {"micro_train_batch_size": "per_device_train_batch_size"},
 }
 # Per project: defaults that differ from TrainingArguments' (the value the project passes when the key is absent).
 PROJECT_DEFAULTS: dict[str, dict[str, ArgValue]] = {
@@ -118,6 +128,12 @@ PROJECT_DEFAULTS: dict[str, dict[str, ArgValue]] = {
     "llama-factory": {"cutoff_len": 2048, "gradient_checkpointing": True},
     "axolotl": {"per_device_train_batch_size": 1, "sequence_len": 512, "bf16": "auto",
                 "gradient_checkpointing": False},
+    # ms-swift 3 (swift/llm/argument/base_args/..., TrainArgumentsMixin): per_device_train_batch_size 1,
+    # gradient_checkpointing True
+    "ms-swift": {"per_device_train_batch_size": 1, "gradient_checkpointing": True},
+    # OpenRLHF 0.8 openrlhf/cli/train_dpo.py/train_sft.py: --micro_train_batch_size 8 (train_ppo_ray.py: 4), and
+    # --gradient_checkpointing a store_true flag
+    "openrlhf": {"per_device_train_batch_size": 8, "gradient_checkpointing": False},
 }
 # Keys only one project writes: how a file's project is recognised.
 MARKERS: dict[str, tuple[str, ...]] = {
@@ -125,18 +141,6 @@ MARKERS: dict[str, tuple[str, ...]] = {
     "llama-factory": ("cutoff_len", "finetuning_type", "stage", "template", "disable_gradient_checkpointing",
                       "dataset_dir"),
 }
-
-
-def shown(value: object, limit: int = 40) -> str:
-    """``value`` quoted for a one-line message, a long one cut (a 5,000-digit number is not a message)."""
-    text = value if isinstance(value, str) else repr(value)
-    if len(text) <= limit:
-        return repr(value)
-    return f"{text[:limit]!r}... ({len(text):,} characters)"
-
-
-class TrainerInputError(ValueError):
-    """Training arguments or a launch command that cannot be read; ``str()`` is one line."""
 
 
 @dataclass(frozen=True)
@@ -160,6 +164,8 @@ class TrainingArgs:
     deepspeed: str | JSONObject | None = None  # the config path (str) or an inline dict, as given
     notes: tuple[str, ...] = ()
     source: str = ""  # the file or "the launch command"
+    # what the arguments say about the training method (config/method_reader.py); None: nothing
+    method: MethodReading | None = None
 
     @overload
     def get(self, name: IntField) -> int: ...
@@ -248,8 +254,12 @@ def from_mapping(data: Mapping[str, JSONValue], source: str, project: str | None
         raise TrainerInputError(f"{where(DEEPSPEED_KEY)}: expected a DeepSpeed config path or mapping, got "
                                 f"{deepspeed!r}")
     padding, padding_from = _padding(data, sequence_key, where)
+    from zeroadvisor.config.method_reader import read_mapping as read_method
+
+    method = read_method(data, project, where)
     args = TrainingArgs(values, origin, project, sequence_length, sequence_key, sequence_from if sequence_key else "",
-                        None, padding, padding_from, model, deepspeed or None, tuple(out_notes), source)
+                        None, padding, padding_from, model, deepspeed or None, tuple(out_notes), source,
+                        None if method.empty else method)
     return _with_checkpointing(args, data, where)
 
 
@@ -397,4 +407,13 @@ def merge(base: TrainingArgs, over: TrainingArgs) -> TrainingArgs:
         else base.checkpointing,
         padding=over.padding or base.padding, padding_from=over.padding_from if over.padding else base.padding_from,
         model=over.model or base.model, deepspeed=over.deepspeed or base.deepspeed,
-        notes=base.notes + over.notes)
+        notes=base.notes + over.notes, method=_merged_method(base.method, over.method))
+
+
+def _merged_method(base: MethodReading | None, over: MethodReading | None) -> MethodReading | None:
+    """The file's method reading with the launch command's over it (config/method_reader.py merged)."""
+    if base is None or over is None:
+        return over or base
+    from zeroadvisor.config.method_reader import merged
+
+    return merged(base, over)

@@ -21,7 +21,7 @@ from zeroadvisor.inputs.model import TRAINING_INPUTS
 from zeroadvisor.inputs.settings import FailOn
 from zeroadvisor.lint.context import Integration
 from zeroadvisor.report.formats import OutputFormat
-from zeroadvisor.vocab import Accounting, Checkpointing, Padding, Precision, Stage
+from zeroadvisor.vocab import Accounting, Checkpointing, Method, Padding, Precision, Stage
 
 if TYPE_CHECKING:
     from zeroadvisor.model.spec import ModelSpec
@@ -64,6 +64,8 @@ class Request:
     ignore: Strings | None = None
     diff: bool | None = None
     deepspeed_version: str | None = None
+    # the training method (--trainer): sft, dpo, grpo, ... (inputs/method.py; the files may say it too)
+    trainer: Method | str | None = None
     # the training shape (inputs/model.py SHAPE_INPUTS), then LoRA/QLoRA (PEFT_INPUTS)
     seq_len: int | None = None
     activation_checkpointing: Checkpointing | str | None = None
@@ -125,7 +127,7 @@ INPUT_NAMES: tuple[str, ...] = tuple(f.name for f in fields(Request) if f.name n
 ENUMS: dict[str, type[Enum]] = {
     "format": OutputFormat, "fail_on": FailOn, "integration": Integration, "accounting": Accounting,
     "activation_checkpointing": Checkpointing, "padding": Padding, "precision": Precision, "load_dtype": Precision,
-    "stage": Stage,
+    "stage": Stage, "trainer": Method,
 }
 
 

@@ -39,6 +39,7 @@ from zeroadvisor.vocab import ACCOUNTINGS, Accounting
 if TYPE_CHECKING:
     from zeroadvisor.advisor.check import CheckOptions
     from zeroadvisor.config.launch import Override
+    from zeroadvisor.config.method import MethodSetup
     from zeroadvisor.config.project import ProjectConfig
     from zeroadvisor.config.training_args import TrainingArgs
     from zeroadvisor.hardware.table import GpuSpec
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
     from zeroadvisor.memory.cluster import Cluster
     from zeroadvisor.model.spec import ModelSpec, TrainingShape
     from zeroadvisor.throughput import Hardware
+    from zeroadvisor.vocab import Method
 
 MODEL_COMMANDS = (Command.ESTIMATE, Command.CHECK, Command.PREFLIGHT)  # a model, a training shape and a cluster
 ADVICE_COMMANDS = (Command.CHECK, Command.PREFLIGHT)  # the advice needs the memory per GPU
@@ -157,6 +159,8 @@ def build(request: Request, *, spelling: Spelling = KEYWORDS, project: bool = Fa
         first, second = both[0]
         raise UsageError(f"give {spelling.ask(second)} or {spelling.ask(first)}, not both")
     if found is not None:
+        if values.get("trainer") is None and "trainer" in found[0].origins:  # named as the file sets it
+            values["trainer_from"] = found[0].origins["trainer"]
         _from_project(command, values, found)
     if readings is not None:
         _from_readings(values, readings)
@@ -336,6 +340,9 @@ def _missing_world(trainer: TrainerInputs | None, spelling: Spelling, project: b
 
 def _missing_config(trainer: TrainerInputs | None, spelling: Spelling) -> str:
     """What to give for a check without a config: CONFIG, or what names it in the launch command."""
+    if trainer is not None and trainer.builds_config:  # OpenRLHF: no file to read, and none is guessed
+        return (f"{trainer.builds_config}: give {spelling.ask('config')} (the config it builds, saved as JSON: "
+                "zeroadvisor checks a config as DeepSpeed reads it, not one rebuilt from the flags)")
     if trainer is not None and trainer.world_from:
         return (f"give {spelling.ask('config')}, or --deepspeed FILE in the launch command's script arguments "
                 "(accelerate launch: --config_file FILE)")
@@ -428,6 +435,9 @@ def _from_trainer(values: Values, trainer: TrainerInputs, spelling: Spelling) ->
         fill_noted("liger_kernel", on, f"Liger kernel {'on' if on else 'off'} from {where}",
                    f"the Trainer's arguments turn it {'on' if on else 'off'} ({where})")
     fill("launcher", trainer.launcher)  # the step time's CPU optimizer threads (hardware/machine.py)
+    # the stage a trainer's flags give its generated config (OpenRLHF --zero_stage): where a config says "auto"
+    fill_noted("stage", trainer.stage, f"ZeRO stage {trainer.stage} from {trainer.stage_from}",
+               f"the launch command gives stage {trainer.stage} ({trainer.stage_from})")
     return notes
 
 
@@ -497,6 +507,13 @@ def _assemble(command: Command, values: Values, spelling: Spelling, project: boo
         model, shape = model_and_shape(cast("str | os.PathLike[str] | ModelSpec | None", values.get("model")),
                                        cast("int | str | None", values.get("params")), spelling=spelling,
                                        **{key: values.get(key) for key in TRAINING_INPUTS})
+        setup, method_notes = _method(values, spelling, trainer, configs)
+        if method_notes or setup != shape.method:  # nothing said: the shape as it was (MethodSetup())
+            from zeroadvisor.inputs.method import auxiliary_specs
+
+            others, other_notes = auxiliary_specs(setup, values.get("model"))
+            shape = replace(shape, method=setup, auxiliary_specs=others)
+            notes = (*notes, *method_notes, *other_notes)
         cluster = _cluster(command, values, spelling)
         hardware = _hardware(values, cluster)
         accounting = Accounting(choice(spelling.label("accounting"),
@@ -529,6 +546,22 @@ def _assemble(command: Command, values: Values, spelling: Spelling, project: boo
                      trainer.accelerate_config if trainer is not None else None,
                      trainer.overrides if trainer is not None else (), lint_only,
                      cast("str | None", values.get("deepspeed_version")), spelling.label("deepspeed_version"))
+
+
+def _method(values: Values, spelling: Spelling, trainer: TrainerInputs | None,
+            configs: tuple[ConfigSource, ...]) -> tuple[MethodSetup, list[str]]:
+    """The training method (inputs/method.py): --trainer over the Trainer's files; the trainer's pins looked for
+    from the training arguments file (--training-args, or the one the launch command names), else the config
+    checked, else the current folder."""
+    from zeroadvisor.inputs.method import resolve
+
+    flag = cast("Method | None", values.get("trainer"))
+    reading = trainer.training.method if trainer is not None else None
+    files = (trainer.source, trainer.training.source) if trainer is not None else ()
+    start = next((name for name in files if name and os.path.isfile(name)), None) or \
+        next((source.name for source in configs if source.is_file), None)
+    label = cast(str, values.get("trainer_from") or spelling.label("trainer"))
+    return resolve(reading, flag, label, spelling.ask("trainer", "METHOD"), start)
 
 
 def _number(values: Values, name: str) -> int | None:

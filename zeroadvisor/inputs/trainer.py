@@ -34,6 +34,11 @@ class TrainerInputs:
     world_missing: str = ""  # where world is None: what would state it, for the one error that asks
     overrides: tuple[Override, ...] = ()  # accelerate launch options over the keys of its --config_file
     env: tuple[tuple[str, str], ...] = ()  # the launch command's VAR=value prefixes (config/launch.py Launch.env)
+    # a trainer that builds its DeepSpeed config from its flags (OpenRLHF), for the message asking for the config
+    builds_config: str = ""
+    stage: int | None = None  # the ZeRO stage its flags give (OpenRLHF --zero_stage), where the config says auto
+    stage_from: str = ""
+    source: str | None = None  # the training arguments file, where one was given (the trainer's pins are by it)
 
     @property
     def checkpointing(self) -> str | None:
@@ -54,9 +59,10 @@ def read_trainer(training_args: str | None, launch: str | None) -> TrainerInputs
     if launch is None:
         if training is None:  # unreachable: one of the two was given above
             raise TypeError("read_trainer: neither training arguments nor a launch command")
-        return TrainerInputs(training, training.notes)
+        return TrainerInputs(training, training.notes, source=training_args)
     command = parse_launch(launch)
     training = merge(training, command.training) if training is not None else command.training
     return TrainerInputs(training, command.notes + training.notes, command.world_size, command.world_from,
                          LAUNCHER_OF_COMMAND.get(command.launcher), command.per_node, command.accelerate_config,
-                         command.world_missing, command.overrides, command.env)
+                         command.world_missing, command.overrides, command.env, command.builds_config,
+                         command.stage, command.stage_from, training_args)

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from zeroadvisor.inputs.settings import FailOn
     from zeroadvisor.lint.context import Integration
     from zeroadvisor.report.formats import OutputFormat
+    from zeroadvisor.vocab import Method
 
 
 @dataclass(frozen=True)
@@ -214,6 +215,13 @@ def deepspeed_version(label: str, value: object) -> str:
     return value
 
 
+def trainer(label: str, value: object) -> Method:
+    """The training method (--trainer, trainer=, the project configuration's trainer): one of vocab.Method."""
+    from zeroadvisor.vocab import Method
+
+    return Method(choice(label, value, tuple(Method)))
+
+
 def _launcher(label: str, value: object) -> str:
     from zeroadvisor.hardware.machine import LAUNCHERS
 
@@ -226,7 +234,7 @@ PARSERS: dict[str, Callable[[str, object], object]] = {
     "gpus": gpus, "gpus_per_node": gpus, "gpu": gpu, "gpu_memory": gpu_memory, "cpu_memory": size, "nvme": size,
     "headroom": headroom, "fail_on": _fail_on, "integration": _integration,
     "inter_node_bandwidth": bandwidth, "nvme_bandwidth": bandwidth, "efficiency": efficiency, "cpu_cores": count,
-    "launcher": _launcher, "deepspeed_version": deepspeed_version,
+    "launcher": _launcher, "deepspeed_version": deepspeed_version, "trainer": trainer,
 }
 
 

@@ -1,0 +1,212 @@
+"""The training method delivered into TrainingShape.method (inputs/method.py, issue 35): ``--trainer`` on estimate
+and check, ``trainer=`` in the Python API and ``trainer`` in the project configuration give the same setup; the
+Trainer's files say it where no flag does; a preference file that names no trainer is guessed and said so; a run
+that says nothing has MethodSetup() itself."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+import zeroadvisor
+from cli_run import cli  # noqa: F401 - the fixture
+from zeroadvisor.config.method import MethodSetup
+from zeroadvisor.config.project import ProjectConfigError
+from zeroadvisor.inputs import run as inputs_run
+from zeroadvisor.inputs.command import Command
+from zeroadvisor.inputs.errors import UsageError
+from zeroadvisor.inputs.request import Request
+from zeroadvisor.vocab import Method, TrainerFamily
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_configs"
+RUN = {"params": "7B", "gpus": 8, "gpu_memory": "80GiB", "seq_len": 1024}
+
+
+@pytest.fixture
+def built(monkeypatch) -> list:
+    """Each RunInputs the one builder returns (the builder itself runs)."""
+    results: list = []
+    real = inputs_run.build
+
+    def recording(request: Request, **kwargs):
+        results.append(real(request, **kwargs))
+        return results[-1]
+
+    monkeypatch.setattr(inputs_run, "build", recording)
+    return results
+
+
+@pytest.fixture
+def project(tmp_path) -> Path:
+    shutil.copy(SAMPLES / "zero2_bf16.json", tmp_path / "ds.json")
+    (tmp_path / ".git").mkdir()  # the pins' search stops here
+    (tmp_path / "requirements.txt").write_text("deepspeed==0.16.4\ntrl>=0.19,<0.22  # the trainer\n")
+    return tmp_path
+
+
+def _flags(values: dict) -> list[str]:
+    return [word for name, value in values.items() for word in (f"--{name.replace('_', '-')}", str(value))]
+
+
+@pytest.mark.parametrize("command", ["estimate", "check"])
+def test_the_flag_the_keyword_and_the_project_key_give_the_same_setup(cli, project, built, command):
+    call = zeroadvisor.estimate if command == "estimate" else zeroadvisor.check
+    config = str(project / "ds.json")
+    call(config, trainer="dpo", **RUN)
+    cli(command, config, *_flags(RUN), "--trainer", "dpo", cwd=project)
+    (project / ".zeroadvisor.toml").write_text('trainer = "dpo"\n')
+    cli(command, config, *_flags(RUN), cwd=project)
+    api, flag, configured = (inputs.shape.method for inputs in built)
+    assert api.method is flag.method is configured.method is Method.DPO
+    assert api.trainer_version == flag.trainer_version == configured.trainer_version == ">=0.19,<0.22"
+    assert dict(flag.origin)["trainer_version"] == "trl>=0.19,<0.22 at requirements.txt:2"
+    assert dict(api.origin)["method"] == "trainer" and dict(flag.origin)["method"] == "--trainer"
+    assert dict(configured.origin)["method"] == f"{project / '.zeroadvisor.toml'}:1: 'trainer'"
+
+
+def test_the_flag_wins_over_the_project_key(cli, project, built):
+    (project / ".zeroadvisor.toml").write_text('trainer = "grpo"\n')
+    cli("estimate", str(project / "ds.json"), *_flags(RUN), "--trainer", "kto", cwd=project)
+    assert built[0].shape.method.method is Method.KTO
+
+
+def test_a_run_that_says_nothing_has_the_default_setup(project, built):
+    zeroadvisor.estimate(str(project / "ds.json"), **RUN)
+    assert built[0].shape.method == MethodSetup() and built[0].shape.method is not None
+
+
+def test_a_preference_file_naming_no_trainer_is_guessed_and_said(project, built):
+    (project / "grpo.yaml").write_text("num_generations: 8\nbeta: 0.04\nuse_vllm: true\n")
+    request = Request(Command.ESTIMATE, config=str(project / "ds.json"), training_args=str(project / "grpo.yaml"),
+                      **RUN)
+    inputs = inputs_run.build(request)
+    setup = inputs.shape.method
+    assert setup.method is Method.GRPO and setup.generation.num_generations == 8
+    guessed = [note for note in inputs.notes if "guessed" in note]
+    assert len(guessed) == 1 and "give trainer= to set it" in guessed[0] and "num_generations in " in guessed[0]
+    named = inputs_run.build(Request(Command.ESTIMATE, config=str(project / "ds.json"), trainer="dpo",
+                                     training_args=str(project / "grpo.yaml"), **RUN))
+    assert named.shape.method.method is Method.DPO and not any("guessed" in note for note in named.notes)
+
+
+def test_the_flag_over_a_file_that_says_the_method_is_noted(project):
+    (project / "lf.yaml").write_text("stage: dpo\nfinetuning_type: lora\ncutoff_len: 1024\n")
+    inputs = inputs_run.build(Request(Command.ESTIMATE, config=str(project / "ds.json"), trainer="kto",
+                                      training_args=str(project / "lf.yaml"), **RUN))
+    assert inputs.shape.method.method is Method.KTO
+    assert inputs.shape.method.trainer is TrainerFamily.LLAMA_FACTORY
+    assert any(note.startswith("trainer kto used; stage in ") for note in inputs.notes)
+
+
+def test_the_launch_commands_method_reaches_the_shape(project, monkeypatch):
+    monkeypatch.chdir(project)
+    (project / "dpo.yaml").write_text("beta: 0.2\nmodel_name_or_path: Qwen/Qwen2.5-0.5B\ndeepspeed: ds.json\n")
+    request = Request(Command.CHECK, params="7B", gpu_memory="80GiB", seq_len=1024,
+                      launch=f"trl dpo --config {project / 'dpo.yaml'} --num_processes 8")
+    inputs = inputs_run.build(request)
+    assert inputs.shape.method.method is Method.DPO and inputs.shape.method.beta == 0.2
+    assert inputs.cluster.gpus == 8
+    # what was read is said once, with the trainer's release and where it was pinned
+    assert "training method dpo (trl dpo); trl >=0.19,<0.22 (trl>=0.19,<0.22 at requirements.txt:2)" in inputs.notes
+
+
+def test_a_plain_sft_file_says_nothing_of_the_method(project):
+    (project / "lf.yaml").write_text("stage: sft\nfinetuning_type: full\ncutoff_len: 1024\n")
+    inputs = inputs_run.build(Request(Command.ESTIMATE, config=str(project / "ds.json"),
+                                      training_args=str(project / "lf.yaml"), **RUN))
+    assert inputs.shape.method.method is Method.SFT and inputs.shape.method.trainer is TrainerFamily.LLAMA_FACTORY
+    assert not any("training method" in note for note in inputs.notes)
+
+
+def test_openrlhf_without_a_config_is_one_error_saying_why(project, cli):
+    result = cli("check", "--params", "7B", "--gpu-memory", "80GiB", "--", "deepspeed", "--num_gpus", "8", "--module",
+                 "openrlhf.cli.train_dpo", "--pretrain", "m", "--zero_stage", "3", cwd=project)
+    assert result.returncode == 2, result.stderr
+    assert "get_train_ds_config" in result.stderr and "CONFIG" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_openrlhf_zero_stage_fills_an_auto_stage(project):
+    (project / "auto.json").write_text('{"train_micro_batch_size_per_gpu": "auto", "zero_optimization": '
+                                       '{"stage": "auto"}, "bf16": {"enabled": "auto"}}')
+    inputs = inputs_run.build(Request(Command.CHECK, config=str(project / "auto.json"), params="7B",
+                                      gpu_memory="80GiB", launch="deepspeed --num_gpus 8 --module "
+                                      "openrlhf.cli.train_dpo --pretrain m --zero_stage 3 --max_len 1024"))
+    assert inputs.shape.zero_stage == 3 and any("from --zero_stage" in note for note in inputs.notes)
+    assert inputs.shape.method.trainer is TrainerFamily.OPENRLHF
+
+
+@pytest.mark.parametrize("value", ["dpo2", 3, ""])
+def test_a_method_outside_the_set_is_one_line(value):
+    with pytest.raises(UsageError, match=r"^trainer: expected one of sft, dpo, kto, orpo, cpo, grpo, ppo, reward"):
+        zeroadvisor.estimate(trainer=value, **RUN)
+
+
+def test_the_command_line_refuses_an_unknown_method(cli, project):
+    result = cli("estimate", str(project / "ds.json"), *_flags(RUN), "--trainer", "rlhf", cwd=project)
+    assert result.returncode == 2 and "--trainer" in result.stderr
+
+
+def test_a_bad_project_key_names_the_file_and_key(cli, project):
+    (project / ".zeroadvisor.toml").write_text('trainer = "sftt"\n')
+    result = cli("estimate", str(project / "ds.json"), *_flags(RUN), cwd=project)
+    assert result.returncode == 2 and ".zeroadvisor.toml" in result.stderr and "trainer" in result.stderr
+
+
+def test_the_project_key_is_checked_as_the_flag(project, monkeypatch):
+    from zeroadvisor.inputs import project as project_inputs
+
+    (project / ".zeroadvisor.toml").write_text('trainer = 7\n')
+    monkeypatch.chdir(project)
+    project_inputs.forget()
+    with pytest.raises(ProjectConfigError, match=r"\.zeroadvisor\.toml.*trainer.*expected one of sft, dpo"):
+        project_inputs.for_run()
+
+
+def test_a_different_reference_model_is_read_as_model_reads_it(project, monkeypatch):
+    """LLaMA-Factory ref_model naming a config.json: its ModelSpec is the reference's (TrainingShape.auxiliary_specs);
+    a name nothing here resolves is costed as the policy, said in a note."""
+    from zeroadvisor.vocab import ModelRole
+
+    model = SAMPLES / "models" / "llama-2-7b" / "config.json"
+    (project / "lf.yaml").write_text(f"stage: dpo\nfinetuning_type: full\ncutoff_len: 1024\nref_model: {model}\n")
+    inputs = inputs_run.build(Request(Command.ESTIMATE, config=str(project / "ds.json"),
+                                      training_args=str(project / "lf.yaml"), **RUN))
+    ((role, spec),) = inputs.shape.auxiliary_specs
+    assert role is ModelRole.REFERENCE and spec.num_layers == 32 and spec.hidden_size == 4096
+    (project / "lf.yaml").write_text("stage: dpo\nfinetuning_type: full\ncutoff_len: 1024\nref_model: nobody/none-7b\n")
+    unknown = inputs_run.build(Request(Command.ESTIMATE, config=str(project / "ds.json"),
+                                       training_args=str(project / "lf.yaml"), **RUN))
+    assert unknown.shape.auxiliary_specs == ()
+    assert any(note.startswith("reference model 'nobody/none-7b' not read (model nobody/none-7b not found offline")
+               and note.endswith("costed as the policy's architecture") for note in unknown.notes)
+
+
+def test_the_policys_own_model_named_as_reference_is_not_read_twice(project):
+    model = str(SAMPLES / "models" / "llama-2-7b" / "config.json")
+    (project / "lf.yaml").write_text(f"stage: dpo\nfinetuning_type: full\ncutoff_len: 1024\nref_model: {model}\n")
+    inputs = inputs_run.build(Request(Command.ESTIMATE, config=str(project / "ds.json"), model=model, gpus=8,
+                                      gpu_memory="80GiB", training_args=str(project / "lf.yaml")))
+    assert inputs.shape.auxiliary_specs == () and inputs.shape.method.reference_model == model
+
+
+@pytest.mark.parametrize(("text", "words"), [("num_generations: 0\n", "num_generations in "),
+                                             ("stage: grpo\ncutoff_len: 1024\n", "stage in "),
+                                             ("rl: ppo\nbase_model: m\n", "rl in ")])
+def test_a_bad_method_value_is_exit_2_in_one_line_naming_the_file(cli, project, text, words):
+    (project / "args.yaml").write_text(text)
+    result = cli("estimate", str(project / "ds.json"), *_flags(RUN), "--training-args", "args.yaml", cwd=project)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and words + "args.yaml" in result.stderr
+
+
+def test_estimate_says_a_guessed_method_with_the_flag_that_sets_it(cli, project):
+    (project / "grpo.yaml").write_text("num_generations: 8\nbeta: 0.04\n")
+    result = cli("estimate", str(project / "ds.json"), *_flags(RUN), "--training-args", "grpo.yaml", cwd=project)
+    assert result.returncode == 0, result.stderr
+    assert "zeroadvisor: note: training method grpo guessed from num_generations in grpo.yaml" in result.stderr
+    assert "give --trainer METHOD to set it" in result.stderr
+    plain = cli("estimate", str(project / "ds.json"), *_flags(RUN), cwd=project)
+    assert "training method" not in plain.stderr

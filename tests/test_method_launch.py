@@ -1,0 +1,160 @@
+"""Launch commands that name the trainer (config/launch.py, issue 35): ``trl dpo --config f.yaml``, TRL's scripts
+under accelerate launch, ``swift rlhf``, OpenRLHF's modules under deepspeed/python, and ``ray job submit``."""
+
+from __future__ import annotations
+
+import pytest
+
+from zeroadvisor.config.launch import OPENRLHF_BUILDS_CONFIG, LaunchError, parse_launch
+from zeroadvisor.config.training_args import TrainerInputError
+from zeroadvisor.vocab import Method, ModelRole, TrainerFamily, VllmMode
+
+DPO_YAML = "model_name_or_path: Qwen/Qwen2.5-0.5B\nbeta: 0.2\nmax_length: 1024\nper_device_train_batch_size: 2\n"
+PPO_RAY = ("ray job submit --address=http://127.0.0.1:8265 --runtime-env-json='{\"working_dir\": \"/openrlhf\"}' "
+           "-- python3 -m openrlhf.cli.train_ppo_ray --ref_num_nodes 1 --ref_num_gpus_per_node 8 "
+           "--actor_num_nodes 2 --actor_num_gpus_per_node 8 --critic_num_nodes 1 --critic_num_gpus_per_node 8 "
+           "--reward_pretrain OpenRLHF/Llama-3-8b-rm --colocate_all_models --vllm_num_engines 4 "
+           "--vllm_tensor_parallel_size 2 --vllm_gpu_memory_utilization 0.5 --ref_reward_offload --zero_stage 3 "
+           "--micro_train_batch_size 8 --prompt_max_len 1024 --generate_max_len 1024 --n_samples_per_prompt 4 "
+           "--pretrain OpenRLHF/Llama-3-8b-sft --bf16 --gradient_checkpointing --init_kl_coef 0.01")
+
+
+@pytest.fixture
+def dpo_yaml(tmp_path):
+    (tmp_path / "dpo.yaml").write_text(DPO_YAML)
+    return tmp_path
+
+
+def test_trl_cli_names_the_method_and_reads_its_config(dpo_yaml):
+    launch = parse_launch("trl dpo --config dpo.yaml --num_processes 8 --beta 0.3", cwd=str(dpo_yaml))
+    setup = launch.training.method.setup
+    assert (setup.method, setup.trainer, launch.training.method.said) == (Method.DPO, TrainerFamily.TRL, "trl dpo")
+    assert setup.beta == 0.3  # the flag over the file (TrlParser: the command line over --config)
+    assert launch.world_size == 8 and launch.training.get("per_device_train_batch_size") == 2
+    assert launch.training.sequence_length == 1024 and launch.training.model == "Qwen/Qwen2.5-0.5B"
+
+
+def test_trl_cli_takes_launch_keys_from_its_yaml_under_the_command_line(dpo_yaml):
+    """TRL 1.x trl/cli/commands/training.py: the YAML's keys no dataclass takes go to accelerate launch."""
+    (dpo_yaml / "grpo.yaml").write_text("num_generations: 8\nnum_processes: 4\n")
+    assert parse_launch("trl grpo --config grpo.yaml", cwd=str(dpo_yaml)).world_size == 4
+    assert parse_launch("trl grpo --config grpo.yaml --num_processes 2", cwd=str(dpo_yaml)).world_size == 2
+
+
+def test_trl_cli_predefined_accelerate_config_is_a_note(dpo_yaml):
+    launch = parse_launch("trl grpo --config dpo.yaml --accelerate_config zero3 --num_processes 4",
+                          cwd=str(dpo_yaml))
+    assert launch.world_size == 4 and launch.accelerate_config is None
+    assert any("trl/accelerate_configs/zero3.yaml" in note for note in launch.notes)
+    assert launch.training.method.setup.method is Method.GRPO
+
+
+@pytest.mark.parametrize("command", [
+    "accelerate launch --num_processes 8 trl/scripts/dpo.py --config dpo.yaml",
+    "accelerate launch --num_processes 8 examples/scripts/dpo.py --config dpo.yaml",
+    "accelerate launch --num_processes 8 -m trl.scripts.dpo --config dpo.yaml",
+])
+def test_trl_scripts_under_accelerate_launch(dpo_yaml, command):
+    launch = parse_launch(command, cwd=str(dpo_yaml))
+    assert launch.training.method.setup.method is Method.DPO and launch.training.method.setup.beta == 0.2
+    assert launch.world_size == 8
+
+
+def test_another_script_named_dpo_is_not_trl(dpo_yaml):
+    launch = parse_launch("accelerate launch --num_processes 8 my/dpo.py dpo.yaml", cwd=str(dpo_yaml))
+    assert launch.training.method is not None and launch.training.method.said == ""  # fields only, no method
+
+
+def test_trl_unknown_command_is_one_line():
+    with pytest.raises(LaunchError, match=r"trl 'vllm-serve' is not a TRL training command"):
+        parse_launch("trl vllm-serve --model x")
+
+
+def test_swift_rlhf_reads_the_method_world_and_arguments():
+    launch = parse_launch("NPROC_PER_NODE=8 NNODES=2 swift rlhf --rlhf_type grpo --model Qwen/Qwen2.5-7B "
+                          "--train_type full --deepspeed zero3 --num_generations 8 --use_vllm true "
+                          "--vllm_mode colocate --vllm_gpu_memory_utilization 0.4 --max_completion_length 1024 "
+                          "--max_length 2048 --per_device_train_batch_size 2 --torch_dtype bfloat16 --beta 0.04")
+    assert (launch.world_size, launch.per_node) == (16, 8)
+    setup = launch.training.method.setup
+    assert (setup.method, setup.trainer) == (Method.GRPO, TrainerFamily.MS_SWIFT)
+    assert setup.generation.vllm_mode is VllmMode.COLOCATE and setup.generation.num_generations == 8
+    assert launch.training.get("bf16") is True and launch.training.model == "Qwen/Qwen2.5-7B"
+    assert launch.training.deepspeed is None  # ms-swift's own zero3.json, named in a note
+    assert any("swift/llm/ds_config/zero3.json" in note for note in launch.notes)
+
+
+@pytest.mark.parametrize(("kind", "method", "loss"), [("dpo", Method.DPO, None), ("simpo", Method.CPO, "simpo"),
+                                                      ("rm", Method.REWARD, None), ("ppo", Method.PPO, None)])
+def test_swift_rlhf_types(kind, method, loss):
+    setup = parse_launch(f"swift rlhf --rlhf_type {kind} --model m --deepspeed ds.json").training.method.setup
+    assert setup.method is method and setup.loss_type == loss
+
+
+def test_swift_lora_dpo_has_no_reference_copy_and_one_process_without_nproc():
+    launch = parse_launch("swift rlhf --rlhf_type dpo --model m --train_type lora")
+    assert launch.world_size == 1 and launch.training.method.setup.use_reference is False
+    assert parse_launch("swift sft --model m").training.method.setup.method is Method.SFT
+
+
+def test_openrlhf_dpo_under_deepspeed():
+    launch = parse_launch("deepspeed --num_gpus 8 --module openrlhf.cli.train_dpo --pretrain meta-llama/Llama-3-8B "
+                          "--ref_pretrain meta-llama/Llama-3-8B --beta 0.1 --zero_stage 3 --max_len 2048 "
+                          "--micro_train_batch_size 1 --bf16 --gradient_checkpointing --ref_offload")
+    setup = launch.training.method.setup
+    assert (setup.method, setup.trainer, setup.beta) == (Method.DPO, TrainerFamily.OPENRLHF, 0.1)
+    assert setup.placements[0].role is ModelRole.REFERENCE and setup.placements[0].offload is True
+    assert launch.world_size == 8 and launch.stage == 3 and launch.stage_from == "--zero_stage"
+    assert launch.training.sequence_length == 2048 and launch.training.get("per_device_train_batch_size") == 1
+    assert launch.training.checkpointing is True and launch.training.get("bf16") is True
+    assert launch.builds_config == OPENRLHF_BUILDS_CONFIG
+
+
+def test_ray_job_submit_reads_the_openrlhf_entrypoint():
+    launch = parse_launch(PPO_RAY)
+    assert launch.launcher.startswith("ray job submit")
+    assert (launch.world_size, launch.per_node) == (16, 8)  # the actor's 2 nodes x 8 GPUs
+    setup = launch.training.method.setup
+    assert (setup.method, setup.trainer, setup.beta, setup.colocate_all_models) == \
+        (Method.PPO, TrainerFamily.OPENRLHF, 0.01, True)
+    assert setup.generation.vllm_num_gpus == 8 and setup.generation.vllm_gpu_memory_utilization == 0.5
+    assert setup.generation.num_generations == 4 and setup.generation.max_completion_length == 1024
+    roles = {placement.role: placement for placement in setup.placements}
+    assert roles[ModelRole.REWARD].model == "OpenRLHF/Llama-3-8b-rm" and roles[ModelRole.REWARD].offload is True
+    assert roles[ModelRole.REFERENCE].gpus_per_node == 8 and roles[ModelRole.CRITIC].offload is None
+    assert launch.stage == 3 and launch.training.model == "OpenRLHF/Llama-3-8b-sft"
+
+
+def test_openrlhf_dotted_flags_and_no_kl_means_no_reference():
+    launch = parse_launch("python -m openrlhf.cli.train_ppo_ray --actor.num_gpus_per_node 4 --ds.zero_stage 2 "
+                          "--init_kl_coef 0 --pretrain m")
+    assert launch.world_size == 4 and launch.stage == 2
+    assert launch.training.method.setup.use_reference is False  # train_ppo_ray: init_kl_coef <= 0: no ref_model
+
+
+@pytest.mark.parametrize(("command", "words"), [
+    ("ray job submit --address x", "names no entrypoint"),
+    ("ray job submit --", "no entrypoint after --"),
+    ("ray start --head", "only 'ray job submit"),
+    ("ray job submit -- bash run.sh", "not a launcher"),
+    ("python -m openrlhf.cli.train_dpo --zero_stage 7 --pretrain m", "ZeRO stage 0 to 3"),
+    ("python -m openrlhf.cli.train_ppo_ray --actor_num_gpus_per_node 0", "starts no process"),
+    ("python -m openrlhf.cli.train_ppo_ray --vllm_gpu_memory_utilization lots", "expected a number"),
+    ("swift rlhf --rlhf_type gkd --model m", "ms-swift's rlhf types"),
+    ("NPROC_PER_NODE=x swift sft --model m", "NPROC_PER_NODE"),
+])
+def test_bad_trainer_launch_commands_are_one_line(command, words):
+    with pytest.raises(TrainerInputError) as caught:
+        parse_launch(command)
+    assert words in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_swift_trains_lora_by_default_and_says_so():
+    """ms-swift TunerArguments.train_type defaults to lora (3.x; tuner_type later): no reference copy for DPO
+    without --ref_model, and a note that the policy is costed as a full fine-tune unless --peft says LoRA."""
+    setup = parse_launch("swift rlhf --rlhf_type dpo --model m").training.method.setup
+    assert setup.use_reference is False and "ms-swift's default --train_type lora" in setup.notes[0]
+    full = parse_launch("swift rlhf --rlhf_type dpo --model m --tuner_type full").training.method.setup
+    assert full.use_reference is None and full.notes == ()
+    named = parse_launch("swift rlhf --rlhf_type dpo --model m --ref_model r").training.method.setup
+    assert named.use_reference is None and named.reference_model == "r"

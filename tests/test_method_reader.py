@@ -1,0 +1,191 @@
+"""The training method as the trainers' own files say it (config/method_reader.py, issue 35): TRL config files,
+LLaMA-Factory and axolotl YAML, each read through --training-args' reader (config/training_args.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from zeroadvisor.config.method_reader import MethodReading, merged, read_swift
+from zeroadvisor.config.training_args import TrainerInputError, read_training_args
+from zeroadvisor.vocab import Method, ModelRole, TrainerFamily, VllmMode
+
+
+def _read(tmp_path, text: str, name: str = "train.yaml") -> MethodReading | None:
+    path = tmp_path / name
+    path.write_text(text)
+    return read_training_args(path).method
+
+
+# -- TRL config files ----------------------------------------------------------------------------------------------
+
+
+def test_a_dpo_config_gives_its_fields_but_not_the_method(tmp_path):
+    """A DPOConfig YAML does not say which trainer reads it: its fields are read, the method left unsaid."""
+    reading = _read(tmp_path, "model_name_or_path: Qwen/Qwen2.5-0.5B\nbeta: 0.2\nloss_type: ipo\n"
+                              "precompute_ref_log_probs: true\nmax_length: 1024\n")
+    assert reading is not None and reading.said == ""
+    setup = reading.setup
+    assert (setup.beta, setup.loss_type, setup.precompute_ref_log_probs, setup.max_length) == (0.2, "ipo", True, 1024)
+    assert setup.trainer is TrainerFamily.TRL
+    assert dict(setup.origin)["beta"].startswith("beta in ") and reading.hints[0] == ("beta", Method.DPO)
+
+
+def test_a_grpo_config_gives_its_generation(tmp_path):
+    reading = _read(tmp_path, "num_generations: 16\nmax_prompt_length: 512\nmax_completion_length: 2048\n"
+                              "use_vllm: true\nvllm_mode: colocate\nvllm_gpu_memory_utilization: 0.3\nbeta: 0.0\n")
+    generation = reading.setup.generation
+    assert (generation.num_generations, generation.max_prompt_length, generation.max_completion_length) == \
+        (16, 512, 2048)
+    assert generation.use_vllm is True and generation.vllm_mode is VllmMode.COLOCATE
+    assert generation.vllm_gpu_memory_utilization == 0.3 and reading.setup.beta == 0.0
+    assert reading.hints[0] == ("num_generations", Method.GRPO)  # the generation keys point to GRPO first
+
+
+@pytest.mark.parametrize(("text", "method"), [
+    # a whole config as to_json_string writes it: DPOConfig also has max_completion_length, which is not GRPO's alone
+    ("beta: 0.1\nloss_type: [sigmoid]\nmax_completion_length: 256\nprecompute_ref_log_probs: false\n", Method.DPO),
+    ("beta: 0.1\nloss_type: kto\ndesirable_weight: 1.0\nmax_completion_length: 256\n", Method.KTO),
+    ("beta: 0.1\nloss_type: sigmoid\ncpo_alpha: 1.0\nsimpo_gamma: 0.5\n", Method.CPO),
+    ("max_length: 1024\ncenter_rewards_coefficient: 0.01\n", Method.REWARD),
+    ("beta: 0.0\nloss_type: dapo\nnum_generations: 8\nuse_vllm: false\nmax_completion_length: 256\n", Method.GRPO),
+])
+def test_the_keys_of_each_config_point_to_its_trainer(tmp_path, text, method):
+    assert _read(tmp_path, text).hints[0][1] is method
+
+
+@pytest.mark.parametrize("text", ["loss_type: nll\nmax_length: 1024\n", "loss_type: dft\n",
+                                  "max_completion_length: 256\n"])
+def test_sft_configs_keys_point_to_no_trainer(tmp_path, text):
+    """SFTConfig's loss_type (nll, dft in trl 1.x) and a lone max_completion_length say nothing of a method."""
+    assert _read(tmp_path, text) is None
+
+
+def test_dpo_loss_types_given_as_a_list_are_kept_together(tmp_path):
+    """trl 0.21 DPOConfig.loss_type is a list of losses (MPO: sigmoid, bco_pair, sft)."""
+    reading = _read(tmp_path, "beta: 0.1\nloss_type: [sigmoid, bco_pair, sft]\n")
+    assert reading.setup.loss_type == "sigmoid,bco_pair,sft"
+
+
+def test_use_peft_means_no_reference_copy(tmp_path):
+    """trl/scripts/dpo.py: ref_model is None where get_peft_config gives a PEFT config."""
+    reading = _read(tmp_path, "beta: 0.1\nuse_peft: true\n")
+    assert reading.setup.use_reference is False
+    assert "use_peft" in dict(reading.setup.origin)["use_reference"]
+
+
+def test_a_plain_training_arguments_file_says_nothing_of_a_method(tmp_path):
+    assert _read(tmp_path, "per_device_train_batch_size: 4\nmax_length: 2048\nbf16: true\n") is None
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    ("beta: fast\n", "beta in "), ("num_generations: 0\n", "at least 1"), ("num_generations: 2.5\n", "whole"),
+    ("vllm_gpu_memory_utilization: 1.5\n", "at most 1"), ("use_vllm: maybe\n", "true or false"),
+    ("vllm_mode: remote\n", "colocate or server"), ("beta: -0.1\n", "at least 0"), ("beta: 'nan'\n", "at least 0"),
+    ("loss_type: {a: 1}\n", "a name"), ("beta: '" + "9" * 5000 + "'\n", "characters"),
+])
+def test_a_bad_value_is_one_line_naming_the_key_and_file(tmp_path, text, words):
+    with pytest.raises(TrainerInputError) as caught:
+        _read(tmp_path, text)
+    message = str(caught.value)
+    assert "\n" not in message and "train.yaml" in message and words in message and len(message) < 300
+
+
+# -- LLaMA-Factory ---------------------------------------------------------------------------------------------------
+
+LF = "model_name_or_path: Qwen/Qwen2.5-7B-Instruct\nstage: {stage}\nfinetuning_type: {kind}\ncutoff_len: 2048\n"
+
+
+@pytest.mark.parametrize(("stage", "method"), [("sft", Method.SFT), ("pt", Method.SFT), ("rm", Method.REWARD),
+                                               ("ppo", Method.PPO), ("dpo", Method.DPO), ("kto", Method.KTO)])
+def test_llama_factory_stage_says_the_method(tmp_path, stage, method):
+    reading = _read(tmp_path, LF.format(stage=stage, kind="full"))
+    assert reading.setup.method is method and reading.setup.trainer is TrainerFamily.LLAMA_FACTORY
+    assert reading.said == "stage in " + str(tmp_path / "train.yaml")
+
+
+@pytest.mark.parametrize(("loss", "method"), [("orpo", Method.ORPO), ("simpo", Method.CPO)])
+def test_llama_factory_orpo_and_simpo_train_without_a_reference(tmp_path, loss, method):
+    """finetuning_args.py: use_ref_model = stage == "dpo" and pref_loss not in ["orpo", "simpo"]."""
+    reading = _read(tmp_path, LF.format(stage="dpo", kind="full") + f"pref_loss: {loss}\npref_beta: 0.2\n")
+    setup = reading.setup
+    assert setup.method is method and setup.use_reference is False and setup.loss_type == loss
+    assert setup.beta == 0.2
+
+
+def test_llama_factory_sigmoid_dpo_keeps_its_reference_and_lora_drops_it(tmp_path):
+    full = _read(tmp_path, LF.format(stage="dpo", kind="full") + "pref_loss: sigmoid\n").setup
+    assert full.method is Method.DPO and full.use_reference is None  # the trainer's default: a reference copy
+    lora = _read(tmp_path, LF.format(stage="dpo", kind="lora")).setup
+    assert lora.use_reference is False  # the adapter is disabled for the reference pass
+    named = _read(tmp_path, LF.format(stage="dpo", kind="lora") + "ref_model: Qwen/Qwen2.5-1.5B\n").setup
+    assert named.use_reference is None and named.reference_model == "Qwen/Qwen2.5-1.5B"
+
+
+@pytest.mark.parametrize(("kind", "loaded"), [("", False), ("reward_model_type: lora\n", False),
+                                             ("reward_model_type: api\n", False), ("reward_model_type: full\n", True)])
+def test_llama_factory_ppo_names_its_reward_model(tmp_path, kind, loaded):
+    """train/trainer_utils.py create_reward_model: only reward_model_type full (not the default lora) loads a model."""
+    setup = _read(tmp_path, LF.format(stage="ppo", kind="full") + "reward_model: saves/rm\n" + kind).setup
+    assert setup.placements[0].role is ModelRole.REWARD and setup.placements[0].model == "saves/rm"
+    assert setup.placements[0].loaded is loaded
+
+
+def test_llama_factory_lora_ppo_has_no_reference_copy(tmp_path):
+    assert _read(tmp_path, LF.format(stage="ppo", kind="lora")).setup.use_reference is False
+
+
+def test_llama_factory_unknown_stage_is_one_line(tmp_path):
+    with pytest.raises(TrainerInputError, match=r"train.yaml: expected one of pt, sft, rm, ppo, dpo, kto"):
+        _read(tmp_path, LF.format(stage="grpo", kind="full"))
+
+
+# -- axolotl ---------------------------------------------------------------------------------------------------------
+
+AX = "base_model: Qwen/Qwen2.5-7B\nmicro_batch_size: 2\nsequence_len: 4096\n"
+
+
+@pytest.mark.parametrize(("rl", "method", "loss"), [("dpo", Method.DPO, None), ("ipo", Method.DPO, "ipo"),
+                                                    ("kto", Method.KTO, None), ("orpo", Method.ORPO, None),
+                                                    ("simpo", Method.CPO, "simpo"), ("grpo", Method.GRPO, None)])
+def test_axolotl_rl_says_the_method(tmp_path, rl, method, loss):
+    setup = _read(tmp_path, AX + f"rl: {rl}\n").setup
+    assert setup.method is method and setup.loss_type == loss and setup.trainer is TrainerFamily.AXOLOTL
+
+
+def test_axolotl_trl_block_gives_grpo_generation_and_beta(tmp_path):
+    setup = _read(tmp_path, AX + "rl: grpo\nrl_beta: 0.5\ntrl:\n  beta: 0.04\n  num_generations: 8\n"
+                                 "  use_vllm: true\n  vllm_gpu_memory_utilization: 0.4\n").setup
+    assert setup.beta == 0.04  # trl.beta over rl_beta
+    assert setup.generation.num_generations == 8 and setup.generation.use_vllm is True
+    assert dict(setup.origin)["num_generations"].startswith("trl.num_generations in ")
+    assert _read(tmp_path, AX + "rl: dpo\nrl_beta: 0.5\n").setup.beta == 0.5
+
+
+def test_axolotl_vllm_block_gives_the_share_and_the_servers_gpus(tmp_path):
+    setup = _read(tmp_path, AX + "rl: grpo\ntrl:\n  use_vllm: true\n  vllm_mode: server\nvllm:\n"
+                                 "  gpu_memory_utilization: 0.85\n  tensor_parallel_size: 2\n"
+                                 "  data_parallel_size: 2\n").setup
+    assert setup.generation.vllm_gpu_memory_utilization == 0.85 and setup.generation.vllm_num_gpus == 4
+    colocated = _read(tmp_path, AX + "rl: grpo\ntrl:\n  vllm_mode: colocate\n  vllm_gpu_memory_utilization: 0.3\n"
+                                     "vllm:\n  gpu_memory_utilization: 0.9\n  tensor_parallel_size: 2\n").setup
+    assert colocated.generation.vllm_gpu_memory_utilization == 0.3 and colocated.generation.vllm_num_gpus is None
+
+
+@pytest.mark.parametrize(("text", "words"), [("rl: ppo\n", "axolotl's rl: types"), ("rl: dpo\ntrl: 3\n", "mapping"),
+                                             ("rl: grpo\nvllm: 1\n", "vLLM settings"),
+                                             ("rl: grpo\nvllm:\n  gpu_memory_utilization: 2\n", "at most 1"),
+                                             ("rl: dpo\ntrl:\n  num_generations: x\n", "trl.num_generations")])
+def test_axolotl_bad_values_are_one_line(tmp_path, text, words):
+    with pytest.raises(TrainerInputError, match=words):
+        _read(tmp_path, AX + text)
+
+
+# -- combining -------------------------------------------------------------------------------------------------------
+
+
+def test_the_launch_commands_fields_go_over_the_files(tmp_path):
+    base = _read(tmp_path, "beta: 0.1\nnum_generations: 4\n")
+    over = read_swift("rlhf", {"rlhf_type": "grpo", "num_generations": 8}, lambda key: f"--{key}")
+    both = merged(base, over)
+    assert both.setup.method is Method.GRPO and both.said == "--rlhf_type grpo"
+    assert both.setup.generation.num_generations == 8 and both.setup.beta == 0.1

@@ -1,0 +1,470 @@
+"""The training method (config/method.py MethodSetup) as the trainers' own files and flags say it.
+
+Each trainer spells it its own way; each spelling is read here into one :class:`MethodReading`, which the run's
+builder (inputs/method.py) completes with ``--trainer`` and the pins:
+
+* TRL config files (``trl dpo --config f.yaml``): DPOConfig, KTOConfig, ORPOConfig, CPOConfig, GRPOConfig and
+  RewardConfig fields (trl 0.21 trl/trainer/*_config.py) and ModelConfig's ``use_peft``
+  (trl/scripts/dpo.py main: no ``ref_model`` is loaded where ``get_peft_config`` gives a PEFT config). The file
+  does not say which trainer reads it: the launch command does (``trl dpo``, ``trl/scripts/grpo.py``), else
+  ``--trainer``; where neither does and its keys are a preference trainer's, the method is guessed from them
+  (``guessed_from``) and said with the flag that sets it.
+* LLaMA-Factory YAML (src/llamafactory/hparams/finetuning_args.py): ``stage`` (sft, pt, rm, ppo, dpo, kto),
+  ``pref_loss`` (orpo and simpo train without a reference model: finetuning_args.py ``use_ref_model``,
+  train/dpo/workflow.py ``create_ref_model`` only where it holds), ``pref_beta``, ``ref_model``,
+  ``finetuning_type: lora`` without ``ref_model`` (train/dpo/workflow.py: the reference pass disables the adapter,
+  no second model), ``reward_model``.
+* axolotl YAML (src/axolotl/utils/schemas/enums.py RLType, schemas/trl.py TRLConfig): ``rl`` (dpo, ipo, kto,
+  orpo, simpo, grpo), ``rl_beta``, and its ``trl:`` block (beta, num_generations, use_vllm, vllm_mode,
+  vllm_gpu_memory_utilization, max_completion_length).
+* ms-swift's and OpenRLHF's launch flags, read by config/launch.py into the same keys (:data:`SWIFT_METHODS`,
+  :data:`OPENRLHF_MODULES`).
+
+Every value read is checked here (a number where a number is due), with a one-line TrainerInputError naming the
+key and file; unknown keys are left to the readers that know them (config/training_args.py).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields, replace
+
+from zeroadvisor.config.method import Generation, MethodSetup, Placement
+from zeroadvisor.config.trainer_errors import FALSE_WORDS, TRUE_WORDS, TrainerInputError, shown
+from zeroadvisor.jsontypes import JSONValue
+from zeroadvisor.vocab import Method, ModelRole, TrainerFamily, VllmMode
+
+Origin = Callable[[str], str]
+
+# LLaMA-Factory's stage -> the method (finetuning_args.py FinetuningArguments.stage: pt, sft, rm, ppo, dpo, kto).
+LLAMA_FACTORY_STAGES: dict[str, Method] = {"pt": Method.SFT, "sft": Method.SFT, "rm": Method.REWARD,
+                                           "ppo": Method.PPO, "dpo": Method.DPO, "kto": Method.KTO}
+# LLaMA-Factory pref_loss values that train without a reference model (finetuning_args.py __post_init__:
+# ``self.use_ref_model = self.stage == "dpo" and self.pref_loss not in ["orpo", "simpo"]``), and the method each is.
+LLAMA_FACTORY_NO_REFERENCE: dict[str, Method] = {"orpo": Method.ORPO, "simpo": Method.CPO}
+# axolotl's rl: (utils/schemas/enums.py RLType) -> (the method, the TRL loss_type it sets where it is not the
+# method's own).
+AXOLOTL_RL: dict[str, tuple[Method, str | None]] = {
+    "dpo": (Method.DPO, None), "ipo": (Method.DPO, "ipo"), "kto": (Method.KTO, None), "orpo": (Method.ORPO, None),
+    "simpo": (Method.CPO, "simpo"), "grpo": (Method.GRPO, None)}
+# ms-swift's --rlhf_type (swift/llm/argument/rlhf_args.py RLHFArguments.rlhf_type) -> (the method, its loss_type).
+SWIFT_METHODS: dict[str, tuple[Method, str | None]] = {
+    "dpo": (Method.DPO, None), "kto": (Method.KTO, None), "orpo": (Method.ORPO, None), "cpo": (Method.CPO, None),
+    "simpo": (Method.CPO, "simpo"), "grpo": (Method.GRPO, None), "ppo": (Method.PPO, None),
+    "rm": (Method.REWARD, None)}
+# ms-swift commands that train one model (swift sft, swift pt): SFT.
+SWIFT_SFT_COMMANDS = ("sft", "pt")
+# TRL's scripts and CLI commands (trl/cli.py; trl/scripts/*.py; the repository's examples/scripts/*.py) -> method.
+TRL_SCRIPTS: dict[str, Method] = {"sft": Method.SFT, "dpo": Method.DPO, "kto": Method.KTO, "orpo": Method.ORPO,
+                                  "cpo": Method.CPO, "grpo": Method.GRPO, "ppo": Method.PPO,
+                                  "reward": Method.REWARD, "reward_modeling": Method.REWARD}
+# OpenRLHF's entry points (openrlhf/cli/train_*.py, 0.8) -> method.
+OPENRLHF_MODULES: dict[str, Method] = {"train_sft": Method.SFT, "train_dpo": Method.DPO, "train_kto": Method.KTO,
+                                       "train_rm": Method.REWARD, "train_ppo": Method.PPO,
+                                       "train_ppo_ray": Method.PPO}
+
+# TRL config fields (trl 0.21 trl/trainer/*_config.py) and the kind each holds; ms-swift and OpenRLHF flags are read
+# into the same names by config/launch.py.
+_FLOATS = ("beta", "vllm_gpu_memory_utilization")
+_INTS = ("max_length", "max_prompt_length", "max_completion_length", "num_generations")
+_BOOLS = ("precompute_ref_log_probs", "use_vllm", "use_peft")
+_TEXTS = ("loss_type", "vllm_mode", "ref_model")
+# Keys only a preference/RL trainer's config has, in the order they decide the guess where no file names the
+# method: (key, the loss_type values it needs or None for any value, the method). trl 0.21 and 1.x *_config.py: only
+# GRPOConfig has num_generations and the vllm_* fields; desirable_weight is KTOConfig's, cpo_alpha and simpo_gamma
+# CPOConfig's, center_rewards_coefficient RewardConfig's; beta and precompute_ref_log_probs are DPO's and its kin's.
+# max_completion_length is not one (DPO, KTO, ORPO and CPO have it too), nor loss_type "nll"/"dft" (SFTConfig's).
+HINT_RULES: tuple[tuple[str, tuple[str, ...] | None, Method], ...] = (
+    ("num_generations", None, Method.GRPO), ("use_vllm", None, Method.GRPO), ("vllm_mode", None, Method.GRPO),
+    ("vllm_gpu_memory_utilization", None, Method.GRPO),
+    ("desirable_weight", None, Method.KTO), ("undesirable_weight", None, Method.KTO),
+    ("loss_type", ("kto", "apo_zero_unpaired"), Method.KTO),
+    ("cpo_alpha", None, Method.CPO), ("simpo_gamma", None, Method.CPO), ("loss_type", ("simpo",), Method.CPO),
+    ("center_rewards_coefficient", None, Method.REWARD),
+    ("beta", None, Method.DPO), ("precompute_ref_log_probs", None, Method.DPO),
+    ("ref_model_init_kwargs", None, Method.DPO))
+SFT_LOSSES = ("nll", "dft")  # SFTConfig.loss_type (trl 1.x): not a preference loss
+
+
+# OpenRLHF's flags read by launch (0.8 openrlhf/cli/train_ppo_ray.py, train_dpo.py), with the 0.10+ dotted spellings
+# (``--ref.num_nodes``) they were renamed to.
+OPENRLHF_KEYS: tuple[str, ...] = (
+    "ref_num_nodes", "ref_num_gpus_per_node", "reward_num_nodes", "reward_num_gpus_per_node", "critic_num_nodes",
+    "critic_num_gpus_per_node", "actor_num_nodes", "actor_num_gpus_per_node", "colocate_all_models",
+    "vllm_num_engines", "vllm_tensor_parallel_size", "ref_reward_offload", "ref_offload", "reward_pretrain",
+    "critic_pretrain", "ref_pretrain", "pretrain", "init_kl_coef", "n_samples_per_prompt", "prompt_max_len",
+    "generate_max_len", "max_len", "zero_stage", "micro_train_batch_size", "adam_offload", "lora_rank", "ipo")
+OPENRLHF_BOOLS = ("colocate_all_models", "ref_reward_offload", "ref_offload", "adam_offload", "ipo")
+DOTTED: dict[str, str] = {"ref.num_nodes": "ref_num_nodes", "ref.num_gpus_per_node": "ref_num_gpus_per_node",
+                          "reward.num_nodes": "reward_num_nodes",
+                          "reward.num_gpus_per_node": "reward_num_gpus_per_node",
+                          "critic.num_nodes": "critic_num_nodes",
+                          "critic.num_gpus_per_node": "critic_num_gpus_per_node",
+                          "actor.num_nodes": "actor_num_nodes", "actor.num_gpus_per_node": "actor_num_gpus_per_node",
+                          "ds.zero_stage": "zero_stage", "ds.adam_offload": "adam_offload",
+                          "data.max_len": "max_len", "ref.offload": "ref_offload", "reward.offload": "reward_offload"}
+# The keys a launch command's script arguments give for the method (config/launch.py reads them), bool ones apart.
+METHOD_KEYS: tuple[str, ...] = (*_FLOATS, *_INTS, *_BOOLS, *_TEXTS, "rlhf_type", "train_type", "tuner_type",
+                                "init_kl_coef",
+                                *OPENRLHF_KEYS)
+METHOD_BOOLS: tuple[str, ...] = (*_BOOLS, *OPENRLHF_BOOLS)
+
+
+@dataclass(frozen=True)
+class MethodReading:
+    """What one file or command says about the method. ``setup.method`` is meaningful only where ``said`` names
+    where it was said (else SFT, unless ``guessed``); ``hints``: the keys that point to a preference method."""
+
+    setup: MethodSetup = field(default_factory=MethodSetup)
+    said: str = ""  # where the method was said ("stage in train.yaml", "trl dpo"); "" where nothing said it
+    # (key, the method it points to) of a preference/RL trainer's keys present, in HINT_RULES' order: the first
+    # decides the guess where nothing says the method
+    hints: tuple[tuple[str, Method], ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return self == MethodReading()
+
+
+def read_mapping(data: Mapping[str, JSONValue], project: str, where: Origin) -> MethodReading:
+    """The method a training-arguments file says (``project``: config/training_args.py project_of)."""
+    if project == "llama-factory":
+        return _llama_factory(data, where)
+    if project == "axolotl":
+        return _axolotl(data, where)
+    return _trl_fields(data, where, TrainerFamily.TRL if _trl_hints(data) else None)
+
+
+def _trl_hints(data: Mapping[str, JSONValue]) -> tuple[tuple[str, Method], ...]:
+    found: dict[str, Method] = {}
+    loss = data.get("loss_type")
+    losses = [str(item).lower() for item in (loss if isinstance(loss, list) else [loss] if loss is not None else [])]
+    for key, values, method in HINT_RULES:
+        if key in found or data.get(key) is None:
+            continue
+        if key == "loss_type" and (all(item in SFT_LOSSES for item in losses) or
+                                   (values is not None and not set(losses) & set(values))):
+            continue
+        found[key] = method
+    if "loss_type" not in found and losses and not all(item in SFT_LOSSES for item in losses):
+        found["loss_type"] = Method.DPO  # another preference loss (sigmoid, ipo, hinge, ...): DPOConfig's
+    return tuple(found.items())
+
+
+def _trl_fields(data: Mapping[str, JSONValue], where: Origin, trainer: TrainerFamily | None) -> MethodReading:
+    """TRL's fields (and ms-swift's, which it names the same: swift/llm/argument/rlhf_args.py), the method not said."""
+    read = _Reader(data, where)
+    share = read.number("vllm_gpu_memory_utilization")
+    if share is not None and not 0 < share <= 1:
+        raise TrainerInputError(f"{where('vllm_gpu_memory_utilization')}: expected a share above 0 and at most 1, "
+                                f"got {shown(data['vllm_gpu_memory_utilization'])}")
+    generation = Generation(num_generations=read.whole("num_generations"),
+                            max_prompt_length=read.whole("max_prompt_length"),
+                            max_completion_length=read.whole("max_completion_length"),
+                            use_vllm=read.flag("use_vllm"), vllm_mode=_vllm_mode(read.text("vllm_mode"), where),
+                            vllm_gpu_memory_utilization=share)
+    use_reference: bool | None = None
+    peft = read.flag("use_peft")
+    if peft is True:  # trl/scripts/dpo.py, kto.py: ref_model = None with a PEFT config
+        use_reference = False
+        why = f"{where('use_peft')} (the adapter is disabled for the reference pass)"
+        read.origin.append(("use_reference", why))
+    losses = data.get("loss_type")
+    loss = ",".join(_text(item, where("loss_type")) for item in losses) if isinstance(losses, list) \
+        else read.text("loss_type")  # DPOConfig.loss_type: a list of losses (trl 0.21)
+    if isinstance(losses, list):
+        read.origin.append(("loss_type", where("loss_type")))
+    setup = MethodSetup(trainer=trainer, use_reference=use_reference, reference_model=read.text("ref_model"),
+                        precompute_ref_log_probs=read.flag("precompute_ref_log_probs"), beta=read.number("beta"),
+                        loss_type=loss, max_length=read.whole("max_length"), generation=generation,
+                        origin=tuple(o for o in read.origin if o[0] != "use_peft"))
+    hints = _trl_hints(data)
+    said = {name for name, _ in setup.origin}
+    setup = replace(setup, origin=(*setup.origin, *((key, where(key)) for key, _ in hints if key not in said)))
+    # a plain TrainingArguments / SFTConfig file (max_length alone) says nothing of a method: no reading
+    return MethodReading(setup, "", hints) if trainer is not None or hints else MethodReading()
+
+
+def _llama_factory(data: Mapping[str, JSONValue], where: Origin) -> MethodReading:
+    stage_text = data.get("stage")
+    if stage_text is None:
+        return MethodReading()
+    stage = _text(stage_text, where("stage")).lower()
+    if stage not in LLAMA_FACTORY_STAGES:
+        raise TrainerInputError(f"{where('stage')}: expected one of {', '.join(LLAMA_FACTORY_STAGES)} (LLaMA-Factory's "
+                                f"stages), got {shown(stage_text)}")
+    method = LLAMA_FACTORY_STAGES[stage]
+    origin = [("method", where("stage"))]
+    loss = _text(data["pref_loss"], where("pref_loss")) if data.get("pref_loss") is not None else None
+    reference = _text(data["ref_model"], where("ref_model")) if data.get("ref_model") is not None else None
+    use_reference: bool | None = None
+    if method is Method.DPO and loss in LLAMA_FACTORY_NO_REFERENCE:
+        method, use_reference = LLAMA_FACTORY_NO_REFERENCE[loss], False
+        origin.append(("use_reference", f"{where('pref_loss')} (no reference model)"))
+    elif method in (Method.DPO, Method.KTO, Method.PPO) and reference is None \
+            and data.get("finetuning_type") == "lora":
+        # train/trainer_utils.py create_ref_model: ``if finetuning_type == "lora": ref_model = None`` without
+        # ref_model (DPO, KTO and PPO workflows call it)
+        use_reference = False
+        why = f"{where('finetuning_type')} lora without ref_model (the adapter is disabled for the reference pass)"
+        origin.append(("use_reference", why))
+    beta = _number(data["pref_beta"], where("pref_beta")) if data.get("pref_beta") is not None else None
+    placements: tuple[Placement, ...] = ()
+    reward = data.get("reward_model")
+    if method is Method.PPO and reward is not None:
+        # create_reward_model: reward_model_type "lora" (the default) loads an adapter on the policy and "api" calls
+        # a server; only "full" loads a second model
+        kind = _text(data.get("reward_model_type") or "lora", where("reward_model_type")).lower()
+        placements = (Placement(ModelRole.REWARD, _text(reward, where("reward_model")), loaded=kind == "full"),)
+        origin.append(("placements", f"{where('reward_model')} (reward_model_type {kind})"))
+    origin += [(name, where(key)) for name, key, value in (("loss_type", "pref_loss", loss),
+                                                           ("reference_model", "ref_model", reference),
+                                                           ("beta", "pref_beta", beta)) if value is not None]
+    return MethodReading(MethodSetup(method, TrainerFamily.LLAMA_FACTORY, use_reference=use_reference,
+                                     reference_model=reference, beta=beta, loss_type=loss, placements=placements,
+                                     origin=tuple(origin)), where("stage"))
+
+
+def _axolotl(data: Mapping[str, JSONValue], where: Origin) -> MethodReading:
+    rl = data.get("rl")
+    if rl is None or rl is False:
+        return MethodReading()
+    name = _text(rl, where("rl")).lower()
+    if name not in AXOLOTL_RL:
+        raise TrainerInputError(f"{where('rl')}: expected one of {', '.join(AXOLOTL_RL)} (axolotl's rl: types that "
+                                f"zeroadvisor reads), got {shown(rl)}")
+    method, loss = AXOLOTL_RL[name]
+    block = data.get("trl")
+    if block is not None and not isinstance(block, dict):
+        raise TrainerInputError(f"{where('trl')}: expected a mapping of TRL settings, got {shown(block)}")
+    trl = _trl_fields(block or {}, lambda key: where(f"trl.{key}"), TrainerFamily.AXOLOTL).setup
+    beta = trl.beta
+    origin = [("method", where("rl")), *trl.origin]
+    if beta is None and data.get("rl_beta") is not None:
+        beta = _number(data["rl_beta"], where("rl_beta"))
+        origin.append(("beta", where("rl_beta")))
+    if loss is not None:
+        origin.append(("loss_type", where("rl")))
+    generation = _axolotl_vllm(data, trl.generation, where, origin)
+    return MethodReading(replace(trl, method=method, trainer=TrainerFamily.AXOLOTL, beta=beta, generation=generation,
+                                 loss_type=loss or trl.loss_type, origin=tuple(origin)), where("rl"))
+
+
+def _axolotl_vllm(data: Mapping[str, JSONValue], generation: Generation, where: Origin,
+                  origin: list[tuple[str, str]]) -> Generation:
+    """axolotl's ``vllm:`` block (utils/schemas/vllm.py VllmConfig): its gpu_memory_utilization where ``trl:`` gives
+    none ("0.9 for vllm-serve and TRL's 0.3 in colocate mode" by default), and in server mode the GPUs ``axolotl
+    vllm-serve`` takes, tensor_parallel_size x data_parallel_size."""
+    block = data.get("vllm")
+    if block is None:
+        return generation
+    if not isinstance(block, dict):
+        raise TrainerInputError(f"{where('vllm')}: expected a mapping of vLLM settings, got {shown(block)}")
+    read = _Reader(block, lambda key: where(f"vllm.{key}"))
+    share = read.number("gpu_memory_utilization")
+    if share is not None and not 0 < share <= 1:
+        raise TrainerInputError(f"{where('vllm.gpu_memory_utilization')}: expected a share above 0 and at most 1, "
+                                f"got {shown(block['gpu_memory_utilization'])}")
+    tensor, data_parallel = read.whole("tensor_parallel_size"), read.whole("data_parallel_size")
+    server = generation.vllm_mode is VllmMode.SERVER
+    gpus = (tensor or 1) * (data_parallel or 1) if server and (tensor or data_parallel) else None
+    origin += [(f"vllm.{key}", label) for key, label in read.origin]
+    return replace(generation, vllm_gpu_memory_utilization=generation.vllm_gpu_memory_utilization or share,
+                   vllm_num_gpus=gpus)
+
+
+def read_swift(command: str, data: Mapping[str, JSONValue], where: Origin) -> MethodReading:
+    """``swift rlhf --rlhf_type T ...`` / ``swift sft ...``: the method and ms-swift's TRL-named arguments
+    (swift/llm/argument/rlhf_args.py RLHFArguments: beta, loss_type, ref_model, num_generations, use_vllm, ...)."""
+    read = _trl_fields(data, where, TrainerFamily.MS_SWIFT).setup
+    if command in SWIFT_SFT_COMMANDS:
+        return MethodReading(replace(read, method=Method.SFT, trainer=TrainerFamily.MS_SWIFT), f"swift {command}")
+    kind = data.get("rlhf_type")
+    if kind is None:  # RLHFArguments.rlhf_type's default
+        kind, said = "dpo", "ms-swift's default --rlhf_type dpo (swift rlhf)"
+    else:
+        said = f"{where('rlhf_type')} {kind}"
+    name = _text(kind, said).lower()
+    if name not in SWIFT_METHODS:
+        raise TrainerInputError(f"{said}: expected one of {', '.join(SWIFT_METHODS)} (ms-swift's rlhf types that "
+                                f"zeroadvisor reads), got {shown(kind)}")
+    method, loss = SWIFT_METHODS[name]
+    use_reference = read.use_reference
+    origin = [("method", said), *read.origin]
+    kind_key = "tuner_type" if data.get("tuner_type") is not None else "train_type"  # renamed after 3.x
+    if data.get(kind_key) is not None:
+        tuner, tuner_from = _text(data[kind_key], where(kind_key)).lower(), f"{where(kind_key)} {data[kind_key]}"
+    else:  # swift/llm/argument/tuner_args.py TunerArguments.train_type: 'lora' by default (3.x docs, 4.x too)
+        tuner, tuner_from = "lora", "ms-swift's default --train_type lora"
+    notes: tuple[str, ...] = ()
+    if tuner in ("lora", "qlora", "lora_llm"):
+        notes = (f"{tuner_from}: the policy is costed as a full fine-tune unless --peft lora is given",)
+        if read.reference_model is None and method in (Method.DPO, Method.KTO):
+            use_reference = False  # a LoRA run's reference pass disables the adapter: no second model
+            origin.append(("use_reference", f"{tuner_from} without --ref_model"))
+    return MethodReading(replace(read, method=method, use_reference=use_reference, loss_type=loss or read.loss_type,
+                                 origin=tuple(origin), notes=notes), said)
+
+
+def read_openrlhf(module: str, data: Mapping[str, JSONValue], where: Origin) -> MethodReading:
+    """OpenRLHF's entry point (``openrlhf.cli.train_ppo_ray``) and its flags (0.8 cli/train_*.py argparse)."""
+    method = OPENRLHF_MODULES[module.rsplit(".", 1)[-1]]
+    read = _Reader(data, where)
+    read.origin.append(("method", module))
+    beta = read.number("beta") if method is not Method.PPO else read.number("init_kl_coef")
+    ref_offload = read.flag("ref_reward_offload") or read.flag("ref_offload")
+    placements: list[Placement] = []
+    for role, prefix in ((ModelRole.REFERENCE, "ref"), (ModelRole.REWARD, "reward"), (ModelRole.CRITIC, "critic")):
+        if method is not Method.PPO and role is not ModelRole.REFERENCE:
+            continue
+        model = read.text(f"{prefix}_pretrain")
+        nodes, gpus = read.whole(f"{prefix}_num_nodes"), read.whole(f"{prefix}_num_gpus_per_node")
+        offload = ref_offload if role is not ModelRole.CRITIC else None
+        if any(v is not None for v in (model, nodes, gpus, offload)):
+            placements.append(Placement(role, model, nodes, gpus, offload))
+    # --vllm_num_engines 0: no vLLM (the actor generates)
+    engines, tensor = read.whole("vllm_num_engines", zero=True), read.whole("vllm_tensor_parallel_size")
+    vllm_gpus = engines * (tensor or 1) if engines is not None else None
+    colocate = read.flag("colocate_all_models")
+    generation = Generation(num_generations=read.whole("n_samples_per_prompt"),
+                            max_prompt_length=read.whole("prompt_max_len"),
+                            max_completion_length=read.whole("generate_max_len"),
+                            use_vllm=bool(vllm_gpus) if vllm_gpus is not None else None,
+                            vllm_mode=(VllmMode.COLOCATE if colocate else VllmMode.SERVER) if vllm_gpus else None,
+                            vllm_gpu_memory_utilization=read.number("vllm_gpu_memory_utilization"),
+                            vllm_num_gpus=vllm_gpus or None)
+    loss = "ipo" if read.flag("ipo") else None
+    reference = next((p.model for p in placements if p.role is ModelRole.REFERENCE), None)
+    use_reference = False if method is Method.PPO and beta is not None and beta <= 0 else None
+    if use_reference is False:  # train_ppo_ray.py: ``if args.init_kl_coef <= 0: ref_model = None``
+        read.origin.append(("use_reference", f"{where('init_kl_coef')} {beta} (no reference model)"))
+    return MethodReading(MethodSetup(method, TrainerFamily.OPENRLHF, use_reference=use_reference,
+                                     reference_model=reference, beta=beta, loss_type=loss,
+                                     max_length=read.whole("max_len"), generation=generation,
+                                     placements=tuple(placements), colocate_all_models=colocate,
+                                     origin=tuple(dict.fromkeys(read.origin))), module)
+
+
+# -- values --------------------------------------------------------------------------------------
+
+
+class _Reader:
+    """The values of ``data`` each read as its kind, once, recording where each came from (``origin``)."""
+
+    def __init__(self, data: Mapping[str, JSONValue], where: Origin) -> None:
+        self.data, self.where = data, where
+        self.origin: list[tuple[str, str]] = []
+
+    def _raw(self, key: str) -> JSONValue:
+        raw = self.data.get(key)
+        if raw is not None:
+            self.origin.append((key, self.where(key)))
+        return raw
+
+    def number(self, key: str) -> float | None:
+        raw = self._raw(key)
+        return None if raw is None else _number(raw, self.where(key))
+
+    def whole(self, key: str, *, zero: bool = False) -> int | None:
+        raw = self._raw(key)
+        return None if raw is None else _int(raw, self.where(key), zero=zero)
+
+    def flag(self, key: str) -> bool | None:
+        raw = self._raw(key)
+        return None if raw is None else _bool(raw, self.where(key))
+
+    def text(self, key: str) -> str | None:
+        raw = self._raw(key)
+        return None if raw is None or isinstance(raw, list) else _text(raw, self.where(key))
+
+
+def _vllm_mode(value: str | None, where: Origin) -> VllmMode | None:
+    if value is None:
+        return None
+    text = value.lower()
+    try:
+        return VllmMode(text)
+    except ValueError:
+        raise TrainerInputError(f"{where('vllm_mode')}: expected colocate or server, got {shown(value)}") from None
+
+
+def _text(value: JSONValue, where: str) -> str:
+    if isinstance(value, (dict, list, bool)) or value is None:
+        raise TrainerInputError(f"{where}: expected a name, got {shown(value)}")
+    text = str(value).strip()
+    if not text or not text.isprintable():
+        raise TrainerInputError(f"{where}: expected a name, got {shown(value)}")
+    return text
+
+
+def _bool(value: JSONValue, where: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in TRUE_WORDS:
+        return True
+    if text in FALSE_WORDS:
+        return False
+    raise TrainerInputError(f"{where}: expected true or false, got {shown(value)}")
+
+
+def _int(value: JSONValue, where: str, *, zero: bool = False) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, str, float)):
+        raise TrainerInputError(f"{where}: expected a whole number, got {shown(value)}")
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    text = str(value).strip()
+    if not text.isascii() or not text.isdigit() or len(text) > 18:
+        raise TrainerInputError(f"{where}: expected a whole number, got {shown(value)}")
+    number = int(text)
+    if number < (0 if zero else 1):
+        raise TrainerInputError(f"{where}: expected a whole number of at least 1, got {shown(value)}")
+    return number
+
+
+def _number(value: JSONValue, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise TrainerInputError(f"{where}: expected a number, got {shown(value)}")
+    try:
+        number = float(value.strip() if isinstance(value, str) else value)
+    except (ValueError, OverflowError):
+        raise TrainerInputError(f"{where}: expected a number, got {shown(value)}") from None
+    if not math.isfinite(number) or number < 0:
+        raise TrainerInputError(f"{where}: expected a number of at least 0, got {shown(value)}")
+    return number
+
+
+# -- combining readings ----------------------------------------------------------------------------
+
+
+def merged(base: MethodReading, over: MethodReading) -> MethodReading:
+    """``base`` (a training-arguments file) with what ``over`` (the launch command) says on top: each field over
+    gives replaces base's; the method is over's where over says it."""
+    setup = _over(base.setup, over.setup)
+    said = over.said or base.said
+    method = over.setup.method if over.said else base.setup.method
+    trainer = over.setup.trainer or base.setup.trainer
+    setup = replace(setup, method=method, trainer=trainer,
+                    origin=tuple(dict.fromkeys((*base.setup.origin, *over.setup.origin))),
+                    notes=tuple(dict.fromkeys((*base.setup.notes, *over.setup.notes))))
+    return MethodReading(setup, said, tuple(dict.fromkeys((*base.hints, *over.hints))))
+
+
+def _over(base: MethodSetup, over: MethodSetup) -> MethodSetup:
+    """Each field of ``over`` that is not its default, over ``base``'s (Generation field by field)."""
+    default, plain = MethodSetup(), Generation()
+    generation = replace(base.generation, **{name: getattr(over.generation, name)
+                                             for name in (f.name for f in fields(Generation))
+                                             if getattr(over.generation, name) != getattr(plain, name)})
+    given = {f.name: getattr(over, f.name) for f in fields(MethodSetup)
+             if f.name not in ("generation", "origin", "notes") and getattr(over, f.name) != getattr(default, f.name)}
+    return replace(base, generation=generation, **given)
+
+
+def stated(reading: MethodReading | None, method: Method, trainer: TrainerFamily, said: str) -> MethodReading:
+    """``reading`` (the arguments' fields) with the method a launch command says (``trl dpo``, a TRL script)."""
+    base = reading or MethodReading()
+    setup = replace(base.setup, method=method, trainer=trainer,
+                    origin=(*(o for o in base.setup.origin if o[0] != "method"), ("method", said)))
+    return MethodReading(setup, said, base.hints)
