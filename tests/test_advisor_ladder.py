@@ -151,3 +151,17 @@ def test_ulysses_with_the_trainers_auto_batch_keys():
     assert again.verdict == Verdict.FITS
     assert again.estimate is not None and again.estimate.configured is not None
     assert again.estimate.configured.peak_gpu == rec.peak_gpu
+
+
+def test_ulysses_at_the_degree_the_heads_and_gpus_allow():
+    """A million tokens on two nodes of 8 x 80 GB: Ulysses over all 16 GPUs (32 heads divide by 16) fits alone;
+    the degrees stopped at 8 before, and nothing was said to fit."""
+    config = {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1, "bf16": {"enabled": True},
+              "zero_optimization": {"stage": 3}}
+    report = zeroadvisor.check(config, model=LLAMA, gpus=16, gpu="A100-SXM4-80GB", cpu_memory="2TB", peft="lora",
+                               seq_len=1048576, activation_checkpointing="full")
+    _, rec = _finding(report, "ZA801")
+    assert rec.option == Option(3) and rec.change.sequence_parallel == 16 and steps(rec.change) == 1
+    advice = report.result.advice
+    assert advice is not None
+    assert [c.sequence_parallel for c in advice.search.search.sequence_parallel_changes()] == [2, 4, 8, 16]

@@ -13,6 +13,7 @@ as it will be written (advisor/written.py); which fitting one wins is advisor/ra
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from functools import partial
@@ -31,9 +32,6 @@ from zeroadvisor.vocab import Device
 # The largest micro batch largest_fitting_micro_batch tries (memory grows with it; beyond a few
 # thousand samples per GPU the answer is "all of them").
 MICRO_BATCH_SEARCH_LIMIT = 4096
-# Ulysses and AutoTP degrees the search tries, the smallest (least communication) first.
-SEQUENCE_PARALLEL_DEGREES = (2, 4, 8)
-TENSOR_PARALLEL_DEGREES = (2, 4, 8)
 
 
 def divisors(n: int) -> list[int]:
@@ -96,12 +94,12 @@ class Candidates:
 
     # -- which changes ---------------------------------------------------------------------------
     def sequence_parallel_changes(self) -> Iterator[Change]:
-        """Ulysses at each degree of SEQUENCE_PARALLEL_DEGREES at the configured option. The degree divides the
-        data-parallel ranks (the Ulysses groups are carved from them, runtime/sequence_parallel/
-        parallel_state_sp.py) and the attention and kv heads (the all-to-all scatters heads, sequence/layer.py
-        _SeqAllToAll); no pipeline, whose batch world differs; with "auto" batch keys only where the HF Trainer
-        fills them (the accumulation that keeps the global batch is then its argument, advisor/patch.py
-        BatchKeys)."""
+        """Ulysses at each degree the model's heads and the GPUs allow, the smallest (least communication) first,
+        at the configured option. The degree divides the data-parallel ranks (the Ulysses groups are carved from
+        them, runtime/sequence_parallel/parallel_state_sp.py), the attention and kv heads (the all-to-all scatters
+        heads, sequence/layer.py _SeqAllToAll) and the sequence; no pipeline, whose batch world differs; with
+        "auto" batch keys only where the HF Trainer fills them (the accumulation that keeps the global batch is
+        then its argument, advisor/patch.py BatchKeys)."""
         w = self.written
         layout = w.base_estimate.parallel
         heads = w.model.num_attention_heads
@@ -111,15 +109,14 @@ class Candidates:
         kv_heads = w.model.num_key_value_heads or heads
         if w.deepspeed.batch.auto and not w.trainer_batch:
             return
-        for sp in SEQUENCE_PARALLEL_DEGREES:
-            if layout.data % sp or heads % sp or kv_heads % sp or sequence_length % sp:
-                continue
-            yield w.change(self.configured, layout={SP_KEY: sp})
+        for sp in divisors(math.gcd(int(layout.data), heads, kv_heads))[1:]:
+            if sequence_length % sp == 0:
+                yield w.change(self.configured, layout={SP_KEY: sp})
 
     def tensor_parallel_changes(self) -> Iterator[Change]:
-        """AutoTP at each degree of TENSOR_PARALLEL_DEGREES. The degree divides the GPUs per node (the
-        all-reduces stay on NVLink), the attention and kv heads and the MLP width (auto_tp.py shards heads and
-        columns evenly); no other parallel degree is set (their groups would have to be re-formed)."""
+        """AutoTP at each degree the model and the node allow, the smallest first. The degree divides the GPUs per
+        node (the all-reduces stay on NVLink), the attention and kv heads and the MLP width (auto_tp.py shards heads
+        and columns evenly); no other parallel degree is set (their groups would have to be re-formed)."""
         w = self.written
         layout = w.base_estimate.parallel
         heads = w.model.num_attention_heads
@@ -132,9 +129,7 @@ class Candidates:
         if gpu is None or gpu.intra_node_gb_s <= gpu.host_link_gb_s:
             return  # no NVLink / Infinity Fabric known: AutoTP's per-layer all-reduces would cross PCIe
         per_node = w.cluster.gpus_per_node or w.cluster.gpus
-        for tp in TENSOR_PARALLEL_DEGREES:
-            if per_node % tp or w.cluster.gpus % tp or heads % tp or kv_heads % tp or width % tp:
-                continue
+        for tp in divisors(math.gcd(per_node, w.cluster.gpus, heads, kv_heads, width))[1:]:
             yield w.change(self.configured, layout={TP_KEY: {"autotp_size": tp}})
 
     def layouts(self) -> list[dict[str, Any]]:
