@@ -628,8 +628,9 @@ FASTER_OPTION_FITS = Rule(
     summary="The configured setup fits, but another that fits is estimated faster by more than the model's error.",
     explanation=(
         "Every fitting combination of stage, offload devices, checkpointing, micro batch (at the same global "
-        "batch) and parallel layout is ranked in the published order (the lowest stage without offload first; "
-        "docs/check.md) and timed by the step-time model (compute at the GPU's dense peak and the stated "
+        "batch) and parallel layout is ranked in the published order (one change before several, then the ladder "
+        "of stages and offloads, fastest first; a run that fits is given no offload it lacks; docs/check.md) and "
+        "timed by the step-time model (compute at the GPU's dense peak and the stated "
         "efficiency, ZeRO communication over the GPU's links, offload traffic and the CPU optimizer step). It is "
         "advice only when the best is faster than the configured run by more "
         "than the model's measured error: the median error of its estimated ratios on public same-hardware pairs "
