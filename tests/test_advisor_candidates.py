@@ -3,7 +3,7 @@ estimate of Llama-2-7B."""
 
 from __future__ import annotations
 
-from zeroadvisor.advisor.candidates import Candidates, divisors, largest_true, offloads
+from zeroadvisor.advisor.candidates import Candidates, adds_offload, divisors, largest_true, less_offload, offloads
 from zeroadvisor.advisor.change import CHECKPOINTING_LEVELS
 from zeroadvisor.advisor.estimates import Estimates
 from zeroadvisor.advisor.ranking import steps, tier
@@ -111,3 +111,17 @@ def test_nothing_fits_on_small_cards_with_little_host_memory():
     assert _candidates(cluster=Cluster(gpus=8, gpu_memory=16 * GB, cpu_memory=64 * GB)).fitting() == []
     unjudged = _candidates(cluster=Cluster(gpus=8, gpu_memory=16 * GB)).fitting()
     assert unjudged and all(offloads(change.option) and "host" in stage.uncounted for change, stage in unjudged)
+
+
+def test_less_offload_and_added_offload():
+    """The rungs offload-not-needed may name from a configured offload (each device kept or dropped, one dropped,
+    the stage no higher), and those a fitting run is never moved to (an offload it keeps on the GPU, or host RAM
+    moved to NVMe)."""
+    both = Option(3, Device.CPU, Device.CPU)
+    assert less_offload(Option(3, Device.CPU), both) and less_offload(Option(2, Device.CPU), both)
+    assert less_offload(Option(3, Device.NONE, Device.CPU), both) and less_offload(Option(0), both)
+    assert not less_offload(both, both) and not less_offload(Option(3, Device.NVME), both)
+    assert not less_offload(Option(3), Option(2, Device.CPU))  # a higher stage is not less offload
+    assert adds_offload(Option(2, Device.CPU), Option(3))
+    assert adds_offload(Option(3, Device.NVME), Option(3, Device.CPU))
+    assert not adds_offload(Option(1, Device.CPU), both) and not adds_offload(Option(0), Option(3))
