@@ -4,10 +4,10 @@ The order is published DeepSpeed practice, not the step-time model's:
 
 - one change before several (``steps``): the configured run and every single change (one rung of the ladder,
   one checkpointing level, a smaller micro batch at the same global batch, a Ulysses degree) come before any
-  combination of them, and a combination of two before one of three: "if you're running out of memory, try
-  one of these" (Hugging Face, DeepSpeed guide: gradient checkpointing, a smaller batch with gradient
-  accumulation, a higher stage or offload). A lower stage is never offered together with a smaller micro batch
-  where the lower stage alone fits;
+  combination of them, and a combination of two before one of three: the Hugging Face DeepSpeed guide's
+  out-of-memory procedure tries one remedy at a time (gradient checkpointing, a smaller batch with gradient
+  accumulation, the next stage, then offload), moving on only where the last one still runs out. A lower stage
+  is never offered together with a smaller micro batch where the lower stage alone fits;
 - among those, the stage/offload rung of ``LADDER`` (``tier``), fastest first (the table below);
 - within a rung, the activation remedies in the guide's order: no AutoTP before AutoTP (a script change with
   per-layer all-reduces, offered only where nothing else fits), no Ulysses before Ulysses (smallest degree
