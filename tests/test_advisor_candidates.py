@@ -3,9 +3,10 @@ estimate of Llama-2-7B."""
 
 from __future__ import annotations
 
-from zeroadvisor.advisor.candidates import Candidates, divisors, largest_true, offloads
+from zeroadvisor.advisor.candidates import Candidates, adds_offload, divisors, largest_true, less_offload, offloads
 from zeroadvisor.advisor.change import CHECKPOINTING_LEVELS
 from zeroadvisor.advisor.estimates import Estimates
+from zeroadvisor.advisor.ranking import steps, tier
 from zeroadvisor.advisor.written import Written
 from zeroadvisor.memory.estimate import Cluster
 from zeroadvisor.memory.options import Option
@@ -50,9 +51,11 @@ def test_every_fitting_candidate_is_on_the_frontier():
         larger = [m for m in divisors(w.micro_batch) if m > change.micro_batch and w.batch.patch(m) is not None]
         if larger:
             assert not w.fits(w.change(change.option, change.shape, larger[0], change.config_patch))
-    # no layout is searched where a run without offload fits without one
-    assert any(not offloads(change.option) for change, _ in fitting)
-    assert all(change.config_patch is None for change, _ in fitting)
+    # no single change at the configured rung (ZeRO-1) or a faster one fits without a layout (ZeRO-1 at 8 samples
+    # of 2048 tokens without checkpointing needs more than 40 GB at every micro batch), so layouts are searched
+    plain = [change for change, _ in fitting if change.config_patch is None]
+    assert plain and not any(steps(change) <= 1 and tier(change.option) <= tier(w.configured) for change in plain)
+    assert any(change.sequence_parallel for change, _ in fitting)
 
 
 def test_nvme_is_a_candidate_only_where_a_drive_is_given_or_provisioned():
@@ -94,7 +97,7 @@ def test_rule_questions():
     lower = c.lowest_fitting_lower_stage()
     # ZeRO-0 keeps the whole optimizer state on each GPU (165 GB); ZeRO-1 partitions it (57 GB of 80)
     assert lower is not None and lower.option == Option(1) and lower.comfortable
-    assert c.without_offload() is not None  # ZeRO-3 is configured without offload: it fits as it is
+    assert c.without_offload() is None  # ZeRO-3 is configured without offload: there is none to drop
     outcomes = c.checkpointing_outcomes()
     assert [change.shape.activation_checkpointing for change, _ in outcomes] == list(CHECKPOINTING_LEVELS[1:])
     peaks = [stage.peak_gpu for _, stage in outcomes]
@@ -108,3 +111,17 @@ def test_nothing_fits_on_small_cards_with_little_host_memory():
     assert _candidates(cluster=Cluster(gpus=8, gpu_memory=16 * GB, cpu_memory=64 * GB)).fitting() == []
     unjudged = _candidates(cluster=Cluster(gpus=8, gpu_memory=16 * GB)).fitting()
     assert unjudged and all(offloads(change.option) and "host" in stage.uncounted for change, stage in unjudged)
+
+
+def test_less_offload_and_added_offload():
+    """The rungs offload-not-needed may name from a configured offload (each device kept or dropped, one dropped,
+    the stage no higher), and those a fitting run is never moved to (an offload it keeps on the GPU, or host RAM
+    moved to NVMe)."""
+    both = Option(3, Device.CPU, Device.CPU)
+    assert less_offload(Option(3, Device.CPU), both) and less_offload(Option(2, Device.CPU), both)
+    assert less_offload(Option(3, Device.NONE, Device.CPU), both) and less_offload(Option(0), both)
+    assert not less_offload(both, both) and not less_offload(Option(3, Device.NVME), both)
+    assert not less_offload(Option(3), Option(2, Device.CPU))  # a higher stage is not less offload
+    assert adds_offload(Option(2, Device.CPU), Option(3))
+    assert adds_offload(Option(3, Device.NVME), Option(3, Device.CPU))
+    assert not adds_offload(Option(1, Device.CPU), both) and not adds_offload(Option(0), Option(3))

@@ -1,6 +1,7 @@
 """Closure of the advice (issue 10 item 3): over a grid of models, clusters and configs, once the fix's patch is
 written and its actions are done (a cluster action is done by checking on the cluster it names), ``check``
-reports neither does-not-fit nor host-memory-insufficient, and a second ``--fix`` changes nothing.
+reports neither does-not-fit nor host-memory-insufficient, and a second ``--fix`` changes nothing, or (one change
+before several, issue 36) only moves to a faster rung that fits, after which a third changes nothing.
 
 Model shapes are the published Hugging Face config.json values (facebook/opt-1.3b, meta-llama/Llama-2-7b-hf
 from sample_configs/models, Llama-2-70b-hf); GPU capacities come from the GPU table.
@@ -29,6 +30,7 @@ MODELS = {"opt-1.3b": OPT_1_3B, "llama-2-7b": LLAMA2_7B, "llama-2-70b": LLAMA2_7
 GPUS = ("A10G", "A100-SXM4-40GB", "H100-SXM5-80GB")
 GB = 10**9
 BLOCKING = {"ZA801", "ZA805"}
+IMPROVEMENTS = {"ZA802", "ZA804"}  # a faster rung that fits: lower-stage-fits, offload-not-needed
 
 
 def _check(config: dict, options: CheckOptions):
@@ -86,4 +88,12 @@ def test_fix_and_actions_make_it_fit_and_a_second_fix_changes_nothing(model, gpu
     second = _check(fixed, options)
     assert not [f.code for f in second.findings if f.code in BLOCKING], [f.message for f in second.findings]
     again = mp.apply(fixed, combined_patch(second.findings))
-    assert again == fixed, json.dumps(combined_patch(second.findings))
+    if again != fixed:
+        # one change before several (issue 36 item 2): the first fix is the single change that makes the run fit;
+        # once it fits, a faster rung of the ladder that also fits is the next check's advice (lower-stage-fits,
+        # offload-not-needed), never a blocking one, and the advice converges: a third --fix changes nothing
+        improving = {f.code for f in second.findings if f.fix}
+        assert improving <= IMPROVEMENTS, (improving, json.dumps(combined_patch(second.findings)))
+        third = _check(again, options)
+        assert not [f.code for f in third.findings if f.code in BLOCKING], [f.message for f in third.findings]
+        assert mp.apply(again, combined_patch(third.findings)) == again, json.dumps(combined_patch(third.findings))

@@ -320,7 +320,8 @@ class Advice:
 
     @cached_property
     def lower_stage(self) -> StageEstimate | None:
-        """The lowest stage below the configured one that fits without offload, as configured otherwise."""
+        """The fastest rung at a lower stage than the configured one that fits as configured otherwise, adding no
+        offload (ZeRO-0, 1 or 2; from a run that offloads its optimizer, ZeRO-1 or 2 keeping it)."""
         return self.search.lowest_fitting_lower_stage()
 
     @cached_property
@@ -333,7 +334,8 @@ class Advice:
 
     @cached_property
     def without_offload(self) -> StageEstimate | None:
-        """The configured stage without offload, as configured otherwise, if it fits."""
+        """The fastest rung with less offload than the configured one that fits as configured otherwise (the same
+        stage or a lower one; from ZeRO-3 with both offloads, the optimizer's alone too); None without offload."""
         return self.search.without_offload()
 
     @cached_property

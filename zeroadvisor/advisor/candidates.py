@@ -4,7 +4,8 @@ The candidates are every combination of ZeRO stage x optimizer offload device x 
 (what DeepSpeed runs for the config, memory/options.py) x activation checkpointing level (the configured one
 or stronger) x micro batch at the same global batch (the largest that fits: memory grows with it) x parallel
 layout (none; Ulysses sequence parallel and AutoTP tensor parallel at each degree the model and cluster allow,
-searched when no layout-free run without offload fits: a layout change only adds communication). NVMe offload
+searched wherever the ranking could recommend one: where neither the configured run nor a single change at its
+rung or a faster one fits without it). NVMe offload
 is a candidate only where the NVMe space is given (no drive is assumed), AutoTP only on cards whose GPU-to-GPU
 links are faster than their host link (NVLink / Infinity Fabric: its per-layer all-reduces). Each is estimated
 as it will be written (advisor/written.py); which fitting one wins is advisor/ranking.py's.
@@ -12,6 +13,7 @@ as it will be written (advisor/written.py); which fitting one wins is advisor/ra
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from functools import partial
@@ -19,6 +21,7 @@ from typing import Any
 
 from zeroadvisor.advisor.change import CHECKPOINTING_LEVELS, SP_KEY, TP_KEY, Change
 from zeroadvisor.advisor.patch import Outcome
+from zeroadvisor.advisor.ranking import faster_rungs, steps, tier
 from zeroadvisor.advisor.written import Written
 from zeroadvisor.deepspeed.effective import AUTO
 from zeroadvisor.memory.estimate import StageEstimate
@@ -29,9 +32,6 @@ from zeroadvisor.vocab import Device
 # The largest micro batch largest_fitting_micro_batch tries (memory grows with it; beyond a few
 # thousand samples per GPU the answer is "all of them").
 MICRO_BATCH_SEARCH_LIMIT = 4096
-# Ulysses and AutoTP degrees the search tries, the smallest (least communication) first.
-SEQUENCE_PARALLEL_DEGREES = (2, 4, 8)
-TENSOR_PARALLEL_DEGREES = (2, 4, 8)
 
 
 def divisors(n: int) -> list[int]:
@@ -49,6 +49,21 @@ def divisors(n: int) -> list[int]:
 
 def offloads(option: Option) -> bool:
     return option.offload_optimizer != Device.NONE or option.offload_param != Device.NONE
+
+
+def less_offload(option: Option, than: Option) -> bool:
+    """Whether ``option`` offloads less than ``than``: at its stage or a lower one, each offload device kept or
+    dropped, one dropped at least."""
+    kept = [(getattr(option, which), getattr(than, which)) for which in ("offload_optimizer", "offload_param")]
+    return (option.stage <= than.stage and all(mine in (Device.NONE, theirs) for mine, theirs in kept)
+            and any(mine != theirs for mine, theirs in kept))
+
+
+def adds_offload(option: Option, than: Option) -> bool:
+    """Whether ``option`` offloads something ``than`` keeps on the GPU, or moves it further (host RAM to NVMe)."""
+    depth = (Device.NONE, Device.CPU, Device.NVME)
+    return any(depth.index(getattr(option, which)) > depth.index(getattr(than, which))
+               for which in ("offload_optimizer", "offload_param"))
 
 
 def largest_true(values: list[int], test: Callable[[int], bool]) -> int | None:
@@ -79,11 +94,12 @@ class Candidates:
 
     # -- which changes ---------------------------------------------------------------------------
     def sequence_parallel_changes(self) -> Iterator[Change]:
-        """Ulysses at each degree of SEQUENCE_PARALLEL_DEGREES at the configured option. The degree divides the
-        data-parallel ranks (the Ulysses groups are carved from them, runtime/sequence_parallel/
-        parallel_state_sp.py) and the attention and kv heads (the all-to-all scatters heads, sequence/layer.py
-        _SeqAllToAll); no pipeline, whose batch world differs; not with "auto" batch keys (the integration fills
-        them from its own world size)."""
+        """Ulysses at each degree the model's heads and the GPUs allow, the smallest (least communication) first,
+        at the configured option. The degree divides the data-parallel ranks (the Ulysses groups are carved from
+        them, runtime/sequence_parallel/parallel_state_sp.py), the attention and kv heads (the all-to-all scatters
+        heads, sequence/layer.py _SeqAllToAll) and the sequence; no pipeline, whose batch world differs; with
+        "auto" batch keys only where the HF Trainer fills them (the accumulation that keeps the global batch is
+        then its argument, advisor/patch.py BatchKeys)."""
         w = self.written
         layout = w.base_estimate.parallel
         heads = w.model.num_attention_heads
@@ -91,17 +107,16 @@ class Candidates:
         if layout.sequence > 1 or layout.pipeline > 1 or not heads or not sequence_length:
             return
         kv_heads = w.model.num_key_value_heads or heads
-        if w.deepspeed.batch.auto:
+        if w.deepspeed.batch.auto and not w.trainer_batch:
             return
-        for sp in SEQUENCE_PARALLEL_DEGREES:
-            if layout.data % sp or heads % sp or kv_heads % sp or sequence_length % sp:
-                continue
-            yield w.change(self.configured, layout={SP_KEY: sp})
+        for sp in divisors(math.gcd(int(layout.data), heads, kv_heads))[1:]:
+            if sequence_length % sp == 0:
+                yield w.change(self.configured, layout={SP_KEY: sp})
 
     def tensor_parallel_changes(self) -> Iterator[Change]:
-        """AutoTP at each degree of TENSOR_PARALLEL_DEGREES. The degree divides the GPUs per node (the
-        all-reduces stay on NVLink), the attention and kv heads and the MLP width (auto_tp.py shards heads and
-        columns evenly); no other parallel degree is set (their groups would have to be re-formed)."""
+        """AutoTP at each degree the model and the node allow, the smallest first. The degree divides the GPUs per
+        node (the all-reduces stay on NVLink), the attention and kv heads and the MLP width (auto_tp.py shards heads
+        and columns evenly); no other parallel degree is set (their groups would have to be re-formed)."""
         w = self.written
         layout = w.base_estimate.parallel
         heads = w.model.num_attention_heads
@@ -114,9 +129,7 @@ class Candidates:
         if gpu is None or gpu.intra_node_gb_s <= gpu.host_link_gb_s:
             return  # no NVLink / Infinity Fabric known: AutoTP's per-layer all-reduces would cross PCIe
         per_node = w.cluster.gpus_per_node or w.cluster.gpus
-        for tp in TENSOR_PARALLEL_DEGREES:
-            if per_node % tp or w.cluster.gpus % tp or heads % tp or kv_heads % tp or width % tp:
-                continue
+        for tp in divisors(math.gcd(per_node, w.cluster.gpus, heads, kv_heads, width))[1:]:
             yield w.change(self.configured, layout={TP_KEY: {"autotp_size": tp}})
 
     def layouts(self) -> list[dict[str, Any]]:
@@ -151,18 +164,28 @@ class Candidates:
     # -- which fit -------------------------------------------------------------------------------
     def fitting(self) -> list[tuple[Change, StageEstimate]]:
         """Every fitting combination on the frontier: per layout, checkpointing level and option, the largest
-        micro batch that fits. Layout changes are searched only when no layout-free run without offload fits."""
+        micro batch that fits. Layout changes (Ulysses, AutoTP) are searched wherever one could be recommended
+        (ranking.policy_key): unless the configured run, or a single change at its rung or a faster one, fits
+        without a layout. A layout is a change of its own, so it could then only lose: alone it keeps the
+        configured rung and loses to a layout-free change there; with anything else it is a combination, and
+        combinations come after single changes."""
         if self._fitting is None:
             found = [c for c in self._frontier(None) if self.may_recommend(c[0].option)]
-            plain = any(not offloads(c.option) for c, _ in found)
-            done: set[str] = set()  # a larger degree of a layout that fits without offload only costs more
-            for layout in self.layouts() if not plain else ():
+            if any(steps(c) == 0 for c, _ in found):
+                # the configured run fits: no offload it does not have (ranking.py LADDER, the second rule)
+                found = [c for c in found if not adds_offload(c[0].option, self.configured)]
+            rung = tier(self.configured)
+            settled = any(steps(c) <= 1 and tier(c.option) <= rung for c, _ in found)
+            # a larger degree of a layout that fits alone (the configured run with that layout) could only lose:
+            # the same rung, a larger degree
+            done: set[str] = set()
+            for layout in self.layouts() if not settled else ():
                 kind = next(iter(layout))
                 if kind in done:
                     continue
                 more = [c for c in self._frontier(layout) if self.may_recommend(c[0].option)]
                 found += more
-                if any(not offloads(c.option) for c, _ in more):
+                if any(steps(c) == 1 for c, _ in more):
                     done.add(kind)
             self._fitting = found
         return self._fitting
@@ -212,18 +235,28 @@ class Candidates:
         return out
 
     # -- what the rules ask ------------------------------------------------------------------------
-    def lowest_fitting_lower_stage(self) -> StageEstimate | None:
-        """The lowest stage below the configured one that fits without offload, as configured otherwise."""
-        for stage in range(self.configured.stage):
-            found = self.written.evaluate(self.written.change(Option(stage)))
+    def fastest_fitting_rung(self, among: Callable[[Option], bool]) -> StageEstimate | None:
+        """The fastest rung of the ladder above the configured one (ranking.LADDER) that ``among`` admits, adds
+        no offload and fits with the headroom, as configured otherwise: one change, the rung alone."""
+        for option in faster_rungs(self.configured):
+            if not among(option) or not self.may_recommend(option) or adds_offload(option, self.configured):
+                continue
+            found = self.written.evaluate(self.written.change(option))
             if found is not None and found.comfortable:
                 return found
         return None
 
+    def lowest_fitting_lower_stage(self) -> StageEstimate | None:
+        """The fastest rung at a lower stage than the configured one that fits, as configured otherwise: ZeRO-0,
+        1 or 2, then ZeRO-1 or 2 keeping the optimizer offloaded (from ZeRO-3 with offload, the lower stage that
+        keeps the optimizer's offload where none without it fits)."""
+        return self.fastest_fitting_rung(lambda option: option.stage < self.configured.stage)
+
     def without_offload(self) -> StageEstimate | None:
-        """The configured stage without offload, as configured otherwise, if it fits."""
-        found = self.written.evaluate(self.written.change(Option(self.configured.stage)))
-        return found if found is not None and found.comfortable else None
+        """The fastest rung with less offload than the configured one (each offload device kept or dropped, one
+        dropped at least; the stage the configured one or lower) that fits, as configured otherwise: from ZeRO-3
+        with both offloads, ZeRO-3 keeping the optimizer's offload alone, or ZeRO-2 keeping it, or no offload."""
+        return self.fastest_fitting_rung(lambda option: less_offload(option, self.configured))
 
     def largest_fitting_micro_batch(self, limit: int = MICRO_BATCH_SEARCH_LIMIT) -> int | None:
         """The largest micro batch up to ``limit`` at the configured option that fits (memory grows with it)."""

@@ -154,10 +154,10 @@ class BatchKeys:
             return {}
         batch = self.deepspeed.batch
         tbs, mbs, gas = batch.counts
-        if (sp and batch.auto) or (self.trainer and not self._trainer_divides(micro_batch)):
+        if (sp and batch.auto and not self.trainer) or (self.trainer and not self._trainer_divides(micro_batch)):
             return None
-        if self.trainer:  # the Trainer's arguments change (an action), not the config's "auto" keys
-            return {}
+        if self.trainer:  # the Trainer's arguments change (an action, sp times the accumulation under Ulysses),
+            return {}     # not the config's "auto" keys
         if tbs is not None:  # the layout's sequence_parallel_size, else the base's
             return self._train_batch_patch(tbs, micro_batch, sp)
         if mbs is None or current % micro_batch or (GAS in batch.present and gas is None):

@@ -2,16 +2,17 @@
 
 The order is published DeepSpeed practice, not the step-time model's:
 
-- the stage/offload tier (``tier``), fastest first: ZeRO-0 > 1 > 2 > 1-2 with the optimizer offloaded >
-  3 > 3 with the optimizer offloaded > 3 with parameters offloaded > NVMe (Hugging Face, "How to choose which
-  ZeRO stage and offloads to use for best performance": "Stage 0 (DDP) > Stage 1 > Stage 2 > Stage 2 + offload
-  > Stage 3 > Stage 3 + offloads"; ZeRO paper §7: stages 0-2 move 2Ψ per step, stage 3 3Ψ; ZeRO-Offload and
-  ZeRO-Infinity: offload trades PCIe and CPU time for capacity, NVMe more than host RAM). "Test the lowest
-  stage that lets the workload fit";
-- within a tier, the activation remedies in the guide's order: no AutoTP before AutoTP (a script change with
+- one change before several (``steps``): the configured run and every single change (one rung of the ladder,
+  one checkpointing level, a smaller micro batch at the same global batch, a Ulysses degree) come before any
+  combination of them, and a combination of two before one of three: the Hugging Face DeepSpeed guide's
+  out-of-memory procedure tries one remedy at a time (gradient checkpointing, a smaller batch with gradient
+  accumulation, the next stage, then offload), moving on only where the last one still runs out. A lower stage
+  is never offered together with a smaller micro batch where the lower stage alone fits;
+- among those, the stage/offload rung of ``LADDER`` (``tier``), fastest first (the table below);
+- within a rung, the activation remedies in the guide's order: no AutoTP before AutoTP (a script change with
   per-layer all-reduces, offered only where nothing else fits), no Ulysses before Ulysses (smallest degree
   first), weaker checkpointing before stronger, the largest micro batch that fits (the same global batch:
-  accumulation rises as it falls), then fewer changes.
+  accumulation rises as it falls).
 
 The step-time model (zeroadvisor/throughput) overrules that order only outside its own measured error: the
 recommendation is the first in the published order whose estimated step time is within ``validation.TIE_BAND``
@@ -36,12 +37,49 @@ from zeroadvisor.vocab import Device
 if TYPE_CHECKING:
     from zeroadvisor.throughput import StepTime
 
-# ZeRO-3's tiers by (optimizer device, parameter device) without NVMe: the guide's "Stage 3 > Stage 3 +
-# optimizer offload > Stage 3 + parameter offload" (parameters cross PCIe in every forward and backward).
-_STAGE3_TIERS = {(Device.NONE, Device.NONE): 4, (Device.CPU, Device.NONE): 5,
-                 (Device.NONE, Device.CPU): 6, (Device.CPU, Device.CPU): 6}
-_OPTIMIZER_OFFLOAD_TIER = 3  # ZeRO-1/2 with the optimizer on the CPU (ZeRO-Offload)
-_NVME_TIERS = {"offload_optimizer": 7, "offload_param": 8}  # ZeRO-Infinity: past host RAM, slowest last
+
+@dataclass(frozen=True, slots=True)
+class Rung:
+    """One rung of the stage/offload ladder: its place (0 fastest; rungs the guidance does not tell apart share
+    one) and the ZeRO stage with its optimizer and parameter offload devices."""
+
+    place: int
+    stage: int
+    optimizer: Device = Device.NONE
+    param: Device = Device.NONE
+
+    @property
+    def option(self) -> Option:
+        return Option(self.stage, self.optimizer, self.param)
+
+
+_N, _C, _V = Device.NONE, Device.CPU, Device.NVME
+# The ladder, fastest first: one table, every stage/offload DeepSpeed runs (memory/options.py enumerate_options)
+# in its place. Two published orders are reconciled here (docs/check.md, how the fix is chosen):
+# - Hugging Face, "How to choose which ZeRO stage and offloads to use for best performance": "Stage 0 (DDP) >
+#   Stage 1 > Stage 2 > Stage 2 + offload > Stage 3 > Stage 3 + offloads" (speed, left faster; GPU memory the
+#   other way round), and its OOM procedure in the same order (ZeRO-2, + offload_optimizer, ZeRO-3, + offload);
+#   ZeRO paper §7: stages 0-2 move 2Ψ per step, stage 3 3Ψ. The places follow it;
+# - issue 36's walk from ZeRO-3 with both offloads, "3 + both offloads -> 3 + optimizer offload -> 2 + optimizer
+#   offload -> 1 + optimizer offload -> 3 -> 2 -> 1 -> 0", "ordered as the guidance orders them": the rungs one
+#   moves to from a run that has both offloads, each keeping at most the offload configured. That is the
+#   second rule, applied by the search and the rules (candidates.py adds_offload): a run that fits is never
+#   given an offload it does not have (offload buys capacity with speed, offload-not-needed's reason), so from
+#   a fitting ZeRO-3 without offload no "Stage 2 + offload" is offered; from ZeRO-3 with offload the walk's
+#   rungs are all there. Where the walk read as a speed order and the guide differ (ZeRO-3 against ZeRO-1/2
+#   keeping the optimizer offloaded, both fitting), the guide's order is kept, as the walk defers to it.
+# Rungs the guide does not name: ZeRO-1 with the optimizer offloaded shares "Stage 2 + offload"'s place (the same
+# volume; fewer keys changed decide, policy_key); at ZeRO-3 the optimizer's offload before the parameters' (they
+# cross PCIe in every forward and backward, DS#6834) before both; NVMe after host RAM (ZeRO-Infinity: past host
+# RAM), the optimizer's before the parameters'.
+LADDER: tuple[Rung, ...] = (
+    Rung(0, 0), Rung(1, 1), Rung(2, 2),
+    Rung(3, 1, _C), Rung(3, 2, _C),
+    Rung(4, 3), Rung(5, 3, _C), Rung(6, 3, _N, _C), Rung(7, 3, _C, _C),
+    Rung(8, 1, _V), Rung(8, 2, _V), Rung(8, 3, _V), Rung(8, 3, _V, _C),
+    Rung(9, 3, _N, _V), Rung(9, 3, _C, _V), Rung(9, 3, _V, _V),
+)
+_TIERS = {rung.option: rung.place for rung in LADDER}
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,25 +91,38 @@ class Considered:
     step_time: StepTime
 
 
-# (AutoTP, tier, Ulysses degree, checkpointing level, -micro batch, changes, AutoTP degree)
-PolicyKey = tuple[bool, int, int, int, int, int, int]
+# (AutoTP, changes made (one at least), tier, Ulysses degree, checkpointing level, -micro batch, keys changed,
+# AutoTP degree)
+PolicyKey = tuple[bool, int, int, int, int, int, int, int]
 
 
 def tier(option: Option) -> int:
-    """The option's place in the published fastest-first order of stages and offloads (0 = ZeRO-0)."""
-    nvme = [which for which in ("offload_param", "offload_optimizer") if getattr(option, which) == Device.NVME]
-    if nvme:
-        return _NVME_TIERS[nvme[0]]
-    if option.stage < 3:
-        return _OPTIMIZER_OFFLOAD_TIER if option.offload_optimizer != Device.NONE else option.stage
-    return _STAGE3_TIERS[(option.offload_optimizer, option.offload_param)]
+    """The option's place on ``LADDER``, the published fastest-first order of stages and offloads (0 = ZeRO-0)."""
+    return _TIERS[option]
+
+
+def faster_rungs(option: Option) -> tuple[Option, ...]:
+    """The rungs above ``option`` on the ladder (at a faster place), fastest first."""
+    return tuple(rung.option for rung in LADDER if rung.place < tier(option))
+
+
+def steps(change: Change) -> int:
+    """How many changes ``change`` makes, a move along the ladder one however many keys it writes (ZeRO-3 with
+    both offloads to ZeRO-2 with the optimizer's is one rung): the rung, the checkpointing level, the micro batch,
+    Ulysses, AutoTP, a cluster change."""
+    rung = change.option != change.was_option
+    return (rung + (change.shape.activation_checkpointing != change.was_shape.activation_checkpointing)
+            + (change.micro_batch != change.was_micro_batch) + bool(change.sequence_parallel)
+            + bool(change.tensor_parallel) + (change.cluster is not None))
 
 
 def policy_key(change: Change) -> PolicyKey:
-    """Smaller is better: the published order in which fitting changes are recommended."""
+    """Smaller is better: the published order in which fitting changes are recommended. The configured run and
+    the single changes share the first class (the rung decides between them: a faster rung that fits as
+    configured beats the configured run); combinations follow, the fewest changes first."""
     checkpointing = CHECKPOINTING_LEVELS.index(change.shape.activation_checkpointing)
-    return (bool(change.tensor_parallel), tier(change.option), change.sequence_parallel or 0, checkpointing,
-            -change.micro_batch, change.changes, change.tensor_parallel or 0)
+    return (bool(change.tensor_parallel), max(steps(change), 1), tier(change.option), change.sequence_parallel or 0,
+            checkpointing, -change.micro_batch, change.changes, change.tensor_parallel or 0)
 
 
 def overrules(seconds: float | None, first: float | None) -> bool:

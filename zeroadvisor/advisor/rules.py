@@ -188,10 +188,12 @@ DOES_NOT_FIT = Rule(
         "states, gathered parameters, buffers, activations and the allowances) exceeds the GPU's memory "
         "as the driver reports it. Every combination of stage, offload, activation checkpointing, micro "
         "batch (at the same global batch) and parallel layout is searched, and of those that fit in every phase "
-        "the fix is the first in the published order (docs/check.md, how the fix is chosen): ZeRO-0 > 1 > 2 > "
-        "2 with optimizer offload > 3 > 3 with optimizer offload > 3 with parameter offload > NVMe; within a "
-        "stage, weaker checkpointing and the largest micro batch first; Ulysses sequence parallelism where no "
-        "layout-free run fits without offload; AutoTP only where nothing else fits and the cards have NVLink; "
+        "the fix is the first in the published order (docs/check.md, how the fix is chosen): one change before "
+        "several (a rung of the ladder, a checkpointing level, a smaller micro batch or a Ulysses degree alone "
+        "before any combination, the fewest changes first); then the ladder, fastest first: ZeRO-0 > 1 > 2 > 1 "
+        "with optimizer offload > 2 with optimizer offload > 3 > 3 with optimizer offload > 3 with parameter "
+        "offload > 3 with both > NVMe; within a rung, no Ulysses before Ulysses, weaker checkpointing and the "
+        "largest micro batch first; AutoTP only where nothing else fits and the cards have NVLink; "
         "NVMe only where its space is given. The step-time model overrules that order only where it puts "
         "another option faster by more than its measured error. The fix is a merge patch plus the actions outside the "
         "config it relies on (checkpointing in the training script, an NVMe mount, the attention wrapped for "
@@ -239,18 +241,22 @@ def _lower_stage_fits(ctx: Context) -> Iterator[Hit]:
             first = best.description if best.change.parts else f"the configured {_label(best.change.option)}"
             mine, theirs = seconds_of(best.step_time), seconds_of(lower_run.step_time)
             figures = f" ({mine:.3g} s per step against {theirs:.3g} s)" if mine and theirs else ""
-            uses = (f"; yet the step-time estimate puts {first} ahead of ZeRO-{lower.option.stage}{figures}, by more "
+            uses = (f"; yet the step-time estimate puts {first} ahead of {_label(lower.option)}{figures}, by more "
                     f"than its measured error of {TIE_BAND - 1:.0%}, so no fix")
         best = None
     elif best is not None and best.change.option != lower.option:
         uses = f"; the fix: {best.description}"
     elif best is not None:
         uses = _speed(ctx, best.step_time)
+    # a lower stage keeping the configured optimizer offload (a rung adds none, candidates.py adds_offload)
+    offload = ("; it keeps the optimizer offloaded as configured, which the published order puts ahead of any "
+               "ZeRO-3 with offload (Hugging Face: \"Stage 2 + offload > Stage 3 > Stage 3 + offloads\")"
+               if _offloads(lower.option) else "")
     yield _hit(ctx,
-               f"ZeRO-{lower.option.stage} fits ({a.fmt(lower.per_gpu['total'])} per GPU of {_budget(ctx)}) where "
+               f"{_label(lower.option)} fits ({a.fmt(lower.per_gpu['total'])} per GPU of {_budget(ctx)}) where "
                f"the configured {_label(current.option)} uses {a.fmt(current.per_gpu['total'])}: it moves 1x instead "
-               f"of 1.5x the data-parallel volume per step (no parameter all-gathers in forward and backward){uses}",
-               best)
+               f"of 1.5x the data-parallel volume per step (no parameter all-gathers in forward and backward)"
+               f"{offload}{uses}", best)
 
 
 LOWER_STAGE_FITS = Rule(
@@ -261,9 +267,11 @@ LOWER_STAGE_FITS = Rule(
     explanation=(
         "ZeRO-3 shards parameters and gathers them again for every forward and backward pass, about "
         "1.5x the communication of data parallelism, ZeRO-1 or ZeRO-2 (ZeRO paper §7). It is also "
-        "often larger than ZeRO-2 on small models because of its buffers (DS#3734, DS#4305). When a "
-        "lower stage fits without offload, the fix is the best change that fits (shared with offload-not-needed "
-        "when offload is configured too)."
+        "often larger than ZeRO-2 on small models because of its buffers (DS#3734, DS#4305). The finding names "
+        "the fastest lower rung of the ladder that fits as configured otherwise (docs/check.md, how the fix is "
+        "chosen): ZeRO-0, 1 or 2, else ZeRO-1 or 2 with the optimizer offloaded (from ZeRO-3 with both offloads, "
+        "the lower stage that keeps the optimizer's offload). The fix is the best change that fits (shared "
+        "with offload-not-needed when offload is configured too)."
     ),
     check=_lower_stage_fits,
     examples=(
@@ -351,7 +359,7 @@ def _offload_not_needed(ctx: Context) -> Iterator[Hit]:
     if current is None or not _offloads(current.option):
         return
     a = _advice_of(ctx)
-    plain = a.without_offload
+    plain = a.without_offload  # the fastest rung with less offload that fits (candidates.py less_offload)
     if plain is None:
         return
     # one combined fix: lower-stage-fits names a lower stage that fits as well
@@ -363,20 +371,27 @@ def _offload_not_needed(ctx: Context) -> Iterator[Hit]:
             uses = f"; the fix: {best.description}" + (f", {speed}" if speed else "")
         elif speed:
             uses = f"; without it: {speed}"
-    yield _hit(ctx,
-               f"offload is configured but ZeRO-{plain.option.stage} without it fits "
-               f"({a.fmt(plain.per_gpu['total'])} per GPU of {_budget(ctx)}): offloading moves the optimizer step "
-               f"to the CPU and tensors over PCIe every step{uses}", best)
+    why = "offloading moves the optimizer step to the CPU and tensors over PCIe every step"
+    if _offloads(plain.option):  # a partial offload: the rung that keeps part of the configured offload
+        what = f"{_label(current.option)} is configured but {_label(plain.option)}, with less offload, fits"
+        if plain.option.offload_param == Device.NONE:  # the parameters' offload dropped, the optimizer's kept
+            why = "offloaded parameters cross PCIe in every forward and backward"
+    else:
+        what = f"offload is configured but ZeRO-{plain.option.stage} without it fits"
+    yield _hit(ctx, f"{what} ({a.fmt(plain.per_gpu['total'])} per GPU of {_budget(ctx)}): {why}{uses}", best)
 
 
 OFFLOAD_NOT_NEEDED = Rule(
     code="ZA804",
     name="offload-not-needed",
     severity=Severity.WARNING,
-    summary="Offload is configured but the same stage fits without it.",
+    summary="Offload is configured but a rung with less offload fits.",
     explanation=(
-        "CPU and NVMe offload trade speed for capacity. When the same stage fits in GPU memory without "
-        "offload, the trade buys nothing: drop the offload blocks."
+        "CPU and NVMe offload trade speed for capacity. When a faster rung of the ladder with less offload fits "
+        "in GPU memory as configured otherwise (the same stage or a lower one without offload; from ZeRO-3 with "
+        "both offloads, the parameter offload dropped while the optimizer's is kept, or ZeRO-2/1 keeping the "
+        "optimizer's; docs/check.md, how the fix is chosen), the trade buys nothing: drop what is not needed. "
+        "The fix is the best change that fits (shared with lower-stage-fits)."
     ),
     check=_offload_not_needed,
     examples=(
@@ -614,8 +629,9 @@ FASTER_OPTION_FITS = Rule(
     summary="The configured setup fits, but another that fits is estimated faster by more than the model's error.",
     explanation=(
         "Every fitting combination of stage, offload devices, checkpointing, micro batch (at the same global "
-        "batch) and parallel layout is ranked in the published order (the lowest stage without offload first; "
-        "docs/check.md) and timed by the step-time model (compute at the GPU's dense peak and the stated "
+        "batch) and parallel layout is ranked in the published order (one change before several, then the ladder "
+        "of stages and offloads, fastest first; a run that fits is given no offload it lacks; docs/check.md) and "
+        "timed by the step-time model (compute at the GPU's dense peak and the stated "
         "efficiency, ZeRO communication over the GPU's links, offload traffic and the CPU optimizer step). It is "
         "advice only when the best is faster than the configured run by more "
         "than the model's measured error: the median error of its estimated ratios on public same-hardware pairs "

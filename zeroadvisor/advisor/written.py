@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from zeroadvisor.advisor.change import Change
+from zeroadvisor.advisor.change import SP_KEY, Change
 from zeroadvisor.advisor.estimates import Estimates
 from zeroadvisor.advisor.patch import (
     BatchKeys,
@@ -90,10 +90,12 @@ class Written:
         batch = self.batch.patch(micro_batch, layout)
         shape = shape or self.shape
         accumulation = (batch or {}).get(GAS)
-        trainer = self.trainer_batch and micro_batch != self.micro_batch and not free_batch
-        if trainer:  # estimated at that micro batch (TrainingShape fills "auto"); the Trainer writes it
+        sp = (layout or {}).get(SP_KEY) or 1
+        trainer = self.trainer_batch and (micro_batch != self.micro_batch or sp > 1) and not free_batch
+        if trainer:  # estimated at that micro batch (TrainingShape fills "auto"); the Trainer writes it, with sp
+            # times the accumulation under Ulysses (sp GPUs share one sample: the samples per step stay)
             shape = replace(shape, micro_batch_size=micro_batch)
-            accumulation = self.micro_batch // micro_batch
+            accumulation = self.micro_batch // micro_batch * sp
         if free_batch and micro_batch != self.micro_batch:
             layout = mp.merge(layout, {MBS: micro_batch, GAS: None, TBS: None})
             batch = {}
