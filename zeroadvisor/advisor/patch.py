@@ -225,3 +225,35 @@ def diff(source: dict[str, Any], target: dict[str, Any]) -> dict[str, Any]:
         else:
             patch[key] = value
     return patch
+
+
+def written_patch(original: dict[str, Any], base: dict[str, Any], final: dict[str, Any]) -> dict[str, Any]:
+    """The merge patch that writes ``final`` on ``original`` (the config as given), so a finding's fix is the whole
+    run it was priced on: the lint fixes and bucket sizes the search started from (``base``) as well as the
+    change. It is the base's fixes then the change, so a key a lint fix adds and the change drops is written as a
+    deletion (``--fix`` merges the lint findings' own fixes under it); where that composition does not give
+    ``final`` exactly (a merge patch cannot say "replace this object"), the plain difference of the two configs."""
+    composed = mp.merge(diff(original, base), diff(base, final))
+    return composed if same(mp.apply(original, composed), final) else diff(original, final)
+
+
+def dotted_paths(patch: dict[str, Any], prefix: str = "") -> list[tuple[str, bool]]:
+    """The keys a merge patch writes, dotted ("zero_optimization.stage"), each with whether it deletes the key;
+    an object set whole (no such key before) is one path."""
+    out: list[tuple[str, bool]] = []
+    for key, value in patch.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            out += dotted_paths(value, f"{path}.")
+        else:
+            out.append((path, value is None))
+    return out
+
+
+def written_buckets(patch: dict[str, Any] | None) -> int | None:
+    """The reduce/allgather bucket elements a patch writes (None: it writes neither)."""
+    zero = (patch or {}).get("zero_optimization")
+    if not isinstance(zero, dict):
+        return None
+    sizes = [zero[key] for key in BUCKET_KEYS if isinstance(zero.get(key), int) and not isinstance(zero[key], bool)]
+    return max(sizes) if sizes else None

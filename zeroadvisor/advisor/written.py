@@ -22,9 +22,12 @@ from zeroadvisor.advisor.patch import (
     bucket_target,
     bucket_tuning,
     diff,
+    dotted_paths,
     lint_closure,
     nvme_path,
     option_patch,
+    written_buckets,
+    written_patch,
 )
 from zeroadvisor.config import merge_patch as mp
 from zeroadvisor.deepspeed.effective import GAS, MBS, TBS
@@ -56,11 +59,15 @@ class Written:
         self.lint_fixes = lint_fixes
         self.tune = tune_buckets
         self.tuning = self.bucket_tuning(config, estimates.of(config, shape).configured)
-        fixed = lint_closure(config, lint_fixes, cluster.gpus)
-        self.base = mp.apply(fixed, self.tuning.patch) if self.tuning else fixed
+        self.fixed = lint_closure(config, lint_fixes, cluster.gpus)  # the lint fixes alone (their keys are worded)
+        self.base = mp.apply(self.fixed, self.tuning.patch) if self.tuning else self.fixed
         self.base_estimate = estimates.of(self.base, shape)
         current = self.base_estimate.configured
         self.configured = current.option if current is not None else Option(0)
+        # the option DeepSpeed runs the config as given with (a lint fix can change it: a misspelt
+        # zero_optimization runs ZeRO-0): a fix that changes it names it, though the search starts from the base
+        as_given = estimates.of(config, shape).configured
+        self.given_option = as_given.option if as_given is not None else Option(0)
         # what DeepSpeed reads of the base (deepspeed/settings.py), read once with its estimate: the batch counts,
         # and train_batch_size as DeepSpeed resolves it on the batch world (None: an integration sets it)
         self.deepspeed = self.base_estimate.settings.deepspeed
@@ -152,13 +159,25 @@ class Written:
         delta = mp.merge(option_patch(self.base, change.option) if change.option != self.configured else None,
                          batch or None, change.config_patch, tuning.patch if tuning is not None else None)
         final = lint_closure(mp.apply(self.base, delta), self.lint_fixes, self.cluster.gpus) if delta else self.base
-        checked = stage_of(self.estimates.of(final, change.shape), change.option)
+        # The fix is the whole run from the config as given (the lint fixes and buckets the search started from,
+        # then the change), and the price is the estimate of exactly that patch written on it: what a user who
+        # writes this one finding's fix, and checks again, gets.
+        patch = written_patch(self.original, self.base, final)
+        written = mp.apply(self.original, patch) if patch else self.original
+        checked = stage_of(self.estimates.of(written, change.shape), change.option)
         if checked is None or not checked.comfortable:
             return None  # a lint fix the change needs costs memory after all
-        patch = diff(self.base, final)
-        change = replace(change, buckets=tuning.target if tuning is not None else None,
-                         nvme_path=nvme_path(final), nvme_space=checked.peak_nvme_per_node or None)
+        change = replace(change, buckets=written_buckets(patch), nvme_path=nvme_path(written),
+                         nvme_space=checked.peak_nvme_per_node or None, written_option=self.given_option,
+                         lint_keys=self.lint_keys(patch))
         return Outcome(change, checked, patch or None)
+
+    def lint_keys(self, patch: dict[str, Any]) -> tuple[tuple[str, bool], ...]:
+        """The keys the lint fixes write that ``patch`` writes too, each with whether it deletes the key (the
+        words of a fix name them: a change is never said to be less than the fix writes)."""
+        written = {path for path, _ in dotted_paths(patch)}
+        return tuple((path, deletes) for path, deletes in dotted_paths(diff(self.original, self.fixed))
+                     if path in written)
 
     def step_time(self, change: Change, stage: StageEstimate, hardware: Hardware | None) -> StepTime:
         """The step time of ``change`` at the configured global batch: a Throughput, or the NoStepTime saying why
