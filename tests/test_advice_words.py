@@ -68,7 +68,7 @@ def test_the_headline_names_the_stage_a_lint_fix_changes_and_the_lint_fix():
     assert lead is not None and lead.code == "ZA801" and lead.change is not None and lead.patch is not None
     assert lead.patch["zero_optimisation"] is None and lead.patch["zero_optimization"]["stage"] == 2
     assert lead.change.startswith("ZeRO-2, micro batch 1 with gradient accumulation 16")
-    assert "with this file's lint fixes (sets zero_optimization.stage; deletes zero_optimisation)" in lead.change
+    assert "with this file's lint fixes (renames zero_optimisation to zero_optimization)" in lead.change
     assert "ZeRO-2, micro batch 1" in check_text.recommendation_sentence(lead, "GiB")
 
 

@@ -113,9 +113,10 @@ class Change:
     trainer_batch: bool = False
     # what the fix writes besides the change, so its words name all of it (set where it is written: advisor/
     # written.py outcome): the option DeepSpeed runs the config as given with (a lint fix can change it, a
-    # misspelt zero_optimization runs ZeRO-0), and the keys the lint fixes write, each with whether it deletes
+    # misspelt zero_optimization runs ZeRO-0), and what the lint fixes write, (verb, key) pairs
+    # (advisor/written.py lint_keys)
     written_option: Option | None = None
-    lint_keys: tuple[tuple[str, bool], ...] = ()
+    lint_keys: tuple[tuple[str, str], ...] = ()
 
     @property
     def sequence_parallel(self) -> int | None:
@@ -232,12 +233,10 @@ class Change:
         return self.parts == [f"checkpointing:{self.shape.activation_checkpointing}"] and self.buckets is None
 
 
-def lint_words(keys: tuple[tuple[str, bool], ...]) -> str:
-    """The keys lint fixes write, in words: "sets zero_optimization; deletes zero_optimisation"."""
-    sets = [path for path, deletes in keys if not deletes]
-    deletes = [path for path, deleted in keys if deleted]
-    parts = ([f"sets {', '.join(sets)}"] if sets else []) + ([f"deletes {', '.join(deletes)}"] if deletes else [])
-    return "; ".join(parts)
+def lint_words(keys: tuple[tuple[str, str], ...]) -> str:
+    """What lint fixes write, in words: "renames zero_optimisation to zero_optimization; sets bf16.enabled"."""
+    verbs = dict.fromkeys(verb for verb, _ in keys)
+    return "; ".join(f"{verb} {', '.join(key for v, key in keys if v == verb)}" for verb in verbs)
 
 
 def cluster_words(cluster: ClusterChange, unit: str = DEFAULT_UNIT) -> str:

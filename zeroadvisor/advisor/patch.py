@@ -237,16 +237,34 @@ def written_patch(original: dict[str, Any], base: dict[str, Any], final: dict[st
     return composed if same(mp.apply(original, composed), final) else diff(original, final)
 
 
-def dotted_paths(patch: dict[str, Any], prefix: str = "") -> list[tuple[str, bool]]:
-    """The keys a merge patch writes, dotted ("zero_optimization.stage"), each with whether it deletes the key;
-    an object set whole (no such key before) is one path."""
+def shared_writes(first: dict[str, Any], second: dict[str, Any], prefix: str = "") -> list[tuple[str, bool]]:
+    """The keys both merge patches write to the same value, dotted ("zero_optimization.stage"), each with whether
+    it deletes the key: what of ``first`` (the lint fixes) ``second`` (a fix) still writes as ``first`` does."""
     out: list[tuple[str, bool]] = []
-    for key, value in patch.items():
-        path = f"{prefix}{key}"
-        if isinstance(value, dict) and value:
-            out += dotted_paths(value, f"{path}.")
-        else:
+    for key, value in first.items():
+        if key not in second:
+            continue
+        other, path = second[key], f"{prefix}{key}"
+        if isinstance(value, dict) and value and isinstance(other, dict):
+            out += shared_writes(value, other, f"{path}.")
+        elif same(value, other):
             out.append((path, value is None))
+    return out
+
+
+def renamed_keys(source: dict[str, Any], target: dict[str, Any], prefix: str = "") -> dict[str, str]:
+    """Keys of ``source`` that ``target`` holds under another name with the same value (a lint fix's rename of a
+    misspelt key), dotted: {"zero_optimisation": "zero_optimization"}."""
+    out: dict[str, str] = {}
+    added = [key for key in target if key not in source]
+    for key, value in source.items():
+        if key in target:
+            if isinstance(value, dict) and isinstance(target[key], dict):
+                out.update(renamed_keys(value, target[key], f"{prefix}{key}."))
+            continue
+        new = next((other for other in added if same(target[other], value)), None)
+        if new is not None:
+            out[f"{prefix}{key}"] = f"{prefix}{new}"
     return out
 
 

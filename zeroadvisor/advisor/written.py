@@ -22,10 +22,11 @@ from zeroadvisor.advisor.patch import (
     bucket_target,
     bucket_tuning,
     diff,
-    dotted_paths,
     lint_closure,
     nvme_path,
     option_patch,
+    renamed_keys,
+    shared_writes,
     written_buckets,
     written_patch,
 )
@@ -172,12 +173,21 @@ class Written:
                          lint_keys=self.lint_keys(patch))
         return Outcome(change, checked, patch or None)
 
-    def lint_keys(self, patch: dict[str, Any]) -> tuple[tuple[str, bool], ...]:
-        """The keys the lint fixes write that ``patch`` writes too, each with whether it deletes the key (the
-        words of a fix name them: a change is never said to be less than the fix writes)."""
-        written = {path for path, _ in dotted_paths(patch)}
-        return tuple((path, deletes) for path, deletes in dotted_paths(diff(self.original, self.fixed))
-                     if path in written)
+    def lint_keys(self, patch: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+        """What ``patch`` writes as the lint fixes do, as (verb, key) pairs: ("renames", "zero_optimisation to
+        zero_optimization"), ("sets", ...), ("deletes", ...). The words of a fix name them: a change is never said
+        to be less than the fix writes; a key the change itself rewrites, a batch key or the stage, is the
+        change's words."""
+        renames = renamed_keys(self.original, self.fixed)
+        shared = shared_writes(diff(self.original, self.fixed), patch)
+        moved = {renames[path] for path, deletes in shared if deletes and path in renames}
+        out: list[tuple[str, str]] = []
+        for path, deletes in shared:
+            if deletes and path in renames:
+                out.append(("renames", f"{path} to {renames[path]}"))
+            elif not any(path == new or path.startswith(f"{new}.") for new in moved):
+                out.append(("deletes" if deletes else "sets", path))
+        return tuple(out)
 
     def step_time(self, change: Change, stage: StageEstimate, hardware: Hardware | None) -> StepTime:
         """The step time of ``change`` at the configured global batch: a Throughput, or the NoStepTime saying why
