@@ -14,6 +14,7 @@ accumulation steps.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -202,6 +203,17 @@ def test_tensor_parallel_fits_where_one_layer_does_not_but_offload_is_recommende
     fixed = mp.apply(WIDE_ZERO3, outcome.patch)
     again = _check(fixed, options)
     assert not _codes(again, "ZA801") and not _codes(again, "ZA401")
+    # written, the AutoTP run is the one priced: its option at the peak the candidate states (issue 36 item 4)
+    assert again.estimate is not None and again.estimate.configured is not None
+    assert again.estimate.configured.option == outcome.stage.option
+    assert again.estimate.configured.peak_gpu == outcome.stage.peak_gpu
+    written = _check(WIDE_ZERO3, options)
+    [fix] = _codes(written, "ZA801")
+    rec = fix.recommends
+    assert fix.fix is not None and rec is not None
+    rewritten = _check(mp.apply(WIDE_ZERO3, fix.fix), replace(options, shape=rec.change.shape))
+    assert rewritten.estimate is not None and rewritten.estimate.configured is not None
+    assert rewritten.estimate.configured.peak_gpu == rec.peak_gpu  # the recommended fix too, written alone
     layout = estimate(fixed, spec, shape, cluster).parallel
     assert (layout.tensor, layout.data) == (tp, WIDE_GPUS // tp)
     terms = {t.key: t.nbytes for t in estimate(fixed, spec, shape, cluster).stage(3, "none", "none").terms

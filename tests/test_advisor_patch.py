@@ -17,7 +17,11 @@ from zeroadvisor.advisor.patch import (
     lint_closure,
     nvme_path,
     option_patch,
+    renamed_keys,
     same,
+    shared_writes,
+    written_buckets,
+    written_patch,
 )
 from zeroadvisor.config import merge_patch as mp
 from zeroadvisor.config.source import Document
@@ -191,3 +195,38 @@ def test_nvme_path():
     assert nvme_path({"zero_optimization": zero}) == "/b"
     assert nvme_path({"zero_optimization": zero}, any_device=True) == "/a"
     assert nvme_path({"zero_optimization": True}) is None
+
+
+def test_written_patch_writes_the_priced_run_on_the_config_as_given():
+    """The fix is from the config as given to the run priced: the lint fixes and buckets of the base, then the
+    change. A key a lint fix adds and the change drops is written as a deletion, so --fix, which merges the lint
+    finding's own fix under it, still writes the priced run."""
+    original = {"zero_optimisation": {"stage": 3}, "train_micro_batch_size_per_gpu": 4}
+    lint = {"zero_optimisation": None, "zero_optimization": {"stage": 3, "stage3_max_live_parameters": 10**9}}
+    base = mp.apply(mp.apply(original, lint), {"zero_optimization": {"reduce_bucket_size": 4194304}})
+    final = mp.apply(base, {"zero_optimization": {"stage": 1, "stage3_max_live_parameters": None}})
+    patch = written_patch(original, base, final)
+    assert same(mp.apply(original, patch), final)
+    assert patch["zero_optimization"]["stage3_max_live_parameters"] is None  # the lint's key, dropped: deleted
+    assert same(mp.apply(original, mp.merge(lint, patch)), final)  # what --fix writes (lint's fix under it)
+    assert written_buckets(patch) == 4194304 and written_buckets({"zero_optimization": {"stage": 1}}) is None
+
+
+def test_written_patch_falls_back_to_the_difference_where_merging_cannot_say_it():
+    """A base that deletes an object and a change that writes it anew: merged, the patch would keep the old
+    object's keys; the plain difference of the two configs writes exactly the run."""
+    original = {"zero_optimization": {"stage": 3, "offload_param": {"device": "cpu", "buffer_count": 9}}}
+    base = {"zero_optimization": {"stage": 3}}
+    final = {"zero_optimization": {"stage": 3, "offload_param": {"device": "nvme"}}}
+    assert not same(mp.apply(original, mp.merge(diff(original, base), diff(base, final))), final)
+    assert same(mp.apply(original, written_patch(original, base, final)), final)
+
+
+def test_the_lint_keys_a_fix_still_writes_and_the_renames():
+    original = {"zero_optimisation": {"stage": 2}, "bf16": {"enabled": "true"}}
+    fixed = {"zero_optimization": {"stage": 2}, "bf16": {"enabled": True}}
+    assert renamed_keys(original, fixed) == {"zero_optimisation": "zero_optimization"}
+    lint = diff(original, fixed)
+    fix = {"zero_optimisation": None, "zero_optimization": {"stage": 1}, "bf16": {"enabled": True}}
+    # the stage the change rewrites is not the lint fix's; the rename and the boolean are
+    assert shared_writes(lint, fix) == [("zero_optimisation", True), ("bf16.enabled", False)]

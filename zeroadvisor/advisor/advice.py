@@ -101,6 +101,8 @@ class Recommendation:
     step_time: StepTime
     configured_step_time: StepTime
     unit: str = DEFAULT_UNIT  # the unit its actions are worded in
+    # the next rung of the published order that fits with more room (None: none does): why not it is said
+    next_rung: Considered | None = None
 
     @property
     def change(self) -> Change:
@@ -165,6 +167,19 @@ class Recommendation:
 
         return step_time_words(self.step_time_s, self.configured_step_time_s)
 
+    def why_not_next(self) -> str:
+        """Why not the next rung, which fits with more room ("" where none does): the published order recommends
+        the fastest rung that fits with the headroom, and more room buys nothing once the run fits."""
+        other = self.next_rung
+        if other is None:
+            return ""
+        peak = int(other.stage.peak_gpu)
+        room, at = format_bytes(self.peak_gpu - peak, self.unit), format_bytes(peak, self.unit)
+        name, mine = other.change.option.words, self.option.words
+        return (f"not {name}, though it fits with {room} more room ({at} per GPU at peak): it comes after {mine} "
+                "in the published order (the fastest rung that fits with "
+                "the headroom is recommended; more room buys nothing once the run fits)")
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON "recommends" object of its finding."""
         return {"change": self.description, "option": labels.option_header(self.option),
@@ -213,6 +228,9 @@ def headline(findings: Iterable[Finding]) -> tuple[Finding, Advised] | None:
         return None
     return min(offered, key=lambda pair: HEADLINE.index(pair[1].reason))
 
+
+# The share of its peak a later rung must save for its room to be named ("why not ZeRO-2?"): less is noise.
+NEXT_RUNG_ROOM = 0.05
 
 _FAILING = (Reason.DOES_NOT_FIT.value, Reason.HOST_MEMORY.value)  # the run stops: the names of its findings
 
@@ -296,7 +314,22 @@ class Advice:
         configured run's. The rules that recommend the best change (does-not-fit, lower-stage-fits,
         offload-not-needed, faster-option-fits) share its step time: it is timed once (``step_time_of``)."""
         return Recommendation(reason, outcome, self.step_time_of(outcome), self.configured_step_time,
-                              self.budget.unit)
+                              self.budget.unit, self.next_rung(outcome))
+
+    def next_rung(self, outcome: Outcome) -> Considered | None:
+        """The first fitting candidate after ``outcome``'s rung in the published order (ranking.tier) that runs
+        as it does otherwise (micro batch, checkpointing, layout, cluster) and peaks lower: the rung a reader
+        asks about ("why not ZeRO-2, which has more room?"). None where no such rung fits."""
+        from zeroadvisor.advisor.ranking import policy_key, tier
+
+        mine = outcome.change
+        if mine.cluster is not None:
+            return None
+        room = NEXT_RUNG_ROOM * outcome.stage.peak_gpu  # less is no question a reader asks
+        later = [c for c in self.options if tier(c.change.option) > tier(mine.option)
+                 and c.stage.peak_gpu < outcome.stage.peak_gpu - room and c.change.micro_batch == mine.micro_batch
+                 and c.change.shape == mine.shape and c.change.config_patch == mine.config_patch]
+        return min(later, key=lambda c: policy_key(c.change)) if later else None
 
     def timed(self, outcome: Outcome) -> Considered:
         """``outcome`` with its step time, named but not recommended."""

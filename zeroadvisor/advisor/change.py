@@ -28,8 +28,9 @@ CHECKPOINTING_LEVELS = tuple(Checkpointing)  # weakest first: the search only st
 COSTS = {
     "nothing": "none beyond the other fixes reported for this file",
     "buckets": "smaller communication buckets overlap slightly less with compute",
-    "stage-down-from-3": "less communication than ZeRO-3 (1x instead of 1.5x the data-parallel volume: no "
-                         "parameter all-gathers in forward and backward)",
+    "stage-down-from-3": "every GPU holds the whole parameters (ZeRO-3 partitions them), for 1x "
+                         "instead of 1.5x the data-parallel volume per step (no parameter all-gathers in forward "
+                         "and backward)",
     "stage-among-0-2": "the same communication volume: ZeRO-0, 1 and 2 all move 2Ψ per step (ZeRO paper §7)",
     "stage-up-to-3": "ZeRO-3 moves 1.5x the data-parallel volume per step: parameters are all-gathered in "
                      "forward and backward (ZeRO paper §7)",
@@ -110,6 +111,12 @@ class Change:
     nvme_space: int | None = None  # NVMe per node the option needs
     # the micro batch is the integration's argument (the config's batch keys are "auto"): changed there, not here
     trainer_batch: bool = False
+    # what the fix writes besides the change, so its words name all of it (set where it is written: advisor/
+    # written.py outcome): the option DeepSpeed runs the config as given with (a lint fix can change it, a
+    # misspelt zero_optimization runs ZeRO-0), and what the lint fixes write, (verb, key) pairs
+    # (advisor/written.py lint_keys)
+    written_option: Option | None = None
+    lint_keys: tuple[tuple[str, str], ...] = ()
 
     @property
     def sequence_parallel(self) -> int | None:
@@ -156,7 +163,8 @@ class Change:
 
     @property
     def description(self) -> str:
-        words = [self.option.words] if self.option != self.was_option else []
+        given = self.written_option if self.written_option is not None else self.was_option
+        words = [self.option.words] if self.option != self.was_option or self.option != given else []
         if self.micro_batch != self.was_micro_batch:
             words.append(f"micro batch {self.micro_batch}"
                          + (f" with gradient accumulation {self.accumulation}" if self.accumulation else "")
@@ -175,7 +183,9 @@ class Change:
             words.append(cluster_words(self.cluster))
         if not words:
             words.append(f"the configured {self.option.words}")
-        if not self.parts and self.buckets is None:
+        if self.lint_keys:
+            words.append(f"with this file's lint fixes ({lint_words(self.lint_keys)})")
+        elif not self.parts and self.buckets is None:
             words.append("with the other fixes reported for this file")
         return ", ".join(words)
 
@@ -221,6 +231,12 @@ class Change:
     def in_training_script_only(self) -> bool:
         """Nothing in the config changes: the whole change is an action."""
         return self.parts == [f"checkpointing:{self.shape.activation_checkpointing}"] and self.buckets is None
+
+
+def lint_words(keys: tuple[tuple[str, str], ...]) -> str:
+    """What lint fixes write, in words: "renames zero_optimisation to zero_optimization; sets bf16.enabled"."""
+    verbs = dict.fromkeys(verb for verb, _ in keys)
+    return "; ".join(f"{verb} {', '.join(key for v, key in keys if v == verb)}" for verb in verbs)
 
 
 def cluster_words(cluster: ClusterChange, unit: str = DEFAULT_UNIT) -> str:

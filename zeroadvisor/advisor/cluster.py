@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from zeroadvisor.advisor.candidates import largest_true
 from zeroadvisor.advisor.change import Change, ClusterChange
-from zeroadvisor.advisor.patch import Outcome, diff
+from zeroadvisor.advisor.patch import Outcome, written_buckets, written_patch
 from zeroadvisor.advisor.written import Written
 from zeroadvisor.config import merge_patch as mp
 from zeroadvisor.deepspeed.effective import AUTO, GAS, MBS, TBS
@@ -99,7 +99,7 @@ def round_up_gb(nbytes: float) -> int:
 
 class ClusterProposal:
     """The smallest cluster changes under which some change of ``written``'s config fits, each with the best
-    change there (``search_on``), its patch against ``written``'s base."""
+    change there (``search_on``), its patch against the config ``written`` was given."""
 
     def __init__(self, written: Written, accounting: str, search_on: SearchOn) -> None:
         self.written = written
@@ -177,7 +177,7 @@ class ClusterProposal:
 
     def on_cluster(self, cluster: Cluster, grown: ClusterChange | None) -> Outcome | None:
         """The best change on ``cluster``, with the batch keys kept at the global batch (None: nothing fits, or
-        the global batch cannot be kept there). Its patch is against ``written``'s base."""
+        the global batch cannot be kept there). Its patch is against the config ``written`` was given."""
         w = self.written
         config = w.base
         tbs, mbs = w.deepspeed.batch.train_batch_size, w.micro_batch
@@ -193,5 +193,11 @@ class ClusterProposal:
         found = other.best()
         if found is None or grown is None:
             return found
-        final = mp.apply(other.base, found.patch) if found.patch else other.base
-        return Outcome(replace(found.change, cluster=grown), found.stage, diff(w.base, final) or None)
+        # the run priced there is ``found.patch`` written on ``config``, what that search was given; the fix writes
+        # that run
+        # on the config as given here
+        final = mp.apply(config, found.patch) if found.patch else config
+        patch = written_patch(w.original, w.base, final)
+        return Outcome(replace(found.change, cluster=grown, lint_keys=w.lint_keys(patch),
+                               written_option=w.given_option, buckets=written_buckets(patch)),
+                       found.stage, patch or None)

@@ -47,6 +47,8 @@ class Lead:
     speed: str = ""  # its step time against the configured run's, in words ("" where not estimated)
     speed_short: str = ""  # the same for the one-screen report
     step_time: StepTime | None = None  # its step time (a Throughput or a NoStepTime); None for config keys
+    # why not the next rung of the published order, which fits with more room ("" where none does)
+    why_not: str = ""
 
     @property
     def patch(self) -> dict[str, Any] | None:
@@ -93,7 +95,7 @@ def decide(findings: Sequence[Finding], estimate: Estimate | None) -> Lead | Non
                 uncounted=tuple(advice.stage.uncounted_words()) if advice.stage.uncounted else (),
                 cost=advice.cost, speed=advice.step_time_words,
                 speed_short=step_time_words(advice.step_time_s, advice.configured_step_time_s, short=True),
-                step_time=advice.step_time)
+                step_time=advice.step_time, why_not=advice.why_not_next())
 
 
 def _column_of(run: StageEstimate, estimate: Estimate | None) -> StageEstimate | None:

@@ -225,3 +225,53 @@ def diff(source: dict[str, Any], target: dict[str, Any]) -> dict[str, Any]:
         else:
             patch[key] = value
     return patch
+
+
+def written_patch(original: dict[str, Any], base: dict[str, Any], final: dict[str, Any]) -> dict[str, Any]:
+    """The merge patch that writes ``final`` on ``original`` (the config as given), so a finding's fix is the whole
+    run it was priced on: the lint fixes and bucket sizes the search started from (``base``) as well as the
+    change. It is the base's fixes then the change, so a key a lint fix adds and the change drops is written as a
+    deletion (``--fix`` merges the lint findings' own fixes under it); where that composition does not give
+    ``final`` exactly (a merge patch cannot say "replace this object"), the plain difference of the two configs."""
+    composed = mp.merge(diff(original, base), diff(base, final))
+    return composed if same(mp.apply(original, composed), final) else diff(original, final)
+
+
+def shared_writes(first: dict[str, Any], second: dict[str, Any], prefix: str = "") -> list[tuple[str, bool]]:
+    """The keys both merge patches write to the same value, dotted ("zero_optimization.stage"), each with whether
+    it deletes the key: what of ``first`` (the lint fixes) ``second`` (a fix) still writes as ``first`` does."""
+    out: list[tuple[str, bool]] = []
+    for key, value in first.items():
+        if key not in second:
+            continue
+        other, path = second[key], f"{prefix}{key}"
+        if isinstance(value, dict) and value and isinstance(other, dict):
+            out += shared_writes(value, other, f"{path}.")
+        elif same(value, other):
+            out.append((path, value is None))
+    return out
+
+
+def renamed_keys(source: dict[str, Any], target: dict[str, Any], prefix: str = "") -> dict[str, str]:
+    """Keys of ``source`` that ``target`` holds under another name with the same value (a lint fix's rename of a
+    misspelt key), dotted: {"zero_optimisation": "zero_optimization"}."""
+    out: dict[str, str] = {}
+    added = [key for key in target if key not in source]
+    for key, value in source.items():
+        if key in target:
+            if isinstance(value, dict) and isinstance(target[key], dict):
+                out.update(renamed_keys(value, target[key], f"{prefix}{key}."))
+            continue
+        new = next((other for other in added if same(target[other], value)), None)
+        if new is not None:
+            out[f"{prefix}{key}"] = f"{prefix}{new}"
+    return out
+
+
+def written_buckets(patch: dict[str, Any] | None) -> int | None:
+    """The reduce/allgather bucket elements a patch writes (None: it writes neither)."""
+    zero = (patch or {}).get("zero_optimization")
+    if not isinstance(zero, dict):
+        return None
+    sizes = [zero[key] for key in BUCKET_KEYS if isinstance(zero.get(key), int) and not isinstance(zero[key], bool)]
+    return max(sizes) if sizes else None

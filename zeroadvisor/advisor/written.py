@@ -25,6 +25,10 @@ from zeroadvisor.advisor.patch import (
     lint_closure,
     nvme_path,
     option_patch,
+    renamed_keys,
+    shared_writes,
+    written_buckets,
+    written_patch,
 )
 from zeroadvisor.config import merge_patch as mp
 from zeroadvisor.deepspeed.effective import GAS, MBS, TBS
@@ -56,11 +60,15 @@ class Written:
         self.lint_fixes = lint_fixes
         self.tune = tune_buckets
         self.tuning = self.bucket_tuning(config, estimates.of(config, shape).configured)
-        fixed = lint_closure(config, lint_fixes, cluster.gpus)
-        self.base = mp.apply(fixed, self.tuning.patch) if self.tuning else fixed
+        self.fixed = lint_closure(config, lint_fixes, cluster.gpus)  # the lint fixes alone (their keys are worded)
+        self.base = mp.apply(self.fixed, self.tuning.patch) if self.tuning else self.fixed
         self.base_estimate = estimates.of(self.base, shape)
         current = self.base_estimate.configured
         self.configured = current.option if current is not None else Option(0)
+        # the option DeepSpeed runs the config as given with (a lint fix can change it: a misspelt
+        # zero_optimization runs ZeRO-0): a fix that changes it names it, though the search starts from the base
+        as_given = estimates.of(config, shape).configured
+        self.given_option = as_given.option if as_given is not None else Option(0)
         # what DeepSpeed reads of the base (deepspeed/settings.py), read once with its estimate: the batch counts,
         # and train_batch_size as DeepSpeed resolves it on the batch world (None: an integration sets it)
         self.deepspeed = self.base_estimate.settings.deepspeed
@@ -154,13 +162,34 @@ class Written:
         delta = mp.merge(option_patch(self.base, change.option) if change.option != self.configured else None,
                          batch or None, change.config_patch, tuning.patch if tuning is not None else None)
         final = lint_closure(mp.apply(self.base, delta), self.lint_fixes, self.cluster.gpus) if delta else self.base
-        checked = stage_of(self.estimates.of(final, change.shape), change.option)
+        # The fix is the whole run from the config as given (the lint fixes and buckets the search started from,
+        # then the change), and the price is the estimate of exactly that patch written on it: what a user who
+        # writes this one finding's fix, and checks again, gets.
+        patch = written_patch(self.original, self.base, final)
+        written = mp.apply(self.original, patch) if patch else self.original
+        checked = stage_of(self.estimates.of(written, change.shape), change.option)
         if checked is None or not checked.comfortable:
             return None  # a lint fix the change needs costs memory after all
-        patch = diff(self.base, final)
-        change = replace(change, buckets=tuning.target if tuning is not None else None,
-                         nvme_path=nvme_path(final), nvme_space=checked.peak_nvme_per_node or None)
+        change = replace(change, buckets=written_buckets(patch), nvme_path=nvme_path(written),
+                         nvme_space=checked.peak_nvme_per_node or None, written_option=self.given_option,
+                         lint_keys=self.lint_keys(patch))
         return Outcome(change, checked, patch or None)
+
+    def lint_keys(self, patch: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+        """What ``patch`` writes as the lint fixes do, as (verb, key) pairs: ("renames", "zero_optimisation to
+        zero_optimization"), ("sets", ...), ("deletes", ...). The words of a fix name them: a change is never said
+        to be less than the fix writes; a key the change itself rewrites, a batch key or the stage, is the
+        change's words."""
+        renames = renamed_keys(self.original, self.fixed)
+        shared = shared_writes(diff(self.original, self.fixed), patch)
+        moved = {renames[path] for path, deletes in shared if deletes and path in renames}
+        out: list[tuple[str, str]] = []
+        for path, deletes in shared:
+            if deletes and path in renames:
+                out.append(("renames", f"{path} to {renames[path]}"))
+            elif not any(path == new or path.startswith(f"{new}.") for new in moved):
+                out.append(("deletes" if deletes else "sets", path))
+        return tuple(out)
 
     def step_time(self, change: Change, stage: StageEstimate, hardware: Hardware | None) -> StepTime:
         """The step time of ``change`` at the configured global batch: a Throughput, or the NoStepTime saying why

@@ -197,13 +197,13 @@ def activation_bytes(spec: ModelSpec, shape: TrainingShape, micro_batch: int, pr
     notes: list[str] = []
     s = shape.sequence_length
     h, L = spec.hidden_size, spec.num_layers
-    if not L or not h:
+    if not L or not h or not s:
+        # what is really missing, each with how to give it; never an input that was given (--seq-len with --params)
         missing = [name for name, value in (("num_layers", L), ("hidden_size", h)) if not value]
-        notes.append("activations not estimated: give num_layers/hidden_size/num_attention_heads/intermediate_size/"
-                     "vocab_size or an hf_config (missing: " + ", ".join(missing) + ")")
-        return Activations(0, 0, 0, tuple(notes))
-    if not s:
-        notes.append("activations not estimated: no sequence length given")
+        how = "--model with an hf_config, or num_layers and hidden_size in a model description"
+        lacks = ([f"no {' or '.join(missing)} ({how})"] if missing else []) + \
+            (["no sequence length (--seq-len)"] if not s else [])
+        notes.append("activations not estimated: " + "; ".join(lacks))
         return Activations(0, 0, 0, tuple(notes))
     b = micro_batch
     e = B.nbytes(precision)  # 2 for fp16/bf16, 4 in fp32 (DeepSpeed casts the module to the training dtype)

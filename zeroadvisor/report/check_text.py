@@ -60,6 +60,8 @@ def recommendation_sentence(rec: Lead, unit: str) -> str:
     text = f"Recommended ({code}): {rec.change}, peak {format_bytes(rec.peak_gpu, unit)} per GPU"
     if rec.uncounted:
         text += " (" + "; ".join(rec.uncounted) + ")"
+    # why not the next rung is the finding's and the full report's (overview.recommendation_words): one screen
+    # has no line for it, and the options table below shows that rung's peak
     return f"{text}; {rec.speed_short}" if rec.speed_short else text
 
 

@@ -128,7 +128,8 @@ def recommendation_words(rec: Lead, unit: str) -> str:
     if rec.uncounted:  # fits on what is counted: never said plain (memory/verdict.py stated)
         text += " (" + "; ".join(rec.uncounted) + ")"
     cost = f"{rec.speed}; {rec.cost}" if rec.speed else rec.cost
-    return f"{text}; cost: {cost}" if cost else text
+    text = f"{text}; cost: {cost}" if cost else text
+    return f"{text}; {rec.why_not}" if rec.why_not else text
 
 
 def shown_stages(estimate: Estimate, rec: Lead | None, all_options: bool) -> list[StageEstimate]:
