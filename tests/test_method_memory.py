@@ -130,9 +130,13 @@ def test_a_different_reference_model_is_costed_by_its_own_spec():
 
 def test_paired_methods_double_the_sequences_through_the_policy():
     sft2 = estimate({**ZERO3, "train_micro_batch_size_per_gpu": 2}, SPEC, TrainingShape(1024, "full"), CLUSTER)
-    paired = run(dpo(trainer_version="1.16.0")).stage(3)
-    assert paired.per_gpu["activations"] == sft2.stage(3).per_gpu["activations"]
-    kto = run(MethodSetup(method=Method.KTO)).stage(3)  # unpaired
+    # LLaMA-Factory upcasts the logits to fp32 as transformers' loss does: the SFT run at twice the micro batch
+    lf = run(dpo(trainer=TrainerFamily.LLAMA_FACTORY)).stage(3)
+    assert lf.per_gpu["activations"] == sft2.stage(3).per_gpu["activations"]
+    # TRL keeps them in bf16 (selective_log_softmax): 3 copies of 2 B, not 3 of 4 B, per token and vocabulary entry
+    trl = run(dpo(trainer_version="1.16.0")).stage(3)
+    assert lf.per_gpu["activations"] - trl.per_gpu["activations"] == (12 - 6) * 2 * 1024 * 32000
+    kto = run(MethodSetup(method=Method.KTO, trainer=TrainerFamily.LLAMA_FACTORY)).stage(3)  # unpaired, fp32 logits
     assert kto.per_gpu["activations"] == run(MethodSetup()).stage(3).per_gpu["activations"]
 
 
@@ -149,14 +153,50 @@ def test_vllm_colocated_takes_its_share_of_the_card_and_server_mode_none():
 
 
 def test_ppo_holds_a_trained_critic_and_a_frozen_reward_model():
-    st = run(MethodSetup(method=Method.PPO, trainer=TrainerFamily.OPENRLHF, trainer_version="0.8.0")).stage(2)
+    st = run(MethodSetup(method=Method.PPO, trainer=TrainerFamily.OPENRLHF, colocate_all_models=True)).stage(2)
     sft = run(MethodSetup()).stage(2)
     assert st.per_gpu["critic"] == sft.per_gpu["model_states"]  # its own states, at the policy's stage
     assert st.per_gpu["reward_model"] == st.per_gpu["reference_model"] == 2 * P
-    placed = MethodSetup(method=Method.PPO, trainer=TrainerFamily.OPENRLHF, placements=(
-        Placement(ModelRole.REFERENCE, zero_stage=3), Placement(ModelRole.REWARD, offload=True)))
+    # a model's own stage; --ref_reward_offload moves the parameters to the host at stage 3 only (DeepSpeed
+    # ignores offload_param below it)
+    placed = MethodSetup(method=Method.PPO, trainer=TrainerFamily.OPENRLHF, colocate_all_models=True, placements=(
+        Placement(ModelRole.REFERENCE, zero_stage=3, offload=True), Placement(ModelRole.REWARD, offload=True)))
     st = run(placed).stage(2)
-    assert st.per_gpu["reference_model"] == 2 * ceil_div(P, 8) and st.per_gpu["reward_model"] == 0
+    assert st.per_gpu["reference_model"] == 0 and st.per_gpu["reward_model"] == 2 * P
+    assert sum(t.nbytes for t in st.terms if t.row == "reference_model" and t.device == "cpu") == 2 * ceil_div(P, 8)
+
+
+def test_openrlhf_without_colocation_keeps_the_other_models_off_the_actors_cards():
+    e = run(MethodSetup(method=Method.PPO, trainer=TrainerFamily.OPENRLHF))
+    st = e.stage(2)
+    assert not {"reference_model", "reward_model", "critic"} & set(st.per_gpu)
+    assert any("GPUs of its own" in n for n in st.notes)
+
+
+def test_openrlhf_and_llama_factory_optimizer_block():
+    assert run(dpo(trainer=TrainerFamily.OPENRLHF, colocate_all_models=True)).stage(1).per_gpu_bound[
+        "reference_model"] == 2 * P  # its own eval config: no optimizer block, nothing to bound
+    assert run(dpo(trainer=TrainerFamily.LLAMA_FACTORY, trainer_version="0.9.3")).stage(1).per_gpu[
+        "reference_model"] == 14 * P  # TRL <= 0.9.6's _prepare_deepspeed copies it
+
+
+def test_grpo_counts_the_completion_logits_over_prompt_and_completion():
+    gen = Generation(num_generations=8, max_prompt_length=512, max_completion_length=1536)
+    grpo = estimate(ZERO3, SPEC, TrainingShape(None, "full", method=MethodSetup(method=Method.GRPO, generation=gen)),
+                    CLUSTER)
+    assert grpo.shape.sequence_length == 2048
+    terms = train_terms(grpo.stage(3), "activations")
+    assert terms["completion_logits"].nbytes == 3 * 2 * 1 * 1536 * 32000
+    sft = estimate(ZERO3, SPEC, TrainingShape(2048, "full"), CLUSTER).stage(3)
+    # the whole sequence's fp32 loss peak replaced by the completion's logits in bf16
+    assert grpo.stage(3).per_gpu["activations"] < sft.per_gpu["activations"]
+
+
+def test_reward_model_training_has_no_vocabulary_logits():
+    reward = run(MethodSetup(method=Method.REWARD)).stage(3)
+    assert "reference_model" not in reward.per_gpu
+    sft2 = estimate({**ZERO3, "train_micro_batch_size_per_gpu": 2}, SPEC, TrainingShape(1024, "full"), CLUSTER)
+    assert reward.per_gpu["activations"] < sft2.stage(3).per_gpu["activations"] - 12 * 2 * 1024 * 32000 // 2
 
 
 def test_json_and_text_show_the_rows_by_role():

@@ -25,7 +25,7 @@ from zeroadvisor.memory.buffers import (
 from zeroadvisor.memory.cluster import MAX_MEMORY_BYTES, Cluster, check_memory
 from zeroadvisor.memory.features2025 import Features2025, read_features, superoffload_terms, uncounted_features
 from zeroadvisor.memory.layout_buffers import layout_buffer_terms
-from zeroadvisor.memory.method import batch_factor, method_notes, method_terms
+from zeroadvisor.memory.method import activation_spec, batch_factor, method_notes, method_shape, method_terms
 from zeroadvisor.memory.options import Option, Skipped, configured_option, enumerate_options, refusal
 from zeroadvisor.memory.padding import PaddedFit, longest_fit
 from zeroadvisor.memory.parallel import (
@@ -268,7 +268,7 @@ def estimate(config: Config, model: ModelSpec, shape: TrainingShape | None = Non
     accounting = Accounting(accounting)
     if not isinstance(model.parameters, int) or model.parameters < 1:
         raise ValueError(f"model.parameters must be a positive integer, got {model.parameters!r}")
-    shape = shape or TrainingShape()
+    shape = method_shape(shape or TrainingShape())  # GRPO: prompt + completion where no length is given
     cluster = cluster or Cluster()
     ds = as_settings(config)  # what DeepSpeed reads of the config, once (deepspeed/settings.py)
     layout = read_parallel(ds, cluster.gpus, shape)
@@ -294,7 +294,7 @@ def estimate(config: Config, model: ModelSpec, shape: TrainingShape | None = Non
     # torch_autocast on an fp32 model: the activations in the autocast dtype (memory/autocast.py)
     ac = read_autocast(ds, s.precision) if accounting == Accounting.DEEPSPEED else None
     # a paired method (DPO, ORPO, CPO, reward) puts chosen and rejected through the policy: 2 sequences a sample
-    act = parallel_activations(model, shape, s.micro_batch * batch_factor(shape.method),
+    act = parallel_activations(activation_spec(shape.method, model), shape, s.micro_batch * batch_factor(shape.method),
                                ac.dtype if ac else s.precision, layout)
     assumptions += method_notes(shape.method, ds.optimizer.type is not None, model)
     if ac:
@@ -354,7 +354,8 @@ def _dynamic_padding(run: _Run, stages: list[StageEstimate]) -> tuple[list[Stage
 
     def judge(shape: TrainingShape) -> tuple[Verdict | None, int]:
         shorter = dataclasses.replace(run, shape=shape, act=parallel_activations(
-            run.model, shape, run.s.micro_batch * batch_factor(shape.method), run.s.precision, run.layout))
+            activation_spec(shape.method, run.model), shape, run.s.micro_batch * batch_factor(shape.method),
+            run.s.precision, run.layout))
         st = _stage_estimate(shorter, option)
         return st.counted_verdict, st.peak_gpu
 

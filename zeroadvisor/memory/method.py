@@ -40,12 +40,14 @@ from zeroadvisor.memory.options import Option
 from zeroadvisor.memory.settings import Settings
 from zeroadvisor.memory.states import deepspeed_terms
 from zeroadvisor.memory.terms import Term, ceil_div
-from zeroadvisor.model.spec import ModelSpec
+from zeroadvisor.model.spec import ModelSpec, TrainingShape
 from zeroadvisor.vocab import Device, Method, ModelRole, Precision, Resource, TermKind, TrainerFamily, VllmMode
 
 # The first TRL release whose prepare_deepspeed drops the optimizer block (trl/models/utils.py @ v1.9.1; v1.9.0
 # keeps it). The issue text says 1.10: the wheels say 1.9.1.
 TRL_DROPS_OPTIMIZER = Version("1.9.1")
+# The newest LLaMA-Factory read: 0.9.3 pins trl>=0.8.6,<=0.9.6, whose DPOTrainer._prepare_deepspeed copies the block
+LLAMA_FACTORY_OLD_TRL = Version("0.9.3")
 PREPARE_SOURCE = "trl/models/utils.py prepare_deepspeed @ v{release}"
 # TRL GRPOConfig.beta defaults to 0.0 (no reference model) and vllm_gpu_memory_utilization to 0.3 in every release
 # read (trl/trainer/grpo_config.py @ v0.21.0, v0.29.1, v1.9.2, v1.10.0, v1.16.0).
@@ -90,17 +92,31 @@ def has_reference(setup: MethodSetup, policy: ModelSpec) -> bool:
     return not (policy.trainable_parameters is not None and setup.reference_model is None)
 
 
-def optimizer_copy(setup: MethodSetup, config_has_optimizer: bool) -> OptimizerCopy:
-    """Whether prepare_deepspeed's config copy keeps the ``optimizer`` block, by the TRL release."""
-    if not config_has_optimizer:
-        return OptimizerCopy(False, False, setup.trainer_version or "unknown")
-    if setup.trainer not in (None, TrainerFamily.TRL) or setup.trainer_version is None:
-        return OptimizerCopy(False, True, "unknown")
+def _release(text: str | None) -> Version | None:
     try:
-        old = Version(setup.trainer_version) < TRL_DROPS_OPTIMIZER
+        return Version(text) if text else None
     except InvalidVersion:
+        return None
+
+
+def optimizer_copy(setup: MethodSetup, config_has_optimizer: bool) -> OptimizerCopy:
+    """Whether the frozen engines' config keeps the user's ``optimizer`` block, by the trainer and its release.
+
+    TRL: prepare_deepspeed copies it up to 1.9.0. LLaMA-Factory 0.9.3 pins trl>=0.8.6,<=0.9.6 and calls TRL's
+    DPOTrainer._prepare_deepspeed (trl/trainer/dpo_trainer.py @ v0.9.6: the same deepcopy, no pop), so it is
+    copied there; a later LLaMA-Factory is unknown here. OpenRLHF builds its own eval config
+    (openrlhf/utils/deepspeed/deepspeed_utils.py get_eval_ds_config @ v0.8.5: no optimizer block). axolotl and
+    ms-swift hand the reference to TRL's trainers: their TRL release is not known from theirs."""
+    release = _release(setup.trainer_version)
+    if not config_has_optimizer or setup.trainer == TrainerFamily.OPENRLHF:
+        return OptimizerCopy(False, False, setup.trainer_version or "unknown")
+    if setup.trainer == TrainerFamily.LLAMA_FACTORY:
+        if release is not None and release <= LLAMA_FACTORY_OLD_TRL:
+            return OptimizerCopy(True, False, f"LLaMA-Factory {setup.trainer_version} (TRL <= 0.9.6)")
         return OptimizerCopy(False, True, "unknown")
-    return OptimizerCopy(old, False, setup.trainer_version)
+    if setup.trainer not in (None, TrainerFamily.TRL) or release is None:
+        return OptimizerCopy(False, True, "unknown")
+    return OptimizerCopy(release < TRL_DROPS_OPTIMIZER, False, f"TRL {setup.trainer_version}")
 
 
 def _placement(setup: MethodSetup, role: ModelRole) -> Placement | None:
@@ -116,8 +132,9 @@ def frozen_model_terms(role: ModelRole, spec: ModelSpec, s: Settings, option: Op
     stage = place.zero_stage if place is not None and place.zero_stage is not None else (3 if option.stage == 3 else 0)
     if place is not None and place.num_nodes and place.gpus_per_node:  # its own GPUs (OpenRLHF --ref_num_gpus...)
         N = place.num_nodes * place.gpus_per_node
-    offload = place.offload if place is not None and place.offload is not None else (
-        stage == 3 and option.offload_param != Device.NONE)
+    # offload_param is a stage-3 feature: below it DeepSpeed ignores it (OpenRLHF --ref_reward_offload at stage 0)
+    offload = stage == 3 and (place.offload if place is not None and place.offload is not None
+                              else option.offload_param != Device.NONE)
     P = spec.parameters
     w = B.nbytes(s.precision)
     release = setup.trainer_version or "1.16.0"
@@ -147,7 +164,7 @@ def frozen_model_terms(role: ModelRole, spec: ModelSpec, s: Settings, option: Op
                  (f"{name}_opt_grads", "gradient partitions (stage 3)", g * kept, f"{g} B × P / {N}", opt_device),
                  (f"{name}_opt_ipg", "IPG bucket: reduce_bucket_size (TRL's dotted override is not read)",
                   w * s.reduce_bucket_size, f"{w} B × {s.reduce_bucket_size:,}", Resource.GPU)]
-    why = (f"the config's optimizer block copied to the {name} engine (TRL {copy.release} < 1.9.1)"
+    why = (f"the config's optimizer block copied to the {name} engine ({copy.release})"
            if copy.expected else f"bound: the optimizer block copied if TRL <= 1.9.0 ({name} engine)")
     for key, what, nbytes, formula, dev in parts:
         if copy.expected:
@@ -163,18 +180,70 @@ def method_terms(setup: MethodSetup, policy: ModelSpec, auxiliary: dict[ModelRol
     """Every model and share beside the policy for ``option``: reference, reward, critic, vLLM."""
     if setup.method == Method.SFT:
         return []
-    terms: list[Term] = []
+    others: list[Term] = []
     base = policy if policy.trainable_parameters is None else _base(policy)
     if has_reference(setup, policy):
         spec = auxiliary.get(ModelRole.REFERENCE, base)
-        terms += frozen_model_terms(ModelRole.REFERENCE, spec, s, option, N, setup, config_has_optimizer)
+        others += frozen_model_terms(ModelRole.REFERENCE, spec, s, option, N, setup, config_has_optimizer)
     if setup.method == Method.PPO or _placement(setup, ModelRole.REWARD) is not None:
         spec = auxiliary.get(ModelRole.REWARD, base)
-        terms += frozen_model_terms(ModelRole.REWARD, spec, s, option, N, setup, config_has_optimizer)
+        others += frozen_model_terms(ModelRole.REWARD, spec, s, option, N, setup, config_has_optimizer)
     if setup.method == Method.PPO:
-        terms += critic_terms(auxiliary.get(ModelRole.CRITIC, base), s, option, N, notes)
-    terms += vllm_terms(setup, gpu_memory, notes)
-    return terms
+        others += critic_terms(auxiliary.get(ModelRole.CRITIC, base), s, option, N, notes)
+    if setup.trainer == TrainerFamily.OPENRLHF and not setup.colocate_all_models:
+        # OpenRLHF runs the reference, reward and critic as Ray actors on GPUs of their own unless
+        # --colocate_all_models (openrlhf/cli/train_ppo_ray.py @ v0.8.5: PPORayActorGroup per model, each
+        # with its num_gpus_per_node): not on the actor's cards
+        for row in dict.fromkeys(t.row for t in others):
+            own = sum(t.nbytes for t in others if t.row == row and t.device == Resource.GPU)
+            notes.append(f"{row.replace('_', ' ')}: on GPUs of its own (OpenRLHF without --colocate_all_models), "
+                         f"{own / 2**30:.2f} GiB per GPU there: not counted on the actor's cards")
+        others = []
+    return others + vllm_terms(setup, gpu_memory, notes) + completion_logits_terms(setup, policy, s)
+
+
+def activation_spec(setup: MethodSetup, policy: ModelSpec) -> ModelSpec:
+    """The policy as the method's forward runs it, for the activations (memory/activations.py):
+
+    * reward-model training: a scalar head (AutoModelForSequenceClassification), no vocabulary logits
+      (trl/trainer/reward_trainer.py compute_loss @ v1.16.0: two forwards' rewards_chosen/rejected);
+    * GRPO with the completion length known: no logits over the whole sequence (logits_to_keep: only the
+      completion's, counted by completion_logits_terms);
+    * TRL's preference trainers keep the logits in the model dtype (trl/trainer/utils.py selective_log_softmax
+      @ v1.16.0: a per-row log-softmax for bf16), where LLaMA-Factory upcasts them
+      (llamafactory/train/dpo/trainer.py concatenated_forward @ v0.9.3: ``.logits.to(torch.float32)``)."""
+    if setup.method == Method.SFT:
+        return policy
+    if setup.method == Method.REWARD or (setup.method == Method.GRPO and setup.generation.max_completion_length):
+        return replace(policy, lm_head=False)
+    if setup.trainer in (None, TrainerFamily.TRL) and policy.layer_facts is not None:  # None: Korthikanti's
+        return replace(policy, layer_facts=replace(policy.layer_facts, loss_in_fp32=False))
+    return policy
+
+
+def completion_logits_terms(setup: MethodSetup, policy: ModelSpec, s: Settings) -> list[Term]:
+    """GRPO's logits over the completion only (logits_to_keep = max_completion_length; trl/trainer/grpo_trainer.py
+    _get_per_token_logps_and_entropies @ v1.16.0): the logits, the per-row log-softmax and their gradient in
+    the model dtype, per completion in the micro batch (TRL's per_device_train_batch_size counts completions:
+    num_generations decides how many prompts, not how many rows per GPU)."""
+    completion = setup.generation.max_completion_length
+    if setup.method != Method.GRPO or not completion or not policy.vocab_size:
+        return []
+    w = B.nbytes(s.precision)
+    n = 3 * w * s.micro_batch * completion * policy.vocab_size
+    return [Term("activations", Resource.GPU, n, "completion_logits",
+                 "GRPO logits over the completion (logits_to_keep)",
+                 f"3 × {w} B × {s.micro_batch} × {completion} × V {policy.vocab_size:,}",
+                 "trl/trainer/grpo_trainer.py _get_per_token_logps_and_entropies @ v1.16.0")]
+
+
+def method_shape(shape: TrainingShape) -> TrainingShape:
+    """GRPO's sequence (prompt + completion) where the shape has no length of its own."""
+    gen = shape.method.generation
+    if shape.method.method == Method.GRPO and not shape.sequence_length and gen.max_prompt_length \
+            and gen.max_completion_length:
+        return replace(shape, sequence_length=gen.max_prompt_length + gen.max_completion_length)
+    return shape
 
 
 def _base(policy: ModelSpec) -> ModelSpec:
@@ -229,8 +298,8 @@ def method_notes(setup: MethodSetup, config_has_optimizer: bool, policy: ModelSp
                    "(TRL >= 1.9.1 drops it); its bound adds what TRL <= 1.9.0 builds from it (14 B/param at "
                    "stage 0 in bf16; at stage 3 the fp32 and gradient partitions and the IPG bucket)")
     elif copy.expected:
-        out.append(f"TRL {copy.release} copies the config's optimizer block to the reference engine "
-                   "(trl/models/utils.py prepare_deepspeed; dropped from 1.9.1)")
+        out.append(f"{copy.release} copies the config's optimizer block to the reference engine "
+                   "(TRL's prepare_deepspeed up to 1.9.0, trl/models/utils.py; dropped from 1.9.1)")
     if batch_factor(setup) == 2:
         out.append(f"{setup.method}: chosen and rejected concatenated, 2 sequences per sample through the policy; "
                    "the reference forward runs under no_grad before it and is not counted beside its activations")
