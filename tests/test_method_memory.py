@@ -231,3 +231,14 @@ def test_lower_stage_advice_keeps_the_reference_copy():
     roomy = _lead(dpo(trainer_version="1.16.0"), 141)  # where the whole copy fits at ZeRO-1, it may say so
     assert roomy is not None and roomy.option is not None and roomy.option.option.stage == 1
     assert roomy.option.per_gpu["reference_model"] == 2 * P
+
+
+def test_axolotl_and_ms_swift_follow_the_trl_they_pin():
+    simpo = MethodSetup(method=Method.CPO, trainer=TrainerFamily.AXOLOTL, trainer_version="0.18.0")
+    st = run(simpo).stage(1)  # axolotl loads one for every rl: type but ORPO; TRL 1.8.0 copies the block
+    assert st.per_gpu["reference_model"] == 14 * P
+    assert "reference_model" not in run(MethodSetup(method=Method.ORPO, trainer=TrainerFamily.AXOLOTL)).stage(1).per_gpu
+    swift = run(dpo(trainer=TrainerFamily.MS_SWIFT, trainer_version="3.8.0")).stage(1)
+    assert swift.per_gpu["reference_model"] == 14 * P  # ms-swift 3.x pins trl < 0.21
+    later = run(dpo(trainer=TrainerFamily.MS_SWIFT, trainer_version="4.1.0")).stage(1)
+    assert later.per_gpu["reference_model"] == 2 * P and later.per_gpu_bound["reference_model"] == 14 * P

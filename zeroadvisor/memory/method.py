@@ -46,8 +46,6 @@ from zeroadvisor.vocab import Device, Method, ModelRole, Precision, Resource, Te
 # The first TRL release whose prepare_deepspeed drops the optimizer block (trl/models/utils.py @ v1.9.1; v1.9.0
 # keeps it). The issue text says 1.10: the wheels say 1.9.1.
 TRL_DROPS_OPTIMIZER = Version("1.9.1")
-# The newest LLaMA-Factory read: 0.9.3 pins trl>=0.8.6,<=0.9.6, whose DPOTrainer._prepare_deepspeed copies the block
-LLAMA_FACTORY_OLD_TRL = Version("0.9.3")
 PREPARE_SOURCE = "trl/models/utils.py prepare_deepspeed @ v{release}"
 # TRL GRPOConfig.beta defaults to 0.0 (no reference model) and vllm_gpu_memory_utilization to 0.3 in every release
 # read (trl/trainer/grpo_config.py @ v0.21.0, v0.29.1, v1.9.2, v1.10.0, v1.16.0).
@@ -78,18 +76,20 @@ def batch_factor(setup: MethodSetup) -> int:
 def has_reference(setup: MethodSetup, policy: ModelSpec) -> bool:
     """Whether the trainer loads a reference model (TRL dpo/kto/grpo trainer __init__ at the releases read):
     none with PEFT (the adapter is disabled for the reference pass) unless a separate one is named, none with
-    precompute_ref_log_probs, none for ORPO, CPO/SimPO, and GRPO with beta 0.0 (the default)."""
+    precompute_ref_log_probs, none for ORPO, CPO/SimPO, and GRPO with beta 0.0 (the default). axolotl loads one
+    for every rl: type but ORPO (axolotl/train.py setup_reference_model @ v0.18.0), CPO/SimPO included, whose
+    trainer never uses it; LLaMA-Factory none for pref_loss orpo/simpo (hparams/finetuning_args.py use_ref_model
+    @ v0.9.3)."""
     if setup.use_reference is not None:
         return setup.use_reference
-    if setup.method in (Method.SFT, Method.ORPO, Method.CPO, Method.REWARD):
-        return False
-    if (setup.loss_type or "").lower() in ("simpo", Method.ORPO):  # LLaMA-Factory pref_loss, TRL loss_type
-        return False
-    if setup.precompute_ref_log_probs:
-        return False
-    if setup.method == Method.GRPO and (setup.beta if setup.beta is not None else GRPO_DEFAULT_BETA) == 0.0:
-        return False
-    return not (policy.trainable_parameters is not None and setup.reference_model is None)
+    axolotl = setup.trainer == TrainerFamily.AXOLOTL
+    beta = setup.beta if setup.beta is not None else GRPO_DEFAULT_BETA
+    none = (setup.method in (Method.SFT, Method.REWARD, Method.ORPO)
+            or (setup.method == Method.CPO and not axolotl)
+            or ((setup.loss_type or "").lower() in ("simpo", Method.ORPO) and not axolotl)
+            or bool(setup.precompute_ref_log_probs)
+            or (setup.method == Method.GRPO and beta == 0.0))
+    return not none and not (policy.trainable_parameters is not None and setup.reference_model is None)
 
 
 def _release(text: str | None) -> Version | None:
@@ -99,21 +99,29 @@ def _release(text: str | None) -> Version | None:
         return None
 
 
-def optimizer_copy(setup: MethodSetup, config_has_optimizer: bool) -> OptimizerCopy:
-    """Whether the frozen engines' config keeps the user's ``optimizer`` block, by the trainer and its release.
+# Trainers that hand the frozen models to a TRL whose preparation copies the optimizer block, up to the newest
+# release read that pins such a TRL: LLaMA-Factory 0.9.3 pins trl>=0.8.6,<=0.9.6 and calls TRL's
+# DPOTrainer._prepare_deepspeed (trl/trainer/dpo_trainer.py @ v0.9.6: the same deepcopy, no pop); ms-swift 3.8.0
+# pins trl>=0.15,<0.21 and its DPO/KTO/GRPO trainers subclass TRL's (swift/trainers/rlhf_trainer); axolotl 0.18.0
+# pins trl==1.8.0 (setup_reference_model hands the model to TRL's trainer). A later release is not read: unknown.
+OLD_TRL_PINS: dict[TrainerFamily, tuple[Version, str]] = {
+    TrainerFamily.LLAMA_FACTORY: (Version("0.9.3"), "TRL <= 0.9.6"),
+    TrainerFamily.MS_SWIFT: (Version("3.999"), "TRL < 0.21"),  # every 3.x
+    TrainerFamily.AXOLOTL: (Version("0.18.0"), "TRL 1.8.0"),
+}
 
-    TRL: prepare_deepspeed copies it up to 1.9.0. LLaMA-Factory 0.9.3 pins trl>=0.8.6,<=0.9.6 and calls TRL's
-    DPOTrainer._prepare_deepspeed (trl/trainer/dpo_trainer.py @ v0.9.6: the same deepcopy, no pop), so it is
-    copied there; a later LLaMA-Factory is unknown here. OpenRLHF builds its own eval config
-    (openrlhf/utils/deepspeed/deepspeed_utils.py get_eval_ds_config @ v0.8.5: no optimizer block). axolotl and
-    ms-swift hand the reference to TRL's trainers: their TRL release is not known from theirs."""
+
+def optimizer_copy(setup: MethodSetup, config_has_optimizer: bool) -> OptimizerCopy:
+    """Whether the frozen engines' config keeps the user's ``optimizer`` block, by the trainer and its release:
+    TRL's prepare_deepspeed copies it up to 1.9.0; the trainers of OLD_TRL_PINS at the releases read; OpenRLHF
+    never (openrlhf/utils/deepspeed/deepspeed_utils.py get_eval_ds_config @ v0.8.5 builds its own config)."""
     release = _release(setup.trainer_version)
     if not config_has_optimizer or setup.trainer == TrainerFamily.OPENRLHF:
         return OptimizerCopy(False, False, setup.trainer_version or "unknown")
-    if setup.trainer == TrainerFamily.LLAMA_FACTORY:
-        if release is not None and release <= LLAMA_FACTORY_OLD_TRL:
-            return OptimizerCopy(True, False, f"LLaMA-Factory {setup.trainer_version} (TRL <= 0.9.6)")
-        return OptimizerCopy(False, True, "unknown")
+    if setup.trainer in OLD_TRL_PINS:
+        newest, trl = OLD_TRL_PINS[setup.trainer]
+        if release is not None and release <= newest:
+            return OptimizerCopy(True, False, f"{setup.trainer} {setup.trainer_version} ({trl})")
     if setup.trainer not in (None, TrainerFamily.TRL) or release is None:
         return OptimizerCopy(False, True, "unknown")
     return OptimizerCopy(release < TRL_DROPS_OPTIMIZER, False, f"TRL {setup.trainer_version}")
@@ -289,9 +297,9 @@ def method_notes(setup: MethodSetup, config_has_optimizer: bool, policy: ModelSp
     if setup.method == Method.SFT:
         return []
     out: list[str] = []
-    if setup.trainer not in (None, TrainerFamily.TRL):
-        out.append(f"{setup.trainer}: the reference/reward models costed as TRL's prepare_deepspeed prepares them "
-                   "(stage 3 kept, else stage 0); this trainer's own preparation is not read")
+    if setup.trainer in (TrainerFamily.MS_SWIFT, TrainerFamily.AXOLOTL, TrainerFamily.LLAMA_FACTORY):
+        out.append(f"{setup.trainer}: its trainers hand the reference/reward models to TRL's deepspeed preparation "
+                   "(stage 3 kept, else stage 0), at the TRL release it pins")
     copy = optimizer_copy(setup, config_has_optimizer)
     if copy.bound:
         out.append("TRL release unknown: the reference engine is costed without the config's optimizer block "
