@@ -242,3 +242,14 @@ def test_axolotl_and_ms_swift_follow_the_trl_they_pin():
     assert swift.per_gpu["reference_model"] == 14 * P  # ms-swift 3.x pins trl < 0.21
     later = run(dpo(trainer=TrainerFamily.MS_SWIFT, trainer_version="4.1.0")).stage(1)
     assert later.per_gpu["reference_model"] == 2 * P and later.per_gpu_bound["reference_model"] == 14 * P
+
+
+def test_the_does_not_fit_message_names_the_reference_model():
+    config = {**ZERO3, "zero_optimization": {"stage": 1}}
+    options = CheckOptions(model=SPEC, shape=TrainingShape(1024, "full", method=dpo(trainer_version="1.9.0")),
+                           cluster=CLUSTER)
+    result = check_document(parse(json.dumps(config), "ds.json"), options)
+    [finding] = [f for f in result.findings if f.code == "ZA801"]
+    # 14 B × P: the bf16 copy, its fp32 master and Adam's states (TRL 1.9.0 copies the optimizer block)
+    assert f"reference model {14 * P / 2**30:.2f} GiB" in finding.message
+    assert "Cheapest change that fits: ZeRO-3" in finding.message
