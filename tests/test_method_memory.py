@@ -253,3 +253,14 @@ def test_the_does_not_fit_message_names_the_reference_model():
     # 14 B × P: the bf16 copy, its fp32 master and Adam's states (TRL 1.9.0 copies the optimizer block)
     assert f"reference model {14 * P / 2**30:.2f} GiB" in finding.message
     assert "Cheapest change that fits: ZeRO-3" in finding.message
+
+
+def test_vllm_mode_defaults_by_release():
+    def share(**kw) -> int:
+        setup = MethodSetup(method=Method.GRPO, generation=Generation(use_vllm=True), **kw)
+        return run(setup).stage(3).per_gpu.get("vllm", 0)
+
+    assert share(trainer_version="0.29.1") == 0  # "server" up to 0.29
+    assert share(trainer_version="1.0.0") == share() == int(80 * GB * 0.3)  # "colocate" since 1.0.0
+    assert share(trainer=TrainerFamily.OPENRLHF) == 0
+    assert share(trainer=TrainerFamily.OPENRLHF, colocate_all_models=True) == int(80 * GB * 0.3)

@@ -50,6 +50,7 @@ PREPARE_SOURCE = "trl/models/utils.py prepare_deepspeed @ v{release}"
 # TRL GRPOConfig.beta defaults to 0.0 (no reference model) and vllm_gpu_memory_utilization to 0.3 in every release
 # read (trl/trainer/grpo_config.py @ v0.21.0, v0.29.1, v1.9.2, v1.10.0, v1.16.0).
 GRPO_DEFAULT_BETA = 0.0
+TRL_COLOCATE_DEFAULT = Version("1.0.0")  # GRPOConfig.vllm_mode's default became "colocate" (was "server")
 VLLM_DEFAULT_UTILIZATION = 0.3
 # Methods that run chosen and rejected as one concatenated batch: twice the sequences through the policy
 # (trl/trainer/dpo_trainer.py concatenated_forward; cpo/orpo the same; reward_trainer two forwards per pair).
@@ -271,6 +272,18 @@ def critic_terms(spec: ModelSpec, s: Settings, option: Option, N: int, notes: li
                  t.source, kind=t.kind, bound=t.bound) for t in states]
 
 
+def vllm_mode(setup: MethodSetup) -> VllmMode:
+    """Where vLLM runs when no file says: TRL's GRPOConfig.vllm_mode defaults to "server" up to 0.29 and to
+    "colocate" from 1.0.0 (trl/trainer/grpo_config.py @ v0.29.1, v1.0.0; the release unknown: the current
+    default); OpenRLHF puts its vLLM engines on the training GPUs only with --colocate_all_models."""
+    if setup.generation.vllm_mode is not None:
+        return setup.generation.vllm_mode
+    if setup.trainer == TrainerFamily.OPENRLHF:
+        return VllmMode.COLOCATE if setup.colocate_all_models else VllmMode.SERVER
+    release = _release(setup.trainer_version) if setup.trainer in (None, TrainerFamily.TRL) else None
+    return VllmMode.SERVER if release is not None and release < TRL_COLOCATE_DEFAULT else VllmMode.COLOCATE
+
+
 def vllm_terms(setup: MethodSetup, gpu_memory: int | None, notes: list[str]) -> list[Term]:
     """vLLM colocated on the training GPUs takes ``vllm_gpu_memory_utilization`` of each card (its KV cache and
     weights live inside that share: vllm/worker gpu_worker.py determine_available_memory); in server mode it runs
@@ -278,7 +291,7 @@ def vllm_terms(setup: MethodSetup, gpu_memory: int | None, notes: list[str]) -> 
     gen = setup.generation
     if not gen.use_vllm:
         return []
-    if gen.vllm_mode != VllmMode.COLOCATE:
+    if vllm_mode(setup) != VllmMode.COLOCATE:
         notes.append(f"vLLM in server mode on {gen.vllm_num_gpus or 'its own'} GPU(s) outside the training world: "
                      "not on these cards")
         return []
