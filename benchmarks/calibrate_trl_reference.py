@@ -1,7 +1,7 @@
 """Measure the reference model as TRL's own ``prepare_deepspeed`` builds it, DeepSpeed 0.19.8 on CPU (issue 35 item 4).
 
-Method. One rank (DS_ACCELERATOR=cpu, gloo; benchmarks/cpu_ranks.py) builds a randomly initialised transformers
-Llama (2 layers, hidden 256, ffn 688, vocab 8192, untied head) in bf16 and hands it to
+Method. One rank, or ``--ranks N`` (DS_ACCELERATOR=cpu, gloo; benchmarks/cpu_ranks.py) builds a randomly
+initialised transformers Llama (2 layers, hidden 256, ffn 688, vocab 8192, untied head) in bf16 and hands it to
 ``trl.models.utils.prepare_deepspeed`` with a real ``accelerate.Accelerator`` whose DeepSpeed plugin carries the
 user's config, four cases in one process:
 
@@ -18,6 +18,7 @@ tensors and state), counted once each. Compared with memory/method.py's "referen
 config and TRL release (memory/estimate.py with a DPO MethodSetup, 1 GPU).
 
     python benchmarks/calibrate_trl_reference.py    # writes benchmarks/trl_reference.json and .md
+    python benchmarks/calibrate_trl_reference.py --ranks 2 --out benchmarks/trl_reference_2ranks
 """
 
 from __future__ import annotations
@@ -122,7 +123,7 @@ def worker(c: dict, out_path: str) -> None:
                                           "deepspeed": deepspeed.__version__, "cases": rows}))
 
 
-def predict(case: dict, trl_version: str, parameters: int) -> int:
+def predict(case: dict, trl_version: str, parameters: int, ranks: int = 1) -> int:
     """memory/'s reference-model row (GPU and host) for the policy option the case configures."""
     from zeroadvisor.config.method import MethodSetup
     from zeroadvisor.memory.estimate import Cluster, estimate
@@ -133,7 +134,7 @@ def predict(case: dict, trl_version: str, parameters: int) -> int:
     spec = spec_from_hf_config({"model_type": "llama", **LLAMA, "tie_word_embeddings": False})
     assert spec.parameters == parameters, (spec.parameters, parameters)
     setup = MethodSetup(method=Method.DPO, trainer_version=trl_version)
-    est = estimate(ds_config(**case), spec, TrainingShape(64, method=setup), Cluster(gpus=1))
+    est = estimate(ds_config(**case), spec, TrainingShape(64, method=setup), Cluster(gpus=ranks))
     st = est.stage(case["stage"])
     return sum(t.nbytes for t in st.terms if t.row == "reference_model" and t.phase == "train")
 
@@ -142,17 +143,19 @@ def compare(result: dict) -> dict:
     r0 = result["ranks"][0]
     rows = []
     for case in r0["cases"]:
-        estimate = predict({"stage": case["stage"], "optimizer": case["optimizer"]}, r0["trl"], case["parameters"])
+        estimate = predict({"stage": case["stage"], "optimizer": case["optimizer"]}, r0["trl"], case["parameters"],
+                           len(result["ranks"]))
         rows.append({**case, "estimate_bytes": estimate,
                      "measured_per_param": case["held_bytes"] / case["parameters"],
                      "estimate_per_param": estimate / case["parameters"]})
-    return {"trl": r0["trl"], "deepspeed": r0["deepspeed"], "cases": rows}
+    return {"trl": r0["trl"], "deepspeed": r0["deepspeed"], "ranks": len(result["ranks"]), "cases": rows}
 
 
 def markdown(result: dict, meta: dict) -> str:
     out = ["# The reference engine TRL's prepare_deepspeed builds (DeepSpeed on CPU)", "",
            (f"`python benchmarks/calibrate_trl_reference.py` (method: its docstring). TRL {result['trl']}, DeepSpeed "
-            f"{result['deepspeed']}, one rank, bf16 Llama, reduce_bucket_size {RBS:,}."), "",
+            f"{result['deepspeed']}, {result['ranks']} rank(s) (rank 0 measured), bf16 Llama, "
+            f"reduce_bucket_size {RBS:,}."), "",
            f"Machine: {meta}", "",
            "| policy stage | optimizer block | engine optimizer | measured B/param | estimate B/param | IPG elements |",
            "|---:|---|---|---:|---:|---:|"]
@@ -166,11 +169,12 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--worker", nargs=2)
     ap.add_argument("--out", default=str(HERE / "trl_reference"))
+    ap.add_argument("--ranks", type=int, default=1, help="processes (rank 0 is measured; stage 3 partitions over them)")
     args = ap.parse_args(argv)
     if args.worker:
         worker(json.loads(args.worker[0]), args.worker[1])
         return
-    result = run_ranks(__file__, {"ranks": 1, "cases": CASES}, timeout=300)
+    result = run_ranks(__file__, {"ranks": args.ranks, "cases": CASES}, timeout=300)
     if "error" in result:
         raise SystemExit(f"{result['error']}\n{result['log']}")
     compared = compare(result)
