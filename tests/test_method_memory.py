@@ -264,3 +264,16 @@ def test_vllm_mode_defaults_by_release():
     assert share(trainer_version="1.0.0") == share() == int(80 * GB * 0.3)  # "colocate" since 1.0.0
     assert share(trainer=TrainerFamily.OPENRLHF) == 0
     assert share(trainer=TrainerFamily.OPENRLHF, colocate_all_models=True) == int(80 * GB * 0.3)
+
+
+@pytest.mark.parametrize(("trainer", "source"), [
+    (None, "trl/models/utils.py prepare_deepspeed @ v1.16.0"),
+    (TrainerFamily.LLAMA_FACTORY, "_prepare_deepspeed @ v0.9.6"),
+    (TrainerFamily.AXOLOTL, "setup_reference_model @ v0.18.0"),
+    (TrainerFamily.MS_SWIFT, "_prepare_single_model @ v3.8.0"),
+    (TrainerFamily.OPENRLHF, "get_ds_eval_config @ v0.8.5"),
+])
+def test_each_reference_term_names_where_its_trainer_prepares_it(trainer, source):
+    st = run(dpo(trainer=trainer, colocate_all_models=True)).stage(1)
+    terms = list(train_terms(st, "reference_model").values())
+    assert terms and all(source in t.source for t in terms)

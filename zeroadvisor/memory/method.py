@@ -23,9 +23,11 @@ deepspeed_init does the same). Measured on CPU with DeepSpeed 0.19.8, one rank, 
   accumulation dtype), plus stage 3's IPG bucket, reduce_bucket_size elements in the model dtype (TRL's dotted
   override ignored: 5e8 elements, 1 GB, by default); Adam's states stay lazy (the reference never steps).
 
-Where the TRL release is unknown, the expected bytes are the current behaviour (no optimizer block) and the copied
-block is the bound (Term.bound), with the assumption stated. Other trainer families are costed with TRL's rule
-and say so (their own preparation is not read here).
+Where the release is unknown, the expected bytes are the current behaviour (no optimizer block) and the copied
+block is the bound (Term.bound), with the assumption stated. LLaMA-Factory, axolotl and ms-swift hand the models
+to the TRL release they pin (OLD_TRL_PINS); OpenRLHF builds its own eval config (no optimizer block) and runs the
+other models on GPUs of their own unless --colocate_all_models. Each term's source names the file, the function
+and the release read.
 """
 
 from __future__ import annotations
@@ -47,6 +49,15 @@ from zeroadvisor.vocab import Device, Method, ModelRole, Precision, Resource, Te
 # keeps it). The issue text says 1.10: the wheels say 1.9.1.
 TRL_DROPS_OPTIMIZER = Version("1.9.1")
 PREPARE_SOURCE = "trl/models/utils.py prepare_deepspeed @ v{release}"
+# where each family prepares the frozen models, at the release read
+FAMILY_SOURCE = {
+    TrainerFamily.LLAMA_FACTORY: "llamafactory/train/dpo/trainer.py CustomDPOTrainer.__init__ @ v0.9.3 -> "
+                                 "trl/trainer/dpo_trainer.py _prepare_deepspeed @ v0.9.6",
+    TrainerFamily.AXOLOTL: "axolotl/train.py setup_reference_model @ v0.18.0 -> trl/models/utils.py "
+                           "prepare_deepspeed @ v1.8.0",
+    TrainerFamily.MS_SWIFT: "swift/llm/train/rlhf.py _prepare_single_model @ v3.8.0 -> TRL (< 0.21) prepare_deepspeed",
+    TrainerFamily.OPENRLHF: "openrlhf/utils/deepspeed/deepspeed.py get_ds_eval_config @ v0.8.5",
+}
 # TRL GRPOConfig.beta defaults to 0.0 (no reference model) and vllm_gpu_memory_utilization to 0.3 in every release
 # read (trl/trainer/grpo_config.py @ v0.21.0, v0.29.1, v1.9.2, v1.10.0, v1.16.0).
 GRPO_DEFAULT_BETA = 0.0
@@ -146,13 +157,14 @@ def frozen_model_terms(role: ModelRole, spec: ModelSpec, s: Settings, option: Op
                               else option.offload_param != Device.NONE)
     P = spec.parameters
     w = B.nbytes(s.precision)
-    release = setup.trainer_version or "1.16.0"
-    src = PREPARE_SOURCE.format(release=release)
+    src = FAMILY_SOURCE.get(setup.trainer) if setup.trainer is not None else None
+    src = src or PREPARE_SOURCE.format(release=setup.trainer_version or "1.16.0")
     name = role.value
     shard = N if stage == 3 else 1
     kept = ceil_div(P, shard) if stage == 3 else P
     device = Resource.CPU if offload else Resource.GPU
-    how = f"stage {stage}" + (" (kept from the config)" if stage == 3 else " (TRL sets any stage but 3 to 0)")
+    how = f"stage {stage}" + (" (the trainer's flag)" if place is not None and place.zero_stage is not None
+                              else " (kept from the config)" if stage == 3 else " (any stage but 3 set to 0)")
     terms = [Term(row, device, kept * w, f"{name}_params", f"{name} model parameters, {how}",
                   f"{w} B × {P:,}" + (f" / {shard}" if shard > 1 else ""), src)]
     copy = optimizer_copy(setup, config_has_optimizer)
