@@ -277,3 +277,10 @@ def test_each_reference_term_names_where_its_trainer_prepares_it(trainer, source
     st = run(dpo(trainer=trainer, colocate_all_models=True)).stage(1)
     terms = list(train_terms(st, "reference_model").values())
     assert terms and all(source in t.source for t in terms)
+
+
+def test_old_trl_with_optimizer_offload_below_stage_3_is_noted():
+    st = run(dpo(trainer_version="1.9.0")).stage(2, "cpu")
+    assert any("dies before training" in n for n in st.notes)
+    assert not any("dies before training" in n for n in run(dpo(trainer_version="1.9.1")).stage(2, "cpu").notes)
+    assert not any("dies before training" in n for n in run(dpo(trainer_version="1.9.0")).stage(3, "cpu").notes)

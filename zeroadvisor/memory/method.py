@@ -209,6 +209,11 @@ def method_terms(setup: MethodSetup, policy: ModelSpec, auxiliary: dict[ModelRol
     if setup.method == Method.PPO or _placement(setup, ModelRole.REWARD) is not None:
         spec = auxiliary.get(ModelRole.REWARD, base)
         others += frozen_model_terms(ModelRole.REWARD, spec, s, option, N, setup, config_has_optimizer)
+    if others and option.stage < 3 and option.offload_optimizer != Device.NONE \
+            and optimizer_copy(setup, config_has_optimizer).expected:
+        notes.append("the frozen engines get this config's optimizer and offload_optimizer at stage 0: DeepSpeed "
+                     "builds a CPU Adam over parameters on the GPU and the run dies before training (TRL 1.9.1's "
+                     "comment in trl/models/utils.py prepare_deepspeed, which drops both since)")
     if setup.method == Method.PPO:
         others += critic_terms(auxiliary.get(ModelRole.CRITIC, base), s, option, N, notes)
     if setup.trainer == TrainerFamily.OPENRLHF and not setup.colocate_all_models:
