@@ -284,3 +284,16 @@ def test_old_trl_with_optimizer_offload_below_stage_3_is_noted():
     assert any("dies before training" in n for n in st.notes)
     assert not any("dies before training" in n for n in run(dpo(trainer_version="1.9.1")).stage(2, "cpu").notes)
     assert not any("dies before training" in n for n in run(dpo(trainer_version="1.9.0")).stage(3, "cpu").notes)
+
+
+def test_bars_chart_and_markdown_draw_the_reference_model():
+    from zeroadvisor.report import html, markdown
+
+    e = run(dpo(trainer_version="1.16.0"))
+    text = render(e, width=160)
+    assert "R reference model" in text and "R reference model" not in render(run(MethodSetup()), width=160)
+    z1 = next(line for line in text.splitlines() if line.startswith("Z1 "))
+    assert "R" in z1  # the copy is a row of its own in the bar, not part of the load/save dots
+    assert 'data-row="reference_model"' in html.chart(list(e.stages), e, "GiB", None)
+    table = markdown.breakdown_table(e, None, "GiB")
+    assert any(line.startswith("| reference model |") for line in table)

@@ -139,6 +139,11 @@ METHOD_ROW_LABELS = {
     "vllm": "vLLM",
 }
 SUBTOTAL_ROW = "model_states"  # parameters + gradients + optimizer states
+
+
+def row_label(row: str) -> str:
+    """A memory row in words: ROW_LABELS, or a preference/RL run's model row (METHOD_ROW_LABELS)."""
+    return ROW_LABELS[row] if row in ROW_LABELS else METHOD_ROW_LABELS[row]
 TOTAL_ROW = "total"
 # The rows a short breakdown names (the markdown table, the does-not-fit message): the subtotal
 # and what comes on top of it.

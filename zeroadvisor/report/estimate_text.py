@@ -42,7 +42,8 @@ NUMBER_WIDTH = 7  # "1234.56"
 SGR = {Verdict.FITS: "32", Verdict.TIGHT: "33", Verdict.DOES_NOT_FIT: "31;1", Verdict.UNKNOWN: "33", "configured": "1",
         "recommended": "32;1", "dim": "2"}
 _BAR_SGR = {"parameters": "44", "gradients": "46", "optimizer_states": "45", "gathered_parameters": "104",
-            "buffers": "43", "activations": "42", "overhead": "100"}
+            "buffers": "43", "activations": "42", "overhead": "100",
+            "reference_model": "41", "reward_model": "101", "critic": "105", "vllm": "47"}
 
 
 @dataclass(frozen=True)
@@ -345,7 +346,7 @@ def bars(stages: list[StageEstimate], estimate: Estimate, unit: str, style: Styl
     peak_width, mark_width = max(len(p) for p in peaks), max(len(m) for m in marks)
     bar_width = max(10, style.width - label_width - peak_width - mark_width - 2)
     top = max([capacity or 0] + [st.peak_gpu for st in stages]) or 1
-    legend = [f"{letter} {labels.ROW_LABELS[row]}" for row, letter in overview.BAR_LETTERS.items()]
+    legend = [f"{overview.bar_letter(row)} {labels.row_label(row)}" for row in overview.bar_rows_of(stages)]
     against = f", | = the card's {format_bytes(capacity, unit)}" if capacity is not None else ""
     out = style.wrap(f"Memory per GPU by row while training (. = a higher peak at load or save{against}); "
                      f"right: the peak per GPU ({unit}):")
@@ -374,7 +375,7 @@ def _bar_cells(st: StageEstimate, top: int, width: int, capacity: int | None) ->
         if i == cap_at:
             cells.append(("|", None))
         elif covering is not None:
-            cells.append((overview.BAR_LETTERS[covering], covering))
+            cells.append((overview.bar_letter(covering), covering))
         elif middle < st.peak_gpu:
             cells.append((".", None))
         else:
