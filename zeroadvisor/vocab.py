@@ -131,7 +131,19 @@ ROW_LABELS = {
     "overhead": "overhead",
     "total": "total per GPU",
 }
+# The rows a preference/RL method adds beside the policy (memory/terms.py METHOD_ROWS), named by role
+METHOD_ROW_LABELS = {
+    "reference_model": "reference model",
+    "reward_model": "reward model",
+    "critic": "critic",
+    "vllm": "vLLM",
+}
 SUBTOTAL_ROW = "model_states"  # parameters + gradients + optimizer states
+
+
+def row_label(row: str) -> str:
+    """A memory row in words: ROW_LABELS, or a preference/RL run's model row (METHOD_ROW_LABELS)."""
+    return ROW_LABELS[row] if row in ROW_LABELS else METHOD_ROW_LABELS[row]
 TOTAL_ROW = "total"
 # The rows a short breakdown names (the markdown table, the does-not-fit message): the subtotal
 # and what comes on top of it.
@@ -237,7 +249,7 @@ class OptionLike(Protocol):
 
 def table_label(row: str) -> str:
     """A row as the text table shows it: the subtotal marked with "=", the total in capitals."""
-    label = ROW_LABELS[row]
+    label = ROW_LABELS[row] if row in ROW_LABELS else METHOD_ROW_LABELS[row]
     if row == SUBTOTAL_ROW:
         return f"= {label}"
     if row == TOTAL_ROW:

@@ -20,7 +20,17 @@ from zeroadvisor.deepspeed import schema
 from zeroadvisor.lint.context import Context
 from zeroadvisor.lint.findings import Action, Severity
 from zeroadvisor.lint.rule import Example, Hit, Rule
-from zeroadvisor.vocab import BREAKDOWN_ROWS, PHASE_WORDS, ROW_LABELS, Capacity, Device, Phase, Resource, Verdict
+from zeroadvisor.vocab import (
+    BREAKDOWN_ROWS,
+    METHOD_ROW_LABELS,
+    PHASE_WORDS,
+    ROW_LABELS,
+    Capacity,
+    Device,
+    Phase,
+    Resource,
+    Verdict,
+)
 
 if TYPE_CHECKING:
     from zeroadvisor.advisor.advice import Advice, Reason, Recommendation
@@ -70,7 +80,10 @@ def _label(option: Option) -> str:
 
 def _breakdown(ctx: Context, stage: StageEstimate) -> str:
     fmt = _advice_of(ctx).fmt
-    parts = [f"{ROW_LABELS[key]} {fmt(stage.per_gpu[key])}" for key in BREAKDOWN_ROWS if stage.per_gpu[key]]
+    # a preference/RL run's other models by role (reference model, vLLM, ...) where it has them
+    keys = [*BREAKDOWN_ROWS, *(row for row in METHOD_ROW_LABELS if stage.per_gpu.get(row))]
+    parts = [f"{ROW_LABELS.get(key) or METHOD_ROW_LABELS[key]} {fmt(stage.per_gpu[key])}" for key in keys
+             if stage.per_gpu[key]]
     return ", ".join(parts)
 
 

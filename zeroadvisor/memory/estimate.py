@@ -25,6 +25,7 @@ from zeroadvisor.memory.buffers import (
 from zeroadvisor.memory.cluster import MAX_MEMORY_BYTES, Cluster, check_memory
 from zeroadvisor.memory.features2025 import Features2025, read_features, superoffload_terms, uncounted_features
 from zeroadvisor.memory.layout_buffers import layout_buffer_terms
+from zeroadvisor.memory.method import activation_spec, batch_factor, method_notes, method_shape, method_terms
 from zeroadvisor.memory.options import Option, Skipped, configured_option, enumerate_options, refusal
 from zeroadvisor.memory.padding import PaddedFit, longest_fit
 from zeroadvisor.memory.parallel import (
@@ -43,7 +44,7 @@ from zeroadvisor.memory.states import deepspeed_terms, largest_trainable, paper_
 from zeroadvisor.memory.step_temporaries import GRAD_KEY as STEP_FP32_GRAD
 from zeroadvisor.memory.step_temporaries import KEYS as STEP_KEYS
 from zeroadvisor.memory.step_temporaries import client_optimizer_used, optim_assumption, step_terms
-from zeroadvisor.memory.terms import ROWS, STATE_ROWS, Term
+from zeroadvisor.memory.terms import METHOD_ROWS, STATE_ROWS, Term, shown_rows
 from zeroadvisor.memory.verdict import DOES_NOT_FIT, FITS, PhasePeak, judge, stated
 from zeroadvisor.model.spec import LoadInputs, ModelSpec, Padding, TrainingShape
 from zeroadvisor.units import format_bytes
@@ -142,6 +143,11 @@ class StageEstimate:
     def peak_nvme_per_node(self) -> int:
         return max(p.nvme_per_node for p in self.phases.values()) if self.phases else self.per_node_nvme
 
+    @property
+    def rows(self) -> tuple[str, ...]:
+        """The rows of ``per_gpu`` in their order: ROWS, with a preference/RL run's model rows (terms.py)."""
+        return shown_rows(set(self.per_gpu))
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "stage": self.option.stage,
@@ -163,8 +169,8 @@ class StageEstimate:
             "binding_phase": self.binding_phase,
             "binding_resource": self.binding_resource,
             "phases": {name: peak.to_dict() for name, peak in self.phases.items()},
-            "per_gpu": {row: int(self.per_gpu[row]) for row in ROWS},
-            "per_gpu_bound": {row: int(self.per_gpu_bound.get(row, self.per_gpu[row])) for row in ROWS},
+            "per_gpu": {row: int(self.per_gpu[row]) for row in self.rows},
+            "per_gpu_bound": {row: int(self.per_gpu_bound.get(row, self.per_gpu[row])) for row in self.rows},
             "per_node_cpu": int(self.per_node_cpu),
             "per_node_nvme": int(self.per_node_nvme),
             "terms": [term_dict(t) for t in self.terms],
@@ -262,7 +268,7 @@ def estimate(config: Config, model: ModelSpec, shape: TrainingShape | None = Non
     accounting = Accounting(accounting)
     if not isinstance(model.parameters, int) or model.parameters < 1:
         raise ValueError(f"model.parameters must be a positive integer, got {model.parameters!r}")
-    shape = shape or TrainingShape()
+    shape = method_shape(shape or TrainingShape())  # GRPO: prompt + completion where no length is given
     cluster = cluster or Cluster()
     ds = as_settings(config)  # what DeepSpeed reads of the config, once (deepspeed/settings.py)
     layout = read_parallel(ds, cluster.gpus, shape)
@@ -287,7 +293,10 @@ def estimate(config: Config, model: ModelSpec, shape: TrainingShape | None = Non
 
     # torch_autocast on an fp32 model: the activations in the autocast dtype (memory/autocast.py)
     ac = read_autocast(ds, s.precision) if accounting == Accounting.DEEPSPEED else None
-    act = parallel_activations(model, shape, s.micro_batch, ac.dtype if ac else s.precision, layout)
+    # a paired method (DPO, ORPO, CPO, reward) puts chosen and rejected through the policy: 2 sequences a sample
+    act = parallel_activations(activation_spec(shape.method, model), shape, s.micro_batch * batch_factor(shape.method),
+                               ac.dtype if ac else s.precision, layout)
+    assumptions += method_notes(shape.method, ds.optimizer.type is not None, model)
     if ac:
         assumptions += autocast_notes(ac)
     # A verdict that leaves a row out says so (no unqualified "fits" while activations are unknown).
@@ -308,7 +317,7 @@ def estimate(config: Config, model: ModelSpec, shape: TrainingShape | None = Non
 
     run = _Run(model, shape, cluster, accounting, s, layout, local, spec, act, configured, SaveInputs.of(ds),
                phase_split(model, layout, local, cluster), frozenset(assumptions), uncounted, missing,
-               AllocatorConf(cluster.alloc_conf), ac, read_features(ds))
+               AllocatorConf(cluster.alloc_conf), ac, read_features(ds), ds.optimizer.type is not None)
     stages, padding = _dynamic_padding(run, [_stage_estimate(run, option) for option in options])
     return Estimate(model, shape, accounting, cluster, s, tuple(stages), tuple(skipped), tuple(assumptions),
                     (*assumed, *padding, *_allocator_assumed(run, stages)), layout, schema.active_release())
@@ -345,7 +354,8 @@ def _dynamic_padding(run: _Run, stages: list[StageEstimate]) -> tuple[list[Stage
 
     def judge(shape: TrainingShape) -> tuple[Verdict | None, int]:
         shorter = dataclasses.replace(run, shape=shape, act=parallel_activations(
-            run.model, shape, run.s.micro_batch, run.s.precision, run.layout))
+            activation_spec(shape.method, run.model), shape, run.s.micro_batch * batch_factor(shape.method),
+            run.s.precision, run.layout))
         st = _stage_estimate(shorter, option)
         return st.counted_verdict, st.peak_gpu
 
@@ -411,6 +421,8 @@ class _Run:
     alloc: AllocatorConf = field(default_factory=AllocatorConf)  # PYTORCH_CUDA_ALLOC_CONF (memory/allocator.py)
     autocast: Autocast | None = None  # torch_autocast on an fp32 model (memory/autocast.py)
     features: Features2025 = field(default_factory=Features2025)  # SuperOffload, ZenFlow, ... (memory/features2025.py)
+    # the config has an optimizer block: TRL <= 1.9.0 copies it to the reference engine (memory/method.py)
+    optimizer_block: bool = False
 
 
 def _stage_estimate(run: _Run, option: Option) -> StageEstimate:
@@ -488,7 +500,10 @@ def _train_terms(run: _Run, option: Option, ds_terms: list[Term], paper: list[Te
     s, spec, P, N = run.s, run.spec, run.local.total, run.layout.data
     terms = (ds_terms + gathered_terms(s, option, P, N, spec, notes, run.autocast)
              + buffer_terms(s, option, P, N, spec, notes, run.cluster.gpus_on_a_node, run.autocast)
-             + layout_buffer_terms(run.model, run.shape, s.micro_batch, s.precision, run.layout))
+             + layout_buffer_terms(run.model, run.shape, s.micro_batch, s.precision, run.layout)
+             # the reference / reward / critic models and vLLM's share, as the trainer prepares them for this option
+             + method_terms(run.shape.method, run.model, dict(run.shape.auxiliary_specs), s, option, N,
+                            run.cluster.gpu_memory, run.optimizer_block, notes))
     if run.act.nbytes:
         terms.append(Term("activations", Resource.GPU, run.act.nbytes, "activations", "activations", "Korthikanti",
                           "memory/activations.py"))
@@ -525,13 +540,14 @@ def _rows(terms: list[Term]) -> tuple[dict[str, int], int, int, int]:
 
 def _gpu_rows(terms: list[Term], bound: bool = False) -> dict[str, int]:
     """The GPU bytes by row (``bound``: each term at its bound), with the model states and the total."""
-    per_gpu = dict.fromkeys(ROWS, 0)
+    # a method row (reference model, vLLM, ...) is a row wherever the run has its term, on any device
+    per_gpu = dict.fromkeys(shown_rows({t.row for t in terms if t.row in METHOD_ROWS}), 0)
     for term in terms:
         if term.device == Resource.GPU:
             per_gpu[term.row] += term.upper if bound else term.nbytes
     per_gpu["model_states"] = sum(per_gpu[row] for row in STATE_ROWS)
     per_gpu["total"] = sum(per_gpu[row] for row in ("model_states", "gathered_parameters", "buffers",
-                                                    "activations", "overhead"))
+                                                    "activations", "overhead", *METHOD_ROWS) if row in per_gpu)
     return per_gpu
 
 

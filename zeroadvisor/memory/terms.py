@@ -10,6 +10,16 @@ from zeroadvisor.vocab import Phase, Resource, TermKind
 ROWS = ("parameters", "gradients", "optimizer_states", "model_states", "gathered_parameters", "buffers",
         "activations", "overhead", "total")
 STATE_ROWS = ("parameters", "gradients", "optimizer_states")
+# The models and shares a preference/RL method adds beside the policy (memory/method.py): rows of their own, in
+# per_gpu only where the run has them (an SFT estimate's rows are ROWS alone).
+METHOD_ROWS = ("reference_model", "reward_model", "critic", "vllm")
+
+
+def shown_rows(present: set[str] | frozenset[str]) -> tuple[str, ...]:
+    """ROWS with the method rows in ``present`` before "overhead": the order the table and JSON show them."""
+    extra = tuple(row for row in METHOD_ROWS if row in present)
+    at = ROWS.index("overhead")
+    return ROWS[:at] + extra + ROWS[at:]
 DEVICES = tuple(Resource)  # cpu = host RAM of the process that drives one GPU
 PHASES = tuple(Phase)
 KINDS = tuple(TermKind)  # computed from the code / an upper bound / a stated allowance

@@ -114,8 +114,11 @@ def _difference_line(estimate: Estimate, rec: Lead | None, unit: str, style: Sty
     st = rec.column if rec is not None and rec.column is not None else estimate.configured
     if st is None:
         return []
-    rows = [(row, st.per_gpu.get(row, 0)) for row in ("gathered_parameters", "buffers", "activations", "overhead")]
-    parts = [f"{labels.ROW_LABELS[row]} {scale(n, unit):.2f}" for row, n in rows if n]
+    # with a preference/RL run's other models (reference model, vLLM, ...) by role where it has them
+    rows = [(row, st.per_gpu.get(row, 0)) for row in ("gathered_parameters", "buffers", "activations", "overhead",
+                                                      *labels.METHOD_ROW_LABELS)]
+    parts = [f"{labels.ROW_LABELS.get(row) or labels.METHOD_ROW_LABELS[row]} {scale(n, unit):.2f}"
+             for row, n in rows if n]
     if not parts:
         return []
     text = (f"{labels.option_plain(st.option)}: model states {scale(st.per_gpu['model_states'], unit):.2f} {unit} "

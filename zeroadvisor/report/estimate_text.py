@@ -12,13 +12,13 @@ and the whole text through ``escape.output`` (CI logs, ASCII streams).
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from zeroadvisor import vocab as labels
 from zeroadvisor.memory.estimate import Estimate, StageEstimate
-from zeroadvisor.memory.terms import ROWS
+from zeroadvisor.memory.terms import METHOD_ROWS, ROWS, shown_rows
 from zeroadvisor.report import escape, overview
 from zeroadvisor.units import format_bytes, scale, unit_for
 from zeroadvisor.vocab import Accounting, Device, Phase, Verdict
@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 DEFAULT_WIDTH = 80
 MIN_WIDTH = 60  # narrower terminals wrap; below this no table is readable anyway
 ROW_LABELS = {row: labels.table_label(row) for row in ROWS}
+# a preference/RL run's model rows (memory/terms.py METHOD_ROWS), shown where any column has them
+METHOD_ROW_TABLE_LABELS = {row: labels.table_label(row) for row in METHOD_ROWS}
 MARKS = labels.VERDICT_MARKS
 CONFIGURED_MARK = "*"
 RECOMMENDED_MARK = ">"
@@ -40,7 +42,8 @@ NUMBER_WIDTH = 7  # "1234.56"
 SGR = {Verdict.FITS: "32", Verdict.TIGHT: "33", Verdict.DOES_NOT_FIT: "31;1", Verdict.UNKNOWN: "33", "configured": "1",
         "recommended": "32;1", "dim": "2"}
 _BAR_SGR = {"parameters": "44", "gradients": "46", "optimizer_states": "45", "gathered_parameters": "104",
-            "buffers": "43", "activations": "42", "overhead": "100"}
+            "buffers": "43", "activations": "42", "overhead": "100",
+            "reference_model": "41", "reward_model": "101", "critic": "105", "vllm": "47"}
 
 
 @dataclass(frozen=True)
@@ -246,7 +249,8 @@ def _compact_header(st: StageEstimate, rec: Lead | None) -> list[str]:
 def _cells(st: StageEstimate, estimate: Estimate, unit: str, style: Style,
            with_phases: bool, steps: Mapping[Option, StepTime] | None) -> list[tuple[str, str | None]]:
     """The column of one option, top to bottom, each cell with its colour."""
-    cells: list[tuple[str, str | None]] = [(_number(scale(st.per_gpu[row], unit)), None) for row in ROWS]
+    cells: list[tuple[str, str | None]] = [(_number(scale(st.per_gpu.get(row, 0), unit)), None)
+                                           for row in _table_rows(estimate.stages)]
     cells.append((_number(scale(st.per_node_cpu, unit)), None))
     cells.append((_number(scale(st.per_node_nvme, unit)), None))
     if with_phases:
@@ -262,8 +266,14 @@ def _cells(st: StageEstimate, estimate: Estimate, unit: str, style: Style,
     return cells
 
 
-def _row_labels(with_phases: bool, with_steps: bool) -> list[str]:
-    names = [ROW_LABELS[row] for row in ROWS] + [labels.HOST_RAM_PER_NODE, labels.NVME_PER_NODE]
+def _table_rows(stages: Sequence[StageEstimate]) -> tuple[str, ...]:
+    """ROWS, with the method rows any option has (an SFT table is ROWS alone)."""
+    return shown_rows({row for st in stages for row in st.per_gpu})
+
+
+def _row_labels(with_phases: bool, with_steps: bool, rows: tuple[str, ...] = ROWS) -> list[str]:
+    names = [ROW_LABELS.get(row) or METHOD_ROW_TABLE_LABELS[row] for row in rows]
+    names += [labels.HOST_RAM_PER_NODE, labels.NVME_PER_NODE]
     if with_phases:
         names += [labels.PEAK_GPU, labels.PEAK_HOST, labels.PEAK_HOST_PHASE, labels.TRAIN_HOST,
                   labels.BINDING_PHASE]
@@ -280,7 +290,7 @@ def table(stages: list[StageEstimate], estimate: Estimate, unit: str, style: Sty
     with_phases = any(st.phases for st in stages)
     with_steps = overview.throughput(estimate.configured, steps) is not None  # the row is relative to it
     steps = steps if with_steps else None
-    names = _row_labels(with_phases, with_steps)
+    names = _row_labels(with_phases, with_steps, _table_rows(estimate.stages))
     label_width = max(len(n) for n in names) + 1
     wide = [[_header(st, rec)] for st in stages]
     width = max(NUMBER_WIDTH, *(len(h[0]) for h in wide)) + 2
@@ -336,7 +346,7 @@ def bars(stages: list[StageEstimate], estimate: Estimate, unit: str, style: Styl
     peak_width, mark_width = max(len(p) for p in peaks), max(len(m) for m in marks)
     bar_width = max(10, style.width - label_width - peak_width - mark_width - 2)
     top = max([capacity or 0] + [st.peak_gpu for st in stages]) or 1
-    legend = [f"{letter} {labels.ROW_LABELS[row]}" for row, letter in overview.BAR_LETTERS.items()]
+    legend = [f"{overview.bar_letter(row)} {labels.row_label(row)}" for row in overview.bar_rows_of(stages)]
     against = f", | = the card's {format_bytes(capacity, unit)}" if capacity is not None else ""
     out = style.wrap(f"Memory per GPU by row while training (. = a higher peak at load or save{against}); "
                      f"right: the peak per GPU ({unit}):")
@@ -365,7 +375,7 @@ def _bar_cells(st: StageEstimate, top: int, width: int, capacity: int | None) ->
         if i == cap_at:
             cells.append(("|", None))
         elif covering is not None:
-            cells.append((overview.BAR_LETTERS[covering], covering))
+            cells.append((overview.bar_letter(covering), covering))
         elif middle < st.peak_gpu:
             cells.append((".", None))
         else:

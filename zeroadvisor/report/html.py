@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 # One colour per row (the chart's legend says which).
 ROW_COLOURS = {"parameters": "#4e79a7", "gradients": "#76b7b2", "optimizer_states": "#b07aa1",
                "gathered_parameters": "#9c755f", "buffers": "#edc948", "activations": "#59a14f",
-               "overhead": "#bab0ac"}
+               "overhead": "#bab0ac", "reference_model": "#e15759", "reward_model": "#f28e2b", "critic": "#ff9da7",
+               "vllm": "#499894"}
 VERDICT_COLOURS = {Verdict.FITS: "#1a7f37", Verdict.TIGHT: "#9a6700", Verdict.DOES_NOT_FIT: "#cf222e",
                    Verdict.UNKNOWN: "#57606a", None: "#57606a"}
 CHART_WIDTH = 960
@@ -89,7 +90,7 @@ def chart(stages: list[StageEstimate], estimate: Estimate, unit: str, rec: Lead 
         for row, nbytes in overview.bar_rows(st):
             parts.append(f'<rect class="bar" data-row="{row}" x="{x(start):.1f}" y="{y}" '
                          f'width="{max(x(start + nbytes) - x(start), 0.5):.1f}" height="{BAR_HEIGHT}" '
-                         f'fill="{ROW_COLOURS[row]}"><title>{_e(labels.ROW_LABELS[row])}: '
+                         f'fill="{ROW_COLOURS[row]}"><title>{_e(labels.row_label(row))}: '
                          f'{_e(format_bytes(nbytes, unit))}</title></rect>')
             start += nbytes
         verdict = labels.VERDICT_MARKS[st.verdict][0]
@@ -106,8 +107,8 @@ def chart(stages: list[StageEstimate], estimate: Estimate, unit: str, rec: Lead 
                      f'{_e("GPU " + format_bytes(capacity, unit))}</text>')
     legend_y = TOP + ROW_HEIGHT * len(stages) + 16
     lx = 10
-    for row in overview.BAR_ROWS:
-        name = labels.ROW_LABELS[row]
+    for row in overview.bar_rows_of(stages):
+        name = labels.row_label(row)
         parts.append(f'<rect x="{lx}" y="{legend_y}" width="12" height="12" fill="{ROW_COLOURS[row]}"/>'
                      f'<text x="{lx + 16}" y="{legend_y + 11}">{_e(name)}</text>')
         lx += 30 + 7 * len(name)

@@ -75,8 +75,8 @@ def breakdown_table(estimate: Estimate, rec: Lead | None, unit: str) -> list[str
         return []
     out = [f"| {unit} | " + " | ".join(_option_cell(st, rec) for st in columns) + " |",
            "|---|" + "---:|" * len(columns)]
-    for row in (*overview.BAR_ROWS, labels.TOTAL_ROW):
-        label = labels.ROW_LABELS[row]
+    for row in (*overview.bar_rows_of(columns), labels.TOTAL_ROW):
+        label = labels.row_label(row)
         label = f"**{label}**" if row == labels.TOTAL_ROW else label
         out.append(f"| {label} | " + " | ".join(_gb(st.per_gpu[row], unit, 2) for st in columns) + " |")
     out.append(f"| {labels.HOST_RAM_PER_NODE} | " + " | ".join(_gb(st.per_node_cpu, unit, 2) for st in columns) + " |")

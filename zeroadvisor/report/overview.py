@@ -32,6 +32,19 @@ BAR_ROWS = ("parameters", "gradients", "optimizer_states", "gathered_parameters"
 # One letter per row in the text bars (readable without colour and in ASCII).
 BAR_LETTERS = {"parameters": "P", "gradients": "G", "optimizer_states": "O", "gathered_parameters": "W",
                "buffers": "B", "activations": "A", "overhead": "X"}
+# a preference/RL run's other models (memory/terms.py METHOD_ROWS), drawn before the overhead where a run has them
+METHOD_BAR_LETTERS = {"reference_model": "R", "reward_model": "M", "critic": "C", "vllm": "V"}
+
+
+def bar_rows_of(stages: Sequence[StageEstimate]) -> tuple[str, ...]:
+    """BAR_ROWS with the method rows any of ``stages`` has, before the overhead (an SFT run: BAR_ROWS)."""
+    present = {row for st in stages for row in st.per_gpu if row in METHOD_BAR_LETTERS}
+    extra = tuple(row for row in METHOD_BAR_LETTERS if row in present)
+    return BAR_ROWS[:-1] + extra + BAR_ROWS[-1:]
+
+
+def bar_letter(row: str) -> str:
+    return BAR_LETTERS[row] if row in BAR_LETTERS else METHOD_BAR_LETTERS[row]
 
 
 def no_fix_sentence(no_fix: NoFix | None) -> str | None:
@@ -184,7 +197,7 @@ def is_configured(st: StageEstimate, rec: Lead | None) -> bool:
 
 def bar_rows(st: StageEstimate) -> list[tuple[str, int]]:
     """(row, bytes) per GPU while training, bottom to top: the parts of the option's total."""
-    return [(row, int(st.per_gpu[row])) for row in BAR_ROWS if st.per_gpu.get(row)]
+    return [(row, int(st.per_gpu[row])) for row in bar_rows_of([st]) if st.per_gpu.get(row)]
 
 
 def gpu_name(estimate: Estimate) -> str | None:

@@ -1,0 +1,299 @@
+"""The models a preference/RL method keeps beside the policy (memory/method.py; issue 35 item 2).
+
+Numbers are hand arithmetic on a Llama-2-7B shape: P = 6,738,415,616 parameters, bf16 (2 B), 8 GPUs. TRL's
+prepare_deepspeed (trl/models/utils.py) keeps stage 3 for the reference model and sets any other stage to 0;
+up to TRL 1.9.0 it copies the config's optimizer block, which makes DeepSpeed build an optimizer for the frozen
+engine (measured on CPU: tests/oracle/test_trl_reference_oracle.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from zeroadvisor.advisor.check import CheckOptions, check_document
+from zeroadvisor.config.method import Generation, MethodSetup, Placement
+from zeroadvisor.config.source import parse
+from zeroadvisor.memory.estimate import Cluster, estimate
+from zeroadvisor.memory.terms import ROWS, ceil_div
+from zeroadvisor.model.hf import spec_from_hf_config
+from zeroadvisor.model.spec import TrainingShape
+from zeroadvisor.report.estimate_text import render
+from zeroadvisor.vocab import Method, ModelRole, TermKind, TrainerFamily, VllmMode
+
+LLAMA2_7B = {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+             "num_attention_heads": 32, "num_key_value_heads": 32, "vocab_size": 32000}
+SPEC = spec_from_hf_config(LLAMA2_7B)
+P = SPEC.parameters
+GB = 10**9
+ZERO3 = {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1, "bf16": {"enabled": True},
+         "zero_optimization": {"stage": 3}, "optimizer": {"type": "AdamW", "params": {"lr": 1e-5}}}
+NO_OPTIMIZER = {k: v for k, v in ZERO3.items() if k != "optimizer"}
+CLUSTER = Cluster(gpus=8, gpu_memory=80 * GB)
+
+
+def dpo(**kw) -> MethodSetup:
+    return MethodSetup(method=Method.DPO, **kw)
+
+
+def run(setup: MethodSetup, config=None, spec=SPEC, cluster=CLUSTER, **shape):
+    return estimate(ZERO3 if config is None else config, spec,
+                    TrainingShape(shape.pop("seq", 1024), "full", method=setup, **shape), cluster)
+
+
+def train_terms(st, row: str) -> dict[str, object]:
+    return {t.key: t for t in st.terms if t.row == row and t.phase == "train"}
+
+
+def test_sft_has_no_method_rows():
+    st = run(MethodSetup()).stage(1)
+    assert tuple(st.per_gpu) == ROWS and tuple(st.to_dict()["per_gpu"]) == ROWS
+
+
+@pytest.mark.parametrize("stage", [0, 1, 2])
+def test_reference_is_a_whole_bf16_copy_below_stage_3(stage):
+    st = run(dpo(trainer_version="1.16.0")).stage(stage)
+    [term] = train_terms(st, "reference_model").values()
+    assert term.nbytes == 2 * P and term.kind == TermKind.EXACT and "prepare_deepspeed @ v1.16.0" in term.source
+    assert st.per_gpu["reference_model"] == 2 * P
+    sft = run(MethodSetup()).stage(stage)
+    # the total carries the reference copy (and the paired batch's activations), never as overhead
+    assert st.per_gpu["total"] - sft.per_gpu["total"] >= 2 * P
+    assert st.per_gpu["overhead"] - sft.per_gpu["overhead"] < 2 * P // 10
+
+
+def test_reference_is_partitioned_at_stage_3_and_offloaded_with_the_parameters():
+    st = run(dpo(trainer_version="1.16.0")).stage(3)
+    assert st.per_gpu["reference_model"] == 2 * ceil_div(P, 8)
+    off = run(dpo(trainer_version="1.16.0")).stage(3, "cpu", "cpu")
+    assert off.per_gpu["reference_model"] == 0
+    [term] = train_terms(off, "reference_model").values()
+    assert term.device == "cpu" and term.nbytes == 2 * ceil_div(P, 8)
+
+
+def test_old_trl_copies_the_optimizer_block_14_bytes_per_param_at_stage_0():
+    old = run(dpo(trainer_version="1.9.0")).stage(1)
+    assert old.per_gpu["reference_model"] == 14 * P
+    new = run(dpo(trainer_version="1.9.1")).stage(1)
+    assert new.per_gpu["reference_model"] == 2 * P
+    no_block = run(dpo(trainer_version="1.9.0"), NO_OPTIMIZER).stage(1)
+    assert no_block.per_gpu["reference_model"] == 2 * P
+
+
+def test_old_trl_at_stage_3_adds_partitions_and_the_ipg_bucket():
+    st = run(dpo(trainer_version="0.21.0")).stage(3)
+    share = ceil_div(P, 8)
+    # bf16 partition + fp32 partitioned groups + bf16 gradient partition + the 5e8-element bf16 IPG bucket
+    assert st.per_gpu["reference_model"] == (2 + 4 + 2) * share + 2 * 500_000_000
+
+
+def test_unknown_trl_release_expects_the_current_behaviour_and_bounds_the_old_one():
+    e = run(dpo())
+    st = e.stage(1)
+    assert st.per_gpu["reference_model"] == 2 * P
+    assert st.per_gpu_bound["reference_model"] == 14 * P
+    bounds = [t for t in train_terms(st, "reference_model").values() if t.kind == TermKind.BOUND]
+    assert bounds and all(t.nbytes == 0 for t in bounds)
+    assert any("TRL release unknown" in a for a in e.assumptions)
+    assert not any("TRL release unknown" in a for a in run(dpo(trainer_version="1.16.0")).assumptions)
+
+
+@pytest.mark.parametrize("setup", [
+    MethodSetup(method=Method.ORPO), MethodSetup(method=Method.CPO), dpo(loss_type="simpo"),
+    dpo(precompute_ref_log_probs=True), MethodSetup(method=Method.GRPO), MethodSetup(method=Method.GRPO, beta=0.0),
+    dpo(use_reference=False),
+], ids=["orpo", "cpo", "simpo", "precompute", "grpo-default-beta", "grpo-beta-0", "explicit-none"])
+def test_no_reference_model(setup):
+    assert "reference_model" not in run(setup).stage(1).per_gpu
+
+
+def test_grpo_with_beta_and_kto_load_a_reference():
+    assert run(MethodSetup(method=Method.GRPO, beta=0.04)).stage(1).per_gpu["reference_model"] == 2 * P
+    assert run(MethodSetup(method=Method.KTO)).stage(1).per_gpu["reference_model"] == 2 * P
+
+
+def test_peft_policy_has_no_reference_unless_one_is_named():
+    lora = dataclasses.replace(SPEC, trainable_parameters=4_194_304, peft="LoRA r=8")
+    assert "reference_model" not in run(dpo(), spec=lora).stage(1).per_gpu
+    named = run(dpo(reference_model="other/7b", trainer_version="1.16.0"), spec=lora).stage(1)
+    assert named.per_gpu["reference_model"] == 2 * P  # the base architecture, whole
+
+
+def test_a_different_reference_model_is_costed_by_its_own_spec():
+    small = spec_from_hf_config({**LLAMA2_7B, "num_hidden_layers": 8})
+    e = estimate(ZERO3, SPEC, TrainingShape(1024, "full", method=dpo(trainer_version="1.16.0"),
+                                            auxiliary_specs=((ModelRole.REFERENCE, small),)), CLUSTER)
+    assert e.stage(1).per_gpu["reference_model"] == 2 * small.parameters
+
+
+def test_paired_methods_double_the_sequences_through_the_policy():
+    sft2 = estimate({**ZERO3, "train_micro_batch_size_per_gpu": 2}, SPEC, TrainingShape(1024, "full"), CLUSTER)
+    # LLaMA-Factory upcasts the logits to fp32 as transformers' loss does: the SFT run at twice the micro batch
+    lf = run(dpo(trainer=TrainerFamily.LLAMA_FACTORY)).stage(3)
+    assert lf.per_gpu["activations"] == sft2.stage(3).per_gpu["activations"]
+    # TRL keeps them in bf16 (selective_log_softmax): 3 copies of 2 B, not 3 of 4 B, per token and vocabulary entry
+    trl = run(dpo(trainer_version="1.16.0")).stage(3)
+    assert lf.per_gpu["activations"] - trl.per_gpu["activations"] == (12 - 6) * 2 * 1024 * 32000
+    kto = run(MethodSetup(method=Method.KTO, trainer=TrainerFamily.LLAMA_FACTORY)).stage(3)  # unpaired, fp32 logits
+    assert kto.per_gpu["activations"] == run(MethodSetup()).stage(3).per_gpu["activations"]
+
+
+def test_vllm_colocated_takes_its_share_of_the_card_and_server_mode_none():
+    grpo = MethodSetup(method=Method.GRPO, generation=Generation(use_vllm=True, vllm_mode=VllmMode.COLOCATE))
+    assert run(grpo).stage(3).per_gpu["vllm"] == int(80 * GB * 0.3)  # TRL's default utilization
+    lower = MethodSetup(method=Method.GRPO, generation=Generation(use_vllm=True, vllm_mode=VllmMode.COLOCATE,
+                                                                 vllm_gpu_memory_utilization=0.1))
+    assert run(lower).stage(3).per_gpu["vllm"] == 8 * GB
+    server = MethodSetup(method=Method.GRPO, generation=Generation(use_vllm=True, vllm_mode=VllmMode.SERVER,
+                                                                  vllm_num_gpus=2))
+    st = run(server).stage(3)
+    assert "vllm" not in st.per_gpu and any("server mode" in n for n in st.notes + run(server).assumptions)
+
+
+def test_ppo_holds_a_trained_critic_and_a_frozen_reward_model():
+    st = run(MethodSetup(method=Method.PPO, trainer=TrainerFamily.OPENRLHF, colocate_all_models=True)).stage(2)
+    sft = run(MethodSetup()).stage(2)
+    assert st.per_gpu["critic"] == sft.per_gpu["model_states"]  # its own states, at the policy's stage
+    assert st.per_gpu["reward_model"] == st.per_gpu["reference_model"] == 2 * P
+    # a model's own stage; --ref_reward_offload moves the parameters to the host at stage 3 only (DeepSpeed
+    # ignores offload_param below it)
+    placed = MethodSetup(method=Method.PPO, trainer=TrainerFamily.OPENRLHF, colocate_all_models=True, placements=(
+        Placement(ModelRole.REFERENCE, zero_stage=3, offload=True), Placement(ModelRole.REWARD, offload=True)))
+    st = run(placed).stage(2)
+    assert st.per_gpu["reference_model"] == 0 and st.per_gpu["reward_model"] == 2 * P
+    assert sum(t.nbytes for t in st.terms if t.row == "reference_model" and t.device == "cpu") == 2 * ceil_div(P, 8)
+
+
+def test_openrlhf_without_colocation_keeps_the_other_models_off_the_actors_cards():
+    e = run(MethodSetup(method=Method.PPO, trainer=TrainerFamily.OPENRLHF))
+    st = e.stage(2)
+    assert not {"reference_model", "reward_model", "critic"} & set(st.per_gpu)
+    assert any("GPUs of its own" in n for n in st.notes)
+
+
+def test_openrlhf_and_llama_factory_optimizer_block():
+    assert run(dpo(trainer=TrainerFamily.OPENRLHF, colocate_all_models=True)).stage(1).per_gpu_bound[
+        "reference_model"] == 2 * P  # its own eval config: no optimizer block, nothing to bound
+    assert run(dpo(trainer=TrainerFamily.LLAMA_FACTORY, trainer_version="0.9.3")).stage(1).per_gpu[
+        "reference_model"] == 14 * P  # TRL <= 0.9.6's _prepare_deepspeed copies it
+
+
+def test_grpo_counts_the_completion_logits_over_prompt_and_completion():
+    gen = Generation(num_generations=8, max_prompt_length=512, max_completion_length=1536)
+    grpo = estimate(ZERO3, SPEC, TrainingShape(None, "full", method=MethodSetup(method=Method.GRPO, generation=gen)),
+                    CLUSTER)
+    assert grpo.shape.sequence_length == 2048
+    terms = train_terms(grpo.stage(3), "activations")
+    assert terms["completion_logits"].nbytes == 3 * 2 * 1 * 1536 * 32000
+    sft = estimate(ZERO3, SPEC, TrainingShape(2048, "full"), CLUSTER).stage(3)
+    # the whole sequence's fp32 loss peak replaced by the completion's logits in bf16
+    assert grpo.stage(3).per_gpu["activations"] < sft.per_gpu["activations"]
+
+
+def test_reward_model_training_has_no_vocabulary_logits():
+    reward = run(MethodSetup(method=Method.REWARD)).stage(3)
+    assert "reference_model" not in reward.per_gpu
+    sft2 = estimate({**ZERO3, "train_micro_batch_size_per_gpu": 2}, SPEC, TrainingShape(1024, "full"), CLUSTER)
+    assert reward.per_gpu["activations"] < sft2.stage(3).per_gpu["activations"] - 12 * 2 * 1024 * 32000 // 2
+
+
+def test_json_and_text_show_the_rows_by_role():
+    e = run(dpo(trainer_version="1.16.0"))
+    d = e.stage(1).to_dict()
+    rows = list(d["per_gpu"])
+    assert rows.index("reference_model") == rows.index("overhead") - 1 and set(ROWS) <= set(rows)
+    assert d["per_gpu"]["reference_model"] == 2 * P
+    assert any(t["row"] == "reference_model" and "prepare_deepspeed" in t["source"] for t in d["terms"])
+    json.dumps(e.to_dict())
+    text = render(e, width=400)
+    assert "reference model" in text
+    assert "reference model" not in render(run(MethodSetup()), width=400)
+
+
+def _lead(setup: MethodSetup, gpu_gb: int):
+    options = CheckOptions(model=SPEC, shape=TrainingShape(1024, "full", method=setup),
+                           cluster=Cluster(gpus=8, gpu_memory=gpu_gb * GB))
+    result = check_document(parse(json.dumps(ZERO3), "ds.json"), options)
+    return result.recommendation
+
+
+def test_lower_stage_advice_keeps_the_reference_copy():
+    """A DPO run at ZeRO-3 whose SFT twin fits at ZeRO-1 is not told to go to ZeRO-1 unless the reference copy
+    fits there too: the advisor re-estimates each candidate through the same estimate."""
+    sft = _lead(MethodSetup(), 64)
+    assert sft is not None and sft.option is not None and sft.option.option.stage == 1
+    lead = _lead(dpo(trainer_version="1.16.0"), 64)
+    assert lead is None or lead.option is None or lead.option.option.stage != 1
+    if lead is not None and lead.option is not None:  # what it recommends holds the reference and fits with it
+        assert lead.option.per_gpu["reference_model"] > 0 and lead.option.comfortable
+    roomy = _lead(dpo(trainer_version="1.16.0"), 141)  # where the whole copy fits at ZeRO-1, it may say so
+    assert roomy is not None and roomy.option is not None and roomy.option.option.stage == 1
+    assert roomy.option.per_gpu["reference_model"] == 2 * P
+
+
+def test_axolotl_and_ms_swift_follow_the_trl_they_pin():
+    simpo = MethodSetup(method=Method.CPO, trainer=TrainerFamily.AXOLOTL, trainer_version="0.18.0")
+    st = run(simpo).stage(1)  # axolotl loads one for every rl: type but ORPO; TRL 1.8.0 copies the block
+    assert st.per_gpu["reference_model"] == 14 * P
+    assert "reference_model" not in run(MethodSetup(method=Method.ORPO, trainer=TrainerFamily.AXOLOTL)).stage(1).per_gpu
+    swift = run(dpo(trainer=TrainerFamily.MS_SWIFT, trainer_version="3.8.0")).stage(1)
+    assert swift.per_gpu["reference_model"] == 14 * P  # ms-swift 3.x pins trl < 0.21
+    later = run(dpo(trainer=TrainerFamily.MS_SWIFT, trainer_version="4.1.0")).stage(1)
+    assert later.per_gpu["reference_model"] == 2 * P and later.per_gpu_bound["reference_model"] == 14 * P
+
+
+def test_the_does_not_fit_message_names_the_reference_model():
+    config = {**ZERO3, "zero_optimization": {"stage": 1}}
+    options = CheckOptions(model=SPEC, shape=TrainingShape(1024, "full", method=dpo(trainer_version="1.9.0")),
+                           cluster=CLUSTER)
+    result = check_document(parse(json.dumps(config), "ds.json"), options)
+    [finding] = [f for f in result.findings if f.code == "ZA801"]
+    # 14 B × P: the bf16 copy, its fp32 master and Adam's states (TRL 1.9.0 copies the optimizer block)
+    assert f"reference model {14 * P / 2**30:.2f} GiB" in finding.message
+    assert "Cheapest change that fits: ZeRO-3" in finding.message
+
+
+def test_vllm_mode_defaults_by_release():
+    def share(**kw) -> int:
+        setup = MethodSetup(method=Method.GRPO, generation=Generation(use_vllm=True), **kw)
+        return run(setup).stage(3).per_gpu.get("vllm", 0)
+
+    assert share(trainer_version="0.29.1") == 0  # "server" up to 0.29
+    assert share(trainer_version="1.0.0") == share() == int(80 * GB * 0.3)  # "colocate" since 1.0.0
+    assert share(trainer=TrainerFamily.OPENRLHF) == 0
+    assert share(trainer=TrainerFamily.OPENRLHF, colocate_all_models=True) == int(80 * GB * 0.3)
+
+
+@pytest.mark.parametrize(("trainer", "source"), [
+    (None, "trl/models/utils.py prepare_deepspeed @ v1.16.0"),
+    (TrainerFamily.LLAMA_FACTORY, "_prepare_deepspeed @ v0.9.6"),
+    (TrainerFamily.AXOLOTL, "setup_reference_model @ v0.18.0"),
+    (TrainerFamily.MS_SWIFT, "_prepare_single_model @ v3.8.0"),
+    (TrainerFamily.OPENRLHF, "get_ds_eval_config @ v0.8.5"),
+])
+def test_each_reference_term_names_where_its_trainer_prepares_it(trainer, source):
+    st = run(dpo(trainer=trainer, colocate_all_models=True)).stage(1)
+    terms = list(train_terms(st, "reference_model").values())
+    assert terms and all(source in t.source for t in terms)
+
+
+def test_old_trl_with_optimizer_offload_below_stage_3_is_noted():
+    st = run(dpo(trainer_version="1.9.0")).stage(2, "cpu")
+    assert any("dies before training" in n for n in st.notes)
+    assert not any("dies before training" in n for n in run(dpo(trainer_version="1.9.1")).stage(2, "cpu").notes)
+    assert not any("dies before training" in n for n in run(dpo(trainer_version="1.9.0")).stage(3, "cpu").notes)
+
+
+def test_bars_chart_and_markdown_draw_the_reference_model():
+    from zeroadvisor.report import html, markdown
+
+    e = run(dpo(trainer_version="1.16.0"))
+    text = render(e, width=160)
+    assert "R reference model" in text and "R reference model" not in render(run(MethodSetup()), width=160)
+    z1 = next(line for line in text.splitlines() if line.startswith("Z1 "))
+    assert "R" in z1  # the copy is a row of its own in the bar, not part of the load/save dots
+    assert 'data-row="reference_model"' in html.chart(list(e.stages), e, "GiB", None)
+    table = markdown.breakdown_table(e, None, "GiB")
+    assert any(line.startswith("| reference model |") for line in table)

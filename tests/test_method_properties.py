@@ -1,0 +1,71 @@
+"""Properties of the other models' rows over generated training methods (memory/method.py; issue 35): whatever
+the method, trainer, release, PEFT and option, the rows add up, a bound is never below what it bounds, the
+reference copy is never larger partitioned than whole, and the SFT method leaves the estimate as it was."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from zeroadvisor.config.method import Generation, MethodSetup
+from zeroadvisor.memory.estimate import Cluster, estimate
+from zeroadvisor.memory.terms import METHOD_ROWS, ROWS
+from zeroadvisor.model.hf import spec_from_hf_config
+from zeroadvisor.model.spec import TrainingShape
+from zeroadvisor.vocab import Method, TrainerFamily, VllmMode
+
+pytestmark = pytest.mark.slow
+SPEC = spec_from_hf_config({"model_type": "llama", "hidden_size": 2048, "intermediate_size": 5632,
+                            "num_hidden_layers": 22, "num_attention_heads": 32, "num_key_value_heads": 4,
+                            "vocab_size": 32000})
+LORA = dataclasses.replace(SPEC, trainable_parameters=2_252_800, peft="LoRA r=8")
+GB = 10**9
+
+setups = st.builds(
+    MethodSetup,
+    method=st.sampled_from(list(Method)),
+    trainer=st.none() | st.sampled_from(list(TrainerFamily)),
+    trainer_version=st.none() | st.sampled_from(["0.9.3", "0.21.0", "1.9.0", "1.9.1", "1.16.0", "3.8.0", "0.18.0"]),
+    precompute_ref_log_probs=st.none() | st.booleans(),
+    beta=st.none() | st.sampled_from([0.0, 0.04]),
+    loss_type=st.none() | st.sampled_from(["sigmoid", "simpo", "orpo"]),
+    generation=st.builds(Generation, max_prompt_length=st.none() | st.just(256),
+                         max_completion_length=st.none() | st.just(512), use_vllm=st.none() | st.booleans(),
+                         vllm_mode=st.none() | st.sampled_from(list(VllmMode)),
+                         vllm_gpu_memory_utilization=st.none() | st.sampled_from([0.2, 0.5])),
+    colocate_all_models=st.none() | st.booleans(),
+)
+configs = st.builds(lambda stage, opt: {"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True},
+                                        "zero_optimization": {"stage": stage},
+                                        **({"optimizer": {"type": "AdamW"}} if opt else {})},
+                    st.sampled_from([1, 2, 3]), st.booleans())
+
+
+@settings(max_examples=40, deadline=None)
+@given(setup=setups, config=configs, peft=st.booleans())
+def test_method_rows_add_up_and_bound(setup, config, peft):
+    spec = LORA if peft else SPEC
+    e = estimate(config, spec, TrainingShape(512, "full", method=setup), Cluster(gpus=8, gpu_memory=80 * GB))
+    for stage in e.stages:
+        rows = stage.per_gpu
+        assert set(ROWS) <= set(rows) and set(rows) - set(ROWS) <= set(METHOD_ROWS)
+        assert rows["total"] == sum(rows[r] for r in rows if r not in ("parameters", "gradients", "optimizer_states",
+                                                                     "total"))
+        for row in set(rows) & set(METHOD_ROWS):
+            assert 0 <= rows[row] <= stage.per_gpu_bound[row]
+    whole = [st_.per_gpu.get("reference_model", 0) for st_ in e.stages if st_.option.stage < 3]
+    parted = [st_.per_gpu.get("reference_model", 0) for st_ in e.stages if st_.option.stage == 3]
+    assert max(parted, default=0) <= min(whole, default=max(parted, default=0))
+
+
+@settings(max_examples=15, deadline=None)
+@given(setup=setups, config=configs)
+def test_the_sft_method_changes_nothing(setup, config):
+    sft = dataclasses.replace(setup, method=Method.SFT)
+    shape = TrainingShape(512, "full")
+    cluster = Cluster(gpus=8, gpu_memory=80 * GB)
+    assert estimate(config, SPEC, dataclasses.replace(shape, method=sft), cluster).to_dict() == \
+        estimate(config, SPEC, shape, cluster).to_dict()

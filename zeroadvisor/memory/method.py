@@ -1,0 +1,347 @@
+"""The models and batches a preference/RL method adds to the one being trained (issue 35 item 2).
+
+A DPO run is not the same SFT run: the trainer keeps a reference model beside the policy and runs chosen and
+rejected through both; PPO adds a trained critic and a frozen reward model; GRPO with vLLM colocated gives a share
+of each card to vLLM. Each is a term in its own row ("reference model", "critic", "reward model", "vLLM": terms.py
+METHOD_ROWS), never folded into "overhead", so the advisor's re-estimate of a lower stage carries it too.
+
+The frozen models (reference, reward) as TRL's ``prepare_deepspeed`` (trl/models/utils.py, the same function from
+TRL 0.21 to 1.16) hands them to ``deepspeed.initialize``: a deepcopy of the user's DeepSpeed config, the stage kept
+at 3, any other stage set to 0 (a whole copy on every GPU), and no optimizer passed. Its dotted
+``"zero_optimization.reduce_bucket_size"`` keys are set on a plain dict and DeepSpeed never reads them, so the
+config's own (or default) buckets apply. Up to TRL 1.9.0 the copy keeps the user's ``optimizer`` block, and DeepSpeed
+then builds an optimizer for the frozen engine (engine.py __init__: has_optimizer from optimizer_name()); TRL 1.9.1
+drops ``optimizer``, ``scheduler`` and ``offload_optimizer`` first (its comment: transformers' inference-mode
+deepspeed_init does the same). Measured on CPU with DeepSpeed 0.19.8, one rank, bf16, an AdamW block
+(tests/oracle/test_trl_reference_oracle.py):
+
+* stage 0, no optimizer block: 2 B/param (the bf16 module; BF16_Optimizer over a DummyOptim holds nothing);
+* stage 0, optimizer block: 14 B/param: the module, FP16_Optimizer's fp32 master copy (4) and the basic
+  optimizer's Adam states, created at initialize (8);
+* stage 3, no optimizer block: 2/N B/param (DeepSpeedZeRoOffload: the partitions);
+* stage 3, optimizer block: 2/N + 4/N (fp32 partitioned groups) + 2/N (the gradient partitions, in the gradient
+  accumulation dtype), plus stage 3's IPG bucket, reduce_bucket_size elements in the model dtype (TRL's dotted
+  override ignored: 5e8 elements, 1 GB, by default); Adam's states stay lazy (the reference never steps).
+
+Where the release is unknown, the expected bytes are the current behaviour (no optimizer block) and the copied
+block is the bound (Term.bound), with the assumption stated. LLaMA-Factory, axolotl and ms-swift hand the models
+to the TRL release they pin (OLD_TRL_PINS); OpenRLHF builds its own eval config (no optimizer block) and runs the
+other models on GPUs of their own unless --colocate_all_models. Each term's source names the file, the function
+and the release read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from packaging.version import InvalidVersion, Version
+
+from zeroadvisor.config.method import MethodSetup, Placement
+from zeroadvisor.memory import bytes as B
+from zeroadvisor.memory.options import Option
+from zeroadvisor.memory.settings import Settings
+from zeroadvisor.memory.states import deepspeed_terms
+from zeroadvisor.memory.terms import Term, ceil_div
+from zeroadvisor.model.spec import ModelSpec, TrainingShape
+from zeroadvisor.vocab import Device, Method, ModelRole, Precision, Resource, TermKind, TrainerFamily, VllmMode
+
+# The first TRL release whose prepare_deepspeed drops the optimizer block (trl/models/utils.py @ v1.9.1; v1.9.0
+# keeps it). The issue text says 1.10: the wheels say 1.9.1.
+TRL_DROPS_OPTIMIZER = Version("1.9.1")
+PREPARE_SOURCE = "trl/models/utils.py prepare_deepspeed @ v{release}"
+# where each family prepares the frozen models, at the release read
+FAMILY_SOURCE = {
+    TrainerFamily.LLAMA_FACTORY: "llamafactory/train/dpo/trainer.py CustomDPOTrainer.__init__ @ v0.9.3 -> "
+                                 "trl/trainer/dpo_trainer.py _prepare_deepspeed @ v0.9.6",
+    TrainerFamily.AXOLOTL: "axolotl/train.py setup_reference_model @ v0.18.0 -> trl/models/utils.py "
+                           "prepare_deepspeed @ v1.8.0",
+    TrainerFamily.MS_SWIFT: "swift/llm/train/rlhf.py _prepare_single_model @ v3.8.0 -> TRL (< 0.21) prepare_deepspeed",
+    TrainerFamily.OPENRLHF: "openrlhf/utils/deepspeed/deepspeed.py get_ds_eval_config @ v0.8.5",
+}
+# TRL GRPOConfig.beta defaults to 0.0 (no reference model) and vllm_gpu_memory_utilization to 0.3 in every release
+# read (trl/trainer/grpo_config.py @ v0.21.0, v0.29.1, v1.9.2, v1.10.0, v1.16.0).
+GRPO_DEFAULT_BETA = 0.0
+TRL_COLOCATE_DEFAULT = Version("1.0.0")  # GRPOConfig.vllm_mode's default became "colocate" (was "server")
+VLLM_DEFAULT_UTILIZATION = 0.3
+# Methods that run chosen and rejected as one concatenated batch: twice the sequences through the policy
+# (trl/trainer/dpo_trainer.py concatenated_forward; cpo/orpo the same; reward_trainer two forwards per pair).
+PAIRED = frozenset({Method.DPO, Method.ORPO, Method.CPO, Method.REWARD})
+FP32_BYTES = 4
+ROW_OF = {ModelRole.REFERENCE: "reference_model", ModelRole.REWARD: "reward_model", ModelRole.CRITIC: "critic"}
+
+
+@dataclass(frozen=True, slots=True)
+class OptimizerCopy:
+    """Whether the frozen engines get the user's optimizer block: ``expected`` is what the bytes count, ``bound``
+    whether the bound adds it (the release unknown), ``release`` the TRL release it was decided by (text)."""
+
+    expected: bool
+    bound: bool
+    release: str
+
+
+def batch_factor(setup: MethodSetup) -> int:
+    """How many sequences one sample puts through the policy: 2 for the paired methods (chosen + rejected)."""
+    return 2 if setup.method in PAIRED else 1
+
+
+def has_reference(setup: MethodSetup, policy: ModelSpec) -> bool:
+    """Whether the trainer loads a reference model (TRL dpo/kto/grpo trainer __init__ at the releases read):
+    none with PEFT (the adapter is disabled for the reference pass) unless a separate one is named, none with
+    precompute_ref_log_probs, none for ORPO, CPO/SimPO, and GRPO with beta 0.0 (the default). axolotl loads one
+    for every rl: type but ORPO (axolotl/train.py setup_reference_model @ v0.18.0), CPO/SimPO included, whose
+    trainer never uses it; LLaMA-Factory none for pref_loss orpo/simpo (hparams/finetuning_args.py use_ref_model
+    @ v0.9.3)."""
+    if setup.use_reference is not None:
+        return setup.use_reference
+    axolotl = setup.trainer == TrainerFamily.AXOLOTL
+    beta = setup.beta if setup.beta is not None else GRPO_DEFAULT_BETA
+    none = (setup.method in (Method.SFT, Method.REWARD, Method.ORPO)
+            or (setup.method == Method.CPO and not axolotl)
+            or ((setup.loss_type or "").lower() in ("simpo", Method.ORPO) and not axolotl)
+            or bool(setup.precompute_ref_log_probs)
+            or (setup.method == Method.GRPO and beta == 0.0))
+    return not none and not (policy.trainable_parameters is not None and setup.reference_model is None)
+
+
+def _release(text: str | None) -> Version | None:
+    try:
+        return Version(text) if text else None
+    except InvalidVersion:
+        return None
+
+
+# Trainers that hand the frozen models to a TRL whose preparation copies the optimizer block, up to the newest
+# release read that pins such a TRL: LLaMA-Factory 0.9.3 pins trl>=0.8.6,<=0.9.6 and calls TRL's
+# DPOTrainer._prepare_deepspeed (trl/trainer/dpo_trainer.py @ v0.9.6: the same deepcopy, no pop); ms-swift 3.8.0
+# pins trl>=0.15,<0.21 and its DPO/KTO/GRPO trainers subclass TRL's (swift/trainers/rlhf_trainer); axolotl 0.18.0
+# pins trl==1.8.0 (setup_reference_model hands the model to TRL's trainer). A later release is not read: unknown.
+OLD_TRL_PINS: dict[TrainerFamily, tuple[Version, str]] = {
+    TrainerFamily.LLAMA_FACTORY: (Version("0.9.3"), "TRL <= 0.9.6"),
+    TrainerFamily.MS_SWIFT: (Version("3.999"), "TRL < 0.21"),  # every 3.x
+    TrainerFamily.AXOLOTL: (Version("0.18.0"), "TRL 1.8.0"),
+}
+
+
+def optimizer_copy(setup: MethodSetup, config_has_optimizer: bool) -> OptimizerCopy:
+    """Whether the frozen engines' config keeps the user's ``optimizer`` block, by the trainer and its release:
+    TRL's prepare_deepspeed copies it up to 1.9.0; the trainers of OLD_TRL_PINS at the releases read; OpenRLHF
+    never (openrlhf/utils/deepspeed/deepspeed_utils.py get_eval_ds_config @ v0.8.5 builds its own config)."""
+    release = _release(setup.trainer_version)
+    if not config_has_optimizer or setup.trainer == TrainerFamily.OPENRLHF:
+        return OptimizerCopy(False, False, setup.trainer_version or "unknown")
+    if setup.trainer in OLD_TRL_PINS:
+        newest, trl = OLD_TRL_PINS[setup.trainer]
+        if release is not None and release <= newest:
+            return OptimizerCopy(True, False, f"{setup.trainer} {setup.trainer_version} ({trl})")
+    if setup.trainer not in (None, TrainerFamily.TRL) or release is None:
+        return OptimizerCopy(False, True, "unknown")
+    return OptimizerCopy(release < TRL_DROPS_OPTIMIZER, False, f"TRL {setup.trainer_version}")
+
+
+def _placement(setup: MethodSetup, role: ModelRole) -> Placement | None:
+    return next((p for p in setup.placements if p.role == role), None)
+
+
+def frozen_model_terms(role: ModelRole, spec: ModelSpec, s: Settings, option: Option, N: int,
+                       setup: MethodSetup, config_has_optimizer: bool) -> list[Term]:
+    """A frozen model (reference, reward) as prepare_deepspeed builds it for ``option``: what it holds per GPU
+    (and on the host where the config offloads its parameters)."""
+    row = ROW_OF[role]
+    place = _placement(setup, role)
+    stage = place.zero_stage if place is not None and place.zero_stage is not None else (3 if option.stage == 3 else 0)
+    if place is not None and place.num_nodes and place.gpus_per_node:  # its own GPUs (OpenRLHF --ref_num_gpus...)
+        N = place.num_nodes * place.gpus_per_node
+    # offload_param is a stage-3 feature: below it DeepSpeed ignores it (OpenRLHF --ref_reward_offload at stage 0)
+    offload = stage == 3 and (place.offload if place is not None and place.offload is not None
+                              else option.offload_param != Device.NONE)
+    P = spec.parameters
+    w = B.nbytes(s.precision)
+    src = FAMILY_SOURCE.get(setup.trainer) if setup.trainer is not None else None
+    src = src or PREPARE_SOURCE.format(release=setup.trainer_version or "1.16.0")
+    name = role.value
+    shard = N if stage == 3 else 1
+    kept = ceil_div(P, shard) if stage == 3 else P
+    device = Resource.CPU if offload else Resource.GPU
+    how = f"stage {stage}" + (" (the trainer's flag)" if place is not None and place.zero_stage is not None
+                              else " (kept from the config)" if stage == 3 else " (any stage but 3 set to 0)")
+    terms = [Term(row, device, kept * w, f"{name}_params", f"{name} model parameters, {how}",
+                  f"{w} B × {P:,}" + (f" / {shard}" if shard > 1 else ""), src)]
+    copy = optimizer_copy(setup, config_has_optimizer)
+    if not (copy.expected or copy.bound) or (s.precision == Precision.FP32 and stage == 0):
+        return terms
+    # the user's optimizer block copied with the config (TRL <= 1.9.0): what DeepSpeed builds for it
+    k = s.optimizer_elements
+    opt_device = Resource.CPU if option.offload_optimizer != Device.NONE and stage == 3 else Resource.GPU
+    if stage == 0:
+        parts = [(f"{name}_opt_master", "fp32 master copy (FP16_Optimizer)", FP32_BYTES * P, "4 B × P",
+                  Resource.GPU),
+                 (f"{name}_opt_states", "optimizer states created at initialize (FP16_Optimizer)",
+                  k * FP32_BYTES * P, f"{k * FP32_BYTES} B × P", Resource.GPU)]
+    else:
+        g = B.nbytes(s.grad_accum_dtype)
+        parts = [(f"{name}_opt_master", "fp32 partitioned groups (stage 3)", FP32_BYTES * kept, f"4 B × P / {N}",
+                  opt_device),
+                 (f"{name}_opt_grads", "gradient partitions (stage 3)", g * kept, f"{g} B × P / {N}", opt_device),
+                 (f"{name}_opt_ipg", "IPG bucket: reduce_bucket_size (TRL's dotted override is not read)",
+                  w * s.reduce_bucket_size, f"{w} B × {s.reduce_bucket_size:,}", Resource.GPU)]
+    why = (f"the config's optimizer block copied to the {name} engine ({copy.release})"
+           if copy.expected else f"bound: the optimizer block copied if TRL <= 1.9.0 ({name} engine)")
+    for key, what, nbytes, formula, dev in parts:
+        if copy.expected:
+            terms.append(Term(row, dev, nbytes, key, f"{what}: {why}", formula, src))
+        else:
+            terms.append(Term(row, dev, 0, key, f"{what}: {why}", formula, src, kind=TermKind.BOUND, bound=nbytes))
+    return terms
+
+
+def method_terms(setup: MethodSetup, policy: ModelSpec, auxiliary: dict[ModelRole, ModelSpec], s: Settings,
+                 option: Option, N: int, gpu_memory: int | None, config_has_optimizer: bool,
+                 notes: list[str]) -> list[Term]:
+    """Every model and share beside the policy for ``option``: reference, reward, critic, vLLM."""
+    if setup.method == Method.SFT:
+        return []
+    others: list[Term] = []
+    base = policy if policy.trainable_parameters is None else _base(policy)
+    if has_reference(setup, policy):
+        spec = auxiliary.get(ModelRole.REFERENCE, base)
+        others += frozen_model_terms(ModelRole.REFERENCE, spec, s, option, N, setup, config_has_optimizer)
+    if setup.method == Method.PPO or _placement(setup, ModelRole.REWARD) is not None:
+        spec = auxiliary.get(ModelRole.REWARD, base)
+        others += frozen_model_terms(ModelRole.REWARD, spec, s, option, N, setup, config_has_optimizer)
+    if others and option.stage < 3 and option.offload_optimizer != Device.NONE \
+            and optimizer_copy(setup, config_has_optimizer).expected:
+        notes.append("the frozen engines get this config's optimizer and offload_optimizer at stage 0: DeepSpeed "
+                     "builds a CPU Adam over parameters on the GPU and the run dies before training (TRL 1.9.1's "
+                     "comment in trl/models/utils.py prepare_deepspeed, which drops both since)")
+    if setup.method == Method.PPO:
+        others += critic_terms(auxiliary.get(ModelRole.CRITIC, base), s, option, N, notes)
+    if setup.trainer == TrainerFamily.OPENRLHF and not setup.colocate_all_models:
+        # OpenRLHF runs the reference, reward and critic as Ray actors on GPUs of their own unless
+        # --colocate_all_models (openrlhf/cli/train_ppo_ray.py @ v0.8.5: PPORayActorGroup per model, each
+        # with its num_gpus_per_node): not on the actor's cards
+        for row in dict.fromkeys(t.row for t in others):
+            own = sum(t.nbytes for t in others if t.row == row and t.device == Resource.GPU)
+            notes.append(f"{row.replace('_', ' ')}: on GPUs of its own (OpenRLHF without --colocate_all_models), "
+                         f"{own / 2**30:.2f} GiB per GPU there: not counted on the actor's cards")
+        others = []
+    return others + vllm_terms(setup, gpu_memory, notes) + completion_logits_terms(setup, policy, s)
+
+
+def activation_spec(setup: MethodSetup, policy: ModelSpec) -> ModelSpec:
+    """The policy as the method's forward runs it, for the activations (memory/activations.py):
+
+    * reward-model training: a scalar head (AutoModelForSequenceClassification), no vocabulary logits
+      (trl/trainer/reward_trainer.py compute_loss @ v1.16.0: two forwards' rewards_chosen/rejected);
+    * GRPO with the completion length known: no logits over the whole sequence (logits_to_keep: only the
+      completion's, counted by completion_logits_terms);
+    * TRL's preference trainers keep the logits in the model dtype (trl/trainer/utils.py selective_log_softmax
+      @ v1.16.0: a per-row log-softmax for bf16), where LLaMA-Factory upcasts them
+      (llamafactory/train/dpo/trainer.py concatenated_forward @ v0.9.3: ``.logits.to(torch.float32)``)."""
+    if setup.method == Method.SFT:
+        return policy
+    if setup.method == Method.REWARD or (setup.method == Method.GRPO and setup.generation.max_completion_length):
+        return replace(policy, lm_head=False)
+    if setup.trainer in (None, TrainerFamily.TRL) and policy.layer_facts is not None:  # None: Korthikanti's
+        return replace(policy, layer_facts=replace(policy.layer_facts, loss_in_fp32=False))
+    return policy
+
+
+def completion_logits_terms(setup: MethodSetup, policy: ModelSpec, s: Settings) -> list[Term]:
+    """GRPO's logits over the completion only (logits_to_keep = max_completion_length; trl/trainer/grpo_trainer.py
+    _get_per_token_logps_and_entropies @ v1.16.0): the logits, the per-row log-softmax and their gradient in
+    the model dtype, per completion in the micro batch (TRL's per_device_train_batch_size counts completions:
+    num_generations decides how many prompts, not how many rows per GPU)."""
+    completion = setup.generation.max_completion_length
+    if setup.method != Method.GRPO or not completion or not policy.vocab_size:
+        return []
+    w = B.nbytes(s.precision)
+    n = 3 * w * s.micro_batch * completion * policy.vocab_size
+    return [Term("activations", Resource.GPU, n, "completion_logits",
+                 "GRPO logits over the completion (logits_to_keep)",
+                 f"3 × {w} B × {s.micro_batch} × {completion} × V {policy.vocab_size:,}",
+                 "trl/trainer/grpo_trainer.py _get_per_token_logps_and_entropies @ v1.16.0")]
+
+
+def method_shape(shape: TrainingShape) -> TrainingShape:
+    """GRPO's sequence (prompt + completion) where the shape has no length of its own."""
+    gen = shape.method.generation
+    if shape.method.method == Method.GRPO and not shape.sequence_length and gen.max_prompt_length \
+            and gen.max_completion_length:
+        return replace(shape, sequence_length=gen.max_prompt_length + gen.max_completion_length)
+    return shape
+
+
+def _base(policy: ModelSpec) -> ModelSpec:
+    """The policy's architecture as a whole model (a PEFT policy's separately named reference is its base)."""
+    return replace(policy, trainable_parameters=None, peft=None)
+
+
+def critic_terms(spec: ModelSpec, s: Settings, option: Option, N: int, notes: list[str]) -> list[Term]:
+    """PPO's critic: a second copy with a value head, trained with its own optimizer at the policy's stage
+    (OpenRLHF openrlhf/trainer/ray/ppo_critic.py; TRL's PPO the same config), so its model states are the
+    policy's arithmetic over its own parameters (states.py deepspeed_terms)."""
+    own: list[str] = []
+    states = deepspeed_terms(s, option, spec.parameters, N, spec, own)
+    notes.append("critic: its model states as the policy's at this stage (LM head counted; the value head "
+                 "is hidden × 1); its activations are not counted beside the policy's (they run one after the other)")
+    return [Term("critic", t.device, t.nbytes, f"critic_{t.key}", f"critic {t.what}", t.formula,
+                 t.source, kind=t.kind, bound=t.bound) for t in states]
+
+
+def vllm_mode(setup: MethodSetup) -> VllmMode:
+    """Where vLLM runs when no file says: TRL's GRPOConfig.vllm_mode defaults to "server" up to 0.29 and to
+    "colocate" from 1.0.0 (trl/trainer/grpo_config.py @ v0.29.1, v1.0.0; the release unknown: the current
+    default); OpenRLHF puts its vLLM engines on the training GPUs only with --colocate_all_models."""
+    if setup.generation.vllm_mode is not None:
+        return setup.generation.vllm_mode
+    if setup.trainer == TrainerFamily.OPENRLHF:
+        return VllmMode.COLOCATE if setup.colocate_all_models else VllmMode.SERVER
+    release = _release(setup.trainer_version) if setup.trainer in (None, TrainerFamily.TRL) else None
+    return VllmMode.SERVER if release is not None and release < TRL_COLOCATE_DEFAULT else VllmMode.COLOCATE
+
+
+def vllm_terms(setup: MethodSetup, gpu_memory: int | None, notes: list[str]) -> list[Term]:
+    """vLLM colocated on the training GPUs takes ``vllm_gpu_memory_utilization`` of each card (its KV cache and
+    weights live inside that share: vllm/worker gpu_worker.py determine_available_memory); in server mode it runs
+    on its own GPUs, outside the training world, and adds nothing here."""
+    gen = setup.generation
+    if not gen.use_vllm:
+        return []
+    if vllm_mode(setup) != VllmMode.COLOCATE:
+        notes.append(f"vLLM in server mode on {gen.vllm_num_gpus or 'its own'} GPU(s) outside the training world: "
+                     "not on these cards")
+        return []
+    share = gen.vllm_gpu_memory_utilization if gen.vllm_gpu_memory_utilization is not None \
+        else VLLM_DEFAULT_UTILIZATION
+    if gpu_memory is None:
+        notes.append(f"vLLM colocated takes {share:.0%} of each card: not counted without the card's memory (--gpu)")
+        return []
+    src = "trl/trainer/grpo_config.py vllm_gpu_memory_utilization; vllm gpu_worker.py determine_available_memory"
+    return [Term("vllm", Resource.GPU, int(gpu_memory * share), "vllm_share",
+                 "vLLM colocated: its share of the card (weights, KV cache)", f"{share} × card", src)]
+
+
+def method_notes(setup: MethodSetup, config_has_optimizer: bool, policy: ModelSpec) -> list[str]:
+    """The assumptions the method's terms rest on, for the report."""
+    if setup.method == Method.SFT:
+        return []
+    out: list[str] = []
+    if setup.trainer in (TrainerFamily.MS_SWIFT, TrainerFamily.AXOLOTL, TrainerFamily.LLAMA_FACTORY):
+        out.append(f"{setup.trainer}: its trainers hand the reference/reward models to TRL's deepspeed preparation "
+                   "(stage 3 kept, else stage 0), at the TRL release it pins")
+    copy = optimizer_copy(setup, config_has_optimizer)
+    if copy.bound:
+        out.append("TRL release unknown: the reference engine is costed without the config's optimizer block "
+                   "(TRL >= 1.9.1 drops it); its bound adds what TRL <= 1.9.0 builds from it (14 B/param at "
+                   "stage 0 in bf16; at stage 3 the fp32 and gradient partitions and the IPG bucket)")
+    elif copy.expected:
+        out.append(f"{copy.release} copies the config's optimizer block to the reference engine "
+                   "(TRL's prepare_deepspeed up to 1.9.0, trl/models/utils.py; dropped from 1.9.1)")
+    if batch_factor(setup) == 2:
+        out.append(f"{setup.method}: chosen and rejected concatenated, 2 sequences per sample through the policy; "
+                   "the reference forward runs under no_grad before it and is not counted beside its activations")
+    if setup.method in (Method.DPO, Method.KTO, Method.GRPO) and not has_reference(setup, policy):
+        out.append(f"{setup.method}: no reference model (PEFT adapter disabled, precomputed log-probs, beta 0 or "
+                   "as the files say)")
+    return out
