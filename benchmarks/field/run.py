@@ -195,6 +195,7 @@ def run_check(case: dict[str, Any], ds_path: Path, model_path: Path) -> dict[str
         "--target-len": t.get("target_length"),
         "--padding": t.get("padding"),
         "--load-dtype": t.get("load_dtype"),
+        "--trainer": t.get("trainer"),  # the trainer family (issue 35's flag), e.g. ms-swift's own sequence parallel
     }
     for flag, value in optional.items():
         if value is not None and supports(flag):
