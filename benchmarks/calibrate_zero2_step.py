@@ -6,10 +6,12 @@ stage_1_and_2.py ``step`` (no offload_optimizer) runs after backward: per parame
 ``single_grad_partition = flat_grad_partition.to(master dtype)`` (a second copy where the dtypes differ; the same
 tensor where they do not), ``del flat_grad_partition``, steps the optimizer, then ``.grad = None`` and ``del
 single_grad_partition``. So the gradient partition exists only inside the step, after the activations are freed:
-the estimate counts it (with the optimizer's temporaries) beyond the activations, not beside them.
+the estimate counts it (with the optimizer's temporaries) beyond the activations, not beside them. Before the
+loop the gradient norm takes an fp64 copy of each averaged gradient (get_grad_norm_direct).
 
 Method. One rank (DS_ACCELERATOR=cpu, gloo; benchmarks/cpu_ranks.py) trains 8 bias-free Linear(1024, 1024)
-(8,388,608 elements, one parameter group) at ZeRO-2 with a client torch AdamW, fused (no step temporaries on CPU,
+(8,388,608 elements, one parameter group), and one bf16 case of one large parameter (Linear(1024, 8192) and
+Linear(8192, 8)), at ZeRO-2 with a client torch AdamW, fused (no step temporaries on CPU,
 benchmarks/step_temporaries.md) or foreach (one fp32 temporary the size of the stepped tensor), in fp32 and bf16.
 The third ``engine.step()`` runs under ``torch.profiler`` (profile_memory); every CPU allocation and free is a
 ``[memory]`` event whose running sum is what the step holds beyond what was live when it began (the method of
@@ -37,7 +39,19 @@ from cpu_ranks import machine, run_ranks  # noqa: E402
 
 D, LAYERS = 1024, 8
 PARAMS = D * D * LAYERS
-CASES = [{"precision": p, "optim": o, "ranks": 1} for p in ("fp32", "bf16") for o in ("fused", "foreach")]
+CASES = [{"precision": p, "optim": o, "ranks": 1, "model": "layers"} for p in ("fp32", "bf16")
+         for o in ("fused", "foreach")]
+# One parameter of nearly the whole partition (Linear(1024, 8192) before Linear(8192, 8)): the gradient norm's fp64
+# copy of it (8 B/element) is larger than the step's bf16 cat copy + fp32 gradient (6 B/element of the partition).
+CASES.append({"precision": "bf16", "optim": "fused", "ranks": 1, "model": "one-large"})
+
+
+def build(c: dict[str, Any]) -> Any:
+    import torch
+
+    if c.get("model") == "one-large":
+        return torch.nn.Sequential(torch.nn.Linear(D, 8 * D, bias=False), torch.nn.Linear(8 * D, 8, bias=False))
+    return torch.nn.Sequential(*[torch.nn.Linear(D, D, bias=False) for _ in range(LAYERS)])
 
 
 def ds_config(c: dict[str, Any]) -> dict[str, Any]:
@@ -58,7 +72,7 @@ def worker(c: dict[str, Any], out_path: str) -> None:
 
     deepspeed.utils.logger.setLevel(logging.ERROR)
     torch.manual_seed(0)
-    model = torch.nn.Sequential(*[torch.nn.Linear(D, D, bias=False) for _ in range(LAYERS)])
+    model = build(c)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, **{c["optim"]: True})
     engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=ds_config(c))
     opt = engine.optimizer
@@ -83,6 +97,7 @@ def worker(c: dict[str, Any], out_path: str) -> None:
         peak = max(peak, running)
     result = {"rank": int(os.environ["RANK"]), "step_peak_extra": peak, "net": running,
               "partition": int(opt.single_partition_of_fp32_groups[0].numel()),
+              "largest_param": max(p.numel() for p in model.parameters()),
               "grad_dtype": str(opt.bit16_groups_flat[0].dtype),
               "master_dtype": str(opt.single_partition_of_fp32_groups[0].dtype)}
     Path(out_path).write_text(json.dumps(result))
@@ -93,7 +108,9 @@ def estimate_terms(c: dict[str, Any]) -> dict[str, int]:
     from zeroadvisor.memory.estimate import Cluster, estimate
     from zeroadvisor.model.spec import ModelSpec, TrainingShape
 
-    spec = ModelSpec(parameters=PARAMS, largest_layer_parameters=D * D)
+    params, largest = (8 * D * D + 8 * D * 8, 8 * D * D) if c.get("model") == "one-large" else (PARAMS, D * D)
+    spec = ModelSpec(parameters=params, largest_layer_parameters=largest, parameter_numels=(
+        (8 * D * D, 8 * D * 8) if c.get("model") == "one-large" else (D * D,) * LAYERS))
     optim = "adamw_torch_fused" if c["optim"] == "fused" else "adamw_torch"
     est = estimate(ds_config(c), spec, TrainingShape(optim=optim), Cluster(gpus=1))
     stage = next(s for s in est.stages if s.configured)
@@ -112,13 +129,14 @@ def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
             "`zeroadvisor`: the step terms (`step_fp32_grad` + `step_temporary`) with no activations to subtract; "
             "`before`: what the estimate counted before (4 B × the partition as a gradient held beside the "
             "activations, plus the foreach temporary's 4 B)."), "",
-           ("| precision | optim | partition (elements) | grad dtype | step peak (B) | B/element | zeroadvisor (B) | "
-            "before (B) |"),
-           "|---|---|---:|---|---:|---:|---:|---:|"]
+           ("| model | precision | optim | partition (elements) | grad dtype | step peak (B) | B/element | "
+            "zeroadvisor (B) | before (B) |"),
+           "|---|---|---|---:|---|---:|---:|---:|---:|"]
     for r in rows:
         m, c = r["measured"], r["case"]
         part = m["partition"]
-        out.append(f"| {c['precision']} | {c['optim']} | {part:,} | {m['grad_dtype']} | {m['step_peak_extra']:,} | "
+        out.append(f"| {c.get('model', 'layers')} | {c['precision']} | {c['optim']} | {part:,} | {m['grad_dtype']} | "
+                   f"{m['step_peak_extra']:,} | "
                    f"{m['step_peak_extra'] / part:.4f} | {sum(r['zeroadvisor'].values()):,} | "
                    f"{4 * part * (2 if c['optim'] == 'foreach' else 1):,} |")
     return "\n".join(out) + "\n"

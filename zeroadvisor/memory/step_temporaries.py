@@ -161,12 +161,19 @@ def held_gradient(s: Settings, option: Option, part: int) -> int:
     return sub_group_gradient(s, option, stepped)[0]
 
 
-def norm_copy(option: Option, largest: int, N: int) -> int:
+def norm_copy(option: Option, largest: int, N: int, P: int = 0, held12: int = 0) -> int:
     """The gradient norm's fp64 copy at stage 3 with the optimizer on the GPU: stage3.py get_grad_norm_direct
     takes each gradient partition's norm through ``g.to(get_norm_dtype())`` (zero/utils.py: float64 where the
     accelerator has it, as CUDA does), one parameter at a time, before the sub-group loop: 8 B × the largest
     trainable parameter's partition (exact where the parameter list is known, else the largest layer bounds it;
-    measured: benchmarks/zero3_step.md pre-loop)."""
+    measured: benchmarks/zero3_step.md pre-loop).
+
+    Stage 2 (``held12``: the step builds a gradient partition, memory/states.py STEP12_GRAD_KEY): stage_1_and_2.py
+    scaled_global_norm -> get_grad_norm_direct takes ``vector_norm(g.data.to(get_norm_dtype()))`` of each averaged
+    gradient before the step's flatten: 8 B × the largest trainable parameter's piece of the partition (at most
+    the partition, ``P`` elements over ``N`` ranks; measured: benchmarks/zero2_step.md, one large parameter)."""
+    if option.stage == 2 and option.offload_optimizer == Device.NONE and held12:
+        return NORM_BYTES * min(largest, partition_stage12(P, N)) if largest and P else 0
     if option.stage != 3 or option.offload_optimizer != Device.NONE:
         return 0
     return NORM_BYTES * partition_stage3(largest, N)
@@ -214,7 +221,7 @@ def step_terms(s: Settings, option: Option, P: int, N: int, activations: int, op
     stepped = stepped_elements(s, option, P, N)
     M = master_bytes(s)
     held, built = sub_group_gradient(s, option, stepped, held12)
-    norm = norm_copy(option, largest, N)
+    norm = norm_copy(option, largest, N, P, held12)
     grad_extra, temp_extra = _shares(s, option, stepped, temporaries, norm, activations, held12)
     grad_bound, temp_bound = _shares(s, option, sub_group_bound(s, option, P, N, largest), temporaries, norm,
                                      activations, held12)
@@ -225,9 +232,10 @@ def step_terms(s: Settings, option: Option, P: int, N: int, activations: int, op
         dtype = "fp32" if M == B.DTYPE_BYTES["fp32"] else "master-dtype"
         terms.append(Term("gradients", Resource.GPU, grad_extra, GRAD_KEY,
                           f"{dtype} gradient partition, built in the step (beyond the activations freed before it)",
-                          f"max(0, {M} B/param / N{cast} - activations)",
+                          f"max(0, max({M} B/param / N{cast}, 8 B × largest parameter's piece (norm)) - activations)",
                           "zero/stage_1_and_2.py DeepSpeedZeroOptimizer.step (single_grad_partition = "
-                          "flatten(averaged_gradients).to(...); freed after _optimizer_step)"))
+                          "flatten(averaged_gradients).to(...); freed after _optimizer_step); get_grad_norm_direct "
+                          "(fp64 copy)"))
     elif grad_extra or grad_bound:
         a = B.nbytes(s.grad_accum_dtype)
         cast = f" + {a} B cat copy while .to({M} B) runs" if built > held else " (the cat copy is it)"
