@@ -67,9 +67,13 @@ def test_the_headline_names_the_stage_a_lint_fix_changes_and_the_lint_fix():
     lead = result.recommendation
     assert lead is not None and lead.code == "ZA801" and lead.change is not None and lead.patch is not None
     assert lead.patch["zero_optimisation"] is None and lead.patch["zero_optimization"]["stage"] == 2
-    assert lead.change.startswith("ZeRO-2, micro batch 1 with gradient accumulation 16")
+    # the stage and the batch the patch writes, at the same global batch (128 over 8 GPUs)
+    micro = lead.patch["train_micro_batch_size_per_gpu"]
+    accumulation = lead.patch["gradient_accumulation_steps"]
+    assert micro < 16 and micro * accumulation * 8 == 128
+    assert lead.change.startswith(f"ZeRO-2, micro batch {micro} with gradient accumulation {accumulation}")
     assert "with this file's lint fixes (renames zero_optimisation to zero_optimization)" in lead.change
-    assert "ZeRO-2, micro batch 1" in check_text.recommendation_sentence(lead, "GiB")
+    assert f"ZeRO-2, micro batch {micro}" in check_text.recommendation_sentence(lead, "GiB")
 
 
 def test_a_recommendation_estimated_slower_says_so_and_is_information_on_a_healthy_run():

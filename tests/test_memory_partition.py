@@ -90,12 +90,14 @@ def _grads(numels, gpus, config=FP32_Z2, parameters=18):
 
 
 def test_estimate_takes_the_worst_rank():
-    # N=4 fp32 above: ranks hold 4·(11+6)=68, 4·(13+6)=76, 4·7=28, 4·6=24 B -> worst rank 1: 76 B
+    # N=4 fp32 above: ranks hold 4·(11+6)=68, 4·(13+6)=76, 4·7=28, 4·6=24 B -> worst rank 1: 4·13 touched + the
+    # step's 4·6; the step's share is now the larger of that fp32 gradient and the gradient norm's fp64 copy of the
+    # largest parameter's piece (get_grad_norm_direct: 8 B × min(7, 6) = 48 > 24), with no activations to reuse
     st, grads = _grads(SIZES, 4)
-    assert grads == 76
+    assert grads == 4 * 13 + 8 * 6
     assert LAYOUT_NOT_MODELLED not in st.notes
-    # N=2: 4·(11+10)=84, 4·(13+10)=92 -> 92 B
-    assert _grads(SIZES, 2)[1] == 92
+    # N=2: 4·(11+10)=84, 4·(13+10)=92 -> 4·13 + max(4·10, 8·min(7, 10)) = 108 B
+    assert _grads(SIZES, 2)[1] == 4 * 13 + 8 * 7
 
 
 def test_without_numels_unchanged():
@@ -109,16 +111,19 @@ def test_without_numels_unchanged():
 
 @pytest.mark.parametrize("gpus", [2, 4, 8])
 def test_no_numels_is_today_p_over_n(gpus):
-    # today's stage-2 bf16 step gradients: 2 B grads_in_partition + 4 B fp32 copy on part = ceil(P / 2N)·2
+    # today's stage-2 bf16 step gradients: 2 B grads_in_partition + 4 B fp32 copy on part = ceil(P / 2N)·2, and the
+    # 2 B cat copy the fp32 one is cast from (no activations to reuse: memory/step_temporaries.py)
     P = 7_000_001
     part = -(-P // (2 * gpus)) * 2
     config = {"bf16": {"enabled": True}, "optimizer": {"type": "AdamW"}, "zero_optimization": {"stage": 2}}
     for spec in (ModelSpec(parameters=P), ModelSpec(parameters=P, parameter_numels=None)):
         st = estimate(config, spec, TrainingShape(), Cluster(gpus=gpus)).stage(2)
-        assert sum(t.nbytes for t in st.terms if t.row == "gradients") == (2 + 4) * part
+        assert sum(t.nbytes for t in st.terms if t.row == "gradients") == (2 + 4 + 2) * part
 
 
 def test_numels_not_matching_the_count_fall_back():
     st, grads = _grads((5, 6), 4)  # 11 != 18
-    assert grads == 48
+    # P/N: 4·6 grads_in_partition, then the step's larger of its fp32 gradient (4·6) and the norm's fp64 copy of the
+    # largest parameter's piece (8·min(6, 6))
+    assert grads == 4 * 6 + 8 * 6
     assert any("parameter_numels sum to 11" in n for n in st.notes)

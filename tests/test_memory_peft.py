@@ -64,8 +64,9 @@ def test_gradients_follow_the_trainable_parameters():
     g_lora, _ = row(lora(), 2, 2, "gradients")
     g_full, _ = row(full, 2, 2, "gradients")
     assert sum(g_lora.values()) * (BASE // T) < sum(g_full.values()) * 2  # scales with T, not BASE
-    # compact fp32 accumulation buffer for bf16: fp32 T / 2
-    assert g_lora["fp32_grads"] == 4 * T // 2
+    # the fp32 gradient partition of the adapters, built in the step beside its bf16 cat copy (no activations here to
+    # free first): (4 + 2) B × T / 2 (stage_1_and_2.py step; memory/step_temporaries.py)
+    assert g_lora["step_fp32_grad"] == (4 + 2) * T // 2
 
 
 def test_load_phase_flattens_only_the_adapters():

@@ -100,9 +100,12 @@ def test_offloaded_parameters_still_step_on_the_gpu():
     assert train_gpu(st, GRAD_KEY) == 6 * PART
 
 
-def test_stage2_is_unchanged():
+def test_stage2_builds_the_partitions_gradient_in_the_step_too():
+    # stage_1_and_2.py step(): flatten(averaged_gradients) (a bf16 cat copy), .to(fp32), del the copy; freed after
+    # the step: a step term (no activations here to free first), no longer a model state beside the activations
     st = configured({"bf16": {"enabled": True}, "zero_optimization": {"stage": 2}})
-    assert train_gpu(st, GRAD_KEY) == 0
+    assert train_gpu(st, GRAD_KEY) == (2 + 4) * PART
+    assert not [t for t in st.terms if t.key == "step12_fp32_grads"]
 
 
 @pytest.mark.parametrize("case", MEASURED["cases"], ids=lambda c: "{precision}-{optim}-{sub_group_size}".format(

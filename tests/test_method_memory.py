@@ -17,6 +17,7 @@ from zeroadvisor.advisor.check import CheckOptions, check_document
 from zeroadvisor.config.method import Generation, MethodSetup, Placement
 from zeroadvisor.config.source import parse
 from zeroadvisor.memory.estimate import Cluster, estimate
+from zeroadvisor.memory.states import partition_stage12
 from zeroadvisor.memory.terms import ROWS, ceil_div
 from zeroadvisor.model.hf import spec_from_hf_config
 from zeroadvisor.model.spec import TrainingShape
@@ -155,7 +156,14 @@ def test_vllm_colocated_takes_its_share_of_the_card_and_server_mode_none():
 def test_ppo_holds_a_trained_critic_and_a_frozen_reward_model():
     st = run(MethodSetup(method=Method.PPO, trainer=TrainerFamily.OPENRLHF, colocate_all_models=True)).stage(2)
     sft = run(MethodSetup()).stage(2)
-    assert st.per_gpu["critic"] == sft.per_gpu["model_states"]  # its own states, at the policy's stage
+    # its own states, at the policy's stage: the policy's model-state terms, and its fp32 gradient partition held
+    # for its own step (the policy's is counted in the step, beyond the activations freed before it)
+    critic = {t.key.removeprefix("critic_"): t.nbytes for t in st.terms if t.row == "critic"}
+    policy = {t.key: t.nbytes for t in sft.terms if t.phase == "train" and t.device == "gpu"}
+    for key in ("lp_params", "lp_grads", "master", "optimizer_state"):
+        assert critic[key] == policy[key], key
+    assert critic["step12_fp32_grads"] == 4 * partition_stage12(P, 8)
+    assert st.per_gpu["critic"] == sum(critic.values())
     assert st.per_gpu["reward_model"] == st.per_gpu["reference_model"] == 2 * P
     # a model's own stage; --ref_reward_offload moves the parameters to the host at stage 3 only (DeepSpeed
     # ignores offload_param below it)

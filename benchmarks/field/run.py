@@ -36,6 +36,10 @@ import yaml
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 CASES = HERE / "cases"
+if str(HERE) not in sys.path:  # heldout.py beside this script, however it is loaded (script, test by path)
+    sys.path.insert(0, str(HERE))
+
+import heldout  # noqa: E402  (needs the path above)
 
 OUTCOMES = ("fits", "does-not-fit")
 
@@ -259,6 +263,21 @@ def method_arguments(case: dict[str, Any], workdir: Path) -> MethodArguments:
     return MethodArguments(method=method, flags=tuple(flags), unpassed=tuple(k for k in said if k not in carried))
 
 
+def swift_launch(case: dict[str, Any]) -> str | None:
+    """The ms-swift launch command a case ran (``swift sft`` / ``swift rlhf --rlhf_type M``), which tells check the
+    trainer family (its own sequence-parallel loss, its reference-model rules: issue 35's readers), with the
+    world from the case's cluster and ``--train_type`` from the case's PEFT block; None for another trainer."""
+    method = case.get("method") or {}
+    if "ms-swift" not in (case["training"].get("trainer"), method.get("trainer")):
+        return None
+    c = case["cluster"]
+    per_node = int(c.get("gpus_per_node", c["gpus"]))
+    kind = method.get("method", "sft")
+    command = "sft" if kind == "sft" else f"rlhf --rlhf_type {'rm' if kind == 'reward' else kind}"
+    tuner = "lora" if case.get("peft") else "full"
+    return f"NPROC_PER_NODE={per_node} NNODES={int(c['gpus']) // per_node} swift {command} --train_type {tuner}"
+
+
 # ----------------------------------------------------------------------------- the tool
 
 
@@ -307,6 +326,9 @@ def run_check(case: dict[str, Any], ds_path: Path, model_path: Path,
         "--load-dtype": t.get("load_dtype"),
         "--optim": t.get("optim"),  # the HF Trainer's optim where the ds_config has no optimizer block
     }
+    swift = swift_launch(case)
+    if swift is not None and supports("--launch"):
+        args += ["--launch", swift]
     for flag, value in optional.items():
         if value is not None and supports(flag):
             args += [flag, str(value)]
@@ -331,6 +353,7 @@ class Result:
     outcome: str
     well_documented: bool
     stage: str
+    source: str = ""  # the report's source (heldout.source_key: a repository, else a web host)
     verdict: str = "error"
     counted: str | None = None  # the verdict on what is counted, where the verdict is "unknown"
     peak_gpu: int | None = None
@@ -402,7 +425,7 @@ def evaluate(path: Path) -> Result:
     measured = case.get("measured") or {}
     result = Result(
         id=case["id"], outcome=case["outcome"], well_documented=bool(case["well_documented"]),
-        stage=stage_label(case["ds_config"]),
+        stage=stage_label(case["ds_config"]), source=heldout.source_key(case["source"]),
         measured_gpu=(measured.get("gpu_memory_per_gpu") or {}).get("value"),
         measured_host=(measured.get("host_ram_per_node") or {}).get("value"),
         length_is_bound=case["training"].get("padding") == "longest",
@@ -520,6 +543,43 @@ def spread_line(label: str, ratios: Sequence[float]) -> str:
             f"10th-90th percentile {s.p10:.2f}-{s.p90:.2f}, median |ratio - 1| {s.median_abs_error:.0%}")
 
 
+def held_out_lines(results: Sequence[Result], constants: Sequence[heldout.Constant] = heldout.CONSTANTS) -> list[str]:
+    """The distribution held out by source: which constants are fitted and on what, the spread over the runs whose
+    source no constant was fitted on, per source, and how far it moves when any one source is left out."""
+    source = {r.id: r.source for r in results}
+    rows = [heldout.Row(i, source[i], v) for i, v in gpu_ratios(results)]
+    fitted = [c for c in constants if c.field_sources]
+    lines = [f"constants no code or datasheet gives: {len(constants)} ("
+             + ", ".join(c.name.partition(":")[2] for c in constants) + "); fitted on field cases: "
+             + (", ".join(f"{c.name.partition(':')[2]} on {', '.join(sorted(c.field_sources))}" for c in fitted)
+                if fitted else "none (each is measured on CPU here or taken from outside figures; "
+                "heldout.CONSTANTS says which), so every case is held out")]
+    kept, left = heldout.held_out(rows, constants)
+    groups = heldout.by_source(kept)
+    lines.append(spread_line(f"held out by source ({len(groups)} sources)", [r.ratio for r in kept]))
+    if left:
+        lines.append("not held out (a constant was fitted on their source): " + ", ".join(r.case for r in left))
+    per = []
+    for name, ratios in sorted(groups.items(), key=lambda g: (-len(g[1]), g[0])):
+        s = spread(ratios)
+        if s is not None:
+            per.append(f"{name} {s.count} (median {s.median:.2f}, |ratio - 1| {s.median_abs_error:.0%})")
+    lines.append("held-out runs per source: " + "; ".join(per))
+    if groups:  # one recipe's many runs should not carry the centre: each source's median, weighted alike
+        lines.append(f"median of the {len(groups)} source medians: "
+                     f"{quantile([quantile(g, 0.5) for g in groups.values()], 0.5):.2f}")
+    loso = {name: spread(ratios) for name, ratios in heldout.leave_one_source_out(kept).items()}
+    moved = {name: s for name, s in loso.items() if s is not None}
+    if len(moved) > 1:
+        medians = sorted(moved.items(), key=lambda m: m[1].median)
+        errors = sorted(moved.items(), key=lambda m: m[1].median_abs_error)
+        lines.append(f"leaving one source out: median {medians[0][1].median:.2f} (without {medians[0][0]})"
+                     f" to {medians[-1][1].median:.2f} (without {medians[-1][0]}), median |ratio - 1| "
+                     f"{errors[0][1].median_abs_error:.0%} (without {errors[0][0]}) to "
+                     f"{errors[-1][1].median_abs_error:.0%} (without {errors[-1][0]})")
+    return lines
+
+
 def totals(results: list[Result]) -> list[str]:
     def line(label: str, group: list[Result]) -> str:
         ok = sum(r.agrees for r in group)
@@ -544,6 +604,7 @@ def totals(results: list[Result]) -> list[str]:
         lines.append(spread_line("well documented (*)", [v for i, v in ratios if i in documented_ids]))
         lines.append(f"measured GPU peaks of runs that trained: {len(ratios)}, predicted/measured - 1 per run ("
                      + ", ".join(f"{i} {v - 1:+.0%}" for i, v in ratios) + ")")
+        lines.extend(held_out_lines(results))
     bounded = [r.id for r in results if r.length_is_bound and measured_bytes(r.measured_gpu)]
     if bounded:
         lines.append(f"left out of the ratios, length a bound (dynamic padding): {', '.join(bounded)}")

@@ -91,12 +91,14 @@ def estimate_row(case: dict[str, Any], gpu: str) -> tuple[Any, Any, int]:
 
 
 def _step_gradient(settings: Any, stage: Any) -> int:
-    """Stage 3: the sub-group's fp32 gradient the live-tensor reading at the optimizer step sees, which the
-    estimate counts in the step only beyond the activations freed before it (memory/step_temporaries.py)."""
+    """Stage 3: the sub-group's fp32 gradient (stage 2: the partition's) the live-tensor reading at the optimizer
+    step sees, which the estimate counts in the step only beyond the activations freed before it
+    (memory/step_temporaries.py)."""
     from zeroadvisor.memory.bytes import nbytes
     from zeroadvisor.memory.step_temporaries import held_gradient
 
-    flat = [t for t in stage.terms if t.phase == "train" and "grad_partitions_flat_buffer" in t.source]
+    buffer = "grads_in_partition" if stage.option.stage == 2 else "grad_partitions_flat_buffer"
+    flat = [t for t in stage.terms if t.phase == "train" and t.device == "gpu" and buffer in t.source]
     if not flat:
         return 0
     part = flat[0].nbytes // nbytes(settings.grad_accum_dtype)

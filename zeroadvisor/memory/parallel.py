@@ -38,7 +38,7 @@ from zeroadvisor.memory.activations import Activations, activation_bytes
 from zeroadvisor.memory.errors import EstimateError, config_pointer
 from zeroadvisor.memory.terms import Term, ceil_div
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
-from zeroadvisor.vocab import Device, Resource
+from zeroadvisor.vocab import Device, Resource, TrainerFamily
 
 # degree -> (the config key DeepSpeed reads it from, or None where it is set in code; TrainingShape field)
 DEGREES: dict[str, tuple[tuple[str, ...] | None, str]] = {
@@ -319,9 +319,23 @@ def parallel_activations(spec: ModelSpec, shape: TrainingShape, micro_batch: int
         seq_shape = dataclasses.replace(shape, sequence_length=ceil_div(shape.sequence_length, sp))
         if not shape.flash_attention and heads and hd and hd % sp == 0:
             changes.update(num_attention_heads=heads * sp, num_key_value_heads=(kvh or heads) * sp, head_dim=hd // sp)
+    sp_loss_note = None
+    if sp > 1 and shape.method.trainer == TrainerFamily.MS_SWIFT and spec.layer_facts is not None \
+            and spec.layer_facts.loss_in_fp32:
+        # ms-swift's own sequence parallel replaces the Trainer's loss (swift/trainers/sequence_parallel/ulysses.py
+        # prepare_trainer: compute_loss_func = loss_scale_sp_func; utils.py: CrossEntropyLoss(reduction='none') on
+        # the model's logits, which come out of lm_head in the model dtype): no fp32 upcast, so log_softmax's
+        # output and the two gradients are in the logits' dtype (CELOSS_PARALLEL_SIZE, when set, chunks it further:
+        # not counted, a bound)
+        changes["layer_facts"] = dataclasses.replace(spec.layer_facts, loss_in_fp32=False)
+        sp_loss_note = ("activations: ms-swift sequence parallel: its loss (loss_scale_sp_func, nn.CrossEntropyLoss "
+                        "on the logits as lm_head returns them) keeps the loss tensors in the model dtype, not "
+                        "transformers' fp32 upcast")
     local = dataclasses.replace(spec, **changes) if changes else spec
     whole = activation_bytes(local, seq_shape, micro_batch, precision)
     notes = list(whole.notes)
+    if sp_loss_note and whole.nbytes:
+        notes.append(sp_loss_note)
     if t > 1 and whole.nbytes:
         notes.append(f"activations: tensor parallel {t} without sequence-parallel activations (Korthikanti et al. "
                      "2022 eq. 2: 10 + 24/t per sbh)")

@@ -26,6 +26,13 @@ from zeroadvisor.model.spec import ModelSpec
 from zeroadvisor.vocab import Device, Precision, Resource, TermKind
 
 FP32 = B.DTYPE_BYTES["fp32"]
+# Stage 2 without offload_optimizer (and without the compact fp32 accumulation buffer): the gradient partition in
+# the master dtype that stage_1_and_2.py step() builds after backward (single_grad_partition =
+# flatten(averaged_gradients).to(master dtype)) and frees after the group's optimizer step
+# (single_partition_of_fp32_groups[i].grad = None; del single_grad_partition). It never coexists with the
+# activations, which backward has freed: memory/estimate.py hands its bytes to the step (memory/step_temporaries.py),
+# which counts it beyond them, as at stage 3, instead of beside them in the model states.
+STEP12_GRAD_KEY = "step12_fp32_grads"
 
 
 def partition_stage12(P: int, N: int) -> int:
@@ -315,6 +322,12 @@ def _layout12(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, compact
     return layout_stage12(numels, N, element_size=B.nbytes(s.precision))
 
 
+def _step_grad_key(opt: Option) -> str:
+    """The key of the step's gradient partition: handed to the step at stage 2 (STEP12_GRAD_KEY). Stage 1 keeps it
+    among the states: its row is the larger of the full-size gradients after backward and what the step holds."""
+    return STEP12_GRAD_KEY if opt.stage == 2 else "fp32_grads"
+
+
 def _stage12_gpu_grads(s: Settings, opt: Option, P: int, part: int, compact: bool, src: str,
                        layout: Layout | None = None) -> list[Term]:
     """GPU gradient row at stage 1/2: the larger of what is alive after backward and at the optimizer step.
@@ -346,7 +359,7 @@ def _stage12_gpu_grads(s: Settings, opt: Option, P: int, part: int, compact: boo
                             f"{s.precision} gradients of the {r.params} parameter(s) touching the partition of rank "
                             f"{worst} (worst rank; whole parameters)", f"{w} B × touched elements",
                             src + ".copy_grads_in_partition (grads_in_partition)"))
-        at_step.append(Term("gradients", Resource.GPU, M * master, "fp32_grads",
+        at_step.append(Term("gradients", Resource.GPU, M * master, _step_grad_key(opt),
                             (f"{'fp32' if M == FP32 else 'low-precision'} gradient partition for the step"
                              if master else "gradient partition for the step: a view (partition inside one "
                              "parameter, no copy)"), f"{M} B/param / N" if master else "0",
@@ -357,7 +370,7 @@ def _stage12_gpu_grads(s: Settings, opt: Option, P: int, part: int, compact: boo
             Term("gradients", Resource.GPU, w * part, "lp_grads", f"{s.precision} gradient partition",
                  f"{w} B/param / N",
                  src + ".copy_grads_in_partition (grads_in_partition)"),
-            Term("gradients", Resource.GPU, M * part, "fp32_grads",
+            Term("gradients", Resource.GPU, M * part, _step_grad_key(opt),
                  f"{'fp32' if M == FP32 else 'low-precision'} gradient partition for the step", f"{M} B/param / N",
                  src + ".step (single_grad_partition)"),
         ]

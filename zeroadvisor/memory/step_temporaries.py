@@ -67,7 +67,7 @@ DEFAULT_WHY = ("the Hugging Face Trainer's default optim up to transformers 4.53
                "torch AdamW's foreach step builds an fp32 temporary the size of the partition; transformers 4.54+ "
                "with torch >= 2.8 default to adamw_torch_fused, which builds none")
 KEY = "step_temporary"
-GRAD_KEY = "step_fp32_grad"  # stage 3: the stepped sub-group's fp32 gradient (built and freed inside the step)
+GRAD_KEY = "step_fp32_grad"  # stage 3: the stepped sub-group's fp32 gradient; stage 2: the partition's (step())
 KEYS = frozenset({KEY, GRAD_KEY})  # everything the step allocates and frees: transient between steps
 NORM_BYTES = 8  # torch.float64, zero/utils.py get_norm_dtype
 
@@ -120,7 +120,7 @@ def stepped_elements(s: Settings, option: Option, P: int, N: int) -> int:
     return P  # stage 0: FP16_Optimizer's flat fp32 groups, or the fp32 parameters themselves
 
 
-def sub_group_gradient(s: Settings, option: Option, stepped: int) -> tuple[int, int]:
+def sub_group_gradient(s: Settings, option: Option, stepped: int, held12: int = 0) -> tuple[int, int]:
     """(bytes the stepped sub-group's fp32 gradient holds through its optimizer step, the peak while it is built)
     at stage 3 with the optimizer on the GPU; (0, 0) elsewhere.
 
@@ -130,7 +130,18 @@ def sub_group_gradient(s: Settings, option: Option, stepped: int) -> tuple[int, 
     not a bound), and ``.to`` a second copy where that dtype is not the master's; the cat copy dies when the
     statement ends. _release_sub_group sets ``.grad = None`` before the next sub-group is prepared, so one
     sub-group's gradient exists at a time (exact; measured: benchmarks/zero3_step.md). With offload_optimizer the
-    gradients already sit in the host (or GPU-resident) fp32 buffers counted in memory/states.py."""
+    gradients already sit in the host (or GPU-resident) fp32 buffers counted in memory/states.py.
+
+    Stage 2 (``held12``: the master-dtype gradient partition memory/states.py sizes, key STEP12_GRAD_KEY):
+    stage_1_and_2.py step() builds ``flat_grad_partition = flatten(averaged_gradients)`` (a torch.cat copy of the
+    16-bit views into grads_in_partition), then ``single_grad_partition = flat_grad_partition.to(master dtype)``,
+    then ``del flat_grad_partition``; the optimizer steps and ``.grad = None`` frees it, one parameter group at a
+    time. Held: ``held12``; while built: the 16-bit copy beside it where the master dtype differs (where it is the
+    same, ``.to`` returns the copy itself)."""
+    if option.stage == 2 and option.offload_optimizer == Device.NONE and held12:
+        M = master_bytes(s)
+        w = B.nbytes(s.precision)
+        return held12, held12 + (w * (held12 // M) if w != M else 0)
     if option.stage != 3 or option.offload_optimizer != Device.NONE:
         return 0, 0
     M = master_bytes(s)
@@ -142,17 +153,27 @@ def sub_group_gradient(s: Settings, option: Option, stepped: int) -> tuple[int, 
 def held_gradient(s: Settings, option: Option, part: int) -> int:
     """The stepped sub-group's fp32 gradient while the optimizer steps it (no activations subtracted): what a
     reading of live tensors at the base optimizer's step sees in the gradients row beside the partition buffer
-    (benchmarks/gpu/compare.py); ``part``: this rank's gradient partition in elements."""
+    (benchmarks/gpu/compare.py); ``part``: this rank's gradient partition in elements. Stage 2: the partition's
+    gradient in the master dtype (step() holds all of it while the optimizer steps)."""
+    if option.stage == 2:
+        return sub_group_gradient(s, option, part, master_bytes(s) * part)[0]
     stepped = min(s.sub_group_size, part) if s.sub_group_size > 0 else part
     return sub_group_gradient(s, option, stepped)[0]
 
 
-def norm_copy(option: Option, largest: int, N: int) -> int:
+def norm_copy(option: Option, largest: int, N: int, P: int = 0, held12: int = 0) -> int:
     """The gradient norm's fp64 copy at stage 3 with the optimizer on the GPU: stage3.py get_grad_norm_direct
     takes each gradient partition's norm through ``g.to(get_norm_dtype())`` (zero/utils.py: float64 where the
     accelerator has it, as CUDA does), one parameter at a time, before the sub-group loop: 8 B × the largest
     trainable parameter's partition (exact where the parameter list is known, else the largest layer bounds it;
-    measured: benchmarks/zero3_step.md pre-loop)."""
+    measured: benchmarks/zero3_step.md pre-loop).
+
+    Stage 2 (``held12``: the step builds a gradient partition, memory/states.py STEP12_GRAD_KEY): stage_1_and_2.py
+    scaled_global_norm -> get_grad_norm_direct takes ``vector_norm(g.data.to(get_norm_dtype()))`` of each averaged
+    gradient before the step's flatten: 8 B × the largest trainable parameter's piece of the partition (at most
+    the partition, ``P`` elements over ``N`` ranks; measured: benchmarks/zero2_step.md, one large parameter)."""
+    if option.stage == 2 and option.offload_optimizer == Device.NONE and held12:
+        return NORM_BYTES * min(largest, partition_stage12(P, N)) if largest and P else 0
     if option.stage != 3 or option.offload_optimizer != Device.NONE:
         return 0
     return NORM_BYTES * partition_stage3(largest, N)
@@ -170,10 +191,10 @@ def sub_group_bound(s: Settings, option: Option, P: int, N: int, largest: int) -
 
 
 def _shares(s: Settings, option: Option, stepped: int, temporaries: int, norm: int,
-            activations: int) -> tuple[int, int]:
+            activations: int, held12: int = 0) -> tuple[int, int]:
     """(the gradient's share, the temporaries' share) of the step's working set beyond the activations, for a
     sub-group of ``stepped`` elements."""
-    held, built = sub_group_gradient(s, option, stepped)
+    held, built = sub_group_gradient(s, option, stepped, held12)
     before_optimizer = max(built, norm)
     working = max(before_optimizer, held + temporaries * master_bytes(s) * stepped)
     grad_extra = max(0, before_optimizer - activations)
@@ -181,11 +202,13 @@ def _shares(s: Settings, option: Option, stepped: int, temporaries: int, norm: i
 
 
 def step_terms(s: Settings, option: Option, P: int, N: int, activations: int, optim: str | None,
-               notes: list[str], largest: int = 0) -> list[Term]:
+               notes: list[str], largest: int = 0, held12: int = 0) -> list[Term]:
     """The step's allocations beyond the activations freed before it: the stage-3 sub-group's fp32 gradient and
     the optimizer's temporaries (0, 1 or 2 terms).
 
     ``largest``: the largest trainable parameter (its partition's fp64 norm copy precedes the sub-group loop).
+    ``held12``: at stage 2, the master-dtype gradient partition step() builds (memory/states.py STEP12_GRAD_KEY; the
+    largest parameter group's: the groups are stepped one after another).
     The step's working set is max(the norm's copy, building the gradient, the gradient + the optimizer's
     temporaries); what exceeds the activations is split into the gradient's share (key GRAD_KEY) and the
     temporaries' (KEY), so the part an optimizer choice moves stays its own term (advisor/rules.py _matters).
@@ -197,13 +220,23 @@ def step_terms(s: Settings, option: Option, P: int, N: int, activations: int, op
     temporaries = impl.temporaries if impl is not None else 0
     stepped = stepped_elements(s, option, P, N)
     M = master_bytes(s)
-    held, built = sub_group_gradient(s, option, stepped)
-    norm = norm_copy(option, largest, N)
-    grad_extra, temp_extra = _shares(s, option, stepped, temporaries, norm, activations)
+    held, built = sub_group_gradient(s, option, stepped, held12)
+    norm = norm_copy(option, largest, N, P, held12)
+    grad_extra, temp_extra = _shares(s, option, stepped, temporaries, norm, activations, held12)
     grad_bound, temp_bound = _shares(s, option, sub_group_bound(s, option, P, N, largest), temporaries, norm,
-                                     activations)
+                                     activations, held12)
     terms: list[Term] = []
-    if grad_extra or grad_bound:
+    if option.stage == 2 and (grad_extra or grad_bound):
+        w = B.nbytes(s.precision)
+        cast = f" + {w} B cat copy while .to({M} B) runs" if built > held else " (the cat copy is it)"
+        dtype = "fp32" if M == B.DTYPE_BYTES["fp32"] else "master-dtype"
+        terms.append(Term("gradients", Resource.GPU, grad_extra, GRAD_KEY,
+                          f"{dtype} gradient partition, built in the step (beyond the activations freed before it)",
+                          f"max(0, max({M} B/param / N{cast}, 8 B × largest parameter's piece (norm)) - activations)",
+                          "zero/stage_1_and_2.py DeepSpeedZeroOptimizer.step (single_grad_partition = "
+                          "flatten(averaged_gradients).to(...); freed after _optimizer_step); get_grad_norm_direct "
+                          "(fp64 copy)"))
+    elif grad_extra or grad_bound:
         a = B.nbytes(s.grad_accum_dtype)
         cast = f" + {a} B cat copy while .to({M} B) runs" if built > held else " (the cat copy is it)"
         terms.append(Term("gradients", Resource.GPU, grad_extra, GRAD_KEY,
@@ -216,7 +249,8 @@ def step_terms(s: Settings, option: Option, P: int, N: int, activations: int, op
                           kind=TermKind.BOUND if grad_bound > grad_extra else TermKind.EXACT,
                           bound=grad_bound if grad_bound > grad_extra else None))
     if (temp_extra or temp_bound) and impl is not None:
-        extra = " beside the sub-group's fp32 gradient" if held else ""
+        extra = (" beside the partition's fp32 gradient" if option.stage == 2 else
+                 " beside the sub-group's fp32 gradient") if held else ""
         # a buffer of the step, not a model state (model states stay what DeepSpeed's own estimator counts)
         terms.append(Term("buffers", Resource.GPU, temp_extra, KEY,
                           f"{impl.words} step temporaries{extra} beyond the activations freed before the step",

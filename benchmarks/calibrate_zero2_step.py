@@ -1,0 +1,174 @@
+"""Measure ZeRO-2's optimizer step on CPU: the gradient partition in the master dtype that step() builds, and what
+coexists with it (real DeepSpeed 0.19.8, issue 34; the model: zeroadvisor/memory/step_temporaries.py).
+
+stage_1_and_2.py ``step`` (no offload_optimizer) runs after backward: per parameter group it builds
+``flat_grad_partition = flatten(averaged_gradients[i])`` (a torch.cat copy of the views into grads_in_partition),
+``single_grad_partition = flat_grad_partition.to(master dtype)`` (a second copy where the dtypes differ; the same
+tensor where they do not), ``del flat_grad_partition``, steps the optimizer, then ``.grad = None`` and ``del
+single_grad_partition``. So the gradient partition exists only inside the step, after the activations are freed:
+the estimate counts it (with the optimizer's temporaries) beyond the activations, not beside them. Before the
+loop the gradient norm takes an fp64 copy of each averaged gradient (get_grad_norm_direct).
+
+Method. One rank (DS_ACCELERATOR=cpu, gloo; benchmarks/cpu_ranks.py) trains 8 bias-free Linear(1024, 1024)
+(8,388,608 elements, one parameter group), and one bf16 case of one large parameter (Linear(1024, 8192) and
+Linear(8192, 8)), at ZeRO-2 with a client torch AdamW, fused (no step temporaries on CPU,
+benchmarks/step_temporaries.md) or foreach (one fp32 temporary the size of the stepped tensor), in fp32 and bf16.
+The third ``engine.step()`` runs under ``torch.profiler`` (profile_memory); every CPU allocation and free is a
+``[memory]`` event whose running sum is what the step holds beyond what was live when it began (the method of
+benchmarks/calibrate_zero3_step.py). The step's peak beyond its start is compared with the estimate's step terms
+(``step_fp32_grad`` + ``step_temporary``) with no activations to subtract.
+
+    python benchmarks/calibrate_zero2_step.py   # writes benchmarks/zero2_step.json and .md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE))
+from cpu_ranks import machine, run_ranks  # noqa: E402
+
+D, LAYERS = 1024, 8
+PARAMS = D * D * LAYERS
+CASES = [{"precision": p, "optim": o, "ranks": 1, "model": "layers"} for p in ("fp32", "bf16")
+         for o in ("fused", "foreach")]
+# One parameter of nearly the whole partition (Linear(1024, 8192) before Linear(8192, 8)): the gradient norm's fp64
+# copy of it (8 B/element) is larger than the step's bf16 cat copy + fp32 gradient (6 B/element of the partition).
+CASES.append({"precision": "bf16", "optim": "fused", "ranks": 1, "model": "one-large"})
+
+
+def build(c: dict[str, Any]) -> Any:
+    import torch
+
+    if c.get("model") == "one-large":
+        return torch.nn.Sequential(torch.nn.Linear(D, 8 * D, bias=False), torch.nn.Linear(8 * D, 8, bias=False))
+    return torch.nn.Sequential(*[torch.nn.Linear(D, D, bias=False) for _ in range(LAYERS)])
+
+
+def ds_config(c: dict[str, Any]) -> dict[str, Any]:
+    config: dict[str, Any] = {"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 1,
+                              "steps_per_print": 10**9, "zero_optimization": {"stage": 2}}
+    if c["precision"] == "bf16":
+        config["bf16"] = {"enabled": True}
+    return config
+
+
+def worker(c: dict[str, Any], out_path: str) -> None:
+    import logging
+
+    import deepspeed
+    import torch
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    deepspeed.utils.logger.setLevel(logging.ERROR)
+    torch.manual_seed(0)
+    model = build(c)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, **{c["optim"]: True})
+    engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=ds_config(c))
+    opt = engine.optimizer
+    dtype = torch.bfloat16 if c["precision"] == "bf16" else torch.float32
+    generator = torch.Generator().manual_seed(1)
+    for i in range(3):
+        x = torch.randn(2, D, generator=generator).to(dtype)
+        loss = engine(x).float().pow(2).mean()
+        engine.backward(loss)
+        del loss, x
+        if i < 2:
+            engine.step()
+            continue
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+            engine.step()
+    events = list(prof.profiler.kineto_results.events())
+    mem = sorted((e for e in events if e.name() == "[memory]" and e.device_type() == DeviceType.CPU),
+                 key=lambda e: e.start_ns())
+    running = peak = 0
+    for e in mem:
+        running += e.nbytes()
+        peak = max(peak, running)
+    result = {"rank": int(os.environ["RANK"]), "step_peak_extra": peak, "net": running,
+              "partition": int(opt.single_partition_of_fp32_groups[0].numel()),
+              "largest_param": max(p.numel() for p in model.parameters()),
+              "grad_dtype": str(opt.bit16_groups_flat[0].dtype),
+              "master_dtype": str(opt.single_partition_of_fp32_groups[0].dtype)}
+    Path(out_path).write_text(json.dumps(result))
+
+
+def estimate_terms(c: dict[str, Any]) -> dict[str, int]:
+    """zeroadvisor's step terms (bytes by key) for the same run, no activations counted against them."""
+    from zeroadvisor.memory.estimate import Cluster, estimate
+    from zeroadvisor.model.spec import ModelSpec, TrainingShape
+
+    params, largest = (8 * D * D + 8 * D * 8, 8 * D * D) if c.get("model") == "one-large" else (PARAMS, D * D)
+    spec = ModelSpec(parameters=params, largest_layer_parameters=largest, parameter_numels=(
+        (8 * D * D, 8 * D * 8) if c.get("model") == "one-large" else (D * D,) * LAYERS))
+    optim = "adamw_torch_fused" if c["optim"] == "fused" else "adamw_torch"
+    est = estimate(ds_config(c), spec, TrainingShape(optim=optim), Cluster(gpus=1))
+    stage = next(s for s in est.stages if s.configured)
+    out: dict[str, int] = {}
+    for t in stage.terms:
+        if t.device == "gpu" and t.phase == "train" and t.key in ("step_fp32_grad", "step_temporary", "fp32_grads"):
+            out[t.key] = out.get(t.key, 0) + t.nbytes
+    return out
+
+
+def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
+    doc = (__doc__ or "").split("\n\n")
+    out = ["# ZeRO-2 optimizer step: the partition's fp32 gradient (DeepSpeed on CPU)", "",
+           *(p.replace("\n", " ") + "\n" for p in doc[:3]), f"Machine: {meta}.", "",
+           ("`step peak`: the largest running sum of the step's allocations beyond what was live when it began; "
+            "`zeroadvisor`: the step terms (`step_fp32_grad` + `step_temporary`) with no activations to subtract; "
+            "`before`: what the estimate counted before (4 B × the partition as a gradient held beside the "
+            "activations, plus the foreach temporary's 4 B)."), "",
+           ("| model | precision | optim | partition (elements) | grad dtype | step peak (B) | B/element | "
+            "zeroadvisor (B) | before (B) |"),
+           "|---|---|---|---:|---|---:|---:|---:|---:|"]
+    for r in rows:
+        m, c = r["measured"], r["case"]
+        part = m["partition"]
+        out.append(f"| {c.get('model', 'layers')} | {c['precision']} | {c['optim']} | {part:,} | {m['grad_dtype']} | "
+                   f"{m['step_peak_extra']:,} | "
+                   f"{m['step_peak_extra'] / part:.4f} | {sum(r['zeroadvisor'].values()):,} | "
+                   f"{4 * part * (2 if c['optim'] == 'foreach' else 1):,} |")
+    return "\n".join(out) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--worker", nargs=2)
+    ap.add_argument("--out", default=str(HERE / "zero2_step"))
+    ap.add_argument("--report", default=None, metavar="JSON", help="rewrite the .md (and the estimate) from a .json")
+    args = ap.parse_args(argv)
+    if args.worker:
+        worker(json.loads(args.worker[0]), args.worker[1])
+        sys.stdout.flush()
+        os._exit(0)  # gloo destructors sometimes abort at teardown, after the measurement is written
+    if args.report:
+        data = json.loads(Path(args.report).read_text())
+        rows = [dict(r, zeroadvisor=estimate_terms(r["case"])) for r in data["cases"]]
+        meta = data["machine"]
+    else:
+        rows = []
+        for c in CASES:
+            result = run_ranks(__file__, c, timeout=600)
+            if "error" in result:
+                raise SystemExit(f"{c}: {result['error']}\n{result['log']}")
+            rows.append({"case": c, "measured": result["ranks"][0], "zeroadvisor": estimate_terms(c)})
+            print(rows[-1], flush=True)
+        meta = machine()
+    Path(args.out + ".json").write_text(json.dumps({"machine": meta, "cases": rows}, indent=1) + "\n")
+    Path(args.out + ".md").write_text(markdown(rows, meta))
+    print(markdown(rows, meta))
+
+
+if __name__ == "__main__":
+    main()
