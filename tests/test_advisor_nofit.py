@@ -191,3 +191,51 @@ def test_a_run_that_fits_has_no_ways_out():
 def test_maker_keeps_the_software_stack():
     assert maker("MI300X") == "amd" and maker("GAUDI3-128GB") == "intel"
     assert maker("H100-SXM5-80GB") == maker("RTX-4090") == "nvidia"
+
+
+# -- the preference/RL trainer's own switches (issue 35 item 3) ---------------------------------------------------
+def _method_check(setup, gpu: str = "L40S", config: dict | None = None) -> CheckResult:
+    """Qwen2.5-1.5B trained in full on one card with 16 GB of host RAM (no room for offload): the SFT twin fits."""
+    spec, _ = load_model("Qwen/Qwen2.5-1.5B")
+    shape = TrainingShape(2048, Checkpointing.FULL, method=setup)
+    options = CheckOptions(spec, shape, Cluster(gpus=1, gpu=resolve_gpu(gpu), cpu_memory=16 * GB))
+    return _check(config or {**ZERO2, "optimizer": {"type": "AdamW"}}, options)
+
+
+def test_dpo_whose_reference_copy_binds_is_told_precompute_ref_log_probs_first():
+    from zeroadvisor.config.method import MethodSetup
+    from zeroadvisor.vocab import Method, TrainerFamily
+
+    assert _method_check(MethodSetup()).nothing_fits is None  # the SFT twin fits
+    # TRL 1.9.0 copies the optimizer block into the reference engine's config: a 14 B/param copy at stage 0
+    dpo = MethodSetup(method=Method.DPO, trainer=TrainerFamily.TRL, trainer_version="1.9.0")
+    result = _method_check(dpo)
+    kinds = _kinds(result.nothing_fits)
+    assert kinds[0] == WayOut.PRECOMPUTE_REF and kinds.index(WayOut.PRECOMPUTE_REF) < kinds.index(WayOut.LORA)
+    way = result.nothing_fits.ways[0]
+    assert "precompute_ref_log_probs: true" in " ".join(way.settings)
+    # priced as its own check prices it: the same run with the switch fits, with no reference row, at the peak
+    again = _method_check(replace(dpo, precompute_ref_log_probs=True),
+                          config=mp.apply({**ZERO2, "optimizer": {"type": "AdamW"}}, way.outcome.patch or {}))
+    assert again.nothing_fits is None and not [f for f in again.findings if f.code in FAILING]
+    configured = again.estimate.configured
+    assert not configured.per_gpu.get("reference_model")
+    assert abs(configured.peak_gpu - way.peak_gpu) <= 0.01 * way.peak_gpu
+    # already precomputing, or a method without a reference model: not offered
+    for setup in (replace(dpo, precompute_ref_log_probs=True), MethodSetup(method=Method.ORPO)):
+        answer = _method_check(setup).nothing_fits
+        assert answer is None or WayOut.PRECOMPUTE_REF not in _kinds(answer)
+
+
+def test_grpo_with_colocated_vllm_is_told_server_mode_before_lora():
+    from zeroadvisor.config.method import Generation, MethodSetup
+    from zeroadvisor.vocab import Method, TrainerFamily, VllmMode
+
+    gen = Generation(use_vllm=True, vllm_mode=VllmMode.COLOCATE, vllm_gpu_memory_utilization=0.3,
+                     max_prompt_length=512, max_completion_length=1024, num_generations=8)
+    grpo = MethodSetup(method=Method.GRPO, trainer=TrainerFamily.TRL, beta=0.04, generation=gen)
+    kinds = _kinds(_method_check(grpo, config=ZERO2).nothing_fits)
+    assert WayOut.VLLM_SERVER in kinds and kinds.index(WayOut.VLLM_SERVER) < kinds.index(WayOut.LORA)
+    server = replace(grpo, generation=replace(gen, vllm_mode=VllmMode.SERVER))
+    answer = _method_check(server, config=ZERO2).nothing_fits
+    assert answer is None or WayOut.VLLM_SERVER not in _kinds(answer)

@@ -5,6 +5,9 @@ No stage, offload, checkpointing, micro batch or parallel layout change fits (th
 found none). What is left changes the training method or the hardware, and the answer lists each way that
 fits, in this order (:data:`CHEAPEST_FIRST`; docs/check.md, "How the fix is chosen", gives the reasons):
 
+0. a preference/RL run's own trainer switches that drop a model beside the policy, the policy still trained in
+   full (TRL's "Reducing memory usage" guide; issue 35): precompute_ref_log_probs (DPO, KTO), beta 0 (GRPO), vLLM
+   in server mode on GPUs of its own (GRPO), each only where the run holds that model, priced the same way;
 1. the training method on the same hardware: LoRA, then QLoRA (model/peft.py prices the adapters exactly as
    peft counts them; the search then finds the best run of the adapter model on the cluster given). A change of
    training code, not of the ds_config: it is named with the flags that set it, never written as a fix;
@@ -28,17 +31,18 @@ from typing import TYPE_CHECKING, Any
 
 from zeroadvisor.advisor.cluster import peak, round_up_gb, usable
 from zeroadvisor.advisor.patch import Outcome
+from zeroadvisor.config.method import MethodSetup
 from zeroadvisor.memory.errors import EstimateError
 from zeroadvisor.memory.estimate import MAX_MEMORY_BYTES, Cluster, StageEstimate, estimate
 from zeroadvisor.model.errors import ModelError
 from zeroadvisor.units import DEFAULT_UNIT, format_bytes
-from zeroadvisor.vocab import Capacity, Device
+from zeroadvisor.vocab import Capacity, Device, Method, TrainerFamily, VllmMode
 
 if TYPE_CHECKING:
     from zeroadvisor.advisor.change import Change
     from zeroadvisor.advisor.search import Searcher
     from zeroadvisor.hardware.table import GpuSpec
-    from zeroadvisor.model.spec import ModelSpec
+    from zeroadvisor.model.spec import ModelSpec, TrainingShape
     from zeroadvisor.throughput import Hardware
 
 
@@ -46,6 +50,11 @@ class WayOut(StrEnum):
     """A way out when nothing fits on the hardware given (the module docstring), in :data:`CHEAPEST_FIRST`
     order."""
 
+    # the preference/RL trainer's own memory switches (issue 35 item 3; TRL's "Reducing memory usage" guide):
+    # the same model trained in full, one trainer argument changed
+    PRECOMPUTE_REF = "precompute-ref-log-probs"  # the reference model's log-probs computed once, before training
+    BETA_ZERO = "beta-zero"  # GRPO without the KL term: no reference model (TRL's default from 0.19)
+    VLLM_SERVER = "vllm-server"  # GRPO's vLLM on GPUs of its own instead of a share of each training card
     LORA = "lora"  # train LoRA adapters on the frozen base: a training-code change
     QLORA = "qlora"  # ... on a 4-bit quantized base
     HOST_RAM = "host-ram"  # more host RAM per node: full CPU offload on the same card
@@ -65,6 +74,9 @@ LORA_RANK = 16
 
 # Where the training method is set in the trainers users run (none of it is a ds_config key).
 _SETTINGS: dict[WayOut, tuple[str, ...]] = {
+    WayOut.PRECOMPUTE_REF: ("TRL: precompute_ref_log_probs: true (DPOConfig, KTOConfig)",),
+    WayOut.BETA_ZERO: ("TRL: beta: 0.0 (GRPOConfig)", "ms-swift: --beta 0", "axolotl: trl: {beta: 0.0}"),
+    WayOut.VLLM_SERVER: ("TRL: use_vllm: true, vllm_mode: server, and `trl vllm-serve --model MODEL` on other GPUs",),
     WayOut.LORA: (f"zeroadvisor: --peft lora --lora-r {LORA_RANK}",
                   f"LLaMA-Factory: finetuning_type: lora, lora_rank: {LORA_RANK}, lora_target: all",
                   f"TRL: --use_peft --lora_r {LORA_RANK} --lora_target_modules all-linear",
@@ -77,6 +89,13 @@ _SETTINGS: dict[WayOut, tuple[str, ...]] = {
 }
 
 _TRADE_OFFS: dict[WayOut, str] = {
+    WayOut.PRECOMPUTE_REF: ("none in the result: the reference log-probabilities are computed once over the "
+                            "dataset before training (a pass of inference) instead of by a reference model held "
+                            "beside the policy; a trainer argument, not a ds_config key"),
+    WayOut.BETA_ZERO: ("a different objective: GRPO without the KL penalty to the reference model (TRL's default "
+                       "from 0.19, following DAPO/Dr. GRPO); a trainer argument"),
+    WayOut.VLLM_SERVER: ("hardware: vLLM generates on GPUs of its own (trl vllm-serve), which the training world "
+                         "does not count; a trainer argument and a server to run"),
     WayOut.LORA: ("a different training method: only the adapters train, the base stays frozen, so quality may "
                   "differ from a full fine-tune; a change of training code, not of the ds_config"),
     WayOut.QLORA: ("as LoRA, on a base quantized to 4 bits (bitsandbytes NF4): less memory than LoRA, slower "
@@ -186,7 +205,7 @@ def ways_out(search: Searcher, cluster_changes: tuple[Outcome, ...], unit: str =
     """Every way out of a run nothing fits (the module docstring), cheapest first. ``cluster_changes``: the
     search's (advisor/cluster.py: host RAM / NVMe per node, more GPUs), reused as they are priced; ``unit``: the
     one the hardware is worded in."""
-    ways: list[Way] = []
+    ways: list[Way] = list(_method_switches(search))
     method, no_method = _training_method(search)
     ways += method
     # more host RAM alone: the least of the cluster search's (the RAM the binding phase needs) and the RAM full CPU
@@ -279,6 +298,37 @@ def _training_method(search: Searcher) -> tuple[list[Way], str]:
     return out, ""
 
 
+def _method_switches(search: Searcher) -> list[Way]:
+    """The preference/RL trainer's own switches that drop a model beside the policy, each priced on the cluster
+    given with the policy trained as configured: precompute_ref_log_probs (DPO, KTO: no reference model during
+    training, TRL trainer/dpo_trainer.py __init__ ``elif self.is_peft_model or args.precompute_ref_log_probs:
+    self.ref_model = None``), beta 0 (GRPO: grpo_trainer.py builds no reference model when beta == 0.0) and vLLM
+    in server mode (GRPO: generation on GPUs of its own). Only where the configured run holds that model (its
+    row in the estimate), and never where the files already say the switch."""
+    configured = search.as_written.base_estimate.configured
+    rows = configured.per_gpu if configured is not None else {}
+    setup = search.shape.method
+    # TRL trainer families only: the switches are TRL's arguments (ms-swift and axolotl pass TRL's beta on)
+    trl_like = setup.trainer in (None, TrainerFamily.TRL, TrainerFamily.MS_SWIFT, TrainerFamily.AXOLOTL)
+    switches: list[tuple[WayOut, MethodSetup, str]] = []
+    if rows.get("reference_model") and trl_like and setup.method in (Method.DPO, Method.KTO) \
+            and not setup.precompute_ref_log_probs and setup.trainer != TrainerFamily.AXOLOTL:
+        switches.append((WayOut.PRECOMPUTE_REF, replace(setup, precompute_ref_log_probs=True),
+                         "precompute_ref_log_probs: true (no reference model held during training)"))
+    if rows.get("reference_model") and trl_like and setup.method == Method.GRPO:
+        switches.append((WayOut.BETA_ZERO, replace(setup, beta=0.0), "beta: 0.0 (no reference model)"))
+    if rows.get("vllm") and setup.method == Method.GRPO:
+        switches.append((WayOut.VLLM_SERVER, replace(setup, generation=replace(
+            setup.generation, use_vllm=True, vllm_mode=VllmMode.SERVER)), "vLLM in server mode on GPUs of its own"))
+    out: list[Way] = []
+    for kind, changed, what in switches:
+        found = _search_with(search, search.model, search.cluster, shape=replace(search.shape, method=changed))
+        if found is not None:
+            outcome, at_configured = found
+            out.append(Way(kind, outcome, what, _SETTINGS[kind], at_configured))
+    return out
+
+
 def _base_of(spec: ModelSpec) -> ModelSpec:
     """``spec`` without the PEFT it trains with (model/peft.py apply sets these fields; every other is the base's)."""
     if spec.peft is None:
@@ -287,16 +337,18 @@ def _base_of(spec: ModelSpec) -> ModelSpec:
                    quantized_bytes=0, largest_quantized_parameters=0, peft=None)
 
 
-def _search_with(search: Searcher, model: ModelSpec, cluster: Cluster,
-                 hardware: Hardware | None = None) -> tuple[Outcome, StageEstimate | None] | None:
-    """The best run of the config with ``model`` on ``cluster`` (the same fixes written; NVMe only where given),
-    and the configured rung there; None where nothing fits or the memory model cannot use it."""
+def _search_with(search: Searcher, model: ModelSpec, cluster: Cluster, hardware: Hardware | None = None,
+                 shape: TrainingShape | None = None) -> tuple[Outcome, StageEstimate | None] | None:
+    """The best run of the config with ``model`` (and ``shape``: the training method changed) on ``cluster`` (the
+    same fixes written; NVMe only where given), and the configured rung there; None where nothing fits or the
+    memory model cannot use it."""
     from zeroadvisor.advisor.search import Searcher
 
     w = search.as_written
+    shape = shape if shape is not None else search.shape
     try:
-        written = estimate(w.original, model, search.shape, cluster, search.accounting)
-        other = Searcher(w.original, model, search.shape, cluster, search.accounting, written, w.lint_fixes,
+        written = estimate(w.original, model, shape, cluster, search.accounting)
+        other = Searcher(w.original, model, shape, cluster, search.accounting, written, w.lint_fixes,
                          w.tune, hardware if hardware is not None else search.hardware)
         best = other.best()
     except EstimateError:
