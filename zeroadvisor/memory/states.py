@@ -382,8 +382,10 @@ def _stage12_gpu_grads(s: Settings, opt: Option, P: int, part: int, compact: boo
                  src + ".step (single_grad_partition)"),
         ]
     if opt.stage == 1:
-        # After backward stage 1 still holds full-size grads (param.grad, or grad_accum in the accumulation
-        # dtype); step() frees them (free_grad_in_param_list) before the optimizer runs.
+        # After backward stage 1 holds full-size grads (param.grad, or grad_accum in the accumulation dtype). With
+        # the optimizer on the GPU and no separate accumulation dtype the epilogue keeps only the partition's and
+        # step() builds its partition beyond the rest (measured: benchmarks/zero2_step.md); otherwise (offload, the
+        # compact buffer, grad_accum) the row stays the larger of the full-size grads and what the step holds.
         g = a if s.grad_accum_dtype != s.precision else w
         step_grad = [term for term in at_step if term.key == STEP12_GRAD_KEY]
         if step_grad and g == w:
