@@ -115,12 +115,14 @@ def test_stage0_fp32_sgd_without_and_with_momentum():
 
 
 def test_stage1_fp16():
-    # gradient row = max(after backward: full fp16 grads 2P; at the step: grads_in_partition 2P/N + fp32
-    # single_grad_partition 4P/N). N = 8: 2P > 6P/N, so 2P params + 2P grads + (4 master + 8 Adam) P/N
+    # gradient row = the full fp16 grads after backward (2P; the partition's 2P/N kept to the step, the rest freed
+    # before it) + what step() builds beyond what was freed before it: the fp16 cat copy 2P/N and the fp32
+    # single_grad_partition 4P/N (benchmarks/zero2_step.md, stage 1). No activations here. N = 8: 6P/N < 2P·7/8
+    # freed, so 2P params + 2P grads + (4 master + 8 Adam) P/N
     st = run(cfg(1)).stage(1)
     assert st.per_gpu["model_states"] == 4 * P + 12 * PART
-    # N = 1: the step holds 2P + 4P > 2P: 2P + 6P + 12P
-    assert run(cfg(1), gpus=1).stage(1).per_gpu["model_states"] == 20 * P
+    # N = 1: nothing freed, the step builds 2P + 4P beside the 2P kept: 2P + (2P + 6P) + 12P
+    assert run(cfg(1), gpus=1).stage(1).per_gpu["model_states"] == 22 * P
     # one reduce bucket (overlap_comm is False below stage 3): reduce_bucket_size × 2 B
     assert st.per_gpu["buffers"] == 500_000_000 * 2
 

@@ -40,7 +40,14 @@ from zeroadvisor.memory.parallel import (
 )
 from zeroadvisor.memory.phases import PhaseSplit, SaveInputs, largest_param, load_phase, save_phase
 from zeroadvisor.memory.settings import Settings, read_settings
-from zeroadvisor.memory.states import STEP12_GRAD_KEY, deepspeed_terms, largest_trainable, paper_terms, trainable
+from zeroadvisor.memory.states import (
+    STEP1_FREED_KEY,
+    STEP12_GRAD_KEY,
+    deepspeed_terms,
+    largest_trainable,
+    paper_terms,
+    trainable,
+)
 from zeroadvisor.memory.step_temporaries import GRAD_KEY as STEP_FP32_GRAD
 from zeroadvisor.memory.step_temporaries import KEYS as STEP_KEYS
 from zeroadvisor.memory.step_temporaries import client_optimizer_used, optim_assumption, step_terms
@@ -429,10 +436,12 @@ def _stage_estimate(run: _Run, option: Option) -> StageEstimate:
     """One option: its terms, rows per GPU and node, every phase's peak and the verdict."""
     notes: list[str] = []
     ds_terms, paper = _state_terms(run, option, notes)
-    # stage 2: the step's gradient partition is the step's, counted beyond the activations (memory/states.py)
+    # stage 1/2: the step's gradient partition is the step's, counted beyond the activations (memory/states.py);
+    # stage 1's gradients outside the partition stay a model state after backward and are freed before the step
     held12 = max((t.nbytes for t in ds_terms if t.key == STEP12_GRAD_KEY), default=0)
+    freed1 = sum(t.nbytes for t in ds_terms if t.key == STEP1_FREED_KEY)
     ds_terms = [t for t in ds_terms if t.key != STEP12_GRAD_KEY]
-    terms = _train_terms(run, option, ds_terms, paper, notes, held12)
+    terms = _train_terms(run, option, ds_terms, paper, notes, held12, freed1)
     per_gpu, host, nvme, host_overhead = _rows(terms)
     per_gpu_bound = _gpu_rows(terms, bound=True)
     g = run.cluster.gpus_on_a_node
@@ -497,9 +506,10 @@ def _state_terms(run: _Run, option: Option, notes: list[str]) -> tuple[list[Term
 
 
 def _train_terms(run: _Run, option: Option, ds_terms: list[Term], paper: list[Term], notes: list[str],
-                 held12: int = 0) -> list[Term]:
+                 held12: int = 0, freed1: int = 0) -> list[Term]:
     """The train phase's terms: the paper's model states alone, or DeepSpeed's with what else it allocates.
-    ``held12``: the stage-2 step's gradient partition, counted in the step (memory/step_temporaries.py)."""
+    ``held12``: the stage-1/2 step's gradient partition, counted in the step (memory/step_temporaries.py);
+    ``freed1``: stage 1's gradients outside the partition, freed before the step like the activations."""
     if run.accounting != Accounting.DEEPSPEED:
         return paper
     s, spec, P, N = run.s, run.spec, run.local.total, run.layout.data
@@ -519,7 +529,7 @@ def _train_terms(run: _Run, option: Option, ds_terms: list[Term], paper: list[Te
     # the optimizer's step runs after backward has freed the activations (memory/step_temporaries.py)
     stepped = trainable(run.model) if run.model.trainable_parameters is not None else run.local.dense
     terms += step_terms(s, option, stepped, N, run.act.nbytes, run.shape.optim, notes,
-                        largest_trainable(run.model, largest_param(run.model) or 0), held12)
+                        largest_trainable(run.model, largest_param(run.model) or 0), held12, freed1)
     terms += superoffload_terms(run.features, s, option, P, N, spec,
                                 largest_param(run.model) or largest_layer(spec, []))  # a module's bound its params
     terms += _allowance_terms(terms, run.alloc)

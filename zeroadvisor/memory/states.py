@@ -26,13 +26,20 @@ from zeroadvisor.model.spec import ModelSpec
 from zeroadvisor.vocab import Device, Precision, Resource, TermKind
 
 FP32 = B.DTYPE_BYTES["fp32"]
-# Stage 2 without offload_optimizer (and without the compact fp32 accumulation buffer): the gradient partition in
-# the master dtype that stage_1_and_2.py step() builds after backward (single_grad_partition =
+# Stage 1 and 2 without offload_optimizer (and without the compact fp32 accumulation buffer): the gradient partition
+# in the master dtype that stage_1_and_2.py step() builds after backward (single_grad_partition =
 # flatten(averaged_gradients).to(master dtype)) and frees after the group's optimizer step
-# (single_partition_of_fp32_groups[i].grad = None; del single_grad_partition). It never coexists with the
-# activations, which backward has freed: memory/estimate.py hands its bytes to the step (memory/step_temporaries.py),
-# which counts it beyond them, as at stage 3, instead of beside them in the model states.
+# (single_partition_of_fp32_groups[i].grad = None; del single_grad_partition). Stage 1 (partition_gradients False)
+# runs the same step code. It never coexists with the activations, which backward has freed: memory/estimate.py hands
+# its bytes to the step (memory/step_temporaries.py), which counts it beyond them, as at stage 3, instead of beside
+# them in the model states (measured on CPU for both stages: benchmarks/zero2_step.md).
 STEP12_GRAD_KEY = "step12_fp32_grads"
+# Stage 1: the full-size gradients of the parameters outside this rank's partition. Backward builds every
+# parameter's gradient; independent_gradient_partition_epilogue keeps only averaged_gradients' views of the
+# parameters touching the partition (get_flat_partition) and drops param.grad (_clear_param_grad_only), so these are
+# freed before step() begins (measured: benchmarks/zero2_step.md, stage 1 over 2 ranks holds the partition's 2 B at
+# the step). They are a model state after backward, and the step reuses them as it reuses the activations.
+STEP1_FREED_KEY = "lp_grads_outside_partition"
 
 
 def partition_stage12(P: int, N: int) -> int:
@@ -323,9 +330,9 @@ def _layout12(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, compact
 
 
 def _step_grad_key(opt: Option) -> str:
-    """The key of the step's gradient partition: handed to the step at stage 2 (STEP12_GRAD_KEY). Stage 1 keeps it
-    among the states: its row is the larger of the full-size gradients after backward and what the step holds."""
-    return STEP12_GRAD_KEY if opt.stage == 2 else "fp32_grads"
+    """The key of the step's gradient partition: handed to the step at stage 1 and 2 (STEP12_GRAD_KEY), which run
+    the same stage_1_and_2.py step()."""
+    return STEP12_GRAD_KEY if opt.stage in (1, 2) else "fp32_grads"
 
 
 def _stage12_gpu_grads(s: Settings, opt: Option, P: int, part: int, compact: bool, src: str,
@@ -375,9 +382,29 @@ def _stage12_gpu_grads(s: Settings, opt: Option, P: int, part: int, compact: boo
                  src + ".step (single_grad_partition)"),
         ]
     if opt.stage == 1:
-        # After backward stage 1 still holds full-size grads (param.grad, or grad_accum in the accumulation
-        # dtype); step() frees them (free_grad_in_param_list) before the optimizer runs.
+        # After backward stage 1 holds full-size grads (param.grad, or grad_accum in the accumulation dtype). With
+        # the optimizer on the GPU and no separate accumulation dtype the epilogue keeps only the partition's and
+        # step() builds its partition beyond the rest (measured: benchmarks/zero2_step.md); otherwise (offload, the
+        # compact buffer, grad_accum) the row stays the larger of the full-size grads and what the step holds.
         g = a if s.grad_accum_dtype != s.precision else w
+        step_grad = [term for term in at_step if term.key == STEP12_GRAD_KEY]
+        if step_grad and g == w:
+            # the partition's gradients (the touching parameters' whole tensors) stay to the step; the rest are
+            # freed before it (STEP1_FREED_KEY); the step's gradient partition is the step's (STEP12_GRAD_KEY)
+            kept = sum(term.nbytes for term in at_step if term.key != STEP12_GRAD_KEY)
+            outside = max(0, g * P - kept)
+            epilogue = src + ".independent_gradient_partition_epilogue"
+            terms = [Term("gradients", Resource.GPU, kept, "lp_grads",
+                          f"{s.precision} gradients of the parameters touching the partition (whole tensors), kept "
+                          "to the step", f"{w} B × touched elements",
+                          epilogue + " (averaged_gradients = get_flat_partition(...): views of param.grad)"),
+                     *step_grad]
+            if outside:
+                terms.append(Term("gradients", Resource.GPU, outside, STEP1_FREED_KEY,
+                                  f"full-size {s.precision} gradients of the parameters outside the partition, after "
+                                  "backward (freed before the step, which reuses them)",
+                                  f"{g} B/param - the partition's", epilogue + " (_clear_param_grad_only)"))
+            return terms
         if g * P > sum(term.nbytes for term in at_step):
             return [Term("gradients", Resource.GPU, g * P, "lp_grads",
                          f"full-size {s.grad_accum_dtype if g == a else s.precision} gradients after backward "

@@ -67,7 +67,7 @@ DEFAULT_WHY = ("the Hugging Face Trainer's default optim up to transformers 4.53
                "torch AdamW's foreach step builds an fp32 temporary the size of the partition; transformers 4.54+ "
                "with torch >= 2.8 default to adamw_torch_fused, which builds none")
 KEY = "step_temporary"
-GRAD_KEY = "step_fp32_grad"  # stage 3: the stepped sub-group's fp32 gradient; stage 2: the partition's (step())
+GRAD_KEY = "step_fp32_grad"  # stage 3: the stepped sub-group's fp32 gradient; stage 1/2: the partition's (step())
 KEYS = frozenset({KEY, GRAD_KEY})  # everything the step allocates and frees: transient between steps
 NORM_BYTES = 8  # torch.float64, zero/utils.py get_norm_dtype
 
@@ -132,13 +132,14 @@ def sub_group_gradient(s: Settings, option: Option, stepped: int, held12: int = 
     sub-group's gradient exists at a time (exact; measured: benchmarks/zero3_step.md). With offload_optimizer the
     gradients already sit in the host (or GPU-resident) fp32 buffers counted in memory/states.py.
 
-    Stage 2 (``held12``: the master-dtype gradient partition memory/states.py sizes, key STEP12_GRAD_KEY):
+    Stage 1 and 2 (``held12``: the master-dtype gradient partition memory/states.py sizes, key STEP12_GRAD_KEY;
+    stage 1 runs the same step() with partition_gradients False):
     stage_1_and_2.py step() builds ``flat_grad_partition = flatten(averaged_gradients)`` (a torch.cat copy of the
     16-bit views into grads_in_partition), then ``single_grad_partition = flat_grad_partition.to(master dtype)``,
     then ``del flat_grad_partition``; the optimizer steps and ``.grad = None`` frees it, one parameter group at a
     time. Held: ``held12``; while built: the 16-bit copy beside it where the master dtype differs (where it is the
     same, ``.to`` returns the copy itself)."""
-    if option.stage == 2 and option.offload_optimizer == Device.NONE and held12:
+    if option.stage in (1, 2) and option.offload_optimizer == Device.NONE and held12:
         M = master_bytes(s)
         w = B.nbytes(s.precision)
         return held12, held12 + (w * (held12 // M) if w != M else 0)
@@ -154,8 +155,8 @@ def held_gradient(s: Settings, option: Option, part: int) -> int:
     """The stepped sub-group's fp32 gradient while the optimizer steps it (no activations subtracted): what a
     reading of live tensors at the base optimizer's step sees in the gradients row beside the partition buffer
     (benchmarks/gpu/compare.py); ``part``: this rank's gradient partition in elements. Stage 2: the partition's
-    gradient in the master dtype (step() holds all of it while the optimizer steps)."""
-    if option.stage == 2:
+    gradient in the master dtype (step() holds all of it while the optimizer steps); stage 1 runs the same step()."""
+    if option.stage in (1, 2):
         return sub_group_gradient(s, option, part, master_bytes(s) * part)[0]
     stepped = min(s.sub_group_size, part) if s.sub_group_size > 0 else part
     return sub_group_gradient(s, option, stepped)[0]
@@ -168,11 +169,11 @@ def norm_copy(option: Option, largest: int, N: int, P: int = 0, held12: int = 0)
     trainable parameter's partition (exact where the parameter list is known, else the largest layer bounds it;
     measured: benchmarks/zero3_step.md pre-loop).
 
-    Stage 2 (``held12``: the step builds a gradient partition, memory/states.py STEP12_GRAD_KEY): stage_1_and_2.py
+    Stage 1/2 (``held12``: the step builds a gradient partition, memory/states.py STEP12_GRAD_KEY): stage_1_and_2.py
     scaled_global_norm -> get_grad_norm_direct takes ``vector_norm(g.data.to(get_norm_dtype()))`` of each averaged
     gradient before the step's flatten: 8 B × the largest trainable parameter's piece of the partition (at most
     the partition, ``P`` elements over ``N`` ranks; measured: benchmarks/zero2_step.md, one large parameter)."""
-    if option.stage == 2 and option.offload_optimizer == Device.NONE and held12:
+    if option.stage in (1, 2) and option.offload_optimizer == Device.NONE and held12:
         return NORM_BYTES * min(largest, partition_stage12(P, N)) if largest and P else 0
     if option.stage != 3 or option.offload_optimizer != Device.NONE:
         return 0
@@ -202,13 +203,15 @@ def _shares(s: Settings, option: Option, stepped: int, temporaries: int, norm: i
 
 
 def step_terms(s: Settings, option: Option, P: int, N: int, activations: int, optim: str | None,
-               notes: list[str], largest: int = 0, held12: int = 0) -> list[Term]:
+               notes: list[str], largest: int = 0, held12: int = 0, freed1: int = 0) -> list[Term]:
     """The step's allocations beyond the activations freed before it: the stage-3 sub-group's fp32 gradient and
     the optimizer's temporaries (0, 1 or 2 terms).
 
     ``largest``: the largest trainable parameter (its partition's fp64 norm copy precedes the sub-group loop).
-    ``held12``: at stage 2, the master-dtype gradient partition step() builds (memory/states.py STEP12_GRAD_KEY; the
-    largest parameter group's: the groups are stepped one after another).
+    ``held12``: at stage 1/2, the master-dtype gradient partition step() builds (memory/states.py STEP12_GRAD_KEY;
+    the largest parameter group's: the groups are stepped one after another).
+    ``freed1``: at stage 1, the full-size gradients outside the partition (memory/states.py STEP1_FREED_KEY), freed
+    before the step begins: the step reuses them as it reuses the activations.
     The step's working set is max(the norm's copy, building the gradient, the gradient + the optimizer's
     temporaries); what exceeds the activations is split into the gradient's share (key GRAD_KEY) and the
     temporaries' (KEY), so the part an optimizer choice moves stays its own term (advisor/rules.py _matters).
@@ -218,6 +221,7 @@ def step_terms(s: Settings, option: Option, P: int, N: int, activations: int, op
             and client_optimizer_used(s):
         notes.append(f"optim {optim}: its step's temporaries are not modelled (none counted)")
     temporaries = impl.temporaries if impl is not None else 0
+    activations += freed1  # what the step finds freed: the activations, and at stage 1 the gradients outside it
     stepped = stepped_elements(s, option, P, N)
     M = master_bytes(s)
     held, built = sub_group_gradient(s, option, stepped, held12)
@@ -226,13 +230,16 @@ def step_terms(s: Settings, option: Option, P: int, N: int, activations: int, op
     grad_bound, temp_bound = _shares(s, option, sub_group_bound(s, option, P, N, largest), temporaries, norm,
                                      activations, held12)
     terms: list[Term] = []
-    if option.stage == 2 and (grad_extra or grad_bound):
+    if option.stage in (1, 2) and (grad_extra or grad_bound):
         w = B.nbytes(s.precision)
         cast = f" + {w} B cat copy while .to({M} B) runs" if built > held else " (the cat copy is it)"
         dtype = "fp32" if M == B.DTYPE_BYTES["fp32"] else "master-dtype"
+        freed = " and the gradients outside the partition" if option.stage == 1 else ""
         terms.append(Term("gradients", Resource.GPU, grad_extra, GRAD_KEY,
-                          f"{dtype} gradient partition, built in the step (beyond the activations freed before it)",
-                          f"max(0, max({M} B/param / N{cast}, 8 B × largest parameter's piece (norm)) - activations)",
+                          f"{dtype} gradient partition, built in the step (beyond the activations{freed} freed "
+                          "before it)",
+                          f"max(0, max({M} B/param / N{cast}, 8 B × largest parameter's piece (norm)) - activations"
+                          f"{' - gradients outside the partition' if freed else ''})",
                           "zero/stage_1_and_2.py DeepSpeedZeroOptimizer.step (single_grad_partition = "
                           "flatten(averaged_gradients).to(...); freed after _optimizer_step); get_grad_norm_direct "
                           "(fp64 copy)"))
@@ -249,7 +256,7 @@ def step_terms(s: Settings, option: Option, P: int, N: int, activations: int, op
                           kind=TermKind.BOUND if grad_bound > grad_extra else TermKind.EXACT,
                           bound=grad_bound if grad_bound > grad_extra else None))
     if (temp_extra or temp_bound) and impl is not None:
-        extra = (" beside the partition's fp32 gradient" if option.stage == 2 else
+        extra = (" beside the partition's fp32 gradient" if option.stage in (1, 2) else
                  " beside the sub-group's fp32 gradient") if held else ""
         # a buffer of the step, not a model state (model states stay what DeepSpeed's own estimator counts)
         terms.append(Term("buffers", Resource.GPU, temp_extra, KEY,
