@@ -27,11 +27,12 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, replace
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from zeroadvisor.advisor.cluster import peak, round_up_gb, usable
 from zeroadvisor.advisor.patch import Outcome
 from zeroadvisor.config.method import MethodSetup
+from zeroadvisor.jsontypes import JSONObject
 from zeroadvisor.memory.errors import EstimateError
 from zeroadvisor.memory.estimate import MAX_MEMORY_BYTES, Cluster, StageEstimate, estimate
 from zeroadvisor.model.errors import ModelError
@@ -161,11 +162,11 @@ class Way:
                  WayOut.QLORA: f"QLoRA r={LORA_RANK} (--peft qlora)"}.get(self.kind, self.what)
         return f"{label}: {format_bytes(self.outcome.stage.peak_gpu, unit)} per GPU"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         from zeroadvisor import vocab as labels
 
         stage = self.outcome.stage
-        out: dict[str, Any] = {"way": self.kind.value, "what": self.what, "change": self.change.description,
+        out: JSONObject = {"way": self.kind.value, "what": self.what, "change": self.change.description,
                                "option": labels.option_header(stage.option), "peak_gpu": int(stage.peak_gpu),
                                "peak_host_per_node": int(stage.peak_host_per_node), "trade_off": self.trade_off,
                                "settings": list(self.settings), "config_fix": self.is_fix}
@@ -196,7 +197,7 @@ class NothingFits:
         """"(1) LoRA r=16 ...; (2) ..." """
         return "; ".join(f"({i}) {way.sentence(unit)}" for i, way in enumerate(self.ways, 1))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {"order": [w.value for w in CHEAPEST_FIRST], "ways": [way.to_dict() for way in self.ways],
                 **({"no_training_method": self.no_method} if self.no_method else {})}
 

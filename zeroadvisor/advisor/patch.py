@@ -17,6 +17,7 @@ from zeroadvisor.deepspeed import effective as dsconfig
 from zeroadvisor.deepspeed import schema
 from zeroadvisor.deepspeed.effective import AUTO, GAS, MBS
 from zeroadvisor.deepspeed.settings import DeepSpeedSettings
+from zeroadvisor.jsontypes import JSONObject
 from zeroadvisor.memory.estimate import StageEstimate
 from zeroadvisor.memory.options import Option
 from zeroadvisor.memory.step_temporaries import KEY as STEP_TEMPORARY
@@ -237,7 +238,7 @@ def written_patch(original: dict[str, Any], base: dict[str, Any], final: dict[st
     return composed if same(mp.apply(original, composed), final) else diff(original, final)
 
 
-def shared_writes(first: dict[str, Any], second: dict[str, Any], prefix: str = "") -> list[tuple[str, bool]]:
+def shared_writes(first: JSONObject, second: JSONObject, prefix: str = "") -> list[tuple[str, bool]]:
     """The keys both merge patches write to the same value, dotted ("zero_optimization.stage"), each with whether
     it deletes the key: what of ``first`` (the lint fixes) ``second`` (a fix) still writes as ``first`` does."""
     out: list[tuple[str, bool]] = []
@@ -252,15 +253,16 @@ def shared_writes(first: dict[str, Any], second: dict[str, Any], prefix: str = "
     return out
 
 
-def renamed_keys(source: dict[str, Any], target: dict[str, Any], prefix: str = "") -> dict[str, str]:
+def renamed_keys(source: JSONObject, target: JSONObject, prefix: str = "") -> dict[str, str]:
     """Keys of ``source`` that ``target`` holds under another name with the same value (a lint fix's rename of a
     misspelt key), dotted: {"zero_optimisation": "zero_optimization"}."""
     out: dict[str, str] = {}
     added = [key for key in target if key not in source]
     for key, value in source.items():
         if key in target:
-            if isinstance(value, dict) and isinstance(target[key], dict):
-                out.update(renamed_keys(value, target[key], f"{prefix}{key}."))
+            nested = target[key]
+            if isinstance(value, dict) and isinstance(nested, dict):
+                out.update(renamed_keys(value, nested, f"{prefix}{key}."))
             continue
         new = next((other for other in added if same(target[other], value)), None)
         if new is not None:
@@ -268,10 +270,11 @@ def renamed_keys(source: dict[str, Any], target: dict[str, Any], prefix: str = "
     return out
 
 
-def written_buckets(patch: dict[str, Any] | None) -> int | None:
+def written_buckets(patch: JSONObject | None) -> int | None:
     """The reduce/allgather bucket elements a patch writes (None: it writes neither)."""
     zero = (patch or {}).get("zero_optimization")
     if not isinstance(zero, dict):
         return None
-    sizes = [zero[key] for key in BUCKET_KEYS if isinstance(zero.get(key), int) and not isinstance(zero[key], bool)]
+    sizes = [size for size in (zero.get(key) for key in BUCKET_KEYS) if isinstance(size, int)
+             and not isinstance(size, bool)]
     return max(sizes) if sizes else None
