@@ -40,7 +40,7 @@ from zeroadvisor.config.method import MethodSetup, Placement
 from zeroadvisor.memory import bytes as B
 from zeroadvisor.memory.options import Option
 from zeroadvisor.memory.settings import Settings
-from zeroadvisor.memory.states import deepspeed_terms
+from zeroadvisor.memory.states import deepspeed_terms, trainable
 from zeroadvisor.memory.terms import Term, ceil_div
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
 from zeroadvisor.vocab import Device, Method, ModelRole, Precision, Resource, TermKind, TrainerFamily, VllmMode
@@ -215,7 +215,7 @@ def method_terms(setup: MethodSetup, policy: ModelSpec, auxiliary: dict[ModelRol
                      "builds a CPU Adam over parameters on the GPU and the run dies before training (TRL 1.9.1's "
                      "comment in trl/models/utils.py prepare_deepspeed, which drops both since)")
     if setup.method == Method.PPO:
-        others += critic_terms(auxiliary.get(ModelRole.CRITIC, base), s, option, N, notes)
+        others += critic_terms(critic_spec(setup, policy, auxiliary, notes), s, option, N, notes)
     if setup.trainer == TrainerFamily.OPENRLHF and not setup.colocate_all_models:
         # OpenRLHF runs the reference, reward and critic as Ray actors on GPUs of their own unless
         # --colocate_all_models (openrlhf/cli/train_ppo_ray.py @ v0.8.5: PPORayActorGroup per model, each
@@ -277,12 +277,38 @@ def _base(policy: ModelSpec) -> ModelSpec:
     return replace(policy, trainable_parameters=None, peft=None)
 
 
+# Trainers that put the policy's tuner on the value model too: ms-swift prepares the value model (loaded from
+# --reward_model) with the same prepare_model as the policy, LoRA included (swift/llm/train/rlhf.py
+# _prepare_single_model @ v3.8.0: key 'value' -> self.prepare_model(args, model, task_type=task_type); the same in
+# swift/pipelines/train/rlhf.py @ 4.x); OpenRLHF builds the critic with the actor's --lora_rank
+# (openrlhf/trainer/ray/ppo_critic.py CriticModelActor.init_model_from_pretrained @ v0.8.5:
+# get_llm_for_sequence_regression(..., lora_rank=strategy.args.lora_rank)). TRL's PPOTrainer applies its
+# peft_config to the policy only and trains the value model it is given (its ppo.py script loads it whole).
+CRITIC_TAKES_POLICY_TUNER = frozenset({TrainerFamily.MS_SWIFT, TrainerFamily.OPENRLHF})
+
+
+def critic_spec(setup: MethodSetup, policy: ModelSpec, auxiliary: dict[ModelRole, ModelSpec],
+                notes: list[str]) -> ModelSpec:
+    """The critic as its trainer builds it: with the policy's LoRA where the family puts it there
+    (CRITIC_TAKES_POLICY_TUNER; a frozen bf16 base and the adapters trained), else a whole trained model."""
+    named = auxiliary.get(ModelRole.CRITIC)
+    lora = policy.trainable_parameters is not None and setup.trainer in CRITIC_TAKES_POLICY_TUNER
+    if named is None:
+        return policy if lora else _base(policy)
+    if lora:
+        notes.append(f"critic: {setup.trainer} puts the policy's LoRA on it too; a critic of another architecture "
+                     "is costed whole (a bound: its adapters are not counted)")
+    return named
+
+
 def critic_terms(spec: ModelSpec, s: Settings, option: Option, N: int, notes: list[str]) -> list[Term]:
     """PPO's critic: a second copy with a value head, trained with its own optimizer at the policy's stage
     (OpenRLHF openrlhf/trainer/ray/ppo_critic.py; TRL's PPO the same config), so its model states are the
     policy's arithmetic over its own parameters (states.py deepspeed_terms)."""
     own: list[str] = []
-    states = deepspeed_terms(s, option, spec.parameters, N, spec, own)
+    # the optimizer's parameters: its adapters where it has the policy's LoRA (the base is frozen_terms'), as the
+    # policy's own states are counted (estimate.py _state_terms)
+    states = deepspeed_terms(s, option, trainable(spec), N, spec, own)
     notes.append("critic: its model states as the policy's at this stage (LM head counted; the value head "
                  "is hidden × 1); its activations are not counted beside the policy's (they run one after the other)")
     return [Term("critic", t.device, t.nbytes, f"critic_{t.key}", f"critic {t.what}", t.formula,
