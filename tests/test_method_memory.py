@@ -321,3 +321,12 @@ def test_ppo_critic_takes_the_policys_lora_where_the_trainer_puts_it_there(famil
     whole = {t.key: t.nbytes for t in run(MethodSetup(method=Method.PPO), spec=lora).stage(2).terms
              if t.row == "critic"}
     assert "critic_frozen_params" not in whole and whole["critic_lp_params"] == 2 * P
+
+
+def test_ms_swift_keeps_the_preference_logits_in_bf16_as_trl_does():
+    # swift/trainers/rlhf_trainer/dpo_trainer.py get_per_token_logps @ v3.8.0 calls TRL's selective_log_softmax on
+    # the bf16 logits (no upcast): the same activations as TRL's DPO, below LLaMA-Factory's fp32 ones
+    swift = run(dpo(trainer=TrainerFamily.MS_SWIFT, trainer_version="3.8.0")).stage(3).per_gpu["activations"]
+    trl = run(dpo(trainer_version="1.16.0")).stage(3).per_gpu["activations"]
+    lf = run(dpo(trainer=TrainerFamily.LLAMA_FACTORY)).stage(3).per_gpu["activations"]
+    assert swift == trl and lf - swift == (12 - 6) * 2 * 1024 * 32000

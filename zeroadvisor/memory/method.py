@@ -228,6 +228,11 @@ def method_terms(setup: MethodSetup, policy: ModelSpec, auxiliary: dict[ModelRol
     return others + vllm_terms(setup, gpu_memory, notes) + completion_logits_terms(setup, policy, s)
 
 
+# The families whose preference/RL losses take TRL's selective_log_softmax on the model's bf16 logits (see
+# activation_spec); None: TRL itself.
+BF16_LOGITS = frozenset({None, TrainerFamily.TRL, TrainerFamily.MS_SWIFT})
+
+
 def activation_spec(setup: MethodSetup, policy: ModelSpec) -> ModelSpec:
     """The policy as the method's forward runs it, for the activations (memory/activations.py):
 
@@ -236,13 +241,15 @@ def activation_spec(setup: MethodSetup, policy: ModelSpec) -> ModelSpec:
     * GRPO with the completion length known: no logits over the whole sequence (logits_to_keep: only the
       completion's, counted by completion_logits_terms);
     * TRL's preference trainers keep the logits in the model dtype (trl/trainer/utils.py selective_log_softmax
-      @ v1.16.0: a per-row log-softmax for bf16), where LLaMA-Factory upcasts them
+      @ v1.16.0: a per-row log-softmax for bf16), and so do ms-swift's, which call the same function
+      (swift/trainers/rlhf_trainer/dpo_trainer.py get_per_token_logps @ v3.8.0: ``selective_log_softmax(logits,
+      labels)`` on the model's bf16 logits, no upcast), where LLaMA-Factory upcasts them
       (llamafactory/train/dpo/trainer.py concatenated_forward @ v0.9.3: ``.logits.to(torch.float32)``)."""
     if setup.method == Method.SFT:
         return policy
     if setup.method == Method.REWARD or (setup.method == Method.GRPO and setup.generation.max_completion_length):
         return replace(policy, lm_head=False)
-    if setup.trainer in (None, TrainerFamily.TRL) and policy.layer_facts is not None:  # None: Korthikanti's
+    if setup.trainer in BF16_LOGITS and policy.layer_facts is not None:  # None: Korthikanti's
         return replace(policy, layer_facts=replace(policy.layer_facts, loss_in_fp32=False))
     return policy
 
