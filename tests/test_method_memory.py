@@ -330,3 +330,12 @@ def test_ms_swift_keeps_the_preference_logits_in_bf16_as_trl_does():
     trl = run(dpo(trainer_version="1.16.0")).stage(3).per_gpu["activations"]
     lf = run(dpo(trainer=TrainerFamily.LLAMA_FACTORY)).stage(3).per_gpu["activations"]
     assert swift == trl and lf - swift == (12 - 6) * 2 * 1024 * 32000
+
+
+def test_trl_0_7_4_upcasts_the_dpo_logits_to_fp32():
+    # trl/trainer/dpo_trainer.py @ v0.7.4 concatenated_forward: ``.logits.to(torch.float32)`` and a full
+    # log_softmax (the alignment handbook's pin); 0.7.5 keeps the model's dtype
+    old = run(dpo(trainer_version="0.7.4")).stage(3).per_gpu["activations"]
+    new = run(dpo(trainer_version="0.7.5")).stage(3).per_gpu["activations"]
+    lf = run(dpo(trainer=TrainerFamily.LLAMA_FACTORY)).stage(3).per_gpu["activations"]
+    assert old == lf and old - new == (12 - 6) * 2 * 1024 * 32000

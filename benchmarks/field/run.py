@@ -260,7 +260,24 @@ def method_arguments(case: dict[str, Any], workdir: Path) -> MethodArguments:
         path = workdir / name
         path.write_text(yaml.safe_dump(config, sort_keys=False))
         flags += ["--training-args", str(path)]
+        carried |= trainer_pin(block, workdir)
     return MethodArguments(method=method, flags=tuple(flags), unpassed=tuple(k for k in said if k not in carried))
+
+
+def trainer_pin(block: dict[str, Any], workdir: Path) -> set[str]:
+    """The trainer's release where the case names it, as the run's project pins it (the alignment handbook's
+    setup.py: ``trl==0.7.4``): a requirements.txt beside the method's file, which check reads as the user's pin
+    (config/trainer_pins.py). Without it check would read the trainer installed where the suite runs, whose
+    defaults and logits handling are not the case's. The fields it carries."""
+    from zeroadvisor.config.trainer_pins import DISTRIBUTIONS
+    from zeroadvisor.vocab import TrainerFamily
+
+    version = block.get("trainer_version")
+    if version is None:
+        return set()
+    family = TrainerFamily(block.get("trainer") or TrainerFamily.TRL)
+    (workdir / "requirements.txt").write_text(f"{DISTRIBUTIONS[family]}=={version}\n")
+    return {"trainer_version"}
 
 
 def swift_launch(case: dict[str, Any]) -> str | None:

@@ -231,6 +231,19 @@ def method_terms(setup: MethodSetup, policy: ModelSpec, auxiliary: dict[ModelRol
 # The families whose preference/RL losses take TRL's selective_log_softmax on the model's bf16 logits (see
 # activation_spec); None: TRL itself.
 BF16_LOGITS = frozenset({None, TrainerFamily.TRL, TrainerFamily.MS_SWIFT})
+# The first TRL release whose DPO keeps the logits in the model's dtype: 0.7.4's concatenated_forward upcasts them
+# (``.logits.to(torch.float32)``, then a full ``log_softmax`` in _get_batch_logps: trl/trainer/dpo_trainer.py @
+# v0.7.4); 0.7.5 to 0.7.11 drop the upcast (``.logits``, the same file at each), 0.15 adds selective_log_softmax.
+TRL_BF16_LOGITS = Version("0.7.5")
+
+
+def bf16_logits(setup: MethodSetup) -> bool:
+    """Whether the method's loss keeps the logits in the model's dtype (BF16_LOGITS), by the TRL release read;
+    the release unknown: the current behaviour."""
+    if setup.trainer not in BF16_LOGITS:
+        return False
+    release = _release(setup.trainer_version) if setup.trainer in (None, TrainerFamily.TRL) else None
+    return release is None or release >= TRL_BF16_LOGITS
 
 
 def activation_spec(setup: MethodSetup, policy: ModelSpec) -> ModelSpec:
@@ -249,7 +262,7 @@ def activation_spec(setup: MethodSetup, policy: ModelSpec) -> ModelSpec:
         return policy
     if setup.method == Method.REWARD or (setup.method == Method.GRPO and setup.generation.max_completion_length):
         return replace(policy, lm_head=False)
-    if setup.trainer in BF16_LOGITS and policy.layer_facts is not None:  # None: Korthikanti's
+    if bf16_logits(setup) and policy.layer_facts is not None:  # None: Korthikanti's
         return replace(policy, layer_facts=replace(policy.layer_facts, loss_in_fp32=False))
     return policy
 
