@@ -34,7 +34,7 @@ run = _field_run()
 CASE_FILES = sorted((REPO / "benchmarks" / "field" / "cases").glob("*.yaml"))
 REQUIRED = {"id", "source", "quote", "outcome", "well_documented", "peft", "model", "ds_config", "reconstructed",
             "cluster", "training"}
-OPTIONAL = {"also", "failure", "measured", "method"}
+OPTIONAL = {"also", "failure", "measured", "method", "launch"}  # launch: the command as the report quotes it
 FAILURES = {"gpu-oom", "gpu-oom-train", "host-oom", "oom-unstated"}
 # The block carries what a report states; MethodSetup's bookkeeping (where each field was said, notes) is the
 # reader's, not the report's.

@@ -255,7 +255,9 @@ def method_arguments(case: dict[str, Any], workdir: Path) -> MethodArguments:
         return MethodArguments(method=method, passed=False, unpassed=tuple(said))
     flags = ["--trainer", method]
     carried: set[str] = set()
-    if PASS_METHOD_CONFIG and supports("--training-args"):
+    # a case that quotes its launch command (an OpenRLHF run: its flags are the method's only file) passes that
+    # (run_check), not a TRL config file its trainer never reads
+    if PASS_METHOD_CONFIG and supports("--training-args") and not case.get("launch"):
         name, config, carried = method_config(case)
         path = workdir / name
         path.write_text(yaml.safe_dump(config, sort_keys=False))
@@ -343,9 +345,9 @@ def run_check(case: dict[str, Any], ds_path: Path, model_path: Path,
         "--load-dtype": t.get("load_dtype"),
         "--optim": t.get("optim"),  # the HF Trainer's optim where the ds_config has no optimizer block
     }
-    swift = swift_launch(case)
-    if swift is not None and supports("--launch"):
-        args += ["--launch", swift]
+    launch = case.get("launch") or swift_launch(case)
+    if launch is not None and supports("--launch"):
+        args += ["--launch", launch]
     for flag, value in optional.items():
         if value is not None and supports(flag):
             args += [flag, str(value)]
