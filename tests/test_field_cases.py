@@ -34,7 +34,7 @@ run = _field_run()
 CASE_FILES = sorted((REPO / "benchmarks" / "field" / "cases").glob("*.yaml"))
 REQUIRED = {"id", "source", "quote", "outcome", "well_documented", "peft", "model", "ds_config", "reconstructed",
             "cluster", "training"}
-OPTIONAL = {"also", "failure", "measured", "method"}
+OPTIONAL = {"also", "failure", "measured", "method", "launch"}  # launch: the command as the report quotes it
 FAILURES = {"gpu-oom", "gpu-oom-train", "host-oom", "oom-unstated"}
 # The block carries what a report states; MethodSetup's bookkeeping (where each field was said, notes) is the
 # reader's, not the report's.
@@ -234,7 +234,9 @@ def test_a_llama_factory_case_is_passed_as_a_llama_factory_yaml(tmp_path, help_t
     assert written == {"stage": "dpo", "finetuning_type": "full", "pref_beta": 0.01, "pref_loss": "sigmoid",
                        "cutoff_len": 11008, "per_device_train_batch_size": 1, "bf16": True,
                        "gradient_checkpointing": True}
-    assert set(args.unpassed) == {"trainer_version", "use_reference"}  # the family is the file's
+    assert set(args.unpassed) == {"use_reference"}  # the family is the file's
+    # the release as the run's project pins it, beside the file: check reads it (not the suite's installed one)
+    assert (tmp_path / "requirements.txt").read_text() == "llamafactory==0.9.1.dev0\n"
 
 
 @pytest.mark.parametrize("method, peft, expected", [

@@ -158,3 +158,15 @@ def test_swift_trains_lora_by_default_and_says_so():
     assert full.use_reference is None and full.notes == ()
     named = parse_launch("swift rlhf --rlhf_type dpo --model m --ref_model r").training.method.setup
     assert named.use_reference is None and named.reference_model == "r"
+
+
+def test_openrlhf_ppo_under_deepspeed_holds_every_model_on_every_gpu():
+    # openrlhf/cli/train_ppo.py @ v0.5.1 (no Ray): one process builds and prepares actor, critic, reward and the
+    # initial model, so none is on GPUs of its own (the OOM report OpenRLHF#519 ran it)
+    launch = parse_launch("deepspeed --module openrlhf.cli.train_ppo --pretrain OpenRLHF/Llama-3-8b-sft-mixture "
+                          "--reward_pretrain OpenRLHF/Llama-3-8b-rm-mixture --zero_stage 2 --adam_offload "
+                          "--micro_train_batch_size 2 --prompt_max_len 1024 --generate_max_len 1024 --bf16")
+    setup = launch.training.method.setup
+    assert (setup.method, setup.trainer, setup.colocate_all_models) == (Method.PPO, TrainerFamily.OPENRLHF, True)
+    ray = parse_launch("python -m openrlhf.cli.train_ppo_ray --actor_num_gpus_per_node 8 --pretrain m")
+    assert not ray.training.method.setup.colocate_all_models

@@ -305,3 +305,37 @@ def test_bars_chart_and_markdown_draw_the_reference_model():
     assert 'data-row="reference_model"' in html.chart(list(e.stages), e, "GiB", None)
     table = markdown.breakdown_table(e, None, "GiB")
     assert any(line.startswith("| reference model |") for line in table)
+
+
+@pytest.mark.parametrize("family", [TrainerFamily.MS_SWIFT, TrainerFamily.OPENRLHF])
+def test_ppo_critic_takes_the_policys_lora_where_the_trainer_puts_it_there(family):
+    # ms-swift prepares the value model with the policy's prepare_model (LoRA included: swift/llm/train/rlhf.py
+    # @ v3.8.0), OpenRLHF builds the critic with the actor's --lora_rank (ppo_critic.py @ v0.8.5): a frozen bf16
+    # base and the adapters' states, not a second full fine-tune (swift's PPO LoRA example: 4 x 50 GiB)
+    lora = dataclasses.replace(SPEC, trainable_parameters=4_194_304, peft="LoRA r=8")
+    setup = MethodSetup(method=Method.PPO, trainer=family, colocate_all_models=True)
+    critic = {t.key: t.nbytes for t in run(setup, spec=lora).stage(2).terms if t.row == "critic"}
+    assert critic["critic_frozen_params"] == 2 * P
+    assert sum(critic.values()) < 2 * P + 20 * 4_194_304 + 2 * 10**9  # adapters' states and buckets, no 16 B × P
+    # TRL's PPOTrainer puts its peft_config on the policy only: the value model it is given trains whole
+    whole = {t.key: t.nbytes for t in run(MethodSetup(method=Method.PPO), spec=lora).stage(2).terms
+             if t.row == "critic"}
+    assert "critic_frozen_params" not in whole and whole["critic_lp_params"] == 2 * P
+
+
+def test_ms_swift_keeps_the_preference_logits_in_bf16_as_trl_does():
+    # swift/trainers/rlhf_trainer/dpo_trainer.py get_per_token_logps @ v3.8.0 calls TRL's selective_log_softmax on
+    # the bf16 logits (no upcast): the same activations as TRL's DPO, below LLaMA-Factory's fp32 ones
+    swift = run(dpo(trainer=TrainerFamily.MS_SWIFT, trainer_version="3.8.0")).stage(3).per_gpu["activations"]
+    trl = run(dpo(trainer_version="1.16.0")).stage(3).per_gpu["activations"]
+    lf = run(dpo(trainer=TrainerFamily.LLAMA_FACTORY)).stage(3).per_gpu["activations"]
+    assert swift == trl and lf - swift == (12 - 6) * 2 * 1024 * 32000
+
+
+def test_trl_0_7_4_upcasts_the_dpo_logits_to_fp32():
+    # trl/trainer/dpo_trainer.py @ v0.7.4 concatenated_forward: ``.logits.to(torch.float32)`` and a full
+    # log_softmax (the alignment handbook's pin); 0.7.5 keeps the model's dtype
+    old = run(dpo(trainer_version="0.7.4")).stage(3).per_gpu["activations"]
+    new = run(dpo(trainer_version="0.7.5")).stage(3).per_gpu["activations"]
+    lf = run(dpo(trainer=TrainerFamily.LLAMA_FACTORY)).stage(3).per_gpu["activations"]
+    assert old == lf and old - new == (12 - 6) * 2 * 1024 * 32000

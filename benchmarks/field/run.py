@@ -255,12 +255,31 @@ def method_arguments(case: dict[str, Any], workdir: Path) -> MethodArguments:
         return MethodArguments(method=method, passed=False, unpassed=tuple(said))
     flags = ["--trainer", method]
     carried: set[str] = set()
-    if PASS_METHOD_CONFIG and supports("--training-args"):
+    # a case that quotes its launch command (an OpenRLHF run: its flags are the method's only file) passes that
+    # (run_check), not a TRL config file its trainer never reads
+    if PASS_METHOD_CONFIG and supports("--training-args") and not case.get("launch"):
         name, config, carried = method_config(case)
         path = workdir / name
         path.write_text(yaml.safe_dump(config, sort_keys=False))
         flags += ["--training-args", str(path)]
+        carried |= trainer_pin(block, workdir)
     return MethodArguments(method=method, flags=tuple(flags), unpassed=tuple(k for k in said if k not in carried))
+
+
+def trainer_pin(block: dict[str, Any], workdir: Path) -> set[str]:
+    """The trainer's release where the case names it, as the run's project pins it (the alignment handbook's
+    setup.py: ``trl==0.7.4``): a requirements.txt beside the method's file, which check reads as the user's pin
+    (config/trainer_pins.py). Without it check would read the trainer installed where the suite runs, whose
+    defaults and logits handling are not the case's. The fields it carries."""
+    from zeroadvisor.config.trainer_pins import DISTRIBUTIONS
+    from zeroadvisor.vocab import TrainerFamily
+
+    version = block.get("trainer_version")
+    if version is None:
+        return set()
+    family = TrainerFamily(block.get("trainer") or TrainerFamily.TRL)
+    (workdir / "requirements.txt").write_text(f"{DISTRIBUTIONS[family]}=={version}\n")
+    return {"trainer_version"}
 
 
 def swift_launch(case: dict[str, Any]) -> str | None:
@@ -326,9 +345,9 @@ def run_check(case: dict[str, Any], ds_path: Path, model_path: Path,
         "--load-dtype": t.get("load_dtype"),
         "--optim": t.get("optim"),  # the HF Trainer's optim where the ds_config has no optimizer block
     }
-    swift = swift_launch(case)
-    if swift is not None and supports("--launch"):
-        args += ["--launch", swift]
+    launch = case.get("launch") or swift_launch(case)
+    if launch is not None and supports("--launch"):
+        args += ["--launch", launch]
     for flag, value in optional.items():
         if value is not None and supports(flag):
             args += [flag, str(value)]

@@ -327,6 +327,12 @@ def read_openrlhf(module: str, data: Mapping[str, JSONValue], where: Origin) -> 
     engines, tensor = read.whole("vllm_num_engines", zero=True), read.whole("vllm_tensor_parallel_size")
     vllm_gpus = engines * (tensor or 1) if engines is not None else None
     colocate = read.flag("colocate_all_models")
+    if module.rsplit(".", 1)[-1] == "train_ppo":
+        # the DeepSpeed launcher's PPO (no Ray): one process builds the actor, critic, reward and initial (reference)
+        # model and prepares each with strategy.prepare, so every model is on every GPU of the training world
+        # (openrlhf/cli/train_ppo.py train @ v0.5.1; the entry point is gone by 0.8)
+        colocate = True
+        read.origin.append(("colocate_all_models", f"{module}: every model in the one training process"))
     generation = Generation(num_generations=read.whole("n_samples_per_prompt"),
                             max_prompt_length=read.whole("prompt_max_len"),
                             max_completion_length=read.whole("generate_max_len"),

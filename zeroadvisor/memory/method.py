@@ -40,7 +40,7 @@ from zeroadvisor.config.method import MethodSetup, Placement
 from zeroadvisor.memory import bytes as B
 from zeroadvisor.memory.options import Option
 from zeroadvisor.memory.settings import Settings
-from zeroadvisor.memory.states import deepspeed_terms
+from zeroadvisor.memory.states import deepspeed_terms, trainable
 from zeroadvisor.memory.terms import Term, ceil_div
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
 from zeroadvisor.vocab import Device, Method, ModelRole, Precision, Resource, TermKind, TrainerFamily, VllmMode
@@ -215,7 +215,7 @@ def method_terms(setup: MethodSetup, policy: ModelSpec, auxiliary: dict[ModelRol
                      "builds a CPU Adam over parameters on the GPU and the run dies before training (TRL 1.9.1's "
                      "comment in trl/models/utils.py prepare_deepspeed, which drops both since)")
     if setup.method == Method.PPO:
-        others += critic_terms(auxiliary.get(ModelRole.CRITIC, base), s, option, N, notes)
+        others += critic_terms(critic_spec(setup, policy, auxiliary, notes), s, option, N, notes)
     if setup.trainer == TrainerFamily.OPENRLHF and not setup.colocate_all_models:
         # OpenRLHF runs the reference, reward and critic as Ray actors on GPUs of their own unless
         # --colocate_all_models (openrlhf/cli/train_ppo_ray.py @ v0.8.5: PPORayActorGroup per model, each
@@ -228,6 +228,24 @@ def method_terms(setup: MethodSetup, policy: ModelSpec, auxiliary: dict[ModelRol
     return others + vllm_terms(setup, gpu_memory, notes) + completion_logits_terms(setup, policy, s)
 
 
+# The families whose preference/RL losses take TRL's selective_log_softmax on the model's bf16 logits (see
+# activation_spec); None: TRL itself.
+BF16_LOGITS = frozenset({None, TrainerFamily.TRL, TrainerFamily.MS_SWIFT})
+# The first TRL release whose DPO keeps the logits in the model's dtype: 0.7.4's concatenated_forward upcasts them
+# (``.logits.to(torch.float32)``, then a full ``log_softmax`` in _get_batch_logps: trl/trainer/dpo_trainer.py @
+# v0.7.4); 0.7.5 to 0.7.11 drop the upcast (``.logits``, the same file at each), 0.15 adds selective_log_softmax.
+TRL_BF16_LOGITS = Version("0.7.5")
+
+
+def bf16_logits(setup: MethodSetup) -> bool:
+    """Whether the method's loss keeps the logits in the model's dtype (BF16_LOGITS), by the TRL release read;
+    the release unknown: the current behaviour."""
+    if setup.trainer not in BF16_LOGITS:
+        return False
+    release = _release(setup.trainer_version) if setup.trainer in (None, TrainerFamily.TRL) else None
+    return release is None or release >= TRL_BF16_LOGITS
+
+
 def activation_spec(setup: MethodSetup, policy: ModelSpec) -> ModelSpec:
     """The policy as the method's forward runs it, for the activations (memory/activations.py):
 
@@ -236,13 +254,15 @@ def activation_spec(setup: MethodSetup, policy: ModelSpec) -> ModelSpec:
     * GRPO with the completion length known: no logits over the whole sequence (logits_to_keep: only the
       completion's, counted by completion_logits_terms);
     * TRL's preference trainers keep the logits in the model dtype (trl/trainer/utils.py selective_log_softmax
-      @ v1.16.0: a per-row log-softmax for bf16), where LLaMA-Factory upcasts them
+      @ v1.16.0: a per-row log-softmax for bf16), and so do ms-swift's, which call the same function
+      (swift/trainers/rlhf_trainer/dpo_trainer.py get_per_token_logps @ v3.8.0: ``selective_log_softmax(logits,
+      labels)`` on the model's bf16 logits, no upcast), where LLaMA-Factory upcasts them
       (llamafactory/train/dpo/trainer.py concatenated_forward @ v0.9.3: ``.logits.to(torch.float32)``)."""
     if setup.method == Method.SFT:
         return policy
     if setup.method == Method.REWARD or (setup.method == Method.GRPO and setup.generation.max_completion_length):
         return replace(policy, lm_head=False)
-    if setup.trainer in (None, TrainerFamily.TRL) and policy.layer_facts is not None:  # None: Korthikanti's
+    if bf16_logits(setup) and policy.layer_facts is not None:  # None: Korthikanti's
         return replace(policy, layer_facts=replace(policy.layer_facts, loss_in_fp32=False))
     return policy
 
@@ -277,12 +297,38 @@ def _base(policy: ModelSpec) -> ModelSpec:
     return replace(policy, trainable_parameters=None, peft=None)
 
 
+# Trainers that put the policy's tuner on the value model too: ms-swift prepares the value model (loaded from
+# --reward_model) with the same prepare_model as the policy, LoRA included (swift/llm/train/rlhf.py
+# _prepare_single_model @ v3.8.0: key 'value' -> self.prepare_model(args, model, task_type=task_type); the same in
+# swift/pipelines/train/rlhf.py @ 4.x); OpenRLHF builds the critic with the actor's --lora_rank
+# (openrlhf/trainer/ray/ppo_critic.py CriticModelActor.init_model_from_pretrained @ v0.8.5:
+# get_llm_for_sequence_regression(..., lora_rank=strategy.args.lora_rank)). TRL's PPOTrainer applies its
+# peft_config to the policy only and trains the value model it is given (its ppo.py script loads it whole).
+CRITIC_TAKES_POLICY_TUNER = frozenset({TrainerFamily.MS_SWIFT, TrainerFamily.OPENRLHF})
+
+
+def critic_spec(setup: MethodSetup, policy: ModelSpec, auxiliary: dict[ModelRole, ModelSpec],
+                notes: list[str]) -> ModelSpec:
+    """The critic as its trainer builds it: with the policy's LoRA where the family puts it there
+    (CRITIC_TAKES_POLICY_TUNER; a frozen bf16 base and the adapters trained), else a whole trained model."""
+    named = auxiliary.get(ModelRole.CRITIC)
+    lora = policy.trainable_parameters is not None and setup.trainer in CRITIC_TAKES_POLICY_TUNER
+    if named is None:
+        return policy if lora else _base(policy)
+    if lora:
+        notes.append(f"critic: {setup.trainer} puts the policy's LoRA on it too; a critic of another architecture "
+                     "is costed whole (a bound: its adapters are not counted)")
+    return named
+
+
 def critic_terms(spec: ModelSpec, s: Settings, option: Option, N: int, notes: list[str]) -> list[Term]:
     """PPO's critic: a second copy with a value head, trained with its own optimizer at the policy's stage
     (OpenRLHF openrlhf/trainer/ray/ppo_critic.py; TRL's PPO the same config), so its model states are the
     policy's arithmetic over its own parameters (states.py deepspeed_terms)."""
     own: list[str] = []
-    states = deepspeed_terms(s, option, spec.parameters, N, spec, own)
+    # the optimizer's parameters: its adapters where it has the policy's LoRA (the base is frozen_terms'), as the
+    # policy's own states are counted (estimate.py _state_terms)
+    states = deepspeed_terms(s, option, trainable(spec), N, spec, own)
     notes.append("critic: its model states as the policy's at this stage (LM head counted; the value head "
                  "is hidden × 1); its activations are not counted beside the policy's (they run one after the other)")
     return [Term("critic", t.device, t.nbytes, f"critic_{t.key}", f"critic {t.what}", t.formula,
