@@ -16,6 +16,7 @@ import pytest
 from zeroadvisor.advisor.check import CheckOptions, check_document
 from zeroadvisor.config.method import Generation, MethodSetup, Placement
 from zeroadvisor.config.source import parse
+from zeroadvisor.memory.activations import activation_bytes
 from zeroadvisor.memory.estimate import Cluster, estimate
 from zeroadvisor.memory.states import partition_stage12
 from zeroadvisor.memory.terms import ROWS, ceil_div
@@ -339,3 +340,44 @@ def test_trl_0_7_4_upcasts_the_dpo_logits_to_fp32():
     new = run(dpo(trainer_version="0.7.5")).stage(3).per_gpu["activations"]
     lf = run(dpo(trainer=TrainerFamily.LLAMA_FACTORY)).stage(3).per_gpu["activations"]
     assert old == lf and old - new == (12 - 6) * 2 * 1024 * 32000
+
+
+LLAMA2_13B = {"model_type": "llama", "hidden_size": 5120, "intermediate_size": 13824, "num_hidden_layers": 40,
+              "num_attention_heads": 40, "num_key_value_heads": 40, "vocab_size": 32000}
+
+
+def _critic_activations(spec, seq: int, checkpointing: str) -> int:
+    """The critic backbone (no LM head) at one sample of ``seq`` tokens, bf16, by the activation model itself."""
+    return activation_bytes(dataclasses.replace(spec, lm_head=False), TrainingShape(seq, checkpointing), 1,
+                            "bf16").nbytes
+
+
+@pytest.mark.parametrize("family", [TrainerFamily.TRL, TrainerFamily.MS_SWIFT])
+def test_trl_ppo_keeps_the_critics_activations_beside_the_policys(family):
+    # TRL's PolicyAndValueWrapper.forward runs the critic backbone and the policy in one forward, one backward
+    # (trl/trainer/ppo_trainer.py @ v0.21.0; ms-swift's PPOTrainer is TRL's), and nothing checkpoints the critic:
+    # its whole un-checkpointed activations are live with the policy's (checkpointed) ones
+    ppo = run(MethodSetup(method=Method.PPO, trainer=family)).stage(3)
+    sft = run(MethodSetup()).stage(3)
+    [term] = [t for t in ppo.terms if t.key == "critic_activations" and t.phase == "train"]
+    assert term.row == "activations" and "PolicyAndValueWrapper" in term.source
+    assert term.nbytes == _critic_activations(SPEC, 1024, "none")
+    assert term.nbytes > 5 * sft.per_gpu["activations"]  # un-checkpointed against the policy's full checkpointing
+    policy = next(t.nbytes for t in ppo.terms if t.key == "activations" and t.phase == "train")
+    assert ppo.per_gpu["activations"] == policy + term.nbytes
+
+
+def test_openrlhf_ppo_peaks_at_the_larger_of_the_actor_and_critic_steps():
+    # OpenRLHF trains actor and critic in their own steps (ppo_trainer.py training_step @ v0.5.1): a critic of the
+    # actor's architecture (no LM head) adds nothing; a larger one what its step holds beyond the actor's
+    colocated = MethodSetup(method=Method.PPO, trainer=TrainerFamily.OPENRLHF, colocate_all_models=True)
+    same = {t.key: t.nbytes for t in run(colocated, seq=512).stage(3).terms if t.row == "activations"}
+    assert same["critic_activations"] == 0
+    big = spec_from_hf_config(LLAMA2_13B)
+    shape = TrainingShape(512, "none", method=colocated, auxiliary_specs=((ModelRole.CRITIC, big),))
+    st = estimate(ZERO3, SPEC, shape, CLUSTER).stage(3)
+    rows = {t.key: t.nbytes for t in st.terms if t.row == "activations" and t.phase == "train"}
+    assert rows["critic_activations"] == _critic_activations(big, 512, "none") - rows["activations"] > 0
+    # on GPUs of their own (no --colocate_all_models) the critic's step is not on the actor's cards
+    apart = run(MethodSetup(method=Method.PPO, trainer=TrainerFamily.OPENRLHF)).stage(3)
+    assert not any(t.key == "critic_activations" for t in apart.terms)

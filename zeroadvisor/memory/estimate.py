@@ -25,7 +25,14 @@ from zeroadvisor.memory.buffers import (
 from zeroadvisor.memory.cluster import MAX_MEMORY_BYTES, Cluster, check_memory
 from zeroadvisor.memory.features2025 import Features2025, read_features, superoffload_terms, uncounted_features
 from zeroadvisor.memory.layout_buffers import layout_buffer_terms
-from zeroadvisor.memory.method import activation_spec, batch_factor, method_notes, method_shape, method_terms
+from zeroadvisor.memory.method import (
+    activation_spec,
+    batch_factor,
+    critic_activation_terms,
+    method_notes,
+    method_shape,
+    method_terms,
+)
 from zeroadvisor.memory.options import Option, Skipped, configured_option, enumerate_options, refusal
 from zeroadvisor.memory.padding import PaddedFit, longest_fit
 from zeroadvisor.memory.parallel import (
@@ -522,6 +529,9 @@ def _train_terms(run: _Run, option: Option, ds_terms: list[Term], paper: list[Te
     if run.act.nbytes:
         terms.append(Term("activations", Resource.GPU, run.act.nbytes, "activations", "activations", "Korthikanti",
                           "memory/activations.py"))
+    # PPO's critic: its activations beside the policy's where its trainer runs both in one backward (memory/method.py)
+    terms += critic_activation_terms(run.shape, run.model, s.micro_batch, run.autocast.dtype if run.autocast
+                                     else s.precision, run.layout, run.act.nbytes)
     if run.autocast:
         # zero.Init (stage 3, on by default; memory/phases.py) replaces F.linear for the process
         zero3_linear = option.stage == 3 and run.shape.load.zero_init is not False

@@ -39,11 +39,22 @@ from packaging.version import InvalidVersion, Version
 from zeroadvisor.config.method import MethodSetup, Placement
 from zeroadvisor.memory import bytes as B
 from zeroadvisor.memory.options import Option
+from zeroadvisor.memory.parallel import Parallel, parallel_activations
 from zeroadvisor.memory.settings import Settings
 from zeroadvisor.memory.states import deepspeed_terms, trainable
 from zeroadvisor.memory.terms import Term, ceil_div
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
-from zeroadvisor.vocab import Device, Method, ModelRole, Precision, Resource, TermKind, TrainerFamily, VllmMode
+from zeroadvisor.vocab import (
+    Checkpointing,
+    Device,
+    Method,
+    ModelRole,
+    Precision,
+    Resource,
+    TermKind,
+    TrainerFamily,
+    VllmMode,
+)
 
 # The first TRL release whose prepare_deepspeed drops the optimizer block (trl/models/utils.py @ v1.9.1; v1.9.0
 # keeps it). The issue text says 1.10: the wheels say 1.9.1.
@@ -330,9 +341,56 @@ def critic_terms(spec: ModelSpec, s: Settings, option: Option, N: int, notes: li
     # policy's own states are counted (estimate.py _state_terms)
     states = deepspeed_terms(s, option, trainable(spec), N, spec, own)
     notes.append("critic: its model states as the policy's at this stage (LM head counted; the value head "
-                 "is hidden × 1); its activations are not counted beside the policy's (they run one after the other)")
+                 "is hidden × 1)")
     return [Term("critic", t.device, t.nbytes, f"critic_{t.key}", f"critic {t.what}", t.formula,
                  t.source, kind=t.kind, bound=t.bound) for t in states]
+
+
+# The families whose PPO runs the critic's forward inside the policy's, one loss and one backward: TRL's
+# PolicyAndValueWrapper.forward runs the critic backbone (with grad) and then the policy, and PPOTrainer.train calls
+# accelerator.backward(pg_loss + vf_coef * vf_loss) once (trl/trainer/ppo_trainer.py @ v0.21.0; the same in
+# trl/experimental/ppo/ppo_trainer.py @ v1.9.0); ms-swift's PPOTrainer is TRL's (swift/trainers/rlhf_trainer/
+# ppo_trainer.py @ v3.8.0, swift/rlhf_trainers/ppo_trainer.py @ v4.6.0). Both backbones' activations are live at
+# the backward. The critic is never checkpointed there: TRL 0.21's wrapper has no gradient_checkpointing_enable,
+# 1.9.0's forwards it to the policy alone, neither PPOTrainer.train calls it, and ms-swift's
+# _prepare_gradient_checkpointing is ``pass`` ("Be consistent with TRL").
+CRITIC_IN_POLICY_FORWARD = frozenset({None, TrainerFamily.TRL, TrainerFamily.MS_SWIFT})
+TRL_PPO_SOURCE = ("trl/trainer/ppo_trainer.py PolicyAndValueWrapper.forward, PPOTrainer.train @ v0.21.0 "
+                  "(trl/experimental/ppo @ v1.9.0)")
+# OpenRLHF trains actor and critic as their own engines in their own steps, each with its own backward
+# (openrlhf/trainer/ppo_trainer.py training_step -> training_step_actor, training_step_critic @ v0.5.1;
+# trainer/ray/ppo_actor.py and ppo_critic.py training_step @ v0.8.5), both checkpointed by --gradient_checkpointing
+# (cli/train_ppo.py train @ v0.5.1; ppo_critic.py init_model_from_pretrained @ v0.8.5): the peak is the larger step.
+OPENRLHF_PPO_SOURCE = ("openrlhf/trainer/ppo_trainer.py training_step @ v0.5.1; trainer/ray/ppo_critic.py "
+                       "training_step @ v0.8.5")
+
+
+def critic_activation_terms(shape: TrainingShape, policy: ModelSpec, micro_batch: int, precision: str,
+                            layout: Parallel, policy_activations: int) -> list[Term]:
+    """PPO's critic activations beside the policy's (``policy_activations``, the activation term): the critic
+    backbone as AutoModelForSequenceClassification runs it (no vocabulary logits: its score head is hidden × 1)
+    over the same query + response micro batch, at the checkpointing its trainer sets. TRL/ms-swift: all of it, on
+    top of the policy's, never checkpointed (CRITIC_IN_POLICY_FORWARD); OpenRLHF colocated: what its step holds
+    beyond the actor's (the larger step is the peak); on GPUs of its own (OpenRLHF without
+    --colocate_all_models) and elsewhere (LLaMA-Factory's value head rides on the policy): nothing here."""
+    setup = shape.method
+    if setup.method != Method.PPO or not shape.sequence_length:
+        return []
+    together = setup.trainer in CRITIC_IN_POLICY_FORWARD
+    if not together and not (setup.trainer == TrainerFamily.OPENRLHF and setup.colocate_all_models):
+        return []
+    spec = replace(critic_spec(setup, policy, dict(shape.auxiliary_specs), []), lm_head=False)
+    checkpointing = Checkpointing.NONE if together else shape.activation_checkpointing
+    act = parallel_activations(spec, replace(shape, activation_checkpointing=checkpointing), micro_batch, precision,
+                               layout).nbytes
+    if together:
+        return [Term("activations", Resource.GPU, act, "critic_activations",
+                     "critic activations: its forward runs inside the policy's, one backward (not checkpointed)",
+                     f"critic backbone, no LM head, checkpointing {checkpointing}, micro batch {micro_batch}",
+                     TRL_PPO_SOURCE)]
+    return [Term("activations", Resource.GPU, max(act - policy_activations, 0), "critic_activations",
+                 "critic activations beyond the actor's: their own step (the larger step is the peak)",
+                 f"max(critic {act:,} - actor {policy_activations:,}, 0)", OPENRLHF_PPO_SOURCE)]
 
 
 def vllm_mode(setup: MethodSetup) -> VllmMode:
