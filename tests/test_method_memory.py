@@ -381,3 +381,24 @@ def test_openrlhf_ppo_peaks_at_the_larger_of_the_actor_and_critic_steps():
     # on GPUs of their own (no --colocate_all_models) the critic's step is not on the actor's cards
     apart = run(MethodSetup(method=Method.PPO, trainer=TrainerFamily.OPENRLHF)).stage(3)
     assert not any(t.key == "critic_activations" for t in apart.terms)
+
+
+def test_ppo_trains_on_query_plus_response():
+    # TRL's PPOTrainer.train runs policy and critic over query_responses (trl/trainer/ppo_trainer.py @ v0.21.0):
+    # ms-swift's --max_length caps the prompt (its template truncates it), --response_length more are generated
+    swift = MethodSetup(method=Method.PPO, trainer=TrainerFamily.MS_SWIFT, max_length=2048,
+                        generation=Generation(max_completion_length=512))
+    e = run(swift, seq=2048)
+    assert e.shape.sequence_length == 2560
+    assert any("query + response" in note for note in e.assumptions)
+    assert e.stage(3).per_gpu["activations"] > run(dataclasses.replace(swift, generation=Generation()),
+                                                  seq=2048).stage(3).per_gpu["activations"]
+    # OpenRLHF: --prompt_max_len + --generate_max_len where no length is given; a length of its own is kept
+    openrlhf = MethodSetup(method=Method.PPO, trainer=TrainerFamily.OPENRLHF,
+                           generation=Generation(max_prompt_length=1024, max_completion_length=1024))
+    assert run(openrlhf, seq=None).shape.sequence_length == 2048
+    assert run(openrlhf, seq=4096).shape.sequence_length == 4096
+    # TRL's PPOConfig has no prompt cap: the shape's length stands
+    trl = MethodSetup(method=Method.PPO, trainer=TrainerFamily.TRL, max_length=2048,
+                      generation=Generation(max_completion_length=512))
+    assert run(trl, seq=2048).shape.sequence_length == 2048

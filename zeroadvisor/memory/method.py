@@ -294,12 +294,28 @@ def completion_logits_terms(setup: MethodSetup, policy: ModelSpec, s: Settings) 
                  "trl/trainer/grpo_trainer.py _get_per_token_logps_and_entropies @ v1.16.0")]
 
 
+def ppo_prompt_length(setup: MethodSetup) -> int | None:
+    """The longest query PPO generates from: OpenRLHF's --prompt_max_len (max_prompt_length); ms-swift's
+    --max_length, to which its template (mode 'transformers' for ppo: swift/pipelines/train/rlhf.py
+    _prepare_template @ v4.6.0) truncates the prompt before TRL generates the response; TRL's PPOConfig has none."""
+    gen = setup.generation
+    if gen.max_prompt_length:
+        return gen.max_prompt_length
+    return setup.max_length if setup.trainer == TrainerFamily.MS_SWIFT else None
+
+
 def method_shape(shape: TrainingShape) -> TrainingShape:
-    """GRPO's sequence (prompt + completion) where the shape has no length of its own."""
-    gen = shape.method.generation
-    if shape.method.method == Method.GRPO and not shape.sequence_length and gen.max_prompt_length \
+    """GRPO's sequence (prompt + completion) where the shape has no length of its own; PPO's query + response:
+    TRL's PPOTrainer trains on query_responses, the query and up to response_length generated tokens
+    (trl/trainer/ppo_trainer.py PPOTrainer.train @ v0.21.0: forward(model, mb_query_responses, ...)), where the
+    shape's length is none or the prompt's cap (ms-swift's --max_length read as the sequence length)."""
+    setup, gen = shape.method, shape.method.generation
+    if setup.method == Method.GRPO and not shape.sequence_length and gen.max_prompt_length \
             and gen.max_completion_length:
         return replace(shape, sequence_length=gen.max_prompt_length + gen.max_completion_length)
+    prompt = ppo_prompt_length(setup) if setup.method == Method.PPO else None
+    if prompt and gen.max_completion_length and shape.sequence_length in (None, prompt):
+        return replace(shape, sequence_length=prompt + gen.max_completion_length)
     return shape
 
 
@@ -445,6 +461,10 @@ def method_notes(setup: MethodSetup, config_has_optimizer: bool, policy: ModelSp
     if batch_factor(setup) == 2:
         out.append(f"{setup.method}: chosen and rejected concatenated, 2 sequences per sample through the policy; "
                    "the reference forward runs under no_grad before it and is not counted beside its activations")
+    prompt = ppo_prompt_length(setup) if setup.method == Method.PPO else None
+    if prompt and setup.generation.max_completion_length:
+        out.append(f"PPO trains on query + response: up to {prompt} prompt tokens and "
+                   f"{setup.generation.max_completion_length} generated, one sequence through policy and critic")
     if setup.method in (Method.DPO, Method.KTO, Method.GRPO) and not has_reference(setup, policy):
         out.append(f"{setup.method}: no reference model (PEFT adapter disabled, precomputed log-probs, beta 0 or "
                    "as the files say)")
