@@ -170,3 +170,13 @@ def test_openrlhf_ppo_under_deepspeed_holds_every_model_on_every_gpu():
     assert (setup.method, setup.trainer, setup.colocate_all_models) == (Method.PPO, TrainerFamily.OPENRLHF, True)
     ray = parse_launch("python -m openrlhf.cli.train_ppo_ray --actor_num_gpus_per_node 8 --pretrain m")
     assert not ray.training.method.setup.colocate_all_models
+
+
+@pytest.mark.parametrize(("flags", "completion"), [("--response_length 512", 512), ("--max_new_tokens 256", 256),
+                                                   ("--response_length 512 --max_completion_length 128", 512),
+                                                   ("--max_completion_length 128", 128)])
+def test_swift_reads_its_older_names_for_the_completion_length(flags, completion):
+    # RLHFArguments._init_max_completion_length (swift/arguments/rlhf_args.py @ v4.6.0): response_length or
+    # max_new_tokens or max_completion_length; the PPO examples say --response_length
+    setup = parse_launch(f"swift rlhf --rlhf_type ppo --model m --max_length 2048 {flags}").training.method.setup
+    assert setup.generation.max_completion_length == completion

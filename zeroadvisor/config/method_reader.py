@@ -105,8 +105,11 @@ DOTTED: dict[str, str] = {"ref.num_nodes": "ref_num_nodes", "ref.num_gpus_per_no
                           "ds.zero_stage": "zero_stage", "ds.adam_offload": "adam_offload",
                           "data.max_len": "max_len", "ref.offload": "ref_offload", "reward.offload": "reward_offload"}
 # The keys a launch command's script arguments give for the method (config/launch.py reads them), bool ones apart.
+# ms-swift's older names for max_completion_length, in the precedence it reads them (swift/arguments/rlhf_args.py
+# RLHFArguments._init_max_completion_length @ v4.6.0: response_length or max_new_tokens or max_completion_length)
+SWIFT_COMPLETION_KEYS = ("response_length", "max_new_tokens")
 METHOD_KEYS: tuple[str, ...] = (*_FLOATS, *_INTS, *_BOOLS, *_TEXTS, "rlhf_type", "train_type", "tuner_type",
-                                "init_kl_coef",
+                                "init_kl_coef", *SWIFT_COMPLETION_KEYS,
                                 *OPENRLHF_KEYS)
 METHOD_BOOLS: tuple[str, ...] = (*_BOOLS, *OPENRLHF_BOOLS)
 
@@ -303,8 +306,14 @@ def read_swift(command: str, data: Mapping[str, JSONValue], where: Origin) -> Me
         if read.reference_model is None and method in (Method.DPO, Method.KTO):
             use_reference = False  # a LoRA run's reference pass disables the adapter: no second model
             origin.append(("use_reference", f"{tuner_from} without --ref_model"))
+    generation = read.generation
+    names = _Reader(data, where)
+    completion = next((n for n in (names.whole(key) for key in SWIFT_COMPLETION_KEYS) if n is not None), None)
+    if completion is not None:
+        generation = replace(generation, max_completion_length=completion)
+        origin += [("max_completion_length", src) for _key, src in names.origin[:1]]
     return MethodReading(replace(read, method=method, use_reference=use_reference, loss_type=loss or read.loss_type,
-                                 origin=tuple(origin), notes=notes), said)
+                                 generation=generation, origin=tuple(origin), notes=notes), said)
 
 
 def read_openrlhf(module: str, data: Mapping[str, JSONValue], where: Origin) -> MethodReading:
