@@ -91,13 +91,16 @@ def estimate_row(case: dict[str, Any], gpu: str) -> tuple[Any, Any, int]:
 
 
 def _step_gradient(settings: Any, stage: Any) -> int:
-    """Stage 3: the sub-group's fp32 gradient (stage 2: the partition's) the live-tensor reading at the optimizer
+    """Stage 3: the sub-group's fp32 gradient (stages 1 and 2: the partition's) the live-tensor reading at the optimizer
     step sees, which the estimate counts in the step only beyond the activations freed before it
     (memory/step_temporaries.py)."""
     from zeroadvisor.memory.bytes import nbytes
     from zeroadvisor.memory.step_temporaries import held_gradient
 
-    buffer = "grads_in_partition" if stage.option.stage == 2 else "grad_partitions_flat_buffer"
+    # the term holding the rank's 16-bit gradient partition (memory/states.py): stage 1's is the epilogue's
+    # averaged_gradients views, stage 2's grads_in_partition, stage 3's flat buffer
+    buffer = {1: "independent_gradient_partition_epilogue", 2: "grads_in_partition"}.get(
+        stage.option.stage, "grad_partitions_flat_buffer")
     flat = [t for t in stage.terms if t.phase == "train" and t.device == "gpu" and buffer in t.source]
     if not flat:
         return 0
@@ -165,6 +168,7 @@ def decided(r: dict[str, Any], terms: list[Any], dry: bool) -> list[dict[str, An
 
 def compare_row(r: dict[str, Any], dry: bool, gpu: str) -> dict[str, Any]:
     case = r["case"]
+    from zeroadvisor.memory.states import STEP1_FREED_KEY
     from zeroadvisor.memory.step_temporaries import GRAD_KEY as STEP_FP32_GRAD
 
     stage, step_time, step_gradient = estimate_row(case, gpu)
@@ -192,6 +196,11 @@ def compare_row(r: dict[str, Any], dry: bool, gpu: str) -> dict[str, Any]:
         est_gpu, est_cpu = _sum(terms, "train", "gpu", row), _sum(terms, "train", "cpu", row)
         if row == "gradients":  # the live reading's moment: the step's gradient whole, not net of activations
             est_gpu += step_gradient - _sum(terms, "train", "gpu", row, key=STEP_FP32_GRAD)
+            # stage 1: the full-size gradients outside the partition are freed before the step (states.py
+            # STEP1_FREED_KEY), so the reading's largest moment is after backward or at the step, not both
+            freed = _sum(terms, "train", "gpu", row, key=STEP1_FREED_KEY)
+            if freed:
+                est_gpu = max(est_gpu - step_gradient, est_gpu - freed)
         if dry:  # one RAM: the estimate's GPU and host bytes against the CPU tensors
             out.append(entry("train", row, "gpu+cpu", est_gpu + est_cpu, live.get("cpu", {}).get(row, 0)))
             continue
