@@ -37,7 +37,7 @@ ROOT = HERE.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
-from cpu_ranks import machine, run_ranks  # noqa: E402
+from cpu_ranks import machine, run_ranks, write_report  # noqa: E402
 
 LLAMA = {"num_hidden_layers": 4, "hidden_size": 256, "intermediate_size": 688, "num_attention_heads": 8,
          "num_key_value_heads": 4, "vocab_size": 8192}
@@ -172,9 +172,7 @@ def main(argv: list[str] | None = None) -> None:
             raise SystemExit(f"{c['name']}: {result['error']}\n{result['log']}")
         rows.append(compare(result))
     meta = machine()
-    Path(args.out + ".json").write_text(json.dumps({"machine": meta, "cases": rows}, indent=1) + "\n")
-    Path(args.out + ".md").write_text(markdown(rows, meta))
-    print(markdown(rows, meta))
+    write_report(args.out, meta, {"cases": rows}, markdown(rows, meta))
 
 
 if __name__ == "__main__":

@@ -27,7 +27,6 @@ benchmarks/calibrate_zero3_step.py). The step's peak beyond its start is compare
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -39,7 +38,7 @@ ROOT = HERE.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
-from cpu_ranks import machine, run_ranks  # noqa: E402
+from cpu_ranks import step_calibration_main  # noqa: E402
 
 D, LAYERS = 1024, 8
 PARAMS = D * D * LAYERS
@@ -180,31 +179,7 @@ def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--worker", nargs=2)
-    ap.add_argument("--out", default=str(HERE / "zero2_step"))
-    ap.add_argument("--report", default=None, metavar="JSON", help="rewrite the .md (and the estimate) from a .json")
-    args = ap.parse_args(argv)
-    if args.worker:
-        worker(json.loads(args.worker[0]), args.worker[1])
-        sys.stdout.flush()
-        os._exit(0)  # gloo destructors sometimes abort at teardown, after the measurement is written
-    if args.report:
-        data = json.loads(Path(args.report).read_text())
-        rows = [dict(r, zeroadvisor=estimate_terms(r["case"])) for r in data["cases"]]
-        meta = data["machine"]
-    else:
-        rows = []
-        for c in CASES:
-            result = run_ranks(__file__, c, timeout=600)
-            if "error" in result:
-                raise SystemExit(f"{c}: {result['error']}\n{result['log']}")
-            rows.append({"case": c, "measured": result["ranks"][0], "zeroadvisor": estimate_terms(c)})
-            print(rows[-1], flush=True)
-        meta = machine()
-    Path(args.out + ".json").write_text(json.dumps({"machine": meta, "cases": rows}, indent=1) + "\n")
-    Path(args.out + ".md").write_text(markdown(rows, meta))
-    print(markdown(rows, meta))
+    step_calibration_main(__file__, HERE / "zero2_step", CASES, worker, estimate_terms, markdown, argv)
 
 
 if __name__ == "__main__":

@@ -69,3 +69,42 @@ def machine(**extra) -> dict:
                    if line.startswith("model name"))
     return {"cpu": cpu or platform.processor(), "cores": os.cpu_count(), "python": platform.python_version(),
             "torch": torch.__version__, "deepspeed": deepspeed.__version__, **extra}
+
+
+def write_report(out: str, meta: dict, payload: dict, text: str) -> None:
+    """``out``.json (the machine and the payload) and ``out``.md (``text``), and ``text`` printed."""
+    Path(out + ".json").write_text(json.dumps({"machine": meta, **payload}, indent=1) + "\n")
+    Path(out + ".md").write_text(text)
+    print(text)
+
+
+def step_calibration_main(script: str, default_out: Path, cases: list[dict], worker, estimate_terms, markdown,
+                          argv: list[str] | None = None) -> None:
+    """The command line of a step calibration (calibrate_zero2_step.py, calibrate_zero3_step.py): ``--worker``
+    runs one rank, ``--report JSON`` rewrites the report (and the estimate) from a measurement, else every case is
+    measured on ``cases[i]["ranks"]`` processes and compared with ``estimate_terms(case)``."""
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--worker", nargs=2)
+    ap.add_argument("--out", default=str(default_out))
+    ap.add_argument("--report", default=None, metavar="JSON", help="rewrite the .md (and the estimate) from a .json")
+    args = ap.parse_args(argv)
+    if args.worker:
+        worker(json.loads(args.worker[0]), args.worker[1])
+        sys.stdout.flush()
+        os._exit(0)  # gloo destructors sometimes abort at teardown, after the measurement is written
+    if args.report:
+        data = json.loads(Path(args.report).read_text())
+        rows = [dict(r, zeroadvisor=estimate_terms(r["case"])) for r in data["cases"]]
+        meta = data["machine"]
+    else:
+        rows = []
+        for c in cases:
+            result = run_ranks(script, c, timeout=600)
+            if "error" in result:
+                raise SystemExit(f"{c}: {result['error']}\n{result['log']}")
+            rows.append({"case": c, "measured": result["ranks"][0], "zeroadvisor": estimate_terms(c)})
+            print(rows[-1], flush=True)
+        meta = machine()
+    write_report(args.out, meta, {"cases": rows}, markdown(rows, meta))

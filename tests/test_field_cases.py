@@ -6,31 +6,17 @@ the method as if it were SFT. No case is run through check here (the suite takes
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import re
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from conftest import REPO
+from conftest import REPO, load_script
 from zeroadvisor.config.method import Generation, MethodSetup, Placement
 from zeroadvisor.vocab import Method, ModelRole, TrainerFamily, VllmMode
 
-
-def _field_run():
-    name = "field_run"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / "field" / "run.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-run = _field_run()
+run = load_script("benchmarks/field/run.py", "field_run")
 CASE_FILES = sorted((REPO / "benchmarks" / "field" / "cases").glob("*.yaml"))
 REQUIRED = {"id", "source", "quote", "outcome", "well_documented", "peft", "model", "ds_config", "reconstructed",
             "cluster", "training"}

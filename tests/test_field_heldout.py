@@ -5,26 +5,12 @@ is run here (the suite takes minutes)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-
 import pytest
 
-from conftest import REPO
+from conftest import load_script
 
-
-def _load(name: str, filename: str):
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / "field" / filename)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-run = _load("field_run", "run.py")
-heldout = _load("heldout", "heldout.py")
+run = load_script("benchmarks/field/run.py", "field_run")
+heldout = load_script("benchmarks/field/heldout.py", "heldout")
 
 
 def _result(case_id: str, source: str, peak: float, measured: str = "10GB"):

@@ -3,26 +3,11 @@ median, percentiles and median error, and which runs enter it. No case is run he
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-
 import pytest
 
-from conftest import REPO
+from conftest import load_script
 
-
-def _field_run():
-    name = "field_run"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / "field" / "run.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-run = _field_run()
+run = load_script("benchmarks/field/run.py", "field_run")
 
 
 def _result(case_id: str, outcome: str = "fits", peak: float | None = 10e9, measured: str | None = "10GB",

@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 
 from zeroadvisor.config.method import Generation, MethodSetup, Placement
-from zeroadvisor.config.trainer_errors import FALSE_WORDS, TRUE_WORDS, TrainerInputError, shown
+from zeroadvisor.config.trainer_errors import TrainerInputError, as_bool, shown
 from zeroadvisor.jsontypes import JSONValue
 from zeroadvisor.vocab import Method, ModelRole, TrainerFamily, VllmMode
 
@@ -387,7 +387,7 @@ class _Reader:
 
     def flag(self, key: str) -> bool | None:
         raw = self._raw(key)
-        return None if raw is None else _bool(raw, self.where(key))
+        return None if raw is None else as_bool(raw, self.where(key))
 
     def text(self, key: str) -> str | None:
         raw = self._raw(key)
@@ -412,16 +412,6 @@ def _text(value: JSONValue, where: str) -> str:
         raise TrainerInputError(f"{where}: expected a name, got {shown(value)}")
     return text
 
-
-def _bool(value: JSONValue, where: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in TRUE_WORDS:
-        return True
-    if text in FALSE_WORDS:
-        return False
-    raise TrainerInputError(f"{where}: expected true or false, got {shown(value)}")
 
 
 def _int(value: JSONValue, where: str, *, zero: bool = False) -> int:

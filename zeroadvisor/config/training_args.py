@@ -27,9 +27,8 @@ from typing import TYPE_CHECKING, Literal, TypeAlias, overload
 
 from zeroadvisor.config.limits import MAX_DIMENSION
 from zeroadvisor.config.trainer_errors import (
-    FALSE_WORDS,
-    TRUE_WORDS,
     TrainerInputError,
+    as_bool,
     shown,
 )
 from zeroadvisor.jsontypes import JSONObject, JSONValue
@@ -318,7 +317,7 @@ def _sequence(data: Mapping[str, JSONValue], project: str, where: Origin) -> tup
 def _padding(data: Mapping[str, JSONValue], sequence_key: str, where: Origin) -> tuple[str | None, str]:
     """How the script pads its batches, where its arguments say (PAD_TO_MAX_KEY, FULL_BLOCK_KEYS)."""
     if data.get(PAD_TO_MAX_KEY) is not None:
-        on = _as_bool(data[PAD_TO_MAX_KEY], where(PAD_TO_MAX_KEY))
+        on = as_bool(data[PAD_TO_MAX_KEY], where(PAD_TO_MAX_KEY))
         return ("max_length" if on else "longest"), where(PAD_TO_MAX_KEY)
     if sequence_key in FULL_BLOCK_KEYS and sequence_key in data:
         return "max_length", f"{where(sequence_key)} (texts grouped into full blocks)"
@@ -356,21 +355,11 @@ def _typed(name: str, value: JSONValue, where: str) -> bool | int | float | str:
             raise TrainerInputError(f"{where}: expected a name, got {shown(value)}")
         return str(value).strip()
     if kind is bool:
-        return _as_bool(value, where)
+        return as_bool(value, where)
     if isinstance(value, bool):
         raise TrainerInputError(f"{where}: expected a number, got {shown(value)}")
     return _as_int(value, where) if kind is int else _as_number(value, where)
 
-
-def _as_bool(value: JSONValue, where: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in TRUE_WORDS:
-        return True
-    if text in FALSE_WORDS:
-        return False
-    raise TrainerInputError(f"{where}: expected true or false, got {shown(value)}")
 
 
 def _as_int(value: JSONValue, where: str) -> int:
