@@ -402,3 +402,48 @@ def test_ppo_trains_on_query_plus_response():
     trl = MethodSetup(method=Method.PPO, trainer=TrainerFamily.TRL, max_length=2048,
                       generation=Generation(max_completion_length=512))
     assert run(trl, seq=2048).shape.sequence_length == 2048
+
+
+# --------------------------------------------------------------------------- the frozen models at load
+
+
+def load_peak(setup: MethodSetup, stage: int, **shape):
+    from zeroadvisor.model.spec import LoadInputs
+    st = run(setup, load=LoadInputs(load_dtype="bf16"), **shape).stage(stage)
+    return st, st.phases["load"]
+
+
+@pytest.mark.parametrize("stage", [0, 1, 2])
+def test_reference_is_read_into_host_ram_beside_the_policy_before_its_engine(stage):
+    # DPOTrainer.__init__ (TRL 1.9.0) builds the reference with the policy's model_init_kwargs (device_map None:
+    # host RAM on every rank) while the HF Trainer keeps the policy on the host until train(): both, 8 ranks
+    st, peak = load_peak(dpo(trainer_version="1.16.0"), stage)
+    _, sft = load_peak(MethodSetup(), stage)
+    assert peak.host_per_node - sft.host_per_node == 8 * 2 * P
+    [built] = [t for t in st.terms if t.key == "frozen_models_built"]
+    assert built.phase == "load" and built.device == "cpu" and built.nbytes * 1 == 8 * 2 * P
+
+
+@pytest.mark.parametrize("stage", [0, 1, 2])
+def test_the_reference_engine_is_on_the_gpu_while_the_policy_engine_is_built(stage):
+    # prepare_deepspeed runs in DPOTrainer.__init__, before the policy's deepspeed.initialize: its stage-0 copy
+    # sits beside the policy's whole module as the engine moves and flattens it
+    _, peak = load_peak(dpo(trainer_version="1.16.0"), stage)
+    _, sft = load_peak(MethodSetup(), stage)
+    assert peak.gpu - sft.gpu == 2 * P
+
+
+def test_zero_init_partitions_the_reference_at_stage_3():
+    st, peak = load_peak(dpo(trainer_version="1.16.0"), 3)
+    _, sft = load_peak(MethodSetup(), 3)
+    assert not [t for t in st.terms if t.key == "frozen_models_built"]
+    assert peak.host_per_node == sft.host_per_node
+    assert 0 <= peak.gpu - sft.gpu <= 2 * ceil_div(P, 8)
+
+
+def test_no_reference_no_change_at_load():
+    # precompute_ref_log_probs: no reference model (DPOTrainer.__init__ sets ref_model None)
+    for stage in (1, 3):
+        _, peak = load_peak(dpo(trainer_version="1.16.0", precompute_ref_log_probs=True), stage)
+        _, sft = load_peak(MethodSetup(), stage)
+        assert (peak.gpu, peak.host_per_node) == (sft.gpu, sft.host_per_node)

@@ -29,6 +29,7 @@ from zeroadvisor.memory.method import (
     activation_spec,
     batch_factor,
     critic_activation_terms,
+    frozen_at_load,
     method_notes,
     method_shape,
     method_terms,
@@ -45,7 +46,7 @@ from zeroadvisor.memory.parallel import (
     read_parallel,
     tensor_parallel_largest_layer,
 )
-from zeroadvisor.memory.phases import PhaseSplit, SaveInputs, largest_param, load_phase, save_phase
+from zeroadvisor.memory.phases import FrozenAtLoad, PhaseSplit, SaveInputs, largest_param, load_phase, save_phase
 from zeroadvisor.memory.settings import Settings, read_settings
 from zeroadvisor.memory.states import (
     STEP1_FREED_KEY,
@@ -459,9 +460,10 @@ def _stage_estimate(run: _Run, option: Option) -> StageEstimate:
     if run.accounting == Accounting.DEEPSPEED:
         transient = per_gpu["activations"] + sum(t.nbytes for t in terms if t.key in STEP_KEYS)
         transient_bound = per_gpu_bound["activations"] + sum(t.upper for t in terms if t.key in STEP_KEYS)
+        beside = frozen_at_load(run.shape.method, run.model, dict(run.shape.auxiliary_specs), terms)
         phase_peaks, phase_terms = _around_training(run.model, run.s, option, run.cluster, run.shape.load, per_gpu,
                                                     train_host, per_node_nvme, run.save, notes, run.split,
-                                                    transient, (per_gpu_bound["total"], transient_bound))
+                                                    transient, (per_gpu_bound["total"], transient_bound), beside)
         peaks = [phase_peaks[0], *peaks, phase_peaks[1]]
         terms = terms + phase_terms
     capacities = run.cluster.capacities()
@@ -598,7 +600,8 @@ def phase_split(model: ModelSpec, layout: Parallel, local: LocalParameters, clus
 def _around_training(model: ModelSpec, s: Settings, option: Option, cluster: Cluster, load: LoadInputs,
                      per_gpu: dict[str, int], train_host: int, per_node_nvme: int, save: SaveInputs,
                      notes: list[str], split: PhaseSplit | None = None, transient: int = 0,
-                     train_bound: tuple[int, int] | None = None) -> tuple[tuple[PhasePeak, PhasePeak], list[Term]]:
+                     train_bound: tuple[int, int] | None = None,
+                     beside: FrozenAtLoad | None = None) -> tuple[tuple[PhasePeak, PhasePeak], list[Term]]:
     """The load and save phases' peaks and terms (memory/phases.py), with the same allowances as training.
 
     Load: the model handed to deepspeed.initialize, with the CUDA context and each process's runtime.
@@ -606,7 +609,7 @@ def _around_training(model: ModelSpec, s: Settings, option: Option, cluster: Clu
     the optimizer step's temporaries (both freed by the end of the step). ``train_bound``: the train phase's GPU
     total and those transients at their bounds (None: the expected ones).
     """
-    loaded = load_phase(model, s, option, cluster, load, split)
+    loaded = load_phase(model, s, option, cluster, load, split, beside)
     saved = save_phase(model, s, option, cluster, save, split)
     notes += loaded.notes + saved.notes
     g = cluster.gpus_on_a_node

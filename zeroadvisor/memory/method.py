@@ -40,6 +40,7 @@ from zeroadvisor.config.method import MethodSetup, Placement
 from zeroadvisor.memory import bytes as B
 from zeroadvisor.memory.options import Option
 from zeroadvisor.memory.parallel import Parallel, parallel_activations
+from zeroadvisor.memory.phases import FrozenAtLoad
 from zeroadvisor.memory.settings import Settings
 from zeroadvisor.memory.states import deepspeed_terms, trainable
 from zeroadvisor.memory.terms import Term, ceil_div
@@ -49,6 +50,7 @@ from zeroadvisor.vocab import (
     Device,
     Method,
     ModelRole,
+    Phase,
     Precision,
     Resource,
     TermKind,
@@ -206,6 +208,42 @@ def frozen_model_terms(role: ModelRole, spec: ModelSpec, s: Settings, option: Op
     return terms
 
 
+def frozen_models(setup: MethodSetup, policy: ModelSpec,
+                  auxiliary: dict[ModelRole, ModelSpec]) -> list[tuple[ModelRole, ModelSpec]]:
+    """The frozen models the trainer loads beside the policy: the reference (has_reference) and PPO's reward model
+    (or any run that places one), each its own description or else the policy's base."""
+    if setup.method == Method.SFT:
+        return []
+    base = policy if policy.trainable_parameters is None else _base(policy)
+    out: list[tuple[ModelRole, ModelSpec]] = []
+    if has_reference(setup, policy):
+        out.append((ModelRole.REFERENCE, auxiliary.get(ModelRole.REFERENCE, base)))
+    if setup.method == Method.PPO or _placement(setup, ModelRole.REWARD) is not None:
+        out.append((ModelRole.REWARD, auxiliary.get(ModelRole.REWARD, base)))
+    return out
+
+
+def frozen_at_load(setup: MethodSetup, policy: ModelSpec, auxiliary: dict[ModelRole, ModelSpec],
+                   train_terms: list[Term]) -> FrozenAtLoad:
+    """The frozen models around the policy's load (memory/phases.py load_moments).
+
+    The trainer builds them and prepares their engines in its ``__init__``, before the policy's engine exists:
+    TRL's DPOTrainer.__init__ calls create_model_from_path(ref_model_path, **model_init_kwargs) (the policy's
+    dtype and device_map None: host RAM on every rank, or partitioned under zero.Init at stage 3) and then
+    prepare_deepspeed (trl/trainer/dpo_trainer.py @ v1.9.0; GRPO, KTO and PPO the same way), while the HF
+    Trainer keeps the policy in host RAM until accelerator.prepare in train() (trainer.py _inner_training_loop).
+    LLaMA-Factory (train/dpo/workflow.py create_ref_model, then CustomDPOTrainer.__init__) and ms-swift do the
+    same through TRL. So every moment of the policy's load has their engines beside it (the train phase's
+    terms), and host RAM holds both models while the reference is built. OpenRLHF without
+    --colocate_all_models builds them in Ray actors on GPUs of their own: nothing beside the actor."""
+    rows = {ROW_OF[role] for role, _ in frozen_models(setup, policy, auxiliary)}
+    engines = tuple(replace(t, phase=Phase.LOAD) for t in train_terms if t.row in rows)
+    if not engines:
+        return FrozenAtLoad()
+    built = sum(spec.parameters for _, spec in frozen_models(setup, policy, auxiliary))
+    return FrozenAtLoad(engines, built)
+
+
 def method_terms(setup: MethodSetup, policy: ModelSpec, auxiliary: dict[ModelRole, ModelSpec], s: Settings,
                  option: Option, N: int, gpu_memory: int | None, config_has_optimizer: bool,
                  notes: list[str]) -> list[Term]:
@@ -213,13 +251,8 @@ def method_terms(setup: MethodSetup, policy: ModelSpec, auxiliary: dict[ModelRol
     if setup.method == Method.SFT:
         return []
     others: list[Term] = []
-    base = policy if policy.trainable_parameters is None else _base(policy)
-    if has_reference(setup, policy):
-        spec = auxiliary.get(ModelRole.REFERENCE, base)
-        others += frozen_model_terms(ModelRole.REFERENCE, spec, s, option, N, setup, config_has_optimizer)
-    if setup.method == Method.PPO or _placement(setup, ModelRole.REWARD) is not None:
-        spec = auxiliary.get(ModelRole.REWARD, base)
-        others += frozen_model_terms(ModelRole.REWARD, spec, s, option, N, setup, config_has_optimizer)
+    for role, spec in frozen_models(setup, policy, auxiliary):
+        others += frozen_model_terms(role, spec, s, option, N, setup, config_has_optimizer)
     if others and option.stage < 3 and option.offload_optimizer != Device.NONE \
             and optimizer_copy(setup, config_has_optimizer).expected:
         notes.append("the frozen engines get this config's optimizer and offload_optimizer at stage 0: DeepSpeed "

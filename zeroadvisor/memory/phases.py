@@ -97,6 +97,17 @@ class PhaseSplit:
 
 
 @dataclass(frozen=True, slots=True)
+class FrozenAtLoad:
+    """The frozen models a preference/RL trainer builds before the policy's engine (memory/method.py
+    frozen_at_load): ``engines``, their prepared engines' terms (from the train phase), present at every moment of
+    the policy's load; ``built_parameters``, their parameters, read into host RAM on every rank in the policy's
+    load dtype before prepare_deepspeed moves them (partitioned by zero.Init instead where it is in effect)."""
+
+    engines: tuple[Term, ...] = ()
+    built_parameters: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class Moment:
     """Allocations that coexist at one point of a phase, per process."""
 
@@ -221,9 +232,11 @@ def resolve_load(load: LoadInputs, s: Settings, option: Option,
 
 
 def load_moments(spec: ModelSpec, s: Settings, option: Option, cluster: Cluster, load: LoadInputs,
-                 notes: list[str] | None = None, split: PhaseSplit | None = None) -> list[Moment]:
+                 notes: list[str] | None = None, split: PhaseSplit | None = None,
+                 beside: FrozenAtLoad | None = None) -> list[Moment]:
     """The load phase's moments for ``option``, in order. ``cluster``: estimate.Cluster (gpus, gpu_memory);
-    ``split``: the rank's share under a parallel layout (whole model over all GPUs when None)."""
+    ``split``: the rank's share under a parallel layout (whole model over all GPUs when None); ``beside``: a
+    preference/RL trainer's frozen models, built before the policy's engine."""
     notes = notes if notes is not None else []
     load_dtype, zero_init, resolved = resolve_load(load, s, option, spec.checkpoint_dtype,
                                                   quantized=spec.quantized_parameters > 0)
@@ -288,7 +301,34 @@ def load_moments(spec: ModelSpec, s: Settings, option: Option, cluster: Cluster,
     # the stage-1/2 staging buffers hold one trainable parameter's gradient (largest_param_numel over bit16_groups)
     L_grad = largest_trainable(spec, L) if L else L
     moments.append(Moment("initialized", tuple(_initialized_terms(s, option, T, N, w, L_grad)) + frozen))
-    return moments
+    return _beside_frozen_models(moments, beside, zero_init, load_dtype) if beside else moments
+
+
+def _beside_frozen_models(moments: list[Moment], beside: FrozenAtLoad, zero_init: bool,
+                          load_dtype: str) -> list[Moment]:
+    """The policy's load moments with a preference/RL trainer's frozen models beside them (FrozenAtLoad).
+
+    Order (trl/trainer/dpo_trainer.py DPOTrainer.__init__ @ v1.9.0): the policy is built, then the reference is
+    built (host RAM, or zero.Init partitions) and its engine prepared, then the policy's engine is initialized in
+    train(). So the frozen engines sit beside every moment after the policy's build, and one moment has both
+    models in host RAM, the reference not yet moved."""
+    if not beside.engines:
+        return moments
+    out: list[Moment] = []
+    for m in moments:
+        if m.name == "loading":  # inside the policy's from_pretrained: the frozen models do not exist yet
+            out.append(m)
+            continue
+        if m.name == "built" and beside.built_parameters and not zero_init:
+            wl = B.nbytes(load_dtype)
+            host = _term("parameters", Resource.CPU, wl * beside.built_parameters, "frozen_models_built",
+                         f"the frozen models (reference/reward) read in {load_dtype} before their engines move "
+                         "them to the GPU", f"{wl} B/param of theirs, on every local rank",
+                         "trl/trainer/utils.py create_model_from_path (model_init_kwargs, device_map None) in "
+                         "DPOTrainer.__init__ @ v1.9.0, before prepare_deepspeed", EXACT)
+            out.append(Moment("frozen_models_built", (*m.every_rank, host), m.rank0))
+        out.append(Moment(m.name, m.every_rank + beside.engines, m.rank0))
+    return out
 
 
 def _stage3_fp32_partitions(s: Settings, option: Option, P: int, N: int, w: int) -> Moment:
@@ -448,10 +488,11 @@ def _initialized_terms(s: Settings, option: Option, P: int, N: int, w: int, L: i
 
 
 def load_phase(spec: ModelSpec, s: Settings, option: Option, cluster: Cluster, load: LoadInputs | None = None,
-               split: PhaseSplit | None = None) -> PhaseMemory:
-    """The load phase: the model created and handed to ``deepspeed.initialize``."""
+               split: PhaseSplit | None = None, beside: FrozenAtLoad | None = None) -> PhaseMemory:
+    """The load phase: the model created and handed to ``deepspeed.initialize`` (with ``beside``, a preference/RL
+    trainer's frozen models)."""
     notes: list[str] = []
-    moments = load_moments(spec, s, option, cluster, load or LoadInputs(), notes, split)
+    moments = load_moments(spec, s, option, cluster, load or LoadInputs(), notes, split, beside)
     return PhaseMemory(LOAD, tuple(moments), cluster.gpus_on_a_node, tuple(dict.fromkeys(notes)))
 
 
