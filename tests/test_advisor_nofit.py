@@ -265,6 +265,7 @@ def test_grpo_with_vllm_colocated_is_told_the_largest_lower_utilization_that_fit
     share = float(way.what.split()[1])
     assert 0.04 <= share < 0.9 and way.settings == (f"TRL: vllm_gpu_memory_utilization: {share:g} (GRPOConfig)",)
     assert "slower" in way.what and "throughput" in way.trade_off
+    assert way.short().startswith(f"vllm_gpu_memory_utilization {share:g} instead of 0.9: ")
     # exactly the run priced: the config with the way's patch at that share fits, at the way's peak
     patched = mp.apply(config, way.outcome.patch or {})
     again = _method_check(_grpo(share), gpu="A100-SXM4-80GB", config=patched)

@@ -166,7 +166,9 @@ class Way:
     def short(self, unit: str = DEFAULT_UNIT) -> str:
         """The way in a few words, for a report's head: "LoRA r=16 (--peft lora): 15.73 GiB per GPU"."""
         label = {WayOut.LORA: f"LoRA r={LORA_RANK} (--peft lora)",
-                 WayOut.QLORA: f"QLoRA r={LORA_RANK} (--peft qlora)"}.get(self.kind, self.what)
+                 WayOut.QLORA: f"QLoRA r={LORA_RANK} (--peft qlora)",
+                 # the share alone: its floor and trade-off are the full sentence's
+                 WayOut.VLLM_UTILIZATION: self.what.split(" (", 1)[0]}.get(self.kind, self.what)
         return f"{label}: {format_bytes(self.outcome.stage.peak_gpu, unit)} per GPU"
 
     def to_dict(self) -> JSONObject:
