@@ -418,3 +418,15 @@ def test_ppo_trains_on_query_plus_response():
     trl = MethodSetup(method=Method.PPO, trainer=TrainerFamily.TRL, max_length=2048,
                       generation=Generation(max_completion_length=512))
     assert run(trl, seq=2048).shape.sequence_length == 2048
+
+
+def test_the_paired_note_names_a_reference_forward_only_where_there_is_one():
+    from zeroadvisor.memory.method import method_notes
+
+    def note(setup: MethodSetup) -> str:
+        return next(n for n in method_notes(setup, False, SPEC) if "concatenated" in n)
+
+    # TRL runs the reference after the policy's forward (get_batch_metrics @ v0.7.4, _compute_loss @ v1.9.0)
+    assert "reference forward runs under no_grad after the policy's" in note(dpo())
+    assert "reference" not in note(MethodSetup(method=Method.CPO))  # CPO/SimPO: no reference model
+    assert "reference" not in note(dpo(precompute_ref_log_probs=True))

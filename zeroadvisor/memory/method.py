@@ -533,10 +533,12 @@ def method_notes(setup: MethodSetup, config_has_optimizer: bool, policy: ModelSp
         out.append(f"{copy.release} copies the config's optimizer block to the reference engine "
                    "(TRL's prepare_deepspeed up to 1.9.0, trl/models/utils.py; dropped from 1.9.1)")
     if batch_factor(setup) == 2:
-        out.append(f"{setup.method}: chosen and rejected concatenated, 2 sequences per sample through the policy; "
-                   "the reference forward runs under no_grad after the policy's, beside its saved activations and "
-                   "logits (TRL get_batch_metrics @ v0.7.4, _compute_loss @ v1.9.0); its own transient (one layer, "
-                   "its logits) is not counted")
+        # the reference clause only where there is one (CPO, ORPO and reward models run none)
+        ref = ("; the reference forward runs under no_grad after the policy's, beside its saved activations and "
+               "logits (TRL get_batch_metrics @ v0.7.4, _compute_loss @ v1.9.0); its own transient (one layer, its "
+               "logits) is not counted") if has_reference(setup, policy) else ""
+        out.append(f"{setup.method}: chosen and rejected concatenated, 2 sequences per sample through the policy"
+                   + ref)
     prompt = ppo_prompt_length(setup) if setup.method == Method.PPO else None
     if prompt and setup.generation.max_completion_length:
         out.append(f"PPO trains on query + response: up to {prompt} prompt tokens and "
