@@ -239,3 +239,52 @@ def test_grpo_with_colocated_vllm_is_told_server_mode_before_lora():
     server = replace(grpo, generation=replace(gen, vllm_mode=VllmMode.SERVER))
     answer = _method_check(server, config=ZERO2).nothing_fits
     assert answer is None or WayOut.VLLM_SERVER not in _kinds(answer)
+
+
+def _grpo(share: float, trainer=None):
+    from zeroadvisor.config.method import Generation, MethodSetup
+    from zeroadvisor.vocab import Method, TrainerFamily, VllmMode
+
+    gen = Generation(use_vllm=True, vllm_mode=VllmMode.COLOCATE, vllm_gpu_memory_utilization=share,
+                     max_prompt_length=512, max_completion_length=1024, num_generations=8)
+    return MethodSetup(method=Method.GRPO, trainer=trainer or TrainerFamily.TRL, generation=gen)
+
+
+def test_grpo_with_vllm_colocated_is_told_the_largest_lower_utilization_that_fits():
+    """Qwen2.5-1.5B, GRPO with vLLM colocated at 0.9 of an A100-80GB (axolotl's and ms-swift's default): the run
+    fits in training but not beside 0.9 of the card. vLLM's floor there is 0.04 (bf16 weights 3.09 GB and one
+    1536-token request's KV cache, 2 x 28 layers x 2 heads x 128 x 2 B x 1536 = 44 MB, over 85.9 GB)."""
+    from zeroadvisor.vocab import TrainerFamily
+
+    config = ZERO2
+    result = _method_check(_grpo(0.9), gpu="A100-SXM4-80GB", config=config)
+    kinds = _kinds(result.nothing_fits)
+    assert WayOut.VLLM_UTILIZATION in kinds and kinds == sorted(kinds, key=CHEAPEST_FIRST.index)
+    assert kinds.index(WayOut.VLLM_UTILIZATION) < kinds.index(WayOut.VLLM_SERVER)
+    way = next(w for w in result.nothing_fits.ways if w.kind == WayOut.VLLM_UTILIZATION)
+    share = float(way.what.split()[1])
+    assert 0.04 <= share < 0.9 and way.settings == (f"TRL: vllm_gpu_memory_utilization: {share:g} (GRPOConfig)",)
+    assert "slower" in way.what and "throughput" in way.trade_off
+    assert way.short().startswith(f"vllm_gpu_memory_utilization {share:g} instead of 0.9: ")
+    # exactly the run priced: the config with the way's patch at that share fits, at the way's peak
+    patched = mp.apply(config, way.outcome.patch or {})
+    again = _method_check(_grpo(share), gpu="A100-SXM4-80GB", config=patched)
+    assert again.nothing_fits is None and not [f for f in again.findings if f.code in FAILING]
+    assert abs(again.estimate.configured.peak_gpu - way.peak_gpu) <= 0.01 * way.peak_gpu
+    # and the largest such share: the configured rung fits at it and not a hundredth above
+    assert way.configured is not None and way.configured.comfortable
+    above = _method_check(_grpo(round(share + 0.01, 2)), gpu="A100-SXM4-80GB", config=config)
+    assert not above.estimate.configured.comfortable
+    # the trainer's own file says it: ms-swift's flag
+    swift = _method_check(_grpo(0.9, TrainerFamily.MS_SWIFT), gpu="A100-SXM4-80GB", config=config).nothing_fits
+    assert any(s.startswith("ms-swift: --vllm_gpu_memory_utilization ")
+               for w in swift.ways if w.kind == WayOut.VLLM_UTILIZATION for s in w.settings)
+
+
+def test_no_lower_utilization_where_the_run_misses_even_at_vllms_floor():
+    """On an L40S (48 GB) the same run needs 37.8 GiB (bound) without vLLM: with vLLM's floor of 0.07 of the card it
+    still misses, so only server mode (and the rest) is offered; nor where the floor is above the share set."""
+    kinds = _kinds(_method_check(_grpo(0.3), config=ZERO2).nothing_fits)
+    assert WayOut.VLLM_SERVER in kinds and WayOut.VLLM_UTILIZATION not in kinds
+    answer = _method_check(_grpo(0.05), config=ZERO2).nothing_fits  # 0.05 < the floor 0.07
+    assert answer is None or WayOut.VLLM_UTILIZATION not in _kinds(answer)

@@ -154,6 +154,22 @@ def test_vllm_colocated_takes_its_share_of_the_card_and_server_mode_none():
     assert "vllm" not in st.per_gpu and any("server mode" in n for n in st.notes + run(server).assumptions)
 
 
+def test_vllm_floor_is_its_weights_and_one_max_model_len_request_in_its_share():
+    from zeroadvisor.memory.method import vllm_floor
+
+    gen = Generation(use_vllm=True, vllm_mode=VllmMode.COLOCATE, max_prompt_length=512, max_completion_length=1000)
+    floor = vllm_floor(MethodSetup(method=Method.GRPO, generation=gen), SPEC, None, 80 * GB)
+    # TRL passes max_model_len = 512 + 1000 = 1512; vLLM's KV cache in whole blocks of 16 tokens: 95 blocks, 1520
+    # tokens of K and V over 32 layers x 32 heads x 128 dims in bf16
+    assert floor is not None and floor.tokens == 1512 and floor.weights == 2 * P
+    assert floor.kv_cache == 2 * 32 * 32 * 128 * 2 * 1520
+    assert floor.share == 0.18  # (13.48 GB + 0.80 GB) / 80 GB = 0.1785, rounded up to the hundredth
+    # no prompt length (TRL 0.26 on): the training sequence counted, and said to be a lower bound
+    short = vllm_floor(MethodSetup(method=Method.GRPO, generation=Generation(use_vllm=True)), SPEC, 2048, 80 * GB)
+    assert short is not None and short.tokens == 2048 and any("lower bound" in n for n in short.notes)
+    assert vllm_floor(MethodSetup(method=Method.GRPO), dataclasses.replace(SPEC, num_layers=None), 2048, GB) is None
+
+
 def test_ppo_holds_a_trained_critic_and_a_frozen_reward_model():
     st = run(MethodSetup(method=Method.PPO, trainer=TrainerFamily.OPENRLHF, colocate_all_models=True)).stage(2)
     sft = run(MethodSetup()).stage(2)
@@ -447,3 +463,15 @@ def test_no_reference_no_change_at_load():
         _, peak = load_peak(dpo(trainer_version="1.16.0", precompute_ref_log_probs=True), stage)
         _, sft = load_peak(MethodSetup(), stage)
         assert (peak.gpu, peak.host_per_node) == (sft.gpu, sft.host_per_node)
+
+
+def test_the_paired_note_names_a_reference_forward_only_where_there_is_one():
+    from zeroadvisor.memory.method import method_notes
+
+    def note(setup: MethodSetup) -> str:
+        return next(n for n in method_notes(setup, False, SPEC) if "concatenated" in n)
+
+    # TRL runs the reference after the policy's forward (get_batch_metrics @ v0.7.4, _compute_loss @ v1.9.0)
+    assert "reference forward runs under no_grad after the policy's" in note(dpo())
+    assert "reference" not in note(MethodSetup(method=Method.CPO))  # CPO/SimPO: no reference model
+    assert "reference" not in note(dpo(precompute_ref_log_probs=True))

@@ -5,8 +5,9 @@ No stage, offload, checkpointing, micro batch or parallel layout change fits (th
 found none). What is left changes the training method or the hardware, and the answer lists each way that
 fits, in this order (:data:`CHEAPEST_FIRST`; docs/check.md, "How the fix is chosen", gives the reasons):
 
-0. a preference/RL run's own trainer switches that drop a model beside the policy, the policy still trained in
-   full (TRL's "Reducing memory usage" guide; issue 35): precompute_ref_log_probs (DPO, KTO), beta 0 (GRPO), vLLM
+0. a preference/RL run's own trainer switches that drop a model beside the policy or shrink vLLM's share, the
+   policy still trained in full (TRL's "Reducing memory usage" guide; issue 35): precompute_ref_log_probs (DPO,
+   KTO), a lower vllm_gpu_memory_utilization (GRPO with vLLM colocated: slower generation), beta 0 (GRPO), vLLM
    in server mode on GPUs of its own (GRPO), each only where the run holds that model, priced the same way;
 1. the training method on the same hardware: LoRA, then QLoRA (model/peft.py prices the adapters exactly as
    peft counts them; the search then finds the best run of the adapter model on the cluster given). A change of
@@ -54,6 +55,9 @@ class WayOut(StrEnum):
     # the preference/RL trainer's own memory switches (issue 35 item 3; TRL's "Reducing memory usage" guide):
     # the same model trained in full, one trainer argument changed
     PRECOMPUTE_REF = "precompute-ref-log-probs"  # the reference model's log-probs computed once, before training
+    # GRPO's colocated vLLM given a smaller share of each card (its weights and a smaller KV cache): slower
+    # generation, the same result
+    VLLM_UTILIZATION = "vllm-gpu-memory-utilization"
     BETA_ZERO = "beta-zero"  # GRPO without the KL term: no reference model (TRL's default from 0.19)
     VLLM_SERVER = "vllm-server"  # GRPO's vLLM on GPUs of its own instead of a share of each training card
     LORA = "lora"  # train LoRA adapters on the frozen base: a training-code change
@@ -93,6 +97,9 @@ _TRADE_OFFS: dict[WayOut, str] = {
     WayOut.PRECOMPUTE_REF: ("none in the result: the reference log-probabilities are computed once over the "
                             "dataset before training (a pass of inference) instead of by a reference model held "
                             "beside the policy; a trainer argument, not a ds_config key"),
+    WayOut.VLLM_UTILIZATION: ("slower generation: vLLM keeps a smaller KV cache in its smaller share of the card, so "
+                              "fewer completions are generated at once (lower generation throughput, longer "
+                              "rollouts); the result is unchanged; a trainer argument, not a ds_config key"),
     WayOut.BETA_ZERO: ("a different objective: GRPO without the KL penalty to the reference model (TRL's default "
                        "from 0.19, following DAPO/Dr. GRPO); a trainer argument"),
     WayOut.VLLM_SERVER: ("hardware: vLLM generates on GPUs of its own (trl vllm-serve), which the training world "
@@ -159,7 +166,9 @@ class Way:
     def short(self, unit: str = DEFAULT_UNIT) -> str:
         """The way in a few words, for a report's head: "LoRA r=16 (--peft lora): 15.73 GiB per GPU"."""
         label = {WayOut.LORA: f"LoRA r={LORA_RANK} (--peft lora)",
-                 WayOut.QLORA: f"QLoRA r={LORA_RANK} (--peft qlora)"}.get(self.kind, self.what)
+                 WayOut.QLORA: f"QLoRA r={LORA_RANK} (--peft qlora)",
+                 # the share alone: its floor and trade-off are the full sentence's
+                 WayOut.VLLM_UTILIZATION: self.what.split(" (", 1)[0]}.get(self.kind, self.what)
         return f"{label}: {format_bytes(self.outcome.stage.peak_gpu, unit)} per GPU"
 
     def to_dict(self) -> JSONObject:
@@ -206,7 +215,7 @@ def ways_out(search: Searcher, cluster_changes: tuple[Outcome, ...], unit: str =
     """Every way out of a run nothing fits (the module docstring), cheapest first. ``cluster_changes``: the
     search's (advisor/cluster.py: host RAM / NVMe per node, more GPUs), reused as they are priced; ``unit``: the
     one the hardware is worded in."""
-    ways: list[Way] = list(_method_switches(search))
+    ways: list[Way] = list(_method_switches(search, unit))
     method, no_method = _training_method(search)
     ways += method
     # more host RAM alone: the least of the cluster search's (the RAM the binding phase needs) and the RAM full CPU
@@ -299,12 +308,13 @@ def _training_method(search: Searcher) -> tuple[list[Way], str]:
     return out, ""
 
 
-def _method_switches(search: Searcher) -> list[Way]:
+def _method_switches(search: Searcher, unit: str) -> list[Way]:
     """The preference/RL trainer's own switches that drop a model beside the policy, each priced on the cluster
     given with the policy trained as configured: precompute_ref_log_probs (DPO, KTO: no reference model during
     training, TRL trainer/dpo_trainer.py __init__ ``elif self.is_peft_model or args.precompute_ref_log_probs:
     self.ref_model = None``), beta 0 (GRPO: grpo_trainer.py builds no reference model when beta == 0.0) and vLLM
-    in server mode (GRPO: generation on GPUs of its own). Only where the configured run holds that model (its
+    in server mode (GRPO: generation on GPUs of its own), and a lower vllm_gpu_memory_utilization (GRPO colocated:
+    :func:`_vllm_utilization`). Only where the configured run holds that model (its
     row in the estimate), and never where the files already say the switch."""
     configured = search.as_written.base_estimate.configured
     rows = configured.per_gpu if configured is not None else {}
@@ -327,7 +337,70 @@ def _method_switches(search: Searcher) -> list[Way]:
         if found is not None:
             outcome, at_configured = found
             out.append(Way(kind, outcome, what, _SETTINGS[kind], at_configured))
-    return out
+    lower = _vllm_utilization(search, unit) if rows.get("vllm") else None
+    return out + ([lower] if lower is not None else [])
+
+
+# Where vllm_gpu_memory_utilization is set in each trainer's own file or command ({share}: the priced value).
+_UTILIZATION_SETTINGS: dict[TrainerFamily | None, str] = {
+    None: "TRL: vllm_gpu_memory_utilization: {share} (GRPOConfig)",
+    TrainerFamily.TRL: "TRL: vllm_gpu_memory_utilization: {share} (GRPOConfig)",
+    TrainerFamily.AXOLOTL: "axolotl: vllm: {{gpu_memory_utilization: {share}}} (a trl: block's "
+                           "vllm_gpu_memory_utilization, where set, wins: change that one)",
+    TrainerFamily.MS_SWIFT: "ms-swift: --vllm_gpu_memory_utilization {share}",
+    TrainerFamily.OPENRLHF: "OpenRLHF: --vllm_gpu_memory_utilization {share}",
+}
+
+
+def _vllm_utilization(search: Searcher, unit: str) -> Way | None:
+    """A lower ``vllm_gpu_memory_utilization`` for a run with vLLM colocated: the largest share, in hundredths, below
+    the configured one at which the run fits (the least generation throughput given up): the configured rung
+    where it fits at the floor, else the search's best run; never below vLLM's
+    floor (memory/method.py vllm_floor: its weights and one max_model_len request's KV cache inside its share).
+    Priced as the other switches are: the search at that share, so the written way is exactly the run priced (the
+    search's best run there, whose stage may differ from the configured one)."""
+    from zeroadvisor.memory.method import vllm_floor, vllm_share
+
+    setup, cluster = search.shape.method, search.cluster
+    card = cluster.gpu_memory
+    if setup.method != Method.GRPO or not card:
+        return None
+    configured = vllm_share(setup)
+    floor = vllm_floor(setup, search.model, search.shape.sequence_length, card)
+    if floor is None or floor.share >= configured:
+        return None
+
+    def at(share: float) -> tuple[Outcome, StageEstimate | None] | None:
+        changed = replace(setup, generation=replace(setup.generation, vllm_gpu_memory_utilization=share))
+        return _search_with(search, search.model, cluster, shape=replace(search.shape, method=changed))
+
+    found = at(floor.share)
+    if found is None:
+        return None  # not even at vLLM's floor
+    # One change before several (ranking.py): where the configured rung fits at the floor, the largest share at
+    # which it still fits (the switch alone); else the largest at which any run fits. Both are monotone in the
+    # share (the vLLM row grows with it): bisect the hundredths between the floor and just below the configured.
+    alone = found[1] is not None and found[1].comfortable
+
+    def holds(priced: tuple[Outcome, StageEstimate | None] | None) -> bool:
+        return priced is not None and (not alone or (priced[1] is not None and priced[1].comfortable))
+
+    low, high = int(floor.share * 100 + 0.5), int(configured * 100 + 0.5) - 1
+    while low < high:
+        mid = (low + high + 1) // 2
+        higher = at(mid / 100)
+        if holds(higher) and higher is not None:
+            low, found = mid, higher
+        else:
+            high = mid - 1
+    share = low / 100
+    outcome, at_configured = found
+    what = (f"vllm_gpu_memory_utilization {share:g} instead of {configured:g} (vLLM's floor on this card "
+            f"{floor.share:g}: its 16-bit weights {format_bytes(floor.weights, unit)} and one {floor.tokens}-token "
+            f"request's KV cache {format_bytes(floor.kv_cache, unit)}); generation slower: a smaller KV cache holds "
+            "fewer sequences at once")
+    settings = (_UTILIZATION_SETTINGS.get(setup.trainer, _UTILIZATION_SETTINGS[None]).format(share=f"{share:g}"),)
+    return Way(WayOut.VLLM_UTILIZATION, outcome, what, settings, at_configured)
 
 
 def _base_of(spec: ModelSpec) -> ModelSpec:

@@ -454,6 +454,81 @@ def vllm_mode(setup: MethodSetup) -> VllmMode:
     return VllmMode.SERVER if release is not None and release < TRL_COLOCATE_DEFAULT else VllmMode.COLOCATE
 
 
+def vllm_share(setup: MethodSetup) -> float:
+    """The share of each card vLLM takes colocated: the files' ``vllm_gpu_memory_utilization``, else TRL's 0.3."""
+    share = setup.generation.vllm_gpu_memory_utilization
+    return share if share is not None else VLLM_DEFAULT_UTILIZATION
+
+
+# vLLM's KV cache is allocated in blocks of this many tokens (vllm/config CacheConfig.block_size: 16 on CUDA by
+# default); one request's cache is whole blocks (v1/kv_cache_interface.py AttentionSpec.max_memory_usage_bytes:
+# cdiv(max_model_len, block_size) x page_size).
+VLLM_BLOCK_TOKENS = 16
+VLLM_FLOOR_SOURCE = ("vllm/v1/worker/gpu_worker.py determine_available_memory (requested = total x "
+                     "gpu_memory_utilization, less the weights); vllm/v1/core/kv_cache_utils.py "
+                     "check_enough_kv_cache_memory (one request of max_model_len); trl/trainer/grpo_trainer.py "
+                     "__init__ @ v0.21.0 (max_model_len = max_prompt_length + max_completion_length)")
+
+
+@dataclass(frozen=True, slots=True)
+class VllmFloor:
+    """The least ``vllm_gpu_memory_utilization`` at which a colocated vLLM starts: its weights and the KV cache
+    of one request at ``max_model_len`` inside its share of the card (``share``, rounded up to 0.01)."""
+
+    weights: int
+    kv_cache: int
+    tokens: int  # the max_model_len counted
+    share: float
+    notes: tuple[str, ...] = ()
+
+    @property
+    def nbytes(self) -> int:
+        return self.weights + self.kv_cache
+
+
+def vllm_floor(setup: MethodSetup, policy: ModelSpec, sequence_length: int | None,
+               gpu_memory: int) -> VllmFloor | None:
+    """What vLLM needs of its share before it generates anything. ``gpu_memory_utilization`` is a fraction of the
+    whole card that vLLM's own allocations may take, its weights included: gpu_worker.py's requested memory is
+    total x utilization, and the KV cache gets what is left of it after the weights and the profile run; with
+    nothing left vLLM raises "No available memory for the cache blocks", and with less than one request of
+    max_model_len, check_enough_kv_cache_memory raises "To serve at least one request ...". So the floor is
+
+    * the weights: the policy's parameters in 16-bit (vLLM's dtype "auto" keeps a bf16/fp16 checkpoint's dtype and
+      runs an fp32 one in 16 bits), loaded whole on each rank (TRL's vllm_tensor_parallel_size, default 1, is not
+      read: the floor is then the largest);
+    * the KV cache of one request: 2 (K, V) x layers x key/value heads x head dim x 2 B per token, over
+      ``max_model_len`` in whole blocks of VLLM_BLOCK_TOKENS. TRL passes max_prompt_length +
+      max_completion_length where both are set; where one is not (TRL 0.26 on), vLLM takes the model's context
+      (or vllm_max_model_length), which the model description does not carry: the training sequence is counted
+      and the floor is a lower bound (said in the notes).
+
+    Not counted, as no code gives a size for them: the profile run's activations (TRL caps its batch at
+    max_num_batched_tokens 4096) and memory outside PyTorch (CUDA graphs, NCCL): the floor is a lower bound by
+    that much, said in the notes. None where the model's attention shape is unknown."""
+    L, heads = policy.num_layers, policy.num_key_value_heads or policy.num_attention_heads
+    head_dim = policy.head_dim or (policy.hidden_size // policy.num_attention_heads
+                                   if policy.hidden_size and policy.num_attention_heads else None)
+    if not (L and heads and head_dim and gpu_memory > 0):
+        return None
+    gen = setup.generation
+    notes = [("not counted: vLLM's profile-run activations (at most max_num_batched_tokens 4096 tokens) and its "
+              "memory outside PyTorch (CUDA graphs, NCCL): the floor is a lower bound")]
+    if gen.max_prompt_length and gen.max_completion_length:
+        tokens = gen.max_prompt_length + gen.max_completion_length
+    elif sequence_length:
+        tokens = sequence_length
+        notes.append(f"max_model_len taken as the training sequence ({tokens} tokens): where TRL passes none, vLLM "
+                     "takes the model's context, a larger KV cache")
+    else:
+        return None
+    w = 2
+    weights = w * policy.parameters
+    kv = 2 * L * heads * head_dim * w * ceil_div(tokens, VLLM_BLOCK_TOKENS) * VLLM_BLOCK_TOKENS
+    share = ceil_div((weights + kv) * 100, gpu_memory) / 100
+    return VllmFloor(weights, kv, tokens, share, tuple(notes))
+
+
 def vllm_terms(setup: MethodSetup, gpu_memory: int | None, notes: list[str]) -> list[Term]:
     """vLLM colocated on the training GPUs takes ``vllm_gpu_memory_utilization`` of each card (its KV cache and
     weights live inside that share: vllm/worker gpu_worker.py determine_available_memory); in server mode it runs
@@ -465,8 +540,7 @@ def vllm_terms(setup: MethodSetup, gpu_memory: int | None, notes: list[str]) -> 
         notes.append(f"vLLM in server mode on {gen.vllm_num_gpus or 'its own'} GPU(s) outside the training world: "
                      "not on these cards")
         return []
-    share = gen.vllm_gpu_memory_utilization if gen.vllm_gpu_memory_utilization is not None \
-        else VLLM_DEFAULT_UTILIZATION
+    share = vllm_share(setup)
     if gpu_memory is None:
         notes.append(f"vLLM colocated takes {share:.0%} of each card: not counted without the card's memory (--gpu)")
         return []
@@ -492,8 +566,12 @@ def method_notes(setup: MethodSetup, config_has_optimizer: bool, policy: ModelSp
         out.append(f"{copy.release} copies the config's optimizer block to the reference engine "
                    "(TRL's prepare_deepspeed up to 1.9.0, trl/models/utils.py; dropped from 1.9.1)")
     if batch_factor(setup) == 2:
-        out.append(f"{setup.method}: chosen and rejected concatenated, 2 sequences per sample through the policy; "
-                   "the reference forward runs under no_grad before it and is not counted beside its activations")
+        # the reference clause only where there is one (CPO, ORPO and reward models run none)
+        ref = ("; the reference forward runs under no_grad after the policy's, beside its saved activations and "
+               "logits (TRL get_batch_metrics @ v0.7.4, _compute_loss @ v1.9.0); its own transient (one layer, its "
+               "logits) is not counted") if has_reference(setup, policy) else ""
+        out.append(f"{setup.method}: chosen and rejected concatenated, 2 sequences per sample through the policy"
+                   + ref)
     prompt = ppo_prompt_length(setup) if setup.method == Method.PPO else None
     if prompt and setup.generation.max_completion_length:
         out.append(f"PPO trains on query + response: up to {prompt} prompt tokens and "
