@@ -504,6 +504,7 @@ def _assemble(command: Command, values: Values, spelling: Spelling, project: boo
     shape: TrainingShape | None = None
     cluster, hardware, accounting = None, None, Accounting.DEEPSPEED
     if command in MODEL_COMMANDS and not lint_only:
+        notes = (*notes, *_transformers_pin(values, trainer, configs))
         model, shape = model_and_shape(cast("str | os.PathLike[str] | ModelSpec | None", values.get("model")),
                                        cast("int | str | None", values.get("params")), spelling=spelling,
                                        **{key: values.get(key) for key in TRAINING_INPUTS})
@@ -548,6 +549,34 @@ def _assemble(command: Command, values: Values, spelling: Spelling, project: boo
                      cast("str | None", values.get("deepspeed_version")), spelling.label("deepspeed_version"))
 
 
+def _pin_start(trainer: TrainerInputs | None, configs: tuple[ConfigSource, ...]) -> str | None:
+    """Where the user's pins are looked for: the training arguments file (--training-args, or the one the launch
+    command names), else the config checked; None: the current folder."""
+    files = (trainer.source, trainer.training.source) if trainer is not None else ()
+    return next((name for name in files if name and os.path.isfile(name)), None) or \
+        next((source.name for source in configs if source.is_file), None)
+
+
+def _transformers_pin(values: Values, trainer: TrainerInputs | None, configs: tuple[ConfigSource, ...]) -> list[str]:
+    """The transformers release from the user's pins (config/trainer_pins.py, the files and order DeepSpeed's pin
+    is read from) where no flag, keyword or project key gave it and a model file is counted; the note saying so.
+    Not the installed transformers: this machine's is not the training job's."""
+    from zeroadvisor.config.trainer_pins import find_distribution_pin
+    from zeroadvisor.model.transformers_release import ReleaseError, resolve
+
+    if values.get("transformers_version") is not None or not isinstance(values.get("model"), (str, os.PathLike)):
+        return []
+    pin = find_distribution_pin(_pin_start(trainer, configs) or os.curdir, "transformers", installed=False)
+    if pin is None:
+        return []
+    try:
+        release = resolve(pin.version)
+    except ReleaseError as err:
+        return [f"transformers pin not used ({pin.origin}): {err}"]
+    values["transformers_version"] = pin.version
+    return [f"transformers {release} ({pin.origin})"]
+
+
 def _method(values: Values, spelling: Spelling, trainer: TrainerInputs | None,
             configs: tuple[ConfigSource, ...]) -> tuple[MethodSetup, list[str]]:
     """The training method (inputs/method.py): --trainer over the Trainer's files; the trainer's pins looked for
@@ -557,9 +586,7 @@ def _method(values: Values, spelling: Spelling, trainer: TrainerInputs | None,
 
     flag = cast("Method | None", values.get("trainer"))
     reading = trainer.training.method if trainer is not None else None
-    files = (trainer.source, trainer.training.source) if trainer is not None else ()
-    start = next((name for name in files if name and os.path.isfile(name)), None) or \
-        next((source.name for source in configs if source.is_file), None)
+    start = _pin_start(trainer, configs)
     label = cast(str, values.get("trainer_from") or spelling.label("trainer"))
     return resolve(reading, flag, label, spelling.ask("trainer", "METHOD"), start)
 
