@@ -504,10 +504,14 @@ def _assemble(command: Command, values: Values, spelling: Spelling, project: boo
     shape: TrainingShape | None = None
     cluster, hardware, accounting = None, None, Accounting.DEEPSPEED
     if command in MODEL_COMMANDS and not lint_only:
-        notes = (*notes, *_transformers_pin(values, trainer, configs))
         model, shape = model_and_shape(cast("str | os.PathLike[str] | ModelSpec | None", values.get("model")),
                                        cast("int | str | None", values.get("params")), spelling=spelling,
                                        **{key: values.get(key) for key in TRAINING_INPUTS})
+        pinned = _transformers_pin(values, model, trainer, configs)
+        notes = (*notes, *pinned)
+        if pinned and values.get("transformers_version") is not None:  # the pin's release: counted again as it
+            model, shape = model_and_shape(cast("str | os.PathLike[str]", values.get("model")), None,
+                                           spelling=spelling, **{key: values.get(key) for key in TRAINING_INPUTS})
         setup, method_notes = _method(values, spelling, trainer, configs)
         if method_notes or setup != shape.method:  # nothing said: the shape as it was (MethodSetup())
             from zeroadvisor.inputs.method import auxiliary_specs
@@ -557,14 +561,18 @@ def _pin_start(trainer: TrainerInputs | None, configs: tuple[ConfigSource, ...])
         next((source.name for source in configs if source.is_file), None)
 
 
-def _transformers_pin(values: Values, trainer: TrainerInputs | None, configs: tuple[ConfigSource, ...]) -> list[str]:
+def _transformers_pin(values: Values, model: ModelSpec, trainer: TrainerInputs | None,
+                      configs: tuple[ConfigSource, ...]) -> list[str]:
     """The transformers release from the user's pins (config/trainer_pins.py, the files and order DeepSpeed's pin
-    is read from) where no flag, keyword or project key gave it and a model file is counted; the note saying so.
-    Not the installed transformers: this machine's is not the training job's."""
+    is read from), set in ``values``, where the model's layout depends on it (an MoE model: ModelSpec
+    release_dependent) and neither a flag, a keyword, the project configuration nor the model description gave
+    it; the note saying so (none: no pin read). Not the installed transformers: this machine's is not the
+    training job's."""
     from zeroadvisor.config.trainer_pins import find_distribution_pin
     from zeroadvisor.model.transformers_release import ReleaseError, resolve
 
-    if values.get("transformers_version") is not None or not isinstance(values.get("model"), (str, os.PathLike)):
+    if not model.release_dependent or model.transformers_version is not None or \
+            not isinstance(values.get("model"), (str, os.PathLike)):
         return []
     pin = find_distribution_pin(_pin_start(trainer, configs) or os.curdir, "transformers", installed=False)
     if pin is None:
