@@ -165,3 +165,16 @@ def test_description_field_error_is_located(project):
     (project / "model.yaml").write_text("hf_config: config.json\ntransformers_version: '>=9,<8'\n")
     with pytest.raises(ModelError, match=r"model.yaml.*transformers_version"):
         load_model(str(project / "model.yaml"))
+
+
+def test_project_configuration_key(project, cli):
+    run = ("estimate", "ds.json", "--model", "config.json", "--gpus", "1", "--gpu-memory", "80GiB", "--seq-len", "128",
+           "--peft", "qlora", "--format", "json")
+    (project / ".zeroadvisor.toml").write_text('[training]\ntransformers-version = "4.41.2"\n')
+    configured = json.loads(cli(*run).stdout)
+    flagged = json.loads(cli(*run, "--transformers-version", "4.41.2").stdout)
+    assert configured["model"]["notes"][0] == flagged["model"]["notes"][0]
+    assert "transformers 4.41.2 builds it" in configured["model"]["notes"][0]
+    (project / ".zeroadvisor.toml").write_text('[training]\ntransformers-version = "4.x"\n')
+    bad = cli(*run)
+    assert bad.returncode == 2 and ".zeroadvisor.toml" in bad.stderr and "transformers-version" in bad.stderr
