@@ -212,9 +212,9 @@ def release_assumption_model(model: ModelSpec) -> AssumedInput | None:
     if not model.release_dependent or model.transformers_version is not None:
         return None
     return AssumedInput.of("transformers_version", MODELLED,
-                           "the routed experts counted as transformers 5's one fused module per layer (not quantized "
-                           "by QLoRA, not adapted by all-linear, gathered whole at ZeRO-3); 4.x builds one nn.Linear "
-                           "MLP per expert")
+                           "the routed experts counted as transformers 5's one fused module per layer (QLoRA leaves "
+                           "it unquantized, all-linear adapts it only through peft's MoE conversion, ZeRO-3 gathers it "
+                           "whole); 4.x builds one nn.Linear MLP per expert")
 
 
 def load_assumptions(model: ModelSpec, load: LoadInputs, configured_stage: int | None) -> list[AssumedInput]:
