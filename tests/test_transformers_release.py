@@ -3,7 +3,9 @@
 transformers 4.x builds an MoE layer's routed experts as an nn.ModuleList of per-expert MLPs of nn.Linear
 (modeling_mixtral.py / modeling_qwen2_moe.py at v4.41.2 and v4.57.1); 5.x as one fused *Experts module of 3-D
 parameters. The expected numbers below are computed by hand from the module shapes of those files (the oracle
-tests cannot build a 4.x model: the installed transformers is 5.24); each sum is written out.
+tests cannot build a 4.x model: the installed transformers is 5.24); each sum is written out. The same tiny
+configs were checked once against transformers 4.57.1 built on the meta device with peft 0.21.2 (parameters,
+largest module, Linear weights but lm_head, all-linear trainable count: equal for all five families).
 """
 
 from __future__ import annotations
