@@ -180,3 +180,25 @@ def test_project_configuration_key(project, cli):
     (project / ".zeroadvisor.toml").write_text('[training]\ntransformers-version = "4.x"\n')
     bad = cli(*run)
     assert bad.returncode == 2 and ".zeroadvisor.toml" in bad.stderr and "transformers-version" in bad.stderr
+
+
+def test_preflight_reads_the_jobs_installed_transformers(project, monkeypatch):
+    from importlib import metadata
+
+    from packaging.version import Version
+
+    from zeroadvisor.inputs import environment
+
+    installed = Version(metadata.version("transformers")).base_version
+    assert environment.read_transformers_version() == installed
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    run = {"gpu_memory": "80GiB", "seq_len": 128, "peft": "qlora", "warn_only": True}
+    job = zeroadvisor.preflight("ds.json", "config.json", **run)
+    assert job.readings.transformers_version == installed
+    assert "transformers_version" not in [a.name for a in job.report.result.estimate.assumed]
+    assert job.report.result.estimate.model.notes[0].startswith(
+        f"counted Qwen2MoeForCausalLM as transformers {installed} builds it")
+    # a job on transformers 4.x (the reader replaced, as the other readers are in tests/test_preflight.py)
+    monkeypatch.setattr(environment, "read_transformers_version", lambda: "4.41.2")
+    v4 = zeroadvisor.preflight("ds.json", "config.json", **run)
+    assert v4.report.result.estimate.model.quantized_parameters == 2 * (ATTENTION + SHARED + ROUTER + EXPERTS)

@@ -507,7 +507,7 @@ def _assemble(command: Command, values: Values, spelling: Spelling, project: boo
         model, shape = model_and_shape(cast("str | os.PathLike[str] | ModelSpec | None", values.get("model")),
                                        cast("int | str | None", values.get("params")), spelling=spelling,
                                        **{key: values.get(key) for key in TRAINING_INPUTS})
-        pinned = _transformers_pin(values, model, trainer, configs)
+        pinned = _transformers_pin(values, model, trainer, configs, readings)
         notes = (*notes, *pinned)
         if pinned and values.get("transformers_version") is not None:  # the pin's release: counted again as it
             model, shape = model_and_shape(cast("str | os.PathLike[str]", values.get("model")), None,
@@ -562,18 +562,21 @@ def _pin_start(trainer: TrainerInputs | None, configs: tuple[ConfigSource, ...])
 
 
 def _transformers_pin(values: Values, model: ModelSpec, trainer: TrainerInputs | None,
-                      configs: tuple[ConfigSource, ...]) -> list[str]:
-    """The transformers release from the user's pins (config/trainer_pins.py, the files and order DeepSpeed's pin
-    is read from), set in ``values``, where the model's layout depends on it (an MoE model: ModelSpec
-    release_dependent) and neither a flag, a keyword, the project configuration nor the model description gave
-    it; the note saying so (none: no pin read). Not the installed transformers: this machine's is not the
-    training job's."""
+                      configs: tuple[ConfigSource, ...], readings: Readings | None) -> list[str]:
+    """The transformers release, set in ``values``, where the model's layout depends on it (an MoE model:
+    ModelSpec release_dependent) and neither a flag, a keyword, the project configuration nor the model
+    description gave it: preflight's, the job's installed transformers; else the user's pins (config/
+    trainer_pins.py, the files and order DeepSpeed's pin is read from); the note saying so (none: nothing read).
+    Not this machine's installed transformers outside preflight: the one running check is not the job's."""
     from zeroadvisor.config.trainer_pins import find_distribution_pin
     from zeroadvisor.model.transformers_release import ReleaseError, resolve
 
     if not model.release_dependent or model.transformers_version is not None or \
             not isinstance(values.get("model"), (str, os.PathLike)):
         return []
+    if readings is not None and readings.transformers_version is not None:
+        values["transformers_version"] = readings.transformers_version
+        return [f"transformers {readings.transformers_version} (installed in the job)"]
     pin = find_distribution_pin(_pin_start(trainer, configs) or os.curdir, "transformers", installed=False)
     if pin is None:
         return []
