@@ -516,7 +516,7 @@ def _assemble(command: Command, values: Values, spelling: Spelling, project: boo
         if method_notes or setup != shape.method:  # nothing said: the shape as it was (MethodSetup())
             from zeroadvisor.inputs.method import auxiliary_specs
 
-            others, other_notes = auxiliary_specs(setup, values.get("model"))
+            others, other_notes = auxiliary_specs(setup, values.get("model"), model.transformers_version)
             shape = replace(shape, method=setup, auxiliary_specs=others)
             notes = (*notes, *method_notes, *other_notes)
         cluster = _cluster(command, values, spelling)
