@@ -176,9 +176,9 @@ def estimate(config: str | os.PathLike[str] | Mapping[str, Any] | None = None, *
     int); ``gpus``: the data-parallel world size, needed as ``zeroadvisor estimate`` needs ``--gpus`` (the
     partitions, and so the answer, depend on it; an Accelerate config's num_processes gives it too); sizes are
     byte counts or strings such as "80GiB"; ``training``: the training-shape keywords (seq_len, micro_batch,
-    precision, stage, activation_checkpointing, ... as the flags); ``deepspeed_version``: the DeepSpeed release
-    whose defaults the estimate reads (as ``lint``); ``step_times``: each option's step time too, as the
-    ``estimate`` command gives it (with the machine's assumed inputs: efficiency, CPU cores, launcher);
+    precision, stage, activation_checkpointing, transformers_version, ... as the flags); ``deepspeed_version``: the
+    DeepSpeed release whose defaults the estimate reads (as ``lint``); ``step_times``: each option's step time too,
+    as the ``estimate`` command gives it (with the machine's assumed inputs: efficiency, CPU cores, launcher);
     ``trainer``: the training method (sft, dpo, kto, orpo, cpo, grpo, ppo, reward), as ``--trainer``.
 
     >>> zeroadvisor.estimate(params="7B", gpus=8, gpu="A100-SXM4-80GB").verdict

@@ -344,6 +344,8 @@ def run_check(case: dict[str, Any], ds_path: Path, model_path: Path,
         "--padding": t.get("padding"),
         "--load-dtype": t.get("load_dtype"),
         "--optim": t.get("optim"),  # the HF Trainer's optim where the ds_config has no optimizer block
+        # the transformers release the report ran (an MoE model's expert layout: 4.x Linears, 5.x fused)
+        "--transformers-version": t.get("transformers_version"),
     }
     launch = case.get("launch") or swift_launch(case)
     if launch is not None and supports("--launch"):

@@ -133,6 +133,11 @@ DEEPSPEED_VERSION = Param("deepspeed_version", ("--deepspeed-version",),
                           "Read configs as this DeepSpeed release (0.14.5), release line (0.14) or range "
                           "(>=0.10,<0.17); default: the pin beside the config (requirements, pyproject, locks), "
                           "else the installed DeepSpeed, else the latest.")
+TRANSFORMERS_VERSION = Param("transformers_version", ("--transformers-version",),
+                             "The transformers release the training runs (4.41.2), release line (4.41) or range "
+                             "(>=4.41,<4.46: the newest it admits): an MoE model's experts are nn.Linear modules "
+                             "under 4.x (QLoRA quantizes them, all-linear adapts them), one fused module under 5.x; "
+                             "default: the pin beside the config, else 5.24.")
 TRAINER = Param("trainer", ("--trainer",), "The training method where the trainer's files do not say it (a TRL "
                 "config read alone): the models and batches it adds beside the one trained (default: the files' "
                 "method, else sft).", choices="zeroadvisor.vocab:Method")
@@ -194,7 +199,7 @@ SEQUENCE_PARALLEL = Param("sequence_parallel", ("--sequence-parallel",), "Sequen
 EXPERT_PARALLEL = Param("expert_parallel", ("--expert-parallel",), "Expert-parallel degree (MoE ep_size, set "
                         "in code).", kind=int, minimum=1)
 RUN_INPUTS = (TARGET_LEN, PADDING, MICRO_BATCH, PRECISION, STAGE, LOAD_DTYPE, ZERO_INIT, META_LOAD, OPTIM, LIGER,
-              TENSOR_PARALLEL, PIPELINE_PARALLEL, SEQUENCE_PARALLEL, EXPERT_PARALLEL)
+              TRANSFORMERS_VERSION, TENSOR_PARALLEL, PIPELINE_PARALLEL, SEQUENCE_PARALLEL, EXPERT_PARALLEL)
 # LoRA/QLoRA (model/peft.py): the same keys as the model description's peft: block, which they override.
 PEFT_INPUTS = (
     Param("peft", ("--peft",), "Train LoRA adapters on a frozen base (qlora: on a bitsandbytes-quantized base); "
@@ -230,8 +235,8 @@ PROJECT_KEYS = frozenset({*RUN_KEYS.values(), *CLUSTER_KEYS.values(), *TRAINING_
 PANELS: dict[str, tuple[str, ...]] = {
     "Model and training shape": ("model", "params", "seq_len", "activation_checkpointing", "flash_attention",
                                  "target_len", "padding", "micro_batch", "precision", "stage", "load_dtype",
-                                 "zero_init", "meta_load", "optim", "liger_kernel", "training_args", "launch",
-                                 "trainer"),
+                                 "zero_init", "meta_load", "optim", "liger_kernel", "transformers_version",
+                                 "training_args", "launch", "trainer"),
     "Parallelism and LoRA": ("tensor_parallel", "pipeline_parallel", "sequence_parallel", "expert_parallel", "peft",
                              "lora_r", "lora_target_modules", "quantization"),
     "Cluster": ("gpus", "gpus_per_node", "gpu", "gpu_memory", "cpu_memory", "nvme", "headroom"),

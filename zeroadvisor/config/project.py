@@ -31,6 +31,7 @@ count, and the walk goes on). ``.zeroadvisor.toml`` holds the same keys at its t
     [training]                       # where the DeepSpeed config leaves it open (check/estimate)
     seq-len = 4096
     load-dtype = "bf16"
+    transformers-version = "4.45"    # the release the model is built as (an MoE model's layout)
 
     [gpus.MyCard]                    # a card of your own, for --gpu MyCard or cluster.gpu
     memory = "48GB"                  # as the driver reports it (nvidia-smi memory.total)
@@ -95,7 +96,7 @@ TRAINING_KEYS: dict[str, str] = {"seq-len": "seq_len", "target-len": "target_len
                                  "precision": "precision", "activation-checkpointing": "activation_checkpointing",
                                  "flash-attention": "flash_attention", "load-dtype": "load_dtype",
                                  "zero-init": "zero_init", "meta-load": "meta_load", "optim": "optim",
-                                 "liger-kernel": "liger_kernel"}
+                                 "liger-kernel": "liger_kernel", "transformers-version": "transformers_version"}
 TABLES: dict[str, dict[str, str]] = {"cluster": CLUSTER_KEYS, "training": TRAINING_KEYS}
 RULE_KEYS = ("select", "ignore", "per-file-ignores")
 # Patterns folder walks leave out (config/excludes.py), relative to the configuration's folder.

@@ -81,7 +81,12 @@ def _parse(name: str, path: str, text: str) -> tuple[str, int, str] | None:
 def find_trainer_pin(start: str, family: TrainerFamily) -> TrainerPin | None:
     """The trainer's pin nearest ``start`` (a file or folder), up to the repository root; else the installed
     distribution's version; None where neither says."""
-    name = DISTRIBUTIONS[family]
+    return find_distribution_pin(start, DISTRIBUTIONS[family])
+
+
+def find_distribution_pin(start: str, name: str, *, installed: bool = True) -> TrainerPin | None:
+    """The pin of the distribution ``name`` (a PEP 503 name: "trl", "transformers") nearest ``start``, read as the
+    trainers' are; else, with ``installed``, the installed distribution's version; None where nothing says."""
     folder = start if os.path.isdir(start) else os.path.dirname(os.path.abspath(start))
     root = pins._repository_root(folder)
     for each in pins._folders(folder, root):
@@ -94,7 +99,7 @@ def find_trainer_pin(start: str, family: TrainerFamily) -> TrainerPin | None:
             if found is not None:
                 written, line, specifier = found
                 return TrainerPin(_release(specifier), f"{written} at {pins._shown_path(path)}:{line}")
-    return _installed(name)
+    return _installed(name) if installed else None
 
 
 def _release(specifier: str) -> str:

@@ -8,7 +8,9 @@
   imports and CUDA is available. The check uses the total (the memory model charges the CUDA
   context and allocator itself); the free memory says whether something else already holds it;
 * the node's RAM: ``MemTotal`` and ``MemAvailable`` of ``/proc/meminfo``. The check uses MemTotal
-  (as ``--cpu-memory``); MemAvailable below the host peak is a note.
+  (as ``--cpu-memory``); MemAvailable below the host peak is a note;
+* the installed transformers' release (its distribution metadata, never imported): the job's, which decides an
+  MoE model's layout (model/transformers_release.py).
 
 torch is imported here only inside the reader (never by ``import zeroadvisor``), and only if the
 script can import it. inputs/run.py ``build`` fills the run's inputs from a :class:`Readings`.
@@ -42,6 +44,7 @@ class Readings:
     gpu_total: int | None = None
     host_total: int | None = None  # bytes, /proc/meminfo MemTotal
     host_available: int | None = None  # bytes, /proc/meminfo MemAvailable
+    transformers_version: str | None = None  # the installed transformers' release ("4.57.1")
 
 
 # -- readers (each one small, so that tests replace it) ----------------------------------------
@@ -130,6 +133,18 @@ def read_host_memory(path: str | None = None) -> tuple[int, int | None] | None:
     return found["MemTotal"], found.get("MemAvailable")
 
 
+def read_transformers_version() -> str | None:
+    """The installed transformers' release (its base version: "5.0.0" of "5.0.0.dev0"), None where not installed."""
+    from importlib import metadata
+
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(metadata.version("transformers")).base_version
+    except (metadata.PackageNotFoundError, InvalidVersion, ValueError):
+        return None
+
+
 def _loaded_modules() -> Mapping[str, Any]:
     return _sys.modules
 
@@ -140,4 +155,5 @@ def read_all(environ: Mapping[str, str] = os.environ) -> Readings:
     host = read_host_memory()
     return Readings(world_size=world, world_size_from=source, local_world_size=read_local_world_size(environ),
                     gpu_free=gpu[0] if gpu else None, gpu_total=gpu[1] if gpu else None,
-                    host_total=host[0] if host else None, host_available=host[1] if host else None)
+                    host_total=host[0] if host else None, host_available=host[1] if host else None,
+                    transformers_version=read_transformers_version())

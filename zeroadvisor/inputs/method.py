@@ -76,10 +76,12 @@ def _with_release(setup: MethodSetup, start: str | None) -> MethodSetup:
     return replace(setup, trainer_version=pin.version, origin=(*setup.origin, ("trainer_version", pin.origin)))
 
 
-def auxiliary_specs(setup: MethodSetup, policy: object) -> tuple[tuple[tuple[ModelRole, ModelSpec], ...], list[str]]:
+def auxiliary_specs(setup: MethodSetup, policy: object, transformers: str | None = None
+                    ) -> tuple[tuple[tuple[ModelRole, ModelSpec], ...], list[str]]:
     """The other models the files name that are not the policy (``policy``: --model as given), each read as --model
-    reads a name (a path, a model directory, the HF cache, the catalog: offline); one the reader cannot find is
-    costed as the policy's architecture, said in a note (TrainingShape.auxiliary_specs: a role absent is)."""
+    reads a name (a path, a model directory, the HF cache, the catalog: offline), as the policy's transformers
+    release builds it (``transformers``; None: the modelled one); one the reader cannot find is costed as the
+    policy's architecture, said in a note (TrainingShape.auxiliary_specs: a role absent is)."""
     from zeroadvisor.model.description import load_model
     from zeroadvisor.model.errors import ModelError
 
@@ -95,7 +97,7 @@ def auxiliary_specs(setup: MethodSetup, policy: object) -> tuple[tuple[tuple[Mod
         if isinstance(policy, (str, os.PathLike)) and os.fspath(policy) == name:
             continue  # the policy's own model: nothing else to read
         try:
-            spec, _ = load_model(name)
+            spec, _ = load_model(name, transformers=transformers)
         except (ModelError, OSError) as err:
             reason = " ".join(str(err).split())[:160]
             notes.append(f"{role} model {name[:80]!r} not read ({reason}): costed as the policy's architecture")

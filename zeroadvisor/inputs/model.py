@@ -23,7 +23,9 @@ SHAPE_INPUTS = ("seq_len", "activation_checkpointing", "flash_attention", "targe
                 "tensor_parallel", "pipeline_parallel", "sequence_parallel", "expert_parallel")
 # LoRA/QLoRA (model/peft.py): the keys of the model description's peft: block, which they override.
 PEFT_INPUTS = ("peft", "lora_r", "lora_target_modules", "quantization")
-TRAINING_INPUTS = SHAPE_INPUTS + PEFT_INPUTS
+# The transformers release the model is built as (model/transformers_release.py: an MoE model's layout).
+RELEASE_INPUTS = ("transformers_version",)
+TRAINING_INPUTS = SHAPE_INPUTS + PEFT_INPUTS + RELEASE_INPUTS
 
 
 def peft_inputs(values: Mapping[str, Any], spelling: Spelling = KEYWORDS) -> dict[str, Any]:
@@ -55,6 +57,7 @@ def model_and_shape(model: str | os.PathLike[str] | ModelSpec | None = None, par
     if unknown:
         raise UsageError(f"unknown keyword {unknown[0]!r}; the training shape takes {', '.join(TRAINING_INPUTS)}")
     peft = peft_inputs(training, spelling)
+    release = _release(training.get("transformers_version"), spelling)
     values = {key: training.get(key) for key in SHAPE_INPUTS}
     stage = values["stage"]
     if isinstance(stage, str) and stage.isascii() and stage.isdigit() and len(stage) < 3:  # --stage's choice text
@@ -63,8 +66,9 @@ def model_and_shape(model: str | os.PathLike[str] | ModelSpec | None = None, par
     if isinstance(model, ModelSpec):
         if params is not None:
             raise UsageError(f"give {spelling.ask('model')} or {spelling.ask('params')}, not both")
-        if any(v is not None for v in peft.values()):
-            raise UsageError("LoRA/QLoRA inputs need the model as a path to a config.json, not a ModelSpec")
+        if any(v is not None for v in peft.values()) or release is not None:
+            raise UsageError("LoRA/QLoRA inputs and the transformers release need the model as a path to a "
+                             "config.json (its layout is counted), not a ModelSpec")
         return model, apply_overrides(TrainingShape(), *head, **values)
     path = _model_path(model, spelling)
     if isinstance(params, int) and not isinstance(params, bool):
@@ -72,13 +76,22 @@ def model_and_shape(model: str | os.PathLike[str] | ModelSpec | None = None, par
     if (path is None) == (params is None):
         raise UsageError(f"give exactly one of {spelling.ask('model', 'PATH')} or {spelling.ask('params', 'N')}")
     if path is not None:
-        spec, shape = load_model(path, peft)  # a path, a model directory or a Hub id (model/hub.py resolve)
+        # a path, a model directory or a Hub id (model/hub.py resolve)
+        spec, shape = load_model(path, peft, transformers=release)
     else:
         if any(v is not None for v in peft.values()):
             raise UsageError(f"LoRA/QLoRA inputs need {spelling.ask('model')} with a Hugging Face config.json (the "
                              f"trainable parameters are counted from its layout), not {spelling.ask('params')}")
         spec, shape = spec_from_params(params if isinstance(params, str) else str(params)), TrainingShape()
     return spec, apply_overrides(shape, *head, **values)
+
+
+def _release(value: object, spelling: Spelling) -> str | None:
+    """The transformers release asked for (its parser, inputs/values.py, checked the text), None where not given."""
+    if value is not None and not isinstance(value, str):
+        raise UsageError(f"{spelling.label('transformers_version')}: give a transformers release as text, e.g. "
+                         f"4.41.2, 4.41 or >=4.41,<4.46")
+    return value
 
 
 def _model_path(model: str | os.PathLike[str] | None, spelling: Spelling) -> str | None:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from zeroadvisor.config import project
 from zeroadvisor.config.project import DeclaredGpu, ProjectConfig, ProjectConfigError
 from zeroadvisor.inputs.errors import UsageError
-from zeroadvisor.inputs.values import bandwidth, gpu, gpu_memory, output_format, parse, tflops
+from zeroadvisor.inputs.values import PARSERS, bandwidth, gpu, gpu_memory, output_format, parse, tflops
 from zeroadvisor.report import CHECK_FORMATS
 
 if TYPE_CHECKING:
@@ -63,7 +63,7 @@ def checked(config: ProjectConfig) -> dict[str, object]:
                 values[name] = output_format(label, raw, CHECK_FORMATS)
             elif name == "gpu":  # one of the table's cards or of those this file declares
                 values[name] = gpu(label, raw, declared)
-            elif name in project.TRAINING_KEYS.values():
+            elif name in project.TRAINING_KEYS.values() and name not in PARSERS:  # the shape's (not the release)
                 values[name] = _training(name, label, raw)
             else:
                 values[name] = parse(name, label, raw)

@@ -507,11 +507,16 @@ def _assemble(command: Command, values: Values, spelling: Spelling, project: boo
         model, shape = model_and_shape(cast("str | os.PathLike[str] | ModelSpec | None", values.get("model")),
                                        cast("int | str | None", values.get("params")), spelling=spelling,
                                        **{key: values.get(key) for key in TRAINING_INPUTS})
+        pinned = _transformers_pin(values, model, trainer, configs, readings)
+        notes = (*notes, *pinned)
+        if pinned and values.get("transformers_version") is not None:  # the pin's release: counted again as it
+            model, shape = model_and_shape(cast("str | os.PathLike[str]", values.get("model")), None,
+                                           spelling=spelling, **{key: values.get(key) for key in TRAINING_INPUTS})
         setup, method_notes = _method(values, spelling, trainer, configs)
         if method_notes or setup != shape.method:  # nothing said: the shape as it was (MethodSetup())
             from zeroadvisor.inputs.method import auxiliary_specs
 
-            others, other_notes = auxiliary_specs(setup, values.get("model"))
+            others, other_notes = auxiliary_specs(setup, values.get("model"), model.transformers_version)
             shape = replace(shape, method=setup, auxiliary_specs=others)
             notes = (*notes, *method_notes, *other_notes)
         cluster = _cluster(command, values, spelling)
@@ -548,6 +553,41 @@ def _assemble(command: Command, values: Values, spelling: Spelling, project: boo
                      cast("str | None", values.get("deepspeed_version")), spelling.label("deepspeed_version"))
 
 
+def _pin_start(trainer: TrainerInputs | None, configs: tuple[ConfigSource, ...]) -> str | None:
+    """Where the user's pins are looked for: the training arguments file (--training-args, or the one the launch
+    command names), else the config checked; None: the current folder."""
+    files = (trainer.source, trainer.training.source) if trainer is not None else ()
+    return next((name for name in files if name and os.path.isfile(name)), None) or \
+        next((source.name for source in configs if source.is_file), None)
+
+
+def _transformers_pin(values: Values, model: ModelSpec, trainer: TrainerInputs | None,
+                      configs: tuple[ConfigSource, ...], readings: Readings | None) -> list[str]:
+    """The transformers release, set in ``values``, where the model's layout depends on it (an MoE model:
+    ModelSpec release_dependent) and neither a flag, a keyword, the project configuration nor the model
+    description gave it: preflight's, the job's installed transformers; else the user's pins (config/
+    trainer_pins.py, the files and order DeepSpeed's pin is read from); the note saying so (none: nothing read).
+    Not this machine's installed transformers outside preflight: the one running check is not the job's."""
+    from zeroadvisor.config.trainer_pins import find_distribution_pin
+    from zeroadvisor.model.transformers_release import ReleaseError, resolve
+
+    if not model.release_dependent or model.transformers_version is not None or \
+            not isinstance(values.get("model"), (str, os.PathLike)):
+        return []
+    if readings is not None and readings.transformers_version is not None:
+        values["transformers_version"] = readings.transformers_version
+        return [f"transformers {readings.transformers_version} (installed in the job)"]
+    pin = find_distribution_pin(_pin_start(trainer, configs) or os.curdir, "transformers", installed=False)
+    if pin is None:
+        return []
+    try:
+        release = resolve(pin.version)
+    except ReleaseError as err:
+        return [f"transformers pin not used ({pin.origin}): {err}"]
+    values["transformers_version"] = pin.version
+    return [f"transformers {release} ({pin.origin})"]
+
+
 def _method(values: Values, spelling: Spelling, trainer: TrainerInputs | None,
             configs: tuple[ConfigSource, ...]) -> tuple[MethodSetup, list[str]]:
     """The training method (inputs/method.py): --trainer over the Trainer's files; the trainer's pins looked for
@@ -557,9 +597,7 @@ def _method(values: Values, spelling: Spelling, trainer: TrainerInputs | None,
 
     flag = cast("Method | None", values.get("trainer"))
     reading = trainer.training.method if trainer is not None else None
-    files = (trainer.source, trainer.training.source) if trainer is not None else ()
-    start = next((name for name in files if name and os.path.isfile(name)), None) or \
-        next((source.name for source in configs if source.is_file), None)
+    start = _pin_start(trainer, configs)
     label = cast(str, values.get("trainer_from") or spelling.label("trainer"))
     return resolve(reading, flag, label, spelling.ask("trainer", "METHOD"), start)
 

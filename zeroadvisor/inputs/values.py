@@ -215,6 +215,19 @@ def deepspeed_version(label: str, value: object) -> str:
     return value
 
 
+def transformers_version(label: str, value: object) -> str:
+    """A transformers release, release line or PEP 440 range (model/transformers_release.py)."""
+    from zeroadvisor.model.transformers_release import ReleaseError, resolve
+
+    if not isinstance(value, str):
+        raise UsageError(f"{label}: give a transformers release as text, e.g. 4.41.2, 4.41 or >=4.41,<4.46")
+    try:
+        resolve(value)
+    except ReleaseError as err:
+        raise UsageError(f"{label} {err}") from None
+    return value
+
+
 def trainer(label: str, value: object) -> Method:
     """The training method (--trainer, trainer=, the project configuration's trainer): one of vocab.Method."""
     from zeroadvisor.vocab import Method
@@ -235,6 +248,7 @@ PARSERS: dict[str, Callable[[str, object], object]] = {
     "headroom": headroom, "fail_on": _fail_on, "integration": _integration,
     "inter_node_bandwidth": bandwidth, "nvme_bandwidth": bandwidth, "efficiency": efficiency, "cpu_cores": count,
     "launcher": _launcher, "deepspeed_version": deepspeed_version, "trainer": trainer,
+    "transformers_version": transformers_version,
 }
 
 

@@ -64,6 +64,10 @@ INPUTS: dict[str, Input] = {
     # the release whose defaults the estimate reads where no pin, installed DeepSpeed or flag said it
     # (inputs/release.py); only a default that moves host memory makes it count (release_assumption)
     "deepspeed_version": Input("DeepSpeed release (its offload pin_memory default)", "--deepspeed-version", ""),
+    # the transformers release an MoE model's layout was counted as where no flag, description field or pin said
+    # it (model/transformers_release.py): 4.x per-expert nn.Linear modules, 5.x one fused module per layer
+    "transformers_version": Input("transformers release (an MoE model's expert layout)", "--transformers-version",
+                                  "transformers_version"),
     # the run's allocator settings: read from the environment and the launch command's VAR=value prefixes
     # (memory/allocator.py); no flag or model field sets it
     "alloc_conf": Input("PYTORCH_CUDA_ALLOC_CONF", "", ""),
@@ -196,7 +200,21 @@ def shape_assumptions(model: ModelSpec, shape: TrainingShape, configured_stage: 
         out.append(AssumedInput.of("target_length", shape.sequence_length,
                                    "the decoder stack is costed at the sequence length (the encoder's)"))
     out += load_assumptions(model, shape.load, configured_stage)
-    return out
+    release = release_assumption_model(model)
+    return out + ([release] if release is not None else [])
+
+
+def release_assumption_model(model: ModelSpec) -> AssumedInput | None:
+    """The modelled transformers release, where nothing gave one and the layout counted depends on it (an MoE
+    model: model/transformers_release.py)."""
+    from zeroadvisor.model.transformers_release import MODELLED
+
+    if not model.release_dependent or model.transformers_version is not None:
+        return None
+    return AssumedInput.of("transformers_version", MODELLED,
+                           "the routed experts counted as transformers 5's one fused module per layer (QLoRA leaves "
+                           "it unquantized, all-linear adapts it only through peft's MoE conversion, ZeRO-3 gathers it "
+                           "whole); 4.x builds one nn.Linear MLP per expert")
 
 
 def load_assumptions(model: ModelSpec, load: LoadInputs, configured_stage: int | None) -> list[AssumedInput]:

@@ -35,7 +35,7 @@ from zeroadvisor.config.limits import MAX_MODEL_BYTES
 from zeroadvisor.jsontypes import JSONObject, JSONValue
 from zeroadvisor.model.errors import ModelError
 from zeroadvisor.model.frozen import apply as apply_frozen
-from zeroadvisor.model.hf import layout_from_hf_config, spec_from_hf_config
+from zeroadvisor.model.hf import spec_from_hf_config
 from zeroadvisor.model.hfconfig import check_dimension, fmt
 from zeroadvisor.model.peft import ALL_LINEAR, PEFT_METHODS, QUANTIZATIONS, PeftSettings
 from zeroadvisor.model.peft import apply as apply_peft
@@ -49,6 +49,8 @@ from zeroadvisor.model.spec import (
     Precision,
     TrainingShape,
 )
+from zeroadvisor.model.transformers_release import ReleaseError
+from zeroadvisor.model.transformers_release import resolve as resolve_release
 
 if TYPE_CHECKING:  # json and yaml are imported where a file is read
     import json
@@ -225,6 +227,16 @@ FIELDS: tuple[DescriptionField, ...] = (
         "one of " + ", ".join(PRECISIONS),
         "The dtype the script loads the weights in (from_pretrained dtype=); default the checkpoint's "
         "dtype from config.json, else fp32.",
+    ),
+    DescriptionField(
+        "transformers_version",
+        "source",
+        {"type": "string", "minLength": 1, "maxLength": 80},
+        "a transformers release (4.41.2), release line (4.41) or PEP 440 range",
+        "The transformers release the training runs (a range counts as the newest it admits); default the pin "
+        "beside the DeepSpeed config, else 5.24. It decides an MoE model's layout: 4.x builds each routed expert "
+        "as nn.Linear modules (quantized by QLoRA, adapted by all-linear), 5.x one fused module of 3-D "
+        "parameters per layer (model/transformers_release.py).",
     ),
     DescriptionField(
         "optim",
@@ -736,13 +748,14 @@ def _key_positions(node: Node, file: str) -> dict[str, _Where]:
     return where
 
 
-def load_hf_config(path: str | Path) -> tuple[JSONObject, ModelSpec]:
-    """A Hugging Face config.json and its exact ModelSpec; errors are located in the file."""
+def load_hf_config(path: str | Path, transformers: str | None = None) -> tuple[JSONObject, ModelSpec]:
+    """A Hugging Face config.json and its exact ModelSpec as transformers ``transformers`` builds it (None: the
+    modelled release); errors are located in the file."""
     doc = _read(Path(path))
     if "model_type" not in doc.data:
         raise ModelError("not a Hugging Face config.json: it has no model_type key", file=doc.file)
     try:
-        return doc.data, spec_from_hf_config(doc.data, source=doc.file)
+        return doc.data, spec_from_hf_config(doc.data, source=doc.file, transformers=transformers)
     except ModelError as err:
         raise doc.locate(err) from None
 
@@ -758,16 +771,22 @@ def _merged_peft(block: JSONValue, overrides: Mapping[str, JSONValue] | None) ->
     return merged
 
 
-def load_description(path: str | Path, peft: Mapping[str, JSONValue] | None = None) -> tuple[ModelSpec, TrainingShape]:
+def load_description(path: str | Path, peft: Mapping[str, JSONValue] | None = None,
+                     transformers: str | None = None) -> tuple[ModelSpec, TrainingShape]:
     """The ModelSpec and TrainingShape a model description (or a config.json) gives; ``peft``: the CLI's
-    PEFT flags as ``peft:`` keys (method, r, target_modules, quantization), overriding the description."""
+    PEFT flags as ``peft:`` keys (method, r, target_modules, quantization), overriding the description;
+    ``transformers``: the release asked for (--transformers-version or a pin), over the description's
+    transformers_version."""
     path = Path(path)
     doc = _read(path)
     data: JSONObject = doc.data
     if "model_type" in data:  # a Hugging Face config.json given directly
-        return _spec_of_hf_config_file(doc, peft), TrainingShape()
+        return _spec_of_hf_config_file(doc, peft, transformers), TrainingShape()
     if peft and any(v is not None for v in peft.values()):
         data = {**data, "peft": _merged_peft(data.get("peft"), peft)}
+        doc = _Document(doc.file, data, doc.where)
+    if transformers is not None:
+        data = {**data, "transformers_version": transformers}
         doc = _Document(doc.file, data, doc.where)
     _check_description(doc)
     spec = _spec_from_hf_config_key(doc, path) if "hf_config" in data else _spec_from_parameters(doc)
@@ -775,28 +794,30 @@ def load_description(path: str | Path, peft: Mapping[str, JSONValue] | None = No
 
 
 def load_model(name: str, peft: Mapping[str, JSONValue] | None = None,
-               environ: Mapping[str, str] | None = None) -> tuple[ModelSpec, TrainingShape]:
+               environ: Mapping[str, str] | None = None, transformers: str | None = None
+               ) -> tuple[ModelSpec, TrainingShape]:
     """``--model NAME``: the ModelSpec and TrainingShape, from wherever model/hub.py ``resolve`` finds it (a
     path, a model directory, the Hugging Face cache, the catalog), read as a description."""
     from zeroadvisor.model.hub import resolve  # importlib.resources and the catalog: only for --model
 
     found = resolve(name, environ)
-    spec, shape = load_description(found.path, peft)
+    spec, shape = load_description(found.path, peft, transformers)
     if found.origin in ("hf-cache", "catalog"):
         notes = ((found.note,) if found.note else ()) + spec.notes
         spec = dataclasses.replace(spec, source=found.source, notes=notes)
     return spec, shape
 
 
-def _spec_of_hf_config_file(doc: _Document, peft: Mapping[str, JSONValue] | None) -> ModelSpec:
+def _spec_of_hf_config_file(doc: _Document, peft: Mapping[str, JSONValue] | None,
+                            transformers: str | None = None) -> ModelSpec:
     data = doc.data
     try:
-        spec = spec_from_hf_config(data, source=doc.file)
+        spec = spec_from_hf_config(data, source=doc.file, transformers=_release(transformers))
     except ModelError as err:
         raise doc.locate(err) from None
     block = _merged_peft(None, peft)
     if isinstance(block, dict):  # None: no PEFT flag given
-        spec = apply_peft(spec, layout_from_hf_config(data)[2], peft_settings(block))
+        spec = apply_peft(spec, spec.layout or (), peft_settings(block))
     return spec
 
 
@@ -853,7 +874,11 @@ def _spec_from_hf_config_key(doc: _Document, path: Path) -> ModelSpec:
     target = found.path
     if not target.is_file():
         raise doc.error(f"hf_config {target} does not exist", "hf_config")
-    hf, spec = load_hf_config(target)
+    try:
+        release = _release(data.get("transformers_version"))
+    except ModelError as err:
+        raise doc.error(err.message, "transformers_version") from None
+    _, spec = load_hf_config(target, release)
     if found.origin in ("hf-cache", "catalog"):
         notes = ((found.note,) if found.note else ()) + spec.notes
         spec = dataclasses.replace(spec, source=f"{doc.file} -> {found.source}", notes=notes)
@@ -861,7 +886,7 @@ def _spec_from_hf_config_key(doc: _Document, path: Path) -> ModelSpec:
         spec = dataclasses.replace(spec, source=f"{doc.file} -> {target}")
     if "peft" in data:
         try:
-            spec = apply_peft(spec, layout_from_hf_config(hf)[2], peft_settings(data["peft"]))
+            spec = apply_peft(spec, spec.layout or (), peft_settings(data["peft"]))
         except ModelError as err:
             raise doc.error(err.message, "peft") from None
     if "frozen" in data:
@@ -869,7 +894,7 @@ def _spec_from_hf_config_key(doc: _Document, path: Path) -> ModelSpec:
             raise doc.error("frozen and peft: peft freezes every base parameter already (list modules it should "
                             "train under peft.modules_to_save)", "frozen", at_value=False)
         try:
-            spec = apply_frozen(spec, layout_from_hf_config(hf)[2], data["frozen"])
+            spec = apply_frozen(spec, spec.layout or (), data["frozen"])
         except ModelError as err:
             raise doc.error(err.message, "frozen") from None
     return spec
@@ -923,6 +948,16 @@ def _training_shape(data: Mapping[str, Any]) -> TrainingShape:
         sequence_parallel=data.get("sequence_parallel"),
         expert_parallel=data.get("expert_parallel"),
     )
+
+
+def _release(request: object) -> str | None:
+    """The transformers release a request counts as (model/transformers_release.py), None where none given."""
+    if request is None:
+        return None
+    try:
+        return resolve_release(str(request))
+    except ReleaseError as err:
+        raise ModelError(f"transformers_version {err}") from None
 
 
 def peft_settings(block: Mapping[str, Any]) -> PeftSettings:

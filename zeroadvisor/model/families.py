@@ -61,6 +61,8 @@ class Arch:
     notes: tuple[str, ...] = ()
     encoder_layers: int | None = None  # encoder-decoder stacks (T5); num_layers is their sum
     decoder_layers: int | None = None
+    # the layout differs between transformers 4.x and 5.x (an MoE block with a MoeV4 row)
+    release_dependent: bool = False
 
 
 # --------------------------------------------------------------------------- helpers
@@ -126,12 +128,25 @@ def _mlp(L: Layout, kind: str, h: int, width: int, bias: bool) -> None:
 
 
 @dataclass(frozen=True, slots=True)
+class MoeV4:
+    """The sparse block as transformers 4.x builds it (model/transformers_release.py): ``experts`` an
+    ``nn.ModuleList`` of one MLP per routed expert, each three ``nn.Linear`` (gate h -> w, up h -> w,
+    down w -> h; with the family's mlp_bias), and a router that is ``nn.Linear(h, E, bias=False)`` or a
+    module owning an (E, h) weight. bitsandbytes quantizes those Linears, peft's all-linear adapts
+    them, and ZeRO-3 gathers one expert projection (w*h) at a time instead of the fused 3*E*w*h."""
+
+    names: tuple[str, str, str]  # the per-expert Linears: gate, up, down
+    router_linear: bool  # the router is an nn.Linear (else a module with a weight parameter)
+
+
+@dataclass(frozen=True, slots=True)
 class Moe:
     """A sparse MLP block: router + one fused experts module (+ shared experts).
 
     transformers 5 stores all routed experts of a layer in ONE module (``*Experts``) with
     3-D parameters ``gate_up_proj (E, 2I, h)`` and ``down_proj (E, h, I)``: that module,
     3*E*I*h parameters, is what ZeRO-3 gathers at once, and usually the largest one.
+    ``v4``: the layout before transformers 5.0 (None: the same at every release the family has).
     """
 
     experts: str  # row name of the routed-expert count
@@ -139,6 +154,7 @@ class Moe:
     placement: str = "all"  # "all" | "qwen" | "first_k_dense"
     shared: str | None = None  # None | "qwen2" | "deepseek"
     biases: bool = False  # gpt_oss: router bias and expert biases
+    v4: MoeV4 | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,6 +280,29 @@ def _moe_layers(m: Moe, c: Cfg) -> int:
 
 
 def _moe_block(m: Moe, c: Cfg, L: Layout, d: Dec) -> None:
+    if m.v4 is not None and not c.fused_experts:
+        _moe_v4(m.v4, c, L, getattr(c, m.experts), getattr(c, m.width), _flag(c, d.mlp_bias))
+    else:
+        _moe_fused(m, c, L)
+    _shared_experts(m, c, L, d)
+
+
+def _moe_v4(v4: MoeV4, c: Cfg, L: Layout, E: int, w: int, bias: bool) -> None:
+    """The router and routed experts as transformers 4.x builds them: experts.<i>.{gate, up, down}."""
+    h = c.hidden_size
+    if v4.router_linear:
+        L.linear("gate", h, E, False)
+    else:  # DeepseekV2MoEGate / DeepseekV3TopkRouter: weight (E, h), not a Linear
+        L.add("gate", E * h)
+    experts = L.sub("experts.*", E)
+    gate, up, down = v4.names
+    experts.linear(gate, h, w, bias)
+    experts.linear(up, h, w, bias)
+    experts.linear(down, w, h, bias)
+
+
+def _moe_fused(m: Moe, c: Cfg, L: Layout) -> None:
+    """The router and the one fused *Experts module of transformers 5."""
     h, E, w = c.hidden_size, getattr(c, m.experts), getattr(c, m.width)
     # Router (*TopKRouter / *TopkRouter): weight (E, h) [+ bias (E,) in gpt_oss]. DeepSeek-V3's
     # e_score_correction_bias is an nn.Buffer there: not a parameter, not counted.
@@ -274,6 +313,10 @@ def _moe_block(m: Moe, c: Cfg, L: Layout, d: Dec) -> None:
     if m.biases:
         experts += [E * 2 * w, E * h]
     L.add("experts", *experts)
+
+
+def _shared_experts(m: Moe, c: Cfg, L: Layout, d: Dec) -> None:
+    h = c.hidden_size
     if m.shared == "qwen2":
         # qwen2_moe/modeling_qwen2_moe.py Qwen2MoeSparseMoeBlock: shared_expert
         # (Qwen2MoeMLP of shared_expert_intermediate_size) and shared_expert_gate (h -> 1).
@@ -317,6 +360,7 @@ def _decoder(d: Dec, c: Cfg, L: Layout, head: str) -> Arch:
         top_k=_opt(c, "num_experts_per_tok") if m is not None else None,
         tied=tied,
         notes=(_moe_note(m, c, n_moe, width),) if m is not None else (),
+        release_dependent=m is not None and m.v4 is not None,
     )
 
 
@@ -375,8 +419,12 @@ def _moe_note(m: Moe, c: Cfg, n_moe: int, width: int) -> str:
         shared = f", shared experts of total width {c.moe_intermediate_size * c.n_shared_experts}"
     top_k = _opt(c, "num_experts_per_tok")
     dense = f"; dense MLP of width {width} on the other {N - n_moe}" if N - n_moe else ""
+    if m.v4 is not None and not c.fused_experts:
+        layout = "; experts as one MLP of nn.Linear each (transformers 4.x)"
+    else:
+        layout = "; routed experts of a layer in one fused module of 3-D parameters (transformers 5)"
     return (f"MoE on {n_moe} of {N} layers: {getattr(c, m.experts)} routed experts of width "
-            f"{getattr(c, m.width)}" + (f", top-{top_k}" if top_k else "") + shared + dense)
+            f"{getattr(c, m.width)}" + (f", top-{top_k}" if top_k else "") + shared + dense + layout)
 
 
 def _gpt2_cross_attention(c: Cfg, L: Layout, h: int) -> None:
@@ -683,6 +731,11 @@ def _t5_notes(raw: Mapping[str, JSONValue], c: Cfg) -> list[str]:
 
 FAMILIES: dict[str, Family] = {}
 
+# transformers 4.x's routed experts (MoeV4): gate_proj/up_proj/down_proj Linears per expert, with an
+# nn.Linear router (qwen2_moe, qwen3_moe) or a router module owning its weight (deepseek_v2/v3).
+_V4_GATED = MoeV4(("gate_proj", "up_proj", "down_proj"), router_linear=True)
+_V4_ROUTER_WEIGHT = MoeV4(("gate_proj", "up_proj", "down_proj"), router_linear=False)
+
 
 def _register(*families: Family) -> None:
     for fam in families:
@@ -730,7 +783,9 @@ _register(
             num_experts=F(keys=("num_local_experts", "num_experts")),
             num_experts_per_tok=F(2),
         ),
-        _dec(Dec(moe=Moe("num_experts", "intermediate_size"))),
+        # 4.x (modeling_mixtral.py at v4.41.2 and v4.57.1): gate = nn.Linear(h, E), experts =
+        # ModuleList of MixtralBlockSparseTop2MLP (w1, w3: h -> I; w2: I -> h).
+        _dec(Dec(moe=Moe("num_experts", "intermediate_size", v4=MoeV4(("w1", "w3", "w2"), router_linear=True)))),
         _decoder_heads("Mixtral"),
         "MixtralForCausalLM",
     ),
@@ -766,7 +821,9 @@ _register(
         _dec(
             Dec(
                 qkv_bias="qkv_bias",
-                moe=Moe("num_experts", "moe_intermediate_size", "qwen", shared="qwen2"),
+                # 4.x (modeling_qwen2_moe.py at v4.41.2 and v4.57.1): gate = nn.Linear(h, E), experts =
+                # ModuleList of Qwen2MoeMLP(moe_intermediate_size).
+                moe=Moe("num_experts", "moe_intermediate_size", "qwen", shared="qwen2", v4=_V4_GATED),
             )
         ),
         _decoder_heads("Qwen2Moe"),
@@ -812,7 +869,8 @@ _register(
                 qkv_bias="attention_bias",
                 o_bias="attention_bias",
                 qk_norm="rms",
-                moe=Moe("num_experts", "moe_intermediate_size", "qwen"),
+                # 4.x (modeling_qwen3_moe.py at v4.57.1): as qwen2_moe, experts of Qwen3MoeMLP.
+                moe=Moe("num_experts", "moe_intermediate_size", "qwen", v4=_V4_GATED),
             )
         ),
         _decoder_heads("Qwen3Moe"),
@@ -1141,8 +1199,11 @@ _register(
             Dec(
                 attention="mla",
                 mlp_bias="mlp_bias",
+                # 4.x (modeling_deepseek_v2.py at v4.57.1): gate = DeepseekV2MoEGate (weight (E, h)),
+                # experts = ModuleList of DeepseekV2MLP(moe_intermediate_size), with mlp_bias.
                 moe=Moe(
-                    "num_experts", "moe_intermediate_size", "first_k_dense", shared="deepseek"
+                    "num_experts", "moe_intermediate_size", "first_k_dense", shared="deepseek",
+                    v4=_V4_ROUTER_WEIGHT,
                 ),
             )
         ),
@@ -1177,8 +1238,11 @@ _register(
         _dec(
             Dec(
                 attention="mla",
+                # 4.x (modeling_deepseek_v3.py at v4.57.1): gate = DeepseekV3TopkRouter (weight (E, h)),
+                # experts = ModuleList of DeepseekV3MLP(moe_intermediate_size).
                 moe=Moe(
-                    "n_routed_experts", "moe_intermediate_size", "first_k_dense", shared="deepseek"
+                    "n_routed_experts", "moe_intermediate_size", "first_k_dense", shared="deepseek",
+                    v4=_V4_ROUTER_WEIGHT,
                 ),
             )
         ),
@@ -1188,7 +1252,8 @@ _register(
     ),
     # gpt_oss/modeling_gpt_oss.py: q/k/v/o with attention_bias (default true), per-head
     # sinks, router with bias, fused experts with biases (width intermediate_size) in
-    # every layer; head_dim default 64.
+    # every layer; head_dim default 64. Fused in 4.x too (GptOssExperts
+    # at v4.57.1): no 4.x row.
     Family(
         "gpt_oss",
         "gpt_oss/modeling_gpt_oss.py",

@@ -27,6 +27,7 @@ from zeroadvisor.model.families import (
 from zeroadvisor.model.hfconfig import fmt, resolve
 from zeroadvisor.model.layout import Layout, Module, parameter_sizes, totals
 from zeroadvisor.model.spec import ModelSpec
+from zeroadvisor.model.transformers_release import fused_experts
 
 SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(sorted(FAMILIES))
 
@@ -34,10 +35,11 @@ _LM_HEADS = {CAUSAL_LM, MLM, PRETRAINING, SEQ2SEQ_LM}  # heads with an output em
 
 
 def layout_from_hf_config(
-    config: Mapping[str, JSONValue],
+    config: Mapping[str, JSONValue], transformers: str | None = None,
 ) -> tuple[Family, str, list[Module], Arch, list[str]]:
     """The family, architecture class, module list, Arch and notes for ``config``
-    (the parts of :func:`spec_from_hf_config`, exposed for tests and debugging)."""
+    (the parts of :func:`spec_from_hf_config`, exposed for tests and debugging); ``transformers``: the
+    release built as (model/transformers_release.py; None: the modelled one)."""
     if not isinstance(config, Mapping):
         raise ModelError("a Hugging Face config must be a JSON object")
     model_type = config.get("model_type")
@@ -62,7 +64,8 @@ def layout_from_hf_config(
         )
     notes: list[str] = []
     arch_class, head = _head(family, config, notes)
-    cfg = resolve(model_type, family.fields, config, {"num_labels": _num_labels(config)})
+    cfg = resolve(model_type, family.fields, config,
+                  {"num_labels": _num_labels(config), "fused_experts": fused_experts(transformers)})
     if family.divisible_heads and cfg.hidden_size % cfg.num_attention_heads:
         raise cfg.fail(
             "num_attention_heads",
@@ -90,18 +93,23 @@ def layout_from_hf_config(
     return family, arch_class, layout.modules, arch, notes
 
 
-def spec_from_hf_config(config: Mapping[str, JSONValue], source: str = "") -> ModelSpec:
-    """The exact ModelSpec of the model ``config`` describes.
+def spec_from_hf_config(config: Mapping[str, JSONValue], source: str = "", transformers: str | None = None
+                        ) -> ModelSpec:
+    """The exact ModelSpec of the model ``config`` describes, as transformers ``transformers`` builds it (a
+    release; None: the modelled 5.24, an assumption where the layout depends on it: ``release_dependent``).
 
     Raises ModelError (with ``key`` set when one config key is at fault) for an unsupported
     model_type or architecture class, a missing required key, or a malformed value.
     """
-    family, arch_class, modules, arch, notes = layout_from_hf_config(config)
+    family, arch_class, modules, arch, notes = layout_from_hf_config(config, transformers)
     head = family.heads[arch_class]
     t = totals(modules)
+    dependent = arch.release_dependent
+    counted_as = transformers if dependent and transformers is not None else TRANSFORMERS_VERSION
+    given = f" ({transformers} given: the same layout)" if transformers is not None and not dependent else ""
     notes.insert(
         0,
-        f"counted {arch_class} as transformers {TRANSFORMERS_VERSION} builds it "
+        f"counted {arch_class} as transformers {counted_as} builds it{given} "
         f"({family.modeling}); largest module: {t.largest_name} ({t.largest:,} parameters)",
     )
     return ModelSpec(
@@ -130,6 +138,8 @@ def spec_from_hf_config(config: Mapping[str, JSONValue], source: str = "") -> Mo
         modules_with_parameters=sum(m.count for m in modules if m.own),
         layer_facts=layer_facts(family.model_type, config, head),
         layout=tuple(modules),
+        transformers_version=transformers,
+        release_dependent=dependent,
     )
 
 

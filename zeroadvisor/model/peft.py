@@ -39,6 +39,7 @@ from typing import Literal
 from zeroadvisor.model.errors import ModelError
 from zeroadvisor.model.layout import Module
 from zeroadvisor.model.spec import ModelSpec
+from zeroadvisor.model.transformers_release import fused_experts
 
 PeftMethod = Literal["lora", "qlora"]
 Quantization = Literal["4bit", "8bit"]
@@ -68,6 +69,7 @@ REAL_NAMES: dict[str, dict[str, str]] = {
     "starcoder2": {"fc_in": "c_fc", "fc_out": "c_proj"},  # starcoder2/modeling_starcoder2.py Starcoder2MLP
     "phi": {"o_proj": "dense", "fc_in": "fc1", "fc_out": "fc2"},  # phi/modeling_phi.py
 }
+# (Under transformers 4.x, model/transformers_release.py, the experts are Linears and none of this applies.)
 # MoE families whose transformers-5 experts are one module of 3-D parameters and whose router is a
 # custom module (no nn.Linear): peft 0.21 (utils/transformers_weight_conversion.py
 # _convert_peft_config_moe, for the model types transformers' conversion_mapping lists) maps the v4
@@ -244,7 +246,9 @@ def _moe_targets(named: Sequence[tuple[str, Module]], settings: PeftSettings,
     the MoE parameters targeted with their rank multiplier); no conversion outside MoE families."""
     targets = settings.target_modules
     v4 = _MOE_V4_NAMES.get(_MOE_CONVERSION.get(spec.model_type or "", ""), {})
-    if not (v4 and spec.num_experts):
+    # Under transformers 4.x the experts are nn.Linear modules with the v4 names (families.py MoeV4) and peft
+    # converts nothing (its conversion imports transformers 5's conversion_mapping): plain name matching.
+    if not (v4 and spec.num_experts) or not fused_experts(spec.transformers_version):
         return targets, targets, {}
     converted, moe_params = _moe_conversion(named, targets, v4, settings.modules_to_save)
     # the names peft maps are not looked up among the modules

@@ -104,6 +104,11 @@ class ModelSpec:
     # (model/peft.py), so that the advice can price LoRA/QLoRA on this model (advisor/nofit.py). None: not
     # counted (a parameter count). Not part of the spec's identity: the counts above are.
     layout: tuple[Module, ...] | None = field(default=None, compare=False, repr=False)
+    # The transformers release the layout was counted as, where one was given (model/transformers_release.py);
+    # None: the modelled release (5.24). ``release_dependent``: the layout differs between transformers 4.x and
+    # 5.x (an MoE model: fused experts or per-expert Linears), so an unsaid release is an assumed input.
+    transformers_version: str | None = None
+    release_dependent: bool = False
 
     @property
     def encoder_decoder(self) -> bool:

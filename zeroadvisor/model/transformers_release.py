@@ -1,0 +1,62 @@
+"""Which transformers release a model is counted as.
+
+The family table (families.py) is read from transformers 5.24's modelling code. One difference between releases
+changes what the memory model counts: transformers 5.0 fused each layer's routed experts into one ``*Experts``
+module of 3-D parameters, where 4.x builds an ``nn.ModuleList`` of per-expert MLPs of ``nn.Linear``. That decides
+what bitsandbytes quantizes (it replaces ``nn.Linear`` only), what peft's ``all-linear`` adapts and what ZeRO-3
+gathers per module (families.py ``MoeV4``). A request is a release ("4.41.2"), a release line ("4.41") or a PEP 440
+range (">=4.41.2,<=4.45"): pip installs the newest release a range admits, so that is the one counted.
+"""
+
+from __future__ import annotations
+
+import re
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+MODELLED = "5.24"  # the release families.py was read from
+FUSED_EXPERTS_FROM = Version("5.0.0")  # the first release with one fused *Experts module per MoE layer
+# The release lines a range is tried against besides the versions it names: every 4.x and 5.x minor up to the
+# modelled one (what matters is only whether the newest release admitted is a 4.x or a 5.x).
+_LINES = tuple(f"4.{minor}.0" for minor in range(58)) + tuple(f"5.{minor}.0" for minor in range(25))
+_RELEASE = re.compile(r"\d+(\.\d+){0,2}")
+
+
+class ReleaseError(ValueError):
+    """A transformers request that names no release (the message says why, in one line)."""
+
+
+def resolve(request: str) -> str:
+    """The release a request counts as: itself for a release or release line, else the newest release the range
+    admits (pip's choice); ReleaseError for text that is neither."""
+    text = request.strip()
+    if _RELEASE.fullmatch(text):
+        return text
+    try:
+        allowed = SpecifierSet(text)
+    except InvalidSpecifier:
+        raise ReleaseError(f"{request!r} is not a transformers release (4.41.2), release line (4.41) or PEP 440 "
+                           f"range (>=4.41,<4.46)") from None
+    named = [spec.version.rstrip(".*") for spec in allowed]
+    candidates = {Version(v) for v in (*named, *_LINES) if _version(v) is not None}
+    admitted = sorted(v for v in candidates if v in allowed)
+    if not admitted:
+        raise ReleaseError(f"{request!r} admits no transformers release")
+    return str(admitted[-1])
+
+
+def _version(text: str) -> Version | None:
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return None
+
+
+def fused_experts(release: str | None) -> bool:
+    """Whether ``release`` (None: the modelled one) builds each MoE layer's routed experts as one fused module."""
+    version = _version(release) if release is not None else None
+    return version is None or version >= FUSED_EXPERTS_FROM
+
+
+__all__ = ["FUSED_EXPERTS_FROM", "MODELLED", "ReleaseError", "fused_experts", "resolve"]
