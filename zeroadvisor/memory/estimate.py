@@ -29,6 +29,7 @@ from zeroadvisor.memory.method import (
     activation_spec,
     batch_factor,
     critic_activation_terms,
+    kto_kl_terms,
     method_notes,
     method_shape,
     method_terms,
@@ -532,6 +533,8 @@ def _train_terms(run: _Run, option: Option, ds_terms: list[Term], paper: list[Te
     # PPO's critic: its activations beside the policy's where its trainer runs both in one backward (memory/method.py)
     terms += critic_activation_terms(run.shape, run.model, s.micro_batch, run.autocast.dtype if run.autocast
                                      else s.precision, run.layout, run.act.nbytes)
+    # KTO's KL forward, where its trainer runs it beside the policy's graph (memory/method.py)
+    terms += kto_kl_terms(run.shape, run.model, s.micro_batch, run.layout)
     if run.autocast:
         # zero.Init (stage 3, on by default; memory/phases.py) replaces F.linear for the process
         zero3_linear = option.stage == 3 and run.shape.load.zero_init is not False

@@ -409,6 +409,76 @@ def critic_activation_terms(shape: TrainingShape, policy: ModelSpec, micro_batch
                  f"max(critic {act:,} - actor {policy_activations:,}, 0)", OPENRLHF_PPO_SOURCE)]
 
 
+# KTO's KL term: loss_type "kto" estimates KL(policy || reference) from mismatched (prompt, completion) pairs, one
+# more forward of the policy and one of the reference, both under no_grad; "apo_zero_unpaired" needs none
+# (trl/trainer/kto_trainer.py __init__: calculate_KL = loss_type not in ["apo_zero_unpaired"] @ v0.21.0, v1.9.0,
+# v1.16.0). LLaMA-Factory's KTO always runs it (llamafactory/train/kto/trainer.py concatenated_forward @ v0.9.3: no
+# loss choice).
+KTO_NO_KL_LOSSES = frozenset({"apo_zero_unpaired"})
+# The first LLaMA-Factory release whose KTO keeps the fp32 logits beside the KL forward: concatenated_forward
+# returns target_logits[kto_tags] (llamafactory/train/kto/trainer.py @ v0.9.1 to v0.9.5 and HEAD; v0.9.0 returns
+# log-probs only)
+LLAMA_FACTORY_KTO_KEEPS_LOGITS = Version("0.9.1")
+LLAMA_FACTORY_KTO_SOURCE = "llamafactory/train/kto/trainer.py concatenated_forward, get_batch_loss_metrics @ v0.9.3"
+TRL_KTO_SOURCE = "trl/trainer/kto_trainer.py _compute_loss, _compute_kl_logps @ v1.9.0 (forward @ v0.21.0)"
+
+
+def kto_calculates_kl(setup: MethodSetup) -> bool:
+    """Whether the KTO run computes the KL term (KTO_NO_KL_LOSSES; LLaMA-Factory always)."""
+    if setup.method != Method.KTO:
+        return False
+    if setup.trainer == TrainerFamily.LLAMA_FACTORY:
+        return True
+    return not {loss.strip().lower() for loss in (setup.loss_type or "kto").split(",")} <= KTO_NO_KL_LOSSES
+
+
+def kto_kl_terms(shape: TrainingShape, policy: ModelSpec, micro_batch: int, layout: Parallel) -> list[Term]:
+    """What KTO's KL forward adds to the peak, beyond the policy's loss peak in backward (its 3 copies of the
+    logits, one of them the graph's saved log-probs: the activation term):
+
+    * TRL (and axolotl, ms-swift, which run TRL's KTOTrainer.forward/_compute_loss): nothing. The policy's KL
+      forward runs under no_grad *before* its own forward (_compute_kl_logps(model, batch) first; only B log-probs
+      kept), and the reference's KL forward after it, one at a time with the reference's own forward (its logits
+      freed on return): one copy of the logits beside the graph, under the backward's two (TRL_KTO_SOURCE; from
+      1.15.0 the fused LM head keeps no logits at all).
+    * LLaMA-Factory from 0.9.1: the policy's KL forward runs *after* its own, graph live, and in fp32
+      (``.logits.to(torch.float32)`` then a full ``log_softmax`` in get_batch_logps). The peak is the reference
+      pass's KL forward: the policy's chosen/rejected fp32 logits (held for the metrics, 4 B), the reference's own
+      fp32 logits (held across its KL forward, 4 B), and the KL forward's fp32 logits and log-softmax (8 B) beside
+      the graph: 16 B per token and vocabulary entry against the backward's 8 (two fp32 copies): 8 B more. 0.9.0
+      keeps no logits: 8 against 8, nothing."""
+    setup = shape.method
+    if not kto_calculates_kl(setup) or setup.trainer != TrainerFamily.LLAMA_FACTORY or not shape.sequence_length \
+            or not policy.vocab_size or policy.lm_head is False:
+        return []
+    release = _release(setup.trainer_version)
+    if release is not None and release < LLAMA_FACTORY_KTO_KEEPS_LOGITS:
+        return []
+    tokens = micro_batch * ceil_div(shape.sequence_length, layout.sequence)
+    n = 2 * FP32_BYTES * tokens * policy.vocab_size
+    return [Term("activations", Resource.GPU, n, "kto_kl_forward",
+                 "KTO's KL forward after the policy's (no_grad, fp32) beside the held policy and reference logits",
+                 f"(4 + 4 + 8 - 8) B × {micro_batch} × {ceil_div(shape.sequence_length, layout.sequence)} "
+                 f"× V {policy.vocab_size:,}", LLAMA_FACTORY_KTO_SOURCE)]
+
+
+def kto_note(setup: MethodSetup) -> str | None:
+    """What KTO's KL term does to the estimate, said once (kto_kl_terms); None for another method."""
+    if setup.method != Method.KTO:
+        return None
+    if not kto_calculates_kl(setup):
+        return f"KTO loss_type {setup.loss_type}: no KL term, no mismatched-completion forward"
+    if setup.trainer != TrainerFamily.LLAMA_FACTORY:
+        return ("KTO's KL forward (loss_type kto): the policy's under no_grad before its own forward, the reference's "
+                f"one at a time with its own: under the backward's loss peak, nothing added ({TRL_KTO_SOURCE})")
+    release = _release(setup.trainer_version)
+    if release is not None and release < LLAMA_FACTORY_KTO_KEEPS_LOGITS:
+        return (f"KTO's KL forward (LLaMA-Factory {setup.trainer_version} keeps no logits beside it): under the "
+                "backward's loss peak, nothing added")
+    return ("KTO's KL forward runs after the policy's with its graph live, logits in fp32: 8 B per token and "
+            f"vocabulary entry beyond the backward's loss peak ({LLAMA_FACTORY_KTO_SOURCE})")
+
+
 def vllm_mode(setup: MethodSetup) -> VllmMode:
     """Where vLLM runs when no file says: TRL's GRPOConfig.vllm_mode defaults to "server" up to 0.29 and to
     "colocate" from 1.0.0 (trl/trainer/grpo_config.py @ v0.29.1, v1.0.0; the release unknown: the current
@@ -465,6 +535,9 @@ def method_notes(setup: MethodSetup, config_has_optimizer: bool, policy: ModelSp
     if prompt and setup.generation.max_completion_length:
         out.append(f"PPO trains on query + response: up to {prompt} prompt tokens and "
                    f"{setup.generation.max_completion_length} generated, one sequence through policy and critic")
+    kto = kto_note(setup)
+    if kto is not None:
+        out.append(kto)
     if setup.method in (Method.DPO, Method.KTO, Method.GRPO) and not has_reference(setup, policy):
         out.append(f"{setup.method}: no reference model (PEFT adapter disabled, precomputed log-probs, beta 0 or "
                    "as the files say)")
