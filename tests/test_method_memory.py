@@ -436,3 +436,47 @@ def test_ppo_trains_on_query_plus_response():
     trl = MethodSetup(method=Method.PPO, trainer=TrainerFamily.TRL, max_length=2048,
                       generation=Generation(max_completion_length=512))
     assert run(trl, seq=2048).shape.sequence_length == 2048
+
+
+# LLaMA-Factory's PPO (llamafactory/train/ppo/workflow.py run_ppo @ v0.9.3, the same 0.9.0 to 0.9.5): the policy is
+# an AutoModelForCausalLMWithValueHead (the critic is its value head, no second copy); the reward model is an adapter
+# on the policy with reward_model_type lora (the default) and a second model only with full; the reference is none
+# with LoRA and a second copy otherwise, both prepared by TRL 0.9.6's PPOTrainer._prepare_deepspeed.
+LF_PPO = "model_name_or_path: m\nstage: ppo\ncutoff_len: 1024\nreward_model: saves/rm\n"
+
+
+def _lf_ppo(tmp_path, text: str) -> MethodSetup:
+    from zeroadvisor.config.training_args import read_training_args
+
+    path = tmp_path / "ppo.yaml"
+    path.write_text(LF_PPO + text)
+    reading = read_training_args(path).method
+    assert reading is not None and reading.setup.method is Method.PPO
+    return dataclasses.replace(reading.setup, trainer_version="0.9.3")
+
+
+@pytest.mark.parametrize("stage", [1, 3])
+def test_llama_factory_lora_ppo_counts_no_critic_reward_or_reference_copy(tmp_path, stage):
+    setup = _lf_ppo(tmp_path, "finetuning_type: lora\nreward_model_type: lora\n")
+    e = run(setup, NO_OPTIMIZER)
+    st, sft = e.stage(stage), run(MethodSetup(), NO_OPTIMIZER).stage(stage)
+    assert not {"critic", "reward_model", "reference_model"} & set(st.per_gpu)
+    assert st.per_gpu["total"] == sft.per_gpu["total"]
+    assert any("value head (hidden × 1) on the policy's own backbone" in n for n in st.notes + e.assumptions)
+
+
+@pytest.mark.parametrize("stage", [1, 3])
+def test_llama_factory_full_ppo_counts_a_reward_and_a_reference_copy_and_no_critic(tmp_path, stage):
+    setup = _lf_ppo(tmp_path, "finetuning_type: full\nreward_model_type: full\n")
+    st = run(setup, NO_OPTIMIZER).stage(stage)
+    copy = 2 * ceil_div(P, 8) if stage == 3 else 2 * P  # _prepare_deepspeed: stage 3 kept, else 0
+    assert st.per_gpu["reference_model"] == copy and st.per_gpu["reward_model"] == copy
+    assert "critic" not in st.per_gpu
+    terms = train_terms(st, "reward_model")
+    assert "PPOTrainer._prepare_deepspeed @ v0.9.6" in terms["reward_params"].source
+    # with an optimizer block LLaMA-Factory 0.9.3's TRL 0.9.6 builds an optimizer for each frozen engine (no copy)
+    old = run(setup).stage(1)
+    assert old.per_gpu["reference_model"] == old.per_gpu["reward_model"] == 14 * P
+    # api: a server, no model
+    api = run(_lf_ppo(tmp_path, "finetuning_type: full\nreward_model_type: api\n"), NO_OPTIMIZER).stage(stage)
+    assert "reward_model" not in api.per_gpu and api.per_gpu["reference_model"] == copy

@@ -69,6 +69,11 @@ FAMILY_SOURCE = {
     TrainerFamily.MS_SWIFT: "swift/llm/train/rlhf.py _prepare_single_model @ v3.8.0 -> TRL (< 0.21) prepare_deepspeed",
     TrainerFamily.OPENRLHF: "openrlhf/utils/deepspeed/deepspeed.py get_ds_eval_config @ v0.8.5",
 }
+# LLaMA-Factory's PPO hands its reference (create_ref_model(add_valuehead=True)) to TRL 0.9.6's PPOTrainer, and its
+# full reward model to the same _prepare_deepspeed: the plugin's own config (no copy, optimizer block kept), stage 3
+# kept, else set to 0
+LLAMA_FACTORY_PPO_SOURCE = ("llamafactory/train/ppo/workflow.py run_ppo, ppo/trainer.py CustomPPOTrainer.__init__ "
+                            "@ v0.9.3 -> trl/trainer/ppo_trainer.py PPOTrainer._prepare_deepspeed @ v0.9.6")
 # TRL GRPOConfig.beta defaults to 0.0 (no reference model) and vllm_gpu_memory_utilization to 0.3 in every release
 # read (trl/trainer/grpo_config.py @ v0.21.0, v0.29.1, v1.9.2, v1.10.0, v1.16.0).
 GRPO_DEFAULT_BETA = 0.0
@@ -154,6 +159,26 @@ def _placement(setup: MethodSetup, role: ModelRole) -> Placement | None:
     return next((p for p in setup.placements if p.role == role), None)
 
 
+# The families whose PPO critic is a value head on the policy's own backbone, not a second model: LLaMA-Factory
+# loads the policy as AutoModelForCausalLMWithValueHead (llamafactory/train/ppo/workflow.py run_ppo:
+# load_model(..., add_valuehead=True) @ v0.9.0 to v0.9.5 and HEAD) and hands TRL 0.9.6's PPOTrainer that one model;
+# its ``v_head`` is a Linear(hidden, 1) (trl/models/modeling_value_head.py ValueHead @ v0.9.6).
+VALUE_HEAD_ON_POLICY = frozenset({TrainerFamily.LLAMA_FACTORY})
+
+
+def reward_loaded(setup: MethodSetup) -> bool:
+    """Whether the trainer loads a reward model of its own: PPO's, or one the flags place; not where the files say
+    it is an adapter or a server (Placement.loaded False), nor for LLaMA-Factory without ``reward_model_type: full``
+    (llamafactory/train/trainer_utils.py create_reward_model @ v0.9.3: "lora", the default, loads an adapter and a
+    value head onto the policy, ``model.pretrained_model.load_adapter(reward_model, "reward")``; "api" a URL)."""
+    place = _placement(setup, ModelRole.REWARD)
+    if place is not None and place.loaded is not None:
+        return place.loaded
+    if setup.trainer == TrainerFamily.LLAMA_FACTORY:
+        return False
+    return setup.method == Method.PPO or place is not None
+
+
 def frozen_model_terms(role: ModelRole, spec: ModelSpec, s: Settings, option: Option, N: int,
                        setup: MethodSetup, config_has_optimizer: bool) -> list[Term]:
     """A frozen model (reference, reward) as prepare_deepspeed builds it for ``option``: what it holds per GPU
@@ -168,7 +193,8 @@ def frozen_model_terms(role: ModelRole, spec: ModelSpec, s: Settings, option: Op
                               else option.offload_param != Device.NONE)
     P = spec.parameters
     w = B.nbytes(s.precision)
-    src = FAMILY_SOURCE.get(setup.trainer) if setup.trainer is not None else None
+    src = (LLAMA_FACTORY_PPO_SOURCE if setup.trainer == TrainerFamily.LLAMA_FACTORY and setup.method == Method.PPO
+           else FAMILY_SOURCE.get(setup.trainer) if setup.trainer is not None else None)
     src = src or PREPARE_SOURCE.format(release=setup.trainer_version or "1.16.0")
     name = role.value
     shard = N if stage == 3 else 1
@@ -217,7 +243,7 @@ def method_terms(setup: MethodSetup, policy: ModelSpec, auxiliary: dict[ModelRol
     if has_reference(setup, policy):
         spec = auxiliary.get(ModelRole.REFERENCE, base)
         others += frozen_model_terms(ModelRole.REFERENCE, spec, s, option, N, setup, config_has_optimizer)
-    if setup.method == Method.PPO or _placement(setup, ModelRole.REWARD) is not None:
+    if reward_loaded(setup):
         spec = auxiliary.get(ModelRole.REWARD, base)
         others += frozen_model_terms(ModelRole.REWARD, spec, s, option, N, setup, config_has_optimizer)
     if others and option.stage < 3 and option.offload_optimizer != Device.NONE \
@@ -225,7 +251,10 @@ def method_terms(setup: MethodSetup, policy: ModelSpec, auxiliary: dict[ModelRol
         notes.append("the frozen engines get this config's optimizer and offload_optimizer at stage 0: DeepSpeed "
                      "builds a CPU Adam over parameters on the GPU and the run dies before training (TRL 1.9.1's "
                      "comment in trl/models/utils.py prepare_deepspeed, which drops both since)")
-    if setup.method == Method.PPO:
+    if setup.method == Method.PPO and setup.trainer in VALUE_HEAD_ON_POLICY:
+        notes.append(f"critic: {setup.trainer}'s value head (hidden × 1) on the policy's own backbone, trained with "
+                     "it: no second copy")
+    elif setup.method == Method.PPO:
         others += critic_terms(critic_spec(setup, policy, auxiliary, notes), s, option, N, notes)
     if setup.trainer == TrainerFamily.OPENRLHF and not setup.colocate_all_models:
         # OpenRLHF runs the reference, reward and critic as Ray actors on GPUs of their own unless
