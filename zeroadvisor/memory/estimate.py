@@ -30,6 +30,7 @@ from zeroadvisor.memory.method import (
     batch_factor,
     critic_activation_terms,
     kto_kl_terms,
+    method_assumptions,
     method_notes,
     method_shape,
     method_terms,
@@ -302,6 +303,7 @@ def estimate(config: Config, model: ModelSpec, shape: TrainingShape | None = Non
     assumed = list(s.assumed)
     if accounting == Accounting.DEEPSPEED:  # the paper's accounting counts model states alone
         assumed += shape_assumptions(model, shape, configured.stage if s.configured else None)
+        assumed += method_assumptions(shape.method, model)  # the method guessed, its defaulted settings
         if shape.optim is None and client_optimizer_used(s):
             assumed.append(optim_assumption())
     options, skipped = enumerate_options(s)

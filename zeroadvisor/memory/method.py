@@ -37,7 +37,9 @@ from dataclasses import dataclass, replace
 from packaging.version import InvalidVersion, Version
 
 from zeroadvisor.config.method import MethodSetup, Placement
+from zeroadvisor.config.trainer_pins import DISTRIBUTIONS
 from zeroadvisor.memory import bytes as B
+from zeroadvisor.memory.assumed import AssumedInput
 from zeroadvisor.memory.options import Option
 from zeroadvisor.memory.parallel import Parallel, parallel_activations
 from zeroadvisor.memory.settings import Settings
@@ -570,4 +572,78 @@ def method_notes(setup: MethodSetup, config_has_optimizer: bool, policy: ModelSp
     if setup.method in (Method.DPO, Method.KTO, Method.GRPO) and not has_reference(setup, policy):
         out.append(f"{setup.method}: no reference model (PEFT adapter disabled, precomputed log-probs, beta 0 or "
                    "as the files say)")
+    return out
+
+
+# The spelling of a TRL field in each family's own file or flags, where the family reads it (axolotl's trl: block,
+# ms-swift's and OpenRLHF's flags); None: TRL's own config file.
+def _key(setup: MethodSetup, name: str) -> str:
+    if setup.trainer == TrainerFamily.AXOLOTL:
+        return f"trl.{name}"
+    if setup.trainer in (TrainerFamily.MS_SWIFT, TrainerFamily.OPENRLHF):
+        return f"--{name}"
+    return name
+
+
+# The newest release of each family read for the defaults the estimate takes where the release is unknown.
+NEWEST_READ = {None: "TRL 1.16.0", TrainerFamily.TRL: "TRL 1.16.0", TrainerFamily.LLAMA_FACTORY: "LLaMA-Factory 0.9.5",
+               TrainerFamily.AXOLOTL: "axolotl 0.18.0", TrainerFamily.MS_SWIFT: "ms-swift 4.6.0",
+               TrainerFamily.OPENRLHF: "OpenRLHF 0.8.11"}
+# Families whose own settings include TRL's precompute_ref_log_probs (TRL's DPO/KTO configs; ms-swift's
+# RLHFArguments take them; axolotl's trl: block); LLaMA-Factory and OpenRLHF have no such setting.
+PRECOMPUTES = frozenset({None, TrainerFamily.TRL, TrainerFamily.MS_SWIFT, TrainerFamily.AXOLOTL})
+
+
+def method_assumptions(setup: MethodSetup, policy: ModelSpec) -> list[AssumedInput]:
+    """The method's inputs the estimate assumed (memory/assumed.py INPUTS): the method itself where it was guessed
+    from a file's keys (config/method.py origin "guessed from KEY"), the trainer's release where no pin said it,
+    and each setting that decides memory here that no file said (None: the trainer's default at its release)."""
+    if setup.method == Method.SFT:
+        return []
+    said = dict(setup.origin)
+    out: list[AssumedInput] = []
+    guessed = said.get("method", "")
+    if guessed.startswith("guessed from "):
+        key = guessed.removeprefix("guessed from ")
+        out.append(AssumedInput.of("trainer", str(setup.method),
+                                   f"guessed from {said.get(key, key)}: no file or launch command names the trainer "
+                                   "that reads it"))
+    if setup.trainer_version is None:
+        dist = DISTRIBUTIONS[setup.trainer or TrainerFamily.TRL]
+        out.append(AssumedInput.of("trainer_version", None,
+                                   f"{setup.trainer or 'TRL'}'s defaults and code paths as the newest release read, "
+                                   f"{NEWEST_READ[setup.trainer]} (the reference engine's optimizer block, the "
+                                   "logits' dtype, vLLM's mode)", key=f"a pin of the trainer, e.g. {dist}==X in "
+                                   "requirements.txt"))
+    if setup.method in (Method.DPO, Method.KTO) and setup.trainer in PRECOMPUTES \
+            and setup.precompute_ref_log_probs is None and setup.use_reference is None and has_reference(setup, policy):
+        out.append(AssumedInput.of("precompute_ref_log_probs", False,
+                                   "the reference model is kept beside the policy (true: its log-probs computed "
+                                   "once before training, no reference model)",
+                                   key=_key(setup, "precompute_ref_log_probs")))
+    return out + _generation_assumptions(setup)
+
+
+def _generation_assumptions(setup: MethodSetup) -> list[AssumedInput]:
+    """GRPO's and vLLM's settings that decide memory and that no file said (method_assumptions)."""
+    out: list[AssumedInput] = []
+    gen = setup.generation
+    if setup.method == Method.GRPO:
+        if setup.beta is None and setup.use_reference is None:
+            out.append(AssumedInput.of("beta", GRPO_DEFAULT_BETA, "GRPO's default: no reference model (beta > 0 "
+                                       "loads one)", key=_key(setup, "beta")))
+        if gen.max_completion_length is None:
+            out.append(AssumedInput.of("max_completion_length", None, "the logits counted over the whole sequence "
+                                       "(a bound: GRPO keeps only the completion's)",
+                                       key=_key(setup, "max_completion_length")))
+    if not gen.use_vllm or setup.trainer == TrainerFamily.OPENRLHF:
+        return out
+    mode = vllm_mode(setup)
+    if gen.vllm_mode is None:
+        out.append(AssumedInput.of("vllm_mode", str(mode), "vLLM on the training GPUs" if mode == VllmMode.COLOCATE
+                                   else "vLLM on GPUs of its own, not counted here", key=_key(setup, "vllm_mode")))
+    if mode == VllmMode.COLOCATE and gen.vllm_gpu_memory_utilization is None:
+        out.append(AssumedInput.of("vllm_gpu_memory_utilization", VLLM_DEFAULT_UTILIZATION,
+                                   "TRL's default share of each card for vLLM",
+                                   key=_key(setup, "vllm_gpu_memory_utilization")))
     return out
