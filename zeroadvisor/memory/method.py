@@ -469,9 +469,10 @@ def kto_kl_terms(shape: TrainingShape, policy: ModelSpec, micro_batch: int, layo
 
     * TRL (and axolotl, ms-swift, which run TRL's KTOTrainer.forward/_compute_loss): nothing. The policy's KL
       forward runs under no_grad *before* its own forward (_compute_kl_logps(model, batch) first; only B log-probs
-      kept), and the reference's KL forward after it, one at a time with the reference's own forward (its logits
-      freed on return): one copy of the logits beside the graph, under the backward's two (TRL_KTO_SOURCE; from
-      1.15.0 the fused LM head keeps no logits at all).
+      kept), and the reference's KL forward after it but before the reference's own forward (its logits freed on
+      return): its copy and the one of the policy's still held (``outputs.logits`` @ v1.9.0, the chosen/rejected
+      split @ v0.21.0) stay within the backward's two (TRL_KTO_SOURCE; from 1.15.0 the fused LM head keeps no
+      logits at all).
     * LLaMA-Factory from 0.9.1: the policy's KL forward runs *after* its own, graph live, and in fp32
       (``.logits.to(torch.float32)`` then a full ``log_softmax`` in get_batch_logps). The peak is the reference
       pass's KL forward: the policy's chosen/rejected fp32 logits (held for the metrics, 4 B), the reference's own
