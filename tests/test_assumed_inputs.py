@@ -83,10 +83,14 @@ def test_every_input_names_a_flag_of_estimate_and_check_and_a_description_field(
             assert field in fields, name
     # only the optimizer (config-only), the stage (a config key, not a model fact), the machine facts of the
     # step time, the DeepSpeed release and the allocator's PYTORCH_CUDA_ALLOC_CONF (facts of the environment) lack a
-    # field
+    # field; and the preference/RL method's inputs, which --trainer or the trainer's own file keys set
+    method = {"trainer", "trainer_version", "precompute_ref_log_probs", "beta", "vllm_mode",
+              "vllm_gpu_memory_utilization", "max_completion_length"}
     assert {n for n, s in INPUTS.items() if not s.field} == {"optimizer", "zero_stage", "efficiency", "cpu_cores",
                                                              "inter_node_bandwidth", "nvme_bandwidth", "launcher",
-                                                             "gpu_variant", "deepspeed_version", "alloc_conf"}
+                                                             "gpu_variant", "deepspeed_version", "alloc_conf",
+                                                             *method}
+    assert all(INPUTS[n].flag or INPUTS[n].key for n in method)
 
 
 # -- sequence length -------------------------------------------------------------------------------

@@ -210,3 +210,60 @@ def test_estimate_says_a_guessed_method_with_the_flag_that_sets_it(cli, project)
     assert "give --trainer METHOD to set it" in result.stderr
     plain = cli("estimate", str(project / "ds.json"), *_flags(RUN), cwd=project)
     assert "training method" not in plain.stderr
+
+
+# -- what the method assumed: in the "Assumed" block with the flag or file key that sets it (memory/method.py) -------
+
+def _assumed(cli, project, *extra: str) -> dict[str, dict]:
+    import json
+
+    result = cli("estimate", project / "ds.json", "--params", "7B", "--gpus", "8", "--gpu-memory", "80GiB",
+                 "--seq-len", "1024", "--training-args", project / "dpo.yaml", "-f", "json", *extra, cwd=project)
+    assert result.returncode == 0, result.stderr
+    return {a["name"]: a for a in json.loads(result.stdout)["assumed"]}
+
+
+def test_a_guessed_dpo_without_a_release_pin_lists_what_it_assumed(cli, project, monkeypatch):
+    monkeypatch.setattr("zeroadvisor.config.trainer_pins._installed", lambda name: None)
+    (project / "requirements.txt").write_text("deepspeed==0.16.4\n")  # no trl pin, none installed
+    (project / "dpo.yaml").write_text("beta: 0.1\nmax_length: 1024\n")
+    assumed = _assumed(cli, project)
+    # the method, guessed from beta, and set by --trainer
+    assert assumed["trainer"]["value"] == "dpo" and assumed["trainer"]["flag"] == "--trainer"
+    assert "guessed from beta in " in assumed["trainer"]["effect"]
+    # the release (TRL's newest read), set by a pin; precompute_ref_log_probs (TRL's default false), by its key
+    assert assumed["trainer_version"]["value"] is None and "TRL 1.16.0" in assumed["trainer_version"]["effect"]
+    assert assumed["trainer_version"]["key"].startswith("a pin of the trainer")
+    assert (assumed["precompute_ref_log_probs"]["value"], assumed["precompute_ref_log_probs"]["key"]) == \
+        (False, "precompute_ref_log_probs")
+    text = cli("estimate", project / "ds.json", "--params", "7B", "--gpus", "8", "--gpu-memory", "80GiB",
+               "--seq-len", "1024", "--training-args", project / "dpo.yaml", cwd=project).stdout
+    block = text.split("Assumed (not given; the flag sets it):", 1)[1]
+    for item in ("--trainer dpo", "trainer release unknown (a pin)",
+                 "reference log-probs precomputed off (precompute_ref_log_probs)"):
+        assert item in block, item
+
+
+def test_what_the_files_and_flags_say_is_not_assumed(cli, project, monkeypatch):
+    # the project's requirements.txt pins trl>=0.19,<0.22; --trainer says the method; the file says precompute
+    (project / "dpo.yaml").write_text("beta: 0.1\nprecompute_ref_log_probs: false\n")
+    assumed = _assumed(cli, project, "--trainer", "dpo")
+    assert not {"trainer", "trainer_version", "precompute_ref_log_probs"} & set(assumed)
+
+
+@pytest.mark.parametrize(("release", "mode"), [("0.21.0", "server"), ("1.9.0", "colocate")])
+def test_grpo_defaults_that_decide_memory_are_assumed_with_their_keys(cli, project, release, mode):
+    (project / "requirements.txt").write_text(f"deepspeed==0.16.4\ntrl=={release}\n")
+    (project / "dpo.yaml").write_text("use_vllm: true\n")
+    assumed = _assumed(cli, project, "--trainer", "grpo")
+    assert "trainer_version" not in assumed
+    assert (assumed["beta"]["value"], assumed["beta"]["key"]) == (0.0, "beta")
+    assert assumed["max_completion_length"]["value"] is None
+    # GRPOConfig.vllm_mode's default by release: server up to 0.29, colocate from 1.0.0; colocated, its share
+    assert (assumed["vllm_mode"]["value"], assumed["vllm_mode"]["key"]) == (mode, "vllm_mode")
+    assert assumed.get("vllm_gpu_memory_utilization", {}).get("value") == (0.3 if mode == "colocate" else None)
+    given = ("use_vllm: true\nbeta: 0.04\nmax_completion_length: 256\nvllm_mode: colocate\n"
+             "vllm_gpu_memory_utilization: 0.5\n")
+    (project / "dpo.yaml").write_text(given)
+    assert not {"beta", "max_completion_length", "vllm_mode", "vllm_gpu_memory_utilization"} & set(
+        _assumed(cli, project, "--trainer", "grpo"))

@@ -138,8 +138,42 @@ def test_paired_methods_double_the_sequences_through_the_policy():
     # TRL keeps them in bf16 (selective_log_softmax): 3 copies of 2 B, not 3 of 4 B, per token and vocabulary entry
     trl = run(dpo(trainer_version="1.16.0")).stage(3)
     assert lf.per_gpu["activations"] - trl.per_gpu["activations"] == (12 - 6) * 2 * 1024 * 32000
-    kto = run(MethodSetup(method=Method.KTO, trainer=TrainerFamily.LLAMA_FACTORY)).stage(3)  # unpaired, fp32 logits
-    assert kto.per_gpu["activations"] == run(MethodSetup()).stage(3).per_gpu["activations"]
+    # KTO is unpaired (fp32 logits): the SFT batch, plus its KL forward beside the graph (below)
+    kto = run(MethodSetup(method=Method.KTO, trainer=TrainerFamily.LLAMA_FACTORY)).stage(3)
+    assert kto.per_gpu["activations"] == run(MethodSetup()).stage(3).per_gpu["activations"] + 8 * 1024 * 32000
+
+
+def _kl_term(e) -> int | None:
+    return next((t.nbytes for t in e.stage(3).terms if t.key == "kto_kl_forward" and t.phase == "train"), None)
+
+
+@pytest.mark.parametrize("micro", [1, 2])
+def test_llama_factory_kto_kl_forward_holds_fp32_logits_beside_the_graph(micro):
+    # llamafactory/train/kto/trainer.py @ v0.9.3: the policy's KL forward after its own (graph live), fp32 logits
+    # and a full log_softmax; at the reference pass the policy's chosen/rejected fp32 logits (4 B) and the
+    # reference's own (4 B) are held beside its KL forward (8 B): 16 B per token and entry against the backward's 8
+    config = {**ZERO3, "train_micro_batch_size_per_gpu": micro}
+    kto = MethodSetup(method=Method.KTO, trainer=TrainerFamily.LLAMA_FACTORY, trainer_version="0.9.3")
+    e = run(kto, config)
+    assert _kl_term(e) == 8 * micro * 1024 * 32000
+    sft = estimate(config, SPEC, TrainingShape(1024, "full"), CLUSTER).stage(3)
+    assert e.stage(3).per_gpu["activations"] == sft.per_gpu["activations"] + 8 * micro * 1024 * 32000
+    assert any("KL forward runs after the policy's" in a for a in e.assumptions)
+    # 0.9.0 returns log-probs only (no logits held): the KL forward's 8 B stay under the backward's 8
+    old = run(dataclasses.replace(kto, trainer_version="0.9.0"), config)
+    assert _kl_term(old) is None
+    assert old.stage(3).per_gpu["activations"] == sft.per_gpu["activations"]
+
+
+@pytest.mark.parametrize("family", [None, TrainerFamily.AXOLOTL, TrainerFamily.MS_SWIFT])
+def test_trl_kto_kl_forward_adds_nothing_to_the_peak(family):
+    # trl/trainer/kto_trainer.py _compute_loss @ v1.9.0 (forward @ v0.21.0): the policy's KL forward under no_grad
+    # before its own, the reference's one at a time with its own forward: under the backward's loss peak
+    kto = run(MethodSetup(method=Method.KTO, trainer=family, trainer_version="1.9.0"))
+    apo = run(MethodSetup(method=Method.KTO, trainer=family, trainer_version="1.9.0", loss_type="apo_zero_unpaired"))
+    assert _kl_term(kto) is None and kto.stage(3).per_gpu == apo.stage(3).per_gpu
+    assert any("KL forward (loss_type kto)" in a and "nothing added" in a for a in kto.assumptions)
+    assert any("no KL term" in a for a in apo.assumptions)
 
 
 def test_vllm_colocated_takes_its_share_of_the_card_and_server_mode_none():
@@ -475,3 +509,47 @@ def test_the_paired_note_names_a_reference_forward_only_where_there_is_one():
     assert "reference forward runs under no_grad after the policy's" in note(dpo())
     assert "reference" not in note(MethodSetup(method=Method.CPO))  # CPO/SimPO: no reference model
     assert "reference" not in note(dpo(precompute_ref_log_probs=True))
+
+
+# LLaMA-Factory's PPO (llamafactory/train/ppo/workflow.py run_ppo @ v0.9.3, the same 0.9.0 to 0.9.5): the policy is
+# an AutoModelForCausalLMWithValueHead (the critic is its value head, no second copy); the reward model is an adapter
+# on the policy with reward_model_type lora (the default) and a second model only with full; the reference is none
+# with LoRA and a second copy otherwise, both prepared by TRL 0.9.6's PPOTrainer._prepare_deepspeed.
+LF_PPO = "model_name_or_path: m\nstage: ppo\ncutoff_len: 1024\nreward_model: saves/rm\n"
+
+
+def _lf_ppo(tmp_path, text: str) -> MethodSetup:
+    from zeroadvisor.config.training_args import read_training_args
+
+    path = tmp_path / "ppo.yaml"
+    path.write_text(LF_PPO + text)
+    reading = read_training_args(path).method
+    assert reading is not None and reading.setup.method is Method.PPO
+    return dataclasses.replace(reading.setup, trainer_version="0.9.3")
+
+
+@pytest.mark.parametrize("stage", [1, 3])
+def test_llama_factory_lora_ppo_counts_no_critic_reward_or_reference_copy(tmp_path, stage):
+    setup = _lf_ppo(tmp_path, "finetuning_type: lora\nreward_model_type: lora\n")
+    e = run(setup, NO_OPTIMIZER)
+    st, sft = e.stage(stage), run(MethodSetup(), NO_OPTIMIZER).stage(stage)
+    assert not {"critic", "reward_model", "reference_model"} & set(st.per_gpu)
+    assert st.per_gpu["total"] == sft.per_gpu["total"]
+    assert any("value head (hidden × 1) on the policy's own backbone" in n for n in st.notes + e.assumptions)
+
+
+@pytest.mark.parametrize("stage", [1, 3])
+def test_llama_factory_full_ppo_counts_a_reward_and_a_reference_copy_and_no_critic(tmp_path, stage):
+    setup = _lf_ppo(tmp_path, "finetuning_type: full\nreward_model_type: full\n")
+    st = run(setup, NO_OPTIMIZER).stage(stage)
+    copy = 2 * ceil_div(P, 8) if stage == 3 else 2 * P  # _prepare_deepspeed: stage 3 kept, else 0
+    assert st.per_gpu["reference_model"] == copy and st.per_gpu["reward_model"] == copy
+    assert "critic" not in st.per_gpu
+    terms = train_terms(st, "reward_model")
+    assert "PPOTrainer._prepare_deepspeed @ v0.9.6" in terms["reward_params"].source
+    # with an optimizer block LLaMA-Factory 0.9.3's TRL 0.9.6 builds an optimizer for each frozen engine (no copy)
+    old = run(setup).stage(1)
+    assert old.per_gpu["reference_model"] == old.per_gpu["reward_model"] == 14 * P
+    # api: a server, no model
+    api = run(_lf_ppo(tmp_path, "finetuning_type: full\nreward_model_type: api\n"), NO_OPTIMIZER).stage(stage)
+    assert "reward_model" not in api.per_gpu and api.per_gpu["reference_model"] == copy

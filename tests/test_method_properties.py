@@ -69,3 +69,22 @@ def test_the_sft_method_changes_nothing(setup, config):
     cluster = Cluster(gpus=8, gpu_memory=80 * GB)
     assert estimate(config, SPEC, dataclasses.replace(shape, method=sft), cluster).to_dict() == \
         estimate(config, SPEC, shape, cluster).to_dict()
+
+
+@settings(max_examples=30, deadline=None)
+@given(setup=setups, config=configs, peft=st.booleans())
+def test_the_method_assumes_only_what_nothing_said_and_llama_factory_ppo_has_no_critic_copy(setup, config, peft):
+    e = estimate(config, LORA if peft else SPEC, TrainingShape(512, "full", method=setup),
+                 Cluster(gpus=8, gpu_memory=80 * GB))
+    assumed = {a.name for a in e.assumed}
+    gen = setup.generation
+    said = {"trainer_version": setup.trainer_version, "precompute_ref_log_probs": setup.precompute_ref_log_probs,
+            "beta": setup.beta, "max_completion_length": gen.max_completion_length, "vllm_mode": gen.vllm_mode,
+            "vllm_gpu_memory_utilization": gen.vllm_gpu_memory_utilization}
+    assert not {name for name, value in said.items() if value is not None} & assumed
+    assert "trainer" not in assumed  # nothing was guessed: the method is the setup's own
+    assert ("trainer_version" in assumed) == (setup.method is not Method.SFT and setup.trainer_version is None)
+    if setup.method is Method.PPO and setup.trainer is TrainerFamily.LLAMA_FACTORY:
+        assert all("critic" not in stage.per_gpu for stage in e.stages)  # the policy's value head
+    if setup.method is not Method.KTO or setup.trainer is not TrainerFamily.LLAMA_FACTORY:
+        assert not any(t.key == "kto_kl_forward" for stage in e.stages for t in stage.terms)

@@ -121,17 +121,43 @@ def test_llama_factory_sigmoid_dpo_keeps_its_reference_and_lora_drops_it(tmp_pat
     assert named.use_reference is None and named.reference_model == "Qwen/Qwen2.5-1.5B"
 
 
-@pytest.mark.parametrize(("kind", "loaded"), [("", False), ("reward_model_type: lora\n", False),
-                                             ("reward_model_type: api\n", False), ("reward_model_type: full\n", True)])
-def test_llama_factory_ppo_names_its_reward_model(tmp_path, kind, loaded):
+@pytest.mark.parametrize(("tuner", "kind", "loaded"), [("lora", "", False),
+                                                      ("lora", "reward_model_type: lora\n", False),
+                                                      ("full", "reward_model_type: api\n", False),
+                                                      ("full", "reward_model_type: full\n", True)])
+def test_llama_factory_ppo_names_its_reward_model(tmp_path, tuner, kind, loaded):
     """train/trainer_utils.py create_reward_model: only reward_model_type full (not the default lora) loads a model."""
-    setup = _read(tmp_path, LF.format(stage="ppo", kind="full") + "reward_model: saves/rm\n" + kind).setup
+    setup = _read(tmp_path, LF.format(stage="ppo", kind=tuner) + "reward_model: saves/rm\n" + kind).setup
     assert setup.placements[0].role is ModelRole.REWARD and setup.placements[0].model == "saves/rm"
     assert setup.placements[0].loaded is loaded
 
 
 def test_llama_factory_lora_ppo_has_no_reference_copy(tmp_path):
     assert _read(tmp_path, LF.format(stage="ppo", kind="lora")).setup.use_reference is False
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    # hparams/finetuning_args.py __post_init__ @ v0.9.3: ValueError for reward_model_type lora with Freeze/Full
+    ("finetuning_type: full\nreward_model: rm\n", "reward_model_type lora (the default) needs finetuning_type lora"),
+    ("finetuning_type: freeze\nreward_model: rm\nreward_model_type: lora\n", "got freeze: LLaMA-Factory refuses"),
+    ("reward_model: rm\nreward_model_type: adapter\n", "expected one of lora, full, api"),
+])
+def test_llama_factory_ppo_reward_model_type_is_checked_as_llama_factory_does(tmp_path, text, words):
+    with pytest.raises(TrainerInputError) as caught:
+        _read(tmp_path, "stage: ppo\n" + text)
+    message = str(caught.value)
+    assert words in message and "train.yaml" in message and "\n" not in message
+
+
+@pytest.mark.parametrize("stage", ["dpo", "kto", "ppo"])
+def test_llama_factory_default_finetuning_type_is_lora_no_reference_copy(tmp_path, stage):
+    # FinetuningArguments.finetuning_type defaults to "lora" (finetuning_args.py @ v0.9.3): create_ref_model -> None
+    reading = _read(tmp_path, f"stage: {stage}\nreward_model: rm\n")
+    assert reading.setup.use_reference is False
+    assert dict(reading.setup.origin)["use_reference"].startswith("LLaMA-Factory's default finetuning_type lora")
+    assert any("costed as a full fine-tune unless --peft lora" in note for note in reading.setup.notes)
+    full = _read(tmp_path, f"stage: {stage}\nfinetuning_type: full\nreward_model: rm\nreward_model_type: full\n")
+    assert full.setup.use_reference is None and not full.setup.notes
 
 
 def test_llama_factory_unknown_stage_is_one_line(tmp_path):

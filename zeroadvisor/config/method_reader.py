@@ -202,23 +202,32 @@ def _llama_factory(data: Mapping[str, JSONValue], where: Origin) -> MethodReadin
     loss = _text(data["pref_loss"], where("pref_loss")) if data.get("pref_loss") is not None else None
     reference = _text(data["ref_model"], where("ref_model")) if data.get("ref_model") is not None else None
     use_reference: bool | None = None
+    notes: list[str] = []
+    # FinetuningArguments.finetuning_type: "lora" by default (hparams/finetuning_args.py @ v0.9.3)
+    if data.get("finetuning_type") is None:
+        tuner, tuner_from = "lora", "LLaMA-Factory's default finetuning_type lora"
+    else:
+        tuner = _text(data["finetuning_type"], where("finetuning_type")).lower()
+        tuner_from = f"{where('finetuning_type')} {tuner}"
     if method is Method.DPO and loss in LLAMA_FACTORY_NO_REFERENCE:
         method, use_reference = LLAMA_FACTORY_NO_REFERENCE[loss], False
         origin.append(("use_reference", f"{where('pref_loss')} (no reference model)"))
-    elif method in (Method.DPO, Method.KTO, Method.PPO) and reference is None \
-            and data.get("finetuning_type") == "lora":
+    elif method in (Method.DPO, Method.KTO, Method.PPO) and reference is None and tuner == "lora":
         # train/trainer_utils.py create_ref_model: ``if finetuning_type == "lora": ref_model = None`` without
         # ref_model (DPO, KTO and PPO workflows call it)
         use_reference = False
-        why = f"{where('finetuning_type')} lora without ref_model (the adapter is disabled for the reference pass)"
+        why = f"{tuner_from} without ref_model (the adapter is disabled for the reference pass)"
         origin.append(("use_reference", why))
+        if data.get("finetuning_type") is None:
+            notes.append(f"{tuner_from}: no reference copy; the policy is costed as a full fine-tune unless --peft "
+                         "lora is given")
     beta = _number(data["pref_beta"], where("pref_beta")) if data.get("pref_beta") is not None else None
     placements: tuple[Placement, ...] = ()
     reward = data.get("reward_model")
     if method is Method.PPO and reward is not None:
         # create_reward_model: reward_model_type "lora" (the default) loads an adapter on the policy and "api" calls
         # a server; only "full" loads a second model
-        kind = _text(data.get("reward_model_type") or "lora", where("reward_model_type")).lower()
+        kind = _reward_model_type(data, tuner, where)
         placements = (Placement(ModelRole.REWARD, _text(reward, where("reward_model")), loaded=kind == "full"),)
         origin.append(("placements", f"{where('reward_model')} (reward_model_type {kind})"))
     origin += [(name, where(key)) for name, key, value in (("loss_type", "pref_loss", loss),
@@ -226,7 +235,28 @@ def _llama_factory(data: Mapping[str, JSONValue], where: Origin) -> MethodReadin
                                                            ("beta", "pref_beta", beta)) if value is not None]
     return MethodReading(MethodSetup(method, TrainerFamily.LLAMA_FACTORY, use_reference=use_reference,
                                      reference_model=reference, beta=beta, loss_type=loss, placements=placements,
-                                     origin=tuple(origin)), where("stage"))
+                                     origin=tuple(origin), notes=tuple(notes)), where("stage"))
+
+
+# FinetuningArguments.reward_model_type (hparams/finetuning_args.py @ v0.9.3: Literal["lora", "full", "api"])
+LLAMA_FACTORY_REWARD_TYPES = ("lora", "full", "api")
+
+
+def _reward_model_type(data: Mapping[str, JSONValue], tuner: str, where: Origin) -> str:
+    """LLaMA-Factory's reward_model_type, checked as its FinetuningArguments.__post_init__ checks it: "lora" (the
+    default) only with finetuning_type lora (``ValueError("`reward_model_type` cannot be lora for Freeze/Full PPO
+    training.")`` @ v0.9.3)."""
+    written = data.get("reward_model_type")
+    kind = "lora" if written is None else _text(written, where("reward_model_type")).lower()
+    if kind not in LLAMA_FACTORY_REWARD_TYPES:
+        raise TrainerInputError(f"{where('reward_model_type')}: expected one of {', '.join(LLAMA_FACTORY_REWARD_TYPES)}"
+                                f" (LLaMA-Factory's reward model types), got {shown(written)}")
+    if kind == "lora" and tuner != "lora":
+        key = "reward_model_type" if written is not None else "finetuning_type"
+        raise TrainerInputError(f"{where(key)}: reward_model_type lora{'' if written else ' (the default)'} needs "
+                                f"finetuning_type lora, got {tuner}: LLaMA-Factory refuses it (\"cannot be lora for "
+                                "Freeze/Full PPO training\"); set reward_model_type full or api")
+    return kind
 
 
 def _axolotl(data: Mapping[str, JSONValue], where: Origin) -> MethodReading:

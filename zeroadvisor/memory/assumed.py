@@ -29,11 +29,13 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class Input:
-    """How a user gives one input: a flag and a model-description field ("" where there is none)."""
+    """How a user gives one input: a flag and a model-description field ("" where there is none), or the key of
+    the trainer's own file that sets it (``key``: the preference/RL method's settings, config/method.py)."""
 
     words: str  # what it is, for messages
     flag: str
     field: str
+    key: str = ""
 
 
 INPUTS: dict[str, Input] = {
@@ -71,6 +73,16 @@ INPUTS: dict[str, Input] = {
     # the run's allocator settings: read from the environment and the launch command's VAR=value prefixes
     # (memory/allocator.py); no flag or model field sets it
     "alloc_conf": Input("PYTORCH_CUDA_ALLOC_CONF", "", ""),
+    # the preference/RL method (config/method.py MethodSetup; memory/method.py method_assumptions): the method where
+    # it was guessed from a file's keys, and the method's settings that decide memory where no file said them (the
+    # trainer's defaults at its release apply); ``key`` is the TRL spelling, the family's own where it differs
+    "trainer": Input("training method", "--trainer", ""),
+    "trainer_version": Input("trainer release", "", "", "a pin of the trainer, e.g. trl==X in requirements.txt"),
+    "precompute_ref_log_probs": Input("reference log-probs precomputed", "", "", "precompute_ref_log_probs"),
+    "beta": Input("KL coefficient beta", "", "", "beta"),
+    "vllm_mode": Input("vLLM mode", "", "", "vllm_mode"),
+    "vllm_gpu_memory_utilization": Input("vLLM share of the card", "", "", "vllm_gpu_memory_utilization"),
+    "max_completion_length": Input("completion length", "", "", "max_completion_length"),
 }
 
 # Hardware field -> INPUTS key, for the step-time defaults (hardware/machine.py Hardware.defaulted).
@@ -125,11 +137,12 @@ class AssumedInput:
     field: str
     pointer: str
     effect: str
+    key: str = ""  # the trainer's file key that sets it (INPUTS' key, spelled as the run's trainer spells it)
 
     @classmethod
-    def of(cls, name: str, value: JSONValue, effect: str, pointer: str = "") -> AssumedInput:
+    def of(cls, name: str, value: JSONValue, effect: str, pointer: str = "", key: str | None = None) -> AssumedInput:
         source = INPUTS[name]
-        return cls(name, value, source.flag, source.field, pointer, effect)
+        return cls(name, value, source.flag, source.field, pointer, effect, source.key if key is None else key)
 
     @property
     def words(self) -> str:
@@ -137,7 +150,8 @@ class AssumedInput:
 
     def how_to_set(self) -> str:
         ways = [f"flag {self.flag}" if self.flag else "",
-                f"model-description field {self.field}" if self.field else ""]
+                f"model-description field {self.field}" if self.field else "",
+                (self.key if self.name == "trainer_version" else f"the trainer's key {self.key}") if self.key else ""]
         ways = [w for w in ways if w]
         if self.name == "alloc_conf":
             return "set it in the environment the run has, or as a VAR=value prefix of the launch command"
@@ -167,12 +181,15 @@ class AssumedInput:
         if self.flag:
             return f"{self.flag.split('/')[0]} {self.shown_value()}"
         where = (f"model field {self.field}" if self.field else "the environment" if self.name == "alloc_conf"
-                 else "the DeepSpeed config")
+                 else "a pin" if self.name == "trainer_version" else self.key if self.key else "the DeepSpeed config")
         return f"{self.words} {self.shown_value()} ({where})"
 
     def to_dict(self) -> JSONObject:
-        return {"name": self.name, "value": self.value, "flag": self.flag, "field": self.field,
-                "pointer": self.pointer, "effect": self.effect}
+        out: JSONObject = {"name": self.name, "value": self.value, "flag": self.flag, "field": self.field,
+                           "pointer": self.pointer, "effect": self.effect}
+        if self.key:  # the method's settings: the trainer's file key
+            out["key"] = self.key
+        return out
 
 
 def activations_unknown(assumed: list[AssumedInput]) -> bool:

@@ -30,6 +30,8 @@ from zeroadvisor.memory.method import (
     batch_factor,
     critic_activation_terms,
     frozen_at_load,
+    kto_kl_terms,
+    method_assumptions,
     method_notes,
     method_shape,
     method_terms,
@@ -302,6 +304,7 @@ def estimate(config: Config, model: ModelSpec, shape: TrainingShape | None = Non
     assumed = list(s.assumed)
     if accounting == Accounting.DEEPSPEED:  # the paper's accounting counts model states alone
         assumed += shape_assumptions(model, shape, configured.stage if s.configured else None)
+        assumed += method_assumptions(shape.method, model)  # the method guessed, its defaulted settings
         if shape.optim is None and client_optimizer_used(s):
             assumed.append(optim_assumption())
     options, skipped = enumerate_options(s)
@@ -534,6 +537,8 @@ def _train_terms(run: _Run, option: Option, ds_terms: list[Term], paper: list[Te
     # PPO's critic: its activations beside the policy's where its trainer runs both in one backward (memory/method.py)
     terms += critic_activation_terms(run.shape, run.model, s.micro_batch, run.autocast.dtype if run.autocast
                                      else s.precision, run.layout, run.act.nbytes)
+    # KTO's KL forward, where its trainer runs it beside the policy's graph (memory/method.py)
+    terms += kto_kl_terms(run.shape, run.model, s.micro_batch, run.layout)
     if run.autocast:
         # zero.Init (stage 3, on by default; memory/phases.py) replaces F.linear for the process
         zero3_linear = option.stage == 3 and run.shape.load.zero_init is not False

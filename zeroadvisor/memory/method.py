@@ -37,7 +37,9 @@ from dataclasses import dataclass, replace
 from packaging.version import InvalidVersion, Version
 
 from zeroadvisor.config.method import MethodSetup, Placement
+from zeroadvisor.config.trainer_pins import DISTRIBUTIONS
 from zeroadvisor.memory import bytes as B
+from zeroadvisor.memory.assumed import AssumedInput
 from zeroadvisor.memory.options import Option
 from zeroadvisor.memory.parallel import Parallel, parallel_activations
 from zeroadvisor.memory.phases import FrozenAtLoad
@@ -71,6 +73,11 @@ FAMILY_SOURCE = {
     TrainerFamily.MS_SWIFT: "swift/llm/train/rlhf.py _prepare_single_model @ v3.8.0 -> TRL (< 0.21) prepare_deepspeed",
     TrainerFamily.OPENRLHF: "openrlhf/utils/deepspeed/deepspeed.py get_ds_eval_config @ v0.8.5",
 }
+# LLaMA-Factory's PPO hands its reference (create_ref_model(add_valuehead=True)) to TRL 0.9.6's PPOTrainer, and its
+# full reward model to the same _prepare_deepspeed: the plugin's own config (no copy, optimizer block kept), stage 3
+# kept, else set to 0
+LLAMA_FACTORY_PPO_SOURCE = ("llamafactory/train/ppo/workflow.py run_ppo, ppo/trainer.py CustomPPOTrainer.__init__ "
+                            "@ v0.9.3 -> trl/trainer/ppo_trainer.py PPOTrainer._prepare_deepspeed @ v0.9.6")
 # TRL GRPOConfig.beta defaults to 0.0 (no reference model) and vllm_gpu_memory_utilization to 0.3 in every release
 # read (trl/trainer/grpo_config.py @ v0.21.0, v0.29.1, v1.9.2, v1.10.0, v1.16.0).
 GRPO_DEFAULT_BETA = 0.0
@@ -156,6 +163,26 @@ def _placement(setup: MethodSetup, role: ModelRole) -> Placement | None:
     return next((p for p in setup.placements if p.role == role), None)
 
 
+# The families whose PPO critic is a value head on the policy's own backbone, not a second model: LLaMA-Factory
+# loads the policy as AutoModelForCausalLMWithValueHead (llamafactory/train/ppo/workflow.py run_ppo:
+# load_model(..., add_valuehead=True) @ v0.9.0 to v0.9.5 and HEAD) and hands TRL 0.9.6's PPOTrainer that one model;
+# its ``v_head`` is a Linear(hidden, 1) (trl/models/modeling_value_head.py ValueHead @ v0.9.6).
+VALUE_HEAD_ON_POLICY = frozenset({TrainerFamily.LLAMA_FACTORY})
+
+
+def reward_loaded(setup: MethodSetup) -> bool:
+    """Whether the trainer loads a reward model of its own: PPO's, or one the flags place; not where the files say
+    it is an adapter or a server (Placement.loaded False), nor for LLaMA-Factory without ``reward_model_type: full``
+    (llamafactory/train/trainer_utils.py create_reward_model @ v0.9.3: "lora", the default, loads an adapter and a
+    value head onto the policy, ``model.pretrained_model.load_adapter(reward_model, "reward")``; "api" a URL)."""
+    place = _placement(setup, ModelRole.REWARD)
+    if place is not None and place.loaded is not None:
+        return place.loaded
+    if setup.trainer == TrainerFamily.LLAMA_FACTORY:
+        return False
+    return setup.method == Method.PPO or place is not None
+
+
 def frozen_model_terms(role: ModelRole, spec: ModelSpec, s: Settings, option: Option, N: int,
                        setup: MethodSetup, config_has_optimizer: bool) -> list[Term]:
     """A frozen model (reference, reward) as prepare_deepspeed builds it for ``option``: what it holds per GPU
@@ -170,7 +197,8 @@ def frozen_model_terms(role: ModelRole, spec: ModelSpec, s: Settings, option: Op
                               else option.offload_param != Device.NONE)
     P = spec.parameters
     w = B.nbytes(s.precision)
-    src = FAMILY_SOURCE.get(setup.trainer) if setup.trainer is not None else None
+    src = (LLAMA_FACTORY_PPO_SOURCE if setup.trainer == TrainerFamily.LLAMA_FACTORY and setup.method == Method.PPO
+           else FAMILY_SOURCE.get(setup.trainer) if setup.trainer is not None else None)
     src = src or PREPARE_SOURCE.format(release=setup.trainer_version or "1.16.0")
     name = role.value
     shard = N if stage == 3 else 1
@@ -210,15 +238,15 @@ def frozen_model_terms(role: ModelRole, spec: ModelSpec, s: Settings, option: Op
 
 def frozen_models(setup: MethodSetup, policy: ModelSpec,
                   auxiliary: dict[ModelRole, ModelSpec]) -> list[tuple[ModelRole, ModelSpec]]:
-    """The frozen models the trainer loads beside the policy: the reference (has_reference) and PPO's reward model
-    (or any run that places one), each its own description or else the policy's base."""
+    """The frozen models the trainer loads beside the policy: the reference (has_reference) and the reward model
+    (reward_loaded), each its own description or else the policy's base."""
     if setup.method == Method.SFT:
         return []
     base = policy if policy.trainable_parameters is None else _base(policy)
     out: list[tuple[ModelRole, ModelSpec]] = []
     if has_reference(setup, policy):
         out.append((ModelRole.REFERENCE, auxiliary.get(ModelRole.REFERENCE, base)))
-    if setup.method == Method.PPO or _placement(setup, ModelRole.REWARD) is not None:
+    if reward_loaded(setup):
         out.append((ModelRole.REWARD, auxiliary.get(ModelRole.REWARD, base)))
     return out
 
@@ -258,7 +286,10 @@ def method_terms(setup: MethodSetup, policy: ModelSpec, auxiliary: dict[ModelRol
         notes.append("the frozen engines get this config's optimizer and offload_optimizer at stage 0: DeepSpeed "
                      "builds a CPU Adam over parameters on the GPU and the run dies before training (TRL 1.9.1's "
                      "comment in trl/models/utils.py prepare_deepspeed, which drops both since)")
-    if setup.method == Method.PPO:
+    if setup.method == Method.PPO and setup.trainer in VALUE_HEAD_ON_POLICY:
+        notes.append(f"critic: {setup.trainer}'s value head (hidden × 1) on the policy's own backbone, trained with "
+                     "it: no second copy")
+    elif setup.method == Method.PPO:
         others += critic_terms(critic_spec(setup, policy, auxiliary, notes), s, option, N, notes)
     if setup.trainer == TrainerFamily.OPENRLHF and not setup.colocate_all_models:
         # OpenRLHF runs the reference, reward and critic as Ray actors on GPUs of their own unless
@@ -442,6 +473,77 @@ def critic_activation_terms(shape: TrainingShape, policy: ModelSpec, micro_batch
                  f"max(critic {act:,} - actor {policy_activations:,}, 0)", OPENRLHF_PPO_SOURCE)]
 
 
+# KTO's KL term: loss_type "kto" estimates KL(policy || reference) from mismatched (prompt, completion) pairs, one
+# more forward of the policy and one of the reference, both under no_grad; "apo_zero_unpaired" needs none
+# (trl/trainer/kto_trainer.py __init__: calculate_KL = loss_type not in ["apo_zero_unpaired"] @ v0.21.0, v1.9.0,
+# v1.16.0). LLaMA-Factory's KTO always runs it (llamafactory/train/kto/trainer.py concatenated_forward @ v0.9.3: no
+# loss choice).
+KTO_NO_KL_LOSSES = frozenset({"apo_zero_unpaired"})
+# The first LLaMA-Factory release whose KTO keeps the fp32 logits beside the KL forward: concatenated_forward
+# returns target_logits[kto_tags] (llamafactory/train/kto/trainer.py @ v0.9.1 to v0.9.5 and HEAD; v0.9.0 returns
+# log-probs only)
+LLAMA_FACTORY_KTO_KEEPS_LOGITS = Version("0.9.1")
+LLAMA_FACTORY_KTO_SOURCE = "llamafactory/train/kto/trainer.py concatenated_forward, get_batch_loss_metrics @ v0.9.3"
+TRL_KTO_SOURCE = "trl/trainer/kto_trainer.py _compute_loss, _compute_kl_logps @ v1.9.0 (forward @ v0.21.0)"
+
+
+def kto_calculates_kl(setup: MethodSetup) -> bool:
+    """Whether the KTO run computes the KL term (KTO_NO_KL_LOSSES; LLaMA-Factory always)."""
+    if setup.method != Method.KTO:
+        return False
+    if setup.trainer == TrainerFamily.LLAMA_FACTORY:
+        return True
+    return not {loss.strip().lower() for loss in (setup.loss_type or "kto").split(",")} <= KTO_NO_KL_LOSSES
+
+
+def kto_kl_terms(shape: TrainingShape, policy: ModelSpec, micro_batch: int, layout: Parallel) -> list[Term]:
+    """What KTO's KL forward adds to the peak, beyond the policy's loss peak in backward (its 3 copies of the
+    logits, one of them the graph's saved log-probs: the activation term):
+
+    * TRL (and axolotl, ms-swift, which run TRL's KTOTrainer.forward/_compute_loss): nothing. The policy's KL
+      forward runs under no_grad *before* its own forward (_compute_kl_logps(model, batch) first; only B log-probs
+      kept), and the reference's KL forward after it but before the reference's own forward (its logits freed on
+      return): its copy and the one of the policy's still held (``outputs.logits`` @ v1.9.0, the chosen/rejected
+      split @ v0.21.0) stay within the backward's two (TRL_KTO_SOURCE; from 1.15.0 the fused LM head keeps no
+      logits at all).
+    * LLaMA-Factory from 0.9.1: the policy's KL forward runs *after* its own, graph live, and in fp32
+      (``.logits.to(torch.float32)`` then a full ``log_softmax`` in get_batch_logps). The peak is the reference
+      pass's KL forward: the policy's chosen/rejected fp32 logits (held for the metrics, 4 B), the reference's own
+      fp32 logits (held across its KL forward, 4 B), and the KL forward's fp32 logits and log-softmax (8 B) beside
+      the graph: 16 B per token and vocabulary entry against the backward's 8 (two fp32 copies): 8 B more. 0.9.0
+      keeps no logits: 8 against 8, nothing."""
+    setup = shape.method
+    if not kto_calculates_kl(setup) or setup.trainer != TrainerFamily.LLAMA_FACTORY or not shape.sequence_length \
+            or not policy.vocab_size or policy.lm_head is False:
+        return []
+    release = _release(setup.trainer_version)
+    if release is not None and release < LLAMA_FACTORY_KTO_KEEPS_LOGITS:
+        return []
+    tokens = micro_batch * ceil_div(shape.sequence_length, layout.sequence)
+    n = 2 * FP32_BYTES * tokens * policy.vocab_size
+    return [Term("activations", Resource.GPU, n, "kto_kl_forward",
+                 "KTO's KL forward after the policy's (no_grad, fp32) beside the held policy and reference logits",
+                 f"(4 + 4 + 8 - 8) B × {micro_batch} × {ceil_div(shape.sequence_length, layout.sequence)} "
+                 f"× V {policy.vocab_size:,}", LLAMA_FACTORY_KTO_SOURCE)]
+
+
+def kto_note(setup: MethodSetup) -> str | None:
+    """What KTO's KL term does to the estimate, said once (kto_kl_terms); None for another method."""
+    if setup.method != Method.KTO:
+        return None
+    if not kto_calculates_kl(setup):
+        return f"KTO loss_type {setup.loss_type}: no KL term, no mismatched-completion forward"
+    if setup.trainer != TrainerFamily.LLAMA_FACTORY:
+        return ("KTO's KL forward (loss_type kto): the policy's under no_grad before its own forward, the reference's "
+                f"one at a time with its own: under the backward's loss peak, nothing added ({TRL_KTO_SOURCE})")
+    release = _release(setup.trainer_version)
+    if release is not None and release < LLAMA_FACTORY_KTO_KEEPS_LOGITS:
+        return (f"KTO's KL forward (LLaMA-Factory {setup.trainer_version} keeps no logits beside it): under the "
+                "backward's loss peak, nothing added")
+    return ("KTO's KL forward runs after the policy's with its graph live, logits in fp32: 8 B per token and "
+            f"vocabulary entry beyond the backward's loss peak ({LLAMA_FACTORY_KTO_SOURCE})")
+
+
 def vllm_mode(setup: MethodSetup) -> VllmMode:
     """Where vLLM runs when no file says: TRL's GRPOConfig.vllm_mode defaults to "server" up to 0.29 and to
     "colocate" from 1.0.0 (trl/trainer/grpo_config.py @ v0.29.1, v1.0.0; the release unknown: the current
@@ -576,7 +678,84 @@ def method_notes(setup: MethodSetup, config_has_optimizer: bool, policy: ModelSp
     if prompt and setup.generation.max_completion_length:
         out.append(f"PPO trains on query + response: up to {prompt} prompt tokens and "
                    f"{setup.generation.max_completion_length} generated, one sequence through policy and critic")
+    kto = kto_note(setup)
+    if kto is not None:
+        out.append(kto)
     if setup.method in (Method.DPO, Method.KTO, Method.GRPO) and not has_reference(setup, policy):
         out.append(f"{setup.method}: no reference model (PEFT adapter disabled, precomputed log-probs, beta 0 or "
                    "as the files say)")
+    return out
+
+
+# The spelling of a TRL field in each family's own file or flags, where the family reads it (axolotl's trl: block,
+# ms-swift's and OpenRLHF's flags); None: TRL's own config file.
+def _key(setup: MethodSetup, name: str) -> str:
+    if setup.trainer == TrainerFamily.AXOLOTL:
+        return f"trl.{name}"
+    if setup.trainer in (TrainerFamily.MS_SWIFT, TrainerFamily.OPENRLHF):
+        return f"--{name}"
+    return name
+
+
+# The newest release of each family read for the defaults the estimate takes where the release is unknown.
+NEWEST_READ = {None: "TRL 1.16.0", TrainerFamily.TRL: "TRL 1.16.0", TrainerFamily.LLAMA_FACTORY: "LLaMA-Factory 0.9.5",
+               TrainerFamily.AXOLOTL: "axolotl 0.18.0", TrainerFamily.MS_SWIFT: "ms-swift 4.6.0",
+               TrainerFamily.OPENRLHF: "OpenRLHF 0.8.11"}
+# Families whose own settings include TRL's precompute_ref_log_probs (TRL's DPO/KTO configs; ms-swift's
+# RLHFArguments take them; axolotl's trl: block); LLaMA-Factory and OpenRLHF have no such setting.
+PRECOMPUTES = frozenset({None, TrainerFamily.TRL, TrainerFamily.MS_SWIFT, TrainerFamily.AXOLOTL})
+
+
+def method_assumptions(setup: MethodSetup, policy: ModelSpec) -> list[AssumedInput]:
+    """The method's inputs the estimate assumed (memory/assumed.py INPUTS): the method itself where it was guessed
+    from a file's keys (config/method.py origin "guessed from KEY"), the trainer's release where no pin said it,
+    and each setting that decides memory here that no file said (None: the trainer's default at its release)."""
+    if setup.method == Method.SFT:
+        return []
+    said = dict(setup.origin)
+    out: list[AssumedInput] = []
+    guessed = said.get("method", "")
+    if guessed.startswith("guessed from "):
+        key = guessed.removeprefix("guessed from ")
+        out.append(AssumedInput.of("trainer", str(setup.method),
+                                   f"guessed from {said.get(key, key)}: no file or launch command names the trainer "
+                                   "that reads it"))
+    if setup.trainer_version is None:
+        dist = DISTRIBUTIONS[setup.trainer or TrainerFamily.TRL]
+        out.append(AssumedInput.of("trainer_version", None,
+                                   f"{setup.trainer or 'TRL'}'s defaults and code paths as the newest release read, "
+                                   f"{NEWEST_READ[setup.trainer]} (the reference engine's optimizer block, the "
+                                   "logits' dtype, vLLM's mode)", key=f"a pin of the trainer, e.g. {dist}==X in "
+                                   "requirements.txt"))
+    if setup.method in (Method.DPO, Method.KTO) and setup.trainer in PRECOMPUTES \
+            and setup.precompute_ref_log_probs is None and setup.use_reference is None and has_reference(setup, policy):
+        out.append(AssumedInput.of("precompute_ref_log_probs", False,
+                                   "the reference model is kept beside the policy (true: its log-probs computed "
+                                   "once before training, no reference model)",
+                                   key=_key(setup, "precompute_ref_log_probs")))
+    return out + _generation_assumptions(setup)
+
+
+def _generation_assumptions(setup: MethodSetup) -> list[AssumedInput]:
+    """GRPO's and vLLM's settings that decide memory and that no file said (method_assumptions)."""
+    out: list[AssumedInput] = []
+    gen = setup.generation
+    if setup.method == Method.GRPO:
+        if setup.beta is None and setup.use_reference is None:
+            out.append(AssumedInput.of("beta", GRPO_DEFAULT_BETA, "GRPO's default: no reference model (beta > 0 "
+                                       "loads one)", key=_key(setup, "beta")))
+        if gen.max_completion_length is None:
+            out.append(AssumedInput.of("max_completion_length", None, "the logits counted over the whole sequence "
+                                       "(a bound: GRPO keeps only the completion's)",
+                                       key=_key(setup, "max_completion_length")))
+    if not gen.use_vllm or setup.trainer == TrainerFamily.OPENRLHF:
+        return out
+    mode = vllm_mode(setup)
+    if gen.vllm_mode is None:
+        out.append(AssumedInput.of("vllm_mode", str(mode), "vLLM on the training GPUs" if mode == VllmMode.COLOCATE
+                                   else "vLLM on GPUs of its own, not counted here", key=_key(setup, "vllm_mode")))
+    if mode == VllmMode.COLOCATE and gen.vllm_gpu_memory_utilization is None:
+        out.append(AssumedInput.of("vllm_gpu_memory_utilization", VLLM_DEFAULT_UTILIZATION,
+                                   "TRL's default share of each card for vLLM",
+                                   key=_key(setup, "vllm_gpu_memory_utilization")))
     return out
