@@ -553,3 +553,30 @@ def test_llama_factory_full_ppo_counts_a_reward_and_a_reference_copy_and_no_crit
     # api: a server, no model
     api = run(_lf_ppo(tmp_path, "finetuning_type: full\nreward_model_type: api\n"), NO_OPTIMIZER).stage(stage)
     assert "reward_model" not in api.per_gpu and api.per_gpu["reference_model"] == copy
+
+
+@pytest.mark.parametrize("setup, loads", [
+    (MethodSetup(method=Method.GRPO, trainer=TrainerFamily.TRL, trainer_version="0.18.2"), True),  # beta 0.04
+    (MethodSetup(method=Method.GRPO, trainer=TrainerFamily.TRL, trainer_version="0.19.0"), False),  # beta 0.0
+    (MethodSetup(method=Method.GRPO, trainer=TrainerFamily.MS_SWIFT), True),  # ms-swift: 0.04 where None
+    (MethodSetup(method=Method.GRPO, trainer=TrainerFamily.MS_SWIFT, beta=0.0), False),
+    (MethodSetup(method=Method.GRPO, trainer=TrainerFamily.AXOLOTL, trainer_version="0.18.0"), False),  # TRL 1.8.0
+], ids=["trl-0.18", "trl-0.19", "swift-default", "swift-beta-0", "axolotl"])
+def test_grpo_default_beta_follows_the_family_and_release(setup, loads):
+    # trl/trainer/grpo_config.py beta: 0.04 up to v0.18.0, 0.0 from v0.19.0; ms-swift rlhf_args.py _check_grpo sets
+    # 0.04 where beta is None; a full fine-tune with beta > 0 keeps a reference copy (2P below ZeRO-3)
+    st = run(setup, NO_OPTIMIZER).stage(1)  # no optimizer block: TRL <= 1.9.0 would copy it (14 B/param)
+    assert ("reference_model" in st.per_gpu) is loads
+    if loads:
+        assert st.per_gpu["reference_model"] == 2 * P
+    assumed = {a.name: a for a in run(setup, NO_OPTIMIZER).assumed} if setup.beta is None else {}
+    if setup.beta is None:
+        assert float(assumed["beta"].value) == (0.04 if loads else 0.0)
+
+
+def test_ms_swift_colocated_vllm_takes_its_own_default_share():
+    # ms-swift's vllm_gpu_memory_utilization defaults to 0.9 (swift/trainers/arguments.py @ v3.8.0), TRL's to 0.3
+    gen = Generation(use_vllm=True, vllm_mode=VllmMode.COLOCATE)
+    swift = run(MethodSetup(method=Method.GRPO, trainer=TrainerFamily.MS_SWIFT, beta=0.0, generation=gen)).stage(3)
+    trl = run(MethodSetup(method=Method.GRPO, trainer=TrainerFamily.TRL, beta=0.0, generation=gen)).stage(3)
+    assert swift.per_gpu["vllm"] == int(80 * GB * 0.9) and trl.per_gpu["vllm"] == int(80 * GB * 0.3)

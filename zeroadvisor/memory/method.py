@@ -78,9 +78,25 @@ FAMILY_SOURCE = {
 # kept, else set to 0
 LLAMA_FACTORY_PPO_SOURCE = ("llamafactory/train/ppo/workflow.py run_ppo, ppo/trainer.py CustomPPOTrainer.__init__ "
                             "@ v0.9.3 -> trl/trainer/ppo_trainer.py PPOTrainer._prepare_deepspeed @ v0.9.6")
-# TRL GRPOConfig.beta defaults to 0.0 (no reference model) and vllm_gpu_memory_utilization to 0.3 in every release
-# read (trl/trainer/grpo_config.py @ v0.21.0, v0.29.1, v1.9.2, v1.10.0, v1.16.0).
+# GRPO's beta where no file sets it (beta > 0 loads a reference model), by family and release: TRL's
+# GRPOConfig.beta is 0.04 up to 0.18.x and 0.0 from 0.19.0 (trl/trainer/grpo_config.py @ v0.14.0 to v0.18.0, v0.19.0,
+# v0.21.0, v1.16.0); ms-swift sets 0.04 where it is None (swift/llm/argument/rlhf_args.py GRPOArgumentsMixin
+# _check_grpo @ v3.8.0, swift/arguments/rlhf_args.py @ v4.5.2); axolotl hands its trl: block to the TRL it pins
+# (1.8.0 at v0.18.0: 0.0). vllm_gpu_memory_utilization defaults to 0.3 in every TRL release read (grpo_config.py
+# @ v0.21.0, v0.29.1, v1.9.2, v1.10.0, v1.16.0).
 GRPO_DEFAULT_BETA = 0.0
+GRPO_KL_BETA = 0.04  # the GRPO paper's (arXiv 2402.03300), TRL's default to 0.18 and ms-swift's
+TRL_GRPO_BETA_ZERO = Version("0.19.0")
+
+
+def grpo_default_beta(setup: MethodSetup) -> tuple[float, str]:
+    """GRPO's beta where no file sets it, and whose default it is (GRPO_DEFAULT_BETA's comment)."""
+    if setup.trainer == TrainerFamily.MS_SWIFT:
+        return GRPO_KL_BETA, "ms-swift's default (rlhf_args.py _check_grpo)"
+    release = _release(setup.trainer_version)
+    if setup.trainer in (None, TrainerFamily.TRL) and release is not None and release < TRL_GRPO_BETA_ZERO:
+        return GRPO_KL_BETA, f"TRL {setup.trainer_version}'s default (0.04 up to 0.18)"
+    return GRPO_DEFAULT_BETA, "TRL's default from 0.19.0"
 TRL_COLOCATE_DEFAULT = Version("1.0.0")  # GRPOConfig.vllm_mode's default became "colocate" (was "server")
 VLLM_DEFAULT_UTILIZATION = 0.3
 # Methods that run chosen and rejected as one concatenated batch: twice the sequences through the policy
@@ -115,7 +131,7 @@ def has_reference(setup: MethodSetup, policy: ModelSpec) -> bool:
     if setup.use_reference is not None:
         return setup.use_reference
     axolotl = setup.trainer == TrainerFamily.AXOLOTL
-    beta = setup.beta if setup.beta is not None else GRPO_DEFAULT_BETA
+    beta = setup.beta if setup.beta is not None else grpo_default_beta(setup)[0]
     none = (setup.method in (Method.SFT, Method.REWARD, Method.ORPO)
             or (setup.method == Method.CPO and not axolotl)
             or ((setup.loss_type or "").lower() in ("simpo", Method.ORPO) and not axolotl)
@@ -556,10 +572,21 @@ def vllm_mode(setup: MethodSetup) -> VllmMode:
     return VllmMode.SERVER if release is not None and release < TRL_COLOCATE_DEFAULT else VllmMode.COLOCATE
 
 
+# ms-swift's own default share for vLLM (swift/trainers/arguments.py GRPOArgumentsMixin @ v3.8.0,
+# swift/rlhf_trainers/args_mixin.py @ HEAD: vllm_gpu_memory_utilization 0.9), not TRL's 0.3.
+SWIFT_VLLM_UTILIZATION = 0.9
+
+
+def default_vllm_share(setup: MethodSetup) -> float:
+    """The share of each card vLLM takes colocated where no file sets it: ms-swift's 0.9, else TRL's 0.3."""
+    return SWIFT_VLLM_UTILIZATION if setup.trainer == TrainerFamily.MS_SWIFT else VLLM_DEFAULT_UTILIZATION
+
+
 def vllm_share(setup: MethodSetup) -> float:
-    """The share of each card vLLM takes colocated: the files' ``vllm_gpu_memory_utilization``, else TRL's 0.3."""
+    """The share of each card vLLM takes colocated: the files' ``vllm_gpu_memory_utilization``, else the trainer's
+    default (default_vllm_share)."""
     share = setup.generation.vllm_gpu_memory_utilization
-    return share if share is not None else VLLM_DEFAULT_UTILIZATION
+    return share if share is not None else default_vllm_share(setup)
 
 
 # vLLM's KV cache is allocated in blocks of this many tokens (vllm/config CacheConfig.block_size: 16 on CUDA by
@@ -742,8 +769,10 @@ def _generation_assumptions(setup: MethodSetup) -> list[AssumedInput]:
     gen = setup.generation
     if setup.method == Method.GRPO:
         if setup.beta is None and setup.use_reference is None:
-            out.append(AssumedInput.of("beta", GRPO_DEFAULT_BETA, "GRPO's default: no reference model (beta > 0 "
-                                       "loads one)", key=_key(setup, "beta")))
+            beta, whose = grpo_default_beta(setup)
+            out.append(AssumedInput.of("beta", beta, f"{whose}: " + ("no reference model (beta > 0 loads one)"
+                                                                     if beta == 0.0 else "a reference model loaded"),
+                                       key=_key(setup, "beta")))
         if gen.max_completion_length is None:
             out.append(AssumedInput.of("max_completion_length", None, "the logits counted over the whole sequence "
                                        "(a bound: GRPO keeps only the completion's)",
@@ -755,7 +784,8 @@ def _generation_assumptions(setup: MethodSetup) -> list[AssumedInput]:
         out.append(AssumedInput.of("vllm_mode", str(mode), "vLLM on the training GPUs" if mode == VllmMode.COLOCATE
                                    else "vLLM on GPUs of its own, not counted here", key=_key(setup, "vllm_mode")))
     if mode == VllmMode.COLOCATE and gen.vllm_gpu_memory_utilization is None:
-        out.append(AssumedInput.of("vllm_gpu_memory_utilization", VLLM_DEFAULT_UTILIZATION,
-                                   "TRL's default share of each card for vLLM",
+        out.append(AssumedInput.of("vllm_gpu_memory_utilization", default_vllm_share(setup),
+                                   ("ms-swift's" if setup.trainer == TrainerFamily.MS_SWIFT else "TRL's")
+                                   + " default share of each card for vLLM",
                                    key=_key(setup, "vllm_gpu_memory_utilization")))
     return out
