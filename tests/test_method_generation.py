@@ -165,3 +165,28 @@ def test_trl_ppo_at_zero3_gathers_policy_and_value_model():
     term = moment_term(st)
     assert term is not None and "policy and value model gathered whole" in term.formula
     assert term.nbytes + step_transient(st, gathered=True) > 2 * 2 * P * 0.95
+
+
+def test_trl_ppo_keeps_the_rollouts_fp32_scores_through_the_update():
+    """PPOTrainer.train never deletes ``logitss``: rollout batch x response x V fp32 beside the training step."""
+    setup = MethodSetup(method=Method.PPO, trainer=TrainerFamily.TRL, trainer_version="0.21.0",
+                        generation=Generation(max_completion_length=512, use_vllm=False))
+    st = stage_of(setup, 2, accumulation=4, micro=2, seq=1024)
+    [held] = [t for t in st.terms if t.key == "ppo_rollout_scores" and t.phase == "train"]
+    assert held.row == "buffers" and held.nbytes == 4 * (2 * 4) * 512 * V
+    assert "ppo_trainer.py" in held.source
+    # held between steps: the checkpoint save sits on top of it too (the save phase drops only the transients)
+    vllm = MethodSetup(method=Method.PPO, trainer=TrainerFamily.TRL,
+                       generation=Generation(max_completion_length=512, use_vllm=True))
+    assert not [t for t in stage_of(vllm, 2, seq=1024).terms if t.key == "ppo_rollout_scores"]
+
+
+def test_trl_config_keys_for_the_rollout_are_read():
+    from zeroadvisor.config.method_reader import read_mapping
+
+    reading = read_mapping({"num_generations": 8, "ds3_gather_for_generation": False, "steps_per_generation": 4,
+                            "generation_batch_size": 64, "local_rollout_forward_batch_size": 16}, "trl",
+                           lambda key: f"{key} in grpo.yaml")
+    gen = reading.setup.generation
+    assert (gen.ds3_gather_for_generation, gen.steps_per_generation, gen.generation_batch_size,
+            gen.rollout_batch_size) == (False, 4, 64, 16)

@@ -25,7 +25,7 @@ from zeroadvisor.memory.buffers import (
 from zeroadvisor.memory.cluster import MAX_MEMORY_BYTES, Cluster, check_memory
 from zeroadvisor.memory.features2025 import Features2025, read_features, superoffload_terms, uncounted_features
 from zeroadvisor.memory.generation import KEY as GENERATION_KEY
-from zeroadvisor.memory.generation import generation_terms, rollout_moment
+from zeroadvisor.memory.generation import generation_terms, held_scores_terms, rollout_moment
 from zeroadvisor.memory.layout_buffers import layout_buffer_terms
 from zeroadvisor.memory.method import (
     CRITIC_IN_POLICY_FORWARD,
@@ -585,12 +585,13 @@ def _rollout_terms(run: _Run, option: Option, terms: list[Term]) -> list[Term]:
               if setup.method == Method.PPO and setup.trainer in CRITIC_IN_POLICY_FORWARD else 0)
     moment = rollout_moment(setup, run.model, run.s, option, run.spec, run.local.total, run.layout.data,
                             run.shape.sequence_length, run.accumulation, run.layout.batch_world(), critic)
+    held = held_scores_terms(setup, run.model, run.s, run.accumulation)  # TRL PPO's scores, through the update
     if moment is None:
-        return []
+        return held
     step_rows = ("activations", "gathered_parameters") if moment.whole_gather else ("activations",)
     step = sum(t.nbytes for t in terms if t.device == Resource.GPU
                and (t.row in step_rows or t.key in STEP_KEYS) and t.key != GENERATION_KEY)
-    return generation_terms(moment, step)
+    return held + generation_terms(moment, step)
 
 
 def _rows(terms: list[Term]) -> tuple[dict[str, int], int, int, int]:

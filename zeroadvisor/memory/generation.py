@@ -178,18 +178,39 @@ def rollout_moment(setup: MethodSetup, policy: ModelSpec, s: Settings, option: O
     return None
 
 
+def _trl_ppo_sizes(setup: MethodSetup, s: Settings, accumulation: int) -> tuple[int, int, int]:
+    """(the rank's rollout batch, the generation chunk, the response length) of TRL's PPOTrainer.train."""
+    gen = setup.generation
+    local = s.micro_batch * accumulation
+    return local, min(gen.rollout_batch_size or TRL_PPO_ROLLOUT_BATCH, local), \
+        gen.max_completion_length or TRL_PPO_RESPONSE
+
+
+def held_scores_terms(setup: MethodSetup, policy: ModelSpec, s: Settings, accumulation: int) -> list[Term]:
+    """TRL's PPO keeps the rollout's fp32 scores (``logitss``, rollout batch x response x V) through the whole
+    update: PPOTrainer.train never deletes them (its ``del`` lists leave ``logitss`` out, trl/trainer/ppo_trainer.py
+    @ v0.21.0, trl/experimental/ppo/ppo_trainer.py @ v1.9.0), and the next rollout's replace them only when
+    batch_generation returns. So they sit beside the training step, the checkpoint save and the next generation.
+    Counted in the buffers row: held between steps, not freed with the activations."""
+    if setup.method != Method.PPO or setup.trainer not in TRL_PPO or setup.generation.use_vllm \
+            or not policy.vocab_size:
+        return []
+    local, _, R = _trl_ppo_sizes(setup, s, accumulation)
+    return [Term("buffers", Resource.GPU, FP32_BYTES * local * R * policy.vocab_size, "ppo_rollout_scores",
+                 "PPO rollout's fp32 scores, kept through the update (never deleted)",
+                 f"4 B × {local} (micro × accumulation) × {R} × V {policy.vocab_size:,}", PPO_SOURCE)]
+
+
 def _trl_ppo(setup: MethodSetup, policy: ModelSpec, s: Settings, option: Option, spec: ModelSpec, P: int, N: int,
              sequence: int | None, accumulation: int, critic: int) -> Moment | None:
     """TRL's PPOTrainer.train rollout: generation of the local batch in chunks with every step's fp32 scores kept,
-    padded into one tensor inside the gathered context; then per chunk the reference's full logits beside them."""
-    gen = setup.generation
+    padded into one tensor inside the gathered context, beside the previous rollout's (held_scores_terms counts
+    those); then per chunk the reference's full logits in the model dtype."""
     w = B.nbytes(s.precision)
     V = policy.vocab_size or 0
-    R = gen.max_completion_length or TRL_PPO_RESPONSE
     if not sequence:
         return None
-    local = s.micro_batch * accumulation
-    chunk = min(gen.rollout_batch_size or TRL_PPO_ROLLOUT_BATCH, local)
+    local, chunk, R = _trl_ppo_sizes(setup, s, accumulation)
     kv = kv_cache_bytes(policy, chunk, sequence, w)
     if kv is None:
         return None
@@ -198,11 +219,12 @@ def _trl_ppo(setup: MethodSetup, policy: ModelSpec, s: Settings, option: Option,
     last = FP32_BYTES * chunk * R * V  # the last chunk's scores tuple beside its torch.stack
     generating = kv + _prefill(policy, chunk, max(sequence - R, 0), w) + scores + last
     padded = 2 * scores  # batch_generation's pad(logitss): the chunks and the padded copy
-    scoring = scores + w * chunk * sequence * V  # after the context: the reference forward's logits beside them
+    # after the context the new scores are the held ones: the reference forward's logits beside them
+    scoring = w * chunk * sequence * V
     nbytes = max(gathered + max(generating, padded), scoring)
-    formula = (f"max({how + ' + ' if how else ''}max(KV cache {chunk} rows × {sequence} tokens + fp32 scores 4 B × "
-               f"({local} + {chunk}) × {R} × V, 2 × 4 B × {local} × {R} × V), 4 B × {local} × {R} × V + reference "
-               f"logits {w} B × {chunk} × {sequence} × V)")
+    formula = (f"max({how + ' + ' if how else ''}max(KV cache {chunk} rows × {sequence} tokens + new fp32 scores "
+               f"4 B × ({local} + {chunk}) × {R} × V, 2 × 4 B × {local} × {R} × V), reference logits {w} B × "
+               f"{chunk} × {sequence} × V)")
     return Moment(nbytes, formula, "PPO rollout: generation with every step's fp32 scores kept"
                   + (", the policy gathered whole (ZeRO-3)" if how else "") + ", then the reference's logits",
                   PPO_SOURCE, bool(how) and gathered + max(generating, padded) >= scoring)
