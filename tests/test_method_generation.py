@@ -190,3 +190,15 @@ def test_trl_config_keys_for_the_rollout_are_read():
     gen = reading.setup.generation
     assert (gen.ds3_gather_for_generation, gen.steps_per_generation, gen.generation_batch_size,
             gen.rollout_batch_size) == (False, 4, 64, 16)
+
+
+def test_the_rollouts_defaults_are_listed_as_assumed_until_a_file_says_them():
+    def assumed(setup: MethodSetup) -> dict[str, object]:
+        e = estimate(config(3), SPEC, TrainingShape(None, "full", method=setup), CLUSTER)
+        return {a.name: a.value for a in e.assumed}
+
+    assert assumed(grpo())["ds3_gather_for_generation"] is True
+    assert "ds3_gather_for_generation" not in assumed(grpo(ds3_gather_for_generation=True))
+    assert "ds3_gather_for_generation" not in assumed(grpo(use_vllm=True))  # vLLM generates: no gather
+    assert assumed(openrlhf(None))["rollout_batch_size"] == OPENRLHF_ROLLOUT_BATCH
+    assert "rollout_batch_size" not in assumed(openrlhf(4))
