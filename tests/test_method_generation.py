@@ -202,3 +202,12 @@ def test_the_rollouts_defaults_are_listed_as_assumed_until_a_file_says_them():
     assert "ds3_gather_for_generation" not in assumed(grpo(use_vllm=True))  # vLLM generates: no gather
     assert assumed(openrlhf(None))["rollout_batch_size"] == OPENRLHF_ROLLOUT_BATCH
     assert "rollout_batch_size" not in assumed(openrlhf(4))
+
+
+def test_ms_swift_flags_for_the_rollout_are_read():
+    ppo = parse_launch("NPROC_PER_NODE=8 swift rlhf --rlhf_type ppo --model m --local_rollout_forward_batch_size 16 "
+                       "--ds3_gather_for_generation false").training.method.setup.generation
+    assert (ppo.rollout_batch_size, ppo.ds3_gather_for_generation) == (16, False)
+    grpo_gen = parse_launch("NPROC_PER_NODE=8 swift rlhf --rlhf_type grpo --model m --steps_per_generation 4"
+                            ).training.method.setup.generation
+    assert grpo_gen.steps_per_generation == 4
