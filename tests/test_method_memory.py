@@ -247,8 +247,10 @@ def test_grpo_counts_the_completion_logits_over_prompt_and_completion():
     terms = train_terms(grpo.stage(3), "activations")
     assert terms["completion_logits"].nbytes == 3 * 2 * 1 * 1536 * 32000
     sft = estimate(ZERO3, SPEC, TrainingShape(2048, "full"), CLUSTER).stage(3)
-    # the whole sequence's fp32 loss peak replaced by the completion's logits in bf16
-    assert grpo.stage(3).per_gpu["activations"] < sft.per_gpu["activations"]
+    # the whole sequence's fp32 loss peak replaced by the completion's logits in bf16 (the training step: the
+    # rollout's generation moment apart, tests/test_method_generation.py)
+    rollout = terms["generation_moment"].nbytes if "generation_moment" in terms else 0
+    assert grpo.stage(3).per_gpu["activations"] - rollout < sft.per_gpu["activations"]
 
 
 def test_reward_model_training_has_no_vocabulary_logits():
@@ -414,7 +416,8 @@ def test_trl_ppo_keeps_the_critics_activations_beside_the_policys(family):
     assert term.nbytes == _critic_activations(SPEC, 1024, "none")
     assert term.nbytes > 5 * sft.per_gpu["activations"]  # un-checkpointed against the policy's full checkpointing
     policy = next(t.nbytes for t in ppo.terms if t.key == "activations" and t.phase == "train")
-    assert ppo.per_gpu["activations"] == policy + term.nbytes
+    rollout = next((t.nbytes for t in ppo.terms if t.key == "generation_moment" and t.phase == "train"), 0)
+    assert ppo.per_gpu["activations"] == policy + term.nbytes + rollout  # the rollout: test_method_generation.py
 
 
 def test_openrlhf_ppo_peaks_at_the_larger_of_the_actor_and_critic_steps():

@@ -26,6 +26,13 @@ class Generation:
     vllm_mode: VllmMode | None = None
     vllm_gpu_memory_utilization: float | None = None  # the share of each card vLLM takes when colocated
     vllm_num_gpus: int | None = None  # server mode / OpenRLHF --vllm_num_engines x --vllm_tensor_parallel_size
+    # the policy's own generation (no vLLM): TRL's ds3_gather_for_generation (default True: the whole policy gathered
+    # at ZeRO-3), GRPO's steps_per_generation / generation_batch_size (the generation batch per GPU), and the rollout
+    # chunk: TRL PPO's local_rollout_forward_batch_size, OpenRLHF's --micro_rollout_batch_size
+    ds3_gather_for_generation: bool | None = None
+    steps_per_generation: int | None = None
+    generation_batch_size: int | None = None
+    rollout_batch_size: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -67,8 +67,9 @@ OPENRLHF_MODULES: dict[str, Method] = {"train_sft": Method.SFT, "train_dpo": Met
 # TRL config fields (trl 0.21 trl/trainer/*_config.py) and the kind each holds; ms-swift and OpenRLHF flags are read
 # into the same names by config/launch.py.
 _FLOATS = ("beta", "vllm_gpu_memory_utilization")
-_INTS = ("max_length", "max_prompt_length", "max_completion_length", "num_generations")
-_BOOLS = ("precompute_ref_log_probs", "use_vllm", "use_peft")
+_INTS = ("max_length", "max_prompt_length", "max_completion_length", "num_generations", "steps_per_generation",
+         "generation_batch_size", "local_rollout_forward_batch_size")
+_BOOLS = ("precompute_ref_log_probs", "use_vllm", "use_peft", "ds3_gather_for_generation")
 _TEXTS = ("loss_type", "vllm_mode", "ref_model")
 # Keys only a preference/RL trainer's config has, in the order they decide the guess where no file names the
 # method: (key, the loss_type values it needs or None for any value, the method). trl 0.21 and 1.x *_config.py: only
@@ -94,7 +95,8 @@ OPENRLHF_KEYS: tuple[str, ...] = (
     "critic_num_gpus_per_node", "actor_num_nodes", "actor_num_gpus_per_node", "colocate_all_models",
     "vllm_num_engines", "vllm_tensor_parallel_size", "ref_reward_offload", "ref_offload", "reward_pretrain",
     "critic_pretrain", "ref_pretrain", "pretrain", "init_kl_coef", "n_samples_per_prompt", "prompt_max_len",
-    "generate_max_len", "max_len", "zero_stage", "micro_train_batch_size", "adam_offload", "lora_rank", "ipo")
+    "generate_max_len", "max_len", "zero_stage", "micro_train_batch_size", "adam_offload", "lora_rank", "ipo",
+    "micro_rollout_batch_size")
 OPENRLHF_BOOLS = ("colocate_all_models", "ref_reward_offload", "ref_offload", "adam_offload", "ipo")
 DOTTED: dict[str, str] = {"ref.num_nodes": "ref_num_nodes", "ref.num_gpus_per_node": "ref_num_gpus_per_node",
                           "reward.num_nodes": "reward_num_nodes",
@@ -103,7 +105,8 @@ DOTTED: dict[str, str] = {"ref.num_nodes": "ref_num_nodes", "ref.num_gpus_per_no
                           "critic.num_gpus_per_node": "critic_num_gpus_per_node",
                           "actor.num_nodes": "actor_num_nodes", "actor.num_gpus_per_node": "actor_num_gpus_per_node",
                           "ds.zero_stage": "zero_stage", "ds.adam_offload": "adam_offload",
-                          "data.max_len": "max_len", "ref.offload": "ref_offload", "reward.offload": "reward_offload"}
+                          "data.max_len": "max_len", "rollout.micro_batch_size": "micro_rollout_batch_size",
+                          "ref.offload": "ref_offload", "reward.offload": "reward_offload"}
 # The keys a launch command's script arguments give for the method (config/launch.py reads them), bool ones apart.
 # ms-swift's older names for max_completion_length, in the precedence it reads them (swift/arguments/rlhf_args.py
 # RLHFArguments._init_max_completion_length @ v4.6.0: response_length or max_new_tokens or max_completion_length)
@@ -166,7 +169,11 @@ def _trl_fields(data: Mapping[str, JSONValue], where: Origin, trainer: TrainerFa
                             max_prompt_length=read.whole("max_prompt_length"),
                             max_completion_length=read.whole("max_completion_length"),
                             use_vllm=read.flag("use_vllm"), vllm_mode=_vllm_mode(read.text("vllm_mode"), where),
-                            vllm_gpu_memory_utilization=share)
+                            vllm_gpu_memory_utilization=share,
+                            ds3_gather_for_generation=read.flag("ds3_gather_for_generation"),
+                            steps_per_generation=read.whole("steps_per_generation"),
+                            generation_batch_size=read.whole("generation_batch_size"),
+                            rollout_batch_size=read.whole("local_rollout_forward_batch_size"))
     use_reference: bool | None = None
     peft = read.flag("use_peft")
     if peft is True:  # trl/scripts/dpo.py, kto.py: ref_model = None with a PEFT config
@@ -378,7 +385,8 @@ def read_openrlhf(module: str, data: Mapping[str, JSONValue], where: Origin) -> 
                             use_vllm=bool(vllm_gpus) if vllm_gpus is not None else None,
                             vllm_mode=(VllmMode.COLOCATE if colocate else VllmMode.SERVER) if vllm_gpus else None,
                             vllm_gpu_memory_utilization=read.number("vllm_gpu_memory_utilization"),
-                            vllm_num_gpus=vllm_gpus or None)
+                            vllm_num_gpus=vllm_gpus or None,
+                            rollout_batch_size=read.whole("micro_rollout_batch_size"))
     loss = "ipo" if read.flag("ipo") else None
     reference = next((p.model for p in placements if p.role is ModelRole.REFERENCE), None)
     use_reference = False if method is Method.PPO and beta is not None and beta <= 0 else None

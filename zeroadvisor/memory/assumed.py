@@ -83,6 +83,10 @@ INPUTS: dict[str, Input] = {
     "vllm_mode": Input("vLLM mode", "", "", "vllm_mode"),
     "vllm_gpu_memory_utilization": Input("vLLM share of the card", "", "", "vllm_gpu_memory_utilization"),
     "max_completion_length": Input("completion length", "", "", "max_completion_length"),
+    # the rollout without vLLM (memory/generation.py): TRL's whole-policy gather at ZeRO-3, the rollout chunk
+    "ds3_gather_for_generation": Input("policy gathered whole for generation (ZeRO-3)", "", "",
+                                       "ds3_gather_for_generation"),
+    "rollout_batch_size": Input("rollout micro batch", "", "", "--micro_rollout_batch_size"),
 }
 
 # Hardware field -> INPUTS key, for the step-time defaults (hardware/machine.py Hardware.defaulted).

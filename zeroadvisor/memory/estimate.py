@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 # estimate's callers (__all__ below).
 from zeroadvisor.config.limits import MAX_GPUS
 from zeroadvisor.deepspeed import schema
-from zeroadvisor.deepspeed.settings import Config, as_settings
+from zeroadvisor.deepspeed.settings import Config, DeepSpeedSettings, as_settings
 from zeroadvisor.memory import host as host_memory
 from zeroadvisor.memory.allocator import AllocatorConf, fragmentation_term
 from zeroadvisor.memory.assumed import AssumedInput, activations_unknown, shape_assumptions
@@ -24,11 +24,15 @@ from zeroadvisor.memory.buffers import (
 )
 from zeroadvisor.memory.cluster import MAX_MEMORY_BYTES, Cluster, check_memory
 from zeroadvisor.memory.features2025 import Features2025, read_features, superoffload_terms, uncounted_features
+from zeroadvisor.memory.generation import KEY as GENERATION_KEY
+from zeroadvisor.memory.generation import generation_terms, held_scores_terms, rollout_moment
 from zeroadvisor.memory.layout_buffers import layout_buffer_terms
 from zeroadvisor.memory.method import (
+    CRITIC_IN_POLICY_FORWARD,
     activation_spec,
     batch_factor,
     critic_activation_terms,
+    critic_spec,
     frozen_at_load,
     kto_kl_terms,
     method_assumptions,
@@ -71,6 +75,7 @@ from zeroadvisor.vocab import (
     Accounting,
     Capacity,
     Device,
+    Method,
     Phase,
     Resource,
     TermKind,
@@ -335,10 +340,23 @@ def estimate(config: Config, model: ModelSpec, shape: TrainingShape | None = Non
 
     run = _Run(model, shape, cluster, accounting, s, layout, local, spec, act, configured, SaveInputs.of(ds),
                phase_split(model, layout, local, cluster), frozenset(assumptions), uncounted, missing,
-               AllocatorConf(cluster.alloc_conf), ac, read_features(ds), ds.optimizer.type is not None)
+               AllocatorConf(cluster.alloc_conf), ac, read_features(ds), ds.optimizer.type is not None,
+               _accumulation(ds, layout))
     stages, padding = _dynamic_padding(run, [_stage_estimate(run, option) for option in options])
     return Estimate(model, shape, accounting, cluster, s, tuple(stages), tuple(skipped), tuple(assumptions),
                     (*assumed, *padding, *_allocator_assumed(run, stages)), layout, schema.active_release())
+
+
+def _accumulation(ds: DeepSpeedSettings, layout: Parallel) -> int:
+    """The gradient accumulation steps DeepSpeed ends with (1 where the config leaves them open): GRPO's and TRL
+    PPO's rollout batch per GPU is a multiple of it (memory/generation.py)."""
+    resolved = ds.batch.resolve(layout.batch_world())
+    if resolved is None:
+        return 1
+    try:
+        return max(int(resolved[2]), 1)
+    except (OverflowError, ValueError):
+        return 1
 
 
 def _allocator_assumed(run: _Run, stages: list[StageEstimate]) -> list[AssumedInput]:
@@ -441,6 +459,7 @@ class _Run:
     features: Features2025 = field(default_factory=Features2025)  # SuperOffload, ZenFlow, ... (memory/features2025.py)
     # the config has an optimizer block: TRL <= 1.9.0 copies it to the reference engine (memory/method.py)
     optimizer_block: bool = False
+    accumulation: int = 1  # gradient accumulation steps (_accumulation): the rollout batch's multiple
 
 
 def _stage_estimate(run: _Run, option: Option) -> StageEstimate:
@@ -549,11 +568,30 @@ def _train_terms(run: _Run, option: Option, ds_terms: list[Term], paper: list[Te
                         largest_trainable(run.model, largest_param(run.model) or 0), held12, freed1)
     terms += superoffload_terms(run.features, s, option, P, N, spec,
                                 largest_param(run.model) or largest_layer(spec, []))  # a module's bound its params
+    terms += _rollout_terms(run, option, terms)
     terms += _allowance_terms(terms, run.alloc)
     terms += host_memory.runtime_baseline_terms(Phase.TRAIN, dataloader_workers=run.cluster.dataloader_workers)
     terms += host_memory.pinned_rounding_terms(host_memory.run_pinned_buffers(  # PEFT: trainable parameters
         s, option, P, N, run.model, largest_param(run.model)))
     return terms
+
+
+def _rollout_terms(run: _Run, option: Option, terms: list[Term]) -> list[Term]:
+    """An online method's rollout (memory/generation.py): live instead of the training step's transients (its
+    activations and the optimizer step's temporaries; with the policy gathered whole, its gathered layers too),
+    so only what it holds beyond them is added: the train phase's peak is the larger moment."""
+    setup = run.shape.method
+    critic = (critic_spec(setup, run.model, dict(run.shape.auxiliary_specs), []).parameters
+              if setup.method == Method.PPO and setup.trainer in CRITIC_IN_POLICY_FORWARD else 0)
+    moment = rollout_moment(setup, run.model, run.s, option, run.spec, run.local.total, run.layout.data,
+                            run.shape.sequence_length, run.accumulation, run.layout.batch_world(), critic)
+    held = held_scores_terms(setup, run.model, run.s, run.accumulation)  # TRL PPO's scores, through the update
+    if moment is None:
+        return held
+    step_rows = ("activations", "gathered_parameters") if moment.whole_gather else ("activations",)
+    step = sum(t.nbytes for t in terms if t.device == Resource.GPU
+               and (t.row in step_rows or t.key in STEP_KEYS) and t.key != GENERATION_KEY)
+    return held + generation_terms(moment, step)
 
 
 def _rows(terms: list[Term]) -> tuple[dict[str, int], int, int, int]:

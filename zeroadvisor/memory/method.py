@@ -39,6 +39,7 @@ from packaging.version import InvalidVersion, Version
 from zeroadvisor.config.method import MethodSetup, Placement
 from zeroadvisor.config.trainer_pins import DISTRIBUTIONS
 from zeroadvisor.memory import bytes as B
+from zeroadvisor.memory import generation as G
 from zeroadvisor.memory.assumed import AssumedInput
 from zeroadvisor.memory.options import Option
 from zeroadvisor.memory.parallel import Parallel, parallel_activations
@@ -777,6 +778,7 @@ def _generation_assumptions(setup: MethodSetup) -> list[AssumedInput]:
             out.append(AssumedInput.of("max_completion_length", None, "the logits counted over the whole sequence "
                                        "(a bound: GRPO keeps only the completion's)",
                                        key=_key(setup, "max_completion_length")))
+    out += _rollout_assumptions(setup)
     if not gen.use_vllm or setup.trainer == TrainerFamily.OPENRLHF:
         return out
     mode = vllm_mode(setup)
@@ -788,4 +790,25 @@ def _generation_assumptions(setup: MethodSetup) -> list[AssumedInput]:
                                    ("ms-swift's" if setup.trainer == TrainerFamily.MS_SWIFT else "TRL's")
                                    + " default share of each card for vLLM",
                                    key=_key(setup, "vllm_gpu_memory_utilization")))
+    return out
+
+
+def _rollout_assumptions(setup: MethodSetup) -> list[AssumedInput]:
+    """The rollout's settings no file said, where the policy generates or scores here (memory/generation.py):
+    TRL's ds3_gather_for_generation (true: the whole policy gathered at ZeRO-3) and OpenRLHF's
+    --micro_rollout_batch_size."""
+    gen = setup.generation
+    out: list[AssumedInput] = []
+    trl_generates = not gen.use_vllm and ((setup.method == Method.GRPO and setup.trainer in G.TRL_GRPO)
+                                          or (setup.method == Method.PPO and setup.trainer in G.TRL_PPO))
+    if trl_generates and gen.ds3_gather_for_generation is None:
+        out.append(AssumedInput.of("ds3_gather_for_generation", True, "at ZeRO-3 the whole policy is gathered on "
+                                   "every GPU to generate (false: ZeRO-3's per-module gathering, slower)",
+                                   key=_key(setup, "ds3_gather_for_generation")))
+    # TRL PPO's chunk (local_rollout_forward_batch_size, 64) is not listed: it is the rank's whole rollout batch
+    # unless micro x accumulation passes 64
+    if setup.method == Method.PPO and setup.trainer == TrainerFamily.OPENRLHF and gen.rollout_batch_size is None:
+        out.append(AssumedInput.of("rollout_batch_size", G.OPENRLHF_ROLLOUT_BATCH, "OpenRLHF's default micro batch of "
+                                   "generation and the scoring forwards (8 to 0.8.x; 0.11: 1)",
+                                   key="--micro_rollout_batch_size"))
     return out

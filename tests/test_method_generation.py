@@ -1,0 +1,213 @@
+"""The rollout moment of GRPO and PPO on the training GPUs (memory/generation.py): the policy gathered whole for
+generation (TRL at ZeRO-3), the KV cache of the generation batch and the scoring forwards' logits, live instead of
+the training step's activations and temporaries (the train peak is the larger, never the sum)."""
+
+from __future__ import annotations
+
+from zeroadvisor.config.launch import parse_launch
+from zeroadvisor.config.method import Generation, MethodSetup
+from zeroadvisor.memory.estimate import Cluster, estimate
+from zeroadvisor.memory.generation import KEY, OPENRLHF_ROLLOUT_BATCH, generation_batch, kv_cache_bytes
+from zeroadvisor.model.hf import spec_from_hf_config
+from zeroadvisor.model.spec import TrainingShape
+from zeroadvisor.vocab import Method, TrainerFamily
+
+LLAMA2_7B = {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+             "num_attention_heads": 32, "num_key_value_heads": 32, "vocab_size": 32000}
+SPEC = spec_from_hf_config(LLAMA2_7B)
+# Llama-3-8B (GQA, a 128,256-token vocabulary): the scoring forwards' logits outgrow the KV cache
+LLAMA3_8B = {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+             "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256}
+SPEC3 = spec_from_hf_config(LLAMA3_8B)
+V3 = 128256
+P = SPEC.parameters
+V = 32000
+GB = 10**9
+CLUSTER = Cluster(gpus=8, gpu_memory=80 * GB)
+STEP_KEYS = ("step_temporary", "step_fp32_grad")
+
+
+def config(stage: int, accumulation: int = 1, micro: int = 1) -> dict:
+    return {"train_micro_batch_size_per_gpu": micro, "gradient_accumulation_steps": accumulation,
+            "bf16": {"enabled": True}, "zero_optimization": {"stage": stage},
+            "optimizer": {"type": "AdamW", "params": {"lr": 1e-5}}}
+
+
+def grpo(**generation) -> MethodSetup:
+    gen = {"max_prompt_length": 512, "max_completion_length": 1536, "use_vllm": False, **generation}
+    return MethodSetup(method=Method.GRPO, trainer=TrainerFamily.TRL, trainer_version="1.9.0",
+                       generation=Generation(**gen))
+
+
+def stage_of(setup: MethodSetup, stage: int, accumulation: int = 1, micro: int = 1, seq: int | None = None,
+             spec=SPEC):
+    return estimate(config(stage, accumulation, micro), spec,
+                    TrainingShape(seq, "full", method=setup), CLUSTER).stage(stage)
+
+
+def moment_term(st):
+    return next((t for t in st.terms if t.key == KEY and t.phase == "train"), None)
+
+
+def step_transient(st, gathered: bool) -> int:
+    rows = ("activations", "gathered_parameters") if gathered else ("activations",)
+    return sum(t.nbytes for t in st.terms if t.phase == "train" and t.device == "gpu" and t.key != KEY
+               and (t.row in rows or t.key in STEP_KEYS))
+
+
+def test_grpo_at_zero3_without_vllm_gathers_the_whole_policy_for_generation():
+    st = stage_of(grpo(), 3)
+    term = moment_term(st)
+    assert term is not None and "gathered whole" in term.formula
+    assert "unwrap_model_for_generation" in term.source and term.kind == "bound"
+    # the peak is the larger moment: what the rollout holds, the step's transients (its gathered layers too) apart
+    rollout = term.nbytes + step_transient(st, gathered=True)
+    kv = kv_cache_bytes(SPEC, 1, 2048, 2)
+    assert kv is not None
+    assert 2 * P * 0.95 + kv < rollout < 2 * P + kv + 1 * GB  # the non-persistent parameters, bf16, + the cache
+
+
+def test_ds3_gather_for_generation_false_generates_under_zero3_per_module_gathering():
+    gathered = stage_of(grpo(), 3)
+    per_module = stage_of(grpo(ds3_gather_for_generation=False), 3)
+    term = moment_term(per_module)
+    assert term is None or "gathered whole" not in term.formula
+    # the whole policy (13.5 GB) less the step's own gathered layers and transients it replaces
+    assert gathered.per_gpu["total"] - per_module.per_gpu["total"] > 5 * GB
+
+
+def test_grpo_below_zero3_and_with_vllm_gathers_nothing():
+    term = moment_term(stage_of(grpo(), 2))
+    assert term is None or "gathered whole" not in term.formula
+    for mode in ("colocate", "server"):
+        assert moment_term(stage_of(grpo(use_vllm=True, vllm_mode=mode), 3)) is None
+
+
+def test_grpo_generation_batch_is_the_micro_batch_times_steps_per_generation():
+    assert generation_batch(grpo(), 2, 8, 4) == 16  # the gradient accumulation by default
+    assert generation_batch(grpo(steps_per_generation=3), 2, 8, 4) == 6
+    assert generation_batch(grpo(generation_batch_size=64), 2, 8, 4) == 16  # 64 / (2 x 4 processes) = 8 steps
+    # stage 2 (the weights whole, nothing gathered): the KV cache grows with the generation batch
+    one, eight = stage_of(grpo(), 2), stage_of(grpo(), 2, accumulation=8)
+    kv8 = kv_cache_bytes(SPEC, 8, 2048, 2)
+    assert kv8 is not None and moment_term(eight) is not None
+    assert moment_term(eight).nbytes + step_transient(eight, gathered=False) >= kv8
+    assert eight.per_gpu["total"] > one.per_gpu["total"]
+
+
+OPENRLHF = ("deepspeed --module openrlhf.cli.train_ppo --pretrain meta-llama/Llama-2-7b-hf --reward_pretrain "
+            "meta-llama/Llama-2-7b-hf --micro_train_batch_size 1 --train_batch_size 128 "
+            "--micro_rollout_batch_size {rollout} --rollout_batch_size 1024 --prompt_max_len 1024 "
+            "--generate_max_len 1024 --zero_stage 2 --bf16 --gradient_checkpointing")
+
+
+def test_openrlhf_micro_rollout_batch_size_is_read_not_ignored():
+    launch = parse_launch(OPENRLHF.format(rollout=4))
+    setup = launch.training.method.setup
+    assert setup.generation.rollout_batch_size == 4
+    assert not any("micro_rollout_batch_size" in note for note in launch.notes if "ignored" in note)
+    dotted = parse_launch("python3 -m openrlhf.cli.train_ppo_ray --pretrain m --rollout.micro_batch_size 2")
+    assert dotted.training.method.setup.generation.rollout_batch_size == 2
+
+
+def openrlhf(rollout: int | None, version: str | None = None, vllm: bool = False) -> MethodSetup:
+    return MethodSetup(method=Method.PPO, trainer=TrainerFamily.OPENRLHF, trainer_version=version,
+                       colocate_all_models=True,
+                       generation=Generation(max_prompt_length=1024, max_completion_length=1024, use_vllm=vllm,
+                                             rollout_batch_size=rollout))
+
+
+def rollout(st) -> int:
+    """What the rollout holds (0 where it stays under the step: no term)."""
+    term = moment_term(st)
+    return term.nbytes + step_transient(st, gathered=False) if term is not None else 0
+
+
+def test_openrlhf_train_ppo_counts_the_scoring_forwards_logits():
+    # micro_rollout_batch_size 4: the actor's (and the reference's) logits over the whole 2,048 tokens: bf16 logits
+    # and their fp32 upcast (v0.5.6 on; the release unknown: the newest read)
+    st = stage_of(openrlhf(4), 2, spec=SPEC3)
+    term = moment_term(st)
+    assert term is not None and "experience_maker.py" in term.source
+    assert rollout(st) == (2 + 4) * 4 * 2048 * V3
+    # v0.5.1: a full log_softmax in bf16 beside the bf16 logits
+    assert rollout(stage_of(openrlhf(8, "0.5.1"), 2, spec=SPEC3)) == (2 + 2) * 8 * 2048 * V3
+    # with vLLM generating elsewhere the actor still scores on its own cards
+    assert rollout(stage_of(openrlhf(4, vllm=True), 2, spec=SPEC3)) == (2 + 4) * 4 * 2048 * V3
+
+
+def test_openrlhf_generation_holds_the_kv_cache_of_the_micro_rollout_batch():
+    # Llama-2-7B (no GQA, 32,000 tokens): the KV cache of 16 sequences outgrows their logits
+    st = stage_of(openrlhf(16), 2)
+    kv = kv_cache_bytes(SPEC, 16, 2048, 2)
+    assert kv is not None
+    assert rollout(st) == kv + 2 * 4 * 16 * V + 3 * 16 * 1024 * 11008 * 2  # + fp32 scores + prefill MLP
+    assert OPENRLHF_ROLLOUT_BATCH == 8  # the default where the flag is not given
+    assert 0 < rollout(stage_of(openrlhf(None), 2)) < rollout(st)
+
+
+def test_the_rollout_replaces_the_step_it_is_never_added_to_it():
+    """A rollout smaller than the step adds nothing; the train peak is the larger of the two."""
+    small = stage_of(openrlhf(1), 2, micro=4)
+    assert moment_term(small) is None
+    under, big = stage_of(openrlhf(1), 2, spec=SPEC3), stage_of(openrlhf(4), 2, spec=SPEC3)
+    assert moment_term(under) is None and moment_term(big) is not None
+    # the same states and step: the totals (the allocator's allowance apart) differ by what the rollout holds beyond
+    # the step, not by the whole rollout
+    counted = [st.per_gpu["total"] - st.per_gpu["overhead"] for st in (big, under)]
+    assert counted[0] - counted[1] == rollout(big) - step_transient(under, gathered=False)
+
+
+def test_trl_ppo_at_zero3_gathers_policy_and_value_model():
+    setup = MethodSetup(method=Method.PPO, trainer=TrainerFamily.TRL, trainer_version="0.21.0",
+                        generation=Generation(max_completion_length=512, use_vllm=False))
+    st = stage_of(setup, 3, seq=1024)
+    term = moment_term(st)
+    assert term is not None and "policy and value model gathered whole" in term.formula
+    assert term.nbytes + step_transient(st, gathered=True) > 2 * 2 * P * 0.95
+
+
+def test_trl_ppo_keeps_the_rollouts_fp32_scores_through_the_update():
+    """PPOTrainer.train never deletes ``logitss``: rollout batch x response x V fp32 beside the training step."""
+    setup = MethodSetup(method=Method.PPO, trainer=TrainerFamily.TRL, trainer_version="0.21.0",
+                        generation=Generation(max_completion_length=512, use_vllm=False))
+    st = stage_of(setup, 2, accumulation=4, micro=2, seq=1024)
+    [held] = [t for t in st.terms if t.key == "ppo_rollout_scores" and t.phase == "train"]
+    assert held.row == "buffers" and held.nbytes == 4 * (2 * 4) * 512 * V
+    assert "ppo_trainer.py" in held.source
+    # held between steps: the checkpoint save sits on top of it too (the save phase drops only the transients)
+    vllm = MethodSetup(method=Method.PPO, trainer=TrainerFamily.TRL,
+                       generation=Generation(max_completion_length=512, use_vllm=True))
+    assert not [t for t in stage_of(vllm, 2, seq=1024).terms if t.key == "ppo_rollout_scores"]
+
+
+def test_trl_config_keys_for_the_rollout_are_read():
+    from zeroadvisor.config.method_reader import read_mapping
+
+    reading = read_mapping({"num_generations": 8, "ds3_gather_for_generation": False, "steps_per_generation": 4,
+                            "generation_batch_size": 64, "local_rollout_forward_batch_size": 16}, "trl",
+                           lambda key: f"{key} in grpo.yaml")
+    gen = reading.setup.generation
+    assert (gen.ds3_gather_for_generation, gen.steps_per_generation, gen.generation_batch_size,
+            gen.rollout_batch_size) == (False, 4, 64, 16)
+
+
+def test_the_rollouts_defaults_are_listed_as_assumed_until_a_file_says_them():
+    def assumed(setup: MethodSetup) -> dict[str, object]:
+        e = estimate(config(3), SPEC, TrainingShape(None, "full", method=setup), CLUSTER)
+        return {a.name: a.value for a in e.assumed}
+
+    assert assumed(grpo())["ds3_gather_for_generation"] is True
+    assert "ds3_gather_for_generation" not in assumed(grpo(ds3_gather_for_generation=True))
+    assert "ds3_gather_for_generation" not in assumed(grpo(use_vllm=True))  # vLLM generates: no gather
+    assert assumed(openrlhf(None))["rollout_batch_size"] == OPENRLHF_ROLLOUT_BATCH
+    assert "rollout_batch_size" not in assumed(openrlhf(4))
+
+
+def test_ms_swift_flags_for_the_rollout_are_read():
+    ppo = parse_launch("NPROC_PER_NODE=8 swift rlhf --rlhf_type ppo --model m --local_rollout_forward_batch_size 16 "
+                       "--ds3_gather_for_generation false").training.method.setup.generation
+    assert (ppo.rollout_batch_size, ppo.ds3_gather_for_generation) == (16, False)
+    grpo_gen = parse_launch("NPROC_PER_NODE=8 swift rlhf --rlhf_type grpo --model m --steps_per_generation 4"
+                            ).training.method.setup.generation
+    assert grpo_gen.steps_per_generation == 4

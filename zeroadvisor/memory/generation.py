@@ -1,0 +1,263 @@
+"""The rollout moment of an online method (GRPO, PPO) on the training GPUs: the policy generating and scoring.
+
+Between optimizer steps an online trainer generates completions with the policy and scores them with no-grad
+forwards. That moment holds what the training step does not: the policy gathered whole for generation (TRL at
+ZeRO-3), the KV cache of the generation batch, and full-vocabulary logits of the scoring forwards; the training
+step's activations, its gathered layers and the optimizer step's temporaries are freed by then (the weights,
+optimizer states and buffers persist through both). So the train phase's peak is the larger of the two moments,
+never their sum: :func:`generation_terms` adds only what the rollout holds beyond the step (as
+memory/method.py critic_activation_terms counts the larger of actor and critic steps).
+
+What each trainer generates with, read at the releases named in each source:
+
+* TRL's GRPO (and axolotl's, which runs TRL's GRPOTrainer) without vLLM, and TRL's PPO (ms-swift's PPOTrainer is
+  TRL's): ``unwrap_model_for_generation(model, accelerator, gather_deepspeed3_params=args.ds3_gather_for_generation)``
+  (trl/models/utils.py @ v0.21.0, v1.9.0): at ZeRO-3 with ``ds3_gather_for_generation`` (default True) the whole
+  policy is gathered on every GPU (``deepspeed.zero.GatheredParameters(model.parameters())``: each non-persistent
+  parameter all-gathered into its own full tensor, zero/partition_parameters.py _allgather_params_coalesced), else
+  it generates under ZeRO-3's per-module gathering (the gathered-parameters row already counts that).
+  With vLLM (colocated or server) TRL never calls ``model.generate``: nothing here; the policy's scoring forwards
+  run at ``per_device_train_batch_size`` under no_grad with ``logits_to_keep``, within the training forward's
+  logits (completion_logits_terms, or the whole sequence's in the activations).
+* GRPO's generation batch per GPU is the *generation* batch, ``per_device_train_batch_size x
+  steps_per_generation`` rows (trl/trainer/grpo_trainer.py _get_train_sampler / get_train_dataloader @ v0.21.0,
+  v1.9.0: "batch_size = self._train_batch_size * steps_per_generation"); steps_per_generation defaults to
+  gradient_accumulation_steps, or is generation_batch_size / (per_device_train_batch_size x processes)
+  (trl/trainer/grpo_config.py __post_init__ @ v0.21.0, v1.9.0).
+* TRL's PPO generates the rank's whole rollout batch (per_device_train_batch_size x gradient_accumulation_steps)
+  in chunks of ``local_rollout_forward_batch_size`` (default 64) with ``output_scores=True``: every generated
+  step's fp32 scores are kept and padded into one tensor (trl/trainer/utils.py generate, batch_generation @
+  v0.21.0; trl/experimental/ppo @ v1.9.0), inside the gathered context; then chunk by chunk the reference forward's
+  full logits in the model dtype beside them (trl/trainer/ppo_trainer.py PPOTrainer.train @ v0.21.0).
+* OpenRLHF generates with HF ``generate`` on the actor (no whole-model gather) at ``--micro_rollout_batch_size``
+  (default 8) where no vLLM engine does, then runs actor, initial (reference), critic and reward forwards one
+  after another on each micro batch under no_grad; the actor's and the reference's logits are full-vocabulary
+  over the whole sequence (openrlhf/trainer/ppo_utils/experience_maker.py generate_samples, make_experience @
+  v0.5.1; openrlhf/models/actor.py forward: log_probs_from_logits, a full log_softmax in the model dtype @ v0.5.1;
+  from v0.5.6 the logits are upcast first, ``output["logits"].to(torch.float32)``, and log-softmaxed by rows or
+  chunks @ v0.5.9, v0.8.5). With vLLM (train_ppo_ray) the actor still runs its scoring forward on its own GPUs.
+
+The KV cache is transformers' DynamicCache: 2 (K, V) x layers x key/value heads x head dim x the model dtype per
+token of prompt + completion, every row of the batch kept to the longest (generation stops when the last row
+does): a bound, reached when one row runs to the maximum length.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from packaging.version import InvalidVersion, Version
+
+from zeroadvisor.config.method import MethodSetup
+from zeroadvisor.memory import bytes as B
+from zeroadvisor.memory.options import Option
+from zeroadvisor.memory.persistence import persistent
+from zeroadvisor.memory.settings import Settings
+from zeroadvisor.memory.terms import Term, ceil_div
+from zeroadvisor.model.spec import ModelSpec
+from zeroadvisor.vocab import Device, Method, Resource, TermKind, TrainerFamily
+
+FP32_BYTES = 4
+KEY = "generation_moment"
+# Who runs TRL's GRPOTrainer generation (axolotl hands the run to it) and TRL's PPOTrainer.train (ms-swift's
+# PPOTrainer subclasses it: swift/trainers/rlhf_trainer/ppo_trainer.py @ v3.8.0).
+TRL_GRPO = frozenset({None, TrainerFamily.TRL, TrainerFamily.AXOLOTL})
+TRL_PPO = frozenset({None, TrainerFamily.TRL, TrainerFamily.MS_SWIFT})
+TRL_PPO_ROLLOUT_BATCH = 64  # PPOConfig.local_rollout_forward_batch_size (trl/trainer/ppo_config.py @ v0.21.0, v1.9.0)
+TRL_PPO_RESPONSE = 53  # PPOConfig.response_length's default, the same releases
+OPENRLHF_ROLLOUT_BATCH = 8  # --micro_rollout_batch_size (cli/train_ppo.py @ v0.5.1, cli/train_ppo_ray.py @ v0.8.5)
+# The first OpenRLHF release whose actor upcasts the scoring logits to fp32 (openrlhf/models/actor.py forward:
+# v0.5.5 has no upcast, v0.5.6 to v0.8.11 ``output["logits"] = output["logits"].to(torch.float32)``).
+OPENRLHF_FP32_LOGITS = Version("0.5.6")
+
+UNWRAP_SOURCE = "trl/models/utils.py unwrap_model_for_generation @ v0.21.0, v1.9.0"
+GRPO_SOURCE = (f"{UNWRAP_SOURCE}; trl/trainer/grpo_trainer.py _generate_single_turn @ v1.9.0 (_generate_and_score_"
+               "completions @ v0.21.0), generation batch per_device_train_batch_size × steps_per_generation")
+PPO_SOURCE = (f"{UNWRAP_SOURCE}; trl/trainer/utils.py generate, batch_generation and trl/trainer/ppo_trainer.py "
+              "PPOTrainer.train @ v0.21.0 (trl/experimental/ppo @ v1.9.0)")
+OPENRLHF_SOURCE = ("openrlhf/trainer/ppo_utils/experience_maker.py generate_samples, make_experience @ v0.5.1; "
+                   "openrlhf/models/actor.py forward @ v0.5.1, v0.8.5")
+
+
+@dataclass(frozen=True, slots=True)
+class Moment:
+    """What the rollout holds on one GPU at its peak, beyond the weights, states and buffers that persist:
+    ``nbytes`` and how it was counted (``formula``), ``whole_gather`` whether the policy is gathered whole (the
+    training step's gathered layers are then part of it, not beside it)."""
+
+    nbytes: int
+    formula: str
+    what: str
+    source: str
+    whole_gather: bool = False
+
+
+def _release(text: str | None) -> Version | None:
+    try:
+        return Version(text) if text else None
+    except InvalidVersion:
+        return None
+
+
+def kv_cache_bytes(policy: ModelSpec, rows: int, tokens: int, w: int) -> int | None:
+    """DynamicCache's K and V for ``rows`` sequences of ``tokens``; None where the attention shape is unknown."""
+    heads = policy.num_key_value_heads or policy.num_attention_heads
+    head_dim = policy.head_dim or (policy.hidden_size // policy.num_attention_heads
+                                   if policy.hidden_size and policy.num_attention_heads else None)
+    if not (policy.num_layers and heads and head_dim):
+        return None
+    return 2 * policy.num_layers * heads * head_dim * w * rows * tokens
+
+
+def _prefill(policy: ModelSpec, rows: int, prompt: int, w: int) -> int:
+    """One layer's MLP intermediates during the prompt's forward (gate, up and their product, no_grad)."""
+    return 3 * rows * prompt * (policy.intermediate_size or 0) * w
+
+
+def _gathered(s: Settings, option: Option, spec: ModelSpec, P: int, N: int, setup: MethodSetup,
+              critic: int = 0) -> tuple[int, str]:
+    """The policy gathered whole for generation at ZeRO-3 (ds3_gather_for_generation, default True): the
+    non-persistent parameters' full tensors (the persistent ones are whole anyway), and with offload_param the
+    partitions copied to the GPU for the all-gather; (0, "") where it does not happen. ``critic``: the value
+    model's parameters where it shares the policy's engine (TRL's PPO wraps both in PolicyAndValueWrapper and
+    gathers ``model.parameters()`` of that engine)."""
+    if option.stage != 3 or setup.generation.ds3_gather_for_generation is False:
+        return 0, ""
+    w = B.nbytes(s.precision)
+    P_np = max(P - persistent(spec, s.param_persistence_threshold, s.model_persistence_threshold, N, []).elements, 0)
+    P_np += critic
+    staged = w * ceil_div(P_np, N) if option.offload_param != Device.NONE else 0
+    whose = "policy and value model" if critic else "policy"
+    formula = f"{whose} gathered whole {w} B × {P_np:,}" + (f" + partitions staged {w} B × P/{N}" if staged else "")
+    return w * P_np + staged, formula
+
+
+def generation_batch(setup: MethodSetup, micro_batch: int, accumulation: int, processes: int) -> int:
+    """GRPO's generation batch per GPU: per_device_train_batch_size × steps_per_generation (its default the
+    gradient accumulation; generation_batch_size divided by the global batch where that is given)."""
+    gen = setup.generation
+    steps = gen.steps_per_generation
+    if steps is None and gen.generation_batch_size:
+        steps = max(gen.generation_batch_size // max(micro_batch * processes, 1), 1)
+    return micro_batch * (steps or accumulation)
+
+
+def rollout_moment(setup: MethodSetup, policy: ModelSpec, s: Settings, option: Option, spec: ModelSpec, P: int,
+                   N: int, sequence: int | None, accumulation: int, processes: int,
+                   critic: int = 0) -> Moment | None:
+    """The rollout's peak on one training GPU for this option (the module docstring); None where the method
+    does not generate or score with the policy here, or the sizes are unknown. ``critic``: the value model's
+    parameters (TRL's PPO gathers them with the policy's)."""
+    gen = setup.generation
+    w = B.nbytes(s.precision)
+    V = policy.vocab_size or 0
+    if setup.method == Method.GRPO and setup.trainer in TRL_GRPO and not gen.use_vllm:
+        completion = gen.max_completion_length
+        tokens = (gen.max_prompt_length + completion if gen.max_prompt_length and completion else sequence)
+        if not tokens:
+            return None
+        rows = generation_batch(setup, s.micro_batch, accumulation, processes)
+        kv = kv_cache_bytes(policy, rows, tokens, w)
+        if kv is None:
+            return None
+        prompt = tokens - (completion or 0)
+        gathered, how = _gathered(s, option, spec, P, N, setup)
+        scores = 2 * FP32_BYTES * rows * V  # the next-token logits in fp32 and the sampler's processed copy
+        prefill = _prefill(policy, rows, prompt, w)
+        parts = [how] if how else []
+        parts += [f"KV cache {rows} rows × {tokens} tokens ({kv:,} B)", f"fp32 next-token scores 2 × 4 B × {rows} × V",
+                  f"prefill MLP 3 × {rows} × {prompt} × ffn × {w} B"]
+        return Moment(gathered + kv + scores + prefill, " + ".join(parts),
+                      "GRPO generation with the policy (no vLLM)" + (": the policy gathered whole (ZeRO-3, "
+                                                                     "ds3_gather_for_generation)" if how else ""),
+                      GRPO_SOURCE, bool(how))
+    if setup.method == Method.PPO and setup.trainer in TRL_PPO and not gen.use_vllm:
+        return _trl_ppo(setup, policy, s, option, spec, P, N, sequence, accumulation, critic)
+    if setup.method == Method.PPO and setup.trainer == TrainerFamily.OPENRLHF:
+        return _openrlhf(setup, policy, w, sequence)
+    return None
+
+
+def _trl_ppo_sizes(setup: MethodSetup, s: Settings, accumulation: int) -> tuple[int, int, int]:
+    """(the rank's rollout batch, the generation chunk, the response length) of TRL's PPOTrainer.train."""
+    gen = setup.generation
+    local = s.micro_batch * accumulation
+    return local, min(gen.rollout_batch_size or TRL_PPO_ROLLOUT_BATCH, local), \
+        gen.max_completion_length or TRL_PPO_RESPONSE
+
+
+def held_scores_terms(setup: MethodSetup, policy: ModelSpec, s: Settings, accumulation: int) -> list[Term]:
+    """TRL's PPO keeps the rollout's fp32 scores (``logitss``, rollout batch x response x V) through the whole
+    update: PPOTrainer.train never deletes them (its ``del`` lists leave ``logitss`` out, trl/trainer/ppo_trainer.py
+    @ v0.21.0, trl/experimental/ppo/ppo_trainer.py @ v1.9.0), and the next rollout's replace them only when
+    batch_generation returns. So they sit beside the training step, the checkpoint save and the next generation.
+    Counted in the buffers row: held between steps, not freed with the activations."""
+    if setup.method != Method.PPO or setup.trainer not in TRL_PPO or setup.generation.use_vllm \
+            or not policy.vocab_size:
+        return []
+    local, _, R = _trl_ppo_sizes(setup, s, accumulation)
+    return [Term("buffers", Resource.GPU, FP32_BYTES * local * R * policy.vocab_size, "ppo_rollout_scores",
+                 "PPO rollout's fp32 scores, kept through the update (never deleted)",
+                 f"4 B × {local} (micro × accumulation) × {R} × V {policy.vocab_size:,}", PPO_SOURCE)]
+
+
+def _trl_ppo(setup: MethodSetup, policy: ModelSpec, s: Settings, option: Option, spec: ModelSpec, P: int, N: int,
+             sequence: int | None, accumulation: int, critic: int) -> Moment | None:
+    """TRL's PPOTrainer.train rollout: generation of the local batch in chunks with every step's fp32 scores kept,
+    padded into one tensor inside the gathered context, beside the previous rollout's (held_scores_terms counts
+    those); then per chunk the reference's full logits in the model dtype."""
+    w = B.nbytes(s.precision)
+    V = policy.vocab_size or 0
+    if not sequence:
+        return None
+    local, chunk, R = _trl_ppo_sizes(setup, s, accumulation)
+    kv = kv_cache_bytes(policy, chunk, sequence, w)
+    if kv is None:
+        return None
+    gathered, how = _gathered(s, option, spec, P, N, setup, critic)
+    scores = FP32_BYTES * local * R * V
+    last = FP32_BYTES * chunk * R * V  # the last chunk's scores tuple beside its torch.stack
+    generating = kv + _prefill(policy, chunk, max(sequence - R, 0), w) + scores + last
+    padded = 2 * scores  # batch_generation's pad(logitss): the chunks and the padded copy
+    # after the context the new scores are the held ones: the reference forward's logits beside them
+    scoring = w * chunk * sequence * V
+    nbytes = max(gathered + max(generating, padded), scoring)
+    formula = (f"max({how + ' + ' if how else ''}max(KV cache {chunk} rows × {sequence} tokens + new fp32 scores "
+               f"4 B × ({local} + {chunk}) × {R} × V, 2 × 4 B × {local} × {R} × V), reference logits {w} B × "
+               f"{chunk} × {sequence} × V)")
+    return Moment(nbytes, formula, "PPO rollout: generation with every step's fp32 scores kept"
+                  + (", the policy gathered whole (ZeRO-3)" if how else "") + ", then the reference's logits",
+                  PPO_SOURCE, bool(how) and gathered + max(generating, padded) >= scoring)
+
+
+def _openrlhf(setup: MethodSetup, policy: ModelSpec, w: int, sequence: int | None) -> Moment | None:
+    """OpenRLHF's make_experience at --micro_rollout_batch_size: HF generate where no vLLM engine generates, then
+    the actor's and the reference's scoring forwards with full-vocabulary logits (the larger moment)."""
+    gen = setup.generation
+    if not sequence or not policy.vocab_size:
+        return None
+    rows = gen.rollout_batch_size or OPENRLHF_ROLLOUT_BATCH
+    V = policy.vocab_size
+    release = _release(setup.trainer_version)
+    per = 2 * w if release is not None and release < OPENRLHF_FP32_LOGITS else w + FP32_BYTES
+    scoring = per * rows * sequence * V
+    how = (f"scoring logits ({'2 × ' + str(w) if per == 2 * w else f'{w} + 4'} B) × {rows} × {sequence} × V")
+    if gen.use_vllm:
+        return Moment(scoring, how, "PPO scoring forward of the actor (full-vocabulary logits)", OPENRLHF_SOURCE)
+    kv = kv_cache_bytes(policy, rows, sequence, w) or 0
+    prompt = gen.max_prompt_length or max(sequence - (gen.max_completion_length or 0), 0)
+    generating = kv + 2 * FP32_BYTES * rows * V + _prefill(policy, rows, prompt, w)
+    return Moment(max(generating, scoring), f"max(KV cache {rows} rows × {sequence} tokens + fp32 next-token scores "
+                  f"+ prefill MLP, {how})", "PPO rollout: HF generate, then the actor's and the reference's "
+                  "scoring forwards (full-vocabulary logits)", OPENRLHF_SOURCE)
+
+
+def generation_terms(moment: Moment | None, step: int) -> list[Term]:
+    """What the rollout moment holds beyond the training step's transients (``step``: its activations, the
+    optimizer step's temporaries, and where the policy is gathered whole the step's gathered layers): the train
+    phase's peak is the larger of the two."""
+    if moment is None or moment.nbytes <= step:
+        return []
+    return [Term("activations", Resource.GPU, moment.nbytes - step, KEY,
+                 f"{moment.what}: beyond the training step's activations and temporaries (the larger moment is the "
+                 "peak)", f"max(0, {moment.formula} - step {step:,} B)", moment.source, kind=TermKind.BOUND)]
