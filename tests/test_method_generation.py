@@ -211,3 +211,69 @@ def test_ms_swift_flags_for_the_rollout_are_read():
     grpo_gen = parse_launch("NPROC_PER_NODE=8 swift rlhf --rlhf_type grpo --model m --steps_per_generation 4"
                             ).training.method.setup.generation
     assert grpo_gen.steps_per_generation == 4
+
+
+# --------------------------------------------------------------------------- vLLM asleep while the policy trains
+
+
+def colocated(**generation) -> MethodSetup:
+    gen = {"max_prompt_length": 512, "max_completion_length": 1536, "use_vllm": True, "vllm_mode": "colocate",
+           "vllm_gpu_memory_utilization": 0.6, **generation}
+    return MethodSetup(method=Method.GRPO, trainer=TrainerFamily.MS_SWIFT, beta=0.0, generation=Generation(**gen))
+
+
+def vllm_terms(st, device: str = "gpu"):
+    return [t for t in st.terms if t.phase == "train" and t.row == "vllm" and t.device == device]
+
+
+def test_vllm_asleep_counts_its_share_only_beyond_the_step():
+    # ms-swift --sleep_level 1: vLLM sleeps while the policy trains (rollout_mixin.py engine.sleep), so its share and
+    # the step's transients are two moments: the peak is the larger, not the sum
+    awake = stage_of(colocated(), 3, seq=2048)
+    asleep = stage_of(colocated(vllm_sleep_level=1), 3, seq=2048)
+    share = int(80 * GB * 0.6)
+    [always] = vllm_terms(awake)
+    assert always.nbytes == share
+    [term] = vllm_terms(asleep, "gpu")
+    step = step_transient(asleep, gathered=False)
+    assert term.nbytes == max(0, share - step)
+    assert asleep.per_gpu["total"] == awake.per_gpu["total"] - min(share, step)
+    # level 1 keeps vLLM's weights in host RAM meanwhile (2 B x P); level 2 drops them
+    [host] = vllm_terms(asleep, "cpu")
+    assert host.nbytes == 2 * P
+    assert not vllm_terms(stage_of(colocated(vllm_sleep_level=2), 3, seq=2048), "cpu")
+
+
+def test_offloading_the_training_model_while_vllm_generates_leaves_the_step_as_the_peak():
+    # --offload_model / --offload_optimizer move the engine's parameters and optimizer states to the host while
+    # vLLM generates: the awake moment holds the share less them
+    st = stage_of(colocated(vllm_sleep_level=1, offload_model=True, offload_optimizer=True), 1, seq=2048)
+    moved = sum(t.nbytes for t in st.terms if t.phase == "train" and t.device == "gpu"
+                and t.row in ("parameters", "optimizer_states"))
+    [term] = vllm_terms(st)
+    assert term.nbytes == max(0, int(80 * GB * 0.6) - moved - step_transient(st, gathered=False))
+
+
+def test_sleep_switches_are_read_from_each_trainers_files():
+    from zeroadvisor.config.method_reader import read_mapping
+
+    trl = read_mapping({"use_vllm": True, "vllm_enable_sleep_mode": True}, "trl", lambda key: f"{key} in g.yaml")
+    assert trl.setup.generation.vllm_sleep_level == 2  # trl/generation/vllm_generation.py: llm.sleep(level=2)
+    swift = parse_launch("NPROC_PER_NODE=8 swift rlhf --rlhf_type grpo --model m --use_vllm true --vllm_mode colocate "
+                         "--sleep_level 1 --offload_model true --offload_optimizer true "
+                         "--vllm_tensor_parallel_size 2").training.method.setup.generation
+    assert (swift.vllm_sleep_level, swift.offload_model, swift.offload_optimizer,
+            swift.vllm_tensor_parallel_size) == (1, True, True, 2)
+    rlhf = parse_launch("python -m openrlhf.cli.train_ppo_ray --pretrain m --vllm_num_engines 2 --colocate_all_models "
+                        "--vllm_enable_sleep --deepspeed_enable_sleep").training.method.setup.generation
+    assert (rlhf.vllm_sleep_level, rlhf.offload_model, rlhf.offload_optimizer) == (1, True, True)
+
+
+def test_a_bad_sleep_level_is_one_line():
+    import pytest
+
+    from zeroadvisor.config.method_reader import TrainerInputError, read_mapping
+
+    with pytest.raises(TrainerInputError) as caught:
+        read_mapping({"sleep_level": 3}, "trl", lambda key: f"{key} in g.yaml")
+    assert "sleep_level in g.yaml" in str(caught.value) and "0, 1 or 2" in str(caught.value)

@@ -33,6 +33,14 @@ class Generation:
     steps_per_generation: int | None = None
     generation_batch_size: int | None = None
     rollout_batch_size: int | None = None
+    # vLLM colocated asleep while the policy trains: the sleep level (0 none; 1 weights to the host, KV cache
+    # dropped; 2 both dropped): TRL's vllm_enable_sleep_mode (level 2), ms-swift's --sleep_level, OpenRLHF's
+    # --vllm_enable_sleep (level 1); and what the trainer moves to the host while vLLM generates: ms-swift's
+    # --offload_model / --offload_optimizer, OpenRLHF's --deepspeed_enable_sleep (both)
+    vllm_sleep_level: int | None = None
+    vllm_tensor_parallel_size: int | None = None  # vLLM's own tensor parallelism (each worker holds 1/tp)
+    offload_model: bool | None = None
+    offload_optimizer: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -68,8 +68,9 @@ OPENRLHF_MODULES: dict[str, Method] = {"train_sft": Method.SFT, "train_dpo": Met
 # into the same names by config/launch.py.
 _FLOATS = ("beta", "vllm_gpu_memory_utilization")
 _INTS = ("max_length", "max_prompt_length", "max_completion_length", "num_generations", "steps_per_generation",
-         "generation_batch_size", "local_rollout_forward_batch_size")
-_BOOLS = ("precompute_ref_log_probs", "use_vllm", "use_peft", "ds3_gather_for_generation")
+         "generation_batch_size", "local_rollout_forward_batch_size", "sleep_level", "vllm_tensor_parallel_size")
+_BOOLS = ("precompute_ref_log_probs", "use_vllm", "use_peft", "ds3_gather_for_generation", "vllm_enable_sleep_mode",
+          "offload_model", "offload_optimizer")
 _TEXTS = ("loss_type", "vllm_mode", "ref_model")
 # Keys only a preference/RL trainer's config has, in the order they decide the guess where no file names the
 # method: (key, the loss_type values it needs or None for any value, the method). trl 0.21 and 1.x *_config.py: only
@@ -96,8 +97,9 @@ OPENRLHF_KEYS: tuple[str, ...] = (
     "vllm_num_engines", "vllm_tensor_parallel_size", "ref_reward_offload", "ref_offload", "reward_pretrain",
     "critic_pretrain", "ref_pretrain", "pretrain", "init_kl_coef", "n_samples_per_prompt", "prompt_max_len",
     "generate_max_len", "max_len", "zero_stage", "micro_train_batch_size", "adam_offload", "lora_rank", "ipo",
-    "micro_rollout_batch_size")
-OPENRLHF_BOOLS = ("colocate_all_models", "ref_reward_offload", "ref_offload", "adam_offload", "ipo")
+    "micro_rollout_batch_size", "vllm_enable_sleep", "deepspeed_enable_sleep")
+OPENRLHF_BOOLS = ("colocate_all_models", "ref_reward_offload", "ref_offload", "adam_offload", "ipo",
+                  "vllm_enable_sleep", "deepspeed_enable_sleep")
 DOTTED: dict[str, str] = {"ref.num_nodes": "ref_num_nodes", "ref.num_gpus_per_node": "ref_num_gpus_per_node",
                           "reward.num_nodes": "reward_num_nodes",
                           "reward.num_gpus_per_node": "reward_num_gpus_per_node",
@@ -158,6 +160,24 @@ def _trl_hints(data: Mapping[str, JSONValue]) -> tuple[tuple[str, Method], ...]:
     return tuple(found.items())
 
 
+# vLLM's sleep level where the trainer puts it to sleep between generations: TRL's vllm_enable_sleep_mode calls
+# llm.sleep(level=2) (trl/generation/vllm_generation.py @ v1.9.0); ms-swift passes --sleep_level (0, 1, 2) to
+# engine.sleep (swift/rlhf_trainers/rollout_mixin.py @ v4.5.2); OpenRLHF's --vllm_enable_sleep sleeps at level 1
+# (openrlhf/trainer/ray/vllm_engine.py sleep @ v0.8.5).
+TRL_SLEEP_LEVEL = 2
+OPENRLHF_SLEEP_LEVEL = 1
+SLEEP_LEVELS = (0, 1, 2)
+
+
+def _sleep_level(read: _Reader) -> int | None:
+    level = read.whole("sleep_level", zero=True)
+    if level is not None and level not in SLEEP_LEVELS:
+        raise TrainerInputError(f"{read.where('sleep_level')}: expected 0, 1 or 2, got {level}")
+    if level is None and read.flag("vllm_enable_sleep_mode") is not None:
+        return TRL_SLEEP_LEVEL if read.flag("vllm_enable_sleep_mode") else 0
+    return level
+
+
 def _trl_fields(data: Mapping[str, JSONValue], where: Origin, trainer: TrainerFamily | None) -> MethodReading:
     """TRL's fields (and ms-swift's, which it names the same: swift/llm/argument/rlhf_args.py), the method not said."""
     read = _Reader(data, where)
@@ -173,7 +193,10 @@ def _trl_fields(data: Mapping[str, JSONValue], where: Origin, trainer: TrainerFa
                             ds3_gather_for_generation=read.flag("ds3_gather_for_generation"),
                             steps_per_generation=read.whole("steps_per_generation"),
                             generation_batch_size=read.whole("generation_batch_size"),
-                            rollout_batch_size=read.whole("local_rollout_forward_batch_size"))
+                            rollout_batch_size=read.whole("local_rollout_forward_batch_size"),
+                            vllm_sleep_level=_sleep_level(read),
+                            vllm_tensor_parallel_size=read.whole("vllm_tensor_parallel_size"),
+                            offload_model=read.flag("offload_model"), offload_optimizer=read.flag("offload_optimizer"))
     use_reference: bool | None = None
     peft = read.flag("use_peft")
     if peft is True:  # trl/scripts/dpo.py, kto.py: ref_model = None with a PEFT config
@@ -386,7 +409,10 @@ def read_openrlhf(module: str, data: Mapping[str, JSONValue], where: Origin) -> 
                             vllm_mode=(VllmMode.COLOCATE if colocate else VllmMode.SERVER) if vllm_gpus else None,
                             vllm_gpu_memory_utilization=read.number("vllm_gpu_memory_utilization"),
                             vllm_num_gpus=vllm_gpus or None,
-                            rollout_batch_size=read.whole("micro_rollout_batch_size"))
+                            rollout_batch_size=read.whole("micro_rollout_batch_size"),
+                            vllm_sleep_level=OPENRLHF_SLEEP_LEVEL if read.flag("vllm_enable_sleep") else None,
+                            offload_model=read.flag("deepspeed_enable_sleep"),
+                            offload_optimizer=read.flag("deepspeed_enable_sleep"))
     loss = "ipo" if read.flag("ipo") else None
     reference = next((p.model for p in placements if p.role is ModelRole.REFERENCE), None)
     use_reference = False if method is Method.PPO and beta is not None and beta <= 0 else None

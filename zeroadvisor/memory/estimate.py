@@ -25,7 +25,12 @@ from zeroadvisor.memory.buffers import (
 from zeroadvisor.memory.cluster import MAX_MEMORY_BYTES, Cluster, check_memory
 from zeroadvisor.memory.features2025 import Features2025, read_features, superoffload_terms, uncounted_features
 from zeroadvisor.memory.generation import KEY as GENERATION_KEY
-from zeroadvisor.memory.generation import generation_terms, held_scores_terms, rollout_moment
+from zeroadvisor.memory.generation import (
+    generation_terms,
+    held_scores_terms,
+    rollout_moment,
+    sleeping_vllm_terms,
+)
 from zeroadvisor.memory.layout_buffers import layout_buffer_terms
 from zeroadvisor.memory.method import (
     CRITIC_IN_POLICY_FORWARD,
@@ -569,6 +574,8 @@ def _train_terms(run: _Run, option: Option, ds_terms: list[Term], paper: list[Te
     terms += superoffload_terms(run.features, s, option, P, N, spec,
                                 largest_param(run.model) or largest_layer(spec, []))  # a module's bound its params
     terms += _rollout_terms(run, option, terms)
+    # vLLM colocated in sleep mode: its share only while it generates (memory/generation.py)
+    terms = sleeping_vllm_terms(run.shape.method, terms, _step_transients(terms), run.model.parameters)
     terms += _allowance_terms(terms, run.alloc)
     terms += host_memory.runtime_baseline_terms(Phase.TRAIN, dataloader_workers=run.cluster.dataloader_workers)
     terms += host_memory.pinned_rounding_terms(host_memory.run_pinned_buffers(  # PEFT: trainable parameters
@@ -589,9 +596,14 @@ def _rollout_terms(run: _Run, option: Option, terms: list[Term]) -> list[Term]:
     if moment is None:
         return held
     step_rows = ("activations", "gathered_parameters") if moment.whole_gather else ("activations",)
-    step = sum(t.nbytes for t in terms if t.device == Resource.GPU
-               and (t.row in step_rows or t.key in STEP_KEYS) and t.key != GENERATION_KEY)
-    return held + generation_terms(moment, step)
+    return held + generation_terms(moment, _step_transients(terms, step_rows))
+
+
+def _step_transients(terms: list[Term], rows: tuple[str, ...] = ("activations",)) -> int:
+    """What the training step holds on the GPU that a rollout moment does not: its activations (``rows``) and the
+    optimizer step's temporaries."""
+    return sum(t.nbytes for t in terms if t.device == Resource.GPU
+               and (t.row in rows or t.key in STEP_KEYS) and t.key != GENERATION_KEY)
 
 
 def _rows(terms: list[Term]) -> tuple[dict[str, int], int, int, int]:

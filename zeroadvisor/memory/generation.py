@@ -261,3 +261,40 @@ def generation_terms(moment: Moment | None, step: int) -> list[Term]:
     return [Term("activations", Resource.GPU, moment.nbytes - step, KEY,
                  f"{moment.what}: beyond the training step's activations and temporaries (the larger moment is the "
                  "peak)", f"max(0, {moment.formula} - step {step:,} B)", moment.source, kind=TermKind.BOUND)]
+
+
+VLLM_KEY = "vllm_share"  # memory/method.py vllm_terms
+SLEEP_SOURCE = ("trl/generation/vllm_generation.py (enable_sleep_mode: llm.sleep(level=2) after generating, wake_up "
+                "before) @ v1.9.0; swift/rlhf_trainers/rollout_mixin.py (sleep_level, offload_model, "
+                "offload_optimizer) @ v4.5.2; vllm LLM.sleep (level 1: weights to host RAM, KV cache dropped; level 2: "
+                "both dropped)")
+# what each of the trainer's offload switches moves to the host while vLLM generates (the training engine's rows)
+OFFLOADED_ROWS = {"offload_model": ("parameters",), "offload_optimizer": ("optimizer_states",)}
+
+
+def sleeping_vllm_terms(setup: MethodSetup, terms: list[Term], step: int, policy_parameters: int) -> list[Term]:
+    """``terms`` with vLLM's colocated share as a moment of its own where the trainer puts vLLM to sleep while the
+    policy trains (Generation.vllm_sleep_level > 0): awake, it holds its share (and the training engine keeps its
+    rows, less what --offload_model / --offload_optimizer move to the host meanwhile); asleep, nothing on the GPU.
+    So the share counts only beyond the training step's transients (``step``), the larger moment being the peak;
+    at level 1 its weights wait in host RAM (2 B per policy parameter, in the model dtype vLLM loads)."""
+    gen = setup.generation
+    share = next((t for t in terms if t.key == VLLM_KEY), None)
+    if share is None or not gen.vllm_sleep_level:
+        return terms
+    rows = [row for flag, moved in OFFLOADED_ROWS.items() if getattr(gen, flag) for row in moved]
+    offloaded = sum(t.nbytes for t in terms if t.device == Resource.GPU and t.row in rows)
+    awake = max(0, share.nbytes - offloaded - step)
+    moved = f", {' and '.join(r.replace('_', ' ') for r in rows)} moved to the host meanwhile" if rows else ""
+    out = [t for t in terms if t is not share]
+    out.append(Term("vllm", Resource.GPU, awake, VLLM_KEY,
+                    f"vLLM colocated, asleep while the policy trains (sleep level {gen.vllm_sleep_level}): its share "
+                    f"({share.nbytes:,} B) only while it generates{moved}; beyond the training step's transients "
+                    "(the larger moment is the peak)",
+                    f"max(0, {share.formula} - offloaded {offloaded:,} B - step {step:,} B)", SLEEP_SOURCE))
+    if gen.vllm_sleep_level == 1:
+        tp = gen.vllm_tensor_parallel_size or 1  # each vLLM worker holds and offloads its shard
+        out.append(Term("vllm", Resource.CPU, ceil_div(2 * policy_parameters, tp), "vllm_sleep_weights",
+                        "vLLM's weights kept in host RAM while it sleeps (level 1)",
+                        "2 B × P" + (f" / vLLM tensor parallel {tp}" if tp > 1 else ""), SLEEP_SOURCE))
+    return out
