@@ -158,8 +158,8 @@ def write_model(case: dict[str, Any], workdir: Path) -> Path:
 # the block's `generation:` mapping (MethodSetup.generation) and flat in GRPOConfig.
 TRL_FIELDS = ("beta", "precompute_ref_log_probs", "loss_type", "max_length")
 TRL_GENERATION_FIELDS = ("num_generations", "max_prompt_length", "max_completion_length", "use_vllm", "vllm_mode",
-                         "vllm_gpu_memory_utilization", "vllm_enable_sleep_mode", "sleep_level", "offload_model",
-                         "offload_optimizer", "vllm_tensor_parallel_size")
+                         "vllm_gpu_memory_utilization", "offload_model", "offload_optimizer",
+                         "vllm_tensor_parallel_size")
 # A LLaMA-Factory YAML says the method and the family itself: `stage` (with `pref_loss` for ORPO/SimPO, which run
 # as stage dpo), `pref_beta`, `ref_model`, `cutoff_len` (LLaMA-Factory's hparams/finetuning_args.py, data_args.py).
 LLAMA_FACTORY_STAGES = {"dpo": "dpo", "kto": "kto", "ppo": "ppo", "reward": "rm", "orpo": "dpo", "cpo": "dpo"}
@@ -210,6 +210,11 @@ def trl_config(case: dict[str, Any]) -> tuple[dict[str, Any], set[str]]:
     config.update({key: generation[key] for key in TRL_GENERATION_FIELDS if generation.get(key) is not None})
     carried = set(config) - set(TRL_GENERATION_FIELDS)
     carried |= {f"generation.{key}" for key in TRL_GENERATION_FIELDS if key in config}
+    level = generation.get("vllm_sleep_level")
+    if level is not None:  # ms-swift's --sleep_level; TRL's vllm_enable_sleep_mode sleeps at level 2
+        config.update({"sleep_level": level} if method.get("trainer") == "ms-swift"
+                      else {"vllm_enable_sleep_mode": level > 0})
+        carried.add("generation.vllm_sleep_level")
     if isinstance(case.get("peft"), dict):
         config["use_peft"] = True
     return {**config, **_shape(case)}, carried
