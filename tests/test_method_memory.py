@@ -583,3 +583,16 @@ def test_ms_swift_colocated_vllm_takes_its_own_default_share():
     swift = run(MethodSetup(method=Method.GRPO, trainer=TrainerFamily.MS_SWIFT, beta=0.0, generation=gen)).stage(3)
     trl = run(MethodSetup(method=Method.GRPO, trainer=TrainerFamily.TRL, beta=0.0, generation=gen)).stage(3)
     assert swift.per_gpu["vllm"] == int(80 * GB * 0.9) and trl.per_gpu["vllm"] == int(80 * GB * 0.3)
+
+
+def test_llama_factory_reward_model_holds_its_value_head_models_logits_at_the_forwards_end():
+    # run_rm loads AutoModelForCausalLMWithValueHead (add_valuehead=True, v0.9.3), whose forward computes the LM
+    # head's logits and upcasts them (trl modeling_value_head.py @ v0.9.6): 2 + 4 B per token and vocabulary
+    # entry over chosen + rejected, beyond the backward's peak; TRL's RewardTrainer (a scalar head) has none
+    lf = run(MethodSetup(method=Method.REWARD, trainer=TrainerFamily.LLAMA_FACTORY), NO_OPTIMIZER, seq=4096)
+    [term] = [t for t in lf.stage(1).terms if t.key == "value_head_logits"]
+    logits = 6 * 2 * 4096 * 32000
+    assert 0 < term.nbytes < logits and term.nbytes >= logits - 2 * 2**30
+    trl = run(MethodSetup(method=Method.REWARD, trainer=TrainerFamily.TRL), NO_OPTIMIZER, seq=4096)
+    assert not [t for t in trl.stage(1).terms if t.key == "value_head_logits"]
+    assert lf.stage(1).per_gpu["total"] - trl.stage(1).per_gpu["total"] >= term.nbytes

@@ -44,6 +44,7 @@ from zeroadvisor.memory.method import (
     method_notes,
     method_shape,
     method_terms,
+    value_head_logits_terms,
 )
 from zeroadvisor.memory.options import Option, Skipped, configured_option, enumerate_options, refusal
 from zeroadvisor.memory.padding import PaddedFit, longest_fit
@@ -561,6 +562,9 @@ def _train_terms(run: _Run, option: Option, ds_terms: list[Term], paper: list[Te
     # PPO's critic: its activations beside the policy's where its trainer runs both in one backward (memory/method.py)
     terms += critic_activation_terms(run.shape, run.model, s.micro_batch, run.autocast.dtype if run.autocast
                                      else s.precision, run.layout, run.act.nbytes)
+    # a value-head reward model's discarded logits at the end of its forward (memory/method.py)
+    terms += value_head_logits_terms(run.shape, run.model, s.micro_batch, run.layout, run.act.per_layer,
+                                     run.act.head_share)
     # KTO's KL forward, where its trainer runs it beside the policy's graph (memory/method.py)
     terms += kto_kl_terms(run.shape, run.model, s.micro_batch, run.layout)
     if run.autocast:

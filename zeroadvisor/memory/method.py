@@ -490,6 +490,41 @@ def critic_activation_terms(shape: TrainingShape, policy: ModelSpec, micro_batch
                  f"max(critic {act:,} - actor {policy_activations:,}, 0)", OPENRLHF_PPO_SOURCE)]
 
 
+# LLaMA-Factory trains reward models as TRL's AutoModelForCausalLMWithValueHead (llamafactory/train/rm/workflow.py
+# run_rm: load_model(..., add_valuehead=True) @ v0.9.3; the same from 0.8): its forward runs the causal LM's own
+# head, full-vocabulary logits in the model dtype, and upcasts them (``lm_logits.float()``,
+# trl/models/modeling_value_head.py AutoModelForCausalLMWithValueHead.forward @ v0.9.6), which PairwiseTrainer
+# discards (llamafactory/train/rm/trainer.py compute_loss: ``_, _, values = model(...)``). TRL's own RewardTrainer
+# builds AutoModelForSequenceClassification: no vocabulary logits.
+VALUE_HEAD_RM = frozenset({TrainerFamily.LLAMA_FACTORY})
+VALUE_HEAD_RM_SOURCE = ("llamafactory/train/rm/workflow.py run_rm @ v0.9.3 -> trl/models/modeling_value_head.py "
+                        "AutoModelForCausalLMWithValueHead.forward @ v0.9.6")
+
+
+def value_head_logits_terms(shape: TrainingShape, policy: ModelSpec, micro_batch: int, layout: Parallel,
+                            per_layer: int, head_share: int) -> list[Term]:
+    """A value-head reward model's discarded logits (VALUE_HEAD_RM): at the end of its forward the bf16 logits and
+    their fp32 copy (6 B per token and vocabulary entry) sit beside the saved activations; the backward's peak
+    (the activation term) holds, beyond those, one layer's recompute under checkpointing (``per_layer``) and the
+    head's share (``head_share``): only what the forward's end holds beyond that is added (the larger moment)."""
+    setup = shape.method
+    if setup.method != Method.REWARD or setup.trainer not in VALUE_HEAD_RM or not shape.sequence_length \
+            or not policy.vocab_size:
+        return []
+    rows = batch_factor(setup) * micro_batch  # chosen and rejected in one batch (PairwiseDataCollator)
+    tokens = rows * ceil_div(shape.sequence_length, layout.sequence)
+    logits = (2 + FP32_BYTES) * tokens * policy.vocab_size
+    backward = (per_layer if shape.activation_checkpointing != Checkpointing.NONE else 0) + head_share
+    extra = max(0, logits - backward)
+    if not extra:
+        return []
+    return [Term("activations", Resource.GPU, extra, "value_head_logits",
+                 "the value-head model's full-vocabulary logits and their fp32 copy at the end of its forward "
+                 "(discarded by the loss): beyond the backward's peak", f"max(0, (2 + 4) B × {rows} × "
+                 f"{ceil_div(shape.sequence_length, layout.sequence)} × V {policy.vocab_size:,} - {backward:,} B)",
+                 VALUE_HEAD_RM_SOURCE, kind=TermKind.EXACT)]
+
+
 # KTO's KL term: loss_type "kto" estimates KL(policy || reference) from mismatched (prompt, completion) pairs, one
 # more forward of the policy and one of the reference, both under no_grad; "apo_zero_unpaired" needs none
 # (trl/trainer/kto_trainer.py __init__: calculate_KL = loss_type not in ["apo_zero_unpaired"] @ v0.21.0, v1.9.0,
