@@ -214,3 +214,17 @@ def test_typed_field_names_are_the_fields_of_that_type(fields, kind):
         defaults = [training_args.DEFAULTS[name]] + [project[name] for project in
                                                      training_args.PROJECT_DEFAULTS.values() if name in project]
         assert all(isinstance(d, holds) and not isinstance(d, bool) for d in defaults), (name, defaults)
+
+
+def test_openrlhf_arguments_are_not_checked_as_the_hf_trainers():
+    # OpenRLHF's own loop builds the config from its flags (get_ds_train_config): transformers' deepspeed_init never
+    # runs its check, so train_batch_size against micro x world is not a mismatch there
+    from zeroadvisor.config.launch import parse_launch
+
+    args = parse_launch("deepspeed --module openrlhf.cli.train_ppo --pretrain m --micro_train_batch_size 2 "
+                        "--train_batch_size 128 --zero_stage 2 --bf16").training
+    assert args.project == "openrlhf"
+    text = '{"train_batch_size": 128, "train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 2}}'
+    assert not [f for f in lint_text(text, "d.json", LintOptions(gpus=8, training=args)) if f.code == "ZA310"]
+    hf = from_mapping({"per_device_train_batch_size": 2}, "args.json")
+    assert [f for f in lint_text(text, "d.json", LintOptions(gpus=8, training=hf)) if f.code == "ZA310"]

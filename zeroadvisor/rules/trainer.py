@@ -26,9 +26,16 @@ def _shown(value: object) -> str:
         if isinstance(value, str) else str(value)
 
 
+# Projects whose training loop is not the Hugging Face Trainer, so transformers' deepspeed_init never compares the
+# config with their arguments: OpenRLHF builds the DeepSpeed config from its own flags (openrlhf/utils/deepspeed/
+# deepspeed.py get_ds_train_config @ v0.8.5: train_micro_batch_size_per_gpu and train_batch_size set, DeepSpeed
+# deriving the accumulation from them).
+OWN_LOOP_PROJECTS = frozenset({"openrlhf"})
+
+
 def _mismatch(ctx: Context) -> Iterator[Hit]:
     args = coerce(getattr(ctx.options, "training", None))
-    if args is None or not isinstance(ctx.data, dict):
+    if args is None or not isinstance(ctx.data, dict) or args.project in OWN_LOOP_PROJECTS:
         return
     from zeroadvisor.deepspeed import hf_fill  # only with the Trainer's arguments (lint's start-up without them)
 
@@ -57,7 +64,8 @@ TRAINER_MISMATCH = Rule(
         "max_grad_norm, learning_rate, adam_beta1/2, adam_epsilon, weight_decay, max_steps, warmup_steps, "
         "--fp16/--bf16). A different value makes deepspeed_init raise before training starts. Set the key to "
         "\"auto\" so the Trainer fills it, or to the same value. Needs the training arguments: "
-        "--training-args FILE or the launch command after --."
+        "--training-args FILE or the launch command after --. Not checked for OpenRLHF, whose own training loop "
+        "builds the config from its flags (transformers' check never runs there)."
     ),
     check=_mismatch,
     examples=(
