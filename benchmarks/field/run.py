@@ -268,7 +268,8 @@ def method_arguments(case: dict[str, Any], workdir: Path) -> MethodArguments:
         path = workdir / name
         path.write_text(yaml.safe_dump(config, sort_keys=False))
         flags += ["--training-args", str(path)]
-        carried |= trainer_pin(block, workdir)
+    # the release as the project pins it, also for a case that passes its launch command (OpenRLHF)
+    carried |= trainer_pin(block, workdir)
     return MethodArguments(method=method, flags=tuple(flags), unpassed=tuple(k for k in said if k not in carried))
 
 
