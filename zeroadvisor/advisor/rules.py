@@ -331,7 +331,8 @@ def _activations_dominate(ctx: Context) -> Iterator[Hit]:
     # is its binding resource (a run that fits has nothing to act on; host RAM binding is another rule's).
     # Below a tenth of the budget activations are not the problem (with full offload model states are ~0,
     # so "activations exceed them" alone would always be true).
-    if current.comfortable or current.binding_resource != Capacity.GPU:
+    # a model on GPUs of its own binds (memory/groups.py): the trained model's activations are not what to act on
+    if current.comfortable or current.binding_resource != Capacity.GPU or current.binding_group is not None:
         return
     if not acts or acts <= states or acts < ACTIVATION_SHARE * a.budget.usable:
         return
@@ -759,8 +760,10 @@ def _verdict_unknown(ctx: Context) -> Iterator[Hit]:
     padded = current.padded
     if padded is not None:  # the lengths are maxima (memory/padding.py): the estimate there is an upper bound
         also = f"; and {missing}" if missing else ""
+        group = current.binding_group_peak  # a model on GPUs of its own binds there (memory/groups.py)
         yield Hit("", f"no verdict: at the maximum length ({padded.maximum_tokens()}) it needs "
-                      f"{a.fmt(current.peak_gpu)} per GPU, more than the {_budget(ctx)}; {padded.words()} "
+                      f"{a.fmt(current.binding_peak_gpu)} per GPU{' ' + group.words if group else ''}, more than "
+                      f"the {_budget(ctx)}; {padded.words()} "
                       f"({a.fmt(padded.peak_gpu)} per GPU there); for a run that fits every batch, lower the maximum "
                       f"or check with --padding max_length for the change that fits{also}", at="file")
         return

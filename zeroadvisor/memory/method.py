@@ -200,13 +200,20 @@ def reward_loaded(setup: MethodSetup) -> bool:
     return setup.method == Method.PPO or place is not None
 
 
+def frozen_stage(setup: MethodSetup, role: ModelRole, option: Option) -> int:
+    """The stage a frozen model is prepared at: the trainer's own for it where its flags say, else the config's
+    stage 3 kept and any other set to 0."""
+    place = _placement(setup, role)
+    return place.zero_stage if place is not None and place.zero_stage is not None else (3 if option.stage == 3 else 0)
+
+
 def frozen_model_terms(role: ModelRole, spec: ModelSpec, s: Settings, option: Option, N: int,
                        setup: MethodSetup, config_has_optimizer: bool) -> list[Term]:
     """A frozen model (reference, reward) as prepare_deepspeed builds it for ``option``: what it holds per GPU
     (and on the host where the config offloads its parameters)."""
     row = ROW_OF[role]
     place = _placement(setup, role)
-    stage = place.zero_stage if place is not None and place.zero_stage is not None else (3 if option.stage == 3 else 0)
+    stage = frozen_stage(setup, role, option)
     if place is not None and place.num_nodes and place.gpus_per_node:  # its own GPUs (OpenRLHF --ref_num_gpus...)
         N = place.num_nodes * place.gpus_per_node
     # offload_param is a stage-3 feature: below it DeepSpeed ignores it (OpenRLHF --ref_reward_offload at stage 0)
@@ -315,7 +322,8 @@ def method_terms(setup: MethodSetup, policy: ModelSpec, auxiliary: dict[ModelRol
         for row in dict.fromkeys(t.row for t in others):
             own = sum(t.nbytes for t in others if t.row == row and t.device == Resource.GPU)
             notes.append(f"{row.replace('_', ' ')}: on GPUs of its own (OpenRLHF without --colocate_all_models), "
-                         f"{own / 2**30:.2f} GiB per GPU there: not counted on the actor's cards")
+                         f"{own / 2**30:.2f} GiB of states per GPU there: judged on its group's GPUs "
+                         "(memory/groups.py), not on the actor's cards")
         others = []
     return others + vllm_terms(setup, gpu_memory, notes) + completion_logits_terms(setup, policy, s)
 

@@ -1,0 +1,104 @@
+"""OpenRLHF's Ray actor groups: the reference / reward / critic models on GPUs of their own, judged there
+(memory/groups.py). A group that cannot hold its model or its rollout forward fails the run, and the verdict
+names it; the actor's own rows are unchanged."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from zeroadvisor.advisor.check import CheckOptions, check_document
+from zeroadvisor.config.method import Generation, MethodSetup, Placement
+from zeroadvisor.config.source import parse
+from zeroadvisor.memory.estimate import Cluster, estimate
+from zeroadvisor.memory.groups import group_gpus
+from zeroadvisor.model.hf import spec_from_hf_config
+from zeroadvisor.model.spec import TrainingShape
+from zeroadvisor.vocab import Method, ModelRole, TrainerFamily, Verdict
+
+GB = 10**9
+# Qwen3-8B (OpenRLHF#1066's model)
+QWEN3_8B = spec_from_hf_config({"model_type": "qwen3", "hidden_size": 4096, "intermediate_size": 12288,
+                                "num_hidden_layers": 36, "num_attention_heads": 32, "num_key_value_heads": 8,
+                                "head_dim": 128, "vocab_size": 151936, "tie_word_embeddings": False})
+LLAMA2_7B = spec_from_hf_config({"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008,
+                                 "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32,
+                                 "vocab_size": 32000})
+# OpenRLHF's generated actor config: ZeRO-3 with --adam_offload, no optimizer block
+ACTOR = {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1, "bf16": {"enabled": True},
+         "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}}}
+HOST = 2000 * GB
+
+
+def grpo(ref_gpus: int, rollout: int, **kw) -> MethodSetup:
+    """A Ray GRPO run (train_ppo_ray --advantage_estimator group_norm) with its reference on ``ref_gpus``."""
+    return MethodSetup(method=Method.GRPO, trainer=TrainerFamily.OPENRLHF, trainer_version="0.8.5",
+                       use_reference=True, beta=0.001,
+                       generation=Generation(rollout_batch_size=rollout, use_vllm=True, vllm_num_gpus=2),
+                       placements=(Placement(ModelRole.REFERENCE, num_nodes=1, gpus_per_node=ref_gpus),), **kw)
+
+
+def configured(setup: MethodSetup, spec=QWEN3_8B, seq: int = 12288, gpus: int = 4, gpu_gb: int = 80):
+    e = estimate(ACTOR, spec, TrainingShape(seq, "full", method=setup),
+                 Cluster(gpus=gpus, gpu_memory=gpu_gb * GB, cpu_memory=HOST))
+    assert e.configured is not None
+    return e.configured
+
+
+def test_a_reference_group_of_one_gpu_that_cannot_hold_its_rollout_forward_does_not_fit():
+    # OpenRLHF#1066: 32 sequences of 4096 + 8192 tokens through the reference on its one GPU: the bf16 logits and
+    # their fp32 copy alone are 6 B x 32 x 12288 x 151936 = 358 GB
+    st = configured(grpo(1, 32))
+    [group] = st.groups
+    assert (group.role, group.gpus) == (ModelRole.REFERENCE, 1)
+    forward = next(t for t in group.terms if t.key == "reference_forward")
+    assert forward.nbytes >= 6 * 32 * 12288 * 151936
+    assert "actor.py" in forward.source and "v0.8.5" in forward.source
+    params = next(t for t in group.terms if t.key == "reference_params")
+    assert params.nbytes == 2 * QWEN3_8B.parameters  # stage 3 kept, over the group's one GPU: a whole copy
+    assert st.verdict == Verdict.DOES_NOT_FIT and st.binding_group == ModelRole.REFERENCE
+    assert st.peak_gpu < 80 * GB  # the actor's own cards are not what fails
+    data = st.to_dict()
+    assert data["binding_group"] == "reference" and data["groups"][0]["gpus"] == 1
+
+
+def test_the_text_verdict_names_the_binding_group():
+    options = CheckOptions(model=QWEN3_8B, shape=TrainingShape(12288, "full", method=grpo(1, 32)),
+                           cluster=Cluster(gpus=4, gpu_memory=80 * GB, cpu_memory=HOST))
+    result = check_document(parse(json.dumps(ACTOR), "ds.json"), options)
+    from zeroadvisor.report.overview import verdict_sentence
+
+    assert result.estimate is not None
+    sentence = verdict_sentence(result.estimate, None, "GiB")
+    assert "does not fit" in sentence and "on the reference model's own GPU" in sentence
+
+
+@pytest.mark.parametrize(("ref_gpus", "verdict", "binding"), [(1, Verdict.DOES_NOT_FIT, ModelRole.REFERENCE),
+                                                              (8, Verdict.FITS, None)])
+def test_enough_gpus_in_the_reference_group_fit(ref_gpus, verdict, binding):
+    # a 7B reference at ZeRO-3 on 16 GB cards: whole on one GPU (13.5 GB + its forward), an eighth on eight
+    st = configured(grpo(ref_gpus, 2), spec=LLAMA2_7B, seq=1024, gpus=8, gpu_gb=16)
+    assert (st.verdict, st.binding_group) == (verdict, binding)
+    assert st.groups[0].gpus == ref_gpus
+
+
+def test_the_reward_model_has_no_vocabulary_logits_and_the_critic_trains_on_its_own_group():
+    setup = MethodSetup(method=Method.PPO, trainer=TrainerFamily.OPENRLHF, trainer_version="0.8.5",
+                        generation=Generation(rollout_batch_size=4))
+    st = configured(setup, spec=LLAMA2_7B, seq=2048, gpus=8)
+    roles = {g.role: g for g in st.groups}
+    assert set(roles) == {ModelRole.REFERENCE, ModelRole.REWARD, ModelRole.CRITIC}
+    assert all(g.gpus == 8 for g in st.groups)  # train_ppo_ray's default: 1 node x 8 GPUs
+    reward = next(t for t in roles[ModelRole.REWARD].terms if t.key == "reward_forward")
+    reference = next(t for t in roles[ModelRole.REFERENCE].terms if t.key == "reference_forward")
+    assert reward.nbytes < 6 * 4 * 2048 * 32000 <= reference.nbytes
+    critic = {t.key for t in roles[ModelRole.CRITIC].terms}
+    assert {"critic_lp_params", "critic_optimizer_state", "critic_group_activations", "cuda_context"} <= critic
+    assert not {"reference_model", "reward_model", "critic"} & set(st.per_gpu)  # the actor's rows as before
+
+
+def test_colocated_models_have_no_groups():
+    st = configured(grpo(1, 32, colocate_all_models=True))
+    assert st.groups == () and st.binding_group is None
+    assert group_gpus(MethodSetup(method=Method.PPO, trainer=TrainerFamily.OPENRLHF), ModelRole.CRITIC) == 8
