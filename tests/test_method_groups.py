@@ -9,10 +9,12 @@ import json
 import pytest
 
 from zeroadvisor.advisor.check import CheckOptions, check_document
+from zeroadvisor.config.launch import parse_launch
 from zeroadvisor.config.method import Generation, MethodSetup, Placement
 from zeroadvisor.config.source import parse
 from zeroadvisor.memory.estimate import Cluster, estimate
 from zeroadvisor.memory.groups import group_gpus
+from zeroadvisor.memory.method import critic_loaded
 from zeroadvisor.model.hf import spec_from_hf_config
 from zeroadvisor.model.spec import TrainingShape
 from zeroadvisor.vocab import Method, ModelRole, TrainerFamily, Verdict
@@ -102,3 +104,21 @@ def test_colocated_models_have_no_groups():
     st = configured(grpo(1, 32, colocate_all_models=True))
     assert st.groups == () and st.binding_group is None
     assert group_gpus(MethodSetup(method=Method.PPO, trainer=TrainerFamily.OPENRLHF), ModelRole.CRITIC) == 8
+
+
+def test_a_grpo_launch_without_gae_or_with_a_remote_reward_has_no_critic_or_reward_group():
+    # train_ppo_ray: a critic only for --advantage_estimator gae, no reward model with --remote_rm_url (v0.8.5)
+    launch = parse_launch("python -m openrlhf.cli.train_ppo_ray --ref_num_nodes 1 --ref_num_gpus_per_node 1 "
+                          "--advantage_estimator group_norm --remote_rm_url http://rm:5000/get_reward "
+                          "--micro_rollout_batch_size 32 --prompt_max_len 4096 --generate_max_len 8192 "
+                          "--zero_stage 3 --bf16 --adam_offload --init_kl_coef 0.001 --vllm_num_engines 1 "
+                          "--vllm_tensor_parallel_size 2")
+    setup = launch.training.method.setup
+    assert not critic_loaded(setup)
+    st = configured(setup)
+    assert [g.role for g in st.groups] == [ModelRole.REFERENCE]
+    # the reference's rollout forward alone passes its one card (read as PPO, the actor's own scoring forward
+    # at that micro batch does too: memory/generation.py)
+    assert st.verdict == Verdict.DOES_NOT_FIT and st.groups[0].gpu > 80 * GB
+    gae = parse_launch("python -m openrlhf.cli.train_ppo_ray --advantage_estimator gae --zero_stage 3")
+    assert critic_loaded(gae.training.method.setup)

@@ -44,6 +44,7 @@ from zeroadvisor.memory.generation import OPENRLHF_FP32_LOGITS, OPENRLHF_ROLLOUT
 from zeroadvisor.memory.method import (
     _placement,
     _release,
+    critic_loaded,
     critic_spec,
     critic_terms,
     frozen_model_terms,
@@ -153,7 +154,7 @@ def group_peaks(setup: MethodSetup, policy: ModelSpec, auxiliary: dict[ModelRole
         else:
             notes.append(f"{role.value} group: its rollout forward not counted without a sequence length")
         out.append(GroupPeak(role, N, (*terms, _context())))
-    if setup.method == Method.PPO:
+    if critic_loaded(setup):
         out += _critic_group(setup, policy, auxiliary, s, option, shape, layout, rows, notes)
     return out
 

@@ -200,6 +200,13 @@ def reward_loaded(setup: MethodSetup) -> bool:
     return setup.method == Method.PPO or place is not None
 
 
+def critic_loaded(setup: MethodSetup) -> bool:
+    """Whether a PPO run trains a critic model: not where the flags say none (OpenRLHF without GAE: its
+    train_ppo_ray sets critic_pretrain None for any other --advantage_estimator, cli/train_ppo_ray.py @ v0.8.5)."""
+    place = _placement(setup, ModelRole.CRITIC)
+    return setup.method == Method.PPO and not (place is not None and place.loaded is False)
+
+
 def frozen_stage(setup: MethodSetup, role: ModelRole, option: Option) -> int:
     """The stage a frozen model is prepared at: the trainer's own for it where its flags say, else the config's
     stage 3 kept and any other set to 0."""
@@ -216,9 +223,11 @@ def frozen_model_terms(role: ModelRole, spec: ModelSpec, s: Settings, option: Op
     stage = frozen_stage(setup, role, option)
     if place is not None and place.num_nodes and place.gpus_per_node:  # its own GPUs (OpenRLHF --ref_num_gpus...)
         N = place.num_nodes * place.gpus_per_node
-    # offload_param is a stage-3 feature: below it DeepSpeed ignores it (OpenRLHF --ref_reward_offload at stage 0)
+    # offload_param is a stage-3 feature: below it DeepSpeed ignores it (OpenRLHF --ref_reward_offload at stage 0);
+    # OpenRLHF's eval config offloads only with --ref_reward_offload (get_ds_eval_config(offload=...) @ v0.8.5),
+    # never from the actor's offload_param
     offload = stage == 3 and (place.offload if place is not None and place.offload is not None
-                              else option.offload_param != Device.NONE)
+                              else option.offload_param != Device.NONE and setup.trainer != TrainerFamily.OPENRLHF)
     P = spec.parameters
     w = B.nbytes(s.precision)
     src = (LLAMA_FACTORY_PPO_SOURCE if setup.trainer == TrainerFamily.LLAMA_FACTORY and setup.method == Method.PPO
@@ -313,7 +322,7 @@ def method_terms(setup: MethodSetup, policy: ModelSpec, auxiliary: dict[ModelRol
     if setup.method == Method.PPO and setup.trainer in VALUE_HEAD_ON_POLICY:
         notes.append(f"critic: {setup.trainer}'s value head (hidden × 1) on the policy's own backbone, trained with "
                      "it: no second copy")
-    elif setup.method == Method.PPO:
+    elif critic_loaded(setup):
         others += critic_terms(critic_spec(setup, policy, auxiliary, notes), s, option, N, notes)
     if setup.trainer == TrainerFamily.OPENRLHF and not setup.colocate_all_models:
         # OpenRLHF runs the reference, reward and critic as Ray actors on GPUs of their own unless
@@ -479,7 +488,7 @@ def critic_activation_terms(shape: TrainingShape, policy: ModelSpec, micro_batch
     beyond the actor's (the larger step is the peak); on GPUs of its own (OpenRLHF without
     --colocate_all_models) and elsewhere (LLaMA-Factory's value head rides on the policy): nothing here."""
     setup = shape.method
-    if setup.method != Method.PPO or not shape.sequence_length:
+    if not critic_loaded(setup) or not shape.sequence_length:
         return []
     together = setup.trainer in CRITIC_IN_POLICY_FORWARD
     if not together and not (setup.trainer == TrainerFamily.OPENRLHF and setup.colocate_all_models):
