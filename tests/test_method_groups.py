@@ -122,3 +122,17 @@ def test_a_grpo_launch_without_gae_or_with_a_remote_reward_has_no_critic_or_rewa
     assert st.verdict == Verdict.DOES_NOT_FIT and st.groups[0].gpu > 80 * GB
     gae = parse_launch("python -m openrlhf.cli.train_ppo_ray --advantage_estimator gae --zero_stage 3")
     assert critic_loaded(gae.training.method.setup)
+
+
+def test_the_check_text_adds_one_line_per_group_under_the_actors_breakdown():
+    from zeroadvisor.report.check_text import options_lines
+    from zeroadvisor.report.estimate_text import Style
+
+    e = estimate(ACTOR, QWEN3_8B, TrainingShape(12288, "full", method=grpo(1, 32)),
+                 Cluster(gpus=4, gpu_memory=80 * GB, cpu_memory=HOST))
+    lines = options_lines(e, None, "GiB", Style(200))
+    at = next(i for i, line in enumerate(lines) if "all DeepSpeed's estimator counts" in line)
+    group = e.configured.groups[0]
+    assert lines[at + 1].startswith(f"On the reference model's own GPU: {group.gpu / 2**30:.2f} GiB = reference "
+                                    "model 15.26 + ")
+    assert "critic" not in " ".join(lines) and "reward model" not in " ".join(lines)
