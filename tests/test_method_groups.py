@@ -136,3 +136,28 @@ def test_the_check_text_adds_one_line_per_group_under_the_actors_breakdown():
     assert lines[at + 1].startswith(f"On the reference model's own GPU: {group.gpu / 2**30:.2f} GiB = reference "
                                     "model 15.26 + ")
     assert "critic" not in " ".join(lines) and "reward model" not in " ".join(lines)
+
+
+def test_the_does_not_fit_finding_names_the_group_and_its_flags():
+    # the actor fits on its 4 cards; the reference's one GPU holds its 16 GB copy and 60 GB of logits
+    options = CheckOptions(model=QWEN3_8B, shape=TrainingShape(2048, "full", method=grpo(1, 32),
+                                                               flash_attention=True),
+                           cluster=Cluster(gpus=4, gpu_memory=80 * GB, cpu_memory=HOST))
+    result = check_document(parse(json.dumps(ACTOR), "ds.json"), options)
+    [finding] = [f for f in result.findings if f.code == "ZA801"]
+    assert "while training on the reference model's own GPU (reference model 15.26 GiB" in finding.message
+    assert "--micro_rollout_batch_size" in finding.message and "--ref_num_gpus_per_node" in finding.message
+    assert result.estimate is not None and result.estimate.configured is not None
+    assert result.estimate.configured.peak_gpu < 0.9 * 80 * GB
+
+
+def test_openrlhf_builds_its_reference_whole_with_a_lora_actor():
+    # ReferenceModelActor loads --pretrain without --lora_rank (trainer/ray/launcher.py @ v0.8.5); TRL disables
+    # the adapter instead and loads none
+    from dataclasses import replace
+
+    from zeroadvisor.memory.method import has_reference
+
+    lora = replace(LLAMA2_7B, trainable_parameters=20_000_000)
+    assert has_reference(grpo(1, 8), lora)
+    assert not has_reference(MethodSetup(method=Method.DPO, trainer=TrainerFamily.TRL), lora)

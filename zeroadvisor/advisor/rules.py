@@ -178,6 +178,16 @@ def _does_not_fit(ctx: Context) -> Iterator[Hit]:
     if current is None or current.verdict != Verdict.DOES_NOT_FIT:
         return
     a, budget = _advice_of(ctx), _advice_of(ctx).budget
+    group = current.binding_group_peak
+    if group is not None and group.gpu > budget.gpu_memory:
+        # a model on GPUs of its own (memory/groups.py): no change to this config moves what its GPU holds
+        parts = ", ".join(f"{ROW_LABELS.get(row) or METHOD_ROW_LABELS[row]} {a.fmt(n)}" for row, n in
+                          group.rows.items() if n)
+        yield Hit(_anchor(ctx), f"{_label(current.option)} (configured) needs {a.fmt(group.gpu)} while training "
+                                f"{group.words} ({parts}), more than the {a.fmt(budget.gpu_memory)} the GPU has. "
+                                "It runs on GPUs of its own (OpenRLHF without --colocate_all_models), so its group's "
+                                f"flags decide it, not this config: {group.flags}")
+        return
     if current.peak_gpu <= budget.gpu_memory:
         return  # the GPU holds it; the host or NVMe does not: host-memory-insufficient reports that
     gpu_phase = max(current.phases.values(), key=lambda p: p.gpu).phase if current.phases else Phase.TRAIN

@@ -88,6 +88,25 @@ class GroupPeak:
         return sum(t.upper for t in self.terms if t.device == Resource.GPU)
 
     @property
+    def rows(self) -> dict[str, int]:
+        """The GPU bytes by row (the model's own row, gathered parameters, activations, overhead)."""
+        out: dict[str, int] = {}
+        for t in self.terms:
+            if t.device == Resource.GPU:
+                out[t.row] = out.get(t.row, 0) + t.nbytes
+        return out
+
+    @property
+    def flags(self) -> str:
+        """The flags that move what one GPU of the group holds (train_ppo_ray's argparse @ v0.8.5)."""
+        if self.role == ModelRole.CRITIC:
+            return ("--critic_num_nodes / --critic_num_gpus_per_node (its states partition over them), "
+                    "--micro_train_batch_size, --micro_rollout_batch_size")
+        return ("--micro_rollout_batch_size (its forward), and for its weights ZeRO-3 (--zero_stage 3) over more "
+                f"GPUs in its group (--{'ref' if self.role == ModelRole.REFERENCE else 'reward'}_num_gpus_per_node) "
+                "or --ref_reward_offload")
+
+    @property
     def words(self) -> str:
         """Where it is, for the verdict: "on the reference model's own GPU (1 of its group)"."""
         return (f"on each of the {self.role} model's own {self.gpus} GPUs" if self.gpus > 1

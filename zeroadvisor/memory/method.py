@@ -138,7 +138,10 @@ def has_reference(setup: MethodSetup, policy: ModelSpec) -> bool:
             or ((setup.loss_type or "").lower() in ("simpo", Method.ORPO) and not axolotl)
             or bool(setup.precompute_ref_log_probs)
             or (setup.method == Method.GRPO and beta == 0.0))
-    return not none and not (policy.trainable_parameters is not None and setup.reference_model is None)
+    # OpenRLHF builds its reference as a model of its own whatever the actor's --lora_rank (ReferenceModelActor
+    # init_model_from_pretrained: Actor(pretrain, ...) without lora_rank, trainer/ray/launcher.py @ v0.8.5)
+    peft_base = policy.trainable_parameters is not None and setup.trainer != TrainerFamily.OPENRLHF
+    return not none and not (peft_base and setup.reference_model is None)
 
 
 def _release(text: str | None) -> Version | None:

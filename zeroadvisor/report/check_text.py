@@ -19,7 +19,6 @@ from zeroadvisor.report import escape, overview
 from zeroadvisor.report.estimate_text import CONFIGURED_MARK, MARKS, RECOMMENDED_MARK, Style
 from zeroadvisor.report.finding_parts import COLOURS, RESET, location
 from zeroadvisor.units import format_bytes, scale
-from zeroadvisor.vocab import Resource
 
 if TYPE_CHECKING:
     from zeroadvisor.advisor.lead import Lead, NoFix
@@ -130,12 +129,8 @@ def _difference_line(estimate: Estimate, rec: Lead | None, unit: str, style: Sty
 
 def _group_line(group: GroupPeak, unit: str, style: Style) -> list[str]:
     """One GPU of a model's own group (memory/groups.py), by row: "reference model's own GPU: 20.3 GiB: ..."."""
-    rows: dict[str, int] = {}
-    for term in group.terms:
-        if term.device == Resource.GPU:
-            rows[term.row] = rows.get(term.row, 0) + term.nbytes
     parts = [f"{labels.ROW_LABELS.get(row) or labels.METHOD_ROW_LABELS[row]} {scale(n, unit):.2f}"
-             for row, n in rows.items() if n]
+             for row, n in group.rows.items() if n]
     words = group.words[0].upper() + group.words[1:]
     text = f"{words}: {scale(group.gpu, unit):.2f} {unit} = {' + '.join(parts)} {unit}"
     return style.wrap(escape.terminal(text))
