@@ -419,7 +419,7 @@ def _dynamic_padding(run: _Run, stages: list[StageEstimate]) -> tuple[list[Stage
             activation_spec(shape.method, run.model), shape, run.s.micro_batch * batch_factor(shape.method),
             run.s.precision, run.layout))
         st = _stage_estimate(shorter, option)
-        return st.counted_verdict, st.peak_gpu
+        return st.counted_verdict, st.binding_peak_gpu  # a model's own group where one binds (memory/groups.py)
 
     fit = longest_fit(run.model, run.shape, judge)
     if fit is None:  # not even one token per sample fits: the length does not decide it
