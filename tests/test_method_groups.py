@@ -161,3 +161,11 @@ def test_openrlhf_builds_its_reference_whole_with_a_lora_actor():
     lora = replace(LLAMA2_7B, trainable_parameters=20_000_000)
     assert has_reference(grpo(1, 8), lora)
     assert not has_reference(MethodSetup(method=Method.DPO, trainer=TrainerFamily.TRL), lora)
+
+
+def test_the_tables_name_the_binding_group_beside_the_phase():
+    from zeroadvisor.report.markdown import options_table
+
+    e = estimate(ACTOR, QWEN3_8B, TrainingShape(12288, "full", method=grpo(1, 32)),
+                 Cluster(gpus=4, gpu_memory=80 * GB, cpu_memory=HOST))
+    assert all(" | train (reference) | " in row for row in options_table(e, None, "GiB")[2:])

@@ -116,6 +116,11 @@ def verdict_sentence(estimate: Estimate | None, rec: Lead | None, unit: str,
     return text
 
 
+def binding_words(st: StageEstimate) -> str:
+    """The binding phase for a table cell, with the model's own group where one binds ("train (reference)")."""
+    return f"{st.binding_phase} ({st.binding_group})" if st.binding_group is not None else str(st.binding_phase)
+
+
 def verdict_words(st: StageEstimate) -> str:
     """The option's verdict in words: "unknown" said for why (what is counted fits, or the run fits only while
     batches are padded shorter than the maximum: memory/padding.py)."""
