@@ -178,6 +178,16 @@ def _does_not_fit(ctx: Context) -> Iterator[Hit]:
     if current is None or current.verdict != Verdict.DOES_NOT_FIT:
         return
     a, budget = _advice_of(ctx), _advice_of(ctx).budget
+    group = current.binding_group_peak
+    if group is not None and group.gpu > budget.gpu_memory:
+        # a model on GPUs of its own (memory/groups.py): no change to this config moves what its GPU holds
+        parts = ", ".join(f"{ROW_LABELS.get(row) or METHOD_ROW_LABELS[row]} {a.fmt(n)}" for row, n in
+                          group.rows.items() if n)
+        yield Hit(_anchor(ctx), f"{_label(current.option)} (configured) needs {a.fmt(group.gpu)} while training "
+                                f"{group.words} ({parts}), more than the {a.fmt(budget.gpu_memory)} the GPU has. "
+                                "It runs on GPUs of its own (OpenRLHF without --colocate_all_models), so its group's "
+                                f"flags decide it, not this config: {group.flags}")
+        return
     if current.peak_gpu <= budget.gpu_memory:
         return  # the GPU holds it; the host or NVMe does not: host-memory-insufficient reports that
     gpu_phase = max(current.phases.values(), key=lambda p: p.gpu).phase if current.phases else Phase.TRAIN
@@ -331,7 +341,8 @@ def _activations_dominate(ctx: Context) -> Iterator[Hit]:
     # is its binding resource (a run that fits has nothing to act on; host RAM binding is another rule's).
     # Below a tenth of the budget activations are not the problem (with full offload model states are ~0,
     # so "activations exceed them" alone would always be true).
-    if current.comfortable or current.binding_resource != Capacity.GPU:
+    # a model on GPUs of its own binds (memory/groups.py): the trained model's activations are not what to act on
+    if current.comfortable or current.binding_resource != Capacity.GPU or current.binding_group is not None:
         return
     if not acts or acts <= states or acts < ACTIVATION_SHARE * a.budget.usable:
         return
@@ -759,8 +770,10 @@ def _verdict_unknown(ctx: Context) -> Iterator[Hit]:
     padded = current.padded
     if padded is not None:  # the lengths are maxima (memory/padding.py): the estimate there is an upper bound
         also = f"; and {missing}" if missing else ""
+        group = current.binding_group_peak  # a model on GPUs of its own binds there (memory/groups.py)
         yield Hit("", f"no verdict: at the maximum length ({padded.maximum_tokens()}) it needs "
-                      f"{a.fmt(current.peak_gpu)} per GPU, more than the {_budget(ctx)}; {padded.words()} "
+                      f"{a.fmt(current.binding_peak_gpu)} per GPU{' ' + group.words if group else ''}, more than "
+                      f"the {_budget(ctx)}; {padded.words()} "
                       f"({a.fmt(padded.peak_gpu)} per GPU there); for a run that fits every batch, lower the maximum "
                       f"or check with --padding max_length for the change that fits{also}", at="file")
         return

@@ -97,7 +97,7 @@ OPENRLHF_KEYS: tuple[str, ...] = (
     "vllm_num_engines", "vllm_tensor_parallel_size", "ref_reward_offload", "ref_offload", "reward_pretrain",
     "critic_pretrain", "ref_pretrain", "pretrain", "init_kl_coef", "n_samples_per_prompt", "prompt_max_len",
     "generate_max_len", "max_len", "zero_stage", "micro_train_batch_size", "adam_offload", "lora_rank", "ipo",
-    "micro_rollout_batch_size", "vllm_enable_sleep", "deepspeed_enable_sleep")
+    "micro_rollout_batch_size", "vllm_enable_sleep", "deepspeed_enable_sleep", "advantage_estimator", "remote_rm_url")
 OPENRLHF_BOOLS = ("colocate_all_models", "ref_reward_offload", "ref_offload", "adam_offload", "ipo",
                   "vllm_enable_sleep", "deepspeed_enable_sleep")
 DOTTED: dict[str, str] = {"ref.num_nodes": "ref_num_nodes", "ref.num_gpus_per_node": "ref_num_gpus_per_node",
@@ -383,6 +383,11 @@ def read_openrlhf(module: str, data: Mapping[str, JSONValue], where: Origin) -> 
     read.origin.append(("method", module))
     beta = read.number("beta") if method is not Method.PPO else read.number("init_kl_coef")
     ref_offload = read.flag("ref_reward_offload") or read.flag("ref_offload")
+    # no critic but for GAE (``if args.advantage_estimator not in ["gae"]: args.critic_pretrain = None``), no reward
+    # model with a remote one (``if not args.remote_rm_url: ... RewardModelActor``): train_ppo_ray.py @ v0.5.9.post1,
+    # v0.8.5
+    estimator, remote = read.text("advantage_estimator"), read.text("remote_rm_url")
+    absent = {ModelRole.CRITIC: estimator is not None and estimator != "gae", ModelRole.REWARD: remote is not None}
     placements: list[Placement] = []
     for role, prefix in ((ModelRole.REFERENCE, "ref"), (ModelRole.REWARD, "reward"), (ModelRole.CRITIC, "critic")):
         if method is not Method.PPO and role is not ModelRole.REFERENCE:
@@ -390,8 +395,9 @@ def read_openrlhf(module: str, data: Mapping[str, JSONValue], where: Origin) -> 
         model = read.text(f"{prefix}_pretrain")
         nodes, gpus = read.whole(f"{prefix}_num_nodes"), read.whole(f"{prefix}_num_gpus_per_node")
         offload = ref_offload if role is not ModelRole.CRITIC else None
-        if any(v is not None for v in (model, nodes, gpus, offload)):
-            placements.append(Placement(role, model, nodes, gpus, offload))
+        loaded = False if absent.get(role) else None
+        if any(v is not None for v in (model, nodes, gpus, offload, loaded)):
+            placements.append(Placement(role, model, nodes, gpus, offload, loaded=loaded))
     # --vllm_num_engines 0: no vLLM (the actor generates)
     engines, tensor = read.whole("vllm_num_engines", zero=True), read.whole("vllm_tensor_parallel_size")
     vllm_gpus = engines * (tensor or 1) if engines is not None else None

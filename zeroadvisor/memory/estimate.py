@@ -31,6 +31,7 @@ from zeroadvisor.memory.generation import (
     rollout_moment,
     sleeping_vllm_terms,
 )
+from zeroadvisor.memory.groups import GroupPeak, group_peaks
 from zeroadvisor.memory.layout_buffers import layout_buffer_terms
 from zeroadvisor.memory.method import (
     CRITIC_IN_POLICY_FORWARD,
@@ -82,6 +83,7 @@ from zeroadvisor.vocab import (
     Capacity,
     Device,
     Method,
+    ModelRole,
     Phase,
     Resource,
     TermKind,
@@ -122,6 +124,10 @@ class StageEstimate:
     activations_missing: tuple[str, ...] = ()
     # the train phase's rows with each term at its bound (Term.bound): per_gpu is the expected bytes
     per_gpu_bound: dict[str, int] = field(default_factory=dict)
+    # one GPU of each model's own group (memory/groups.py: OpenRLHF's Ray actor groups), judged with this world;
+    # binding_group: the group whose GPUs decide the verdict (None: the trained model's own GPUs)
+    groups: tuple[GroupPeak, ...] = ()
+    binding_group: ModelRole | None = None
 
     def uncounted_words(self, short: bool = True) -> list[str]:
         """What the verdict leaves out, one phrase each, naming the inputs that would count it (vocab.py)."""
@@ -148,6 +154,17 @@ class StageEstimate:
         if self.phases:
             return max(p.bound_of(Capacity.GPU) for p in self.phases.values())
         return max(self.per_gpu_bound.get("total", 0), self.per_gpu["total"])
+
+    @property
+    def binding_group_peak(self) -> GroupPeak | None:
+        """The model's own group whose GPUs decide the verdict (memory/groups.py); None: the trained model's."""
+        return next((g for g in self.groups if g.role == self.binding_group), None)
+
+    @property
+    def binding_peak_gpu(self) -> int:
+        """The GPU peak that decides the verdict: one GPU of the binding group where one binds, else ``peak_gpu``."""
+        group = self.binding_group_peak
+        return group.gpu if group is not None else self.peak_gpu
 
     @property
     def peak_host_per_node(self) -> int:
@@ -196,6 +213,9 @@ class StageEstimate:
             "peak_nvme_per_node": int(self.peak_nvme_per_node),
             "binding_phase": self.binding_phase,
             "binding_resource": self.binding_resource,
+            "binding_group": self.binding_group,
+            "groups": [{"role": g.role, "gpus": g.gpus, "gpu": int(g.gpu), "gpu_bound": int(g.gpu_bound),
+                        "terms": [term_dict(t) for t in g.terms]} for g in self.groups],
             "phases": {name: peak.to_dict() for name, peak in self.phases.items()},
             "per_gpu": {row: int(self.per_gpu[row]) for row in self.rows},
             "per_gpu_bound": {row: int(self.per_gpu_bound.get(row, self.per_gpu[row])) for row in self.rows},
@@ -399,7 +419,7 @@ def _dynamic_padding(run: _Run, stages: list[StageEstimate]) -> tuple[list[Stage
             activation_spec(shape.method, run.model), shape, run.s.micro_batch * batch_factor(shape.method),
             run.s.precision, run.layout))
         st = _stage_estimate(shorter, option)
-        return st.counted_verdict, st.peak_gpu
+        return st.counted_verdict, st.binding_peak_gpu  # a model's own group where one binds (memory/groups.py)
 
     fit = longest_fit(run.model, run.shape, judge)
     if fit is None:  # not even one token per sample fits: the length does not decide it
@@ -495,7 +515,11 @@ def _stage_estimate(run: _Run, option: Option) -> StageEstimate:
         peaks = [phase_peaks[0], *peaks, phase_peaks[1]]
         terms = terms + phase_terms
     capacities = run.cluster.capacities()
-    judgement = judge(peaks, capacities, run.cluster.headroom)
+    # the other models' own GPUs (OpenRLHF's Ray groups): a group that cannot hold its model fails the run
+    groups = group_peaks(run.shape.method, run.model, dict(run.shape.auxiliary_specs), run.s, option, run.shape,
+                         run.layout, notes) if run.accounting == Accounting.DEEPSPEED else []
+    group_phases = [PhasePeak(Phase.TRAIN, g.gpu, 0, 0, g.gpu_bound, g.role) for g in groups]
+    judgement = judge(peaks + group_phases, capacities, run.cluster.headroom)
     # the 2025 features whose memory is not counted (memory/features2025.py): a "fits" is then unknown, and a
     # "does not fit" too where the feature can only lower what is counted
     features, lowers = uncounted_features(run.features, option, run.shape.activation_checkpointing,
@@ -512,7 +536,8 @@ def _stage_estimate(run: _Run, option: Option) -> StageEstimate:
                          per_node_cpu, per_node_nvme, stated(judgement.verdict, uncounted, lowers), tuple(terms),
                          tuple(stage_notes),
                          {p.phase: p for p in peaks}, judgement.phase, judgement.resource, uncounted,
-                         judgement.verdict, activations_missing=run.activations_missing, per_gpu_bound=per_gpu_bound)
+                         judgement.verdict, activations_missing=run.activations_missing, per_gpu_bound=per_gpu_bound,
+                         groups=tuple(groups), binding_group=judgement.group)
 
 
 def _unchecked_storage(option: Option, capacities: dict[Capacity, int | None]) -> tuple[str, ...]:

@@ -138,7 +138,10 @@ def has_reference(setup: MethodSetup, policy: ModelSpec) -> bool:
             or ((setup.loss_type or "").lower() in ("simpo", Method.ORPO) and not axolotl)
             or bool(setup.precompute_ref_log_probs)
             or (setup.method == Method.GRPO and beta == 0.0))
-    return not none and not (policy.trainable_parameters is not None and setup.reference_model is None)
+    # OpenRLHF builds its reference as a model of its own whatever the actor's --lora_rank (ReferenceModelActor
+    # init_model_from_pretrained: Actor(pretrain, ...) without lora_rank, trainer/ray/launcher.py @ v0.8.5)
+    peft_base = policy.trainable_parameters is not None and setup.trainer != TrainerFamily.OPENRLHF
+    return not none and not (peft_base and setup.reference_model is None)
 
 
 def _release(text: str | None) -> Version | None:
@@ -200,18 +203,34 @@ def reward_loaded(setup: MethodSetup) -> bool:
     return setup.method == Method.PPO or place is not None
 
 
+def critic_loaded(setup: MethodSetup) -> bool:
+    """Whether a PPO run trains a critic model: not where the flags say none (OpenRLHF without GAE: its
+    train_ppo_ray sets critic_pretrain None for any other --advantage_estimator, cli/train_ppo_ray.py @ v0.8.5)."""
+    place = _placement(setup, ModelRole.CRITIC)
+    return setup.method == Method.PPO and not (place is not None and place.loaded is False)
+
+
+def frozen_stage(setup: MethodSetup, role: ModelRole, option: Option) -> int:
+    """The stage a frozen model is prepared at: the trainer's own for it where its flags say, else the config's
+    stage 3 kept and any other set to 0."""
+    place = _placement(setup, role)
+    return place.zero_stage if place is not None and place.zero_stage is not None else (3 if option.stage == 3 else 0)
+
+
 def frozen_model_terms(role: ModelRole, spec: ModelSpec, s: Settings, option: Option, N: int,
                        setup: MethodSetup, config_has_optimizer: bool) -> list[Term]:
     """A frozen model (reference, reward) as prepare_deepspeed builds it for ``option``: what it holds per GPU
     (and on the host where the config offloads its parameters)."""
     row = ROW_OF[role]
     place = _placement(setup, role)
-    stage = place.zero_stage if place is not None and place.zero_stage is not None else (3 if option.stage == 3 else 0)
+    stage = frozen_stage(setup, role, option)
     if place is not None and place.num_nodes and place.gpus_per_node:  # its own GPUs (OpenRLHF --ref_num_gpus...)
         N = place.num_nodes * place.gpus_per_node
-    # offload_param is a stage-3 feature: below it DeepSpeed ignores it (OpenRLHF --ref_reward_offload at stage 0)
+    # offload_param is a stage-3 feature: below it DeepSpeed ignores it (OpenRLHF --ref_reward_offload at stage 0);
+    # OpenRLHF's eval config offloads only with --ref_reward_offload (get_ds_eval_config(offload=...) @ v0.8.5),
+    # never from the actor's offload_param
     offload = stage == 3 and (place.offload if place is not None and place.offload is not None
-                              else option.offload_param != Device.NONE)
+                              else option.offload_param != Device.NONE and setup.trainer != TrainerFamily.OPENRLHF)
     P = spec.parameters
     w = B.nbytes(s.precision)
     src = (LLAMA_FACTORY_PPO_SOURCE if setup.trainer == TrainerFamily.LLAMA_FACTORY and setup.method == Method.PPO
@@ -306,7 +325,7 @@ def method_terms(setup: MethodSetup, policy: ModelSpec, auxiliary: dict[ModelRol
     if setup.method == Method.PPO and setup.trainer in VALUE_HEAD_ON_POLICY:
         notes.append(f"critic: {setup.trainer}'s value head (hidden × 1) on the policy's own backbone, trained with "
                      "it: no second copy")
-    elif setup.method == Method.PPO:
+    elif critic_loaded(setup):
         others += critic_terms(critic_spec(setup, policy, auxiliary, notes), s, option, N, notes)
     if setup.trainer == TrainerFamily.OPENRLHF and not setup.colocate_all_models:
         # OpenRLHF runs the reference, reward and critic as Ray actors on GPUs of their own unless
@@ -315,7 +334,8 @@ def method_terms(setup: MethodSetup, policy: ModelSpec, auxiliary: dict[ModelRol
         for row in dict.fromkeys(t.row for t in others):
             own = sum(t.nbytes for t in others if t.row == row and t.device == Resource.GPU)
             notes.append(f"{row.replace('_', ' ')}: on GPUs of its own (OpenRLHF without --colocate_all_models), "
-                         f"{own / 2**30:.2f} GiB per GPU there: not counted on the actor's cards")
+                         f"{own / 2**30:.2f} GiB of states per GPU there: judged on its group's GPUs "
+                         "(memory/groups.py), not on the actor's cards")
         others = []
     return others + vllm_terms(setup, gpu_memory, notes) + completion_logits_terms(setup, policy, s)
 
@@ -471,7 +491,7 @@ def critic_activation_terms(shape: TrainingShape, policy: ModelSpec, micro_batch
     beyond the actor's (the larger step is the peak); on GPUs of its own (OpenRLHF without
     --colocate_all_models) and elsewhere (LLaMA-Factory's value head rides on the policy): nothing here."""
     setup = shape.method
-    if setup.method != Method.PPO or not shape.sequence_length:
+    if not critic_loaded(setup) or not shape.sequence_length:
         return []
     together = setup.trainer in CRITIC_IN_POLICY_FORWARD
     if not together and not (setup.trainer == TrainerFamily.OPENRLHF and setup.colocate_all_models):

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from zeroadvisor.vocab import Capacity, Phase, Verdict
+from zeroadvisor.vocab import Capacity, ModelRole, Phase, Verdict
 
 FITS, TIGHT, DOES_NOT_FIT, UNKNOWN = Verdict.FITS, Verdict.TIGHT, Verdict.DOES_NOT_FIT, Verdict.UNKNOWN
 VERDICTS = (FITS, TIGHT, DOES_NOT_FIT)  # best to worst: what a peak against a capacity can be
@@ -38,13 +38,15 @@ RESOURCE_WORDS = {Capacity.GPU: "GPU memory", Capacity.HOST: "host RAM per node"
 class PhasePeak:
     """A phase's expected peak per resource (bytes): one GPU (the most loaded rank), host RAM and NVMe per node;
     ``gpu_bound``: the GPU peak's bound (None: the expected peak; host and NVMe terms carry no bound above their
-    expected bytes yet)."""
+    expected bytes yet). ``group``: a model's own GPUs (memory/groups.py: OpenRLHF's Ray actor groups), judged
+    with the trained model's world; None: the trained model's GPUs."""
 
     phase: Phase
     gpu: int
     host_per_node: int
     nvme_per_node: int
     gpu_bound: int | None = None
+    group: ModelRole | None = None
 
     def of(self, resource: Capacity) -> int:
         return {Capacity.GPU: self.gpu, Capacity.HOST: self.host_per_node, Capacity.NVME: self.nvme_per_node}[resource]
@@ -61,13 +63,14 @@ class PhasePeak:
 
 @dataclass(frozen=True, slots=True)
 class Judgement:
-    """The verdict, and which phase and resource decide it (the largest share of its capacity)."""
+    """The verdict, and which phase, resource and group decide it (the largest share of its capacity)."""
 
     verdict: Verdict | None  # None: no capacity known for any resource
     phase: Phase  # the binding phase
     resource: Capacity  # the binding resource
     peak: int  # the binding peak (bytes)
     capacity: int | None
+    group: ModelRole | None = None  # the binding model's own GPUs (PhasePeak.group); None: the trained model's
 
 
 def judge_one(peak: int, capacity: int, headroom: float, bound: int | None = None) -> Verdict:
@@ -92,7 +95,7 @@ def judge(peaks: list[PhasePeak], capacities: dict[Capacity, int | None], headro
     known = [(r, c) for r, c in capacities.items() if c is not None]
     if not known:
         top = max(peaks, key=lambda p: p.gpu)
-        return Judgement(None, top.phase, Capacity.GPU, top.gpu, None)
+        return Judgement(None, top.phase, Capacity.GPU, top.gpu, None, top.group)
     worst = FITS
     binding: tuple[Fraction, PhasePeak, Capacity, int] | None = None
     for peak in peaks:
@@ -106,7 +109,7 @@ def judge(peaks: list[PhasePeak], capacities: dict[Capacity, int | None], headro
                 binding = (share, peak, resource, capacity)
     assert binding is not None
     _, peak, resource, capacity = binding
-    return Judgement(worst, peak.phase, resource, peak.of(resource), capacity)
+    return Judgement(worst, peak.phase, resource, peak.of(resource), capacity, peak.group)
 
 
 def stated(counted: Verdict | None, uncounted: tuple[str, ...], shorter_fits: bool = False) -> Verdict | None:

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from zeroadvisor.advisor.lead import Lead, NoFix
     from zeroadvisor.advisor.nofit import NothingFits
     from zeroadvisor.memory.estimate import Estimate, StageEstimate
+    from zeroadvisor.memory.groups import GroupPeak
 
 ELLIPSIS = ("…", "...")  # Unicode, ASCII
 MORE = "--verbose: in full"
@@ -123,6 +124,15 @@ def _difference_line(estimate: Estimate, rec: Lead | None, unit: str, style: Sty
         return []
     text = (f"{labels.option_plain(st.option)}: model states {scale(st.per_gpu['model_states'], unit):.2f} {unit} "
             f"(all DeepSpeed's estimator counts) + {' + '.join(parts)} {unit}")
+    return style.wrap(escape.terminal(text)) + [line for g in st.groups for line in _group_line(g, unit, style)]
+
+
+def _group_line(group: GroupPeak, unit: str, style: Style) -> list[str]:
+    """One GPU of a model's own group (memory/groups.py), by row: "reference model's own GPU: 20.3 GiB: ..."."""
+    parts = [f"{labels.ROW_LABELS.get(row) or labels.METHOD_ROW_LABELS[row]} {scale(n, unit):.2f}"
+             for row, n in group.rows.items() if n]
+    words = group.words[0].upper() + group.words[1:]
+    text = f"{words}: {scale(group.gpu, unit):.2f} {unit} = {' + '.join(parts)} {unit}"
     return style.wrap(escape.terminal(text))
 
 

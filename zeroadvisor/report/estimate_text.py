@@ -258,7 +258,7 @@ def _cells(st: StageEstimate, estimate: Estimate, unit: str, style: Style,
         cells.append((_number(scale(st.peak_host_per_node, unit)), None))
         cells.append((st.peak_host_phase, None))
         cells.append((_number(scale(st.train_host_per_node, unit)), None))
-        cells.append((st.binding_phase, None))
+        cells.append((overview.binding_words(st), None))
     if steps:
         ratio = overview.relative_step_time(st, estimate.configured, steps)
         cells.append((f"{ratio:.2f}x" if ratio is not None else "-", None))

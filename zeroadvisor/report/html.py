@@ -127,7 +127,7 @@ def _options_table(stages: list[StageEstimate], unit: str, rec: Lead | None) -> 
                     f'<td class="num">{scale(st.peak_gpu, unit):.2f}</td>'
                     f'<td class="num">{scale(st.peak_host_per_node, unit):.2f}</td>'
                     f'<td class="num">{scale(st.peak_nvme_per_node, unit):.2f}</td>'
-                    f'<td>{_e(st.binding_phase)}</td><td>{_e(overview.verdict_words(st))}</td></tr>')
+                    f'<td>{_e(overview.binding_words(st))}</td><td>{_e(overview.verdict_words(st))}</td></tr>')
     rows.append("</table>")
     return "\n".join(rows)
 

@@ -103,6 +103,9 @@ def verdict_sentence(estimate: Estimate | None, rec: Lead | None, unit: str,
         against = f" of {format_bytes(capacity, unit)}" if capacity is not None else ""
         # the expected peak, and the span up to its bound where a term leaves room (memory/verdict.py)
         bound = st.peak_gpu_bound if st.binding_resource == Capacity.GPU else peak
+        group = st.binding_group_peak  # a model on GPUs of its own binds (memory/groups.py): its GPU's peak
+        if group is not None:
+            peak, bound, where = group.gpu, group.gpu_bound, f"{where} {group.words}"
         span = f" expected, up to {format_bytes(bound, unit)}," if bound > peak else ""
         text = (f"Verdict ({labels.option_plain(st.option)}): {verdict_words(st)}; peak "
                 f"{format_bytes(peak, unit)}{span}{against} {where}")
@@ -111,6 +114,11 @@ def verdict_sentence(estimate: Estimate | None, rec: Lead | None, unit: str,
     if rec is not None:
         text += ". " + recommendation_words(rec, unit)
     return text
+
+
+def binding_words(st: StageEstimate) -> str:
+    """The binding phase for a table cell, with the model's own group where one binds ("train (reference)")."""
+    return f"{st.binding_phase} ({st.binding_group})" if st.binding_group is not None else str(st.binding_phase)
 
 
 def verdict_words(st: StageEstimate) -> str:

@@ -1,0 +1,171 @@
+"""OpenRLHF's Ray actor groups: the reference / reward / critic models on GPUs of their own, judged there
+(memory/groups.py). A group that cannot hold its model or its rollout forward fails the run, and the verdict
+names it; the actor's own rows are unchanged."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from zeroadvisor.advisor.check import CheckOptions, check_document
+from zeroadvisor.config.launch import parse_launch
+from zeroadvisor.config.method import Generation, MethodSetup, Placement
+from zeroadvisor.config.source import parse
+from zeroadvisor.memory.estimate import Cluster, estimate
+from zeroadvisor.memory.groups import group_gpus
+from zeroadvisor.memory.method import critic_loaded
+from zeroadvisor.model.hf import spec_from_hf_config
+from zeroadvisor.model.spec import TrainingShape
+from zeroadvisor.vocab import Method, ModelRole, TrainerFamily, Verdict
+
+GB = 10**9
+# Qwen3-8B (OpenRLHF#1066's model)
+QWEN3_8B = spec_from_hf_config({"model_type": "qwen3", "hidden_size": 4096, "intermediate_size": 12288,
+                                "num_hidden_layers": 36, "num_attention_heads": 32, "num_key_value_heads": 8,
+                                "head_dim": 128, "vocab_size": 151936, "tie_word_embeddings": False})
+LLAMA2_7B = spec_from_hf_config({"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008,
+                                 "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32,
+                                 "vocab_size": 32000})
+# OpenRLHF's generated actor config: ZeRO-3 with --adam_offload, no optimizer block
+ACTOR = {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1, "bf16": {"enabled": True},
+         "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}}}
+HOST = 2000 * GB
+
+
+def grpo(ref_gpus: int, rollout: int, **kw) -> MethodSetup:
+    """A Ray GRPO run (train_ppo_ray --advantage_estimator group_norm) with its reference on ``ref_gpus``."""
+    return MethodSetup(method=Method.GRPO, trainer=TrainerFamily.OPENRLHF, trainer_version="0.8.5",
+                       use_reference=True, beta=0.001,
+                       generation=Generation(rollout_batch_size=rollout, use_vllm=True, vllm_num_gpus=2),
+                       placements=(Placement(ModelRole.REFERENCE, num_nodes=1, gpus_per_node=ref_gpus),), **kw)
+
+
+def configured(setup: MethodSetup, spec=QWEN3_8B, seq: int = 12288, gpus: int = 4, gpu_gb: int = 80):
+    e = estimate(ACTOR, spec, TrainingShape(seq, "full", method=setup),
+                 Cluster(gpus=gpus, gpu_memory=gpu_gb * GB, cpu_memory=HOST))
+    assert e.configured is not None
+    return e.configured
+
+
+def test_a_reference_group_of_one_gpu_that_cannot_hold_its_rollout_forward_does_not_fit():
+    # OpenRLHF#1066: 32 sequences of 4096 + 8192 tokens through the reference on its one GPU: the bf16 logits and
+    # their fp32 copy alone are 6 B x 32 x 12288 x 151936 = 358 GB
+    st = configured(grpo(1, 32))
+    [group] = st.groups
+    assert (group.role, group.gpus) == (ModelRole.REFERENCE, 1)
+    forward = next(t for t in group.terms if t.key == "reference_forward")
+    assert forward.nbytes >= 6 * 32 * 12288 * 151936
+    assert "actor.py" in forward.source and "v0.8.5" in forward.source
+    params = next(t for t in group.terms if t.key == "reference_params")
+    assert params.nbytes == 2 * QWEN3_8B.parameters  # stage 3 kept, over the group's one GPU: a whole copy
+    assert st.verdict == Verdict.DOES_NOT_FIT and st.binding_group == ModelRole.REFERENCE
+    assert st.peak_gpu < 80 * GB  # the actor's own cards are not what fails
+    data = st.to_dict()
+    assert data["binding_group"] == "reference" and data["groups"][0]["gpus"] == 1
+
+
+def test_the_text_verdict_names_the_binding_group():
+    options = CheckOptions(model=QWEN3_8B, shape=TrainingShape(12288, "full", method=grpo(1, 32)),
+                           cluster=Cluster(gpus=4, gpu_memory=80 * GB, cpu_memory=HOST))
+    result = check_document(parse(json.dumps(ACTOR), "ds.json"), options)
+    from zeroadvisor.report.overview import verdict_sentence
+
+    assert result.estimate is not None
+    sentence = verdict_sentence(result.estimate, None, "GiB")
+    assert "does not fit" in sentence and "on the reference model's own GPU" in sentence
+
+
+@pytest.mark.parametrize(("ref_gpus", "verdict", "binding"), [(1, Verdict.DOES_NOT_FIT, ModelRole.REFERENCE),
+                                                              (8, Verdict.FITS, None)])
+def test_enough_gpus_in_the_reference_group_fit(ref_gpus, verdict, binding):
+    # a 7B reference at ZeRO-3 on 16 GB cards: whole on one GPU (13.5 GB + its forward), an eighth on eight
+    st = configured(grpo(ref_gpus, 2), spec=LLAMA2_7B, seq=1024, gpus=8, gpu_gb=16)
+    assert (st.verdict, st.binding_group) == (verdict, binding)
+    assert st.groups[0].gpus == ref_gpus
+
+
+def test_the_reward_model_has_no_vocabulary_logits_and_the_critic_trains_on_its_own_group():
+    setup = MethodSetup(method=Method.PPO, trainer=TrainerFamily.OPENRLHF, trainer_version="0.8.5",
+                        generation=Generation(rollout_batch_size=4))
+    st = configured(setup, spec=LLAMA2_7B, seq=2048, gpus=8)
+    roles = {g.role: g for g in st.groups}
+    assert set(roles) == {ModelRole.REFERENCE, ModelRole.REWARD, ModelRole.CRITIC}
+    assert all(g.gpus == 8 for g in st.groups)  # train_ppo_ray's default: 1 node x 8 GPUs
+    reward = next(t for t in roles[ModelRole.REWARD].terms if t.key == "reward_forward")
+    reference = next(t for t in roles[ModelRole.REFERENCE].terms if t.key == "reference_forward")
+    assert reward.nbytes < 6 * 4 * 2048 * 32000 <= reference.nbytes
+    critic = {t.key for t in roles[ModelRole.CRITIC].terms}
+    assert {"critic_lp_params", "critic_optimizer_state", "critic_group_activations", "cuda_context"} <= critic
+    assert not {"reference_model", "reward_model", "critic"} & set(st.per_gpu)  # the actor's rows as before
+
+
+def test_colocated_models_have_no_groups():
+    st = configured(grpo(1, 32, colocate_all_models=True))
+    assert st.groups == () and st.binding_group is None
+    assert group_gpus(MethodSetup(method=Method.PPO, trainer=TrainerFamily.OPENRLHF), ModelRole.CRITIC) == 8
+
+
+def test_a_grpo_launch_without_gae_or_with_a_remote_reward_has_no_critic_or_reward_group():
+    # train_ppo_ray: a critic only for --advantage_estimator gae, no reward model with --remote_rm_url (v0.8.5)
+    launch = parse_launch("python -m openrlhf.cli.train_ppo_ray --ref_num_nodes 1 --ref_num_gpus_per_node 1 "
+                          "--advantage_estimator group_norm --remote_rm_url http://rm:5000/get_reward "
+                          "--micro_rollout_batch_size 32 --prompt_max_len 4096 --generate_max_len 8192 "
+                          "--zero_stage 3 --bf16 --adam_offload --init_kl_coef 0.001 --vllm_num_engines 1 "
+                          "--vllm_tensor_parallel_size 2")
+    setup = launch.training.method.setup
+    assert not critic_loaded(setup)
+    st = configured(setup)
+    assert [g.role for g in st.groups] == [ModelRole.REFERENCE]
+    # the reference's rollout forward alone passes its one card (read as PPO, the actor's own scoring forward
+    # at that micro batch does too: memory/generation.py)
+    assert st.verdict == Verdict.DOES_NOT_FIT and st.groups[0].gpu > 80 * GB
+    gae = parse_launch("python -m openrlhf.cli.train_ppo_ray --advantage_estimator gae --zero_stage 3")
+    assert critic_loaded(gae.training.method.setup)
+
+
+def test_the_check_text_adds_one_line_per_group_under_the_actors_breakdown():
+    from zeroadvisor.report.check_text import options_lines
+    from zeroadvisor.report.estimate_text import Style
+
+    e = estimate(ACTOR, QWEN3_8B, TrainingShape(12288, "full", method=grpo(1, 32)),
+                 Cluster(gpus=4, gpu_memory=80 * GB, cpu_memory=HOST))
+    lines = options_lines(e, None, "GiB", Style(200))
+    at = next(i for i, line in enumerate(lines) if "all DeepSpeed's estimator counts" in line)
+    group = e.configured.groups[0]
+    assert lines[at + 1].startswith(f"On the reference model's own GPU: {group.gpu / 2**30:.2f} GiB = reference "
+                                    "model 15.26 + ")
+    assert "critic" not in " ".join(lines) and "reward model" not in " ".join(lines)
+
+
+def test_the_does_not_fit_finding_names_the_group_and_its_flags():
+    # the actor fits on its 4 cards; the reference's one GPU holds its 16 GB copy and 60 GB of logits
+    options = CheckOptions(model=QWEN3_8B, shape=TrainingShape(2048, "full", method=grpo(1, 32),
+                                                               flash_attention=True),
+                           cluster=Cluster(gpus=4, gpu_memory=80 * GB, cpu_memory=HOST))
+    result = check_document(parse(json.dumps(ACTOR), "ds.json"), options)
+    [finding] = [f for f in result.findings if f.code == "ZA801"]
+    assert "while training on the reference model's own GPU (reference model 15.26 GiB" in finding.message
+    assert "--micro_rollout_batch_size" in finding.message and "--ref_num_gpus_per_node" in finding.message
+    assert result.estimate is not None and result.estimate.configured is not None
+    assert result.estimate.configured.peak_gpu < 0.9 * 80 * GB
+
+
+def test_openrlhf_builds_its_reference_whole_with_a_lora_actor():
+    # ReferenceModelActor loads --pretrain without --lora_rank (trainer/ray/launcher.py @ v0.8.5); TRL disables
+    # the adapter instead and loads none
+    from dataclasses import replace
+
+    from zeroadvisor.memory.method import has_reference
+
+    lora = replace(LLAMA2_7B, trainable_parameters=20_000_000)
+    assert has_reference(grpo(1, 8), lora)
+    assert not has_reference(MethodSetup(method=Method.DPO, trainer=TrainerFamily.TRL), lora)
+
+
+def test_the_tables_name_the_binding_group_beside_the_phase():
+    from zeroadvisor.report.markdown import options_table
+
+    e = estimate(ACTOR, QWEN3_8B, TrainingShape(12288, "full", method=grpo(1, 32)),
+                 Cluster(gpus=4, gpu_memory=80 * GB, cpu_memory=HOST))
+    assert all(" | train (reference) | " in row for row in options_table(e, None, "GiB")[2:])
