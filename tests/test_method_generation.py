@@ -4,6 +4,8 @@ the training step's activations and temporaries (the train peak is the larger, n
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from zeroadvisor.config.launch import parse_launch
 from zeroadvisor.config.method import Generation, MethodSetup
 from zeroadvisor.memory.estimate import Cluster, estimate
@@ -277,3 +279,19 @@ def test_a_bad_sleep_level_is_one_line():
     with pytest.raises(TrainerInputError) as caught:
         read_mapping({"sleep_level": 3}, "trl", lambda key: f"{key} in g.yaml")
     assert "sleep_level in g.yaml" in str(caught.value) and "0, 1 or 2" in str(caught.value)
+
+
+def test_vllm_asleep_and_the_rollout_are_moments_apart_never_summed():
+    # OpenRLHF --colocate_all_models --vllm_enable_sleep: vLLM wakes, generates and sleeps again before the actor's
+    # scoring forwards run (experience_maker.py generate_samples @ v0.8.5), so the awake share, the scoring moment and
+    # the training step are three moments: the peak holds the largest beyond what persists, not two of them.
+    setup = replace(openrlhf(4, vllm=True), generation=replace(openrlhf(4, vllm=True).generation,
+                                                               vllm_gpu_memory_utilization=0.2, vllm_sleep_level=1))
+    st = stage_of(setup, 2, spec=SPEC3)
+    scoring = moment_term(st)
+    assert scoring is not None  # the scoring forwards outgrow the step
+    step = step_transient(st, gathered=False)
+    [awake] = vllm_terms(st)
+    assert awake.nbytes == max(0, int(80 * GB * 0.2) - (step + scoring.nbytes))
+    counted = step + scoring.nbytes + awake.nbytes
+    assert counted == max(step, step + scoring.nbytes, int(80 * GB * 0.2))
