@@ -295,3 +295,15 @@ def test_vllm_asleep_and_the_rollout_are_moments_apart_never_summed():
     assert awake.nbytes == max(0, int(80 * GB * 0.2) - (step + scoring.nbytes))
     counted = step + scoring.nbytes + awake.nbytes
     assert counted == max(step, step + scoring.nbytes, int(80 * GB * 0.2))
+
+
+def test_openrlhf_colocated_vllm_takes_openrlhfs_own_default_share():
+    # --vllm_gpu_memory_utilization defaults to 0.95 in OpenRLHF (cli/train_ppo_ray.py @ v0.6.4 to v0.8.11, and
+    # --vllm.gpu_memory_utilization @ v0.11.0), 0.9 before 0.6.4 (v0.6.0 to v0.6.3): not TRL's 0.3
+    def share(version: str | None) -> int:
+        [term] = vllm_terms(stage_of(openrlhf(4, version, vllm=True), 3, spec=SPEC3))
+        return term.nbytes
+
+    assert share(None) == int(80 * GB * 0.95)
+    assert share("0.8.5") == int(80 * GB * 0.95)
+    assert share("0.6.3") == int(80 * GB * 0.9)
