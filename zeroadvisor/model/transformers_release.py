@@ -35,6 +35,8 @@ def resolve(request: str) -> str:
         return text
     try:
         allowed = SpecifierSet(text)
+        if not len(allowed):  # "" or ",": an empty set admits every release, which names none
+            raise InvalidSpecifier(text)
     except InvalidSpecifier:
         raise ReleaseError(f"{request!r} is not a transformers release (4.41.2), release line (4.41) or PEP 440 "
                            f"range (>=4.41,<4.46)") from None
