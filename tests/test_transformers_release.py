@@ -52,6 +52,12 @@ def test_an_empty_request_names_no_release(text):
         resolve(text)
 
 
+def test_a_long_request_is_cut_in_the_message():
+    with pytest.raises(ReleaseError) as caught:
+        resolve("x" * 5000)
+    assert len(str(caught.value)) < 200 and "5,000 characters" in str(caught.value)
+
+
 def test_cli_empty_release_is_one_line(project, cli):
     bad = cli("estimate", "ds.json", "--model", "config.json", "--gpus", "1", "--transformers-version", " ")
     assert bad.returncode == 2 and "--transformers-version" in bad.stderr and "Traceback" not in bad.stderr
