@@ -238,6 +238,9 @@ def _llama_factory(data: Mapping[str, JSONValue], where: Origin) -> MethodReadin
         tuner, tuner_from = "lora", "LLaMA-Factory's default finetuning_type lora"
     else:
         tuner = _text(data["finetuning_type"], where("finetuning_type")).lower()
+        if tuner not in LLAMA_FACTORY_TUNERS:  # HfArgumentParser refuses any other (a Literal field)
+            raise TrainerInputError(f"{where('finetuning_type')}: expected one of {', '.join(LLAMA_FACTORY_TUNERS)} "
+                                    f"(LLaMA-Factory's finetuning types), got {shown(data['finetuning_type'])}")
         tuner_from = f"{where('finetuning_type')} {tuner}"
     if method is Method.DPO and loss in LLAMA_FACTORY_NO_REFERENCE:
         method, use_reference = LLAMA_FACTORY_NO_REFERENCE[loss], False
@@ -268,6 +271,9 @@ def _llama_factory(data: Mapping[str, JSONValue], where: Origin) -> MethodReadin
                                      origin=tuple(origin), notes=tuple(notes)), where("stage"))
 
 
+# FinetuningArguments.finetuning_type (hparams/finetuning_args.py: Literal["lora", "freeze", "full"] @ v0.9.3,
+# "oft" added @ v0.9.4); only "lora" drops the reference copy (train/trainer_utils.py create_ref_model @ v0.9.5)
+LLAMA_FACTORY_TUNERS = ("lora", "oft", "freeze", "full")
 # FinetuningArguments.reward_model_type (hparams/finetuning_args.py @ v0.9.3: Literal["lora", "full", "api"])
 LLAMA_FACTORY_REWARD_TYPES = ("lora", "full", "api")
 
