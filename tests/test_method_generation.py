@@ -307,3 +307,20 @@ def test_openrlhf_colocated_vllm_takes_openrlhfs_own_default_share():
     assert share(None) == int(80 * GB * 0.95)
     assert share("0.8.5") == int(80 * GB * 0.95)
     assert share("0.6.3") == int(80 * GB * 0.9)
+
+
+def test_vllm_asleep_between_steps_is_not_held_through_the_checkpoint_save():
+    # the save runs between optimizer steps, after vLLM went back to sleep (TRL vllm_generation.py llm.sleep after
+    # generating; ms-swift rollout_mixin.py; OpenRLHF before make_experience): its share is not on the GPU then, so
+    # the save phase's peak is the same whatever the share (the step's transients are freed as well)
+    def save_gpu(share: float) -> int:
+        st = stage_of(colocated(vllm_sleep_level=1, vllm_gpu_memory_utilization=share), 3, seq=2048)
+        [awake] = vllm_terms(st)
+        assert awake.nbytes > 0  # the share outgrows the step: a moment of its own
+        return st.phases["save"].gpu
+
+    assert save_gpu(0.6) == save_gpu(0.7)
+    # awake throughout (no sleep): the share is held through the save
+    always = [stage_of(colocated(vllm_gpu_memory_utilization=share), 3, seq=2048).phases["save"].gpu
+              for share in (0.6, 0.7)]
+    assert always[1] - always[0] == int(80 * GB * 0.7) - int(80 * GB * 0.6)

@@ -304,3 +304,14 @@ def sleeping_vllm_terms(setup: MethodSetup, terms: list[Term], step: int, policy
                         "vLLM's weights kept in host RAM while it sleeps (level 1)",
                         "2 B × P" + (f" / vLLM tensor parallel {tp}" if tp > 1 else ""), SLEEP_SOURCE))
     return out
+
+
+def asleep_between_steps(setup: MethodSetup, terms: list[Term]) -> tuple[int, int]:
+    """vLLM's GPU row where it sleeps between generations (sleeping_vllm_terms), expected and bound: like the
+    step's transients it is gone by the time a checkpoint is saved between optimizer steps (vLLM went back to sleep
+    after generating: TRL vllm_generation.py, ms-swift rollout_mixin.py, OpenRLHF experience_maker.py); (0, 0) where
+    vLLM stays awake."""
+    if not setup.generation.vllm_sleep_level:
+        return 0, 0
+    rows = [t for t in terms if t.key == VLLM_KEY and t.device == Resource.GPU]
+    return sum(t.nbytes for t in rows), sum(t.upper for t in rows)
