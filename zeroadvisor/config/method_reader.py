@@ -108,7 +108,17 @@ DOTTED: dict[str, str] = {"ref.num_nodes": "ref_num_nodes", "ref.num_gpus_per_no
                           "actor.num_nodes": "actor_num_nodes", "actor.num_gpus_per_node": "actor_num_gpus_per_node",
                           "ds.zero_stage": "zero_stage", "ds.adam_offload": "adam_offload",
                           "data.max_len": "max_len", "rollout.micro_batch_size": "micro_rollout_batch_size",
-                          "ref.offload": "ref_offload", "reward.offload": "reward_offload"}
+                          "ref.offload": "ref_offload", "reward.offload": "reward_offload",
+                          # the groups of openrlhf/cli/train_ppo_ray.py @ v0.11.0 that decide memory
+                          "actor.model_name_or_path": "pretrain", "critic.model_name_or_path": "critic_pretrain",
+                          "reward.model_name_or_path": "reward_pretrain", "train.colocate_all": "colocate_all_models",
+                          "train.micro_batch_size": "micro_train_batch_size", "vllm.num_engines": "vllm_num_engines",
+                          "vllm.tensor_parallel_size": "vllm_tensor_parallel_size",
+                          "vllm.gpu_memory_utilization": "vllm_gpu_memory_utilization",
+                          "vllm.enable_sleep": "vllm_enable_sleep", "ds.enable_sleep": "deepspeed_enable_sleep",
+                          "rollout.n_samples_per_prompt": "n_samples_per_prompt",
+                          "rollout.max_new_tokens": "generate_max_len", "algo.kl.init_coef": "init_kl_coef",
+                          "ds.lora.rank": "lora_rank"}
 # The keys a launch command's script arguments give for the method (config/launch.py reads them), bool ones apart.
 # ms-swift's older names for max_completion_length, in the precedence it reads them (swift/arguments/rlhf_args.py
 # RLHFArguments._init_max_completion_length @ v4.6.0: response_length or max_new_tokens or max_completion_length)
