@@ -4,6 +4,8 @@ the training step's activations and temporaries (the train peak is the larger, n
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from zeroadvisor.config.launch import parse_launch
 from zeroadvisor.config.method import Generation, MethodSetup
 from zeroadvisor.memory.estimate import Cluster, estimate
@@ -277,3 +279,48 @@ def test_a_bad_sleep_level_is_one_line():
     with pytest.raises(TrainerInputError) as caught:
         read_mapping({"sleep_level": 3}, "trl", lambda key: f"{key} in g.yaml")
     assert "sleep_level in g.yaml" in str(caught.value) and "0, 1 or 2" in str(caught.value)
+
+
+def test_vllm_asleep_and_the_rollout_are_moments_apart_never_summed():
+    # OpenRLHF --colocate_all_models --vllm_enable_sleep: vLLM wakes, generates and sleeps again before the actor's
+    # scoring forwards run (experience_maker.py generate_samples @ v0.8.5), so the awake share, the scoring moment and
+    # the training step are three moments: the peak holds the largest beyond what persists, not two of them.
+    setup = replace(openrlhf(4, vllm=True), generation=replace(openrlhf(4, vllm=True).generation,
+                                                               vllm_gpu_memory_utilization=0.2, vllm_sleep_level=1))
+    st = stage_of(setup, 2, spec=SPEC3)
+    scoring = moment_term(st)
+    assert scoring is not None  # the scoring forwards outgrow the step
+    step = step_transient(st, gathered=False)
+    [awake] = vllm_terms(st)
+    assert awake.nbytes == max(0, int(80 * GB * 0.2) - (step + scoring.nbytes))
+    counted = step + scoring.nbytes + awake.nbytes
+    assert counted == max(step, step + scoring.nbytes, int(80 * GB * 0.2))
+
+
+def test_openrlhf_colocated_vllm_takes_openrlhfs_own_default_share():
+    # --vllm_gpu_memory_utilization defaults to 0.95 in OpenRLHF (cli/train_ppo_ray.py @ v0.6.4 to v0.8.11, and
+    # --vllm.gpu_memory_utilization @ v0.11.0), 0.9 before 0.6.4 (v0.6.0 to v0.6.3): not TRL's 0.3
+    def share(version: str | None) -> int:
+        [term] = vllm_terms(stage_of(openrlhf(4, version, vllm=True), 3, spec=SPEC3))
+        return term.nbytes
+
+    assert share(None) == int(80 * GB * 0.95)
+    assert share("0.8.5") == int(80 * GB * 0.95)
+    assert share("0.6.3") == int(80 * GB * 0.9)
+
+
+def test_vllm_asleep_between_steps_is_not_held_through_the_checkpoint_save():
+    # the save runs between optimizer steps, after vLLM went back to sleep (TRL vllm_generation.py llm.sleep after
+    # generating; ms-swift rollout_mixin.py; OpenRLHF before make_experience): its share is not on the GPU then, so
+    # the save phase's peak is the same whatever the share (the step's transients are freed as well)
+    def save_gpu(share: float) -> int:
+        st = stage_of(colocated(vllm_sleep_level=1, vllm_gpu_memory_utilization=share), 3, seq=2048)
+        [awake] = vllm_terms(st)
+        assert awake.nbytes > 0  # the share outgrows the step: a moment of its own
+        return st.phases["save"].gpu
+
+    assert save_gpu(0.6) == save_gpu(0.7)
+    # awake throughout (no sleep): the share is held through the save
+    always = [stage_of(colocated(vllm_gpu_memory_utilization=share), 3, seq=2048).phases["save"].gpu
+              for share in (0.6, 0.7)]
+    assert always[1] - always[0] == int(80 * GB * 0.7) - int(80 * GB * 0.6)

@@ -180,3 +180,25 @@ def test_swift_reads_its_older_names_for_the_completion_length(flags, completion
     # max_new_tokens or max_completion_length; the PPO examples say --response_length
     setup = parse_launch(f"swift rlhf --rlhf_type ppo --model m --max_length 2048 {flags}").training.method.setup
     assert setup.generation.max_completion_length == completion
+
+
+def test_openrlhf_0_11_dotted_flags_say_vllm_colocation_and_the_models():
+    # OpenRLHF 0.10+ spells its flags in groups (openrlhf/cli/train_ppo_ray.py @ v0.11.0): --vllm.num_engines,
+    # --train.colocate_all, --vllm.enable_sleep, ... read as their 0.8 names, not dropped (a colocated vLLM read as
+    # none, the actor's model unnamed)
+    launch = parse_launch("python -m openrlhf.cli.train_ppo_ray --actor.num_gpus_per_node 8 --train.colocate_all "
+                          "--vllm.num_engines 4 --vllm.tensor_parallel_size 2 --vllm.gpu_memory_utilization 0.5 "
+                          "--vllm.enable_sleep --ds.enable_sleep --actor.model_name_or_path m "
+                          "--reward.model_name_or_path rm --critic.model_name_or_path cm --algo.kl.init_coef 0 "
+                          "--rollout.n_samples_per_prompt 8 --rollout.max_new_tokens 1024 "
+                          "--train.micro_batch_size 2 --ds.lora.rank 16")
+    setup = launch.training.method.setup
+    gen = setup.generation
+    assert launch.training.model == "m" and setup.colocate_all_models is True
+    assert (gen.use_vllm, gen.vllm_mode, gen.vllm_num_gpus, gen.vllm_gpu_memory_utilization) == \
+        (True, VllmMode.COLOCATE, 8, 0.5)
+    assert (gen.vllm_sleep_level, gen.offload_model, gen.offload_optimizer) == (1, True, True)
+    assert (gen.num_generations, gen.max_completion_length) == (8, 1024)
+    assert {p.role: p.model for p in setup.placements}[ModelRole.REWARD] == "rm"
+    assert {p.role: p.model for p in setup.placements}[ModelRole.CRITIC] == "cm"
+    assert setup.use_reference is False  # init_kl_coef 0: no reference model

@@ -215,3 +215,14 @@ def test_the_launch_commands_fields_go_over_the_files(tmp_path):
     both = merged(base, over)
     assert both.setup.method is Method.GRPO and both.said == "--rlhf_type grpo"
     assert both.setup.generation.num_generations == 8 and both.setup.beta == 0.1
+
+
+@pytest.mark.parametrize("tuner", ["lorra", "qlora", "adapter"])
+def test_llama_factory_finetuning_type_is_one_it_knows(tmp_path, tuner):
+    # FinetuningArguments.finetuning_type: Literal["lora", "freeze", "full"] @ v0.9.3 ("oft" from v0.9.4):
+    # HfArgumentParser refuses anything else, so a typo is never costed as a full fine-tune with a reference copy
+    with pytest.raises(TrainerInputError) as caught:
+        _read(tmp_path, f"stage: dpo\nfinetuning_type: {tuner}\n")
+    message = str(caught.value)
+    assert "finetuning_type" in message and "lora, oft, freeze, full" in message and "\n" not in message
+    assert _read(tmp_path, "stage: dpo\nfinetuning_type: oft\n").setup.use_reference is None  # a full reference copy

@@ -45,6 +45,24 @@ def test_resolve_a_release_a_line_and_a_range():
         resolve(">=4.50,<4.40")
 
 
+@pytest.mark.parametrize("text", ["", "   ", ","])
+def test_an_empty_request_names_no_release(text):
+    # an empty specifier set admits every release: read as one it would count the modelled 5.24 as "given"
+    with pytest.raises(ReleaseError, match="not a transformers release"):
+        resolve(text)
+
+
+def test_a_long_request_is_cut_in_the_message():
+    with pytest.raises(ReleaseError) as caught:
+        resolve("x" * 5000)
+    assert len(str(caught.value)) < 200 and "5,000 characters" in str(caught.value)
+
+
+def test_cli_empty_release_is_one_line(project, cli):
+    bad = cli("estimate", "ds.json", "--model", "config.json", "--gpus", "1", "--transformers-version", " ")
+    assert bad.returncode == 2 and "--transformers-version" in bad.stderr and "Traceback" not in bad.stderr
+
+
 def test_qwen2_moe_qlora_quantizes_the_expert_linears_only_under_4x():
     qlora = PeftSettings(method="qlora")
     v5 = spec_from_hf_config(QWEN2_MOE)

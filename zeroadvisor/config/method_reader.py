@@ -108,7 +108,17 @@ DOTTED: dict[str, str] = {"ref.num_nodes": "ref_num_nodes", "ref.num_gpus_per_no
                           "actor.num_nodes": "actor_num_nodes", "actor.num_gpus_per_node": "actor_num_gpus_per_node",
                           "ds.zero_stage": "zero_stage", "ds.adam_offload": "adam_offload",
                           "data.max_len": "max_len", "rollout.micro_batch_size": "micro_rollout_batch_size",
-                          "ref.offload": "ref_offload", "reward.offload": "reward_offload"}
+                          "ref.offload": "ref_offload", "reward.offload": "reward_offload",
+                          # the groups of openrlhf/cli/train_ppo_ray.py @ v0.11.0 that decide memory
+                          "actor.model_name_or_path": "pretrain", "critic.model_name_or_path": "critic_pretrain",
+                          "reward.model_name_or_path": "reward_pretrain", "train.colocate_all": "colocate_all_models",
+                          "train.micro_batch_size": "micro_train_batch_size", "vllm.num_engines": "vllm_num_engines",
+                          "vllm.tensor_parallel_size": "vllm_tensor_parallel_size",
+                          "vllm.gpu_memory_utilization": "vllm_gpu_memory_utilization",
+                          "vllm.enable_sleep": "vllm_enable_sleep", "ds.enable_sleep": "deepspeed_enable_sleep",
+                          "rollout.n_samples_per_prompt": "n_samples_per_prompt",
+                          "rollout.max_new_tokens": "generate_max_len", "algo.kl.init_coef": "init_kl_coef",
+                          "ds.lora.rank": "lora_rank"}
 # The keys a launch command's script arguments give for the method (config/launch.py reads them), bool ones apart.
 # ms-swift's older names for max_completion_length, in the precedence it reads them (swift/arguments/rlhf_args.py
 # RLHFArguments._init_max_completion_length @ v4.6.0: response_length or max_new_tokens or max_completion_length)
@@ -238,6 +248,9 @@ def _llama_factory(data: Mapping[str, JSONValue], where: Origin) -> MethodReadin
         tuner, tuner_from = "lora", "LLaMA-Factory's default finetuning_type lora"
     else:
         tuner = _text(data["finetuning_type"], where("finetuning_type")).lower()
+        if tuner not in LLAMA_FACTORY_TUNERS:  # HfArgumentParser refuses any other (a Literal field)
+            raise TrainerInputError(f"{where('finetuning_type')}: expected one of {', '.join(LLAMA_FACTORY_TUNERS)} "
+                                    f"(LLaMA-Factory's finetuning types), got {shown(data['finetuning_type'])}")
         tuner_from = f"{where('finetuning_type')} {tuner}"
     if method is Method.DPO and loss in LLAMA_FACTORY_NO_REFERENCE:
         method, use_reference = LLAMA_FACTORY_NO_REFERENCE[loss], False
@@ -268,6 +281,9 @@ def _llama_factory(data: Mapping[str, JSONValue], where: Origin) -> MethodReadin
                                      origin=tuple(origin), notes=tuple(notes)), where("stage"))
 
 
+# FinetuningArguments.finetuning_type (hparams/finetuning_args.py: Literal["lora", "freeze", "full"] @ v0.9.3,
+# "oft" added @ v0.9.4); only "lora" drops the reference copy (train/trainer_utils.py create_ref_model @ v0.9.5)
+LLAMA_FACTORY_TUNERS = ("lora", "oft", "freeze", "full")
 # FinetuningArguments.reward_model_type (hparams/finetuning_args.py @ v0.9.3: Literal["lora", "full", "api"])
 LLAMA_FACTORY_REWARD_TYPES = ("lora", "full", "api")
 

@@ -26,6 +26,7 @@ from zeroadvisor.memory.cluster import MAX_MEMORY_BYTES, Cluster, check_memory
 from zeroadvisor.memory.features2025 import Features2025, read_features, superoffload_terms, uncounted_features
 from zeroadvisor.memory.generation import KEY as GENERATION_KEY
 from zeroadvisor.memory.generation import (
+    asleep_between_steps,
     generation_terms,
     held_scores_terms,
     rollout_moment,
@@ -508,6 +509,8 @@ def _stage_estimate(run: _Run, option: Option) -> StageEstimate:
     if run.accounting == Accounting.DEEPSPEED:
         transient = per_gpu["activations"] + sum(t.nbytes for t in terms if t.key in STEP_KEYS)
         transient_bound = per_gpu_bound["activations"] + sum(t.upper for t in terms if t.key in STEP_KEYS)
+        asleep, asleep_bound = asleep_between_steps(run.shape.method, terms)  # vLLM asleep during the save
+        transient, transient_bound = transient + asleep, transient_bound + asleep_bound
         beside = frozen_at_load(run.shape.method, run.model, dict(run.shape.auxiliary_specs), terms)
         phase_peaks, phase_terms = _around_training(run.model, run.s, option, run.cluster, run.shape.load, per_gpu,
                                                     train_host, per_node_nvme, run.save, notes, run.split,
@@ -690,7 +693,8 @@ def _around_training(model: ModelSpec, s: Settings, option: Option, cluster: Clu
 
     Load: the model handed to deepspeed.initialize, with the CUDA context and each process's runtime.
     Save: checkpointing between steps, on top of the training state less ``transient``: the activations and
-    the optimizer step's temporaries (both freed by the end of the step). ``train_bound``: the train phase's GPU
+    the optimizer step's temporaries (both freed by the end of the step), and vLLM's row where it sleeps between
+    generations. ``train_bound``: the train phase's GPU
     total and those transients at their bounds (None: the expected ones).
     """
     loaded = load_phase(model, s, option, cluster, load, split, beside)

@@ -276,7 +276,8 @@ def sleeping_vllm_terms(setup: MethodSetup, terms: list[Term], step: int, policy
     """``terms`` with vLLM's colocated share as a moment of its own where the trainer puts vLLM to sleep while the
     policy trains (Generation.vllm_sleep_level > 0): awake, it holds its share (and the training engine keeps its
     rows, less what --offload_model / --offload_optimizer move to the host meanwhile); asleep, nothing on the GPU.
-    So the share counts only beyond the training step's transients (``step``), the larger moment being the peak;
+    So the share counts only beyond the training step's transients (``step``) and the rollout's excess over them
+    (generation_terms), the largest moment being the peak;
     at level 1 its weights wait in host RAM (2 B per policy parameter, in the model dtype vLLM loads)."""
     gen = setup.generation
     share = next((t for t in terms if t.key == VLLM_KEY), None)
@@ -284,17 +285,33 @@ def sleeping_vllm_terms(setup: MethodSetup, terms: list[Term], step: int, policy
         return terms
     rows = [row for flag, moved in OFFLOADED_ROWS.items() if getattr(gen, flag) for row in moved]
     offloaded = sum(t.nbytes for t in terms if t.device == Resource.GPU and t.row in rows)
-    awake = max(0, share.nbytes - offloaded - step)
+    # the rollout's scoring forwards (generation_terms: what they hold beyond the step) run after vLLM sleeps
+    # again (OpenRLHF experience_maker.py generate_samples @ v0.8.5): a third moment, so the share counts only
+    # beyond the larger of the step and the rollout, never beside both
+    rollout = sum(t.nbytes for t in terms if t.key == KEY and t.device == Resource.GPU)
+    awake = max(0, share.nbytes - offloaded - step - rollout)
     moved = f", {' and '.join(r.replace('_', ' ') for r in rows)} moved to the host meanwhile" if rows else ""
     out = [t for t in terms if t is not share]
     out.append(Term("vllm", Resource.GPU, awake, VLLM_KEY,
                     f"vLLM colocated, asleep while the policy trains (sleep level {gen.vllm_sleep_level}): its share "
                     f"({share.nbytes:,} B) only while it generates{moved}; beyond the training step's transients "
                     "(the larger moment is the peak)",
-                    f"max(0, {share.formula} - offloaded {offloaded:,} B - step {step:,} B)", SLEEP_SOURCE))
+                    f"max(0, {share.formula} - offloaded {offloaded:,} B - step {step:,} B"
+                    + (f" - rollout beyond the step {rollout:,} B)" if rollout else ")"), SLEEP_SOURCE))
     if gen.vllm_sleep_level == 1:
         tp = gen.vllm_tensor_parallel_size or 1  # each vLLM worker holds and offloads its shard
         out.append(Term("vllm", Resource.CPU, ceil_div(2 * policy_parameters, tp), "vllm_sleep_weights",
                         "vLLM's weights kept in host RAM while it sleeps (level 1)",
                         "2 B × P" + (f" / vLLM tensor parallel {tp}" if tp > 1 else ""), SLEEP_SOURCE))
     return out
+
+
+def asleep_between_steps(setup: MethodSetup, terms: list[Term]) -> tuple[int, int]:
+    """vLLM's GPU row where it sleeps between generations (sleeping_vllm_terms), expected and bound: like the
+    step's transients it is gone by the time a checkpoint is saved between optimizer steps (vLLM went back to sleep
+    after generating: TRL vllm_generation.py, ms-swift rollout_mixin.py, OpenRLHF experience_maker.py); (0, 0) where
+    vLLM stays awake."""
+    if not setup.generation.vllm_sleep_level:
+        return 0, 0
+    rows = [t for t in terms if t.key == VLLM_KEY and t.device == Resource.GPU]
+    return sum(t.nbytes for t in rows), sum(t.upper for t in rows)

@@ -633,8 +633,19 @@ def vllm_mode(setup: MethodSetup) -> VllmMode:
 SWIFT_VLLM_UTILIZATION = 0.9
 
 
+# OpenRLHF's --vllm_gpu_memory_utilization (--vllm.gpu_memory_utilization from 0.11): 0.95 (openrlhf/cli/
+# train_ppo_ray.py @ v0.6.4, v0.7.0, v0.8.5, v0.8.11, v0.11.0), 0.9 before (v0.6.0 to v0.6.3).
+OPENRLHF_VLLM_UTILIZATION = 0.95
+OPENRLHF_EARLY_VLLM_UTILIZATION = (Version("0.6.4"), 0.9)
+
+
 def default_vllm_share(setup: MethodSetup) -> float:
-    """The share of each card vLLM takes colocated where no file sets it: ms-swift's 0.9, else TRL's 0.3."""
+    """The share of each card vLLM takes colocated where no file sets it: ms-swift's 0.9, OpenRLHF's 0.95 (0.9
+    before 0.6.4), else TRL's 0.3."""
+    if setup.trainer == TrainerFamily.OPENRLHF:
+        release = _release(setup.trainer_version)
+        first, early = OPENRLHF_EARLY_VLLM_UTILIZATION
+        return early if release is not None and release < first else OPENRLHF_VLLM_UTILIZATION
     return SWIFT_VLLM_UTILIZATION if setup.trainer == TrainerFamily.MS_SWIFT else VLLM_DEFAULT_UTILIZATION
 
 

@@ -35,15 +35,22 @@ def resolve(request: str) -> str:
         return text
     try:
         allowed = SpecifierSet(text)
+        if not len(allowed):  # "" or ",": an empty set admits every release, which names none
+            raise InvalidSpecifier(text)
     except InvalidSpecifier:
-        raise ReleaseError(f"{request!r} is not a transformers release (4.41.2), release line (4.41) or PEP 440 "
-                           f"range (>=4.41,<4.46)") from None
+        raise ReleaseError(f"{_shown(request)} is not a transformers release (4.41.2), release line (4.41) or PEP "
+                           f"440 range (>=4.41,<4.46)") from None
     named = [spec.version.rstrip(".*") for spec in allowed]
     candidates = {Version(v) for v in (*named, *_LINES) if _version(v) is not None}
     admitted = sorted(v for v in candidates if v in allowed)
     if not admitted:
-        raise ReleaseError(f"{request!r} admits no transformers release")
+        raise ReleaseError(f"{_shown(request)} admits no transformers release")
     return str(admitted[-1])
+
+
+def _shown(request: str, limit: int = 60) -> str:
+    """The request quoted for a one-line message, a long one cut (a flag or pin of any length)."""
+    return repr(request) if len(request) <= limit else f"{request[:limit]!r}... ({len(request):,} characters)"
 
 
 def _version(text: str) -> Version | None:
