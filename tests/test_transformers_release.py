@@ -37,7 +37,8 @@ EXPERTS = 4 * 3 * 64 * 32  # 4 experts x (gate_proj, up_proj, down_proj)
 def test_resolve_a_release_a_line_and_a_range():
     assert resolve("4.41.2") == "4.41.2" and resolve("4.41") == "4.41"
     assert resolve(">=4.41.2,<=4.43.4") == "4.43.4"  # pip installs the newest the range admits
-    assert resolve(">=4.41") == "5.24.0"  # a range open upwards admits transformers 5
+    assert resolve(">=4.41") == "5.24"  # a range open upwards admits transformers 5: the newest read
+    assert resolve(">5.24") == "5.24" and resolve(">=6") == "5.24"  # newer than read: counted as the newest read
     assert not fused_experts("4.57.1") and fused_experts("5.0") and fused_experts(None)
     with pytest.raises(ReleaseError, match="not a transformers release"):
         resolve("four")

@@ -21,6 +21,7 @@ FUSED_EXPERTS_FROM = Version("5.0.0")  # the first release with one fused *Exper
 # modelled one (what matters is only whether the newest release admitted is a 4.x or a 5.x).
 _LINES = tuple(f"4.{minor}.0" for minor in range(58)) + tuple(f"5.{minor}.0" for minor in range(25))
 _RELEASE = re.compile(r"\d+(\.\d+){0,2}")
+_NEWER = "9999"  # a release above every one read: a range open above them admits it
 
 
 class ReleaseError(ValueError):
@@ -41,11 +42,12 @@ def resolve(request: str) -> str:
         raise ReleaseError(f"{_shown(request)} is not a transformers release (4.41.2), release line (4.41) or PEP "
                            f"440 range (>=4.41,<4.46)") from None
     named = [spec.version.rstrip(".*") for spec in allowed]
-    candidates = {Version(v) for v in (*named, *_LINES) if _version(v) is not None}
+    candidates = {Version(v) for v in (*named, *_LINES, _NEWER) if _version(v) is not None}
     admitted = sorted(v for v in candidates if v in allowed)
     if not admitted:
         raise ReleaseError(f"{_shown(request)} admits no transformers release")
-    return str(admitted[-1])
+    # a range open above the release read (">5.24", ">=6"): pip installs a newer one, counted as the newest read
+    return MODELLED if admitted[-1] > Version(MODELLED) else str(admitted[-1])
 
 
 def _shown(request: str, limit: int = 60) -> str:
