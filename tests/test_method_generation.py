@@ -324,3 +324,44 @@ def test_vllm_asleep_between_steps_is_not_held_through_the_checkpoint_save():
     always = [stage_of(colocated(vllm_gpu_memory_utilization=share), 3, seq=2048).phases["save"].gpu
               for share in (0.6, 0.7)]
     assert always[1] - always[0] == int(80 * GB * 0.7) - int(80 * GB * 0.6)
+
+
+def test_openrlhf_grpo_is_its_ppo_loop_and_counts_the_same_rollout():
+    """train_ppo_ray --advantage_estimator group_norm runs the same experience maker and actor as PPO (v0.8.5):
+    read as --trainer grpo, the actor's scoring forward and its micro_rollout_batch_size are counted as PPO's."""
+    grpo_setup = replace(openrlhf(4, vllm=True), method=Method.GRPO)
+    ppo_st, grpo_st = stage_of(openrlhf(4, vllm=True), 2, spec=SPEC3), stage_of(grpo_setup, 2, spec=SPEC3)
+    assert rollout(grpo_st) == rollout(ppo_st) == (2 + 4) * 4 * 2048 * V3
+    assert "experience_maker.py" in moment_term(grpo_st).source
+    e = estimate(config(3), SPEC, TrainingShape(None, "full", method=replace(grpo_setup, generation=replace(
+        grpo_setup.generation, rollout_batch_size=None))), CLUSTER)
+    assumed = {a.name: a.value for a in e.assumed}
+    assert assumed["rollout_batch_size"] == OPENRLHF_ROLLOUT_BATCH
+    assert "max_completion_length" not in assumed  # no logits_to_keep to bound
+
+
+def test_openrlhf_grpo_trains_on_the_whole_sequences_logits_not_the_completions():
+    """OpenRLHF's Actor.forward upcasts the logits of the whole sequence and slices the actions' log-probs after
+    (openrlhf/models/actor.py @ v0.8.5): no TRL logits_to_keep, so its training step's activations are PPO's."""
+    from zeroadvisor.memory.method import activation_spec
+
+    setup = replace(openrlhf(4), method=Method.GRPO)
+    assert activation_spec(setup, SPEC3).lm_head
+    assert activation_spec(replace(setup, trainer=TrainerFamily.TRL), SPEC3).lm_head is False
+    st, ppo = stage_of(setup, 2, spec=SPEC3), stage_of(openrlhf(4), 2, spec=SPEC3)
+    assert not [t for t in st.terms if t.key == "completion_logits"]
+    # the same step (PPO's colocated critic adds a term of its own, 0 here: its step is the actor's)
+    assert step_transient(st, gathered=False) == step_transient(ppo, gathered=False)
+
+
+def test_openrlhf_grpo_loads_a_reference_at_its_default_kl_coefficient():
+    """--init_kl_coef defaults to 0.01 (train_ppo_ray.py @ v0.5.1 to v0.8.11): a reference model unless it is <= 0,
+    not TRL's beta 0.0."""
+    from zeroadvisor.memory.method import has_reference
+
+    setup = MethodSetup(method=Method.GRPO, trainer=TrainerFamily.OPENRLHF)
+    assert has_reference(setup, SPEC)
+    assert not has_reference(replace(setup, beta=0.0), SPEC)
+    e = estimate(config(3), SPEC, TrainingShape(2048, "full", method=setup), CLUSTER)
+    [beta] = [a for a in e.assumed if a.name == "beta"]
+    assert (beta.value, beta.key) == (0.01, "--init_kl_coef")

@@ -41,6 +41,14 @@ def grpo(ref_gpus: int, rollout: int, **kw) -> MethodSetup:
                        placements=(Placement(ModelRole.REFERENCE, num_nodes=1, gpus_per_node=ref_gpus),), **kw)
 
 
+# The actor's own cards hold the same rollout forward as the reference (OpenRLHF's actor scores every micro batch
+# with full-vocabulary logits too: memory/generation.py), so a group binds where its model is whole on its GPU and the
+# actor's is partitioned: Qwen3-8B's 16.4 GB reference on one 32 GB card beside a 6 x 2,048-token forward (11.4 GB)
+# does not fit, while the actor at ZeRO-3 over 8 such cards does
+FORWARD_BOUND = {"seq": 2048, "gpus": 8, "gpu_gb": 32}
+ROLLOUT = 6
+
+
 def configured(setup: MethodSetup, spec=QWEN3_8B, seq: int = 12288, gpus: int = 4, gpu_gb: int = 80):
     e = estimate(ACTOR, spec, TrainingShape(seq, "full", method=setup),
                  Cluster(gpus=gpus, gpu_memory=gpu_gb * GB, cpu_memory=HOST))
@@ -49,25 +57,26 @@ def configured(setup: MethodSetup, spec=QWEN3_8B, seq: int = 12288, gpus: int = 
 
 
 def test_a_reference_group_of_one_gpu_that_cannot_hold_its_rollout_forward_does_not_fit():
-    # OpenRLHF#1066: 32 sequences of 4096 + 8192 tokens through the reference on its one GPU: the bf16 logits and
-    # their fp32 copy alone are 6 B x 32 x 12288 x 151936 = 358 GB
-    st = configured(grpo(1, 32))
+    # 6 sequences of 2,048 tokens through the reference on its one GPU: the bf16 logits and their fp32 copy alone
+    # are 6 B x 6 x 2048 x 151936 = 11.2 GB, beside its whole 16.4 GB copy
+    st = configured(grpo(1, ROLLOUT), **FORWARD_BOUND)
     [group] = st.groups
     assert (group.role, group.gpus) == (ModelRole.REFERENCE, 1)
     forward = next(t for t in group.terms if t.key == "reference_forward")
-    assert forward.nbytes >= 6 * 32 * 12288 * 151936
+    assert forward.nbytes >= 6 * ROLLOUT * 2048 * 151936
     assert "actor.py" in forward.source and "v0.8.5" in forward.source
     params = next(t for t in group.terms if t.key == "reference_params")
     assert params.nbytes == 2 * QWEN3_8B.parameters  # stage 3 kept, over the group's one GPU: a whole copy
+    assert group.gpu - forward.nbytes < 32 * GB < group.gpu  # its model fits its card, not with the forward
     assert st.verdict == Verdict.DOES_NOT_FIT and st.binding_group == ModelRole.REFERENCE
-    assert st.peak_gpu < 80 * GB  # the actor's own cards are not what fails
+    assert st.peak_gpu < 0.9 * 32 * GB  # the actor's own cards, with the same forward, are not what fails
     data = st.to_dict()
     assert data["binding_group"] == "reference" and data["groups"][0]["gpus"] == 1
 
 
 def test_the_text_verdict_names_the_binding_group():
-    options = CheckOptions(model=QWEN3_8B, shape=TrainingShape(12288, "full", method=grpo(1, 32)),
-                           cluster=Cluster(gpus=4, gpu_memory=80 * GB, cpu_memory=HOST))
+    options = CheckOptions(model=QWEN3_8B, shape=TrainingShape(2048, "full", method=grpo(1, ROLLOUT)),
+                           cluster=Cluster(gpus=8, gpu_memory=32 * GB, cpu_memory=HOST))
     result = check_document(parse(json.dumps(ACTOR), "ds.json"), options)
     from zeroadvisor.report.overview import verdict_sentence
 
@@ -117,8 +126,8 @@ def test_a_grpo_launch_without_gae_or_with_a_remote_reward_has_no_critic_or_rewa
     assert not critic_loaded(setup)
     st = configured(setup)
     assert [g.role for g in st.groups] == [ModelRole.REFERENCE]
-    # the reference's rollout forward alone passes its one card (read as PPO, the actor's own scoring forward
-    # at that micro batch does too: memory/generation.py)
+    # the reference's rollout forward alone passes its one card (the actor's own scoring forward at that micro
+    # batch does too: memory/generation.py)
     assert st.verdict == Verdict.DOES_NOT_FIT and st.groups[0].gpu > 80 * GB
     gae = parse_launch("python -m openrlhf.cli.train_ppo_ray --advantage_estimator gae --zero_stage 3")
     assert critic_loaded(gae.training.method.setup)
@@ -139,16 +148,16 @@ def test_the_check_text_adds_one_line_per_group_under_the_actors_breakdown():
 
 
 def test_the_does_not_fit_finding_names_the_group_and_its_flags():
-    # the actor fits on its 4 cards; the reference's one GPU holds its 16 GB copy and 60 GB of logits
-    options = CheckOptions(model=QWEN3_8B, shape=TrainingShape(2048, "full", method=grpo(1, 32),
+    # the actor fits on its 8 cards; the reference's one GPU holds its 16 GB copy and 11 GB of logits
+    options = CheckOptions(model=QWEN3_8B, shape=TrainingShape(2048, "full", method=grpo(1, ROLLOUT),
                                                                flash_attention=True),
-                           cluster=Cluster(gpus=4, gpu_memory=80 * GB, cpu_memory=HOST))
+                           cluster=Cluster(gpus=8, gpu_memory=32 * GB, cpu_memory=HOST))
     result = check_document(parse(json.dumps(ACTOR), "ds.json"), options)
     [finding] = [f for f in result.findings if f.code == "ZA801"]
     assert "while training on the reference model's own GPU (reference model 15.26 GiB" in finding.message
     assert "--micro_rollout_batch_size" in finding.message and "--ref_num_gpus_per_node" in finding.message
     assert result.estimate is not None and result.estimate.configured is not None
-    assert result.estimate.configured.peak_gpu < 0.9 * 80 * GB
+    assert result.estimate.configured.peak_gpu < 0.9 * 32 * GB
 
 
 def test_openrlhf_builds_its_reference_whole_with_a_lora_actor():
@@ -166,6 +175,12 @@ def test_openrlhf_builds_its_reference_whole_with_a_lora_actor():
 def test_the_tables_name_the_binding_group_beside_the_phase():
     from zeroadvisor.report.markdown import options_table
 
-    e = estimate(ACTOR, QWEN3_8B, TrainingShape(12288, "full", method=grpo(1, 32)),
-                 Cluster(gpus=4, gpu_memory=80 * GB, cpu_memory=HOST))
-    assert all(" | train (reference) | " in row for row in options_table(e, None, "GiB")[2:])
+    e = estimate(ACTOR, QWEN3_8B, TrainingShape(2048, "full", method=grpo(1, ROLLOUT)),
+                 Cluster(gpus=8, gpu_memory=32 * GB, cpu_memory=HOST))
+    rows = options_table(e, None, "GiB")[2:]
+    named = [" | train (reference) | " in row for row in rows]
+    # ZeRO-3 with the optimizer offloaded leaves the actor's cards below the reference's: the group binds there;
+    # the options that keep more of the actor on its cards bind on the actor ("train" alone)
+    assert named == [st.binding_group == ModelRole.REFERENCE for st in e.stages]
+    assert any(named) and not all(named)
+    assert e.configured is not None and e.configured.binding_group == ModelRole.REFERENCE

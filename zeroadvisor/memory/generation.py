@@ -36,6 +36,8 @@ What each trainer generates with, read at the releases named in each source:
   v0.5.1; openrlhf/models/actor.py forward: log_probs_from_logits, a full log_softmax in the model dtype @ v0.5.1;
   from v0.5.6 the logits are upcast first, ``output["logits"].to(torch.float32)``, and log-softmaxed by rows or
   chunks @ v0.5.9, v0.8.5). With vLLM (train_ppo_ray) the actor still runs its scoring forward on its own GPUs.
+  OpenRLHF's GRPO is the same loop (train_ppo_ray --advantage_estimator group_norm: the same experience maker and
+  actor, no critic; cli/train_ppo_ray.py @ v0.8.5), so it is counted as its PPO is.
 
 The KV cache is transformers' DynamicCache: 2 (K, V) x layers x key/value heads x head dim x the model dtype per
 token of prompt + completion, every row of the batch kept to the longest (generation stops when the last row
@@ -65,6 +67,9 @@ TRL_GRPO = frozenset({None, TrainerFamily.TRL, TrainerFamily.AXOLOTL})
 TRL_PPO = frozenset({None, TrainerFamily.TRL, TrainerFamily.MS_SWIFT})
 TRL_PPO_ROLLOUT_BATCH = 64  # PPOConfig.local_rollout_forward_batch_size (trl/trainer/ppo_config.py @ v0.21.0, v1.9.0)
 TRL_PPO_RESPONSE = 53  # PPOConfig.response_length's default, the same releases
+# OpenRLHF's GRPO is its PPO loop: train_ppo_ray with --advantage_estimator group_norm, the same experience maker
+# and actor (cli/train_ppo_ray.py, trainer/ppo_utils/experience_maker.py @ v0.8.5), only without a critic
+OPENRLHF_ONLINE = frozenset({Method.PPO, Method.GRPO})
 OPENRLHF_ROLLOUT_BATCH = 8  # --micro_rollout_batch_size (cli/train_ppo.py @ v0.5.1, cli/train_ppo_ray.py @ v0.8.5)
 # The first OpenRLHF release whose actor upcasts the scoring logits to fp32 (openrlhf/models/actor.py forward:
 # v0.5.5 has no upcast, v0.5.6 to v0.8.11 ``output["logits"] = output["logits"].to(torch.float32)``).
@@ -173,7 +178,7 @@ def rollout_moment(setup: MethodSetup, policy: ModelSpec, s: Settings, option: O
                       GRPO_SOURCE, bool(how))
     if setup.method == Method.PPO and setup.trainer in TRL_PPO and not gen.use_vllm:
         return _trl_ppo(setup, policy, s, option, spec, P, N, sequence, accumulation, critic)
-    if setup.method == Method.PPO and setup.trainer == TrainerFamily.OPENRLHF:
+    if setup.method in OPENRLHF_ONLINE and setup.trainer == TrainerFamily.OPENRLHF:
         return _openrlhf(setup, policy, w, sequence)
     return None
 

@@ -90,10 +90,18 @@ GRPO_KL_BETA = 0.04  # the GRPO paper's (arXiv 2402.03300), TRL's default to 0.1
 TRL_GRPO_BETA_ZERO = Version("0.19.0")
 
 
+# OpenRLHF's GRPO takes PPO's KL coefficient: --init_kl_coef, 0.01 by default, a reference model unless it is <= 0
+# (openrlhf/cli/train_ppo_ray.py argparse and train: ``if args.init_kl_coef <= 0: ref_model = None`` @ v0.5.1,
+# v0.5.9.post1, v0.8.5, v0.8.11)
+OPENRLHF_KL_COEF = 0.01
+
+
 def grpo_default_beta(setup: MethodSetup) -> tuple[float, str]:
     """GRPO's beta where no file sets it, and whose default it is (GRPO_DEFAULT_BETA's comment)."""
     if setup.trainer == TrainerFamily.MS_SWIFT:
         return GRPO_KL_BETA, "ms-swift's default (rlhf_args.py _check_grpo)"
+    if setup.trainer == TrainerFamily.OPENRLHF:
+        return OPENRLHF_KL_COEF, "OpenRLHF's default --init_kl_coef (train_ppo_ray.py)"
     release = _release(setup.trainer_version)
     if setup.trainer in (None, TrainerFamily.TRL) and release is not None and release < TRL_GRPO_BETA_ZERO:
         return GRPO_KL_BETA, f"TRL {setup.trainer_version}'s default (0.04 up to 0.18)"
@@ -363,8 +371,8 @@ def activation_spec(setup: MethodSetup, policy: ModelSpec) -> ModelSpec:
 
     * reward-model training: a scalar head (AutoModelForSequenceClassification), no vocabulary logits
       (trl/trainer/reward_trainer.py compute_loss @ v1.16.0: two forwards' rewards_chosen/rejected);
-    * GRPO with the completion length known: no logits over the whole sequence (logits_to_keep: only the
-      completion's, counted by completion_logits_terms);
+    * TRL's GRPO with the completion length known: no logits over the whole sequence (logits_to_keep: only the
+      completion's, counted by completion_logits_terms); not OpenRLHF's (completion_logits);
     * TRL's preference trainers keep the logits in the model dtype (trl/trainer/utils.py selective_log_softmax
       @ v1.16.0: a per-row log-softmax for bf16), and so do ms-swift's, which call the same function
       (swift/trainers/rlhf_trainer/dpo_trainer.py get_per_token_logps @ v3.8.0: ``selective_log_softmax(logits,
@@ -372,11 +380,21 @@ def activation_spec(setup: MethodSetup, policy: ModelSpec) -> ModelSpec:
       (llamafactory/train/dpo/trainer.py concatenated_forward @ v0.9.3: ``.logits.to(torch.float32)``)."""
     if setup.method == Method.SFT:
         return policy
-    if setup.method == Method.REWARD or (setup.method == Method.GRPO and setup.generation.max_completion_length):
+    if setup.method == Method.REWARD or completion_logits(setup):
         return replace(policy, lm_head=False)
     if bf16_logits(setup) and policy.layer_facts is not None:  # None: Korthikanti's
         return replace(policy, layer_facts=replace(policy.layer_facts, loss_in_fp32=False))
     return policy
+
+
+def completion_logits(setup: MethodSetup) -> bool:
+    """Whether the GRPO trainer computes logits over the completion only (TRL's logits_to_keep, the completion
+    length known). Not OpenRLHF's GRPO, its PPO loop: ``Actor.forward`` runs the model over the whole sequence,
+    upcasts all of its logits (``output["logits"].to(torch.float32)``), takes the log-probs of every position and
+    only then slices the actions' (``log_probs[:, -action_mask.shape[1]:]``; openrlhf/models/actor.py forward @
+    v0.8.5), so its logits are the whole sequence's, as its PPO's."""
+    return setup.method == Method.GRPO and setup.trainer != TrainerFamily.OPENRLHF \
+        and bool(setup.generation.max_completion_length)
 
 
 def completion_logits_terms(setup: MethodSetup, policy: ModelSpec, s: Settings) -> list[Term]:
@@ -385,7 +403,7 @@ def completion_logits_terms(setup: MethodSetup, policy: ModelSpec, s: Settings) 
     the model dtype, per completion in the micro batch (TRL's per_device_train_batch_size counts completions:
     num_generations decides how many prompts, not how many rows per GPU)."""
     completion = setup.generation.max_completion_length
-    if setup.method != Method.GRPO or not completion or not policy.vocab_size:
+    if not completion_logits(setup) or not completion or not policy.vocab_size:
         return []
     w = B.nbytes(s.precision)
     n = 3 * w * s.micro_batch * completion * policy.vocab_size
@@ -839,8 +857,10 @@ def _generation_assumptions(setup: MethodSetup) -> list[AssumedInput]:
             beta, whose = grpo_default_beta(setup)
             out.append(AssumedInput.of("beta", beta, f"{whose}: " + ("no reference model (beta > 0 loads one)"
                                                                      if beta == 0.0 else "a reference model loaded"),
-                                       key=_key(setup, "beta")))
-        if gen.max_completion_length is None:
+                                       key="--init_kl_coef" if setup.trainer == TrainerFamily.OPENRLHF
+                                       else _key(setup, "beta")))
+        # OpenRLHF's actor takes the whole sequence's logits whatever the length (completion_logits): no bound
+        if gen.max_completion_length is None and setup.trainer != TrainerFamily.OPENRLHF:
             out.append(AssumedInput.of("max_completion_length", None, "the logits counted over the whole sequence "
                                        "(a bound: GRPO keeps only the completion's)",
                                        key=_key(setup, "max_completion_length")))
@@ -873,7 +893,8 @@ def _rollout_assumptions(setup: MethodSetup) -> list[AssumedInput]:
                                    key=_key(setup, "ds3_gather_for_generation")))
     # TRL PPO's chunk (local_rollout_forward_batch_size, 64) is not listed: it is the rank's whole rollout batch
     # unless micro x accumulation passes 64
-    if setup.method == Method.PPO and setup.trainer == TrainerFamily.OPENRLHF and gen.rollout_batch_size is None:
+    openrlhf = setup.method in G.OPENRLHF_ONLINE and setup.trainer == TrainerFamily.OPENRLHF
+    if openrlhf and gen.rollout_batch_size is None:
         out.append(AssumedInput.of("rollout_batch_size", G.OPENRLHF_ROLLOUT_BATCH, "OpenRLHF's default micro batch of "
                                    "generation and the scoring forwards (8 to 0.8.x; 0.11: 1)",
                                    key="--micro_rollout_batch_size"))
