@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from zeroadvisor.config.launch import parse_launch
 from zeroadvisor.config.method import Generation, MethodSetup
 from zeroadvisor.memory.estimate import Cluster, estimate
@@ -365,3 +367,45 @@ def test_openrlhf_grpo_loads_a_reference_at_its_default_kl_coefficient():
     e = estimate(config(3), SPEC, TrainingShape(2048, "full", method=setup), CLUSTER)
     [beta] = [a for a in e.assumed if a.name == "beta"]
     assert (beta.value, beta.key) == (0.01, "--init_kl_coef")
+
+
+def llama_factory_ppo(new_tokens: int | None = None) -> MethodSetup:
+    return MethodSetup(method=Method.PPO, trainer=TrainerFamily.LLAMA_FACTORY, trainer_version="0.9.3",
+                       use_reference=False, generation=Generation(max_completion_length=new_tokens))
+
+
+def test_llama_factory_ppo_generates_a_mini_batch_inside_trl_0_9_6s_whole_gather():
+    """get_inputs generates per_device_train_batch_size prompts (mini_batch_size, not x accumulation) of up to
+    cutoff_len tokens plus max_new_tokens inside unwrap_model_for_generation, which at ZeRO-3 gathers the whole
+    value-head model (llamafactory/train/ppo/trainer.py @ v0.9.3, trl/models/utils.py @ v0.9.6)."""
+    st = stage_of(llama_factory_ppo(), 3, accumulation=4, micro=2, seq=1024)
+    term = moment_term(st)
+    assert term is not None and "ppo/trainer.py" in term.source and "v0.9.6" in term.source
+    assert "policy gathered whole" in term.formula and "KV cache 2 rows × (1024 + 1024) tokens" in term.formula
+    assert term.nbytes + step_transient(st, gathered=True) > 2 * P * 0.95
+    # below ZeRO-3 no gather: the KV cache, the next-token scores and the prompt's prefill, exactly
+    st2 = stage_of(llama_factory_ppo(8192), 2, accumulation=4, micro=2, seq=1024)
+    kv = kv_cache_bytes(SPEC, 2, 1024 + 8192, 2)
+    assert kv is not None
+    assert rollout(st2) == kv + 2 * 4 * 2 * V + 3 * 2 * 1024 * 11008 * 2
+
+
+def test_llama_factory_ppo_reads_max_new_tokens_and_assumes_its_default(tmp_path):
+    from zeroadvisor.config.trainer_errors import TrainerInputError
+    from zeroadvisor.config.training_args import read_training_args
+
+    def read(text: str) -> MethodSetup:
+        path = tmp_path / "ppo.yaml"
+        path.write_text("model_name_or_path: m\nstage: ppo\nfinetuning_type: full\nreward_model_type: api\n"
+                        "reward_model: http://rm\n" + text)
+        reading = read_training_args(path).method
+        assert reading is not None
+        return reading.setup
+
+    assert read("max_new_tokens: 512\n").generation.max_completion_length == 512
+    assert read("").generation.max_completion_length is None
+    e = estimate(config(3), SPEC, TrainingShape(1024, "full", method=llama_factory_ppo()), CLUSTER)
+    [assumed] = [a for a in e.assumed if a.name == "max_completion_length"]
+    assert (assumed.value, assumed.key) == (1024, "max_new_tokens")  # GeneratingArguments' default @ v0.9.3
+    with pytest.raises(TrainerInputError, match=r"^max_new_tokens in .*ppo\.yaml: expected a whole number"):
+        read("max_new_tokens: many\n")

@@ -265,6 +265,10 @@ def _llama_factory(data: Mapping[str, JSONValue], where: Origin) -> MethodReadin
             notes.append(f"{tuner_from}: no reference copy; the policy is costed as a full fine-tune unless --peft "
                          "lora is given")
     beta = _number(data["pref_beta"], where("pref_beta")) if data.get("pref_beta") is not None else None
+    # PPO generates up to GeneratingArguments.max_new_tokens after each prompt (hparams/generating_args.py @ v0.9.3;
+    # 0 hands the length to max_length instead, which is not read: None)
+    new_tokens = (_int(data["max_new_tokens"], where("max_new_tokens"), zero=True) or None) \
+        if method is Method.PPO and data.get("max_new_tokens") is not None else None
     placements: tuple[Placement, ...] = ()
     reward = data.get("reward_model")
     if method is Method.PPO and reward is not None:
@@ -275,9 +279,12 @@ def _llama_factory(data: Mapping[str, JSONValue], where: Origin) -> MethodReadin
         origin.append(("placements", f"{where('reward_model')} (reward_model_type {kind})"))
     origin += [(name, where(key)) for name, key, value in (("loss_type", "pref_loss", loss),
                                                            ("reference_model", "ref_model", reference),
-                                                           ("beta", "pref_beta", beta)) if value is not None]
+                                                           ("beta", "pref_beta", beta),
+                                                           ("max_completion_length", "max_new_tokens", new_tokens))
+               if value is not None]
     return MethodReading(MethodSetup(method, TrainerFamily.LLAMA_FACTORY, use_reference=use_reference,
                                      reference_model=reference, beta=beta, loss_type=loss, placements=placements,
+                                     generation=Generation(max_completion_length=new_tokens),
                                      origin=tuple(origin), notes=tuple(notes)), where("stage"))
 
 

@@ -29,6 +29,16 @@ What each trainer generates with, read at the releases named in each source:
   step's fp32 scores are kept and padded into one tensor (trl/trainer/utils.py generate, batch_generation @
   v0.21.0; trl/experimental/ppo @ v1.9.0), inside the gathered context; then chunk by chunk the reference forward's
   full logits in the model dtype beside them (trl/trainer/ppo_trainer.py PPOTrainer.train @ v0.21.0).
+* LLaMA-Factory's PPO generates through TRL 0.9.6's PPOTrainer: ``ppo_train`` walks the rollout batch in mini
+  batches of ``per_device_train_batch_size`` rows (``mini_batch_size``; ``batch_size`` is that x
+  gradient_accumulation_steps x ppo_buffer_size) and ``get_inputs`` generates each one inside
+  ``unwrap_model_for_generation(self.model, self.accelerator)`` with the value-head model, moving the queries and
+  responses to the host after each (llamafactory/train/ppo/trainer.py CustomPPOTrainer.__init__, ppo_train,
+  get_inputs @ v0.9.3). TRL 0.9.6's context has no ds3_gather_for_generation: at ZeRO-3 it always gathers
+  ``model.parameters()`` whole (trl/models/utils.py @ v0.9.6; the value head, hidden + 1, is in them and not
+  counted). The prompt is truncated to ``cutoff_len`` (data/processor/unsupervised.py infer_seqlen @ v0.9.3, the
+  shape's length) and up to ``max_new_tokens`` (GeneratingArguments, default 1024, hparams/generating_args.py @
+  v0.9.3) are generated.
 * OpenRLHF generates with HF ``generate`` on the actor (no whole-model gather) at ``--micro_rollout_batch_size``
   (default 8) where no vLLM engine does, then runs actor, initial (reference), critic and reward forwards one
   after another on each micro batch under no_grad; the actor's and the reference's logits are full-vocabulary
@@ -80,6 +90,10 @@ GRPO_SOURCE = (f"{UNWRAP_SOURCE}; trl/trainer/grpo_trainer.py _generate_single_t
                "completions @ v0.21.0), generation batch per_device_train_batch_size × steps_per_generation")
 PPO_SOURCE = (f"{UNWRAP_SOURCE}; trl/trainer/utils.py generate, batch_generation and trl/trainer/ppo_trainer.py "
               "PPOTrainer.train @ v0.21.0 (trl/experimental/ppo @ v1.9.0)")
+LLAMA_FACTORY_MAX_NEW_TOKENS = 1024  # GeneratingArguments.max_new_tokens (hparams/generating_args.py @ v0.9.3)
+LLAMA_FACTORY_PPO_SOURCE = ("llamafactory/train/ppo/trainer.py CustomPPOTrainer.__init__ (mini_batch_size = "
+                            "per_device_train_batch_size), ppo_train, get_inputs @ v0.9.3; trl/models/utils.py "
+                            "unwrap_model_for_generation @ v0.9.6")
 OPENRLHF_SOURCE = ("openrlhf/trainer/ppo_utils/experience_maker.py generate_samples, make_experience @ v0.5.1; "
                    "openrlhf/models/actor.py forward @ v0.5.1, v0.8.5")
 
@@ -154,33 +168,68 @@ def rollout_moment(setup: MethodSetup, policy: ModelSpec, s: Settings, option: O
     does not generate or score with the policy here, or the sizes are unknown. ``critic``: the value model's
     parameters (TRL's PPO gathers them with the policy's)."""
     gen = setup.generation
-    w = B.nbytes(s.precision)
-    V = policy.vocab_size or 0
     if setup.method == Method.GRPO and setup.trainer in TRL_GRPO and not gen.use_vllm:
-        completion = gen.max_completion_length
-        tokens = (gen.max_prompt_length + completion if gen.max_prompt_length and completion else sequence)
-        if not tokens:
-            return None
-        rows = generation_batch(setup, s.micro_batch, accumulation, processes)
-        kv = kv_cache_bytes(policy, rows, tokens, w)
-        if kv is None:
-            return None
-        prompt = tokens - (completion or 0)
-        gathered, how = _gathered(s, option, spec, P, N, setup)
-        scores = 2 * FP32_BYTES * rows * V  # the next-token logits in fp32 and the sampler's processed copy
-        prefill = _prefill(policy, rows, prompt, w)
-        parts = [how] if how else []
-        parts += [f"KV cache {rows} rows × {tokens} tokens ({kv:,} B)", f"fp32 next-token scores 2 × 4 B × {rows} × V",
-                  f"prefill MLP 3 × {rows} × {prompt} × ffn × {w} B"]
-        return Moment(gathered + kv + scores + prefill, " + ".join(parts),
-                      "GRPO generation with the policy (no vLLM)" + (": the policy gathered whole (ZeRO-3, "
-                                                                     "ds3_gather_for_generation)" if how else ""),
-                      GRPO_SOURCE, bool(how))
+        return _trl_grpo(setup, policy, s, option, spec, P, N, sequence, accumulation, processes)
     if setup.method == Method.PPO and setup.trainer in TRL_PPO and not gen.use_vllm:
         return _trl_ppo(setup, policy, s, option, spec, P, N, sequence, accumulation, critic)
     if setup.method in OPENRLHF_ONLINE and setup.trainer == TrainerFamily.OPENRLHF:
-        return _openrlhf(setup, policy, w, sequence)
+        return _openrlhf(setup, policy, B.nbytes(s.precision), sequence)
+    if setup.method == Method.PPO and setup.trainer == TrainerFamily.LLAMA_FACTORY:
+        return _llama_factory_ppo(setup, policy, s, option, spec, P, N, sequence)
     return None
+
+
+def _trl_grpo(setup: MethodSetup, policy: ModelSpec, s: Settings, option: Option, spec: ModelSpec, P: int, N: int,
+              sequence: int | None, accumulation: int, processes: int) -> Moment | None:
+    """TRL's GRPO generating with the policy (no vLLM): its generation batch's KV cache, next-token scores and
+    prefill, inside the whole gather at ZeRO-3 (ds3_gather_for_generation)."""
+    gen = setup.generation
+    w = B.nbytes(s.precision)
+    completion = gen.max_completion_length
+    tokens = (gen.max_prompt_length + completion if gen.max_prompt_length and completion else sequence)
+    if not tokens:
+        return None
+    rows = generation_batch(setup, s.micro_batch, accumulation, processes)
+    kv = kv_cache_bytes(policy, rows, tokens, w)
+    if kv is None:
+        return None
+    prompt = tokens - (completion or 0)
+    gathered, how = _gathered(s, option, spec, P, N, setup)
+    scores = 2 * FP32_BYTES * rows * (policy.vocab_size or 0)  # the next-token logits in fp32 and the processed copy
+    prefill = _prefill(policy, rows, prompt, w)
+    parts = [how] if how else []
+    parts += [f"KV cache {rows} rows × {tokens} tokens ({kv:,} B)", f"fp32 next-token scores 2 × 4 B × {rows} × V",
+              f"prefill MLP 3 × {rows} × {prompt} × ffn × {w} B"]
+    return Moment(gathered + kv + scores + prefill, " + ".join(parts),
+                  "GRPO generation with the policy (no vLLM)" + (": the policy gathered whole (ZeRO-3, "
+                                                                 "ds3_gather_for_generation)" if how else ""),
+                  GRPO_SOURCE, bool(how))
+
+
+def _llama_factory_ppo(setup: MethodSetup, policy: ModelSpec, s: Settings, option: Option, spec: ModelSpec, P: int,
+                       N: int, prompt: int | None) -> Moment | None:
+    """LLaMA-Factory's get_inputs (the module docstring): one mini batch of per_device_train_batch_size prompts of
+    up to cutoff_len tokens (``prompt``, the shape's length) generating max_new_tokens, inside TRL 0.9.6's whole
+    gather at ZeRO-3; the KV cache, the next-token scores in fp32 and the prompt's prefill MLP, as TRL GRPO's."""
+    if not prompt:
+        return None
+    w = B.nbytes(s.precision)
+    rows = s.micro_batch
+    completion = setup.generation.max_completion_length or LLAMA_FACTORY_MAX_NEW_TOKENS
+    tokens = prompt + completion
+    kv = kv_cache_bytes(policy, rows, tokens, w)
+    if kv is None:
+        return None
+    gathered, how = _gathered(s, option, spec, P, N, setup)
+    scores = 2 * FP32_BYTES * rows * (policy.vocab_size or 0)
+    prefill = _prefill(policy, rows, prompt, w)
+    parts = [how] if how else []
+    parts += [f"KV cache {rows} rows × ({prompt} + {completion}) tokens ({kv:,} B)",
+              f"fp32 next-token scores 2 × 4 B × {rows} × V", f"prefill MLP 3 × {rows} × {prompt} × ffn × {w} B"]
+    return Moment(gathered + kv + scores + prefill, " + ".join(parts),
+                  "PPO generation with the policy (LLaMA-Factory get_inputs)"
+                  + (": the policy gathered whole (ZeRO-3, TRL 0.9.6 unwrap_model_for_generation)" if how else ""),
+                  LLAMA_FACTORY_PPO_SOURCE, bool(how))
 
 
 def _trl_ppo_sizes(setup: MethodSetup, s: Settings, accumulation: int) -> tuple[int, int, int]:

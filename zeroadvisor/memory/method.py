@@ -893,6 +893,11 @@ def _rollout_assumptions(setup: MethodSetup) -> list[AssumedInput]:
                                    key=_key(setup, "ds3_gather_for_generation")))
     # TRL PPO's chunk (local_rollout_forward_batch_size, 64) is not listed: it is the rank's whole rollout batch
     # unless micro x accumulation passes 64
+    llama_factory_ppo = setup.method == Method.PPO and setup.trainer == TrainerFamily.LLAMA_FACTORY
+    if llama_factory_ppo and gen.max_completion_length is None:
+        out.append(AssumedInput.of("max_completion_length", G.LLAMA_FACTORY_MAX_NEW_TOKENS, "LLaMA-Factory's default "
+                                   "max_new_tokens generated after each prompt of up to cutoff_len tokens",
+                                   key="max_new_tokens"))
     openrlhf = setup.method in G.OPENRLHF_ONLINE and setup.trainer == TrainerFamily.OPENRLHF
     if openrlhf and gen.rollout_batch_size is None:
         out.append(AssumedInput.of("rollout_batch_size", G.OPENRLHF_ROLLOUT_BATCH, "OpenRLHF's default micro batch of "
