@@ -60,7 +60,7 @@ def test_held_out_lines_leave_out_a_fitted_source_and_say_how_far_one_source_mov
     assert lines[0].endswith("fitted on field cases: X on s1")
     # s1's three runs (ratio 1.8-2.2) are not held out: the held-out median is that of s2 and s3 alone
     assert ("predicted/measured GPU peak, held out by source (2 sources): 2 runs, median 0.90, "
-            "10th-90th percentile 0.82-0.98, median |ratio - 1| 10%") in lines
+            "10th-90th percentile 0.82-0.98, median |ratio - 1| 10.0%") in lines
     assert "not held out (a constant was fitted on their source): a1, a2, a3" in lines
     assert ("leaving one source out: median 0.80 (without s2) to 1.00 (without s3), "
             "median |ratio - 1| 0% (without s3) to 20% (without s2)") in lines

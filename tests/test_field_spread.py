@@ -77,9 +77,9 @@ def test_totals_state_the_spread_overall_and_for_well_documented_cases_and_name_
     ]
     lines = run.totals(results)
     overall = ("predicted/measured GPU peak, all: 3 runs, median 1.10, 10th-90th percentile 0.94-1.26, "
-               "median |ratio - 1| 10%")
+               "median |ratio - 1| 10.0%")
     documented = ("predicted/measured GPU peak, well documented (*): 2 runs, median 1.00, "
-                  "10th-90th percentile 0.92-1.08, median |ratio - 1| 10%")
+                  "10th-90th percentile 0.92-1.08, median |ratio - 1| 10.0%")
     assert overall in lines
     assert documented in lines
     assert "left out of the ratios, length a bound (dynamic padding): padded" in lines

@@ -568,7 +568,7 @@ def spread_line(label: str, ratios: Sequence[float]) -> str:
     if s is None:
         return f"predicted/measured GPU peak, {label}: no measured peaks"
     return (f"predicted/measured GPU peak, {label}: {s.count} runs, median {s.median:.2f}, "
-            f"10th-90th percentile {s.p10:.2f}-{s.p90:.2f}, median |ratio - 1| {s.median_abs_error:.0%}")
+            f"10th-90th percentile {s.p10:.2f}-{s.p90:.2f}, median |ratio - 1| {s.median_abs_error:.1%}")
 
 
 def held_out_lines(results: Sequence[Result], constants: Sequence[heldout.Constant] = heldout.CONSTANTS) -> list[str]:
