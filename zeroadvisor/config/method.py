@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from packaging.version import InvalidVersion, Version
+
 from zeroadvisor.vocab import Method, ModelRole, TrainerFamily, VllmMode
 
 
@@ -77,3 +79,11 @@ class MethodSetup:
     colocate_all_models: bool | None = None  # OpenRLHF --colocate_all_models
     origin: tuple[tuple[str, str], ...] = ()  # (field, where it was said) for messages
     notes: tuple[str, ...] = ()  # what was read and assumed, one line each
+
+    @property
+    def release(self) -> Version | None:
+        """``trainer_version`` as a release to compare; None where it is unknown or not a PEP 440 version."""
+        try:
+            return Version(self.trainer_version) if self.trainer_version else None
+        except InvalidVersion:
+            return None

@@ -58,7 +58,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from zeroadvisor.config.method import MethodSetup
 from zeroadvisor.memory import bytes as B
@@ -110,12 +110,6 @@ class Moment:
     source: str
     whole_gather: bool = False
 
-
-def _release(text: str | None) -> Version | None:
-    try:
-        return Version(text) if text else None
-    except InvalidVersion:
-        return None
 
 
 def kv_cache_bytes(policy: ModelSpec, rows: int, tokens: int, w: int) -> int | None:
@@ -292,7 +286,7 @@ def _openrlhf(setup: MethodSetup, policy: ModelSpec, w: int, sequence: int | Non
         return None
     rows = gen.rollout_batch_size or OPENRLHF_ROLLOUT_BATCH
     V = policy.vocab_size
-    release = _release(setup.trainer_version)
+    release = setup.release
     per = 2 * w if release is not None and release < OPENRLHF_FP32_LOGITS else w + FP32_BYTES
     scoring = per * rows * sequence * V
     how = (f"scoring logits ({'2 × ' + str(w) if per == 2 * w else f'{w} + 4'} B) × {rows} × {sequence} × V")

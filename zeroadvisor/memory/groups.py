@@ -43,7 +43,6 @@ from zeroadvisor.memory.buffers import CUDA_CONTEXT_BYTES, gathered_terms
 from zeroadvisor.memory.generation import OPENRLHF_FP32_LOGITS, OPENRLHF_ROLLOUT_BATCH
 from zeroadvisor.memory.method import (
     _placement,
-    _release,
     critic_loaded,
     critic_spec,
     critic_terms,
@@ -149,7 +148,7 @@ def group_peaks(setup: MethodSetup, policy: ModelSpec, auxiliary: dict[ModelRole
     w = B.nbytes(s.precision)
     rows = setup.generation.rollout_batch_size or OPENRLHF_ROLLOUT_BATCH
     tokens = shape.sequence_length
-    release = _release(setup.trainer_version)
+    release = setup.release
     out: list[GroupPeak] = []
     for role, spec in frozen_models(setup, policy, auxiliary):
         N = group_gpus(setup, role)

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from zeroadvisor.config.method import MethodSetup, Placement
 from zeroadvisor.config.trainer_pins import DISTRIBUTIONS
@@ -102,7 +102,7 @@ def grpo_default_beta(setup: MethodSetup) -> tuple[float, str]:
         return GRPO_KL_BETA, "ms-swift's default (rlhf_args.py _check_grpo)"
     if setup.trainer == TrainerFamily.OPENRLHF:
         return OPENRLHF_KL_COEF, "OpenRLHF's default --init_kl_coef (train_ppo_ray.py)"
-    release = _release(setup.trainer_version)
+    release = setup.release
     if setup.trainer in (None, TrainerFamily.TRL) and release is not None and release < TRL_GRPO_BETA_ZERO:
         return GRPO_KL_BETA, f"TRL {setup.trainer_version}'s default (0.04 up to 0.18)"
     return GRPO_DEFAULT_BETA, "TRL's default from 0.19.0"
@@ -152,12 +152,6 @@ def has_reference(setup: MethodSetup, policy: ModelSpec) -> bool:
     return not none and not (peft_base and setup.reference_model is None)
 
 
-def _release(text: str | None) -> Version | None:
-    try:
-        return Version(text) if text else None
-    except InvalidVersion:
-        return None
-
 
 # Trainers that hand the frozen models to a TRL whose preparation copies the optimizer block, up to the newest
 # release read that pins such a TRL: LLaMA-Factory 0.9.3 pins trl>=0.8.6,<=0.9.6 and calls TRL's
@@ -175,7 +169,7 @@ def optimizer_copy(setup: MethodSetup, config_has_optimizer: bool) -> OptimizerC
     """Whether the frozen engines' config keeps the user's ``optimizer`` block, by the trainer and its release:
     TRL's prepare_deepspeed copies it up to 1.9.0; the trainers of OLD_TRL_PINS at the releases read; OpenRLHF
     never (openrlhf/utils/deepspeed/deepspeed_utils.py get_eval_ds_config @ v0.8.5 builds its own config)."""
-    release = _release(setup.trainer_version)
+    release = setup.release
     if not config_has_optimizer or setup.trainer == TrainerFamily.OPENRLHF:
         return OptimizerCopy(False, False, setup.trainer_version or "unknown")
     if setup.trainer in OLD_TRL_PINS:
@@ -362,7 +356,7 @@ def bf16_logits(setup: MethodSetup) -> bool:
     the release unknown: the current behaviour."""
     if setup.trainer not in BF16_LOGITS:
         return False
-    release = _release(setup.trainer_version) if setup.trainer in (None, TrainerFamily.TRL) else None
+    release = setup.release if setup.trainer in (None, TrainerFamily.TRL) else None
     return release is None or release >= TRL_BF16_LOGITS
 
 
@@ -606,7 +600,7 @@ def kto_kl_terms(shape: TrainingShape, policy: ModelSpec, micro_batch: int, layo
     if not kto_calculates_kl(setup) or setup.trainer != TrainerFamily.LLAMA_FACTORY or not shape.sequence_length \
             or not policy.vocab_size or policy.lm_head is False:
         return []
-    release = _release(setup.trainer_version)
+    release = setup.release
     if release is not None and release < LLAMA_FACTORY_KTO_KEEPS_LOGITS:
         return []
     tokens = micro_batch * ceil_div(shape.sequence_length, layout.sequence)
@@ -626,7 +620,7 @@ def kto_note(setup: MethodSetup) -> str | None:
     if setup.trainer != TrainerFamily.LLAMA_FACTORY:
         return ("KTO's KL forward (loss_type kto): the policy's under no_grad before its own forward, the reference's "
                 f"one at a time with its own: under the backward's loss peak, nothing added ({TRL_KTO_SOURCE})")
-    release = _release(setup.trainer_version)
+    release = setup.release
     if release is not None and release < LLAMA_FACTORY_KTO_KEEPS_LOGITS:
         return (f"KTO's KL forward (LLaMA-Factory {setup.trainer_version} keeps no logits beside it): under the "
                 "backward's loss peak, nothing added")
@@ -642,7 +636,7 @@ def vllm_mode(setup: MethodSetup) -> VllmMode:
         return setup.generation.vllm_mode
     if setup.trainer == TrainerFamily.OPENRLHF:
         return VllmMode.COLOCATE if setup.colocate_all_models else VllmMode.SERVER
-    release = _release(setup.trainer_version) if setup.trainer in (None, TrainerFamily.TRL) else None
+    release = setup.release if setup.trainer in (None, TrainerFamily.TRL) else None
     return VllmMode.SERVER if release is not None and release < TRL_COLOCATE_DEFAULT else VllmMode.COLOCATE
 
 
@@ -661,7 +655,7 @@ def default_vllm_share(setup: MethodSetup) -> float:
     """The share of each card vLLM takes colocated where no file sets it: ms-swift's 0.9, OpenRLHF's 0.95 (0.9
     before 0.6.4), else TRL's 0.3."""
     if setup.trainer == TrainerFamily.OPENRLHF:
-        release = _release(setup.trainer_version)
+        release = setup.release
         first, early = OPENRLHF_EARLY_VLLM_UTILIZATION
         return early if release is not None and release < first else OPENRLHF_VLLM_UTILIZATION
     return SWIFT_VLLM_UTILIZATION if setup.trainer == TrainerFamily.MS_SWIFT else VLLM_DEFAULT_UTILIZATION
