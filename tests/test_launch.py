@@ -11,7 +11,7 @@ import json
 import pytest
 
 from cli_run import cli  # noqa: F401 - the fixture
-from zeroadvisor.config.launch import LaunchError, parse_launch
+from zeroadvisor.config.launch import LaunchError, parse_launch, script_training_args
 
 
 @pytest.mark.parametrize("command,launcher,world", [
@@ -154,6 +154,23 @@ def test_check_launch_command_feeds_the_estimate(cli, project):
     # given by the launch command, so not assumed (ZA808)
     assert not {a["name"] for a in estimate["assumed"]} & {"micro_batch_size", "precision", "sequence_length"}
     assert "world size 4 from the launch command" in result.stderr
+
+
+def test_launch_without_a_checkpointing_flag_leaves_the_description_to_decide(cli, project):
+    """A script's arguments that do not mention gradient_checkpointing say nothing about it (the script may call
+    model.gradient_checkpointing_enable() itself, as gpjt/fine-tune-2024-04's do): the model description's
+    activation_checkpointing decides, and a flag on the command line still wins over it."""
+    (project / "model.yaml").write_text(f"hf_config: {project / 'model' / 'config.json'}\nsequence_length: 1024\n"
+                                        "activation_checkpointing: full\n")
+    launch = ("check", "--gpu", "H100-SXM5-80GB", "--format", "json", "--model", str(project / "model.yaml"),
+              "--", "deepspeed", "--num_gpus", "4", "train.py", "--deepspeed", str(project / "ds.json"), "--bf16")
+    silent = cli(*launch)
+    assert silent.returncode == 0, silent.stderr
+    assert json.loads(silent.stdout)["estimate"]["model"]["activation_checkpointing"] == "full"
+    off = cli(*launch, "--gradient_checkpointing", "false")
+    assert json.loads(off.stdout)["estimate"]["model"]["activation_checkpointing"] == "none"
+    assert script_training_args(["--bf16"]).checkpointing is None
+    assert script_training_args(["--gradient_checkpointing"]).checkpointing is True
 
 
 def test_check_launch_command_mismatch_is_an_error(cli, project):

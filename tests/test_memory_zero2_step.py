@@ -9,6 +9,7 @@ the activations are subtracted, and the whole 4 B on top of them after.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -16,7 +17,7 @@ import pytest
 
 from zeroadvisor.memory.estimate import Cluster, estimate
 from zeroadvisor.memory.states import STEP1_FREED_KEY
-from zeroadvisor.memory.step_temporaries import GRAD_KEY, KEY
+from zeroadvisor.memory.step_temporaries import BOUNDARY_NORM_KEY, GRAD_KEY, KEY
 from zeroadvisor.model.spec import Checkpointing, ModelSpec, TrainingShape
 
 MEASURED = json.loads((Path(__file__).resolve().parents[1] / "benchmarks" / "zero2_step.json").read_text())
@@ -118,3 +119,41 @@ def test_stage1_steps_beyond_the_activations_and_the_gradients_freed_before_it()
     two = configured(zero2(stage=1), LLAMA7B, shape, 2)
     assert train_gpu(two, GRAD_KEY) == 4 * (P // 2)
     assert train_gpu(two, "fp32_grads") == train_gpu(two, "step12_fp32_grads") == 0
+
+
+# -- the accumulation boundary's norm with the optimizer offloaded ------------------------------------------------
+
+def _offloaded(precision="fp16"):
+    config = zero2(precision)
+    config["zero_optimization"]["offload_optimizer"] = {"device": "cpu"}
+    return config
+
+
+def _boundary(st):
+    return train_gpu(st, BOUNDARY_NORM_KEY)
+
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_offload_boundary_norm_copy(tied):
+    """stage_1_and_2.py copy_grads_in_partition (offload, at the boundary): set_norm_for_param_grad_in_gpu reads each
+    gradient piece of the rank's partition as fp64 (get_norm_dtype) beside the parameter's 16-bit gradient, in
+    backward. An untied LM head is reduced first, with every layer's kept tensors live; a tied embedding last."""
+    h, V, L, s = 4096, 128256, 32, 2001
+    spec = ModelSpec(parameters=8_030_261_248, largest_layer_parameters=V * h, num_layers=L, hidden_size=h,
+                     vocab_size=V, num_attention_heads=32, num_key_value_heads=8, intermediate_size=14336,
+                     tied_embeddings=tied, lm_head=True, parameter_numels=(V * h,) * (1 if tied else 2))
+    shape = TrainingShape(sequence_length=s, activation_checkpointing=Checkpointing.FULL, flash_attention=True)
+    st = configured(_offloaded(), spec, shape, gpus=8)
+    act = train_gpu(st, "activations")
+    kept = 0 if tied else L * s * h * 2  # the layer inputs under full recomputation (and small bits outside them)
+    norm, grad = 8 * V * h, 2 * V * h  # the largest parameter lies inside one rank's 1B-element partition
+    assert _boundary(st) >= max(0, norm + grad + kept - act)
+    assert _boundary(st) <= max(0, norm + grad + kept - act) + L * s * h  # outside the layers: ids, the final norm
+    if tied:
+        assert _boundary(st) == norm + grad - act
+    # without the offload the step's own norm copy is counted (step_terms); nothing in backward
+    assert _boundary(configured(zero2("fp16"), spec, shape, gpus=8)) == 0
+    # a LoRA run's largest gradient is an adapter's: the copy is small, and nothing is counted beyond activations
+    assert _boundary(configured(_offloaded(), dataclasses.replace(spec, trainable_parameters=20_000_000,
+                                                                  largest_trainable_parameter=4096 * 16),
+                                shape, gpus=8)) == 0

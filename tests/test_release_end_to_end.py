@@ -15,6 +15,8 @@ import zeroadvisor
 from cli_run import cli  # noqa: F401 - the fixture
 from zeroadvisor.deepspeed import releases
 from zeroadvisor.inputs import release as choice
+from zeroadvisor.memory.phases import FLAT_COPY_KEY
+from zeroadvisor.vocab import Phase, Resource
 
 OFFLOAD = {"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True},
            "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}  # no pin_memory
@@ -88,6 +90,40 @@ def test_assumed_release_is_an_assumed_input_where_its_default_counts(project, m
     choice._pin_choice.cache_clear()
     result = zeroadvisor.estimate(str(plain), params="1B", gpus=8, gpu="A100-SXM4-80GB")
     assert "deepspeed_version" not in {a.name for a in result.estimate.assumed}
+
+
+def _load_gpu(result):
+    return result.configured.phases[Phase.LOAD].gpu
+
+
+def test_stage12_flatten_follows_the_release():
+    """stage_1_and_2.py flattens the bit16 parameters on the host up to 0.18.9 ('create flat buffer in CPU') and
+    beside them on the GPU from 0.19.0 where it has room (flatten_on_accelerator): the load's GPU peak is one copy
+    of the 16-bit model under 0.18.9 and two under 0.19.0."""
+    kwargs = {"params": "8B", "gpus": 8, "gpu": "A100-SXM4-80GB"}
+    old = zeroadvisor.estimate(OFFLOAD, deepspeed_version="0.18.9", **kwargs)
+    new = zeroadvisor.estimate(OFFLOAD, deepspeed_version="0.19.0", **kwargs)
+    two_bytes = 2 * 8 * 10**9
+    assert not [t for t in old.configured.terms if t.key == FLAT_COPY_KEY and t.device == Resource.GPU]
+    assert [t for t in new.configured.terms if t.key == FLAT_COPY_KEY and t.device == Resource.GPU]
+    assert two_bytes <= _load_gpu(old) < 1.5 * two_bytes
+    assert 2 * two_bytes <= _load_gpu(new) < 2.5 * two_bytes
+    assert new.configured.binding_phase == Phase.LOAD and old.configured.binding_phase == Phase.TRAIN
+    assert any("create flat buffer in CPU" in note for note in old.configured.notes)
+
+
+def test_assumed_release_is_said_where_the_flatten_sets_the_peak(project, monkeypatch):
+    monkeypatch.setattr(choice, "installed_release", lambda: None)
+    config = _write(project, {**OFFLOAD, "zero_optimization": {"stage": 2, "offload_optimizer": {
+        "device": "cpu", "pin_memory": True}}})  # pin_memory written: only the flatten depends on the release
+    result = zeroadvisor.estimate(str(config), params="8B", gpus=8, gpu="A100-SXM4-80GB")
+    assumed = {a.name: a for a in result.estimate.assumed}
+    assert "flattened beside them on the GPU" in assumed["deepspeed_version"].effect
+    # without the offload the optimizer's states on the GPU make the step the peak: the release moves nothing
+    plain = _write(project, {**OFFLOAD, "zero_optimization": {"stage": 2}}, "plain.json")
+    trained = zeroadvisor.estimate(str(plain), params="8B", gpus=8, gpu="A100-SXM4-80GB")
+    assert trained.estimate.configured.binding_phase == Phase.TRAIN
+    assert "deepspeed_version" not in {a.name for a in trained.estimate.assumed}
 
 
 def test_requirements_pin_decides_lint(project, cli):

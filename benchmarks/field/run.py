@@ -353,6 +353,9 @@ def run_check(case: dict[str, Any], ds_path: Path, model_path: Path,
         "--optim": t.get("optim"),  # the HF Trainer's optim where the ds_config has no optimizer block
         # the transformers release the report ran (an MoE model's expert layout: 4.x Linears, 5.x fused)
         "--transformers-version": t.get("transformers_version"),
+        # the DeepSpeed release the report ran, where it says or its date fixes it (stage 1/2 flatten the
+        # parameters on the host before 0.19.0: memory/ds_changes.py); else the installed one is read
+        "--deepspeed-version": t.get("deepspeed_version"),
     }
     launch = case.get("launch") or swift_launch(case)
     if launch is not None and supports("--launch"):

@@ -342,8 +342,11 @@ def _with_checkpointing(args: TrainingArgs, data: Mapping[str, JSONValue], where
         return replace(args, checkpointing=True)
     if any(flag is False for flag in flags):
         return replace(args, checkpointing=False)
-    default = PROJECT_DEFAULTS[args.project].get("gradient_checkpointing")  # True, False or none
-    return replace(args, checkpointing=default is True)
+    # True, False or none. The HF Trainer's own default (False) is no statement: the script may call
+    # model.gradient_checkpointing_enable() itself (gpjt/fine-tune-2024-04's measure scripts do), so where the
+    # arguments are silent the model description or --activation-checkpointing decides.
+    default = PROJECT_DEFAULTS[args.project].get("gradient_checkpointing")
+    return replace(args, checkpointing=default if isinstance(default, bool) else None)
 
 
 def _typed(name: str, value: JSONValue, where: str) -> bool | int | float | str:

@@ -110,12 +110,18 @@ def say_release(result: Estimate, release: ReleaseChoice, data: Config) -> Estim
     from dataclasses import replace
 
     from zeroadvisor.memory.assumed import release_assumption
+    from zeroadvisor.memory.phases import FLAT_COPY_KEY
+    from zeroadvisor.vocab import Phase, Resource
 
     if release.origin in ("flag", "project") or data is None:
         return result  # asked for by name (said by the asker), or no config (no offload default read)
     newest = release.releases[-1]
     newest_said = f"; of the range, the newest: {newest}" if len(release.releases) > 1 else ""
-    assumed = release_assumption(data, newest) if release.assumed else None
+    configured = result.configured
+    # the configured stage 1/2 run peaks at load with the flat copy beside the model on the GPU (0.19.0+ only)
+    flatten_binds = configured is not None and configured.binding_phase == Phase.LOAD and any(
+        t.key == FLAT_COPY_KEY and t.device == Resource.GPU and t.phase == Phase.LOAD for t in configured.terms)
+    assumed = release_assumption(data, newest, flatten_binds) if release.assumed else None
     return replace(result, assumptions=(*result.assumptions, f"DeepSpeed's defaults {release.describe()}{newest_said}"),
                    assumed=(*result.assumed, *([assumed] if assumed is not None else [])))
 

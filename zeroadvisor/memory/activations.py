@@ -87,6 +87,10 @@ class Activations:
     # what ``nbytes`` holds for the LM head and loss beyond the layers (a pipeline stage without the head drops
     # it): the logits peak, or under full recomputation only what the head's peak exceeds a layer's recompute by
     head_share: int = 0
+    # what is still live once the head's backward has run (the layers' kept tensors, under full recomputation their
+    # inputs, and what is kept outside the layers but the head's input): the reduce hooks of the LM head's weight
+    # run then (memory/step_temporaries.py boundary_norm_terms)
+    backward_kept: int = 0
 
 
 def _dropout(p: float | None) -> int:
@@ -230,11 +234,14 @@ def activation_bytes(spec: ModelSpec, shape: TrainingShape, micro_batch: int, pr
         logits = _logits(spec, facts, e, out_tokens, notes)
     parts.append(("logits and loss", logits))
     nbytes, head_share = body + outside + logits, logits
+    head_input = _head_input(spec, d, facts, out_tokens)
+    layers_kept = body - largest if shape.activation_checkpointing == Checkpointing.FULL and largest else body
+    backward_kept = max(0, layers_kept + outside - head_input)
     if shape.activation_checkpointing == Checkpointing.FULL and largest:
         # the head's saved input and the loss peak are freed before the last layer is recomputed (module
         # docstring): exact for torch's backward order; the rest outside the layers (token ids, embedding
         # dropout, norms, an encoder's output) is kept through the recompute, a bound for the final norm
-        head = _head_input(spec, d, facts, out_tokens)
+        head = head_input
         peak = max(largest, head + logits)
         nbytes = body - largest + outside - head + peak
         head_share = peak - largest
@@ -249,7 +256,7 @@ def activation_bytes(spec: ModelSpec, shape: TrainingShape, micro_batch: int, pr
     notes.append(f"activations: what transformers keeps for backward per layer (Korthikanti et al. 2022, term by "
                  f"term), {attn}, {_RECOMPUTATION[shape.activation_checkpointing]}, micro batch {b}, {lengths}, "
                  f"{e}-byte activations")
-    return Activations(nbytes, per_layer, logits, tuple(notes), tuple(parts), head_share)
+    return Activations(nbytes, per_layer, logits, tuple(notes), tuple(parts), head_share, backward_kept)
 
 
 def _dimensions(spec: ModelSpec, e: int, h: int, notes: list[str]) -> _Dims:

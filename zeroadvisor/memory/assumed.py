@@ -16,6 +16,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from zeroadvisor.jsontypes import JSONObject, JSONValue
+from zeroadvisor.memory.ds_changes import CHANGES, Change
 from zeroadvisor.model.spec import LoadInputs, ModelSpec, TrainingShape
 from zeroadvisor.vocab import Device
 
@@ -65,7 +66,8 @@ INPUTS: dict[str, Input] = {
     "gpu_variant": Input("GPU variant", "--gpu", ""),
     # the release whose defaults the estimate reads where no pin, installed DeepSpeed or flag said it
     # (inputs/release.py); only a default that moves host memory makes it count (release_assumption)
-    "deepspeed_version": Input("DeepSpeed release (its offload pin_memory default)", "--deepspeed-version", ""),
+    "deepspeed_version": Input("DeepSpeed release (its offload pin_memory default, where stage 1/2 flatten)",
+                               "--deepspeed-version", ""),
     # the transformers release an MoE model's layout was counted as where no flag, description field or pin said
     # it (model/transformers_release.py): 4.x per-expert nn.Linear modules, 5.x one fused module per layer
     "transformers_version": Input("transformers release (an MoE model's expert layout)", "--transformers-version",
@@ -325,18 +327,29 @@ def hardware_assumptions(hw: Hardware, uses: frozenset[str] = frozenset({"nodes"
 OFFLOADS = ("offload_optimizer", "offload_param")
 
 
-def release_assumption(config: Config, release: str) -> AssumedInput | None:
-    """The assumed DeepSpeed release, where it decides a default the estimate reads: an offload section that
+def release_assumption(config: Config, release: str, flatten_binds: bool = False) -> AssumedInput | None:
+    """The assumed DeepSpeed release, where it decides what the estimate counts: an offload section that
     leaves ``pin_memory`` unset (its default is false before 0.19.5 and true from it: runtime/zero/
-    offload_config.py ``pin_memory``), so pinned host buffers are counted or not by the release alone."""
+    offload_config.py ``pin_memory``), so pinned host buffers are counted or not by the release alone; and
+    ``flatten_binds``: the configured stage 1/2 run peaks at load where the parameters are flattened beside the
+    model on the GPU, which releases before 0.19.0 do on the host (memory/ds_changes.py)."""
     from zeroadvisor.deepspeed.settings import as_settings
 
+    effects: list[str] = []
+    pointer = ""
     zero = as_settings(config).zero_config
     for section, offload in zip(OFFLOADS, (zero.offload_optimizer, zero.offload_param), strict=True):
         # a section written as an object with the device as lower-case text (not the cpu_offload booleans)
         if not offload.legacy and offload.written in (Device.CPU, Device.NVME) and not offload.pin_memory_written:
             pinned = offload.pin_memory is True  # not written: DeepSpeed's default, a bool
-            effect = (f"{section}.pin_memory read as DeepSpeed {release}'s default, {str(pinned).lower()}: "
-                      f"host buffers counted {'pinned' if pinned else 'pageable'}")
-            return AssumedInput.of("deepspeed_version", release, effect, f"/zero_optimization/{section}/pin_memory")
-    return None
+            effects.append(f"{section}.pin_memory read as DeepSpeed {release}'s default, {str(pinned).lower()}: "
+                           f"host buffers counted {'pinned' if pinned else 'pageable'}")
+            pointer = f"/zero_optimization/{section}/pin_memory"
+            break
+    if flatten_binds:
+        since = CHANGES[Change.FLATTEN_ON_ACCELERATOR].since
+        effects.append(f"the load's peak read as DeepSpeed {release} builds it: the parameters flattened beside "
+                       f"them on the GPU (from {since}; earlier releases flatten on the host)")
+    if not effects:
+        return None
+    return AssumedInput.of("deepspeed_version", release, "; ".join(effects), pointer)

@@ -65,6 +65,7 @@ from zeroadvisor.memory.settings import Settings, read_settings
 from zeroadvisor.memory.states import (
     STEP1_FREED_KEY,
     STEP12_GRAD_KEY,
+    compact_grad_buffer,
     deepspeed_terms,
     largest_trainable,
     paper_terms,
@@ -72,7 +73,12 @@ from zeroadvisor.memory.states import (
 )
 from zeroadvisor.memory.step_temporaries import GRAD_KEY as STEP_FP32_GRAD
 from zeroadvisor.memory.step_temporaries import KEYS as STEP_KEYS
-from zeroadvisor.memory.step_temporaries import client_optimizer_used, optim_assumption, step_terms
+from zeroadvisor.memory.step_temporaries import (
+    boundary_norm_terms,
+    client_optimizer_used,
+    optim_assumption,
+    step_terms,
+)
 from zeroadvisor.memory.terms import METHOD_ROWS, STATE_ROWS, Term, shown_rows
 from zeroadvisor.memory.verdict import DOES_NOT_FIT, FITS, PhasePeak, judge, stated
 from zeroadvisor.model.spec import LoadInputs, ModelSpec, Padding, TrainingShape
@@ -601,8 +607,14 @@ def _train_terms(run: _Run, option: Option, ds_terms: list[Term], paper: list[Te
         terms += autocast_terms(run.autocast, run.model, run.shape, s.micro_batch, run.layout, zero3_linear)
     # the optimizer's step runs after backward has freed the activations (memory/step_temporaries.py)
     stepped = trainable(run.model) if run.model.trainable_parameters is not None else run.local.dense
-    terms += step_terms(s, option, stepped, N, run.act.nbytes, run.shape.optim, notes,
-                        largest_trainable(run.model, largest_param(run.model) or 0), held12, freed1)
+    largest = largest_trainable(run.model, largest_param(run.model) or 0)
+    terms += step_terms(s, option, stepped, N, run.act.nbytes, run.shape.optim, notes, largest, held12, freed1)
+    # stage 1/2 offload: the boundary's fp64 norm copy, in backward's reduce hooks (memory/step_temporaries.py);
+    # an untied LM head (trained whole) is the first large gradient backward reduces, with the layers' tensors live
+    untied_head = (run.model.lm_head is not False and run.model.tied_embeddings is False
+                   and run.model.trainable_parameters is None)
+    terms += boundary_norm_terms(s, option, stepped, N, largest, run.act.nbytes,
+                                 run.act.backward_kept if untied_head else 0, compact_grad_buffer(s))
     terms += superoffload_terms(run.features, s, option, P, N, spec,
                                 largest_param(run.model) or largest_layer(spec, []))  # a module's bound its params
     terms += _rollout_terms(run, option, terms)

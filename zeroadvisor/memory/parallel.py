@@ -342,13 +342,16 @@ def parallel_activations(spec: ModelSpec, shape: TrainingShape, micro_batch: int
     if sp > 1 and whole.nbytes:
         notes.append(f"activations: Ulysses sequence parallel {sp}: tokens / {sp}, attention heads / {sp}")
     if p == 1 or not whole.nbytes:
-        return Activations(whole.nbytes, whole.per_layer, whole.logits, tuple(notes), whole.parts, whole.head_share)
+        return dataclasses.replace(whole, notes=tuple(notes))
     first = whole.nbytes - whole.head_share  # p micro batches x L/p layers in flight = L layers; no head
     # known: activation_bytes counts no bytes without num_layers
     last_spec = dataclasses.replace(local, num_layers=ceil_div(spec.num_layers or 0, p))
-    last = activation_bytes(last_spec, seq_shape, micro_batch, precision).nbytes
+    last_stage = activation_bytes(last_spec, seq_shape, micro_batch, precision)
+    last = last_stage.nbytes
     notes.append(f"activations: pipeline {p} with 1F1B: the first stage keeps {p} micro batches of its layers in "
                  "flight (= all layers' worth, Korthikanti et al. 2022 §4.2.3), the last stage one micro batch and "
                  "the logits; the larger is costed")
     return Activations(max(first, last), whole.per_layer, whole.logits if last > first else 0, tuple(notes),
-                       whole.parts, whole.head_share if last > first else 0)
+                       whole.parts, whole.head_share if last > first else 0,
+                       # the stage with the LM head holds its own layers' tensors when the head's gradient is reduced
+                       last_stage.backward_kept if last > first else 0)

@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING
 from zeroadvisor.deepspeed.settings import DeepSpeedSettings, read
 from zeroadvisor.jsontypes import JSONObject
 from zeroadvisor.memory import bytes as B
+from zeroadvisor.memory import ds_changes
+from zeroadvisor.memory.ds_changes import Change
 from zeroadvisor.memory.options import Option
 from zeroadvisor.memory.settings import Settings
 from zeroadvisor.memory.states import (
@@ -288,7 +290,7 @@ def load_moments(spec: ModelSpec, s: Settings, option: Option, cluster: Cluster,
                       f"{w} B/param", eng + " (cast params, then self.module.to(self.device))", EXACT)
         moments.append(Moment("moved", (moved,)))
         if option.stage in (1, 2):
-            moments += _stage12_flatten(option, cluster, T, N, w, moved, notes)
+            moments += _stage12_flatten(option, cluster, T, N, w, moved, notes, s.release)
         elif option.stage == 3:
             moments += _stage3_defragment(option, T, N, w, notes)
     # PEFT: DeepSpeed flattens and partitions the optimizer's (trainable) parameters only; the frozen
@@ -386,23 +388,32 @@ def _zero_init_moments(spec: ModelSpec, s: Settings, option: Option, P: int, N: 
             Moment("moved", (partitions,))]
 
 
+FLAT_COPY_KEY = "flat_copy"  # stage 1/2: the flat bit16 buffer built beside the parameters at load
+
+
 def _stage12_flatten(option: Option, cluster: Cluster, P: int, N: int, w: int, moved: Term,
-                     notes: list[str]) -> list[Moment]:
+                     notes: list[str], release: str) -> list[Moment]:
     flat = partition_stage12(P, N) * N  # aligned to 2·N elements (nccl_start_alignment_factor = 2)
     src = "runtime/zero/stage_1_and_2.py DeepSpeedZeroOptimizer.__init__"
-    copy_gpu = _term("parameters", Resource.GPU, w * flat, "flat_copy",
+    copy_gpu = _term("parameters", Resource.GPU, w * flat, FLAT_COPY_KEY,
                      "flat bit16 copy of the parameters next to them",
                      f"{w} B/param", src + " (flatten_dense_tensors_aligned on the accelerator)", EXACT)
     gpu_memory = getattr(cluster, "gpu_memory", None)
-    if gpu_memory is None or (w * P + w * flat) <= gpu_memory:
+    on_accelerator = ds_changes.runs(Change.FLATTEN_ON_ACCELERATOR, release)
+    if on_accelerator and (gpu_memory is None or (w * P + w * flat) <= gpu_memory):
         # flatten_on_accelerator when available_memory >= flat buffer bytes: params + flat copy on the GPU
         return [Moment("flatten", (moved, copy_gpu))]
-    # not enough room: every parameter is moved to the host (param.cpu_data), flattened there, moved back
-    notes.append(f"stage {option.stage}: the GPU has no room for a second copy of the model, so "
-                 "DeepSpeed flattens the parameters on the host (stage_1_and_2.py: 'Flattening param group on CPU')")
+    # not enough room, or a release before 0.19.0 (always): every parameter is moved to the host
+    # (param.cpu_data), flattened there, moved back
+    notes.append(f"stage {option.stage}: DeepSpeed flattens the parameters on the host "
+                 + ("(stage_1_and_2.py: 'Flattening param group on CPU'): the GPU has no room for a second copy "
+                    "of the model" if on_accelerator else
+                    f"(DeepSpeed {release}'s stage_1_and_2.py: 'create flat buffer in CPU'; from "
+                    f"{ds_changes.CHANGES[Change.FLATTEN_ON_ACCELERATOR].since} it is built on the GPU where it "
+                    "has room)"))
     host = (_term("parameters", Resource.CPU, w * P, "cpu_data", "parameters moved to the host to be flattened",
                   f"{w} B/param", src + " (param.cpu_data = param.data.cpu())", EXACT),
-            _term("parameters", Resource.CPU, w * flat, "flat_copy", "flat bit16 copy built on the host",
+            _term("parameters", Resource.CPU, w * flat, FLAT_COPY_KEY, "flat bit16 copy built on the host",
                   f"{w} B/param", src + " (flatten_dense_tensors_aligned, use_cpu_data=True)", EXACT))
     return [Moment("flatten", host), Moment("flat_to_device", (
         host[1], _term("parameters", Resource.GPU, w * flat, "lp_params", "flat bit16 buffer moved to the GPU",

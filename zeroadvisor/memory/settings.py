@@ -22,6 +22,7 @@ from zeroadvisor.memory import bytes as B
 from zeroadvisor.memory.assumed import AssumedInput
 from zeroadvisor.memory.errors import EstimateError, config_pointer
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
+from zeroadvisor.version import DEEPSPEED_TARGET
 from zeroadvisor.vocab import Device, Precision, Stage
 
 ZERO = "zero_optimization"
@@ -77,6 +78,9 @@ class Settings:
     quantized_nontrainable_weights: bool = False
     # gradient_clipping (runtime/config.py, default 0.0); "auto" is the HF Trainer's max_grad_norm, 1.0 by default
     gradient_clipping: float = 0.0
+    # the DeepSpeed release the config was read as (schema.active_release): the allocations that changed between
+    # releases follow it (memory/ds_changes.py)
+    release: str = DEEPSPEED_TARGET
     assumptions: tuple[str, ...] = ()
     assumed: tuple[AssumedInput, ...] = ()  # inputs nobody gave (memory/assumed.py)
 
@@ -170,6 +174,7 @@ def read_settings(config: Config, model: ModelSpec, gpus: int,
         global_batch=ds.batch.global_batch(gpus),
         deepspeed=ds,
         gradient_clipping=_clipping(ds.gradient_clipping),
+        release=schema.active_release(),
         assumptions=tuple(notes),
         assumed=tuple(assumed),
     )

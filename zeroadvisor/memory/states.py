@@ -125,6 +125,12 @@ def optimized(spec: ModelSpec, P: int) -> int:
     return P if spec.trainable_parameters is None else spec.trainable_parameters
 
 
+def compact_grad_buffer(s: Settings) -> bool:
+    """Stage 1/2 _use_compact_grad_partition_buffer: fp32 accumulation with a 16-bit model keeps a compact fp32
+    partition buffer on the accelerator that receives the reduced gradients (stage_1_and_2.py 0.19.8)."""
+    return s.grad_accum_dtype == Precision.FP32 and s.precision != Precision.FP32
+
+
 def largest_trainable(spec: ModelSpec, largest: int) -> int:
     """The largest parameter that produces a gradient, given ``largest`` (the largest layer or parameter of the
     whole model): with PEFT the largest adapter tensor (model/peft.py), bounded by the adapters' total."""
@@ -265,9 +271,7 @@ def _stage12(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, notes: l
     offload = opt.offload_optimizer != Device.NONE
     terms.append(Term("parameters", Resource.GPU, w * flat, "lp_params", f"{s.precision} parameters (flat)",
                       f"{w} B/param", src + ".__init__ (bit16_groups_flat)"))
-    # _use_compact_grad_partition_buffer: fp32 accumulation with a 16-bit model keeps a compact fp32
-    # partition buffer on the accelerator that receives the reduced gradients
-    compact = s.grad_accum_dtype == Precision.FP32 and s.precision != Precision.FP32
+    compact = compact_grad_buffer(s)
     terms += _stage12_gpu_grads(s, opt, P, part, compact, src, _layout12(s, opt, P, N, spec, compact, notes))
     if not offload:
         terms += [

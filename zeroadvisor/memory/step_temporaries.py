@@ -68,7 +68,9 @@ DEFAULT_WHY = ("the Hugging Face Trainer's default optim up to transformers 4.53
                "with torch >= 2.8 default to adamw_torch_fused, which builds none")
 KEY = "step_temporary"
 GRAD_KEY = "step_fp32_grad"  # stage 3: the stepped sub-group's fp32 gradient; stage 1/2: the partition's (step())
-KEYS = frozenset({KEY, GRAD_KEY})  # everything the step allocates and frees: transient between steps
+# stage 1/2 with the optimizer offloaded: the gradient norm's fp64 copy at the accumulation boundary, in backward
+BOUNDARY_NORM_KEY = "boundary_norm_copy"
+KEYS = frozenset({KEY, GRAD_KEY, BOUNDARY_NORM_KEY})  # what the step allocates and frees: transient between steps
 NORM_BYTES = 8  # torch.float64, zero/utils.py get_norm_dtype
 
 
@@ -265,3 +267,33 @@ def step_terms(s: Settings, option: Option, P: int, N: int, activations: int, op
                           f"{' + the fp32 gradient' if held else ''} - activations) - the gradient's share",
                           impl.source, kind=TermKind.BOUND, bound=temp_bound if temp_bound > temp_extra else None))
     return terms
+
+
+def boundary_norm_terms(s: Settings, option: Option, P: int, N: int, largest: int, activations: int,
+                        live: int, compact: bool) -> list[Term]:
+    """Stage 1/2 with the optimizer offloaded: at the accumulation boundary each parameter's gradient piece in the
+    rank's partition is read through ``.to(get_norm_dtype())`` (fp64) for its norm before it is copied to the host
+    (stage_1_and_2.py copy_grads_in_partition -> set_norm_for_param_grad_in_gpu, 0.14-0.19.8; the compact fp32
+    path takes ``source.data.to(get_norm_dtype())`` the same way). It runs in backward's reduce hooks, so it is not
+    freed activations the step reuses: it lands beside what backward still holds when the largest parameter's
+    gradient is reduced. The rank whose partition holds the largest trainable parameter peaks there (gpjt's
+    per-rank memory_stats: ranks 0 and 7, which hold a Llama-3-8B's embedding and LM head, peak 2.4-3.0 GiB
+    above the other six at both 1001 and 2001 tokens).
+
+    ``live``: the activations still held at that moment (an untied LM head's gradient comes first in backward,
+    with every layer's kept tensors live; a tied or first-layer weight's comes last, with none); the parameter's
+    own 16-bit gradient is live beside the copy unless the compact fp32 buffer (a model state) holds it."""
+    if option.stage not in (1, 2) or option.offload_optimizer == Device.NONE or not largest or not P:
+        return []
+    norm = NORM_BYTES * min(largest, partition_stage12(P, N))
+    grad = 0 if compact else B.nbytes(s.precision) * largest
+    extra = max(0, norm + grad + live - activations)
+    if not extra:
+        return []
+    own = "" if compact else f" + {B.nbytes(s.precision)} B × largest parameter (its gradient)"
+    return [Term("gradients", Resource.GPU, extra, BOUNDARY_NORM_KEY,
+                 "fp64 norm copy of the largest parameter's gradient piece at the accumulation boundary (in "
+                 "backward, beyond the activations it does not coexist with)",
+                 f"max(0, 8 B × largest parameter's piece{own} + activations live then - activations)",
+                 "zero/stage_1_and_2.py copy_grads_in_partition (set_norm_for_param_grad_in_gpu: "
+                 "grad.to(get_norm_dtype()).norm(2)); zero/utils.py get_norm_dtype (fp64)")]
