@@ -123,8 +123,9 @@ def test_stage1_fp16():
     assert st.per_gpu["model_states"] == 4 * P + 12 * PART
     # N = 1: nothing freed, the step builds 2P + 4P beside the 2P kept: 2P + (2P + 6P) + 12P
     assert run(cfg(1), gpus=1).stage(1).per_gpu["model_states"] == 22 * P
-    # one reduce bucket (overlap_comm is False below stage 3): reduce_bucket_size × 2 B
-    assert st.per_gpu["buffers"] == 500_000_000 * 2
+    # one reduce bucket (overlap_comm is False below stage 3): reduce_bucket_size × 2 B, and the reduction's flat
+    # copy of a full bucket (average_tensor -> allreduce_and_scatter -> allreduce_bucket flatten)
+    assert st.per_gpu["buffers"] == 500_000_000 * 2 + 500_000_000 * 2
 
 
 def test_stage1_bf16_optimizer_path():
@@ -242,16 +243,19 @@ def test_stage3_partial_offload_ratio():
 
 def test_stage12_offload_staging():
     st = run(cfg(2, offload_optimizer={"device": "cpu"})).stage(2, "cpu")
-    # GPU: fp16 params only; buffers: one reduce bucket 5e8 × 2 + GPU staging 2·L_p
+    # GPU: fp16 params only; buffers: one reduce bucket 5e8 × 2, the reduction's flat copy of it, GPU staging 2·L_p,
+    # and the boundary's fp64 norm copy of the largest parameter (8·L_p) beside its fp16 gradient (2·L_p), beyond
+    # the flat copy freed before it (no activations here)
     assert st.per_gpu["model_states"] == 2 * P
-    assert st.per_gpu["buffers"] == 500_000_000 * 2 + 2 * LP
+    assert st.per_gpu["buffers"] == 500_000_000 * 2 * 2 + 2 * LP + (8 + 2) * LP - 500_000_000 * 2
     # host: fp32 grad partition 4 + master 4 + Adam 8 + fp16 upload copy 2 (× P/N) + host staging 2·L_p
     assert st.per_gpu_cpu == 18 * PART + 2 * LP
 
 
 def test_overlap_comm_doubles_stage12_buckets():
-    assert run(cfg(2, overlap_comm=True)).stage(2).per_gpu["buffers"] == 2 * 500_000_000 * 2
-    assert run(cfg(2, overlap_comm=True, reduce_bucket_size=1000)).stage(2).per_gpu["buffers"] == 2 * 1000 * 2
+    # + the reduction's flat copy: the bucket, or a parameter larger than it, reduced alone
+    assert run(cfg(2, overlap_comm=True)).stage(2).per_gpu["buffers"] == 2 * 500_000_000 * 2 + 500_000_000 * 2
+    assert run(cfg(2, overlap_comm=True, reduce_bucket_size=1000)).stage(2).per_gpu["buffers"] == 2 * 1000 * 2 + 2 * LP
 
 
 def test_stage1_nvme_runs_as_cpu():
@@ -373,7 +377,8 @@ def test_overhead_allowance():
     # is 10% of it (memory/allocator.py); its bound keeps 10% of every GPU row
     st = run(cfg(2)).stage(2)
     other = st.per_gpu["model_states"] + st.per_gpu["buffers"] + st.per_gpu["gathered_parameters"]
-    assert st.per_gpu["overhead"] == 2**30 + (4 + STEP_CAT_COPY) * PART // 10
+    # and the reduction's flat copy of a bucket, built in every reduction
+    assert st.per_gpu["overhead"] == 2**30 + ((4 + STEP_CAT_COPY) * PART + 500_000_000 * 2) // 10
     assert st.per_gpu_bound["overhead"] == 2**30 + (other + 5) // 10
 
 

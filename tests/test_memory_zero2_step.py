@@ -144,7 +144,8 @@ def test_offload_boundary_norm_copy(tied):
                      tied_embeddings=tied, lm_head=True, parameter_numels=(V * h,) * (1 if tied else 2))
     shape = TrainingShape(sequence_length=s, activation_checkpointing=Checkpointing.FULL, flash_attention=True)
     st = configured(_offloaded(), spec, shape, gpus=8)
-    act = train_gpu(st, "activations")
+    act = train_gpu(st, "activations") + train_gpu(st, "allreduce_bucket")  # both freed before the norms run
+    assert train_gpu(st, "allreduce_bucket") == 2 * V * h  # the LM head/embedding, larger than the bucket, alone
     kept = 0 if tied else L * s * h * 2  # the layer inputs under full recomputation (and small bits outside them)
     norm, grad = 8 * V * h, 2 * V * h  # the largest parameter lies inside one rank's 1B-element partition
     assert _boundary(st) >= max(0, norm + grad + kept - act)
@@ -157,3 +158,24 @@ def test_offload_boundary_norm_copy(tied):
     assert _boundary(configured(_offloaded(), dataclasses.replace(spec, trainable_parameters=20_000_000,
                                                                   largest_trainable_parameter=4096 * 16),
                                 shape, gpus=8)) == 0
+
+
+def test_reduction_flat_copy():
+    """average_tensor -> allreduce_and_scatter / allreduce_no_retain -> allreduce_bucket flattens the bucket's
+    gradient slices into a new tensor (stage_1_and_2.py 0.14-0.19.8): the whole bucket with the default
+    use_multi_rank_bucket_allreduce, at most a rank's partition per reduce without it, none without reduce_scatter."""
+    def copy(**zero):
+        config = zero2("bf16")
+        config["zero_optimization"].update(zero)
+        return train_gpu(configured(config, LLAMA7B, TrainingShape(), gpus=N), "allreduce_bucket")
+
+    assert copy() == 2 * 500_000_000  # reduce_bucket_size's default
+    assert copy(reduce_bucket_size=2_000_000_000) == 2 * 2_000_000_000
+    assert copy(reduce_bucket_size=2_000_000_000, use_multi_rank_bucket_allreduce=False) == 2 * PART
+    assert copy(reduce_scatter=False) == 0
+    # a parameter larger than the bucket is reduced alone: the copy is its size
+    big = dataclasses.replace(LLAMA7B, largest_layer_parameters=600_000_000)
+    assert train_gpu(configured(zero2("bf16"), big, TrainingShape(), gpus=N), "allreduce_bucket") == 2 * 600_000_000
+    # LoRA: only the adapters' gradients are reduced
+    lora = dataclasses.replace(LLAMA7B, trainable_parameters=20_000_000, largest_trainable_parameter=4096 * 16)
+    assert train_gpu(configured(zero2("bf16"), lora, TrainingShape(), gpus=N), "allreduce_bucket") == 2 * 20_000_000

@@ -260,6 +260,8 @@ class ZeroConfig:
     stage: Stage | Auto[Stage] | Rejected = Stage.DISABLED
     contiguous_gradients: bool | Auto[bool] | Rejected = True
     reduce_scatter: bool | Auto[bool] | Rejected = True
+    # stage 1/2 average_tensor: one all-reduce of the whole bucket (allreduce_and_scatter) or a reduce per rank
+    use_multi_rank_bucket_allreduce: bool | Auto[bool] | Rejected = True
     reduce_bucket_size: int | Auto[int] | Rejected = 0
     allgather_bucket_size: int | Auto[int] | Rejected = 0
     overlap_comm: bool | Auto[bool | None] | Rejected | None = None  # None: True iff stage 3 (overlap_comm_at)
@@ -402,6 +404,7 @@ def read_zero(data: object) -> ZeroConfig:
         stage=_stage(data, zero),
         contiguous_gradients=_zero_field(zero, lax_bool, "contiguous_gradients"),
         reduce_scatter=_zero_field(zero, lax_bool, "reduce_scatter"),
+        use_multi_rank_bucket_allreduce=_zero_field(zero, lax_bool, "use_multi_rank_bucket_allreduce"),
         reduce_bucket_size=_zero_field(zero, lax_int, "reduce_bucket_size", where_written=True),
         allgather_bucket_size=_zero_field(zero, lax_int, "allgather_bucket_size"),
         overlap_comm=_zero_field(zero, lax_optional_bool, "overlap_comm"),

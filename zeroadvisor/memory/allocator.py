@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
+from zeroadvisor.memory.buffers import ALLREDUCE_COPY_KEY
 from zeroadvisor.memory.cluster import ALLOC_CONF_ENV as ENV
 from zeroadvisor.memory.step_temporaries import BOUNDARY_NORM_KEY as BOUNDARY_NORM
 from zeroadvisor.memory.step_temporaries import GRAD_KEY as STEP_FP32_GRAD
@@ -47,7 +48,7 @@ REALLOCATED_KEYS = frozenset({
     STEP_TEMPORARY,  # the optimizer step's temporaries (memory/step_temporaries.py)
     STEP_FP32_GRAD,  # stage 3: the stepped sub-group's fp32 gradient, built and freed in every step
     BOUNDARY_NORM,  # stage 1/2 offload: the boundary's fp64 norm copy, per parameter in backward
-    "allreduce_bucket",  # engine.py allreduce_bucket: flatten() builds a new bucket per reduction
+    ALLREDUCE_COPY_KEY,  # engine.py / stage_1_and_2.py allreduce_bucket: flatten() builds a new bucket per reduction
     "reduce_scatter_copy",  # coalesced_collectives.py reduce_scatter_coalesced: torch.cat per bucket
     "qgz_all_to_all",  # coalesced_collectives.py all_to_all_quant_reduce: per gradient tensor
     "qwz_allgather",  # partition_parameters.py _all_gather_coalesced: per quantized fetch

@@ -7,11 +7,20 @@ from zeroadvisor.memory.autocast import Autocast
 from zeroadvisor.memory.options import Option
 from zeroadvisor.memory.persistence import persistent
 from zeroadvisor.memory.settings import Settings
-from zeroadvisor.memory.states import largest_trainable, master_bytes, optimized, partition_stage3, uses_bf16_optimizer
+from zeroadvisor.memory.states import (
+    largest_trainable,
+    master_bytes,
+    optimized,
+    partition_stage3,
+    partition_stage12,
+    uses_bf16_optimizer,
+)
 from zeroadvisor.memory.terms import Term, ceil_div
 from zeroadvisor.model.spec import ModelSpec
 from zeroadvisor.vocab import Device, Resource, TermKind
 
+# a flat copy of gradients built for one all-reduce (engine.py and stage_1_and_2.py allreduce_bucket: flatten)
+ALLREDUCE_COPY_KEY = "allreduce_bucket"
 # engine.py MEMORY_OPT_ALLREDUCE_SIZE: a code constant (not a config key) - the element count of
 # the flat bucket buffered_allreduce_fallback builds when the engine itself reduces gradients.
 ENGINE_ALLREDUCE_ELEMENTS = 500_000_000
@@ -132,14 +141,13 @@ def buffer_terms(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, note
     c = B.nbytes(s.communication_dtype)
     rbs = s.reduce_bucket_size
     T = optimized(spec, P)  # the elements that produce gradients (PEFT: the adapters)
-    overlap = s.overlap_comm_at(opt.stage)
     terms: list[Term] = []
 
     if opt.stage == 0 or uses_bf16_optimizer(s, opt):
         g = a if uses_bf16_optimizer(s, opt) else w
         # buffered_allreduce_fallback buckets the gradients that exist (param.grad), the trainable parameters'
         n = min(T, ENGINE_ALLREDUCE_ELEMENTS)
-        terms.append(Term("buffers", Resource.GPU, g * n, "allreduce_bucket",
+        terms.append(Term("buffers", Resource.GPU, g * n, ALLREDUCE_COPY_KEY,
                           f"flat all-reduce bucket of min({'P' if T == P else 'trainable'}, "
                           f"{ENGINE_ALLREDUCE_ELEMENTS:,}) gradient elements",
                           f"{g} B × min({'P' if T == P else 'P_trainable'}, MEMORY_OPT_ALLREDUCE_SIZE)",
@@ -147,31 +155,7 @@ def buffer_terms(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, note
         return terms
 
     if opt.stage in (1, 2):
-        offload = opt.offload_optimizer != Device.NONE
-        if s.contiguous_gradients or offload:  # offload forces contiguous_gradients (stage_1_and_2.py __init__)
-            # _gradient_reduction_buffer_dtype: the grad-accum dtype at stage 1 with a separate accumulator
-            rd = a if (opt.stage == 1 and s.grad_accum_dtype != s.precision) else w
-            # one bucket per comm dtype (autocast: the Linear weights' and fp32), each in the reduction dtype
-            copies = (2 if overlap else 1) * (2 if autocast else 1)
-            terms.append(Term("buffers", Resource.GPU, copies * rd * rbs, "ipg_bucket",
-                              f"reduce bucket{'s' if copies > 1 else ''}: {copies} × reduce_bucket_size {rbs:,} "
-                              f"× {rd} B{' (overlap_comm double buffer)' if overlap else ''}"
-                              f"{' (one per torch_autocast comm dtype)' if autocast else ''}",
-                              f"{copies} × {rd} B × reduce_bucket_size",
-                              "zero/stage_1_and_2.py DeepSpeedZeroOptimizer.setup_buckets"))
-        if offload:
-            # __init__: largest_param_numel over bit16_groups, the trainable parameters only (exact with PEFT's
-            # adapter layout; otherwise the largest layer bounds the largest parameter)
-            Lp = largest_trainable(spec, min(largest_layer(spec, notes), P))
-            pinned = " (pinned)" if s.offload_optimizer_pin_memory else ""
-            terms += [
-                Term("buffers", Resource.GPU, w * Lp, "offload_gpu_staging",
-                     "GPU gradient staging buffer (largest parameter)",
-                     f"{w} B × largest param", "zero/stage_1_and_2.py __init__ (temp_grad_buffer_for_gpu_offload)"),
-                Term("buffers", Resource.CPU, w * Lp, "offload_cpu_staging", f"host gradient staging buffer{pinned}",
-                     f"{w} B × largest param", "zero/stage_1_and_2.py __init__ (temp_grad_buffer_for_cpu_offload)"),
-            ]
-        return terms
+        return terms + _stage12_buffers(s, opt, P, N, spec, notes, T, autocast)
 
     # stage 3. The IPG buffer is torch.empty(reduce_bucket_size) at init whatever trains (exact, also with PEFT:
     # _setup_for_real_optimizer does not size it by the trainable elements)
@@ -214,6 +198,65 @@ def _stage3_ipg(s: Settings, c: int, autocast: Autocast | None) -> Term:
     return Term("buffers", Resource.GPU, c * rbs, "ipg_bucket",
                 f"IPG flat buffer: reduce_bucket_size {rbs:,} × {c} B, allocated at init (not doubled by "
                 "overlap_comm at stage 3)", f"{c} B × reduce_bucket_size", src)
+
+
+def _stage12_buffers(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, notes: list[str], T: int,
+                     autocast: Autocast | None) -> list[Term]:
+    """Stage 1/2: the reduce bucket(s), the reduction's flat copy and the offload's staging buffers."""
+    w, a, c = B.nbytes(s.precision), B.nbytes(s.grad_accum_dtype), B.nbytes(s.communication_dtype)
+    rbs, overlap = s.reduce_bucket_size, s.overlap_comm_at(opt.stage)
+    terms: list[Term] = []
+    offload = opt.offload_optimizer != Device.NONE
+    # _gradient_reduction_buffer_dtype: the grad-accum dtype at stage 1 with a separate accumulator
+    rd = a if (opt.stage == 1 and s.grad_accum_dtype != s.precision) else w
+    if s.contiguous_gradients or offload:  # offload forces contiguous_gradients (stage_1_and_2.py __init__)
+        # one bucket per comm dtype (autocast: the Linear weights' and fp32), each in the reduction dtype
+        copies = (2 if overlap else 1) * (2 if autocast else 1)
+        terms.append(Term("buffers", Resource.GPU, copies * rd * rbs, "ipg_bucket",
+                          f"reduce bucket{'s' if copies > 1 else ''}: {copies} × reduce_bucket_size {rbs:,} "
+                          f"× {rd} B{' (overlap_comm double buffer)' if overlap else ''}"
+                          f"{' (one per torch_autocast comm dtype)' if autocast else ''}",
+                          f"{copies} × {rd} B × reduce_bucket_size",
+                          "zero/stage_1_and_2.py DeepSpeedZeroOptimizer.setup_buckets"))
+    if s.reduce_scatter:
+        terms.append(_stage12_reduce_copy(s, rd, c, rbs, T, N, largest_trainable(spec, min(largest_layer(spec,
+                                                                                              notes), P))))
+    if offload:
+        # __init__: largest_param_numel over bit16_groups, the trainable parameters only (exact with PEFT's
+        # adapter layout; otherwise the largest layer bounds the largest parameter)
+        Lp = largest_trainable(spec, min(largest_layer(spec, notes), P))
+        pinned = " (pinned)" if s.offload_optimizer_pin_memory else ""
+        terms += [
+            Term("buffers", Resource.GPU, w * Lp, "offload_gpu_staging",
+                 "GPU gradient staging buffer (largest parameter)",
+                 f"{w} B × largest param", "zero/stage_1_and_2.py __init__ (temp_grad_buffer_for_gpu_offload)"),
+            Term("buffers", Resource.CPU, w * Lp, "offload_cpu_staging", f"host gradient staging buffer{pinned}",
+                 f"{w} B × largest param", "zero/stage_1_and_2.py __init__ (temp_grad_buffer_for_cpu_offload)"),
+        ]
+    return terms
+
+
+def _stage12_reduce_copy(s: Settings, rd: int, c: int, rbs: int, T: int, N: int, largest: int) -> Term:
+    """Stage 1/2 with reduce_scatter: average_tensor hands the bucket's gradient slices to allreduce_and_scatter
+    (use_multi_rank_bucket_allreduce, the default: every rank's slices in one all-reduce) or to allreduce_no_retain
+    (a reduce per destination rank), whose allreduce_bucket copies them into one flat tensor (``self.flatten``), in
+    the bucket's dtype, then into the communication dtype where it differs (allreduce_bucket also forces fp32 under
+    DeepSpeed's sequence parallelism, sequence_parallel_size > 1: not counted, the layout does not reach here). Up to
+    numel_per_bucket = reduce_bucket_size elements go together; a parameter larger than the bucket (an LM head over
+    500M elements) is reduced alone (stage_1_and_2.py extra_large_param_to_reduce), so the copy is its size. Per
+    rank (allreduce_no_retain) a rank's slices are at most its partition. Built and freed in every reduction, in
+    backward."""
+    n = min(T, max(rbs, largest))
+    if not s.multi_rank_bucket_allreduce:
+        n = min(n, partition_stage12(T, N))
+    cast = c if c != rd else 0
+    how = "allreduce_and_scatter" if s.multi_rank_bucket_allreduce else "allreduce_no_retain (per rank)"
+    return Term("buffers", Resource.GPU, (rd + cast) * n, ALLREDUCE_COPY_KEY,
+                f"flat copy of one bucket's gradients for the reduction ({n:,} elements"
+                f"{f', then in {c}-byte communication dtype' if cast else ''})",
+                f"({rd} B{f' + {c} B' if cast else ''}) × min(P_trainable, max(reduce_bucket_size, largest parameter)"
+                f"{', its partition' if not s.multi_rank_bucket_allreduce else ''})",
+                f"zero/stage_1_and_2.py average_tensor -> {how} -> allreduce_bucket (self.flatten)")
 
 
 def reduce_scatter_term(c: int, rbs: int, T: int) -> Term:

@@ -16,6 +16,7 @@ from zeroadvisor.memory.allocator import AllocatorConf, fragmentation_term
 from zeroadvisor.memory.assumed import AssumedInput, activations_unknown, shape_assumptions
 from zeroadvisor.memory.autocast import Autocast, autocast_notes, autocast_terms, read_autocast
 from zeroadvisor.memory.buffers import (
+    ALLREDUCE_COPY_KEY,
     CUDA_CONTEXT_BYTES,
     OVERHEAD_ASSUMPTION,
     buffer_terms,
@@ -613,7 +614,9 @@ def _train_terms(run: _Run, option: Option, ds_terms: list[Term], paper: list[Te
     # an untied LM head (trained whole) is the first large gradient backward reduces, with the layers' tensors live
     untied_head = (run.model.lm_head is not False and run.model.tied_embeddings is False
                    and run.model.trainable_parameters is None)
-    terms += boundary_norm_terms(s, option, stepped, N, largest, run.act.nbytes,
+    # the reduction's flat copy (memory/buffers.py allreduce_bucket) is freed before the norms are taken
+    reduce_copy = sum(t.nbytes for t in terms if t.key == ALLREDUCE_COPY_KEY and t.device == Resource.GPU)
+    terms += boundary_norm_terms(s, option, stepped, N, largest, run.act.nbytes + reduce_copy,
                                  run.act.backward_kept if untied_head else 0, compact_grad_buffer(s))
     terms += superoffload_terms(run.features, s, option, P, N, spec,
                                 largest_param(run.model) or largest_layer(spec, []))  # a module's bound its params

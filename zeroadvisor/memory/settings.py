@@ -49,6 +49,7 @@ class Settings:
     cpu_adam_fp32_states: bool  # DeepSpeedCPUAdam fp32_optimizer_states (engine.get_optimizer_configuration)
     contiguous_gradients: bool
     reduce_scatter: bool
+    multi_rank_bucket_allreduce: bool  # use_multi_rank_bucket_allreduce (stage 1/2 average_tensor)
     reduce_bucket_size: int
     allgather_bucket_size: int
     overlap_comm: bool | None  # None: DeepSpeed decides by stage (True iff stage 3)
@@ -152,6 +153,7 @@ def read_settings(config: Config, model: ModelSpec, gpus: int,
         quantized_nontrainable_weights=_zero(notes, zero.zero_quantized_nontrainable_weights),
         contiguous_gradients=_zero(notes, zero.contiguous_gradients),
         reduce_scatter=_zero(notes, zero.reduce_scatter),
+        multi_rank_bucket_allreduce=_zero(notes, zero.use_multi_rank_bucket_allreduce),
         reduce_bucket_size=reduce_bucket_size,
         allgather_bucket_size=_zero(notes, zero.allgather_bucket_size),
         overlap_comm=_zero(notes, zero.overlap_comm),

@@ -280,9 +280,11 @@ def boundary_norm_terms(s: Settings, option: Option, P: int, N: int, largest: in
     per-rank memory_stats: ranks 0 and 7, which hold a Llama-3-8B's embedding and LM head, peak 2.4-3.0 GiB
     above the other six at both 1001 and 2001 tokens).
 
-    ``live``: the activations still held at that moment (an untied LM head's gradient comes first in backward,
-    with every layer's kept tensors live; a tied or first-layer weight's comes last, with none); the parameter's
-    own 16-bit gradient is live beside the copy unless the compact fp32 buffer (a model state) holds it."""
+    ``activations``: what backward frees or has not built when the norm runs (the activations' peak, and the
+    reduction's flat copy, freed before copy_grads_in_partition); ``live``: the activations still held at that
+    moment (an untied LM head's gradient comes first in backward, with every layer's kept tensors live; a tied or
+    first-layer weight's comes last, with none); the parameter's own 16-bit gradient is live beside the copy unless
+    the compact fp32 buffer (a model state) holds it."""
     if option.stage not in (1, 2) or option.offload_optimizer == Device.NONE or not largest or not P:
         return []
     norm = NORM_BYTES * min(largest, partition_stage12(P, N))
@@ -291,7 +293,8 @@ def boundary_norm_terms(s: Settings, option: Option, P: int, N: int, largest: in
     if not extra:
         return []
     own = "" if compact else f" + {B.nbytes(s.precision)} B × largest parameter (its gradient)"
-    return [Term("gradients", Resource.GPU, extra, BOUNDARY_NORM_KEY,
+    # a buffer of backward's reduction, not a model state (model states stay what DeepSpeed's own estimator counts)
+    return [Term("buffers", Resource.GPU, extra, BOUNDARY_NORM_KEY,
                  "fp64 norm copy of the largest parameter's gradient piece at the accumulation boundary (in "
                  "backward, beyond the activations it does not coexist with)",
                  f"max(0, 8 B × largest parameter's piece{own} + activations live then - activations)",
