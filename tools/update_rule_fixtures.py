@@ -61,8 +61,10 @@ FINDING_KEYS = ("code", "pointer", "line", "column", "message", "fix")
 LINT_OPTIONS = ("integration", "gpus", "training", "deepspeed_version")
 # the step-time model's machine: the inputs of hardware/machine.py DEFAULTS (memory/assumed.py HARDWARE_INPUTS)
 HARDWARE_OPTIONS = ("efficiency", "inter_node_bandwidth", "cpu_cores", "nvme_bandwidth", "launcher")
+# the run's own files as check reads them: a launch command (its trainer's flags: ms-swift, OpenRLHF, TRL scripts)
+RUN_OPTIONS = ("launch",)
 CHECK_OPTIONS = ("model", "gpus", "gpu", "gpu_memory", "cpu_memory", "nvme", "gpus_per_node", "headroom",
-                 "integration", *HARDWARE_OPTIONS)
+                 "integration", *HARDWARE_OPTIONS, *RUN_OPTIONS)
 
 
 def check_options(options: dict, model: Path):

@@ -352,6 +352,11 @@ _UTILIZATION_SETTINGS: dict[TrainerFamily | None, str] = {
 }
 
 
+def utilization_setting(trainer: TrainerFamily | None, share: float) -> str:
+    """Where ``trainer`` reads vLLM's share of the card, written with ``share``."""
+    return _UTILIZATION_SETTINGS.get(trainer, _UTILIZATION_SETTINGS[None]).format(share=f"{share:g}")
+
+
 def _vllm_utilization(search: Searcher, unit: str) -> Way | None:
     """A lower ``vllm_gpu_memory_utilization`` for a run with vLLM colocated: the largest share, in hundredths, below
     the configured one at which the run fits (the least generation throughput given up): the configured rung
@@ -399,7 +404,7 @@ def _vllm_utilization(search: Searcher, unit: str) -> Way | None:
             f"{floor.share:g}: its 16-bit weights {format_bytes(floor.weights, unit)} and one {floor.tokens}-token "
             f"request's KV cache {format_bytes(floor.kv_cache, unit)}); generation slower: a smaller KV cache holds "
             "fewer sequences at once")
-    settings = (_UTILIZATION_SETTINGS.get(setup.trainer, _UTILIZATION_SETTINGS[None]).format(share=f"{share:g}"),)
+    settings = (utilization_setting(setup.trainer, share),)
     return Way(WayOut.VLLM_UTILIZATION, outcome, what, settings, at_configured)
 
 

@@ -30,6 +30,7 @@ from zeroadvisor.vocab import (
     Phase,
     Resource,
     Verdict,
+    VllmMode,
 )
 
 if TYPE_CHECKING:
@@ -852,6 +853,66 @@ NO_ESTIMATE = Rule(
 )
 
 
+def _vllm_below_floor(ctx: Context) -> Iterator[Hit]:
+    """vLLM colocated with a share of the card below its own floor (memory/method.py vllm_floor) never starts."""
+    from zeroadvisor.advisor.nofit import utilization_setting
+    from zeroadvisor.memory.method import vllm_floor, vllm_mode, vllm_share
+
+    a = _advice_of(ctx)
+    est = a.estimate
+    setup, card = est.shape.method, est.cluster.gpu_memory
+    if not setup.generation.use_vllm or vllm_mode(setup) != VllmMode.COLOCATE or not card:
+        return
+    floor = vllm_floor(setup, est.model, est.shape.sequence_length, card)
+    share = vllm_share(setup)
+    if floor is None or share >= floor.share:
+        return
+    given = setup.generation.vllm_gpu_memory_utilization is not None
+    yield Hit("", f"vLLM colocated will not start: vllm_gpu_memory_utilization {share:g}"
+                  f"{'' if given else ' (the trainer default)'} gives it {a.fmt(int(card * share))} of the "
+                  f"{a.fmt(card)} card, less than its 16-bit weights ({a.fmt(floor.weights)}) and one "
+                  f"{floor.tokens}-token request's KV cache ({a.fmt(floor.kv_cache)}); vLLM raises \"No available "
+                  "memory for the cache blocks\" (or \"To serve at least one request\") when the trainer builds it. "
+                  f"Give it at least {floor.share:g} "
+                  f"({utilization_setting(setup.trainer, floor.share)}), shorten the prompt and "
+                  "completion lengths, or run vLLM in server mode on GPUs of its own; " + "; ".join(floor.notes),
+              at="file")
+
+
+_GRPO_LAUNCH = ("swift rlhf --rlhf_type grpo --model Qwen/Qwen2.5-7B-Instruct --use_vllm true --vllm_mode colocate "
+                "--max_completion_length 1024")
+
+VLLM_BELOW_FLOOR = Rule(
+    code="ZA813",
+    name="vllm-below-floor",
+    severity=Severity.ERROR,
+    summary="vLLM colocated on the training GPUs gets less of the card than its weights and one request need.",
+    explanation=(
+        "vllm_gpu_memory_utilization is the share of the whole card vLLM's own allocations may take, its weights "
+        "included (vllm/v1/worker/gpu_worker.py determine_available_memory: total x utilization, less the "
+        "weights and the profile run, is the KV cache). Below its weights it raises \"No available memory for "
+        "the cache blocks\"; below the KV cache of one request of max_model_len (TRL: max_prompt_length + "
+        "max_completion_length) check_enough_kv_cache_memory raises \"To serve at least one request\". Either "
+        "way the trainer stops while it builds vLLM, after the model is loaded. The floor counted is the policy's "
+        "16-bit weights plus that KV cache in whole 16-token blocks: a lower bound (the profile run's activations "
+        "and memory outside PyTorch are not counted), so a share below it never starts. The finding names the "
+        "least share and where the trainer reads it. A share above the floor that makes the training run not "
+        "fit is does-not-fit's, whose fix lowers the share toward the floor (advisor/nofit.py)."
+    ),
+    check=_vllm_below_floor,
+    examples=(
+        Example('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 3}}',
+                fails=True, options={"model": {**_MODEL_7B}, "gpus": 8, "gpu": "A100-SXM4-80GB",
+                                     "launch": _GRPO_LAUNCH + " --vllm_gpu_memory_utilization 0.1"}),
+        Example('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 3}}',
+                fails=False, options={"model": {**_MODEL_7B}, "gpus": 8, "gpu": "A100-SXM4-80GB",
+                                      "launch": _GRPO_LAUNCH + " --vllm_gpu_memory_utilization 0.4"}),
+    ),
+    needs_advice=True,
+    source="issue 35; memory/method.py vllm_floor (vllm gpu_worker.py, kv_cache_utils.py)",
+)
+
+
 ASSUMED_INPUT = Rule(
     code="ZA808",
     name="assumed-input",
@@ -893,4 +954,4 @@ ASSUMED_INPUT = Rule(
 
 RULES = (DOES_NOT_FIT, TIGHT_FIT, LOWER_STAGE_FITS, ACTIVATIONS_DOMINATE, OFFLOAD_NOT_NEEDED,
          HOST_MEMORY_INSUFFICIENT, LARGE_BUCKETS, PINNED_MEMORY, ASSUMED_INPUT, FASTER_OPTION_FITS, VERDICT_UNKNOWN,
-         NO_ESTIMATE)
+         NO_ESTIMATE, VLLM_BELOW_FLOOR)
