@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from cli_run import cli  # noqa: F401 - the fixture
 from conftest import load_script
 from zeroadvisor.advisor import registry
 from zeroadvisor.advisor.check import check_document
@@ -68,3 +69,28 @@ def test_docs_are_generated_from_the_registry():
     doc = (root / "docs" / "rules.md").read_text("utf-8")
     for rule in registry.ALL:
         assert f"## {rule.code} {rule.name}" in doc
+
+
+def test_a_run_that_stops_before_training_says_so_in_its_verdict(cli, tmp_path):
+    """ZA813: the training memory fits, but vLLM never starts; the verdict sentence must not read as a plain fit."""
+    (tmp_path / "config.json").write_text(json.dumps(_LLAMA_7B))
+    (tmp_path / "model.json").write_text(json.dumps({"hf_config": "config.json", "sequence_length": 4096,
+                                                     "activation_checkpointing": "full"}))
+    (tmp_path / "ds.json").write_text('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": "auto"}, '
+                                      '"zero_optimization": {"stage": 3}}')
+    launch = ("swift rlhf --rlhf_type grpo --model Qwen/Qwen2.5-7B-Instruct --use_vllm true --vllm_mode colocate "
+              "--max_completion_length 1024 --vllm_gpu_memory_utilization {share}")
+    args = ("check", str(tmp_path / "ds.json"), "--model", str(tmp_path / "model.json"), "--gpus", "8", "--gpu",
+            "A100-SXM4-80GB")
+    low = cli(*args, "--launch", launch.format(share=0.1))
+    assert low.returncode == 1, low.stderr  # an error finding fails the check
+    head = " ".join(low.stdout.split("\n\n")[0].split())
+    assert head.startswith("Verdict (ZeRO-3): fits;") and "but it stops before training: vLLM will not start" in head
+    for fmt in ("markdown", "sarif"):
+        assert "vLLM will not start" in cli(*args, "--format", fmt, "--launch", launch.format(share=0.1)).stdout
+    high = cli(*args, "--launch", launch.format(share=0.4))
+    assert "ZA813" not in high.stdout and "stops before training" not in high.stdout
+
+
+_LLAMA_7B = {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+             "num_attention_heads": 32, "vocab_size": 32000}

@@ -67,13 +67,14 @@ def recommendation_sentence(rec: Lead, unit: str) -> str:
 
 
 def head_lines(estimate: Estimate | None, rec: Lead | None, unit: str, style: Style,
-               no_fix: NoFix | None = None, nothing: NothingFits | None = None) -> list[str]:
+               no_fix: NoFix | None = None, nothing: NothingFits | None = None,
+               findings: Sequence[Finding] = ()) -> list[str]:
     """The verdict, the recommendation and the card, each wrapped (coloured by the verdict)."""
     from zeroadvisor.report.estimate_text import SGR
 
     st = estimate.configured if estimate is not None else None
     sgr = SGR.get(st.verdict) if st is not None and st.verdict else None
-    verdict = escape.terminal(overview.verdict_sentence(estimate, None, unit, short=True))
+    verdict = escape.terminal(overview.verdict_sentence(estimate, None, unit, findings, short=True))
     out = [style.paint(line, sgr) for line in style.wrap(verdict)]
     ways = overview.nothing_fits_sentence(nothing, unit)  # before the config fix: cheaper ways come first
     if ways is not None:
@@ -147,7 +148,7 @@ def render(findings: Sequence[Finding], estimate: Estimate | None, unit: str, st
            rec: Lead | None, cut: bool = False, no_fix: NoFix | None = None,
            nothing: NothingFits | None = None) -> list[str]:
     """The one-screen check (module docstring), without the diff; ``cut``: the findings cut at the width."""
-    lines = head_lines(estimate, rec, unit, style, no_fix, nothing)
+    lines = head_lines(estimate, rec, unit, style, no_fix, nothing, findings)
     lines.append("")
     lines += [_paint_severity(line, f, style) for f in findings for line in one_line(f, style, cut)]
     lines += style.wrap(f"{summary} ({MORE})")

@@ -25,6 +25,7 @@ from zeroadvisor.vocab import Accounting, Device, Phase, Verdict
 
 if TYPE_CHECKING:
     from zeroadvisor.advisor.lead import Lead
+    from zeroadvisor.lint.findings import Finding
     from zeroadvisor.memory.options import Option
     from zeroadvisor.throughput import StepTime
 
@@ -94,10 +95,10 @@ def render(estimate: Estimate, unit: str | None = None, ascii_only: bool = False
 
 
 def verdict_lines(estimate: Estimate | None, rec: Lead | None, unit: str,
-                  style: Style) -> list[str]:
+                  style: Style, findings: Sequence[Finding] = ()) -> list[str]:
     """The verdict sentence, wrapped; coloured by the verdict; the resolved GPU under it."""
     st = estimate.configured if estimate is not None else None
-    text = escape.terminal(overview.verdict_sentence(estimate, rec, unit))
+    text = escape.terminal(overview.verdict_sentence(estimate, rec, unit, findings))
     sgr = SGR.get(st.verdict) if st is not None and st.verdict else None
     out = [style.paint(line, sgr) for line in style.wrap(text)]
     gpu = overview.gpu_words(estimate, unit) if estimate is not None and overview.gpu_name(estimate) else None

@@ -145,7 +145,7 @@ def render(path: str, findings: list[Finding], estimate: Estimate | None, diff: 
            f"<title>{_e(title)}</title>", f"<style>{STYLE}</style>", "</head>", "<body>",
            f"<h1>zeroadvisor: <code>{_e(path)}</code></h1>" if path else "<h1>zeroadvisor</h1>",
            (f'<p id="verdict" class="verdict" style="border-color: {colour}">'
-            f"{_e(overview.verdict_sentence(estimate, rec, unit))}</p>")]
+            f"{_e(overview.verdict_sentence(estimate, rec, unit, findings))}</p>")]
     ways = overview.nothing_fits_sentence(nothing, unit)
     if ways is not None:
         out.append(f'<p id="ways-out">{_e(ways)}</p>')

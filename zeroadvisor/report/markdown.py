@@ -93,7 +93,7 @@ def render(path: str, findings: list[Finding], estimate: Estimate | None, usable
     (CheckResult.recommendation, .no_fix)."""
     inline = escape.markdown_inline
     out: list[str] = [_heading(path, findings, estimate), ""]
-    out.append(inline(overview.verdict_sentence(estimate, rec, unit)))
+    out.append(inline(overview.verdict_sentence(estimate, rec, unit, findings)))
     out += [part for line in (overview.nothing_fits_sentence(nothing, unit), overview.no_fix_sentence(no_fix))
             if line is not None for part in ("", inline(line))]
     out.append("")

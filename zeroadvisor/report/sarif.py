@@ -107,7 +107,7 @@ def run_properties(report: Report) -> dict[str, Any] | None:
     from zeroadvisor.report import overview
 
     rec = report.check.recommendation if report.check is not None else None  # decided by the advisor
-    return {"verdict": overview.verdict_sentence(estimate, rec, report.unit),
+    return {"verdict": overview.verdict_sentence(estimate, rec, report.unit, report.findings),
             "cluster": estimate.to_dict()["cluster"]}
 
 

@@ -85,7 +85,7 @@ def render_report(report: Report) -> str:
                                   summary(report.findings, report.files, len(report.extra.get("unreadable", ()))), rec,
                                   cut=report.cut, no_fix=report.check.no_fix, nothing=report.check.nothing_fits)
         return _with_diff("\n".join(lines).rstrip() + "\n", report)
-    lines = estimate_text.verdict_lines(estimate, rec, report.unit, style)
+    lines = estimate_text.verdict_lines(estimate, rec, report.unit, style, report.findings)
     from zeroadvisor.report import overview
 
     ways = overview.nothing_fits_sentence(report.check.nothing_fits, report.unit)
