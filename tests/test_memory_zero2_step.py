@@ -145,7 +145,10 @@ def test_offload_boundary_norm_copy(tied):
     shape = TrainingShape(sequence_length=s, activation_checkpointing=Checkpointing.FULL, flash_attention=True)
     st = configured(_offloaded(), spec, shape, gpus=8)
     act = train_gpu(st, "activations") + train_gpu(st, "allreduce_bucket")  # both freed before the norms run
-    assert train_gpu(st, "allreduce_bucket") == 2 * V * h  # the LM head/embedding, larger than the bucket, alone
+    # the LM head/embedding, larger than the bucket, is reduced alone; the loss's tensors are freed before it, so
+    # the copy is expected beyond the activations' peak only by what exceeds them, and bounded by itself
+    (copy,) = [t for t in st.terms if t.key == "allreduce_bucket"]
+    assert copy.upper == 2 * V * h and copy.nbytes < copy.upper
     kept = 0 if tied else L * s * h * 2  # the layer inputs under full recomputation (and small bits outside them)
     norm, grad = 8 * V * h, 2 * V * h  # the largest parameter lies inside one rank's 1B-element partition
     assert _boundary(st) >= max(0, norm + grad + kept - act)

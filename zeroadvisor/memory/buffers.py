@@ -132,10 +132,12 @@ def gathered_terms(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, no
 
 
 def buffer_terms(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, notes: list[str],
-                 gpus_per_node: int = 1, autocast: Autocast | None = None) -> list[Term]:
+                 gpus_per_node: int = 1, autocast: Autocast | None = None, loss_freed: int = 0) -> list[Term]:
     """Reduce buckets, staging and swap buffers (GPU and host). ``gpus_per_node``: the local world of
     ZeRO++ qgZ's two-level all-to-all (1 gives its bound). Under torch_autocast ZeRO keeps one IPG bucket per
-    comm dtype: the Linear weights' and fp32 (memory/autocast.py)."""
+    comm dtype: the Linear weights' and fp32 (memory/autocast.py). ``loss_freed``: what the activations' peak holds
+    for the LM head and loss beyond the layers (memory/activations.py head_share), freed before backward reduces
+    its first bucket."""
     w = B.nbytes(s.precision)
     a = B.nbytes(s.grad_accum_dtype)
     c = B.nbytes(s.communication_dtype)
@@ -155,7 +157,7 @@ def buffer_terms(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, note
         return terms
 
     if opt.stage in (1, 2):
-        return terms + _stage12_buffers(s, opt, P, N, spec, notes, T, autocast)
+        return terms + _stage12_buffers(s, opt, P, N, spec, notes, T, autocast, loss_freed)
 
     # stage 3. The IPG buffer is torch.empty(reduce_bucket_size) at init whatever trains (exact, also with PEFT:
     # _setup_for_real_optimizer does not size it by the trainable elements)
@@ -201,7 +203,7 @@ def _stage3_ipg(s: Settings, c: int, autocast: Autocast | None) -> Term:
 
 
 def _stage12_buffers(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, notes: list[str], T: int,
-                     autocast: Autocast | None) -> list[Term]:
+                     autocast: Autocast | None, loss_freed: int) -> list[Term]:
     """Stage 1/2: the reduce bucket(s), the reduction's flat copy and the offload's staging buffers."""
     w, a, c = B.nbytes(s.precision), B.nbytes(s.grad_accum_dtype), B.nbytes(s.communication_dtype)
     rbs, overlap = s.reduce_bucket_size, s.overlap_comm_at(opt.stage)
@@ -219,8 +221,8 @@ def _stage12_buffers(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, 
                           f"{copies} × {rd} B × reduce_bucket_size",
                           "zero/stage_1_and_2.py DeepSpeedZeroOptimizer.setup_buckets"))
     if s.reduce_scatter:
-        terms.append(_stage12_reduce_copy(s, rd, c, rbs, T, N, largest_trainable(spec, min(largest_layer(spec,
-                                                                                              notes), P))))
+        largest = largest_trainable(spec, min(largest_layer(spec, notes), P))
+        terms.append(_stage12_reduce_copy(s, rd, c, rbs, T, N, largest, loss_freed))
     if offload:
         # __init__: largest_param_numel over bit16_groups, the trainable parameters only (exact with PEFT's
         # adapter layout; otherwise the largest layer bounds the largest parameter)
@@ -236,7 +238,8 @@ def _stage12_buffers(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, 
     return terms
 
 
-def _stage12_reduce_copy(s: Settings, rd: int, c: int, rbs: int, T: int, N: int, largest: int) -> Term:
+def _stage12_reduce_copy(s: Settings, rd: int, c: int, rbs: int, T: int, N: int, largest: int,
+                         loss_freed: int) -> Term:
     """Stage 1/2 with reduce_scatter: average_tensor hands the bucket's gradient slices to allreduce_and_scatter
     (use_multi_rank_bucket_allreduce, the default: every rank's slices in one all-reduce) or to allreduce_no_retain
     (a reduce per destination rank), whose allreduce_bucket copies them into one flat tensor (``self.flatten``), in
@@ -245,18 +248,25 @@ def _stage12_reduce_copy(s: Settings, rd: int, c: int, rbs: int, T: int, N: int,
     numel_per_bucket = reduce_bucket_size elements go together; a parameter larger than the bucket (an LM head over
     500M elements) is reduced alone (stage_1_and_2.py extra_large_param_to_reduce), so the copy is its size. Per
     rank (allreduce_no_retain) a rank's slices are at most its partition. Built and freed in every reduction, in
-    backward."""
+    backward: the first bucket fills after the LM head's backward has freed the loss's tensors, so the copy is
+    expected beyond the activations' peak only by what it exceeds them by (``loss_freed``), and bounded by itself."""
     n = min(T, max(rbs, largest))
     if not s.multi_rank_bucket_allreduce:
         n = min(n, partition_stage12(T, N))
     cast = c if c != rd else 0
     how = "allreduce_and_scatter" if s.multi_rank_bucket_allreduce else "allreduce_no_retain (per rank)"
-    return Term("buffers", Resource.GPU, (rd + cast) * n, ALLREDUCE_COPY_KEY,
+    copy = (rd + cast) * n
+    expected = max(0, copy - loss_freed)
+    beyond = " beyond the loss's tensors freed before it" if expected < copy else ""
+    return Term("buffers", Resource.GPU, expected, ALLREDUCE_COPY_KEY,
                 f"flat copy of one bucket's gradients for the reduction ({n:,} elements"
-                f"{f', then in {c}-byte communication dtype' if cast else ''})",
-                f"({rd} B{f' + {c} B' if cast else ''}) × min(P_trainable, max(reduce_bucket_size, largest parameter)"
-                f"{', its partition' if not s.multi_rank_bucket_allreduce else ''})",
-                f"zero/stage_1_and_2.py average_tensor -> {how} -> allreduce_bucket (self.flatten)")
+                f"{f', then in {c}-byte communication dtype' if cast else ''}){beyond}",
+                f"max(0, ({rd} B{f' + {c} B' if cast else ''}) × min(P_trainable, max(reduce_bucket_size, largest "
+                f"parameter){', its partition' if not s.multi_rank_bucket_allreduce else ''}) - the loss's share of "
+                "the activations)",
+                f"zero/stage_1_and_2.py average_tensor -> {how} -> allreduce_bucket (self.flatten)",
+                kind=TermKind.BOUND if expected < copy else TermKind.EXACT,
+                bound=copy if expected < copy else None)
 
 
 def reduce_scatter_term(c: int, rbs: int, T: int) -> Term:

@@ -586,7 +586,8 @@ def _train_terms(run: _Run, option: Option, ds_terms: list[Term], paper: list[Te
         return paper
     s, spec, P, N = run.s, run.spec, run.local.total, run.layout.data
     terms = (ds_terms + gathered_terms(s, option, P, N, spec, notes, run.autocast)
-             + buffer_terms(s, option, P, N, spec, notes, run.cluster.gpus_on_a_node, run.autocast)
+             + buffer_terms(s, option, P, N, spec, notes, run.cluster.gpus_on_a_node, run.autocast,
+                            run.act.head_share)
              + layout_buffer_terms(run.model, run.shape, s.micro_batch, s.precision, run.layout)
              # the reference / reward / critic models and vLLM's share, as the trainer prepares them for this option
              + method_terms(run.shape.method, run.model, dict(run.shape.auxiliary_specs), s, option, N,
