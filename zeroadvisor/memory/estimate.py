@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 # The cluster type and its bounds (memory/cluster.py; the GPU count's in config/limits.py), here too for the
 # estimate's callers (__all__ below).
 from zeroadvisor.config.limits import MAX_GPUS
-from zeroadvisor.deepspeed import schema
 from zeroadvisor.deepspeed.settings import Config, DeepSpeedSettings, as_settings
 from zeroadvisor.memory import host as host_memory
 from zeroadvisor.memory.allocator import AllocatorConf, fragmentation_term
@@ -256,9 +255,12 @@ class Estimate:
     assumptions: tuple[str, ...]
     assumed: tuple[AssumedInput, ...] = ()  # inputs nobody gave (memory/assumed.py)
     parallel: Parallel = field(default_factory=Parallel)  # the layout (memory/parallel.py)
-    # the DeepSpeed release whose defaults were read (the schema's active release: flows.estimate reads a pinned
-    # range's newest), which the accounting line names
-    release: str = DEEPSPEED_TARGET
+
+    @property
+    def release(self) -> str:
+        """The DeepSpeed release whose defaults and allocations were read (the schema's active release: flows.estimate
+        reads a pinned range's newest), which the accounting line names: the settings' one reading of it."""
+        return self.settings.release
 
     @property
     def configured(self) -> StageEstimate | None:
@@ -378,7 +380,7 @@ def estimate(config: Config, model: ModelSpec, shape: TrainingShape | None = Non
                _accumulation(ds, layout))
     stages, padding = _dynamic_padding(run, [_stage_estimate(run, option) for option in options])
     return Estimate(model, shape, accounting, cluster, s, tuple(stages), tuple(skipped), tuple(assumptions),
-                    (*assumed, *padding, *_allocator_assumed(run, stages)), layout, schema.active_release())
+                    (*assumed, *padding, *_allocator_assumed(run, stages)), layout)
 
 
 def _accumulation(ds: DeepSpeedSettings, layout: Parallel) -> int:
