@@ -20,6 +20,7 @@ from zeroadvisor.deepspeed.settings import DeepSpeedSettings
 from zeroadvisor.jsontypes import JSONObject
 from zeroadvisor.memory.estimate import StageEstimate
 from zeroadvisor.memory.options import Option
+from zeroadvisor.memory.step_temporaries import BOUNDARY_NORM_KEY
 from zeroadvisor.memory.step_temporaries import KEY as STEP_TEMPORARY
 from zeroadvisor.model.spec import ModelSpec
 from zeroadvisor.vocab import Device
@@ -36,6 +37,9 @@ LINT_ROUNDS = 3
 
 # (data as it would be written, GPUs) -> the lint fixes proposed for it
 LintFixes = Callable[[dict[str, Any], int], dict[str, Any]]
+
+# buffers no bucket size shrinks: the optimizer step's temporaries, the offload boundary's norm copy
+NOT_BUCKETS = frozenset({STEP_TEMPORARY, BOUNDARY_NORM_KEY})
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +87,7 @@ def bucket_tuning(config: dict[str, Any], stage: StageEstimate | None, budget: i
     if stage is None or stage.option.stage == 0 or not isinstance(zero, dict):
         return None
     # the communication buckets: the buffers row less the optimizer step's temporaries (no bucket shrinks those)
-    buffers = stage.per_gpu["buffers"] - sum(t.nbytes for t in stage.terms if t.key == STEP_TEMPORARY)
+    buffers = stage.per_gpu["buffers"] - sum(t.nbytes for t in stage.terms if t.key in NOT_BUCKETS)
     if budget is None or (buffers < BUCKET_SHARE * budget and not needed):
         return None
     patch = {key: target for key in BUCKET_KEYS if zero.get(key) != AUTO and not at_most(zero.get(key), target)}
