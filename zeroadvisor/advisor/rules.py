@@ -876,7 +876,7 @@ def _vllm_below_floor(ctx: Context) -> Iterator[Hit]:
                   f"Give it at least {floor.share:g} "
                   f"({utilization_setting(setup.trainer, floor.share)}), shorten the prompt and "
                   "completion lengths, or run vLLM in server mode on GPUs of its own; " + "; ".join(floor.notes),
-              at="file")
+              at="file", stops="vLLM will not start at its share of the card")
 
 
 _GRPO_LAUNCH = ("swift rlhf --rlhf_type grpo --model Qwen/Qwen2.5-7B-Instruct --use_vllm true --vllm_mode colocate "

@@ -64,7 +64,7 @@ def stamp(rule: Rule, hit: Hit, doc: Document) -> Finding:
         line, column = doc.locate(hit.pointer, hit.at)
     severity = hit.severity if hit.severity is not None else rule.severity
     return Finding(doc.name, rule.code, rule.name, severity, hit.pointer, line, column, hit.message, hit.fix,
-                   hit.actions, hit.recommends)
+                   hit.actions, hit.recommends, hit.stops)
 
 
 def _drop_superseded(findings: list[Finding], rules: Sequence[Rule]) -> list[Finding]:

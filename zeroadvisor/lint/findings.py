@@ -73,6 +73,8 @@ class Finding:
     # the change an advice finding recommends, as the search found it (advisor/advice.py): typed for the reports,
     # its to_dict() the JSON "recommends" object
     recommends: Recommends | None = None
+    # where the run stops before training whatever its memory (Hit.stops): what the verdict sentence adds
+    stops: str = ""
 
     def sort_key(self) -> tuple[str, int, int, str, str]:
         return (self.file, self.line or 0, self.column or 0, self.code, self.pointer)

@@ -37,6 +37,9 @@ class Hit:
     # where this one finding's consequence differs from the rule's default (Rule.severity_varies says when):
     # a json5 file is fatal only to the launchers that read it with json.load
     severity: Severity | None = None
+    # the run stops before its first step whatever its training memory (a vLLM that never starts): the words the
+    # verdict sentence adds (Finding.stops)
+    stops: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -612,14 +612,20 @@ def _train_terms(run: _Run, option: Option, ds_terms: list[Term], paper: list[Te
     # the optimizer's step runs after backward has freed the activations (memory/step_temporaries.py)
     stepped = trainable(run.model) if run.model.trainable_parameters is not None else run.local.dense
     largest = largest_trainable(run.model, largest_param(run.model) or 0)
-    terms += step_terms(s, option, stepped, N, run.act.nbytes, run.shape.optim, notes, largest, held12, freed1)
+    step = step_terms(s, option, stepped, N, run.act.nbytes, run.shape.optim, notes, largest, held12, freed1)
+    step_extra = sum(t.nbytes for t in step)
+    if option.stage in (1, 2):
+        # backward's reduction copy (memory/buffers.py allreduce_bucket) and the step are moments apart: the copy
+        # counts only by what it exceeds the step's own excess over the activations, so the train peak is the larger
+        terms = _beyond_the_step(terms, step_extra)
+    terms += step
     # stage 1/2 offload: the boundary's fp64 norm copy, in backward's reduce hooks (memory/step_temporaries.py);
-    # an untied LM head (trained whole) is the first large gradient backward reduces, with the layers' tensors live
+    # an untied LM head (trained whole) is the first large gradient backward reduces, with the layers' tensors live.
+    # It is a moment of its own too: beyond the activations, the step's excess and the reduction copy
     untied_head = (run.model.lm_head is not False and run.model.tied_embeddings is False
                    and run.model.trainable_parameters is None)
-    # the reduction's flat copy (memory/buffers.py allreduce_bucket) is freed before the norms are taken
-    reduce_copy = sum(t.nbytes for t in terms if t.key == ALLREDUCE_COPY_KEY and t.device == Resource.GPU)
-    terms += boundary_norm_terms(s, option, stepped, N, largest, run.act.nbytes + reduce_copy,
+    moments = run.act.nbytes + step_extra + _reduce_copy(terms)
+    terms += boundary_norm_terms(s, option, stepped, N, largest, moments,
                                  run.act.backward_kept if untied_head else 0, compact_grad_buffer(s))
     terms += superoffload_terms(run.features, s, option, P, N, spec,
                                 largest_param(run.model) or largest_layer(spec, []))  # a module's bound its params
@@ -631,6 +637,21 @@ def _train_terms(run: _Run, option: Option, ds_terms: list[Term], paper: list[Te
     terms += host_memory.pinned_rounding_terms(host_memory.run_pinned_buffers(  # PEFT: trainable parameters
         s, option, P, N, run.model, largest_param(run.model)))
     return terms
+
+
+def _beyond_the_step(terms: list[Term], step_extra: int) -> list[Term]:
+    """``terms`` with stage 1/2's reduction copy expected only beyond ``step_extra`` (its bound kept)."""
+    def beyond(t: Term) -> Term:
+        if t.key != ALLREDUCE_COPY_KEY or t.device != Resource.GPU or not step_extra or not t.nbytes:
+            return t
+        return dataclasses.replace(t, nbytes=max(0, t.nbytes - step_extra), kind=TermKind.BOUND, bound=t.upper)
+
+    return [beyond(t) for t in terms]
+
+
+def _reduce_copy(terms: list[Term]) -> int:
+    """The GPU bytes of backward's reduction copies (memory/buffers.py ALLREDUCE_COPY_KEY)."""
+    return sum(t.nbytes for t in terms if t.key == ALLREDUCE_COPY_KEY and t.device == Resource.GPU)
 
 
 def _rollout_terms(run: _Run, option: Option, terms: list[Term]) -> list[Term]:

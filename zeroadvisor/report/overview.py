@@ -84,10 +84,6 @@ def relative_step_time(st: StageEstimate, configured: StageEstimate | None,
     return mine.step_time_s / theirs.step_time_s
 
 
-# Findings whose run stops before its first step whatever its training memory: the verdict sentence says so.
-STOPS_BEFORE_TRAINING = {"ZA813": "vLLM will not start at its share of the card (ZA813)"}
-
-
 def verdict_sentence(estimate: Estimate | None, rec: Lead | None, unit: str,
                      findings: Sequence[Finding] = (), short: bool = False) -> str:
     """The configured option in one sentence: verdict, peak against capacity, binding phase and
@@ -115,10 +111,10 @@ def verdict_sentence(estimate: Estimate | None, rec: Lead | None, unit: str,
                 f"{format_bytes(peak, unit)}{span}{against} {where}")
         for words in qualifiers(st, short):
             text += f"; {words}"
-        # the training memory fits, but the run stops before it trains (advisor/rules.py ZA813)
-        if any(f.code in STOPS_BEFORE_TRAINING for f in findings):
-            text += "; but it stops before training: " + "; ".join(
-                STOPS_BEFORE_TRAINING[code] for code in sorted({f.code for f in findings} & set(STOPS_BEFORE_TRAINING)))
+        # whatever the training memory does, the run stops before it trains (a finding says why: Finding.stops)
+        stops = sorted({f"{f.stops} ({f.code})" for f in findings if f.stops})
+        if stops:
+            text += "; but it stops before training: " + "; ".join(stops)
     if rec is not None:
         text += ". " + recommendation_words(rec, unit)
     return text
