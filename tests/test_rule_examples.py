@@ -88,6 +88,10 @@ def test_a_run_that_stops_before_training_says_so_in_its_verdict(cli, tmp_path):
     assert head.startswith("Verdict (ZeRO-3): fits;") and "but it stops before training: vLLM will not start" in head
     for fmt in ("markdown", "sarif"):
         assert "vLLM will not start" in cli(*args, "--format", fmt, "--launch", launch.format(share=0.1)).stdout
+    report = json.loads(cli(*args, "--format", "json", "--launch", launch.format(share=0.1)).stdout)
+    (stop,) = [f for f in report["findings"] if f["code"] == "ZA813"]
+    assert stop["stops_before_training"] == "vLLM will not start at its share of the card"
+    assert not any("stops_before_training" in f for f in report["findings"] if f["code"] != "ZA813")
     high = cli(*args, "--launch", launch.format(share=0.4))
     assert "ZA813" not in high.stdout and "stops before training" not in high.stdout
 

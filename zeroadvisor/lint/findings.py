@@ -98,4 +98,6 @@ class Finding:
         recommends = self.recommends.to_dict() if self.recommends is not None else None
         if recommends is not None:
             out["recommends"] = recommends
+        if self.stops:  # an added key: the run stops before training whatever its memory (ZA813's vLLM)
+            out["stops_before_training"] = self.stops
         return out
