@@ -220,9 +220,9 @@ def _stage12_buffers(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, 
                           f"{' (one per torch_autocast comm dtype)' if autocast else ''}",
                           f"{copies} × {rd} B × reduce_bucket_size",
                           "zero/stage_1_and_2.py DeepSpeedZeroOptimizer.setup_buckets"))
-    if s.reduce_scatter:
+    if s.reduce_scatter and s.multi_rank_bucket_allreduce and N > 1:
         largest = largest_trainable(spec, min(largest_layer(spec, notes), P))
-        terms.append(_stage12_reduce_copy(s, rd, c, rbs, T, N, largest, loss_freed))
+        terms.append(_stage12_reduce_copy(rd, c, rbs, T, N, largest, loss_freed))
     if offload:
         # __init__: largest_param_numel over bit16_groups, the trainable parameters only (exact with PEFT's
         # adapter layout; otherwise the largest layer bounds the largest parameter)
@@ -238,33 +238,34 @@ def _stage12_buffers(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, 
     return terms
 
 
-def _stage12_reduce_copy(s: Settings, rd: int, c: int, rbs: int, T: int, N: int, largest: int,
-                         loss_freed: int) -> Term:
-    """Stage 1/2 with reduce_scatter: average_tensor hands the bucket's gradient slices to allreduce_and_scatter
-    (use_multi_rank_bucket_allreduce, the default: every rank's slices in one all-reduce) or to allreduce_no_retain
-    (a reduce per destination rank), whose allreduce_bucket copies them into one flat tensor (``self.flatten``), in
-    the bucket's dtype, then into the communication dtype where it differs (allreduce_bucket also forces fp32 under
-    DeepSpeed's sequence parallelism, sequence_parallel_size > 1: not counted, the layout does not reach here). Up to
-    numel_per_bucket = reduce_bucket_size elements go together; a parameter larger than the bucket (an LM head over
-    500M elements) is reduced alone (stage_1_and_2.py extra_large_param_to_reduce), so the copy is its size. Per
-    rank (allreduce_no_retain) a rank's slices are at most its partition. Built and freed in every reduction, in
-    backward: the first bucket fills after the LM head's backward has freed the loss's tensors, so the copy is
-    expected beyond the activations' peak only by what it exceeds them by (``loss_freed``), and bounded by itself."""
-    n = min(T, max(rbs, largest))
-    if not s.multi_rank_bucket_allreduce:
-        n = min(n, partition_stage12(T, N))
+def _stage12_reduce_copy(rd: int, c: int, rbs: int, T: int, N: int, largest: int, loss_freed: int) -> Term:
+    """Stage 1/2 with reduce_scatter and use_multi_rank_bucket_allreduce (both default on): average_tensor hands the
+    bucket's gradient slices, one per destination rank (contiguous ranges to one rank merged), to
+    allreduce_and_scatter, whose allreduce_bucket joins them into one flat tensor (``self.flatten``: torch's
+    flatten_dense_tensors, a view of a single slice and a ``cat`` of several), in the bucket's dtype, then into the
+    communication dtype where it differs (allreduce_bucket also forces fp32 under DeepSpeed's sequence parallelism,
+    sequence_parallel_size > 1: not counted, the layout does not reach here). So the copy exists where a bucket spans
+    two partitions: never on one rank (measured: benchmarks/zero2_reduce.md, the flat copy's allocation appears
+    over 2 ranks and not on 1), at least once per backward on N > 1 ranks (every partition boundary falls in some
+    bucket); a parameter larger than the bucket is reduced alone (extra_large_param_to_reduce), and is copied where
+    it is larger than a partition too (it then spans two; inside one, its one slice is a view). Without
+    use_multi_rank_bucket_allreduce each rank's slices (one contiguous range) are reduced on their own: no copy.
+    Built and freed in backward: the first bucket fills after the LM head's backward has freed the loss's tensors, so
+    the copy is expected beyond the activations' peak only by what it exceeds them by (``loss_freed``), and bounded
+    by itself."""
+    n = min(T, rbs)
+    if largest > rbs and largest > partition_stage12(T, N):
+        n = min(T, largest)
     cast = c if c != rd else 0
-    how = "allreduce_and_scatter" if s.multi_rank_bucket_allreduce else "allreduce_no_retain (per rank)"
     copy = (rd + cast) * n
     expected = max(0, copy - loss_freed)
     beyond = " beyond the loss's tensors freed before it" if expected < copy else ""
     return Term("buffers", Resource.GPU, expected, ALLREDUCE_COPY_KEY,
                 f"flat copy of one bucket's gradients for the reduction ({n:,} elements"
                 f"{f', then in {c}-byte communication dtype' if cast else ''}){beyond}",
-                f"max(0, ({rd} B{f' + {c} B' if cast else ''}) × min(P_trainable, max(reduce_bucket_size, largest "
-                f"parameter){', its partition' if not s.multi_rank_bucket_allreduce else ''}) - the loss's share of "
-                "the activations)",
-                f"zero/stage_1_and_2.py average_tensor -> {how} -> allreduce_bucket (self.flatten)",
+                f"max(0, ({rd} B{f' + {c} B' if cast else ''}) × min(P_trainable, reduce_bucket_size, or a larger "
+                "parameter spanning two partitions) - the loss's share of the activations)",
+                "zero/stage_1_and_2.py average_tensor -> allreduce_and_scatter -> allreduce_bucket (self.flatten)",
                 kind=TermKind.BOUND if expected < copy else TermKind.EXACT,
                 bound=copy if expected < copy else None)
 
