@@ -71,8 +71,10 @@ def test_docs_are_generated_from_the_registry():
         assert f"## {rule.code} {rule.name}" in doc
 
 
-def test_a_run_that_stops_before_training_says_so_in_its_verdict(cli, tmp_path):
-    """ZA813: the training memory fits, but vLLM never starts; the verdict sentence must not read as a plain fit."""
+def test_a_run_whose_vllm_never_starts_does_not_fit_at_any_stage(cli, tmp_path):
+    """ZA813: the training memory fits, but vLLM's share of the card is below its floor, so vLLM never starts. The
+    verdict binds on vLLM's share (JSON fits false: a CI gate never launches it), no stage change is recommended
+    (each keeps the share), and the ways out price the share raised to the floor."""
     (tmp_path / "config.json").write_text(json.dumps(_LLAMA_7B))
     (tmp_path / "model.json").write_text(json.dumps({"hf_config": "config.json", "sequence_length": 4096,
                                                      "activation_checkpointing": "full"}))
@@ -85,15 +87,27 @@ def test_a_run_that_stops_before_training_says_so_in_its_verdict(cli, tmp_path):
     low = cli(*args, "--launch", launch.format(share=0.1))
     assert low.returncode == 1, low.stderr  # an error finding fails the check
     head = " ".join(low.stdout.split("\n\n")[0].split())
-    assert head.startswith("Verdict (ZeRO-3): fits;") and "but it stops before training: vLLM will not start" in head
+    # 7B weights 2 x 6.74e9 B = 12.55 GiB and one 4096-token request's KV cache 2 x 32 x 4096 x 2 x 4096 B = 2 GiB,
+    # against 0.1 x 80 GiB = 8 GiB
+    assert head.startswith("Verdict (ZeRO-3): does not fit; vLLM needs at least 14.55 GiB of the 8.00 GiB vLLM's "
+                           "share of the card"), head
+    assert "stops before training" not in head  # the verdict says it: no "but" after a does-not-fit
+    assert "ZA802" not in low.stdout and "ZA813" in head  # no lower stage recommended; the finding is pointed at
     for fmt in ("markdown", "sarif"):
-        assert "vLLM will not start" in cli(*args, "--format", fmt, "--launch", launch.format(share=0.1)).stdout
+        out = cli(*args, "--format", fmt, "--launch", launch.format(share=0.1)).stdout
+        assert "vLLM needs at least 14.55 GiB" in out
     report = json.loads(cli(*args, "--format", "json", "--launch", launch.format(share=0.1)).stdout)
     (stop,) = [f for f in report["findings"] if f["code"] == "ZA813"]
     assert stop["stops_before_training"] == "vLLM will not start at its share of the card"
-    assert not any("stops_before_training" in f for f in report["findings"] if f["code"] != "ZA813")
+    assert not any(f["code"] == "ZA802" for f in report["findings"])
+    for stage in report["estimate"]["stages"]:  # the share is the same at every stage: none fits
+        assert (stage["fits"], stage["binding_resource"]) == (False, "vllm_share"), stage["label"]
+        assert stage["vllm_share"] == {"floor": 2 * 6_738_415_616 + 2 * 32 * 4096 * 2 * 4096,
+                                       "share": 8 * 2**30}
+    (first, *_) = report["nothing_fits"]["ways"]
+    assert first["way"] == "vllm-floor" and first["settings"] == ["ms-swift: --vllm_gpu_memory_utilization 0.19"]
     high = cli(*args, "--launch", launch.format(share=0.4))
-    assert "ZA813" not in high.stdout and "stops before training" not in high.stdout
+    assert "ZA813" not in high.stdout and "vLLM needs at least" not in high.stdout
 
 
 _LLAMA_7B = {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,

@@ -53,11 +53,13 @@ _OFFLOAD_RESOURCE = {Device.NONE: Resource.GPU, Device.CPU: Resource.CPU, Device
 
 
 class Capacity(StrEnum):
-    """What a peak is judged against (memory/verdict.py): one GPU's memory, host RAM per node, NVMe per node."""
+    """What a peak is judged against (memory/verdict.py): one GPU's memory, host RAM per node, NVMe per node, and
+    the share of each card a colocated vLLM is given (its weights and one request's KV cache must fit in it)."""
 
     GPU = "gpu"
     HOST = "host"
     NVME = "nvme"
+    VLLM_SHARE = "vllm_share"
 
 
 class Phase(StrEnum):

@@ -232,7 +232,12 @@ def headline(findings: Iterable[Finding]) -> tuple[Finding, Advised] | None:
 # The share of its peak a later rung must save for its room to be named ("why not ZeRO-2?"): less is noise.
 NEXT_RUNG_ROOM = 0.05
 
-_FAILING = (Reason.DOES_NOT_FIT.value, Reason.HOST_MEMORY.value)  # the run stops: the names of its findings
+# A colocated vLLM's share of the card below its floor: the run stops when the trainer starts vLLM. Its rule
+# recommends no change (the fix is the trainer's argument: the ways out price it, advisor/nofit.py), so it is no
+# Reason; its name is here, where the failing findings are listed.
+VLLM_BELOW_FLOOR = "vllm-below-floor"
+# the run stops: the names of its findings
+_FAILING = (Reason.DOES_NOT_FIT.value, Reason.HOST_MEMORY.value, VLLM_BELOW_FLOOR)
 
 
 def failing_findings(findings: Iterable[Finding]) -> list[Finding]:

@@ -19,6 +19,7 @@ from zeroadvisor.config import merge_patch as mp
 from zeroadvisor.deepspeed.effective import AUTO, GAS, MBS, TBS
 from zeroadvisor.memory.errors import EstimateError
 from zeroadvisor.memory.estimate import MAX_GPUS, MAX_MEMORY_BYTES, Cluster, StageEstimate, estimate
+from zeroadvisor.memory.verdict import RESOURCES  # the three a phase's peak is judged on
 from zeroadvisor.model.spec import Checkpointing
 from zeroadvisor.vocab import Capacity, Phase
 
@@ -26,7 +27,6 @@ from zeroadvisor.vocab import Capacity, Phase
 CLUSTER_SEARCH_LIMIT = 4096
 # GPUs per node when the cluster did not say (Cluster's default: min(gpus, 8)).
 DEFAULT_GPUS_PER_NODE = 8
-RESOURCES = tuple(Capacity)
 
 
 

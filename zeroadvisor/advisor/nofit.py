@@ -58,6 +58,8 @@ class WayOut(StrEnum):
     # GRPO's colocated vLLM given a smaller share of each card (its weights and a smaller KV cache): slower
     # generation, the same result
     VLLM_UTILIZATION = "vllm-gpu-memory-utilization"
+    # a colocated vLLM given less than its floor (it never starts) given its floor: it starts; training gets less
+    VLLM_FLOOR = "vllm-floor"
     BETA_ZERO = "beta-zero"  # GRPO without the KL term: no reference model (TRL's default from 0.19)
     VLLM_SERVER = "vllm-server"  # GRPO's vLLM on GPUs of its own instead of a share of each training card
     LORA = "lora"  # train LoRA adapters on the frozen base: a training-code change
@@ -100,6 +102,9 @@ _TRADE_OFFS: dict[WayOut, str] = {
     WayOut.VLLM_UTILIZATION: ("slower generation: vLLM keeps a smaller KV cache in its smaller share of the card, so "
                               "fewer completions are generated at once (lower generation throughput, longer "
                               "rollouts); the result is unchanged; a trainer argument, not a ds_config key"),
+    WayOut.VLLM_FLOOR: ("vLLM starts: its share raised to its floor (its weights and one request's KV cache), so it "
+                        "generates few sequences at once, and training keeps what is left of the card; a trainer "
+                        "argument, not a ds_config key"),
     WayOut.BETA_ZERO: ("a different objective: GRPO without the KL penalty to the reference model (TRL's default "
                        "from 0.19, following DAPO/Dr. GRPO); a trainer argument"),
     WayOut.VLLM_SERVER: ("hardware: vLLM generates on GPUs of its own (trl vllm-serve), which the training world "
@@ -168,7 +173,8 @@ class Way:
         label = {WayOut.LORA: f"LoRA r={LORA_RANK} (--peft lora)",
                  WayOut.QLORA: f"QLoRA r={LORA_RANK} (--peft qlora)",
                  # the share alone: its floor and trade-off are the full sentence's
-                 WayOut.VLLM_UTILIZATION: self.what.split(" (", 1)[0]}.get(self.kind, self.what)
+                 WayOut.VLLM_UTILIZATION: self.what.split(" (", 1)[0],
+                 WayOut.VLLM_FLOOR: self.what.split(" (", 1)[0]}.get(self.kind, self.what)
         return f"{label}: {format_bytes(self.outcome.stage.peak_gpu, unit)} per GPU"
 
     def to_dict(self) -> JSONObject:
@@ -372,7 +378,7 @@ def _vllm_utilization(search: Searcher, unit: str) -> Way | None:
         return None
     configured = vllm_share(setup)
     floor = vllm_floor(setup, search.model, search.shape.sequence_length, card)
-    if floor is None or floor.share >= configured:
+    if floor is None or floor.share == configured:
         return None
 
     def at(share: float) -> tuple[Outcome, StageEstimate | None] | None:
@@ -382,6 +388,13 @@ def _vllm_utilization(search: Searcher, unit: str) -> Way | None:
     found = at(floor.share)
     if found is None:
         return None  # not even at vLLM's floor
+    if floor.share > configured:  # below the floor vLLM never starts (vllm-below-floor): raised to it, priced there
+        outcome, at_configured = found
+        what = (f"vllm_gpu_memory_utilization {floor.share:g} instead of {configured:g} (vLLM's floor on this card: "
+                f"its 16-bit weights {format_bytes(floor.weights, unit)} and one {floor.tokens}-token request's KV "
+                f"cache {format_bytes(floor.kv_cache, unit)})")
+        return Way(WayOut.VLLM_FLOOR, outcome, what, (utilization_setting(setup.trainer, floor.share),),
+                   at_configured)
     # One change before several (ranking.py): where the configured rung fits at the floor, the largest share at
     # which it still fits (the switch alone); else the largest at which any run fits. Both are monotone in the
     # share (the vLLM row grows with it): bisect the hundredths between the floor and just below the configured.

@@ -30,7 +30,6 @@ from zeroadvisor.vocab import (
     Phase,
     Resource,
     Verdict,
-    VllmMode,
 )
 
 if TYPE_CHECKING:
@@ -854,22 +853,21 @@ NO_ESTIMATE = Rule(
 
 
 def _vllm_below_floor(ctx: Context) -> Iterator[Hit]:
-    """vLLM colocated with a share of the card below its own floor (memory/method.py vllm_floor) never starts."""
+    """vLLM colocated with a share of the card below its own floor (memory/method.py vllm_floor) never starts: the
+    configured option's verdict binds there (StageEstimate.vllm_share), and this finding says how to give it more."""
     from zeroadvisor.advisor.nofit import utilization_setting
-    from zeroadvisor.memory.method import vllm_floor, vllm_mode, vllm_share
+    from zeroadvisor.memory.method import colocated_vllm_pool, vllm_share
 
     a = _advice_of(ctx)
     est = a.estimate
     setup, card = est.shape.method, est.cluster.gpu_memory
-    if not setup.generation.use_vllm or vllm_mode(setup) != VllmMode.COLOCATE or not card:
+    pool = colocated_vllm_pool(setup, est.model, est.shape.sequence_length, card)
+    if pool is None or card is None or pool[0].nbytes <= pool[1]:
         return
-    floor = vllm_floor(setup, est.model, est.shape.sequence_length, card)
-    share = vllm_share(setup)
-    if floor is None or share >= floor.share:
-        return
+    floor, share = pool[0], vllm_share(setup)
     given = setup.generation.vllm_gpu_memory_utilization is not None
     yield Hit("", f"vLLM colocated will not start: vllm_gpu_memory_utilization {share:g}"
-                  f"{'' if given else ' (the trainer default)'} gives it {a.fmt(int(card * share))} of the "
+                  f"{'' if given else ' (the trainer default)'} gives it {a.fmt(pool[1])} of the "
                   f"{a.fmt(card)} card, less than its 16-bit weights ({a.fmt(floor.weights)}) and one "
                   f"{floor.tokens}-token request's KV cache ({a.fmt(floor.kv_cache)}); vLLM raises \"No available "
                   "memory for the cache blocks\" (or \"To serve at least one request\") when the trainer builds it. "
@@ -884,7 +882,7 @@ _GRPO_LAUNCH = ("swift rlhf --rlhf_type grpo --model Qwen/Qwen2.5-7B-Instruct --
 
 VLLM_BELOW_FLOOR = Rule(
     code="ZA813",
-    name="vllm-below-floor",
+    name="vllm-below-floor",  # advisor/advice.py VLLM_BELOW_FLOOR: a failing finding
     severity=Severity.ERROR,
     summary="vLLM colocated on the training GPUs gets less of the card than its weights and one request need.",
     explanation=(
@@ -896,8 +894,11 @@ VLLM_BELOW_FLOOR = Rule(
         "way the trainer stops while it builds vLLM, after the model is loaded. The floor counted is the policy's "
         "16-bit weights plus that KV cache in whole 16-token blocks: a lower bound (the profile run's activations "
         "and memory outside PyTorch are not counted), so a share below it never starts. The finding names the "
-        "least share and where the trainer reads it. A share above the floor that makes the training run not "
-        "fit is does-not-fit's, whose fix lowers the share toward the floor (advisor/nofit.py)."
+        "least share and where the trainer reads it. The configured option's verdict (and every other's: they "
+        "keep the share) is then does-not-fit, binding on vLLM's share of the card (JSON: fits false, "
+        "binding_resource vllm_share), so no stage change is recommended; the ways out price the share raised to "
+        "the floor. A share above the floor that makes the training run not fit is does-not-fit's, whose fix "
+        "lowers the share toward the floor (advisor/nofit.py)."
     ),
     check=_vllm_below_floor,
     examples=(

@@ -38,6 +38,7 @@ from zeroadvisor.memory.method import (
     CRITIC_IN_POLICY_FORWARD,
     activation_spec,
     batch_factor,
+    colocated_vllm_pool,
     critic_activation_terms,
     critic_spec,
     frozen_at_load,
@@ -80,7 +81,7 @@ from zeroadvisor.memory.step_temporaries import (
     step_terms,
 )
 from zeroadvisor.memory.terms import METHOD_ROWS, STATE_ROWS, Term, shown_rows
-from zeroadvisor.memory.verdict import DOES_NOT_FIT, FITS, PhasePeak, judge, stated
+from zeroadvisor.memory.verdict import DOES_NOT_FIT, FITS, PhasePeak, judge, stated, vllm_share_judgement
 from zeroadvisor.model.spec import LoadInputs, ModelSpec, Padding, TrainingShape
 from zeroadvisor.units import format_bytes
 from zeroadvisor.version import DEEPSPEED_TARGET
@@ -135,6 +136,9 @@ class StageEstimate:
     # binding_group: the group whose GPUs decide the verdict (None: the trained model's own GPUs)
     groups: tuple[GroupPeak, ...] = ()
     binding_group: ModelRole | None = None
+    # a colocated vLLM below its floor (memory/verdict.py vllm_share_judgement): (its floor, its share of the card)
+    # in bytes, the binding peak and capacity; None where vLLM starts (or the run has none on these GPUs)
+    vllm_share: tuple[int, int] | None = None
 
     def uncounted_words(self, short: bool = True) -> list[str]:
         """What the verdict leaves out, one phrase each, naming the inputs that would count it (vocab.py)."""
@@ -221,6 +225,8 @@ class StageEstimate:
             "binding_phase": self.binding_phase,
             "binding_resource": self.binding_resource,
             "binding_group": self.binding_group,
+            "vllm_share": None if self.vllm_share is None else {"floor": int(self.vllm_share[0]),
+                                                                "share": int(self.vllm_share[1])},
             "groups": [{"role": g.role, "gpus": g.gpus, "gpu": int(g.gpu), "gpu_bound": int(g.gpu_bound),
                         "terms": [term_dict(t) for t in g.terms]} for g in self.groups],
             "phases": {name: peak.to_dict() for name, peak in self.phases.items()},
@@ -532,6 +538,11 @@ def _stage_estimate(run: _Run, option: Option) -> StageEstimate:
                          run.layout, notes) if run.accounting == Accounting.DEEPSPEED else []
     group_phases = [PhasePeak(Phase.TRAIN, g.gpu, 0, 0, g.gpu_bound, g.role) for g in groups]
     judgement = judge(peaks + group_phases, capacities, run.cluster.headroom)
+    # a colocated vLLM below its floor stops the run when the trainer builds it, whatever the training memory does
+    pool = colocated_vllm_pool(run.shape.method, run.model, run.shape.sequence_length, run.cluster.gpu_memory) \
+        if run.accounting == Accounting.DEEPSPEED else None
+    short = vllm_share_judgement(pool[0].nbytes, pool[1]) if pool is not None else None
+    judgement = short or judgement
     # the 2025 features whose memory is not counted (memory/features2025.py): a "fits" is then unknown, and a
     # "does not fit" too where the feature can only lower what is counted
     features, lowers = uncounted_features(run.features, option, run.shape.activation_checkpointing,
@@ -549,7 +560,8 @@ def _stage_estimate(run: _Run, option: Option) -> StageEstimate:
                          tuple(stage_notes),
                          {p.phase: p for p in peaks}, judgement.phase, judgement.resource, uncounted,
                          judgement.verdict, activations_missing=run.activations_missing, per_gpu_bound=per_gpu_bound,
-                         groups=tuple(groups), binding_group=judgement.group)
+                         groups=tuple(groups), binding_group=judgement.group,
+                         vllm_share=(judgement.peak, judgement.capacity or 0) if short is not None else None)
 
 
 def _unchecked_storage(option: Option, capacities: dict[Capacity, int | None]) -> tuple[str, ...]:

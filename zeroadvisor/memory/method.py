@@ -694,6 +694,17 @@ class VllmFloor:
         return self.weights + self.kv_cache
 
 
+def colocated_vllm_pool(setup: MethodSetup, policy: ModelSpec, sequence_length: int | None,
+                        gpu_memory: int | None) -> tuple[VllmFloor, int] | None:
+    """A colocated vLLM's floor and its share of the card in bytes (gpu_memory x vllm_gpu_memory_utilization, what
+    gpu_worker.py lets it take); None where the run has no vLLM on the training GPUs or its floor is not known.
+    The one reading both the verdict (memory/verdict.py vllm_share_judgement) and vllm-below-floor use."""
+    if not setup.generation.use_vllm or vllm_mode(setup) != VllmMode.COLOCATE or not gpu_memory:
+        return None
+    floor = vllm_floor(setup, policy, sequence_length, gpu_memory)
+    return None if floor is None else (floor, int(gpu_memory * vllm_share(setup)))
+
+
 def vllm_floor(setup: MethodSetup, policy: ModelSpec, sequence_length: int | None,
                gpu_memory: int) -> VllmFloor | None:
     """What vLLM needs of its share before it generates anything. ``gpu_memory_utilization`` is a fraction of the

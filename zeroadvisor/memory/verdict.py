@@ -30,8 +30,10 @@ from zeroadvisor.vocab import Capacity, ModelRole, Phase, Verdict
 FITS, TIGHT, DOES_NOT_FIT, UNKNOWN = Verdict.FITS, Verdict.TIGHT, Verdict.DOES_NOT_FIT, Verdict.UNKNOWN
 VERDICTS = (FITS, TIGHT, DOES_NOT_FIT)  # best to worst: what a peak against a capacity can be
 DEFAULT_HEADROOM = 0.10  # the share of each capacity a "fits" leaves free
-RESOURCES = tuple(Capacity)
-RESOURCE_WORDS = {Capacity.GPU: "GPU memory", Capacity.HOST: "host RAM per node", Capacity.NVME: "NVMe per node"}
+# the capacities a phase's peak is judged against; vLLM's share is judged on its own (vllm_share_judgement)
+RESOURCES = (Capacity.GPU, Capacity.HOST, Capacity.NVME)
+RESOURCE_WORDS = {Capacity.GPU: "GPU memory", Capacity.HOST: "host RAM per node", Capacity.NVME: "NVMe per node",
+                  Capacity.VLLM_SHARE: "vLLM's share of the card"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +94,7 @@ def judge(peaks: list[PhasePeak], capacities: dict[Capacity, int | None], headro
     The binding phase and resource are the pair with the largest peak-to-capacity share; with no
     capacity known, the phase with the largest GPU peak.
     """
-    known = [(r, c) for r, c in capacities.items() if c is not None]
+    known = [(r, c) for r, c in capacities.items() if c is not None and r in RESOURCES]
     if not known:
         top = max(peaks, key=lambda p: p.gpu)
         return Judgement(None, top.phase, Capacity.GPU, top.gpu, None, top.group)
@@ -122,3 +124,14 @@ def stated(counted: Verdict | None, uncounted: tuple[str, ...], shorter_fits: bo
     if shorter_fits and counted == DOES_NOT_FIT:
         return UNKNOWN
     return counted
+
+
+def vllm_share_judgement(need: int, share: int) -> Judgement | None:
+    """A colocated vLLM's own pool: ``need`` (its 16-bit weights and one max_model_len request's KV cache, a lower
+    bound: memory/method.py vllm_floor) against ``share`` (the card x vllm_gpu_memory_utilization, what vLLM's
+    allocations may take). Below it vLLM raises while the trainer builds it, whatever the training memory does:
+    does-not-fit, binding there (in the train phase: the trainer starts vLLM before its first step). None where it
+    fits: the floor is a lower bound, so above it nothing is said (a tight KV cache is vLLM's own warning)."""
+    if need <= share:
+        return None
+    return Judgement(DOES_NOT_FIT, Phase.TRAIN, Capacity.VLLM_SHARE, need, share)

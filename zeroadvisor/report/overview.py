@@ -96,28 +96,44 @@ def verdict_sentence(estimate: Estimate | None, rec: Lead | None, unit: str,
         text = "Verdict: per option, in the table below (no config given)." if estimate is not None else \
             "Verdict: no memory estimate (the config could not be estimated; see the findings)."
     else:
-        capacity = estimate.cluster.capacities()[st.binding_resource]
-        peak = {Capacity.GPU: st.peak_gpu, Capacity.HOST: st.peak_host_per_node,
-                Capacity.NVME: st.peak_nvme_per_node}[st.binding_resource]
-        where = f"{verdicts.RESOURCE_WORDS[st.binding_resource]} {labels.PHASE_WORDS[st.binding_phase]}"
-        against = f" of {format_bytes(capacity, unit)}" if capacity is not None else ""
-        # the expected peak, and the span up to its bound where a term leaves room (memory/verdict.py)
-        bound = st.peak_gpu_bound if st.binding_resource == Capacity.GPU else peak
-        group = st.binding_group_peak  # a model on GPUs of its own binds (memory/groups.py): its GPU's peak
-        if group is not None:
-            peak, bound, where = group.gpu, group.gpu_bound, f"{where} {group.words}"
-        span = f" expected, up to {format_bytes(bound, unit)}," if bound > peak else ""
-        text = (f"Verdict ({labels.option_plain(st.option)}): {verdict_words(st)}; peak "
-                f"{format_bytes(peak, unit)}{span}{against} {where}")
+        if st.vllm_share is not None:  # vLLM's own pool binds: its floor against its share (memory/verdict.py)
+            floor, share = st.vllm_share
+            text = (f"Verdict ({labels.option_plain(st.option)}): {verdict_words(st)}; vLLM needs at least "
+                    f"{format_bytes(floor, unit)} of the {format_bytes(share, unit)} "
+                    f"{verdicts.RESOURCE_WORDS[Capacity.VLLM_SHARE]} when the trainer starts it (training peak "
+                    f"{format_bytes(st.peak_gpu, unit)} per GPU)")
+        else:
+            text = _memory_sentence(estimate, st, unit)
         for words in qualifiers(st, short):
             text += f"; {words}"
-        # whatever the training memory does, the run stops before it trains (a finding says why: Finding.stops)
+        # the training memory fits, but the run stops before it trains (a finding says why: Finding.stops)
         stops = sorted({f"{f.stops} ({f.code})" for f in findings if f.stops})
-        if stops:
+        if stops and st.verdict != Verdict.DOES_NOT_FIT:
             text += "; but it stops before training: " + "; ".join(stops)
     if rec is not None:
         text += ". " + recommendation_words(rec, unit)
     return text
+
+
+def _memory_sentence(estimate: Estimate, st: StageEstimate, unit: str) -> str:
+    """The verdict on the memory a phase peaks at: the binding resource's peak (and the span up to its bound)
+    against its capacity, with the model's own group where one binds."""
+    from zeroadvisor.memory import verdict as verdicts
+    from zeroadvisor.units import format_bytes
+
+    capacity = estimate.cluster.capacities()[st.binding_resource]
+    peak = {Capacity.GPU: st.peak_gpu, Capacity.HOST: st.peak_host_per_node,
+            Capacity.NVME: st.peak_nvme_per_node}[st.binding_resource]
+    where = f"{verdicts.RESOURCE_WORDS[st.binding_resource]} {labels.PHASE_WORDS[st.binding_phase]}"
+    against = f" of {format_bytes(capacity, unit)}" if capacity is not None else ""
+    # the expected peak, and the span up to its bound where a term leaves room (memory/verdict.py)
+    bound = st.peak_gpu_bound if st.binding_resource == Capacity.GPU else peak
+    group = st.binding_group_peak  # a model on GPUs of its own binds (memory/groups.py): its GPU's peak
+    if group is not None:
+        peak, bound, where = group.gpu, group.gpu_bound, f"{where} {group.words}"
+    span = f" expected, up to {format_bytes(bound, unit)}," if bound > peak else ""
+    return (f"Verdict ({labels.option_plain(st.option)}): {verdict_words(st)}; peak "
+            f"{format_bytes(peak, unit)}{span}{against} {where}")
 
 
 def binding_words(st: StageEstimate) -> str:
