@@ -292,6 +292,32 @@ def test_optimizer_states_table():
     assert assumed.value == "Adam" and assumed.pointer == "/optimizer/type" and "Shampoo9000" in assumed.effect
 
 
+def test_without_an_optimizer_block_the_trainers_optim_sets_the_states():
+    # no optimizer block: DeepSpeed steps the Trainer's optimizer (transformers integrations/deepspeed.py
+    # deepspeed_optim_sched -> trainer.create_optimizer; trainer_optimizer.py picks the class); fp32 master (4)
+    # + that class's fp32 states, stage 1 on one GPU
+    def states(optim):
+        config = {"fp16": {"enabled": True}, "zero_optimization": {"stage": 1}}
+        est = estimate(config, ModelSpec(parameters=P, largest_layer_parameters=LP), TrainingShape(optim=optim),
+                       Cluster(gpus=1))
+        return est.stage(1).per_gpu["optimizer_states"], est
+    assert states("adamw_torch")[0] == states("adamw_torch_fused")[0] == states("paged_adamw_32bit")[0] == 12 * P
+    assert states("rmsprop")[0] == states("adagrad")[0] == states("lion_32bit")[0] == 8 * P  # square_avg, sum, m
+    assert states("sgd")[0] == states("adafactor")[0] == 4 * P  # momentum 0; Adafactor's factored moments
+    assert states("ademamix")[0] == 16 * P  # two EMAs of the gradient and its square
+    _, est = states("rmsprop")
+    assert not [a for a in est.assumed if a.name == "optimizer"]  # given, not assumed
+    assert "RMSprop" in est.settings.optimizer_label
+    # 8-bit states are not modelled: AdamW's two fp32 states, an upper bound, and said
+    bound, est = states("adamw_bnb_8bit")
+    assert bound == 12 * P and any("adamw_bnb_8bit are not modelled" in a for a in est.assumptions)
+    # the config's block wins over the Trainer's optim (the Trainer builds none then)
+    config = {"fp16": {"enabled": True}, "optimizer": {"type": "AdamW"}, "zero_optimization": {"stage": 1}}
+    block = estimate(config, ModelSpec(parameters=P, largest_layer_parameters=LP), TrainingShape(optim="sgd"),
+                     Cluster(gpus=1))
+    assert block.stage(1).per_gpu["optimizer_states"] == 12 * P
+
+
 def test_muon_split_uses_embeddings():
     # embeddings + untied head use the auxiliary Adam (2 states), the rest Muon's momentum (1)
     spec = ModelSpec(parameters=1_000_000, embedding_parameters=100_000, vocab_size=100, hidden_size=1000,

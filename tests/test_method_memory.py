@@ -202,6 +202,14 @@ def test_vllm_floor_is_its_weights_and_one_max_model_len_request_in_its_share():
     short = vllm_floor(MethodSetup(method=Method.GRPO, generation=Generation(use_vllm=True)), SPEC, 2048, 80 * GB)
     assert short is not None and short.tokens == 2048 and any("lower bound" in n for n in short.notes)
     assert vllm_floor(MethodSetup(method=Method.GRPO), dataclasses.replace(SPEC, num_layers=None), 2048, GB) is None
+    # vllm_tensor_parallel_size 4: each rank holds a quarter of the weights and 32 // 4 = 8 of the KV heads; at 64 the
+    # 32 heads are replicated, one per rank (vllm ModelConfig.get_num_kv_heads: max(1, heads // tp))
+    def at(tp: int):
+        return vllm_floor(MethodSetup(method=Method.GRPO, generation=dataclasses.replace(
+            gen, vllm_tensor_parallel_size=tp)), SPEC, None, 80 * GB)
+    tp4, tp64 = at(4), at(64)
+    assert tp4 is not None and tp4.weights == -(-2 * P // 4) and tp4.kv_cache == 2 * 32 * 8 * 128 * 2 * 1520
+    assert tp64 is not None and tp64.kv_cache == 2 * 32 * 1 * 128 * 2 * 1520
 
 
 def test_ppo_holds_a_trained_critic_and_a_frozen_reward_model():

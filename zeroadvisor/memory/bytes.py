@@ -76,6 +76,31 @@ OPTIMIZERS: dict[str, OptimizerStates] = {
     "adadelta": OptimizerStates("Adadelta", 2, "square_avg, acc_delta", "torch.optim.Adadelta"),
     "rprop": OptimizerStates("Rprop", 2, "prev, step_size", "torch.optim.Rprop"),
     "asgd": OptimizerStates("ASGD", 1, "ax", "torch.optim.ASGD"),
+    # Adafactor without beta1 (transformers' and torch.optim's default) keeps no first moment, and its second moment
+    # factored into a row and a column vector per matrix: no parameter-sized state
+    "adafactor": OptimizerStates("Adafactor", 0, "factored second moment (a row and a column per matrix)",
+                                 "transformers optimization.py Adafactor; torch.optim.Adafactor"),
+    "ademamix": OptimizerStates("AdEMAMix", 3, "exp_avg (fast), exp_avg (slow), exp_avg_sq",
+                                "bitsandbytes optim/ademamix.py AdEMAMix (32-bit states)"),
+}
+
+# The Hugging Face Trainer's ``optim`` where the DeepSpeed config has no optimizer block: DeepSpeed steps the
+# client optimizer the Trainer builds (transformers integrations/deepspeed.py deepspeed_optim_sched:
+# trainer.create_optimizer()), its states fp32 tensors on the master partition. Each name's class and defaults:
+# transformers 5.24 trainer_optimizer.py (_get_adamw_torch, _get_sgd, _get_adagrad, _get_rmsprop, _get_adafactor,
+# _get_bitsandbytes_optimizer with optim_bits 32). ``optim_args`` that add momentum (SGD, RMSprop) are not read.
+# The names not here keep fewer state bytes than AdamW's two fp32 tensors (8-bit and 4-bit states, GaLore and
+# APOLLO's projected ones, LOMO's none): costed as AdamW, an upper bound, and said.
+CLIENT_OPTIMIZER_STATES: dict[str, str] = {
+    **dict.fromkeys(("adamw_torch", "adamw_torch_fused", "adamw_apex_fused", "adamw_hf", "adamw_torch_xla",
+                     "adamw_torch_npu_fused", "adamw_anyprecision", "paged_adamw_32bit", "stable_adamw",
+                     "schedule_free_adamw", "schedule_free_radam"), "adamw"),
+    "sgd": "sgd",  # torch.optim.SGD, momentum 0
+    "adagrad": "adagrad",
+    **dict.fromkeys(("rmsprop", "rmsprop_bnb", "rmsprop_bnb_32bit"), "rmsprop"),  # momentum 0, not centered
+    **dict.fromkeys(("lion_32bit", "paged_lion_32bit"), "lion"),
+    **dict.fromkeys(("ademamix", "paged_ademamix_32bit"), "ademamix"),
+    "adafactor": "adafactor",
 }
 
 DEFAULT_OPTIMIZER = "adamw"  # costed when the type is missing or unknown (stated as an assumption)

@@ -714,9 +714,11 @@ def vllm_floor(setup: MethodSetup, policy: ModelSpec, sequence_length: int | Non
     max_model_len, check_enough_kv_cache_memory raises "To serve at least one request ...". So the floor is
 
     * the weights: the policy's parameters in 16-bit (vLLM's dtype "auto" keeps a bf16/fp16 checkpoint's dtype and
-      runs an fp32 one in 16 bits), loaded whole on each rank (TRL's vllm_tensor_parallel_size, default 1, is not
-      read: the floor is then the largest);
-    * the KV cache of one request: 2 (K, V) x layers x key/value heads x head dim x 2 B per token, over
+      runs an fp32 one in 16 bits), split over vLLM's tensor parallel ranks (``vllm_tensor_parallel_size``,
+      default 1: each rank holds 1/tp of them; the norms it replicates are not counted, so the floor stays a lower
+      bound);
+    * the KV cache of one request: 2 (K, V) x layers x the rank's key/value heads (max(1, heads // tp):
+      vllm/config ModelConfig.get_num_kv_heads, replicated where tp exceeds them) x head dim x 2 B per token, over
       ``max_model_len`` in whole blocks of VLLM_BLOCK_TOKENS. TRL passes max_prompt_length +
       max_completion_length where both are set; where one is not (TRL 0.26 on), vLLM takes the model's context
       (or vllm_max_model_length), which the model description does not carry: the training sequence is counted
@@ -742,8 +744,9 @@ def vllm_floor(setup: MethodSetup, policy: ModelSpec, sequence_length: int | Non
     else:
         return None
     w = 2
-    weights = w * policy.parameters
-    kv = 2 * L * heads * head_dim * w * ceil_div(tokens, VLLM_BLOCK_TOKENS) * VLLM_BLOCK_TOKENS
+    tp = gen.vllm_tensor_parallel_size or 1
+    weights = ceil_div(w * policy.parameters, tp)
+    kv = 2 * L * max(1, heads // tp) * head_dim * w * ceil_div(tokens, VLLM_BLOCK_TOKENS) * VLLM_BLOCK_TOKENS
     share = ceil_div((weights + kv) * 100, gpu_memory) / 100
     return VllmFloor(weights, kv, tokens, share, tuple(notes))
 

@@ -122,7 +122,7 @@ def read_settings(config: Config, model: ModelSpec, gpus: int,
     bf16_states = ds.bf16.optimizer_states and bf16_master
     fp16_master = ds.fp16.master_weights_and_grads and precision == Precision.FP16
 
-    optimizer, label, elements = _optimizer(ds, assumed)
+    optimizer, label, elements = _optimizer(ds, assumed, given.optim, notes)
     # DeepSpeedCPUAdam's fp32_optimizer_states, from the optimizer's params (on without an optimizer type); with
     # bf16 optimizer states engine.get_optimizer_configuration forces it off
     fp32_states = ds.optimizer.written is None or ds.optimizer.params.fp32_optimizer_states
@@ -276,9 +276,19 @@ def _section_added(ds: DeepSpeedSettings, wanted: str) -> bool:
     return wanted in (Precision.FP16, Precision.BF16) and wanted not in ds.keys
 
 
-def _optimizer(ds: DeepSpeedSettings, assumed: list[AssumedInput]) -> tuple[str, str, int]:
+def _optimizer(ds: DeepSpeedSettings, assumed: list[AssumedInput], optim: str | None = None,
+               notes: list[str] | None = None) -> tuple[str, str, int]:
+    """The optimizer whose states ZeRO keeps: the config's type, else the client's. ``optim``: the Hugging Face
+    Trainer's optim where a file or flag gives it (bytes.CLIENT_OPTIMIZER_STATES)."""
     section = ds.optimizer
     default = B.DEFAULT_OPTIMIZER
+    if section.written is None and optim is not None:
+        key = B.CLIENT_OPTIMIZER_STATES.get(optim)
+        label = f"{B.OPTIMIZERS[key or default].name} (the Trainer's optim {optim})"
+        if key is None and notes is not None:
+            notes.append(f"optimizer states of the Trainer's optim {optim} are not modelled: costed as AdamW's two "
+                         "fp32 states per parameter, an upper bound (its 8-bit, 4-bit or projected states are smaller)")
+        return key or default, label, B.optimizer_state_elements(key or default)
     if section.written is None:
         pointer = "/optimizer" if section.present else ""
         why = "no DeepSpeed config" if not ds.configured else "no optimizer type in the config"
