@@ -189,6 +189,24 @@ def test_estimate_takes_the_shape_from_training_args(cli, tmp_path):
     assert "bf16" in result.stdout and "micro batch 3" in result.stdout
 
 
+def test_the_trainers_optim_sets_the_states_and_an_unknown_name_is_a_note(cli, tmp_path):
+    """axolotl's ``optimizer`` is the Trainer's optim (its builder passes it on); rmsprop keeps one fp32 state, AdamW
+    two (memory/bytes.py CLIENT_OPTIMIZER_STATES). A name no Trainer release here knows is not an error: a note."""
+    ds = _write(tmp_path, "ds.json", '{"train_micro_batch_size_per_gpu": "auto", "bf16": {"enabled": "auto"}, '
+                                     '"zero_optimization": {"stage": 1}}')
+
+    def states(optimizer: str):
+        args = _write(tmp_path, "axolotl.yml", f"base_model: x\nsequence_len: 512\noptimizer: {optimizer}\n")
+        result = cli("check", ds, "--params", "1B", "--gpus", "1", "--gpu", "A100-SXM4-80GB", "--training-args", args,
+                     "--format", "json", "--fail-on", "never")
+        assert result.returncode == 0, result.stderr
+        (stage1,) = [st for st in json.loads(result.stdout)["estimate"]["stages"] if st["label"] == "Z1"]
+        return stage1["per_gpu"]["optimizer_states"], result.stderr
+    rmsprop, adamw, (unknown, note) = states("rmsprop")[0], states("adamw_torch")[0], states("optimi_adamw")
+    assert (rmsprop, adamw) == (8 * 10**9, 12 * 10**9)  # fp32 master 4 B + 1 or 2 fp32 states, one GPU
+    assert unknown == adamw and "axolotl.yml gives 'optimi_adamw', not a Trainer optim name" in note
+
+
 @pytest.mark.parametrize("name,text,message", [
     ("missing.yaml", None, "missing.yaml"),
     ("bad.yaml", "per_device_train_batch_size: x\n", "expected an integer"),

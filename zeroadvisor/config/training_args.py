@@ -115,7 +115,9 @@ RENAMES: dict[str, dict[str, str]] = {
     "llama-factory": {"enable_liger_kernel": "use_liger_kernel"},
     # the liger plugin (axolotl.integrations.liger): its fused linear cross-entropy switch
     "axolotl": {"micro_batch_size": "per_device_train_batch_size", "num_epochs": "num_train_epochs",
-                "warmup_ratio": "warmup_steps", "liger_fused_linear_cross_entropy": "use_liger_kernel"},
+                "warmup_ratio": "warmup_steps", "liger_fused_linear_cross_entropy": "use_liger_kernel",
+                # axolotl's optimizer is the Trainer's optim (core/builders: training_arguments_kwargs["optim"])
+                "optimizer": "optim"},
     # a launch command's flags only (config/launch.py): ms-swift's are TrainingArguments' own names; OpenRLHF's
     # --micro_train_batch_size is the per-GPU batch (openrlhf/cli/train_*.py, its strategy's micro batch)
     "ms-swift": {},

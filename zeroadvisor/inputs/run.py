@@ -427,9 +427,16 @@ def _from_trainer(values: Values, trainer: TrainerInputs, spelling: Spelling) ->
     fill_noted("padding", training.padding, f"padding {training.padding} from {training.padding_from}",
                f"the Trainer's arguments pad to {training.padding} ({training.padding_from})")
     fill("activation_checkpointing", trainer.checkpointing)
-    if training.given("optim"):  # the client optimizer (memory/step_temporaries.py)
-        fill_noted("optim", training.get("optim"), f"optim {training.get('optim')} from {training.label('optim')}",
-                   f"the Trainer's arguments give {training.get('optim')} ({training.label('optim')})")
+    if training.given("optim"):  # the client optimizer (memory/step_temporaries.py, memory/bytes.py)
+        from zeroadvisor.model.spec import CLIENT_OPTIMIZER_NAMES
+
+        optim = training.get("optim")
+        if optim in CLIENT_OPTIMIZER_NAMES:
+            fill_noted("optim", optim, f"optim {optim} from {training.label('optim')}",
+                       f"the Trainer's arguments give {optim} ({training.label('optim')})")
+        else:  # a name this release does not know (a newer Trainer's, a project's own): the file is not refused
+            notes.append(f"{training.label('optim')} gives {optim!r}, not a Trainer optim name zeroadvisor knows: "
+                         "not used (the optimizer's states and step costed as the default's; --optim sets one)")
     if training.given("use_liger_kernel"):  # the Liger kernel's loss, norms and MLP (memory/liger.py)
         on, where = bool(training.get("use_liger_kernel")), training.label("use_liger_kernel")
         fill_noted("liger_kernel", on, f"Liger kernel {'on' if on else 'off'} from {where}",

@@ -542,7 +542,7 @@ def _stage_estimate(run: _Run, option: Option) -> StageEstimate:
     pool = colocated_vllm_pool(run.shape.method, run.model, run.shape.sequence_length, run.cluster.gpu_memory) \
         if run.accounting == Accounting.DEEPSPEED else None
     short = vllm_share_judgement(pool[0].nbytes, pool[1]) if pool is not None else None
-    judgement = short or judgement
+    judgement = short or judgement  # a feature that lowers the training memory cannot lift vLLM's floor (below)
     # the 2025 features whose memory is not counted (memory/features2025.py): a "fits" is then unknown, and a
     # "does not fit" too where the feature can only lower what is counted
     features, lowers = uncounted_features(run.features, option, run.shape.activation_checkpointing,
@@ -555,9 +555,9 @@ def _stage_estimate(run: _Run, option: Option) -> StageEstimate:
     # the step's fp32 gradient (stage 3) sits in the gradients row: its bytes are part of the difference
     step_grad = [t for t in terms if t.key == STEP_FP32_GRAD]
     stage_notes = option_notes + _differences(ds_terms + step_grad, paper, run.layout.data)
+    verdict = stated(judgement.verdict, uncounted, lowers and short is None)
     return StageEstimate(option, run.s.configured and option == run.configured, per_gpu, host, nvme,
-                         per_node_cpu, per_node_nvme, stated(judgement.verdict, uncounted, lowers), tuple(terms),
-                         tuple(stage_notes),
+                         per_node_cpu, per_node_nvme, verdict, tuple(terms), tuple(stage_notes),
                          {p.phase: p for p in peaks}, judgement.phase, judgement.resource, uncounted,
                          judgement.verdict, activations_missing=run.activations_missing, per_gpu_bound=per_gpu_bound,
                          groups=tuple(groups), binding_group=judgement.group,
