@@ -83,3 +83,19 @@ def test_totals_state_the_spread_overall_and_for_well_documented_cases_and_name_
     assert overall in lines
     assert documented in lines
     assert "left out of the ratios, length a bound (dynamic padding): padded" in lines
+
+
+def test_the_spread_by_configuration_groups_stage_3_and_offload_apart():
+    def at(case_id: str, stage: str, peak: float):
+        return run.Result(id=case_id, outcome="fits", well_documented=False, stage=stage, peak_gpu=int(peak),
+                          measured_gpu="10GB")
+    results = [at("z3", "Z3", 10e9), at("z3-dpo", "Z3 dpo", 12e9), at("z3off", "Z3+opt:cpu+par:cpu", 7e9),
+               at("z2", "Z2", 11e9), at("z2off", "Z2+opt:cpu", 9e9), at("z3par", "Z3+par:cpu", 5e9)]
+    assert [run.configuration_class(r.stage) for r in results] == [
+        "ZeRO-3", "ZeRO-3", "ZeRO-3 with offload", "ZeRO-0/1/2", "ZeRO-0/1/2 with offload", "ZeRO-3 with offload"]
+    line = run.by_configuration_line(results)
+    # largest class first; ZeRO-3: ratios 1.0 and 1.2 -> median 1.10; with offload: 0.7 and 0.5 -> median 0.60
+    assert line.startswith("predicted/measured GPU peak by configuration: ZeRO-3 2 (median 1.10, ")
+    assert "ZeRO-3 with offload 2 (median 0.60, 10th-90th 0.52-0.68, |ratio - 1| 40%)" in line
+    assert "ZeRO-0/1/2 1 (median 1.10" in line and "ZeRO-0/1/2 with offload 1 (median 0.90" in line
+    assert "by configuration" in "\n".join(run.totals(results))

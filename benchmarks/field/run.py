@@ -574,6 +574,29 @@ def spread_line(label: str, ratios: Sequence[float]) -> str:
             f"10th-90th percentile {s.p10:.2f}-{s.p90:.2f}, median |ratio - 1| {s.median_abs_error:.1%}")
 
 
+def configuration_class(stage: str) -> str:
+    """The class of a run's ZeRO configuration for the spread by configuration (its stage label, stage_label):
+    stage 3 or below, with or without an offload. Where the model is off, it is off by class: the classes show it."""
+    below = not stage.startswith("Z3")
+    offload = "opt:" in stage or "par:" in stage
+    return ("ZeRO-0/1/2" if below else "ZeRO-3") + (" with offload" if offload else "")
+
+
+def by_configuration_line(results: Sequence[Result]) -> str:
+    """predicted/measured per configuration class (configuration_class), largest class first."""
+    stage = {r.id: r.stage for r in results}
+    groups: dict[str, list[float]] = {}
+    for case, ratio in gpu_ratios(results):
+        groups.setdefault(configuration_class(stage[case]), []).append(ratio)
+    parts = []
+    for name, ratios in sorted(groups.items(), key=lambda g: (-len(g[1]), g[0])):
+        s = spread(ratios)
+        assert s is not None  # a group holds at least one ratio
+        parts.append(f"{name} {s.count} (median {s.median:.2f}, 10th-90th {s.p10:.2f}-{s.p90:.2f}, "
+                     f"|ratio - 1| {s.median_abs_error:.0%})")
+    return "predicted/measured GPU peak by configuration: " + "; ".join(parts)
+
+
 def held_out_lines(results: Sequence[Result], constants: Sequence[heldout.Constant] = heldout.CONSTANTS) -> list[str]:
     """The distribution held out by source: which constants are fitted and on what, the spread over the runs whose
     source no constant was fitted on, per source, and how far it moves when any one source is left out."""
@@ -633,6 +656,7 @@ def totals(results: list[Result]) -> list[str]:
         documented_ids = {r.id for r in documented}
         lines.append(spread_line("all", [v for _, v in ratios]))
         lines.append(spread_line("well documented (*)", [v for i, v in ratios if i in documented_ids]))
+        lines.append(by_configuration_line(results))
         lines.append(f"measured GPU peaks of runs that trained: {len(ratios)}, predicted/measured - 1 per run ("
                      + ", ".join(f"{i} {v - 1:+.0%}" for i, v in ratios) + ")")
         lines.extend(held_out_lines(results))
