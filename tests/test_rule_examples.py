@@ -89,8 +89,8 @@ def test_a_run_whose_vllm_never_starts_does_not_fit_at_any_stage(cli, tmp_path):
     head = " ".join(low.stdout.split("\n\n")[0].split())
     # 7B weights 2 x 6.74e9 B = 12.55 GiB and one 4096-token request's KV cache 2 x 32 x 4096 x 2 x 4096 B = 2 GiB,
     # against 0.1 x 80 GiB = 8 GiB
-    assert head.startswith("Verdict (ZeRO-3): does not fit; vLLM needs at least 14.55 GiB of the 8.00 GiB vLLM's "
-                           "share of the card"), head
+    assert head.startswith("Verdict (ZeRO-3): does not fit; vLLM needs at least 14.55 GiB when the trainer starts "
+                           "it, more than vLLM's share of the card (8.00 GiB)"), head
     assert "stops before training" not in head  # the verdict says it: no "but" after a does-not-fit
     assert "ZA802" not in low.stdout and "ZA813" in head  # no lower stage recommended; the finding is pointed at
     for fmt in ("markdown", "sarif"):

@@ -99,9 +99,9 @@ def verdict_sentence(estimate: Estimate | None, rec: Lead | None, unit: str,
         if st.vllm_share is not None:  # vLLM's own pool binds: its floor against its share (memory/verdict.py)
             floor, share = st.vllm_share
             text = (f"Verdict ({labels.option_plain(st.option)}): {verdict_words(st)}; vLLM needs at least "
-                    f"{format_bytes(floor, unit)} of the {format_bytes(share, unit)} "
-                    f"{verdicts.RESOURCE_WORDS[Capacity.VLLM_SHARE]} when the trainer starts it (training peak "
-                    f"{format_bytes(st.peak_gpu, unit)} per GPU)")
+                    f"{format_bytes(floor, unit)} when the trainer starts it, more than "
+                    f"{verdicts.RESOURCE_WORDS[Capacity.VLLM_SHARE]} ({format_bytes(share, unit)}); training "
+                    f"peak {format_bytes(st.peak_gpu, unit)} per GPU")
         else:
             text = _memory_sentence(estimate, st, unit)
         for words in qualifiers(st, short):
