@@ -207,6 +207,16 @@ def test_the_trainers_optim_sets_the_states_and_an_unknown_name_is_a_note(cli, t
     assert unknown == adamw and "axolotl.yml gives 'optimi_adamw', not a Trainer optim name" in note
 
 
+def test_estimate_says_what_it_took_from_the_files_as_check_does(cli, tmp_path):
+    ds = _write(tmp_path, "ds.json", '{"train_micro_batch_size_per_gpu": "auto", "zero_optimization": {"stage": 2}}')
+    args = _write(tmp_path, "axolotl.yml", "base_model: x\nsequence_len: 640\noptimizer: rmsprop\n")
+    common = (ds, "--params", "1B", "--gpus", "8", "--gpu", "A100-SXM4-80GB", "--training-args", args)
+    notes = [cli("estimate", *common).stderr, cli("check", *common, "--fail-on", "never").stderr]
+    for stderr in notes:
+        assert "sequence length 640 from sequence_len in" in stderr and "optim rmsprop from optimizer in" in stderr
+    assert notes[0].count("sequence length 640") == 1  # said once
+
+
 @pytest.mark.parametrize("name,text,message", [
     ("missing.yaml", None, "missing.yaml"),
     ("bad.yaml", "per_device_train_batch_size: x\n", "expected an integer"),

@@ -152,9 +152,10 @@ def estimate(v: Values) -> ExitCode:
     from zeroadvisor.cli import options
 
     run = _inputs(options.ESTIMATE, v)
-    # the training method's notes (a guessed method with the flag that sets it; none for a plain SFT run): the
-    # report's assumed inputs do not carry them yet
-    for text in run.shape.method.notes if run.shape is not None else ():
+    # what the files gave (the Trainer's arguments, the launch command) as check says it, and the training method's
+    # notes (a guessed method with the flag that sets it): the report's assumed inputs do not carry them yet
+    method = run.shape.method.notes if run.shape is not None else ()
+    for text in dict.fromkeys((*run.notes, *method)):
         note(text)
     result = api.run_estimate(run, step_times=True)
     out = run.output
