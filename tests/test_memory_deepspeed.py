@@ -304,7 +304,11 @@ def test_without_an_optimizer_block_the_trainers_optim_sets_the_states():
     assert states("adamw_torch")[0] == states("adamw_torch_fused")[0] == states("paged_adamw_32bit")[0] == 12 * P
     assert states("rmsprop")[0] == states("adagrad")[0] == states("lion_32bit")[0] == 8 * P  # square_avg, sum, m
     assert states("sgd")[0] == states("adafactor")[0] == 4 * P  # momentum 0; Adafactor's factored moments
-    assert states("ademamix")[0] == 16 * P  # two EMAs of the gradient and its square
+    assert states("ademamix")[0] == states("grokadamw")[0] == 16 * P  # three states: more than AdamW's bound
+    # the table names only optim values the Trainer accepts (a misspelt key would never be looked up)
+    from zeroadvisor.memory import bytes as B
+    from zeroadvisor.model.spec import CLIENT_OPTIMIZER_NAMES
+    assert set(B.CLIENT_OPTIMIZER_STATES) <= set(CLIENT_OPTIMIZER_NAMES)
     _, est = states("rmsprop")
     assert not [a for a in est.assumed if a.name == "optimizer"]  # given, not assumed
     assert "RMSprop" in est.settings.optimizer_label

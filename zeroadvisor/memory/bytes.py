@@ -82,6 +82,8 @@ OPTIMIZERS: dict[str, OptimizerStates] = {
                                  "transformers optimization.py Adafactor; torch.optim.Adafactor"),
     "ademamix": OptimizerStates("AdEMAMix", 3, "exp_avg (fast), exp_avg (slow), exp_avg_sq",
                                 "bitsandbytes optim/ademamix.py AdEMAMix (32-bit states)"),
+    # AdamW's two moments and an EMA of the gradient (the grok signal): three, more than AdamW
+    "grokadamw": OptimizerStates("GrokAdamW", 3, "exp_avg, exp_avg_sq, grok_ema", "grokadamw GrokAdamW"),
 }
 
 # The Hugging Face Trainer's ``optim`` where the DeepSpeed config has no optimizer block: DeepSpeed steps the
@@ -101,6 +103,7 @@ CLIENT_OPTIMIZER_STATES: dict[str, str] = {
     **dict.fromkeys(("lion_32bit", "paged_lion_32bit"), "lion"),
     **dict.fromkeys(("ademamix", "paged_ademamix_32bit"), "ademamix"),
     "adafactor": "adafactor",
+    "grokadamw": "grokadamw",
 }
 
 DEFAULT_OPTIMIZER = "adamw"  # costed when the type is missing or unknown (stated as an assumption)
