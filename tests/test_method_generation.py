@@ -273,6 +273,26 @@ def test_sleep_switches_are_read_from_each_trainers_files():
     assert (rlhf.vllm_sleep_level, rlhf.offload_model, rlhf.offload_optimizer) == (1, True, True)
 
 
+def test_vllms_context_is_read_from_each_trainers_files_and_sizes_its_floor():
+    from zeroadvisor.config.method_reader import read_mapping
+    from zeroadvisor.memory.method import vllm_floor
+
+    where = lambda key: f"{key} in g.yaml"  # noqa: E731
+    trl = read_mapping({"use_vllm": True, "vllm_max_model_length": 3000}, "trl", where).setup.generation
+    swift = parse_launch("NPROC_PER_NODE=8 swift rlhf --rlhf_type grpo --model m --use_vllm true --vllm_mode colocate "
+                         "--vllm_max_model_len 2048").training.method.setup.generation
+    axolotl = read_mapping({"rl": "grpo", "trl": {"use_vllm": True}, "vllm": {"max_model_len": 4096}}, "axolotl",
+                           where).setup.generation
+    assert (trl.vllm_max_model_len, swift.vllm_max_model_len, axolotl.vllm_max_model_len) == (3000, 2048, 4096)
+    # the context the trainer starts vLLM with wins over prompt + completion and over the training sequence: one
+    # request's KV cache is that many tokens, in whole 16-token blocks (3000 -> 3008)
+    spec = spec_from_hf_config({"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008,
+                                "num_hidden_layers": 32, "num_attention_heads": 32, "vocab_size": 32000})
+    gen = Generation(use_vllm=True, max_prompt_length=512, max_completion_length=1024, vllm_max_model_len=3000)
+    floor = vllm_floor(MethodSetup(method=Method.GRPO, generation=gen), spec, 8192, 80 * 10**9)
+    assert floor is not None and floor.tokens == 3000 and floor.kv_cache == 2 * 32 * 32 * 128 * 2 * 3008
+
+
 def test_a_bad_sleep_level_is_one_line():
     import pytest
 

@@ -41,6 +41,9 @@ class Generation:
     # --offload_model / --offload_optimizer, OpenRLHF's --deepspeed_enable_sleep (both)
     vllm_sleep_level: int | None = None
     vllm_tensor_parallel_size: int | None = None  # vLLM's own tensor parallelism (each worker holds 1/tp)
+    # vLLM's context window where the trainer passes one: TRL's vllm_max_model_length, ms-swift's
+    # --vllm_max_model_len, axolotl's vllm: {max_model_len} (memory/method.py vllm_floor: one request's KV cache)
+    vllm_max_model_len: int | None = None
     offload_model: bool | None = None
     offload_optimizer: bool | None = None
 

@@ -68,7 +68,8 @@ OPENRLHF_MODULES: dict[str, Method] = {"train_sft": Method.SFT, "train_dpo": Met
 # into the same names by config/launch.py.
 _FLOATS = ("beta", "vllm_gpu_memory_utilization")
 _INTS = ("max_length", "max_prompt_length", "max_completion_length", "num_generations", "steps_per_generation",
-         "generation_batch_size", "local_rollout_forward_batch_size", "sleep_level", "vllm_tensor_parallel_size")
+         "generation_batch_size", "local_rollout_forward_batch_size", "sleep_level", "vllm_tensor_parallel_size",
+         "vllm_max_model_length", "vllm_max_model_len")
 _BOOLS = ("precompute_ref_log_probs", "use_vllm", "use_peft", "ds3_gather_for_generation", "vllm_enable_sleep_mode",
           "offload_model", "offload_optimizer")
 _TEXTS = ("loss_type", "vllm_mode", "ref_model")
@@ -206,6 +207,8 @@ def _trl_fields(data: Mapping[str, JSONValue], where: Origin, trainer: TrainerFa
                             rollout_batch_size=read.whole("local_rollout_forward_batch_size"),
                             vllm_sleep_level=_sleep_level(read),
                             vllm_tensor_parallel_size=read.whole("vllm_tensor_parallel_size"),
+                            # TRL's GRPOConfig name, then ms-swift's (rlhf_args.py passes it as vLLM's max_model_len)
+                            vllm_max_model_len=read.whole("vllm_max_model_length") or read.whole("vllm_max_model_len"),
                             offload_model=read.flag("offload_model"), offload_optimizer=read.flag("offload_optimizer"))
     use_reference: bool | None = None
     peft = read.flag("use_peft")
@@ -355,9 +358,10 @@ def _axolotl_vllm(data: Mapping[str, JSONValue], generation: Generation, where: 
     tensor, data_parallel = read.whole("tensor_parallel_size"), read.whole("data_parallel_size")
     server = generation.vllm_mode is VllmMode.SERVER
     gpus = (tensor or 1) * (data_parallel or 1) if server and (tensor or data_parallel) else None
+    context = read.whole("max_model_len")  # VllmConfig.max_model_len: the context axolotl starts vLLM with
     origin += [(f"vllm.{key}", label) for key, label in read.origin]
     return replace(generation, vllm_gpu_memory_utilization=generation.vllm_gpu_memory_utilization or share,
-                   vllm_num_gpus=gpus)
+                   vllm_num_gpus=gpus, vllm_max_model_len=generation.vllm_max_model_len or context)
 
 
 def read_swift(command: str, data: Mapping[str, JSONValue], where: Origin) -> MethodReading:

@@ -719,9 +719,10 @@ def vllm_floor(setup: MethodSetup, policy: ModelSpec, sequence_length: int | Non
       bound);
     * the KV cache of one request: 2 (K, V) x layers x the rank's key/value heads (max(1, heads // tp):
       vllm/config ModelConfig.get_num_kv_heads, replicated where tp exceeds them) x head dim x 2 B per token, over
-      ``max_model_len`` in whole blocks of VLLM_BLOCK_TOKENS. TRL passes max_prompt_length +
-      max_completion_length where both are set; where one is not (TRL 0.26 on), vLLM takes the model's context
-      (or vllm_max_model_length), which the model description does not carry: the training sequence is counted
+      ``max_model_len`` in whole blocks of VLLM_BLOCK_TOKENS: the trainer's own where it gives one (TRL's
+      vllm_max_model_length, ms-swift's --vllm_max_model_len, axolotl's vllm.max_model_len). Else TRL 0.21
+      passes max_prompt_length + max_completion_length where both are set; where one is not (TRL 0.26 on), vLLM
+      takes the model's context, which the model description does not carry: the training sequence is counted
       and the floor is a lower bound (said in the notes).
 
     Not counted, as no code gives a size for them: the profile run's activations (TRL caps its batch at
@@ -735,7 +736,9 @@ def vllm_floor(setup: MethodSetup, policy: ModelSpec, sequence_length: int | Non
     gen = setup.generation
     notes = [("not counted: vLLM's profile-run activations (at most max_num_batched_tokens 4096 tokens) and its "
               "memory outside PyTorch (CUDA graphs, NCCL): the floor is a lower bound")]
-    if gen.max_prompt_length and gen.max_completion_length:
+    if gen.vllm_max_model_len:  # the context the trainer starts vLLM with, where its arguments give one
+        tokens = gen.vllm_max_model_len
+    elif gen.max_prompt_length and gen.max_completion_length:
         tokens = gen.max_prompt_length + gen.max_completion_length
     elif sequence_length:
         tokens = sequence_length
