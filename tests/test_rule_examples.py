@@ -108,6 +108,12 @@ def test_a_run_whose_vllm_never_starts_does_not_fit_at_any_stage(cli, tmp_path):
     assert first["way"] == "vllm-floor" and first["settings"] == ["ms-swift: --vllm_gpu_memory_utilization 0.19"]
     high = cli(*args, "--launch", launch.format(share=0.4))
     assert "ZA813" not in high.stdout and "vLLM needs at least" not in high.stdout
+    # the paper's accounting counts model states alone, not vLLM: its verdict may say "fits", and the sentence then
+    # adds that the run stops before training (Finding.stops), never a plain fit
+    paper = cli(*args, "--accounting", "paper", "--launch", launch.format(share=0.1))
+    paper_head = " ".join(paper.stdout.split("\n\n")[0].split())
+    assert paper_head.startswith("Verdict (ZeRO-3): fits;"), paper_head
+    assert "but it stops before training: vLLM will not start at its share of the card (ZA813)" in paper_head
 
 
 _LLAMA_7B = {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,

@@ -220,13 +220,14 @@ def _stage12_buffers(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, 
                           f"{' (one per torch_autocast comm dtype)' if autocast else ''}",
                           f"{copies} × {rd} B × reduce_bucket_size",
                           "zero/stage_1_and_2.py DeepSpeedZeroOptimizer.setup_buckets"))
-    if s.reduce_scatter and s.multi_rank_bucket_allreduce and N > 1:
-        largest = largest_trainable(spec, min(largest_layer(spec, notes), P))
-        terms.append(_stage12_reduce_copy(rd, c, rbs, T, N, largest, loss_freed))
+    reduce_copy = s.reduce_scatter and s.multi_rank_bucket_allreduce and N > 1
+    # the largest trainable parameter, where a term needs it: exact with PEFT's adapter layout; otherwise the largest
+    # layer bounds it (largest_layer notes the bound)
+    Lp = largest_trainable(spec, min(largest_layer(spec, notes), P)) if reduce_copy or offload else 0
+    if reduce_copy:
+        terms.append(_stage12_reduce_copy(rd, c, rbs, T, N, Lp, loss_freed))
     if offload:
-        # __init__: largest_param_numel over bit16_groups, the trainable parameters only (exact with PEFT's
-        # adapter layout; otherwise the largest layer bounds the largest parameter)
-        Lp = largest_trainable(spec, min(largest_layer(spec, notes), P))
+        # __init__: largest_param_numel over bit16_groups, the trainable parameters only
         pinned = " (pinned)" if s.offload_optimizer_pin_memory else ""
         terms += [
             Term("buffers", Resource.GPU, w * Lp, "offload_gpu_staging",

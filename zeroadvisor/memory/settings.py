@@ -276,8 +276,8 @@ def _section_added(ds: DeepSpeedSettings, wanted: str) -> bool:
     return wanted in (Precision.FP16, Precision.BF16) and wanted not in ds.keys
 
 
-def _optimizer(ds: DeepSpeedSettings, assumed: list[AssumedInput], optim: str | None = None,
-               notes: list[str] | None = None) -> tuple[str, str, int]:
+def _optimizer(ds: DeepSpeedSettings, assumed: list[AssumedInput], optim: str | None,
+               notes: list[str]) -> tuple[str, str, int]:
     """The optimizer whose states ZeRO keeps: the config's type, else the client's. ``optim``: the Hugging Face
     Trainer's optim where a file or flag gives it (bytes.CLIENT_OPTIMIZER_STATES)."""
     section = ds.optimizer
@@ -285,7 +285,7 @@ def _optimizer(ds: DeepSpeedSettings, assumed: list[AssumedInput], optim: str | 
     if section.written is None and optim is not None:
         key = B.CLIENT_OPTIMIZER_STATES.get(optim)
         label = f"{B.OPTIMIZERS[key or default].name} (the Trainer's optim {optim})"
-        if key is None and notes is not None:
+        if key is None:
             notes.append(f"optimizer states of the Trainer's optim {optim} are not modelled: costed as AdamW's two "
                          "fp32 states per parameter, an upper bound (its 8-bit, 4-bit or projected states are smaller)")
         return key or default, label, B.optimizer_state_elements(key or default)
