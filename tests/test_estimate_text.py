@@ -9,6 +9,7 @@ from zeroadvisor.memory.estimate import Cluster, estimate
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
 from zeroadvisor.report import overview
 from zeroadvisor.report.estimate_text import Style, bars, render
+from zeroadvisor.vocab import Verdict
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -62,6 +63,21 @@ def test_render_marks_configured_and_fit():
     assert "TOTAL per GPU" in text and "host RAM / node" in text and "NVMe / node" in text
     for line in text.splitlines():
         assert len(line) <= 200, line
+
+
+def test_render_unknown_says_tight_where_what_is_counted_is_tight():
+    """Unknown (no sequence length) over what is counted: a peak over the usable memory but under the card is
+    tight, and the verdict says so, never "what is counted fits"."""
+    result = estimate(OFFLOAD, SPEC, TrainingShape(), Cluster(gpus=8, gpu_memory=40 * 10**9, cpu_memory=512 * 2**30))
+    peak = next(st for st in result.stages if st.configured).peak_gpu
+    # a card the counted peak fills to 95%: over the 90% usable, inside the headroom
+    tight = estimate(OFFLOAD, SPEC, TrainingShape(), Cluster(gpus=8, gpu_memory=int(peak / 0.95),
+                                                             cpu_memory=512 * 2**30))
+    configured = next(st for st in tight.stages if st.configured)
+    assert configured.verdict == Verdict.UNKNOWN and configured.counted_verdict == Verdict.TIGHT
+    text = render(tight, width=200)
+    assert text.startswith("Verdict (ZeRO-2 + CPU optimizer offload): unknown (what is counted is tight: inside the "
+                           "headroom); peak ")
 
 
 def test_render_gib_and_ascii():

@@ -160,6 +160,8 @@ VERDICT_MARKS = {Verdict.FITS: ("✓", "yes"), Verdict.TIGHT: ("~", "tight"), Ve
 VERDICT_WORDS = {Verdict.FITS: "fits", Verdict.TIGHT: "tight (fits, inside the headroom)",
                  Verdict.DOES_NOT_FIT: "does not fit", Verdict.UNKNOWN: "unknown (what is counted fits)",
                  None: "not judged (no capacity given)"}
+# unknown where what is counted is tight: over the usable memory, inside the headroom (not "fits")
+UNKNOWN_TIGHT_WORDS = "unknown (what is counted is tight: inside the headroom)"
 PEAK_GPU = "peak per GPU"
 PEAK_HOST = "peak host / node"
 # the phase whose host RAM is the peak, and the host RAM while the training loop runs: a host figure a user

@@ -777,22 +777,29 @@ def _verdict_unknown(ctx: Context) -> Iterator[Hit]:
                       f"({a.fmt(padded.peak_gpu)} per GPU there); for a run that fits every batch, lower the maximum "
                       f"or check with --padding max_length for the change that fits{also}", at="file")
         return
-    yield Hit("", f"no verdict: what is counted fits ({a.fmt(current.peak_gpu)} per GPU of {_budget(ctx)}), but "
-                  f"{missing}", at="file")
+    if current.counted_verdict == Verdict.TIGHT:  # over the usable memory, under the card: not "fits"
+        b = a.budget
+        counted = (f"what is counted is tight ({a.fmt(current.peak_gpu)} per GPU, over the {b.fmt(b.usable)} usable "
+                   f"and inside the {b.headroom:.0%} headroom of {b.fmt(b.gpu_memory)})")
+    else:
+        counted = f"what is counted fits ({a.fmt(current.peak_gpu)} per GPU of {_budget(ctx)})"
+    yield Hit("", f"no verdict: {counted}, but {missing}", at="file")
 
 
 VERDICT_UNKNOWN = Rule(
     code="ZA811",
     name="verdict-unknown",
     severity=Severity.WARNING,
-    summary="What is counted fits, but an input that can change the verdict is missing: no \"fits\" is said.",
+    summary=("What is counted fits (or is tight), but an input that can change the verdict is missing: "
+             "no \"fits\" is said."),
     explanation=(
         "A verdict covers the memory it counts. Without a sequence length (or a model architecture) the "
         "activations are not counted; without --cpu-memory (--nvme) the host RAM (NVMe) that an offload keeps "
         "its states in is not checked. Each can only add to the peak, so a run that does not fit on what is "
         "counted does not fit (does-not-fit says so), but one that fits on what is counted may not: its verdict "
         "is unknown (JSON: verdict \"unknown\", fits null, counted_verdict the verdict on what is counted), "
-        "and `check` exits 5 unless another finding fails it first. The finding names what to give. With "
+        "and `check` exits 5 unless another finding fails it first. Where what is counted is over the usable "
+        "memory but inside the headroom, the finding says tight, not fits. The finding names what to give. With "
         "dynamic padding (--padding longest: each batch padded to its own longest sample, the Hugging Face data "
         "collators' default) the sequence and target lengths are maxima and the estimate there an upper bound: "
         "a run that does not fit at the maximum but fits at a shorter padded length is unknown too, and the "

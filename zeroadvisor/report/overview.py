@@ -146,6 +146,8 @@ def verdict_words(st: StageEstimate) -> str:
     batches are padded shorter than the maximum: memory/padding.py)."""
     if st.padded is not None and st.verdict == Verdict.UNKNOWN:
         return f"unknown (does not fit at the maximum length, {st.padded.maximum_tokens()})"
+    if st.verdict == Verdict.UNKNOWN and st.counted_verdict == Verdict.TIGHT:
+        return labels.UNKNOWN_TIGHT_WORDS
     return labels.VERDICT_WORDS[st.verdict]
 
 
