@@ -46,6 +46,9 @@ BERT = {"model_type": "bert", "hidden_size": 128, "num_hidden_layers": 2, "num_a
 T5 = {"model_type": "t5", "d_model": 128, "d_ff": 512, "d_kv": 32, "num_heads": 4, "num_layers": 2,
       "num_decoder_layers": 2, "vocab_size": 1000, "decoder_start_token_id": 0, "pad_token_id": 0,
       "architectures": ["T5ForConditionalGeneration"]}
+BART = {"model_type": "bart", "d_model": 128, "encoder_ffn_dim": 512, "decoder_ffn_dim": 512,
+        "encoder_attention_heads": 4, "decoder_attention_heads": 4, "encoder_layers": 2, "decoder_layers": 2,
+        "vocab_size": 1000, "max_position_embeddings": 128, "architectures": ["BartForConditionalGeneration"]}
 LLAMA = {"model_type": "llama", "hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
          "num_key_value_heads": 2, "intermediate_size": 344, "vocab_size": 1000,
          "architectures": ["LlamaForCausalLM"]}
@@ -64,11 +67,14 @@ CASES = [
     case("t5 eager bf16", T5, "eager", "bf16", t=32),
     case("t5 gated-gelu eager bf16", T5, "eager", "bf16", t=32, feed_forward_proj="gated-gelu"),
     case("t5 eager bf16 no dropout", T5, "eager", "bf16", t=48, dropout_rate=0.0),
+    case("bart eager bf16", BART, "eager", "bf16", t=32),
+    case("blenderbot eager bf16 all dropouts", BART, "eager", "bf16", t=48, model_type="blenderbot",
+         architectures=["BlenderbotForConditionalGeneration"], attention_dropout=0.1, activation_dropout=0.1),
     case("llama eager bf16", LLAMA, "eager", "bf16"),
     case("llama sdpa fp32", LLAMA, "sdpa", "fp32"),
     case("llama sdpa bf16", LLAMA, "sdpa", "bf16", b=2, s=96),
 ]
-QUICK = ("bert MLM eager bf16", "t5 eager bf16", "llama sdpa bf16")
+QUICK = ("bert MLM eager bf16", "t5 eager bf16", "bart eager bf16", "llama sdpa bf16")
 
 
 # ----------------------------------------------------------------------------- measurement
@@ -111,6 +117,10 @@ def build(c: dict):
 
 
 def layer_modules(model) -> list[tuple[str, object]]:
+    if hasattr(model, "model") and hasattr(model.model, "encoder") and hasattr(model.model, "decoder"):  # BART-like
+        stacks = model.model
+        return ([(f"encoder layer {i}", m) for i, m in enumerate(stacks.encoder.layers)]
+                + [(f"decoder layer {i}", m) for i, m in enumerate(stacks.decoder.layers)])
     if hasattr(model, "encoder") and hasattr(model, "decoder"):  # T5
         return ([(f"encoder layer {i}", m) for i, m in enumerate(model.encoder.block)]
                 + [(f"decoder layer {i}", m) for i, m in enumerate(model.decoder.block)])

@@ -386,9 +386,27 @@ def test_every_required_family_is_supported():
         "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma",
         "gemma2", "gemma3_text", "phi", "phi3", "gpt2", "gpt_neox", "gptj", "falcon", "bloom",
         "opt", "mpt", "starcoder2", "t5", "bert", "roberta", "deepseek_v2", "deepseek_v3",
-        "gpt_oss",
+        "gpt_oss", "bart", "mbart", "blenderbot",
     }
     assert set(SUPPORTED_MODEL_TYPES) == required
+
+
+def test_blenderbot_400m_distill_counts_exactly_and_its_zero_dropouts_drop_the_masks():
+    """facebook/blenderbot-400M-distill's config.json: 364,802,560 parameters as transformers 5.24 builds
+    BlenderbotForConditionalGeneration (the accelerate-deepspeed post's "400M" is rounded); attention and
+    activation dropout 0 keep no masks, the 0.1 dropout on the outputs does."""
+    config = {"model_type": "blenderbot", "architectures": ["BlenderbotForConditionalGeneration"],
+              "d_model": 1280, "encoder_layers": 2, "decoder_layers": 12, "encoder_attention_heads": 32,
+              "decoder_attention_heads": 32, "encoder_ffn_dim": 5120, "decoder_ffn_dim": 5120, "vocab_size": 8008,
+              "max_position_embeddings": 128, "dropout": 0.1, "attention_dropout": 0.0, "activation_dropout": 0.0}
+    spec = spec_from_hf_config(config)
+    assert spec.parameters == 364_802_560
+    assert (spec.encoder_layers, spec.decoder_layers, spec.num_layers) == (2, 12, 14)
+    assert spec.layer_facts is not None
+    assert (spec.layer_facts.attention_dropout, spec.layer_facts.hidden_dropout, spec.layer_facts.mlp_dropout) == \
+        (0.0, 0.1, 0.0)
+    assert not spec.layer_facts.loss_in_fp32  # CrossEntropyLoss on the model-dtype logits
+    assert spec.tied_embeddings is True  # lm_head and both stacks' embed_tokens are `shared`
 
 
 # --------------------------------------------------------------------------- errors

@@ -1,7 +1,7 @@
 """Oracle: memory/activations.py against what real transformers saves for backward (CPU).
 
-benchmarks/calibrate_activations.py runs one training forward of small BERT (eager), T5 (eager,
-encoder-decoder with a shorter target) and Llama (SDPA) configs under saved_tensors_hooks and compares the
+benchmarks/calibrate_activations.py runs one training forward of small BERT (eager), T5 and BART (eager,
+encoder-decoders with a shorter target) and Llama (SDPA) configs under saved_tensors_hooks and compares the
 bytes autograd keeps, layer by layer, with the estimate for the same config.json. Layers and the total
 must agree within 1 %; what is outside the layers within 5 % (rotary cos/sin, position-id buffers and
 the loss scalar are not modelled; benchmarks/activations.md).
@@ -31,6 +31,7 @@ def test_activations_match_saved_tensors(tmp_path):
             bound = 0.05 if row["part"].startswith("outside") else 0.01
             assert abs(row["gap"]) <= bound, (res["name"], row)
     # the encoder-decoder case has both stacks, over different lengths
-    t5 = next(r for r in results if r["name"].startswith("t5"))
-    parts = {row["part"].split(" (")[0] for row in t5["rows"]}
-    assert {"encoder layer", "decoder layer"} <= parts
+    for family in ("t5", "bart"):  # the encoder-decoder cases have both stacks, over different lengths
+        seq2seq = next(r for r in results if r["name"].startswith(family))
+        parts = {row["part"].split(" (")[0] for row in seq2seq["rows"]}
+        assert {"encoder layer", "decoder layer"} <= parts, family

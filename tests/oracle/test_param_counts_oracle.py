@@ -31,7 +31,8 @@ from zeroadvisor.model.hf import layout_from_hf_config, spec_from_hf_config  # n
 from zeroadvisor.model.layout import census  # noqa: E402
 
 # When config.json names no class, the count is of this Auto class (what the spec claims).
-_DEFAULT_AUTO = {"t5": "AutoModelForSeq2SeqLM", "bert": "AutoModelForMaskedLM", "roberta": "AutoModelForMaskedLM"}
+_DEFAULT_AUTO = {"bert": "AutoModelForMaskedLM", "roberta": "AutoModelForMaskedLM",
+                 **dict.fromkeys(("t5", "bart", "mbart", "blenderbot"), "AutoModelForSeq2SeqLM")}
 
 
 def _build(config: dict[str, Any]) -> Any:
@@ -112,6 +113,19 @@ _T5 = dict(
     num_layers=2,
     num_heads=4,
     relative_attention_num_buckets=16,
+)
+
+_BART = dict(
+    model_type="bart",
+    vocab_size=1000,
+    d_model=64,
+    max_position_embeddings=50,
+    encoder_layers=2,
+    decoder_layers=3,
+    encoder_attention_heads=4,
+    decoder_attention_heads=8,
+    encoder_ffn_dim=128,
+    decoder_ffn_dim=96,
 )
 
 CASES: dict[str, dict[str, Any]] = {
@@ -615,6 +629,25 @@ CASES: dict[str, dict[str, Any]] = {
     "t5-seqcls": dict(_T5, architectures=["T5ForSequenceClassification"], num_labels=3),
     "t5-tokcls": dict(_T5, architectures=["T5ForTokenClassification"]),
     "t5-qa": dict(_T5, architectures=["T5ForQuestionAnswering"]),
+    # ---- bart, mbart, blenderbot: real shapes (bart-large, blenderbot-400M-distill), the base classes, untied
+    # embeddings (four tables), encoder and decoder of different widths and depths, no decoder layers.
+    "bart-large": dict(
+        model_type="bart", architectures=["BartForConditionalGeneration"], vocab_size=50265, d_model=1024,
+        max_position_embeddings=1024, encoder_layers=12, decoder_layers=12, encoder_attention_heads=16,
+        decoder_attention_heads=16, encoder_ffn_dim=4096, decoder_ffn_dim=4096,
+    ),
+    "bart-model-untied-asym": dict(_BART, architectures=["BartModel"], tie_word_embeddings=False),
+    "bart-untied-lm": dict(_BART, tie_word_embeddings=False),
+    "bart-no-decoder-layers": dict(_BART, decoder_layers=0),
+    "mbart-default-head": dict(_BART, model_type="mbart"),
+    "mbart-model": dict(_BART, model_type="mbart", architectures=["MBartModel"]),
+    "blenderbot-400m-distill": dict(
+        model_type="blenderbot", architectures=["BlenderbotForConditionalGeneration"], vocab_size=8008,
+        d_model=1280, max_position_embeddings=128, encoder_layers=2, decoder_layers=12, encoder_attention_heads=32,
+        decoder_attention_heads=32, encoder_ffn_dim=5120, decoder_ffn_dim=5120, scale_embedding=True,
+    ),
+    "blenderbot-untied-asym": dict(_BART, model_type="blenderbot", tie_word_embeddings=False),
+    "blenderbot-model": dict(_BART, model_type="blenderbot", architectures=["BlenderbotModel"]),
     # ---- bert: real bert-base-uncased as BertModel and BertForMaskedLM; every head;
     # untied MLM; decoder with cross-attention.
     "bert-base-model": dict(
@@ -681,7 +714,7 @@ def test_every_supported_model_type_is_exercised() -> None:
     from zeroadvisor.model.hf import SUPPORTED_MODEL_TYPES
 
     assert {c["model_type"] for c in CASES.values()} == set(SUPPORTED_MODEL_TYPES)
-    assert len(SUPPORTED_MODEL_TYPES) == 26
+    assert len(SUPPORTED_MODEL_TYPES) == 29
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -718,6 +751,7 @@ REFUSED: dict[str, dict[str, Any]] = {
     "bert-heads-not-dividing": dict(model_type="bert", **{**_BERT, "hidden_size": 70}),
     "bert-cross-attention-without-decoder": dict(model_type="bert", add_cross_attention=True, **_BERT),
     "t5-bad-feed-forward-proj": dict(_T5, feed_forward_proj="gated-gelu-new"),
+    "bart-heads-not-dividing": dict(_BART, d_model=70),
 }
 
 

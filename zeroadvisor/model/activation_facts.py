@@ -70,6 +70,11 @@ ROWS: dict[str, Row] = {
                 (("hidden_act",), "gelu"), lm_head_transform=True),
     "roberta": Row("layernorm", (("attention_probs_dropout_prob",), 0.1), (("hidden_dropout_prob",), 0.1),
                    (("hidden_act",), "gelu"), lm_head_transform=True),
+    # BartConfig / MBartConfig / BlenderbotConfig: dropout (embeddings, attention and MLP outputs), attention_dropout
+    # on the probabilities, activation_dropout between the activation and fc2; eager softmax in the model dtype;
+    # the LM loss is CrossEntropyLoss on the model-dtype logits (+ final_logits_bias)
+    **{t: Row("layernorm", (("attention_dropout",), 0.0), (("dropout",), 0.1), (("activation_function",), "gelu"),
+              mlp_dropout=(("activation_dropout",), 0.0)) for t in ("bart", "mbart", "blenderbot")},
     # T5Config: one dropout_rate for attention probabilities, outputs and T5DenseActDense's inner dropout;
     # feed_forward_proj "relu" | "gated-gelu" (T5Config: dense_act_fn "gelu_new"); T5Stack drops out after its
     # final norm; block 0's relative_attention_bias looks up int64 (q, k) buckets

@@ -610,6 +610,87 @@ def _t5_head(c: Cfg, L: Layout, head: str) -> bool | None:
     return tied
 
 
+@dataclass(frozen=True, slots=True)
+class BartLike:
+    """What tells BART's descendants apart (bart/, mbart/ and blenderbot/modeling_*.py): the learned position
+    table's extra rows (BartLearnedPositionalEmbedding's offset 2), a LayerNorm on the embeddings of each stack
+    (layernorm_embedding) and one after its last layer (layer_norm, the pre-LN variants)."""
+
+    position_offset: int
+    embedding_norm: bool
+    final_norm: bool
+
+
+def _bart(like: BartLike, c: Cfg, L: Layout, head: str) -> Arch:
+    """BartModel and its descendants: ``shared`` embedding, encoder and decoder stacks with learned positions,
+    BartAttention (q/k/v/out_proj with biases), fc1/fc2 with biases, LayerNorms; the LM head is ``lm_head``.
+
+    With tie_word_embeddings (the default) ``lm_head`` and both stacks' ``embed_tokens`` are the ``shared``
+    tensor (_tied_weights_keys); without it each is its own table (measured with transformers 5.24 on the meta
+    device: four V x d tables). ``final_logits_bias`` is a buffer, not a parameter."""
+    d, V = c.hidden_size, c.vocab_size
+    tied = bool(c.tie_word_embeddings)
+    enc_n, dec_n = c.encoder_layers, c.decoder_layers
+    for heads in (c.encoder_attention_heads, c.decoder_attention_heads):
+        if d % heads:  # BartAttention raises ValueError
+            raise c.fail("d_model", f"d_model {d} is not divisible by the attention heads ({heads})")
+    root = L.sub("model") if head == SEQ2SEQ_LM else L
+    root.embedding("shared", V, d)
+    _bart_stack(like, c, root.sub("encoder"), enc_n, c.encoder_ffn_dim, decoder=False)
+    _bart_stack(like, c, root.sub("decoder"), dec_n, c.decoder_ffn_dim, decoder=True)
+    out: bool | None = None
+    if head == SEQ2SEQ_LM:
+        out = tied
+        L.linear("lm_head", d, V, False, tied_weight=tied)
+    elif head != BASE:  # pragma: no cover - a table bug
+        raise AssertionError(head)
+    notes = [f"num_layers counts {enc_n} encoder + {dec_n} decoder layers"]
+    heads, ffn = c.decoder_attention_heads, c.decoder_ffn_dim
+    if (c.encoder_attention_heads, c.encoder_ffn_dim) != (heads, ffn):
+        heads, ffn = max(heads, c.encoder_attention_heads), max(ffn, c.encoder_ffn_dim)
+        notes.append(f"encoder and decoder differ in heads or MLP width: activations costed with the larger "
+                     f"({heads} heads, MLP {ffn}), a bound")
+    return Arch(enc_n + dec_n, d, heads, heads, d // heads, ffn, V, gated=False, tied=out, notes=tuple(notes),
+                encoder_layers=enc_n, decoder_layers=dec_n)
+
+
+def _bart_stack(like: BartLike, c: Cfg, S: Layout, layers: int, ffn: int, *, decoder: bool) -> None:
+    """One BartEncoder / BartDecoder: token and position embeddings, its layers (the decoder's with
+    cross-attention), the LayerNorms the variant has."""
+    d = c.hidden_size
+    S.embedding("embed_tokens", c.vocab_size, d, shared=bool(c.tie_word_embeddings))
+    S.embedding("embed_positions", c.max_position_embeddings + like.position_offset, d)
+    if like.embedding_norm:
+        S.layer_norm("layernorm_embedding", d)
+    B = S.sub("layers.*", layers)
+    for attention in ("self_attn", "encoder_attn") if decoder else ("self_attn",):
+        for proj in ("k_proj", "v_proj", "q_proj", "out_proj"):
+            B.linear(f"{attention}.{proj}", d, d, True)
+        B.layer_norm(f"{attention}_layer_norm", d)
+    B.linear("fc1", d, ffn, True)
+    B.linear("fc2", ffn, d, True)
+    B.layer_norm("final_layer_norm", d)
+    if like.final_norm:
+        S.layer_norm("layer_norm", d)
+
+
+def _bart_fields(**defaults: F) -> dict[str, F]:
+    """BartConfig's keys (MBartConfig and BlenderbotConfig declare the same): the matrix sizes required."""
+    return {
+        "vocab_size": F(),
+        "hidden_size": F(keys=("d_model", "hidden_size")),
+        "max_position_embeddings": F(),
+        "encoder_layers": F(kind="nonneg"),
+        "decoder_layers": F(kind="nonneg"),
+        "encoder_attention_heads": F(),
+        "decoder_attention_heads": F(),
+        "encoder_ffn_dim": F(),
+        "decoder_ffn_dim": F(),
+        "tie_word_embeddings": F(True, "bool"),
+        **defaults,
+    }
+
+
 # --------------------------------------------------------------------------- the table
 
 
@@ -1329,6 +1410,32 @@ _register(
         lambda c, L, head: _bert(c, L, head, roberta=True),
         _encoder_heads("Roberta", "RobertaForCausalLM", {}),
         "RobertaForMaskedLM",
+    ),
+    # bart/, mbart/, blenderbot/modeling_*.py: the same encoder-decoder; the position table, the embedding
+    # LayerNorm and the stacks' final LayerNorm differ (BartLike)
+    Family(
+        "bart",
+        "bart/modeling_bart.py",
+        _bart_fields(),
+        lambda c, L, head: _bart(BartLike(2, embedding_norm=True, final_norm=False), c, L, head),
+        {"BartModel": BASE, "BartForConditionalGeneration": SEQ2SEQ_LM},
+        "BartForConditionalGeneration",
+    ),
+    Family(
+        "mbart",
+        "mbart/modeling_mbart.py",
+        _bart_fields(),
+        lambda c, L, head: _bart(BartLike(2, embedding_norm=True, final_norm=True), c, L, head),
+        {"MBartModel": BASE, "MBartForConditionalGeneration": SEQ2SEQ_LM},
+        "MBartForConditionalGeneration",
+    ),
+    Family(
+        "blenderbot",
+        "blenderbot/modeling_blenderbot.py",
+        _bart_fields(),
+        lambda c, L, head: _bart(BartLike(0, embedding_norm=False, final_norm=True), c, L, head),
+        {"BlenderbotModel": BASE, "BlenderbotForConditionalGeneration": SEQ2SEQ_LM},
+        "BlenderbotForConditionalGeneration",
     ),
     Family(
         "t5",
