@@ -46,6 +46,20 @@ BERT = {"model_type": "bert", "hidden_size": 128, "num_hidden_layers": 2, "num_a
 T5 = {"model_type": "t5", "d_model": 128, "d_ff": 512, "d_kv": 32, "num_heads": 4, "num_layers": 2,
       "num_decoder_layers": 2, "vocab_size": 1000, "decoder_start_token_id": 0, "pad_token_id": 0,
       "architectures": ["T5ForConditionalGeneration"]}
+GQA = {"hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
+       "intermediate_size": 344, "vocab_size": 1000}
+QWEN3 = {**GQA, "model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"]}
+QWEN3_MOE = {**GQA, "model_type": "qwen3_moe", "architectures": ["Qwen3MoeForCausalLM"], "num_experts": 4,
+             "num_experts_per_tok": 2, "moe_intermediate_size": 64, "decoder_sparse_step": 1}
+QWEN2_MOE = {**GQA, "model_type": "qwen2_moe", "architectures": ["Qwen2MoeForCausalLM"], "num_experts": 4,
+             "num_experts_per_tok": 2, "moe_intermediate_size": 64, "shared_expert_intermediate_size": 96,
+             "decoder_sparse_step": 1}
+MIXTRAL = {**GQA, "model_type": "mixtral", "architectures": ["MixtralForCausalLM"], "num_local_experts": 4,
+           "num_experts_per_tok": 2}
+GPT_OSS = {**GQA, "model_type": "gpt_oss", "architectures": ["GptOssForCausalLM"], "num_local_experts": 4,
+           "num_experts_per_tok": 2, "intermediate_size": 64}
+GEMMA2 = {**GQA, "model_type": "gemma2", "architectures": ["Gemma2ForCausalLM"]}
+GEMMA3 = {**GQA, "model_type": "gemma3_text", "architectures": ["Gemma3ForCausalLM"]}
 BART = {"model_type": "bart", "d_model": 128, "encoder_ffn_dim": 512, "decoder_ffn_dim": 512,
         "encoder_attention_heads": 4, "decoder_attention_heads": 4, "encoder_layers": 2, "decoder_layers": 2,
         "vocab_size": 1000, "max_position_embeddings": 128, "architectures": ["BartForConditionalGeneration"]}
@@ -70,11 +84,19 @@ CASES = [
     case("bart eager bf16", BART, "eager", "bf16", t=32),
     case("blenderbot eager bf16 all dropouts", BART, "eager", "bf16", t=48, model_type="blenderbot",
          architectures=["BlenderbotForConditionalGeneration"], attention_dropout=0.1, activation_dropout=0.1),
+    case("qwen3 sdpa bf16", QWEN3, "sdpa", "bf16"),
+    case("qwen3_moe sdpa bf16", QWEN3_MOE, "sdpa", "bf16"),
+    case("qwen2_moe sdpa bf16", QWEN2_MOE, "sdpa", "bf16"),
+    case("mixtral sdpa bf16", MIXTRAL, "sdpa", "bf16"),
+    case("gpt_oss eager bf16", GPT_OSS, "eager", "bf16"),  # attention sinks: eager or FlashAttention 3 only
+    case("gemma2 eager bf16", GEMMA2, "eager", "bf16"),  # transformers runs Gemma 2 eager or FlashAttention only
+    case("gemma3 eager bf16", GEMMA3, "eager", "bf16"),
     case("llama eager bf16", LLAMA, "eager", "bf16"),
     case("llama sdpa fp32", LLAMA, "sdpa", "fp32"),
     case("llama sdpa bf16", LLAMA, "sdpa", "bf16", b=2, s=96),
 ]
-QUICK = ("bert MLM eager bf16", "t5 eager bf16", "bart eager bf16", "llama sdpa bf16")
+QUICK = ("bert MLM eager bf16", "t5 eager bf16", "bart eager bf16", "qwen3_moe sdpa bf16", "gemma2 eager bf16",
+         "gemma3 eager bf16", "llama sdpa bf16")
 
 
 # ----------------------------------------------------------------------------- measurement

@@ -164,3 +164,64 @@ def test_t5_under_sdpa_keeps_a_position_bias_per_attention():
                                                   activation_checkpointing="selective"), 4, "bf16").parts)
     assert enc - no_bias["encoder layer"] == 4 * 64 * 64 * 4 * 2
     assert dec - no_bias["decoder layer"] == 4 * 32 * 32 * 4 * 2 + 4 * 32 * 64 * 4 * 2
+
+
+def _llama_like(model_type: str, **extra: object) -> dict:
+    return {"model_type": model_type, "hidden_size": 4096, "num_hidden_layers": 2, "num_attention_heads": 32,
+            "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 12288, "vocab_size": 151936, **extra}
+
+
+def _per_layer(config: dict, seq: int = 1024, flash: bool = True) -> int:
+    spec = spec_from_hf_config(config)
+    shape = TrainingShape(sequence_length=seq, activation_checkpointing="none", flash_attention=flash)
+    return activation_bytes(spec, shape, 1, "bf16").per_layer
+
+
+def test_qwen3_q_and_k_norms_keep_what_an_rms_norm_keeps_per_head():
+    # Qwen3Attention's q_norm / k_norm (LlamaRMSNorm's code over head_dim): per token the fp32 input, the cast
+    # input and one fp32 rstd per head, at 32 query heads (4096 wide) and 8 kv heads (1024 wide)
+    s = 1024
+    qk = (4 * 4096 + 2 * 4096 + 4 * 32) + (4 * 1024 + 2 * 1024 + 4 * 8)
+    assert _per_layer(_llama_like("qwen3")) - _per_layer(_llama_like("qwen2")) == s * qk
+
+
+def test_gemma2_four_norms_and_soft_caps_gemma3_its_q_k_norms():
+    g2 = _llama_like("gemma2", architectures=["Gemma2ForCausalLM"])
+    g3 = _llama_like("gemma3_text", architectures=["Gemma3ForCausalLM"])
+    gemma = _llama_like("gemma", architectures=["GemmaForCausalLM"])
+    s, h, a, norm = 1024, 4096, 32, 2 * 4 * 4096 + 4  # GemmaRMSNorm: two fp32 tensors and the rstd
+    # two more norms per layer than Gemma (pre- and post-feedforward, post-attention)
+    assert _per_layer(g2) - _per_layer(gemma) == s * 2 * norm
+    # eager: Gemma 2's attn_logit_softcapping keeps the tanh output, one bf16 score tensor more
+    assert _per_layer(g2, flash=False) - _per_layer(g2) - (_per_layer(gemma, flash=False) - _per_layer(gemma)) == \
+        a * s * s * 2
+    # a null cap turns it off, as `if config.attn_logit_softcapping is not None`
+    off = dict(g2, attn_logit_softcapping=None)
+    assert _per_layer(off, flash=False) - _per_layer(g2, flash=False) == -a * s * s * 2
+    # Gemma 3: q/k GemmaRMSNorm per head, no caps by default
+    assert _per_layer(g3) - _per_layer(g2) == s * ((2 * 4 * 4096 + 4 * 32) + (2 * 4 * 1024 + 4 * 8))
+    assert _per_layer(g3, flash=False) - _per_layer(g3) < _per_layer(g2, flash=False) - _per_layer(g2)
+    # the logits' soft-cap: its tanh output (bf16, vocabulary-wide) is kept with the head's input
+    spec2, spec_off = spec_from_hf_config(g2), spec_from_hf_config(dict(g2, final_logit_softcapping=None))
+    shape = TrainingShape(sequence_length=s, activation_checkpointing="none", flash_attention=True)
+    capped, plain = activation_bytes(spec2, shape, 1, "bf16"), activation_bytes(spec_off, shape, 1, "bf16")
+    assert capped.nbytes - plain.nbytes == 2 * s * 151936
+    assert h  # the width the norms above are over
+
+
+def test_moe_layers_keep_the_router_and_dispatch_tensors():
+    s, h, e = 1024, 4096, 2
+    dense = _llama_like("qwen3", intermediate_size=768)
+    moe = _llama_like("qwen3_moe", moe_intermediate_size=768, num_experts=128, num_experts_per_tok=8,
+                      decoder_sparse_step=1)
+    k, E, f = 8, 128, 768
+    # routed: k experts' gated MLPs (4 × 2f each) instead of one; the router's fp32 probabilities over E, four
+    # int64 index tensors of k per token, and per routed copy its gathered input, its down output and its weight
+    extra = (k - 1) * 4 * e * f + 4 * E + 4 * 8 * k + k * (2 * e * h + e)
+    assert _per_layer(moe) - _per_layer(dense) == s * extra
+    # Qwen2-MoE's shared expert: a gated MLP of its own width (4 tensors of it; its gate's sigmoid output and the
+    # shared output the product keeps are the same at any width: the oracle measures them)
+    q2 = _llama_like("qwen2_moe", moe_intermediate_size=768, num_experts=64, num_experts_per_tok=8,
+                     shared_expert_intermediate_size=2048, decoder_sparse_step=1)
+    narrower = dict(q2, shared_expert_intermediate_size=1024)
+    assert _per_layer(q2) - _per_layer(narrower) == s * 4 * e * 1024

@@ -35,6 +35,13 @@ Per layer (a stack of self-attention + MLP; an encoder-decoder's decoder layer a
   T5's dropout between activation and down projection adds its mask f and its output (then 2·e·f for
   ReLU); a dropout mask h on the MLP output when hidden dropout > 0.
 
+Beyond Korthikanti's terms, what a family's code adds (model/activation_facts.py says which): a q/k norm over
+head_dim keeps its norm's tensors per head (Qwen3, Gemma 3); Gemma 2/3 have four norms per layer; Gemma 2's tanh
+soft-caps keep their outputs (the eager scores, and the logits: kept with the head's input); an MoE layer keeps
+the router's fp32 probabilities over the E experts, the top-k and dispatch indices (int64) and, per routed copy,
+its gathered input, its down-projection output and its routing weight, plus a shared expert's MLP (Qwen2-MoE:
+with its sigmoid gate). Each is measured on CPU in benchmarks/activations.md.
+
 Outside the layers, per stack: the embedding dropout mask (hidden dropout > 0) and one norm (the
 embedding LayerNorm of post-LN models or the final norm of pre-norm ones); an encoder-decoder keeps
 the encoder output e·h per source token for every cross-attention's K/V projections (one tensor); the
@@ -99,17 +106,18 @@ def _dropout(p: float | None) -> int:
     return 0 if p is not None and p <= 0 else MASK
 
 
-def norm_bytes(kind: str, e: int, h: int) -> int:
-    """Per token, one norm (its output excluded: the next op keeps it as its input)."""
+def norm_bytes(kind: str, e: int, h: int, rows: int = 1) -> int:
+    """Per token, one norm over ``rows`` vectors of width h/rows each (a q/k norm: one per head; its statistics
+    are per row), its output excluded: the next op keeps it as its input."""
     if kind == liger.NORM:  # Liger's RMSNorm (memory/liger.py)
         return liger.norm_bytes(e, h)
     if kind == "rmsnorm":  # llama/modeling_llama.py LlamaRMSNorm.forward
-        return FP32 * h + e * h + RMS_STATS
+        return FP32 * h + e * h + RMS_STATS * rows
     if kind == "gemma":  # gemma/modeling_gemma.py GemmaRMSNorm: normalised and scaled in fp32, then cast
-        return 2 * FP32 * h + RMS_STATS
+        return 2 * FP32 * h + RMS_STATS * rows
     if kind == "t5":  # t5/modeling_t5.py T5LayerNorm.forward
-        return (FP32 * h if e != FP32 else 0) + 2 * e * h + RMS_STATS
-    return e * h + LN_STATS  # torch.nn.LayerNorm (native_layer_norm saves input, mean, rstd)
+        return (FP32 * h if e != FP32 else 0) + 2 * e * h + RMS_STATS * rows
+    return e * h + LN_STATS * rows  # torch.nn.LayerNorm (native_layer_norm saves input, mean, rstd)
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +130,8 @@ class _Dims:
     f: int
     k: int
     gated: bool
+    experts: int = 0  # routed experts of an MoE layer (0: a dense MLP)
+    shared: int = 0  # the shared expert's MLP width (0: none)
 
 
 def attention_bytes(d: _Dims, facts: LayerFacts, sq: int, sk: int, b: int, fused: bool) -> tuple[int, int]:
@@ -133,6 +143,11 @@ def attention_bytes(d: _Dims, facts: LayerFacts, sq: int, sk: int, b: int, fused
     kv = d.kv if fused else d.q  # eager: repeat_kv expands K/V to every query head; SDPA: enable_gqa
     linear = tq * e * d.h + tq * e * d.q + 2 * tk * e * kv + tq * e * d.q  # input, Q, K, V, out-proj input
     linear += tq * d.h * _dropout(facts.hidden_dropout)  # dropout on the attention output
+    if facts.qk_norm and d.heads:
+        # q_norm / k_norm over head_dim (qwen3/modeling_qwen3.py, gemma3/modeling_gemma3.py Attention.forward):
+        # each keeps what its norm keeps, per head; K is normed before repeat_kv, at the kv heads
+        kv_heads = max(1, d.heads * d.kv // d.q)
+        linear += tq * norm_bytes(facts.qk_norm, e, d.q, d.heads) + tk * norm_bytes(facts.qk_norm, e, d.kv, kv_heads)
     scores = 0
     if fused:
         if d.heads:
@@ -149,7 +164,8 @@ def attention_bytes(d: _Dims, facts: LayerFacts, sq: int, sk: int, b: int, fused
         sm = FP32 if facts.softmax_fp32 else e
         mask = _dropout(facts.attention_dropout)
         probs = e if (sm != e or mask) else 0  # a new tensor the value matmul keeps
-        scores = d.heads * sq * sk * b * (sm + probs + mask)
+        capped = e if facts.attention_softcap else 0  # Gemma 2's tanh soft-cap keeps its output
+        scores = d.heads * sq * sk * b * (sm + probs + mask + capped)
     return linear, scores
 
 
@@ -157,7 +173,10 @@ def attention_bytes(d: _Dims, facts: LayerFacts, sq: int, sk: int, b: int, fused
 # its input (GELU, SiLU, GELUTanh); NewGELUActivation ("gelu_new") is written out in Python and keeps its
 # input, 0.5·input, the tanh output and 1 + tanh; QuickGELU keeps its input and the sigmoid. ReLU keeps
 # its output instead, which is the tensor the next op keeps anyway.
-ACTIVATION_TENSORS = {"gelu_new": 4, "quick_gelu": 2, "relu": 0}
+ACTIVATION_TENSORS = {"gelu_new": 4, "quick_gelu": 2, "relu": 0,
+                      # gpt_oss/modeling_gpt_oss.py GptOssExperts._apply_gate: the clamped gate and up, the sigmoid,
+                      # the GLU and (up + 1) keep 5 f-wide tensors with the fused gate_up output's 2f (measured)
+                      "gpt_oss_glu": 4}
 
 
 def mlp_bytes(d: _Dims, facts: LayerFacts, tokens: int) -> int:
@@ -175,7 +194,19 @@ def mlp_bytes(d: _Dims, facts: LayerFacts, tokens: int) -> int:
         wide = (act + 1) * d.e * d.f
     if inner:
         wide += MASK * d.f
-    return tokens * (d.e * d.h + d.k * wide + d.h * _dropout(facts.hidden_dropout))
+    routed = 0
+    if d.experts:
+        # the sparse MoE block (qwen3_moe/modeling_qwen3_moe.py Qwen3MoeTopKRouter and Experts; mixtral, qwen2_moe
+        # the same): the router's fp32 softmax over the experts, the top-k indices and the token order of the
+        # dispatch (int64), and per routed copy its gathered input, its down-projection output and its routing
+        # weight (measured: benchmarks/activations.md)
+        router = d.e * d.k if facts.router_topk_softmax else FP32 * d.experts  # the softmax output it keeps
+        routed = router + 4 * IDS * d.k + d.k * (2 * d.e * d.h + d.e)
+        if d.shared:
+            # the shared expert, a gated MLP of its own width on the same input, and (Qwen2-MoE) the sigmoid
+            # gate's output and the shared output its product keeps: a bound for DeepSeek, which adds it ungated
+            routed += (ACTIVATION_TENSORS.get(facts.activation, 1) + 3) * d.e * d.shared + d.e * d.h + d.e
+    return tokens * (d.e * d.h + d.k * wide + d.h * _dropout(facts.hidden_dropout) + routed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,7 +304,7 @@ def _dimensions(spec: ModelSpec, e: int, h: int, notes: list[str]) -> _Dims:
     if spec.gated_mlp is None and spec.intermediate_size:
         notes.append("MLP gating unknown: costed as a two-matrix (GeLU) MLP")
     k = (spec.experts_per_token or 1) if spec.num_experts else 1  # each token runs k experts' MLPs
-    return _Dims(e, h, q, kv, heads, f, k, bool(spec.gated_mlp))
+    return _Dims(e, h, q, kv, heads, f, k, bool(spec.gated_mlp), spec.num_experts or 0, spec.shared_expert_size or 0)
 
 
 def _stacks(spec: ModelSpec, shape: TrainingShape, L: int, s: int, notes: list[str]) -> tuple[list[_Stack], int]:
@@ -351,6 +382,8 @@ def _head_input(spec: ModelSpec, d: _Dims, facts: LayerFacts, out_tokens: int) -
     """What the head keeps of its input: the LM head's (or classifier's) input, BERT's head transform."""
     e, h = d.e, d.h
     head = e * out_tokens * h  # LM head (or classifier) input
+    if facts.final_softcap and spec.lm_head is not False and spec.vocab_size:
+        head += e * out_tokens * spec.vocab_size  # Gemma 2's logits soft-cap: the tanh output, kept for its backward
     if facts.head_transform and spec.lm_head is not False:
         # BertLMPredictionHead.transform: dense input, GeLU input, LayerNorm (the decoder input is above)
         head += out_tokens * (2 * e * h + norm_bytes("layernorm", e, h))

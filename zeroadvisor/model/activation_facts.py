@@ -22,6 +22,9 @@ LM_HEADS = frozenset({CAUSAL_LM, MLM, PRETRAINING, SEQ2SEQ_LM})  # heads with vo
 UPCAST_LOSS_HEADS = frozenset({CAUSAL_LM})
 
 
+Softcap = tuple[tuple[str, ...], float | None]  # config keys (first present wins), the class default (None: off)
+
+
 @dataclass(frozen=True, slots=True)
 class Row:
     norm: str  # "layernorm" | "rmsnorm" | "gemma" | "t5"
@@ -33,21 +36,41 @@ class Row:
     final_dropout: bool = False
     relative_position_buckets: bool = False
     lm_head_transform: bool = False  # BertLMPredictionHead / RobertaLMHead: dense + act + LayerNorm
+    norms_per_layer: int = 2
+    qk_norm: str | None = None  # q_norm / k_norm over head_dim, of this norm kind
+    router_topk_softmax: bool = False  # the MoE router's softmax over its top-k logits, not over every expert
+    # config keys that enable tanh soft-capping, with the class default (None: off)
+    attention_softcap: Softcap | None = None
+    final_softcap: Softcap | None = None
 
 
-def _llama(act: str = "silu", norm: str = "rmsnorm") -> Row:
+def _llama(act: str = "silu", norm: str = "rmsnorm", *, norms_per_layer: int = 2, qk_norm: str | None = None,
+           attention_softcap: Softcap | None = None, final_softcap: Softcap | None = None) -> Row:
     # LlamaConfig & co.: attention_dropout 0.0, no residual/embedding dropout; eager softmax in fp32
-    return Row(norm, (("attention_dropout",), 0.0), ((), 0.0), (("hidden_act",), act), softmax_fp32=True)
+    return Row(norm, (("attention_dropout",), 0.0), ((), 0.0), (("hidden_act",), act), softmax_fp32=True,
+               norms_per_layer=norms_per_layer, qk_norm=qk_norm, attention_softcap=attention_softcap,
+               final_softcap=final_softcap)
 
 
 ROWS: dict[str, Row] = {
-    **{t: _llama() for t in ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe",
-                              "deepseek_v2", "deepseek_v3")},
-    "gpt_oss": Row("rmsnorm", (("attention_dropout",), 0.0), ((), 0.0), (("hidden_act",), "silu")),
+    **{t: _llama() for t in ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "deepseek_v2", "deepseek_v3")},
+    # Qwen3Attention: q_norm / k_norm (Qwen3RMSNorm, LlamaRMSNorm's code) over head_dim on Q and K
+    **{t: _llama(qk_norm="rmsnorm") for t in ("qwen3", "qwen3_moe")},
+    # GptOssRMSNorm scales the fp32 input by the weight before the cast (two fp32 tensors, as Gemma's); the experts'
+    # clamped GLU (GptOssExperts._apply_gate) keeps five f-wide tensors of a routed copy's fused gate_up output;
+    # the router takes the top-k of its logits and a softmax over those k (GptOssTopKRouter)
+    "gpt_oss": Row("gemma", (("attention_dropout",), 0.0), ((), 0.0), ((), "gpt_oss_glu"), router_topk_softmax=True),
     # GemmaRMSNorm: x.float() normalised and scaled in fp32, then cast (gemma/modeling_gemma.py)
     "gemma": _llama("gelu_pytorch_tanh", "gemma"),
-    "gemma2": _llama("gelu_pytorch_tanh", "gemma"),
-    "gemma3_text": _llama("gelu_pytorch_tanh", "gemma"),
+    # Gemma2DecoderLayer / Gemma3DecoderLayer: input, post-attention, pre- and post-feedforward norms; Gemma 2 caps
+    # the eager scores (attn_logit_softcapping 50.0) and the logits (final_logit_softcapping 30.0) with tanh;
+    # Gemma 3 adds q_norm / k_norm (GemmaRMSNorm) and caps only where its config says
+    "gemma2": _llama("gelu_pytorch_tanh", "gemma", norms_per_layer=4,
+                     attention_softcap=(("attn_logit_softcapping",), 50.0),
+                     final_softcap=(("final_logit_softcapping",), 30.0)),
+    "gemma3_text": _llama("gelu_pytorch_tanh", "gemma", norms_per_layer=4, qk_norm="gemma",
+                          attention_softcap=(("attn_logit_softcapping",), None),
+                          final_softcap=(("final_logit_softcapping",), None)),
     "phi": Row("layernorm", (("attention_dropout",), 0.0), (("resid_pdrop",), 0.0), (("hidden_act",), "gelu_new"),
                softmax_fp32=True),
     "phi3": Row("rmsnorm", (("attention_dropout",), 0.0), (("resid_pdrop",), 0.0), (("hidden_act",), "silu"),
@@ -119,4 +142,23 @@ def layer_facts(model_type: str, config: Mapping[str, JSONValue], head: str) -> 
         final_dropout=row.final_dropout,
         relative_position_buckets=row.relative_position_buckets,
         head_transform=row.lm_head_transform and head in LM_HEADS,
+        norms_per_layer=row.norms_per_layer,
+        router_topk_softmax=row.router_topk_softmax,
+        qk_norm=row.qk_norm,
+        attention_softcap=_capped(config, row.attention_softcap),
+        final_softcap=_capped(config, row.final_softcap) and head in LM_HEADS,
     )
+
+
+def _capped(config: Mapping[str, JSONValue], spec: Softcap | None) -> bool:
+    """Whether a soft-capping key is on: a number (the cap) where the config or the class default gives one;
+    null (or absent where the default is None) turns it off (``if self.config.final_logit_softcapping is not
+    None``)."""
+    if spec is None:
+        return False
+    keys, default = spec
+    for key in keys:
+        if key in config:
+            value = config[key]
+            return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return default is not None

@@ -63,6 +63,7 @@ class Arch:
     decoder_layers: int | None = None
     # the layout differs between transformers 4.x and 5.x (an MoE block with a MoeV4 row)
     release_dependent: bool = False
+    shared_expert_width: int | None = None  # an MoE block's always-on shared expert MLP (None: none)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -361,7 +362,18 @@ def _decoder(d: Dec, c: Cfg, L: Layout, head: str) -> Arch:
         tied=tied,
         notes=(_moe_note(m, c, n_moe, width),) if m is not None else (),
         release_dependent=m is not None and m.v4 is not None,
+        shared_expert_width=_shared_expert_width(m, c) if m is not None else None,
     )
+
+
+def _shared_expert_width(m: Moe, c: Cfg) -> int | None:
+    """The shared expert's MLP width (_shared_experts builds it): Qwen2-MoE's shared_expert, DeepSeek's
+    n_shared_experts experts as one MLP."""
+    if m.shared == "qwen2":
+        return int(c.shared_expert_intermediate_size)
+    if m.shared == "deepseek":
+        return int(c.moe_intermediate_size * c.n_shared_experts) or None
+    return None
 
 
 def _decoder_embeddings(d: Dec, c: Cfg, base: Layout) -> int:

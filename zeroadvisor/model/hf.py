@@ -125,6 +125,7 @@ def spec_from_hf_config(config: Mapping[str, JSONValue], source: str = "", trans
         gated_mlp=arch.gated,
         num_experts=arch.experts,
         experts_per_token=arch.top_k,
+        shared_expert_size=arch.shared_expert_width,
         largest_layer_parameters=t.largest,
         embedding_parameters=t.embedding,
         tied_embeddings=arch.tied,

@@ -35,6 +35,10 @@ class LayerFacts:
     final_dropout: bool = False  # a dropout after each stack's final norm (T5Stack)
     relative_position_buckets: bool = False  # int64 (s, s) bucket indices per stack (T5Attention.compute_bias)
     head_transform: bool = False  # dense + activation + LayerNorm before the LM decoder (BertLMPredictionHead)
+    qk_norm: str | None = None  # a norm of this kind over head_dim on Q and K (Qwen3, Gemma 3): None without
+    router_topk_softmax: bool = False  # MoE router: softmax over the top-k logits (GPT-OSS), not over all experts
+    attention_softcap: bool = False  # eager scores through tanh (Gemma 2 attn_logit_softcapping): its output kept
+    final_softcap: bool = False  # logits through tanh before the loss (Gemma 2 final_logit_softcapping)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +61,7 @@ class ModelSpec:
     gated_mlp: bool | None = None  # SwiGLU/GeGLU: three projections instead of two
     num_experts: int | None = None  # routed experts per MoE layer
     experts_per_token: int | None = None  # top-k
+    shared_expert_size: int | None = None  # the MLP width of an MoE layer's shared expert(s) (Qwen2-MoE, DeepSeek)
     # Largest number of parameters owned directly by one module (not its children):
     # ZeRO-3 gathers a module's own parameters at once (DS estimator's largest_layer_params).
     largest_layer_parameters: int | None = None
