@@ -58,6 +58,8 @@ MIXTRAL = {**GQA, "model_type": "mixtral", "architectures": ["MixtralForCausalLM
            "num_experts_per_tok": 2}
 GPT_OSS = {**GQA, "model_type": "gpt_oss", "architectures": ["GptOssForCausalLM"], "num_local_experts": 4,
            "num_experts_per_tok": 2, "intermediate_size": 64}
+PHI = {"model_type": "phi", "hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+       "intermediate_size": 512, "vocab_size": 1000, "architectures": ["PhiForCausalLM"]}
 GEMMA2 = {**GQA, "model_type": "gemma2", "architectures": ["Gemma2ForCausalLM"]}
 GEMMA3 = {**GQA, "model_type": "gemma3_text", "architectures": ["Gemma3ForCausalLM"]}
 BART = {"model_type": "bart", "d_model": 128, "encoder_ffn_dim": 512, "decoder_ffn_dim": 512,
@@ -89,6 +91,7 @@ CASES = [
     case("qwen2_moe sdpa bf16", QWEN2_MOE, "sdpa", "bf16"),
     case("mixtral sdpa bf16", MIXTRAL, "sdpa", "bf16"),
     case("gpt_oss eager bf16", GPT_OSS, "eager", "bf16"),  # attention sinks: eager or FlashAttention 3 only
+    case("phi sdpa bf16", PHI, "sdpa", "bf16"),  # attention and MLP in parallel on one norm
     case("gemma2 eager bf16", GEMMA2, "eager", "bf16"),  # transformers runs Gemma 2 eager or FlashAttention only
     case("gemma3 eager bf16", GEMMA3, "eager", "bf16"),
     case("llama eager bf16", LLAMA, "eager", "bf16"),

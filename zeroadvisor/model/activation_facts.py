@@ -71,8 +71,9 @@ ROWS: dict[str, Row] = {
     "gemma3_text": _llama("gelu_pytorch_tanh", "gemma", norms_per_layer=4, qk_norm="gemma",
                           attention_softcap=(("attn_logit_softcapping",), None),
                           final_softcap=(("final_logit_softcapping",), None)),
+    # PhiDecoderLayer: attention and MLP in parallel on one input_layernorm's output (one norm per layer)
     "phi": Row("layernorm", (("attention_dropout",), 0.0), (("resid_pdrop",), 0.0), (("hidden_act",), "gelu_new"),
-               softmax_fp32=True),
+               softmax_fp32=True, norms_per_layer=1),
     "phi3": Row("rmsnorm", (("attention_dropout",), 0.0), (("resid_pdrop",), 0.0), (("hidden_act",), "silu"),
                 softmax_fp32=True),
     "gpt2": Row("layernorm", (("attn_pdrop",), 0.1), (("resid_pdrop",), 0.1), (("activation_function",), "gelu_new")),
