@@ -60,6 +60,10 @@ GPT_OSS = {**GQA, "model_type": "gpt_oss", "architectures": ["GptOssForCausalLM"
            "num_experts_per_tok": 2, "intermediate_size": 64}
 PHI = {"model_type": "phi", "hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
        "intermediate_size": 512, "vocab_size": 1000, "architectures": ["PhiForCausalLM"]}
+GPTJ = {"model_type": "gptj", "n_embd": 128, "n_layer": 2, "n_head": 4, "rotary_dim": 16, "vocab_size": 1000,
+        "n_positions": 128, "architectures": ["GPTJForCausalLM"]}
+MPT = {"model_type": "mpt", "d_model": 128, "n_layers": 2, "n_heads": 4, "vocab_size": 1000, "max_seq_len": 128,
+       "architectures": ["MptForCausalLM"]}
 GEMMA2 = {**GQA, "model_type": "gemma2", "architectures": ["Gemma2ForCausalLM"]}
 GEMMA3 = {**GQA, "model_type": "gemma3_text", "architectures": ["Gemma3ForCausalLM"]}
 BART = {"model_type": "bart", "d_model": 128, "encoder_ffn_dim": 512, "decoder_ffn_dim": 512,
@@ -92,6 +96,8 @@ CASES = [
     case("mixtral sdpa bf16", MIXTRAL, "sdpa", "bf16"),
     case("gpt_oss eager bf16", GPT_OSS, "eager", "bf16"),  # attention sinks: eager or FlashAttention 3 only
     case("phi sdpa bf16", PHI, "sdpa", "bf16"),  # attention and MLP in parallel on one norm
+    case("gptj sdpa bf16", GPTJ, "sdpa", "bf16"),  # attention and MLP in parallel on one norm
+    case("mpt eager bf16", MPT, "eager", "bf16"),  # eager only; its softmax in fp32
     case("gemma2 eager bf16", GEMMA2, "eager", "bf16"),  # transformers runs Gemma 2 eager or FlashAttention only
     case("gemma3 eager bf16", GEMMA3, "eager", "bf16"),
     case("llama eager bf16", LLAMA, "eager", "bf16"),
@@ -149,8 +155,11 @@ def layer_modules(model) -> list[tuple[str, object]]:
     if hasattr(model, "encoder") and hasattr(model, "decoder"):  # T5
         return ([(f"encoder layer {i}", m) for i, m in enumerate(model.encoder.block)]
                 + [(f"decoder layer {i}", m) for i, m in enumerate(model.decoder.block)])
-    base = getattr(model, "bert", None) or getattr(model, "model", None)
-    layers = base.encoder.layer if hasattr(base, "encoder") else base.layers
+    base = getattr(model, "bert", None) or getattr(model, "model", None) or getattr(model, "transformer", None)
+    if hasattr(base, "encoder"):
+        layers = base.encoder.layer
+    else:  # LlamaModel & co.: layers; GPT-J: h; MPT: blocks
+        layers = next(getattr(base, name) for name in ("layers", "h", "blocks") if hasattr(base, name))
     return [(f"layer {i}", m) for i, m in enumerate(layers)]
 
 

@@ -79,13 +79,17 @@ ROWS: dict[str, Row] = {
     "gpt2": Row("layernorm", (("attn_pdrop",), 0.1), (("resid_pdrop",), 0.1), (("activation_function",), "gelu_new")),
     "gpt_neox": Row("layernorm", (("attention_dropout",), 0.0), (("hidden_dropout",), 0.0), (("hidden_act",), "gelu"),
                     softmax_fp32=True),
-    "gptj": Row("layernorm", (("attn_pdrop",), 0.0), (("resid_pdrop",), 0.0), (("activation_function",), "gelu_new")),
+    # GPTJBlock: attention and MLP in parallel on ln_1's output (one norm per layer)
+    "gptj": Row("layernorm", (("attn_pdrop",), 0.0), (("resid_pdrop",), 0.0), (("activation_function",), "gelu_new"),
+                norms_per_layer=1),
     "falcon": Row("layernorm", (("attention_dropout",), 0.0), (("hidden_dropout",), 0.0), (("activation",), "gelu")),
     "bloom": Row("layernorm", (("attention_dropout",), 0.0), (("hidden_dropout",), 0.0), ((), "gelu"),
                  softmax_fp32=True),
     "opt": Row("layernorm", (("attention_dropout",), 0.0), (("dropout",), 0.1), (("activation_function",), "relu"),
                softmax_fp32=True),
-    "mpt": Row("layernorm", ((), 0.0), (("resid_pdrop",), 0.0), ((), "gelu")),
+    # MptAttention (eager, its only implementation): softmax(attn_weights.float()) kept in fp32, cast for the value
+    # matmul
+    "mpt": Row("layernorm", ((), 0.0), (("resid_pdrop",), 0.0), ((), "gelu"), softmax_fp32=True),
     "starcoder2": Row("layernorm", (("attention_dropout",), 0.0), (("residual_dropout",), 0.0),
                       (("hidden_act",), "gelu_pytorch_tanh"), softmax_fp32=True),
     # BertConfig/RobertaConfig: attention_probs_dropout_prob 0.1, hidden_dropout_prob 0.1; eager softmax in the
