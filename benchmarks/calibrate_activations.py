@@ -64,6 +64,10 @@ GPTJ = {"model_type": "gptj", "n_embd": 128, "n_layer": 2, "n_head": 4, "rotary_
         "n_positions": 128, "architectures": ["GPTJForCausalLM"]}
 MPT = {"model_type": "mpt", "d_model": 128, "n_layers": 2, "n_heads": 4, "vocab_size": 1000, "max_seq_len": 128,
        "architectures": ["MptForCausalLM"]}
+DEEPSEEK_V3 = {**GQA, "model_type": "deepseek_v3", "architectures": ["DeepseekV3ForCausalLM"], "num_key_value_heads": 4,
+               "head_dim": 16, "n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 64,
+               "n_shared_experts": 1, "first_k_dense_replace": 0, "kv_lora_rank": 32, "q_lora_rank": 48,
+               "qk_rope_head_dim": 16, "qk_nope_head_dim": 32, "v_head_dim": 32, "n_group": 1, "topk_group": 1}
 GEMMA2 = {**GQA, "model_type": "gemma2", "architectures": ["Gemma2ForCausalLM"]}
 GEMMA3 = {**GQA, "model_type": "gemma3_text", "architectures": ["Gemma3ForCausalLM"]}
 BART = {"model_type": "bart", "d_model": 128, "encoder_ffn_dim": 512, "decoder_ffn_dim": 512,
@@ -98,6 +102,8 @@ CASES = [
     case("phi sdpa bf16", PHI, "sdpa", "bf16"),  # attention and MLP in parallel on one norm
     case("gptj sdpa bf16", GPTJ, "sdpa", "bf16"),  # attention and MLP in parallel on one norm
     case("mpt eager bf16", MPT, "eager", "bf16"),  # eager only; its softmax in fp32
+    # latent attention (eager: the CPU's SDPA takes its math path for unequal q/k and v head widths)
+    case("deepseek_v3 eager bf16", DEEPSEEK_V3, "eager", "bf16"),
     case("gemma2 eager bf16", GEMMA2, "eager", "bf16"),  # transformers runs Gemma 2 eager or FlashAttention only
     case("gemma3 eager bf16", GEMMA3, "eager", "bf16"),
     case("llama eager bf16", LLAMA, "eager", "bf16"),

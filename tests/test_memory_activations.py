@@ -225,3 +225,24 @@ def test_moe_layers_keep_the_router_and_dispatch_tensors():
                      shared_expert_intermediate_size=2048, decoder_sparse_step=1)
     narrower = dict(q2, shared_expert_intermediate_size=1024)
     assert _per_layer(q2) - _per_layer(narrower) == s * 4 * e * 1024
+
+
+def test_deepseek_latent_attention_norms_value_width_and_fp32_router_input():
+    base = {"model_type": "deepseek_v3", "architectures": ["DeepseekV3ForCausalLM"], "hidden_size": 2048,
+            "num_hidden_layers": 2, "num_attention_heads": 16, "num_key_value_heads": 16, "intermediate_size": 8192,
+            "vocab_size": 1000, "n_routed_experts": 64, "num_experts_per_tok": 6, "moe_intermediate_size": 1408,
+            "n_shared_experts": 2, "first_k_dense_replace": 0, "kv_lora_rank": 512, "q_lora_rank": 1536,
+            "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "v_head_dim": 128, "n_group": 1, "topk_group": 1}
+    spec = spec_from_hf_config(base)
+    assert spec.latent_ranks == (1536, 512) and spec.value_head_dim == 128 and spec.head_dim == 192
+    s, e = 1024, 2
+    no_q_rank = dict(base, q_lora_rank=None)
+    # q_a_layernorm over the 1536-wide latent: an RMSNorm's fp32 input, cast input and rstd, and q_b_proj's input
+    assert _per_layer(base) - _per_layer(no_q_rank) == s * (4 * 1536 + e * 1536 + 4 + e * 1536)
+    # values and the out-projection input are v_head_dim wide, not the 192-wide query/key head: a narrower value
+    # head keeps less
+    wider_v = dict(base, v_head_dim=192)
+    assert _per_layer(wider_v) - _per_layer(base) == s * e * 16 * (192 - 128) * 2
+    # the router's input kept in fp32 (DeepseekV3TopkRouter: F.linear(hidden_states.type(torch.float32), ...))
+    facts = spec_from_hf_config(base).layer_facts
+    assert facts is not None and facts.router_fp32_input

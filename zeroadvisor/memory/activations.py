@@ -132,6 +132,9 @@ class _Dims:
     gated: bool
     experts: int = 0  # routed experts of an MoE layer (0: a dense MLP)
     shared: int = 0  # the shared expert's MLP width (0: none)
+    latent: tuple[int, ...] = ()  # latent attention's normed low ranks (DeepSeek)
+    head: int = 0  # the query/key head width
+    v_head: int = 0  # the value head width where it differs (MLA; 0: the same)
 
 
 def attention_bytes(d: _Dims, facts: LayerFacts, sq: int, sk: int, b: int, fused: bool) -> tuple[int, int]:
@@ -141,8 +144,15 @@ def attention_bytes(d: _Dims, facts: LayerFacts, sq: int, sk: int, b: int, fused
     """
     e, tq, tk = d.e, sq * b, sk * b
     kv = d.kv if fused else d.q  # eager: repeat_kv expands K/V to every query head; SDPA: enable_gqa
-    linear = tq * e * d.h + tq * e * d.q + 2 * tk * e * kv + tq * e * d.q  # input, Q, K, V, out-proj input
+    v = kv * d.v_head // d.head if d.v_head else kv  # MLA: values (and the attention output) v_head_dim wide
+    out = d.q * d.v_head // d.head if d.v_head else d.q
+    linear = tq * e * d.h + tq * e * d.q + tk * e * (kv + v) + tq * e * out  # input, Q, K, V, out-proj input
     linear += tq * d.h * _dropout(facts.hidden_dropout)  # dropout on the attention output
+    for rank in d.latent:
+        # DeepSeek's latent attention (deepseek_v3/modeling_deepseek_v3.py DeepseekV3Attention): q_a_layernorm and
+        # kv_a_layernorm run over the low ranks; each keeps an RMSNorm's tensors and its output is the b-projection's
+        # input
+        linear += tq * (norm_bytes("rmsnorm", e, rank) + e * rank)
     if facts.qk_norm and d.heads:
         # q_norm / k_norm over head_dim (qwen3/modeling_qwen3.py, gemma3/modeling_gemma3.py Attention.forward):
         # each keeps what its norm keeps, per head; K is normed before repeat_kv, at the kv heads
@@ -201,6 +211,7 @@ def mlp_bytes(d: _Dims, facts: LayerFacts, tokens: int) -> int:
         # dispatch (int64), and per routed copy its gathered input, its down-projection output and its routing
         # weight (measured: benchmarks/activations.md)
         router = d.e * d.k if facts.router_topk_softmax else FP32 * d.experts  # the softmax output it keeps
+        router += FP32 * d.h if facts.router_fp32_input else 0
         routed = router + 4 * IDS * d.k + d.k * (2 * d.e * d.h + d.e)
         if d.shared:
             # the shared expert, a gated MLP of its own width on the same input, and (Qwen2-MoE) the sigmoid
@@ -304,7 +315,8 @@ def _dimensions(spec: ModelSpec, e: int, h: int, notes: list[str]) -> _Dims:
     if spec.gated_mlp is None and spec.intermediate_size:
         notes.append("MLP gating unknown: costed as a two-matrix (GeLU) MLP")
     k = (spec.experts_per_token or 1) if spec.num_experts else 1  # each token runs k experts' MLPs
-    return _Dims(e, h, q, kv, heads, f, k, bool(spec.gated_mlp), spec.num_experts or 0, spec.shared_expert_size or 0)
+    return _Dims(e, h, q, kv, heads, f, k, bool(spec.gated_mlp), spec.num_experts or 0, spec.shared_expert_size or 0,
+                 spec.latent_ranks, head_dim or 0, (spec.value_head_dim or 0) if spec.value_head_dim != head_dim else 0)
 
 
 def _stacks(spec: ModelSpec, shape: TrainingShape, L: int, s: int, notes: list[str]) -> tuple[list[_Stack], int]:

@@ -39,21 +39,25 @@ class Row:
     norms_per_layer: int = 2
     qk_norm: str | None = None  # q_norm / k_norm over head_dim, of this norm kind
     router_topk_softmax: bool = False  # the MoE router's softmax over its top-k logits, not over every expert
+    router_fp32_input: bool = False  # the MoE router casts its input to fp32 (kept for the linear's backward)
     # config keys that enable tanh soft-capping, with the class default (None: off)
     attention_softcap: Softcap | None = None
     final_softcap: Softcap | None = None
 
 
 def _llama(act: str = "silu", norm: str = "rmsnorm", *, norms_per_layer: int = 2, qk_norm: str | None = None,
-           attention_softcap: Softcap | None = None, final_softcap: Softcap | None = None) -> Row:
+           attention_softcap: Softcap | None = None, final_softcap: Softcap | None = None,
+           router_fp32_input: bool = False) -> Row:
     # LlamaConfig & co.: attention_dropout 0.0, no residual/embedding dropout; eager softmax in fp32
     return Row(norm, (("attention_dropout",), 0.0), ((), 0.0), (("hidden_act",), act), softmax_fp32=True,
                norms_per_layer=norms_per_layer, qk_norm=qk_norm, attention_softcap=attention_softcap,
-               final_softcap=final_softcap)
+               final_softcap=final_softcap, router_fp32_input=router_fp32_input)
 
 
 ROWS: dict[str, Row] = {
-    **{t: _llama() for t in ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "deepseek_v2", "deepseek_v3")},
+    **{t: _llama() for t in ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe")},
+    # DeepseekV2/V3 TopkRouter: F.linear(hidden_states.type(torch.float32), ...): the fp32 input is kept
+    **{t: _llama(router_fp32_input=True) for t in ("deepseek_v2", "deepseek_v3")},
     # Qwen3Attention: q_norm / k_norm (Qwen3RMSNorm, LlamaRMSNorm's code) over head_dim on Q and K
     **{t: _llama(qk_norm="rmsnorm") for t in ("qwen3", "qwen3_moe")},
     # GptOssRMSNorm scales the fp32 input by the weight before the cast (two fp32 tensors, as Gemma's); the experts'
@@ -149,6 +153,7 @@ def layer_facts(model_type: str, config: Mapping[str, JSONValue], head: str) -> 
         head_transform=row.lm_head_transform and head in LM_HEADS,
         norms_per_layer=row.norms_per_layer,
         router_topk_softmax=row.router_topk_softmax,
+        router_fp32_input=row.router_fp32_input,
         qk_norm=row.qk_norm,
         attention_softcap=_capped(config, row.attention_softcap),
         final_softcap=_capped(config, row.final_softcap) and head in LM_HEADS,

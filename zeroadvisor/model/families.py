@@ -64,6 +64,8 @@ class Arch:
     # the layout differs between transformers 4.x and 5.x (an MoE block with a MoeV4 row)
     release_dependent: bool = False
     shared_expert_width: int | None = None  # an MoE block's always-on shared expert MLP (None: none)
+    latent_ranks: tuple[int, ...] = ()  # multi-head latent attention: the low ranks an RMSNorm runs over (q, kv)
+    value_head_dim: int | None = None  # a value head narrower than the query/key head (MLA's v_head_dim)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -363,6 +365,8 @@ def _decoder(d: Dec, c: Cfg, L: Layout, head: str) -> Arch:
         notes=(_moe_note(m, c, n_moe, width),) if m is not None else (),
         release_dependent=m is not None and m.v4 is not None,
         shared_expert_width=_shared_expert_width(m, c) if m is not None else None,
+        latent_ranks=tuple(r for r in (c.q_lora_rank, c.kv_lora_rank) if r) if d.attention == "mla" else (),
+        value_head_dim=c.v_head_dim if d.attention == "mla" else None,
     )
 
 

@@ -37,6 +37,7 @@ class LayerFacts:
     head_transform: bool = False  # dense + activation + LayerNorm before the LM decoder (BertLMPredictionHead)
     qk_norm: str | None = None  # a norm of this kind over head_dim on Q and K (Qwen3, Gemma 3): None without
     router_topk_softmax: bool = False  # MoE router: softmax over the top-k logits (GPT-OSS), not over all experts
+    router_fp32_input: bool = False  # MoE router: its input cast to fp32 and kept (DeepSeek's gate)
     attention_softcap: bool = False  # eager scores through tanh (Gemma 2 attn_logit_softcapping): its output kept
     final_softcap: bool = False  # logits through tanh before the loss (Gemma 2 final_logit_softcapping)
 
@@ -62,6 +63,8 @@ class ModelSpec:
     num_experts: int | None = None  # routed experts per MoE layer
     experts_per_token: int | None = None  # top-k
     shared_expert_size: int | None = None  # the MLP width of an MoE layer's shared expert(s) (Qwen2-MoE, DeepSeek)
+    latent_ranks: tuple[int, ...] = ()  # DeepSeek's latent attention: q_lora_rank and kv_lora_rank (each normed)
+    value_head_dim: int | None = None  # the value head's width where it differs from head_dim (MLA's v_head_dim)
     # Largest number of parameters owned directly by one module (not its children):
     # ZeRO-3 gathers a module's own parameters at once (DS estimator's largest_layer_params).
     largest_layer_parameters: int | None = None
