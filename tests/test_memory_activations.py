@@ -246,3 +246,24 @@ def test_deepseek_latent_attention_norms_value_width_and_fp32_router_input():
     # the router's input kept in fp32 (DeepseekV3TopkRouter: F.linear(hidden_states.type(torch.float32), ...))
     facts = spec_from_hf_config(base).layer_facts
     assert facts is not None and facts.router_fp32_input
+
+
+def _per_layer_at(config: dict, transformers: str | None, seq: int = 1024) -> int:
+    spec = spec_from_hf_config(config, transformers=transformers)
+    shape = TrainingShape(sequence_length=seq, activation_checkpointing="none", flash_attention=True)
+    return activation_bytes(spec, shape, 1, "bf16").per_layer
+
+
+def test_transformers_4x_moe_loop_and_sdpa_repeat_kv():
+    s, e, h = 1024, 2, 4096
+    moe = _llama_like("qwen3_moe", moe_intermediate_size=768, num_experts=128, num_experts_per_tok=8,
+                      decoder_sparse_step=1)
+    k = 8
+    # SDPA before 4.54 repeats K/V to every query head (32 x 128 wide, not 8 x 128): two 3072-wide tensors more
+    dense = _llama_like("qwen3")
+    assert _per_layer_at(dense, "4.53.3") - _per_layer_at(dense, "4.54.1") == s * 2 * e * (4096 - 1024)
+    assert _per_layer_at(dense, "4.54.1") == _per_layer_at(dense, None)
+    # 4.x's loop over nn.Linear experts keeps one more h-wide tensor per routed copy and two int64 fewer
+    assert _per_layer_at(moe, "4.57.1") - _per_layer_at(moe, "5.0.0") == s * k * (e * h - 2 * 8)
+    facts = spec_from_hf_config(moe, transformers="4.57.1").layer_facts
+    assert facts is not None and facts.expert_loop and not facts.sdpa_repeat_kv

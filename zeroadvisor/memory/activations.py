@@ -143,7 +143,8 @@ def attention_bytes(d: _Dims, facts: LayerFacts, sq: int, sk: int, b: int, fused
     Cross-attention's key/value input is the encoder output, counted once for all layers by the caller.
     """
     e, tq, tk = d.e, sq * b, sk * b
-    kv = d.kv if fused else d.q  # eager: repeat_kv expands K/V to every query head; SDPA: enable_gqa
+    # eager (and SDPA before transformers 4.54) repeat_kv expands K/V to every query head; SDPA since: enable_gqa
+    kv = d.kv if fused and not facts.sdpa_repeat_kv else d.q
     v = kv * d.v_head // d.head if d.v_head else kv  # MLA: values (and the attention output) v_head_dim wide
     out = d.q * d.v_head // d.head if d.v_head else d.q
     linear = tq * e * d.h + tq * e * d.q + tk * e * (kv + v) + tq * e * out  # input, Q, K, V, out-proj input
@@ -212,7 +213,13 @@ def mlp_bytes(d: _Dims, facts: LayerFacts, tokens: int) -> int:
         # weight (measured: benchmarks/activations.md)
         router = d.e * d.k if facts.router_topk_softmax else FP32 * d.experts  # the softmax output it keeps
         router += FP32 * d.h if facts.router_fp32_input else 0
-        routed = router + 4 * IDS * d.k + d.k * (2 * d.e * d.h + d.e)
+        if facts.expert_loop:
+            # transformers 4.x (qwen3_moe/modeling_qwen3_moe.py @ v4.57 Qwen3MoeSparseMoeBlock.forward): the top-k
+            # indices, and per routed copy its token index, gathered input, expert output, weighted output and
+            # routing weight (measured with transformers 4.51: benchmarks/activations.md)
+            routed = router + IDS * d.k + d.k * (IDS + 3 * d.e * d.h + d.e)
+        else:
+            routed = router + 4 * IDS * d.k + d.k * (2 * d.e * d.h + d.e)
         if d.shared:
             # the shared expert, a gated MLP of its own width on the same input, and (Qwen2-MoE) the sigmoid
             # gate's output and the shared output its product keeps: a bound for DeepSeek, which adds it ungated

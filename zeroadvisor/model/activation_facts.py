@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from zeroadvisor.jsontypes import JSONValue
 from zeroadvisor.model.families import CAUSAL_LM, MLM, PRETRAINING, SEQ2SEQ_LM
 from zeroadvisor.model.spec import LayerFacts
+from zeroadvisor.model.transformers_release import fused_experts, sdpa_repeats_kv
 
 LM_HEADS = frozenset({CAUSAL_LM, MLM, PRETRAINING, SEQ2SEQ_LM})  # heads with vocabulary-wide logits
 # Heads whose loss upcasts the logits: self.loss_function -> loss/loss_utils.py ForCausalLMLoss
@@ -132,8 +133,10 @@ def _probability(value: JSONValue) -> float | None:
     return float(value)
 
 
-def layer_facts(model_type: str, config: Mapping[str, JSONValue], head: str) -> LayerFacts | None:
-    """The facts for a supported family (None for a model_type without a row)."""
+def layer_facts(model_type: str, config: Mapping[str, JSONValue], head: str, transformers: str | None = None,
+                moe_v4: bool = False) -> LayerFacts | None:
+    """The facts for a supported family (None for a model_type without a row), as transformers ``transformers``
+    (None: the modelled release) runs it: ``moe_v4`` where the family's MoE layout depends on the release."""
     row = ROWS.get(model_type)
     if row is None:
         return None
@@ -154,6 +157,8 @@ def layer_facts(model_type: str, config: Mapping[str, JSONValue], head: str) -> 
         norms_per_layer=row.norms_per_layer,
         router_topk_softmax=row.router_topk_softmax,
         router_fp32_input=row.router_fp32_input,
+        expert_loop=moe_v4 and not fused_experts(transformers),
+        sdpa_repeat_kv=sdpa_repeats_kv(transformers),
         qk_norm=row.qk_norm,
         attention_softcap=_capped(config, row.attention_softcap),
         final_softcap=_capped(config, row.final_softcap) and head in LM_HEADS,

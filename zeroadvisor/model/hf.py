@@ -139,7 +139,7 @@ def spec_from_hf_config(config: Mapping[str, JSONValue], source: str = "", trans
         decoder_layers=arch.decoder_layers,
         lm_head=head in LM_HEADS,
         modules_with_parameters=sum(m.count for m in modules if m.own),
-        layer_facts=layer_facts(family.model_type, config, head),
+        layer_facts=layer_facts(family.model_type, config, head, transformers, moe_v4=dependent),
         layout=tuple(modules),
         transformers_version=transformers,
         release_dependent=dependent,

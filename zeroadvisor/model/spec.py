@@ -38,6 +38,8 @@ class LayerFacts:
     qk_norm: str | None = None  # a norm of this kind over head_dim on Q and K (Qwen3, Gemma 3): None without
     router_topk_softmax: bool = False  # MoE router: softmax over the top-k logits (GPT-OSS), not over all experts
     router_fp32_input: bool = False  # MoE router: its input cast to fp32 and kept (DeepSeek's gate)
+    expert_loop: bool = False  # transformers 4.x MoE: a loop over nn.Linear experts (more kept per routed copy)
+    sdpa_repeat_kv: bool = False  # transformers < 4.54: SDPA gets K/V repeated to every query head
     attention_softcap: bool = False  # eager scores through tanh (Gemma 2 attn_logit_softcapping): its output kept
     final_softcap: bool = False  # logits through tanh before the loss (Gemma 2 final_logit_softcapping)
 

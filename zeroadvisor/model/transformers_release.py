@@ -62,10 +62,22 @@ def _version(text: str) -> Version | None:
         return None
 
 
+# The first release whose sdpa_attention_forward hands GQA to SDPA (enable_gqa, use_gqa_in_sdpa) instead of
+# repeat_kv (integrations/sdpa_attention.py @ v4.54.1; v4.53.3 repeats K/V to every query head)
+SDPA_GQA_FROM = Version("4.54.0")
+
+
+def sdpa_repeats_kv(release: str | None) -> bool:
+    """Whether ``release`` (None: the modelled one) expands K/V to every query head before SDPA."""
+    version = _version(release) if release is not None else None
+    return version is not None and version < SDPA_GQA_FROM
+
+
 def fused_experts(release: str | None) -> bool:
     """Whether ``release`` (None: the modelled one) builds each MoE layer's routed experts as one fused module."""
     version = _version(release) if release is not None else None
     return version is None or version >= FUSED_EXPERTS_FROM
 
 
-__all__ = ["FUSED_EXPERTS_FROM", "MODELLED", "ReleaseError", "fused_experts", "resolve"]
+__all__ = ["FUSED_EXPERTS_FROM", "MODELLED", "SDPA_GQA_FROM", "ReleaseError", "fused_experts", "resolve",
+           "sdpa_repeats_kv"]
