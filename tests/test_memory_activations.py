@@ -267,3 +267,12 @@ def test_transformers_4x_moe_loop_and_sdpa_repeat_kv():
     assert _per_layer_at(moe, "4.57.1") - _per_layer_at(moe, "5.0.0") == s * k * (e * h - 2 * 8)
     facts = spec_from_hf_config(moe, transformers="4.57.1").layer_facts
     assert facts is not None and facts.expert_loop and not facts.sdpa_repeat_kv
+
+
+def test_the_sdpa_repeat_kv_note_names_the_release():
+    spec = spec_from_hf_config(_llama_like("qwen3"), transformers="4.51.3")
+    shape = TrainingShape(sequence_length=1024, activation_checkpointing="none", flash_attention=True)
+    notes = activation_bytes(spec, shape, 1, "bf16").notes
+    assert any("transformers 4.51.3's SDPA repeats K/V" in n and "a bound" in n for n in notes)
+    current = activation_bytes(spec_from_hf_config(_llama_like("qwen3")), shape, 1, "bf16").notes
+    assert not any("repeats K/V" in n for n in current)

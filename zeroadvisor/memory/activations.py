@@ -269,6 +269,9 @@ def activation_bytes(spec: ModelSpec, shape: TrainingShape, micro_batch: int, pr
         facts = liger.layer_facts(facts)
     d = _dimensions(spec, e, h, notes)
     fused = shape.flash_attention
+    if fused and facts.sdpa_repeat_kv and d.kv < d.q:
+        notes.append(f"activations: transformers {spec.transformers_version}'s SDPA repeats K/V to every query head "
+                     "(before 4.54): counted; FlashAttention 2 keeps the K/V heads, so a bound there")
     if not d.heads and not fused and shape.activation_checkpointing != Checkpointing.SELECTIVE:
         notes.append("attention heads unknown: the a·s²·b score terms are not counted")
     stacks, t = _stacks(spec, shape, L, s, notes)
