@@ -834,6 +834,15 @@ _V4_GATED = MoeV4(("gate_proj", "up_proj", "down_proj"), router_linear=True)
 _V4_ROUTER_WEIGHT = MoeV4(("gate_proj", "up_proj", "down_proj"), router_linear=False)
 
 
+def _bart_family(model_type: str, prefix: str, like: BartLike) -> Family:
+    """One of BART's descendants: its modeling file, BartConfig's keys, its base and conditional-generation
+    classes (counted by _bart with ``like``)."""
+    return Family(model_type, f"{model_type}/modeling_{model_type}.py", _bart_fields(),
+                  lambda c, L, head: _bart(like, c, L, head),
+                  {f"{prefix}Model": BASE, f"{prefix}ForConditionalGeneration": SEQ2SEQ_LM},
+                  f"{prefix}ForConditionalGeneration")
+
+
 def _register(*families: Family) -> None:
     for fam in families:
         FAMILIES[fam.model_type] = fam
@@ -1429,30 +1438,9 @@ _register(
     ),
     # bart/, mbart/, blenderbot/modeling_*.py: the same encoder-decoder; the position table, the embedding
     # LayerNorm and the stacks' final LayerNorm differ (BartLike)
-    Family(
-        "bart",
-        "bart/modeling_bart.py",
-        _bart_fields(),
-        lambda c, L, head: _bart(BartLike(2, embedding_norm=True, final_norm=False), c, L, head),
-        {"BartModel": BASE, "BartForConditionalGeneration": SEQ2SEQ_LM},
-        "BartForConditionalGeneration",
-    ),
-    Family(
-        "mbart",
-        "mbart/modeling_mbart.py",
-        _bart_fields(),
-        lambda c, L, head: _bart(BartLike(2, embedding_norm=True, final_norm=True), c, L, head),
-        {"MBartModel": BASE, "MBartForConditionalGeneration": SEQ2SEQ_LM},
-        "MBartForConditionalGeneration",
-    ),
-    Family(
-        "blenderbot",
-        "blenderbot/modeling_blenderbot.py",
-        _bart_fields(),
-        lambda c, L, head: _bart(BartLike(0, embedding_norm=False, final_norm=True), c, L, head),
-        {"BlenderbotModel": BASE, "BlenderbotForConditionalGeneration": SEQ2SEQ_LM},
-        "BlenderbotForConditionalGeneration",
-    ),
+    _bart_family("bart", "Bart", BartLike(2, embedding_norm=True, final_norm=False)),
+    _bart_family("mbart", "MBart", BartLike(2, embedding_norm=True, final_norm=True)),
+    _bart_family("blenderbot", "Blenderbot", BartLike(0, embedding_norm=False, final_norm=True)),
     Family(
         "t5",
         "t5/modeling_t5.py",
