@@ -276,3 +276,15 @@ def test_the_sdpa_repeat_kv_note_names_the_release():
     assert any("transformers 4.51.3's SDPA repeats K/V" in n and "a bound" in n for n in notes)
     current = activation_bytes(spec_from_hf_config(_llama_like("qwen3")), shape, 1, "bf16").notes
     assert not any("repeats K/V" in n for n in current)
+
+
+def test_liger_patches_qwen3_q_and_k_norms_too():
+    # liger_kernel monkey_patch.py apply_liger_kernel_to_qwen3 (0.8.5) patches self_attn.q_norm and k_norm:
+    # LigerRMSNorm keeps its input and one fp32 RSTD per head
+    spec_q3, spec_q2 = spec_from_hf_config(_llama_like("qwen3")), spec_from_hf_config(_llama_like("qwen2"))
+    shape = TrainingShape(sequence_length=1024, activation_checkpointing="none", flash_attention=True,
+                          liger_kernel=True)
+    s, e = 1024, 2
+    q3 = activation_bytes(spec_q3, shape, 1, "bf16").per_layer
+    q2 = activation_bytes(spec_q2, shape, 1, "bf16").per_layer
+    assert q3 - q2 == s * ((e * 4096 + 4 * 32) + (e * 1024 + 4 * 8))

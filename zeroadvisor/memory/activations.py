@@ -110,7 +110,7 @@ def norm_bytes(kind: str, e: int, h: int, rows: int = 1) -> int:
     """Per token, one norm over ``rows`` vectors of width h/rows each (a q/k norm: one per head; its statistics
     are per row), its output excluded: the next op keeps it as its input."""
     if kind == liger.NORM:  # Liger's RMSNorm (memory/liger.py)
-        return liger.norm_bytes(e, h)
+        return liger.norm_bytes(e, h, rows)
     if kind == "rmsnorm":  # llama/modeling_llama.py LlamaRMSNorm.forward
         return FP32 * h + e * h + RMS_STATS * rows
     if kind == "gemma":  # gemma/modeling_gemma.py GemmaRMSNorm: normalised and scaled in fp32, then cast

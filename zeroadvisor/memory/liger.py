@@ -67,9 +67,10 @@ NORM = "liger_rmsnorm"  # LayerFacts.norm of Liger's RMSNorm
 GLU = "liger_glu"  # LayerFacts.activation of Liger's SwiGLU/GEGLU
 
 
-def norm_bytes(e: int, h: int) -> int:
-    """Per token, one LigerRMSNorm: the input X (e·h) and RSTD (fp32; _CASTING_MODE_LLAMA and _GEMMA)."""
-    return e * h + FP32
+def norm_bytes(e: int, h: int, rows: int = 1) -> int:
+    """Per token, one LigerRMSNorm over ``rows`` vectors (a q/k norm: one per head): the input X (e·h) and one
+    RSTD per row (fp32; _CASTING_MODE_LLAMA and _GEMMA)."""
+    return e * h + FP32 * rows
 
 
 def mlp_wide(e: int, f: int) -> int:
@@ -78,8 +79,9 @@ def mlp_wide(e: int, f: int) -> int:
 
 
 def layer_facts(facts: LayerFacts) -> LayerFacts:
-    """``facts`` with Liger's RMSNorm and gated MLP in place of transformers' modules."""
-    return replace(facts, norm=NORM, activation=GLU)
+    """``facts`` with Liger's RMSNorm and gated MLP in place of transformers' modules; Qwen3's q_norm / k_norm are
+    LigerRMSNorms too (monkey_patch.py apply_liger_kernel_to_qwen3 @ v0.8.5 patches self_attn.q_norm, k_norm)."""
+    return replace(facts, norm=NORM, activation=GLU, qk_norm=NORM if facts.qk_norm else None)
 
 
 def _next_power_of_2(n: int) -> int:
