@@ -221,3 +221,21 @@ def test_preflight_reads_the_jobs_installed_transformers(project, monkeypatch):
     monkeypatch.setattr(environment, "read_transformers_version", lambda: "4.41.2")
     v4 = zeroadvisor.preflight("ds.json", "config.json", **run)
     assert v4.report.result.estimate.model.quantized_parameters == 2 * (ATTENTION + SHARED + ROUTER + EXPERTS)
+
+
+def test_a_dense_gqa_model_reads_the_pin_for_its_attention_activations(project):
+    # Llama-3-like GQA (32 query heads, 8 K/V heads): SDPA before transformers 4.54 repeats K/V to every query head,
+    # so the pin beside the config is read for a dense model too (never assumed: the layout is the same)
+    gqa = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
+           "intermediate_size": 14336, "num_hidden_layers": 4, "num_attention_heads": 32, "num_key_value_heads": 8,
+           "vocab_size": 128256}
+    (project / "dense.json").write_text(json.dumps(gqa))
+    run = {"gpus": 1, "gpu_memory": "80GiB", "seq_len": 2048}
+    unpinned = zeroadvisor.estimate("ds.json", model="dense.json", **run)
+    assert "transformers_version" not in _assumed(unpinned)
+    (project / "requirements.txt").write_text("transformers==4.46.3\n")
+    pinned = zeroadvisor.estimate("ds.json", model="dense.json", **run)
+    assert "transformers_version" not in _assumed(pinned)
+    assert any("transformers 4.46.3's SDPA repeats K/V" in n for n in pinned.estimate.assumptions)
+    # two 3072-wide K/V tensors more per token in the layers the activations keep
+    assert pinned.estimate.stages[0].per_gpu["activations"] > unpinned.estimate.stages[0].per_gpu["activations"]

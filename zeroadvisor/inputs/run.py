@@ -571,14 +571,15 @@ def _pin_start(trainer: TrainerInputs | None, configs: tuple[ConfigSource, ...])
 def _transformers_pin(values: Values, model: ModelSpec, trainer: TrainerInputs | None,
                       configs: tuple[ConfigSource, ...], readings: Readings | None) -> list[str]:
     """The transformers release, set in ``values``, where the model's layout depends on it (an MoE model:
-    ModelSpec release_dependent) and neither a flag, a keyword, the project configuration nor the model
+    ModelSpec release_dependent) or what its activations keep does (grouped-query attention:
+    release_moves_activations) and neither a flag, a keyword, the project configuration nor the model
     description gave it: preflight's, the job's installed transformers; else the user's pins (config/
     trainer_pins.py, the files and order DeepSpeed's pin is read from); the note saying so (none: nothing read).
     Not this machine's installed transformers outside preflight: the one running check is not the job's."""
     from zeroadvisor.config.trainer_pins import find_distribution_pin
     from zeroadvisor.model.transformers_release import ReleaseError, resolve
 
-    if not model.release_dependent or model.transformers_version is not None or \
+    if not (model.release_dependent or model.release_moves_activations) or model.transformers_version is not None or \
             not isinstance(values.get("model"), (str, os.PathLike)):
         return []
     if readings is not None and readings.transformers_version is not None:

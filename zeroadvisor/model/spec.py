@@ -121,6 +121,13 @@ class ModelSpec:
     release_dependent: bool = False
 
     @property
+    def release_moves_activations(self) -> bool:
+        """Whether what the activations keep depends on the transformers release: grouped-query attention, whose
+        K/V SDPA repeats to every query head before 4.54 (model/transformers_release.py sdpa_repeats_kv)."""
+        heads, kv = self.num_attention_heads, self.num_key_value_heads
+        return bool(heads and kv and kv < heads)
+
+    @property
     def encoder_decoder(self) -> bool:
         """An encoder and a decoder stack: the decoder runs on TrainingShape.target_length."""
         return self.decoder_layers is not None
