@@ -99,3 +99,31 @@ def test_the_spread_by_configuration_groups_stage_3_and_offload_apart():
     assert "ZeRO-3 with offload 2 (median 0.60, 10th-90th 0.52-0.68, |ratio - 1| 40%)" in line
     assert "ZeRO-0/1/2 1 (median 1.10" in line and "ZeRO-0/1/2 with offload 1 (median 0.90" in line
     assert "by configuration" in "\n".join(run.totals(results))
+
+
+def _option(peak: int, context: int, fragmentation: int, phase: str = "train") -> dict:
+    def term(key: str, value: int, at: str) -> dict:
+        return {"key": key, "device": "gpu", "phase": at, "bytes": value}
+    # the load phase's context is not the peak's: only the binding phase's terms are taken off
+    return {"peak_gpu": peak, "binding_phase": phase,
+            "terms": [term("cuda_context", context, phase), term("fragmentation", fragmentation, phase),
+                      term("cuda_context", 7 * context, "load"), term("activations", 5 * context, phase)]}
+
+
+@pytest.mark.parametrize(("of", "expected"), [("device", 20_000), ("reserved", 19_000), ("allocated", 18_700)])
+def test_a_figure_is_set_against_the_prediction_of_what_it_measures(of, expected):
+    # 20000 peak = ... + 1000 context + 300 fragmentation: nvidia-smi sees all, torch's reserved peak no context,
+    # its allocated peak neither the context nor the freed blocks the fragmentation allowance stands for
+    assert run.predicted_as(_option(20_000, 1_000, 300), of) == expected
+
+
+def test_an_unknown_measured_quantity_is_an_error_in_the_case():
+    assert run.measured_of(None) == "device"
+    with pytest.raises(ValueError, match="must be one of"):
+        run.measured_of("nvidia")
+
+
+def test_the_ratio_uses_the_prediction_of_the_measured_quantity():
+    r = run.Result(id="r", outcome="fits", well_documented=False, stage="Z3", peak_gpu=int(12e9),
+                   predicted_gpu=int(11e9), measured_of="reserved", measured_gpu="10GB")
+    assert dict(run.gpu_ratios([r]))["r"] == pytest.approx(1.1)

@@ -391,6 +391,9 @@ class Result:
     host: int | None = None
     measured_gpu: str | None = None
     measured_host: str | None = None
+    # What the measured GPU figure is (MEASURED_OF) and the prediction of that same quantity (predicted_as).
+    measured_of: str = "device"
+    predicted_gpu: int | None = None  # None: the peak itself, what a "device" figure measures
     # The length the estimate is made at is a maximum the data may stay under (dynamic padding): its peak is a bound,
     # not a prediction of the measured one, so it is left out of the predicted/measured distribution.
     length_is_bound: bool = False
@@ -400,6 +403,11 @@ class Result:
     method_passed: bool = True
     error: str | None = None
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def compared_gpu(self) -> int | None:
+        """The prediction set against the measured GPU figure (predicted_as), the peak where none is set."""
+        return self.peak_gpu if self.predicted_gpu is None else self.predicted_gpu
 
     @property
     def judged(self) -> str:
@@ -421,6 +429,39 @@ class Result:
         # "tight" is a warning that the run is inside the headroom: it counts as fits.
         predicted = {"fits": "fits", "tight": "fits", "does-not-fit": "does-not-fit"}.get(self.judged)
         return predicted == self.outcome
+
+
+# What a report's GPU figure measures, and the overhead terms the estimate's peak holds that the figure leaves out:
+# "device" is the card's use as nvidia-smi shows it (the default: a figure whose tool is not named is read as what a
+# user sees), "reserved" torch's caching-allocator high-water mark (max_memory_reserved, memory_stats
+# reserved_bytes.all.peak: without the CUDA context, NCCL's buffers and other memory outside the allocator),
+# "allocated" torch's allocated high-water mark (max_memory_allocated: without those and without the memory the
+# allocator holds in freed blocks, which the fragmentation allowance stands for).
+MEASURED_OF: dict[str, frozenset[str]] = {
+    "device": frozenset(),
+    "reserved": frozenset({"cuda_context"}),
+    "allocated": frozenset({"cuda_context", "fragmentation"}),
+}
+
+
+def measured_of(value: object) -> str:
+    """A case's ``measured.gpu_memory_per_gpu.of`` (default "device"); anything else is an error in the case."""
+    of = "device" if value is None else value
+    if of not in MEASURED_OF:
+        raise ValueError(f"measured.gpu_memory_per_gpu.of must be one of {sorted(MEASURED_OF)}, not {value!r}")
+    return str(of)
+
+
+def predicted_as(option: dict[str, Any], of: str) -> int | None:
+    """The configured option's expected GPU peak as the figure ``of`` measures it: the peak less the overhead terms
+    (by key, in the phase that sets the peak) the figure does not see (MEASURED_OF)."""
+    peak = option.get("peak_gpu", (option.get("per_gpu") or {}).get("total"))
+    if peak is None:
+        return None
+    phase = option.get("binding_phase")
+    left_out = sum(t["bytes"] for t in option.get("terms", ())
+                   if t["key"] in MEASURED_OF[of] and t["device"] == "gpu" and t["phase"] == phase)
+    return int(peak) - int(left_out)
 
 
 def configured_option(report: dict[str, Any]) -> dict[str, Any]:
@@ -459,6 +500,7 @@ def evaluate(path: Path) -> Result:
         stage=stage_label(case["ds_config"]), source=heldout.source_key(case["source"]),
         measured_gpu=(measured.get("gpu_memory_per_gpu") or {}).get("value"),
         measured_host=(measured.get("host_ram_per_node") or {}).get("value"),
+        measured_of=measured_of((measured.get("gpu_memory_per_gpu") or {}).get("of")),
         length_is_bound=case["training"].get("padding") == "longest",
     )
     with tempfile.TemporaryDirectory(prefix="field-") as tmp:
@@ -477,6 +519,7 @@ def evaluate(path: Path) -> Result:
     result.counted = option.get("counted_verdict")
     result.peak_gpu = option.get("peak_gpu", (option.get("per_gpu") or {}).get("total"))
     result.host = option.get("peak_host_per_node", option.get("per_node_cpu"))
+    result.predicted_gpu = predicted_as(option, result.measured_of)
     return result
 
 
@@ -491,6 +534,13 @@ COLUMNS = ("case", "config", "outcome", "predicted", "agree", "pred. GPU peak", 
            "pred. host/node", "measured host")
 
 
+def measured_cell(r: Result) -> str:
+    """The measured GPU figure as the report states it, with what it measures where that is not the card's use."""
+    if not r.measured_gpu:
+        return ""
+    return r.measured_gpu if r.measured_of == "device" else f"{r.measured_gpu} ({r.measured_of})"
+
+
 def rows(results: list[Result]) -> list[tuple[str, ...]]:
     out = []
     for r in results:
@@ -502,7 +552,7 @@ def rows(results: list[Result]) -> list[tuple[str, ...]]:
         agree = "method not passed" if not r.method_passed else "yes" if r.agrees else "NO"
         config = f"{r.stage} {r.method}" if r.method else r.stage
         out.append((name, config, r.outcome, verdict, agree,
-                    gb(r.peak_gpu), r.measured_gpu or "", gb(r.host) if r.host else "",
+                    gb(r.peak_gpu), measured_cell(r), gb(r.host) if r.host else "",
                     r.measured_host or ""))
     return out
 
@@ -553,7 +603,8 @@ def spread(ratios: Sequence[float]) -> RatioSpread | None:
 
 
 def gpu_ratios(results: Sequence[Result]) -> list[tuple[str, float]]:
-    """(id, predicted/measured GPU peak) for the runs that trained and state one measured GPU figure.
+    """(id, predicted/measured GPU peak) for the runs that trained and state one measured GPU figure, the prediction
+    taken of the quantity the figure measures (predicted_as: the card's use, torch's reserved or allocated peak).
 
     Only runs that trained: a reading at an OOM is what was allocated when it failed, a lower bound of the need.
     Runs whose length is a bound (dynamic padding) are left out: their peak is not a prediction of the reading.
@@ -561,8 +612,9 @@ def gpu_ratios(results: Sequence[Result]) -> list[tuple[str, float]]:
     out = []
     for r in results:
         measured = measured_bytes(r.measured_gpu)
-        if r.outcome == "fits" and r.peak_gpu and measured and not r.length_is_bound and r.method_passed:
-            out.append((r.id, r.peak_gpu / measured))
+        compared = r.compared_gpu
+        if r.outcome == "fits" and compared and measured and not r.length_is_bound and r.method_passed:
+            out.append((r.id, compared / measured))
     return out
 
 
