@@ -37,6 +37,7 @@ FRAGMENTATION = Fraction(1, 10)
 # The physical page an expandable segment maps (CUDACachingAllocator.cpp: segment_size_ = kLargeBuffer, 2 MiB,
 # the granularity cuMemGetAllocationGranularity reports for device memory).
 PAGE_BYTES = 2 * 2**20
+FRAGMENTATION_KEY = "fragmentation"
 
 # Rows freed and allocated again every step.
 REALLOCATED_ROWS = frozenset({
@@ -98,15 +99,16 @@ def fragmentation_term(terms: list[Term], conf: AllocatorConf) -> Term:
     counted = sum(t.nbytes for t in terms if t.device == Resource.GPU)
     if conf.expandable_segments:
         pages = PAGE_BYTES * len(churn)
-        return Term("overhead", Resource.GPU, pages, "fragmentation",
+        return Term("overhead", Resource.GPU, pages, FRAGMENTATION_KEY,
                     f"caching-allocator fragmentation with expandable segments ({len(churn)} re-allocated terms)",
                     "2 MiB page × re-allocated terms", "memory/allocator.py PAGE_BYTES; c10/cuda/"
                     "CUDACachingAllocator.cpp ExpandableSegment (pages unmapped and re-mapped on demand)",
                     kind=TermKind.ALLOWANCE)
     expected = exact(FRAGMENTATION * churned)
     bound = exact(FRAGMENTATION * counted)
-    return Term("overhead", Resource.GPU, expected, "fragmentation",
+    return Term("overhead", Resource.GPU, expected, FRAGMENTATION_KEY,
                 "caching-allocator fragmentation of the memory freed and re-allocated every step",
                 "10% of activations, gathered parameters and per-step temporaries (up to 10% of every GPU row)",
                 "memory/allocator.py FRAGMENTATION; c10/cuda/CUDACachingAllocator.cpp (blocks split and cached per "
                 "size class)", kind=TermKind.ALLOWANCE, bound=bound if bound > expected else None)
+

@@ -16,6 +16,7 @@ from zeroadvisor.memory.assumed import AssumedInput, activations_unknown, shape_
 from zeroadvisor.memory.autocast import Autocast, autocast_notes, autocast_terms, read_autocast
 from zeroadvisor.memory.buffers import (
     ALLREDUCE_COPY_KEY,
+    CONTEXT_KEY,
     CUDA_CONTEXT_BYTES,
     OVERHEAD_ASSUMPTION,
     buffer_terms,
@@ -719,7 +720,7 @@ def _gpu_rows(terms: list[Term], bound: bool = False) -> dict[str, int]:
 def _allowance_terms(terms: list[Term], alloc: AllocatorConf) -> list[Term]:
     """The GPU memory no allocation in DeepSpeed's code accounts for: allowances, not measurements."""
     return [
-        Term("overhead", Resource.GPU, CUDA_CONTEXT_BYTES, "cuda_context",
+        Term("overhead", Resource.GPU, CUDA_CONTEXT_BYTES, CONTEXT_KEY,
              "CUDA context, NCCL and cuBLAS workspaces", "1 GiB per process",
              "memory/buffers.py CUDA_CONTEXT_BYTES", kind=TermKind.ALLOWANCE),
         fragmentation_term(terms, alloc),
@@ -762,7 +763,7 @@ def _around_training(model: ModelSpec, s: Settings, option: Option, cluster: Clu
     save_peak = PhasePeak(Phase.SAVE, between_steps + saved.peak_gpu, train_host + saved.peak_host_per_node,
                           per_node_nvme + saved.peak_nvme_per_node,
                           total_bound - transient_bound + saved.peak_gpu_bound)
-    context = Term("overhead", Resource.GPU, CUDA_CONTEXT_BYTES, "cuda_context", "CUDA context, NCCL and cuBLAS "
+    context = Term("overhead", Resource.GPU, CUDA_CONTEXT_BYTES, CONTEXT_KEY, "CUDA context, NCCL and cuBLAS "
                    "workspaces", "1 GiB per process", "memory/buffers.py CUDA_CONTEXT_BYTES", phase=Phase.LOAD,
                    kind=TermKind.ALLOWANCE)
     node_runtime = [Term(t.row, t.device, t.nbytes * g, t.key, f"{t.what} (× {g} local ranks)",

@@ -39,7 +39,7 @@ from dataclasses import dataclass, replace
 
 from zeroadvisor.config.method import MethodSetup
 from zeroadvisor.memory import bytes as B
-from zeroadvisor.memory.buffers import CUDA_CONTEXT_BYTES, gathered_terms
+from zeroadvisor.memory.buffers import CONTEXT_KEY, CUDA_CONTEXT_BYTES, gathered_terms
 from zeroadvisor.memory.generation import OPENRLHF_FP32_LOGITS, OPENRLHF_ROLLOUT_BATCH
 from zeroadvisor.memory.method import (
     _placement,
@@ -200,5 +200,5 @@ def _critic_group(setup: MethodSetup, policy: ModelSpec, auxiliary: dict[ModelRo
 
 
 def _context() -> Term:
-    return Term("overhead", Resource.GPU, CUDA_CONTEXT_BYTES, "cuda_context", "CUDA context, NCCL and cuBLAS "
+    return Term("overhead", Resource.GPU, CUDA_CONTEXT_BYTES, CONTEXT_KEY, "CUDA context, NCCL and cuBLAS "
                 "workspaces", "1 GiB per process", "memory/buffers.py CUDA_CONTEXT_BYTES", kind=TermKind.ALLOWANCE)
