@@ -155,3 +155,50 @@ def test_text_report_names_the_trainable_parameters(cli, tmp_path):
                  "--lora-target-modules", "q_proj,v_proj")
     assert result.returncode == 0, result.stderr
     assert "6,738,415,616 parameters (8,388,608 trainable: QLoRA r=16 on q_proj, v_proj (4bit base))" in result.stdout
+
+
+def test_lora_dropout_copies_each_adapted_input_per_layer(tmp_path):
+    from zeroadvisor.model.description import load_description
+
+    (tmp_path / "config.json").write_text(json.dumps(LLAMA_2_7B))
+    (tmp_path / "model.yaml").write_text("hf_config: config.json\nsequence_length: 2048\n"
+                                         "peft: {method: lora, lora_dropout: 0.05}\n")
+    spec, _ = load_description(tmp_path / "model.yaml")
+    h, f, layers = 4096, 11008, 32
+    # all-linear: q, k, v, o, gate and up read h features, down f: each drops out its own copy
+    assert spec.lora_dropout_inputs == layers * (6 * h + f)
+    # the norms' outputs (attention and MLP input) and the down input were kept by lora_A alone
+    assert spec.lora_dropout_replaced == layers * (h + h + f)
+    assert spec.peft == "LoRA r=8 on all-linear, lora_dropout 0.05"
+    (tmp_path / "model.yaml").write_text("hf_config: config.json\npeft: {method: lora, target_modules: [q_proj, "
+                                         "v_proj], lora_dropout: 0.1}\n")
+    spec, _ = load_description(tmp_path / "model.yaml")
+    assert (spec.lora_dropout_inputs, spec.lora_dropout_replaced) == (layers * 2 * h, layers * h)
+    (tmp_path / "model.yaml").write_text("hf_config: config.json\npeft: {method: lora}\n")
+    spec, _ = load_description(tmp_path / "model.yaml")
+    assert (spec.lora_dropout_inputs, spec.lora_dropout_replaced) == (0, 0)  # peft's default lora_dropout 0
+
+
+def test_lora_dropout_adds_to_the_activations(cli, tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps(LLAMA_2_7B))
+    (tmp_path / "ds.json").write_text('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}}')
+
+    def activations(*extra: str) -> int:
+        result = cli("estimate", tmp_path / "ds.json", "--model", tmp_path / "config.json", "--gpus", "2",
+                     "--seq-len", "1024", "--activation-checkpointing", "none", "--peft", "lora", *extra, "-f", "json")
+        assert result.returncode == 0, result.stderr
+        stage = next(s for s in json.loads(result.stdout)["stages"] if s["configured"])
+        return int(stage["per_gpu"]["activations"])
+
+    # per token per layer: (2 + 1) x (6 x 4096 + 11008) - 2 x (2 x 4096 + 11008); 1024 tokens, 32 layers
+    per_token_layer = 3 * (6 * 4096 + 11008) - 2 * (2 * 4096 + 11008)
+    assert activations("--lora-dropout", "0.05") - activations() == per_token_layer * 1024 * 32
+
+
+@pytest.mark.parametrize("bad", ["1", "-0.1", "nan", "x", "1.5"])
+def test_a_lora_dropout_outside_a_probability_is_a_usage_error(cli, tmp_path, bad):
+    (tmp_path / "config.json").write_text(json.dumps(LLAMA_2_7B))
+    result = cli("estimate", "--model", tmp_path / "config.json", "--gpus", "2", "--peft", "lora",
+                 "--lora-dropout", bad)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.count("\n") == 1 and "--lora-dropout" in result.stderr and "probability" in result.stderr

@@ -209,6 +209,8 @@ PEFT_INPUTS = (
           "(comma-separated or repeated), or all-linear (the default).", multiple=True),
     Param("quantization", ("--quantization",), "QLoRA base quantization (default 4bit).",
           choices="zeroadvisor.model.peft:QUANTIZATIONS"),
+    Param("lora_dropout", ("--lora-dropout",), "LoRA dropout probability, 0 <= p < 1 (peft's lora_dropout, default "
+          "0; ms-swift and TRL default to 0.05): each adapted module's input is kept dropped out for backward."),
 )
 
 
@@ -238,7 +240,7 @@ PANELS: dict[str, tuple[str, ...]] = {
                                  "zero_init", "meta_load", "optim", "liger_kernel", "transformers_version",
                                  "training_args", "launch", "trainer"),
     "Parallelism and LoRA": ("tensor_parallel", "pipeline_parallel", "sequence_parallel", "expert_parallel", "peft",
-                             "lora_r", "lora_target_modules", "quantization"),
+                             "lora_r", "lora_target_modules", "quantization", "lora_dropout"),
     "Cluster": ("gpus", "gpus_per_node", "gpu", "gpu_memory", "cpu_memory", "nvme", "headroom"),
     "Step time (the machine fixes are ranked on)": ("efficiency", "inter_node_bandwidth", "cpu_cores",
                                                     "nvme_bandwidth", "launcher"),

@@ -22,7 +22,7 @@ SHAPE_INPUTS = ("seq_len", "activation_checkpointing", "flash_attention", "targe
                 "precision", "stage", "load_dtype", "zero_init", "meta_load", "optim", "liger_kernel",
                 "tensor_parallel", "pipeline_parallel", "sequence_parallel", "expert_parallel")
 # LoRA/QLoRA (model/peft.py): the keys of the model description's peft: block, which they override.
-PEFT_INPUTS = ("peft", "lora_r", "lora_target_modules", "quantization")
+PEFT_INPUTS = ("peft", "lora_r", "lora_target_modules", "quantization", "lora_dropout")
 # The transformers release the model is built as (model/transformers_release.py: an MoE model's layout).
 RELEASE_INPUTS = ("transformers_version",)
 TRAINING_INPUTS = SHAPE_INPUTS + PEFT_INPUTS + RELEASE_INPUTS
@@ -42,7 +42,21 @@ def peft_inputs(values: Mapping[str, Any], spelling: Spelling = KEYWORDS) -> dic
             raise UsageError(f"{spelling.label('lora_target_modules')}: empty module name")
         targets = names[0] if names == ["all-linear"] else names
     return {"method": values.get("peft"), "r": values.get("lora_r"), "target_modules": targets,
-            "quantization": values.get("quantization")}
+            "quantization": values.get("quantization"),
+            "lora_dropout": _dropout(values.get("lora_dropout"), spelling)}
+
+
+def _dropout(value: object, spelling: Spelling) -> float | None:
+    """--lora-dropout as a probability 0 <= p < 1 (peft's nn.Dropout(p)); None where not given."""
+    if value is None:
+        return None
+    try:
+        p = float(value) if isinstance(value, (str, int, float)) and not isinstance(value, bool) else None
+    except ValueError:
+        p = None
+    if p is None or not 0.0 <= p < 1.0:
+        raise UsageError(f"{spelling.label('lora_dropout')}: expected a probability 0 <= p < 1, got {value!r}")
+    return p
 
 
 def model_and_shape(model: str | os.PathLike[str] | ModelSpec | None = None, params: int | str | None = None,

@@ -277,7 +277,8 @@ def activation_bytes(spec: ModelSpec, shape: TrainingShape, micro_batch: int, pr
     stacks, t = _stacks(spec, shape, L, s, notes)
     out_tokens = t * b
 
-    body, per_layer, parts, largest = _layers(stacks, d, facts, shape, b)
+    lora = _lora_dropout(spec, e, L, notes)
+    body, per_layer, parts, largest = _layers(stacks, d, facts, shape, b, lora)
     outside = _outside_layers(spec, stacks, d, facts, b, s, out_tokens)
     parts.append(("outside the layers", outside))
     if with_liger and spec.lm_head is not False and spec.vocab_size:
@@ -355,10 +356,29 @@ def _layer(stack: _Stack, d: _Dims, facts: LayerFacts, b: int, fused: bool) -> t
     return linear, scores
 
 
+def _lora_dropout(spec: ModelSpec, e: int, layers: int, notes: list[str]) -> int:
+    """Bytes per token one layer keeps for LoRA's dropout (ModelSpec.lora_dropout_inputs): peft's Linear.forward
+    runs lora_B(lora_A(dropout(x))) on each adapted module, so with lora_dropout > 0 every adapted input is copied
+    (nn.Dropout: a new tensor, e bytes per feature, which lora_A keeps for its weight gradient) with its bool mask
+    (1 byte, CUDA native_dropout); q, k and v each drop out their shared input apart (peft 0.21
+    tuners/lora/layer.py Linear.forward). The adapted modules spread evenly over the layers. In the first layer
+    behind a frozen embedding the attention's inputs need no gradient and autograd keeps no mask for their
+    dropout: a bound there by those masks."""
+    if not spec.lora_dropout_inputs:
+        return 0
+    # the inputs only lora_A kept (the norms' outputs, the down projection's input) are kept by none once each
+    # adapted module keeps its dropped-out copy instead (ModelSpec.lora_dropout_replaced)
+    per_layer = ((e + MASK) * spec.lora_dropout_inputs - e * spec.lora_dropout_replaced) // layers
+    notes.append(f"activations: LoRA dropout keeps a dropped-out copy of each adapted module's input and its mask: "
+                 f"{per_layer:,} B per token per layer (peft tuners/lora/layer.py Linear.forward)")
+    return per_layer
+
+
 def _layers(stacks: list[_Stack], d: _Dims, facts: LayerFacts, shape: TrainingShape,
-            b: int) -> tuple[int, int, list[tuple[str, int]], int]:
+            b: int, lora: int = 0) -> tuple[int, int, list[tuple[str, int]], int]:
     """(bytes all layers keep under the checkpointing, the largest layer's, (stack, one layer's bytes), the
-    largest layer's activations during its recompute: what full recomputation adds to the layer inputs)."""
+    largest layer's activations during its recompute: what full recomputation adds to the layer inputs).
+    ``lora``: LoRA dropout's bytes per token per layer (_lora_dropout)."""
     parts: list[tuple[str, int]] = []
     body = per_layer = 0
     largest = 0  # linear + score bytes of the largest layer: what a full recompute holds at once
@@ -367,6 +387,7 @@ def _layers(stacks: list[_Stack], d: _Dims, facts: LayerFacts, shape: TrainingSh
         if not stack.layers:
             continue
         linear, scores = _layer(stack, d, facts, b, shape.flash_attention)
+        linear += lora * stack.sq * b
         kept = scores if shape.activation_checkpointing == Checkpointing.NONE else 0  # selective/full recompute them
         layer = linear + kept
         parts.append((stack.name, layer))

@@ -975,6 +975,7 @@ def peft_settings(block: Mapping[str, Any]) -> PeftSettings:
         modules_to_save=tuple(block.get("modules_to_save", ())),
         quantization=block.get("quantization"),
         double_quant=bool(block.get("double_quant", False)),
+        dropout=float(block.get("lora_dropout", 0.0)),
     )
 
 

@@ -34,6 +34,7 @@ import dataclasses
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Literal
 
 from zeroadvisor.model.errors import ModelError
@@ -101,6 +102,7 @@ class PeftSettings:
     modules_to_save: tuple[str, ...] = ()
     quantization: Quantization | None = None  # qlora: default 4bit
     double_quant: bool = False  # BitsAndBytesConfig.bnb_4bit_use_double_quant default
+    dropout: float = 0.0  # LoraConfig.lora_dropout default (peft 0.21 tuners/lora/config.py)
 
     @property
     def quant(self) -> Quantization | None:
@@ -119,6 +121,12 @@ class PeftCount:
     trainable_tensors: tuple[tuple[int, int], ...]
     quantized_elements: int  # base Linear weight elements stored quantized (QLoRA), else 0
     quantized_bytes: int  # their bytes with quantization constants
+    # Per token, the input features of every adapted Linear over the model (fan_in x repeats; a routed expert's by
+    # the share of tokens it sees, experts_per_token / num_experts): what lora_dropout copies (_adapted_inputs).
+    adapted_inputs: int = 0
+    # Per token, the features of the layer inputs that only lora_A keeps (the frozen base keeps no input), which
+    # lora_dropout replaces by its copies (_replaced_inputs).
+    replaced_inputs: int = 0
 
 
 def real_name(model_type: str | None, name: str) -> str:
@@ -237,7 +245,45 @@ def count(modules: Sequence[Module], settings: PeftSettings, spec: ModelSpec) ->
         trainable_tensors=tuple(sorted((numel, n) for numel, n in numels.items() if n)),
         quantized_elements=q_elements,
         quantized_bytes=q_bytes,
+        adapted_inputs=_adapted_inputs(adapted, spec),
+        replaced_inputs=_replaced_inputs(adapted),
     )
+
+
+# The Linears of one decoder layer that read the same tensor, which nothing but their lora_A keeps under a frozen
+# base: the attention's input (the norm's output: RMSNorm/LayerNorm keep their input, not their output), the MLP's
+# input (likewise) and the down projection's input (act(gate) * up: the product's backward keeps its factors).
+# The attention output, the out-projection's input, is the attention kernel's own output, which its backward keeps,
+# so it is not among them. Leaf names as the layouts of Llama-style families give them (model/families.py).
+_SHARED_INPUTS: dict[str, str] = {"q_proj": "attention", "k_proj": "attention", "v_proj": "attention",
+                                  "gate_proj": "mlp", "up_proj": "mlp", "down_proj": "down"}
+
+
+def _replaced_inputs(adapted: Sequence[tuple[str, Module, tuple[int, int]]]) -> int:
+    """Per token, the features of the layer inputs (_SHARED_INPUTS) that only the adapted modules' lora_A keep:
+    with lora_dropout each module keeps its dropped-out copy instead, and the input itself is kept by none
+    (peft tuners/lora/layer.py Linear.forward: lora_A(dropout(x))). Routed experts (a per-expert gather of the
+    tokens) and other families' names are not among them: there the dropout's copies are counted in full."""
+    widths: dict[tuple[str, int], int] = {}  # (group, repeats) -> the input's features
+    for key, m, (fan_in, _) in adapted:
+        group = _SHARED_INPUTS.get(key.rpartition(".")[2])
+        if group is None or "experts" in key:
+            continue
+        widths[(group, m.count)] = fan_in
+    return sum(count * width for (_, count), width in widths.items())
+
+
+def _adapted_inputs(adapted: Sequence[tuple[str, Module, tuple[int, int]]], spec: ModelSpec) -> int:
+    """Per token, the input features of the adapted Linears (PeftCount.adapted_inputs). A transformers-4.x routed
+    expert (``experts.*``) sees experts_per_token / num_experts of the tokens; transformers 5's fused experts are
+    adapted as parameters (peft's ParamWrapper), not Linears, and are not here."""
+    total = Fraction(0)
+    for key, m, (fan_in, _) in adapted:
+        share = Fraction(1)
+        if "experts.*" in key and spec.num_experts:
+            share = Fraction(spec.experts_per_token or 1, spec.num_experts)
+        total += m.count * fan_in * share
+    return int(total)
 
 
 def _moe_targets(named: Sequence[tuple[str, Module]], settings: PeftSettings,
@@ -323,7 +369,8 @@ def describe(settings: PeftSettings) -> str:
     method = "QLoRA" if settings.method == "qlora" else "LoRA"
     quant = f" ({settings.quant}{' double-quant' if settings.double_quant else ''} base)" if settings.quant else ""
     saved = f"; modules_to_save {', '.join(settings.modules_to_save)}" if settings.modules_to_save else ""
-    return f"{method} r={settings.r} on {targets}{quant}{saved}"
+    dropout = f", lora_dropout {settings.dropout:g}" if settings.dropout > 0 else ""
+    return f"{method} r={settings.r} on {targets}{quant}{dropout}{saved}"
 
 
 def apply(spec: ModelSpec, modules: Sequence[Module], settings: PeftSettings) -> ModelSpec:
@@ -343,6 +390,8 @@ def apply(spec: ModelSpec, modules: Sequence[Module], settings: PeftSettings) ->
         quantized_bytes=c.quantized_bytes,
         largest_quantized_parameters=largest_q,
         peft=describe(settings),
+        lora_dropout_inputs=c.adapted_inputs if settings.dropout > 0 else 0,
+        lora_dropout_replaced=c.replaced_inputs if settings.dropout > 0 else 0,
         notes=(*spec.notes, note),
     )
 

@@ -93,6 +93,14 @@ class ModelSpec:
     quantized_bytes: int = 0
     largest_quantized_parameters: int = 0
     peft: str | None = None  # e.g. "LoRA r=16 on q_proj, v_proj", for the report
+    # LoRA with lora_dropout > 0 (model/peft.py): per token, the input features of every adapted Linear over the
+    # model, each of which peft's Linear.forward drops out into a new tensor that lora_A keeps for its backward,
+    # with the dropout's mask (tuners/lora/layer.py: lora_B(lora_A(dropout(x)))); 0: no dropout (nn.Identity
+    # passes x itself, which the layer keeps anyway) or no PEFT.
+    lora_dropout_inputs: int = 0
+    # ... and the features of the layer inputs that only lora_A kept, which the dropped-out copies replace (the
+    # frozen base keeps no input of its own): model/peft.py _replaced_inputs.
+    lora_dropout_replaced: int = 0
     frozen: str | None = None  # modules frozen without PEFT (model/frozen.py), e.g. "embed_tokens", for the report
 
     # Every parameter's element count once (tied tensors once), as (numel, how many parameters of that size),
