@@ -168,15 +168,21 @@ def test_lora_dropout_copies_each_adapted_input_per_layer(tmp_path):
     # all-linear: q, k, v, o, gate and up read h features, down f: each drops out its own copy
     assert spec.lora_dropout_inputs == layers * (6 * h + f)
     # the norms' outputs (attention and MLP input) and the down input were kept by lora_A alone
-    assert spec.lora_dropout_replaced == layers * (h + h + f)
+    assert spec.lora_unkept_inputs == layers * (h + h + f)
     assert spec.peft == "LoRA r=8 on all-linear, lora_dropout 0.05"
     (tmp_path / "model.yaml").write_text("hf_config: config.json\npeft: {method: lora, target_modules: [q_proj, "
                                          "v_proj], lora_dropout: 0.1}\n")
     spec, _ = load_description(tmp_path / "model.yaml")
-    assert (spec.lora_dropout_inputs, spec.lora_dropout_replaced) == (layers * 2 * h, layers * h)
+    # with the dropout no layer input is kept: q and v keep their copies, the MLP's readers are frozen
+    assert (spec.lora_dropout_inputs, spec.lora_unkept_inputs) == (layers * 2 * h, layers * (h + h + f))
+    (tmp_path / "model.yaml").write_text("hf_config: config.json\npeft: {method: lora, target_modules: [q_proj, "
+                                         "v_proj]}\n")
+    spec, _ = load_description(tmp_path / "model.yaml")
+    # without it q and v's lora_A keep the attention's input; the MLP's and the down input nobody keeps
+    assert (spec.lora_dropout_inputs, spec.lora_unkept_inputs) == (0, layers * (h + f))
     (tmp_path / "model.yaml").write_text("hf_config: config.json\npeft: {method: lora}\n")
     spec, _ = load_description(tmp_path / "model.yaml")
-    assert (spec.lora_dropout_inputs, spec.lora_dropout_replaced) == (0, 0)  # peft's default lora_dropout 0
+    assert (spec.lora_dropout_inputs, spec.lora_unkept_inputs) == (0, 0)  # all-linear, peft's default dropout 0
 
 
 def test_lora_dropout_adds_to_the_activations(cli, tmp_path):
@@ -202,3 +208,25 @@ def test_a_lora_dropout_outside_a_probability_is_a_usage_error(cli, tmp_path, ba
                  "--lora-dropout", bad)
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.count("\n") == 1 and "--lora-dropout" in result.stderr and "probability" in result.stderr
+
+
+def test_a_lora_layer_keeps_less_than_a_full_fine_tune(tmp_path):
+    from zeroadvisor.memory.activations import activation_bytes
+    from zeroadvisor.model.description import load_description
+    from zeroadvisor.model.spec import TrainingShape
+
+    (tmp_path / "config.json").write_text(json.dumps(LLAMA_2_7B))
+
+    def layer(peft: str) -> int:
+        (tmp_path / "model.yaml").write_text(f"hf_config: config.json\n{peft}")
+        spec, _ = load_description(tmp_path / "model.yaml")
+        act = activation_bytes(spec, TrainingShape(sequence_length=1024, flash_attention=True), 1, "bf16")
+        return dict(act.parts)["layer"] // 1024
+
+    full = layer("")
+    h, f, r, e = 4096, 11008, 8, 2
+    # the two frozen LlamaRMSNorms keep no cast for their weight's gradient; lora_B keeps r features per adapter
+    assert layer("peft: {method: lora}\n") - full == -2 * e * h + e * r * 7
+    # with q and v adapted only, the MLP's input and the down input are kept by none (the frozen base keeps none)
+    assert layer("peft: {method: lora, target_modules: [q_proj, v_proj]}\n") - full == \
+        -2 * e * h + e * r * 2 - e * (h + f)

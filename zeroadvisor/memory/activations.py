@@ -277,8 +277,7 @@ def activation_bytes(spec: ModelSpec, shape: TrainingShape, micro_batch: int, pr
     stacks, t = _stacks(spec, shape, L, s, notes)
     out_tokens = t * b
 
-    lora = _lora_dropout(spec, e, L, notes)
-    body, per_layer, parts, largest = _layers(stacks, d, facts, shape, b, lora)
+    body, per_layer, parts, largest = _layers(stacks, d, facts, shape, b, _lora(spec, d, facts, L, notes))
     outside = _outside_layers(spec, stacks, d, facts, b, s, out_tokens)
     parts.append(("outside the layers", outside))
     if with_liger and spec.lm_head is not False and spec.vocab_size:
@@ -356,21 +355,44 @@ def _layer(stack: _Stack, d: _Dims, facts: LayerFacts, b: int, fused: bool) -> t
     return linear, scores
 
 
-def _lora_dropout(spec: ModelSpec, e: int, layers: int, notes: list[str]) -> int:
-    """Bytes per token one layer keeps for LoRA's dropout (ModelSpec.lora_dropout_inputs): peft's Linear.forward
-    runs lora_B(lora_A(dropout(x))) on each adapted module, so with lora_dropout > 0 every adapted input is copied
-    (nn.Dropout: a new tensor, e bytes per feature, which lora_A keeps for its weight gradient) with its bool mask
-    (1 byte, CUDA native_dropout); q, k and v each drop out their shared input apart (peft 0.21
-    tuners/lora/layer.py Linear.forward). The adapted modules spread evenly over the layers. In the first layer
-    behind a frozen embedding the attention's inputs need no gradient and autograd keeps no mask for their
-    dropout: a bound there by those masks."""
-    if not spec.lora_dropout_inputs:
+def frozen_norm_bytes(kind: str, e: int, width: int) -> int:
+    """Per token, what one norm of ``width`` keeps less when its weight is frozen (LoRA's base): the scaled output's
+    factor that only the weight's gradient needs. LlamaRMSNorm's ``weight * hidden_states.to(input_dtype)`` and
+    T5LayerNorm's keep the cast (e bytes) for it; GemmaRMSNorm's ``output * (1.0 + weight.float())`` its fp32
+    output; torch's native layer norm and Liger's fused RMSNorm keep their input and statistics either way."""
+    if kind in ("rmsnorm", "t5"):
+        return e * width
+    if kind == "gemma":
+        return FP32 * width
+    return 0
+
+
+def _lora(spec: ModelSpec, d: _Dims, facts: LayerFacts, layers: int, notes: list[str]) -> int:
+    """Bytes per token one layer keeps under LoRA beyond (or short of) a full fine-tune's layer (peft 0.21
+    tuners/lora/layer.py Linear.forward: result = base_layer(x) + lora_B(lora_A(dropout(x))) * scaling):
+
+    * the frozen base keeps no input of its own, so the layer inputs no adapter reads (and with lora_dropout none)
+      are kept by none (ModelSpec.lora_unkept_inputs);
+    * with lora_dropout every adapted input is copied (nn.Dropout: a new tensor, e bytes per feature, which lora_A
+      keeps for its weight gradient) with its bool mask (1 byte, CUDA native_dropout); q, k and v each drop out
+      their shared input apart;
+    * lora_B keeps its r-wide input (e bytes per rank and adapted module);
+    * the frozen norms keep less (frozen_norm_bytes), the layer's and the q/k norms.
+
+    The adapted modules spread evenly over the layers. In the first layer behind a frozen embedding the attention's
+    inputs need no gradient and autograd keeps no mask for their dropout: a bound there by those masks."""
+    if spec.trainable_parameters is None or spec.frozen is not None or not spec.peft:
         return 0
-    # the inputs only lora_A kept (the norms' outputs, the down projection's input) are kept by none once each
-    # adapted module keeps its dropped-out copy instead (ModelSpec.lora_dropout_replaced)
-    per_layer = ((e + MASK) * spec.lora_dropout_inputs - e * spec.lora_dropout_replaced) // layers
-    notes.append(f"activations: LoRA dropout keeps a dropped-out copy of each adapted module's input and its mask: "
-                 f"{per_layer:,} B per token per layer (peft tuners/lora/layer.py Linear.forward)")
+    e, h = d.e, d.h
+    per_layer = ((e + MASK) * spec.lora_dropout_inputs - e * spec.lora_unkept_inputs
+                 + e * spec.lora_rank_features) // layers
+    per_layer -= facts.norms_per_layer * frozen_norm_bytes(facts.norm, e, h)
+    if facts.qk_norm and d.heads:
+        per_layer -= frozen_norm_bytes(facts.qk_norm, e, d.q) + frozen_norm_bytes(facts.qk_norm, e, d.kv)
+    dropout = ", a dropped-out copy of each adapted input and its mask" if spec.lora_dropout_inputs else ""
+    notes.append(f"activations: LoRA on a frozen base: no input kept for a module without an adapter{dropout}, "
+                 f"lora_B's r-wide input, the frozen norms' scaled output not kept: {per_layer:+,} B per token per "
+                 "layer against a full fine-tune (peft tuners/lora/layer.py Linear.forward)")
     return per_layer
 
 
@@ -378,7 +400,7 @@ def _layers(stacks: list[_Stack], d: _Dims, facts: LayerFacts, shape: TrainingSh
             b: int, lora: int = 0) -> tuple[int, int, list[tuple[str, int]], int]:
     """(bytes all layers keep under the checkpointing, the largest layer's, (stack, one layer's bytes), the
     largest layer's activations during its recompute: what full recomputation adds to the layer inputs).
-    ``lora``: LoRA dropout's bytes per token per layer (_lora_dropout)."""
+    ``lora``: LoRA's bytes per token per layer beyond a full fine-tune's (_lora)."""
     parts: list[tuple[str, int]] = []
     body = per_layer = 0
     largest = 0  # linear + score bytes of the largest layer: what a full recompute holds at once

@@ -124,9 +124,8 @@ class PeftCount:
     # Per token, the input features of every adapted Linear over the model (fan_in x repeats; a routed expert's by
     # the share of tokens it sees, experts_per_token / num_experts): what lora_dropout copies (_adapted_inputs).
     adapted_inputs: int = 0
-    # Per token, the features of the layer inputs that only lora_A keeps (the frozen base keeps no input), which
-    # lora_dropout replaces by its copies (_replaced_inputs).
-    replaced_inputs: int = 0
+    # Per token, the features of the layer inputs that no module keeps under this LoRA (_unkept_inputs).
+    unkept_inputs: int = 0
 
 
 def real_name(model_type: str | None, name: str) -> str:
@@ -246,31 +245,36 @@ def count(modules: Sequence[Module], settings: PeftSettings, spec: ModelSpec) ->
         quantized_elements=q_elements,
         quantized_bytes=q_bytes,
         adapted_inputs=_adapted_inputs(adapted, spec),
-        replaced_inputs=_replaced_inputs(adapted),
+        unkept_inputs=_unkept_inputs(named, adapted, settings.dropout > 0),
     )
 
 
 # The Linears of one decoder layer that read the same tensor, which nothing but their lora_A keeps under a frozen
-# base: the attention's input (the norm's output: RMSNorm/LayerNorm keep their input, not their output), the MLP's
-# input (likewise) and the down projection's input (act(gate) * up: the product's backward keeps its factors).
-# The attention output, the out-projection's input, is the attention kernel's own output, which its backward keeps,
-# so it is not among them. Leaf names as the layouts of Llama-style families give them (model/families.py).
+# base (a frozen Linear needs its weight, not its input, for the input's gradient): the attention's input (the
+# norm's output: RMSNorm/LayerNorm keep their input, not their output), the MLP's input (likewise) and the down
+# projection's input (act(gate) * up: the product's backward keeps its factors). The attention output, the
+# out-projection's input, is the attention kernel's own output, which its backward keeps, so it is not among them.
+# Leaf names as the layouts of Llama-style families give them (model/families.py).
 _SHARED_INPUTS: dict[str, str] = {"q_proj": "attention", "k_proj": "attention", "v_proj": "attention",
                                   "gate_proj": "mlp", "up_proj": "mlp", "down_proj": "down"}
 
 
-def _replaced_inputs(adapted: Sequence[tuple[str, Module, tuple[int, int]]]) -> int:
-    """Per token, the features of the layer inputs (_SHARED_INPUTS) that only the adapted modules' lora_A keep:
-    with lora_dropout each module keeps its dropped-out copy instead, and the input itself is kept by none
-    (peft tuners/lora/layer.py Linear.forward: lora_A(dropout(x))). Routed experts (a per-expert gather of the
-    tokens) and other families' names are not among them: there the dropout's copies are counted in full."""
-    widths: dict[tuple[str, int], int] = {}  # (group, repeats) -> the input's features
-    for key, m, (fan_in, _) in adapted:
+def _unkept_inputs(named: Sequence[tuple[str, Module]], adapted: Sequence[tuple[str, Module, tuple[int, int]]],
+                   dropout: bool) -> int:
+    """Per token, the features of the layer inputs (_SHARED_INPUTS) that no module keeps for backward under LoRA,
+    which a full fine-tune keeps (memory/activations.py counts them): an input none of whose readers is adapted
+    (the frozen base keeps no input), and with lora_dropout every one, since each adapted module's lora_A keeps its
+    dropped-out copy instead (peft tuners/lora/layer.py Linear.forward: lora_A(dropout(x))). Routed experts (a
+    per-expert gather of the tokens) and other families' names are not among them: counted as a full fine-tune."""
+    adapted_keys = {key for key, _, _ in adapted}
+    groups: dict[tuple[str, int], tuple[int, bool]] = {}  # (group, repeats) -> (the input's features, adapted)
+    for key, m in named:
         group = _SHARED_INPUTS.get(key.rpartition(".")[2])
-        if group is None or "experts" in key:
+        if group is None or m.linear is None or "experts" in key:
             continue
-        widths[(group, m.count)] = fan_in
-    return sum(count * width for (_, count), width in widths.items())
+        width, any_adapted = groups.get((group, m.count), (m.linear[0], False))
+        groups[(group, m.count)] = (width, any_adapted or key in adapted_keys)
+    return sum(count * width for (_, count), (width, any_adapted) in groups.items() if dropout or not any_adapted)
 
 
 def _adapted_inputs(adapted: Sequence[tuple[str, Module, tuple[int, int]]], spec: ModelSpec) -> int:
@@ -391,7 +395,8 @@ def apply(spec: ModelSpec, modules: Sequence[Module], settings: PeftSettings) ->
         largest_quantized_parameters=largest_q,
         peft=describe(settings),
         lora_dropout_inputs=c.adapted_inputs if settings.dropout > 0 else 0,
-        lora_dropout_replaced=c.replaced_inputs if settings.dropout > 0 else 0,
+        lora_unkept_inputs=c.unkept_inputs,
+        lora_rank_features=settings.r * c.adapted_modules,
         notes=(*spec.notes, note),
     )
 

@@ -98,9 +98,11 @@ class ModelSpec:
     # with the dropout's mask (tuners/lora/layer.py: lora_B(lora_A(dropout(x)))); 0: no dropout (nn.Identity
     # passes x itself, which the layer keeps anyway) or no PEFT.
     lora_dropout_inputs: int = 0
-    # ... and the features of the layer inputs that only lora_A kept, which the dropped-out copies replace (the
-    # frozen base keeps no input of its own): model/peft.py _replaced_inputs.
-    lora_dropout_replaced: int = 0
+    # LoRA: per token, the features of the layer inputs a full fine-tune keeps that nothing keeps under this LoRA
+    # (the frozen base keeps no input; with dropout lora_A keeps its copy instead): model/peft.py _unkept_inputs.
+    lora_unkept_inputs: int = 0
+    # LoRA: per token, r x the adapted Linear modules (counting repeats): the r-wide inputs lora_B keeps.
+    lora_rank_features: int = 0
     frozen: str | None = None  # modules frozen without PEFT (model/frozen.py), e.g. "embed_tokens", for the report
 
     # Every parameter's element count once (tied tensors once), as (numel, how many parameters of that size),
