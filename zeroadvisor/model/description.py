@@ -318,17 +318,20 @@ FIELDS: tuple[DescriptionField, ...] = (
                 "modules_to_save": {"type": "array", "items": {"type": "string", "minLength": 1}},
                 "quantization": {"enum": list(QUANTIZATIONS)},
                 "double_quant": {"type": "boolean"},
+                "lora_dropout": {"type": "number", "minimum": 0, "exclusiveMaximum": 1},
             },
             "required": ["method"],
             "additionalProperties": False,
         },
         "a mapping with method (lora or qlora), r (an integer > 0), target_modules (a list of module names "
-        "or all-linear), modules_to_save (a list of module names), quantization (4bit or 8bit, qlora only) "
-        "and double_quant (true or false)",
+        "or all-linear), modules_to_save (a list of module names), quantization (4bit or 8bit, qlora only), "
+        "double_quant (true or false) and lora_dropout (a probability, 0 <= p < 1)",
         "LoRA/QLoRA (peft LoraConfig): method lora|qlora, r (default 8), target_modules (names matched as peft "
         "does, or all-linear, the default), modules_to_save, quantization 4bit|8bit for qlora (default 4bit, "
-        "bitsandbytes) and double_quant (bnb_4bit_use_double_quant, default false). Needs hf_config: the "
-        "trainable parameters are counted exactly from its layout.",
+        "bitsandbytes), double_quant (bnb_4bit_use_double_quant, default false) and lora_dropout (peft's "
+        "lora_dropout, default 0: each adapted module's input is dropped out into a copy lora_A keeps for "
+        "backward; ms-swift and TRL's ModelConfig default to 0.05). Needs hf_config: the trainable parameters "
+        "are counted exactly from its layout.",
     ),
     DescriptionField(
         "frozen",
