@@ -151,11 +151,17 @@ def test_bad_trainer_launch_commands_are_one_line(command, words):
 
 def test_swift_trains_lora_by_default_and_says_so():
     """ms-swift TunerArguments.train_type defaults to lora (3.x; tuner_type later): no reference copy for DPO
-    without --ref_model, and a note that the policy is costed as a full fine-tune unless --peft says LoRA."""
-    setup = parse_launch("swift rlhf --rlhf_type dpo --model m").training.method.setup
-    assert setup.use_reference is False and "ms-swift's default --train_type lora" in setup.notes[0]
-    full = parse_launch("swift rlhf --rlhf_type dpo --model m --tuner_type full").training.method.setup
-    assert full.use_reference is None and full.notes == ()
+    without --ref_model, and the adapter read as ms-swift's defaults (config/peft_reader.py)."""
+    launch = parse_launch("swift rlhf --rlhf_type dpo --model m")
+    setup = launch.training.method.setup
+    assert setup.use_reference is False
+    assert dict(setup.origin)["use_reference"].startswith("ms-swift's default --train_type lora")
+    peft = launch.training.peft
+    assert peft is not None and (peft.method, peft.r, peft.target_modules, peft.dropout) == ("lora", 8, "all-linear",
+                                                                                             0.05)
+    full = parse_launch("swift rlhf --rlhf_type dpo --model m --tuner_type full")
+    assert full.training.method.setup.use_reference is None and full.training.method.setup.notes == ()
+    assert full.training.peft is None
     named = parse_launch("swift rlhf --rlhf_type dpo --model m --ref_model r").training.method.setup
     assert named.use_reference is None and named.reference_model == "r"
 

@@ -155,9 +155,13 @@ def test_llama_factory_default_finetuning_type_is_lora_no_reference_copy(tmp_pat
     reading = _read(tmp_path, f"stage: {stage}\nreward_model: rm\n")
     assert reading.setup.use_reference is False
     assert dict(reading.setup.origin)["use_reference"].startswith("LLaMA-Factory's default finetuning_type lora")
-    assert any("costed as a full fine-tune unless --peft lora" in note for note in reading.setup.notes)
+    # the adapter itself is read as the PEFT inputs (config/peft_reader.py): LLaMA-Factory's defaults
+    peft = read_training_args(tmp_path / "train.yaml").peft
+    assert peft is not None and (peft.method, peft.r, peft.target_modules, peft.dropout) == ("lora", 8, "all-linear",
+                                                                                             0.0)
     full = _read(tmp_path, f"stage: {stage}\nfinetuning_type: full\nreward_model: rm\nreward_model_type: full\n")
     assert full.setup.use_reference is None and not full.setup.notes
+    assert read_training_args(tmp_path / "train.yaml").peft is None
 
 
 def test_llama_factory_unknown_stage_is_one_line(tmp_path):

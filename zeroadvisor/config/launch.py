@@ -27,7 +27,7 @@ import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
-from zeroadvisor.config import method_reader
+from zeroadvisor.config import method_reader, peft_reader
 from zeroadvisor.config.limits import MAX_GPUS
 from zeroadvisor.config.trainer_errors import TrainerInputError, shown
 from zeroadvisor.config.training_args import (
@@ -323,7 +323,7 @@ def _swift_command(words: list[str], env: dict[str, str], cwd: str | None) -> La
 
 
 def _swift_reads(key: str) -> bool:
-    return _reads(key) or key in ("model", "torch_dtype")
+    return _reads(key) or key in ("model", "torch_dtype") or key in peft_reader.LAUNCH_KEYS
 
 
 # ray job submit [options] -- ENTRYPOINT (OpenRLHF's documented launch), trl CMD, swift CMD
@@ -826,6 +826,13 @@ def _script_arguments(words: list[str], *, overrides: bool, reads: Callable[[str
             flag = word.partition("=")[0]
             key = flag[2:].replace("-", "_")
             value, index = _option_value(word, words, index)
+            if key in peft_reader.LIST_KEYS and reads(key) and not word.partition("=")[1]:
+                # nargs="+" (ms-swift's --target_modules q_proj v_proj): every word up to the next option
+                more = []
+                while index < len(words) and not words[index].startswith("-"):
+                    more.append(words[index])
+                    index += 1
+                value = " ".join([str(value), *more]) if more else value
             if reads(key):
                 given[key] = value
                 origin[key] = flag

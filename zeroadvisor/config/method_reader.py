@@ -264,9 +264,6 @@ def _llama_factory(data: Mapping[str, JSONValue], where: Origin) -> MethodReadin
         use_reference = False
         why = f"{tuner_from} without ref_model (the adapter is disabled for the reference pass)"
         origin.append(("use_reference", why))
-        if data.get("finetuning_type") is None:
-            notes.append(f"{tuner_from}: no reference copy; the policy is costed as a full fine-tune unless --peft "
-                         "lora is given")
     beta = _number(data["pref_beta"], where("pref_beta")) if data.get("pref_beta") is not None else None
     # PPO generates up to GeneratingArguments.max_new_tokens after each prompt (hparams/generating_args.py @ v0.9.3;
     # 0 hands the length to max_length instead, which is not read: None)
@@ -388,11 +385,10 @@ def read_swift(command: str, data: Mapping[str, JSONValue], where: Origin) -> Me
     else:  # swift/llm/argument/tuner_args.py TunerArguments.train_type: 'lora' by default (3.x docs, 4.x too)
         tuner, tuner_from = "lora", "ms-swift's default --train_type lora"
     notes: tuple[str, ...] = ()
-    if tuner in ("lora", "qlora", "lora_llm"):
-        notes = (f"{tuner_from}: the policy is costed as a full fine-tune unless --peft lora is given",)
-        if read.reference_model is None and method in (Method.DPO, Method.KTO):
-            use_reference = False  # a LoRA run's reference pass disables the adapter: no second model
-            origin.append(("use_reference", f"{tuner_from} without --ref_model"))
+    # the adapter itself is read by config/peft_reader.py
+    if tuner in ("lora", "qlora", "lora_llm") and read.reference_model is None and method in (Method.DPO, Method.KTO):
+        use_reference = False  # a LoRA run's reference pass disables the adapter: no second model
+        origin.append(("use_reference", f"{tuner_from} without --ref_model"))
     generation = read.generation
     names = _Reader(data, where)
     completion = next((n for n in (names.whole(key) for key in SWIFT_COMPLETION_KEYS) if n is not None), None)

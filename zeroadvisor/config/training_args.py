@@ -35,6 +35,7 @@ from zeroadvisor.jsontypes import JSONObject, JSONValue
 
 if TYPE_CHECKING:
     from zeroadvisor.config.method_reader import MethodReading
+    from zeroadvisor.config.peft_reader import PeftReading
 
 # Where a key of the arguments came from, for messages: ``per_device_train_batch_size in train.yaml``.
 Origin = Callable[[str], str]
@@ -167,6 +168,8 @@ class TrainingArgs:
     source: str = ""  # the file or "the launch command"
     # what the arguments say about the training method (config/method_reader.py); None: nothing
     method: MethodReading | None = None
+    # the LoRA setup the trainer's file says (config/peft_reader.py); None: trained in full or not said
+    peft: PeftReading | None = None
 
     @overload
     def get(self, name: IntField) -> int: ...
@@ -256,11 +259,12 @@ def from_mapping(data: Mapping[str, JSONValue], source: str, project: str | None
                                 f"{deepspeed!r}")
     padding, padding_from = _padding(data, sequence_key, where)
     from zeroadvisor.config.method_reader import read_mapping as read_method
+    from zeroadvisor.config.peft_reader import read_peft
 
     method = read_method(data, project, where)
     args = TrainingArgs(values, origin, project, sequence_length, sequence_key, sequence_from if sequence_key else "",
                         None, padding, padding_from, model, deepspeed or None, tuple(out_notes), source,
-                        None if method.empty else method)
+                        None if method.empty else method, read_peft(data, project, where))
     return _with_checkpointing(args, data, where)
 
 
@@ -401,7 +405,8 @@ def merge(base: TrainingArgs, over: TrainingArgs) -> TrainingArgs:
         else base.checkpointing,
         padding=over.padding or base.padding, padding_from=over.padding_from if over.padding else base.padding_from,
         model=over.model or base.model, deepspeed=over.deepspeed or base.deepspeed,
-        notes=base.notes + over.notes, method=_merged_method(base.method, over.method))
+        notes=base.notes + over.notes, method=_merged_method(base.method, over.method),
+        peft=over.peft or base.peft)
 
 
 def _merged_method(base: MethodReading | None, over: MethodReading | None) -> MethodReading | None:

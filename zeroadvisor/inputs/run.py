@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, cast
 from zeroadvisor.config.excludes import Excludes
 from zeroadvisor.inputs.command import Command
 from zeroadvisor.inputs.errors import UsageError
-from zeroadvisor.inputs.model import SHAPE_INPUTS, TRAINING_INPUTS, model_and_shape
+from zeroadvisor.inputs.model import PEFT_INPUTS, SHAPE_INPUTS, TRAINING_INPUTS, model_and_shape
 from zeroadvisor.inputs.request import ConfigGiven, Request
 from zeroadvisor.inputs.rules import RuleChoice
 from zeroadvisor.inputs.settings import DIFF_FORMATS, FORMATS, NEEDED, NEEDED_BY, FailOn, fallback
@@ -511,6 +511,7 @@ def _assemble(command: Command, values: Values, spelling: Spelling, project: boo
     shape: TrainingShape | None = None
     cluster, hardware, accounting = None, None, Accounting.DEEPSPEED
     if command in MODEL_COMMANDS and not lint_only:
+        notes = (*notes, *_peft_from_trainer(values, spelling, trainer))
         model, shape = model_and_shape(cast("str | os.PathLike[str] | ModelSpec | None", values.get("model")),
                                        cast("int | str | None", values.get("params")), spelling=spelling,
                                        **{key: values.get(key) for key in TRAINING_INPUTS})
@@ -594,6 +595,23 @@ def _transformers_pin(values: Values, model: ModelSpec, trainer: TrainerInputs |
         return [f"transformers pin not used ({pin.origin}): {err}"]
     values["transformers_version"] = pin.version
     return [f"transformers {release} ({pin.origin})"]
+
+
+def _peft_from_trainer(values: Values, spelling: Spelling, trainer: TrainerInputs | None) -> list[str]:
+    """LoRA/QLoRA as the trainer's file says it (config/peft_reader.py), put in ``values`` where no PEFT input is
+    given (a flag, or the Python API's keyword, wins over the whole file's LoRA setup); the note says what was
+    read. A model given as a parameter count has no layout to put adapters on: then the note says so."""
+    reading = trainer.training.peft if trainer is not None else None
+    if reading is None:
+        return []
+    if any(values.get(key) is not None for key in PEFT_INPUTS):
+        return [f"the trainer's files say {reading.words()}; the LoRA inputs given are used instead"]
+    model = values.get("model")
+    if model is None or not isinstance(model, (str, os.PathLike)):
+        return [(f"the trainer's files say {reading.words()}: not counted without a model layout (give "
+                 f"{spelling.ask('model')} with a config.json); costed as a full fine-tune")]
+    values.update(reading.inputs())
+    return [f"{reading.words()}: read from the trainer's files"]
 
 
 def _method(values: Values, spelling: Spelling, trainer: TrainerInputs | None,
