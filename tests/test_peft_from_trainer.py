@@ -114,3 +114,16 @@ def test_the_cli_reads_lora_from_the_training_arguments(cli, project):
                  "--training-args", bad)
     assert result.returncode == 2 and result.stdout == "" and result.stderr.count("\n") == 1
     assert "lora_dropout" in result.stderr
+
+
+def test_a_model_descriptions_peft_block_wins_over_the_trainers_files(project):
+    (project / "model.yaml").write_text("hf_config: config.json\npeft: {method: lora, r: 16, target_modules: "
+                                        "[q_proj, v_proj]}\n")
+    inputs = _build(project, "stage: sft\nlora_rank: 64\nlora_target: all\n", model=str(project / "model.yaml"))
+    assert inputs.model.trainable_parameters == R16_QV
+    assert any("the model description's peft block is used instead" in note for note in inputs.notes)
+    # a description without one takes the file's
+    (project / "plain.yaml").write_text("hf_config: config.json\n")
+    inputs = _build(project, "stage: sft\nlora_rank: 16\nlora_target: q_proj,v_proj\n",
+                    model=str(project / "plain.yaml"))
+    assert inputs.model.trainable_parameters == R16_QV

@@ -599,8 +599,9 @@ def _transformers_pin(values: Values, model: ModelSpec, trainer: TrainerInputs |
 
 def _peft_from_trainer(values: Values, spelling: Spelling, trainer: TrainerInputs | None) -> list[str]:
     """LoRA/QLoRA as the trainer's file says it (config/peft_reader.py), put in ``values`` where no PEFT input is
-    given (a flag, or the Python API's keyword, wins over the whole file's LoRA setup); the note says what was
-    read. A model given as a parameter count has no layout to put adapters on: then the note says so."""
+    given: a flag (or the Python API's keyword) and a model description's ``peft:`` block win over the file's whole
+    LoRA setup; the note says what was read. A model given as a parameter count has no layout to put adapters on:
+    then the note says so."""
     reading = trainer.training.peft if trainer is not None else None
     if reading is None:
         return []
@@ -610,6 +611,10 @@ def _peft_from_trainer(values: Values, spelling: Spelling, trainer: TrainerInput
     if model is None or not isinstance(model, (str, os.PathLike)):
         return [(f"the trainer's files say {reading.words()}: not counted without a model layout (give "
                  f"{spelling.ask('model')} with a config.json); costed as a full fine-tune")]
+    from zeroadvisor.model.description import has_peft_block
+
+    if has_peft_block(model):
+        return [f"the trainer's files say {reading.words()}; the model description's peft block is used instead"]
     values.update(reading.inputs())
     return [f"{reading.words()}: read from the trainer's files"]
 

@@ -774,6 +774,16 @@ def _merged_peft(block: JSONValue, overrides: Mapping[str, JSONValue] | None) ->
     return merged
 
 
+def has_peft_block(name: str | os.PathLike[str]) -> bool:
+    """Whether ``name`` is a model description file (YAML) with a ``peft:`` block: what it says of LoRA wins over
+    the trainer's files (inputs/run.py). A config.json, a directory or a Hub id has none."""
+    path = Path(name)
+    if path.suffix.lower() not in (".yaml", ".yml") or not path.is_file():
+        return False
+    data = _read(path).data
+    return isinstance(data, Mapping) and data.get("peft") is not None
+
+
 def load_description(path: str | Path, peft: Mapping[str, JSONValue] | None = None,
                      transformers: str | None = None) -> tuple[ModelSpec, TrainingShape]:
     """The ModelSpec and TrainingShape a model description (or a config.json) gives; ``peft``: the CLI's
