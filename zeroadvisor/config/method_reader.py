@@ -384,7 +384,6 @@ def read_swift(command: str, data: Mapping[str, JSONValue], where: Origin) -> Me
         tuner, tuner_from = _text(data[kind_key], where(kind_key)).lower(), f"{where(kind_key)} {data[kind_key]}"
     else:  # swift/llm/argument/tuner_args.py TunerArguments.train_type: 'lora' by default (3.x docs, 4.x too)
         tuner, tuner_from = "lora", "ms-swift's default --train_type lora"
-    notes: tuple[str, ...] = ()
     # the adapter itself is read by config/peft_reader.py
     if tuner in ("lora", "qlora", "lora_llm") and read.reference_model is None and method in (Method.DPO, Method.KTO):
         use_reference = False  # a LoRA run's reference pass disables the adapter: no second model
@@ -396,7 +395,7 @@ def read_swift(command: str, data: Mapping[str, JSONValue], where: Origin) -> Me
         generation = replace(generation, max_completion_length=completion)
         origin += [("max_completion_length", src) for _key, src in names.origin[:1]]
     return MethodReading(replace(read, method=method, use_reference=use_reference, loss_type=loss or read.loss_type,
-                                 generation=generation, origin=tuple(origin), notes=notes), said)
+                                 generation=generation, origin=tuple(origin), notes=()), said)
 
 
 def read_openrlhf(module: str, data: Mapping[str, JSONValue], where: Origin) -> MethodReading:

@@ -116,12 +116,19 @@ def _int(value: object, where: str) -> int:
     return int(text)
 
 
-def _probability(value: object, where: str) -> float:
+def probability(value: object) -> float | None:
+    """``value`` as a dropout probability 0 <= p < 1 (nn.Dropout's p; a number or its text), None where it is not
+    one (NaN, 1, a bool, ...): the one reading of lora_dropout, whether a file or a flag gives it."""
     try:
         p = float(value) if isinstance(value, (int, float, str)) and not isinstance(value, bool) else None
     except ValueError:
-        p = None
-    if p is None or not 0.0 <= p < 1.0:
+        return None
+    return p if p is not None and 0.0 <= p < 1.0 else None
+
+
+def _probability(value: object, where: str) -> float:
+    p = probability(value)
+    if p is None:
         raise TrainerInputError(f"{where}: expected a dropout probability 0 <= p < 1, got {shown(value)}")
     return p
 

@@ -48,13 +48,12 @@ def peft_inputs(values: Mapping[str, Any], spelling: Spelling = KEYWORDS) -> dic
 
 def _dropout(value: object, spelling: Spelling) -> float | None:
     """--lora-dropout as a probability 0 <= p < 1 (peft's nn.Dropout(p)); None where not given."""
+    from zeroadvisor.config.peft_reader import probability
+
     if value is None:
         return None
-    try:
-        p = float(value) if isinstance(value, (str, int, float)) and not isinstance(value, bool) else None
-    except ValueError:
-        p = None
-    if p is None or not 0.0 <= p < 1.0:
+    p = probability(value)
+    if p is None:
         raise UsageError(f"{spelling.label('lora_dropout')}: expected a probability 0 <= p < 1, got {value!r}")
     return p
 

@@ -111,4 +111,3 @@ def fragmentation_term(terms: list[Term], conf: AllocatorConf) -> Term:
                 "10% of activations, gathered parameters and per-step temporaries (up to 10% of every GPU row)",
                 "memory/allocator.py FRAGMENTATION; c10/cuda/CUDACachingAllocator.cpp (blocks split and cached per "
                 "size class)", kind=TermKind.ALLOWANCE, bound=bound if bound > expected else None)
-
