@@ -58,7 +58,7 @@ def test_llama_factory_trains_lora_by_default_on_all_linear_layers(project):
 
 def test_llama_factory_quantization_bit_makes_it_qlora(project):
     inputs = _build(project, "stage: sft\nquantization_bit: 4\nlora_target: q_proj,v_proj\nlora_rank: 16\n")
-    assert inputs.model.peft == "QLoRA r=16 on q_proj, v_proj (4bit base)"
+    assert inputs.model.peft == "QLoRA r=16 on q_proj, v_proj (4bit double-quant base)"  # double_quantization True
     assert inputs.model.quantized_parameters > 0
 
 
@@ -127,3 +127,96 @@ def test_a_model_descriptions_peft_block_wins_over_the_trainers_files(project):
     inputs = _build(project, "stage: sft\nlora_rank: 16\nlora_target: q_proj,v_proj\n",
                     model=str(project / "plain.yaml"))
     assert inputs.model.trainable_parameters == R16_QV
+
+
+def test_trl_use_peft_is_lora_on_peft_s_default_modules_with_trl_s_defaults(project):
+    # ModelConfig @ trl 1.9: lora_r 16, lora_dropout 0.05, lora_target_modules None -> peft's llama default q/v
+    inputs = _build(project, "use_peft: true\nbeta: 0.1\nmax_length: 1024\n", trainer="dpo")
+    assert inputs.model.trainable_parameters == R16_QV
+    assert inputs.model.peft == "LoRA r=16 on q_proj, v_proj, lora_dropout 0.05"
+    note = next(n for n in inputs.notes if "read from the trainer's files" in n)
+    assert "peft from use_peft in " in note
+    assert "TRL's defaults: lora_r 16, lora_target_modules None (peft's default), lora_dropout 0.05" in note
+    assert any("peft's default target modules for llama" in n for n in inputs.model.notes)
+    # without use_peft (or with it false) TRL trains in full
+    assert _build(project, "beta: 0.1\n", trainer="dpo").model.trainable_parameters is None
+    assert _build(project, "use_peft: false\n", trainer="dpo").model.trainable_parameters is None
+
+
+def test_trl_script_flags_give_rank_several_targets_and_a_4_bit_base():
+    launch = parse_launch("accelerate launch trl/scripts/dpo.py --model_name_or_path m --use_peft --lora_r 32 "
+                          "--lora_target_modules q_proj k_proj --load_in_4bit --bf16")
+    peft = launch.training.peft
+    assert peft is not None
+    assert (peft.method, peft.r, peft.target_modules, peft.dropout, peft.quantization) == (
+        "qlora", 32, ("q_proj", "k_proj"), 0.05, "4bit")
+    assert dict(peft.origin)["quantization"] == "--load_in_4bit"
+    assert launch.training.get("bf16") is True  # the flag after the names is still read
+
+
+def test_axolotl_adapter_is_read_with_target_linear_or_names_and_qlora_in_4_bits(project):
+    inputs = _build(project, "base_model: x\nadapter: lora\nlora_r: 8\nlora_target_linear: true\n"
+                             "sequence_len: 1024\n")
+    assert inputs.model.trainable_parameters == 32 * 8 * (4 * 8192 + 3 * 15104)  # all-linear, r 8
+    assert inputs.model.peft == "LoRA r=8 on all-linear"
+    inputs = _build(project, "base_model: x\nadapter: qlora\nload_in_4bit: true\nlora_r: 16\nlora_dropout: 0.05\n"
+                             "lora_target_modules: [q_proj, v_proj]\nsequence_len: 1024\n")
+    assert inputs.model.trainable_parameters == R16_QV
+    assert inputs.model.peft == "QLoRA r=16 on q_proj, v_proj (4bit double-quant base), lora_dropout 0.05"
+    # lora with load_in_8bit: an 8-bit base (loaders/model.py); no adapter: a full fine-tune
+    inputs = _build(project, "base_model: x\nadapter: lora\nload_in_8bit: true\nlora_r: 16\n"
+                             "lora_target_modules: q_proj\nsequence_len: 1024\n")
+    assert inputs.model.peft == "QLoRA r=16 on q_proj (8bit base)"
+    assert _build(project, "base_model: x\nsequence_len: 1024\n").model.trainable_parameters is None
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    ("base_model: x\nadapter: lora\nlora_target_linear: true\n", "needs lora_r"),
+    ("base_model: x\nadapter: lora\nlora_r: 8\n", "needs lora_target_modules or lora_target_linear"),
+    ("base_model: x\nadapter: qlora\nlora_r: 8\nlora_target_linear: true\n", "needs load_in_4bit"),
+    ("base_model: x\nadapter: lora\nlora_r: 8\nlora_target_linear: maybe\n", "lora_target_linear"),
+    ("use_peft: true\nload_in_4bit: true\nload_in_8bit: true\n", "at the same time"),
+    ("use_peft: true\nlora_r: 0\n", "lora_r"),
+    ("use_peft: perhaps\n", "use_peft"),
+])
+def test_a_bad_trl_or_axolotl_lora_setting_is_a_one_line_error(tmp_path, text, words):
+    path = tmp_path / "args.yaml"
+    path.write_text(text)
+    with pytest.raises(TrainerInputError, match=words) as error:
+        read_training_args(path)
+    assert "\n" not in str(error.value)
+
+
+def test_peft_s_default_modules_for_a_model_type_it_has_none_for_is_a_one_line_error(cli, project):
+    config = dict(LLAMA_2_7B, model_type="phi3", architectures=["Phi3ForCausalLM"])
+    (project / "config.json").write_text(json.dumps(config))
+    (project / "trl.yaml").write_text("use_peft: true\n")
+    result = cli("estimate", project / "ds.json", "--model", project / "config.json", "--gpus", "2",
+                 "--training-args", project / "trl.yaml")
+    assert result.returncode == 2 and result.stdout == "" and result.stderr.count("\n") == 1, result.stderr
+    assert "no default LoRA target modules for model type 'phi3'" in result.stderr
+
+
+def test_double_quantization_is_read_with_each_trainers_default(project):
+    # LLaMA-Factory double_quantization True by default; false turns it off: the 4-bit block constants then stay
+    # fp32 (4 B per 64 weights) instead of 1 B per 64 plus fp32 per 256 blocks (model/peft.py quantized_bytes)
+    on = _build(project, "stage: sft\nquantization_bit: 4\nlora_target: q_proj\n").model
+    off = _build(project, "stage: sft\nquantization_bit: 4\ndouble_quantization: false\nlora_target: q_proj\n").model
+    assert on.peft.endswith("(4bit double-quant base)") and off.peft.endswith("(4bit base)")
+    assert on.quantized_parameters == off.quantized_parameters
+    per_64 = off.quantized_parameters // 64
+    assert off.quantized_bytes - on.quantized_bytes == pytest.approx(per_64 * 3 - per_64 // 256 * 4, rel=1e-3)
+    # an 8-bit base has no double quantization
+    assert _build(project, "stage: sft\nquantization_bit: 8\nlora_target: q_proj\n").model.peft.endswith(
+        "(8bit base)")
+    # TRL: use_bnb_nested_quant, False by default
+    assert _build(project, "use_peft: true\nload_in_4bit: true\n").model.peft.endswith("(4bit base), lora_dropout 0.05")
+    assert "double-quant" in _build(project, "use_peft: true\nload_in_4bit: true\nuse_bnb_nested_quant: true\n"
+                                    ).model.peft
+    # ms-swift: --bnb_4bit_use_double_quant, True by default
+    launch = parse_launch("swift sft --model m --quant_bits 4 --bnb_4bit_use_double_quant false")
+    assert launch.training.peft is not None and launch.training.peft.double_quant is False
+    assert parse_launch("swift sft --model m --quant_bits 4").training.peft.double_quant is True
+    # the flag (the Python API's keyword) over the file
+    flagged = _build(project, "stage: sft\n", peft="qlora", lora_target_modules=["q_proj"], double_quant=True)
+    assert flagged.model.peft.endswith("(4bit double-quant base)")

@@ -112,3 +112,30 @@ def test_llama_2_7b_lora_r16_q_v_is_what_peft_prints() -> None:
     numbers = _peft_numbers(config, r=16, target_modules=["q_proj", "v_proj"])
     assert numbers == (8_388_608, 6_746_804_224)
     assert _ours(config, PeftSettings(r=16, target_modules=("q_proj", "v_proj"))) == numbers
+
+
+def test_the_default_targets_table_is_peft_s_own() -> None:
+    """LORA_DEFAULT_TARGETS is peft's TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING, every list entry."""
+    from peft.utils.constants import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING as PEFTS
+
+    from zeroadvisor.model.peft import LORA_DEFAULT_TARGETS
+
+    assert LORA_DEFAULT_TARGETS == {t: tuple(v) for t, v in PEFTS.items() if isinstance(v, list)}
+
+
+@pytest.mark.parametrize("name", sorted(n for n in CASES if CASES[n]["model_type"] in
+                                        __import__("zeroadvisor.model.peft", fromlist=["x"]).LORA_DEFAULT_TARGETS))
+def test_peft_default_targets_match_peft(name: str) -> None:
+    """LoraConfig without target_modules (TRL's use_peft without lora_target_modules) against ours, resolved from
+    the model type (model/peft.py with_default_targets): the same counts, or both refuse the run."""
+    from zeroadvisor.model.errors import ModelError
+    from zeroadvisor.model.peft import with_default_targets
+
+    config = CASES[name]
+    try:
+        settings = with_default_targets(PeftSettings(r=8, default_targets=True), spec_from_hf_config(config))
+    except ModelError:
+        with pytest.raises(ValueError, match="target_modules"):  # peft's NoMatchingPeftModuleError is one
+            _peft_numbers(config, r=8)
+        return
+    assert _ours(config, settings) == _peft_numbers(config, r=8)

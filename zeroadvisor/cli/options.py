@@ -206,9 +206,12 @@ PEFT_INPUTS = (
           "needs a config.json.", choices="zeroadvisor.model.peft:PEFT_METHODS"),
     Param("lora_r", ("--lora-r",), "LoRA rank r (default 8).", kind=int, minimum=1),
     Param("lora_target_modules", ("--lora-target-modules",), "Modules LoRA adapts, matched as peft does "
-          "(comma-separated or repeated), or all-linear (the default).", multiple=True),
+          "(comma-separated or repeated), all-linear (the default), or peft-default (peft's own for the model type, "
+          "as LoraConfig without target_modules: q_proj,v_proj for llama).", multiple=True),
     Param("quantization", ("--quantization",), "QLoRA base quantization (default 4bit).",
           choices="zeroadvisor.model.peft:QUANTIZATIONS"),
+    Param("double_quant", ("--double-quant/--no-double-quant",), "QLoRA 4-bit: bitsandbytes' double quantization "
+          "of the block constants (bnb_4bit_use_double_quant; default: no).", kind=bool),
     Param("lora_dropout", ("--lora-dropout",), "LoRA dropout probability, 0 <= p < 1 (peft's lora_dropout, default "
           "0; ms-swift and TRL default to 0.05): each adapted module's input is kept dropped out for backward."),
 )
@@ -240,7 +243,7 @@ PANELS: dict[str, tuple[str, ...]] = {
                                  "zero_init", "meta_load", "optim", "liger_kernel", "transformers_version",
                                  "training_args", "launch", "trainer"),
     "Parallelism and LoRA": ("tensor_parallel", "pipeline_parallel", "sequence_parallel", "expert_parallel", "peft",
-                             "lora_r", "lora_target_modules", "quantization", "lora_dropout"),
+                             "lora_r", "lora_target_modules", "quantization", "double_quant", "lora_dropout"),
     "Cluster": ("gpus", "gpus_per_node", "gpu", "gpu_memory", "cpu_memory", "nvme", "headroom"),
     "Step time (the machine fixes are ranked on)": ("efficiency", "inter_node_bandwidth", "cpu_cores",
                                                     "nvme_bandwidth", "launcher"),

@@ -849,7 +849,8 @@ def _option_value(word: str, words: list[str], index: int) -> tuple[str | bool, 
     if equals:
         return attached, index
     following = words[index] if index < len(words) else None
-    if TYPES.get(key) is bool or key in _EXTRA_BOOLS or key in method_reader.METHOD_BOOLS:
+    if (TYPES.get(key) is bool or key in _EXTRA_BOOLS or key in method_reader.METHOD_BOOLS
+            or key in peft_reader.SCRIPT_BOOLS):
         # nargs="?", const=True: the next word is the value only when it is not an option
         if following is not None and not following.startswith("-"):
             return following, index + 1
@@ -863,7 +864,8 @@ def _option_value(word: str, words: list[str], index: int) -> tuple[str | bool, 
 
 def _reads(key: str) -> bool:
     """Whether zeroadvisor reads the script argument ``key``: a TrainingArguments field or one of its own."""
-    return key in DEFAULTS or key in _EXTRA_KEYS or key in method_reader.METHOD_KEYS
+    return (key in DEFAULTS or key in _EXTRA_KEYS or key in method_reader.METHOD_KEYS
+            or key in peft_reader.SCRIPT_KEYS)
 
 
 def _number(value: str | bool) -> str | bool | int:

@@ -11,6 +11,16 @@ it came from, the trainer's default included, for the note that says what was re
 * ms-swift (swift/llm/argument/tuner_args.py TunerArguments, quant_args.py @ 3.x): ``--train_type`` (``--tuner_type``
   in later releases; "lora" by default), ``--lora_rank`` (default 8), ``--target_modules`` (default all-linear;
   several names after one flag), ``--lora_dropout`` (default 0.05), ``--quant_bits`` (4 or 8: QLoRA).
+* TRL's ModelConfig (trl/trainer/model_config.py, utils.py get_peft_config @ 0.21-1.9), in its config files and
+  script flags: ``use_peft`` (False by default: a full fine-tune), ``lora_r`` (16), ``lora_target_modules`` (None:
+  LoraConfig gets none and peft adapts its default modules for the model type, PEFT_DEFAULT; several names after
+  one flag), ``lora_dropout`` (0.05), ``load_in_4bit`` / ``load_in_8bit`` (get_quantization_config: the base
+  quantized by bitsandbytes).
+* axolotl (utils/schemas/peft.py LoraConfig, loaders/adapter.py _build_peft_lora_config, loaders/model.py @ 0.18):
+  ``adapter`` (lora or qlora; absent: a full fine-tune), ``lora_r`` (no default: LoraConfig(r=None) fails),
+  ``lora_target_linear: true`` (find_all_linear_names: every linear layer but the output head) or
+  ``lora_target_modules`` (without either the target list is empty, which peft refuses), ``lora_dropout`` (0.0);
+  qlora loads the base in 4 bits (it requires ``load_in_4bit``), lora with ``load_in_8bit`` in 8 bits.
 """
 
 from __future__ import annotations
@@ -18,10 +28,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from zeroadvisor.config.trainer_errors import TrainerInputError, shown
+from zeroadvisor.config.trainer_errors import TrainerInputError, as_bool, shown
 from zeroadvisor.jsontypes import JSONValue
 
 ALL_LINEAR = "all-linear"  # model/peft.py ALL_LINEAR (peft's shorthand), spelled here to keep config/ below model/
+PEFT_DEFAULT = "peft-default"  # model/peft.py PEFT_DEFAULT: LoraConfig given no target_modules
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,22 +41,25 @@ class PeftReading:
 
     method: str  # "lora" | "qlora"
     r: int
-    target_modules: str | tuple[str, ...]  # ALL_LINEAR or module names
+    target_modules: str | tuple[str, ...]  # ALL_LINEAR, PEFT_DEFAULT or module names
     dropout: float
     quantization: str | None  # "4bit" | "8bit" with qlora
     origin: tuple[tuple[str, str], ...]  # (input, where it was said or which default applies)
     defaults_of: str = "the trainer's default "  # how a default's origin starts ("ms-swift's default ")
+    double_quant: bool | None = None  # bnb_4bit_use_double_quant, with a 4-bit base only
 
     def inputs(self) -> dict[str, object]:
         """The PEFT inputs (inputs/model.py PEFT_INPUTS) this reading gives."""
         targets = self.target_modules if isinstance(self.target_modules, str) else list(self.target_modules)
         return {"peft": self.method, "lora_r": self.r, "lora_target_modules": targets, "lora_dropout": self.dropout,
-                "quantization": self.quantization}
+                "quantization": self.quantization, "double_quant": self.double_quant}
 
     def words(self) -> str:
         """The setup and where each value came from: the keys the files give, then the trainer's defaults."""
-        targets = self.target_modules if isinstance(self.target_modules, str) else ", ".join(self.target_modules)
-        quant = f" ({self.quantization} base)" if self.quantization else ""
+        targets = ("peft's default modules for the model type" if self.target_modules == PEFT_DEFAULT else
+                   self.target_modules if isinstance(self.target_modules, str) else ", ".join(self.target_modules))
+        quant = (f" ({self.quantization}{' double-quant' if self.double_quant else ''} base)" if self.quantization
+                 else "")
         prefix = self.defaults_of
         given = [f"{name} from {where}" for name, where in self.origin if not where.startswith(prefix)]
         defaults = [where.removeprefix(prefix) for _, where in self.origin if where.startswith(prefix)]
@@ -58,21 +72,34 @@ class PeftReading:
 _TUNER_KEYS = {"llama-factory": (("finetuning_type",), "lora"), "ms-swift": (("tuner_type", "train_type"), "lora")}
 _LORA_TUNERS = frozenset({"lora", "qlora"})
 # project -> input -> (its key, its default as the trainer's release sets it)
+# "double": bnb_4bit_use_double_quant with a 4-bit base (LLaMA-Factory hparams/model_args.py double_quantization,
+# True; ms-swift swift/llm/argument/base_args/quant_args.py bnb_4bit_use_double_quant, True)
 _FIELDS: dict[str, dict[str, tuple[str, object]]] = {
     "llama-factory": {"r": ("lora_rank", 8), "targets": ("lora_target", "all"), "dropout": ("lora_dropout", 0.0),
-                      "bits": ("quantization_bit", None)},
+                      "bits": ("quantization_bit", None), "double": ("double_quantization", True)},
     "ms-swift": {"r": ("lora_rank", 8), "targets": ("target_modules", ALL_LINEAR),
-                 "dropout": ("lora_dropout", 0.05), "bits": ("quant_bits", None)},
+                 "dropout": ("lora_dropout", 0.05), "bits": ("quant_bits", None),
+                 "double": ("bnb_4bit_use_double_quant", True)},
 }
 _DEFAULT_NAMES = {"llama-factory": "LLaMA-Factory's default ", "ms-swift": "ms-swift's default "}
-# keys a launch command must read for this module (config/launch.py)
-LAUNCH_KEYS = frozenset({"lora_rank", "target_modules", "lora_dropout", "quant_bits"})
-LIST_KEYS = frozenset({"target_modules"})  # nargs="+": several words after one flag
+# keys a launch command must read for this module (config/launch.py): ms-swift's, and a TRL script's ModelConfig
+LAUNCH_KEYS = frozenset({"lora_rank", "target_modules", "lora_dropout", "quant_bits", "bnb_4bit_use_double_quant"})
+SCRIPT_KEYS = frozenset({"lora_r", "lora_target_modules", "lora_dropout", "load_in_4bit", "load_in_8bit",
+                         "use_bnb_nested_quant"})
+# nargs="?" bool flags (HfArgumentParser)
+SCRIPT_BOOLS = frozenset({"load_in_4bit", "load_in_8bit", "use_bnb_nested_quant", "bnb_4bit_use_double_quant"})
+LIST_KEYS = frozenset({"target_modules", "lora_target_modules"})  # nargs="+": several words after one flag
+_TRL_DEFAULTS = "TRL's default "
+_AXOLOTL = "axolotl's default "
 
 
 def read_peft(data: Mapping[str, JSONValue], project: str, where: Callable[[str], str]) -> PeftReading | None:
     """The LoRA setup ``data`` (keys as ``project`` spells them) says; None where the file trains in full or its
     project is not one whose files say LoRA (``where(key)`` names where a key was given)."""
+    if project == "transformers":  # a TRL config file or script flags: ModelConfig's fields
+        return _trl(data, where)
+    if project == "axolotl":
+        return _axolotl(data, where)
     if project not in _TUNER_KEYS:
         return None
     keys, default = _TUNER_KEYS[project]
@@ -103,8 +130,97 @@ def read_peft(data: Mapping[str, JSONValue], project: str, where: Callable[[str]
         origin.append((name, said or f"{_DEFAULT_NAMES[project]}{field_key} {field_default}"))
     if bits_from:
         origin.append(("quantization", bits_from))
+    double = None
+    if quantization == "4bit":
+        double_value, double_from = value("double")
+        double = as_bool(data[fields["double"][0]], double_from) if double_from else bool(double_value)
+        origin.append(("double_quant", double_from or f"{_DEFAULT_NAMES[project]}{fields['double'][0]} "
+                                                      f"{double_value}"))
     method = "qlora" if quantization or tuner == "qlora" else "lora"
-    return PeftReading(method, rank, targets, dropout, quantization, tuple(origin), _DEFAULT_NAMES[project])
+    return PeftReading(method, rank, targets, dropout, quantization, tuple(origin), _DEFAULT_NAMES[project], double)
+
+
+def _trl(data: Mapping[str, JSONValue], where: Callable[[str], str]) -> PeftReading | None:
+    """TRL's ModelConfig: get_peft_config gives a LoraConfig only with use_peft."""
+    if data.get("use_peft") is None or not as_bool(data["use_peft"], where("use_peft")):
+        return None
+    origin: list[tuple[str, str]] = [("peft", where("use_peft"))]
+
+    def given(key: str, name: str, default: object) -> tuple[object, str]:
+        said = data.get(key) is not None
+        origin.append((name, where(key) if said else f"{_TRL_DEFAULTS}{key} {default}"))
+        return (data[key] if said else default), where(key)
+
+    r_value, r_from = given("lora_r", "lora_r", 16)
+    rank = _int(r_value, r_from)
+    targets_value, targets_from = given("lora_target_modules", "lora_target_modules", "None (peft's default)")
+    targets = PEFT_DEFAULT if data.get("lora_target_modules") is None else _targets(targets_value, targets_from)
+    dropout_value, dropout_from = given("lora_dropout", "lora_dropout", 0.05)
+    dropout = _probability(dropout_value, dropout_from)
+    four = data.get("load_in_4bit") is not None and as_bool(data["load_in_4bit"], where("load_in_4bit"))
+    eight = data.get("load_in_8bit") is not None and as_bool(data["load_in_8bit"], where("load_in_8bit"))
+    if four and eight:  # ModelConfig.__post_init__
+        raise TrainerInputError(f"{where('load_in_4bit')} and {where('load_in_8bit')}: TRL refuses 8 bit and 4 bit "
+                                "precision at the same time")
+    quantization = "4bit" if four else "8bit" if eight else None
+    double = None
+    if quantization:
+        origin.append(("quantization", where("load_in_4bit" if four else "load_in_8bit")))
+    if four:  # get_quantization_config: bnb_4bit_use_double_quant=use_bnb_nested_quant (False by default)
+        said = data.get("use_bnb_nested_quant") is not None
+        double = said and as_bool(data["use_bnb_nested_quant"], where("use_bnb_nested_quant"))
+        origin.append(("double_quant", where("use_bnb_nested_quant") if said else
+                       f"{_TRL_DEFAULTS}use_bnb_nested_quant False"))
+    return PeftReading("qlora" if quantization else "lora", rank, targets, dropout, quantization, tuple(origin),
+                       _TRL_DEFAULTS, double)
+
+
+def _axolotl(data: Mapping[str, JSONValue], where: Callable[[str], str]) -> PeftReading | None:
+    """axolotl's adapter: lora or qlora (another adapter, or none, is not LoRA)."""
+    adapter = data.get("adapter")
+    if not isinstance(adapter, str) or adapter.strip().lower() not in _LORA_TUNERS:
+        return None
+    kind = adapter.strip().lower()
+    origin: list[tuple[str, str]] = [("peft", where("adapter"))]
+    if data.get("lora_r") is None:  # LoraConfig(r=cfg.lora_r): None is refused by peft
+        raise TrainerInputError(f"{where('adapter')}: adapter {kind} needs lora_r (axolotl passes it to peft's "
+                                "LoraConfig, which has no rank without it)")
+    rank = _int(data["lora_r"], where("lora_r"))
+    origin.append(("lora_r", where("lora_r")))
+    linear = data.get("lora_target_linear") is not None and as_bool(data["lora_target_linear"],
+                                                                     where("lora_target_linear"))
+    if linear:  # find_all_linear_names (with any names given: the union, all-linear counted)
+        targets: str | tuple[str, ...] = ALL_LINEAR
+        origin.append(("lora_target_modules", where("lora_target_linear")))
+    elif data.get("lora_target_modules") is not None:
+        targets = _targets(data["lora_target_modules"], where("lora_target_modules"))
+        origin.append(("lora_target_modules", where("lora_target_modules")))
+    else:
+        raise TrainerInputError(f"{where('adapter')}: adapter {kind} needs lora_target_modules or lora_target_linear: "
+                                "true (axolotl gives peft an empty target list, which it refuses)")
+    said = data.get("lora_dropout") is not None
+    dropout = _probability(data["lora_dropout"], where("lora_dropout")) if said else 0.0
+    origin.append(("lora_dropout", where("lora_dropout") if said else f"{_AXOLOTL}lora_dropout 0.0"))
+    four = data.get("load_in_4bit") is not None and as_bool(data["load_in_4bit"], where("load_in_4bit"))
+    eight = data.get("load_in_8bit") is not None and as_bool(data["load_in_8bit"], where("load_in_8bit"))
+    if kind == "qlora" and not four:  # schemas/peft.py validate_qlora
+        raise TrainerInputError(f"{where('adapter')}: adapter qlora needs load_in_4bit: true (axolotl refuses it "
+                                "without)")
+    # loaders/model.py: qlora with load_in_4bit -> 4-bit with bnb_4bit_use_double_quant True (bnb_config_kwargs
+    # may change it), lora with load_in_8bit -> 8-bit, else not quantized
+    quantization = "4bit" if kind == "qlora" else "8bit" if eight else None
+    if quantization:
+        origin.append(("quantization", where("load_in_4bit" if kind == "qlora" else "load_in_8bit")))
+    double = None
+    if kind == "qlora":
+        kwargs = data.get("bnb_config_kwargs")
+        written = kwargs.get("bnb_4bit_use_double_quant") if isinstance(kwargs, dict) else None
+        said = written is not None
+        double = as_bool(written, where("bnb_config_kwargs")) if written is not None else True
+        origin.append(("double_quant", where("bnb_config_kwargs") if said else
+                       f"{_AXOLOTL}bnb_4bit_use_double_quant True"))
+    return PeftReading("qlora" if quantization else "lora", rank, targets, dropout, quantization, tuple(origin),
+                       _AXOLOTL, double)
 
 
 def _int(value: object, where: str) -> int:

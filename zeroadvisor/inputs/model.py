@@ -22,7 +22,7 @@ SHAPE_INPUTS = ("seq_len", "activation_checkpointing", "flash_attention", "targe
                 "precision", "stage", "load_dtype", "zero_init", "meta_load", "optim", "liger_kernel",
                 "tensor_parallel", "pipeline_parallel", "sequence_parallel", "expert_parallel")
 # LoRA/QLoRA (model/peft.py): the keys of the model description's peft: block, which they override.
-PEFT_INPUTS = ("peft", "lora_r", "lora_target_modules", "quantization", "lora_dropout")
+PEFT_INPUTS = ("peft", "lora_r", "lora_target_modules", "quantization", "double_quant", "lora_dropout")
 # The transformers release the model is built as (model/transformers_release.py: an MoE model's layout).
 RELEASE_INPUTS = ("transformers_version",)
 TRAINING_INPUTS = SHAPE_INPUTS + PEFT_INPUTS + RELEASE_INPUTS
@@ -40,10 +40,17 @@ def peft_inputs(values: Mapping[str, Any], spelling: Spelling = KEYWORDS) -> dic
         names = [name.strip() for text in texts for name in str(text).split(",")]
         if not all(names):
             raise UsageError(f"{spelling.label('lora_target_modules')}: empty module name")
-        targets = names[0] if names == ["all-linear"] else names
+        targets = names[0] if names in (["all-linear"], ["peft-default"]) else names
     return {"method": values.get("peft"), "r": values.get("lora_r"), "target_modules": targets,
-            "quantization": values.get("quantization"),
+            "quantization": values.get("quantization"), "double_quant": _flag(values.get("double_quant"), spelling),
             "lora_dropout": _dropout(values.get("lora_dropout"), spelling)}
+
+
+def _flag(value: object, spelling: Spelling) -> bool | None:
+    """--double-quant as a bool (the Python API's keyword: True or False); None where not given."""
+    if value is None or isinstance(value, bool):
+        return value
+    raise UsageError(f"{spelling.label('double_quant')}: expected true or false, got {value!r}")
 
 
 def _dropout(value: object, spelling: Spelling) -> float | None:

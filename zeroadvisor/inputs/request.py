@@ -88,6 +88,7 @@ class Request:
     lora_r: int | None = None
     lora_target_modules: Strings | None = None
     quantization: str | None = None
+    double_quant: bool | None = None
     lora_dropout: str | float | None = None
     transformers_version: str | None = None  # the release the model is built as (inputs/model.py RELEASE_INPUTS)
     # lint's

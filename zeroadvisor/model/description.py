@@ -37,7 +37,7 @@ from zeroadvisor.model.errors import ModelError
 from zeroadvisor.model.frozen import apply as apply_frozen
 from zeroadvisor.model.hf import spec_from_hf_config
 from zeroadvisor.model.hfconfig import check_dimension, fmt
-from zeroadvisor.model.peft import ALL_LINEAR, PEFT_METHODS, QUANTIZATIONS, PeftSettings
+from zeroadvisor.model.peft import ALL_LINEAR, PEFT_DEFAULT, PEFT_METHODS, QUANTIZATIONS, PeftSettings
 from zeroadvisor.model.peft import apply as apply_peft
 from zeroadvisor.model.spec import (
     CLIENT_OPTIMIZER_NAMES,
@@ -311,7 +311,7 @@ FIELDS: tuple[DescriptionField, ...] = (
                 "r": {"type": "integer", "minimum": 1},
                 "target_modules": {
                     "anyOf": [
-                        {"const": ALL_LINEAR},
+                        {"enum": [ALL_LINEAR, PEFT_DEFAULT]},
                         {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1},
                     ]
                 },
@@ -323,11 +323,12 @@ FIELDS: tuple[DescriptionField, ...] = (
             "required": ["method"],
             "additionalProperties": False,
         },
-        "a mapping with method (lora or qlora), r (an integer > 0), target_modules (a list of module names "
-        "or all-linear), modules_to_save (a list of module names), quantization (4bit or 8bit, qlora only), "
-        "double_quant (true or false) and lora_dropout (a probability, 0 <= p < 1)",
+        "a mapping with method (lora or qlora), r (an integer > 0), target_modules (a list of module names, "
+        "all-linear or peft-default), modules_to_save (a list of module names), quantization (4bit or 8bit, "
+        "qlora only), double_quant (true or false) and lora_dropout (a probability, 0 <= p < 1)",
         "LoRA/QLoRA (peft LoraConfig): method lora|qlora, r (default 8), target_modules (names matched as peft "
-        "does, or all-linear, the default), modules_to_save, quantization 4bit|8bit for qlora (default 4bit, "
+        "does, all-linear, the default, or peft-default: what peft adapts where LoraConfig is given none, e.g. "
+        "q_proj and v_proj for llama), modules_to_save, quantization 4bit|8bit for qlora (default 4bit, "
         "bitsandbytes), double_quant (bnb_4bit_use_double_quant, default false) and lora_dropout (peft's "
         "lora_dropout, default 0: each adapted module's input is dropped out into a copy lora_A keeps for "
         "backward; ms-swift and TRL's ModelConfig default to 0.05). Needs hf_config: the trainable parameters "
@@ -984,7 +985,8 @@ def peft_settings(block: Mapping[str, Any]) -> PeftSettings:
     return PeftSettings(
         method=method,
         r=block.get("r", 8),
-        target_modules=None if targets == ALL_LINEAR else tuple(targets),
+        target_modules=None if targets in (ALL_LINEAR, PEFT_DEFAULT) else tuple(targets),
+        default_targets=targets == PEFT_DEFAULT,
         modules_to_save=tuple(block.get("modules_to_save", ())),
         quantization=block.get("quantization"),
         double_quant=bool(block.get("double_quant", False)),

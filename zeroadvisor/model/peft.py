@@ -47,6 +47,28 @@ Quantization = Literal["4bit", "8bit"]
 PEFT_METHODS: tuple[str, ...] = ("lora", "qlora")
 QUANTIZATIONS: tuple[str, ...] = ("4bit", "8bit")
 ALL_LINEAR = "all-linear"  # peft's INCLUDE_LINEAR_LAYERS_SHORTHAND
+# LoraConfig without target_modules (TRL's ModelConfig.lora_target_modules None): peft adapts its default modules
+# for the model type (tuners/tuners_utils.py _prepare_adapter_config), and refuses a model type it has none for.
+PEFT_DEFAULT = "peft-default"
+# peft 0.21.2 utils/constants.py TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING, its list entries (gemma4's is a
+# regular expression over the multimodal model: not listed, so asked for); checked against peft by
+# tests/oracle/test_peft_default_targets_oracle.py.
+LORA_DEFAULT_TARGETS: dict[str, tuple[str, ...]] = {
+    "t5": ("q", "v"), "mt5": ("q", "v"), "bart": ("q_proj", "v_proj"), "gpt2": ("c_attn",),
+    "bloom": ("query_key_value",), "blip-2": ("q", "v", "q_proj", "v_proj"), "opt": ("q_proj", "v_proj"),
+    "gptj": ("q_proj", "v_proj"), "gpt_neox": ("query_key_value",), "gpt_neo": ("q_proj", "v_proj"),
+    "bert": ("query", "value"), "roberta": ("query", "value"), "xlm-roberta": ("query", "value"),
+    "electra": ("query", "value"), "deberta-v2": ("query_proj", "value_proj"), "deberta": ("in_proj",),
+    "layoutlm": ("query", "value"), "llama": ("q_proj", "v_proj"), "llama4": ("q_proj", "v_proj"),
+    "chatglm": ("query_key_value",), "gpt_bigcode": ("c_attn",), "mpt": ("Wqkv",),
+    "RefinedWebModel": ("query_key_value",), "RefinedWeb": ("query_key_value",), "falcon": ("query_key_value",),
+    "btlm": ("c_proj", "c_attn"), "codegen": ("qkv_proj",), "mistral": ("q_proj", "v_proj"),
+    "mixtral": ("q_proj", "v_proj"), "stablelm": ("q_proj", "v_proj"), "phi": ("q_proj", "v_proj", "fc1", "fc2"),
+    "gemma": ("q_proj", "v_proj"), "gemma2": ("q_proj", "v_proj"), "gemma3_text": ("q_proj", "v_proj"),
+    "qwen2": ("q_proj", "v_proj"), "qwen3": ("q_proj", "v_proj"),
+    "nemotron_h": ("q_proj", "k_proj", "v_proj", "o_proj"), "rwkv": ("key", "value", "receptance", "output"),
+    "rwkv7": ("r_proj", "k_proj", "v_proj", "o_proj", "key", "value"),
+}
 
 FP32 = 4
 BNB_4BIT_BLOCKSIZE = 64  # bitsandbytes Params4bit / quantize_4bit default blocksize
@@ -103,6 +125,8 @@ class PeftSettings:
     quantization: Quantization | None = None  # qlora: default 4bit
     double_quant: bool = False  # BitsAndBytesConfig.bnb_4bit_use_double_quant default
     dropout: float = 0.0  # LoraConfig.lora_dropout default (peft 0.21 tuners/lora/config.py)
+    # target_modules not given to LoraConfig (PEFT_DEFAULT): peft's own for the model type, resolved by apply
+    default_targets: bool = False
 
     @property
     def quant(self) -> Quantization | None:
@@ -369,7 +393,8 @@ __all__ = ["ALL_LINEAR", "PEFT_METHODS", "QUANTIZATIONS", "PeftCount", "PeftSett
 
 
 def describe(settings: PeftSettings) -> str:
-    targets = ALL_LINEAR if settings.target_modules is None else ", ".join(settings.target_modules)
+    targets = (PEFT_DEFAULT if settings.default_targets else ALL_LINEAR if settings.target_modules is None
+               else ", ".join(settings.target_modules))
     method = "QLoRA" if settings.method == "qlora" else "LoRA"
     quant = f" ({settings.quant}{' double-quant' if settings.double_quant else ''} base)" if settings.quant else ""
     saved = f"; modules_to_save {', '.join(settings.modules_to_save)}" if settings.modules_to_save else ""
@@ -377,14 +402,37 @@ def describe(settings: PeftSettings) -> str:
     return f"{method} r={settings.r} on {targets}{quant}{dropout}{saved}"
 
 
+def with_default_targets(settings: PeftSettings, spec: ModelSpec) -> PeftSettings:
+    """``settings`` with peft's default target modules for the model type where they give none (PEFT_DEFAULT);
+    ModelError where peft refuses the run: no default for the type (lora/model.py _prepare_adapter_config: "Please
+    specify `target_modules`"), or an MoE family whose fused experts peft converts under transformers 5, where
+    its conversion leaves nothing targeted (tuners_utils.py inject_adapter: "No `target_modules` passed but also
+    no `target_parameters` found"; Mixtral, peft 0.21.2: tests/oracle/test_peft_oracle.py)."""
+    if not settings.default_targets:
+        return settings
+    model_type = spec.model_type
+    targets = LORA_DEFAULT_TARGETS.get(model_type or "")
+    if targets is None:
+        raise ModelError(f"peft has no default LoRA target modules for model type {model_type!r} (it asks for "
+                         "target_modules): give the modules to adapt (lora_target_modules)", key="peft")
+    if model_type in _MOE_CONVERSION and spec.num_experts and fused_experts(spec.transformers_version):
+        raise ModelError(f"peft refuses LoRA without target modules on {model_type} under transformers 5 (its MoE "
+                         "conversion leaves no module targeted): give the modules to adapt (lora_target_modules)",
+                         key="peft")
+    return dataclasses.replace(settings, target_modules=targets, default_targets=False)
+
+
 def apply(spec: ModelSpec, modules: Sequence[Module], settings: PeftSettings) -> ModelSpec:
     """``spec`` trained with ``settings``: trainable counts and the quantized base filled in."""
+    defaulted = settings.default_targets
+    settings = with_default_targets(settings, spec)
     c = count(modules, settings, spec)
     largest_q = 0
     if settings.quant is not None:
         largest_q = max((m.linear[0] * m.linear[1] for m in modules
                          if m.linear is not None and m.name not in OUTPUT_HEADS), default=0)
-    note = (f"{describe(settings)}: {c.trainable:,} trainable of {c.all:,} parameters as peft counts them "
+    default = f" (peft's default target modules for {spec.model_type})" if defaulted else ""
+    note = (f"{describe(settings)}{default}: {c.trainable:,} trainable of {c.all:,} parameters as peft counts them "
             f"({c.adapted_modules:,} adapted Linear modules); the {spec.parameters:,} base parameters are frozen")
     return dataclasses.replace(
         spec,
@@ -401,4 +449,4 @@ def apply(spec: ModelSpec, modules: Sequence[Module], settings: PeftSettings) ->
     )
 
 
-__all__ += ["apply", "describe"]
+__all__ += ["LORA_DEFAULT_TARGETS", "PEFT_DEFAULT", "apply", "describe", "with_default_targets"]
