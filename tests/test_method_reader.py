@@ -201,6 +201,17 @@ def test_axolotl_vllm_block_gives_the_share_and_the_servers_gpus(tmp_path):
     assert colocated.generation.vllm_gpu_memory_utilization == 0.3 and colocated.generation.vllm_num_gpus is None
 
 
+def test_axolotl_rl_adapter_ref_model_keeps_a_reference_beside_the_adapter(tmp_path):
+    lora = "adapter: lora\nlora_r: 8\nlora_target_linear: true\n"
+    assert _read(tmp_path, AX + "rl: dpo\n" + lora).setup.use_reference is None  # has_reference: none with PEFT
+    setup = _read(tmp_path, AX + "rl: dpo\nrl_adapter_ref_model: true\n" + lora).setup
+    assert setup.use_reference is True
+    assert dict(setup.origin)["use_reference"].startswith("rl_adapter_ref_model in ")
+    # without an adapter it changes nothing; KTO/SimPO/ORPO trainers are not handed the model
+    assert _read(tmp_path, AX + "rl: dpo\nrl_adapter_ref_model: true\n").setup.use_reference is None
+    assert _read(tmp_path, AX + "rl: kto\nrl_adapter_ref_model: true\n" + lora).setup.use_reference is None
+
+
 @pytest.mark.parametrize(("text", "words"), [("rl: ppo\n", "axolotl's rl: types"), ("rl: dpo\ntrl: 3\n", "mapping"),
                                              ("rl: grpo\nvllm: 1\n", "vLLM settings"),
                                              ("rl: grpo\nvllm:\n  gpu_memory_utilization: 2\n", "at most 1"),

@@ -333,8 +333,19 @@ def _axolotl(data: Mapping[str, JSONValue], where: Origin) -> MethodReading:
     if loss is not None:
         origin.append(("loss_type", where("rl")))
     generation = _axolotl_vllm(data, trl.generation, where, origin)
+    use_reference = trl.use_reference
+    # train.py setup_reference_model @ v0.18.0: with an adapter no reference model is loaded (TRL disables the
+    # adapter for the reference pass) unless rl_adapter_ref_model asks for one; dpo/ipo then pass it to the trainer
+    # (core/builders/rl.py), and TRL uses a given ref_model even with PEFT
+    ask = data.get("rl_adapter_ref_model")
+    if (ask is not None and as_bool(ask, where("rl_adapter_ref_model")) and isinstance(data.get("adapter"), str)
+            and method is Method.DPO):
+        use_reference = True
+        why = f"{where('rl_adapter_ref_model')} (a separate reference model beside the adapter)"
+        origin.append(("use_reference", why))
     return MethodReading(replace(trl, method=method, trainer=TrainerFamily.AXOLOTL, beta=beta, generation=generation,
-                                 loss_type=loss or trl.loss_type, origin=tuple(origin)), where("rl"))
+                                 loss_type=loss or trl.loss_type, origin=tuple(origin), use_reference=use_reference),
+                         where("rl"))
 
 
 def _axolotl_vllm(data: Mapping[str, JSONValue], generation: Generation, where: Origin,
