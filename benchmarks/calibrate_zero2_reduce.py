@@ -16,7 +16,9 @@ reduced alone), in bf16 and fp32, with the optimizer on the host (offload_optimi
 zero_force_ds_cpu_optimizer false) and without it. The third ``engine.backward()`` runs under ``torch.profiler``
 (profile_memory); its ``[memory]`` events are every allocation and free. Reported: the allocations of exactly the
 sizes the estimate names (the large weight's flat copy in the model dtype, its fp64 piece), how many there were,
-and the backward's peak beyond its start.
+and the backward's peak beyond its start. Two cases run DeepSpeed 0.16.9 (installed beside the venv's by
+tools/install_deepspeed_release.py; benchmarks/cpu_ranks.py puts it first on PYTHONPATH), whose overflow check
+tests the whole gradient elementwise (memory/ds_changes.py OVERFLOW_CHECK).
 
     python benchmarks/calibrate_zero2_reduce.py   # writes benchmarks/zero2_reduce.json and .md
 """
@@ -46,6 +48,9 @@ CASES += [{"precision": "bf16", "offload": o, "ranks": 1, "reduce_scatter": Fals
 # Over 2 ranks the large weight spans both partitions: its slices for the two ranks are flattened into one tensor
 # (on 1 rank a single slice: torch's flatten_dense_tensors returns a view of it, no copy)
 CASES += [{"precision": "bf16", "offload": o, "ranks": 2} for o in (True, False)]
+# An older release (CI installs it: tools/install_deepspeed_release.py CI_RELEASES): 0.13.3-0.19.5 test each
+# partition parameter's whole gradient for inf/nan elementwise (memory/ds_changes.py OVERFLOW_CHECK), 11 B/element
+CASES += [{"precision": p, "offload": True, "ranks": 1, "release": "0.16.9"} for p in ("bf16", "fp32")]
 BYTES = {"bf16": 2, "fp32": 4}
 
 
@@ -112,13 +117,18 @@ def worker(c: dict[str, Any], out_path: str) -> None:
 def estimate_terms(c: dict[str, Any]) -> dict[str, int]:
     """zeroadvisor's two backward terms for the same run, each at its bound (the bytes the code allocates)."""
     from zeroadvisor.memory.estimate import Cluster, estimate
-    from zeroadvisor.memory.step_temporaries import BOUNDARY_NORM_KEY
+    from zeroadvisor.memory.step_temporaries import BOUNDARY_NORM_KEY, OFFLOAD_STEP_COPY_KEY
     from zeroadvisor.model.spec import ModelSpec, TrainingShape
 
     spec = ModelSpec(parameters=LARGE + WIDE * 8, largest_layer_parameters=LARGE, parameter_numels=(LARGE, WIDE * 8))
-    est = estimate(ds_config(c), spec, TrainingShape(), Cluster(gpus=c["ranks"]))
+    from zeroadvisor.deepspeed.schema import reading_as
+
+    with reading_as(c.get("release")):
+        est = estimate(ds_config(c), spec, TrainingShape(), Cluster(gpus=c["ranks"]))
     stage = next(s for s in est.stages if s.configured)
-    out = {"allreduce_bucket": 0, BOUNDARY_NORM_KEY: 0}
+    # 0.14.1-0.16.9's step copy is a moment of its own, the boundary counted beyond it: the two together are
+    # backward's (on CPU the copy to the accelerator is no copy: only backward is measured)
+    out = {"allreduce_bucket": 0, BOUNDARY_NORM_KEY: 0, OFFLOAD_STEP_COPY_KEY: 0}
     for t in stage.terms:
         if t.device == "gpu" and t.phase == "train" and t.key in out:
             out[t.key] += t.upper
@@ -135,16 +145,22 @@ def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
             "largest allocation, 8 B x the rank's partition); `zeroadvisor "
             "copy`: the reduction copy's bytes (`allreduce_bucket`, at its bound); `zeroadvisor norm`: the "
             "boundary's fp64 norm copy with the weight's 16-bit gradient beside it (`boundary_norm_copy`, no "
-            "activations here to subtract), counted with the optimizer offloaded only."), "",
-           ("| ranks | precision | offload | reduce_scatter | flat copy (count) | fp64 piece (count) | largest "
-            "allocations (B) | backward peak beyond its start (B) | zeroadvisor copy (B) | zeroadvisor norm (B) |"),
-           "|---:|---|---|---|---:|---:|---|---:|---:|---:|"]
+            "activations here to subtract), counted with the optimizer offloaded only; from 0.13.3 to 0.19.5 the "
+            "overflow check of the whole gradient (11 B/element, 7 on an fp32 gradient) where it is larger; "
+            "`zeroadvisor step`: 0.14.1-0.16.9's fp32 partition on the GPU at the step, a moment the boundary is "
+            "counted beyond (norm + step is then backward's)."), "",
+           ("| DeepSpeed | ranks | precision | offload | reduce_scatter | flat copy (count) | fp64 piece (count) | "
+            "largest allocations (B) | backward peak beyond its start (B) | zeroadvisor copy (B) | zeroadvisor norm "
+            "(B) | zeroadvisor step (B) |"),
+           "|---|---:|---|---|---|---:|---:|---|---:|---:|---:|---:|"]
     for r in rows:
         m, c, za = r["measured"], r["case"], r["zeroadvisor"]
-        out.append(f"| {c['ranks']} | {c['precision']} | {'cpu' if c['offload'] else 'none'} | "
+        release = c.get("release", meta.get("deepspeed", ""))
+        out.append(f"| {release} | {c['ranks']} | {c['precision']} | {'cpu' if c['offload'] else 'none'} | "
                    f"{str(c.get('reduce_scatter', True)).lower()} | {m['flat_copy_allocations']} | "
                    f"{m['fp64_piece_allocations']} | {', '.join(f'{s:,}' for s in m['largest_allocations'])} | "
-                   f"{m['backward_peak_extra']:,} | {za['allreduce_bucket']:,} | {za['boundary_norm_copy']:,} |")
+                   f"{m['backward_peak_extra']:,} | {za['allreduce_bucket']:,} | {za['boundary_norm_copy']:,} | "
+                   f"{za.get('offload_step_fp32_copy', 0):,} |")
     return "\n".join(out) + "\n"
 
 

@@ -25,6 +25,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _release_path(release: str | None) -> dict[str, str]:
+    """PYTHONPATH putting DeepSpeed ``release`` first (installed by tools/install_deepspeed_release.py into
+    .venv/deepspeed-releases), or nothing for the venv's own release."""
+    if not release:
+        return {}
+    folder = Path(__file__).resolve().parents[1] / ".venv" / "deepspeed-releases" / release
+    if not folder.is_dir():
+        raise SystemExit(f"DeepSpeed {release} is not installed: python tools/install_deepspeed_release.py {release}")
+    return {"PYTHONPATH": os.pathsep.join(p for p in (str(folder), os.environ.get("PYTHONPATH", "")) if p)}
+
+
 def run_ranks(script: str, c: dict, timeout: int) -> dict:
     """``{"case", "ranks": [each rank's JSON]}``, or ``{"case", "error", "log"}`` (rank 0's log tail)."""
     port = free_port()
@@ -32,6 +43,7 @@ def run_ranks(script: str, c: dict, timeout: int) -> dict:
         procs = []
         for rank in range(c["ranks"]):
             env = dict(os.environ, DS_ACCELERATOR="cpu", RANK=str(rank), LOCAL_RANK=str(rank),
+                       **_release_path(c.get("release")),
                        WORLD_SIZE=str(c["ranks"]), LOCAL_WORLD_SIZE=str(c["ranks"]), MASTER_ADDR="127.0.0.1",
                        MASTER_PORT=str(port), OMP_NUM_THREADS=str(c.get("threads", 1)), PYTHONWARNINGS="ignore")
             out = os.path.join(tmp, f"rank{rank}.json")

@@ -165,6 +165,42 @@ def test_offload_boundary_norm_copy(tied):
                                 shape, gpus=8)) == 0
 
 
+def test_older_releases_test_the_whole_gradient_for_overflow_and_move_the_fp32_partition_to_the_gpu():
+    """DeepSpeed 0.13.3-0.19.5 run _has_inf_or_nan elementwise on each partition parameter's whole 16-bit gradient
+    at the boundary (fp32 copy, three bool masks, an fp32 copy of the last: 11 B/element), after the fp64 norm of its
+    piece: the larger of the two is live (measured on CPU with 0.16.9: benchmarks/zero2_reduce.md). 0.14.1-0.16.9's
+    step moves the stepped fp32 partition to the GPU before the 16-bit copy (memory/ds_changes.py)."""
+    from zeroadvisor.deepspeed.schema import reading_as
+    from zeroadvisor.memory.step_temporaries import OFFLOAD_STEP_COPY_KEY
+
+    h, V, L, s = 4096, 128256, 32, 1001
+    spec = ModelSpec(parameters=8_030_261_248, largest_layer_parameters=V * h, num_layers=L, hidden_size=h,
+                     vocab_size=V, num_attention_heads=32, num_key_value_heads=8, intermediate_size=14336,
+                     tied_embeddings=True, lm_head=True, parameter_numels=(V * h,))
+    shape = TrainingShape(sequence_length=s, activation_checkpointing=Checkpointing.FULL, flash_attention=True)
+    latest = configured(_offloaded(), spec, shape, gpus=8)
+    with reading_as("0.16.9"):
+        old = configured(_offloaded(), spec, shape, gpus=8)
+    with reading_as("0.17.0"):
+        newer = configured(_offloaded(), spec, shape, gpus=8)
+    act = train_gpu(latest, "activations") + train_gpu(latest, "allreduce_bucket")
+    # a tied embedding is reduced last, with nothing of the layers live: the whole 525M gradient is the check's
+    assert _boundary(latest) == 8 * V * h + 2 * V * h - act
+    assert _boundary(newer) == 11 * V * h + 2 * V * h - act
+    (check,) = [t for t in newer.terms if t.key == BOUNDARY_NORM_KEY and t.phase == "train"]
+    assert "overflow check" in check.what and "0.13.3 up to 0.19.6" in check.what
+    # the step's fp32 partition on the GPU: 4 B/param / N beyond the activations, in 0.14.1-0.16.9 only
+    part = -(-8_030_261_248 // (2 * 8)) * 2  # partition_stage12: aligned to 2 elements per rank
+    assert train_gpu(old, OFFLOAD_STEP_COPY_KEY) == 4 * part - train_gpu(old, "activations")
+    assert train_gpu(newer, OFFLOAD_STEP_COPY_KEY) == 0 == train_gpu(latest, OFFLOAD_STEP_COPY_KEY)
+    # the step and backward's boundary are moments apart: the train peak is the larger (here the boundary's)
+    assert act + train_gpu(old, OFFLOAD_STEP_COPY_KEY) + _boundary(old) == max(13 * V * h, 4 * part)
+    # without the offload neither (the step's own norm and gradient are step_terms')
+    with reading_as("0.16.9"):
+        plain = configured(zero2("fp16"), spec, shape, gpus=8)
+    assert _boundary(plain) == 0 == train_gpu(plain, OFFLOAD_STEP_COPY_KEY)
+
+
 def test_reduction_flat_copy():
     """average_tensor -> allreduce_and_scatter -> allreduce_bucket joins a bucket's slices for several ranks into a
     new tensor (stage_1_and_2.py 0.14-0.19.8; measured in benchmarks/zero2_reduce.md): a full bucket wherever one
@@ -215,10 +251,13 @@ def test_the_reduction_measured_on_cpu(case):
     piece = min(large, -(-(large + reduce_calibration.WIDE * 8) // (2 * ranks)) * 2)  # the rank's part of it
     if c["offload"]:  # the fp64 copy of the rank's piece is backward's largest allocation
         assert max(m["largest_allocations"]) == 8 * piece
+        if c.get("release"):  # 0.13.3-0.19.5: the overflow check's fp32 copy and bool masks of the whole gradient
+            assert {4 * large, large} <= set(m["largest_allocations"])
         # the norm term holds it (with the weight's 16-bit gradient beside it, less the flat copy freed before it)
-        assert terms["boundary_norm_copy"] + terms["allreduce_bucket"] >= 8 * piece
-        # and the whole backward beyond its start is within 5% of the two terms
-        counted = terms["boundary_norm_copy"] + terms["allreduce_bucket"]
+        assert terms["boundary_norm_copy"] + terms["allreduce_bucket"] + terms["offload_step_fp32_copy"] >= 8 * piece
+        # and the whole backward beyond its start is within 5% of the terms (0.14.1-0.16.9's step copy a moment the
+        # boundary is counted beyond: the two together are backward's)
+        counted = terms["boundary_norm_copy"] + terms["allreduce_bucket"] + terms["offload_step_fp32_copy"]
         assert counted <= m["backward_peak_extra"] <= 1.05 * counted
     else:  # without the offload no fp64 copy: the step's own norm comes later (step_terms)
         assert m["fp64_piece_allocations"] == 0 and terms["boundary_norm_copy"] == 0

@@ -253,3 +253,22 @@ def test_muon_refusals_follow_each_release(zero, refusing):
         expected = refusing is not None and releases.version_key(refusing[0]) <= key <= releases.version_key(
             refusing[1])
         assert ("ZA709" in codes) == expected, version
+
+
+def test_older_releases_offload_step_and_boundary_are_said_where_the_release_is_assumed(project, monkeypatch):
+    """Stage 1/2 with the optimizer offloaded: 0.14.1-0.16.9 move the stepped fp32 partition to the GPU and
+    0.13.3-0.19.5 test the largest gradient for overflow elementwise (memory/ds_changes.py); assumed the latest
+    release, the estimate says both, and a pin of such a release counts them."""
+    monkeypatch.setattr(choice, "installed_release", lambda: None)
+    config = _write(project, {**OFFLOAD, "zero_optimization": {"stage": 2, "offload_optimizer": {
+        "device": "cpu", "pin_memory": True}}})
+    result = zeroadvisor.estimate(str(config), params="8B", gpus=8, gpu="A100-SXM4-80GB")
+    effect = {a.name: a for a in result.estimate.assumed}["deepspeed_version"].effect
+    assert "DeepSpeed 0.14.1 up to 0.17.0 allocate 4 B per parameter / GPUs more on the GPU" in effect
+    (project / "requirements.txt").write_text("deepspeed==0.16.9\n")
+    choice._pin_choice.cache_clear()
+    pinned = zeroadvisor.estimate(str(config), params="8B", gpus=8, gpu="A100-SXM4-80GB")
+    assert "deepspeed_version" not in {a.name for a in pinned.estimate.assumed}
+    (copy,) = [t for t in pinned.configured.terms if t.key == "offload_step_fp32_copy"]
+    activations = sum(t.nbytes for t in pinned.configured.terms if t.key == "activations" and t.phase == Phase.TRAIN)
+    assert copy.nbytes == 4 * 8 * 10**9 // 8 - activations  # the 8B parameters' fp32 partition on each of 8

@@ -111,7 +111,8 @@ def say_release(result: Estimate, release: ReleaseChoice, data: Config) -> Estim
 
     from zeroadvisor.memory.assumed import release_assumption
     from zeroadvisor.memory.phases import FLAT_COPY_KEY
-    from zeroadvisor.vocab import Phase, Resource
+    from zeroadvisor.memory.step_temporaries import BOUNDARY_NORM_KEY
+    from zeroadvisor.vocab import Device, Phase, Resource
 
     if release.origin in ("flag", "project") or data is None:
         return result  # asked for by name (said by the asker), or no config (no offload default read)
@@ -121,7 +122,13 @@ def say_release(result: Estimate, release: ReleaseChoice, data: Config) -> Estim
     # the configured stage 1/2 run peaks at load with the flat copy beside the model on the GPU (0.19.0+ only)
     flatten_binds = configured is not None and configured.binding_phase == Phase.LOAD and any(
         t.key == FLAT_COPY_KEY and t.device == Resource.GPU and t.phase == Phase.LOAD for t in configured.terms)
-    assumed = release_assumption(data, newest, flatten_binds) if release.assumed else None
+    # stage 1/2 with the optimizer offloaded: older releases' step and backward boundary allocate more on the GPU
+    offload12 = configured is not None and configured.option.stage in (1, 2) and \
+        configured.option.offload_optimizer != Device.NONE
+    boundary_counts = configured is not None and any(
+        t.key == BOUNDARY_NORM_KEY and t.nbytes and t.phase == Phase.TRAIN for t in configured.terms)
+    assumed = (release_assumption(data, newest, flatten_binds, offload12, boundary_counts) if release.assumed
+               else None)
     return replace(result, assumptions=(*result.assumptions, f"DeepSpeed's defaults {release.describe()}{newest_said}"),
                    assumed=(*result.assumed, *([assumed] if assumed is not None else [])))
 

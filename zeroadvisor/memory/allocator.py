@@ -27,6 +27,7 @@ from zeroadvisor.memory.cluster import ALLOC_CONF_ENV as ENV
 from zeroadvisor.memory.step_temporaries import BOUNDARY_NORM_KEY as BOUNDARY_NORM
 from zeroadvisor.memory.step_temporaries import GRAD_KEY as STEP_FP32_GRAD
 from zeroadvisor.memory.step_temporaries import KEY as STEP_TEMPORARY
+from zeroadvisor.memory.step_temporaries import OFFLOAD_STEP_COPY_KEY
 from zeroadvisor.memory.terms import Term, exact
 from zeroadvisor.vocab import Resource, TermKind
 
@@ -49,6 +50,7 @@ REALLOCATED_KEYS = frozenset({
     STEP_TEMPORARY,  # the optimizer step's temporaries (memory/step_temporaries.py)
     STEP_FP32_GRAD,  # stage 3: the stepped sub-group's fp32 gradient, built and freed in every step
     BOUNDARY_NORM,  # stage 1/2 offload: the boundary's fp64 norm copy, per parameter in backward
+    OFFLOAD_STEP_COPY_KEY,  # stage 1/2 offload, DeepSpeed 0.14.1-0.16.9: the fp32 partition on the GPU, per step
     ALLREDUCE_COPY_KEY,  # engine.py / stage_1_and_2.py allreduce_bucket: flatten() builds a new bucket per reduction
     "reduce_scatter_copy",  # coalesced_collectives.py reduce_scatter_coalesced: torch.cat per bucket
     "qgz_all_to_all",  # coalesced_collectives.py all_to_all_quant_reduce: per gradient tensor

@@ -16,7 +16,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from zeroadvisor.jsontypes import JSONObject, JSONValue
-from zeroadvisor.memory.ds_changes import CHANGES, Change
+from zeroadvisor.memory.ds_changes import CHANGES, OFFLOAD_STEP_COPY, OVERFLOW_CHECK, Change, era, releases_of
 from zeroadvisor.model.spec import LoadInputs, ModelSpec, TrainingShape
 from zeroadvisor.vocab import Device
 
@@ -327,12 +327,16 @@ def hardware_assumptions(hw: Hardware, uses: frozenset[str] = frozenset({"nodes"
 OFFLOADS = ("offload_optimizer", "offload_param")
 
 
-def release_assumption(config: Config, release: str, flatten_binds: bool = False) -> AssumedInput | None:
+def release_assumption(config: Config, release: str, flatten_binds: bool = False, offload12: bool = False,
+                       boundary_counts: bool = False) -> AssumedInput | None:
     """The assumed DeepSpeed release, where it decides what the estimate counts: an offload section that
     leaves ``pin_memory`` unset (its default is false before 0.19.5 and true from it: runtime/zero/
-    offload_config.py ``pin_memory``), so pinned host buffers are counted or not by the release alone; and
+    offload_config.py ``pin_memory``), so pinned host buffers are counted or not by the release alone;
     ``flatten_binds``: the configured stage 1/2 run peaks at load where the parameters are flattened beside the
-    model on the GPU, which releases before 0.19.0 do on the host (memory/ds_changes.py)."""
+    model on the GPU, which releases before 0.19.0 do on the host; ``offload12``: the configured run is stage 1/2
+    with the optimizer offloaded, whose step some releases run through an fp32 partition on the GPU; and
+    ``boundary_counts``: its backward boundary adds to its peak, where older releases test the whole gradient for
+    overflow elementwise (memory/ds_changes.py)."""
     from zeroadvisor.deepspeed.settings import as_settings
 
     effects: list[str] = []
@@ -350,6 +354,15 @@ def release_assumption(config: Config, release: str, flatten_binds: bool = False
         since = CHANGES[Change.FLATTEN_ON_ACCELERATOR].since
         effects.append(f"the load's peak read as DeepSpeed {release} builds it: the parameters flattened beside "
                        f"them on the GPU (from {since}; earlier releases flatten on the host)")
+    for eras, counts, what, size in ((OFFLOAD_STEP_COPY, offload12, "the offload step", "B per parameter / GPUs"),
+                                     (OVERFLOW_CHECK, boundary_counts, "backward's accumulation boundary",
+                                      "B per element of the largest gradient")):
+        ran = era(eras, release)
+        heavy = max(eras, key=lambda e: e.bytes_per_element)
+        if counts and ran is not heavy:
+            effects.append(f"{what} read as DeepSpeed {release} runs it; DeepSpeed "
+                           f"{releases_of(eras, heavy)} allocate {heavy.bytes_per_element} {size} more on the GPU "
+                           f"({heavy.source})")
     if not effects:
         return None
     return AssumedInput.of("deepspeed_version", release, "; ".join(effects), pointer)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from zeroadvisor.memory import bytes as B
 from zeroadvisor.memory.assumed import AssumedInput
+from zeroadvisor.memory.ds_changes import OFFLOAD_STEP_COPY, OVERFLOW_CHECK, era, releases_of
 from zeroadvisor.memory.options import Option
 from zeroadvisor.memory.settings import Settings
 from zeroadvisor.memory.states import master_bytes, partition_stage3, partition_stage12, uses_bf16_optimizer
@@ -70,7 +71,10 @@ KEY = "step_temporary"
 GRAD_KEY = "step_fp32_grad"  # stage 3: the stepped sub-group's fp32 gradient; stage 1/2: the partition's (step())
 # stage 1/2 with the optimizer offloaded: the gradient norm's fp64 copy at the accumulation boundary, in backward
 BOUNDARY_NORM_KEY = "boundary_norm_copy"
-KEYS = frozenset({KEY, GRAD_KEY, BOUNDARY_NORM_KEY})  # what the step allocates and frees: transient between steps
+# stage 1/2 with the optimizer offloaded, DeepSpeed 0.14.1-0.16.9: the stepped fp32 partition moved to the GPU
+OFFLOAD_STEP_COPY_KEY = "offload_step_fp32_copy"
+# what the step allocates and frees: transient between steps
+KEYS = frozenset({KEY, GRAD_KEY, BOUNDARY_NORM_KEY, OFFLOAD_STEP_COPY_KEY})
 NORM_BYTES = 8  # torch.float64, zero/utils.py get_norm_dtype
 
 
@@ -266,7 +270,25 @@ def step_terms(s: Settings, option: Option, P: int, N: int, activations: int, op
                           f"max(0, {impl.temporaries} × {M} B × stepped partition"
                           f"{' + the fp32 gradient' if held else ''} - activations) - the gradient's share",
                           impl.source, kind=TermKind.BOUND, bound=temp_bound if temp_bound > temp_extra else None))
+    terms += _offload_step_copy(s, option, P, N, activations)
     return terms
+
+
+def _offload_step_copy(s: Settings, option: Option, P: int, N: int, activations: int) -> list[Term]:
+    """Stage 1/2 with the optimizer offloaded, DeepSpeed 0.14.1-0.16.9 (memory/ds_changes.py OFFLOAD_STEP_COPY):
+    step() moves the stepped fp32 partition to the GPU (``fp32_partition.to(accelerator)``) and copies it into the
+    16-bit partition, once per parameter group, after backward has freed the activations."""
+    copy = era(OFFLOAD_STEP_COPY, s.release)
+    if option.stage not in (1, 2) or option.offload_optimizer == Device.NONE or not copy.bytes_per_element or not P:
+        return []
+    extra = max(0, copy.bytes_per_element * partition_stage12(P, N) - activations)
+    if not extra:
+        return []
+    return [Term("buffers", Resource.GPU, extra, OFFLOAD_STEP_COPY_KEY,
+                 f"fp32 partition moved to the GPU in the step (DeepSpeed {releases_of(OFFLOAD_STEP_COPY, copy)}),"
+                 " beyond the activations freed before it",
+                 f"max(0, {copy.bytes_per_element} B/param / N - activations)",
+                 f"zero/stage_1_and_2.py DeepSpeedZeroOptimizer.step: {copy.source}")]
 
 
 def boundary_norm_terms(s: Settings, option: Option, P: int, N: int, largest: int, activations: int,
@@ -288,15 +310,29 @@ def boundary_norm_terms(s: Settings, option: Option, P: int, N: int, largest: in
     if option.stage not in (1, 2) or option.offload_optimizer == Device.NONE or not largest or not P:
         return []
     norm = NORM_BYTES * min(largest, partition_stage12(P, N))
+    # then update_overflow_tracker_for_param_grad tests the parameter's whole gradient, one after the other: the
+    # larger of the two is live (memory/ds_changes.py OVERFLOW_CHECK: by release)
+    check = era(OVERFLOW_CHECK, s.release)
+    per_element = check.bytes_for(B.nbytes(s.precision))
+    overflow = per_element * largest
     grad = 0 if compact else B.nbytes(s.precision) * largest
-    extra = max(0, norm + grad + live - activations)
+    extra = max(0, max(norm, overflow) + grad + live - activations)
     if not extra:
         return []
     own = "" if compact else f" + {B.nbytes(s.precision)} B × largest parameter (its gradient)"
+    if overflow > norm:
+        what = (f"overflow check of the largest parameter's whole gradient at the accumulation boundary (DeepSpeed "
+                f"{releases_of(OVERFLOW_CHECK, check)}; in backward, beyond the activations it does not coexist "
+                "with)")
+        size = f"{per_element} B × largest parameter (overflow check)"
+        source = ("zero/stage_1_and_2.py copy_grads_in_partition -> update_overflow_tracker_for_param_grad "
+                  f"({check.source})")
+    else:
+        what = ("fp64 norm copy of the largest parameter's gradient piece at the accumulation boundary (in "
+                "backward, beyond the activations it does not coexist with)")
+        size = "8 B × largest parameter's piece"
+        source = ("zero/stage_1_and_2.py copy_grads_in_partition (set_norm_for_param_grad_in_gpu: "
+                  "grad.to(get_norm_dtype()).norm(2)); zero/utils.py get_norm_dtype (fp64)")
     # a buffer of backward's reduction, not a model state (model states stay what DeepSpeed's own estimator counts)
-    return [Term("buffers", Resource.GPU, extra, BOUNDARY_NORM_KEY,
-                 "fp64 norm copy of the largest parameter's gradient piece at the accumulation boundary (in "
-                 "backward, beyond the activations it does not coexist with)",
-                 f"max(0, 8 B × largest parameter's piece{own} + activations live then - activations)",
-                 "zero/stage_1_and_2.py copy_grads_in_partition (set_norm_for_param_grad_in_gpu: "
-                 "grad.to(get_norm_dtype()).norm(2)); zero/utils.py get_norm_dtype (fp64)")]
+    return [Term("buffers", Resource.GPU, extra, BOUNDARY_NORM_KEY, what,
+                 f"max(0, {size}{own} + activations live then - activations)", source)]
