@@ -266,3 +266,26 @@ def test_the_reduction_measured_on_cpu(case):
             # single slice is a view (flatten_dense_tensors), which the estimate does not count either
             assert m["flat_copy_allocations"] == ranks
             assert terms["allreduce_bucket"] == (w * large if ranks > 1 else 0)
+
+
+def test_an_fp16_step_tests_the_largest_gradient_piece_for_overflow_in_older_releases():
+    """Stage 1/2 in fp16 without offload: step() runs check_overflow first (has_overflow_partitioned_grads_serial:
+    _has_inf_or_nan on each averaged gradient piece), before the fp64 norm and the flatten; 0.13.3-0.19.5 hold 11 B
+    per element of the largest piece there (memory/ds_changes.py OVERFLOW_CHECK), 0.19.6 on nothing. bf16 skips it."""
+    from zeroadvisor.deepspeed.schema import reading_as
+
+    h, V = 4096, 128256
+    spec = ModelSpec(parameters=8_030_261_248, largest_layer_parameters=V * h, num_layers=32, hidden_size=h,
+                     vocab_size=V, num_attention_heads=32, num_key_value_heads=8, intermediate_size=14336,
+                     lm_head=True, parameter_numels=(V * h, V * h))
+    shape = TrainingShape(sequence_length=1001, activation_checkpointing=Checkpointing.FULL, flash_attention=True)
+    piece = -(-8_030_261_248 // (2 * 16)) * 2  # 16 ranks: the partition is smaller than the 525M LM head
+    for precision, older in (("fp16", 11 * piece), ("bf16", None)):
+        with reading_as("0.16.9"):
+            old = configured(zero2(precision), spec, shape, gpus=16)
+        new = configured(zero2(precision), spec, shape, gpus=16)
+        act = train_gpu(new, "activations")
+        if older is None:  # no overflow check outside fp16: the releases agree
+            assert train_gpu(old, GRAD_KEY) == train_gpu(new, GRAD_KEY)
+            continue
+        assert train_gpu(old, GRAD_KEY) == older - act > train_gpu(new, GRAD_KEY) == 8 * piece - act

@@ -57,9 +57,11 @@ class Era:
         return fp32 if element_bytes == 4 and fp32 is not None else self.bytes_per_element
 
 
-# runtime/zero/stage_1_and_2.py with the optimizer offloaded, at the accumulation boundary: copy_grads_in_partition
-# -> update_overflow_tracker_for_param_grad runs _has_inf_or_nan on each partition parameter's whole 16-bit gradient,
-# in backward (for bf16 too). Read from every release's source (pip download deepspeed==X --no-binary :all:).
+# runtime/zero/stage_1_and_2.py _has_inf_or_nan: with the optimizer offloaded, at the accumulation boundary,
+# copy_grads_in_partition -> update_overflow_tracker_for_param_grad runs it on each partition parameter's whole 16-bit
+# gradient, in backward (for bf16 too); in fp16 without the offload step() runs it on each gradient piece of the
+# partition (check_overflow -> has_overflow_partitioned_grads_serial). Read from every release's source (pip download
+# deepspeed==X --no-binary :all:).
 OVERFLOW_CHECK: tuple[Era, ...] = (
     Era("0.0", 4, "_has_inf_or_nan: float(x.float().sum()), an fp32 copy", fp32_bytes_per_element=0),
     # 0.13.3: float_x = x.float(); isnan; isinf; logical_or; .float().max(): 4 + 1 + 1 + 1 + 4 bytes live together,

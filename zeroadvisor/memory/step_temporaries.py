@@ -186,6 +186,18 @@ def norm_copy(option: Option, largest: int, N: int, P: int = 0, held12: int = 0)
     return NORM_BYTES * partition_stage3(largest, N)
 
 
+def _step_overflow_check(s: Settings, option: Option, largest: int, N: int, P: int, held12: int) -> int:
+    """Stage 1/2 in fp16 with the optimizer on the GPU: step() first runs check_overflow ->
+    has_overflow_partitioned_grads_serial, _has_inf_or_nan on each averaged gradient piece of the partition, one after
+    the other, before the norm: by release (memory/ds_changes.py OVERFLOW_CHECK; 0.13.3-0.19.5: 11 B per element of
+    the largest piece, 0 from 0.19.6). bf16 and fp32 runs skip it (``if self.dtype == torch.float16``)."""
+    if option.stage not in (1, 2) or option.offload_optimizer != Device.NONE or not held12 or s.precision != "fp16":
+        return 0
+    if not largest or not P:
+        return 0
+    return era(OVERFLOW_CHECK, s.release).bytes_for(B.nbytes(s.precision)) * min(largest, partition_stage12(P, N))
+
+
 def sub_group_bound(s: Settings, option: Option, P: int, N: int, largest: int) -> int:
     """The most elements one stage-3 sub-group can hold: stage3.py _create_fp16_sub_groups closes a sub-group at
     the first parameter that takes it to sub_group_size or more, so it can pass sub_group_size by up to the
@@ -232,19 +244,24 @@ def step_terms(s: Settings, option: Option, P: int, N: int, activations: int, op
     M = master_bytes(s)
     held, built = sub_group_gradient(s, option, stepped, held12)
     norm = norm_copy(option, largest, N, P, held12)
+    check = _step_overflow_check(s, option, largest, N, P, held12)
+    norm = max(norm, check)
     grad_extra, temp_extra = _shares(s, option, stepped, temporaries, norm, activations, held12)
     grad_bound, temp_bound = _shares(s, option, sub_group_bound(s, option, P, N, largest), temporaries, norm,
                                      activations, held12)
     terms: list[Term] = []
     if option.stage in (1, 2) and (grad_extra or grad_bound):
         w = B.nbytes(s.precision)
+        per = check // min(largest, partition_stage12(P, N)) if check else 0
+        check_words = f", {per} B × that piece (fp16 overflow check, by release)" if check else ""
         cast = f" + {w} B cat copy while .to({M} B) runs" if built > held else " (the cat copy is it)"
         dtype = "fp32" if M == B.DTYPE_BYTES["fp32"] else "master-dtype"
         freed = " and the gradients outside the partition" if option.stage == 1 else ""
         terms.append(Term("gradients", Resource.GPU, grad_extra, GRAD_KEY,
                           f"{dtype} gradient partition, built in the step (beyond the activations{freed} freed "
                           "before it)",
-                          f"max(0, max({M} B/param / N{cast}, 8 B × largest parameter's piece (norm)) - activations"
+                          f"max(0, max({M} B/param / N{cast}, 8 B × largest parameter's piece (norm){check_words}) "
+                          "- activations"
                           f"{' - gradients outside the partition' if freed else ''})",
                           "zero/stage_1_and_2.py DeepSpeedZeroOptimizer.step (single_grad_partition = "
                           "flatten(averaged_gradients).to(...); freed after _optimizer_step); get_grad_norm_direct "
