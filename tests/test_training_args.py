@@ -256,3 +256,14 @@ def test_openrlhf_arguments_are_not_checked_as_the_hf_trainers():
     assert not [f for f in lint_text(text, "d.json", LintOptions(gpus=8, training=args)) if f.code == "ZA310"]
     hf = from_mapping({"per_device_train_batch_size": 2}, "args.json")
     assert [f for f in lint_text(text, "d.json", LintOptions(gpus=8, training=hf)) if f.code == "ZA310"]
+
+
+def test_axolotl_auto_precision_as_its_examples_write_it(tmp_path):
+    """axolotl's examples write ``bf16: auto`` and ``tf32: auto`` (utils/schemas/config.py: Literal["auto"] | bool):
+    resolve_dtype makes bf16 true on a bf16 GPU, and false where fp16 is on."""
+    args = read_training_args(_write(tmp_path, "a.yml", "base_model: m\nbf16: auto\ntf32: auto\nfp16:\n"))
+    assert (args.get("bf16"), args.get("fp16")) == (True, False)
+    args = read_training_args(_write(tmp_path, "b.yml", "base_model: m\nbf16: auto\nfp16: true\n"))
+    assert (args.get("bf16"), args.get("fp16")) == (False, True)
+    with pytest.raises(TrainerInputError, match="bf16"):
+        read_training_args(_write(tmp_path, "c.yml", "base_model: m\nbf16: sometimes\n"))

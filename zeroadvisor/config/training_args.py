@@ -107,6 +107,9 @@ FULL_BLOCK_KEYS = ("block_size",)
 # liger_kernel input also switches on (memory/liger.py)
 LIGER_LAYER_KEYS = ("liger_rms_norm", "liger_glu_activation")
 MODEL_KEYS = ("model_name_or_path", "base_model")
+# axolotl keys whose "auto" its normalize_config resolves on the GPU (utils/config: bf16 "auto" -> bf16 where
+# supported; tf32 "auto" likewise), not a bool of the Trainer's
+AXOLOTL_AUTO = frozenset({"bf16", "tf32"})
 DEEPSPEED_KEY = "deepspeed"
 
 # Per project: its own key -> the TrainingArguments field it sets.
@@ -243,6 +246,8 @@ def from_mapping(data: Mapping[str, JSONValue], source: str, project: str | None
         name = renames.get(str(key), str(key))
         if name not in DEFAULTS or value is None:
             continue
+        if project == "axolotl" and name in AXOLOTL_AUTO and value == "auto":
+            continue  # resolved on the GPU by axolotl's normalize_config (_axolotl)
         values[name] = _typed(name, value, where(key))
         origin[name] = where(key)
     out_notes = list(notes)
@@ -281,7 +286,11 @@ def _axolotl(data: Mapping[str, JSONValue], values: dict[str, ArgValue], origin:
         values["gradient_accumulation_steps"] = batch // micro
         origin["gradient_accumulation_steps"] = f"{where('batch_size')} // micro_batch_size"
     bf16 = data.get("bf16", "auto")
-    if bf16 == "auto":
+    if bf16 == "auto" and values.get("fp16") is True:
+        # utils/config resolve_dtype: ``if cfg.fp16 and cfg.bf16 == "auto": cfg.bf16 = False``
+        values["bf16"] = False
+        origin["bf16"] = f"{where('bf16')} \"auto\" with fp16 on (axolotl trains fp16)"
+    elif bf16 == "auto":
         # resolve_dtype: bf16 where is_torch_bf16_gpu_available(), else fp16 (if fp16 is unset)
         values["bf16"] = True
         origin["bf16"] = f"{where('bf16')} \"auto\" (bf16 on a GPU that supports it)" if "bf16" in data else \
