@@ -220,3 +220,23 @@ def test_double_quantization_is_read_with_each_trainers_default(project):
     # the flag (the Python API's keyword) over the file
     flagged = _build(project, "stage: sft\n", peft="qlora", lora_target_modules=["q_proj"], double_quant=True)
     assert flagged.model.peft.endswith("(4bit double-quant base)")
+
+
+def test_openrlhf_lora_flags_in_both_spellings():
+    """openrlhf/models/actor.py: a LoraConfig where --lora_rank > 0 (target_modules all-linear and dropout 0 by
+    default; --load_in_4bit NF4 with double quantization); the 0.10+ dotted flags are the same keys."""
+    launch = parse_launch("deepspeed --module openrlhf.cli.train_dpo --pretrain m --lora_rank 16 --target_modules "
+                          "q_proj v_proj --load_in_4bit --bf16 --zero_stage 2")
+    peft = launch.training.peft
+    assert peft is not None
+    assert (peft.method, peft.r, peft.target_modules, peft.dropout, peft.quantization, peft.double_quant) == (
+        "qlora", 16, ("q_proj", "v_proj"), 0.0, "4bit", True)
+    dotted = parse_launch("deepspeed --module openrlhf.cli.train_dpo --pretrain m --ds.lora.rank 8 "
+                          "--ds.lora.dropout 0.1 --bf16").training.peft
+    assert dotted is not None and (dotted.r, dotted.target_modules, dotted.dropout) == (8, "all-linear", 0.1)
+    assert "OpenRLHF's defaults: --target_modules all-linear" in dotted.words()
+    for off in ("--lora_rank 0", ""):
+        launch = parse_launch(f"deepspeed --module openrlhf.cli.train_sft --pretrain m {off} --bf16")
+        assert launch.training.peft is None
+    with pytest.raises(TrainerInputError, match="lora_rank"):
+        parse_launch("deepspeed --module openrlhf.cli.train_dpo --pretrain m --lora_rank -4")

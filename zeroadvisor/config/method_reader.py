@@ -119,7 +119,8 @@ DOTTED: dict[str, str] = {"ref.num_nodes": "ref_num_nodes", "ref.num_gpus_per_no
                           "vllm.enable_sleep": "vllm_enable_sleep", "ds.enable_sleep": "deepspeed_enable_sleep",
                           "rollout.n_samples_per_prompt": "n_samples_per_prompt",
                           "rollout.max_new_tokens": "generate_max_len", "algo.kl.init_coef": "init_kl_coef",
-                          "ds.lora.rank": "lora_rank"}
+                          "ds.lora.rank": "lora_rank", "ds.lora.target_modules": "target_modules",
+                          "ds.lora.dropout": "lora_dropout", "ds.load_in_4bit": "load_in_4bit"}
 # The keys a launch command's script arguments give for the method (config/launch.py reads them), bool ones apart.
 # ms-swift's older names for max_completion_length, in the precedence it reads them (swift/arguments/rlhf_args.py
 # RLHFArguments._init_max_completion_length @ v4.6.0: response_length or max_new_tokens or max_completion_length)

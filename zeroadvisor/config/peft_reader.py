@@ -21,6 +21,10 @@ it came from, the trainer's default included, for the note that says what was re
   ``lora_target_linear: true`` (find_all_linear_names: every linear layer but the output head) or
   ``lora_target_modules`` (without either the target list is empty, which peft refuses), ``lora_dropout`` (0.0);
   qlora loads the base in 4 bits (it requires ``load_in_4bit``), lora with ``load_in_8bit`` in 8 bits.
+* OpenRLHF's flags (openrlhf/cli/train_*.py; models/actor.py Actor, @ 0.8-0.11; the 0.10+ dotted spellings
+  ``--ds.lora.rank`` ... are read as the same keys): ``--lora_rank`` (0, the default, trains in full),
+  ``--target_modules`` (several names; "all-linear" by default), ``--lora_dropout`` (0) and ``--load_in_4bit`` (NF4
+  with double quantization).
 """
 
 from __future__ import annotations
@@ -85,21 +89,21 @@ _DEFAULT_NAMES = {"llama-factory": "LLaMA-Factory's default ", "ms-swift": "ms-s
 # keys a launch command must read for this module (config/launch.py): ms-swift's, and a TRL script's ModelConfig
 LAUNCH_KEYS = frozenset({"lora_rank", "target_modules", "lora_dropout", "quant_bits", "bnb_4bit_use_double_quant"})
 SCRIPT_KEYS = frozenset({"lora_r", "lora_target_modules", "lora_dropout", "load_in_4bit", "load_in_8bit",
-                         "use_bnb_nested_quant"})
+                         "use_bnb_nested_quant", "target_modules"})
 # nargs="?" bool flags (HfArgumentParser)
 SCRIPT_BOOLS = frozenset({"load_in_4bit", "load_in_8bit", "use_bnb_nested_quant", "bnb_4bit_use_double_quant"})
 LIST_KEYS = frozenset({"target_modules", "lora_target_modules"})  # nargs="+": several words after one flag
 _TRL_DEFAULTS = "TRL's default "
 _AXOLOTL = "axolotl's default "
+_OPENRLHF = "OpenRLHF's default "
 
 
 def read_peft(data: Mapping[str, JSONValue], project: str, where: Callable[[str], str]) -> PeftReading | None:
     """The LoRA setup ``data`` (keys as ``project`` spells them) says; None where the file trains in full or its
     project is not one whose files say LoRA (``where(key)`` names where a key was given)."""
-    if project == "transformers":  # a TRL config file or script flags: ModelConfig's fields
-        return _trl(data, where)
-    if project == "axolotl":
-        return _axolotl(data, where)
+    reader = _OWN_READERS.get(project)
+    if reader is not None:
+        return reader(data, where)
     if project not in _TUNER_KEYS:
         return None
     keys, default = _TUNER_KEYS[project]
@@ -221,6 +225,34 @@ def _axolotl(data: Mapping[str, JSONValue], where: Callable[[str], str]) -> Peft
                        f"{_AXOLOTL}bnb_4bit_use_double_quant True"))
     return PeftReading("qlora" if quantization else "lora", rank, targets, dropout, quantization, tuple(origin),
                        _AXOLOTL, double)
+
+
+def _openrlhf(data: Mapping[str, JSONValue], where: Callable[[str], str]) -> PeftReading | None:
+    """OpenRLHF's Actor: a LoraConfig where --lora_rank > 0 (0, the default, trains in full)."""
+    written = data.get("lora_rank")
+    if written is None or str(written).strip() == "0":
+        return None
+    rank = _int(written, where("lora_rank"))
+    origin: list[tuple[str, str]] = [("peft", where("lora_rank")), ("lora_r", where("lora_rank"))]
+    if data.get("target_modules") is not None:
+        targets = _targets(data["target_modules"], where("target_modules"))
+        origin.append(("lora_target_modules", where("target_modules")))
+    else:
+        targets = ALL_LINEAR
+        origin.append(("lora_target_modules", f"{_OPENRLHF}--target_modules all-linear"))
+    said = data.get("lora_dropout") is not None
+    dropout = _probability(data["lora_dropout"], where("lora_dropout")) if said else 0.0
+    origin.append(("lora_dropout", where("lora_dropout") if said else f"{_OPENRLHF}--lora_dropout 0"))
+    four = data.get("load_in_4bit") is not None and as_bool(data["load_in_4bit"], where("load_in_4bit"))
+    if four:  # models/actor.py: BitsAndBytesConfig(nf4, bnb_4bit_use_double_quant=True)
+        origin.append(("quantization", where("load_in_4bit")))
+    return PeftReading("qlora" if four else "lora", rank, targets, dropout, "4bit" if four else None, tuple(origin),
+                       _OPENRLHF, True if four else None)
+
+
+# projects whose LoRA keys have readers of their own ("transformers": a TRL config file or script flags, ModelConfig)
+_OWN_READERS: dict[str, Callable[[Mapping[str, JSONValue], Callable[[str], str]], PeftReading | None]] = {
+    "transformers": _trl, "axolotl": _axolotl, "openrlhf": _openrlhf}
 
 
 def _int(value: object, where: str) -> int:
