@@ -31,7 +31,7 @@ from zeroadvisor.memory.settings import Settings
 from zeroadvisor.memory.states import master_bytes, partition_stage3, partition_stage12, uses_bf16_optimizer
 from zeroadvisor.memory.terms import Term
 from zeroadvisor.model.spec import CLIENT_OPTIMIZER_NAMES, DEFAULT_CLIENT_OPTIMIZER
-from zeroadvisor.vocab import Device, Resource, TermKind
+from zeroadvisor.vocab import Device, Precision, Resource, TermKind
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,9 +191,9 @@ def _step_overflow_check(s: Settings, option: Option, largest: int, N: int, P: i
     has_overflow_partitioned_grads_serial, _has_inf_or_nan on each averaged gradient piece of the partition, one after
     the other, before the norm: by release (memory/ds_changes.py OVERFLOW_CHECK; 0.13.3-0.19.5: 11 B per element of
     the largest piece, 0 from 0.19.6). bf16 and fp32 runs skip it (``if self.dtype == torch.float16``)."""
-    if option.stage not in (1, 2) or option.offload_optimizer != Device.NONE or not held12 or s.precision != "fp16":
+    if option.stage not in (1, 2) or option.offload_optimizer != Device.NONE or s.precision != Precision.FP16:
         return 0
-    if not largest or not P:
+    if not held12 or not largest or not P:
         return 0
     return era(OVERFLOW_CHECK, s.release).bytes_for(B.nbytes(s.precision)) * min(largest, partition_stage12(P, N))
 
