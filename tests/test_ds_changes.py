@@ -34,7 +34,9 @@ def test_the_eras_read_in_the_sdists():
                      releases.latest(): 0}
     step = {r: era(OFFLOAD_STEP_COPY, r).bytes_per_element for r in ("0.14.0", "0.14.1", "0.16.9", "0.17.0")}
     assert step == {"0.14.0": 0, "0.14.1": 4, "0.16.9": 4, "0.17.0": 0}
-    assert releases_of(OFFLOAD_STEP_COPY, era(OFFLOAD_STEP_COPY, "0.15.0")) == "0.14.1 up to 0.17.0"
+    assert releases_of(OFFLOAD_STEP_COPY, era(OFFLOAD_STEP_COPY, "0.15.0")) == "0.14.1 to 0.16.9"
+    assert releases_of(OVERFLOW_CHECK, era(OVERFLOW_CHECK, "0.16.9")) == "0.13.3 to 0.19.5"
+    assert releases_of(OVERFLOW_CHECK, era(OVERFLOW_CHECK, releases.latest())) == "0.19.6 on"
     for eras in (OVERFLOW_CHECK, OFFLOAD_STEP_COPY):
         assert all(e.since == "0.0" or e.since in releases.known() for e in eras)
         assert [releases.version_key(e.since) for e in eras] == sorted(releases.version_key(e.since) for e in eras)

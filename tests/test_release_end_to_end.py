@@ -264,7 +264,7 @@ def test_older_releases_offload_step_and_boundary_are_said_where_the_release_is_
         "device": "cpu", "pin_memory": True}}})
     result = zeroadvisor.estimate(str(config), params="8B", gpus=8, gpu="A100-SXM4-80GB")
     effect = {a.name: a for a in result.estimate.assumed}["deepspeed_version"].effect
-    assert "DeepSpeed 0.14.1 up to 0.17.0 allocate 4 B per parameter / GPUs more on the GPU" in effect
+    assert "DeepSpeed 0.14.1 to 0.16.9 allocate 4 B per parameter / GPUs more on the GPU" in effect
     (project / "requirements.txt").write_text("deepspeed==0.16.9\n")
     choice._pin_choice.cache_clear()
     pinned = zeroadvisor.estimate(str(config), params="8B", gpus=8, gpu="A100-SXM4-80GB")

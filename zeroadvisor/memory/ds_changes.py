@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from zeroadvisor.deepspeed.releases import version_key
+from zeroadvisor.deepspeed.releases import known, version_key
 
 
 class Change(StrEnum):
@@ -88,7 +88,11 @@ def era(eras: tuple[Era, ...], release: str) -> Era:
 
 
 def releases_of(eras: tuple[Era, ...], chosen: Era) -> str:
-    """The releases ``chosen`` spans, in words ("0.14.1 up to 0.17.0", "0.13.3 on")."""
+    """The releases ``chosen`` spans, both ends included ("0.14.1 to 0.16.9", "0.19.6 on"): it ends at the last
+    known release before the next era's first."""
     later = [e.since for e in eras if version_key(e.since) > version_key(chosen.since)]
     start = "the first releases" if chosen.since == "0.0" else chosen.since
-    return f"{start} up to {later[0]}" if later else f"{start} on"
+    if not later:
+        return f"{start} on"
+    last = [r for r in known() if version_key(r) < version_key(later[0])][-1]
+    return f"{start} to {last}"
