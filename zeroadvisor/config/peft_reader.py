@@ -161,8 +161,7 @@ def _trl(data: Mapping[str, JSONValue], where: Callable[[str], str]) -> PeftRead
     targets = PEFT_DEFAULT if data.get("lora_target_modules") is None else _targets(targets_value, targets_from)
     dropout_value, dropout_from = given("lora_dropout", "lora_dropout", 0.05)
     dropout = _probability(dropout_value, dropout_from)
-    four = data.get("load_in_4bit") is not None and as_bool(data["load_in_4bit"], where("load_in_4bit"))
-    eight = data.get("load_in_8bit") is not None and as_bool(data["load_in_8bit"], where("load_in_8bit"))
+    four, eight = _flag(data, "load_in_4bit", where), _flag(data, "load_in_8bit", where)
     if four and eight:  # ModelConfig.__post_init__
         raise TrainerInputError(f"{where('load_in_4bit')} and {where('load_in_8bit')}: TRL refuses 8 bit and 4 bit "
                                 "precision at the same time")
@@ -172,7 +171,7 @@ def _trl(data: Mapping[str, JSONValue], where: Callable[[str], str]) -> PeftRead
         origin.append(("quantization", where("load_in_4bit" if four else "load_in_8bit")))
     if four:  # get_quantization_config: bnb_4bit_use_double_quant=use_bnb_nested_quant (False by default)
         said = data.get("use_bnb_nested_quant") is not None
-        double = said and as_bool(data["use_bnb_nested_quant"], where("use_bnb_nested_quant"))
+        double = _flag(data, "use_bnb_nested_quant", where)
         origin.append(("double_quant", where("use_bnb_nested_quant") if said else
                        f"{_TRL_DEFAULTS}use_bnb_nested_quant False"))
     return PeftReading("qlora" if quantization else "lora", rank, targets, dropout, quantization, tuple(origin),
@@ -191,8 +190,7 @@ def _axolotl(data: Mapping[str, JSONValue], where: Callable[[str], str]) -> Peft
                                 "LoraConfig, which has no rank without it)")
     rank = _int(data["lora_r"], where("lora_r"))
     origin.append(("lora_r", where("lora_r")))
-    linear = data.get("lora_target_linear") is not None and as_bool(data["lora_target_linear"],
-                                                                     where("lora_target_linear"))
+    linear = _flag(data, "lora_target_linear", where)
     if linear:  # find_all_linear_names (with any names given: the union, all-linear counted)
         targets: str | tuple[str, ...] = ALL_LINEAR
         origin.append(("lora_target_modules", where("lora_target_linear")))
@@ -205,8 +203,7 @@ def _axolotl(data: Mapping[str, JSONValue], where: Callable[[str], str]) -> Peft
     said = data.get("lora_dropout") is not None
     dropout = _probability(data["lora_dropout"], where("lora_dropout")) if said else 0.0
     origin.append(("lora_dropout", where("lora_dropout") if said else f"{_AXOLOTL}lora_dropout 0.0"))
-    four = data.get("load_in_4bit") is not None and as_bool(data["load_in_4bit"], where("load_in_4bit"))
-    eight = data.get("load_in_8bit") is not None and as_bool(data["load_in_8bit"], where("load_in_8bit"))
+    four, eight = _flag(data, "load_in_4bit", where), _flag(data, "load_in_8bit", where)
     if kind == "qlora" and not four:  # schemas/peft.py validate_qlora
         raise TrainerInputError(f"{where('adapter')}: adapter qlora needs load_in_4bit: true (axolotl refuses it "
                                 "without)")
@@ -243,7 +240,7 @@ def _openrlhf(data: Mapping[str, JSONValue], where: Callable[[str], str]) -> Pef
     said = data.get("lora_dropout") is not None
     dropout = _probability(data["lora_dropout"], where("lora_dropout")) if said else 0.0
     origin.append(("lora_dropout", where("lora_dropout") if said else f"{_OPENRLHF}--lora_dropout 0"))
-    four = data.get("load_in_4bit") is not None and as_bool(data["load_in_4bit"], where("load_in_4bit"))
+    four = _flag(data, "load_in_4bit", where)
     if four:  # models/actor.py: BitsAndBytesConfig(nf4, bnb_4bit_use_double_quant=True)
         origin.append(("quantization", where("load_in_4bit")))
     return PeftReading("qlora" if four else "lora", rank, targets, dropout, "4bit" if four else None, tuple(origin),
@@ -253,6 +250,11 @@ def _openrlhf(data: Mapping[str, JSONValue], where: Callable[[str], str]) -> Pef
 # projects whose LoRA keys have readers of their own ("transformers": a TRL config file or script flags, ModelConfig)
 _OWN_READERS: dict[str, Callable[[Mapping[str, JSONValue], Callable[[str], str]], PeftReading | None]] = {
     "transformers": _trl, "axolotl": _axolotl, "openrlhf": _openrlhf}
+
+
+def _flag(data: Mapping[str, JSONValue], key: str, where: Callable[[str], str]) -> bool:
+    """A bool key as HfArgumentParser reads it (as_bool), False where absent or null."""
+    return data.get(key) is not None and as_bool(data[key], where(key))
 
 
 def _int(value: object, where: str) -> int:
