@@ -147,8 +147,8 @@ KEYWORDS = ["params", "gpus", "gpus_per_node", "gpu", "gpu_memory", "cpu_memory"
             "seq_len", "micro_batch", "precision", "stage", "activation_checkpointing", "flash_attention",
             "target_len", "padding", "load_dtype", "zero_init", "meta_load", "optim", "liger_kernel",
             "tensor_parallel", "pipeline_parallel", "sequence_parallel", "expert_parallel", "peft", "lora_r",
-            "lora_target_modules", "quantization", "double_quant", "lora_dropout", "inter_node_bandwidth", "cpu_cores",
-            "nvme_bandwidth", "efficiency", "launcher"]
+            "lora_target_modules", "lora_modules_to_save", "quantization", "double_quant", "lora_dropout",
+            "inter_node_bandwidth", "cpu_cores", "nvme_bandwidth", "efficiency", "launcher"]
 CHECK_ONLY = ["integration", "unit", "name", "select", "ignore"]
 # Config values: the counts and degrees DeepSpeed divides by, past every range
 CONFIG_KEYS = ["train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",

@@ -240,3 +240,53 @@ def test_openrlhf_lora_flags_in_both_spellings():
         assert launch.training.peft is None
     with pytest.raises(TrainerInputError, match="lora_rank"):
         parse_launch("deepspeed --module openrlhf.cli.train_dpo --pretrain m --lora_rank -4")
+
+
+# Llama-2-7B's embed_tokens and lm_head (untied): 32000 x 4096 each; peft's modules_to_save trains a copy of each
+EMBED_COPY = 32_000 * 4_096
+
+
+@pytest.mark.parametrize(("text", "trainer"), [
+    # LLaMA-Factory: additional_target, comma-separated (hparams/finetuning_args.py; model/adapter.py)
+    ("stage: sft\nlora_rank: 16\nlora_target: q_proj,v_proj\nadditional_target: embed_tokens,lm_head\n", None),
+    # TRL's ModelConfig: lora_modules_to_save (utils.py get_peft_config)
+    ("use_peft: true\nlora_target_modules: [q_proj, v_proj]\nlora_modules_to_save: [embed_tokens, lm_head]\n",
+     "dpo"),
+    # axolotl: lora_modules_to_save (loaders/adapter.py)
+    (("base_model: x\nadapter: lora\nlora_r: 16\nlora_target_modules: [q_proj, v_proj]\n"
+      "lora_modules_to_save: [embed_tokens, lm_head]\n"), None),
+])
+def test_modules_to_save_from_each_trainers_file_train_a_copy_of_each(project, text, trainer):
+    inputs = _build(project, text, **({"trainer": trainer} if trainer else {}))
+    assert inputs.model.trainable_parameters == R16_QV + 2 * EMBED_COPY
+    assert inputs.model.head_trained
+    assert "modules_to_save embed_tokens, lm_head" in inputs.model.peft
+    note = next(n for n in inputs.notes if "read from the trainer's files" in n)
+    assert "lora_modules_to_save from " in note
+
+
+def test_swift_modules_to_save_after_one_flag_and_its_empty_default():
+    launch = parse_launch("swift sft --model m --train_type lora --lora_rank 16 --target_modules q_proj v_proj "
+                          "--modules_to_save embed_tokens lm_head --deepspeed zero2")
+    peft = launch.training.peft
+    assert peft is not None and peft.modules_to_save == ("embed_tokens", "lm_head")
+    assert peft.inputs()["lora_modules_to_save"] == ["embed_tokens", "lm_head"]
+    plain = parse_launch("swift sft --model m --train_type lora --deepspeed zero2").training.peft
+    assert plain is not None and plain.modules_to_save == () and plain.inputs()["lora_modules_to_save"] is None
+
+
+def test_the_modules_to_save_flag_and_an_entry_that_matches_nothing(cli, project):
+    args = ("estimate", project / "ds.json", "--model", project / "config.json", "--gpus", "2", "--peft", "lora",
+            "--lora-r", "16", "--lora-target-modules", "q_proj,v_proj")
+    plain = cli(*args, "-f", "json")
+    saved = cli(*args, "--lora-modules-to-save", "lm_head", "-f", "json")
+    assert plain.returncode == saved.returncode == 0, saved.stderr
+    assert json.loads(saved.stdout)["model"]["trainable_parameters"] == R16_QV + EMBED_COPY
+    # the head's trainable copy at stage 0 (the config's): its 16-bit weights and gradient, fp32 master and Adam
+    # moments join the adapters', 16 bytes per element on each GPU
+    peak = {name: next(s for s in json.loads(run.stdout)["stages"] if s["configured"])["peak_gpu"]
+            for name, run in (("plain", plain), ("saved", saved))}
+    assert peak["saved"] - peak["plain"] >= 16 * EMBED_COPY
+    bad = cli(*args, "--lora-modules-to-save", "no_such_module")
+    assert bad.returncode == 2 and bad.stdout == "" and bad.stderr.count("\n") == 1
+    assert "no_such_module" in bad.stderr

@@ -208,6 +208,9 @@ PEFT_INPUTS = (
     Param("lora_target_modules", ("--lora-target-modules",), "Modules LoRA adapts, matched as peft does "
           "(comma-separated or repeated), all-linear (the default), or peft-default (peft's own for the model type, "
           "as LoraConfig without target_modules: q_proj,v_proj for llama).", multiple=True),
+    Param("lora_modules_to_save", ("--lora-modules-to-save",), "Modules trained in full beside the adapters "
+          "(peft's modules_to_save: a trainable copy of each, e.g. embed_tokens,lm_head; comma-separated or "
+          "repeated).", multiple=True),
     Param("quantization", ("--quantization",), "QLoRA base quantization (default 4bit).",
           choices="zeroadvisor.model.peft:QUANTIZATIONS"),
     Param("double_quant", ("--double-quant/--no-double-quant",), "QLoRA 4-bit: bitsandbytes' double quantization "
@@ -243,7 +246,8 @@ PANELS: dict[str, tuple[str, ...]] = {
                                  "zero_init", "meta_load", "optim", "liger_kernel", "transformers_version",
                                  "training_args", "launch", "trainer"),
     "Parallelism and LoRA": ("tensor_parallel", "pipeline_parallel", "sequence_parallel", "expert_parallel", "peft",
-                             "lora_r", "lora_target_modules", "quantization", "double_quant", "lora_dropout"),
+                             "lora_r", "lora_target_modules", "lora_modules_to_save", "quantization", "double_quant",
+                             "lora_dropout"),
     "Cluster": ("gpus", "gpus_per_node", "gpu", "gpu_memory", "cpu_memory", "nvme", "headroom"),
     "Step time (the machine fixes are ranked on)": ("efficiency", "inter_node_bandwidth", "cpu_cores",
                                                     "nvme_bandwidth", "launcher"),

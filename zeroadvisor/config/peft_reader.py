@@ -1,8 +1,8 @@
 """LoRA/QLoRA as a trainer's own files say it: LLaMA-Factory's training YAML and ms-swift's command line.
 
 What the file says becomes the PEFT inputs (inputs/model.py PEFT_INPUTS: ``peft``, ``lora_r``,
-``lora_target_modules``, ``lora_dropout``, ``quantization``) where no flag gives any of them; each value keeps where
-it came from, the trainer's default included, for the note that says what was read.
+``lora_target_modules``, ``lora_modules_to_save``, ``lora_dropout``, ``quantization``) where no flag gives any of
+them; each value keeps where it came from, the trainer's default included, for the note that says what was read.
 
 * LLaMA-Factory (src/llamafactory/hparams/finetuning_args.py, model_args.py @ v0.9.3): ``finetuning_type``
   ("lora" by default; "freeze", "oft" and "full" are not LoRA), ``lora_rank`` (default 8), ``lora_target``
@@ -30,7 +30,7 @@ it came from, the trainer's default included, for the note that says what was re
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from zeroadvisor.config.trainer_errors import TrainerInputError, as_bool, shown
 from zeroadvisor.jsontypes import JSONValue
@@ -51,11 +51,13 @@ class PeftReading:
     origin: tuple[tuple[str, str], ...]  # (input, where it was said or which default applies)
     defaults_of: str = "the trainer's default "  # how a default's origin starts ("ms-swift's default ")
     double_quant: bool | None = None  # bnb_4bit_use_double_quant, with a 4-bit base only
+    modules_to_save: tuple[str, ...] = ()  # peft's modules_to_save: trained in full beside the adapters
 
     def inputs(self) -> dict[str, object]:
         """The PEFT inputs (inputs/model.py PEFT_INPUTS) this reading gives."""
         targets = self.target_modules if isinstance(self.target_modules, str) else list(self.target_modules)
-        return {"peft": self.method, "lora_r": self.r, "lora_target_modules": targets, "lora_dropout": self.dropout,
+        return {"peft": self.method, "lora_r": self.r, "lora_target_modules": targets,
+                "lora_modules_to_save": list(self.modules_to_save) or None, "lora_dropout": self.dropout,
                 "quantization": self.quantization, "double_quant": self.double_quant}
 
     def words(self) -> str:
@@ -68,7 +70,8 @@ class PeftReading:
         given = [f"{name} from {where}" for name, where in self.origin if not where.startswith(prefix)]
         defaults = [where.removeprefix(prefix) for _, where in self.origin if where.startswith(prefix)]
         said = "; ".join([*given, *([f"{prefix.rstrip()}s: {', '.join(defaults)}"] if defaults else [])])
-        return (f"{'QLoRA' if self.method == 'qlora' else 'LoRA'} r={self.r} on {targets}{quant}, lora_dropout "
+        saved = f", modules_to_save {', '.join(self.modules_to_save)}" if self.modules_to_save else ""
+        return (f"{'QLoRA' if self.method == 'qlora' else 'LoRA'} r={self.r} on {targets}{quant}{saved}, lora_dropout "
                 f"{self.dropout:g} ({said})")
 
 
@@ -86,13 +89,22 @@ _FIELDS: dict[str, dict[str, tuple[str, object]]] = {
                  "double": ("bnb_4bit_use_double_quant", True)},
 }
 _DEFAULT_NAMES = {"llama-factory": "LLaMA-Factory's default ", "ms-swift": "ms-swift's default "}
+# project -> the key naming peft's modules_to_save (absent: none; trained in full beside the adapters):
+# LLaMA-Factory hparams/finetuning_args.py additional_target (comma-separated; model/adapter.py passes it as
+# LoraConfig(modules_to_save=...)); ms-swift tuner_args.py modules_to_save (a list, [] by default); TRL
+# ModelConfig.lora_modules_to_save (utils.py get_peft_config); axolotl lora_modules_to_save
+# (loaders/adapter.py _build_peft_lora_config). OpenRLHF's Actor has no such flag.
+_SAVED_KEYS = {"llama-factory": "additional_target", "ms-swift": "modules_to_save",
+               "transformers": "lora_modules_to_save", "axolotl": "lora_modules_to_save"}
 # keys a launch command must read for this module (config/launch.py): ms-swift's, and a TRL script's ModelConfig
-LAUNCH_KEYS = frozenset({"lora_rank", "target_modules", "lora_dropout", "quant_bits", "bnb_4bit_use_double_quant"})
+LAUNCH_KEYS = frozenset({"lora_rank", "target_modules", "lora_dropout", "quant_bits", "bnb_4bit_use_double_quant",
+                         "modules_to_save"})
 SCRIPT_KEYS = frozenset({"lora_r", "lora_target_modules", "lora_dropout", "load_in_4bit", "load_in_8bit",
-                         "use_bnb_nested_quant", "target_modules"})
+                         "use_bnb_nested_quant", "target_modules", "lora_modules_to_save"})
 # nargs="?" bool flags (HfArgumentParser)
 SCRIPT_BOOLS = frozenset({"load_in_4bit", "load_in_8bit", "use_bnb_nested_quant", "bnb_4bit_use_double_quant"})
-LIST_KEYS = frozenset({"target_modules", "lora_target_modules"})  # nargs="+": several words after one flag
+# nargs="+": several words after one flag
+LIST_KEYS = frozenset({"target_modules", "lora_target_modules", "modules_to_save", "lora_modules_to_save"})
 _TRL_DEFAULTS = "TRL's default "
 _AXOLOTL = "axolotl's default "
 _OPENRLHF = "OpenRLHF's default "
@@ -102,8 +114,17 @@ def read_peft(data: Mapping[str, JSONValue], project: str, where: Callable[[str]
     """The LoRA setup ``data`` (keys as ``project`` spells them) says; None where the file trains in full or its
     project is not one whose files say LoRA (``where(key)`` names where a key was given)."""
     reader = _OWN_READERS.get(project)
-    if reader is not None:
-        return reader(data, where)
+    reading = reader(data, where) if reader is not None else _tuner(data, project, where)
+    if reading is None or project not in _SAVED_KEYS or data.get(_SAVED_KEYS[project]) in (None, "", []):
+        return reading
+    key = _SAVED_KEYS[project]
+    saved = _targets(data[key], where(key), keep_all=True)
+    assert isinstance(saved, tuple)
+    return replace(reading, modules_to_save=saved, origin=(*reading.origin, ("lora_modules_to_save", where(key))))
+
+
+def _tuner(data: Mapping[str, JSONValue], project: str, where: Callable[[str], str]) -> PeftReading | None:
+    """LLaMA-Factory's and ms-swift's tuner keys (finetuning_type, train_type) and their LoRA fields."""
     if project not in _TUNER_KEYS:
         return None
     keys, default = _TUNER_KEYS[project]
@@ -290,9 +311,10 @@ def _bits(value: object, where: str) -> str:
     return f"{text}bit"
 
 
-def _targets(value: object, where: str) -> str | tuple[str, ...]:
+def _targets(value: object, where: str, *, keep_all: bool = False) -> str | tuple[str, ...]:
     """LLaMA-Factory's comma-separated ``lora_target`` ("all": all-linear), ms-swift's names (a list, or one word);
-    all-linear among other names counts as all-linear (the others, e.g. ms-swift's all-embedding, are not modelled)."""
+    all-linear among other names counts as all-linear (the others, e.g. ms-swift's all-embedding, are not modelled).
+    ``keep_all``: the names as given (modules_to_save, where "all" is not a shorthand)."""
     words = value if isinstance(value, list) else [value]
     if not words or not all(isinstance(word, str) for word in words):
         raise TrainerInputError(f"{where}: expected module names, got {shown(value)}")
@@ -300,6 +322,8 @@ def _targets(value: object, where: str) -> str | tuple[str, ...]:
     names = [name for word in words for name in str(word).replace(",", " ").split()]
     if not names:
         raise TrainerInputError(f"{where}: expected module names, got {shown(value)}")
+    if keep_all:
+        return tuple(names)
     if ALL_LINEAR in names or "all" in names:  # with other names (ms-swift's all-embedding...): all-linear counted
         return ALL_LINEAR
     return tuple(names)

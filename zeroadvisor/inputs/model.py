@@ -22,28 +22,37 @@ SHAPE_INPUTS = ("seq_len", "activation_checkpointing", "flash_attention", "targe
                 "precision", "stage", "load_dtype", "zero_init", "meta_load", "optim", "liger_kernel",
                 "tensor_parallel", "pipeline_parallel", "sequence_parallel", "expert_parallel")
 # LoRA/QLoRA (model/peft.py): the keys of the model description's peft: block, which they override.
-PEFT_INPUTS = ("peft", "lora_r", "lora_target_modules", "quantization", "double_quant", "lora_dropout")
+PEFT_INPUTS = ("peft", "lora_r", "lora_target_modules", "lora_modules_to_save", "quantization", "double_quant",
+               "lora_dropout")
 # The transformers release the model is built as (model/transformers_release.py: an MoE model's layout).
 RELEASE_INPUTS = ("transformers_version",)
 TRAINING_INPUTS = SHAPE_INPUTS + PEFT_INPUTS + RELEASE_INPUTS
 
 
 def peft_inputs(values: Mapping[str, Any], spelling: Spelling = KEYWORDS) -> dict[str, Any]:
-    """The PEFT inputs as the description's peft: keys (None: not given); ``lora_target_modules`` is a name, a
-    comma-separated list, or several of either."""
-    targets = values.get("lora_target_modules") or None
-    if targets is not None:
-        texts = [targets] if isinstance(targets, str) else list(targets) if isinstance(targets, (list, tuple)) else []
-        if not texts or not all(isinstance(text, str) for text in texts):
-            raise UsageError(f"{spelling.label('lora_target_modules')}: expected module names (a string or a list of "
-                             f"strings), got {targets!r}")
-        names = [name.strip() for text in texts for name in str(text).split(",")]
-        if not all(names):
-            raise UsageError(f"{spelling.label('lora_target_modules')}: empty module name")
-        targets = names[0] if names in (["all-linear"], ["peft-default"]) else names
+    """The PEFT inputs as the description's peft: keys (None: not given); ``lora_target_modules`` and
+    ``lora_modules_to_save`` are a name, a comma-separated list, or several of either."""
+    names = _names(values.get("lora_target_modules") or None, "lora_target_modules", spelling)
+    targets: str | list[str] | None = names[0] if names in (["all-linear"], ["peft-default"]) else names
+    saved = _names(values.get("lora_modules_to_save") or None, "lora_modules_to_save", spelling)
     return {"method": values.get("peft"), "r": values.get("lora_r"), "target_modules": targets,
-            "quantization": values.get("quantization"), "double_quant": _flag(values.get("double_quant"), spelling),
+            "modules_to_save": saved, "quantization": values.get("quantization"),
+            "double_quant": _flag(values.get("double_quant"), spelling),
             "lora_dropout": _dropout(values.get("lora_dropout"), spelling)}
+
+
+def _names(value: object, name: str, spelling: Spelling) -> list[str] | None:
+    """Module names from a string, a comma-separated list, or several of either; None where not given."""
+    if value is None:
+        return None
+    texts = [value] if isinstance(value, str) else list(value) if isinstance(value, (list, tuple)) else []
+    if not texts or not all(isinstance(text, str) for text in texts):
+        raise UsageError(f"{spelling.label(name)}: expected module names (a string or a list of strings), got "
+                         f"{value!r}")
+    names = [part.strip() for text in texts for part in str(text).split(",")]
+    if not all(names):
+        raise UsageError(f"{spelling.label(name)}: empty module name")
+    return names
 
 
 def _flag(value: object, spelling: Spelling) -> bool | None:

@@ -87,6 +87,7 @@ class Request:
     peft: str | None = None
     lora_r: int | None = None
     lora_target_modules: Strings | None = None
+    lora_modules_to_save: Strings | None = None
     quantization: str | None = None
     double_quant: bool | None = None
     lora_dropout: str | float | None = None

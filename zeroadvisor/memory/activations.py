@@ -485,9 +485,9 @@ def _liger_applies(spec: ModelSpec, notes: list[str]) -> bool:
 
 def _liger_loss(spec: ModelSpec, e: int, b: int, t: int, h: int, v: int, notes: list[str]) -> int:
     """The fused linear cross-entropy's peak in place of the vocabulary-wide logits and loss (memory/liger.py)."""
-    # every parameter trains without PEFT; peft leaves the head frozen (modules_to_save is not modelled); modules
-    # frozen without PEFT (model/frozen.py) are costed as leaving the head trained
-    trainable = spec.trainable_parameters is None or spec.frozen is not None
+    # every parameter trains without PEFT; peft leaves the head frozen unless modules_to_save trains a copy of it;
+    # modules frozen without PEFT (model/frozen.py) are costed as leaving the head trained
+    trainable = spec.trainable_parameters is None or spec.frozen is not None or spec.head_trained
     peak = liger.loss_peak(e, b, t, v, h, trainable)
     head = (f", the head's gradient {peak.grad_weight:,} B made in the forward (+ {peak.extra:,} B: Liger "
             f"0.6.2-0.8.3's fp32 temporary or <= 0.5.5's shifted hidden-state copy, the larger)" if trainable else

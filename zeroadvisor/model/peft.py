@@ -150,6 +150,7 @@ class PeftCount:
     adapted_inputs: int = 0
     # Per token, the features of the layer inputs that no module keeps under this LoRA (_unkept_inputs).
     unkept_inputs: int = 0
+    head_saved: bool = False  # the output head is in modules_to_save: its trainable copy gets a weight gradient
 
 
 def real_name(model_type: str | None, name: str) -> str:
@@ -254,8 +255,10 @@ def count(modules: Sequence[Module], settings: PeftSettings, spec: ModelSpec) ->
         adapter += _moe_adapter(named, moe_params, r, spec.num_experts or 0, spec.hidden_size,
                                 spec.intermediate_size, numels)
     copy = 0
+    head_saved = False
     for key, m in named:
         if saved and _saved(key, saved):
+            head_saved = head_saved or m.name in OUTPUT_HEADS
             copy += m.count * m.own  # a deep copy owns every tensor, tied ones included
             for p in m.params:
                 numels[p.numel] += m.count
@@ -270,6 +273,7 @@ def count(modules: Sequence[Module], settings: PeftSettings, spec: ModelSpec) ->
         quantized_bytes=q_bytes,
         adapted_inputs=_adapted_inputs(adapted, spec),
         unkept_inputs=_unkept_inputs(named, adapted, settings.dropout > 0),
+        head_saved=head_saved,
     )
 
 
@@ -443,6 +447,7 @@ def apply(spec: ModelSpec, modules: Sequence[Module], settings: PeftSettings) ->
         largest_quantized_parameters=largest_q,
         peft=describe(settings),
         lora_dropout_inputs=c.adapted_inputs if settings.dropout > 0 else 0,
+        head_trained=c.head_saved,
         lora_unkept_inputs=c.unkept_inputs,
         lora_rank_features=settings.r * c.adapted_modules,
         notes=(*spec.notes, note),

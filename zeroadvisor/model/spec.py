@@ -103,6 +103,9 @@ class ModelSpec:
     lora_unkept_inputs: int = 0
     # LoRA: per token, r x the adapted Linear modules (counting repeats): the r-wide inputs lora_B keeps.
     lora_rank_features: int = 0
+    # PEFT with the output head in modules_to_save: its trainable copy gets a weight gradient (a fused loss
+    # such as Liger's then makes it in the forward); False: the head is frozen under PEFT, or no PEFT.
+    head_trained: bool = False
     frozen: str | None = None  # modules frozen without PEFT (model/frozen.py), e.g. "embed_tokens", for the report
 
     # Every parameter's element count once (tied tensors once), as (numel, how many parameters of that size),
