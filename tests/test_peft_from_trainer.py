@@ -290,3 +290,14 @@ def test_the_modules_to_save_flag_and_an_entry_that_matches_nothing(cli, project
     bad = cli(*args, "--lora-modules-to-save", "no_such_module")
     assert bad.returncode == 2 and bad.stdout == "" and bad.stderr.count("\n") == 1
     assert "no_such_module" in bad.stderr
+
+
+def test_a_saved_head_gets_its_weight_gradient_in_liger_s_fused_loss(cli, project):
+    """Liger's fused linear cross-entropy makes the head's weight gradient in the forward when the head trains:
+    under PEFT only when modules_to_save holds a trainable copy of it (memory/liger.py)."""
+    args = ("estimate", project / "ds.json", "--model", project / "config.json", "--gpus", "2", "--peft", "lora",
+            "--liger-kernel", "--seq-len", "1024", "-f", "json")
+    frozen, saved = cli(*args), cli(*args, "--lora-modules-to-save", "lm_head")
+    assert frozen.returncode == saved.returncode == 0, saved.stderr
+    assert "frozen head: no weight gradient" in frozen.stdout and "the head's gradient" not in frozen.stdout
+    assert f"the head's gradient {2 * EMBED_COPY:,} B made in the forward" in saved.stdout
