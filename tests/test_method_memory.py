@@ -303,8 +303,8 @@ def test_lower_stage_advice_keeps_the_reference_copy():
 
 
 def test_axolotl_and_ms_swift_follow_the_trl_they_pin():
-    simpo = MethodSetup(method=Method.CPO, trainer=TrainerFamily.AXOLOTL, trainer_version="0.18.0")
-    st = run(simpo).stage(1)  # axolotl loads one for every rl: type but ORPO; TRL 1.8.0 copies the block
+    axolotl = dpo(trainer=TrainerFamily.AXOLOTL, trainer_version="0.18.0")
+    st = run(axolotl).stage(1)  # axolotl 0.18.0 pins TRL 1.8.0, which copies the block
     assert st.per_gpu["reference_model"] == 14 * P
     assert "reference_model" not in run(MethodSetup(method=Method.ORPO, trainer=TrainerFamily.AXOLOTL)).stage(1).per_gpu
     swift = run(dpo(trainer=TrainerFamily.MS_SWIFT, trainer_version="3.8.0")).stage(1)
@@ -611,3 +611,25 @@ def test_llama_factory_reward_model_holds_its_value_head_models_logits_at_the_fo
     trl = run(MethodSetup(method=Method.REWARD, trainer=TrainerFamily.TRL), NO_OPTIMIZER, seq=4096)
     assert not [t for t in trl.stage(1).terms if t.key == "value_head_logits"]
     assert lf.stage(1).per_gpu["total"] - trl.stage(1).per_gpu["total"] >= term.nbytes
+
+
+def test_axolotl_simpo_holds_no_reference_in_training_and_its_unused_copy_only_at_load():
+    """axolotl/train.py setup_reference_model loads a copy for simpo, kto and grpo too, but core/builders/rl.py
+    hands it to the dpo/ipo trainers only: dropped when setup returns, before the policy's engine (read at 0.18)."""
+    plain = MethodSetup(method=Method.CPO, trainer=TrainerFamily.AXOLOTL, trainer_version="0.18.0")
+    unused = dataclasses.replace(plain, unused_copy_at_load=True)
+    for stage in (1, 3):
+        assert "reference_model" not in run(unused).stage(stage).per_gpu
+    st, peak = load_peak(unused, 1)
+    _, alone = load_peak(plain, 1)
+    assert peak.host_per_node - alone.host_per_node == 8 * 2 * P  # bf16, on each of the node's 8 ranks
+    [built] = [t for t in st.terms if t.key == "frozen_models_built"]
+    assert built.phase == "load" and built.device == "cpu"
+    assert peak.gpu == alone.gpu  # no engine: nothing beside the policy's on the GPU
+    # kto: TRL's own reference stays resident; axolotl's copy adds to the host at load only
+    kto = MethodSetup(method=Method.KTO, trainer=TrainerFamily.AXOLOTL, trainer_version="0.18.0")
+    both, _ = load_peak(dataclasses.replace(kto, unused_copy_at_load=True), 1)
+    one, _ = load_peak(kto, 1)
+    assert both.per_gpu == one.per_gpu and both.per_gpu["reference_model"] > 0
+    assert sum(t.nbytes for t in both.terms if t.key == "frozen_models_built") == 2 * sum(
+        t.nbytes for t in one.terms if t.key == "frozen_models_built")

@@ -212,6 +212,18 @@ def test_axolotl_rl_adapter_ref_model_keeps_a_reference_beside_the_adapter(tmp_p
     assert _read(tmp_path, AX + "rl: kto\nrl_adapter_ref_model: true\n" + lora).setup.use_reference is None
 
 
+@pytest.mark.parametrize(("text", "copy"), [
+    ("rl: simpo\n", True), ("rl: kto\n", True), ("rl: grpo\n", True),  # loaded, never handed to the trainer
+    ("rl: dpo\n", False), ("rl: orpo\n", False),  # dpo gets it (a reference); orpo loads none
+    ("rl: simpo\nadapter: lora\nlora_r: 8\nlora_target_linear: true\n", False),  # none loaded with an adapter...
+    ("rl: simpo\nadapter: lora\nlora_r: 8\nlora_target_linear: true\nrl_adapter_ref_model: true\n", True),  # ...unless
+])
+def test_axolotl_loads_a_copy_no_trainer_gets_for_simpo_kto_and_grpo(tmp_path, text, copy):
+    """train.py setup_reference_model loads it for every rl: type but orpo (none with an adapter unless
+    rl_adapter_ref_model); core/builders/rl.py hands it to the dpo/ipo trainers only."""
+    assert _read(tmp_path, AX + text).setup.unused_copy_at_load is copy
+
+
 @pytest.mark.parametrize(("text", "words"), [("rl: ppo\n", "axolotl's rl: types"), ("rl: dpo\ntrl: 3\n", "mapping"),
                                              ("rl: grpo\nvllm: 1\n", "vLLM settings"),
                                              ("rl: grpo\nvllm:\n  gpu_memory_utilization: 2\n", "at most 1"),

@@ -80,6 +80,9 @@ class MethodSetup:
     generation: Generation = field(default_factory=Generation)
     placements: tuple[Placement, ...] = ()  # the other models' placement where the trainer's flags say
     colocate_all_models: bool | None = None  # OpenRLHF --colocate_all_models
+    # axolotl loads a second copy of the model that its trainer never gets (train.py setup_reference_model for kto,
+    # simpo and grpo): read during setup, dropped when setup returns, before the policy's engine exists
+    unused_copy_at_load: bool = False
     origin: tuple[tuple[str, str], ...] = ()  # (field, where it was said) for messages
     notes: tuple[str, ...] = ()  # what was read and assumed, one line each
 

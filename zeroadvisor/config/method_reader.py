@@ -339,13 +339,18 @@ def _axolotl(data: Mapping[str, JSONValue], where: Origin) -> MethodReading:
     # adapter for the reference pass) unless rl_adapter_ref_model asks for one; dpo/ipo then pass it to the trainer
     # (core/builders/rl.py), and TRL uses a given ref_model even with PEFT
     ask = data.get("rl_adapter_ref_model")
-    if (ask is not None and as_bool(ask, where("rl_adapter_ref_model")) and isinstance(data.get("adapter"), str)
-            and method is Method.DPO):
+    asked = ask is not None and as_bool(ask, where("rl_adapter_ref_model"))
+    if asked and isinstance(data.get("adapter"), str) and method is Method.DPO:
         use_reference = True
         why = f"{where('rl_adapter_ref_model')} (a separate reference model beside the adapter)"
         origin.append(("use_reference", why))
+    # the same function loads that model for kto, simpo and grpo too, but core/builders/rl.py hands model_ref to the
+    # dpo/ipo trainers only: nothing keeps it once setup_model_and_trainer returns (TRL's KTO and GRPO trainers
+    # build their own reference)
+    unused = method in (Method.KTO, Method.CPO, Method.GRPO) and (asked or not isinstance(data.get("adapter"), str))
     return MethodReading(replace(trl, method=method, trainer=TrainerFamily.AXOLOTL, beta=beta, generation=generation,
-                                 loss_type=loss or trl.loss_type, origin=tuple(origin), use_reference=use_reference),
+                                 loss_type=loss or trl.loss_type, origin=tuple(origin), use_reference=use_reference,
+                                 unused_copy_at_load=unused),
                          where("rl"))
 
 

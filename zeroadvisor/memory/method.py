@@ -133,17 +133,16 @@ def batch_factor(setup: MethodSetup) -> int:
 def has_reference(setup: MethodSetup, policy: ModelSpec) -> bool:
     """Whether the trainer loads a reference model (TRL dpo/kto/grpo trainer __init__ at the releases read):
     none with PEFT (the adapter is disabled for the reference pass) unless a separate one is named, none with
-    precompute_ref_log_probs, none for ORPO, CPO/SimPO, and GRPO with beta 0.0 (the default). axolotl loads one
-    for every rl: type but ORPO (axolotl/train.py setup_reference_model @ v0.18.0), CPO/SimPO included, whose
-    trainer never uses it; LLaMA-Factory none for pref_loss orpo/simpo (hparams/finetuning_args.py use_ref_model
-    @ v0.9.3)."""
+    precompute_ref_log_probs, none for ORPO, CPO/SimPO, and GRPO with beta 0.0 (the default); LLaMA-Factory none
+    for pref_loss orpo/simpo (hparams/finetuning_args.py use_ref_model @ v0.9.3). axolotl loads a copy for every
+    rl: type but ORPO (train.py setup_reference_model) and hands it to the dpo/ipo trainers only
+    (core/builders/rl.py): for simpo nothing keeps it through training (MethodSetup.unused_copy_at_load: the load
+    phase only, frozen_at_load)."""
     if setup.use_reference is not None:
         return setup.use_reference
-    axolotl = setup.trainer == TrainerFamily.AXOLOTL
     beta = setup.beta if setup.beta is not None else grpo_default_beta(setup)[0]
-    none = (setup.method in (Method.SFT, Method.REWARD, Method.ORPO)
-            or (setup.method == Method.CPO and not axolotl)
-            or ((setup.loss_type or "").lower() in ("simpo", Method.ORPO) and not axolotl)
+    none = (setup.method in (Method.SFT, Method.REWARD, Method.ORPO, Method.CPO)
+            or (setup.loss_type or "").lower() in ("simpo", Method.ORPO)
             or bool(setup.precompute_ref_log_probs)
             or (setup.method == Method.GRPO and beta == 0.0))
     # OpenRLHF builds its reference as a model of its own whatever the actor's --lora_rank (ReferenceModelActor
@@ -301,13 +300,16 @@ def frozen_at_load(setup: MethodSetup, policy: ModelSpec, auxiliary: dict[ModelR
     LLaMA-Factory (train/dpo/workflow.py create_ref_model, then CustomDPOTrainer.__init__) and ms-swift do the
     same through TRL. So every moment of the policy's load has their engines beside it (the train phase's
     terms), and host RAM holds both models while the reference is built. OpenRLHF without
-    --colocate_all_models builds them in Ray actors on GPUs of their own: nothing beside the actor."""
+    --colocate_all_models builds them in Ray actors on GPUs of their own: nothing beside the actor. axolotl's copy
+    that no trainer gets (MethodSetup.unused_copy_at_load) is read beside the policy in setup and dropped before
+    the policy's engine: in host RAM at the moment the models are built, nowhere after."""
     rows = {ROW_OF[role] for role, _ in frozen_models(setup, policy, auxiliary)}
     engines = tuple(replace(t, phase=Phase.LOAD) for t in train_terms if t.row in rows)
-    if not engines:
+    unused = _base(policy).parameters if setup.unused_copy_at_load else 0
+    if not engines and not unused:
         return FrozenAtLoad()
-    built = sum(spec.parameters for _, spec in frozen_models(setup, policy, auxiliary))
-    return FrozenAtLoad(engines, built)
+    built = sum(spec.parameters for _, spec in frozen_models(setup, policy, auxiliary)) if engines else 0
+    return FrozenAtLoad(engines, built + unused)
 
 
 def method_terms(setup: MethodSetup, policy: ModelSpec, auxiliary: dict[ModelRole, ModelSpec], s: Settings,
@@ -807,6 +809,10 @@ def method_notes(setup: MethodSetup, config_has_optimizer: bool, policy: ModelSp
     if setup.method in (Method.DPO, Method.KTO, Method.GRPO) and not has_reference(setup, policy):
         out.append(f"{setup.method}: no reference model (PEFT adapter disabled, precomputed log-probs, beta 0 or "
                    "as the files say)")
+    if setup.unused_copy_at_load:
+        out.append(f"axolotl loads a second copy of the model for {setup.method} that no trainer gets "
+                   "(train.py setup_reference_model; core/builders/rl.py hands it to dpo/ipo only): host RAM "
+                   "while the models are built, dropped before training")
     return out
 
 

@@ -314,7 +314,7 @@ def _beside_frozen_models(moments: list[Moment], beside: FrozenAtLoad, zero_init
     built (host RAM, or zero.Init partitions) and its engine prepared, then the policy's engine is initialized in
     train(). So the frozen engines sit beside every moment after the policy's build, and one moment has both
     models in host RAM, the reference not yet moved."""
-    if not beside.engines:
+    if not beside.engines and not beside.built_parameters:
         return moments
     out: list[Moment] = []
     for m in moments:
@@ -324,10 +324,12 @@ def _beside_frozen_models(moments: list[Moment], beside: FrozenAtLoad, zero_init
         if m.name == "built" and beside.built_parameters and not zero_init:
             wl = B.nbytes(load_dtype)
             host = _term("parameters", Resource.CPU, wl * beside.built_parameters, "frozen_models_built",
-                         f"the frozen models (reference/reward) read in {load_dtype} before their engines move "
-                         "them to the GPU", f"{wl} B/param of theirs, on every local rank",
+                         f"the frozen models (reference/reward, or axolotl's copy no trainer gets) read in "
+                         f"{load_dtype} before their engines move them to the GPU (the copy: before it is dropped)",
+                         f"{wl} B/param of theirs, on every local rank",
                          "trl/trainer/utils.py create_model_from_path (model_init_kwargs, device_map None) in "
-                         "DPOTrainer.__init__ @ v1.9.0, before prepare_deepspeed", EXACT)
+                         "DPOTrainer.__init__ @ v1.9.0, before prepare_deepspeed; axolotl/train.py "
+                         "setup_reference_model", EXACT)
             out.append(Moment("frozen_models_built", (*m.every_rank, host), m.rank0))
         out.append(Moment(m.name, m.every_rank + beside.engines, m.rank0))
     return out
