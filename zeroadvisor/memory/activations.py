@@ -71,7 +71,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from zeroadvisor.memory import bytes as B
-from zeroadvisor.memory import liger
+from zeroadvisor.memory import liger, trl_sft_loss
+from zeroadvisor.memory.trl_sft_loss import CHUNK_TOKENS, SftLoss, chunked_loss_bytes, sft_loss
 from zeroadvisor.model.spec import Checkpointing, LayerFacts, ModelSpec, TrainingShape
 
 MASK = B.DTYPE_BYTES["uint8"]  # torch native_dropout's bool mask (at::dropout on CUDA: is_fused_kernel_acceptable)
@@ -280,10 +281,7 @@ def activation_bytes(spec: ModelSpec, shape: TrainingShape, micro_batch: int, pr
     body, per_layer, parts, largest = _layers(stacks, d, facts, shape, b, _lora(spec, d, facts, L, notes))
     outside = _outside_layers(spec, stacks, d, facts, b, s, out_tokens)
     parts.append(("outside the layers", outside))
-    if with_liger and spec.lm_head is not False and spec.vocab_size:
-        logits = _liger_loss(spec, e, b, t, h, spec.vocab_size, notes)
-    else:
-        logits = _logits(spec, facts, e, out_tokens, notes)
+    logits = _loss_peak(spec, shape, facts, e, (b, t, h), with_liger, notes)
     parts.append(("logits and loss", logits))
     nbytes, head_share = body + outside + logits, logits
     head_input = _head_input(spec, d, facts, out_tokens)
@@ -453,6 +451,28 @@ def _head_input(spec: ModelSpec, d: _Dims, facts: LayerFacts, out_tokens: int) -
         # BertLMPredictionHead.transform: dense input, GeLU input, LayerNorm (the decoder input is above)
         head += out_tokens * (2 * e * h + norm_bytes("layernorm", e, h))
     return head
+
+
+def _loss_peak(spec: ModelSpec, shape: TrainingShape, facts: LayerFacts, e: int, dims: tuple[int, int, int],
+               with_liger: bool, notes: list[str]) -> int:
+    """The head and loss's peak beyond the layers: Liger's fused loss, TRL's chunked cross-entropy
+    (memory/trl_sft_loss.py), or the full logits; ``dims``: micro batch, output tokens per sample, hidden."""
+    b, t, h = dims
+    out_tokens = b * t
+    trl_loss = sft_loss(shape.method, shape.liger_kernel)
+    if with_liger and spec.lm_head is not False and spec.vocab_size:
+        return _liger_loss(spec, e, b, t, h, spec.vocab_size, notes)
+    if trl_loss == SftLoss.CHUNKED and spec.lm_head is not False and spec.vocab_size:
+        logits = chunked_loss_bytes(e, out_tokens, h, spec.vocab_size) + IDS * out_tokens
+        notes.append(f"TRL's chunked cross-entropy (SFTConfig loss_type chunked_nll, the default from TRL 1.7): no "
+                     f"{out_tokens:,} x {spec.vocab_size:,} logits; {CHUNK_TOKENS} tokens at a time under "
+                     f"checkpoint, {logits:,} B ({trl_sft_loss.SOURCE})")
+        return logits
+    if trl_loss == SftLoss.FUSED:
+        notes.append("TRL's SFTTrainer from 1.15 (the release when none is pinned) scores through a fused LM head "
+                     "(trl/trainer/utils.py add_fused_lm_head) that never holds the full logits; not measured here, "
+                     "so the full logits are counted: a bound")
+    return _logits(spec, facts, e, out_tokens, notes)
 
 
 def _logits(spec: ModelSpec, facts: LayerFacts, e: int, out_tokens: int, notes: list[str]) -> int:

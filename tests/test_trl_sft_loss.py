@@ -1,0 +1,71 @@
+"""TRL's SFTTrainer loss by release (memory/trl_sft_loss.py): the full logits before 1.5, chunked_nll offered in
+1.5-1.6 and the default in 1.7-1.14 (nll the full logits there), the fused head from 1.15; never for another
+trainer or method, with the Liger kernel, or for dft."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cli_run import cli  # noqa: F401 - the fixture
+from zeroadvisor.config.method import MethodSetup
+from zeroadvisor.memory.trl_sft_loss import CHUNK_TOKENS, SftLoss, chunked_loss_bytes, sft_loss
+from zeroadvisor.vocab import Method, TrainerFamily
+
+
+def trl(version: str | None, loss: str | None = None, method: Method = Method.SFT,
+        trainer: TrainerFamily | None = TrainerFamily.TRL) -> MethodSetup:
+    return MethodSetup(method=method, trainer=trainer, trainer_version=version, loss_type=loss)
+
+
+@pytest.mark.parametrize(("setup", "liger", "path"), [
+    (trl("1.4.0"), False, SftLoss.FULL), (trl("1.4.0", "chunked_nll"), False, SftLoss.FULL),
+    (trl("1.5.0"), False, SftLoss.FULL), (trl("1.6.0", "chunked_nll"), False, SftLoss.CHUNKED),
+    (trl("1.7.0"), False, SftLoss.CHUNKED), (trl("1.14.2"), False, SftLoss.CHUNKED),
+    (trl("1.9.0", "nll"), False, SftLoss.FULL), (trl("1.9.0", "dft"), False, SftLoss.FULL),
+    (trl("1.9.0"), True, SftLoss.FULL),  # use_liger_kernel: nll through Liger's fused loss
+    (trl("1.15.0"), False, SftLoss.FUSED), (trl(None), False, SftLoss.FUSED),
+    (trl("1.9.0", trainer=None), False, SftLoss.FULL),  # a plain Trainer script: the model's own loss
+    (trl("1.9.0", trainer=TrainerFamily.LLAMA_FACTORY), False, SftLoss.FULL),
+    (trl("1.9.0", method=Method.DPO), False, SftLoss.FULL),
+])
+def test_the_loss_trl_runs_by_release(setup, liger, path):
+    assert sft_loss(setup, liger) is path
+
+
+def test_chunked_bytes_hold_one_chunk_and_the_upcast_head_not_the_logits():
+    v, h, t = 151_936, 4_096, 32_768
+    chunk = 4 * CHUNK_TOKENS * v
+    # bf16: the matmul's moment: exp and the logits' gradient, the fp32 head copy and gradient, the bf16 sum
+    assert chunked_loss_bytes(2, t, h, v) == 2 * chunk + 4 * v * h + 4 * v * h + 2 * v * h + 16 * t
+    # fp32: no copy, the fp32 sum
+    assert chunked_loss_bytes(4, t, h, v) == 2 * chunk + 4 * v * h + 4 * v * h + 16 * t
+    assert chunked_loss_bytes(2, t, h, v) < 12 * t * v / 8  # an eighth of the full logits' loss peak at 32k
+    # 100 tokens: one chunk of 100; log_softmax's moment (four chunk tensors, the upcast head, the bf16 sum)
+    assert chunked_loss_bytes(2, 100, 64, 8192) == 4 * 4 * 100 * 8192 + 4 * 8192 * 64 + 2 * 8192 * 64 + 16 * 100
+
+
+def test_trl_sft_from_the_launch_command_and_the_pin(cli, tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({
+        "model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"], "vocab_size": 151_936, "hidden_size": 896,
+        "intermediate_size": 4_864, "num_hidden_layers": 24, "num_attention_heads": 14, "num_key_value_heads": 2,
+        "tie_word_embeddings": True}))
+    (tmp_path / "ds.json").write_text('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, '
+                                      '"zero_optimization": {"stage": 2}}')
+    (tmp_path / "sft.yaml").write_text("max_length: 16384\ngradient_checkpointing: true\nbf16: true\n")
+
+    def peak(pin: str) -> tuple[int, str]:
+        (tmp_path / "requirements.txt").write_text(f"trl=={pin}\n")
+        result = cli("check", tmp_path / "ds.json", "--model", tmp_path / "config.json", "--gpus", "2",
+                     "--gpu-memory", "80GiB", "--launch", "trl sft --config sft.yaml", "-f", "json", "--fail-on",
+                     "never", cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        option = next(s for s in json.loads(result.stdout)["estimate"]["stages"] if s["configured"])
+        return option["peak_gpu"], result.stdout
+
+    chunked, text = peak("1.9.0")
+    full, old = peak("1.4.0")
+    assert "TRL's chunked cross-entropy" in text and "TRL's chunked cross-entropy" not in old
+    # 16,384 tokens x 151,936: the full logits' loss peak (12 B each) is about 30 GB
+    assert full - chunked > 25 * 10**9

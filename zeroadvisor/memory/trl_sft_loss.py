@@ -1,0 +1,89 @@
+"""TRL's SFTTrainer loss: from TRL 1.7 it never materialises the vocabulary-wide logits.
+
+``SFTConfig.loss_type`` (trl/trainer/sft_config.py) and what SFTTrainer does with it, read in every release's wheel:
+
+* before 1.5: the model's own loss (transformers' ForCausalLMLoss over the full logits).
+* 1.5 and 1.6: ``loss_type: chunked_nll`` is offered, ``nll`` (the full logits) is the default.
+* 1.7 to 1.14: ``chunked_nll`` is the default (``nll`` with ``use_liger_kernel``); SFTTrainer.__init__ patches the
+  model's forward (sft_trainer.py _patch_chunked_ce_lm_head): the backbone runs without the LM head, the valid
+  positions are sorted to the front (``hidden[order]``, ``labels[order]``) and _chunked_cross_entropy_loss runs the
+  head and the cross-entropy on ``_CHUNKED_LM_HEAD_CHUNK_SIZE`` = 256 tokens at a time, each chunk under
+  torch.utils.checkpoint (non-reentrant), so only one chunk's fp32 logits exist at once, in its recompute during
+  backward: ``h.float() @ w.float().t()`` (fp32 logits), ``log_softmax`` (kept for backward), ``log_p.exp()`` (the
+  entropy metric, kept by its product), then backward's gradients; a 16-bit head is upcast inside each chunk
+  (``w.float()``), so its fp32 copy and fp32 gradient are live in the matmul's backward (chunked_loss_bytes;
+  measured on CPU: benchmarks/trl_sft_loss.md).
+  ``loss_type: nll`` is the full logits; ``dft`` replaces the loss function and keeps the full logits.
+* 1.15 and later: ``nll`` (the default; ``chunked_nll`` an alias) runs a fused LM head (trl/trainer/utils.py
+  add_fused_lm_head, trl/kernels/chunked_logprob.py ChunkedLogProbFunction) with its own tiling; not measured here,
+  so not counted as chunked: the full logits are kept as the estimate, and a note says so.
+
+The method setup says TRL SFT only where the files do (``trl sft``, TRL's sft.py script, ``--trainer sft`` with a TRL
+file): a plain Trainer script computes the model's own loss over the full logits.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from packaging.version import Version
+
+from zeroadvisor.config.method import MethodSetup
+from zeroadvisor.vocab import Method, TrainerFamily
+
+CHUNK_TOKENS = 256  # trl/trainer/sft_trainer.py _CHUNKED_LM_HEAD_CHUNK_SIZE @ v1.7.0-v1.14
+# fp32 tensors of one chunk's tokens x V live at once in the two moments of its backward (chunked_loss_bytes)
+LOG_SOFTMAX_COPIES = 4
+MATMUL_COPIES = 2
+FP32 = 4
+OFFERED = Version("1.5.0")  # chunked_nll first offered
+DEFAULT = Version("1.7.0")  # chunked_nll the default
+FUSED = Version("1.15.0")  # nll is the fused LM head (add_fused_lm_head)
+SOURCE = "trl/trainer/sft_trainer.py _chunked_cross_entropy_loss @ v1.7.0-v1.14"
+
+
+class SftLoss(StrEnum):
+    FULL = "full"  # the model's own loss over the full logits
+    CHUNKED = "chunked"  # _chunked_cross_entropy_loss (TRL 1.5-1.14)
+    FUSED = "fused"  # add_fused_lm_head (TRL 1.15+): not measured
+
+
+def sft_loss(setup: MethodSetup, liger_kernel: bool) -> SftLoss:
+    """Which loss TRL's SFTTrainer runs for ``setup`` (module docstring); FULL for anything that is not TRL's SFT."""
+    if setup.method != Method.SFT or setup.trainer != TrainerFamily.TRL or liger_kernel:
+        return SftLoss.FULL
+    loss = (setup.loss_type or "").lower() or None
+    release = setup.release
+    if loss == "dft":
+        return SftLoss.FULL
+    if release is None or release >= FUSED:
+        return SftLoss.FUSED
+    if release >= DEFAULT:
+        return SftLoss.CHUNKED if loss in (None, "chunked_nll") else SftLoss.FULL
+    if release >= OFFERED and loss == "chunked_nll":
+        return SftLoss.CHUNKED
+    return SftLoss.FULL
+
+
+def chunked_loss_bytes(e: int, tokens: int, hidden: int, vocab: int) -> int:
+    """The chunked cross-entropy's peak beside the backbone's activations, for ``tokens`` scored tokens and a head of
+    ``vocab`` x ``hidden`` in ``e``-byte weights: the larger of the two moments of a chunk's backward (module
+    docstring), plus the sorted token order and labels (int64). Every chunk adds its head gradient to the one
+    autograd accumulates for the weight over the chunks (an ``e``-byte buffer of V x h); a 16-bit head is upcast per
+    chunk, an fp32 copy saved for the matmul's backward. The sorted hidden states take the place of the LM head's
+    saved input, counted outside the layers.
+
+    * log_softmax's backward: the log-probabilities it saved, their exp (the entropy metric, saved until the chunk's
+      graph is freed), the gradient of the log-probabilities and the one it makes for the logits (4 x fp32 chunk x V);
+    * the matmul's backward: the exp and the logits' gradient (2 x fp32 chunk x V), the fp32 gradient of the
+      upcast weight (fp32 V x h) beside the upcast copy."""
+    chunk = min(CHUNK_TOKENS, tokens)
+    cv, vh = FP32 * chunk * vocab, vocab * hidden
+    upcast = FP32 * vh if e < FP32 else 0  # w.float(): a copy for a 16-bit head, the weight itself in fp32
+    accumulated = e * vh  # the weight's gradient summed over the chunks within backward
+    softmax_moment = LOG_SOFTMAX_COPIES * cv + upcast + accumulated
+    matmul_moment = MATMUL_COPIES * cv + upcast + FP32 * vh + accumulated
+    return max(softmax_moment, matmul_moment) + 2 * 8 * tokens
+
+
+__all__ = ["CHUNK_TOKENS", "SftLoss", "chunked_loss_bytes", "sft_loss"]
