@@ -10,7 +10,15 @@ import pytest
 
 from cli_run import cli  # noqa: F401 - the fixture
 from zeroadvisor.config.method import MethodSetup
-from zeroadvisor.memory.trl_sft_loss import CHUNK_TOKENS, SftLoss, chunked_loss_bytes, sft_loss
+from zeroadvisor.memory.trl_sft_loss import (
+    CHUNK_TOKENS,
+    TOKEN_TILE,
+    VOCAB_TILE,
+    SftLoss,
+    chunked_loss_bytes,
+    fused_head_bytes,
+    sft_loss,
+)
 from zeroadvisor.vocab import Method, TrainerFamily
 
 
@@ -25,7 +33,8 @@ def trl(version: str | None, loss: str | None = None, method: Method = Method.SF
     (trl("1.7.0"), False, SftLoss.CHUNKED), (trl("1.14.2"), False, SftLoss.CHUNKED),
     (trl("1.9.0", "nll"), False, SftLoss.FULL), (trl("1.9.0", "dft"), False, SftLoss.FULL),
     (trl("1.9.0"), True, SftLoss.FULL),  # use_liger_kernel: nll through Liger's fused loss
-    (trl("1.15.0"), False, SftLoss.FUSED), (trl(None), False, SftLoss.FUSED),
+    (trl("1.15.0"), False, SftLoss.FUSED), (trl(None), False, SftLoss.FUSED),  # unpinned: the current release's
+    (trl("1.16.0", "dft"), False, SftLoss.FUSED), (trl("1.16.0"), True, SftLoss.FUSED),  # Liger's loss turned off
     (trl("1.9.0", trainer=None), False, SftLoss.FULL),  # a plain Trainer script: the model's own loss
     (trl("1.9.0", trainer=TrainerFamily.LLAMA_FACTORY), False, SftLoss.FULL),
     (trl("1.9.0", method=Method.DPO), False, SftLoss.FULL),
@@ -44,6 +53,20 @@ def test_chunked_bytes_hold_one_chunk_and_the_upcast_head_not_the_logits():
     assert chunked_loss_bytes(2, t, h, v) < 12 * t * v / 8  # an eighth of the full logits' loss peak at 32k
     # 100 tokens: one chunk of 100; log_softmax's moment (four chunk tensors, the upcast head, the bf16 sum)
     assert chunked_loss_bytes(2, 100, 64, 8192) == 4 * 4 * 100 * 8192 + 4 * 8192 * 64 + 2 * 8192 * 64 + 16 * 100
+
+
+def test_fused_head_bytes_are_its_fp32_gradients_their_casts_and_one_tile():
+    v, h, t = 151_936, 4_096, 32_768
+    grads = t * h + v * h
+    tile = 2 * TOKEN_TILE * VOCAB_TILE
+    # bf16: the backward's end (fp32 grad_hidden and grad_weight, their bf16 casts, the tile, the fp32 incoming
+    # gradient), and what the forward saved (int64 targets, fp32 log_z and entropy)
+    assert fused_head_bytes(2, t, h, v) == 16 * t + 4 * grads + 2 * grads + tile + 4 * t
+    assert fused_head_bytes(4, t, h, v) == 16 * t + 4 * grads + 4 * TOKEN_TILE * VOCAB_TILE + 4 * t  # no casts
+    assert fused_head_bytes(2, t, h, v) < 12 * t * v / 8
+    # a short sequence and a small vocabulary: the tile is no larger than they are
+    assert fused_head_bytes(2, 100, 64, 8192) == 16 * 100 + max(7 * 4 * 100 + 2 * 100 * 8192,
+                                                                 6 * (100 * 64 + 8192 * 64) + 2 * 100 * 8192 + 400)
 
 
 def test_trl_sft_from_the_launch_command_and_the_pin(cli, tmp_path):
@@ -66,6 +89,21 @@ def test_trl_sft_from_the_launch_command_and_the_pin(cli, tmp_path):
 
     chunked, text = peak("1.9.0")
     full, old = peak("1.4.0")
+    fused, new = peak("1.16.0")
     assert "TRL's chunked cross-entropy" in text and "TRL's chunked cross-entropy" not in old
+    assert "TRL's fused LM head" in new and "TRL's fused LM head" not in old
     # 16,384 tokens x 151,936: the full logits' loss peak (12 B each) is about 30 GB
-    assert full - chunked > 25 * 10**9
+    assert full - chunked > 25 * 10**9 and full - fused > 25 * 10**9
+
+
+def test_an_unknown_trl_release_is_an_assumed_input_for_its_sft_loss():
+    """No pin and no installed TRL: the current release's fused head, said with what sets the release."""
+    from zeroadvisor.memory.method import method_assumptions
+    from zeroadvisor.model.hf import spec_from_hf_config
+
+    spec = spec_from_hf_config({"model_type": "llama", "architectures": ["LlamaForCausalLM"], "vocab_size": 32000,
+                                "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+                                "num_attention_heads": 32})
+    [assumed] = method_assumptions(trl(None), spec)
+    assert assumed.name == "trainer_version" and "fused LM head" in assumed.effect
+    assert method_assumptions(trl("1.9.0"), spec) == [] and method_assumptions(trl(None, trainer=None), spec) == []

@@ -72,7 +72,16 @@ from dataclasses import dataclass
 
 from zeroadvisor.memory import bytes as B
 from zeroadvisor.memory import liger, trl_sft_loss
-from zeroadvisor.memory.trl_sft_loss import CHUNK_TOKENS, SftLoss, chunked_loss_bytes, sft_loss
+from zeroadvisor.memory.trl_sft_loss import (
+    CHUNK_TOKENS,
+    FUSED_SOURCE,
+    TOKEN_TILE,
+    VOCAB_TILE,
+    SftLoss,
+    chunked_loss_bytes,
+    fused_head_bytes,
+    sft_loss,
+)
 from zeroadvisor.model.spec import Checkpointing, LayerFacts, ModelSpec, TrainingShape
 
 MASK = B.DTYPE_BYTES["uint8"]  # torch native_dropout's bool mask (at::dropout on CUDA: is_fused_kernel_acceptable)
@@ -455,11 +464,19 @@ def _head_input(spec: ModelSpec, d: _Dims, facts: LayerFacts, out_tokens: int) -
 
 def _loss_peak(spec: ModelSpec, shape: TrainingShape, facts: LayerFacts, e: int, dims: tuple[int, int, int],
                with_liger: bool, notes: list[str]) -> int:
-    """The head and loss's peak beyond the layers: Liger's fused loss, TRL's chunked cross-entropy
-    (memory/trl_sft_loss.py), or the full logits; ``dims``: micro batch, output tokens per sample, hidden."""
+    """The head and loss's peak beyond the layers: TRL's fused head or chunked cross-entropy (memory/trl_sft_loss.py),
+    Liger's fused loss, or the full logits; ``dims``: micro batch, output tokens per sample, hidden."""
     b, t, h = dims
     out_tokens = b * t
     trl_loss = sft_loss(shape.method, shape.liger_kernel)
+    if trl_loss == SftLoss.FUSED and spec.lm_head is not False and spec.vocab_size:
+        logits = fused_head_bytes(e, out_tokens, h, spec.vocab_size) + IDS * out_tokens
+        release = shape.method.trainer_version or "not pinned: the current release's"
+        notes.append(f"TRL's fused LM head (SFTTrainer from TRL 1.15; TRL {release}): no {out_tokens:,} x "
+                     f"{spec.vocab_size:,} logits; fp32 gradients of the hidden states and the head weight and a "
+                     f"{TOKEN_TILE} x {VOCAB_TILE} tile buffer, {logits:,} B, counted from the code "
+                     f"({FUSED_SOURCE}; its Triton kernel does not run on CPU)")
+        return logits
     if with_liger and spec.lm_head is not False and spec.vocab_size:
         return _liger_loss(spec, e, b, t, h, spec.vocab_size, notes)
     if trl_loss == SftLoss.CHUNKED and spec.lm_head is not False and spec.vocab_size:
@@ -468,10 +485,6 @@ def _loss_peak(spec: ModelSpec, shape: TrainingShape, facts: LayerFacts, e: int,
                      f"{out_tokens:,} x {spec.vocab_size:,} logits; {CHUNK_TOKENS} tokens at a time under "
                      f"checkpoint, {logits:,} B ({trl_sft_loss.SOURCE})")
         return logits
-    if trl_loss == SftLoss.FUSED:
-        notes.append("TRL's SFTTrainer from 1.15 (the release when none is pinned) scores through a fused LM head "
-                     "(trl/trainer/utils.py add_fused_lm_head) that never holds the full logits; not measured here, "
-                     "so the full logits are counted: a bound")
     return _logits(spec, facts, e, out_tokens, notes)
 
 

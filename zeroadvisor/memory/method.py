@@ -840,6 +840,12 @@ def method_assumptions(setup: MethodSetup, policy: ModelSpec) -> list[AssumedInp
     from a file's keys (config/method.py origin "guessed from KEY"), the trainer's release where no pin said it,
     and each setting that decides memory here that no file said (None: the trainer's default at its release)."""
     if setup.method == Method.SFT:
+        if setup.trainer == TrainerFamily.TRL and setup.trainer_version is None:  # memory/trl_sft_loss.py
+            return [AssumedInput.of("trainer_version", None, f"TRL's SFT loss as {NEWEST_READ[TrainerFamily.TRL]} "
+                                    "runs it, its fused LM head without the full logits (before TRL 1.5 the "
+                                    "logits are whole, 12 bytes per token and vocabulary entry)",
+                                    key=f"a pin of the trainer, e.g. {DISTRIBUTIONS[TrainerFamily.TRL]}==X in "
+                                    "requirements.txt")]
         return []
     said = dict(setup.origin)
     out: list[AssumedInput] = []

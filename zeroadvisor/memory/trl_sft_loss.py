@@ -14,9 +14,16 @@
   (``w.float()``), so its fp32 copy and fp32 gradient are live in the matmul's backward (chunked_loss_bytes;
   measured on CPU: benchmarks/trl_sft_loss.md).
   ``loss_type: nll`` is the full logits; ``dft`` replaces the loss function and keeps the full logits.
-* 1.15 and later: ``nll`` (the default; ``chunked_nll`` an alias) runs a fused LM head (trl/trainer/utils.py
-  add_fused_lm_head, trl/kernels/chunked_logprob.py ChunkedLogProbFunction) with its own tiling; not measured here,
-  so not counted as chunked: the full logits are kept as the estimate, and a note says so.
+* 1.15 and later: every loss_type (``chunked_nll`` an alias of ``nll``; ``dft`` weights the same log-probabilities)
+  scores through a fused LM head (trl/trainer/utils.py add_fused_lm_head; trl/kernels/chunked_logprob.py
+  ChunkedLogProbFunction), with or without Liger (SFTTrainer turns Liger's fused cross-entropy off): the valid
+  positions' hidden states (``hidden_states[mask]``, in place of the head's saved input), projected in tiles of
+  TOKEN_TILE tokens x VOCAB_TILE vocabulary entries into one reused buffer (``mm_buf``), folded into per-token fp32
+  statistics; backward recomputes each tile and accumulates fp32 gradients of the hidden states and of the head weight
+  (``grad_hidden``, ``grad_weight``), cast to the model's dtype at the end while the fp32 ones are still held
+  (fused_head_bytes). On CUDA the fold is a Triton kernel (no tile-sized temporaries); it does not run on CPU, so
+  this is counted from the code, not measured. Label smoothing or a ``compute_loss_func`` (not read) would run the
+  model's own forward with the full logits.
 
 The method setup says TRL SFT only where the files do (``trl sft``, TRL's sft.py script, ``--trainer sft`` with a TRL
 file): a plain Trainer script computes the model's own loss over the full logits.
@@ -32,6 +39,9 @@ from zeroadvisor.config.method import MethodSetup
 from zeroadvisor.vocab import Method, TrainerFamily
 
 CHUNK_TOKENS = 256  # trl/trainer/sft_trainer.py _CHUNKED_LM_HEAD_CHUNK_SIZE @ v1.7.0-v1.14
+TOKEN_TILE = 4096  # trl/kernels/chunked_logprob.py TOKEN_CHUNK_SIZE @ v1.15.0-v1.16.0
+VOCAB_TILE = 32768  # trl/trainer/utils.py _CHUNKED_LOGPROB_CHUNK_SIZE @ v1.15.0-v1.16.0
+STATISTICS = 7  # fp32 per-token vectors ChunkedLogProbFunction.forward folds the tiles into
 # fp32 tensors of one chunk's tokens x V live at once in the two moments of its backward (chunked_loss_bytes)
 LOG_SOFTMAX_COPIES = 4
 MATMUL_COPIES = 2
@@ -40,24 +50,25 @@ OFFERED = Version("1.5.0")  # chunked_nll first offered
 DEFAULT = Version("1.7.0")  # chunked_nll the default
 FUSED = Version("1.15.0")  # nll is the fused LM head (add_fused_lm_head)
 SOURCE = "trl/trainer/sft_trainer.py _chunked_cross_entropy_loss @ v1.7.0-v1.14"
+FUSED_SOURCE = "trl/kernels/chunked_logprob.py ChunkedLogProbFunction @ v1.15.0-v1.16.0"
 
 
 class SftLoss(StrEnum):
     FULL = "full"  # the model's own loss over the full logits
     CHUNKED = "chunked"  # _chunked_cross_entropy_loss (TRL 1.5-1.14)
-    FUSED = "fused"  # add_fused_lm_head (TRL 1.15+): not measured
+    FUSED = "fused"  # add_fused_lm_head (TRL 1.15+), counted from the code
 
 
 def sft_loss(setup: MethodSetup, liger_kernel: bool) -> SftLoss:
     """Which loss TRL's SFTTrainer runs for ``setup`` (module docstring); FULL for anything that is not TRL's SFT."""
-    if setup.method != Method.SFT or setup.trainer != TrainerFamily.TRL or liger_kernel:
+    if setup.method != Method.SFT or setup.trainer != TrainerFamily.TRL:
         return SftLoss.FULL
-    loss = (setup.loss_type or "").lower() or None
     release = setup.release
-    if loss == "dft":
-        return SftLoss.FULL
     if release is None or release >= FUSED:
         return SftLoss.FUSED
+    loss = (setup.loss_type or "").lower() or None
+    if liger_kernel or loss == "dft":  # Liger's own fused loss; dft's loss function over the full logits
+        return SftLoss.FULL
     if release >= DEFAULT:
         return SftLoss.CHUNKED if loss in (None, "chunked_nll") else SftLoss.FULL
     if release >= OFFERED and loss == "chunked_nll":
@@ -86,4 +97,18 @@ def chunked_loss_bytes(e: int, tokens: int, hidden: int, vocab: int) -> int:
     return max(softmax_moment, matmul_moment) + 2 * 8 * tokens
 
 
-__all__ = ["CHUNK_TOKENS", "SftLoss", "chunked_loss_bytes", "sft_loss"]
+def fused_head_bytes(e: int, tokens: int, hidden: int, vocab: int) -> int:
+    """The fused LM head's peak beside the backbone's activations (TRL 1.15+, module docstring), ``tokens`` scored:
+    what it saves (int64 targets, fp32 log-normaliser and entropy) and the larger of its forward (the fp32 statistics
+    and the tile buffer) and its backward's end (fp32 gradients of the hidden states and the head weight, their casts
+    to ``e`` bytes when the model is 16-bit, the tile buffer and the fp32 incoming gradient)."""
+    tile = e * min(tokens, TOKEN_TILE) * min(vocab, VOCAB_TILE)
+    grads = tokens * hidden + vocab * hidden
+    cast = e * grads if e < FP32 else 0  # .to(hidden.dtype) / .to(weight.dtype): no copy in fp32
+    forward = STATISTICS * FP32 * tokens + tile
+    backward = FP32 * grads + cast + tile + FP32 * tokens
+    saved = (8 + FP32 + FP32) * tokens
+    return saved + max(forward, backward)
+
+
+__all__ = ["CHUNK_TOKENS", "FUSED_SOURCE", "SftLoss", "chunked_loss_bytes", "fused_head_bytes", "sft_loss"]
