@@ -20,6 +20,7 @@ fp32 copy and gradients do.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -40,6 +41,10 @@ CASES = [
     {"hidden": 1024, "layers": 1, "vocab": 8192, "tokens": 1024, "precision": "fp32"},
     {"hidden": 1024, "layers": 1, "vocab": 8192, "tokens": 1024, "precision": "bf16"},
     {"hidden": 1024, "layers": 1, "vocab": 8192, "tokens": 2048, "precision": "bf16"},
+    # the head frozen (PEFT without it in modules_to_save): no weight gradient, only the upcast copy
+    {"hidden": 64, "layers": 2, "vocab": 32768, "tokens": 4096, "precision": "bf16", "frozen_head": True},
+    {"hidden": 1024, "layers": 1, "vocab": 8192, "tokens": 1024, "precision": "bf16", "frozen_head": True},
+    {"hidden": 1024, "layers": 1, "vocab": 8192, "tokens": 2048, "precision": "bf16", "frozen_head": True},
 ]
 TRL_RELEASE = "1.9.0"  # the oracle extra's pin: the chunked era (1.7-1.14)
 
@@ -64,6 +69,8 @@ def measure(case: dict[str, Any], chunked: bool) -> int:
     dtype = torch.bfloat16 if case["precision"] == "bf16" else torch.float32
     model = LlamaForCausalLM(cfg).to(dtype).train()
     model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if case.get("frozen_head"):
+        model.lm_head.weight.requires_grad_(False)
     if chunked:
         _patch_chunked_ce_lm_head(model, chunk_size=_CHUNKED_LM_HEAD_CHUNK_SIZE)
     ids = torch.randint(0, case["vocab"], (1, case["tokens"]))
@@ -88,7 +95,10 @@ def predict(case: dict[str, Any], chunked: bool) -> int:
              else MethodSetup())
     shape = TrainingShape(sequence_length=case["tokens"], flash_attention=True,
                           activation_checkpointing=Checkpointing.FULL, method=setup)
-    return activation_bytes(spec_from_hf_config(config(case)), shape, 1, case["precision"]).nbytes
+    spec = spec_from_hf_config(config(case))
+    if case.get("frozen_head"):  # every parameter but the head trains: the head gets no gradient
+        spec = dataclasses.replace(spec, trainable_parameters=spec.parameters - case["vocab"] * case["hidden"])
+    return activation_bytes(spec, shape, 1, case["precision"]).nbytes
 
 
 def row(case: dict[str, Any]) -> dict[str, Any]:
@@ -104,11 +114,12 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     intro = (f"TRL {TRL_RELEASE}'s _chunked_cross_entropy_loss on CPU (a transformers Llama, gradient checkpointing), "
              "peak live bytes of one step beyond its start, against memory/activations.py (TRL SFT at "
              f"{TRL_RELEASE}: memory/trl_sft_loss.py); the full logits (transformers' loss) beside it.")
-    header = ("| hidden | vocab | tokens | precision | full: measured MB | predicted/measured | chunked: measured MB "
-              "| predicted/measured |")
+    header = ("| hidden | vocab | tokens | precision | head | full: measured MB | predicted/measured | "
+              "chunked: measured MB | predicted/measured |")
     lines = ["# TRL's chunked cross-entropy: measured vs estimate (benchmarks/calibrate_trl_sft_loss.py)", "", intro,
-             "", header, "|---|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['hidden']} | {r['vocab']} | {r['tokens']} | {r['precision']} | {r['full_measured'] / 1e6:.1f} | "
+             "", header, "|---|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['hidden']} | {r['vocab']} | {r['tokens']} | {r['precision']} | "
+              f"{'frozen' if r.get('frozen_head') else 'trained'} | {r['full_measured'] / 1e6:.1f} | "
               f"{r['full_ratio']:.3f} | {r['chunked_measured'] / 1e6:.1f} | {r['chunked_ratio']:.3f} |" for r in rows]
     return "\n".join(lines) + "\n"
 

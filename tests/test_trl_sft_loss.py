@@ -51,6 +51,8 @@ def test_chunked_bytes_hold_one_chunk_and_the_upcast_head_not_the_logits():
     # fp32: no copy, the fp32 sum
     assert chunked_loss_bytes(4, t, h, v) == 2 * chunk + 4 * v * h + 4 * v * h + 16 * t
     assert chunked_loss_bytes(2, t, h, v) < 12 * t * v / 8  # an eighth of the full logits' loss peak at 32k
+    # a frozen head (LoRA): no weight gradient, no sum over the chunks; the upcast copy stays for grad_h
+    assert chunked_loss_bytes(2, t, h, v, head_trained=False) == 4 * chunk + 4 * v * h + 16 * t
     # 100 tokens: one chunk of 100; log_softmax's moment (four chunk tensors, the upcast head, the bf16 sum)
     assert chunked_loss_bytes(2, 100, 64, 8192) == 4 * 4 * 100 * 8192 + 4 * 8192 * 64 + 2 * 8192 * 64 + 16 * 100
 
@@ -64,6 +66,7 @@ def test_fused_head_bytes_are_its_fp32_gradients_their_casts_and_one_tile():
     assert fused_head_bytes(2, t, h, v) == 16 * t + 4 * grads + 2 * grads + tile + 4 * t
     assert fused_head_bytes(4, t, h, v) == 16 * t + 4 * grads + 4 * TOKEN_TILE * VOCAB_TILE + 4 * t  # no casts
     assert fused_head_bytes(2, t, h, v) < 12 * t * v / 8
+    assert fused_head_bytes(2, t, h, v, head_trained=False) == 16 * t + 6 * t * h + tile + 4 * t  # no grad_weight
     # a short sequence and a small vocabulary: the tile is no larger than they are
     assert fused_head_bytes(2, 100, 64, 8192) == 16 * 100 + max(7 * 4 * 100 + 2 * 100 * 8192,
                                                                  6 * (100 * 64 + 8192 * 64) + 2 * 100 * 8192 + 400)

@@ -76,13 +76,14 @@ def sft_loss(setup: MethodSetup, liger_kernel: bool) -> SftLoss:
     return SftLoss.FULL
 
 
-def chunked_loss_bytes(e: int, tokens: int, hidden: int, vocab: int) -> int:
+def chunked_loss_bytes(e: int, tokens: int, hidden: int, vocab: int, head_trained: bool = True) -> int:
     """The chunked cross-entropy's peak beside the backbone's activations, for ``tokens`` scored tokens and a head of
     ``vocab`` x ``hidden`` in ``e``-byte weights: the larger of the two moments of a chunk's backward (module
     docstring), plus the sorted token order and labels (int64). Every chunk adds its head gradient to the one
     autograd accumulates for the weight over the chunks (an ``e``-byte buffer of V x h); a 16-bit head is upcast per
     chunk, an fp32 copy saved for the matmul's backward. The sorted hidden states take the place of the LM head's
-    saved input, counted outside the layers.
+    saved input, counted outside the layers. A frozen head (PEFT without it in modules_to_save) gets no gradient:
+    only its upcast copy, which the matmul keeps for the hidden states' gradient.
 
     * log_softmax's backward: the log-probabilities it saved, their exp (the entropy metric, saved until the chunk's
       graph is freed), the gradient of the log-probabilities and the one it makes for the logits (4 x fp32 chunk x V);
@@ -91,19 +92,21 @@ def chunked_loss_bytes(e: int, tokens: int, hidden: int, vocab: int) -> int:
     chunk = min(CHUNK_TOKENS, tokens)
     cv, vh = FP32 * chunk * vocab, vocab * hidden
     upcast = FP32 * vh if e < FP32 else 0  # w.float(): a copy for a 16-bit head, the weight itself in fp32
-    accumulated = e * vh  # the weight's gradient summed over the chunks within backward
+    accumulated = e * vh if head_trained else 0  # the weight's gradient summed over the chunks within backward
+    weight_grad = FP32 * vh if head_trained else 0
     softmax_moment = LOG_SOFTMAX_COPIES * cv + upcast + accumulated
-    matmul_moment = MATMUL_COPIES * cv + upcast + FP32 * vh + accumulated
+    matmul_moment = MATMUL_COPIES * cv + upcast + weight_grad + accumulated
     return max(softmax_moment, matmul_moment) + 2 * 8 * tokens
 
 
-def fused_head_bytes(e: int, tokens: int, hidden: int, vocab: int) -> int:
+def fused_head_bytes(e: int, tokens: int, hidden: int, vocab: int, head_trained: bool = True) -> int:
     """The fused LM head's peak beside the backbone's activations (TRL 1.15+, module docstring), ``tokens`` scored:
     what it saves (int64 targets, fp32 log-normaliser and entropy) and the larger of its forward (the fp32 statistics
     and the tile buffer) and its backward's end (fp32 gradients of the hidden states and the head weight, their casts
-    to ``e`` bytes when the model is 16-bit, the tile buffer and the fp32 incoming gradient)."""
+    to ``e`` bytes when the model is 16-bit, the tile buffer and the fp32 incoming gradient). A frozen head gets no
+    ``grad_weight`` (``ctx.needs_input_grad``)."""
     tile = e * min(tokens, TOKEN_TILE) * min(vocab, VOCAB_TILE)
-    grads = tokens * hidden + vocab * hidden
+    grads = tokens * hidden + (vocab * hidden if head_trained else 0)
     cast = e * grads if e < FP32 else 0  # .to(hidden.dtype) / .to(weight.dtype): no copy in fp32
     forward = STATISTICS * FP32 * tokens + tile
     backward = FP32 * grads + cast + tile + FP32 * tokens
