@@ -1,6 +1,7 @@
 """TRL's SFTTrainer loss: from TRL 1.7 it never materialises the vocabulary-wide logits.
 
-``SFTConfig.loss_type`` (trl/trainer/sft_config.py) and what SFTTrainer does with it, read in every release's wheel:
+``SFTConfig.loss_type`` (trl/trainer/sft_config.py) and what SFTTrainer does with it, read in the wheels of 1.0.0,
+1.3.0 to 1.16.0 (one per minor release, 1.9.0 and 1.9.2 both):
 
 * before 1.5: the model's own loss (transformers' ForCausalLMLoss over the full logits).
 * 1.5 and 1.6: ``loss_type: chunked_nll`` is offered, ``nll`` (the full logits) is the default.
