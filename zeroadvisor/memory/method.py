@@ -47,6 +47,7 @@ from zeroadvisor.memory.phases import FrozenAtLoad
 from zeroadvisor.memory.settings import Settings
 from zeroadvisor.memory.states import deepspeed_terms, trainable
 from zeroadvisor.memory.terms import Term, ceil_div
+from zeroadvisor.memory.trl_sft_loss import FUSED_SOURCE, fused_head_bytes, fused_head_runs, head_gets_gradient
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
 from zeroadvisor.vocab import (
     Checkpointing,
@@ -394,19 +395,29 @@ def completion_logits(setup: MethodSetup) -> bool:
 
 
 def completion_logits_terms(setup: MethodSetup, policy: ModelSpec, s: Settings) -> list[Term]:
-    """GRPO's logits over the completion only (logits_to_keep = max_completion_length; trl/trainer/grpo_trainer.py
-    _get_per_token_logps_and_entropies @ v1.16.0): the logits, the per-row log-softmax and their gradient in
-    the model dtype, per completion in the micro batch (TRL's per_device_train_batch_size counts completions:
-    num_generations decides how many prompts, not how many rows per GPU)."""
+    """GRPO's logits over the completion only (logits_to_keep = max_completion_length), per completion in the micro
+    batch (TRL's per_device_train_batch_size counts completions: num_generations decides how many prompts, not how
+    many rows per GPU). Up to TRL 1.14 (trl/trainer/grpo_trainer.py _get_per_token_logps_and_entropies @ v0.21.0):
+    the logits, the per-row log-softmax and their gradient in the model dtype. From 1.15 (and for an unknown TRL
+    release) the completion's labels are scored through the fused LM head (the same function @ v1.16.0:
+    ``model(..., labels=labels, fused_lm_head=True)``, the prompt's labels -100): memory/trl_sft_loss.py
+    fused_head_bytes, no logits."""
     completion = setup.generation.max_completion_length
     if not completion_logits(setup) or not completion or not policy.vocab_size:
         return []
     w = B.nbytes(s.precision)
-    n = 3 * w * s.micro_batch * completion * policy.vocab_size
+    tokens = s.micro_batch * completion
+    if fused_head_runs(setup) and policy.hidden_size:
+        n = fused_head_bytes(w, tokens, policy.hidden_size, policy.vocab_size, head_gets_gradient(policy))
+        return [Term("activations", Resource.GPU, n, "completion_logits",
+                     "GRPO completion scored by TRL's fused LM head (no logits)",
+                     f"fp32 gradients of {tokens:,} tokens' hidden states and the head, casts, a tile",
+                     f"trl/trainer/grpo_trainer.py _get_per_token_logps_and_entropies @ v1.16.0; {FUSED_SOURCE}")]
+    n = 3 * w * tokens * policy.vocab_size
     return [Term("activations", Resource.GPU, n, "completion_logits",
                  "GRPO logits over the completion (logits_to_keep)",
                  f"3 × {w} B × {s.micro_batch} × {completion} × V {policy.vocab_size:,}",
-                 "trl/trainer/grpo_trainer.py _get_per_token_logps_and_entropies @ v1.16.0")]
+                 "trl/trainer/grpo_trainer.py _get_per_token_logps_and_entropies @ v0.21.0-v1.14")]
 
 
 def ppo_prompt_length(setup: MethodSetup) -> int | None:

@@ -37,6 +37,7 @@ from enum import StrEnum
 from packaging.version import Version
 
 from zeroadvisor.config.method import MethodSetup
+from zeroadvisor.model.spec import ModelSpec
 from zeroadvisor.vocab import Method, TrainerFamily
 
 CHUNK_TOKENS = 256  # trl/trainer/sft_trainer.py _CHUNKED_LM_HEAD_CHUNK_SIZE @ v1.7.0-v1.14
@@ -65,7 +66,7 @@ def sft_loss(setup: MethodSetup, liger_kernel: bool) -> SftLoss:
     if setup.method != Method.SFT or setup.trainer != TrainerFamily.TRL:
         return SftLoss.FULL
     release = setup.release
-    if release is None or release >= FUSED:
+    if release is None or fused_head_runs(setup):
         return SftLoss.FUSED
     loss = (setup.loss_type or "").lower() or None
     if liger_kernel or loss == "dft":  # Liger's own fused loss; dft's loss function over the full logits
@@ -75,6 +76,20 @@ def sft_loss(setup: MethodSetup, liger_kernel: bool) -> SftLoss:
     if release >= OFFERED and loss == "chunked_nll":
         return SftLoss.CHUNKED
     return SftLoss.FULL
+
+
+def fused_head_runs(setup: MethodSetup) -> bool:
+    """Whether TRL's fused LM head scores the method's tokens: TRL (or a trainer no file names, costed as TRL runs
+    it) at 1.15 or later, or at an unknown release (the newest read, 1.16). SFT, DPO, KTO and GRPO call the model
+    with ``fused_lm_head=True`` there (sft_trainer.py, dpo_trainer.py, kto_trainer.py, grpo_trainer.py @ v1.16.0)."""
+    return setup.trainer in (None, TrainerFamily.TRL) and (setup.release is None or setup.release >= FUSED)
+
+
+def head_gets_gradient(spec: ModelSpec) -> bool:
+    """Whether the LM head gets a weight gradient: every parameter trains without PEFT; peft leaves the head frozen
+    unless modules_to_save trains a copy of it; modules frozen without PEFT (model/frozen.py) are costed as leaving
+    the head trained."""
+    return spec.trainable_parameters is None or spec.frozen is not None or spec.head_trained
 
 
 def chunked_loss_bytes(e: int, tokens: int, hidden: int, vocab: int, head_trained: bool = True) -> int:
@@ -115,4 +130,5 @@ def fused_head_bytes(e: int, tokens: int, hidden: int, vocab: int, head_trained:
     return saved + max(forward, backward)
 
 
-__all__ = ["CHUNK_TOKENS", "FUSED_SOURCE", "SftLoss", "chunked_loss_bytes", "fused_head_bytes", "sft_loss"]
+__all__ = ["CHUNK_TOKENS", "FUSED_SOURCE", "SftLoss", "chunked_loss_bytes", "fused_head_bytes", "fused_head_runs",
+           "head_gets_gradient", "sft_loss"]
