@@ -248,8 +248,6 @@ def test_openrlhf_and_llama_factory_optimizer_block():
 
 
 def test_grpo_counts_the_completion_logits_over_prompt_and_completion():
-    from zeroadvisor.memory.trl_sft_loss import fused_head_bytes
-
     gen = Generation(num_generations=8, max_prompt_length=512, max_completion_length=1536)
     old = MethodSetup(method=Method.GRPO, generation=gen, trainer_version="1.9.0")
     grpo = estimate(ZERO3, SPEC, TrainingShape(None, "full", method=old), CLUSTER)
@@ -257,11 +255,15 @@ def test_grpo_counts_the_completion_logits_over_prompt_and_completion():
     terms = train_terms(grpo.stage(3), "activations")
     assert terms["completion_logits"].nbytes == 3 * 2 * 1 * 1536 * 32000  # TRL 1.9: bf16 logits and log-softmax
     # TRL 1.15+ (and an unknown release: the newest read) score the completion through the fused LM head
+    # (trl/kernels/chunked_logprob.py @ v1.16.0), by hand for 1536 tokens, hidden 4096, V 32000 in bf16: what the
+    # forward saves (int64 targets, fp32 log_z and entropy) and the backward's end, fp32 grad_hidden and grad_weight,
+    # their bf16 casts, the bf16 1536 x 32000 tile buffer and the fp32 incoming gradient
+    t, h, v = 1536, 4096, 32000
+    by_hand = (8 + 4 + 4) * t + 4 * (t * h + v * h) + 2 * (t * h + v * h) + 2 * t * v + 4 * t
     for release in ("1.16.0", None):
         fused = estimate(ZERO3, SPEC, TrainingShape(None, "full", method=dataclasses.replace(
             old, trainer_version=release)), CLUSTER)
-        assert train_terms(fused.stage(3), "activations")["completion_logits"].nbytes == fused_head_bytes(
-            2, 1536, SPEC.hidden_size, 32000)
+        assert train_terms(fused.stage(3), "activations")["completion_logits"].nbytes == by_hand
     sft = estimate(ZERO3, SPEC, TrainingShape(2048, "full"), CLUSTER).stage(3)
     # the whole sequence's fp32 loss peak replaced by the completion's logits in bf16 (the training step: the
     # rollout's generation moment apart, tests/test_method_generation.py)

@@ -259,7 +259,7 @@ EMBED_COPY = 32_000 * 4_096
 def test_modules_to_save_from_each_trainers_file_train_a_copy_of_each(project, text, trainer):
     inputs = _build(project, text, **({"trainer": trainer} if trainer else {}))
     assert inputs.model.trainable_parameters == R16_QV + 2 * EMBED_COPY
-    assert inputs.model.head_trained
+    assert inputs.model.head_gets_gradient and inputs.model.peft_head_saved
     assert "modules_to_save embed_tokens, lm_head" in inputs.model.peft
     note = next(n for n in inputs.notes if "read from the trainer's files" in n)
     assert "lora_modules_to_save from " in note

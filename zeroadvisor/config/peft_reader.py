@@ -118,8 +118,7 @@ def read_peft(data: Mapping[str, JSONValue], project: str, where: Callable[[str]
     if reading is None or project not in _SAVED_KEYS or data.get(_SAVED_KEYS[project]) in (None, "", []):
         return reading
     key = _SAVED_KEYS[project]
-    saved = _targets(data[key], where(key), keep_all=True)
-    assert isinstance(saved, tuple)
+    saved = _module_names(data[key], where(key))
     return replace(reading, modules_to_save=saved, origin=(*reading.origin, ("lora_modules_to_save", where(key))))
 
 
@@ -311,10 +310,17 @@ def _bits(value: object, where: str) -> str:
     return f"{text}bit"
 
 
-def _targets(value: object, where: str, *, keep_all: bool = False) -> str | tuple[str, ...]:
+def _targets(value: object, where: str) -> str | tuple[str, ...]:
     """LLaMA-Factory's comma-separated ``lora_target`` ("all": all-linear), ms-swift's names (a list, or one word);
-    all-linear among other names counts as all-linear (the others, e.g. ms-swift's all-embedding, are not modelled).
-    ``keep_all``: the names as given (modules_to_save, where "all" is not a shorthand)."""
+    all-linear among other names counts as all-linear (the others, e.g. ms-swift's all-embedding, are not modelled)."""
+    names = _module_names(value, where)
+    if ALL_LINEAR in names or "all" in names:  # with other names (ms-swift's all-embedding...): all-linear counted
+        return ALL_LINEAR
+    return names
+
+
+def _module_names(value: object, where: str) -> tuple[str, ...]:
+    """Module names as the trainers write them: a list, one word, or comma-separated (LLaMA-Factory)."""
     words = value if isinstance(value, list) else [value]
     if not words or not all(isinstance(word, str) for word in words):
         raise TrainerInputError(f"{where}: expected module names, got {shown(value)}")
@@ -322,8 +328,4 @@ def _targets(value: object, where: str, *, keep_all: bool = False) -> str | tupl
     names = [name for word in words for name in str(word).replace(",", " ").split()]
     if not names:
         raise TrainerInputError(f"{where}: expected module names, got {shown(value)}")
-    if keep_all:
-        return tuple(names)
-    if ALL_LINEAR in names or "all" in names:  # with other names (ms-swift's all-embedding...): all-linear counted
-        return ALL_LINEAR
     return tuple(names)

@@ -80,7 +80,6 @@ from zeroadvisor.memory.trl_sft_loss import (
     SftLoss,
     chunked_loss_bytes,
     fused_head_bytes,
-    head_gets_gradient,
     sft_loss,
 )
 from zeroadvisor.model.spec import Checkpointing, LayerFacts, ModelSpec, TrainingShape
@@ -471,7 +470,7 @@ def _loss_peak(spec: ModelSpec, shape: TrainingShape, facts: LayerFacts, e: int,
     out_tokens = b * t
     trl_loss = sft_loss(shape.method, shape.liger_kernel)
     if trl_loss == SftLoss.FUSED and spec.lm_head is not False and spec.vocab_size:
-        logits = fused_head_bytes(e, out_tokens, h, spec.vocab_size, head_gets_gradient(spec)) + IDS * out_tokens
+        logits = fused_head_bytes(e, out_tokens, h, spec.vocab_size, spec.head_gets_gradient) + IDS * out_tokens
         release = shape.method.trainer_version or "not pinned: the current release's"
         notes.append(f"TRL's fused LM head (SFTTrainer from TRL 1.15; TRL {release}): no {out_tokens:,} x "
                      f"{spec.vocab_size:,} logits; fp32 gradients of the hidden states and the head weight and a "
@@ -481,7 +480,7 @@ def _loss_peak(spec: ModelSpec, shape: TrainingShape, facts: LayerFacts, e: int,
     if with_liger and spec.lm_head is not False and spec.vocab_size:
         return _liger_loss(spec, e, b, t, h, spec.vocab_size, notes)
     if trl_loss == SftLoss.CHUNKED and spec.lm_head is not False and spec.vocab_size:
-        logits = chunked_loss_bytes(e, out_tokens, h, spec.vocab_size, head_gets_gradient(spec)) + IDS * out_tokens
+        logits = chunked_loss_bytes(e, out_tokens, h, spec.vocab_size, spec.head_gets_gradient) + IDS * out_tokens
         notes.append(f"TRL's chunked cross-entropy (SFTConfig loss_type chunked_nll, the default from TRL 1.7): no "
                      f"{out_tokens:,} x {spec.vocab_size:,} logits; {CHUNK_TOKENS} tokens at a time under "
                      f"checkpoint, {logits:,} B ({trl_sft_loss.SOURCE})")
@@ -519,7 +518,7 @@ def _liger_applies(spec: ModelSpec, notes: list[str]) -> bool:
 
 def _liger_loss(spec: ModelSpec, e: int, b: int, t: int, h: int, v: int, notes: list[str]) -> int:
     """The fused linear cross-entropy's peak in place of the vocabulary-wide logits and loss (memory/liger.py)."""
-    trainable = head_gets_gradient(spec)
+    trainable = spec.head_gets_gradient
     peak = liger.loss_peak(e, b, t, v, h, trainable)
     head = (f", the head's gradient {peak.grad_weight:,} B made in the forward (+ {peak.extra:,} B: Liger "
             f"0.6.2-0.8.3's fp32 temporary or <= 0.5.5's shifted hidden-state copy, the larger)" if trainable else

@@ -47,7 +47,7 @@ from zeroadvisor.memory.phases import FrozenAtLoad
 from zeroadvisor.memory.settings import Settings
 from zeroadvisor.memory.states import deepspeed_terms, trainable
 from zeroadvisor.memory.terms import Term, ceil_div
-from zeroadvisor.memory.trl_sft_loss import FUSED_SOURCE, fused_head_bytes, fused_head_runs, head_gets_gradient
+from zeroadvisor.memory.trl_sft_loss import FUSED_SOURCE, fused_head_bytes, fused_head_runs
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
 from zeroadvisor.vocab import (
     Checkpointing,
@@ -408,7 +408,7 @@ def completion_logits_terms(setup: MethodSetup, policy: ModelSpec, s: Settings) 
     w = B.nbytes(s.precision)
     tokens = s.micro_batch * completion
     if fused_head_runs(setup) and policy.hidden_size:
-        n = fused_head_bytes(w, tokens, policy.hidden_size, policy.vocab_size, head_gets_gradient(policy))
+        n = fused_head_bytes(w, tokens, policy.hidden_size, policy.vocab_size, policy.head_gets_gradient)
         return [Term("activations", Resource.GPU, n, "completion_logits",
                      "GRPO completion scored by TRL's fused LM head (no logits)",
                      f"fp32 gradients of {tokens:,} tokens' hidden states and the head, casts, a tile",

@@ -37,7 +37,7 @@ from enum import StrEnum
 from packaging.version import Version
 
 from zeroadvisor.config.method import MethodSetup
-from zeroadvisor.model.spec import ModelSpec
+from zeroadvisor.memory import bytes as B
 from zeroadvisor.vocab import Method, TrainerFamily
 
 CHUNK_TOKENS = 256  # trl/trainer/sft_trainer.py _CHUNKED_LM_HEAD_CHUNK_SIZE @ v1.7.0-v1.14
@@ -47,7 +47,8 @@ STATISTICS = 7  # fp32 per-token vectors ChunkedLogProbFunction.forward folds th
 # fp32 tensors of one chunk's tokens x V live at once in the two moments of its backward (chunked_loss_bytes)
 LOG_SOFTMAX_COPIES = 4
 MATMUL_COPIES = 2
-FP32 = 4
+FP32 = B.DTYPE_BYTES["fp32"]
+INT64 = B.DTYPE_BYTES["int64"]  # token order, labels, targets
 OFFERED = Version("1.5.0")  # chunked_nll first offered
 DEFAULT = Version("1.7.0")  # chunked_nll the default
 FUSED = Version("1.15.0")  # nll is the fused LM head (add_fused_lm_head)
@@ -66,7 +67,7 @@ def sft_loss(setup: MethodSetup, liger_kernel: bool) -> SftLoss:
     if setup.method != Method.SFT or setup.trainer != TrainerFamily.TRL:
         return SftLoss.FULL
     release = setup.release
-    if release is None or fused_head_runs(setup):
+    if release is None or release >= FUSED:  # fused_head_runs, the trainer being TRL
         return SftLoss.FUSED
     loss = (setup.loss_type or "").lower() or None
     if liger_kernel or loss == "dft":  # Liger's own fused loss; dft's loss function over the full logits
@@ -83,13 +84,6 @@ def fused_head_runs(setup: MethodSetup) -> bool:
     it) at 1.15 or later, or at an unknown release (the newest read, 1.16). SFT, DPO, KTO and GRPO call the model
     with ``fused_lm_head=True`` there (sft_trainer.py, dpo_trainer.py, kto_trainer.py, grpo_trainer.py @ v1.16.0)."""
     return setup.trainer in (None, TrainerFamily.TRL) and (setup.release is None or setup.release >= FUSED)
-
-
-def head_gets_gradient(spec: ModelSpec) -> bool:
-    """Whether the LM head gets a weight gradient: every parameter trains without PEFT; peft leaves the head frozen
-    unless modules_to_save trains a copy of it; modules frozen without PEFT (model/frozen.py) are costed as leaving
-    the head trained."""
-    return spec.trainable_parameters is None or spec.frozen is not None or spec.head_trained
 
 
 def chunked_loss_bytes(e: int, tokens: int, hidden: int, vocab: int, head_trained: bool = True) -> int:
@@ -112,7 +106,7 @@ def chunked_loss_bytes(e: int, tokens: int, hidden: int, vocab: int, head_traine
     weight_grad = FP32 * vh if head_trained else 0
     softmax_moment = LOG_SOFTMAX_COPIES * cv + upcast + accumulated
     matmul_moment = MATMUL_COPIES * cv + upcast + weight_grad + accumulated
-    return max(softmax_moment, matmul_moment) + 2 * 8 * tokens
+    return max(softmax_moment, matmul_moment) + 2 * INT64 * tokens  # order[] and labels[order]
 
 
 def fused_head_bytes(e: int, tokens: int, hidden: int, vocab: int, head_trained: bool = True) -> int:
@@ -126,9 +120,9 @@ def fused_head_bytes(e: int, tokens: int, hidden: int, vocab: int, head_trained:
     cast = e * grads if e < FP32 else 0  # .to(hidden.dtype) / .to(weight.dtype): no copy in fp32
     forward = STATISTICS * FP32 * tokens + tile
     backward = FP32 * grads + cast + tile + FP32 * tokens
-    saved = (8 + FP32 + FP32) * tokens
+    saved = (INT64 + FP32 + FP32) * tokens
     return saved + max(forward, backward)
 
 
 __all__ = ["CHUNK_TOKENS", "FUSED_SOURCE", "SftLoss", "chunked_loss_bytes", "fused_head_bytes", "fused_head_runs",
-           "head_gets_gradient", "sft_loss"]
+           "sft_loss"]

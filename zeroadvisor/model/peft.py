@@ -447,7 +447,7 @@ def apply(spec: ModelSpec, modules: Sequence[Module], settings: PeftSettings) ->
         largest_quantized_parameters=largest_q,
         peft=describe(settings),
         lora_dropout_inputs=c.adapted_inputs if settings.dropout > 0 else 0,
-        head_trained=c.head_saved,
+        peft_head_saved=c.head_saved,
         lora_unkept_inputs=c.unkept_inputs,
         lora_rank_features=settings.r * c.adapted_modules,
         notes=(*spec.notes, note),

@@ -103,9 +103,9 @@ class ModelSpec:
     lora_unkept_inputs: int = 0
     # LoRA: per token, r x the adapted Linear modules (counting repeats): the r-wide inputs lora_B keeps.
     lora_rank_features: int = 0
-    # PEFT with the output head in modules_to_save: its trainable copy gets a weight gradient (a fused loss
-    # such as Liger's then makes it in the forward); False: the head is frozen under PEFT, or no PEFT.
-    head_trained: bool = False
+    # PEFT with the output head in modules_to_save: its trainable copy gets a weight gradient (head_gets_gradient);
+    # False: the head is frozen under PEFT, or no PEFT.
+    peft_head_saved: bool = False
     frozen: str | None = None  # modules frozen without PEFT (model/frozen.py), e.g. "embed_tokens", for the report
 
     # Every parameter's element count once (tied tensors once), as (numel, how many parameters of that size),
@@ -139,6 +139,13 @@ class ModelSpec:
         K/V SDPA repeats to every query head before 4.54 (model/transformers_release.py sdpa_repeats_kv)."""
         heads, kv = self.num_attention_heads, self.num_key_value_heads
         return bool(heads and kv and kv < heads)
+
+    @property
+    def head_gets_gradient(self) -> bool:
+        """Whether the LM head gets a weight gradient: every parameter trains without PEFT; peft leaves the head
+        frozen unless modules_to_save trains a copy of it; modules frozen without PEFT (model/frozen.py) are costed
+        as leaving the head trained."""
+        return self.trainable_parameters is None or self.frozen is not None or self.peft_head_saved
 
     @property
     def encoder_decoder(self) -> bool:
