@@ -89,7 +89,25 @@ def rss() -> int:
 
 
 def live_tensor_bytes(extra=()) -> int:
-    """Bytes of every live CPU tensor storage, each storage once (``extra``: tensors held in locals)."""
+    """Settled bytes of every live CPU tensor storage (``extra``: tensors held in locals).
+
+    A gloo collective's worker thread keeps its Work, and so the tensors it sent or received, for a moment
+    after ``wait()`` returns; torch keeps such a tensor's Python object alive while C++ holds it. Under
+    load that left one gathered 8 MiB weight visible after ``deepspeed.initialize`` on one rank of a CI
+    run. The moment's value is therefore read until two reads 50 ms apart agree (at most 6 reads).
+    """
+    previous = _tensor_bytes_once(extra)
+    for _ in range(5):
+        time.sleep(0.05)
+        current = _tensor_bytes_once(extra)
+        if current == previous:
+            break
+        previous = current
+    return previous
+
+
+def _tensor_bytes_once(extra=()) -> int:
+    """Bytes of every live CPU tensor storage, each storage once."""
     import torch
 
     gc.collect()
@@ -304,7 +322,8 @@ EXPLANATIONS = """\
 Each rank runs `--worker` in its own process (DS_ACCELERATOR=cpu, gloo, OMP_NUM_THREADS=1). A moment's
 measured value is the sum of every live CPU tensor storage (found with `gc.get_objects()`,
 deduplicated by storage pointer, plus the flat copy held in a local at the `flatten` moment) minus
-the same sum before the model existed; the table shows the largest rank. The prediction is
+the same sum before the model existed, read until two reads 50 ms apart agree (a gloo worker thread
+holds a finished collective's tensors for a moment after `wait()`); the table shows the largest rank. The prediction is
 `load_moments(...)[moment].rank_bytes(rank0=False, devices=("gpu", "cpu"))`: on CPU the "GPU" and
 the host are one RAM, so a moment's GPU and host terms add up. The model is built in fp32 (load dtype
 fp32); `deepspeed.zero.Init` builds it in the config's dtype, partitioned.
