@@ -301,3 +301,17 @@ def test_a_saved_head_gets_its_weight_gradient_in_liger_s_fused_loss(cli, projec
     assert frozen.returncode == saved.returncode == 0, saved.stderr
     assert "frozen head: no weight gradient" in frozen.stdout and "the head's gradient" not in frozen.stdout
     assert f"the head's gradient {2 * EMBED_COPY:,} B made in the forward" in saved.stdout
+
+
+def test_swift_s_words_all_embedding_and_all_norm_train_a_copy_of_every_embedding_and_norm(project):
+    """ms-swift replaces all-embedding and all-norm with every nn.Embedding and every LayerNorm/RMSNorm it finds
+    (swift/pipelines/train/tuner.py get_modules_to_save) before peft sees modules_to_save: on Llama-2-7B the
+    token table and the 65 RMSNorms (2 per layer and the final one) of 4096 weights each."""
+    request = Request(Command.ESTIMATE, config=str(project / "ds.json"), model=str(project / "config.json"),
+                      launch=("swift sft --model m --train_type lora --lora_rank 16 --target_modules q_proj v_proj "
+                              "--modules_to_save all-embedding all-norm --deepspeed zero2"),
+                      gpus=2, gpu_memory="80GiB", seq_len=1024)
+    model = inputs_run.build(request).model
+    assert model.trainable_parameters == R16_QV + EMBED_COPY + 65 * 4096
+    assert not model.peft_head_saved  # lm_head is a Linear, not an embedding: only its frozen original
+    assert "modules_to_save all-embedding, all-norm" in model.peft

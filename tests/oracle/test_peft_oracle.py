@@ -23,6 +23,7 @@ peft = pytest.importorskip("peft")
 
 from test_param_counts_oracle import CASES, _build, _llama, _small  # noqa: E402
 from zeroadvisor.model.hf import layout_from_hf_config, spec_from_hf_config  # noqa: E402
+from zeroadvisor.model.layout import TorchClass  # noqa: E402
 from zeroadvisor.model.peft import PeftSettings, count, real_name  # noqa: E402
 
 Conv1D = transformers.pytorch_utils.Conv1D
@@ -51,16 +52,62 @@ def _linear_census(model: Any) -> Counter[tuple[str, int, int]]:
     return found
 
 
+def _swift_kind(module: Any) -> str | None:
+    """What ms-swift's modules_to_save words find a module as (swift/utils/transformers_utils.py @ 3602360:
+    find_embedding, nn.Embedding; find_norm, nn.LayerNorm or a class name holding "rmsnorm")."""
+    if isinstance(module, torch.nn.Embedding):
+        return "embedding"
+    if isinstance(module, torch.nn.LayerNorm) or "rmsnorm" in type(module).__name__.lower():
+        return "norm"
+    return None
+
+
+def _swift_census(model: Any) -> Counter[tuple[str, int]]:
+    found: Counter[tuple[str, int]] = Counter()
+    for _, m in model.named_modules():
+        kind, own = _swift_kind(m), sum(p.numel() for p in m.parameters(recurse=False))
+        if kind is not None and own:
+            found[(kind, own)] += 1
+    return found
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_linear_modules_match_transformers(name: str) -> None:
+def test_linear_norm_and_embedding_modules_match_transformers(name: str) -> None:
+    """The layout's Linear modules (what all-linear adapts) are transformers' own by leaf name and shape, and its
+    embeddings and norms (what ms-swift's all-embedding and all-norm save) by kind and size (the layout's norm
+    names are not transformers' and need not be: the words are expanded over the layout's own names)."""
     config = CASES[name]
     model = _build(config)
     _, _, modules, _, _ = layout_from_hf_config(config)
     ours: Counter[tuple[str, int, int]] = Counter()
+    kinds: Counter[tuple[str, int]] = Counter()
     for m in modules:
+        leaf = real_name(config["model_type"], m.name).rpartition(".")[2]
         if m.linear is not None:
-            ours[(real_name(config["model_type"], m.name).rpartition(".")[2], *m.linear)] += m.count
+            ours[(leaf, *m.linear)] += m.count
+        kind = {TorchClass.EMBEDDING: "embedding", TorchClass.LAYER_NORM: "norm", TorchClass.RMS_NORM: "norm"}.get(
+            m.torch_class) if m.torch_class else None
+        if kind and m.own:
+            kinds[(kind, m.own)] += m.count
     assert ours == _linear_census(model)
+    assert kinds == _swift_census(model)
+
+
+SWIFT_WORDS = {"llama": (_llama(), "q_proj"), "llama-tied": (_llama(tie_word_embeddings=True), "q_proj"),
+               "gpt2": (CASES["gpt2-small"], "c_attn")}
+
+
+@pytest.mark.parametrize("name", sorted(SWIFT_WORDS))
+def test_swift_s_saved_words_match_peft_on_the_modules_swift_finds(name: str) -> None:
+    """ms-swift replaces all-embedding and all-norm with the modules it finds before peft sees modules_to_save;
+    peft given those modules' names counts what we count for the words."""
+    config, target = SWIFT_WORDS[name]
+    model = _build(config)
+    names = [key for key, m in model.named_modules()
+             if _swift_kind(m) is not None and any(True for _ in m.parameters(recurse=False))]
+    expected = _peft_numbers(config, r=4, target_modules=[target], modules_to_save=names)
+    settings = PeftSettings(r=4, target_modules=(target,), modules_to_save=("all-embedding", "all-norm"))
+    assert _ours(config, settings) == expected
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

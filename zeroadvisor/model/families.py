@@ -22,7 +22,7 @@ from typing import Any
 from zeroadvisor.jsontypes import JSONValue
 from zeroadvisor.model.hfconfig import DERIVED, REQUIRED, Cfg, Default
 from zeroadvisor.model.hfconfig import Field as F
-from zeroadvisor.model.layout import Layout
+from zeroadvisor.model.layout import Layout, TorchClass
 
 TRANSFORMERS_VERSION = "5.24"  # the modelling code these rows were read from
 
@@ -591,22 +591,22 @@ def _t5_stack(c: Cfg, S: Layout, layers: int, gated: bool, *, decoder: bool) -> 
         # T5Attention.relative_attention_bias: nn.Embedding(buckets, n_heads), only in
         # the self-attention of block 0 of each stack (has_relative_attention_bias).
         S.add("block.0.layer.0.SelfAttention.relative_attention_bias",
-              c.relative_attention_num_buckets * n)
+              c.relative_attention_num_buckets * n, torch_class=TorchClass.EMBEDDING)
     B = S.sub("block.*", layers)
     attentions = ("SelfAttention", "EncDecAttention") if decoder else ("SelfAttention",)
     for name in attentions:  # T5Attention: q, k, v (d -> n*d_kv), o; no biases
         for proj in ("q", "k", "v"):
             B.linear(f"{name}.{proj}", d, inner, False)
         B.linear(f"{name}.o", inner, d, False)
-        B.rms_norm(f"{name}.layer_norm", d)  # T5LayerNorm: weight only
+        B.rms_norm(f"{name}.layer_norm", d, cls=TorchClass.OTHER_NORM)  # T5LayerNorm: weight only
     if gated:  # T5DenseGatedActDense: wi_0, wi_1, wo
         B.linear("wi_0", d, ff, False)
         B.linear("wi_1", d, ff, False)
     else:  # T5DenseActDense: wi, wo
         B.linear("wi", d, ff, False)
     B.linear("wo", ff, d, False)
-    B.rms_norm("ff.layer_norm", d)
-    S.rms_norm("final_layer_norm", d)
+    B.rms_norm("ff.layer_norm", d, cls=TorchClass.OTHER_NORM)
+    S.rms_norm("final_layer_norm", d, cls=TorchClass.OTHER_NORM)
 
 
 def _t5_head(c: Cfg, L: Layout, head: str) -> bool | None:

@@ -20,6 +20,17 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from enum import Enum
+
+
+class TorchClass(Enum):
+    """The torch/transformers class of a module where something reads it by class (ms-swift's modules_to_save
+    words all-embedding and all-norm, model/peft.py); None for the rest."""
+
+    EMBEDDING = "nn.Embedding"
+    LAYER_NORM = "nn.LayerNorm"
+    RMS_NORM = "an RMSNorm class (LlamaRMSNorm, Qwen2RMSNorm, ...)"
+    OTHER_NORM = "a norm class of its own (T5LayerNorm)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +48,7 @@ class Module:
     # (fan_in, fan_out) when the module is an ``nn.Linear`` (or transformers' ``Conv1D``): what a
     # LoRA adapter wraps (model/peft.py); None for every other module.
     linear: tuple[int, int] | None = None
+    torch_class: TorchClass | None = None
 
     @property
     def own(self) -> int:
@@ -73,6 +85,7 @@ class Layout:
         *params: Param | int,
         embedding: bool = False,
         linear: tuple[int, int] | None = None,
+        torch_class: TorchClass | None = None,
     ) -> None:
         """A module owning ``params`` directly (ints are plain, unshared parameters)."""
         if self.mult <= 0:
@@ -80,7 +93,7 @@ class Layout:
         ps = tuple(p if isinstance(p, Param) else Param(p) for p in params)
         if any(p.numel < 0 for p in ps):  # a builder bug, never a user error
             raise AssertionError(f"negative parameter size in {self._name(name)}")
-        self.modules.append(Module(self._name(name), ps, self.mult, embedding, linear))
+        self.modules.append(Module(self._name(name), ps, self.mult, embedding, linear, torch_class))
 
     # The torch.nn building blocks, with the parameters torch gives them.
     def linear(
@@ -102,19 +115,19 @@ class Layout:
 
     def embedding(self, name: str, num: int, dim: int, *, shared: bool = False) -> None:
         """``nn.Embedding(num, dim)``: one ``num x dim`` weight."""
-        self.add(name, Param(num * dim, shared), embedding=True)
+        self.add(name, Param(num * dim, shared), embedding=True, torch_class=TorchClass.EMBEDDING)
 
     def layer_norm(self, name: str, dim: int, *, bias: bool = True, affine: bool = True) -> None:
         """``nn.LayerNorm(dim)``: weight and bias unless ``elementwise_affine=False``
         (OPT) or the bias is dropped (``bias=False``, or MPT setting ``.bias = None``)."""
         if not affine:
-            self.add(name)  # a module without parameters: kept for the module census
+            self.add(name, torch_class=TorchClass.LAYER_NORM)  # no parameters: kept for the module census
             return
-        self.add(name, dim, *([dim] if bias else []))
+        self.add(name, dim, *([dim] if bias else []), torch_class=TorchClass.LAYER_NORM)
 
-    def rms_norm(self, name: str, dim: int) -> None:
+    def rms_norm(self, name: str, dim: int, *, cls: TorchClass = TorchClass.RMS_NORM) -> None:
         """Llama-style ``RMSNorm(dim)`` (and T5LayerNorm, Gemma's zero-centred one): one weight."""
-        self.add(name, dim)
+        self.add(name, dim, torch_class=cls)
 
 
 @dataclass(frozen=True, slots=True)

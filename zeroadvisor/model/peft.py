@@ -38,7 +38,7 @@ from fractions import Fraction
 from typing import Literal
 
 from zeroadvisor.model.errors import ModelError
-from zeroadvisor.model.layout import Module
+from zeroadvisor.model.layout import Module, TorchClass
 from zeroadvisor.model.spec import ModelSpec
 from zeroadvisor.model.transformers_release import fused_experts
 
@@ -47,6 +47,13 @@ Quantization = Literal["4bit", "8bit"]
 PEFT_METHODS: tuple[str, ...] = ("lora", "qlora")
 QUANTIZATIONS: tuple[str, ...] = ("4bit", "8bit")
 ALL_LINEAR = "all-linear"  # peft's INCLUDE_LINEAR_LAYERS_SHORTHAND
+# ms-swift's modules_to_save words (swift/pipelines/train/tuner.py get_modules_to_save @ 3602360): each stands for
+# the modules swift/utils/transformers_utils.py finds, every nn.Embedding (find_embedding) or every nn.LayerNorm
+# and module whose class name holds "rmsnorm" (find_norm), before peft sees the list.
+SAVED_WORDS: dict[str, frozenset[TorchClass]] = {
+    "all-embedding": frozenset({TorchClass.EMBEDDING}),
+    "all-norm": frozenset({TorchClass.LAYER_NORM, TorchClass.RMS_NORM}),
+}
 # LoraConfig without target_modules (TRL's ModelConfig.lora_target_modules None): peft adapts its default modules
 # for the model type (tuners/tuners_utils.py _prepare_adapter_config), and refuses a model type it has none for.
 PEFT_DEFAULT = "peft-default"
@@ -241,8 +248,8 @@ def count(modules: Sequence[Module], settings: PeftSettings, spec: ModelSpec) ->
         raise ModelError(f"peft.r must be an integer > 0, got {settings.r}", key="peft")
     model_type = spec.model_type
     named = [(real_name(model_type, m.name), m) for m in modules]
-    saved = settings.modules_to_save
-    targets, checked, moe_params = _moe_targets(named, settings, spec)
+    saved = _saved_names(named, settings.modules_to_save)
+    targets, checked, moe_params = _moe_targets(named, settings, saved, spec)
     adapted = _adapted_linears(named, targets, saved)
     if checked is not None:
         _check_targets(named, checked, model_type)
@@ -318,7 +325,7 @@ def _adapted_inputs(adapted: Sequence[tuple[str, Module, tuple[int, int]]], spec
     return int(total)
 
 
-def _moe_targets(named: Sequence[tuple[str, Module]], settings: PeftSettings,
+def _moe_targets(named: Sequence[tuple[str, Module]], settings: PeftSettings, saved: Sequence[str],
                  spec: ModelSpec) -> tuple[tuple[str, ...] | None, tuple[str, ...] | None, dict[str, int]]:
     """(the target modules after peft's MoE conversion, the given ones still looked up among the modules,
     the MoE parameters targeted with their rank multiplier); no conversion outside MoE families."""
@@ -328,7 +335,7 @@ def _moe_targets(named: Sequence[tuple[str, Module]], settings: PeftSettings,
     # converts nothing (its conversion imports transformers 5's conversion_mapping): plain name matching.
     if not (v4 and spec.num_experts) or not fused_experts(spec.transformers_version):
         return targets, targets, {}
-    converted, moe_params = _moe_conversion(named, targets, v4, settings.modules_to_save)
+    converted, moe_params = _moe_conversion(named, targets, v4, saved)
     # the names peft maps are not looked up among the modules
     checked = tuple(t for t in targets if t in converted) if targets is not None else None
     return converted, checked, moe_params
@@ -357,6 +364,20 @@ def _check_targets(named: Sequence[tuple[str, Module]], checked: tuple[str, ...]
         if not any(m.linear is not None for key, m in named if _targets(key, [t])):
             raise ModelError(f"peft target module {t!r} matches {hits[0]}, which is not a Linear layer: only "
                              "LoRA on Linear layers is modelled", key="peft")
+
+
+def _saved_names(named: Sequence[tuple[str, Module]], entries: Sequence[str]) -> tuple[str, ...]:
+    """``entries`` with ms-swift's words (SAVED_WORDS) replaced by the full names of the modules they stand for
+    (a full name matches its own module only, as ms-swift's short names do through peft's suffix match); a word
+    that finds no module adds none, as find_layers returns an empty list."""
+    names: list[str] = []
+    for entry in entries:
+        classes = SAVED_WORDS.get(entry)
+        if classes is None:
+            names.append(entry)
+        else:
+            names += [key for key, m in named if m.torch_class in classes and m.params]
+    return tuple(dict.fromkeys(names))
 
 
 def _check_saved(named: Sequence[tuple[str, Module]], saved: Sequence[str], model_type: str | None) -> None:
