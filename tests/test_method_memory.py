@@ -20,6 +20,7 @@ from zeroadvisor.memory.activations import activation_bytes
 from zeroadvisor.memory.estimate import Cluster, estimate
 from zeroadvisor.memory.states import partition_stage12
 from zeroadvisor.memory.terms import ROWS, ceil_div
+from zeroadvisor.memory.trl_sft_loss import fused_head_bytes
 from zeroadvisor.model.hf import spec_from_hf_config
 from zeroadvisor.model.spec import TrainingShape
 from zeroadvisor.report.estimate_text import render
@@ -135,9 +136,15 @@ def test_paired_methods_double_the_sequences_through_the_policy():
     # LLaMA-Factory upcasts the logits to fp32 as transformers' loss does: the SFT run at twice the micro batch
     lf = run(dpo(trainer=TrainerFamily.LLAMA_FACTORY)).stage(3)
     assert lf.per_gpu["activations"] == sft2.stage(3).per_gpu["activations"]
-    # TRL keeps them in bf16 (selective_log_softmax): 3 copies of 2 B, not 3 of 4 B, per token and vocabulary entry
-    trl = run(dpo(trainer_version="1.16.0")).stage(3)
+    # TRL up to 1.14 keeps them in bf16 (selective_log_softmax): 3 copies of 2 B, not 3 of 4 B, per token and
+    # vocabulary entry
+    trl = run(dpo(trainer_version="1.14.0")).stage(3)
     assert lf.per_gpu["activations"] - trl.per_gpu["activations"] == (12 - 6) * 2 * 1024 * 32000
+    # from 1.15 the fused LM head scores both sequences (dpo_trainer.py _compute_loss @ v1.16.0): no logits, the fp32
+    # gradients of the hidden states and of the head, their casts and a tile, over the 2 x 1024 tokens
+    fused = run(dpo(trainer_version="1.16.0")).stage(3)
+    assert fused.per_gpu["activations"] - lf.per_gpu["activations"] == \
+        fused_head_bytes(2, 2 * 1024, 4096, 32000) - 12 * 2 * 1024 * 32000
     # KTO is unpaired (fp32 logits): the SFT batch, plus its KL forward beside the graph (below)
     kto = run(MethodSetup(method=Method.KTO, trainer=TrainerFamily.LLAMA_FACTORY)).stage(3)
     assert kto.per_gpu["activations"] == run(MethodSetup()).stage(3).per_gpu["activations"] + 8 * 1024 * 32000
@@ -397,9 +404,10 @@ def test_ppo_critic_takes_the_policys_lora_where_the_trainer_puts_it_there(famil
 
 def test_ms_swift_keeps_the_preference_logits_in_bf16_as_trl_does():
     # swift/trainers/rlhf_trainer/dpo_trainer.py get_per_token_logps @ v3.8.0 calls TRL's selective_log_softmax on
-    # the bf16 logits (no upcast): the same activations as TRL's DPO, below LLaMA-Factory's fp32 ones
+    # the bf16 logits (no upcast): the same activations as TRL's DPO before its fused LM head (1.15), below
+    # LLaMA-Factory's fp32 ones
     swift = run(dpo(trainer=TrainerFamily.MS_SWIFT, trainer_version="3.8.0")).stage(3).per_gpu["activations"]
-    trl = run(dpo(trainer_version="1.16.0")).stage(3).per_gpu["activations"]
+    trl = run(dpo(trainer_version="1.14.0")).stage(3).per_gpu["activations"]
     lf = run(dpo(trainer=TrainerFamily.LLAMA_FACTORY)).stage(3).per_gpu["activations"]
     assert swift == trl and lf - swift == (12 - 6) * 2 * 1024 * 32000
 
@@ -643,3 +651,21 @@ def test_axolotl_simpo_holds_no_reference_in_training_and_its_unused_copy_only_a
     assert both.per_gpu == one.per_gpu and both.per_gpu["reference_model"] > 0
     assert sum(t.nbytes for t in both.terms if t.key == "frozen_models_built") == 2 * sum(
         t.nbytes for t in one.terms if t.key == "frozen_models_built")
+
+
+@pytest.mark.parametrize("method", [Method.DPO, Method.KTO])
+def test_trl_1_15_scores_dpo_and_kto_through_the_fused_lm_head(method):
+    """dpo_trainer.py and kto_trainer.py _compute_loss @ v1.15.0 and v1.16.0 call the model with fused_lm_head=True
+    (none in 1.14.0): no bf16 logits (3 copies of 2 B per token and vocabulary entry), the fused head's fp32
+    gradients, casts and tile instead; an unknown release is costed as the newest read. ms-swift's own DPO keeps
+    selective_log_softmax on the logits whatever TRL it pins."""
+    sequences = 2 if method == Method.DPO else 1
+    tokens = sequences * 1024
+
+    def act(**kw):
+        return run(MethodSetup(method=method, **kw)).stage(3).per_gpu["activations"]
+
+    logits = act(trainer_version="1.14.0")
+    assert act(trainer_version="1.16.0") - logits == fused_head_bytes(2, tokens, 4096, 32000) - 6 * tokens * 32000
+    assert act(trainer_version="1.15.0") == act(trainer_version="1.16.0") == act()
+    assert act(trainer=TrainerFamily.MS_SWIFT) == act(trainer=TrainerFamily.MS_SWIFT, trainer_version="3.8.0")

@@ -64,7 +64,9 @@ def test_method_rows_add_up_and_bound(setup, config, peft):
 @settings(max_examples=15, deadline=None)
 @given(setup=setups, config=configs)
 def test_the_sft_method_changes_nothing(setup, config):
-    sft = dataclasses.replace(setup, method=Method.SFT)
+    # TRL's own SFTTrainer is the exception: its loss differs by release (memory/trl_sft_loss.py, its own tests)
+    sft = dataclasses.replace(setup, method=Method.SFT,
+                              trainer=None if setup.trainer == TrainerFamily.TRL else setup.trainer)
     shape = TrainingShape(512, "full")
     cluster = Cluster(gpus=8, gpu_memory=80 * GB)
     assert estimate(config, SPEC, dataclasses.replace(shape, method=sft), cluster).to_dict() == \

@@ -80,9 +80,10 @@ from zeroadvisor.memory.trl_sft_loss import (
     SftLoss,
     chunked_loss_bytes,
     fused_head_bytes,
-    sft_loss,
+    head_loss,
 )
 from zeroadvisor.model.spec import Checkpointing, LayerFacts, ModelSpec, TrainingShape
+from zeroadvisor.vocab import Method
 
 MASK = B.DTYPE_BYTES["uint8"]  # torch native_dropout's bool mask (at::dropout on CUDA: is_fused_kernel_acceptable)
 FP32 = B.DTYPE_BYTES["fp32"]
@@ -468,11 +469,14 @@ def _loss_peak(spec: ModelSpec, shape: TrainingShape, facts: LayerFacts, e: int,
     Liger's fused loss, or the full logits; ``dims``: micro batch, output tokens per sample, hidden."""
     b, t, h = dims
     out_tokens = b * t
-    trl_loss = sft_loss(shape.method, shape.liger_kernel)
+    trl_loss = head_loss(shape.method, shape.liger_kernel)
     if trl_loss == SftLoss.FUSED and spec.lm_head is not False and spec.vocab_size:
         logits = fused_head_bytes(e, out_tokens, h, spec.vocab_size, spec.head_gets_gradient) + IDS * out_tokens
         release = shape.method.trainer_version or "not pinned: the current release's"
-        notes.append(f"TRL's fused LM head (SFTTrainer from TRL 1.15; TRL {release}): no {out_tokens:,} x "
+        scored = "" if shape.method.method == Method.SFT else (
+            "; every position counted as scored, the prompt's included (its labels are -100): a bound")
+        notes.append(f"TRL's fused LM head ({shape.method.method.upper()} from TRL 1.15; TRL {release}{scored}): no "
+                     f"{out_tokens:,} x "
                      f"{spec.vocab_size:,} logits; fp32 gradients of the hidden states and the head weight and a "
                      f"{TOKEN_TILE} x {VOCAB_TILE} tile buffer, {logits:,} B, counted from the code "
                      f"({FUSED_SOURCE}; its Triton kernel does not run on CPU)")

@@ -86,6 +86,23 @@ def fused_head_runs(setup: MethodSetup) -> bool:
     return setup.trainer in (None, TrainerFamily.TRL) and (setup.release is None or setup.release >= FUSED)
 
 
+# The preference trainers that score through the fused LM head from TRL 1.15, the policy's and the reference's
+# forward alike (trl/trainer/dpo_trainer.py _compute_loss, kto_trainer.py _compute_loss @ v1.15.0, v1.16.0:
+# ``model(..., labels=labels, fused_lm_head=True)``; none in 1.14.0). ORPO and CPO do not (no fused_lm_head in
+# orpo_trainer.py, cpo_trainer.py @ v1.16.0); GRPO scores its completion alone (memory/method.py
+# completion_logits_terms).
+FUSED_PREFERENCE = frozenset({Method.DPO, Method.KTO})
+
+
+def head_loss(setup: MethodSetup, liger_kernel: bool) -> SftLoss:
+    """How the method's loss meets the LM head: TRL's fused head for DPO and KTO where fused_head_runs (TRL 1.15+,
+    an unknown release, or no trainer named: costed as TRL runs it; Liger's fused cross-entropy is turned off there,
+    dpo_trainer.py __init__ @ v1.16.0), else what sft_loss says (FULL for every other method)."""
+    if setup.method in FUSED_PREFERENCE and fused_head_runs(setup):
+        return SftLoss.FUSED
+    return sft_loss(setup, liger_kernel)
+
+
 def chunked_loss_bytes(e: int, tokens: int, hidden: int, vocab: int, head_trained: bool = True) -> int:
     """The chunked cross-entropy's peak beside the backbone's activations, for ``tokens`` scored tokens and a head of
     ``vocab`` x ``hidden`` in ``e``-byte weights: the larger of the two moments of a chunk's backward (module
@@ -124,5 +141,5 @@ def fused_head_bytes(e: int, tokens: int, hidden: int, vocab: int, head_trained:
     return saved + max(forward, backward)
 
 
-__all__ = ["CHUNK_TOKENS", "FUSED_SOURCE", "SftLoss", "chunked_loss_bytes", "fused_head_bytes", "fused_head_runs",
-           "sft_loss"]
+__all__ = ["CHUNK_TOKENS", "FUSED_PREFERENCE", "FUSED_SOURCE", "SftLoss", "chunked_loss_bytes", "fused_head_bytes",
+           "fused_head_runs", "head_loss", "sft_loss"]
