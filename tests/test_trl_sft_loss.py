@@ -110,3 +110,41 @@ def test_an_unknown_trl_release_is_an_assumed_input_for_its_sft_loss():
     [assumed] = method_assumptions(trl(None), spec)
     assert assumed.name == "trainer_version" and "fused LM head" in assumed.effect
     assert method_assumptions(trl("1.9.0"), spec) == [] and method_assumptions(trl(None, trainer=None), spec) == []
+
+
+LLAMA_2_7B = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "vocab_size": 32000, "hidden_size": 4096,
+              "intermediate_size": 11008, "num_hidden_layers": 32, "num_attention_heads": 32}
+
+
+@pytest.mark.parametrize(("setup", "liger"), [(trl("1.16.0"), False), (trl("1.9.0"), False), (trl(None, trainer=None),
+                                                                                              True)],
+                         ids=["fused", "chunked", "liger"])
+def test_zero3_counts_the_head_gradient_the_loss_makes_once(setup, liger):
+    """TRL's fused head casts the head's gradient, its chunked loss sums it, Liger writes it in the forward: the
+    tensor ZeRO-3's hook receives as the head's full gradient (stage3.py reduce_partition_and_remove_grads), at
+    least as large as any other layer's on Llama-2-7B (the head and the embedding are the largest, 32000 x 4096).
+    It is counted in the loss's peak, not again as the stage's gathered gradient; a frozen head (LoRA) makes none,
+    and the full logits make it after the loss: there the gathered gradient stays."""
+    import dataclasses
+
+    from zeroadvisor.memory.estimate import Cluster, estimate
+    from zeroadvisor.model.hf import spec_from_hf_config
+    from zeroadvisor.model.spec import TrainingShape
+
+    spec = spec_from_hf_config(LLAMA_2_7B)
+    config = {"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True}, "zero_optimization": {"stage": 3}}
+
+    def terms(model, method, liger_kernel):
+        shape = TrainingShape(4096, "full", method=method, liger_kernel=liger_kernel)
+        stage = estimate(config, model, shape, Cluster(gpus=8, gpu_memory=80 * 2**30)).stage(3)
+        return {t.key: t.nbytes for t in stage.terms if t.phase == "train" and t.device == "gpu"}, stage.notes
+
+    made, notes = terms(spec, setup, liger)
+    assert "gathered_grad" not in made
+    assert any("LM head's (262,144,000 B), which the loss makes itself" in n for n in notes)
+    full, _ = terms(spec, trl("1.4.0"), False)
+    assert full["gathered_grad"] == 2 * 32000 * 4096
+    lora = dataclasses.replace(spec, trainable_parameters=4_194_304, peft="LoRA r=8",
+                               largest_trainable_parameter=4096 * 8)
+    frozen, _ = terms(lora, setup, liger)
+    assert frozen["gathered_grad"] == 2 * 4096 * 8

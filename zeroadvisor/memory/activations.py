@@ -109,6 +109,11 @@ class Activations:
     # inputs, and what is kept outside the layers but the head's input): the reduce hooks of the LM head's weight
     # run then (memory/step_temporaries.py boundary_norm_terms)
     backward_kept: int = 0
+    # the LM head weight's gradient that ``nbytes`` holds at the loss's peak, where the loss makes it itself (TRL's
+    # fused head casts it, its chunked loss sums it over the chunks, Liger writes it in the forward): the very tensor
+    # ZeRO-3's hook then receives as the head's full gradient (memory/buffers.py gathered_terms); 0 where the loss
+    # does not make it, or its peak is not the one counted
+    head_gradient: int = 0
 
 
 def _dropout(p: float | None) -> int:
@@ -291,7 +296,7 @@ def activation_bytes(spec: ModelSpec, shape: TrainingShape, micro_batch: int, pr
     body, per_layer, parts, largest = _layers(stacks, d, facts, shape, b, _lora(spec, d, facts, L, notes))
     outside = _outside_layers(spec, stacks, d, facts, b, s, out_tokens)
     parts.append(("outside the layers", outside))
-    logits = _loss_peak(spec, shape, facts, e, (b, t, h), with_liger, notes)
+    logits, head_gradient = _loss_peak(spec, shape, facts, e, (b, t, h), with_liger, notes)
     parts.append(("logits and loss", logits))
     nbytes, head_share = body + outside + logits, logits
     head_input = _head_input(spec, d, facts, out_tokens)
@@ -305,6 +310,8 @@ def activation_bytes(spec: ModelSpec, shape: TrainingShape, micro_batch: int, pr
         peak = max(largest, head + logits)
         nbytes = body - largest + outside - head + peak
         head_share = peak - largest
+        if head + logits < largest:  # a layer's recompute is the peak counted, not the loss's
+            head_gradient = 0
         if head + logits > largest:
             notes.append(f"activations: full recomputation: the loss peak ({(head + logits) / 2**30:.2f} GiB with the "
                          f"head's input) is over a layer's recompute ({largest / 2**30:.2f} GiB) and not live with "
@@ -316,7 +323,8 @@ def activation_bytes(spec: ModelSpec, shape: TrainingShape, micro_batch: int, pr
     notes.append(f"activations: what transformers keeps for backward per layer (Korthikanti et al. 2022, term by "
                  f"term), {attn}, {_RECOMPUTATION[shape.activation_checkpointing]}, micro batch {b}, {lengths}, "
                  f"{e}-byte activations")
-    return Activations(nbytes, per_layer, logits, tuple(notes), tuple(parts), head_share, backward_kept)
+    return Activations(nbytes, per_layer, logits, tuple(notes), tuple(parts), head_share, backward_kept,
+                       head_gradient)
 
 
 def _dimensions(spec: ModelSpec, e: int, h: int, notes: list[str]) -> _Dims:
@@ -464,12 +472,16 @@ def _head_input(spec: ModelSpec, d: _Dims, facts: LayerFacts, out_tokens: int) -
 
 
 def _loss_peak(spec: ModelSpec, shape: TrainingShape, facts: LayerFacts, e: int, dims: tuple[int, int, int],
-               with_liger: bool, notes: list[str]) -> int:
+               with_liger: bool, notes: list[str]) -> tuple[int, int]:
     """The head and loss's peak beyond the layers: TRL's fused head or chunked cross-entropy (memory/trl_sft_loss.py),
-    Liger's fused loss, or the full logits; ``dims``: micro batch, output tokens per sample, hidden."""
+    Liger's fused loss, or the full logits; ``dims``: micro batch, output tokens per sample, hidden. With it the head
+    weight's gradient that peak holds where the loss makes it itself (Activations.head_gradient): e bytes per head
+    element (the fused head's cast, or its fp32 accumulator in an fp32 model; the chunked loss's sum; Liger's
+    grad_weight), none for a frozen head or the full logits (the head's matmul makes it after the loss)."""
     b, t, h = dims
     out_tokens = b * t
     trl_loss = head_loss(shape.method, shape.liger_kernel)
+    head_gradient = e * spec.vocab_size * h if spec.vocab_size and spec.head_gets_gradient else 0
     if trl_loss == SftLoss.FUSED and spec.lm_head is not False and spec.vocab_size:
         logits = fused_head_bytes(e, out_tokens, h, spec.vocab_size, spec.head_gets_gradient) + IDS * out_tokens
         release = shape.method.trainer_version or "not pinned: the current release's"
@@ -480,16 +492,16 @@ def _loss_peak(spec: ModelSpec, shape: TrainingShape, facts: LayerFacts, e: int,
                      f"{spec.vocab_size:,} logits; fp32 gradients of the hidden states and the head weight and a "
                      f"{TOKEN_TILE} x {VOCAB_TILE} tile buffer, {logits:,} B, counted from the code "
                      f"({FUSED_SOURCE}; its Triton kernel does not run on CPU)")
-        return logits
+        return logits, head_gradient
     if with_liger and spec.lm_head is not False and spec.vocab_size:
-        return _liger_loss(spec, e, b, t, h, spec.vocab_size, notes)
+        return _liger_loss(spec, e, b, t, h, spec.vocab_size, notes), head_gradient
     if trl_loss == SftLoss.CHUNKED and spec.lm_head is not False and spec.vocab_size:
         logits = chunked_loss_bytes(e, out_tokens, h, spec.vocab_size, spec.head_gets_gradient) + IDS * out_tokens
         notes.append(f"TRL's chunked cross-entropy (SFTConfig loss_type chunked_nll, the default from TRL 1.7): no "
                      f"{out_tokens:,} x {spec.vocab_size:,} logits; {CHUNK_TOKENS} tokens at a time under "
                      f"checkpoint, {logits:,} B ({trl_sft_loss.SOURCE})")
-        return logits
-    return _logits(spec, facts, e, out_tokens, notes)
+        return logits, head_gradient
+    return _logits(spec, facts, e, out_tokens, notes), 0
 
 
 def _logits(spec: ModelSpec, facts: LayerFacts, e: int, out_tokens: int, notes: list[str]) -> int:

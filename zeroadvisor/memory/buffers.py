@@ -63,9 +63,11 @@ def largest_layer(spec: ModelSpec, notes: list[str]) -> int:
 
 
 def gathered_terms(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, notes: list[str],
-                   autocast: Autocast | None = None) -> list[Term]:
+                   autocast: Autocast | None = None, head_gradient: int = 0) -> list[Term]:
     """Stage 3: full parameters gathered for compute, on the GPU, beyond the partition. Under torch_autocast the
-    flat all-gather buffer is in the Linear weights' comm dtype (memory/autocast.py), the gathered copies fp32."""
+    flat all-gather buffer is in the Linear weights' comm dtype (memory/autocast.py), the gathered copies fp32.
+    ``head_gradient``: the LM head's gradient the activations' loss peak already holds (memory/activations.py
+    Activations.head_gradient)."""
     if opt.stage != 3:
         return []
     w = B.nbytes(s.precision)
@@ -99,12 +101,21 @@ def gathered_terms(s: Settings, opt: Option, P: int, N: int, spec: ModelSpec, no
         Term("gathered_parameters", Resource.GPU, w * live, "gathered", how, formula,
              "zero/partitioned_param_coordinator.py fetch_sub_module (prefetch loop, __n_available_params)",
              kind=TermKind.BOUND),
-        Term("gathered_parameters", Resource.GPU, w * Lg, "gathered_grad",
-             f"{s.precision} full gradient of the largest layer before it is reduced" if Lg == Lp else
-             f"{s.precision} full gradient of the largest trainable parameter ({Lg:,}; frozen ones make none) "
-             "before it is reduced", f"{w} B × L_p" if Lg == Lp else f"{w} B × largest trainable param",
-             "zero/stage3.py reduce_partition_and_remove_grads (param.grad before the IPG copy)"),
     ]
+    if head_gradient and head_gradient >= w * Lg:
+        # The loss made the head's gradient itself and its peak holds it (TRL's fused or chunked head, Liger): that
+        # tensor is what reduce_partition_and_remove_grads receives for the head, and no layer's gradient is larger,
+        # nor live with the loss's peak (the others come later in backward, the loss's temporaries freed): counted
+        # once, in the activations
+        notes.append(f"ZeRO-3's full gradient before its reduce: the LM head's ({head_gradient:,} B), which the loss "
+                     "makes itself and its peak holds (activations): not counted a second time")
+    else:
+        terms.append(
+            Term("gathered_parameters", Resource.GPU, w * Lg, "gathered_grad",
+                 f"{s.precision} full gradient of the largest layer before it is reduced" if Lg == Lp else
+                 f"{s.precision} full gradient of the largest trainable parameter ({Lg:,}; frozen ones make none) "
+                 "before it is reduced", f"{w} B × L_p" if Lg == Lp else f"{w} B × largest trainable param",
+                 "zero/stage3.py reduce_partition_and_remove_grads (param.grad before the IPG copy)"))
     if s.prefetch_bucket_size > 0:
         # a prefetch of several parameters is one coalesced all-gather into a flat buffer, which its handle holds
         # beside the parameters' copies until the last of them is used (partition_parameters.py

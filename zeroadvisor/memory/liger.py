@@ -21,9 +21,10 @@ Per kernel, against what transformers keeps (memory/activations.py), e bytes per
   still holds the previous one, so two chunks coexist (0.8.4+ reuse one ``logits_storage`` buffer). A
   trainable head adds ``grad_weight`` (zeros_like(weight): e·V·H), which backward returns as the weight's
   gradient: it is the head's gradient, made in the forward (ZeRO-3's "gathered_grad" term stands for the
-  same tensor where the head is the largest module: counted twice there). 0.5.x to 0.6.1 accumulate it in
-  place (torch.addmm out=grad_weight); 0.6.2 to 0.8.3 (and 0.8.4+ below compute capability 8) write
-  ``grad_weight += torch.mm(grad_logits_chunk.t(), _input_chunk).float()``, a V x H product in e bytes
+  same tensor where the head is the largest module: counted once, here; memory/buffers.py gathered_terms).
+  0.5.x to 0.6.1 accumulate it in place (torch.addmm out=grad_weight); 0.6.2 to 0.8.3 (and 0.8.4+ below
+  compute capability 8) write ``grad_weight += torch.mm(grad_logits_chunk.t(), _input_chunk).float()``, a
+  V x H product in e bytes
   and its fp32 copy per chunk: (e + 4)·V·H more. Up to 0.5.5 the model's forward passes
   ``hidden_states[..., :-1, :].contiguous()`` (model/qwen2.py lce_forward): a copy of the head input,
   e·B(T-1)·H. The peak counted takes each term at its largest over these versions (two

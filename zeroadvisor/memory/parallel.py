@@ -354,4 +354,5 @@ def parallel_activations(spec: ModelSpec, shape: TrainingShape, micro_batch: int
     return Activations(max(first, last), whole.per_layer, whole.logits if last > first else 0, tuple(notes),
                        whole.parts, whole.head_share if last > first else 0,
                        # the stage with the LM head holds its own layers' tensors when the head's gradient is reduced
-                       last_stage.backward_kept if last > first else 0)
+                       last_stage.backward_kept if last > first else 0,
+                       last_stage.head_gradient if last > first else 0)
