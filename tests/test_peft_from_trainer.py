@@ -315,3 +315,25 @@ def test_swift_s_words_all_embedding_and_all_norm_train_a_copy_of_every_embeddin
     assert model.trainable_parameters == R16_QV + EMBED_COPY + 65 * 4096
     assert not model.peft_head_saved  # lm_head is a Linear, not an embedding: only its frozen original
     assert "modules_to_save all-embedding, all-norm" in model.peft
+
+
+@pytest.mark.parametrize(("extra", "saved"), [
+    ("resize_vocab: true\n", True),
+    ("add_special_tokens: <think>,</think>\n", True),  # patch_tokenizer turns resize_vocab on for a new token
+    ("resize_vocab: false\n", False),
+    ("resize_vocab: true\nadditional_target: lm_head\n", False),  # the file's own list wins
+])
+def test_llama_factory_resize_vocab_trains_the_input_and_output_embeddings(project, extra, saved):
+    """LLaMA-Factory model/adapter.py init_adapter: with resize_vocab and no additional_target, the names of
+    get_input_embeddings() and get_output_embeddings() become modules_to_save (Llama-2-7B: embed_tokens and
+    lm_head, 32000 x 4096 each)."""
+    inputs = _build(project, "stage: sft\nlora_rank: 16\nlora_target: q_proj,v_proj\n" + extra)
+    if saved:
+        assert inputs.model.trainable_parameters == R16_QV + 2 * EMBED_COPY
+        assert inputs.model.peft_head_saved
+        note = next(n for n in inputs.notes if "read from the trainer's files" in n)
+        assert "lora_modules_to_save from " in note and "input-embeddings, output-embeddings" in note
+        assert ("taken as new" in note) == extra.startswith("add_special_tokens")
+    else:
+        head_only = "additional_target" in extra
+        assert inputs.model.trainable_parameters == R16_QV + (EMBED_COPY if head_only else 0)

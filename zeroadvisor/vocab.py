@@ -27,6 +27,16 @@ class Verdict(StrEnum):
     UNKNOWN = "unknown"
 
 
+class SavedModules(StrEnum):
+    """Words a LoRA run's modules_to_save may hold that stand for a set of modules, expanded over the model's layout
+    (model/peft.py) as the trainer expands them before peft sees the list."""
+
+    ALL_EMBEDDING = "all-embedding"  # ms-swift: every nn.Embedding (swift/utils/transformers_utils.py find_embedding)
+    ALL_NORM = "all-norm"  # ms-swift: every LayerNorm and RMSNorm (find_norm)
+    INPUT_EMBEDDINGS = "input-embeddings"  # model.get_input_embeddings(): what LLaMA-Factory's resize_vocab saves
+    OUTPUT_EMBEDDINGS = "output-embeddings"  # model.get_output_embeddings(), with it
+
+
 class Device(StrEnum):
     """Where an offload block puts its tensors (DeepSpeed's OffloadDeviceEnum): "none" keeps them on the GPU."""
 

@@ -186,3 +186,21 @@ def test_peft_default_targets_match_peft(name: str) -> None:
             _peft_numbers(config, r=8)
         return
     assert _ours(config, settings) == _peft_numbers(config, r=8)
+
+
+RESIZED = {"llama": (_llama(), "q_proj"), "llama-tied": (_llama(tie_word_embeddings=True), "q_proj"),
+           "gpt2": (CASES["gpt2-small"], "c_attn"), "t5": (CASES["t5-small"], "q")}
+
+
+@pytest.mark.parametrize("name", sorted(RESIZED))
+def test_the_input_and_output_embeddings_words_are_what_llama_factory_saves(name: str) -> None:
+    """LLaMA-Factory's resize_vocab (model/adapter.py init_adapter): the last name component of every module that is
+    model.get_input_embeddings() or get_output_embeddings() becomes modules_to_save; peft given those names counts
+    what we count for input-embeddings and output-embeddings."""
+    config, target = RESIZED[name]
+    model = _build(config)
+    wanted = [model.get_input_embeddings(), model.get_output_embeddings()]
+    names = sorted({key.split(".")[-1] for key, m in model.named_modules() if any(m is w for w in wanted)})
+    expected = _peft_numbers(config, r=4, target_modules=[target], modules_to_save=names)
+    settings = PeftSettings(r=4, target_modules=(target,), modules_to_save=("input-embeddings", "output-embeddings"))
+    assert _ours(config, settings) == expected

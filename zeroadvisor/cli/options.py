@@ -210,7 +210,8 @@ PEFT_INPUTS = (
           "as LoraConfig without target_modules: q_proj,v_proj for llama).", multiple=True),
     Param("lora_modules_to_save", ("--lora-modules-to-save",), "Modules trained in full beside the adapters "
           "(peft's modules_to_save: a trainable copy of each, e.g. embed_tokens,lm_head; comma-separated or "
-          "repeated; ms-swift's all-embedding and all-norm name every embedding and every norm).", multiple=True),
+          "repeated; ms-swift's all-embedding and all-norm name every embedding and every norm, input-embeddings and "
+          "output-embeddings the token table and the LM head).", multiple=True),
     Param("quantization", ("--quantization",), "QLoRA base quantization (default 4bit).",
           choices="zeroadvisor.model.peft:QUANTIZATIONS"),
     Param("double_quant", ("--double-quant/--no-double-quant",), "QLoRA 4-bit: bitsandbytes' double quantization "

@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 
 from zeroadvisor.config.trainer_errors import TrainerInputError, as_bool, shown
 from zeroadvisor.jsontypes import JSONValue
+from zeroadvisor.vocab import SavedModules
 
 ALL_LINEAR = "all-linear"  # model/peft.py ALL_LINEAR (peft's shorthand), spelled here to keep config/ below model/
 PEFT_DEFAULT = "peft-default"  # model/peft.py PEFT_DEFAULT: LoraConfig given no target_modules
@@ -110,16 +111,37 @@ _AXOLOTL = "axolotl's default "
 _OPENRLHF = "OpenRLHF's default "
 
 
+# LLaMA-Factory's resize_vocab with LoRA and no additional_target: model/adapter.py init_adapter sets additional_target
+# to the names of model.get_input_embeddings() and get_output_embeddings() (@ ff6d4d1); model/patcher.py
+# patch_tokenizer turns resize_vocab on when add_tokens or add_special_tokens add a token the tokenizer lacks.
+_RESIZE_KEYS = ("resize_vocab", "add_tokens", "add_special_tokens", "new_special_tokens_config")
+RESIZED_VOCAB_SAVED: tuple[str, ...] = (SavedModules.INPUT_EMBEDDINGS, SavedModules.OUTPUT_EMBEDDINGS)
+
+
 def read_peft(data: Mapping[str, JSONValue], project: str, where: Callable[[str], str]) -> PeftReading | None:
     """The LoRA setup ``data`` (keys as ``project`` spells them) says; None where the file trains in full or its
     project is not one whose files say LoRA (``where(key)`` names where a key was given)."""
     reader = _OWN_READERS.get(project)
     reading = reader(data, where) if reader is not None else _tuner(data, project, where)
-    if reading is None or project not in _SAVED_KEYS or data.get(_SAVED_KEYS[project]) in (None, "", []):
+    if reading is None or project not in _SAVED_KEYS:
         return reading
+    if data.get(_SAVED_KEYS[project]) in (None, "", []):
+        return _resized_vocab(reading, data, where) if project == "llama-factory" else reading
     key = _SAVED_KEYS[project]
     saved = _module_names(data[key], where(key))
     return replace(reading, modules_to_save=saved, origin=(*reading.origin, ("lora_modules_to_save", where(key))))
+
+
+def _resized_vocab(reading: PeftReading, data: Mapping[str, JSONValue], where: Callable[[str], str]) -> PeftReading:
+    """LLaMA-Factory LoRA without additional_target: the input and output embeddings trained in full where the
+    vocabulary is resized (_RESIZE_KEYS): resize_vocab true, or tokens to add (taken as new to the tokenizer)."""
+    key = next((k for k in _RESIZE_KEYS if data.get(k) not in (None, "", [], False)), None)
+    if key is None or (key == "resize_vocab" and not as_bool(data[key], where(key))):
+        return reading
+    said = where(key) if key == "resize_vocab" else (
+        f"{where(key)} (LLaMA-Factory resizes the vocabulary for tokens new to the tokenizer: taken as new)")
+    return replace(reading, modules_to_save=RESIZED_VOCAB_SAVED,
+                   origin=(*reading.origin, ("lora_modules_to_save", said)))
 
 
 def _tuner(data: Mapping[str, JSONValue], project: str, where: Callable[[str], str]) -> PeftReading | None:

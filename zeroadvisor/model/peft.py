@@ -41,6 +41,7 @@ from zeroadvisor.model.errors import ModelError
 from zeroadvisor.model.layout import Module, TorchClass
 from zeroadvisor.model.spec import ModelSpec
 from zeroadvisor.model.transformers_release import fused_experts
+from zeroadvisor.vocab import SavedModules
 
 PeftMethod = Literal["lora", "qlora"]
 Quantization = Literal["4bit", "8bit"]
@@ -49,10 +50,11 @@ QUANTIZATIONS: tuple[str, ...] = ("4bit", "8bit")
 ALL_LINEAR = "all-linear"  # peft's INCLUDE_LINEAR_LAYERS_SHORTHAND
 # ms-swift's modules_to_save words (swift/pipelines/train/tuner.py get_modules_to_save @ 3602360): each stands for
 # the modules swift/utils/transformers_utils.py finds, every nn.Embedding (find_embedding) or every nn.LayerNorm
-# and module whose class name holds "rmsnorm" (find_norm), before peft sees the list.
-SAVED_WORDS: dict[str, frozenset[TorchClass]] = {
-    "all-embedding": frozenset({TorchClass.EMBEDDING}),
-    "all-norm": frozenset({TorchClass.LAYER_NORM, TorchClass.RMS_NORM}),
+# and module whose class name holds "rmsnorm" (find_norm), before peft sees the list. The input and output
+# embeddings (get_input_embeddings, get_output_embeddings: LLaMA-Factory's resize_vocab) are found by _saved_names.
+SAVED_CLASSES: dict[SavedModules, frozenset[TorchClass]] = {
+    SavedModules.ALL_EMBEDDING: frozenset({TorchClass.EMBEDDING}),
+    SavedModules.ALL_NORM: frozenset({TorchClass.LAYER_NORM, TorchClass.RMS_NORM}),
 }
 # LoraConfig without target_modules (TRL's ModelConfig.lora_target_modules None): peft adapts its default modules
 # for the model type (tuners/tuners_utils.py _prepare_adapter_config), and refuses a model type it has none for.
@@ -372,11 +374,16 @@ def _saved_names(named: Sequence[tuple[str, Module]], entries: Sequence[str]) ->
     that finds no module adds none, as find_layers returns an empty list."""
     names: list[str] = []
     for entry in entries:
-        classes = SAVED_WORDS.get(entry)
-        if classes is None:
-            names.append(entry)
-        else:
+        if entry in SAVED_CLASSES:
+            classes = SAVED_CLASSES[SavedModules(entry)]
             names += [key for key, m in named if m.torch_class in classes and m.params]
+        elif entry == SavedModules.INPUT_EMBEDDINGS:  # the token table: the largest input embedding
+            tables = [(m.own, key) for key, m in named if m.embedding]
+            names += [max(tables)[1]] if tables else []
+        elif entry == SavedModules.OUTPUT_EMBEDDINGS:  # none for a model without an LM head
+            names += [key for key, m in named if m.name in OUTPUT_HEADS]
+        else:
+            names.append(entry)
     return tuple(dict.fromkeys(names))
 
 
