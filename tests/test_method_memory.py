@@ -669,3 +669,24 @@ def test_trl_1_15_scores_dpo_and_kto_through_the_fused_lm_head(method):
     assert act(trainer_version="1.16.0") - logits == fused_head_bytes(2, tokens, 4096, 32000) - 6 * tokens * 32000
     assert act(trainer_version="1.15.0") == act(trainer_version="1.16.0") == act()
     assert act(trainer=TrainerFamily.MS_SWIFT) == act(trainer=TrainerFamily.MS_SWIFT, trainer_version="3.8.0")
+
+
+@pytest.mark.parametrize("quant", ["4bit", "8bit"])
+def test_llama_factory_s_quantized_reference_is_whole_on_every_gpu_at_every_stage(quant):
+    """llamafactory/train/dpo/trainer.py: a reference loaded in 4 or 8 bits is not handed to DeepSpeed ("quantized
+    models are already set on the correct device"): not partitioned at ZeRO-3, and no optimizer copy whatever the
+    config's block. Its Linear weights but the head quantized (model/peft.py quantized_bytes), the rest in bf16."""
+    from zeroadvisor.model.peft import quantized_bytes
+
+    linears = {(4096, 4096): 4 * 32, (4096, 11008): 2 * 32, (11008, 4096): 32}
+    elements = sum(a * b * n for (a, b), n in linears.items())
+    stored = sum(quantized_bytes(a, b, quant, True) * n for (a, b), n in linears.items())
+    setup = dpo(trainer=TrainerFamily.LLAMA_FACTORY, reference_model="other/llama", reference_quantization=quant)
+    for stage in (0, 1, 3):
+        st = run(setup).stage(stage)
+        [term] = train_terms(st, "reference_model").values()
+        assert term.nbytes == stored + 2 * (P - elements) and "not prepared by DeepSpeed" in term.what
+    assert stored < (0.6 if quant == "4bit" else 1.01) * elements  # 0.5 B + constants, or 1 B + a scale per row
+    # unquantized, the same reference is partitioned at ZeRO-3
+    plain = run(dpo(trainer=TrainerFamily.LLAMA_FACTORY, reference_model="other/llama")).stage(3)
+    assert plain.per_gpu["reference_model"] < stored

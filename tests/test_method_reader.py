@@ -253,3 +253,18 @@ def test_llama_factory_finetuning_type_is_one_it_knows(tmp_path, tuner):
     message = str(caught.value)
     assert "finetuning_type" in message and "lora, oft, freeze, full" in message and "\n" not in message
     assert _read(tmp_path, "stage: dpo\nfinetuning_type: oft\n").setup.use_reference is None  # a full reference copy
+
+
+def test_llama_factory_ref_model_quantization_bit_applies_to_its_ref_model_only(tmp_path):
+    """train/trainer_utils.py create_ref_model: ModelArguments.copyfrom(..., quantization_bit=
+    ref_model_quantization_bit) for the ref_model it loads; the policy's double_quantization is copied with it."""
+    base = LF.format(stage="dpo", kind="full")
+    setup = _read(tmp_path, base + "ref_model: Qwen/Qwen2.5-1.5B\nref_model_quantization_bit: 4\n").setup
+    assert (setup.reference_quantization, setup.reference_double_quant) == ("4bit", True)
+    assert dict(setup.origin)["reference_quantization"].startswith("ref_model_quantization_bit in ")
+    eight = _read(tmp_path, base + "ref_model: m\nref_model_quantization_bit: 8\ndouble_quantization: false\n").setup
+    assert (eight.reference_quantization, eight.reference_double_quant) == ("8bit", False)
+    alone = _read(tmp_path, base + "ref_model_quantization_bit: 4\n").setup
+    assert alone.reference_quantization is None and any("ignored without ref_model" in n for n in alone.notes)
+    with pytest.raises(TrainerInputError, match=r"ref_model_quantization_bit.*expected 4 or 8"):
+        _read(tmp_path, base + "ref_model: m\nref_model_quantization_bit: 2\n")

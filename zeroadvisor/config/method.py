@@ -73,6 +73,10 @@ class MethodSetup:
     trainer_version: str | None = None  # the trainer's release from the pins (PEP 440 text), None: unknown
     use_reference: bool | None = None  # explicit: a file says whether a reference model is loaded
     reference_model: str | None = None  # a different reference model (LLaMA-Factory ref_model, TRL ref_model)
+    # LLaMA-Factory ref_model_quantization_bit: that reference loaded by bitsandbytes ("4bit" | "8bit"), with its
+    # 4-bit double quantization (ModelArguments.double_quantization, copied from the policy's)
+    reference_quantization: str | None = None
+    reference_double_quant: bool = True
     precompute_ref_log_probs: bool | None = None
     beta: float | None = None  # TRL beta / LLaMA-Factory pref_beta (GRPO beta 0.0: no reference model)
     loss_type: str | None = None  # TRL loss_type / LLaMA-Factory pref_loss (e.g. "simpo", "orpo")

@@ -278,15 +278,39 @@ def _llama_factory(data: Mapping[str, JSONValue], where: Origin) -> MethodReadin
         kind = _reward_model_type(data, tuner, where)
         placements = (Placement(ModelRole.REWARD, _text(reward, where("reward_model")), loaded=kind == "full"),)
         origin.append(("placements", f"{where('reward_model')} (reward_model_type {kind})"))
+    quantization, double = _reference_quantization(data, reference, where, notes)
     origin += [(name, where(key)) for name, key, value in (("loss_type", "pref_loss", loss),
                                                            ("reference_model", "ref_model", reference),
+                                                           ("reference_quantization", "ref_model_quantization_bit",
+                                                            quantization),
                                                            ("beta", "pref_beta", beta),
                                                            ("max_completion_length", "max_new_tokens", new_tokens))
                if value is not None]
     return MethodReading(MethodSetup(method, TrainerFamily.LLAMA_FACTORY, use_reference=use_reference,
-                                     reference_model=reference, beta=beta, loss_type=loss, placements=placements,
+                                     reference_model=reference, reference_quantization=quantization,
+                                     reference_double_quant=double, beta=beta, loss_type=loss, placements=placements,
                                      generation=Generation(max_completion_length=new_tokens),
                                      origin=tuple(origin), notes=tuple(notes)), where("stage"))
+
+
+def _reference_quantization(data: Mapping[str, JSONValue], reference: str | None, where: Origin,
+                            notes: list[str]) -> tuple[str | None, bool]:
+    """LLaMA-Factory's ref_model_quantization_bit (4 or 8: hparams/finetuning_args.py __post_init__), which
+    train/trainer_utils.py create_ref_model applies to the ref_model it loads, and only to it; the 4-bit double
+    quantization is the policy's ModelArguments.double_quantization (True by default), copied with the rest."""
+    bits = data.get("ref_model_quantization_bit")
+    if bits is None:
+        return None, True
+    if not isinstance(bits, (int, str)) or isinstance(bits, bool) or str(bits).strip() not in ("4", "8"):
+        raise TrainerInputError(f"{where('ref_model_quantization_bit')}: expected 4 or 8 (LLaMA-Factory accepts no "
+                                f"other), got {shown(bits)}")
+    if reference is None:
+        notes.append(f"{where('ref_model_quantization_bit')}: ignored without ref_model (create_ref_model quantizes "
+                     "only a reference model it loads from ref_model)")
+        return None, True
+    written = data.get("double_quantization")
+    double = True if written is None else as_bool(written, where("double_quantization"))
+    return f"{str(bits).strip()}bit", double
 
 
 # FinetuningArguments.finetuning_type (hparams/finetuning_args.py: Literal["lora", "freeze", "full"] @ v0.9.3,

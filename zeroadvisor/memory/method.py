@@ -48,6 +48,7 @@ from zeroadvisor.memory.settings import Settings
 from zeroadvisor.memory.states import deepspeed_terms, trainable
 from zeroadvisor.memory.terms import Term, ceil_div
 from zeroadvisor.memory.trl_sft_loss import FUSED_SOURCE, fused_head_bytes, fused_head_runs
+from zeroadvisor.model.peft import Quantization, quantized_base
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
 from zeroadvisor.vocab import (
     Checkpointing,
@@ -224,6 +225,8 @@ def frozen_model_terms(role: ModelRole, spec: ModelSpec, s: Settings, option: Op
     """A frozen model (reference, reward) as prepare_deepspeed builds it for ``option``: what it holds per GPU
     (and on the host where the config offloads its parameters)."""
     row = ROW_OF[role]
+    if role == ModelRole.REFERENCE and setup.reference_quantization is not None:
+        return [quantized_reference_term(spec, s, setup)]
     place = _placement(setup, role)
     stage = frozen_stage(setup, role, option)
     if place is not None and place.num_nodes and place.gpus_per_node:  # its own GPUs (OpenRLHF --ref_num_gpus...)
@@ -274,6 +277,33 @@ def frozen_model_terms(role: ModelRole, spec: ModelSpec, s: Settings, option: Op
     return terms
 
 
+QUANTIZED_REFERENCE_SOURCE = ("llamafactory/train/dpo/trainer.py CustomDPOTrainer.__init__, kto/trainer.py @ ff6d4d1 "
+                              "(a reference loaded in 8 or 4 bits is not prepared by DeepSpeed: \"quantized models "
+                              "are already set on the correct device\"); transformers quantizers/quantizer_bnb_4bit.py "
+                              "update_device_map (no device_map: the current GPU); model/peft.py quantized_bytes")
+
+
+def quantized_reference_term(spec: ModelSpec, s: Settings, setup: MethodSetup) -> Term:
+    """LLaMA-Factory's reference loaded by bitsandbytes (ref_model_quantization_bit): not handed to DeepSpeed, so
+    whole on every GPU at every stage, ZeRO-3 included; its Linear weights (all but the output head) quantized with
+    their constants, the rest in the training precision. Without a layout to find the Linear weights in, the whole
+    16-bit model is the bound."""
+    quant: Quantization = "8bit" if setup.reference_quantization == "8bit" else "4bit"
+    w = B.nbytes(s.precision)
+    P = spec.parameters
+    base = quantized_base(spec, quant, setup.reference_double_quant)
+    what = (f"reference model quantized to {quant} by bitsandbytes (ref_model_quantization_bit), whole on every GPU: "
+            "not prepared by DeepSpeed")
+    if base is None:
+        return Term(ROW_OF[ModelRole.REFERENCE], Resource.GPU, w * P, "reference_params",
+                    f"{what}; its Linear weights unknown (no layout): counted unquantized", f"{w} B × {P:,}",
+                    QUANTIZED_REFERENCE_SOURCE, kind=TermKind.BOUND)
+    elements, nbytes = base
+    return Term(ROW_OF[ModelRole.REFERENCE], Resource.GPU, nbytes + w * (P - elements), "reference_params", what,
+                f"{quant} Linear weights {nbytes:,} B ({elements:,} elements) + {w} B × {P - elements:,}",
+                QUANTIZED_REFERENCE_SOURCE)
+
+
 def frozen_models(setup: MethodSetup, policy: ModelSpec,
                   auxiliary: dict[ModelRole, ModelSpec]) -> list[tuple[ModelRole, ModelSpec]]:
     """The frozen models the trainer loads beside the policy: the reference (has_reference) and the reward model
@@ -303,13 +333,16 @@ def frozen_at_load(setup: MethodSetup, policy: ModelSpec, auxiliary: dict[ModelR
     terms), and host RAM holds both models while the reference is built. OpenRLHF without
     --colocate_all_models builds them in Ray actors on GPUs of their own: nothing beside the actor. axolotl's copy
     that no trainer gets (MethodSetup.unused_copy_at_load) is read beside the policy in setup and dropped before
-    the policy's engine: in host RAM at the moment the models are built, nowhere after."""
+    the policy's engine: in host RAM at the moment the models are built, nowhere after. A reference bitsandbytes
+    quantizes (LLaMA-Factory's ref_model_quantization_bit) is loaded onto the GPU, quantized as it is read: no host
+    copy."""
     rows = {ROW_OF[role] for role, _ in frozen_models(setup, policy, auxiliary)}
     engines = tuple(replace(t, phase=Phase.LOAD) for t in train_terms if t.row in rows)
     unused = _base(policy).parameters if setup.unused_copy_at_load else 0
     if not engines and not unused:
         return FrozenAtLoad()
-    built = sum(spec.parameters for _, spec in frozen_models(setup, policy, auxiliary)) if engines else 0
+    built = sum(spec.parameters for role, spec in frozen_models(setup, policy, auxiliary)
+                if not (role == ModelRole.REFERENCE and setup.reference_quantization)) if engines else 0
     return FrozenAtLoad(engines, built + unused)
 
 

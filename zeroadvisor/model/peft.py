@@ -405,6 +405,15 @@ def _lora_adapters(adapted: Sequence[tuple[str, Module, tuple[int, int]]], r: in
     return adapter
 
 
+def quantized_base(spec: ModelSpec, quant: Quantization, double_quant: bool) -> tuple[int, int] | None:
+    """(elements, bytes) of the Linear weights bitsandbytes stores quantized when ``spec`` is loaded with
+    ``quant`` (every Linear but the output head, as for QLoRA's base); None without a layout to find them in."""
+    if spec.layout is None:
+        return None
+    named = [(real_name(spec.model_type, m.name), m) for m in spec.layout]
+    return _quantized_base(named, PeftSettings(method="qlora", quantization=quant, double_quant=double_quant))
+
+
 def _quantized_base(named: Sequence[tuple[str, Module]], settings: PeftSettings) -> tuple[int, int]:
     """(elements, bytes) of the Linear weights QLoRA quantizes (every Linear but the output head)."""
     quant = settings.quant
@@ -420,8 +429,8 @@ def _quantized_base(named: Sequence[tuple[str, Module]], settings: PeftSettings)
     return q_elements, q_bytes
 
 
-__all__ = ["ALL_LINEAR", "PEFT_METHODS", "QUANTIZATIONS", "PeftCount", "PeftSettings", "count", "quantized_bytes",
-           "real_name"]
+__all__ = ["ALL_LINEAR", "PEFT_METHODS", "QUANTIZATIONS", "PeftCount", "PeftSettings", "count", "quantized_base",
+           "quantized_bytes", "real_name"]
 
 
 def describe(settings: PeftSettings) -> str:
