@@ -690,3 +690,32 @@ def test_llama_factory_s_quantized_reference_is_whole_on_every_gpu_at_every_stag
     # unquantized, the same reference is partitioned at ZeRO-3
     plain = run(dpo(trainer=TrainerFamily.LLAMA_FACTORY, reference_model="other/llama")).stage(3)
     assert plain.per_gpu["reference_model"] < stored
+
+
+def test_axolotl_s_unused_copy_is_partitioned_on_the_gpu_under_zero_init():
+    """Under zero.Init (ZeRO-3) axolotl's copy that no trainer gets is built as the policy is, partitioned in the
+    config's dtype on every GPU, until setup returns: its partition beside the policy's at the build, no host copy."""
+    from zeroadvisor.memory.method import frozen_at_load
+    from zeroadvisor.memory.options import configured_option
+    from zeroadvisor.memory.phases import load_moments
+    from zeroadvisor.memory.settings import read_settings
+    from zeroadvisor.model.spec import LoadInputs
+
+    unused = MethodSetup(method=Method.CPO, trainer=TrainerFamily.AXOLOTL, trainer_version="0.18.0",
+                         unused_copy_at_load=True)
+    settings = read_settings(ZERO3, SPEC, 8)
+    option, _ = configured_option(settings)
+
+    def moments(setup, zero_init):
+        beside = frozen_at_load(setup, SPEC, {}, [])
+        load = LoadInputs(load_dtype="bf16", zero_init=zero_init)
+        return {m.name: m for m in load_moments(SPEC, settings, option, CLUSTER, load, beside=beside)}
+
+    built = moments(unused, True)["frozen_models_built"]
+    [part] = [t for t in built.every_rank if t.key == "unused_copy_partition"]
+    assert (part.device, part.nbytes) == ("gpu", 2 * ceil_div(P, 8))
+    assert not [t for t in built.every_rank if t.device == "cpu" and t.key == "frozen_models_built"]
+    assert "frozen_models_built" not in moments(dataclasses.replace(unused, unused_copy_at_load=False), True)
+    # without zero.Init the copy is read into host RAM instead (the test above)
+    host = moments(unused, False)["frozen_models_built"]
+    assert not [t for t in host.every_rank if t.key == "unused_copy_partition"]

@@ -343,7 +343,7 @@ def frozen_at_load(setup: MethodSetup, policy: ModelSpec, auxiliary: dict[ModelR
         return FrozenAtLoad()
     built = sum(spec.parameters for role, spec in frozen_models(setup, policy, auxiliary)
                 if not (role == ModelRole.REFERENCE and setup.reference_quantization)) if engines else 0
-    return FrozenAtLoad(engines, built + unused)
+    return FrozenAtLoad(engines, built + unused, unused)
 
 
 def method_terms(setup: MethodSetup, policy: ModelSpec, auxiliary: dict[ModelRole, ModelSpec], s: Settings,

@@ -41,7 +41,7 @@ from zeroadvisor.memory.states import (
     partition_stage12,
     trainable,
 )
-from zeroadvisor.memory.terms import Term
+from zeroadvisor.memory.terms import Term, ceil_div
 from zeroadvisor.model.spec import LoadInputs, ModelSpec
 from zeroadvisor.vocab import Device, Phase, Resource, TermKind
 
@@ -103,10 +103,13 @@ class FrozenAtLoad:
     """The frozen models a preference/RL trainer builds before the policy's engine (memory/method.py
     frozen_at_load): ``engines``, their prepared engines' terms (from the train phase), present at every moment of
     the policy's load; ``built_parameters``, their parameters, read into host RAM on every rank in the policy's
-    load dtype before prepare_deepspeed moves them (partitioned by zero.Init instead where it is in effect)."""
+    load dtype before prepare_deepspeed moves them (partitioned by zero.Init instead where it is in effect);
+    ``unused_parameters``, axolotl's copy that no trainer gets (among ``built_parameters``), which no engine holds:
+    under zero.Init its partition is on the GPU while the models are built."""
 
     engines: tuple[Term, ...] = ()
     built_parameters: int = 0
+    unused_parameters: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,11 +306,11 @@ def load_moments(spec: ModelSpec, s: Settings, option: Option, cluster: Cluster,
     # the stage-1/2 staging buffers hold one trainable parameter's gradient (largest_param_numel over bit16_groups)
     L_grad = largest_trainable(spec, L) if L else L
     moments.append(Moment("initialized", tuple(_initialized_terms(s, option, T, N, w, L_grad)) + frozen))
-    return _beside_frozen_models(moments, beside, zero_init, load_dtype) if beside else moments
+    return _beside_frozen_models(moments, beside, zero_init, load_dtype, w, N) if beside else moments
 
 
 def _beside_frozen_models(moments: list[Moment], beside: FrozenAtLoad, zero_init: bool,
-                          load_dtype: str) -> list[Moment]:
+                          load_dtype: str, w: int, N: int) -> list[Moment]:
     """The policy's load moments with a preference/RL trainer's frozen models beside them (FrozenAtLoad).
 
     Order (trl/trainer/dpo_trainer.py DPOTrainer.__init__ @ v1.9.0): the policy is built, then the reference is
@@ -331,6 +334,15 @@ def _beside_frozen_models(moments: list[Moment], beside: FrozenAtLoad, zero_init
                          "DPOTrainer.__init__ @ v1.9.0, before prepare_deepspeed; axolotl/train.py "
                          "setup_reference_model", EXACT)
             out.append(Moment("frozen_models_built", (*m.every_rank, host), m.rank0))
+        if m.name == "built" and beside.unused_parameters and zero_init:
+            # axolotl's copy built under zero.Init as the policy is (HF's from_pretrained under
+            # is_deepspeed_zero3_enabled), each rank's partition in the config's dtype, freed when setup returns
+            part = _term("parameters", Resource.GPU, w * ceil_div(beside.unused_parameters, N),
+                         "unused_copy_partition",
+                         "axolotl's copy no trainer gets, partitioned by zero.Init while the models are built",
+                         f"{w} B × its parameters / {N}", "axolotl/train.py setup_reference_model (the model "
+                         "loader under zero.Init); dropped when setup_model_and_trainer returns", EXACT)
+            out.append(Moment("frozen_models_built", (*m.every_rank, *beside.engines, part), m.rank0))
         out.append(Moment(m.name, m.every_rank + beside.engines, m.rank0))
     return out
 
