@@ -337,3 +337,18 @@ def test_llama_factory_resize_vocab_trains_the_input_and_output_embeddings(proje
     else:
         head_only = "additional_target" in extra
         assert inputs.model.trainable_parameters == R16_QV + (EMBED_COPY if head_only else 0)
+
+
+@pytest.mark.parametrize(("targets", "adapters"), [
+    ("all-embedding", 16 * (32_000 + 4_096)),
+    ("all-linear all-embedding", 32 * (4 * 16 * (4096 + 4096) + 3 * 16 * (4096 + 11008)) + 16 * (32_000 + 4_096)),
+])
+def test_swift_s_target_word_all_embedding_puts_lora_on_the_embeddings(project, targets, adapters):
+    """ms-swift's get_target_modules adds every nn.Embedding to target_modules (find_embedding): peft's LoRA
+    Embedding holds lora_embedding_A (r x num_embeddings) and lora_embedding_B (embedding_dim x r)."""
+    request = Request(Command.ESTIMATE, config=str(project / "ds.json"), model=str(project / "config.json"),
+                      launch=f"swift sft --model m --train_type lora --lora_rank 16 --target_modules {targets} "
+                             "--deepspeed zero2", gpus=2, gpu_memory="80GiB", seq_len=1024)
+    model = inputs_run.build(request).model
+    assert model.trainable_parameters == adapters
+    assert "all-embedding" in model.peft

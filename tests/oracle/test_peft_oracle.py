@@ -204,3 +204,15 @@ def test_the_input_and_output_embeddings_words_are_what_llama_factory_saves(name
     expected = _peft_numbers(config, r=4, target_modules=[target], modules_to_save=names)
     settings = PeftSettings(r=4, target_modules=(target,), modules_to_save=("input-embeddings", "output-embeddings"))
     assert _ours(config, settings) == expected
+
+
+@pytest.mark.parametrize("name", sorted(SWIFT_WORDS))
+def test_swift_s_target_word_all_embedding_matches_peft_s_lora_embeddings(name: str) -> None:
+    """ms-swift's get_target_modules adds find_embedding's names to target_modules: peft puts a LoRA Embedding
+    (lora_embedding_A r x num, lora_embedding_B dim x r) on each; given those names it counts what we count for
+    the word."""
+    config, target = SWIFT_WORDS[name]
+    model = _build(config)
+    names = [key.split(".")[-1] for key, m in model.named_modules() if isinstance(m, torch.nn.Embedding)]
+    expected = _peft_numbers(config, r=4, target_modules=[target, *names])
+    assert _ours(config, PeftSettings(r=4, target_modules=(target, "all-embedding"))) == expected

@@ -334,10 +334,11 @@ def _bits(value: object, where: str) -> str:
 
 def _targets(value: object, where: str) -> str | tuple[str, ...]:
     """LLaMA-Factory's comma-separated ``lora_target`` ("all": all-linear), ms-swift's names (a list, or one word);
-    all-linear among other names counts as all-linear (the others, e.g. ms-swift's all-embedding, are not modelled)."""
+    all-linear among other names counts as all-linear, beside ms-swift's all-embedding (LoRA on every embedding,
+    model/peft.py), which is kept."""
     names = _module_names(value, where)
-    if ALL_LINEAR in names or "all" in names:  # with other names (ms-swift's all-embedding...): all-linear counted
-        return ALL_LINEAR
+    if ALL_LINEAR in names or "all" in names:  # with other names: all-linear counted, and all-embedding
+        return (ALL_LINEAR, SavedModules.ALL_EMBEDDING) if SavedModules.ALL_EMBEDDING in names else ALL_LINEAR
     return names
 
 

@@ -591,7 +591,8 @@ def _t5_stack(c: Cfg, S: Layout, layers: int, gated: bool, *, decoder: bool) -> 
         # T5Attention.relative_attention_bias: nn.Embedding(buckets, n_heads), only in
         # the self-attention of block 0 of each stack (has_relative_attention_bias).
         S.add("block.0.layer.0.SelfAttention.relative_attention_bias",
-              c.relative_attention_num_buckets * n, torch_class=TorchClass.EMBEDDING)
+              c.relative_attention_num_buckets * n, torch_class=TorchClass.EMBEDDING,
+              embedding_shape=(c.relative_attention_num_buckets, n))
     B = S.sub("block.*", layers)
     attentions = ("SelfAttention", "EncDecAttention") if decoder else ("SelfAttention",)
     for name in attentions:  # T5Attention: q, k, v (d -> n*d_kv), o; no biases

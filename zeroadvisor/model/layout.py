@@ -49,6 +49,8 @@ class Module:
     # LoRA adapter wraps (model/peft.py); None for every other module.
     linear: tuple[int, int] | None = None
     torch_class: TorchClass | None = None
+    # (num_embeddings, embedding_dim) of an ``nn.Embedding``: what a LoRA adapter on it holds (model/peft.py)
+    embedding_shape: tuple[int, int] | None = None
 
     @property
     def own(self) -> int:
@@ -86,6 +88,7 @@ class Layout:
         embedding: bool = False,
         linear: tuple[int, int] | None = None,
         torch_class: TorchClass | None = None,
+        embedding_shape: tuple[int, int] | None = None,
     ) -> None:
         """A module owning ``params`` directly (ints are plain, unshared parameters)."""
         if self.mult <= 0:
@@ -93,7 +96,8 @@ class Layout:
         ps = tuple(p if isinstance(p, Param) else Param(p) for p in params)
         if any(p.numel < 0 for p in ps):  # a builder bug, never a user error
             raise AssertionError(f"negative parameter size in {self._name(name)}")
-        self.modules.append(Module(self._name(name), ps, self.mult, embedding, linear, torch_class))
+        self.modules.append(Module(self._name(name), ps, self.mult, embedding, linear, torch_class,
+                                   embedding_shape))
 
     # The torch.nn building blocks, with the parameters torch gives them.
     def linear(
@@ -115,7 +119,8 @@ class Layout:
 
     def embedding(self, name: str, num: int, dim: int, *, shared: bool = False) -> None:
         """``nn.Embedding(num, dim)``: one ``num x dim`` weight."""
-        self.add(name, Param(num * dim, shared), embedding=True, torch_class=TorchClass.EMBEDDING)
+        self.add(name, Param(num * dim, shared), embedding=True, torch_class=TorchClass.EMBEDDING,
+                 embedding_shape=(num, dim))
 
     def layer_norm(self, name: str, dim: int, *, bias: bool = True, affine: bool = True) -> None:
         """``nn.LayerNorm(dim)``: weight and bias unless ``elementwise_affine=False``

@@ -251,6 +251,8 @@ def count(modules: Sequence[Module], settings: PeftSettings, spec: ModelSpec) ->
     model_type = spec.model_type
     named = [(real_name(model_type, m.name), m) for m in modules]
     saved = _saved_names(named, settings.modules_to_save)
+    linear_targets, embeddings = _embedding_targets(named, settings.target_modules, saved)
+    settings = dataclasses.replace(settings, target_modules=linear_targets)
     targets, checked, moe_params = _moe_targets(named, settings, saved, spec)
     adapted = _adapted_linears(named, targets, saved)
     if checked is not None:
@@ -258,7 +260,7 @@ def count(modules: Sequence[Module], settings: PeftSettings, spec: ModelSpec) ->
     _check_saved(named, saved, model_type)
     r = settings.r
     numels: Counter[int] = Counter()
-    adapter = _lora_adapters(adapted, r, numels)
+    adapter = _lora_adapters(adapted, r, numels) + _embedding_adapters(embeddings, r, numels)
     if moe_params:
         assert spec.hidden_size is not None and spec.intermediate_size is not None
         adapter += _moe_adapter(named, moe_params, r, spec.num_experts or 0, spec.hidden_size,
@@ -385,6 +387,33 @@ def _saved_names(named: Sequence[tuple[str, Module]], entries: Sequence[str]) ->
         else:
             names.append(entry)
     return tuple(dict.fromkeys(names))
+
+
+def _embedding_targets(named: Sequence[tuple[str, Module]], targets: tuple[str, ...] | None, saved: Sequence[str]
+                       ) -> tuple[tuple[str, ...] | None, list[tuple[str, Module]]]:
+    """ms-swift's target word all-embedding (swift/pipelines/train/tuner.py get_target_modules: find_embedding's
+    names join target_modules, so peft puts a LoRA Embedding on every nn.Embedding): the targets left for the
+    Linear modules (all-linear among them: every Linear but the head, None) and the embeddings adapted, none
+    inside a module saved whole."""
+    if targets is None or SavedModules.ALL_EMBEDDING not in targets:
+        return targets, []
+    embeddings = [(key, m) for key, m in named if m.torch_class is TorchClass.EMBEDDING and m.embedding_shape
+                  and not (saved and _saved(key, saved))]
+    rest = tuple(t for t in targets if t != SavedModules.ALL_EMBEDDING)
+    return (None if ALL_LINEAR in rest else rest), embeddings
+
+
+def _embedding_adapters(embeddings: Sequence[tuple[str, Module]], r: int, numels: Counter[int]) -> int:
+    """peft's LoRA on an nn.Embedding(num, dim) (tuners/lora/layer.py Embedding.update_layer): lora_embedding_A
+    (r, num) and lora_embedding_B (dim, r), r x (num + dim) parameters; their sizes are added to ``numels``."""
+    adapter = 0
+    for _, m in embeddings:
+        assert m.embedding_shape is not None  # _embedding_targets keeps only shaped embeddings
+        num, dim = m.embedding_shape
+        adapter += m.count * r * (num + dim)
+        numels[r * num] += m.count
+        numels[dim * r] += m.count
+    return adapter
 
 
 def _check_saved(named: Sequence[tuple[str, Module]], saved: Sequence[str], model_type: str | None) -> None:
