@@ -271,6 +271,9 @@ def test_grpo_counts_the_completion_logits_over_prompt_and_completion():
         fused = estimate(ZERO3, SPEC, TrainingShape(None, "full", method=dataclasses.replace(
             old, trainer_version=release)), CLUSTER)
         assert train_terms(fused.stage(3), "activations")["completion_logits"].nbytes == by_hand
+        # the head's bf16 gradient the fused head casts is the one ZeRO-3's hook receives: counted once, there
+        assert "gathered_grad" not in train_terms(fused.stage(3), "gathered_parameters")
+    assert train_terms(grpo.stage(3), "gathered_parameters")["gathered_grad"].nbytes == 2 * v * h
     sft = estimate(ZERO3, SPEC, TrainingShape(2048, "full"), CLUSTER).stage(3)
     # the whole sequence's fp32 loss peak replaced by the completion's logits in bf16 (the training step: the
     # rollout's generation moment apart, tests/test_method_generation.py)

@@ -40,6 +40,7 @@ from zeroadvisor.memory.method import (
     activation_spec,
     batch_factor,
     colocated_vllm_pool,
+    completion_head_gradient,
     critic_activation_terms,
     critic_spec,
     frozen_at_load,
@@ -600,7 +601,8 @@ def _train_terms(run: _Run, option: Option, ds_terms: list[Term], paper: list[Te
     if run.accounting != Accounting.DEEPSPEED:
         return paper
     s, spec, P, N = run.s, run.spec, run.local.total, run.layout.data
-    terms = (ds_terms + gathered_terms(s, option, P, N, spec, notes, run.autocast, run.act.head_gradient)
+    head_gradient = run.act.head_gradient or completion_head_gradient(run.shape.method, run.model, s)
+    terms = (ds_terms + gathered_terms(s, option, P, N, spec, notes, run.autocast, head_gradient)
              + buffer_terms(s, option, P, N, spec, notes, run.cluster.gpus_on_a_node, run.autocast,
                             run.act.head_share)
              + layout_buffer_terms(run.model, run.shape, s.micro_batch, s.precision, run.layout)

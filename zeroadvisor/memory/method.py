@@ -427,6 +427,16 @@ def completion_logits(setup: MethodSetup) -> bool:
         and bool(setup.generation.max_completion_length)
 
 
+def completion_head_gradient(setup: MethodSetup, policy: ModelSpec, s: Settings) -> int:
+    """The LM head's gradient that GRPO's fused completion head (completion_logits_terms, TRL 1.15+) casts and holds at
+    its peak: what ZeRO-3's hook receives as the head's full gradient (memory/buffers.py gathered_terms); 0 where the
+    completion is scored another way or the head is frozen."""
+    if not completion_logits(setup) or not setup.generation.max_completion_length or not fused_head_runs(setup) \
+            or not policy.vocab_size or not policy.hidden_size or not policy.head_gets_gradient:
+        return 0
+    return B.nbytes(s.precision) * policy.vocab_size * policy.hidden_size
+
+
 def completion_logits_terms(setup: MethodSetup, policy: ModelSpec, s: Settings) -> list[Term]:
     """GRPO's logits over the completion only (logits_to_keep = max_completion_length), per completion in the micro
     batch (TRL's per_device_train_batch_size counts completions: num_generations decides how many prompts, not how
