@@ -321,6 +321,7 @@ def test_swift_s_words_all_embedding_and_all_norm_train_a_copy_of_every_embeddin
     ("resize_vocab: true\n", True),
     ("add_special_tokens: <think>,</think>\n", True),  # patch_tokenizer turns resize_vocab on for a new token
     ("resize_vocab: false\n", False),
+    ("resize_vocab: 'false'\nadd_tokens: <x>\n", True),  # tokens to add turn it on whatever the key says
     ("resize_vocab: true\nadditional_target: lm_head\n", False),  # the file's own list wins
 ])
 def test_llama_factory_resize_vocab_trains_the_input_and_output_embeddings(project, extra, saved):
@@ -333,7 +334,7 @@ def test_llama_factory_resize_vocab_trains_the_input_and_output_embeddings(proje
         assert inputs.model.peft_head_saved
         note = next(n for n in inputs.notes if "read from the trainer's files" in n)
         assert "lora_modules_to_save from " in note and "input-embeddings, output-embeddings" in note
-        assert ("taken as new" in note) == extra.startswith("add_special_tokens")
+        assert ("taken as new" in note) == ("add_" in extra)
     else:
         head_only = "additional_target" in extra
         assert inputs.model.trainable_parameters == R16_QV + (EMBED_COPY if head_only else 0)

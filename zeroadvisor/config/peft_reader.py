@@ -135,8 +135,9 @@ def read_peft(data: Mapping[str, JSONValue], project: str, where: Callable[[str]
 def _resized_vocab(reading: PeftReading, data: Mapping[str, JSONValue], where: Callable[[str], str]) -> PeftReading:
     """LLaMA-Factory LoRA without additional_target: the input and output embeddings trained in full where the
     vocabulary is resized (_RESIZE_KEYS): resize_vocab true, or tokens to add (taken as new to the tokenizer)."""
-    key = next((k for k in _RESIZE_KEYS if data.get(k) not in (None, "", [], False)), None)
-    if key is None or (key == "resize_vocab" and not as_bool(data[key], where(key))):
+    resize = data.get("resize_vocab") is not None and as_bool(data["resize_vocab"], where("resize_vocab"))
+    key = "resize_vocab" if resize else next((k for k in _RESIZE_KEYS[1:] if data.get(k) not in (None, "", [])), None)
+    if key is None:
         return reading
     said = where(key) if key == "resize_vocab" else (
         f"{where(key)} (LLaMA-Factory resizes the vocabulary for tokens new to the tokenizer: taken as new)")
