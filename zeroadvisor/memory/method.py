@@ -427,14 +427,19 @@ def completion_logits(setup: MethodSetup) -> bool:
         and bool(setup.generation.max_completion_length)
 
 
+def _fused_completion(setup: MethodSetup, policy: ModelSpec) -> bool:
+    """Whether GRPO scores its completion through TRL's fused LM head (completion_logits_terms, TRL 1.15+)."""
+    return completion_logits(setup) and bool(setup.generation.max_completion_length) and fused_head_runs(setup) \
+        and bool(policy.vocab_size and policy.hidden_size)
+
+
 def completion_head_gradient(setup: MethodSetup, policy: ModelSpec, s: Settings) -> int:
-    """The LM head's gradient that GRPO's fused completion head (completion_logits_terms, TRL 1.15+) casts and holds at
-    its peak: what ZeRO-3's hook receives as the head's full gradient (memory/buffers.py gathered_terms); 0 where the
-    completion is scored another way or the head is frozen."""
-    if not completion_logits(setup) or not setup.generation.max_completion_length or not fused_head_runs(setup) \
-            or not policy.vocab_size or not policy.hidden_size or not policy.head_gets_gradient:
+    """The LM head's gradient that GRPO's fused completion head casts and holds at its peak: what ZeRO-3's hook
+    receives as the head's full gradient (memory/buffers.py gathered_terms); 0 where the completion is scored
+    another way or the head is frozen."""
+    if not _fused_completion(setup, policy) or not policy.head_gets_gradient:
         return 0
-    return B.nbytes(s.precision) * policy.vocab_size * policy.hidden_size
+    return B.nbytes(s.precision) * (policy.vocab_size or 0) * (policy.hidden_size or 0)
 
 
 def completion_logits_terms(setup: MethodSetup, policy: ModelSpec, s: Settings) -> list[Term]:
@@ -450,7 +455,7 @@ def completion_logits_terms(setup: MethodSetup, policy: ModelSpec, s: Settings) 
         return []
     w = B.nbytes(s.precision)
     tokens = s.micro_batch * completion
-    if fused_head_runs(setup) and policy.hidden_size:
+    if _fused_completion(setup, policy) and policy.hidden_size:
         n = fused_head_bytes(w, tokens, policy.hidden_size, policy.vocab_size, policy.head_gets_gradient)
         return [Term("activations", Resource.GPU, n, "completion_logits",
                      "GRPO completion scored by TRL's fused LM head (no logits)",

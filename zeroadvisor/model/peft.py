@@ -371,9 +371,10 @@ def _check_targets(named: Sequence[tuple[str, Module]], checked: tuple[str, ...]
 
 
 def _saved_names(named: Sequence[tuple[str, Module]], entries: Sequence[str]) -> tuple[str, ...]:
-    """``entries`` with ms-swift's words (SAVED_WORDS) replaced by the full names of the modules they stand for
-    (a full name matches its own module only, as ms-swift's short names do through peft's suffix match); a word
-    that finds no module adds none, as find_layers returns an empty list."""
+    """``entries`` with the words of SavedModules (ms-swift's, by SAVED_CLASSES; the input and output embeddings)
+    replaced by the full names of the modules they stand for (a full name matches its own module only, as the
+    trainers' short names do through peft's suffix match); a word that finds no module adds none, as ms-swift's
+    find_layers returns an empty list."""
     names: list[str] = []
     for entry in entries:
         if entry in SAVED_CLASSES:
@@ -390,29 +391,27 @@ def _saved_names(named: Sequence[tuple[str, Module]], entries: Sequence[str]) ->
 
 
 def _embedding_targets(named: Sequence[tuple[str, Module]], targets: tuple[str, ...] | None, saved: Sequence[str]
-                       ) -> tuple[tuple[str, ...] | None, list[tuple[str, Module]]]:
+                       ) -> tuple[tuple[str, ...] | None, list[tuple[int, tuple[int, int]]]]:
     """ms-swift's target word all-embedding (swift/pipelines/train/tuner.py get_target_modules: find_embedding's
     names join target_modules, so peft puts a LoRA Embedding on every nn.Embedding): the targets left for the
-    Linear modules (all-linear among them: every Linear but the head, None) and the embeddings adapted, none
-    inside a module saved whole."""
+    Linear modules (all-linear among them: every Linear but the head, None) and the embeddings adapted, as (repeats,
+    (num_embeddings, embedding_dim)), none inside a module saved whole."""
     if targets is None or SavedModules.ALL_EMBEDDING not in targets:
         return targets, []
-    embeddings = [(key, m) for key, m in named if m.torch_class is TorchClass.EMBEDDING and m.embedding_shape
-                  and not (saved and _saved(key, saved))]
+    embeddings = [(m.count, m.embedding_shape) for key, m in named
+                  if m.embedding_shape is not None and not (saved and _saved(key, saved))]
     rest = tuple(t for t in targets if t != SavedModules.ALL_EMBEDDING)
     return (None if ALL_LINEAR in rest else rest), embeddings
 
 
-def _embedding_adapters(embeddings: Sequence[tuple[str, Module]], r: int, numels: Counter[int]) -> int:
+def _embedding_adapters(embeddings: Sequence[tuple[int, tuple[int, int]]], r: int, numels: Counter[int]) -> int:
     """peft's LoRA on an nn.Embedding(num, dim) (tuners/lora/layer.py Embedding.update_layer): lora_embedding_A
     (r, num) and lora_embedding_B (dim, r), r x (num + dim) parameters; their sizes are added to ``numels``."""
     adapter = 0
-    for _, m in embeddings:
-        assert m.embedding_shape is not None  # _embedding_targets keeps only shaped embeddings
-        num, dim = m.embedding_shape
-        adapter += m.count * r * (num + dim)
-        numels[r * num] += m.count
-        numels[dim * r] += m.count
+    for repeats, (num, dim) in embeddings:
+        adapter += repeats * r * (num + dim)
+        numels[r * num] += repeats
+        numels[dim * r] += repeats
     return adapter
 
 
