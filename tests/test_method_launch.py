@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from zeroadvisor.config.launch import OPENRLHF_BUILDS_CONFIG, LaunchError, parse_launch
+from zeroadvisor.config.reader import MissingInput
 from zeroadvisor.config.training_args import TrainerInputError
 from zeroadvisor.vocab import Method, ModelRole, TrainerFamily, VllmMode
 
@@ -208,3 +209,56 @@ def test_openrlhf_0_11_dotted_flags_say_vllm_colocation_and_the_models():
     assert {p.role: p.model for p in setup.placements}[ModelRole.REWARD] == "rm"
     assert {p.role: p.model for p in setup.placements}[ModelRole.CRITIC] == "cm"
     assert setup.use_reference is False  # init_kl_coef 0: no reference model
+
+
+LF_DPO = ("model_name_or_path: Qwen/Qwen2.5-7B\nstage: dpo\ndo_train: true\nfinetuning_type: full\npref_beta: 0.1\n"
+          "deepspeed: examples/deepspeed/ds_z3_config.json\ncutoff_len: 2048\nper_device_train_batch_size: 1\n"
+          "bf16: true\n")
+
+
+def test_llamafactory_cli_reads_its_yaml_overrides_and_torchrun_world(tmp_path):
+    """llamafactory/launcher.py: train runs torchrun with NPROC_PER_NODE x NNODES processes; hparams/parser.py
+    read_args: the YAML with OmegaConf key=value overrides after it, typed as YAML (quantization_bit=4 is 4)."""
+    (tmp_path / "dpo.yaml").write_text(LF_DPO)
+    launch = parse_launch("NPROC_PER_NODE=8 NNODES=2 llamafactory-cli train dpo.yaml cutoff_len=4096 "
+                          "finetuning_type=lora quantization_bit=4", cwd=str(tmp_path))
+    assert (launch.world_size, launch.per_node, launch.launcher) == (16, 8, "torchrun")
+    training = launch.training
+    assert training.project == "llama-factory" and training.sequence_length == 4096
+    assert training.deepspeed == "examples/deepspeed/ds_z3_config.json" and training.get("bf16") is True
+    setup = training.method.setup
+    assert (setup.method, setup.trainer) == (Method.DPO, TrainerFamily.LLAMA_FACTORY)
+    assert training.peft is not None and (training.peft.method, training.peft.quantization) == ("qlora", "4bit")
+    assert "cutoff_len=4096" in training.sequence_from
+    # from 0.9.3 its torchrun runs with expandable segments unless OPTIM_TORCH=0
+    assert dict(launch.env)["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"
+    assert any("OPTIM_TORCH" in note for note in launch.notes)
+    off = parse_launch("OPTIM_TORCH=0 NPROC_PER_NODE=8 lmf train dpo.yaml", cwd=str(tmp_path))
+    assert "PYTORCH_CUDA_ALLOC_CONF" not in dict(off.env) and off.world_size == 8
+
+
+def test_llamafactory_cli_flags_and_its_one_process_and_unknown_worlds(tmp_path):
+    flags = parse_launch("FORCE_TORCHRUN=1 NPROC_PER_NODE=4 lmf train --model_name_or_path m --stage sft --do_train "
+                         "--finetuning_type lora --lora_target all --quantization_bit 8 --cutoff_len 1024 --bf16 true")
+    assert flags.world_size == 4 and flags.training.sequence_length == 1024 and flags.training.get("bf16") is True
+    assert flags.training.peft is not None and flags.training.peft.quantization == "8bit"
+    assert flags.training.method.setup.trainer is TrainerFamily.LLAMA_FACTORY
+    (tmp_path / "dpo.yaml").write_text(LF_DPO)
+    one = parse_launch("CUDA_VISIBLE_DEVICES=0 llamafactory-cli train dpo.yaml", cwd=str(tmp_path))
+    assert (one.world_size, one.launcher) == (1, "python") and "PYTORCH_CUDA_ALLOC_CONF" not in dict(one.env)
+    visible = parse_launch("CUDA_VISIBLE_DEVICES=0,1,2,3 llamafactory-cli train dpo.yaml", cwd=str(tmp_path))
+    assert visible.world_size == 4
+    unknown = parse_launch("llamafactory-cli train dpo.yaml", cwd=str(tmp_path))
+    assert unknown.world_size is None and "NPROC_PER_NODE" in unknown.world_missing
+
+
+@pytest.mark.parametrize(("command", "words"), [
+    ("llamafactory-cli webui", "llamafactory-cli train CONFIG.yaml"),
+    ("lmf", "is not the LLaMA-Factory training command"),
+    ("NPROC_PER_NODE=two llamafactory-cli train --stage sft", "NPROC_PER_NODE"),
+    ("llamafactory-cli train missing.yaml", "missing.yaml: no such file"),
+])
+def test_bad_llamafactory_cli_commands_are_one_line(command, words, tmp_path):
+    with pytest.raises((TrainerInputError, MissingInput)) as caught:
+        parse_launch(command, cwd=str(tmp_path))
+    assert words in str(caught.value) and "\n" not in str(caught.value)

@@ -13,6 +13,7 @@ import json
 
 import pytest
 
+from cli_run import cli  # noqa: F401 - the fixture
 from zeroadvisor.advisor.check import CheckOptions, check_document
 from zeroadvisor.config.method import Generation, MethodSetup, Placement
 from zeroadvisor.config.source import parse
@@ -722,3 +723,84 @@ def test_axolotl_s_unused_copy_is_partitioned_on_the_gpu_under_zero_init():
     # without zero.Init the copy is read into host RAM instead (the test above)
     host = moments(unused, False)["frozen_models_built"]
     assert not [t for t in host.every_rank if t.key == "unused_copy_partition"]
+
+
+def test_llama_factory_refuses_an_8_bit_model_under_zero_3_whatever_its_memory():
+    """llamafactory/model/model_utils/quantization.py configure_quantization: under ZeRO-3 only 4-bit bitsandbytes
+    runs ("Only 4-bit quantized model can use fsdp+qlora or auto device map."), for the policy's quantization_bit
+    and the reference's ref_model_quantization_bit (create_ref_model loads it through the same function). The
+    memory is still counted; the option carries the refusal, and only ZeRO-3 does."""
+    from zeroadvisor.model.hf import layout_from_hf_config
+    from zeroadvisor.model.peft import PeftSettings, apply
+
+    eight = dpo(trainer=TrainerFamily.LLAMA_FACTORY, reference_model="other/llama", reference_quantization="8bit")
+    result = run(eight)
+    refused = result.stage(3).trainer_refusal
+    assert refused and "ref_model_quantization_bit: 8" in refused and "quantization.py" in refused
+    assert "the trainer does not run this configuration" in result.stage(3).notes[0]
+    assert result.stage(3).per_gpu["reference_model"] > 0  # counted all the same
+    assert all(st.trainer_refusal is None for st in result.stages if st.option.stage < 3)
+    # 4 bits runs under ZeRO-3; another trainer's 8-bit reference is not LLaMA-Factory's check
+    assert run(dataclasses.replace(eight, reference_quantization="4bit")).stage(3).trainer_refusal is None
+    assert run(dataclasses.replace(eight, trainer=TrainerFamily.TRL)).stage(3).trainer_refusal is None
+    # the policy's own 8-bit base (QLoRA), SFT included
+    modules = layout_from_hf_config(LLAMA2_7B)[2]
+    qlora8 = apply(SPEC, modules, PeftSettings(method="qlora", quantization="8bit"))
+    assert qlora8.quantization == "8bit"
+    sft = MethodSetup(trainer=TrainerFamily.LLAMA_FACTORY)
+    policy = run(sft, spec=qlora8).stage(3).trainer_refusal
+    assert policy and "quantization_bit: 8" in policy and "ref_model" not in policy
+    qlora4 = apply(SPEC, modules, PeftSettings(method="qlora"))
+    assert run(sft, spec=qlora4).stage(3).trainer_refusal is None
+    assert run(MethodSetup(), spec=qlora8).stage(3).trainer_refusal is None  # no trainer said: not its check
+    # the file's own ZeRO-3 refusals (use_unsloth, ...) join it, at ZeRO-3 only
+    unsloth = "LLaMA-Factory raises \"Unsloth is incompatible with DeepSpeed ZeRO-3.\" for use_unsloth: true"
+    both = run(dataclasses.replace(sft, zero3_refused=(unsloth,)), spec=qlora8)
+    assert both.stage(3).trainer_refusal.startswith(unsloth + "; LLaMA-Factory raises \"Only 4-bit")
+    assert both.stage(2).trainer_refusal is None
+
+
+_LF_QLORA8 = ("model_name_or_path: {model}\nstage: sft\ndo_train: true\nfinetuning_type: lora\nlora_target: all\n"
+              "quantization_bit: 8\ncutoff_len: 1024\nper_device_train_batch_size: 1\nbf16: true\n")
+
+
+def _lf_check(cli, tmp_path, stage: int, hf_config: dict, *cluster: str):
+    (tmp_path / "ds.json").write_text(json.dumps({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True},
+                                                  "zero_optimization": {"stage": stage}}))
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text(json.dumps(hf_config))
+    (tmp_path / "lf.yaml").write_text(_LF_QLORA8.format(model=tmp_path / "model"))
+    return cli("check", str(tmp_path / "ds.json"), "--training-args", str(tmp_path / "lf.yaml"), "--gpus", "8",
+               *cluster, "--model", str(tmp_path / "model"), "--load-dtype", "bf16", "--format", "json")
+
+
+def test_an_8_bit_llama_factory_run_at_zero_3_fails_and_its_fix_is_a_stage_the_trainer_runs(cli, tmp_path):
+    """ZA814: the configured ZeRO-3 'fits' but LLaMA-Factory stops at load; the check fails, the finding says the run
+    stops before training, and the headline is the lower stage (ZA802), which the trainer runs."""
+    result = _lf_check(cli, tmp_path, 3, LLAMA2_7B, "--gpu", "A100-SXM4-80GB")
+    assert result.returncode == 1, result.stderr
+    report = json.loads(result.stdout)
+    (stop,) = [f for f in report["findings"] if f["code"] == "ZA814"]
+    assert stop["severity"] == "error" and stop["stops_before_training"] == "the trainer refuses this configuration"
+    assert "(quantization_bit: 4) runs there" in stop["message"]
+    by_label = {s["label"]: s for s in report["estimate"]["stages"]}
+    assert "configure_quantization" in by_label["Z3"]["trainer_refusal"] and by_label["Z2"]["trainer_refusal"] is None
+    lower = [f for f in report["findings"] if f["code"] == "ZA802"]
+    assert lower and lower[0]["recommends"]["option"].startswith("Z") and "Z3" not in lower[0]["recommends"]["option"]
+
+
+def test_the_advisor_never_recommends_a_zero_3_option_the_trainer_refuses(cli, tmp_path, monkeypatch):
+    """On an 8.5 GiB card ZeRO-3 fits the 8-bit Llama-2-7B and ZeRO-0 to 2 do not; LLaMA-Factory refuses 8 bits at
+    ZeRO-3, so the fix for the configured ZeRO-2 is no ZeRO-3 option. Without the refusal it would be."""
+    def recommended(result) -> list[str]:
+        report = json.loads(result.stdout)
+        return [f["recommends"]["option"] for f in report["findings"] if f.get("recommends")]
+
+    def check(folder):
+        folder.mkdir()
+        return _lf_check(cli, folder, 2, LLAMA2_7B, "--gpu-memory", "8.5GiB", "--headroom", "0")
+
+    refused = recommended(check(tmp_path / "refused"))
+    assert refused and not any(option.startswith("Z3") for option in refused), refused
+    monkeypatch.setattr("zeroadvisor.memory.estimate.trainer_refusal", lambda *args: None)
+    assert any(option.startswith("Z3") for option in recommended(check(tmp_path / "unrefused")))

@@ -268,3 +268,17 @@ def test_llama_factory_ref_model_quantization_bit_applies_to_its_ref_model_only(
     assert alone.reference_quantization is None and any("ignored without ref_model" in n for n in alone.notes)
     with pytest.raises(TrainerInputError, match=r"ref_model_quantization_bit.*expected 4 or 8"):
         _read(tmp_path, base + "ref_model: m\nref_model_quantization_bit: 2\n")
+
+
+@pytest.mark.parametrize(("key", "words"), [("use_unsloth", "Unsloth is incompatible with DeepSpeed ZeRO-3."),
+                                            ("pure_bf16", "`pure_bf16` is incompatible with DeepSpeed ZeRO-3."),
+                                            ("predict_with_generate", "`predict_with_generate` is incompatible"),
+                                            ("pissa_init", "initialize PiSSA in DeepSpeed ZeRO-3"),
+                                            ("use_kt", "KTransformers is incompatible")])
+def test_llama_factory_s_own_zero_3_refusals_are_read_with_where(tmp_path, key, words):
+    """hparams/parser.py get_train_args raises under ZeRO-3 for each of these set true; false or unset is nothing."""
+    base = LF.format(stage="sft", kind="lora")
+    (refused,) = _read(tmp_path, base + f"{key}: true\n").setup.zero3_refused
+    assert f"for {key}: true" in refused and words in refused and "parser.py" in refused
+    assert _read(tmp_path, base + f"{key}: false\n").setup.zero3_refused == ()
+    assert _read(tmp_path, base).setup.zero3_refused == ()

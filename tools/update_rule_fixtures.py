@@ -62,7 +62,7 @@ LINT_OPTIONS = ("integration", "gpus", "training", "deepspeed_version")
 # the step-time model's machine: the inputs of hardware/machine.py DEFAULTS (memory/assumed.py HARDWARE_INPUTS)
 HARDWARE_OPTIONS = ("efficiency", "inter_node_bandwidth", "cpu_cores", "nvme_bandwidth", "launcher")
 # the run's own files as check reads them: a launch command (its trainer's flags: ms-swift, OpenRLHF, TRL scripts)
-RUN_OPTIONS = ("launch",)
+RUN_OPTIONS = ("launch", "training_args")  # training_args: the trainer's file as a mapping (written out as YAML)
 CHECK_OPTIONS = ("model", "gpus", "gpu", "gpu_memory", "cpu_memory", "nvme", "gpus_per_node", "headroom",
                  "integration", *HARDWARE_OPTIONS, *RUN_OPTIONS)
 
@@ -75,6 +75,10 @@ def check_options(options: dict, model: Path):
     from zeroadvisor.inputs.run import build
 
     given = {key: value for key, value in options.items() if key != "model"}
+    if isinstance(given.get("training_args"), dict):  # the trainer's file, beside the model description
+        path = model.parent / "training_args.yaml"
+        path.write_text(yaml.safe_dump(given["training_args"]), "utf-8")
+        given["training_args"] = str(path)
     return build(Request.taking(Command.CHECK, config="example.json", model=str(model), **given)).check_options()
 
 

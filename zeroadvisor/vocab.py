@@ -150,6 +150,9 @@ METHOD_ROW_LABELS = {
     "critic": "critic",
     "vllm": "vLLM",
 }
+# The environment variable that configures torch's CUDA caching allocator (memory/allocator.py reads its value; a
+# launcher may set it: config/launch.py).
+ALLOC_CONF_ENV = "PYTORCH_CUDA_ALLOC_CONF"
 SUBTOTAL_ROW = "model_states"  # parameters + gradients + optimizer states
 
 

@@ -222,6 +222,8 @@ def headline(findings: Iterable[Finding]) -> tuple[Finding, Advised] | None:
     # A run that fails (does-not-fit, host-memory-insufficient) is headlined only by a change that makes it run:
     # where nothing fits, a smaller bucket is no answer (issue 20, defect 9) and the verdict line says so.
     failing = {f.name for f in failing_findings(findings)}
+    if TRAINER_REFUSES in failing:  # any stage below the refused ZeRO-3 is a run the trainer starts (candidates.py
+        failing.add(Reason.LOWER_STAGE.value)  # recommends no option the trainer refuses)
     if failing:
         offered = [pair for pair in offered if pair[1].reason in failing]
     if not offered:
@@ -236,8 +238,11 @@ NEXT_RUNG_ROOM = 0.05
 # recommends no change (the fix is the trainer's argument: the ways out price it, advisor/nofit.py), so it is no
 # Reason; its name is here, where the failing findings are listed.
 VLLM_BELOW_FLOOR = "vllm-below-floor"
+# The trainer's own refusal of the configured option (memory/method.py trainer_refusal): the run stops at load; its
+# rule names the ways out in its words, like vLLM's.
+TRAINER_REFUSES = "trainer-refuses"
 # the run stops: the names of its findings
-_FAILING = (Reason.DOES_NOT_FIT.value, Reason.HOST_MEMORY.value, VLLM_BELOW_FLOOR)
+_FAILING = (Reason.DOES_NOT_FIT.value, Reason.HOST_MEMORY.value, VLLM_BELOW_FLOOR, TRAINER_REFUSES)
 
 
 def failing_findings(findings: Iterable[Finding]) -> list[Finding]:

@@ -149,7 +149,8 @@ class Candidates:
         w = self.written
         result = w.estimates.of(w.config(w.change(self.configured, shape, micro_batch, layout)), shape)
         return [s.option for s in result.stages
-                if s.option == self.configured or refusal(result.settings, s.option) is None]
+                if s.option == self.configured or (refusal(result.settings, s.option) is None
+                                                   and s.trainer_refusal is None)]
 
     def _micro_batches(self, layout: dict[str, Any] | None) -> list[int]:
         """The micro batches that keep the global batch under ``layout``, ascending."""

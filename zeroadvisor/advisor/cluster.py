@@ -164,7 +164,7 @@ class ClusterProposal:
             result = estimate(config, w.model, full, cluster, self.accounting)
         except EstimateError:
             return False
-        return any(s.option.stage == 3 and s.comfortable for s in result.stages)
+        return any(s.option.stage == 3 and s.comfortable and s.trainer_refusal is None for s in result.stages)
 
     def gpus_that_fit(self) -> int | None:
         counts = self.gpu_counts()

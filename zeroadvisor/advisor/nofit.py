@@ -426,7 +426,7 @@ def _base_of(spec: ModelSpec) -> ModelSpec:
     if spec.peft is None:
         return spec
     return replace(spec, trainable_parameters=None, largest_trainable_parameter=None, quantized_parameters=0,
-                   quantized_bytes=0, largest_quantized_parameters=0, peft=None)
+                   quantized_bytes=0, largest_quantized_parameters=0, quantization=None, peft=None)
 
 
 def _search_with(search: Searcher, model: ModelSpec, cluster: Cluster, hardware: Hardware | None = None,

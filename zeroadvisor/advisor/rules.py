@@ -922,6 +922,56 @@ VLLM_BELOW_FLOOR = Rule(
 )
 
 
+def _trainer_refuses(ctx: Context) -> Iterator[Hit]:
+    """The trainer's own code stops the configured option before training (StageEstimate.trainer_refusal, memory/
+    method.py trainer_refusal), whatever its memory: the finding says why and which options the trainer runs."""
+    a = _advice_of(ctx)
+    current = a.configured
+    if current is None or current.trainer_refusal is None:
+        return
+    runs = [st for st in a.estimate.stages if st.trainer_refusal is None and st.comfortable]
+    # the published order: the lowest stage, then the least offload (Estimate.stages is in that order)
+    way = (f"{runs[0].option.words} fits ({a.fmt(runs[0].peak_gpu)} per GPU at peak) and the trainer runs it"
+           if runs else "no option the trainer runs fits on these GPUs")
+    yield Hit("", f"{current.trainer_refusal}; the run stops before training; {way}", at="file",
+              stops="the trainer refuses this configuration")
+
+
+_LF_QLORA8 = {"stage": "sft", "do_train": True, "finetuning_type": "lora", "lora_target": "all",
+              "cutoff_len": 1024, "per_device_train_batch_size": 1, "bf16": True}
+
+TRAINER_REFUSES = Rule(
+    code="ZA814",
+    name="trainer-refuses",  # advisor/advice.py TRAINER_REFUSES: a failing finding
+    severity=Severity.ERROR,
+    summary="The trainer's own code refuses the configured stage with the run's settings: it stops before training.",
+    explanation=(
+        "Some refusals are the trainer's, not DeepSpeed's, and come only at launch. LLaMA-Factory loads every "
+        "model it quantizes through configure_quantization, the DPO/KTO reference of ref_model_quantization_bit "
+        "too (create_ref_model), and under ZeRO-3 raises \"Only 4-bit quantized model can use fsdp+qlora or auto "
+        "device map.\" for 8-bit bitsandbytes (llamafactory/model/model_utils/quantization.py @ v0.8.0 to "
+        "v0.9.3), and its argument parser raises under ZeRO-3 for use_unsloth, pure_bf16, predict_with_generate, "
+        "pissa_init and use_kt set true (hparams/parser.py get_train_args). The memory of such an option is "
+        "still counted and shown, but its verdict is followed by \"it stops before training\", the finding "
+        "fails the check, and the advisor recommends no option the trainer refuses (a lower stage, a fix, a "
+        "cluster size). The finding names the first option in the published order that fits and the trainer "
+        "runs, and the other way out the trainer gives (4-bit quantization, which LLaMA-Factory runs under "
+        "ZeRO-3)."
+    ),
+    check=_trainer_refuses,
+    examples=(
+        Example('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 3}}',
+                fails=True, options={"model": {**_MODEL_7B}, "gpus": 8, "gpu": "A100-SXM4-80GB",
+                                     "training_args": {**_LF_QLORA8, "quantization_bit": 8}}),
+        Example('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 3}}',
+                fails=False, options={"model": {**_MODEL_7B}, "gpus": 8, "gpu": "A100-SXM4-80GB",
+                                      "training_args": {**_LF_QLORA8, "quantization_bit": 4}}),
+    ),
+    needs_advice=True,
+    source="issue 35; memory/method.py trainer_refusal (LLaMA-Factory model_utils/quantization.py)",
+)
+
+
 ASSUMED_INPUT = Rule(
     code="ZA808",
     name="assumed-input",
@@ -963,4 +1013,4 @@ ASSUMED_INPUT = Rule(
 
 RULES = (DOES_NOT_FIT, TIGHT_FIT, LOWER_STAGE_FITS, ACTIVATIONS_DOMINATE, OFFLOAD_NOT_NEEDED,
          HOST_MEMORY_INSUFFICIENT, LARGE_BUCKETS, PINNED_MEMORY, ASSUMED_INPUT, FASTER_OPTION_FITS, VERDICT_UNKNOWN,
-         NO_ESTIMATE, VLLM_BELOW_FLOOR)
+         NO_ESTIMATE, VLLM_BELOW_FLOOR, TRAINER_REFUSES)

@@ -27,6 +27,8 @@ import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
+import yaml
+
 from zeroadvisor.config import method_reader, peft_reader
 from zeroadvisor.config.limits import MAX_GPUS
 from zeroadvisor.config.trainer_errors import TrainerInputError, shown
@@ -42,6 +44,7 @@ from zeroadvisor.config.training_args import (
     read_mapping,
 )
 from zeroadvisor.jsontypes import JSONObject, JSONValue
+from zeroadvisor.vocab import ALLOC_CONF_ENV as ALLOC_CONF
 from zeroadvisor.vocab import TrainerFamily
 
 
@@ -307,15 +310,13 @@ def _swift_command(words: list[str], env: dict[str, str], cwd: str | None) -> La
         del data[DEEPSPEED_KEY]
         notes.append(f"swift --deepspeed {deepspeed}: ms-swift's own config (swift/llm/ds_config/{deepspeed}.json "
                      "in the installed ms-swift); give its path as CONFIG to check it")
-    if ignored:
-        notes.append(f"ms-swift arguments zeroadvisor does not read were ignored: {', '.join(ignored[:8])}"
-                     + (f" and {len(ignored) - 8} more" if len(ignored) > 8 else ""))
+    notes += _ignored_notes("ms-swift arguments", ignored)
     data.update({key: _number(value) for key, value in given.items() if key in SEQUENCE_KEYS})
 
     def where(key: str) -> str:
         return labels.get(key, f"--{key}")
 
-    training = from_mapping(data, "the launch command", "ms-swift", where)
+    training = from_mapping(data, _COMMAND_LINE, "ms-swift", where)
     method = method_reader.read_swift(command, data, where)
     training = replace(training, method=method)
     return Launch(f"swift {command}", world.size, world.origin, f"swift {command}", training, tuple(notes),
@@ -326,9 +327,73 @@ def _swift_reads(key: str) -> bool:
     return _reads(key) or key in ("model", "torch_dtype") or key in peft_reader.LAUNCH_KEYS
 
 
+# LLaMA-Factory's CLI (llamafactory/cli.py at v0.8.0 to v0.9.2, launcher.py from v0.9.3): ``train`` runs torchrun
+# with NPROC_PER_NODE processes (default: every GPU it finds) on each of NNODES machines where FORCE_TORCHRUN is on or
+# it finds more than one GPU, else one process; from v0.9.3 that torchrun's environment gets
+# PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True unless OPTIM_TORCH is off (is_env_enabled("OPTIM_TORCH", "1")).
+_LLAMA_FACTORY_CLI = "llamafactory/launcher.py launch @ v0.9.3"
+_LLAMA_FACTORY_ALLOC = "expandable_segments:True"
+_ENABLED = ("true", "y", "1")  # extras/misc.py is_env_enabled
+
+
+def _llama_factory_command(words: list[str], env: dict[str, str], cwd: str | None) -> Launch:
+    """``[NPROC_PER_NODE=8] [FORCE_TORCHRUN=1] llamafactory-cli train config.yaml [key=value ...]`` (or ``lmf``, or
+    ``--key value`` flags instead of a file): hparams/parser.py read_args takes a YAML/JSON file with OmegaConf
+    ``key=value`` overrides after it, else the flags (HfArgumentParser)."""
+    program = os.path.basename(words[0])
+    command = words[1] if len(words) > 1 else ""
+    if command != "train":
+        raise LaunchError(f"launch command: {program} {shown(command)} is not the LLaMA-Factory training command "
+                          f"zeroadvisor reads ({program} train CONFIG.yaml)")
+    source, base, args = _arguments_file(words[2:], cwd)
+    given, origin, ignored = _script_arguments(args, overrides=bool(base), reads=lambda key: True)
+    notes = _ignored_notes(f"{program} train arguments", ignored)
+    data: JSONObject = {**base, **{key: _scalar(value) for key, value in given.items()}}
+    labels = {**{key: f"{key} in {source}" for key in base}, **origin}
+    training = from_mapping(data, source, "llama-factory", origin_of=lambda key: labels.get(key, key))
+    force = env.get("FORCE_TORCHRUN", "0").lower() in _ENABLED
+    nodes = count(env["NNODES"], "NNODES") if "NNODES" in env else 1
+    per_node = count(env["NPROC_PER_NODE"], "NPROC_PER_NODE") if "NPROC_PER_NODE" in env else None
+    visible = _visible(env)
+    if per_node is None and visible is None:
+        world = World(None, f"{program} train runs torchrun over every GPU of the machine it runs on",
+                      missing=f"NPROC_PER_NODE=N before {program} in the launch command")
+    elif not force and (visible or 0) <= 1 and per_node is None:
+        world = World(1, f"{program} train with one GPU (CUDA_VISIBLE_DEVICES) runs one process", 1)
+    else:
+        each = per_node if per_node is not None else visible or 1
+        origin_words = f"NPROC_PER_NODE={each}" if per_node is not None else f"CUDA_VISIBLE_DEVICES ({each} GPU(s))"
+        world = World(each * nodes, f"{origin_words} x {nodes} node(s) ({_LLAMA_FACTORY_CLI})", each)
+    launcher = "torchrun" if world.size != 1 or force else "python"
+    if launcher == "torchrun" and env.get("OPTIM_TORCH", "1").lower() in _ENABLED:
+        env = {**env, ALLOC_CONF: _LLAMA_FACTORY_ALLOC}
+        notes.append(f"{program} train runs torchrun with {ALLOC_CONF}={_LLAMA_FACTORY_ALLOC} from LLaMA-Factory "
+                     f"0.9.3 ({_LLAMA_FACTORY_CLI}: OPTIM_TORCH, on unless set to 0; 0.9.2 and earlier leave the "
+                     "environment as it is)")
+    return Launch(launcher, world.size, world.origin, f"{program} train", training, tuple(notes), world.per_node,
+                  world_missing=world.missing, env=tuple(env.items()))
+
+
+def _scalar(value: str | bool) -> JSONValue:
+    """A ``key=value`` override or flag value as LLaMA-Factory types it: OmegaConf reads the text as YAML, and
+    HfArgumentParser converts by the field's type, which YAML's scalars match for the numbers and booleans read
+    (quantization_bit 8, bf16 true); text that is no YAML scalar stays text."""
+    if isinstance(value, bool):
+        return value
+    try:
+        parsed = yaml.safe_load(value) if len(value) <= _SCALAR_CHARS else value
+    except yaml.YAMLError:
+        return value
+    return parsed if isinstance(parsed, (str, int, float, bool)) else value
+
+
+_SCALAR_CHARS = 200  # a value longer than any number or flag: kept as text, never parsed
+
+
 # ray job submit [options] -- ENTRYPOINT (OpenRLHF's documented launch), trl CMD, swift CMD
 _NAMED_TRAINERS: dict[str, Callable[[list[str], dict[str, str], str | None], Launch]] = {
-    "ray": _ray_job, "trl": _trl_command, "swift": _swift_command}
+    "ray": _ray_job, "trl": _trl_command, "swift": _swift_command, "llamafactory-cli": _llama_factory_command,
+    "lmf": _llama_factory_command}
 
 
 def _openrlhf_entry(script: str, module: str) -> str | None:
@@ -361,7 +426,7 @@ def _openrlhf_launch(launch: Launch, entry: str, words: list[str]) -> Launch:
     def where(key: str) -> str:
         return labels.get(key, f"--{key}")
 
-    training = from_mapping(data, "the launch command", "openrlhf", where)
+    training = from_mapping(data, _COMMAND_LINE, "openrlhf", where)
     training = replace(training, method=method_reader.read_openrlhf(entry, data, where))
     notes = list(launch.notes)
     if ignored:
@@ -416,7 +481,7 @@ def _launcher(words: list[str]) -> tuple[str, list[str]]:
     if _PYTHON.match(program):
         return "python", words[1:]
     raise LaunchError(f"launch command: {shown(words[0])} is not a launcher zeroadvisor reads (deepspeed, torchrun, "
-                      "accelerate launch, python, trl, swift, ray job submit)")
+                      "accelerate launch, python, trl, swift, llamafactory-cli, ray job submit)")
 
 
 def _split(launcher: Launcher, words: list[str]) -> tuple[dict[str, str | bool], str, list[str], str]:
@@ -781,26 +846,38 @@ WORLD = {"deepspeed": _deepspeed_world, "torchrun": _torchrun_world, "accelerate
 def script_training_args(words: list[str], cwd: str | None = None, *, config_flag: bool = False) -> TrainingArgs:
     """The Trainer script's arguments as TrainingArgs (unknown ones ignored, named in one note). ``config_flag``:
     a TRL script, whose TrlParser.parse_args_and_config reads ``--config FILE`` (YAML) under its other flags."""
-    notes: list[str] = []
-    base: JSONObject = {}
-    source = "the launch command"
-    if words and words[0].endswith(_ARGS_FILES) and not words[0].startswith("-"):
-        source = words[0]
-        base = read_mapping(os.path.join(cwd or "", source), source)
-        words = words[1:]
-    elif config_flag and "--config" in words[:-1]:
+    source, base, words = _arguments_file(words, cwd)
+    if source == _COMMAND_LINE and config_flag and "--config" in words[:-1]:
         at = words.index("--config")
         source = words[at + 1]
         base = read_mapping(os.path.join(cwd or "", source), source)
         words = words[:at] + words[at + 2:]
     given, origin, ignored = _script_arguments(words, overrides=bool(base) and not config_flag)
-    if ignored:
-        notes.append(f"script arguments zeroadvisor does not read were ignored: {', '.join(ignored[:8])}"
-                     + (f" and {len(ignored) - 8} more" if len(ignored) > 8 else ""))
+    notes = _ignored_notes("script arguments", ignored)
     data: JSONObject = {**base, **given}
     data.update({key: _number(value) for key, value in given.items() if key in SEQUENCE_KEYS})
     labels = {**{key: f"{key} in {source}" for key in base}, **origin}
     return from_mapping(data, source, origin_of=lambda key: labels.get(key, key), notes=tuple(notes))
+
+
+def _arguments_file(words: list[str], cwd: str | None) -> tuple[str, JSONObject, list[str]]:
+    """(where the arguments come from, the arguments file's mapping, the words after it) where the first word is a
+    YAML/JSON arguments file (HfArgumentParser.parse_yaml_file, LLaMA-Factory's read_args); else the launch command,
+    no mapping and every word."""
+    if words and words[0].endswith(_ARGS_FILES) and not words[0].startswith("-"):
+        return words[0], read_mapping(os.path.join(cwd or "", words[0]), words[0]), words[1:]
+    return _COMMAND_LINE, {}, words
+
+
+_COMMAND_LINE = "the launch command"  # where arguments come from without an arguments file
+
+
+def _ignored_notes(what: str, ignored: list[str]) -> list[str]:
+    """The one note naming the arguments not read (the first eight), or none."""
+    if not ignored:
+        return []
+    more = f" and {len(ignored) - 8} more" if len(ignored) > 8 else ""
+    return [f"{what} zeroadvisor does not read were ignored: {', '.join(ignored[:8])}{more}"]
 
 
 def _script_arguments(words: list[str], *, overrides: bool, reads: Callable[[str], bool] | None = None,

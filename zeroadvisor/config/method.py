@@ -87,6 +87,9 @@ class MethodSetup:
     # axolotl loads a second copy of the model that its trainer never gets (train.py setup_reference_model for kto,
     # simpo and grpo): read during setup, dropped when setup returns, before the policy's engine exists
     unused_copy_at_load: bool = False
+    # what the trainer's own code refuses under ZeRO-3 among the file's settings, each worded
+    # (LLaMA-Factory's use_unsloth, pure_bf16, ...: config/method_reader.py LLAMA_FACTORY_ZERO3_REFUSED)
+    zero3_refused: tuple[str, ...] = ()
     origin: tuple[tuple[str, str], ...] = ()  # (field, where it was said) for messages
     notes: tuple[str, ...] = ()  # what was read and assumed, one line each
 

@@ -233,6 +233,28 @@ def _trl_fields(data: Mapping[str, JSONValue], where: Origin, trainer: TrainerFa
     return MethodReading(setup, "", hints) if trainer is not None or hints else MethodReading()
 
 
+# LLaMA-Factory's own refusals under ZeRO-3: the key set true raises in hparams/parser.py get_train_args
+# (is_deepspeed_zero3_enabled) with these words @ v0.9.0, v0.9.3 and ff6d4d1 (use_kt from v0.9.4, use_unsloth from
+# v0.8.0); its 8-bit quantization is memory/method.py trainer_refusal's (the model's quantization).
+LLAMA_FACTORY_ZERO3_REFUSED = {
+    "predict_with_generate": "`predict_with_generate` is incompatible with DeepSpeed ZeRO-3.",
+    "pissa_init": "Please use scripts/pissa_init.py to initialize PiSSA in DeepSpeed ZeRO-3.",
+    "pure_bf16": "`pure_bf16` is incompatible with DeepSpeed ZeRO-3.",
+    "use_unsloth": "Unsloth is incompatible with DeepSpeed ZeRO-3.",
+    "use_kt": "KTransformers is incompatible with DeepSpeed ZeRO-3.",
+}
+_TRUE_WORDS = ("yes", "true", "t", "y", "1")  # transformers hf_argparser.py string_to_bool
+
+
+def _zero3_refused(data: Mapping[str, JSONValue]) -> tuple[str, ...]:
+    """What LLaMA-Factory refuses under ZeRO-3 among the keys set true (LLAMA_FACTORY_ZERO3_REFUSED), worded."""
+    def true(value: JSONValue) -> bool:
+        return value is True or (isinstance(value, str) and value.strip().lower() in _TRUE_WORDS)
+
+    return tuple(f"LLaMA-Factory raises \"{words}\" for {key}: true (hparams/parser.py get_train_args)"
+                 for key, words in LLAMA_FACTORY_ZERO3_REFUSED.items() if true(data.get(key)))
+
+
 def _llama_factory(data: Mapping[str, JSONValue], where: Origin) -> MethodReading:
     stage_text = data.get("stage")
     if stage_text is None:
@@ -290,6 +312,7 @@ def _llama_factory(data: Mapping[str, JSONValue], where: Origin) -> MethodReadin
                                      reference_model=reference, reference_quantization=quantization,
                                      reference_double_quant=double, beta=beta, loss_type=loss, placements=placements,
                                      generation=Generation(max_completion_length=new_tokens),
+                                     zero3_refused=_zero3_refused(data),
                                      origin=tuple(origin), notes=tuple(notes)), where("stage"))
 
 

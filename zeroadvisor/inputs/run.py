@@ -198,7 +198,7 @@ def alloc_conf(trainer: TrainerInputs | None, environ: Mapping[str, str] | None 
     """The run's PYTORCH_CUDA_ALLOC_CONF (memory/allocator.py): the launch command's VAR=value prefix, else this
     process's environment (the job's, for preflight; the shell's that runs the launch command, for the CLI);
     None where neither sets it."""
-    from zeroadvisor.memory.cluster import ALLOC_CONF_ENV as ENV
+    from zeroadvisor.vocab import ALLOC_CONF_ENV as ENV
 
     given = dict(trainer.env) if trainer is not None else {}
     if ENV in given:

@@ -23,12 +23,12 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from zeroadvisor.memory.buffers import ALLREDUCE_COPY_KEY
-from zeroadvisor.memory.cluster import ALLOC_CONF_ENV as ENV
 from zeroadvisor.memory.step_temporaries import BOUNDARY_NORM_KEY as BOUNDARY_NORM
 from zeroadvisor.memory.step_temporaries import GRAD_KEY as STEP_FP32_GRAD
 from zeroadvisor.memory.step_temporaries import KEY as STEP_TEMPORARY
 from zeroadvisor.memory.step_temporaries import OFFLOAD_STEP_COPY_KEY
 from zeroadvisor.memory.terms import Term, exact
+from zeroadvisor.vocab import ALLOC_CONF_ENV as ENV
 from zeroadvisor.vocab import Resource, TermKind
 
 # The allowance without expandable segments: a named parameter, not fitted to any measurement (the ZeRO paper

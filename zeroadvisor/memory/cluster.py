@@ -28,8 +28,6 @@ MAX_MEMORY_BYTES = 10**18
 # than 1 MiB, and a budget of zero bytes ("--gpu-memory 1B", "--headroom 99.9999999999%") has no answer (the
 # advice divides by it).
 MIN_GPU_MEMORY = 2**20
-# The environment variable that configures torch's CUDA caching allocator (memory/allocator.py reads its value).
-ALLOC_CONF_ENV = "PYTORCH_CUDA_ALLOC_CONF"
 # More data-loader workers per rank than any machine has cores for is a typo, not a run.
 MAX_DATALOADER_WORKERS = 1024
 

@@ -49,6 +49,7 @@ from zeroadvisor.memory.method import (
     method_notes,
     method_shape,
     method_terms,
+    trainer_refusal,
     value_head_logits_terms,
 )
 from zeroadvisor.memory.options import Option, Skipped, configured_option, enumerate_options, refusal
@@ -141,6 +142,9 @@ class StageEstimate:
     # a colocated vLLM below its floor (memory/verdict.py vllm_share_judgement): (its floor, its share of the card)
     # in bytes, the binding peak and capacity; None where vLLM starts (or the run has none on these GPUs)
     vllm_share: tuple[int, int] | None = None
+    # why the trainer itself stops before training with this option whatever its memory (memory/method.py
+    # trainer_refusal: LLaMA-Factory's 8-bit quantization under ZeRO-3); None: it starts
+    trainer_refusal: str | None = None
 
     def uncounted_words(self, short: bool = True) -> list[str]:
         """What the verdict leaves out, one phrase each, naming the inputs that would count it (vocab.py)."""
@@ -229,6 +233,7 @@ class StageEstimate:
             "binding_group": self.binding_group,
             "vllm_share": None if self.vllm_share is None else {"floor": int(self.vllm_share[0]),
                                                                 "share": int(self.vllm_share[1])},
+            "trainer_refusal": self.trainer_refusal,
             "groups": [{"role": g.role, "gpus": g.gpus, "gpu": int(g.gpu), "gpu_bound": int(g.gpu_bound),
                         "terms": [term_dict(t) for t in g.terms]} for g in self.groups],
             "phases": {name: peak.to_dict() for name, peak in self.phases.items()},
@@ -553,6 +558,9 @@ def _stage_estimate(run: _Run, option: Option) -> StageEstimate:
     refused = refusal(run.s, option)
     if refused:
         notes.insert(0, f"DeepSpeed {DEEPSPEED_TARGET} does not run this configuration: {refused}")
+    trainer_refused = trainer_refusal(run.shape.method, run.model, option)
+    if trainer_refused:
+        notes.insert(0, f"the trainer does not run this configuration: {trainer_refused}")
     option_notes = [n for n in dict.fromkeys(notes) if n not in run.seen_notes]
     # the step's fp32 gradient (stage 3) sits in the gradients row: its bytes are part of the difference
     step_grad = [t for t in terms if t.key == STEP_FP32_GRAD]
@@ -563,7 +571,8 @@ def _stage_estimate(run: _Run, option: Option) -> StageEstimate:
                          {p.phase: p for p in peaks}, judgement.phase, judgement.resource, uncounted,
                          judgement.verdict, activations_missing=run.activations_missing, per_gpu_bound=per_gpu_bound,
                          groups=tuple(groups), binding_group=judgement.group,
-                         vllm_share=(judgement.peak, judgement.capacity or 0) if short is not None else None)
+                         vllm_share=(judgement.peak, judgement.capacity or 0) if short is not None else None,
+                         trainer_refusal=trainer_refused)
 
 
 def _unchecked_storage(option: Option, capacities: dict[Capacity, int | None]) -> tuple[str, ...]:

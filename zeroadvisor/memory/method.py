@@ -304,6 +304,30 @@ def quantized_reference_term(spec: ModelSpec, s: Settings, setup: MethodSetup) -
                 QUANTIZED_REFERENCE_SOURCE)
 
 
+# LLaMA-Factory loads every model it quantizes through configure_quantization, the reference too (create_ref_model
+# passes quantization_bit=ref_model_quantization_bit to load_model), and raises there under ZeRO-3 for any
+# bitsandbytes width but 4: llamafactory/model/model_utils/quantization.py configure_quantization @ v0.8.0, v0.9.0,
+# v0.9.3 and ff6d4d1 ("Only 4-bit quantized model can use fsdp+qlora or auto device map.").
+LLAMA_FACTORY_QUANTIZATION = "llamafactory/model/model_utils/quantization.py configure_quantization"
+
+
+def trainer_refusal(setup: MethodSetup, policy: ModelSpec, option: Option) -> str | None:
+    """Why the trainer itself stops before training with ``option``, whatever the memory, or None: LLaMA-Factory
+    refuses a model quantized to 8 bits (the policy's quantization_bit, the reference's ref_model_quantization_bit)
+    under ZeRO-3 (LLAMA_FACTORY_QUANTIZATION's comment), and the settings of MethodSetup.zero3_refused."""
+    if setup.trainer != TrainerFamily.LLAMA_FACTORY or option.stage != 3:
+        return None
+    reference = setup.reference_quantization if has_reference(setup, policy) else None  # a loaded reference only
+    keys = [key for key, quant in (("quantization_bit", policy.quantization),
+                                   ("ref_model_quantization_bit", reference)) if quant == "8bit"]
+    reasons = list(setup.zero3_refused)
+    if keys:
+        reasons.append(f"LLaMA-Factory raises \"Only 4-bit quantized model can use fsdp+qlora or auto device map.\" "
+                       f"for {' and '.join(f'{k}: 8' for k in keys)} under ZeRO-3 ({LLAMA_FACTORY_QUANTIZATION}); "
+                       f"4 bits ({', '.join(f'{k}: 4' for k in keys)}) runs there")
+    return "; ".join(reasons) or None
+
+
 def frozen_models(setup: MethodSetup, policy: ModelSpec,
                   auxiliary: dict[ModelRole, ModelSpec]) -> list[tuple[ModelRole, ModelSpec]]:
     """The frozen models the trainer loads beside the policy: the reference (has_reference) and the reward model

@@ -510,6 +510,7 @@ def apply(spec: ModelSpec, modules: Sequence[Module], settings: PeftSettings) ->
         quantized_parameters=c.quantized_elements,
         quantized_bytes=c.quantized_bytes,
         largest_quantized_parameters=largest_q,
+        quantization=settings.quant,
         peft=describe(settings),
         lora_dropout_inputs=c.adapted_inputs if settings.dropout > 0 else 0,
         peft_head_saved=c.head_saved,

@@ -92,6 +92,7 @@ class ModelSpec:
     quantized_parameters: int = 0
     quantized_bytes: int = 0
     largest_quantized_parameters: int = 0
+    quantization: str | None = None  # QLoRA: bitsandbytes' "4bit" or "8bit" (model/peft.py Quantization)
     peft: str | None = None  # e.g. "LoRA r=16 on q_proj, v_proj", for the report
     # LoRA with lora_dropout > 0 (model/peft.py): per token, the input features of every adapted Linear over the
     # model, each of which peft's Linear.forward drops out into a new tensor that lora_A keeps for its backward,
