@@ -244,8 +244,11 @@ def test_llamafactory_cli_flags_and_its_one_process_and_unknown_worlds(tmp_path)
     assert flags.training.peft is not None and flags.training.peft.quantization == "8bit"
     assert flags.training.method.setup.trainer is TrainerFamily.LLAMA_FACTORY
     (tmp_path / "dpo.yaml").write_text(LF_DPO)
-    one = parse_launch("CUDA_VISIBLE_DEVICES=0 llamafactory-cli train dpo.yaml", cwd=str(tmp_path))
+    (tmp_path / "sft.yaml").write_text(LF_DPO.replace("deepspeed: examples/deepspeed/ds_z3_config.json\n", ""))
+    one = parse_launch("CUDA_VISIBLE_DEVICES=0 NPROC_PER_NODE=8 llamafactory-cli train sft.yaml", cwd=str(tmp_path))
     assert (one.world_size, one.launcher) == (1, "python") and "PYTORCH_CUDA_ALLOC_CONF" not in dict(one.env)
+    forced = parse_launch("FORCE_TORCHRUN=1 CUDA_VISIBLE_DEVICES=0 lmf train dpo.yaml", cwd=str(tmp_path))
+    assert (forced.world_size, forced.launcher) == (1, "torchrun")
     visible = parse_launch("CUDA_VISIBLE_DEVICES=0,1,2,3 llamafactory-cli train dpo.yaml", cwd=str(tmp_path))
     assert visible.world_size == 4
     unknown = parse_launch("llamafactory-cli train dpo.yaml", cwd=str(tmp_path))
@@ -257,6 +260,7 @@ def test_llamafactory_cli_flags_and_its_one_process_and_unknown_worlds(tmp_path)
     ("lmf", "is not the LLaMA-Factory training command"),
     ("NPROC_PER_NODE=two llamafactory-cli train --stage sft", "NPROC_PER_NODE"),
     ("llamafactory-cli train missing.yaml", "missing.yaml: no such file"),
+    ("CUDA_VISIBLE_DEVICES=3 llamafactory-cli train --stage sft --deepspeed ds.json", "FORCE_TORCHRUN=1"),
 ])
 def test_bad_llamafactory_cli_commands_are_one_line(command, words, tmp_path):
     with pytest.raises((TrainerInputError, MissingInput)) as caught:

@@ -354,17 +354,22 @@ def _llama_factory_command(words: list[str], env: dict[str, str], cwd: str | Non
     force = env.get("FORCE_TORCHRUN", "0").lower() in _ENABLED
     nodes = count(env["NNODES"], "NNODES") if "NNODES" in env else 1
     per_node = count(env["NPROC_PER_NODE"], "NPROC_PER_NODE") if "NPROC_PER_NODE" in env else None
-    visible = _visible(env)
-    if per_node is None and visible is None:
+    visible = _visible(env)  # get_device_count(): the GPUs it finds (None: the machine's, not known here)
+    if visible == 1 and not force:  # one GPU found: run_exp in this process, whatever NPROC_PER_NODE says
+        if training.deepspeed is not None:
+            raise LaunchError(f"launch command: {program} train with one GPU runs one process without "
+                              "FORCE_TORCHRUN, and LLaMA-Factory refuses DeepSpeed there (\"Please use "
+                              "`FORCE_TORCHRUN=1` to launch DeepSpeed training.\", hparams/parser.py "
+                              "get_train_args): put FORCE_TORCHRUN=1 before it")
+        world = World(1, f"{program} train with one GPU (CUDA_VISIBLE_DEVICES) runs one process", 1)
+    elif per_node is None and visible is None:
         world = World(None, f"{program} train runs torchrun over every GPU of the machine it runs on",
                       missing=f"NPROC_PER_NODE=N before {program} in the launch command")
-    elif not force and (visible or 0) <= 1 and per_node is None:
-        world = World(1, f"{program} train with one GPU (CUDA_VISIBLE_DEVICES) runs one process", 1)
     else:
         each = per_node if per_node is not None else visible or 1
         origin_words = f"NPROC_PER_NODE={each}" if per_node is not None else f"CUDA_VISIBLE_DEVICES ({each} GPU(s))"
         world = World(each * nodes, f"{origin_words} x {nodes} node(s) ({_LLAMA_FACTORY_CLI})", each)
-    launcher = "torchrun" if world.size != 1 or force else "python"
+    launcher = "python" if visible == 1 and not force else "torchrun"
     if launcher == "torchrun" and env.get("OPTIM_TORCH", "1").lower() in _ENABLED:
         env = {**env, ALLOC_CONF: _LLAMA_FACTORY_ALLOC}
         notes.append(f"{program} train runs torchrun with {ALLOC_CONF}={_LLAMA_FACTORY_ALLOC} from LLaMA-Factory "
