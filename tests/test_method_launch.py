@@ -266,3 +266,38 @@ def test_bad_llamafactory_cli_commands_are_one_line(command, words, tmp_path):
     with pytest.raises((TrainerInputError, MissingInput)) as caught:
         parse_launch(command, cwd=str(tmp_path))
     assert words in str(caught.value) and "\n" not in str(caught.value)
+
+
+AX_DPO = ("base_model: meta-llama/Llama-2-7b-hf\nrl: dpo\nsequence_len: 2048\nmicro_batch_size: 1\nbf16: true\n"
+          "deepspeed: ds.json\ngradient_checkpointing: true\n")
+
+
+def test_axolotl_train_is_read_as_the_launch_command_it_runs(tmp_path):
+    """axolotl/cli/utils/train.py launch_training: accelerate launch (the default) with --num_processes and the
+    arguments after --, torchrun with those arguments, or one process (--launcher python)."""
+    (tmp_path / "dpo.yml").write_text(AX_DPO)
+    default = parse_launch("axolotl train dpo.yml --num-processes 8", cwd=str(tmp_path))
+    assert (default.launcher, default.world_size) == ("accelerate launch", 8)
+    setup = default.training.method.setup
+    assert (setup.method, setup.trainer) == (Method.DPO, TrainerFamily.AXOLOTL)
+    assert default.training.sequence_length == 2048 and default.training.deepspeed == "ds.json"
+    torchrun = parse_launch("axolotl train dpo.yml --launcher torchrun -- --nproc_per_node 4 --nnodes 2",
+                            cwd=str(tmp_path))
+    assert (torchrun.launcher, torchrun.world_size, torchrun.per_node) == ("torchrun", 8, 4)
+    assert parse_launch("axolotl train dpo.yml --launcher=python", cwd=str(tmp_path)).world_size == 1
+    unknown = parse_launch("axolotl train dpo.yml", cwd=str(tmp_path))  # accelerate's default config decides
+    assert unknown.world_size is None and "--num_processes" in unknown.world_missing
+
+
+@pytest.mark.parametrize(("command", "words"), [
+    ("axolotl preprocess dpo.yml", "axolotl train CONFIG.yml"),
+    ("axolotl train --launcher deepspeed dpo.yml", "--launcher expects one of accelerate, torchrun, python"),
+    ("axolotl train --sweep sweep.yml dpo.yml", "one run per permutation"),
+    ("axolotl train --launcher", "needs a value"),
+    ("axolotl train --num-processes 8", "names no config file"),
+])
+def test_bad_axolotl_commands_are_one_line(command, words, tmp_path):
+    (tmp_path / "dpo.yml").write_text(AX_DPO)
+    with pytest.raises(TrainerInputError) as caught:
+        parse_launch(command, cwd=str(tmp_path))
+    assert words in str(caught.value) and "\n" not in str(caught.value)

@@ -395,10 +395,66 @@ def _scalar(value: str | bool) -> JSONValue:
 _SCALAR_CHARS = 200  # a value longer than any number or flag: kept as text, never parsed
 
 
+# axolotl's CLI (axolotl/cli/main.py train, cli/utils/train.py launch_training @ 067b021): ``axolotl train CONFIG``
+# runs ``accelerate launch [--num_processes N] [ARGS after --] -m axolotl.cli.train CONFIG [options]`` (--launcher
+# accelerate, the default), ``torchrun [ARGS after --] -m axolotl.cli.train CONFIG`` (--launcher torchrun), or trains
+# in this process (--launcher python).
+_AXOLOTL_CLI = "axolotl/cli/utils/train.py launch_training"
+_AXOLOTL_LAUNCHERS = ("accelerate", "torchrun", "python")
+
+
+def _axolotl_command(words: list[str], env: dict[str, str], cwd: str | None) -> Launch:
+    """``axolotl train config.yml [--launcher L] [--num-processes N] [--key value ...] [-- LAUNCHER ARGS]``: read as
+    the launch command it runs (_AXOLOTL_CLI)."""
+    command = words[1] if len(words) > 1 else ""
+    if command != "train":
+        raise LaunchError(f"launch command: axolotl {shown(command)} is not the axolotl training command zeroadvisor "
+                          "reads (axolotl train CONFIG.yml)")
+    rest = words[2:]
+    cut = rest.index("--") if "--" in rest else len(rest)
+    own, launcher_args = rest[:cut], rest[cut + 1:]
+    options: dict[str, str] = {}
+    script: list[str] = []
+    index = 0
+    while index < len(own):
+        flag, equals, value = own[index].partition("=")
+        name = flag.replace("-", "_")
+        if name in ("__launcher", "__num_processes", "__cloud", "__sweep", "__main_process_port"):
+            if not equals and index + 1 >= len(own):
+                raise LaunchError(f"launch command: axolotl train {flag} needs a value")
+            options[name[2:]] = value if equals else own[index + 1]
+            index += 1 if equals else 2
+        else:
+            script.append(own[index])
+            index += 1
+    if "sweep" in options or "cloud" in options:
+        which = "--sweep trains one run per permutation of its file" if "sweep" in options else \
+            "--cloud trains on the machines its file configures"
+        raise LaunchError(f"launch command: axolotl train {which}; check each run's config with its own cluster "
+                          "(--gpus, --gpu) and the launch command it runs")
+    config = next((word for word in script if not word.startswith("-")), None)
+    if config is None:
+        raise LaunchError("launch command: axolotl train names no config file (axolotl train CONFIG.yml)")
+    script.remove(config)
+    launcher = options.get("launcher", "accelerate")
+    if launcher not in _AXOLOTL_LAUNCHERS:
+        raise LaunchError(f"launch command: axolotl train --launcher expects one of {', '.join(_AXOLOTL_LAUNCHERS)}, "
+                          f"got {shown(launcher)}")
+    internal = [word for key in ("main_process_port", "num_processes") if key in options
+                for word in (f"--{key}", options[key])]
+    entry = ["-m", "axolotl.cli.train", config, *script]
+    runs = {"accelerate": ["accelerate", "launch", *internal, *launcher_args, *entry],
+            "torchrun": ["torchrun", *launcher_args, *entry], "python": ["python", *entry]}[launcher]
+    launch = parse_launch(runs, cwd)
+    runner = "accelerate launch" if launcher == "accelerate" else launcher
+    return replace(launch, notes=(f"axolotl train runs {runner} -m axolotl.cli.train ({_AXOLOTL_CLI})",
+                                  *launch.notes), env=tuple(env.items()))
+
+
 # ray job submit [options] -- ENTRYPOINT (OpenRLHF's documented launch), trl CMD, swift CMD
 _NAMED_TRAINERS: dict[str, Callable[[list[str], dict[str, str], str | None], Launch]] = {
     "ray": _ray_job, "trl": _trl_command, "swift": _swift_command, "llamafactory-cli": _llama_factory_command,
-    "lmf": _llama_factory_command}
+    "lmf": _llama_factory_command, "axolotl": _axolotl_command}
 
 
 def _openrlhf_entry(script: str, module: str) -> str | None:
@@ -486,7 +542,7 @@ def _launcher(words: list[str]) -> tuple[str, list[str]]:
     if _PYTHON.match(program):
         return "python", words[1:]
     raise LaunchError(f"launch command: {shown(words[0])} is not a launcher zeroadvisor reads (deepspeed, torchrun, "
-                      "accelerate launch, python, trl, swift, llamafactory-cli, ray job submit)")
+                      "accelerate launch, python, trl, swift, llamafactory-cli, axolotl, ray job submit)")
 
 
 def _split(launcher: Launcher, words: list[str]) -> tuple[dict[str, str | bool], str, list[str], str]:
