@@ -765,13 +765,14 @@ _LF_QLORA8 = ("model_name_or_path: {model}\nstage: sft\ndo_train: true\nfinetuni
 
 
 def _lf_check(cli, tmp_path, stage: int, hf_config: dict, *cluster: str):
+    tmp_path.mkdir(exist_ok=True)
     (tmp_path / "ds.json").write_text(json.dumps({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True},
                                                   "zero_optimization": {"stage": stage}}))
     (tmp_path / "model").mkdir()
     (tmp_path / "model" / "config.json").write_text(json.dumps(hf_config))
     (tmp_path / "lf.yaml").write_text(_LF_QLORA8.format(model=tmp_path / "model"))
     return cli("check", str(tmp_path / "ds.json"), "--training-args", str(tmp_path / "lf.yaml"), "--gpus", "8",
-               *cluster, "--model", str(tmp_path / "model"), "--load-dtype", "bf16", "--format", "json")
+               "--model", str(tmp_path / "model"), "--load-dtype", "bf16", "--format", "json", *cluster)
 
 
 def test_an_8_bit_llama_factory_run_at_zero_3_fails_and_its_fix_is_a_stage_the_trainer_runs(cli, tmp_path):
@@ -784,6 +785,10 @@ def test_an_8_bit_llama_factory_run_at_zero_3_fails_and_its_fix_is_a_stage_the_t
     assert stop["severity"] == "error" and stop["stops_before_training"] == "the trainer refuses this configuration"
     assert "(quantization_bit: 4) runs there" in stop["message"]
     by_label = {s["label"]: s for s in report["estimate"]["stages"]}
+    text = _lf_check(cli, tmp_path / "text", 3, LLAMA2_7B, "--gpu", "A100-SXM4-80GB", "--format", "text").stdout
+    (row,) = [line for line in text.splitlines() if line.startswith("* ZeRO-3")]
+    assert row.endswith("trainer refuses (ZA814)")
+    assert not any(line.endswith("(ZA814)") for line in text.splitlines() if line.startswith(("  ZeRO-0", "> ZeRO-0")))
     assert "configure_quantization" in by_label["Z3"]["trainer_refusal"] and by_label["Z2"]["trainer_refusal"] is None
     lower = [f for f in report["findings"] if f["code"] == "ZA802"]
     assert lower and lower[0]["recommends"]["option"].startswith("Z") and "Z3" not in lower[0]["recommends"]["option"]

@@ -101,7 +101,8 @@ def options_lines(estimate: Estimate, rec: Lead | None, unit: str, style: Style)
         mark = RECOMMENDED_MARK if overview.is_recommended(st, rec) else \
             CONFIGURED_MARK if overview.is_configured(st, rec) else " "
         rows.append(f"{mark} {name.ljust(width)}  {scale(st.peak_gpu, unit):>9.2f}  "
-                    f"{scale(st.peak_host_per_node, unit):>9.2f}  {MARKS[st.verdict][style.mark_index]}")
+                    f"{scale(st.peak_host_per_node, unit):>9.2f}  "
+                    f"{overview.fits_words(st, MARKS[st.verdict][style.mark_index])}")
     return rows + _difference_line(estimate, rec, unit, style)
 
 

@@ -63,7 +63,8 @@ def options_table(estimate: Estimate, rec: Lead | None, unit: str) -> list[str]:
     header = (f"| Option | Peak per GPU ({unit}) | Host RAM / node ({unit}) | NVMe / node ({unit}) | Binding phase "
               "| Fits |")
     rows = [f"| {_option_cell(st, rec)} | {_gb(st.peak_gpu, unit)} | {_gb(st.peak_host_per_node, unit, 0)} | "
-            f"{_gb(st.peak_nvme_per_node, unit, 0)} | {overview.binding_words(st)} | {_VERDICT[st.verdict]} |"
+            f"{_gb(st.peak_nvme_per_node, unit, 0)} | {overview.binding_words(st)} | "
+            f"{overview.fits_words(st, _VERDICT[st.verdict])} |"
             for st in [*estimate.stages, *overview.extra_column(estimate, rec)]]
     return [header, "|---|---:|---:|---:|---|:---:|", *rows]
 

@@ -203,6 +203,16 @@ def column_suffix(st: StageEstimate, rec: Lead | None) -> str:
     return ""
 
 
+# Beside an option's fits mark where the trainer's own code refuses it (StageEstimate.trainer_refusal): the memory
+# fits, the run does not start (advisor/rules.py ZA814 trainer-refuses says why)
+TRAINER_REFUSES_WORDS = "trainer refuses (ZA814)"
+
+
+def fits_words(st: StageEstimate, mark: str) -> str:
+    """The fits cell: the verdict's mark, and where the trainer refuses the option, that too."""
+    return f"{mark} {TRAINER_REFUSES_WORDS}" if st.trainer_refusal else mark
+
+
 def column_label(st: StageEstimate, rec: Lead | None) -> str:
     """A column's header: its option ("Z3 +opt:cpu"), and for the recommended run's own column what else it
     changes ("Z2 +mb:1 +ckpt:full")."""
