@@ -64,13 +64,19 @@ LAUNCH_WORDS = st.lists(st.one_of(COUNTS, st.sampled_from([
     "--beta", "--num_generations", "--use_vllm", "--vllm_mode", "--vllm_gpu_memory_utilization", "--rlhf_type",
     "--train_type", "--ref_num_gpus_per_node", "--actor_num_nodes", "--actor.num_gpus_per_node",
     "--vllm_num_engines", "--colocate_all_models", "--init_kl_coef", "--micro_train_batch_size", "--max_len",
-    "openrlhf.cli.train_ppo_ray", "dpo", "rlhf", "job", "submit", "--config", "0.5", "colocate", "lora"])),
+    "openrlhf.cli.train_ppo_ray", "dpo", "rlhf", "job", "submit", "--config", "0.5", "colocate", "lora",
+    # LLaMA-Factory's and axolotl's own commands
+    "train", "quantization_bit=8", "--quantization_bit", "--launcher", "--num-processes", "torchrun", "python",
+    "--sweep", "x.yml", "--stage", "use_unsloth=true", "--cutoff_len"])),
     max_size=8)
 LAUNCHERS = st.sampled_from([["torchrun"], ["deepspeed"], ["accelerate", "launch"], ["python"],
                              ["CUDA_VISIBLE_DEVICES=", "torchrun"], ["CUDA_VISIBLE_DEVICES=0,1", "deepspeed"],
                              ["trl"], ["trl", "dpo"], ["NPROC_PER_NODE=8", "swift", "rlhf"], ["swift"],
                              ["ray", "job", "submit", "--"], ["python", "-m", "openrlhf.cli.train_ppo_ray"],
-                             ["deepspeed", "--module", "openrlhf.cli.train_dpo"], ["ray"]])
+                             ["deepspeed", "--module", "openrlhf.cli.train_dpo"], ["ray"],
+                             ["llamafactory-cli"], ["NPROC_PER_NODE=8", "llamafactory-cli", "train"],
+                             ["CUDA_VISIBLE_DEVICES=0", "FORCE_TORCHRUN=1", "lmf", "train"], ["OPTIM_TORCH=x", "lmf"],
+                             ["axolotl"], ["axolotl", "train"], ["NNODES=2", "NPROC_PER_NODE=x", "lmf", "train"]])
 
 
 @pytest.mark.slow
