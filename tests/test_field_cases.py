@@ -208,7 +208,7 @@ def test_with_the_flags_the_method_and_its_fields_are_passed_as_a_trl_config(tmp
                        "use_vllm": True, "vllm_mode": "colocate", "vllm_gpu_memory_utilization": 0.55,
                        # ms-swift's vLLM sleep and offload switches (its --sleep_level 1 for vllm_sleep_level 1)
                        "sleep_level": 1, "offload_model": True, "offload_optimizer": True,
-                       "vllm_tensor_parallel_size": 4,
+                       "vllm_tensor_parallel_size": 4, "move_model_batches": 16,
                        "use_peft": True,  # a LoRA case: TRL's scripts then build no reference copy
                        "per_device_train_batch_size": 1, "bf16": True, "gradient_checkpointing": True}
     # what no flag or file carries is named, not dropped silently (ms-swift has no file the tool reads)

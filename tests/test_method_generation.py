@@ -11,7 +11,7 @@ import pytest
 from zeroadvisor.config.launch import parse_launch
 from zeroadvisor.config.method import Generation, MethodSetup
 from zeroadvisor.memory.estimate import Cluster, estimate
-from zeroadvisor.memory.generation import KEY, OPENRLHF_ROLLOUT_BATCH, generation_batch, kv_cache_bytes
+from zeroadvisor.memory.generation import KEY, OPENRLHF_ROLLOUT_BATCH, SYNC_KEY, generation_batch, kv_cache_bytes
 from zeroadvisor.model.hf import spec_from_hf_config
 from zeroadvisor.model.spec import TrainingShape
 from zeroadvisor.vocab import Method, TrainerFamily
@@ -55,7 +55,7 @@ def moment_term(st):
 
 def step_transient(st, gathered: bool) -> int:
     rows = ("activations", "gathered_parameters") if gathered else ("activations",)
-    return sum(t.nbytes for t in st.terms if t.phase == "train" and t.device == "gpu" and t.key != KEY
+    return sum(t.nbytes for t in st.terms if t.phase == "train" and t.device == "gpu" and t.key not in (KEY, SYNC_KEY)
                and (t.row in rows or t.key in STEP_KEYS))
 
 
@@ -220,10 +220,12 @@ def test_ms_swift_flags_for_the_rollout_are_read():
 # --------------------------------------------------------------------------- vLLM asleep while the policy trains
 
 
-def colocated(**generation) -> MethodSetup:
+def colocated(version: str | None = "3.9.0", **generation) -> MethodSetup:
+    """ms-swift GRPO with vLLM colocated; 3.9.0 syncs a full model to vLLM one parameter at a time (no sync moment)."""
     gen = {"max_prompt_length": 512, "max_completion_length": 1536, "use_vllm": True, "vllm_mode": "colocate",
            "vllm_gpu_memory_utilization": 0.6, **generation}
-    return MethodSetup(method=Method.GRPO, trainer=TrainerFamily.MS_SWIFT, beta=0.0, generation=Generation(**gen))
+    return MethodSetup(method=Method.GRPO, trainer=TrainerFamily.MS_SWIFT, trainer_version=version, beta=0.0,
+                       generation=Generation(**gen))
 
 
 def vllm_terms(st, device: str = "gpu"):
@@ -429,3 +431,88 @@ def test_llama_factory_ppo_reads_max_new_tokens_and_assumes_its_default(tmp_path
     assert (assumed.value, assumed.key) == (1024, "max_new_tokens")  # GeneratingArguments' default @ v0.9.3
     with pytest.raises(TrainerInputError, match=r"^max_new_tokens in .*ppo\.yaml: expected a whole number"):
         read("max_new_tokens: many\n")
+
+
+# --------------------------------------------------------------------------- the vLLM weight sync at ZeRO-3
+
+
+def sync_term(st):
+    return next((t for t in st.terms if t.key == SYNC_KEY and t.phase == "train"), None)
+
+
+def lora(spec=SPEC, config=LLAMA2_7B):
+    from zeroadvisor.model.hf import layout_from_hf_config
+    from zeroadvisor.model.peft import PeftSettings, apply
+
+    return apply(spec, layout_from_hf_config(config)[2], PeftSettings(method="lora", r=16))
+
+
+def test_trl_syncs_a_peft_policy_to_vllm_gathered_whole_at_zero3():
+    """trl/generation/vllm_generation.py sync_weights: with PEFT every parameter is gathered at once before
+    merge_adapter (trl#4100: "each GPU load one model?"); a full model one parameter at a time; below ZeRO-3
+    nothing is gathered. The sync replaces the step's transients: the peak is the larger, never the sum."""
+    for mode in ("colocate", "server"):
+        st = stage_of(grpo(use_vllm=True, vllm_mode=mode), 3, spec=lora())
+        term = sync_term(st)
+        assert term is not None and term.row == "gathered_parameters" and term.kind == "bound"
+        assert "sync_weights" in term.source and "gathered whole" in term.formula
+        moment = term.nbytes + step_transient(st, gathered=True)
+        assert 2 * P * 0.95 < moment <= 2 * P  # the non-persistent parameters in bf16
+    assert sync_term(stage_of(grpo(use_vllm=True, vllm_mode="colocate"), 3)) is None  # full: per parameter
+    assert sync_term(stage_of(grpo(use_vllm=True, vllm_mode="colocate"), 2, spec=lora())) is None
+    assert sync_term(stage_of(grpo(), 3, spec=lora())) is None  # no vLLM: the generation moment's own gather
+
+
+def test_ms_swift_syncs_by_move_model_batches_and_a_full_model_from_3_10():
+    """swift rollout_mixin.py: each --move_model_batches group gathered at once, the whole model by default, for
+    LoRA and (from 3.10, _move_full_model_to_vllm) a full model; 3.9 synced a full model one parameter at a time."""
+    assert sync_term(stage_of(colocated("3.9.0"), 3, seq=2048)) is None
+    full = stage_of(colocated("3.10.0"), 3, seq=2048)
+    whole = sync_term(full)
+    assert whole is not None and "move_model_batches" in whole.source
+    assert 2 * P * 0.95 < whole.nbytes + step_transient(full, gathered=True) <= 2 * P
+    assert sync_term(stage_of(colocated(None), 3, seq=2048)).nbytes == whole.nbytes  # newest where unpinned
+    assert sync_term(stage_of(colocated("3.9.0"), 3, seq=2048, spec=lora())) is not None  # LoRA: by groups always
+    batched = stage_of(colocated("3.10.0", move_model_batches=8), 3, seq=2048)
+    step = step_transient(batched, gathered=True)
+    term = sync_term(batched)
+    moment = (term.nbytes if term else 0) + step
+    # 4 of 32 layers (1/8 of the layers' 6.48B) or the embeddings and head (0.26B): 0.81B in bf16
+    layers = P - 2 * 32000 * 4096
+    assert moment <= max(2 * layers // 8, step) + 2 * 10**6
+    # 3.12.1 to 3.12.5 gather every parameter once around the groups (ms-swift#7986)
+    buggy = stage_of(colocated("3.12.3", move_model_batches=8), 3, seq=2048)
+    assert sync_term(buggy).nbytes == whole.nbytes and "notwithstanding" in sync_term(buggy).what
+    assert sync_term(stage_of(colocated("3.12.6", move_model_batches=8), 3, seq=2048)) == term
+
+
+def test_the_sync_wakes_vllm_s_weights_so_sleep_mode_does_not_hide_them():
+    """With --sleep_level vLLM sleeps while the policy trains; the weight sync wakes its weights first (its KV cache
+    after, once the trainer has offloaded): that moment holds the gather and vLLM's 16-bit weights."""
+    weights = 2 * P
+    # a fifth of the card: generating (the whole share, the step's transients freed) is the smaller awake moment
+    st = stage_of(colocated("3.10.0", vllm_sleep_level=1, vllm_gpu_memory_utilization=0.2), 3, seq=2048)
+    [share] = vllm_terms(st)
+    assert share.nbytes == weights and "woken for the sync" in share.formula
+    assert sync_term(st) is not None  # the gather outgrows the step: vLLM's weights beside it
+    # six tenths: generating is the larger; the sync changes nothing there
+    [generating] = vllm_terms(stage_of(colocated("3.10.0", vllm_sleep_level=1), 3, seq=2048))
+    assert generating.nbytes > weights and "sync" not in generating.formula
+    # a long sequence: the step's transients outgrow the gather, which replaces them; only what the gather leaves of
+    # the step is taken off vLLM's weights
+    long = stage_of(colocated("3.10.0", vllm_sleep_level=1, vllm_gpu_memory_utilization=0.2), 3, seq=32768)
+    [share] = vllm_terms(long)
+    step = step_transient(long, gathered=True)
+    assert sync_term(long) is None and "woken for the sync" in share.formula
+    gather = share.nbytes + step - weights  # the sync moment's gather: the non-persistent parameters in bf16
+    assert 2 * P * 0.95 < gather <= 2 * P
+    # vLLM's tensor parallelism: each worker wakes its shard
+    [tp2] = vllm_terms(stage_of(colocated("3.10.0", vllm_sleep_level=1, vllm_tensor_parallel_size=2,
+                                          vllm_gpu_memory_utilization=0.1), 3, seq=2048))
+    assert tp2.nbytes == weights // 2 and "/ 2" in tp2.formula
+
+
+def test_ms_swift_move_model_batches_is_read():
+    gen = parse_launch("NPROC_PER_NODE=8 swift rlhf --rlhf_type grpo --model m --use_vllm true --move_model_batches 16"
+                       ).training.method.setup.generation
+    assert gen.move_model_batches == 16

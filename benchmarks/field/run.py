@@ -159,7 +159,7 @@ def write_model(case: dict[str, Any], workdir: Path) -> Path:
 TRL_FIELDS = ("beta", "precompute_ref_log_probs", "loss_type", "max_length")
 TRL_GENERATION_FIELDS = ("num_generations", "max_prompt_length", "max_completion_length", "use_vllm", "vllm_mode",
                          "vllm_gpu_memory_utilization", "offload_model", "offload_optimizer",
-                         "vllm_tensor_parallel_size")
+                         "vllm_tensor_parallel_size", "move_model_batches")
 # A LLaMA-Factory YAML says the method and the family itself: `stage` (with `pref_loss` for ORPO/SimPO, which run
 # as stage dpo), `pref_beta`, `ref_model`, `cutoff_len` (LLaMA-Factory's hparams/finetuning_args.py, data_args.py).
 LLAMA_FACTORY_STAGES = {"dpo": "dpo", "kto": "kto", "ppo": "ppo", "reward": "rm", "orpo": "dpo", "cpo": "dpo"}

@@ -46,6 +46,9 @@ class Generation:
     vllm_max_model_len: int | None = None
     offload_model: bool | None = None
     offload_optimizer: bool | None = None
+    # ms-swift's --move_model_batches: the layers synced to vLLM in that many groups (each gathered at once at
+    # ZeRO-3); None: the whole model in one (swift/rlhf_trainers/rollout_mixin.py split_batches)
+    move_model_batches: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -69,7 +69,7 @@ OPENRLHF_MODULES: dict[str, Method] = {"train_sft": Method.SFT, "train_dpo": Met
 _FLOATS = ("beta", "vllm_gpu_memory_utilization")
 _INTS = ("max_length", "max_prompt_length", "max_completion_length", "num_generations", "steps_per_generation",
          "generation_batch_size", "local_rollout_forward_batch_size", "sleep_level", "vllm_tensor_parallel_size",
-         "vllm_max_model_length", "vllm_max_model_len")
+         "vllm_max_model_length", "vllm_max_model_len", "move_model_batches")
 _BOOLS = ("precompute_ref_log_probs", "use_vllm", "use_peft", "ds3_gather_for_generation", "vllm_enable_sleep_mode",
           "offload_model", "offload_optimizer")
 _TEXTS = ("loss_type", "vllm_mode", "ref_model")
@@ -210,7 +210,8 @@ def _trl_fields(data: Mapping[str, JSONValue], where: Origin, trainer: TrainerFa
                             vllm_tensor_parallel_size=read.whole("vllm_tensor_parallel_size"),
                             # TRL's GRPOConfig name, then ms-swift's (rlhf_args.py passes it as vLLM's max_model_len)
                             vllm_max_model_len=read.whole("vllm_max_model_length") or read.whole("vllm_max_model_len"),
-                            offload_model=read.flag("offload_model"), offload_optimizer=read.flag("offload_optimizer"))
+                            offload_model=read.flag("offload_model"), offload_optimizer=read.flag("offload_optimizer"),
+                            move_model_batches=read.whole("move_model_batches"))
     use_reference: bool | None = None
     peft = read.flag("use_peft")
     if peft is True:  # trl/scripts/dpo.py, kto.py: ref_model = None with a PEFT config

@@ -27,11 +27,13 @@ from zeroadvisor.memory.cluster import MAX_MEMORY_BYTES, Cluster, check_memory
 from zeroadvisor.memory.features2025 import Features2025, read_features, superoffload_terms, uncounted_features
 from zeroadvisor.memory.generation import KEY as GENERATION_KEY
 from zeroadvisor.memory.generation import (
+    SYNC_KEY,
     asleep_between_steps,
     generation_terms,
     held_scores_terms,
     rollout_moment,
     sleeping_vllm_terms,
+    vllm_sync_moment,
 )
 from zeroadvisor.memory.groups import GroupPeak, group_peaks
 from zeroadvisor.memory.layout_buffers import layout_buffer_terms
@@ -529,8 +531,9 @@ def _stage_estimate(run: _Run, option: Option) -> StageEstimate:
     train_host = (host + host_overhead) * g
     peaks = [PhasePeak(Phase.TRAIN, per_gpu["total"], train_host, per_node_nvme, per_gpu_bound["total"])]
     if run.accounting == Accounting.DEEPSPEED:
-        transient = per_gpu["activations"] + sum(t.nbytes for t in terms if t.key in STEP_KEYS)
-        transient_bound = per_gpu_bound["activations"] + sum(t.upper for t in terms if t.key in STEP_KEYS)
+        # the step's and the rollout's transients (the vLLM weight sync's gather is one, in its own row)
+        transient = per_gpu["activations"] + sum(t.nbytes for t in terms if t.key in (*STEP_KEYS, SYNC_KEY))
+        transient_bound = per_gpu_bound["activations"] + sum(t.upper for t in terms if t.key in (*STEP_KEYS, SYNC_KEY))
         asleep, asleep_bound = asleep_between_steps(run.shape.method, terms)  # vLLM asleep during the save
         transient, transient_bound = transient + asleep, transient_bound + asleep_bound
         beside = frozen_at_load(run.shape.method, run.model, dict(run.shape.auxiliary_specs), terms)
@@ -654,8 +657,11 @@ def _train_terms(run: _Run, option: Option, ds_terms: list[Term], paper: list[Te
     terms += superoffload_terms(run.features, s, option, P, N, spec,
                                 largest_param(run.model) or largest_layer(spec, []))  # a module's bound its params
     terms += _rollout_terms(run, option, terms)
-    # vLLM colocated in sleep mode: its share only while it generates (memory/generation.py)
-    terms = sleeping_vllm_terms(run.shape.method, terms, _step_transients(terms), run.model.parameters)
+    # vLLM colocated in sleep mode: its share only while it generates, and through the weight sync, whose gather
+    # replaces the step's transients, gathered layers included (memory/generation.py)
+    sync = vllm_sync_moment(run.shape.method, run.model, run.s, option, run.spec, run.local.total, run.layout.data)
+    synced = (sync.nbytes, _step_transients(terms, ("activations", "gathered_parameters"))) if sync else None
+    terms = sleeping_vllm_terms(run.shape.method, terms, _step_transients(terms), run.model.parameters, synced)
     terms += _allowance_terms(terms, run.alloc)
     terms += host_memory.runtime_baseline_terms(Phase.TRAIN, dataloader_workers=run.cluster.dataloader_workers)
     terms += host_memory.pinned_rounding_terms(host_memory.run_pinned_buffers(  # PEFT: trainable parameters
@@ -698,7 +704,7 @@ def _step_transients(terms: list[Term], rows: tuple[str, ...] = ("activations",)
     """What the training step holds on the GPU that a rollout moment does not: its activations (``rows``) and the
     optimizer step's temporaries."""
     return sum(t.nbytes for t in terms if t.device == Resource.GPU
-               and (t.row in rows or t.key in STEP_KEYS) and t.key != GENERATION_KEY)
+               and (t.row in rows or t.key in STEP_KEYS) and t.key not in (GENERATION_KEY, SYNC_KEY))
 
 
 def _rows(terms: list[Term]) -> tuple[dict[str, int], int, int, int]:

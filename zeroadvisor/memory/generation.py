@@ -16,9 +16,10 @@ What each trainer generates with, read at the releases named in each source:
   policy is gathered on every GPU (``deepspeed.zero.GatheredParameters(model.parameters())``: each non-persistent
   parameter all-gathered into its own full tensor, zero/partition_parameters.py _allgather_params_coalesced), else
   it generates under ZeRO-3's per-module gathering (the gathered-parameters row already counts that).
-  With vLLM (colocated or server) TRL never calls ``model.generate``: nothing here; the policy's scoring forwards
-  run at ``per_device_train_batch_size`` under no_grad with ``logits_to_keep``, within the training forward's
-  logits (completion_logits_terms, or the whole sequence's in the activations).
+  With vLLM (colocated or server) TRL never calls ``model.generate``; the policy's scoring forwards run at
+  ``per_device_train_batch_size`` under no_grad with ``logits_to_keep``, within the training forward's logits
+  (completion_logits_terms, or the whole sequence's in the activations). What the rollout holds then is the weight
+  sync's gather at ZeRO-3 (:func:`vllm_sync_moment`).
 * GRPO's generation batch per GPU is the *generation* batch, ``per_device_train_batch_size x
   steps_per_generation`` rows (trl/trainer/grpo_trainer.py _get_train_sampler / get_train_dataloader @ v0.21.0,
   v1.9.0: "batch_size = self._train_batch_size * steps_per_generation"); steps_per_generation defaults to
@@ -57,7 +58,9 @@ does): a bound, reached when one row runs to the maximum length.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 
+from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from zeroadvisor.config.method import MethodSetup
@@ -109,6 +112,8 @@ class Moment:
     what: str
     source: str
     whole_gather: bool = False
+    row: str = "activations"  # the row its term is shown in (the weight sync's: gathered parameters)
+    key: str = KEY
 
 
 
@@ -136,13 +141,80 @@ def _gathered(s: Settings, option: Option, spec: ModelSpec, P: int, N: int, setu
     gathers ``model.parameters()`` of that engine)."""
     if option.stage != 3 or setup.generation.ds3_gather_for_generation is False:
         return 0, ""
+    return _gathered_share(s, option, spec, P, N, Fraction(1), critic)
+
+
+def _gathered_share(s: Settings, option: Option, spec: ModelSpec, P: int, N: int, share: Fraction,
+                    critic: int = 0) -> tuple[int, str]:
+    """``share`` of the policy's non-persistent parameters gathered at once at ZeRO-3 (GatheredParameters over
+    them: each its own full tensor, zero/partition_parameters.py _allgather_params_coalesced), with offload_param
+    their partitions staged on the GPU for the all-gather."""
     w = B.nbytes(s.precision)
     P_np = max(P - persistent(spec, s.param_persistence_threshold, s.model_persistence_threshold, N, []).elements, 0)
-    P_np += critic
+    P_np = int(P_np * share) + critic
     staged = w * ceil_div(P_np, N) if option.offload_param != Device.NONE else 0
     whose = "policy and value model" if critic else "policy"
-    formula = f"{whose} gathered whole {w} B × {P_np:,}" + (f" + partitions staged {w} B × P/{N}" if staged else "")
+    how = "gathered whole" if share == 1 else f"gathered, its largest sync group ({float(share):.0%} of it)"
+    formula = f"{whose} {how} {w} B × {P_np:,}" + (f" + partitions staged {w} B × P/{N}" if staged else "")
     return w * P_np + staged, formula
+
+
+# The vLLM weight sync at ZeRO-3 (use_vllm, colocated or server): what is gathered at once before it is handed to vLLM.
+# TRL (and axolotl, which runs TRL's GRPOTrainer) gathers every parameter at once when the policy is a PEFT model, to
+# merge the adapters ("With PEFT and FSDP/DeepSpeed ZeRO Stage 3, we must gather the full model at once before
+# merging"), and one parameter at a time otherwise: trl/generation/vllm_generation.py VLLMGeneration.sync_weights @
+# v1.9.0, trl/trainer/grpo_trainer.py _move_model_to_vllm @ v0.21.0. ms-swift gathers each --move_model_batches group
+# at once, the whole model where it is not given (the layers split into that many groups, the embeddings and head in
+# one more: split_batches), for a PEFT model and, from 3.10, a full one (_move_full_model_to_vllm); 3.9 and earlier
+# synced a full model one parameter at a time: swift/rlhf_trainers/rollout_mixin.py @ v4.5.2,
+# swift/trainers/rlhf_trainer/rollout_mixin.py @ v3.10.0, grpo_trainer.py _move_model_to_vllm @ v3.8.0. From 3.12.1 to
+# 3.12.5 _move_full_model_to_vllm gathered every parameter once around the groups' loop, whatever move_model_batches
+# says (the full model's sync, and a LoRA model's first): rollout_mixin.py @ v3.12.1, v3.12.5, per group again @
+# v3.12.6 (ms-swift#7986: "forces DeepSpeed to materialize the ENTIRE model").
+SYNC_KEY = "vllm_weight_sync"
+SYNC_TRL_SOURCE = ("trl/generation/vllm_generation.py VLLMGeneration.sync_weights @ v1.9.0 "
+                   "(trl/trainer/grpo_trainer.py _move_model_to_vllm @ v0.21.0): with PEFT every parameter gathered "
+                   "at once, then merge_adapter")
+SYNC_SWIFT_SOURCE = ("swift/rlhf_trainers/rollout_mixin.py _move_model_to_vllm, split_batches @ v4.5.2 "
+                     "(@ v3.10.0 under swift/trainers/rlhf_trainer): each move_model_batches group gathered at once")
+SWIFT_GROUPED_FULL_SYNC = Version("3.10.0")  # the first ms-swift release that syncs a full model by groups
+SWIFT_WHOLE_SYNC = SpecifierSet(">=3.12.1,<3.12.6")  # the releases that gather it whole, groups notwithstanding
+
+
+def vllm_sync_moment(setup: MethodSetup, policy: ModelSpec, s: Settings, option: Option, spec: ModelSpec, P: int,
+                     N: int) -> Moment | None:
+    """The vLLM weight sync of an online method at ZeRO-3, where it gathers more than one parameter at once (the
+    comment above); None elsewhere (one parameter at a time is within the step's gathered layers)."""
+    gen = setup.generation
+    if option.stage != 3 or not gen.use_vllm or setup.method != Method.GRPO:
+        return None
+    peft = policy.trainable_parameters is not None
+    if setup.trainer in TRL_GRPO:
+        grouped, source = peft, SYNC_TRL_SOURCE
+    elif setup.trainer == TrainerFamily.MS_SWIFT:
+        release = setup.release
+        grouped = peft or release is None or release >= SWIFT_GROUPED_FULL_SYNC
+        source = SYNC_SWIFT_SOURCE
+    else:
+        return None
+    if not grouped:
+        return None
+    share = Fraction(1)
+    whole = setup.trainer == TrainerFamily.MS_SWIFT and setup.release is not None and setup.release in SWIFT_WHOLE_SYNC
+    batches = gen.move_model_batches if setup.trainer == TrainerFamily.MS_SWIFT and not whole else None
+    if batches and spec.num_layers:
+        # the largest group: ceil(L / batches) layers, or the embeddings, head and final norm together
+        outside = (spec.embedding_parameters or 0) * (1 if spec.tied_embeddings is not False else 2)
+        layers = max(P - outside, 0)
+        per_group = ceil_div(spec.num_layers, batches)
+        share = max(Fraction(min(per_group, spec.num_layers), spec.num_layers) * Fraction(layers, max(P, 1)),
+                    Fraction(outside, max(P, 1)))
+    gathered, how = _gathered_share(s, option, spec, P, N, share)
+    ignored = f" (ms-swift {setup.trainer_version} gathers it whole, move_model_batches notwithstanding)" \
+        if whole and gen.move_model_batches else ""
+    how_gathered = "whole" if share == 1 else f"by move_model_batches {batches}"
+    what = f"vLLM weight sync at ZeRO-3: the policy's parameters gathered {how_gathered} before vLLM gets them{ignored}"
+    return Moment(gathered, how, what, source, whole_gather=True, row="gathered_parameters", key=SYNC_KEY)
 
 
 def generation_batch(setup: MethodSetup, micro_batch: int, accumulation: int, processes: int) -> int:
@@ -162,6 +234,9 @@ def rollout_moment(setup: MethodSetup, policy: ModelSpec, s: Settings, option: O
     does not generate or score with the policy here, or the sizes are unknown. ``critic``: the value model's
     parameters (TRL's PPO gathers them with the policy's)."""
     gen = setup.generation
+    sync = vllm_sync_moment(setup, policy, s, option, spec, P, N)
+    if sync is not None:  # generation and scoring run in vLLM; the scoring forwards stay within the step's logits
+        return sync
     if setup.method == Method.GRPO and setup.trainer in TRL_GRPO and not gen.use_vllm:
         return _trl_grpo(setup, policy, s, option, spec, P, N, sequence, accumulation, processes)
     if setup.method == Method.PPO and setup.trainer in TRL_PPO and not gen.use_vllm:
@@ -306,7 +381,7 @@ def generation_terms(moment: Moment | None, step: int) -> list[Term]:
     phase's peak is the larger of the two."""
     if moment is None or moment.nbytes <= step:
         return []
-    return [Term("activations", Resource.GPU, moment.nbytes - step, KEY,
+    return [Term(moment.row, Resource.GPU, moment.nbytes - step, moment.key,
                  f"{moment.what}: beyond the training step's activations and temporaries (the larger moment is the "
                  "peak)", f"max(0, {moment.formula} - step {step:,} B)", moment.source, kind=TermKind.BOUND)]
 
@@ -320,13 +395,19 @@ SLEEP_SOURCE = ("trl/generation/vllm_generation.py (enable_sleep_mode: llm.sleep
 OFFLOADED_ROWS = {"offload_model": ("parameters",), "offload_optimizer": ("optimizer_states",)}
 
 
-def sleeping_vllm_terms(setup: MethodSetup, terms: list[Term], step: int, policy_parameters: int) -> list[Term]:
+def sleeping_vllm_terms(setup: MethodSetup, terms: list[Term], step: int, policy_parameters: int,
+                        synced: tuple[int, int] | None = None) -> list[Term]:
     """``terms`` with vLLM's colocated share as a moment of its own where the trainer puts vLLM to sleep while the
     policy trains (Generation.vllm_sleep_level > 0): awake, it holds its share (and the training engine keeps its
     rows, less what --offload_model / --offload_optimizer move to the host meanwhile); asleep, nothing on the GPU.
     So the share counts only beyond the training step's transients (``step``) and the rollout's excess over them
     (generation_terms), the largest moment being the peak;
-    at level 1 its weights wait in host RAM (2 B per policy parameter, in the model dtype vLLM loads)."""
+    at level 1 its weights wait in host RAM (2 B per policy parameter, in the model dtype vLLM loads).
+    ``synced``: the weight sync's gather (vllm_sync_moment) and the step's transients it replaces, gathered layers
+    included: the sync runs with vLLM's weights woken and the policy on the GPU, its KV cache still asleep (ms-swift
+    _fast_infer: wake_up(tags=['weights']), _move_model_to_vllm, then the offload context and wake_up(tags=
+    ['kv_cache']) @ v4.5.2; TRL vllm_generation.py the same order @ v1.9.0), so that moment holds the gather and
+    vLLM's 16-bit weights (its tensor-parallel shard)."""
     gen = setup.generation
     share = next((t for t in terms if t.key == VLLM_KEY), None)
     if share is None or not gen.vllm_sleep_level:
@@ -338,17 +419,29 @@ def sleeping_vllm_terms(setup: MethodSetup, terms: list[Term], step: int, policy
     # beyond the larger of the step and the rollout, never beside both
     rollout = sum(t.nbytes for t in terms if t.key == KEY and t.device == Resource.GPU)
     awake = max(0, share.nbytes - offloaded - step - rollout)
+    sync_formula = ""
+    tp = gen.vllm_tensor_parallel_size or 1  # each vLLM worker holds and offloads its shard
+    weights = ceil_div(2 * policy_parameters, tp)
+    if synced is not None:  # the sync moment: its gather and vLLM's weights, where the step's transients were
+        gather, replaced = synced
+        counted = sum(t.nbytes for t in terms if t.key == SYNC_KEY and t.device == Resource.GPU)  # beyond the step
+        during_sync = max(0, weights + gather - replaced - counted)
+        if during_sync > awake:
+            awake = during_sync
+            beyond = f" - sync beyond the step {counted:,} B" if counted else ""
+            sync_formula = (f"vLLM's weights 2 B × P{f' / {tp}' if tp > 1 else ''} + weight sync {gather:,} B - step "
+                            f"{replaced:,} B{beyond} (its weights woken for the sync)")
     moved = f", {' and '.join(r.replace('_', ' ') for r in rows)} moved to the host meanwhile" if rows else ""
     out = [t for t in terms if t is not share]
     out.append(Term("vllm", Resource.GPU, awake, VLLM_KEY,
                     f"vLLM colocated, asleep while the policy trains (sleep level {gen.vllm_sleep_level}): its share "
                     f"({share.nbytes:,} B) only while it generates{moved}; beyond the training step's transients "
                     "(the larger moment is the peak)",
-                    f"max(0, {share.formula} - offloaded {offloaded:,} B - step {step:,} B"
-                    + (f" - rollout beyond the step {rollout:,} B)" if rollout else ")"), SLEEP_SOURCE))
+                    sync_formula or (f"max(0, {share.formula} - offloaded {offloaded:,} B - step {step:,} B"
+                                     + (f" - rollout beyond the step {rollout:,} B)" if rollout else ")")),
+                    SLEEP_SOURCE))
     if gen.vllm_sleep_level == 1:
-        tp = gen.vllm_tensor_parallel_size or 1  # each vLLM worker holds and offloads its shard
-        out.append(Term("vllm", Resource.CPU, ceil_div(2 * policy_parameters, tp), "vllm_sleep_weights",
+        out.append(Term("vllm", Resource.CPU, weights, "vllm_sleep_weights",
                         "vLLM's weights kept in host RAM while it sleeps (level 1)",
                         "2 B × P" + (f" / vLLM tensor parallel {tp}" if tp > 1 else ""), SLEEP_SOURCE))
     return out
