@@ -288,3 +288,39 @@ def test_no_lower_utilization_where_the_run_misses_even_at_vllms_floor():
     assert WayOut.VLLM_SERVER in kinds and WayOut.VLLM_UTILIZATION not in kinds
     answer = _method_check(_grpo(0.05), config=ZERO2).nothing_fits  # 0.05 < the floor 0.07
     assert answer is None or WayOut.VLLM_UTILIZATION not in _kinds(answer)
+
+
+def _swift_lora_grpo_72b(version: str | None = None, batches: int | None = None, options: bool = False):
+    """ms-swift GRPO, LoRA on Qwen2.5-72B at ZeRO-3 over 8 x A100-80GB, vLLM in server mode, 200 GB of host RAM:
+    the weight sync gathers the whole 145 GB model on every GPU (memory/generation.py vllm_sync_moment)."""
+    from zeroadvisor.config.method import Generation, MethodSetup
+    from zeroadvisor.vocab import Method, TrainerFamily, VllmMode
+
+    spec = _peft("Qwen/Qwen2.5-72B", "lora")
+    gen = Generation(use_vllm=True, vllm_mode=VllmMode.SERVER, max_prompt_length=1024, max_completion_length=1024,
+                     num_generations=8, move_model_batches=batches)
+    setup = MethodSetup(method=Method.GRPO, trainer=TrainerFamily.MS_SWIFT, trainer_version=version, beta=0.0,
+                        generation=gen)
+    given = CheckOptions(spec, TrainingShape(2048, Checkpointing.FULL, method=setup),
+                         Cluster(gpus=8, gpu=resolve_gpu("A100-SXM4-80GB"), cpu_memory=200 * GB))
+    return given if options else _check(ZERO3, given)
+
+
+def test_a_weight_sync_that_binds_is_told_move_model_batches_first():
+    """ms-swift's own answer to the sync's gather (its GRPO docs: "Gather model weights in batches", PR #3692): the
+    fewest groups at which the run fits, first of the ways out, priced as its own check prices it; not in 3.12.1 to
+    3.12.5, which gather the whole model whatever the groups (ms-swift#7986)."""
+    result = _swift_lora_grpo_72b()
+    kinds = _kinds(result.nothing_fits)
+    assert kinds[0] == WayOut.MOVE_MODEL_BATCHES and kinds == sorted(kinds, key=CHEAPEST_FIRST.index)
+    way = result.nothing_fits.ways[0]
+    (setting,) = way.settings
+    groups = int(setting.rsplit(" ", 1)[1])
+    assert setting == f"ms-swift: --move_model_batches {groups}" and "slower weight sync" in way.trade_off
+    # exactly the run priced: with that many groups and the way's patch the run fits, at the way's peak
+    again = _check(mp.apply(ZERO3, way.outcome.patch or {}), _swift_lora_grpo_72b(batches=groups, options=True))
+    assert again.nothing_fits is None and not [f for f in again.findings if f.code in FAILING]
+    assert abs(again.estimate.configured.peak_gpu - way.peak_gpu) <= 0.01 * way.peak_gpu
+    if groups > 2:  # the fewest: half as many groups do not fit
+        assert _swift_lora_grpo_72b(batches=groups // 2).nothing_fits is not None
+    assert WayOut.MOVE_MODEL_BATCHES not in _kinds(_swift_lora_grpo_72b(version="3.12.3").nothing_fits)

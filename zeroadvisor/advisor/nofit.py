@@ -55,6 +55,9 @@ class WayOut(StrEnum):
     # the preference/RL trainer's own memory switches (issue 35 item 3; TRL's "Reducing memory usage" guide):
     # the same model trained in full, one trainer argument changed
     PRECOMPUTE_REF = "precompute-ref-log-probs"  # the reference model's log-probs computed once, before training
+    # ms-swift's vLLM weight sync at ZeRO-3 gathered by groups of layers instead of whole (--move_model_batches): a
+    # slower sync, the same result (memory/generation.py vllm_sync_moment)
+    MOVE_MODEL_BATCHES = "move-model-batches"
     # GRPO's colocated vLLM given a smaller share of each card (its weights and a smaller KV cache): slower
     # generation, the same result
     VLLM_UTILIZATION = "vllm-gpu-memory-utilization"
@@ -96,6 +99,9 @@ _SETTINGS: dict[WayOut, tuple[str, ...]] = {
 }
 
 _TRADE_OFFS: dict[WayOut, str] = {
+    WayOut.MOVE_MODEL_BATCHES: ("a slower weight sync: the layers are gathered and handed to vLLM a group at a time "
+                                "instead of at once; the result is unchanged; a trainer argument, not a ds_config "
+                                "key"),
     WayOut.PRECOMPUTE_REF: ("none in the result: the reference log-probabilities are computed once over the "
                             "dataset before training (a pass of inference) instead of by a reference model held "
                             "beside the policy; a trainer argument, not a ds_config key"),
@@ -344,7 +350,43 @@ def _method_switches(search: Searcher, unit: str) -> list[Way]:
             outcome, at_configured = found
             out.append(Way(kind, outcome, what, _SETTINGS[kind], at_configured))
     lower = _vllm_utilization(search, unit) if rows.get("vllm") else None
-    return out + ([lower] if lower is not None else [])
+    batches = _move_model_batches(search) if configured is not None else None
+    return ([batches] if batches is not None else []) + out + ([lower] if lower is not None else [])
+
+
+# The move_model_batches values tried, fewest groups first (the fastest sync that fits): powers of two up to one
+# layer per group (ms-swift's own examples give 5 to 40: examples/train/grpo/internal/*.sh @ v4.5.2).
+_SYNC_GROUPS = (2, 4, 8, 16, 32, 64, 128)
+
+
+def _move_model_batches(search: Searcher) -> Way | None:
+    """ms-swift's --move_model_batches where the configured run's vLLM weight sync gathers more than the step (its
+    term in the estimate) and ms-swift groups it (not 3.12.1 to 3.12.5, which gather it whole whatever the groups):
+    the fewest groups at which the run fits, priced as the other switches are."""
+    from zeroadvisor.memory.generation import SWIFT_WHOLE_SYNC, SYNC_KEY
+
+    configured = search.as_written.base_estimate.configured
+    setup = search.shape.method
+    layers = search.model.num_layers or 0
+    if configured is None or setup.trainer != TrainerFamily.MS_SWIFT or not layers:
+        return None
+    if not any(t.key == SYNC_KEY and t.nbytes for t in configured.terms):
+        return None
+    if setup.release is not None and setup.release in SWIFT_WHOLE_SYNC:
+        return None
+    given = setup.generation.move_model_batches or 1
+    if given >= layers:  # one layer per group already
+        return None
+    for groups in [g for g in _SYNC_GROUPS if given < g < layers] + [layers]:
+        changed = replace(setup, generation=replace(setup.generation, move_model_batches=groups))
+        found = _search_with(search, search.model, search.cluster, shape=replace(search.shape, method=changed))
+        if found is not None:
+            outcome, at_configured = found
+            return Way(WayOut.MOVE_MODEL_BATCHES, outcome, f"the vLLM weight sync in {groups} groups of layers",
+                       (f"ms-swift: --move_model_batches {groups}",), at_configured)
+        if groups >= layers:
+            break
+    return None
 
 
 # Where vllm_gpu_memory_utilization is set in each trainer's own file or command ({share}: the priced value).

@@ -204,8 +204,8 @@ def column_suffix(st: StageEstimate, rec: Lead | None) -> str:
 
 
 # Beside an option's fits mark where the trainer's own code refuses it (StageEstimate.trainer_refusal): the memory
-# fits, the run does not start (advisor/rules.py ZA814 trainer-refuses says why)
-TRAINER_REFUSES_WORDS = "trainer refuses (ZA814)"
+# fits, the run does not start (the trainer-refuses finding says why)
+TRAINER_REFUSES_WORDS = "the trainer refuses it"
 
 
 def fits_words(st: StageEstimate, mark: str) -> str:
