@@ -764,13 +764,13 @@ _LF_QLORA8 = ("model_name_or_path: {model}\nstage: sft\ndo_train: true\nfinetuni
               "quantization_bit: 8\ncutoff_len: 1024\nper_device_train_batch_size: 1\nbf16: true\n")
 
 
-def _lf_check(cli, tmp_path, stage: int, hf_config: dict, *cluster: str):
+def _lf_check(cli, tmp_path, stage: int, hf_config: dict, *cluster: str, template: str = _LF_QLORA8):
     tmp_path.mkdir(exist_ok=True)
     (tmp_path / "ds.json").write_text(json.dumps({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True},
                                                   "zero_optimization": {"stage": stage}}))
     (tmp_path / "model").mkdir()
     (tmp_path / "model" / "config.json").write_text(json.dumps(hf_config))
-    (tmp_path / "lf.yaml").write_text(_LF_QLORA8.format(model=tmp_path / "model"))
+    (tmp_path / "lf.yaml").write_text(template.format(model=tmp_path / "model"))
     return cli("check", str(tmp_path / "ds.json"), "--training-args", str(tmp_path / "lf.yaml"), "--gpus", "8",
                "--model", str(tmp_path / "model"), "--load-dtype", "bf16", "--format", "json", *cluster)
 
@@ -810,3 +810,11 @@ def test_the_advisor_never_recommends_a_zero_3_option_the_trainer_refuses(cli, t
     assert refused and not any(option.startswith("Z3") for option in refused), refused
     monkeypatch.setattr("zeroadvisor.memory.estimate.trainer_refusal", lambda *args: None)
     assert any(option.startswith("Z3") for option in recommended(check(tmp_path / "unrefused")))
+
+
+def test_a_llama_factory_file_without_stage_is_llama_factory_s_sft_and_its_refusal_applies(cli, tmp_path):
+    """LLaMA-Factory's stage defaults to sft: a file without it is still LLaMA-Factory's (ZA814 at ZeRO-3)."""
+    result = _lf_check(cli, tmp_path, 3, LLAMA2_7B, "--gpu", "A100-SXM4-80GB",
+                       template=_LF_QLORA8.replace("stage: sft\n", ""))
+    assert "stage" not in (tmp_path / "lf.yaml").read_text()
+    assert result.returncode == 1 and "ZA814" in {f["code"] for f in json.loads(result.stdout)["findings"]}

@@ -282,3 +282,12 @@ def test_llama_factory_s_own_zero_3_refusals_are_read_with_where(tmp_path, key, 
     assert f"for {key}: true" in refused and words in refused and "parser.py" in refused
     assert _read(tmp_path, base + f"{key}: false\n").setup.zero3_refused == ()
     assert _read(tmp_path, base).setup.zero3_refused == ()
+
+
+def test_a_llama_factory_yaml_without_stage_is_sft_by_llama_factory(tmp_path):
+    """FinetuningArguments.stage defaults to "sft": the file says no method (a flag may), but the trainer is
+    LLaMA-Factory's, so its own refusals apply (use_unsloth under ZeRO-3)."""
+    reading = _read(tmp_path, "model_name_or_path: m\nfinetuning_type: lora\ncutoff_len: 1024\nuse_unsloth: true\n")
+    assert reading is not None and not reading.said
+    assert (reading.setup.method, reading.setup.trainer) == (Method.SFT, TrainerFamily.LLAMA_FACTORY)
+    assert reading.setup.zero3_refused and "Unsloth" in reading.setup.zero3_refused[0]

@@ -258,8 +258,9 @@ def _zero3_refused(data: Mapping[str, JSONValue]) -> tuple[str, ...]:
 
 def _llama_factory(data: Mapping[str, JSONValue], where: Origin) -> MethodReading:
     stage_text = data.get("stage")
-    if stage_text is None:
-        return MethodReading()
+    if stage_text is None:  # FinetuningArguments.stage defaults to "sft": the method unsaid, the trainer known
+        refused = _zero3_refused(data)
+        return MethodReading(MethodSetup(trainer=TrainerFamily.LLAMA_FACTORY, zero3_refused=refused))
     stage = _text(stage_text, where("stage")).lower()
     if stage not in LLAMA_FACTORY_STAGES:
         raise TrainerInputError(f"{where('stage')}: expected one of {', '.join(LLAMA_FACTORY_STAGES)} (LLaMA-Factory's "

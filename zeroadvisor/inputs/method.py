@@ -37,8 +37,8 @@ def resolve(reading: MethodReading | None, flag: Method | None, label: str, ask:
                                                     ("method", label)))
     elif not base.said:
         hints = base.hints
-        if not hints:
-            return MethodSetup(), []
+        if not hints:  # plain SFT; the trainer's family where a file says whose it is (its own refusals apply)
+            return (MethodSetup(), []) if setup.trainer is None else (_with_release(setup, pin_start), [])
         key, guess = hints[0]
         where = dict(setup.origin)
         shown = ", ".join(where.get(name, name) for name, method in hints[:3] if method is guess)
