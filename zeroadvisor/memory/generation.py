@@ -210,8 +210,8 @@ def vllm_sync_moment(setup: MethodSetup, policy: ModelSpec, s: Settings, option:
         share = max(Fraction(min(per_group, spec.num_layers), spec.num_layers) * Fraction(layers, max(P, 1)),
                     Fraction(outside, max(P, 1)))
     gathered, how = _gathered_share(s, option, spec, P, N, share)
-    ignored = f" (ms-swift {setup.trainer_version} gathers it whole, move_model_batches notwithstanding)" \
-        if whole and gen.move_model_batches else ""
+    ignored = (f" (ms-swift {setup.trainer_version} gathers it whole, move_model_batches notwithstanding: "
+               "by groups again from 3.12.6)") if whole else ""
     how_gathered = "whole" if share == 1 else f"by move_model_batches {batches}"
     what = f"vLLM weight sync at ZeRO-3: the policy's parameters gathered {how_gathered} before vLLM gets them{ignored}"
     return Moment(gathered, how, what, source, whole_gather=True, row="gathered_parameters", key=SYNC_KEY)
