@@ -459,6 +459,15 @@ def test_trl_syncs_a_peft_policy_to_vllm_gathered_whole_at_zero3():
         moment = term.nbytes + step_transient(st, gathered=True)
         assert 2 * P * 0.95 < moment <= 2 * P  # the non-persistent parameters in bf16
     assert sync_term(stage_of(grpo(use_vllm=True, vllm_mode="colocate"), 3)) is None  # full: per parameter
+    # QLoRA: the 4-bit Linear weights are gathered in their packed bytes
+    from zeroadvisor.model.hf import layout_from_hf_config
+    from zeroadvisor.model.peft import PeftSettings, apply
+
+    qlora = apply(SPEC, layout_from_hf_config(LLAMA2_7B)[2], PeftSettings(method="qlora", r=16))
+    packed = stage_of(grpo(use_vllm=True, vllm_mode="server"), 3, spec=qlora)
+    term = sync_term(packed)
+    moment = (term.nbytes if term else 0) + step_transient(packed, gathered=True)
+    assert moment < 2 * P * 0.45 and (term is None or "packing" in term.formula)
     assert sync_term(stage_of(grpo(use_vllm=True, vllm_mode="colocate"), 2, spec=lora())) is None
     assert sync_term(stage_of(grpo(), 3, spec=lora())) is None  # no vLLM: the generation moment's own gather
 

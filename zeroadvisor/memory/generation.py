@@ -210,6 +210,10 @@ def vllm_sync_moment(setup: MethodSetup, policy: ModelSpec, s: Settings, option:
         share = max(Fraction(min(per_group, spec.num_layers), spec.num_layers) * Fraction(layers, max(P, 1)),
                     Fraction(outside, max(P, 1)))
     gathered, how = _gathered_share(s, option, spec, P, N, share)
+    if policy.quantized_parameters:  # QLoRA: bitsandbytes' Linear weights are gathered in their packed bytes
+        packed = int((B.nbytes(s.precision) * policy.quantized_parameters - policy.quantized_bytes) * share)
+        gathered -= max(packed, 0)
+        how += f" less the quantized weights' packing {max(packed, 0):,} B"
     ignored = (f" (ms-swift {setup.trainer_version} gathers it whole, move_model_batches notwithstanding: "
                "by groups again from 3.12.6)") if whole else ""
     how_gathered = "whole" if share == 1 else f"by move_model_batches {batches}"
