@@ -71,9 +71,9 @@ def test_the_launch_command_and_the_environment_give_it():
     assert dict(parse_launch(launch).env)["PYTORCH_CUDA_ALLOC_CONF"] == EXPANDABLE
     trainer = read_trainer(None, launch)
     # the launch command's prefix is the run's environment: it wins over the shell's
-    assert alloc_conf(trainer, {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:False"}) == EXPANDABLE
-    assert alloc_conf(read_trainer(None, "torchrun train.py"), {"PYTORCH_CUDA_ALLOC_CONF": EXPANDABLE}) == EXPANDABLE
-    assert alloc_conf(None, {}) is None
+    assert alloc_conf(trainer, {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:False"})[0] == EXPANDABLE
+    assert alloc_conf(read_trainer(None, "torchrun train.py"), {"PYTORCH_CUDA_ALLOC_CONF": EXPANDABLE})[0] == EXPANDABLE
+    assert alloc_conf(None, {}) == (None, [])
 
 
 def _deciding_card() -> int:

@@ -231,10 +231,10 @@ def test_llamafactory_cli_reads_its_yaml_overrides_and_torchrun_world(tmp_path):
     assert training.peft is not None and (training.peft.method, training.peft.quantization) == ("qlora", "4bit")
     assert "cutoff_len=4096" in training.sequence_from
     # from 0.9.3 its torchrun runs with expandable segments unless OPTIM_TORCH=0
-    assert dict(launch.env)["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"
-    assert any("OPTIM_TORCH" in note for note in launch.notes)
+    assert launch.cli_env is not None and launch.cli_env.since == "0.9.3"
+    assert dict(launch.cli_env.values)["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"
     off = parse_launch("OPTIM_TORCH=0 NPROC_PER_NODE=8 lmf train dpo.yaml", cwd=str(tmp_path))
-    assert "PYTORCH_CUDA_ALLOC_CONF" not in dict(off.env) and off.world_size == 8
+    assert off.cli_env is None and off.world_size == 8
 
 
 def test_llamafactory_cli_flags_and_its_one_process_and_unknown_worlds(tmp_path):
@@ -246,7 +246,7 @@ def test_llamafactory_cli_flags_and_its_one_process_and_unknown_worlds(tmp_path)
     (tmp_path / "dpo.yaml").write_text(LF_DPO)
     (tmp_path / "sft.yaml").write_text(LF_DPO.replace("deepspeed: examples/deepspeed/ds_z3_config.json\n", ""))
     one = parse_launch("CUDA_VISIBLE_DEVICES=0 NPROC_PER_NODE=8 llamafactory-cli train sft.yaml", cwd=str(tmp_path))
-    assert (one.world_size, one.launcher) == (1, "python") and "PYTORCH_CUDA_ALLOC_CONF" not in dict(one.env)
+    assert (one.world_size, one.launcher) == (1, "python") and one.cli_env is None
     forced = parse_launch("FORCE_TORCHRUN=1 CUDA_VISIBLE_DEVICES=0 lmf train dpo.yaml", cwd=str(tmp_path))
     assert (forced.world_size, forced.launcher) == (1, "torchrun")
     visible = parse_launch("CUDA_VISIBLE_DEVICES=0,1,2,3 llamafactory-cli train dpo.yaml", cwd=str(tmp_path))
@@ -301,3 +301,22 @@ def test_bad_axolotl_commands_are_one_line(command, words, tmp_path):
     with pytest.raises(TrainerInputError) as caught:
         parse_launch(command, cwd=str(tmp_path))
     assert words in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_llama_factory_s_expandable_segments_follow_its_pinned_release(tmp_path, monkeypatch):
+    """llamafactory/launcher.py sets PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True from 0.9.3 (over the user's
+    own); a pin of an earlier release leaves the environment as it is; without a pin 0.9.3 or later is taken."""
+    from zeroadvisor.inputs.run import alloc_conf
+    from zeroadvisor.inputs.trainer import read_trainer
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "dpo.yaml").write_text(LF_DPO)
+    launch = "PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:128 NPROC_PER_NODE=8 llamafactory-cli train dpo.yaml"
+    trainer = read_trainer(None, launch)
+    value, notes = alloc_conf(trainer, {}, pin_start=str(tmp_path / "dpo.yaml"))
+    assert value == "expandable_segments:True" and "not pinned" in notes[0]
+    (tmp_path / "requirements.txt").write_text("llamafactory==0.9.2\n")
+    assert alloc_conf(trainer, {}, pin_start=str(tmp_path / "dpo.yaml")) == ("max_split_size_mb:128", [])
+    (tmp_path / "requirements.txt").write_text("llamafactory==0.9.4\n")
+    value, notes = alloc_conf(trainer, {}, pin_start=str(tmp_path / "dpo.yaml"))
+    assert value == "expandable_segments:True" and "0.9.4" in notes[0]

@@ -117,6 +117,17 @@ class Override:
 
 
 @dataclass(frozen=True)
+class CliEnv:
+    """Environment variables a trainer's own launcher sets for the processes it starts, from one of its releases on
+    (LLaMA-Factory's llamafactory-cli from 0.9.3: PYTORCH_CUDA_ALLOC_CONF): applied unless the trainer's pin is
+    older (inputs/run.py alloc_conf)."""
+
+    values: tuple[tuple[str, str], ...]
+    family: TrainerFamily
+    since: str  # the first release that sets them (PEP 440)
+
+
+@dataclass(frozen=True)
 class Launch:
     """What a launch command runs: ``world_size`` processes (None: the launcher takes every GPU it finds,
     which only the machine knows; ``world_missing`` names the option that would state it), the script and its
@@ -139,6 +150,7 @@ class Launch:
     builds_config: str = ""
     stage: int | None = None  # the ZeRO stage the trainer's flags give (OpenRLHF --zero_stage), for "auto"
     stage_from: str = ""
+    cli_env: CliEnv | None = None  # what the trainer's own launcher sets in its processes' environment
 
 
 def parse_launch(words: list[str] | str, cwd: str | None = None) -> Launch:
@@ -333,6 +345,7 @@ def _swift_reads(key: str) -> bool:
 # PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True unless OPTIM_TORCH is off (is_env_enabled("OPTIM_TORCH", "1")).
 _LLAMA_FACTORY_CLI = "llamafactory/launcher.py launch @ v0.9.3"
 _LLAMA_FACTORY_ALLOC = "expandable_segments:True"
+_LLAMA_FACTORY_ALLOC_SINCE = "0.9.3"
 _ENABLED = ("true", "y", "1")  # extras/misc.py is_env_enabled
 
 
@@ -370,13 +383,11 @@ def _llama_factory_command(words: list[str], env: dict[str, str], cwd: str | Non
         origin_words = f"NPROC_PER_NODE={each}" if per_node is not None else f"CUDA_VISIBLE_DEVICES ({each} GPU(s))"
         world = World(each * nodes, f"{origin_words} x {nodes} node(s) ({_LLAMA_FACTORY_CLI})", each)
     launcher = "python" if visible == 1 and not force else "torchrun"
+    cli_env = None
     if launcher == "torchrun" and env.get("OPTIM_TORCH", "1").lower() in _ENABLED:
-        env = {**env, ALLOC_CONF: _LLAMA_FACTORY_ALLOC}
-        notes.append(f"{program} train runs torchrun with {ALLOC_CONF}={_LLAMA_FACTORY_ALLOC} from LLaMA-Factory "
-                     f"0.9.3 ({_LLAMA_FACTORY_CLI}: OPTIM_TORCH, on unless set to 0; 0.9.2 and earlier leave the "
-                     "environment as it is)")
+        cli_env = CliEnv(((ALLOC_CONF, _LLAMA_FACTORY_ALLOC),), TrainerFamily.LLAMA_FACTORY, _LLAMA_FACTORY_ALLOC_SINCE)
     return Launch(launcher, world.size, world.origin, f"{program} train", training, tuple(notes), world.per_node,
-                  world_missing=world.missing, env=tuple(env.items()))
+                  world_missing=world.missing, env=tuple(env.items()), cli_env=cli_env)
 
 
 def _scalar(value: str | bool) -> JSONValue:

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import TYPE_CHECKING, Any, cast
 
+from packaging.version import InvalidVersion, Version
+
 from zeroadvisor.config.excludes import Excludes
 from zeroadvisor.inputs.command import Command
 from zeroadvisor.inputs.errors import UsageError
@@ -174,7 +176,8 @@ def build(request: Request, *, spelling: Spelling = KEYWORDS, project: bool = Fa
     configs, notes = _from_files(command, values, spelling, project, trainer, need_world=not lint_only)
     _refuse_fix_without_file(command, values, configs, spelling)
     if command in MODEL_COMMANDS:  # only an estimate reads them (lint does not import the memory model)
-        values["alloc_conf"] = alloc_conf(trainer)
+        values["alloc_conf"], alloc_notes = alloc_conf(trainer, pin_start=_pin_start(trainer, configs))
+        notes += alloc_notes
         values["dataloader_workers"] = dataloader_workers(trainer)
     inputs = _assemble(command, values, spelling, project, trainer, configs, tuple(notes), readings, lint_only)
     return replace(inputs, excludes=_excludes(values, found[0] if found is not None else None, spelling))
@@ -194,16 +197,36 @@ def dataloader_workers(trainer: TrainerInputs | None) -> int:
     return workers
 
 
-def alloc_conf(trainer: TrainerInputs | None, environ: Mapping[str, str] | None = None) -> str | None:
-    """The run's PYTORCH_CUDA_ALLOC_CONF (memory/allocator.py): the launch command's VAR=value prefix, else this
-    process's environment (the job's, for preflight; the shell's that runs the launch command, for the CLI);
-    None where neither sets it."""
+def alloc_conf(trainer: TrainerInputs | None, environ: Mapping[str, str] | None = None,
+               pin_start: str | None = None) -> tuple[str | None, list[str]]:
+    """The run's PYTORCH_CUDA_ALLOC_CONF (memory/allocator.py) and the note on where it came from: what the trainer's
+    own launcher sets (config/launch.py CliEnv: it overrides the environment), unless the trainer's pin nearest
+    ``pin_start`` is a release before it does; else the launch command's VAR=value prefix, else this process's
+    environment (the job's, for preflight; the shell's that runs the launch command, for the CLI); None where
+    nothing sets it."""
+    from zeroadvisor.config.trainer_pins import find_trainer_pin
     from zeroadvisor.vocab import ALLOC_CONF_ENV as ENV
 
+    cli = trainer.cli_env if trainer is not None else None
+    if cli is not None and ENV in dict(cli.values):
+        value = dict(cli.values)[ENV]
+        pin = find_trainer_pin(pin_start or os.curdir, cli.family)
+        release = _release_of(pin.version) if pin is not None else None
+        if release is None or release >= Version(cli.since):
+            said = f"{cli.family} {pin.version} ({pin.origin})" if pin is not None else \
+                f"{cli.family}'s release not pinned: {cli.since} or later taken"
+            return value, [f"{ENV}={value}: set by {cli.family}'s launcher from {cli.since} on; {said}"]
     given = dict(trainer.env) if trainer is not None else {}
     if ENV in given:
-        return given[ENV]
-    return (os.environ if environ is None else environ).get(ENV)
+        return given[ENV], []
+    return (os.environ if environ is None else environ).get(ENV), []
+
+
+def _release_of(text: str) -> Version | None:
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return None
 
 
 def _plain(name: str, value: object) -> object:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from zeroadvisor.config.launch import Override
+    from zeroadvisor.config.launch import CliEnv, Override
     from zeroadvisor.config.training_args import TrainingArgs
 
 # config/launch.py Launch.launcher -> hardware/machine.py LAUNCHERS (python: one process, no launcher to read)
@@ -39,6 +39,7 @@ class TrainerInputs:
     stage: int | None = None  # the ZeRO stage its flags give (OpenRLHF --zero_stage), where the config says auto
     stage_from: str = ""
     source: str | None = None  # the training arguments file, where one was given (the trainer's pins are by it)
+    cli_env: CliEnv | None = None  # what the trainer's own launcher sets in the environment (config/launch.py)
 
     @property
     def checkpointing(self) -> str | None:
@@ -65,4 +66,4 @@ def read_trainer(training_args: str | None, launch: str | None) -> TrainerInputs
     return TrainerInputs(training, command.notes + training.notes, command.world_size, command.world_from,
                          LAUNCHER_OF_COMMAND.get(command.launcher), command.per_node, command.accelerate_config,
                          command.world_missing, command.overrides, command.env, command.builds_config,
-                         command.stage, command.stage_from, training_args)
+                         command.stage, command.stage_from, training_args, command.cli_env)
