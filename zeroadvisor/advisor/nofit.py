@@ -384,8 +384,6 @@ def _move_model_batches(search: Searcher) -> Way | None:
             outcome, at_configured = found
             return Way(WayOut.MOVE_MODEL_BATCHES, outcome, f"the vLLM weight sync in {groups} groups of layers",
                        (f"ms-swift: --move_model_batches {groups}",), at_configured)
-        if groups >= layers:
-            break
     return None
 
 

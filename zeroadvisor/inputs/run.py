@@ -21,8 +21,6 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import TYPE_CHECKING, Any, cast
 
-from packaging.version import InvalidVersion, Version
-
 from zeroadvisor.config.excludes import Excludes
 from zeroadvisor.inputs.command import Command
 from zeroadvisor.inputs.errors import UsageError
@@ -204,14 +202,22 @@ def alloc_conf(trainer: TrainerInputs | None, environ: Mapping[str, str] | None 
     ``pin_start`` is a release before it does; else the launch command's VAR=value prefix, else this process's
     environment (the job's, for preflight; the shell's that runs the launch command, for the CLI); None where
     nothing sets it."""
+    from packaging.version import InvalidVersion, Version  # only a model command reads the allocator
+
     from zeroadvisor.config.trainer_pins import find_trainer_pin
     from zeroadvisor.vocab import ALLOC_CONF_ENV as ENV
+
+    def release_of(text: str) -> Version | None:
+        try:
+            return Version(text)
+        except InvalidVersion:
+            return None
 
     cli = trainer.cli_env if trainer is not None else None
     if cli is not None and ENV in dict(cli.values):
         value = dict(cli.values)[ENV]
         pin = find_trainer_pin(pin_start or os.curdir, cli.family)
-        release = _release_of(pin.version) if pin is not None else None
+        release = release_of(pin.version) if pin is not None else None
         if release is None or release >= Version(cli.since):
             said = f"{cli.family} {pin.version} ({pin.origin})" if pin is not None else \
                 f"{cli.family}'s release not pinned: {cli.since} or later taken"
@@ -221,12 +227,6 @@ def alloc_conf(trainer: TrainerInputs | None, environ: Mapping[str, str] | None 
         return given[ENV], []
     return (os.environ if environ is None else environ).get(ENV), []
 
-
-def _release_of(text: str) -> Version | None:
-    try:
-        return Version(text)
-    except InvalidVersion:
-        return None
 
 
 def _plain(name: str, value: object) -> object:

@@ -33,7 +33,6 @@ from zeroadvisor.memory.generation import (
     held_scores_terms,
     rollout_moment,
     sleeping_vllm_terms,
-    vllm_sync_moment,
 )
 from zeroadvisor.memory.groups import GroupPeak, group_peaks
 from zeroadvisor.memory.layout_buffers import layout_buffer_terms
@@ -656,11 +655,10 @@ def _train_terms(run: _Run, option: Option, ds_terms: list[Term], paper: list[Te
                                  run.act.backward_kept if untied_head else 0, compact_grad_buffer(s))
     terms += superoffload_terms(run.features, s, option, P, N, spec,
                                 largest_param(run.model) or largest_layer(spec, []))  # a module's bound its params
-    terms += _rollout_terms(run, option, terms)
+    rollout, synced = _rollout_terms(run, option, terms)
+    terms += rollout
     # vLLM colocated in sleep mode: its share only while it generates, and through the weight sync, whose gather
     # replaces the step's transients, gathered layers included (memory/generation.py)
-    sync = vllm_sync_moment(run.shape.method, run.model, run.s, option, run.spec, run.local.total, run.layout.data)
-    synced = (sync.nbytes, _step_transients(terms, ("activations", "gathered_parameters"))) if sync else None
     terms = sleeping_vllm_terms(run.shape.method, terms, _step_transients(terms), run.model.parameters, synced)
     terms += _allowance_terms(terms, run.alloc)
     terms += host_memory.runtime_baseline_terms(Phase.TRAIN, dataloader_workers=run.cluster.dataloader_workers)
@@ -684,10 +682,11 @@ def _reduce_copy(terms: list[Term]) -> int:
     return sum(t.nbytes for t in terms if t.key == ALLREDUCE_COPY_KEY and t.device == Resource.GPU)
 
 
-def _rollout_terms(run: _Run, option: Option, terms: list[Term]) -> list[Term]:
+def _rollout_terms(run: _Run, option: Option, terms: list[Term]) -> tuple[list[Term], tuple[int, int] | None]:
     """An online method's rollout (memory/generation.py): live instead of the training step's transients (its
     activations and the optimizer step's temporaries; with the policy gathered whole, its gathered layers too),
-    so only what it holds beyond them is added: the train phase's peak is the larger moment."""
+    so only what it holds beyond them is added: the train phase's peak is the larger moment. With it, where the
+    moment is the vLLM weight sync, its gather and the step's transients it replaces (sleeping_vllm_terms)."""
     setup = run.shape.method
     critic = (critic_spec(setup, run.model, dict(run.shape.auxiliary_specs), []).parameters
               if setup.method == Method.PPO and setup.trainer in CRITIC_IN_POLICY_FORWARD else 0)
@@ -695,9 +694,11 @@ def _rollout_terms(run: _Run, option: Option, terms: list[Term]) -> list[Term]:
                             run.shape.sequence_length, run.accumulation, run.layout.batch_world(), critic)
     held = held_scores_terms(setup, run.model, run.s, run.accumulation)  # TRL PPO's scores, through the update
     if moment is None:
-        return held
+        return held, None
     step_rows = ("activations", "gathered_parameters") if moment.whole_gather else ("activations",)
-    return held + generation_terms(moment, _step_transients(terms, step_rows))
+    step = _step_transients(terms, step_rows)
+    synced = (moment.nbytes, step) if moment.key == SYNC_KEY else None
+    return held + generation_terms(moment, step), synced
 
 
 def _step_transients(terms: list[Term], rows: tuple[str, ...] = ("activations",)) -> int:

@@ -192,8 +192,7 @@ def vllm_sync_moment(setup: MethodSetup, policy: ModelSpec, s: Settings, option:
     if setup.trainer in TRL_GRPO:
         grouped, source = peft, SYNC_TRL_SOURCE
     elif setup.trainer == TrainerFamily.MS_SWIFT:
-        release = setup.release
-        grouped = peft or release is None or release >= SWIFT_GROUPED_FULL_SYNC
+        grouped = peft or setup.release is None or setup.release >= SWIFT_GROUPED_FULL_SYNC
         source = SYNC_SWIFT_SOURCE
     else:
         return None
