@@ -15,7 +15,7 @@ import pytest
 
 from cli_run import cli  # noqa: F401 - the fixture
 from zeroadvisor.advisor.check import CheckOptions, check_document
-from zeroadvisor.config.method import Generation, MethodSetup, Placement
+from zeroadvisor.config.method import Generation, MethodSetup, Placement, Refusal
 from zeroadvisor.config.source import parse
 from zeroadvisor.memory.activations import activation_bytes
 from zeroadvisor.memory.estimate import Cluster, estimate
@@ -755,7 +755,7 @@ def test_llama_factory_refuses_an_8_bit_model_under_zero_3_whatever_its_memory()
     assert run(MethodSetup(), spec=qlora8).stage(3).trainer_refusal is None  # no trainer said: not its check
     # the file's own ZeRO-3 refusals (use_unsloth, ...) join it, at ZeRO-3 only
     unsloth = "LLaMA-Factory raises \"Unsloth is incompatible with DeepSpeed ZeRO-3.\" for use_unsloth: true"
-    both = run(dataclasses.replace(sft, zero3_refused=(unsloth,)), spec=qlora8)
+    both = run(dataclasses.replace(sft, refusals=(Refusal(unsloth, frozenset({3})),)), spec=qlora8)
     assert both.stage(3).trainer_refusal.startswith(unsloth + "; LLaMA-Factory raises \"Only 4-bit")
     assert both.stage(2).trainer_refusal is None
 
@@ -777,7 +777,7 @@ def _lf_check(cli, tmp_path, stage: int, hf_config: dict, *cluster: str, templat
 
 def test_an_8_bit_llama_factory_run_at_zero_3_fails_and_its_fix_is_a_stage_the_trainer_runs(cli, tmp_path):
     """ZA814: the configured ZeRO-3 'fits' but LLaMA-Factory stops at load; the check fails, the finding says the run
-    stops before training, and the headline is the lower stage (ZA802), which the trainer runs."""
+    stops before training and recommends the lower stage, which the trainer runs (as ZA802 does)."""
     result = _lf_check(cli, tmp_path, 3, LLAMA2_7B, "--gpu", "A100-SXM4-80GB")
     assert result.returncode == 1, result.stderr
     report = json.loads(result.stdout)
@@ -793,6 +793,54 @@ def test_an_8_bit_llama_factory_run_at_zero_3_fails_and_its_fix_is_a_stage_the_t
     assert "configure_quantization" in by_label["Z3"]["trainer_refusal"] and by_label["Z2"]["trainer_refusal"] is None
     lower = [f for f in report["findings"] if f["code"] == "ZA802"]
     assert lower and lower[0]["recommends"]["option"].startswith("Z") and "Z3" not in lower[0]["recommends"]["option"]
+    assert stop["recommends"]["option"] == lower[0]["recommends"]["option"] and stop["fix"] == lower[0]["fix"]
+
+
+_LF_FULL = ("model_name_or_path: {model}\nstage: sft\ndo_train: true\nfinetuning_type: full\ncutoff_len: 1024\n"
+            "per_device_train_batch_size: 1\nbf16: true\n")
+
+
+def test_layer_wise_badam_below_zero_3_is_refused_and_the_fix_is_zero_3(cli, tmp_path):
+    """get_train_args (v0.8.3 on): layer-wise BAdam, the default badam_mode, runs under ZeRO-3 only. At ZeRO-2 the
+    memory fits but the run stops; the finding's fix is the stage the trainer runs, and that option is not refused.
+    Pinned to 0.8.2, BAdam is refused with any DeepSpeed config: no stage runs, so no fix."""
+    result = _lf_check(cli, tmp_path / "now", 2, LLAMA2_7B, "--gpu", "A100-SXM4-80GB",
+                       template=_LF_FULL + "use_badam: true\n")
+    assert result.returncode == 1, result.stderr
+    report = json.loads(result.stdout)
+    (stop,) = [f for f in report["findings"] if f["code"] == "ZA814"]
+    assert "Layer-wise BAdam only supports DeepSpeed ZeRO-3 training." in stop["message"]
+    assert stop["recommends"]["option"].startswith("Z3") and stop["fix"]["zero_optimization"]["stage"] == 3
+    refused = {s["label"]: s["trainer_refusal"] for s in report["estimate"]["stages"]}
+    assert all(refused[label] for label in ("Z0", "Z1", "Z2")) and refused["Z3"] is None
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "requirements.txt").write_text("llamafactory==0.8.2\n")
+    report = json.loads(_lf_check(cli, old, 2, LLAMA2_7B, "--gpu", "A100-SXM4-80GB",
+                                  template=_LF_FULL + "use_badam: true\n").stdout)
+    (stop,) = [f for f in report["findings"] if f["code"] == "ZA814"]
+    assert "GaLore and BAdam are incompatible with DeepSpeed yet." in stop["message"] and "fix" not in stop
+    assert "change it in the trainer's file" in stop["message"]
+
+
+_AXOLOTL = "base_model: {model}\nmicro_batch_size: 1\nsequence_len: 1024\nbf16: true\noptimizer: muon\n"
+
+
+def test_axolotl_refuses_deepspeed_with_muon_at_every_stage_unless_pinned_before_it(cli, tmp_path):
+    """check_muon_deepspeed_fsdp (axolotl 0.8.0 on): the check fails at whatever stage, no fix is written (no
+    DeepSpeed config runs it) and the finding names the setting; axolotl 0.7.0 had no such check."""
+    result = _lf_check(cli, tmp_path / "now", 2, LLAMA2_7B, "--gpu", "A100-SXM4-80GB", template=_AXOLOTL)
+    assert result.returncode == 1, result.stderr
+    report = json.loads(result.stdout)
+    (stop,) = [f for f in report["findings"] if f["code"] == "ZA814"]
+    assert stop["message"].startswith("axolotl raises \"Muon optimizer is currently incompatible with DeepSpeed\"")
+    assert "fix" not in stop and "recommends" not in stop
+    assert all(s["trainer_refusal"] for s in report["estimate"]["stages"])
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "requirements.txt").write_text("axolotl==0.7.0\n")
+    report = json.loads(_lf_check(cli, old, 2, LLAMA2_7B, "--gpu", "A100-SXM4-80GB", template=_AXOLOTL).stdout)
+    assert "ZA814" not in {f["code"] for f in report["findings"]}
 
 
 def test_the_advisor_never_recommends_a_zero_3_option_the_trainer_refuses(cli, tmp_path, monkeypatch):

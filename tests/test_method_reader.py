@@ -224,6 +224,55 @@ def test_axolotl_loads_a_copy_no_trainer_gets_for_simpo_kto_and_grpo(tmp_path, t
     assert _read(tmp_path, AX + text).setup.unused_copy_at_load is copy
 
 
+@pytest.mark.parametrize(("text", "words", "since"), [
+    ("optimizer: muon\n", "Muon optimizer is currently incompatible with DeepSpeed", "0.8.0"),
+    ("optimizer: flash_adamw\n", "flash_adamw optimizer is incompatible with DeepSpeed", "0.16.0"),
+    ("optimizer: q_galore_adamw8bit\n", "q_galore_adamw8bit is not yet validated with DeepSpeed", "0.17.0"),
+    ("relora: true\njagged_restart_steps: 50\n", "deepspeed not supported with ReLoRA", "0.12.0"),
+    ("fsdp:\n  - full_shard\n", "deepspeed and fsdp cannot be used together", None),
+])
+def test_axolotl_s_own_refusals_of_deepspeed_are_read_for_every_stage(tmp_path, text, words, since):
+    """utils/schemas/validation.py raises with ``deepspeed`` set whatever its stage, in SFT (no rl:) as in DPO; each
+    check from the release that made it."""
+    for rl in ("", "rl: dpo\n"):
+        setup = _read(tmp_path, AX + rl + text).setup
+        assert setup.trainer is TrainerFamily.AXOLOTL
+        (refused,) = setup.refusals
+        assert words in refused.words and refused.words.startswith("axolotl raises") and "check_" in refused.words
+        assert refused.stages == {0, 1, 2, 3} and refused.since == since
+    assert _read(tmp_path, AX + "optimizer: adamw_torch_fused\nfsdp: []\nrelora: false\n").setup.refusals == ()
+
+
+def test_a_refusal_applies_by_the_trainer_s_release():
+    """Refusal.applies: a check made from ``since`` and dropped at ``before``; an unknown release is the newest
+    read (a check that has since been dropped does not apply)."""
+    from packaging.version import Version
+
+    from zeroadvisor.config.method import Refusal
+
+    muon = Refusal("muon", frozenset({0, 1, 2, 3}), since="0.8.0")
+    assert muon.applies(2, None) and muon.applies(0, Version("0.8.0")) and not muon.applies(2, Version("0.7.1"))
+    steps = Refusal("relora_steps", frozenset({0, 1, 2, 3}), before="0.12.0")
+    assert steps.applies(3, Version("0.11.0")) and not steps.applies(3, Version("0.12.0"))
+    assert not steps.applies(3, None)
+    assert not Refusal("zero3 only", frozenset({3})).applies(2, None)
+
+
+@pytest.mark.parametrize(("text", "words", "stages"), [
+    ("use_galore: true\n", "GaLore and APOLLO are incompatible with DeepSpeed yet.", {0, 1, 2, 3}),
+    ("use_apollo: true\n", "GaLore and APOLLO are incompatible with DeepSpeed yet.", {0, 1, 2, 3}),
+    ("use_badam: true\n", "Layer-wise BAdam only supports DeepSpeed ZeRO-3 training.", {0, 1, 2}),
+    ("use_badam: true\nbadam_mode: ratio\n", "Radio-based BAdam does not yet support distributed", {0, 1, 2, 3}),
+])
+def test_llama_factory_s_refusals_outside_zero_3_are_read(tmp_path, text, words, stages):
+    """get_train_args: GaLore and APOLLO with any DeepSpeed config; BAdam's layer-wise mode (the default) under
+    ZeRO-3 only and its ratio mode never in distributed training (from v0.8.3; up to v0.8.2 BAdam never with
+    DeepSpeed, a refusal of its own that the newest release no longer makes)."""
+    refusals = _read(tmp_path, LF.format(stage="sft", kind="full") + text).setup.refusals
+    now = [r for r in refusals if r.before is None]
+    assert len(now) == 1 and words in now[0].words and now[0].stages == stages
+
+
 @pytest.mark.parametrize(("text", "words"), [("rl: ppo\n", "axolotl's rl: types"), ("rl: dpo\ntrl: 3\n", "mapping"),
                                              ("rl: grpo\nvllm: 1\n", "vLLM settings"),
                                              ("rl: grpo\nvllm:\n  gpu_memory_utilization: 2\n", "at most 1"),
@@ -278,10 +327,11 @@ def test_llama_factory_ref_model_quantization_bit_applies_to_its_ref_model_only(
 def test_llama_factory_s_own_zero_3_refusals_are_read_with_where(tmp_path, key, words):
     """hparams/parser.py get_train_args raises under ZeRO-3 for each of these set true; false or unset is nothing."""
     base = LF.format(stage="sft", kind="lora")
-    (refused,) = _read(tmp_path, base + f"{key}: true\n").setup.zero3_refused
-    assert f"for {key}: true" in refused and words in refused and "parser.py" in refused
-    assert _read(tmp_path, base + f"{key}: false\n").setup.zero3_refused == ()
-    assert _read(tmp_path, base).setup.zero3_refused == ()
+    (refused,) = _read(tmp_path, base + f"{key}: true\n").setup.refusals
+    assert f"for {key}: true" in refused.words and words in refused.words and "parser.py" in refused.words
+    assert refused.stages == {3}
+    assert _read(tmp_path, base + f"{key}: false\n").setup.refusals == ()
+    assert _read(tmp_path, base).setup.refusals == ()
 
 
 def test_a_llama_factory_yaml_without_stage_is_sft_by_llama_factory(tmp_path):
@@ -290,4 +340,4 @@ def test_a_llama_factory_yaml_without_stage_is_sft_by_llama_factory(tmp_path):
     reading = _read(tmp_path, "model_name_or_path: m\nfinetuning_type: lora\ncutoff_len: 1024\nuse_unsloth: true\n")
     assert reading is not None and not reading.said
     assert (reading.setup.method, reading.setup.trainer) == (Method.SFT, TrainerFamily.LLAMA_FACTORY)
-    assert reading.setup.zero3_refused and "Unsloth" in reading.setup.zero3_refused[0]
+    assert reading.setup.refusals and "Unsloth" in reading.setup.refusals[0].words

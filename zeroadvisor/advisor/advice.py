@@ -40,6 +40,7 @@ class Reason(StrEnum):
 
     DOES_NOT_FIT = "does-not-fit"  # the configured run needs more GPU memory than there is
     HOST_MEMORY = "host-memory-insufficient"  # ... more host RAM or NVMe per node than given
+    TRAINER_REFUSES = "trainer-refuses"  # the trainer's own code refuses the configured option (it stops at load)
     LOWER_STAGE = "lower-stage-fits"  # ZeRO-3 is configured where a lower stage fits
     NO_OFFLOAD = "offload-not-needed"  # offload is configured where the stage fits without it
     SMALLER_BUCKETS = "large-buckets"  # the communication buckets take a large share of the memory
@@ -48,7 +49,7 @@ class Reason(StrEnum):
 
 # The recommendation a report names first (its verdict line), most pressing first: a run that fails before one
 # that only costs. A faster run is information its own finding words.
-HEADLINE = (Reason.DOES_NOT_FIT, Reason.HOST_MEMORY, Reason.LOWER_STAGE, Reason.NO_OFFLOAD,
+HEADLINE = (Reason.DOES_NOT_FIT, Reason.HOST_MEMORY, Reason.TRAINER_REFUSES, Reason.LOWER_STAGE, Reason.NO_OFFLOAD,
             Reason.SMALLER_BUCKETS)
 
 
@@ -239,8 +240,8 @@ NEXT_RUNG_ROOM = 0.05
 # Reason; its name is here, where the failing findings are listed.
 VLLM_BELOW_FLOOR = "vllm-below-floor"
 # The trainer's own refusal of the configured option (memory/method.py trainer_refusal): the run stops at load; its
-# rule names the ways out in its words, like vLLM's.
-TRAINER_REFUSES = "trainer-refuses"
+# rule recommends the best option the trainer runs, where one fits (candidates.py leaves the refused ones out).
+TRAINER_REFUSES = Reason.TRAINER_REFUSES.value
 # the run stops: the names of its findings
 _FAILING = (Reason.DOES_NOT_FIT.value, Reason.HOST_MEMORY.value, VLLM_BELOW_FLOOR, TRAINER_REFUSES)
 

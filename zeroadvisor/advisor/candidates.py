@@ -145,12 +145,13 @@ class Candidates:
             yield self.written.change(self.configured, replace(shape, activation_checkpointing=level))
 
     def _options(self, shape: TrainingShape, layout: dict[str, Any] | None, micro_batch: int) -> list[Option]:
-        """The stage/offload options DeepSpeed runs for the config (the configured one even when refused)."""
+        """The stage/offload options DeepSpeed and the trainer run for the config (the configured one even where
+        DeepSpeed refuses it; never one the trainer refuses: its refusal's rule recommends another)."""
         w = self.written
         result = w.estimates.of(w.config(w.change(self.configured, shape, micro_batch, layout)), shape)
         return [s.option for s in result.stages
-                if s.option == self.configured or (refusal(result.settings, s.option) is None
-                                                   and s.trainer_refusal is None)]
+                if s.trainer_refusal is None and (s.option == self.configured
+                                                  or refusal(result.settings, s.option) is None)]
 
     def _micro_batches(self, layout: dict[str, Any] | None) -> list[int]:
         """The micro batches that keep the global batch under ``layout``, ascending."""

@@ -924,39 +924,54 @@ VLLM_BELOW_FLOOR = Rule(
 
 def _trainer_refuses(ctx: Context) -> Iterator[Hit]:
     """The trainer's own code stops the configured option before training (StageEstimate.trainer_refusal, memory/
-    method.py trainer_refusal), whatever its memory: the finding says why and which options the trainer runs."""
+    method.py trainer_refusal), whatever its memory: the finding says why and recommends the best change the
+    trainer runs (the search leaves refused options out: candidates.py), where one fits."""
+    from zeroadvisor.advisor.advice import Reason
+
     a = _advice_of(ctx)
     current = a.configured
     if current is None or current.trainer_refusal is None:
         return
-    runs = [st for st in a.estimate.stages if st.trainer_refusal is None and st.comfortable]
-    # the published order: the lowest stage, then the least offload (Estimate.stages is in that order)
-    way = (f"{runs[0].option.words} fits ({a.fmt(runs[0].peak_gpu)} per GPU at peak) and the trainer runs it"
-           if runs else "no option the trainer runs fits on these GPUs")
-    yield Hit("", f"{current.trainer_refusal}; the run stops before training; {way}", at="file",
-              stops="the trainer refuses this configuration")
+    what = f"{current.trainer_refusal}; the run stops before training"
+    if all(st.trainer_refusal is not None for st in a.estimate.stages):
+        yield Hit("", f"{what}; the trainer runs no ZeRO stage with this setting: change it in the trainer's file",
+                  at="file", stops="the trainer refuses this configuration")
+        return
+    if a.best is None:
+        yield Hit("", f"{what}; no option the trainer runs fits on these GPUs", at="file",
+                  stops="the trainer refuses this configuration")
+        return
+    rec = a.recommend(a.best, Reason.TRAINER_REFUSES)
+    hit = _hit(ctx, f"{what}. " + _fit_sentence(ctx, "Cheapest change the trainer runs", rec), rec)
+    yield dataclasses.replace(hit, stops="the trainer refuses this configuration")
 
 
 _LF_QLORA8 = {"stage": "sft", "do_train": True, "finetuning_type": "lora", "lora_target": "all",
               "cutoff_len": 1024, "per_device_train_batch_size": 1, "bf16": True}
+_AXOLOTL_SFT = {"base_model": "meta-llama/Llama-2-7b-hf", "micro_batch_size": 1, "sequence_len": 1024, "bf16": True}
 
 TRAINER_REFUSES = Rule(
     code="ZA814",
     name="trainer-refuses",  # advisor/advice.py TRAINER_REFUSES: a failing finding
     severity=Severity.ERROR,
-    summary="The trainer's own code refuses the configured stage with the run's settings: it stops before training.",
+    summary="The trainer's own code refuses the configured DeepSpeed stage with the run's settings: it stops before "
+            "training.",
     explanation=(
         "Some refusals are the trainer's, not DeepSpeed's, and come only at launch. LLaMA-Factory loads every "
         "model it quantizes through configure_quantization, the DPO/KTO reference of ref_model_quantization_bit "
         "too (create_ref_model), and under ZeRO-3 raises \"Only 4-bit quantized model can use fsdp+qlora or auto "
         "device map.\" for 8-bit bitsandbytes (llamafactory/model/model_utils/quantization.py @ v0.8.0 to "
         "v0.9.3), and its argument parser raises under ZeRO-3 for use_unsloth, pure_bf16, predict_with_generate, "
-        "pissa_init and use_kt set true (hparams/parser.py get_train_args). The memory of such an option is "
+        "pissa_init and use_kt set true (hparams/parser.py get_train_args), under ZeRO-1/2 for layer-wise BAdam, "
+        "and at every stage for GaLore, APOLLO and ratio-wise BAdam. axolotl's config validation refuses "
+        "DeepSpeed at every stage with the Muon, flash_* and q_galore_adamw8bit optimizers, ReLoRA, and fsdp "
+        "(utils/schemas/validation.py). Each check applies from the trainer release that makes it, read from "
+        "the pins (the newest release read where none is pinned). The memory of such an option is "
         "still counted and shown, but its verdict is followed by \"it stops before training\", the finding "
         "fails the check, and the advisor recommends no option the trainer refuses (a lower stage, a fix, a "
         "cluster size). The finding names the first option in the published order that fits and the trainer "
         "runs, and the other way out the trainer gives (4-bit quantization, which LLaMA-Factory runs under "
-        "ZeRO-3)."
+        "ZeRO-3); where the trainer refuses every stage, the setting itself is the change."
     ),
     check=_trainer_refuses,
     examples=(
@@ -966,9 +981,13 @@ TRAINER_REFUSES = Rule(
         Example('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 3}}',
                 fails=False, options={"model": {**_MODEL_7B}, "gpus": 8, "gpu": "A100-SXM4-80GB",
                                       "training_args": {**_LF_QLORA8, "quantization_bit": 4}}),
+        Example('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 2}}',
+                fails=True, options={"model": {**_MODEL_7B}, "gpus": 8, "gpu": "A100-SXM4-80GB",
+                                     "training_args": {**_AXOLOTL_SFT, "optimizer": "muon"}}),
     ),
     needs_advice=True,
-    source="issue 35; memory/method.py trainer_refusal (LLaMA-Factory model_utils/quantization.py)",
+    source="issue 35; memory/method.py trainer_refusal (LLaMA-Factory model_utils/quantization.py, hparams/parser.py; "
+           "config/trainer_refusals.py)",
 )
 
 

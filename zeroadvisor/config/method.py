@@ -68,6 +68,27 @@ class Placement:
 
 
 @dataclass(frozen=True, slots=True)
+class Refusal:
+    """A setting the trainer's own code refuses to run under DeepSpeed at ``stages`` (config/trainer_refusals.py):
+    the run stops before training, whatever its memory. ``since`` / ``before``: the releases that make the check
+    (the first that does, the first that no longer does; None: every release read)."""
+
+    words: str  # what the trainer raises, for which setting, and where
+    stages: frozenset[int]
+    since: str | None = None
+    before: str | None = None
+
+    def applies(self, stage: int, release: Version | None) -> bool:
+        """Refused at ``stage`` by ``release`` (None: unknown, the newest release read decides)."""
+        if stage not in self.stages:
+            return False
+        if release is None:
+            return self.before is None
+        return (self.since is None or release >= Version(self.since)) and \
+            (self.before is None or release < Version(self.before))
+
+
+@dataclass(frozen=True, slots=True)
 class MethodSetup:
     """The training method and what the files say about it; the default is plain SFT (one model)."""
 
@@ -90,9 +111,9 @@ class MethodSetup:
     # axolotl loads a second copy of the model that its trainer never gets (train.py setup_reference_model for kto,
     # simpo and grpo): read during setup, dropped when setup returns, before the policy's engine exists
     unused_copy_at_load: bool = False
-    # what the trainer's own code refuses under ZeRO-3 among the file's settings, each worded
-    # (LLaMA-Factory's use_unsloth, pure_bf16, ...: config/method_reader.py LLAMA_FACTORY_ZERO3_REFUSED)
-    zero3_refused: tuple[str, ...] = ()
+    # what the trainer's own code refuses under DeepSpeed among the file's settings, at some stages or all
+    # (LLaMA-Factory's use_unsloth under ZeRO-3, axolotl's Muon optimizer at every stage: config/trainer_refusals.py)
+    refusals: tuple[Refusal, ...] = ()
     origin: tuple[tuple[str, str], ...] = ()  # (field, where it was said) for messages
     notes: tuple[str, ...] = ()  # what was read and assumed, one line each
 

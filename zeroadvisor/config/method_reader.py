@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, fields, replace
 
 from zeroadvisor.config.method import Generation, MethodSetup, Placement
 from zeroadvisor.config.trainer_errors import TrainerInputError, as_bool, shown
+from zeroadvisor.config.trainer_refusals import read_refusals
 from zeroadvisor.jsontypes import JSONValue
 from zeroadvisor.vocab import Method, ModelRole, TrainerFamily, VllmMode
 
@@ -234,33 +235,11 @@ def _trl_fields(data: Mapping[str, JSONValue], where: Origin, trainer: TrainerFa
     return MethodReading(setup, "", hints) if trainer is not None or hints else MethodReading()
 
 
-# LLaMA-Factory's own refusals under ZeRO-3: the key set true raises in hparams/parser.py get_train_args
-# (is_deepspeed_zero3_enabled) with these words @ v0.9.0, v0.9.3 and ff6d4d1 (use_kt from v0.9.4, use_unsloth from
-# v0.8.0); its 8-bit quantization is memory/method.py trainer_refusal's (the model's quantization).
-LLAMA_FACTORY_ZERO3_REFUSED = {
-    "predict_with_generate": "`predict_with_generate` is incompatible with DeepSpeed ZeRO-3.",
-    "pissa_init": "Please use scripts/pissa_init.py to initialize PiSSA in DeepSpeed ZeRO-3.",
-    "pure_bf16": "`pure_bf16` is incompatible with DeepSpeed ZeRO-3.",
-    "use_unsloth": "Unsloth is incompatible with DeepSpeed ZeRO-3.",
-    "use_kt": "KTransformers is incompatible with DeepSpeed ZeRO-3.",
-}
-_TRUE_WORDS = ("yes", "true", "t", "y", "1")  # transformers hf_argparser.py string_to_bool
-
-
-def _zero3_refused(data: Mapping[str, JSONValue]) -> tuple[str, ...]:
-    """What LLaMA-Factory refuses under ZeRO-3 among the keys set true (LLAMA_FACTORY_ZERO3_REFUSED), worded."""
-    def true(value: JSONValue) -> bool:
-        return value is True or (isinstance(value, str) and value.strip().lower() in _TRUE_WORDS)
-
-    return tuple(f"LLaMA-Factory raises \"{words}\" for {key}: true (hparams/parser.py get_train_args)"
-                 for key, words in LLAMA_FACTORY_ZERO3_REFUSED.items() if true(data.get(key)))
-
-
 def _llama_factory(data: Mapping[str, JSONValue], where: Origin) -> MethodReading:
     stage_text = data.get("stage")
     if stage_text is None:  # FinetuningArguments.stage defaults to "sft": the method unsaid, the trainer known
-        refused = _zero3_refused(data)
-        return MethodReading(MethodSetup(trainer=TrainerFamily.LLAMA_FACTORY, zero3_refused=refused))
+        refused = read_refusals(data, TrainerFamily.LLAMA_FACTORY)
+        return MethodReading(MethodSetup(trainer=TrainerFamily.LLAMA_FACTORY, refusals=refused))
     stage = _text(stage_text, where("stage")).lower()
     if stage not in LLAMA_FACTORY_STAGES:
         raise TrainerInputError(f"{where('stage')}: expected one of {', '.join(LLAMA_FACTORY_STAGES)} (LLaMA-Factory's "
@@ -314,7 +293,7 @@ def _llama_factory(data: Mapping[str, JSONValue], where: Origin) -> MethodReadin
                                      reference_model=reference, reference_quantization=quantization,
                                      reference_double_quant=double, beta=beta, loss_type=loss, placements=placements,
                                      generation=Generation(max_completion_length=new_tokens),
-                                     zero3_refused=_zero3_refused(data),
+                                     refusals=read_refusals(data, TrainerFamily.LLAMA_FACTORY),
                                      origin=tuple(origin), notes=tuple(notes)), where("stage"))
 
 
@@ -364,8 +343,9 @@ def _reward_model_type(data: Mapping[str, JSONValue], tuner: str, where: Origin)
 
 def _axolotl(data: Mapping[str, JSONValue], where: Origin) -> MethodReading:
     rl = data.get("rl")
-    if rl is None or rl is False:
-        return MethodReading()
+    refusals = read_refusals(data, TrainerFamily.AXOLOTL)
+    if rl is None or rl is False:  # SFT: the method unsaid, the trainer known (its own refusals apply)
+        return MethodReading(MethodSetup(trainer=TrainerFamily.AXOLOTL, refusals=refusals))
     name = _text(rl, where("rl")).lower()
     if name not in AXOLOTL_RL:
         raise TrainerInputError(f"{where('rl')}: expected one of {', '.join(AXOLOTL_RL)} (axolotl's rl: types that "
@@ -399,7 +379,7 @@ def _axolotl(data: Mapping[str, JSONValue], where: Origin) -> MethodReading:
     unused = method in (Method.KTO, Method.CPO, Method.GRPO) and (asked or not isinstance(data.get("adapter"), str))
     return MethodReading(replace(trl, method=method, trainer=TrainerFamily.AXOLOTL, beta=beta, generation=generation,
                                  loss_type=loss or trl.loss_type, origin=tuple(origin), use_reference=use_reference,
-                                 unused_copy_at_load=unused),
+                                 unused_copy_at_load=unused, refusals=refusals),
                          where("rl"))
 
 

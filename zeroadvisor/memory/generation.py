@@ -170,7 +170,9 @@ def _gathered_share(s: Settings, option: Option, spec: ModelSpec, P: int, N: int
 # swift/trainers/rlhf_trainer/rollout_mixin.py @ v3.10.0, grpo_trainer.py _move_model_to_vllm @ v3.8.0. From 3.12.1 to
 # 3.12.5 _move_full_model_to_vllm gathered every parameter once around the groups' loop, whatever move_model_batches
 # says (the full model's sync, and a LoRA model's first): rollout_mixin.py @ v3.12.1, v3.12.5, per group again @
-# v3.12.6 (ms-swift#7986: "forces DeepSpeed to materialize the ENTIRE model").
+# v3.12.6 (ms-swift#7986: "forces DeepSpeed to materialize the ENTIRE model"). OpenRLHF gathers one parameter at a
+# time, a LoRA policy's base weights included (no merge), with one clone of it under CUDA IPC: openrlhf/trainer/ray/
+# ppo_actor.py broadcast_to_vllm @ v0.5.9, v0.8.5 and v0.11.0 (GatheredParameters([param])), within the step's own.
 SYNC_KEY = "vllm_weight_sync"
 SYNC_TRL_SOURCE = ("trl/generation/vllm_generation.py VLLMGeneration.sync_weights @ v1.9.0 "
                    "(trl/trainer/grpo_trainer.py _move_model_to_vllm @ v0.21.0): with PEFT every parameter gathered "

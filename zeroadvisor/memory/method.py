@@ -312,19 +312,19 @@ LLAMA_FACTORY_QUANTIZATION = "llamafactory/model/model_utils/quantization.py con
 
 
 def trainer_refusal(setup: MethodSetup, policy: ModelSpec, option: Option) -> str | None:
-    """Why the trainer itself stops before training with ``option``, whatever the memory, or None: LLaMA-Factory
-    refuses a model quantized to 8 bits (the policy's quantization_bit, the reference's ref_model_quantization_bit)
-    under ZeRO-3 (LLAMA_FACTORY_QUANTIZATION's comment), and the settings of MethodSetup.zero3_refused."""
-    if setup.trainer != TrainerFamily.LLAMA_FACTORY or option.stage != 3:
-        return None
-    reference = setup.reference_quantization if has_reference(setup, policy) else None  # a loaded reference only
-    keys = [key for key, quant in (("quantization_bit", policy.quantization),
-                                   ("ref_model_quantization_bit", reference)) if quant == "8bit"]
-    reasons = list(setup.zero3_refused)
-    if keys:
-        reasons.append(f"LLaMA-Factory raises \"Only 4-bit quantized model can use fsdp+qlora or auto device map.\" "
-                       f"for {' and '.join(f'{k}: 8' for k in keys)} under ZeRO-3 ({LLAMA_FACTORY_QUANTIZATION}); "
-                       f"4 bits ({', '.join(f'{k}: 4' for k in keys)}) runs there")
+    """Why the trainer itself stops before training with ``option``, whatever the memory, or None: the file's
+    settings it refuses at the option's stage by its release (MethodSetup.refusals: config/trainer_refusals.py), and
+    LLaMA-Factory's refusal of a model quantized to 8 bits (the policy's quantization_bit, the reference's
+    ref_model_quantization_bit) under ZeRO-3 (LLAMA_FACTORY_QUANTIZATION's comment)."""
+    reasons = [r.words for r in setup.refusals if r.applies(option.stage, setup.release)]
+    if setup.trainer == TrainerFamily.LLAMA_FACTORY and option.stage == 3:
+        reference = setup.reference_quantization if has_reference(setup, policy) else None  # a loaded reference only
+        keys = [key for key, quant in (("quantization_bit", policy.quantization),
+                                       ("ref_model_quantization_bit", reference)) if quant == "8bit"]
+        if keys:
+            reasons.append(f"LLaMA-Factory raises \"Only 4-bit quantized model can use fsdp+qlora or auto device "
+                           f"map.\" for {' and '.join(f'{k}: 8' for k in keys)} under ZeRO-3 "
+                           f"({LLAMA_FACTORY_QUANTIZATION}); 4 bits ({', '.join(f'{k}: 4' for k in keys)}) runs there")
     return "; ".join(reasons) or None
 
 
