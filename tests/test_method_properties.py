@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from zeroadvisor.config.method import Generation, MethodSetup
@@ -93,3 +93,45 @@ def test_the_method_assumes_only_what_nothing_said_and_llama_factory_ppo_has_no_
         assert all("critic" not in stage.per_gpu for stage in e.stages)  # the policy's value head
     if setup.method is not Method.KTO or setup.trainer is not TrainerFamily.LLAMA_FACTORY:
         assert not any(t.key == "kto_kl_forward" for stage in e.stages for t in stage.terms)
+
+
+# -- the trainers' own refusals (config/trainer_refusals.py) -------------------------------------------------------
+
+_ANY = st.none() | st.booleans() | st.integers(-2, 100) | st.text(max_size=12) | \
+    st.lists(st.text(max_size=6), max_size=2) | st.sampled_from(["true", "yes", "ratio", "layer", "muon",
+                                                                  "flash_adamw", "q_galore_adamw8bit", "full_shard"])
+_TRUTHY = st.sampled_from([True, "true", 50, ["full_shard"], "muon", "flash_adamw", "q_galore_adamw8bit", "ratio"])
+_KEYS = st.sampled_from(["optimizer", "relora", "relora_steps", "fsdp", "use_badam", "badam_mode", "use_galore",
+                         "use_apollo", "use_unsloth", "pure_bf16", "use_kt", "pissa_init", "predict_with_generate"])
+refusal_files = st.dictionaries(_KEYS, _TRUTHY | _ANY, max_size=5)
+RELEASES = [None, "0.7.0", "0.8.2", "0.8.3", "0.9.1", "0.9.5", "0.11.0", "0.12.0", "0.16.1", "0.18.0"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=refusal_files, family=st.sampled_from([TrainerFamily.LLAMA_FACTORY, TrainerFamily.AXOLOTL]),
+       release=st.sampled_from(RELEASES), config=configs)
+@example(data={"relora_steps": 50}, family=TrainerFamily.AXOLOTL, release=None, config={"zero_optimization": {}})
+@example(data={"use_badam": True}, family=TrainerFamily.LLAMA_FACTORY, release=None, config={"zero_optimization": {}})
+@example(data={"use_badam": "yes", "badam_mode": "ratio"}, family=TrainerFamily.LLAMA_FACTORY, release="0.8.2",
+         config={"zero_optimization": {"stage": 3}})
+def test_an_option_is_refused_exactly_where_a_check_of_the_release_applies(data, family, release, config):
+    """Whatever the file's values, reading its refusals never raises, and each option of the estimate carries a
+    refusal exactly where one of the file's checks refuses its stage at the pinned release (the newest read where
+    none is pinned), worded with the trainer's name."""
+    from packaging.version import Version
+
+    from zeroadvisor.config.trainer_refusals import read_refusals
+
+    refusals = read_refusals(data, family)
+    name = "LLaMA-Factory" if family is TrainerFamily.LLAMA_FACTORY else "axolotl"
+    assert all(r.words.startswith(f"{name} raises") and r.stages and r.stages <= {0, 1, 2, 3} for r in refusals)
+    setup = MethodSetup(trainer=family, trainer_version=release, refusals=refusals)
+    e = estimate(config, SPEC, TrainingShape(512, "full", method=setup), Cluster(gpus=8, gpu_memory=80 * GB))
+    version = Version(release) if release else None
+    for stage in e.stages:
+        applies = [r for r in refusals if stage.option.stage in r.stages
+                   and (r.before is None if version is None else
+                        (r.since is None or version >= Version(r.since))
+                        and (r.before is None or version < Version(r.before)))]
+        assert (stage.trainer_refusal is not None) == bool(applies), (stage.option, refusals)
+        assert all(r.words in (stage.trainer_refusal or "") for r in applies)
