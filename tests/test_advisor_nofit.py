@@ -324,3 +324,29 @@ def test_a_weight_sync_that_binds_is_told_move_model_batches_first():
     if groups > 2:  # the fewest: half as many groups do not fit
         assert _swift_lora_grpo_72b(batches=groups // 2).nothing_fits is not None
     assert WayOut.MOVE_MODEL_BATCHES not in _kinds(_swift_lora_grpo_72b(version="3.12.3").nothing_fits)
+
+
+def test_precompute_ref_log_probs_is_never_priced_at_zero_3_where_trl_refuses_it(monkeypatch):
+    """Qwen2.5-7B DPO on 8 x 32 GiB at ZeRO-3 with an optimizer block: the reference engine TRL builds from it binds,
+    and precompute_ref_log_probs at ZeRO-3 would fit. TRL 1.9.0 runs that, so it is the first way out; TRL 0.21's
+    DPOTrainer refuses it under ZeRO-3 and no lower stage fits, so it is not offered (it would be without the
+    refusal)."""
+    from zeroadvisor.config.method import MethodSetup
+    from zeroadvisor.memory import method as method_memory
+    from zeroadvisor.vocab import Method, TrainerFamily
+
+    spec, _ = load_model("Qwen/Qwen2.5-7B")
+
+    def ways(release: str) -> list[tuple[WayOut, int]]:
+        dpo = MethodSetup(method=Method.DPO, trainer=TrainerFamily.TRL, trainer_version=release)
+        options = CheckOptions(spec, TrainingShape(1024, Checkpointing.FULL, method=dpo),
+                               Cluster(gpus=8, gpu_memory=32 * 2**30, cpu_memory=64 * GB))
+        answer = _check({**ZERO3, "optimizer": {"type": "AdamW"}}, options).nothing_fits
+        assert answer is not None
+        return [(way.kind, way.outcome.change.option.stage) for way in answer.ways]
+
+    assert ways("1.9.0")[0] == (WayOut.PRECOMPUTE_REF, 3)
+    assert all(kind != WayOut.PRECOMPUTE_REF or stage < 3 for kind, stage in ways("0.21.0"))
+    assert WayOut.PRECOMPUTE_REF not in [kind for kind, _ in ways("0.21.0")]
+    monkeypatch.setattr(method_memory, "TRL_PRECOMPUTE_ZERO3", {})
+    assert ways("0.21.0")[0] == (WayOut.PRECOMPUTE_REF, 3)

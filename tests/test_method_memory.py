@@ -866,3 +866,23 @@ def test_a_llama_factory_file_without_stage_is_llama_factory_s_sft_and_its_refus
                        template=_LF_QLORA8.replace("stage: sft\n", ""))
     assert "stage" not in (tmp_path / "lf.yaml").read_text()
     assert result.returncode == 1 and "ZA814" in {f["code"] for f in json.loads(result.stdout)["findings"]}
+
+
+@pytest.mark.parametrize(("method", "release", "refused"), [
+    (Method.DPO, "0.7.4", False), (Method.DPO, "0.7.5", True), (Method.DPO, "0.21.0", True),
+    (Method.DPO, "0.28.0", True), (Method.DPO, "0.29.0", False), (Method.DPO, "1.9.0", False),
+    (Method.DPO, None, False), (Method.KTO, "0.8.0", True), (Method.KTO, "1.2.0", True),
+    (Method.KTO, "1.3.0", False)])
+def test_trl_refuses_precompute_ref_log_probs_under_zero_3_at_the_releases_that_check_it(method, release, refused):
+    """DPOTrainer.__init__ (0.7.5 to 0.28.x) and KTOTrainer.__init__ (0.8.0 to 1.2.x) raise "You cannot use
+    `precompute_ref_log_probs=True` with Deepspeed ZeRO-3." where the plugin's stage is 3; ZeRO-1/2 run it, and a
+    release not pinned is the newest read (no such check)."""
+    setup = MethodSetup(method=method, trainer=TrainerFamily.TRL, trainer_version=release,
+                        precompute_ref_log_probs=True)
+    result = run(setup)
+    words = result.stage(3).trainer_refusal
+    assert (words is not None) == refused, words
+    if refused:
+        assert "precompute_ref_log_probs=True` with Deepspeed ZeRO-3" in words and f"{method}_trainer.py" in words
+    assert all(st.trainer_refusal is None for st in result.stages if st.option.stage < 3)
+    assert run(dataclasses.replace(setup, precompute_ref_log_probs=None)).stage(3).trainer_refusal is None

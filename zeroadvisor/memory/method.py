@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from zeroadvisor.config.method import MethodSetup, Placement
@@ -311,12 +312,28 @@ def quantized_reference_term(spec: ModelSpec, s: Settings, setup: MethodSetup) -
 LLAMA_FACTORY_QUANTIZATION = "llamafactory/model/model_utils/quantization.py configure_quantization"
 
 
+# TRL refuses precompute_ref_log_probs under ZeRO-3 ("You cannot use `precompute_ref_log_probs=True` with Deepspeed
+# ZeRO-3. Please set `precompute_ref_log_probs=False`.", ``deepspeed_plugin.zero_stage == 3``): DPOTrainer.__init__
+# from 0.7.5 (#885) until the DPO refactor of 0.29.0 (#3906), KTOTrainer.__init__ from 0.8.0 (its first release)
+# until 1.3.0 (trl/experimental/kto from 0.26.0): trl/trainer/dpo_trainer.py, kto_trainer.py at every tag read.
+TRL_PRECOMPUTE_ZERO3 = {Method.DPO: SpecifierSet(">=0.7.5,<0.29.0"), Method.KTO: SpecifierSet(">=0.8.0,<1.3.0")}
+
+
 def trainer_refusal(setup: MethodSetup, policy: ModelSpec, option: Option) -> str | None:
     """Why the trainer itself stops before training with ``option``, whatever the memory, or None: the file's
-    settings it refuses at the option's stage by its release (MethodSetup.refusals: config/trainer_refusals.py), and
-    LLaMA-Factory's refusal of a model quantized to 8 bits (the policy's quantization_bit, the reference's
-    ref_model_quantization_bit) under ZeRO-3 (LLAMA_FACTORY_QUANTIZATION's comment)."""
+    settings it refuses at the option's stage by its release (MethodSetup.refusals: config/trainer_refusals.py),
+    TRL's refusal of precompute_ref_log_probs under ZeRO-3 at the releases of TRL_PRECOMPUTE_ZERO3 (a TRL run whose
+    release is pinned), and LLaMA-Factory's refusal of a model quantized to 8 bits (the policy's
+    quantization_bit, the reference's ref_model_quantization_bit) under ZeRO-3 (LLAMA_FACTORY_QUANTIZATION's
+    comment)."""
     reasons = [r.words for r in setup.refusals if r.applies(option.stage, setup.release)]
+    window = TRL_PRECOMPUTE_ZERO3.get(setup.method)
+    if option.stage == 3 and setup.precompute_ref_log_probs and setup.trainer == TrainerFamily.TRL \
+            and window is not None and setup.release is not None and setup.release in window:
+        reasons.append(f"TRL {setup.trainer_version} raises \"You cannot use `precompute_ref_log_probs=True` with "
+                       f"Deepspeed ZeRO-3.\" ({setup.method}: trl/trainer/{setup.method}_trainer.py __init__, "
+                       f"TRL {window}); precompute_ref_log_probs runs at ZeRO-1/2 or from "
+                       f"TRL {'0.29.0' if setup.method == Method.DPO else '1.3.0'}")
     if setup.trainer == TrainerFamily.LLAMA_FACTORY and option.stage == 3:
         reference = setup.reference_quantization if has_reference(setup, policy) else None  # a loaded reference only
         keys = [key for key, quant in (("quantization_bit", policy.quantization),
