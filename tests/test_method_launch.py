@@ -98,6 +98,19 @@ def test_swift_lora_dpo_has_no_reference_copy_and_one_process_without_nproc():
     assert parse_launch("swift sft --model m").training.method.setup.method is Method.SFT
 
 
+def test_swift_s_own_refusals_of_deepspeed_are_read_from_its_flags():
+    """sft_args.py _init_fsdp (3.12.0 on): --fsdp with --deepspeed at every stage; tuners/base.py grpo_context (3.2.0
+    on): a LLaMA-Pro model in GRPO under ZeRO-3 only."""
+    (fsdp,) = parse_launch("swift sft --model m --deepspeed zero2 --fsdp fsdp2").training.method.setup.refusals
+    assert "FSDP2 is not compatible with DeepSpeed." in fsdp.words and fsdp.stages == {0, 1, 2, 3}
+    assert fsdp.words.startswith("ms-swift raises") and fsdp.since == "3.12.0"
+    (pro,) = parse_launch("swift rlhf --rlhf_type grpo --model m --train_type llamapro --deepspeed zero3"
+                          ).training.method.setup.refusals
+    assert "LLaMAPro&GRPO" in pro.words and pro.stages == {3}
+    assert parse_launch("swift rlhf --rlhf_type dpo --model m --train_type llamapro").training.method.setup.refusals \
+        == ()
+
+
 def test_openrlhf_dpo_under_deepspeed():
     launch = parse_launch("deepspeed --num_gpus 8 --module openrlhf.cli.train_dpo --pretrain meta-llama/Llama-3-8B "
                           "--ref_pretrain meta-llama/Llama-3-8B --beta 0.1 --zero_stage 3 --max_len 2048 "

@@ -341,3 +341,24 @@ def test_a_llama_factory_yaml_without_stage_is_sft_by_llama_factory(tmp_path):
     assert reading is not None and not reading.said
     assert (reading.setup.method, reading.setup.trainer) == (Method.SFT, TrainerFamily.LLAMA_FACTORY)
     assert reading.setup.refusals and "Unsloth" in reading.setup.refusals[0].words
+
+
+def test_every_refusal_check_names_the_settings_it_reads():
+    """A launch command's reader keeps only the settings the checks name (config/trainer_refusals.py read_keys):
+    a check reading one it does not name would never see it from a command line."""
+    from zeroadvisor.config.trainer_refusals import REFUSALS
+
+    seen: set[str] = set()
+
+    class Seen(dict):
+        def get(self, key, default=None):
+            seen.add(key)
+            return super().get(key, default)
+
+    for checks in REFUSALS.values():
+        for check in checks:
+            seen.clear()
+            for value in (True, "true", "grpo", "ratio", "muon", "flash_x", None):
+                check.matches(Seen.fromkeys(check.keys, value))
+                check.matches(Seen({check.keys[0]: value}))
+            assert seen and seen <= set(check.keys), (check.setting, seen)

@@ -32,6 +32,7 @@ import yaml
 from zeroadvisor.config import method_reader, peft_reader
 from zeroadvisor.config.limits import MAX_GPUS
 from zeroadvisor.config.trainer_errors import TrainerInputError, shown
+from zeroadvisor.config.trainer_refusals import read_keys
 from zeroadvisor.config.training_args import (
     DEEPSPEED_KEY,
     DEFAULTS,
@@ -336,7 +337,11 @@ def _swift_command(words: list[str], env: dict[str, str], cwd: str | None) -> La
 
 
 def _swift_reads(key: str) -> bool:
-    return _reads(key) or key in ("model", "torch_dtype") or key in peft_reader.LAUNCH_KEYS
+    return _reads(key) or key in ("model", "torch_dtype") or key in peft_reader.LAUNCH_KEYS \
+        or key in _SWIFT_REFUSAL_KEYS
+
+
+_SWIFT_REFUSAL_KEYS = read_keys(TrainerFamily.MS_SWIFT)  # ms-swift's own refusals (config/trainer_refusals.py)
 
 
 # LLaMA-Factory's CLI (llamafactory/cli.py at v0.8.0 to v0.9.2, launcher.py from v0.9.3): ``train`` runs torchrun

@@ -411,6 +411,7 @@ def read_swift(command: str, data: Mapping[str, JSONValue], where: Origin) -> Me
     """``swift rlhf --rlhf_type T ...`` / ``swift sft ...``: the method and ms-swift's TRL-named arguments
     (swift/llm/argument/rlhf_args.py RLHFArguments: beta, loss_type, ref_model, num_generations, use_vllm, ...)."""
     read = _trl_fields(data, where, TrainerFamily.MS_SWIFT).setup
+    read = replace(read, refusals=read_refusals(data, TrainerFamily.MS_SWIFT))
     if command in SWIFT_SFT_COMMANDS:
         return MethodReading(replace(read, method=Method.SFT, trainer=TrainerFamily.MS_SWIFT), f"swift {command}")
     kind = data.get("rlhf_type")

@@ -5,7 +5,8 @@ per option by memory/method.py trainer_refusal at the trainer's pinned release.
 Each row is the check as the trainer's code makes it, with the words it raises and the releases that make it
 (``since``: the first that does; ``before``: the first that no longer does). Read at every release tag of each:
 LLaMA-Factory v0.7.1 to v0.9.5 (src/llamafactory/hparams/parser.py get_train_args), axolotl v0.5.0 to v0.18.0
-(src/axolotl/utils/config/models/input/v0_4_1/__init__.py, then utils/schemas/config.py and validation.py).
+(src/axolotl/utils/config/models/input/v0_4_1/__init__.py, then utils/schemas/config.py and validation.py),
+ms-swift v3.0.0 to v4.5.2 (its launch flags, as config/launch.py reads them).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from zeroadvisor.config.trainer_errors import TRUE_WORDS
 from zeroadvisor.jsontypes import JSONValue
 from zeroadvisor.vocab import TrainerFamily
 
-__all__ = ["REFUSALS", "read_refusals"]
+__all__ = ["REFUSALS", "read_keys", "read_refusals"]
 
 EVERY_STAGE = frozenset({0, 1, 2, 3})
 ZERO3 = frozenset({3})
@@ -39,6 +40,7 @@ class _Check:
     """One of the trainer's checks: ``matches`` reads the file; ``words`` names what it raises and where."""
 
     matches: Callable[[Mapping[str, JSONValue]], bool]
+    keys: tuple[str, ...]  # the settings ``matches`` reads (a launch command's reader keeps them)
     setting: str  # the setting as the user wrote it, for the message ("use_unsloth: true"); {optimizer}: its value
     words: str
     where: str
@@ -53,57 +55,72 @@ _AX_VALIDATION = "utils/schemas/validation.py"
 REFUSALS: dict[TrainerFamily, tuple[_Check, ...]] = {
     TrainerFamily.LLAMA_FACTORY: (
         # under ZeRO-3 (is_deepspeed_zero3_enabled) @ v0.8.0 to v0.9.5; use_kt from v0.9.4
-        _Check(lambda d: _true(d.get("predict_with_generate")), "predict_with_generate: true",
-               "`predict_with_generate` is incompatible with DeepSpeed ZeRO-3.", _LF_PARSER, ZERO3),
-        _Check(lambda d: _true(d.get("pissa_init")), "pissa_init: true",
+        _Check(lambda d: _true(d.get("predict_with_generate")), ("predict_with_generate",),
+               "predict_with_generate: true", "`predict_with_generate` is incompatible with DeepSpeed ZeRO-3.",
+               _LF_PARSER, ZERO3),
+        _Check(lambda d: _true(d.get("pissa_init")), ("pissa_init",), "pissa_init: true",
                "Please use scripts/pissa_init.py to initialize PiSSA in DeepSpeed ZeRO-3.", _LF_PARSER, ZERO3),
-        _Check(lambda d: _true(d.get("pure_bf16")), "pure_bf16: true",
+        _Check(lambda d: _true(d.get("pure_bf16")), ("pure_bf16",), "pure_bf16: true",
                "`pure_bf16` is incompatible with DeepSpeed ZeRO-3.", _LF_PARSER, ZERO3),
-        _Check(lambda d: _true(d.get("use_unsloth")), "use_unsloth: true",
+        _Check(lambda d: _true(d.get("use_unsloth")), ("use_unsloth",), "use_unsloth: true",
                "Unsloth is incompatible with DeepSpeed ZeRO-3.", _LF_PARSER, ZERO3),
-        _Check(lambda d: _true(d.get("use_kt")), "use_kt: true",
+        _Check(lambda d: _true(d.get("use_kt")), ("use_kt",), "use_kt: true",
                "KTransformers is incompatible with DeepSpeed ZeRO-3.", _LF_PARSER, ZERO3, since="0.9.4"),
         # with any DeepSpeed config (``training_args.deepspeed is not None``): GaLore at every release read,
         # APOLLO from v0.9.2 (the words are v0.9.2's; "GaLore is incompatible with DeepSpeed yet." before)
-        _Check(lambda d: _true(d.get("use_galore")), "use_galore: true",
+        _Check(lambda d: _true(d.get("use_galore")), ("use_galore",), "use_galore: true",
                "GaLore and APOLLO are incompatible with DeepSpeed yet.", _LF_PARSER, EVERY_STAGE),
-        _Check(lambda d: _true(d.get("use_apollo")), "use_apollo: true",
+        _Check(lambda d: _true(d.get("use_apollo")), ("use_apollo",), "use_apollo: true",
                "GaLore and APOLLO are incompatible with DeepSpeed yet.", _LF_PARSER, EVERY_STAGE, since="0.9.2"),
         # BAdam: refused with DeepSpeed up to v0.8.2 ("GaLore and BAdam are incompatible with DeepSpeed yet."); from
         # v0.8.3, in distributed training (every DeepSpeed run), the ratio mode is refused and the layer-wise mode
         # (FinetuningArguments.badam_mode's default "layer") runs under ZeRO-3 only
-        _Check(lambda d: _true(d.get("use_badam")), "use_badam: true",
+        _Check(lambda d: _true(d.get("use_badam")), ("use_badam",), "use_badam: true",
                "GaLore and BAdam are incompatible with DeepSpeed yet.", _LF_PARSER, EVERY_STAGE, before="0.8.3"),
         _Check(lambda d: _true(d.get("use_badam")) and _text(d.get("badam_mode")) == "ratio",
-               "use_badam: true with badam_mode: ratio",
+               ("use_badam", "badam_mode"), "use_badam: true with badam_mode: ratio",
                "Radio-based BAdam does not yet support distributed training, use layer-wise BAdam.", _LF_PARSER,
                EVERY_STAGE, since="0.8.3"),
         _Check(lambda d: _true(d.get("use_badam")) and _text(d.get("badam_mode")) in ("", "layer"),
-               "use_badam: true (layer-wise)", "Layer-wise BAdam only supports DeepSpeed ZeRO-3 training.",
-               _LF_PARSER, BELOW_ZERO3, since="0.8.3"),
+               ("use_badam", "badam_mode"), "use_badam: true (layer-wise)",
+               "Layer-wise BAdam only supports DeepSpeed ZeRO-3 training.", _LF_PARSER, BELOW_ZERO3, since="0.8.3"),
     ),
     TrainerFamily.AXOLOTL: (
         # the config's validators raise with ``deepspeed`` set, whatever its stage
-        _Check(lambda d: _text(d.get("optimizer")) == "muon", "optimizer: muon",
-               "Muon optimizer is currently incompatible with DeepSpeed", f"{_AX_VALIDATION} check_muon_deepspeed_fsdp",
-               EVERY_STAGE, since="0.8.0"),
-        _Check(lambda d: _text(d.get("optimizer")).startswith("flash_"), "optimizer: {optimizer}",
+        _Check(lambda d: _text(d.get("optimizer")) == "muon", ("optimizer",), "optimizer: muon",
+               "Muon optimizer is currently incompatible with DeepSpeed",
+               f"{_AX_VALIDATION} check_muon_deepspeed_fsdp", EVERY_STAGE, since="0.8.0"),
+        _Check(lambda d: _text(d.get("optimizer")).startswith("flash_"), ("optimizer",), "optimizer: {optimizer}",
                "{optimizer} optimizer is incompatible with DeepSpeed. Flash optimizers only support DDP and FSDP2.",
                f"{_AX_VALIDATION} check_flashoptim_deepspeed_fsdp", EVERY_STAGE, since="0.16.0"),
-        _Check(lambda d: _text(d.get("optimizer")) == "q_galore_adamw8bit", "optimizer: q_galore_adamw8bit",
-               "q_galore_adamw8bit is not yet validated with DeepSpeed.", f"{_AX_VALIDATION} check_qgalore",
-               EVERY_STAGE, since="0.17.0"),
+        _Check(lambda d: _text(d.get("optimizer")) == "q_galore_adamw8bit", ("optimizer",),
+               "optimizer: q_galore_adamw8bit", "q_galore_adamw8bit is not yet validated with DeepSpeed.",
+               f"{_AX_VALIDATION} check_qgalore", EVERY_STAGE, since="0.17.0"),
         # ReLoRA: ``relora: true`` from v0.12.0, ``relora_steps: N`` before
-        _Check(lambda d: _true(d.get("relora")), "relora: true", "deepspeed not supported with ReLoRA",
+        _Check(lambda d: _true(d.get("relora")), ("relora",), "relora: true", "deepspeed not supported with ReLoRA",
                f"{_AX_VALIDATION} check_relora", EVERY_STAGE, since="0.12.0"),
-        _Check(lambda d: bool(d.get("relora_steps")), "relora_steps", "deepspeed not supported with ReLoRA",
-               "utils/config check_relora", EVERY_STAGE, before="0.12.0"),
-        _Check(lambda d: bool(d.get("fsdp")), "fsdp", "deepspeed and fsdp cannot be used together.",
+        _Check(lambda d: bool(d.get("relora_steps")), ("relora_steps",), "relora_steps",
+               "deepspeed not supported with ReLoRA", "utils/config check_relora", EVERY_STAGE, before="0.12.0"),
+        _Check(lambda d: bool(d.get("fsdp")), ("fsdp",), "fsdp", "deepspeed and fsdp cannot be used together.",
                f"{_AX_VALIDATION} check_fsdp_deepspeed", EVERY_STAGE),
+    ),
+    TrainerFamily.MS_SWIFT: (
+        # swift/arguments/sft_args.py _init_fsdp @ v4.5.2 (swift/llm/argument/train_args.py @ v3.12.0): ``--fsdp``
+        # with ``--deepspeed``, whatever the stage
+        _Check(lambda d: bool(d.get("fsdp")), ("fsdp",), "--fsdp", "FSDP2 is not compatible with DeepSpeed.",
+               "swift/arguments/sft_args.py _init_fsdp", EVERY_STAGE, since="3.12.0"),
+        # swift/tuners/base.py grpo_context (the vLLM weight sync) @ v3.2.0 to v4.5.2: a LLaMA-Pro model under
+        # ZeRO-3 in GRPO
+        _Check(lambda d: _text(d.get("rlhf_type")) == "grpo"
+               and _text(d.get("tuner_type") or d.get("train_type")) == "llamapro",
+               ("rlhf_type", "tuner_type", "train_type"), "--train_type llamapro with --rlhf_type grpo",
+               "DeepSpeed ZeRO3 not supported for LLaMAPro&GRPO currently.", "swift/tuners/base.py grpo_context",
+               ZERO3, since="3.2.0"),
     ),
 }
 
-_NAMES = {TrainerFamily.LLAMA_FACTORY: "LLaMA-Factory", TrainerFamily.AXOLOTL: "axolotl"}
+_NAMES = {TrainerFamily.LLAMA_FACTORY: "LLaMA-Factory", TrainerFamily.AXOLOTL: "axolotl",
+          TrainerFamily.MS_SWIFT: "ms-swift"}
 
 
 def read_refusals(data: Mapping[str, JSONValue], family: TrainerFamily) -> tuple[Refusal, ...]:
@@ -112,3 +129,8 @@ def read_refusals(data: Mapping[str, JSONValue], family: TrainerFamily) -> tuple
     return tuple(Refusal(f"{_NAMES[family]} raises \"{check.words}\" for {check.setting} ({check.where})"
                          .replace("{optimizer}", optimizer), check.stages, check.since, check.before)
                  for check in REFUSALS.get(family, ()) if check.matches(data))
+
+
+def read_keys(family: TrainerFamily) -> frozenset[str]:
+    """The settings ``family``'s checks read: what a launch command's reader must keep (config/launch.py)."""
+    return frozenset(key for check in REFUSALS.get(family, ()) for key in check.keys)
