@@ -971,9 +971,9 @@ TRAINER_REFUSES = Rule(
         "the pins (the newest release read where none is pinned). The memory of such an option is "
         "still counted and shown, but its verdict is followed by \"it stops before training\", the finding "
         "fails the check, and the advisor recommends no option the trainer refuses (a lower stage, a fix, a "
-        "cluster size). The finding names the first option in the published order that fits and the trainer "
-        "runs, and the other way out the trainer gives (4-bit quantization, which LLaMA-Factory runs under "
-        "ZeRO-3); where the trainer refuses every stage, the setting itself is the change."
+        "cluster size). The finding recommends the best change that fits and that the trainer runs (its fix), "
+        "and says the other way out the trainer gives where there is one (4-bit quantization, which "
+        "LLaMA-Factory runs under ZeRO-3); where the trainer refuses every stage, the setting itself is the change."
     ),
     check=_trainer_refuses,
     examples=(

@@ -1,6 +1,8 @@
 """The settings a trainer's own code refuses to run under DeepSpeed, at some ZeRO stages or at all of them: read
-from its file (a LLaMA-Factory or axolotl YAML) as config/method.py Refusal, one per setting found, and applied
-per option by memory/method.py trainer_refusal at the trainer's pinned release.
+from its file or command (a LLaMA-Factory or axolotl YAML, an ms-swift command line) as config/method.py Refusal,
+one per setting found, and applied per option by memory/method.py trainer_refusal at the trainer's pinned release.
+TRL's one such check (precompute_ref_log_probs under ZeRO-3) depends on the method's own settings, not a file's
+keys: memory/method.py TRL_PRECOMPUTE_ZERO3.
 
 Each row is the check as the trainer's code makes it, with the words it raises and the releases that make it
 (``since``: the first that does; ``before``: the first that no longer does). Read at every release tag of each:
