@@ -111,6 +111,21 @@ def test_swift_s_own_refusals_of_deepspeed_are_read_from_its_flags():
         == ()
 
 
+def test_swift_refuses_deepspeed_where_it_splits_the_model_over_the_gpus_a_process_sees():
+    """is_mp: the visible GPUs // NPROC_PER_NODE >= 2 -> device_map, and _init_deepspeed raises: one line, exit 2."""
+    for command in ("CUDA_VISIBLE_DEVICES=0,1 swift sft --model m --deepspeed zero2",
+                    ("CUDA_VISIBLE_DEVICES=0,1,2,3 NPROC_PER_NODE=2 swift rlhf --rlhf_type dpo --model m "
+                     "--deepspeed ds.json")):
+        with pytest.raises(LaunchError, match=r"refuses DeepSpeed.*device_map.*NPROC_PER_NODE=") as err:
+            parse_launch(command)
+        assert "\n" not in str(err.value)
+    for runs in ("CUDA_VISIBLE_DEVICES=0,1 NPROC_PER_NODE=2 swift sft --model m --deepspeed zero2",
+                 "CUDA_VISIBLE_DEVICES=0,1 swift sft --model m",  # no DeepSpeed: device_map is its way
+                 "CUDA_VISIBLE_DEVICES=0 swift sft --model m --deepspeed zero2",
+                 "CUDA_VISIBLE_DEVICES=0,1 SWIFT_SINGLE_DEVICE_MODE=1 swift sft --model m --deepspeed zero2"):
+        parse_launch(runs)
+
+
 def test_openrlhf_dpo_under_deepspeed():
     launch = parse_launch("deepspeed --num_gpus 8 --module openrlhf.cli.train_dpo --pretrain meta-llama/Llama-3-8B "
                           "--ref_pretrain meta-llama/Llama-3-8B --beta 0.1 --zero_stage 3 --max_len 2048 "

@@ -319,6 +319,7 @@ def _swift_command(words: list[str], env: dict[str, str], cwd: str | None) -> La
         data.setdefault(half, True)
         labels.setdefault(half, f"--torch_dtype {dtype}")
     deepspeed = data.get(DEEPSPEED_KEY)
+    _swift_device_map(env, per_node, deepspeed is not None)
     if isinstance(deepspeed, str) and deepspeed in _SWIFT_DEEPSPEED:
         del data[DEEPSPEED_KEY]
         notes.append(f"swift --deepspeed {deepspeed}: ms-swift's own config (swift/llm/ds_config/{deepspeed}.json "
@@ -334,6 +335,20 @@ def _swift_command(words: list[str], env: dict[str, str], cwd: str | None) -> La
     training = replace(training, method=method)
     return Launch(f"swift {command}", world.size, world.origin, f"swift {command}", training, tuple(notes),
                   world.per_node, env=tuple(env.items()))
+
+
+def _swift_device_map(env: dict[str, str], per_node: int | None, deepspeed: bool) -> None:
+    """ms-swift splits the model over the GPUs a process sees beyond its own (swift/utils/env.py is_mp: the visible
+    GPUs // the local processes >= 2, unless SWIFT_SINGLE_DEVICE_MODE=1) and then refuses DeepSpeed
+    (swift/arguments/sft_args.py _init_deepspeed @ v4.5.2, swift/llm/argument/train_args.py @ v3.0.0 to v3.12):
+    decided where CUDA_VISIBLE_DEVICES says what it sees; a LaunchError, as the run stops there."""
+    visible, local = _visible(env), per_node or 1
+    if not deepspeed or visible is None or visible // local < 2 or env.get("SWIFT_SINGLE_DEVICE_MODE", "0") == "1":
+        return
+    raise LaunchError(f"launch command: swift sees {visible} GPUs (CUDA_VISIBLE_DEVICES) for {local} process(es) per "
+                      "node, so ms-swift splits the model over them (device_map) and refuses DeepSpeed (\"DeepSpeed is "
+                      "not compatible with `device_map`.\", swift/arguments/sft_args.py _init_deepspeed): put "
+                      f"NPROC_PER_NODE={visible} before it")
 
 
 def _swift_reads(key: str) -> bool:
