@@ -114,6 +114,15 @@ def test_the_no_fix_line_is_the_results_field(monkeypatch):
         assert "No config change fits (ZA801 does-not-fit): its finding says what is missing" in \
             _readable(fmt, failing.report(fmt))
         assert "No config change fits" not in report.report(fmt)
+    # a run that stops whatever its memory (a trainer's refusal): the line says so, not that nothing fits
+    stops = dataclasses.replace(report, result=dataclasses.replace(
+        report.result, recommendation=None,
+        no_fix=NoFix("ZA814", "trainer-refuses", "the trainer refuses this configuration")))
+    for fmt in (OutputFormat.TEXT, OutputFormat.MARKDOWN, OutputFormat.HTML):
+        text = " ".join(_readable(fmt, stops.report(fmt)).split())
+        assert ("No config change makes it run (ZA814 trainer-refuses: the trainer refuses this configuration): "
+                "its finding says what to change") in text, fmt
+        assert "No config change fits" not in text
 
 
 def test_the_recommended_column_is_the_leads_by_identity_not_by_equal_numbers():

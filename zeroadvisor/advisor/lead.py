@@ -67,6 +67,9 @@ class NoFix:
 
     code: str
     name: str
+    # the finding's Finding.stops: the run stops before training whatever its memory (a trainer's refusal, a vLLM
+    # that never starts), so what is missing is a change the finding names, not memory
+    stops: str = ""
 
 
 def decide(findings: Sequence[Finding], estimate: Estimate | None) -> Lead | None:
@@ -114,4 +117,4 @@ def no_fix(findings: Sequence[Finding], lead: Lead | None) -> NoFix | None:
     failing = failing_findings(findings)
     if lead is not None or not failing:
         return None
-    return NoFix(failing[0].code, failing[0].name)
+    return NoFix(failing[0].code, failing[0].name, failing[0].stops)

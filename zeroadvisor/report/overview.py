@@ -52,6 +52,9 @@ def no_fix_sentence(no_fix: NoFix | None) -> str | None:
     finding (which says what binds and what would fit), instead of a lesser change (issue 20, defect 9)."""
     if no_fix is None:
         return None
+    if no_fix.stops:  # not memory: the run stops whatever it fits in
+        return (f"No config change makes it run ({no_fix.code} {no_fix.name}: {no_fix.stops}): its finding says "
+                "what to change")
     return f"No config change fits ({no_fix.code} {no_fix.name}): its finding says what is missing"
 
 
