@@ -520,10 +520,7 @@ def _openrlhf_launch(launch: Launch, entry: str, words: list[str]) -> Launch:
 
     training = from_mapping(data, _COMMAND_LINE, "openrlhf", where)
     training = replace(training, method=method_reader.read_openrlhf(entry, data, where))
-    notes = list(launch.notes)
-    if ignored:
-        notes.append(f"OpenRLHF flags zeroadvisor does not read were ignored: {', '.join(ignored[:8])}"
-                     + (f" and {len(ignored) - 8} more" if len(ignored) > 8 else ""))
+    notes = [*launch.notes, *_ignored_notes("OpenRLHF flags", ignored)]
     if data.get("adam_offload") is not None:
         notes.append(f"{labels['adam_offload']}: get_train_ds_config puts the optimizer state on the CPU "
                      "(offload_optimizer.device cpu): the config given is checked as it says")

@@ -120,7 +120,12 @@ class MethodSetup:
     @property
     def release(self) -> Version | None:
         """``trainer_version`` as a release to compare; None where it is unknown or not a PEP 440 version."""
-        try:
-            return Version(self.trainer_version) if self.trainer_version else None
-        except InvalidVersion:
-            return None
+        return release_of(self.trainer_version)
+
+
+def release_of(text: str | None) -> Version | None:
+    """A trainer's pinned version (PEP 440 text) as a release to compare; None where unknown or not PEP 440."""
+    try:
+        return Version(text) if text else None
+    except InvalidVersion:
+        return None

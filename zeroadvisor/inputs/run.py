@@ -202,16 +202,11 @@ def alloc_conf(trainer: TrainerInputs | None, environ: Mapping[str, str] | None 
     ``pin_start`` is a release before it does; else the launch command's VAR=value prefix, else this process's
     environment (the job's, for preflight; the shell's that runs the launch command, for the CLI); None where
     nothing sets it."""
-    from packaging.version import InvalidVersion, Version  # only a model command reads the allocator
+    from packaging.version import Version  # only a model command reads the allocator
 
+    from zeroadvisor.config.method import release_of
     from zeroadvisor.config.trainer_pins import find_trainer_pin
     from zeroadvisor.vocab import ALLOC_CONF_ENV as ENV
-
-    def release_of(text: str) -> Version | None:
-        try:
-            return Version(text)
-        except InvalidVersion:
-            return None
 
     cli = trainer.cli_env if trainer is not None else None
     if cli is not None and ENV in dict(cli.values):

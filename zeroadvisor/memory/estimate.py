@@ -144,7 +144,8 @@ class StageEstimate:
     # in bytes, the binding peak and capacity; None where vLLM starts (or the run has none on these GPUs)
     vllm_share: tuple[int, int] | None = None
     # why the trainer itself stops before training with this option whatever its memory (memory/method.py
-    # trainer_refusal: LLaMA-Factory's 8-bit quantization under ZeRO-3); None: it starts
+    # trainer_refusal: a setting its code refuses at this stage, e.g. LLaMA-Factory's 8-bit quantization under
+    # ZeRO-3, axolotl's Muon optimizer at every stage); None: it starts
     trainer_refusal: str | None = None
 
     def uncounted_words(self, short: bool = True) -> list[str]:
@@ -531,8 +532,9 @@ def _stage_estimate(run: _Run, option: Option) -> StageEstimate:
     peaks = [PhasePeak(Phase.TRAIN, per_gpu["total"], train_host, per_node_nvme, per_gpu_bound["total"])]
     if run.accounting == Accounting.DEEPSPEED:
         # the step's and the rollout's transients (the vLLM weight sync's gather is one, in its own row)
-        transient = per_gpu["activations"] + sum(t.nbytes for t in terms if t.key in (*STEP_KEYS, SYNC_KEY))
-        transient_bound = per_gpu_bound["activations"] + sum(t.upper for t in terms if t.key in (*STEP_KEYS, SYNC_KEY))
+        freed = (*STEP_KEYS, SYNC_KEY)
+        transient = per_gpu["activations"] + sum(t.nbytes for t in terms if t.key in freed)
+        transient_bound = per_gpu_bound["activations"] + sum(t.upper for t in terms if t.key in freed)
         asleep, asleep_bound = asleep_between_steps(run.shape.method, terms)  # vLLM asleep during the save
         transient, transient_bound = transient + asleep, transient_bound + asleep_bound
         beside = frozen_at_load(run.shape.method, run.model, dict(run.shape.auxiliary_specs), terms)
