@@ -184,3 +184,52 @@ def test_the_tables_name_the_binding_group_beside_the_phase():
     assert named == [st.binding_group == ModelRole.REFERENCE for st in e.stages]
     assert any(named) and not all(named)
     assert e.configured is not None and e.configured.binding_group == ModelRole.REFERENCE
+
+
+def _launch_setup(flags: str) -> MethodSetup:
+    return parse_launch(f"python -m openrlhf.cli.train_ppo_ray --zero_stage 3 --bf16 --adam_offload "
+                        f"--micro_rollout_batch_size 4 --advantage_estimator gae {flags}").training.method.setup
+
+
+def test_colocate_actor_ref_puts_the_reference_on_the_actors_gpus():
+    # train_ppo_ray.py @ v0.8.5: --colocate_actor_ref gives the actor and the reference one placement group; the
+    # reference partitions over the actor's GPUs at stage 3 and no reference group is judged
+    setup = _launch_setup("--colocate_actor_ref --ref_num_gpus_per_node 8 --actor_num_gpus_per_node 8")
+    assert setup.colocate_actor_ref is True and setup.colocate_critic_reward is None
+    apart = configured(_launch_setup("--ref_num_gpus_per_node 8"), spec=LLAMA2_7B, seq=2048, gpus=8)
+    together = configured(setup, spec=LLAMA2_7B, seq=2048, gpus=8)
+    assert ModelRole.REFERENCE in {g.role for g in apart.groups} and "reference_model" not in apart.per_gpu
+    assert {g.role for g in together.groups} == {ModelRole.REWARD, ModelRole.CRITIC}
+    assert together.per_gpu["reference_model"] == -(-LLAMA2_7B.parameters // 8) * 2
+    assert together.peak_gpu >= apart.peak_gpu + together.per_gpu["reference_model"]
+
+
+def test_colocate_critic_reward_puts_the_reward_model_on_the_critics_gpus():
+    setup = _launch_setup("--colocate_critic_reward --critic_num_gpus_per_node 4 --reward_num_gpus_per_node 4")
+    apart = configured(_launch_setup("--critic_num_gpus_per_node 4 --reward_num_gpus_per_node 4"),
+                       spec=LLAMA2_7B, seq=2048, gpus=8)
+    together = configured(setup, spec=LLAMA2_7B, seq=2048, gpus=8)
+    assert {g.role for g in apart.groups} == {ModelRole.REFERENCE, ModelRole.REWARD, ModelRole.CRITIC}
+    [critic] = [g for g in together.groups if g.role == ModelRole.CRITIC]
+    assert {g.role for g in together.groups} == {ModelRole.REFERENCE, ModelRole.CRITIC}
+    assert critic.shares == (ModelRole.REWARD,) and "with the reward model" in critic.words
+    [alone] = [g for g in apart.groups if g.role == ModelRole.CRITIC]
+    [reward] = [g for g in apart.groups if g.role == ModelRole.REWARD]
+    # the reward's states join the critic's; its forward runs at another moment than the critic's step, so the
+    # critic group's activations are the larger of the two, and one CUDA context
+    reward_params = next(t.nbytes for t in reward.terms if t.key == "reward_params")
+    # stage 3 kept for the reward model, partitioned over the critic's 4 GPUs, which its group shares
+    assert critic.rows["reward_model"] == reward_params == 2 * -(-LLAMA2_7B.parameters // 4)
+    assert alone.gpu + reward_params <= critic.gpu < alone.gpu + reward.gpu
+
+
+@pytest.mark.parametrize("module", ["train_dpo", "train_kto"])
+def test_openrlhf_deepspeed_launcher_entry_points_keep_the_reference_on_the_policys_gpus(module):
+    # cli/train_dpo.py, train_kto.py @ v0.8.5: the reference is built and prepared in the policy's own process
+    launch = parse_launch(f"deepspeed --module openrlhf.cli.{module} --zero_stage 3 --bf16 --max_len 2048")
+    setup = launch.training.method.setup
+    assert setup.trainer == TrainerFamily.OPENRLHF and setup.colocate_all_models
+    st = configured(setup, spec=LLAMA2_7B, seq=2048, gpus=8)
+    assert st.groups == ()
+    # ACTOR is a ZeRO-3 config: the reference kept at stage 3, over the policy's 8 GPUs
+    assert st.per_gpu["reference_model"] == 2 * -(-LLAMA2_7B.parameters // 8)

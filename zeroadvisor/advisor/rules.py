@@ -185,8 +185,8 @@ def _does_not_fit(ctx: Context) -> Iterator[Hit]:
                           group.rows.items() if n)
         yield Hit(_anchor(ctx), f"{_label(current.option)} (configured) needs {a.fmt(group.gpu)} while training "
                                 f"{group.words} ({parts}), more than the {a.fmt(budget.gpu_memory)} the GPU has. "
-                                "It runs on GPUs of its own (OpenRLHF without --colocate_all_models), so its group's "
-                                f"flags decide it, not this config: {group.flags}")
+                                "It runs on GPUs of its own (OpenRLHF's Ray trainer, not colocated with the actor), "
+                                f"so its group's flags decide it, not this config: {group.flags}")
         return
     if current.peak_gpu <= budget.gpu_memory:
         return  # the GPU holds it; the host or NVMe does not: host-memory-insufficient reports that

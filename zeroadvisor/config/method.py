@@ -107,7 +107,11 @@ class MethodSetup:
     max_length: int | None = None  # the preference trainer's own max_length (chosen/rejected), where said
     generation: Generation = field(default_factory=Generation)
     placements: tuple[Placement, ...] = ()  # the other models' placement where the trainer's flags say
-    colocate_all_models: bool | None = None  # OpenRLHF --colocate_all_models
+    colocate_all_models: bool | None = None  # OpenRLHF --colocate_all_models (or one process: no Ray)
+    # OpenRLHF's Ray trainer: the reference on the actor's GPUs (--colocate_actor_ref), the reward model on the
+    # critic's (--colocate_critic_reward): openrlhf/cli/train_ppo_ray.py train, the placement groups @ v0.8.5
+    colocate_actor_ref: bool | None = None
+    colocate_critic_reward: bool | None = None
     # axolotl loads a second copy of the model that its trainer never gets (train.py setup_reference_model for kto,
     # simpo and grpo): read during setup, dropped when setup returns, before the policy's engine exists
     unused_copy_at_load: bool = False

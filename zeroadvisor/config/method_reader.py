@@ -64,6 +64,7 @@ TRL_SCRIPTS: dict[str, Method] = {"sft": Method.SFT, "dpo": Method.DPO, "kto": M
 OPENRLHF_MODULES: dict[str, Method] = {"train_sft": Method.SFT, "train_dpo": Method.DPO, "train_kto": Method.KTO,
                                        "train_rm": Method.REWARD, "train_ppo": Method.PPO,
                                        "train_ppo_ray": Method.PPO}
+RAY_MODULE = "train_ppo_ray"  # the one entry point that puts the other models on Ray actors of their own
 
 # TRL config fields (trl 0.21 trl/trainer/*_config.py) and the kind each holds; ms-swift and OpenRLHF flags are read
 # into the same names by config/launch.py.
@@ -96,11 +97,13 @@ SFT_LOSSES = ("nll", "dft")  # SFTConfig.loss_type (trl 1.x): not a preference l
 OPENRLHF_KEYS: tuple[str, ...] = (
     "ref_num_nodes", "ref_num_gpus_per_node", "reward_num_nodes", "reward_num_gpus_per_node", "critic_num_nodes",
     "critic_num_gpus_per_node", "actor_num_nodes", "actor_num_gpus_per_node", "colocate_all_models",
+    "colocate_actor_ref", "colocate_critic_reward",
     "vllm_num_engines", "vllm_tensor_parallel_size", "ref_reward_offload", "ref_offload", "reward_pretrain",
     "critic_pretrain", "ref_pretrain", "pretrain", "init_kl_coef", "n_samples_per_prompt", "prompt_max_len",
     "generate_max_len", "max_len", "zero_stage", "micro_train_batch_size", "adam_offload", "lora_rank", "ipo",
     "micro_rollout_batch_size", "vllm_enable_sleep", "deepspeed_enable_sleep", "advantage_estimator", "remote_rm_url")
-OPENRLHF_BOOLS = ("colocate_all_models", "ref_reward_offload", "ref_offload", "adam_offload", "ipo",
+OPENRLHF_BOOLS = ("colocate_all_models", "colocate_actor_ref", "colocate_critic_reward", "ref_reward_offload",
+                  "ref_offload", "adam_offload", "ipo",
                   "vllm_enable_sleep", "deepspeed_enable_sleep")
 DOTTED: dict[str, str] = {"ref.num_nodes": "ref_num_nodes", "ref.num_gpus_per_node": "ref_num_gpus_per_node",
                           "reward.num_nodes": "reward_num_nodes",
@@ -114,6 +117,8 @@ DOTTED: dict[str, str] = {"ref.num_nodes": "ref_num_nodes", "ref.num_gpus_per_no
                           # the groups of openrlhf/cli/train_ppo_ray.py @ v0.11.0 that decide memory
                           "actor.model_name_or_path": "pretrain", "critic.model_name_or_path": "critic_pretrain",
                           "reward.model_name_or_path": "reward_pretrain", "train.colocate_all": "colocate_all_models",
+                          "train.colocate_actor_ref": "colocate_actor_ref",
+                          "train.colocate_critic_reward": "colocate_critic_reward",
                           "train.micro_batch_size": "micro_train_batch_size", "vllm.num_engines": "vllm_num_engines",
                           "vllm.tensor_parallel_size": "vllm_tensor_parallel_size",
                           "vllm.gpu_memory_utilization": "vllm_gpu_memory_utilization",
@@ -471,10 +476,11 @@ def read_openrlhf(module: str, data: Mapping[str, JSONValue], where: Origin) -> 
     engines, tensor = read.whole("vllm_num_engines", zero=True), read.whole("vllm_tensor_parallel_size")
     vllm_gpus = engines * (tensor or 1) if engines is not None else None
     colocate = read.flag("colocate_all_models")
-    if module.rsplit(".", 1)[-1] == "train_ppo":
-        # the DeepSpeed launcher's PPO (no Ray): one process builds the actor, critic, reward and initial (reference)
-        # model and prepares each with strategy.prepare, so every model is on every GPU of the training world
-        # (openrlhf/cli/train_ppo.py train @ v0.5.1; the entry point is gone by 0.8)
+    if module.rsplit(".", 1)[-1] != RAY_MODULE:
+        # the DeepSpeed launcher's entry points (no Ray): one process builds the policy and every other model and
+        # prepares each with strategy.prepare, so every model is on every GPU of the training world
+        # (openrlhf/cli/train_ppo.py train @ v0.5.1, gone by 0.8; cli/train_dpo.py, train_kto.py ``ref_model``
+        # @ v0.8.5 and v0.11.0)
         colocate = True
         read.origin.append(("colocate_all_models", f"{module}: every model in the one training process"))
     generation = Generation(num_generations=read.whole("n_samples_per_prompt"),
@@ -488,6 +494,7 @@ def read_openrlhf(module: str, data: Mapping[str, JSONValue], where: Origin) -> 
                             vllm_sleep_level=OPENRLHF_SLEEP_LEVEL if read.flag("vllm_enable_sleep") else None,
                             offload_model=read.flag("deepspeed_enable_sleep"),
                             offload_optimizer=read.flag("deepspeed_enable_sleep"))
+    actor_ref, critic_reward = read.flag("colocate_actor_ref"), read.flag("colocate_critic_reward")
     loss = "ipo" if read.flag("ipo") else None
     reference = next((p.model for p in placements if p.role is ModelRole.REFERENCE), None)
     use_reference = False if method is Method.PPO and beta is not None and beta <= 0 else None
@@ -497,6 +504,7 @@ def read_openrlhf(module: str, data: Mapping[str, JSONValue], where: Origin) -> 
                                      reference_model=reference, beta=beta, loss_type=loss,
                                      max_length=read.whole("max_len"), generation=generation,
                                      placements=tuple(placements), colocate_all_models=colocate,
+                                     colocate_actor_ref=actor_ref, colocate_critic_reward=critic_reward,
                                      origin=tuple(dict.fromkeys(read.origin))), module)
 
 

@@ -3,9 +3,13 @@
 OpenRLHF's Ray trainer (``openrlhf.cli.train_ppo_ray``) puts the reference, reward and critic models on GPUs of
 their own unless ``--colocate_all_models``: one ``PPORayActorGroup`` per model, each of ``--X_num_nodes`` x
 ``--X_num_gpus_per_node`` GPUs (1 x 8 by default), one GPU per Ray actor (openrlhf/cli/train_ppo_ray.py train and
-its argparse defaults @ v0.8.5; the same groups @ v0.5.9.post1). Their memory is not on the actor's cards, but a
-group that cannot hold its model makes the run fail all the same, so each group is judged on its own GPUs and the
-run's verdict is the worst over the actor's world and the groups (memory/verdict.py judge, PhasePeak.group).
+its argparse defaults @ v0.8.5; the same groups @ v0.5.9.post1). ``--colocate_actor_ref`` puts the reference on the
+actor's GPUs instead (memory/method.py on_policy_gpus: counted there), ``--colocate_critic_reward`` the reward model
+on the critic's (one group holding both: ``GroupPeak.shares``); the DeepSpeed launcher's entry points
+(``train_dpo``, ``train_kto``, ``train_ppo`` before Ray) build every model in the policy's process. Their memory is
+not on the actor's cards, but a group that cannot hold its model makes the run fail all the same, so each group is
+judged on its own GPUs and the run's verdict is the worst over the actor's world and the groups (memory/verdict.py
+judge, PhasePeak.group).
 
 What one GPU of a group holds, as the code at those releases prepares and runs it:
 
@@ -37,6 +41,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from packaging.version import Version
+
 from zeroadvisor.config.method import MethodSetup
 from zeroadvisor.memory import bytes as B
 from zeroadvisor.memory.buffers import CONTEXT_KEY, CUDA_CONTEXT_BYTES, gathered_terms
@@ -49,13 +55,14 @@ from zeroadvisor.memory.method import (
     frozen_model_terms,
     frozen_models,
     frozen_stage,
+    on_policy_gpus,
 )
 from zeroadvisor.memory.options import Option
 from zeroadvisor.memory.parallel import Parallel, parallel_activations
 from zeroadvisor.memory.settings import Settings
 from zeroadvisor.memory.terms import Term
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
-from zeroadvisor.vocab import Device, Method, ModelRole, Resource, TermKind, TrainerFamily
+from zeroadvisor.vocab import Device, Method, ModelRole, Resource, TermKind
 
 FP32_BYTES = 4
 # train_ppo_ray's defaults for every group: --X_num_nodes 1, --X_num_gpus_per_node 8 (cli/train_ppo_ray.py @ v0.8.5)
@@ -77,6 +84,7 @@ class GroupPeak:
     role: ModelRole
     gpus: int
     terms: tuple[Term, ...]
+    shares: tuple[ModelRole, ...] = ()  # the other models on the same GPUs (--colocate_critic_reward: reward)
 
     @property
     def gpu(self) -> int:
@@ -100,7 +108,9 @@ class GroupPeak:
         """The flags that move what one GPU of the group holds (train_ppo_ray's argparse @ v0.8.5)."""
         if self.role == ModelRole.CRITIC:
             return ("--critic_num_nodes / --critic_num_gpus_per_node (its states partition over them), "
-                    "--micro_train_batch_size, --micro_rollout_batch_size")
+                    "--micro_train_batch_size, --micro_rollout_batch_size"
+                    + (", and for the reward model beside it ZeRO-3 (--zero_stage 3) or --ref_reward_offload, or "
+                       "without --colocate_critic_reward GPUs of its own" if self.shares else ""))
         return ("--micro_rollout_batch_size (its forward), and for its weights ZeRO-3 (--zero_stage 3) over more "
                 f"GPUs in its group (--{'ref' if self.role == ModelRole.REFERENCE else 'reward'}_num_gpus_per_node) "
                 "or --ref_reward_offload")
@@ -108,15 +118,16 @@ class GroupPeak:
     @property
     def words(self) -> str:
         """Where it is, for the verdict: "on the reference model's own GPU (1 of its group)"."""
-        return (f"on each of the {self.role} model's own {self.gpus} GPUs" if self.gpus > 1
-                else f"on the {self.role} model's own GPU")
+        where = (f"on each of the {self.role} model's own {self.gpus} GPUs" if self.gpus > 1
+                 else f"on the {self.role} model's own GPU")
+        return where + "".join(f" (with the {role} model)" for role in self.shares)
 
 
 
 def own_groups(setup: MethodSetup) -> bool:
-    """Whether the other models run on GPUs of their own: OpenRLHF's Ray trainer without --colocate_all_models."""
-    return setup.trainer == TrainerFamily.OPENRLHF and not setup.colocate_all_models \
-        and setup.method != Method.SFT
+    """Whether some other model runs on GPUs of its own: OpenRLHF's Ray trainer, each model not colocated with the
+    actor (memory/method.py on_policy_gpus)."""
+    return setup.method != Method.SFT and not all(on_policy_gpus(setup, role) for role in ModelRole)
 
 
 def group_gpus(setup: MethodSetup, role: ModelRole) -> int:
@@ -149,54 +160,92 @@ def group_peaks(setup: MethodSetup, policy: ModelSpec, auxiliary: dict[ModelRole
     rows = setup.generation.rollout_batch_size or OPENRLHF_ROLLOUT_BATCH
     tokens = shape.sequence_length
     release = setup.release
+    critic = critic_loaded(setup) and not on_policy_gpus(setup, ModelRole.CRITIC)
+    # --colocate_critic_reward: the reward model's actors in the critic's placement group (train_ppo_ray.py @ v0.8.5,
+    # which asserts the two groups' sizes equal): one GPU holds both
+    with_critic = critic and bool(setup.colocate_critic_reward)
     out: list[GroupPeak] = []
+    beside_critic: _Frozen | None = None
     for role, spec in frozen_models(setup, policy, auxiliary):
-        N = group_gpus(setup, role)
-        terms = frozen_model_terms(role, spec, s, option, N, setup, False)
+        if on_policy_gpus(setup, role):
+            continue
+        shared = with_critic and role == ModelRole.REWARD
+        N = group_gpus(setup, ModelRole.CRITIC if shared else role)
+        states = frozen_model_terms(role, spec, s, option, N, setup, False)
+        gathered: list[Term] = []
         if frozen_stage(setup, role, option) == 3:
-            offload = any(t.device == Resource.CPU for t in terms)
+            offload = any(t.device == Resource.CPU for t in states)
             # the forward's gathered layers (the eval config's stage3_* are "auto": DeepSpeed's defaults, as the
             # actor's); no gradient: the model is frozen
-            terms += [t for t in gathered_terms(s, Option(3, Device.NONE, Device.CPU if offload else Device.NONE),
-                                                spec.parameters, N, spec, []) if t.key != GATHERED_GRAD]
-        if tokens:
-            reference = role == ModelRole.REFERENCE
-            per = (2 * w if release is not None and release < OPENRLHF_FP32_LOGITS else w + FP32_BYTES) \
-                if reference else 0
-            nbytes, formula = forward_bytes(spec, rows, tokens, w, per)
-            what = (f"{role.value} forward under no_grad at --micro_rollout_batch_size {rows} × {tokens} tokens"
-                    + (": full-vocabulary logits and their fp32 copy" if reference and per != 2 * w
-                       else ": full-vocabulary logits and their log_softmax" if reference else ": a scalar head"))
-            terms.append(Term("activations", Resource.GPU, nbytes, f"{role.value}_forward", what, formula,
-                              FORWARD_SOURCE if reference else FROZEN_SOURCE, kind=TermKind.BOUND))
-        else:
+            gathered = [t for t in gathered_terms(s, Option(3, Device.NONE, Device.CPU if offload else Device.NONE),
+                                                  spec.parameters, N, spec, []) if t.key != GATHERED_GRAD]
+        forward = _frozen_forward(role, spec, rows, tokens, w, release) if tokens else None
+        if forward is None:
             notes.append(f"{role.value} group: its rollout forward not counted without a sequence length")
-        out.append(GroupPeak(role, N, (*terms, _context())))
-    if critic_loaded(setup):
-        out += _critic_group(setup, policy, auxiliary, s, option, shape, layout, rows, notes)
+        if shared:
+            beside_critic = _Frozen(states, gathered, forward)
+        else:
+            out.append(GroupPeak(role, N, (*states, *gathered, *([forward] if forward else []), _context())))
+    if critic:
+        out += _critic_group(setup, policy, auxiliary, s, option, shape, layout, rows, beside_critic, notes)
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class _Frozen:
+    """A frozen model's terms on a GPU it shares with the critic: its states, its gathered layers, its forward."""
+
+    states: list[Term]
+    gathered: list[Term]
+    forward: Term | None
+
+
+def _frozen_forward(role: ModelRole, spec: ModelSpec, rows: int, tokens: int, w: int,
+                    release: Version | None) -> Term:
+    """A frozen model's no-grad rollout forward (the module docstring)."""
+    reference = role == ModelRole.REFERENCE
+    per = (2 * w if release is not None and release < OPENRLHF_FP32_LOGITS else w + FP32_BYTES) if reference else 0
+    nbytes, formula = forward_bytes(spec, rows, tokens, w, per)
+    what = (f"{role.value} forward under no_grad at --micro_rollout_batch_size {rows} × {tokens} tokens"
+            + (": full-vocabulary logits and their fp32 copy" if reference and per != 2 * w
+               else ": full-vocabulary logits and their log_softmax" if reference else ": a scalar head"))
+    return Term("activations", Resource.GPU, nbytes, f"{role.value}_forward", what, formula,
+                FORWARD_SOURCE if reference else FROZEN_SOURCE, kind=TermKind.BOUND)
+
+
 def _critic_group(setup: MethodSetup, policy: ModelSpec, auxiliary: dict[ModelRole, ModelSpec], s: Settings,
-                  option: Option, shape: TrainingShape, layout: Parallel, rows: int,
+                  option: Option, shape: TrainingShape, layout: Parallel, rows: int, beside: _Frozen | None,
                   notes: list[str]) -> list[GroupPeak]:
     """The critic trained on its own group with the actor's config (CRITIC_SOURCE): its states over the group,
     its gathered layers at stage 3, and the larger of its training step's activations (scalar head) and its
-    no-grad rollout forward."""
+    no-grad rollout forward. ``beside``: the reward model's terms where --colocate_critic_reward puts it on the
+    same GPUs; its states stay, its forward runs before the critic's (make_experience: one model after another),
+    so the larger of the forwards and the critic's step is counted."""
     spec = critic_spec(setup, policy, auxiliary, [])
     N = group_gpus(setup, ModelRole.CRITIC)
     terms = critic_terms(spec, s, option, N, [])
-    terms += gathered_terms(s, option, spec.parameters, N, spec, [])
+    gathered = gathered_terms(s, option, spec.parameters, N, spec, [])
+    reward_forward = beside.forward if beside is not None else None
+    if beside is not None:
+        # the two models gather their layers at different moments (the reward's forward, the critic's forward and
+        # step): the larger set is counted
+        if sum(t.nbytes for t in beside.gathered) > sum(t.nbytes for t in gathered):
+            gathered = beside.gathered
+        terms += beside.states
+    terms += gathered
     if shape.sequence_length:
         head = replace(spec, lm_head=False)
         step = parallel_activations(head, shape, s.micro_batch, s.precision, layout).nbytes
         forward, formula = forward_bytes(spec, rows, shape.sequence_length, B.nbytes(s.precision), 0)
-        terms.append(Term("activations", Resource.GPU, max(step, forward), "critic_group_activations",
+        larger = max(step, forward, reward_forward.nbytes if reward_forward is not None else 0)
+        also = (f", reward forward {reward_forward.nbytes:,} B" if reward_forward is not None else "")
+        terms.append(Term("activations", Resource.GPU, larger, "critic_group_activations",
                           "critic: the larger of its training step's activations (scalar head) and its no-grad "
-                          f"rollout forward at --micro_rollout_batch_size {rows}",
-                          f"max(step {step:,} B, {formula})", CRITIC_SOURCE, kind=TermKind.BOUND))
+                          f"rollout forward at --micro_rollout_batch_size {rows}"
+                          + (" and the reward model's (--colocate_critic_reward)" if reward_forward else ""),
+                          f"max(step {step:,} B, {formula}{also})", CRITIC_SOURCE, kind=TermKind.BOUND))
     notes.append("critic group: its optimizer-step temporaries and DeepSpeed buffers are not counted (a lower bound)")
-    return [GroupPeak(ModelRole.CRITIC, N, (*terms, _context()))]
+    return [GroupPeak(ModelRole.CRITIC, N, (*terms, _context()), shares=(ModelRole.REWARD,) if beside else ())]
 
 
 def _context() -> Term:

@@ -26,8 +26,8 @@ deepspeed_init does the same). Measured on CPU with DeepSpeed 0.19.8, one rank, 
 Where the release is unknown, the expected bytes are the current behaviour (no optimizer block) and the copied
 block is the bound (Term.bound), with the assumption stated. LLaMA-Factory, axolotl and ms-swift hand the models
 to the TRL release they pin (OLD_TRL_PINS); OpenRLHF builds its own eval config (no optimizer block) and runs the
-other models on GPUs of their own unless --colocate_all_models. Each term's source names the file, the function
-and the release read.
+other models of its Ray trainer on GPUs of their own unless colocated (on_policy_gpus). Each term's source names
+the file, the function and the release read.
 """
 
 from __future__ import annotations
@@ -371,8 +371,8 @@ def frozen_at_load(setup: MethodSetup, policy: ModelSpec, auxiliary: dict[ModelR
     Trainer keeps the policy in host RAM until accelerator.prepare in train() (trainer.py _inner_training_loop).
     LLaMA-Factory (train/dpo/workflow.py create_ref_model, then CustomDPOTrainer.__init__) and ms-swift do the
     same through TRL. So every moment of the policy's load has their engines beside it (the train phase's
-    terms), and host RAM holds both models while the reference is built. OpenRLHF without
-    --colocate_all_models builds them in Ray actors on GPUs of their own: nothing beside the actor. axolotl's copy
+    terms), and host RAM holds both models while the reference is built. OpenRLHF's Ray trainer builds the models
+    not colocated with the actor (on_policy_gpus) in Ray actors on GPUs of their own: nothing beside it. axolotl's copy
     that no trainer gets (MethodSetup.unused_copy_at_load) is read beside the policy in setup and dropped before
     the policy's engine: in host RAM at the moment the models are built, nowhere after. A reference bitsandbytes
     quantizes (LLaMA-Factory's ref_model_quantization_bit) is loaded onto the GPU, quantized as it is read: no host
@@ -406,17 +406,26 @@ def method_terms(setup: MethodSetup, policy: ModelSpec, auxiliary: dict[ModelRol
                      "it: no second copy")
     elif critic_loaded(setup):
         others += critic_terms(critic_spec(setup, policy, auxiliary, notes), s, option, N, notes)
-    if setup.trainer == TrainerFamily.OPENRLHF and not setup.colocate_all_models:
-        # OpenRLHF runs the reference, reward and critic as Ray actors on GPUs of their own unless
-        # --colocate_all_models (openrlhf/cli/train_ppo_ray.py @ v0.8.5: PPORayActorGroup per model, each
-        # with its num_gpus_per_node): not on the actor's cards
-        for row in dict.fromkeys(t.row for t in others):
-            own = sum(t.nbytes for t in others if t.row == row and t.device == Resource.GPU)
-            notes.append(f"{row.replace('_', ' ')}: on GPUs of its own (OpenRLHF without --colocate_all_models), "
-                         f"{own / 2**30:.2f} GiB of states per GPU there: judged on its group's GPUs "
-                         "(memory/groups.py), not on the actor's cards")
-        others = []
+    apart = {ROW_OF[role] for role in ROW_OF if not on_policy_gpus(setup, role)}
+    for row in dict.fromkeys(t.row for t in others if t.row in apart):
+        own = sum(t.nbytes for t in others if t.row == row and t.device == Resource.GPU)
+        notes.append(f"{row.replace('_', ' ')}: on GPUs of its own (OpenRLHF's Ray trainer, not colocated with the "
+                     f"actor), {own / 2**30:.2f} GiB of states per GPU there: judged on its group's GPUs "
+                     "(memory/groups.py), not on the actor's cards")
+    others = [t for t in others if t.row not in apart]
     return others + vllm_terms(setup, gpu_memory, notes) + completion_logits_terms(setup, policy, s)
+
+
+def on_policy_gpus(setup: MethodSetup, role: ModelRole) -> bool:
+    """Whether ``role``'s model is on the policy's GPUs. Every trainer but OpenRLHF's Ray trainer builds the other
+    models in the policy's processes. ``train_ppo_ray`` gives each a Ray actor group of its own GPUs, but with
+    --colocate_all_models every group shares the actor's placement group, and with --colocate_actor_ref the
+    reference does (openrlhf/cli/train_ppo_ray.py train: ``pg`` for actor and ref, 0.2 GPU per actor @ v0.8.5,
+    ``--train.colocate_actor_ref`` @ v0.11.0). --colocate_critic_reward puts the reward model on the critic's GPUs,
+    still apart from the actor's (memory/groups.py)."""
+    if setup.trainer != TrainerFamily.OPENRLHF or setup.colocate_all_models:
+        return True
+    return role == ModelRole.REFERENCE and bool(setup.colocate_actor_ref)
 
 
 # The families whose preference/RL losses take TRL's selective_log_softmax on the model's bf16 logits (see
@@ -608,7 +617,7 @@ def critic_activation_terms(shape: TrainingShape, policy: ModelSpec, micro_batch
     if not critic_loaded(setup) or not shape.sequence_length:
         return []
     together = setup.trainer in CRITIC_IN_POLICY_FORWARD
-    if not together and not (setup.trainer == TrainerFamily.OPENRLHF and setup.colocate_all_models):
+    if not together and not (setup.trainer == TrainerFamily.OPENRLHF and on_policy_gpus(setup, ModelRole.CRITIC)):
         return []
     spec = replace(critic_spec(setup, policy, dict(shape.auxiliary_specs), []), lm_head=False)
     checkpointing = Checkpointing.NONE if together else shape.activation_checkpointing
