@@ -886,3 +886,30 @@ def test_trl_refuses_precompute_ref_log_probs_under_zero_3_at_the_releases_that_
         assert "precompute_ref_log_probs=True` with Deepspeed ZeRO-3" in words and f"{method}_trainer.py" in words
     assert all(st.trainer_refusal is None for st in result.stages if st.option.stage < 3)
     assert run(dataclasses.replace(setup, precompute_ref_log_probs=None)).stage(3).trainer_refusal is None
+
+
+def test_openrlhf_deepspeed_sleep_at_zero_2_stops_with_an_old_deepspeed_and_its_fix_runs(cli, tmp_path):
+    """offload_deepspeed_states (OpenRLHF 0.8.10 on): --deepspeed_enable_sleep below ZeRO-3 without --adam_offload
+    raises with DeepSpeed 0.17.5 or lower. Read as 0.17.5 the ZeRO-2 run stops and the fix is an option OpenRLHF runs
+    (ZeRO-3, or the optimizer offloaded); read as 0.19.8 it runs."""
+    (tmp_path / "ds.json").write_text(json.dumps({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True},
+                                                  "zero_optimization": {"stage": 2}}))
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text(json.dumps(LLAMA2_7B))
+    launch = ("ray job submit -- python3 -m openrlhf.cli.train_ppo_ray --zero_stage 2 --bf16 --gradient_checkpointing "
+              "--prompt_max_len 512 --generate_max_len 512 --advantage_estimator group_norm --init_kl_coef 0 "
+              "--remote_rm_url http://rm --deepspeed_enable_sleep")
+
+    def check(deepspeed: str) -> dict:
+        result = cli("check", str(tmp_path / "ds.json"), "--model", str(tmp_path / "model"), "--gpus", "8",
+                     "--gpu", "A100-SXM4-80GB", "--launch", launch, "--deepspeed-version", deepspeed,
+                     "--format", "json")
+        return json.loads(result.stdout)
+
+    report = check("0.17.5")
+    (stop,) = [f for f in report["findings"] if f["code"] == "ZA814"]
+    assert stop["message"].startswith("OpenRLHF raises \"Only Zero stage 3 is currently supported when using")
+    refused = {s["label"]: s["trainer_refusal"] for s in report["estimate"]["stages"]}
+    assert refused["Z2"] and refused["Z3"] is None and refused["Z2 +opt:cpu"] is None
+    assert refused[stop["recommends"]["option"]] is None
+    assert "ZA814" not in {f["code"] for f in check("0.19.8")["findings"]}

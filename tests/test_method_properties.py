@@ -15,7 +15,7 @@ from zeroadvisor.memory.estimate import Cluster, estimate
 from zeroadvisor.memory.terms import METHOD_ROWS, ROWS
 from zeroadvisor.model.hf import spec_from_hf_config
 from zeroadvisor.model.spec import TrainingShape
-from zeroadvisor.vocab import Method, TrainerFamily, VllmMode
+from zeroadvisor.vocab import Device, Method, TrainerFamily, VllmMode
 
 pytestmark = pytest.mark.slow
 SPEC = spec_from_hf_config({"model_type": "llama", "hidden_size": 2048, "intermediate_size": 5632,
@@ -102,19 +102,27 @@ _ANY = st.none() | st.booleans() | st.integers(-2, 100) | st.text(max_size=12) |
                                                                   "flash_adamw", "q_galore_adamw8bit", "full_shard"])
 _TRUTHY = st.sampled_from([True, "true", 50, ["full_shard"], "muon", "flash_adamw", "q_galore_adamw8bit", "ratio"])
 _KEYS = st.sampled_from(["optimizer", "relora", "relora_steps", "fsdp", "use_badam", "badam_mode", "use_galore",
-                         "use_apollo", "use_unsloth", "pure_bf16", "use_kt", "pissa_init", "predict_with_generate"])
+                         "use_apollo", "use_unsloth", "pure_bf16", "use_kt", "pissa_init", "predict_with_generate",
+                         "deepspeed_enable_sleep"])
 refusal_files = st.dictionaries(_KEYS, _TRUTHY | _ANY, max_size=5)
-RELEASES = [None, "0.7.0", "0.8.2", "0.8.3", "0.9.1", "0.9.5", "0.11.0", "0.12.0", "0.16.1", "0.18.0"]
+RELEASES = [None, "0.6.0.post1", "0.7.0", "0.8.2", "0.8.3", "0.8.10", "0.9.1", "0.9.5", "0.11.0", "0.12.0", "0.16.1",
+            "0.18.0"]
+FAMILY_NAMES = {TrainerFamily.LLAMA_FACTORY: "LLaMA-Factory", TrainerFamily.AXOLOTL: "axolotl",
+                TrainerFamily.OPENRLHF: "OpenRLHF"}
 
 
 @settings(max_examples=60, deadline=None)
-@given(data=refusal_files, family=st.sampled_from([TrainerFamily.LLAMA_FACTORY, TrainerFamily.AXOLOTL]),
-       release=st.sampled_from(RELEASES), config=configs)
-@example(data={"relora_steps": 50}, family=TrainerFamily.AXOLOTL, release=None, config={"zero_optimization": {}})
-@example(data={"use_badam": True}, family=TrainerFamily.LLAMA_FACTORY, release=None, config={"zero_optimization": {}})
+@given(data=refusal_files, family=st.sampled_from(list(FAMILY_NAMES)),
+       release=st.sampled_from(RELEASES), config=configs, deepspeed=st.sampled_from(["0.16.0", "0.17.5", "0.19.8"]))
+@example(data={"relora_steps": 50}, family=TrainerFamily.AXOLOTL, release=None, config={"zero_optimization": {}},
+         deepspeed="0.19.8")
+@example(data={"use_badam": True}, family=TrainerFamily.LLAMA_FACTORY, release=None, config={"zero_optimization": {}},
+         deepspeed="0.19.8")
 @example(data={"use_badam": "yes", "badam_mode": "ratio"}, family=TrainerFamily.LLAMA_FACTORY, release="0.8.2",
-         config={"zero_optimization": {"stage": 3}})
-def test_an_option_is_refused_exactly_where_a_check_of_the_release_applies(data, family, release, config):
+         config={"zero_optimization": {"stage": 3}}, deepspeed="0.19.8")
+@example(data={"deepspeed_enable_sleep": True}, family=TrainerFamily.OPENRLHF, release=None,
+         config={"zero_optimization": {"stage": 2}}, deepspeed="0.17.5")
+def test_an_option_is_refused_exactly_where_a_check_of_the_release_applies(data, family, release, config, deepspeed):
     """Whatever the file's values, reading its refusals never raises, and each option of the estimate carries a
     refusal exactly where one of the file's checks refuses its stage at the pinned release (the newest read where
     none is pinned), worded with the trainer's name."""
@@ -123,13 +131,19 @@ def test_an_option_is_refused_exactly_where_a_check_of_the_release_applies(data,
     from zeroadvisor.config.trainer_refusals import read_refusals
 
     refusals = read_refusals(data, family)
-    name = "LLaMA-Factory" if family is TrainerFamily.LLAMA_FACTORY else "axolotl"
+    name = FAMILY_NAMES[family]
     assert all(r.words.startswith(f"{name} raises") and r.stages and r.stages <= {0, 1, 2, 3} for r in refusals)
     setup = MethodSetup(trainer=family, trainer_version=release, refusals=refusals)
-    e = estimate(config, SPEC, TrainingShape(512, "full", method=setup), Cluster(gpus=8, gpu_memory=80 * GB))
+    from zeroadvisor.deepspeed.schema import reading_as
+
+    with reading_as(deepspeed):  # the DeepSpeed release the config is read as (the run's pin)
+        e = estimate(config, SPEC, TrainingShape(512, "full", method=setup), Cluster(gpus=8, gpu_memory=80 * GB))
     version = Version(release) if release else None
     for stage in e.stages:
+        offloads = stage.option.offload_optimizer != Device.NONE
         applies = [r for r in refusals if stage.option.stage in r.stages
+                   and not (r.offload_optimizer_runs and offloads)
+                   and (r.deepspeed_through is None or Version(deepspeed) <= Version(r.deepspeed_through))
                    and (r.before is None if version is None else
                         (r.since is None or version >= Version(r.since))
                         and (r.before is None or version < Version(r.before)))]

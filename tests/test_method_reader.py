@@ -3,11 +3,17 @@ LLaMA-Factory and axolotl YAML, each read through --training-args' reader (confi
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from zeroadvisor.config.method_reader import MethodReading, merged, read_swift
 from zeroadvisor.config.training_args import TrainerInputError, read_training_args
+from zeroadvisor.model.hf import spec_from_hf_config
 from zeroadvisor.vocab import Method, ModelRole, TrainerFamily, VllmMode
+
+_SPEC = spec_from_hf_config({"model_type": "llama", "hidden_size": 1024, "intermediate_size": 2816,
+                             "num_hidden_layers": 4, "num_attention_heads": 16, "vocab_size": 32000})
 
 
 def _read(tmp_path, text: str, name: str = "train.yaml") -> MethodReading | None:
@@ -256,6 +262,38 @@ def test_a_refusal_applies_by_the_trainer_s_release():
     assert steps.applies(3, Version("0.11.0")) and not steps.applies(3, Version("0.12.0"))
     assert not steps.applies(3, None)
     assert not Refusal("zero3 only", frozenset({3})).applies(2, None)
+    # OpenRLHF's sleep check: passed with the optimizer offloaded; from 0.8.10 only with DeepSpeed <= 0.17.5
+    sleep = Refusal("sleep", frozenset({0, 1, 2}), since="0.8.10", offload_optimizer_runs=True,
+                    deepspeed_through="0.17.5")
+    assert sleep.applies(2, None, False, Version("0.17.5")) and sleep.applies(2, Version("0.9.0"), False, None)
+    assert not sleep.applies(2, None, True, Version("0.17.5"))
+    assert not sleep.applies(2, None, False, Version("0.17.6")) and not sleep.applies(3, None, False, None)
+
+
+@pytest.mark.parametrize(("release", "deepspeed", "refused"), [
+    ("0.5.9", "0.15.0", False), ("0.6.0.post1", "0.19.8", True), ("0.8.5", "0.19.8", True),
+    ("0.8.10", "0.19.8", False), ("0.8.10", "0.17.5", True), (None, "0.16.4", True), (None, "0.19.8", False),
+])
+def test_openrlhf_refuses_deepspeed_sleep_below_zero_3_without_adam_offload(release, deepspeed, refused):
+    """openrlhf/utils/deepspeed/deepspeed_utils.py offload_deepspeed_states, read at every tag from v0.6.0 to
+    v0.11.0: --deepspeed_enable_sleep (--ds.enable_sleep at 0.10+) raises below ZeRO-3 unless Adam is offloaded,
+    from v0.8.10 only with DeepSpeed 0.17.5 or lower."""
+    from zeroadvisor.config.launch import parse_launch
+    from zeroadvisor.memory.method import trainer_refusal
+    from zeroadvisor.memory.options import Option
+    from zeroadvisor.vocab import Device
+
+    for flag in ("--deepspeed_enable_sleep", "--ds.enable_sleep"):
+        setup = parse_launch(f"python -m openrlhf.cli.train_ppo_ray --zero_stage 2 {flag}").training.method.setup
+        setup = dataclasses.replace(setup, trainer_version=release)
+        spec = _SPEC
+        words = trainer_refusal(setup, spec, Option(2, Device.NONE, Device.NONE), deepspeed)
+        assert (words is not None) == refused, (flag, release, deepspeed)
+        assert words is None or words.startswith("OpenRLHF raises \"Only Zero stage 3")
+        assert trainer_refusal(setup, spec, Option(2, Device.CPU, Device.NONE), deepspeed) is None  # --adam_offload
+        assert trainer_refusal(setup, spec, Option(3, Device.NONE, Device.NONE), deepspeed) is None
+    plain = parse_launch("python -m openrlhf.cli.train_ppo_ray --zero_stage 2").training.method.setup
+    assert plain.refusals == ()
 
 
 @pytest.mark.parametrize(("text", "words", "stages"), [

@@ -966,8 +966,10 @@ TRAINER_REFUSES = Rule(
         "and at every stage for GaLore, APOLLO and ratio-wise BAdam. axolotl's config validation refuses "
         "DeepSpeed at every stage with the Muon, flash_* and q_galore_adamw8bit optimizers, ReLoRA, and fsdp "
         "(utils/schemas/validation.py); ms-swift --fsdp beside --deepspeed, and a LLaMA-Pro model in GRPO under "
-        "ZeRO-3. TRL refuses precompute_ref_log_probs under ZeRO-3 (DPO 0.7.5 to 0.28, "
-        "KTO 0.8.0 to 1.2). Each check applies from the trainer release that makes it, read from "
+        "ZeRO-3; OpenRLHF --deepspeed_enable_sleep below ZeRO-3 without --adam_offload (from 0.8.10 only with "
+        "DeepSpeed 0.17.5 or lower: the DeepSpeed release the config is read as). TRL refuses "
+        "precompute_ref_log_probs under ZeRO-3 (DPO 0.7.5 to 0.28, KTO 0.8.0 to 1.2). Each check applies from"
+        " the trainer release that makes it, read from "
         "the pins (the newest release read where none is pinned). The memory of such an option is "
         "still counted and shown, but its verdict is followed by \"it stops before training\", the finding "
         "fails the check, and the advisor recommends no option the trainer refuses (a lower stage, a fix, a "
@@ -989,7 +991,7 @@ TRAINER_REFUSES = Rule(
     ),
     needs_advice=True,
     source="issue 35; memory/method.py trainer_refusal (LLaMA-Factory model_utils/quantization.py, hparams/parser.py; "
-           "config/trainer_refusals.py)",
+           "config/trainer_refusals.py; OpenRLHF utils/deepspeed/deepspeed_utils.py offload_deepspeed_states)",
 )
 
 

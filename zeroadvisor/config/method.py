@@ -77,10 +77,16 @@ class Refusal:
     stages: frozenset[int]
     since: str | None = None
     before: str | None = None
+    offload_optimizer_runs: bool = False  # the check passes where the optimizer is offloaded to the host
+    deepspeed_through: str | None = None  # refused only with DeepSpeed releases up to this one
 
-    def applies(self, stage: int, release: Version | None) -> bool:
-        """Refused at ``stage`` by ``release`` (None: unknown, the newest release read decides)."""
-        if stage not in self.stages:
+    def applies(self, stage: int, release: Version | None, offloads_optimizer: bool = False,
+                deepspeed: Version | None = None) -> bool:
+        """Refused at ``stage`` by ``release`` (None: unknown, the newest release read decides), for an option
+        that offloads the optimizer or not, with the DeepSpeed release the run reads (None: not known here)."""
+        if stage not in self.stages or (self.offload_optimizer_runs and offloads_optimizer):
+            return False
+        if self.deepspeed_through is not None and deepspeed is not None and deepspeed > Version(self.deepspeed_through):
             return False
         if release is None:
             return self.before is None

@@ -505,6 +505,7 @@ def read_openrlhf(module: str, data: Mapping[str, JSONValue], where: Origin) -> 
                                      max_length=read.whole("max_len"), generation=generation,
                                      placements=tuple(placements), colocate_all_models=colocate,
                                      colocate_actor_ref=actor_ref, colocate_critic_reward=critic_reward,
+                                     refusals=read_refusals(data, TrainerFamily.OPENRLHF),
                                      origin=tuple(dict.fromkeys(read.origin))), module)
 
 

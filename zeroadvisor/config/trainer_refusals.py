@@ -8,7 +8,8 @@ Each row is the check as the trainer's code makes it, with the words it raises a
 (``since``: the first that does; ``before``: the first that no longer does). Read at every release tag of each:
 LLaMA-Factory v0.7.1 to v0.9.5 (src/llamafactory/hparams/parser.py get_train_args), axolotl v0.5.0 to v0.18.0
 (src/axolotl/utils/config/models/input/v0_4_1/__init__.py, then utils/schemas/config.py and validation.py),
-ms-swift v3.0.0 to v4.5.2 (its launch flags, as config/launch.py reads them).
+ms-swift v3.0.0 to v4.5.2 (its launch flags, as config/launch.py reads them), OpenRLHF v0.6.0 to v0.11.0 (its
+launch flags).
 """
 
 from __future__ import annotations
@@ -49,10 +50,13 @@ class _Check:
     stages: frozenset[int]
     since: str | None = None
     before: str | None = None
+    offload_optimizer_runs: bool = False  # Refusal.offload_optimizer_runs
+    deepspeed_through: str | None = None  # Refusal.deepspeed_through
 
 
 _LF_PARSER = "hparams/parser.py get_train_args"
 _AX_VALIDATION = "utils/schemas/validation.py"
+_OPENRLHF_SLEEP = "openrlhf/utils/deepspeed/deepspeed_utils.py offload_deepspeed_states"
 
 REFUSALS: dict[TrainerFamily, tuple[_Check, ...]] = {
     TrainerFamily.LLAMA_FACTORY: (
@@ -119,17 +123,32 @@ REFUSALS: dict[TrainerFamily, tuple[_Check, ...]] = {
                "DeepSpeed ZeRO3 not supported for LLaMAPro&GRPO currently.", "swift/tuners/base.py grpo_context",
                ZERO3, since="3.2.0"),
     ),
+    TrainerFamily.OPENRLHF: (
+        # openrlhf/utils/deepspeed/deepspeed_utils.py offload_deepspeed_states, called at the actor's setup with
+        # --deepspeed_enable_sleep (trainer/ray/ppo_actor.py "initial offload"): it returns at once with Adam
+        # offloaded (``offload_optimizer.device == "cpu"``, --adam_offload), else raises below ZeRO-3; from
+        # v0.8.10 only with DeepSpeed 0.17.5 or lower (``version.parse(deepspeed.__version__) <= "0.17.5"``).
+        # Read at every tag from v0.6.0 to v0.11.0 (the check arrives in v0.6.0.post1).
+        _Check(lambda d: _true(d.get("deepspeed_enable_sleep")), ("deepspeed_enable_sleep",),
+               "--deepspeed_enable_sleep without --adam_offload", "Only Zero stage 3 is currently supported",
+               _OPENRLHF_SLEEP, BELOW_ZERO3, since="0.6.0.post1", before="0.8.10", offload_optimizer_runs=True),
+        _Check(lambda d: _true(d.get("deepspeed_enable_sleep")), ("deepspeed_enable_sleep",),
+               "--deepspeed_enable_sleep without --adam_offload",
+               "Only Zero stage 3 is currently supported when using DeepSpeed version 0.17.5 or lower",
+               _OPENRLHF_SLEEP, BELOW_ZERO3, since="0.8.10", offload_optimizer_runs=True, deepspeed_through="0.17.5"),
+    ),
 }
 
 _NAMES = {TrainerFamily.LLAMA_FACTORY: "LLaMA-Factory", TrainerFamily.AXOLOTL: "axolotl",
-          TrainerFamily.MS_SWIFT: "ms-swift"}
+          TrainerFamily.MS_SWIFT: "ms-swift", TrainerFamily.OPENRLHF: "OpenRLHF"}
 
 
 def read_refusals(data: Mapping[str, JSONValue], family: TrainerFamily) -> tuple[Refusal, ...]:
     """The refusals of ``family``'s checks that the file's settings trigger, each worded with where it is raised."""
     optimizer = str(data.get("optimizer"))[:60]  # the one value a check's words name (axolotl's flash_* optimizers)
     return tuple(Refusal(f"{_NAMES[family]} raises \"{check.words}\" for {check.setting} ({check.where})"
-                         .replace("{optimizer}", optimizer), check.stages, check.since, check.before)
+                         .replace("{optimizer}", optimizer), check.stages, check.since, check.before,
+                         check.offload_optimizer_runs, check.deepspeed_through)
                  for check in REFUSALS.get(family, ()) if check.matches(data))
 
 

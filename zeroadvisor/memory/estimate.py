@@ -562,7 +562,7 @@ def _stage_estimate(run: _Run, option: Option) -> StageEstimate:
     refused = refusal(run.s, option)
     if refused:
         notes.insert(0, f"DeepSpeed {DEEPSPEED_TARGET} does not run this configuration: {refused}")
-    trainer_refused = trainer_refusal(run.shape.method, run.model, option)
+    trainer_refused = trainer_refusal(run.shape.method, run.model, option, run.s.release)
     if trainer_refused:
         notes.insert(0, f"the trainer does not run this configuration: {trainer_refused}")
     option_notes = [n for n in dict.fromkeys(notes) if n not in run.seen_notes]

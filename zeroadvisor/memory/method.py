@@ -37,7 +37,7 @@ from dataclasses import dataclass, replace
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from zeroadvisor.config.method import MethodSetup, Placement
+from zeroadvisor.config.method import MethodSetup, Placement, release_of
 from zeroadvisor.config.trainer_pins import DISTRIBUTIONS
 from zeroadvisor.memory import bytes as B
 from zeroadvisor.memory import generation as G
@@ -319,14 +319,17 @@ LLAMA_FACTORY_QUANTIZATION = "llamafactory/model/model_utils/quantization.py con
 TRL_PRECOMPUTE_ZERO3 = {Method.DPO: SpecifierSet(">=0.7.5,<0.29.0"), Method.KTO: SpecifierSet(">=0.8.0,<1.3.0")}
 
 
-def trainer_refusal(setup: MethodSetup, policy: ModelSpec, option: Option) -> str | None:
+def trainer_refusal(setup: MethodSetup, policy: ModelSpec, option: Option, deepspeed: str | None = None) -> str | None:
     """Why the trainer itself stops before training with ``option``, whatever the memory, or None: the file's
-    settings it refuses at the option's stage by its release (MethodSetup.refusals: config/trainer_refusals.py),
+    settings it refuses at the option's stage by its release (MethodSetup.refusals: config/trainer_refusals.py;
+    some pass where the option offloads the optimizer, or refuse only with ``deepspeed`` releases up to one),
     TRL's refusal of precompute_ref_log_probs under ZeRO-3 at the releases of TRL_PRECOMPUTE_ZERO3 (a TRL run whose
     release is pinned), and LLaMA-Factory's refusal of a model quantized to 8 bits (the policy's
     quantization_bit, the reference's ref_model_quantization_bit) under ZeRO-3 (LLAMA_FACTORY_QUANTIZATION's
     comment)."""
-    reasons = [r.words for r in setup.refusals if r.applies(option.stage, setup.release)]
+    offloads = option.offload_optimizer != Device.NONE
+    reasons = [r.words for r in setup.refusals
+               if r.applies(option.stage, setup.release, offloads, release_of(deepspeed))]
     window = TRL_PRECOMPUTE_ZERO3.get(setup.method)
     if option.stage == 3 and setup.precompute_ref_log_probs and setup.trainer == TrainerFamily.TRL \
             and window is not None and setup.release is not None and setup.release in window:
