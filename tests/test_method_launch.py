@@ -239,6 +239,41 @@ def test_openrlhf_0_11_dotted_flags_say_vllm_colocation_and_the_models():
     assert setup.use_reference is False  # init_kl_coef 0: no reference model
 
 
+
+def test_openrlhf_0_11_dotted_flags_say_the_models_and_the_trainer_s_arguments():
+    # openrlhf/cli/train_ppo_ray.py @ v0.11.0: --reward.remote_url (no reward model), --algo.advantage.estimator
+    # (no critic but for gae), --actor.gradient_checkpointing_enable, --ds.param_dtype, --ds.attn_implementation,
+    # --data.dataloader_num_workers: each read as its older name, none "ignored"
+    from zeroadvisor.memory.method import critic_loaded, reward_loaded
+
+    launch = parse_launch("python -m openrlhf.cli.train_ppo_ray --reward.remote_url http://rm:5000 "
+                          "--algo.advantage.estimator group_norm --actor.gradient_checkpointing_enable "
+                          "--ds.param_dtype fp16 --ds.attn_implementation eager --data.dataloader_num_workers 4 "
+                          "--ds.use_liger_kernel")
+    training, setup = launch.training, launch.training.method.setup
+    assert not critic_loaded(setup) and not reward_loaded(setup)
+    assert training.checkpointing is True and training.attention is False
+    assert (training.get("fp16"), training.get("bf16")) == (True, False)
+    assert training.get("dataloader_num_workers") == 4 and training.get("use_liger_kernel") is True
+    assert not any("ignored" in note for note in launch.notes)
+    dpo = parse_launch("deepspeed --module openrlhf.cli.train_dpo --model.model_name_or_path m "
+                       "--ref.model_name_or_path r --model.beta 0.3 --model.gradient_checkpointing_enable")
+    assert dpo.training.model == "m" and dpo.training.method.setup.reference_model == "r"
+    assert dpo.training.method.setup.beta == 0.3 and dpo.training.checkpointing is True
+
+
+@pytest.mark.parametrize(("command", "fused"), [
+    ("deepspeed --module openrlhf.cli.train_dpo --flash_attn --bf16", True),
+    ("deepspeed --module openrlhf.cli.train_dpo --attn_implementation sdpa", True),
+    ("deepspeed --module openrlhf.cli.train_dpo --ds.attn_implementation eager", False),
+    ("deepspeed --module openrlhf.cli.train_dpo --bf16", None),  # silent: the release decides (inputs/run.py)
+    ("swift sft --model m --attn_impl eager", False),
+    ("swift sft --model m --attn_impl flash_attn", True),
+])
+def test_the_attention_kernel_is_read_from_the_command(command, fused):
+    assert parse_launch(command).training.attention is fused
+
+
 LF_DPO = ("model_name_or_path: Qwen/Qwen2.5-7B\nstage: dpo\ndo_train: true\nfinetuning_type: full\npref_beta: 0.1\n"
           "deepspeed: examples/deepspeed/ds_z3_config.json\ncutoff_len: 2048\nper_device_train_batch_size: 1\n"
           "bf16: true\n")

@@ -267,3 +267,71 @@ def test_axolotl_auto_precision_as_its_examples_write_it(tmp_path):
     assert (args.get("bf16"), args.get("fp16")) == (False, True)
     with pytest.raises(TrainerInputError, match="bf16"):
         read_training_args(_write(tmp_path, "c.yml", "base_model: m\nbf16: sometimes\n"))
+
+
+def _llama(tmp_path) -> str:
+    """A Llama-2-7B architecture (config.json) to cost the activations of."""
+    folder = tmp_path / "llama"
+    folder.mkdir(exist_ok=True)
+    (folder / "config.json").write_text(json.dumps({
+        "model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+        "num_attention_heads": 32, "vocab_size": 32000}))
+    return str(folder)
+
+
+@pytest.mark.parametrize(("text", "fused"), [
+    ("model_name_or_path: m\nattn_implementation: eager\n", False),  # TRL ModelConfig
+    ("model_name_or_path: m\nattn_implementation: flash_attention_2\n", True),
+    ("model_name_or_path: m\nbf16: true\n", None),  # silent: transformers' default (SDPA), the description decides
+    ("stage: sft\ncutoff_len: 1024\nflash_attn: disabled\n", False),  # LLaMA-Factory: "disabled" is eager
+    ("stage: sft\ncutoff_len: 1024\nflash_attn: fa2\n", True),
+    ("base_model: m\nsequence_len: 1024\neager_attention: true\n", False),  # axolotl's switches
+    ("base_model: m\nsequence_len: 1024\nflash_attention: true\n", True),
+    ("base_model: m\nsequence_len: 1024\nflash_attention: false\n", None),
+])
+def test_the_attention_kernel_a_file_asks_for_is_read(tmp_path, text, fused):
+    args = read_training_args(_write(tmp_path, "train.yaml", text))
+    assert args.attention is fused
+    assert (args.attention_from != "") == (fused is not None)
+
+
+def test_an_eager_attention_file_costs_the_scores_and_says_where_it_came_from(cli, tmp_path):
+    ds = _write(tmp_path, "ds.json", '{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, '
+                                     '"zero_optimization": {"stage": 2}}')
+
+    def peak(text: str) -> tuple[int, str]:
+        args = _write(tmp_path, "args.yaml", "model_name_or_path: m\nmax_length: 2048\n" + text)
+        result = cli("check", ds, "--model", _llama(tmp_path), "--gpus", "8", "--gpu", "A100-SXM4-80GB",
+                     "--training-args", args, "--format", "json", "--fail-on", "never")
+        report = json.loads(result.stdout)
+        configured = next(s for s in report["estimate"]["stages"] if s["configured"])
+        return configured["per_gpu"]["activations"], result.stderr
+
+    eager, notes = peak("attn_implementation: eager\n")
+    fused, _ = peak("attn_implementation: sdpa\n")
+    assert eager > fused and "attention eager (the s x s scores kept) from attn_implementation in" in notes
+
+
+def test_openrlhf_before_0_8_10_loads_eager_attention_without_flash_attn(cli, tmp_path):
+    # openrlhf/models/actor.py @ v0.8.5: "flash_attention_2" if use_flash_attention_2 else "eager"; from v0.8.10
+    # --attn_implementation defaults to flash_attention_2 (inputs/run.py OPENRLHF_FLASH_DEFAULT)
+    ds = _write(tmp_path, "ds.json", '{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, '
+                                     '"zero_optimization": {"stage": 2}}')
+    launch = "deepspeed --module openrlhf.cli.train_sft --max_len 2048 --micro_train_batch_size 1 --bf16"
+
+    def run(pin: str | None, extra: str = "") -> tuple[int, str]:
+        (tmp_path / "requirements.txt").unlink(missing_ok=True)
+        if pin:
+            (tmp_path / "requirements.txt").write_text(f"openrlhf=={pin}\n")
+        result = cli("check", ds, "--model", _llama(tmp_path), "--gpus", "8", "--gpu", "A100-SXM4-80GB", "--launch",
+                     launch + extra, "--format", "json", "--fail-on", "never")
+        report = json.loads(result.stdout)
+        return next(s for s in report["estimate"]["stages"] if s["configured"])["per_gpu"]["activations"], \
+            result.stderr
+
+    old, notes = run("0.8.5")
+    assert "attention eager: OpenRLHF 0.8.5" in notes
+    new, notes = run("0.8.10")
+    assert "attention flash_attention_2: OpenRLHF 0.8.10" in notes
+    flagged, _ = run("0.8.5", " --flash_attn")
+    assert old > new == flagged

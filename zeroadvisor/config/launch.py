@@ -34,6 +34,8 @@ from zeroadvisor.config.limits import MAX_GPUS
 from zeroadvisor.config.trainer_errors import TrainerInputError, shown
 from zeroadvisor.config.trainer_refusals import read_keys
 from zeroadvisor.config.training_args import (
+    ATTENTION_KEYS,
+    ATTENTION_SWITCHES,
     DEEPSPEED_KEY,
     DEFAULTS,
     MODEL_KEYS,
@@ -90,8 +92,10 @@ _PYTHON = re.compile(r"python(\d+(\.\d+)?)?$")
 _ENV = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 _ARGS_FILES = (".yaml", ".yml", ".json")
 # Script keys read besides TrainingArguments fields (bool ones parse as bool flags).
-_EXTRA_BOOLS = ("disable_gradient_checkpointing", PAD_TO_MAX_KEY)
-_EXTRA_KEYS = (DEEPSPEED_KEY, *MODEL_KEYS, *SEQUENCE_KEYS, *_EXTRA_BOOLS)
+# OpenRLHF's --flash_attn and axolotl's attention switches take no value (ATTENTION_SWITCHES)
+_EXTRA_BOOLS = ("disable_gradient_checkpointing", PAD_TO_MAX_KEY,
+                *(key for keys in ATTENTION_SWITCHES.values() for key in keys))
+_EXTRA_KEYS = (DEEPSPEED_KEY, *MODEL_KEYS, *SEQUENCE_KEYS, *_EXTRA_BOOLS, *ATTENTION_KEYS)
 # A launcher's options as the command gives them: the value, or True for an option that takes none.
 _Options = dict[str, str | bool]
 # accelerate launch options that override a key of its --config_file: _validate_launch_command copies the
@@ -511,6 +515,10 @@ def _openrlhf_launch(launch: Launch, entry: str, words: list[str]) -> Launch:
     for old, new in (("pretrain", "model_name_or_path"), ("max_len", "max_length")):
         if old in data:
             data[new], labels[new] = data[old], labels[old]
+    dtype = data.pop("param_dtype", None)
+    if dtype is not None:  # --param_dtype bf16|fp16 (v0.9.2 on, default bf16): the models' and DeepSpeed's dtype
+        for half in ("bf16", "fp16"):
+            data[half], labels[half] = str(dtype).strip().lower() == half, labels["param_dtype"]
     data.update({key: _number(value) for key, value in given.items() if key in SEQUENCE_KEYS})
     if "max_len" in given:
         data["max_length"] = _number(given["max_len"])

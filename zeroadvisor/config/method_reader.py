@@ -101,7 +101,8 @@ OPENRLHF_KEYS: tuple[str, ...] = (
     "vllm_num_engines", "vllm_tensor_parallel_size", "ref_reward_offload", "ref_offload", "reward_pretrain",
     "critic_pretrain", "ref_pretrain", "pretrain", "init_kl_coef", "n_samples_per_prompt", "prompt_max_len",
     "generate_max_len", "max_len", "zero_stage", "micro_train_batch_size", "adam_offload", "lora_rank", "ipo",
-    "micro_rollout_batch_size", "vllm_enable_sleep", "deepspeed_enable_sleep", "advantage_estimator", "remote_rm_url")
+    "micro_rollout_batch_size", "vllm_enable_sleep", "deepspeed_enable_sleep", "advantage_estimator", "remote_rm_url",
+    "param_dtype")
 OPENRLHF_BOOLS = ("colocate_all_models", "colocate_actor_ref", "colocate_critic_reward", "ref_reward_offload",
                   "ref_offload", "adam_offload", "ipo",
                   "vllm_enable_sleep", "deepspeed_enable_sleep")
@@ -126,7 +127,18 @@ DOTTED: dict[str, str] = {"ref.num_nodes": "ref_num_nodes", "ref.num_gpus_per_no
                           "rollout.n_samples_per_prompt": "n_samples_per_prompt",
                           "rollout.max_new_tokens": "generate_max_len", "algo.kl.init_coef": "init_kl_coef",
                           "ds.lora.rank": "lora_rank", "ds.lora.target_modules": "target_modules",
-                          "ds.lora.dropout": "lora_dropout", "ds.load_in_4bit": "load_in_4bit"}
+                          "ds.lora.dropout": "lora_dropout", "ds.load_in_4bit": "load_in_4bit",
+                          # which models exist (a critic for gae only, no reward model with a remote one) and what
+                          # the Trainer's arguments read (checkpointing, attention, dtype, Liger, workers) @ v0.11.0;
+                          # train_dpo / train_sft / train_kto spell the model's group "model."
+                          "reward.remote_url": "remote_rm_url", "algo.advantage.estimator": "advantage_estimator",
+                          "actor.gradient_checkpointing_enable": "gradient_checkpointing",
+                          "model.gradient_checkpointing_enable": "gradient_checkpointing",
+                          "ds.attn_implementation": "attn_implementation", "ds.param_dtype": "param_dtype",
+                          "ds.use_liger_kernel": "use_liger_kernel",
+                          "data.dataloader_num_workers": "dataloader_num_workers",
+                          "model.model_name_or_path": "pretrain", "ref.model_name_or_path": "ref_pretrain",
+                          "model.beta": "beta", "model.ipo_enable": "ipo"}
 # The keys a launch command's script arguments give for the method (config/launch.py reads them), bool ones apart.
 # ms-swift's older names for max_completion_length, in the precedence it reads them (swift/arguments/rlhf_args.py
 # RLHFArguments._init_max_completion_length @ v4.6.0: response_length or max_new_tokens or max_completion_length)

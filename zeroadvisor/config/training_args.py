@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal, TypeAlias, overload
 
 from zeroadvisor.config.limits import MAX_DIMENSION
@@ -107,6 +107,30 @@ FULL_BLOCK_KEYS = ("block_size",)
 # liger_kernel input also switches on (memory/liger.py)
 LIGER_LAYER_KEYS = ("liger_rms_norm", "liger_glu_activation")
 MODEL_KEYS = ("model_name_or_path", "base_model")
+# The keys that choose the attention kernel, by project: a named kernel (the values that mean eager attention, whose
+# s x s scores are kept: memory/activations.py; any other names a fused kernel: SDPA, FlashAttention, flex), or a
+# switch (true: that kernel, fused unless it is eager). None of them: the file does not say.
+#  - TRL's ModelConfig.attn_implementation (trl/trainer/model_config.py), handed to from_pretrained;
+#  - LLaMA-Factory ModelArguments.flash_attn: auto | disabled | sdpa | fa2 | fa3 (model/model_utils/attention.py
+#    configure_attn_implementation: "disabled" -> "eager", @ v0.9.3);
+#  - axolotl's switches (utils/schemas/config.py: flash_attention, sdp_attention, flex_attention,
+#    xformers_attention, eager_attention @ v0.18.0; loaders/model.py sets attn_implementation from them);
+#  - ms-swift --attn_impl (flash_attn | sdpa | eager | ...);
+#  - OpenRLHF --flash_attn (store_true, to v0.8.9: without it models/actor.py loads "eager") and
+#    --attn_implementation (from v0.8.10, default flash_attention_2; --ds.attn_implementation from v0.10).
+ATTENTION_NAMES: dict[str, tuple[str, frozenset[str]]] = {
+    "transformers": ("attn_implementation", frozenset({"eager"})),
+    "llama-factory": ("flash_attn", frozenset({"disabled"})),
+    "ms-swift": ("attn_impl", frozenset({"eager"})),
+    "openrlhf": ("attn_implementation", frozenset({"eager"})),
+}
+ATTENTION_SWITCHES: dict[str, dict[str, bool]] = {
+    "axolotl": {"flash_attention": True, "sdp_attention": True, "flex_attention": True, "xformers_attention": True,
+                "eager_attention": False},
+    "openrlhf": {"flash_attn": True},
+}
+ATTENTION_KEYS = frozenset({*(key for key, _ in ATTENTION_NAMES.values()),
+                            *(key for keys in ATTENTION_SWITCHES.values() for key in keys)})
 # axolotl keys whose "auto" its normalize_config resolves on the GPU (utils/config: bf16 "auto" -> bf16 where
 # supported; tf32 "auto" likewise), not a bool of the Trainer's
 AXOLOTL_AUTO = frozenset({"bf16", "tf32"})
@@ -173,6 +197,10 @@ class TrainingArgs:
     method: MethodReading | None = None
     # the LoRA setup the trainer's file says (config/peft_reader.py); None: trained in full or not said
     peft: PeftReading | None = None
+    # True: a fused attention kernel, False: eager attention, as the file's ATTENTION_NAMES/ATTENTION_SWITCHES say;
+    # None: it does not say
+    attention: bool | None = None
+    attention_from: str = ""
 
     @overload
     def get(self, name: IntField) -> int: ...
@@ -270,7 +298,24 @@ def from_mapping(data: Mapping[str, JSONValue], source: str, project: str | None
     args = TrainingArgs(values, origin, project, sequence_length, sequence_key, sequence_from if sequence_key else "",
                         None, padding, padding_from, model, deepspeed or None, tuple(out_notes), source,
                         None if method.empty else method, read_peft(data, project, where))
-    return _with_checkpointing(args, data, where)
+    attention, attention_from = _attention(data, project, where)
+    return replace(_with_checkpointing(args, data, where), attention=attention, attention_from=attention_from)
+
+
+def _attention(data: Mapping[str, JSONValue], project: str, where: Origin) -> tuple[bool | None, str]:
+    """Whether the file asks for a fused attention kernel (True) or eager attention (False), and where it says so
+    (ATTENTION_NAMES, ATTENTION_SWITCHES); (None, "") where it does not."""
+    named = ATTENTION_NAMES.get(project)
+    if named is not None and data.get(named[0]) not in (None, ""):
+        key, eager = named
+        value = data[key]
+        if isinstance(value, (dict, list, bool)):
+            raise TrainerInputError(f"{where(key)}: expected an attention implementation name, got {shown(value)}")
+        return str(value).strip().lower() not in eager, f"{where(key)} {str(value)[:60]}"
+    for key, fused in ATTENTION_SWITCHES.get(project, {}).items():
+        if data.get(key) is not None and as_bool(data[key], where(key)):
+            return fused, where(key)
+    return None, ""
 
 
 def _axolotl(data: Mapping[str, JSONValue], values: dict[str, ArgValue], origin: dict[str, str], where: Origin,
@@ -343,7 +388,6 @@ def _with_checkpointing(args: TrainingArgs, data: Mapping[str, JSONValue], where
     """Activation checkpointing: TrainingArguments' activation_checkpointing or its alias
     gradient_checkpointing, LLaMA-Factory's disable_gradient_checkpointing, axolotl's gradient_checkpointing
     (``offload``/``offload_disk`` also recompute)."""
-    from dataclasses import replace
 
     if args.project == "llama-factory":
         disabled = data.get("disable_gradient_checkpointing", False)
@@ -402,8 +446,6 @@ def _as_number(value: JSONValue, where: str) -> int | float:
 
 def merge(base: TrainingArgs, over: TrainingArgs) -> TrainingArgs:
     """``base`` (a --training-args file) with what ``over`` (the launch command) gives on top."""
-    from dataclasses import replace
-
     return replace(
         base, values={**base.values, **over.values}, origin={**base.origin, **over.origin},
         sequence_length=over.sequence_length if over.sequence_key else base.sequence_length,
@@ -413,6 +455,8 @@ def merge(base: TrainingArgs, over: TrainingArgs) -> TrainingArgs:
                                                                            "activation_checkpointing"))
         else base.checkpointing,
         padding=over.padding or base.padding, padding_from=over.padding_from if over.padding else base.padding_from,
+        attention=base.attention if over.attention is None else over.attention,
+        attention_from=base.attention_from if over.attention is None else over.attention_from,
         model=over.model or base.model, deepspeed=over.deepspeed or base.deepspeed,
         notes=base.notes + over.notes, method=_merged_method(base.method, over.method),
         peft=over.peft or base.peft)

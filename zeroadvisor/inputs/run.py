@@ -176,6 +176,7 @@ def build(request: Request, *, spelling: Spelling = KEYWORDS, project: bool = Fa
     if command in MODEL_COMMANDS:  # only an estimate reads them (lint does not import the memory model)
         values["alloc_conf"], alloc_notes = alloc_conf(trainer, pin_start=_pin_start(trainer, configs))
         notes += alloc_notes
+        notes += _attention_from_trainer(values, trainer, _pin_start(trainer, configs))
         values["dataloader_workers"] = dataloader_workers(trainer)
     inputs = _assemble(command, values, spelling, project, trainer, configs, tuple(notes), readings, lint_only)
     return replace(inputs, excludes=_excludes(values, found[0] if found is not None else None, spelling))
@@ -222,6 +223,42 @@ def alloc_conf(trainer: TrainerInputs | None, environ: Mapping[str, str] | None 
         return given[ENV], []
     return (os.environ if environ is None else environ).get(ENV), []
 
+
+
+# OpenRLHF loads the models with attn_implementation "eager" unless --flash_attn, up to v0.8.9 (openrlhf/models/
+# actor.py Actor.__init__: ``"flash_attention_2" if use_flash_attention_2 else "eager"``, v0.5.1 to v0.8.9.post1);
+# from v0.8.10 --attn_implementation defaults to flash_attention_2 (cli/train_*.py argparse)
+OPENRLHF_FLASH_DEFAULT = "0.8.10"
+
+
+def _attention_from_trainer(values: Values, trainer: TrainerInputs | None, pin_start: str | None) -> list[str]:
+    """--flash-attention as the trainer's file or command says (config/training_args.py ATTENTION_NAMES), where no
+    flag or model description gave it; OpenRLHF's silence by its pinned release (OPENRLHF_FLASH_DEFAULT). The note
+    on what was taken."""
+    if trainer is None or "flash_attention" not in values or _given(values["flash_attention"]):
+        return []
+    training = trainer.training
+    if training.attention is not None:
+        values["flash_attention"] = training.attention
+        kind = "a fused kernel (no s x s scores kept)" if training.attention else "eager (the s x s scores kept)"
+        return [f"attention {kind} from {training.attention_from}"]
+    if training.project != "openrlhf":
+        return []
+    from packaging.version import Version
+
+    from zeroadvisor.config.method import release_of
+    from zeroadvisor.config.trainer_pins import find_trainer_pin
+    from zeroadvisor.vocab import TrainerFamily
+
+    pin = find_trainer_pin(pin_start or os.curdir, TrainerFamily.OPENRLHF)
+    release = release_of(pin.version) if pin is not None else None
+    said = f"OpenRLHF {pin.version} ({pin.origin})" if pin is not None else "OpenRLHF's release not pinned"
+    if release is not None and release < Version(OPENRLHF_FLASH_DEFAULT):
+        values["flash_attention"] = False
+        return [(f"attention eager: {said} loads the models with \"eager\" without --flash_attn "
+                "(openrlhf/models/actor.py)")]
+    return [(f"attention flash_attention_2: {said}, whose --attn_implementation defaults to it from "
+            f"{OPENRLHF_FLASH_DEFAULT}; before that, without --flash_attn, the models load eager attention")]
 
 
 def _plain(name: str, value: object) -> object:
