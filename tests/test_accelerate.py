@@ -51,6 +51,45 @@ def test_plugin_keys_stage3_cpu_offload_bf16():
     assert (launch.world_size, launch.num_machines, launch.mixed_precision) == (8, 1, "bf16")
 
 
+@pytest.mark.parametrize(("section", "size"), [
+    ("parallelism_config:\n  parallelism_config_sp_size: 4\n  parallelism_config_sp_backend: deepspeed\n", 4),
+    ("parallelism_config:\n  parallelism_config_sp_size: 2\n", 2),  # deepspeed: the backend's default
+    ("parallelism_config:\n  parallelism_config_sp_size: 1\n", None),
+    ("parallelism_config:\n  parallelism_config_sp_size: 4\n  parallelism_config_sp_backend: torch\n", None),
+    ("parallelism_config: {}\n", None),
+])
+def test_the_yaml_s_sequence_parallel_size_is_deepspeed_s_ulysses(section, size):
+    """parallelism_config_sp_size with the deepspeed backend: Accelerator.prepare registers UlyssesSPAttentionHF
+    with that degree and divides the world by it (accelerate 1.15 accelerator.py): DeepSpeed's
+    sequence_parallel_size, and a finding about it lands on the YAML key."""
+    launch = _built("distributed_type: DEEPSPEED\nmixed_precision: bf16\nnum_processes: 8\ndeepspeed_config:\n"
+                    "  zero_stage: 3\n" + section)
+    assert launch.ds_config is not None and launch.ds_config.get("sequence_parallel_size") == size
+    if size:
+        assert launch.origin["/sequence_parallel_size"] == "/parallelism_config/parallelism_config_sp_size"
+
+
+def test_an_accelerate_yaml_with_ulysses_splits_the_activations(tmp_path):
+    plain = "distributed_type: DEEPSPEED\nmixed_precision: bf16\nnum_processes: 4\ndeepspeed_config:\n  zero_stage: 3\n"
+    (tmp_path / "plain.yaml").write_text(plain)
+    (tmp_path / "sp.yaml").write_text(plain + "parallelism_config:\n  parallelism_config_sp_size: 4\n")
+
+    (tmp_path / "llama").mkdir()
+    (tmp_path / "llama" / "config.json").write_text(json.dumps({
+        "model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+        "num_attention_heads": 32, "vocab_size": 32000}))
+
+    def activations(name: str) -> int:
+        given = {"config": str(tmp_path / name), "model": str(tmp_path / "llama"), "gpus": 4,
+                 "gpu_memory": resolve_gpu("A100-SXM4-80GB").memory_bytes, "cpu_memory": "1TB", **SHAPE,
+                 "seq_len": 32768}
+        (run,) = api.run_check(build_inputs(Request.taking(Command.CHECK, **given)))
+        configured = next(s for s in run.estimate.stages if s.configured)
+        return configured.per_gpu["activations"]
+
+    assert activations("sp.yaml") < activations("plain.yaml") / 3
+
+
 def test_defaults_when_the_block_is_empty():
     """No ACCELERATE_DEEPSPEED_* variable: stage 2, no offload, accumulation "auto", no clipping key
     (gradient_clipping "auto" is truthy: `if self.gradient_clipping:` keeps it as "auto"), fp32."""

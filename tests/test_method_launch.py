@@ -383,3 +383,23 @@ def test_llama_factory_s_expandable_segments_follow_its_pinned_release(tmp_path,
     (tmp_path / "requirements.txt").write_text("llamafactory==0.9.4\n")
     value, notes = alloc_conf(trainer, {}, pin_start=str(tmp_path / "dpo.yaml"))
     assert value == "expandable_segments:True" and "0.9.4" in notes[0]
+
+
+@pytest.mark.parametrize(("command", "degree"), [
+    ("swift sft --model m --sequence_parallel_size 4", 4),
+    ("python -m openrlhf.cli.train_ppo_ray --ring_attn_size 2", 2),
+    ("python -m openrlhf.cli.train_ppo_ray --ds.ring_attn_size 8", 8),
+    ("swift sft --model m", None),
+])
+def test_the_trainer_s_own_sequence_parallel_degree_is_read(command, degree):
+    # ms-swift's Ulysses (--sequence_parallel_size) and OpenRLHF's ring attention (--ring_attn_size,
+    # --ds.ring_attn_size at 0.10+): the layout's sequence degree (config/training_args.py SEQUENCE_PARALLEL_KEYS)
+    training = parse_launch(command).training
+    assert training.sequence_parallel == degree
+    assert (training.sequence_parallel_from != "") == (degree is not None)
+
+
+@pytest.mark.parametrize("value", ["0", "two", "99999999"])
+def test_a_bad_sequence_parallel_degree_is_one_line(value):
+    with pytest.raises(TrainerInputError, match="--sequence_parallel_size"):
+        parse_launch(f"swift sft --model m --sequence_parallel_size {value}")

@@ -335,3 +335,21 @@ def test_openrlhf_before_0_8_10_loads_eager_attention_without_flash_attn(cli, tm
     assert "attention flash_attention_2: OpenRLHF 0.8.10" in notes
     flagged, _ = run("0.8.5", " --flash_attn")
     assert old > new == flagged
+
+
+def test_ms_swift_s_sequence_parallel_splits_the_activations_and_says_so(cli, tmp_path):
+    ds = _write(tmp_path, "ds.json", '{"train_micro_batch_size_per_gpu": "auto", "bf16": {"enabled": "auto"}, '
+                                     '"zero_optimization": {"stage": 3}}')
+    launch = ("NPROC_PER_NODE=4 swift sft --model m --train_type full --deepspeed ds.json --max_length 32768 "
+              "--per_device_train_batch_size 1 --torch_dtype bfloat16 --attn_impl flash_attn")
+
+    def activations(extra: str) -> tuple[int, str]:
+        result = cli("check", ds, "--model", _llama(tmp_path), "--gpu", "A100-SXM4-80GB", "--launch",
+                     launch + extra, "--format", "json", "--fail-on", "never")
+        report = json.loads(result.stdout)
+        return next(s for s in report["estimate"]["stages"] if s["configured"])["per_gpu"]["activations"], \
+            result.stderr
+
+    whole, _ = activations("")
+    split, notes = activations(" --sequence_parallel_size 4")
+    assert split < whole / 3 and "sequence parallel 4 from --sequence_parallel_size" in notes

@@ -41,6 +41,7 @@ from zeroadvisor.config.training_args import (
     MODEL_KEYS,
     PAD_TO_MAX_KEY,
     SEQUENCE_KEYS,
+    SEQUENCE_PARALLEL_KEYS,
     TYPES,
     TrainingArgs,
     from_mapping,
@@ -95,7 +96,8 @@ _ARGS_FILES = (".yaml", ".yml", ".json")
 # OpenRLHF's --flash_attn and axolotl's attention switches take no value (ATTENTION_SWITCHES)
 _EXTRA_BOOLS = ("disable_gradient_checkpointing", PAD_TO_MAX_KEY,
                 *(key for keys in ATTENTION_SWITCHES.values() for key in keys))
-_EXTRA_KEYS = (DEEPSPEED_KEY, *MODEL_KEYS, *SEQUENCE_KEYS, *_EXTRA_BOOLS, *ATTENTION_KEYS)
+_EXTRA_KEYS = (DEEPSPEED_KEY, *MODEL_KEYS, *SEQUENCE_KEYS, *_EXTRA_BOOLS, *ATTENTION_KEYS,
+               *SEQUENCE_PARALLEL_KEYS.values())
 # A launcher's options as the command gives them: the value, or True for an option that takes none.
 _Options = dict[str, str | bool]
 # accelerate launch options that override a key of its --config_file: _validate_launch_command copies the

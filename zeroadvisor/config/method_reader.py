@@ -138,7 +138,7 @@ DOTTED: dict[str, str] = {"ref.num_nodes": "ref_num_nodes", "ref.num_gpus_per_no
                           "ds.use_liger_kernel": "use_liger_kernel",
                           "data.dataloader_num_workers": "dataloader_num_workers",
                           "model.model_name_or_path": "pretrain", "ref.model_name_or_path": "ref_pretrain",
-                          "model.beta": "beta", "model.ipo_enable": "ipo"}
+                          "model.beta": "beta", "model.ipo_enable": "ipo", "ds.ring_attn_size": "ring_attn_size"}
 # The keys a launch command's script arguments give for the method (config/launch.py reads them), bool ones apart.
 # ms-swift's older names for max_completion_length, in the precedence it reads them (swift/arguments/rlhf_args.py
 # RLHFArguments._init_max_completion_length @ v4.6.0: response_length or max_new_tokens or max_completion_length)

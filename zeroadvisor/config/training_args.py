@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal, TypeAlias, overload
 
-from zeroadvisor.config.limits import MAX_DIMENSION
+from zeroadvisor.config.limits import MAX_DIMENSION, MAX_GPUS
 from zeroadvisor.config.trainer_errors import (
     TrainerInputError,
     as_bool,
@@ -129,6 +129,12 @@ ATTENTION_SWITCHES: dict[str, dict[str, bool]] = {
                 "eager_attention": False},
     "openrlhf": {"flash_attn": True},
 }
+# The sequence-parallel degree a trainer's own flag gives, by project: ms-swift's Ulysses (--sequence_parallel_size,
+# swift/trainers/sequence_parallel: tokens split over the group, attention heads all-to-all; with
+# SEQUENCE_PARALLEL_IMPL=ring_attention its ring) and OpenRLHF's ring attention (--ring_attn_size, --ds.ring_attn_size
+# at 0.10+: openrlhf/utils/deepspeed/deepspeed.py setup_ring_attn, each sequence split over the ring group). Both
+# keep DeepSpeed's partitioning over every rank; their exchange buffers are costed as Ulysses' (memory/parallel.py).
+SEQUENCE_PARALLEL_KEYS: dict[str, str] = {"ms-swift": "sequence_parallel_size", "openrlhf": "ring_attn_size"}
 ATTENTION_KEYS = frozenset({*(key for key, _ in ATTENTION_NAMES.values()),
                             *(key for keys in ATTENTION_SWITCHES.values() for key in keys)})
 # axolotl keys whose "auto" its normalize_config resolves on the GPU (utils/config: bf16 "auto" -> bf16 where
@@ -201,6 +207,8 @@ class TrainingArgs:
     # None: it does not say
     attention: bool | None = None
     attention_from: str = ""
+    sequence_parallel: int | None = None  # the trainer's own sequence-parallel degree (SEQUENCE_PARALLEL_KEYS)
+    sequence_parallel_from: str = ""
 
     @overload
     def get(self, name: IntField) -> int: ...
@@ -299,7 +307,13 @@ def from_mapping(data: Mapping[str, JSONValue], source: str, project: str | None
                         None, padding, padding_from, model, deepspeed or None, tuple(out_notes), source,
                         None if method.empty else method, read_peft(data, project, where))
     attention, attention_from = _attention(data, project, where)
-    return replace(_with_checkpointing(args, data, where), attention=attention, attention_from=attention_from)
+    sp_key = SEQUENCE_PARALLEL_KEYS.get(project)
+    sp = _as_int(data[sp_key], where(sp_key)) if sp_key is not None and data.get(sp_key) is not None else None
+    if sp is not None and not 1 <= sp <= MAX_GPUS:
+        raise TrainerInputError(f"{where(sp_key or '')}: expected a sequence-parallel degree of 1 to {MAX_GPUS:,}, "
+                                f"got {sp}")
+    return replace(_with_checkpointing(args, data, where), attention=attention, attention_from=attention_from,
+                   sequence_parallel=sp, sequence_parallel_from=where(sp_key) if sp is not None and sp_key else "")
 
 
 def _attention(data: Mapping[str, JSONValue], project: str, where: Origin) -> tuple[bool | None, str]:
@@ -457,6 +471,9 @@ def merge(base: TrainingArgs, over: TrainingArgs) -> TrainingArgs:
         padding=over.padding or base.padding, padding_from=over.padding_from if over.padding else base.padding_from,
         attention=base.attention if over.attention is None else over.attention,
         attention_from=base.attention_from if over.attention is None else over.attention_from,
+        sequence_parallel=base.sequence_parallel if over.sequence_parallel is None else over.sequence_parallel,
+        sequence_parallel_from=base.sequence_parallel_from if over.sequence_parallel is None
+        else over.sequence_parallel_from,
         model=over.model or base.model, deepspeed=over.deepspeed or base.deepspeed,
         notes=base.notes + over.notes, method=_merged_method(base.method, over.method),
         peft=over.peft or base.peft)

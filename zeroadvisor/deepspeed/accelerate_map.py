@@ -99,8 +99,32 @@ def build(doc: Document, script_precision: str | None = None, cwd: str | None = 
         return launch
     if not _set_mixed_precision(config, launch):
         return launch
+    _sequence_parallel(data, config, launch)
     launch.ds_config = config  # zero3_init_flag below stage 3: Accelerate warns and turns it off
     return launch
+
+
+# The YAML's parallelism_config section (commands/config/config_args.py ClusterConfig.parallelism_config): launch
+# copies each key to its --parallelism_config_* argument, prepare_extend_env_parallelism_config exports it
+# (PARALLELISM_CONFIG_SP_SIZE, _SP_BACKEND) and ParallelismConfig reads it back (accelerate 1.15
+# commands/launch.py _validate_launch_command, utils/launch.py, parallelism_config.py). With the deepspeed backend
+# (its only one, and the default) and a size above 1, Accelerator.prepare registers DeepSpeed's Ulysses
+# (runtime/sequence_parallel/ulysses_sp.py UlyssesSPAttentionHF.register_with_transformers(sequence_parallel_size=
+# sp_size)) and divides the world by it in train_batch_size: the layout DeepSpeed's sequence_parallel_size gives.
+PARALLELISM = "parallelism_config"
+SP_SIZE, SP_BACKEND = "parallelism_config_sp_size", "parallelism_config_sp_backend"
+
+
+def _sequence_parallel(data: JSONObject, config: JSONObject, launch: Launch) -> None:
+    section = data.get(PARALLELISM)
+    if not isinstance(section, dict) or "sequence_parallel_size" in config:
+        return
+    size = _whole(section.get(SP_SIZE))
+    backend = section.get(SP_BACKEND, "deepspeed")
+    if size is None or size <= 1 or backend != "deepspeed":
+        return
+    config["sequence_parallel_size"] = size
+    launch.origin["/sequence_parallel_size"] = f"/{PARALLELISM}/{SP_SIZE}"
 
 
 def processes(data: JSONObject) -> Launch:

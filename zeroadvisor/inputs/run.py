@@ -482,6 +482,10 @@ def _from_trainer(values: Values, trainer: TrainerInputs, spelling: Spelling) ->
     fill_noted("padding", training.padding, f"padding {training.padding} from {training.padding_from}",
                f"the Trainer's arguments pad to {training.padding} ({training.padding_from})")
     fill("activation_checkpointing", trainer.checkpointing)
+    fill_noted("sequence_parallel", training.sequence_parallel,
+               f"sequence parallel {training.sequence_parallel} from {training.sequence_parallel_from}",
+               f"the trainer's own sequence parallel is {training.sequence_parallel} "
+               f"({training.sequence_parallel_from})")
     if training.given("optim"):  # the client optimizer (memory/step_temporaries.py, memory/bytes.py)
         from zeroadvisor.model.spec import CLIENT_OPTIMIZER_NAMES
 
