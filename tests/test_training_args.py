@@ -353,3 +353,13 @@ def test_ms_swift_s_sequence_parallel_splits_the_activations_and_says_so(cli, tm
     whole, _ = activations("")
     split, notes = activations(" --sequence_parallel_size 4")
     assert split < whole / 3 and "sequence parallel 4 from --sequence_parallel_size" in notes
+
+
+@pytest.mark.parametrize(("text", "degree"), [
+    ("base_model: m\nsequence_len: 8192\ncontext_parallel_size: 4\n", 4),
+    ("base_model: m\nsequence_len: 8192\nsequence_parallel_degree: 2\n", 2),  # the older name
+    ("base_model: m\nsequence_len: 8192\ncontext_parallel_size: 4\nsequence_parallel_degree: 2\n", 4),
+    ("base_model: m\nsequence_len: 8192\n", None),
+])
+def test_axolotl_s_context_parallel_size_is_the_sequence_degree(tmp_path, text, degree):
+    assert read_training_args(_write(tmp_path, "ax.yaml", text)).sequence_parallel == degree

@@ -97,7 +97,7 @@ _ARGS_FILES = (".yaml", ".yml", ".json")
 _EXTRA_BOOLS = ("disable_gradient_checkpointing", PAD_TO_MAX_KEY,
                 *(key for keys in ATTENTION_SWITCHES.values() for key in keys))
 _EXTRA_KEYS = (DEEPSPEED_KEY, *MODEL_KEYS, *SEQUENCE_KEYS, *_EXTRA_BOOLS, *ATTENTION_KEYS,
-               *SEQUENCE_PARALLEL_KEYS.values())
+               *(key for keys in SEQUENCE_PARALLEL_KEYS.values() for key in keys))
 # A launcher's options as the command gives them: the value, or True for an option that takes none.
 _Options = dict[str, str | bool]
 # accelerate launch options that override a key of its --config_file: _validate_launch_command copies the

@@ -132,9 +132,14 @@ ATTENTION_SWITCHES: dict[str, dict[str, bool]] = {
 # The sequence-parallel degree a trainer's own flag gives, by project: ms-swift's Ulysses (--sequence_parallel_size,
 # swift/trainers/sequence_parallel: tokens split over the group, attention heads all-to-all; with
 # SEQUENCE_PARALLEL_IMPL=ring_attention its ring) and OpenRLHF's ring attention (--ring_attn_size, --ds.ring_attn_size
-# at 0.10+: openrlhf/utils/deepspeed/deepspeed.py setup_ring_attn, each sequence split over the ring group). Both
-# keep DeepSpeed's partitioning over every rank; their exchange buffers are costed as Ulysses' (memory/parallel.py).
-SEQUENCE_PARALLEL_KEYS: dict[str, str] = {"ms-swift": "sequence_parallel_size", "openrlhf": "ring_attn_size"}
+# at 0.10+: openrlhf/utils/deepspeed/deepspeed.py setup_ring_attn, each sequence split over the ring group) and
+# axolotl's ring-flash-attn context parallelism (context_parallel_size, which replaced sequence_parallel_degree:
+# utils/schemas/validation.py check_context_parallel_size @ v0.18.0; sequence_parallel_degree from v0.8.0). Each
+# keeps DeepSpeed's partitioning over every rank; their exchange buffers are costed as Ulysses' (memory/parallel.py).
+# The first key present gives it.
+SEQUENCE_PARALLEL_KEYS: dict[str, tuple[str, ...]] = {
+    "ms-swift": ("sequence_parallel_size",), "openrlhf": ("ring_attn_size",),
+    "axolotl": ("context_parallel_size", "sequence_parallel_degree")}
 ATTENTION_KEYS = frozenset({*(key for key, _ in ATTENTION_NAMES.values()),
                             *(key for keys in ATTENTION_SWITCHES.values() for key in keys)})
 # axolotl keys whose "auto" its normalize_config resolves on the GPU (utils/config: bf16 "auto" -> bf16 where
@@ -307,8 +312,8 @@ def from_mapping(data: Mapping[str, JSONValue], source: str, project: str | None
                         None, padding, padding_from, model, deepspeed or None, tuple(out_notes), source,
                         None if method.empty else method, read_peft(data, project, where))
     attention, attention_from = _attention(data, project, where)
-    sp_key = SEQUENCE_PARALLEL_KEYS.get(project)
-    sp = _as_int(data[sp_key], where(sp_key)) if sp_key is not None and data.get(sp_key) is not None else None
+    sp_key = next((key for key in SEQUENCE_PARALLEL_KEYS.get(project, ()) if data.get(key) is not None), None)
+    sp = _as_int(data[sp_key], where(sp_key)) if sp_key is not None else None
     if sp is not None and not 1 <= sp <= MAX_GPUS:
         raise TrainerInputError(f"{where(sp_key or '')}: expected a sequence-parallel degree of 1 to {MAX_GPUS:,}, "
                                 f"got {sp}")
