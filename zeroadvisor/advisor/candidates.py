@@ -22,6 +22,7 @@ from typing import Any
 from zeroadvisor.advisor.change import CHECKPOINTING_LEVELS, SP_KEY, TP_KEY, Change
 from zeroadvisor.advisor.patch import Outcome
 from zeroadvisor.advisor.ranking import faster_rungs, steps, tier
+from zeroadvisor.advisor.trainer_settings import can_set
 from zeroadvisor.advisor.written import Written
 from zeroadvisor.deepspeed.effective import AUTO
 from zeroadvisor.memory.estimate import StageEstimate
@@ -146,12 +147,16 @@ class Candidates:
 
     def _options(self, shape: TrainingShape, layout: dict[str, Any] | None, micro_batch: int) -> list[Option]:
         """The stage/offload options DeepSpeed and the trainer run for the config (the configured one even where
-        DeepSpeed refuses it; never one the trainer refuses: its refusal's rule recommends another)."""
+        DeepSpeed refuses it; never one the trainer refuses: its refusal's rule recommends another), and that the
+        trainer's flags can set where it builds the DeepSpeed config from them (advisor/trainer_settings.py
+        can_set: OpenRLHF never offloads the parameters)."""
         w = self.written
+        trainer = w.shape.method.trainer
         result = w.estimates.of(w.config(w.change(self.configured, shape, micro_batch, layout)), shape)
         return [s.option for s in result.stages
                 if s.trainer_refusal is None and (s.option == self.configured
-                                                  or refusal(result.settings, s.option) is None)]
+                                                  or (refusal(result.settings, s.option) is None
+                                                      and can_set(trainer, s.option)))]
 
     def _micro_batches(self, layout: dict[str, Any] | None) -> list[int]:
         """The micro batches that keep the global batch under ``layout``, ascending."""

@@ -12,10 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from zeroadvisor.advisor.trainer_settings import TrainerSettings, settings_of
 from zeroadvisor.lint.findings import Action, ActionKind
 from zeroadvisor.memory.options import Option
 from zeroadvisor.model.spec import Checkpointing, TrainingShape
 from zeroadvisor.units import DEFAULT_UNIT, format_bytes
+from zeroadvisor.vocab import Device
 
 SP_KEY = "sequence_parallel_size"
 TP_KEY = "tensor_parallel"
@@ -63,6 +65,12 @@ CHECKPOINTING_ACTION = ("enable {level} activation checkpointing in the training
 SELECTIVE_NOTE = (", checkpointing only the attention core (e.g. Megatron's --recompute-granularity selective); "
                   "without a selective mode, full checkpointing")
 NO_CHECKPOINTING_ACTION = "turn activation checkpointing off in the training script"
+# the same, where the trainer that runs the job is known (advisor/trainer_settings.py)
+TRAINER_CHECKPOINTING_ACTION = "enable {level} activation checkpointing: {setting}{selective}"
+TRAINER_NO_CHECKPOINTING_ACTION = "turn activation checkpointing off: {setting}"
+TRAINER_MICRO_BATCH_ACTION = ("set {setting}: the config's \"auto\" batch keys take them, and the global batch "
+                              "stays the same")
+FLAGS_ACTION = "{name} builds its DeepSpeed config from its flags, not from this file: {flags}"
 SP_ACTION = ("wrap the attention for Ulysses in the training script: deepspeed.sequence.layer.DistributedAttention, "
              "or with the HF Trainer accelerate's ParallelismConfig(sp_backend=\"deepspeed\", sp_size={degree}) "
              "(DeepSpeed's UlyssesSPAttentionHF); sequence_parallel_size alone splits nothing")
@@ -119,6 +127,11 @@ class Change:
     lint_keys: tuple[tuple[str, str], ...] = ()
 
     @property
+    def trainer(self) -> TrainerSettings | None:
+        """The settings of the trainer that runs the job, where it is known (advisor/trainer_settings.py)."""
+        return settings_of(self.shape.method.trainer)
+
+    @property
     def sequence_parallel(self) -> int | None:
         return (self.config_patch or {}).get(SP_KEY)
 
@@ -164,13 +177,16 @@ class Change:
     @property
     def description(self) -> str:
         given = self.written_option if self.written_option is not None else self.was_option
+        trainer = self.trainer
         words = [self.option.words] if self.option != self.was_option or self.option != given else []
         if self.micro_batch != self.was_micro_batch:
+            where = f" ({trainer.where})" if trainer is not None and (self.trainer_batch or trainer.builds_config) \
+                else " (in the Trainer's arguments)" if self.trainer_batch else ""
             words.append(f"micro batch {self.micro_batch}"
-                         + (f" with gradient accumulation {self.accumulation}" if self.accumulation else "")
-                         + (" (in the Trainer's arguments)" if self.trainer_batch else ""))
+                         + (f" with gradient accumulation {self.accumulation}" if self.accumulation else "") + where)
         if self.shape.activation_checkpointing != self.was_shape.activation_checkpointing:
-            words.append(f"{self.shape.activation_checkpointing} activation checkpointing (in the training script)")
+            where = trainer.where if trainer is not None else "in the training script"
+            words.append(f"{self.shape.activation_checkpointing} activation checkpointing ({where})")
         if self.sequence_parallel:
             words.append(f"Ulysses sequence parallel {self.sequence_parallel} (sequence_parallel_size "
                          f"{self.sequence_parallel} in ds_config)")
@@ -198,27 +214,41 @@ class Change:
 
     def actions(self, unit: str = DEFAULT_UNIT) -> list[Action]:
         out: list[Action] = []
+        trainer = self.trainer
         level = self.shape.activation_checkpointing
         if level != self.was_shape.activation_checkpointing:
-            if level == Checkpointing.NONE:
-                out.append(Action(ActionKind.GRADIENT_CHECKPOINTING, NO_CHECKPOINTING_ACTION, {"level": str(level)}))
+            selective = SELECTIVE_NOTE if level == Checkpointing.SELECTIVE else ""
+            if trainer is not None:
+                text = (TRAINER_NO_CHECKPOINTING_ACTION.format(setting=trainer.checkpointing_off)
+                        if level == Checkpointing.NONE else
+                        TRAINER_CHECKPOINTING_ACTION.format(level=level, setting=trainer.checkpointing_on,
+                                                            selective=selective))
             else:
-                out.append(Action(ActionKind.GRADIENT_CHECKPOINTING, CHECKPOINTING_ACTION.format(
-                    level=level, selective=SELECTIVE_NOTE if level == Checkpointing.SELECTIVE else ""),
-                    {"level": str(level)}))
-        if self.trainer_batch:
-            out.append(Action(ActionKind.TRAINER_BATCH, TRAINER_BATCH_ACTION.format(
-                micro_batch=self.micro_batch, accumulation=self.accumulation),
-                {"per_device_train_batch_size": self.micro_batch,
-                 "gradient_accumulation_steps": self.accumulation}))
+                text = NO_CHECKPOINTING_ACTION if level == Checkpointing.NONE else \
+                    CHECKPOINTING_ACTION.format(level=level, selective=selective)
+            out.append(Action(ActionKind.GRADIENT_CHECKPOINTING, text, {"level": str(level)}))
+        if self.trainer_batch and not (trainer is not None and trainer.builds_config):
+            text = (TRAINER_MICRO_BATCH_ACTION.format(setting=trainer.micro_batch.format(
+                micro_batch=self.micro_batch, accumulation=self.accumulation)) if trainer is not None else
+                TRAINER_BATCH_ACTION.format(micro_batch=self.micro_batch, accumulation=self.accumulation))
+            out.append(Action(ActionKind.TRAINER_BATCH, text,
+                              {"per_device_train_batch_size": self.micro_batch,
+                               "gradient_accumulation_steps": self.accumulation}))
+        if trainer is not None and trainer.builds_config:
+            flags = self._flags(trainer)
+            if flags:
+                out.append(Action(ActionKind.TRAINER_FLAGS, FLAGS_ACTION.format(name=trainer.name,
+                                                                               flags="; ".join(flags)),
+                                  {"flags": list(flags)}))
         if self.nvme_path == NVME_PATH_PLACEHOLDER:
             space = format_bytes(self.nvme_space or 0, unit)
             out.append(Action(ActionKind.NVME_PATH, NVME_ACTION.format(space=space, path=NVME_PATH_PLACEHOLDER),
                               {"path": NVME_PATH_PLACEHOLDER, "nvme_per_node": self.nvme_space}))
-        if self.sequence_parallel:
+        flagged = trainer is not None and trainer.builds_config  # its layout is among the trainer's flags
+        if self.sequence_parallel and not flagged:
             out.append(Action(ActionKind.SEQUENCE_PARALLEL, SP_ACTION.format(degree=self.sequence_parallel),
                               {"degree": self.sequence_parallel}))
-        if self.tensor_parallel:
+        if self.tensor_parallel and not flagged:
             out.append(Action(ActionKind.TENSOR_PARALLEL, TP_ACTION.format(degree=self.tensor_parallel),
                               {"degree": self.tensor_parallel}))
         if self.cluster is not None:
@@ -227,6 +257,25 @@ class Change:
                       if v is not None}
             out.append(Action(ActionKind.CLUSTER, cluster_words(self.cluster, unit), values))
         return out
+
+    def _flags(self, trainer: TrainerSettings) -> list[str]:
+        """The trainer's flags for each part of the config this change moves (a trainer that builds its DeepSpeed
+        config from them): the stage, the optimizer offload, the micro batch, the sequence and tensor degrees."""
+        flags: list[str] = []
+        if self.option.stage != self.was_option.stage and trainer.stage:
+            flags.append(trainer.stage.format(stage=self.option.stage))
+        if self.option.offload_optimizer != self.was_option.offload_optimizer:
+            on = self.option.offload_optimizer != Device.NONE
+            flag = trainer.optimizer_offload if on else trainer.no_optimizer_offload
+            if flag:
+                flags.append(flag)
+        if self.micro_batch != self.was_micro_batch:
+            flags.append(trainer.micro_batch.format(micro_batch=self.micro_batch, accumulation=self.accumulation))
+        if self.sequence_parallel and trainer.sequence_parallel:
+            flags.append(trainer.sequence_parallel.format(degree=self.sequence_parallel))
+        if self.tensor_parallel and trainer.tensor_parallel:
+            flags.append(trainer.tensor_parallel.format(degree=self.tensor_parallel))
+        return flags
 
     def in_training_script_only(self) -> bool:
         """Nothing in the config changes: the whole change is an action."""

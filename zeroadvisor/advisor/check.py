@@ -10,6 +10,7 @@ from zeroadvisor.advisor import registry
 from zeroadvisor.advisor.advice import Advice, Budget, Reason, failing_findings
 from zeroadvisor.advisor.lead import Lead, NoFix, decide, no_fix
 from zeroadvisor.advisor.rules import AdviceRuleContext
+from zeroadvisor.advisor.trainer_settings import builds_config
 from zeroadvisor.config import merge_patch as mp
 from zeroadvisor.config.source import Document
 from zeroadvisor.deepspeed.settings import settings_of
@@ -154,7 +155,8 @@ def check_document(doc: Document, options: CheckOptions, rules: Iterable[Rule] |
 
     try:
         searcher = Searcher(doc.data, options.model, options.shape, cluster, options.accounting, result, lint_fixes,
-                            tune_buckets=any(r.name == Reason.SMALLER_BUCKETS for r in selected),
+                            tune_buckets=any(r.name == Reason.SMALLER_BUCKETS for r in selected)
+                            and not builds_config(options.shape.method.trainer),
                             hardware=_hardware(options))
     except EstimateError as err:  # a lint fix left a value the memory model cannot use
         return unestimated(doc, linted, options, selected, err)

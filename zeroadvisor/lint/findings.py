@@ -33,6 +33,7 @@ class ActionKind(StrEnum):
     SEQUENCE_PARALLEL = "sequence-parallel"  # Ulysses, set in code
     TENSOR_PARALLEL = "tensor-parallel"  # AutoTP
     CLUSTER = "cluster"  # more or larger GPUs, more host memory
+    TRAINER_FLAGS = "trainer-flags"  # a trainer that builds its DeepSpeed config from its flags (OpenRLHF)
 
 
 @dataclass(frozen=True, slots=True)

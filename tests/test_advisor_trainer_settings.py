@@ -1,0 +1,89 @@
+"""The fix said in the trainer's own settings (advisor/trainer_settings.py): checkpointing and the micro batch where
+the trainer's file or command sets them, and for OpenRLHF, which builds its DeepSpeed config from its flags, the
+flags that make the priced run; no option its flags cannot give (parameter offload, NVMe, other buckets)."""
+
+from __future__ import annotations
+
+import json
+
+from cli_run import cli  # noqa: F401 - the fixture
+from zeroadvisor.advisor.trainer_settings import TRAINER_SETTINGS, builds_config, can_set
+from zeroadvisor.memory.options import Option
+from zeroadvisor.vocab import Device, TrainerFamily
+
+LLAMA2_7B = {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+             "num_attention_heads": 32, "vocab_size": 32000}
+Z2 = {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1, "bf16": {"enabled": True},
+      "zero_optimization": {"stage": 2}}
+OPENRLHF = ("ray job submit -- python3 -m openrlhf.cli.train_ppo_ray --zero_stage 2 --bf16 --prompt_max_len 1024 "
+            "--generate_max_len 1024 --micro_train_batch_size 1 --advantage_estimator group_norm --init_kl_coef 0 "
+            "--remote_rm_url http://rm --vllm_num_engines 2")
+
+
+def _check(cli, tmp_path, *args: str, config: dict = Z2) -> dict:
+    tmp_path.mkdir(exist_ok=True)
+    (tmp_path / "ds.json").write_text(json.dumps(config))
+    (tmp_path / "model").mkdir(exist_ok=True)
+    (tmp_path / "model" / "config.json").write_text(json.dumps(LLAMA2_7B))
+    result = cli("check", str(tmp_path / "ds.json"), "--model", str(tmp_path / "model"), "--gpus", "8",
+                 "--format", "json", "--fail-on", "never", *args)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def _fix_actions(report: dict, code: str) -> list[dict]:
+    (finding,) = [f for f in report["findings"] if f["code"] == code]
+    assert "recommends" in finding, finding["message"]
+    return finding.get("actions", [])
+
+
+def test_an_openrlhf_fix_names_the_flags_that_make_the_priced_run(cli, tmp_path):
+    # 7B actor at ZeRO-2 with its 8-sequence rollout on 40 GB cards does not fit; the fix is said in OpenRLHF's
+    # flags (--adam_offload, --zero_stage), not through a config file OpenRLHF never reads
+    report = _check(cli, tmp_path, "--gpu-memory", "40GB", "--launch", OPENRLHF)
+    actions = _fix_actions(report, "ZA801")
+    (flags,) = [a for a in actions if a["kind"] == "trainer-flags"]
+    assert flags["text"].startswith("OpenRLHF builds its DeepSpeed config from its flags, not from this file")
+    (finding,) = [f for f in report["findings"] if f["code"] == "ZA801"]
+    option = finding["recommends"]["option"]
+    assert ("--adam_offload" in flags["flags"]) == ("opt:cpu" in option)
+    assert ("--zero_stage 3" in flags["flags"]) == option.startswith("Z3")
+    assert "par:" not in option and "nvme" not in option  # OpenRLHF's flags never offload the parameters
+
+
+def test_no_option_openrlhf_cannot_set_is_recommended(cli, tmp_path):
+    # so small a card that only parameter offload would fit: OpenRLHF has no flag for it, so no such fix
+    report = _check(cli, tmp_path, "--gpu-memory", "8GB", "--cpu-memory", "2TB", "--launch", OPENRLHF)
+    for finding in report["findings"]:
+        option = (finding.get("recommends") or {}).get("option", "")
+        assert "par:" not in option and "nvme" not in option, finding["message"]
+        assert "parameter offload" not in finding["message"], finding["message"]  # nor its shortfall
+    plain = _check(cli, tmp_path / "plain", "--gpu-memory", "8GB", "--cpu-memory", "2TB", "--seq-len", "2048",
+                   "--activation-checkpointing", "full")
+    options = [(f.get("recommends") or {}).get("option", "") for f in plain["findings"]]
+    assert any("par:cpu" in option for option in options)  # the same run with a config of its own: it is the fix
+
+
+def test_can_set_and_builds_config():
+    assert builds_config(TrainerFamily.OPENRLHF) and not builds_config(TrainerFamily.TRL) and not builds_config(None)
+    assert can_set(TrainerFamily.OPENRLHF, Option(3, Device.CPU, Device.NONE))
+    assert not can_set(TrainerFamily.OPENRLHF, Option(3, Device.CPU, Device.CPU))
+    assert not can_set(TrainerFamily.OPENRLHF, Option(3, Device.NVME, Device.NONE))
+    assert can_set(TrainerFamily.AXOLOTL, Option(3, Device.NVME, Device.NVME)) and can_set(None, Option(3))
+    assert set(TRAINER_SETTINGS) == {TrainerFamily.TRL, TrainerFamily.LLAMA_FACTORY, TrainerFamily.AXOLOTL,
+                                     TrainerFamily.MS_SWIFT, TrainerFamily.OPENRLHF}
+
+
+def test_a_checkpointing_fix_is_said_in_the_trainer_s_file(cli, tmp_path):
+    # LLaMA-Factory with checkpointing turned off at 8k tokens on 40 GB cards: the fix turns it back on, which in
+    # LLaMA-Factory means removing disable_gradient_checkpointing
+    (tmp_path / "lf.yaml").write_text("model_name_or_path: m\nstage: sft\ndo_train: true\nfinetuning_type: full\n"
+                                      "cutoff_len: 8192\nper_device_train_batch_size: 1\nbf16: true\n"
+                                      "disable_gradient_checkpointing: true\n")
+    report = _check(cli, tmp_path, "--gpu-memory", "40GB", "--training-args", str(tmp_path / "lf.yaml"),
+                    config={**Z2, "zero_optimization": {"stage": 3}})
+    texts = [a["text"] for f in report["findings"] for a in f.get("actions", [])
+             if a["kind"] == "gradient-checkpointing"]
+    assert texts and all("remove disable_gradient_checkpointing: true from the LLaMA-Factory YAML" in t
+                         for t in texts)
+    assert not any("model.gradient_checkpointing_enable()" in t for t in texts)
