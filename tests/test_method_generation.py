@@ -270,7 +270,7 @@ def test_sleep_switches_are_read_from_each_trainers_files():
                          "--vllm_tensor_parallel_size 2").training.method.setup.generation
     assert (swift.vllm_sleep_level, swift.offload_model, swift.offload_optimizer,
             swift.vllm_tensor_parallel_size) == (1, True, True, 2)
-    rlhf = parse_launch("python -m openrlhf.cli.train_ppo_ray --pretrain m --vllm_num_engines 2 --colocate_all_models "
+    rlhf = parse_launch("python -m openrlhf.cli.train_ppo_ray --pretrain m --vllm_num_engines 8 --colocate_all_models "
                         "--vllm_enable_sleep --deepspeed_enable_sleep").training.method.setup.generation
     assert (rlhf.vllm_sleep_level, rlhf.offload_model, rlhf.offload_optimizer) == (1, True, True)
 

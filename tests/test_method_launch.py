@@ -3,6 +3,8 @@ under accelerate launch, ``swift rlhf``, OpenRLHF's modules under deepspeed/pyth
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from zeroadvisor.config.launch import OPENRLHF_BUILDS_CONFIG, LaunchError, parse_launch
@@ -12,9 +14,9 @@ from zeroadvisor.vocab import Method, ModelRole, TrainerFamily, VllmMode
 
 DPO_YAML = "model_name_or_path: Qwen/Qwen2.5-0.5B\nbeta: 0.2\nmax_length: 1024\nper_device_train_batch_size: 2\n"
 PPO_RAY = ("ray job submit --address=http://127.0.0.1:8265 --runtime-env-json='{\"working_dir\": \"/openrlhf\"}' "
-           "-- python3 -m openrlhf.cli.train_ppo_ray --ref_num_nodes 1 --ref_num_gpus_per_node 8 "
+           "-- python3 -m openrlhf.cli.train_ppo_ray --ref_num_nodes 2 --ref_num_gpus_per_node 8 "
            "--actor_num_nodes 2 --actor_num_gpus_per_node 8 --critic_num_nodes 1 --critic_num_gpus_per_node 8 "
-           "--reward_pretrain OpenRLHF/Llama-3-8b-rm --colocate_all_models --vllm_num_engines 4 "
+           "--reward_pretrain OpenRLHF/Llama-3-8b-rm --colocate_all_models --vllm_num_engines 8 "
            "--vllm_tensor_parallel_size 2 --vllm_gpu_memory_utilization 0.5 --ref_reward_offload --zero_stage 3 "
            "--micro_train_batch_size 8 --prompt_max_len 1024 --generate_max_len 1024 --n_samples_per_prompt 4 "
            "--pretrain OpenRLHF/Llama-3-8b-sft --bf16 --gradient_checkpointing --init_kl_coef 0.01")
@@ -146,7 +148,7 @@ def test_ray_job_submit_reads_the_openrlhf_entrypoint():
     setup = launch.training.method.setup
     assert (setup.method, setup.trainer, setup.beta, setup.colocate_all_models) == \
         (Method.PPO, TrainerFamily.OPENRLHF, 0.01, True)
-    assert setup.generation.vllm_num_gpus == 8 and setup.generation.vllm_gpu_memory_utilization == 0.5
+    assert setup.generation.vllm_num_gpus == 16 and setup.generation.vllm_gpu_memory_utilization == 0.5
     assert setup.generation.num_generations == 4 and setup.generation.max_completion_length == 1024
     roles = {placement.role: placement for placement in setup.placements}
     assert roles[ModelRole.REWARD].model == "OpenRLHF/Llama-3-8b-rm" and roles[ModelRole.REWARD].offload is True
@@ -403,3 +405,27 @@ def test_the_trainer_s_own_sequence_parallel_degree_is_read(command, degree):
 def test_a_bad_sequence_parallel_degree_is_one_line(value):
     with pytest.raises(TrainerInputError, match="--sequence_parallel_size"):
         parse_launch(f"swift sft --model m --sequence_parallel_size {value}")
+
+
+@pytest.mark.parametrize(("flags", "words"), [
+    ("--colocate_actor_ref --ref_num_gpus_per_node 4", "the reference colocated with the actor needs the actor's 1 x"),
+    ("--colocate_all_models --actor_num_nodes 2", "the reference colocated with the actor needs the actor's 2 x 8"),
+    ("--colocate_all_models --vllm_num_engines 2", "but 2 engine(s) x tensor parallel 1 is 2"),
+    ("--train.colocate_all --vllm.num_engines 4 --vllm.tensor_parallel_size 4", "x tensor parallel 4 is 16"),
+    ("--colocate_critic_reward --reward_num_gpus_per_node 4", "the reward model colocated with the critic"),
+    ("--colocate_actor_ref --init_kl_coef abc", "--init_kl_coef: expected a number"),
+])
+def test_openrlhf_s_placement_asserts_are_one_line(flags, words):
+    # train_ppo_ray.py train @ v0.8.5 (v0.11.0 with the dotted names) asserts these before it builds a model
+    with pytest.raises(TrainerInputError, match=re.escape(words)):  # a LaunchError, or the reader's own
+        parse_launch(f"python -m openrlhf.cli.train_ppo_ray --pretrain m {flags}")
+
+
+@pytest.mark.parametrize("flags", [
+    "--colocate_actor_ref --ref_num_gpus_per_node 4 --init_kl_coef 0",  # no reference model: nothing to place
+    "--colocate_all_models --vllm_num_engines 2 --async_train",  # async: the engines are not colocated
+    "--colocate_critic_reward --reward_num_gpus_per_node 4 --advantage_estimator group_norm",  # no critic
+    "--colocate_all_models --vllm_num_engines 4 --vllm_tensor_parallel_size 2",
+])
+def test_openrlhf_placements_it_runs_are_read(flags):
+    assert parse_launch(f"python -m openrlhf.cli.train_ppo_ray --pretrain m {flags}").training.method is not None

@@ -31,7 +31,7 @@ import yaml
 
 from zeroadvisor.config import method_reader, peft_reader
 from zeroadvisor.config.limits import MAX_GPUS
-from zeroadvisor.config.trainer_errors import TrainerInputError, shown
+from zeroadvisor.config.trainer_errors import TrainerInputError, as_bool, shown
 from zeroadvisor.config.trainer_refusals import read_keys
 from zeroadvisor.config.training_args import (
     ATTENTION_KEYS,
@@ -541,6 +541,7 @@ def _openrlhf_launch(launch: Launch, entry: str, words: list[str]) -> Launch:
     launch = replace(launch, training=training, notes=tuple(notes), builds_config=OPENRLHF_BUILDS_CONFIG,
                      stage=stage_number, stage_from=labels.get("zero_stage", ""))
     if entry.endswith("_ray"):
+        _ray_placement_asserts(data, labels)
         world = _ray_actor_world(data, labels)
         return replace(launch, world_size=world.size, world_from=world.origin, per_node=world.per_node,
                        world_missing="")
@@ -552,6 +553,59 @@ def _undotted(word: str) -> str:
     flag, equals, value = word.partition("=")
     name = method_reader.DOTTED.get(flag[2:]) if flag.startswith("--") else None
     return f"--{name}{equals}{value}" if name else word
+
+
+def _ray_placement_asserts(data: JSONObject, labels: dict[str, str]) -> None:
+    """What train_ppo_ray asserts of its placement before it builds a model (openrlhf/cli/train_ppo_ray.py train @
+    v0.8.5, the same at v0.11.0 with the dotted names): a LaunchError, as the run stops there.
+
+    * --colocate_actor_ref or --colocate_all_models with a reference model (--init_kl_coef > 0, default 0.01): the
+      reference group's nodes and GPUs per node are the actor's ("num_nodes and num_gpus_per_node must be the same
+      when colocate actor and ref model.");
+    * --colocate_all_models with vLLM engines (not --async_train): the actor's GPUs are the engines' x their tensor
+      parallel size;
+    * --colocate_critic_reward with a critic (--advantage_estimator gae, the default): the reward group is the
+      critic's."""
+    def group(role: str) -> tuple[int, int]:  # argparse's defaults: 1 node x 8 GPUs per group
+        nodes, per = f"{role}_num_nodes", f"{role}_num_gpus_per_node"
+        return (count(str(data.get(nodes, 1)), labels.get(nodes, f"--{nodes}")),
+                count(str(data.get(per, 8)), labels.get(per, f"--{per}")))
+
+    def on(key: str) -> bool:
+        return data.get(key) is not None and as_bool(data[key], labels.get(key, f"--{key}"))
+
+    def number(key: str, default: float) -> float:
+        raw = data.get(key)
+        try:
+            return float(str(raw)) if raw is not None else default
+        except ValueError:
+            raise LaunchError(f"launch command: {labels.get(key, '--' + key)}: expected a number, got "
+                              f"{shown(raw)}") from None
+
+    actor = group("actor")
+    if (on("colocate_actor_ref") or on("colocate_all_models")) and number("init_kl_coef", 0.01) > 0 \
+            and group("ref") != actor:
+        raise LaunchError(f"launch command: the reference colocated with the actor needs the actor's {actor[0]} x "
+                          f"{actor[1]} GPUs, not {group('ref')[0]} x {group('ref')[1]} (--ref_num_nodes, "
+                          "--ref_num_gpus_per_node): train_ppo_ray asserts \"num_nodes and num_gpus_per_node must be "
+                          "the same when colocate actor and ref model.\"")
+    engines = data.get("vllm_num_engines")
+    if on("colocate_all_models") and engines is not None and not on("async_train"):
+        n = count(str(engines), labels.get("vllm_num_engines", "--vllm_num_engines"), zero=True)
+        tp = count(str(data.get("vllm_tensor_parallel_size", 1)),
+                   labels.get("vllm_tensor_parallel_size", "--vllm_tensor_parallel_size"))
+        if n and n * tp != actor[0] * actor[1]:
+            raise LaunchError(f"launch command: --colocate_all_models puts the vLLM engines on the actor's "
+                              f"{actor[0] * actor[1]} GPUs, but {n} engine(s) x tensor parallel {tp} is {n * tp}: "
+                              "train_ppo_ray asserts actor_num_nodes * actor_num_gpus_per_node == vllm_num_engines * "
+                              "vllm_tensor_parallel_size")
+    gae = str(data.get("advantage_estimator", "gae")).strip() == "gae"
+    if on("colocate_critic_reward") and gae and group("critic") != group("reward"):
+        raise LaunchError(f"launch command: the reward model colocated with the critic needs the critic's "
+                          f"{group('critic')[0]} x {group('critic')[1]} GPUs, not {group('reward')[0]} x "
+                          f"{group('reward')[1]} (--reward_num_nodes, --reward_num_gpus_per_node): train_ppo_ray "
+                          "asserts \"num_nodes and num_gpus_per_node must be the same when colocate critic and "
+                          "reward model.\"")
 
 
 def _ray_actor_world(data: JSONObject, labels: dict[str, str]) -> World:

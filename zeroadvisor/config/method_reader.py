@@ -102,10 +102,10 @@ OPENRLHF_KEYS: tuple[str, ...] = (
     "critic_pretrain", "ref_pretrain", "pretrain", "init_kl_coef", "n_samples_per_prompt", "prompt_max_len",
     "generate_max_len", "max_len", "zero_stage", "micro_train_batch_size", "adam_offload", "lora_rank", "ipo",
     "micro_rollout_batch_size", "vllm_enable_sleep", "deepspeed_enable_sleep", "advantage_estimator", "remote_rm_url",
-    "param_dtype")
+    "param_dtype", "async_train")
 OPENRLHF_BOOLS = ("colocate_all_models", "colocate_actor_ref", "colocate_critic_reward", "ref_reward_offload",
                   "ref_offload", "adam_offload", "ipo",
-                  "vllm_enable_sleep", "deepspeed_enable_sleep")
+                  "vllm_enable_sleep", "deepspeed_enable_sleep", "async_train")
 DOTTED: dict[str, str] = {"ref.num_nodes": "ref_num_nodes", "ref.num_gpus_per_node": "ref_num_gpus_per_node",
                           "reward.num_nodes": "reward_num_nodes",
                           "reward.num_gpus_per_node": "reward_num_gpus_per_node",
@@ -138,7 +138,8 @@ DOTTED: dict[str, str] = {"ref.num_nodes": "ref_num_nodes", "ref.num_gpus_per_no
                           "ds.use_liger_kernel": "use_liger_kernel",
                           "data.dataloader_num_workers": "dataloader_num_workers",
                           "model.model_name_or_path": "pretrain", "ref.model_name_or_path": "ref_pretrain",
-                          "model.beta": "beta", "model.ipo_enable": "ipo", "ds.ring_attn_size": "ring_attn_size"}
+                          "model.beta": "beta", "model.ipo_enable": "ipo", "ds.ring_attn_size": "ring_attn_size",
+                          "train.async_enable": "async_train"}
 # The keys a launch command's script arguments give for the method (config/launch.py reads them), bool ones apart.
 # ms-swift's older names for max_completion_length, in the precedence it reads them (swift/arguments/rlhf_args.py
 # RLHFArguments._init_max_completion_length @ v4.6.0: response_length or max_new_tokens or max_completion_length)
