@@ -8,7 +8,8 @@ import pytest
 
 from zeroadvisor.lint.findings import Action, ActionKind
 
-WORDS = ["gradient-checkpointing", "trainer-batch", "nvme-path", "sequence-parallel", "tensor-parallel", "cluster"]
+WORDS = ["gradient-checkpointing", "trainer-batch", "nvme-path", "sequence-parallel", "tensor-parallel", "cluster",
+         "trainer-flags"]
 
 
 def test_the_kinds_are_the_words_the_json_has_always_given():

@@ -99,7 +99,6 @@ def build(doc: Document, script_precision: str | None = None, cwd: str | None = 
         return launch
     if not _set_mixed_precision(config, launch):
         return launch
-    _sequence_parallel(data, config, launch)
     launch.ds_config = config  # zero3_init_flag below stage 3: Accelerate warns and turns it off
     return launch
 
@@ -110,21 +109,19 @@ def build(doc: Document, script_precision: str | None = None, cwd: str | None = 
 # commands/launch.py _validate_launch_command, utils/launch.py, parallelism_config.py). With the deepspeed backend
 # (its only one, and the default) and a size above 1, Accelerator.prepare registers DeepSpeed's Ulysses
 # (runtime/sequence_parallel/ulysses_sp.py UlyssesSPAttentionHF.register_with_transformers(sequence_parallel_size=
-# sp_size)) and divides the world by it in train_batch_size: the layout DeepSpeed's sequence_parallel_size gives.
+# sp_size), its groups handed to deepspeed.initialize as mpu) and divides the world by it in train_batch_size:
+# the layout DeepSpeed's sequence_parallel_size gives, though the config it builds has no such key.
 PARALLELISM = "parallelism_config"
 SP_SIZE, SP_BACKEND = "parallelism_config_sp_size", "parallelism_config_sp_backend"
 
 
-def _sequence_parallel(data: JSONObject, config: JSONObject, launch: Launch) -> None:
-    section = data.get(PARALLELISM)
-    if not isinstance(section, dict) or "sequence_parallel_size" in config:
-        return
+def sequence_parallel(data: JSONValue) -> int | None:
+    """The Ulysses degree an Accelerate config's parallelism_config gives (None: none, or not DeepSpeed's)."""
+    section = data.get(PARALLELISM) if isinstance(data, dict) else None
+    if not isinstance(section, dict):
+        return None
     size = _whole(section.get(SP_SIZE))
-    backend = section.get(SP_BACKEND, "deepspeed")
-    if size is None or size <= 1 or backend != "deepspeed":
-        return
-    config["sequence_parallel_size"] = size
-    launch.origin["/sequence_parallel_size"] = f"/{PARALLELISM}/{SP_SIZE}"
+    return size if size is not None and size > 1 and section.get(SP_BACKEND, "deepspeed") == "deepspeed" else None
 
 
 def processes(data: JSONObject) -> Launch:

@@ -16,7 +16,7 @@ message that names the flag, keyword or project key it came from.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import TYPE_CHECKING, Any, cast
@@ -317,6 +317,8 @@ def _from_files(command: Command, values: Values, spelling: Spelling, project: b
         world = f"; and {_missing_world(trainer, spelling, project)}" if values.get("gpus") is None else ""
         raise UsageError(_missing_config(trainer, spelling) + world)
     configs = _configs(command, values, spelling)
+    if command in MODEL_COMMANDS:
+        notes += _sequence_parallel_from_accelerate(values, trainer, configs)
     if command in MODEL_COMMANDS and values.get("gpus") is None:
         notes += _from_accelerate_configs(values, configs)
         if values.get("gpus") is None and need_world:
@@ -402,6 +404,47 @@ def _missing_config(trainer: TrainerInputs | None, spelling: Spelling) -> str:
         return (f"give {spelling.ask('config')}, or --deepspeed FILE in the launch command's script arguments "
                 "(accelerate launch: --config_file FILE)")
     return f"give {spelling.ask('config')}, or the launch command after -- (its --deepspeed names the config)"
+
+
+def _sequence_parallel_from_accelerate(values: Values, trainer: TrainerInputs | None,
+                                       configs: tuple[ConfigSource, ...]) -> list[str]:
+    """The Ulysses degree of the Accelerate config the run launches with (the config checked, else the launch
+    command's --config_file: deepspeed/accelerate_map.py sequence_parallel), where nothing gave one; the note."""
+    from zeroadvisor.config.reader import read_document
+    from zeroadvisor.deepspeed.accelerate_map import SP_SIZE
+
+    if "sequence_parallel" not in values or _given(values["sequence_parallel"]):
+        return []
+    found: dict[int, str] = {}
+    for source in configs:
+        degree = None if source.stdin else _accelerate_degree(source.read)
+        if degree is not None:
+            found.setdefault(degree, source.display)
+    launched = trainer.accelerate_config if trainer is not None else None
+    if not found and launched and os.path.isfile(launched):
+        degree = _accelerate_degree(lambda: read_document(launched, launched))
+        if degree is not None:
+            found[degree] = launched
+    if len(found) != 1:  # none, or configs that disagree: each is checked as it is
+        return []
+    (degree, name), = found.items()
+    values["sequence_parallel"] = parse("sequence_parallel", f"{SP_SIZE} in {name}", degree)
+    return [f"sequence parallel {degree} from {SP_SIZE} in {name} (Accelerate registers DeepSpeed's Ulysses)"]
+
+
+def _accelerate_degree(read: Callable[[], Any]) -> int | None:
+    """The Ulysses degree of the document ``read`` gives where it is an Accelerate config; None otherwise or where it
+    cannot be read (the check reports that itself)."""
+    from zeroadvisor.config.reader import InputError
+    from zeroadvisor.config.source import ParseError
+    from zeroadvisor.deepspeed.accelerate_map import sequence_parallel
+    from zeroadvisor.deepspeed.kind import ACCELERATE, kind_of_data
+
+    try:
+        data = read().data
+    except (InputError, ParseError):
+        return None
+    return sequence_parallel(data) if kind_of_data(data) == ACCELERATE else None
 
 
 def _from_accelerate_configs(values: Values, configs: tuple[ConfigSource, ...]) -> list[str]:
