@@ -324,3 +324,24 @@ def test_zero3_init_flag_decides_the_load(tmp_path):
         estimate = _estimate(path, gpus=8, gpu_memory=80 * 2**30, **SHAPE)
         peaks[flag] = estimate.configured.phases["load"].gpu
     assert peaks["false"] > peaks["true"]
+
+
+def test_the_sequence_degree_of_the_yaml_a_launch_command_names(cli, tmp_path):
+    # accelerate launch --config_file acc.yaml train.py --deepspeed ds.json: the config checked is ds.json, the
+    # Ulysses degree the launcher's YAML
+    (tmp_path / "acc.yaml").write_text("distributed_type: DEEPSPEED\nnum_processes: 4\ndeepspeed_config:\n"
+                                       "  deepspeed_config_file: ds.json\nparallelism_config:\n"
+                                       "  parallelism_config_sp_size: 2\n")
+    (tmp_path / "ds.json").write_text(json.dumps({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True},
+                                                  "zero_optimization": {"stage": 3}}))
+    (tmp_path / "llama").mkdir()
+    (tmp_path / "llama" / "config.json").write_text(json.dumps({
+        "model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+        "num_attention_heads": 32, "vocab_size": 32000}))
+    launch = f"accelerate launch --config_file {tmp_path / 'acc.yaml'} train.py --deepspeed {tmp_path / 'ds.json'}"
+    result = cli("check", "--model", str(tmp_path / "llama"), "--seq-len", "16384", "--gpu", "A100-SXM4-80GB",
+                 "--launch", launch, "--format", "json", "--fail-on", "never")
+    assert result.returncode == 0, result.stderr
+    assert "sequence parallel 2 from parallelism_config_sp_size in" in result.stderr
+    report = json.loads(result.stdout)
+    assert report["estimate"]["cluster"]["parallel"]["sequence"] == 2
