@@ -363,3 +363,26 @@ def test_ms_swift_s_sequence_parallel_splits_the_activations_and_says_so(cli, tm
 ])
 def test_axolotl_s_context_parallel_size_is_the_sequence_degree(tmp_path, text, degree):
     assert read_training_args(_write(tmp_path, "ax.yaml", text)).sequence_parallel == degree
+
+
+@pytest.mark.parametrize(("text", "padding"), [
+    ("model_name_or_path: m\nmax_length: 4096\npacking: true\n", "max_length"),  # TRL SFTConfig.packing
+    ("model_name_or_path: m\nmax_length: 4096\npacking: false\n", None),
+    ("stage: sft\ncutoff_len: 4096\nneat_packing: true\n", "max_length"),  # LLaMA-Factory
+    ("base_model: m\nsequence_len: 4096\nsample_packing: true\n", "max_length"),  # axolotl
+    ("base_model: m\nsequence_len: 4096\npad_to_sequence_len: true\n", "max_length"),
+    ("base_model: m\nsequence_len: 4096\n", None),
+])
+def test_packing_fills_every_row_to_the_maximum_length(tmp_path, text, padding):
+    args = read_training_args(_write(tmp_path, "train.yaml", text))
+    assert args.padding == padding
+    assert padding is None or "every row filled to the maximum length" in args.padding_from
+
+
+def test_ms_swift_s_packing_flag_is_read():
+    from zeroadvisor.config.launch import parse_launch
+
+    training = parse_launch("swift sft --model m --max_length 8192 --packing true").training
+    assert training.padding == "max_length"
+    assert training.padding_from == "--packing (every row filled to the maximum length)"
+    assert parse_launch("swift sft --model m --packing false").training.padding is None

@@ -103,6 +103,13 @@ SEQUENCE_KEYS: dict[str, str] = {
 # full blocks of block_size, so every batch is at the full length.
 PAD_TO_MAX_KEY = "pad_to_max_length"
 FULL_BLOCK_KEYS = ("block_size",)
+# The trainers' switches that fill every row to the maximum length, by project: samples packed into blocks of it
+# (TRL SFTConfig.packing; LLaMA-Factory DataArguments.packing / neat_packing; axolotl sample_packing; ms-swift
+# --packing) or padded to it (axolotl pad_to_sequence_len). Set true, the length is the batches' own, not a maximum.
+PACKING_KEYS: dict[str, tuple[str, ...]] = {
+    "transformers": ("packing",), "llama-factory": ("packing", "neat_packing"),
+    "axolotl": ("sample_packing", "pad_to_sequence_len"), "ms-swift": ("packing",),
+}
 # axolotl's liger plugin keys for the kernels besides the fused linear cross-entropy, which the one
 # liger_kernel input also switches on (memory/liger.py)
 LIGER_LAYER_KEYS = ("liger_rms_norm", "liger_glu_activation")
@@ -303,7 +310,7 @@ def from_mapping(data: Mapping[str, JSONValue], source: str, project: str | None
     if deepspeed is not None and not isinstance(deepspeed, (str, dict)):
         raise TrainerInputError(f"{where(DEEPSPEED_KEY)}: expected a DeepSpeed config path or mapping, got "
                                 f"{deepspeed!r}")
-    padding, padding_from = _padding(data, sequence_key, where)
+    padding, padding_from = _padding(data, sequence_key, where, project)
     from zeroadvisor.config.method_reader import read_mapping as read_method
     from zeroadvisor.config.peft_reader import read_peft
 
@@ -393,8 +400,12 @@ def _sequence(data: Mapping[str, JSONValue], project: str, where: Origin) -> tup
     return None, ""
 
 
-def _padding(data: Mapping[str, JSONValue], sequence_key: str, where: Origin) -> tuple[str | None, str]:
-    """How the script pads its batches, where its arguments say (PAD_TO_MAX_KEY, FULL_BLOCK_KEYS)."""
+def _padding(data: Mapping[str, JSONValue], sequence_key: str, where: Origin,
+             project: str = "transformers") -> tuple[str | None, str]:
+    """How the script pads its batches, where its arguments say (PAD_TO_MAX_KEY, FULL_BLOCK_KEYS, PACKING_KEYS)."""
+    for key in PACKING_KEYS.get(project, ()):
+        if data.get(key) is not None and as_bool(data[key], where(key)):
+            return "max_length", f"{where(key)} (every row filled to the maximum length)"
     if data.get(PAD_TO_MAX_KEY) is not None:
         on = as_bool(data[PAD_TO_MAX_KEY], where(PAD_TO_MAX_KEY))
         return ("max_length" if on else "longest"), where(PAD_TO_MAX_KEY)
