@@ -213,6 +213,7 @@ def test_colocate_critic_reward_puts_the_reward_model_on_the_critics_gpus():
     [critic] = [g for g in together.groups if g.role == ModelRole.CRITIC]
     assert {g.role for g in together.groups} == {ModelRole.REFERENCE, ModelRole.CRITIC}
     assert critic.shares == (ModelRole.REWARD,) and "with the reward model" in critic.words
+    assert [g["shares"] for g in together.to_dict()["groups"] if g["role"] == "critic"] == [["reward"]]
     [alone] = [g for g in apart.groups if g.role == ModelRole.CRITIC]
     [reward] = [g for g in apart.groups if g.role == ModelRole.REWARD]
     # the reward's states join the critic's; its forward runs at another moment than the critic's step, so the

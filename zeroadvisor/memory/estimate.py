@@ -237,6 +237,7 @@ class StageEstimate:
                                                                 "share": int(self.vllm_share[1])},
             "trainer_refusal": self.trainer_refusal,
             "groups": [{"role": g.role, "gpus": g.gpus, "gpu": int(g.gpu), "gpu_bound": int(g.gpu_bound),
+                        "shares": [str(role) for role in g.shares],
                         "terms": [term_dict(t) for t in g.terms]} for g in self.groups],
             "phases": {name: peak.to_dict() for name, peak in self.phases.items()},
             "per_gpu": {row: int(self.per_gpu[row]) for row in self.rows},
