@@ -67,7 +67,12 @@ LAUNCH_WORDS = st.lists(st.one_of(COUNTS, st.sampled_from([
     "openrlhf.cli.train_ppo_ray", "dpo", "rlhf", "job", "submit", "--config", "0.5", "colocate", "lora",
     # LLaMA-Factory's and axolotl's own commands
     "train", "quantization_bit=8", "--quantization_bit", "--launcher", "--num-processes", "torchrun", "python",
-    "--sweep", "x.yml", "--stage", "use_unsloth=true", "--cutoff_len"])),
+    "--sweep", "x.yml", "--stage", "use_unsloth=true", "--cutoff_len",
+    # the attention, sequence-parallel, packing and placement flags read since (config/training_args.py, launch.py)
+    "--flash_attn", "--attn_implementation", "eager", "--attn_impl", "--sequence_parallel_size", "--ring_attn_size",
+    "--ds.ring_attn_size", "--packing", "--colocate_actor_ref", "--colocate_critic_reward", "--async_train",
+    "--ref_num_nodes", "--reward_num_gpus_per_node", "--critic_num_gpus_per_node", "--advantage_estimator",
+    "--vllm_tensor_parallel_size", "--deepspeed_enable_sleep", "--ds.param_dtype", "--param_dtype", "fp16"])),
     max_size=8)
 LAUNCHERS = st.sampled_from([["torchrun"], ["deepspeed"], ["accelerate", "launch"], ["python"],
                              ["CUDA_VISIBLE_DEVICES=", "torchrun"], ["CUDA_VISIBLE_DEVICES=0,1", "deepspeed"],
@@ -104,7 +109,11 @@ TRAINER = st.dictionaries(st.sampled_from([
     # the training method's keys (issue 35): TRL's fields, LLaMA-Factory's, axolotl's
     "beta", "loss_type", "precompute_ref_log_probs", "num_generations", "use_vllm", "vllm_mode",
     "vllm_gpu_memory_utilization", "max_completion_length", "use_peft", "ref_model", "stage", "pref_loss",
-    "pref_beta", "finetuning_type", "rl", "rl_beta", "trl", "reward_model"]),
+    "pref_beta", "finetuning_type", "rl", "rl_beta", "trl", "reward_model",
+    # the attention kernel, the sequence degree and packing (config/training_args.py)
+    "attn_implementation", "flash_attn", "flash_attention", "eager_attention", "sdp_attention",
+    "context_parallel_size", "sequence_parallel_degree", "packing", "neat_packing", "sample_packing",
+    "pad_to_sequence_len"]),
     st.one_of(TRAINER_VALUES, st.sampled_from(["dpo", "grpo", "orpo", "simpo", "rm", "lora", "colocate"]),
               st.dictionaries(st.sampled_from(["beta", "num_generations", "use_vllm", "vllm_mode"]), TRAINER_VALUES,
                               max_size=3)), max_size=6)
@@ -124,6 +133,8 @@ def test_the_trainer_arguments_raise_only_their_error(data):
 
 ACCELERATE = st.fixed_dictionaries({"distributed_type": st.sampled_from(["DEEPSPEED", "MULTI_GPU", "x"])}, optional={
     "num_processes": TRAINER_VALUES, "num_machines": TRAINER_VALUES, "mixed_precision": TRAINER_VALUES,
+    "parallelism_config": st.one_of(TRAINER_VALUES, st.dictionaries(
+        st.sampled_from(["parallelism_config_sp_size", "parallelism_config_sp_backend"]), TRAINER_VALUES, max_size=2)),
     "deepspeed_config": st.dictionaries(st.sampled_from(["zero_stage", "gradient_clipping", "offload_optimizer_device",
                                                          "gradient_accumulation_steps", "deepspeed_config_file"]),
                                         TRAINER_VALUES, max_size=4)})
@@ -142,6 +153,8 @@ def test_an_accelerate_config_never_raises(data):
         return
     launch = accelerate_map.build(doc)
     assert launch.world_size is None or launch.world_size >= 1
+    degree = accelerate_map.sequence_parallel(doc.data)
+    assert degree is None or degree > 1
 
 
 PROJECT_LINES = st.lists(st.one_of(
