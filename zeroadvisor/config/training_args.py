@@ -337,7 +337,7 @@ def _attention(data: Mapping[str, JSONValue], project: str, where: Origin) -> tu
         value = data[key]
         if isinstance(value, (dict, list, bool)):
             raise TrainerInputError(f"{where(key)}: expected an attention implementation name, got {shown(value)}")
-        return str(value).strip().lower() not in eager, f"{where(key)} {str(value)[:60]}"
+        return str(value).strip().lower() not in eager, f"{where(key)} {shown(str(value))}"
     for key, fused in ATTENTION_SWITCHES.get(project, {}).items():
         if data.get(key) is not None and as_bool(data[key], where(key)):
             return fused, where(key)
