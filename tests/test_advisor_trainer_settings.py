@@ -87,3 +87,16 @@ def test_a_checkpointing_fix_is_said_in_the_trainer_s_file(cli, tmp_path):
     assert texts and all("remove disable_gradient_checkpointing: true from the LLaMA-Factory YAML" in t
                          for t in texts)
     assert not any("model.gradient_checkpointing_enable()" in t for t in texts)
+
+
+def test_an_openrlhf_fix_that_leaves_the_offload_drops_its_flag(cli, tmp_path):
+    # Adam offloaded where the states fit on 80 GB cards: the fix without it is "drop --adam_offload", a flag to
+    # remove, never a flag to pass
+    offloaded = {**Z2, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}
+    report = _check(cli, tmp_path, "--gpu", "A100-SXM4-80GB", "--cpu-memory", "1TB", "--launch",
+                    OPENRLHF.replace("--zero_stage 2", "--zero_stage 2 --adam_offload"), config=offloaded)
+    (finding,) = [f for f in report["findings"] if f["code"] == "ZA804"]
+    assert "opt:" not in finding["recommends"]["option"]
+    (flags,) = [a for a in finding.get("actions", []) if a["kind"] == "trainer-flags"]
+    assert "--adam_offload" in flags["drop"] and "--adam_offload" not in flags["flags"]
+    assert flags["text"].endswith("drop --adam_offload")

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from zeroadvisor.advisor.trainer_settings import TrainerSettings, settings_of
+from zeroadvisor.jsontypes import JSONValue
 from zeroadvisor.lint.findings import Action, ActionKind
 from zeroadvisor.memory.options import Option
 from zeroadvisor.model.spec import Checkpointing, TrainingShape
@@ -71,6 +72,7 @@ TRAINER_NO_CHECKPOINTING_ACTION = "turn activation checkpointing off: {setting}"
 TRAINER_MICRO_BATCH_ACTION = ("set {setting}: the config's \"auto\" batch keys take them, and the global batch "
                               "stays the same")
 FLAGS_ACTION = "{name} builds its DeepSpeed config from its flags, not from this file: {flags}"
+FLAGS_DROPPED = "drop {flags}"
 SP_ACTION = ("wrap the attention for Ulysses in the training script: deepspeed.sequence.layer.DistributedAttention, "
              "or with the HF Trainer accelerate's ParallelismConfig(sp_backend=\"deepspeed\", sp_size={degree}) "
              "(DeepSpeed's UlyssesSPAttentionHF); sequence_parallel_size alone splits nothing")
@@ -235,11 +237,12 @@ class Change:
                               {"per_device_train_batch_size": self.micro_batch,
                                "gradient_accumulation_steps": self.accumulation}))
         if trainer is not None and trainer.builds_config:
-            flags = self._flags(trainer)
-            if flags:
+            flags, dropped = self._flags(trainer)
+            if flags or dropped:
+                words = [*flags, *([FLAGS_DROPPED.format(flags=" ".join(dropped))] if dropped else [])]
                 out.append(Action(ActionKind.TRAINER_FLAGS, FLAGS_ACTION.format(name=trainer.name,
-                                                                               flags="; ".join(flags)),
-                                  {"flags": list(flags)}))
+                                                                               flags="; ".join(words)),
+                                  {"flags": list[JSONValue](flags), "drop": list[JSONValue](dropped)}))
         if self.nvme_path == NVME_PATH_PLACEHOLDER:
             space = format_bytes(self.nvme_space or 0, unit)
             out.append(Action(ActionKind.NVME_PATH, NVME_ACTION.format(space=space, path=NVME_PATH_PLACEHOLDER),
@@ -258,24 +261,23 @@ class Change:
             out.append(Action(ActionKind.CLUSTER, cluster_words(self.cluster, unit), values))
         return out
 
-    def _flags(self, trainer: TrainerSettings) -> list[str]:
-        """The trainer's flags for each part of the config this change moves (a trainer that builds its DeepSpeed
-        config from them): the stage, the optimizer offload, the micro batch, the sequence and tensor degrees."""
+    def _flags(self, trainer: TrainerSettings) -> tuple[list[str], list[str]]:
+        """The trainer's flags to pass and to drop for each part of the config this change moves (a trainer that
+        builds its DeepSpeed config from them): the stage, the optimizer offload, the micro batch, the sequence and
+        tensor degrees."""
         flags: list[str] = []
+        dropped: list[str] = []
         if self.option.stage != self.was_option.stage and trainer.stage:
             flags.append(trainer.stage.format(stage=self.option.stage))
-        if self.option.offload_optimizer != self.was_option.offload_optimizer:
-            on = self.option.offload_optimizer != Device.NONE
-            flag = trainer.optimizer_offload if on else trainer.no_optimizer_offload
-            if flag:
-                flags.append(flag)
+        if self.option.offload_optimizer != self.was_option.offload_optimizer and trainer.optimizer_offload:
+            (flags if self.option.offload_optimizer != Device.NONE else dropped).append(trainer.optimizer_offload)
         if self.micro_batch != self.was_micro_batch:
             flags.append(trainer.micro_batch.format(micro_batch=self.micro_batch, accumulation=self.accumulation))
         if self.sequence_parallel and trainer.sequence_parallel:
             flags.append(trainer.sequence_parallel.format(degree=self.sequence_parallel))
         if self.tensor_parallel and trainer.tensor_parallel:
             flags.append(trainer.tensor_parallel.format(degree=self.tensor_parallel))
-        return flags
+        return flags, dropped
 
     def in_training_script_only(self) -> bool:
         """Nothing in the config changes: the whole change is an action."""

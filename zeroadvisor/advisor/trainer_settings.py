@@ -38,9 +38,9 @@ class TrainerSettings:
     checkpointing_off: str
     micro_batch: str  # {micro_batch}, {accumulation}
     # a trainer that builds the DeepSpeed config from its flags: each part of the config a change moves, as a flag
+    # (the optimizer offload's switch is passed to offload and dropped not to)
     stage: str | None = None  # {stage}
     optimizer_offload: str | None = None
-    no_optimizer_offload: str | None = None
     sequence_parallel: str | None = None  # {degree}
     tensor_parallel: str | None = None  # {degree}
 
@@ -72,10 +72,9 @@ TRAINER_SETTINGS: dict[TrainerFamily, TrainerSettings] = {
         "OpenRLHF", "on the OpenRLHF command line",
         "--gradient_checkpointing (--actor.gradient_checkpointing_enable from 0.10)",
         "drop --gradient_checkpointing from the OpenRLHF command",
-        "--micro_train_batch_size {micro_batch} (OpenRLHF derives the accumulation from --train_batch_size, which "
-        "keeps the global batch)",
-        stage="--zero_stage {stage}", optimizer_offload="--adam_offload",
-        no_optimizer_offload="drop --adam_offload", sequence_parallel="--ring_attn_size {degree}",
+        # the accumulation follows from --train_batch_size, which keeps the global batch (get_ds_train_config)
+        "--micro_train_batch_size {micro_batch}",
+        stage="--zero_stage {stage}", optimizer_offload="--adam_offload", sequence_parallel="--ring_attn_size {degree}",
         tensor_parallel="--ds_tensor_parallel_size {degree}"),
 }
 

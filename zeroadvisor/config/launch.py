@@ -31,6 +31,7 @@ import yaml
 
 from zeroadvisor.config import method_reader, peft_reader
 from zeroadvisor.config.limits import MAX_GPUS
+from zeroadvisor.config.method import RAY_GROUP_GPUS_PER_NODE, RAY_GROUP_NODES, MethodSetup, ray_group
 from zeroadvisor.config.trainer_errors import TrainerInputError, as_bool, shown
 from zeroadvisor.config.trainer_refusals import read_keys
 from zeroadvisor.config.training_args import (
@@ -50,7 +51,7 @@ from zeroadvisor.config.training_args import (
 )
 from zeroadvisor.jsontypes import JSONObject, JSONValue
 from zeroadvisor.vocab import ALLOC_CONF_ENV as ALLOC_CONF
-from zeroadvisor.vocab import TrainerFamily
+from zeroadvisor.vocab import ModelRole, TrainerFamily
 
 
 class LaunchError(TrainerInputError):
@@ -531,7 +532,8 @@ def _openrlhf_launch(launch: Launch, entry: str, words: list[str]) -> Launch:
         return labels.get(key, f"--{key}")
 
     training = from_mapping(data, _COMMAND_LINE, "openrlhf", where)
-    training = replace(training, method=method_reader.read_openrlhf(entry, data, where))
+    method = method_reader.read_openrlhf(entry, data, where)
+    training = replace(training, method=method)
     notes = [*launch.notes, *_ignored_notes("OpenRLHF flags", ignored)]
     if data.get("adam_offload") is not None:
         notes.append(f"{labels['adam_offload']}: get_train_ds_config puts the optimizer state on the CPU "
@@ -543,8 +545,8 @@ def _openrlhf_launch(launch: Launch, entry: str, words: list[str]) -> Launch:
     launch = replace(launch, training=training, notes=tuple(notes), builds_config=OPENRLHF_BUILDS_CONFIG,
                      stage=stage_number, stage_from=labels.get("zero_stage", ""))
     if entry.endswith("_ray"):
-        _ray_placement_asserts(data, labels)
-        world = _ray_actor_world(data, labels)
+        world, actor = _ray_actor_world(data, labels)
+        _ray_placement_asserts(method.setup, actor, data, labels)
         return replace(launch, world_size=world.size, world_from=world.origin, per_node=world.per_node,
                        world_missing="")
     return launch
@@ -557,9 +559,11 @@ def _undotted(word: str) -> str:
     return f"--{name}{equals}{value}" if name else word
 
 
-def _ray_placement_asserts(data: JSONObject, labels: dict[str, str]) -> None:
+def _ray_placement_asserts(setup: MethodSetup, actor: tuple[int, int], data: JSONObject,
+                           labels: dict[str, str]) -> None:
     """What train_ppo_ray asserts of its placement before it builds a model (openrlhf/cli/train_ppo_ray.py train @
-    v0.8.5, the same at v0.11.0 with the dotted names): a LaunchError, as the run stops there.
+    v0.8.5, the same at v0.11.0 with the dotted names), on the setup read_openrlhf read: a LaunchError, as the run
+    stops there.
 
     * --colocate_actor_ref or --colocate_all_models with a reference model (--init_kl_coef > 0, default 0.01): the
       reference group's nodes and GPUs per node are the actor's ("num_nodes and num_gpus_per_node must be the same
@@ -568,60 +572,44 @@ def _ray_placement_asserts(data: JSONObject, labels: dict[str, str]) -> None:
       parallel size;
     * --colocate_critic_reward with a critic (--advantage_estimator gae, the default): the reward group is the
       critic's."""
-    def group(role: str) -> tuple[int, int]:  # argparse's defaults: 1 node x 8 GPUs per group
-        nodes, per = f"{role}_num_nodes", f"{role}_num_gpus_per_node"
-        return (count(str(data.get(nodes, 1)), labels.get(nodes, f"--{nodes}")),
-                count(str(data.get(per, 8)), labels.get(per, f"--{per}")))
-
-    def on(key: str) -> bool:
-        return data.get(key) is not None and as_bool(data[key], labels.get(key, f"--{key}"))
-
-    def number(key: str, default: float) -> float:
-        raw = data.get(key)
-        try:
-            return float(str(raw)) if raw is not None else default
-        except ValueError:
-            raise LaunchError(f"launch command: {labels.get(key, '--' + key)}: expected a number, got "
-                              f"{shown(raw)}") from None
-
-    actor = group("actor")
-    if (on("colocate_actor_ref") or on("colocate_all_models")) and number("init_kl_coef", 0.01) > 0 \
-            and group("ref") != actor:
-        raise LaunchError(f"launch command: the reference colocated with the actor needs the actor's {actor[0]} x "
-                          f"{actor[1]} GPUs, not {group('ref')[0]} x {group('ref')[1]} (--ref_num_nodes, "
-                          "--ref_num_gpus_per_node): train_ppo_ray asserts \"num_nodes and num_gpus_per_node must be "
-                          "the same when colocate actor and ref model.\"")
-    engines = data.get("vllm_num_engines")
-    if on("colocate_all_models") and engines is not None and not on("async_train"):
-        n = count(str(engines), labels.get("vllm_num_engines", "--vllm_num_engines"), zero=True)
-        tp = count(str(data.get("vllm_tensor_parallel_size", 1)),
-                   labels.get("vllm_tensor_parallel_size", "--vllm_tensor_parallel_size"))
-        if n and n * tp != actor[0] * actor[1]:
-            raise LaunchError(f"launch command: --colocate_all_models puts the vLLM engines on the actor's "
-                              f"{actor[0] * actor[1]} GPUs, but {n} engine(s) x tensor parallel {tp} is {n * tp}: "
-                              "train_ppo_ray asserts actor_num_nodes * actor_num_gpus_per_node == vllm_num_engines * "
-                              "vllm_tensor_parallel_size")
-    gae = str(data.get("advantage_estimator", "gae")).strip() == "gae"
-    if on("colocate_critic_reward") and gae and group("critic") != group("reward"):
-        raise LaunchError(f"launch command: the reward model colocated with the critic needs the critic's "
-                          f"{group('critic')[0]} x {group('critic')[1]} GPUs, not {group('reward')[0]} x "
-                          f"{group('reward')[1]} (--reward_num_nodes, --reward_num_gpus_per_node): train_ppo_ray "
-                          "asserts \"num_nodes and num_gpus_per_node must be the same when colocate critic and "
-                          "reward model.\"")
+    if (setup.colocate_actor_ref or setup.colocate_all_models) and setup.use_reference is not False:
+        ref = ray_group(setup, ModelRole.REFERENCE)
+        if ref != actor:
+            raise LaunchError(f"launch command: the reference colocated with the actor needs the actor's {actor[0]} x "
+                              f"{actor[1]} GPUs, not {ref[0]} x {ref[1]} (--ref_num_nodes, --ref_num_gpus_per_node): "
+                              "train_ppo_ray asserts \"num_nodes and num_gpus_per_node must be the same when colocate "
+                              "actor and ref model.\"")
+    engines = setup.generation.vllm_num_gpus  # --vllm_num_engines x --vllm_tensor_parallel_size (None: none)
+    async_train = data.get("async_train") is not None and as_bool(data["async_train"], labels["async_train"])
+    if setup.colocate_all_models and engines and not async_train and engines != actor[0] * actor[1]:
+        n, tp = data.get("vllm_num_engines"), data.get("vllm_tensor_parallel_size", 1)
+        raise LaunchError(f"launch command: --colocate_all_models puts the vLLM engines on the actor's "
+                          f"{actor[0] * actor[1]} GPUs, but {n} engine(s) x tensor parallel {tp} is {engines}: "
+                          "train_ppo_ray asserts actor_num_nodes * actor_num_gpus_per_node == vllm_num_engines * "
+                          "vllm_tensor_parallel_size")
+    critic = not any(p.role == ModelRole.CRITIC and p.loaded is False for p in setup.placements)  # gae only
+    if setup.colocate_critic_reward and critic:
+        mine, reward = ray_group(setup, ModelRole.CRITIC), ray_group(setup, ModelRole.REWARD)
+        if mine != reward:
+            raise LaunchError(f"launch command: the reward model colocated with the critic needs the critic's "
+                              f"{mine[0]} x {mine[1]} GPUs, not {reward[0]} x {reward[1]} (--reward_num_nodes, "
+                              "--reward_num_gpus_per_node): train_ppo_ray asserts \"num_nodes and num_gpus_per_node "
+                              "must be the same when colocate critic and reward model.\"")
 
 
-def _ray_actor_world(data: JSONObject, labels: dict[str, str]) -> World:
+def _ray_actor_world(data: JSONObject, labels: dict[str, str]) -> tuple[World, tuple[int, int]]:
     """train_ppo_ray.py: the actor (the model trained) runs on --actor_num_nodes x --actor_num_gpus_per_node GPUs
     (argparse defaults 1 and 8); the other models' GPUs are theirs (config/method.py Placement)."""
-    nodes = count(str(data.get("actor_num_nodes", 1)), labels.get("actor_num_nodes", "--actor_num_nodes"))
-    each = count(str(data.get("actor_num_gpus_per_node", 8)),
+    nodes = count(str(data.get("actor_num_nodes", RAY_GROUP_NODES)),
+                  labels.get("actor_num_nodes", "--actor_num_nodes"))
+    each = count(str(data.get("actor_num_gpus_per_node", RAY_GROUP_GPUS_PER_NODE)),
                  labels.get("actor_num_gpus_per_node", "--actor_num_gpus_per_node"))
     said = "given" if "actor_num_gpus_per_node" in data else "OpenRLHF's default"
     if nodes * each > MAX_GPUS:
         raise LaunchError(f"launch command: {nodes} x {each} actor GPUs is more than any cluster has (at most "
                           f"{MAX_GPUS:,})")
     return World(nodes * each, f"the actor's {nodes} node(s) x {each} GPU(s) ({said}; train_ppo_ray places it with "
-                               "Ray)", each)
+                               "Ray)", each), (nodes, each)
 
 
 def _launcher(words: list[str]) -> tuple[str, list[str]]:

@@ -67,6 +67,18 @@ class Placement:
     loaded: bool | None = None
 
 
+# train_ppo_ray's argparse defaults for every model's Ray group, the actor's too: --X_num_nodes 1,
+# --X_num_gpus_per_node 8 (openrlhf/cli/train_ppo_ray.py @ v0.8.5; --X.num_nodes ... @ v0.11.0)
+RAY_GROUP_NODES, RAY_GROUP_GPUS_PER_NODE = 1, 8
+
+
+def ray_group(setup: MethodSetup, role: ModelRole) -> tuple[int, int]:
+    """The (nodes, GPUs per node) of ``role``'s Ray group: its flags, else train_ppo_ray's defaults."""
+    place = next((p for p in setup.placements if p.role == role), None)
+    return (place.num_nodes if place is not None and place.num_nodes else RAY_GROUP_NODES,
+            place.gpus_per_node if place is not None and place.gpus_per_node else RAY_GROUP_GPUS_PER_NODE)
+
+
 @dataclass(frozen=True, slots=True)
 class Refusal:
     """A setting the trainer's own code refuses to run under DeepSpeed at ``stages`` (config/trainer_refusals.py):

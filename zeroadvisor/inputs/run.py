@@ -16,7 +16,7 @@ message that names the flag, keyword or project key it came from.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import TYPE_CHECKING, Any, cast
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from zeroadvisor.hardware.table import GpuSpec
     from zeroadvisor.inputs.environment import Readings
     from zeroadvisor.inputs.release import ReleaseChoice
+    from zeroadvisor.jsontypes import JSONObject
     from zeroadvisor.lint.context import LintOptions
     from zeroadvisor.memory.cluster import Cluster
     from zeroadvisor.model.spec import ModelSpec, TrainingShape
@@ -317,10 +318,11 @@ def _from_files(command: Command, values: Values, spelling: Spelling, project: b
         world = f"; and {_missing_world(trainer, spelling, project)}" if values.get("gpus") is None else ""
         raise UsageError(_missing_config(trainer, spelling) + world)
     configs = _configs(command, values, spelling)
+    accelerate = _accelerate_configs(configs) if command in MODEL_COMMANDS else None
     if command in MODEL_COMMANDS:
-        notes += _sequence_parallel_from_accelerate(values, trainer, configs)
+        notes += _sequence_parallel_from_accelerate(values, trainer, accelerate)
     if command in MODEL_COMMANDS and values.get("gpus") is None:
-        notes += _from_accelerate_configs(values, configs)
+        notes += _from_accelerate_configs(values, accelerate)
         if values.get("gpus") is None and need_world:
             raise UsageError(_missing_world(trainer, spelling, project))
     return configs, notes
@@ -406,23 +408,48 @@ def _missing_config(trainer: TrainerInputs | None, spelling: Spelling) -> str:
     return f"give {spelling.ask('config')}, or the launch command after -- (its --deepspeed names the config)"
 
 
-def _sequence_parallel_from_accelerate(values: Values, trainer: TrainerInputs | None,
-                                       configs: tuple[ConfigSource, ...]) -> list[str]:
-    """The Ulysses degree of the Accelerate config the run launches with (the config checked, else the launch
-    command's --config_file: deepspeed/accelerate_map.py sequence_parallel), where nothing gave one; the note."""
-    from zeroadvisor.config.reader import read_document
-    from zeroadvisor.deepspeed.accelerate_map import SP_SIZE
+def _accelerate_configs(configs: tuple[ConfigSource, ...]) -> list[tuple[str, JSONObject]] | None:
+    """Each Accelerate config among those checked, read once: (its display name, its data); None where a config
+    cannot be read (the check reports it itself, and nothing is taken from the others). Standard input is read
+    once, by the check."""
+    from zeroadvisor.config.reader import InputError
+    from zeroadvisor.config.source import ParseError
+    from zeroadvisor.deepspeed.kind import ACCELERATE, kind_of_data
 
-    if "sequence_parallel" not in values or _given(values["sequence_parallel"]):
+    out: list[tuple[str, JSONObject]] = []
+    for source in configs:
+        if source.stdin:
+            continue
+        try:
+            data = source.read().data
+        except (InputError, ParseError):
+            return None
+        if kind_of_data(data) == ACCELERATE and isinstance(data, dict):
+            out.append((source.display, data))
+    return out
+
+
+def _sequence_parallel_from_accelerate(values: Values, trainer: TrainerInputs | None,
+                                       accelerate: list[tuple[str, JSONObject]] | None) -> list[str]:
+    """The Ulysses degree of the Accelerate config the run launches with (a config checked, else the launch
+    command's --config_file: deepspeed/accelerate_map.py sequence_parallel), where nothing gave one; the note."""
+    from zeroadvisor.config.reader import InputError, read_document
+    from zeroadvisor.config.source import ParseError
+    from zeroadvisor.deepspeed.accelerate_map import SP_SIZE, sequence_parallel
+
+    if accelerate is None or "sequence_parallel" not in values or _given(values["sequence_parallel"]):
         return []
     found: dict[int, str] = {}
-    for source in configs:
-        degree = None if source.stdin else _accelerate_degree(source.read)
+    for name, data in accelerate:
+        degree = sequence_parallel(data)
         if degree is not None:
-            found.setdefault(degree, source.display)
+            found.setdefault(degree, name)
     launched = trainer.accelerate_config if trainer is not None else None
-    if not found and launched and os.path.isfile(launched):
-        degree = _accelerate_degree(lambda: read_document(launched, launched))
+    if not accelerate and launched and os.path.isfile(launched):  # the config checked is not the launcher's YAML
+        try:
+            degree = sequence_parallel(read_document(launched, launched).data)
+        except (InputError, ParseError):
+            degree = None
         if degree is not None:
             found[degree] = launched
     if len(found) != 1:  # none, or configs that disagree: each is checked as it is
@@ -432,40 +459,17 @@ def _sequence_parallel_from_accelerate(values: Values, trainer: TrainerInputs | 
     return [f"sequence parallel {degree} from {SP_SIZE} in {name} (Accelerate registers DeepSpeed's Ulysses)"]
 
 
-def _accelerate_degree(read: Callable[[], Any]) -> int | None:
-    """The Ulysses degree of the document ``read`` gives where it is an Accelerate config; None otherwise or where it
-    cannot be read (the check reports that itself)."""
-    from zeroadvisor.config.reader import InputError
-    from zeroadvisor.config.source import ParseError
-    from zeroadvisor.deepspeed.accelerate_map import sequence_parallel
-    from zeroadvisor.deepspeed.kind import ACCELERATE, kind_of_data
-
-    try:
-        data = read().data
-    except (InputError, ParseError):
-        return None
-    return sequence_parallel(data) if kind_of_data(data) == ACCELERATE else None
-
-
-def _from_accelerate_configs(values: Values, configs: tuple[ConfigSource, ...]) -> list[str]:
+def _from_accelerate_configs(values: Values, accelerate: list[tuple[str, JSONObject]] | None) -> list[str]:
     """The world size (num_processes, the total across num_machines) of the Accelerate configs checked, where
     nothing else gave it and every such config states the same; the note saying so."""
-    from zeroadvisor.config.reader import InputError
-    from zeroadvisor.config.source import ParseError
     from zeroadvisor.deepspeed.accelerate_map import processes
-    from zeroadvisor.deepspeed.kind import ACCELERATE, kind_of_data
 
+    if accelerate is None:  # a config that cannot be read: the world size is asked for
+        return []
     worlds: dict[tuple[int | None, int, int | None], str] = {}
-    for source in configs:
-        if source.stdin:  # read once, by the check
-            continue
-        try:
-            data = source.read().data
-        except (InputError, ParseError):  # reported by the check itself; the world size is asked for
-            return []
-        if kind_of_data(data) == ACCELERATE and isinstance(data, dict):
-            launch = processes(data)
-            worlds.setdefault((launch.world_size, launch.num_machines, launch.per_node), source.display)
+    for name, data in accelerate:
+        launch = processes(data)
+        worlds.setdefault((launch.world_size, launch.num_machines, launch.per_node), name)
     if len(worlds) != 1:
         return []
     (world, machines, per_node), name = next(iter(worlds.items()))

@@ -43,12 +43,11 @@ from dataclasses import dataclass, replace
 
 from packaging.version import Version
 
-from zeroadvisor.config.method import MethodSetup
+from zeroadvisor.config.method import MethodSetup, ray_group
 from zeroadvisor.memory import bytes as B
 from zeroadvisor.memory.buffers import CONTEXT_KEY, CUDA_CONTEXT_BYTES, gathered_terms
 from zeroadvisor.memory.generation import OPENRLHF_FP32_LOGITS, OPENRLHF_ROLLOUT_BATCH
 from zeroadvisor.memory.method import (
-    _placement,
     critic_loaded,
     critic_spec,
     critic_terms,
@@ -65,8 +64,6 @@ from zeroadvisor.model.spec import ModelSpec, TrainingShape
 from zeroadvisor.vocab import Device, Method, ModelRole, Resource, TermKind
 
 FP32_BYTES = 4
-# train_ppo_ray's defaults for every group: --X_num_nodes 1, --X_num_gpus_per_node 8 (cli/train_ppo_ray.py @ v0.8.5)
-DEFAULT_NODES, DEFAULT_GPUS_PER_NODE = 1, 8
 GROUP_SOURCE = "openrlhf/cli/train_ppo_ray.py train (a PPORayActorGroup per model, 1 GPU per actor) @ v0.8.5"
 FROZEN_SOURCE = ("openrlhf/trainer/ray/launcher.py ReferenceModelActor, RewardModelActor (init_model_from_pretrained: "
                  "get_ds_eval_config, stage 3 kept else 0; forward under no_grad) @ v0.5.9.post1, v0.8.5")
@@ -132,9 +129,7 @@ def own_groups(setup: MethodSetup) -> bool:
 
 def group_gpus(setup: MethodSetup, role: ModelRole) -> int:
     """The GPUs of the role's group: its flags, else train_ppo_ray's defaults (1 node x 8)."""
-    place = _placement(setup, role)
-    nodes = place.num_nodes if place is not None and place.num_nodes else DEFAULT_NODES
-    per = place.gpus_per_node if place is not None and place.gpus_per_node else DEFAULT_GPUS_PER_NODE
+    nodes, per = ray_group(setup, role)  # config/method.py: train_ppo_ray's defaults where the flags are silent
     return nodes * per
 
 
