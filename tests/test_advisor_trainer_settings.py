@@ -5,6 +5,7 @@ flags that make the priced run; no option its flags cannot give (parameter offlo
 from __future__ import annotations
 
 import json
+import re
 
 from cli_run import cli  # noqa: F401 - the fixture
 from zeroadvisor.advisor.trainer_settings import TRAINER_SETTINGS, builds_config, can_set
@@ -100,3 +101,51 @@ def test_an_openrlhf_fix_that_leaves_the_offload_drops_its_flag(cli, tmp_path):
     (flags,) = [a for a in finding.get("actions", []) if a["kind"] == "trainer-flags"]
     assert "--adam_offload" in flags["drop"] and "--adam_offload" not in flags["flags"]
     assert flags["text"].endswith("drop --adam_offload")
+
+
+AUTO_BATCH = {"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto",
+              "gradient_accumulation_steps": "auto", "bf16": {"enabled": "auto"}, "zero_optimization": {"stage": 2}}
+
+
+TRL_DPO = ("per_device_train_batch_size: {mb}\ngradient_accumulation_steps: {gas}\nmax_length: 8192\nbf16: true\n"
+           "gradient_checkpointing: true\nbeta: 0.1\n")
+LF_DPO = ("model_name_or_path: m\nstage: dpo\ndo_train: true\nfinetuning_type: full\ncutoff_len: 8192\n"
+          "per_device_train_batch_size: {mb}\ngradient_accumulation_steps: {gas}\nbf16: true\n")
+
+
+def _peak_gib(report: dict) -> float:
+    (configured,) = [s for s in report["estimate"]["stages"] if s.get("configured")]
+    return configured["peak_gpu"]
+
+
+def test_a_micro_batch_fix_is_made_where_the_trainer_fills_the_auto_batch_keys(cli, tmp_path):
+    """All batch keys "auto", filled by the Trainer from a trainer file's micro batch 8 with accumulation 2 (DPO at
+    8192 tokens, ZeRO-2, 80 GB): the fix is a smaller micro batch M in that file with the accumulation that keeps
+    the global batch (8 x 2 = M x 16/M), the config's "auto" keys untouched, priced as the same file at M checks.
+    Before, the filled values were the config's own: a written micro batch was reverted to "auto" by the
+    Trainer-mismatch fix, so every micro batch change was priced at 8 and the check said that nothing fits."""
+    for name, text, where in (
+            ("trl.yaml", TRL_DPO, "in the TRL config"), ("lf.yaml", LF_DPO, "in the LLaMA-Factory YAML")):
+        case = tmp_path / name.split(".")[0]
+        case.mkdir()
+        (case / name).write_text(text.format(mb=8, gas=2))
+        args = ("--gpu", "A100-SXM4-80GB", "--trainer", "dpo", "--training-args", str(case / name), "--padding",
+                "max_length")
+        report = _check(cli, case, *args, config=AUTO_BATCH)
+        (finding,) = [f for f in report["findings"] if f["code"] == "ZA801"]
+        recommends = finding["recommends"]
+        found = re.search(r"micro batch (\d+) with gradient accumulation (\d+)", recommends["change"])
+        assert found, finding["message"]
+        micro, accumulation = int(found[1]), int(found[2])
+        assert micro < 8 and micro * accumulation == 16
+        assert not (finding.get("fix") or {}).keys() & {"train_micro_batch_size_per_gpu", "train_batch_size",
+                                                        "gradient_accumulation_steps"}
+        (action,) = [a for a in finding["actions"] if a["kind"] == "trainer-batch"]
+        assert where in action["text"], action["text"]
+        assert (action["per_device_train_batch_size"], action["gradient_accumulation_steps"]) \
+            == (micro, accumulation)
+        # the price is the run the changed file gives
+        (case / name).write_text(text.format(mb=micro, gas=accumulation))
+        changed = _check(cli, case / "changed", *args, config={**AUTO_BATCH, "zero_optimization": {
+            "stage": int(recommends["option"][1])}})
+        assert recommends["peak_gpu"] == _peak_gib(changed)

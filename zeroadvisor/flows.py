@@ -589,7 +589,7 @@ def _check_one(inputs: RunInputs, source: ConfigSource, read_as: tuple[str, ...]
     from zeroadvisor.config.launch import overridden, override_notes
     from zeroadvisor.config.source import ParseError
     from zeroadvisor.deepspeed.kind import ACCELERATE, kind_of, not_deepspeed, not_deepspeed_line
-    from zeroadvisor.deepspeed.settings import settings_of
+    from zeroadvisor.deepspeed.settings import read_batch, settings_of
     from zeroadvisor.rules.linter import parse_error_findings
 
     name = source.display
@@ -611,6 +611,7 @@ def _check_one(inputs: RunInputs, source: ConfigSource, read_as: tuple[str, ...]
         document = replace(document, data=overridden(document.data, inputs.overrides))
     if isinstance(document.data, dict) and options.training is not None:
         if not accelerate:  # DeepSpeed gets the config with "auto" filled from the Trainer's arguments
+            options = replace(options, trainer_filled=read_batch(document.data).filled_by_integration)
             document = trainer_filled(document, options.training, options.cluster.gpus, options.model.hidden_size)
         filled = document.data
         if isinstance(filled, dict):  # the fill keeps a mapping a mapping

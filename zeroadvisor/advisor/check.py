@@ -50,6 +50,9 @@ class CheckOptions:
     # the DeepSpeed releases the lint part reads the config as (every release a range admits: a fix is proposed
     # only where all of them want it, rules/linter.py); () the latest. The memory model reads the active one.
     releases: tuple[str, ...] = ()
+    # the file's batch keys are all "auto" and the document checked holds what the Trainer's arguments (``training``)
+    # filled them with (advisor/trainer.py trainer_filled): a micro batch change is made in those arguments
+    trainer_filled: bool = False
 
     def __post_init__(self) -> None:
         if self.cluster.gpu_memory is None:
@@ -157,7 +160,7 @@ def check_document(doc: Document, options: CheckOptions, rules: Iterable[Rule] |
         searcher = Searcher(doc.data, options.model, options.shape, cluster, options.accounting, result, lint_fixes,
                             tune_buckets=any(r.name == Reason.SMALLER_BUCKETS for r in selected)
                             and not builds_config(options.shape.method.trainer),
-                            hardware=_hardware(options))
+                            hardware=_hardware(options), trainer_filled=options.trainer_filled)
     except EstimateError as err:  # a lint fix left a value the memory model cannot use
         return unestimated(doc, linted, options, selected, err)
     from zeroadvisor.throughput import Throughput

@@ -54,7 +54,8 @@ class Written:
     tuning), the change each candidate makes to it, and the estimate of each on the config it writes."""
 
     def __init__(self, config: dict[str, Any], model: ModelSpec, shape: TrainingShape, cluster: Cluster,
-                 estimates: Estimates, lint_fixes: LintFixes, tune_buckets: bool = True) -> None:
+                 estimates: Estimates, lint_fixes: LintFixes, tune_buckets: bool = True,
+                 trainer_filled: bool = False) -> None:
         self.original, self.model, self.shape, self.cluster = config, model, shape, cluster
         self.estimates = estimates
         self.lint_fixes = lint_fixes
@@ -76,7 +77,11 @@ class Written:
         # "auto" batch keys: the HF Trainer fills them from its arguments, where a micro batch change is made; the
         # global batch is the configured micro batch on the batch world with the Trainer's default accumulation
         # of 1 (TrainingArguments.gradient_accumulation_steps)
-        self.trainer_batch = self.deepspeed.batch.filled_by_integration
+        self.trainer_batch = self.deepspeed.batch.filled_by_integration or trainer_filled
+        # ``trainer_filled``: the file's batch keys are "auto" and ``config`` holds what the Trainer filled them
+        # with from the arguments given (advisor/trainer.py trainer_filled), so a micro batch change is estimated
+        # on the values the changed arguments would fill (trainer_fill) and the config's keys stay as written
+        self.trainer_filled = trainer_filled
         global_batch = self.base_estimate.settings.global_batch
         if self.trainer_batch and global_batch is None:
             global_batch = self.micro_batch * int(self.deepspeed.batch_world(cluster.gpus))
@@ -101,9 +106,10 @@ class Written:
         sp = (layout or {}).get(SP_KEY) or 1
         trainer = self.trainer_batch and (micro_batch != self.micro_batch or sp > 1) and not free_batch
         if trainer:  # estimated at that micro batch (TrainingShape fills "auto"); the Trainer writes it, with sp
-            # times the accumulation under Ulysses (sp GPUs share one sample: the samples per step stay)
+            # times the accumulation under Ulysses (sp GPUs share one sample: the samples per step stay), on the
+            # accumulation its arguments give (filled; else TrainingArguments' default of 1)
             shape = replace(shape, micro_batch_size=micro_batch)
-            accumulation = self.micro_batch // micro_batch * sp
+            accumulation = (self.deepspeed.batch.counts[2] or 1) * (self.micro_batch // micro_batch) * sp
         if free_batch and micro_batch != self.micro_batch:
             layout = mp.merge(layout, {MBS: micro_batch, GAS: None, TBS: None})
             batch = {}
@@ -112,8 +118,18 @@ class Written:
 
     def config(self, change: Change) -> dict[str, Any]:
         """The base config with the change's batch keys and layout keys (not yet its option)."""
-        delta = mp.merge(self.batch.patch(change.micro_batch, change.config_patch) or None, change.config_patch)
+        delta = mp.merge(self.batch.patch(change.micro_batch, change.config_patch) or None, change.config_patch,
+                         self.trainer_fill(change))
         return mp.apply(self.base, delta) if delta else self.base
+
+    def trainer_fill(self, change: Change) -> dict[str, Any] | None:
+        """The batch keys the Trainer fills for ``change``'s arguments where the config holds its filled values
+        (``trainer_filled``): the micro batch and accumulation the action sets; train_batch_size left to DeepSpeed,
+        which derives it from them on its batch world (runtime/config.py _configure_train_batch_size). None: the
+        config's own keys stand."""
+        if not (self.trainer_filled and change.trainer_batch):
+            return None
+        return {MBS: change.micro_batch, GAS: change.accumulation, TBS: None}
 
     def evaluate(self, change: Change) -> StageEstimate | None:
         """The estimate of ``change`` with its bucket tuning; None where DeepSpeed does not run the option."""
@@ -167,7 +183,9 @@ class Written:
         # writes this one finding's fix, and checks again, gets.
         patch = written_patch(self.original, self.base, final)
         written = mp.apply(self.original, patch) if patch else self.original
-        checked = stage_of(self.estimates.of(written, change.shape), change.option)
+        refilled = self.trainer_fill(change)  # the Trainer fills the changed arguments into the file's "auto"
+        checked = stage_of(self.estimates.of(mp.apply(written, refilled) if refilled else written, change.shape),
+                           change.option)
         if checked is None or not checked.comfortable:
             return None  # a lint fix the change needs costs memory after all
         change = replace(change, buckets=written_buckets(patch), nvme_path=nvme_path(written),
