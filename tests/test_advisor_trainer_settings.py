@@ -149,3 +149,45 @@ def test_a_micro_batch_fix_is_made_where_the_trainer_fills_the_auto_batch_keys(c
         changed = _check(cli, case / "changed", *args, config={**AUTO_BATCH, "zero_optimization": {
             "stage": int(recommends["option"][1])}})
         assert recommends["peak_gpu"] == _peak_gib(changed)
+
+
+AXOLOTL = ("base_model: {model}\nsequence_len: 4096\nsample_packing: true\nmicro_batch_size: {mb}\n"
+           "gradient_accumulation_steps: {gas}\noptimizer: adamw_torch_fused\nbf16: auto\n"
+           "gradient_checkpointing: true\nflash_attention: true\ndeepspeed: {config}\n")
+HF_AUTO_Z2 = {**AUTO_BATCH, "gradient_clipping": "auto",
+              "zero_optimization": {"stage": 2, "reduce_bucket_size": 5e8, "allgather_bucket_size": 5e8}}
+
+
+def test_a_fix_on_a_trainer_filled_config_is_written_on_the_file_and_is_the_run_it_priced(cli, tmp_path):
+    """The Trainer fills the config's "auto" values from the trainer's file before the check; the fix is written on
+    the file as it is (its "auto" kept), and that file with the trainer's settings the actions name checks as the
+    run the fix priced. Before, the diff was made against the filled values, so it did not read back and no diff
+    came (--suggest) or nothing was written (--fix)."""
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text(json.dumps(LLAMA2_7B))
+    config = tmp_path / "ds.json"
+    text = json.dumps(HF_AUTO_Z2, indent=1)
+    config.write_text(text)
+    yaml = tmp_path / "axolotl.yaml"
+    yaml.write_text(AXOLOTL.format(model=tmp_path / "model", mb=16, gas=4, config=config))
+    args = ("--launch", f"axolotl train {yaml}", "--gpus", "4", "--gpu", "A100-SXM4-40GB", "--cpu-memory", "1TB")
+    suggested = cli("check", *args, "--suggest")
+    assert "does not read back" not in suggested.stderr, suggested.stderr
+    assert f"+++ b/{config}".replace("b//", "b/") in suggested.stdout.replace("b//", "b/")
+    fixed = cli("check", *args, "--fix", "--format", "json", "--fail-on", "never")
+    assert fixed.returncode == 0, fixed.stderr
+    report = json.loads(fixed.stdout)
+    (finding,) = [f for f in report["findings"] if f["code"] == "ZA801"]
+    data = json.loads(config.read_text())
+    assert data["train_micro_batch_size_per_gpu"] == data["train_batch_size"] == "auto"  # the Trainer's, still
+    assert data != HF_AUTO_Z2  # the fix changed the run
+    # micro batch 16 x 4096 packed tokens: the fix also takes a smaller micro batch, in the axolotl YAML
+    (action,) = [a for a in finding["actions"] if a["kind"] == "trainer-batch"]
+    assert "in the axolotl YAML" in action["text"]
+    micro, gas = action["per_device_train_batch_size"], action["gradient_accumulation_steps"]
+    assert micro < 16 and micro * gas == 16 * 4
+    yaml.write_text(AXOLOTL.format(model=tmp_path / "model", mb=micro, gas=gas, config=config))
+    again = cli("check", *args, "--format", "json", "--fail-on", "never")
+    rechecked = json.loads(again.stdout)
+    (configured,) = [s for s in rechecked["estimate"]["stages"] if s.get("configured")]
+    assert configured["peak_gpu"] == finding["recommends"]["peak_gpu"] and configured["verdict"] in ("fits", "tight")

@@ -605,6 +605,7 @@ def _check_one(inputs: RunInputs, source: ConfigSource, read_as: tuple[str, ...]
         return CheckReport(name, CheckResult([], None, options), rules=rules,
                            not_deepspeed=not_deepspeed_line(name, other))
     notes = []
+    as_read = document  # the file's own text and data: what a fix is written on (the Trainer's fill is not)
     accelerate = kind_of(document) == ACCELERATE
     if accelerate and isinstance(document.data, dict) and inputs.overrides and source.name == inputs.accelerate_config:
         notes += override_notes(name, document.data, inputs.overrides)
@@ -622,7 +623,7 @@ def _check_one(inputs: RunInputs, source: ConfigSource, read_as: tuple[str, ...]
         if isinstance(document.data, dict):
             _refuse_conflicts(name, settings_of(document), options.model, options.cluster.gpus, options.shape)
         result = check_document(document, options, rules)
-    return _with_fixes(CheckReport(name, result, notes=notes, rules=rules), source, document, inputs)
+    return _with_fixes(CheckReport(name, result, notes=notes, rules=rules), source, as_read, inputs)
 
 
 def _with_fixes(report: CheckReport, source: ConfigSource, document: Document, inputs: RunInputs) -> CheckReport:
