@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 
 import yaml
 
-from zeroadvisor.config import method_reader, peft_reader
+from zeroadvisor.config import method_reader, peft_reader, swift_configs
 from zeroadvisor.config.limits import MAX_GPUS
 from zeroadvisor.config.method import RAY_GROUP_GPUS_PER_NODE, RAY_GROUP_NODES, MethodSetup, ray_group
 from zeroadvisor.config.trainer_errors import TrainerInputError, as_bool, shown
@@ -161,6 +161,9 @@ class Launch:
     stage: int | None = None  # the ZeRO stage the trainer's flags give (OpenRLHF --zero_stage), for "auto"
     stage_from: str = ""
     cli_env: CliEnv | None = None  # what the trainer's own launcher sets in its processes' environment
+    # ms-swift's own config named by --deepspeed (zero3, default-zero2, ...: config/swift_configs.py), which the
+    # inputs resolve by the ms-swift release; None where the command names a file or nothing
+    swift_config: str | None = None
 
 
 def parse_launch(words: list[str] | str, cwd: str | None = None) -> Launch:
@@ -296,10 +299,6 @@ def _trl_command(words: list[str], env: dict[str, str], cwd: str | None) -> Laun
     return replace(launch, training=training)
 
 
-# ms-swift's own DeepSpeed config names (swift/llm/argument/base_args: --deepspeed zero0..zero3[_offload] pick
-# swift/llm/ds_config/<name>.json, a file of the installed ms-swift)
-_SWIFT_DEEPSPEED = ("default-zero2", "default-zero3", "zero0", "zero1", "zero2", "zero3", "zero2_offload",
-                    "zero3_offload", "zero3_offload_cpu")
 # ms-swift argument names that are TrainingArguments' under another name
 _SWIFT_RENAMES = {"model": "model_name_or_path"}
 
@@ -329,10 +328,10 @@ def _swift_command(words: list[str], env: dict[str, str], cwd: str | None) -> La
         labels.setdefault(half, f"--torch_dtype {dtype}")
     deepspeed = data.get(DEEPSPEED_KEY)
     _swift_device_map(env, per_node, deepspeed is not None)
-    if isinstance(deepspeed, str) and deepspeed in _SWIFT_DEEPSPEED:
+    named = None
+    if isinstance(deepspeed, str) and deepspeed in swift_configs.NAMES:  # ms-swift's own file (config/swift_configs)
         del data[DEEPSPEED_KEY]
-        notes.append(f"swift --deepspeed {deepspeed}: ms-swift's own config (swift/llm/ds_config/{deepspeed}.json "
-                     "in the installed ms-swift); give its path as CONFIG to check it")
+        named = deepspeed
     notes += _ignored_notes("ms-swift arguments", ignored)
     data.update({key: _number(value) for key, value in given.items() if key in SEQUENCE_KEYS})
 
@@ -343,7 +342,7 @@ def _swift_command(words: list[str], env: dict[str, str], cwd: str | None) -> La
     method = method_reader.read_swift(command, data, where)
     training = replace(training, method=method)
     return Launch(f"swift {command}", world.size, world.origin, f"swift {command}", training, tuple(notes),
-                  world.per_node, env=tuple(env.items()))
+                  world.per_node, env=tuple(env.items()), swift_config=named)
 
 
 def _swift_device_map(env: dict[str, str], per_node: int | None, deepspeed: bool) -> None:

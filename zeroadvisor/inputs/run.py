@@ -577,6 +577,8 @@ def _config_from_trainer(values: Values, trainer: TrainerInputs) -> list[str]:
         raise UsageError(f"{training.source}: the DeepSpeed config is given inline; save it as a file and give its "
                          "path")
     _fill(values, "config", training.deepspeed)
+    if trainer.swift_config is not None and not _given(values.get("config")):
+        return _swift_config(values, trainer, trainer.swift_config)
     if trainer.accelerate_config is None:
         return []
     if _fill(values, "config", trainer.accelerate_config):
@@ -585,6 +587,29 @@ def _config_from_trainer(values: Values, trainer: TrainerInputs) -> list[str]:
         return [(f"the script's --deepspeed {training.deepspeed} is the DeepSpeed config checked (the Trainer hands "
                  f"it to Accelerate); {trainer.accelerate_config} gives the launch only")]
     return []
+
+
+def _swift_config(values: Values, trainer: TrainerInputs, name: str) -> list[str]:
+    """ms-swift's own config that ``swift ... --deepspeed NAME`` picks (config/swift_configs.py), as the ms-swift
+    release the pins (else the installed ms-swift) give reads it, checked as an in-memory config: it is ms-swift's
+    file, not the user's, so a fix is shown, never written into it."""
+    from zeroadvisor.config.swift_configs import shipped
+    from zeroadvisor.config.trainer_pins import find_trainer_pin
+    from zeroadvisor.vocab import TrainerFamily
+
+    pin = find_trainer_pin(trainer.source or os.curdir, TrainerFamily.MS_SWIFT)
+    found, known = shipped(name, pin.version if pin is not None else None)
+    said = f" ({pin.origin})" if pin is not None else ""
+    if found is None:
+        raise UsageError(f"swift --deepspeed {name}: no such config of ms-swift "
+                         f"{pin.version if pin is not None else ''}{said} is known here; give the file's path as "
+                         "CONFIG")
+    values["config"], values["name"] = found.data, found.display
+    release = (f"ms-swift {pin.version}{said}" if known and pin is not None else
+               f"the newest content shipped, ms-swift {found.release} (the release is not "
+               f"{'exact: ' + pin.origin if pin is not None else 'pinned or installed'}: a pin of ms-swift sets it)")
+    return [(f"config: swift --deepspeed {name} is ms-swift's {found.path}, read as {release}; a fix is shown, not "
+             "written (give a copy's path as CONFIG to --fix it)")]
 
 
 def _configs(command: Command, values: Values, spelling: Spelling) -> tuple[ConfigSource, ...]:

@@ -40,6 +40,7 @@ class TrainerInputs:
     stage_from: str = ""
     source: str | None = None  # the training arguments file, where one was given (the trainer's pins are by it)
     cli_env: CliEnv | None = None  # what the trainer's own launcher sets in the environment (config/launch.py)
+    swift_config: str | None = None  # ms-swift's own config the command names (--deepspeed zero3: Launch)
 
     @property
     def checkpointing(self) -> str | None:
@@ -66,4 +67,4 @@ def read_trainer(training_args: str | None, launch: str | None) -> TrainerInputs
     return TrainerInputs(training, command.notes + training.notes, command.world_size, command.world_from,
                          LAUNCHER_OF_COMMAND.get(command.launcher), command.per_node, command.accelerate_config,
                          command.world_missing, command.overrides, command.env, command.builds_config,
-                         command.stage, command.stage_from, training_args, command.cli_env)
+                         command.stage, command.stage_from, training_args, command.cli_env, command.swift_config)
