@@ -345,3 +345,19 @@ def test_the_sequence_degree_of_the_yaml_a_launch_command_names(cli, tmp_path):
     assert "sequence parallel 2 from parallelism_config_sp_size in" in result.stderr
     report = json.loads(result.stdout)
     assert report["estimate"]["cluster"]["parallel"]["sequence"] == 2
+
+
+def test_a_yaml_whose_change_fits_says_it_is_made_by_hand_not_that_none_fits(tmp_path):
+    """7B at ZeRO-2 on 24 GB cards does not fit and ZeRO-3 does: the Accelerate YAML gets no fix written, so the verdict
+    line says a change fits and is made by hand (its finding words it). Before, it said "No config change fits"."""
+    from zeroadvisor.report.formats import OutputFormat
+
+    yaml_path = tmp_path / "accelerate.yaml"
+    yaml_path.write_text("distributed_type: DEEPSPEED\nmixed_precision: bf16\nnum_processes: 8\n"
+                         "deepspeed_config:\n  zero_stage: 2\n")
+    report = _check(yaml_path, 8, gpu="A10G", micro_batch=1)
+    (failing,) = [f for f in report.result.findings if f.code == "ZA801"]
+    assert failing.fix is None and failing.recommends is not None  # a change that fits, not written into YAML
+    assert report.result.recommendation is None and report.result.no_fix.by_hand
+    text = " ".join(report.report(OutputFormat.TEXT).split())
+    assert "A change fits (ZA801 does-not-fit), to make by hand" in text and "No config change fits" not in text

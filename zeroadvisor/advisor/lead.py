@@ -70,6 +70,9 @@ class NoFix:
     # the finding's Finding.stops: the run stops before training whatever its memory (a trainer's refusal, a vLLM
     # that never starts), so what is missing is a change the finding names, not memory
     stops: str = ""
+    # the finding names a change that fits, in a file no fix is written to (an Accelerate YAML: advisor/accelerate.py
+    # keeps its findings without fixes), so it is made by hand: not "no change fits"
+    by_hand: bool = False
 
 
 def decide(findings: Sequence[Finding], estimate: Estimate | None) -> Lead | None:
@@ -117,4 +120,4 @@ def no_fix(findings: Sequence[Finding], lead: Lead | None) -> NoFix | None:
     failing = failing_findings(findings)
     if lead is not None or not failing:
         return None
-    return NoFix(failing[0].code, failing[0].name, failing[0].stops)
+    return NoFix(failing[0].code, failing[0].name, failing[0].stops, by_hand=failing[0].recommends is not None)

@@ -55,6 +55,9 @@ def no_fix_sentence(no_fix: NoFix | None) -> str | None:
     if no_fix.stops:  # not memory: the run stops whatever it fits in
         return (f"No config change makes it run ({no_fix.code} {no_fix.name}: {no_fix.stops}): its finding says "
                 "what to change")
+    if no_fix.by_hand:  # an Accelerate YAML: the change fits, and no fix writes it there
+        return (f"A change fits ({no_fix.code} {no_fix.name}), to make by hand: no fix is written into this file; "
+                "its finding says the change")
     return f"No config change fits ({no_fix.code} {no_fix.name}): its finding says what is missing"
 
 
