@@ -191,3 +191,30 @@ def test_a_fix_on_a_trainer_filled_config_is_written_on_the_file_and_is_the_run_
     rechecked = json.loads(again.stdout)
     (configured,) = [s for s in rechecked["estimate"]["stages"] if s.get("configured")]
     assert configured["peak_gpu"] == finding["recommends"]["peak_gpu"] and configured["verdict"] in ("fits", "tight")
+
+
+def test_a_sequence_parallel_fix_is_the_trainer_s_own_setting_not_deepspeed_s(cli, tmp_path):
+    """ms-swift splits sequences with its own --sequence_parallel_size (its own groups), so a Ulysses fix is that flag
+    and the config gets no sequence_parallel_size; the command with the flag and the written config checks as the
+    priced run."""
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text(json.dumps(LLAMA2_7B))
+    config = tmp_path / "ds.json"
+    config.write_text(json.dumps({**HF_AUTO_Z2, "zero_optimization": {"stage": 2}}, indent=1))
+    command = (f"NPROC_PER_NODE=4 swift sft --model {tmp_path / 'model'} --train_type full --torch_dtype bfloat16 "
+               f"--max_length 65536 --deepspeed {config}")
+    args = ("--gpu", "A10G", "--cpu-memory", "1TB", "--format", "json", "--fail-on", "never")
+    fixed = cli("check", "--launch", command, *args, "--fix")
+    assert fixed.returncode == 0, fixed.stderr
+    (finding,) = [f for f in json.loads(fixed.stdout)["findings"] if f["code"] == "ZA801"]
+    assert "(--sequence_parallel_size " in finding["recommends"]["change"], finding["message"]
+    (action,) = [a for a in finding["actions"] if a["kind"] == "sequence-parallel"]
+    degree = action["degree"]
+    assert action["text"].startswith(f"set --sequence_parallel_size {degree}: ms-swift's own sequence parallelism")
+    assert "sequence_parallel_size" not in json.loads(config.read_text())
+    batch = [a for a in finding["actions"] if a["kind"] == "trainer-batch"]
+    flags = " ".join(f"--{key} {a[key]}" for a in batch for key in ("per_device_train_batch_size",
+                                                                     "gradient_accumulation_steps"))
+    again = cli("check", "--launch", f"{command} --sequence_parallel_size {degree} {flags}", *args)
+    (configured,) = [s for s in json.loads(again.stdout)["estimate"]["stages"] if s["configured"]]
+    assert configured["peak_gpu"] == finding["recommends"]["peak_gpu"]

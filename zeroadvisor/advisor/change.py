@@ -76,6 +76,9 @@ FLAGS_DROPPED = "drop {flags}"
 SP_ACTION = ("wrap the attention for Ulysses in the training script: deepspeed.sequence.layer.DistributedAttention, "
              "or with the HF Trainer accelerate's ParallelismConfig(sp_backend=\"deepspeed\", sp_size={degree}) "
              "(DeepSpeed's UlyssesSPAttentionHF); sequence_parallel_size alone splits nothing")
+# the same, where the trainer splits sequences with a setting of its own (advisor/trainer_settings.py)
+TRAINER_SP_ACTION = ("set {setting}: {name}'s own sequence parallelism splits each sequence over {degree} GPUs "
+                     "(not DeepSpeed's sequence_parallel_size, which the config does not get)")
 # deepspeed/__init__.py initialize reads tensor_parallel.autotp_size (set_autotp_mode(training=True)), but the
 # model is sharded only on DeepSpeed's AutoTP training path: transformers' deepspeed_init (integrations/
 # deepspeed.py) calls deepspeed.tp_model_init when autotp_size > 1, and accelerate's Accelerator reads the key.
@@ -190,8 +193,10 @@ class Change:
             where = trainer.where if trainer is not None else "in the training script"
             words.append(f"{self.shape.activation_checkpointing} activation checkpointing ({where})")
         if self.sequence_parallel:
-            words.append(f"Ulysses sequence parallel {self.sequence_parallel} (sequence_parallel_size "
-                         f"{self.sequence_parallel} in ds_config)")
+            where = (trainer.sequence_parallel.format(degree=self.sequence_parallel)
+                     if trainer is not None and trainer.sequence_parallel else
+                     f"sequence_parallel_size {self.sequence_parallel} in ds_config")
+            words.append(f"Ulysses sequence parallel {self.sequence_parallel} ({where})")
         if self.tensor_parallel:
             words.append(f"AutoTP tensor parallel {self.tensor_parallel} (tensor_parallel.autotp_size "
                          f"{self.tensor_parallel} in ds_config)")
@@ -249,8 +254,11 @@ class Change:
                               {"path": NVME_PATH_PLACEHOLDER, "nvme_per_node": self.nvme_space}))
         flagged = trainer is not None and trainer.builds_config  # its layout is among the trainer's flags
         if self.sequence_parallel and not flagged:
-            out.append(Action(ActionKind.SEQUENCE_PARALLEL, SP_ACTION.format(degree=self.sequence_parallel),
-                              {"degree": self.sequence_parallel}))
+            own = trainer.sequence_parallel if trainer is not None else None
+            text = (TRAINER_SP_ACTION.format(setting=own.format(degree=self.sequence_parallel), name=trainer.name,
+                                             degree=self.sequence_parallel)
+                    if own is not None and trainer is not None else SP_ACTION.format(degree=self.sequence_parallel))
+            out.append(Action(ActionKind.SEQUENCE_PARALLEL, text, {"degree": self.sequence_parallel}))
         if self.tensor_parallel and not flagged:
             out.append(Action(ActionKind.TENSOR_PARALLEL, TP_ACTION.format(degree=self.tensor_parallel),
                               {"degree": self.tensor_parallel}))

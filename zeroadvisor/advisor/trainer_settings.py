@@ -12,8 +12,11 @@ argument definitions:
   ModelArguments, model/model_utils/checkpointing.py @ v0.9.4); the batch keys are TrainingArguments'.
 * axolotl: ``gradient_checkpointing``, ``micro_batch_size`` and ``gradient_accumulation_steps``
   (utils/schemas/config.py @ v0.18.0).
-* ms-swift: ``--gradient_checkpointing`` (true by default: swift/trainers/arguments.py @ v4.5.2) and the
-  TrainingArguments batch flags.
+* ms-swift: ``--gradient_checkpointing`` (true by default: swift/trainers/arguments.py @ v4.5.2), the
+  TrainingArguments batch flags, and its own Ulysses, ``--sequence_parallel_size`` (swift/trainers/sequence_parallel,
+  its own groups: not DeepSpeed's ``sequence_parallel_size``).
+* axolotl's context parallelism: ``context_parallel_size`` (``sequence_parallel_degree`` from v0.8.0 until it was
+  renamed: utils/schemas/validation.py check_context_parallel_size @ v0.18.0), ring-flash-attn groups of its own.
 * OpenRLHF: ``--gradient_checkpointing`` (``--actor.gradient_checkpointing_enable`` / ``--model.`` from 0.10),
   ``--micro_train_batch_size`` (the accumulation follows from ``--train_batch_size``), and the DeepSpeed config
   built from ``--zero_stage``, ``--adam_offload``, ``--ring_attn_size`` and ``--ds_tensor_parallel_size``
@@ -41,7 +44,9 @@ class TrainerSettings:
     # (the optimizer offload's switch is passed to offload and dropped not to)
     stage: str | None = None  # {stage}
     optimizer_offload: str | None = None
-    sequence_parallel: str | None = None  # {degree}
+    # its own sequence parallelism ({degree}): set there, not as DeepSpeed's sequence_parallel_size in the config
+    # (a flag of OpenRLHF's built config; ms-swift's and axolotl's own groups)
+    sequence_parallel: str | None = None
     tensor_parallel: str | None = None  # {degree}
 
     @property
@@ -63,11 +68,14 @@ TRAINER_SETTINGS: dict[TrainerFamily, TrainerSettings] = {
     TrainerFamily.AXOLOTL: TrainerSettings(
         "axolotl", "in the axolotl YAML", "gradient_checkpointing: true in the axolotl YAML",
         "gradient_checkpointing: false in the axolotl YAML",
-        "micro_batch_size {micro_batch} and gradient_accumulation_steps {accumulation} in the axolotl YAML"),
+        "micro_batch_size {micro_batch} and gradient_accumulation_steps {accumulation} in the axolotl YAML",
+        sequence_parallel="context_parallel_size: {degree} in the axolotl YAML (sequence_parallel_degree in "
+                          "releases before the rename)"),
     TrainerFamily.MS_SWIFT: TrainerSettings(
         "ms-swift", "on the swift command line", "--gradient_checkpointing true (ms-swift's default)",
         "--gradient_checkpointing false",
-        "--per_device_train_batch_size {micro_batch} --gradient_accumulation_steps {accumulation}"),
+        "--per_device_train_batch_size {micro_batch} --gradient_accumulation_steps {accumulation}",
+        sequence_parallel="--sequence_parallel_size {degree}"),
     TrainerFamily.OPENRLHF: TrainerSettings(
         "OpenRLHF", "on the OpenRLHF command line",
         "--gradient_checkpointing (--actor.gradient_checkpointing_enable from 0.10)",
@@ -103,3 +111,10 @@ def builds_config(trainer: TrainerFamily | None) -> bool:
 def settings_of(trainer: TrainerFamily | None) -> TrainerSettings | None:
     """The trainer's row; None for a run whose trainer is not known (the generic words apply)."""
     return TRAINER_SETTINGS.get(trainer) if trainer is not None else None
+
+
+def own_sequence_parallel(trainer: TrainerFamily | None) -> bool:
+    """Whether the trainer splits sequences with a setting of its own (TrainerSettings.sequence_parallel): a Ulysses
+    change is made there, and DeepSpeed's sequence_parallel_size is not written into the config."""
+    settings = settings_of(trainer)
+    return settings is not None and settings.sequence_parallel is not None

@@ -30,6 +30,7 @@ from zeroadvisor.advisor.patch import (
     written_buckets,
     written_patch,
 )
+from zeroadvisor.advisor.trainer_settings import own_sequence_parallel
 from zeroadvisor.config import merge_patch as mp
 from zeroadvisor.deepspeed.effective import GAS, MBS, TBS
 from zeroadvisor.memory.errors import EstimateError
@@ -123,13 +124,17 @@ class Written:
         return mp.apply(self.base, delta) if delta else self.base
 
     def trainer_fill(self, change: Change) -> dict[str, Any] | None:
-        """The batch keys the Trainer fills for ``change``'s arguments where the config holds its filled values
-        (``trainer_filled``): the micro batch and accumulation the action sets; train_batch_size left to DeepSpeed,
-        which derives it from them on its batch world (runtime/config.py _configure_train_batch_size). None: the
-        config's own keys stand."""
-        if not (self.trainer_filled and change.trainer_batch):
-            return None
-        return {MBS: change.micro_batch, GAS: change.accumulation, TBS: None}
+        """What the trainer's own settings bring into the estimate of ``change`` beyond the config as written: the
+        batch keys the Trainer fills for its arguments where the config holds its filled values (``trainer_filled``:
+        the micro batch and accumulation the action sets; train_batch_size left to DeepSpeed, which derives it from
+        them on its batch world, runtime/config.py _configure_train_batch_size), and the sequence degree of a
+        trainer that sets it itself. None: the config's own keys stand."""
+        fill: dict[str, Any] = {}
+        if self.trainer_filled and change.trainer_batch:
+            fill.update({MBS: change.micro_batch, GAS: change.accumulation, TBS: None})
+        if change.sequence_parallel and own_sequence_parallel(change.shape.method.trainer):
+            fill[SP_KEY] = change.sequence_parallel  # the trainer's own degree, priced as the layout it is
+        return fill or None
 
     def evaluate(self, change: Change) -> StageEstimate | None:
         """The estimate of ``change`` with its bucket tuning; None where DeepSpeed does not run the option."""
@@ -176,7 +181,7 @@ class Written:
         if batch is None:
             return None
         delta = mp.merge(option_patch(self.base, change.option) if change.option != self.configured else None,
-                         batch or None, change.config_patch, tuning.patch if tuning is not None else None)
+                         batch or None, self._written_layout(change), tuning.patch if tuning is not None else None)
         final = lint_closure(mp.apply(self.base, delta), self.lint_fixes, self.cluster.gpus) if delta else self.base
         # The fix is the whole run from the config as given (the lint fixes and buckets the search started from,
         # then the change), and the price is the estimate of exactly that patch written on it: what a user who
@@ -192,6 +197,15 @@ class Written:
                          nvme_space=checked.peak_nvme_per_node or None, written_option=self.given_option,
                          lint_keys=self.lint_keys(patch))
         return Outcome(change, checked, patch or None)
+
+    @staticmethod
+    def _written_layout(change: Change) -> dict[str, Any] | None:
+        """The layout keys the fix writes into the config: not the sequence degree of a trainer that sets it
+        itself (its action says the setting; trainer_fill prices it)."""
+        layout = change.config_patch
+        if layout and SP_KEY in layout and own_sequence_parallel(change.shape.method.trainer):
+            layout = {key: value for key, value in layout.items() if key != SP_KEY} or None
+        return layout
 
     def lint_keys(self, patch: dict[str, Any]) -> tuple[tuple[str, str], ...]:
         """What ``patch`` writes as the lint fixes do, as (verb, key) pairs: ("renames", "zero_optimisation to
