@@ -33,6 +33,7 @@ from zeroadvisor.advisor.patch import (
 from zeroadvisor.advisor.trainer_settings import own_sequence_parallel
 from zeroadvisor.config import merge_patch as mp
 from zeroadvisor.deepspeed.effective import GAS, MBS, TBS
+from zeroadvisor.jsontypes import JSONObject
 from zeroadvisor.memory.errors import EstimateError
 from zeroadvisor.memory.estimate import Cluster, Estimate, StageEstimate
 from zeroadvisor.memory.options import Option
@@ -123,13 +124,13 @@ class Written:
                          self.trainer_fill(change))
         return mp.apply(self.base, delta) if delta else self.base
 
-    def trainer_fill(self, change: Change) -> dict[str, Any] | None:
+    def trainer_fill(self, change: Change) -> JSONObject | None:
         """What the trainer's own settings bring into the estimate of ``change`` beyond the config as written: the
         batch keys the Trainer fills for its arguments where the config holds its filled values (``trainer_filled``:
         the micro batch and accumulation the action sets; train_batch_size left to DeepSpeed, which derives it from
         them on its batch world, runtime/config.py _configure_train_batch_size), and the sequence degree of a
         trainer that sets it itself. None: the config's own keys stand."""
-        fill: dict[str, Any] = {}
+        fill: JSONObject = {}
         if self.trainer_filled and change.trainer_batch:
             fill.update({MBS: change.micro_batch, GAS: change.accumulation, TBS: None})
         if change.sequence_parallel and own_sequence_parallel(change.shape.method.trainer):
@@ -199,7 +200,7 @@ class Written:
         return Outcome(change, checked, patch or None)
 
     @staticmethod
-    def _written_layout(change: Change) -> dict[str, Any] | None:
+    def _written_layout(change: Change) -> JSONObject | None:
         """The layout keys the fix writes into the config: not the sequence degree of a trainer that sets it
         itself (its action says the setting; trainer_fill prices it)."""
         layout = change.config_patch
