@@ -194,3 +194,26 @@ def test_a_format_a_result_does_not_render_is_the_documented_error(make, formats
 def test_a_format_that_is_no_string_is_the_documented_error(fmt):
     with pytest.raises(zeroadvisor.UsageError, match="format must be one of"):
         zeroadvisor.lint(config={"train_batch_size": 8}).report(fmt)
+
+
+def test_check_and_estimate_read_the_trainer_s_files_as_the_command_line_does(tmp_path):
+    """training_args= and launch= are --training-args and --launch: the same report as the command's, for the file
+    and for the command given as a string or as its words; a value of another type is a UsageError."""
+    model = str(REPO / "sample_configs" / "models" / "llama-2-7b" / "config.json")
+    config = str(REPO / "sample_configs" / "hf_trainer_auto.json")
+    dpo = str(REPO / "sample_configs" / "trainers" / "dpo.yaml")
+    common = {"model": model, "gpus": 8, "gpu": "A100-SXM4-80GB", "cpu_memory": "1TB", "trainer": "dpo"}
+    report = zeroadvisor.check(config, training_args=dpo, **common)
+    command = cli_process("check", config, "--model", model, "--gpus", "8", "--gpu", "A100-SXM4-80GB",
+                          "--cpu-memory", "1TB", "--trainer", "dpo", "--training-args", dpo, "--format", "json")
+    assert json.loads(report.report("json")) == json.loads(command.stdout)
+    assert zeroadvisor.estimate(config, training_args=dpo, **common).verdict == report.verdict
+    words = ["deepspeed", "--num_gpus", "8", "train.py", "--deepspeed", config, "--per_device_train_batch_size", "2",
+             "--bf16", "--gradient_checkpointing"]
+    by_words = zeroadvisor.check(config, model=model, gpu="A100-SXM4-80GB", seq_len=2048, launch=words)
+    by_line = zeroadvisor.check(config, model=model, gpu="A100-SXM4-80GB", seq_len=2048, launch=" ".join(words))
+    assert json.loads(by_words.report("json")) == json.loads(by_line.report("json"))
+    assert by_words.result.estimate.settings.micro_batch == 2  # the launch command's, filled into "auto"
+    for bad in ({"launch": 3}, {"launch": ["deepspeed", 8]}, {"training_args": 3}):
+        with pytest.raises(UsageError, match=r"launch|training_args"):
+            zeroadvisor.check(config, model=model, gpus=8, gpu="A100-SXM4-80GB", **bad)

@@ -169,7 +169,7 @@ def estimate(config: str | os.PathLike[str] | Mapping[str, Any] | None = None, *
              gpu_memory: int | str | None = None, cpu_memory: int | str | None = None,
              nvme: int | str | None = None, headroom: float | str = "10%", accounting: str = "deepspeed",
              deepspeed_version: str | None = None, step_times: bool = False, trainer: str | None = None,
-             **training: Any) -> EstimateResult:
+             training_args: str | os.PathLike[str] | None = None, **training: Any) -> EstimateResult:
     """Estimate ZeRO memory for a config (a path or a dict; None: DeepSpeed's defaults, fp16 Adam).
 
     ``model``: a model description or a Hugging Face config.json (path), or ``params`` ("7B", 7e9 as
@@ -179,7 +179,9 @@ def estimate(config: str | os.PathLike[str] | Mapping[str, Any] | None = None, *
     precision, stage, activation_checkpointing, transformers_version, ... as the flags); ``deepspeed_version``: the
     DeepSpeed release whose defaults the estimate reads (as ``lint``); ``step_times``: each option's step time too,
     as the ``estimate`` command gives it (with the machine's assumed inputs: efficiency, CPU cores, launcher);
-    ``trainer``: the training method (sft, dpo, kto, orpo, cpo, grpo, ppo, reward), as ``--trainer``.
+    ``trainer``: the training method (sft, dpo, kto, orpo, cpo, grpo, ppo, reward), as ``--trainer``;
+    ``training_args``: the trainer's file (a TrainingArguments, TRL, LLaMA-Factory or axolotl YAML/JSON), as
+    ``--training-args``: what it says fills what the keywords leave out.
 
     >>> zeroadvisor.estimate(params="7B", gpus=8, gpu="A100-SXM4-80GB").verdict
     """
@@ -189,7 +191,8 @@ def estimate(config: str | os.PathLike[str] | Mapping[str, Any] | None = None, *
     return run_estimate(_build(Request(
         Command.ESTIMATE, config=config, model=model, params=params, gpus=gpus, gpus_per_node=gpus_per_node, gpu=gpu,
         gpu_memory=gpu_memory, cpu_memory=cpu_memory, nvme=nvme, headroom=headroom, accounting=accounting,
-        deepspeed_version=deepspeed_version, trainer=trainer, **training)), step_times=step_times)
+        deepspeed_version=deepspeed_version, trainer=trainer, training_args=_training_args(training_args),
+        **training)), step_times=step_times)
 
 
 # -- check ------------------------------------------------------------------------------------
@@ -201,6 +204,7 @@ def check(config: str | os.PathLike[str] | Mapping[str, Any], *, gpus: int | Non
           accounting: str = "deepspeed", integration: str = "any", unit: str | None = None, name: str | None = None,
           select: Sequence[str] | str | None = None, ignore: Sequence[str] | str | None = None,
           diff: bool = False, deepspeed_version: str | None = None, trainer: str | None = None,
+          training_args: str | os.PathLike[str] | None = None, launch: str | Sequence[str] | None = None,
           **training: Any) -> CheckReport:
     """Pre-flight check of one config (a path or a dict) for a model on a cluster: lint findings, the
     memory verdict and the cheapest change that fits.
@@ -208,8 +212,10 @@ def check(config: str | os.PathLike[str] | Mapping[str, Any], *, gpus: int | Non
     Keywords as ``estimate`` (model or params, gpus, gpu or gpu_memory, cpu_memory, nvme, headroom, the
     training shape) plus integration, unit, ``name`` (a dict's name in the report), select/ignore,
     ``diff`` (the fixes as a unified diff), ``deepspeed_version`` (as ``lint``) and ``trainer`` (the training
-    method, as ``--trainer``). ``gpus`` is needed as
-    ``zeroadvisor check`` needs ``--gpus`` (an Accelerate config's num_processes gives it too).
+    method, as ``--trainer``), ``training_args`` and ``launch`` (the trainer's file and the launch command, as
+    ``--training-args`` and ``--launch``: a string, or its words). ``gpus`` is needed as
+    ``zeroadvisor check`` needs ``--gpus`` (an Accelerate config's num_processes or the launch command gives it
+    too).
 
     >>> zeroadvisor.check("ds_config.json", model="config.json", gpus=8, gpu="A100-SXM4-80GB").verdict
     """
@@ -218,8 +224,30 @@ def check(config: str | os.PathLike[str] | Mapping[str, Any], *, gpus: int | Non
     request = Request(Command.CHECK, config=config, model=model, params=params, gpus=gpus, gpus_per_node=gpus_per_node,
                       gpu=gpu, gpu_memory=gpu_memory, cpu_memory=cpu_memory, nvme=nvme, headroom=headroom,
                       accounting=accounting, integration=integration, unit=unit, name=name, select=select,
-                      ignore=ignore, diff=diff, deepspeed_version=deepspeed_version, trainer=trainer, **training)
+                      ignore=ignore, diff=diff, deepspeed_version=deepspeed_version, trainer=trainer,
+                      training_args=_training_args(training_args), launch=_launch(launch), **training)
     return _one(run_check(_build(request)), config)
+
+
+def _training_args(path: object) -> str | None:
+    """``training_args`` as the request takes it: the path's text (a UsageError for anything else)."""
+    if path is None:
+        return None
+    text = os.fspath(path) if isinstance(path, (str, os.PathLike)) else None
+    if not isinstance(text, str):
+        raise UsageError(f"training_args: expected a path, got {type(path).__name__}")
+    return text
+
+
+def _launch(command: object) -> str | None:
+    """``launch`` as the request takes it: the command line, or its words joined as a shell would split them."""
+    import shlex
+
+    if command is None or isinstance(command, str):
+        return command
+    if isinstance(command, Sequence) and all(isinstance(word, str) for word in command):
+        return shlex.join(command)
+    raise UsageError(f"launch: expected the command as a string or a list of words, got {type(command).__name__}")
 
 
 def _one(run: CheckRun, config: object) -> CheckReport:
@@ -274,12 +302,14 @@ def preflight(config: str | os.PathLike[str] | Mapping[str, Any],
               gpu_memory: int | str | None = None, cpu_memory: int | str | None = None, nvme: int | str | None = None,
               headroom: float | str = "10%", warn_only: bool = False, select: Sequence[str] | str | None = None,
               ignore: Sequence[str] | str | None = None, integration: str = "any", trainer: str | None = None,
+              training_args: str | os.PathLike[str] | None = None, launch: str | Sequence[str] | None = None,
               **training: Any) -> PreflightResult:
     """Check ``config`` (a path or a dict) for ``model`` on this job's hardware before loading the model.
 
     What is not given is read from the job (zeroadvisor/inputs/environment.py): world size, GPUs per node,
     GPU memory (torch.cuda), host RAM (/proc/meminfo). ``training``: the training-shape keywords (seq_len,
-    micro_batch, precision, activation_checkpointing, ...) and ``trainer`` (the training method) as for ``check``.
+    micro_batch, precision, activation_checkpointing, ...), ``trainer`` (the training method), ``training_args`` and
+    ``launch`` (the trainer's file and launch command) as for ``check``.
     Every rank runs the same check
     and raises the same error.
 
@@ -302,7 +332,7 @@ def preflight(config: str | os.PathLike[str] | Mapping[str, Any],
     request = Request(Command.PREFLIGHT, config=config, model=model, params=params, gpus=gpus,
                       gpus_per_node=gpus_per_node, gpu=gpu, gpu_memory=gpu_memory, cpu_memory=cpu_memory, nvme=nvme,
                       headroom=headroom, integration=integration, select=select, ignore=ignore, trainer=trainer,
-                      **training)
+                      training_args=_training_args(training_args), launch=_launch(launch), **training)
     report = _one(run_check(_build(request, readings)), config)
     result = PreflightResult(report, readings, _node_notes(report, readings))
     if report.verdict in (Verdict.DOES_NOT_FIT, Verdict.UNKNOWN, None):  # "could not decide" is never a pass either
