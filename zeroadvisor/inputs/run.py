@@ -572,21 +572,26 @@ def _fill(values: Values, name: str, value: object) -> bool:
 def _config_from_trainer(values: Values, trainer: TrainerInputs) -> list[str]:
     """The config the Trainer's inputs name (the script's --deepspeed, else accelerate launch --config_file)
     where none was given; the note on which was taken."""
+    from zeroadvisor.config.training_args import DEEPSPEED_KEY
+
     training = trainer.training
     if "config" in values and not _given(values["config"]) and isinstance(training.deepspeed, dict):
         raise UsageError(f"{training.source}: the DeepSpeed config is given inline; save it as a file and give its "
                          "path")
-    _fill(values, "config", training.deepspeed)
+    notes = []
+    if _fill(values, "config", training.deepspeed) and isinstance(training.deepspeed, str):
+        flag = "--deepspeed" if training.source == "the launch command" else DEEPSPEED_KEY
+        notes.append(f"config {training.deepspeed} from {flag} in {training.source or 'the arguments'}")
     if trainer.swift_config is not None and not _given(values.get("config")):
         return _swift_config(values, trainer, trainer.swift_config)
     if trainer.accelerate_config is None:
-        return []
+        return notes
     if _fill(values, "config", trainer.accelerate_config):
         return [f"config {trainer.accelerate_config} from the launch command (accelerate launch --config_file)"]
     if values.get("config") == training.deepspeed:
         return [(f"the script's --deepspeed {training.deepspeed} is the DeepSpeed config checked (the Trainer hands "
                  f"it to Accelerate); {trainer.accelerate_config} gives the launch only")]
-    return []
+    return notes
 
 
 def _swift_config(values: Values, trainer: TrainerInputs, name: str) -> list[str]:
