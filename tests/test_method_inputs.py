@@ -5,6 +5,7 @@ that says nothing has MethodSetup() itself."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -120,12 +121,16 @@ def test_a_plain_sft_file_says_nothing_of_the_method(project):
     assert not any("training method" in note for note in inputs.notes)
 
 
-def test_openrlhf_without_a_config_is_one_error_saying_why(project, cli):
-    result = cli("check", "--params", "7B", "--gpu-memory", "80GiB", "--", "deepspeed", "--num_gpus", "8", "--module",
-                 "openrlhf.cli.train_dpo", "--pretrain", "m", "--zero_stage", "3", cwd=project)
-    assert result.returncode == 2, result.stderr
-    assert "get_train_ds_config" in result.stderr and "CONFIG" in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1
+def test_openrlhf_without_a_config_is_checked_with_the_one_its_flags_build(project, cli):
+    """Before, one error asking for the config; now the config train_dpo builds from --zero_stage 3 (and the rest of
+    its flags at their defaults: config/openrlhf_config.py) is the one checked, and a note says so."""
+    result = cli("check", "--params", "7B", "--gpu-memory", "80GiB", "--format", "json", "--", "deepspeed",
+                 "--num_gpus", "8", "--module", "openrlhf.cli.train_dpo", "--pretrain", "m", "--zero_stage", "3",
+                 "--max_len", "1024", cwd=project)
+    assert result.returncode == 5, result.stderr  # what is counted fits; no --cpu-memory for the host's share
+    assert "config: the one openrlhf.cli.train_dpo builds from its flags (get_ds_train_config" in result.stderr
+    (configured,) = [st for st in json.loads(result.stdout)["estimate"]["stages"] if st["configured"]]
+    assert configured["label"] == "Z3"
 
 
 def test_openrlhf_zero_stage_fills_an_auto_stage(project):

@@ -32,6 +32,9 @@ import yaml
 from zeroadvisor.config import method_reader, peft_reader, swift_configs
 from zeroadvisor.config.limits import MAX_GPUS
 from zeroadvisor.config.method import RAY_GROUP_GPUS_PER_NODE, RAY_GROUP_NODES, MethodSetup, ray_group
+from zeroadvisor.config.openrlhf_config import COUNT_FLAGS as OPENRLHF_COUNT_FLAGS
+from zeroadvisor.config.openrlhf_config import FLAGS as OPENRLHF_CONFIG_FLAGS
+from zeroadvisor.config.openrlhf_config import OpenRLHFFlags
 from zeroadvisor.config.trainer_errors import TrainerInputError, as_bool, shown
 from zeroadvisor.config.trainer_refusals import read_keys
 from zeroadvisor.config.training_args import (
@@ -164,6 +167,9 @@ class Launch:
     # ms-swift's own config named by --deepspeed (zero3, default-zero2, ...: config/swift_configs.py), which the
     # inputs resolve by the ms-swift release; None where the command names a file or nothing
     swift_config: str | None = None
+    # OpenRLHF's flags its DeepSpeed config follows from (config/openrlhf_config.py), built by the inputs at the
+    # OpenRLHF release; None for other commands
+    openrlhf_flags: OpenRLHFFlags | None = None
 
 
 def parse_launch(words: list[str] | str, cwd: str | None = None) -> Launch:
@@ -534,21 +540,36 @@ def _openrlhf_launch(launch: Launch, entry: str, words: list[str]) -> Launch:
     method = method_reader.read_openrlhf(entry, data, where)
     training = replace(training, method=method)
     notes = [*launch.notes, *_ignored_notes("OpenRLHF flags", ignored)]
-    if data.get("adam_offload") is not None:
-        notes.append(f"{labels['adam_offload']}: get_train_ds_config puts the optimizer state on the CPU "
-                     "(offload_optimizer.device cpu): the config given is checked as it says")
     stage = data.get("zero_stage")
     stage_number = whole(str(stage), labels["zero_stage"]) if stage is not None else None
     if stage_number is not None and stage_number > 3:
         raise LaunchError(f"launch command: {labels['zero_stage']} {stage_number}: expected a ZeRO stage 0 to 3")
+    flags = _openrlhf_flags(entry, given, labels)
     launch = replace(launch, training=training, notes=tuple(notes), builds_config=OPENRLHF_BUILDS_CONFIG,
-                     stage=stage_number, stage_from=labels.get("zero_stage", ""))
+                     stage=stage_number, stage_from=labels.get("zero_stage", ""), openrlhf_flags=flags)
     if entry.endswith("_ray"):
         world, actor = _ray_actor_world(data, labels)
         _ray_placement_asserts(method.setup, actor, data, labels)
         return replace(launch, world_size=world.size, world_from=world.origin, per_node=world.per_node,
                        world_missing="")
     return launch
+
+
+def _openrlhf_flags(entry: str, given: Mapping[str, JSONValue], labels: dict[str, str]) -> OpenRLHFFlags:
+    """The flags OpenRLHF's DeepSpeed config follows from (config/openrlhf_config.py), each count a whole number as
+    argparse's int reads it (else one line, exit 2)."""
+    values = {key: given[key] for key in OPENRLHF_CONFIG_FLAGS if key in given}
+    for key in OPENRLHF_COUNT_FLAGS:
+        if values.get(key) is not None:
+            values[key] = whole(str(values[key]), labels.get(key, f"--{key}"))
+    norm = values.get("max_norm")
+    if norm is not None:  # argparse's float
+        try:
+            values["max_norm"] = float(str(norm))
+        except ValueError:
+            raise LaunchError(f"launch command: {labels.get('max_norm', '--max_norm')} expects a number, got "
+                              f"{shown(norm)}") from None
+    return OpenRLHFFlags(entry, values)
 
 
 def _undotted(word: str) -> str:

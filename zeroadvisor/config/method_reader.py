@@ -102,10 +102,14 @@ OPENRLHF_KEYS: tuple[str, ...] = (
     "critic_pretrain", "ref_pretrain", "pretrain", "init_kl_coef", "n_samples_per_prompt", "prompt_max_len",
     "generate_max_len", "max_len", "zero_stage", "micro_train_batch_size", "adam_offload", "lora_rank", "ipo",
     "micro_rollout_batch_size", "vllm_enable_sleep", "deepspeed_enable_sleep", "advantage_estimator", "remote_rm_url",
-    "param_dtype", "async_train")
+    "param_dtype", "async_train",
+    # what get_ds_train_config builds the DeepSpeed config from besides the stage and the offload
+    # (config/openrlhf_config.py FLAGS)
+    "zpg", "overlap_comm", "grad_accum_dtype", "max_norm", "train_batch_size", "ring_attn_size",
+    "ds_tensor_parallel_size", "use_dynamic_batch")
 OPENRLHF_BOOLS = ("colocate_all_models", "colocate_actor_ref", "colocate_critic_reward", "ref_reward_offload",
                   "ref_offload", "adam_offload", "ipo",
-                  "vllm_enable_sleep", "deepspeed_enable_sleep", "async_train")
+                  "vllm_enable_sleep", "deepspeed_enable_sleep", "async_train", "overlap_comm", "use_dynamic_batch")
 DOTTED: dict[str, str] = {"ref.num_nodes": "ref_num_nodes", "ref.num_gpus_per_node": "ref_num_gpus_per_node",
                           "reward.num_nodes": "reward_num_nodes",
                           "reward.num_gpus_per_node": "reward_num_gpus_per_node",
@@ -139,7 +143,12 @@ DOTTED: dict[str, str] = {"ref.num_nodes": "ref_num_nodes", "ref.num_gpus_per_no
                           "data.dataloader_num_workers": "dataloader_num_workers",
                           "model.model_name_or_path": "pretrain", "ref.model_name_or_path": "ref_pretrain",
                           "model.beta": "beta", "model.ipo_enable": "ipo", "ds.ring_attn_size": "ring_attn_size",
-                          "train.async_enable": "async_train"}
+                          "train.async_enable": "async_train",
+                          # get_ds_train_config's inputs @ v0.11.0 (config/openrlhf_config.py)
+                          "ds.zpg": "zpg", "ds.overlap_comm": "overlap_comm", "ds.grad_accum_dtype": "grad_accum_dtype",
+                          "actor.max_norm": "max_norm", "model.max_norm": "max_norm",
+                          "train.batch_size": "train_batch_size", "ds.tensor_parallel_size": "ds_tensor_parallel_size",
+                          "train.dynamic_batch_enable": "use_dynamic_batch"}
 # The keys a launch command's script arguments give for the method (config/launch.py reads them), bool ones apart.
 # ms-swift's older names for max_completion_length, in the precedence it reads them (swift/arguments/rlhf_args.py
 # RLHFArguments._init_max_completion_length @ v4.6.0: response_length or max_new_tokens or max_completion_length)

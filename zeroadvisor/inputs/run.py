@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from zeroadvisor.advisor.check import CheckOptions
     from zeroadvisor.config.launch import Override
     from zeroadvisor.config.method import MethodSetup
+    from zeroadvisor.config.openrlhf_config import OpenRLHFFlags
     from zeroadvisor.config.project import ProjectConfig
     from zeroadvisor.config.training_args import TrainingArgs
     from zeroadvisor.hardware.table import GpuSpec
@@ -584,6 +585,8 @@ def _config_from_trainer(values: Values, trainer: TrainerInputs) -> list[str]:
         notes.append(f"config {training.deepspeed} from {flag} in {training.source or 'the arguments'}")
     if trainer.swift_config is not None and not _given(values.get("config")):
         return _swift_config(values, trainer, trainer.swift_config)
+    if trainer.openrlhf_flags is not None and not _given(values.get("config")):
+        return _openrlhf_config(values, trainer, trainer.openrlhf_flags)
     if trainer.accelerate_config is None:
         return notes
     if _fill(values, "config", trainer.accelerate_config):
@@ -615,6 +618,25 @@ def _swift_config(values: Values, trainer: TrainerInputs, name: str) -> list[str
                f"{'exact: ' + pin.origin if pin is not None else 'pinned or installed'}: a pin of ms-swift sets it)")
     return [(f"config: swift --deepspeed {name} is ms-swift's {found.path}, read as {release}; a fix is shown, not "
              "written (give a copy's path as CONFIG to --fix it)")]
+
+
+def _openrlhf_config(values: Values, trainer: TrainerInputs, flags: OpenRLHFFlags) -> list[str]:
+    """The DeepSpeed config OpenRLHF builds from the command's flags (config/openrlhf_config.py) at the release the
+    pins (else the installed OpenRLHF) give, checked as an in-memory config: no file holds it, so a fix is said in
+    the flags (advisor/trainer_settings.py), never written."""
+    from zeroadvisor.config.method import release_of
+    from zeroadvisor.config.openrlhf_config import train_config
+    from zeroadvisor.config.trainer_pins import find_trainer_pin
+    from zeroadvisor.vocab import TrainerFamily
+
+    pin = find_trainer_pin(trainer.source or os.curdir, TrainerFamily.OPENRLHF)
+    release = release_of(pin.version) if pin is not None else None
+    values["config"] = train_config(flags, release)
+    values["name"] = "the DeepSpeed config OpenRLHF builds"
+    at = (f"OpenRLHF {release} ({pin.origin})" if release is not None and pin is not None else
+          "no pin gives the release: bf16 unless --bf16 or --param_dtype say otherwise, 0.8's batch defaults")
+    return [(f"config: the one {flags.entry} builds from its flags (get_ds_train_config, "
+             f"openrlhf/utils/deepspeed/deepspeed.py), as {at}")]
 
 
 def _configs(command: Command, values: Values, spelling: Spelling) -> tuple[ConfigSource, ...]:

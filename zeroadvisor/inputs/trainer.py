@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from zeroadvisor.config.launch import CliEnv, Override
+    from zeroadvisor.config.openrlhf_config import OpenRLHFFlags
     from zeroadvisor.config.training_args import TrainingArgs
 
 # config/launch.py Launch.launcher -> hardware/machine.py LAUNCHERS (python: one process, no launcher to read)
@@ -41,6 +42,7 @@ class TrainerInputs:
     source: str | None = None  # the training arguments file, where one was given (the trainer's pins are by it)
     cli_env: CliEnv | None = None  # what the trainer's own launcher sets in the environment (config/launch.py)
     swift_config: str | None = None  # ms-swift's own config the command names (--deepspeed zero3: Launch)
+    openrlhf_flags: OpenRLHFFlags | None = None  # the flags OpenRLHF builds its DeepSpeed config from (Launch)
 
     @property
     def checkpointing(self) -> str | None:
@@ -67,4 +69,5 @@ def read_trainer(training_args: str | None, launch: str | None) -> TrainerInputs
     return TrainerInputs(training, command.notes + training.notes, command.world_size, command.world_from,
                          LAUNCHER_OF_COMMAND.get(command.launcher), command.per_node, command.accelerate_config,
                          command.world_missing, command.overrides, command.env, command.builds_config,
-                         command.stage, command.stage_from, training_args, command.cli_env, command.swift_config)
+                         command.stage, command.stage_from, training_args, command.cli_env, command.swift_config,
+                         command.openrlhf_flags)
