@@ -587,6 +587,9 @@ def _config_from_trainer(values: Values, trainer: TrainerInputs) -> list[str]:
         return _swift_config(values, trainer, trainer.swift_config)
     if trainer.openrlhf_flags is not None and not _given(values.get("config")):
         return _openrlhf_config(values, trainer, trainer.openrlhf_flags)
+    if trainer.openrlhf_flags is not None:  # a config given stands for the one the flags build
+        notes.append("the config given is checked as it says, not the one OpenRLHF builds from its flags "
+                     "(--zero_stage, --adam_offload, ...: without CONFIG that one is checked)")
     if trainer.accelerate_config is None:
         return notes
     if _fill(values, "config", trainer.accelerate_config):
