@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from zeroadvisor.config.launch import OPENRLHF_BUILDS_CONFIG, LaunchError, parse_launch
+from zeroadvisor.config.launch import OPENRLHF_BUILDS_CONFIG, LaunchError, parse_launch, trl_accelerate_config
 from zeroadvisor.config.reader import MissingInput
 from zeroadvisor.config.training_args import TrainerInputError
 from zeroadvisor.vocab import Method, ModelRole, TrainerFamily, VllmMode
@@ -44,12 +44,17 @@ def test_trl_cli_takes_launch_keys_from_its_yaml_under_the_command_line(dpo_yaml
     assert parse_launch("trl grpo --config grpo.yaml --num_processes 2", cwd=str(dpo_yaml)).world_size == 2
 
 
-def test_trl_cli_predefined_accelerate_config_is_a_note(dpo_yaml):
+def test_trl_cli_predefined_accelerate_config_is_trl_s_own_file(dpo_yaml):
+    """TRL's own trl/accelerate_configs/zero3.yaml (a copy shipped here: the file is the same from TRL 0.18.0 on) is
+    the config the run launches with, its num_processes under the command line's; before, it was not read."""
     launch = parse_launch("trl grpo --config dpo.yaml --accelerate_config zero3 --num_processes 4",
                           cwd=str(dpo_yaml))
-    assert launch.world_size == 4 and launch.accelerate_config is None
-    assert any("trl/accelerate_configs/zero3.yaml" in note for note in launch.notes)
+    assert launch.world_size == 4 and launch.accelerate_config == trl_accelerate_config("zero3")
+    assert any("TRL's own trl/accelerate_configs/zero3.yaml" in note for note in launch.notes)
     assert launch.training.method.setup.method is Method.GRPO
+    assert parse_launch("trl dpo --config dpo.yaml --accelerate_config zero2", cwd=str(dpo_yaml)).world_size == 8
+    with pytest.raises(LaunchError, match=r"--accelerate_config 'zero4' is neither a file nor one of TRL's"):
+        parse_launch("trl dpo --config dpo.yaml --accelerate_config zero4", cwd=str(dpo_yaml))
 
 
 @pytest.mark.parametrize("command", [

@@ -259,6 +259,21 @@ _TRL_LAUNCH_OPTIONS = ("--num_processes", "--num-processes", "--num_machines", "
                        "--main_process_port", "--machine_rank", "--main_process_ip")
 
 
+# TRL's own accelerate configs, which ``trl CMD --accelerate_config NAME`` launches with (trl/cli.py main @ v0.18.0,
+# trl/cli/accelerate_config.py resolve_accelerate_config_argument @ v1.9.0: a file of that name, else
+# trl/accelerate_configs/NAME.yaml); each file the same from v0.18.0 to v1.9.0, copied into zeroadvisor/schemas/trl/
+TRL_ACCELERATE_CONFIGS = ("zero1", "zero2", "zero3", "fsdp1", "fsdp2", "multi_gpu", "single_gpu")
+
+
+def trl_accelerate_config(name: str) -> str | None:
+    """The path of TRL's accelerate config ``name`` as shipped here (None: TRL has no such config)."""
+    from importlib import resources
+
+    if name not in TRL_ACCELERATE_CONFIGS:
+        return None
+    return str(resources.files("zeroadvisor.schemas").joinpath("trl", f"{name}.yaml"))
+
+
 def _trl_command(words: list[str], env: dict[str, str], cwd: str | None) -> Launch:
     """``trl dpo --config f.yaml [--num_processes 8] ...``: accelerate launch of trl/scripts/<command>.py with the
     launch options given; the rest are the script's (TrlParser: ``--config`` names the YAML of its arguments, the
@@ -293,9 +308,16 @@ def _trl_command(words: list[str], env: dict[str, str], cwd: str | None) -> Laun
     if named is not None and "--config_file" not in options:
         if os.path.isfile(os.path.join(cwd or "", named)):
             options["--config_file"] = named
-        else:  # trl/cli accelerate_config: a name of trl/accelerate_configs/*.yaml (zero3, ...), in the installed TRL
-            notes.append(f"trl --accelerate_config {shown(named)}: TRL's own accelerate config "
-                         f"(trl/accelerate_configs/{named[:40]}.yaml), not read here")
+        else:  # trl/cli accelerate_config: a name of trl/accelerate_configs/*.yaml (zero3, ...), TRL's own file
+            own = trl_accelerate_config(named)
+            if own is None:
+                raise LaunchError(f"launch command: trl --accelerate_config {shown(named)} is neither a file nor one "
+                                  f"of TRL's accelerate configs ({', '.join(TRL_ACCELERATE_CONFIGS)}): TRL raises "
+                                  "\"Accelerate config ... is neither a file nor a valid config in the `trl` "
+                                  "package\"")
+            options["--config_file"] = own
+            notes.append(f"trl --accelerate_config {named}: TRL's own trl/accelerate_configs/{named}.yaml (the same "
+                         "file from TRL 0.18.0, when the option came, to 1.9.0; read from the copy shipped here)")
     launch_words = [word for flag, value in options.items() for word in (flag, value)]
     launch = parse_launch(["accelerate", "launch", *launch_words, f"trl/scripts/{command}.py", *script_words], cwd)
     launch = replace(launch, launcher="accelerate launch", notes=(*notes, *launch.notes),
