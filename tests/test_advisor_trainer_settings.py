@@ -218,3 +218,22 @@ def test_a_sequence_parallel_fix_is_the_trainer_s_own_setting_not_deepspeed_s(cl
     again = cli("check", "--launch", f"{command} --sequence_parallel_size {degree} {flags}", *args)
     (configured,) = [s for s in json.loads(again.stdout)["estimate"]["stages"] if s["configured"]]
     assert configured["peak_gpu"] == finding["recommends"]["peak_gpu"]
+
+
+def test_under_trl_s_own_accelerate_config_the_micro_batch_fix_keeps_the_trainer_s_accumulation(cli, tmp_path):
+    """trl dpo --config f.yaml --accelerate_config zero3: the YAML's gradient_accumulation_steps is the Trainer's
+    (TrlParser's dataclasses take it; accelerate launch never sees it), so Accelerate's config leaves the batch keys
+    "auto" and a micro batch fix keeps the global batch on the Trainer's accumulation: 8 x 2 = M x 16/M. Before, the
+    key went to accelerate launch, no micro batch change could be written, and the check said nothing fits."""
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text(json.dumps(LLAMA2_7B))
+    (tmp_path / "dpo.yaml").write_text(f"model_name_or_path: {tmp_path / 'model'}\n" + TRL_DPO.format(mb=8, gas=2))
+    result = cli("check", "--launch", f"trl dpo --config {tmp_path / 'dpo.yaml'} --accelerate_config zero3", "--gpu",
+                 "A100-SXM4-80GB", "--cpu-memory", "1TB", "--padding", "max_length", "--format", "json",
+                 "--fail-on", "never")
+    assert result.returncode == 0, result.stderr
+    assert "gradient_accumulation_steps 2 from the launch command" not in result.stderr
+    (finding,) = [f for f in json.loads(result.stdout)["findings"] if f["code"] == "ZA801"]
+    (action,) = [a for a in finding["actions"] if a["kind"] == "trainer-batch"]
+    micro, accumulation = action["per_device_train_batch_size"], action["gradient_accumulation_steps"]
+    assert micro < 8 and micro * accumulation == 16, finding["message"]

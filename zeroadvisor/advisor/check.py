@@ -130,6 +130,14 @@ def unestimated(doc: Document, linted: list[Finding], options: CheckOptions, rul
     return finished(merge_findings(findings, selected), None, options, no_estimate=str(reason))
 
 
+def _accumulation(options: CheckOptions) -> int | None:
+    """The Trainer's gradient_accumulation_steps where its arguments are given (their value, else the default)."""
+    if options.training is None:
+        return None
+    value = options.training.get("gradient_accumulation_steps")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else None
+
+
 def check_document(doc: Document, options: CheckOptions, rules: Iterable[Rule] | None = None) -> CheckResult:
     from zeroadvisor.advisor.search import Searcher
 
@@ -160,7 +168,8 @@ def check_document(doc: Document, options: CheckOptions, rules: Iterable[Rule] |
         searcher = Searcher(doc.data, options.model, options.shape, cluster, options.accounting, result, lint_fixes,
                             tune_buckets=any(r.name == Reason.SMALLER_BUCKETS for r in selected)
                             and not builds_config(options.shape.method.trainer),
-                            hardware=_hardware(options), trainer_filled=options.trainer_filled)
+                            hardware=_hardware(options), trainer_filled=options.trainer_filled,
+                            trainer_accumulation=_accumulation(options))
     except EstimateError as err:  # a lint fix left a value the memory model cannot use
         return unestimated(doc, linted, options, selected, err)
     from zeroadvisor.throughput import Throughput

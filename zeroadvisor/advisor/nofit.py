@@ -482,7 +482,7 @@ def _search_with(search: Searcher, model: ModelSpec, cluster: Cluster, hardware:
         written = estimate(w.original, model, shape, cluster, search.accounting)
         other = Searcher(w.original, model, shape, cluster, search.accounting, written, w.lint_fixes,
                          w.tune, hardware if hardware is not None else search.hardware,
-                         trainer_filled=w.trainer_filled)
+                         trainer_filled=w.trainer_filled, trainer_accumulation=w.accumulation)
         best = other.best()
     except EstimateError:
         return None

@@ -42,19 +42,22 @@ class Searcher:
     selected lint rules propose for a config as a change leaves it; ``tune_buckets``: large-buckets is selected;
     ``hardware``: candidates are ranked by step time on it (None: the fixed order); ``provision``: the cluster
     is one to provision (its NVMe is hardware to add, so may be used); ``trainer_filled``: ``config`` holds the
-    batch values the Trainer filled into the file's "auto" keys (advisor/written.py)."""
+    batch values the Trainer filled into the file's "auto" keys (advisor/written.py); ``trainer_accumulation``: the
+    Trainer's gradient_accumulation_steps where the config leaves it "auto" (None: not given)."""
 
     def __init__(self, config: dict[str, Any] | None, model: ModelSpec, shape: TrainingShape, cluster: Cluster,
                  accounting: str, written: Estimate, lint_fixes: LintFixes | None = None,
                  tune_buckets: bool = True, hardware: Hardware | None = None,
-                 provision: bool = False, trainer_filled: bool = False) -> None:
+                 provision: bool = False, trainer_filled: bool = False,
+                 trainer_accumulation: int | None = None) -> None:
         original = config if isinstance(config, dict) else {}
         self.model, self.shape, self.cluster, self.accounting = model, shape, cluster, accounting
         self.hardware = hardware
         self.estimates = Estimates(model, cluster, accounting)
         self.estimates.know(original, shape, written)  # the config as written is estimated already
         self.as_written = Written(original, model, shape, cluster, self.estimates,
-                                  lint_fixes or (lambda data, gpus: {}), tune_buckets, trainer_filled)
+                                  lint_fixes or (lambda data, gpus: {}), tune_buckets, trainer_filled,
+                                  trainer_accumulation)
         self.search = Candidates(self.as_written, provision)
         self.proposal = ClusterProposal(self.as_written, accounting, self._search_on)
 
@@ -63,7 +66,8 @@ class Searcher:
         w = self.as_written
         return Searcher(config, self.model, self.shape, cluster, self.accounting,
                         estimate(config, self.model, self.shape, cluster, self.accounting),
-                        w.lint_fixes, w.tune, self.hardware, provision=True, trainer_filled=w.trainer_filled)
+                        w.lint_fixes, w.tune, self.hardware, provision=True, trainer_filled=w.trainer_filled,
+                        trainer_accumulation=w.accumulation)
 
     # -- what the search starts from -------------------------------------------------------------
     @property

@@ -57,7 +57,7 @@ class Written:
 
     def __init__(self, config: dict[str, Any], model: ModelSpec, shape: TrainingShape, cluster: Cluster,
                  estimates: Estimates, lint_fixes: LintFixes, tune_buckets: bool = True,
-                 trainer_filled: bool = False) -> None:
+                 trainer_filled: bool = False, trainer_accumulation: int | None = None) -> None:
         self.original, self.model, self.shape, self.cluster = config, model, shape, cluster
         self.estimates = estimates
         self.lint_fixes = lint_fixes
@@ -85,8 +85,11 @@ class Written:
         # on the values the changed arguments would fill (trainer_fill) and the config's keys stay as written
         self.trainer_filled = trainer_filled
         global_batch = self.base_estimate.settings.global_batch
+        # the accumulation the run steps with where the config leaves it "auto": the Trainer's argument (given, else
+        # TrainingArguments' 1), which Accelerate's or the Trainer's fill puts there at launch
+        self.accumulation = self.deepspeed.batch.counts[2] or trainer_accumulation or 1
         if self.trainer_batch and global_batch is None:
-            global_batch = self.micro_batch * int(self.deepspeed.batch_world(cluster.gpus))
+            global_batch = self.micro_batch * int(self.deepspeed.batch_world(cluster.gpus)) * self.accumulation
         self.global_batch = global_batch
         self.batch = BatchKeys(self.deepspeed, cluster.gpus, self.micro_batch, self.trainer_batch)
 
@@ -111,7 +114,7 @@ class Written:
             # times the accumulation under Ulysses (sp GPUs share one sample: the samples per step stay), on the
             # accumulation its arguments give (filled; else TrainingArguments' default of 1)
             shape = replace(shape, micro_batch_size=micro_batch)
-            accumulation = (self.deepspeed.batch.counts[2] or 1) * (self.micro_batch // micro_batch) * sp
+            accumulation = self.accumulation * (self.micro_batch // micro_batch) * sp
         if free_batch and micro_batch != self.micro_batch:
             layout = mp.merge(layout, {MBS: micro_batch, GAS: None, TBS: None})
             batch = {}

@@ -253,9 +253,11 @@ def _trl_script(script: str, module: str) -> str | None:
 
 
 # trl CLI (trl/cli.py main): the accelerate launch options it passes on (launch_args), and their value-less flags
+# (not --gradient_accumulation_steps: TrainingArguments takes it, so TrlParser keeps it for the script, never for
+# accelerate launch: trl/cli.py main @ v0.21.0, trl/cli/commands/training.py TrainingCommand.run @ v1.9.0)
 _TRL_LAUNCH_OPTIONS = ("--num_processes", "--num-processes", "--num_machines", "--num-machines", "--config_file",
                        "--config-file", "--accelerate_config", "--mixed_precision", "--zero_stage",
-                       "--gradient_accumulation_steps", "--offload_optimizer_device", "--offload_param_device",
+                       "--offload_optimizer_device", "--offload_param_device",
                        "--main_process_port", "--machine_rank", "--main_process_ip")
 
 
