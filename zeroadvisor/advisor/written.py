@@ -77,8 +77,7 @@ class Written:
         self.deepspeed = self.base_estimate.settings.deepspeed
         self.micro_batch = self.base_estimate.settings.micro_batch
         # "auto" batch keys: the HF Trainer fills them from its arguments, where a micro batch change is made; the
-        # global batch is the configured micro batch on the batch world with the Trainer's default accumulation
-        # of 1 (TrainingArguments.gradient_accumulation_steps)
+        # global batch is the configured micro batch on the batch world times the accumulation below
         self.trainer_batch = self.deepspeed.batch.filled_by_integration or trainer_filled
         # ``trainer_filled``: the file's batch keys are "auto" and ``config`` holds what the Trainer filled them
         # with from the arguments given (advisor/trainer.py trainer_filled), so a micro batch change is estimated
