@@ -252,3 +252,33 @@ def test_a_project_file_past_the_read_bound_is_one_line(repo, cli):
     result = cli("lint", "configs/typo.json", cwd=repo)
     assert result.returncode == 2 and result.stdout == ""
     assert ".zeroadvisor.toml: cannot read: larger than 5 MB" in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_the_trainer_s_file_and_launch_command_from_the_configuration(repo, cli):
+    """training-args (relative to the configuration's folder, read from any folder below it) and launch are
+    --training-args and --launch: what they say fills the run, named as read; a flag wins; a value that is not text
+    is one line naming the file and key, exit 2."""
+    (repo / "ds.json").write_text('{"train_micro_batch_size_per_gpu": "auto", "train_batch_size": "auto", '
+                                  '"bf16": {"enabled": "auto"}, "zero_optimization": {"stage": 2}}')
+    (repo / "configs" / "dpo.yaml").write_text("per_device_train_batch_size: 2\nmax_length: 2048\nbf16: true\n"
+                                               "beta: 0.1\n")
+    write(repo / "pyproject.toml", '[tool.zeroadvisor]\ntrainer = "dpo"\ntraining-args = "configs/dpo.yaml"\n'
+                                   '[tool.zeroadvisor.cluster]\ngpus = 8\ngpu = "A100-SXM4-80GB"\n')
+    args = ("check", str(repo / "ds.json"), "--model", str(LLAMA), "--format", "json", "--fail-on", "never")
+    result = cli(*args, cwd=repo / "configs" / "legacy")
+    assert result.returncode == 0, result.stderr
+    assert f"sequence length 2048 from max_length in {repo / 'configs' / 'dpo.yaml'}" in result.stderr
+    (configured,) = [st for st in json.loads(result.stdout)["estimate"]["stages"] if st["configured"]]
+    assert "reference_model" in configured["per_gpu"]  # DPO, from the configuration's trainer
+    over = cli(*args, "--seq-len", "1024", cwd=repo)
+    assert "--seq-len 1024 used" in over.stderr
+    write(repo / "pyproject.toml", '[tool.zeroadvisor]\nlaunch = "deepspeed --num_gpus 4 train.py --deepspeed ds.json '
+                                   '--per_device_train_batch_size 2 --bf16"\n')
+    launched = cli("check", "--params", "7B", "--gpu", "A100-SXM4-80GB", "--seq-len", "1024", "--format", "json",
+                   "--fail-on", "never", cwd=repo)
+    assert launched.returncode == 0, launched.stderr
+    assert json.loads(launched.stdout)["estimate"]["cluster"]["gpus"] == 4
+    write(repo / "pyproject.toml", "[tool.zeroadvisor]\ntraining-args = 3\n")
+    bad = cli(*args, "--gpus", "8", "--gpu", "A100-SXM4-80GB", cwd=repo)
+    assert bad.returncode == 2 and "'tool.zeroadvisor.training-args': expected text, got int" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1

@@ -12,6 +12,8 @@ count, and the walk goes on). ``.zeroadvisor.toml`` holds the same keys at its t
     integration = "hf-trainer"       # deepspeed | hf-trainer | accelerate | any
     deepspeed-version = "0.14"       # the DeepSpeed release(s) to read configs as (else: the pins found)
     trainer = "dpo"                  # the training method (check/estimate --trainer): sft, dpo, grpo, ...
+    training-args = "configs/dpo.yaml"  # the trainer's file (--training-args), relative to this file's folder
+    launch = "trl dpo --config configs/dpo.yaml"  # the launch command (check --launch)
     exclude = ["legacy/", "third_party"]  # left out of folder walks, beside the defaults (config/excludes.py)
 
     [per-file-ignores]               # globs relative to this file's folder
@@ -82,7 +84,10 @@ def _strings(value: object) -> tuple[str, ...]:
 # flag each key stands in for (cli/options.py names the flags). The values are read as the file has them and
 # parsed where a run's inputs are resolved (zeroadvisor/inputs/project.py), as a flag's value is.
 RUN_KEYS: dict[str, str] = {"fail-on": "fail_on", "format": "format", "integration": "integration",
-                            "deepspeed-version": "deepspeed_version", "trainer": "trainer"}
+                            "deepspeed-version": "deepspeed_version", "trainer": "trainer",
+                            "training-args": "training_args", "launch": "launch"}
+# run keys that name a file, relative to the configuration's folder
+PATH_KEYS = frozenset({"training_args"})
 CLUSTER_KEYS: dict[str, str] = {"gpus": "gpus", "gpus-per-node": "gpus_per_node", "gpu": "gpu",
                                 "gpu-memory": "gpu_memory", "cpu-memory": "cpu_memory", "nvme": "nvme",
                                 "headroom": "headroom",

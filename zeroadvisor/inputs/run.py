@@ -344,7 +344,7 @@ def _project() -> tuple[ProjectConfig, dict[str, object]] | None:
 def _from_project(command: Command, values: Values, found: tuple[ProjectConfig, dict[str, object]]) -> None:
     """What no flag gave, from the project configuration nearest the current folder (only the inputs this
     command takes: the keys of ``values``)."""
-    from zeroadvisor.config.project import ProjectConfigError
+    from zeroadvisor.config.project import PATH_KEYS, ProjectConfigError
 
     config, configured = found
     given = {name for name, value in values.items() if _given(value)}
@@ -355,7 +355,11 @@ def _from_project(command: Command, values: Values, found: tuple[ProjectConfig, 
         if name == "format" and value not in FORMATS[command]:
             raise ProjectConfigError(f"{config.path}: format {str(value)!r} is not one of {command}'s: "
                                      f"{', '.join(FORMATS[command])}")
-        values[name] = value
+        if name in ("training_args", "launch") and not isinstance(value, str):
+            raise ProjectConfigError(f"{config.origins.get(name, config.path)}: expected text, got "
+                                     f"{type(value).__name__}")
+        relative = name in PATH_KEYS and isinstance(value, str) and not os.path.isabs(value)
+        values[name] = os.path.join(config.root, str(value)) if relative else value  # from the configuration's folder
 
 
 def _from_readings(values: Values, readings: Readings) -> None:
