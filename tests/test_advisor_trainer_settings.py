@@ -237,3 +237,27 @@ def test_under_trl_s_own_accelerate_config_the_micro_batch_fix_keeps_the_trainer
     (action,) = [a for a in finding["actions"] if a["kind"] == "trainer-batch"]
     micro, accumulation = action["per_device_train_batch_size"], action["gradient_accumulation_steps"]
     assert micro < 8 and micro * accumulation == 16, finding["message"]
+
+
+def test_a_fix_never_writes_a_number_over_a_batch_key_the_trainer_fills(cli, tmp_path):
+    """The config's micro batch (4) disagrees with the Trainer's (8; ZA310), and the batch arithmetic on the filled
+    values fails (ZA401), whose fix alone would write gradient_accumulation_steps 2 over the file's "auto": the
+    Trainer would then find that mismatching its own accumulation of 1. The written file keeps the Trainer's keys
+    "auto" and checks without either error."""
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text(json.dumps(LLAMA2_7B))
+    config = tmp_path / "ds.json"
+    config.write_text(json.dumps({**AUTO_BATCH, "train_micro_batch_size_per_gpu": 4}))
+    (tmp_path / "args.yaml").write_text("per_device_train_batch_size: 8\nmax_length: 2048\nbf16: true\n"
+                                        "gradient_checkpointing: true\n")
+    args = ("check", str(config), "--model", str(tmp_path / "model"), "--gpus", "8", "--gpu", "A100-SXM4-80GB",
+            "--cpu-memory", "1TB", "--training-args", str(tmp_path / "args.yaml"), "--format", "json",
+            "--fail-on", "never")
+    before = {f["code"] for f in json.loads(cli(*args).stdout)["findings"]}
+    assert {"ZA310", "ZA401"} <= before
+    assert cli(*args, "--fix").returncode == 0
+    written = json.loads(config.read_text())
+    assert [written[key] for key in ("train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
+                                     "train_batch_size")] == ["auto", "auto", "auto"]
+    after = {f["code"] for f in json.loads(cli(*args).stdout)["findings"]}
+    assert not after & {"ZA310", "ZA401"}

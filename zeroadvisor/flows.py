@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from zeroadvisor.deepspeed import schema
+from zeroadvisor.deepspeed.effective import AUTO, BATCH_KEYS
 from zeroadvisor.inputs.command import Command
 from zeroadvisor.inputs.errors import UnusableConfig, UsageError
 from zeroadvisor.inputs.release import release_notes
@@ -623,18 +624,26 @@ def _check_one(inputs: RunInputs, source: ConfigSource, read_as: tuple[str, ...]
         if isinstance(document.data, dict):
             _refuse_conflicts(name, settings_of(document), options.model, options.cluster.gpus, options.shape)
         result = check_document(document, options, rules)
-    return _with_fixes(CheckReport(name, result, notes=notes, rules=rules), source, as_read, inputs)
+    # the batch keys the Trainer fills where the file leaves them "auto": a fix never writes a number there (the
+    # Trainer would find it mismatching its arguments, ZA310); a micro batch change is its arguments' (an action)
+    trainer_keys = frozenset(key for key in BATCH_KEYS if isinstance(as_read.data, dict)
+                             and as_read.data.get(key) == AUTO) if options.training is not None and not accelerate \
+        else frozenset()
+    return _with_fixes(CheckReport(name, result, notes=notes, rules=rules), source, as_read, inputs, trainer_keys)
 
 
-def _with_fixes(report: CheckReport, source: ConfigSource, document: Document, inputs: RunInputs) -> CheckReport:
-    """``report`` with its fixes as a diff (``inputs.diff``) or written into the file (``inputs.fix``)."""
+def _with_fixes(report: CheckReport, source: ConfigSource, document: Document, inputs: RunInputs,
+                trainer_keys: frozenset[str] = frozenset()) -> CheckReport:
+    """``report`` with its fixes as a diff (``inputs.diff``) or written into the file (``inputs.fix``), less any
+    number written over ``trainer_keys`` (top-level keys the Trainer fills from its arguments: they stay "auto")."""
     from zeroadvisor.advisor.check import combined_patch
     from zeroadvisor.fix.apply import FixError, no_diff_note, patchable, unified_diff
 
     if not (inputs.diff or inputs.fix):
         return report
     name = report.path
-    patch = combined_patch(report.findings)
+    patch = {key: value for key, value in combined_patch(report.findings).items()
+             if key not in trainer_keys or value is None or value == AUTO}
     if not patch and report.findings and not patchable(document):
         # an Accelerate config's findings carry no fix (the changes are to the DeepSpeed config it builds): say
         # why nothing comes, where a JSON config would get its diff (fixed stays None: not "nothing to fix")
