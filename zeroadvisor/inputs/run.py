@@ -640,8 +640,9 @@ def _openrlhf_config(values: Values, trainer: TrainerInputs, flags: OpenRLHFFlag
     release = release_of(pin.version) if pin is not None else None
     values["config"] = train_config(flags, release)
     values["name"] = "the DeepSpeed config OpenRLHF builds"
+    unknown = "no pin gives the release" if pin is None else f"{pin.origin} is no single release"
     at = (f"OpenRLHF {release} ({pin.origin})" if release is not None and pin is not None else
-          "no pin gives the release: bf16 unless --bf16 or --param_dtype say otherwise, 0.8's batch defaults")
+          f"{unknown}: bf16 unless --bf16 or --param_dtype say otherwise, 0.8's batch defaults")
     return [(f"config: the one {flags.entry} builds from its flags (get_ds_train_config, "
              f"openrlhf/utils/deepspeed/deepspeed.py), as {at}")]
 
