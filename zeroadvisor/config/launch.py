@@ -564,11 +564,12 @@ def _openrlhf_launch(launch: Launch, entry: str, words: list[str]) -> Launch:
     method = method_reader.read_openrlhf(entry, data, where)
     training = replace(training, method=method)
     notes = [*launch.notes, *_ignored_notes("OpenRLHF flags", ignored)]
-    stage = data.get("zero_stage")
-    stage_number = whole(str(stage), labels["zero_stage"]) if stage is not None else None
-    if stage_number is not None and stage_number > 3:
+    flags = _openrlhf_flags(entry, given, labels)  # the counts read once, as argparse's int
+    stage_number = flags.values.get("zero_stage")
+    if not isinstance(stage_number, int):
+        stage_number = None
+    elif stage_number > 3:
         raise LaunchError(f"launch command: {labels['zero_stage']} {stage_number}: expected a ZeRO stage 0 to 3")
-    flags = _openrlhf_flags(entry, given, labels)
     launch = replace(launch, training=training, notes=tuple(notes), builds_config=OPENRLHF_BUILDS_CONFIG,
                      stage=stage_number, stage_from=labels.get("zero_stage", ""), openrlhf_flags=flags)
     if entry.endswith("_ray"):
@@ -584,8 +585,8 @@ def _openrlhf_flags(entry: str, given: Mapping[str, JSONValue], labels: dict[str
     argparse's int reads it (else one line, exit 2)."""
     values = {key: given[key] for key in OPENRLHF_CONFIG_FLAGS if key in given}
     for key in OPENRLHF_COUNT_FLAGS:
-        if values.get(key) is not None:
-            values[key] = whole(str(values[key]), labels.get(key, f"--{key}"))
+        if key in values:  # given without a value too: argparse wants one
+            values[key] = whole("" if values[key] is None else str(values[key]), labels.get(key, f"--{key}"))
     norm = values.get("max_norm")
     if norm is not None:  # argparse's float
         try:
