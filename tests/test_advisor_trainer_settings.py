@@ -261,3 +261,29 @@ def test_a_fix_never_writes_a_number_over_a_batch_key_the_trainer_fills(cli, tmp
                                      "train_batch_size")] == ["auto", "auto", "auto"]
     after = {f["code"] for f in json.loads(cli(*args).stdout)["findings"]}
     assert not after & {"ZA310", "ZA401"}
+
+
+def test_no_sequence_parallel_fix_for_a_trainer_that_splits_no_sequence(cli, tmp_path):
+    """LLaMA-Factory's trainers set up no Ulysses (src/llamafactory/train/ @ v0.9.4), so DeepSpeed's
+    sequence_parallel_size would split nothing there: a long-sequence run that the HF Trainer's Ulysses would fix
+    gets another fix, or none, under a LLaMA-Factory YAML. Before, it was told to write sequence_parallel_size."""
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text(json.dumps(LLAMA2_7B))
+    config = tmp_path / "ds.json"
+    config.write_text(json.dumps({**HF_AUTO_Z2, "zero_optimization": {"stage": 2}}, indent=1))
+    args = ("--gpus", "4", "--gpu", "A10G", "--cpu-memory", "1TB", "--format", "json", "--fail-on", "never")
+    shape = (f"model_name_or_path: {tmp_path / 'model'}\nper_device_train_batch_size: 1\nbf16: true\n"
+             f"deepspeed: {config}\n")
+    (tmp_path / "hf.yaml").write_text(shape + "max_seq_length: 65536\n")
+    (tmp_path / "lf.yaml").write_text(shape + "stage: sft\nfinetuning_type: full\ncutoff_len: 65536\n")
+
+    def recommended(name: str) -> dict:
+        result = cli("check", "--training-args", str(tmp_path / name), *args)
+        assert result.returncode == 0, result.stderr
+        (finding,) = [f for f in json.loads(result.stdout)["findings"] if f["code"] == "ZA801"]
+        return finding
+
+    assert "sequence_parallel_size" in json.dumps(recommended("hf.yaml").get("recommends"))  # the control
+    lf = recommended("lf.yaml")
+    assert "sequence_parallel_size" not in json.dumps(lf.get("recommends")), lf["message"]
+    assert not [a for a in lf.get("actions", []) if a["kind"] == "sequence-parallel"]

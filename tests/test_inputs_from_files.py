@@ -315,22 +315,23 @@ def test_bad_sequence_length_is_one_error_naming_the_file(cli, files):
 
 
 def test_the_config_a_trainer_file_names_is_said_and_a_missing_one_is_one_line(cli, tmp_path, monkeypatch):
-    """LLaMA-Factory's YAMLs name their DeepSpeed config relative to where the trainer runs
-    (examples/deepspeed/ds_z3_config.json): the note says which file named it, so a run from elsewhere gets a
-    'no such file' it can place; the error is one line, exit 2."""
+    """LLaMA-Factory's YAMLs name their DeepSpeed config relative to where the trainer runs: the note says which file
+    named it, so a run from elsewhere gets a 'no such file' it can place; the error is one line, exit 2. (A path to
+    one of LLaMA-Factory's own files, examples/deepspeed/ds_z3_config.json, is read as its release ships it:
+    tests/test_example_configs.py.)"""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "model").mkdir()
     (tmp_path / "model" / "config.json").write_text(json.dumps(HF_CONFIG))
     (tmp_path / "lf.yaml").write_text(f"model_name_or_path: {tmp_path / 'model'}\nstage: sft\ndo_train: true\n"
-                                      "finetuning_type: full\ndeepspeed: examples/deepspeed/ds_z3_config.json\n"
+                                      "finetuning_type: full\ndeepspeed: configs/ds_z3.json\n"
                                       "cutoff_len: 2048\nper_device_train_batch_size: 1\nbf16: true\n")
     launch = f"FORCE_TORCHRUN=1 NPROC_PER_NODE=8 llamafactory-cli train {tmp_path / 'lf.yaml'}"
     missing = cli("check", "--launch", launch, *GPU)
     assert missing.returncode == ExitCode.USAGE and "Traceback" not in missing.stderr
-    assert (f"note: config examples/deepspeed/ds_z3_config.json from deepspeed in {tmp_path / 'lf.yaml'}"
+    assert (f"note: config configs/ds_z3.json from deepspeed in {tmp_path / 'lf.yaml'}"
             in missing.stderr)
     assert missing.stderr.rstrip().splitlines()[-1] == \
-        "zeroadvisor: examples/deepspeed/ds_z3_config.json: no such file"
-    (tmp_path / "examples" / "deepspeed").mkdir(parents=True)
-    (tmp_path / "examples" / "deepspeed" / "ds_z3_config.json").write_text(json.dumps(DS_CONFIG))
+        "zeroadvisor: configs/ds_z3.json: no such file"
+    (tmp_path / "configs").mkdir(parents=True)
+    (tmp_path / "configs" / "ds_z3.json").write_text(json.dumps(DS_CONFIG))
     assert cli("check", "--launch", launch, *GPU).returncode == 0

@@ -37,7 +37,10 @@ def test_the_names_each_release_maps(name, release, stem):
     ("zero3", "4.5.2", "3.2.2", "swift/config/zero3.json", True),
     ("zero3_offload", "3.0.3", "3.0.3", "swift/llm/ds_config/zero3_offload.json", True),
     ("zero2", None, "3.2.2", "swift/config/zero2.json", False),  # no release: the newest content, assumed
-    ("zero2", ">=3.0,<3.2", "3.0.1", "swift/llm/ds_config/zero2.json", True),  # one content in the range
+    ("zero2", ">=3.0.1,<3.2", "3.0.1", "swift/llm/ds_config/zero2.json", True),  # one content in the range
+    # 3.0.0 still ships 2.4.1's content: two contents, the newest assumed
+    ("zero2", ">=3.0,<3.2", "3.0.1", "swift/llm/ds_config/zero2.json", False),
+    ("zero2", "~=3.1.0", "3.0.1", "swift/llm/ds_config/zero2.json", True),  # 3.1.x: the content from 3.0.1
     ("zero3", ">=3.0,<3.3", "3.2.2", "swift/llm/ds_config/zero3.json", False),  # three: the newest, assumed
     ("zero2", ">=3.5", "3.2.2", "swift/config/zero2.json", False)])
 def test_the_file_each_release_ships(name, requirement, since, path, known):

@@ -22,7 +22,7 @@ from typing import Any
 from zeroadvisor.advisor.change import CHECKPOINTING_LEVELS, SP_KEY, TP_KEY, Change
 from zeroadvisor.advisor.patch import Outcome
 from zeroadvisor.advisor.ranking import faster_rungs, steps, tier
-from zeroadvisor.advisor.trainer_settings import can_set
+from zeroadvisor.advisor.trainer_settings import can_set, offers_sequence_parallel
 from zeroadvisor.advisor.written import Written
 from zeroadvisor.deepspeed.effective import AUTO
 from zeroadvisor.memory.estimate import StageEstimate
@@ -106,6 +106,8 @@ class Candidates:
         heads = w.model.num_attention_heads
         sequence_length = w.shape.sequence_length
         if layout.sequence > 1 or layout.pipeline > 1 or not heads or not sequence_length:
+            return
+        if not offers_sequence_parallel(w.shape.method.trainer):  # its trainer splits no sequence
             return
         kv_heads = w.model.num_key_value_heads or heads
         if w.deepspeed.batch.auto and not w.trainer_batch:

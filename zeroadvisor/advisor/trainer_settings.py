@@ -113,6 +113,17 @@ def settings_of(trainer: TrainerFamily | None) -> TrainerSettings | None:
     return TRAINER_SETTINGS.get(trainer) if trainer is not None else None
 
 
+# Trainers that cannot split a sequence over GPUs at all: LLaMA-Factory's trainers (the ``stage:`` YAMLs,
+# src/llamafactory/train/ @ v0.9.4) set up no Ulysses and pass no accelerate ParallelismConfig, so DeepSpeed's
+# sequence_parallel_size would split nothing (its sequence parallelism is in the separate v1 trainer only).
+NO_SEQUENCE_PARALLEL = frozenset({TrainerFamily.LLAMA_FACTORY})
+
+
+def offers_sequence_parallel(trainer: TrainerFamily | None) -> bool:
+    """Whether a Ulysses change can be made for the trainer's runs (NO_SEQUENCE_PARALLEL)."""
+    return trainer not in NO_SEQUENCE_PARALLEL
+
+
 def own_sequence_parallel(trainer: TrainerFamily | None) -> bool:
     """Whether the trainer splits sequences with a setting of its own (TrainerSettings.sequence_parallel): a Ulysses
     change is made there, and DeepSpeed's sequence_parallel_size is not written into the config."""

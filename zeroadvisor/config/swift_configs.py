@@ -17,13 +17,11 @@ buckets' memory depends on). A release older than v2.4.1 has none shipped here.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from importlib import resources
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
+from zeroadvisor.config.shipped_copies import content_at, contents, parsed, read_copy, release_for
 from zeroadvisor.jsontypes import JSONObject
 
 V2_NAMES = {"default-zero2": "zero2", "default-zero3": "zero3", "zero2-offload": "zero2_offload",
@@ -31,8 +29,6 @@ V2_NAMES = {"default-zero2": "zero2", "default-zero3": "zero3", "zero2-offload":
 V3_NAMES = ("zero0", "zero1", "zero2", "zero3", "zero2_offload", "zero3_offload")
 NAMES = frozenset((*V2_NAMES, *V3_NAMES))
 V3, V4 = Version("3.0.0"), Version("4.0.0")
-# far above any release: a requirement that admits it has no upper bound (the newest content applies)
-_UNBOUNDED = Version("9999")
 _FOLDER = "ms_swift"
 
 
@@ -44,7 +40,11 @@ class SwiftConfig:
     path: str  # where ms-swift keeps it, e.g. swift/config/zero3.json
     content_since: str  # the first release shipping this content
     release: str  # the release it is read for, as the pin gives it (or the newest shipped content's)
-    data: JSONObject
+    text: str  # verbatim
+
+    @property
+    def data(self) -> JSONObject:
+        return parsed(self.text)
 
     @property
     def display(self) -> str:
@@ -59,35 +59,6 @@ def stem_of(name: str, release: Version | None) -> str | None:
     return name if name in V3_NAMES and (release is None or release >= V3) else None
 
 
-def _contents(stem: str) -> list[Version]:
-    """The releases where ``stem``'s content changed (the shipped copies), ascending."""
-    found = []
-    for entry in resources.files("zeroadvisor.schemas").joinpath(_FOLDER).iterdir():
-        base, _, version = entry.name.removesuffix(".json").partition("@")
-        if base == stem and version:
-            found.append(Version(version))
-    return sorted(found)
-
-
-def _release(requirement: str | None, contents: list[Version]) -> tuple[Version | None, bool]:
-    """The release to read the config as: an exact pin's, else the newest content a requirement admits; and
-    whether it is known (False: no pin, or a range whose contents differ: the newest is taken)."""
-    if requirement is None:
-        return None, False
-    try:
-        return Version(requirement), True
-    except InvalidVersion:
-        pass
-    try:
-        spec = SpecifierSet(requirement)
-    except InvalidSpecifier:
-        return None, False
-    if spec.contains(_UNBOUNDED, prereleases=True):
-        return None, False
-    admitted = [v for v in contents if spec.contains(v, prereleases=True)]
-    return (admitted[-1], len(admitted) == 1) if admitted else (None, False)
-
-
 def shipped(name: str, requirement: str | None) -> tuple[SwiftConfig | None, bool]:
     """``--deepspeed name`` as ms-swift ``requirement`` (a release or a PEP 440 range; None: not known) reads it, and
     whether that release decided it (False: the newest shipped content, an assumption). None: no such name at that
@@ -95,14 +66,12 @@ def shipped(name: str, requirement: str | None) -> tuple[SwiftConfig | None, boo
     base = stem_of(name, None)
     if base is None:
         return None, True
-    contents = _contents(base)
-    chosen, known = _release(requirement, contents)
+    releases = contents(_FOLDER, base)
+    chosen, known = release_for(requirement, releases)
     stem = stem_of(name, chosen)
-    applies = [v for v in contents if chosen is None or v <= chosen]
-    if stem is None or not applies:
+    since = content_at(releases, chosen)
+    if stem is None or since is None:
         return None, True
-    since = applies[-1]
-    text = resources.files("zeroadvisor.schemas").joinpath(_FOLDER, f"{stem}@{since}.json").read_text("utf-8")
     folder = "swift/config" if chosen is None or chosen >= V4 else "swift/llm/ds_config"
     shown = str(chosen) if chosen is not None else f"{since} or later"
-    return SwiftConfig(name, f"{folder}/{stem}.json", str(since), shown, json.loads(text)), known
+    return SwiftConfig(name, f"{folder}/{stem}.json", str(since), shown, read_copy(_FOLDER, stem, since)), known

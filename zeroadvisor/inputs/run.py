@@ -587,6 +587,8 @@ def _config_from_trainer(values: Values, trainer: TrainerInputs) -> list[str]:
     if _fill(values, "config", training.deepspeed) and isinstance(training.deepspeed, str):
         flag = "--deepspeed" if training.source == "the launch command" else DEEPSPEED_KEY
         notes.append(f"config {training.deepspeed} from {flag} in {training.source or 'the arguments'}")
+        if not os.path.lexists(training.deepspeed):
+            notes.extend(_example_config(values, trainer, training.deepspeed))
     if trainer.swift_config is not None and not _given(values.get("config")):
         return _swift_config(values, trainer, trainer.swift_config)
     if trainer.openrlhf_flags is not None and not _given(values.get("config")):
@@ -604,6 +606,32 @@ def _config_from_trainer(values: Values, trainer: TrainerInputs) -> list[str]:
     return notes
 
 
+def _example_config(values: Values, trainer: TrainerInputs, path: str) -> list[str]:
+    """The trainer's own config that a training file names by its place in the trainer's repository
+    (``examples/deepspeed/ds_z3_config.json``: config/example_configs.py) where no such file is here: read as the
+    release the pins (else the installed trainer) give ships it, checked as an in-memory config (a fix is shown,
+    never written). Nothing where the path names no such file (the config's own error then says it is missing)."""
+    from zeroadvisor.config.example_configs import FAMILIES, FOLDERS, shipped_example, shipped_stem
+    from zeroadvisor.config.trainer_pins import find_trainer_pin
+
+    project = trainer.training.project
+    if shipped_stem(path, project) is None:
+        return []
+    name = FOLDERS[project].project
+    pin = find_trainer_pin(trainer.source or os.curdir, FAMILIES[project])
+    found, known = shipped_example(path, project, pin.version if pin is not None else None)
+    said = f" ({pin.origin})" if pin is not None else ""
+    if found is None:
+        raise UsageError(f"{path}: no such file, and {name} {pin.version if pin is not None else ''}{said} ships no "
+                         "such config known here; give the file's path as CONFIG")
+    values["config"] = ConfigSource.in_memory(found.text, found.display)
+    release = (f"{name} {pin.version}{said} ships it" if known and pin is not None else
+               f"{name} ships it from {found.content_since} on, the newest content (the release is not "
+               f"{'exact: ' + pin.origin if pin is not None else 'pinned or installed'}: a pin of {name} sets it)")
+    return [(f"config: {path} is not here: read as {release}; a fix is shown, not written (give a copy's path as "
+             "CONFIG to --fix it)")]
+
+
 def _swift_config(values: Values, trainer: TrainerInputs, name: str) -> list[str]:
     """ms-swift's own config that ``swift ... --deepspeed NAME`` picks (config/swift_configs.py), as the ms-swift
     release the pins (else the installed ms-swift) give reads it, checked as an in-memory config: it is ms-swift's
@@ -619,7 +647,7 @@ def _swift_config(values: Values, trainer: TrainerInputs, name: str) -> list[str
         raise UsageError(f"swift --deepspeed {name}: no such config of ms-swift "
                          f"{pin.version if pin is not None else ''}{said} is known here; give the file's path as "
                          "CONFIG")
-    values["config"], values["name"] = found.data, found.display
+    values["config"] = ConfigSource.in_memory(found.text, found.display)
     release = (f"ms-swift {pin.version}{said}" if known and pin is not None else
                f"the newest content shipped, ms-swift {found.release} (the release is not "
                f"{'exact: ' + pin.origin if pin is not None else 'pinned or installed'}: a pin of ms-swift sets it)")

@@ -52,8 +52,12 @@ class ConfigSource:
         return cls(label, text)
 
     @classmethod
-    def given(cls, config: str | os.PathLike[str] | Mapping[str, Any], name: str | None = None) -> ConfigSource:
-        """A path or a dict (the Python API's ``config``)."""
+    def given(cls, config: str | os.PathLike[str] | Mapping[str, Any] | ConfigSource,
+              name: str | None = None) -> ConfigSource:
+        """A path or a dict (the Python API's ``config``), or a source the inputs resolved (a trainer's own config,
+        its text as the trainer ships it: inputs/run.py)."""
+        if isinstance(config, ConfigSource):
+            return config
         if isinstance(config, Mapping):
             return cls.mapping(config, name)
         if isinstance(config, (str, os.PathLike)):

@@ -507,7 +507,7 @@ def _loss_peak(spec: ModelSpec, shape: TrainingShape, facts: LayerFacts, e: int,
 def _logits(spec: ModelSpec, facts: LayerFacts, e: int, out_tokens: int, notes: list[str]) -> int:
     """The loss peak over the vocabulary-wide logits (0 for a head without them)."""
     if spec.lm_head is False:
-        notes.append("no vocabulary-wide logits: the model's head is not a language-model head")
+        notes.append(spec.logits_note or "no vocabulary-wide logits: the model's head is not a language-model head")
         return 0
     if not spec.vocab_size:
         notes.append("vocabulary size unknown: the logits and loss (12·tokens·V bytes) are not counted")

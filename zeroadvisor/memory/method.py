@@ -463,8 +463,12 @@ def activation_spec(setup: MethodSetup, policy: ModelSpec) -> ModelSpec:
       (llamafactory/train/dpo/trainer.py concatenated_forward @ v0.9.3: ``.logits.to(torch.float32)``)."""
     if setup.method == Method.SFT:
         return policy
-    if setup.method == Method.REWARD or completion_logits(setup):
-        return replace(policy, lm_head=False)
+    if setup.method == Method.REWARD:
+        return replace(policy, lm_head=False, logits_note="no vocabulary-wide logits: reward-model training puts a "
+                       "scalar head on the model (AutoModelForSequenceClassification)")
+    if completion_logits(setup):
+        return replace(policy, lm_head=False, logits_note="no logits over the whole sequence: GRPO's are the "
+                       "completion's only (logits_to_keep), counted in a term of their own")
     if bf16_logits(setup) and policy.layer_facts is not None:  # None: Korthikanti's
         return replace(policy, layer_facts=replace(policy.layer_facts, loss_in_fp32=False))
     return policy

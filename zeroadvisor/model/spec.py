@@ -120,6 +120,9 @@ class ModelSpec:
     # Whether the counted class computes vocabulary-wide logits (an LM head: *ForCausalLM, *ForMaskedLM,
     # *ForConditionalGeneration); False for classifiers and base models; None: unknown (an LM head assumed).
     lm_head: bool | None = None
+    # Where lm_head is False because the method computes its logits another way (GRPO's completion only, a reward
+    # model's scalar head: memory/method.py activation_spec), what the activations' note says instead
+    logits_note: str = ""
     # Modules that own parameters (model/layout.py census; a tied LM head counts): what ZeRO-3 fetches one by
     # one (throughput/host.py). None: not counted (estimated from the layer count).
     modules_with_parameters: int | None = None

@@ -1,0 +1,80 @@
+"""The lengths TRL's trainers truncate to where the config file leaves them out: each config class's default at the
+release the user pins (read at the TRL tags):
+
+- DPOConfig, KTOConfig, ORPOConfig, CPOConfig, RewardConfig ``max_length``: 1024 from TRL 0.14.0 (the config
+  classes' field default). Before it the field was None, and KTO, ORPO, CPO and the reward trainer fell back to
+  512 (``if args.max_length is None: ... max_length = 512``, trl/trainer/{kto,orpo,cpo,reward}_trainer.py
+  @ v0.13.0), where DPOTrainer kept None: no truncation, so no length is known;
+- SFTConfig ``max_seq_length`` (``max_length`` from 0.16): 1024 from TRL 0.15.0; before it SFTTrainer set
+  ``min(tokenizer.model_max_length, 1024)`` (trl/trainer/sft_trainer.py @ v0.14.0), at most 1024;
+- GRPOConfig ``max_completion_length`` 256 (every release from 0.14.0, where GRPO came) and ``max_prompt_length``
+  512 until 0.25, None (prompts not truncated: deprecated) from 0.26.0.
+
+The sequence is then the most a row can hold: each trainer's collator pads to the longest row of its batch, so a
+run that fits at it fits (the padding finding says what the data decides where it does not).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from packaging.version import Version
+
+from zeroadvisor.config.method import MethodSetup
+from zeroadvisor.vocab import Method
+
+_CONFIG_CLASS = {Method.SFT: "SFTConfig", Method.DPO: "DPOConfig", Method.KTO: "KTOConfig", Method.ORPO: "ORPOConfig",
+                 Method.CPO: "CPOConfig", Method.REWARD: "RewardConfig", Method.GRPO: "GRPOConfig"}
+# (method, the first release with this default, the default); ascending per method; None: no truncation
+_MAX_LENGTH: dict[Method, tuple[tuple[Version, int | None, str], ...]] = {
+    Method.DPO: ((Version("0"), None, "max_length None: DPOTrainer truncates nothing"),
+                 (Version("0.14.0"), 1024, "max_length")),
+    **{method: ((Version("0"), 512, "max_length None, which the trainer sets to 512"),
+                (Version("0.14.0"), 1024, "max_length"))
+       for method in (Method.KTO, Method.ORPO, Method.CPO, Method.REWARD)},
+    Method.SFT: ((Version("0"), 1024, "max_seq_length None: min(tokenizer.model_max_length, 1024)"),
+                 (Version("0.15.0"), 1024, "max_seq_length (max_length from 0.16)")),
+}
+GRPO_COMPLETION = 256
+_GRPO_PROMPT: tuple[tuple[Version, int | None], ...] = ((Version("0"), 512), (Version("0.26.0"), None))
+
+
+@dataclass(frozen=True, slots=True)
+class TrlLengths:
+    """What a TRL config file leaves to its class's defaults; None: the file says it, or no default bounds it."""
+
+    max_length: int | None = None
+    max_prompt_length: int | None = None
+    max_completion_length: int | None = None
+    note: str = ""  # where the defaults come from, for the notes
+
+
+def _at(table: tuple[tuple[Version, int | None, str], ...], release: Version | None) -> tuple[int | None, str]:
+    rows = [row for row in table if release is None or row[0] <= release]
+    return rows[-1][1], rows[-1][2]
+
+
+def trl_defaults(setup: MethodSetup) -> TrlLengths:
+    """The lengths the TRL release ``setup`` reads (its pin; else the newest release's) defaults to, for the fields
+    the file leaves out. Only for a run the files say TRL runs (axolotl and ms-swift have their own defaults)."""
+    release = setup.release
+    at = f"TRL {setup.trainer_version}" if release is not None else "TRL not pinned: the newest release's"
+    name = _CONFIG_CLASS.get(setup.method)
+    if name is None:
+        return TrlLengths()
+    if setup.method == Method.GRPO:
+        gen = setup.generation
+        prompt = None if gen.max_prompt_length else [v for since, v in _GRPO_PROMPT if release is None
+                                                      or since <= release][-1]
+        completion = None if gen.max_completion_length else GRPO_COMPLETION
+        said = [f"{key} {value}" for key, value in (("max_prompt_length", prompt),
+                                                    ("max_completion_length", completion)) if value]
+        return TrlLengths(max_prompt_length=prompt, max_completion_length=completion,
+                          note=f"{' and '.join(said)} from {name}'s defaults ({at})" if said else "")
+    if setup.method not in _MAX_LENGTH:
+        return TrlLengths()
+    length, field_said = _at(_MAX_LENGTH[setup.method], release)
+    if length is None:
+        return TrlLengths()
+    return TrlLengths(max_length=length, note=f"sequence length {length} from {name}'s default {field_said} ({at}; "
+                                              "set max_length in the TRL config)")
