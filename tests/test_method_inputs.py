@@ -263,7 +263,9 @@ def test_grpo_defaults_that_decide_memory_are_assumed_with_their_keys(cli, proje
     assumed = _assumed(cli, project, "--trainer", "grpo")
     assert "trainer_version" not in assumed
     assert (assumed["beta"]["value"], assumed["beta"]["key"]) == (0.0, "beta")
-    assert assumed["max_completion_length"]["value"] is None
+    # GRPOConfig's default completion cap at that release (config/trl_lengths.py), still said as assumed
+    assert (assumed["max_completion_length"]["value"], assumed["max_completion_length"]["key"]) == \
+        (256, "max_completion_length")
     # GRPOConfig.vllm_mode's default by release: server up to 0.29, colocate from 1.0.0; colocated, its share
     assert (assumed["vllm_mode"]["value"], assumed["vllm_mode"]["key"]) == (mode, "vllm_mode")
     assert assumed.get("vllm_gpu_memory_utilization", {}).get("value") == (0.3 if mode == "colocate" else None)

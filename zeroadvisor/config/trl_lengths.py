@@ -33,9 +33,12 @@ _MAX_LENGTH: dict[Method, tuple[tuple[Version, int | None, str], ...]] = {
                 (Version("0.14.0"), 1024, "max_length"))
        for method in (Method.KTO, Method.ORPO, Method.CPO, Method.REWARD)},
     Method.SFT: ((Version("0"), 1024, "max_seq_length None: min(tokenizer.model_max_length, 1024)"),
-                 (Version("0.15.0"), 1024, "max_seq_length (max_length from 0.16)")),
+                 (Version("0.15.0"), 1024, "max_seq_length"), (Version("0.16.0"), 1024, "max_length")),
 }
 GRPO_COMPLETION = 256
+# the origin of a field filled from its class's default (config/method.py MethodSetup.origin), so that it is still
+# listed as assumed (memory/method.py)
+CLASS_DEFAULT = "the TRL config class's default"
 _GRPO_PROMPT: tuple[tuple[Version, int | None], ...] = ((Version("0"), 512), (Version("0.26.0"), None))
 
 

@@ -715,6 +715,8 @@ def _assemble(command: Command, values: Values, spelling: Spelling, project: boo
             model, shape = model_and_shape(cast("str | os.PathLike[str]", values.get("model")), None,
                                            spelling=spelling, **{key: values.get(key) for key in TRAINING_INPUTS})
         setup, method_notes = _method(values, spelling, trainer, configs)
+        setup, shape, length_notes = _trl_lengths(setup, shape)
+        method_notes = [*method_notes, *length_notes]
         if method_notes or setup != shape.method:  # nothing said: the shape as it was (MethodSetup())
             from zeroadvisor.inputs.method import auxiliary_specs
 
@@ -825,6 +827,29 @@ def _method(values: Values, spelling: Spelling, trainer: TrainerInputs | None,
     start = _pin_start(trainer, configs)
     label = cast(str, values.get("trainer_from") or spelling.label("trainer"))
     return resolve(reading, flag, label, spelling.ask("trainer", "METHOD"), start)
+
+
+def _trl_lengths(setup: MethodSetup, shape: TrainingShape) -> tuple[MethodSetup, TrainingShape, list[str]]:
+    """The lengths a TRL config leaves to its class's defaults at the pinned release (config/trl_lengths.py): the
+    sequence where nothing gave one, GRPO's prompt and completion caps; the note on them."""
+    from zeroadvisor.vocab import TrainerFamily
+
+    if setup.trainer is not TrainerFamily.TRL:
+        return setup, shape, []
+    from zeroadvisor.config.trl_lengths import CLASS_DEFAULT, trl_defaults
+
+    found = trl_defaults(setup)
+    if found.max_length is not None and shape.sequence_length is None:
+        return setup, replace(shape, sequence_length=found.max_length), [found.note]
+    if found.max_prompt_length is None and found.max_completion_length is None:
+        return setup, shape, []
+    gen = setup.generation
+    filled = tuple((name, CLASS_DEFAULT) for name, value in (("max_prompt_length", found.max_prompt_length),
+                                                             ("max_completion_length", found.max_completion_length))
+                   if value is not None)
+    gen = replace(gen, max_prompt_length=gen.max_prompt_length or found.max_prompt_length,
+                  max_completion_length=gen.max_completion_length or found.max_completion_length)
+    return replace(setup, generation=gen, origin=(*setup.origin, *filled)), shape, [found.note]
 
 
 def _number(values: Values, name: str) -> int | None:

@@ -39,6 +39,7 @@ from packaging.version import Version
 
 from zeroadvisor.config.method import MethodSetup, Placement, release_of
 from zeroadvisor.config.trainer_pins import DISTRIBUTIONS
+from zeroadvisor.config.trl_lengths import CLASS_DEFAULT
 from zeroadvisor.memory import bytes as B
 from zeroadvisor.memory import generation as G
 from zeroadvisor.memory.assumed import AssumedInput
@@ -999,10 +1000,13 @@ def _generation_assumptions(setup: MethodSetup) -> list[AssumedInput]:
                                        key="--init_kl_coef" if setup.trainer == TrainerFamily.OPENRLHF
                                        else _key(setup, "beta")))
         # OpenRLHF's actor takes the whole sequence's logits whatever the length (completion_logits): no bound
-        if gen.max_completion_length is None and setup.trainer != TrainerFamily.OPENRLHF:
-            out.append(AssumedInput.of("max_completion_length", None, "the logits counted over the whole sequence "
-                                       "(a bound: GRPO keeps only the completion's)",
-                                       key=_key(setup, "max_completion_length")))
+        # unsaid: unknown, or TRL GRPOConfig's default where the inputs filled it (config/trl_lengths.py)
+        filled = dict(setup.origin).get("max_completion_length") == CLASS_DEFAULT
+        if (gen.max_completion_length is None or filled) and setup.trainer != TrainerFamily.OPENRLHF:
+            out.append(AssumedInput.of("max_completion_length", gen.max_completion_length,
+                                       "GRPOConfig's default: the logits over that many completion tokens" if filled
+                                       else "the logits counted over the whole sequence (a bound: GRPO keeps only the "
+                                       "completion's)", key=_key(setup, "max_completion_length")))
     out += _rollout_assumptions(setup)
     if not gen.use_vllm or setup.trainer == TrainerFamily.OPENRLHF:
         return out
