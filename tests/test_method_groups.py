@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from cli_run import cli  # noqa: F401 - the fixture
 from zeroadvisor.advisor.check import CheckOptions, check_document
 from zeroadvisor.config.launch import parse_launch
 from zeroadvisor.config.method import Generation, MethodSetup, Placement
@@ -234,3 +235,48 @@ def test_openrlhf_deepspeed_launcher_entry_points_keep_the_reference_on_the_poli
     assert st.groups == ()
     # ACTOR is a ZeRO-3 config: the reference kept at stage 3, over the policy's 8 GPUs
     assert st.per_gpu["reference_model"] == 2 * -(-LLAMA2_7B.parameters // 8)
+
+
+PPO_COLOCATED = ("python3 -m openrlhf.cli.train_ppo_ray --actor_num_nodes 1 --actor_num_gpus_per_node 8 "
+                 "--colocate_all_models --pretrain {model} --reward_pretrain {model} --micro_train_batch_size 2 "
+                 "--train_batch_size 128 --prompt_max_len 1024 --generate_max_len 1024 --zero_stage 3 --bf16 "
+                 "--init_kl_coef 0.01 --gradient_checkpointing")
+
+
+def _ppo(cli, tmp_path, flags: str, *more: str) -> dict:
+    import json
+
+    (tmp_path / "model").mkdir(exist_ok=True)
+    (tmp_path / "model" / "config.json").write_text(json.dumps(
+        {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+         "num_attention_heads": 32, "vocab_size": 32000}))
+    command = PPO_COLOCATED.format(model=tmp_path / "model") + flags
+    result = cli("check", "--gpu", "A100-SXM4-80GB", "--cpu-memory", "2TB", "--format", "json", "--fail-on", "never",
+                 *more, "--launch", command)
+    assert result.returncode == 0, result.stderr
+    stage = next(s for s in json.loads(result.stdout)["estimate"]["stages"] if s["configured"])
+    return {(t["key"], t["device"]): t["bytes"] for t in stage["terms"] if t["phase"] == "train"} | {
+        ("peak", "gpu"): stage["peak_gpu"], ("host", "train"): stage["train_host_per_node"]}
+
+
+def test_openrlhf_s_sleeping_critic_keeps_only_its_bf16_partition_on_the_gpu(cli, tmp_path):
+    """--deepspeed_enable_sleep: the critic's optimizer states, master weights and (DeepSpeed >= 0.16.5) gradients
+    are on the host while the actor trains (offload_deepspeed_states @ v0.8.5). Before, the whole critic's states
+    were counted on the actor's GPUs."""
+    awake = _ppo(cli, tmp_path, "")
+    asleep = _ppo(cli, tmp_path, " --deepspeed_enable_sleep")
+    moved = ("critic_master", "critic_optimizer_state", "critic_lp_grads")
+    assert all((key, "gpu") in awake and (key, "cpu") in asleep and (key, "gpu") not in asleep for key in moved)
+    assert asleep[("critic_lp_params", "gpu")] == awake[("critic_lp_params", "gpu")]
+    gone = sum(awake[(key, "gpu")] for key in moved)
+    assert awake[("peak", "gpu")] - asleep[("peak", "gpu")] >= gone * 0.9  # the fragmentation allowance aside
+    assert asleep[("host", "train")] - awake[("host", "train")] == 8 * gone
+    # OpenRLHF offloads the gradients only on DeepSpeed 0.16.5 and later
+    old = _ppo(cli, tmp_path, " --deepspeed_enable_sleep", "--deepspeed-version", "0.16.4")
+    assert ("critic_lp_grads", "gpu") in old and ("critic_master", "cpu") in old
+    # with --adam_offload the function returns at once: the critic's states stay where they were
+    def critic(terms: dict) -> dict:
+        return {key: value for key, value in terms.items() if key[0].startswith("critic_")}
+
+    assert critic(_ppo(cli, tmp_path, " --deepspeed_enable_sleep --adam_offload")) == critic(
+        _ppo(cli, tmp_path, " --adam_offload"))

@@ -409,7 +409,8 @@ def method_terms(setup: MethodSetup, policy: ModelSpec, auxiliary: dict[ModelRol
         notes.append(f"critic: {setup.trainer}'s value head (hidden × 1) on the policy's own backbone, trained with "
                      "it: no second copy")
     elif critic_loaded(setup):
-        others += critic_terms(critic_spec(setup, policy, auxiliary, notes), s, option, N, notes)
+        critic = critic_terms(critic_spec(setup, policy, auxiliary, notes), s, option, N, notes)
+        others += asleep_critic(critic, setup, option, s, notes) if on_policy_gpus(setup, ModelRole.CRITIC) else critic
     apart = {ROW_OF[role] for role in ROW_OF if not on_policy_gpus(setup, role)}
     for row in dict.fromkeys(t.row for t in others if t.row in apart):
         own = sum(t.nbytes for t in others if t.row == row and t.device == Resource.GPU)
@@ -592,6 +593,42 @@ def critic_terms(spec: ModelSpec, s: Settings, option: Option, N: int, notes: li
                  "is hidden × 1)")
     return [Term("critic", t.device, t.nbytes, f"critic_{t.key}", f"critic {t.what}", t.formula,
                  t.source, kind=t.kind, bound=t.bound) for t in states]
+
+
+# OpenRLHF's --deepspeed_enable_sleep (--ds.enable_sleep from 0.10): each trained engine's states go to the host
+# while the other one trains (openrlhf/trainer/ppo_trainer.py ppo_train: the critic's reload_states, fit,
+# offload_states, then the actor's; trainer/ray/ppo_critic.py and ppo_actor.py "initial offload" @ v0.8.5), through
+# offload_deepspeed_states (utils/deepspeed/deepspeed_utils.py @ v0.8.5): DeepSpeed's offload_states of the optimizer
+# states, the fp32 master (hp_params) and the contiguous gradient buffer, and the low-precision gradients (lp_grads)
+# where ``deepspeed.__version__ >= "0.16.5"``; never the bf16 parameter partition. Nothing with --adam_offload (the
+# function returns: the states are on the host already) and only at ZeRO-3 (it raises below: trainer_refusals.py).
+SLEEP_OFFLOADED = frozenset({"master", "optimizer_state"})
+_SLEEP_WORDS = {"master": "fp32 master weights", "optimizer_state": "optimizer states", "lp_grads": "gradients"}
+SLEEP_LP_GRADS_SINCE = "0.16.5"
+SLEEP_SOURCE = ("openrlhf/utils/deepspeed/deepspeed_utils.py offload_deepspeed_states, trainer/ppo_trainer.py "
+                "ppo_train @ v0.8.5; runtime/zero/stage3.py offload_states")
+
+
+def asleep_critic(terms: list[Term], setup: MethodSetup, option: Option, s: Settings, notes: list[str]) -> list[Term]:
+    """The critic's states while the actor trains beside it, where OpenRLHF puts it to sleep (SLEEP_OFFLOADED): what
+    offload_states moves is on the host (pinned) meanwhile. The peak is then the actor's step, the critic asleep;
+    the critic's own step, the actor asleep, is the same where the two are the same size."""
+    if setup.trainer != TrainerFamily.OPENRLHF or not setup.generation.offload_model or option.stage != 3 \
+            or option.offload_optimizer != Device.NONE:
+        return terms
+    from zeroadvisor.deepspeed.releases import version_key
+
+    moved = SLEEP_OFFLOADED | ({"lp_grads"} if version_key(s.release) >= version_key(SLEEP_LP_GRADS_SINCE)
+                               else frozenset())
+    out = [replace(t, device=Resource.CPU, what=f"{t.what}, on the host while the actor trains", source=SLEEP_SOURCE)
+           if t.device == Resource.GPU and t.key.removeprefix("critic_") in moved else t for t in terms]
+    gone = sum(t.nbytes for t in out if t.device == Resource.CPU) - sum(t.nbytes for t in terms
+                                                                         if t.device == Resource.CPU)
+    notes.append(f"critic: asleep while the actor trains (--deepspeed_enable_sleep): its "
+                 f"{', '.join(_SLEEP_WORDS[key] for key in sorted(moved))} "
+                 f"({gone / 2**30:.2f} GiB per GPU) on the host meanwhile, its bf16 partition stays; the actor sleeps "
+                 "in turn while the critic trains, the same peak where the two are the same size")
+    return out
 
 
 # The families whose PPO runs the critic's forward inside the policy's, one loss and one backward: TRL's
