@@ -434,3 +434,13 @@ def test_openrlhf_s_placement_asserts_are_one_line(flags, words):
 ])
 def test_openrlhf_placements_it_runs_are_read(flags):
     assert parse_launch(f"python -m openrlhf.cli.train_ppo_ray --pretrain m {flags}").training.method is not None
+
+
+def test_an_unread_option_s_further_values_are_its_own():
+    """ms-swift's --reward_funcs takes several words (nargs="+"); before, each word after the first was named as an
+    argument of its own in the note on what was not read ("--reward_funcs, format")."""
+    launch = parse_launch("NPROC_PER_NODE=8 swift rlhf --rlhf_type grpo --model m --reward_funcs accuracy format "
+                          "cosine --max_completion_length 1024 --deepspeed zero3")
+    ignored = [note for note in (*launch.notes, *launch.training.notes) if "were ignored" in note]
+    assert ignored and ignored[0].endswith("were ignored: --reward_funcs"), ignored
+    assert launch.training.method.setup.generation.max_completion_length == 1024

@@ -1103,6 +1103,10 @@ def _script_arguments(words: list[str], *, overrides: bool, reads: Callable[[str
                 origin[key] = flag
             else:
                 ignored.append(flag)
+                # an unread option's further values are its own (nargs="+": --reward_funcs accuracy format)
+                while index < len(words) and not words[index].startswith("-") \
+                        and not (overrides and "=" in words[index]):
+                    index += 1
     return given, origin, ignored
 
 
