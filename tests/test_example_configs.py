@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -167,9 +168,19 @@ def test_a_fix_is_shown_on_the_trainers_text_never_written(cli, tmp_path, monkey
     (tmp_path / "requirements.txt").write_text("llamafactory==0.9.2\n")
     suggested = _run(tmp_path, monkeypatch, cli, "--suggest", output="text")
     diff = suggested.stdout[suggested.stdout.index("--- a/"):]
-    # the diff is on the trainer's text as it ships it (1e9), not on a re-dump of its data (1000000000.0)
-    assert diff.startswith("--- a/LLaMA-Factory 0.9.2 examples/deepspeed/ds_z3_config.json")
+    # the diff is on the trainer's text as it ships it (1e9), not on a re-dump of its data (1000000000.0), under
+    # the file's path in the trainer's repository: it applies in a LLaMA-Factory checkout
+    assert diff.startswith("--- a/examples/deepspeed/ds_z3_config.json\n+++ b/examples/deepspeed/ds_z3_config.json")
     assert '"stage3_max_reuse_distance": 1e9' in diff and "1000000000.0" not in diff
+    checkout = tmp_path / "LLaMA-Factory"
+    (checkout / "examples" / "deepspeed").mkdir(parents=True)
+    found, _ = shipped_example("examples/deepspeed/ds_z3_config.json", "llama-factory", "0.9.2")
+    assert found is not None
+    (checkout / "examples" / "deepspeed" / "ds_z3_config.json").write_text(found.text)
+    (checkout / "fix.diff").write_text(diff)
+    applied = subprocess.run(["git", "apply", "fix.diff"], check=False, cwd=checkout, capture_output=True,
+                             text=True)
+    assert applied.returncode == 0, applied.stderr
     fixed = _run(tmp_path, monkeypatch, cli, "--fix")
     assert fixed.returncode == 2 and "not read from a file" in fixed.stderr
     assert not (tmp_path / "examples").exists()

@@ -400,3 +400,14 @@ def test_every_refusal_check_names_the_settings_it_reads():
                 check.matches(Seen.fromkeys(check.keys, value))
                 check.matches(Seen({check.keys[0]: value}))
             assert seen and seen <= set(check.keys), (check.setting, seen)
+
+
+def test_axolotl_gdpo_is_grpo_s_trainer():
+    """axolotl's rl: gdpo (from 0.14.0) runs GRPO's trainer with its rewards normalized one by one; before, the file
+    was refused ("expected one of dpo, ipo, ...")."""
+    from zeroadvisor.config.method_reader import read_mapping
+
+    reading = read_mapping({"rl": "gdpo", "trl": {"num_generations": 2, "max_completion_length": 128}}, "axolotl",
+                           lambda key: f"{key} in ax.yaml")
+    assert (reading.setup.method, reading.setup.trainer) == (Method.GRPO, TrainerFamily.AXOLOTL)
+    assert reading.setup.generation.num_generations == 2

@@ -651,7 +651,7 @@ def _with_fixes(report: CheckReport, source: ConfigSource, document: Document, i
     if not patch:
         return replace(report, fixed=0) if inputs.fix else report
     try:
-        diff = unified_diff(document, patch, name)
+        diff = unified_diff(document, patch, source.patch_path or name)
     except FixError as err:  # e.g. a YAML config: the report stands, without the diff
         if inputs.fix:
             return replace(report, error=f"{name}: {err}")

@@ -46,9 +46,11 @@ LLAMA_FACTORY_STAGES: dict[str, Method] = {"pt": Method.SFT, "sft": Method.SFT, 
 LLAMA_FACTORY_NO_REFERENCE: dict[str, Method] = {"orpo": Method.ORPO, "simpo": Method.CPO}
 # axolotl's rl: (utils/schemas/enums.py RLType) -> (the method, the TRL loss_type it sets where it is not the
 # method's own).
+# gdpo (from 0.14.0) is GRPO's trainer with each reward normalized on its own (core/builders/rl.py @ v0.18.0:
+# multi_objective_aggregation normalize_then_sum): the same models and batches as grpo.
 AXOLOTL_RL: dict[str, tuple[Method, str | None]] = {
     "dpo": (Method.DPO, None), "ipo": (Method.DPO, "ipo"), "kto": (Method.KTO, None), "orpo": (Method.ORPO, None),
-    "simpo": (Method.CPO, "simpo"), "grpo": (Method.GRPO, None)}
+    "simpo": (Method.CPO, "simpo"), "grpo": (Method.GRPO, None), "gdpo": (Method.GRPO, None)}
 # ms-swift's --rlhf_type (swift/llm/argument/rlhf_args.py RLHFArguments.rlhf_type) -> (the method, its loss_type).
 SWIFT_METHODS: dict[str, tuple[Method, str | None]] = {
     "dpo": (Method.DPO, None), "kto": (Method.KTO, None), "orpo": (Method.ORPO, None), "cpo": (Method.CPO, None),

@@ -624,7 +624,7 @@ def _example_config(values: Values, trainer: TrainerInputs, path: str) -> list[s
     if found is None:
         raise UsageError(f"{path}: no such file, and {name} {pin.version if pin is not None else ''}{said} ships no "
                          "such config known here; give the file's path as CONFIG")
-    values["config"] = ConfigSource.in_memory(found.text, found.display)
+    values["config"] = replace(ConfigSource.in_memory(found.text, found.display), patch_path=found.path)
     release = (f"{name} {pin.version}{said} ships it" if known and pin is not None else
                f"{name} ships it from {found.content_since} on, the newest content (the release is not "
                f"{'exact: ' + pin.origin if pin is not None else 'pinned or installed'}: a pin of {name} sets it)")
@@ -647,7 +647,7 @@ def _swift_config(values: Values, trainer: TrainerInputs, name: str) -> list[str
         raise UsageError(f"swift --deepspeed {name}: no such config of ms-swift "
                          f"{pin.version if pin is not None else ''}{said} is known here; give the file's path as "
                          "CONFIG")
-    values["config"] = ConfigSource.in_memory(found.text, found.display)
+    values["config"] = replace(ConfigSource.in_memory(found.text, found.display), patch_path=found.path)
     release = (f"ms-swift {pin.version}{said}" if known and pin is not None else
                f"the newest content shipped, ms-swift {found.release} (the release is not "
                f"{'exact: ' + pin.origin if pin is not None else 'pinned or installed'}: a pin of ms-swift sets it)")

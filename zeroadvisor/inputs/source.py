@@ -25,6 +25,9 @@ class ConfigSource:
     name: str
     text: str | None = None  # None: read the file (or standard input)
     stdin: bool = False
+    # where a diff of an in-memory config applies, where that is not its name: a trainer's own config, named by
+    # the trainer's release in the findings, and by its path in the trainer's repository in the diff
+    patch_path: str | None = None
 
     @classmethod
     def path(cls, path: str | os.PathLike[str], *, dash_is_stdin: bool = False) -> ConfigSource:
