@@ -130,8 +130,8 @@ def test_a_yaml_naming_the_trainers_file_is_checked_as_that_file(cli, tmp_path, 
     (tmp_path / "requirements.txt").write_text("llamafactory==0.9.1\n")
     shipped = _run(tmp_path, monkeypatch, cli)
     assert shipped.returncode in (0, 1), shipped.stderr
-    assert ("examples/deepspeed/ds_z3_config.json is not here: read as LLaMA-Factory 0.9.1 (llamafactory==0.9.1 at "
-            in shipped.stderr)
+    assert ("examples/deepspeed/ds_z3_config.json is not here: LLaMA-Factory's own, read as LLaMA-Factory 0.9.1 "
+            "(llamafactory==0.9.1 at " in shipped.stderr)
     stage, report = _configured(shipped)
     assert {f["file"] for f in report["findings"]} == {"LLaMA-Factory 0.9.1 examples/deepspeed/ds_z3_config.json"}
     # the same run with the file placed where llamafactory-cli reads it: the same estimate, the file's name
@@ -196,7 +196,7 @@ def test_an_axolotl_yaml_reads_its_release_of_the_folder(cli, tmp_path, monkeypa
     (tmp_path / "requirements.txt").write_text("axolotl==0.12.0\n")
     result = cli("check", "--training-args", "ax.yaml", "--gpus", "8", "--gpu", "H100-SXM5-80GB", "--format", "json")
     assert result.returncode in (0, 1), result.stderr
-    assert "read as axolotl 0.12.0 (axolotl==0.12.0 at requirements.txt:1) ships it" in result.stderr
+    assert "axolotl's own, read as axolotl 0.12.0 (axolotl==0.12.0 at requirements.txt:1)" in result.stderr
     stage, _ = _configured(result)
     assert stage["stage"] == 3
     shutil.rmtree(tmp_path / "model")

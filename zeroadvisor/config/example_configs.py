@@ -26,8 +26,7 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass
 
-from zeroadvisor.config.shipped_copies import content_at, contents, parsed, read_copy, release_for
-from zeroadvisor.jsontypes import JSONObject
+from zeroadvisor.config.shipped_copies import ShippedConfig, content_at, contents, read_copy, release_for
 from zeroadvisor.vocab import TrainerFamily
 
 
@@ -52,25 +51,6 @@ FOLDERS = {
 FAMILIES = {"llama-factory": TrainerFamily.LLAMA_FACTORY, "axolotl": TrainerFamily.AXOLOTL}
 
 
-@dataclass(frozen=True, slots=True)
-class ExampleConfig:
-    """One of a trainer's shipped configs as a release ships it."""
-
-    project: str
-    path: str  # in the trainer's repository, e.g. examples/deepspeed/ds_z3_config.json
-    content_since: str  # the first release shipping this content
-    release: str  # the release it is read for, as the pin gives it (or the newest content's, "X or later")
-    text: str  # verbatim
-
-    @property
-    def data(self) -> JSONObject:
-        return parsed(self.text)
-
-    @property
-    def display(self) -> str:
-        return f"{self.project} {self.release} {self.path}"
-
-
 def shipped_stem(path: str, project: str) -> str | None:
     """The shipped config ``path`` names (its stem), where it ends in the trainer's folder and one of its files
     (``examples/deepspeed/ds_z3_config.json``, ``./LLaMA-Factory/examples/deepspeed/ds_z3_config.json``); None
@@ -87,7 +67,7 @@ def shipped_stem(path: str, project: str) -> str | None:
     return stem if stem in where.stems else None
 
 
-def shipped_example(path: str, project: str, requirement: str | None) -> tuple[ExampleConfig | None, bool]:
+def shipped_example(path: str, project: str, requirement: str | None) -> tuple[ShippedConfig | None, bool]:
     """The config ``path`` names as the trainer's ``requirement`` (a release or a PEP 440 range; None: not known)
     ships it, and whether that release decided it (False: the newest content, an assumption). None: not one of its
     files, or one that release does not ship (older than its first copy)."""
@@ -101,5 +81,5 @@ def shipped_example(path: str, project: str, requirement: str | None) -> tuple[E
     if since is None:
         return None, True
     shown = str(chosen) if chosen is not None else f"{since} or later"
-    return ExampleConfig(where.project, f"{where.folder}/{stem}.json", str(since), shown,
+    return ShippedConfig(where.project, f"{where.folder}/{stem}.json", str(since), shown,
                          read_copy(where.copies, stem, since)), known

@@ -7,12 +7,34 @@ name maps to which file."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from importlib import resources
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from zeroadvisor.jsontypes import JSONObject
+
+
+@dataclass(frozen=True, slots=True)
+class ShippedConfig:
+    """One of a trainer's own configs as a release ships it."""
+
+    project: str  # the trainer, as its docs name it
+    path: str  # in the trainer's repository, e.g. examples/deepspeed/ds_z3_config.json
+    content_since: str  # the first release shipping this content
+    release: str  # the release it is read for, as the pin gives it (or the newest content's, "X or later")
+    text: str  # verbatim
+
+    @property
+    def data(self) -> JSONObject:
+        return parsed(self.text)
+
+    @property
+    def display(self) -> str:
+        """How findings name it: the trainer, its release and the file."""
+        return f"{self.project} {self.release} {self.path}"
+
 
 # far above any release: a requirement that admits it has no upper bound (the newest content applies)
 _UNBOUNDED = Version("9999")

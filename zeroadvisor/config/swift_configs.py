@@ -17,12 +17,9 @@ buckets' memory depends on). A release older than v2.4.1 has none shipped here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from packaging.version import Version
 
-from zeroadvisor.config.shipped_copies import content_at, contents, parsed, read_copy, release_for
-from zeroadvisor.jsontypes import JSONObject
+from zeroadvisor.config.shipped_copies import ShippedConfig, content_at, contents, read_copy, release_for
 
 V2_NAMES = {"default-zero2": "zero2", "default-zero3": "zero3", "zero2-offload": "zero2_offload",
             "zero3-offload": "zero3_offload"}
@@ -30,25 +27,6 @@ V3_NAMES = ("zero0", "zero1", "zero2", "zero3", "zero2_offload", "zero3_offload"
 NAMES = frozenset((*V2_NAMES, *V3_NAMES))
 V3, V4 = Version("3.0.0"), Version("4.0.0")
 _FOLDER = "ms_swift"
-
-
-@dataclass(frozen=True, slots=True)
-class SwiftConfig:
-    """One of ms-swift's configs as a release ships it."""
-
-    name: str  # as given (--deepspeed zero3)
-    path: str  # where ms-swift keeps it, e.g. swift/config/zero3.json
-    content_since: str  # the first release shipping this content
-    release: str  # the release it is read for, as the pin gives it (or the newest shipped content's)
-    text: str  # verbatim
-
-    @property
-    def data(self) -> JSONObject:
-        return parsed(self.text)
-
-    @property
-    def display(self) -> str:
-        return f"ms-swift {self.release} {self.path}"
 
 
 def stem_of(name: str, release: Version | None) -> str | None:
@@ -59,7 +37,7 @@ def stem_of(name: str, release: Version | None) -> str | None:
     return name if name in V3_NAMES and (release is None or release >= V3) else None
 
 
-def shipped(name: str, requirement: str | None) -> tuple[SwiftConfig | None, bool]:
+def shipped(name: str, requirement: str | None) -> tuple[ShippedConfig | None, bool]:
     """``--deepspeed name`` as ms-swift ``requirement`` (a release or a PEP 440 range; None: not known) reads it, and
     whether that release decided it (False: the newest shipped content, an assumption). None: no such name at that
     release, or a release older than any shipped copy."""
@@ -74,4 +52,4 @@ def shipped(name: str, requirement: str | None) -> tuple[SwiftConfig | None, boo
         return None, True
     folder = "swift/config" if chosen is None or chosen >= V4 else "swift/llm/ds_config"
     shown = str(chosen) if chosen is not None else f"{since} or later"
-    return SwiftConfig(name, f"{folder}/{stem}.json", str(since), shown, read_copy(_FOLDER, stem, since)), known
+    return ShippedConfig("ms-swift", f"{folder}/{stem}.json", str(since), shown, read_copy(_FOLDER, stem, since)), known

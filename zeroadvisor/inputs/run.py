@@ -42,6 +42,8 @@ if TYPE_CHECKING:
     from zeroadvisor.config.method import MethodSetup
     from zeroadvisor.config.openrlhf_config import OpenRLHFFlags
     from zeroadvisor.config.project import ProjectConfig
+    from zeroadvisor.config.shipped_copies import ShippedConfig
+    from zeroadvisor.config.trainer_pins import TrainerPin
     from zeroadvisor.config.training_args import TrainingArgs
     from zeroadvisor.hardware.table import GpuSpec
     from zeroadvisor.inputs.environment import Readings
@@ -620,16 +622,24 @@ def _example_config(values: Values, trainer: TrainerInputs, path: str) -> list[s
     name = FOLDERS[project].project
     pin = find_trainer_pin(trainer.source or os.curdir, FAMILIES[project])
     found, known = shipped_example(path, project, pin.version if pin is not None else None)
-    said = f" ({pin.origin})" if pin is not None else ""
     if found is None:
+        said = f" ({pin.origin})" if pin is not None else ""
         raise UsageError(f"{path}: no such file, and {name} {pin.version if pin is not None else ''}{said} ships no "
                          "such config known here; give the file's path as CONFIG")
+    read = _read_shipped(values, found, known, pin)
+    return [(f"config: {path} is not here: {name}'s own, read as {read}; a fix is shown, not written (give a copy's "
+            "path as CONFIG to --fix it)")]
+
+
+def _read_shipped(values: Values, found: ShippedConfig, known: bool, pin: TrainerPin | None) -> str:
+    """Check a trainer's own config as an in-memory config, its text as the trainer ships it: the findings name
+    the trainer's release, a diff the file's path in the trainer's repository. The words on the release read."""
     values["config"] = replace(ConfigSource.in_memory(found.text, found.display), patch_path=found.path)
-    release = (f"{name} {pin.version}{said} ships it" if known and pin is not None else
-               f"{name} ships it from {found.content_since} on, the newest content (the release is not "
-               f"{'exact: ' + pin.origin if pin is not None else 'pinned or installed'}: a pin of {name} sets it)")
-    return [(f"config: {path} is not here: read as {release}; a fix is shown, not written (give a copy's path as "
-             "CONFIG to --fix it)")]
+    if known and pin is not None:
+        return f"{found.project} {pin.version} ({pin.origin})"
+    unknown = f"exact: {pin.origin}" if pin is not None else "pinned or installed"
+    return (f"the newest content shipped, {found.project} {found.release} (the release is not {unknown}: a pin of "
+            f"{found.project} sets it)")
 
 
 def _swift_config(values: Values, trainer: TrainerInputs, name: str) -> list[str]:
@@ -642,17 +652,14 @@ def _swift_config(values: Values, trainer: TrainerInputs, name: str) -> list[str
 
     pin = find_trainer_pin(trainer.source or os.curdir, TrainerFamily.MS_SWIFT)
     found, known = shipped(name, pin.version if pin is not None else None)
-    said = f" ({pin.origin})" if pin is not None else ""
     if found is None:
+        said = f" ({pin.origin})" if pin is not None else ""
         raise UsageError(f"swift --deepspeed {name}: no such config of ms-swift "
                          f"{pin.version if pin is not None else ''}{said} is known here; give the file's path as "
                          "CONFIG")
-    values["config"] = replace(ConfigSource.in_memory(found.text, found.display), patch_path=found.path)
-    release = (f"ms-swift {pin.version}{said}" if known and pin is not None else
-               f"the newest content shipped, ms-swift {found.release} (the release is not "
-               f"{'exact: ' + pin.origin if pin is not None else 'pinned or installed'}: a pin of ms-swift sets it)")
-    return [(f"config: swift --deepspeed {name} is ms-swift's {found.path}, read as {release}; a fix is shown, not "
-             "written (give a copy's path as CONFIG to --fix it)")]
+    return [(f"config: swift --deepspeed {name} is ms-swift's {found.path}, read as "
+             f"{_read_shipped(values, found, known, pin)}; a fix is shown, not written (give a copy's path as CONFIG "
+             "to --fix it)")]
 
 
 def _openrlhf_config(values: Values, trainer: TrainerInputs, flags: OpenRLHFFlags) -> list[str]:
