@@ -917,3 +917,23 @@ def test_openrlhf_deepspeed_sleep_at_zero_2_stops_with_an_old_deepspeed_and_its_
     assert refused["Z2"] and refused["Z3"] is None and refused["Z2 +opt:cpu"] is None
     assert refused[stop["recommends"]["option"]] is None
     assert "ZA814" not in {f["code"] for f in check("0.19.8")["findings"]}
+
+
+def test_no_lower_stage_is_advised_where_the_trainer_refuses_every_stage(cli, tmp_path):
+    """axolotl refuses Muon with any DeepSpeed config (check_muon_deepspeed_fsdp): its ZeRO-2 fits but never runs, so
+    no "ZeRO-2 fits" (ZA802) beside the refusal. Before, ZA802 advised the refused rung."""
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text(json.dumps(LLAMA2_7B))
+    (tmp_path / "ds.json").write_text(json.dumps({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True},
+                                                  "zero_optimization": {"stage": 3}}))
+    (tmp_path / "requirements.txt").write_text("axolotl==0.12.0\n")
+    base = f"base_model: {tmp_path / 'model'}\nsequence_len: 1024\nmicro_batch_size: 1\nbf16: true\n"
+    codes = {}
+    for name, extra in (("adamw", ""), ("muon", "optimizer: muon\n")):
+        (tmp_path / f"{name}.yaml").write_text(base + extra)
+        result = cli("check", str(tmp_path / "ds.json"), "--training-args", str(tmp_path / f"{name}.yaml"),
+                     "--gpus", "8", "--gpu", "H100-SXM5-80GB", "--format", "json", "--fail-on", "never")
+        assert result.returncode == 0, result.stderr
+        codes[name] = {f["code"] for f in json.loads(result.stdout)["findings"]}
+    assert "ZA802" in codes["adamw"]  # the control: the same run without Muon is told ZeRO-2 fits
+    assert "ZA814" in codes["muon"] and "ZA802" not in codes["muon"]

@@ -246,12 +246,14 @@ class Candidates:
     # -- what the rules ask ------------------------------------------------------------------------
     def fastest_fitting_rung(self, among: Callable[[Option], bool]) -> StageEstimate | None:
         """The fastest rung of the ladder above the configured one (ranking.LADDER) that ``among`` admits, adds
-        no offload and fits with the headroom, as configured otherwise: one change, the rung alone."""
+        no offload, fits with the headroom and that the trainer runs, as configured otherwise: one change, the rung
+        alone."""
         for option in faster_rungs(self.configured):
             if not among(option) or not self.may_recommend(option) or adds_offload(option, self.configured):
                 continue
             found = self.written.evaluate(self.written.change(option))
-            if found is not None and found.comfortable:
+            # a rung the trainer refuses stops before training whatever its memory (memory/method.py)
+            if found is not None and found.comfortable and found.trainer_refusal is None:
                 return found
         return None
 
