@@ -32,7 +32,8 @@ def test_max_length_by_release(method, release, length):
 
 @pytest.mark.parametrize(("release", "given", "prompt", "completion"), [
     ("0.21.0", Generation(), 512, 256), ("0.25.1", Generation(), 512, 256), ("0.26.0", Generation(), None, 256),
-    (None, Generation(), None, 256), ("0.21.0", Generation(max_completion_length=1024), 512, None),
+    ("1.9.2", Generation(), None, 256), ("1.10.0", Generation(), None, 512), (None, Generation(), None, 512),
+    ("0.21.0", Generation(max_completion_length=1024), 512, None),
     ("0.21.0", Generation(max_prompt_length=300, max_completion_length=1024), None, None)])
 def test_grpo_caps_by_release(release, given, prompt, completion):
     found = trl_defaults(MethodSetup(Method.GRPO, TrainerFamily.TRL, trainer_version=release, generation=given))

@@ -348,8 +348,8 @@ def _activations_dominate(ctx: Context) -> Iterator[Hit]:
         return
     largest = a.largest_micro_batch
     micro = a.estimate.settings.micro_batch
-    mb = (f"the largest micro batch that fits is {largest} (now {micro})" if largest is not None
-          else f"even micro batch 1 does not fit (now {micro})")
+    mb = (f"the largest micro batch that fits is {largest} (now {micro}){_refused_batch(a, largest)}"
+          if largest is not None else f"even micro batch 1 does not fit (now {micro})")
     # a level that saves nothing here (selective under fused attention keeps no s x s scores) is not named
     savings = [f"{level} checkpointing saves {a.fmt(saved)}" for level, saved in a.checkpointing_savings if saved > 0]
     if a.flash_attention_saving is not None:
@@ -364,6 +364,17 @@ def _activations_dominate(ctx: Context) -> Iterator[Hit]:
     yield Hit(_anchor(ctx),
               f"activations ({a.fmt(acts)} per GPU) exceed model states ({a.fmt(states)}): no ZeRO stage shrinks "
               f"activations, so a higher stage will not help; {mb}" + ("; " + ", ".join(savings) if savings else ""))
+
+
+def _refused_batch(a: Advice, micro_batch: int) -> str:
+    """", which the trainer refuses: ..." where TRL's GRPO refuses that micro batch (the global batch kept: the
+    accumulation grows), so no fix names it; "" otherwise."""
+    from zeroadvisor.memory.method import trl_grpo_batch_refusal
+
+    w = a.search.as_written
+    refused = trl_grpo_batch_refusal(w.shape.method, micro_batch, max(1, w.micro_batch * w.accumulation // micro_batch),
+                                     w.cluster.gpus)
+    return f", which the trainer refuses: {refused}" if refused is not None else ""
 
 
 ACTIVATIONS_DOMINATE = Rule(

@@ -177,7 +177,9 @@ class Written:
     def outcome(self, change: Change) -> Outcome | None:
         """``change`` as it will be written, if it fits: the config with every fix applied is estimated again."""
         evaluated = self.evaluate_tuned(change)
-        if evaluated is None or not evaluated[0].comfortable:
+        # a run the trainer refuses (memory/method.py trainer_refusal: at this stage, or TRL's GRPO at this micro
+        # batch) stops before training: no fix, whatever its memory
+        if evaluated is None or not evaluated[0].comfortable or evaluated[0].trainer_refusal is not None:
             return None
         _, tuning = evaluated
         batch = self.batch.patch(change.micro_batch, change.config_patch)

@@ -7,8 +7,8 @@ release the user pins (read at the TRL tags):
   @ v0.13.0), where DPOTrainer kept None: no truncation, so no length is known;
 - SFTConfig ``max_seq_length`` (``max_length`` from 0.16): 1024 from TRL 0.15.0; before it SFTTrainer set
   ``min(tokenizer.model_max_length, 1024)`` (trl/trainer/sft_trainer.py @ v0.14.0), at most 1024;
-- GRPOConfig ``max_completion_length`` 256 (every release from 0.14.0, where GRPO came) and ``max_prompt_length``
-  512 until 0.25, None (prompts not truncated: deprecated) from 0.26.0.
+- GRPOConfig ``max_completion_length`` 256 from 0.14.0 (where GRPO came), 512 from 1.10.0 (the same at 1.16.0),
+  and ``max_prompt_length`` 512 until 0.25, None (prompts not truncated: deprecated) from 0.26.0.
 
 The sequence is then the most a row can hold: each trainer's collator pads to the longest row of its batch, so a
 run that fits at it fits (the padding finding says what the data decides where it does not).
@@ -35,7 +35,7 @@ _MAX_LENGTH: dict[Method, tuple[tuple[Version, int | None, str], ...]] = {
     Method.SFT: ((Version("0"), 1024, "max_seq_length None: min(tokenizer.model_max_length, 1024)"),
                  (Version("0.15.0"), 1024, "max_seq_length"), (Version("0.16.0"), 1024, "max_length")),
 }
-GRPO_COMPLETION = 256
+_GRPO_COMPLETION: tuple[tuple[Version, int | None], ...] = ((Version("0"), 256), (Version("1.10.0"), 512))
 # the origin of a field filled from its class's default (config/method.py MethodSetup.origin), so that it is still
 # listed as assumed (memory/method.py)
 CLASS_DEFAULT = "the TRL config class's default"
@@ -50,6 +50,11 @@ class TrlLengths:
     max_prompt_length: int | None = None
     max_completion_length: int | None = None
     note: str = ""  # where the defaults come from, for the notes
+
+
+def _since(table: tuple[tuple[Version, int | None], ...], release: Version | None) -> int | None:
+    """The value in force at ``release`` (None: the newest)."""
+    return [value for since, value in table if release is None or since <= release][-1]
 
 
 def _at(table: tuple[tuple[Version, int | None, str], ...], release: Version | None) -> tuple[int | None, str]:
@@ -67,9 +72,8 @@ def trl_defaults(setup: MethodSetup) -> TrlLengths:
         return TrlLengths()
     if setup.method == Method.GRPO:
         gen = setup.generation
-        prompt = None if gen.max_prompt_length else [v for since, v in _GRPO_PROMPT if release is None
-                                                      or since <= release][-1]
-        completion = None if gen.max_completion_length else GRPO_COMPLETION
+        prompt = None if gen.max_prompt_length else _since(_GRPO_PROMPT, release)
+        completion = None if gen.max_completion_length else _since(_GRPO_COMPLETION, release)
         said = [f"{key} {value}" for key, value in (("max_prompt_length", prompt),
                                                     ("max_completion_length", completion)) if value]
         return TrlLengths(max_prompt_length=prompt, max_completion_length=completion,

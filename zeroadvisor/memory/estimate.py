@@ -563,7 +563,8 @@ def _stage_estimate(run: _Run, option: Option) -> StageEstimate:
     refused = refusal(run.s, option)
     if refused:
         notes.insert(0, f"DeepSpeed {DEEPSPEED_TARGET} does not run this configuration: {refused}")
-    trainer_refused = trainer_refusal(run.shape.method, run.model, option, run.s.release)
+    trainer_refused = trainer_refusal(run.shape.method, run.model, option, run.s.release,
+                                      (run.s.micro_batch, run.accumulation, run.cluster.gpus))
     if trainer_refused:
         notes.insert(0, f"the trainer does not run this configuration: {trainer_refused}")
     option_notes = [n for n in dict.fromkeys(notes) if n not in run.seen_notes]

@@ -32,6 +32,7 @@ the file, the function and the release read.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from packaging.specifiers import SpecifierSet
@@ -320,17 +321,75 @@ LLAMA_FACTORY_QUANTIZATION = "llamafactory/model/model_utils/quantization.py con
 TRL_PRECOMPUTE_ZERO3 = {Method.DPO: SpecifierSet(">=0.7.5,<0.29.0"), Method.KTO: SpecifierSet(">=0.8.0,<1.3.0")}
 
 
-def trainer_refusal(setup: MethodSetup, policy: ModelSpec, option: Option, deepspeed: str | None = None) -> str | None:
+# TRL's GRPO batch checks, which raise before training whatever the memory (read at each tag): from 0.15.0 to 0.16.x
+# GRPOTrainer.__init__ wants the global train batch (processes x per_device_train_batch_size) divisible by
+# num_generations, 0.17.x the effective one (x gradient_accumulation_steps); from 0.18.0 GRPOConfig.__post_init__
+# builds the generation batch (per device x processes x steps_per_generation, which defaults to the accumulation; or
+# generation_batch_size, divisible by the global batch) and wants it divisible by num_generations, in these words
+# from 0.20.0. Before 0.15 the batch counted prompts, not completions: no check. num_generations defaults to 8.
+TRL_GRPO_GENERATIONS = 8
+TRL_GRPO_CHECKS = (Version("0.15.0"), Version("0.17.0"), Version("0.18.0"), Version("0.20.0"))
+TRL_GRPO_SOURCE = {False: "trl/trainer/grpo_trainer.py GRPOTrainer.__init__",
+                   True: "trl/trainer/grpo_config.py GRPOConfig.__post_init__"}
+
+
+def trl_grpo_batch_refusal(setup: MethodSetup, micro_batch: int, accumulation: int, processes: int) -> str | None:
+    """TRL's words where its GRPO refuses the batch (TRL_GRPO_CHECKS) at the pinned release (the newest check where
+    none is pinned), or None."""
+    if setup.method != Method.GRPO or setup.trainer != TrainerFamily.TRL:
+        return None
+    release, (since, effective, generation, worded) = setup.release, TRL_GRPO_CHECKS
+    if release is not None and release < since:
+        return None
+    gen = setup.generation
+    groups = gen.num_generations or TRL_GRPO_GENERATIONS
+    at = f"TRL {setup.trainer_version}" if release is not None else "TRL (not pinned: the newest release's check)"
+    config = release is None or release >= generation
+    if not config:
+        counted = [processes, micro_batch] + ([accumulation] if release is not None and release >= effective else [])
+        total = math.prod(counted)
+        if total % groups == 0 and groups >= 2:
+            return None
+        words = (f"The {'effective' if len(counted) == 3 else 'global'} train batch size "
+                 f"({' x '.join(map(str, counted))}) must be evenly divisible by the number of generations per prompt "
+                 f"({groups})")
+        return f"{at} raises \"{words}\" ({TRL_GRPO_SOURCE[config]})"
+    global_batch = micro_batch * processes
+    if gen.generation_batch_size is not None and gen.steps_per_generation is not None:
+        words = "'generation_batch_size' and 'steps_per_generation' can not be both configured at the same time"
+    elif gen.generation_batch_size is not None and gen.generation_batch_size % global_batch:
+        words = (f"generation_batch_size ({gen.generation_batch_size}) must be divisible by the global batch size "
+                 f"({global_batch}).")
+    else:
+        steps = (gen.generation_batch_size // global_batch if gen.generation_batch_size is not None
+                 else gen.steps_per_generation or accumulation)
+        batch = global_batch * steps
+        if batch % groups == 0 and groups >= 2:
+            return None
+        words = (f"generation_batch_size ({batch}) must be divisible by num_generations ({groups})."
+                 if release is None or release >= worded else
+                 f"The effective train batch size ({processes} x {micro_batch} x {steps}) must be evenly divisible by "
+                 f"the number of generations per prompt ({groups})")
+    return (f"{at} raises \"{words}\" ({TRL_GRPO_SOURCE[config]}); the generation batch is per_device_train_batch_size "
+            "x processes x steps_per_generation (by default gradient_accumulation_steps)")
+
+
+def trainer_refusal(setup: MethodSetup, policy: ModelSpec, option: Option, deepspeed: str | None = None,
+                    batch: tuple[int, int, int] | None = None) -> str | None:
     """Why the trainer itself stops before training with ``option``, whatever the memory, or None: the file's
     settings it refuses at the option's stage by its release (MethodSetup.refusals: config/trainer_refusals.py;
     some pass where the option offloads the optimizer, or refuse only with ``deepspeed`` releases up to one),
     TRL's refusal of precompute_ref_log_probs under ZeRO-3 at the releases of TRL_PRECOMPUTE_ZERO3 (a TRL run whose
     release is pinned), and LLaMA-Factory's refusal of a model quantized to 8 bits (the policy's
     quantization_bit, the reference's ref_model_quantization_bit) under ZeRO-3 (LLAMA_FACTORY_QUANTIZATION's
-    comment)."""
+    comment); and TRL's GRPO batch checks at every stage, where ``batch`` (micro batch, accumulation, processes)
+    is given (trl_grpo_batch_refusal)."""
     offloads = option.offload_optimizer != Device.NONE
     reasons = [r.words for r in setup.refusals
                if r.applies(option.stage, setup.release, offloads, release_of(deepspeed))]
+    grpo = trl_grpo_batch_refusal(setup, *batch) if batch is not None else None
+    if grpo is not None:
+        reasons.append(grpo)
     window = TRL_PRECOMPUTE_ZERO3.get(setup.method)
     if option.stage == 3 and setup.precompute_ref_log_probs and setup.trainer == TrainerFamily.TRL \
             and window is not None and setup.release is not None and setup.release in window:

@@ -1,0 +1,93 @@
+"""TRL's GRPO batch checks (memory/method.py trl_grpo_batch_refusal): TRL raises before training where the batch
+of completions does not hold whole groups of num_generations, in words and arithmetic that changed by release. The
+configured run is refused (ZA814), and no micro batch change that TRL would refuse is recommended. Before, such a
+run was called "fits"."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cli_run import cli  # noqa: F401 - the fixture
+from zeroadvisor.config.method import Generation, MethodSetup
+from zeroadvisor.memory.method import trl_grpo_batch_refusal
+from zeroadvisor.vocab import Method, TrainerFamily
+
+
+def _setup(release: str | None, **generation: int) -> MethodSetup:
+    return MethodSetup(Method.GRPO, TrainerFamily.TRL, trainer_version=release, generation=Generation(**generation))
+
+
+@pytest.mark.parametrize(("release", "generation", "batch", "words"), [
+    ("0.14.0", {"num_generations": 16}, (1, 1, 8), None),  # the batch counted prompts: no check
+    ("0.16.1", {"num_generations": 16}, (2, 1, 8), None),
+    ("0.16.1", {"num_generations": 16}, (1, 4, 8), ("The global train batch size (8 x 1) must be evenly divisible by "
+                                                   "the number of generations per prompt (16)")),
+    ("0.17.0", {"num_generations": 16}, (1, 4, 8), None),  # the accumulation counts from 0.17
+    ("0.17.0", {"num_generations": 16}, (1, 1, 8), ("The effective train batch size (8 x 1 x 1) must be evenly "
+                                                   "divisible by the number of generations per prompt (16)")),
+    ("0.19.1", {}, (4, 1, 7), ("The effective train batch size (7 x 4 x 1) must be evenly divisible by the number of "
+                              "generations per prompt (8)")),
+    ("0.23.0", {}, (4, 1, 7), "generation_batch_size (28) must be divisible by num_generations (8)."),
+    ("0.23.0", {}, (4, 2, 7), None),
+    ("0.23.0", {"steps_per_generation": 2}, (4, 1, 7), None),  # the steps, not the accumulation
+    ("0.23.0", {"generation_batch_size": 56}, (4, 1, 7), None),
+    ("0.23.0", {"generation_batch_size": 60}, (4, 1, 7), ("generation_batch_size (60) must be divisible by the global "
+                                                         "batch size (28).")),
+    ("0.23.0", {"generation_batch_size": 56, "steps_per_generation": 2}, (4, 1, 7),
+     "'generation_batch_size' and 'steps_per_generation' can not be both configured at the same time"),
+    (None, {"num_generations": 6}, (4, 1, 8), "generation_batch_size (32) must be divisible by num_generations (6)."),
+])
+def test_trl_s_checks_by_release(release, generation, batch, words):
+    found = trl_grpo_batch_refusal(_setup(release, **generation), *batch)
+    assert (found is None) == (words is None)
+    if words is not None:
+        assert f'raises "{words}"' in found
+
+
+def test_only_trl_s_grpo_is_checked():
+    assert trl_grpo_batch_refusal(MethodSetup(Method.DPO, TrainerFamily.TRL), 1, 1, 7) is None
+    assert trl_grpo_batch_refusal(MethodSetup(Method.GRPO, TrainerFamily.MS_SWIFT), 1, 1, 7) is None
+
+
+QWEN = {"model_type": "qwen2", "hidden_size": 3584, "intermediate_size": 18944, "num_hidden_layers": 28,
+        "num_attention_heads": 28, "num_key_value_heads": 4, "vocab_size": 152064, "tie_word_embeddings": False}
+Z3 = {"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto", "train_batch_size": "auto",
+      "bf16": {"enabled": "auto"}, "zero_optimization": {"stage": 3}}
+
+
+def _check(cli, tmp_path, release: str, flags: str, gpu: str = "H100-SXM5-80GB", config: dict = Z3) -> dict:
+    (tmp_path / "model").mkdir(exist_ok=True)
+    (tmp_path / "model" / "config.json").write_text(json.dumps(QWEN))
+    (tmp_path / "ds.json").write_text(json.dumps(config))
+    (tmp_path / "requirements.txt").write_text(f"trl=={release}\n")
+    result = cli("check", str(tmp_path / "ds.json"), "--gpu", gpu, "--cpu-memory", "1TB", "--format", "json",
+                 "--fail-on", "never", "--launch",
+                 f"accelerate launch --num_processes 8 -m trl.scripts.grpo --model_name_or_path {tmp_path / 'model'} "
+                 f"--gradient_checkpointing --bf16 --max_prompt_length 512 {flags}", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_a_refused_grpo_batch_stops_the_check_and_no_refused_micro_batch_is_advised(cli, tmp_path):
+    refused = _check(cli, tmp_path, "0.23.0", "--per_device_train_batch_size 2 --num_generations 6")
+    (finding,) = [f for f in refused["findings"] if f["code"] == "ZA814"]
+    assert 'TRL 0.23.0 raises "generation_batch_size (16) must be divisible by num_generations (6)."' in \
+        finding["message"]
+    # TRL 0.16 counts the global batch alone: with 16 generations on 8 GPUs only even micro batches run, so the
+    # long completion that does not fit at micro batch 2 on a 24 GB card, fully offloaded, gets no micro batch 1
+    # (which fits, and was the fix before), but a bigger card
+    (tmp_path / "old").mkdir()
+    offloaded = {**Z3, "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"},
+                                             "offload_param": {"device": "cpu"}}}
+    old = _check(cli, tmp_path / "old", "0.16.1", "--per_device_train_batch_size 2 --num_generations 16 "
+                 "--max_completion_length 8192", gpu="A10G", config=offloaded)
+    assert not [f for f in old["findings"] if f["code"] == "ZA814"]
+    for f in old["findings"]:
+        change = (f.get("recommends") or {}).get("change", "")
+        assert "micro batch 1" not in change, f["message"]
+    (dominate,) = [f for f in old["findings"] if f["code"] == "ZA803"]
+    assert "micro batch that fits is 1 (now 2), which the trainer refuses: TRL 0.16.1 raises" in dominate["message"]
+    (short,) = [f for f in old["findings"] if f["code"] == "ZA801"]
+    assert "A100-SXM4-40GB" in short["message"]
