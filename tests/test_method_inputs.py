@@ -263,7 +263,7 @@ def test_grpo_defaults_that_decide_memory_are_assumed_with_their_keys(cli, proje
     assumed = _assumed(cli, project, "--trainer", "grpo")
     assert "trainer_version" not in assumed
     assert (assumed["beta"]["value"], assumed["beta"]["key"]) == (0.0, "beta")
-    # GRPOConfig's default completion cap at that release (config/trl_lengths.py), still said as assumed
+    # GRPOConfig's default completion cap at that release (config/default_lengths.py), still said as assumed
     assert (assumed["max_completion_length"]["value"], assumed["max_completion_length"]["key"]) == \
         (256, "max_completion_length")
     # GRPOConfig.vllm_mode's default by release: server up to 0.29, colocate from 1.0.0; colocated, its share

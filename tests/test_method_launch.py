@@ -444,22 +444,3 @@ def test_an_unread_option_s_further_values_are_its_own():
     ignored = [note for note in (*launch.notes, *launch.training.notes) if "were ignored" in note]
     assert ignored and ignored[0].endswith("were ignored: --reward_funcs"), ignored
     assert launch.training.method.setup.generation.max_completion_length == 1024
-
-
-@pytest.mark.parametrize(("command", "length"), [
-    ("deepspeed --module openrlhf.cli.train_dpo --pretrain m --zero_stage 3", 512),
-    ("deepspeed --module openrlhf.cli.train_sft --pretrain m --zero_stage 2", 2048),
-    ("deepspeed --module openrlhf.cli.train_rm --pretrain m --zero_stage 2", 512),
-    ("deepspeed --module openrlhf.cli.train_dpo --pretrain m --max_len 4096", 4096),
-    ("deepspeed --module openrlhf.cli.train_dpo --pretrain m --data.max_len 1024", 1024),
-    ("python3 -m openrlhf.cli.train_ppo_ray --pretrain m --actor_num_gpus_per_node 8", 2048),
-    ("python3 -m openrlhf.cli.train_ppo_ray --pretrain m --actor_num_gpus_per_node 8 --generate_max_len 4096", None)])
-def test_openrlhf_s_default_lengths_bound_the_sequence(command, length):
-    """OpenRLHF's datasets truncate to --max_len, whose default is the entry point's (openrlhf/cli/train_*.py @ v0.6.0
-    to v0.11.0); before, a command without it left the activations uncounted. PPO's prompt and generation default to
-    1024 + 1024 up to 0.9 and --max_len 2048 from 0.10: the same sequence; a command that sets one of them is read
-    by what it sets (memory/method.py method_shape)."""
-    training = parse_launch(command).training
-    assert training.sequence_length == length
-    if length is not None and "--max_len 4096" not in command and "data.max_len" not in command:
-        assert "default" in training.sequence_from

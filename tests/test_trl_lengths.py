@@ -1,4 +1,4 @@
-"""The lengths a TRL config file leaves to its class's defaults (config/trl_lengths.py): DPOConfig & co.'s
+"""The lengths a TRL config file leaves to its class's defaults (config/default_lengths.py): DPOConfig & co.'s
 max_length, SFTConfig's, GRPOConfig's prompt and completion caps, by the pinned TRL release. Before, a TRL DPO
 config without max_length left the activations uncounted ("give --seq-len") though TRL truncates every row."""
 
@@ -9,8 +9,8 @@ import json
 import pytest
 
 from cli_run import cli  # noqa: F401 - the fixture
+from zeroadvisor.config.default_lengths import trl_defaults
 from zeroadvisor.config.method import Generation, MethodSetup
-from zeroadvisor.config.trl_lengths import trl_defaults
 from zeroadvisor.vocab import Method, TrainerFamily
 
 QWEN = {"model_type": "qwen2", "hidden_size": 3584, "intermediate_size": 18944, "num_hidden_layers": 28,
@@ -80,3 +80,37 @@ def test_a_grpo_config_without_lengths_scores_trl_s_default_completion(cli, tmp_
     (logits,) = [term for term in configured["terms"] if term["key"] == "completion_logits"]
     assert "4 × 256 × V 152,064" in logits["formula"]
     assert any("GRPO's are the completion's only" in note for note in report["estimate"]["model"]["assumptions"])
+
+
+LLAMA = {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+         "num_attention_heads": 32, "vocab_size": 32000}
+
+
+@pytest.mark.parametrize(("command", "length"), [
+    ("deepspeed --num_gpus 8 --module openrlhf.cli.train_dpo --pretrain {m} --zero_stage 3 --bf16", 512),
+    ("deepspeed --num_gpus 8 --module openrlhf.cli.train_sft --pretrain {m} --zero_stage 2 --bf16", 2048),
+    ("deepspeed --num_gpus 8 --module openrlhf.cli.train_rm --pretrain {m} --zero_stage 2 --bf16", 512),
+    ("deepspeed --num_gpus 8 --module openrlhf.cli.train_dpo --pretrain {m} --bf16 --max_len 4096", 4096),
+    (("python3 -m openrlhf.cli.train_ppo_ray --pretrain {m} --actor_num_gpus_per_node 8 --bf16 --init_kl_coef 0 "
+     "--advantage_estimator group_norm --remote_rm_url http://rm"), 2048)])
+def test_openrlhf_s_default_lengths_bound_the_sequence(cli, tmp_path, command, length):
+    """OpenRLHF's datasets truncate to --max_len, whose default is the entry point's (openrlhf/cli/train_*.py @ v0.6.0
+    to v0.11.0); before, a command without it left the activations uncounted. PPO's prompt and generation default to
+    1024 + 1024 up to 0.9 and --max_len 2048 from 0.10: the same sequence."""
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text(json.dumps(LLAMA))
+    result = cli("check", "--gpu", "A100-SXM4-80GB", "--cpu-memory", "1TB", "--format", "json", "--fail-on", "never",
+                 "--launch", command.format(m=tmp_path / "model"))
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["estimate"]["model"]["sequence_length"] == length
+    assert (f"sequence length {length} from OpenRLHF's" in result.stderr) == ("--max_len" not in command)
+
+
+def test_openrlhf_s_default_gives_way_to_a_length_said_elsewhere(cli, tmp_path):
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text(json.dumps(LLAMA))
+    command = f"deepspeed --num_gpus 8 --module openrlhf.cli.train_dpo --pretrain {tmp_path / 'model'} --bf16"
+    result = cli("check", "--gpu", "A100-SXM4-80GB", "--format", "json", "--fail-on", "never", "--seq-len", "1024",
+                 "--launch", command)
+    assert json.loads(result.stdout)["estimate"]["model"]["sequence_length"] == 1024
+    assert "from OpenRLHF's" not in result.stderr

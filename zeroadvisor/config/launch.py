@@ -535,29 +535,8 @@ def _openrlhf_entry(script: str, module: str) -> str | None:
     return None
 
 
-# The longest sample OpenRLHF's entry points truncate to where the command sets no length: --max_len's argparse
-# default (--data.max_len from 0.10), the same at every tag from v0.6.0 to v0.11.0 (openrlhf/cli/train_*.py; its
-# datasets tokenize with max_length=max_len, truncation=True); PPO's prompt and generation, 1024 + 1024 up to 0.9
-# (--prompt_max_len, --generate_max_len) and --max_len 2048 in all from 0.10.
-_PPO_LENGTHS = "the defaults --prompt_max_len 1024 + --generate_max_len 1024 (--max_len 2048 from 0.10)"
-OPENRLHF_MAX_LEN: dict[str, tuple[int, str]] = {
-    "train_sft": (2048, "--max_len's default"), "train_dpo": (512, "--max_len's default"),
-    "train_kto": (2048, "--max_len's default"), "train_rm": (512, "--max_len's default"),
-    "train_ppo": (2048, _PPO_LENGTHS), "train_ppo_ray": (2048, _PPO_LENGTHS)}
-
-
 OPENRLHF_BUILDS_CONFIG = ("OpenRLHF builds its DeepSpeed config from its flags (openrlhf/utils/deepspeed/"
                           "deepspeed_utils.py get_train_ds_config), not from a file")
-
-
-def _openrlhf_length(entry: str, given: Mapping[str, str | bool], data: JSONObject, labels: dict[str, str]) -> None:
-    """The sequence the command sets (--max_len), else the entry point's default (OPENRLHF_MAX_LEN), into ``data``
-    as max_length, with where it came from."""
-    if "max_len" in given:
-        data["max_length"] = _number(given["max_len"])
-    default = OPENRLHF_MAX_LEN.get(entry.rsplit(".", 1)[-1])
-    if default is not None and not {"max_len", "prompt_max_len", "generate_max_len"} & set(given):
-        data["max_length"], labels["max_length"] = default[0], f"{default[1]} of {entry}"
 
 
 def _openrlhf_launch(launch: Launch, entry: str, words: list[str]) -> Launch:
@@ -575,7 +554,8 @@ def _openrlhf_launch(launch: Launch, entry: str, words: list[str]) -> Launch:
         for half in ("bf16", "fp16"):
             data[half], labels[half] = str(dtype).strip().lower() == half, labels["param_dtype"]
     data.update({key: _number(value) for key, value in given.items() if key in SEQUENCE_KEYS})
-    _openrlhf_length(entry, given, data, labels)
+    if "max_len" in given:
+        data["max_length"] = _number(given["max_len"])
 
     def where(key: str) -> str:
         return labels.get(key, f"--{key}")

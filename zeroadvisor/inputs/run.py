@@ -722,7 +722,7 @@ def _assemble(command: Command, values: Values, spelling: Spelling, project: boo
             model, shape = model_and_shape(cast("str | os.PathLike[str]", values.get("model")), None,
                                            spelling=spelling, **{key: values.get(key) for key in TRAINING_INPUTS})
         setup, method_notes = _method(values, spelling, trainer, configs)
-        setup, shape, length_notes = _trl_lengths(setup, shape)
+        setup, shape, length_notes = _default_lengths(setup, shape, trainer)
         method_notes = [*method_notes, *length_notes]
         if method_notes or setup != shape.method:  # nothing said: the shape as it was (MethodSetup())
             from zeroadvisor.inputs.method import auxiliary_specs
@@ -836,14 +836,25 @@ def _method(values: Values, spelling: Spelling, trainer: TrainerInputs | None,
     return resolve(reading, flag, label, spelling.ask("trainer", "METHOD"), start)
 
 
-def _trl_lengths(setup: MethodSetup, shape: TrainingShape) -> tuple[MethodSetup, TrainingShape, list[str]]:
-    """The lengths a TRL config leaves to its class's defaults at the pinned release (config/trl_lengths.py): the
-    sequence where nothing gave one, GRPO's prompt and completion caps; the note on them."""
+def _default_lengths(setup: MethodSetup, shape: TrainingShape,
+                     trainer: TrainerInputs | None) -> tuple[MethodSetup, TrainingShape, list[str]]:
+    """The lengths a trainer's file or command leaves to the trainer's defaults at the pinned release
+    (config/default_lengths.py), where nothing else gives them: the sequence, GRPO's prompt and completion caps;
+    the note on them. OpenRLHF's only where its command sets none of its lengths."""
     from zeroadvisor.vocab import TrainerFamily
 
+    if setup.trainer is TrainerFamily.OPENRLHF:
+        from zeroadvisor.config.default_lengths import openrlhf_default
+
+        said = setup.generation.max_prompt_length or setup.generation.max_completion_length
+        default = openrlhf_default(setup)
+        if default is None or shape.sequence_length is not None or said or trainer is None \
+                or trainer.openrlhf_flags is None:
+            return setup, shape, []
+        return setup, replace(shape, sequence_length=default[0]), [default[1]]
     if setup.trainer is not TrainerFamily.TRL:
         return setup, shape, []
-    from zeroadvisor.config.trl_lengths import CLASS_DEFAULT, trl_defaults
+    from zeroadvisor.config.default_lengths import CLASS_DEFAULT, trl_defaults
 
     found = trl_defaults(setup)
     if found.max_length is not None and shape.sequence_length is None:

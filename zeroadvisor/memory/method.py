@@ -38,9 +38,9 @@ from dataclasses import dataclass, replace
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from zeroadvisor.config.default_lengths import CLASS_DEFAULT
 from zeroadvisor.config.method import MethodSetup, Placement, release_of
 from zeroadvisor.config.trainer_pins import DISTRIBUTIONS
-from zeroadvisor.config.trl_lengths import CLASS_DEFAULT
 from zeroadvisor.memory import bytes as B
 from zeroadvisor.memory import generation as G
 from zeroadvisor.memory.assumed import AssumedInput
@@ -1096,7 +1096,7 @@ def _generation_assumptions(setup: MethodSetup) -> list[AssumedInput]:
                                        key="--init_kl_coef" if setup.trainer == TrainerFamily.OPENRLHF
                                        else _key(setup, "beta")))
         # OpenRLHF's actor takes the whole sequence's logits whatever the length (completion_logits): no bound
-        # unsaid: unknown, or TRL GRPOConfig's default where the inputs filled it (config/trl_lengths.py)
+        # unsaid: unknown, or TRL GRPOConfig's default where the inputs filled it (config/default_lengths.py)
         filled = dict(setup.origin).get("max_completion_length") == CLASS_DEFAULT
         if (gen.max_completion_length is None or filled) and setup.trainer != TrainerFamily.OPENRLHF:
             out.append(AssumedInput.of("max_completion_length", gen.max_completion_length,

@@ -1,5 +1,12 @@
-"""The lengths TRL's trainers truncate to where the config file leaves them out: each config class's default at the
-release the user pins (read at the TRL tags):
+"""The lengths the trainers truncate to where their files leave them out, read where nothing else gives the sequence
+(``--seq-len``, the trainer's file or command, the model description).
+
+OpenRLHF (``openrlhf_default``): ``--max_len``'s argparse default (``--data.max_len`` from 0.10), the same at every
+tag from v0.6.0 to v0.11.0 (openrlhf/cli/train_*.py; its datasets tokenize with ``max_length=max_len,
+truncation=True``): 2048 for train_sft and train_kto, 512 for train_dpo and train_rm; PPO's prompt and generation
+1024 + 1024 up to 0.9 (``--prompt_max_len``, ``--generate_max_len``), ``--max_len`` 2048 in all from 0.10.
+
+TRL (``trl_defaults``): each config class's default at the release the user pins (read at the TRL tags):
 
 - DPOConfig, KTOConfig, ORPOConfig, CPOConfig, RewardConfig ``max_length``: 1024 from TRL 0.14.0 (the config
   classes' field default). Before it the field was None, and KTO, ORPO, CPO and the reward trainer fell back to
@@ -40,6 +47,19 @@ _GRPO_COMPLETION: tuple[tuple[Version, int | None], ...] = ((Version("0"), 256),
 # listed as assumed (memory/method.py)
 CLASS_DEFAULT = "the TRL config class's default"
 _GRPO_PROMPT: tuple[tuple[Version, int | None], ...] = ((Version("0"), 512), (Version("0.26.0"), None))
+
+
+_PPO = "the defaults --prompt_max_len 1024 + --generate_max_len 1024 (--max_len 2048 from 0.10)"
+_OPENRLHF: dict[Method, tuple[int, str]] = {
+    Method.SFT: (2048, "--max_len's default (train_sft)"), Method.DPO: (512, "--max_len's default (train_dpo)"),
+    Method.KTO: (2048, "--max_len's default (train_kto)"), Method.REWARD: (512, "--max_len's default (train_rm)"),
+    Method.PPO: (2048, _PPO), Method.GRPO: (2048, _PPO)}
+
+
+def openrlhf_default(setup: MethodSetup) -> tuple[int, str] | None:
+    """The sequence an OpenRLHF entry point truncates to where its command sets no length, and the note on it."""
+    found = _OPENRLHF.get(setup.method)
+    return None if found is None else (found[0], f"sequence length {found[0]} from OpenRLHF's {found[1]}")
 
 
 @dataclass(frozen=True, slots=True)
