@@ -237,6 +237,8 @@ def test_under_trl_s_own_accelerate_config_the_micro_batch_fix_keeps_the_trainer
     (action,) = [a for a in finding["actions"] if a["kind"] == "trainer-batch"]
     micro, accumulation = action["per_device_train_batch_size"], action["gradient_accumulation_steps"]
     assert micro < 8 and micro * accumulation == 16, finding["message"]
+    # TRL's file is named as TRL's, not by where this install keeps its copy
+    assert {f["file"] for f in json.loads(result.stdout)["findings"]} == {"TRL trl/accelerate_configs/zero3.yaml"}
 
 
 def test_a_fix_never_writes_a_number_over_a_batch_key_the_trainer_fills(cli, tmp_path):

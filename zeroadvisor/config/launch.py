@@ -319,7 +319,7 @@ def _trl_command(words: list[str], env: dict[str, str], cwd: str | None) -> Laun
                                   "package\"")
             options["--config_file"] = own
             notes.append(f"trl --accelerate_config {named}: TRL's own trl/accelerate_configs/{named}.yaml (the same "
-                         "file from TRL 0.18.0, when the option came, to 1.9.0; read from the copy shipped here)")
+                         "file from TRL 0.18.0, when the option came, to 1.16.0; read from the copy shipped here)")
     launch_words = [word for flag, value in options.items() for word in (flag, value)]
     launch = parse_launch(["accelerate", "launch", *launch_words, f"trl/scripts/{command}.py", *script_words], cwd)
     launch = replace(launch, launcher="accelerate launch", notes=(*notes, *launch.notes),

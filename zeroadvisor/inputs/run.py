@@ -601,11 +601,27 @@ def _config_from_trainer(values: Values, trainer: TrainerInputs) -> list[str]:
     if trainer.accelerate_config is None:
         return notes
     if _fill(values, "config", trainer.accelerate_config):
-        return [f"config {trainer.accelerate_config} from the launch command (accelerate launch --config_file)"]
+        return _trl_accelerate_source(values, trainer.accelerate_config)
     if values.get("config") == training.deepspeed:
         return [(f"the script's --deepspeed {training.deepspeed} is the DeepSpeed config checked (the Trainer hands "
                  f"it to Accelerate); {trainer.accelerate_config} gives the launch only")]
     return notes
+
+
+def _trl_accelerate_source(values: Values, path: str) -> list[str]:
+    """The launch command's accelerate config: a file, or TRL's own (``trl CMD --accelerate_config zero3``, read
+    from the copy shipped here: config/launch.py), which is checked as TRL's file, by its path in TRL's package,
+    not by where this install keeps the copy."""
+    from zeroadvisor.config.launch import TRL_ACCELERATE_CONFIGS, trl_accelerate_config
+
+    own = next((name for name in TRL_ACCELERATE_CONFIGS if trl_accelerate_config(name) == path), None)
+    if own is None:
+        return [f"config {path} from the launch command (accelerate launch --config_file)"]
+    from pathlib import Path
+
+    shown = f"trl/accelerate_configs/{own}.yaml"
+    values["config"] = ConfigSource(f"TRL {shown}", Path(path).read_text("utf-8"), patch_path=shown)
+    return []
 
 
 def _example_config(values: Values, trainer: TrainerInputs, path: str) -> list[str]:
