@@ -91,3 +91,19 @@ def test_a_refused_grpo_batch_stops_the_check_and_no_refused_micro_batch_is_advi
     assert "micro batch that fits is 1 (now 2), which the trainer refuses: TRL 0.16.1 raises" in dominate["message"]
     (short,) = [f for f in old["findings"] if f["code"] == "ZA801"]
     assert "A100-SXM4-40GB" in short["message"]
+
+
+@pytest.mark.parametrize(("release", "batch", "words"), [
+    ("0.12.0", (4, 1, 7), ('TRL 0.21.0 (axolotl 0.12.0\'s pin) raises "generation_batch_size (28) must be divisible by '
+                          'num_generations (8)."')),
+    ("0.8.0", (1, 1, 4), ('TRL 0.16.0 (axolotl 0.8.0\'s pin) raises "The global train batch size (4 x 1) must be '
+                         'evenly divisible by the number of generations per prompt (8)"')),
+    ("0.12.0", (4, 2, 7), None), ("0.6.0", (1, 1, 4), None),  # before axolotl's GRPO
+    (None, (4, 1, 7), "TRL (axolotl not pinned: the newest release's check) raises")])
+def test_axolotl_s_grpo_is_checked_at_the_trl_release_it_pins(release, batch, words):
+    """axolotl runs TRL's GRPOTrainer at the TRL release each of its releases pins (memory/method.py AXOLOTL_TRL)."""
+    setup = MethodSetup(Method.GRPO, TrainerFamily.AXOLOTL, trainer_version=release)
+    found = trl_grpo_batch_refusal(setup, *batch)
+    assert (found is None) == (words is None)
+    if words is not None:
+        assert found.startswith(words), found

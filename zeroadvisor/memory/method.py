@@ -333,17 +333,43 @@ TRL_GRPO_SOURCE = {False: "trl/trainer/grpo_trainer.py GRPOTrainer.__init__",
                    True: "trl/trainer/grpo_config.py GRPOConfig.__post_init__"}
 
 
+# axolotl's GRPO (from 0.7.0) runs TRL's GRPOTrainer and GRPOConfig at the TRL release each axolotl release pins
+# exactly (trl==X in its requirements.txt, then pyproject.toml, read at every tag from v0.7.0 to v0.18.0)
+AXOLOTL_TRL = {"0.7.0": "0.15.0", "0.7.1": "0.15.1", "0.8.0": "0.16.0", "0.8.1": "0.16.1", "0.9.0": "0.17.0",
+               "0.9.1": "0.17.0", "0.9.1.post1": "0.17.0", "0.9.2": "0.17.0", "0.10.0": "0.18.1", "0.10.1": "0.18.2",
+               "0.11.0": "0.18.2", "0.11.0.post1": "0.18.2", "0.12.0": "0.21.0", "0.12.1": "0.21.0",
+               "0.12.2": "0.21.0", "0.13.0": "0.25.0", "0.13.1": "0.25.1", "0.13.2": "0.27.0", "0.14.0": "0.27.1",
+               "0.15.0": "0.29.0", "0.16.0": "0.29.0", "0.16.1": "0.29.0", "0.17.0": "1.5.1", "0.18.0": "1.8.0"}
+
+
+def _grpo_trl_release(setup: MethodSetup) -> tuple[Version | None, str] | None:
+    """The TRL release whose GRPO runs ``setup`` and how to name it; None where no TRL GRPO runs it (another
+    trainer, or an axolotl release older than its GRPO). An unknown release: the newest check."""
+    if setup.trainer == TrainerFamily.TRL:
+        return setup.release, (f"TRL {setup.trainer_version}" if setup.release is not None
+                               else "TRL (not pinned: the newest release's check)")
+    if setup.trainer != TrainerFamily.AXOLOTL:
+        return None
+    if setup.release is None:
+        return None, "TRL (axolotl not pinned: the newest release's check)"
+    pinned = AXOLOTL_TRL.get(str(setup.release))
+    if pinned is None:
+        older = setup.release < Version(next(iter(AXOLOTL_TRL)))
+        return None if older else (None, f"TRL (axolotl {setup.trainer_version}: the newest release's check)")
+    return Version(pinned), f"TRL {pinned} (axolotl {setup.trainer_version}'s pin)"
+
+
 def trl_grpo_batch_refusal(setup: MethodSetup, micro_batch: int, accumulation: int, processes: int) -> str | None:
     """TRL's words where its GRPO refuses the batch (TRL_GRPO_CHECKS) at the pinned release (the newest check where
-    none is pinned), or None."""
-    if setup.method != Method.GRPO or setup.trainer != TrainerFamily.TRL:
+    none is pinned), or None; axolotl's GRPO at the TRL release it pins (AXOLOTL_TRL)."""
+    found = _grpo_trl_release(setup) if setup.method == Method.GRPO else None
+    if found is None:
         return None
-    release, (since, effective, generation, worded) = setup.release, TRL_GRPO_CHECKS
+    (release, at), (since, effective, generation, worded) = found, TRL_GRPO_CHECKS
     if release is not None and release < since:
         return None
     gen = setup.generation
     groups = gen.num_generations or TRL_GRPO_GENERATIONS
-    at = f"TRL {setup.trainer_version}" if release is not None else "TRL (not pinned: the newest release's check)"
     config = release is None or release >= generation
     if not config:
         counted = [processes, micro_batch] + ([accumulation] if release is not None and release >= effective else [])
