@@ -1,4 +1,4 @@
-"""TRL's GRPO batch checks (memory/method.py trl_grpo_batch_refusal): TRL raises before training where the batch
+"""TRL's GRPO batch checks (memory/method.py grpo_batch_refusal): TRL raises before training where the batch
 of completions does not hold whole groups of num_generations, in words and arithmetic that changed by release. The
 configured run is refused (ZA814), and no micro batch change that TRL would refuse is recommended. Before, such a
 run was called "fits"."""
@@ -11,7 +11,7 @@ import pytest
 
 from cli_run import cli  # noqa: F401 - the fixture
 from zeroadvisor.config.method import Generation, MethodSetup
-from zeroadvisor.memory.method import trl_grpo_batch_refusal
+from zeroadvisor.memory.method import grpo_batch_refusal
 from zeroadvisor.vocab import Method, TrainerFamily
 
 
@@ -40,15 +40,30 @@ def _setup(release: str | None, **generation: int) -> MethodSetup:
     (None, {"num_generations": 6}, (4, 1, 8), "generation_batch_size (32) must be divisible by num_generations (6)."),
 ])
 def test_trl_s_checks_by_release(release, generation, batch, words):
-    found = trl_grpo_batch_refusal(_setup(release, **generation), *batch)
+    found = grpo_batch_refusal(_setup(release, **generation), *batch)
     assert (found is None) == (words is None)
     if words is not None:
         assert f'raises "{words}"' in found
 
 
-def test_only_trl_s_grpo_is_checked():
-    assert trl_grpo_batch_refusal(MethodSetup(Method.DPO, TrainerFamily.TRL), 1, 1, 7) is None
-    assert trl_grpo_batch_refusal(MethodSetup(Method.GRPO, TrainerFamily.MS_SWIFT), 1, 1, 7) is None
+def test_only_grpo_is_checked():
+    assert grpo_batch_refusal(MethodSetup(Method.DPO, TrainerFamily.TRL), 1, 1, 7) is None
+    assert grpo_batch_refusal(MethodSetup(Method.GRPO, TrainerFamily.OPENRLHF), 1, 1, 7) is None
+
+
+@pytest.mark.parametrize(("release", "batch", "words"), [
+    ("3.3.0", (1, 1, 7), None),  # before ms-swift's own check
+    ("3.4.0", (1, 1, 7), ("The effective train batch size (7 x 1 x 1) must be evenly divisible by the number of "
+                         "generations per prompt (8)")),
+    ("3.5.1", (1, 1, 7), None),  # none of its own in 3.5.0 and 3.5.1
+    ("3.8.0", (4, 2, 7), None),
+    ("4.5.2", (4, 1, 7), "generation_batch_size (28) must be evenly divisible by num_generations (8).")])
+def test_ms_swift_s_own_grpo_check_by_release(release, batch, words):
+    setup = MethodSetup(Method.GRPO, TrainerFamily.MS_SWIFT, trainer_version=release)
+    found = grpo_batch_refusal(setup, *batch)
+    assert (found is None) == (words is None)
+    if words is not None:
+        assert found.startswith(f'ms-swift {release} raises "{words}"'), found
 
 
 QWEN = {"model_type": "qwen2", "hidden_size": 3584, "intermediate_size": 18944, "num_hidden_layers": 28,
@@ -103,7 +118,7 @@ def test_a_refused_grpo_batch_stops_the_check_and_no_refused_micro_batch_is_advi
 def test_axolotl_s_grpo_is_checked_at_the_trl_release_it_pins(release, batch, words):
     """axolotl runs TRL's GRPOTrainer at the TRL release each of its releases pins (memory/method.py AXOLOTL_TRL)."""
     setup = MethodSetup(Method.GRPO, TrainerFamily.AXOLOTL, trainer_version=release)
-    found = trl_grpo_batch_refusal(setup, *batch)
+    found = grpo_batch_refusal(setup, *batch)
     assert (found is None) == (words is None)
     if words is not None:
         assert found.startswith(words), found

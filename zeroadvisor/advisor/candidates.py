@@ -163,12 +163,12 @@ class Candidates:
     def _micro_batches(self, layout: dict[str, Any] | None) -> list[int]:
         """The micro batches that keep the global batch under ``layout`` and that the trainer runs, ascending: TRL's
         GRPO refuses a batch that holds no whole groups of num_generations (memory/method.py
-        trl_grpo_batch_refusal), at every stage."""
-        from zeroadvisor.memory.method import trl_grpo_batch_refusal
+        grpo_batch_refusal), at every stage."""
+        from zeroadvisor.memory.method import grpo_batch_refusal
 
         w = self.written
         return [m for m in divisors(w.micro_batch) if w.batch.patch(m, layout) is not None
-                and trl_grpo_batch_refusal(w.shape.method, m, max(1, w.micro_batch * w.accumulation // m),
+                and grpo_batch_refusal(w.shape.method, m, max(1, w.micro_batch * w.accumulation // m),
                                            w.cluster.gpus) is None]
 
     def may_recommend(self, option: Option) -> bool:

@@ -32,8 +32,8 @@ the file, the function and the release read.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
+from enum import Enum, auto
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
@@ -321,18 +321,61 @@ LLAMA_FACTORY_QUANTIZATION = "llamafactory/model/model_utils/quantization.py con
 TRL_PRECOMPUTE_ZERO3 = {Method.DPO: SpecifierSet(">=0.7.5,<0.29.0"), Method.KTO: SpecifierSet(">=0.8.0,<1.3.0")}
 
 
-# TRL's GRPO batch checks, which raise before training whatever the memory (read at each tag): from 0.15.0 to 0.16.x
-# GRPOTrainer.__init__ wants the global train batch (processes x per_device_train_batch_size) divisible by
-# num_generations, 0.17.x the effective one (x gradient_accumulation_steps); from 0.18.0 GRPOConfig.__post_init__
-# builds the generation batch (per device x processes x steps_per_generation, which defaults to the accumulation; or
-# generation_batch_size, divisible by the global batch) and wants it divisible by num_generations, in these words
-# from 0.20.0. Before 0.15 the batch counted prompts, not completions: no check. num_generations defaults to 8.
-TRL_GRPO_GENERATIONS = 8
-TRL_GRPO_CHECKS = (Version("0.15.0"), Version("0.17.0"), Version("0.18.0"), Version("0.20.0"))
-TRL_GRPO_SOURCE = {False: "trl/trainer/grpo_trainer.py GRPOTrainer.__init__",
-                   True: "trl/trainer/grpo_config.py GRPOConfig.__post_init__"}
+# GRPO's batch checks, which raise before training whatever the memory, where the completions of a batch are not
+# whole groups of num_generations (8 by default in TRL and ms-swift). One row per era of the trainer's code (read at
+# each tag): from ``since``, which batch it counts, its words and where they are raised. TRL: 0.15 to 0.16 the global
+# batch (processes x per_device_train_batch_size) in GRPOTrainer.__init__, 0.17 the effective one (x
+# gradient_accumulation_steps), from 0.18 GRPOConfig.__post_init__ builds the generation batch (per device x processes
+# x steps_per_generation, which defaults to the accumulation; or generation_batch_size, a multiple of the global
+# batch), worded anew from 0.20; before 0.15 the batch counted prompts: no check. ms-swift's own: the effective batch
+# in its GRPOTrainer from 3.4.0, none of its own in 3.5.0 and 3.5.1, the generation batch from 3.5.2
+# (swift/trainers/rlhf_arguments.py; swift/rlhf_trainers/arguments.py from 4.0), worded anew from 4.2.0
+# (args_mixin.py _init_generation_batch_params).
+GRPO_GENERATIONS = 8
 
 
+class BatchCount(Enum):
+    """Which batch a GRPO check counts (internal to this module: never text)."""
+
+    GLOBAL = auto()  # processes x micro batch
+    EFFECTIVE = auto()  # x gradient_accumulation_steps
+    GENERATION = auto()  # x steps_per_generation (default: the accumulation), or generation_batch_size
+
+
+@dataclass(frozen=True, slots=True)
+class GrpoCheck:
+    since: Version
+    counts: BatchCount | None  # None: no check of the trainer's own in this era
+    words: str  # {processes} {micro} {steps} {batch} {groups}
+    source: str
+
+
+_EFFECTIVE_WORDS = ("The effective train batch size ({processes} x {micro} x {steps}) must be evenly divisible by the "
+                    "number of generations per prompt ({groups})")
+GRPO_CHECKS: dict[TrainerFamily, tuple[GrpoCheck, ...]] = {
+    TrainerFamily.TRL: (
+        GrpoCheck(Version("0.15.0"), BatchCount.GLOBAL, "The global train batch size ({processes} x {micro}) must be "
+                  "evenly divisible by the number of generations per prompt ({groups})",
+                  "trl/trainer/grpo_trainer.py GRPOTrainer.__init__"),
+        GrpoCheck(Version("0.17.0"), BatchCount.EFFECTIVE, _EFFECTIVE_WORDS,
+                  "trl/trainer/grpo_trainer.py GRPOTrainer.__init__"),
+        GrpoCheck(Version("0.18.0"), BatchCount.GENERATION, _EFFECTIVE_WORDS,
+                  "trl/trainer/grpo_config.py GRPOConfig.__post_init__"),
+        GrpoCheck(Version("0.20.0"), BatchCount.GENERATION,
+                  "generation_batch_size ({batch}) must be divisible by num_generations ({groups}).",
+                  "trl/trainer/grpo_config.py GRPOConfig.__post_init__")),
+    TrainerFamily.MS_SWIFT: (
+        GrpoCheck(Version("3.4.0"), BatchCount.EFFECTIVE, _EFFECTIVE_WORDS,
+                  "swift/trainers/rlhf_trainer/grpo_trainer.py GRPOTrainer.__init__"),
+        GrpoCheck(Version("3.5.0"), None, "", ""),
+        GrpoCheck(Version("3.5.2"), BatchCount.GENERATION, _EFFECTIVE_WORDS,
+                  "swift/trainers/rlhf_arguments.py GRPOArguments.__post_init__"),
+        GrpoCheck(Version("4.0.0"), BatchCount.GENERATION, _EFFECTIVE_WORDS,
+                  "swift/rlhf_trainers/arguments.py GRPOArguments.__post_init__"),
+        GrpoCheck(Version("4.2.0"), BatchCount.GENERATION,
+                  "generation_batch_size ({batch}) must be evenly divisible by num_generations ({groups}).",
+                  "swift/rlhf_trainers/args_mixin.py _init_generation_batch_params")),
+}
 # axolotl's GRPO (from 0.7.0) runs TRL's GRPOTrainer and GRPOConfig at the TRL release each axolotl release pins
 # exactly (trl==X in its requirements.txt, then pyproject.toml, read at every tag from v0.7.0 to v0.18.0)
 AXOLOTL_TRL = {"0.7.0": "0.15.0", "0.7.1": "0.15.1", "0.8.0": "0.16.0", "0.8.1": "0.16.1", "0.9.0": "0.17.0",
@@ -342,62 +385,55 @@ AXOLOTL_TRL = {"0.7.0": "0.15.0", "0.7.1": "0.15.1", "0.8.0": "0.16.0", "0.8.1":
                "0.15.0": "0.29.0", "0.16.0": "0.29.0", "0.16.1": "0.29.0", "0.17.0": "1.5.1", "0.18.0": "1.8.0"}
 
 
-def _grpo_trl_release(setup: MethodSetup) -> tuple[Version | None, str] | None:
-    """The TRL release whose GRPO runs ``setup`` and how to name it; None where no TRL GRPO runs it (another
-    trainer, or an axolotl release older than its GRPO). An unknown release: the newest check."""
-    if setup.trainer == TrainerFamily.TRL:
-        return setup.release, (f"TRL {setup.trainer_version}" if setup.release is not None
-                               else "TRL (not pinned: the newest release's check)")
-    if setup.trainer != TrainerFamily.AXOLOTL:
+_FAMILY_NAMES: dict[TrainerFamily, str] = {TrainerFamily.TRL: "TRL", TrainerFamily.MS_SWIFT: "ms-swift"}
+
+
+def _grpo_check(setup: MethodSetup) -> tuple[GrpoCheck, str] | None:
+    """The check of the code that runs ``setup``'s GRPO and how to name who raises it; None where none applies (another
+    trainer, an era without one, a release older than the first). An unknown release: the newest check."""
+    family, release = setup.trainer, setup.release
+    if family is None or family not in (*GRPO_CHECKS, TrainerFamily.AXOLOTL):
         return None
-    if setup.release is None:
-        return None, "TRL (axolotl not pinned: the newest release's check)"
-    pinned = AXOLOTL_TRL.get(str(setup.release))
-    if pinned is None:
-        older = setup.release < Version(next(iter(AXOLOTL_TRL)))
-        return None if older else (None, f"TRL (axolotl {setup.trainer_version}: the newest release's check)")
-    return Version(pinned), f"TRL {pinned} (axolotl {setup.trainer_version}'s pin)"
+    name = f"{_FAMILY_NAMES.get(family, str(family))} {setup.trainer_version}"
+    if family == TrainerFamily.AXOLOTL:
+        pinned = AXOLOTL_TRL.get(str(release)) if release is not None else None
+        if release is not None and pinned is None and release < Version(next(iter(AXOLOTL_TRL))):
+            return None
+        family, release = TrainerFamily.TRL, Version(pinned) if pinned is not None else None
+        name = (f"TRL {pinned} (axolotl {setup.trainer_version}'s pin)" if pinned is not None
+                else f"TRL (axolotl {setup.trainer_version or 'not pinned'}: the newest release's check)")
+    elif release is None:
+        name = f"{_FAMILY_NAMES.get(family, str(family))} (not pinned: the newest release's check)"
+    rows = [row for row in GRPO_CHECKS.get(family, ()) if release is None or row.since <= release]
+    return (rows[-1], name) if rows and rows[-1].counts is not None else None
 
 
-def trl_grpo_batch_refusal(setup: MethodSetup, micro_batch: int, accumulation: int, processes: int) -> str | None:
-    """TRL's words where its GRPO refuses the batch (TRL_GRPO_CHECKS) at the pinned release (the newest check where
-    none is pinned), or None; axolotl's GRPO at the TRL release it pins (AXOLOTL_TRL)."""
-    found = _grpo_trl_release(setup) if setup.method == Method.GRPO else None
+def grpo_batch_refusal(setup: MethodSetup, micro_batch: int, accumulation: int, processes: int) -> str | None:
+    """The words where the trainer's GRPO refuses the batch (GRPO_CHECKS) at its pinned release, or None: TRL's,
+    ms-swift's own, and axolotl's at the TRL release it pins (AXOLOTL_TRL)."""
+    found = _grpo_check(setup) if setup.method == Method.GRPO else None
     if found is None:
         return None
-    (release, at), (since, effective, generation, worded) = found, TRL_GRPO_CHECKS
-    if release is not None and release < since:
-        return None
+    check, at = found
     gen = setup.generation
-    groups = gen.num_generations or TRL_GRPO_GENERATIONS
-    config = release is None or release >= generation
-    if not config:
-        counted = [processes, micro_batch] + ([accumulation] if release is not None and release >= effective else [])
-        total = math.prod(counted)
-        if total % groups == 0 and groups >= 2:
-            return None
-        words = (f"The {'effective' if len(counted) == 3 else 'global'} train batch size "
-                 f"({' x '.join(map(str, counted))}) must be evenly divisible by the number of generations per prompt "
-                 f"({groups})")
-        return f"{at} raises \"{words}\" ({TRL_GRPO_SOURCE[config]})"
+    groups = gen.num_generations or GRPO_GENERATIONS
     global_batch = micro_batch * processes
-    if gen.generation_batch_size is not None and gen.steps_per_generation is not None:
-        words = "'generation_batch_size' and 'steps_per_generation' can not be both configured at the same time"
-    elif gen.generation_batch_size is not None and gen.generation_batch_size % global_batch:
-        words = (f"generation_batch_size ({gen.generation_batch_size}) must be divisible by the global batch size "
-                 f"({global_batch}).")
-    else:
+    steps = accumulation if check.counts == BatchCount.EFFECTIVE else 1
+    if check.counts == BatchCount.GENERATION:
+        if gen.generation_batch_size is not None and gen.steps_per_generation is not None:
+            return (f"{at} raises \"'generation_batch_size' and 'steps_per_generation' can not be both configured "
+                    f"at the same time\" ({check.source})")
+        if gen.generation_batch_size is not None and gen.generation_batch_size % global_batch:
+            return (f"{at} raises \"generation_batch_size ({gen.generation_batch_size}) must be divisible by the "
+                    f"global batch size ({global_batch}).\" ({check.source})")
         steps = (gen.generation_batch_size // global_batch if gen.generation_batch_size is not None
                  else gen.steps_per_generation or accumulation)
-        batch = global_batch * steps
-        if batch % groups == 0 and groups >= 2:
-            return None
-        words = (f"generation_batch_size ({batch}) must be divisible by num_generations ({groups})."
-                 if release is None or release >= worded else
-                 f"The effective train batch size ({processes} x {micro_batch} x {steps}) must be evenly divisible by "
-                 f"the number of generations per prompt ({groups})")
-    return (f"{at} raises \"{words}\" ({TRL_GRPO_SOURCE[config]}); the generation batch is per_device_train_batch_size "
-            "x processes x steps_per_generation (by default gradient_accumulation_steps)")
+    batch = global_batch * steps
+    if batch % groups == 0 and groups >= 2:
+        return None
+    words = check.words.format(processes=processes, micro=micro_batch, steps=steps, batch=batch, groups=groups)
+    return (f"{at} raises \"{words}\" ({check.source}); the batch of completions is per_device_train_batch_size x "
+            "processes x steps_per_generation (by default gradient_accumulation_steps)")
 
 
 def trainer_refusal(setup: MethodSetup, policy: ModelSpec, option: Option, deepspeed: str | None = None,
@@ -409,11 +445,11 @@ def trainer_refusal(setup: MethodSetup, policy: ModelSpec, option: Option, deeps
     release is pinned), and LLaMA-Factory's refusal of a model quantized to 8 bits (the policy's
     quantization_bit, the reference's ref_model_quantization_bit) under ZeRO-3 (LLAMA_FACTORY_QUANTIZATION's
     comment); and TRL's GRPO batch checks at every stage, where ``batch`` (micro batch, accumulation, processes)
-    is given (trl_grpo_batch_refusal)."""
+    is given (grpo_batch_refusal)."""
     offloads = option.offload_optimizer != Device.NONE
     reasons = [r.words for r in setup.refusals
                if r.applies(option.stage, setup.release, offloads, release_of(deepspeed))]
-    grpo = trl_grpo_batch_refusal(setup, *batch) if batch is not None else None
+    grpo = grpo_batch_refusal(setup, *batch) if batch is not None else None
     if grpo is not None:
         reasons.append(grpo)
     window = TRL_PRECOMPUTE_ZERO3.get(setup.method)
