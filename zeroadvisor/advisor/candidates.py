@@ -164,12 +164,9 @@ class Candidates:
         """The micro batches that keep the global batch under ``layout`` and that the trainer runs, ascending: TRL's
         GRPO refuses a batch that holds no whole groups of num_generations (memory/method.py
         grpo_batch_refusal), at every stage."""
-        from zeroadvisor.memory.method import grpo_batch_refusal
-
         w = self.written
         return [m for m in divisors(w.micro_batch) if w.batch.patch(m, layout) is not None
-                and grpo_batch_refusal(w.shape.method, m, max(1, w.micro_batch * w.accumulation // m),
-                                           w.cluster.gpus) is None]
+                and w.batch_refusal(m) is None]
 
     def may_recommend(self, option: Option) -> bool:
         """NVMe offload only where the NVMe space is given, the config already offloads there, or the cluster is

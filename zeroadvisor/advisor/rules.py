@@ -369,11 +369,7 @@ def _activations_dominate(ctx: Context) -> Iterator[Hit]:
 def _refused_batch(a: Advice, micro_batch: int) -> str:
     """", which the trainer refuses: ..." where TRL's GRPO refuses that micro batch (the global batch kept: the
     accumulation grows), so no fix names it; "" otherwise."""
-    from zeroadvisor.memory.method import grpo_batch_refusal
-
-    w = a.search.as_written
-    refused = grpo_batch_refusal(w.shape.method, micro_batch, max(1, w.micro_batch * w.accumulation // micro_batch),
-                                     w.cluster.gpus)
+    refused = a.search.as_written.batch_refusal(micro_batch)
     return f", which the trainer refuses: {refused}" if refused is not None else ""
 
 

@@ -174,6 +174,14 @@ class Written:
         stage = self.evaluate(change)
         return bool(stage is not None and stage.comfortable)
 
+    def batch_refusal(self, micro_batch: int) -> str | None:
+        """Why the trainer refuses ``micro_batch`` with the global batch kept (the accumulation grows to keep it),
+        whatever the stage: its GRPO batch checks (memory/method.py grpo_batch_refusal); None where it runs."""
+        from zeroadvisor.memory.method import grpo_batch_refusal
+
+        accumulation = max(1, self.micro_batch * self.accumulation // micro_batch)
+        return grpo_batch_refusal(self.shape.method, micro_batch, accumulation, self.cluster.gpus)
+
     def outcome(self, change: Change) -> Outcome | None:
         """``change`` as it will be written, if it fits: the config with every fix applied is estimated again."""
         evaluated = self.evaluate_tuned(change)
