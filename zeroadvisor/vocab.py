@@ -364,6 +364,12 @@ class TrainerFamily(StrEnum):
     OPENRLHF = "openrlhf"
 
 
+# Each trainer as its own docs name it, for messages.
+TRAINER_NAMES: dict[TrainerFamily, str] = {
+    TrainerFamily.TRL: "TRL", TrainerFamily.LLAMA_FACTORY: "LLaMA-Factory", TrainerFamily.AXOLOTL: "axolotl",
+    TrainerFamily.MS_SWIFT: "ms-swift", TrainerFamily.OPENRLHF: "OpenRLHF"}
+
+
 class VllmMode(StrEnum):
     """Where vLLM generates for GRPO/PPO: on the training GPUs (a share of each card) or on its own GPUs."""
 

@@ -27,37 +27,42 @@ import posixpath
 from dataclasses import dataclass
 
 from zeroadvisor.config.shipped_copies import ShippedConfig, content_at, contents, read_copy, release_for
-from zeroadvisor.vocab import TrainerFamily
+from zeroadvisor.vocab import TRAINER_NAMES, TrainerFamily
 
 
 @dataclass(frozen=True, slots=True)
 class ExampleFolder:
     """Where a trainer keeps its DeepSpeed configs, and the copies of them shipped here."""
 
-    project: str  # as its docs name it
     folder: str  # in the trainer's repository, as its YAMLs name it
     copies: str  # under zeroadvisor/schemas/
     stems: frozenset[str]  # the files it ships, without .json (any release)
 
 
-FOLDERS = {
-    "llama-factory": ExampleFolder("LLaMA-Factory", "examples/deepspeed", "llama_factory", frozenset((
+# keyed by the trainer, whose value is the project a training file's keys name (config/training_args.py project_of)
+FOLDERS: dict[TrainerFamily, ExampleFolder] = {
+    TrainerFamily.LLAMA_FACTORY: ExampleFolder("examples/deepspeed", "llama_factory", frozenset((
         "ds_z0_config", "ds_z2_config", "ds_z2_offload_config", "ds_z3_config", "ds_z3_offload_config",
         "ds_z3_fp8_config", "ds_z2_autotp_config"))),
-    "axolotl": ExampleFolder("axolotl", "deepspeed_configs", "axolotl", frozenset((
+    TrainerFamily.AXOLOTL: ExampleFolder("deepspeed_configs", "axolotl", frozenset((
         "zero1", "zero1_torch_compile", "zero2", "zero2_torch_compile", "zero3", "zero3_bf16",
         "zero3_bf16_cpuoffload_all", "zero3_bf16_cpuoffload_params"))),
 }
-FAMILIES = {"llama-factory": TrainerFamily.LLAMA_FACTORY, "axolotl": TrainerFamily.AXOLOTL}
+
+
+def _family(project: str) -> TrainerFamily | None:
+    """The trainer whose shipped configs a training file of ``project`` names (None: one that ships none)."""
+    return next((family for family in FOLDERS if family.value == project), None)
 
 
 def shipped_stem(path: str, project: str) -> str | None:
     """The shipped config ``path`` names (its stem), where it ends in the trainer's folder and one of its files
     (``examples/deepspeed/ds_z3_config.json``, ``./LLaMA-Factory/examples/deepspeed/ds_z3_config.json``); None
     otherwise, and for a project that ships none."""
-    where = FOLDERS.get(project)
-    if where is None:
+    family = _family(project)
+    if family is None:
         return None
+    where = FOLDERS[family]
     parts = posixpath.normpath(path.replace("\\", "/")).split("/")
     folder = where.folder.split("/")
     name = parts[-1]
@@ -71,15 +76,15 @@ def shipped_example(path: str, project: str, requirement: str | None) -> tuple[S
     """The config ``path`` names as the trainer's ``requirement`` (a release or a PEP 440 range; None: not known)
     ships it, and whether that release decided it (False: the newest content, an assumption). None: not one of its
     files, or one that release does not ship (older than its first copy)."""
-    stem = shipped_stem(path, project)
-    if stem is None:
+    stem, family = shipped_stem(path, project), _family(project)
+    if stem is None or family is None:
         return None, True
-    where = FOLDERS[project]
+    where = FOLDERS[family]
     releases = contents(where.copies, stem)
     chosen, known = release_for(requirement, releases)
     since = content_at(releases, chosen)
     if since is None:
         return None, True
     shown = str(chosen) if chosen is not None else f"{since} or later"
-    return ShippedConfig(where.project, f"{where.folder}/{stem}.json", str(since), shown,
+    return ShippedConfig(TRAINER_NAMES[family], f"{where.folder}/{stem}.json", str(since), shown,
                          read_copy(where.copies, stem, since)), known

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from zeroadvisor.config.method import Refusal
 from zeroadvisor.config.trainer_errors import TRUE_WORDS
 from zeroadvisor.jsontypes import JSONValue
-from zeroadvisor.vocab import TrainerFamily
+from zeroadvisor.vocab import TRAINER_NAMES, TrainerFamily
 
 __all__ = ["REFUSALS", "read_keys", "read_refusals"]
 
@@ -139,14 +139,12 @@ REFUSALS: dict[TrainerFamily, tuple[_Check, ...]] = {
     ),
 }
 
-_NAMES = {TrainerFamily.LLAMA_FACTORY: "LLaMA-Factory", TrainerFamily.AXOLOTL: "axolotl",
-          TrainerFamily.MS_SWIFT: "ms-swift", TrainerFamily.OPENRLHF: "OpenRLHF"}
 
 
 def read_refusals(data: Mapping[str, JSONValue], family: TrainerFamily) -> tuple[Refusal, ...]:
     """The refusals of ``family``'s checks that the file's settings trigger, each worded with where it is raised."""
     optimizer = str(data.get("optimizer"))[:60]  # the one value a check's words name (axolotl's flash_* optimizers)
-    return tuple(Refusal(f"{_NAMES[family]} raises \"{check.words}\" for {check.setting} ({check.where})"
+    return tuple(Refusal(f"{TRAINER_NAMES[family]} raises \"{check.words}\" for {check.setting} ({check.where})"
                          .replace("{optimizer}", optimizer), check.stages, check.since, check.before,
                          check.offload_optimizer_runs, check.deepspeed_through)
                  for check in REFUSALS.get(family, ()) if check.matches(data))

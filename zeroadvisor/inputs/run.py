@@ -34,7 +34,7 @@ from zeroadvisor.inputs.values import KEYWORDS, PARSERS, Spelling, choice, gpu, 
 from zeroadvisor.lint.context import Integration
 from zeroadvisor.report.formats import OutputFormat
 from zeroadvisor.units import DEFAULT_UNIT
-from zeroadvisor.vocab import ACCOUNTINGS, Accounting
+from zeroadvisor.vocab import ACCOUNTINGS, TRAINER_NAMES, Accounting, TrainerFamily
 
 if TYPE_CHECKING:
     from zeroadvisor.advisor.check import CheckOptions
@@ -629,14 +629,15 @@ def _example_config(values: Values, trainer: TrainerInputs, path: str) -> list[s
     (``examples/deepspeed/ds_z3_config.json``: config/example_configs.py) where no such file is here: read as the
     release the pins (else the installed trainer) give ships it, checked as an in-memory config (a fix is shown,
     never written). Nothing where the path names no such file (the config's own error then says it is missing)."""
-    from zeroadvisor.config.example_configs import FAMILIES, FOLDERS, shipped_example, shipped_stem
+    from zeroadvisor.config.example_configs import shipped_example, shipped_stem
     from zeroadvisor.config.trainer_pins import find_trainer_pin
 
     project = trainer.training.project
     if shipped_stem(path, project) is None:
         return []
-    name = FOLDERS[project].project
-    pin = find_trainer_pin(trainer.source or os.curdir, FAMILIES[project])
+    family = TrainerFamily(project)  # one with shipped configs: a family's value (config/example_configs.py)
+    name = TRAINER_NAMES[family]
+    pin = find_trainer_pin(trainer.source or os.curdir, family)
     found, known = shipped_example(path, project, pin.version if pin is not None else None)
     if found is None:
         said = f" ({pin.origin})" if pin is not None else ""

@@ -54,6 +54,7 @@ from zeroadvisor.memory.trl_sft_loss import FUSED_SOURCE, fused_head_bytes, fuse
 from zeroadvisor.model.peft import Quantization, quantized_base
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
 from zeroadvisor.vocab import (
+    TRAINER_NAMES,
     Checkpointing,
     Device,
     Method,
@@ -385,16 +386,13 @@ AXOLOTL_TRL = {"0.7.0": "0.15.0", "0.7.1": "0.15.1", "0.8.0": "0.16.0", "0.8.1":
                "0.15.0": "0.29.0", "0.16.0": "0.29.0", "0.16.1": "0.29.0", "0.17.0": "1.5.1", "0.18.0": "1.8.0"}
 
 
-_FAMILY_NAMES: dict[TrainerFamily, str] = {TrainerFamily.TRL: "TRL", TrainerFamily.MS_SWIFT: "ms-swift"}
-
-
 def _grpo_check(setup: MethodSetup) -> tuple[GrpoCheck, str] | None:
     """The check of the code that runs ``setup``'s GRPO and how to name who raises it; None where none applies (another
     trainer, an era without one, a release older than the first). An unknown release: the newest check."""
     family, release = setup.trainer, setup.release
     if family is None or family not in (*GRPO_CHECKS, TrainerFamily.AXOLOTL):
         return None
-    name = f"{_FAMILY_NAMES.get(family, str(family))} {setup.trainer_version}"
+    name = f"{TRAINER_NAMES[family]} {setup.trainer_version}"
     if family == TrainerFamily.AXOLOTL:
         pinned = AXOLOTL_TRL.get(str(release)) if release is not None else None
         if release is not None and pinned is None and release < Version(next(iter(AXOLOTL_TRL))):
@@ -403,7 +401,7 @@ def _grpo_check(setup: MethodSetup) -> tuple[GrpoCheck, str] | None:
         name = (f"TRL {pinned} (axolotl {setup.trainer_version}'s pin)" if pinned is not None
                 else f"TRL (axolotl {setup.trainer_version or 'not pinned'}: the newest release's check)")
     elif release is None:
-        name = f"{_FAMILY_NAMES.get(family, str(family))} (not pinned: the newest release's check)"
+        name = f"{TRAINER_NAMES[family]} (not pinned: the newest release's check)"
     rows = [row for row in GRPO_CHECKS.get(family, ()) if release is None or row.since <= release]
     return (rows[-1], name) if rows and rows[-1].counts is not None else None
 
