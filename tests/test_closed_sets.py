@@ -23,6 +23,7 @@ from zeroadvisor.report import REPORTERS
 from zeroadvisor.report.formats import OutputFormat
 from zeroadvisor.vocab import (
     Accounting,
+    ActivationOffload,
     Capacity,
     Device,
     Method,
@@ -73,7 +74,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "zeroadvisor"
 CLOSED_SETS: tuple[type[StrEnum], ...] = (
     Device, Precision, Verdict, Resource, Capacity, Phase, TermKind, Accounting, Checkpointing, Padding,
     OutputFormat, FailOn, Severity, Integration, Command, ActionKind, Launcher, Reason, Reach, Method, TrainerFamily,
-    VllmMode, ModelRole, WayOut, Change, SftLoss, SavedModules)
+    VllmMode, ModelRole, WayOut, Change, SftLoss, SavedModules, ActivationOffload)
 CLOSED_VALUES = frozenset(member.value for enum in CLOSED_SETS for member in enum)
 # The layers past the readers: they receive members and must compare members.
 PAST_THE_READERS = ("memory", "throughput", "advisor", "report", "fix", "flows.py", "api.py")

@@ -144,3 +144,27 @@ def test_the_flag_and_the_trainer_arguments_reach_the_estimate(tmp_path, cli):
     over = cli(*base, "--training-args", str(args), "--no-liger-kernel")
     assert _peak(json.loads(over.stdout)) == _peak(off)
     assert "the Trainer's arguments turn it on" in over.stderr
+
+
+def test_llama_factory_keeps_the_full_logits_outside_sft_and_liger_s_other_kernels():
+    from zeroadvisor.config.method import MethodSetup
+    from zeroadvisor.vocab import Method, TrainerFamily
+
+    spec = spec_from_hf_config(QWEN2)
+
+    def run(liger_on: bool, setup: MethodSetup):
+        shape = TrainingShape(sequence_length=2048, activation_checkpointing="full", flash_attention=True,
+                              liger_kernel=liger_on, method=setup)
+        return activation_bytes(spec, shape, 1, "bf16")
+
+    lf_dpo = MethodSetup(method=Method.DPO, trainer=TrainerFamily.LLAMA_FACTORY)
+    trl_dpo = MethodSetup(method=Method.DPO, trainer=TrainerFamily.TRL)
+    lf_sft = MethodSetup(method=Method.SFT, trainer=TrainerFamily.LLAMA_FACTORY)
+    # LLaMA-Factory's dpo stage: require_logits turns the fused loss off, the full logits are counted as without
+    # Liger, and a note says why
+    with_liger, without = run(True, lf_dpo), run(False, lf_dpo)
+    assert with_liger.logits == without.logits > 0
+    assert any("require_logits" in note for note in with_liger.notes)
+    # its sft stage runs the fused loss: no vocabulary-wide logits; TRL's trainers are not turned off here
+    assert liger.fused_loss_off(lf_sft) is None and liger.fused_loss_off(trl_dpo) is None
+    assert run(True, lf_sft).logits < run(False, lf_sft).logits

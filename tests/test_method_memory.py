@@ -38,6 +38,9 @@ NO_OPTIMIZER = {k: v for k, v in ZERO3.items() if k != "optimizer"}
 CLUSTER = Cluster(gpus=8, gpu_memory=80 * GB)
 
 
+PASS_FP32 = 4 * 2 * 1024 * 32000  # one fp32 copy of the paired batch's logits (LLaMA-Factory's reference pass)
+
+
 def dpo(**kw) -> MethodSetup:
     return MethodSetup(method=Method.DPO, **kw)
 
@@ -136,16 +139,17 @@ def test_paired_methods_double_the_sequences_through_the_policy():
     sft2 = estimate({**ZERO3, "train_micro_batch_size_per_gpu": 2}, SPEC, TrainingShape(1024, "full"), CLUSTER)
     # LLaMA-Factory upcasts the logits to fp32 as transformers' loss does: the SFT run at twice the micro batch
     lf = run(dpo(trainer=TrainerFamily.LLAMA_FACTORY)).stage(3)
-    assert lf.per_gpu["activations"] == sft2.stage(3).per_gpu["activations"]
+    # ... and its reference pass holds one fp32 copy of the logits more (test_dpo_reference_pass_...)
+    assert lf.per_gpu["activations"] == sft2.stage(3).per_gpu["activations"] + PASS_FP32
     # TRL up to 1.14 keeps them in bf16 (selective_log_softmax): 3 copies of 2 B, not 3 of 4 B, per token and
     # vocabulary entry
     trl = run(dpo(trainer_version="1.14.0")).stage(3)
-    assert lf.per_gpu["activations"] - trl.per_gpu["activations"] == (12 - 6) * 2 * 1024 * 32000
+    assert lf.per_gpu["activations"] - trl.per_gpu["activations"] == (12 - 6) * 2 * 1024 * 32000 + PASS_FP32
     # from 1.15 the fused LM head scores both sequences (dpo_trainer.py _compute_loss @ v1.16.0): no logits, the fp32
     # gradients of the hidden states and of the head, their casts and a tile, over the 2 x 1024 tokens
     fused = run(dpo(trainer_version="1.16.0")).stage(3)
     assert fused.per_gpu["activations"] - lf.per_gpu["activations"] == \
-        fused_head_bytes(2, 2 * 1024, 4096, 32000) - 12 * 2 * 1024 * 32000
+        fused_head_bytes(2, 2 * 1024, 4096, 32000) - 12 * 2 * 1024 * 32000 - PASS_FP32
     # KTO is unpaired (fp32 logits): the SFT batch, plus its KL forward beside the graph (below)
     kto = run(MethodSetup(method=Method.KTO, trainer=TrainerFamily.LLAMA_FACTORY)).stage(3)
     assert kto.per_gpu["activations"] == run(MethodSetup()).stage(3).per_gpu["activations"] + 8 * 1024 * 32000
@@ -413,7 +417,7 @@ def test_ms_swift_keeps_the_preference_logits_in_bf16_as_trl_does():
     swift = run(dpo(trainer=TrainerFamily.MS_SWIFT, trainer_version="3.8.0")).stage(3).per_gpu["activations"]
     trl = run(dpo(trainer_version="1.14.0")).stage(3).per_gpu["activations"]
     lf = run(dpo(trainer=TrainerFamily.LLAMA_FACTORY)).stage(3).per_gpu["activations"]
-    assert swift == trl and lf - swift == (12 - 6) * 2 * 1024 * 32000
+    assert swift == trl and lf - swift == (12 - 6) * 2 * 1024 * 32000 + PASS_FP32
 
 
 def test_trl_0_7_4_upcasts_the_dpo_logits_to_fp32():
@@ -422,7 +426,33 @@ def test_trl_0_7_4_upcasts_the_dpo_logits_to_fp32():
     old = run(dpo(trainer_version="0.7.4")).stage(3).per_gpu["activations"]
     new = run(dpo(trainer_version="0.7.5")).stage(3).per_gpu["activations"]
     lf = run(dpo(trainer=TrainerFamily.LLAMA_FACTORY)).stage(3).per_gpu["activations"]
-    assert old == lf and old - new == (12 - 6) * 2 * 1024 * 32000
+    # both hold the policy's logits across the reference pass: one copy over, fp32 against bf16
+    assert old == lf and old - new == (12 - 6) * 2 * 1024 * 32000 + (4 - 2) * 2 * 1024 * 32000
+
+
+def _pass(e) -> int | None:
+    return next((t.nbytes for t in e.stage(3).terms if t.key == "dpo_reference_pass" and t.phase == "train"), None)
+
+
+def test_dpo_reference_pass_holds_one_copy_of_the_logits_over_the_backward():
+    # llamafactory/train/dpo/trainer.py get_batch_loss_metrics @ v0.9.3: the policy's fp32 logits (held by the
+    # chosen/rejected views for the metrics) and log_softmax output (saved) beside the reference pass's own two:
+    # 16 B per token and vocabulary entry against the backward's 12; the paired batch is 2 x 1024 tokens
+    lf = dpo(trainer=TrainerFamily.LLAMA_FACTORY, trainer_version="0.9.3")
+    assert _pass(run(lf)) == PASS_FP32
+    # with LoRA the pass runs through the same model, its adapter disabled: no reference copy, the same pass
+    lora = dataclasses.replace(SPEC, trainable_parameters=4_194_304, peft="LoRA r=8")
+    lora_run = run(dataclasses.replace(lf, use_reference=False), spec=lora)
+    assert _pass(lora_run) == PASS_FP32 and "reference_model" not in lora_run.stage(3).per_gpu
+    assert any("reference pass" in a and "counted" in a for a in lora_run.assumptions)
+    # TRL 0.7.5 to 0.14 hold the bf16 logits and bf16 log-softmax (trl/trainer/dpo_trainer.py @ v0.9.6): 2 B over
+    assert _pass(run(dpo(trainer_version="0.9.6"))) == 2 * 2 * 1024 * 32000
+    # TRL 0.15+ returns the mean logits only and scores row by row; precomputed log-probs run no pass
+    assert _pass(run(dpo(trainer_version="0.15.0"))) is None
+    assert _pass(run(dpo(trainer_version="1.9.0"))) is None
+    assert _pass(run(dataclasses.replace(lf, precompute_ref_log_probs=True))) is None
+    # the unpaired and reference-free methods have none
+    assert _pass(run(MethodSetup(method=Method.ORPO, trainer=TrainerFamily.LLAMA_FACTORY))) is None
 
 
 LLAMA2_13B = {"model_type": "llama", "hidden_size": 5120, "intermediate_size": 13824, "num_hidden_layers": 40,

@@ -118,6 +118,22 @@ class Checkpointing(StrEnum):
     FULL = "full"  # each layer from its input
 
 
+class ActivationOffload(StrEnum):
+    """Which offloader holds the activations saved for backward in host memory (memory/activation_offload.py).
+
+    ``save_on_cpu``: torch's ``save_on_cpu`` around each checkpointed layer (transformers'
+    ``gradient_checkpointing_kwargs={"offload": true}``, 5.17+; unsloth's offloaded checkpoint, LLaMA-Factory's
+    ``use_unsloth_gc``, axolotl's ``gradient_checkpointing: offload`` before 0.18), a blocking copy of each layer's
+    input; ``trl``: TRL's OffloadActivations (``activation_offloading``), every saved tensor of 1 KiB or more on a
+    transfer stream; ``hidden_states``: axolotl's ``activation_offloading: hidden_states``, the checkpointed layer
+    inputs only, on a transfer stream."""
+
+    NONE = "none"
+    SAVE_ON_CPU = "save_on_cpu"
+    TRL = "trl"
+    HIDDEN_STATES = "hidden_states"
+
+
 class Padding(StrEnum):
     """How the data collator pads a batch, which decides what the sequence length is (memory/padding.py).
 
@@ -175,6 +191,8 @@ VERDICT_WORDS = {Verdict.FITS: "fits", Verdict.TIGHT: "tight (fits, inside the h
                  None: "not judged (no capacity given)"}
 # unknown where what is counted is tight: over the usable memory, inside the headroom (not "fits")
 UNKNOWN_TIGHT_WORDS = "unknown (what is counted is tight: inside the headroom)"
+# unknown where what is counted does not fit but a feature that can only lower it is not counted (memory/estimate.py)
+UNKNOWN_OVER_WORDS = "unknown (what is counted does not fit; what is not counted can only lower it)"
 PEAK_GPU = "peak per GPU"
 PEAK_HOST = "peak host / node"
 # the phase whose host RAM is the peak, and the host RAM while the training loop runs: a host figure a user
@@ -192,6 +210,7 @@ UNCOUNTED_SHORT = {"activations": "activations not counted: give --seq-len",
                    "zenflow": "ZenFlow's GPU top-k columns not costed",
                    "deepcompile": "DeepCompile's memory passes not costed",
                    "module_granularity": "stage3_module_granularity_threshold not costed",
+                   "activation_offload": "activation offloading without checkpointing not costed",
                    "deepspeed_checkpointing": "partition_activations/cpu_checkpointing not costed"}
 UNCOUNTED_WORDS = {"activations": "activations not counted (no sequence length or architecture: --seq-len, "
                                   "--model with an hf_config)",
@@ -215,6 +234,10 @@ UNCOUNTED_WORDS = {"activations": "activations not counted (no sequence length o
                                           "(ZeRO-3 fetches each module below it whole as a leaf module: the "
                                           "gathered working set is the largest such module, which the module tree "
                                           "decides: runtime/zero/parameter_offload.py)"),
+                   "activation_offload": ("activation offloading without checkpointing not costed (TRL's "
+                                          "OffloadActivations moves every saved tensor to host memory and keeps "
+                                          "what its transfer stream has not drained: trl/models/"
+                                          "activation_offloading.py; costed as if they stayed on the GPU)"),
                    "deepspeed_checkpointing": ("activation_checkpointing.partition_activations / cpu_checkpointing "
                                                "not costed (they apply only if the model checkpoints with "
                                                "deepspeed.checkpointing.checkpoint, as Megatron-DeepSpeed does; "

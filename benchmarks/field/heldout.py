@@ -70,16 +70,30 @@ CONSTANTS: tuple[Constant, ...] = (
 )
 
 
+# Repositories that were renamed or moved: one project, one source, whichever name a link uses (GitHub redirects
+# the old name to the new one).
+RENAMED = {
+    "github.com/hiyouga/llamafactory": "github.com/hiyouga/llama-factory",
+    "github.com/microsoft/deepspeed": "github.com/deepspeedai/deepspeed",
+    "github.com/microsoft/megatron-deepspeed": "github.com/deepspeedai/megatron-deepspeed",
+    "github.com/microsoft/deepspeedexamples": "github.com/deepspeedai/deepspeedexamples",
+    "github.com/openaccess-ai-collective/axolotl": "github.com/axolotl-ai-cloud/axolotl",
+    "github.com/modelscope/swift": "github.com/modelscope/ms-swift",
+}
+
+
 def source_key(url: str) -> str:
     """The source a case's report belongs to: ``host/owner/repo`` on a repository host (each issue tracker or
-    docs folder of one project is one source), else the host without ``www.`` (one site, one author's posts)."""
+    docs folder of one project is one source, under its current name: RENAMED), else the host without ``www.``
+    (one site, one author's posts)."""
     parsed = urlparse(url.strip())
     host = parsed.netloc.lower().removeprefix("www.")
     if not host:
         raise ValueError(f"source {url!r} is not a URL")
     parts = [p for p in parsed.path.split("/") if p]
     if host in REPOSITORY_HOSTS and len(parts) >= 2:
-        return f"{host}/{parts[0]}/{parts[1]}".lower()
+        key = f"{host}/{parts[0]}/{parts[1]}".lower()
+        return RENAMED.get(key, key)
     return host
 
 

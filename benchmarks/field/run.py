@@ -356,6 +356,8 @@ def run_check(case: dict[str, Any], ds_path: Path, model_path: Path,
         # the DeepSpeed release the report ran, where it says or its date fixes it (stage 1/2 flatten the
         # parameters on the host before 0.19.0: memory/ds_changes.py); else the installed one is read
         "--deepspeed-version": t.get("deepspeed_version"),
+        # the offloader that holds the checkpointed layer inputs in host memory (memory/activation_offload.py)
+        "--activation-offload": t.get("activation_offload"),
     }
     launch = case.get("launch") or swift_launch(case)
     if launch is not None and supports("--launch"):

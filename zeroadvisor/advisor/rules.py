@@ -788,6 +788,9 @@ def _verdict_unknown(ctx: Context) -> Iterator[Hit]:
         b = a.budget
         counted = (f"what is counted is tight ({a.fmt(current.peak_gpu)} per GPU, over the {b.fmt(b.usable)} usable "
                    f"and inside the {b.headroom:.0%} headroom of {b.fmt(b.gpu_memory)})")
+    elif current.counted_verdict == Verdict.DOES_NOT_FIT:  # a feature that can only lower it is not counted
+        counted = (f"what is counted does not fit ({a.fmt(current.peak_gpu)} per GPU of {_budget(ctx)}), and it "
+                   "may fit with what is not counted")
     else:
         counted = f"what is counted fits ({a.fmt(current.peak_gpu)} per GPU of {_budget(ctx)})"
     yield Hit("", f"no verdict: {counted}, but {missing}", at="file")

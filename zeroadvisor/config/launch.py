@@ -43,6 +43,7 @@ from zeroadvisor.config.training_args import (
     DEEPSPEED_KEY,
     DEFAULTS,
     MODEL_KEYS,
+    OFFLOAD_KWARGS_KEYS,
     PACKING_KEYS,
     PAD_TO_MAX_KEY,
     SEQUENCE_KEYS,
@@ -99,10 +100,10 @@ _ENV = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 _ARGS_FILES = (".yaml", ".yml", ".json")
 # Script keys read besides TrainingArguments fields (bool ones parse as bool flags).
 # OpenRLHF's --flash_attn and axolotl's attention switches take no value (ATTENTION_SWITCHES)
-_EXTRA_BOOLS = ("disable_gradient_checkpointing", PAD_TO_MAX_KEY,
+_EXTRA_BOOLS = ("disable_gradient_checkpointing", PAD_TO_MAX_KEY, "activation_offloading", "use_unsloth_gc",
                 *(key for keys in ATTENTION_SWITCHES.values() for key in keys),
                 *(key for keys in PACKING_KEYS.values() for key in keys))
-_EXTRA_KEYS = (DEEPSPEED_KEY, *MODEL_KEYS, *SEQUENCE_KEYS, *_EXTRA_BOOLS, *ATTENTION_KEYS,
+_EXTRA_KEYS = (DEEPSPEED_KEY, *MODEL_KEYS, *SEQUENCE_KEYS, *_EXTRA_BOOLS, *ATTENTION_KEYS, *OFFLOAD_KWARGS_KEYS,
                *(key for keys in SEQUENCE_PARALLEL_KEYS.values() for key in keys))
 # A launcher's options as the command gives them: the value, or True for an option that takes none.
 _Options = dict[str, str | bool]

@@ -101,7 +101,8 @@ TRAINING_KEYS: dict[str, str] = {"seq-len": "seq_len", "target-len": "target_len
                                  "precision": "precision", "activation-checkpointing": "activation_checkpointing",
                                  "flash-attention": "flash_attention", "load-dtype": "load_dtype",
                                  "zero-init": "zero_init", "meta-load": "meta_load", "optim": "optim",
-                                 "liger-kernel": "liger_kernel", "transformers-version": "transformers_version"}
+                                 "liger-kernel": "liger_kernel", "activation-offload": "activation_offload",
+                                 "transformers-version": "transformers_version"}
 TABLES: dict[str, dict[str, str]] = {"cluster": CLUSTER_KEYS, "training": TRAINING_KEYS}
 RULE_KEYS = ("select", "ignore", "per-file-ignores")
 # Patterns folder walks leave out (config/excludes.py), relative to the configuration's folder.

@@ -32,6 +32,7 @@ from zeroadvisor.config.trainer_errors import (
     shown,
 )
 from zeroadvisor.jsontypes import JSONObject, JSONValue
+from zeroadvisor.vocab import ActivationOffload
 
 if TYPE_CHECKING:
     from zeroadvisor.config.method_reader import MethodReading
@@ -153,6 +154,23 @@ ATTENTION_KEYS = frozenset({*(key for key, _ in ATTENTION_NAMES.values()),
 # supported; tf32 "auto" likewise), not a bool of the Trainer's
 AXOLOTL_AUTO = frozenset({"bf16", "tf32"})
 DEEPSPEED_KEY = "deepspeed"
+# Activation offloading (memory/activation_offload.py), as each project's file turns it on:
+#  - transformers 5.17+ TrainingArguments.gradient_checkpointing_kwargs {"offload": true} (trainer.py pops it and
+#    modeling_utils.py _activation_checkpointing_enable wraps each checkpoint in save_on_cpu), from 5.23 named
+#    activation_checkpointing_kwargs (the old name its deprecated alias, the new one read first); TRL, ms-swift and
+#    axolotl hand the field to the Trainer as it is;
+#  - TRL's activation_offloading (SFTConfig 0.18+, RewardConfig 0.24+, DPOConfig 0.29+, KTOConfig 1.8+):
+#    OffloadActivations around training_step;
+#  - axolotl's activation_offloading (utils/schemas/config.py @ v0.18.0): true/legacy/disk TRL's offloader,
+#    hidden_states its own; gradient_checkpointing: offload turns on activation_offloading: true
+#    (validation.py check_gradient_checkpointing_w_offload). With an adapter its TRL offloader replaces the
+#    recompute (loaders/model.py _apply_activation_checkpointing wraps only full fine-tunes);
+#  - LLaMA-Factory's use_unsloth_gc (model/model_utils/checkpointing.py: unsloth's offloaded checkpoint, each
+#    layer's input copied to the host).
+OFFLOAD_KWARGS_KEYS = ("activation_checkpointing_kwargs", "gradient_checkpointing_kwargs")
+OFFLOAD_KWARGS_PROJECTS = ("transformers", "ms-swift", "axolotl")
+AXOLOTL_OFFLOADERS = {"hidden_states": ActivationOffload.HIDDEN_STATES}  # any other true value: TRL's
+AXOLOTL_OFFLOAD_CHECKPOINTING = ("offload", "offload_disk")  # gradient_checkpointing's offloading values
 
 # Per project: its own key -> the TrainingArguments field it sets.
 RENAMES: dict[str, dict[str, str]] = {
@@ -221,6 +239,10 @@ class TrainingArgs:
     attention_from: str = ""
     sequence_parallel: int | None = None  # the trainer's own sequence-parallel degree (SEQUENCE_PARALLEL_KEYS)
     sequence_parallel_from: str = ""
+    # the offloader that holds the checkpointed layer inputs in host memory (OFFLOAD_KWARGS_KEYS and the trainers'
+    # own switches); None: the file does not say
+    activation_offload: ActivationOffload | None = None
+    activation_offload_from: str = ""
 
     @overload
     def get(self, name: IntField) -> int: ...
@@ -296,6 +318,8 @@ def from_mapping(data: Mapping[str, JSONValue], source: str, project: str | None
             continue
         if project == "axolotl" and name in AXOLOTL_AUTO and value == "auto":
             continue  # resolved on the GPU by axolotl's normalize_config (_axolotl)
+        if project == "axolotl" and name == "gradient_checkpointing" and value in AXOLOTL_OFFLOAD_CHECKPOINTING:
+            continue  # checkpointing with the layer inputs offloaded (_with_checkpointing, _with_activation_offload)
         values[name] = _typed(name, value, where(key))
         origin[name] = where(key)
     out_notes = list(notes)
@@ -324,8 +348,60 @@ def from_mapping(data: Mapping[str, JSONValue], source: str, project: str | None
     if sp is not None and not 1 <= sp <= MAX_GPUS:
         raise TrainerInputError(f"{where(sp_key or '')}: expected a sequence-parallel degree of 1 to {MAX_GPUS:,}, "
                                 f"got {sp}")
-    return replace(_with_checkpointing(args, data, where), attention=attention, attention_from=attention_from,
+    args = replace(_with_checkpointing(args, data, where), attention=attention, attention_from=attention_from,
                    sequence_parallel=sp, sequence_parallel_from=where(sp_key) if sp is not None and sp_key else "")
+    return _with_activation_offload(args, data, where)
+
+
+def _with_activation_offload(args: TrainingArgs, data: Mapping[str, JSONValue], where: Origin) -> TrainingArgs:
+    """The offloader the file turns on (OFFLOAD_KWARGS_KEYS and the trainers' switches), and the checkpointing it
+    implies; ``args`` as it is where the file says nothing of it."""
+    project = args.project
+    if project == "llama-factory":
+        if data.get("use_unsloth_gc") is not None and as_bool(data["use_unsloth_gc"], where("use_unsloth_gc")):
+            return replace(args, activation_offload=ActivationOffload.SAVE_ON_CPU,
+                           activation_offload_from=where("use_unsloth_gc"))
+        return args
+    if project == "axolotl":
+        raw = data.get("activation_offloading")
+        if data.get("gradient_checkpointing") in AXOLOTL_OFFLOAD_CHECKPOINTING and raw in (None, False):
+            raw, key = True, "gradient_checkpointing"
+        else:
+            key = "activation_offloading"
+        on = raw is not None and ((isinstance(raw, str) and raw in ("legacy", "disk", "hidden_states"))
+                                  or as_bool(raw, where(key)))
+        if on:
+            mode = AXOLOTL_OFFLOADERS.get(str(raw), ActivationOffload.TRL)
+            # an adapter's offload replaces the recompute; a full fine-tune keeps it (loaders/model.py @ v0.18.0)
+            adapter = bool(data.get("adapter")) and mode == ActivationOffload.TRL
+            return replace(args, activation_offload=mode, activation_offload_from=where(key),
+                           checkpointing=not adapter)
+    elif data.get("activation_offloading") is not None and as_bool(data["activation_offloading"],
+                                                                   where("activation_offloading")):
+        return replace(args, activation_offload=ActivationOffload.TRL,
+                       activation_offload_from=where("activation_offloading"))
+    given = next((k for k in OFFLOAD_KWARGS_KEYS if data.get(k) is not None), None)
+    if project in OFFLOAD_KWARGS_PROJECTS and given is not None:
+        offload = _checkpointing_kwargs(data[given], where(given)).get("offload")
+        if offload is not None and as_bool(offload, f"offload in {where(given)}"):
+            return replace(args, activation_offload=ActivationOffload.SAVE_ON_CPU,
+                           activation_offload_from=f"offload in {where(given)}")
+    return args
+
+
+def _checkpointing_kwargs(value: JSONValue, where: str) -> Mapping[str, JSONValue]:
+    """gradient_checkpointing_kwargs as a mapping: a file's own, or the JSON text a command line gives
+    (HfArgumentParser reads a dict field's text with json.loads)."""
+    if isinstance(value, str):
+        import json
+
+        try:
+            value = json.loads(value)
+        except (ValueError, RecursionError):
+            raise TrainerInputError(f"{where}: expected a JSON object, got {shown(value)}") from None
+    if not isinstance(value, dict):
+        raise TrainerInputError(f"{where}: expected a mapping of checkpoint arguments, got {shown(value)}")
+    return value
 
 
 def _attention(data: Mapping[str, JSONValue], project: str, where: Origin) -> tuple[bool | None, str]:
@@ -424,7 +500,7 @@ def _with_checkpointing(args: TrainingArgs, data: Mapping[str, JSONValue], where
         on = not _typed("gradient_checkpointing", disabled, where("disable_gradient_checkpointing"))
         return replace(args, checkpointing=on)
     raw = data.get("gradient_checkpointing")
-    if args.project == "axolotl" and raw in ("offload", "offload_disk"):
+    if args.project == "axolotl" and raw in AXOLOTL_OFFLOAD_CHECKPOINTING:
         return replace(args, checkpointing=True)
     flags = [args.values.get(name) for name in ("activation_checkpointing", "gradient_checkpointing")]
     if any(flag is True for flag in flags):
@@ -490,6 +566,9 @@ def merge(base: TrainingArgs, over: TrainingArgs) -> TrainingArgs:
         sequence_parallel=base.sequence_parallel if over.sequence_parallel is None else over.sequence_parallel,
         sequence_parallel_from=base.sequence_parallel_from if over.sequence_parallel is None
         else over.sequence_parallel_from,
+        activation_offload=base.activation_offload if over.activation_offload is None else over.activation_offload,
+        activation_offload_from=base.activation_offload_from if over.activation_offload is None
+        else over.activation_offload_from,
         model=over.model or base.model, deepspeed=over.deepspeed or base.deepspeed,
         notes=base.notes + over.notes, method=_merged_method(base.method, over.method),
         peft=over.peft or base.peft)

@@ -21,7 +21,7 @@ from zeroadvisor.inputs.model import TRAINING_INPUTS
 from zeroadvisor.inputs.settings import FailOn
 from zeroadvisor.lint.context import Integration
 from zeroadvisor.report.formats import OutputFormat
-from zeroadvisor.vocab import Accounting, Checkpointing, Method, Padding, Precision, Stage
+from zeroadvisor.vocab import Accounting, ActivationOffload, Checkpointing, Method, Padding, Precision, Stage
 
 if TYPE_CHECKING:
     from zeroadvisor.model.spec import ModelSpec
@@ -80,6 +80,7 @@ class Request:
     meta_load: bool | None = None
     optim: str | None = None
     liger_kernel: bool | None = None
+    activation_offload: ActivationOffload | str | None = None
     tensor_parallel: int | None = None
     pipeline_parallel: int | None = None
     sequence_parallel: int | None = None
@@ -131,7 +132,7 @@ INPUT_NAMES: tuple[str, ...] = tuple(f.name for f in fields(Request) if f.name n
 ENUMS: dict[str, type[Enum]] = {
     "format": OutputFormat, "fail_on": FailOn, "integration": Integration, "accounting": Accounting,
     "activation_checkpointing": Checkpointing, "padding": Padding, "precision": Precision, "load_dtype": Precision,
-    "stage": Stage, "trainer": Method,
+    "stage": Stage, "trainer": Method, "activation_offload": ActivationOffload,
 }
 
 

@@ -16,7 +16,7 @@ message that names the flag, keyword or project key it came from.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import TYPE_CHECKING, Any, cast
@@ -536,6 +536,7 @@ def _from_trainer(values: Values, trainer: TrainerInputs, spelling: Spelling) ->
     fill_noted("padding", training.padding, f"padding {training.padding} from {training.padding_from}",
                f"the Trainer's arguments pad to {training.padding} ({training.padding_from})")
     fill("activation_checkpointing", trainer.checkpointing)
+    _offload_from_trainer(training, fill_noted)
     fill_noted("sequence_parallel", training.sequence_parallel,
                f"sequence parallel {training.sequence_parallel} from {training.sequence_parallel_from}",
                f"the trainer's own sequence parallel is {training.sequence_parallel} "
@@ -559,6 +560,14 @@ def _from_trainer(values: Values, trainer: TrainerInputs, spelling: Spelling) ->
     fill_noted("stage", trainer.stage, f"ZeRO stage {trainer.stage} from {trainer.stage_from}",
                f"the launch command gives stage {trainer.stage} ({trainer.stage_from})")
     return notes
+
+
+def _offload_from_trainer(training: TrainingArgs, fill_noted: Callable[[str, object, str, str], None]) -> None:
+    """The offloader the trainer's switches turn on (memory/activation_offload.py), where nothing else gives one."""
+    offload, where = training.activation_offload, training.activation_offload_from
+    if offload is not None:
+        fill_noted("activation_offload", offload, f"activation offload {offload} from {where}",
+                   f"the Trainer's arguments give {offload} ({where})")
 
 
 def _launch_world(trainer: TrainerInputs) -> tuple[int | None, int | None]:

@@ -72,6 +72,7 @@ from dataclasses import dataclass
 
 from zeroadvisor.memory import bytes as B
 from zeroadvisor.memory import liger, trl_sft_loss
+from zeroadvisor.memory.activation_offload import offloader, offloads_uncounted
 from zeroadvisor.memory.trl_sft_loss import (
     CHUNK_TOKENS,
     FUSED_SOURCE,
@@ -114,6 +115,9 @@ class Activations:
     # ZeRO-3's hook then receives as the head's full gradient (memory/buffers.py gathered_terms); 0 where the loss
     # does not make it, or its peak is not the one counted
     head_gradient: int = 0
+    # the layer inputs an offloader holds in host memory per rank (memory/activation_offload.py): (bytes of one
+    # input, how many), one pair per layer stack; each is a pinned block of its own
+    offloaded: tuple[tuple[int, int], ...] = ()
 
 
 def _dropout(p: float | None) -> int:
@@ -293,7 +297,7 @@ def activation_bytes(spec: ModelSpec, shape: TrainingShape, micro_batch: int, pr
     stacks, t = _stacks(spec, shape, L, s, notes)
     out_tokens = t * b
 
-    body, per_layer, parts, largest = _layers(stacks, d, facts, shape, b, _lora(spec, d, facts, L, notes))
+    body, per_layer, parts, largest, inputs = _layers(stacks, d, facts, shape, b, _lora(spec, d, facts, L, notes))
     outside = _outside_layers(spec, stacks, d, facts, b, s, out_tokens)
     parts.append(("outside the layers", outside))
     logits, head_gradient = _loss_peak(spec, shape, facts, e, (b, t, h), with_liger, notes)
@@ -302,7 +306,11 @@ def activation_bytes(spec: ModelSpec, shape: TrainingShape, micro_batch: int, pr
     head_input = _head_input(spec, d, facts, out_tokens)
     layers_kept = body - largest if shape.activation_checkpointing == Checkpointing.FULL and largest else body
     backward_kept = max(0, layers_kept + outside - head_input)
-    if shape.activation_checkpointing == Checkpointing.FULL and largest:
+    offloaded = _offloaded(shape, L, largest, inputs, head_input, logits, outside, notes)
+    if offloaded is not None:
+        nbytes, head_share, backward_kept = offloaded.nbytes, offloaded.head_share, offloaded.backward_kept
+        head_gradient = head_gradient if offloaded.head_share else 0
+    elif shape.activation_checkpointing == Checkpointing.FULL and largest:
         # the head's saved input and the loss peak are freed before the last layer is recomputed (module
         # docstring): exact for torch's backward order; the rest outside the layers (token ids, embedding
         # dropout, norms, an encoder's output) is kept through the recompute, a bound for the final norm
@@ -324,7 +332,38 @@ def activation_bytes(spec: ModelSpec, shape: TrainingShape, micro_batch: int, pr
                  f"term), {attn}, {_RECOMPUTATION[shape.activation_checkpointing]}, micro batch {b}, {lengths}, "
                  f"{e}-byte activations")
     return Activations(nbytes, per_layer, logits, tuple(notes), tuple(parts), head_share, backward_kept,
-                       head_gradient)
+                       head_gradient, inputs if offloaded is not None else ())
+
+
+@dataclass(frozen=True, slots=True)
+class _Offloaded:
+    nbytes: int
+    head_share: int  # what the loss's peak exceeds a layer's recompute by (0: the recompute is the peak)
+    backward_kept: int
+
+
+def _offloaded(shape: TrainingShape, L: int, largest: int, inputs: tuple[tuple[int, int], ...], head: int,
+               logits: int, outside: int, notes: list[str]) -> _Offloaded | None:
+    """Full recomputation with the layer inputs in host memory (memory/activation_offload.py): on the GPU only the
+    inputs in flight, at a layer's recompute and at the loss's peak, the larger of the two moments counted (as
+    for the inputs kept on the GPU, module docstring). None where no offloader moves them (TRL's without
+    checkpointing moves what is not followed here: said in ``notes``)."""
+    if offloads_uncounted(shape.activation_offload, shape.activation_checkpointing):
+        notes.append(f"activations: {shape.activation_offload.value} offloads every saved tensor without "
+                     "checkpointing; what its transfer stream leaves on the GPU is not counted: costed as if they "
+                     "stayed, a bound")
+    off = offloader(shape.activation_offload, shape.activation_checkpointing)
+    if off is None or not largest:
+        return None
+    one = max(size for size, _ in inputs)
+    at_recompute, at_loss = min(off.at_recompute, L - 1) * one, min(off.at_loss, L) * one
+    peak = max(largest + at_recompute, head + logits + at_loss)
+    held = sum(size * count for size, count in inputs)
+    notes.append(f"activations: layer inputs offloaded to host memory ({shape.activation_offload.value}: "
+                 f"{held / 2**30:.2f} GiB per rank); on the GPU {off.at_recompute} beside the layer recomputed "
+                 f"and {off.at_loss} at the loss's peak ({off.source})")
+    return _Offloaded(outside - head + peak, max(0, head + logits + at_loss - largest - at_recompute),
+                      max(0, at_loss + outside - head))
 
 
 def _dimensions(spec: ModelSpec, e: int, h: int, notes: list[str]) -> _Dims:
@@ -413,14 +452,16 @@ def _lora(spec: ModelSpec, d: _Dims, facts: LayerFacts, layers: int, notes: list
 
 
 def _layers(stacks: list[_Stack], d: _Dims, facts: LayerFacts, shape: TrainingShape,
-            b: int, lora: int = 0) -> tuple[int, int, list[tuple[str, int]], int]:
+            b: int, lora: int = 0) -> tuple[int, int, list[tuple[str, int]], int, tuple[tuple[int, int], ...]]:
     """(bytes all layers keep under the checkpointing, the largest layer's, (stack, one layer's bytes), the
-    largest layer's activations during its recompute: what full recomputation adds to the layer inputs).
+    largest layer's activations during its recompute: what full recomputation adds to the layer inputs, and per
+    stack (one layer input's bytes, layers): what full recomputation keeps of each layer).
     ``lora``: LoRA's bytes per token per layer beyond a full fine-tune's (_lora)."""
     parts: list[tuple[str, int]] = []
     body = per_layer = 0
     largest = 0  # linear + score bytes of the largest layer: what a full recompute holds at once
     inputs = 0  # full recomputation: each layer's input, e·h per token
+    per_stack: list[tuple[int, int]] = []
     for stack in stacks:
         if not stack.layers:
             continue
@@ -431,11 +472,12 @@ def _layers(stacks: list[_Stack], d: _Dims, facts: LayerFacts, shape: TrainingSh
         parts.append((stack.name, layer))
         body += stack.layers * layer
         inputs += stack.layers * d.e * stack.sq * b * d.h
+        per_stack.append((d.e * stack.sq * b * d.h, stack.layers))
         largest = max(largest, linear + scores)
         per_layer = max(per_layer, layer)
     if shape.activation_checkpointing == Checkpointing.FULL:
         body = inputs + largest  # layer inputs + one layer during its recompute
-    return body, per_layer, parts, largest
+    return body, per_layer, parts, largest, tuple(per_stack)
 
 
 def _outside_layers(spec: ModelSpec, stacks: list[_Stack], d: _Dims, facts: LayerFacts, b: int, s: int,
@@ -493,7 +535,10 @@ def _loss_peak(spec: ModelSpec, shape: TrainingShape, facts: LayerFacts, e: int,
                      f"{TOKEN_TILE} x {VOCAB_TILE} tile buffer, {logits:,} B, counted from the code "
                      f"({FUSED_SOURCE}; its Triton kernel does not run on CPU)")
         return logits, head_gradient
-    if with_liger and spec.lm_head is not False and spec.vocab_size:
+    liger_off = liger.fused_loss_off(shape.method) if with_liger else None
+    if liger_off is not None:
+        notes.append(liger_off)
+    if with_liger and liger_off is None and spec.lm_head is not False and spec.vocab_size:
         return _liger_loss(spec, e, b, t, h, spec.vocab_size, notes), head_gradient
     if trl_loss == SftLoss.CHUNKED and spec.lm_head is not False and spec.vocab_size:
         logits = chunked_loss_bytes(e, out_tokens, h, spec.vocab_size, spec.head_gets_gradient) + IDS * out_tokens

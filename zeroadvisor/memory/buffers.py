@@ -26,11 +26,11 @@ ALLREDUCE_COPY_KEY = "allreduce_bucket"
 ENGINE_ALLREDUCE_ELEMENTS = 500_000_000
 
 # Overhead allowance (an assumption, not a DeepSpeed allocation): the card's memory outside the caching allocator
-# (the CUDA context and module images, NCCL's buffers, other cudaMalloc), 1 GiB. Fitted on 87 public CUDA OOM
-# messages from 70 sources, none a field-suite source (total - free - reserved; benchmarks/fit_allocator.py,
-# allocator_fit.md): the median of per-source medians is 1.015 GiB (per-source p25-p75 0.56-1.45), and 1 GiB
-# predicts the held-out sources as well (median absolute error 0.49 GiB, the fit's 0.51); multi-GPU runs read
-# higher (1.48 GiB), but a multi-GPU constant predicts their held-out sources worse (0.85 GiB against 0.52), so
+# (the CUDA context and module images, NCCL's buffers, other cudaMalloc), 1 GiB. Fitted on 80 public CUDA OOM
+# messages from 69 sources, none a field-suite source (total - free - reserved; benchmarks/fit_allocator.py,
+# allocator_fit.md): the median of per-source medians is 1.000 GiB (per-source p25-p75 0.56-1.46), and 1 GiB
+# predicts the held-out sources as well (median absolute error 0.50 GiB, the fit's 0.51); multi-GPU runs read
+# higher (1.51 GiB), but a multi-GPU constant predicts their held-out sources worse (0.94 GiB against 0.66), so
 # there is one. Besides it, the allocator's fragmentation of what is re-allocated every step (memory/allocator.py).
 CUDA_CONTEXT_BYTES = 2**30
 CONTEXT_KEY = "cuda_context"

@@ -10,7 +10,9 @@ from typing import TYPE_CHECKING, Any
 # estimate's callers (__all__ below).
 from zeroadvisor.config.limits import MAX_GPUS
 from zeroadvisor.deepspeed.settings import Config, DeepSpeedSettings, as_settings
+from zeroadvisor.memory import bytes as B
 from zeroadvisor.memory import host as host_memory
+from zeroadvisor.memory.activation_offload import offloads_uncounted
 from zeroadvisor.memory.allocator import AllocatorConf, fragmentation_term
 from zeroadvisor.memory.assumed import AssumedInput, activations_unknown, shape_assumptions
 from zeroadvisor.memory.autocast import Autocast, autocast_notes, autocast_terms, read_autocast
@@ -44,6 +46,7 @@ from zeroadvisor.memory.method import (
     completion_head_gradient,
     critic_activation_terms,
     critic_spec,
+    dpo_reference_pass_terms,
     frozen_at_load,
     kto_kl_terms,
     method_assumptions,
@@ -559,6 +562,8 @@ def _stage_estimate(run: _Run, option: Option) -> StageEstimate:
     # "does not fit" too where the feature can only lower what is counted
     features, lowers = uncounted_features(run.features, option, run.shape.activation_checkpointing,
                                           run.layout.tensor)
+    if offloads_uncounted(run.shape.activation_offload, run.shape.activation_checkpointing):
+        features, lowers = (*features, "activation_offload"), True  # costed as if the activations stayed: a bound
     uncounted = run.uncounted + features + _unchecked_storage(option, capacities)
     refused = refusal(run.s, option)
     if refused:
@@ -635,6 +640,9 @@ def _train_terms(run: _Run, option: Option, ds_terms: list[Term], paper: list[Te
                                      run.act.head_share)
     # KTO's KL forward, where its trainer runs it beside the policy's graph (memory/method.py)
     terms += kto_kl_terms(run.shape, run.model, s.micro_batch, run.layout)
+    # LLaMA-Factory's DPO reference pass, beside the policy's held fp32 logits (memory/method.py)
+    terms += dpo_reference_pass_terms(run.shape, run.model, s.micro_batch, run.layout, B.nbytes(s.precision),
+                                      run.act.head_share)
     if run.autocast:
         # zero.Init (stage 3, on by default; memory/phases.py) replaces F.linear for the process
         zero3_linear = option.stage == 3 and run.shape.load.zero_init is not False
@@ -668,6 +676,8 @@ def _train_terms(run: _Run, option: Option, ds_terms: list[Term], paper: list[Te
     terms += host_memory.runtime_baseline_terms(Phase.TRAIN, dataloader_workers=run.cluster.dataloader_workers)
     terms += host_memory.pinned_rounding_terms(host_memory.run_pinned_buffers(  # PEFT: trainable parameters
         s, option, P, N, run.model, largest_param(run.model)))
+    # the layer inputs an offloader moved out of the activations above (memory/activation_offload.py)
+    terms += host_memory.offloaded_input_terms(run.shape.activation_offload, run.act.offloaded)
     return terms
 
 

@@ -26,12 +26,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from zeroadvisor.memory import bytes as B
+from zeroadvisor.memory.activation_offload import OFFLOADERS
 from zeroadvisor.memory.options import Option
 from zeroadvisor.memory.settings import Settings
 from zeroadvisor.memory.states import largest_trainable, master_bytes, optimized, partition_stage3, partition_stage12
 from zeroadvisor.memory.terms import Term, ceil_div
 from zeroadvisor.model.spec import ModelSpec
-from zeroadvisor.vocab import Device, Phase, Resource, TermKind
+from zeroadvisor.vocab import ActivationOffload, Device, Phase, Resource, TermKind
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -235,3 +236,18 @@ def runtime_baseline_terms(phase: Phase, cuda: bool = True, dataloader_workers: 
                           "torch.utils.data DataLoader num_workers (Trainer dataloader_num_workers); "
                           "benchmarks/host_baseline.json (worker)", phase=phase, kind=TermKind.ALLOWANCE))
     return terms
+
+
+def offloaded_input_terms(mode: ActivationOffload, offloaded: tuple[tuple[int, int], ...]) -> list[Term]:
+    """The offloaded layer inputs in host memory per rank: each a pinned block, a power of two (pinned_block_bytes);
+    all held at the end of the forward."""
+    requested = sum(size * count for size, count in offloaded)
+    if not requested:
+        return []
+    held = sum(pinned_block_bytes(size) * count for size, count in offloaded)
+    layers = sum(count for _, count in offloaded)
+    return [Term("activations", Resource.CPU, held, "offloaded_layer_inputs",
+                 f"checkpointed layer inputs offloaded to host memory ({layers} layers, {requested / 2**30:.2f} GiB "
+                 f"requested; pinned blocks rounded to a power of two)",
+                 "layers × e·s·b·h, each block rounded up to a power of two",
+                 f"{OFFLOADERS[mode].source}; ATen/core/CachingHostAllocator.h allocate")]

@@ -43,8 +43,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from zeroadvisor.config.method import MethodSetup
 from zeroadvisor.memory import bytes as B
 from zeroadvisor.model.spec import LayerFacts
+from zeroadvisor.vocab import Method, TrainerFamily
 
 FP32 = B.DTYPE_BYTES["fp32"]
 IDS = 8  # int64 labels
@@ -131,6 +133,24 @@ def loss_peak(e: int, samples: int, length: int, vocab: int, hidden: int, head_t
     shifted = e * samples * max(length - 1, 0) * hidden  # <= 0.5.5: hidden_states[..., :-1, :].contiguous()
     temporary = (e + FP32) * vocab * hidden if head_trainable else 0  # 0.6.2-0.8.3: torch.mm(...).float()
     return LossPeak(grad_input, loss, labels, logits, grad_weight, max(shifted, temporary), chunk)
+
+
+# The trainers that turn Liger's fused linear cross-entropy off for their preference/RL stages, keeping its other
+# kernels: their losses need the full logits. LLaMA-Factory: model/loader.py calls apply_liger_kernel with
+# ``require_logits=(finetuning_args.stage not in ["pt", "sft"])``, and model/model_utils/liger_kernel.py then passes
+# ``fused_linear_cross_entropy=False, cross_entropy=True`` (@ v0.9.1 to v0.9.4; before 0.9.1 its DPO read
+# ``.logits`` from a forward whose fused loss returns none).
+FULL_LOGITS_OUTSIDE_SFT: dict[TrainerFamily, str] = {
+    TrainerFamily.LLAMA_FACTORY: "LLaMA-Factory keeps Liger's fused linear cross-entropy off outside pt/sft "
+                                 "(model/model_utils/liger_kernel.py require_logits @ v0.9.4): the full logits counted",
+}
+
+
+def fused_loss_off(setup: MethodSetup) -> str | None:
+    """Why the method's trainer runs Liger's kernels without its fused linear cross-entropy (None: it runs it)."""
+    if setup.method == Method.SFT or setup.trainer is None:
+        return None
+    return FULL_LOGITS_OUTSIDE_SFT.get(setup.trainer)
 
 
 def applies(model_type: str | None) -> bool:

@@ -886,6 +886,58 @@ def kto_kl_terms(shape: TrainingShape, policy: ModelSpec, micro_batch: int, layo
                  f"× V {policy.vocab_size:,}", LLAMA_FACTORY_KTO_SOURCE)]
 
 
+LLAMA_FACTORY_DPO_SOURCE = ("llamafactory/train/dpo/trainer.py get_batch_loss_metrics, concatenated_forward "
+                            "(@ v0.6.0 to v0.9.4); train/trainer_utils.py get_batch_logps")
+TRL_DPO_SOURCE = "trl/trainer/dpo_trainer.py get_batch_loss_metrics, concatenated_forward, get_batch_logps @ v0.9.6"
+# TRL's DPO stops holding the whole logits across the reference pass at 0.15: concatenated_forward returns the mean
+# logits only, and selective_log_softmax keeps one row's log-softmax at a time (trl/trainer/utils.py)
+TRL_ROW_LOG_SOFTMAX = Version("0.15")
+# Losses that compare the policy's log-probs without a reference's: no reference pass runs (LLaMA-Factory's pref_loss
+# orpo/simpo, hparams/finetuning_args.py use_ref_model; SimPO's own trainer, princeton-nlp/SimPO
+# scripts/simpo_trainer.py get_batch_loss_metrics, which subclasses TRL's DPOTrainer)
+REFERENCE_FREE_LOSSES = frozenset({"simpo", "orpo"})
+
+
+def _reference_pass_excess(setup: MethodSetup, model_bytes: int) -> tuple[int, str] | None:
+    """Bytes per token and vocabulary entry by which DPO's reference pass exceeds the backward's loss peak, and
+    where that is read (None: it stays under it, or the trainer's code is not read here).
+
+    LLaMA-Factory and TRL up to 0.14 run the reference pass under no_grad after the policy's forward, with the
+    policy's graph live and its whole logits held for the metrics (``policy_chosen_logits``), beside log_softmax's
+    output (saved for backward): 2 copies; the pass makes the same 2 and frees them on return; the backward's loss
+    peak holds 3 (memory/activations.py: the log-probs, their gradient, the logits' gradient; the held logits are
+    gone by then). One copy over, in the logits' dtype: fp32 where the trainer upcasts them (LLaMA-Factory's
+    ``.logits.to(torch.float32)``; TRL before 0.7.5), the model's otherwise."""
+    if setup.trainer == TrainerFamily.LLAMA_FACTORY:
+        return FP32_BYTES, LLAMA_FACTORY_DPO_SOURCE
+    if setup.trainer not in (None, TrainerFamily.TRL) or setup.release is None or setup.release >= TRL_ROW_LOG_SOFTMAX:
+        return None
+    return (FP32_BYTES if setup.release < TRL_BF16_LOGITS else model_bytes), TRL_DPO_SOURCE
+
+
+def dpo_reference_pass_terms(shape: TrainingShape, policy: ModelSpec, micro_batch: int, layout: Parallel,
+                             model_bytes: int, head_share: int) -> list[Term]:
+    """What DPO's reference pass adds beyond the policy's loss peak in backward (_reference_pass_excess): with LoRA
+    the reference is the same model with its adapter disabled, so the pass runs without a reference copy too; none
+    with precomputed reference log-probs. Where a layer's recompute is the activations' peak (``head_share`` 0) the
+    loss side is below it by an amount not kept here: a bound."""
+    setup = shape.method
+    if setup.method != Method.DPO or bool(setup.precompute_ref_log_probs) or not shape.sequence_length \
+            or not policy.vocab_size or policy.lm_head is False \
+            or (setup.loss_type or "").strip().lower() in REFERENCE_FREE_LOSSES:
+        return []
+    excess = _reference_pass_excess(setup, model_bytes)
+    if excess is None:
+        return []
+    per, source = excess
+    length = ceil_div(shape.sequence_length, layout.sequence)
+    tokens = batch_factor(setup) * micro_batch * length
+    return [Term("activations", Resource.GPU, per * tokens * policy.vocab_size, "dpo_reference_pass",
+                 "DPO's reference pass (no_grad) beside the policy's held logits and saved log-softmax",
+                 f"{per} B × 2 × {micro_batch} × {length} × V {policy.vocab_size:,} (one copy of the logits over "
+                 "the backward's three)", source, kind=TermKind.EXACT if head_share else TermKind.BOUND)]
+
+
 def kto_note(setup: MethodSetup) -> str | None:
     """What KTO's KL term does to the estimate, said once (kto_kl_terms); None for another method."""
     if setup.method != Method.KTO:
@@ -1067,11 +1119,8 @@ def method_notes(setup: MethodSetup, config_has_optimizer: bool, policy: ModelSp
                    "(TRL's prepare_deepspeed up to 1.9.0, trl/models/utils.py; dropped from 1.9.1)")
     if batch_factor(setup) == 2:
         # the reference clause only where there is one (CPO, ORPO and reward models run none)
-        ref = ("; the reference forward runs under no_grad after the policy's, beside its saved activations and "
-               "logits (TRL get_batch_metrics @ v0.7.4, _compute_loss @ v1.9.0); its own transient (one layer, its "
-               "logits) is not counted") if has_reference(setup, policy) else ""
         out.append(f"{setup.method}: chosen and rejected concatenated, 2 sequences per sample through the policy"
-                   + ref)
+                   + _reference_pass_words(setup, policy))
     prompt = ppo_prompt_length(setup) if setup.method == Method.PPO else None
     if prompt and setup.generation.max_completion_length:
         out.append(f"PPO trains on query + response: up to {prompt} prompt tokens and "
@@ -1087,6 +1136,21 @@ def method_notes(setup: MethodSetup, config_has_optimizer: bool, policy: ModelSp
                    "(train.py setup_reference_model; core/builders/rl.py hands it to dpo/ipo only): host RAM "
                    "while the models are built, dropped before training")
     return out
+
+
+def _reference_pass_words(setup: MethodSetup, policy: ModelSpec) -> str:
+    """How the paired method's reference forward is counted (dpo_reference_pass_terms), for method_notes."""
+    excess = _reference_pass_excess(setup, 2) if setup.method == Method.DPO \
+        and (setup.loss_type or "").strip().lower() not in REFERENCE_FREE_LOSSES else None
+    if excess is not None:
+        return ("; the reference pass (with LoRA the adapter disabled) runs under no_grad after the policy's, whose "
+                "whole logits and log-softmax stay held: one copy of the logits over the backward's loss peak, "
+                f"counted ({excess[1]})")
+    if not has_reference(setup, policy):  # CPO, ORPO and reward models run none
+        return ""
+    return ("; the reference forward runs under no_grad after the policy's, beside its saved activations and logits "
+            "(TRL get_batch_metrics @ v0.7.4, _compute_loss @ v1.9.0); its own transient (one layer, its logits) is "
+            "not counted")
 
 
 # The spelling of a TRL field in each family's own file or flags, where the family reads it (axolotl's trl: block,

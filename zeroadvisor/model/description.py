@@ -51,6 +51,7 @@ from zeroadvisor.model.spec import (
 )
 from zeroadvisor.model.transformers_release import ReleaseError
 from zeroadvisor.model.transformers_release import resolve as resolve_release
+from zeroadvisor.vocab import ActivationOffload
 
 if TYPE_CHECKING:  # json and yaml are imported where a file is read
     import json
@@ -64,6 +65,7 @@ SCHEMA_FILE = "model.schema.json"
 CHECKPOINTING: tuple[str, ...] = tuple(level.value for level in Checkpointing)  # ("none", "selective", "full")
 PRECISIONS: tuple[str, ...] = get_args(Precision)  # ("fp32", "fp16", "bf16")
 PADDINGS: tuple[str, ...] = tuple(way.value for way in Padding)  # ("max_length", "longest")
+ACTIVATION_OFFLOADS: tuple[str, ...] = tuple(way.value for way in ActivationOffload)  # memory/activation_offload.py
 
 # A parameter count as text: an integer part (digits with _ separators, or commas between
 # groups of exactly three digits, so that "1,5B" cannot silently read as 15B), an optional
@@ -256,6 +258,15 @@ FIELDS: tuple[DescriptionField, ...] = (
         "logits, and its RMSNorm/SwiGLU keep less (default false).",
     ),
     DescriptionField(
+        "activation_offload",
+        "training",
+        {"enum": list(ACTIVATION_OFFLOADS)},
+        "one of " + ", ".join(ACTIVATION_OFFLOADS),
+        "Which offloader holds the checkpointed layer inputs in host memory under full recomputation: save_on_cpu "
+        "(transformers' gradient_checkpointing_kwargs offload, unsloth's offloaded checkpoint), trl (TRL's "
+        "activation_offloading), hidden_states (axolotl's), or none (the default).",
+    ),
+    DescriptionField(
         "zero_init",
         "training",
         {"type": "boolean"},
@@ -442,6 +453,7 @@ def apply_overrides(
     meta_load: bool | None = None,
     optim: str | None = None,
     liger_kernel: bool | None = None,
+    activation_offload: str | None = None,
     tensor_parallel: int | None = None,
     pipeline_parallel: int | None = None,
     sequence_parallel: int | None = None,
@@ -449,14 +461,15 @@ def apply_overrides(
 ) -> TrainingShape:
     """``shape`` with the CLI's --seq-len / --activation-checkpointing /
     --flash-attention|--no-flash-attention / --target-len / --padding / --micro-batch / --precision / --stage /
-    --load-dtype / --zero-init / --meta-load / --optim / --liger-kernel applied (None leaves a value as it is)."""
+    --load-dtype / --zero-init / --meta-load / --optim / --liger-kernel / --activation-offload applied (None leaves a
+    value as it is)."""
     changes: dict[str, Any] = _positive_overrides((
         ("--seq-len", "sequence_length", seq_len), ("--target-len", "target_length", target_len),
         ("--micro-batch", "micro_batch_size", micro_batch), ("--tensor-parallel", "tensor_parallel", tensor_parallel),
         ("--pipeline-parallel", "pipeline_parallel", pipeline_parallel),
         ("--sequence-parallel", "sequence_parallel", sequence_parallel),
         ("--expert-parallel", "expert_parallel", expert_parallel)))
-    changes.update(_choice_overrides(precision, load_dtype, padding))
+    changes.update(_choice_overrides(precision, load_dtype, padding, activation_offload))
     if optim is not None:
         if optim not in CLIENT_OPTIMIZER_NAMES:
             raise ModelError(f"--optim must be a Hugging Face Trainer optim name (adamw_torch, adamw_torch_fused, "
@@ -483,8 +496,13 @@ def apply_overrides(
     return dataclasses.replace(shape, **changes) if changes else shape
 
 
-def _choice_overrides(precision: str | None, load_dtype: str | None, padding: str | None) -> dict[str, Any]:
-    """The TrainingShape fields --precision and --padding give, with --load-dtype checked as --precision is."""
+def _choice_overrides(precision: str | None, load_dtype: str | None, padding: str | None,
+                      activation_offload: str | None = None) -> dict[str, Any]:
+    """The TrainingShape fields --precision, --padding and --activation-offload give, with --load-dtype checked as
+    --precision is."""
+    if activation_offload is not None and activation_offload not in ACTIVATION_OFFLOADS:
+        raise ModelError(f"--activation-offload must be one of {', '.join(ACTIVATION_OFFLOADS)}, "
+                         f"got {fmt(activation_offload)}")
     for flag, dtype in (("--precision", precision), ("--load-dtype", load_dtype)):
         if dtype is not None and dtype not in PRECISIONS:
             raise ModelError(f"{flag} must be one of {', '.join(PRECISIONS)}, got {fmt(dtype)}")
@@ -495,6 +513,8 @@ def _choice_overrides(precision: str | None, load_dtype: str | None, padding: st
         changes["precision"] = precision
     if padding is not None:
         changes["padding"] = Padding(padding)
+    if activation_offload is not None:
+        changes["activation_offload"] = ActivationOffload(activation_offload)
     return changes
 
 
@@ -955,6 +975,7 @@ def _training_shape(data: Mapping[str, Any]) -> TrainingShape:
         precision=data.get("precision"),
         optim=data.get("optim"),
         liger_kernel=data.get("liger_kernel", False),
+        activation_offload=ActivationOffload(data.get("activation_offload", ActivationOffload.NONE)),
         load=LoadInputs(load_dtype=data.get("load_dtype"), zero_init=data.get("zero_init"),
                         meta_device=data.get("meta_load")),
         tensor_parallel=data.get("tensor_parallel"),

@@ -7,7 +7,7 @@ from typing import Literal
 
 from zeroadvisor.config.method import MethodSetup
 from zeroadvisor.model.layout import Module
-from zeroadvisor.vocab import Checkpointing, ModelRole, Padding
+from zeroadvisor.vocab import ActivationOffload, Checkpointing, ModelRole, Padding
 
 Precision = Literal["fp32", "fp16", "bf16"]  # the training (model) dtype, and the dtypes a model is loaded in
 ZERO_STAGES = (0, 1, 2, 3)
@@ -227,6 +227,9 @@ class TrainingShape:
     # The Liger kernel (linkedin/Liger-Kernel) is applied to the model: its fused linear cross-entropy, RMSNorm and
     # SwiGLU in place of transformers' head, loss and modules (memory/liger.py). Off unless a run says so.
     liger_kernel: bool = False
+    # Which offloader holds the checkpointed layer inputs in host memory (memory/activation_offload.py); none
+    # unless a run says so.
+    activation_offload: ActivationOffload = ActivationOffload.NONE
     # The training method (DPO, GRPO, PPO, ...) and what the trainer's files say about it (config/method.py):
     # memory/ counts the reference, reward and critic models, the paired batch and generation it implies.
     method: MethodSetup = field(default_factory=MethodSetup)

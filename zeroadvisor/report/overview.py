@@ -154,6 +154,8 @@ def verdict_words(st: StageEstimate) -> str:
         return f"unknown (does not fit at the maximum length, {st.padded.maximum_tokens()})"
     if st.verdict == Verdict.UNKNOWN and st.counted_verdict == Verdict.TIGHT:
         return labels.UNKNOWN_TIGHT_WORDS
+    if st.verdict == Verdict.UNKNOWN and st.counted_verdict == Verdict.DOES_NOT_FIT:
+        return labels.UNKNOWN_OVER_WORDS
     return labels.VERDICT_WORDS[st.verdict]
 
 
