@@ -186,3 +186,58 @@ def test_a_bad_flag_value_is_a_usage_error(cli, tmp_path):
     result = cli("check", str(tmp_path / "ds.json"), "--params", "7B", "--gpus", "8", "--activation-offload", "gpu")
     assert result.returncode == 2
     assert "--activation-offload" in result.stderr and "Traceback" not in result.stderr
+
+
+# --- checkpointing every n-th layer (transformers 5.16+ every_n_layers) -------------------------------------------
+
+
+def test_checkpointing_every_nth_layer_keeps_the_others_whole():
+    from zeroadvisor.memory.activations import _checkpointed
+
+    # modeling_utils.py _set_gradient_checkpointing: layer_index % every_n_layers == 0
+    assert [_checkpointed(0, 32, n) for n in (1, 2, 3, 32, 33)] == [32, 16, 11, 1, 1]
+    assert _checkpointed(5, 4, 3) == 1  # indices 5..8: only 6
+    small_vocab = dataclasses.replace(SPEC, vocab_size=8_000)  # a layer's recompute is the peak
+    whole_layer = _act(ActivationOffload.NONE, Checkpointing.NONE, small_vocab).per_layer
+
+    def every(n: int):
+        shape = TrainingShape(sequence_length=S, activation_checkpointing=Checkpointing.FULL, flash_attention=True,
+                              checkpoint_every=n)
+        return activation_bytes(small_vocab, shape, 1, "bf16")
+
+    # 16 of the 32 layers keep their whole activations instead of their input
+    assert every(2).nbytes - every(1).nbytes == 16 * (whole_layer - INPUT)
+    # with the checkpointed inputs offloaded, the unchecked layers stay on the GPU
+    offloaded = activation_bytes(small_vocab, TrainingShape(
+        sequence_length=S, activation_checkpointing=Checkpointing.FULL, flash_attention=True, checkpoint_every=2,
+        activation_offload=ActivationOffload.SAVE_ON_CPU), 1, "bf16")
+    assert every(2).nbytes - offloaded.nbytes == 16 * INPUT
+    assert offloaded.offloaded == ((INPUT, 16),)
+
+
+def test_every_n_layers_is_read_from_the_checkpoint_arguments():
+    args = from_mapping({"gradient_checkpointing": True,
+                         "gradient_checkpointing_kwargs": {"every_n_layers": 4, "use_reentrant": False}}, "train.yaml")
+    assert args.checkpoint_every == 4
+    assert "every_n_layers in gradient_checkpointing_kwargs" in args.checkpoint_every_from
+    assert from_mapping({"gradient_checkpointing": True}, "train.yaml").checkpoint_every is None
+    for bad in (0, -1, "two", True):
+        with pytest.raises(TrainerInputError, match="every_n_layers in gradient_checkpointing_kwargs"):
+            from_mapping({"gradient_checkpointing_kwargs": {"every_n_layers": bad}}, "train.yaml")
+
+
+def test_every_n_layers_in_a_file_raises_the_peak_as_the_flag_does(cli, tmp_path):
+    (tmp_path / "ds.json").write_text(json.dumps(Z3))
+    (tmp_path / "config.json").write_text(json.dumps(MODEL))
+    base = {"model_name_or_path": str(tmp_path), "max_length": 8192, "packing": True, "bf16": True,
+            "gradient_checkpointing": True, "per_device_train_batch_size": 1}
+    (tmp_path / "all.yaml").write_text(json.dumps(base))
+    (tmp_path / "half.yaml").write_text(json.dumps({**base, "gradient_checkpointing_kwargs": '{"every_n_layers": 2}'}))
+    args = ("check", str(tmp_path / "ds.json"), "--gpus", "8", "--gpu", "H100-SXM5-80GB", "--format", "json")
+    every = _configured(cli(*args, "--training-args", str(tmp_path / "all.yaml")))
+    half_run = cli(*args, "--training-args", str(tmp_path / "half.yaml"))
+    assert "every 2 layer(s) checkpointed from every_n_layers in gradient_checkpointing_kwargs" in half_run.stderr
+    half = _configured(half_run)
+    assert half["peak_gpu"] > every["peak_gpu"]
+    flag = _configured(cli(*args, "--training-args", str(tmp_path / "all.yaml"), "--checkpoint-every", "2"))
+    assert flag["peak_gpu"] == half["peak_gpu"]

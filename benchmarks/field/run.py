@@ -358,6 +358,7 @@ def run_check(case: dict[str, Any], ds_path: Path, model_path: Path,
         "--deepspeed-version": t.get("deepspeed_version"),
         # the offloader that holds the checkpointed layer inputs in host memory (memory/activation_offload.py)
         "--activation-offload": t.get("activation_offload"),
+        "--checkpoint-every": t.get("checkpoint_every"),  # transformers' every_n_layers
     }
     launch = case.get("launch") or swift_launch(case)
     if launch is not None and supports("--launch"):

@@ -66,3 +66,23 @@ def test_the_trainer_offloads_one_input_per_layer(tmp_path, monkeypatch, switch,
     assert estimate.offloaded == ((4 * BATCH * SEQ * HIDDEN, LAYERS),)
     # one pack per layer, of exactly the layer's input, and nothing else
     assert packed == [((BATCH, SEQ, HIDDEN), 4)] * LAYERS
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("every", [1, 2, 3, 5])
+def test_every_n_layers_checkpoints_the_layers_the_estimate_counts(every):
+    # transformers 5.16+ _set_gradient_checkpointing marks GradientCheckpointingLayer i when i % every_n_layers == 0
+    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers.modeling_layers import GradientCheckpointingLayer
+
+    from zeroadvisor.memory.activations import _checkpointed
+
+    layers = 7
+    config = LlamaConfig(hidden_size=HIDDEN, intermediate_size=2 * HIDDEN, num_hidden_layers=layers,
+                         num_attention_heads=4, num_key_value_heads=2, vocab_size=256)
+    model = LlamaForCausalLM(config)
+    model.activation_checkpointing_enable(every_n_layers=every)
+    marked = [m.gradient_checkpointing for m in model.modules() if isinstance(m, GradientCheckpointingLayer)]
+    assert len(marked) == layers
+    assert sum(marked) == _checkpointed(0, layers, every)
+    assert marked == [i % every == 0 for i in range(layers)]

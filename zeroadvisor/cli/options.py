@@ -193,6 +193,9 @@ ACTIVATION_OFFLOAD = Param("activation_offload", ("--activation-offload",), "Whi
                            "(transformers' gradient_checkpointing_kwargs offload), trl (TRL's activation_offloading), "
                            "hidden_states (axolotl's), none (default).",
                            choices="zeroadvisor.model.description:ACTIVATION_OFFLOADS")
+CHECKPOINT_EVERY = Param("checkpoint_every", ("--checkpoint-every",), "Under full recomputation, checkpoint every "
+                         "n-th layer only (transformers' every_n_layers); the others keep their activations "
+                         "(default 1).", kind=int, minimum=1)
 # Parallel degrees (memory/parallel.py): tensor and sequence fill what the config leaves out
 # (tensor_parallel.autotp_size, sequence_parallel_size); pipeline and expert are set in code only.
 TENSOR_PARALLEL = Param("tensor_parallel", ("--tensor-parallel",), "Tensor-parallel (AutoTP) degree where the "
@@ -204,8 +207,8 @@ SEQUENCE_PARALLEL = Param("sequence_parallel", ("--sequence-parallel",), "Sequen
 EXPERT_PARALLEL = Param("expert_parallel", ("--expert-parallel",), "Expert-parallel degree (MoE ep_size, set "
                         "in code).", kind=int, minimum=1)
 RUN_INPUTS = (TARGET_LEN, PADDING, MICRO_BATCH, PRECISION, STAGE, LOAD_DTYPE, ZERO_INIT, META_LOAD, OPTIM, LIGER,
-              ACTIVATION_OFFLOAD, TRANSFORMERS_VERSION, TENSOR_PARALLEL, PIPELINE_PARALLEL, SEQUENCE_PARALLEL,
-              EXPERT_PARALLEL)
+              ACTIVATION_OFFLOAD, CHECKPOINT_EVERY, TRANSFORMERS_VERSION, TENSOR_PARALLEL, PIPELINE_PARALLEL,
+              SEQUENCE_PARALLEL, EXPERT_PARALLEL)
 # LoRA/QLoRA (model/peft.py): the same keys as the model description's peft: block, which they override.
 PEFT_INPUTS = (
     Param("peft", ("--peft",), "Train LoRA adapters on a frozen base (qlora: on a bitsandbytes-quantized base); "
@@ -251,7 +254,7 @@ PANELS: dict[str, tuple[str, ...]] = {
     "Model and training shape": ("model", "params", "seq_len", "activation_checkpointing", "flash_attention",
                                  "target_len", "padding", "micro_batch", "precision", "stage", "load_dtype",
                                  "zero_init", "meta_load", "optim", "liger_kernel", "activation_offload",
-                                 "transformers_version",
+                                 "checkpoint_every", "transformers_version",
                                  "training_args", "launch", "trainer"),
     "Parallelism and LoRA": ("tensor_parallel", "pipeline_parallel", "sequence_parallel", "expert_parallel", "peft",
                              "lora_r", "lora_target_modules", "lora_modules_to_save", "quantization", "double_quant",

@@ -243,6 +243,10 @@ class TrainingArgs:
     # own switches); None: the file does not say
     activation_offload: ActivationOffload | None = None
     activation_offload_from: str = ""
+    # transformers 5.16+ every_n_layers in the checkpoint arguments (OFFLOAD_KWARGS_KEYS): every n-th layer
+    # checkpointed; None: the file does not say
+    checkpoint_every: int | None = None
+    checkpoint_every_from: str = ""
 
     @overload
     def get(self, name: IntField) -> int: ...
@@ -382,11 +386,23 @@ def _with_activation_offload(args: TrainingArgs, data: Mapping[str, JSONValue], 
                        activation_offload_from=where("activation_offloading"))
     given = next((k for k in OFFLOAD_KWARGS_KEYS if data.get(k) is not None), None)
     if project in OFFLOAD_KWARGS_PROJECTS and given is not None:
-        offload = _checkpointing_kwargs(data[given], where(given)).get("offload")
+        kwargs = _checkpointing_kwargs(data[given], where(given))
+        args = _with_every(args, kwargs.get("every_n_layers"), f"every_n_layers in {where(given)}")
+        offload = kwargs.get("offload")
         if offload is not None and as_bool(offload, f"offload in {where(given)}"):
             return replace(args, activation_offload=ActivationOffload.SAVE_ON_CPU,
                            activation_offload_from=f"offload in {where(given)}")
     return args
+
+
+def _with_every(args: TrainingArgs, value: JSONValue, where: str) -> TrainingArgs:
+    """transformers' every_n_layers (_activation_checkpointing_enable pops it from the checkpoint arguments)."""
+    if value is None:
+        return args
+    every = _as_int(value, where) if not isinstance(value, bool) else 0
+    if not 1 <= every <= MAX_DIMENSION:
+        raise TrainerInputError(f"{where}: expected a whole number of at least 1, got {shown(value)}")
+    return replace(args, checkpoint_every=every, checkpoint_every_from=where)
 
 
 def _checkpointing_kwargs(value: JSONValue, where: str) -> Mapping[str, JSONValue]:
@@ -567,6 +583,9 @@ def merge(base: TrainingArgs, over: TrainingArgs) -> TrainingArgs:
         sequence_parallel_from=base.sequence_parallel_from if over.sequence_parallel is None
         else over.sequence_parallel_from,
         activation_offload=base.activation_offload if over.activation_offload is None else over.activation_offload,
+        checkpoint_every=base.checkpoint_every if over.checkpoint_every is None else over.checkpoint_every,
+        checkpoint_every_from=base.checkpoint_every_from if over.checkpoint_every is None
+        else over.checkpoint_every_from,
         activation_offload_from=base.activation_offload_from if over.activation_offload is None
         else over.activation_offload_from,
         model=over.model or base.model, deepspeed=over.deepspeed or base.deepspeed,

@@ -81,6 +81,7 @@ class Request:
     optim: str | None = None
     liger_kernel: bool | None = None
     activation_offload: ActivationOffload | str | None = None
+    checkpoint_every: int | None = None
     tensor_parallel: int | None = None
     pipeline_parallel: int | None = None
     sequence_parallel: int | None = None

@@ -536,7 +536,7 @@ def _from_trainer(values: Values, trainer: TrainerInputs, spelling: Spelling) ->
     fill_noted("padding", training.padding, f"padding {training.padding} from {training.padding_from}",
                f"the Trainer's arguments pad to {training.padding} ({training.padding_from})")
     fill("activation_checkpointing", trainer.checkpointing)
-    _offload_from_trainer(training, fill_noted)
+    _checkpointing_from_trainer(training, fill_noted)
     fill_noted("sequence_parallel", training.sequence_parallel,
                f"sequence parallel {training.sequence_parallel} from {training.sequence_parallel_from}",
                f"the trainer's own sequence parallel is {training.sequence_parallel} "
@@ -562,12 +562,17 @@ def _from_trainer(values: Values, trainer: TrainerInputs, spelling: Spelling) ->
     return notes
 
 
-def _offload_from_trainer(training: TrainingArgs, fill_noted: Callable[[str, object, str, str], None]) -> None:
-    """The offloader the trainer's switches turn on (memory/activation_offload.py), where nothing else gives one."""
+def _checkpointing_from_trainer(training: TrainingArgs, fill_noted: Callable[[str, object, str, str], None]) -> None:
+    """The offloader the trainer's switches turn on (memory/activation_offload.py) and the checkpointed layers'
+    spacing, where nothing else gives them."""
     offload, where = training.activation_offload, training.activation_offload_from
     if offload is not None:
         fill_noted("activation_offload", offload, f"activation offload {offload} from {where}",
                    f"the Trainer's arguments give {offload} ({where})")
+    every, where = training.checkpoint_every, training.checkpoint_every_from
+    if every is not None:
+        fill_noted("checkpoint_every", every, f"every {every} layer(s) checkpointed from {where}",
+                   f"the Trainer's arguments give {every} ({where})")
 
 
 def _launch_world(trainer: TrainerInputs) -> tuple[int | None, int | None]:

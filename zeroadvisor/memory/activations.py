@@ -306,7 +306,10 @@ def activation_bytes(spec: ModelSpec, shape: TrainingShape, micro_batch: int, pr
     head_input = _head_input(spec, d, facts, out_tokens)
     layers_kept = body - largest if shape.activation_checkpointing == Checkpointing.FULL and largest else body
     backward_kept = max(0, layers_kept + outside - head_input)
-    offloaded = _offloaded(shape, L, largest, inputs, head_input, logits, outside, notes)
+    # what the layers keep on the GPU besides their checkpointed inputs (layers left unchecked by checkpoint_every)
+    unchecked = body - largest - sum(size * count for size, count in inputs) \
+        if shape.activation_checkpointing == Checkpointing.FULL else 0
+    offloaded = _offloaded(shape, L, largest, inputs, head_input, logits, outside + unchecked, notes)
     if offloaded is not None:
         nbytes, head_share, backward_kept = offloaded.nbytes, offloaded.head_share, offloaded.backward_kept
         head_gradient = head_gradient if offloaded.head_share else 0
@@ -451,16 +454,27 @@ def _lora(spec: ModelSpec, d: _Dims, facts: LayerFacts, layers: int, notes: list
     return per_layer
 
 
+def _checkpointed(start: int, layers: int, every: int) -> int:
+    """How many of the layers at indices start .. start + layers - 1 transformers checkpoints with every_n_layers
+    ``every`` (modeling_utils.py _set_gradient_checkpointing @ 5.24: ``layer_index % every_n_layers == 0``, the
+    index running over every GradientCheckpointingLayer in order)."""
+    return (start + layers + every - 1) // every - (start + every - 1) // every
+
+
 def _layers(stacks: list[_Stack], d: _Dims, facts: LayerFacts, shape: TrainingShape,
             b: int, lora: int = 0) -> tuple[int, int, list[tuple[str, int]], int, tuple[tuple[int, int], ...]]:
     """(bytes all layers keep under the checkpointing, the largest layer's, (stack, one layer's bytes), the
     largest layer's activations during its recompute: what full recomputation adds to the layer inputs, and per
-    stack (one layer input's bytes, layers): what full recomputation keeps of each layer).
+    stack (one layer input's bytes, checkpointed layers): what full recomputation keeps of each layer it
+    checkpoints). Under full recomputation with ``checkpoint_every`` n > 1 only every n-th layer is checkpointed;
+    the others keep what they keep without checkpointing.
     ``lora``: LoRA's bytes per token per layer beyond a full fine-tune's (_lora)."""
     parts: list[tuple[str, int]] = []
     body = per_layer = 0
     largest = 0  # linear + score bytes of the largest layer: what a full recompute holds at once
-    inputs = 0  # full recomputation: each layer's input, e·h per token
+    inputs = 0  # full recomputation: each checkpointed layer's input, e·h per token
+    whole = 0  # full recomputation: what the layers left unchecked keep
+    index = 0  # the running GradientCheckpointingLayer index (_checkpointed)
     per_stack: list[tuple[int, int]] = []
     for stack in stacks:
         if not stack.layers:
@@ -471,12 +485,15 @@ def _layers(stacks: list[_Stack], d: _Dims, facts: LayerFacts, shape: TrainingSh
         layer = linear + kept
         parts.append((stack.name, layer))
         body += stack.layers * layer
-        inputs += stack.layers * d.e * stack.sq * b * d.h
-        per_stack.append((d.e * stack.sq * b * d.h, stack.layers))
+        checkpointed = _checkpointed(index, stack.layers, shape.checkpoint_every)
+        index += stack.layers
+        inputs += checkpointed * d.e * stack.sq * b * d.h
+        whole += (stack.layers - checkpointed) * (linear + scores)
+        per_stack.append((d.e * stack.sq * b * d.h, checkpointed))
         largest = max(largest, linear + scores)
         per_layer = max(per_layer, layer)
     if shape.activation_checkpointing == Checkpointing.FULL:
-        body = inputs + largest  # layer inputs + one layer during its recompute
+        body = inputs + whole + largest  # layer inputs + the unchecked layers + one layer during its recompute
     return body, per_layer, parts, largest, tuple(per_stack)
 
 

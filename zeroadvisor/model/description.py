@@ -267,6 +267,14 @@ FIELDS: tuple[DescriptionField, ...] = (
         "activation_offloading), hidden_states (axolotl's), or none (the default).",
     ),
     DescriptionField(
+        "checkpoint_every",
+        "training",
+        _POSITIVE,
+        "an integer > 0",
+        "Under full recomputation, checkpoint every n-th layer only (transformers 5.16+ every_n_layers in the "
+        "checkpoint arguments); the other layers keep their activations. Default 1: every layer.",
+    ),
+    DescriptionField(
         "zero_init",
         "training",
         {"type": "boolean"},
@@ -454,6 +462,7 @@ def apply_overrides(
     optim: str | None = None,
     liger_kernel: bool | None = None,
     activation_offload: str | None = None,
+    checkpoint_every: int | None = None,
     tensor_parallel: int | None = None,
     pipeline_parallel: int | None = None,
     sequence_parallel: int | None = None,
@@ -461,14 +470,15 @@ def apply_overrides(
 ) -> TrainingShape:
     """``shape`` with the CLI's --seq-len / --activation-checkpointing /
     --flash-attention|--no-flash-attention / --target-len / --padding / --micro-batch / --precision / --stage /
-    --load-dtype / --zero-init / --meta-load / --optim / --liger-kernel / --activation-offload applied (None leaves a
-    value as it is)."""
+    --load-dtype / --zero-init / --meta-load / --optim / --liger-kernel / --activation-offload / --checkpoint-every
+    applied (None leaves a value as it is)."""
     changes: dict[str, Any] = _positive_overrides((
         ("--seq-len", "sequence_length", seq_len), ("--target-len", "target_length", target_len),
         ("--micro-batch", "micro_batch_size", micro_batch), ("--tensor-parallel", "tensor_parallel", tensor_parallel),
         ("--pipeline-parallel", "pipeline_parallel", pipeline_parallel),
         ("--sequence-parallel", "sequence_parallel", sequence_parallel),
-        ("--expert-parallel", "expert_parallel", expert_parallel)))
+        ("--expert-parallel", "expert_parallel", expert_parallel),
+        ("--checkpoint-every", "checkpoint_every", checkpoint_every)))
     changes.update(_choice_overrides(precision, load_dtype, padding, activation_offload))
     if optim is not None:
         if optim not in CLIENT_OPTIMIZER_NAMES:
@@ -976,6 +986,7 @@ def _training_shape(data: Mapping[str, Any]) -> TrainingShape:
         optim=data.get("optim"),
         liger_kernel=data.get("liger_kernel", False),
         activation_offload=ActivationOffload(data.get("activation_offload", ActivationOffload.NONE)),
+        checkpoint_every=data.get("checkpoint_every", 1),
         load=LoadInputs(load_dtype=data.get("load_dtype"), zero_init=data.get("zero_init"),
                         meta_device=data.get("meta_load")),
         tensor_parallel=data.get("tensor_parallel"),

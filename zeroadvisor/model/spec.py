@@ -230,6 +230,9 @@ class TrainingShape:
     # Which offloader holds the checkpointed layer inputs in host memory (memory/activation_offload.py); none
     # unless a run says so.
     activation_offload: ActivationOffload = ActivationOffload.NONE
+    # Under full recomputation, checkpoint every n-th layer only (transformers 5.16+ every_n_layers in the checkpoint
+    # arguments); the others keep what they keep without checkpointing. 1: every layer.
+    checkpoint_every: int = 1
     # The training method (DPO, GRPO, PPO, ...) and what the trainer's files say about it (config/method.py):
     # memory/ counts the reference, reward and critic models, the paired batch and generation it implies.
     method: MethodSetup = field(default_factory=MethodSetup)
