@@ -188,6 +188,9 @@ OPTIM = Param("optim", ("--optim",), "The client optimizer where the config has 
 LIGER = Param("liger_kernel", ("--liger-kernel/--no-liger-kernel",), "Whether the Liger kernel is applied (the "
               "Trainer's use_liger_kernel): no tokens x vocabulary logits, smaller RMSNorm/SwiGLU (default: no).",
               kind=bool)
+CUT_CROSS_ENTROPY = Param("cut_cross_entropy", ("--cut-cross-entropy/--no-cut-cross-entropy",), "Whether Cut "
+                          "Cross-Entropy computes the supervised loss (axolotl's CutCrossEntropyPlugin): no tokens x "
+                          "vocabulary logits (default: no).", kind=bool)
 ACTIVATION_OFFLOAD = Param("activation_offload", ("--activation-offload",), "Which offloader holds the "
                            "checkpointed layer inputs in host memory (full recomputation): save_on_cpu "
                            "(transformers' gradient_checkpointing_kwargs offload), trl (TRL's activation_offloading), "
@@ -207,8 +210,8 @@ SEQUENCE_PARALLEL = Param("sequence_parallel", ("--sequence-parallel",), "Sequen
 EXPERT_PARALLEL = Param("expert_parallel", ("--expert-parallel",), "Expert-parallel degree (MoE ep_size, set "
                         "in code).", kind=int, minimum=1)
 RUN_INPUTS = (TARGET_LEN, PADDING, MICRO_BATCH, PRECISION, STAGE, LOAD_DTYPE, ZERO_INIT, META_LOAD, OPTIM, LIGER,
-              ACTIVATION_OFFLOAD, CHECKPOINT_EVERY, TRANSFORMERS_VERSION, TENSOR_PARALLEL, PIPELINE_PARALLEL,
-              SEQUENCE_PARALLEL, EXPERT_PARALLEL)
+              CUT_CROSS_ENTROPY, ACTIVATION_OFFLOAD, CHECKPOINT_EVERY, TRANSFORMERS_VERSION, TENSOR_PARALLEL,
+              PIPELINE_PARALLEL, SEQUENCE_PARALLEL, EXPERT_PARALLEL)
 # LoRA/QLoRA (model/peft.py): the same keys as the model description's peft: block, which they override.
 PEFT_INPUTS = (
     Param("peft", ("--peft",), "Train LoRA adapters on a frozen base (qlora: on a bitsandbytes-quantized base); "
@@ -253,8 +256,8 @@ PROJECT_KEYS = frozenset({*RUN_KEYS.values(), *CLUSTER_KEYS.values(), *TRAINING_
 PANELS: dict[str, tuple[str, ...]] = {
     "Model and training shape": ("model", "params", "seq_len", "activation_checkpointing", "flash_attention",
                                  "target_len", "padding", "micro_batch", "precision", "stage", "load_dtype",
-                                 "zero_init", "meta_load", "optim", "liger_kernel", "activation_offload",
-                                 "checkpoint_every", "transformers_version",
+                                 "zero_init", "meta_load", "optim", "liger_kernel", "cut_cross_entropy",
+                                 "activation_offload", "checkpoint_every", "transformers_version",
                                  "training_args", "launch", "trainer"),
     "Parallelism and LoRA": ("tensor_parallel", "pipeline_parallel", "sequence_parallel", "expert_parallel", "peft",
                              "lora_r", "lora_target_modules", "lora_modules_to_save", "quantization", "double_quant",

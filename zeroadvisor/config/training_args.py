@@ -167,6 +167,10 @@ DEEPSPEED_KEY = "deepspeed"
 #    recompute (loaders/model.py _apply_activation_checkpointing wraps only full fine-tunes);
 #  - LLaMA-Factory's use_unsloth_gc (model/model_utils/checkpointing.py: unsloth's offloaded checkpoint, each
 #    layer's input copied to the host).
+# axolotl's Cut Cross-Entropy (memory/cut_cross_entropy.py): the plugin listed in ``plugins`` turns it on, its
+# ``cut_cross_entropy`` defaulting to true (integrations/cut_cross_entropy/args.py @ v0.18.0; from v0.6.0)
+CCE_PLUGIN = "CutCrossEntropyPlugin"
+CCE_KEY = "cut_cross_entropy"
 OFFLOAD_KWARGS_KEYS = ("activation_checkpointing_kwargs", "gradient_checkpointing_kwargs")
 OFFLOAD_KWARGS_PROJECTS = ("transformers", "ms-swift", "axolotl")
 AXOLOTL_OFFLOADERS = {"hidden_states": ActivationOffload.HIDDEN_STATES}  # any other true value: TRL's
@@ -247,6 +251,9 @@ class TrainingArgs:
     # checkpointed; None: the file does not say
     checkpoint_every: int | None = None
     checkpoint_every_from: str = ""
+    # Cut Cross-Entropy computes the supervised loss (axolotl's plugin); None: the file does not say
+    cut_cross_entropy: bool | None = None
+    cut_cross_entropy_from: str = ""
 
     @overload
     def get(self, name: IntField) -> int: ...
@@ -354,7 +361,20 @@ def from_mapping(data: Mapping[str, JSONValue], source: str, project: str | None
                                 f"got {sp}")
     args = replace(_with_checkpointing(args, data, where), attention=attention, attention_from=attention_from,
                    sequence_parallel=sp, sequence_parallel_from=where(sp_key) if sp is not None and sp_key else "")
-    return _with_activation_offload(args, data, where)
+    return _with_cut_cross_entropy(_with_activation_offload(args, data, where), data, where)
+
+
+def _with_cut_cross_entropy(args: TrainingArgs, data: Mapping[str, JSONValue], where: Origin) -> TrainingArgs:
+    """axolotl's Cut Cross-Entropy plugin (CCE_PLUGIN listed in ``plugins``, CCE_KEY not false)."""
+    plugins = data.get("plugins")
+    if args.project != "axolotl" or not isinstance(plugins, list):
+        return args
+    listed = next((p for p in plugins if isinstance(p, str) and p.strip().endswith(CCE_PLUGIN)), None)
+    if listed is None:
+        return args
+    if data.get(CCE_KEY) is not None and not as_bool(data[CCE_KEY], where(CCE_KEY)):
+        return replace(args, cut_cross_entropy=False, cut_cross_entropy_from=where(CCE_KEY))
+    return replace(args, cut_cross_entropy=True, cut_cross_entropy_from=f"{CCE_PLUGIN} in {where('plugins')}")
 
 
 def _with_activation_offload(args: TrainingArgs, data: Mapping[str, JSONValue], where: Origin) -> TrainingArgs:
@@ -584,6 +604,9 @@ def merge(base: TrainingArgs, over: TrainingArgs) -> TrainingArgs:
         else over.sequence_parallel_from,
         activation_offload=base.activation_offload if over.activation_offload is None else over.activation_offload,
         checkpoint_every=base.checkpoint_every if over.checkpoint_every is None else over.checkpoint_every,
+        cut_cross_entropy=base.cut_cross_entropy if over.cut_cross_entropy is None else over.cut_cross_entropy,
+        cut_cross_entropy_from=base.cut_cross_entropy_from if over.cut_cross_entropy is None
+        else over.cut_cross_entropy_from,
         checkpoint_every_from=base.checkpoint_every_from if over.checkpoint_every is None
         else over.checkpoint_every_from,
         activation_offload_from=base.activation_offload_from if over.activation_offload is None

@@ -80,6 +80,7 @@ class Request:
     meta_load: bool | None = None
     optim: str | None = None
     liger_kernel: bool | None = None
+    cut_cross_entropy: bool | None = None
     activation_offload: ActivationOffload | str | None = None
     checkpoint_every: int | None = None
     tensor_parallel: int | None = None

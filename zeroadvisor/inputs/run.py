@@ -563,8 +563,8 @@ def _from_trainer(values: Values, trainer: TrainerInputs, spelling: Spelling) ->
 
 
 def _checkpointing_from_trainer(training: TrainingArgs, fill_noted: Callable[[str, object, str, str], None]) -> None:
-    """The offloader the trainer's switches turn on (memory/activation_offload.py) and the checkpointed layers'
-    spacing, where nothing else gives them."""
+    """The offloader the trainer's switches turn on (memory/activation_offload.py), the checkpointed layers'
+    spacing and Cut Cross-Entropy, where nothing else gives them."""
     offload, where = training.activation_offload, training.activation_offload_from
     if offload is not None:
         fill_noted("activation_offload", offload, f"activation offload {offload} from {where}",
@@ -573,6 +573,10 @@ def _checkpointing_from_trainer(training: TrainingArgs, fill_noted: Callable[[st
     if every is not None:
         fill_noted("checkpoint_every", every, f"every {every} layer(s) checkpointed from {where}",
                    f"the Trainer's arguments give {every} ({where})")
+    cce, where = training.cut_cross_entropy, training.cut_cross_entropy_from
+    if cce is not None:
+        fill_noted("cut_cross_entropy", cce, f"Cut Cross-Entropy {'on' if cce else 'off'} from {where}",
+                   f"the trainer's file turns it {'on' if cce else 'off'} ({where})")
 
 
 def _launch_world(trainer: TrainerInputs) -> tuple[int | None, int | None]:

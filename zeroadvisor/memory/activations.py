@@ -71,6 +71,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from zeroadvisor.memory import bytes as B
+from zeroadvisor.memory import cut_cross_entropy as cce
 from zeroadvisor.memory import liger, trl_sft_loss
 from zeroadvisor.memory.activation_offload import offloader, offloads_uncounted
 from zeroadvisor.memory.trl_sft_loss import (
@@ -552,6 +553,14 @@ def _loss_peak(spec: ModelSpec, shape: TrainingShape, facts: LayerFacts, e: int,
                      f"{TOKEN_TILE} x {VOCAB_TILE} tile buffer, {logits:,} B, counted from the code "
                      f"({FUSED_SOURCE}; its Triton kernel does not run on CPU)")
         return logits, head_gradient
+    if shape.cut_cross_entropy and shape.method.method == Method.SFT and spec.lm_head is not False \
+            and spec.vocab_size:
+        trainable = spec.head_gets_gradient
+        peak = cce.loss_peak(e, out_tokens, spec.vocab_size, h, trainable)
+        notes.append(f"Cut Cross-Entropy: no {out_tokens:,} x {spec.vocab_size:,} logits; the hidden states' "
+                     f"gradient{' and the head gradient' if trainable else ''} and per-token fp32 terms, "
+                     f"{peak:,} B ({cce.SOURCE})")
+        return peak, cce.head_gradient(e, spec.vocab_size, h, trainable)
     liger_off = liger.fused_loss_off(shape.method) if with_liger else None
     if liger_off is not None:
         notes.append(liger_off)

@@ -258,6 +258,14 @@ FIELDS: tuple[DescriptionField, ...] = (
         "logits, and its RMSNorm/SwiGLU keep less (default false).",
     ),
     DescriptionField(
+        "cut_cross_entropy",
+        "training",
+        {"type": "boolean"},
+        "true or false",
+        "Whether Cut Cross-Entropy computes the supervised loss (axolotl's CutCrossEntropyPlugin): no tokens x "
+        "vocabulary logits, the hidden states' and the head's gradients instead (default false).",
+    ),
+    DescriptionField(
         "activation_offload",
         "training",
         {"enum": list(ACTIVATION_OFFLOADS)},
@@ -461,6 +469,7 @@ def apply_overrides(
     meta_load: bool | None = None,
     optim: str | None = None,
     liger_kernel: bool | None = None,
+    cut_cross_entropy: bool | None = None,
     activation_offload: str | None = None,
     checkpoint_every: int | None = None,
     tensor_parallel: int | None = None,
@@ -470,8 +479,8 @@ def apply_overrides(
 ) -> TrainingShape:
     """``shape`` with the CLI's --seq-len / --activation-checkpointing /
     --flash-attention|--no-flash-attention / --target-len / --padding / --micro-batch / --precision / --stage /
-    --load-dtype / --zero-init / --meta-load / --optim / --liger-kernel / --activation-offload / --checkpoint-every
-    applied (None leaves a value as it is)."""
+    --load-dtype / --zero-init / --meta-load / --optim / --liger-kernel / --cut-cross-entropy / --activation-offload /
+    --checkpoint-every applied (None leaves a value as it is)."""
     changes: dict[str, Any] = _positive_overrides((
         ("--seq-len", "sequence_length", seq_len), ("--target-len", "target_length", target_len),
         ("--micro-batch", "micro_batch_size", micro_batch), ("--tensor-parallel", "tensor_parallel", tensor_parallel),
@@ -499,11 +508,15 @@ def apply_overrides(
                 f"got {fmt(checkpointing)}"
             )
         changes["activation_checkpointing"] = checkpointing
-    if flash is not None:
-        changes["flash_attention"] = _flag_bool("--flash-attention", flash)
-    if liger_kernel is not None:
-        changes["liger_kernel"] = _flag_bool("--liger-kernel", liger_kernel)
+    changes.update(_switch_overrides((("--flash-attention", "flash_attention", flash),
+                                      ("--liger-kernel", "liger_kernel", liger_kernel),
+                                      ("--cut-cross-entropy", "cut_cross_entropy", cut_cross_entropy))))
     return dataclasses.replace(shape, **changes) if changes else shape
+
+
+def _switch_overrides(given: tuple[tuple[str, str, object], ...]) -> dict[str, bool]:
+    """The (flag, TrainingShape field, value) switches given (not None), each checked to be true or false."""
+    return {name: _flag_bool(flag, value) for flag, name, value in given if value is not None}
 
 
 def _choice_overrides(precision: str | None, load_dtype: str | None, padding: str | None,
@@ -985,6 +998,7 @@ def _training_shape(data: Mapping[str, Any]) -> TrainingShape:
         precision=data.get("precision"),
         optim=data.get("optim"),
         liger_kernel=data.get("liger_kernel", False),
+        cut_cross_entropy=data.get("cut_cross_entropy", False),
         activation_offload=ActivationOffload(data.get("activation_offload", ActivationOffload.NONE)),
         checkpoint_every=data.get("checkpoint_every", 1),
         load=LoadInputs(load_dtype=data.get("load_dtype"), zero_init=data.get("zero_init"),

@@ -227,6 +227,9 @@ class TrainingShape:
     # The Liger kernel (linkedin/Liger-Kernel) is applied to the model: its fused linear cross-entropy, RMSNorm and
     # SwiGLU in place of transformers' head, loss and modules (memory/liger.py). Off unless a run says so.
     liger_kernel: bool = False
+    # Cut Cross-Entropy (apple/ml-cross-entropy; axolotl's CutCrossEntropyPlugin) computes the supervised loss
+    # without the logits (memory/cut_cross_entropy.py). Off unless a run says so.
+    cut_cross_entropy: bool = False
     # Which offloader holds the checkpointed layer inputs in host memory (memory/activation_offload.py); none
     # unless a run says so.
     activation_offload: ActivationOffload = ActivationOffload.NONE
