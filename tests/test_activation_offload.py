@@ -14,7 +14,7 @@ import pytest
 from cli_run import cli  # noqa: F401 - the fixture
 from zeroadvisor.config.training_args import TrainerInputError, from_mapping
 from zeroadvisor.memory.activation_offload import OFFLOADERS
-from zeroadvisor.memory.activations import activation_bytes
+from zeroadvisor.memory.activations import DEFAULT_FACTS, activation_bytes
 from zeroadvisor.memory.host import offloaded_input_terms, power_of_two_ceil
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
 from zeroadvisor.vocab import ActivationOffload, Checkpointing
@@ -241,3 +241,53 @@ def test_every_n_layers_in_a_file_raises_the_peak_as_the_flag_does(cli, tmp_path
     assert half["peak_gpu"] > every["peak_gpu"]
     flag = _configured(cli(*args, "--training-args", str(tmp_path / "all.yaml"), "--checkpoint-every", "2"))
     assert flag["peak_gpu"] == half["peak_gpu"]
+
+
+# --- axolotl's TiledMLP (ALST) -----------------------------------------------------------------------------------
+
+
+def test_tiled_mlp_keeps_its_input_and_one_shard_during_the_recompute():
+    from zeroadvisor.memory.activations import _dimensions, mlp_bytes, tiled_mlp_bytes, tiled_mlp_shards
+
+    small_vocab = dataclasses.replace(SPEC, vocab_size=1_000)  # a layer's recompute is the peak, tiled or not
+
+    def run(**kw):
+        shape = TrainingShape(sequence_length=S, activation_checkpointing=Checkpointing.FULL, flash_attention=True,
+                              **kw)
+        return activation_bytes(small_vocab, shape, 1, "bf16")
+
+    d = _dimensions(small_vocab, 2, H, [])
+    facts = DEFAULT_FACTS  # no hf_config: Korthikanti's layer
+    # axolotl 0.18's default: ceil(seqlen / 32768) shards: 32,768 tokens are one shard
+    assert tiled_mlp_shards(TrainingShape(tiled_mlp=True), S) == 1
+    assert tiled_mlp_shards(TrainingShape(tiled_mlp=True), 500_000) == 16
+    assert tiled_mlp_shards(TrainingShape(tiled_mlp=True, tiled_mlp_shards=4), 500_000) == 4
+    # the input x and x_grad (2 x e·h per token) and one shard's MLP, against the whole MLP
+    assert tiled_mlp_bytes(d, facts, S, 1, 4) == 2 * INPUT + mlp_bytes(d, facts, S // 4)
+    plain, tiled = run(), run(tiled_mlp=True, tiled_mlp_shards=4)
+    assert plain.head_share == tiled.head_share == 0
+    assert plain.nbytes - tiled.nbytes == mlp_bytes(d, facts, S) - tiled_mlp_bytes(d, facts, S, 1, 4)
+    assert any("TiledMLP: each MLP keeps its input" in n for n in tiled.notes)
+    # without full recomputation it is not followed: counted whole, and said
+    loose = activation_bytes(small_vocab, TrainingShape(sequence_length=S, activation_checkpointing=Checkpointing.NONE,
+                                                        flash_attention=True, tiled_mlp=True), 1, "bf16")
+    assert loose.nbytes == _act(ActivationOffload.NONE, Checkpointing.NONE, small_vocab).nbytes
+    assert any("TiledMLP not costed" in n for n in loose.notes)
+
+
+@pytest.mark.parametrize("data, tiled, shards", [
+    ({"base_model": "m", "tiled_mlp": True}, True, None),
+    ({"base_model": "m", "tiled_mlp": True, "tiled_mlp_num_shards": 8}, True, 8),
+    ({"base_model": "m", "tiled_mlp": False, "tiled_mlp_num_shards": 8}, False, None),
+    ({"base_model": "m"}, None, None),
+    ({"tiled_mlp": True}, None, None),  # not axolotl's file
+])
+def test_axolotl_tiled_mlp_is_read(data, tiled, shards):
+    args = from_mapping(data, "train.yaml")
+    assert (args.tiled_mlp, args.tiled_mlp_shards) == (tiled, shards)
+
+
+def test_a_bad_shard_count_is_a_one_line_error():
+    for bad in (0, "many", True):
+        with pytest.raises(TrainerInputError, match=r"tiled_mlp_num_shards in train\.yaml"):
+            from_mapping({"base_model": "m", "tiled_mlp": True, "tiled_mlp_num_shards": bad}, "train.yaml")

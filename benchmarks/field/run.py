@@ -367,7 +367,7 @@ def run_check(case: dict[str, Any], ds_path: Path, model_path: Path,
         if value is not None and supports(flag):
             args += [flag, str(value)]
     for key, flag in (("zero_init", "--zero-init"), ("meta_load", "--meta-load"), ("liger_kernel", "--liger-kernel"),
-                      ("cut_cross_entropy", "--cut-cross-entropy")):
+                      ("cut_cross_entropy", "--cut-cross-entropy"), ("tiled_mlp", "--tiled-mlp")):
         if t.get(key) is not None and supports(flag):
             args += [flag if t[key] else flag.replace("--", "--no-", 1)]
     args += list(method_flags)

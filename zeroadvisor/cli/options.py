@@ -191,6 +191,10 @@ LIGER = Param("liger_kernel", ("--liger-kernel/--no-liger-kernel",), "Whether th
 CUT_CROSS_ENTROPY = Param("cut_cross_entropy", ("--cut-cross-entropy/--no-cut-cross-entropy",), "Whether Cut "
                           "Cross-Entropy computes the supervised loss (axolotl's CutCrossEntropyPlugin): no tokens x "
                           "vocabulary logits (default: no).", kind=bool)
+TILED_MLP = Param("tiled_mlp", ("--tiled-mlp/--no-tiled-mlp",), "Whether each MLP is a TiledMLP (axolotl's "
+                  "tiled_mlp): it keeps only its input, its backward one shard at a time (default: no).", kind=bool)
+TILED_MLP_SHARDS = Param("tiled_mlp_shards", ("--tiled-mlp-shards",), "TiledMLP's shards (axolotl's "
+                         "tiled_mlp_num_shards; default: about 32,768 tokens a shard).", kind=int, minimum=1)
 ACTIVATION_OFFLOAD = Param("activation_offload", ("--activation-offload",), "Which offloader holds the "
                            "checkpointed layer inputs in host memory (full recomputation): save_on_cpu "
                            "(transformers' gradient_checkpointing_kwargs offload), trl (TRL's activation_offloading), "
@@ -210,8 +214,8 @@ SEQUENCE_PARALLEL = Param("sequence_parallel", ("--sequence-parallel",), "Sequen
 EXPERT_PARALLEL = Param("expert_parallel", ("--expert-parallel",), "Expert-parallel degree (MoE ep_size, set "
                         "in code).", kind=int, minimum=1)
 RUN_INPUTS = (TARGET_LEN, PADDING, MICRO_BATCH, PRECISION, STAGE, LOAD_DTYPE, ZERO_INIT, META_LOAD, OPTIM, LIGER,
-              CUT_CROSS_ENTROPY, ACTIVATION_OFFLOAD, CHECKPOINT_EVERY, TRANSFORMERS_VERSION, TENSOR_PARALLEL,
-              PIPELINE_PARALLEL, SEQUENCE_PARALLEL, EXPERT_PARALLEL)
+              CUT_CROSS_ENTROPY, TILED_MLP, TILED_MLP_SHARDS, ACTIVATION_OFFLOAD, CHECKPOINT_EVERY,
+              TRANSFORMERS_VERSION, TENSOR_PARALLEL, PIPELINE_PARALLEL, SEQUENCE_PARALLEL, EXPERT_PARALLEL)
 # LoRA/QLoRA (model/peft.py): the same keys as the model description's peft: block, which they override.
 PEFT_INPUTS = (
     Param("peft", ("--peft",), "Train LoRA adapters on a frozen base (qlora: on a bitsandbytes-quantized base); "
@@ -256,8 +260,8 @@ PROJECT_KEYS = frozenset({*RUN_KEYS.values(), *CLUSTER_KEYS.values(), *TRAINING_
 PANELS: dict[str, tuple[str, ...]] = {
     "Model and training shape": ("model", "params", "seq_len", "activation_checkpointing", "flash_attention",
                                  "target_len", "padding", "micro_batch", "precision", "stage", "load_dtype",
-                                 "zero_init", "meta_load", "optim", "liger_kernel", "cut_cross_entropy",
-                                 "activation_offload", "checkpoint_every", "transformers_version",
+                                 "zero_init", "meta_load", "optim", "liger_kernel", "cut_cross_entropy", "tiled_mlp",
+                                 "tiled_mlp_shards", "activation_offload", "checkpoint_every", "transformers_version",
                                  "training_args", "launch", "trainer"),
     "Parallelism and LoRA": ("tensor_parallel", "pipeline_parallel", "sequence_parallel", "expert_parallel", "peft",
                              "lora_r", "lora_target_modules", "lora_modules_to_save", "quantization", "double_quant",

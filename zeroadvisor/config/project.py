@@ -102,7 +102,8 @@ TRAINING_KEYS: dict[str, str] = {"seq-len": "seq_len", "target-len": "target_len
                                  "flash-attention": "flash_attention", "load-dtype": "load_dtype",
                                  "zero-init": "zero_init", "meta-load": "meta_load", "optim": "optim",
                                  "liger-kernel": "liger_kernel", "activation-offload": "activation_offload",
-                                 "cut-cross-entropy": "cut_cross_entropy",
+                                 "cut-cross-entropy": "cut_cross_entropy", "tiled-mlp": "tiled_mlp",
+                                 "tiled-mlp-shards": "tiled_mlp_shards",
                                  "checkpoint-every": "checkpoint_every",
                                  "transformers-version": "transformers_version"}
 TABLES: dict[str, dict[str, str]] = {"cluster": CLUSTER_KEYS, "training": TRAINING_KEYS}

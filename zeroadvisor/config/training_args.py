@@ -254,6 +254,10 @@ class TrainingArgs:
     # Cut Cross-Entropy computes the supervised loss (axolotl's plugin); None: the file does not say
     cut_cross_entropy: bool | None = None
     cut_cross_entropy_from: str = ""
+    # axolotl's TiledMLP (tiled_mlp, tiled_mlp_num_shards); None: the file does not say
+    tiled_mlp: bool | None = None
+    tiled_mlp_shards: int | None = None
+    tiled_mlp_from: str = ""
 
     @overload
     def get(self, name: IntField) -> int: ...
@@ -361,7 +365,22 @@ def from_mapping(data: Mapping[str, JSONValue], source: str, project: str | None
                                 f"got {sp}")
     args = replace(_with_checkpointing(args, data, where), attention=attention, attention_from=attention_from,
                    sequence_parallel=sp, sequence_parallel_from=where(sp_key) if sp is not None and sp_key else "")
-    return _with_cut_cross_entropy(_with_activation_offload(args, data, where), data, where)
+    return _with_tiled_mlp(_with_cut_cross_entropy(_with_activation_offload(args, data, where), data, where), data,
+                           where)
+
+
+def _with_tiled_mlp(args: TrainingArgs, data: Mapping[str, JSONValue], where: Origin) -> TrainingArgs:
+    """axolotl's ``tiled_mlp`` and ``tiled_mlp_num_shards`` (loaders/patch_manager.py _apply_tiled_mlp @ v0.18.0)."""
+    if args.project != "axolotl" or data.get("tiled_mlp") is None:
+        return args
+    on = as_bool(data["tiled_mlp"], where("tiled_mlp"))
+    shards = data.get("tiled_mlp_num_shards")
+    count = _as_int(shards, where("tiled_mlp_num_shards")) if shards is not None and not isinstance(shards, bool) \
+        else None
+    if shards is not None and (count is None or not 1 <= count <= MAX_DIMENSION):
+        raise TrainerInputError(f"{where('tiled_mlp_num_shards')}: expected a whole number of at least 1, got "
+                                f"{shown(shards)}")
+    return replace(args, tiled_mlp=on, tiled_mlp_shards=count if on else None, tiled_mlp_from=where("tiled_mlp"))
 
 
 def _with_cut_cross_entropy(args: TrainingArgs, data: Mapping[str, JSONValue], where: Origin) -> TrainingArgs:
@@ -605,6 +624,9 @@ def merge(base: TrainingArgs, over: TrainingArgs) -> TrainingArgs:
         activation_offload=base.activation_offload if over.activation_offload is None else over.activation_offload,
         checkpoint_every=base.checkpoint_every if over.checkpoint_every is None else over.checkpoint_every,
         cut_cross_entropy=base.cut_cross_entropy if over.cut_cross_entropy is None else over.cut_cross_entropy,
+        tiled_mlp=base.tiled_mlp if over.tiled_mlp is None else over.tiled_mlp,
+        tiled_mlp_shards=base.tiled_mlp_shards if over.tiled_mlp is None else over.tiled_mlp_shards,
+        tiled_mlp_from=base.tiled_mlp_from if over.tiled_mlp is None else over.tiled_mlp_from,
         cut_cross_entropy_from=base.cut_cross_entropy_from if over.cut_cross_entropy is None
         else over.cut_cross_entropy_from,
         checkpoint_every_from=base.checkpoint_every_from if over.checkpoint_every is None

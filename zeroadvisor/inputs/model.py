@@ -20,8 +20,8 @@ if TYPE_CHECKING:  # imported where a model is read: lint never needs one (its s
 # config may leave open, and the parallel degrees.
 SHAPE_INPUTS = ("seq_len", "activation_checkpointing", "flash_attention", "target_len", "padding", "micro_batch",
                 "precision", "stage", "load_dtype", "zero_init", "meta_load", "optim", "liger_kernel",
-                "cut_cross_entropy", "activation_offload", "checkpoint_every", "tensor_parallel", "pipeline_parallel",
-                "sequence_parallel", "expert_parallel")
+                "cut_cross_entropy", "tiled_mlp", "tiled_mlp_shards", "activation_offload", "checkpoint_every",
+                "tensor_parallel", "pipeline_parallel", "sequence_parallel", "expert_parallel")
 # LoRA/QLoRA (model/peft.py): the keys of the model description's peft: block, which they override.
 PEFT_INPUTS = ("peft", "lora_r", "lora_target_modules", "lora_modules_to_save", "quantization", "double_quant",
                "lora_dropout")

@@ -81,6 +81,8 @@ class Request:
     optim: str | None = None
     liger_kernel: bool | None = None
     cut_cross_entropy: bool | None = None
+    tiled_mlp: bool | None = None
+    tiled_mlp_shards: int | None = None
     activation_offload: ActivationOffload | str | None = None
     checkpoint_every: int | None = None
     tensor_parallel: int | None = None

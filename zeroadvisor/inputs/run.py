@@ -573,10 +573,13 @@ def _checkpointing_from_trainer(training: TrainingArgs, fill_noted: Callable[[st
     if every is not None:
         fill_noted("checkpoint_every", every, f"every {every} layer(s) checkpointed from {where}",
                    f"the Trainer's arguments give {every} ({where})")
-    cce, where = training.cut_cross_entropy, training.cut_cross_entropy_from
-    if cce is not None:
-        fill_noted("cut_cross_entropy", cce, f"Cut Cross-Entropy {'on' if cce else 'off'} from {where}",
-                   f"the trainer's file turns it {'on' if cce else 'off'} ({where})")
+    for name, label, value, where in (
+            ("cut_cross_entropy", "Cut Cross-Entropy", training.cut_cross_entropy, training.cut_cross_entropy_from),
+            ("tiled_mlp", "TiledMLP", training.tiled_mlp, training.tiled_mlp_from),
+            ("tiled_mlp_shards", "TiledMLP shards", training.tiled_mlp_shards, training.tiled_mlp_from)):
+        if value is not None:
+            said = ("on" if value else "off") if isinstance(value, bool) else str(value)
+            fill_noted(name, value, f"{label} {said} from {where}", f"the trainer's file gives {said} ({where})")
 
 
 def _launch_world(trainer: TrainerInputs) -> tuple[int | None, int | None]:

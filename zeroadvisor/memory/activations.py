@@ -307,10 +307,9 @@ def activation_bytes(spec: ModelSpec, shape: TrainingShape, micro_batch: int, pr
     head_input = _head_input(spec, d, facts, out_tokens)
     layers_kept = body - largest if shape.activation_checkpointing == Checkpointing.FULL and largest else body
     backward_kept = max(0, layers_kept + outside - head_input)
-    # what the layers keep on the GPU besides their checkpointed inputs (layers left unchecked by checkpoint_every)
-    unchecked = body - largest - sum(size * count for size, count in inputs) \
-        if shape.activation_checkpointing == Checkpointing.FULL else 0
-    offloaded = _offloaded(shape, L, largest, inputs, head_input, logits, outside + unchecked, notes)
+    # besides what is outside the layers, the GPU keeps the layers left unchecked by checkpoint_every
+    offloaded = _offloaded(shape, L, largest, inputs, head_input, logits,
+                           outside + _unchecked(shape, body, largest, inputs), notes)
     if offloaded is not None:
         nbytes, head_share, backward_kept = offloaded.nbytes, offloaded.head_share, offloaded.backward_kept
         head_gradient = head_gradient if offloaded.head_share else 0
@@ -330,6 +329,7 @@ def activation_bytes(spec: ModelSpec, shape: TrainingShape, micro_batch: int, pr
                          "it (autograd frees the loss before torch.utils.checkpoint recomputes the last layer): "
                          "the larger is counted")
 
+    _tiled_note(shape, d, stacks, notes)
     attn = "fused attention (SDPA/FlashAttention: no s×s scores)" if fused else "eager attention (s×s scores kept)"
     lengths = f"sequence {s}" if t == s else f"source {s}, target {t}"
     notes.append(f"activations: what transformers keeps for backward per layer (Korthikanti et al. 2022, term by "
@@ -399,8 +399,31 @@ def _stacks(spec: ModelSpec, shape: TrainingShape, L: int, s: int, notes: list[s
     return [_Stack("encoder layer", enc or 0, s, None), _Stack("decoder layer", dec or 0, t, s)], t
 
 
-def _layer(stack: _Stack, d: _Dims, facts: LayerFacts, b: int, fused: bool) -> tuple[int, int]:
-    """(bytes linear in the tokens, score bytes) one layer of ``stack`` keeps."""
+# axolotl's TiledMLP (monkeypatch/tiled_mlp/patch.py @ v0.18.0): without tiled_mlp_num_shards, shards of about
+# this many tokens of each sample's sequence (``math.ceil(seqlen / 32768)``; earlier releases split into
+# ``ceil(seqlen / hidden)`` shards, more of them: this rule is the larger working set)
+TILED_MLP_SHARD_TOKENS = 32_768
+TILED_MLP_SOURCE = "axolotl monkeypatch/tiled_mlp/base.py TiledMLP, patch.py tiled_mlp_forward @ v0.18.0"
+
+
+def tiled_mlp_shards(shape: TrainingShape, length: int) -> int:
+    """The shards TiledMLP splits a sequence of ``length`` tokens into (its own, else axolotl's default rule)."""
+    return shape.tiled_mlp_shards or max(1, -(-length // TILED_MLP_SHARD_TOKENS))
+
+
+def tiled_mlp_bytes(d: _Dims, facts: LayerFacts, length: int, b: int, shards: int) -> int:
+    """One TiledMLP over ``b`` sequences of ``length`` tokens: its forward runs the shards under no_grad and saves
+    only its input (``ctx.save_for_backward(x)``); its backward makes ``x_grad = torch.zeros_like(x)`` and recomputes
+    one shard at a time with gradients (``torch.chunk(x, chunks=shards, dim=1)``): the input, its gradient and one
+    shard's MLP."""
+    tokens = length * b
+    return 2 * d.e * d.h * tokens + mlp_bytes(d, facts, -(-length // shards) * b)
+
+
+def _layer(stack: _Stack, d: _Dims, facts: LayerFacts, b: int, fused: bool,
+           mlp_shards: int | None = None) -> tuple[int, int]:
+    """(bytes linear in the tokens, score bytes) one layer of ``stack`` keeps; ``mlp_shards``: its MLP is a
+    TiledMLP of that many shards (None: not tiled)."""
     sq, sk = stack.sq, stack.sk
     norms = facts.norms_per_layer + (1 if sk is not None else 0)
     linear, scores = attention_bytes(d, facts, sq, sq, b, fused)
@@ -410,7 +433,8 @@ def _layer(stack: _Stack, d: _Dims, facts: LayerFacts, b: int, fused: bool) -> t
         cross_linear, cross_scores = attention_bytes(d, facts, sq, sk, b, fused)
         linear += cross_linear
         scores += cross_scores
-    linear += mlp_bytes(d, facts, sq * b) + norms * sq * b * norm_bytes(facts.norm, d.e, d.h)
+    mlp = tiled_mlp_bytes(d, facts, sq, b, mlp_shards) if mlp_shards else mlp_bytes(d, facts, sq * b)
+    linear += mlp + norms * sq * b * norm_bytes(facts.norm, d.e, d.h)
     return linear, scores
 
 
@@ -455,6 +479,30 @@ def _lora(spec: ModelSpec, d: _Dims, facts: LayerFacts, layers: int, notes: list
     return per_layer
 
 
+def _unchecked(shape: TrainingShape, body: int, largest: int, inputs: tuple[tuple[int, int], ...]) -> int:
+    """What the layers left unchecked by checkpoint_every keep under full recomputation (0 otherwise): the body
+    less the checkpointed inputs and the recompute."""
+    if shape.activation_checkpointing != Checkpointing.FULL:
+        return 0
+    return body - largest - sum(size * count for size, count in inputs)
+
+
+def _tiled_note(shape: TrainingShape, d: _Dims, stacks: list[_Stack], notes: list[str]) -> None:
+    if not shape.tiled_mlp:
+        return
+    notes.append(f"activations: TiledMLP: each MLP keeps its input, and its backward one shard of "
+                 f"{tiled_mlp_shards(shape, max(st.sq for st in stacks))} at a time ({TILED_MLP_SOURCE})"
+                 if _tiled(shape, d) else "activations: TiledMLP not costed (it is counted under full "
+                 "recomputation of a dense MLP only): the MLP counted whole, a bound")
+
+
+def _tiled(shape: TrainingShape, d: _Dims) -> bool:
+    """Whether the MLP is costed as a TiledMLP: asked for, under full recomputation (axolotl's ALST recipes; without
+    it the layers' MLPs would each keep their input and one would hold a shard: not followed), a dense MLP (the MoE
+    variant accumulates fp32 parameter gradients of its own: not followed)."""
+    return shape.tiled_mlp and shape.activation_checkpointing == Checkpointing.FULL and not d.experts
+
+
 def _checkpointed(start: int, layers: int, every: int) -> int:
     """How many of the layers at indices start .. start + layers - 1 transformers checkpoints with every_n_layers
     ``every`` (modeling_utils.py _set_gradient_checkpointing @ 5.24: ``layer_index % every_n_layers == 0``, the
@@ -480,7 +528,8 @@ def _layers(stacks: list[_Stack], d: _Dims, facts: LayerFacts, shape: TrainingSh
     for stack in stacks:
         if not stack.layers:
             continue
-        linear, scores = _layer(stack, d, facts, b, shape.flash_attention)
+        shards = tiled_mlp_shards(shape, stack.sq) if _tiled(shape, d) else None
+        linear, scores = _layer(stack, d, facts, b, shape.flash_attention, shards)
         linear += lora * stack.sq * b
         kept = scores if shape.activation_checkpointing == Checkpointing.NONE else 0  # selective/full recompute them
         layer = linear + kept

@@ -40,8 +40,8 @@ Paths are relative to ``deepspeed/`` (DeepSpeed 0.19.8).
   (checkpointing on, and the CPU copy or a model-parallel degree above 1).
 * ALST's TiledMLP and tiled loss (runtime/sequence_parallel/ulysses_sp.py TiledMLP, TiledFusedLogitsLoss,
   sequence_tiled_compute) have no config key: the model's code applies them, so the config cannot say they
-  are on. Where a trainer's file does, its tiled loss is read (memory/liger.py, memory/cut_cross_entropy.py:
-  axolotl's plugins) and axolotl's ``tiled_mlp`` is not costed (the MLP's recompute counted whole, a bound).
+  are on. Where a trainer's file does, they are read: its tiled loss (memory/liger.py, memory/cut_cross_entropy.py:
+  axolotl's plugins) and axolotl's ``tiled_mlp`` (memory/activations.py tiled_mlp_bytes).
 
 Features that can only lower the counted memory (the DeepSpeed checkpoint's partitions, DeepCompile's offload
 passes) make a "does not fit" unknown too (``lowers``): a run counted without them may fit with them.

@@ -266,6 +266,21 @@ FIELDS: tuple[DescriptionField, ...] = (
         "vocabulary logits, the hidden states' and the head's gradients instead (default false).",
     ),
     DescriptionField(
+        "tiled_mlp",
+        "training",
+        {"type": "boolean"},
+        "true or false",
+        "Whether each MLP is a TiledMLP (axolotl's tiled_mlp, ALST): under full recomputation it keeps only its input "
+        "and its backward recomputes one shard of the sequence at a time (default false).",
+    ),
+    DescriptionField(
+        "tiled_mlp_shards",
+        "training",
+        _POSITIVE,
+        "an integer > 0",
+        "TiledMLP's shards (axolotl's tiled_mlp_num_shards); default: axolotl's rule, about 32,768 tokens a shard.",
+    ),
+    DescriptionField(
         "activation_offload",
         "training",
         {"enum": list(ACTIVATION_OFFLOADS)},
@@ -470,6 +485,8 @@ def apply_overrides(
     optim: str | None = None,
     liger_kernel: bool | None = None,
     cut_cross_entropy: bool | None = None,
+    tiled_mlp: bool | None = None,
+    tiled_mlp_shards: int | None = None,
     activation_offload: str | None = None,
     checkpoint_every: int | None = None,
     tensor_parallel: int | None = None,
@@ -479,15 +496,16 @@ def apply_overrides(
 ) -> TrainingShape:
     """``shape`` with the CLI's --seq-len / --activation-checkpointing /
     --flash-attention|--no-flash-attention / --target-len / --padding / --micro-batch / --precision / --stage /
-    --load-dtype / --zero-init / --meta-load / --optim / --liger-kernel / --cut-cross-entropy / --activation-offload /
-    --checkpoint-every applied (None leaves a value as it is)."""
+    --load-dtype / --zero-init / --meta-load / --optim / --liger-kernel / --cut-cross-entropy / --tiled-mlp /
+    --tiled-mlp-shards / --activation-offload / --checkpoint-every applied (None leaves a value as it is)."""
     changes: dict[str, Any] = _positive_overrides((
         ("--seq-len", "sequence_length", seq_len), ("--target-len", "target_length", target_len),
         ("--micro-batch", "micro_batch_size", micro_batch), ("--tensor-parallel", "tensor_parallel", tensor_parallel),
         ("--pipeline-parallel", "pipeline_parallel", pipeline_parallel),
         ("--sequence-parallel", "sequence_parallel", sequence_parallel),
         ("--expert-parallel", "expert_parallel", expert_parallel),
-        ("--checkpoint-every", "checkpoint_every", checkpoint_every)))
+        ("--checkpoint-every", "checkpoint_every", checkpoint_every),
+        ("--tiled-mlp-shards", "tiled_mlp_shards", tiled_mlp_shards)))
     changes.update(_choice_overrides(precision, load_dtype, padding, activation_offload))
     if optim is not None:
         if optim not in CLIENT_OPTIMIZER_NAMES:
@@ -510,7 +528,8 @@ def apply_overrides(
         changes["activation_checkpointing"] = checkpointing
     changes.update(_switch_overrides((("--flash-attention", "flash_attention", flash),
                                       ("--liger-kernel", "liger_kernel", liger_kernel),
-                                      ("--cut-cross-entropy", "cut_cross_entropy", cut_cross_entropy))))
+                                      ("--cut-cross-entropy", "cut_cross_entropy", cut_cross_entropy),
+                                      ("--tiled-mlp", "tiled_mlp", tiled_mlp))))
     return dataclasses.replace(shape, **changes) if changes else shape
 
 
@@ -999,6 +1018,8 @@ def _training_shape(data: Mapping[str, Any]) -> TrainingShape:
         optim=data.get("optim"),
         liger_kernel=data.get("liger_kernel", False),
         cut_cross_entropy=data.get("cut_cross_entropy", False),
+        tiled_mlp=data.get("tiled_mlp", False),
+        tiled_mlp_shards=data.get("tiled_mlp_shards"),
         activation_offload=ActivationOffload(data.get("activation_offload", ActivationOffload.NONE)),
         checkpoint_every=data.get("checkpoint_every", 1),
         load=LoadInputs(load_dtype=data.get("load_dtype"), zero_init=data.get("zero_init"),

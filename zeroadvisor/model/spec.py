@@ -230,6 +230,10 @@ class TrainingShape:
     # Cut Cross-Entropy (apple/ml-cross-entropy; axolotl's CutCrossEntropyPlugin) computes the supervised loss
     # without the logits (memory/cut_cross_entropy.py). Off unless a run says so.
     cut_cross_entropy: bool = False
+    # axolotl's TiledMLP (ALST): each MLP runs over shards of the sequence, saving only its input
+    # (memory/activations.py tiled_mlp_bytes); shards: its tiled_mlp_num_shards (None: its default rule)
+    tiled_mlp: bool = False
+    tiled_mlp_shards: int | None = None
     # Which offloader holds the checkpointed layer inputs in host memory (memory/activation_offload.py); none
     # unless a run says so.
     activation_offload: ActivationOffload = ActivationOffload.NONE
