@@ -291,3 +291,15 @@ def test_a_bad_shard_count_is_a_one_line_error():
     for bad in (0, "many", True):
         with pytest.raises(TrainerInputError, match=r"tiled_mlp_num_shards in train\.yaml"):
             from_mapping({"base_model": "m", "tiled_mlp": True, "tiled_mlp_num_shards": bad}, "train.yaml")
+
+
+def test_no_more_inputs_are_in_flight_than_layers_are_checkpointed():
+    # with every_n_layers 32 one layer of 32 is checkpointed: axolotl's forward stash holds that one input, not two
+    spec = dataclasses.replace(SPEC, vocab_size=152_064)  # the loss is the peak
+
+    def run(mode: ActivationOffload):
+        return activation_bytes(spec, TrainingShape(sequence_length=S, activation_checkpointing=Checkpointing.FULL,
+                                                    flash_attention=True, checkpoint_every=32,
+                                                    activation_offload=mode), 1, "bf16")
+
+    assert run(ActivationOffload.HIDDEN_STATES).nbytes - run(ActivationOffload.SAVE_ON_CPU).nbytes == 1 * INPUT

@@ -308,7 +308,7 @@ def activation_bytes(spec: ModelSpec, shape: TrainingShape, micro_batch: int, pr
     layers_kept = body - largest if shape.activation_checkpointing == Checkpointing.FULL and largest else body
     backward_kept = max(0, layers_kept + outside - head_input)
     # besides what is outside the layers, the GPU keeps the layers left unchecked by checkpoint_every
-    offloaded = _offloaded(shape, L, largest, inputs, head_input, logits,
+    offloaded = _offloaded(shape, largest, inputs, head_input, logits,
                            outside + _unchecked(shape, body, largest, inputs), notes)
     if offloaded is not None:
         nbytes, head_share, backward_kept = offloaded.nbytes, offloaded.head_share, offloaded.backward_kept
@@ -346,7 +346,7 @@ class _Offloaded:
     backward_kept: int
 
 
-def _offloaded(shape: TrainingShape, L: int, largest: int, inputs: tuple[tuple[int, int], ...], head: int,
+def _offloaded(shape: TrainingShape, largest: int, inputs: tuple[tuple[int, int], ...], head: int,
                logits: int, outside: int, notes: list[str]) -> _Offloaded | None:
     """Full recomputation with the layer inputs in host memory (memory/activation_offload.py): on the GPU only the
     inputs in flight, at a layer's recompute and at the loss's peak, the larger of the two moments counted (as
@@ -360,7 +360,8 @@ def _offloaded(shape: TrainingShape, L: int, largest: int, inputs: tuple[tuple[i
     if off is None or not largest:
         return None
     one = max(size for size, _ in inputs)
-    at_recompute, at_loss = min(off.at_recompute, L - 1) * one, min(off.at_loss, L) * one
+    moved = sum(count for _, count in inputs)  # the checkpointed layers: no more of them in flight than there are
+    at_recompute, at_loss = min(off.at_recompute, moved - 1) * one, min(off.at_loss, moved) * one
     peak = max(largest + at_recompute, head + logits + at_loss)
     held = sum(size * count for size, count in inputs)
     notes.append(f"activations: layer inputs offloaded to host memory ({shape.activation_offload.value}: "

@@ -136,6 +136,12 @@ def batch_factor(setup: MethodSetup) -> int:
     return 2 if setup.method in PAIRED else 1
 
 
+# Losses that compare the policy's log-probs without a reference's: no reference pass runs (LLaMA-Factory's pref_loss
+# orpo/simpo, hparams/finetuning_args.py use_ref_model; SimPO's own trainer, princeton-nlp/SimPO
+# scripts/simpo_trainer.py get_batch_loss_metrics, which subclasses TRL's DPOTrainer)
+REFERENCE_FREE_LOSSES = frozenset({"simpo", "orpo"})
+
+
 def has_reference(setup: MethodSetup, policy: ModelSpec) -> bool:
     """Whether the trainer loads a reference model (TRL dpo/kto/grpo trainer __init__ at the releases read):
     none with PEFT (the adapter is disabled for the reference pass) unless a separate one is named, none with
@@ -148,7 +154,7 @@ def has_reference(setup: MethodSetup, policy: ModelSpec) -> bool:
         return setup.use_reference
     beta = setup.beta if setup.beta is not None else grpo_default_beta(setup)[0]
     none = (setup.method in (Method.SFT, Method.REWARD, Method.ORPO, Method.CPO)
-            or (setup.loss_type or "").lower() in ("simpo", Method.ORPO)
+            or (setup.loss_type or "").strip().lower() in REFERENCE_FREE_LOSSES
             or bool(setup.precompute_ref_log_probs)
             or (setup.method == Method.GRPO and beta == 0.0))
     # OpenRLHF builds its reference as a model of its own whatever the actor's --lora_rank (ReferenceModelActor
@@ -892,50 +898,46 @@ TRL_DPO_SOURCE = "trl/trainer/dpo_trainer.py get_batch_loss_metrics, concatenate
 # TRL's DPO stops holding the whole logits across the reference pass at 0.15: concatenated_forward returns the mean
 # logits only, and selective_log_softmax keeps one row's log-softmax at a time (trl/trainer/utils.py)
 TRL_ROW_LOG_SOFTMAX = Version("0.15")
-# Losses that compare the policy's log-probs without a reference's: no reference pass runs (LLaMA-Factory's pref_loss
-# orpo/simpo, hparams/finetuning_args.py use_ref_model; SimPO's own trainer, princeton-nlp/SimPO
-# scripts/simpo_trainer.py get_batch_loss_metrics, which subclasses TRL's DPOTrainer)
-REFERENCE_FREE_LOSSES = frozenset({"simpo", "orpo"})
 
 
-def _reference_pass_excess(setup: MethodSetup, model_bytes: int) -> tuple[int, str] | None:
-    """Bytes per token and vocabulary entry by which DPO's reference pass exceeds the backward's loss peak, and
-    where that is read (None: it stays under it, or the trainer's code is not read here).
+def _reference_pass(setup: MethodSetup) -> tuple[bool, str] | None:
+    """Whether DPO's reference pass exceeds the backward's loss peak: (its logits upcast to fp32, where that is read);
+    None where it stays under it, runs no pass (precomputed log-probs, REFERENCE_FREE_LOSSES), or the trainer's code
+    is not read here.
 
     LLaMA-Factory and TRL up to 0.14 run the reference pass under no_grad after the policy's forward, with the
     policy's graph live and its whole logits held for the metrics (``policy_chosen_logits``), beside log_softmax's
     output (saved for backward): 2 copies; the pass makes the same 2 and frees them on return; the backward's loss
     peak holds 3 (memory/activations.py: the log-probs, their gradient, the logits' gradient; the held logits are
     gone by then). One copy over, in the logits' dtype: fp32 where the trainer upcasts them (LLaMA-Factory's
-    ``.logits.to(torch.float32)``; TRL before 0.7.5), the model's otherwise."""
+    ``.logits.to(torch.float32)``; TRL before 0.7.5), the model's otherwise. With LoRA the reference is the same
+    model with its adapter disabled, so the pass runs without a reference copy too."""
+    if setup.method != Method.DPO or bool(setup.precompute_ref_log_probs) \
+            or (setup.loss_type or "").strip().lower() in REFERENCE_FREE_LOSSES:
+        return None
     if setup.trainer == TrainerFamily.LLAMA_FACTORY:
-        return FP32_BYTES, LLAMA_FACTORY_DPO_SOURCE
+        return True, LLAMA_FACTORY_DPO_SOURCE
     if setup.trainer not in (None, TrainerFamily.TRL) or setup.release is None or setup.release >= TRL_ROW_LOG_SOFTMAX:
         return None
-    return (FP32_BYTES if setup.release < TRL_BF16_LOGITS else model_bytes), TRL_DPO_SOURCE
+    return setup.release < TRL_BF16_LOGITS, TRL_DPO_SOURCE
 
 
 def dpo_reference_pass_terms(shape: TrainingShape, policy: ModelSpec, micro_batch: int, layout: Parallel,
                              model_bytes: int, head_share: int) -> list[Term]:
-    """What DPO's reference pass adds beyond the policy's loss peak in backward (_reference_pass_excess): with LoRA
-    the reference is the same model with its adapter disabled, so the pass runs without a reference copy too; none
-    with precomputed reference log-probs. Where a layer's recompute is the activations' peak (``head_share`` 0) the
-    loss side is below it by an amount not kept here: a bound."""
-    setup = shape.method
-    if setup.method != Method.DPO or bool(setup.precompute_ref_log_probs) or not shape.sequence_length \
-            or not policy.vocab_size or policy.lm_head is False \
-            or (setup.loss_type or "").strip().lower() in REFERENCE_FREE_LOSSES:
+    """What DPO's reference pass adds beyond the policy's loss peak in backward (_reference_pass): one copy of the
+    paired batch's logits. Where a layer's recompute is the activations' peak (``head_share`` 0) the loss side is
+    below it by an amount not kept here: a bound."""
+    found = _reference_pass(shape.method)
+    if found is None or not shape.sequence_length or not policy.vocab_size or policy.lm_head is False:
         return []
-    excess = _reference_pass_excess(setup, model_bytes)
-    if excess is None:
-        return []
-    per, source = excess
+    upcast, source = found
+    per = FP32_BYTES if upcast else model_bytes
     length = ceil_div(shape.sequence_length, layout.sequence)
-    tokens = batch_factor(setup) * micro_batch * length
-    return [Term("activations", Resource.GPU, per * tokens * policy.vocab_size, "dpo_reference_pass",
+    rows = batch_factor(shape.method) * micro_batch
+    return [Term("activations", Resource.GPU, per * rows * length * policy.vocab_size, "dpo_reference_pass",
                  "DPO's reference pass (no_grad) beside the policy's held logits and saved log-softmax",
-                 f"{per} B × 2 × {micro_batch} × {length} × V {policy.vocab_size:,} (one copy of the logits over "
-                 "the backward's three)", source, kind=TermKind.EXACT if head_share else TermKind.BOUND)]
+                 f"{per} B × {rows} rows × {length} × V {policy.vocab_size:,} (one copy of the logits over the "
+                 "backward's three)", source, kind=TermKind.EXACT if head_share else TermKind.BOUND)]
 
 
 def kto_note(setup: MethodSetup) -> str | None:
@@ -1140,12 +1142,11 @@ def method_notes(setup: MethodSetup, config_has_optimizer: bool, policy: ModelSp
 
 def _reference_pass_words(setup: MethodSetup, policy: ModelSpec) -> str:
     """How the paired method's reference forward is counted (dpo_reference_pass_terms), for method_notes."""
-    excess = _reference_pass_excess(setup, 2) if setup.method == Method.DPO \
-        and (setup.loss_type or "").strip().lower() not in REFERENCE_FREE_LOSSES else None
-    if excess is not None:
+    found = _reference_pass(setup)
+    if found is not None:
         return ("; the reference pass (with LoRA the adapter disabled) runs under no_grad after the policy's, whose "
                 "whole logits and log-softmax stay held: one copy of the logits over the backward's loss peak, "
-                f"counted ({excess[1]})")
+                f"counted ({found[1]})")
     if not has_reference(setup, policy):  # CPO, ORPO and reward models run none
         return ""
     return ("; the reference forward runs under no_grad after the policy's, beside its saved activations and logits "
