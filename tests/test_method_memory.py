@@ -259,6 +259,20 @@ def test_openrlhf_and_llama_factory_optimizer_block():
         "reference_model"] == 14 * P  # TRL <= 0.9.6's _prepare_deepspeed copies it
 
 
+@pytest.mark.parametrize(("trainer", "version", "copied"), [
+    # LLaMA-Factory 0.9.4 and 0.9.5 pin trl>=0.18.0,<=0.24.0, whose prepare_deepspeed keeps the block
+    (TrainerFamily.LLAMA_FACTORY, "0.9.4", True), (TrainerFamily.LLAMA_FACTORY, "0.9.5", True),
+    # no pin: the newest release read, as the assumed input says (LLaMA-Factory 0.9.5, axolotl 0.18.0 on TRL
+    # 1.8.0: copied; TRL 1.16.0: dropped since 1.10, the bound keeps it)
+    (TrainerFamily.LLAMA_FACTORY, None, True), (TrainerFamily.AXOLOTL, None, True), (TrainerFamily.TRL, None, False),
+    (TrainerFamily.LLAMA_FACTORY, "0.9.6", False),  # not read: the bound keeps it, the expected does not
+])
+def test_the_optimizer_block_by_the_trainer_release_or_the_newest_read(trainer, version, copied):
+    st = run(dpo(trainer=trainer, trainer_version=version)).stage(1)
+    assert st.per_gpu["reference_model"] == (14 if copied else 2) * P
+    assert st.per_gpu_bound["reference_model"] == 14 * P
+
+
 def test_grpo_counts_the_completion_logits_over_prompt_and_completion():
     gen = Generation(num_generations=8, max_prompt_length=512, max_completion_length=1536)
     old = MethodSetup(method=Method.GRPO, generation=gen, trainer_version="1.9.0")
@@ -418,6 +432,19 @@ def test_ms_swift_keeps_the_preference_logits_in_bf16_as_trl_does():
     trl = run(dpo(trainer_version="1.14.0")).stage(3).per_gpu["activations"]
     lf = run(dpo(trainer=TrainerFamily.LLAMA_FACTORY)).stage(3).per_gpu["activations"]
     assert swift == trl and lf - swift == (12 - 6) * 2 * 1024 * 32000 + PASS_FP32
+
+
+def test_axolotl_s_preference_trainers_are_trl_s_at_the_trl_it_pins():
+    # AxolotlDPOTrainer subclasses TRL's DPOTrainer and overrides tokenization and training_step only
+    # (core/trainers/dpo/trainer.py @ v0.18.0): the logits stay in the model's bf16, as TRL's, not LLaMA-Factory's
+    # fp32, at any axolotl release (each pins TRL 0.7.9 or later)
+    ax = run(dpo(trainer=TrainerFamily.AXOLOTL, trainer_version="0.18.0")).stage(3).per_gpu["activations"]
+    trl = run(dpo(trainer_version="1.14.0")).stage(3).per_gpu["activations"]
+    assert ax == trl == run(dpo(trainer=TrainerFamily.AXOLOTL)).stage(3).per_gpu["activations"]
+    # axolotl 0.6.0 pins trl==0.12.1: TRL's reference pass beside the held bf16 logits (before 0.15), as TRL 0.12.1
+    old = dpo(trainer=TrainerFamily.AXOLOTL, trainer_version="0.6.0")
+    assert _pass(run(old)) == _pass(run(dpo(trainer_version="0.12.1"))) == 2 * 2 * 1024 * 32000
+    assert _pass(run(dpo(trainer=TrainerFamily.AXOLOTL, trainer_version="0.7.0"))) is None  # trl==0.15.0
 
 
 def test_trl_0_7_4_upcasts_the_dpo_logits_to_fp32():
@@ -721,8 +748,9 @@ def test_llama_factory_s_quantized_reference_is_whole_on_every_gpu_at_every_stag
         [term] = train_terms(st, "reference_model").values()
         assert term.nbytes == stored + 2 * (P - elements) and "not prepared by DeepSpeed" in term.what
     assert stored < (0.6 if quant == "4bit" else 1.01) * elements  # 0.5 B + constants, or 1 B + a scale per row
-    # unquantized, the same reference is partitioned at ZeRO-3
-    plain = run(dpo(trainer=TrainerFamily.LLAMA_FACTORY, reference_model="other/llama")).stage(3)
+    # unquantized, the same reference is partitioned at ZeRO-3 (a config without an optimizer block: TRL's
+    # preparation would build one for it)
+    plain = run(dpo(trainer=TrainerFamily.LLAMA_FACTORY, reference_model="other/llama"), NO_OPTIMIZER).stage(3)
     assert plain.per_gpu["reference_model"] < stored
 
 

@@ -166,30 +166,37 @@ def has_reference(setup: MethodSetup, policy: ModelSpec) -> bool:
 
 # Trainers that hand the frozen models to a TRL whose preparation copies the optimizer block, up to the newest
 # release read that pins such a TRL: LLaMA-Factory 0.9.3 pins trl>=0.8.6,<=0.9.6 and calls TRL's
-# DPOTrainer._prepare_deepspeed (trl/trainer/dpo_trainer.py @ v0.9.6: the same deepcopy, no pop); ms-swift 3.8.0
+# DPOTrainer._prepare_deepspeed (trl/trainer/dpo_trainer.py @ v0.9.6: the same deepcopy, no pop), 0.9.4 and 0.9.5
+# pin trl>=0.18.0,<=0.24.0 (pyproject.toml, extras/misc.py check_dependencies) and call trl/models/utils.py
+# prepare_deepspeed (llamafactory/train/dpo/trainer.py @ v0.9.5; TRL 0.24.0's keeps the block); ms-swift 3.8.0
 # pins trl>=0.15,<0.21 and its DPO/KTO/GRPO trainers subclass TRL's (swift/trainers/rlhf_trainer); axolotl 0.18.0
 # pins trl==1.8.0 (setup_reference_model hands the model to TRL's trainer). A later release is not read: unknown.
-OLD_TRL_PINS: dict[TrainerFamily, tuple[Version, str]] = {
-    TrainerFamily.LLAMA_FACTORY: (Version("0.9.3"), "TRL <= 0.9.6"),
-    TrainerFamily.MS_SWIFT: (Version("3.999"), "TRL < 0.21"),  # every 3.x
-    TrainerFamily.AXOLOTL: (Version("0.18.0"), "TRL 1.8.0"),
+OLD_TRL_PINS: dict[TrainerFamily, tuple[tuple[Version, str], ...]] = {  # (newest release, its TRL), ascending
+    TrainerFamily.LLAMA_FACTORY: ((Version("0.9.3"), "TRL <= 0.9.6"), (Version("0.9.5"), "TRL 0.18 to 0.24")),
+    TrainerFamily.MS_SWIFT: ((Version("3.999"), "TRL < 0.21"),),  # every 3.x
+    TrainerFamily.AXOLOTL: ((Version("0.18.0"), "TRL 1.8.0"),),
 }
 
 
 def optimizer_copy(setup: MethodSetup, config_has_optimizer: bool) -> OptimizerCopy:
     """Whether the frozen engines' config keeps the user's ``optimizer`` block, by the trainer and its release:
     TRL's prepare_deepspeed copies it up to 1.9.0; the trainers of OLD_TRL_PINS at the releases read; OpenRLHF
-    never (openrlhf/utils/deepspeed/deepspeed_utils.py get_eval_ds_config @ v0.8.5 builds its own config)."""
-    release = setup.release
+    never (openrlhf/utils/deepspeed/deepspeed_utils.py get_eval_ds_config @ v0.8.5 builds its own config). Where
+    the release is unknown the expected bytes follow the newest release read (NEWEST_READ, as the assumption
+    says) and the bound keeps the block."""
     if not config_has_optimizer or setup.trainer == TrainerFamily.OPENRLHF:
         return OptimizerCopy(False, False, setup.trainer_version or "unknown")
-    if setup.trainer in OLD_TRL_PINS:
-        newest, trl = OLD_TRL_PINS[setup.trainer]
+    release = setup.release
+    newest_read = release is None
+    if newest_read:
+        release = NEWEST_RELEASE.get(setup.trainer)
+    for newest, trl in OLD_TRL_PINS.get(setup.trainer, ()) if setup.trainer is not None else ():
         if release is not None and release <= newest:
-            return OptimizerCopy(True, False, f"{setup.trainer} {setup.trainer_version} ({trl})")
-    if setup.trainer not in (None, TrainerFamily.TRL) or release is None:
+            said = f"{release} (the newest read)" if newest_read else setup.trainer_version
+            return OptimizerCopy(True, False, f"{setup.trainer} {said} ({trl})")
+    if setup.trainer not in (None, TrainerFamily.TRL) or newest_read:
         return OptimizerCopy(False, True, "unknown")
-    return OptimizerCopy(release < TRL_DROPS_OPTIMIZER, False, f"TRL {setup.trainer_version}")
+    return OptimizerCopy(release is not None and release < TRL_DROPS_OPTIMIZER, False, f"TRL {setup.trainer_version}")
 
 
 def _placement(setup: MethodSetup, role: ModelRole) -> Placement | None:
@@ -559,8 +566,10 @@ def on_policy_gpus(setup: MethodSetup, role: ModelRole) -> bool:
 
 
 # The families whose preference/RL losses take TRL's selective_log_softmax on the model's bf16 logits (see
-# activation_spec); None: TRL itself.
-BF16_LOGITS = frozenset({None, TrainerFamily.TRL, TrainerFamily.MS_SWIFT})
+# activation_spec); None: TRL itself. axolotl's trainers are TRL's (AxolotlDPOTrainer overrides tokenization and
+# training_step only, AxolotlKTO/ORPO/CPOTrainer add mixins: core/trainers/dpo/trainer.py, core/trainers/trl.py
+# @ v0.18.0), at the TRL it pins (0.7.5 or later for every release read: bf16).
+BF16_LOGITS = frozenset({None, TrainerFamily.TRL, TrainerFamily.MS_SWIFT, TrainerFamily.AXOLOTL})
 # The first TRL release whose DPO keeps the logits in the model's dtype: 0.7.4's concatenated_forward upcasts them
 # (``.logits.to(torch.float32)``, then a full ``log_softmax`` in _get_batch_logps: trl/trainer/dpo_trainer.py @
 # v0.7.4); 0.7.5 to 0.7.11 drop the upcast (``.logits``, the same file at each), 0.15 adds selective_log_softmax.
@@ -917,9 +926,31 @@ def _reference_pass(setup: MethodSetup) -> tuple[bool, str] | None:
         return None
     if setup.trainer == TrainerFamily.LLAMA_FACTORY:
         return True, LLAMA_FACTORY_DPO_SOURCE
-    if setup.trainer not in (None, TrainerFamily.TRL) or setup.release is None or setup.release >= TRL_ROW_LOG_SOFTMAX:
+    trl = axolotl_trl(setup.release) if setup.trainer == TrainerFamily.AXOLOTL else setup.release
+    if setup.trainer not in (None, TrainerFamily.TRL, TrainerFamily.AXOLOTL) or trl is None \
+            or trl >= TRL_ROW_LOG_SOFTMAX:
         return None
-    return setup.release < TRL_BF16_LOGITS, TRL_DPO_SOURCE
+    return trl < TRL_BF16_LOGITS, TRL_DPO_SOURCE
+
+
+# The TRL each axolotl release pins (requirements.txt to v0.16.0, pyproject.toml from v0.17.0), ascending: its DPO
+# trainer is TRL's (AxolotlDPOTrainer), so TRL's code at that release decides the reference pass.
+AXOLOTL_TRL_PINS = ((Version("0.4.0"), Version("0.7.9")), (Version("0.5.0"), Version("0.12.0")),
+                    (Version("0.6.0"), Version("0.12.1")), (Version("0.7.0"), Version("0.15.0")),
+                    (Version("0.8.0"), Version("0.16.0")), (Version("0.9.0"), Version("0.17.0")),
+                    (Version("0.10.0"), Version("0.18.1")), (Version("0.12.0"), Version("0.21.0")),
+                    (Version("0.13.0"), Version("0.25.0")), (Version("0.14.0"), Version("0.27.1")),
+                    (Version("0.15.0"), Version("0.29.0")), (Version("0.17.0"), Version("1.5.1")),
+                    (Version("0.18.0"), Version("1.8.0")))
+
+
+def axolotl_trl(release: Version | None) -> Version | None:
+    """The TRL the axolotl ``release`` pins (AXOLOTL_TRL_PINS: the row of the newest release at or below it); the
+    release unknown, the newest read's; None before 0.4.0 (not read)."""
+    if release is None:
+        return AXOLOTL_TRL_PINS[-1][1]
+    pinned = [trl for since, trl in AXOLOTL_TRL_PINS if since <= release]
+    return pinned[-1] if pinned else None
 
 
 def dpo_reference_pass_terms(shape: TrainingShape, policy: ModelSpec, micro_batch: int, layout: Parallel,
@@ -1165,9 +1196,12 @@ def _key(setup: MethodSetup, name: str) -> str:
 
 
 # The newest release of each family read for the defaults the estimate takes where the release is unknown.
-NEWEST_READ = {None: "TRL 1.16.0", TrainerFamily.TRL: "TRL 1.16.0", TrainerFamily.LLAMA_FACTORY: "LLaMA-Factory 0.9.5",
-               TrainerFamily.AXOLOTL: "axolotl 0.18.0", TrainerFamily.MS_SWIFT: "ms-swift 4.6.0",
-               TrainerFamily.OPENRLHF: "OpenRLHF 0.8.11"}
+NEWEST_RELEASE: dict[TrainerFamily | None, Version] = {
+    None: Version("1.16.0"), TrainerFamily.TRL: Version("1.16.0"), TrainerFamily.LLAMA_FACTORY: Version("0.9.5"),
+    TrainerFamily.AXOLOTL: Version("0.18.0"), TrainerFamily.MS_SWIFT: Version("4.6.0"),
+    TrainerFamily.OPENRLHF: Version("0.8.11")}
+NEWEST_READ = {family: f"{TRAINER_NAMES[family or TrainerFamily.TRL]} {release}"
+               for family, release in NEWEST_RELEASE.items()}
 # Families whose own settings include TRL's precompute_ref_log_probs (TRL's DPO/KTO configs; ms-swift's
 # RLHFArguments take them; axolotl's trl: block); LLaMA-Factory and OpenRLHF have no such setting.
 PRECOMPUTES = frozenset({None, TrainerFamily.TRL, TrainerFamily.MS_SWIFT, TrainerFamily.AXOLOTL})
