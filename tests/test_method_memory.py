@@ -141,9 +141,9 @@ def test_paired_methods_double_the_sequences_through_the_policy():
     lf = run(dpo(trainer=TrainerFamily.LLAMA_FACTORY)).stage(3)
     # ... and its reference pass holds one fp32 copy of the logits more (test_dpo_reference_pass_...)
     assert lf.per_gpu["activations"] == sft2.stage(3).per_gpu["activations"] + PASS_FP32
-    # TRL up to 1.14 keeps them in bf16 (selective_log_softmax): 3 copies of 2 B, not 3 of 4 B, per token and
+    # TRL 0.15 to 0.28 keep them in bf16 (selective_log_softmax): 3 copies of 2 B, not 3 of 4 B, per token and
     # vocabulary entry
-    trl = run(dpo(trainer_version="1.14.0")).stage(3)
+    trl = run(dpo(trainer_version="0.21.0")).stage(3)
     assert lf.per_gpu["activations"] - trl.per_gpu["activations"] == (12 - 6) * 2 * 1024 * 32000 + PASS_FP32
     # from 1.15 the fused LM head scores both sequences (dpo_trainer.py _compute_loss @ v1.16.0): no logits, the fp32
     # gradients of the hidden states and of the head, their casts and a tile, over the 2 x 1024 tokens
@@ -429,7 +429,7 @@ def test_ms_swift_keeps_the_preference_logits_in_bf16_as_trl_does():
     # the bf16 logits (no upcast): the same activations as TRL's DPO before its fused LM head (1.15), below
     # LLaMA-Factory's fp32 ones
     swift = run(dpo(trainer=TrainerFamily.MS_SWIFT, trainer_version="3.8.0")).stage(3).per_gpu["activations"]
-    trl = run(dpo(trainer_version="1.14.0")).stage(3).per_gpu["activations"]
+    trl = run(dpo(trainer_version="0.21.0")).stage(3).per_gpu["activations"]
     lf = run(dpo(trainer=TrainerFamily.LLAMA_FACTORY)).stage(3).per_gpu["activations"]
     assert swift == trl and lf - swift == (12 - 6) * 2 * 1024 * 32000 + PASS_FP32
 
@@ -439,7 +439,7 @@ def test_axolotl_s_preference_trainers_are_trl_s_at_the_trl_it_pins():
     # (core/trainers/dpo/trainer.py @ v0.18.0): the logits stay in the model's bf16, as TRL's, not LLaMA-Factory's
     # fp32, at any axolotl release (each pins TRL 0.7.9 or later)
     ax = run(dpo(trainer=TrainerFamily.AXOLOTL, trainer_version="0.18.0")).stage(3).per_gpu["activations"]
-    trl = run(dpo(trainer_version="1.14.0")).stage(3).per_gpu["activations"]
+    trl = run(dpo(trainer_version="1.8.0")).stage(3).per_gpu["activations"]
     assert ax == trl == run(dpo(trainer=TrainerFamily.AXOLOTL)).stage(3).per_gpu["activations"]
     # axolotl 0.6.0 pins trl==0.12.1: TRL's reference pass beside the held bf16 logits (before 0.15), as TRL 0.12.1
     old = dpo(trainer=TrainerFamily.AXOLOTL, trainer_version="0.6.0")
@@ -474,12 +474,37 @@ def test_dpo_reference_pass_holds_one_copy_of_the_logits_over_the_backward():
     assert any("reference pass" in a and "counted" in a for a in lora_run.assumptions)
     # TRL 0.7.5 to 0.14 hold the bf16 logits and bf16 log-softmax (trl/trainer/dpo_trainer.py @ v0.9.6): 2 B over
     assert _pass(run(dpo(trainer_version="0.9.6"))) == 2 * 2 * 1024 * 32000
-    # TRL 0.15+ returns the mean logits only and scores row by row; precomputed log-probs run no pass
+    # TRL 0.15 to 0.28 return the mean logits only and score row by row; precomputed log-probs run no pass
     assert _pass(run(dpo(trainer_version="0.15.0"))) is None
-    assert _pass(run(dpo(trainer_version="1.9.0"))) is None
+    assert _pass(run(dpo(trainer_version="0.28.0"))) is None
     assert _pass(run(dataclasses.replace(lf, precompute_ref_log_probs=True))) is None
     # the unpaired and reference-free methods have none
     assert _pass(run(MethodSetup(method=Method.ORPO, trainer=TrainerFamily.LLAMA_FACTORY))) is None
+
+
+def test_trl_dpo_s_compute_loss_holds_the_policy_and_reference_logits_to_its_metrics():
+    """trl/trainer/dpo_trainer.py _compute_loss (0.29 to 1.14) keeps the policy's output to its end: at the metrics the
+    policy's logits, the per-row log-softmax saved for backward and the reference pass's logits are live, with up to
+    1.5 the .contiguous() copy of each model's shifted logits (5 copies) and from 1.6 entropy_from_logits' reshape copy
+    (4); measured on CPU with TRL's own code (benchmarks/dpo_loss.md). The backward's count is 3 copies."""
+    one = 2 * 2 * 1024 * 32000  # one bf16 copy of the paired batch's logits
+    for release, copies, bound in (("0.29.0", 2, 2.5), ("1.5.1", 2, 2.5), ("1.6.0", 1, 1), ("1.14.0", 1, 1)):
+        term = next(t for t in run(dpo(trainer_version=release)).stage(3).terms
+                    if t.key == "dpo_reference_pass" and t.phase == "train")
+        assert term.nbytes == copies * one and term.upper == bound * one, release
+    # the same with LoRA: the adapter-disabled pass makes the reference logits all the same
+    lora = dataclasses.replace(SPEC, trainable_parameters=4_194_304, peft="LoRA r=8")
+    assert _pass(run(dpo(trainer_version="1.9.0"), spec=lora)) == one
+    # precomputed log-probs: no reference logits; up to 1.5 only the chosen rows' masked copy may exceed the three
+    assert _pass(run(dpo(trainer_version="1.9.0", precompute_ref_log_probs=True))) is None
+    pre = next(t for t in run(dpo(trainer_version="1.5.1", precompute_ref_log_probs=True)).stage(3).terms
+               if t.key == "dpo_reference_pass" and t.phase == "train")
+    assert pre.nbytes == 0 and pre.upper == one // 2
+    # axolotl 0.17.0 pins trl==1.5.1, 0.18.0 trl==1.8.0: TRL's code at those releases
+    assert _pass(run(dpo(trainer=TrainerFamily.AXOLOTL, trainer_version="0.17.0"))) == 2 * one
+    assert _pass(run(dpo(trainer=TrainerFamily.AXOLOTL, trainer_version="0.18.0"))) == one
+    # the fused LM head (1.15+) scores without logits
+    assert _pass(run(dpo(trainer_version="1.15.0"))) is None
 
 
 LLAMA2_13B = {"model_type": "llama", "hidden_size": 5120, "intermediate_size": 13824, "num_hidden_layers": 40,
@@ -726,7 +751,8 @@ def test_trl_1_15_scores_dpo_and_kto_through_the_fused_lm_head(method):
     def act(**kw):
         return run(MethodSetup(method=method, **kw)).stage(3).per_gpu["activations"]
 
-    logits = act(trainer_version="1.14.0")
+    # 1.14's loss side holds one copy of the bf16 logits more than the backward's three (test_trl_dpo_s_compute_loss)
+    logits = act(trainer_version="1.14.0") - (2 * tokens * 32000 if method == Method.DPO else 0)
     assert act(trainer_version="1.16.0") - logits == fused_head_bytes(2, tokens, 4096, 32000) - 6 * tokens * 32000
     assert act(trainer_version="1.15.0") == act(trainer_version="1.16.0") == act()
     assert act(trainer=TrainerFamily.MS_SWIFT) == act(trainer=TrainerFamily.MS_SWIFT, trainer_version="3.8.0")

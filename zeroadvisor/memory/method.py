@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from enum import Enum, auto
+from fractions import Fraction
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
@@ -49,7 +50,7 @@ from zeroadvisor.memory.parallel import Parallel, parallel_activations
 from zeroadvisor.memory.phases import FrozenAtLoad
 from zeroadvisor.memory.settings import Settings
 from zeroadvisor.memory.states import deepspeed_terms, trainable
-from zeroadvisor.memory.terms import Term, ceil_div
+from zeroadvisor.memory.terms import Term, ceil_div, exact
 from zeroadvisor.memory.trl_sft_loss import FUSED_SOURCE, fused_head_bytes, fused_head_runs
 from zeroadvisor.model.peft import Quantization, quantized_base
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
@@ -907,34 +908,79 @@ TRL_DPO_SOURCE = "trl/trainer/dpo_trainer.py get_batch_loss_metrics, concatenate
 # TRL's DPO stops holding the whole logits across the reference pass at 0.15: concatenated_forward returns the mean
 # logits only, and selective_log_softmax keeps one row's log-softmax at a time (trl/trainer/utils.py)
 TRL_ROW_LOG_SOFTMAX = Version("0.15")
+# From 0.29 DPO's loss is one function, _compute_loss, that holds the policy's output (its logits) to the end, beside
+# the reference forward's output and the metrics over the logits; 1.6 drops its .contiguous() copies; 1.15 scores
+# through the fused LM head (memory/trl_sft_loss.py), no logits.
+TRL_DPO_COMPUTE_LOSS = Version("0.29")
+TRL_DPO_NO_CONTIGUOUS = Version("1.6")
+TRL_DPO_FUSED = Version("1.15")
+TRL_COMPUTE_LOSS_SOURCE = ("trl/trainer/dpo_trainer.py _compute_loss @ v0.29.0, v1.5.1 (shift_logits .contiguous()), "
+                           "v1.9.0; trl/trainer/utils.py entropy_from_logits; measured on CPU: "
+                           "benchmarks/calibrate_dpo_loss.py")
 
 
-def _reference_pass(setup: MethodSetup) -> tuple[bool, str] | None:
-    """Whether DPO's reference pass exceeds the backward's loss peak: (its logits upcast to fp32, where that is read);
-    None where it stays under it, runs no pass (precomputed log-probs, REFERENCE_FREE_LOSSES), or the trainer's code
-    is not read here.
+@dataclass(frozen=True, slots=True)
+class LossMoment:
+    """The moment of DPO's loss side above the backward's loss peak (3 copies of the paired batch's logits,
+    memory/activations.py), in copies of those logits: ``copies`` expected, ``bound`` where the data decides more
+    (the chosen completion's share of the positions), ``upcast`` whether a copy is fp32 (else the model's dtype)."""
 
-    LLaMA-Factory and TRL up to 0.14 run the reference pass under no_grad after the policy's forward, with the
-    policy's graph live and its whole logits held for the metrics (``policy_chosen_logits``), beside log_softmax's
-    output (saved for backward): 2 copies; the pass makes the same 2 and frees them on return; the backward's loss
-    peak holds 3 (memory/activations.py: the log-probs, their gradient, the logits' gradient; the held logits are
-    gone by then). One copy over, in the logits' dtype: fp32 where the trainer upcasts them (LLaMA-Factory's
-    ``.logits.to(torch.float32)``; TRL before 0.7.5), the model's otherwise. With LoRA the reference is the same
-    model with its adapter disabled, so the pass runs without a reference copy too."""
-    if setup.method != Method.DPO or bool(setup.precompute_ref_log_probs) \
-            or (setup.loss_type or "").strip().lower() in REFERENCE_FREE_LOSSES:
+    copies: Fraction
+    bound: Fraction
+    upcast: bool
+    source: str
+
+
+def _reference_pass(setup: MethodSetup) -> LossMoment | None:
+    """What DPO's loss side holds above the backward's loss peak, by the trainer's code at its release; None where it
+    stays under it or the trainer's code is not read here.
+
+    * LLaMA-Factory and TRL up to 0.14 run the reference pass under no_grad after the policy's forward, with the
+      policy's graph live and its whole logits held for the metrics (``policy_chosen_logits``), beside log_softmax's
+      output (saved for backward): 2 copies; the pass makes the same 2 and frees them on return: one copy over the
+      backward's 3, in the logits' dtype: fp32 where the trainer upcasts them (LLaMA-Factory's
+      ``.logits.to(torch.float32)``; TRL before 0.7.5). With LoRA the reference is the same model with its adapter
+      disabled, so the pass runs without a reference copy too. Precomputed log-probs: no pass.
+    * TRL 0.15 to 0.28: concatenated_forward returns the mean logits only: the policy's logits, its saved
+      log-softmax and the masked copy for their mean (2.4 copies measured), under the backward's count.
+    * TRL 0.29 to 1.14 (_compute_loss): the policy's output stays referenced to the end, so at the metrics the
+      policy's logits, the per-row log-softmax saved for backward and the reference's logits (a local too; with LoRA
+      the adapter-disabled pass's) are live, with, up to 1.5, the ``.contiguous()`` copy of each model's shifted
+      logits (5 copies), and from 1.6 entropy_from_logits' reshape copy of the non-contiguous shifted logits (4);
+      the masked copy of the chosen rows' logits for their mean adds half a copy at most (the completion's share: a
+      bound). Measured on CPU with TRL 0.29.0, 1.5.1 and 1.9.0's own _compute_loss (benchmarks/dpo_loss.md): 5.38
+      and 4.0 copies on a GPU's arithmetic, the backward's own peak 2.0 to 2.5. Precomputed log-probs: no reference
+      logits (3 copies up to 1.5, the entropy copy's moment 3 from 1.6)."""
+    if setup.method != Method.DPO or (setup.loss_type or "").strip().lower() in REFERENCE_FREE_LOSSES:
         return None
+    precomputed = bool(setup.precompute_ref_log_probs)
     if setup.trainer == TrainerFamily.LLAMA_FACTORY:
-        return True, LLAMA_FACTORY_DPO_SOURCE
+        return None if precomputed else LossMoment(Fraction(1), Fraction(1), True, LLAMA_FACTORY_DPO_SOURCE)
     trl = axolotl_trl(setup.release) if setup.trainer == TrainerFamily.AXOLOTL else setup.release
-    if setup.trainer not in (None, TrainerFamily.TRL, TrainerFamily.AXOLOTL) or trl is None \
-            or trl >= TRL_ROW_LOG_SOFTMAX:
+    if setup.trainer not in (None, TrainerFamily.TRL, TrainerFamily.AXOLOTL) or trl is None:
         return None
-    return trl < TRL_BF16_LOGITS, TRL_DPO_SOURCE
+    return _trl_dpo_moment(trl, precomputed)
+
+
+def _trl_dpo_moment(trl: Version, precomputed: bool) -> LossMoment | None:
+    """_reference_pass for TRL's DPO at ``trl`` (its own, or the one axolotl pins)."""
+    if trl < TRL_ROW_LOG_SOFTMAX:
+        return None if precomputed else LossMoment(Fraction(1), Fraction(1), trl < TRL_BF16_LOGITS, TRL_DPO_SOURCE)
+    if trl < TRL_DPO_COMPUTE_LOSS or trl >= TRL_DPO_FUSED:
+        return None
+    contiguous = trl < TRL_DPO_NO_CONTIGUOUS
+    # live at the metrics: 5 copies with the .contiguous() copies, else 4; the reference's (and its copy) gone
+    # with precomputed log-probs; the backward's 3 already counted
+    live = (5 if contiguous else 4) - ((2 if contiguous else 1) if precomputed else 0)
+    masked = Fraction(1, 2) if contiguous else Fraction(0)  # at 1.6+ under the entropy copy's moment
+    if live <= 3 and not masked:
+        return None
+    over = Fraction(max(live - 3, 0))
+    return LossMoment(over, over + masked, False, TRL_COMPUTE_LOSS_SOURCE)
 
 
 # The TRL each axolotl release pins (requirements.txt to v0.16.0, pyproject.toml from v0.17.0), ascending: its DPO
-# trainer is TRL's (AxolotlDPOTrainer), so TRL's code at that release decides the reference pass.
+# trainer is TRL's (AxolotlDPOTrainer), so TRL's code at that release decides the loss side.
 AXOLOTL_TRL_PINS = ((Version("0.4.0"), Version("0.7.9")), (Version("0.5.0"), Version("0.12.0")),
                     (Version("0.6.0"), Version("0.12.1")), (Version("0.7.0"), Version("0.15.0")),
                     (Version("0.8.0"), Version("0.16.0")), (Version("0.9.0"), Version("0.17.0")),
@@ -955,20 +1001,24 @@ def axolotl_trl(release: Version | None) -> Version | None:
 
 def dpo_reference_pass_terms(shape: TrainingShape, policy: ModelSpec, micro_batch: int, layout: Parallel,
                              model_bytes: int, head_share: int) -> list[Term]:
-    """What DPO's reference pass adds beyond the policy's loss peak in backward (_reference_pass): one copy of the
-    paired batch's logits. Where a layer's recompute is the activations' peak (``head_share`` 0) the loss side is
-    below it by an amount not kept here: a bound."""
+    """What DPO's loss side adds beyond the policy's loss peak in backward (_reference_pass): copies of the paired
+    batch's logits. Where a layer's recompute is the activations' peak (``head_share`` 0) the loss side is below it
+    by an amount not kept here: a bound."""
     found = _reference_pass(shape.method)
     if found is None or not shape.sequence_length or not policy.vocab_size or policy.lm_head is False:
         return []
-    upcast, source = found
-    per = FP32_BYTES if upcast else model_bytes
+    per = FP32_BYTES if found.upcast else model_bytes
     length = ceil_div(shape.sequence_length, layout.sequence)
     rows = batch_factor(shape.method) * micro_batch
-    return [Term("activations", Resource.GPU, per * rows * length * policy.vocab_size, "dpo_reference_pass",
-                 "DPO's reference pass (no_grad) beside the policy's held logits and saved log-softmax",
-                 f"{per} B × {rows} rows × {length} × V {policy.vocab_size:,} (one copy of the logits over the "
-                 "backward's three)", source, kind=TermKind.EXACT if head_share else TermKind.BOUND)]
+    one = per * rows * length * policy.vocab_size
+    expected, bound = exact(found.copies * one), exact(found.bound * one)
+    return [Term("activations", Resource.GPU, expected, "dpo_reference_pass",
+                 "DPO's loss side (the reference pass, the held logits, the metrics) above the backward's loss peak",
+                 f"{found.copies} x {per} B × {rows} rows × {length} × V {policy.vocab_size:,} (copies of the logits "
+                 "over the backward's three" + (f"; up to {found.bound} with the chosen rows' masked copy"
+                                                if found.bound > found.copies else "") + ")",
+                 found.source, kind=TermKind.EXACT if head_share else TermKind.BOUND,
+                 bound=bound if bound > expected else None)]
 
 
 def kto_note(setup: MethodSetup) -> str | None:
@@ -1174,10 +1224,14 @@ def method_notes(setup: MethodSetup, config_has_optimizer: bool, policy: ModelSp
 def _reference_pass_words(setup: MethodSetup, policy: ModelSpec) -> str:
     """How the paired method's reference forward is counted (dpo_reference_pass_terms), for method_notes."""
     found = _reference_pass(setup)
+    if found is not None and found.source == TRL_COMPUTE_LOSS_SOURCE:
+        return (f"; the loss side holds the policy's logits, their saved log-softmax and the reference pass's logits "
+                f"(with LoRA the adapter disabled) to the metrics: {found.copies} copies of the logits over the "
+                f"backward's loss peak, counted ({found.source})")
     if found is not None:
         return ("; the reference pass (with LoRA the adapter disabled) runs under no_grad after the policy's, whose "
                 "whole logits and log-softmax stay held: one copy of the logits over the backward's loss peak, "
-                f"counted ({found[1]})")
+                f"counted ({found.source})")
     if not has_reference(setup, policy):  # CPO, ORPO and reward models run none
         return ""
     return ("; the reference forward runs under no_grad after the policy's, beside its saved activations and logits "

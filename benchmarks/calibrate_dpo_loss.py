@@ -1,0 +1,185 @@
+"""Measure TRL's DPO loss side on CPU against memory/method.py (dpo_reference_pass_terms) and memory/activations.py.
+
+TRL's DPOTrainer._compute_loss (0.29 to 1.14) runs the policy, the reference (under no_grad) and the metrics in one
+function that keeps the policy's output to its end, so its loss side can hold more copies of the vocabulary-wide
+logits than the backward does. This script runs that very method, from the TRL importable here (the oracle extra's
+pin, or an older one put first on PYTHONPATH: ``pip install --no-deps --target DIR trl==1.5.1``), on a randomly
+initialised transformers LlamaForCausalLM in bf16 with gradient checkpointing and a frozen deep copy as the reference
+model, for one paired batch (chosen and rejected rows), and measures the peak of live CPU bytes over the loss and its
+backward beyond the start (torch.profiler's memory events, benchmarks/calibrate_step_temporaries.py profiled_peak),
+after a warm-up step that made every gradient. The model is narrow (hidden 64) and the vocabulary wide, so the logits
+are nearly all of it; the result is stated in copies of the paired batch's bf16 logits.
+
+One difference between the CPU and a GPU is measured and removed: on the CPU ``Tensor.mean`` of a bf16 tensor first
+copies it to fp32 (aten::mean -> sum -> to); a CUDA reduction reads the bf16 input. The chosen rows' masked copy
+whose mean the metrics take is small here (the completion is a quarter of each row), so the entropy's moment is the
+peak either way.
+
+Compared with the estimate for the same model and shape with the method setup TRL DPO at the measured release:
+the activations (the backward's three copies) plus the dpo_reference_pass term (its expected bytes and its bound).
+
+    PYTHONPATH=. python benchmarks/calibrate_dpo_loss.py                  # the installed TRL
+    PYTHONPATH=/tmp/trl151:. python benchmarks/calibrate_dpo_loss.py --merge   # another release, merged in
+writes benchmarks/dpo_loss.json (rows by release) and benchmarks/dpo_loss.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import copy
+import json
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path.insert(0, str(REPO))
+
+from calibrate_step_temporaries import profiled_peak  # noqa: E402
+
+HIDDEN, LAYERS, VOCAB = 64, 2, 32768
+CASES = [{"tokens": 512, "pairs": 1}, {"tokens": 512, "pairs": 4}, {"tokens": 1024, "pairs": 2}]
+COMPLETION_SHARE = 4  # the completion is the last quarter of each row (the prompt the first three)
+OUT = REPO / "benchmarks" / "dpo_loss.json"
+
+
+def config() -> dict[str, Any]:
+    return {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": HIDDEN,
+            "intermediate_size": 172, "num_hidden_layers": LAYERS, "num_attention_heads": 4, "num_key_value_heads": 2,
+            "vocab_size": VOCAB, "max_position_embeddings": 32768, "tie_word_embeddings": False,
+            "torch_dtype": "bfloat16", "attention_dropout": 0.0, "rms_norm_eps": 1e-6}
+
+
+def _trainer(model: Any, ref: Any) -> Any:
+    """A DPOTrainer carrying what _compute_loss reads, without the datasets and tokenizer its __init__ prepares."""
+    from accelerate import Accelerator
+    from trl.trainer.dpo_trainer import DPOTrainer
+
+    trainer = object.__new__(DPOTrainer)
+    args = types.SimpleNamespace(gradient_checkpointing=True, gradient_checkpointing_kwargs={"use_reentrant": False},
+                                 max_length=None, discopop_tau=0.05, rpo_alpha=None, use_weighting=False)
+    trainer.__dict__.update(
+        model=model, ref_model=ref, accelerator=Accelerator(cpu=True), aux_loss_enabled=False,
+        precompute_ref_logps=False, args=args, ld_alpha=None, f_divergence_type="reverse_kl",
+        loss_types=["sigmoid"], loss_weights=[1.0], beta=0.1, use_weighting=False, label_smoothing=0.0,
+        _metrics={"train": collections.defaultdict(list), "eval": collections.defaultdict(list)},
+        _total_train_tokens=0, use_liger_kernel=False)
+    return trainer
+
+
+def measure(tokens: int, pairs: int) -> dict[str, float]:
+    """Peak live bytes of _compute_loss + backward, and of the forward side and the backward apart."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(**{k: v for k, v in config().items() if k not in ("architectures", "model_type", "torch_dtype")})
+    cfg._attn_implementation = "sdpa"
+    model = LlamaForCausalLM(cfg).to(torch.bfloat16).train()
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    ref = copy.deepcopy(model).eval()
+    for p in ref.parameters():
+        p.requires_grad_(False)
+    rows = 2 * pairs
+    ids = torch.randint(0, VOCAB, (rows, tokens))
+    prompt = tokens - tokens // COMPLETION_SHARE
+    completion = torch.cat([torch.zeros(rows, prompt, dtype=torch.long),
+                            torch.ones(rows, tokens - prompt, dtype=torch.long)], dim=1)
+    inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "completion_mask": completion}
+    trainer = _trainer(model, ref)
+    kept: list[Any] = []
+
+    def forward() -> None:
+        kept.append(trainer._compute_loss(model, inputs, False))
+
+    def backward() -> None:
+        kept.pop().backward()
+
+    def step() -> None:
+        forward()
+        backward()
+
+    step()  # every parameter's .grad now exists
+    model.zero_grad(set_to_none=False)
+    peak, _ = profiled_peak(step)
+    forward_peak, net = profiled_peak(forward)
+    backward_peak, _ = profiled_peak(backward)
+    return {"peak": peak, "forward_peak": forward_peak, "backward_peak": net + backward_peak}
+
+
+def predict(tokens: int, pairs: int, release: str) -> tuple[int, int]:
+    """The estimate's activations for the same model and shape (expected, bound): activation_bytes plus the
+    dpo_reference_pass term at ``release``."""
+    from zeroadvisor.config.method import MethodSetup
+    from zeroadvisor.memory.activations import activation_bytes
+    from zeroadvisor.memory.method import dpo_reference_pass_terms
+    from zeroadvisor.memory.parallel import Parallel
+    from zeroadvisor.model.hf import spec_from_hf_config
+    from zeroadvisor.model.spec import Checkpointing, TrainingShape
+    from zeroadvisor.vocab import Method, TrainerFamily
+
+    setup = MethodSetup(method=Method.DPO, trainer=TrainerFamily.TRL, trainer_version=release, use_reference=True)
+    shape = TrainingShape(sequence_length=tokens, flash_attention=True, activation_checkpointing=Checkpointing.FULL,
+                          method=setup)
+    spec = spec_from_hf_config(config())
+    act = activation_bytes(spec, shape, pairs, "bf16")
+    extra = dpo_reference_pass_terms(shape, spec, pairs, Parallel(), 2, act.head_share)
+    return act.nbytes + sum(t.nbytes for t in extra), act.nbytes + sum(t.upper for t in extra)
+
+
+def rows_for(release: str, cases: list[dict[str, int]] | None = None) -> list[dict[str, Any]]:
+    out = []
+    for case in CASES if cases is None else cases:
+        tokens, pairs = case["tokens"], case["pairs"]
+        one = 2 * pairs * tokens * VOCAB * 2  # one bf16 copy of the paired batch's logits
+        measured = measure(tokens, pairs)
+        expected, bound = predict(tokens, pairs, release)
+        out.append({"trl": release, **case, "copy_bytes": one,
+                    **dict(measured.items()),
+                    "measured_copies": round(measured["peak"] / one, 3),
+                    "forward_copies": round(measured["forward_peak"] / one, 3),
+                    "backward_copies": round(measured["backward_peak"] / one, 3),
+                    "predicted": expected, "predicted_bound": bound,
+                    "ratio": round(expected / measured["peak"], 3),
+                    "bound_ratio": round(bound / measured["peak"], 3)})
+    return out
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    lines = ["# TRL's DPO loss side: measured vs estimate (benchmarks/calibrate_dpo_loss.py)", "",
+             (f"TRL's own DPOTrainer._compute_loss and its backward on CPU: a transformers Llama (hidden {HIDDEN}, "
+             f"{LAYERS} layers, vocabulary {VOCAB:,}) in bf16 with gradient checkpointing, a frozen copy as the "
+             "reference, the completion the last quarter of each row. Peaks in copies of the paired batch's bf16 "
+             "logits (2 x pairs rows x tokens x V x 2 B); the estimate is memory/activations.py plus "
+             "memory/method.py dpo_reference_pass_terms at the same release (expected, and the bound where the "
+             "chosen rows' masked copy may add to it). The CPU's fp32 copy for a bf16 mean is in these peaks (a GPU "
+             "reads bf16 directly): about 0.25 copies at the metrics' moment, under the entropy's from 1.6."),
+             "", ("| TRL | tokens | pairs | measured peak (copies) | forward side | backward | predicted/measured | "
+             "bound/measured |"), "|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['trl']} | {r['tokens']} | {r['pairs']} | {r['measured_copies']:.2f} | {r['forward_copies']:.2f} | "
+              f"{r['backward_copies']:.2f} | {r['ratio']:.3f} | {r['bound_ratio']:.3f} |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--merge", action="store_true", help="keep the other releases' rows in dpo_loss.json")
+    options = parser.parse_args(argv)
+    import trl
+
+    release = trl.__version__
+    rows = rows_for(release)
+    for row in rows:
+        print(json.dumps(row))
+    kept = [r for r in json.loads(OUT.read_text()) if r["trl"] != release] if options.merge and OUT.exists() else []
+    everything = sorted(kept + rows, key=lambda r: (tuple(int(x) for x in r["trl"].split(".")[:3]), r["tokens"],
+                                                    r["pairs"]))
+    OUT.write_text(json.dumps(everything, indent=1) + "\n")
+    OUT.with_suffix(".md").write_text(markdown(everything))
+
+
+if __name__ == "__main__":
+    main()
