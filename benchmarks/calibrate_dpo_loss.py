@@ -70,8 +70,26 @@ def _trainer(model: Any, ref: Any) -> Any:
     return trainer
 
 
-def measure(tokens: int, pairs: int) -> dict[str, float]:
-    """Peak live bytes of _compute_loss + backward, and of the forward side and the backward apart."""
+def _kto_trainer(model: Any, ref: Any) -> Any:
+    """A KTOTrainer carrying what _compute_loss (1.8+) reads, the KL term on (loss_type kto, the default)."""
+    from accelerate import Accelerator
+    from trl.trainer.kto_trainer import KTOTrainer
+
+    trainer = object.__new__(KTOTrainer)
+    args = types.SimpleNamespace(gradient_checkpointing=True, gradient_checkpointing_kwargs={"use_reentrant": False})
+    trainer.__dict__.update(
+        model=model, ref_model=ref, accelerator=Accelerator(cpu=True), aux_loss_enabled=False,
+        precompute_ref_logps=False, args=args, calculate_KL=True, loss_type="kto", beta=0.1, desirable_weight=1.0,
+        undesirable_weight=1.0, use_liger_kernel=False,
+        _metrics={"train": collections.defaultdict(list), "eval": collections.defaultdict(list)},
+        _total_train_tokens=0)
+    return trainer
+
+
+def measure(tokens: int, pairs: int, method: str = "dpo") -> dict[str, float]:
+    """Peak live bytes of _compute_loss + backward, and of the forward side and the backward apart. KTO runs the
+    same 2 x pairs rows unpaired, desirable and undesirable alternating, with a batch of mismatched completions
+    for its KL term."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -89,7 +107,10 @@ def measure(tokens: int, pairs: int) -> dict[str, float]:
     completion = torch.cat([torch.zeros(rows, prompt, dtype=torch.long),
                             torch.ones(rows, tokens - prompt, dtype=torch.long)], dim=1)
     inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "completion_mask": completion}
-    trainer = _trainer(model, ref)
+    if method == "kto":
+        inputs.update(label=torch.tensor([True, False] * pairs), KL_input_ids=torch.randint(0, VOCAB, (rows, tokens)),
+                      KL_attention_mask=torch.ones_like(ids), KL_completion_mask=completion)
+    trainer = _kto_trainer(model, ref) if method == "kto" else _trainer(model, ref)
     kept: list[Any] = []
 
     def forward() -> None:
@@ -110,34 +131,36 @@ def measure(tokens: int, pairs: int) -> dict[str, float]:
     return {"peak": peak, "forward_peak": forward_peak, "backward_peak": net + backward_peak}
 
 
-def predict(tokens: int, pairs: int, release: str) -> tuple[int, int]:
+def predict(tokens: int, pairs: int, release: str, method: str = "dpo") -> tuple[int, int]:
     """The estimate's activations for the same model and shape (expected, bound): activation_bytes plus the
     dpo_reference_pass term at ``release``."""
     from zeroadvisor.config.method import MethodSetup
     from zeroadvisor.memory.activations import activation_bytes
-    from zeroadvisor.memory.method import dpo_reference_pass_terms
+    from zeroadvisor.memory.method import activation_spec, batch_factor, dpo_reference_pass_terms
     from zeroadvisor.memory.parallel import Parallel
     from zeroadvisor.model.hf import spec_from_hf_config
     from zeroadvisor.model.spec import Checkpointing, TrainingShape
     from zeroadvisor.vocab import Method, TrainerFamily
 
-    setup = MethodSetup(method=Method.DPO, trainer=TrainerFamily.TRL, trainer_version=release, use_reference=True)
+    setup = MethodSetup(method=Method(method), trainer=TrainerFamily.TRL, trainer_version=release, use_reference=True)
+    samples = pairs if method == "dpo" else 2 * pairs  # KTO's rows are its samples
     shape = TrainingShape(sequence_length=tokens, flash_attention=True, activation_checkpointing=Checkpointing.FULL,
                           method=setup)
     spec = spec_from_hf_config(config())
-    act = activation_bytes(spec, shape, pairs, "bf16")
-    extra = dpo_reference_pass_terms(shape, spec, pairs, Parallel(), 2, act.head_share)
+    # as memory/estimate.py: the method's view of the policy (its logits' dtype) and its rows per sample
+    act = activation_bytes(activation_spec(setup, spec), shape, samples * batch_factor(setup), "bf16")
+    extra = dpo_reference_pass_terms(shape, spec, samples, Parallel(), 2, act.head_share)
     return act.nbytes + sum(t.nbytes for t in extra), act.nbytes + sum(t.upper for t in extra)
 
 
-def rows_for(release: str, cases: list[dict[str, int]] | None = None) -> list[dict[str, Any]]:
+def rows_for(release: str, cases: list[dict[str, int]] | None = None, method: str = "dpo") -> list[dict[str, Any]]:
     out = []
     for case in CASES if cases is None else cases:
         tokens, pairs = case["tokens"], case["pairs"]
-        one = 2 * pairs * tokens * VOCAB * 2  # one bf16 copy of the paired batch's logits
-        measured = measure(tokens, pairs)
-        expected, bound = predict(tokens, pairs, release)
-        out.append({"trl": release, **case, "copy_bytes": one,
+        one = 2 * pairs * tokens * VOCAB * 2  # one bf16 copy of the batch's logits (2 x pairs rows)
+        measured = measure(tokens, pairs, method)
+        expected, bound = predict(tokens, pairs, release, method)
+        out.append({"trl": release, "method": method, **case, "copy_bytes": one,
                     **dict(measured.items()),
                     "measured_copies": round(measured["peak"] / one, 3),
                     "forward_copies": round(measured["forward_peak"] / one, 3),
@@ -157,10 +180,11 @@ def markdown(rows: list[dict[str, Any]]) -> str:
              "memory/method.py dpo_reference_pass_terms at the same release (expected, and the bound where the "
              "chosen rows' masked copy may add to it). The CPU's fp32 copy for a bf16 mean is in these peaks (a GPU "
              "reads bf16 directly): about 0.25 copies at the metrics' moment, under the entropy's from 1.6."),
-             "", ("| TRL | tokens | pairs | measured peak (copies) | forward side | backward | predicted/measured | "
-             "bound/measured |"), "|---|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['trl']} | {r['tokens']} | {r['pairs']} | {r['measured_copies']:.2f} | {r['forward_copies']:.2f} | "
-              f"{r['backward_copies']:.2f} | {r['ratio']:.3f} | {r['bound_ratio']:.3f} |" for r in rows]
+             "", ("| TRL | method | tokens | pairs (KTO: rows / 2) | measured peak (copies) | forward side | "
+                  "backward | predicted/measured | bound/measured |"), "|---|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['trl']} | {r.get('method', 'dpo')} | {r['tokens']} | {r['pairs']} | {r['measured_copies']:.2f} | "
+              f"{r['forward_copies']:.2f} | {r['backward_copies']:.2f} | {r['ratio']:.3f} | {r['bound_ratio']:.3f} |"
+              for r in rows]
     return "\n".join(lines) + "\n"
 
 
@@ -169,13 +193,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--merge", action="store_true", help="keep the other releases' rows in dpo_loss.json")
     options = parser.parse_args(argv)
     import trl
+    from packaging.version import Version
 
     release = trl.__version__
     rows = rows_for(release)
+    if Version(release) >= Version("1.8"):  # KTO's _compute_loss (memory/method.py TRL_KTO_COMPUTE_LOSS)
+        rows += rows_for(release, method="kto")
     for row in rows:
         print(json.dumps(row))
     kept = [r for r in json.loads(OUT.read_text()) if r["trl"] != release] if options.merge and OUT.exists() else []
-    everything = sorted(kept + rows, key=lambda r: (tuple(int(x) for x in r["trl"].split(".")[:3]), r["tokens"],
+    everything = sorted(kept + rows, key=lambda r: (Version(r["trl"]), r.get("method", "dpo"), r["tokens"],
                                                     r["pairs"]))
     OUT.write_text(json.dumps(everything, indent=1) + "\n")
     OUT.with_suffix(".md").write_text(markdown(everything))

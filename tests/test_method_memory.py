@@ -507,6 +507,21 @@ def test_trl_dpo_s_compute_loss_holds_the_policy_and_reference_logits_to_its_met
     assert _pass(run(dpo(trainer_version="1.15.0"))) is None
 
 
+def test_trl_kto_s_compute_loss_holds_the_policy_and_reference_logits_to_its_metrics():
+    """trl/trainer/kto_trainer.py _compute_loss (1.8 to 1.14) has DPO's shape from 1.6: one copy of the batch's logits
+    (one row per sample) over the backward's three, up to two with the chosen rows' copies (benchmarks/dpo_loss.md);
+    the older KTO forward (before 1.8) and precomputed log-probs add none."""
+    one = 2 * 1024 * 32000
+    kto = MethodSetup(method=Method.KTO, trainer_version="1.9.0")
+    term = next(t for t in run(kto).stage(3).terms if t.key == "dpo_reference_pass" and t.phase == "train")
+    assert term.nbytes == one and term.upper == 2 * one
+    for release in ("1.5.1", "1.7.0", "1.15.0"):
+        assert _pass(run(dataclasses.replace(kto, trainer_version=release))) is None, release
+    assert _pass(run(dataclasses.replace(kto, precompute_ref_log_probs=True))) is None
+    assert _pass(run(MethodSetup(method=Method.KTO, trainer=TrainerFamily.AXOLOTL, trainer_version="0.18.0"))) == one
+    assert any("1 copy of the batch's logits over the backward" in a for a in run(kto).assumptions)
+
+
 LLAMA2_13B = {"model_type": "llama", "hidden_size": 5120, "intermediate_size": 13824, "num_hidden_layers": 40,
               "num_attention_heads": 40, "num_key_value_heads": 40, "vocab_size": 32000}
 
@@ -751,8 +766,9 @@ def test_trl_1_15_scores_dpo_and_kto_through_the_fused_lm_head(method):
     def act(**kw):
         return run(MethodSetup(method=method, **kw)).stage(3).per_gpu["activations"]
 
-    # 1.14's loss side holds one copy of the bf16 logits more than the backward's three (test_trl_dpo_s_compute_loss)
-    logits = act(trainer_version="1.14.0") - (2 * tokens * 32000 if method == Method.DPO else 0)
+    # 1.14's loss side holds one copy of the bf16 logits more than the backward's three (test_trl_dpo_s_compute_loss,
+    # test_trl_kto_s_compute_loss)
+    logits = act(trainer_version="1.14.0") - 2 * tokens * 32000
     assert act(trainer_version="1.16.0") - logits == fused_head_bytes(2, tokens, 4096, 32000) - 6 * tokens * 32000
     assert act(trainer_version="1.15.0") == act(trainer_version="1.16.0") == act()
     assert act(trainer=TrainerFamily.MS_SWIFT) == act(trainer=TrainerFamily.MS_SWIFT, trainer_version="3.8.0")

@@ -951,6 +951,8 @@ def _reference_pass(setup: MethodSetup) -> LossMoment | None:
       bound). Measured on CPU with TRL 0.29.0, 1.5.1 and 1.9.0's own _compute_loss (benchmarks/dpo_loss.md): 5.38
       and 4.0 copies on a GPU's arithmetic, the backward's own peak 2.0 to 2.5. Precomputed log-probs: no reference
       logits (3 copies up to 1.5, the entropy copy's moment 3 from 1.6)."""
+    if setup.method == Method.KTO:
+        return _trl_kto_moment(setup)
     if setup.method != Method.DPO or (setup.loss_type or "").strip().lower() in REFERENCE_FREE_LOSSES:
         return None
     precomputed = bool(setup.precompute_ref_log_probs)
@@ -960,6 +962,26 @@ def _reference_pass(setup: MethodSetup) -> LossMoment | None:
     if setup.trainer not in (None, TrainerFamily.TRL, TrainerFamily.AXOLOTL) or trl is None:
         return None
     return _trl_dpo_moment(trl, precomputed)
+
+
+# TRL's KTO is one _compute_loss of the same shape from 1.8 (trl/trainer/kto_trainer.py @ v1.8.0, v1.9.0; the
+# experimental KTOTrainer of 1.5 to 1.7 and the trainer before keep the older forward); 1.15 fuses the LM head.
+TRL_KTO_COMPUTE_LOSS = Version("1.8")
+TRL_KTO_COMPUTE_LOSS_SOURCE = ("trl/trainer/kto_trainer.py _compute_loss @ v1.8.0, v1.9.0; trl/trainer/utils.py "
+                               "entropy_from_logits; measured on CPU: benchmarks/calibrate_dpo_loss.py")
+
+
+def _trl_kto_moment(setup: MethodSetup) -> LossMoment | None:
+    """KTO's loss side at TRL 1.8 to 1.14 (and axolotl's at the TRL it pins): as DPO's from 1.6, the policy's and the
+    reference's logits, the saved log-softmax and entropy_from_logits' copy at the metrics (4 copies of the batch's
+    logits, one row per sample), then the chosen and rejected rows' index_select copies (1 together) with the chosen
+    rows' masked copy for their mean (up to 1 more where every row is chosen and all completion): 1 copy over the
+    backward's 3, up to 2. Precomputed log-probs: no reference logits, 3."""
+    trl = axolotl_trl(setup.release) if setup.trainer == TrainerFamily.AXOLOTL else setup.release
+    if setup.trainer not in (None, TrainerFamily.TRL, TrainerFamily.AXOLOTL) or trl is None \
+            or not TRL_KTO_COMPUTE_LOSS <= trl < TRL_DPO_FUSED or setup.precompute_ref_log_probs:
+        return None
+    return LossMoment(Fraction(1), Fraction(2), False, TRL_KTO_COMPUTE_LOSS_SOURCE)
 
 
 def _trl_dpo_moment(trl: Version, precomputed: bool) -> LossMoment | None:
@@ -1021,15 +1043,27 @@ def dpo_reference_pass_terms(shape: TrainingShape, policy: ModelSpec, micro_batc
                  bound=bound if bound > expected else None)]
 
 
+def _kto_moment_words(setup: MethodSetup) -> str:
+    """The loss side's moment above the backward (_trl_kto_moment), as a clause of kto_note; empty where none."""
+    moment = _trl_kto_moment(setup)
+    if moment is None:
+        return ""
+    return (f"; the loss side holds the policy's and the reference's logits, their saved log-softmax and the metrics' "
+            f"copies together: {moment.copies} copy of the batch's logits over the backward's loss peak, up to "
+            f"{moment.bound} (the chosen rows' masked copy), counted ({moment.source})")
+
+
 def kto_note(setup: MethodSetup) -> str | None:
     """What KTO's KL term does to the estimate, said once (kto_kl_terms); None for another method."""
     if setup.method != Method.KTO:
         return None
     if not kto_calculates_kl(setup):
-        return f"KTO loss_type {setup.loss_type}: no KL term, no mismatched-completion forward"
+        return (f"KTO loss_type {setup.loss_type}: no KL term, no mismatched-completion forward"
+                + _kto_moment_words(setup))
     if setup.trainer != TrainerFamily.LLAMA_FACTORY:
         return ("KTO's KL forward (loss_type kto): the policy's under no_grad before its own forward, the reference's "
-                f"one at a time with its own: under the backward's loss peak, nothing added ({TRL_KTO_SOURCE})")
+                f"one at a time with its own: under the backward's loss peak, nothing added ({TRL_KTO_SOURCE})"
+                + _kto_moment_words(setup))
     release = setup.release
     if release is not None and release < LLAMA_FACTORY_KTO_KEEPS_LOGITS:
         return (f"KTO's KL forward (LLaMA-Factory {setup.trainer_version} keeps no logits beside it): under the "
@@ -1224,7 +1258,7 @@ def method_notes(setup: MethodSetup, config_has_optimizer: bool, policy: ModelSp
 def _reference_pass_words(setup: MethodSetup, policy: ModelSpec) -> str:
     """How the paired method's reference forward is counted (dpo_reference_pass_terms), for method_notes."""
     found = _reference_pass(setup)
-    if found is not None and found.source == TRL_COMPUTE_LOSS_SOURCE:
+    if found is not None and found.source in (TRL_COMPUTE_LOSS_SOURCE, TRL_KTO_COMPUTE_LOSS_SOURCE):
         return (f"; the loss side holds the policy's logits, their saved log-softmax and the reference pass's logits "
                 f"(with LoRA the adapter disabled) to the metrics: {found.copies} copies of the logits over the "
                 f"backward's loss peak, counted ({found.source})")
