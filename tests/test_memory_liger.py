@@ -168,3 +168,34 @@ def test_llama_factory_keeps_the_full_logits_outside_sft_and_liger_s_other_kerne
     # its sft stage runs the fused loss: no vocabulary-wide logits; TRL's trainers are not turned off here
     assert liger.fused_loss_off(lf_sft) is None and liger.fused_loss_off(trl_dpo) is None
     assert run(True, lf_sft).logits < run(False, lf_sft).logits
+
+
+def test_a_preference_loss_without_labels_keeps_the_full_logits_under_liger():
+    """Liger's patched forward fuses the head and the loss only where it is given labels: ms-swift's DPO pops them
+    (swift/rlhf_trainers/dpo_trainer.py concatenated_forward @ v4.5.2), TRL's ORPO and CPO have no Liger loss, and
+    TRL's DPO and KTO run Liger's preference loss for use_liger_kernel from 0.26 only (use_liger_loss before);
+    axolotl's are TRL's at the TRL it pins (0.13.0: trl==0.25.0, 0.14.0: trl==0.27.1)."""
+    from zeroadvisor.config.method import MethodSetup
+    from zeroadvisor.vocab import Method, TrainerFamily
+
+    spec = spec_from_hf_config(QWEN2)
+
+    def logits(setup: MethodSetup) -> int:
+        shape = TrainingShape(sequence_length=2048, activation_checkpointing="full", flash_attention=True,
+                              liger_kernel=True, method=setup)
+        return activation_bytes(spec, shape, 1, "bf16").logits
+
+    fused = logits(MethodSetup(method=Method.DPO, trainer=TrainerFamily.TRL, trainer_version="0.26.0"))
+    whole = [MethodSetup(method=Method.DPO, trainer=TrainerFamily.MS_SWIFT, trainer_version="3.8.0"),
+             MethodSetup(method=Method.ORPO, trainer=TrainerFamily.TRL, trainer_version="0.21.0"),
+             MethodSetup(method=Method.CPO),
+             MethodSetup(method=Method.DPO, trainer=TrainerFamily.TRL, trainer_version="0.24.0"),
+             MethodSetup(method=Method.KTO, trainer=TrainerFamily.TRL, trainer_version="0.21.0"),
+             MethodSetup(method=Method.DPO, trainer=TrainerFamily.AXOLOTL, trainer_version="0.13.0")]
+    for setup in whole:
+        assert liger.fused_loss_off(setup) is not None, setup
+        assert logits(setup) > 5 * fused, setup
+    for setup in (MethodSetup(method=Method.DPO, trainer=TrainerFamily.AXOLOTL, trainer_version="0.14.0"),
+                  MethodSetup(method=Method.KTO, trainer=TrainerFamily.TRL, trainer_version="1.9.0"),
+                  MethodSetup(method=Method.DPO)):  # the release unknown: the newest read runs Liger's loss
+        assert liger.fused_loss_off(setup) is None, setup

@@ -43,7 +43,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from packaging.version import Version
+
 from zeroadvisor.config.method import MethodSetup
+from zeroadvisor.config.pinned_trl import axolotl_trl
 from zeroadvisor.memory import bytes as B
 from zeroadvisor.model.spec import LayerFacts
 from zeroadvisor.vocab import Method, TrainerFamily
@@ -144,13 +147,41 @@ FULL_LOGITS_OUTSIDE_SFT: dict[TrainerFamily, str] = {
     TrainerFamily.LLAMA_FACTORY: "LLaMA-Factory keeps Liger's fused linear cross-entropy off outside pt/sft "
                                  "(model/model_utils/liger_kernel.py require_logits @ v0.9.4): the full logits counted",
 }
+# Liger's patched forward (liger_kernel/transformers/model/*.py lce_forward) fuses the head and the loss only where
+# it is given labels; a preference loss calls the model without them and reads ``outputs.logits``, which it then
+# computes whole. ms-swift's DPO/CPO/ORPO pop the labels before the forward (swift/rlhf_trainers/dpo_trainer.py
+# concatenated_forward @ v4.5.2); TRL's ORPO and CPO have no Liger loss; TRL's DPO and KTO run Liger's fused
+# preference loss for ``use_liger_kernel`` from 0.26 (before: ``use_liger_loss``, 0.19 to 0.25, not read here;
+# trl/trainer/dpo_trainer.py, kto_trainer.py). axolotl's trainers are TRL's at the TRL it pins.
+UNLABELLED_FORWARD: dict[TrainerFamily | None, frozenset[Method]] = {
+    TrainerFamily.MS_SWIFT: frozenset({Method.DPO, Method.CPO, Method.ORPO}),
+    **dict.fromkeys((None, TrainerFamily.TRL, TrainerFamily.AXOLOTL), frozenset({Method.CPO, Method.ORPO})),
+}
+TRL_LIGER_PREFERENCE_LOSS = Version("0.26")  # DPO's and KTO's _compute_loss_liger under use_liger_kernel
+LOGITS_WHOLE = ("{method} calls the model without labels and reads its logits ({why}): Liger's fused linear "
+                "cross-entropy never runs there, the full logits counted")
 
 
 def fused_loss_off(setup: MethodSetup) -> str | None:
     """Why the method's trainer runs Liger's kernels without its fused linear cross-entropy (None: it runs it)."""
-    if setup.method == Method.SFT or setup.trainer is None:
+    if setup.method == Method.SFT:
         return None
-    return FULL_LOGITS_OUTSIDE_SFT.get(setup.trainer)
+    if setup.trainer in FULL_LOGITS_OUTSIDE_SFT:
+        return FULL_LOGITS_OUTSIDE_SFT[setup.trainer]
+    if setup.method in UNLABELLED_FORWARD.get(setup.trainer, frozenset()):
+        return LOGITS_WHOLE.format(method=setup.method, why=f"{setup.trainer or 'TRL'} has no Liger loss for it")
+    if setup.method in (Method.DPO, Method.KTO) and setup.trainer in (None, TrainerFamily.TRL, TrainerFamily.AXOLOTL):
+        trl = _trl_release(setup)
+        if trl is not None and trl < TRL_LIGER_PREFERENCE_LOSS:
+            return LOGITS_WHOLE.format(method=setup.method, why=f"TRL {trl} runs Liger's preference loss only "
+                                       "for use_liger_loss, before 0.26")
+    return None
+
+
+def _trl_release(setup: MethodSetup) -> Version | None:
+    """The TRL that runs the method: its own release, or the one axolotl pins (memory/method.py axolotl_trl); None
+    where unknown (the newest read: Liger's loss runs)."""
+    return axolotl_trl(setup.release) if setup.trainer == TrainerFamily.AXOLOTL else setup.release
 
 
 def applies(model_type: str | None) -> bool:

@@ -41,6 +41,7 @@ from packaging.version import Version
 
 from zeroadvisor.config.default_lengths import CLASS_DEFAULT
 from zeroadvisor.config.method import MethodSetup, Placement, release_of
+from zeroadvisor.config.pinned_trl import axolotl_trl
 from zeroadvisor.config.trainer_pins import DISTRIBUTIONS
 from zeroadvisor.memory import bytes as B
 from zeroadvisor.memory import generation as G
@@ -999,26 +1000,6 @@ def _trl_dpo_moment(trl: Version, precomputed: bool) -> LossMoment | None:
         return None
     over = Fraction(max(live - 3, 0))
     return LossMoment(over, over + masked, False, TRL_COMPUTE_LOSS_SOURCE)
-
-
-# The TRL each axolotl release pins (requirements.txt to v0.16.0, pyproject.toml from v0.17.0), ascending: its DPO
-# trainer is TRL's (AxolotlDPOTrainer), so TRL's code at that release decides the loss side.
-AXOLOTL_TRL_PINS = ((Version("0.4.0"), Version("0.7.9")), (Version("0.5.0"), Version("0.12.0")),
-                    (Version("0.6.0"), Version("0.12.1")), (Version("0.7.0"), Version("0.15.0")),
-                    (Version("0.8.0"), Version("0.16.0")), (Version("0.9.0"), Version("0.17.0")),
-                    (Version("0.10.0"), Version("0.18.1")), (Version("0.12.0"), Version("0.21.0")),
-                    (Version("0.13.0"), Version("0.25.0")), (Version("0.14.0"), Version("0.27.1")),
-                    (Version("0.15.0"), Version("0.29.0")), (Version("0.17.0"), Version("1.5.1")),
-                    (Version("0.18.0"), Version("1.8.0")))
-
-
-def axolotl_trl(release: Version | None) -> Version | None:
-    """The TRL the axolotl ``release`` pins (AXOLOTL_TRL_PINS: the row of the newest release at or below it); the
-    release unknown, the newest read's; None before 0.4.0 (not read)."""
-    if release is None:
-        return AXOLOTL_TRL_PINS[-1][1]
-    pinned = [trl for since, trl in AXOLOTL_TRL_PINS if since <= release]
-    return pinned[-1] if pinned else None
 
 
 def dpo_reference_pass_terms(shape: TrainingShape, policy: ModelSpec, micro_batch: int, layout: Parallel,
