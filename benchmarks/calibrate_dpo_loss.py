@@ -34,6 +34,8 @@ import types
 from pathlib import Path
 from typing import Any
 
+from packaging.version import Version
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
 sys.path.insert(0, str(REPO))
@@ -131,7 +133,68 @@ def measure(tokens: int, pairs: int, method: str = "dpo") -> dict[str, float]:
     return {"peak": peak, "forward_peak": forward_peak, "backward_peak": net + backward_peak}
 
 
-def predict(tokens: int, pairs: int, release: str, method: str = "dpo") -> tuple[int, int]:
+# The reference pass before TRL 0.15 and in LLaMA-Factory (get_batch_loss_metrics -> concatenated_forward ->
+# get_batch_logps), neither importable beside transformers 5 (TRL 0.9.6 imports MODEL_FOR_VISION_2_SEQ_MAPPING_NAMES,
+# LLaMA-Factory 0.9.3 AutoModelForVision2Seq): a replica of llamafactory/train/dpo/trainer.py concatenated_forward and
+# train/trainer_utils.py get_batch_logps @ v0.9.3, line for line where memory is made (trl/trainer/dpo_trainer.py @
+# v0.9.6 is the same with the logits in the model's dtype, no .to(torch.float32)).
+REPLICAS = {"llama-factory-0.9.3": True, "trl-0.9.6": False}  # name -> the logits upcast to fp32
+
+
+def _get_batch_logps(logits: Any, labels: Any) -> tuple[Any, Any]:
+    """llamafactory/train/trainer_utils.py get_batch_logps @ v0.9.3 (trl 0.9.6 DPOTrainer.get_batch_logps)."""
+    import torch
+
+    labels = labels[:, 1:].clone()
+    logits = logits[:, :-1, :]
+    loss_mask = labels != -100
+    labels[labels == -100] = 0
+    per_token_logps = torch.gather(logits.log_softmax(-1), dim=2, index=labels.unsqueeze(2)).squeeze(2)
+    return (per_token_logps * loss_mask).sum(-1), loss_mask.sum(-1)
+
+
+def measure_replica(tokens: int, pairs: int, upcast: bool) -> dict[str, float]:
+    """The peak of the replica's DPO step (policy, reference pass under no_grad, the metrics' means, backward)."""
+    import torch
+    import torch.nn.functional as F
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(**{k: v for k, v in config().items() if k not in ("architectures", "model_type", "torch_dtype")})
+    cfg._attn_implementation = "sdpa"
+    model = LlamaForCausalLM(cfg).to(torch.bfloat16).train()
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    ref = copy.deepcopy(model).eval()
+    for p in ref.parameters():
+        p.requires_grad_(False)
+    ids = torch.randint(0, VOCAB, (2 * pairs, tokens))
+    labels = ids.clone()
+    labels[:, : tokens - tokens // COMPLETION_SHARE] = -100
+
+    def forward(m: Any) -> tuple[Any, ...]:
+        logits = m(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False).logits
+        logits = logits.to(torch.float32) if upcast else logits
+        logps, _ = _get_batch_logps(logits, labels)
+        chosen, rejected = logps.split(pairs, 0)
+        chosen_logits, rejected_logits = logits.split(pairs, 0)
+        return chosen, rejected, chosen_logits, rejected_logits
+
+    def step() -> None:
+        chosen, rejected, chosen_logits, rejected_logits = forward(model)
+        with torch.no_grad():
+            ref_chosen, ref_rejected, *_ = forward(ref)
+        loss = -F.logsigmoid(0.1 * ((chosen - rejected) - (ref_chosen - ref_rejected))).mean()
+        _ = chosen_logits.mean().item(), rejected_logits.mean().item()
+        loss.backward()
+
+    step()
+    model.zero_grad(set_to_none=False)
+    peak, _ = profiled_peak(step)
+    return {"peak": peak, "forward_peak": peak, "backward_peak": 0}
+
+
+def predict(tokens: int, pairs: int, release: str, method: str = "dpo",
+            trainer: str = "trl") -> tuple[int, int]:
     """The estimate's activations for the same model and shape (expected, bound): activation_bytes plus the
     dpo_reference_pass term at ``release``."""
     from zeroadvisor.config.method import MethodSetup
@@ -142,7 +205,8 @@ def predict(tokens: int, pairs: int, release: str, method: str = "dpo") -> tuple
     from zeroadvisor.model.spec import Checkpointing, TrainingShape
     from zeroadvisor.vocab import Method, TrainerFamily
 
-    setup = MethodSetup(method=Method(method), trainer=TrainerFamily.TRL, trainer_version=release, use_reference=True)
+    setup = MethodSetup(method=Method(method), trainer=TrainerFamily(trainer), trainer_version=release,
+                        use_reference=True)
     samples = pairs if method == "dpo" else 2 * pairs  # KTO's rows are its samples
     shape = TrainingShape(sequence_length=tokens, flash_attention=True, activation_checkpointing=Checkpointing.FULL,
                           method=setup)
@@ -171,6 +235,28 @@ def rows_for(release: str, cases: list[dict[str, int]] | None = None, method: st
     return out
 
 
+def replica_rows() -> list[dict[str, Any]]:
+    """The replicas' rows, each against the estimate at the release it copies (LLaMA-Factory 0.9.3, TRL 0.9.6)."""
+    out = []
+    for name, upcast in REPLICAS.items():
+        trainer, release = name.rsplit("-", 1)
+        for case in CASES:
+            tokens, pairs = case["tokens"], case["pairs"]
+            one = 2 * pairs * tokens * VOCAB * 2  # bf16 copies, as every row
+            measured = measure_replica(tokens, pairs, upcast)
+            expected, bound = predict(tokens, pairs, release, "dpo", trainer)
+            out.append({"trl": f"replica {name}", "method": "dpo", **case, "copy_bytes": one, **measured,
+                        "measured_copies": round(measured["peak"] / one, 3), "forward_copies": None,
+                        "backward_copies": None, "predicted": expected, "predicted_bound": bound,
+                        "ratio": round(expected / measured["peak"], 3),
+                        "bound_ratio": round(bound / measured["peak"], 3)})
+    return out
+
+
+def _copies(value: float | None) -> str:
+    return "" if value is None else f"{value:.2f}"
+
+
 def markdown(rows: list[dict[str, Any]]) -> str:
     lines = ["# TRL's DPO loss side: measured vs estimate (benchmarks/calibrate_dpo_loss.py)", "",
              (f"TRL's own DPOTrainer._compute_loss and its backward on CPU: a transformers Llama (hidden {HIDDEN}, "
@@ -179,31 +265,45 @@ def markdown(rows: list[dict[str, Any]]) -> str:
              "logits (2 x pairs rows x tokens x V x 2 B); the estimate is memory/activations.py plus "
              "memory/method.py dpo_reference_pass_terms at the same release (expected, and the bound where the "
              "chosen rows' masked copy may add to it). The CPU's fp32 copy for a bf16 mean is in these peaks (a GPU "
-             "reads bf16 directly): about 0.25 copies at the metrics' moment, under the entropy's from 1.6."),
+             "reads bf16 directly): about 0.25 copies at the metrics' moment, under the entropy's from 1.6. The "
+             "replica rows run a line-for-line copy of LLaMA-Factory 0.9.3's and TRL 0.9.6's DPO loss (neither "
+             "imports beside transformers 5), whose whole step is measured (its peak is the reference pass: the "
+             "policy's held logits and log-softmax, the pass's logits, their contiguous shifted copy and its "
+             "log-softmax; LLaMA-Factory's in fp32, 5 fp32 copies = 10 bf16)."),
              "", ("| TRL | method | tokens | pairs (KTO: rows / 2) | measured peak (copies) | forward side | "
                   "backward | predicted/measured | bound/measured |"), "|---|---|---|---|---|---|---|---|---|"]
     lines += [f"| {r['trl']} | {r.get('method', 'dpo')} | {r['tokens']} | {r['pairs']} | {r['measured_copies']:.2f} | "
-              f"{r['forward_copies']:.2f} | {r['backward_copies']:.2f} | {r['ratio']:.3f} | {r['bound_ratio']:.3f} |"
-              for r in rows]
+              f"{_copies(r['forward_copies'])} | {_copies(r['backward_copies'])} | {r['ratio']:.3f} | "
+              f"{r['bound_ratio']:.3f} |" for r in rows]
     return "\n".join(lines) + "\n"
+
+
+def _order(row: dict[str, Any]) -> tuple[Any, ...]:
+    """Replicas first (the oldest code), then by TRL release, method, shape."""
+    replica = row["trl"].startswith("replica")
+    return (not replica, Version("0") if replica else Version(row["trl"]), row["trl"], row.get("method", "dpo"),
+            row["tokens"], row["pairs"])
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--merge", action="store_true", help="keep the other releases' rows in dpo_loss.json")
+    parser.add_argument("--replicas", action="store_true", help="measure the replicas (LLaMA-Factory, TRL 0.9.6)")
     options = parser.parse_args(argv)
     import trl
-    from packaging.version import Version
 
-    release = trl.__version__
-    rows = rows_for(release)
-    if Version(release) >= Version("1.8"):  # KTO's _compute_loss (memory/method.py TRL_KTO_COMPUTE_LOSS)
-        rows += rows_for(release, method="kto")
+    release = f"replica {next(iter(REPLICAS))}" if options.replicas else trl.__version__
+    if options.replicas:
+        rows = replica_rows()
+    else:
+        rows = rows_for(release)
+        if Version(release) >= Version("1.8"):  # KTO's _compute_loss (memory/method.py TRL_KTO_COMPUTE_LOSS)
+            rows += rows_for(release, method="kto")
     for row in rows:
         print(json.dumps(row))
-    kept = [r for r in json.loads(OUT.read_text()) if r["trl"] != release] if options.merge and OUT.exists() else []
-    everything = sorted(kept + rows, key=lambda r: (Version(r["trl"]), r.get("method", "dpo"), r["tokens"],
-                                                    r["pairs"]))
+    names = {r["trl"] for r in rows}
+    kept = [r for r in json.loads(OUT.read_text()) if r["trl"] not in names] if options.merge and OUT.exists() else []
+    everything = sorted(kept + rows, key=_order)
     OUT.write_text(json.dumps(everything, indent=1) + "\n")
     OUT.with_suffix(".md").write_text(markdown(everything))
 

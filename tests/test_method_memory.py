@@ -38,7 +38,9 @@ NO_OPTIMIZER = {k: v for k, v in ZERO3.items() if k != "optimizer"}
 CLUSTER = Cluster(gpus=8, gpu_memory=80 * GB)
 
 
-PASS_FP32 = 4 * 2 * 1024 * 32000  # one fp32 copy of the paired batch's logits (LLaMA-Factory's reference pass)
+# two fp32 copies of the paired batch's logits (LLaMA-Factory's reference pass over the backward's three: its logits,
+# the contiguous shifted copy and the log-softmax beside the policy's held two)
+PASS_FP32 = 2 * 4 * 2 * 1024 * 32000
 
 
 def dpo(**kw) -> MethodSetup:
@@ -443,7 +445,7 @@ def test_axolotl_s_preference_trainers_are_trl_s_at_the_trl_it_pins():
     assert ax == trl == run(dpo(trainer=TrainerFamily.AXOLOTL)).stage(3).per_gpu["activations"]
     # axolotl 0.6.0 pins trl==0.12.1: TRL's reference pass beside the held bf16 logits (before 0.15), as TRL 0.12.1
     old = dpo(trainer=TrainerFamily.AXOLOTL, trainer_version="0.6.0")
-    assert _pass(run(old)) == _pass(run(dpo(trainer_version="0.12.1"))) == 2 * 2 * 1024 * 32000
+    assert _pass(run(old)) == _pass(run(dpo(trainer_version="0.12.1"))) == 2 * 2 * 2 * 1024 * 32000
     assert _pass(run(dpo(trainer=TrainerFamily.AXOLOTL, trainer_version="0.7.0"))) is None  # trl==0.15.0
 
 
@@ -453,18 +455,19 @@ def test_trl_0_7_4_upcasts_the_dpo_logits_to_fp32():
     old = run(dpo(trainer_version="0.7.4")).stage(3).per_gpu["activations"]
     new = run(dpo(trainer_version="0.7.5")).stage(3).per_gpu["activations"]
     lf = run(dpo(trainer=TrainerFamily.LLAMA_FACTORY)).stage(3).per_gpu["activations"]
-    # both hold the policy's logits across the reference pass: one copy over, fp32 against bf16
-    assert old == lf and old - new == (12 - 6) * 2 * 1024 * 32000 + (4 - 2) * 2 * 1024 * 32000
+    # both hold the policy's logits across the reference pass: two copies over, fp32 against bf16
+    assert old == lf and old - new == (12 - 6) * 2 * 1024 * 32000 + 2 * (4 - 2) * 2 * 1024 * 32000
 
 
 def _pass(e) -> int | None:
     return next((t.nbytes for t in e.stage(3).terms if t.key == "dpo_reference_pass" and t.phase == "train"), None)
 
 
-def test_dpo_reference_pass_holds_one_copy_of_the_logits_over_the_backward():
+def test_dpo_reference_pass_holds_two_copies_of_the_logits_over_the_backward():
     # llamafactory/train/dpo/trainer.py get_batch_loss_metrics @ v0.9.3: the policy's fp32 logits (held by the
-    # chosen/rejected views for the metrics) and log_softmax output (saved) beside the reference pass's own two:
-    # 16 B per token and vocabulary entry against the backward's 12; the paired batch is 2 x 1024 tokens
+    # chosen/rejected views for the metrics) and log_softmax output (saved) beside the reference pass's own three
+    # (its logits, the contiguous copy log_softmax takes of logits[:, :-1, :], its output): 20 B per token and
+    # vocabulary entry against the backward's 12 (measured: benchmarks/dpo_loss.md); the paired batch is 2 x 1024
     lf = dpo(trainer=TrainerFamily.LLAMA_FACTORY, trainer_version="0.9.3")
     assert _pass(run(lf)) == PASS_FP32
     # with LoRA the pass runs through the same model, its adapter disabled: no reference copy, the same pass
@@ -472,8 +475,8 @@ def test_dpo_reference_pass_holds_one_copy_of_the_logits_over_the_backward():
     lora_run = run(dataclasses.replace(lf, use_reference=False), spec=lora)
     assert _pass(lora_run) == PASS_FP32 and "reference_model" not in lora_run.stage(3).per_gpu
     assert any("reference pass" in a and "counted" in a for a in lora_run.assumptions)
-    # TRL 0.7.5 to 0.14 hold the bf16 logits and bf16 log-softmax (trl/trainer/dpo_trainer.py @ v0.9.6): 2 B over
-    assert _pass(run(dpo(trainer_version="0.9.6"))) == 2 * 2 * 1024 * 32000
+    # TRL 0.7.5 to 0.14 hold the bf16 logits and bf16 log-softmax (trl/trainer/dpo_trainer.py @ v0.9.6): 2 x 2 B over
+    assert _pass(run(dpo(trainer_version="0.9.6"))) == 2 * 2 * 2 * 1024 * 32000
     # TRL 0.15 to 0.28 return the mean logits only and score row by row; precomputed log-probs run no pass
     assert _pass(run(dpo(trainer_version="0.15.0"))) is None
     assert _pass(run(dpo(trainer_version="0.28.0"))) is None

@@ -938,9 +938,11 @@ def _reference_pass(setup: MethodSetup) -> LossMoment | None:
 
     * LLaMA-Factory and TRL up to 0.14 run the reference pass under no_grad after the policy's forward, with the
       policy's graph live and its whole logits held for the metrics (``policy_chosen_logits``), beside log_softmax's
-      output (saved for backward): 2 copies; the pass makes the same 2 and frees them on return: one copy over the
+      output (saved for backward): 2 copies; the pass makes its logits, the contiguous copy log_softmax takes of
+      the shifted view (``logits[:, :-1, :]``) and its output, 3 more, freed on return: 5 live, two copies over the
       backward's 3, in the logits' dtype: fp32 where the trainer upcasts them (LLaMA-Factory's
-      ``.logits.to(torch.float32)``; TRL before 0.7.5). With LoRA the reference is the same model with its adapter
+      ``.logits.to(torch.float32)``; TRL before 0.7.5). Measured on CPU with a replica of LLaMA-Factory 0.9.3's
+      code (benchmarks/dpo_loss.md: 5.0 copies). With LoRA the reference is the same model with its adapter
       disabled, so the pass runs without a reference copy too. Precomputed log-probs: no pass.
     * TRL 0.15 to 0.28: concatenated_forward returns the mean logits only: the policy's logits, its saved
       log-softmax and the masked copy for their mean (2.4 copies measured), under the backward's count.
@@ -958,7 +960,7 @@ def _reference_pass(setup: MethodSetup) -> LossMoment | None:
         return None
     precomputed = bool(setup.precompute_ref_log_probs)
     if setup.trainer == TrainerFamily.LLAMA_FACTORY:
-        return None if precomputed else LossMoment(Fraction(1), Fraction(1), True, LLAMA_FACTORY_DPO_SOURCE)
+        return None if precomputed else LossMoment(Fraction(2), Fraction(2), True, LLAMA_FACTORY_DPO_SOURCE)
     trl = axolotl_trl(setup.release) if setup.trainer == TrainerFamily.AXOLOTL else setup.release
     if setup.trainer not in (None, TrainerFamily.TRL, TrainerFamily.AXOLOTL) or trl is None:
         return None
@@ -988,7 +990,7 @@ def _trl_kto_moment(setup: MethodSetup) -> LossMoment | None:
 def _trl_dpo_moment(trl: Version, precomputed: bool) -> LossMoment | None:
     """_reference_pass for TRL's DPO at ``trl`` (its own, or the one axolotl pins)."""
     if trl < TRL_ROW_LOG_SOFTMAX:
-        return None if precomputed else LossMoment(Fraction(1), Fraction(1), trl < TRL_BF16_LOGITS, TRL_DPO_SOURCE)
+        return None if precomputed else LossMoment(Fraction(2), Fraction(2), trl < TRL_BF16_LOGITS, TRL_DPO_SOURCE)
     if trl < TRL_DPO_COMPUTE_LOSS or trl >= TRL_DPO_FUSED:
         return None
     contiguous = trl < TRL_DPO_NO_CONTIGUOUS
@@ -1245,8 +1247,9 @@ def _reference_pass_words(setup: MethodSetup, policy: ModelSpec) -> str:
                 f"backward's loss peak, counted ({found.source})")
     if found is not None:
         return ("; the reference pass (with LoRA the adapter disabled) runs under no_grad after the policy's, whose "
-                "whole logits and log-softmax stay held: one copy of the logits over the backward's loss peak, "
-                f"counted ({found.source})")
+                "whole logits and log-softmax stay held, with its own logits, their contiguous shifted copy and "
+                f"log-softmax: {found.copies} copies of the logits over the backward's loss peak, counted "
+                f"({found.source})")
     if not has_reference(setup, policy):  # CPO, ORPO and reward models run none
         return ""
     return ("; the reference forward runs under no_grad after the policy's, beside its saved activations and logits "
