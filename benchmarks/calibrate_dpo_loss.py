@@ -193,13 +193,69 @@ def measure_replica(tokens: int, pairs: int, upcast: bool) -> dict[str, float]:
     return {"peak": peak, "forward_peak": peak, "backward_peak": 0}
 
 
+def measure_kto_replica(tokens: int, pairs: int) -> dict[str, float]:
+    """LLaMA-Factory 0.9.3's KTO step (llamafactory/train/kto/trainer.py forward, concatenated_forward,
+    compute_reference_log_probs, get_batch_loss_metrics), line for line where memory is made: the policy's fp32
+    forward and its KL forward (no_grad), the boolean-indexed chosen/rejected logits held for the metrics, the
+    reference's two forwards, the loss and its backward; 2 x pairs rows, desirable and undesirable alternating."""
+    import torch
+    import torch.nn.functional as F
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(**{k: v for k, v in config().items() if k not in ("architectures", "model_type", "torch_dtype")})
+    cfg._attn_implementation = "sdpa"
+    model = LlamaForCausalLM(cfg).to(torch.bfloat16).train()
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    ref = copy.deepcopy(model).eval()
+    for p in ref.parameters():
+        p.requires_grad_(False)
+    rows = 2 * pairs
+
+    def sample() -> tuple[Any, Any]:
+        ids = torch.randint(0, VOCAB, (rows, tokens))
+        labels = ids.clone()
+        labels[:, : tokens - tokens // COMPLETION_SHARE] = -100
+        return ids, labels
+
+    (ids, labels), (kl_ids, kl_labels) = sample(), sample()
+    tags = torch.tensor([True, False] * pairs)
+
+    def forward(m: Any, kl: bool) -> tuple[Any, Any]:
+        x, y = (kl_ids, kl_labels) if kl else (ids, labels)
+        logits = m(input_ids=x, attention_mask=torch.ones_like(x), use_cache=False).logits.to(torch.float32)
+        logps, _ = _get_batch_logps(logits, y)
+        return logits, logps
+
+    def concatenated(m: Any) -> tuple[Any, ...]:
+        target_logits, target_logps = forward(m, False)
+        with torch.no_grad():
+            _, kl_logps = forward(m, True)
+        return (target_logps[tags], target_logps[~tags], target_logits[tags], target_logits[~tags], kl_logps)
+
+    def step() -> None:
+        chosen, rejected, chosen_logits, rejected_logits, kl_logps = concatenated(model)
+        with torch.no_grad():
+            ref_chosen, ref_rejected, _, _, ref_kl = concatenated(ref)
+        kl = (kl_logps - ref_kl).mean().clamp(min=0).detach()
+        losses = torch.cat((1 - F.sigmoid(0.1 * (chosen - ref_chosen - kl)),
+                            1 - F.sigmoid(0.1 * (kl - (rejected - ref_rejected))))).nanmean()
+        _ = chosen_logits.nansum().item(), rejected_logits.nansum().item()
+        losses.backward()
+
+    step()
+    model.zero_grad(set_to_none=False)
+    peak, _ = profiled_peak(step)
+    return {"peak": peak, "forward_peak": peak, "backward_peak": 0}
+
+
 def predict(tokens: int, pairs: int, release: str, method: str = "dpo",
             trainer: str = "trl") -> tuple[int, int]:
     """The estimate's activations for the same model and shape (expected, bound): activation_bytes plus the
     dpo_reference_pass term at ``release``."""
     from zeroadvisor.config.method import MethodSetup
     from zeroadvisor.memory.activations import activation_bytes
-    from zeroadvisor.memory.method import activation_spec, batch_factor, dpo_reference_pass_terms
+    from zeroadvisor.memory.method import activation_spec, batch_factor, dpo_reference_pass_terms, kto_kl_terms
     from zeroadvisor.memory.parallel import Parallel
     from zeroadvisor.model.hf import spec_from_hf_config
     from zeroadvisor.model.spec import Checkpointing, TrainingShape
@@ -214,6 +270,7 @@ def predict(tokens: int, pairs: int, release: str, method: str = "dpo",
     # as memory/estimate.py: the method's view of the policy (its logits' dtype) and its rows per sample
     act = activation_bytes(activation_spec(setup, spec), shape, samples * batch_factor(setup), "bf16")
     extra = dpo_reference_pass_terms(shape, spec, samples, Parallel(), 2, act.head_share)
+    extra += kto_kl_terms(shape, spec, samples, Parallel())
     return act.nbytes + sum(t.nbytes for t in extra), act.nbytes + sum(t.upper for t in extra)
 
 
@@ -236,16 +293,19 @@ def rows_for(release: str, cases: list[dict[str, int]] | None = None, method: st
 
 
 def replica_rows() -> list[dict[str, Any]]:
-    """The replicas' rows, each against the estimate at the release it copies (LLaMA-Factory 0.9.3, TRL 0.9.6)."""
+    """The replicas' rows, each against the estimate at the release it copies (LLaMA-Factory 0.9.3's DPO and KTO,
+    TRL 0.9.6's DPO)."""
     out = []
-    for name, upcast in REPLICAS.items():
+    runs = [(name, "dpo", upcast) for name, upcast in REPLICAS.items()] + [(next(iter(REPLICAS)), "kto", True)]
+    for name, method, upcast in runs:
         trainer, release = name.rsplit("-", 1)
         for case in CASES:
             tokens, pairs = case["tokens"], case["pairs"]
             one = 2 * pairs * tokens * VOCAB * 2  # bf16 copies, as every row
-            measured = measure_replica(tokens, pairs, upcast)
-            expected, bound = predict(tokens, pairs, release, "dpo", trainer)
-            out.append({"trl": f"replica {name}", "method": "dpo", **case, "copy_bytes": one, **measured,
+            measured = (measure_kto_replica(tokens, pairs) if method == "kto"
+                        else measure_replica(tokens, pairs, upcast))
+            expected, bound = predict(tokens, pairs, release, method, trainer)
+            out.append({"trl": f"replica {name}", "method": method, **case, "copy_bytes": one, **measured,
                         "measured_copies": round(measured["peak"] / one, 3), "forward_copies": None,
                         "backward_copies": None, "predicted": expected, "predicted_bound": bound,
                         "ratio": round(expected / measured["peak"], 3),
@@ -269,7 +329,8 @@ def markdown(rows: list[dict[str, Any]]) -> str:
              "replica rows run a line-for-line copy of LLaMA-Factory 0.9.3's and TRL 0.9.6's DPO loss (neither "
              "imports beside transformers 5), whose whole step is measured (its peak is the reference pass: the "
              "policy's held logits and log-softmax, the pass's logits, their contiguous shifted copy and its "
-             "log-softmax; LLaMA-Factory's in fp32, 5 fp32 copies = 10 bf16)."),
+             "log-softmax; LLaMA-Factory's in fp32, 5 fp32 copies = 10 bf16), and LLaMA-Factory 0.9.3's KTO (its "
+             "KL forward after the policy's: 6 fp32 copies = 12 bf16)."),
              "", ("| TRL | method | tokens | pairs (KTO: rows / 2) | measured peak (copies) | forward side | "
                   "backward | predicted/measured | bound/measured |"), "|---|---|---|---|---|---|---|---|---|"]
     lines += [f"| {r['trl']} | {r.get('method', 'dpo')} | {r['tokens']} | {r['pairs']} | {r['measured_copies']:.2f} | "
@@ -288,7 +349,8 @@ def _order(row: dict[str, Any]) -> tuple[Any, ...]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--merge", action="store_true", help="keep the other releases' rows in dpo_loss.json")
-    parser.add_argument("--replicas", action="store_true", help="measure the replicas (LLaMA-Factory, TRL 0.9.6)")
+    parser.add_argument("--replicas", action="store_true",
+                        help="measure the replicas (LLaMA-Factory's DPO and KTO, TRL 0.9.6's DPO)")
     options = parser.parse_args(argv)
     import trl
 

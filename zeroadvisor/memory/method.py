@@ -883,23 +883,26 @@ def kto_kl_terms(shape: TrainingShape, policy: ModelSpec, micro_batch: int, layo
       split @ v0.21.0) stay within the backward's two (TRL_KTO_SOURCE; from 1.15.0 the fused LM head keeps no
       logits at all).
     * LLaMA-Factory from 0.9.1: the policy's KL forward runs *after* its own, graph live, and in fp32
-      (``.logits.to(torch.float32)`` then a full ``log_softmax`` in get_batch_logps). The peak is the reference
-      pass's KL forward: the policy's chosen/rejected fp32 logits (held for the metrics, 4 B), the reference's own
-      fp32 logits (held across its KL forward, 4 B), and the KL forward's fp32 logits and log-softmax (8 B) beside
-      the graph: 16 B per token and vocabulary entry against the backward's 8 (two fp32 copies): 8 B more. 0.9.0
-      keeps no logits: 8 against 8, nothing."""
+      (``.logits.to(torch.float32)`` then a full ``log_softmax`` in get_batch_logps, which takes a contiguous copy
+      of the shifted view ``logits[:, :-1, :]``). The peak is the reference pass's KL forward: the policy's saved
+      log-softmax (4 B), its chosen/rejected fp32 logits (boolean-indexed copies held for the metrics, 4 B), the
+      reference's own fp32 logits (held across its KL forward, 4 B), and the KL forward's fp32 logits, their
+      contiguous copy and log-softmax (12 B): 24 B per token and vocabulary entry against the backward's 12 (three
+      fp32 copies): 12 B more. 0.9.0 keeps no logits: a KL forward's 12 B beside the saved 4, 16 against 12: 4 B
+      more. Measured with a line-for-line replica of 0.9.3's code on CPU: 6.00 fp32 copies (benchmarks/dpo_loss.md)."""
     setup = shape.method
     if not kto_calculates_kl(setup) or setup.trainer != TrainerFamily.LLAMA_FACTORY or not shape.sequence_length \
             or not policy.vocab_size or policy.lm_head is False:
         return []
     release = setup.release
-    if release is not None and release < LLAMA_FACTORY_KTO_KEEPS_LOGITS:
-        return []
+    keeps = release is None or release >= LLAMA_FACTORY_KTO_KEEPS_LOGITS
     tokens = micro_batch * ceil_div(shape.sequence_length, layout.sequence)
-    n = 2 * FP32_BYTES * tokens * policy.vocab_size
-    return [Term("activations", Resource.GPU, n, "kto_kl_forward",
-                 "KTO's KL forward after the policy's (no_grad, fp32) beside the held policy and reference logits",
-                 f"(4 + 4 + 8 - 8) B × {micro_batch} × {ceil_div(shape.sequence_length, layout.sequence)} "
+    copies = 3 if keeps else 1
+    formula = "(4 + 4 + 4 + 12 - 12)" if keeps else "(4 + 12 - 12)"
+    return [Term("activations", Resource.GPU, copies * FP32_BYTES * tokens * policy.vocab_size, "kto_kl_forward",
+                 "KTO's KL forward after the policy's (no_grad, fp32) beside the held policy and reference logits"
+                 if keeps else "KTO's KL forward after the policy's (no_grad, fp32) beside its saved log-softmax",
+                 f"{formula} B × {micro_batch} × {ceil_div(shape.sequence_length, layout.sequence)} "
                  f"× V {policy.vocab_size:,}", LLAMA_FACTORY_KTO_SOURCE)]
 
 
@@ -1049,9 +1052,10 @@ def kto_note(setup: MethodSetup) -> str | None:
                 + _kto_moment_words(setup))
     release = setup.release
     if release is not None and release < LLAMA_FACTORY_KTO_KEEPS_LOGITS:
-        return (f"KTO's KL forward (LLaMA-Factory {setup.trainer_version} keeps no logits beside it): under the "
-                "backward's loss peak, nothing added")
-    return ("KTO's KL forward runs after the policy's with its graph live, logits in fp32: 8 B per token and "
+        return (f"KTO's KL forward (LLaMA-Factory {setup.trainer_version} keeps no logits beside it): its fp32 "
+                "logits, their contiguous copy and log-softmax beside the saved one, 4 B per token and vocabulary "
+                f"entry beyond the backward's loss peak ({LLAMA_FACTORY_KTO_SOURCE})")
+    return ("KTO's KL forward runs after the policy's with its graph live, logits in fp32: 12 B per token and "
             f"vocabulary entry beyond the backward's loss peak ({LLAMA_FACTORY_KTO_SOURCE})")
 
 
