@@ -88,6 +88,24 @@ def _kto_trainer(model: Any, ref: Any) -> Any:
     return trainer
 
 
+def _kto_forward_trainer(model: Any, ref: Any) -> Any:
+    """A KTOTrainer of the older forward (before 1.8) carrying what get_batch_loss_metrics reads."""
+    import contextlib
+
+    from accelerate import Accelerator
+    from trl.trainer.kto_trainer import KTOTrainer
+
+    trainer = object.__new__(KTOTrainer)
+    args = types.SimpleNamespace(use_liger_loss=False, use_liger_kernel=False, precompute_ref_log_probs=False)
+    trainer.__dict__.update(
+        model=model, ref_model=ref, accelerator=Accelerator(cpu=True), aux_loss_enabled=False, is_encoder_decoder=False,
+        label_pad_token_id=-100, calculate_KL=True, loss_type="kto", beta=0.1, desirable_weight=1.0,
+        undesirable_weight=1.0, args=args, precompute_ref_log_probs=False, aux_loss_coef=0.0, use_liger_loss=False,
+        _stored_metrics=collections.defaultdict(lambda: collections.defaultdict(list)))
+    trainer.null_ref_context = contextlib.nullcontext
+    return trainer
+
+
 def measure(tokens: int, pairs: int, method: str = "dpo") -> dict[str, float]:
     """Peak live bytes of _compute_loss + backward, and of the forward side and the backward apart. KTO runs the
     same 2 x pairs rows unpaired, desirable and undesirable alternating, with a batch of mismatched completions
@@ -109,14 +127,30 @@ def measure(tokens: int, pairs: int, method: str = "dpo") -> dict[str, float]:
     completion = torch.cat([torch.zeros(rows, prompt, dtype=torch.long),
                             torch.ones(rows, tokens - prompt, dtype=torch.long)], dim=1)
     inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "completion_mask": completion}
-    if method == "kto":
+    import trl
+    from packaging.version import Version
+
+    older_kto = method == "kto" and Version(trl.__version__) < Version("1.8")  # KTOTrainer.forward
+    if older_kto:
+        labels = ids.clone()
+        labels[:, :prompt] = -100
+        kl_ids = torch.randint(1, VOCAB, (rows, tokens))
+        kl_labels = kl_ids.clone()
+        kl_labels[:, :prompt] = -100
+        inputs = {"completion_input_ids": ids, "completion_attention_mask": torch.ones_like(ids),
+                  "completion_labels": labels, "KL_completion_input_ids": kl_ids,
+                  "KL_completion_attention_mask": torch.ones_like(ids), "KL_completion_labels": kl_labels,
+                  "label": [True, False] * pairs}
+    elif method == "kto":
         inputs.update(label=torch.tensor([True, False] * pairs), KL_input_ids=torch.randint(0, VOCAB, (rows, tokens)),
                       KL_attention_mask=torch.ones_like(ids), KL_completion_mask=completion)
-    trainer = _kto_trainer(model, ref) if method == "kto" else _trainer(model, ref)
+    trainer = (_kto_forward_trainer(model, ref) if older_kto else _kto_trainer(model, ref) if method == "kto"
+               else _trainer(model, ref))
     kept: list[Any] = []
 
     def forward() -> None:
-        kept.append(trainer._compute_loss(model, inputs, False))
+        kept.append(trainer.get_batch_loss_metrics(model, inputs)[0] if older_kto
+                    else trainer._compute_loss(model, inputs, False))
 
     def backward() -> None:
         kept.pop().backward()
@@ -339,6 +373,14 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _kto_measurable(release: str) -> bool:
+    """Whether this TRL's KTOTrainer is one measure() drives: _compute_loss from 1.8, the older forward's
+    get_batch_loss_metrics before (1.5 to 1.7 keep it in trl.experimental under another interface: not measured)."""
+    from trl.trainer.kto_trainer import KTOTrainer
+
+    return Version(release) >= Version("1.8") or hasattr(KTOTrainer, "get_batch_loss_metrics")
+
+
 def _order(row: dict[str, Any]) -> tuple[Any, ...]:
     """Replicas first (the oldest code), then by TRL release, method, shape."""
     replica = row["trl"].startswith("replica")
@@ -355,12 +397,8 @@ def main(argv: list[str] | None = None) -> None:
     import trl
 
     release = f"replica {next(iter(REPLICAS))}" if options.replicas else trl.__version__
-    if options.replicas:
-        rows = replica_rows()
-    else:
-        rows = rows_for(release)
-        if Version(release) >= Version("1.8"):  # KTO's _compute_loss (memory/method.py TRL_KTO_COMPUTE_LOSS)
-            rows += rows_for(release, method="kto")
+    rows = replica_rows() if options.replicas else rows_for(release) + (
+        rows_for(release, method="kto") if _kto_measurable(release) else [])
     for row in rows:
         print(json.dumps(row))
     names = {r["trl"] for r in rows}

@@ -512,16 +512,20 @@ def test_trl_dpo_s_compute_loss_holds_the_policy_and_reference_logits_to_its_met
     assert _pass(run(dpo(trainer_version="1.15.0"))) is None
 
 
-def test_trl_kto_s_compute_loss_holds_the_policy_and_reference_logits_to_its_metrics():
+def test_trl_kto_s_loss_side_holds_the_policy_and_reference_logits():
     """trl/trainer/kto_trainer.py _compute_loss (1.8 to 1.14) has DPO's shape from 1.6: one copy of the batch's logits
     (one row per sample) over the backward's three, up to two with the chosen rows' copies (benchmarks/dpo_loss.md);
-    the older KTO forward (before 1.8) and precomputed log-probs add none."""
+    precomputed log-probs add none."""
     one = 2 * 1024 * 32000
     kto = MethodSetup(method=Method.KTO, trainer_version="1.9.0")
     term = next(t for t in run(kto).stage(3).terms if t.key == "dpo_reference_pass" and t.phase == "train")
     assert term.nbytes == one and term.upper == 2 * one
-    for release in ("1.5.1", "1.7.0", "1.15.0"):
-        assert _pass(run(dataclasses.replace(kto, trainer_version=release))) is None, release
+    # the older forward (0.15 to 1.7): the chosen/rejected copies held while the reference runs, 1 copy over
+    # (TRL 0.24.0's and 0.29.0's own code: 4.01); before 0.15 a full log-softmax of the shifted view, 2 over
+    for release in ("0.24.0", "1.5.1", "1.7.0"):
+        assert _pass(run(dataclasses.replace(kto, trainer_version=release))) == one, release
+    assert _pass(run(dataclasses.replace(kto, trainer_version="0.9.6"))) == 2 * one
+    assert _pass(run(dataclasses.replace(kto, trainer_version="1.15.0"))) is None
     assert _pass(run(dataclasses.replace(kto, precompute_ref_log_probs=True))) is None
     assert _pass(run(MethodSetup(method=Method.KTO, trainer=TrainerFamily.AXOLOTL, trainer_version="0.18.0"))) == one
     assert any("1 copy of the batch's logits over the backward" in a for a in run(kto).assumptions)

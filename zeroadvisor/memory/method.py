@@ -970,24 +970,36 @@ def _reference_pass(setup: MethodSetup) -> LossMoment | None:
     return _trl_dpo_moment(trl, precomputed)
 
 
-# TRL's KTO is one _compute_loss of the same shape from 1.8 (trl/trainer/kto_trainer.py @ v1.8.0, v1.9.0; the
-# experimental KTOTrainer of 1.5 to 1.7 and the trainer before keep the older forward); 1.15 fuses the LM head.
+# TRL's KTO is one _compute_loss of DPO's 1.6+ shape from 1.8 (trl/trainer/kto_trainer.py @ v1.8.0, v1.9.0); before,
+# KTOTrainer.forward splits the logits into chosen/rejected copies that outlive it while the reference runs (the
+# experimental KTOTrainer of 1.5 to 1.7 keeps that forward); 1.15 fuses the LM head.
 TRL_KTO_COMPUTE_LOSS = Version("1.8")
-TRL_KTO_COMPUTE_LOSS_SOURCE = ("trl/trainer/kto_trainer.py _compute_loss @ v1.8.0, v1.9.0; trl/trainer/utils.py "
-                               "entropy_from_logits; measured on CPU: benchmarks/calibrate_dpo_loss.py")
+TRL_KTO_COMPUTE_LOSS_SOURCE = ("trl/trainer/kto_trainer.py _compute_loss @ v1.8.0, v1.9.0, forward @ v0.8.0 to "
+                               "v0.29.0; "
+                               "trl/trainer/utils.py entropy_from_logits; measured on CPU: "
+                               "benchmarks/calibrate_dpo_loss.py, benchmarks/dpo_loss.md")
 
 
 def _trl_kto_moment(setup: MethodSetup) -> LossMoment | None:
-    """KTO's loss side at TRL 1.8 to 1.14 (and axolotl's at the TRL it pins): as DPO's from 1.6, the policy's and the
-    reference's logits, the saved log-softmax and entropy_from_logits' copy at the metrics (4 copies of the batch's
-    logits, one row per sample), then the chosen and rejected rows' index_select copies (1 together) with the chosen
-    rows' masked copy for their mean (up to 1 more where every row is chosen and all completion): 1 copy over the
-    backward's 3, up to 2. Precomputed log-probs: no reference logits, 3."""
+    """KTO's loss side above the backward's three copies of its batch's logits (one row per sample), by the TRL
+    that runs it (its own release, or the one axolotl pins):
+
+    * before 1.8 (KTOTrainer.forward): the policy's saved log-softmax and its chosen/rejected index copies (one copy
+      together) are held while the reference's forward makes its logits and their copies: 4 copies (measured with
+      TRL 0.24.0's and 0.29.0's own code: 4.01). Before 0.15 the log-softmax is a full one of the shifted view, so
+      the reference's logits, their contiguous copy and the log-softmax are live together: 5.
+    * 1.8 to 1.14 (_compute_loss): DPO's shape from 1.6, the policy's and the reference's logits, the saved
+      log-softmax and entropy_from_logits' copy at the metrics (4), then the chosen and rejected rows' index_select
+      copies (1 together) with the chosen rows' masked copy for their mean: up to 5.
+    Precomputed log-probs: no reference forward, 3."""
     trl = axolotl_trl(setup.release) if setup.trainer == TrainerFamily.AXOLOTL else setup.release
-    if setup.trainer not in (None, TrainerFamily.TRL, TrainerFamily.AXOLOTL) or trl is None \
-            or not TRL_KTO_COMPUTE_LOSS <= trl < TRL_DPO_FUSED or setup.precompute_ref_log_probs:
+    if setup.trainer not in (None, TrainerFamily.TRL, TrainerFamily.AXOLOTL) or trl is None or trl >= TRL_DPO_FUSED \
+            or setup.precompute_ref_log_probs:
         return None
-    return LossMoment(Fraction(1), Fraction(2), False, TRL_KTO_COMPUTE_LOSS_SOURCE)
+    if trl < TRL_ROW_LOG_SOFTMAX:
+        return LossMoment(Fraction(2), Fraction(2), False, TRL_KTO_COMPUTE_LOSS_SOURCE)
+    bound = Fraction(2) if trl >= TRL_KTO_COMPUTE_LOSS else Fraction(1)
+    return LossMoment(Fraction(1), bound, False, TRL_KTO_COMPUTE_LOSS_SOURCE)
 
 
 def _trl_dpo_moment(trl: Version, precomputed: bool) -> LossMoment | None:
