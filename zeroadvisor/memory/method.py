@@ -1019,6 +1019,11 @@ def _trl_dpo_moment(trl: Version, precomputed: bool) -> LossMoment | None:
     return LossMoment(over, over + masked, False, TRL_COMPUTE_LOSS_SOURCE)
 
 
+def copies(n: Fraction) -> str:
+    """``n`` copies in words: "1 copy", "2 copies", "2.5 copies"."""
+    return f"{float(n):g} cop{'y' if n == 1 else 'ies'}"
+
+
 def dpo_reference_pass_terms(shape: TrainingShape, policy: ModelSpec, micro_batch: int, layout: Parallel,
                              model_bytes: int, head_share: int) -> list[Term]:
     """What DPO's loss side adds beyond the policy's loss peak in backward (_reference_pass): copies of the paired
@@ -1034,9 +1039,10 @@ def dpo_reference_pass_terms(shape: TrainingShape, policy: ModelSpec, micro_batc
     expected, bound = exact(found.copies * one), exact(found.bound * one)
     return [Term("activations", Resource.GPU, expected, "dpo_reference_pass",
                  "DPO's loss side (the reference pass, the held logits, the metrics) above the backward's loss peak",
-                 f"{found.copies} x {per} B × {rows} rows × {length} × V {policy.vocab_size:,} (copies of the logits "
-                 "over the backward's three" + (f"; up to {found.bound} with the chosen rows' masked copy"
-                                                if found.bound > found.copies else "") + ")",
+                 f"{float(found.copies):g} x {per} B × {rows} rows × {length} × V {policy.vocab_size:,} (copies of the "
+                 "logits over the backward's three"
+                 + (f"; up to {float(found.bound):g} with the chosen rows' masked copy" if found.bound > found.copies
+                    else "") + ")",
                  found.source, kind=TermKind.EXACT if head_share else TermKind.BOUND,
                  bound=bound if bound > expected else None)]
 
@@ -1047,8 +1053,8 @@ def _kto_moment_words(setup: MethodSetup) -> str:
     if moment is None:
         return ""
     return (f"; the loss side holds the policy's and the reference's logits, their saved log-softmax and the metrics' "
-            f"copies together: {moment.copies} copy of the batch's logits over the backward's loss peak, up to "
-            f"{moment.bound} (the chosen rows' masked copy), counted ({moment.source})")
+            f"copies together: {copies(moment.copies)} of the batch's logits over the backward's loss peak, up to "
+            f"{float(moment.bound):g} (the chosen rows' masked copy), counted ({moment.source})")
 
 
 def kto_note(setup: MethodSetup) -> str | None:
@@ -1259,12 +1265,12 @@ def _reference_pass_words(setup: MethodSetup, policy: ModelSpec) -> str:
     found = _reference_pass(setup)
     if found is not None and found.source in (TRL_COMPUTE_LOSS_SOURCE, TRL_KTO_COMPUTE_LOSS_SOURCE):
         return (f"; the loss side holds the policy's logits, their saved log-softmax and the reference pass's logits "
-                f"(with LoRA the adapter disabled) to the metrics: {found.copies} copies of the logits over the "
+                f"(with LoRA the adapter disabled) to the metrics: {copies(found.copies)} of the logits over the "
                 f"backward's loss peak, counted ({found.source})")
     if found is not None:
         return ("; the reference pass (with LoRA the adapter disabled) runs under no_grad after the policy's, whose "
                 "whole logits and log-softmax stay held, with its own logits, their contiguous shifted copy and "
-                f"log-softmax: {found.copies} copies of the logits over the backward's loss peak, counted "
+                f"log-softmax: {copies(found.copies)} of the logits over the backward's loss peak, counted "
                 f"({found.source})")
     if not has_reference(setup, policy):  # CPO, ORPO and reward models run none
         return ""
