@@ -303,7 +303,7 @@ def predict(tokens: int, pairs: int, release: str, method: str = "dpo",
     spec = spec_from_hf_config(config())
     # as memory/estimate.py: the method's view of the policy (its logits' dtype) and its rows per sample
     act = activation_bytes(activation_spec(setup, spec), shape, samples * batch_factor(setup), "bf16")
-    extra = dpo_reference_pass_terms(shape, spec, samples, Parallel(), 2, act.head_share)
+    extra = dpo_reference_pass_terms(shape, spec, samples, Parallel(), 2, act.loss_headroom)
     extra += kto_kl_terms(shape, spec, samples, Parallel())
     return act.nbytes + sum(t.nbytes for t in extra), act.nbytes + sum(t.upper for t in extra)
 

@@ -74,6 +74,7 @@ from zeroadvisor.memory import bytes as B
 from zeroadvisor.memory import cut_cross_entropy as cce
 from zeroadvisor.memory import liger, trl_sft_loss
 from zeroadvisor.memory.activation_offload import offloader, offloads_uncounted
+from zeroadvisor.memory.terms import ceil_div
 from zeroadvisor.memory.trl_sft_loss import (
     CHUNK_TOKENS,
     FUSED_SOURCE,
@@ -94,6 +95,11 @@ LN_STATS = 2 * FP32  # native_layer_norm: mean and rstd per token, fp32 for 16-b
 RMS_STATS = FP32  # rsqrt(variance) per token, fp32
 UPCAST_LOSS_COPIES = 3 * FP32  # log-probs + their gradient + the logits' gradient, fp32
 LOSS_COPIES = 3  # the same three in the logits' dtype (× e)
+# TRL's selective_log_softmax on bf16 logits (trl/trainer/utils.py @ v0.15 to v1.16): a log_softmax per row, saved
+# row by row; its backward makes each row's gradient in turn and stacks them into the logits' gradient: the saved
+# rows and the stacked gradient (2 copies) and one row's transient. Measured with TRL 1.9.0's DPO on CPU: 2.01
+# copies at 8 rows, 2.51 at 2 (benchmarks/dpo_loss.md, the backward column).
+ROW_LOSS_COPIES = 2
 DEFAULT_FACTS = LayerFacts()  # Korthikanti's assumptions; every dropout mask counted
 
 
@@ -119,6 +125,10 @@ class Activations:
     # the layer inputs an offloader holds in host memory per rank (memory/activation_offload.py): (bytes of one
     # input, how many), one pair per layer stack; each is a pinned block of its own
     offloaded: tuple[tuple[int, int], ...] = ()
+    # under full recomputation where a layer's recompute is the peak counted: how far the loss side (the head's
+    # input and the logits' peak) stays under it, room a larger moment of the loss side fills first
+    # (memory/method.py dpo_reference_pass_terms)
+    loss_headroom: int = 0
 
 
 def _dropout(p: float | None) -> int:
@@ -303,7 +313,7 @@ def activation_bytes(spec: ModelSpec, shape: TrainingShape, micro_batch: int, pr
     parts.append(("outside the layers", outside))
     logits, head_gradient = _loss_peak(spec, shape, facts, e, (b, t, h), with_liger, notes)
     parts.append(("logits and loss", logits))
-    nbytes, head_share = body + outside + logits, logits
+    nbytes, head_share, loss_headroom = body + outside + logits, logits, 0
     head_input = _head_input(spec, d, facts, out_tokens)
     layers_kept = body - largest if shape.activation_checkpointing == Checkpointing.FULL and largest else body
     backward_kept = max(0, layers_kept + outside - head_input)
@@ -319,8 +329,8 @@ def activation_bytes(spec: ModelSpec, shape: TrainingShape, micro_batch: int, pr
         # dropout, norms, an encoder's output) is kept through the recompute, a bound for the final norm
         head = head_input
         peak = max(largest, head + logits)
-        nbytes = body - largest + outside - head + peak
-        head_share = peak - largest
+        nbytes, head_share = body - largest + outside - head + peak, peak - largest
+        loss_headroom = max(0, largest - head - logits)
         if head + logits < largest:  # a layer's recompute is the peak counted, not the loss's
             head_gradient = 0
         if head + logits > largest:
@@ -336,7 +346,7 @@ def activation_bytes(spec: ModelSpec, shape: TrainingShape, micro_batch: int, pr
                  f"term), {attn}, {_RECOMPUTATION[shape.activation_checkpointing]}, micro batch {b}, {lengths}, "
                  f"{e}-byte activations")
     return Activations(nbytes, per_layer, logits, tuple(notes), tuple(parts), head_share, backward_kept,
-                       head_gradient, inputs if offloaded is not None else ())
+                       head_gradient, inputs if offloaded is not None else (), loss_headroom)
 
 
 @dataclass(frozen=True, slots=True)
@@ -622,20 +632,24 @@ def _loss_peak(spec: ModelSpec, shape: TrainingShape, facts: LayerFacts, e: int,
                      f"{out_tokens:,} x {spec.vocab_size:,} logits; {CHUNK_TOKENS} tokens at a time under "
                      f"checkpoint, {logits:,} B ({trl_sft_loss.SOURCE})")
         return logits, head_gradient
-    return _logits(spec, facts, e, out_tokens, notes), 0
+    return _logits(spec, facts, e, out_tokens, notes, b), 0
 
 
-def _logits(spec: ModelSpec, facts: LayerFacts, e: int, out_tokens: int, notes: list[str]) -> int:
-    """The loss peak over the vocabulary-wide logits (0 for a head without them)."""
+def _logits(spec: ModelSpec, facts: LayerFacts, e: int, out_tokens: int, notes: list[str], rows: int) -> int:
+    """The loss peak over the vocabulary-wide logits (0 for a head without them); ``rows`` the sequences they are
+    computed for (a per-row log-softmax holds one row's transient)."""
     if spec.lm_head is False:
         notes.append(spec.logits_note or "no vocabulary-wide logits: the model's head is not a language-model head")
         return 0
     if not spec.vocab_size:
         notes.append("vocabulary size unknown: the logits and loss (12·tokens·V bytes) are not counted")
         return 0
-    per = UPCAST_LOSS_COPIES if facts.loss_in_fp32 else LOSS_COPIES * e
     if spec.lm_head is None:
         notes.append("head unknown: a language-model head over the vocabulary assumed (its loss peak counted)")
+    if facts.row_log_softmax and not facts.loss_in_fp32:
+        row = ceil_div(out_tokens, max(rows, 1))
+        return e * spec.vocab_size * (ROW_LOSS_COPIES * out_tokens + row) + IDS * out_tokens
+    per = UPCAST_LOSS_COPIES if facts.loss_in_fp32 else LOSS_COPIES * e
     return per * out_tokens * spec.vocab_size + IDS * out_tokens  # + the int64 labels nll_loss keeps
 
 

@@ -640,9 +640,9 @@ def _train_terms(run: _Run, option: Option, ds_terms: list[Term], paper: list[Te
                                      run.act.head_share)
     # KTO's KL forward, where its trainer runs it beside the policy's graph (memory/method.py)
     terms += kto_kl_terms(run.shape, run.model, s.micro_batch, run.layout)
-    # LLaMA-Factory's DPO reference pass, beside the policy's held fp32 logits (memory/method.py)
+    # DPO's and KTO's loss side above the backward's (the reference pass, the held logits; memory/method.py)
     terms += dpo_reference_pass_terms(run.shape, run.model, s.micro_batch, run.layout, B.nbytes(s.precision),
-                                      run.act.head_share)
+                                      run.act.loss_headroom)
     if run.autocast:
         # zero.Init (stage 3, on by default; memory/phases.py) replaces F.linear for the process
         zero3_linear = option.stage == 3 and run.shape.load.zero_init is not False

@@ -608,8 +608,23 @@ def activation_spec(setup: MethodSetup, policy: ModelSpec) -> ModelSpec:
         return replace(policy, lm_head=False, logits_note="no logits over the whole sequence: GRPO's are the "
                        "completion's only (logits_to_keep), counted in a term of their own")
     if bf16_logits(setup) and policy.layer_facts is not None:  # None: Korthikanti's
-        return replace(policy, layer_facts=replace(policy.layer_facts, loss_in_fp32=False))
+        return replace(policy, layer_facts=replace(policy.layer_facts, loss_in_fp32=False,
+                                                   row_log_softmax=row_log_softmax(setup)))
     return policy
+
+
+# Before 0.15 TRL's preference losses take a full log_softmax of the shifted logits (get_batch_logps), after it
+# selective_log_softmax, one row at a time (trl/trainer/utils.py).
+def row_log_softmax(setup: MethodSetup) -> bool:
+    """Whether the DPO/KTO loss takes its log-softmax one row at a time in the logits' dtype (memory/activations.py
+    ROW_LOSS_COPIES): TRL from 0.15 (axolotl at the TRL it pins), ms-swift's get_per_token_logps (the same function).
+    ORPO and CPO add a cross-entropy over the chosen rows beside it: the three copies kept."""
+    if setup.method not in (Method.DPO, Method.KTO) or not bf16_logits(setup):
+        return False
+    if setup.trainer == TrainerFamily.MS_SWIFT:
+        return True
+    trl = axolotl_trl(setup.release) if setup.trainer == TrainerFamily.AXOLOTL else setup.release
+    return trl is None or trl >= TRL_ROW_LOG_SOFTMAX
 
 
 def completion_logits(setup: MethodSetup) -> bool:
@@ -918,6 +933,8 @@ TRL_ROW_LOG_SOFTMAX = Version("0.15")
 TRL_DPO_COMPUTE_LOSS = Version("0.29")
 TRL_DPO_NO_CONTIGUOUS = Version("1.6")
 TRL_DPO_FUSED = Version("1.15")
+TRL_DPO_ROW_SOURCE = ("trl/trainer/dpo_trainer.py concatenated_forward @ v0.24.0 (the mean of the chosen rows' masked "
+                      "logits); measured on CPU: benchmarks/dpo_loss.md")
 TRL_COMPUTE_LOSS_SOURCE = ("trl/trainer/dpo_trainer.py _compute_loss @ v0.29.0, v1.5.1 (shift_logits .contiguous()), "
                            "v1.9.0; trl/trainer/utils.py entropy_from_logits; measured on CPU: "
                            "benchmarks/calibrate_dpo_loss.py")
@@ -925,9 +942,10 @@ TRL_COMPUTE_LOSS_SOURCE = ("trl/trainer/dpo_trainer.py _compute_loss @ v0.29.0, 
 
 @dataclass(frozen=True, slots=True)
 class LossMoment:
-    """The moment of DPO's loss side above the backward's loss peak (3 copies of the paired batch's logits,
-    memory/activations.py), in copies of those logits: ``copies`` expected, ``bound`` where the data decides more
-    (the chosen completion's share of the positions), ``upcast`` whether a copy is fp32 (else the model's dtype)."""
+    """The moment of DPO's (or KTO's) loss side, in copies of the batch's logits live at once: ``copies`` expected,
+    ``bound`` where the data decides more (the chosen completion's share of the positions), ``upcast`` whether a
+    copy is fp32 (else the model's dtype). What it adds is what it holds above the backward's loss peak
+    (memory/activations.py: 3 copies, or 2 and a row's with a per-row log-softmax; dpo_reference_pass_terms)."""
 
     copies: Fraction
     bound: Fraction
@@ -963,7 +981,7 @@ def _reference_pass(setup: MethodSetup) -> LossMoment | None:
         return None
     precomputed = bool(setup.precompute_ref_log_probs)
     if setup.trainer == TrainerFamily.LLAMA_FACTORY:
-        return None if precomputed else LossMoment(Fraction(2), Fraction(2), True, LLAMA_FACTORY_DPO_SOURCE)
+        return None if precomputed else LossMoment(Fraction(5), Fraction(5), True, LLAMA_FACTORY_DPO_SOURCE)
     trl = axolotl_trl(setup.release) if setup.trainer == TrainerFamily.AXOLOTL else setup.release
     if setup.trainer not in (None, TrainerFamily.TRL, TrainerFamily.AXOLOTL) or trl is None:
         return None
@@ -997,26 +1015,25 @@ def _trl_kto_moment(setup: MethodSetup) -> LossMoment | None:
             or setup.precompute_ref_log_probs:
         return None
     if trl < TRL_ROW_LOG_SOFTMAX:
-        return LossMoment(Fraction(2), Fraction(2), False, TRL_KTO_COMPUTE_LOSS_SOURCE)
-    bound = Fraction(2) if trl >= TRL_KTO_COMPUTE_LOSS else Fraction(1)
-    return LossMoment(Fraction(1), bound, False, TRL_KTO_COMPUTE_LOSS_SOURCE)
+        return LossMoment(Fraction(5), Fraction(5), False, TRL_KTO_COMPUTE_LOSS_SOURCE)
+    bound = Fraction(5) if trl >= TRL_KTO_COMPUTE_LOSS else Fraction(4)
+    return LossMoment(Fraction(4), bound, False, TRL_KTO_COMPUTE_LOSS_SOURCE)
 
 
 def _trl_dpo_moment(trl: Version, precomputed: bool) -> LossMoment | None:
     """_reference_pass for TRL's DPO at ``trl`` (its own, or the one axolotl pins)."""
     if trl < TRL_ROW_LOG_SOFTMAX:
-        return None if precomputed else LossMoment(Fraction(2), Fraction(2), trl < TRL_BF16_LOGITS, TRL_DPO_SOURCE)
-    if trl < TRL_DPO_COMPUTE_LOSS or trl >= TRL_DPO_FUSED:
+        return None if precomputed else LossMoment(Fraction(5), Fraction(5), trl < TRL_BF16_LOGITS, TRL_DPO_SOURCE)
+    if trl >= TRL_DPO_FUSED:
         return None
+    if trl < TRL_DPO_COMPUTE_LOSS:  # the policy's logits and saved log-softmax, the masked copy for their mean
+        return LossMoment(Fraction(2), Fraction(5, 2), False, TRL_DPO_ROW_SOURCE)
     contiguous = trl < TRL_DPO_NO_CONTIGUOUS
     # live at the metrics: 5 copies with the .contiguous() copies, else 4; the reference's (and its copy) gone
-    # with precomputed log-probs; the backward's 3 already counted
-    live = (5 if contiguous else 4) - ((2 if contiguous else 1) if precomputed else 0)
+    # with precomputed log-probs
+    live = Fraction((5 if contiguous else 4) - ((2 if contiguous else 1) if precomputed else 0))
     masked = Fraction(1, 2) if contiguous else Fraction(0)  # at 1.6+ under the entropy copy's moment
-    if live <= 3 and not masked:
-        return None
-    over = Fraction(max(live - 3, 0))
-    return LossMoment(over, over + masked, False, TRL_COMPUTE_LOSS_SOURCE)
+    return LossMoment(live, live + masked, False, TRL_COMPUTE_LOSS_SOURCE)
 
 
 def copies(n: Fraction) -> str:
@@ -1025,26 +1042,39 @@ def copies(n: Fraction) -> str:
 
 
 def dpo_reference_pass_terms(shape: TrainingShape, policy: ModelSpec, micro_batch: int, layout: Parallel,
-                             model_bytes: int, head_share: int) -> list[Term]:
-    """What DPO's loss side adds beyond the policy's loss peak in backward (_reference_pass): copies of the paired
-    batch's logits. Where a layer's recompute is the activations' peak (``head_share`` 0) the loss side is below it
-    by an amount not kept here: a bound."""
+                             model_bytes: int, headroom: int = 0) -> list[Term]:
+    """What DPO's (KTO's) loss side adds beyond the activations' peak (_reference_pass): the copies of the batch's
+    logits it holds at once above the backward's loss peak, less ``headroom``, what a layer's recompute counted as
+    the peak leaves above the loss side (memory/activations.py Activations.loss_headroom): the two moments are not
+    live together."""
     found = _reference_pass(shape.method)
     if found is None or not shape.sequence_length or not policy.vocab_size or policy.lm_head is False:
         return []
+    rows = batch_factor(shape.method) * micro_batch
+    backward = backward_copies(shape.method, rows)
+    over, over_bound = max(found.copies - backward, Fraction(0)), max(found.bound - backward, Fraction(0))
+    if not over_bound:
+        return []
     per = FP32_BYTES if found.upcast else model_bytes
     length = ceil_div(shape.sequence_length, layout.sequence)
-    rows = batch_factor(shape.method) * micro_batch
     one = per * rows * length * policy.vocab_size
-    expected, bound = exact(found.copies * one), exact(found.bound * one)
+    expected, bound = max(exact(over * one) - headroom, 0), max(exact(over_bound * one) - headroom, 0)
+    if not bound:
+        return []
     return [Term("activations", Resource.GPU, expected, "dpo_reference_pass",
-                 "DPO's loss side (the reference pass, the held logits, the metrics) above the backward's loss peak",
-                 f"{float(found.copies):g} x {per} B × {rows} rows × {length} × V {policy.vocab_size:,} (copies of the "
-                 "logits over the backward's three"
+                 "the loss side (the reference pass, the held logits, the metrics) above the backward's loss peak",
+                 f"({float(found.copies):g} - {float(backward):g}) x {per} B × {rows} rows × {length} × "
+                 f"V {policy.vocab_size:,} (copies of the logits live at once, less the backward's"
+                 + (f"; less {headroom:,} B a layer's recompute already counts" if headroom else "")
                  + (f"; up to {float(found.bound):g} with the chosen rows' masked copy" if found.bound > found.copies
                     else "") + ")",
-                 found.source, kind=TermKind.EXACT if head_share else TermKind.BOUND,
-                 bound=bound if bound > expected else None)]
+                 found.source, bound=bound if bound > expected else None)]
+
+
+def backward_copies(setup: MethodSetup, rows: int) -> Fraction:
+    """The backward's loss peak in copies of the logits, as memory/activations.py counts it: two and one row's with a
+    per-row log-softmax (row_log_softmax), else three."""
+    return Fraction(2) + Fraction(1, max(rows, 1)) if row_log_softmax(setup) else Fraction(3)
 
 
 def _kto_moment_words(setup: MethodSetup) -> str:
@@ -1053,8 +1083,9 @@ def _kto_moment_words(setup: MethodSetup) -> str:
     if moment is None:
         return ""
     return (f"; the loss side holds the policy's and the reference's logits, their saved log-softmax and the metrics' "
-            f"copies together: {copies(moment.copies)} of the batch's logits over the backward's loss peak, up to "
-            f"{float(moment.bound):g} (the chosen rows' masked copy), counted ({moment.source})")
+            f"copies together: {copies(moment.copies)} of the batch's logits live at once (up to "
+            f"{float(moment.bound):g} with the chosen rows' masked copy), what they hold above the backward's loss "
+            f"peak counted ({moment.source})")
 
 
 def kto_note(setup: MethodSetup) -> str | None:
@@ -1263,15 +1294,19 @@ def method_notes(setup: MethodSetup, config_has_optimizer: bool, policy: ModelSp
 def _reference_pass_words(setup: MethodSetup, policy: ModelSpec) -> str:
     """How the paired method's reference forward is counted (dpo_reference_pass_terms), for method_notes."""
     found = _reference_pass(setup)
+    if found is not None and found.source == TRL_DPO_ROW_SOURCE:
+        return (f"; the loss side holds the policy's logits and their saved per-row log-softmax, and the mean of "
+                f"the chosen rows' masked logits copies them: {copies(found.copies)} of the logits live at once, up "
+                f"to {float(found.bound):g}, what they hold above the backward's loss peak counted ({found.source})")
     if found is not None and found.source in (TRL_COMPUTE_LOSS_SOURCE, TRL_KTO_COMPUTE_LOSS_SOURCE):
         return (f"; the loss side holds the policy's logits, their saved log-softmax and the reference pass's logits "
-                f"(with LoRA the adapter disabled) to the metrics: {copies(found.copies)} of the logits over the "
-                f"backward's loss peak, counted ({found.source})")
+                f"(with LoRA the adapter disabled) to the metrics: {copies(found.copies)} of the logits live at "
+                f"once, what they hold above the backward's loss peak counted ({found.source})")
     if found is not None:
         return ("; the reference pass (with LoRA the adapter disabled) runs under no_grad after the policy's, whose "
                 "whole logits and log-softmax stay held, with its own logits, their contiguous shifted copy and "
-                f"log-softmax: {copies(found.copies)} of the logits over the backward's loss peak, counted "
-                f"({found.source})")
+                f"log-softmax: {copies(found.copies)} of the logits live at once, what they hold above the backward's "
+                f"loss peak counted ({found.source})")
     if not has_reference(setup, policy):  # CPO, ORPO and reward models run none
         return ""
     return ("; the reference forward runs under no_grad after the policy's, beside its saved activations and logits "

@@ -31,6 +31,9 @@ class LayerFacts:
     mlp_dropout: float = 0.0  # between the activation and the down projection (T5DenseActDense)
     softmax_fp32: bool = False  # eager attention keeps its softmax output in fp32 (Llama-family eager)
     loss_in_fp32: bool = True  # the loss upcasts the logits (transformers loss_utils ForCausalLMLoss)
+    # the loss takes log_softmax one row at a time in the logits' dtype (TRL's selective_log_softmax): its backward
+    # holds two copies of the logits and one row's, not three copies (memory/activations.py)
+    row_log_softmax: bool = False
     norms_per_layer: int = 2  # decoder layers of an encoder-decoder add one for cross-attention
     final_dropout: bool = False  # a dropout after each stack's final norm (T5Stack)
     relative_position_buckets: bool = False  # int64 (s, s) bucket indices per stack (T5Attention.compute_bias)
