@@ -55,6 +55,22 @@ def config() -> dict[str, Any]:
             "torch_dtype": "bfloat16", "attention_dropout": 0.0, "rms_norm_eps": 1e-6}
 
 
+def _models() -> tuple[Any, Any]:
+    """The policy (bf16, gradient checkpointing, training) and a frozen deep copy as the reference model."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(**{k: v for k, v in config().items() if k not in ("architectures", "model_type", "torch_dtype")})
+    cfg._attn_implementation = "sdpa"
+    model = LlamaForCausalLM(cfg).to(torch.bfloat16).train()
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    ref = copy.deepcopy(model).eval()
+    for p in ref.parameters():
+        p.requires_grad_(False)
+    return model, ref
+
+
 def _trainer(model: Any, ref: Any) -> Any:
     """A DPOTrainer carrying what _compute_loss reads, without the datasets and tokenizer its __init__ prepares."""
     from accelerate import Accelerator
@@ -111,16 +127,8 @@ def measure(tokens: int, pairs: int, method: str = "dpo") -> dict[str, float]:
     same 2 x pairs rows unpaired, desirable and undesirable alternating, with a batch of mismatched completions
     for its KL term."""
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
 
-    torch.manual_seed(0)
-    cfg = LlamaConfig(**{k: v for k, v in config().items() if k not in ("architectures", "model_type", "torch_dtype")})
-    cfg._attn_implementation = "sdpa"
-    model = LlamaForCausalLM(cfg).to(torch.bfloat16).train()
-    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    ref = copy.deepcopy(model).eval()
-    for p in ref.parameters():
-        p.requires_grad_(False)
+    model, ref = _models()
     rows = 2 * pairs
     ids = torch.randint(0, VOCAB, (rows, tokens))
     prompt = tokens - tokens // COMPLETION_SHARE
@@ -187,20 +195,21 @@ def _get_batch_logps(logits: Any, labels: Any) -> tuple[Any, Any]:
     return (per_token_logps * loss_mask).sum(-1), loss_mask.sum(-1)
 
 
+def _whole_step(step: Any, model: Any) -> dict[str, float]:
+    """The peak of a replica's whole ``step`` after a warm-up step that made every gradient (not split: the
+    replica's forward and backward are one function)."""
+    step()
+    model.zero_grad(set_to_none=False)
+    peak, _ = profiled_peak(step)
+    return {"peak": peak, "forward_peak": peak, "backward_peak": 0}
+
+
 def measure_replica(tokens: int, pairs: int, upcast: bool) -> dict[str, float]:
     """The peak of the replica's DPO step (policy, reference pass under no_grad, the metrics' means, backward)."""
     import torch
     import torch.nn.functional as F
-    from transformers import LlamaConfig, LlamaForCausalLM
 
-    torch.manual_seed(0)
-    cfg = LlamaConfig(**{k: v for k, v in config().items() if k not in ("architectures", "model_type", "torch_dtype")})
-    cfg._attn_implementation = "sdpa"
-    model = LlamaForCausalLM(cfg).to(torch.bfloat16).train()
-    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    ref = copy.deepcopy(model).eval()
-    for p in ref.parameters():
-        p.requires_grad_(False)
+    model, ref = _models()
     ids = torch.randint(0, VOCAB, (2 * pairs, tokens))
     labels = ids.clone()
     labels[:, : tokens - tokens // COMPLETION_SHARE] = -100
@@ -221,10 +230,7 @@ def measure_replica(tokens: int, pairs: int, upcast: bool) -> dict[str, float]:
         _ = chosen_logits.mean().item(), rejected_logits.mean().item()
         loss.backward()
 
-    step()
-    model.zero_grad(set_to_none=False)
-    peak, _ = profiled_peak(step)
-    return {"peak": peak, "forward_peak": peak, "backward_peak": 0}
+    return _whole_step(step, model)
 
 
 def measure_kto_replica(tokens: int, pairs: int) -> dict[str, float]:
@@ -234,16 +240,8 @@ def measure_kto_replica(tokens: int, pairs: int) -> dict[str, float]:
     reference's two forwards, the loss and its backward; 2 x pairs rows, desirable and undesirable alternating."""
     import torch
     import torch.nn.functional as F
-    from transformers import LlamaConfig, LlamaForCausalLM
 
-    torch.manual_seed(0)
-    cfg = LlamaConfig(**{k: v for k, v in config().items() if k not in ("architectures", "model_type", "torch_dtype")})
-    cfg._attn_implementation = "sdpa"
-    model = LlamaForCausalLM(cfg).to(torch.bfloat16).train()
-    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    ref = copy.deepcopy(model).eval()
-    for p in ref.parameters():
-        p.requires_grad_(False)
+    model, ref = _models()
     rows = 2 * pairs
 
     def sample() -> tuple[Any, Any]:
@@ -277,10 +275,7 @@ def measure_kto_replica(tokens: int, pairs: int) -> dict[str, float]:
         _ = chosen_logits.nansum().item(), rejected_logits.nansum().item()
         losses.backward()
 
-    step()
-    model.zero_grad(set_to_none=False)
-    peak, _ = profiled_peak(step)
-    return {"peak": peak, "forward_peak": peak, "backward_peak": 0}
+    return _whole_step(step, model)
 
 
 def predict(tokens: int, pairs: int, release: str, method: str = "dpo",
