@@ -954,8 +954,9 @@ class LossMoment:
 
 
 def _reference_pass(setup: MethodSetup) -> LossMoment | None:
-    """What DPO's loss side holds above the backward's loss peak, by the trainer's code at its release; None where it
-    stays under it or the trainer's code is not read here.
+    """What DPO's (KTO's) loss side holds at once, by the trainer's code at its release (dpo_reference_pass_terms
+    counts what it holds above the backward's loss peak); None where the trainer's code is not read here or no
+    moment of it can exceed the backward's.
 
     * LLaMA-Factory and TRL up to 0.14 run the reference pass under no_grad after the policy's forward, with the
       policy's graph live and its whole logits held for the metrics (``policy_chosen_logits``), beside log_softmax's
@@ -999,8 +1000,8 @@ TRL_KTO_COMPUTE_LOSS_SOURCE = ("trl/trainer/kto_trainer.py _compute_loss @ v1.8.
 
 
 def _trl_kto_moment(setup: MethodSetup) -> LossMoment | None:
-    """KTO's loss side above the backward's three copies of its batch's logits (one row per sample), by the TRL
-    that runs it (its own release, or the one axolotl pins):
+    """KTO's loss side in copies of its batch's logits live at once (one row per sample), by the TRL that runs it
+    (its own release, or the one axolotl pins):
 
     * before 1.8 (KTOTrainer.forward): the policy's saved log-softmax and its chosen/rejected index copies (one copy
       together) are held while the reference's forward makes its logits and their copies: 4 copies (measured with
