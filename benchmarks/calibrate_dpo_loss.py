@@ -368,6 +368,11 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _installed_rows(release: str) -> list[dict[str, Any]]:
+    """The rows of the TRL importable here: its DPO, and its KTO where measure() drives it."""
+    return rows_for(release) + (rows_for(release, method="kto") if _kto_measurable(release) else [])
+
+
 def _kto_measurable(release: str) -> bool:
     """Whether this TRL's KTOTrainer is one measure() drives: _compute_loss from 1.8, the older forward's
     get_batch_loss_metrics before (1.5 to 1.7 keep it in trl.experimental under another interface: not measured)."""
@@ -391,9 +396,7 @@ def main(argv: list[str] | None = None) -> None:
     options = parser.parse_args(argv)
     import trl
 
-    release = f"replica {next(iter(REPLICAS))}" if options.replicas else trl.__version__
-    rows = replica_rows() if options.replicas else rows_for(release) + (
-        rows_for(release, method="kto") if _kto_measurable(release) else [])
+    rows = replica_rows() if options.replicas else _installed_rows(trl.__version__)
     for row in rows:
         print(json.dumps(row))
     names = {r["trl"] for r in rows}

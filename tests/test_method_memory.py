@@ -291,6 +291,8 @@ def test_openrlhf_and_llama_factory_optimizer_block():
     # 1.8.0: copied; TRL 1.16.0: dropped since 1.10, the bound keeps it)
     (TrainerFamily.LLAMA_FACTORY, None, True), (TrainerFamily.AXOLOTL, None, True), (TrainerFamily.TRL, None, False),
     (TrainerFamily.LLAMA_FACTORY, "0.9.6", False),  # not read: the bound keeps it, the expected does not
+    # axolotl by the TRL it pins: 0.18.1 runs trl==1.8.0's copy; 0.19 is past the release line read
+    (TrainerFamily.AXOLOTL, "0.18.1", True), (TrainerFamily.AXOLOTL, "0.19.0", False),
 ])
 def test_the_optimizer_block_by_the_trainer_release_or_the_newest_read(trainer, version, copied):
     st = run(dpo(trainer=trainer, trainer_version=version)).stage(1)

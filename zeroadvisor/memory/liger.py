@@ -46,7 +46,7 @@ from dataclasses import dataclass, replace
 from packaging.version import Version
 
 from zeroadvisor.config.method import MethodSetup
-from zeroadvisor.config.pinned_trl import axolotl_trl
+from zeroadvisor.config.pinned_trl import trl_release
 from zeroadvisor.memory import bytes as B
 from zeroadvisor.model.spec import LayerFacts
 from zeroadvisor.vocab import Method, TrainerFamily
@@ -170,18 +170,11 @@ def fused_loss_off(setup: MethodSetup) -> str | None:
         return FULL_LOGITS_OUTSIDE_SFT[setup.trainer]
     if setup.method in UNLABELLED_FORWARD.get(setup.trainer, frozenset()):
         return LOGITS_WHOLE.format(method=setup.method, why=f"{setup.trainer or 'TRL'} has no Liger loss for it")
-    if setup.method in (Method.DPO, Method.KTO) and setup.trainer in (None, TrainerFamily.TRL, TrainerFamily.AXOLOTL):
-        trl = _trl_release(setup)
-        if trl is not None and trl < TRL_LIGER_PREFERENCE_LOSS:
-            return LOGITS_WHOLE.format(method=setup.method, why=f"TRL {trl} runs Liger's preference loss only "
-                                       "for use_liger_loss, before 0.26")
+    trl = trl_release(setup)  # TRL's, or the one axolotl pins; None for another family's own code
+    if setup.method in (Method.DPO, Method.KTO) and trl is not None and trl < TRL_LIGER_PREFERENCE_LOSS:
+        return LOGITS_WHOLE.format(method=setup.method, why=f"TRL {trl} runs Liger's preference loss only for "
+                                   "use_liger_loss, before 0.26")
     return None
-
-
-def _trl_release(setup: MethodSetup) -> Version | None:
-    """The TRL that runs the method: its own release, or the one axolotl pins (memory/method.py axolotl_trl); None
-    where unknown (the newest read: Liger's loss runs)."""
-    return axolotl_trl(setup.release) if setup.trainer == TrainerFamily.AXOLOTL else setup.release
 
 
 def applies(model_type: str | None) -> bool:

@@ -41,7 +41,7 @@ from packaging.version import Version
 
 from zeroadvisor.config.default_lengths import CLASS_DEFAULT
 from zeroadvisor.config.method import MethodSetup, Placement, release_of
-from zeroadvisor.config.pinned_trl import axolotl_trl
+from zeroadvisor.config.pinned_trl import trl_release
 from zeroadvisor.config.trainer_pins import DISTRIBUTIONS
 from zeroadvisor.memory import bytes as B
 from zeroadvisor.memory import generation as G
@@ -176,29 +176,28 @@ def has_reference(setup: MethodSetup, policy: ModelSpec) -> bool:
 OLD_TRL_PINS: dict[TrainerFamily, tuple[tuple[Version, str], ...]] = {  # (newest release, its TRL), ascending
     TrainerFamily.LLAMA_FACTORY: ((Version("0.9.3"), "TRL <= 0.9.6"), (Version("0.9.5"), "TRL 0.18 to 0.24")),
     TrainerFamily.MS_SWIFT: ((Version("3.999"), "TRL < 0.21"),),  # every 3.x
-    TrainerFamily.AXOLOTL: ((Version("0.18.0"), "TRL 1.8.0"),),
-}
+}  # axolotl runs the TRL it pins itself (config/pinned_trl.py): decided by that TRL's release
 
 
 def optimizer_copy(setup: MethodSetup, config_has_optimizer: bool) -> OptimizerCopy:
     """Whether the frozen engines' config keeps the user's ``optimizer`` block, by the trainer and its release:
-    TRL's prepare_deepspeed copies it up to 1.9.0; the trainers of OLD_TRL_PINS at the releases read; OpenRLHF
-    never (openrlhf/utils/deepspeed/deepspeed_utils.py get_eval_ds_config @ v0.8.5 builds its own config). Where
-    the release is unknown the expected bytes follow the newest release read (NEWEST_READ, as the assumption
-    says) and the bound keeps the block."""
+    TRL's prepare_deepspeed copies it up to 1.9.0 (axolotl's trainers at the TRL it pins); the trainers of
+    OLD_TRL_PINS at the releases read; OpenRLHF never (openrlhf/utils/deepspeed/deepspeed_utils.py
+    get_eval_ds_config @ v0.8.5 builds its own config). Where the release is unknown the expected bytes follow the
+    newest release read (NEWEST_READ, as the assumption says) and the bound keeps the block."""
     if not config_has_optimizer or setup.trainer == TrainerFamily.OPENRLHF:
         return OptimizerCopy(False, False, setup.trainer_version or "unknown")
-    release = setup.release
-    newest_read = release is None
-    if newest_read:
-        release = NEWEST_RELEASE.get(setup.trainer)
-    for newest, trl in OLD_TRL_PINS.get(setup.trainer, ()) if setup.trainer is not None else ():
+    newest_read = setup.release is None
+    release = NEWEST_RELEASE.get(setup.trainer) if newest_read else setup.release
+    said = f"{release} (the newest read)" if newest_read else setup.trainer_version
+    for newest, pinned in OLD_TRL_PINS.get(setup.trainer, ()) if setup.trainer is not None else ():
         if release is not None and release <= newest:
-            said = f"{release} (the newest read)" if newest_read else setup.trainer_version
-            return OptimizerCopy(True, False, f"{setup.trainer} {said} ({trl})")
-    if setup.trainer not in (None, TrainerFamily.TRL) or newest_read:
+            return OptimizerCopy(True, False, f"{setup.trainer} {said} ({pinned})")
+    trl = trl_release(setup)
+    if trl is None:
         return OptimizerCopy(False, True, "unknown")
-    return OptimizerCopy(release is not None and release < TRL_DROPS_OPTIMIZER, False, f"TRL {setup.trainer_version}")
+    label = f"TRL {trl}" if setup.trainer != TrainerFamily.AXOLOTL else f"axolotl {said} (TRL {trl})"
+    return OptimizerCopy(trl < TRL_DROPS_OPTIMIZER, False, label)
 
 
 def _placement(setup: MethodSetup, role: ModelRole) -> Placement | None:
@@ -623,7 +622,7 @@ def row_log_softmax(setup: MethodSetup) -> bool:
         return False
     if setup.trainer == TrainerFamily.MS_SWIFT:
         return True
-    trl = axolotl_trl(setup.release) if setup.trainer == TrainerFamily.AXOLOTL else setup.release
+    trl = trl_release(setup)  # bf16_logits leaves TRL and axolotl here; unknown: the newest read
     return trl is None or trl >= TRL_ROW_LOG_SOFTMAX
 
 
@@ -983,10 +982,8 @@ def _reference_pass(setup: MethodSetup) -> LossMoment | None:
     precomputed = bool(setup.precompute_ref_log_probs)
     if setup.trainer == TrainerFamily.LLAMA_FACTORY:
         return None if precomputed else LossMoment(Fraction(5), Fraction(5), True, LLAMA_FACTORY_DPO_SOURCE)
-    trl = axolotl_trl(setup.release) if setup.trainer == TrainerFamily.AXOLOTL else setup.release
-    if setup.trainer not in (None, TrainerFamily.TRL, TrainerFamily.AXOLOTL) or trl is None:
-        return None
-    return _trl_dpo_moment(trl, precomputed)
+    trl = trl_release(setup)
+    return None if trl is None else _trl_dpo_moment(trl, precomputed)
 
 
 # TRL's KTO is one _compute_loss of DPO's 1.6+ shape from 1.8 (trl/trainer/kto_trainer.py @ v1.8.0, v1.9.0); before,
@@ -1011,9 +1008,8 @@ def _trl_kto_moment(setup: MethodSetup) -> LossMoment | None:
       log-softmax and entropy_from_logits' copy at the metrics (4), then the chosen and rejected rows' index_select
       copies (1 together) with the chosen rows' masked copy for their mean: up to 5.
     Precomputed log-probs: no reference forward, 3."""
-    trl = axolotl_trl(setup.release) if setup.trainer == TrainerFamily.AXOLOTL else setup.release
-    if setup.trainer not in (None, TrainerFamily.TRL, TrainerFamily.AXOLOTL) or trl is None or trl >= TRL_DPO_FUSED \
-            or setup.precompute_ref_log_probs:
+    trl = trl_release(setup)
+    if trl is None or trl >= TRL_DPO_FUSED or setup.precompute_ref_log_probs:
         return None
     if trl < TRL_ROW_LOG_SOFTMAX:
         return LossMoment(Fraction(5), Fraction(5), False, TRL_KTO_COMPUTE_LOSS_SOURCE)
