@@ -165,16 +165,18 @@ def test_llama_factory_keeps_the_full_logits_outside_sft_and_liger_s_other_kerne
     with_liger, without = run(True, lf_dpo), run(False, lf_dpo)
     assert with_liger.logits == without.logits > 0
     assert any("require_logits" in note for note in with_liger.notes)
-    # its sft stage runs the fused loss: no vocabulary-wide logits; TRL's trainers are not turned off here
-    assert liger.fused_loss_off(lf_sft) is None and liger.fused_loss_off(trl_dpo) is None
+    # its sft stage runs the fused loss: no vocabulary-wide logits; TRL's DPO calls the model without labels too
+    # (its own Liger preference loss is another switch: test_trl_runs_liger_s_preference_loss_by_its_switch)
+    assert liger.fused_loss_off(lf_sft) is None and liger.fused_loss_off(trl_dpo) is not None
     assert run(True, lf_sft).logits < run(False, lf_sft).logits
 
 
 def test_a_preference_loss_without_labels_keeps_the_full_logits_under_liger():
     """Liger's patched forward fuses the head and the loss only where it is given labels: ms-swift's DPO pops them
     (swift/rlhf_trainers/dpo_trainer.py concatenated_forward @ v4.5.2), TRL's ORPO and CPO have no Liger loss, and
-    TRL's DPO and KTO run Liger's preference loss for use_liger_kernel from 0.26 only (use_liger_loss before);
-    axolotl's are TRL's at the TRL it pins (0.13.0: trl==0.25.0, 0.14.0: trl==0.27.1)."""
+    TRL's DPO and KTO call the model without labels unless their own Liger preference loss runs (use_liger_loss
+    0.19-0.27, use_liger_kernel 0.25-1.14); axolotl's are TRL's at the TRL it pins, its liger plugin patching the
+    model only (0.13.0 pins trl==0.25.0, 0.14.0 trl==0.27.1)."""
     from zeroadvisor.config.method import MethodSetup
     from zeroadvisor.vocab import Method, TrainerFamily
 
@@ -185,17 +187,99 @@ def test_a_preference_loss_without_labels_keeps_the_full_logits_under_liger():
                               liger_kernel=True, method=setup)
         return activation_bytes(spec, shape, 1, "bf16").logits
 
-    fused = logits(MethodSetup(method=Method.DPO, trainer=TrainerFamily.TRL, trainer_version="0.26.0"))
+    sft = logits(MethodSetup(method=Method.SFT, trainer=TrainerFamily.LLAMA_FACTORY))
     whole = [MethodSetup(method=Method.DPO, trainer=TrainerFamily.MS_SWIFT, trainer_version="3.8.0"),
              MethodSetup(method=Method.ORPO, trainer=TrainerFamily.TRL, trainer_version="0.21.0"),
              MethodSetup(method=Method.CPO),
              MethodSetup(method=Method.DPO, trainer=TrainerFamily.TRL, trainer_version="0.24.0"),
              MethodSetup(method=Method.KTO, trainer=TrainerFamily.TRL, trainer_version="0.21.0"),
-             MethodSetup(method=Method.DPO, trainer=TrainerFamily.AXOLOTL, trainer_version="0.13.0")]
+             MethodSetup(method=Method.DPO, trainer=TrainerFamily.AXOLOTL, trainer_version="0.13.0"),
+             MethodSetup(method=Method.DPO, trainer=TrainerFamily.AXOLOTL, trainer_version="0.14.0")]
     for setup in whole:
+        assert not liger.preference_loss_runs(setup, liger_kernel=True), setup
         assert liger.fused_loss_off(setup) is not None, setup
-        assert logits(setup) > 5 * fused, setup
-    for setup in (MethodSetup(method=Method.DPO, trainer=TrainerFamily.AXOLOTL, trainer_version="0.14.0"),
-                  MethodSetup(method=Method.KTO, trainer=TrainerFamily.TRL, trainer_version="1.9.0"),
-                  MethodSetup(method=Method.DPO)):  # the release unknown: the newest read runs Liger's loss
-        assert liger.fused_loss_off(setup) is None, setup
+        assert logits(setup) > 5 * sft, setup
+
+
+def test_trl_runs_liger_s_preference_loss_by_its_switch():
+    """TRL's DPO/KTO run _compute_loss_liger for use_liger_loss (DPO from 0.19, KTO from 0.17; an alias of
+    use_liger_kernel 0.25-0.27, gone in 0.28) or use_liger_kernel (0.25 to 1.14: ``if self.args.use_liger_kernel`` @
+    v0.25.0 dpo_trainer.py, kto_trainer.py); 1.15 scores through its fused LM head instead. axolotl's
+    dpo_use_liger_kernel is DPO's use_liger_kernel from axolotl 0.14 (core/trainers/dpo/__init__.py)."""
+    from zeroadvisor.config.method import MethodSetup
+    from zeroadvisor.vocab import Method, TrainerFamily
+
+    def setup(method: Method, release: str, loss: bool | None = None,
+              trainer: TrainerFamily = TrainerFamily.TRL) -> MethodSetup:
+        return MethodSetup(method=method, trainer=trainer, trainer_version=release, liger_loss=loss)
+
+    runs = [(setup(Method.DPO, "0.19.0", True), False), (setup(Method.DPO, "0.24.0", True), False),
+            (setup(Method.DPO, "0.25.0"), True), (setup(Method.DPO, "0.27.0", True), False),
+            (setup(Method.DPO, "0.26.0"), True), (setup(Method.DPO, "1.9.0"), True),
+            (setup(Method.DPO, "1.14.0"), True), (setup(Method.KTO, "0.17.0", True), False),
+            (setup(Method.KTO, "1.7.0"), True), (setup(Method.DPO, "0.14.0", True, TrainerFamily.AXOLOTL), False)]
+    for found, kernel in runs:
+        assert liger.preference_loss_runs(found, liger_kernel=kernel), found
+    off = [(setup(Method.DPO, "0.18.0", True), True),  # no use_liger_loss field yet
+           (setup(Method.DPO, "0.24.0"), True),  # use_liger_kernel alone patches the model only
+           (setup(Method.KTO, "0.16.0", True), True),
+           (setup(Method.DPO, "0.28.0", True), False),  # the alias is gone
+           (setup(Method.DPO, "1.15.0"), True),  # the fused LM head
+           (MethodSetup(method=Method.DPO), True),  # unknown: the newest read, its fused head
+           (setup(Method.ORPO, "0.24.0", True), True),
+           (setup(Method.DPO, "3.8.0", True, TrainerFamily.MS_SWIFT), True),
+           (setup(Method.DPO, "0.13.0", True, TrainerFamily.AXOLOTL), True),  # no dpo_use_liger_kernel, trl 0.25
+           (setup(Method.DPO, "0.14.0", None, TrainerFamily.AXOLOTL), True)]  # its plugin only
+    for found, kernel in off:
+        assert not liger.preference_loss_runs(found, liger_kernel=kernel), found
+
+
+def test_liger_s_preference_loss_is_counted_by_its_chunk_not_as_no_logits():
+    """Liger's chunked DPO loss computes one chosen/rejected pair's logits at a time, in fp32 for the log-softmax:
+    4 copies of that pair's logits under torch.compile (TRL keeps compiled=True), 8 eager. Where it runs, the
+    activations count its chunk instead of the whole logits, and nothing for the reference pass's held logits
+    (the loss side's moment of _compute_loss does not exist there)."""
+    from zeroadvisor.config.method import MethodSetup
+    from zeroadvisor.memory.method import dpo_reference_pass_terms
+    from zeroadvisor.memory.parallel import Parallel
+    from zeroadvisor.vocab import Method, TrainerFamily
+
+    spec = spec_from_hf_config(QWEN2)
+    trl19 = MethodSetup(method=Method.DPO, trainer=TrainerFamily.TRL, trainer_version="1.9.0")
+    tokens, pairs = 2048, 2
+
+    def run(liger_on: bool) -> tuple[int, list[str], int]:
+        shape = TrainingShape(sequence_length=tokens, activation_checkpointing="full", flash_attention=True,
+                              liger_kernel=liger_on, method=trl19)
+        act = activation_bytes(spec, shape, 2 * pairs, "bf16")
+        side = sum(t.nbytes for t in dpo_reference_pass_terms(shape, spec, pairs, Parallel(), 2))
+        return act.logits, list(act.notes), side
+
+    logits, notes, side = run(True)
+    v, h = QWEN2["vocab_size"], QWEN2["hidden_size"]
+    rows = 2 * pairs
+    pair = 2 * 2 * tokens * v  # one chunk: a chosen and a rejected row of bf16 logits
+    # the chunk, the two hidden-state copies, the input gradient, the head gradient, the labels
+    expected = 4 * pair + 2 * 2 * rows * tokens * h + 2 * rows * tokens * h + 2 * v * h + 8 * rows * tokens
+    assert logits == expected
+    assert any("Liger's fused DPO loss" in note and "8 eager" in note for note in notes)
+    assert side == 0
+    whole, _, held = run(False)  # the logits and the loss side of _compute_loss at 1.9: 4 copies live at once
+    assert whole > 2 * logits and held > 0
+
+
+def test_liger_s_preference_chunk_matches_its_measurement_on_cpu():
+    """benchmarks/liger_preference.json: Liger 0.8.5's own LigerFusedLinearDPOLoss/KTOLoss measured on CPU
+    (benchmarks/calibrate_liger_preference.py); preference_peak's chunk, input and head gradients against each
+    measured peak: within 1% compiled (what TRL runs); eager at or under the bound."""
+    from pathlib import Path
+
+    from zeroadvisor.vocab import Method
+
+    data = json.loads((Path(__file__).resolve().parent.parent / "benchmarks" / "liger_preference.json").read_text())
+    assert len(data["rows"]) >= 8
+    for row in data["rows"]:
+        peak = liger.preference_peak(Method(row["method"]), 2, row["rows"], row["tokens"], 32768, 64, True)
+        compiled = peak.chunk + peak.grad_input + peak.grad_weight
+        assert abs(compiled / row["compiled"]["peak"] - 1) < 0.01, row
+        assert peak.chunk_bound + peak.grad_input + peak.grad_weight >= row["eager"]["peak"] * 0.99, row

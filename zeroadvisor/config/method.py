@@ -123,6 +123,10 @@ class MethodSetup:
     beta: float | None = None  # TRL beta / LLaMA-Factory pref_beta (GRPO beta 0.0: no reference model)
     loss_type: str | None = None  # TRL loss_type / LLaMA-Factory pref_loss (e.g. "simpo", "orpo")
     max_length: int | None = None  # the preference trainer's own max_length (chosen/rejected), where said
+    # the trainer's own switch for Liger's fused preference loss, where a file says it: TRL's use_liger_loss (DPOConfig
+    # 0.19-0.27, KTOConfig 0.17-0.27), axolotl's dpo_use_liger_kernel (memory/liger.py preference_loss_runs; TRL's
+    # use_liger_kernel is the Trainer's, read with the training arguments)
+    liger_loss: bool | None = None
     generation: Generation = field(default_factory=Generation)
     placements: tuple[Placement, ...] = ()  # the other models' placement where the trainer's flags say
     colocate_all_models: bool | None = None  # OpenRLHF --colocate_all_models (or one process: no Ray)

@@ -621,6 +621,9 @@ def _loss_peak(spec: ModelSpec, shape: TrainingShape, facts: LayerFacts, e: int,
                      f"gradient{' and the head gradient' if trainable else ''} and per-token fp32 terms, "
                      f"{peak:,} B ({cce.SOURCE})")
         return peak, cce.head_gradient(e, spec.vocab_size, h, trainable)
+    if liger.preference_loss_runs(shape.method, shape.liger_kernel) and spec.lm_head is not False \
+            and spec.vocab_size:
+        return _liger_preference_loss(spec, shape, e, (b, t, h), spec.vocab_size, notes), head_gradient
     liger_off = liger.fused_loss_off(shape.method) if with_liger else None
     if liger_off is not None:
         notes.append(liger_off)
@@ -665,6 +668,23 @@ def _liger_applies(spec: ModelSpec, notes: list[str]) -> bool:
         notes.append("Liger kernel: its fused linear cross-entropy counted; the layers as transformers keeps them "
                      "(Liger's RMSNorm/SwiGLU keep less: a bound)")
     return True
+
+
+def _liger_preference_loss(spec: ModelSpec, shape: TrainingShape, e: int, dims: tuple[int, int, int], v: int,
+                           notes: list[str]) -> int:
+    """Liger's fused DPO/KTO loss in place of the logits (memory/liger.py preference_peak): the last chunk's logits
+    under torch.compile, the hidden states and gradients the loss holds. Eager chunks hold twice the chunk's copies:
+    said in the note, the chunk counted compiled as TRL runs it."""
+    b, t, h = dims
+    method = shape.method.method
+    peak = liger.preference_peak(method, e, b, t, v, h, spec.head_gets_gradient)
+    notes.append(f"Liger's fused {method.upper()} loss (TRL {shape.method.trainer_version or 'release unknown'}): no "
+                 f"{b * t:,} x {v:,} logits; one chunk of {liger.CHUNK_ROWS[method]} row(s) at a time, "
+                 f"{liger.CHUNK_COPIES_COMPILED} copies of its logits under torch.compile ({peak.chunk:,} B; "
+                 f"{liger.CHUNK_COPIES_EAGER} eager, {peak.chunk_bound:,} B), the policy's and the reference's hidden "
+                 f"states, the input gradient{' and the head gradient' if peak.grad_weight else ''} "
+                 f"{peak.nbytes - peak.chunk:,} B ({liger.PREFERENCE_SOURCE})")
+    return peak.nbytes
 
 
 def _liger_loss(spec: ModelSpec, e: int, b: int, t: int, h: int, v: int, notes: list[str]) -> int:

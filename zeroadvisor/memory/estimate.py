@@ -374,7 +374,7 @@ def estimate(config: Config, model: ModelSpec, shape: TrainingShape | None = Non
     # a paired method (DPO, ORPO, CPO, reward) puts chosen and rejected through the policy: 2 sequences a sample
     act = parallel_activations(activation_spec(shape.method, model), shape, s.micro_batch * batch_factor(shape.method),
                                ac.dtype if ac else s.precision, layout)
-    assumptions += method_notes(shape.method, ds.optimizer.type is not None, model)
+    assumptions += method_notes(shape.method, ds.optimizer.type is not None, model, shape.liger_kernel)
     if ac:
         assumptions += autocast_notes(ac)
     # A verdict that leaves a row out says so (no unqualified "fits" while activations are unknown).

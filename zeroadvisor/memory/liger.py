@@ -150,30 +150,111 @@ FULL_LOGITS_OUTSIDE_SFT: dict[TrainerFamily, str] = {
 # Liger's patched forward (liger_kernel/transformers/model/*.py lce_forward) fuses the head and the loss only where
 # it is given labels; a preference loss calls the model without them and reads ``outputs.logits``, which it then
 # computes whole. ms-swift's DPO/CPO/ORPO pop the labels before the forward (swift/rlhf_trainers/dpo_trainer.py
-# concatenated_forward @ v4.5.2); TRL's ORPO and CPO have no Liger loss; TRL's DPO and KTO run Liger's fused
-# preference loss for ``use_liger_kernel`` from 0.26 (before: ``use_liger_loss``, 0.19 to 0.25, not read here;
-# trl/trainer/dpo_trainer.py, kto_trainer.py). axolotl's trainers are TRL's at the TRL it pins.
+# concatenated_forward @ v4.5.2); TRL's ORPO and CPO have no Liger loss; TRL's DPO and KTO call the model without
+# labels too (dpo_trainer.py concatenated_forward @ v0.24.0, _compute_loss @ v1.9.0) unless their own Liger
+# preference loss runs (preference_loss_runs). axolotl's trainers are TRL's at the TRL it pins.
 UNLABELLED_FORWARD: dict[TrainerFamily | None, frozenset[Method]] = {
     TrainerFamily.MS_SWIFT: frozenset({Method.DPO, Method.CPO, Method.ORPO}),
-    **dict.fromkeys((None, TrainerFamily.TRL, TrainerFamily.AXOLOTL), frozenset({Method.CPO, Method.ORPO})),
+    **dict.fromkeys((None, TrainerFamily.TRL, TrainerFamily.AXOLOTL),
+                    frozenset({Method.CPO, Method.ORPO, Method.DPO, Method.KTO})),
 }
-TRL_LIGER_PREFERENCE_LOSS = Version("0.26")  # DPO's and KTO's _compute_loss_liger under use_liger_kernel
 LOGITS_WHOLE = ("{method} calls the model without labels and reads its logits ({why}): Liger's fused linear "
                 "cross-entropy never runs there, the full logits counted")
 
+# TRL's Liger preference losses (liger_kernel.chunked_loss LigerFusedLinearDPOLoss, LigerFusedLinearKTOLoss), run by
+# DPOTrainer/KTOTrainer._compute_loss_liger in place of the logits: the backbone's last hidden states and the LM
+# head weight go to the loss, which computes the logits one chunk at a time. The switch, by TRL release
+# (trl/trainer/dpo_trainer.py, kto_trainer.py, trl/experimental/kto/kto_trainer.py at each tag):
+# * ``use_liger_loss`` from 0.19 (DPO) and 0.17 (KTO) to 0.24; from 0.25 a deprecated alias that sets
+#   ``use_liger_kernel`` (dpo_config.py __post_init__ @ v0.25.0), gone from 0.28;
+# * ``use_liger_kernel`` from 0.25 (``if self.args.use_liger_kernel`` @ v0.25.0) to 1.14; from 1.15 the trainers
+#   score through TRL's fused LM head and turn Liger's fused loss off (dpo_trainer.py __init__ @ v1.16.0).
+# axolotl passes ``dpo_use_liger_kernel`` as DPO's use_liger_kernel from 0.14 (core/trainers/dpo/__init__.py @
+# v0.14.0, v0.18.0; its liger plugin patches the model only).
+LIGER_LOSS_FLAG_SINCE: dict[Method, Version] = {Method.DPO: Version("0.19"), Method.KTO: Version("0.17")}
+TRL_LIGER_KERNEL_SWITCH = Version("0.25")
+TRL_LIGER_LOSS_FLAG_GONE = Version("0.28")
+TRL_FUSED_HEAD = Version("1.15")
+AXOLOTL_DPO_LIGER = Version("0.14")
+# Rows per chunk (chunk_size=1, the default TRL keeps): a chosen/rejected pair for DPO
+# (fused_linear_preference.py: ``chunks = _input.shape[0] // (2 * CHUNK_SIZE)``), one row for KTO
+# (fused_linear_unpaired_preference.py: ``_input.shape[0] // CHUNK_SIZE``).
+CHUNK_ROWS: dict[Method, int] = {Method.DPO: 2, Method.KTO: 1}
+# One chunk's peak in copies of its logits in the model's dtype, measured on CPU with Liger 0.8.5's
+# LigerFusedLinearDPOLoss and KTOLoss (benchmarks/calibrate_liger_preference.py, benchmarks/liger_preference.md):
+# the chunk's logits, their fp32 log-softmax and its gradient, and the reference's chunk logits. TRL keeps Liger's
+# default ``compiled=True`` (the chunk's forward and backward under torch.compile): 4 copies, expected; eager
+# (where torch.compile falls back) 8, the bound.
+CHUNK_COPIES_COMPILED = 4
+CHUNK_COPIES_EAGER = 8
+PREFERENCE_SOURCE = ("liger_kernel/chunked_loss/fused_linear_preference.py, fused_linear_unpaired_preference.py @ "
+                     "0.8.5; trl/trainer/dpo_trainer.py _compute_loss_liger @ v0.24.0, v1.9.0; measured on CPU: "
+                     "benchmarks/liger_preference.md")
+
+
+def preference_loss_runs(setup: MethodSetup, liger_kernel: bool) -> bool:
+    """Whether TRL's DPO or KTO runs Liger's fused preference loss for ``setup`` (``liger_kernel``: the Trainer's
+    use_liger_kernel as the files say it), by the TRL release that runs it (its own, or axolotl's pin). An unknown
+    release is the newest read, whose fused LM head runs instead."""
+    since = LIGER_LOSS_FLAG_SINCE.get(setup.method)
+    trl = trl_release(setup)
+    if since is None or trl is None or trl < since or trl >= TRL_FUSED_HEAD:
+        return False
+    if setup.trainer == TrainerFamily.AXOLOTL:  # dpo_use_liger_kernel, read into liger_loss
+        release = setup.release
+        return bool(setup.liger_loss) and setup.method == Method.DPO and trl >= TRL_LIGER_KERNEL_SWITCH and \
+            release is not None and release >= AXOLOTL_DPO_LIGER
+    by_loss = bool(setup.liger_loss) and trl < TRL_LIGER_LOSS_FLAG_GONE
+    return by_loss or (liger_kernel and trl >= TRL_LIGER_KERNEL_SWITCH)
+
+
+@dataclass(frozen=True, slots=True)
+class PreferencePeak:
+    """Liger's fused preference loss at its peak beside the backbone's activations (bytes): the last chunk's
+    working set, ``chunk`` expected and ``chunk_bound`` eager, and what the loss holds over the whole batch."""
+
+    chunk: int
+    chunk_bound: int
+    hidden: int  # the policy's shifted .contiguous() hidden states and the reference's, both held by the loss
+    grad_input: int  # the chunks' input gradients, kept in a list until torch.cat joins them
+    grad_weight: int  # torch.zeros_like(weight): the head's gradient, accumulated over the chunks
+    labels: int
+
+    @property
+    def nbytes(self) -> int:
+        return self.chunk + self.hidden + self.grad_input + self.grad_weight + self.labels
+
+    @property
+    def bound(self) -> int:
+        return self.nbytes - self.chunk + self.chunk_bound
+
+
+def preference_peak(method: Method, e: int, rows: int, length: int, vocab: int, hidden: int,
+                    head_trainable: bool) -> PreferencePeak:
+    """The peak of LigerFusedLinear{DPO,KTO}Loss over ``rows`` sequences of ``length`` tokens (DPO: chosen and
+    rejected rows together), in ``e``-byte activations."""
+    chunk_rows = min(CHUNK_ROWS[method], rows)
+    one = e * chunk_rows * length * vocab  # one chunk's logits: input_chunk @ weight.t()
+    tokens = rows * length
+    return PreferencePeak(chunk=CHUNK_COPIES_COMPILED * one, chunk_bound=CHUNK_COPIES_EAGER * one,
+                          hidden=2 * e * tokens * hidden, grad_input=e * tokens * hidden,
+                          grad_weight=e * vocab * hidden if head_trainable else 0,
+                          labels=IDS * tokens)  # labels = input_ids[:, 1:].clone()
+
 
 def fused_loss_off(setup: MethodSetup) -> str | None:
-    """Why the method's trainer runs Liger's kernels without its fused linear cross-entropy (None: it runs it)."""
+    """Why the method's trainer runs Liger's kernels without its fused linear cross-entropy (None: it runs it).
+    Where TRL's own Liger preference loss runs (preference_loss_runs), memory/activations.py counts that first."""
     if setup.method == Method.SFT:
         return None
     if setup.trainer in FULL_LOGITS_OUTSIDE_SFT:
         return FULL_LOGITS_OUTSIDE_SFT[setup.trainer]
     if setup.method in UNLABELLED_FORWARD.get(setup.trainer, frozenset()):
-        return LOGITS_WHOLE.format(method=setup.method, why=f"{setup.trainer or 'TRL'} has no Liger loss for it")
-    trl = trl_release(setup)  # TRL's, or the one axolotl pins; None for another family's own code
-    if setup.method in (Method.DPO, Method.KTO) and trl is not None and trl < TRL_LIGER_PREFERENCE_LOSS:
-        return LOGITS_WHOLE.format(method=setup.method, why=f"TRL {trl} runs Liger's preference loss only for "
-                                   "use_liger_loss, before 0.26")
+        why = (f"{setup.trainer or 'TRL'} has no Liger loss for it" if setup.method in (Method.CPO, Method.ORPO)
+               or setup.trainer == TrainerFamily.MS_SWIFT else
+               "its Liger preference loss runs only for TRL's use_liger_loss (0.19-0.27) or use_liger_kernel "
+               "(0.25-1.14), axolotl's dpo_use_liger_kernel")
+        return LOGITS_WHOLE.format(method=setup.method, why=why)
     return None
 
 

@@ -46,6 +46,7 @@ from zeroadvisor.config.trainer_pins import DISTRIBUTIONS
 from zeroadvisor.memory import bytes as B
 from zeroadvisor.memory import generation as G
 from zeroadvisor.memory.assumed import AssumedInput
+from zeroadvisor.memory.liger import preference_loss_runs
 from zeroadvisor.memory.options import Option
 from zeroadvisor.memory.parallel import Parallel, parallel_activations
 from zeroadvisor.memory.phases import FrozenAtLoad
@@ -952,7 +953,7 @@ class LossMoment:
     source: str
 
 
-def _reference_pass(setup: MethodSetup) -> LossMoment | None:
+def _reference_pass(setup: MethodSetup, liger_kernel: bool = False) -> LossMoment | None:
     """What DPO's (KTO's) loss side holds at once, by the trainer's code at its release (dpo_reference_pass_terms
     counts what it holds above the backward's loss peak); None where the trainer's code is not read here or no
     moment of it can exceed the backward's.
@@ -975,6 +976,8 @@ def _reference_pass(setup: MethodSetup) -> LossMoment | None:
       bound). Measured on CPU with TRL 0.29.0, 1.5.1 and 1.9.0's own _compute_loss (benchmarks/dpo_loss.md): 5.38
       and 4.0 copies on a GPU's arithmetic, the backward's own peak 2.0 to 2.5. Precomputed log-probs: no reference
       logits (3 copies up to 1.5, the entropy copy's moment 3 from 1.6)."""
+    if preference_loss_runs(setup, liger_kernel):  # Liger's chunked loss: no logits (memory/liger.py)
+        return None
     if setup.method == Method.KTO:
         return _trl_kto_moment(setup)
     if setup.method != Method.DPO or (setup.loss_type or "").strip().lower() in REFERENCE_FREE_LOSSES:
@@ -1044,7 +1047,7 @@ def dpo_reference_pass_terms(shape: TrainingShape, policy: ModelSpec, micro_batc
     logits it holds at once above the backward's loss peak, less ``headroom``, what a layer's recompute counted as
     the peak leaves above the loss side (memory/activations.py Activations.loss_headroom): the two moments are not
     live together."""
-    found = _reference_pass(shape.method)
+    found = _reference_pass(shape.method, shape.liger_kernel)
     if found is None or not shape.sequence_length or not policy.vocab_size or policy.lm_head is False:
         return []
     rows = batch_factor(shape.method) * micro_batch
@@ -1074,9 +1077,9 @@ def backward_copies(setup: MethodSetup, rows: int) -> Fraction:
     return Fraction(2) + Fraction(1, max(rows, 1)) if row_log_softmax(setup) else Fraction(3)
 
 
-def _kto_moment_words(setup: MethodSetup) -> str:
+def _kto_moment_words(setup: MethodSetup, liger_kernel: bool = False) -> str:
     """The loss side's moment above the backward (_trl_kto_moment), as a clause of kto_note; empty where none."""
-    moment = _trl_kto_moment(setup)
+    moment = None if preference_loss_runs(setup, liger_kernel) else _trl_kto_moment(setup)
     if moment is None:
         return ""
     return (f"; the loss side holds the policy's and the reference's logits, their saved log-softmax and the metrics' "
@@ -1085,17 +1088,17 @@ def _kto_moment_words(setup: MethodSetup) -> str:
             f"peak counted ({moment.source})")
 
 
-def kto_note(setup: MethodSetup) -> str | None:
+def kto_note(setup: MethodSetup, liger_kernel: bool = False) -> str | None:
     """What KTO's KL term does to the estimate, said once (kto_kl_terms); None for another method."""
     if setup.method != Method.KTO:
         return None
     if not kto_calculates_kl(setup):
         return (f"KTO loss_type {setup.loss_type}: no KL term, no mismatched-completion forward"
-                + _kto_moment_words(setup))
+                + _kto_moment_words(setup, liger_kernel))
     if setup.trainer != TrainerFamily.LLAMA_FACTORY:
         return ("KTO's KL forward (loss_type kto): the policy's under no_grad before its own forward, the reference's "
                 f"one at a time with its own: under the backward's loss peak, nothing added ({TRL_KTO_SOURCE})"
-                + _kto_moment_words(setup))
+                + _kto_moment_words(setup, liger_kernel))
     release = setup.release
     if release is not None and release < LLAMA_FACTORY_KTO_KEEPS_LOGITS:
         return (f"KTO's KL forward (LLaMA-Factory {setup.trainer_version} keeps no logits beside it): its fp32 "
@@ -1251,7 +1254,8 @@ def vllm_terms(setup: MethodSetup, gpu_memory: int | None, notes: list[str]) -> 
                  "vLLM colocated: its share of the card (weights, KV cache)", f"{share} × card", src)]
 
 
-def method_notes(setup: MethodSetup, config_has_optimizer: bool, policy: ModelSpec) -> list[str]:
+def method_notes(setup: MethodSetup, config_has_optimizer: bool, policy: ModelSpec,
+                 liger_kernel: bool = False) -> list[str]:
     """The assumptions the method's terms rest on, for the report."""
     if setup.method == Method.SFT:
         return []
@@ -1270,12 +1274,12 @@ def method_notes(setup: MethodSetup, config_has_optimizer: bool, policy: ModelSp
     if batch_factor(setup) == 2:
         # the reference clause only where there is one (CPO, ORPO and reward models run none)
         out.append(f"{setup.method}: chosen and rejected concatenated, 2 sequences per sample through the policy"
-                   + _reference_pass_words(setup, policy))
+                   + _reference_pass_words(setup, policy, liger_kernel))
     prompt = ppo_prompt_length(setup) if setup.method == Method.PPO else None
     if prompt and setup.generation.max_completion_length:
         out.append(f"PPO trains on query + response: up to {prompt} prompt tokens and "
                    f"{setup.generation.max_completion_length} generated, one sequence through policy and critic")
-    kto = kto_note(setup)
+    kto = kto_note(setup, liger_kernel)
     if kto is not None:
         out.append(kto)
     if setup.method in (Method.DPO, Method.KTO, Method.GRPO) and not has_reference(setup, policy):
@@ -1288,9 +1292,9 @@ def method_notes(setup: MethodSetup, config_has_optimizer: bool, policy: ModelSp
     return out
 
 
-def _reference_pass_words(setup: MethodSetup, policy: ModelSpec) -> str:
+def _reference_pass_words(setup: MethodSetup, policy: ModelSpec, liger_kernel: bool = False) -> str:
     """How the paired method's reference forward is counted (dpo_reference_pass_terms), for method_notes."""
-    found = _reference_pass(setup)
+    found = _reference_pass(setup, liger_kernel)
     if found is not None and found.source == TRL_DPO_ROW_SOURCE:
         return (f"; the loss side holds the policy's logits and their saved per-row log-softmax, and the mean of "
                 f"the chosen rows' masked logits copies them: {copies(found.copies)} of the logits live at once, up "
