@@ -1,4 +1,4 @@
-"""Measure Liger's fused preference losses on CPU against memory/liger.py (preference_peak).
+"""Measure Liger's fused DPO, KTO and GRPO losses on CPU against memory/liger.py (preference_peak, grpo_peak).
 
 TRL's DPOTrainer and KTOTrainer run ``_compute_loss_liger`` where Liger's loss is on (memory/liger.py
 preference_loss_runs): the backbone's last hidden states and the LM head weight go to
@@ -14,16 +14,24 @@ benchmarks/calibrate_step_temporaries.py profiled_peak), after two warm-up steps
 one chunk's bf16 logits, beside the estimate's count (its chunk, input gradient and head gradient: the hidden states
 are the caller's here).
 
-    PYTHONPATH=/tmp/liger:. python benchmarks/calibrate_liger_preference.py
-writes benchmarks/liger_preference.json and benchmarks/liger_preference.md.
+GRPO (GRPOTrainer._compute_liger_loss, LigerFusedLinearGRPOLoss over the completions, one per chunk) is measured the
+same way against grpo_peak: Liger 0.8+ streams tiles of the vocabulary (the expected count), older releases hold a
+completion's logits (the bound), so it is run at both (``--merge`` keeps the other release's rows).
+
+    PYTHONPATH=/tmp/liger085:. python benchmarks/calibrate_liger_preference.py
+    PYTHONPATH=/tmp/liger070:. python benchmarks/calibrate_liger_preference.py --merge
+writes benchmarks/liger_preference.json (rows by Liger release) and benchmarks/liger_preference.md.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
 from typing import Any
+
+from packaging.version import Version
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -77,14 +85,51 @@ def predicted(method: Method, tokens: int, rows: int) -> liger.PreferencePeak:
     return liger.preference_peak(method, E, rows, tokens, VOCAB, HIDDEN, head_trainable=True)
 
 
+def measure_grpo(tokens: int, rows: int, compiled: bool) -> int:
+    """Peak live bytes of LigerFusedLinearGRPOLoss's forward and backward over ``rows`` completions (beta 0.04, a
+    reference's per-token log-probs given, as TRL passes them), each case in a process of its own: torch.compile's
+    guards do not survive a second completion length in one process at some releases."""
+    import torch
+    from liger_kernel.chunked_loss import LigerFusedLinearGRPOLoss
+
+    torch.manual_seed(0)
+    hidden = torch.randn(rows, tokens, HIDDEN, dtype=torch.bfloat16, requires_grad=True)
+    weight = torch.randn(VOCAB, HIDDEN, dtype=torch.bfloat16, requires_grad=True)
+    ids = torch.randint(0, VOCAB, (rows, tokens))
+    mask = torch.ones(rows, tokens, dtype=torch.long)
+    advantages, ref = torch.randn(rows), torch.randn(rows, tokens)
+    grpo = LigerFusedLinearGRPOLoss(beta=0.04, compiled=compiled, use_ref_model=True)
+
+    def step() -> None:
+        out = grpo(hidden, weight, ids, mask, advantages, ref_per_token_logps=ref)
+        (out[0] if isinstance(out, tuple) else out).backward()
+
+    step()
+    step()
+    peak, _ = profiled_peak(step)
+    return peak
+
+
+def _in_child(*args: Any) -> int:
+    """measure_grpo in a fresh interpreter (the same PYTHONPATH)."""
+    import subprocess
+
+    code = (f"import sys; sys.path[:0] = {[str(REPO / 'benchmarks'), str(REPO)]!r}; "
+            f"from calibrate_liger_preference import measure_grpo; print(measure_grpo(*{args!r}))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return int(done.stdout.strip().splitlines()[-1])
+
+
 def rows_measured() -> list[dict[str, Any]]:
+    version = _liger_version()
     out = []
     for method in (Method.DPO, Method.KTO):
         for case in CASES:
             tokens, rows = case["tokens"], case["rows"]
             est = predicted(method, tokens, rows)
             one = E * liger.CHUNK_ROWS[method] * tokens * VOCAB
-            row: dict[str, Any] = {"method": str(method), "tokens": tokens, "rows": rows, "chunk_logits": one}
+            row: dict[str, Any] = {"liger": version, "method": str(method), "tokens": tokens, "rows": rows,
+                                   "chunk_logits": one}
             for compiled in (True, False):
                 peak = measure(method, tokens, rows, compiled)
                 key = "compiled" if compiled else "eager"
@@ -94,26 +139,55 @@ def rows_measured() -> list[dict[str, Any]]:
                             "estimate": estimate, "ratio": round(estimate / peak, 3)}
             out.append(row)
             print(json.dumps(row), flush=True)
+    for case in CASES:
+        tokens, rows = case["tokens"], case["rows"]
+        grpo = liger.grpo_peak(E, rows, tokens, VOCAB, HIDDEN, head_trainable=True)
+        one = E * tokens * VOCAB  # one completion's logits
+        row = {"liger": version, "method": str(Method.GRPO), "tokens": tokens, "rows": rows, "chunk_logits": one}
+        for compiled in (True, False):
+            peak = _in_child(tokens, rows, compiled)
+            row["compiled" if compiled else "eager"] = {
+                "peak": peak, "copies": round((peak - grpo.grad_weight - grpo.grad_input) / one, 3),
+                "estimate": grpo.nbytes, "bound": grpo.bound, "ratio": round(grpo.nbytes / peak, 3),
+                "bound_ratio": round(grpo.bound / peak, 3)}
+        out.append(row)
+        print(json.dumps(row), flush=True)
     return out
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
-    lines = ["# Liger's fused preference losses on CPU (benchmarks/calibrate_liger_preference.py)", "",
-             (f"Liger 0.8.5, bf16, hidden {HIDDEN}, vocabulary {VOCAB:,}, a trainable head; copies of one chunk's "
-             "logits (DPO: a chosen/rejected pair, KTO: one row) beyond the input and head gradients; estimate: "
-             "memory/liger.py preference_peak (its chunk, input gradient and head gradient)."), "",
-             "| loss | tokens | rows | compiled: copies | estimate / measured | eager: copies | estimate / measured |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["# Liger's fused DPO, KTO and GRPO losses on CPU (benchmarks/calibrate_liger_preference.py)", "",
+             (f"bf16, hidden {HIDDEN}, vocabulary {VOCAB:,}, a trainable head. DPO/KTO: copies of one chunk's "
+              "logits (a chosen/rejected pair, one row) beyond the input and head gradients; estimate: "
+              "memory/liger.py preference_peak (its chunk, input gradient and head gradient). GRPO: copies of one "
+              "completion's logits beyond the head's and input gradients; estimate: grpo_peak (Liger 0.8+'s "
+              "tiles), its bound one completion's logits x 7 (before 0.8, eager)."), "",
+             ("| Liger | loss | tokens | rows | compiled: copies | estimate / measured | eager: copies | "
+             "estimate / measured |"),
+             "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         c, e = r["compiled"], r["eager"]
-        lines.append(f"| {r['method']} | {r['tokens']} | {r['rows']} | {c['copies']:.2f} | {c['ratio']:.3f} | "
-                     f"{e['copies']:.2f} | {e['ratio']:.3f} |")
+        if r["method"] == "grpo":
+            cell = (f"{c['ratio']:.3f} (bound {c['bound_ratio']:.2f})",
+                    f"{e['ratio']:.3f} (bound {e['bound_ratio']:.2f})")
+        else:
+            cell = f"{c['ratio']:.3f}", f"{e['ratio']:.3f}"
+        lines.append(f"| {r['liger']} | {r['method']} | {r['tokens']} | {r['rows']} | {c['copies']:.2f} | {cell[0]} | "
+                     f"{e['copies']:.2f} | {cell[1]} |")
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--merge", action="store_true", help="keep the rows of other Liger releases in the JSON")
+    args = parser.parse_args(argv)
     rows = rows_measured()
-    OUT.write_text(json.dumps({"liger_kernel": _liger_version(), "rows": rows}, indent=1) + "\n")
+    version = _liger_version()
+    if args.merge and OUT.exists():
+        kept = [r for r in json.loads(OUT.read_text())["rows"] if r["liger"] != version]
+        rows = kept + rows
+    rows.sort(key=lambda r: (Version(r["liger"]), r["method"], r["tokens"], r["rows"]))
+    OUT.write_text(json.dumps({"rows": rows}, indent=1) + "\n")
     OUT.with_suffix(".md").write_text(markdown(rows))
 
 

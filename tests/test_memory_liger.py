@@ -196,15 +196,16 @@ def test_a_preference_loss_without_labels_keeps_the_full_logits_under_liger():
              MethodSetup(method=Method.DPO, trainer=TrainerFamily.AXOLOTL, trainer_version="0.13.0"),
              MethodSetup(method=Method.DPO, trainer=TrainerFamily.AXOLOTL, trainer_version="0.14.0")]
     for setup in whole:
-        assert not liger.preference_loss_runs(setup, liger_kernel=True), setup
+        assert not liger.trl_loss_runs(setup, liger_kernel=True), setup
         assert liger.fused_loss_off(setup) is not None, setup
         assert logits(setup) > 5 * sft, setup
 
 
 def test_trl_runs_liger_s_preference_loss_by_its_switch():
     """TRL's DPO/KTO run _compute_loss_liger for use_liger_loss (DPO from 0.19, KTO from 0.17; an alias of
-    use_liger_kernel 0.25-0.27, gone in 0.28) or use_liger_kernel (0.25 to 1.14: ``if self.args.use_liger_kernel`` @
-    v0.25.0 dpo_trainer.py, kto_trainer.py); 1.15 scores through its fused LM head instead. axolotl's
+    use_liger_kernel 0.25-0.27, gone in 0.28) or use_liger_kernel (0.25 to 1.13: ``if self.args.use_liger_kernel`` @
+    v0.25.0 dpo_trainer.py, kto_trainer.py); 1.14 runs TRL's own chunked log-probs under that switch, 1.15 its fused
+    LM head for every run. axolotl's
     dpo_use_liger_kernel is DPO's use_liger_kernel from axolotl 0.14 (core/trainers/dpo/__init__.py)."""
     from zeroadvisor.config.method import MethodSetup
     from zeroadvisor.vocab import Method, TrainerFamily
@@ -216,14 +217,15 @@ def test_trl_runs_liger_s_preference_loss_by_its_switch():
     runs = [(setup(Method.DPO, "0.19.0", True), False), (setup(Method.DPO, "0.24.0", True), False),
             (setup(Method.DPO, "0.25.0"), True), (setup(Method.DPO, "0.27.0", True), False),
             (setup(Method.DPO, "0.26.0"), True), (setup(Method.DPO, "1.9.0"), True),
-            (setup(Method.DPO, "1.14.0"), True), (setup(Method.KTO, "0.17.0", True), False),
+            (setup(Method.DPO, "1.13.0"), True), (setup(Method.KTO, "0.17.0", True), False),
             (setup(Method.KTO, "1.7.0"), True), (setup(Method.DPO, "0.14.0", True, TrainerFamily.AXOLOTL), False)]
     for found, kernel in runs:
-        assert liger.preference_loss_runs(found, liger_kernel=kernel), found
+        assert liger.trl_loss_runs(found, liger_kernel=kernel), found
     off = [(setup(Method.DPO, "0.18.0", True), True),  # no use_liger_loss field yet
            (setup(Method.DPO, "0.24.0"), True),  # use_liger_kernel alone patches the model only
            (setup(Method.KTO, "0.16.0", True), True),
            (setup(Method.DPO, "0.28.0", True), False),  # the alias is gone
+           (setup(Method.DPO, "1.14.0"), True),  # TRL's own chunked log-probs under the same switch
            (setup(Method.DPO, "1.15.0"), True),  # the fused LM head
            (MethodSetup(method=Method.DPO), True),  # unknown: the newest read, its fused head
            (setup(Method.ORPO, "0.24.0", True), True),
@@ -231,7 +233,7 @@ def test_trl_runs_liger_s_preference_loss_by_its_switch():
            (setup(Method.DPO, "0.13.0", True, TrainerFamily.AXOLOTL), True),  # no dpo_use_liger_kernel, trl 0.25
            (setup(Method.DPO, "0.14.0", None, TrainerFamily.AXOLOTL), True)]  # its plugin only
     for found, kernel in off:
-        assert not liger.preference_loss_runs(found, liger_kernel=kernel), found
+        assert not liger.trl_loss_runs(found, liger_kernel=kernel), found
 
 
 def test_liger_s_preference_loss_is_counted_by_its_chunk_not_as_no_logits():
@@ -277,9 +279,120 @@ def test_liger_s_preference_chunk_matches_its_measurement_on_cpu():
     from zeroadvisor.vocab import Method
 
     data = json.loads((Path(__file__).resolve().parent.parent / "benchmarks" / "liger_preference.json").read_text())
-    assert len(data["rows"]) >= 8
-    for row in data["rows"]:
+    rows = [row for row in data["rows"] if row["method"] in ("dpo", "kto")]
+    assert len(rows) >= 8
+    for row in rows:
         peak = liger.preference_peak(Method(row["method"]), 2, row["rows"], row["tokens"], 32768, 64, True)
         compiled = peak.chunk + peak.grad_input + peak.grad_weight
         assert abs(compiled / row["compiled"]["peak"] - 1) < 0.01, row
         assert peak.chunk_bound + peak.grad_input + peak.grad_weight >= row["eager"]["peak"] * 0.99, row
+
+
+def test_liger_s_grpo_loss_matches_its_measurement_on_cpu_at_both_release_lines():
+    """benchmarks/liger_preference.json, GRPO: Liger 0.8.5's tiles within 1% of its measured peak (the expected
+    count), and the bound (one completion's logits x 7, Liger before 0.8, eager) at or over every measured peak of
+    both releases, compiled or eager."""
+    from pathlib import Path
+
+    data = json.loads((Path(__file__).resolve().parent.parent / "benchmarks" / "liger_preference.json").read_text())
+    rows = [row for row in data["rows"] if row["method"] == "grpo"]
+    assert {row["liger"] for row in rows} >= {"0.7.0", "0.8.5"}
+    for row in rows:
+        peak = liger.grpo_peak(2, row["rows"], row["tokens"], 32768, 64, True)
+        if row["liger"] == "0.8.5":
+            assert abs(peak.nbytes / row["compiled"]["peak"] - 1) < 0.01, row
+        for mode in ("compiled", "eager"):
+            assert peak.bound >= row[mode]["peak"], (row, mode)
+
+
+def test_grpo_with_liger_s_loss_counts_its_tiles_not_the_completion_logits():
+    """TRL's GRPO with Liger's loss (use_liger_loss at 0.17-0.27, use_liger_kernel at 0.25-1.14) scores the completion
+    without its logits: the completion term is Liger's tiles and the head's gradient, with the older releases'
+    one-completion logits as its bound; without the switch, the three copies of the micro batch's logits."""
+    from zeroadvisor.config.method import Generation, MethodSetup
+    from zeroadvisor.memory.method import completion_head_gradient, completion_logits_terms
+    from zeroadvisor.memory.settings import read_settings
+    from zeroadvisor.vocab import Method, TrainerFamily
+
+    spec = spec_from_hf_config({**QWEN2, "vocab_size": 151936, "hidden_size": 1024})
+    setup = MethodSetup(method=Method.GRPO, trainer=TrainerFamily.TRL, trainer_version="0.24.0", liger_loss=True,
+                        generation=Generation(num_generations=8, max_completion_length=1024))
+    s = read_settings({"train_micro_batch_size_per_gpu": 8, "bf16": {"enabled": True}}, spec, 1)
+    [liger_term] = completion_logits_terms(setup, spec, s)
+    [whole] = completion_logits_terms(dataclasses.replace(setup, liger_loss=None), spec, s)
+    v, h = 151936, 1024
+    assert whole.nbytes == 3 * 2 * 8 * 1024 * v
+    assert liger_term.nbytes == 5 * 1024 * 4096 * 4 + 6 * v * h + 4 * 8 * 1024 * h
+    assert liger_term.bound == 7 * 2 * 1024 * v + 6 * v * h + 4 * 8 * 1024 * h
+    assert liger_term.bound < whole.nbytes  # even the bound: one completion, not the micro batch
+    assert completion_head_gradient(setup, spec, s) == 2 * v * h  # the head gradient the loss makes
+    # use_liger_kernel switches it from 0.25; at 0.24 it patches the model only
+    kernel = dataclasses.replace(setup, liger_loss=None, trainer_version="0.26.0")
+    assert completion_logits_terms(kernel, spec, s, liger_kernel=True)[0].nbytes == liger_term.nbytes
+    older = dataclasses.replace(setup, liger_loss=None)
+    assert completion_logits_terms(older, spec, s, liger_kernel=True)[0].nbytes == whole.nbytes
+    # ms-swift's GRPO: --use_liger_kernel runs it from 3.5.0 (its own GRPOTrainer's use_liger_loss)
+    swift = MethodSetup(method=Method.GRPO, trainer=TrainerFamily.MS_SWIFT, trainer_version="3.8.0",
+                        generation=setup.generation)
+    assert completion_logits_terms(swift, spec, s, liger_kernel=True)[0].nbytes == liger_term.nbytes
+    assert completion_logits_terms(swift, spec, s)[0].nbytes == whole.nbytes
+    old_swift = dataclasses.replace(swift, trainer_version="3.4.0")
+    assert completion_logits_terms(old_swift, spec, s, liger_kernel=True)[0].nbytes == whole.nbytes
+
+
+def test_trl_1_14_s_liger_switch_runs_its_own_chunked_log_probs_counted_as_its_fused_head():
+    """TRL 1.14 (DPO, KTO) and 1.13 (GRPO) keep use_liger_kernel but score through TRL's own _ChunkedLogProbFunction
+    (trl/trainer/utils.py @ v1.14.0: tiles of the vocabulary, as 1.15's fused head), not Liger's loss: counted as the
+    fused head, no logits, no loss-side moment; without the switch the logits stay."""
+    from zeroadvisor.config.method import Generation, MethodSetup
+    from zeroadvisor.memory.method import completion_logits_terms, dpo_reference_pass_terms
+    from zeroadvisor.memory.parallel import Parallel
+    from zeroadvisor.memory.settings import read_settings
+    from zeroadvisor.vocab import Method, TrainerFamily
+
+    spec = spec_from_hf_config(QWEN2)
+    dpo = MethodSetup(method=Method.DPO, trainer=TrainerFamily.TRL, trainer_version="1.14.0")
+    assert liger.chunked_logprob_runs(dpo, True) and not liger.trl_loss_runs(dpo, True)
+    assert not liger.chunked_logprob_runs(dpo, False)
+
+    def run(liger_on: bool) -> tuple[int, list[str], int]:
+        shape = TrainingShape(sequence_length=2048, activation_checkpointing="full", flash_attention=True,
+                              liger_kernel=liger_on, method=dpo)
+        act = activation_bytes(spec, shape, 2, "bf16")
+        return act.logits, list(act.notes), sum(t.nbytes for t in dpo_reference_pass_terms(shape, spec, 1,
+                                                                                           Parallel(), 2))
+
+    logits, notes, side = run(True)
+    assert any("TRL's fused LM head" in note for note in notes) and side == 0
+    whole, _, held = run(False)
+    assert whole > 3 * logits and held > 0
+    grpo = MethodSetup(method=Method.GRPO, trainer=TrainerFamily.TRL, trainer_version="1.13.0",
+                       generation=Generation(num_generations=8, max_completion_length=1024))
+    s = read_settings({"train_micro_batch_size_per_gpu": 8, "bf16": {"enabled": True}}, spec, 1)
+    assert "fused LM head" in completion_logits_terms(grpo, spec, s, liger_kernel=True)[0].what
+    assert "logits_to_keep" in completion_logits_terms(grpo, spec, s)[0].what
+    assert "Liger" in completion_logits_terms(dataclasses.replace(grpo, trainer_version="1.12.0"), spec, s,
+                                              liger_kernel=True)[0].what
+
+
+def test_trl_refuses_precompute_ref_log_probs_beside_its_liger_loss():
+    """DPOTrainer (0.29 to 1.13) and KTOTrainer (1.8 to 1.13) raise "Liger DPO loss does not support precomputing
+    reference log probabilities." at every stage; 1.14 computes them with its chunked log-probs; a run without the
+    switch precomputes as usual."""
+    from zeroadvisor.config.method import MethodSetup
+    from zeroadvisor.memory.method import trainer_refusal
+    from zeroadvisor.memory.options import Option
+    from zeroadvisor.vocab import Method, TrainerFamily
+
+    spec = spec_from_hf_config(QWEN2)
+
+    def refused(release: str, liger_on: bool, method: Method = Method.DPO) -> str | None:
+        setup = MethodSetup(method=method, trainer=TrainerFamily.TRL, trainer_version=release,
+                            precompute_ref_log_probs=True)
+        return trainer_refusal(setup, spec, Option(stage=2), liger_kernel=liger_on)
+
+    words = refused("1.9.0", True)
+    assert words is not None and "Liger DPO loss does not support precomputing" in words
+    assert "Liger KTO loss" in (refused("1.8.0", True, Method.KTO) or "")
+    assert refused("1.9.0", False) is None and refused("1.14.0", True) is None
+    assert refused("1.7.0", True, Method.KTO) is None  # the experimental KTOTrainer makes no such check

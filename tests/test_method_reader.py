@@ -414,14 +414,16 @@ def test_axolotl_gdpo_is_grpo_s_trainer():
 
 
 def test_the_trainers_switches_for_liger_s_preference_loss_are_read(tmp_path):
-    """TRL's use_liger_loss (DPOConfig 0.19-0.27, KTOConfig 0.17-0.27) and axolotl's dpo_use_liger_kernel (DPO's
-    use_liger_kernel from axolotl 0.14) say whether Liger's fused preference loss runs (memory/liger.py); axolotl's
-    trl: block's use_liger_loss is GRPO's and does not say it for DPO."""
+    """TRL's use_liger_loss (DPOConfig 0.19-0.27, KTOConfig and GRPOConfig 0.17-0.27) and axolotl's
+    dpo_use_liger_kernel (DPO's use_liger_kernel from axolotl 0.14) say whether Liger's own loss runs
+    (memory/liger.py trl_loss_runs); axolotl's trl: block's use_liger_loss is GRPO's and does not say it for DPO."""
     trl = _read(tmp_path, "beta: 0.1\nuse_liger_loss: true\n").setup
     assert trl.liger_loss is True and dict(trl.origin)["use_liger_loss"].startswith("use_liger_loss in ")
     axolotl = _read(tmp_path, "base_model: m\nrl: dpo\ndpo_use_liger_kernel: true\n").setup
     assert axolotl.liger_loss is True and "dpo_use_liger_kernel" in dict(axolotl.origin)["liger_loss"]
     grpo_block = _read(tmp_path, "base_model: m\nrl: dpo\ntrl:\n  use_liger_loss: true\n").setup
     assert grpo_block.liger_loss is None
+    grpo = _read(tmp_path, "base_model: m\nrl: grpo\ndpo_use_liger_kernel: true\ntrl:\n  use_liger_loss: true\n").setup
+    assert grpo.liger_loss is True and dict(grpo.origin)["use_liger_loss"].startswith("trl.use_liger_loss in ")
     with pytest.raises(TrainerInputError, match="dpo_use_liger_kernel"):
         _read(tmp_path, "base_model: m\nrl: dpo\ndpo_use_liger_kernel: sometimes\n")

@@ -124,7 +124,7 @@ class MethodSetup:
     loss_type: str | None = None  # TRL loss_type / LLaMA-Factory pref_loss (e.g. "simpo", "orpo")
     max_length: int | None = None  # the preference trainer's own max_length (chosen/rejected), where said
     # the trainer's own switch for Liger's fused preference loss, where a file says it: TRL's use_liger_loss (DPOConfig
-    # 0.19-0.27, KTOConfig 0.17-0.27), axolotl's dpo_use_liger_kernel (memory/liger.py preference_loss_runs; TRL's
+    # 0.19-0.27, KTOConfig 0.17-0.27), axolotl's dpo_use_liger_kernel (memory/liger.py trl_loss_runs; TRL's
     # use_liger_kernel is the Trainer's, read with the training arguments)
     liger_loss: bool | None = None
     generation: Generation = field(default_factory=Generation)

@@ -409,10 +409,13 @@ def _axolotl(data: Mapping[str, JSONValue], where: Origin) -> MethodReading:
     unused = method in (Method.KTO, Method.CPO, Method.GRPO) and (asked or not isinstance(data.get("adapter"), str))
     # its trl: block's use_liger_loss is GRPO's (core/trainers/grpo/__init__.py); DPO's Liger loss is
     # dpo_use_liger_kernel, passed as DPOConfig's use_liger_kernel (core/trainers/dpo/__init__.py @ v0.18.0)
+    liger_loss = trl.liger_loss if method is Method.GRPO else None
     liger = data.get("dpo_use_liger_kernel")
-    liger_loss = as_bool(liger, where("dpo_use_liger_kernel")) if liger is not None else None
-    if liger_loss is not None:
-        origin.append(("liger_loss", where("dpo_use_liger_kernel")))
+    if liger is not None:
+        dpo_liger = as_bool(liger, where("dpo_use_liger_kernel"))
+        if method is Method.DPO:
+            liger_loss = dpo_liger
+            origin.append(("liger_loss", where("dpo_use_liger_kernel")))
     return MethodReading(replace(trl, method=method, trainer=TrainerFamily.AXOLOTL, beta=beta, generation=generation,
                                  liger_loss=liger_loss,
                                  loss_type=loss or trl.loss_type, origin=tuple(origin), use_reference=use_reference,

@@ -607,7 +607,10 @@ def _loss_peak(spec: ModelSpec, shape: TrainingShape, facts: LayerFacts, e: int,
         release = shape.method.trainer_version or "not pinned: the current release's"
         scored = "" if shape.method.method == Method.SFT else (
             "; every position counted as scored, the prompt's included (its labels are -100): a bound")
-        notes.append(f"TRL's fused LM head ({shape.method.method.upper()} from TRL 1.15; TRL {release}{scored}): no "
+        how = ("its chunked log-probabilities under use_liger_kernel (trl/trainer/utils.py _ChunkedLogProbFunction), "
+               "the fused head's tiles" if liger.chunked_logprob_runs(shape.method, shape.liger_kernel)
+               else f"{shape.method.method.upper()} from TRL 1.15")
+        notes.append(f"TRL's fused LM head ({how}; TRL {release}{scored}): no "
                      f"{out_tokens:,} x "
                      f"{spec.vocab_size:,} logits; fp32 gradients of the hidden states and the head weight and a "
                      f"{TOKEN_TILE} x {VOCAB_TILE} tile buffer, {logits:,} B, counted from the code "
@@ -621,8 +624,8 @@ def _loss_peak(spec: ModelSpec, shape: TrainingShape, facts: LayerFacts, e: int,
                      f"gradient{' and the head gradient' if trainable else ''} and per-token fp32 terms, "
                      f"{peak:,} B ({cce.SOURCE})")
         return peak, cce.head_gradient(e, spec.vocab_size, h, trainable)
-    if liger.preference_loss_runs(shape.method, shape.liger_kernel) and spec.lm_head is not False \
-            and spec.vocab_size:
+    if shape.method.method in liger.CHUNK_ROWS and liger.trl_loss_runs(shape.method, shape.liger_kernel) \
+            and spec.lm_head is not False and spec.vocab_size:
         return _liger_preference_loss(spec, shape, e, (b, t, h), spec.vocab_size, notes), head_gradient
     liger_off = liger.fused_loss_off(shape.method) if with_liger else None
     if liger_off is not None:

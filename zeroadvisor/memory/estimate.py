@@ -569,7 +569,7 @@ def _stage_estimate(run: _Run, option: Option) -> StageEstimate:
     if refused:
         notes.insert(0, f"DeepSpeed {DEEPSPEED_TARGET} does not run this configuration: {refused}")
     trainer_refused = trainer_refusal(run.shape.method, run.model, option, run.s.release,
-                                      (run.s.micro_batch, run.accumulation, run.cluster.gpus))
+                                      (run.s.micro_batch, run.accumulation, run.cluster.gpus), run.shape.liger_kernel)
     if trainer_refused:
         notes.insert(0, f"the trainer does not run this configuration: {trainer_refused}")
     option_notes = [n for n in dict.fromkeys(notes) if n not in run.seen_notes]
@@ -621,14 +621,15 @@ def _train_terms(run: _Run, option: Option, ds_terms: list[Term], paper: list[Te
     if run.accounting != Accounting.DEEPSPEED:
         return paper
     s, spec, P, N = run.s, run.spec, run.local.total, run.layout.data
-    head_gradient = run.act.head_gradient or completion_head_gradient(run.shape.method, run.model, s)
+    head_gradient = run.act.head_gradient or completion_head_gradient(run.shape.method, run.model, s,
+                                                                      run.shape.liger_kernel)
     terms = (ds_terms + gathered_terms(s, option, P, N, spec, notes, run.autocast, head_gradient)
              + buffer_terms(s, option, P, N, spec, notes, run.cluster.gpus_on_a_node, run.autocast,
                             run.act.head_share)
              + layout_buffer_terms(run.model, run.shape, s.micro_batch, s.precision, run.layout)
              # the reference / reward / critic models and vLLM's share, as the trainer prepares them for this option
              + method_terms(run.shape.method, run.model, dict(run.shape.auxiliary_specs), s, option, N,
-                            run.cluster.gpu_memory, run.optimizer_block, notes))
+                            run.cluster.gpu_memory, run.optimizer_block, notes, run.shape.liger_kernel))
     if run.act.nbytes:
         terms.append(Term("activations", Resource.GPU, run.act.nbytes, "activations", "activations", "Korthikanti",
                           "memory/activations.py"))

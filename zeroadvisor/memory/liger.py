@@ -152,7 +152,7 @@ FULL_LOGITS_OUTSIDE_SFT: dict[TrainerFamily, str] = {
 # computes whole. ms-swift's DPO/CPO/ORPO pop the labels before the forward (swift/rlhf_trainers/dpo_trainer.py
 # concatenated_forward @ v4.5.2); TRL's ORPO and CPO have no Liger loss; TRL's DPO and KTO call the model without
 # labels too (dpo_trainer.py concatenated_forward @ v0.24.0, _compute_loss @ v1.9.0) unless their own Liger
-# preference loss runs (preference_loss_runs). axolotl's trainers are TRL's at the TRL it pins.
+# preference loss runs (trl_loss_runs). axolotl's trainers are TRL's at the TRL it pins.
 UNLABELLED_FORWARD: dict[TrainerFamily | None, frozenset[Method]] = {
     TrainerFamily.MS_SWIFT: frozenset({Method.DPO, Method.CPO, Method.ORPO}),
     **dict.fromkeys((None, TrainerFamily.TRL, TrainerFamily.AXOLOTL),
@@ -161,24 +161,39 @@ UNLABELLED_FORWARD: dict[TrainerFamily | None, frozenset[Method]] = {
 LOGITS_WHOLE = ("{method} calls the model without labels and reads its logits ({why}): Liger's fused linear "
                 "cross-entropy never runs there, the full logits counted")
 
-# TRL's Liger preference losses (liger_kernel.chunked_loss LigerFusedLinearDPOLoss, LigerFusedLinearKTOLoss), run by
-# DPOTrainer/KTOTrainer._compute_loss_liger in place of the logits: the backbone's last hidden states and the LM
-# head weight go to the loss, which computes the logits one chunk at a time. The switch, by TRL release
-# (trl/trainer/dpo_trainer.py, kto_trainer.py, trl/experimental/kto/kto_trainer.py at each tag):
-# * ``use_liger_loss`` from 0.19 (DPO) and 0.17 (KTO) to 0.24; from 0.25 a deprecated alias that sets
-#   ``use_liger_kernel`` (dpo_config.py __post_init__ @ v0.25.0), gone from 0.28;
-# * ``use_liger_kernel`` from 0.25 (``if self.args.use_liger_kernel`` @ v0.25.0) to 1.14; from 1.15 the trainers
-#   score through TRL's fused LM head and turn Liger's fused loss off (dpo_trainer.py __init__ @ v1.16.0).
+# TRL's own Liger losses (liger_kernel.chunked_loss LigerFusedLinearDPOLoss, LigerFusedLinearKTOLoss,
+# LigerFusedLinearGRPOLoss), run by DPOTrainer/KTOTrainer._compute_loss_liger and GRPOTrainer._compute_liger_loss in
+# place of the logits: the backbone's last hidden states and the LM head weight go to the loss, which computes the
+# logits one chunk at a time. The switch, by TRL release (trl/trainer/dpo_trainer.py, kto_trainer.py,
+# grpo_trainer.py, trl/experimental/kto/kto_trainer.py at each tag):
+# * ``use_liger_loss`` from 0.19 (DPO) and 0.17 (KTO, GRPO) to 0.24; from 0.25 a deprecated alias that sets
+#   ``use_liger_kernel`` (dpo_config.py, grpo_config.py __post_init__ @ v0.25.0), gone from 0.28;
+# * ``use_liger_kernel`` from 0.25 (``if self.args.use_liger_kernel`` @ v0.25.0) to 1.13 (DPO, KTO) and 1.12
+#   (GRPO); then TRL's own chunked log-probabilities under the same switch (TRL_CHUNKED_LOGPROB); from 1.15 the
+#   trainers score through TRL's fused LM head and turn Liger's fused loss off (dpo_trainer.py, grpo_trainer.py
+#   __init__ @ v1.16.0).
 # axolotl passes ``dpo_use_liger_kernel`` as DPO's use_liger_kernel from 0.14 (core/trainers/dpo/__init__.py @
-# v0.14.0, v0.18.0; its liger plugin patches the model only).
-LIGER_LOSS_FLAG_SINCE: dict[Method, Version] = {Method.DPO: Version("0.19"), Method.KTO: Version("0.17")}
+# v0.14.0, v0.18.0; its liger plugin patches the model only) and its ``trl: use_liger_loss`` to GRPO
+# (core/trainers/grpo/__init__.py @ v0.10.0 as use_liger_loss, @ v0.18.0 as use_liger_kernel).
+LIGER_LOSS_FLAG_SINCE: dict[Method, Version] = {Method.DPO: Version("0.19"), Method.KTO: Version("0.17"),
+                                                Method.GRPO: Version("0.17")}
 TRL_LIGER_KERNEL_SWITCH = Version("0.25")
 TRL_LIGER_LOSS_FLAG_GONE = Version("0.28")
 TRL_FUSED_HEAD = Version("1.15")
+# From these releases the same switch runs TRL's own chunked log-probabilities (trl/trainer/utils.py
+# _ChunkedLogProbFunction: tiles of the vocabulary, as 1.15's fused LM head) instead of Liger's loss:
+# dpo_trainer.py, kto_trainer.py _get_per_token_logps_and_entropies @ v1.14.0, grpo_trainer.py @ v1.13.0 (Liger's
+# losses last in 1.13.0 and 1.12.0)
+TRL_CHUNKED_LOGPROB: dict[Method, Version] = {Method.DPO: Version("1.14"), Method.KTO: Version("1.14"),
+                                              Method.GRPO: Version("1.13")}
 AXOLOTL_DPO_LIGER = Version("0.14")
+# ms-swift's GRPO runs Liger's GRPO loss for --use_liger_kernel from 3.5.0 (``self.use_liger_loss =
+# self.args.use_liger_kernel``, swift/trainers/rlhf_trainer/grpo_trainer.py @ v3.5.0 to v3.11.0,
+# swift/rlhf_trainers/grpo_trainer.py @ v4.0.0 to v4.5.2)
+SWIFT_GRPO_LIGER = Version("3.5")
 # Rows per chunk (chunk_size=1, the default TRL keeps): a chosen/rejected pair for DPO
 # (fused_linear_preference.py: ``chunks = _input.shape[0] // (2 * CHUNK_SIZE)``), one row for KTO
-# (fused_linear_unpaired_preference.py: ``_input.shape[0] // CHUNK_SIZE``).
+# (fused_linear_unpaired_preference.py: ``_input.shape[0] // CHUNK_SIZE``) and GRPO (fused_linear_ppo.py).
 CHUNK_ROWS: dict[Method, int] = {Method.DPO: 2, Method.KTO: 1}
 # One chunk's peak in copies of its logits in the model's dtype, measured on CPU with Liger 0.8.5's
 # LigerFusedLinearDPOLoss and KTOLoss (benchmarks/calibrate_liger_preference.py, benchmarks/liger_preference.md):
@@ -187,25 +202,89 @@ CHUNK_ROWS: dict[Method, int] = {Method.DPO: 2, Method.KTO: 1}
 # (where torch.compile falls back) 8, the bound.
 CHUNK_COPIES_COMPILED = 4
 CHUNK_COPIES_EAGER = 8
+# GRPO's loss (fused_linear_ppo.py): from Liger 0.8.0 each completion's log-probabilities stream over tiles of at most
+# 2,048 tokens x 4,096 vocabulary entries in fp32 (_selective_logprob_forward/_backward), the backward recomputing
+# them: 5 tiles live at its peak (measured), beside the head's fp32 gradient and its cast. Before 0.8 one
+# completion's whole logits per chunk: 3 copies compiled, 7 eager (measured with Liger 0.7.0): the bound, the
+# Liger release being read from no file here.
+GRPO_SEQ_TILE, GRPO_VOCAB_TILE, GRPO_TILES = 2048, 4096, 5
+GRPO_ROW_COPIES_BEFORE_08 = 7
 PREFERENCE_SOURCE = ("liger_kernel/chunked_loss/fused_linear_preference.py, fused_linear_unpaired_preference.py @ "
                      "0.8.5; trl/trainer/dpo_trainer.py _compute_loss_liger @ v0.24.0, v1.9.0; measured on CPU: "
                      "benchmarks/liger_preference.md")
+GRPO_SOURCE = ("liger_kernel/chunked_loss/fused_linear_ppo.py @ 0.7.0, 0.8.5; trl/trainer/grpo_trainer.py "
+               "_compute_liger_loss @ v0.24.0, v1.9.0; measured on CPU: benchmarks/liger_preference.md")
 
 
-def preference_loss_runs(setup: MethodSetup, liger_kernel: bool) -> bool:
-    """Whether TRL's DPO or KTO runs Liger's fused preference loss for ``setup`` (``liger_kernel``: the Trainer's
-    use_liger_kernel as the files say it), by the TRL release that runs it (its own, or axolotl's pin). An unknown
-    release is the newest read, whose fused LM head runs instead."""
-    since = LIGER_LOSS_FLAG_SINCE.get(setup.method)
-    trl = trl_release(setup)
-    if since is None or trl is None or trl < since or trl >= TRL_FUSED_HEAD:
-        return False
-    if setup.trainer == TrainerFamily.AXOLOTL:  # dpo_use_liger_kernel, read into liger_loss
+def _switched_on(setup: MethodSetup, liger_kernel: bool, trl: Version) -> bool:
+    """Whether the files turn the trainer's Liger switch on at ``trl`` (the module's table above)."""
+    if setup.trainer == TrainerFamily.AXOLOTL:  # dpo_use_liger_kernel (DPO), trl: use_liger_loss (GRPO)
+        if setup.method == Method.GRPO:
+            return bool(setup.liger_loss)
         release = setup.release
         return bool(setup.liger_loss) and setup.method == Method.DPO and trl >= TRL_LIGER_KERNEL_SWITCH and \
             release is not None and release >= AXOLOTL_DPO_LIGER
     by_loss = bool(setup.liger_loss) and trl < TRL_LIGER_LOSS_FLAG_GONE
     return by_loss or (liger_kernel and trl >= TRL_LIGER_KERNEL_SWITCH)
+
+
+def trl_loss_runs(setup: MethodSetup, liger_kernel: bool) -> bool:
+    """Whether TRL's DPO, KTO or GRPO (or ms-swift's GRPO) runs Liger's own loss for ``setup`` (``liger_kernel``:
+    the Trainer's use_liger_kernel as the files say it), by the TRL release that runs it (its own, or axolotl's
+    pin). An unknown TRL release is the newest read, whose fused LM head runs instead; an unknown ms-swift release
+    the newest read, which runs Liger's loss."""
+    if setup.trainer == TrainerFamily.MS_SWIFT:
+        release = setup.release
+        return setup.method == Method.GRPO and liger_kernel and (release is None or release >= SWIFT_GRPO_LIGER)
+    since = LIGER_LOSS_FLAG_SINCE.get(setup.method)
+    trl = trl_release(setup)
+    if since is None or trl is None or not since <= trl < TRL_CHUNKED_LOGPROB[setup.method]:
+        return False
+    return _switched_on(setup, liger_kernel, trl)
+
+
+def chunked_logprob_runs(setup: MethodSetup, liger_kernel: bool) -> bool:
+    """Whether the same switch runs TRL's own chunked log-probabilities instead (DPO and KTO at 1.14, GRPO at 1.13
+    and 1.14: TRL_CHUNKED_LOGPROB): tiles of the vocabulary as TRL 1.15's fused LM head has them for every run."""
+    since = TRL_CHUNKED_LOGPROB.get(setup.method)
+    trl = trl_release(setup)
+    if since is None or setup.trainer == TrainerFamily.MS_SWIFT or trl is None or not since <= trl < TRL_FUSED_HEAD:
+        return False
+    return _switched_on(setup, liger_kernel, trl)
+
+
+def scores_without_logits(setup: MethodSetup, liger_kernel: bool) -> bool:
+    """Whether the trainer's Liger switch scores the method's tokens without the vocabulary-wide logits (Liger's own
+    loss or TRL's chunked log-probabilities): the loss side's held logits do not exist there."""
+    return trl_loss_runs(setup, liger_kernel) or chunked_logprob_runs(setup, liger_kernel)
+
+
+@dataclass(frozen=True, slots=True)
+class GrpoPeak:
+    """Liger's GRPO loss at its peak (bytes): Liger 0.8+'s tiles (expected) or one completion's logits (before 0.8,
+    eager: the bound), the head's gradient and the input gradient."""
+
+    tiles: int
+    row_bound: int
+    grad_weight: int
+    grad_input: int
+
+    @property
+    def nbytes(self) -> int:
+        return self.tiles + self.grad_weight + self.grad_input
+
+    @property
+    def bound(self) -> int:
+        return max(self.tiles, self.row_bound) + self.grad_weight + self.grad_input
+
+
+def grpo_peak(e: int, rows: int, completion: int, vocab: int, hidden: int, head_trainable: bool) -> GrpoPeak:
+    """The peak of LigerFusedLinearGRPOLoss over ``rows`` completions of ``completion`` tokens."""
+    tiles = GRPO_TILES * min(completion, GRPO_SEQ_TILE) * min(vocab, GRPO_VOCAB_TILE) * FP32
+    # grad_weight in fp32 (0.8+: torch.zeros(weight.shape, dtype=float32)) and its cast to the weight's dtype
+    head = (FP32 + e) * vocab * hidden if head_trainable else 0
+    return GrpoPeak(tiles=tiles, row_bound=GRPO_ROW_COPIES_BEFORE_08 * e * completion * vocab, grad_weight=head,
+                    grad_input=FP32 * rows * completion * hidden)  # grad_hidden in fp32
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,7 +323,7 @@ def preference_peak(method: Method, e: int, rows: int, length: int, vocab: int, 
 
 def fused_loss_off(setup: MethodSetup) -> str | None:
     """Why the method's trainer runs Liger's kernels without its fused linear cross-entropy (None: it runs it).
-    Where TRL's own Liger preference loss runs (preference_loss_runs), memory/activations.py counts that first."""
+    Where TRL's own Liger preference loss runs (trl_loss_runs), memory/activations.py counts that first."""
     if setup.method == Method.SFT:
         return None
     if setup.trainer in FULL_LOGITS_OUTSIDE_SFT:
@@ -253,7 +332,7 @@ def fused_loss_off(setup: MethodSetup) -> str | None:
         why = (f"{setup.trainer or 'TRL'} has no Liger loss for it" if setup.method in (Method.CPO, Method.ORPO)
                or setup.trainer == TrainerFamily.MS_SWIFT else
                "its Liger preference loss runs only for TRL's use_liger_loss (0.19-0.27) or use_liger_kernel "
-               "(0.25-1.14), axolotl's dpo_use_liger_kernel")
+               "(0.25-1.13), axolotl's dpo_use_liger_kernel")
         return LOGITS_WHOLE.format(method=setup.method, why=why)
     return None
 

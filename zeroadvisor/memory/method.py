@@ -46,7 +46,17 @@ from zeroadvisor.config.trainer_pins import DISTRIBUTIONS
 from zeroadvisor.memory import bytes as B
 from zeroadvisor.memory import generation as G
 from zeroadvisor.memory.assumed import AssumedInput
-from zeroadvisor.memory.liger import preference_loss_runs
+from zeroadvisor.memory.liger import (
+    GRPO_ROW_COPIES_BEFORE_08,
+    GRPO_SEQ_TILE,
+    GRPO_SOURCE,
+    GRPO_TILES,
+    GRPO_VOCAB_TILE,
+    chunked_logprob_runs,
+    grpo_peak,
+    scores_without_logits,
+    trl_loss_runs,
+)
 from zeroadvisor.memory.options import Option
 from zeroadvisor.memory.parallel import Parallel, parallel_activations
 from zeroadvisor.memory.phases import FrozenAtLoad
@@ -335,6 +345,11 @@ LLAMA_FACTORY_QUANTIZATION = "llamafactory/model/model_utils/quantization.py con
 # from 0.7.5 (#885) until the DPO refactor of 0.29.0 (#3906), KTOTrainer.__init__ from 0.8.0 (its first release)
 # until 1.3.0 (trl/experimental/kto from 0.26.0): trl/trainer/dpo_trainer.py, kto_trainer.py at every tag read.
 TRL_PRECOMPUTE_ZERO3 = {Method.DPO: SpecifierSet(">=0.7.5,<0.29.0"), Method.KTO: SpecifierSet(">=0.8.0,<1.3.0")}
+# TRL refuses precompute_ref_log_probs beside its Liger loss at every stage ("Liger DPO loss does not support
+# precomputing reference log probabilities.", KTO's the same): DPOTrainer.__init__ from 0.29.0, KTOTrainer.__init__
+# from 1.8.0, until 1.14.0 computes the reference's log-probs with its chunked log-probs (dpo_trainer.py,
+# kto_trainer.py @ v0.29.0, v1.8.0, v1.13.0, v1.14.0).
+TRL_LIGER_PRECOMPUTE = {Method.DPO: SpecifierSet(">=0.29.0,<1.14.0"), Method.KTO: SpecifierSet(">=1.8.0,<1.14.0")}
 
 
 # GRPO's batch checks, which raise before training whatever the memory, where the completions of a batch are not
@@ -450,15 +465,16 @@ def grpo_batch_refusal(setup: MethodSetup, micro_batch: int, accumulation: int, 
 
 
 def trainer_refusal(setup: MethodSetup, policy: ModelSpec, option: Option, deepspeed: str | None = None,
-                    batch: tuple[int, int, int] | None = None) -> str | None:
+                    batch: tuple[int, int, int] | None = None, liger_kernel: bool = False) -> str | None:
     """Why the trainer itself stops before training with ``option``, whatever the memory, or None: the file's
     settings it refuses at the option's stage by its release (MethodSetup.refusals: config/trainer_refusals.py;
     some pass where the option offloads the optimizer, or refuse only with ``deepspeed`` releases up to one),
     TRL's refusal of precompute_ref_log_probs under ZeRO-3 at the releases of TRL_PRECOMPUTE_ZERO3 (a TRL run whose
     release is pinned), and LLaMA-Factory's refusal of a model quantized to 8 bits (the policy's
     quantization_bit, the reference's ref_model_quantization_bit) under ZeRO-3 (LLAMA_FACTORY_QUANTIZATION's
-    comment); and TRL's GRPO batch checks at every stage, where ``batch`` (micro batch, accumulation, processes)
-    is given (grpo_batch_refusal)."""
+    comment); TRL's refusal of precompute_ref_log_probs beside its Liger loss (TRL_LIGER_PRECOMPUTE, with
+    ``liger_kernel`` the Trainer's use_liger_kernel); and TRL's GRPO batch checks at every stage, where ``batch``
+    (micro batch, accumulation, processes) is given (grpo_batch_refusal)."""
     offloads = option.offload_optimizer != Device.NONE
     reasons = [r.words for r in setup.refusals
                if r.applies(option.stage, setup.release, offloads, release_of(deepspeed))]
@@ -472,6 +488,12 @@ def trainer_refusal(setup: MethodSetup, policy: ModelSpec, option: Option, deeps
                        f"Deepspeed ZeRO-3.\" ({setup.method}: trl/trainer/{setup.method}_trainer.py __init__, "
                        f"TRL {window}); precompute_ref_log_probs runs at ZeRO-1/2 or from "
                        f"TRL {'0.29.0' if setup.method == Method.DPO else '1.3.0'}")
+    liger_window, trl = TRL_LIGER_PRECOMPUTE.get(setup.method), trl_release(setup)
+    if setup.precompute_ref_log_probs and liger_window is not None and trl is not None and trl in liger_window \
+            and trl_loss_runs(setup, liger_kernel):
+        reasons.append(f"TRL {trl} raises \"Liger {setup.method.upper()} loss does not support precomputing reference "
+                       f"log probabilities.\" (trl/trainer/{setup.method}_trainer.py __init__, TRL {liger_window}): "
+                       "precompute_ref_log_probs or Liger's loss, not both")
     if setup.trainer == TrainerFamily.LLAMA_FACTORY and option.stage == 3:
         reference = setup.reference_quantization if has_reference(setup, policy) else None  # a loaded reference only
         keys = [key for key, quant in (("quantization_bit", policy.quantization),
@@ -527,8 +549,9 @@ def frozen_at_load(setup: MethodSetup, policy: ModelSpec, auxiliary: dict[ModelR
 
 def method_terms(setup: MethodSetup, policy: ModelSpec, auxiliary: dict[ModelRole, ModelSpec], s: Settings,
                  option: Option, N: int, gpu_memory: int | None, config_has_optimizer: bool,
-                 notes: list[str]) -> list[Term]:
-    """Every model and share beside the policy for ``option``: reference, reward, critic, vLLM."""
+                 notes: list[str], liger_kernel: bool = False) -> list[Term]:
+    """Every model and share beside the policy for ``option``: reference, reward, critic, vLLM (``liger_kernel``:
+    the Trainer's use_liger_kernel, which switches GRPO's Liger loss at some TRL releases)."""
     if setup.method == Method.SFT:
         return []
     others: list[Term] = []
@@ -552,7 +575,7 @@ def method_terms(setup: MethodSetup, policy: ModelSpec, auxiliary: dict[ModelRol
                      f"actor), {own / 2**30:.2f} GiB of states per GPU there: judged on its group's GPUs "
                      "(memory/groups.py), not on the actor's cards")
     others = [t for t in others if t.row not in apart]
-    return others + vllm_terms(setup, gpu_memory, notes) + completion_logits_terms(setup, policy, s)
+    return others + vllm_terms(setup, gpu_memory, notes) + completion_logits_terms(setup, policy, s, liger_kernel)
 
 
 def on_policy_gpus(setup: MethodSetup, role: ModelRole) -> bool:
@@ -637,22 +660,26 @@ def completion_logits(setup: MethodSetup) -> bool:
         and bool(setup.generation.max_completion_length)
 
 
-def _fused_completion(setup: MethodSetup, policy: ModelSpec) -> bool:
-    """Whether GRPO scores its completion through TRL's fused LM head (completion_logits_terms, TRL 1.15+)."""
-    return completion_logits(setup) and bool(setup.generation.max_completion_length) and fused_head_runs(setup) \
+def _fused_completion(setup: MethodSetup, policy: ModelSpec, liger_kernel: bool = False) -> bool:
+    """Whether GRPO scores its completion through TRL's fused LM head (completion_logits_terms, TRL 1.15+), or
+    through TRL's chunked log-probabilities, the same tiles, under use_liger_kernel at 1.13 and 1.14."""
+    return completion_logits(setup) and bool(setup.generation.max_completion_length) \
+        and (fused_head_runs(setup) or chunked_logprob_runs(setup, liger_kernel)) \
         and bool(policy.vocab_size and policy.hidden_size)
 
 
-def completion_head_gradient(setup: MethodSetup, policy: ModelSpec, s: Settings) -> int:
-    """The LM head's gradient that GRPO's fused completion head casts and holds at its peak: what ZeRO-3's hook
-    receives as the head's full gradient (memory/buffers.py gathered_terms); 0 where the completion is scored
-    another way or the head is frozen."""
-    if not _fused_completion(setup, policy) or not policy.head_gets_gradient:
+def completion_head_gradient(setup: MethodSetup, policy: ModelSpec, s: Settings, liger_kernel: bool = False) -> int:
+    """The LM head's gradient that GRPO's fused completion head (or Liger's GRPO loss) casts and holds at its peak:
+    what ZeRO-3's hook receives as the head's full gradient (memory/buffers.py gathered_terms); 0 where the
+    completion is scored another way or the head is frozen."""
+    liger_runs = completion_logits(setup) and trl_loss_runs(setup, liger_kernel)
+    if not (_fused_completion(setup, policy, liger_kernel) or liger_runs) or not policy.head_gets_gradient:
         return 0
     return B.nbytes(s.precision) * (policy.vocab_size or 0) * (policy.hidden_size or 0)
 
 
-def completion_logits_terms(setup: MethodSetup, policy: ModelSpec, s: Settings) -> list[Term]:
+def completion_logits_terms(setup: MethodSetup, policy: ModelSpec, s: Settings,
+                            liger_kernel: bool = False) -> list[Term]:
     """GRPO's logits over the completion only (logits_to_keep = max_completion_length), per completion in the micro
     batch (TRL's per_device_train_batch_size counts completions: num_generations decides how many prompts, not how
     many rows per GPU). Up to TRL 1.14 (trl/trainer/grpo_trainer.py _get_per_token_logps_and_entropies @ v0.21.0):
@@ -665,7 +692,16 @@ def completion_logits_terms(setup: MethodSetup, policy: ModelSpec, s: Settings) 
         return []
     w = B.nbytes(s.precision)
     tokens = s.micro_batch * completion
-    if _fused_completion(setup, policy) and policy.hidden_size:
+    if trl_loss_runs(setup, liger_kernel) and policy.hidden_size:
+        peak = grpo_peak(w, s.micro_batch, completion, policy.vocab_size, policy.hidden_size,
+                         policy.head_gets_gradient)
+        return [Term("activations", Resource.GPU, peak.nbytes, "completion_logits",
+                     "GRPO completion scored by Liger's GRPO loss (no logits)",
+                     f"{GRPO_TILES} fp32 tiles of {min(completion, GRPO_SEQ_TILE):,} x "
+                     f"{min(policy.vocab_size, GRPO_VOCAB_TILE):,} (Liger 0.8+), the head's fp32 gradient and cast, "
+                     f"the input gradient; up to one completion's logits x {GRPO_ROW_COPIES_BEFORE_08} before Liger "
+                     "0.8 (eager)", GRPO_SOURCE, bound=peak.bound if peak.bound > peak.nbytes else None)]
+    if _fused_completion(setup, policy, liger_kernel) and policy.hidden_size:
         n = fused_head_bytes(w, tokens, policy.hidden_size, policy.vocab_size, policy.head_gets_gradient)
         return [Term("activations", Resource.GPU, n, "completion_logits",
                      "GRPO completion scored by TRL's fused LM head (no logits)",
@@ -976,7 +1012,7 @@ def _reference_pass(setup: MethodSetup, liger_kernel: bool = False) -> LossMomen
       bound). Measured on CPU with TRL 0.29.0, 1.5.1 and 1.9.0's own _compute_loss (benchmarks/dpo_loss.md): 5.38
       and 4.0 copies on a GPU's arithmetic, the backward's own peak 2.0 to 2.5. Precomputed log-probs: no reference
       logits (3 copies up to 1.5, the entropy copy's moment 3 from 1.6)."""
-    if preference_loss_runs(setup, liger_kernel):  # Liger's chunked loss: no logits (memory/liger.py)
+    if scores_without_logits(setup, liger_kernel):  # Liger's loss, TRL's chunked log-probs (memory/liger.py)
         return None
     if setup.method == Method.KTO:
         return _trl_kto_moment(setup)
@@ -1079,7 +1115,7 @@ def backward_copies(setup: MethodSetup, rows: int) -> Fraction:
 
 def _kto_moment_words(setup: MethodSetup, liger_kernel: bool = False) -> str:
     """The loss side's moment above the backward (_trl_kto_moment), as a clause of kto_note; empty where none."""
-    moment = None if preference_loss_runs(setup, liger_kernel) else _trl_kto_moment(setup)
+    moment = None if scores_without_logits(setup, liger_kernel) else _trl_kto_moment(setup)
     if moment is None:
         return ""
     return (f"; the loss side holds the policy's and the reference's logits, their saved log-softmax and the metrics' "

@@ -38,6 +38,7 @@ from packaging.version import Version
 
 from zeroadvisor.config.method import MethodSetup
 from zeroadvisor.memory import bytes as B
+from zeroadvisor.memory.liger import chunked_logprob_runs
 from zeroadvisor.vocab import Method, TrainerFamily
 
 CHUNK_TOKENS = 256  # trl/trainer/sft_trainer.py _CHUNKED_LM_HEAD_CHUNK_SIZE @ v1.7.0-v1.14
@@ -98,8 +99,8 @@ def head_loss(setup: MethodSetup, liger_kernel: bool) -> SftLoss:
     """How the method's loss meets the LM head: TRL's fused head for DPO and KTO where fused_head_runs (TRL 1.15+,
     an unknown release, or no trainer named: costed as TRL runs it; Liger's fused cross-entropy is turned off there,
     dpo_trainer.py __init__ @ v1.16.0), else what sft_loss says (FULL for every other method)."""
-    if setup.method in FUSED_PREFERENCE and fused_head_runs(setup):
-        return SftLoss.FUSED
+    if setup.method in FUSED_PREFERENCE and (fused_head_runs(setup) or chunked_logprob_runs(setup, liger_kernel)):
+        return SftLoss.FUSED  # TRL 1.14's chunked log-probs under use_liger_kernel: the same tiles
     return sft_loss(setup, liger_kernel)
 
 
