@@ -27,10 +27,12 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import copy
 import json
 import sys
 import types
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -122,12 +124,91 @@ def _kto_forward_trainer(model: Any, ref: Any) -> Any:
     return trainer
 
 
+def _orpo_trainer() -> Any:
+    """An ORPOTrainer carrying what get_batch_loss_metrics reads (trl.experimental.orpo from 0.26, trl.trainer
+    before): no reference model; the chosen rows' NLL and the log-odds over per-row log-probs."""
+    from accelerate import Accelerator
+
+    try:
+        from trl.experimental.orpo.orpo_trainer import ORPOTrainer
+    except ImportError:  # before 0.26
+        from trl.trainer.orpo_trainer import ORPOTrainer  # type: ignore[no-redef]
+
+    trainer = object.__new__(ORPOTrainer)
+    trainer.__dict__.update(
+        accelerator=Accelerator(cpu=True), aux_loss_enabled=False, is_encoder_decoder=False, padding_value=0,
+        label_pad_token_id=-100, beta=0.1, aux_loss_coef=0.0, args=types.SimpleNamespace(),
+        _stored_metrics=collections.defaultdict(lambda: collections.defaultdict(list)))
+    return trainer
+
+
+@contextlib.contextmanager
+def _gpu_like_mean() -> Iterator[None]:
+    """``Tensor.mean`` of a large bf16 tensor reduced one slice at a time, as a CUDA reduction reads bf16 without the
+    whole fp32 copy the CPU kernel makes first (aten::mean -> sum -> to): ORPO's metrics take the mean of the chosen
+    and the rejected half of the logits, whose CPU copy (1 copy of the batch's logits) would be the peak."""
+    import torch
+
+    plain = torch.Tensor.mean
+
+    def mean(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if self.dtype != torch.bfloat16 or args or kwargs or self.numel() < 1_000_000 or self.dim() < 2:
+            return plain(self, *args, **kwargs)
+        slices = [self[i, j:j + 64] for i in range(self.shape[0]) for j in range(0, self.shape[1], 64)]
+        total = sum(plain(part.float()) * part.numel() for part in slices)  # 64 positions' fp32 copy at a time
+        return (total / self.numel()).to(self.dtype)
+
+    torch.Tensor.mean = mean  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        torch.Tensor.mean = plain  # type: ignore[method-assign]
+
+
+def measure_orpo(tokens: int, pairs: int) -> dict[str, float]:
+    """Peak live bytes of ORPOTrainer.get_batch_loss_metrics + backward (one paired batch, the GPU's bf16 mean)."""
+    import torch
+
+    model, _ = _models()
+    trainer = _orpo_trainer()
+    prompt = tokens - tokens // COMPLETION_SHARE
+
+    def side(ids: Any) -> dict[str, Any]:
+        labels = ids.clone()
+        labels[:, :prompt] = -100
+        return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": labels}
+
+    batch = {f"{name}_{key}": value for name in ("chosen", "rejected")
+             for key, value in side(torch.randint(1, VOCAB, (pairs, tokens))).items()}
+    kept: list[Any] = []
+
+    def forward() -> None:
+        kept.append(trainer.get_batch_loss_metrics(model, batch, train_eval="train")[0])
+
+    def backward() -> None:
+        kept.pop().backward()
+
+    def step() -> None:
+        forward()
+        backward()
+
+    with _gpu_like_mean():
+        step()
+        model.zero_grad(set_to_none=False)
+        peak, _ = profiled_peak(step)
+        forward_peak, net = profiled_peak(forward)
+        backward_peak, _ = profiled_peak(backward)
+    return {"peak": peak, "forward_peak": forward_peak, "backward_peak": net + backward_peak}
+
+
 def measure(tokens: int, pairs: int, method: str = "dpo") -> dict[str, float]:
     """Peak live bytes of _compute_loss + backward, and of the forward side and the backward apart. KTO runs the
     same 2 x pairs rows unpaired, desirable and undesirable alternating, with a batch of mismatched completions
     for its KL term."""
     import torch
 
+    if method == "orpo":
+        return measure_orpo(tokens, pairs)
     model, ref = _models()
     rows = 2 * pairs
     ids = torch.randint(0, VOCAB, (rows, tokens))
@@ -291,8 +372,8 @@ def predict(tokens: int, pairs: int, release: str, method: str = "dpo",
     from zeroadvisor.vocab import Method, TrainerFamily
 
     setup = MethodSetup(method=Method(method), trainer=TrainerFamily(trainer), trainer_version=release,
-                        use_reference=True)
-    samples = pairs if method == "dpo" else 2 * pairs  # KTO's rows are its samples
+                        use_reference=method != "orpo")
+    samples = 2 * pairs if method == "kto" else pairs  # KTO's rows are its samples
     shape = TrainingShape(sequence_length=tokens, flash_attention=True, activation_checkpointing=Checkpointing.FULL,
                           method=setup)
     spec = spec_from_hf_config(config())
@@ -347,7 +428,7 @@ def _copies(value: float | None) -> str:
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
-    lines = ["# TRL's DPO loss side: measured vs estimate (benchmarks/calibrate_dpo_loss.py)", "",
+    lines = ["# TRL's DPO, KTO and ORPO loss side: measured vs estimate (benchmarks/calibrate_dpo_loss.py)", "",
              (f"TRL's own DPOTrainer._compute_loss and its backward on CPU: a transformers Llama (hidden {HIDDEN}, "
              f"{LAYERS} layers, vocabulary {VOCAB:,}) in bf16 with gradient checkpointing, a frozen copy as the "
              "reference, the completion the last quarter of each row. Peaks in copies of the paired batch's bf16 "
@@ -359,7 +440,10 @@ def markdown(rows: list[dict[str, Any]]) -> str:
              "imports beside transformers 5), whose whole step is measured (its peak is the reference pass: the "
              "policy's held logits and log-softmax, the pass's logits, their contiguous shifted copy and its "
              "log-softmax; LLaMA-Factory's in fp32, 5 fp32 copies = 10 bf16), and LLaMA-Factory 0.9.3's KTO (its "
-             "KL forward after the policy's: 6 fp32 copies = 12 bf16)."),
+             "KL forward after the policy's: 6 fp32 copies = 12 bf16). The ORPO rows run TRL's own "
+             "ORPOTrainer.get_batch_loss_metrics (no reference model) with the bf16 means of its metrics reduced a "
+             "slice at a time, as a GPU reads them (on the CPU their fp32 copy, a whole copy of the logits, would be "
+             "the peak)."),
              "", ("| TRL | method | tokens | pairs (KTO: rows / 2) | measured peak (copies) | forward side | "
                   "backward | predicted/measured | bound/measured |"), "|---|---|---|---|---|---|---|---|---|"]
     lines += [f"| {r['trl']} | {r.get('method', 'dpo')} | {r['tokens']} | {r['pairs']} | {r['measured_copies']:.2f} | "
@@ -369,8 +453,9 @@ def markdown(rows: list[dict[str, Any]]) -> str:
 
 
 def _installed_rows(release: str) -> list[dict[str, Any]]:
-    """The rows of the TRL importable here: its DPO, and its KTO where measure() drives it."""
-    return rows_for(release) + (rows_for(release, method="kto") if _kto_measurable(release) else [])
+    """The rows of the TRL importable here: its DPO, its KTO where measure() drives it, and its ORPO."""
+    return rows_for(release) + (rows_for(release, method="kto") if _kto_measurable(release) else []) + \
+        rows_for(release, method="orpo")
 
 
 def _kto_measurable(release: str) -> bool:

@@ -1084,3 +1084,35 @@ def test_no_lower_stage_is_advised_where_the_trainer_refuses_every_stage(cli, tm
         codes[name] = {f["code"] for f in json.loads(result.stdout)["findings"]}
     assert "ZA802" in codes["adamw"]  # the control: the same run without Muon is told ZeRO-2 fits
     assert "ZA814" in codes["muon"] and "ZA802" not in codes["muon"]
+
+
+def test_orpo_and_cpo_hold_the_per_row_log_softmax_and_their_chosen_nll():
+    """TRL's ORPO and CPO from 0.15 (and ms-swift's, which run TRL's concatenated_forward) take the log-probs with
+    selective_log_softmax (2 copies and a row's in backward) and add their NLL over the chosen rows, whose
+    log-softmax is saved too: half a copy (TRL 1.9.0's ORPOTrainer on CPU: 3.01 copies at 2 rows, 2.54 at 4 and 8;
+    benchmarks/dpo_loss.md). Before 0.15 the full log-softmax's three copies."""
+    tokens, v = 2 * 2 * 1024, 32000  # 2 pairs: 4 rows of 1024
+    labels = 8 * tokens
+    for method in (Method.ORPO, Method.CPO):
+        for setup in (MethodSetup(method=method, trainer=TrainerFamily.TRL, trainer_version="0.21.0"),
+                      MethodSetup(method=method, trainer=TrainerFamily.MS_SWIFT, trainer_version="3.8.0")):
+            assert _loss(setup, samples=2) == 2 * v * (2 * tokens + 1024 + tokens // 2) + labels, setup
+        old = MethodSetup(method=method, trainer=TrainerFamily.TRL, trainer_version="0.14.0")
+        assert _loss(old, samples=2) == 3 * 2 * v * tokens + labels
+    # DPO has no NLL of its own: two copies and a row's
+    assert _loss(dpo(trainer_version="0.21.0"), samples=2) == 2 * v * (2 * tokens + 1024) + labels
+
+
+def test_trl_dpo_s_rpo_alpha_and_sft_loss_add_the_chosen_nll_where_its_code_does():
+    """TRL 0.15 to 0.28 add F.cross_entropy over the chosen rows' logits for rpo_alpha or an "sft" loss type
+    (concatenated_forward @ v0.24.0): their log-softmax saved, half a copy; 0.29's _compute_loss has no rpo_alpha,
+    ms-swift's RPO reuses its per-token log-probs."""
+    tokens, v = 2 * 2 * 1024, 32000
+    plain = _loss(dpo(trainer_version="0.21.0"), samples=2)
+    half = 2 * v * (tokens // 2)
+    assert _loss(dpo(trainer_version="0.21.0", rpo_alpha=0.1), samples=2) == plain + half
+    assert _loss(dpo(trainer_version="0.24.0", loss_type="sigmoid,sft"), samples=2) == plain + half
+    assert _loss(dpo(trainer_version="0.14.0", rpo_alpha=0.1), samples=2) == \
+        _loss(dpo(trainer_version="0.14.0"), samples=2)  # the full log-softmax's count, not read before 0.15
+    swift = dpo(trainer=TrainerFamily.MS_SWIFT, trainer_version="3.8.0")
+    assert _loss(dataclasses.replace(swift, rpo_alpha=0.1), samples=2) == _loss(swift, samples=2)

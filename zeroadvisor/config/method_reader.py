@@ -70,7 +70,7 @@ RAY_MODULE = "train_ppo_ray"  # the one entry point that puts the other models o
 
 # TRL config fields (trl 0.21 trl/trainer/*_config.py) and the kind each holds; ms-swift and OpenRLHF flags are read
 # into the same names by config/launch.py.
-_FLOATS = ("beta", "vllm_gpu_memory_utilization")
+_FLOATS = ("beta", "vllm_gpu_memory_utilization", "rpo_alpha")
 _INTS = ("max_length", "max_prompt_length", "max_completion_length", "num_generations", "steps_per_generation",
          "generation_batch_size", "local_rollout_forward_batch_size", "sleep_level", "vllm_tensor_parallel_size",
          "vllm_max_model_length", "vllm_max_model_len", "move_model_batches")
@@ -256,7 +256,7 @@ def _trl_fields(data: Mapping[str, JSONValue], where: Origin, trainer: TrainerFa
     setup = MethodSetup(trainer=trainer, use_reference=use_reference, reference_model=read.text("ref_model"),
                         precompute_ref_log_probs=read.flag("precompute_ref_log_probs"), beta=read.number("beta"),
                         loss_type=loss, max_length=read.whole("max_length"), generation=generation,
-                        liger_loss=read.flag("use_liger_loss"),
+                        liger_loss=read.flag("use_liger_loss"), rpo_alpha=read.number("rpo_alpha"),
                         origin=tuple(o for o in read.origin if o[0] != "use_peft"))
     hints = _trl_hints(data)
     said = {name for name, _ in setup.origin}

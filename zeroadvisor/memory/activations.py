@@ -100,6 +100,11 @@ LOSS_COPIES = 3  # the same three in the logits' dtype (× e)
 # rows and the stacked gradient (2 copies) and one row's transient. Measured with TRL 1.9.0's DPO on CPU: 2.01
 # copies at 8 rows, 2.51 at 2 (benchmarks/dpo_loss.md, the backward column).
 ROW_LOSS_COPIES = 2
+# TRL's ORPO and CPO (0.15+) add their NLL over the chosen rows (concatenated_forward's cross_entropy_loss on
+# ``all_logits[:len_chosen]``): its saved log-softmax, half a copy. Measured with TRL 1.9.0's ORPOTrainer on CPU: 3.01
+# copies at 2 rows, 2.54 at 4 and 8 (benchmarks/dpo_loss.md): counted 2.5 and a row's, a bound by a quarter copy at
+# most (beyond 2 rows the row's transient stays under the NLL's backward).
+CHOSEN_NLL_SHARE = 2  # the chosen rows are half of the batch's
 DEFAULT_FACTS = LayerFacts()  # Korthikanti's assumptions; every dropout mask counted
 
 
@@ -654,7 +659,8 @@ def _logits(spec: ModelSpec, facts: LayerFacts, e: int, out_tokens: int, notes: 
         notes.append("head unknown: a language-model head over the vocabulary assumed (its loss peak counted)")
     if facts.row_log_softmax and not facts.loss_in_fp32:
         row = ceil_div(out_tokens, max(rows, 1))
-        return e * spec.vocab_size * (ROW_LOSS_COPIES * out_tokens + row) + IDS * out_tokens
+        chosen = out_tokens // CHOSEN_NLL_SHARE if facts.chosen_nll else 0
+        return e * spec.vocab_size * (ROW_LOSS_COPIES * out_tokens + row + chosen) + IDS * out_tokens
     per = UPCAST_LOSS_COPIES if facts.loss_in_fp32 else LOSS_COPIES * e
     return per * out_tokens * spec.vocab_size + IDS * out_tokens  # + the int64 labels nll_loss keeps
 

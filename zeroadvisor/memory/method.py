@@ -631,18 +631,45 @@ def activation_spec(setup: MethodSetup, policy: ModelSpec) -> ModelSpec:
         return replace(policy, lm_head=False, logits_note="no logits over the whole sequence: GRPO's are the "
                        "completion's only (logits_to_keep), counted in a term of their own")
     if bf16_logits(setup) and policy.layer_facts is not None:  # None: Korthikanti's
-        return replace(policy, layer_facts=replace(policy.layer_facts, loss_in_fp32=False,
-                                                   row_log_softmax=row_log_softmax(setup)))
+        rows = row_log_softmax(setup)
+        return replace(policy, layer_facts=replace(policy.layer_facts, loss_in_fp32=False, row_log_softmax=rows,
+                                                   chosen_nll=rows and chosen_nll(setup)))
     return policy
 
 
 # Before 0.15 TRL's preference losses take a full log_softmax of the shifted logits (get_batch_logps), after it
 # selective_log_softmax, one row at a time (trl/trainer/utils.py).
+# ORPO and CPO add their NLL over the chosen rows beside the per-row log-softmax (trl/trainer/orpo_trainer.py,
+# cpo_trainer.py concatenated_forward @ v0.15.0, v0.21.0; trl/experimental/*/ @ v1.9.0; ms-swift's run TRL's through
+# swift/rlhf_trainers/rlhf_mixin.py concatenated_forward @ v4.5.2): memory/activations.py CHOSEN_NLL_SHARE.
+CHOSEN_NLL_METHODS = frozenset({Method.ORPO, Method.CPO})
+
+
+# TRL's DPO 0.15 to 0.28 adds the same NLL for rpo_alpha or an "sft" loss type (concatenated_forward:
+# ``F.cross_entropy(torch.flatten(logits[:num_examples, :-1], end_dim=1), ...)`` @ v0.15.0, v0.24.0; 0.29's
+# _compute_loss drops rpo_alpha and scores "sft" over the chosen completion's positions only). ms-swift's RPO reuses
+# its per-token log-probs (swift/rlhf_trainers/dpo_trainer.py concatenated_forward @ v4.5.2): nothing more.
+TRL_DPO_NLL = SpecifierSet(">=0.15,<0.29")
+DPO_SFT_LOSS = "sft"  # DPOConfig.loss_type's "sft" (a DPO loss term), not the method
+
+
+def chosen_nll(setup: MethodSetup) -> bool:
+    """Whether the loss adds a cross-entropy over the chosen rows' whole logits (memory/activations.py
+    CHOSEN_NLL_SHARE): ORPO and CPO; TRL's DPO at TRL_DPO_NLL with rpo_alpha or an "sft" loss type."""
+    if setup.method in CHOSEN_NLL_METHODS:
+        return True
+    losses = {loss.strip().lower() for loss in (setup.loss_type or "").split(",")}
+    trl = trl_release(setup)
+    return setup.method == Method.DPO and setup.trainer in (None, TrainerFamily.TRL) and trl is not None and \
+        trl in TRL_DPO_NLL and (setup.rpo_alpha is not None or DPO_SFT_LOSS in losses)
+
+
 def row_log_softmax(setup: MethodSetup) -> bool:
-    """Whether the DPO/KTO loss takes its log-softmax one row at a time in the logits' dtype (memory/activations.py
-    ROW_LOSS_COPIES): TRL from 0.15 (axolotl at the TRL it pins), ms-swift's get_per_token_logps (the same function).
-    ORPO and CPO add a cross-entropy over the chosen rows beside it: the three copies kept."""
-    if setup.method not in (Method.DPO, Method.KTO) or not bf16_logits(setup):
+    """Whether the DPO/KTO/ORPO/CPO loss takes its log-softmax one row at a time in the logits' dtype
+    (memory/activations.py ROW_LOSS_COPIES): TRL from 0.15 (axolotl at the TRL it pins), ms-swift's
+    get_per_token_logps (the same function). ORPO and CPO add a cross-entropy over the chosen rows beside it
+    (CHOSEN_NLL_METHODS)."""
+    if setup.method not in (Method.DPO, Method.KTO, *CHOSEN_NLL_METHODS) or not bf16_logits(setup):
         return False
     if setup.trainer == TrainerFamily.MS_SWIFT:
         return True

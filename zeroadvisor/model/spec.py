@@ -34,6 +34,9 @@ class LayerFacts:
     # the loss takes log_softmax one row at a time in the logits' dtype (TRL's selective_log_softmax): its backward
     # holds two copies of the logits and one row's, not three copies (memory/activations.py)
     row_log_softmax: bool = False
+    # beside it a cross-entropy over the chosen half of the rows (TRL's ORPO and CPO: their NLL term) saves that half's
+    # log-softmax too: half a copy of the logits more (memory/activations.py)
+    chosen_nll: bool = False
     norms_per_layer: int = 2  # decoder layers of an encoder-decoder add one for cross-attention
     final_dropout: bool = False  # a dropout after each stack's final norm (T5Stack)
     relative_position_buckets: bool = False  # int64 (s, s) bucket indices per stack (T5Attention.compute_bias)
