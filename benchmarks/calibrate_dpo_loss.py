@@ -73,18 +73,19 @@ def _models() -> tuple[Any, Any]:
     return model, ref
 
 
-def _trainer(model: Any, ref: Any) -> Any:
-    """A DPOTrainer carrying what _compute_loss reads, without the datasets and tokenizer its __init__ prepares."""
+def _trainer(model: Any, ref: Any, weighting: bool = False) -> Any:
+    """A DPOTrainer carrying what _compute_loss reads, without the datasets and tokenizer its __init__ prepares
+    (``weighting``: WPO's use_weighting)."""
     from accelerate import Accelerator
     from trl.trainer.dpo_trainer import DPOTrainer
 
     trainer = object.__new__(DPOTrainer)
     args = types.SimpleNamespace(gradient_checkpointing=True, gradient_checkpointing_kwargs={"use_reentrant": False},
-                                 max_length=None, discopop_tau=0.05, rpo_alpha=None, use_weighting=False)
+                                 max_length=None, discopop_tau=0.05, rpo_alpha=None, use_weighting=weighting)
     trainer.__dict__.update(
         model=model, ref_model=ref, accelerator=Accelerator(cpu=True), aux_loss_enabled=False,
         precompute_ref_logps=False, args=args, ld_alpha=None, f_divergence_type="reverse_kl",
-        loss_types=["sigmoid"], loss_weights=[1.0], beta=0.1, use_weighting=False, label_smoothing=0.0,
+        loss_types=["sigmoid"], loss_weights=[1.0], beta=0.1, use_weighting=weighting, label_smoothing=0.0,
         _metrics={"train": collections.defaultdict(list), "eval": collections.defaultdict(list)},
         _total_train_tokens=0, use_liger_kernel=False)
     return trainer
@@ -122,6 +123,9 @@ def _kto_forward_trainer(model: Any, ref: Any) -> Any:
         _stored_metrics=collections.defaultdict(lambda: collections.defaultdict(list)))
     trainer.null_ref_context = contextlib.nullcontext
     return trainer
+
+
+WPO = "dpo wpo"  # the rows of DPO with WPO weighting (DPOConfig.use_weighting)
 
 
 def _orpo_trainer() -> Any:
@@ -209,6 +213,7 @@ def measure(tokens: int, pairs: int, method: str = "dpo") -> dict[str, float]:
 
     if method == "orpo":
         return measure_orpo(tokens, pairs)
+    # DPO with WPO weighting (use_weighting) runs DPO's own path
     model, ref = _models()
     rows = 2 * pairs
     ids = torch.randint(0, VOCAB, (rows, tokens))
@@ -234,7 +239,7 @@ def measure(tokens: int, pairs: int, method: str = "dpo") -> dict[str, float]:
         inputs.update(label=torch.tensor([True, False] * pairs), KL_input_ids=torch.randint(0, VOCAB, (rows, tokens)),
                       KL_attention_mask=torch.ones_like(ids), KL_completion_mask=completion)
     trainer = (_kto_forward_trainer(model, ref) if older_kto else _kto_trainer(model, ref) if method == "kto"
-               else _trainer(model, ref))
+               else _trainer(model, ref, weighting=method == WPO))
     kept: list[Any] = []
 
     def forward() -> None:
@@ -371,8 +376,8 @@ def predict(tokens: int, pairs: int, release: str, method: str = "dpo",
     from zeroadvisor.model.spec import Checkpointing, TrainingShape
     from zeroadvisor.vocab import Method, TrainerFamily
 
-    setup = MethodSetup(method=Method(method), trainer=TrainerFamily(trainer), trainer_version=release,
-                        use_reference=method != "orpo")
+    setup = MethodSetup(method=Method.DPO if method == WPO else Method(method), trainer=TrainerFamily(trainer),
+                        trainer_version=release, use_reference=method != "orpo", use_weighting=method == WPO)
     samples = 2 * pairs if method == "kto" else pairs  # KTO's rows are its samples
     shape = TrainingShape(sequence_length=tokens, flash_attention=True, activation_checkpointing=Checkpointing.FULL,
                           method=setup)
@@ -443,7 +448,7 @@ def markdown(rows: list[dict[str, Any]]) -> str:
              "KL forward after the policy's: 6 fp32 copies = 12 bf16). The ORPO rows run TRL's own "
              "ORPOTrainer.get_batch_loss_metrics (no reference model) with the bf16 means of its metrics reduced a "
              "slice at a time, as a GPU reads them (on the CPU their fp32 copy, a whole copy of the logits, would be "
-             "the peak)."),
+             "the peak). The \"dpo wpo\" rows are DPO with WPO weighting (use_weighting)."),
              "", ("| TRL | method | tokens | pairs (KTO: rows / 2) | measured peak (copies) | forward side | "
                   "backward | predicted/measured | bound/measured |"), "|---|---|---|---|---|---|---|---|---|"]
     lines += [f"| {r['trl']} | {r.get('method', 'dpo')} | {r['tokens']} | {r['pairs']} | {r['measured_copies']:.2f} | "
@@ -454,7 +459,8 @@ def markdown(rows: list[dict[str, Any]]) -> str:
 
 def _installed_rows(release: str) -> list[dict[str, Any]]:
     """The rows of the TRL importable here: its DPO, its KTO where measure() drives it, and its ORPO."""
-    return rows_for(release) + (rows_for(release, method="kto") if _kto_measurable(release) else []) + \
+    wpo = rows_for(release, method=WPO) if Version(release) >= Version("0.29") else []
+    return rows_for(release) + wpo + (rows_for(release, method="kto") if _kto_measurable(release) else []) + \
         rows_for(release, method="orpo")
 
 

@@ -1116,3 +1116,23 @@ def test_trl_dpo_s_rpo_alpha_and_sft_loss_add_the_chosen_nll_where_its_code_does
         _loss(dpo(trainer_version="0.14.0"), samples=2)  # the full log-softmax's count, not read before 0.15
     swift = dpo(trainer=TrainerFamily.MS_SWIFT, trainer_version="3.8.0")
     assert _loss(dataclasses.replace(swift, rpo_alpha=0.1), samples=2) == _loss(swift, samples=2)
+
+
+def test_wpo_weighting_adds_its_logsumexp_copies_to_dpo_s_loss_side():
+    """use_weighting (WPO) takes logsumexp over the logits and over twice them under no_grad at the loss side's
+    moment: +2 copies at TRL 0.29 to 1.5, +1 from 1.6 (TRL's own _compute_loss on CPU: 7.0 and 5.0 copies against
+    5.4-6.0 and 4.1; benchmarks/dpo_loss.md), +3 at 0.15 to 0.28 from the code (log-softmax, doubled, logsumexp)."""
+    from zeroadvisor.memory.method import dpo_reference_pass_terms
+    from zeroadvisor.memory.parallel import Parallel
+
+    def side(setup: MethodSetup) -> int:
+        shape = TrainingShape(1024, "full", method=setup)
+        return sum(t.nbytes for t in dpo_reference_pass_terms(shape, SPEC, 2, Parallel(), 2))
+
+    one = 2 * 2 * 2 * 1024 * 32000  # a bf16 copy of 2 pairs' logits
+    for release, extra in (("1.9.0", 1), ("1.5.1", 2), ("0.29.0", 2)):
+        plain, weighted = side(dpo(trainer_version=release)), side(dpo(trainer_version=release, use_weighting=True))
+        assert weighted - plain == extra * one, release
+    # 0.21: the moment (2 copies, under the backward's 2 and a row's) becomes 5, 2.75 copies over the backward
+    assert side(dpo(trainer_version="0.21.0", use_weighting=True)) == (5 * 4 - (2 * 4 + 1)) * one // 4
+    assert side(dpo(trainer_version="0.21.0")) == 0

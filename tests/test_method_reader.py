@@ -33,6 +33,8 @@ def test_a_dpo_config_gives_its_fields_but_not_the_method(tmp_path):
     setup = reading.setup
     assert (setup.beta, setup.loss_type, setup.precompute_ref_log_probs, setup.max_length) == (0.2, "ipo", True, 1024)
     assert _read(tmp_path, "beta: 0.1\nrpo_alpha: 0.5\n").setup.rpo_alpha == 0.5
+    assert _read(tmp_path, "beta: 0.1\nuse_weighting: true\n").setup.use_weighting is True
+    assert _read(tmp_path, "base_model: m\nrl: dpo\ndpo_use_weighting: true\n").setup.use_weighting is True
     assert setup.trainer is TrainerFamily.TRL
     assert dict(setup.origin)["beta"].startswith("beta in ") and reading.hints[0] == ("beta", Method.DPO)
 

@@ -123,6 +123,7 @@ class MethodSetup:
     beta: float | None = None  # TRL beta / LLaMA-Factory pref_beta (GRPO beta 0.0: no reference model)
     loss_type: str | None = None  # TRL loss_type / LLaMA-Factory pref_loss (e.g. "simpo", "orpo")
     max_length: int | None = None  # the preference trainer's own max_length (chosen/rejected), where said
+    use_weighting: bool | None = None  # TRL DPOConfig.use_weighting (WPO): logsumexp over the logits twice
     rpo_alpha: float | None = None  # TRL DPOConfig.rpo_alpha (0.15-0.28: an NLL over the chosen rows beside DPO's)
     # the trainer's own switch for Liger's fused preference loss, where a file says it: TRL's use_liger_loss (DPOConfig
     # 0.19-0.27, KTOConfig 0.17-0.27), axolotl's dpo_use_liger_kernel (memory/liger.py trl_loss_runs; TRL's

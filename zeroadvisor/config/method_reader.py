@@ -75,7 +75,7 @@ _INTS = ("max_length", "max_prompt_length", "max_completion_length", "num_genera
          "generation_batch_size", "local_rollout_forward_batch_size", "sleep_level", "vllm_tensor_parallel_size",
          "vllm_max_model_length", "vllm_max_model_len", "move_model_batches")
 _BOOLS = ("precompute_ref_log_probs", "use_vllm", "use_peft", "ds3_gather_for_generation", "vllm_enable_sleep_mode",
-          "offload_model", "offload_optimizer", "use_liger_loss")
+          "offload_model", "offload_optimizer", "use_liger_loss", "use_weighting")
 _TEXTS = ("loss_type", "vllm_mode", "ref_model")
 # Keys only a preference/RL trainer's config has, in the order they decide the guess where no file names the
 # method: (key, the loss_type values it needs or None for any value, the method). trl 0.21 and 1.x *_config.py: only
@@ -257,6 +257,7 @@ def _trl_fields(data: Mapping[str, JSONValue], where: Origin, trainer: TrainerFa
                         precompute_ref_log_probs=read.flag("precompute_ref_log_probs"), beta=read.number("beta"),
                         loss_type=loss, max_length=read.whole("max_length"), generation=generation,
                         liger_loss=read.flag("use_liger_loss"), rpo_alpha=read.number("rpo_alpha"),
+                        use_weighting=read.flag("use_weighting"),
                         origin=tuple(o for o in read.origin if o[0] != "use_peft"))
     hints = _trl_hints(data)
     said = {name for name, _ in setup.origin}
@@ -410,6 +411,10 @@ def _axolotl(data: Mapping[str, JSONValue], where: Origin) -> MethodReading:
     # its trl: block's use_liger_loss is GRPO's (core/trainers/grpo/__init__.py); DPO's Liger loss is
     # dpo_use_liger_kernel, passed as DPOConfig's use_liger_kernel (core/trainers/dpo/__init__.py @ v0.18.0)
     liger_loss = trl.liger_loss if method is Method.GRPO else None
+    weighting = trl.use_weighting
+    if data.get("dpo_use_weighting") is not None and method is Method.DPO:  # DPOConfig.use_weighting (dpo/__init__.py)
+        weighting = as_bool(data["dpo_use_weighting"], where("dpo_use_weighting"))
+        origin.append(("use_weighting", where("dpo_use_weighting")))
     liger = data.get("dpo_use_liger_kernel")
     if liger is not None:
         dpo_liger = as_bool(liger, where("dpo_use_liger_kernel"))
@@ -417,7 +422,7 @@ def _axolotl(data: Mapping[str, JSONValue], where: Origin) -> MethodReading:
             liger_loss = dpo_liger
             origin.append(("liger_loss", where("dpo_use_liger_kernel")))
     return MethodReading(replace(trl, method=method, trainer=TrainerFamily.AXOLOTL, beta=beta, generation=generation,
-                                 liger_loss=liger_loss,
+                                 liger_loss=liger_loss, use_weighting=weighting,
                                  loss_type=loss or trl.loss_type, origin=tuple(origin), use_reference=use_reference,
                                  unused_copy_at_load=unused, refusals=refusals),
                          where("rl"))

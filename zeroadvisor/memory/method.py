@@ -998,6 +998,8 @@ TRL_DPO_NO_CONTIGUOUS = Version("1.6")
 TRL_DPO_FUSED = Version("1.15")
 TRL_DPO_ROW_SOURCE = ("trl/trainer/dpo_trainer.py concatenated_forward @ v0.24.0 (the mean of the chosen rows' masked "
                       "logits); measured on CPU: benchmarks/dpo_loss.md")
+WPO_SOURCE = ("trl/trainer/dpo_trainer.py _compute_loss @ v0.29.0-v1.9.0 (logsumexp of the logits and of twice "
+              "them), concatenated_forward @ v0.24.0; measured on CPU: benchmarks/dpo_loss.md")
 TRL_COMPUTE_LOSS_SOURCE = ("trl/trainer/dpo_trainer.py _compute_loss @ v0.29.0, v1.5.1 (shift_logits .contiguous()), "
                            "v1.9.0; trl/trainer/utils.py entropy_from_logits; measured on CPU: "
                            "benchmarks/calibrate_dpo_loss.py")
@@ -1049,7 +1051,7 @@ def _reference_pass(setup: MethodSetup, liger_kernel: bool = False) -> LossMomen
     if setup.trainer == TrainerFamily.LLAMA_FACTORY:
         return None if precomputed else LossMoment(Fraction(5), Fraction(5), True, LLAMA_FACTORY_DPO_SOURCE)
     trl = trl_release(setup)
-    return None if trl is None else _trl_dpo_moment(trl, precomputed)
+    return None if trl is None else _trl_dpo_moment(trl, precomputed, bool(setup.use_weighting))
 
 
 # TRL's KTO is one _compute_loss of DPO's 1.6+ shape from 1.8 (trl/trainer/kto_trainer.py @ v1.8.0, v1.9.0); before,
@@ -1083,8 +1085,32 @@ def _trl_kto_moment(setup: MethodSetup) -> LossMoment | None:
     return LossMoment(Fraction(4), bound, False, TRL_KTO_COMPUTE_LOSS_SOURCE)
 
 
-def _trl_dpo_moment(trl: Version, precomputed: bool) -> LossMoment | None:
-    """_reference_pass for TRL's DPO at ``trl`` (its own, or the one axolotl pins)."""
+# WPO weighting (DPOConfig.use_weighting) takes, under no_grad, logsumexp over the logits and over twice them at the
+# loss side's moment: the doubled copy and logsumexp's temporary, beside what is held there. Measured with TRL's own
+# _compute_loss on CPU: 7.0 copies against 5.4-6.0 at 0.29.0 and 1.5.1 (+2, the CPU's fp32 mean copy no longer the
+# peak), 5.0 against 4.1 at 1.9.0 (+1: the entropy's reshape copy is gone by then); 0.15 to 0.28
+# (concatenated_forward @ v0.24.0: F.log_softmax(logits), then logsumexp(2 * logprobs)) counted from the code: the
+# log-softmax, its doubled copy and logsumexp's temporary, +3.
+WPO_EXTRA = ((TRL_DPO_NO_CONTIGUOUS, Fraction(1)), (TRL_DPO_COMPUTE_LOSS, Fraction(2)),
+             (TRL_ROW_LOG_SOFTMAX, Fraction(3)))
+
+
+def _wpo_extra(trl: Version) -> Fraction:
+    """What use_weighting adds to DPO's loss-side moment at ``trl`` (WPO_EXTRA; nothing before 0.15: not read)."""
+    return next((extra for since, extra in WPO_EXTRA if trl >= since), Fraction(0))
+
+
+def _trl_dpo_moment(trl: Version, precomputed: bool, weighting: bool = False) -> LossMoment | None:
+    """_reference_pass for TRL's DPO at ``trl`` (its own, or the one axolotl pins), with WPO weighting or not."""
+    base = _trl_dpo_base_moment(trl, precomputed)
+    if base is None or not weighting or trl < TRL_ROW_LOG_SOFTMAX:
+        return base
+    extra = _wpo_extra(trl)
+    return replace(base, copies=base.copies + extra, bound=max(base.bound, base.copies + extra))
+
+
+def _trl_dpo_base_moment(trl: Version, precomputed: bool) -> LossMoment | None:
+    """The moment without WPO weighting."""
     if trl < TRL_ROW_LOG_SOFTMAX:
         return None if precomputed else LossMoment(Fraction(5), Fraction(5), trl < TRL_BF16_LOGITS, TRL_DPO_SOURCE)
     if trl >= TRL_DPO_FUSED:
@@ -1358,6 +1384,13 @@ def method_notes(setup: MethodSetup, config_has_optimizer: bool, policy: ModelSp
 def _reference_pass_words(setup: MethodSetup, policy: ModelSpec, liger_kernel: bool = False) -> str:
     """How the paired method's reference forward is counted (dpo_reference_pass_terms), for method_notes."""
     found = _reference_pass(setup, liger_kernel)
+    wpo = (f"; WPO weighting's logsumexp over the logits and twice them counted with it ({WPO_SOURCE})"
+           if found is not None and setup.use_weighting and setup.method == Method.DPO else "")
+    return _moment_words(setup, policy, found) + wpo
+
+
+def _moment_words(setup: MethodSetup, policy: ModelSpec, found: LossMoment | None) -> str:
+    """_reference_pass_words' clause for the moment ``found``."""
     if found is not None and found.source == TRL_DPO_ROW_SOURCE:
         return (f"; the loss side holds the policy's logits and their saved per-row log-softmax, and the mean of "
                 f"the chosen rows' masked logits copies them: {copies(found.copies)} of the logits live at once, up "
