@@ -194,10 +194,10 @@ def test_maker_keeps_the_software_stack():
 
 
 # -- the preference/RL trainer's own switches (issue 35 item 3) ---------------------------------------------------
-def _method_check(setup, gpu: str = "L40S", config: dict | None = None) -> CheckResult:
+def _method_check(setup, gpu: str = "L40S", config: dict | None = None, liger: bool = False) -> CheckResult:
     """Qwen2.5-1.5B trained in full on one card with 16 GB of host RAM (no room for offload): the SFT twin fits."""
     spec, _ = load_model("Qwen/Qwen2.5-1.5B")
-    shape = TrainingShape(2048, Checkpointing.FULL, method=setup)
+    shape = TrainingShape(2048, Checkpointing.FULL, method=setup, liger_kernel=liger)
     options = CheckOptions(spec, shape, Cluster(gpus=1, gpu=resolve_gpu(gpu), cpu_memory=16 * GB))
     return _check(config or {**ZERO2, "optimizer": {"type": "AdamW"}}, options)
 
@@ -225,6 +225,23 @@ def test_dpo_whose_reference_copy_binds_is_told_precompute_ref_log_probs_first()
     for setup in (replace(dpo, precompute_ref_log_probs=True), MethodSetup(method=Method.ORPO)):
         answer = _method_check(setup).nothing_fits
         assert answer is None or WayOut.PRECOMPUTE_REF not in _kinds(answer)
+
+
+def test_precompute_ref_log_probs_is_not_offered_beside_trl_s_liger_loss_that_refuses_it():
+    """TRL 0.29 to 1.13 raise "Liger DPO loss does not support precomputing reference log probabilities." where
+    use_liger_kernel runs its Liger loss: the switch is never the way out there, and the assumed input says so."""
+    from zeroadvisor.config.method import MethodSetup
+    from zeroadvisor.vocab import Method, TrainerFamily
+
+    dpo = MethodSetup(method=Method.DPO, trainer=TrainerFamily.TRL, trainer_version="1.9.0")
+    result = _method_check(dpo, liger=True)
+    answer = result.nothing_fits
+    assert answer is not None and WayOut.PRECOMPUTE_REF not in _kinds(answer)
+    assumed = [f.message for f in result.findings if f.code == "ZA808" and "precomputed" in f.message]
+    assert assumed and "refused by TRL 1.9.0 beside its Liger loss" in assumed[0]
+    # TRL 1.14 precomputes with its chunked log-probs: not refused there
+    later = _method_check(replace(dpo, trainer_version="1.14.0"), liger=True)
+    assert not [f for f in later.findings if "refused by TRL" in f.message]
 
 
 def test_grpo_with_colocated_vllm_is_told_server_mode_before_lora():

@@ -364,7 +364,7 @@ def estimate(config: Config, model: ModelSpec, shape: TrainingShape | None = Non
     assumed = list(s.assumed)
     if accounting == Accounting.DEEPSPEED:  # the paper's accounting counts model states alone
         assumed += shape_assumptions(model, shape, configured.stage if s.configured else None)
-        assumed += method_assumptions(shape.method, model)  # the method guessed, its defaulted settings
+        assumed += method_assumptions(shape.method, model, shape.liger_kernel)  # guessed, defaulted settings
         if shape.optim is None and client_optimizer_used(s):
             assumed.append(optim_assumption())
     options, skipped = enumerate_options(s)

@@ -1433,10 +1433,11 @@ NEWEST_READ = {family: f"{TRAINER_NAMES[family or TrainerFamily.TRL]} {release}"
 PRECOMPUTES = frozenset({None, TrainerFamily.TRL, TrainerFamily.MS_SWIFT, TrainerFamily.AXOLOTL})
 
 
-def method_assumptions(setup: MethodSetup, policy: ModelSpec) -> list[AssumedInput]:
+def method_assumptions(setup: MethodSetup, policy: ModelSpec, liger_kernel: bool = False) -> list[AssumedInput]:
     """The method's inputs the estimate assumed (memory/assumed.py INPUTS): the method itself where it was guessed
     from a file's keys (config/method.py origin "guessed from KEY"), the trainer's release where no pin said it,
-    and each setting that decides memory here that no file said (None: the trainer's default at its release)."""
+    and each setting that decides memory here that no file said (None: the trainer's default at its release).
+    ``liger_kernel``: the Trainer's use_liger_kernel, beside which some TRL releases refuse precomputed log-probs."""
     if setup.method == Method.SFT:
         if setup.trainer == TrainerFamily.TRL and setup.trainer_version is None:  # memory/trl_sft_loss.py
             return [AssumedInput.of("trainer_version", None, f"TRL's SFT loss as {NEWEST_READ[TrainerFamily.TRL]} "
@@ -1462,9 +1463,12 @@ def method_assumptions(setup: MethodSetup, policy: ModelSpec) -> list[AssumedInp
                                    "requirements.txt"))
     if setup.method in (Method.DPO, Method.KTO) and setup.trainer in PRECOMPUTES \
             and setup.precompute_ref_log_probs is None and setup.use_reference is None and has_reference(setup, policy):
+        window, trl = TRL_LIGER_PRECOMPUTE.get(setup.method), trl_release(setup)
+        refused = window is not None and trl is not None and trl in window and trl_loss_runs(setup, liger_kernel)
         out.append(AssumedInput.of("precompute_ref_log_probs", False,
                                    "the reference model is kept beside the policy (true: its log-probs computed "
-                                   "once before training, no reference model)",
+                                   "once before training, no reference model"
+                                   + (f"; refused by TRL {trl} beside its Liger loss)" if refused else ")"),
                                    key=_key(setup, "precompute_ref_log_probs")))
     return out + _generation_assumptions(setup)
 
