@@ -1136,3 +1136,19 @@ def test_wpo_weighting_adds_its_logsumexp_copies_to_dpo_s_loss_side():
     # 0.21: the moment (2 copies, under the backward's 2 and a row's) becomes 5, 2.75 copies over the backward
     assert side(dpo(trainer_version="0.21.0", use_weighting=True)) == (5 * 4 - (2 * 4 + 1)) * one // 4
     assert side(dpo(trainer_version="0.21.0")) == 0
+
+
+def test_trl_0_29_s_sft_loss_type_widens_the_bound_by_the_chosen_completion_s_copies():
+    """From 0.29 DPO's "sft" loss type takes cross_entropy over the chosen completion's positions (a boolean-indexed
+    copy and its saved log-softmax, each at most half the batch's logits): the data decide the share, so the bound
+    grows by a copy and the expected count stays."""
+    from zeroadvisor.memory.method import dpo_reference_pass_terms
+    from zeroadvisor.memory.parallel import Parallel
+
+    def side(setup: MethodSetup) -> tuple[int, int]:
+        [term] = dpo_reference_pass_terms(TrainingShape(1024, "full", method=setup), SPEC, 2, Parallel(), 2)
+        return term.nbytes, term.upper
+
+    one = 2 * 2 * 2 * 1024 * 32000
+    plain, with_sft = side(dpo(trainer_version="1.9.0")), side(dpo(trainer_version="1.9.0", loss_type="sigmoid,sft"))
+    assert with_sft[0] == plain[0] and with_sft[1] == plain[1] + one

@@ -1051,7 +1051,8 @@ def _reference_pass(setup: MethodSetup, liger_kernel: bool = False) -> LossMomen
     if setup.trainer == TrainerFamily.LLAMA_FACTORY:
         return None if precomputed else LossMoment(Fraction(5), Fraction(5), True, LLAMA_FACTORY_DPO_SOURCE)
     trl = trl_release(setup)
-    return None if trl is None else _trl_dpo_moment(trl, precomputed, bool(setup.use_weighting))
+    sft = DPO_SFT_LOSS in {loss.strip().lower() for loss in (setup.loss_type or "").split(",")}
+    return None if trl is None else _trl_dpo_moment(trl, precomputed, bool(setup.use_weighting), sft)
 
 
 # TRL's KTO is one _compute_loss of DPO's 1.6+ shape from 1.8 (trl/trainer/kto_trainer.py @ v1.8.0, v1.9.0); before,
@@ -1100,13 +1101,18 @@ def _wpo_extra(trl: Version) -> Fraction:
     return next((extra for since, extra in WPO_EXTRA if trl >= since), Fraction(0))
 
 
-def _trl_dpo_moment(trl: Version, precomputed: bool, weighting: bool = False) -> LossMoment | None:
-    """_reference_pass for TRL's DPO at ``trl`` (its own, or the one axolotl pins), with WPO weighting or not."""
+def _trl_dpo_moment(trl: Version, precomputed: bool, weighting: bool = False,
+                    sft: bool = False) -> LossMoment | None:
+    """_reference_pass for TRL's DPO at ``trl`` (its own, or the one axolotl pins), with WPO weighting or not, and
+    with an "sft" loss type or not: from 0.29 its cross-entropy over the chosen completion's positions
+    (``chosen_logits[chosen_mask.bool()]``, _compute_loss @ v1.9.0) copies them and saves their log-softmax, up to
+    half a copy each (the completion's share of the chosen rows, the data's): the bound only."""
     base = _trl_dpo_base_moment(trl, precomputed)
-    if base is None or not weighting or trl < TRL_ROW_LOG_SOFTMAX:
-        return base
-    extra = _wpo_extra(trl)
-    return replace(base, copies=base.copies + extra, bound=max(base.bound, base.copies + extra))
+    if base is None:
+        return None
+    copies = base.copies + (_wpo_extra(trl) if weighting else Fraction(0))
+    chosen_sft = Fraction(1) if sft and trl >= TRL_DPO_COMPUTE_LOSS else Fraction(0)
+    return replace(base, copies=copies, bound=max(base.bound, copies) + chosen_sft)
 
 
 def _trl_dpo_base_moment(trl: Version, precomputed: bool) -> LossMoment | None:
