@@ -367,3 +367,31 @@ def test_precompute_ref_log_probs_is_never_priced_at_zero_3_where_trl_refuses_it
     assert WayOut.PRECOMPUTE_REF not in [kind for kind, _ in ways("0.21.0")]
     monkeypatch.setattr(method_memory, "TRL_PRECOMPUTE_ZERO3", {})
     assert ways("0.21.0")[0] == (WayOut.PRECOMPUTE_REF, 3)
+
+
+def test_a_long_context_run_is_told_activation_offloading_before_hardware():
+    """Qwen2.5-1.5B at 524,288 tokens on one H100 (Liger: no logits): the layer inputs full recomputation keeps
+    bind and no stage or offload of the states fits; moving them to pinned host memory (transformers' offload,
+    torch's save_on_cpu) does, at the cost of host RAM and slower steps: offered first, priced as its own check
+    prices it. Not offered where the run already offloads them or does not checkpoint every layer."""
+    spec, _ = load_model("Qwen/Qwen2.5-1.5B")
+
+    def check(**shape_kw) -> CheckResult:
+        shape = TrainingShape(524288, Checkpointing.FULL, flash_attention=True, liger_kernel=True, **shape_kw)
+        return _check({**ZERO2, "optimizer": {"type": "AdamW"}},
+                      CheckOptions(spec, shape, Cluster(gpus=1, gpu=resolve_gpu("H100-SXM5-80GB"),
+                                                        cpu_memory=1024 * GB)))
+
+    answer = check().nothing_fits
+    kinds = _kinds(answer)
+    assert kinds[0] == WayOut.ACTIVATION_OFFLOAD and kinds.index(WayOut.ACTIVATION_OFFLOAD) < \
+        kinds.index(WayOut.BIGGER_GPU)
+    way = answer.ways[0]
+    assert "gradient_checkpointing_kwargs: {offload: true}" in " ".join(way.settings)
+    assert way.outcome.stage.per_node_cpu and "host" in way.trade_off
+    from zeroadvisor.vocab import ActivationOffload
+
+    again = check(activation_offload=ActivationOffload.SAVE_ON_CPU)
+    assert again.estimate.configured.per_gpu["activations"] < check().estimate.configured.per_gpu["activations"]
+    offered = again.nothing_fits
+    assert offered is None or WayOut.ACTIVATION_OFFLOAD not in _kinds(offered)

@@ -9,6 +9,10 @@ fits, in this order (:data:`CHEAPEST_FIRST`; docs/check.md, "How the fix is chos
    policy still trained in full (TRL's "Reducing memory usage" guide; issue 35): precompute_ref_log_probs (DPO,
    KTO), a lower vllm_gpu_memory_utilization (GRPO with vLLM colocated: slower generation), beta 0 (GRPO), vLLM
    in server mode on GPUs of its own (GRPO), each only where the run holds that model, priced the same way;
+0b. the layer inputs full recomputation keeps, offloaded to pinned host memory (transformers'
+   ``gradient_checkpointing_kwargs={"offload": true}``, torch's save_on_cpu; ALST's activation checkpoint
+   offloading): the same training, slower steps and host RAM per rank, where the run checkpoints every layer
+   and holds activations;
 1. the training method on the same hardware: LoRA, then QLoRA (model/peft.py prices the adapters exactly as
    peft counts them; the search then finds the best run of the adapter model on the cluster given). A change of
    training code, not of the ds_config: it is named with the flags that set it, never written as a fix;
@@ -65,6 +69,8 @@ class WayOut(StrEnum):
     VLLM_FLOOR = "vllm-floor"
     BETA_ZERO = "beta-zero"  # GRPO without the KL term: no reference model (TRL's default from 0.19)
     VLLM_SERVER = "vllm-server"  # GRPO's vLLM on GPUs of its own instead of a share of each training card
+    # the checkpointed layer inputs moved to pinned host memory (torch's save_on_cpu): the same training, slower
+    ACTIVATION_OFFLOAD = "activation-offload"
     LORA = "lora"  # train LoRA adapters on the frozen base: a training-code change
     QLORA = "qlora"  # ... on a 4-bit quantized base
     HOST_RAM = "host-ram"  # more host RAM per node: full CPU offload on the same card
@@ -87,6 +93,11 @@ _SETTINGS: dict[WayOut, tuple[str, ...]] = {
     WayOut.PRECOMPUTE_REF: ("TRL: precompute_ref_log_probs: true (DPOConfig, KTOConfig)",),
     WayOut.BETA_ZERO: ("TRL: beta: 0.0 (GRPOConfig)", "ms-swift: --beta 0", "axolotl: trl: {beta: 0.0}"),
     WayOut.VLLM_SERVER: ("TRL: use_vllm: true, vllm_mode: server, and `trl vllm-serve --model MODEL` on other GPUs",),
+    # the offloader priced (memory/activation_offload.py SAVE_ON_CPU): transformers' own, and unsloth's through
+    # LLaMA-Factory; TRL's and axolotl's stream-based offloaders keep one layer input more in flight
+    WayOut.ACTIVATION_OFFLOAD: (("transformers >= 5.17: gradient_checkpointing_kwargs: {offload: true} (5.23+: "
+                                "activation_checkpointing_kwargs)"), "LLaMA-Factory: use_unsloth_gc: true",
+                                "zeroadvisor: --activation-offload save_on_cpu"),
     WayOut.LORA: (f"zeroadvisor: --peft lora --lora-r {LORA_RANK}",
                   f"LLaMA-Factory: finetuning_type: lora, lora_rank: {LORA_RANK}, lora_target: all",
                   f"TRL: --use_peft --lora_r {LORA_RANK} --lora_target_modules all-linear",
@@ -111,6 +122,10 @@ _TRADE_OFFS: dict[WayOut, str] = {
     WayOut.VLLM_FLOOR: ("vLLM starts: its share raised to its floor (its weights and one request's KV cache), so it "
                         "generates few sequences at once, and training keeps what is left of the card; a trainer "
                         "argument, not a ds_config key"),
+    WayOut.ACTIVATION_OFFLOAD: ("slower steps: each checkpointed layer's input is copied to pinned host memory in "
+                                "the forward and back for its recompute (a blocking copy per layer), and each "
+                                "rank holds them in host RAM; the result is unchanged; a training argument, not a "
+                                "ds_config key"),
     WayOut.BETA_ZERO: ("a different objective: GRPO without the KL penalty to the reference model (TRL's default "
                        "from 0.19, following DAPO/Dr. GRPO); a trainer argument"),
     WayOut.VLLM_SERVER: ("hardware: vLLM generates on GPUs of its own (trl vllm-serve), which the training world "
@@ -227,7 +242,7 @@ def ways_out(search: Searcher, cluster_changes: tuple[Outcome, ...], unit: str =
     """Every way out of a run nothing fits (the module docstring), cheapest first. ``cluster_changes``: the
     search's (advisor/cluster.py: host RAM / NVMe per node, more GPUs), reused as they are priced; ``unit``: the
     one the hardware is worded in."""
-    ways: list[Way] = list(_method_switches(search, unit))
+    ways: list[Way] = list(_method_switches(search, unit)) + _activation_offload(search)
     method, no_method = _training_method(search)
     ways += method
     # more host RAM alone: the least of the cluster search's (the RAM the binding phase needs) and the RAM full CPU
@@ -286,6 +301,27 @@ def _binds(stage: StageEstimate) -> str:
     from zeroadvisor.memory.verdict import RESOURCE_WORDS
 
     return f"does not fit: {RESOURCE_WORDS[stage.binding_resource]} binds"
+
+
+def _activation_offload(search: Searcher) -> list[Way]:
+    """The checkpointed layer inputs offloaded to pinned host memory (torch's save_on_cpu, as transformers'
+    ``offload`` runs it), priced as the other switches are, where the configured run checkpoints every layer, holds
+    activations and offloads none yet."""
+    from zeroadvisor.model.spec import Checkpointing
+    from zeroadvisor.vocab import ActivationOffload
+
+    shape = search.shape
+    configured = search.as_written.base_estimate.configured
+    if shape.activation_checkpointing != Checkpointing.FULL or shape.activation_offload != ActivationOffload.NONE \
+            or configured is None or not configured.per_gpu.get("activations"):
+        return []
+    found = _search_with(search, search.model, search.cluster,
+                         shape=replace(shape, activation_offload=ActivationOffload.SAVE_ON_CPU))
+    if found is None:
+        return []
+    outcome, at_configured = found
+    return [Way(WayOut.ACTIVATION_OFFLOAD, outcome, "the checkpointed layer inputs in pinned host memory",
+                _SETTINGS[WayOut.ACTIVATION_OFFLOAD], at_configured)]
 
 
 # -- the training method -------------------------------------------------------------------------------

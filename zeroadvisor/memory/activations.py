@@ -687,7 +687,8 @@ def _liger_preference_loss(spec: ModelSpec, shape: TrainingShape, e: int, dims: 
     b, t, h = dims
     method = shape.method.method
     peak = liger.preference_peak(method, e, b, t, v, h, spec.head_gets_gradient)
-    notes.append(f"Liger's fused {method.upper()} loss (TRL {shape.method.trainer_version or 'release unknown'}): no "
+    trainer = f"{shape.method.trainer or 'TRL'} {shape.method.trainer_version or '(release unknown)'}"
+    notes.append(f"Liger's fused {method.upper()} loss ({trainer}): no "
                  f"{b * t:,} x {v:,} logits; one chunk of {liger.CHUNK_ROWS[method]} row(s) at a time, "
                  f"{liger.CHUNK_COPIES_COMPILED} copies of its logits under torch.compile ({peak.chunk:,} B; "
                  f"{liger.CHUNK_COPIES_EAGER} eager, {peak.chunk_bound:,} B), the policy's and the reference's hidden "

@@ -193,7 +193,7 @@ AXOLOTL_DPO_LIGER = Version("0.14")
 SWIFT_GRPO_LIGER = Version("3.5")
 # Rows per chunk (chunk_size=1, the default TRL keeps): a chosen/rejected pair for DPO
 # (fused_linear_preference.py: ``chunks = _input.shape[0] // (2 * CHUNK_SIZE)``), one row for KTO
-# (fused_linear_unpaired_preference.py: ``_input.shape[0] // CHUNK_SIZE``) and GRPO (fused_linear_ppo.py).
+# (fused_linear_unpaired_preference.py: ``_input.shape[0] // CHUNK_SIZE``); GRPO's, one completion, is grpo_peak's.
 CHUNK_ROWS: dict[Method, int] = {Method.DPO: 2, Method.KTO: 1}
 # One chunk's peak in copies of its logits in the model's dtype, measured on CPU with Liger 0.8.5's
 # LigerFusedLinearDPOLoss and KTOLoss (benchmarks/calibrate_liger_preference.py, benchmarks/liger_preference.md):
