@@ -658,10 +658,15 @@ def chosen_nll(setup: MethodSetup) -> bool:
     CHOSEN_NLL_SHARE): ORPO and CPO; TRL's DPO at TRL_DPO_NLL with rpo_alpha or an "sft" loss type."""
     if setup.method in CHOSEN_NLL_METHODS:
         return True
-    losses = {loss.strip().lower() for loss in (setup.loss_type or "").split(",")}
     trl = trl_release(setup)
     return setup.method == Method.DPO and setup.trainer in (None, TrainerFamily.TRL) and trl is not None and \
-        trl in TRL_DPO_NLL and (setup.rpo_alpha is not None or DPO_SFT_LOSS in losses)
+        trl in TRL_DPO_NLL and (setup.rpo_alpha is not None or DPO_SFT_LOSS in loss_types(setup))
+
+
+def loss_types(setup: MethodSetup, default: str = "") -> frozenset[str]:
+    """The loss types the file gives (TRL's loss_type, a list joined with commas), lower case; ``default`` where
+    none is given."""
+    return frozenset(loss.strip().lower() for loss in (setup.loss_type or default).split(","))
 
 
 def row_log_softmax(setup: MethodSetup) -> bool:
@@ -947,7 +952,7 @@ def kto_calculates_kl(setup: MethodSetup) -> bool:
         return False
     if setup.trainer == TrainerFamily.LLAMA_FACTORY:
         return True
-    return not {loss.strip().lower() for loss in (setup.loss_type or "kto").split(",")} <= KTO_NO_KL_LOSSES
+    return not loss_types(setup, "kto") <= KTO_NO_KL_LOSSES
 
 
 def kto_kl_terms(shape: TrainingShape, policy: ModelSpec, micro_batch: int, layout: Parallel) -> list[Term]:
@@ -1051,7 +1056,7 @@ def _reference_pass(setup: MethodSetup, liger_kernel: bool = False) -> LossMomen
     if setup.trainer == TrainerFamily.LLAMA_FACTORY:
         return None if precomputed else LossMoment(Fraction(5), Fraction(5), True, LLAMA_FACTORY_DPO_SOURCE)
     trl = trl_release(setup)
-    sft = DPO_SFT_LOSS in {loss.strip().lower() for loss in (setup.loss_type or "").split(",")}
+    sft = DPO_SFT_LOSS in loss_types(setup)
     return None if trl is None else _trl_dpo_moment(trl, precomputed, bool(setup.use_weighting), sft)
 
 
