@@ -42,20 +42,23 @@ from zeroadvisor.memory import liger  # noqa: E402
 from zeroadvisor.vocab import Method  # noqa: E402
 
 HIDDEN, VOCAB, E = 64, 32768, 2  # bf16
+# a head as wide as a 7-8B model's (hidden 4,096) over short chunks: the head gradient's moment, not the chunk's
+# logits, is the peak there
+WIDE_HIDDEN, WIDE_CASES = 4096, [{"tokens": 64, "rows": 2}, {"tokens": 64, "rows": 4}, {"tokens": 256, "rows": 2}]
 CASES = [{"tokens": 512, "rows": 2}, {"tokens": 512, "rows": 4}, {"tokens": 1024, "rows": 2},
          {"tokens": 256, "rows": 8}]
 OUT = REPO / "benchmarks" / "liger_preference.json"
 
 
-def measure(method: Method, tokens: int, rows: int, compiled: bool) -> int:
+def measure(method: Method, tokens: int, rows: int, compiled: bool, width: int = HIDDEN) -> int:
     """Peak live bytes of the loss's forward and backward beyond the start."""
     import torch
     from liger_kernel.chunked_loss import LigerFusedLinearDPOLoss, LigerFusedLinearKTOLoss
 
     torch.manual_seed(0)
-    hidden = torch.randn(rows, tokens, HIDDEN, dtype=torch.bfloat16, requires_grad=True)
-    weight = torch.randn(VOCAB, HIDDEN, dtype=torch.bfloat16, requires_grad=True)
-    ref_hidden = torch.randn(rows, tokens, HIDDEN, dtype=torch.bfloat16)
+    hidden = torch.randn(rows, tokens, width, dtype=torch.bfloat16, requires_grad=True)
+    weight = torch.randn(VOCAB, width, dtype=torch.bfloat16, requires_grad=True)
+    ref_hidden = torch.randn(rows, tokens, width, dtype=torch.bfloat16)
     ref_weight = weight.detach().clone()
     target = torch.randint(0, VOCAB, (rows, tokens))
     target[:, : tokens - tokens // 4] = -100  # the prompt: the first three quarters
@@ -81,8 +84,8 @@ def measure(method: Method, tokens: int, rows: int, compiled: bool) -> int:
     return peak
 
 
-def predicted(method: Method, tokens: int, rows: int) -> liger.PreferencePeak:
-    return liger.preference_peak(method, E, rows, tokens, VOCAB, HIDDEN, head_trainable=True)
+def predicted(method: Method, tokens: int, rows: int, width: int = HIDDEN) -> liger.PreferencePeak:
+    return liger.preference_peak(method, E, rows, tokens, VOCAB, width, head_trainable=True)
 
 
 def measure_grpo(tokens: int, rows: int, compiled: bool) -> int:
@@ -139,6 +142,18 @@ def rows_measured() -> list[dict[str, Any]]:
                             "estimate": estimate, "ratio": round(estimate / peak, 3)}
             out.append(row)
             print(json.dumps(row), flush=True)
+    for case in WIDE_CASES:  # DPO with a wide head over short chunks (compiled, as TRL runs it)
+        tokens, rows = case["tokens"], case["rows"]
+        est = predicted(Method.DPO, tokens, rows, WIDE_HIDDEN)
+        head = E * VOCAB * WIDE_HIDDEN
+        peak = measure(Method.DPO, tokens, rows, True, WIDE_HIDDEN)
+        estimate = est.chunk + est.grad_input + est.grad_weight
+        row = {"liger": version, "method": "dpo", "hidden": WIDE_HIDDEN, "tokens": tokens, "rows": rows,
+               "chunk_logits": E * 2 * tokens * VOCAB,
+               "compiled": {"peak": peak, "head_copies": round(peak / head, 3), "estimate": estimate,
+                            "ratio": round(estimate / peak, 3)}}
+        out.append(row)
+        print(json.dumps(row), flush=True)
     for case in CASES:
         tokens, rows = case["tokens"], case["rows"]
         grpo = liger.grpo_peak(E, rows, tokens, VOCAB, HIDDEN, head_trainable=True)
@@ -165,7 +180,10 @@ def markdown(rows: list[dict[str, Any]]) -> str:
              ("| Liger | loss | tokens | rows | compiled: copies | estimate / measured | eager: copies | "
              "estimate / measured |"),
              "|---|---|---|---|---|---|---|---|"]
+    wide = [r for r in rows if "hidden" in r]
     for r in rows:
+        if "hidden" in r:
+            continue
         c, e = r["compiled"], r["eager"]
         if r["method"] == "grpo":
             cell = (f"{c['ratio']:.3f} (bound {c['bound_ratio']:.2f})",
@@ -174,6 +192,14 @@ def markdown(rows: list[dict[str, Any]]) -> str:
             cell = f"{c['ratio']:.3f}", f"{e['ratio']:.3f}"
         lines.append(f"| {r['liger']} | {r['method']} | {r['tokens']} | {r['rows']} | {c['copies']:.2f} | {cell[0]} | "
                      f"{e['copies']:.2f} | {cell[1]} |")
+    if wide:
+        lines += ["", (f"DPO with a head as wide as a 7-8B model's (hidden {WIDE_HIDDEN:,}) over short chunks, "
+                       "compiled: the peak in copies of the head (V x H in bf16), where each chunk's head gradient, "
+                       "the accumulator and the chunk's logits gradient meet; estimate: preference_peak's chunk term "
+                       "(the larger of the chunk's 4 copies and that moment), input and head gradients."), "",
+                  "| Liger | tokens | rows | peak (head copies) | estimate / measured |", "|---|---|---|---|---|"]
+        lines += [f"| {r['liger']} | {r['tokens']} | {r['rows']} | {r['compiled']['head_copies']:.2f} | "
+                  f"{r['compiled']['ratio']:.3f} |" for r in wide]
     return "\n".join(lines) + "\n"
 
 
@@ -186,7 +212,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.merge and OUT.exists():
         kept = [r for r in json.loads(OUT.read_text())["rows"] if r["liger"] != version]
         rows = kept + rows
-    rows.sort(key=lambda r: (Version(r["liger"]), r["method"], r["tokens"], r["rows"]))
+    rows.sort(key=lambda r: (Version(r["liger"]), r["method"], r.get("hidden", HIDDEN), r["tokens"], r["rows"]))
     OUT.write_text(json.dumps({"rows": rows}, indent=1) + "\n")
     OUT.with_suffix(".md").write_text(markdown(rows))
 

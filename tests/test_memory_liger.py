@@ -279,8 +279,15 @@ def test_liger_s_preference_chunk_matches_its_measurement_on_cpu():
     from zeroadvisor.vocab import Method
 
     data = json.loads((Path(__file__).resolve().parent.parent / "benchmarks" / "liger_preference.json").read_text())
-    rows = [row for row in data["rows"] if row["method"] in ("dpo", "kto")]
+    rows = [row for row in data["rows"] if row["method"] in ("dpo", "kto") and "hidden" not in row]
     assert len(rows) >= 8
+    # a head as wide as a 7-8B model's over short chunks: the moment a chunk's head gradient is added is the peak
+    wide = [row for row in data["rows"] if "hidden" in row]
+    assert len(wide) >= 3
+    for row in wide:
+        peak = liger.preference_peak(Method.DPO, 2, row["rows"], row["tokens"], 32768, row["hidden"], True)
+        assert peak.chunk > 4 * row["chunk_logits"]  # not the chunk's copies
+        assert abs((peak.chunk + peak.grad_input + peak.grad_weight) / row["compiled"]["peak"] - 1) < 0.02, row
     for row in rows:
         peak = liger.preference_peak(Method(row["method"]), 2, row["rows"], row["tokens"], 32768, 64, True)
         compiled = peak.chunk + peak.grad_input + peak.grad_weight
