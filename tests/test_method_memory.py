@@ -1152,3 +1152,16 @@ def test_trl_0_29_s_sft_loss_type_widens_the_bound_by_the_chosen_completion_s_co
     one = 2 * 2 * 2 * 1024 * 32000
     plain, with_sft = side(dpo(trainer_version="1.9.0")), side(dpo(trainer_version="1.9.0", loss_type="sigmoid,sft"))
     assert with_sft[0] == plain[0] and with_sft[1] == plain[1] + one
+
+
+def test_the_loss_side_is_counted_over_the_backward_as_the_activations_count_it():
+    """The loss side's term is its moment less the backward's loss peak as the activations hold it: with rpo_alpha
+    at TRL 0.21 that peak includes the chosen rows' NLL (half a copy), so WPO's moment (2 + 3 copies) is over it by
+    5 - (2 + 1/4 + 1/2) = 2.25 copies of 4 rows' logits, not 2.75."""
+    from zeroadvisor.memory.method import dpo_reference_pass_terms
+    from zeroadvisor.memory.parallel import Parallel
+
+    setup = dpo(trainer_version="0.21.0", use_weighting=True, rpo_alpha=0.1)
+    [term] = dpo_reference_pass_terms(TrainingShape(1024, "full", method=setup), SPEC, 2, Parallel(), 2)
+    one = 2 * 4 * 1024 * 32000  # a bf16 copy of 2 pairs' logits
+    assert term.nbytes == 9 * one // 4

@@ -45,6 +45,7 @@ from zeroadvisor.config.pinned_trl import trl_release
 from zeroadvisor.config.trainer_pins import DISTRIBUTIONS
 from zeroadvisor.memory import bytes as B
 from zeroadvisor.memory import generation as G
+from zeroadvisor.memory.activations import CHOSEN_NLL_SHARE, LOSS_COPIES, ROW_LOSS_COPIES
 from zeroadvisor.memory.assumed import AssumedInput
 from zeroadvisor.memory.liger import (
     GRPO_ROW_COPIES_BEFORE_08,
@@ -155,6 +156,11 @@ def batch_factor(setup: MethodSetup) -> int:
 REFERENCE_FREE_LOSSES = frozenset({"simpo", "orpo"})
 
 
+def reference_free_loss(setup: MethodSetup) -> bool:
+    """Whether the file's loss type compares the policy's log-probs without a reference's (REFERENCE_FREE_LOSSES)."""
+    return (setup.loss_type or "").strip().lower() in REFERENCE_FREE_LOSSES
+
+
 def has_reference(setup: MethodSetup, policy: ModelSpec) -> bool:
     """Whether the trainer loads a reference model (TRL dpo/kto/grpo trainer __init__ at the releases read):
     none with PEFT (the adapter is disabled for the reference pass) unless a separate one is named, none with
@@ -167,7 +173,7 @@ def has_reference(setup: MethodSetup, policy: ModelSpec) -> bool:
         return setup.use_reference
     beta = setup.beta if setup.beta is not None else grpo_default_beta(setup)[0]
     none = (setup.method in (Method.SFT, Method.REWARD, Method.ORPO, Method.CPO)
-            or (setup.loss_type or "").strip().lower() in REFERENCE_FREE_LOSSES
+            or reference_free_loss(setup)
             or bool(setup.precompute_ref_log_probs)
             or (setup.method == Method.GRPO and beta == 0.0))
     # OpenRLHF builds its reference as a model of its own whatever the actor's --lora_rank (ReferenceModelActor
@@ -1015,7 +1021,7 @@ class LossMoment:
     """The moment of DPO's (or KTO's) loss side, in copies of the batch's logits live at once: ``copies`` expected,
     ``bound`` where the data decides more (the chosen completion's share of the positions), ``upcast`` whether a
     copy is fp32 (else the model's dtype). What it adds is what it holds above the backward's loss peak
-    (memory/activations.py: 3 copies, or 2 and a row's with a per-row log-softmax; dpo_reference_pass_terms)."""
+    (backward_copies; dpo_reference_pass_terms)."""
 
     copies: Fraction
     bound: Fraction
@@ -1050,7 +1056,7 @@ def _reference_pass(setup: MethodSetup, liger_kernel: bool = False) -> LossMomen
         return None
     if setup.method == Method.KTO:
         return _trl_kto_moment(setup)
-    if setup.method != Method.DPO or (setup.loss_type or "").strip().lower() in REFERENCE_FREE_LOSSES:
+    if setup.method != Method.DPO or reference_free_loss(setup):
         return None
     precomputed = bool(setup.precompute_ref_log_probs)
     if setup.trainer == TrainerFamily.LLAMA_FACTORY:
@@ -1172,9 +1178,13 @@ def dpo_reference_pass_terms(shape: TrainingShape, policy: ModelSpec, micro_batc
 
 
 def backward_copies(setup: MethodSetup, rows: int) -> Fraction:
-    """The backward's loss peak in copies of the logits, as memory/activations.py counts it: two and one row's with a
-    per-row log-softmax (row_log_softmax), else three."""
-    return Fraction(2) + Fraction(1, max(rows, 1)) if row_log_softmax(setup) else Fraction(3)
+    """The backward's loss peak in copies of the logits, from memory/activations.py's own counts (its _logits): two
+    and one row's with a per-row log-softmax (row_log_softmax), and half a copy more with the chosen rows' NLL
+    (chosen_nll); else three."""
+    if not row_log_softmax(setup):
+        return Fraction(LOSS_COPIES)
+    nll = Fraction(1, CHOSEN_NLL_SHARE) if chosen_nll(setup) else Fraction(0)
+    return Fraction(ROW_LOSS_COPIES) + Fraction(1, max(rows, 1)) + nll
 
 
 def _kto_moment_words(setup: MethodSetup, liger_kernel: bool = False) -> str:
