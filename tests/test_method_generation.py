@@ -405,11 +405,36 @@ def test_llama_factory_ppo_generates_a_mini_batch_inside_trl_0_9_6s_whole_gather
     assert term is not None and "ppo/trainer.py" in term.source and "v0.9.6" in term.source
     assert "policy gathered whole" in term.formula and "KV cache 2 rows × (1024 + 1024) tokens" in term.formula
     assert term.nbytes + step_transient(st, gathered=True) > 2 * P * 0.95
-    # below ZeRO-3 no gather: the KV cache, the next-token scores and the prompt's prefill, exactly
+    # below ZeRO-3 no gather: the KV cache, the next-token scores and the prompt's prefill, which stay under the
+    # step that trains on the same query and response (its loss's four fp32 copies of the logits): no term
     st2 = stage_of(llama_factory_ppo(8192), 2, accumulation=4, micro=2, seq=1024)
     kv = kv_cache_bytes(SPEC, 2, 1024 + 8192, 2)
     assert kv is not None
-    assert rollout(st2) == kv + 2 * 4 * 2 * V + 3 * 2 * 1024 * 11008 * 2
+    assert rollout(st2) == 0
+    assert step_transient(st2, gathered=False) > kv + 2 * 4 * 2 * V + 3 * 2 * 1024 * 11008 * 2
+
+
+def test_llama_factory_ppo_scores_with_the_value_head_model_inside_the_same_gather():
+    """get_rewards scores the mini batch's query + response with the value-head model inside TRL 0.9.6's
+    unwrap_model_for_generation (the policy with its reward adapter swapped in, the default reward_model_type lora):
+    the bf16 logits and their fp32 upcast (AutoModelForCausalLMWithValueHead.forward), beside the whole gather at
+    ZeRO-3; with a Llama-3 vocabulary they outgrow the generation's KV cache. A reward served by an API runs no
+    forward here (llamafactory/train/ppo/trainer.py get_rewards @ v0.9.3)."""
+    from zeroadvisor.config.method import Placement
+    from zeroadvisor.vocab import ModelRole
+
+    lora = replace(llama_factory_ppo(), placements=(Placement(ModelRole.REWARD, "saves/rm", loaded=False),))
+    api = replace(lora, placements=(Placement(ModelRole.REWARD, "http://rm", loaded=False, remote=True),))
+    scored, served = (moment_term(stage_of(setup, 3, micro=2, seq=1024, spec=SPEC3)) for setup in (lora, api))
+    assert scored is not None and served is not None
+    kv = kv_cache_bytes(SPEC3, 2, 1024 + 1024, 2)
+    assert kv is not None
+    logits = (2 + 4) * 2 * 2048 * V3
+    assert logits > kv + 2 * 4 * 2 * V3 + 3 * 2 * 1024 * 14336 * 2
+    # the same gather under both; the scoring logits replace the generation's moment where they are larger
+    assert scored.nbytes - served.nbytes == logits - (kv + 2 * 4 * 2 * V3 + 3 * 2 * 1024 * 14336 * 2)
+    assert "reward scoring logits (2 + 4) B × 2 × 2048 × V" in scored.formula and "get_rewards" in scored.source
+    assert "reward scoring" not in served.formula
 
 
 def test_llama_factory_ppo_reads_max_new_tokens_and_assumes_its_default(tmp_path):

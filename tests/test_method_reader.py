@@ -135,10 +135,12 @@ def test_llama_factory_sigmoid_dpo_keeps_its_reference_and_lora_drops_it(tmp_pat
                                                       ("full", "reward_model_type: api\n", False),
                                                       ("full", "reward_model_type: full\n", True)])
 def test_llama_factory_ppo_names_its_reward_model(tmp_path, tuner, kind, loaded):
-    """train/trainer_utils.py create_reward_model: only reward_model_type full (not the default lora) loads a model."""
+    """train/trainer_utils.py create_reward_model: only reward_model_type full (not the default lora) loads a model;
+    only api serves it outside the training processes (ppo/trainer.py get_rewards: no forward here)."""
     setup = _read(tmp_path, LF.format(stage="ppo", kind=tuner) + "reward_model: saves/rm\n" + kind).setup
     assert setup.placements[0].role is ModelRole.REWARD and setup.placements[0].model == "saves/rm"
     assert setup.placements[0].loaded is loaded
+    assert setup.placements[0].remote is ("api" in kind)
 
 
 def test_llama_factory_lora_ppo_has_no_reference_copy(tmp_path):

@@ -65,6 +65,8 @@ class Placement:
     # False: the trainer loads no model of its own for this role (LLaMA-Factory reward_model_type lora: an adapter
     # on the policy; api: a server); None: as the trainer does by default
     loaded: bool | None = None
+    # served outside the training processes, so no forward of it runs there (LLaMA-Factory reward_model_type api)
+    remote: bool = False
 
 
 # train_ppo_ray's argparse defaults for every model's Ray group, the actor's too: --X_num_nodes 1,

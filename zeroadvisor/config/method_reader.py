@@ -310,7 +310,8 @@ def _llama_factory(data: Mapping[str, JSONValue], where: Origin) -> MethodReadin
         # create_reward_model: reward_model_type "lora" (the default) loads an adapter on the policy and "api" calls
         # a server; only "full" loads a second model
         kind = _reward_model_type(data, tuner, where)
-        placements = (Placement(ModelRole.REWARD, _text(reward, where("reward_model")), loaded=kind == "full"),)
+        placements = (Placement(ModelRole.REWARD, _text(reward, where("reward_model")), loaded=kind == "full",
+                                remote=kind == "api"),)
         origin.append(("placements", f"{where('reward_model')} (reward_model_type {kind})"))
     quantization, double = _reference_quantization(data, reference, where, notes)
     origin += [(name, where(key)) for name, key, value in (("loss_type", "pref_loss", loss),

@@ -95,6 +95,12 @@ LN_STATS = 2 * FP32  # native_layer_norm: mean and rstd per token, fp32 for 16-b
 RMS_STATS = FP32  # rsqrt(variance) per token, fp32
 UPCAST_LOSS_COPIES = 3 * FP32  # log-probs + their gradient + the logits' gradient, fp32
 LOSS_COPIES = 3  # the same three in the logits' dtype (× e)
+# LLaMA-Factory's PPO step (llamafactory/train/ppo/trainer.py batched_forward_pass @ v0.9.3, with TRL 0.9.6's
+# PPOTrainer.loss, the only TRL its PPO runs with): the value-head model's fp32 logits (a torch.cat copy kept for the
+# loss), their log_softmax (saved), then entropy_from_logits' softmax (saved: the entropy keeps its graph) and its
+# product with the logits. Measured with TRL 0.9.6's own value head and loss on CPU: 4.00 fp32 copies of the micro
+# batch's logits at 1, 2 and 4 rows (benchmarks/ppo_loss.md), where a plain loss holds 3.
+ENTROPY_LOSS_COPIES = 4 * FP32
 # TRL's selective_log_softmax on bf16 logits (trl/trainer/utils.py @ v0.15 to v1.16): a log_softmax per row, saved
 # row by row; its backward makes each row's gradient in turn and stacks them into the logits' gradient: the saved
 # rows and the stacked gradient (2 copies) and one row's transient. Measured with TRL 1.9.0's DPO on CPU: 2.01
@@ -661,7 +667,8 @@ def _logits(spec: ModelSpec, facts: LayerFacts, e: int, out_tokens: int, notes: 
         row = ceil_div(out_tokens, max(rows, 1))
         chosen = out_tokens // CHOSEN_NLL_SHARE if facts.chosen_nll else 0
         return e * spec.vocab_size * (ROW_LOSS_COPIES * out_tokens + row + chosen) + IDS * out_tokens
-    per = UPCAST_LOSS_COPIES if facts.loss_in_fp32 else LOSS_COPIES * e
+    per = ENTROPY_LOSS_COPIES if facts.entropy_from_logits else UPCAST_LOSS_COPIES if facts.loss_in_fp32 \
+        else LOSS_COPIES * e
     return per * out_tokens * spec.vocab_size + IDS * out_tokens  # + the int64 labels nll_loss keeps
 
 

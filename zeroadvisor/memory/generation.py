@@ -39,7 +39,10 @@ What each trainer generates with, read at the releases named in each source:
   ``model.parameters()`` whole (trl/models/utils.py @ v0.9.6; the value head, hidden + 1, is in them and not
   counted). The prompt is truncated to ``cutoff_len`` (data/processor/unsupervised.py infer_seqlen @ v0.9.3, the
   shape's length) and up to ``max_new_tokens`` (GeneratingArguments, default 1024, hparams/generating_args.py @
-  v0.9.3) are generated.
+  v0.9.3) are generated. ``get_rewards`` then scores the same rows inside the same kind of gather with the
+  value-head model (the reward adapter swapped onto the policy, or a full reward model's own engine), whose
+  forward upcasts its logits to fp32 (trl/models/modeling_value_head.py @ v0.9.6); not for a reward served by an
+  API (reward_model_type api).
 * OpenRLHF generates with HF ``generate`` on the actor (no whole-model gather) at ``--micro_rollout_batch_size``
   (default 8) where no vLLM engine does, then runs actor, initial (reference), critic and reward forwards one
   after another on each micro batch under no_grad; the actor's and the reference's logits are full-vocabulary
@@ -70,7 +73,7 @@ from zeroadvisor.memory.persistence import persistent
 from zeroadvisor.memory.settings import Settings
 from zeroadvisor.memory.terms import Term, ceil_div
 from zeroadvisor.model.spec import ModelSpec
-from zeroadvisor.vocab import Device, Method, Resource, TermKind, TrainerFamily
+from zeroadvisor.vocab import Device, Method, ModelRole, Resource, TermKind, TrainerFamily
 
 FP32_BYTES = 4
 KEY = "generation_moment"
@@ -95,8 +98,9 @@ PPO_SOURCE = (f"{UNWRAP_SOURCE}; trl/trainer/utils.py generate, batch_generation
               "PPOTrainer.train @ v0.21.0 (trl/experimental/ppo @ v1.9.0)")
 LLAMA_FACTORY_MAX_NEW_TOKENS = 1024  # GeneratingArguments.max_new_tokens (hparams/generating_args.py @ v0.9.3)
 LLAMA_FACTORY_PPO_SOURCE = ("llamafactory/train/ppo/trainer.py CustomPPOTrainer.__init__ (mini_batch_size = "
-                            "per_device_train_batch_size), ppo_train, get_inputs @ v0.9.3; trl/models/utils.py "
-                            "unwrap_model_for_generation @ v0.9.6")
+                            "per_device_train_batch_size), ppo_train, get_inputs, get_rewards @ v0.9.3; "
+                            "trl/models/utils.py unwrap_model_for_generation, trl/models/modeling_value_head.py "
+                            "AutoModelForCausalLMWithValueHead.forward (lm_logits.float()) @ v0.9.6")
 OPENRLHF_SOURCE = ("openrlhf/trainer/ppo_utils/experience_maker.py generate_samples, make_experience @ v0.5.1; "
                    "openrlhf/models/actor.py forward @ v0.5.1, v0.8.5")
 
@@ -283,8 +287,13 @@ def _trl_grpo(setup: MethodSetup, policy: ModelSpec, s: Settings, option: Option
 def _llama_factory_ppo(setup: MethodSetup, policy: ModelSpec, s: Settings, option: Option, spec: ModelSpec, P: int,
                        N: int, prompt: int | None) -> Moment | None:
     """LLaMA-Factory's get_inputs (the module docstring): one mini batch of per_device_train_batch_size prompts of
-    up to cutoff_len tokens (``prompt``, the shape's length) generating max_new_tokens, inside TRL 0.9.6's whole
-    gather at ZeRO-3; the KV cache, the next-token scores in fp32 and the prompt's prefill MLP, as TRL GRPO's."""
+    up to cutoff_len tokens (the setup's max_prompt_length, memory/method.py method_shape; else ``prompt``, the
+    shape's length) generating max_new_tokens, inside TRL 0.9.6's whole gather at ZeRO-3; the KV cache, the
+    next-token scores in fp32 and the prompt's prefill MLP, as TRL GRPO's. Then get_rewards scores the same rows
+    (query + response) with the value-head model inside the same kind of gather (the policy with its reward adapter
+    swapped in, or a full reward model of the policy's size prepared by TRL at the policy's stage), its logits in
+    the model dtype and their fp32 upcast; not for a reward served by an API: the larger moment."""
+    prompt = setup.generation.max_prompt_length or prompt
     if not prompt:
         return None
     w = B.nbytes(s.precision)
@@ -297,12 +306,16 @@ def _llama_factory_ppo(setup: MethodSetup, policy: ModelSpec, s: Settings, optio
     gathered, how = _gathered(s, option, spec, P, N, setup)
     scores = 2 * FP32_BYTES * rows * (policy.vocab_size or 0)
     prefill = _prefill(policy, rows, prompt, w)
+    generating = kv + scores + prefill
+    reward = next((p for p in setup.placements if p.role == ModelRole.REWARD), None)
+    scoring = 0 if reward is not None and reward.remote else (w + FP32_BYTES) * rows * tokens * (policy.vocab_size or 0)
     parts = [how] if how else []
-    parts += [f"KV cache {rows} rows × ({prompt} + {completion}) tokens ({kv:,} B)",
-              f"fp32 next-token scores 2 × 4 B × {rows} × V", f"prefill MLP 3 × {rows} × {prompt} × ffn × {w} B"]
-    return Moment(gathered + kv + scores + prefill, " + ".join(parts),
-                  "PPO generation with the policy (LLaMA-Factory get_inputs)"
-                  + (": the policy gathered whole (ZeRO-3, TRL 0.9.6 unwrap_model_for_generation)" if how else ""),
+    parts += [f"max(KV cache {rows} rows × ({prompt} + {completion}) tokens ({kv:,} B) + fp32 next-token scores "
+              f"2 × 4 B × {rows} × V + prefill MLP 3 × {rows} × {prompt} × ffn × {w} B"
+              + (f", reward scoring logits ({w} + 4) B × {rows} × {tokens} × V)" if scoring else ")")]
+    return Moment(gathered + max(generating, scoring), " + ".join(parts),
+                  "PPO rollout with the policy (LLaMA-Factory get_inputs, get_rewards)"
+                  + (": the model gathered whole (ZeRO-3, TRL 0.9.6 unwrap_model_for_generation)" if how else ""),
                   LLAMA_FACTORY_PPO_SOURCE, bool(how))
 
 

@@ -627,7 +627,9 @@ def activation_spec(setup: MethodSetup, policy: ModelSpec) -> ModelSpec:
       @ v1.16.0: a per-row log-softmax for bf16), and so do ms-swift's, which call the same function
       (swift/trainers/rlhf_trainer/dpo_trainer.py get_per_token_logps @ v3.8.0: ``selective_log_softmax(logits,
       labels)`` on the model's bf16 logits, no upcast), where LLaMA-Factory upcasts them
-      (llamafactory/train/dpo/trainer.py concatenated_forward @ v0.9.3: ``.logits.to(torch.float32)``)."""
+      (llamafactory/train/dpo/trainer.py concatenated_forward @ v0.9.3: ``.logits.to(torch.float32)``);
+    * LLaMA-Factory's PPO step takes the entropy of its fp32 logits with their graph (TRL 0.9.6 PPOTrainer.loss:
+      memory/activations.py ENTROPY_LOSS_COPIES)."""
     if setup.method == Method.SFT:
         return policy
     if setup.method == Method.REWARD:
@@ -636,6 +638,9 @@ def activation_spec(setup: MethodSetup, policy: ModelSpec) -> ModelSpec:
     if completion_logits(setup):
         return replace(policy, lm_head=False, logits_note="no logits over the whole sequence: GRPO's are the "
                        "completion's only (logits_to_keep), counted in a term of their own")
+    if setup.method == Method.PPO and setup.trainer == TrainerFamily.LLAMA_FACTORY \
+            and policy.layer_facts is not None:  # None: Korthikanti's
+        return replace(policy, layer_facts=replace(policy.layer_facts, loss_in_fp32=True, entropy_from_logits=True))
     if bf16_logits(setup) and policy.layer_facts is not None:  # None: Korthikanti's
         rows = row_log_softmax(setup)
         return replace(policy, layer_facts=replace(policy.layer_facts, loss_in_fp32=False, row_log_softmax=rows,
@@ -774,7 +779,23 @@ def method_shape(shape: TrainingShape) -> TrainingShape:
     prompt = ppo_prompt_length(setup) if setup.method == Method.PPO else None
     if prompt and gen.max_completion_length and shape.sequence_length in (None, prompt):
         return replace(shape, sequence_length=prompt + gen.max_completion_length)
+    if setup.method == Method.PPO and setup.trainer == TrainerFamily.LLAMA_FACTORY and shape.sequence_length \
+            and not gen.max_prompt_length:
+        # LLaMA-Factory's query is cut to cutoff_len (the shape's length: data/processor/unsupervised.py
+        # _encode_data_example, infer_seqlen @ v0.9.3) and max_new_tokens are generated after it (ppo/trainer.py
+        # get_inputs); the step trains on both (batched_forward_pass over query + response)
+        cutoff = shape.sequence_length
+        return replace(shape, sequence_length=cutoff + (ppo_completion_length(setup) or 0),
+                       method=replace(setup, generation=replace(gen, max_prompt_length=cutoff)))
     return shape
+
+
+def ppo_completion_length(setup: MethodSetup) -> int | None:
+    """The most tokens PPO generates after each query: the files' (TRL's response_length, LLaMA-Factory's
+    max_new_tokens, OpenRLHF's --generate_max_len), else LLaMA-Factory's default (its assumed input)."""
+    gen = setup.generation
+    default = G.LLAMA_FACTORY_MAX_NEW_TOKENS if setup.trainer == TrainerFamily.LLAMA_FACTORY else None
+    return gen.max_completion_length or default
 
 
 def _base(policy: ModelSpec) -> ModelSpec:
@@ -1386,9 +1407,12 @@ def method_notes(setup: MethodSetup, config_has_optimizer: bool, policy: ModelSp
         out.append(f"{setup.method}: chosen and rejected concatenated, 2 sequences per sample through the policy"
                    + _reference_pass_words(setup, policy, liger_kernel))
     prompt = ppo_prompt_length(setup) if setup.method == Method.PPO else None
-    if prompt and setup.generation.max_completion_length:
-        out.append(f"PPO trains on query + response: up to {prompt} prompt tokens and "
-                   f"{setup.generation.max_completion_length} generated, one sequence through policy and critic")
+    completion = ppo_completion_length(setup)
+    if prompt and completion:
+        through = ("the policy with its value head" if setup.trainer in VALUE_HEAD_ON_POLICY
+                   else "policy and critic")
+        out.append(f"PPO trains on query + response: up to {prompt} prompt tokens and {completion} generated, one "
+                   f"sequence through {through}")
     kto = kto_note(setup, liger_kernel)
     if kto is not None:
         out.append(kto)

@@ -37,6 +37,9 @@ class LayerFacts:
     # beside it a cross-entropy over the chosen half of the rows (TRL's ORPO and CPO: their NLL term) saves that half's
     # log-softmax too: half a copy of the logits more (memory/activations.py)
     chosen_nll: bool = False
+    # the loss also takes the entropy of the fp32 logits inside their graph (TRL 0.9.6 PPOTrainer.loss's
+    # entropy_from_logits on the logits LLaMA-Factory's PPO keeps): four fp32 copies at its peak, not three
+    entropy_from_logits: bool = False
     norms_per_layer: int = 2  # decoder layers of an encoder-decoder add one for cross-attention
     final_dropout: bool = False  # a dropout after each stack's final norm (T5Stack)
     relative_position_buckets: bool = False  # int64 (s, s) bucket indices per stack (T5Attention.compute_bias)
