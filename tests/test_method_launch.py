@@ -161,6 +161,18 @@ def test_ray_job_submit_reads_the_openrlhf_entrypoint():
     assert launch.stage == 3 and launch.training.model == "OpenRLHF/Llama-3-8b-sft"
 
 
+@pytest.mark.parametrize(("flag", "mode"), [("", VllmMode.COLOCATE), ("--async_train", VllmMode.SERVER),
+                                             ("--train.async_enable", VllmMode.SERVER)])
+def test_openrlhf_async_training_keeps_vllm_off_the_colocated_gpus(flag, mode):
+    """cli/train_ppo_ray.py @ v0.8.5 (and its --train.* flags @ v0.11.0): "Using --colocate_all_models in async RLHF
+    only colocates DeepSpeed models": create_vllm_engines gets no placement group with --async_train, so the vLLM
+    engines run on GPUs of their own (OpenRLHF's examples/scripts/train_reinforce_baseline_llama_ray_agent_async.sh:
+    6 actor GPUs, 2 vLLM engines)."""
+    launch = parse_launch(f"{PPO_RAY} {flag}")
+    setup = launch.training.method.setup
+    assert setup.colocate_all_models and setup.generation.vllm_mode is mode
+
+
 def test_openrlhf_dotted_flags_and_no_kl_means_no_reference():
     launch = parse_launch("python -m openrlhf.cli.train_ppo_ray --actor.num_gpus_per_node 4 --ds.zero_stage 2 "
                           "--init_kl_coef 0 --pretrain m")

@@ -1198,3 +1198,26 @@ def test_the_loss_side_is_counted_over_the_backward_as_the_activations_count_it(
     [term] = dpo_reference_pass_terms(TrainingShape(1024, "full", method=setup), SPEC, 2, Parallel(), 2)
     one = 2 * 4 * 1024 * 32000  # a bf16 copy of 2 pairs' logits
     assert term.nbytes == 9 * one // 4
+
+
+def test_openrlhf_splits_every_model_by_the_actor_s_tensor_parallel_degree():
+    """openrlhf/utils/deepspeed/deepspeed.py _ds_init_train_model and _ds_init_eval_model @ v0.8.5: with
+    --ds_tensor_parallel_size every model OpenRLHF prepares goes through deepspeed.tp_model_init, so the reference,
+    the reward model and the critic hold a tensor-parallel rank's share, as the actor does (its example
+    train_ppo_llama_ray_tensor_parallelism.sh: Llama-3-8B with TP 2). TRL's prepare_deepspeed runs no
+    tp_model_init: its frozen engines stay whole."""
+    from zeroadvisor.memory.parallel import Parallel, local_parameters
+
+    config = {**NO_OPTIMIZER, "zero_optimization": {"stage": 2}, "tensor_parallel": {"autotp_size": 2}}
+    ppo = MethodSetup(method=Method.PPO, trainer=TrainerFamily.OPENRLHF, colocate_all_models=True, beta=0.01)
+    e = run(ppo, config)
+    local = local_parameters(SPEC, Parallel(tensor=2)).total
+    assert P // 2 < local < P
+    st, whole = e.stage(2), run(ppo, NO_OPTIMIZER | {"zero_optimization": {"stage": 2}}).stage(2)
+    assert st.per_gpu["reference_model"] == st.per_gpu["reward_model"] == 2 * local
+    assert whole.per_gpu["reference_model"] == 2 * P
+    # the critic trains at the actor's stage over its split parameters: its bf16 weights are a rank's share
+    assert st.per_gpu["critic"] < whole.per_gpu["critic"]
+    assert any("split by its tensor-parallel degree 2" in n for n in st.notes + e.assumptions)
+    trl = run(dataclasses.replace(ppo, trainer=TrainerFamily.TRL), config).stage(2)
+    assert trl.per_gpu["reference_model"] == 2 * P

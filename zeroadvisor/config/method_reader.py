@@ -524,11 +524,17 @@ def read_openrlhf(module: str, data: Mapping[str, JSONValue], where: Origin) -> 
         # @ v0.8.5 and v0.11.0)
         colocate = True
         read.origin.append(("colocate_all_models", f"{module}: every model in the one training process"))
+    # --async_train (0.8.0+; --train.async_enable from 0.11): "Using --colocate_all_models in async RLHF only
+    # colocates DeepSpeed models": the vLLM engines get no share of the actor's placement group, GPUs of their own
+    # (cli/train_ppo_ray.py train: create_vllm_engines(..., pg if args.colocate_all_models and not args.async_train
+    # else None) @ v0.8.0, v0.8.5; the same with args.train.* @ v0.11.0)
+    vllm_colocated = colocate and not read.flag("async_train")
     generation = Generation(num_generations=read.whole("n_samples_per_prompt"),
                             max_prompt_length=read.whole("prompt_max_len"),
                             max_completion_length=read.whole("generate_max_len"),
                             use_vllm=bool(vllm_gpus) if vllm_gpus is not None else None,
-                            vllm_mode=(VllmMode.COLOCATE if colocate else VllmMode.SERVER) if vllm_gpus else None,
+                            vllm_mode=(VllmMode.COLOCATE if vllm_colocated else VllmMode.SERVER) if vllm_gpus
+                            else None,
                             vllm_gpu_memory_utilization=read.number("vllm_gpu_memory_utilization"),
                             vllm_num_gpus=vllm_gpus or None,
                             rollout_batch_size=read.whole("micro_rollout_batch_size"),

@@ -59,7 +59,7 @@ from zeroadvisor.memory.liger import (
     trl_loss_runs,
 )
 from zeroadvisor.memory.options import Option
-from zeroadvisor.memory.parallel import Parallel, parallel_activations
+from zeroadvisor.memory.parallel import Parallel, local_parameters, parallel_activations
 from zeroadvisor.memory.phases import FrozenAtLoad
 from zeroadvisor.memory.settings import Settings
 from zeroadvisor.memory.states import deepspeed_terms, trainable
@@ -555,14 +555,16 @@ def frozen_at_load(setup: MethodSetup, policy: ModelSpec, auxiliary: dict[ModelR
 
 def method_terms(setup: MethodSetup, policy: ModelSpec, auxiliary: dict[ModelRole, ModelSpec], s: Settings,
                  option: Option, N: int, gpu_memory: int | None, config_has_optimizer: bool,
-                 notes: list[str], liger_kernel: bool = False) -> list[Term]:
+                 notes: list[str], liger_kernel: bool = False, tensor: int = 1) -> list[Term]:
     """Every model and share beside the policy for ``option``: reference, reward, critic, vLLM (``liger_kernel``:
-    the Trainer's use_liger_kernel, which switches GRPO's Liger loss at some TRL releases)."""
+    the Trainer's use_liger_kernel, which switches GRPO's Liger loss at some TRL releases; ``tensor``: the policy's
+    tensor-parallel degree, which OpenRLHF gives every other model too: tensor_split)."""
     if setup.method == Method.SFT:
         return []
     others: list[Term] = []
     for role, spec in frozen_models(setup, policy, auxiliary):
-        others += frozen_model_terms(role, spec, s, option, N, setup, config_has_optimizer)
+        others += frozen_model_terms(role, tensor_split(setup, spec, tensor, notes), s, option, N, setup,
+                                     config_has_optimizer)
     if others and option.stage < 3 and option.offload_optimizer != Device.NONE \
             and optimizer_copy(setup, config_has_optimizer).expected:
         notes.append("the frozen engines get this config's optimizer and offload_optimizer at stage 0: DeepSpeed "
@@ -572,7 +574,8 @@ def method_terms(setup: MethodSetup, policy: ModelSpec, auxiliary: dict[ModelRol
         notes.append(f"critic: {setup.trainer}'s value head (hidden × 1) on the policy's own backbone, trained with "
                      "it: no second copy")
     elif critic_loaded(setup):
-        critic = critic_terms(critic_spec(setup, policy, auxiliary, notes), s, option, N, notes)
+        critic = critic_terms(tensor_split(setup, critic_spec(setup, policy, auxiliary, notes), tensor, notes), s,
+                              option, N, notes)
         others += asleep_critic(critic, setup, option, s, notes) if on_policy_gpus(setup, ModelRole.CRITIC) else critic
     apart = {ROW_OF[role] for role in ROW_OF if not on_policy_gpus(setup, role)}
     for row in dict.fromkeys(t.row for t in others if t.row in apart):
@@ -582,6 +585,29 @@ def method_terms(setup: MethodSetup, policy: ModelSpec, auxiliary: dict[ModelRol
                      "(memory/groups.py), not on the actor's cards")
     others = [t for t in others if t.row not in apart]
     return others + vllm_terms(setup, gpu_memory, notes) + completion_logits_terms(setup, policy, s, liger_kernel)
+
+
+# Trainers that split every model they prepare by the policy's tensor-parallel degree: OpenRLHF's strategy runs
+# deepspeed.tp_model_init on each model it prepares, trained or frozen, before deepspeed.initialize
+# (openrlhf/utils/deepspeed/deepspeed.py _ds_init_train_model, _ds_init_eval_model @ v0.8.5: ``if
+# self.ds_tensor_parallel_size > 1``), with the same --ds_tensor_parallel_size for actor, critic, reference and reward.
+# TRL's prepare_deepspeed builds its frozen engines from the config without tp_model_init: whole, as counted.
+TP_EVERY_MODEL = frozenset({TrainerFamily.OPENRLHF})
+
+
+def tensor_split(setup: MethodSetup, spec: ModelSpec, tensor: int, notes: list[str]) -> ModelSpec:
+    """``spec`` as one tensor-parallel rank holds it where the trainer splits every model (TP_EVERY_MODEL): its
+    block linears split ``tensor`` ways, embeddings, norms and head whole (memory/parallel.py local_parameters)."""
+    if tensor <= 1 or setup.trainer not in TP_EVERY_MODEL:
+        return spec
+    local = local_parameters(spec, Parallel(tensor=tensor)).total
+    note = (f"{setup.trainer}'s reference, reward and critic models: split by its tensor-parallel degree {tensor} as "
+            "the actor is (deepspeed.tp_model_init on every model it prepares)")
+    if note not in notes:
+        notes.append(note)
+    trained = spec.trainable_parameters
+    return replace(spec, parameters=local,
+                   trainable_parameters=None if trained is None else ceil_div(trained * local, spec.parameters))
 
 
 def on_policy_gpus(setup: MethodSetup, role: ModelRole) -> bool:
