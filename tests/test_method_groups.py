@@ -280,3 +280,19 @@ def test_openrlhf_s_sleeping_critic_keeps_only_its_bf16_partition_on_the_gpu(cli
 
     assert critic(_ppo(cli, tmp_path, " --deepspeed_enable_sleep --adam_offload")) == critic(
         _ppo(cli, tmp_path, " --adam_offload"))
+
+
+def test_a_group_of_its_own_holds_a_tensor_parallel_rank_s_share():
+    """--ds_tensor_parallel_size 2 (openrlhf/utils/deepspeed/deepspeed.py _ds_init_eval_model @ v0.8.5: tp_model_init
+    on every model): the reference on 4 GPUs of its own holds a rank's share, partitioned at ZeRO-3 over the group's 2
+    data-parallel ranks, not over all 4 of them."""
+    from zeroadvisor.memory.parallel import Parallel, local_parameters
+
+    config = {**ACTOR, "tensor_parallel": {"autotp_size": 2}}
+    e = estimate(config, QWEN3_8B, TrainingShape(2048, "full", method=grpo(4, ROLLOUT)),
+                 Cluster(gpus=8, gpu_memory=80 * GB, cpu_memory=HOST))
+    assert e.configured is not None
+    [group] = e.configured.groups
+    params = next(t for t in group.terms if t.key == "reference_params")
+    local = local_parameters(QWEN3_8B, Parallel(tensor=2)).total
+    assert params.nbytes == 2 * -(-local // 2)

@@ -55,6 +55,8 @@ from zeroadvisor.memory.method import (
     frozen_models,
     frozen_stage,
     on_policy_gpus,
+    split_degree,
+    tensor_split,
 )
 from zeroadvisor.memory.options import Option
 from zeroadvisor.memory.parallel import Parallel, parallel_activations
@@ -161,12 +163,14 @@ def group_peaks(setup: MethodSetup, policy: ModelSpec, auxiliary: dict[ModelRole
     with_critic = critic and bool(setup.colocate_critic_reward)
     out: list[GroupPeak] = []
     beside_critic: _Frozen | None = None
-    for role, spec in frozen_models(setup, policy, auxiliary):
+    for role, whole in frozen_models(setup, policy, auxiliary):
         if on_policy_gpus(setup, role):
             continue
         shared = with_critic and role == ModelRole.REWARD
-        N = group_gpus(setup, ModelRole.CRITIC if shared else role)
-        states = frozen_model_terms(role, spec, s, option, N, setup, False)
+        # --ds_tensor_parallel_size splits this model too; ZeRO partitions it over the group's data-parallel ranks
+        spec = tensor_split(setup, whole, layout.tensor, notes)
+        N = max(group_gpus(setup, ModelRole.CRITIC if shared else role) // split_degree(setup, layout.tensor), 1)
+        states = frozen_model_terms(role, spec, s, option, N, setup, False, layout.tensor)
         gathered: list[Term] = []
         if frozen_stage(setup, role, option) == 3:
             offload = any(t.device == Resource.CPU for t in states)
@@ -216,8 +220,8 @@ def _critic_group(setup: MethodSetup, policy: ModelSpec, auxiliary: dict[ModelRo
     no-grad rollout forward. ``beside``: the reward model's terms where --colocate_critic_reward puts it on the
     same GPUs; its states stay, its forward runs before the critic's (make_experience: one model after another),
     so the larger of the forwards and the critic's step is counted."""
-    spec = critic_spec(setup, policy, auxiliary, [])
-    N = group_gpus(setup, ModelRole.CRITIC)
+    spec = tensor_split(setup, critic_spec(setup, policy, auxiliary, []), layout.tensor, notes)
+    N = max(group_gpus(setup, ModelRole.CRITIC) // split_degree(setup, layout.tensor), 1)
     terms = critic_terms(spec, s, option, N, [])
     gathered = gathered_terms(s, option, spec.parameters, N, spec, [])
     reward_forward = beside.forward if beside is not None else None

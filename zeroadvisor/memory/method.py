@@ -256,16 +256,17 @@ def frozen_stage(setup: MethodSetup, role: ModelRole, option: Option) -> int:
 
 
 def frozen_model_terms(role: ModelRole, spec: ModelSpec, s: Settings, option: Option, N: int,
-                       setup: MethodSetup, config_has_optimizer: bool) -> list[Term]:
+                       setup: MethodSetup, config_has_optimizer: bool, tensor: int = 1) -> list[Term]:
     """A frozen model (reference, reward) as prepare_deepspeed builds it for ``option``: what it holds per GPU
-    (and on the host where the config offloads its parameters)."""
+    (and on the host where the config offloads its parameters); ``tensor``: the tensor-parallel degree it is split
+    by (tensor_split: its ZeRO partition is over its GPUs' data-parallel ranks)."""
     row = ROW_OF[role]
     if role == ModelRole.REFERENCE and setup.reference_quantization is not None:
         return [quantized_reference_term(spec, s, setup)]
     place = _placement(setup, role)
     stage = frozen_stage(setup, role, option)
     if place is not None and place.num_nodes and place.gpus_per_node:  # its own GPUs (OpenRLHF --ref_num_gpus...)
-        N = place.num_nodes * place.gpus_per_node
+        N = max(place.num_nodes * place.gpus_per_node // split_degree(setup, tensor), 1)
     # offload_param is a stage-3 feature: below it DeepSpeed ignores it (OpenRLHF --ref_reward_offload at stage 0);
     # OpenRLHF's eval config offloads only with --ref_reward_offload (get_ds_eval_config(offload=...) @ v0.8.5),
     # never from the actor's offload_param
@@ -564,7 +565,7 @@ def method_terms(setup: MethodSetup, policy: ModelSpec, auxiliary: dict[ModelRol
     others: list[Term] = []
     for role, spec in frozen_models(setup, policy, auxiliary):
         others += frozen_model_terms(role, tensor_split(setup, spec, tensor, notes), s, option, N, setup,
-                                     config_has_optimizer)
+                                     config_has_optimizer, tensor)
     if others and option.stage < 3 and option.offload_optimizer != Device.NONE \
             and optimizer_copy(setup, config_has_optimizer).expected:
         notes.append("the frozen engines get this config's optimizer and offload_optimizer at stage 0: DeepSpeed "
@@ -595,10 +596,16 @@ def method_terms(setup: MethodSetup, policy: ModelSpec, auxiliary: dict[ModelRol
 TP_EVERY_MODEL = frozenset({TrainerFamily.OPENRLHF})
 
 
+def split_degree(setup: MethodSetup, tensor: int) -> int:
+    """The tensor-parallel degree the trainer splits its other models by: the policy's (TP_EVERY_MODEL), else 1."""
+    return tensor if setup.trainer in TP_EVERY_MODEL else 1
+
+
 def tensor_split(setup: MethodSetup, spec: ModelSpec, tensor: int, notes: list[str]) -> ModelSpec:
     """``spec`` as one tensor-parallel rank holds it where the trainer splits every model (TP_EVERY_MODEL): its
     block linears split ``tensor`` ways, embeddings, norms and head whole (memory/parallel.py local_parameters)."""
-    if tensor <= 1 or setup.trainer not in TP_EVERY_MODEL:
+    tensor = split_degree(setup, tensor)
+    if tensor <= 1:
         return spec
     local = local_parameters(spec, Parallel(tensor=tensor)).total
     note = (f"{setup.trainer}'s reference, reward and critic models: split by its tensor-parallel degree {tensor} as "
