@@ -364,6 +364,28 @@ def measure_kto_replica(tokens: int, pairs: int) -> dict[str, float]:
     return _whole_step(step, model)
 
 
+def write_rows(out: Path, rows: list[dict[str, Any]], table: str) -> None:
+    """Print each row, write them with this script's model config to ``out`` (JSON) and ``table`` beside it (.md)."""
+    for row in rows:
+        print(json.dumps(row))
+    out.write_text(json.dumps({"model": config(), "rows": rows}, indent=1) + "\n")
+    out.with_suffix(".md").write_text(table)
+
+
+def method_activations(setup: Any, tokens: int, rows: int) -> int:
+    """The estimate's activations for this script's model at ``tokens`` x ``rows`` under ``setup`` (a MethodSetup):
+    activation_bytes of the method's view of the policy (memory/method.py activation_spec), bf16, full
+    recomputation, fused attention."""
+    from zeroadvisor.memory.activations import activation_bytes
+    from zeroadvisor.memory.method import activation_spec
+    from zeroadvisor.model.hf import spec_from_hf_config
+    from zeroadvisor.model.spec import Checkpointing, TrainingShape
+
+    shape = TrainingShape(sequence_length=tokens, flash_attention=True, activation_checkpointing=Checkpointing.FULL,
+                          method=setup)
+    return activation_bytes(activation_spec(setup, spec_from_hf_config(config())), shape, rows, "bf16").nbytes
+
+
 def predict(tokens: int, pairs: int, release: str, method: str = "dpo",
             trainer: str = "trl") -> tuple[int, int]:
     """The estimate's activations for the same model and shape (expected, bound): activation_bytes plus the

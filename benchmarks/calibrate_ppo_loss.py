@@ -24,7 +24,6 @@ benchmarks/ppo_loss.md.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -33,7 +32,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
 sys.path.insert(0, str(REPO))
 
-from calibrate_dpo_loss import HIDDEN, LAYERS, VOCAB, _models, config  # noqa: E402
+from calibrate_dpo_loss import HIDDEN, LAYERS, VOCAB, _models, method_activations, write_rows  # noqa: E402
 from calibrate_step_temporaries import profiled_peak  # noqa: E402
 
 # (rows, query tokens, response tokens): LLaMA-Factory's mini batch is per_device_train_batch_size
@@ -110,19 +109,12 @@ def measure(rows: int, query: int, response: int) -> dict[str, int]:
 
 
 def predict(rows: int, tokens: int) -> int:
-    """The estimate's activations for the same model and shape: activation_bytes of the LLaMA-Factory PPO view."""
+    """The estimate's activations for the same model and shape with the LLaMA-Factory PPO setup."""
     from zeroadvisor.config.method import MethodSetup
-    from zeroadvisor.memory.activations import activation_bytes
-    from zeroadvisor.memory.method import activation_spec
-    from zeroadvisor.model.hf import spec_from_hf_config
-    from zeroadvisor.model.spec import Checkpointing, TrainingShape
     from zeroadvisor.vocab import Method, TrainerFamily
 
     setup = MethodSetup(method=Method.PPO, trainer=TrainerFamily.LLAMA_FACTORY, trainer_version="0.9.3")
-    shape = TrainingShape(sequence_length=tokens, flash_attention=True, activation_checkpointing=Checkpointing.FULL,
-                          method=setup)
-    spec = activation_spec(setup, spec_from_hf_config(config()))
-    return activation_bytes(spec, shape, rows, "bf16").nbytes
+    return method_activations(setup, tokens, rows)
 
 
 def rows_for() -> list[dict[str, Any]]:
@@ -158,10 +150,7 @@ def markdown(rows: list[dict[str, Any]]) -> str:
 
 def main() -> None:
     rows = rows_for()
-    for row in rows:
-        print(json.dumps(row))
-    OUT.write_text(json.dumps({"model": config(), "rows": rows}, indent=1) + "\n")
-    OUT.with_suffix(".md").write_text(markdown(rows))
+    write_rows(OUT, rows, markdown(rows))
 
 
 if __name__ == "__main__":

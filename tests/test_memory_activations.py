@@ -287,3 +287,32 @@ def test_liger_patches_qwen3_q_and_k_norms_too():
     q3 = activation_bytes(spec_q3, shape, 1, "bf16").per_layer
     q2 = activation_bytes(spec_q2, shape, 1, "bf16").per_layer
     assert q3 - q2 == s * ((e * 4096 + 4 * 32) + (e * 1024 + 4 * 8))
+
+
+def test_openrlhf_s_loss_matches_its_own_code_measured_on_cpu():
+    """benchmarks/openrlhf_loss.json: OpenRLHF 0.8.5's own Actor.forward, log_probs_from_logits, SFTLoss and
+    DPOTrainer.concatenated_forward with a CPU replica of flash-attn's cross-entropy kernel's allocations
+    (benchmarks/calibrate_openrlhf_loss.py): 2.51 fp32 copies of the logits, the held fp32 logits, the kernel's one
+    gradient tensor and its bf16 cast. The estimate is within 1% of each; before 0.7.0 (SFT's GPTLMLoss, DPO's own
+    log-softmax) the plain loss's three copies are kept."""
+    import dataclasses
+    import json
+    from pathlib import Path
+
+    from zeroadvisor.config.method import MethodSetup
+    from zeroadvisor.memory.method import activation_spec
+    from zeroadvisor.model.spec import Checkpointing
+    from zeroadvisor.vocab import Method, TrainerFamily
+
+    data = json.loads((Path(__file__).resolve().parent.parent / "benchmarks" / "openrlhf_loss.json").read_text())
+    spec = spec_from_hf_config(data["model"])
+    assert {row["method"] for row in data["rows"]} == {"sft", "dpo"}
+    for row in data["rows"]:
+        setup = MethodSetup(method=Method(row["method"]), trainer=TrainerFamily.OPENRLHF, trainer_version="0.8.5")
+        shape = TrainingShape(row["tokens"], Checkpointing.FULL, True, method=setup)
+        view = activation_spec(setup, spec)
+        assert abs(activation_bytes(view, shape, row["rows"], "bf16").nbytes / row["peak"] - 1) < 0.01, row
+        older = dataclasses.replace(setup, trainer_version="0.6.4")
+        plain = activation_bytes(activation_spec(older, spec), dataclasses.replace(shape, method=older), row["rows"],
+                                 "bf16").nbytes
+        assert plain / row["peak"] > 1.15, row

@@ -65,9 +65,11 @@ def test_method_rows_add_up_and_bound(setup, config, peft):
 @settings(max_examples=15, deadline=None)
 @given(setup=setups, config=configs)
 def test_the_sft_method_changes_nothing(setup, config):
-    # TRL's own SFTTrainer is the exception: its loss differs by release (memory/trl_sft_loss.py, its own tests)
-    sft = dataclasses.replace(setup, method=Method.SFT,
-                              trainer=None if setup.trainer == TrainerFamily.TRL else setup.trainer)
+    # the trainers whose own SFT loss is counted are the exceptions: TRL's SFTTrainer by release
+    # (memory/trl_sft_loss.py) and OpenRLHF's flash-attn cross-entropy (memory/method.py openrlhf_fused_ce), each
+    # with its own tests
+    own_loss = (TrainerFamily.TRL, TrainerFamily.OPENRLHF)
+    sft = dataclasses.replace(setup, method=Method.SFT, trainer=None if setup.trainer in own_loss else setup.trainer)
     shape = TrainingShape(512, "full")
     cluster = Cluster(gpus=8, gpu_memory=80 * GB)
     assert estimate(config, SPEC, dataclasses.replace(shape, method=sft), cluster).to_dict() == \
@@ -86,8 +88,9 @@ def test_the_method_assumes_only_what_nothing_said_and_llama_factory_ppo_has_no_
             "vllm_gpu_memory_utilization": gen.vllm_gpu_memory_utilization}
     assert not {name for name, value in said.items() if value is not None} & assumed
     assert "trainer" not in assumed  # nothing was guessed: the method is the setup's own
-    # TRL's own SFTTrainer: its loss depends on the release (memory/trl_sft_loss.py), assumed where none is said
-    versioned = setup.method is not Method.SFT or setup.trainer is TrainerFamily.TRL
+    # TRL's own SFTTrainer and OpenRLHF's SFT: their loss depends on the release (memory/trl_sft_loss.py,
+    # memory/method.py openrlhf_fused_ce), assumed where none is said
+    versioned = setup.method is not Method.SFT or setup.trainer in (TrainerFamily.TRL, TrainerFamily.OPENRLHF)
     assert ("trainer_version" in assumed) == (versioned and setup.trainer_version is None)
     if setup.method is Method.PPO and setup.trainer is TrainerFamily.LLAMA_FACTORY:
         assert all("critic" not in stage.per_gpu for stage in e.stages)  # the policy's value head

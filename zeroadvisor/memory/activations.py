@@ -101,6 +101,13 @@ LOSS_COPIES = 3  # the same three in the logits' dtype (× e)
 # product with the logits. Measured with TRL 0.9.6's own value head and loss on CPU: 4.00 fp32 copies of the micro
 # batch's logits at 1, 2 and 4 rows (benchmarks/ppo_loss.md), where a plain loss holds 3.
 ENTROPY_LOSS_COPIES = 4 * FP32
+# OpenRLHF from 0.7.0 (openrlhf/models/actor.py forward, models/utils.py log_probs_from_logits @ v0.8.5, v0.11.0):
+# the logits upcast to fp32 and held by the caller's output through backward, scored by flash-attn's Triton
+# cross_entropy_loss, which saves them (no copy) and writes their gradient into one empty_like tensor (flash_attn/ops/
+# triton/cross_entropy.py @ v2.8.0); that gradient's cast to the model dtype is the third tensor at the peak. In fp32
+# training there is no cast. Measured with OpenRLHF 0.8.5's own SFT and DPO code and a CPU replica of the kernel's
+# allocations: 2.51 fp32 copies in bf16 (benchmarks/openrlhf_loss.md), where the plain loss's count is 3.
+FUSED_CE_LOSS_BYTES = 2 * FP32
 # TRL's selective_log_softmax on bf16 logits (trl/trainer/utils.py @ v0.15 to v1.16): a log_softmax per row, saved
 # row by row; its backward makes each row's gradient in turn and stacks them into the logits' gradient: the saved
 # rows and the stacked gradient (2 copies) and one row's transient. Measured with TRL 1.9.0's DPO on CPU: 2.01
@@ -667,8 +674,11 @@ def _logits(spec: ModelSpec, facts: LayerFacts, e: int, out_tokens: int, notes: 
         row = ceil_div(out_tokens, max(rows, 1))
         chosen = out_tokens // CHOSEN_NLL_SHARE if facts.chosen_nll else 0
         return e * spec.vocab_size * (ROW_LOSS_COPIES * out_tokens + row + chosen) + IDS * out_tokens
-    per = ENTROPY_LOSS_COPIES if facts.entropy_from_logits else UPCAST_LOSS_COPIES if facts.loss_in_fp32 \
-        else LOSS_COPIES * e
+    if facts.fused_ce_fp32:
+        per = FUSED_CE_LOSS_BYTES + (e if e < FP32 else 0)
+    else:
+        per = ENTROPY_LOSS_COPIES if facts.entropy_from_logits else UPCAST_LOSS_COPIES if facts.loss_in_fp32 \
+            else LOSS_COPIES * e
     return per * out_tokens * spec.vocab_size + IDS * out_tokens  # + the int64 labels nll_loss keeps
 
 

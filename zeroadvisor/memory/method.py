@@ -66,7 +66,7 @@ from zeroadvisor.memory.states import deepspeed_terms, trainable
 from zeroadvisor.memory.terms import Term, ceil_div, exact
 from zeroadvisor.memory.trl_sft_loss import FUSED_SOURCE, fused_head_bytes, fused_head_runs
 from zeroadvisor.model.peft import Quantization, quantized_base
-from zeroadvisor.model.spec import ModelSpec, TrainingShape
+from zeroadvisor.model.spec import LayerFacts, ModelSpec, TrainingShape
 from zeroadvisor.vocab import (
     TRAINER_NAMES,
     Checkpointing,
@@ -662,7 +662,13 @@ def activation_spec(setup: MethodSetup, policy: ModelSpec) -> ModelSpec:
       labels)`` on the model's bf16 logits, no upcast), where LLaMA-Factory upcasts them
       (llamafactory/train/dpo/trainer.py concatenated_forward @ v0.9.3: ``.logits.to(torch.float32)``);
     * LLaMA-Factory's PPO step takes the entropy of its fp32 logits with their graph (TRL 0.9.6 PPOTrainer.loss:
-      memory/activations.py ENTROPY_LOSS_COPIES)."""
+      memory/activations.py ENTROPY_LOSS_COPIES);
+    * OpenRLHF's SFT, DPO and PPO/GRPO actor score tokens with flash-attn's cross-entropy kernel on fp32 logits
+      (openrlhf_fused_ce: memory/activations.py FUSED_CE_LOSS_BYTES)."""
+    # layer facts None: Korthikanti's (no loss of a trainer's own read)
+    own = _trainer_loss_facts(setup, policy.layer_facts) if policy.layer_facts is not None else None
+    if own is not None:
+        return replace(policy, layer_facts=own)
     if setup.method == Method.SFT:
         return policy
     if setup.method == Method.REWARD:
@@ -671,14 +677,37 @@ def activation_spec(setup: MethodSetup, policy: ModelSpec) -> ModelSpec:
     if completion_logits(setup):
         return replace(policy, lm_head=False, logits_note="no logits over the whole sequence: GRPO's are the "
                        "completion's only (logits_to_keep), counted in a term of their own")
-    if setup.method == Method.PPO and setup.trainer == TrainerFamily.LLAMA_FACTORY \
-            and policy.layer_facts is not None:  # None: Korthikanti's
-        return replace(policy, layer_facts=replace(policy.layer_facts, loss_in_fp32=True, entropy_from_logits=True))
     if bf16_logits(setup) and policy.layer_facts is not None:  # None: Korthikanti's
         rows = row_log_softmax(setup)
         return replace(policy, layer_facts=replace(policy.layer_facts, loss_in_fp32=False, row_log_softmax=rows,
                                                    chosen_nll=rows and chosen_nll(setup)))
     return policy
+
+
+# OpenRLHF's trainers that score tokens through Actor.forward's log_probs_from_logits, and the first release that
+# does: SFTTrainer.fit (return_logprobs), DPOTrainer.concatenated_forward and the PPO actor's training step from
+# 0.7.0 (openrlhf/trainer/sft_trainer.py, dpo_trainer.py, ray/ppo_actor.py @ v0.7.0, v0.8.5, v0.11.0; before, SFT's
+# GPTLMLoss and DPO's own log-softmax; KTO keeps its own). The --entropy_loss_coef entropy (off by default) is not
+# counted.
+OPENRLHF_FUSED_CE_METHODS = frozenset({Method.SFT, Method.DPO, Method.PPO, Method.GRPO})
+OPENRLHF_FUSED_CE = Version("0.7.0")
+
+
+def openrlhf_fused_ce(setup: MethodSetup) -> bool:
+    """Whether OpenRLHF's loss is flash-attn's cross-entropy kernel on fp32 logits (OPENRLHF_FUSED_CE_METHODS at
+    OPENRLHF_FUSED_CE or later; the release unknown: the newest read)."""
+    if setup.trainer != TrainerFamily.OPENRLHF or setup.method not in OPENRLHF_FUSED_CE_METHODS:
+        return False
+    return setup.release is None or setup.release >= OPENRLHF_FUSED_CE
+
+
+def _trainer_loss_facts(setup: MethodSetup, facts: LayerFacts) -> LayerFacts | None:
+    """The loss of a trainer whose own scoring code the activations count (activation_spec); None: none."""
+    if openrlhf_fused_ce(setup):
+        return replace(facts, loss_in_fp32=True, fused_ce_fp32=True)
+    if setup.method == Method.PPO and setup.trainer == TrainerFamily.LLAMA_FACTORY:
+        return replace(facts, loss_in_fp32=True, entropy_from_logits=True)
+    return None
 
 
 # Before 0.15 TRL's preference losses take a full log_softmax of the shifted logits (get_batch_logps), after it
@@ -1523,6 +1552,12 @@ def method_assumptions(setup: MethodSetup, policy: ModelSpec, liger_kernel: bool
                                     "logits are whole, 12 bytes per token and vocabulary entry)",
                                     key=f"a pin of the trainer, e.g. {DISTRIBUTIONS[TrainerFamily.TRL]}==X in "
                                     "requirements.txt")]
+        if setup.trainer == TrainerFamily.OPENRLHF and setup.trainer_version is None:  # openrlhf_fused_ce
+            return [AssumedInput.of("trainer_version", None, f"OpenRLHF's SFT loss as "
+                                    f"{NEWEST_READ[TrainerFamily.OPENRLHF]} runs it, flash-attn's cross-entropy on "
+                                    "fp32 logits, 10 bytes per token and vocabulary entry (before 0.7.0 "
+                                    "GPTLMLoss, 12)", key=f"a pin of the trainer, e.g. "
+                                    f"{DISTRIBUTIONS[TrainerFamily.OPENRLHF]}==X in requirements.txt")]
         return []
     said = dict(setup.origin)
     out: list[AssumedInput] = []

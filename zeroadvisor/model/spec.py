@@ -40,6 +40,9 @@ class LayerFacts:
     # the loss also takes the entropy of the fp32 logits inside their graph (TRL 0.9.6 PPOTrainer.loss's
     # entropy_from_logits on the logits LLaMA-Factory's PPO keeps): four fp32 copies at its peak, not three
     entropy_from_logits: bool = False
+    # the loss is flash-attn's Triton cross-entropy over fp32 logits the caller holds (OpenRLHF's Actor.forward): the
+    # logits, the kernel's one gradient tensor and its cast to the model dtype at the peak (memory/activations.py)
+    fused_ce_fp32: bool = False
     norms_per_layer: int = 2  # decoder layers of an encoder-decoder add one for cross-attention
     final_dropout: bool = False  # a dropout after each stack's final norm (T5Stack)
     relative_position_buckets: bool = False  # int64 (s, s) bucket indices per stack (T5Attention.compute_bias)
