@@ -32,7 +32,7 @@ import copy
 import json
 import sys
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -146,6 +146,21 @@ def _orpo_trainer() -> Any:
     return trainer
 
 
+def step_peaks(model: Any, forward: Callable[[], None], backward: Callable[[], None]) -> dict[str, int]:
+    """Peak live bytes of a whole step (``forward`` then ``backward``) after a warm-up step that made every gradient,
+    of the forward alone, what it leaves held for the backward, and of the backward on top of that."""
+    def step() -> None:
+        forward()
+        backward()
+
+    step()  # every parameter's .grad now exists
+    model.zero_grad(set_to_none=False)
+    peak, _ = profiled_peak(step)
+    forward_peak, held = profiled_peak(forward)
+    backward_peak, _ = profiled_peak(backward)
+    return {"peak": peak, "forward_peak": forward_peak, "held": held, "backward_peak": held + backward_peak}
+
+
 @contextlib.contextmanager
 def _gpu_like_mean() -> Iterator[None]:
     """``Tensor.mean`` of a large bf16 tensor reduced one slice at a time, as a CUDA reduction reads bf16 without the
@@ -192,17 +207,8 @@ def measure_orpo(tokens: int, pairs: int) -> dict[str, float]:
     def backward() -> None:
         kept.pop().backward()
 
-    def step() -> None:
-        forward()
-        backward()
-
     with _gpu_like_mean():
-        step()
-        model.zero_grad(set_to_none=False)
-        peak, _ = profiled_peak(step)
-        forward_peak, net = profiled_peak(forward)
-        backward_peak, _ = profiled_peak(backward)
-    return {"peak": peak, "forward_peak": forward_peak, "backward_peak": net + backward_peak}
+        return step_peaks(model, forward, backward)
 
 
 def measure(tokens: int, pairs: int, method: str = "dpo") -> dict[str, float]:
@@ -249,16 +255,7 @@ def measure(tokens: int, pairs: int, method: str = "dpo") -> dict[str, float]:
     def backward() -> None:
         kept.pop().backward()
 
-    def step() -> None:
-        forward()
-        backward()
-
-    step()  # every parameter's .grad now exists
-    model.zero_grad(set_to_none=False)
-    peak, _ = profiled_peak(step)
-    forward_peak, net = profiled_peak(forward)
-    backward_peak, _ = profiled_peak(backward)
-    return {"peak": peak, "forward_peak": forward_peak, "backward_peak": net + backward_peak}
+    return step_peaks(model, forward, backward)
 
 
 # The reference pass before TRL 0.15 and in LLaMA-Factory (get_batch_loss_metrics -> concatenated_forward ->

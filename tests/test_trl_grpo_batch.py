@@ -122,3 +122,34 @@ def test_axolotl_s_grpo_is_checked_at_the_trl_release_it_pins(release, batch, wo
     assert (found is None) == (words is None)
     if words is not None:
         assert found.startswith(words), found
+
+
+def test_grpo_completion_logits_match_trl_s_own_scoring_measured_on_cpu():
+    """benchmarks/grpo_logits.json: TRL's own GRPOTrainer._get_per_token_logps_and_entropies, a clipped-ratio loss
+    and its backward on CPU (benchmarks/calibrate_grpo_logits.py). From 1.0 the temperature divides the sliced
+    output in place and the backward holds 4.02-4.03 copies of the completion's logits at every micro batch: the
+    estimate's four copies are within 1% of each. TRL 0.29.0 (the division out of place) measures 4.0 at one row
+    and 2.4-2.5 at 2 to 8: the three copies counted there lie within that range (not refined)."""
+    from pathlib import Path
+
+    from zeroadvisor.memory.method import completion_logits_terms
+    from zeroadvisor.memory.settings import read_settings
+    from zeroadvisor.model.hf import spec_from_hf_config
+
+    data = json.loads((Path(__file__).resolve().parent.parent / "benchmarks" / "grpo_logits.json").read_text())
+    spec = spec_from_hf_config(data["model"])
+    releases = {row["trl"] for row in data["rows"]}
+    assert {"0.29.0", "1.9.0"} <= releases
+    older = []
+    for row in data["rows"]:
+        setup = MethodSetup(method=Method.GRPO, trainer=TrainerFamily.TRL, trainer_version=row["trl"],
+                            generation=Generation(max_completion_length=row["completion"], max_prompt_length=1))
+        s = read_settings({"train_micro_batch_size_per_gpu": row["rows"], "bf16": {"enabled": True}}, spec, 1)
+        [term] = completion_logits_terms(setup, spec, s)
+        if row["trl"].startswith("0."):
+            older.append(row["measured_copies"])
+            assert term.nbytes == 3 * row["copy_bytes"]
+        else:
+            assert abs(term.nbytes / row["peak"] - 1) < 0.01, row
+            assert "in place" in term.what
+    assert min(older) < 3 < max(older)

@@ -788,7 +788,8 @@ def completion_logits_terms(setup: MethodSetup, policy: ModelSpec, s: Settings,
     """GRPO's logits over the completion only (logits_to_keep = max_completion_length), per completion in the micro
     batch (TRL's per_device_train_batch_size counts completions: num_generations decides how many prompts, not how
     many rows per GPU). Up to TRL 1.14 (trl/trainer/grpo_trainer.py _get_per_token_logps_and_entropies @ v0.21.0):
-    the logits, the per-row log-softmax and their gradient in the model dtype. From 1.15 (and for an unknown TRL
+    the logits, the per-row log-softmax and their gradient in the model dtype, and from 1.0 the whole gradient of
+    the output the temperature divides in place (GRPO_INPLACE_COPIES). From 1.15 (and for an unknown TRL
     release) the completion's labels are scored through the fused LM head (the same function @ v1.16.0:
     ``model(..., labels=labels, fused_lm_head=True)``, the prompt's labels -100): memory/trl_sft_loss.py
     fused_head_bytes, no logits."""
@@ -812,11 +813,27 @@ def completion_logits_terms(setup: MethodSetup, policy: ModelSpec, s: Settings,
                      "GRPO completion scored by TRL's fused LM head (no logits)",
                      f"fp32 gradients of {tokens:,} tokens' hidden states and the head, casts, a tile",
                      f"trl/trainer/grpo_trainer.py _get_per_token_logps_and_entropies @ v1.16.0; {FUSED_SOURCE}")]
-    n = 3 * w * tokens * policy.vocab_size
+    trl = trl_release(setup)
+    copies = GRPO_INPLACE_COPIES if trl is not None and trl >= TRL_GRPO_INPLACE else GRPO_COPIES
+    n = copies * w * tokens * policy.vocab_size
     return [Term("activations", Resource.GPU, n, "completion_logits",
-                 "GRPO logits over the completion (logits_to_keep)",
-                 f"3 × {w} B × {s.micro_batch} × {completion} × V {policy.vocab_size:,}",
-                 "trl/trainer/grpo_trainer.py _get_per_token_logps_and_entropies @ v0.21.0-v1.14")]
+                 "GRPO logits over the completion (logits_to_keep)"
+                 + (", divided by the temperature in place" if copies == GRPO_INPLACE_COPIES else ""),
+                 f"{copies} × {w} B × {s.micro_batch} × {completion} × V {policy.vocab_size:,}",
+                 "trl/trainer/grpo_trainer.py _get_per_token_logps_and_entropies @ v0.21.0-v1.14; measured on CPU: "
+                 "benchmarks/grpo_logits.md")]
+
+
+# TRL's GRPO completion logits at their backward, in copies of the completion's logits in the model dtype
+# (completion_logits_terms): up to 0.29 the logits, the per-row log-softmax and their gradient (3; measured with TRL
+# 0.29.0's own _get_per_token_logps_and_entropies on CPU: 4.0 at one row, 2.4-2.5 at 2 to 8, benchmarks/
+# grpo_logits.md, so 3 is neither bound nor floor there); from 1.0 the temperature's division is in place on the
+# sliced view of the model's output (``logits.div_(self.temperature)``, trl/trainer/grpo_trainer.py @ v1.0.0, v1.9.0),
+# whose backward materializes the output's whole gradient beside the rows' (measured with TRL 1.9.0: 4.02-4.03 at
+# 1 to 8 rows).
+GRPO_COPIES = 3
+GRPO_INPLACE_COPIES = 4
+TRL_GRPO_INPLACE = Version("1.0.0")
 
 
 def ppo_prompt_length(setup: MethodSetup) -> int | None:
