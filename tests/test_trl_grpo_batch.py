@@ -153,3 +153,24 @@ def test_grpo_completion_logits_match_trl_s_own_scoring_measured_on_cpu():
             assert abs(term.nbytes / row["peak"] - 1) < 0.01, row
             assert "in place" in term.what
     assert min(older) < 3 < max(older)
+
+
+@pytest.mark.parametrize(("release", "sequence", "copies"), [("4.1.1", 1, 3), ("4.1.2", 1, 4), ("4.5.2", 1, 4),
+                                                             (None, 1, 4), ("4.5.2", 2, 3), ("3.8.0", 1, 3)])
+def test_ms_swift_grpo_divides_in_place_from_4_1_2_without_sequence_parallelism(release, sequence, copies):
+    """swift/rlhf_trainers/grpo_trainer.py _get_logps_via_local_forward: ``logits.div_(self.temperature)`` from 4.1.2
+    (``/ self.temperature`` at 4.1.1 and in 3.x); _get_logps_via_sp divides out of place. The release unknown: the
+    newest read (4.6)."""
+    from zeroadvisor.memory.method import completion_logits_terms
+    from zeroadvisor.memory.settings import read_settings
+    from zeroadvisor.model.hf import spec_from_hf_config
+
+    spec = spec_from_hf_config({"model_type": "qwen2", "hidden_size": 64, "intermediate_size": 172,
+                                "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+                                "vocab_size": 32768})
+    setup = MethodSetup(method=Method.GRPO, trainer=TrainerFamily.MS_SWIFT, trainer_version=release,
+                        generation=Generation(max_completion_length=512, max_prompt_length=1))
+    s = read_settings({"train_micro_batch_size_per_gpu": 2, "bf16": {"enabled": True}}, spec, 1)
+    [term] = completion_logits_terms(setup, spec, s, sequence=sequence)
+    assert term.nbytes == copies * 2 * 2 * 512 * 32768
+    assert ("swift/rlhf_trainers" in term.source) and (("in place" in term.what) == (copies == 4))

@@ -556,12 +556,15 @@ def frozen_at_load(setup: MethodSetup, policy: ModelSpec, auxiliary: dict[ModelR
 
 def method_terms(setup: MethodSetup, policy: ModelSpec, auxiliary: dict[ModelRole, ModelSpec], s: Settings,
                  option: Option, N: int, gpu_memory: int | None, config_has_optimizer: bool,
-                 notes: list[str], liger_kernel: bool = False, tensor: int = 1) -> list[Term]:
+                 notes: list[str], liger_kernel: bool = False, layout: Parallel | None = None) -> list[Term]:
     """Every model and share beside the policy for ``option``: reference, reward, critic, vLLM (``liger_kernel``:
-    the Trainer's use_liger_kernel, which switches GRPO's Liger loss at some TRL releases; ``tensor``: the policy's
-    tensor-parallel degree, which OpenRLHF gives every other model too: tensor_split)."""
+    the Trainer's use_liger_kernel, which switches GRPO's Liger loss at some TRL releases; ``layout``: the policy's
+    parallel degrees: its tensor-parallel one OpenRLHF gives every other model too (tensor_split), its sequence one
+    decides ms-swift's GRPO scoring path (completion_logits_terms))."""
     if setup.method == Method.SFT:
         return []
+    layout = layout or Parallel()
+    tensor = layout.tensor
     others: list[Term] = []
     for role, spec in frozen_models(setup, policy, auxiliary):
         others += frozen_model_terms(role, tensor_split(setup, spec, tensor, notes), s, option, N, setup,
@@ -585,7 +588,8 @@ def method_terms(setup: MethodSetup, policy: ModelSpec, auxiliary: dict[ModelRol
                      f"actor), {own / 2**30:.2f} GiB of states per GPU there: judged on its group's GPUs "
                      "(memory/groups.py), not on the actor's cards")
     others = [t for t in others if t.row not in apart]
-    return others + vllm_terms(setup, gpu_memory, notes) + completion_logits_terms(setup, policy, s, liger_kernel)
+    return others + vllm_terms(setup, gpu_memory, notes) + completion_logits_terms(setup, policy, s, liger_kernel,
+                                                                                 layout.sequence)
 
 
 # Trainers that split every model they prepare by the policy's tensor-parallel degree: OpenRLHF's strategy runs
@@ -784,7 +788,7 @@ def completion_head_gradient(setup: MethodSetup, policy: ModelSpec, s: Settings,
 
 
 def completion_logits_terms(setup: MethodSetup, policy: ModelSpec, s: Settings,
-                            liger_kernel: bool = False) -> list[Term]:
+                            liger_kernel: bool = False, sequence: int = 1) -> list[Term]:
     """GRPO's logits over the completion only (logits_to_keep = max_completion_length), per completion in the micro
     batch (TRL's per_device_train_batch_size counts completions: num_generations decides how many prompts, not how
     many rows per GPU). Up to TRL 1.14 (trl/trainer/grpo_trainer.py _get_per_token_logps_and_entropies @ v0.21.0):
@@ -813,15 +817,16 @@ def completion_logits_terms(setup: MethodSetup, policy: ModelSpec, s: Settings,
                      "GRPO completion scored by TRL's fused LM head (no logits)",
                      f"fp32 gradients of {tokens:,} tokens' hidden states and the head, casts, a tile",
                      f"trl/trainer/grpo_trainer.py _get_per_token_logps_and_entropies @ v1.16.0; {FUSED_SOURCE}")]
-    trl = trl_release(setup)
-    copies = GRPO_INPLACE_COPIES if trl is not None and trl >= TRL_GRPO_INPLACE else GRPO_COPIES
+    copies = GRPO_INPLACE_COPIES if grpo_divides_in_place(setup, sequence) else GRPO_COPIES
     n = copies * w * tokens * policy.vocab_size
     return [Term("activations", Resource.GPU, n, "completion_logits",
                  "GRPO logits over the completion (logits_to_keep)"
                  + (", divided by the temperature in place" if copies == GRPO_INPLACE_COPIES else ""),
                  f"{copies} × {w} B × {s.micro_batch} × {completion} × V {policy.vocab_size:,}",
-                 "trl/trainer/grpo_trainer.py _get_per_token_logps_and_entropies @ v0.21.0-v1.14; measured on CPU: "
-                 "benchmarks/grpo_logits.md")]
+                 ("swift/rlhf_trainers/grpo_trainer.py _get_logps_via_local_forward @ v4.5.2 (TRL's pattern"
+                  if setup.trainer == TrainerFamily.MS_SWIFT else
+                  "trl/trainer/grpo_trainer.py _get_per_token_logps_and_entropies @ v0.21.0-v1.14 (")
+                 + "measured on CPU: benchmarks/grpo_logits.md)")]
 
 
 # TRL's GRPO completion logits at their backward, in copies of the completion's logits in the model dtype
@@ -834,6 +839,20 @@ def completion_logits_terms(setup: MethodSetup, policy: ModelSpec, s: Settings,
 GRPO_COPIES = 3
 GRPO_INPLACE_COPIES = 4
 TRL_GRPO_INPLACE = Version("1.0.0")
+# ms-swift's own GRPOTrainer does the same from 4.1.2 on its local forward (swift/rlhf_trainers/grpo_trainer.py
+# _get_logps_via_local_forward: ``logits.div_(self.temperature)`` @ v4.1.2, v4.5.2; ``logits[...] / self.temperature``
+# @ v4.1.1 and the 3.x releases), not on its sequence-parallel path (_get_logps_via_sp divides out of place).
+SWIFT_GRPO_INPLACE = Version("4.1.2")
+
+
+def grpo_divides_in_place(setup: MethodSetup, sequence: int = 1) -> bool:
+    """Whether GRPO's scoring divides the completion's logits by the temperature in place (GRPO_INPLACE_COPIES):
+    TRL from TRL_GRPO_INPLACE (axolotl at the TRL it pins), ms-swift from SWIFT_GRPO_INPLACE without sequence
+    parallelism (the release unknown: the newest read)."""
+    if setup.trainer == TrainerFamily.MS_SWIFT:
+        return sequence == 1 and (setup.release is None or setup.release >= SWIFT_GRPO_INPLACE)
+    trl = trl_release(setup)
+    return trl is not None and trl >= TRL_GRPO_INPLACE
 
 
 def ppo_prompt_length(setup: MethodSetup) -> int | None:
