@@ -13,7 +13,7 @@ live CPU bytes beyond the start (torch.profiler's memory events, benchmarks/cali
 profiled_peak) after a warm-up step, in copies of the completion's bf16 logits (rows x completion x V x 2 B).
 
     PYTHONPATH=DIR:. python benchmarks/calibrate_grpo_logits.py --merge
-writes benchmarks/grpo_logits.json (rows by TRL release; tests/test_method_generation.py reads them) and
+writes benchmarks/grpo_logits.json (rows by TRL release; tests/test_trl_grpo_batch.py reads them) and
 benchmarks/grpo_logits.md.
 """
 

@@ -295,4 +295,8 @@ def test_a_group_of_its_own_holds_a_tensor_parallel_rank_s_share():
     [group] = e.configured.groups
     params = next(t for t in group.terms if t.key == "reference_params")
     local = local_parameters(QWEN3_8B, Parallel(tensor=2)).total
+    # by hand for Qwen3-8B: 36 blocks of q/o 4096^2, k/v 4096 x 1024 and 3 x 4096 x 12288 linears split in two; the
+    # embeddings and head (2 x 151936 x 4096) and the norms (36 x (2 x 4096 + 2 x 128) + 4096) whole
+    assert local == 36 * (2 * 4096**2 + 2 * 4096 * 1024 + 3 * 4096 * 12288) // 2 + 2 * 151936 * 4096 + \
+        36 * (2 * 4096 + 2 * 128) + 4096
     assert params.nbytes == 2 * -(-local // 2)

@@ -105,6 +105,13 @@ OPENRLHF_SOURCE = ("openrlhf/trainer/ppo_utils/experience_maker.py generate_samp
                    "openrlhf/models/actor.py forward @ v0.5.1, v0.8.5")
 
 
+def ppo_completion_length(setup: MethodSetup) -> int | None:
+    """The most tokens PPO generates after each query: the files' (TRL's response_length, LLaMA-Factory's
+    max_new_tokens, OpenRLHF's --generate_max_len), else LLaMA-Factory's default (its assumed input)."""
+    default = LLAMA_FACTORY_MAX_NEW_TOKENS if setup.trainer == TrainerFamily.LLAMA_FACTORY else None
+    return setup.generation.max_completion_length or default
+
+
 @dataclass(frozen=True, slots=True)
 class Moment:
     """What the rollout holds on one GPU at its peak, beyond the weights, states and buffers that persist:
@@ -298,7 +305,7 @@ def _llama_factory_ppo(setup: MethodSetup, policy: ModelSpec, s: Settings, optio
         return None
     w = B.nbytes(s.precision)
     rows = s.micro_batch
-    completion = setup.generation.max_completion_length or LLAMA_FACTORY_MAX_NEW_TOKENS
+    completion = ppo_completion_length(setup) or LLAMA_FACTORY_MAX_NEW_TOKENS
     tokens = prompt + completion
     kv = kv_cache_bytes(policy, rows, tokens, w)
     if kv is None:

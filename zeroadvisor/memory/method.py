@@ -612,8 +612,8 @@ def tensor_split(setup: MethodSetup, spec: ModelSpec, tensor: int, notes: list[s
     if tensor <= 1:
         return spec
     local = local_parameters(spec, Parallel(tensor=tensor)).total
-    note = (f"{setup.trainer}'s reference, reward and critic models: split by its tensor-parallel degree {tensor} as "
-            "the actor is (deepspeed.tp_model_init on every model it prepares)")
+    note = (f"{setup.trainer}'s other models (reference, reward, critic, where it loads them): split by its "
+            f"tensor-parallel degree {tensor} as the actor is (deepspeed.tp_model_init on every model it prepares)")
     if note not in notes:
         notes.append(note)
     trained = spec.trainable_parameters
@@ -883,17 +883,9 @@ def method_shape(shape: TrainingShape) -> TrainingShape:
         # _encode_data_example, infer_seqlen @ v0.9.3) and max_new_tokens are generated after it (ppo/trainer.py
         # get_inputs); the step trains on both (batched_forward_pass over query + response)
         cutoff = shape.sequence_length
-        return replace(shape, sequence_length=cutoff + (ppo_completion_length(setup) or 0),
+        return replace(shape, sequence_length=cutoff + (G.ppo_completion_length(setup) or 0),
                        method=replace(setup, generation=replace(gen, max_prompt_length=cutoff)))
     return shape
-
-
-def ppo_completion_length(setup: MethodSetup) -> int | None:
-    """The most tokens PPO generates after each query: the files' (TRL's response_length, LLaMA-Factory's
-    max_new_tokens, OpenRLHF's --generate_max_len), else LLaMA-Factory's default (its assumed input)."""
-    gen = setup.generation
-    default = G.LLAMA_FACTORY_MAX_NEW_TOKENS if setup.trainer == TrainerFamily.LLAMA_FACTORY else None
-    return gen.max_completion_length or default
 
 
 def _base(policy: ModelSpec) -> ModelSpec:
@@ -1505,7 +1497,7 @@ def method_notes(setup: MethodSetup, config_has_optimizer: bool, policy: ModelSp
         out.append(f"{setup.method}: chosen and rejected concatenated, 2 sequences per sample through the policy"
                    + _reference_pass_words(setup, policy, liger_kernel))
     prompt = ppo_prompt_length(setup) if setup.method == Method.PPO else None
-    completion = ppo_completion_length(setup)
+    completion = G.ppo_completion_length(setup)
     if prompt and completion:
         through = ("the policy with its value head" if setup.trainer in VALUE_HEAD_ON_POLICY
                    else "policy and critic")
