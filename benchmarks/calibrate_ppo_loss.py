@@ -141,11 +141,16 @@ def markdown(rows: list[dict[str, Any]]) -> str:
               "mini batch's fp32 logits (rows x (query + response) x V x 4 B); the estimate is "
               "memory/activations.py for the LLaMA-Factory PPO view of the policy (memory/method.py "
               "activation_spec: ENTROPY_LOSS_COPIES)."),
-             "", "| TRL | rows | query | response | measured peak (fp32 copies) | predicted/measured |",
+             ""]
+    return "\n".join(lines + step_table(rows, "trl", "TRL", "fp32")) + "\n"
+
+
+def step_table(rows: list[dict[str, Any]], label: str, header: str, dtype: str) -> list[str]:
+    """The rows of a PPO step measurement as a markdown table, first column ``rows[i][label]`` under ``header``."""
+    lines = [f"| {header} | rows | query | response | measured peak ({dtype} copies) | predicted/measured |",
              "|---|---|---|---|---|---|"]
-    lines += [f"| {r['trl']} | {r['rows']} | {r['query']} | {r['response']} | {r['measured_copies']:.2f} | "
-              f"{r['ratio']:.3f} |" for r in rows]
-    return "\n".join(lines) + "\n"
+    return lines + [f"| {r[label]} | {r['rows']} | {r['query']} | {r['response']} | {r['measured_copies']:.2f} | "
+                    f"{r['ratio']:.3f} |" for r in rows]
 
 
 def main() -> None:

@@ -754,6 +754,32 @@ def test_llama_factory_ppo_step_matches_trl_0_9_6_s_own_loss_measured_on_cpu():
         assert plain / row["peak"] < 0.8, row
 
 
+def test_trl_ppo_step_matches_trl_s_own_code_measured_on_cpu():
+    """benchmarks/trl_ppo_loss.json: TRL 1.9.0's own forward, PolicyAndValueWrapper and selective_log_softmax with
+    PPOTrainer.train's loss lines (and the log_softmax + gather of TRL 0.9 to 0.14), one micro batch and its backward
+    on CPU (benchmarks/calibrate_trl_ppo_loss.py). The estimate's activations for the same model and shape are
+    within 1% of each measured peak; a count of three copies of the whole sequence's logits (the plain bf16 loss's)
+    is short by the response's copies, more the longer the response."""
+    from pathlib import Path
+
+    from zeroadvisor.config.method import Generation
+    from zeroadvisor.model.spec import Checkpointing
+
+    data = json.loads((Path(__file__).resolve().parent.parent / "benchmarks" / "trl_ppo_loss.json").read_text())
+    spec = spec_from_hf_config(data["model"])
+    assert len(data["rows"]) >= 8 and {row["predicted_release"] for row in data["rows"]} == {None, "0.14.0"}
+    for row in data["rows"]:
+        setup = MethodSetup(method=Method.PPO, trainer=TrainerFamily.TRL, trainer_version=row["predicted_release"],
+                            generation=Generation(max_completion_length=row["response"]))
+        tokens = row["query"] + row["response"]
+        shape = TrainingShape(tokens, Checkpointing.FULL, True, method=setup)
+        predicted = activation_bytes(activation_spec(setup, spec), shape, row["rows"], "bf16").nbytes
+        assert abs(predicted / row["peak"] - 1) < 0.01, row
+        # the same response length counted twice (0.15+) or three times (before), beyond the whole logits' three
+        copies = 2 if row["predicted_release"] is None else 3
+        assert abs(row["peak"] / row["copy_bytes"] - (3 + copies * row["response"] / tokens)) < 0.05, row
+
+
 @pytest.mark.parametrize("stage", [1, 3])
 def test_llama_factory_full_ppo_counts_a_reward_and_a_reference_copy_and_no_critic(tmp_path, stage):
     setup = _lf_ppo(tmp_path, "finetuning_type: full\nreward_model_type: full\n")

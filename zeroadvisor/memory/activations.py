@@ -118,6 +118,18 @@ ROW_LOSS_COPIES = 2
 # copies at 2 rows, 2.54 at 4 and 8 (benchmarks/dpo_loss.md): counted 2.5 and a row's, a bound by a quarter copy at
 # most (beyond 2 rows the row's transient stays under the NLL's backward).
 CHOSEN_NLL_SHARE = 2  # the chosen rows are half of the batch's
+# TRL's PPO step (trl/trainer/ppo_trainer.py PPOTrainer.train @ v0.12.0, v0.21.0; ppov2_trainer.py @ v0.9.6 to
+# v0.11.4; trl/experimental/ppo @ v1.9.0): the model's logits over query + response in the model dtype, kept by
+# ``output`` to the micro batch's end; the response's slice divided by the temperature in place (``logits /=
+# args.temperature + 1e-7``), so the backward makes the slice's zero-filled whole-sequence gradient and CopySlices
+# clones it: three copies of the whole logits. Beside them the response's: from 0.15 selective_log_softmax's two
+# (ROW_LOSS_COPIES), before it a whole log_softmax kept in ``new_all_logprobs``, its gather's zero-filled gradient and
+# the log_softmax's: three (PPO_WHOLE_LOG_SOFTMAX_COPIES). Measured with TRL 1.9.0's own forward,
+# PolicyAndValueWrapper and selective_log_softmax on CPU (benchmarks/trl_ppo_loss.md): 3.28 to 4.78 copies at responses
+# of 1/8 to 7/8 of the sequence, 3 + 2 x share giving 3.25 to 4.75; the pre-0.15 scoring 3.40 to 5.65 (3 + 3 x share:
+# 3.38 to 5.63).
+PPO_SLICE_COPIES = 3
+PPO_WHOLE_LOG_SOFTMAX_COPIES = 3
 DEFAULT_FACTS = LayerFacts()  # Korthikanti's assumptions; every dropout mask counted
 
 
@@ -674,6 +686,10 @@ def _logits(spec: ModelSpec, facts: LayerFacts, e: int, out_tokens: int, notes: 
         row = ceil_div(out_tokens, max(rows, 1))
         chosen = out_tokens // CHOSEN_NLL_SHARE if facts.chosen_nll else 0
         return e * spec.vocab_size * (ROW_LOSS_COPIES * out_tokens + row + chosen) + IDS * out_tokens
+    if facts.response_tokens and not facts.loss_in_fp32:
+        response = max(rows, 1) * min(facts.response_tokens, ceil_div(out_tokens, max(rows, 1)))
+        return e * spec.vocab_size * (PPO_SLICE_COPIES * out_tokens + facts.response_copies * response) \
+            + IDS * out_tokens
     if facts.fused_ce_fp32:
         per = FUSED_CE_LOSS_BYTES + (e if e < FP32 else 0)
     else:

@@ -326,12 +326,16 @@ def _llama_factory_ppo(setup: MethodSetup, policy: ModelSpec, s: Settings, optio
                   LLAMA_FACTORY_PPO_SOURCE, bool(how))
 
 
+def trl_ppo_response_length(setup: MethodSetup) -> int:
+    """The most tokens TRL's PPOTrainer generates after each query: the files' response_length, else its default."""
+    return setup.generation.max_completion_length or TRL_PPO_RESPONSE
+
+
 def _trl_ppo_sizes(setup: MethodSetup, s: Settings, accumulation: int) -> tuple[int, int, int]:
     """(the rank's rollout batch, the generation chunk, the response length) of TRL's PPOTrainer.train."""
     gen = setup.generation
     local = s.micro_batch * accumulation
-    return local, min(gen.rollout_batch_size or TRL_PPO_ROLLOUT_BATCH, local), \
-        gen.max_completion_length or TRL_PPO_RESPONSE
+    return local, min(gen.rollout_batch_size or TRL_PPO_ROLLOUT_BATCH, local), trl_ppo_response_length(setup)
 
 
 def held_scores_terms(setup: MethodSetup, policy: ModelSpec, s: Settings, accumulation: int) -> list[Term]:

@@ -45,7 +45,12 @@ from zeroadvisor.config.pinned_trl import trl_release
 from zeroadvisor.config.trainer_pins import DISTRIBUTIONS
 from zeroadvisor.memory import bytes as B
 from zeroadvisor.memory import generation as G
-from zeroadvisor.memory.activations import CHOSEN_NLL_SHARE, LOSS_COPIES, ROW_LOSS_COPIES
+from zeroadvisor.memory.activations import (
+    CHOSEN_NLL_SHARE,
+    LOSS_COPIES,
+    PPO_WHOLE_LOG_SOFTMAX_COPIES,
+    ROW_LOSS_COPIES,
+)
 from zeroadvisor.memory.assumed import AssumedInput
 from zeroadvisor.memory.liger import (
     GRPO_ROW_COPIES_BEFORE_08,
@@ -711,6 +716,13 @@ def _trainer_loss_facts(setup: MethodSetup, facts: LayerFacts) -> LayerFacts | N
         return replace(facts, loss_in_fp32=True, fused_ce_fp32=True)
     if setup.method == Method.PPO and setup.trainer == TrainerFamily.LLAMA_FACTORY:
         return replace(facts, loss_in_fp32=True, entropy_from_logits=True)
+    if setup.method == Method.PPO and setup.trainer in G.TRL_PPO:
+        # TRL's PPOTrainer.train (ms-swift's is TRL's): the response's log-probs from a slice of the whole logits
+        # (memory/activations.py PPO_SLICE_COPIES); selective_log_softmax from 0.15 (unknown: the newest read)
+        trl = trl_release(setup)
+        copies = ROW_LOSS_COPIES if trl is None or trl >= TRL_ROW_LOG_SOFTMAX else PPO_WHOLE_LOG_SOFTMAX_COPIES
+        return replace(facts, loss_in_fp32=False, response_tokens=G.trl_ppo_response_length(setup),
+                       response_copies=copies)
     return None
 
 

@@ -43,6 +43,11 @@ class LayerFacts:
     # the loss is flash-attn's Triton cross-entropy over fp32 logits the caller holds (OpenRLHF's Actor.forward): the
     # logits, the kernel's one gradient tensor and its cast to the model dtype at the peak (memory/activations.py)
     fused_ce_fp32: bool = False
+    # the loss scores only the last ``response_tokens`` of each row through a log-softmax of a slice the temperature
+    # divides in place (TRL's PPO step): the whole sequence's logits kept, the slice's zero-filled gradient and
+    # CopySlices' clone of it, and ``response_copies`` copies of the response's (memory/activations.py)
+    response_tokens: int = 0
+    response_copies: int = 0
     norms_per_layer: int = 2  # decoder layers of an encoder-decoder add one for cross-attention
     final_dropout: bool = False  # a dropout after each stack's final norm (T5Stack)
     relative_position_buckets: bool = False  # int64 (s, s) bucket indices per stack (T5Attention.compute_bias)
