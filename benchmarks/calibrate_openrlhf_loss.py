@@ -1,4 +1,4 @@
-"""Measure OpenRLHF's SFT and DPO steps on CPU against memory/activations.py (FUSED_CE_LOSS_BYTES).
+"""Measure OpenRLHF's SFT, DPO and PPO actor steps on CPU against memory/activations.py (FUSED_CE_LOSS_BYTES).
 
 From 0.7.0 every OpenRLHF trainer scores tokens through ``Actor.forward``: the model's logits upcast to fp32
 (``output["logits"].to(torch.float32)``) and ``log_probs_from_logits``, which calls flash-attn's Triton
@@ -39,7 +39,12 @@ from calibrate_dpo_loss import HIDDEN, LAYERS, VOCAB, _models, method_activation
 from calibrate_step_temporaries import profiled_peak  # noqa: E402
 
 CASES = [{"method": "sft", "rows": 1, "tokens": 512}, {"method": "sft", "rows": 4, "tokens": 512},
-         {"method": "dpo", "rows": 2, "tokens": 512}, {"method": "dpo", "rows": 4, "tokens": 256}]
+         {"method": "dpo", "rows": 2, "tokens": 512}, {"method": "dpo", "rows": 4, "tokens": 256},
+         # the PPO actor's step, --entropy_loss_coef unset, 0 (the entropy logged) and 0.01 (in the loss)
+         {"method": "ppo", "rows": 2, "tokens": 512}, {"method": "ppo", "rows": 2, "tokens": 512, "entropy_coef": 0.0},
+         {"method": "ppo", "rows": 2, "tokens": 512, "entropy_coef": 0.01},
+         {"method": "ppo", "rows": 4, "tokens": 256, "entropy_coef": 0.01}]
+RESPONSE_SHARE = 2  # the PPO rows' response is their second half (action_mask)
 ROWS_AT_ONCE = 8  # the replica's rows per block (a Triton program handles one row; 8 keeps the loop short)
 OUT = REPO / "benchmarks" / "openrlhf_loss.json"
 
@@ -113,11 +118,13 @@ def _actors() -> tuple[Any, Any]:
     return actors
 
 
-def measure(method: str, rows: int, tokens: int) -> dict[str, int]:
+def measure(method: str, rows: int, tokens: int, entropy_coef: float | None = None) -> dict[str, int]:
     """Peak live bytes of one step: openrlhf/trainer/sft_trainer.py fit, or dpo_trainer.py fit (the policy's
-    concatenated_forward, the reference's under no_grad, DPOLoss, backward) @ v0.8.5."""
+    concatenated_forward, the reference's under no_grad, DPOLoss, backward), or the PPO actor's
+    trainer/ray/ppo_actor.py training_step (Actor.forward with return_entropy, PolicyLoss, the entropy term)
+    @ v0.8.5."""
     import torch
-    from openrlhf.models.loss import DPOLoss, SFTLoss
+    from openrlhf.models.loss import DPOLoss, PolicyLoss, SFTLoss
 
     actor, ref = _actors()
     generator = torch.Generator().manual_seed(0)
@@ -132,6 +139,22 @@ def measure(method: str, rows: int, tokens: int) -> dict[str, int]:
             per_token_log_probs, _output = actor(ids, attention_mask=mask, return_output=True, return_logprobs=True)
             loss = loss_fn(per_token_log_probs, loss_mask[:, :-1])
             loss.backward()  # the output (its fp32 logits) held to here, as fit does
+    elif method == "ppo":
+        response = tokens // RESPONSE_SHARE
+        action_mask = torch.ones(rows, response, dtype=torch.bool)
+        old_log_probs, advantages = (torch.randn(rows, response, generator=generator) for _ in range(2))
+        policy_loss = PolicyLoss(0.2)
+
+        def step() -> None:
+            # ppo_actor.py training_step @ v0.8.5, one micro batch without packing
+            action_log_probs, output = actor(ids, action_mask, attention_mask=mask, return_output=True,
+                                             return_entropy=entropy_coef is not None)
+            loss, _clip_ratio = policy_loss(action_log_probs, old_log_probs, advantages, action_mask=action_mask)
+            if entropy_coef is not None:
+                entropy = (output.entropy[:, -response:] * action_mask).sum() / action_mask.sum()
+                if entropy_coef != 0:
+                    loss = loss - entropy * entropy_coef
+            loss.backward()
     else:
         from openrlhf.trainer.dpo_trainer import DPOTrainer
 
@@ -159,13 +182,14 @@ def measure(method: str, rows: int, tokens: int) -> dict[str, int]:
     return {"peak": peak}
 
 
-def predict(method: str, rows: int, tokens: int) -> int:
+def predict(method: str, rows: int, tokens: int, entropy_coef: float | None = None) -> int:
     """The estimate's activations for the same model and shape with the OpenRLHF setup (rows: the sequences through
     the policy, DPO's chosen and rejected together)."""
     from zeroadvisor.config.method import MethodSetup
     from zeroadvisor.vocab import Method, TrainerFamily
 
-    setup = MethodSetup(method=Method(method), trainer=TrainerFamily.OPENRLHF, trainer_version="0.8.5")
+    setup = MethodSetup(method=Method(method), trainer=TrainerFamily.OPENRLHF, trainer_version="0.8.5",
+                        entropy_coef=entropy_coef)
     return method_activations(setup, tokens, rows)
 
 
@@ -174,18 +198,20 @@ def rows_for() -> list[dict[str, Any]]:
 
     out = []
     for case in CASES:
-        method, rows, tokens = case["method"], case["rows"], case["tokens"]
+        method, rows, tokens, coef = case["method"], case["rows"], case["tokens"], case.get("entropy_coef")
         one = rows * tokens * VOCAB * 4  # one fp32 copy of the batch's logits
-        measured = measure(method, rows, tokens)
-        predicted = predict(method, rows, tokens)
-        out.append({"openrlhf": openrlhf.__version__ if hasattr(openrlhf, "__version__") else "0.8.5", **case,
+        measured = measure(method, rows, tokens, coef)
+        predicted = predict(method, rows, tokens, coef)
+        out.append({"openrlhf": openrlhf.__version__ if hasattr(openrlhf, "__version__") else "0.8.5",
+                    "entropy_coef": coef, **case,
                     "copy_bytes": one, **measured, "measured_copies": round(measured["peak"] / one, 3),
                     "predicted": predicted, "ratio": round(predicted / measured["peak"], 3)})
     return out
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
-    lines = ["# OpenRLHF's SFT and DPO steps: measured vs estimate (benchmarks/calibrate_openrlhf_loss.py)", "",
+    lines = [("# OpenRLHF's SFT, DPO and PPO actor steps: measured vs estimate "
+              "(benchmarks/calibrate_openrlhf_loss.py)"), "",
              ("OpenRLHF 0.8.5's own Actor.forward, log_probs_from_logits, SFTLoss, DPOTrainer.concatenated_forward and "
               "DPOLoss, with a CPU replica of flash-attn's Triton cross_entropy_loss that makes its allocations (the "
               "fp32 logits saved, one empty_like for their gradient), one step and its backward on CPU: a "
@@ -194,10 +220,15 @@ def markdown(rows: list[dict[str, Any]]) -> str:
               "copies of the batch's fp32 logits (rows x tokens x V x 4 B; DPO's rows are chosen and rejected "
               "together); the estimate is memory/activations.py for the OpenRLHF view of the policy "
               "(memory/method.py activation_spec: FUSED_CE_LOSS_BYTES)."),
-             "", "| OpenRLHF | method | rows | tokens | measured peak (fp32 copies) | predicted/measured |",
-             "|---|---|---|---|---|---|"]
-    lines += [f"| {r['openrlhf']} | {r['method']} | {r['rows']} | {r['tokens']} | {r['measured_copies']:.2f} | "
-              f"{r['ratio']:.3f} |" for r in rows]
+             "", ("The PPO actor's step is ppo_actor.py training_step's: Actor.forward over the whole sequence (the "
+                  "response its second half), PolicyLoss, and with --entropy_loss_coef set the entropy of "
+                  "compute_entropy (compiled by inductor, as OpenRLHF's @torch.compile asks), in the loss where the "
+                  "coefficient is not 0 (FUSED_CE_ENTROPY_BYTES)."),
+             "", ("| OpenRLHF | method | entropy coef | rows | tokens | measured peak (fp32 copies) | "
+                  "predicted/measured |"),
+             "|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['openrlhf']} | {r['method']} | {'' if r['entropy_coef'] is None else r['entropy_coef']} | "
+              f"{r['rows']} | {r['tokens']} | {r['measured_copies']:.2f} | {r['ratio']:.3f} |" for r in rows]
     return "\n".join(lines) + "\n"
 
 

@@ -72,7 +72,8 @@ LAUNCH_WORDS = st.lists(st.one_of(COUNTS, st.sampled_from([
     "--flash_attn", "--attn_implementation", "eager", "--attn_impl", "--sequence_parallel_size", "--ring_attn_size",
     "--ds.ring_attn_size", "--packing", "--colocate_actor_ref", "--colocate_critic_reward", "--async_train",
     "--ref_num_nodes", "--reward_num_gpus_per_node", "--critic_num_gpus_per_node", "--advantage_estimator",
-    "--vllm_tensor_parallel_size", "--deepspeed_enable_sleep", "--ds.param_dtype", "--param_dtype", "fp16"])),
+    "--vllm_tensor_parallel_size", "--deepspeed_enable_sleep", "--ds.param_dtype", "--param_dtype", "fp16",
+    "--entropy_loss_coef", "--actor.entropy_coef"])),
     max_size=8)
 LAUNCHERS = st.sampled_from([["torchrun"], ["deepspeed"], ["accelerate", "launch"], ["python"],
                              ["CUDA_VISIBLE_DEVICES=", "torchrun"], ["CUDA_VISIBLE_DEVICES=0,1", "deepspeed"],

@@ -3,6 +3,7 @@ under accelerate launch, ``swift rlhf``, OpenRLHF's modules under deepspeed/pyth
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import pytest
@@ -171,6 +172,30 @@ def test_openrlhf_async_training_keeps_vllm_off_the_colocated_gpus(flag, mode):
     launch = parse_launch(f"{PPO_RAY} {flag}")
     setup = launch.training.method.setup
     assert setup.colocate_all_models and setup.generation.vllm_mode is mode
+
+
+@pytest.mark.parametrize(("flag", "coef"), [("", None), ("--entropy_loss_coef 0", 0.0),
+                                             ("--entropy_loss_coef 0.01", 0.01), ("--actor.entropy_coef 0.001", 0.001)])
+def test_openrlhf_entropy_coefficient_puts_the_entropy_s_gradient_in_the_actor_s_loss(flag, coef):
+    """--entropy_loss_coef (0.8) / --actor.entropy_coef (0.11): the actor's entropy, in the loss where it is not 0
+    (ppo_actor.py training_step @ v0.8.5, v0.11.0): its gradient of the fp32 logits beside the kernel's and their sum,
+    four fp32 copies at the loss's peak where the kernel alone holds 2.5 (benchmarks/openrlhf_loss.md)."""
+    from zeroadvisor.memory.activations import activation_bytes
+    from zeroadvisor.memory.method import activation_spec
+    from zeroadvisor.model.hf import spec_from_hf_config
+    from zeroadvisor.model.spec import Checkpointing, TrainingShape
+
+    setup = parse_launch(f"{PPO_RAY} {flag}").training.method.setup
+    assert setup.entropy_coef == coef
+    spec = spec_from_hf_config({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
+                                "intermediate_size": 172, "num_hidden_layers": 2, "num_attention_heads": 4,
+                                "num_key_value_heads": 2, "vocab_size": 32768, "tie_word_embeddings": False})
+    shape = TrainingShape(512, Checkpointing.FULL, True, method=setup)
+    plain = dataclasses.replace(setup, entropy_coef=None)
+    extra = activation_bytes(activation_spec(setup, spec), shape, 2, "bf16").nbytes - activation_bytes(
+        activation_spec(plain, spec), dataclasses.replace(shape, method=plain), 2, "bf16").nbytes
+    # bf16 training: 16 B per token and vocabulary entry against the kernel's 10
+    assert extra == (6 * 2 * 512 * 32768 if coef else 0)
 
 
 def test_openrlhf_dotted_flags_and_no_kl_means_no_reference():

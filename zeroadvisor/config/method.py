@@ -131,6 +131,9 @@ class MethodSetup:
     # 0.19-0.27, KTOConfig 0.17-0.27), axolotl's dpo_use_liger_kernel (memory/liger.py trl_loss_runs; TRL's
     # use_liger_kernel is the Trainer's, read with the training arguments)
     liger_loss: bool | None = None
+    # OpenRLHF's --entropy_loss_coef (--actor.entropy_coef from 0.10): the actor's entropy with its graph, in the loss
+    # where it is not 0 (openrlhf/trainer/ray/ppo_actor.py training_step @ v0.8.5, v0.11.0)
+    entropy_coef: float | None = None
     generation: Generation = field(default_factory=Generation)
     placements: tuple[Placement, ...] = ()  # the other models' placement where the trainer's flags say
     colocate_all_models: bool | None = None  # OpenRLHF --colocate_all_models (or one process: no Ray)

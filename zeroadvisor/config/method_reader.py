@@ -104,7 +104,7 @@ OPENRLHF_KEYS: tuple[str, ...] = (
     "critic_pretrain", "ref_pretrain", "pretrain", "init_kl_coef", "n_samples_per_prompt", "prompt_max_len",
     "generate_max_len", "max_len", "zero_stage", "micro_train_batch_size", "adam_offload", "lora_rank", "ipo",
     "micro_rollout_batch_size", "vllm_enable_sleep", "deepspeed_enable_sleep", "advantage_estimator", "remote_rm_url",
-    "param_dtype", "async_train",
+    "param_dtype", "async_train", "entropy_loss_coef",
     # what get_ds_train_config builds the DeepSpeed config from besides the stage and the offload
     # (config/openrlhf_config.py FLAGS)
     "zpg", "overlap_comm", "grad_accum_dtype", "max_norm", "train_batch_size", "ring_attn_size",
@@ -145,7 +145,7 @@ DOTTED: dict[str, str] = {"ref.num_nodes": "ref_num_nodes", "ref.num_gpus_per_no
                           "data.dataloader_num_workers": "dataloader_num_workers",
                           "model.model_name_or_path": "pretrain", "ref.model_name_or_path": "ref_pretrain",
                           "model.beta": "beta", "model.ipo_enable": "ipo", "ds.ring_attn_size": "ring_attn_size",
-                          "train.async_enable": "async_train",
+                          "train.async_enable": "async_train", "actor.entropy_coef": "entropy_loss_coef",
                           # get_ds_train_config's inputs @ v0.11.0 (config/openrlhf_config.py)
                           "ds.zpg": "zpg", "ds.overlap_comm": "overlap_comm", "ds.grad_accum_dtype": "grad_accum_dtype",
                           "actor.max_norm": "max_norm", "model.max_norm": "max_norm",
@@ -549,6 +549,7 @@ def read_openrlhf(module: str, data: Mapping[str, JSONValue], where: Origin) -> 
         read.origin.append(("use_reference", f"{where('init_kl_coef')} {beta} (no reference model)"))
     return MethodReading(MethodSetup(method, TrainerFamily.OPENRLHF, use_reference=use_reference,
                                      reference_model=reference, beta=beta, loss_type=loss,
+                                     entropy_coef=read.number("entropy_loss_coef"),
                                      max_length=read.whole("max_len"), generation=generation,
                                      placements=tuple(placements), colocate_all_models=colocate,
                                      colocate_actor_ref=actor_ref, colocate_critic_reward=critic_reward,

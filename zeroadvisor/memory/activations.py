@@ -108,6 +108,13 @@ ENTROPY_LOSS_COPIES = 4 * FP32
 # training there is no cast. Measured with OpenRLHF 0.8.5's own SFT and DPO code and a CPU replica of the kernel's
 # allocations: 2.51 fp32 copies in bf16 (benchmarks/openrlhf_loss.md), where the plain loss's count is 3.
 FUSED_CE_LOSS_BYTES = 2 * FP32
+# With an entropy term in its loss (OpenRLHF's PPO/GRPO actor, --entropy_loss_coef not 0: Actor.forward's
+# compute_entropy over the same fp32 logits, under torch.compile, models/utils.py @ v0.8.5, v0.11.0) the backward
+# brings the entropy's gradient of the logits beside the kernel's and sums the two into a third: four fp32 copies at
+# the peak, the cast to the model dtype after it. Measured with OpenRLHF 0.8.5's own Actor.forward (compute_entropy
+# compiled by inductor on CPU) and PolicyLoss: 4.01 copies at coefficient 0.01, 2.51 at 0 and without it (the
+# entropy's graph then never runs backward; benchmarks/openrlhf_loss.md).
+FUSED_CE_ENTROPY_BYTES = 4 * FP32
 # TRL's selective_log_softmax on bf16 logits (trl/trainer/utils.py @ v0.15 to v1.16): a log_softmax per row, saved
 # row by row; its backward makes each row's gradient in turn and stacks them into the logits' gradient: the saved
 # rows and the stacked gradient (2 copies) and one row's transient. Measured with TRL 1.9.0's DPO on CPU: 2.01
@@ -691,7 +698,7 @@ def _logits(spec: ModelSpec, facts: LayerFacts, e: int, out_tokens: int, notes: 
         return e * spec.vocab_size * (PPO_SLICE_COPIES * out_tokens + facts.response_copies * response) \
             + IDS * out_tokens
     if facts.fused_ce_fp32:
-        per = FUSED_CE_LOSS_BYTES + (e if e < FP32 else 0)
+        per = FUSED_CE_ENTROPY_BYTES if facts.entropy_from_logits else FUSED_CE_LOSS_BYTES + (e if e < FP32 else 0)
     else:
         per = ENTROPY_LOSS_COPIES if facts.entropy_from_logits else UPCAST_LOSS_COPIES if facts.loss_in_fp32 \
             else LOSS_COPIES * e

@@ -696,8 +696,8 @@ def activation_spec(setup: MethodSetup, policy: ModelSpec) -> ModelSpec:
 # OpenRLHF's trainers that score tokens through Actor.forward's log_probs_from_logits, and the first release that
 # does: SFTTrainer.fit (return_logprobs), DPOTrainer.concatenated_forward and the PPO actor's training step from
 # 0.7.0 (openrlhf/trainer/sft_trainer.py, dpo_trainer.py, ray/ppo_actor.py @ v0.7.0, v0.8.5, v0.11.0; before, SFT's
-# GPTLMLoss and DPO's own log-softmax; KTO keeps its own). The --entropy_loss_coef entropy (off by default) is not
-# counted.
+# GPTLMLoss and DPO's own log-softmax; KTO keeps its own). The PPO/GRPO actor adds --entropy_loss_coef's entropy
+# (off by default; memory/activations.py FUSED_CE_ENTROPY_BYTES where it is not 0).
 OPENRLHF_FUSED_CE_METHODS = frozenset({Method.SFT, Method.DPO, Method.PPO, Method.GRPO})
 OPENRLHF_FUSED_CE = Version("0.7.0")
 
@@ -713,7 +713,9 @@ def openrlhf_fused_ce(setup: MethodSetup) -> bool:
 def _trainer_loss_facts(setup: MethodSetup, facts: LayerFacts) -> LayerFacts | None:
     """The loss of a trainer whose own scoring code the activations count (activation_spec); None: none."""
     if openrlhf_fused_ce(setup):
-        return replace(facts, loss_in_fp32=True, fused_ce_fp32=True)
+        # an entropy term in the actor's loss (--entropy_loss_coef not 0): its gradient beside the kernel's
+        entropy = setup.method in G.OPENRLHF_ONLINE and bool(setup.entropy_coef)
+        return replace(facts, loss_in_fp32=True, fused_ce_fp32=True, entropy_from_logits=entropy)
     if setup.method == Method.PPO and setup.trainer == TrainerFamily.LLAMA_FACTORY:
         return replace(facts, loss_in_fp32=True, entropy_from_logits=True)
     if setup.method == Method.PPO and setup.trainer in G.TRL_PPO:

@@ -38,7 +38,8 @@ class LayerFacts:
     # log-softmax too: half a copy of the logits more (memory/activations.py)
     chosen_nll: bool = False
     # the loss also takes the entropy of the fp32 logits inside their graph (TRL 0.9.6 PPOTrainer.loss's
-    # entropy_from_logits on the logits LLaMA-Factory's PPO keeps): four fp32 copies at its peak, not three
+    # entropy_from_logits on the logits LLaMA-Factory's PPO keeps; OpenRLHF's actor with --entropy_loss_coef beside
+    # fused_ce_fp32): four fp32 copies at its peak, not three
     entropy_from_logits: bool = False
     # the loss is flash-attn's Triton cross-entropy over fp32 logits the caller holds (OpenRLHF's Actor.forward): the
     # logits, the kernel's one gradient tensor and its cast to the model dtype at the peak (memory/activations.py)
