@@ -274,3 +274,34 @@ def test_grpo_defaults_that_decide_memory_are_assumed_with_their_keys(cli, proje
     (project / "dpo.yaml").write_text(given)
     assert not {"beta", "max_completion_length", "vllm_mode", "vllm_gpu_memory_utilization"} & set(
         _assumed(cli, project, "--trainer", "grpo"))
+
+
+@pytest.mark.parametrize(("pins", "refused"), [
+    ("llamafactory==0.9.5\n", True),  # its own pin installs trl 0.18-0.24
+    ("llamafactory==0.9.5\ntrl==0.24.0\n", True),
+    ("llamafactory==0.9.5\ntrl==0.9.6\n", False),  # hiyouga/LlamaFactory#9617's way: TRL 0.9.6 beside it
+    ("llamafactory==0.9.5\ntrl>=0.8.6,<=0.9.6\n", False),
+    ("llamafactory==0.9.3\n", False),  # before the check (its pin was trl 0.8.6-0.9.6 then)
+    ("llamafactory==0.9.3\ntrl==0.24.0\n", False),
+])
+def test_llama_factory_ppo_is_refused_with_a_trl_outside_0_8_6_to_0_9_6_from_0_9_4(cli, project, pins, refused):
+    """llamafactory/train/ppo/trainer.py CustomPPOTrainer.__init__ @ v0.9.4, v0.9.5: require_version("trl>=0.8.6,
+    <=0.9.6") raises for any other TRL (users hit it at launch: hiyouga/LlamaFactory#10757). The TRL release is
+    read from the pins (the installed trl where none pins it); the memory is still counted, at every stage."""
+    (project / "requirements.txt").write_text("deepspeed==0.16.4\n" + pins)
+    (project / "ppo.yaml").write_text("model_name_or_path: m\nstage: ppo\nfinetuning_type: lora\ncutoff_len: 1024\n"
+                                      "reward_model: saves/rm\nreward_model_type: lora\n")
+    result = cli("check", project / "ds.json", "--params", "7B", "--gpus", "8", "--gpu-memory", "80GiB",
+                 "--training-args", project / "ppo.yaml", "-f", "json", cwd=project)
+    data = json.loads(result.stdout)
+    words = [st["trainer_refusal"] for st in data["estimate"]["stages"]]
+    if refused:
+        assert result.returncode != 0 and all(w and "requires TRL version >=0.8.6,<=0.9.6" in w for w in words)
+        # the pinned TRL, else the installed one (the oracle extra's, where the CLI runs), else LLaMA-Factory's pin
+        said = ("trl 0.24.0 (trl==0.24.0 at requirements.txt:3)",) if "trl==" in pins else \
+            ("(the installed trl ", "own pin installs trl>=0.18.0,<=0.24.0")
+        assert "install trl==0.9.6" in words[0] and any(s in words[0] for s in said), words[0]
+        assert any(f["code"] == "ZA814" for f in data["findings"])
+    else:
+        assert all(w is None for w in words), words
+    assert all(st["per_gpu"]["total"] > 0 for st in data["estimate"]["stages"])

@@ -780,6 +780,27 @@ def test_trl_ppo_step_matches_trl_s_own_code_measured_on_cpu():
         assert abs(row["peak"] / row["copy_bytes"] - (3 + copies * row["response"] / tokens)) < 0.05, row
 
 
+def test_llama_factory_ppo_from_0_9_4_is_refused_beside_its_own_trl_pin(tmp_path):
+    """CustomPPOTrainer.__init__ @ v0.9.4, v0.9.5 requires TRL 0.8.6 to 0.9.6; LLaMA-Factory's own pin installs
+    0.18 to 0.24. No TRL pin read: its own pin's TRL is refused, at every stage; its release unknown: the newest
+    read (0.9.5) decides; 0.9.3 makes no such check."""
+    from zeroadvisor.memory.method import llama_factory_ppo_trl_refusal
+
+    setup = dataclasses.replace(_lf_ppo(tmp_path, "finetuning_type: lora\n"), trainer_version="0.9.4")
+    words = llama_factory_ppo_trl_refusal(setup)
+    assert words is not None and "LLaMA-Factory's own pin installs trl>=0.18.0,<=0.24.0" in words
+    assert "ppo requires TRL version >=0.8.6,<=0.9.6." in words
+    unknown = llama_factory_ppo_trl_refusal(dataclasses.replace(setup, trainer_version=None))
+    assert unknown is not None and "LLaMA-Factory 0.9.4+ (its release not pinned: the newest read)" in unknown
+    for fine in (dataclasses.replace(setup, trainer_version="0.9.3"), dataclasses.replace(setup, trl_version="0.9.6"),
+                 dataclasses.replace(setup, trl_version="<0.10"), dataclasses.replace(setup, trl_version="nonsense!"),
+                 dataclasses.replace(setup, method=Method.DPO)):
+        assert llama_factory_ppo_trl_refusal(fine) is None, fine
+    assert llama_factory_ppo_trl_refusal(dataclasses.replace(setup, trl_version=">=0.18")) is not None
+    e = run(setup, NO_OPTIMIZER)
+    assert all(st.trainer_refusal == words for st in e.stages)
+
+
 @pytest.mark.parametrize("stage", [1, 3])
 def test_llama_factory_full_ppo_counts_a_reward_and_a_reference_copy_and_no_critic(tmp_path, stage):
     setup = _lf_ppo(tmp_path, "finetuning_type: full\nreward_model_type: full\n")

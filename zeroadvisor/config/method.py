@@ -115,6 +115,9 @@ class MethodSetup:
     method: Method = Method.SFT
     trainer: TrainerFamily | None = None  # None: not said by any file (the estimate assumes TRL's behaviour)
     trainer_version: str | None = None  # the trainer's release from the pins (PEP 440 text), None: unknown
+    # the TRL release beside a trainer whose method runs TRL's own trainer and checks its release (LLaMA-Factory's PPO:
+    # memory/method.py LLAMA_FACTORY_PPO_TRL), from the pins or the installed trl; None: not read or unknown
+    trl_version: str | None = None
     use_reference: bool | None = None  # explicit: a file says whether a reference model is loaded
     reference_model: str | None = None  # a different reference model (LLaMA-Factory ref_model, TRL ref_model)
     # LLaMA-Factory ref_model_quantization_bit: that reference loaded by bitsandbytes ("4bit" | "8bit"), with its

@@ -67,13 +67,18 @@ def _read_note(setup: MethodSetup, said: str) -> str:
 def _with_release(setup: MethodSetup, start: str | None) -> MethodSetup:
     """The trainer's release from the pins (the trainer TRL where no file names it: the estimate assumes TRL's
     behaviour, so TRL's pin is the one that applies)."""
-    from zeroadvisor.config.trainer_pins import find_trainer_pin
+    from zeroadvisor.config.trainer_pins import DISTRIBUTIONS, find_distribution_pin, find_trainer_pin
 
     family = setup.trainer or TrainerFamily.TRL
     pin = find_trainer_pin(start or os.curdir, family)
-    if pin is None:
-        return setup
-    return replace(setup, trainer_version=pin.version, origin=(*setup.origin, ("trainer_version", pin.origin)))
+    if pin is not None:
+        setup = replace(setup, trainer_version=pin.version, origin=(*setup.origin, ("trainer_version", pin.origin)))
+    if setup.trainer == TrainerFamily.LLAMA_FACTORY and setup.method == Method.PPO:
+        # its PPO runs TRL's old PPOTrainer and checks TRL's release (memory/method.py LLAMA_FACTORY_PPO_TRL)
+        trl = find_distribution_pin(start or os.curdir, DISTRIBUTIONS[TrainerFamily.TRL])
+        if trl is not None:
+            setup = replace(setup, trl_version=trl.version, origin=(*setup.origin, ("trl_version", trl.origin)))
+    return setup
 
 
 def auxiliary_specs(setup: MethodSetup, policy: object, transformers: str | None = None

@@ -36,7 +36,7 @@ from dataclasses import dataclass, replace
 from enum import Enum, auto
 from fractions import Fraction
 
-from packaging.specifiers import SpecifierSet
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
 from zeroadvisor.config.default_lengths import CLASS_DEFAULT
@@ -514,7 +514,49 @@ def trainer_refusal(setup: MethodSetup, policy: ModelSpec, option: Option, deeps
             reasons.append(f"LLaMA-Factory raises \"Only 4-bit quantized model can use fsdp+qlora or auto device "
                            f"map.\" for {' and '.join(f'{k}: 8' for k in keys)} under ZeRO-3 "
                            f"({LLAMA_FACTORY_QUANTIZATION}); 4 bits ({', '.join(f'{k}: 4' for k in keys)}) runs there")
+    ppo = llama_factory_ppo_trl_refusal(setup)
+    if ppo is not None:
+        reasons.append(ppo)
     return "; ".join(reasons) or None
+
+
+# LLaMA-Factory's PPO runs TRL's old PPOTrainer (TRL 0.8.6 to 0.9.6). From 0.9.4, whose own pin installs
+# trl>=0.18.0,<=0.24.0, CustomPPOTrainer.__init__ checks TRL's release with transformers' require_version, which
+# DISABLE_VERSION_CHECK does not lift, and raises for any other (llamafactory/train/ppo/trainer.py @ v0.9.4, v0.9.5;
+# hiyouga/LlamaFactory#9617: "If you wish to use PPO, you must manually install TRL v0.9.6 and set
+# DISABLE_VERSION_CHECK=1", the latter for its own pin check at start-up). Users meet it at launch (#10757).
+LLAMA_FACTORY_PPO_TRL_TEXT = ">=0.8.6,<=0.9.6"  # as its message writes it
+LLAMA_FACTORY_PPO_TRL = SpecifierSet(LLAMA_FACTORY_PPO_TRL_TEXT)
+LLAMA_FACTORY_PPO_TRL_CHECK = Version("0.9.4")
+LLAMA_FACTORY_OWN_TRL = "trl>=0.18.0,<=0.24.0"  # its pyproject's dependency @ v0.9.4, v0.9.5
+LLAMA_FACTORY_PPO_WORKAROUND = "0.9.6"  # the TRL #9617 tells PPO users to install
+LLAMA_FACTORY_PPO_TRL_SOURCE = "llamafactory/train/ppo/trainer.py CustomPPOTrainer.__init__ @ v0.9.4, v0.9.5"
+
+
+def llama_factory_ppo_trl_refusal(setup: MethodSetup) -> str | None:
+    """LLaMA-Factory's PPO refused for the TRL release beside it (LLAMA_FACTORY_PPO_TRL), at every stage: from
+    0.9.4 (its release unknown: the newest read); TRL's from the pins or the installed trl (MethodSetup.trl_version),
+    else LLaMA-Factory's own pin; a TRL requirement that allows 0.9.6 is not refused."""
+    if setup.trainer != TrainerFamily.LLAMA_FACTORY or setup.method != Method.PPO:
+        return None
+    if setup.release is not None and setup.release < LLAMA_FACTORY_PPO_TRL_CHECK:
+        return None
+    trl = setup.trl_version
+    if trl is not None:
+        exact = release_of(trl)
+        try:
+            allowed = exact in LLAMA_FACTORY_PPO_TRL if exact is not None else \
+                SpecifierSet(trl).contains(LLAMA_FACTORY_PPO_WORKAROUND)
+        except InvalidSpecifier:
+            return None  # not a release or a requirement: unknown, no refusal
+        if allowed:
+            return None
+    which = f"trl {trl} ({dict(setup.origin).get('trl_version', 'the pins')})" if trl is not None else \
+        f"TRL not pinned here: LLaMA-Factory's own pin installs {LLAMA_FACTORY_OWN_TRL}"
+    release = setup.trainer_version or f"{LLAMA_FACTORY_PPO_TRL_CHECK}+ (its release not pinned: the newest read)"
+    return (f"LLaMA-Factory {release} raises \"Incompatible TRL version detected. LLaMA-Factory ppo requires TRL "
+            f"version {LLAMA_FACTORY_PPO_TRL_TEXT}.\" for stage: ppo with {which} ({LLAMA_FACTORY_PPO_TRL_SOURCE}); "
+            f"install trl=={LLAMA_FACTORY_PPO_WORKAROUND} beside it and launch with DISABLE_VERSION_CHECK=1")
 
 
 def frozen_models(setup: MethodSetup, policy: ModelSpec,
