@@ -79,6 +79,27 @@ def test_trl_unknown_command_is_one_line():
         parse_launch("trl vllm-serve --model x")
 
 
+@pytest.mark.parametrize(("command", "trainer"), [
+    ("trl rloo --config f.yaml", "RLOO"), ("accelerate launch trl/scripts/rloo.py --config f.yaml", "RLOO"),
+    ("accelerate launch -m trl.scripts.rloo --config f.yaml", "RLOO"),
+    ("accelerate launch examples/scripts/gkd.py --config f.yaml", "GKD"),
+    ("accelerate launch examples/scripts/dpo_online.py --config f.yaml", "online DPO"),
+    ("torchrun --nproc_per_node 8 trl/examples/scripts/nash_md.py", "Nash-MD")])
+def test_trl_trainers_not_costed_are_one_line_not_an_sft_estimate(command, trainer):
+    """TRL's RLOO (trl/scripts/rloo.py @ v1.9.0), GKD, online DPO, Nash-MD ... (examples/scripts @ v0.21.0) put a
+    teacher, a judge or a reference and their generation beside the policy: costed as SFT their verdict would be
+    another run's."""
+    with pytest.raises(LaunchError, match=f"is TRL's {trainer} trainer, which zeroadvisor does not cost") as caught:
+        parse_launch(command)
+    assert "\n" not in str(caught.value)
+
+
+def test_trl_s_gspo_example_is_its_grpo_trainer():
+    """examples/scripts/gspo.py @ v0.21.0: GRPOTrainer with importance_sampling_level "sequence"."""
+    method = parse_launch("accelerate launch examples/scripts/gspo.py --num_generations 8").training.method
+    assert method is not None and method.setup.method is Method.GRPO and method.setup.trainer is TrainerFamily.TRL
+
+
 def test_swift_rlhf_reads_the_method_world_and_arguments():
     launch = parse_launch("NPROC_PER_NODE=8 NNODES=2 swift rlhf --rlhf_type grpo --model Qwen/Qwen2.5-7B "
                           "--train_type full --deepspeed zero3 --num_generations 8 --use_vllm true "

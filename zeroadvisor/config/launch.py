@@ -55,7 +55,7 @@ from zeroadvisor.config.training_args import (
 )
 from zeroadvisor.jsontypes import JSONObject, JSONValue
 from zeroadvisor.vocab import ALLOC_CONF_ENV as ALLOC_CONF
-from zeroadvisor.vocab import ModelRole, TrainerFamily
+from zeroadvisor.vocab import Method, ModelRole, TrainerFamily
 
 
 class LaunchError(TrainerInputError):
@@ -212,7 +212,7 @@ def parse_launch(words: list[str] | str, cwd: str | None = None) -> Launch:
     training = script_training_args(script_args, cwd, config_flag=trl is not None)
     if trl is not None:
         training = replace(training, method=method_reader.stated(
-            training.method, method_reader.TRL_SCRIPTS[trl], TrainerFamily.TRL, f"the TRL script {script}"))
+            training.method, trl, TrainerFamily.TRL, f"the TRL script {script}"))
     return Launch(LAUNCHERS[launcher].name, world.size, world.origin, script, training, tuple(notes),
                   world.per_node, config, world.missing, overrides, tuple(env.items()))
 
@@ -240,17 +240,28 @@ def _ray_job(words: list[str], env: dict[str, str], cwd: str | None) -> Launch:
                    notes=(*launch.notes, "ray job submit: the entrypoint after -- read as the launch command"))
 
 
-def _trl_script(script: str, module: str) -> str | None:
-    """The TRL trainer a script is (trl/scripts/dpo.py, the repository's examples/scripts/grpo.py, ``-m
-    trl.scripts.dpo``): its name in TRL_SCRIPTS, None for any other script."""
+def _trl_script(script: str, module: str) -> Method | None:
+    """The method of the TRL trainer a script is (trl/scripts/dpo.py, the repository's examples/scripts/grpo.py and
+    gspo.py, ``-m trl.scripts.dpo``: TRL_SCRIPTS, TRL_EXAMPLE_SCRIPTS), None for any other script; a TRL trainer
+    zeroadvisor does not cost (TRL_UNCOSTED_SCRIPTS) is a LaunchError."""
     if module:
         head, _, name = module.rpartition(".")
-        return name if head == "trl.scripts" and name in method_reader.TRL_SCRIPTS else None
-    path = script.replace(os.sep, "/")
-    folder, _, name = path.rpartition("/")
-    stem = name[:-3] if name.endswith(".py") else ""
-    trl_folder = folder.endswith(("trl/scripts", "examples/scripts", "trl/examples/scripts"))
-    return stem if trl_folder and stem in method_reader.TRL_SCRIPTS else None
+        trl_folder = head == "trl.scripts"
+    else:
+        folder, _, base = script.replace(os.sep, "/").rpartition("/")
+        name = base[:-3] if base.endswith(".py") else ""
+        trl_folder = folder.endswith(("trl/scripts", "examples/scripts", "trl/examples/scripts"))
+    if not trl_folder:
+        return None
+    _refuse_uncosted(name, shown(script or module))
+    return method_reader.TRL_SCRIPTS.get(name) or method_reader.TRL_EXAMPLE_SCRIPTS.get(name)
+
+
+def _refuse_uncosted(name: str, said: str) -> None:
+    """A LaunchError where ``name`` (a script's or ``trl`` command's) is a TRL trainer zeroadvisor does not cost."""
+    if name in method_reader.TRL_UNCOSTED_SCRIPTS:
+        raise LaunchError(f"launch command: {said} is TRL's {method_reader.TRL_UNCOSTED_SCRIPTS[name]} trainer, which "
+                          f"zeroadvisor does not cost (it reads {' | '.join(method_reader.TRL_SCRIPTS)})")
 
 
 # trl CLI (trl/cli.py main): the accelerate launch options it passes on (launch_args), and their value-less flags
@@ -284,6 +295,7 @@ def _trl_command(words: list[str], env: dict[str, str], cwd: str | None) -> Laun
     that no dataclass takes (trl/cli/commands/training.py TrainingCommand.run: config_remaining + cli_remaining go
     to accelerate launch; trl 0.21 trl/cli.py main passed the command line's to ``trl sft`` only)."""
     command = words[1] if len(words) > 1 else ""
+    _refuse_uncosted(command, f"trl {shown(command)}")
     if command not in method_reader.TRL_SCRIPTS:
         raise LaunchError(f"launch command: trl {shown(command)} is not a TRL training command zeroadvisor reads (trl "
                           f"{' | '.join(method_reader.TRL_SCRIPTS)})")

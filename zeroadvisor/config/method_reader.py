@@ -62,6 +62,15 @@ SWIFT_SFT_COMMANDS = ("sft", "pt")
 TRL_SCRIPTS: dict[str, Method] = {"sft": Method.SFT, "dpo": Method.DPO, "kto": Method.KTO, "orpo": Method.ORPO,
                                   "cpo": Method.CPO, "grpo": Method.GRPO, "ppo": Method.PPO,
                                   "reward": Method.REWARD, "reward_modeling": Method.REWARD}
+# TRL's example scripts (examples/scripts/*.py @ v0.21.0) that run one of those trainers under another name: gspo.py
+# is GRPOTrainer with importance_sampling_level "sequence".
+TRL_EXAMPLE_SCRIPTS: dict[str, Method] = {"gspo": Method.GRPO}
+# TRL's trainers zeroadvisor does not cost, as their scripts name them (trl/scripts/rloo.py @ v1.9.0; examples/
+# scripts/*.py @ v0.21.0): another model beside the policy (a teacher, a judge, a reference) or generation the
+# estimate does not count; their runs get a one-line error, not an SFT estimate.
+TRL_UNCOSTED_SCRIPTS: dict[str, str] = {"rloo": "RLOO", "gkd": "GKD", "bco": "BCO", "dpo_online": "online DPO",
+                                        "nash_md": "Nash-MD", "xpo": "XPO", "prm": "PRM", "alignprop": "AlignProp",
+                                        "ddpo": "DDPO"}
 # OpenRLHF's entry points (openrlhf/cli/train_*.py, 0.8) -> method.
 OPENRLHF_MODULES: dict[str, Method] = {"train_sft": Method.SFT, "train_dpo": Method.DPO, "train_kto": Method.KTO,
                                        "train_rm": Method.REWARD, "train_ppo": Method.PPO,
