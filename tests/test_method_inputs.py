@@ -305,3 +305,37 @@ def test_llama_factory_ppo_is_refused_with_a_trl_outside_0_8_6_to_0_9_6_from_0_9
     else:
         assert all(w is None for w in words), words
     assert all(st["per_gpu"]["total"] > 0 for st in data["estimate"]["stages"])
+
+
+def _assumed_completion(cli, project, launch: str) -> dict | None:
+    result = cli("check", project / "ds.json", "--params", "7B", "--gpus", "8", "--gpu-memory", "80GiB",
+                 "--seq-len", "1024", "--launch", launch, "-f", "json", cwd=project)
+    assert result.stdout, result.stderr
+    return next((a for a in json.loads(result.stdout)["estimate"]["assumed"] if a["name"] == "max_completion_length"),
+                None)
+
+
+@pytest.mark.parametrize(("pin", "rlhf", "value", "whose"), [
+    ("", "ppo", 512, "ms-swift's default"), ("ms-swift==3.8.0\n", "grpo", 512, "ms-swift's default"),
+    ("ms-swift==3.1.0\n", "ppo", 53, "PPOConfig's default")])  # 3.0 and 3.1: TRL's response_length
+def test_swift_s_own_completion_cap_is_taken_and_listed_as_assumed(cli, project, pin, rlhf, value, whose):
+    """RLHFArguments.max_completion_length 512 from ms-swift 3.2.0 (swift/arguments/rlhf_args.py @ v4.5.2): the
+    cap GRPO and PPO generate to where the command gives none, listed with the flag that sets it."""
+    (project / "requirements.txt").write_text("deepspeed==0.16.4\n" + pin)
+    found = _assumed_completion(cli, project, f"NPROC_PER_NODE=8 swift rlhf --rlhf_type {rlhf} --model m "
+                                              "--reward_model m --max_length 1024")
+    assert found is not None and found["value"] == value and found["key"] == "--max_completion_length", found
+    assert found["effect"].startswith(whose)
+    given = _assumed_completion(cli, project, f"NPROC_PER_NODE=8 swift rlhf --rlhf_type {rlhf} --model m "
+                                              "--reward_model m --max_length 1024 --max_completion_length 256")
+    assert given is None
+
+
+def test_trl_ppo_s_response_length_default_is_listed_as_assumed(cli, project):
+    """PPOConfig.response_length 53 (trl/trainer/ppo_config.py @ v0.21.0, trl/experimental/ppo @ v1.9.0): the
+    response PPO generates, trains on and scores; listed with its key where the file leaves it out."""
+    (project / "ppo.yaml").write_text("per_device_train_batch_size: 2\n")
+    found = _assumed_completion(cli, project, "accelerate launch examples/scripts/ppo/ppo.py --config ppo.yaml")
+    assert found is not None and (found["value"], found["key"]) == (53, "response_length"), found
+    (project / "ppo.yaml").write_text("per_device_train_batch_size: 2\nresponse_length: 128\n")
+    assert _assumed_completion(cli, project, "accelerate launch examples/scripts/ppo/ppo.py --config ppo.yaml") is None

@@ -84,6 +84,7 @@ def test_trl_unknown_command_is_one_line():
     ("accelerate launch -m trl.scripts.rloo --config f.yaml", "RLOO"),
     ("accelerate launch examples/scripts/gkd.py --config f.yaml", "GKD"),
     ("accelerate launch examples/scripts/dpo_online.py --config f.yaml", "online DPO"),
+    ("accelerate launch examples/scripts/rloo/rloo_tldr.py --config f.yaml", "RLOO"),
     ("torchrun --nproc_per_node 8 trl/examples/scripts/nash_md.py", "Nash-MD")])
 def test_trl_trainers_not_costed_are_one_line_not_an_sft_estimate(command, trainer):
     """TRL's RLOO (trl/scripts/rloo.py @ v1.9.0), GKD, online DPO, Nash-MD ... (examples/scripts @ v0.21.0) put a
@@ -92,6 +93,15 @@ def test_trl_trainers_not_costed_are_one_line_not_an_sft_estimate(command, train
     with pytest.raises(LaunchError, match=f"is TRL's {trainer} trainer, which zeroadvisor does not cost") as caught:
         parse_launch(command)
     assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("script", ["examples/scripts/ppo/ppo.py", "trl/examples/scripts/ppo/ppo_tldr.py"])
+def test_trl_s_ppo_examples_in_their_own_folder_are_its_ppo_trainer(script):
+    """examples/scripts/ppo/ppo.py and ppo_tldr.py (@ v0.12.0 to v1.9.0): PPOTrainer (PPOv2Trainer before 0.12)."""
+    method = parse_launch(f"accelerate launch {script} --response_length 64").training.method
+    assert method is not None and method.setup.method is Method.PPO and method.setup.trainer is TrainerFamily.TRL
+    other = parse_launch("accelerate launch my/ppo/ppo.py").training.method  # not TRL's folder
+    assert other is None or other.said == ""
 
 
 def test_trl_s_gspo_example_is_its_grpo_trainer():

@@ -7,6 +7,7 @@ import dataclasses
 
 import pytest
 
+from zeroadvisor.config.method import MethodSetup
 from zeroadvisor.config.method_reader import MethodReading, merged, read_swift
 from zeroadvisor.config.training_args import TrainerInputError, read_training_args
 from zeroadvisor.model.hf import spec_from_hf_config
@@ -62,11 +63,22 @@ def test_the_keys_of_each_config_point_to_its_trainer(tmp_path, text, method):
     assert _read(tmp_path, text).hints[0][1] is method
 
 
-@pytest.mark.parametrize("text", ["loss_type: nll\nmax_length: 1024\n", "loss_type: dft\n",
-                                  "max_completion_length: 256\n"])
+@pytest.mark.parametrize("text", ["loss_type: nll\nmax_length: 1024\n", "loss_type: dft\n"])
 def test_sft_configs_keys_point_to_no_trainer(tmp_path, text):
-    """SFTConfig's loss_type (nll, dft in trl 1.x) and a lone max_completion_length say nothing of a method."""
+    """SFTConfig's loss_type (nll, dft in trl 1.x) and max_length say nothing of a method."""
     assert _read(tmp_path, text) is None
+
+
+def test_a_method_s_fields_without_a_hint_are_kept_for_the_method_a_command_says(tmp_path):
+    """A lone max_completion_length says nothing of a method (no hint, no method: plain SFT without a flag), but
+    ``trl grpo --config f.yaml`` or --trainer grpo cost the run with it (GRPO's completion cap, not its default)."""
+    from zeroadvisor.inputs.method import resolve
+
+    reading = _read(tmp_path, "max_completion_length: 1024\nmax_prompt_length: 256\n")
+    assert reading is not None and not reading.hints and reading.said == ""
+    assert resolve(reading, None, "--trainer", "--trainer METHOD", str(tmp_path))[0] == MethodSetup()
+    setup, _ = resolve(reading, Method.GRPO, "--trainer", "--trainer METHOD", str(tmp_path))
+    assert (setup.generation.max_completion_length, setup.generation.max_prompt_length) == (1024, 256)
 
 
 def test_dpo_loss_types_given_as_a_list_are_kept_together(tmp_path):

@@ -49,6 +49,22 @@ CLASS_DEFAULT = "the TRL config class's default"
 _GRPO_PROMPT: tuple[tuple[Version, int | None], ...] = ((Version("0"), 512), (Version("0.26.0"), None))
 
 
+# ms-swift's own cap on what GRPO and PPO generate, where no --max_completion_length (--response_length,
+# --max_new_tokens) is given: RLHFArguments.max_completion_length 512 (and response_length 512) from 3.2.0
+# (swift/llm/argument/rlhf_args.py @ v3.2.0, v3.8.0; swift/arguments/rlhf_args.py @ v4.0.0, v4.5.2); 3.0 and 3.1
+# leave PPO TRL's PPOConfig.response_length (memory/generation.py TRL_PPO_RESPONSE) and have no GRPO.
+_SWIFT_COMPLETION: tuple[tuple[Version, int | None], ...] = ((Version("0"), None), (Version("3.2.0"), 512))
+SWIFT_COMPLETION_SOURCE = "RLHFArguments.max_completion_length (swift/arguments/rlhf_args.py)"
+
+
+def swift_completion_default(setup: MethodSetup) -> int | None:
+    """ms-swift's default completion cap at the release ``setup`` reads (None: the newest), for GRPO and PPO where
+    the command gives none; None where that release has none of its own."""
+    if setup.method not in (Method.GRPO, Method.PPO) or setup.generation.max_completion_length:
+        return None
+    return _since(_SWIFT_COMPLETION, setup.release)
+
+
 _PPO = "the defaults --prompt_max_len 1024 + --generate_max_len 1024 (--max_len 2048 from 0.10)"
 _OPENRLHF: dict[Method, tuple[int, str]] = {
     Method.SFT: (2048, "--max_len's default (train_sft)"), Method.DPO: (512, "--max_len's default (train_dpo)"),

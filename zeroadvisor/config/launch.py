@@ -250,6 +250,9 @@ def _trl_script(script: str, module: str) -> Method | None:
     else:
         folder, _, base = script.replace(os.sep, "/").rpartition("/")
         name = base[:-3] if base.endswith(".py") else ""
+        parent, _, sub = folder.rpartition("/")
+        if sub in ("ppo", "rloo") and parent.endswith("examples/scripts"):  # examples/scripts/ppo/ppo.py
+            folder, name = parent, f"{sub}/{name}"
         trl_folder = folder.endswith(("trl/scripts", "examples/scripts", "trl/examples/scripts"))
     if not trl_folder:
         return None

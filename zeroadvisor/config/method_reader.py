@@ -64,13 +64,14 @@ TRL_SCRIPTS: dict[str, Method] = {"sft": Method.SFT, "dpo": Method.DPO, "kto": M
                                   "reward": Method.REWARD, "reward_modeling": Method.REWARD}
 # TRL's example scripts (examples/scripts/*.py @ v0.21.0) that run one of those trainers under another name: gspo.py
 # is GRPOTrainer with importance_sampling_level "sequence".
-TRL_EXAMPLE_SCRIPTS: dict[str, Method] = {"gspo": Method.GRPO}
+# examples/scripts/ppo/ppo.py and ppo_tldr.py (@ v0.12.0 to v1.9.0) are its PPOTrainer, in a folder of their own.
+TRL_EXAMPLE_SCRIPTS: dict[str, Method] = {"gspo": Method.GRPO, "ppo/ppo": Method.PPO, "ppo/ppo_tldr": Method.PPO}
 # TRL's trainers zeroadvisor does not cost, as their scripts name them (trl/scripts/rloo.py @ v1.9.0; examples/
 # scripts/*.py @ v0.21.0): another model beside the policy (a teacher, a judge, a reference) or generation the
 # estimate does not count; their runs get a one-line error, not an SFT estimate.
 TRL_UNCOSTED_SCRIPTS: dict[str, str] = {"rloo": "RLOO", "gkd": "GKD", "bco": "BCO", "dpo_online": "online DPO",
                                         "nash_md": "Nash-MD", "xpo": "XPO", "prm": "PRM", "alignprop": "AlignProp",
-                                        "ddpo": "DDPO"}
+                                        "ddpo": "DDPO", "rloo/rloo": "RLOO", "rloo/rloo_tldr": "RLOO"}
 # OpenRLHF's entry points (openrlhf/cli/train_*.py, 0.8) -> method.
 OPENRLHF_MODULES: dict[str, Method] = {"train_sft": Method.SFT, "train_dpo": Method.DPO, "train_kto": Method.KTO,
                                        "train_rm": Method.REWARD, "train_ppo": Method.PPO,
@@ -89,7 +90,8 @@ _TEXTS = ("loss_type", "vllm_mode", "ref_model")
 # Keys only a preference/RL trainer's config has, in the order they decide the guess where no file names the
 # method: (key, the loss_type values it needs or None for any value, the method). trl 0.21 and 1.x *_config.py: only
 # GRPOConfig has num_generations and the vllm_* fields; desirable_weight is KTOConfig's, cpo_alpha and simpo_gamma
-# CPOConfig's, center_rewards_coefficient RewardConfig's; beta and precompute_ref_log_probs are DPO's and its kin's.
+# CPOConfig's, center_rewards_coefficient RewardConfig's, response_length, vf_coef, cliprange_value and num_ppo_epochs
+# PPOConfig's; beta and precompute_ref_log_probs are DPO's and its kin's.
 # max_completion_length is not one (DPO, KTO, ORPO and CPO have it too), nor loss_type "nll"/"dft" (SFTConfig's).
 HINT_RULES: tuple[tuple[str, tuple[str, ...] | None, Method], ...] = (
     ("num_generations", None, Method.GRPO), ("use_vllm", None, Method.GRPO), ("vllm_mode", None, Method.GRPO),
@@ -98,9 +100,13 @@ HINT_RULES: tuple[tuple[str, tuple[str, ...] | None, Method], ...] = (
     ("loss_type", ("kto", "apo_zero_unpaired"), Method.KTO),
     ("cpo_alpha", None, Method.CPO), ("simpo_gamma", None, Method.CPO), ("loss_type", ("simpo",), Method.CPO),
     ("center_rewards_coefficient", None, Method.REWARD),
+    # PPOConfig's own (trl/trainer/ppo_config.py @ v0.21.0, trl/experimental/ppo/ppo_config.py @ v1.9.0)
+    ("response_length", None, Method.PPO), ("vf_coef", None, Method.PPO), ("cliprange_value", None, Method.PPO),
+    ("num_ppo_epochs", None, Method.PPO),
     ("beta", None, Method.DPO), ("precompute_ref_log_probs", None, Method.DPO),
     ("ref_model_init_kwargs", None, Method.DPO))
 SFT_LOSSES = ("nll", "dft")  # SFTConfig.loss_type (trl 1.x): not a preference loss
+PLAIN_FIELDS = frozenset({"max_length", "loss_type"})  # SFTConfig's too: alone they read no method's fields
 
 
 # OpenRLHF's flags read by launch (0.8 openrlhf/cli/train_ppo_ray.py, train_dpo.py), with the 0.10+ dotted spellings
@@ -238,7 +244,8 @@ def _trl_fields(data: Mapping[str, JSONValue], where: Origin, trainer: TrainerFa
                                 f"got {shown(data['vllm_gpu_memory_utilization'])}")
     generation = Generation(num_generations=read.whole("num_generations"),
                             max_prompt_length=read.whole("max_prompt_length"),
-                            max_completion_length=read.whole("max_completion_length"),
+                            # PPOConfig names its cap response_length (trl/trainer/ppo_config.py @ v0.21.0)
+                            max_completion_length=read.whole("max_completion_length") or read.whole("response_length"),
                             use_vllm=read.flag("use_vllm"), vllm_mode=_vllm_mode(read.text("vllm_mode"), where),
                             vllm_gpu_memory_utilization=share,
                             ds3_gather_for_generation=read.flag("ds3_gather_for_generation"),
@@ -271,8 +278,11 @@ def _trl_fields(data: Mapping[str, JSONValue], where: Origin, trainer: TrainerFa
     hints = _trl_hints(data)
     said = {name for name, _ in setup.origin}
     setup = replace(setup, origin=(*setup.origin, *((key, where(key)) for key, _ in hints if key not in said)))
-    # a plain TrainingArguments / SFTConfig file (max_length alone) says nothing of a method: no reading
-    return MethodReading(setup, "", hints) if trainer is not None or hints else MethodReading()
+    # a plain TrainingArguments / SFTConfig file (max_length alone) says nothing of a method: no reading; a file whose
+    # method's fields carry no hint (GRPO's max_completion_length, DPO's max_prompt_length) keeps them for the method a
+    # launch command or --trainer says (stated, inputs/method.py resolve: without either it is still plain SFT)
+    fields = any(name not in PLAIN_FIELDS for name, _ in setup.origin)
+    return MethodReading(setup, "", hints) if trainer is not None or hints or fields else MethodReading()
 
 
 def _llama_factory(data: Mapping[str, JSONValue], where: Origin) -> MethodReading:

@@ -891,7 +891,7 @@ def _default_lengths(setup: MethodSetup, shape: TrainingShape,
             return setup, shape, []
         return setup, replace(shape, sequence_length=default[0]), [default[1]]
     if setup.trainer is not TrainerFamily.TRL:
-        return setup, shape, []
+        return _swift_defaults(setup, shape) if setup.trainer is TrainerFamily.MS_SWIFT else (setup, shape, [])
     from zeroadvisor.config.default_lengths import CLASS_DEFAULT, trl_defaults
 
     found = trl_defaults(setup)
@@ -906,6 +906,21 @@ def _default_lengths(setup: MethodSetup, shape: TrainingShape,
     gen = replace(gen, max_prompt_length=gen.max_prompt_length or found.max_prompt_length,
                   max_completion_length=gen.max_completion_length or found.max_completion_length)
     return replace(setup, generation=gen, origin=(*setup.origin, *filled)), shape, [found.note]
+
+
+def _swift_defaults(setup: MethodSetup, shape: TrainingShape) -> tuple[MethodSetup, TrainingShape, list[str]]:
+    """ms-swift's default completion cap for GRPO and PPO where the command gives none (config/default_lengths.py
+    swift_completion_default), filled as the class default so that it is still listed as assumed."""
+    from zeroadvisor.config.default_lengths import CLASS_DEFAULT, SWIFT_COMPLETION_SOURCE, swift_completion_default
+
+    completion = swift_completion_default(setup)
+    if completion is None:
+        return setup, shape, []
+    gen = replace(setup.generation, max_completion_length=completion)
+    at = f"ms-swift {setup.trainer_version}" if setup.release is not None else \
+        "ms-swift not pinned: the newest release's"
+    return replace(setup, generation=gen, origin=(*setup.origin, ("max_completion_length", CLASS_DEFAULT))), shape, \
+        [f"max_completion_length {completion} from ms-swift's default {SWIFT_COMPLETION_SOURCE} ({at})"]
 
 
 def _number(values: Values, name: str) -> int | None:

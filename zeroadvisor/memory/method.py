@@ -1686,9 +1686,16 @@ def _generation_assumptions(setup: MethodSetup) -> list[AssumedInput]:
         filled = dict(setup.origin).get("max_completion_length") == CLASS_DEFAULT
         if (gen.max_completion_length is None or filled) and setup.trainer != TrainerFamily.OPENRLHF:
             out.append(AssumedInput.of("max_completion_length", gen.max_completion_length,
-                                       "GRPOConfig's default: the logits over that many completion tokens" if filled
+                                       f"{_defaults_of(setup)}: the logits over that many completion tokens" if filled
                                        else "the logits counted over the whole sequence (a bound: GRPO keeps only the "
                                        "completion's)", key=_key(setup, "max_completion_length")))
+    if setup.method == Method.PPO and setup.trainer in G.TRL_PPO and (
+            gen.max_completion_length is None or dict(setup.origin).get("max_completion_length") == CLASS_DEFAULT):
+        # TRL's PPOConfig.response_length (53), or ms-swift's own cap filled by the inputs (512 from 3.2.0)
+        key = "max_completion_length" if setup.trainer == TrainerFamily.MS_SWIFT else "response_length"
+        out.append(AssumedInput.of("max_completion_length", G.trl_ppo_response_length(setup),
+                                   f"{_defaults_of(setup)}: the tokens generated after each query, trained on with "
+                                   "it and scored over the vocabulary", key=_key(setup, key)))
     out += _rollout_assumptions(setup)
     if not gen.use_vllm or setup.trainer == TrainerFamily.OPENRLHF:
         return out
@@ -1702,6 +1709,13 @@ def _generation_assumptions(setup: MethodSetup) -> list[AssumedInput]:
                                    + " default share of each card for vLLM",
                                    key=_key(setup, "vllm_gpu_memory_utilization")))
     return out
+
+
+def _defaults_of(setup: MethodSetup) -> str:
+    """Whose default a filled generation length is: TRL's config class's or ms-swift's own arguments'."""
+    if setup.trainer == TrainerFamily.MS_SWIFT and dict(setup.origin).get("max_completion_length") == CLASS_DEFAULT:
+        return "ms-swift's default (RLHFArguments)"
+    return "PPOConfig's default" if setup.method == Method.PPO else "GRPOConfig's default"
 
 
 def _rollout_assumptions(setup: MethodSetup) -> list[AssumedInput]:
