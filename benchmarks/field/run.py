@@ -231,6 +231,10 @@ def llama_factory_config(case: dict[str, Any]) -> tuple[dict[str, Any], set[str]
         config["pref_loss"] = "orpo" if method["method"] == "orpo" else "simpo"
     config.update({name: method[key] for key, name in LLAMA_FACTORY_FIELDS.items() if method.get(key) is not None})
     carried = {"trainer", *(key for key in LLAMA_FACTORY_FIELDS if method.get(key) is not None)}
+    completion = (method.get("generation") or {}).get("max_completion_length")
+    if method["method"] == "ppo" and completion is not None:  # PPO's response cap: GeneratingArguments'
+        config["max_new_tokens"] = completion
+        carried.add("generation.max_completion_length")
     return {**config, **_shape(case)}, carried
 
 
