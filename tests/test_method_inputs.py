@@ -339,3 +339,49 @@ def test_trl_ppo_s_response_length_default_is_listed_as_assumed(cli, project):
     assert found is not None and (found["value"], found["key"]) == (53, "response_length"), found
     (project / "ppo.yaml").write_text("per_device_train_batch_size: 2\nresponse_length: 128\n")
     assert _assumed_completion(cli, project, "accelerate launch examples/scripts/ppo/ppo.py --config ppo.yaml") is None
+
+
+def _ppo_rows(cli, project, launch: str) -> dict:
+    result = cli("check", project / "ds.json", "--model", "Qwen/Qwen2.5-7B", "--gpus", "8", "--gpu-memory", "80GiB",
+                 "--seq-len", "1024", "--launch", launch, "-f", "json", cwd=project)
+    assert result.stdout, result.stderr
+    stage = next(st for st in json.loads(result.stdout)["estimate"]["stages"] if st["configured"])
+    return stage["per_gpu"]
+
+
+@pytest.mark.parametrize(("policy_file", "smaller_file"), [
+    ("per_device_train_batch_size: 1\nbf16: true\nresponse_length: 128\n",
+     "per_device_train_batch_size: 1\nbf16: true\nresponse_length: 128\nreward_model_path: Qwen/Qwen2.5-0.5B\n")])
+def test_trl_ppo_s_reward_model_path_sizes_its_reward_and_value_models(cli, project, policy_file, smaller_file):
+    """TRL's ppo.py loads the value model and the reward model from PPOConfig.reward_model_path
+    (examples/scripts/ppo/ppo.py @ v0.21.0, v1.9.0): a 0.5B reward model beside a 7B policy is costed as the 0.5B,
+    not as copies of the policy."""
+    launch = "accelerate launch examples/scripts/ppo/ppo.py --config ppo.yaml"
+    (project / "ppo.yaml").write_text(policy_file)
+    whole = _ppo_rows(cli, project, launch)
+    (project / "ppo.yaml").write_text(smaller_file)
+    small = _ppo_rows(cli, project, launch)
+    # Qwen2.5-0.5B has 494M parameters against the 7B's 7.6B: its rows a fifteenth or less
+    assert small["reward_model"] * 10 < whole["reward_model"] and small["critic"] * 10 < whole["critic"]
+    assert small["reference_model"] == whole["reference_model"]
+
+
+def test_swift_ppo_s_reward_model_sizes_its_reward_and_value_models(cli, project):
+    """ms-swift's PPO loads the value model and the reward model from --reward_model
+    (swift/pipelines/train/rlhf.py @ 4.x)."""
+    base = "NPROC_PER_NODE=8 swift rlhf --rlhf_type ppo --model Qwen/Qwen2.5-7B --train_type full --max_length 512"
+    whole = _ppo_rows(cli, project, f"{base} --reward_model Qwen/Qwen2.5-7B")
+    small = _ppo_rows(cli, project, f"{base} --reward_model Qwen/Qwen2.5-0.5B")
+    assert small["reward_model"] * 10 < whole["reward_model"] and small["critic"] * 10 < whole["critic"]
+
+
+def test_swift_grpo_s_reward_model_is_a_frozen_model_beside_the_policy(cli, project):
+    """ms-swift's GRPO prepares a --reward_model among its reward functions with prepare_deepspeed, as the reference
+    (swift/rlhf_trainers/grpo_trainer.py @ v4.5.2): a reward-model row; none without it, no critic either way."""
+    base = ("NPROC_PER_NODE=8 swift rlhf --rlhf_type grpo --model Qwen/Qwen2.5-7B --train_type full --max_length 512 "
+            "--max_completion_length 256 --num_generations 8")
+    plain = _ppo_rows(cli, project, base)
+    scored = _ppo_rows(cli, project, f"{base} --reward_model Qwen/Qwen2.5-0.5B")
+    assert "reward_model" not in plain and "critic" not in scored
+    # ZeRO-2 (the project's ds.json): prepare_deepspeed runs it at stage 0, a whole bf16 copy of 494M parameters
+    assert 0.9e9 < scored["reward_model"] < 1.1e9, scored["reward_model"]

@@ -102,7 +102,7 @@ HINT_RULES: tuple[tuple[str, tuple[str, ...] | None, Method], ...] = (
     ("center_rewards_coefficient", None, Method.REWARD),
     # PPOConfig's own (trl/trainer/ppo_config.py @ v0.21.0, trl/experimental/ppo/ppo_config.py @ v1.9.0)
     ("response_length", None, Method.PPO), ("vf_coef", None, Method.PPO), ("cliprange_value", None, Method.PPO),
-    ("num_ppo_epochs", None, Method.PPO),
+    ("num_ppo_epochs", None, Method.PPO), ("reward_model_path", None, Method.PPO),
     ("beta", None, Method.DPO), ("precompute_ref_log_probs", None, Method.DPO),
     ("ref_model_init_kwargs", None, Method.DPO))
 SFT_LOSSES = ("nll", "dft")  # SFTConfig.loss_type (trl 1.x): not a preference loss
@@ -170,8 +170,12 @@ DOTTED: dict[str, str] = {"ref.num_nodes": "ref_num_nodes", "ref.num_gpus_per_no
 # ms-swift's older names for max_completion_length, in the precedence it reads them (swift/arguments/rlhf_args.py
 # RLHFArguments._init_max_completion_length @ v4.6.0: response_length or max_new_tokens or max_completion_length)
 SWIFT_COMPLETION_KEYS = ("response_length", "max_new_tokens")
+# The model PPO's reward and value models are loaded from: TRL's PPOConfig.reward_model_path (its ppo.py loads
+# value_model and reward_model from it, examples/scripts/ppo/ppo.py @ v0.21.0, v1.9.0), ms-swift's --reward_model
+# (swift/pipelines/train/rlhf.py: the value model from it too, @ 4.x; swift/llm/train/rlhf.py @ v3.8.0).
+PPO_REWARD_KEYS = ("reward_model_path", "reward_model")
 METHOD_KEYS: tuple[str, ...] = (*_FLOATS, *_INTS, *_BOOLS, *_TEXTS, "rlhf_type", "train_type", "tuner_type",
-                                "init_kl_coef", *SWIFT_COMPLETION_KEYS,
+                                "init_kl_coef", *SWIFT_COMPLETION_KEYS, *PPO_REWARD_KEYS,
                                 *OPENRLHF_KEYS)
 METHOD_BOOLS: tuple[str, ...] = (*_BOOLS, *OPENRLHF_BOOLS)
 
@@ -269,11 +273,13 @@ def _trl_fields(data: Mapping[str, JSONValue], where: Origin, trainer: TrainerFa
         else read.text("loss_type")  # DPOConfig.loss_type: a list of losses (trl 0.21)
     if isinstance(losses, list):
         read.origin.append(("loss_type", where("loss_type")))
+    reward_path = read.text("reward_model_path")  # PPOConfig's: the reward and the value model
+    placements = _ppo_reward_placements(reward_path)
     setup = MethodSetup(trainer=trainer, use_reference=use_reference, reference_model=read.text("ref_model"),
                         precompute_ref_log_probs=read.flag("precompute_ref_log_probs"), beta=read.number("beta"),
                         loss_type=loss, max_length=read.whole("max_length"), generation=generation,
                         liger_loss=read.flag("use_liger_loss"), rpo_alpha=read.number("rpo_alpha"),
-                        use_weighting=read.flag("use_weighting"),
+                        use_weighting=read.flag("use_weighting"), placements=placements,
                         origin=tuple(o for o in read.origin if o[0] != "use_peft"))
     hints = _trl_hints(data)
     said = {name for name, _ in setup.origin}
@@ -283,6 +289,11 @@ def _trl_fields(data: Mapping[str, JSONValue], where: Origin, trainer: TrainerFa
     # launch command or --trainer says (stated, inputs/method.py resolve: without either it is still plain SFT)
     fields = any(name not in PLAIN_FIELDS for name, _ in setup.origin)
     return MethodReading(setup, "", hints) if trainer is not None or hints or fields else MethodReading()
+
+
+def _ppo_reward_placements(model: str | None) -> tuple[Placement, ...]:
+    """PPO's reward model and its value model (the critic), both loaded from ``model`` (PPO_REWARD_KEYS)."""
+    return () if model is None else (Placement(ModelRole.REWARD, model), Placement(ModelRole.CRITIC, model))
 
 
 def _llama_factory(data: Mapping[str, JSONValue], where: Origin) -> MethodReading:
@@ -506,8 +517,17 @@ def read_swift(command: str, data: Mapping[str, JSONValue], where: Origin) -> Me
     if completion is not None:
         generation = replace(generation, max_completion_length=completion)
         origin += [("max_completion_length", src) for _key, src in names.origin[:1]]
+    placements = read.placements
+    reward = names.text("reward_model") if method in (Method.PPO, Method.GRPO) else None
+    if reward is not None:
+        # PPO: the reward and the value model; GRPO: a reward model among its reward functions, prepared as the
+        # reference is (swift/rlhf_trainers/grpo_trainer.py: prepare_deepspeed(reward_func, ...) @ v4.5.2;
+        # swift/trainers/rlhf_trainer/grpo_trainer.py @ v3.8.0)
+        placements = _ppo_reward_placements(reward)[:1 if method == Method.GRPO else None]
+        origin.append(("placements", where("reward_model")))
     return MethodReading(replace(read, method=method, use_reference=use_reference, loss_type=loss or read.loss_type,
-                                 generation=generation, origin=tuple(origin), notes=()), said)
+                                 generation=generation, placements=placements, origin=tuple(origin), notes=()),
+                         said)
 
 
 def read_openrlhf(module: str, data: Mapping[str, JSONValue], where: Origin) -> MethodReading:
