@@ -385,3 +385,15 @@ def test_swift_grpo_s_reward_model_is_a_frozen_model_beside_the_policy(cli, proj
     assert "reward_model" not in plain and "critic" not in scored
     # ZeRO-2 (the project's ds.json): prepare_deepspeed runs it at stage 0, a whole bf16 copy of 494M parameters
     assert 0.9e9 < scored["reward_model"] < 1.1e9, scored["reward_model"]
+
+
+def test_trl_grpo_s_reward_model_is_a_frozen_model_beside_the_policy(cli, project):
+    """trl/scripts/grpo.py's reward_model_name_or_path: GRPOTrainer loads it as AutoModelForSequenceClassification
+    and prepares it with prepare_deepspeed (trl/trainer/grpo_trainer.py @ v0.21.0, v1.9.0): a reward-model row."""
+    text = "per_device_train_batch_size: 8\nnum_generations: 8\nmax_completion_length: 256\nbf16: true\n"
+    (project / "grpo.yaml").write_text(text)
+    plain = _ppo_rows(cli, project, "trl grpo --config grpo.yaml")
+    (project / "grpo.yaml").write_text(text + "reward_model_name_or_path: Qwen/Qwen2.5-0.5B\n")
+    scored = _ppo_rows(cli, project, "trl grpo --config grpo.yaml")
+    assert "reward_model" not in plain and "critic" not in scored
+    assert 0.9e9 < scored["reward_model"] < 1.1e9, scored["reward_model"]  # 494M parameters in bf16, stage 0

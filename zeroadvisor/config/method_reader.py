@@ -172,8 +172,10 @@ DOTTED: dict[str, str] = {"ref.num_nodes": "ref_num_nodes", "ref.num_gpus_per_no
 SWIFT_COMPLETION_KEYS = ("response_length", "max_new_tokens")
 # The model PPO's reward and value models are loaded from: TRL's PPOConfig.reward_model_path (its ppo.py loads
 # value_model and reward_model from it, examples/scripts/ppo/ppo.py @ v0.21.0, v1.9.0), ms-swift's --reward_model
-# (swift/pipelines/train/rlhf.py: the value model from it too, @ 4.x; swift/llm/train/rlhf.py @ v3.8.0).
-PPO_REWARD_KEYS = ("reward_model_path", "reward_model")
+# (swift/pipelines/train/rlhf.py: the value model from it too, @ 4.x; swift/llm/train/rlhf.py @ v3.8.0); GRPO's
+# reward model: trl/scripts/grpo.py's reward_model_name_or_path (@ v0.21.0, v1.9.0), which GRPOTrainer loads as
+# AutoModelForSequenceClassification and prepares with prepare_deepspeed as the reference.
+PPO_REWARD_KEYS = ("reward_model_path", "reward_model", "reward_model_name_or_path")
 METHOD_KEYS: tuple[str, ...] = (*_FLOATS, *_INTS, *_BOOLS, *_TEXTS, "rlhf_type", "train_type", "tuner_type",
                                 "init_kl_coef", *SWIFT_COMPLETION_KEYS, *PPO_REWARD_KEYS,
                                 *OPENRLHF_KEYS)
@@ -274,7 +276,8 @@ def _trl_fields(data: Mapping[str, JSONValue], where: Origin, trainer: TrainerFa
     if isinstance(losses, list):
         read.origin.append(("loss_type", where("loss_type")))
     reward_path = read.text("reward_model_path")  # PPOConfig's: the reward and the value model
-    placements = _ppo_reward_placements(reward_path)
+    grpo_reward = read.text("reward_model_name_or_path")  # trl/scripts/grpo.py's: a reward model only
+    placements = _ppo_reward_placements(reward_path) or _ppo_reward_placements(grpo_reward)[:1]
     setup = MethodSetup(trainer=trainer, use_reference=use_reference, reference_model=read.text("ref_model"),
                         precompute_ref_log_probs=read.flag("precompute_ref_log_probs"), beta=read.number("beta"),
                         loss_type=loss, max_length=read.whole("max_length"), generation=generation,
