@@ -170,14 +170,14 @@ DOTTED: dict[str, str] = {"ref.num_nodes": "ref_num_nodes", "ref.num_gpus_per_no
 # ms-swift's older names for max_completion_length, in the precedence it reads them (swift/arguments/rlhf_args.py
 # RLHFArguments._init_max_completion_length @ v4.6.0: response_length or max_new_tokens or max_completion_length)
 SWIFT_COMPLETION_KEYS = ("response_length", "max_new_tokens")
-# The model PPO's reward and value models are loaded from: TRL's PPOConfig.reward_model_path (its ppo.py loads
+# The reward model a run loads. PPO's reward and value models: TRL's PPOConfig.reward_model_path (its ppo.py loads
 # value_model and reward_model from it, examples/scripts/ppo/ppo.py @ v0.21.0, v1.9.0), ms-swift's --reward_model
 # (swift/pipelines/train/rlhf.py: the value model from it too, @ 4.x; swift/llm/train/rlhf.py @ v3.8.0); GRPO's
 # reward model: trl/scripts/grpo.py's reward_model_name_or_path (@ v0.21.0, v1.9.0), which GRPOTrainer loads as
 # AutoModelForSequenceClassification and prepares with prepare_deepspeed as the reference.
-PPO_REWARD_KEYS = ("reward_model_path", "reward_model", "reward_model_name_or_path")
+REWARD_MODEL_KEYS = ("reward_model_path", "reward_model", "reward_model_name_or_path")
 METHOD_KEYS: tuple[str, ...] = (*_FLOATS, *_INTS, *_BOOLS, *_TEXTS, "rlhf_type", "train_type", "tuner_type",
-                                "init_kl_coef", *SWIFT_COMPLETION_KEYS, *PPO_REWARD_KEYS,
+                                "init_kl_coef", *SWIFT_COMPLETION_KEYS, *REWARD_MODEL_KEYS,
                                 *OPENRLHF_KEYS)
 METHOD_BOOLS: tuple[str, ...] = (*_BOOLS, *OPENRLHF_BOOLS)
 
@@ -277,7 +277,7 @@ def _trl_fields(data: Mapping[str, JSONValue], where: Origin, trainer: TrainerFa
         read.origin.append(("loss_type", where("loss_type")))
     reward_path = read.text("reward_model_path")  # PPOConfig's: the reward and the value model
     grpo_reward = read.text("reward_model_name_or_path")  # trl/scripts/grpo.py's: a reward model only
-    placements = _ppo_reward_placements(reward_path) or _ppo_reward_placements(grpo_reward)[:1]
+    placements = _reward_placements(reward_path, critic=True) or _reward_placements(grpo_reward, critic=False)
     setup = MethodSetup(trainer=trainer, use_reference=use_reference, reference_model=read.text("ref_model"),
                         precompute_ref_log_probs=read.flag("precompute_ref_log_probs"), beta=read.number("beta"),
                         loss_type=loss, max_length=read.whole("max_length"), generation=generation,
@@ -294,9 +294,12 @@ def _trl_fields(data: Mapping[str, JSONValue], where: Origin, trainer: TrainerFa
     return MethodReading(setup, "", hints) if trainer is not None or hints or fields else MethodReading()
 
 
-def _ppo_reward_placements(model: str | None) -> tuple[Placement, ...]:
-    """PPO's reward model and its value model (the critic), both loaded from ``model`` (PPO_REWARD_KEYS)."""
-    return () if model is None else (Placement(ModelRole.REWARD, model), Placement(ModelRole.CRITIC, model))
+def _reward_placements(model: str | None, *, critic: bool) -> tuple[Placement, ...]:
+    """The reward model loaded from ``model`` (REWARD_MODEL_KEYS) and, with ``critic`` (PPO), the value model too."""
+    if model is None:
+        return ()
+    reward = Placement(ModelRole.REWARD, model)
+    return (reward, Placement(ModelRole.CRITIC, model)) if critic else (reward,)
 
 
 def _llama_factory(data: Mapping[str, JSONValue], where: Origin) -> MethodReading:
@@ -526,7 +529,7 @@ def read_swift(command: str, data: Mapping[str, JSONValue], where: Origin) -> Me
         # PPO: the reward and the value model; GRPO: a reward model among its reward functions, prepared as the
         # reference is (swift/rlhf_trainers/grpo_trainer.py: prepare_deepspeed(reward_func, ...) @ v4.5.2;
         # swift/trainers/rlhf_trainer/grpo_trainer.py @ v3.8.0)
-        placements = _ppo_reward_placements(reward)[:1 if method == Method.GRPO else None]
+        placements = _reward_placements(reward, critic=method == Method.PPO)
         origin.append(("placements", where("reward_model")))
     return MethodReading(replace(read, method=method, use_reference=use_reference, loss_type=loss or read.loss_type,
                                  generation=generation, placements=placements, origin=tuple(origin), notes=()),

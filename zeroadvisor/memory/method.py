@@ -529,7 +529,7 @@ LLAMA_FACTORY_PPO_TRL_TEXT = ">=0.8.6,<=0.9.6"  # as its message writes it
 LLAMA_FACTORY_PPO_TRL = SpecifierSet(LLAMA_FACTORY_PPO_TRL_TEXT)
 LLAMA_FACTORY_PPO_TRL_CHECK = Version("0.9.4")
 LLAMA_FACTORY_OWN_TRL = "trl>=0.18.0,<=0.24.0"  # its pyproject's dependency @ v0.9.4, v0.9.5
-LLAMA_FACTORY_PPO_WORKAROUND = "0.9.6"  # the TRL #9617 tells PPO users to install
+LLAMA_FACTORY_PPO_WORKAROUND = "0.9.6"  # the TRL release LlamaFactory#9617 tells PPO users to install
 LLAMA_FACTORY_PPO_TRL_SOURCE = "llamafactory/train/ppo/trainer.py CustomPPOTrainer.__init__ @ v0.9.4, v0.9.5"
 
 
