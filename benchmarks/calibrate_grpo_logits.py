@@ -13,6 +13,9 @@ live CPU bytes beyond the start (torch.profiler's memory events, benchmarks/cali
 profiled_peak) after a warm-up step, in copies of the completion's bf16 logits (rows x completion x V x 2 B).
 
     PYTHONPATH=DIR:. python benchmarks/calibrate_grpo_logits.py --merge
+(TRL 0.19 to 0.24 import beside transformers 5 once their import_utils reads transformers' _is_package_available
+tuple as a bool and stub modules stand for mergekit and llm_blender; before 0.20 the method is _get_per_token_logps,
+without the entropy.)
 writes benchmarks/grpo_logits.json (rows by TRL release; tests/test_trl_grpo_batch.py reads them) and
 benchmarks/grpo_logits.md.
 """
@@ -22,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import types
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +37,8 @@ from calibrate_dpo_loss import HIDDEN, LAYERS, VOCAB, _models, config, step_peak
 
 # (rows, prompt, completion): GRPO's per_device_train_batch_size counts completions
 CASES = [{"rows": 1, "prompt": 128, "completion": 512}, {"rows": 2, "prompt": 128, "completion": 512},
-         {"rows": 4, "prompt": 256, "completion": 256}, {"rows": 8, "prompt": 64, "completion": 128}]
+         {"rows": 3, "prompt": 128, "completion": 256}, {"rows": 4, "prompt": 256, "completion": 256},
+         {"rows": 8, "prompt": 64, "completion": 128}]
 OUT = REPO / "benchmarks" / "grpo_logits.json"
 
 
@@ -45,8 +50,9 @@ def measure(rows: int, prompt: int, completion: int) -> dict[str, int]:
 
     model, _ = _models()
     trainer = object.__new__(GRPOTrainer)
+    # args: what 0.2x's @profiling_decorator reads (report_to); the method itself reads none of it
     trainer.__dict__.update(model_kwarg_keys={"input_ids", "attention_mask", "logits_to_keep"}, temperature=1.0,
-                            _entropy_bonus_enabled=False)
+                            _entropy_bonus_enabled=False, args=types.SimpleNamespace(report_to=[]))
     generator = torch.Generator().manual_seed(0)
     ids = torch.randint(1, VOCAB, (rows, prompt + completion), generator=generator)
     mask = torch.ones_like(ids)
@@ -54,7 +60,10 @@ def measure(rows: int, prompt: int, completion: int) -> dict[str, int]:
     kept: list[Any] = []
 
     def forward() -> None:
-        logps = trainer._get_per_token_logps_and_entropies(model, ids, mask, completion, compute_entropy=True)[0]
+        if not hasattr(trainer, "_get_per_token_logps_and_entropies"):  # before 0.20: no entropy in the step
+            logps = trainer._get_per_token_logps(model, ids, mask, completion)
+        else:
+            logps = trainer._get_per_token_logps_and_entropies(model, ids, mask, completion, compute_entropy=True)[0]
         ratio = torch.exp(logps - logps.detach())
         kept.append(-torch.min(ratio * advantages, torch.clamp(ratio, 0.8, 1.2) * advantages).mean())
 
@@ -98,7 +107,8 @@ def rows_for() -> list[dict[str, Any]]:
 
 def markdown(rows: list[dict[str, Any]]) -> str:
     lines = ["# TRL's GRPO completion logits: measured vs estimate (benchmarks/calibrate_grpo_logits.py)", "",
-             ("TRL's own GRPOTrainer._get_per_token_logps_and_entropies (entropy under no_grad), a clipped-ratio "
+             ("TRL's own GRPOTrainer._get_per_token_logps_and_entropies (entropy under no_grad; "
+              "_get_per_token_logps before 0.20), a clipped-ratio "
               f"loss and its backward on CPU: a transformers Llama (hidden {HIDDEN}, {LAYERS} layers, vocabulary "
               f"{VOCAB:,}) in bf16 with gradient checkpointing. Peaks in copies of the completion's bf16 logits "
               "(rows x completion x V x 2 B); the estimate is memory/method.py completion_logits_terms at the same "

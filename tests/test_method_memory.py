@@ -311,11 +311,12 @@ def test_grpo_counts_the_completion_logits_over_prompt_and_completion():
     assert grpo.shape.sequence_length == 2048
     terms = train_terms(grpo.stage(3), "activations")
     # TRL 1.9: the bf16 logits, their per-row log-softmax and gradient, and the whole output's gradient the in-place
-    # temperature division materializes (benchmarks/grpo_logits.md); 0.29 divides out of place: three copies
+    # temperature division materializes (benchmarks/grpo_logits.md); 0.29 divides out of place: at one row the
+    # backward's saved rows and the row's three transients, 4 copies too (trl_grpo_out_of_place)
     assert terms["completion_logits"].nbytes == 4 * 2 * 1 * 1536 * 32000
     before = estimate(ZERO3, SPEC, TrainingShape(None, "full", method=dataclasses.replace(
         old, trainer_version="0.29.0")), CLUSTER)
-    assert train_terms(before.stage(3), "activations")["completion_logits"].nbytes == 3 * 2 * 1 * 1536 * 32000
+    assert train_terms(before.stage(3), "activations")["completion_logits"].nbytes == 2 * 32000 * (1536 + 3 * 1536)
     # TRL 1.15+ (and an unknown release: the newest read) score the completion through the fused LM head
     # (trl/kernels/chunked_logprob.py @ v1.16.0), by hand for 1536 tokens, hidden 4096, V 32000 in bf16: what the
     # forward saves (int64 targets, fp32 log_z and entropy) and the backward's end, fp32 grad_hidden and grad_weight,

@@ -78,7 +78,8 @@ def test_a_grpo_config_without_lengths_scores_trl_s_default_completion(cli, tmp_
     assert configured["verdict"] != "unknown"
     # the logits are the completion's (logits_to_keep), 256 tokens per row, a term of their own
     (logits,) = [term for term in configured["terms"] if term["key"] == "completion_logits"]
-    assert "4 × 256 × V 152,064" in logits["formula"]
+    # TRL 0.21 by its parts (trl_grpo_out_of_place): 4 rows x 256 positions, a whole row's entropy chunk
+    assert "V 152,064 × max(forward 2 × 1,024 + 3 × 256 entropy positions" in logits["formula"]
     assert any("GRPO's are the completion's only" in note for note in report["estimate"]["model"]["assumptions"])
 
 

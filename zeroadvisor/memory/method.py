@@ -873,12 +873,20 @@ def completion_logits_terms(setup: MethodSetup, policy: ModelSpec, s: Settings,
                      "GRPO completion scored by TRL's fused LM head (no logits)",
                      f"fp32 gradients of {tokens:,} tokens' hidden states and the head, casts, a tile",
                      f"trl/trainer/grpo_trainer.py _get_per_token_logps_and_entropies @ v1.16.0; {FUSED_SOURCE}")]
-    copies = GRPO_INPLACE_COPIES if grpo_divides_in_place(setup, sequence) else GRPO_COPIES
-    n = copies * w * tokens * policy.vocab_size
+    in_place = grpo_divides_in_place(setup, sequence)
+    trl = trl_release(setup) if setup.trainer != TrainerFamily.MS_SWIFT else None
+    if not in_place and trl is not None:  # TRL 0.14 to 0.29 (axolotl at the TRL it pins): measured by its parts
+        positions, formula = trl_grpo_out_of_place(trl, s.micro_batch, completion)
+        n = w * policy.vocab_size * positions
+        formula = f"{w} B × V {policy.vocab_size:,} × {formula}"
+    else:
+        copies = GRPO_INPLACE_COPIES if in_place else GRPO_COPIES
+        n = copies * w * tokens * policy.vocab_size
+        formula = f"{copies} × {w} B × {s.micro_batch} × {completion} × V {policy.vocab_size:,}"
     return [Term("activations", Resource.GPU, n, "completion_logits",
                  "GRPO logits over the completion (logits_to_keep)"
-                 + (", divided by the temperature in place" if copies == GRPO_INPLACE_COPIES else ""),
-                 f"{copies} × {w} B × {s.micro_batch} × {completion} × V {policy.vocab_size:,}",
+                 + (", divided by the temperature in place" if in_place else ""),
+                 formula,
                  ("swift/rlhf_trainers/grpo_trainer.py _get_logps_via_local_forward @ v4.5.2 (TRL's pattern"
                   if setup.trainer == TrainerFamily.MS_SWIFT else
                   "trl/trainer/grpo_trainer.py _get_per_token_logps_and_entropies @ v0.21.0-v1.14 (")
@@ -886,15 +894,41 @@ def completion_logits_terms(setup: MethodSetup, policy: ModelSpec, s: Settings,
 
 
 # TRL's GRPO completion logits at their backward, in copies of the completion's logits in the model dtype
-# (completion_logits_terms): up to 0.29 the logits, the per-row log-softmax and their gradient (3; measured with TRL
-# 0.29.0's own _get_per_token_logps_and_entropies on CPU: 4.0 at one row, 2.4-2.5 at 2 to 8, benchmarks/
-# grpo_logits.md, so 3 is neither bound nor floor there); from 1.0 the temperature's division is in place on the
+# (completion_logits_terms): up to 0.29 by their parts (trl_grpo_out_of_place; 3 for ms-swift's own out-of-place
+# scoring, not measured: the logits, the per-row log-softmax and their gradient); from 1.0 the temperature's division
+# is in place on the
 # sliced view of the model's output (``logits.div_(self.temperature)``, trl/trainer/grpo_trainer.py @ v1.0.0, v1.9.0),
 # whose backward materializes the output's whole gradient beside the rows' (measured with TRL 1.9.0: 4.02-4.03 at
 # 1 to 8 rows).
 GRPO_COPIES = 3
 GRPO_INPLACE_COPIES = 4
 TRL_GRPO_INPLACE = Version("1.0.0")
+# TRL 0.14 to 0.29 divide out of place; their peak, in positions' logits (rows x completion in all) of the model
+# dtype, is the larger of the forward's and the backward's. Forward: the divided logits and the saved per-row
+# log-softmax (2 copies) and, from 0.20, the entropy under no_grad: a chunk's log_softmax, exp and product (3), the
+# chunk one row up to 0.22 (entropy_from_logits(chunk_size=1) splits the batch's rows) and 128 positions from 0.23
+# (the flattened logits split by 128). Backward: the saved rows and one row's three transients (1 copy + 3 rows), or
+# the stacked gradient and its division's (2 copies), the larger. Measured with TRL 0.19.1, 0.21.0, 0.24.0 and
+# 0.29.0's own methods on CPU at 1 to 16 rows (benchmarks/grpo_logits.md): e.g. 0.29 at 1, 2, 3, 4, 8 and 16 rows
+# 4.02, 2.52, 2.52, 2.40, 2.39 and 2.40 copies, where these parts give 4, 2.5, 2.5, 2.375, 2.375 and 2.375.
+GRPO_HELD_COPIES = 2
+GRPO_CHUNK_TRANSIENTS = 3
+GRPO_ROW_TRANSIENTS = 3
+TRL_GRPO_ENTROPY = Version("0.20.0")
+TRL_GRPO_ENTROPY_POSITIONS = Version("0.23.0")
+ENTROPY_CHUNK_POSITIONS = 128  # entropy_from_logits' chunk_size (trl/trainer/utils.py @ v0.23.0 to v0.29.0)
+
+
+def trl_grpo_out_of_place(trl: Version, rows: int, completion: int) -> tuple[int, str]:
+    """(positions' logits at the peak, the formula) of TRL's GRPO scoring before 1.0 (GRPO_HELD_COPIES' comment)."""
+    tokens = rows * completion
+    chunk = 0 if trl < TRL_GRPO_ENTROPY else completion if trl < TRL_GRPO_ENTROPY_POSITIONS \
+        else min(ENTROPY_CHUNK_POSITIONS, tokens)
+    forward = GRPO_HELD_COPIES * tokens + GRPO_CHUNK_TRANSIENTS * chunk
+    backward = max(tokens + GRPO_ROW_TRANSIENTS * completion, GRPO_HELD_COPIES * tokens)
+    return max(forward, backward), (f"max(forward {GRPO_HELD_COPIES} × {tokens:,} + {GRPO_CHUNK_TRANSIENTS} × "
+                                    f"{chunk:,} entropy positions, backward max({tokens:,} + {GRPO_ROW_TRANSIENTS} × "
+                                    f"{completion:,} of a row, {GRPO_HELD_COPIES} × {tokens:,}))")
 # ms-swift's own GRPOTrainer does the same from 4.1.2 on its local forward (swift/rlhf_trainers/grpo_trainer.py
 # _get_logps_via_local_forward: ``logits.div_(self.temperature)`` @ v4.1.2, v4.5.2; ``logits[...] / self.temperature``
 # @ v4.1.1 and the 3.x releases), not on its sequence-parallel path (_get_logps_via_sp divides out of place).
