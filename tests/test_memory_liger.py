@@ -315,7 +315,8 @@ def test_liger_s_grpo_loss_matches_its_measurement_on_cpu_at_both_release_lines(
 def test_grpo_with_liger_s_loss_counts_its_tiles_not_the_completion_logits():
     """TRL's GRPO with Liger's loss (use_liger_loss at 0.17-0.27, use_liger_kernel at 0.25-1.14) scores the completion
     without its logits: the completion term is Liger's tiles and the head's gradient, with the older releases'
-    one-completion logits as its bound; without the switch, the three copies of the micro batch's logits."""
+    one-completion logits as its bound; without the switch, the micro batch's logits by TRL 0.24's parts
+    (memory/method.py trl_grpo_out_of_place: 2 copies and the entropy's 128-position chunk at 8 rows)."""
     from zeroadvisor.config.method import Generation, MethodSetup
     from zeroadvisor.memory.method import completion_head_gradient, completion_logits_terms
     from zeroadvisor.memory.settings import read_settings
@@ -328,7 +329,7 @@ def test_grpo_with_liger_s_loss_counts_its_tiles_not_the_completion_logits():
     [liger_term] = completion_logits_terms(setup, spec, s)
     [whole] = completion_logits_terms(dataclasses.replace(setup, liger_loss=None), spec, s)
     v, h = 151936, 1024
-    assert whole.nbytes == 3 * 2 * 8 * 1024 * v
+    assert whole.nbytes == 2 * v * (2 * 8 * 1024 + 3 * 128)
     assert liger_term.nbytes == 5 * 1024 * 4096 * 4 + 6 * v * h + 4 * 8 * 1024 * h
     assert liger_term.bound == 7 * 2 * 1024 * v + 6 * v * h + 4 * 8 * 1024 * h
     assert liger_term.bound < whole.nbytes  # even the bound: one completion, not the micro batch
@@ -342,9 +343,10 @@ def test_grpo_with_liger_s_loss_counts_its_tiles_not_the_completion_logits():
     swift = MethodSetup(method=Method.GRPO, trainer=TrainerFamily.MS_SWIFT, trainer_version="3.8.0",
                         generation=setup.generation)
     assert completion_logits_terms(swift, spec, s, liger_kernel=True)[0].nbytes == liger_term.nbytes
-    assert completion_logits_terms(swift, spec, s)[0].nbytes == whole.nbytes
+    # without it ms-swift's own out-of-place scoring: three copies (not measured by parts, unlike TRL's)
+    assert completion_logits_terms(swift, spec, s)[0].nbytes == 3 * 2 * 8 * 1024 * v
     old_swift = dataclasses.replace(swift, trainer_version="3.4.0")
-    assert completion_logits_terms(old_swift, spec, s, liger_kernel=True)[0].nbytes == whole.nbytes
+    assert completion_logits_terms(old_swift, spec, s, liger_kernel=True)[0].nbytes == 3 * 2 * 8 * 1024 * v
 
 
 def test_trl_1_14_s_liger_switch_runs_its_own_chunked_log_probs_counted_as_its_fused_head():
