@@ -35,7 +35,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
 sys.path.insert(0, str(REPO))
 
-from calibrate_dpo_loss import HIDDEN, LAYERS, VOCAB, _models, method_activations, write_rows  # noqa: E402
+from calibrate_dpo_loss import HIDDEN, LAYERS, VOCAB, _models, config, method_activations, write_rows  # noqa: E402
 from calibrate_step_temporaries import profiled_peak  # noqa: E402
 
 CASES = [{"method": "sft", "rows": 1, "tokens": 512}, {"method": "sft", "rows": 4, "tokens": 512},
@@ -43,7 +43,9 @@ CASES = [{"method": "sft", "rows": 1, "tokens": 512}, {"method": "sft", "rows": 
          # the PPO actor's step, --entropy_loss_coef unset, 0 (the entropy logged) and 0.01 (in the loss)
          {"method": "ppo", "rows": 2, "tokens": 512}, {"method": "ppo", "rows": 2, "tokens": 512, "entropy_coef": 0.0},
          {"method": "ppo", "rows": 2, "tokens": 512, "entropy_coef": 0.01},
-         {"method": "ppo", "rows": 4, "tokens": 256, "entropy_coef": 0.01}]
+         {"method": "ppo", "rows": 4, "tokens": 256, "entropy_coef": 0.01},
+         # KTO (to 0.9.5): rows is the micro batch, the matched half; the collate adds as many unmatched KL rows
+         {"method": "kto", "rows": 2, "tokens": 512}, {"method": "kto", "rows": 4, "tokens": 256}]
 RESPONSE_SHARE = 2  # the PPO rows' response is their second half (action_mask)
 ROWS_AT_ONCE = 8  # the replica's rows per block (a Triton program handles one row; 8 keeps the loop short)
 OUT = REPO / "benchmarks" / "openrlhf_loss.json"
@@ -139,6 +141,8 @@ def measure(method: str, rows: int, tokens: int, entropy_coef: float | None = No
             per_token_log_probs, _output = actor(ids, attention_mask=mask, return_output=True, return_logprobs=True)
             loss = loss_fn(per_token_log_probs, loss_mask[:, :-1])
             loss.backward()  # the output (its fp32 logits) held to here, as fit does
+    elif method == "kto":
+        step = _kto_step(actor, ref, ids, mask, rows, tokens)
     elif method == "ppo":
         response = tokens // RESPONSE_SHARE
         action_mask = torch.ones(rows, response, dtype=torch.bool)
@@ -182,6 +186,38 @@ def measure(method: str, rows: int, tokens: int, entropy_coef: float | None = No
     return {"peak": peak}
 
 
+def _kto_step(actor: Any, ref: Any, ids: Any, mask: Any, rows: int, tokens: int) -> Any:
+    """openrlhf/trainer/kto_trainer.py fit @ v0.8.5, one micro batch: the policy's compute_model_logps_with_KL (the
+    matched half, then the unmatched KL half, both with their graphs), the reference's under no_grad, KTOLoss
+    (its all_reduce over a one-process gloo group) and the backward. ``ids`` holds the matched rows; the KL rows
+    are the same tokens (the collate pairs each prompt with another sample's completion)."""
+    import os
+
+    import torch
+    import torch.distributed as dist
+    from openrlhf.models.loss import KTOLoss
+    from openrlhf.trainer.kto_trainer import KTOTrainer
+
+    if not dist.is_initialized():
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", "29533")
+        dist.init_process_group("gloo", rank=0, world_size=1)
+    trainer = object.__new__(KTOTrainer)
+    trainer.strategy = types.SimpleNamespace(ring_attn_group=None)
+    loss_fn = KTOLoss(0.1, 1.0, 1.0, 1, torch.device("cpu"))
+    both, both_mask = torch.cat([ids, ids.roll(1, 0)]), torch.cat([mask, mask])
+    labels = torch.tensor([i % 2 for i in range(rows)] + [-1] * rows)
+    prompts = [tokens // 4] * (2 * rows)
+
+    def step() -> None:
+        policy = trainer.compute_model_logps_with_KL(actor, both, both_mask, labels, prompts)
+        with torch.no_grad():
+            reference = trainer.compute_model_logps_with_KL(ref, both, both_mask, labels, prompts)
+        loss, *_ = loss_fn(*policy[:3], *reference[:3])
+        loss.backward()  # policy[2], the KL half's log-probs, holds its graph to here
+    return step
+
+
 def predict(method: str, rows: int, tokens: int, entropy_coef: float | None = None) -> int:
     """The estimate's activations for the same model and shape with the OpenRLHF setup (rows: the sequences through
     the policy, DPO's chosen and rejected together)."""
@@ -190,7 +226,24 @@ def predict(method: str, rows: int, tokens: int, entropy_coef: float | None = No
 
     setup = MethodSetup(method=Method(method), trainer=TrainerFamily.OPENRLHF, trainer_version="0.8.5",
                         entropy_coef=entropy_coef)
+    if setup.method == Method.KTO:  # the activations and the KL half the estimate adds (memory/method.py)
+        return kto_prediction(setup, rows, tokens)
     return method_activations(setup, tokens, rows)
+
+
+def kto_prediction(setup: Any, rows: int, tokens: int) -> int:
+    """activation_bytes of the KTO view of the policy plus kto_kl_terms with its backward_kept."""
+    from zeroadvisor.memory.activations import activation_bytes
+    from zeroadvisor.memory.method import activation_spec, kto_kl_terms
+    from zeroadvisor.memory.parallel import Parallel
+    from zeroadvisor.model.hf import spec_from_hf_config
+    from zeroadvisor.model.spec import Checkpointing, TrainingShape
+
+    spec = spec_from_hf_config(config())
+    shape = TrainingShape(sequence_length=tokens, flash_attention=True, activation_checkpointing=Checkpointing.FULL,
+                          method=setup)
+    act = activation_bytes(activation_spec(setup, spec), shape, rows, "bf16")
+    return act.nbytes + sum(t.nbytes for t in kto_kl_terms(shape, spec, rows, Parallel(), act.backward_kept))
 
 
 def rows_for() -> list[dict[str, Any]]:

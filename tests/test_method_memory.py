@@ -1276,3 +1276,19 @@ def test_openrlhf_splits_every_model_by_the_actor_s_tensor_parallel_degree():
     assert any("split by its tensor-parallel degree 2" in n for n in st.notes + e.assumptions)
     trl = run(dataclasses.replace(ppo, trainer=TrainerFamily.TRL), config).stage(2)
     assert trl.per_gpu["reference_model"] == 2 * P
+
+
+def test_openrlhf_kto_holds_its_kl_half_with_its_graph():
+    """openrlhf/trainer/kto_trainer.py compute_model_logps_with_KL @ v0.8.5: the KL half runs with grad after the
+    matched half and KTOLoss detaches the KL, so the half's kept layer tensors and its saved fp32 logits copy stay
+    through the step (benchmarks/openrlhf_loss.md: 4.01 fp32 copies of the matched half's logits where the plain
+    count holds 3); TRL's KTO runs its KL forward under no_grad: nothing held."""
+    openrlhf = run(MethodSetup(method=Method.KTO, trainer=TrainerFamily.OPENRLHF, trainer_version="0.8.5"))
+    st = openrlhf.stage(3)
+    half = train_terms(st, "activations")["kto_kl_half"]
+    logits = 4 * 1 * 1024 * 32000  # micro batch 1, 1024 tokens, V 32000: the saved fp32 copy
+    # beside it the half's kept layer tensors: under full recomputation each layer's bf16 input, 32 x 1024 x 4096
+    assert half.nbytes >= logits + 32 * 2 * 1024 * 4096
+    trl = run(MethodSetup(method=Method.KTO, trainer=TrainerFamily.TRL, trainer_version="1.9.0")).stage(3)
+    assert "kto_kl_half" not in train_terms(trl, "activations")
+    assert st.per_gpu["activations"] > trl.per_gpu["activations"]

@@ -641,7 +641,7 @@ def _train_terms(run: _Run, option: Option, ds_terms: list[Term], paper: list[Te
     terms += value_head_logits_terms(run.shape, run.model, s.micro_batch, run.layout, run.act.per_layer,
                                      run.act.head_share)
     # KTO's KL forward, where its trainer runs it beside the policy's graph (memory/method.py)
-    terms += kto_kl_terms(run.shape, run.model, s.micro_batch, run.layout)
+    terms += kto_kl_terms(run.shape, run.model, s.micro_batch, run.layout, run.act.backward_kept)
     # DPO's and KTO's loss side above the backward's (the reference pass, the held logits; memory/method.py)
     terms += dpo_reference_pass_terms(run.shape, run.model, s.micro_batch, run.layout, B.nbytes(s.precision),
                                       run.act.loss_headroom)

@@ -1150,6 +1150,8 @@ KTO_NO_KL_LOSSES = frozenset({"apo_zero_unpaired"})
 # log-probs only)
 LLAMA_FACTORY_KTO_KEEPS_LOGITS = Version("0.9.1")
 LLAMA_FACTORY_KTO_SOURCE = "llamafactory/train/kto/trainer.py concatenated_forward, get_batch_loss_metrics @ v0.9.3"
+OPENRLHF_KTO_SOURCE = ("openrlhf/trainer/kto_trainer.py fit, compute_model_logps_with_KL @ v0.8.5; models/loss.py "
+                       "KTOLoss")
 TRL_KTO_SOURCE = "trl/trainer/kto_trainer.py _compute_loss, _compute_kl_logps @ v1.9.0 (forward @ v0.21.0)"
 
 
@@ -1162,7 +1164,8 @@ def kto_calculates_kl(setup: MethodSetup) -> bool:
     return not loss_types(setup, "kto") <= KTO_NO_KL_LOSSES
 
 
-def kto_kl_terms(shape: TrainingShape, policy: ModelSpec, micro_batch: int, layout: Parallel) -> list[Term]:
+def kto_kl_terms(shape: TrainingShape, policy: ModelSpec, micro_batch: int, layout: Parallel,
+                 backward_kept: int = 0) -> list[Term]:
     """What KTO's KL forward adds to the peak, beyond the policy's loss peak in backward (its 3 copies of the
     logits, one of them the graph's saved log-probs: the activation term):
 
@@ -1179,10 +1182,26 @@ def kto_kl_terms(shape: TrainingShape, policy: ModelSpec, micro_batch: int, layo
       reference's own fp32 logits (held across its KL forward, 4 B), and the KL forward's fp32 logits, their
       contiguous copy and log-softmax (12 B): 24 B per token and vocabulary entry against the backward's 12 (three
       fp32 copies): 12 B more. 0.9.0 keeps no logits: a KL forward's 12 B beside the saved 4, 16 against 12: 4 B
-      more. Measured with a line-for-line replica of 0.9.3's code on CPU: 6.00 fp32 copies (benchmarks/dpo_loss.md)."""
+      more. Measured with a line-for-line replica of 0.9.3's code on CPU: 6.00 fp32 copies (benchmarks/dpo_loss.md).
+    * OpenRLHF (0.5 to 0.9.5, its KTO's last release): the collate doubles the micro batch (each sample and an
+      unmatched one for the KL term) and compute_model_logps_with_KL runs the policy over the KL half *with* its graph
+      after the matched half (openrlhf/trainer/kto_trainer.py @ v0.8.5); KTOLoss detaches the KL, so that graph is
+      never freed by the backward: the half's kept layer tensors (``backward_kept``, the matched half's, the same
+      rows) and its saved fp32 logits copy (flash-attn's cross-entropy saves the reshaped slice) stay through the
+      step. Beside them the reference's pass holds its fp32 logits and their copy while the policy's saved copy of
+      the matched half lives: the plain loss's 12 B. Measured with OpenRLHF 0.8.5's own compute_model_logps_with_KL
+      and KTOLoss on CPU: 4.01 fp32 copies of the matched half's logits (benchmarks/openrlhf_loss.md), 16 B."""
     setup = shape.method
-    if not kto_calculates_kl(setup) or setup.trainer != TrainerFamily.LLAMA_FACTORY or not shape.sequence_length \
-            or not policy.vocab_size or policy.lm_head is False:
+    if not kto_calculates_kl(setup) or not shape.sequence_length or not policy.vocab_size or policy.lm_head is False:
+        return []
+    length = ceil_div(shape.sequence_length, layout.sequence)
+    if setup.trainer == TrainerFamily.OPENRLHF:
+        logits = FP32_BYTES * micro_batch * length * policy.vocab_size
+        return [Term("activations", Resource.GPU, logits + backward_kept, "kto_kl_half",
+                     "KTO's KL half held with its graph (its kept layer tensors and saved fp32 logits copy)",
+                     f"{backward_kept:,} B kept + 4 B × {micro_batch} × {length} × V {policy.vocab_size:,}",
+                     OPENRLHF_KTO_SOURCE)]
+    if setup.trainer != TrainerFamily.LLAMA_FACTORY:
         return []
     release = setup.release
     keeps = release is None or release >= LLAMA_FACTORY_KTO_KEEPS_LOGITS
