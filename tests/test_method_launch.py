@@ -80,16 +80,15 @@ def test_trl_unknown_command_is_one_line():
 
 
 @pytest.mark.parametrize(("command", "trainer"), [
-    ("trl rloo --config f.yaml", "RLOO"), ("accelerate launch trl/scripts/rloo.py --config f.yaml", "RLOO"),
-    ("accelerate launch -m trl.scripts.rloo --config f.yaml", "RLOO"),
+    ("trl gkd --config f.yaml", "GKD"),
     ("accelerate launch examples/scripts/gkd.py --config f.yaml", "GKD"),
     ("accelerate launch examples/scripts/dpo_online.py --config f.yaml", "online DPO"),
     ("accelerate launch examples/scripts/rloo/rloo_tldr.py --config f.yaml", "RLOO"),
     ("torchrun --nproc_per_node 8 trl/examples/scripts/nash_md.py", "Nash-MD")])
 def test_trl_trainers_not_costed_are_one_line_not_an_sft_estimate(command, trainer):
-    """TRL's RLOO (trl/scripts/rloo.py @ v1.9.0), GKD, online DPO, Nash-MD ... (examples/scripts @ v0.21.0) put a
-    teacher, a judge or a reference and their generation beside the policy: costed as SFT their verdict would be
-    another run's."""
+    """TRL's GKD, online DPO, Nash-MD ... (examples/scripts @ v0.21.0) and the RLOO of 0.21 and before (a PPO-style
+    trainer, examples/scripts/rloo/) put a teacher, a judge or a reference and their generation beside the policy:
+    costed as SFT their verdict would be another run's."""
     with pytest.raises(LaunchError, match=f"is TRL's {trainer} trainer, which zeroadvisor does not cost") as caught:
         parse_launch(command)
     assert "\n" not in str(caught.value)
@@ -102,6 +101,16 @@ def test_trl_s_ppo_examples_in_their_own_folder_are_its_ppo_trainer(script):
     assert method is not None and method.setup.method is Method.PPO and method.setup.trainer is TrainerFamily.TRL
     other = parse_launch("accelerate launch my/ppo/ppo.py").training.method  # not TRL's folder
     assert other is None or other.said == ""
+
+
+@pytest.mark.parametrize("command", ["trl rloo --num_processes 8", "accelerate launch trl/scripts/rloo.py",
+                                     "accelerate launch -m trl.scripts.rloo"])
+def test_trl_s_rloo_is_costed_as_its_grpo_sibling(command):
+    """trl/scripts/rloo.py (0.22+, ``trl rloo``): RLOOTrainer shares GRPO's scoring, generation and reference
+    handling (trl/trainer/rloo_trainer.py @ v1.9.0): GRPO, marked RLOO for its own defaults."""
+    method = parse_launch(command).training.method
+    assert method is not None and method.setup.method is Method.GRPO and method.setup.rloo
+    assert method.setup.trainer is TrainerFamily.TRL
 
 
 def test_trl_s_gspo_example_is_its_grpo_trainer():

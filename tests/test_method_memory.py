@@ -1292,3 +1292,21 @@ def test_openrlhf_kto_holds_its_kl_half_with_its_graph():
     trl = run(MethodSetup(method=Method.KTO, trainer=TrainerFamily.TRL, trainer_version="1.9.0")).stage(3)
     assert "kto_kl_half" not in train_terms(trl, "activations")
     assert st.per_gpu["activations"] > trl.per_gpu["activations"]
+
+
+def test_rloo_takes_rlooconfig_s_defaults_beside_grpo_s_machinery():
+    """RLOOConfig's beta 0.05 loads a reference model where GRPOConfig's 0.0 loads none; its num_generations 2 is
+    the batch check's group; no Liger loss (trl/trainer/rloo_config.py, rloo_trainer.py @ v1.9.0)."""
+    from zeroadvisor.memory.liger import trl_loss_runs
+    from zeroadvisor.memory.method import grpo_batch_refusal, grpo_default_beta
+
+    gen = Generation(max_prompt_length=512, max_completion_length=512)
+    grpo = MethodSetup(method=Method.GRPO, trainer=TrainerFamily.TRL, trainer_version="1.9.0", generation=gen)
+    rloo = dataclasses.replace(grpo, rloo=True)
+    assert grpo_default_beta(rloo)[0] == 0.05 and grpo_default_beta(grpo)[0] == 0.0
+    assert "reference_model" in run(rloo).stage(3).per_gpu and "reference_model" not in run(grpo).stage(3).per_gpu
+    # 3 completions per step on one process: GRPO's 8 generations refuse it, RLOO's 2 too; 2 pass RLOO only
+    assert grpo_batch_refusal(grpo, 2, 1, 1) is not None and grpo_batch_refusal(rloo, 2, 1, 1) is None
+    assert grpo_batch_refusal(rloo, 3, 1, 1) is not None
+    liger = dataclasses.replace(rloo, trainer_version="0.26.0")
+    assert not trl_loss_runs(liger, True) and trl_loss_runs(dataclasses.replace(liger, rloo=False), True)

@@ -103,7 +103,7 @@ def trl_defaults(setup: MethodSetup) -> TrlLengths:
     the file leaves out. Only for a run the files say TRL runs (axolotl and ms-swift have their own defaults)."""
     release = setup.release
     at = f"TRL {setup.trainer_version}" if release is not None else "TRL not pinned: the newest release's"
-    name = _CONFIG_CLASS.get(setup.method)
+    name = "RLOOConfig" if setup.rloo else _CONFIG_CLASS.get(setup.method)  # RLOO's lengths are GRPO's
     if name is None:
         return TrlLengths()
     if setup.method == Method.GRPO:

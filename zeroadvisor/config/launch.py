@@ -211,8 +211,9 @@ def parse_launch(words: list[str] | str, cwd: str | None = None) -> Launch:
     trl = _trl_script(script, module)
     training = script_training_args(script_args, cwd, config_flag=trl is not None)
     if trl is not None:
+        method, rloo = trl
         training = replace(training, method=method_reader.stated(
-            training.method, trl, TrainerFamily.TRL, f"the TRL script {script}"))
+            training.method, method, TrainerFamily.TRL, f"the TRL script {script}", rloo))
     return Launch(LAUNCHERS[launcher].name, world.size, world.origin, script, training, tuple(notes),
                   world.per_node, config, world.missing, overrides, tuple(env.items()))
 
@@ -240,10 +241,11 @@ def _ray_job(words: list[str], env: dict[str, str], cwd: str | None) -> Launch:
                    notes=(*launch.notes, "ray job submit: the entrypoint after -- read as the launch command"))
 
 
-def _trl_script(script: str, module: str) -> Method | None:
+def _trl_script(script: str, module: str) -> tuple[Method, bool] | None:
     """The method of the TRL trainer a script is (trl/scripts/dpo.py, the repository's examples/scripts/grpo.py and
-    gspo.py, ``-m trl.scripts.dpo``: TRL_SCRIPTS, TRL_EXAMPLE_SCRIPTS), None for any other script; a TRL trainer
-    zeroadvisor does not cost (TRL_UNCOSTED_SCRIPTS) is a LaunchError."""
+    gspo.py, ``-m trl.scripts.dpo``: TRL_SCRIPTS, TRL_EXAMPLE_SCRIPTS; trl/scripts/rloo.py: GRPO's sibling) and
+    whether it is RLOO, None for any other script; a TRL trainer zeroadvisor does not cost (TRL_UNCOSTED_SCRIPTS)
+    is a LaunchError."""
     if module:
         head, _, name = module.rpartition(".")
         trl_folder = head == "trl.scripts"
@@ -257,14 +259,18 @@ def _trl_script(script: str, module: str) -> Method | None:
     if not trl_folder:
         return None
     _refuse_uncosted(name, shown(script or module))
-    return method_reader.TRL_SCRIPTS.get(name) or method_reader.TRL_EXAMPLE_SCRIPTS.get(name)
+    if name in method_reader.TRL_SIBLING_SCRIPTS:
+        return method_reader.TRL_SIBLING_SCRIPTS[name], True
+    method = method_reader.TRL_SCRIPTS.get(name) or method_reader.TRL_EXAMPLE_SCRIPTS.get(name)
+    return None if method is None else (method, False)
 
 
 def _refuse_uncosted(name: str, said: str) -> None:
     """A LaunchError where ``name`` (a script's or ``trl`` command's) is a TRL trainer zeroadvisor does not cost."""
     if name in method_reader.TRL_UNCOSTED_SCRIPTS:
         raise LaunchError(f"launch command: {said} is TRL's {method_reader.TRL_UNCOSTED_SCRIPTS[name]} trainer, which "
-                          f"zeroadvisor does not cost (it reads {' | '.join(method_reader.TRL_SCRIPTS)})")
+                          f"zeroadvisor does not cost (it reads "
+                          f"{' | '.join({**method_reader.TRL_SCRIPTS, **method_reader.TRL_SIBLING_SCRIPTS})})")
 
 
 # trl CLI (trl/cli.py main): the accelerate launch options it passes on (launch_args), and their value-less flags
@@ -299,9 +305,10 @@ def _trl_command(words: list[str], env: dict[str, str], cwd: str | None) -> Laun
     to accelerate launch; trl 0.21 trl/cli.py main passed the command line's to ``trl sft`` only)."""
     command = words[1] if len(words) > 1 else ""
     _refuse_uncosted(command, f"trl {shown(command)}")
-    if command not in method_reader.TRL_SCRIPTS:
+    commands = {**method_reader.TRL_SCRIPTS, **method_reader.TRL_SIBLING_SCRIPTS}
+    if command not in commands:
         raise LaunchError(f"launch command: trl {shown(command)} is not a TRL training command zeroadvisor reads (trl "
-                          f"{' | '.join(method_reader.TRL_SCRIPTS)})")
+                          f"{' | '.join(commands)})")
     options: dict[str, str] = {}  # launch option (--num_processes) -> its value
     script_words: list[str] = []
     rest = words[2:]
@@ -341,7 +348,8 @@ def _trl_command(words: list[str], env: dict[str, str], cwd: str | None) -> Laun
     launch = replace(launch, launcher="accelerate launch", notes=(*notes, *launch.notes),
                      env=tuple(env.items()))
     training = replace(launch.training, method=method_reader.stated(
-        launch.training.method, method_reader.TRL_SCRIPTS[command], TrainerFamily.TRL, f"trl {command}"))
+        launch.training.method, commands[command], TrainerFamily.TRL, f"trl {command}",
+        command in method_reader.TRL_SIBLING_SCRIPTS))
     return replace(launch, training=training)
 
 

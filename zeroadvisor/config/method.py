@@ -137,6 +137,10 @@ class MethodSetup:
     # OpenRLHF's --entropy_loss_coef (--actor.entropy_coef from 0.10): the actor's entropy with its graph, in the loss
     # where it is not 0 (openrlhf/trainer/ray/ppo_actor.py training_step @ v0.8.5, v0.11.0)
     entropy_coef: float | None = None
+    # TRL's RLOOTrainer (trl rloo, 0.22+), GRPO's sibling: the same completion scoring, generation, vLLM and reference
+    # handling and batch checks (trl/trainer/rloo_trainer.py, rloo_config.py @ v0.22.0, v1.9.0), costed as GRPO with
+    # RLOOConfig's own defaults (beta 0.05, num_generations 2) and without Liger's GRPO loss, which it never runs
+    rloo: bool = False
     generation: Generation = field(default_factory=Generation)
     placements: tuple[Placement, ...] = ()  # the other models' placement where the trainer's flags say
     colocate_all_models: bool | None = None  # OpenRLHF --colocate_all_models (or one process: no Ray)

@@ -69,7 +69,10 @@ TRL_EXAMPLE_SCRIPTS: dict[str, Method] = {"gspo": Method.GRPO, "ppo/ppo": Method
 # TRL's trainers zeroadvisor does not cost, as their scripts name them (trl/scripts/rloo.py @ v1.9.0; examples/
 # scripts/*.py @ v0.21.0): another model beside the policy (a teacher, a judge, a reference) or generation the
 # estimate does not count; their runs get a one-line error, not an SFT estimate.
-TRL_UNCOSTED_SCRIPTS: dict[str, str] = {"rloo": "RLOO", "gkd": "GKD", "bco": "BCO", "dpo_online": "online DPO",
+# trl/scripts/rloo.py (0.22+, `trl rloo`): RLOOTrainer, GRPO's sibling (MethodSetup.rloo); the examples/scripts/rloo/
+# scripts are the RLOO of 0.21 and before, a PPO-style trainer, not costed.
+TRL_SIBLING_SCRIPTS: dict[str, Method] = {"rloo": Method.GRPO}
+TRL_UNCOSTED_SCRIPTS: dict[str, str] = {"gkd": "GKD", "bco": "BCO", "dpo_online": "online DPO",
                                         "nash_md": "Nash-MD", "xpo": "XPO", "prm": "PRM", "alignprop": "AlignProp",
                                         "ddpo": "DDPO", "rloo/rloo": "RLOO", "rloo/rloo_tldr": "RLOO"}
 # OpenRLHF's entry points (openrlhf/cli/train_*.py, 0.8) -> method.
@@ -708,9 +711,11 @@ def _over(base: MethodSetup, over: MethodSetup) -> MethodSetup:
     return replace(base, generation=generation, **given)
 
 
-def stated(reading: MethodReading | None, method: Method, trainer: TrainerFamily, said: str) -> MethodReading:
-    """``reading`` (the arguments' fields) with the method a launch command says (``trl dpo``, a TRL script)."""
+def stated(reading: MethodReading | None, method: Method, trainer: TrainerFamily, said: str,
+           rloo: bool = False) -> MethodReading:
+    """``reading`` (the arguments' fields) with the method a launch command says (``trl dpo``, a TRL script);
+    ``rloo``: TRL's RLOOTrainer, costed as GRPO (MethodSetup.rloo)."""
     base = reading or MethodReading()
-    setup = replace(base.setup, method=method, trainer=trainer,
+    setup = replace(base.setup, method=method, trainer=trainer, rloo=rloo,
                     origin=(*(o for o in base.setup.origin if o[0] != "method"), ("method", said)))
     return MethodReading(setup, said, base.hints)

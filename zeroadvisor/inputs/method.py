@@ -57,6 +57,8 @@ def _read_note(setup: MethodSetup, said: str) -> str:
     """``training method dpo (trl dpo); trl 0.21.0 (trl==0.21.0 at requirements.txt:1)``."""
     family = setup.trainer or TrainerFamily.TRL
     text = f"training method {setup.method} ({said})"
+    if setup.rloo:
+        text = f"training method rloo, costed as {setup.method}, its sibling in TRL ({said})"
     if setup.trainer is None:
         text += ", costed as TRL runs it"
     if setup.trainer_version is not None:

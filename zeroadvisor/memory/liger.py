@@ -236,6 +236,8 @@ def trl_loss_runs(setup: MethodSetup, liger_kernel: bool) -> bool:
     if setup.trainer == TrainerFamily.MS_SWIFT:
         release = setup.release
         return setup.method == Method.GRPO and liger_kernel and (release is None or release >= SWIFT_GRPO_LIGER)
+    if setup.rloo:  # RLOOTrainer has no Liger loss (trl/trainer/rloo_trainer.py @ v1.9.0, v1.13.0)
+        return False
     since = LIGER_LOSS_FLAG_SINCE.get(setup.method)
     trl = trl_release(setup)
     if since is None or trl is None or not since <= trl < TRL_CHUNKED_LOGPROB[setup.method]:
@@ -248,7 +250,8 @@ def chunked_logprob_runs(setup: MethodSetup, liger_kernel: bool) -> bool:
     and 1.14: TRL_CHUNKED_LOGPROB): tiles of the vocabulary as TRL 1.15's fused LM head has them for every run."""
     since = TRL_CHUNKED_LOGPROB.get(setup.method)
     trl = trl_release(setup)
-    if since is None or setup.trainer == TrainerFamily.MS_SWIFT or trl is None or not since <= trl < TRL_FUSED_HEAD:
+    if since is None or setup.trainer == TrainerFamily.MS_SWIFT or setup.rloo or trl is None \
+            or not since <= trl < TRL_FUSED_HEAD:
         return False
     return _switched_on(setup, liger_kernel, trl)
 

@@ -113,6 +113,10 @@ LLAMA_FACTORY_PPO_SOURCE = ("llamafactory/train/ppo/workflow.py run_ppo, ppo/tra
 GRPO_DEFAULT_BETA = 0.0
 GRPO_KL_BETA = 0.04  # the GRPO paper's (arXiv 2402.03300), TRL's default to 0.18 and ms-swift's
 TRL_GRPO_BETA_ZERO = Version("0.19.0")
+# RLOOConfig's own defaults where GRPOConfig's differ and decide memory or the batch check (trl/trainer/rloo_config.py
+# @ v0.22.0, v1.9.0): beta 0.05 (a reference model), num_generations 2
+RLOO_DEFAULT_BETA = 0.05
+RLOO_GENERATIONS = 2
 
 
 # OpenRLHF's GRPO takes PPO's KL coefficient: --init_kl_coef, 0.01 by default, a reference model unless it is <= 0
@@ -127,6 +131,8 @@ def grpo_default_beta(setup: MethodSetup) -> tuple[float, str]:
         return GRPO_KL_BETA, "ms-swift's default (rlhf_args.py _check_grpo)"
     if setup.trainer == TrainerFamily.OPENRLHF:
         return OPENRLHF_KL_COEF, "OpenRLHF's default --init_kl_coef (train_ppo_ray.py)"
+    if setup.rloo:
+        return RLOO_DEFAULT_BETA, "RLOOConfig's default (trl/trainer/rloo_config.py @ v0.22.0 to v1.9.0)"
     release = setup.release
     if setup.trainer in (None, TrainerFamily.TRL) and release is not None and release < TRL_GRPO_BETA_ZERO:
         return GRPO_KL_BETA, f"TRL {setup.trainer_version}'s default (0.04 up to 0.18)"
@@ -456,7 +462,7 @@ def grpo_batch_refusal(setup: MethodSetup, micro_batch: int, accumulation: int, 
         return None
     check, at = found
     gen = setup.generation
-    groups = gen.num_generations or GRPO_GENERATIONS
+    groups = gen.num_generations or (RLOO_GENERATIONS if setup.rloo else GRPO_GENERATIONS)
     global_batch = micro_batch * processes
     steps = accumulation if check.counts == BatchCount.EFFECTIVE else 1
     if check.counts == BatchCount.GENERATION:
@@ -1768,7 +1774,8 @@ def _defaults_of(setup: MethodSetup) -> str:
     """Whose default a filled generation length is: TRL's config class's or ms-swift's own arguments'."""
     if setup.trainer == TrainerFamily.MS_SWIFT and dict(setup.origin).get("max_completion_length") == CLASS_DEFAULT:
         return "ms-swift's default (RLHFArguments)"
-    return "PPOConfig's default" if setup.method == Method.PPO else "GRPOConfig's default"
+    return "PPOConfig's default" if setup.method == Method.PPO else "RLOOConfig's default" if setup.rloo \
+        else "GRPOConfig's default"
 
 
 def _rollout_assumptions(setup: MethodSetup) -> list[AssumedInput]:
