@@ -31,7 +31,13 @@ from zeroadvisor.config.method import MethodSetup
 from zeroadvisor.vocab import Method
 
 _CONFIG_CLASS = {Method.SFT: "SFTConfig", Method.DPO: "DPOConfig", Method.KTO: "KTOConfig", Method.ORPO: "ORPOConfig",
-                 Method.CPO: "CPOConfig", Method.REWARD: "RewardConfig", Method.GRPO: "GRPOConfig"}
+                 Method.CPO: "CPOConfig", Method.REWARD: "RewardConfig", Method.GRPO: "GRPOConfig",
+                 Method.PPO: "PPOConfig"}
+
+
+def config_class(setup: MethodSetup) -> str | None:
+    """The TRL config class whose defaults the method reads (RLOO's lengths are GRPO's, under its own name)."""
+    return "RLOOConfig" if setup.rloo else _CONFIG_CLASS.get(setup.method)
 # (method, the first release with this default, the default); ascending per method; None: no truncation
 _MAX_LENGTH: dict[Method, tuple[tuple[Version, int | None, str], ...]] = {
     Method.DPO: ((Version("0"), None, "max_length None: DPOTrainer truncates nothing"),
@@ -103,7 +109,7 @@ def trl_defaults(setup: MethodSetup) -> TrlLengths:
     the file leaves out. Only for a run the files say TRL runs (axolotl and ms-swift have their own defaults)."""
     release = setup.release
     at = f"TRL {setup.trainer_version}" if release is not None else "TRL not pinned: the newest release's"
-    name = "RLOOConfig" if setup.rloo else _CONFIG_CLASS.get(setup.method)  # RLOO's lengths are GRPO's
+    name = config_class(setup)
     if name is None:
         return TrlLengths()
     if setup.method == Method.GRPO:

@@ -105,11 +105,17 @@ OPENRLHF_SOURCE = ("openrlhf/trainer/ppo_utils/experience_maker.py generate_samp
                    "openrlhf/models/actor.py forward @ v0.5.1, v0.8.5")
 
 
+# What PPO generates after each query where no file says (the assumed input), by the code that runs it: LLaMA-Factory's
+# max_new_tokens, TRL's PPOConfig.response_length (ms-swift's PPOTrainer is TRL's; from ms-swift 3.2.0 the inputs fill
+# its own 512, config/default_lengths.py); OpenRLHF's --generate_max_len default is the inputs' (default_lengths.py)
+PPO_DEFAULT_COMPLETION: dict[TrainerFamily | None, int] = {
+    TrainerFamily.LLAMA_FACTORY: LLAMA_FACTORY_MAX_NEW_TOKENS, **dict.fromkeys(TRL_PPO, TRL_PPO_RESPONSE)}
+
+
 def ppo_completion_length(setup: MethodSetup) -> int | None:
     """The most tokens PPO generates after each query: the files' (TRL's response_length, LLaMA-Factory's
-    max_new_tokens, OpenRLHF's --generate_max_len), else LLaMA-Factory's default (its assumed input)."""
-    default = LLAMA_FACTORY_MAX_NEW_TOKENS if setup.trainer == TrainerFamily.LLAMA_FACTORY else None
-    return setup.generation.max_completion_length or default
+    max_new_tokens, OpenRLHF's --generate_max_len), else the trainer's default (PPO_DEFAULT_COMPLETION)."""
+    return setup.generation.max_completion_length or PPO_DEFAULT_COMPLETION.get(setup.trainer)
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,7 +311,7 @@ def _llama_factory_ppo(setup: MethodSetup, policy: ModelSpec, s: Settings, optio
         return None
     w = B.nbytes(s.precision)
     rows = s.micro_batch
-    completion = ppo_completion_length(setup) or LLAMA_FACTORY_MAX_NEW_TOKENS
+    completion = ppo_completion_length(setup) or LLAMA_FACTORY_MAX_NEW_TOKENS  # LLaMA-Factory's: never None
     tokens = prompt + completion
     kv = kv_cache_bytes(policy, rows, tokens, w)
     if kv is None:
@@ -326,16 +332,11 @@ def _llama_factory_ppo(setup: MethodSetup, policy: ModelSpec, s: Settings, optio
                   LLAMA_FACTORY_PPO_SOURCE, bool(how))
 
 
-def trl_ppo_response_length(setup: MethodSetup) -> int:
-    """The most tokens TRL's PPOTrainer generates after each query: the files' response_length, else its default."""
-    return setup.generation.max_completion_length or TRL_PPO_RESPONSE
-
-
 def _trl_ppo_sizes(setup: MethodSetup, s: Settings, accumulation: int) -> tuple[int, int, int]:
     """(the rank's rollout batch, the generation chunk, the response length) of TRL's PPOTrainer.train."""
     gen = setup.generation
     local = s.micro_batch * accumulation
-    return local, min(gen.rollout_batch_size or TRL_PPO_ROLLOUT_BATCH, local), trl_ppo_response_length(setup)
+    return local, min(gen.rollout_batch_size or TRL_PPO_ROLLOUT_BATCH, local), ppo_completion_length(setup) or 0
 
 
 def held_scores_terms(setup: MethodSetup, policy: ModelSpec, s: Settings, accumulation: int) -> list[Term]:

@@ -39,7 +39,7 @@ from fractions import Fraction
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
-from zeroadvisor.config.default_lengths import CLASS_DEFAULT
+from zeroadvisor.config.default_lengths import CLASS_DEFAULT, config_class
 from zeroadvisor.config.method import MethodSetup, Placement, release_of
 from zeroadvisor.config.pinned_trl import trl_release
 from zeroadvisor.config.trainer_pins import DISTRIBUTIONS
@@ -771,7 +771,7 @@ def _trainer_loss_facts(setup: MethodSetup, facts: LayerFacts) -> LayerFacts | N
         # (memory/activations.py PPO_SLICE_COPIES); selective_log_softmax from 0.15 (unknown: the newest read)
         trl = trl_release(setup)
         copies = ROW_LOSS_COPIES if trl is None or trl >= TRL_ROW_LOG_SOFTMAX else PPO_WHOLE_LOG_SOFTMAX_COPIES
-        return replace(facts, loss_in_fp32=False, response_tokens=G.trl_ppo_response_length(setup),
+        return replace(facts, loss_in_fp32=False, response_tokens=G.ppo_completion_length(setup) or 0,
                        response_copies=copies)
     return None
 
@@ -1752,7 +1752,7 @@ def _generation_assumptions(setup: MethodSetup) -> list[AssumedInput]:
             gen.max_completion_length is None or dict(setup.origin).get("max_completion_length") == CLASS_DEFAULT):
         # TRL's PPOConfig.response_length (53), or ms-swift's own cap filled by the inputs (512 from 3.2.0)
         key = "max_completion_length" if setup.trainer == TrainerFamily.MS_SWIFT else "response_length"
-        out.append(AssumedInput.of("max_completion_length", G.trl_ppo_response_length(setup),
+        out.append(AssumedInput.of("max_completion_length", G.ppo_completion_length(setup),
                                    f"{_defaults_of(setup)}: the tokens generated after each query, trained on with "
                                    "it and scored over the vocabulary", key=_key(setup, key)))
     out += _rollout_assumptions(setup)
@@ -1774,8 +1774,7 @@ def _defaults_of(setup: MethodSetup) -> str:
     """Whose default a filled generation length is: TRL's config class's or ms-swift's own arguments'."""
     if setup.trainer == TrainerFamily.MS_SWIFT and dict(setup.origin).get("max_completion_length") == CLASS_DEFAULT:
         return "ms-swift's default (RLHFArguments)"
-    return "PPOConfig's default" if setup.method == Method.PPO else "RLOOConfig's default" if setup.rloo \
-        else "GRPOConfig's default"
+    return f"{config_class(setup)}'s default"
 
 
 def _rollout_assumptions(setup: MethodSetup) -> list[AssumedInput]:
