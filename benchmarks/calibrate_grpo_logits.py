@@ -12,7 +12,13 @@ clipped ratio times the advantages, whose tensors are rows x completion) and its
 live CPU bytes beyond the start (torch.profiler's memory events, benchmarks/calibrate_step_temporaries.py
 profiled_peak) after a warm-up step, in copies of the completion's bf16 logits (rows x completion x V x 2 B).
 
-    PYTHONPATH=DIR:. python benchmarks/calibrate_grpo_logits.py --merge
+    PYTHONPATH=DIR:. python benchmarks/calibrate_grpo_logits.py --merge [--ms-swift RELEASE]
+
+With ``--ms-swift RELEASE`` the rows are ms-swift's GRPO at that release, whose TRL pin admits the TRL importable: up
+to 4.3 ms-swift scores a text model with TRL's own method, called with ``compute_entropy=self.compute_entropy``
+(False without --log_entropy or --top_entropy_quantile; swift/trainers/rlhf_trainer/grpo_trainer.py
+_get_per_token_logps_and_entropies_single @ v3.12.0 ``can_use_super``), so the method runs here without the
+entropy and the estimate is memory/method.py's for ms-swift at RELEASE.
 (TRL 0.19 to 0.24 import beside transformers 5 once their import_utils reads transformers' _is_package_available
 tuple as a bool and stub modules stand for mergekit and llm_blender; before 0.20 the method is _get_per_token_logps,
 without the entropy.)
@@ -42,7 +48,7 @@ CASES = [{"rows": 1, "prompt": 128, "completion": 512}, {"rows": 2, "prompt": 12
 OUT = REPO / "benchmarks" / "grpo_logits.json"
 
 
-def measure(rows: int, prompt: int, completion: int) -> dict[str, int]:
+def measure(rows: int, prompt: int, completion: int, entropy: bool = True) -> dict[str, int]:
     """Peak live bytes of _get_per_token_logps_and_entropies (entropy under no_grad, as without an entropy bonus),
     the clipped-ratio loss and its backward; and what the forward leaves held for the backward."""
     import torch
@@ -63,7 +69,8 @@ def measure(rows: int, prompt: int, completion: int) -> dict[str, int]:
         if not hasattr(trainer, "_get_per_token_logps_and_entropies"):  # before 0.20: no entropy in the step
             logps = trainer._get_per_token_logps(model, ids, mask, completion)
         else:
-            logps = trainer._get_per_token_logps_and_entropies(model, ids, mask, completion, compute_entropy=True)[0]
+            logps = trainer._get_per_token_logps_and_entropies(model, ids, mask, completion,
+                                                               compute_entropy=entropy)[0]
         ratio = torch.exp(logps - logps.detach())
         kept.append(-torch.min(ratio * advantages, torch.clamp(ratio, 0.8, 1.2) * advantages).mean())
 
@@ -73,31 +80,35 @@ def measure(rows: int, prompt: int, completion: int) -> dict[str, int]:
     return step_peaks(model, forward, backward)
 
 
-def predict(release: str, rows: int, completion: int) -> int:
-    """The estimate's completion-logits term for the same model and shape at TRL ``release``."""
+def predict(release: str, rows: int, completion: int, swift: str | None = None) -> int:
+    """The estimate's completion-logits term for the same model and shape at TRL ``release`` (ms-swift's GRPO at
+    ``swift`` beside it, where given)."""
     from zeroadvisor.config.method import Generation, MethodSetup
     from zeroadvisor.memory.method import completion_logits_terms
     from zeroadvisor.memory.settings import read_settings
     from zeroadvisor.model.hf import spec_from_hf_config
     from zeroadvisor.vocab import Method, TrainerFamily
 
-    setup = MethodSetup(method=Method.GRPO, trainer=TrainerFamily.TRL, trainer_version=release,
-                        generation=Generation(max_completion_length=completion, max_prompt_length=1))
+    generation = Generation(max_completion_length=completion, max_prompt_length=1)
+    setup = MethodSetup(method=Method.GRPO, trainer=TrainerFamily.TRL, trainer_version=release, generation=generation) \
+        if swift is None else MethodSetup(method=Method.GRPO, trainer=TrainerFamily.MS_SWIFT, trainer_version=swift,
+                                          trl_version=release, generation=generation)
     spec = spec_from_hf_config(config())
     s = read_settings({"train_micro_batch_size_per_gpu": rows, "bf16": {"enabled": True}}, spec, 1)
     return sum(t.nbytes for t in completion_logits_terms(setup, spec, s))
 
 
-def rows_for() -> list[dict[str, Any]]:
+def rows_for(swift: str | None = None) -> list[dict[str, Any]]:
     import trl
 
     out = []
     for case in CASES:
         rows, completion = case["rows"], case["completion"]
         one = rows * completion * VOCAB * 2  # one bf16 copy of the completion's logits
-        measured = measure(rows, case["prompt"], completion)
-        predicted = predict(trl.__version__, rows, completion)
-        out.append({"trl": trl.__version__, **case, "copy_bytes": one, **measured,
+        measured = measure(rows, case["prompt"], completion, entropy=swift is None)
+        predicted = predict(trl.__version__, rows, completion, swift)
+        out.append({"trl": trl.__version__, **({"ms_swift": swift} if swift else {}), **case, "copy_bytes": one,
+                    **measured,
                     "measured_copies": round(measured["peak"] / one, 3),
                     "forward_copies": round(measured["forward_peak"] / one, 3),
                     "backward_copies": round(measured["backward_peak"] / one, 3),
@@ -108,14 +119,16 @@ def rows_for() -> list[dict[str, Any]]:
 def markdown(rows: list[dict[str, Any]]) -> str:
     lines = ["# TRL's GRPO completion logits: measured vs estimate (benchmarks/calibrate_grpo_logits.py)", "",
              ("TRL's own GRPOTrainer._get_per_token_logps_and_entropies (entropy under no_grad; "
-              "_get_per_token_logps before 0.20), a clipped-ratio "
+              "_get_per_token_logps before 0.20; as ms-swift calls it, a TRL row under an ms-swift release: "
+              "compute_entropy False), a clipped-ratio "
               f"loss and its backward on CPU: a transformers Llama (hidden {HIDDEN}, {LAYERS} layers, vocabulary "
               f"{VOCAB:,}) in bf16 with gradient checkpointing. Peaks in copies of the completion's bf16 logits "
               "(rows x completion x V x 2 B); the estimate is memory/method.py completion_logits_terms at the same "
               "release."),
              "", ("| TRL | rows | prompt | completion | measured peak (copies) | forward | backward | "
                   "predicted/measured |"), "|---|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['trl']} | {r['rows']} | {r['prompt']} | {r['completion']} | {r['measured_copies']:.2f} | "
+    lines += [f"| {r['trl']}{' (ms-swift ' + r['ms_swift'] + ')' if r.get('ms_swift') else ''} | {r['rows']} | "
+              f"{r['prompt']} | {r['completion']} | {r['measured_copies']:.2f} | "
               f"{r['forward_copies']:.2f} | {r['backward_copies']:.2f} | {r['ratio']:.3f} |" for r in rows]
     return "\n".join(lines) + "\n"
 
@@ -123,14 +136,20 @@ def markdown(rows: list[dict[str, Any]]) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--merge", action="store_true", help="keep the other releases' rows in grpo_logits.json")
+    parser.add_argument("--ms-swift", metavar="RELEASE", help="ms-swift's GRPO at RELEASE (module docstring)")
     options = parser.parse_args(argv)
-    rows = rows_for()
+    rows = rows_for(options.ms_swift)
     for row in rows:
         print(json.dumps(row))
-    names = {r["trl"] for r in rows}
-    kept = [r for r in json.loads(OUT.read_text())["rows"] if r["trl"] not in names] \
+
+    def key(r: dict[str, Any]) -> tuple[str, str]:
+        return r["trl"], r.get("ms_swift", "")
+
+    names = {key(r) for r in rows}
+    kept = [r for r in json.loads(OUT.read_text())["rows"] if key(r) not in names] \
         if options.merge and OUT.exists() else []
-    everything = sorted(kept + rows, key=lambda r: ([int(p) for p in r["trl"].split(".")], r["rows"]))
+    everything = sorted(kept + rows, key=lambda r: (r.get("ms_swift", ""), [int(p) for p in r["trl"].split(".")],
+                                                   r["rows"]))
     OUT.write_text(json.dumps({"model": config(), "rows": everything}, indent=1) + "\n")
     OUT.with_suffix(".md").write_text(markdown(everything))
 

@@ -343,10 +343,10 @@ def test_grpo_with_liger_s_loss_counts_its_tiles_not_the_completion_logits():
     swift = MethodSetup(method=Method.GRPO, trainer=TrainerFamily.MS_SWIFT, trainer_version="3.8.0",
                         generation=setup.generation)
     assert completion_logits_terms(swift, spec, s, liger_kernel=True)[0].nbytes == liger_term.nbytes
-    # without it ms-swift's own out-of-place scoring: three copies (not measured by parts, unlike TRL's)
-    assert completion_logits_terms(swift, spec, s)[0].nbytes == 3 * 2 * 8 * 1024 * v
+    # without it TRL's out-of-place method, which ms-swift calls without the entropy: 2 copies at 8 rows
+    assert completion_logits_terms(swift, spec, s)[0].nbytes == 2 * 2 * 8 * 1024 * v
     old_swift = dataclasses.replace(swift, trainer_version="3.4.0")
-    assert completion_logits_terms(old_swift, spec, s, liger_kernel=True)[0].nbytes == 3 * 2 * 8 * 1024 * v
+    assert completion_logits_terms(old_swift, spec, s, liger_kernel=True)[0].nbytes == 2 * 2 * 8 * 1024 * v
 
 
 def test_trl_1_14_s_liger_switch_runs_its_own_chunked_log_probs_counted_as_its_fused_head():

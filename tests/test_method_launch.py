@@ -521,3 +521,21 @@ def test_an_unread_option_s_further_values_are_its_own():
     ignored = [note for note in (*launch.notes, *launch.training.notes) if "were ignored" in note]
     assert ignored and ignored[0].endswith("were ignored: --reward_funcs"), ignored
     assert launch.training.method.setup.generation.max_completion_length == 1024
+
+
+def test_swift_grpo_reads_what_decides_its_scoring_path():
+    """ms-swift computes the completion's entropy only for --log_entropy or --top_entropy_quantile < 1
+    (``self.compute_entropy``, swift/rlhf_trainers/grpo_trainer.py @ v4.5.2) and sends --padding_free batches to its
+    local forward from 3.11 (memory/method.py swift_grpo_scoring): read, not listed as ignored."""
+    base = "NPROC_PER_NODE=8 swift rlhf --rlhf_type grpo --model m --deepspeed zero3"
+    plain = parse_launch(base).training.method.setup
+    assert (plain.entropy_computed, plain.padding_free) == (None, None)
+    for flags, entropy in (("--log_entropy true", True), ("--top_entropy_quantile 0.2", True),
+                           ("--top_entropy_quantile 1.0 --log_entropy false", False)):
+        launch = parse_launch(f"{base} {flags} --padding_free true")
+        setup = launch.training.method.setup
+        assert (setup.entropy_computed, setup.padding_free) == (entropy, True), flags
+        ignored = [note for note in (*launch.notes, *launch.training.notes) if "were ignored" in note]
+        assert not any(word in " ".join(ignored) for word in ("entropy", "padding_free")), ignored
+    with pytest.raises(TrainerInputError, match="top_entropy_quantile: expected a share"):
+        parse_launch(f"{base} --top_entropy_quantile 1.5")

@@ -139,12 +139,16 @@ def test_grpo_completion_logits_match_trl_s_own_scoring_measured_on_cpu():
 
     data = json.loads((Path(__file__).resolve().parent.parent / "benchmarks" / "grpo_logits.json").read_text())
     spec = spec_from_hf_config(data["model"])
-    releases = {row["trl"] for row in data["rows"]}
+    releases = {row["trl"] for row in data["rows"] if "ms_swift" not in row}
     assert {"0.19.1", "0.21.0", "0.24.0", "0.29.0", "1.9.0"} <= releases
+    assert {row["ms_swift"] for row in data["rows"] if "ms_swift" in row} >= {"3.12.0", "4.3.0"}
     three_off = []
     for row in data["rows"]:
+        generation = Generation(max_completion_length=row["completion"], max_prompt_length=1)
         setup = MethodSetup(method=Method.GRPO, trainer=TrainerFamily.TRL, trainer_version=row["trl"],
-                            generation=Generation(max_completion_length=row["completion"], max_prompt_length=1))
+                            generation=generation) if "ms_swift" not in row else \
+            MethodSetup(method=Method.GRPO, trainer=TrainerFamily.MS_SWIFT, trainer_version=row["ms_swift"],
+                        trl_version=row["trl"], generation=generation)
         s = read_settings({"train_micro_batch_size_per_gpu": row["rows"], "bf16": {"enabled": True}}, spec, 1)
         [term] = completion_logits_terms(setup, spec, s)
         assert abs(term.nbytes / row["peak"] - 1) < 0.015, row
@@ -154,25 +158,59 @@ def test_grpo_completion_logits_match_trl_s_own_scoring_measured_on_cpu():
     assert max(three_off) > 0.4  # what a flat three copies missed
 
 
+def test_ms_swift_grpo_scores_with_trl_s_method_without_the_entropy_unless_it_logs_it():
+    """ms-swift up to 4.3 calls TRL's method with compute_entropy=self.compute_entropy (--log_entropy or
+    --top_entropy_quantile < 1): measured 2.02 copies at 3 to 8 rows without it (grpo_logits.json's ms-swift rows);
+    with it TRL's entropy chunk joins the forward (a row where the TRL beside it is unknown)."""
+    from zeroadvisor.memory.method import completion_logits_terms
+    from zeroadvisor.memory.settings import read_settings
+    from zeroadvisor.model.hf import spec_from_hf_config
+
+    spec = spec_from_hf_config({"model_type": "qwen2", "hidden_size": 64, "intermediate_size": 172,
+                                "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+                                "vocab_size": 32768})
+    s = read_settings({"train_micro_batch_size_per_gpu": 4, "bf16": {"enabled": True}}, spec, 1)
+    one = 2 * 4 * 256 * 32768
+
+    def copies(**fields: object) -> float:
+        setup = MethodSetup(method=Method.GRPO, trainer=TrainerFamily.MS_SWIFT,
+                            generation=Generation(max_completion_length=256, max_prompt_length=1), **fields)
+        [term] = completion_logits_terms(setup, spec, s)
+        return term.nbytes / one
+
+    assert copies(trainer_version="3.8.0") == 2
+    assert copies(trainer_version="3.8.0", entropy_computed=True) == 2.75  # 2 + 3 x a row of 256 / 1,024
+    assert copies(trainer_version="3.12.0", entropy_computed=True, trl_version="0.24.0") == 2.375  # 3 x 128
+    assert copies(trainer_version="4.3.0") == 2
+    assert copies(trainer_version="4.4.0") == copies() == 4  # the local forward, in place: the whole gradient
+    # padding-free: TRL's method up to 3.10, the local forward from 3.11 (in place from 4.1.2)
+    assert copies(trainer_version="3.10.3", padding_free=True) == 2
+    assert copies(trainer_version="4.1.1", padding_free=True) == 2
+    assert copies(trainer_version="4.1.2", padding_free=True) == 4
+
+
 def test_trl_grpo_out_of_place_parts_by_hand():
     """0.29 at 2 rows of 512: forward 2 x 1024 + 3 x 128 positions, backward max(1024 + 3 x 512, 2 x 1024):
     2,560 positions' logits (2.5 copies); 0.21: the entropy chunk a row, 2 x 1024 + 3 x 512 = 3,584; 0.19: none."""
-    from packaging.version import Version
+    from zeroadvisor.memory.method import EntropyChunk, grpo_entropy_chunk, trl_grpo_out_of_place
 
-    from zeroadvisor.memory.method import trl_grpo_out_of_place
+    def chunk(trl: str) -> EntropyChunk:
+        return grpo_entropy_chunk(MethodSetup(method=Method.GRPO, trainer=TrainerFamily.TRL, trainer_version=trl))
 
-    assert trl_grpo_out_of_place(Version("0.29.0"), 2, 512)[0] == 2560
-    assert trl_grpo_out_of_place(Version("0.21.0"), 2, 512)[0] == 3584
-    assert trl_grpo_out_of_place(Version("0.19.1"), 8, 128)[0] == 2048
-    assert trl_grpo_out_of_place(Version("0.29.0"), 1, 512)[0] == 2048  # one row: 512 + 3 x 512
+    assert trl_grpo_out_of_place(chunk("0.29.0"), 2, 512)[0] == 2560
+    assert trl_grpo_out_of_place(chunk("0.21.0"), 2, 512)[0] == 3584
+    assert trl_grpo_out_of_place(chunk("0.19.1"), 8, 128)[0] == 2048
+    assert trl_grpo_out_of_place(chunk("0.29.0"), 1, 512)[0] == 2048  # one row: 512 + 3 x 512
 
 
-@pytest.mark.parametrize(("release", "sequence", "copies"), [("4.1.1", 1, 3), ("4.1.2", 1, 4), ("4.5.2", 1, 4),
-                                                             (None, 1, 4), ("4.5.2", 2, 3), ("3.8.0", 1, 3)])
-def test_ms_swift_grpo_divides_in_place_from_4_1_2_without_sequence_parallelism(release, sequence, copies):
+@pytest.mark.parametrize(("release", "sequence", "copies"), [("4.1.1", 1, 2.5), ("4.1.2", 1, 2.5), ("4.4.0", 1, 4),
+                                                             ("4.5.2", 1, 4), (None, 1, 4), ("4.5.2", 2, 2.5),
+                                                             ("3.8.0", 1, 2.5)])
+def test_ms_swift_grpo_divides_in_place_on_its_local_forward_without_sequence_parallelism(release, sequence, copies):
     """swift/rlhf_trainers/grpo_trainer.py _get_logps_via_local_forward: ``logits.div_(self.temperature)`` from 4.1.2
-    (``/ self.temperature`` at 4.1.1 and in 3.x); _get_logps_via_sp divides out of place. The release unknown: the
-    newest read (4.6)."""
+    (``/ self.temperature`` at 4.1.1 and in 3.x), its sole non-SP path from 4.4.0 (TRL's out-of-place method for a
+    text model before: 2 rows of 512, backward 1,024 + 3 x 512 positions, 2.5 copies); _get_logps_via_sp divides out
+    of place. The release unknown: the newest read (4.6)."""
     from zeroadvisor.memory.method import completion_logits_terms
     from zeroadvisor.memory.settings import read_settings
     from zeroadvisor.model.hf import spec_from_hf_config
@@ -184,5 +222,5 @@ def test_ms_swift_grpo_divides_in_place_from_4_1_2_without_sequence_parallelism(
                         generation=Generation(max_completion_length=512, max_prompt_length=1))
     s = read_settings({"train_micro_batch_size_per_gpu": 2, "bf16": {"enabled": True}}, spec, 1)
     [term] = completion_logits_terms(setup, spec, s, sequence=sequence)
-    assert term.nbytes == copies * 2 * 2 * 512 * 32768
+    assert term.nbytes == int(copies * 2 * 2 * 512 * 32768)
     assert ("swift/rlhf_trainers" in term.source) and (("in place" in term.what) == (copies == 4))

@@ -141,6 +141,12 @@ class MethodSetup:
     # handling and batch checks (trl/trainer/rloo_trainer.py, rloo_config.py @ v0.22.0, v1.9.0), costed as GRPO with
     # RLOOConfig's own defaults (beta 0.05, num_generations 2) and without Liger's GRPO loss, which it never runs
     rloo: bool = False
+    # ms-swift's GRPO scoring path (memory/method.py swift_grpo_scoring): --padding_free (its local forward from 4.0,
+    # not TRL's method), and whether it computes the completion's entropy (``self.compute_entropy =
+    # self.args.log_entropy or self.top_entropy_quantile < 1.0``, swift/rlhf_trainers/grpo_trainer.py @ v4.5.2,
+    # swift/trainers/rlhf_trainer/grpo_trainer.py @ v3.8.0); None: not said (ms-swift's defaults: neither)
+    padding_free: bool | None = None
+    entropy_computed: bool | None = None
     generation: Generation = field(default_factory=Generation)
     placements: tuple[Placement, ...] = ()  # the other models' placement where the trainer's flags say
     colocate_all_models: bool | None = None  # OpenRLHF --colocate_all_models (or one process: no Ray)

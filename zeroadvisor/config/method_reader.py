@@ -179,10 +179,12 @@ SWIFT_COMPLETION_KEYS = ("response_length", "max_new_tokens")
 # reward model: trl/scripts/grpo.py's reward_model_name_or_path (@ v0.21.0, v1.9.0), which GRPOTrainer loads as
 # AutoModelForSequenceClassification and prepares with prepare_deepspeed as the reference.
 REWARD_MODEL_KEYS = ("reward_model_path", "reward_model", "reward_model_name_or_path")
+# ms-swift's flags that decide its GRPO scoring path (MethodSetup.padding_free, entropy_computed)
+SWIFT_SCORING_BOOLS = ("padding_free", "log_entropy")
 METHOD_KEYS: tuple[str, ...] = (*_FLOATS, *_INTS, *_BOOLS, *_TEXTS, "rlhf_type", "train_type", "tuner_type",
                                 "init_kl_coef", *SWIFT_COMPLETION_KEYS, *REWARD_MODEL_KEYS,
-                                *OPENRLHF_KEYS)
-METHOD_BOOLS: tuple[str, ...] = (*_BOOLS, *OPENRLHF_BOOLS)
+                                *OPENRLHF_KEYS, *SWIFT_SCORING_BOOLS, "top_entropy_quantile")
+METHOD_BOOLS: tuple[str, ...] = (*_BOOLS, *OPENRLHF_BOOLS, *SWIFT_SCORING_BOOLS)
 
 
 @dataclass(frozen=True)
@@ -527,6 +529,11 @@ def read_swift(command: str, data: Mapping[str, JSONValue], where: Origin) -> Me
         generation = replace(generation, max_completion_length=completion)
         origin += [("max_completion_length", src) for _key, src in names.origin[:1]]
     placements = read.placements
+    log_entropy, quantile = names.flag("log_entropy"), names.number("top_entropy_quantile")
+    if quantile is not None and not 0 < quantile <= 1:
+        raise TrainerInputError(f"{where('top_entropy_quantile')}: expected a share above 0 and at most 1, "
+                                f"got {shown(data['top_entropy_quantile'])}")
+    entropy = None if log_entropy is None and quantile is None else bool(log_entropy) or (quantile or 1.0) < 1.0
     reward = names.text("reward_model") if method in (Method.PPO, Method.GRPO) else None
     if reward is not None:
         # PPO: the reward and the value model; GRPO: a reward model among its reward functions, prepared as the
@@ -535,7 +542,8 @@ def read_swift(command: str, data: Mapping[str, JSONValue], where: Origin) -> Me
         placements = _reward_placements(reward, critic=method == Method.PPO)
         origin.append(("placements", where("reward_model")))
     return MethodReading(replace(read, method=method, use_reference=use_reference, loss_type=loss or read.loss_type,
-                                 generation=generation, placements=placements, origin=tuple(origin), notes=()),
+                                 generation=generation, placements=placements, origin=tuple(origin), notes=(),
+                                 padding_free=names.flag("padding_free"), entropy_computed=entropy),
                          said)
 
 

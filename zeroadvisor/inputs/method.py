@@ -75,8 +75,10 @@ def _with_release(setup: MethodSetup, start: str | None) -> MethodSetup:
     pin = find_trainer_pin(start or os.curdir, family)
     if pin is not None:
         setup = replace(setup, trainer_version=pin.version, origin=(*setup.origin, ("trainer_version", pin.origin)))
-    if setup.trainer == TrainerFamily.LLAMA_FACTORY and setup.method == Method.PPO:
-        # its PPO runs TRL's old PPOTrainer and checks TRL's release (memory/method.py LLAMA_FACTORY_PPO_TRL)
+    if (setup.trainer, setup.method) in ((TrainerFamily.LLAMA_FACTORY, Method.PPO),
+                                         (TrainerFamily.MS_SWIFT, Method.GRPO)):
+        # LLaMA-Factory's PPO runs TRL's old PPOTrainer and checks TRL's release (memory/method.py
+        # LLAMA_FACTORY_PPO_TRL); ms-swift's GRPO before 4.4 scores with TRL's own method (swift_grpo_scoring)
         trl = find_distribution_pin(start or os.curdir, DISTRIBUTIONS[TrainerFamily.TRL])
         if trl is not None:
             setup = replace(setup, trl_version=trl.version, origin=(*setup.origin, ("trl_version", trl.origin)))

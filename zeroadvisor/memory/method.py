@@ -33,7 +33,7 @@ the file, the function and the release read.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from enum import Enum, auto
+from enum import Enum, StrEnum, auto
 from fractions import Fraction
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -880,33 +880,39 @@ def completion_logits_terms(setup: MethodSetup, policy: ModelSpec, s: Settings,
                      f"fp32 gradients of {tokens:,} tokens' hidden states and the head, casts, a tile",
                      f"trl/trainer/grpo_trainer.py _get_per_token_logps_and_entropies @ v1.16.0; {FUSED_SOURCE}")]
     in_place = grpo_divides_in_place(setup, sequence)
-    trl = trl_release(setup) if setup.trainer != TrainerFamily.MS_SWIFT else None
-    if not in_place and trl is not None:  # TRL 0.14 to 0.29 (axolotl at the TRL it pins): measured by its parts
-        positions, formula = trl_grpo_out_of_place(trl, s.micro_batch, completion)
-        n = w * policy.vocab_size * positions
-        formula = f"{w} B × V {policy.vocab_size:,} × {formula}"
-    else:
-        copies = GRPO_INPLACE_COPIES if in_place else GRPO_COPIES
+    if in_place:
+        copies = GRPO_INPLACE_COPIES
         n = copies * w * tokens * policy.vocab_size
         formula = f"{copies} × {w} B × {s.micro_batch} × {completion} × V {policy.vocab_size:,}"
+    else:  # TRL 0.14 to 0.29 (axolotl at the TRL it pins), ms-swift's out-of-place paths: measured by its parts
+        positions, formula = trl_grpo_out_of_place(grpo_entropy_chunk(setup), s.micro_batch, completion)
+        n = w * policy.vocab_size * positions
+        formula = f"{w} B × V {policy.vocab_size:,} × {formula}"
     return [Term("activations", Resource.GPU, n, "completion_logits",
                  "GRPO logits over the completion (logits_to_keep)"
                  + (", divided by the temperature in place" if in_place else ""),
-                 formula,
-                 ("swift/rlhf_trainers/grpo_trainer.py _get_logps_via_local_forward @ v4.5.2 (TRL's pattern"
-                  if setup.trainer == TrainerFamily.MS_SWIFT else
-                  "trl/trainer/grpo_trainer.py _get_per_token_logps_and_entropies @ v0.21.0-v1.14 (")
-                 + "measured on CPU: benchmarks/grpo_logits.md)")]
+                 formula, _scoring_source(setup, sequence))]
+
+
+def _scoring_source(setup: MethodSetup, sequence: int) -> str:
+    """Where the scoring path :func:`completion_logits_terms` counts is, and where it was measured."""
+    measured = "measured on CPU: benchmarks/grpo_logits.md)"
+    if setup.trainer != TrainerFamily.MS_SWIFT:
+        return f"trl/trainer/grpo_trainer.py _get_per_token_logps_and_entropies @ v0.21.0-v1.14 ({measured}"
+    path = swift_grpo_scoring(setup, sequence)
+    if path is SwiftScoring.TRL_METHOD:
+        return ("swift/rlhf_trainers/grpo_trainer.py _get_per_token_logps_and_entropies_single @ v4.0.0 "
+                f"(can_use_super: TRL's own method, compute_entropy=self.compute_entropy; {measured}")
+    function = "_get_logps_via_sp" if path is SwiftScoring.SEQUENCE_PARALLEL else "_get_logps_via_local_forward"
+    return f"swift/rlhf_trainers/grpo_trainer.py {function} @ v4.5.2 (TRL's pattern, {measured}"
 
 
 # TRL's GRPO completion logits at their backward, in copies of the completion's logits in the model dtype
-# (completion_logits_terms): up to 0.29 by their parts (trl_grpo_out_of_place; 3 for ms-swift's own out-of-place
-# scoring, not measured: the logits, the per-row log-softmax and their gradient); from 1.0 the temperature's division
-# is in place on the
-# sliced view of the model's output (``logits.div_(self.temperature)``, trl/trainer/grpo_trainer.py @ v1.0.0, v1.9.0),
-# whose backward materializes the output's whole gradient beside the rows' (measured with TRL 1.9.0: 4.02-4.03 at
+# (completion_logits_terms): up to 0.29 by their parts (trl_grpo_out_of_place; ms-swift's out-of-place paths are
+# TRL's method or its pattern, swift_grpo_scoring); from 1.0 the temperature's division is in place on the sliced
+# view of the model's output (``logits.div_(self.temperature)``, trl/trainer/grpo_trainer.py @ v1.0.0, v1.9.0), whose
+# backward materializes the output's whole gradient beside the rows' (measured with TRL 1.9.0: 4.02-4.03 at
 # 1 to 8 rows).
-GRPO_COPIES = 3
 GRPO_INPLACE_COPIES = 4
 TRL_GRPO_INPLACE = Version("1.0.0")
 # TRL 0.14 to 0.29 divide out of place; their peak, in positions' logits (rows x completion in all) of the model
@@ -925,30 +931,85 @@ TRL_GRPO_ENTROPY_POSITIONS = Version("0.23.0")
 ENTROPY_CHUNK_POSITIONS = 128  # entropy_from_logits' chunk_size (trl/trainer/utils.py @ v0.23.0 to v0.29.0)
 
 
-def trl_grpo_out_of_place(trl: Version, rows: int, completion: int) -> tuple[int, str]:
+class EntropyChunk(StrEnum):
+    """What the entropy under no_grad takes at once in an out-of-place scoring's forward (GRPO_HELD_COPIES)."""
+
+    NONE = "none"  # not computed (TRL before 0.20; ms-swift without --log_entropy)
+    ROW = "a row"  # entropy_from_logits(chunk_size=1) over the batch's rows (TRL 0.20 to 0.22)
+    POSITIONS = "128 positions"  # the flattened logits split by ENTROPY_CHUNK_POSITIONS (TRL 0.23+)
+
+
+def trl_grpo_out_of_place(entropy: EntropyChunk, rows: int, completion: int) -> tuple[int, str]:
     """(positions' logits at the peak, the formula) of TRL's GRPO scoring before 1.0 (GRPO_HELD_COPIES' comment)."""
     tokens = rows * completion
-    chunk = 0 if trl < TRL_GRPO_ENTROPY else completion if trl < TRL_GRPO_ENTROPY_POSITIONS \
-        else min(ENTROPY_CHUNK_POSITIONS, tokens)
+    chunk = {EntropyChunk.NONE: 0, EntropyChunk.ROW: completion,
+             EntropyChunk.POSITIONS: min(ENTROPY_CHUNK_POSITIONS, tokens)}[entropy]
     forward = GRPO_HELD_COPIES * tokens + GRPO_CHUNK_TRANSIENTS * chunk
     backward = max(tokens + GRPO_ROW_TRANSIENTS * completion, GRPO_HELD_COPIES * tokens)
     return max(forward, backward), (f"max(forward {GRPO_HELD_COPIES} × {tokens:,} + {GRPO_CHUNK_TRANSIENTS} × "
                                     f"{chunk:,} entropy positions, backward max({tokens:,} + {GRPO_ROW_TRANSIENTS} × "
                                     f"{completion:,} of a row, {GRPO_HELD_COPIES} × {tokens:,}))")
-# ms-swift's own GRPOTrainer does the same from 4.1.2 on its local forward (swift/rlhf_trainers/grpo_trainer.py
-# _get_logps_via_local_forward: ``logits.div_(self.temperature)`` @ v4.1.2, v4.5.2; ``logits[...] / self.temperature``
-# @ v4.1.1 and the 3.x releases), not on its sequence-parallel path (_get_logps_via_sp divides out of place).
+
+
+class SwiftScoring(StrEnum):
+    """The path ms-swift's GRPOTrainer scores the completion by (_get_per_token_logps_and_entropies_single)."""
+
+    TRL_METHOD = "TRL's own method"  # super(): a text model without padding-free or SP, before 4.4.0
+    LOCAL_OUT_OF_PLACE = "local forward, out of place"  # ``logits / self.temperature``: 3.11 to 4.1.1
+    LOCAL_IN_PLACE = "local forward, in place"  # ``logits.div_(self.temperature)``: from 4.1.2
+    SEQUENCE_PARALLEL = "sequence parallel"  # _get_logps_via_sp: out of place at every release
+
+
+# ms-swift's GRPOTrainer scores a text model without padding-free or sequence parallelism with TRL's own
+# _get_per_token_logps_and_entropies (``can_use_super``, swift/trainers/rlhf_trainer/grpo_trainer.py @ v3.8.0,
+# swift/rlhf_trainers/grpo_trainer.py @ v4.0.0 to v4.3.x; its pins admit TRL < 1.0 there, which divides out of place)
+# up to 4.3; from 4.4.0 its local forward is the sole non-SP path (``the TRL super() path ... has been removed``, @
+# v4.4.0, v4.5.2). The local forward (padding-free; a multimodal model, which the estimate does not tell apart: read
+# as text) divides in place from 4.1.2 (``logits.div_(self.temperature)`` @ v4.1.2; ``/ self.temperature`` @ v4.1.1
+# and in 3.x); _get_logps_via_sp out of place at every release.
 SWIFT_GRPO_INPLACE = Version("4.1.2")
+# Up to 3.10 padding-free batches go through TRL's method too (under its padding_free_context @ v3.8.0, v3.10.3);
+# 3.11 sends them to the local forward (``can_use_super = ... and not is_padding_free and not use_sp`` @ v3.11.0,
+# v4.0.0)
+SWIFT_GRPO_PADDING_FREE_LOCAL = Version("3.11.0")
+SWIFT_GRPO_LOCAL_ONLY = Version("4.4.0")
+
+
+def swift_grpo_scoring(setup: MethodSetup, sequence: int = 1) -> SwiftScoring:
+    """ms-swift's GRPO scoring path for ``setup`` (the release unknown: the newest read, 4.6)."""
+    if sequence > 1:
+        return SwiftScoring.SEQUENCE_PARALLEL
+    release = setup.release
+    if release is None or release >= SWIFT_GRPO_LOCAL_ONLY:
+        return SwiftScoring.LOCAL_IN_PLACE
+    if not setup.padding_free or release < SWIFT_GRPO_PADDING_FREE_LOCAL:
+        return SwiftScoring.TRL_METHOD
+    return SwiftScoring.LOCAL_IN_PLACE if release >= SWIFT_GRPO_INPLACE else SwiftScoring.LOCAL_OUT_OF_PLACE
 
 
 def grpo_divides_in_place(setup: MethodSetup, sequence: int = 1) -> bool:
     """Whether GRPO's scoring divides the completion's logits by the temperature in place (GRPO_INPLACE_COPIES):
-    TRL from TRL_GRPO_INPLACE (axolotl at the TRL it pins), ms-swift from SWIFT_GRPO_INPLACE without sequence
-    parallelism (the release unknown: the newest read)."""
+    TRL from TRL_GRPO_INPLACE (axolotl at the TRL it pins), ms-swift on its local forward from SWIFT_GRPO_INPLACE
+    (swift_grpo_scoring)."""
     if setup.trainer == TrainerFamily.MS_SWIFT:
-        return sequence == 1 and (setup.release is None or setup.release >= SWIFT_GRPO_INPLACE)
+        return swift_grpo_scoring(setup, sequence) is SwiftScoring.LOCAL_IN_PLACE
     trl = trl_release(setup)
     return trl is not None and trl >= TRL_GRPO_INPLACE
+
+
+def grpo_entropy_chunk(setup: MethodSetup) -> EntropyChunk:
+    """The entropy's chunk in an out-of-place scoring's forward: TRL's by its release (it always computes the
+    entropy from 0.20); ms-swift's only where it computes one (MethodSetup.entropy_computed: --log_entropy or
+    --top_entropy_quantile < 1), then TRL's at the TRL beside it (MethodSetup.trl_version; unknown: a row, the larger
+    of TRL's chunks)."""
+    if setup.trainer != TrainerFamily.MS_SWIFT:
+        trl = trl_release(setup)
+        return EntropyChunk.NONE if trl is None or trl < TRL_GRPO_ENTROPY else \
+            EntropyChunk.ROW if trl < TRL_GRPO_ENTROPY_POSITIONS else EntropyChunk.POSITIONS
+    if not setup.entropy_computed:
+        return EntropyChunk.NONE
+    trl = release_of(setup.trl_version)
+    return EntropyChunk.POSITIONS if trl is not None and trl >= TRL_GRPO_ENTROPY_POSITIONS else EntropyChunk.ROW
 
 
 def ppo_prompt_length(setup: MethodSetup) -> int | None:
