@@ -101,6 +101,26 @@ def test_the_flag_over_a_file_that_says_the_method_is_noted(project):
     assert any(note.startswith("trainer kto used; stage in ") for note in inputs.notes)
 
 
+def test_rloo_named_by_the_flag_is_costed_as_its_grpo_sibling_with_its_own_defaults(cli, project, built):
+    """``--trainer rloo`` (a TRL RLOOConfig file read alone says no trainer) is what ``trl rloo`` is: GRPO with
+    MethodSetup.rloo, so RLOOConfig's beta 0.05 puts a reference model in the run where GRPOConfig's 1.x default
+    (0.0) loads none; named in the note and no "used; ... says" note against a GRPO file."""
+    (project / "rloo.yaml").write_text("num_generations: 4\nmax_completion_length: 256\n")
+    config = str(project / "ds.json")
+    cli("check", config, *_flags(RUN), "--trainer", "rloo", "--training-args", str(project / "rloo.yaml"),
+        "--format", "json", cwd=project)
+    zeroadvisor.check(config, trainer="grpo", training_args=str(project / "rloo.yaml"), **RUN)
+    rloo, grpo = (inputs.shape.method for inputs in built)
+    assert rloo.method is grpo.method is Method.GRPO and rloo.rloo and not grpo.rloo
+    assert rloo.generation.num_generations == 4
+    notes = built[0].notes
+    assert any(note.startswith("training method rloo, costed as grpo") for note in notes), notes
+    assert not any("used;" in note for note in notes)
+    from zeroadvisor.memory.method import grpo_default_beta
+
+    assert grpo_default_beta(rloo)[0] == 0.05
+
+
 def test_the_launch_commands_method_reaches_the_shape(project, monkeypatch):
     monkeypatch.chdir(project)
     (project / "dpo.yaml").write_text("beta: 0.2\nmodel_name_or_path: Qwen/Qwen2.5-0.5B\ndeepspeed: ds.json\n")
@@ -145,7 +165,8 @@ def test_openrlhf_zero_stage_fills_an_auto_stage(project):
 
 @pytest.mark.parametrize("value", ["dpo2", 3, ""])
 def test_a_method_outside_the_set_is_one_line(value):
-    with pytest.raises(UsageError, match=r"^trainer: expected one of sft, dpo, kto, orpo, cpo, grpo, ppo, reward"):
+    with pytest.raises(UsageError,
+                       match=r"^trainer: expected one of sft, dpo, kto, orpo, cpo, grpo, rloo, ppo, reward"):
         zeroadvisor.estimate(trainer=value, **RUN)
 
 

@@ -11,7 +11,7 @@ from zeroadvisor.config.method import MethodSetup
 from zeroadvisor.config.method_reader import MethodReading, merged, read_swift
 from zeroadvisor.config.training_args import TrainerInputError, read_training_args
 from zeroadvisor.model.hf import spec_from_hf_config
-from zeroadvisor.vocab import Method, ModelRole, TrainerFamily, VllmMode
+from zeroadvisor.vocab import Method, ModelRole, TrainerChoice, TrainerFamily, VllmMode
 
 _SPEC = spec_from_hf_config({"model_type": "llama", "hidden_size": 1024, "intermediate_size": 2816,
                              "num_hidden_layers": 4, "num_attention_heads": 16, "vocab_size": 32000})
@@ -77,7 +77,7 @@ def test_a_method_s_fields_without_a_hint_are_kept_for_the_method_a_command_says
     reading = _read(tmp_path, "max_completion_length: 1024\nmax_prompt_length: 256\n")
     assert reading is not None and not reading.hints and reading.said == ""
     assert resolve(reading, None, "--trainer", "--trainer METHOD", str(tmp_path))[0] == MethodSetup()
-    setup, _ = resolve(reading, Method.GRPO, "--trainer", "--trainer METHOD", str(tmp_path))
+    setup, _ = resolve(reading, TrainerChoice.GRPO, "--trainer", "--trainer METHOD", str(tmp_path))
     assert (setup.generation.max_completion_length, setup.generation.max_prompt_length) == (1024, 256)
 
 

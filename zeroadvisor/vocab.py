@@ -377,6 +377,26 @@ class Method(StrEnum):
     REWARD = "reward"  # reward-model training: a scalar head, two forwards per pair
 
 
+class TrainerChoice(StrEnum):
+    """``--trainer``'s words (the project configuration's ``trainer``, the API's ``trainer=``): each Method, and
+    TRL's RLOO, costed as GRPO, its sibling (config/method.py MethodSetup.rloo)."""
+
+    SFT = "sft"
+    DPO = "dpo"
+    KTO = "kto"
+    ORPO = "orpo"
+    CPO = "cpo"
+    GRPO = "grpo"
+    RLOO = "rloo"
+    PPO = "ppo"
+    REWARD = "reward"
+
+    @property
+    def method(self) -> Method:
+        """The method the estimate costs this choice as."""
+        return Method.GRPO if self is TrainerChoice.RLOO else Method(self.value)
+
+
 class TrainerFamily(StrEnum):
     """Who runs the method: the trainer code whose preparation decides what each model holds."""
 

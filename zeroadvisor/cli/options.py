@@ -140,7 +140,7 @@ TRANSFORMERS_VERSION = Param("transformers_version", ("--transformers-version",)
                              "default: the pin beside the config, else 5.24.")
 TRAINER = Param("trainer", ("--trainer",), "The training method where the trainer's files do not say it (a TRL "
                 "config read alone): the models and batches it adds beside the one trained (default: the files' "
-                "method, else sft).", choices="zeroadvisor.vocab:Method")
+                "method, else sft; rloo: TRL's RLOO, costed as GRPO).", choices="zeroadvisor.vocab:TrainerChoice")
 SELECT = Param("select", ("--select",), "Only these rules (codes, names or code prefixes).", multiple=True)
 IGNORE = Param("ignore", ("--ignore",), "Skip these rules (codes, names or code prefixes).", multiple=True)
 MODEL = Param("model", ("--model", "-m"), "A model description (YAML/JSON), a Hugging Face config.json or model "

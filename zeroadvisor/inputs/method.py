@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING
 
 from zeroadvisor.config.method import MethodSetup
 from zeroadvisor.config.method_reader import MethodReading
-from zeroadvisor.vocab import Method, ModelRole, TrainerFamily
+from zeroadvisor.vocab import Method, ModelRole, TrainerChoice, TrainerFamily
 
 if TYPE_CHECKING:
     from zeroadvisor.model.spec import ModelSpec
 
 
-def resolve(reading: MethodReading | None, flag: Method | None, label: str, ask: str,
+def resolve(reading: MethodReading | None, flag: TrainerChoice | None, label: str, ask: str,
             pin_start: str | None) -> tuple[MethodSetup, list[str]]:
     """(the setup, the notes on it). ``flag``: --trainer's method (None: not given), ``label``: how it was given
     (``--trainer``, ``trainer``, the project key); ``ask``: the flag in advice (``--trainer METHOD``);
@@ -31,10 +31,11 @@ def resolve(reading: MethodReading | None, flag: Method | None, label: str, ask:
     base = reading or MethodReading()
     setup, notes = base.setup, []
     if flag is not None:
-        if base.said and base.setup.method is not flag:
-            notes.append(f"{label} {flag} used; {base.said} says {base.setup.method}")
-        setup = replace(setup, method=flag, origin=(*(o for o in setup.origin if o[0] != "method"),
-                                                    ("method", label)))
+        said = "rloo" if base.setup.rloo else base.setup.method
+        if base.said and said != flag:
+            notes.append(f"{label} {flag} used; {base.said} says {said}")
+        setup = replace(setup, method=flag.method, rloo=flag is TrainerChoice.RLOO,
+                        origin=(*(o for o in setup.origin if o[0] != "method"), ("method", label)))
     elif not base.said:
         hints = base.hints
         if not hints:  # plain SFT; the trainer's family where a file says whose it is (its own refusals apply)

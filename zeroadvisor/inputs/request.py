@@ -21,7 +21,15 @@ from zeroadvisor.inputs.model import TRAINING_INPUTS
 from zeroadvisor.inputs.settings import FailOn
 from zeroadvisor.lint.context import Integration
 from zeroadvisor.report.formats import OutputFormat
-from zeroadvisor.vocab import Accounting, ActivationOffload, Checkpointing, Method, Padding, Precision, Stage
+from zeroadvisor.vocab import (
+    Accounting,
+    ActivationOffload,
+    Checkpointing,
+    Padding,
+    Precision,
+    Stage,
+    TrainerChoice,
+)
 
 if TYPE_CHECKING:
     from zeroadvisor.model.spec import ModelSpec
@@ -65,7 +73,7 @@ class Request:
     diff: bool | None = None
     deepspeed_version: str | None = None
     # the training method (--trainer): sft, dpo, grpo, ... (inputs/method.py; the files may say it too)
-    trainer: Method | str | None = None
+    trainer: TrainerChoice | str | None = None
     # the training shape (inputs/model.py SHAPE_INPUTS), then LoRA/QLoRA (PEFT_INPUTS)
     seq_len: int | None = None
     activation_checkpointing: Checkpointing | str | None = None
@@ -136,7 +144,7 @@ INPUT_NAMES: tuple[str, ...] = tuple(f.name for f in fields(Request) if f.name n
 ENUMS: dict[str, type[Enum]] = {
     "format": OutputFormat, "fail_on": FailOn, "integration": Integration, "accounting": Accounting,
     "activation_checkpointing": Checkpointing, "padding": Padding, "precision": Precision, "load_dtype": Precision,
-    "stage": Stage, "trainer": Method, "activation_offload": ActivationOffload,
+    "stage": Stage, "trainer": TrainerChoice, "activation_offload": ActivationOffload,
 }
 
 

@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from zeroadvisor.memory.cluster import Cluster
     from zeroadvisor.model.spec import ModelSpec, TrainingShape
     from zeroadvisor.throughput import Hardware
-    from zeroadvisor.vocab import Method
+    from zeroadvisor.vocab import TrainerChoice
 
 MODEL_COMMANDS = (Command.ESTIMATE, Command.CHECK, Command.PREFLIGHT)  # a model, a training shape and a cluster
 ADVICE_COMMANDS = (Command.CHECK, Command.PREFLIGHT)  # the advice needs the memory per GPU
@@ -867,7 +867,7 @@ def _method(values: Values, spelling: Spelling, trainer: TrainerInputs | None,
     checked, else the current folder."""
     from zeroadvisor.inputs.method import resolve
 
-    flag = cast("Method | None", values.get("trainer"))
+    flag = cast("TrainerChoice | None", values.get("trainer"))
     reading = trainer.training.method if trainer is not None else None
     start = _pin_start(trainer, configs)
     label = cast(str, values.get("trainer_from") or spelling.label("trainer"))

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from zeroadvisor.inputs.settings import FailOn
     from zeroadvisor.lint.context import Integration
     from zeroadvisor.report.formats import OutputFormat
-    from zeroadvisor.vocab import Method
+    from zeroadvisor.vocab import TrainerChoice
 
 
 @dataclass(frozen=True)
@@ -228,11 +228,11 @@ def transformers_version(label: str, value: object) -> str:
     return value
 
 
-def trainer(label: str, value: object) -> Method:
-    """The training method (--trainer, trainer=, the project configuration's trainer): one of vocab.Method."""
-    from zeroadvisor.vocab import Method
+def trainer(label: str, value: object) -> TrainerChoice:
+    """The training method (--trainer, trainer=, the project configuration's trainer): one of vocab.TrainerChoice."""
+    from zeroadvisor.vocab import TrainerChoice
 
-    return Method(choice(label, value, tuple(Method)))
+    return TrainerChoice(choice(label, value, tuple(TrainerChoice)))
 
 
 def _launcher(label: str, value: object) -> str:
