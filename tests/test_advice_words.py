@@ -76,6 +76,18 @@ def test_the_headline_names_the_stage_a_lint_fix_changes_and_the_lint_fix():
     assert f"ZeRO-2, micro batch {micro}" in check_text.recommendation_sentence(lead, "GiB")
 
 
+def test_a_renamed_key_that_does_not_print_is_shown_as_its_repr_in_one_line():
+    """The key a lint fix renames is the user's text: one holding a newline (hjson decodes an escape into it) used
+    to break ZA801's message over two lines (found by benchmarks/fuzz.py, seed 7); it is shown as its repr."""
+    config = {"train_batch_size": 128, "train_micro_batch_size_per_gpu": 16, "bf16": {"enabled": True},
+              "zero_optimisation\n": {"stage": 2}}
+    result, _ = _check(config, spec_from_hf_config(LLAMA2_7B), TrainingShape(4096, "full"), 8, "A100-SXM4-40GB")
+    lead = result.recommendation
+    assert lead is not None and lead.change is not None
+    assert "renames 'zero_optimisation\\n' to zero_optimization" in lead.change, lead.change
+    assert all("\n" not in f.message for f in result.findings)
+
+
 def test_a_recommendation_estimated_slower_says_so_and_is_information_on_a_healthy_run():
     """1.3B at ZeRO-3 on 8 x A100-80GB fits with room; the fix (ZeRO-1) is estimated slower than the configured
     run, inside the model's error. The finding says slower and why it is still recommended, and is info: `--fail-on

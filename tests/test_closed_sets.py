@@ -17,6 +17,7 @@ from zeroadvisor.lint.context import Integration, LintOptions
 from zeroadvisor.lint.findings import ActionKind, Severity
 from zeroadvisor.memory.assumed import Reach
 from zeroadvisor.memory.ds_changes import Change
+from zeroadvisor.memory.method import EntropyChunk, SwiftScoring
 from zeroadvisor.memory.trl_sft_loss import SftLoss
 from zeroadvisor.model.spec import Checkpointing, Padding
 from zeroadvisor.report import REPORTERS
@@ -33,6 +34,7 @@ from zeroadvisor.vocab import (
     Resource,
     SavedModules,
     TermKind,
+    TrainerChoice,
     TrainerFamily,
     Verdict,
     VllmMode,
@@ -74,7 +76,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "zeroadvisor"
 CLOSED_SETS: tuple[type[StrEnum], ...] = (
     Device, Precision, Verdict, Resource, Capacity, Phase, TermKind, Accounting, Checkpointing, Padding,
     OutputFormat, FailOn, Severity, Integration, Command, ActionKind, Launcher, Reason, Reach, Method, TrainerFamily,
-    VllmMode, ModelRole, WayOut, Change, SftLoss, SavedModules, ActivationOffload)
+    VllmMode, ModelRole, WayOut, Change, SftLoss, SavedModules, ActivationOffload, TrainerChoice, EntropyChunk,
+    SwiftScoring)
 CLOSED_VALUES = frozenset(member.value for enum in CLOSED_SETS for member in enum)
 # The layers past the readers: they receive members and must compare members.
 PAST_THE_READERS = ("memory", "throughput", "advisor", "report", "fix", "flows.py", "api.py")

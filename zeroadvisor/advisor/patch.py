@@ -274,6 +274,12 @@ def renamed_keys(source: JSONObject, target: JSONObject, prefix: str = "") -> di
     return out
 
 
+def shown_path(path: str) -> str:
+    """A dotted key path from the user's file as a message shows it: as written where every character prints, else
+    its repr (a key with a newline, a bidi control or a no-break space is data, not layout)."""
+    return path if path.isprintable() else repr(path)
+
+
 def written_buckets(patch: JSONObject | None) -> int | None:
     """The reduce/allgather bucket elements a patch writes (None: it writes neither)."""
     zero = (patch or {}).get("zero_optimization")

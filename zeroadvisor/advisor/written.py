@@ -27,6 +27,7 @@ from zeroadvisor.advisor.patch import (
     option_patch,
     renamed_keys,
     shared_writes,
+    shown_path,
     written_buckets,
     written_patch,
 )
@@ -231,9 +232,9 @@ class Written:
         out: list[tuple[str, str]] = []
         for path, deletes in shared:
             if deletes and path in renames:
-                out.append(("renames", f"{path} to {renames[path]}"))
+                out.append(("renames", f"{shown_path(path)} to {shown_path(renames[path])}"))
             elif not any(path == new or path.startswith(f"{new}.") for new in moved):
-                out.append(("deletes" if deletes else "sets", path))
+                out.append(("deletes" if deletes else "sets", shown_path(path)))
         return tuple(out)
 
     def step_time(self, change: Change, stage: StageEstimate, hardware: Hardware | None) -> StepTime:
