@@ -224,3 +224,24 @@ def test_ms_swift_grpo_divides_in_place_on_its_local_forward_without_sequence_pa
     [term] = completion_logits_terms(setup, spec, s, sequence=sequence)
     assert term.nbytes == int(copies * 2 * 2 * 512 * 32768)
     assert ("swift/rlhf_trainers" in term.source) and (("in place" in term.what) == (copies == 4))
+
+
+def test_ms_swift_sequence_parallel_scores_each_rank_s_shard_of_the_whole_sequence():
+    """_get_logps_via_sp runs the model over the rank's shard of prompt and completion, without logits_to_keep, and
+    scores every position (swift/rlhf_trainers/grpo_trainer.py @ v4.5.2): 2 rows of a 6,144-token sequence over SP 2
+    are rows of 3,072 positions, not the 512-token completion (out of place, by TRL's parts: the backward's 6,144
+    positions and a row's three transients, 15,360 positions at the peak)."""
+    from zeroadvisor.memory.method import completion_logits_terms
+    from zeroadvisor.memory.settings import read_settings
+    from zeroadvisor.model.hf import spec_from_hf_config
+
+    spec = spec_from_hf_config({"model_type": "qwen2", "hidden_size": 64, "intermediate_size": 172,
+                                "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+                                "vocab_size": 32768})
+    setup = MethodSetup(method=Method.GRPO, trainer=TrainerFamily.MS_SWIFT, trainer_version="4.5.2",
+                        generation=Generation(max_completion_length=512, max_prompt_length=5632))
+    s = read_settings({"train_micro_batch_size_per_gpu": 2, "bf16": {"enabled": True}}, spec, 1)
+    [term] = completion_logits_terms(setup, spec, s, sequence=2, sequence_length=6144)
+    assert term.nbytes == 2 * 32768 * (2 * 3072 + 3 * 3072) and "shard" in term.what
+    [local] = completion_logits_terms(setup, spec, s, sequence=1, sequence_length=6144)
+    assert local.nbytes == 4 * 2 * 2 * 512 * 32768  # the local forward keeps the completion's logits only

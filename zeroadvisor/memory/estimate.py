@@ -630,7 +630,7 @@ def _train_terms(run: _Run, option: Option, ds_terms: list[Term], paper: list[Te
              # the reference / reward / critic models and vLLM's share, as the trainer prepares them for this option
              + method_terms(run.shape.method, run.model, dict(run.shape.auxiliary_specs), s, option, N,
                             run.cluster.gpu_memory, run.optimizer_block, notes, run.shape.liger_kernel,
-                            run.layout))
+                            run.layout, run.shape.sequence_length))
     if run.act.nbytes:
         terms.append(Term("activations", Resource.GPU, run.act.nbytes, "activations", "activations", "Korthikanti",
                           "memory/activations.py"))

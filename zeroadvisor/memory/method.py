@@ -609,11 +609,13 @@ def frozen_at_load(setup: MethodSetup, policy: ModelSpec, auxiliary: dict[ModelR
 
 def method_terms(setup: MethodSetup, policy: ModelSpec, auxiliary: dict[ModelRole, ModelSpec], s: Settings,
                  option: Option, N: int, gpu_memory: int | None, config_has_optimizer: bool,
-                 notes: list[str], liger_kernel: bool = False, layout: Parallel | None = None) -> list[Term]:
+                 notes: list[str], liger_kernel: bool = False, layout: Parallel | None = None,
+                 sequence_length: int | None = None) -> list[Term]:
     """Every model and share beside the policy for ``option``: reference, reward, critic, vLLM (``liger_kernel``:
     the Trainer's use_liger_kernel, which switches GRPO's Liger loss at some TRL releases; ``layout``: the policy's
     parallel degrees: its tensor-parallel one OpenRLHF gives every other model too (tensor_split), its sequence one
-    decides ms-swift's GRPO scoring path (completion_logits_terms))."""
+    decides ms-swift's GRPO scoring path and, with ``sequence_length`` (the training sequence), what it scores
+    (completion_logits_terms))."""
     if setup.method == Method.SFT:
         return []
     layout = layout or Parallel()
@@ -642,7 +644,7 @@ def method_terms(setup: MethodSetup, policy: ModelSpec, auxiliary: dict[ModelRol
                      "(memory/groups.py), not on the actor's cards")
     others = [t for t in others if t.row not in apart]
     return others + vllm_terms(setup, gpu_memory, notes) + completion_logits_terms(setup, policy, s, liger_kernel,
-                                                                                 layout.sequence)
+                                                                                 layout.sequence, sequence_length)
 
 
 # Trainers that split every model they prepare by the policy's tensor-parallel degree: OpenRLHF's strategy runs
@@ -850,7 +852,8 @@ def completion_head_gradient(setup: MethodSetup, policy: ModelSpec, s: Settings,
 
 
 def completion_logits_terms(setup: MethodSetup, policy: ModelSpec, s: Settings,
-                            liger_kernel: bool = False, sequence: int = 1) -> list[Term]:
+                            liger_kernel: bool = False, sequence: int = 1,
+                            sequence_length: int | None = None) -> list[Term]:
     """GRPO's logits over the completion only (logits_to_keep = max_completion_length), per completion in the micro
     batch (TRL's per_device_train_batch_size counts completions: num_generations decides how many prompts, not how
     many rows per GPU). Up to TRL 1.14 (trl/trainer/grpo_trainer.py _get_per_token_logps_and_entropies @ v0.21.0):
@@ -858,7 +861,8 @@ def completion_logits_terms(setup: MethodSetup, policy: ModelSpec, s: Settings,
     the output the temperature divides in place (GRPO_INPLACE_COPIES). From 1.15 (and for an unknown TRL
     release) the completion's labels are scored through the fused LM head (the same function @ v1.16.0:
     ``model(..., labels=labels, fused_lm_head=True)``, the prompt's labels -100): memory/trl_sft_loss.py
-    fused_head_bytes, no logits."""
+    fused_head_bytes, no logits. ms-swift's sequence-parallel path (``sequence`` above 1) scores each rank's shard of
+    the whole sequence (``sequence_length``: prompt and completion), not the completion (SWIFT_SP_SHARD)."""
     completion = setup.generation.max_completion_length
     if not completion_logits(setup) or not completion or not policy.vocab_size:
         return []
@@ -885,13 +889,26 @@ def completion_logits_terms(setup: MethodSetup, policy: ModelSpec, s: Settings,
         n = copies * w * tokens * policy.vocab_size
         formula = f"{copies} × {w} B × {s.micro_batch} × {completion} × V {policy.vocab_size:,}"
     else:  # TRL 0.14 to 0.29 (axolotl at the TRL it pins), ms-swift's out-of-place paths: measured by its parts
-        positions, formula = trl_grpo_out_of_place(grpo_entropy_chunk(setup), s.micro_batch, completion)
+        shard = setup.trainer == TrainerFamily.MS_SWIFT and sequence > 1 and bool(sequence_length)
+        row = ceil_div(sequence_length or 0, sequence) if shard else completion
+        positions, formula = trl_grpo_out_of_place(grpo_entropy_chunk(setup), s.micro_batch, row)
         n = w * policy.vocab_size * positions
         formula = f"{w} B × V {policy.vocab_size:,} × {formula}"
+        if shard:
+            return [Term("activations", Resource.GPU, n, "completion_logits",
+                         f"GRPO logits over each rank's shard of the sequence ({sequence_length:,} / SP {sequence})",
+                         formula, _scoring_source(setup, sequence))]
     return [Term("activations", Resource.GPU, n, "completion_logits",
                  "GRPO logits over the completion (logits_to_keep)"
                  + (", divided by the temperature in place" if in_place else ""),
                  formula, _scoring_source(setup, sequence))]
+
+
+# ms-swift's sequence-parallel scoring runs the model over its shard of the whole sequence, without logits_to_keep,
+# and scores every position of it before GatherLoss collects the ranks' log-probs and the completion is cut out
+# (swift/rlhf_trainers/grpo_trainer.py _get_logps_via_sp: ``logits = output.logits``, ``logits / self.temperature``,
+# selective_log_softmax over the shard's labels @ v4.5.2): its rows are ceil(sequence / SP) positions long.
+SWIFT_SP_SHARD = "_get_logps_via_sp"
 
 
 def _scoring_source(setup: MethodSetup, sequence: int) -> str:
