@@ -362,6 +362,24 @@ def test_trl_ppo_s_response_length_default_is_listed_as_assumed(cli, project):
     assert _assumed_completion(cli, project, "accelerate launch examples/scripts/ppo/ppo.py --config ppo.yaml") is None
 
 
+def test_trl_ppo_without_a_reward_model_path_lists_its_reward_and_value_models_as_assumed(cli, project):
+    """ppo.py loads both from PPOConfig.reward_model_path, whose default (EleutherAI/pythia-160m) cannot score another
+    policy's tokens: without it in the file they are costed as the policy and said so, with the key that sets
+    them; a file that names one assumes nothing of them (nor ms-swift's, whose --reward_model is its own flag)."""
+    def assumed(text: str, launch: str = "accelerate launch examples/scripts/ppo/ppo.py --config ppo.yaml"):
+        (project / "ppo.yaml").write_text(text)
+        result = cli("check", project / "ds.json", "--params", "7B", "--gpus", "8", "--gpu-memory", "80GiB",
+                     "--seq-len", "1024", "--launch", launch, "-f", "json", cwd=project)
+        assert result.stdout, result.stderr
+        return next((a for a in json.loads(result.stdout)["estimate"]["assumed"] if a["name"] == "reward_model_path"),
+                    None)
+
+    found = assumed("per_device_train_batch_size: 2\nresponse_length: 128\n")
+    assert found is not None and found["key"] == "reward_model_path" and "pythia-160m" in found["effect"], found
+    assert assumed("per_device_train_batch_size: 2\nreward_model_path: Qwen/Qwen2.5-0.5B\n") is None
+    assert assumed("", "NPROC_PER_NODE=8 swift rlhf --rlhf_type ppo --model m --reward_model r") is None
+
+
 def _ppo_rows(cli, project, launch: str) -> dict:
     result = cli("check", project / "ds.json", "--model", "Qwen/Qwen2.5-7B", "--gpus", "8", "--gpu-memory", "80GiB",
                  "--seq-len", "1024", "--launch", launch, "-f", "json", cwd=project)

@@ -89,6 +89,9 @@ INPUTS: dict[str, Input] = {
     "ds3_gather_for_generation": Input("policy gathered whole for generation (ZeRO-3)", "", "",
                                        "ds3_gather_for_generation"),
     "rollout_batch_size": Input("rollout micro batch", "", "", "--micro_rollout_batch_size"),
+    # TRL's PPO loads its reward and value models from PPOConfig.reward_model_path (memory/method.py
+    # method_assumptions): where no file names one they are costed as the policy's architecture
+    "reward_model_path": Input("reward and value models", "", "", "reward_model_path"),
 }
 
 # Hardware field -> INPUTS key, for the step-time defaults (hardware/machine.py Hardware.defaulted).

@@ -1804,6 +1804,14 @@ def method_assumptions(setup: MethodSetup, policy: ModelSpec, liger_kernel: bool
                                    "once before training, no reference model"
                                    + (f"; refused by TRL {trl} beside its Liger loss)" if refused else ")"),
                                    key=_key(setup, "precompute_ref_log_probs")))
+    if setup.method == Method.PPO and setup.trainer in (None, TrainerFamily.TRL) \
+            and not any(p.role == ModelRole.REWARD and p.model for p in setup.placements):
+        # examples/scripts/ppo/ppo.py loads both from training_args.reward_model_path, whose PPOConfig default
+        # (EleutherAI/pythia-160m, trl/experimental/ppo/ppo_config.py @ v1.9.0; trl/trainer/ppo_config.py @ v0.21.0)
+        # has its own 50,304-entry vocabulary: it cannot score another policy's tokens, so a real run names one
+        out.append(AssumedInput.of("reward_model_path", "the policy's architecture",
+                                   "the reward and the value model each costed as a copy of the policy (PPOConfig's "
+                                   "default, EleutherAI/pythia-160m, cannot score this policy's tokens)"))
     return out + _generation_assumptions(setup)
 
 
