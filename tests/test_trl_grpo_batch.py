@@ -245,3 +245,23 @@ def test_ms_swift_sequence_parallel_scores_each_rank_s_shard_of_the_whole_sequen
     assert term.nbytes == 2 * 32768 * (2 * 3072 + 3 * 3072) and "shard" in term.what
     [local] = completion_logits_terms(setup, spec, s, sequence=1, sequence_length=6144)
     assert local.nbytes == 4 * 2 * 2 * 512 * 32768  # the local forward keeps the completion's logits only
+
+
+def test_grpo_logits_where_the_trl_beside_axolotl_is_not_known_stay_three_copies():
+    """An axolotl release past the ones read pins a TRL the estimate does not know (pinned_trl.axolotl_trl: None):
+    neither TRL's in-place count nor its out-of-place parts is assumed for it."""
+    from zeroadvisor.config.pinned_trl import AXOLOTL_TRL_PINS
+    from zeroadvisor.memory.method import GRPO_UNREAD_COPIES, completion_logits_terms
+    from zeroadvisor.memory.settings import read_settings
+    from zeroadvisor.model.hf import spec_from_hf_config
+
+    newest = AXOLOTL_TRL_PINS[-1][0]
+    spec = spec_from_hf_config({"model_type": "qwen2", "hidden_size": 64, "intermediate_size": 172,
+                                "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+                                "vocab_size": 32768})
+    setup = MethodSetup(method=Method.GRPO, trainer=TrainerFamily.AXOLOTL,
+                        trainer_version=f"{newest.major}.{newest.minor + 1}.0",
+                        generation=Generation(max_completion_length=512, max_prompt_length=1))
+    s = read_settings({"train_micro_batch_size_per_gpu": 4, "bf16": {"enabled": True}}, spec, 1)
+    [term] = completion_logits_terms(setup, spec, s)
+    assert term.nbytes == GRPO_UNREAD_COPIES * 2 * 4 * 512 * 32768

@@ -884,8 +884,9 @@ def completion_logits_terms(setup: MethodSetup, policy: ModelSpec, s: Settings,
                      f"fp32 gradients of {tokens:,} tokens' hidden states and the head, casts, a tile",
                      f"trl/trainer/grpo_trainer.py _get_per_token_logps_and_entropies @ v1.16.0; {FUSED_SOURCE}")]
     in_place = grpo_divides_in_place(setup, sequence)
-    if in_place:
-        copies = GRPO_INPLACE_COPIES
+    unread = setup.trainer != TrainerFamily.MS_SWIFT and trl_release(setup) is None  # axolotl past the releases read
+    if in_place or unread:
+        copies = GRPO_INPLACE_COPIES if in_place else GRPO_UNREAD_COPIES
         n = copies * w * tokens * policy.vocab_size
         formula = f"{copies} × {w} B × {s.micro_batch} × {completion} × V {policy.vocab_size:,}"
     else:  # TRL 0.14 to 0.29 (axolotl at the TRL it pins), ms-swift's out-of-place paths: measured by its parts
@@ -932,6 +933,9 @@ def _scoring_source(setup: MethodSetup, sequence: int) -> str:
 # 1 to 8 rows).
 GRPO_INPLACE_COPIES = 4
 TRL_GRPO_INPLACE = Version("1.0.0")
+# The TRL beside the trainer not known (an axolotl release past the ones read, pinned_trl.axolotl_trl): the logits,
+# the per-row log-softmax and their gradient, neither TRL's in-place count nor its out-of-place parts assumed
+GRPO_UNREAD_COPIES = 3
 # TRL 0.14 to 0.29 divide out of place; their peak, in positions' logits (rows x completion in all) of the model
 # dtype, is the larger of the forward's and the backward's. Forward: the divided logits and the saved per-row
 # log-softmax (2 copies) and, from 0.20, the entropy under no_grad: a chunk's log_softmax, exp and product (3), the
