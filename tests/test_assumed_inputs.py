@@ -86,7 +86,7 @@ def test_every_input_names_a_flag_of_estimate_and_check_and_a_description_field(
     # field; and the preference/RL method's inputs, which --trainer or the trainer's own file keys set
     method = {"trainer", "trainer_version", "precompute_ref_log_probs", "beta", "vllm_mode",
               "vllm_gpu_memory_utilization", "max_completion_length", "ds3_gather_for_generation", "rollout_batch_size",
-              "reward_model_path"}
+              "reward_model_path", "teacher_model", "jsd_beta", "lmbda"}
     assert {n for n, s in INPUTS.items() if not s.field} == {"optimizer", "zero_stage", "efficiency", "cpu_cores",
                                                              "inter_node_bandwidth", "nvme_bandwidth", "launcher",
                                                              "gpu_variant", "deepspeed_version", "alloc_conf",

@@ -77,11 +77,12 @@ def test_another_script_named_dpo_is_not_trl(dpo_yaml):
 def test_trl_unknown_command_is_one_line():
     with pytest.raises(LaunchError, match=r"trl 'vllm-serve' is not a TRL training command"):
         parse_launch("trl vllm-serve --model x")
+    with pytest.raises(LaunchError, match=r"trl 'gkd' is not a TRL training command"):  # GKD has a script, no command
+        parse_launch("trl gkd --model x")
 
 
 @pytest.mark.parametrize(("command", "trainer"), [
-    ("trl gkd --config f.yaml", "GKD"),
-    ("accelerate launch examples/scripts/gkd.py --config f.yaml", "GKD"),
+    ("accelerate launch examples/scripts/bco.py --config f.yaml", "BCO"),
     ("accelerate launch examples/scripts/dpo_online.py --config f.yaml", "online DPO"),
     ("accelerate launch examples/scripts/rloo/rloo_tldr.py --config f.yaml", "RLOO"),
     ("torchrun --nproc_per_node 8 trl/examples/scripts/nash_md.py", "Nash-MD")])

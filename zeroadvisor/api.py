@@ -179,7 +179,7 @@ def estimate(config: str | os.PathLike[str] | Mapping[str, Any] | None = None, *
     precision, stage, activation_checkpointing, transformers_version, ... as the flags); ``deepspeed_version``: the
     DeepSpeed release whose defaults the estimate reads (as ``lint``); ``step_times``: each option's step time too,
     as the ``estimate`` command gives it (with the machine's assumed inputs: efficiency, CPU cores, launcher);
-    ``trainer``: the training method (sft, dpo, kto, orpo, cpo, grpo, rloo, ppo, reward), as ``--trainer``;
+    ``trainer``: the training method (sft, dpo, kto, orpo, cpo, grpo, rloo, ppo, reward, gkd), as ``--trainer``;
     ``training_args``: the trainer's file (a TrainingArguments, TRL, LLaMA-Factory or axolotl YAML/JSON), as
     ``--training-args``: what it says fills what the keywords leave out.
 

@@ -164,6 +164,7 @@ METHOD_ROW_LABELS = {
     "reference_model": "reference model",
     "reward_model": "reward model",
     "critic": "critic",
+    "teacher_model": "teacher model",
     "vllm": "vLLM",
 }
 # The environment variable that configures torch's CUDA caching allocator (memory/allocator.py reads its value; a
@@ -375,6 +376,7 @@ class Method(StrEnum):
     GRPO = "grpo"  # generation (num_generations per prompt, optionally vLLM), a reference model when beta != 0
     PPO = "ppo"  # actor, critic, reward and reference models
     REWARD = "reward"  # reward-model training: a scalar head, two forwards per pair
+    GKD = "gkd"  # TRL's GKDTrainer: a teacher model beside the student, both models' logits under a generalized JSD
 
 
 class TrainerChoice(StrEnum):
@@ -390,6 +392,7 @@ class TrainerChoice(StrEnum):
     RLOO = "rloo"
     PPO = "ppo"
     REWARD = "reward"
+    GKD = "gkd"
 
     @property
     def method(self) -> Method:
@@ -427,3 +430,4 @@ class ModelRole(StrEnum):
     REFERENCE = "reference"
     REWARD = "reward"
     CRITIC = "critic"
+    TEACHER = "teacher"  # GKD's teacher: frozen, prepared as the reference is

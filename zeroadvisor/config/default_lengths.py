@@ -32,7 +32,7 @@ from zeroadvisor.vocab import Method
 
 _CONFIG_CLASS = {Method.SFT: "SFTConfig", Method.DPO: "DPOConfig", Method.KTO: "KTOConfig", Method.ORPO: "ORPOConfig",
                  Method.CPO: "CPOConfig", Method.REWARD: "RewardConfig", Method.GRPO: "GRPOConfig",
-                 Method.PPO: "PPOConfig"}
+                 Method.PPO: "PPOConfig", Method.GKD: "GKDConfig"}
 
 
 def config_class(setup: MethodSetup) -> str | None:
@@ -48,6 +48,9 @@ _MAX_LENGTH: dict[Method, tuple[tuple[Version, int | None, str], ...]] = {
     Method.SFT: ((Version("0"), 1024, "max_seq_length None: min(tokenizer.model_max_length, 1024)"),
                  (Version("0.15.0"), 1024, "max_seq_length"), (Version("0.16.0"), 1024, "max_length")),
 }
+_MAX_LENGTH[Method.GKD] = _MAX_LENGTH[Method.SFT]  # GKDConfig is an SFTConfig (trl/experimental/gkd/gkd_config.py)
+# GKDConfig.max_new_tokens: what an on-policy (or seq_kd) step generates, 128 at every release read (v0.11.0 to v1.9.0)
+GKD_MAX_NEW_TOKENS = 128
 _GRPO_COMPLETION: tuple[tuple[Version, int | None], ...] = ((Version("0"), 256), (Version("1.10.0"), 512))
 # the origin of a field filled from its class's default (config/method.py MethodSetup.origin), so that it is still
 # listed as assumed (memory/method.py)
@@ -92,6 +95,7 @@ class TrlLengths:
     max_prompt_length: int | None = None
     max_completion_length: int | None = None
     note: str = ""  # where the defaults come from, for the notes
+    generation_note: str = ""  # GKD: where max_new_tokens comes from, beside the length's note
 
 
 def _since(table: tuple[tuple[Version, int | None], ...], release: Version | None) -> int | None:
@@ -123,7 +127,10 @@ def trl_defaults(setup: MethodSetup) -> TrlLengths:
     if setup.method not in _MAX_LENGTH:
         return TrlLengths()
     length, field_said = _at(_MAX_LENGTH[setup.method], release)
+    new = GKD_MAX_NEW_TOKENS if setup.method == Method.GKD and not setup.generation.max_completion_length else None
     if length is None:
         return TrlLengths()
-    return TrlLengths(max_length=length, note=f"sequence length {length} from {name}'s default {field_said} ({at}; "
-                                              "set max_length in the TRL config)")
+    return TrlLengths(max_length=length, max_completion_length=new,
+                      note=f"sequence length {length} from {name}'s default {field_said} ({at}; set max_length in the "
+                           "TRL config)",
+                      generation_note=f"max_new_tokens {new} from {name}'s default ({at})" if new else "")

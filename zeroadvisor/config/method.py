@@ -147,6 +147,13 @@ class MethodSetup:
     # swift/trainers/rlhf_trainer/grpo_trainer.py @ v3.8.0); None: not said (ms-swift's defaults: neither)
     padding_free: bool | None = None
     entropy_computed: bool | None = None
+    # TRL's GKD (GKDConfig): the teacher (teacher_model_name_or_path; None: the policy's architecture), the share of
+    # steps that generate on-policy with the student (lmbda, 0.5 by default) and whether the teacher generates the
+    # others (seq_kd, false by default): trl/experimental/gkd/gkd_config.py @ v1.9.0, trl/trainer/gkd_config.py
+    # @ v0.21.0
+    teacher_model: str | None = None
+    lmbda: float | None = None
+    seq_kd: bool | None = None
     generation: Generation = field(default_factory=Generation)
     placements: tuple[Placement, ...] = ()  # the other models' placement where the trainer's flags say
     colocate_all_models: bool | None = None  # OpenRLHF --colocate_all_models (or one process: no Ray)

@@ -65,14 +65,17 @@ TRL_SCRIPTS: dict[str, Method] = {"sft": Method.SFT, "dpo": Method.DPO, "kto": M
 # TRL's example scripts (examples/scripts/*.py @ v0.21.0) that run one of those trainers under another name: gspo.py
 # is GRPOTrainer with importance_sampling_level "sequence".
 # examples/scripts/ppo/ppo.py and ppo_tldr.py (@ v0.12.0 to v1.9.0) are its PPOTrainer, in a folder of their own.
-TRL_EXAMPLE_SCRIPTS: dict[str, Method] = {"gspo": Method.GRPO, "ppo/ppo": Method.PPO, "ppo/ppo_tldr": Method.PPO}
+# examples/scripts/gkd.py (@ v0.11.0 to v1.9.0) runs GKDTrainer (trl/trainer/gkd_trainer.py, trl/experimental/gkd
+# from 0.26), which has no CLI command.
+TRL_EXAMPLE_SCRIPTS: dict[str, Method] = {"gspo": Method.GRPO, "ppo/ppo": Method.PPO, "ppo/ppo_tldr": Method.PPO,
+                                          "gkd": Method.GKD}
 # TRL's trainers zeroadvisor does not cost, as their scripts name them (trl/scripts/rloo.py @ v1.9.0; examples/
 # scripts/*.py @ v0.21.0): another model beside the policy (a teacher, a judge, a reference) or generation the
 # estimate does not count; their runs get a one-line error, not an SFT estimate.
 # trl/scripts/rloo.py (0.22+, `trl rloo`): RLOOTrainer, GRPO's sibling (MethodSetup.rloo); the examples/scripts/rloo/
 # scripts are the RLOO of 0.21 and before, a PPO-style trainer, not costed.
 TRL_SIBLING_SCRIPTS: dict[str, Method] = {"rloo": Method.GRPO}
-TRL_UNCOSTED_SCRIPTS: dict[str, str] = {"gkd": "GKD", "bco": "BCO", "dpo_online": "online DPO",
+TRL_UNCOSTED_SCRIPTS: dict[str, str] = {"bco": "BCO", "dpo_online": "online DPO",
                                         "nash_md": "Nash-MD", "xpo": "XPO", "prm": "PRM", "alignprop": "AlignProp",
                                         "ddpo": "DDPO", "rloo/rloo": "RLOO", "rloo/rloo_tldr": "RLOO"}
 # OpenRLHF's entry points (openrlhf/cli/train_*.py, 0.8) -> method.
@@ -83,13 +86,13 @@ RAY_MODULE = "train_ppo_ray"  # the one entry point that puts the other models o
 
 # TRL config fields (trl 0.21 trl/trainer/*_config.py) and the kind each holds; ms-swift and OpenRLHF flags are read
 # into the same names by config/launch.py.
-_FLOATS = ("beta", "vllm_gpu_memory_utilization", "rpo_alpha")
+_FLOATS = ("beta", "vllm_gpu_memory_utilization", "rpo_alpha", "lmbda")
 _INTS = ("max_length", "max_prompt_length", "max_completion_length", "num_generations", "steps_per_generation",
          "generation_batch_size", "local_rollout_forward_batch_size", "sleep_level", "vllm_tensor_parallel_size",
          "vllm_max_model_length", "vllm_max_model_len", "move_model_batches")
 _BOOLS = ("precompute_ref_log_probs", "use_vllm", "use_peft", "ds3_gather_for_generation", "vllm_enable_sleep_mode",
-          "offload_model", "offload_optimizer", "use_liger_loss", "use_weighting")
-_TEXTS = ("loss_type", "vllm_mode", "ref_model")
+          "offload_model", "offload_optimizer", "use_liger_loss", "use_weighting", "seq_kd")
+_TEXTS = ("loss_type", "vllm_mode", "ref_model", "teacher_model_name_or_path")
 # Keys only a preference/RL trainer's config has, in the order they decide the guess where no file names the
 # method: (key, the loss_type values it needs or None for any value, the method). trl 0.21 and 1.x *_config.py: only
 # GRPOConfig has num_generations and the vllm_* fields; desirable_weight is KTOConfig's, cpo_alpha and simpo_gamma
@@ -106,6 +109,9 @@ HINT_RULES: tuple[tuple[str, tuple[str, ...] | None, Method], ...] = (
     # PPOConfig's own (trl/trainer/ppo_config.py @ v0.21.0, trl/experimental/ppo/ppo_config.py @ v1.9.0)
     ("response_length", None, Method.PPO), ("vf_coef", None, Method.PPO), ("cliprange_value", None, Method.PPO),
     ("num_ppo_epochs", None, Method.PPO), ("reward_model_path", None, Method.PPO),
+    # GKDConfig's own (trl/trainer/gkd_config.py @ v0.21.0, trl/experimental/gkd/gkd_config.py @ v1.9.0), before
+    # beta: GKD's beta is the generalized JSD's interpolation
+    ("teacher_model_name_or_path", None, Method.GKD), ("lmbda", None, Method.GKD), ("seq_kd", None, Method.GKD),
     ("beta", None, Method.DPO), ("precompute_ref_log_probs", None, Method.DPO),
     ("ref_model_init_kwargs", None, Method.DPO))
 SFT_LOSSES = ("nll", "dft")  # SFTConfig.loss_type (trl 1.x): not a preference loss
@@ -255,8 +261,10 @@ def _trl_fields(data: Mapping[str, JSONValue], where: Origin, trainer: TrainerFa
                                 f"got {shown(data['vllm_gpu_memory_utilization'])}")
     generation = Generation(num_generations=read.whole("num_generations"),
                             max_prompt_length=read.whole("max_prompt_length"),
-                            # PPOConfig names its cap response_length (trl/trainer/ppo_config.py @ v0.21.0)
-                            max_completion_length=read.whole("max_completion_length") or read.whole("response_length"),
+                            # PPOConfig names its cap response_length (trl/trainer/ppo_config.py @ v0.21.0), GKDConfig
+                            # max_new_tokens (trl/experimental/gkd/gkd_config.py @ v1.9.0)
+                            max_completion_length=read.whole("max_completion_length") or read.whole("response_length")
+                            or read.whole("max_new_tokens"),
                             use_vllm=read.flag("use_vllm"), vllm_mode=_vllm_mode(read.text("vllm_mode"), where),
                             vllm_gpu_memory_utilization=share,
                             ds3_gather_for_generation=read.flag("ds3_gather_for_generation"),
@@ -269,6 +277,9 @@ def _trl_fields(data: Mapping[str, JSONValue], where: Origin, trainer: TrainerFa
                             vllm_max_model_len=read.whole("vllm_max_model_length") or read.whole("vllm_max_model_len"),
                             offload_model=read.flag("offload_model"), offload_optimizer=read.flag("offload_optimizer"),
                             move_model_batches=read.whole("move_model_batches"))
+    lmbda = read.number("lmbda")
+    if lmbda is not None and not 0 <= lmbda <= 1:  # GKDConfig.__post_init__ raises outside [0, 1]
+        raise TrainerInputError(f"{where('lmbda')}: expected a share from 0 to 1, got {shown(data['lmbda'])}")
     use_reference: bool | None = None
     peft = read.flag("use_peft")
     if peft is True:  # trl/scripts/dpo.py, kto.py: ref_model = None with a PEFT config
@@ -288,6 +299,8 @@ def _trl_fields(data: Mapping[str, JSONValue], where: Origin, trainer: TrainerFa
                         loss_type=loss, max_length=read.whole("max_length"), generation=generation,
                         liger_loss=read.flag("use_liger_loss"), rpo_alpha=read.number("rpo_alpha"),
                         use_weighting=read.flag("use_weighting"), placements=placements,
+                        teacher_model=read.text("teacher_model_name_or_path"), lmbda=lmbda,
+                        seq_kd=read.flag("seq_kd"),
                         origin=tuple(o for o in read.origin if o[0] != "use_peft"))
     hints = _trl_hints(data)
     said = {name for name, _ in setup.origin}

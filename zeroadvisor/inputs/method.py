@@ -98,6 +98,8 @@ def auxiliary_specs(setup: MethodSetup, policy: object, transformers: str | None
     named: dict[ModelRole, str] = {}
     if setup.reference_model is not None:
         named[ModelRole.REFERENCE] = setup.reference_model
+    if setup.teacher_model is not None:
+        named[ModelRole.TEACHER] = setup.teacher_model
     for placement in setup.placements:
         if placement.model is not None and placement.loaded is not False:  # an adapter or a server: no model
             named.setdefault(placement.role, placement.model)

@@ -895,17 +895,21 @@ def _default_lengths(setup: MethodSetup, shape: TrainingShape,
     from zeroadvisor.config.default_lengths import CLASS_DEFAULT, trl_defaults
 
     found = trl_defaults(setup)
+    notes: list[str] = []
     if found.max_length is not None and shape.sequence_length is None:
-        return setup, replace(shape, sequence_length=found.max_length), [found.note]
+        shape, notes = replace(shape, sequence_length=found.max_length), [found.note]
+        if found.max_completion_length is None:
+            return setup, shape, notes
     if found.max_prompt_length is None and found.max_completion_length is None:
-        return setup, shape, []
+        return setup, shape, notes
     gen = setup.generation
     filled = tuple((name, CLASS_DEFAULT) for name, value in (("max_prompt_length", found.max_prompt_length),
                                                              ("max_completion_length", found.max_completion_length))
                    if value is not None)
     gen = replace(gen, max_prompt_length=gen.max_prompt_length or found.max_prompt_length,
                   max_completion_length=gen.max_completion_length or found.max_completion_length)
-    return replace(setup, generation=gen, origin=(*setup.origin, *filled)), shape, [found.note]
+    return replace(setup, generation=gen, origin=(*setup.origin, *filled)), shape, \
+        [*notes, found.generation_note or found.note]  # GKD's max_new_tokens has a note of its own
 
 
 def _swift_defaults(setup: MethodSetup, shape: TrainingShape) -> tuple[MethodSetup, TrainingShape, list[str]]:

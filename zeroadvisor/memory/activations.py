@@ -668,6 +668,10 @@ def _loss_peak(spec: ModelSpec, shape: TrainingShape, facts: LayerFacts, e: int,
     if liger_off is not None:
         notes.append(liger_off)
     if with_liger and liger_off is None and spec.lm_head is not False and spec.vocab_size:
+        if shape.method.method == Method.GKD:  # LigerFusedLinearJSDLoss: chunked as the cross-entropy, not measured
+            notes.append("GKD under use_liger_kernel (TRL 0.22+): Liger's fused linear JSD loss over the student's and "
+                         "the teacher's hidden states, counted as its fused linear cross-entropy's chunks (not "
+                         "measured: Liger's Triton kernels do not run on CPU)")
         return _liger_loss(spec, e, b, t, h, spec.vocab_size, notes), head_gradient
     if trl_loss == SftLoss.CHUNKED and spec.lm_head is not False and spec.vocab_size:
         logits = chunked_loss_bytes(e, out_tokens, h, spec.vocab_size, spec.head_gets_gradient) + IDS * out_tokens
@@ -693,6 +697,8 @@ def _logits(spec: ModelSpec, facts: LayerFacts, e: int, out_tokens: int, notes: 
         row = ceil_div(out_tokens, max(rows, 1))
         chosen = out_tokens // CHOSEN_NLL_SHARE if facts.chosen_nll else 0
         return e * spec.vocab_size * (ROW_LOSS_COPIES * out_tokens + row + chosen) + IDS * out_tokens
+    if facts.jsd_copies and not facts.loss_in_fp32:  # TRL's GKD (memory/method.py gkd_copies)
+        return e * spec.vocab_size * facts.jsd_copies * out_tokens + IDS * out_tokens
     if facts.response_tokens and not facts.loss_in_fp32:
         response = max(rows, 1) * min(facts.response_tokens, ceil_div(out_tokens, max(rows, 1)))
         return e * spec.vocab_size * (PPO_SLICE_COPIES * out_tokens + facts.response_copies * response) \

@@ -92,6 +92,10 @@ INPUTS: dict[str, Input] = {
     # TRL's PPO loads its reward and value models from PPOConfig.reward_model_path (memory/method.py
     # method_assumptions): where no file names one they are costed as the policy's architecture
     "reward_model_path": Input("reward and value models", "", "", "reward_model_path"),
+    # TRL's GKD (memory/method.py method_assumptions): its teacher, its JSD's beta and its on-policy share
+    "teacher_model": Input("teacher model", "", "", "teacher_model_name_or_path"),
+    "jsd_beta": Input("generalized JSD's beta", "", "", "beta"),
+    "lmbda": Input("on-policy share of the steps (lmbda)", "", "", "lmbda"),
 }
 
 # Hardware field -> INPUTS key, for the step-time defaults (hardware/machine.py Hardware.defaulted).

@@ -158,6 +158,10 @@ UNLABELLED_FORWARD: dict[TrainerFamily | None, frozenset[Method]] = {
     **dict.fromkeys((None, TrainerFamily.TRL, TrainerFamily.AXOLOTL),
                     frozenset({Method.CPO, Method.ORPO, Method.DPO, Method.KTO})),
 }
+# TRL's GKD runs Liger's fused linear JSD loss (LigerFusedLinearJSDLoss over the student's and the teacher's hidden
+# states, no logits) for use_liger_kernel from 0.22 (trl/trainer/gkd_trainer.py @ v0.22.0; trl/experimental/gkd @
+# v1.9.0: ``use_liger_gkd_loss``); before, the model is patched but called without labels, so its logits are whole.
+TRL_GKD_LIGER = Version("0.22.0")
 LOGITS_WHOLE = ("{method} calls the model without labels and reads its logits ({why}): Liger's fused linear "
                 "cross-entropy never runs there, the full logits counted")
 
@@ -336,6 +340,11 @@ def fused_loss_off(setup: MethodSetup) -> str | None:
         return None
     if setup.trainer in FULL_LOGITS_OUTSIDE_SFT:
         return FULL_LOGITS_OUTSIDE_SFT[setup.trainer]
+    if setup.method == Method.GKD:
+        trl = trl_release(setup)
+        if trl is not None and trl < TRL_GKD_LIGER:
+            return LOGITS_WHOLE.format(method="GKD", why="its Liger JSD loss runs from TRL 0.22")
+        return None
     if setup.method in UNLABELLED_FORWARD.get(setup.trainer, frozenset()):
         why = (f"{setup.trainer or 'TRL'} has no Liger loss for it" if setup.method in (Method.CPO, Method.ORPO)
                or setup.trainer == TrainerFamily.MS_SWIFT else

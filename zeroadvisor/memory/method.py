@@ -143,7 +143,8 @@ VLLM_DEFAULT_UTILIZATION = 0.3
 # (trl/trainer/dpo_trainer.py concatenated_forward; cpo/orpo the same; reward_trainer two forwards per pair).
 PAIRED = frozenset({Method.DPO, Method.ORPO, Method.CPO, Method.REWARD})
 FP32_BYTES = 4
-ROW_OF = {ModelRole.REFERENCE: "reference_model", ModelRole.REWARD: "reward_model", ModelRole.CRITIC: "critic"}
+ROW_OF = {ModelRole.REFERENCE: "reference_model", ModelRole.REWARD: "reward_model", ModelRole.CRITIC: "critic",
+          ModelRole.TEACHER: "teacher_model"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,7 +184,7 @@ def has_reference(setup: MethodSetup, policy: ModelSpec) -> bool:
     if setup.use_reference is not None:
         return setup.use_reference
     beta = setup.beta if setup.beta is not None else grpo_default_beta(setup)[0]
-    none = (setup.method in (Method.SFT, Method.REWARD, Method.ORPO, Method.CPO)
+    none = (setup.method in (Method.SFT, Method.REWARD, Method.ORPO, Method.CPO, Method.GKD)
             or reference_free_loss(setup)
             or bool(setup.precompute_ref_log_probs)
             or (setup.method == Method.GRPO and beta == 0.0))
@@ -577,6 +578,8 @@ def frozen_models(setup: MethodSetup, policy: ModelSpec,
         out.append((ModelRole.REFERENCE, auxiliary.get(ModelRole.REFERENCE, base)))
     if reward_loaded(setup):
         out.append((ModelRole.REWARD, auxiliary.get(ModelRole.REWARD, base)))
+    if setup.method == Method.GKD:  # GKDTrainer.__init__: prepare_deepspeed(teacher_model, ...) as the reference
+        out.append((ModelRole.TEACHER, auxiliary.get(ModelRole.TEACHER, base)))
     return out
 
 
@@ -620,6 +623,10 @@ def method_terms(setup: MethodSetup, policy: ModelSpec, auxiliary: dict[ModelRol
         return []
     layout = layout or Parallel()
     tensor = layout.tensor
+    trl = trl_release(setup)
+    if setup.method == Method.GKD and trl is not None and trl < GKD_SCORES_EVERY_POSITION:
+        notes.append(f"GKD at TRL {trl} scores from the batch's prompt width on (compute_loss slices the logits by "
+                     "inputs['prompts']): the prompt's share, which the data decides, counted in the loss (a bound)")
     others: list[Term] = []
     for role, spec in frozen_models(setup, policy, auxiliary):
         others += frozen_model_terms(role, tensor_split(setup, spec, tensor, notes), s, option, N, setup,
@@ -768,6 +775,8 @@ def _trainer_loss_facts(setup: MethodSetup, facts: LayerFacts) -> LayerFacts | N
         return replace(facts, loss_in_fp32=True, fused_ce_fp32=True, entropy_from_logits=entropy)
     if setup.method == Method.PPO and setup.trainer == TrainerFamily.LLAMA_FACTORY:
         return replace(facts, loss_in_fp32=True, entropy_from_logits=True)
+    if setup.method == Method.GKD:
+        return replace(facts, loss_in_fp32=False, jsd_copies=gkd_copies(setup))
     if setup.method == Method.PPO and setup.trainer in G.TRL_PPO:
         # TRL's PPOTrainer.train (ms-swift's is TRL's): the response's log-probs from a slice of the whole logits
         # (memory/activations.py PPO_SLICE_COPIES); selective_log_softmax from 0.15 (unknown: the newest read)
@@ -776,6 +785,32 @@ def _trainer_loss_facts(setup: MethodSetup, facts: LayerFacts) -> LayerFacts | N
         return replace(facts, loss_in_fp32=False, response_tokens=G.ppo_completion_length(setup) or 0,
                        response_copies=copies)
     return None
+
+
+# TRL's GKDTrainer.compute_loss (no Liger) runs the student with its graph and the teacher under no_grad over the same
+# sequences, and generalized_jsd_loss divides both logits by the temperature, takes both log_softmax and, for
+# 0 < beta < 1, stacks the two shifted log-probs, takes their logsumexp and two kl_div over it
+# (trl/experimental/gkd/gkd_trainer.py @ v1.9.0; trl/trainer/gkd_trainer.py @ v0.21.0): its peak, in the forward,
+# holds the two models' logits and the JSD's temporaries over the scored positions. Measured with TRL 1.9.0's and
+# 0.21.0's own compute_loss on CPU (benchmarks/gkd_loss.md): 2 copies of the whole logits plus 15 of the scored
+# positions' at beta 0.5 (the default), 7 at beta 0, 7 and the masked copy (the completion's share) at beta 1. TRL 1.7
+# and later score every position (the labels' -100 masks inside the loss); up to 1.6 from the batch's prompt width on,
+# a share the data decides: the whole sequence is counted there (a bound, said in the note).
+GKD_WHOLE_COPIES = 2
+GKD_JSD_COPIES = 15
+GKD_KL_COPIES = 7
+GKD_SCORES_EVERY_POSITION = Version("1.7.0")
+
+
+def gkd_copies(setup: MethodSetup) -> int:
+    """The whole logits' copies at TRL's GKD loss peak (GKD_JSD_COPIES' comment): GKDConfig.beta (0.5 unset)."""
+    beta = setup.beta if setup.beta is not None else GKD_DEFAULT_BETA
+    if 0.0 < beta < 1.0:
+        return GKD_WHOLE_COPIES + GKD_JSD_COPIES
+    return GKD_WHOLE_COPIES + GKD_KL_COPIES + (1 if beta == 1.0 else 0)  # beta 1: the masked copy, at most one
+
+
+GKD_DEFAULT_BETA = 0.5  # GKDConfig.beta (trl/experimental/gkd/gkd_config.py @ v1.9.0, trl/trainer @ v0.21.0)
 
 
 # Before 0.15 TRL's preference losses take a full log_softmax of the shifted logits (get_batch_logps), after it
@@ -1816,7 +1851,24 @@ def method_assumptions(setup: MethodSetup, policy: ModelSpec, liger_kernel: bool
         out.append(AssumedInput.of("reward_model_path", "the policy's architecture",
                                    "the reward and the value model each costed as a copy of the policy (PPOConfig's "
                                    "default, EleutherAI/pythia-160m, cannot score this policy's tokens)"))
-    return out + _generation_assumptions(setup)
+    return out + _gkd_assumptions(setup) + _generation_assumptions(setup)
+
+
+def _gkd_assumptions(setup: MethodSetup) -> list[AssumedInput]:
+    """TRL GKD's settings that decide memory and that no file said (method_assumptions)."""
+    if setup.method != Method.GKD:
+        return []
+    out = []
+    if setup.teacher_model is None:
+        out.append(AssumedInput.of("teacher_model", "the policy's architecture",
+                                   "the teacher costed as a copy of the student, prepared as TRL prepares it"))
+    if setup.beta is None:
+        out.append(AssumedInput.of("jsd_beta", GKD_DEFAULT_BETA, f"GKDConfig's default: {gkd_copies(setup)} copies of "
+                                   "the logits at the loss (0 or 1: a single KL, 9 or 10)"))
+    if setup.lmbda is None:
+        out.append(AssumedInput.of("lmbda", G.GKD_LMBDA, "GKDConfig's default: some steps generate with the student "
+                                   "(0: none, no generation counted)"))
+    return out
 
 
 def _generation_assumptions(setup: MethodSetup) -> list[AssumedInput]:

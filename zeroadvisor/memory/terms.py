@@ -12,7 +12,7 @@ ROWS = ("parameters", "gradients", "optimizer_states", "model_states", "gathered
 STATE_ROWS = ("parameters", "gradients", "optimizer_states")
 # The models and shares a preference/RL method adds beside the policy (memory/method.py): rows of their own, in
 # per_gpu only where the run has them (an SFT estimate's rows are ROWS alone).
-METHOD_ROWS = ("reference_model", "reward_model", "critic", "vllm")
+METHOD_ROWS = ("reference_model", "reward_model", "critic", "teacher_model", "vllm")
 
 
 def shown_rows(present: set[str] | frozenset[str]) -> tuple[str, ...]:

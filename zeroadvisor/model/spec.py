@@ -49,6 +49,9 @@ class LayerFacts:
     # CopySlices' clone of it, and ``response_copies`` copies of the response's (memory/activations.py)
     response_tokens: int = 0
     response_copies: int = 0
+    # the loss holds this many copies of the whole logits in their dtype at its peak (TRL's GKD: the student's and the
+    # teacher's logits and the generalized JSD's temporaries, memory/method.py gkd_copies); 0: not this loss
+    jsd_copies: int = 0
     norms_per_layer: int = 2  # decoder layers of an encoder-decoder add one for cross-attention
     final_dropout: bool = False  # a dropout after each stack's final norm (T5Stack)
     relative_position_buckets: bool = False  # int64 (s, s) bucket indices per stack (T5Attention.compute_bias)

@@ -44,7 +44,8 @@ SGR = {Verdict.FITS: "32", Verdict.TIGHT: "33", Verdict.DOES_NOT_FIT: "31;1", Ve
         "recommended": "32;1", "dim": "2"}
 _BAR_SGR = {"parameters": "44", "gradients": "46", "optimizer_states": "45", "gathered_parameters": "104",
             "buffers": "43", "activations": "42", "overhead": "100",
-            "reference_model": "41", "reward_model": "101", "critic": "105", "vllm": "47"}
+            "reference_model": "41", "reward_model": "101", "critic": "105", "teacher_model": "106",
+            "vllm": "47"}
 
 
 @dataclass(frozen=True)

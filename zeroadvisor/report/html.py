@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 ROW_COLOURS = {"parameters": "#4e79a7", "gradients": "#76b7b2", "optimizer_states": "#b07aa1",
                "gathered_parameters": "#9c755f", "buffers": "#edc948", "activations": "#59a14f",
                "overhead": "#bab0ac", "reference_model": "#e15759", "reward_model": "#f28e2b", "critic": "#ff9da7",
-               "vllm": "#499894"}
+               "teacher_model": "#79706e", "vllm": "#499894"}
 VERDICT_COLOURS = {Verdict.FITS: "#1a7f37", Verdict.TIGHT: "#9a6700", Verdict.DOES_NOT_FIT: "#cf222e",
                    Verdict.UNKNOWN: "#57606a", None: "#57606a"}
 CHART_WIDTH = 960

@@ -33,7 +33,7 @@ BAR_ROWS = ("parameters", "gradients", "optimizer_states", "gathered_parameters"
 BAR_LETTERS = {"parameters": "P", "gradients": "G", "optimizer_states": "O", "gathered_parameters": "W",
                "buffers": "B", "activations": "A", "overhead": "X"}
 # a preference/RL run's other models (memory/terms.py METHOD_ROWS), drawn before the overhead where a run has them
-METHOD_BAR_LETTERS = {"reference_model": "R", "reward_model": "M", "critic": "C", "vllm": "V"}
+METHOD_BAR_LETTERS = {"reference_model": "R", "reward_model": "M", "critic": "C", "teacher_model": "T", "vllm": "V"}
 
 
 def bar_rows_of(stages: Sequence[StageEstimate]) -> tuple[str, ...]:
