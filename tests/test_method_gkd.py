@@ -130,3 +130,22 @@ def test_a_gkd_config_read_alone_is_guessed_as_gkd_and_a_bad_lmbda_is_one_line(p
         inputs_run.build(Request(Command.ESTIMATE, config=str(project / "ds.json"), params="7B", gpus=8,
                                  gpu_memory="80GiB", seq_len=1024, training_args=str(project / "gkd.yaml")))
     assert "\n" not in str(caught.value)
+
+
+def test_gkd_s_notes_say_the_bound_before_trl_1_7_and_the_teacher_s_engine():
+    """Up to TRL 1.6 the whole sequence counted is a bound (the logits are sliced from the batch's prompt width); the
+    optimizer block copied up to 1.9.0 is the teacher's engine's, not a reference's."""
+    from zeroadvisor.memory.method import method_notes
+    from zeroadvisor.model.description import spec_from_params
+
+    policy = spec_from_params(1_000_000_000)
+    old = method_notes(MethodSetup(method=Method.GKD, trainer=TrainerFamily.TRL, trainer_version="0.21.0"), True,
+                       policy)
+    new = method_notes(MethodSetup(method=Method.GKD, trainer=TrainerFamily.TRL, trainer_version="1.9.0"), True,
+                       policy)
+    assert any("prompt width" in note and "a bound" in note for note in old)
+    assert not any("prompt width" in note for note in new)
+    assert any("to the teacher's engine" in note for note in new)
+    seq = method_notes(MethodSetup(method=Method.GKD, trainer=TrainerFamily.TRL, trainer_version="1.9.0",
+                                   seq_kd=True), True, policy)
+    assert any("seq_kd" in note and "not counted" in note for note in seq)

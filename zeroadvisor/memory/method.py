@@ -623,10 +623,6 @@ def method_terms(setup: MethodSetup, policy: ModelSpec, auxiliary: dict[ModelRol
         return []
     layout = layout or Parallel()
     tensor = layout.tensor
-    trl = trl_release(setup)
-    if setup.method == Method.GKD and trl is not None and trl < GKD_SCORES_EVERY_POSITION:
-        notes.append(f"GKD at TRL {trl} scores from the batch's prompt width on (compute_loss slices the logits by "
-                     "inputs['prompts']): the prompt's share, which the data decides, counted in the loss (a bound)")
     others: list[Term] = []
     for role, spec in frozen_models(setup, policy, auxiliary):
         others += frozen_model_terms(role, tensor_split(setup, spec, tensor, notes), s, option, N, setup,
@@ -1722,8 +1718,10 @@ def method_notes(setup: MethodSetup, config_has_optimizer: bool, policy: ModelSp
                    "(TRL >= 1.9.1 drops it); its bound adds what TRL <= 1.9.0 builds from it (14 B/param at "
                    "stage 0 in bf16; at stage 3 the fp32 and gradient partitions and the IPG bucket)")
     elif copy.expected:
-        out.append(f"{copy.release} copies the config's optimizer block to the reference engine "
+        engine = "teacher's" if setup.method == Method.GKD else "reference"
+        out.append(f"{copy.release} copies the config's optimizer block to the {engine} engine "
                    "(TRL's prepare_deepspeed up to 1.9.0, trl/models/utils.py; dropped from 1.9.1)")
+    out += _gkd_notes(setup)
     if batch_factor(setup) == 2:
         # the reference clause only where there is one (CPO, ORPO and reward models run none)
         out.append(f"{setup.method}: chosen and rejected concatenated, 2 sequences per sample through the policy"
@@ -1852,6 +1850,22 @@ def method_assumptions(setup: MethodSetup, policy: ModelSpec, liger_kernel: bool
                                    "the reward and the value model each costed as a copy of the policy (PPOConfig's "
                                    "default, EleutherAI/pythia-160m, cannot score this policy's tokens)"))
     return out + _gkd_assumptions(setup) + _generation_assumptions(setup)
+
+
+def _gkd_notes(setup: MethodSetup) -> list[str]:
+    """What TRL GKD's terms rest on, for the report (method_notes)."""
+    if setup.method != Method.GKD:
+        return []
+    trl = trl_release(setup)
+    out = [(f"gkd: the teacher prepared as TRL prepares a reference model; the generalized JSD holds "
+           f"{gkd_copies(setup)} copies of the logits at the loss (measured: benchmarks/gkd_loss.md)")]
+    if trl is not None and trl < GKD_SCORES_EVERY_POSITION:
+        out.append(f"gkd at TRL {trl} scores from the batch's prompt width on (compute_loss slices the logits by "
+                   "inputs['prompts']): the prompt's share, which the data decides, is counted in the loss (a bound)")
+    if setup.seq_kd:
+        out.append("gkd: seq_kd has the teacher generate the steps the student does not: its own gather at ZeRO-3 "
+                   "for that generation is not counted")
+    return out
 
 
 def _gkd_assumptions(setup: MethodSetup) -> list[AssumedInput]:
