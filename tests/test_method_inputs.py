@@ -436,3 +436,13 @@ def test_trl_grpo_s_reward_model_is_a_frozen_model_beside_the_policy(cli, projec
     scored = _ppo_rows(cli, project, "trl grpo --config grpo.yaml")
     assert "reward_model" not in plain and "critic" not in scored
     assert 0.9e9 < scored["reward_model"] < 1.1e9, scored["reward_model"]  # 494M parameters in bf16, stage 0
+
+
+def test_every_method_is_a_trainer_word_and_rloo_is_costed_as_grpo():
+    """--trainer's words (TrainerChoice) are the methods costed (Method) and TRL's RLOO: a method added to one and not
+    the other would be refused by the flag or costed as nothing."""
+    from zeroadvisor.vocab import TrainerChoice
+
+    assert {c.value for c in TrainerChoice} == {m.value for m in Method} | {"rloo"}
+    assert {c.method for c in TrainerChoice} == set(Method)
+    assert TrainerChoice.RLOO.method is Method.GRPO

@@ -251,7 +251,7 @@ def test_grpo_logits_where_the_trl_beside_axolotl_is_not_known_stay_three_copies
     """An axolotl release past the ones read pins a TRL the estimate does not know (pinned_trl.axolotl_trl: None):
     neither TRL's in-place count nor its out-of-place parts is assumed for it."""
     from zeroadvisor.config.pinned_trl import AXOLOTL_TRL_PINS
-    from zeroadvisor.memory.method import GRPO_UNREAD_COPIES, completion_logits_terms
+    from zeroadvisor.memory.method import completion_logits_terms
     from zeroadvisor.memory.settings import read_settings
     from zeroadvisor.model.hf import spec_from_hf_config
 
@@ -264,4 +264,4 @@ def test_grpo_logits_where_the_trl_beside_axolotl_is_not_known_stay_three_copies
                         generation=Generation(max_completion_length=512, max_prompt_length=1))
     s = read_settings({"train_micro_batch_size_per_gpu": 4, "bf16": {"enabled": True}}, spec, 1)
     [term] = completion_logits_terms(setup, spec, s)
-    assert term.nbytes == GRPO_UNREAD_COPIES * 2 * 4 * 512 * 32768
+    assert term.nbytes == 3 * 2 * 4 * 512 * 32768  # the logits, the per-row log-softmax and their gradient

@@ -893,7 +893,7 @@ def completion_logits_terms(setup: MethodSetup, policy: ModelSpec, s: Settings,
     release) the completion's labels are scored through the fused LM head (the same function @ v1.16.0:
     ``model(..., labels=labels, fused_lm_head=True)``, the prompt's labels -100): memory/trl_sft_loss.py
     fused_head_bytes, no logits. ms-swift's sequence-parallel path (``sequence`` above 1) scores each rank's shard of
-    the whole sequence (``sequence_length``: prompt and completion), not the completion (SWIFT_SP_SHARD)."""
+    the whole sequence (``sequence_length``: prompt and completion), not the completion."""
     completion = setup.generation.max_completion_length
     if not completion_logits(setup) or not completion or not policy.vocab_size:
         return []
@@ -916,39 +916,34 @@ def completion_logits_terms(setup: MethodSetup, policy: ModelSpec, s: Settings,
                      f"trl/trainer/grpo_trainer.py _get_per_token_logps_and_entropies @ v1.16.0; {FUSED_SOURCE}")]
     in_place = grpo_divides_in_place(setup, sequence)
     unread = setup.trainer != TrainerFamily.MS_SWIFT and trl_release(setup) is None  # axolotl past the releases read
+    path = swift_grpo_scoring(setup, sequence) if setup.trainer == TrainerFamily.MS_SWIFT else None
+    # ms-swift's sequence-parallel scoring runs the model over its shard of the whole sequence, without
+    # logits_to_keep, and scores every position of it before GatherLoss collects the ranks' log-probs and the
+    # completion is cut out (swift/rlhf_trainers/grpo_trainer.py _get_logps_via_sp: ``logits = output.logits``,
+    # ``logits / self.temperature``, selective_log_softmax over the shard's labels @ v4.5.2): rows of ceil(sequence /
+    # SP) positions
+    shard = path is SwiftScoring.SEQUENCE_PARALLEL and bool(sequence_length)
     if in_place or unread:
         copies = GRPO_INPLACE_COPIES if in_place else GRPO_UNREAD_COPIES
         n = copies * w * tokens * policy.vocab_size
         formula = f"{copies} × {w} B × {s.micro_batch} × {completion} × V {policy.vocab_size:,}"
     else:  # TRL 0.14 to 0.29 (axolotl at the TRL it pins), ms-swift's out-of-place paths: measured by its parts
-        shard = setup.trainer == TrainerFamily.MS_SWIFT and sequence > 1 and bool(sequence_length)
         row = ceil_div(sequence_length or 0, sequence) if shard else completion
         positions, formula = trl_grpo_out_of_place(grpo_entropy_chunk(setup), s.micro_batch, row)
         n = w * policy.vocab_size * positions
         formula = f"{w} B × V {policy.vocab_size:,} × {formula}"
-        if shard:
-            return [Term("activations", Resource.GPU, n, "completion_logits",
-                         f"GRPO logits over each rank's shard of the sequence ({sequence_length:,} / SP {sequence})",
-                         formula, _scoring_source(setup, sequence))]
-    return [Term("activations", Resource.GPU, n, "completion_logits",
-                 "GRPO logits over the completion (logits_to_keep)"
-                 + (", divided by the temperature in place" if in_place else ""),
-                 formula, _scoring_source(setup, sequence))]
+    what = (f"GRPO logits over each rank's shard of the sequence ({sequence_length or 0:,} / SP {sequence})" if shard
+            else "GRPO logits over the completion (logits_to_keep)"
+            + (", divided by the temperature in place" if in_place else ""))
+    return [Term("activations", Resource.GPU, n, "completion_logits", what, formula, _scoring_source(path))]
 
 
-# ms-swift's sequence-parallel scoring runs the model over its shard of the whole sequence, without logits_to_keep,
-# and scores every position of it before GatherLoss collects the ranks' log-probs and the completion is cut out
-# (swift/rlhf_trainers/grpo_trainer.py _get_logps_via_sp: ``logits = output.logits``, ``logits / self.temperature``,
-# selective_log_softmax over the shard's labels @ v4.5.2): its rows are ceil(sequence / SP) positions long.
-SWIFT_SP_SHARD = "_get_logps_via_sp"
-
-
-def _scoring_source(setup: MethodSetup, sequence: int) -> str:
-    """Where the scoring path :func:`completion_logits_terms` counts is, and where it was measured."""
+def _scoring_source(path: SwiftScoring | None) -> str:
+    """Where the scoring path :func:`completion_logits_terms` counts is (ms-swift's ``path``; None: TRL's), and where
+    it was measured."""
     measured = "measured on CPU: benchmarks/grpo_logits.md)"
-    if setup.trainer != TrainerFamily.MS_SWIFT:
+    if path is None:
         return f"trl/trainer/grpo_trainer.py _get_per_token_logps_and_entropies @ v0.21.0-v1.14 ({measured}"
-    path = swift_grpo_scoring(setup, sequence)
     if path is SwiftScoring.TRL_METHOD:
         return ("swift/rlhf_trainers/grpo_trainer.py _get_per_token_logps_and_entropies_single @ v4.0.0 "
                 f"(can_use_super: TRL's own method, compute_entropy=self.compute_entropy; {measured}")
