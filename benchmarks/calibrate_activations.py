@@ -169,9 +169,42 @@ def layer_modules(model) -> list[tuple[str, object]]:
     return [(f"layer {i}", m) for i, m in enumerate(layers)]
 
 
+def saved_by_part(model, parts, run, outside: str = "outside the layers") -> dict[str, int]:
+    """Run ``run()`` under saved_tensors_hooks and return the bytes autograd saves for backward, each storage once
+    (``model``'s parameters left out), by the part whose forward saved it: ``parts`` are (name, module) pairs, the
+    rest is ``outside`` (also used by calibrate_vision.py)."""
+    from torch.autograd.graph import saved_tensors_hooks
+
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    where = [outside]
+
+    def enter(name):
+        def hook(module, *args):
+            where[0] = name
+        return hook
+
+    for name, module in parts:
+        module.register_forward_pre_hook(enter(name))
+        module.register_forward_hook(enter(outside))
+    seen: dict[int, tuple[str, int]] = {}
+
+    def pack(tensor):
+        storage = tensor.untyped_storage()
+        ptr = storage.data_ptr()
+        if ptr and ptr not in params and ptr not in seen:
+            seen[ptr] = (where[0], storage.nbytes())
+        return tensor
+
+    with saved_tensors_hooks(pack, lambda tensor: tensor):
+        run()
+    by: dict[str, int] = {}
+    for name, n in seen.values():
+        by[name] = by.get(name, 0) + n
+    return by
+
+
 def measure(c: dict) -> dict:
     import torch
-    from torch.autograd.graph import saved_tensors_hooks
 
     torch.manual_seed(0)
     model = build(c)
@@ -185,35 +218,9 @@ def measure(c: dict) -> dict:
         inputs["labels"] = torch.randint(0, 2, (b,))
     else:
         inputs["labels"] = ids
-    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    where = ["outside the layers"]
-
-    def enter(name):
-        def hook(module, *args):
-            where[0] = name
-        return hook
-
-    def leave(module, *args):
-        where[0] = "outside the layers"
-
-    for name, module in layer_modules(model):
-        module.register_forward_pre_hook(enter(name))
-        module.register_forward_hook(leave)
-    seen: dict[int, tuple[str, int]] = {}
-
-    def pack(tensor):
-        storage = tensor.untyped_storage()
-        ptr = storage.data_ptr()
-        if ptr and ptr not in params and ptr not in seen:
-            seen[ptr] = (where[0], storage.nbytes())
-        return tensor
-
-    with saved_tensors_hooks(pack, lambda tensor: tensor):
-        out = model(**inputs)
-    assert out.loss is not None
-    by: dict[str, int] = {}
-    for name, n in seen.values():
-        by[name] = by.get(name, 0) + n
+    outputs = []
+    by = saved_by_part(model, layer_modules(model), lambda: outputs.append(model(**inputs)))
+    assert outputs[0].loss is not None
     stacks: dict[str, tuple[int, int]] = {}  # stack -> (layers, bytes of its last layer)
     for name in by:
         if name != "outside the layers":

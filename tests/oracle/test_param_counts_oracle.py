@@ -32,7 +32,8 @@ from zeroadvisor.model.layout import census  # noqa: E402
 
 # When config.json names no class, the count is of this Auto class (what the spec claims).
 _DEFAULT_AUTO = {"bert": "AutoModelForMaskedLM", "roberta": "AutoModelForMaskedLM",
-                 **dict.fromkeys(("t5", "bart", "mbart", "blenderbot"), "AutoModelForSeq2SeqLM")}
+                 **dict.fromkeys(("t5", "bart", "mbart", "blenderbot"), "AutoModelForSeq2SeqLM"),
+                 **dict.fromkeys(("qwen2_vl", "qwen2_5_vl"), "AutoModelForImageTextToText")}
 
 
 def _build(config: dict[str, Any]) -> Any:
@@ -128,6 +129,11 @@ _BART = dict(
     decoder_ffn_dim=96,
 )
 
+_QWEN2_VL_VISION = dict(depth=2, embed_dim=32, mlp_ratio=3, num_heads=4, hidden_size=64, patch_size=4,
+                        temporal_patch_size=2, spatial_merge_size=2)
+_QWEN25_VL_VISION = dict(depth=3, hidden_size=32, intermediate_size=40, num_heads=4, out_hidden_size=64, patch_size=4,
+                         temporal_patch_size=2, spatial_merge_size=2)
+
 CASES: dict[str, dict[str, Any]] = {
     # ---- llama: MHA untied (no architectures: AutoModelForCausalLM), GQA + all biases +
     # head_dim override + tied, base model, classifier; real Llama-2-7B and Llama-3-8B.
@@ -191,6 +197,25 @@ CASES: dict[str, dict[str, Any]] = {
         num_local_experts=8,
     ),
     # ---- qwen2: qkv biases, GQA, tied; head_dim given as an extra key; classifier.
+    # Qwen2-VL / Qwen2.5-VL: the vision tower under model.visual, the decoder under model.language_model; hub
+    # configs are flat (the decoder's keys at the top level), transformers 5 saves nest them in text_config
+    "qwen2_vl-flat": dict(_small("qwen2_vl", num_key_value_heads=2), vision_config=_QWEN2_VL_VISION),
+    "qwen2_vl-nested-tied-in-text": dict(model_type="qwen2_vl", vision_config=_QWEN2_VL_VISION,
+                                         text_config=_small("qwen2_vl_text", tie_word_embeddings=True)),
+    "qwen2_vl-base": dict(_small("qwen2_vl", architectures=["Qwen2VLModel"]), vision_config=_QWEN2_VL_VISION),
+    "qwen2_5_vl-flat": dict(_small("qwen2_5_vl", num_key_value_heads=4, architectures=[
+        "Qwen2_5_VLForConditionalGeneration"]), vision_config=_QWEN25_VL_VISION),
+    "qwen2_5_vl-nested-tied": dict(model_type="qwen2_5_vl", tie_word_embeddings=True,
+                                   vision_config=dict(_QWEN25_VL_VISION, spatial_merge_size=3, in_channels=4),
+                                   text_config=_small("qwen2_5_vl_text", num_key_value_heads=2)),
+    # Qwen2.5-VL-7B-Instruct's config.json (hub: flat, in_chans a key transformers does not read)
+    "qwen2_5_vl-7b": dict(
+        model_type="qwen2_5_vl", architectures=["Qwen2_5_VLForConditionalGeneration"], hidden_size=3584,
+        intermediate_size=18944, num_hidden_layers=28, num_attention_heads=28, num_key_value_heads=4,
+        vocab_size=152064, tie_word_embeddings=False,
+        vision_config=dict(depth=32, hidden_act="silu", hidden_size=1280, intermediate_size=3420, num_heads=16,
+                           in_chans=3, out_hidden_size=3584, patch_size=14, spatial_merge_size=2, window_size=112,
+                           fullatt_block_indexes=[7, 15, 23, 31], temporal_patch_size=2)),
     "qwen2-gqa": _small("qwen2", num_key_value_heads=2),
     "qwen2-tied-headdim": _small("qwen2", num_key_value_heads=4, head_dim=16, tie_word_embeddings=True),
     "qwen2-seqcls": _small("qwen2", architectures=["Qwen2ForSequenceClassification"], num_key_value_heads=8),
@@ -714,7 +739,7 @@ def test_every_supported_model_type_is_exercised() -> None:
     from zeroadvisor.model.hf import SUPPORTED_MODEL_TYPES
 
     assert {c["model_type"] for c in CASES.values()} == set(SUPPORTED_MODEL_TYPES)
-    assert len(SUPPORTED_MODEL_TYPES) == 29
+    assert len(SUPPORTED_MODEL_TYPES) == 31
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -79,6 +79,7 @@ class Request:
     activation_checkpointing: Checkpointing | str | None = None
     flash_attention: bool | None = None
     target_len: int | None = None
+    image_tokens: int | None = None
     padding: Padding | str | None = None
     micro_batch: int | None = None
     precision: Precision | str | None = None

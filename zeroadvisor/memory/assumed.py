@@ -43,6 +43,7 @@ INPUTS: dict[str, Input] = {
     "sequence_length": Input("sequence length", "--seq-len", "sequence_length"),
     "architecture": Input("layer count and hidden size", "--model", "num_layers, hidden_size"),
     "target_length": Input("target (decoder) length", "--target-len", "target_length"),
+    "image_tokens": Input("image tokens per sample", "--image-tokens", "image_tokens"),
     "padding": Input("padding", "--padding", "padding"),  # memory/padding.py: only where it changes the verdict
     "micro_batch_size": Input("micro batch per GPU", "--micro-batch", "micro_batch_size"),
     "precision": Input("training precision", "--precision", "precision"),
@@ -229,6 +230,11 @@ def shape_assumptions(model: ModelSpec, shape: TrainingShape, configured_stage: 
     if model.encoder_decoder and shape.target_length is None:
         out.append(AssumedInput.of("target_length", shape.sequence_length,
                                    "the decoder stack is costed at the sequence length (the encoder's)"))
+    if model.vision is not None and model.vision_trains and shape.image_tokens is None and shape.sequence_length:
+        out.append(AssumedInput.of("image_tokens", shape.sequence_length,
+                                   "the vision tower trains and keeps its activations: costed with every token of "
+                                   "the sequence an image token (the most it holds), an upper bound where the "
+                                   "samples hold text too"))
     out += load_assumptions(model, shape.load, configured_stage)
     release = release_assumption_model(model)
     return out + ([release] if release is not None else [])

@@ -315,6 +315,7 @@ class Estimate:
             "micro_batch_size": self.settings.micro_batch,
             "sequence_length": self.shape.sequence_length,
             "target_length": self.shape.target_length,
+            "image_tokens": self.shape.image_tokens,
             "padding": self.shape.padding or Padding.MAX_LENGTH,  # as costed: not given is max_length
             "activation_checkpointing": self.shape.activation_checkpointing,
             "flash_attention": self.shape.flash_attention,

@@ -37,6 +37,7 @@ from zeroadvisor.memory import bytes as B
 from zeroadvisor.memory.activations import Activations, activation_bytes
 from zeroadvisor.memory.errors import EstimateError, config_pointer
 from zeroadvisor.memory.terms import Term, ceil_div
+from zeroadvisor.memory.vision import with_vision
 from zeroadvisor.model.spec import ModelSpec, TrainingShape
 from zeroadvisor.vocab import Device, Resource, TrainerFamily
 
@@ -332,7 +333,8 @@ def parallel_activations(spec: ModelSpec, shape: TrainingShape, micro_batch: int
                         "on the logits as lm_head returns them) keeps the loss tensors in the model dtype, not "
                         "transformers' fp32 upcast")
     local = dataclasses.replace(spec, **changes) if changes else spec
-    whole = activation_bytes(local, seq_shape, micro_batch, precision)
+    whole = with_vision(activation_bytes(local, seq_shape, micro_batch, precision), local, seq_shape, micro_batch,
+                        precision)
     notes = list(whole.notes)
     if sp_loss_note and whole.nbytes:
         notes.append(sp_loss_note)

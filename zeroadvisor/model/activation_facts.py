@@ -56,7 +56,8 @@ def _llama(act: str = "silu", norm: str = "rmsnorm", *, norms_per_layer: int = 2
 
 
 ROWS: dict[str, Row] = {
-    **{t: _llama() for t in ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe")},
+    # Qwen2-VL / Qwen2.5-VL: the decoder is Qwen2's (its vision tower: memory/vision.py)
+    **{t: _llama() for t in ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl")},
     # DeepseekV2/V3 TopkRouter: F.linear(hidden_states.type(torch.float32), ...): the fp32 input is kept
     **{t: _llama(router_fp32_input=True) for t in ("deepseek_v2", "deepseek_v3")},
     # Qwen3Attention: q_norm / k_norm (Qwen3RMSNorm, LlamaRMSNorm's code) over head_dim on Q and K

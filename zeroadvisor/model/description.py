@@ -198,6 +198,15 @@ FIELDS: tuple[DescriptionField, ...] = (
         "Encoder-decoder models: target (decoder) sequence length in tokens; default the sequence length.",
     ),
     DescriptionField(
+        "image_tokens",
+        "training",
+        _POSITIVE,
+        "an integer > 0",
+        "Vision-language models (Qwen2-VL, Qwen2.5-VL): how many of each sample's sequence_length tokens are image "
+        "tokens (the vision tower runs over 4 patches per token); default: every token, the most the sequence holds "
+        "(counted only where the vision tower trains).",
+    ),
+    DescriptionField(
         "padding",
         "training",
         {"enum": list(PADDINGS)},
@@ -475,6 +484,7 @@ def apply_overrides(
     flash: bool | None = None,
     *,
     target_len: int | None = None,
+    image_tokens: int | None = None,
     padding: str | None = None,
     micro_batch: int | None = None,
     precision: str | None = None,
@@ -495,11 +505,12 @@ def apply_overrides(
     expert_parallel: int | None = None,
 ) -> TrainingShape:
     """``shape`` with the CLI's --seq-len / --activation-checkpointing /
-    --flash-attention|--no-flash-attention / --target-len / --padding / --micro-batch / --precision / --stage /
-    --load-dtype / --zero-init / --meta-load / --optim / --liger-kernel / --cut-cross-entropy / --tiled-mlp /
+    --flash-attention|--no-flash-attention / --target-len / --image-tokens / --padding / --micro-batch / --precision /
+    --stage / --load-dtype / --zero-init / --meta-load / --optim / --liger-kernel / --cut-cross-entropy / --tiled-mlp /
     --tiled-mlp-shards / --activation-offload / --checkpoint-every applied (None leaves a value as it is)."""
     changes: dict[str, Any] = _positive_overrides((
         ("--seq-len", "sequence_length", seq_len), ("--target-len", "target_length", target_len),
+        ("--image-tokens", "image_tokens", image_tokens),
         ("--micro-batch", "micro_batch_size", micro_batch), ("--tensor-parallel", "tensor_parallel", tensor_parallel),
         ("--pipeline-parallel", "pipeline_parallel", pipeline_parallel),
         ("--sequence-parallel", "sequence_parallel", sequence_parallel),
@@ -1012,6 +1023,7 @@ def _training_shape(data: Mapping[str, Any]) -> TrainingShape:
         activation_checkpointing=data.get("activation_checkpointing", "none"),
         flash_attention=data.get("flash_attention", True),
         target_length=data.get("target_length"),
+        image_tokens=data.get("image_tokens"),
         padding=Padding(data["padding"]) if data.get("padding") is not None else None,
         micro_batch_size=data.get("micro_batch_size"),
         precision=data.get("precision"),

@@ -23,6 +23,7 @@ from zeroadvisor.jsontypes import JSONValue
 from zeroadvisor.model.hfconfig import DERIVED, REQUIRED, Cfg, Default
 from zeroadvisor.model.hfconfig import Field as F
 from zeroadvisor.model.layout import Layout, TorchClass
+from zeroadvisor.model.spec import VisionTower
 
 TRANSFORMERS_VERSION = "5.24"  # the modelling code these rows were read from
 
@@ -66,6 +67,7 @@ class Arch:
     shared_expert_width: int | None = None  # an MoE block's always-on shared expert MLP (None: none)
     latent_ranks: tuple[int, ...] = ()  # multi-head latent attention: the low ranks an RMSNorm runs over (q, kv)
     value_head_dim: int | None = None  # a value head narrower than the query/key head (MLA's v_head_dim)
+    vision: VisionTower | None = None  # a multimodal model's vision tower (Qwen2-VL, Qwen2.5-VL)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -331,9 +333,9 @@ def _shared_experts(m: Moe, c: Cfg, L: Layout, d: Dec) -> None:
         _mlp(L.sub("shared_experts"), "gated", h, width, _flag(c, d.mlp_bias))
 
 
-def _decoder(d: Dec, c: Cfg, L: Layout, head: str) -> Arch:
+def _decoder(d: Dec, c: Cfg, L: Layout, head: str, base_name: str = "model") -> Arch:
     h, N, V = c.hidden_size, c.num_hidden_layers, c.vocab_size
-    base = L.sub("model")
+    base = L.sub(base_name)
     e = _decoder_embeddings(d, c, base)
 
     layers = base.sub("layers.*", N)
@@ -712,6 +714,15 @@ def _bart_fields(**defaults: F) -> dict[str, F]:
 
 
 @dataclass(frozen=True, slots=True)
+class VisionRow:
+    """A vision tower's row: the keys of ``vision_config`` (its config class's defaults) and the builder that adds
+    its modules under ``model.visual`` given the decoder's hidden size."""
+
+    fields: Mapping[str, F]
+    build: Callable[[Cfg, Layout], VisionTower]
+
+
+@dataclass(frozen=True, slots=True)
 class Family:
     model_type: str
     modeling: str  # the transformers file this row mirrors
@@ -724,6 +735,10 @@ class Family:
     # even when head_dim is given (LlamaConfig, Gemma2Config, Gemma3TextConfig,
     # GPTNeoXConfig, DeepseekV2Config): such a config.json cannot be loaded at all.
     divisible_heads: bool = False
+    # A multimodal family's vision tower (VisionRow): vision_config's keys and its builder; the decoder's keys are
+    # then read from text_config where the config nests them (transformers 5 saves) and from the top level where it
+    # is flat (older hub configs: Qwen2VLConfig.__post_init__ pops them into text_config)
+    vision: VisionRow | None = None
 
 
 def _fields(
@@ -1471,3 +1486,85 @@ _register(
         _t5_notes,
     ),
 )
+
+
+# --------------------------------------------------------------------------- vision-language models
+
+
+def _qwen_vision(c: Cfg, L: Layout, *, v25: bool) -> VisionTower:
+    """Qwen2-VL's Qwen2VisionTransformerPretrainedModel / Qwen2.5-VL's Qwen2_5_VisionTransformerPretrainedModel
+    (qwen2_vl/modeling_qwen2_vl.py, qwen2_5_vl/modeling_qwen2_5_vl.py): a Conv3d patch embedding without bias
+    (in_channels x temporal_patch_size x patch_size^2 -> width), ``depth`` blocks of norm1/norm2, attention (qkv and
+    proj, both with bias) and an MLP (Qwen2.5-VL: gate/up/down with bias, SwiGLU; Qwen2-VL: fc1/fc2 of
+    width * mlp_ratio with bias), then the PatchMerger: ln_q over the width and two Linears with bias over
+    width * merge^2 (the second to the decoder's width). Qwen2.5-VL's norms are RMSNorms, Qwen2-VL's LayerNorms; the
+    rotary embedding owns no parameter."""
+    d, m = c.width, c.spatial_merge_size
+    norm = L.rms_norm if v25 else L.layer_norm
+    start = len(L.modules)
+    pixels = c.in_channels * c.temporal_patch_size * c.patch_size * c.patch_size
+    L.add("patch_embed.proj", pixels * d)
+    B = L.sub("blocks.*", c.depth)
+    block_norm = B.rms_norm if v25 else B.layer_norm
+    block_norm("norm1", d)
+    block_norm("norm2", d)
+    B.linear("attn.qkv", d, 3 * d, True)
+    B.linear("attn.proj", d, d, True)
+    width = c.intermediate_size if v25 else d * c.mlp_ratio
+    if v25:
+        _mlp(B.sub("mlp"), "gated", d, width, True)
+    else:
+        B.linear("mlp.fc1", d, width, True)
+        B.linear("mlp.fc2", width, d, True)
+    merged = d * m * m
+    norm("merger.ln_q", d)
+    L.linear("merger.mlp.0", merged, merged, True)
+    L.linear("merger.mlp.2", merged, c.out, True)
+    parameters = sum(mod.unique * mod.count for mod in L.modules[start:])
+    return VisionTower(depth=c.depth, width=d, intermediate=width, heads=c.num_heads, gated=v25,
+                       norm="rmsnorm" if v25 else "layernorm", activation=c.hidden_act, merge=m, out=c.out,
+                       parameters=parameters, patch_elements=pixels)
+
+
+def _vision_fields(*, v25: bool) -> dict[str, F]:
+    """Qwen2VLVisionConfig / Qwen2_5_VLVisionConfig: the widths that size the tower's matrices are required (as the
+    decoder's are, hfconfig.py), the rest take the class defaults (``in_chans`` in hub configs is a key transformers
+    does not read: ``in_channels`` is)."""
+    rows = {
+        "depth": F(),
+        "num_heads": F(),
+        "in_channels": F(3),
+        "patch_size": F(14),
+        "temporal_patch_size": F(2),
+        "spatial_merge_size": F(2),
+    }
+    if v25:  # hidden_size is the blocks' width, out_hidden_size the merger's output, intermediate_size the MLP's
+        rows |= {"width": F(keys=("hidden_size",)), "out": F(keys=("out_hidden_size",)),
+                 "intermediate_size": F(), "hidden_act": F("silu", "str")}
+    else:  # embed_dim is the blocks' width, hidden_size the merger's output, mlp_ratio the MLP's factor
+        rows |= {"width": F(keys=("embed_dim",)), "out": F(keys=("hidden_size",)), "mlp_ratio": F(4),
+                 "hidden_act": F("quick_gelu", "str")}
+    return rows
+
+
+def _qwen_vl(prefix: str, model_type: str, *, v25: bool) -> Family:
+    """Qwen2VLForConditionalGeneration / Qwen2_5_VLForConditionalGeneration: ``model.visual`` (the tower), then
+    ``model.language_model`` (Qwen2's decoder: q/k/v with bias, o_proj without) and ``lm_head`` beside ``model``;
+    Qwen*VLModel has no head. The decoder's keys are Qwen2VLTextConfig's / Qwen2_5_VLTextConfig's: kv heads default
+    8 (null: the attention heads, __post_init__), head_dim not read (hidden_size // heads, which must divide:
+    Qwen2_5_VLAttention raises otherwise)."""
+    fields = {k: v for k, v in _fields(tie=False, kv=8, kv_null=True, head_dim=None).items()
+              if k != "tie_word_embeddings"}  # read from the top level and text_config both (model/hf.py)
+    return Family(
+        model_type,
+        f"{model_type}/modeling_{model_type}.py",
+        fields,
+        lambda c, L, head: _decoder(Dec(qkv_bias=True), c, L, head, "model.language_model"),
+        {f"{prefix}ForConditionalGeneration": CAUSAL_LM, f"{prefix}Model": BASE},
+        f"{prefix}ForConditionalGeneration",
+        divisible_heads=True,
+        vision=VisionRow(_vision_fields(v25=v25), lambda c, L: _qwen_vision(c, L, v25=v25)),
+    )
+
+
+_register(_qwen_vl("Qwen2VL", "qwen2_vl", v25=False), _qwen_vl("Qwen2_5_VL", "qwen2_5_vl", v25=True))

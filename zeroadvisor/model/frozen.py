@@ -85,8 +85,13 @@ def apply(spec: ModelSpec, modules: Sequence[Module], entries: Sequence[str]) ->
     listed = ", ".join(entries)
     note = (f"frozen {listed}: {frozen:,} of {spec.parameters:,} parameters require no gradient, "
             f"{trainable:,} train")
+    tower = spec.vision
+    # the tower keeps its activations while a parameter in its patch embedding or blocks still trains
+    vision_trains = tower is not None and any(tower.trains_through(m.name) and r < m.count
+                                              for m, r in zip(modules, repeats, strict=True))
     return dataclasses.replace(
         spec,
+        vision_trains=vision_trains,
         trainable_parameters=trainable,
         largest_trainable_parameter=max(trained),
         frozen=listed,

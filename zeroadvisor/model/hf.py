@@ -9,7 +9,8 @@ The counts are those of the model transformers 5.24 builds from the config
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Callable, Mapping
 
 from zeroadvisor.jsontypes import JSONValue
 from zeroadvisor.model.activation_facts import LM_HEADS, layer_facts
@@ -24,9 +25,9 @@ from zeroadvisor.model.families import (
     Arch,
     Family,
 )
-from zeroadvisor.model.hfconfig import fmt, resolve
+from zeroadvisor.model.hfconfig import Cfg, fmt, resolve
 from zeroadvisor.model.layout import Layout, Module, parameter_sizes, totals
-from zeroadvisor.model.spec import ModelSpec
+from zeroadvisor.model.spec import ModelSpec, VisionTower
 from zeroadvisor.model.transformers_release import fused_experts
 
 SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(sorted(FAMILIES))
@@ -64,8 +65,11 @@ def layout_from_hf_config(
         )
     notes: list[str] = []
     arch_class, head = _head(family, config, notes)
-    cfg = resolve(model_type, family.fields, config,
-                  {"num_labels": _num_labels(config), "fused_experts": fused_experts(transformers)})
+    decoder_keys = text_config(family, config)
+    extra: dict[str, JSONValue] = {"num_labels": _num_labels(config), "fused_experts": fused_experts(transformers)}
+    if family.vision is not None:
+        extra["tie_word_embeddings"] = _vl_tied(config, decoder_keys)
+    cfg = _located(decoder_keys is not config, lambda: resolve(model_type, family.fields, decoder_keys, extra))
     if family.divisible_heads and cfg.hidden_size % cfg.num_attention_heads:
         raise cfg.fail(
             "num_attention_heads",
@@ -73,7 +77,12 @@ def layout_from_hf_config(
             f"{cfg.num_attention_heads} (transformers refuses this {model_type} config)",
         )
     layout = Layout()
+    vision = _vision(family, config, layout) if family.vision is not None else None  # first, as transformers
     arch = family.build(cfg, layout, head)
+    if vision is not None:
+        arch = dataclasses.replace(arch, vision=vision)
+        notes.append(f"vision tower counted: {vision.parameters:,} parameters ({vision.depth} blocks of width "
+                     f"{vision.width}, {vision.merge}x{vision.merge} patches per image token)")
 
     if head in _LM_HEADS and "tie_word_embeddings" in family.fields and not cfg.given(
         "tie_word_embeddings"
@@ -139,10 +148,12 @@ def spec_from_hf_config(config: Mapping[str, JSONValue], source: str = "", trans
         decoder_layers=arch.decoder_layers,
         lm_head=head in LM_HEADS,
         modules_with_parameters=sum(m.count for m in modules if m.own),
-        layer_facts=layer_facts(family.model_type, config, head, transformers, moe_v4=dependent),
+        layer_facts=layer_facts(family.model_type, text_config(family, config), head, transformers, moe_v4=dependent),
         layout=tuple(modules),
         transformers_version=transformers,
         release_dependent=dependent,
+        vision=arch.vision,
+        vision_trains=arch.vision is not None,  # every parameter trains until frozen or PEFT says otherwise
     )
 
 
@@ -191,6 +202,52 @@ def _head(family: Family, config: Mapping[str, JSONValue], notes: list[str]) -> 
         f"(supported: {supported}); {GIVE_PARAMETERS}",
         key="architectures",
     )
+
+
+def text_config(family: Family, config: Mapping[str, JSONValue]) -> Mapping[str, JSONValue]:
+    """Where a family's decoder keys are read: a multimodal config's ``text_config`` where it nests one (transformers
+    5 saves), else the top level (flat hub configs, which Qwen2VLConfig.__post_init__ pops into its text config)."""
+    if family.vision is None:
+        return config
+    nested = config.get("text_config")
+    if nested is None:
+        return config
+    if not isinstance(nested, Mapping):
+        raise ModelError(f"text_config must be a mapping, got {fmt(nested)}", key="text_config")
+    return nested
+
+
+def _vl_tied(config: Mapping[str, JSONValue], text: Mapping[str, JSONValue]) -> bool:
+    """Qwen2VLConfig's tie_word_embeddings: the top-level value, or text_config's where it is true (the
+    backward-compatible forward in __post_init__: pre-v5 saves placed it inside text_config)."""
+    values = [config.get("tie_word_embeddings", False)] + ([text.get("tie_word_embeddings", False)]
+                                                         if text is not config else [])
+    for where, value in zip(("tie_word_embeddings", "text_config.tie_word_embeddings"), values, strict=False):
+        if not isinstance(value, bool):
+            raise ModelError(f"{where} must be true or false, got {fmt(value)}", key=where.rsplit(".", 1)[-1])
+    return any(values)
+
+
+def _vision(family: Family, config: Mapping[str, JSONValue], layout: Layout) -> VisionTower:
+    """The vision tower's modules (under ``model.visual``) from ``vision_config``."""
+    assert family.vision is not None
+    raw = config.get("vision_config")
+    if not isinstance(raw, Mapping):
+        raise ModelError(f"vision_config must be a mapping with the vision tower's sizes for model_type "
+                         f"{family.model_type}, got {fmt(raw)}", key="vision_config")
+    row = family.vision
+    vcfg = _located(True, lambda: resolve(f"{family.model_type} vision_config", row.fields, raw), "vision_config")
+    return row.build(vcfg, layout.sub("model.visual"))
+
+
+def _located(nested: bool, read: Callable[[], Cfg], where: str = "text_config") -> Cfg:
+    """``read()``, its errors naming the nested mapping the key sits in."""
+    try:
+        return read()
+    except ModelError as err:
+        if not nested:
+            raise
+        raise ModelError(f"{where}: {err.message}", key=err.key) from None
 
 
 def _num_labels(config: Mapping[str, JSONValue]) -> int:

@@ -160,6 +160,11 @@ class PeftCount:
     # Per token, the features of the layer inputs that no module keeps under this LoRA (_unkept_inputs).
     unkept_inputs: int = 0
     head_saved: bool = False  # the output head is in modules_to_save: its trainable copy gets a weight gradient
+    # a vision-language model's tower (ModelSpec.vision): the adapted Linears in it (counting repeats), which run
+    # per image patch, not per token of the sequence; and whether an adapter or a saved copy trains through its
+    # blocks (VisionTower.trains_through)
+    vision_adapted: int = 0
+    vision_trains: bool = False
 
 
 def real_name(model_type: str | None, name: str) -> str:
@@ -275,6 +280,14 @@ def count(modules: Sequence[Module], settings: PeftSettings, spec: ModelSpec) ->
                 numels[p.numel] += m.count
     q_elements, q_bytes = _quantized_base(named, settings)
     trainable = adapter + copy
+    tower = spec.vision
+    # the per-token terms are the decoder's (memory/activations.py): a tower's modules run per image patch
+    # (memory/vision.py), so they are left out of them
+    in_tower = [a for a in adapted if tower is not None and tower.owns(a[1].name)]
+    lm_named = [(k, m) for k, m in named if tower is None or not tower.owns(m.name)]
+    lm_adapted = [a for a in adapted if a not in in_tower]
+    vision_trains = tower is not None and (any(tower.trains_through(m.name) for _, m, _ in in_tower) or any(
+        tower.trains_through(m.name) for key, m in named if saved and _saved(key, saved)))
     return PeftCount(
         trainable=trainable,
         all=spec.parameters + trainable,
@@ -282,9 +295,11 @@ def count(modules: Sequence[Module], settings: PeftSettings, spec: ModelSpec) ->
         trainable_tensors=tuple(sorted((numel, n) for numel, n in numels.items() if n)),
         quantized_elements=q_elements,
         quantized_bytes=q_bytes,
-        adapted_inputs=_adapted_inputs(adapted, spec),
-        unkept_inputs=_unkept_inputs(named, adapted, settings.dropout > 0),
+        adapted_inputs=_adapted_inputs(lm_adapted, spec),
+        unkept_inputs=_unkept_inputs(lm_named, lm_adapted, settings.dropout > 0),
         head_saved=head_saved,
+        vision_adapted=sum(m.count for _, m, _ in in_tower),
+        vision_trains=vision_trains,
     )
 
 
@@ -515,9 +530,20 @@ def apply(spec: ModelSpec, modules: Sequence[Module], settings: PeftSettings) ->
         lora_dropout_inputs=c.adapted_inputs if settings.dropout > 0 else 0,
         peft_head_saved=c.head_saved,
         lora_unkept_inputs=c.unkept_inputs,
-        lora_rank_features=settings.r * c.adapted_modules,
-        notes=(*spec.notes, note),
+        lora_rank_features=settings.r * (c.adapted_modules - c.vision_adapted),
+        vision_trains=c.vision_trains,
+        notes=(*spec.notes, note, *_vision_note(spec, c)),
     )
+
+
+def _vision_note(spec: ModelSpec, c: PeftCount) -> tuple[str, ...]:
+    """What LoRA does to a vision-language model's tower, for the report."""
+    if spec.vision is None:
+        return ()
+    if c.vision_trains:
+        return ((f"LoRA adapts {c.vision_adapted:,} Linear modules of the vision tower: the gradient flows through "
+                 "it, so it keeps its activations (memory/vision.py counts them as a full fine-tune's, a bound)"),)
+    return ("LoRA adapts no module of the vision tower: it runs without a graph",)
 
 
 __all__ += ["LORA_DEFAULT_TARGETS", "PEFT_DEFAULT", "apply", "describe", "with_default_targets"]

@@ -14,7 +14,7 @@ ZERO_STAGES = (0, 1, 2, 3)
 # The closed sets Checkpointing and Padding live in vocab (so that the lint path, which parses them, does not import
 # this module); they are named here too, their old home.
 __all__ = ["CLIENT_OPTIMIZER_NAMES", "DEFAULT_CLIENT_OPTIMIZER", "ZERO_STAGES", "Checkpointing", "LayerFacts",
-           "LoadInputs", "ModelSpec", "Padding", "Precision", "TrainingShape"]
+           "LoadInputs", "ModelSpec", "Padding", "Precision", "TrainingShape", "VisionTower"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +63,43 @@ class LayerFacts:
     sdpa_repeat_kv: bool = False  # transformers < 4.54: SDPA gets K/V repeated to every query head
     attention_softcap: bool = False  # eager scores through tanh (Gemma 2 attn_logit_softcapping): its output kept
     final_softcap: bool = False  # logits through tanh before the loss (Gemma 2 final_logit_softcapping)
+
+
+@dataclass(frozen=True, slots=True)
+class VisionTower:
+    """The vision transformer beside a multimodal model's decoder (Qwen2-VL, Qwen2.5-VL: ``model.visual``), as its
+    modelling code builds it (model/families.py): what its activations are counted from (memory/vision.py).
+
+    Each image is cut into patches (14 x 14 pixels, two frames deep); every patch runs through ``depth`` blocks of
+    width ``width``, and the merger folds ``merge`` x ``merge`` neighbouring patches into one token of the decoder's
+    sequence: an image token in the sequence is ``merge**2`` patches in the tower."""
+
+    depth: int
+    width: int  # the blocks' hidden size (embed_dim)
+    intermediate: int  # the blocks' MLP width
+    heads: int
+    gated: bool  # SwiGLU MLP (Qwen2.5-VL) or a two-matrix one (Qwen2-VL's fc1/fc2)
+    norm: str  # "rmsnorm" | "layernorm" (norm1/norm2 and the merger's ln_q)
+    activation: str  # the blocks' MLP activation (vision_config.hidden_act)
+    merge: int  # spatial_merge_size: merge x merge patches become one decoder token
+    out: int  # the merger's output width (the decoder's hidden size)
+    parameters: int  # every parameter under the tower (patch embedding, blocks, merger)
+    patch_elements: int = 0  # the pixel values of one patch (in_channels x temporal_patch_size x patch_size^2)
+    prefix: str = "model.visual"  # the tower's module name in transformers 5 (``visual`` before 4.52)
+
+    @property
+    def patches_per_token(self) -> int:
+        return self.merge * self.merge
+
+    def owns(self, name: str) -> bool:
+        """Whether the module ``name`` (a layout name, model/layout.py) is part of the tower."""
+        return name.startswith(f"{self.prefix}.")
+
+    def trains_through(self, name: str) -> bool:
+        """Whether a trainable parameter in module ``name`` makes the tower keep its blocks' activations: one in the
+        patch embedding or a block (the gradient flows back through the blocks to it); the merger alone needs only
+        its own inputs."""
+        return self.owns(name) and not name.startswith(f"{self.prefix}.merger")
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +166,11 @@ class ModelSpec:
     # False: the head is frozen under PEFT, or no PEFT.
     peft_head_saved: bool = False
     frozen: str | None = None  # modules frozen without PEFT (model/frozen.py), e.g. "embed_tokens", for the report
+    # A multimodal model's vision tower (None: a text model), and whether any of its parameters trains (frozen
+    # without PEFT, or PEFT adapting none of its Linears, leave it False): a tower that trains keeps its
+    # activations for backward, a frozen one runs without a graph (memory/vision.py).
+    vision: VisionTower | None = None
+    vision_trains: bool = False
 
     # Every parameter's element count once (tied tensors once), as (numel, how many parameters of that size),
     # order unknown: the multiset of model.parameters() sizes, exact from a Hugging Face config. What the
@@ -231,6 +273,9 @@ class TrainingShape:
     activation_checkpointing: Checkpointing = Checkpointing.NONE
     flash_attention: bool = True
     target_length: int | None = None  # encoder-decoder: decoder tokens per sample (None: sequence_length)
+    # A multimodal model: how many of each sample's sequence_length tokens are image tokens (the merger's outputs;
+    # merge**2 patches each in the vision tower). None: not given (memory/vision.py assumes the bound).
+    image_tokens: int | None = None
     # How batches are padded (Padding); None: not given, costed as max_length (every batch at the full length).
     padding: Padding | None = None
     micro_batch_size: int | None = None  # fills train_micro_batch_size_per_gpu "auto" / absent

@@ -1,0 +1,100 @@
+"""Vision-language models (Qwen2-VL, Qwen2.5-VL): the tower's parameters, what freezing and LoRA leave training, and
+the activations it keeps (memory/vision.py); counts checked against transformers and peft in tests/oracle."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from zeroadvisor.memory.assumed import shape_assumptions
+from zeroadvisor.memory.vision import vision_activations
+from zeroadvisor.model import frozen
+from zeroadvisor.model import peft as P
+from zeroadvisor.model.errors import ModelError
+from zeroadvisor.model.hf import spec_from_hf_config
+from zeroadvisor.model.spec import Checkpointing, TrainingShape
+
+VISION_25 = dict(depth=32, hidden_act="silu", hidden_size=1280, intermediate_size=3420, num_heads=16, in_chans=3,
+                 out_hidden_size=3584, patch_size=14, spatial_merge_size=2, window_size=112,
+                 fullatt_block_indexes=[7, 15, 23, 31], temporal_patch_size=2)
+QWEN25_VL_7B = dict(model_type="qwen2_5_vl", architectures=["Qwen2_5_VLForConditionalGeneration"], hidden_size=3584,
+                    intermediate_size=18944, num_hidden_layers=28, num_attention_heads=28, num_key_value_heads=4,
+                    vocab_size=152064, tie_word_embeddings=False, vision_config=VISION_25)
+
+
+def _spec():
+    return spec_from_hf_config(QWEN25_VL_7B)
+
+
+def test_the_tower_is_counted_beside_the_decoder():
+    spec = _spec()
+    assert spec.parameters == 8_292_166_656  # Qwen2.5-VL-7B-Instruct as transformers builds it (oracle test)
+    assert spec.vision is not None and spec.vision.parameters == 676_550_144
+    assert spec.num_layers == 28 and spec.hidden_size == 3584  # the decoder's, for its activations
+    assert spec.vision_trains  # nothing frozen yet
+
+
+def test_nested_text_config_reads_the_same_model():
+    flat = _spec()
+    text = {k: v for k, v in QWEN25_VL_7B.items() if k not in ("model_type", "architectures", "vision_config")}
+    nested = spec_from_hf_config(dict(model_type="qwen2_5_vl", vision_config=VISION_25, text_config=text))
+    assert nested.parameters == flat.parameters
+
+
+def test_errors_name_the_nested_mapping():
+    broken = dict(QWEN25_VL_7B, vision_config={k: v for k, v in VISION_25.items() if k != "depth"})
+    with pytest.raises(ModelError, match=r"^vision_config: missing required key depth"):
+        spec_from_hf_config(broken)
+    with pytest.raises(ModelError, match="vision_config must be a mapping"):
+        spec_from_hf_config({k: v for k, v in QWEN25_VL_7B.items() if k != "vision_config"})
+
+
+def test_a_frozen_tower_keeps_nothing_and_trains_nothing():
+    spec = _spec()
+    cold = frozen.apply(spec, spec.layout or (), ["visual"])
+    assert not cold.vision_trains
+    assert cold.trainable_parameters == spec.parameters - spec.vision.parameters
+    shape = TrainingShape(sequence_length=4096)
+    assert vision_activations(cold, shape, 2, "bf16").nbytes == 0
+    assert not any(a.name == "image_tokens" for a in shape_assumptions(cold, shape, 3))
+    # the merger alone trains: the blocks need no graph (the merger keeps only its own inputs)
+    merger_trains = frozen.apply(spec, spec.layout or (), ["patch_embed", "blocks"])
+    assert not merger_trains.vision_trains
+
+
+def test_lora_trains_through_the_tower_only_where_it_adapts_it():
+    spec = _spec()
+    text_only = P.apply(spec, spec.layout or (), P.PeftSettings(r=16, target_modules=("q_proj", "v_proj")))
+    assert not text_only.vision_trains
+    everywhere = P.apply(spec, spec.layout or (), P.PeftSettings(r=16, target_modules=None))
+    assert everywhere.vision_trains
+    # the decoder's per-token LoRA terms leave the tower's modules out: 7 adapted Linears per decoder layer
+    assert everywhere.lora_rank_features == 16 * 7 * 28
+
+
+def test_trained_tower_kept_bytes_follow_the_patches():
+    spec = _spec()
+    tower = spec.vision
+    tokens, b = 1000, 2
+    patches = tokens * 4 * b
+    full = TrainingShape(sequence_length=4096, image_tokens=tokens, activation_checkpointing=Checkpointing.FULL)
+    got = vision_activations(spec, full, b, "bf16")
+    assert got.patches == patches
+    # each block's input, the merger (RMSNorm: 4w + 2w + 4, and 3 tensors of 2w) and the pixel values (2 x 1176)
+    merger = patches * (4 * 1280 + 2 * 1280 + 4 + 3 * 2 * 1280 + 2 * tower.patch_elements)
+    assert got.nbytes == tower.depth * 2 * 1280 * patches + merger
+    none = vision_activations(spec, dataclasses.replace(full, activation_checkpointing=Checkpointing.NONE), b, "bf16")
+    assert none.nbytes > 10 * got.nbytes  # every block's tensors, not its input
+    half = vision_activations(spec, dataclasses.replace(full, image_tokens=tokens // 2), b, "bf16")
+    assert half.nbytes * 2 == got.nbytes
+
+
+def test_unsaid_image_tokens_are_the_whole_sequence_and_listed():
+    spec = _spec()
+    shape = TrainingShape(sequence_length=2048)
+    assumed = [a for a in shape_assumptions(spec, shape, 3) if a.name == "image_tokens"]
+    assert [(a.value, a.flag, a.field) for a in assumed] == [(2048, "--image-tokens", "image_tokens")]
+    said = dataclasses.replace(shape, image_tokens=2048)
+    assert vision_activations(spec, shape, 1, "bf16").nbytes == vision_activations(spec, said, 1, "bf16").nbytes
+    assert not any(a.name == "image_tokens" for a in shape_assumptions(spec, said, 3))
