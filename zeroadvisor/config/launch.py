@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 
 import yaml
 
-from zeroadvisor.config import method_reader, peft_reader, swift_configs
+from zeroadvisor.config import method_reader, peft_reader, swift_configs, vision_freeze
 from zeroadvisor.config.limits import MAX_GPUS
 from zeroadvisor.config.method import RAY_GROUP_GPUS_PER_NODE, RAY_GROUP_NODES, MethodSetup, ray_group
 from zeroadvisor.config.openrlhf_config import COUNT_FLAGS as OPENRLHF_COUNT_FLAGS
@@ -415,7 +415,7 @@ def _swift_device_map(env: dict[str, str], per_node: int | None, deepspeed: bool
 
 def _swift_reads(key: str) -> bool:
     return _reads(key) or key in ("model", "torch_dtype") or key in peft_reader.LAUNCH_KEYS \
-        or key in _SWIFT_REFUSAL_KEYS
+        or key in vision_freeze.LAUNCH_KEYS or key in _SWIFT_REFUSAL_KEYS
 
 
 _SWIFT_REFUSAL_KEYS = read_keys(TrainerFamily.MS_SWIFT)  # ms-swift's own refusals (config/trainer_refusals.py)
@@ -1143,7 +1143,7 @@ def _option_value(word: str, words: list[str], index: int) -> tuple[str | bool, 
         return attached, index
     following = words[index] if index < len(words) else None
     if (TYPES.get(key) is bool or key in _EXTRA_BOOLS or key in method_reader.METHOD_BOOLS
-            or key in peft_reader.SCRIPT_BOOLS):
+            or key in peft_reader.SCRIPT_BOOLS or key in vision_freeze.LAUNCH_KEYS):
         # nargs="?", const=True: the next word is the value only when it is not an option
         if following is not None and not following.startswith("-"):
             return following, index + 1

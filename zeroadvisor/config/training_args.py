@@ -37,6 +37,7 @@ from zeroadvisor.vocab import ActivationOffload
 if TYPE_CHECKING:
     from zeroadvisor.config.method_reader import MethodReading
     from zeroadvisor.config.peft_reader import PeftReading
+    from zeroadvisor.config.vision_freeze import VisionFreeze
 
 # Where a key of the arguments came from, for messages: ``per_device_train_batch_size in train.yaml``.
 Origin = Callable[[str], str]
@@ -237,6 +238,9 @@ class TrainingArgs:
     method: MethodReading | None = None
     # the LoRA setup the trainer's file says (config/peft_reader.py); None: trained in full or not said
     peft: PeftReading | None = None
+    # what the trainer freezes of a vision-language model (config/vision_freeze.py); None: a trainer that freezes
+    # nothing on its own
+    vision_freeze: VisionFreeze | None = None
     # True: a fused attention kernel, False: eager attention, as the file's ATTENTION_NAMES/ATTENTION_SWITCHES say;
     # None: it does not say
     attention: bool | None = None
@@ -352,11 +356,13 @@ def from_mapping(data: Mapping[str, JSONValue], source: str, project: str | None
     padding, padding_from = _padding(data, sequence_key, where, project)
     from zeroadvisor.config.method_reader import read_mapping as read_method
     from zeroadvisor.config.peft_reader import read_peft
+    from zeroadvisor.config.vision_freeze import read_vision_freeze
 
     method = read_method(data, project, where)
     args = TrainingArgs(values, origin, project, sequence_length, sequence_key, sequence_from if sequence_key else "",
                         None, padding, padding_from, model, deepspeed or None, tuple(out_notes), source,
-                        None if method.empty else method, read_peft(data, project, where))
+                        None if method.empty else method, read_peft(data, project, where),
+                        read_vision_freeze(data, project, where))
     attention, attention_from = _attention(data, project, where)
     sp_key = next((key for key in SEQUENCE_PARALLEL_KEYS.get(project, ()) if data.get(key) is not None), None)
     sp = _as_int(data[sp_key], where(sp_key)) if sp_key is not None else None

@@ -14,6 +14,7 @@ from zeroadvisor.inputs.errors import UsageError
 from zeroadvisor.inputs.values import KEYWORDS, Spelling
 
 if TYPE_CHECKING:  # imported where a model is read: lint never needs one (its start-up)
+    from zeroadvisor.config.vision_freeze import VisionFreeze
     from zeroadvisor.model.spec import ModelSpec, TrainingShape
 
 # The training-shape inputs (the run-input flags of cli/options.py, as Python names): what the DeepSpeed
@@ -77,9 +78,11 @@ def _dropout(value: object, spelling: Spelling) -> float | None:
 
 
 def model_and_shape(model: str | os.PathLike[str] | ModelSpec | None = None, params: int | str | None = None,
-                    *, spelling: Spelling = KEYWORDS, **training: Any) -> tuple[ModelSpec, TrainingShape]:
+                    *, spelling: Spelling = KEYWORDS, vision_freeze: VisionFreeze | None = None,
+                    **training: Any) -> tuple[ModelSpec, TrainingShape]:
     """The ModelSpec and TrainingShape of ``model`` (a path, model directory or Hub id, or a ModelSpec) or
     ``params`` (a count such as "7B" or 7_000_000_000), with the ``training`` inputs (TRAINING_INPUTS) applied;
+    ``vision_freeze``: what the trainer's files freeze of a vision-language model (config/vision_freeze.py).
     ModelError where the description or a shape value cannot be used."""
     from zeroadvisor.model.description import apply_overrides, load_model, spec_from_params
     from zeroadvisor.model.spec import ModelSpec, TrainingShape
@@ -108,7 +111,7 @@ def model_and_shape(model: str | os.PathLike[str] | ModelSpec | None = None, par
         raise UsageError(f"give exactly one of {spelling.ask('model', 'PATH')} or {spelling.ask('params', 'N')}")
     if path is not None:
         # a path, a model directory or a Hub id (model/hub.py resolve)
-        spec, shape = load_model(path, peft, transformers=release)
+        spec, shape = load_model(path, peft, transformers=release, vision_freeze=vision_freeze)
     else:
         if any(v is not None for v in peft.values()):
             raise UsageError(f"LoRA/QLoRA inputs need {spelling.ask('model')} with a Hugging Face config.json (the "

@@ -751,14 +751,16 @@ def _assemble(command: Command, values: Values, spelling: Spelling, project: boo
     cluster, hardware, accounting = None, None, Accounting.DEEPSPEED
     if command in MODEL_COMMANDS and not lint_only:
         notes = (*notes, *_peft_from_trainer(values, spelling, trainer))
+        frozen = trainer.training.vision_freeze if trainer is not None else None
         model, shape = model_and_shape(cast("str | os.PathLike[str] | ModelSpec | None", values.get("model")),
                                        cast("int | str | None", values.get("params")), spelling=spelling,
-                                       **{key: values.get(key) for key in TRAINING_INPUTS})
+                                       vision_freeze=frozen, **{key: values.get(key) for key in TRAINING_INPUTS})
         pinned = _transformers_pin(values, model, trainer, configs, readings)
         notes = (*notes, *pinned)
         if pinned and values.get("transformers_version") is not None:  # the pin's release: counted again as it
             model, shape = model_and_shape(cast("str | os.PathLike[str]", values.get("model")), None,
-                                           spelling=spelling, **{key: values.get(key) for key in TRAINING_INPUTS})
+                                           spelling=spelling, vision_freeze=frozen,
+                                           **{key: values.get(key) for key in TRAINING_INPUTS})
         setup, method_notes = _method(values, spelling, trainer, configs)
         setup, shape, length_notes = _default_lengths(setup, shape, trainer)
         method_notes = [*method_notes, *length_notes]

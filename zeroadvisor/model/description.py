@@ -59,6 +59,7 @@ if TYPE_CHECKING:  # json and yaml are imported where a file is read
     from yaml import Node
 
     from zeroadvisor.config.source import Document
+    from zeroadvisor.config.vision_freeze import VisionFreeze
 
 SCHEMA_FILE = "model.schema.json"
 
@@ -859,16 +860,18 @@ def has_peft_block(name: str | os.PathLike[str]) -> bool:
 
 
 def load_description(path: str | Path, peft: Mapping[str, JSONValue] | None = None,
-                     transformers: str | None = None) -> tuple[ModelSpec, TrainingShape]:
+                     transformers: str | None = None, vision_freeze: VisionFreeze | None = None
+                     ) -> tuple[ModelSpec, TrainingShape]:
     """The ModelSpec and TrainingShape a model description (or a config.json) gives; ``peft``: the CLI's
     PEFT flags as ``peft:`` keys (method, r, target_modules, quantization), overriding the description;
     ``transformers``: the release asked for (--transformers-version or a pin), over the description's
-    transformers_version."""
+    transformers_version; ``vision_freeze``: what the trainer's files freeze of a vision-language model
+    (config/vision_freeze.py), applied where the model has a vision tower."""
     path = Path(path)
     doc = _read(path)
     data: JSONObject = doc.data
     if "model_type" in data:  # a Hugging Face config.json given directly
-        return _spec_of_hf_config_file(doc, peft, transformers), TrainingShape()
+        return _spec_of_hf_config_file(doc, peft, transformers, vision_freeze), TrainingShape()
     if peft and any(v is not None for v in peft.values()):
         data = {**data, "peft": _merged_peft(data.get("peft"), peft)}
         doc = _Document(doc.file, data, doc.where)
@@ -876,19 +879,19 @@ def load_description(path: str | Path, peft: Mapping[str, JSONValue] | None = No
         data = {**data, "transformers_version": transformers}
         doc = _Document(doc.file, data, doc.where)
     _check_description(doc)
-    spec = _spec_from_hf_config_key(doc, path) if "hf_config" in data else _spec_from_parameters(doc)
+    spec = _spec_from_hf_config_key(doc, path, vision_freeze) if "hf_config" in data else _spec_from_parameters(doc)
     return spec, _training_shape(data)
 
 
 def load_model(name: str, peft: Mapping[str, JSONValue] | None = None,
-               environ: Mapping[str, str] | None = None, transformers: str | None = None
-               ) -> tuple[ModelSpec, TrainingShape]:
+               environ: Mapping[str, str] | None = None, transformers: str | None = None,
+               vision_freeze: VisionFreeze | None = None) -> tuple[ModelSpec, TrainingShape]:
     """``--model NAME``: the ModelSpec and TrainingShape, from wherever model/hub.py ``resolve`` finds it (a
     path, a model directory, the Hugging Face cache, the catalog), read as a description."""
     from zeroadvisor.model.hub import resolve  # importlib.resources and the catalog: only for --model
 
     found = resolve(name, environ)
-    spec, shape = load_description(found.path, peft, transformers)
+    spec, shape = load_description(found.path, peft, transformers, vision_freeze)
     if found.origin in ("hf-cache", "catalog"):
         notes = ((found.note,) if found.note else ()) + spec.notes
         spec = dataclasses.replace(spec, source=found.source, notes=notes)
@@ -896,7 +899,7 @@ def load_model(name: str, peft: Mapping[str, JSONValue] | None = None,
 
 
 def _spec_of_hf_config_file(doc: _Document, peft: Mapping[str, JSONValue] | None,
-                            transformers: str | None = None) -> ModelSpec:
+                            transformers: str | None = None, vision_freeze: VisionFreeze | None = None) -> ModelSpec:
     data = doc.data
     try:
         spec = spec_from_hf_config(data, source=doc.file, transformers=_release(transformers))
@@ -904,7 +907,29 @@ def _spec_of_hf_config_file(doc: _Document, peft: Mapping[str, JSONValue] | None
         raise doc.locate(err) from None
     block = _merged_peft(None, peft)
     if isinstance(block, dict):  # None: no PEFT flag given
-        spec = apply_peft(spec, spec.layout or (), peft_settings(block))
+        return apply_peft(spec, spec.layout or (), _excluding(spec, peft_settings(block), vision_freeze))
+    return _trainer_frozen(spec, [], vision_freeze)
+
+
+def _excluding(spec: ModelSpec, settings: PeftSettings, vision_freeze: VisionFreeze | None) -> PeftSettings:
+    """LoRA's settings with the modules the trainer freezes of a vision-language model left out of its targets
+    (LLaMA-Factory's patch_target_modules, ms-swift's get_multimodal_target_regex: config/vision_freeze.py)."""
+    if spec.vision is None or vision_freeze is None or not vision_freeze.entries():
+        return settings
+    return dataclasses.replace(settings, exclude_modules=(*settings.exclude_modules, *vision_freeze.entries()),
+                               excluded_by=vision_freeze.words())
+
+
+def _trainer_frozen(spec: ModelSpec, entries: list[str], vision_freeze: VisionFreeze | None) -> ModelSpec:
+    """A full fine-tune with the description's ``frozen`` entries and the modules the trainer freezes of a
+    vision-language model (config/vision_freeze.py) frozen."""
+    said = vision_freeze is not None and spec.vision is not None
+    entries = [*entries, *(vision_freeze.entries() if said and vision_freeze is not None else ())]
+    if not entries:
+        return spec
+    spec = apply_frozen(spec, spec.layout or (), entries)
+    if said and vision_freeze is not None:
+        spec = dataclasses.replace(spec, notes=(*spec.notes, vision_freeze.words()))
     return spec
 
 
@@ -946,7 +971,7 @@ def _check_description(doc: _Document) -> None:
                 raise doc.error(err.message, field.name) from None
 
 
-def _spec_from_hf_config_key(doc: _Document, path: Path) -> ModelSpec:
+def _spec_from_hf_config_key(doc: _Document, path: Path, vision_freeze: VisionFreeze | None = None) -> ModelSpec:
     """``hf_config:``: a config.json (or a model folder holding one) beside the description, or a Hub id found as
     ``--model`` finds it (model/hub.py resolve: a local path first, then the Hugging Face cache, then the
     catalog; no network), with the description's ``peft:``."""
@@ -972,19 +997,17 @@ def _spec_from_hf_config_key(doc: _Document, path: Path) -> ModelSpec:
     else:
         spec = dataclasses.replace(spec, source=f"{doc.file} -> {target}")
     if "peft" in data:
-        try:
-            spec = apply_peft(spec, spec.layout or (), peft_settings(data["peft"]))
-        except ModelError as err:
-            raise doc.error(err.message, "peft") from None
-    if "frozen" in data:
-        if "peft" in data:
+        if "frozen" in data:
             raise doc.error("frozen and peft: peft freezes every base parameter already (list modules it should "
                             "train under peft.modules_to_save)", "frozen", at_value=False)
         try:
-            spec = apply_frozen(spec, spec.layout or (), data["frozen"])
+            return apply_peft(spec, spec.layout or (), _excluding(spec, peft_settings(data["peft"]), vision_freeze))
         except ModelError as err:
-            raise doc.error(err.message, "frozen") from None
-    return spec
+            raise doc.error(err.message, "peft") from None
+    try:
+        return _trainer_frozen(spec, list(data.get("frozen", [])), vision_freeze)
+    except ModelError as err:
+        raise doc.error(err.message, "frozen") from None
 
 
 def _spec_from_parameters(doc: _Document) -> ModelSpec:

@@ -136,6 +136,11 @@ class PeftSettings:
     dropout: float = 0.0  # LoraConfig.lora_dropout default (peft 0.21 tuners/lora/config.py)
     # target_modules not given to LoraConfig (PEFT_DEFAULT): peft's own for the model type, resolved by apply
     default_targets: bool = False
+    # modules left out of the targets, each matching the modules whose dotted name holds its segments in a row (as
+    # LLaMA-Factory's patch_target_modules tests ``forbidden in name``): what a trainer freezes of a vision-language
+    # model (config/vision_freeze.py), and who said it, for the note
+    exclude_modules: tuple[str, ...] = ()
+    excluded_by: str = ""
 
     @property
     def quant(self) -> Quantization | None:
@@ -259,7 +264,8 @@ def count(modules: Sequence[Module], settings: PeftSettings, spec: ModelSpec) ->
     linear_targets, embeddings = _embedding_targets(named, settings.target_modules, saved)
     settings = dataclasses.replace(settings, target_modules=linear_targets)
     targets, checked, moe_params = _moe_targets(named, settings, saved, spec)
-    adapted = _adapted_linears(named, targets, saved)
+    excluded = settings.exclude_modules
+    adapted = [a for a in _adapted_linears(named, targets, saved) if not _excluded(a[1].name, excluded)]
     if checked is not None:
         _check_targets(named, checked, model_type)
     _check_saved(named, saved, model_type)
@@ -311,6 +317,16 @@ def count(modules: Sequence[Module], settings: PeftSettings, spec: ModelSpec) ->
 # Leaf names as the layouts of Llama-style families give them (model/families.py).
 _SHARED_INPUTS: dict[str, str] = {"q_proj": "attention", "k_proj": "attention", "v_proj": "attention",
                                   "gate_proj": "mlp", "up_proj": "mlp", "down_proj": "down"}
+
+
+def _excluded(name: str, entries: Sequence[str]) -> bool:
+    """Whether the layout name ``name`` holds one of ``entries``' segments in a row."""
+    parts = name.split(".")
+    for entry in entries:
+        want = entry.split(".")
+        if any(parts[i:i + len(want)] == want for i in range(len(parts) - len(want) + 1)):
+            return True
+    return False
 
 
 def _unkept_inputs(named: Sequence[tuple[str, Module]], adapted: Sequence[tuple[str, Module, tuple[int, int]]],
@@ -518,6 +534,8 @@ def apply(spec: ModelSpec, modules: Sequence[Module], settings: PeftSettings) ->
     default = f" (peft's default target modules for {spec.model_type})" if defaulted else ""
     note = (f"{describe(settings)}{default}: {c.trainable:,} trainable of {c.all:,} parameters as peft counts them "
             f"({c.adapted_modules:,} adapted Linear modules); the {spec.parameters:,} base parameters are frozen")
+    if settings.exclude_modules:
+        note += f"; {', '.join(settings.exclude_modules)} left out of the targets: {settings.excluded_by}"
     return dataclasses.replace(
         spec,
         trainable_parameters=c.trainable,
