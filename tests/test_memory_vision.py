@@ -98,3 +98,14 @@ def test_unsaid_image_tokens_are_the_whole_sequence_and_listed():
     said = dataclasses.replace(shape, image_tokens=2048)
     assert vision_activations(spec, shape, 1, "bf16").nbytes == vision_activations(spec, said, 1, "bf16").nbytes
     assert not any(a.name == "image_tokens" for a in shape_assumptions(spec, said, 3))
+
+
+def test_the_tower_s_own_checkpointing_switch_wins_over_the_decoder_s():
+    spec = _spec()
+    shape = TrainingShape(sequence_length=4096, image_tokens=512, activation_checkpointing=Checkpointing.FULL)
+    both = vision_activations(spec, shape, 1, "bf16").nbytes
+    tower_off = vision_activations(spec, dataclasses.replace(shape, vision_checkpointing=False), 1, "bf16").nbytes
+    decoder_off = dataclasses.replace(shape, activation_checkpointing=Checkpointing.NONE)
+    assert vision_activations(spec, decoder_off, 1, "bf16").nbytes == tower_off > 10 * both
+    tower_on = dataclasses.replace(decoder_off, vision_checkpointing=True)
+    assert vision_activations(spec, tower_on, 1, "bf16").nbytes == both

@@ -168,7 +168,7 @@ def test_openrlhf_builds_its_reference_whole_with_a_lora_actor():
 
     from zeroadvisor.memory.method import has_reference
 
-    lora = replace(LLAMA2_7B, trainable_parameters=20_000_000)
+    lora = replace(LLAMA2_7B, trainable_parameters=20_000_000, peft="LoRA r=16 on all-linear")
     assert has_reference(grpo(1, 8), lora)
     assert not has_reference(MethodSetup(method=Method.DPO, trainer=TrainerFamily.TRL), lora)
 

@@ -87,3 +87,31 @@ def test_swift_full_fine_tune_reads_its_switches(project):
 def test_a_text_model_is_unchanged_by_the_trainer_s_freezing(project):
     model = _model(project, "llama.json", "stage: sft\nfinetuning_type: full\n")
     assert model.trainable_parameters is None and model.frozen is None
+
+
+def test_swift_s_vit_gradient_checkpointing_is_read(project):
+    launch = ("swift sft --model m --train_type full --deepspeed zero3 --freeze_vit false "
+              "--gradient_checkpointing true --vit_gradient_checkpointing false")
+    (project / "t.yaml").write_text("")
+    request = Request(Command.ESTIMATE, config=str(project / "ds.json"), model=str(project / "vl.json"), gpus=8,
+                      gpu_memory="80GiB", seq_len=2048, launch=launch)
+    built = inputs_run.build(request)
+    assert built.shape.vision_checkpointing is False
+    assert any("vision tower checkpointing off from" in note for note in built.notes)
+
+
+def test_a_frozen_tower_is_not_peft_the_reference_model_stays(project):
+    """Modules frozen without PEFT leave the rest trained in full: ms-swift's full DPO keeps its reference model (a
+    frozen tower once read as LoRA, which has none)."""
+    from zeroadvisor.memory.method import frozen_models, has_reference
+    from zeroadvisor.vocab import ModelRole
+
+    (project / "t.yaml").write_text("")
+    request = Request(Command.ESTIMATE, config=str(project / "ds.json"), model=str(project / "vl.json"), gpus=4,
+                      gpu_memory="80GiB", seq_len=4096,
+                      launch="swift rlhf --rlhf_type dpo --model m --train_type full --deepspeed zero3")
+    built = inputs_run.build(request)
+    assert built.model.trainable_parameters == VL.parameters - TOWER and not built.model.adapters
+    assert has_reference(built.shape.method, built.model)
+    roles = [role for role, _ in frozen_models(built.shape.method, built.model, {})]
+    assert roles == [ModelRole.REFERENCE]

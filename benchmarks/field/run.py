@@ -305,7 +305,11 @@ def swift_launch(case: dict[str, Any]) -> str | None:
     kind = method.get("method", "sft")
     command = "sft" if kind == "sft" else f"rlhf --rlhf_type {'rm' if kind == 'reward' else kind}"
     tuner = "lora" if case.get("peft") else "full"
-    return f"NPROC_PER_NODE={per_node} NNODES={int(c['gpus']) // per_node} swift {command} --train_type {tuner}"
+    # the report's own ms-swift switches that decide memory and that no other key carries (a vision-language model's
+    # --freeze_vit / --freeze_aligner / --vit_gradient_checkpointing), as its command gives them
+    extra = f" {case['training']['trainer_flags']}" if case["training"].get("trainer_flags") else ""
+    return (f"NPROC_PER_NODE={per_node} NNODES={int(c['gpus']) // per_node} swift {command} --train_type {tuner}"
+            f"{extra}")
 
 
 # ----------------------------------------------------------------------------- the tool
@@ -363,6 +367,7 @@ def run_check(case: dict[str, Any], ds_path: Path, model_path: Path,
         # the offloader that holds the checkpointed layer inputs in host memory (memory/activation_offload.py)
         "--activation-offload": t.get("activation_offload"),
         "--checkpoint-every": t.get("checkpoint_every"),  # transformers' every_n_layers
+        "--image-tokens": t.get("image_tokens"),  # a vision-language model's image tokens per sample
     }
     launch = case.get("launch") or swift_launch(case)
     if launch is not None and supports("--launch"):
@@ -371,7 +376,8 @@ def run_check(case: dict[str, Any], ds_path: Path, model_path: Path,
         if value is not None and supports(flag):
             args += [flag, str(value)]
     for key, flag in (("zero_init", "--zero-init"), ("meta_load", "--meta-load"), ("liger_kernel", "--liger-kernel"),
-                      ("cut_cross_entropy", "--cut-cross-entropy"), ("tiled_mlp", "--tiled-mlp")):
+                      ("cut_cross_entropy", "--cut-cross-entropy"), ("tiled_mlp", "--tiled-mlp"),
+                      ("vision_checkpointing", "--vision-checkpointing")):
         if t.get(key) is not None and supports(flag):
             args += [flag if t[key] else flag.replace("--", "--no-", 1)]
     args += list(method_flags)

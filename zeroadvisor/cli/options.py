@@ -169,6 +169,9 @@ TARGET_LEN = Param("target_len", ("--target-len",), "Encoder-decoder models: the
 IMAGE_TOKENS = Param("image_tokens", ("--image-tokens",), "Vision-language models: the image tokens in each sample's "
                      "sequence (the vision tower runs over 4 patches per token; default: every token, the most the "
                      "sequence holds).", kind=int, minimum=1)
+VISION_CHECKPOINTING = Param("vision_checkpointing", ("--vision-checkpointing/--no-vision-checkpointing",),
+                             "Vision-language models: whether the vision tower's blocks are checkpointed (ms-swift's "
+                             "--vit_gradient_checkpointing; default: as the decoder's layers).", kind=bool)
 PADDING = Param("padding", ("--padding",), "How each batch is padded: max_length (every batch to the sequence "
                 "length) or longest (to its own longest sample, the HF data collators' default: the lengths are "
                 "maxima, and a run that fits only shorter is unknown, not does-not-fit). Default: max_length.",
@@ -216,9 +219,10 @@ SEQUENCE_PARALLEL = Param("sequence_parallel", ("--sequence-parallel",), "Sequen
                           "where the config has no sequence_parallel_size.", kind=int, minimum=1)
 EXPERT_PARALLEL = Param("expert_parallel", ("--expert-parallel",), "Expert-parallel degree (MoE ep_size, set "
                         "in code).", kind=int, minimum=1)
-RUN_INPUTS = (TARGET_LEN, IMAGE_TOKENS, PADDING, MICRO_BATCH, PRECISION, STAGE, LOAD_DTYPE, ZERO_INIT, META_LOAD,
-              OPTIM, LIGER, CUT_CROSS_ENTROPY, TILED_MLP, TILED_MLP_SHARDS, ACTIVATION_OFFLOAD, CHECKPOINT_EVERY,
-              TRANSFORMERS_VERSION, TENSOR_PARALLEL, PIPELINE_PARALLEL, SEQUENCE_PARALLEL, EXPERT_PARALLEL)
+RUN_INPUTS = (TARGET_LEN, IMAGE_TOKENS, VISION_CHECKPOINTING, PADDING, MICRO_BATCH, PRECISION, STAGE, LOAD_DTYPE,
+              ZERO_INIT, META_LOAD, OPTIM, LIGER, CUT_CROSS_ENTROPY, TILED_MLP, TILED_MLP_SHARDS, ACTIVATION_OFFLOAD,
+              CHECKPOINT_EVERY, TRANSFORMERS_VERSION, TENSOR_PARALLEL, PIPELINE_PARALLEL, SEQUENCE_PARALLEL,
+              EXPERT_PARALLEL)
 # LoRA/QLoRA (model/peft.py): the same keys as the model description's peft: block, which they override.
 PEFT_INPUTS = (
     Param("peft", ("--peft",), "Train LoRA adapters on a frozen base (qlora: on a bitsandbytes-quantized base); "
@@ -262,10 +266,11 @@ PROJECT_KEYS = frozenset({*RUN_KEYS.values(), *CLUSTER_KEYS.values(), *TRAINING_
 # The --help groups, in order: each parameter's name in one (the rest are "Options").
 PANELS: dict[str, tuple[str, ...]] = {
     "Model and training shape": ("model", "params", "seq_len", "activation_checkpointing", "flash_attention",
-                                 "target_len", "image_tokens", "padding", "micro_batch", "precision", "stage",
-                                 "load_dtype", "zero_init", "meta_load", "optim", "liger_kernel", "cut_cross_entropy",
-                                 "tiled_mlp", "tiled_mlp_shards", "activation_offload", "checkpoint_every",
-                                 "transformers_version", "training_args", "launch", "trainer"),
+                                 "target_len", "image_tokens", "vision_checkpointing", "padding", "micro_batch",
+                                 "precision", "stage", "load_dtype", "zero_init", "meta_load", "optim",
+                                 "liger_kernel", "cut_cross_entropy", "tiled_mlp", "tiled_mlp_shards",
+                                 "activation_offload", "checkpoint_every", "transformers_version", "training_args",
+                                 "launch", "trainer"),
     "Parallelism and LoRA": ("tensor_parallel", "pipeline_parallel", "sequence_parallel", "expert_parallel", "peft",
                              "lora_r", "lora_target_modules", "lora_modules_to_save", "quantization", "double_quant",
                              "lora_dropout"),

@@ -49,6 +49,7 @@ from zeroadvisor.config.training_args import (
     SEQUENCE_KEYS,
     SEQUENCE_PARALLEL_KEYS,
     TYPES,
+    VISION_CHECKPOINTING_KEY,
     TrainingArgs,
     from_mapping,
     read_mapping,
@@ -415,7 +416,7 @@ def _swift_device_map(env: dict[str, str], per_node: int | None, deepspeed: bool
 
 def _swift_reads(key: str) -> bool:
     return _reads(key) or key in ("model", "torch_dtype") or key in peft_reader.LAUNCH_KEYS \
-        or key in vision_freeze.LAUNCH_KEYS or key in _SWIFT_REFUSAL_KEYS
+        or key in vision_freeze.LAUNCH_KEYS or key == VISION_CHECKPOINTING_KEY or key in _SWIFT_REFUSAL_KEYS
 
 
 _SWIFT_REFUSAL_KEYS = read_keys(TrainerFamily.MS_SWIFT)  # ms-swift's own refusals (config/trainer_refusals.py)
@@ -1143,7 +1144,7 @@ def _option_value(word: str, words: list[str], index: int) -> tuple[str | bool, 
         return attached, index
     following = words[index] if index < len(words) else None
     if (TYPES.get(key) is bool or key in _EXTRA_BOOLS or key in method_reader.METHOD_BOOLS
-            or key in peft_reader.SCRIPT_BOOLS or key in vision_freeze.LAUNCH_KEYS):
+            or key in peft_reader.SCRIPT_BOOLS or key in vision_freeze.LAUNCH_KEYS or key == VISION_CHECKPOINTING_KEY):
         # nargs="?", const=True: the next word is the value only when it is not an option
         if following is not None and not following.startswith("-"):
             return following, index + 1

@@ -97,6 +97,7 @@ CLUSTER_KEYS: dict[str, str] = {"gpus": "gpus", "gpus-per-node": "gpus_per_node"
 # The training shape and how the script loads the model, where the DeepSpeed config leaves it open: the flags
 # of cli/options.py, checked as the model description's fields are (model/description.py apply_overrides).
 TRAINING_KEYS: dict[str, str] = {"seq-len": "seq_len", "target-len": "target_len", "image-tokens": "image_tokens",
+                                 "vision-checkpointing": "vision_checkpointing",
                                  "padding": "padding",
                                  "micro-batch": "micro_batch",
                                  "precision": "precision", "activation-checkpointing": "activation_checkpointing",

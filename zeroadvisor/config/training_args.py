@@ -262,6 +262,9 @@ class TrainingArgs:
     tiled_mlp: bool | None = None
     tiled_mlp_shards: int | None = None
     tiled_mlp_from: str = ""
+    # ms-swift's --vit_gradient_checkpointing (a vision tower's checkpointing); None: the file does not say
+    vision_checkpointing: bool | None = None
+    vision_checkpointing_from: str = ""
 
     @overload
     def get(self, name: IntField) -> int: ...
@@ -371,8 +374,22 @@ def from_mapping(data: Mapping[str, JSONValue], source: str, project: str | None
                                 f"got {sp}")
     args = replace(_with_checkpointing(args, data, where), attention=attention, attention_from=attention_from,
                    sequence_parallel=sp, sequence_parallel_from=where(sp_key) if sp is not None and sp_key else "")
-    return _with_tiled_mlp(_with_cut_cross_entropy(_with_activation_offload(args, data, where), data, where), data,
+    args = _with_tiled_mlp(_with_cut_cross_entropy(_with_activation_offload(args, data, where), data, where), data,
                            where)
+    return _with_vision_checkpointing(args, data, where)
+
+
+# ms-swift's switch for a vision tower's checkpointing (swift/trainers/arguments.py @ 3.x-4.x: None follows
+# gradient_checkpointing; mixin.py dynamic_gradient_checkpointing applies it to the tower's blocks)
+VISION_CHECKPOINTING_KEY = "vit_gradient_checkpointing"
+
+
+def _with_vision_checkpointing(args: TrainingArgs, data: Mapping[str, JSONValue], where: Origin) -> TrainingArgs:
+    """ms-swift's ``vit_gradient_checkpointing`` where the file says it."""
+    if args.project != "ms-swift" or data.get(VISION_CHECKPOINTING_KEY) is None:
+        return args
+    key = VISION_CHECKPOINTING_KEY
+    return replace(args, vision_checkpointing=as_bool(data[key], where(key)), vision_checkpointing_from=where(key))
 
 
 def _with_tiled_mlp(args: TrainingArgs, data: Mapping[str, JSONValue], where: Origin) -> TrainingArgs:
@@ -633,6 +650,10 @@ def merge(base: TrainingArgs, over: TrainingArgs) -> TrainingArgs:
         tiled_mlp=base.tiled_mlp if over.tiled_mlp is None else over.tiled_mlp,
         tiled_mlp_shards=base.tiled_mlp_shards if over.tiled_mlp is None else over.tiled_mlp_shards,
         tiled_mlp_from=base.tiled_mlp_from if over.tiled_mlp is None else over.tiled_mlp_from,
+        vision_checkpointing=base.vision_checkpointing if over.vision_checkpointing is None
+        else over.vision_checkpointing,
+        vision_checkpointing_from=base.vision_checkpointing_from if over.vision_checkpointing is None
+        else over.vision_checkpointing_from,
         cut_cross_entropy_from=base.cut_cross_entropy_from if over.cut_cross_entropy is None
         else over.cut_cross_entropy_from,
         checkpoint_every_from=base.checkpoint_every_from if over.checkpoint_every is None
@@ -641,7 +662,7 @@ def merge(base: TrainingArgs, over: TrainingArgs) -> TrainingArgs:
         else over.activation_offload_from,
         model=over.model or base.model, deepspeed=over.deepspeed or base.deepspeed,
         notes=base.notes + over.notes, method=_merged_method(base.method, over.method),
-        peft=over.peft or base.peft)
+        peft=over.peft or base.peft, vision_freeze=over.vision_freeze or base.vision_freeze)
 
 
 def _merged_method(base: MethodReading | None, over: MethodReading | None) -> MethodReading | None:

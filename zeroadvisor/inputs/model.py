@@ -19,8 +19,8 @@ if TYPE_CHECKING:  # imported where a model is read: lint never needs one (its s
 
 # The training-shape inputs (the run-input flags of cli/options.py, as Python names): what the DeepSpeed
 # config may leave open, and the parallel degrees.
-SHAPE_INPUTS = ("seq_len", "activation_checkpointing", "flash_attention", "target_len", "image_tokens", "padding",
-                "micro_batch",
+SHAPE_INPUTS = ("seq_len", "activation_checkpointing", "flash_attention", "target_len", "image_tokens",
+                "vision_checkpointing", "padding", "micro_batch",
                 "precision", "stage", "load_dtype", "zero_init", "meta_load", "optim", "liger_kernel",
                 "cut_cross_entropy", "tiled_mlp", "tiled_mlp_shards", "activation_offload", "checkpoint_every",
                 "tensor_parallel", "pipeline_parallel", "sequence_parallel", "expert_parallel")

@@ -80,6 +80,7 @@ class Request:
     flash_attention: bool | None = None
     target_len: int | None = None
     image_tokens: int | None = None
+    vision_checkpointing: bool | None = None
     padding: Padding | str | None = None
     micro_batch: int | None = None
     precision: Precision | str | None = None

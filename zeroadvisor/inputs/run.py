@@ -576,7 +576,9 @@ def _checkpointing_from_trainer(training: TrainingArgs, fill_noted: Callable[[st
     for name, label, value, where in (
             ("cut_cross_entropy", "Cut Cross-Entropy", training.cut_cross_entropy, training.cut_cross_entropy_from),
             ("tiled_mlp", "TiledMLP", training.tiled_mlp, training.tiled_mlp_from),
-            ("tiled_mlp_shards", "TiledMLP shards", training.tiled_mlp_shards, training.tiled_mlp_from)):
+            ("tiled_mlp_shards", "TiledMLP shards", training.tiled_mlp_shards, training.tiled_mlp_from),
+            ("vision_checkpointing", "vision tower checkpointing", training.vision_checkpointing,
+             training.vision_checkpointing_from)):
         if value is not None:
             said = ("on" if value else "off") if isinstance(value, bool) else str(value)
             fill_noted(name, value, f"{label} {said} from {where}", f"the trainer's file gives {said} ({where})")

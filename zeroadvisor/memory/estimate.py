@@ -316,6 +316,7 @@ class Estimate:
             "sequence_length": self.shape.sequence_length,
             "target_length": self.shape.target_length,
             "image_tokens": self.shape.image_tokens,
+            "vision_checkpointing": self.shape.vision_checkpointing,
             "padding": self.shape.padding or Padding.MAX_LENGTH,  # as costed: not given is max_length
             "activation_checkpointing": self.shape.activation_checkpointing,
             "flash_attention": self.shape.flash_attention,
@@ -664,7 +665,7 @@ def _train_terms(run: _Run, option: Option, ds_terms: list[Term], paper: list[Te
     # an untied LM head (trained whole) is the first large gradient backward reduces, with the layers' tensors live.
     # It is a moment of its own too: beyond the activations, the step's excess and the reduction copy
     untied_head = (run.model.lm_head is not False and run.model.tied_embeddings is False
-                   and run.model.trainable_parameters is None)
+                   and (run.model.trainable_parameters is None or run.model.frozen is not None))
     moments = run.act.nbytes + step_extra + _reduce_copy(terms)
     terms += boundary_norm_terms(s, option, stepped, N, largest, moments,
                                  run.act.backward_kept if untied_head else 0, compact_grad_buffer(s))

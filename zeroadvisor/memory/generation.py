@@ -207,7 +207,7 @@ def vllm_sync_moment(setup: MethodSetup, policy: ModelSpec, s: Settings, option:
     gen = setup.generation
     if option.stage != 3 or not gen.use_vllm or setup.method != Method.GRPO:
         return None
-    peft = policy.trainable_parameters is not None
+    peft = policy.adapters
     if setup.trainer in TRL_GRPO:
         grouped, source = peft, SYNC_TRL_SOURCE
     elif setup.trainer == TrainerFamily.MS_SWIFT:

@@ -190,7 +190,7 @@ def has_reference(setup: MethodSetup, policy: ModelSpec) -> bool:
             or (setup.method == Method.GRPO and beta == 0.0))
     # OpenRLHF builds its reference as a model of its own whatever the actor's --lora_rank (ReferenceModelActor
     # init_model_from_pretrained: Actor(pretrain, ...) without lora_rank, trainer/ray/launcher.py @ v0.8.5)
-    peft_base = policy.trainable_parameters is not None and setup.trainer != TrainerFamily.OPENRLHF
+    peft_base = policy.adapters and setup.trainer != TrainerFamily.OPENRLHF
     return not none and not (peft_base and setup.reference_model is None)
 
 
@@ -572,7 +572,7 @@ def frozen_models(setup: MethodSetup, policy: ModelSpec,
     (reward_loaded), each its own description or else the policy's base."""
     if setup.method == Method.SFT:
         return []
-    base = policy if policy.trainable_parameters is None else _base(policy)
+    base = policy if not policy.adapters else _base(policy)
     out: list[tuple[ModelRole, ModelSpec]] = []
     if has_reference(setup, policy):
         out.append((ModelRole.REFERENCE, auxiliary.get(ModelRole.REFERENCE, base)))
@@ -1112,7 +1112,7 @@ def critic_spec(setup: MethodSetup, policy: ModelSpec, auxiliary: dict[ModelRole
     """The critic as its trainer builds it: with the policy's LoRA where the family puts it there
     (CRITIC_TAKES_POLICY_TUNER; a frozen bf16 base and the adapters trained), else a whole trained model."""
     named = auxiliary.get(ModelRole.CRITIC)
-    lora = policy.trainable_parameters is not None and setup.trainer in CRITIC_TAKES_POLICY_TUNER
+    lora = policy.adapters and setup.trainer in CRITIC_TAKES_POLICY_TUNER
     if named is None:
         return policy if lora else _base(policy)
     if lora:

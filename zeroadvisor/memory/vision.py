@@ -18,6 +18,8 @@ decoder forward and backward: the tower's backward runs last.
   (benchmarks/calibrate_vision.py, benchmarks/vision.md). Under full recomputation transformers checkpoints the tower's
   blocks too (each is a GradientCheckpointingLayer): their inputs are kept, and a block's recompute comes after the
   decoder's backward has freed its tensors, so it is not counted at the peak (exact for torch's backward order).
+  ms-swift checkpoints the tower on its own switch (``--vit_gradient_checkpointing``, default: gradient_checkpointing;
+  swift/trainers/arguments.py, mixin.py dynamic_gradient_checkpointing): TrainingShape.vision_checkpointing.
   Qwen2.5-VL's window reordering of the patches (``window_index``) and the rotary tables (fp32, per patch and
   head width, shared by the blocks) are not counted: a few tensors of e·width per patch over the whole tower.
 
@@ -57,6 +59,14 @@ def image_tokens(spec: ModelSpec, shape: TrainingShape) -> int:
     return min(shape.image_tokens, s) if shape.image_tokens is not None else s
 
 
+def vision_checkpointed(shape: TrainingShape) -> bool:
+    """Whether the tower's blocks are checkpointed: as said (ms-swift's --vit_gradient_checkpointing), else as the
+    decoder's layers are (full recomputation checkpoints every GradientCheckpointingLayer of the model)."""
+    if shape.vision_checkpointing is not None:
+        return shape.vision_checkpointing
+    return shape.activation_checkpointing == Checkpointing.FULL
+
+
 def vision_activations(spec: ModelSpec, shape: TrainingShape, micro_batch: int, precision: str) -> VisionActivations:
     """What the vision tower of ``spec`` keeps for backward at this shape (0 without a tower or where none of its
     parameters trains)."""
@@ -80,7 +90,7 @@ def vision_activations(spec: ModelSpec, shape: TrainingShape, micro_batch: int, 
     linear += patches * (2 * e * tower.width + ROTARY_FP32 * dims.head)
     merger = patches * (norm_bytes(tower.norm, e, tower.width) + MERGER_TENSORS * e * tower.width)
     merger += patches * e * tower.patch_elements  # the pixel values, which the Conv3d keeps for its weight's gradient
-    if shape.activation_checkpointing == Checkpointing.FULL:
+    if vision_checkpointed(shape):
         kept = tower.depth * e * tower.width * patches + merger  # each block's input
         how = "full recomputation: each block's input"
     else:

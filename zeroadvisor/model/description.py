@@ -208,6 +208,14 @@ FIELDS: tuple[DescriptionField, ...] = (
         "(counted only where the vision tower trains).",
     ),
     DescriptionField(
+        "vision_checkpointing",
+        "training",
+        {"type": "boolean"},
+        "true or false",
+        "Vision-language models: whether the vision tower's blocks are checkpointed (ms-swift's "
+        "--vit_gradient_checkpointing); default: as the decoder's layers (activation_checkpointing full).",
+    ),
+    DescriptionField(
         "padding",
         "training",
         {"enum": list(PADDINGS)},
@@ -486,6 +494,7 @@ def apply_overrides(
     *,
     target_len: int | None = None,
     image_tokens: int | None = None,
+    vision_checkpointing: bool | None = None,
     padding: str | None = None,
     micro_batch: int | None = None,
     precision: str | None = None,
@@ -505,9 +514,9 @@ def apply_overrides(
     sequence_parallel: int | None = None,
     expert_parallel: int | None = None,
 ) -> TrainingShape:
-    """``shape`` with the CLI's --seq-len / --activation-checkpointing /
-    --flash-attention|--no-flash-attention / --target-len / --image-tokens / --padding / --micro-batch / --precision /
-    --stage / --load-dtype / --zero-init / --meta-load / --optim / --liger-kernel / --cut-cross-entropy / --tiled-mlp /
+    """``shape`` with the CLI's --seq-len / --activation-checkpointing / --flash-attention|--no-flash-attention /
+    --target-len / --image-tokens / --vision-checkpointing / --padding / --micro-batch / --precision / --stage /
+    --load-dtype / --zero-init / --meta-load / --optim / --liger-kernel / --cut-cross-entropy / --tiled-mlp /
     --tiled-mlp-shards / --activation-offload / --checkpoint-every applied (None leaves a value as it is)."""
     changes: dict[str, Any] = _positive_overrides((
         ("--seq-len", "sequence_length", seq_len), ("--target-len", "target_length", target_len),
@@ -541,7 +550,8 @@ def apply_overrides(
     changes.update(_switch_overrides((("--flash-attention", "flash_attention", flash),
                                       ("--liger-kernel", "liger_kernel", liger_kernel),
                                       ("--cut-cross-entropy", "cut_cross_entropy", cut_cross_entropy),
-                                      ("--tiled-mlp", "tiled_mlp", tiled_mlp))))
+                                      ("--tiled-mlp", "tiled_mlp", tiled_mlp),
+                                      ("--vision-checkpointing", "vision_checkpointing", vision_checkpointing))))
     return dataclasses.replace(shape, **changes) if changes else shape
 
 
@@ -1047,6 +1057,7 @@ def _training_shape(data: Mapping[str, Any]) -> TrainingShape:
         flash_attention=data.get("flash_attention", True),
         target_length=data.get("target_length"),
         image_tokens=data.get("image_tokens"),
+        vision_checkpointing=data.get("vision_checkpointing"),
         padding=Padding(data["padding"]) if data.get("padding") is not None else None,
         micro_batch_size=data.get("micro_batch_size"),
         precision=data.get("precision"),

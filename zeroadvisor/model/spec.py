@@ -215,6 +215,12 @@ class ModelSpec:
         return self.trainable_parameters is None or self.frozen is not None or self.peft_head_saved
 
     @property
+    def adapters(self) -> bool:
+        """Whether PEFT trains adapters on a frozen base (model/peft.py); a model with some modules frozen without PEFT
+        (model/frozen.py) trains the rest in full and has none, though trainable_parameters is set for both."""
+        return self.peft is not None
+
+    @property
     def encoder_decoder(self) -> bool:
         """An encoder and a decoder stack: the decoder runs on TrainingShape.target_length."""
         return self.decoder_layers is not None
@@ -276,6 +282,9 @@ class TrainingShape:
     # A multimodal model: how many of each sample's sequence_length tokens are image tokens (the merger's outputs;
     # merge**2 patches each in the vision tower). None: not given (memory/vision.py assumes the bound).
     image_tokens: int | None = None
+    # Whether a vision tower's blocks are checkpointed (ms-swift's --vit_gradient_checkpointing); None: as the decoder's
+    # layers are (transformers' gradient_checkpointing_enable checkpoints every GradientCheckpointingLayer)
+    vision_checkpointing: bool | None = None
     # How batches are padded (Padding); None: not given, costed as max_length (every batch at the full length).
     padding: Padding | None = None
     micro_batch_size: int | None = None  # fills train_micro_batch_size_per_gpu "auto" / absent
