@@ -109,3 +109,33 @@ def test_the_tower_s_own_checkpointing_switch_wins_over_the_decoder_s():
     assert vision_activations(spec, decoder_off, 1, "bf16").nbytes == tower_off > 10 * both
     tower_on = dataclasses.replace(decoder_off, vision_checkpointing=True)
     assert vision_activations(spec, tower_on, 1, "bf16").nbytes == both
+
+
+def test_malformed_vision_language_configs_are_one_line_model_errors():
+    """Random damage to a Qwen2.5-VL config (flat or nested): a ModelError of one line or a spec, never another
+    exception (the files are the user's)."""
+    import copy
+    import random
+
+    values = [None, True, False, 0, -1, 1, 2**70, 3.5, "x", "", [], [1], {}, {"a": 1}, float("nan"), 1e308]
+    rng = random.Random(7)
+    for _ in range(2000):
+        config = copy.deepcopy(QWEN25_VL_7B)
+        if rng.random() < 0.5:
+            config["text_config"] = {k: config.pop(k) for k in list(config)
+                                     if k not in ("model_type", "architectures", "vision_config")}
+        for _ in range(rng.randint(1, 3)):
+            nested = [v for v in (config.get("vision_config"), config.get("text_config")) if isinstance(v, dict)]
+            target = rng.choice([config, *nested])
+            key = rng.choice([*target, "depth", "hidden_size", "spatial_merge_size", "text_config", "vision_config"])
+            if rng.random() < 0.2:
+                target.pop(key, None)
+            else:
+                target[key] = rng.choice(values)
+        try:
+            spec = spec_from_hf_config(config)
+        except ModelError as err:
+            assert "\n" not in str(err)
+            continue
+        shape = TrainingShape(sequence_length=512, image_tokens=100)
+        assert vision_activations(spec, shape, 1, "bf16").nbytes >= 0
