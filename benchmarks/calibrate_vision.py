@@ -1,4 +1,4 @@
-"""Calibrate memory/vision.py: what a Qwen2-VL / Qwen2.5-VL vision tower keeps for backward, measured on CPU.
+"""Calibrate memory/vision.py: what a Qwen2-VL / Qwen2.5-VL / Qwen3-VL vision tower keeps for backward, measured on CPU.
 
 Each case builds the tower with transformers (SDPA, bf16, every parameter trainable), runs one forward over a grid
 of patches under ``torch.autograd.graph.saved_tensors_hooks`` and records every tensor autograd saves once (by
@@ -7,7 +7,7 @@ embedding's input, the rotary tables and the window reordering, "outside"). The 
 ``zeroadvisor.model.hf.spec_from_hf_config`` and ``memory.vision.vision_activations`` at the same patch count.
 
     PYTHONPATH=. python benchmarks/calibrate_vision.py          # writes benchmarks/vision.{md,json}
-    PYTHONPATH=. python benchmarks/calibrate_vision.py --quick  # the first case only (the oracle test)
+    PYTHONPATH=. python benchmarks/calibrate_vision.py --quick  # QUICK's cases (the oracle test)
 """
 
 from __future__ import annotations
@@ -33,11 +33,14 @@ CASES: dict[str, dict[str, Any]] = {
     "qwen2_vl 16x16 patches": dict(model_type="qwen2_vl", grid=(1, 16, 16), vision_config=dict(
         depth=4, embed_dim=64, mlp_ratio=4, num_heads=4, hidden_size=64, patch_size=14, spatial_merge_size=2,
         temporal_patch_size=2)),
+    "qwen3_vl 16x16 patches": dict(model_type="qwen3_vl", grid=(1, 16, 16), vision_config=dict(
+        depth=4, hidden_size=64, intermediate_size=96, num_heads=4, out_hidden_size=64, patch_size=16,
+        spatial_merge_size=2, temporal_patch_size=2, num_position_embeddings=64, deepstack_visual_indexes=[1, 3])),
     "qwen2_5_vl two images": dict(model_type="qwen2_5_vl", grid=(1, 8, 16), images=2, vision_config=dict(
         depth=2, hidden_size=128, intermediate_size=160, num_heads=8, out_hidden_size=64, patch_size=14,
         spatial_merge_size=2, temporal_patch_size=2, window_size=112, fullatt_block_indexes=[1])),
 }
-QUICK = ("qwen2_5_vl 16x16 patches",)
+QUICK = ("qwen2_5_vl 16x16 patches", "qwen3_vl 16x16 patches")
 
 
 def measure(case: dict[str, Any]) -> dict[str, Any]:
@@ -49,7 +52,8 @@ def measure(case: dict[str, Any]) -> dict[str, Any]:
                                             attn_implementation="sdpa")
     module = getattr(transformers.models, case["model_type"])
     modeling = getattr(module, f"modeling_{case['model_type']}")
-    cls = next(getattr(modeling, n) for n in dir(modeling) if n.endswith("VisionTransformerPretrainedModel"))
+    cls = next(getattr(modeling, n) for n in dir(modeling)
+               if n.endswith(("VisionTransformerPretrainedModel", "VLVisionModel")))
     vision = cfg.vision_config
     vision._attn_implementation = "sdpa"
     tower = cls._from_config(vision).to(torch.bfloat16)
@@ -58,7 +62,8 @@ def measure(case: dict[str, Any]) -> dict[str, Any]:
     patches = t * h * w * images
     pixels = torch.randn(patches, vision.in_channels * vision.temporal_patch_size * vision.patch_size ** 2,
                          dtype=torch.bfloat16)
-    parts = [*((f"block {i}", block) for i, block in enumerate(tower.blocks)), ("merger", tower.merger)]
+    parts = [*((f"block {i}", block) for i, block in enumerate(tower.blocks)), ("merger", tower.merger),
+             *((f"deepstack merger {i}", m) for i, m in enumerate(getattr(tower, "deepstack_merger_list", ())))]
     by = saved_by_part(tower, parts, lambda: tower(pixels, grid_thw=torch.tensor([case["grid"]] * images)), "outside")
     return {"patches": patches, "by": by, "total": sum(by.values())}
 

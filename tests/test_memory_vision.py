@@ -139,3 +139,40 @@ def test_malformed_vision_language_configs_are_one_line_model_errors():
             continue
         shape = TrainingShape(sequence_length=512, image_tokens=100)
         assert vision_activations(spec, shape, 1, "bf16").nbytes >= 0
+
+
+QWEN3_VL_8B = dict(
+    model_type="qwen3_vl", architectures=["Qwen3VLForConditionalGeneration"], tie_word_embeddings=False,
+    text_config=dict(model_type="qwen3_vl_text", hidden_size=4096, intermediate_size=12288, num_hidden_layers=36,
+                     num_attention_heads=32, num_key_value_heads=8, head_dim=128, vocab_size=151936),
+    vision_config=dict(depth=27, hidden_size=1152, intermediate_size=4304, num_heads=16, out_hidden_size=4096,
+                       patch_size=16, spatial_merge_size=2, temporal_patch_size=2, num_position_embeddings=2304,
+                       deepstack_visual_indexes=[8, 16, 24]))
+
+
+def test_qwen3_vl_counts_its_deepstack_mergers_and_needs_a_nested_text_config():
+    spec = spec_from_hf_config(QWEN3_VL_8B)
+    tower = spec.vision
+    assert tower is not None and tower.mergers == 4 and tower.projectors == ("merger", "deepstack_merger_list")
+    layout = spec.layout or ()
+    under = sum(m.unique * m.count for m in layout if m.name.startswith("model.visual."))
+    assert tower.parameters == under
+    merged = 1152 * 4
+    mergers = 4 * (merged * merged + merged + merged * 4096 + 4096)  # linear_fc1, linear_fc2 (with biases)
+    norms = 2 * 1152 + 3 * 2 * merged  # the merger's LayerNorm over the width, the deepstack ones over width x 4
+    assert sum(m.unique * m.count for m in layout if "merger" in m.name) == mergers + norms
+    flat = {k: v for k, v in QWEN3_VL_8B.items() if k != "text_config"} | QWEN3_VL_8B["text_config"]
+    flat["model_type"] = "qwen3_vl"
+    with pytest.raises(ModelError, match="reads its decoder's sizes from text_config only"):
+        spec_from_hf_config(flat)
+
+
+def test_qwen3_vl_mergers_alone_need_no_graph_through_the_blocks():
+    spec = spec_from_hf_config(QWEN3_VL_8B)
+    blocks_frozen = frozen.apply(spec, spec.layout or (), ["visual.pos_embed", "visual.patch_embed", "visual.blocks"])
+    assert not blocks_frozen.vision_trains  # the deepstack mergers and the merger train on the blocks' outputs
+    shape = TrainingShape(sequence_length=2048, image_tokens=1000, activation_checkpointing=Checkpointing.FULL)
+    got = vision_activations(spec, shape, 1, "bf16")
+    patches, w = 4000, 1152
+    pixels = 3 * 2 * 16 * 16
+    assert got.nbytes == patches * (27 * 2 * w + 4 * (2 * w + 8 + 3 * 2 * w) + 2 * pixels)

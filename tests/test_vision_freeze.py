@@ -33,10 +33,14 @@ def test_both_trainers_freeze_the_tower_and_the_projector_by_default():
     for project in ("llama-factory", "ms-swift"):
         got = read_vision_freeze({}, project, _where)
         assert got is not None and (got.tower, got.projector) == (True, True)
-        assert got.entries() == ("visual.patch_embed", "visual.blocks", "visual.merger")
-    assert read_vision_freeze({"freeze_vit": "false"}, "ms-swift", _where).entries() == ("visual.merger",)
+        assert got.entries("qwen2_5_vl") == ("visual.patch_embed", "visual.blocks", "visual.merger")
+    assert read_vision_freeze({"freeze_vit": "false"}, "ms-swift", _where).entries("qwen2_vl") == ("visual.merger",)
+    # Qwen3-VL: LLaMA-Factory counts the deepstack mergers with the tower, ms-swift with the aligner
+    lf = read_vision_freeze({"freeze_vision_tower": False}, "llama-factory", _where).entries("qwen3_vl")
+    swift = read_vision_freeze({"freeze_vit": False}, "ms-swift", _where).entries("qwen3_vl")
+    assert lf == ("visual.merger",) and swift == ("visual.merger", "visual.deepstack_merger_list")
     said = read_vision_freeze({"freeze_multi_modal_projector": False}, "llama-factory", _where)
-    assert said.entries() == ("visual.patch_embed", "visual.blocks")
+    assert said.entries("qwen2_5_vl") == ("visual.patch_embed", "visual.blocks")
     assert "false from freeze_multi_modal_projector in t.yaml" in said.words()
     assert read_vision_freeze({}, "transformers", _where) is None  # TRL freezes nothing on its own
     with pytest.raises(TrainerInputError, match=r"freeze_vit in t\.yaml: expected true or false"):

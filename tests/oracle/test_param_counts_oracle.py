@@ -33,7 +33,7 @@ from zeroadvisor.model.layout import census  # noqa: E402
 # When config.json names no class, the count is of this Auto class (what the spec claims).
 _DEFAULT_AUTO = {"bert": "AutoModelForMaskedLM", "roberta": "AutoModelForMaskedLM",
                  **dict.fromkeys(("t5", "bart", "mbart", "blenderbot"), "AutoModelForSeq2SeqLM"),
-                 **dict.fromkeys(("qwen2_vl", "qwen2_5_vl"), "AutoModelForImageTextToText")}
+                 **dict.fromkeys(("qwen2_vl", "qwen2_5_vl", "qwen3_vl"), "AutoModelForImageTextToText")}
 
 
 def _build(config: dict[str, Any]) -> Any:
@@ -60,7 +60,10 @@ def _measure(model: Any) -> tuple[int, int, int, Counter[int]]:
     tables = {
         id(m.weight): m.weight.numel()
         for name, m in model.named_modules()
+        # the decoder's input tables: T5's relative_attention_bias and a vision tower's position table (Qwen3-VL's
+        # visual.pos_embed) are not the model's input embedding
         if isinstance(m, torch.nn.Embedding) and not name.endswith("relative_attention_bias")
+        and ".visual." not in f".{name}."
     }
     return total, max(own), sum(tables.values()), Counter(n for n in own if n)
 
@@ -131,6 +134,9 @@ _BART = dict(
 
 _QWEN2_VL_VISION = dict(depth=2, embed_dim=32, mlp_ratio=3, num_heads=4, hidden_size=64, patch_size=4,
                         temporal_patch_size=2, spatial_merge_size=2)
+_QWEN3_VL_VISION = dict(depth=3, hidden_size=32, intermediate_size=48, num_heads=4, out_hidden_size=64, patch_size=4,
+                        temporal_patch_size=2, spatial_merge_size=2, num_position_embeddings=16,
+                        deepstack_visual_indexes=[0, 2])
 _QWEN25_VL_VISION = dict(depth=3, hidden_size=32, intermediate_size=40, num_heads=4, out_hidden_size=64, patch_size=4,
                          temporal_patch_size=2, spatial_merge_size=2)
 
@@ -208,6 +214,22 @@ CASES: dict[str, dict[str, Any]] = {
     "qwen2_5_vl-nested-tied": dict(model_type="qwen2_5_vl", tie_word_embeddings=True,
                                    vision_config=dict(_QWEN25_VL_VISION, spatial_merge_size=3, in_channels=4),
                                    text_config=_small("qwen2_5_vl_text", num_key_value_heads=2)),
+    # Qwen3-VL: the decoder's keys nested in text_config only; deepstack mergers beside the merger
+    "qwen3_vl-small": dict(model_type="qwen3_vl", vision_config=_QWEN3_VL_VISION,
+                           text_config=_small("qwen3_vl_text", num_key_value_heads=2, head_dim=16)),
+    "qwen3_vl-tied-bias-base": dict(model_type="qwen3_vl", architectures=["Qwen3VLModel"], tie_word_embeddings=True,
+                                    vision_config=dict(_QWEN3_VL_VISION, deepstack_visual_indexes=[0]),
+                                    text_config=_small("qwen3_vl_text", attention_bias=True)),
+    "qwen3_vl-tied": dict(model_type="qwen3_vl", tie_word_embeddings=True, vision_config=_QWEN3_VL_VISION,
+                          text_config=_small("qwen3_vl_text")),
+    # Qwen3-VL-8B-Instruct's shapes
+    "qwen3_vl-8b": dict(
+        model_type="qwen3_vl", architectures=["Qwen3VLForConditionalGeneration"], tie_word_embeddings=False,
+        text_config=dict(model_type="qwen3_vl_text", hidden_size=4096, intermediate_size=12288, num_hidden_layers=36,
+                         num_attention_heads=32, num_key_value_heads=8, head_dim=128, vocab_size=151936),
+        vision_config=dict(depth=27, hidden_size=1152, intermediate_size=4304, num_heads=16, out_hidden_size=4096,
+                           patch_size=16, spatial_merge_size=2, temporal_patch_size=2, num_position_embeddings=2304,
+                           deepstack_visual_indexes=[8, 16, 24])),
     # Qwen2.5-VL-7B-Instruct's config.json (hub: flat, in_chans a key transformers does not read)
     "qwen2_5_vl-7b": dict(
         model_type="qwen2_5_vl", architectures=["Qwen2_5_VLForConditionalGeneration"], hidden_size=3584,
@@ -739,7 +761,7 @@ def test_every_supported_model_type_is_exercised() -> None:
     from zeroadvisor.model.hf import SUPPORTED_MODEL_TYPES
 
     assert {c["model_type"] for c in CASES.values()} == set(SUPPORTED_MODEL_TYPES)
-    assert len(SUPPORTED_MODEL_TYPES) == 31
+    assert len(SUPPORTED_MODEL_TYPES) == 32
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -26,10 +26,19 @@ from dataclasses import dataclass
 from zeroadvisor.config.trainer_errors import as_bool
 from zeroadvisor.jsontypes import JSONValue
 
-# the tower's modules that carry the gradient through it, and the projector, as layout names end (model/frozen.py
-# matches an entry against the last segments of a module's dotted name)
-TOWER_MODULES = ("visual.patch_embed", "visual.blocks")
-PROJECTOR_MODULES = ("visual.merger",)
+# The tower's modules and the projector's, as each trainer names them (model/frozen.py matches an entry against the
+# segments of a module's dotted name): LLaMA-Factory's vision_model_keys and projector_keys
+# (model/model_utils/visual.py _register_composite_model @ v0.9.5), ms-swift's vision_tower less its aligner
+# (swift/model/model_arch.py @ v4.5.2: qwen3_vl's aligner is the merger and the deepstack mergers). Qwen2-VL and
+# Qwen2.5-VL: the same for both.
+Parts = tuple[tuple[str, ...], tuple[str, ...]]  # (the tower's modules, the projector's)
+QWEN2_VL_PARTS: Parts = (("visual.patch_embed", "visual.blocks"), ("visual.merger",))
+MODULES: dict[tuple[str, str], Parts] = {
+    ("llama-factory", "qwen3_vl"): (("visual.pos_embed", "visual.patch_embed", "visual.blocks",
+                                     "visual.deepstack_merger_list"), ("visual.merger",)),
+    ("ms-swift", "qwen3_vl"): (("visual.pos_embed", "visual.patch_embed", "visual.blocks"),
+                               ("visual.merger", "visual.deepstack_merger_list")),
+}
 # project -> ((the tower's switch, its default), (the projector's switch, its default))
 KEYS: dict[str, tuple[tuple[str, bool], tuple[str, bool]]] = {
     "llama-factory": (("freeze_vision_tower", True), ("freeze_multi_modal_projector", True)),
@@ -47,10 +56,12 @@ class VisionFreeze:
     tower: bool
     projector: bool
     origin: str
+    project: str = "llama-factory"
 
-    def entries(self) -> tuple[str, ...]:
-        """The frozen modules as model/frozen.py and LoRA's exclusions take them."""
-        return (TOWER_MODULES if self.tower else ()) + (PROJECTOR_MODULES if self.projector else ())
+    def entries(self, model_type: str | None) -> tuple[str, ...]:
+        """The frozen modules of a ``model_type`` model, as model/frozen.py and LoRA's exclusions take them."""
+        tower, projector = MODULES.get((self.project, model_type or ""), QWEN2_VL_PARTS)
+        return (tower if self.tower else ()) + (projector if self.projector else ())
 
     def words(self) -> str:
         parts = [name for name, on in (("vision tower", self.tower), ("projector", self.projector)) if on]
@@ -73,4 +84,4 @@ def read_vision_freeze(data: Mapping[str, JSONValue], project: str, where: Calla
         else:
             values.append(as_bool(data[key], where(key)))
             said.append(f"{str(values[-1]).lower()} from {where(key)}")
-    return VisionFreeze(values[0], values[1], "; ".join(said))
+    return VisionFreeze(values[0], values[1], "; ".join(said), project)

@@ -1,4 +1,5 @@
-"""A multimodal model's vision tower (Qwen2-VL, Qwen2.5-VL: ``model.visual``): what its forward keeps for backward.
+"""A multimodal model's vision tower (Qwen2-VL, Qwen2.5-VL, Qwen3-VL: ``model.visual``): what its forward keeps for
+backward.
 
 The tower runs before the decoder, over every image patch of the micro batch at once (one packed sequence,
 ``cu_seqlens`` separating the images: qwen2_5_vl/modeling_qwen2_5_vl.py Qwen2_5_VisionTransformerPretrainedModel
@@ -88,7 +89,8 @@ def vision_activations(spec: ModelSpec, shape: TrainingShape, micro_batch: int, 
     facts = LayerFacts(norm=tower.norm, activation=tower.activation, attention_dropout=0.0, hidden_dropout=0.0)
     linear, _ = _layer(_Stack("vision block", tower.depth, patches, None), dims, facts, 1, True)
     linear += patches * (2 * e * tower.width + ROTARY_FP32 * dims.head)
-    merger = patches * (norm_bytes(tower.norm, e, tower.width) + MERGER_TENSORS * e * tower.width)
+    # each merger over every patch: the main one, and Qwen3-VL's deepstack mergers over the blocks it taps
+    merger = tower.mergers * patches * (norm_bytes(tower.norm, e, tower.width) + MERGER_TENSORS * e * tower.width)
     merger += patches * e * tower.patch_elements  # the pixel values, which the Conv3d keeps for its weight's gradient
     if vision_checkpointed(shape):
         kept = tower.depth * e * tower.width * patches + merger  # each block's input

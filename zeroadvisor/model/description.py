@@ -924,9 +924,10 @@ def _spec_of_hf_config_file(doc: _Document, peft: Mapping[str, JSONValue] | None
 def _excluding(spec: ModelSpec, settings: PeftSettings, vision_freeze: VisionFreeze | None) -> PeftSettings:
     """LoRA's settings with the modules the trainer freezes of a vision-language model left out of its targets
     (LLaMA-Factory's patch_target_modules, ms-swift's get_multimodal_target_regex: config/vision_freeze.py)."""
-    if spec.vision is None or vision_freeze is None or not vision_freeze.entries():
+    entries = vision_freeze.entries(spec.model_type) if vision_freeze is not None else ()
+    if spec.vision is None or vision_freeze is None or not entries:
         return settings
-    return dataclasses.replace(settings, exclude_modules=(*settings.exclude_modules, *vision_freeze.entries()),
+    return dataclasses.replace(settings, exclude_modules=(*settings.exclude_modules, *entries),
                                excluded_by=vision_freeze.words())
 
 
@@ -934,7 +935,7 @@ def _trainer_frozen(spec: ModelSpec, entries: list[str], vision_freeze: VisionFr
     """A full fine-tune with the description's ``frozen`` entries and the modules the trainer freezes of a
     vision-language model (config/vision_freeze.py) frozen."""
     said = vision_freeze is not None and spec.vision is not None
-    entries = [*entries, *(vision_freeze.entries() if said and vision_freeze is not None else ())]
+    entries = [*entries, *(vision_freeze.entries(spec.model_type) if said and vision_freeze is not None else ())]
     if not entries:
         return spec
     spec = apply_frozen(spec, spec.layout or (), entries)

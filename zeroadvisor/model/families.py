@@ -716,10 +716,13 @@ def _bart_fields(**defaults: F) -> dict[str, F]:
 @dataclass(frozen=True, slots=True)
 class VisionRow:
     """A vision tower's row: the keys of ``vision_config`` (its config class's defaults) and the builder that adds
-    its modules under ``model.visual`` given the decoder's hidden size."""
+    its modules under ``model.visual``; ``flat_text``: the config class pops a flat config's decoder keys into its
+    text config (Qwen2VLConfig.__post_init__; Qwen3VLConfig has no such step, so its decoder keys must be nested) and
+    forwards text_config's tie_word_embeddings to the top (both Qwen2-VL families; Qwen3-VL reads the top only)."""
 
     fields: Mapping[str, F]
     build: Callable[[Cfg, Layout], VisionTower]
+    flat_text: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -1568,3 +1571,61 @@ def _qwen_vl(prefix: str, model_type: str, *, v25: bool) -> Family:
 
 
 _register(_qwen_vl("Qwen2VL", "qwen2_vl", v25=False), _qwen_vl("Qwen2_5_VL", "qwen2_5_vl", v25=True))
+
+
+def _qwen3_vision(c: Cfg, L: Layout) -> VisionTower:
+    """qwen3_vl/modeling_qwen3_vl.py Qwen3VLVisionModel: a Conv3d patch embedding with bias, a learned position table
+    (nn.Embedding(num_position_embeddings, width), resampled to each image's grid), ``depth`` blocks of LayerNorms,
+    attention (qkv and proj with bias) and a plain MLP (linear_fc1/linear_fc2 with bias), the merger (LayerNorm over
+    the width, then linear_fc1 over width * merge^2 and linear_fc2 to out_hidden_size) and one deepstack merger per
+    deepstack_visual_indexes entry (the same, its LayerNorm after the shuffle: over width * merge^2)."""
+    d, m = c.width, c.spatial_merge_size
+    merged = d * m * m
+    start = len(L.modules)
+    pixels = c.in_channels * c.temporal_patch_size * c.patch_size * c.patch_size
+    L.add("patch_embed.proj", pixels * d, d)  # a Conv3d with bias (all-linear's LoRA does not wrap it)
+    L.add("pos_embed", c.num_position_embeddings * d, torch_class=TorchClass.EMBEDDING,
+          embedding_shape=(c.num_position_embeddings, d))  # the tower's own table, not the decoder's input
+    B = L.sub("blocks.*", c.depth)
+    B.layer_norm("norm1", d)
+    B.layer_norm("norm2", d)
+    B.linear("attn.qkv", d, 3 * d, True)
+    B.linear("attn.proj", d, d, True)
+    B.linear("mlp.linear_fc1", d, c.intermediate_size, True)
+    B.linear("mlp.linear_fc2", c.intermediate_size, d, True)
+    deep = len(c.deepstack_visual_indexes)
+    for name, norm_width, count in (("merger", d, 1), ("deepstack_merger_list.*", merged, deep)):
+        M = L.sub(name, count)
+        M.layer_norm("norm", norm_width)
+        M.linear("linear_fc1", merged, merged, True)
+        M.linear("linear_fc2", merged, c.out, True)
+    parameters = sum(mod.unique * mod.count for mod in L.modules[start:])
+    return VisionTower(depth=c.depth, width=d, intermediate=c.intermediate_size, heads=c.num_heads, gated=False,
+                       norm="layernorm", activation=c.hidden_act, merge=m, out=c.out, parameters=parameters,
+                       patch_elements=pixels, projectors=("merger", "deepstack_merger_list"), mergers=1 + deep)
+
+
+# qwen3_vl/configuration_qwen3_vl.py Qwen3VLVisionConfig: the widths that size the tower are required (as the
+# decoder's are), the rest take the class defaults
+_QWEN3_VISION_FIELDS = {
+    "depth": F(), "num_heads": F(), "width": F(keys=("hidden_size",)), "intermediate_size": F(),
+    "out": F(keys=("out_hidden_size",)), "in_channels": F(3), "patch_size": F(16), "temporal_patch_size": F(2),
+    "spatial_merge_size": F(2), "num_position_embeddings": F(2304), "hidden_act": F("gelu_pytorch_tanh", "str"),
+    "deepstack_visual_indexes": F([8, 16, 24], "ints"),
+}
+
+
+# qwen3_vl/modeling_qwen3_vl.py Qwen3VLForConditionalGeneration: model.visual, then model.language_model (Qwen3's
+# decoder: q_norm/k_norm, attention_bias on q/k/v/o, head_dim 128 by default) and lm_head; Qwen3VLTextConfig's keys
+# (kv heads default 32, null: the attention heads)
+_register(Family(
+    "qwen3_vl",
+    "qwen3_vl/modeling_qwen3_vl.py",
+    {k: v for k, v in _fields(tie=False, kv=32, kv_null=True, head_dim=128, head_dim_null=False,
+                              attention_bias=F(False, "bool")).items() if k != "tie_word_embeddings"},
+    lambda c, L, head: _decoder(Dec(qkv_bias="attention_bias", o_bias="attention_bias", qk_norm="rms"), c, L, head,
+                                "model.language_model"),
+    {"Qwen3VLForConditionalGeneration": CAUSAL_LM, "Qwen3VLModel": BASE},
+    "Qwen3VLForConditionalGeneration",
+    vision=VisionRow(_QWEN3_VISION_FIELDS, _qwen3_vision, flat_text=False),
+))

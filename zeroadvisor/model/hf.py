@@ -68,7 +68,7 @@ def layout_from_hf_config(
     decoder_keys = text_config(family, config)
     extra: dict[str, JSONValue] = {"num_labels": _num_labels(config), "fused_experts": fused_experts(transformers)}
     if family.vision is not None:
-        extra["tie_word_embeddings"] = _vl_tied(config, decoder_keys)
+        extra["tie_word_embeddings"] = _vl_tied(config, decoder_keys if family.vision.flat_text else config)
     cfg = _located(decoder_keys is not config, lambda: resolve(model_type, family.fields, decoder_keys, extra))
     if family.divisible_heads and cfg.hidden_size % cfg.num_attention_heads:
         raise cfg.fail(
@@ -210,6 +210,10 @@ def text_config(family: Family, config: Mapping[str, JSONValue]) -> Mapping[str,
     if family.vision is None:
         return config
     nested = config.get("text_config")
+    if nested is None and not family.vision.flat_text:
+        raise ModelError(f"model_type {family.model_type} reads its decoder's sizes from text_config only "
+                         "(its config class does not take them from the top level): text_config is missing",
+                         key="text_config")
     if nested is None:
         return config
     if not isinstance(nested, Mapping):

@@ -86,6 +86,10 @@ class VisionTower:
     parameters: int  # every parameter under the tower (patch embedding, blocks, merger)
     patch_elements: int = 0  # the pixel values of one patch (in_channels x temporal_patch_size x patch_size^2)
     prefix: str = "model.visual"  # the tower's module name in transformers 5 (``visual`` before 4.52)
+    # the mergers under the tower (the main one first; Qwen3-VL's deepstack mergers after it), as layout names
+    # relative to ``prefix``, each keeping its own inputs where it trains
+    projectors: tuple[str, ...] = ("merger",)
+    mergers: int = 1  # how many mergers run over the patches (Qwen3-VL: 1 + its deepstack_visual_indexes)
 
     @property
     def patches_per_token(self) -> int:
@@ -97,9 +101,9 @@ class VisionTower:
 
     def trains_through(self, name: str) -> bool:
         """Whether a trainable parameter in module ``name`` makes the tower keep its blocks' activations: one in the
-        patch embedding or a block (the gradient flows back through the blocks to it); the merger alone needs only
-        its own inputs."""
-        return self.owns(name) and not name.startswith(f"{self.prefix}.merger")
+        patch or position embedding or a block (the gradient flows back through the blocks to it); a merger alone
+        needs only its own inputs."""
+        return self.owns(name) and not any(name.startswith(f"{self.prefix}.{p}") for p in self.projectors)
 
 
 @dataclass(frozen=True, slots=True)
