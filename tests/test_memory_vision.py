@@ -176,3 +176,17 @@ def test_qwen3_vl_mergers_alone_need_no_graph_through_the_blocks():
     patches, w = 4000, 1152
     pixels = 3 * 2 * 16 * 16
     assert got.nbytes == patches * (27 * 2 * w + 4 * (2 * w + 8 + 3 * 2 * w) + 2 * pixels)
+
+
+def test_qwen3_vl_moe_counts_fused_experts_at_every_release():
+    config = dict(
+        model_type="qwen3_vl_moe", tie_word_embeddings=False,
+        text_config=dict(hidden_size=2048, intermediate_size=6144, num_hidden_layers=48, num_attention_heads=32,
+                         num_key_value_heads=4, head_dim=128, vocab_size=151936, num_experts=128,
+                         moe_intermediate_size=768, num_experts_per_tok=8),
+        vision_config=dict(QWEN3_VL_8B["vision_config"], out_hidden_size=2048))
+    spec = spec_from_hf_config(config)
+    assert spec.num_experts == 128 and spec.experts_per_token == 8 and not spec.release_dependent
+    assert spec.largest_layer_parameters == 128 * 3 * 768 * 2048  # one layer's experts, gathered at once by ZeRO-3
+    assert spec_from_hf_config(config, transformers="4.57").parameters == spec.parameters
+    assert spec.vision is not None and spec.vision.mergers == 4

@@ -386,7 +386,7 @@ def test_every_required_family_is_supported():
         "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma",
         "gemma2", "gemma3_text", "phi", "phi3", "gpt2", "gpt_neox", "gptj", "falcon", "bloom",
         "opt", "mpt", "starcoder2", "t5", "bert", "roberta", "deepseek_v2", "deepseek_v3",
-        "gpt_oss", "bart", "mbart", "blenderbot", "qwen2_vl", "qwen2_5_vl", "qwen3_vl",
+        "gpt_oss", "bart", "mbart", "blenderbot", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe",
     }
     assert set(SUPPORTED_MODEL_TYPES) == required
 

@@ -33,7 +33,8 @@ from zeroadvisor.model.layout import census  # noqa: E402
 # When config.json names no class, the count is of this Auto class (what the spec claims).
 _DEFAULT_AUTO = {"bert": "AutoModelForMaskedLM", "roberta": "AutoModelForMaskedLM",
                  **dict.fromkeys(("t5", "bart", "mbart", "blenderbot"), "AutoModelForSeq2SeqLM"),
-                 **dict.fromkeys(("qwen2_vl", "qwen2_5_vl", "qwen3_vl"), "AutoModelForImageTextToText")}
+                 **dict.fromkeys(("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe"),
+                                 "AutoModelForImageTextToText")}
 
 
 def _build(config: dict[str, Any]) -> Any:
@@ -222,6 +223,13 @@ CASES: dict[str, dict[str, Any]] = {
                                     text_config=_small("qwen3_vl_text", attention_bias=True)),
     "qwen3_vl-tied": dict(model_type="qwen3_vl", tie_word_embeddings=True, vision_config=_QWEN3_VL_VISION,
                           text_config=_small("qwen3_vl_text")),
+    # Qwen3-VL-MoE: Qwen3-MoE's decoder (one fused experts module per sparse layer) beside the same tower
+    "qwen3_vl_moe-small": dict(model_type="qwen3_vl_moe", vision_config=_QWEN3_VL_VISION, text_config=_small(
+        "qwen3_vl_moe_text", num_experts=4, moe_intermediate_size=24, num_experts_per_tok=2, num_key_value_heads=2)),
+    "qwen3_vl_moe-dense-layers-tied": dict(
+        model_type="qwen3_vl_moe", tie_word_embeddings=True, vision_config=_QWEN3_VL_VISION,
+        text_config=_small("qwen3_vl_moe_text", num_experts=4, moe_intermediate_size=24, decoder_sparse_step=2,
+                           mlp_only_layers=[0], head_dim=16)),
     # Qwen3-VL-8B-Instruct's shapes
     "qwen3_vl-8b": dict(
         model_type="qwen3_vl", architectures=["Qwen3VLForConditionalGeneration"], tie_word_embeddings=False,
@@ -761,7 +769,7 @@ def test_every_supported_model_type_is_exercised() -> None:
     from zeroadvisor.model.hf import SUPPORTED_MODEL_TYPES
 
     assert {c["model_type"] for c in CASES.values()} == set(SUPPORTED_MODEL_TYPES)
-    assert len(SUPPORTED_MODEL_TYPES) == 32
+    assert len(SUPPORTED_MODEL_TYPES) == 33
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -33,11 +33,13 @@ from zeroadvisor.jsontypes import JSONValue
 # Qwen2.5-VL: the same for both.
 Parts = tuple[tuple[str, ...], tuple[str, ...]]  # (the tower's modules, the projector's)
 QWEN2_VL_PARTS: Parts = (("visual.patch_embed", "visual.blocks"), ("visual.merger",))
+_LF_QWEN3_VL: Parts = (("visual.pos_embed", "visual.patch_embed", "visual.blocks", "visual.deepstack_merger_list"),
+                      ("visual.merger",))
+_SWIFT_QWEN3_VL: Parts = (("visual.pos_embed", "visual.patch_embed", "visual.blocks"),
+                          ("visual.merger", "visual.deepstack_merger_list"))
 MODULES: dict[tuple[str, str], Parts] = {
-    ("llama-factory", "qwen3_vl"): (("visual.pos_embed", "visual.patch_embed", "visual.blocks",
-                                     "visual.deepstack_merger_list"), ("visual.merger",)),
-    ("ms-swift", "qwen3_vl"): (("visual.pos_embed", "visual.patch_embed", "visual.blocks"),
-                               ("visual.merger", "visual.deepstack_merger_list")),
+    ("llama-factory", "qwen3_vl"): _LF_QWEN3_VL, ("llama-factory", "qwen3_vl_moe"): _LF_QWEN3_VL,
+    ("ms-swift", "qwen3_vl"): _SWIFT_QWEN3_VL, ("ms-swift", "qwen3_vl_moe"): _SWIFT_QWEN3_VL,
 }
 # project -> ((the tower's switch, its default), (the projector's switch, its default))
 KEYS: dict[str, tuple[tuple[str, bool], tuple[str, bool]]] = {

@@ -61,7 +61,7 @@ ROWS: dict[str, Row] = {
     # DeepseekV2/V3 TopkRouter: F.linear(hidden_states.type(torch.float32), ...): the fp32 input is kept
     **{t: _llama(router_fp32_input=True) for t in ("deepseek_v2", "deepseek_v3")},
     # Qwen3Attention: q_norm / k_norm (Qwen3RMSNorm, LlamaRMSNorm's code) over head_dim on Q and K
-    **{t: _llama(qk_norm="rmsnorm") for t in ("qwen3", "qwen3_moe", "qwen3_vl")},
+    **{t: _llama(qk_norm="rmsnorm") for t in ("qwen3", "qwen3_moe", "qwen3_vl", "qwen3_vl_moe")},
     # GptOssRMSNorm scales the fp32 input by the weight before the cast (two fp32 tensors, as Gemma's); the experts'
     # clamped GLU (GptOssExperts._apply_gate) keeps five f-wide tensors of a routed copy's fused gate_up output;
     # the router takes the top-k of its logits and a softmax over those k (GptOssTopKRouter)

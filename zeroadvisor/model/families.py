@@ -1629,3 +1629,24 @@ _register(Family(
     "Qwen3VLForConditionalGeneration",
     vision=VisionRow(_QWEN3_VISION_FIELDS, _qwen3_vision, flat_text=False),
 ))
+
+
+# qwen3_vl_moe/modeling_qwen3_vl_moe.py: Qwen3-VL's tower (Qwen3VLMoeVisionModel, the same modules) beside Qwen3-MoE's
+# decoder (Qwen3VLMoeTextSparseMoeBlock: a TopKRouter and one Experts module of 3-D gate_up_proj / down_proj on the
+# layers decoder_sparse_step and mlp_only_layers pick, dense Qwen3VLMoeTextMLP on the others). The experts were one
+# fused module from the family's first release (transformers 4.57), so the layout does not depend on the release.
+# Qwen3VLMoeTextConfig: kv heads default 16 (null: the attention heads), head_dim null or absent: hidden // heads.
+_register(Family(
+    "qwen3_vl_moe",
+    "qwen3_vl_moe/modeling_qwen3_vl_moe.py",
+    {k: v for k, v in _fields(tie=False, kv=16, kv_null=True, head_dim_null=True, intermediate=5632,
+                              attention_bias=F(False, "bool"), num_experts=F(kind="nonneg"),
+                              moe_intermediate_size=F(), num_experts_per_tok=F(4), decoder_sparse_step=F(1),
+                              mlp_only_layers=F(DERIVED, "ints")).items() if k != "tie_word_embeddings"},
+    lambda c, L, head: _decoder(Dec(qkv_bias="attention_bias", o_bias="attention_bias", qk_norm="rms",
+                                    moe=Moe("num_experts", "moe_intermediate_size", "qwen")), c, L, head,
+                                "model.language_model"),
+    {"Qwen3VLMoeForConditionalGeneration": CAUSAL_LM, "Qwen3VLMoeModel": BASE},
+    "Qwen3VLMoeForConditionalGeneration",
+    vision=VisionRow(_QWEN3_VISION_FIELDS, _qwen3_vision, flat_text=False),
+))
