@@ -190,3 +190,16 @@ def test_qwen3_vl_moe_counts_fused_experts_at_every_release():
     assert spec.largest_layer_parameters == 128 * 3 * 768 * 2048  # one layer's experts, gathered at once by ZeRO-3
     assert spec_from_hf_config(config, transformers="4.57").parameters == spec.parameters
     assert spec.vision is not None and spec.vision.mergers == 4
+
+
+def test_sequence_parallelism_splits_the_decoder_not_the_tower():
+    """ms-swift splits the decoder's input embeddings after the tower (ulysses.py pre_forward_split_hook): every rank
+    runs the tower over every image, so its activations do not shrink with the degree."""
+    from zeroadvisor.memory.parallel import Parallel, parallel_activations
+
+    spec = _spec()
+    shape = TrainingShape(sequence_length=8192, image_tokens=4096, activation_checkpointing=Checkpointing.FULL)
+    tower = vision_activations(spec, shape, 1, "bf16").nbytes
+    for degree in (1, 4):
+        got = parallel_activations(spec, shape, 1, "bf16", Parallel(sequence=degree))
+        assert dict(got.parts)["vision tower"] == tower

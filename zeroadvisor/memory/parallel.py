@@ -333,7 +333,10 @@ def parallel_activations(spec: ModelSpec, shape: TrainingShape, micro_batch: int
                         "on the logits as lm_head returns them) keeps the loss tensors in the model dtype, not "
                         "transformers' fp32 upcast")
     local = dataclasses.replace(spec, **changes) if changes else spec
-    whole = with_vision(activation_bytes(local, seq_shape, micro_batch, precision), local, seq_shape, micro_batch,
+    # the vision tower runs over every image of the micro batch on each rank: sequence parallelism splits the
+    # decoder's input embeddings after it (ms-swift's pre_forward_split_hook on the language model,
+    # swift/trainers/sequence_parallel/ulysses.py @ v3.12.0), and no tensor parallel plan covers it
+    whole = with_vision(activation_bytes(local, seq_shape, micro_batch, precision), spec, shape, micro_batch,
                         precision)
     notes = list(whole.notes)
     if sp_loss_note and whole.nbytes:
