@@ -203,3 +203,13 @@ def test_sequence_parallelism_splits_the_decoder_not_the_tower():
     for degree in (1, 4):
         got = parallel_activations(spec, shape, 1, "bf16", Parallel(sequence=degree))
         assert dict(got.parts)["vision tower"] == tower
+
+
+def test_the_json_report_names_the_tower():
+    from zeroadvisor.memory.estimate import Cluster, estimate
+
+    shape = TrainingShape(sequence_length=2048, image_tokens=700)
+    report = estimate({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True},
+                       "zero_optimization": {"stage": 3}}, _spec(), shape, Cluster(gpus=8, gpu_memory=80 * 2**30))
+    tower = report.to_dict()["model"]["vision_tower"]
+    assert tower == {"parameters": 676_550_144, "trains": True, "image_tokens": 700}

@@ -89,6 +89,7 @@ from zeroadvisor.memory.step_temporaries import (
 )
 from zeroadvisor.memory.terms import METHOD_ROWS, STATE_ROWS, Term, shown_rows
 from zeroadvisor.memory.verdict import DOES_NOT_FIT, FITS, PhasePeak, judge, stated, vllm_share_judgement
+from zeroadvisor.memory.vision import image_tokens
 from zeroadvisor.model.spec import LoadInputs, ModelSpec, Padding, TrainingShape
 from zeroadvisor.units import format_bytes
 from zeroadvisor.version import DEEPSPEED_TARGET
@@ -308,6 +309,11 @@ class Estimate:
             "largest_layer_parameters": m.largest_layer_parameters,
             "trainable_parameters": trainable(m),
             "peft": m.peft,
+            # a vision-language model's tower (memory/vision.py): its parameters, whether any of them trains (its
+            # activations kept) and the image tokens it was costed at; null for a text model
+            "vision_tower": None if m.vision is None else {
+                "parameters": m.vision.parameters, "trains": m.vision_trains,
+                "image_tokens": image_tokens(m, self.shape) if m.vision_trains else None},
             "source": m.source,
             "notes": list(m.notes),  # what the model description says about its own counts (ModelSpec.notes)
             "precision": self.settings.precision,
