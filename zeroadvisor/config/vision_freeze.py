@@ -14,8 +14,9 @@ Both trainers that read a model's layout for it freeze them by default, in full 
   and aligner (``visual.merger``) in a full fine-tune; under LoRA, all-linear becomes get_multimodal_target_regex,
   which reaches the tower's and the aligner's Linears only where they are not frozen.
 
-TRL and axolotl freeze nothing of the model on their own. The module names are Qwen2-VL's and Qwen2.5-VL's, the
-vision-language models counted (model/families.py); on a model without a vision tower the reading changes nothing.
+TRL and axolotl freeze nothing of the model on their own. The module names are those of the vision-language models
+counted (model/families.py: Qwen2-VL, Qwen2.5-VL, Qwen3-VL and Qwen3-VL-MoE, MODULES below); on a model without a
+vision tower the reading changes nothing.
 """
 
 from __future__ import annotations

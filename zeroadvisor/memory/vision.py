@@ -21,8 +21,9 @@ decoder forward and backward: the tower's backward runs last.
   decoder's backward has freed its tensors, so it is not counted at the peak (exact for torch's backward order).
   ms-swift checkpoints the tower on its own switch (``--vit_gradient_checkpointing``, default: gradient_checkpointing;
   swift/trainers/arguments.py, mixin.py dynamic_gradient_checkpointing): TrainingShape.vision_checkpointing.
-  Qwen2.5-VL's window reordering of the patches (``window_index``) and the rotary tables (fp32, per patch and
-  head width, shared by the blocks) are not counted: a few tensors of e·width per patch over the whole tower.
+  Not counted: Qwen2.5-VL's window reordering of the patches (``window_index``), the rotary tables built once before
+  the blocks and Qwen3-VL's position-table interpolation: a few tensors per patch over the whole tower (the
+  measured towers' "outside" beyond the pixel values, within the 3% of benchmarks/vision.md).
 
 The image tokens per sample are an input (TrainingShape.image_tokens, ``--image-tokens``); where nobody gives it the
 tower is costed with every token of the sequence an image token, the most the sequence can hold (memory/assumed.py

@@ -222,8 +222,9 @@ def text_config(family: Family, config: Mapping[str, JSONValue]) -> Mapping[str,
 
 
 def _vl_tied(config: Mapping[str, JSONValue], text: Mapping[str, JSONValue]) -> bool:
-    """Qwen2VLConfig's tie_word_embeddings: the top-level value, or text_config's where it is true (the
-    backward-compatible forward in __post_init__: pre-v5 saves placed it inside text_config)."""
+    """A vision-language config's tie_word_embeddings: the top-level value, or ``text``'s where it is true
+    (Qwen2VLConfig's / Qwen2_5_VLConfig's backward-compatible forward in __post_init__: pre-v5 saves placed it inside
+    text_config); Qwen3-VL's config classes read the top only (the caller passes the config itself as ``text``)."""
     values = [config.get("tie_word_embeddings", False)] + ([text.get("tie_word_embeddings", False)]
                                                          if text is not config else [])
     for where, value in zip(("tie_word_embeddings", "text_config.tie_word_embeddings"), values, strict=False):
