@@ -498,6 +498,18 @@ def _order(row: dict[str, Any]) -> tuple[Any, ...]:
             row["tokens"], row["pairs"])
 
 
+def kept_rows(out: Path, rows: list[dict[str, Any]], key: Callable[[dict[str, Any]], Any], merge: bool,
+              field: str | None = None) -> list[dict[str, Any]]:
+    """The rows of a calibration's JSON ``out`` (a list, or an object holding it under ``field``) that ``rows`` do
+    not replace (the same ``key``: another release's), kept where --merge asks; none otherwise (also used by
+    calibrate_gkd_loss.py and calibrate_grpo_logits.py)."""
+    if not merge or not out.exists():
+        return []
+    data = json.loads(out.read_text())
+    new = {key(r) for r in rows}
+    return [r for r in (data[field] if field else data) if key(r) not in new]
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--merge", action="store_true", help="keep the other releases' rows in dpo_loss.json")
@@ -509,9 +521,7 @@ def main(argv: list[str] | None = None) -> None:
     rows = replica_rows() if options.replicas else _installed_rows(trl.__version__)
     for row in rows:
         print(json.dumps(row))
-    names = {r["trl"] for r in rows}
-    kept = [r for r in json.loads(OUT.read_text()) if r["trl"] not in names] if options.merge and OUT.exists() else []
-    everything = sorted(kept + rows, key=_order)
+    everything = sorted(kept_rows(OUT, rows, lambda r: r["trl"], options.merge) + rows, key=_order)
     OUT.write_text(json.dumps(everything, indent=1) + "\n")
     OUT.with_suffix(".md").write_text(markdown(everything))
 

@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
 sys.path.insert(0, str(REPO))
 
-from calibrate_dpo_loss import HIDDEN, LAYERS, VOCAB, _models, config, step_peaks  # noqa: E402
+from calibrate_dpo_loss import HIDDEN, LAYERS, VOCAB, _models, config, kept_rows, step_peaks  # noqa: E402
 
 CASES = [{"rows": 1, "tokens": 512}, {"rows": 2, "tokens": 512}, {"rows": 4, "tokens": 256}]
 BETAS = (0.5, 0.0, 1.0)
@@ -120,9 +120,7 @@ def main(argv: list[str] | None = None) -> None:
     rows = rows_for()
     for row in rows:
         print(json.dumps(row))
-    names = {r["trl"] for r in rows}
-    kept = [r for r in json.loads(OUT.read_text())["rows"] if r["trl"] not in names] \
-        if options.merge and OUT.exists() else []
+    kept = kept_rows(OUT, rows, lambda r: r["trl"], options.merge, "rows")
     everything = sorted(kept + rows, key=lambda r: ([int(p) for p in r["trl"].split(".")], r["beta"], r["rows"]))
     OUT.write_text(json.dumps({"model": config(), "prompt_share": 1 / PROMPT_SHARE, "rows": everything}, indent=1)
                    + "\n")

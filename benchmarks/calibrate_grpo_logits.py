@@ -39,7 +39,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
 sys.path.insert(0, str(REPO))
 
-from calibrate_dpo_loss import HIDDEN, LAYERS, VOCAB, _models, config, step_peaks  # noqa: E402
+from calibrate_dpo_loss import HIDDEN, LAYERS, VOCAB, _models, config, kept_rows, step_peaks  # noqa: E402
 
 # (rows, prompt, completion): GRPO's per_device_train_batch_size counts completions
 CASES = [{"rows": 1, "prompt": 128, "completion": 512}, {"rows": 2, "prompt": 128, "completion": 512},
@@ -142,12 +142,7 @@ def main(argv: list[str] | None = None) -> None:
     for row in rows:
         print(json.dumps(row))
 
-    def key(r: dict[str, Any]) -> tuple[str, str]:
-        return r["trl"], r.get("ms_swift", "")
-
-    names = {key(r) for r in rows}
-    kept = [r for r in json.loads(OUT.read_text())["rows"] if key(r) not in names] \
-        if options.merge and OUT.exists() else []
+    kept = kept_rows(OUT, rows, lambda r: (r["trl"], r.get("ms_swift", "")), options.merge, "rows")
     everything = sorted(kept + rows, key=lambda r: (r.get("ms_swift", ""), [int(p) for p in r["trl"].split(".")],
                                                    r["rows"]))
     OUT.write_text(json.dumps({"model": config(), "rows": everything}, indent=1) + "\n")

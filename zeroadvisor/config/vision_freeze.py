@@ -59,7 +59,7 @@ class VisionFreeze:
     tower: bool
     projector: bool
     origin: str
-    project: str = "llama-factory"
+    project: str  # the trainer family's project name (KEYS), which decides the module names (MODULES)
 
     def entries(self, model_type: str | None) -> tuple[str, ...]:
         """The frozen modules of a ``model_type`` model, as model/frozen.py and LoRA's exclusions take them."""

@@ -486,6 +486,15 @@ def _layer(stack: _Stack, d: _Dims, facts: LayerFacts, b: int, fused: bool,
     return linear, scores
 
 
+def block_bytes(e: int, width: int, heads: int, mlp_width: int, gated: bool, facts: LayerFacts, tokens: int) -> int:
+    """What one self-attention block of ``width`` (``heads`` heads, all of them K/V heads) with an MLP of
+    ``mlp_width`` keeps over ``tokens`` tokens of one packed sequence, under fused attention: _layer's terms for a
+    block outside the decoder's stacks (a vision tower's, memory/vision.py)."""
+    dims = _Dims(e, width, width, width, heads, mlp_width, 1, gated, head=width // heads)
+    linear, _ = _layer(_Stack("block", 1, tokens, None), dims, facts, 1, True)
+    return linear
+
+
 def frozen_norm_bytes(kind: str, e: int, width: int) -> int:
     """Per token, what one norm of ``width`` keeps less when its weight is frozen (LoRA's base): the scaled output's
     factor that only the weight's gradient needs. LlamaRMSNorm's ``weight * hidden_states.to(input_dtype)`` and

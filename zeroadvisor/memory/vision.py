@@ -11,7 +11,7 @@ decoder forward and backward: the tower's backward runs last.
 * A tower none of whose parameters trains (frozen by the trainer, ``frozen: [visual]``, or PEFT adapting none of
   its Linears) runs without a graph: its inputs need no gradient, so autograd saves nothing (exact); its forward's
   transients are freed before the decoder's forward starts.
-* A tower that trains keeps, per block, what a transformer layer keeps (memory/activations.py _layer: the same
+* A tower that trains keeps, per block, what a transformer layer keeps (memory/activations.py block_bytes: the same
   terms, at the tower's width, heads and MLP, with its norm and activation; fused attention: SDPA/FlashAttention,
   whose per-image attention keeps no score matrix) plus what its rotary attention adds (ROTARY_FP32, the fused qkv
   output), the merger's ln_q and two Linears with their GELU, and the patch embedding's input (the pixel values, in
@@ -35,10 +35,10 @@ from __future__ import annotations
 import dataclasses
 
 from zeroadvisor.memory import bytes as B
-from zeroadvisor.memory.activations import Activations, _Dims, _layer, _Stack, norm_bytes
+from zeroadvisor.memory.activations import Activations, block_bytes, norm_bytes
 from zeroadvisor.model.spec import Checkpointing, LayerFacts, ModelSpec, TrainingShape
 
-# Per patch and block beyond a decoder layer's terms (memory/activations.py _layer), measured on CPU with
+# Per patch and block beyond a decoder layer's terms (memory/activations.py block_bytes), measured on CPU with
 # saved_tensors_hooks (benchmarks/calibrate_vision.py): the attention's fused qkv output, which v (a view of it) keeps
 # whole while the rotated q and k are new tensors (e bytes x 2 widths more than separate q/k/v projections), and the
 # fp32 cos and sin apply_rotary_pos_emb_vision keeps per block (2 x 4 bytes x head width)
@@ -83,13 +83,11 @@ def vision_activations(spec: ModelSpec, shape: TrainingShape, micro_batch: int, 
     patches = tokens * tower.patches_per_token * micro_batch
     if not patches:
         return VisionActivations(0, 0, "activations: no image tokens: the vision tower does not run")
-    dims = _Dims(e, tower.width, tower.width, tower.width, tower.heads, tower.intermediate, 1, tower.gated,
-                 head=tower.width // tower.heads)
     # the tower's blocks: no dropout anywhere (Qwen2VisionBlock / Qwen2_5_VLVisionBlock), attention through the
     # model's implementation (fused: SDPA or FlashAttention, per image by cu_seqlens)
     facts = LayerFacts(norm=tower.norm, activation=tower.activation, attention_dropout=0.0, hidden_dropout=0.0)
-    linear, _ = _layer(_Stack("vision block", tower.depth, patches, None), dims, facts, 1, True)
-    linear += patches * (2 * e * tower.width + ROTARY_FP32 * dims.head)
+    linear = block_bytes(e, tower.width, tower.heads, tower.intermediate, tower.gated, facts, patches)
+    linear += patches * (2 * e * tower.width + ROTARY_FP32 * (tower.width // tower.heads))
     # each merger over every patch: the main one, and Qwen3-VL's deepstack mergers over the blocks it taps
     merger = tower.mergers * patches * (norm_bytes(tower.norm, e, tower.width) + MERGER_TENSORS * e * tower.width)
     merger += patches * e * tower.patch_elements  # the pixel values, which the Conv3d keeps for its weight's gradient

@@ -203,9 +203,9 @@ FIELDS: tuple[DescriptionField, ...] = (
         "training",
         _POSITIVE,
         "an integer > 0",
-        "Vision-language models (Qwen2-VL, Qwen2.5-VL): how many of each sample's sequence_length tokens are image "
-        "tokens (the vision tower runs over 4 patches per token); default: every token, the most the sequence holds "
-        "(counted only where the vision tower trains).",
+        "Vision-language models (Qwen2-VL, Qwen2.5-VL, Qwen3-VL): how many of each sample's sequence_length tokens "
+        "are image tokens (the vision tower runs over 4 patches per token); default: every token, the most the "
+        "sequence holds (counted only where the vision tower trains).",
     ),
     DescriptionField(
         "vision_checkpointing",
@@ -934,14 +934,12 @@ def _excluding(spec: ModelSpec, settings: PeftSettings, vision_freeze: VisionFre
 def _trainer_frozen(spec: ModelSpec, entries: list[str], vision_freeze: VisionFreeze | None) -> ModelSpec:
     """A full fine-tune with the description's ``frozen`` entries and the modules the trainer freezes of a
     vision-language model (config/vision_freeze.py) frozen."""
-    said = vision_freeze is not None and spec.vision is not None
-    entries = [*entries, *(vision_freeze.entries(spec.model_type) if said and vision_freeze is not None else ())]
+    trainer = vision_freeze if vision_freeze is not None and spec.vision is not None else None
+    entries = [*entries, *(trainer.entries(spec.model_type) if trainer is not None else ())]
     if not entries:
         return spec
     spec = apply_frozen(spec, spec.layout or (), entries)
-    if said and vision_freeze is not None:
-        spec = dataclasses.replace(spec, notes=(*spec.notes, vision_freeze.words()))
-    return spec
+    return dataclasses.replace(spec, notes=(*spec.notes, trainer.words())) if trainer is not None else spec
 
 
 def _check_description(doc: _Document) -> None:

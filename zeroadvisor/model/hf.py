@@ -68,7 +68,8 @@ def layout_from_hf_config(
     decoder_keys = text_config(family, config)
     extra: dict[str, JSONValue] = {"num_labels": _num_labels(config), "fused_experts": fused_experts(transformers)}
     if family.vision is not None:
-        extra["tie_word_embeddings"] = _vl_tied(config, decoder_keys if family.vision.flat_text else config)
+        nested = decoder_keys if family.vision.flat_text and decoder_keys is not config else None
+        extra["tie_word_embeddings"] = _vl_tied(config, nested)
     cfg = _located(decoder_keys is not config, lambda: resolve(model_type, family.fields, decoder_keys, extra))
     if family.divisible_heads and cfg.hidden_size % cfg.num_attention_heads:
         raise cfg.fail(
@@ -221,12 +222,12 @@ def text_config(family: Family, config: Mapping[str, JSONValue]) -> Mapping[str,
     return nested
 
 
-def _vl_tied(config: Mapping[str, JSONValue], text: Mapping[str, JSONValue]) -> bool:
-    """A vision-language config's tie_word_embeddings: the top-level value, or ``text``'s where it is true
-    (Qwen2VLConfig's / Qwen2_5_VLConfig's backward-compatible forward in __post_init__: pre-v5 saves placed it inside
-    text_config); Qwen3-VL's config classes read the top only (the caller passes the config itself as ``text``)."""
+def _vl_tied(config: Mapping[str, JSONValue], text: Mapping[str, JSONValue] | None) -> bool:
+    """A vision-language config's tie_word_embeddings: the top-level value, or the nested ``text`` config's where it
+    is true (Qwen2VLConfig's / Qwen2_5_VLConfig's backward-compatible forward in __post_init__: pre-v5 saves placed it
+    inside text_config); None: the top only (Qwen3-VL's config classes, or a flat config)."""
     values = [config.get("tie_word_embeddings", False)] + ([text.get("tie_word_embeddings", False)]
-                                                         if text is not config else [])
+                                                         if text is not None else [])
     for where, value in zip(("tie_word_embeddings", "text_config.tie_word_embeddings"), values, strict=False):
         if not isinstance(value, bool):
             raise ModelError(f"{where} must be true or false, got {fmt(value)}", key=where.rsplit(".", 1)[-1])

@@ -291,7 +291,7 @@ def count(modules: Sequence[Module], settings: PeftSettings, spec: ModelSpec) ->
     # (memory/vision.py), so they are left out of them
     in_tower = [a for a in adapted if tower is not None and tower.owns(a[1].name)]
     lm_named = [(k, m) for k, m in named if tower is None or not tower.owns(m.name)]
-    lm_adapted = [a for a in adapted if a not in in_tower]
+    lm_adapted = [a for a in adapted if tower is None or not tower.owns(a[1].name)]
     vision_trains = tower is not None and (any(tower.trains_through(m.name) for _, m, _ in in_tower) or any(
         tower.trains_through(m.name) for key, m in named if saved and _saved(key, saved)))
     return PeftCount(
